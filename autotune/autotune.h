@@ -1,0 +1,238 @@
+/* autotune.h -- the autotuner and its config store (private to the library, the CLI's
+ * tools/cmd_tune.c and the tests).
+ *
+ * A tuned config is stored under a key (cg_tune_key): op, direction, the shape fields
+ * that change the best config (SSD: dk, dv, G, H; selective scan: D, N, G), dtype,
+ * precision class, seq bucket (next power of two of T or L), the device identity (GPU
+ * name, compute capability, SM count, NVRTC and driver versions; or the CPU model and
+ * thread count) and the chunkgen version. Runtime lookup (lookup.c): exact key, then
+ * the nearest seq bucket with the rest of the key equal, then the backend's default.
+ *
+ * Store (store.c): one JSON file per key under <cache dir>/configs, named by a hash of
+ * the key text, written to a temp file in the same directory and renamed into place;
+ * readers take no lock. Every file carries the key it belongs to and a checksum; a file
+ * that fails to parse, has the wrong schema, a bad checksum or a key that does not hash
+ * to its name is a miss, with one warning per process. */
+#ifndef CG_AUTOTUNE_H
+#define CG_AUTOTUNE_H
+
+#include "internal.h"
+#include "gen.h"
+
+#include <stdio.h>
+
+#define CG_TUNE_SCHEMA 1            /* schema of store entries and exports */
+#define CG_TUNE_CFG_TEXT 256        /* "k=v,k=v" of a config */
+
+/* The direction is passed to CPU spaces (and, once gen.h has it, to the generator) as a
+ * shape flag: `shape.bwd` in Lua. */
+#ifndef CG_KS_BWD
+#define CG_KS_BWD 256
+#endif
+
+/* ------------------------------------------------------------------- keys */
+
+typedef struct cg_tune_key {
+    char backend[16];     /* "cpu", "cuda", "emulate" */
+    char op[8];           /* "ssd", "sscan" */
+    char dir[4];          /* "fwd", "bwd" */
+    int64_t dk, dv, H;    /* SSD; 0 for sscan */
+    int64_t D, N;         /* sscan; 0 for SSD */
+    int64_t G;            /* both */
+    char dtype[8];        /* "f32" */
+    char precision[8];    /* accuracy class: "fp32" (outputs within the fp32 targets) */
+    int64_t seq_bucket;   /* next power of two >= T (SSD) or L (sscan) */
+    char device[128];     /* GPU name, or the CPU model name */
+    int cc;               /* compute capability x10 (cuda); 0 otherwise */
+    int sm_count;         /* cuda; 0 otherwise */
+    int threads;          /* CPU threads; 0 for GPU backends */
+    char nvrtc[32];       /* cuda: NVRTC version; "" otherwise */
+    char driver[32];      /* cuda: driver version; "" otherwise */
+    char version[16];     /* chunkgen version */
+} cg_tune_key;
+
+/* A problem shape to tune (or the shape a runtime call has). */
+typedef struct cg_tune_shape {
+    int sscan;                        /* 0: SSD, 1: selective scan */
+    int64_t B, T, G, H, dk, dv;       /* SSD (T is L for sscan) */
+    int64_t D, N;                     /* sscan: D channels, N state size, G groups */
+    char name[48];                    /* e.g. "g2h8_d128" (informational) */
+} cg_tune_shape;
+
+/* Smallest power of two >= n (1 for n <= 1). */
+int64_t cg__tune_bucket(int64_t n);
+/* Canonical text of the key ("backend=cpu;op=ssd;..."); with_seq = 0 leaves the seq
+ * bucket out (the "family" that nearest-bucket lookup compares). */
+void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap);
+/* 64-bit FNV-1a. */
+uint64_t cg__tune_hash(const void *data, size_t n, uint64_t seed);
+/* Identity of this machine for backend (device fields of the key and the versions).
+ * CG_ENODEV when the backend has no device here. */
+cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key *k);
+/* Full key for shape on backend, direction bwd (0/1). */
+cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_shape *s, int bwd, cg_tune_key *k);
+/* Shape of a validated problem of op. */
+void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s);
+/* The CPU model name of this machine (from /proc/cpuinfo; static). */
+const char *cg__tune_cpu_model(void);
+/* Threads the CPU backend uses in ctx. */
+int cg__tune_cpu_threads(cg_context *ctx);
+/* One line describing the key for tables, e.g. "cpu ssd fwd dk128 dv128 G2 H8 T<=2048". */
+void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap);
+
+/* ---------------------------------------------------------------- entries */
+
+typedef enum cg_tune_verdict {
+    CG_TV_OK = 0,
+    CG_TV_COMPILE,    /* failed to compile/load */
+    CG_TV_RESOURCES,  /* out of memory, constraints refused at run time */
+    CG_TV_LAUNCH,     /* launch or execution error */
+    CG_TV_WRONG,      /* outputs outside the accuracy targets */
+    CG_TV_TIMEOUT,    /* one run took far longer than the best so far */
+    CG_TV_COUNT
+} cg_tune_verdict;
+const char *cg__tune_verdict_name(cg_tune_verdict v);
+int cg__tune_verdict_parse(const char *s, cg_tune_verdict *out);
+
+typedef struct cg_tune_cand {
+    char cfg[CG_TUNE_CFG_TEXT];  /* full config, "k=v,..." in the space's order */
+    int order;                   /* position in the enumerated space (ties) */
+    cg_tune_verdict verdict;
+    double median_ms, iqr_ms;    /* valid when verdict == OK */
+    int reps;
+    double err;                  /* worst relative error of the verification */
+    char detail[160];            /* reason of a rejection */
+} cg_tune_cand;
+
+typedef struct cg_tune_entry {
+    cg_tune_key key;
+    int complete;                /* 0: a tune in progress or interrupted (resumable) */
+    int truncated;               /* complete, but the budget cut the candidates short */
+    char kernel[32];             /* space the candidates came from, e.g. "ssd_cpu" */
+    cg_tune_shape shape;         /* shape that was measured */
+    int64_t verify_T;            /* seq length of the verification problem */
+    int best;                    /* index into cand; -1 when none passed */
+    double default_ms, default_iqr_ms; /* the untuned (default) config; 0 when not measured */
+    char default_cfg[CG_TUNE_CFG_TEXT];
+    int space_size;              /* configs the constraints accepted */
+    int ncand;
+    cg_tune_cand *cand;          /* malloc'd */
+    char created[32];            /* UTC, ISO 8601 */
+    char host[64];
+} cg_tune_entry;
+
+void cg__tune_entry_free(cg_tune_entry *e);
+/* Deep copy (dst must be free'd with cg__tune_entry_free). */
+cg_status cg__tune_entry_copy(cg_tune_entry *dst, const cg_tune_entry *src);
+/* Append a candidate (grows cand). */
+cg_status cg__tune_entry_add(cg_tune_entry *e, const cg_tune_cand *c);
+/* The candidate of e with config text cfg, or NULL. */
+cg_tune_cand *cg__tune_entry_find(cg_tune_entry *e, const char *cfg);
+
+/* Selection: the fastest passing candidate; candidates whose median lies within the
+ * fastest's noise (its IQR, clamped to [rel_tol, CG_TUNE_TIE_MAX] times its median) tie
+ * with it, and a tie goes to the smallest `order` (the default config is order 0, then
+ * the space's order). Returns an index into c, or -1 when none passed. Second-best (by
+ * median, excluding the winner) in *runner_up (-1 when none). */
+int cg__tune_select(const cg_tune_cand *c, int n, double rel_tol, int *runner_up);
+#define CG_TUNE_TIE_REL 0.02
+#define CG_TUNE_TIE_MAX 0.10
+
+/* ------------------------------------------------------------------ JSON
+ * Entry <-> JSON object (jansson). to_json adds "schema" and the "checksum" over the
+ * canonical text (compact, sorted keys) of everything else. from_json validates every
+ * field; on failure returns CG_EINVAL with the reason in why. require_checksum = 0
+ * accepts an object without a checksum (hand-written imports), but a checksum that is
+ * present must match. */
+struct json_t;
+struct json_t *cg__tune_entry_to_json(const cg_tune_entry *e);
+cg_status cg__tune_entry_from_json(struct json_t *obj, int require_checksum, cg_tune_entry *e, char *why,
+                                   size_t whycap);
+
+/* ------------------------------------------------------------------ store */
+
+/* <cache dir>/configs (static per thread buffer; valid until the next call). */
+const char *cg__tune_store_dir(cg_context *ctx);
+/* File name (no directory) of key's entry: "<16 hex of hash(key text)>.json". */
+void cg__tune_entry_file(const cg_tune_key *k, char *buf, size_t cap);
+/* Write e atomically (temp file + rename) into dir (created when missing). */
+cg_status cg__tune_store_put(cg_context *ctx, const char *dir, const cg_tune_entry *e);
+/* Read key's entry. CG_ENOTFOUND when absent; CG_EIO (message in ctx) when present but
+ * bad. */
+cg_status cg__tune_store_get(cg_context *ctx, const char *dir, const cg_tune_key *k, cg_tune_entry *e);
+/* Read and validate one entry file (path). On failure: CG_EIO/CG_ENOTFOUND, why set. */
+cg_status cg__tune_store_read(const char *path, cg_tune_entry *e, char *why, size_t whycap);
+/* Visit every entry file of dir in name order: fn(path, entry or NULL, why) where a NULL
+ * entry means the file is bad (why says why). fn returns nonzero to stop. Temp files are
+ * not visited. Returns the number of files visited, or -1 when dir cannot be opened. */
+typedef int (*cg_tune_visit_fn)(void *arg, const char *path, const cg_tune_entry *e, const char *why);
+int cg__tune_store_scan(const char *dir, cg_tune_visit_fn fn, void *arg);
+/* Print "chunkgen: warning: ..." once per (path) per process. */
+void cg__tune_warn_once(const char *path, const char *why);
+/* Forget the in-process lookup index of dir (after writing into it). */
+void cg__tune_index_invalidate(const char *dir);
+/* Atomic write of bytes to dir/name (temp in dir, fsync, rename). */
+cg_status cg__tune_write_atomic(cg_context *ctx, const char *dir, const char *name, const void *data, size_t n);
+/* mkdir -p. 0 on success. */
+int cg__tune_mkdirs(const char *path);
+
+/* ------------------------------------------------------------ CPU spaces
+ * generator/cpu/<name>.lua, same convention as generator/kernels/<name>.lua (name, op,
+ * space, order, valid, default; no template or launch). Evaluated by cpu_space.c in a
+ * private Lua state. */
+cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
+                             cg_cfg **out, int *n, cg_cfg *def);
+
+/* ------------------------------------------------------------------ tuner */
+
+typedef struct cg_tune_opts {
+    int op_mask;            /* 1: SSD, 2: sscan */
+    int dir_mask;           /* 1: fwd, 2: bwd */
+    double budget_s;        /* whole tune; <= 0: none */
+    int jobs;               /* compile workers for generated backends; 0: cores */
+    double min_time_s;      /* measure each candidate at least this long (0: backend default) */
+    int min_reps, max_reps; /* 0: defaults */
+    int force;              /* retune keys that have a complete entry */
+    int progress;           /* 1: bar (TTY), 0: plain lines, -1: quiet */
+    FILE *out;              /* progress/log stream (NULL: stderr) */
+    int64_t verify_T;       /* seq length of the verification problem (0: automatic) */
+    int max_candidates;     /* 0: all */
+    /* Tests: stop (as if killed) after this many measured candidates; 0: never. */
+    int stop_after;
+} cg_tune_opts;
+
+typedef struct cg_tune_summary {
+    int keys, tuned, cached, resumed, failed, skipped_budget, unsupported;
+    int candidates, rejected;
+    double seconds;
+} cg_tune_summary;
+
+void cg__tune_opts_default(cg_tune_opts *o);
+/* Tune every (shape, direction) of shapes on backend ("cpu", "cuda", "emulate"). */
+cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape *shapes, int nshapes,
+                       const cg_tune_opts *o, cg_tune_summary *sum);
+/* The built-in default shape set for backend; *n shapes in a static array. */
+const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n);
+
+/* Parse "B,T,G,H,dk,dv" (SSD) or "B,L,D,N[,G]" (sscan) into s. */
+cg_status cg__tune_shape_parse(cg_context *ctx, const char *text, int sscan, cg_tune_shape *s);
+
+/* ---------------------------------------------------------------- import
+ * Merge entries from an export document ({"schema", "kind", "entries": [...]}), an array
+ * of entries or one entry object into the store. Every rejected entry gets one line on
+ * msg (malformed, unfinished, measured on a foreign device); when the store holds the
+ * key already, the faster of the two stays. CG_EINVAL (message in ctx) when the file is
+ * not JSON or not one of those shapes. */
+typedef struct cg_tune_import_stats {
+    int added, replaced, kept, rejected;
+} cg_tune_import_stats;
+cg_status cg__tune_import_json(cg_context *ctx, struct json_t *doc, const char *what, int allow_foreign, int dry_run,
+                               FILE *msg, cg_tune_import_stats *s);
+/* path "-" reads stdin. */
+cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run, FILE *msg,
+                               cg_tune_import_stats *s);
+
+/* Lookup without the dispatcher (tests, `chunkgen show`): cfg text and level. */
+cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, size_t cap, const char **level);
+
+#endif /* CG_AUTOTUNE_H */

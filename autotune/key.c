@@ -1,0 +1,234 @@
+/* key.c -- config keys: seq buckets, device identity, canonical key text. */
+#include "autotune.h"
+#include "cuda/cg_cuda.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+/* NVRTC "major.minor" and the driver's version ("13.0"), from the libraries the CUDA part
+ * loaded. Only versions, not file paths or dates: ranks with the same installation must
+ * compute the same key. */
+static void cuda_versions(char *nvrtc, size_t ncap, char *driver, size_t dcap) {
+    const char *why;
+    snprintf(nvrtc, ncap, "none");
+    snprintf(driver, dcap, "none");
+    const cg_nvrtc_api *nv = cg__nvrtc_api(&why);
+    int major = 0, minor = 0, v = 0;
+    if (nv && nv->nvrtcVersion && nv->nvrtcVersion(&major, &minor) == NVRTC_SUCCESS)
+        snprintf(nvrtc, ncap, "%d.%d", major, minor);
+    const cg_cu_api *cu = cg__cu_api(&why);
+    if (cu && cu->cuDriverGetVersion && cu->cuDriverGetVersion(&v) == CUDA_SUCCESS)
+        snprintf(driver, dcap, "%d.%d", v / 1000, (v % 1000) / 10);
+}
+
+int64_t cg__tune_bucket(int64_t n) {
+    int64_t b = 1;
+    while (b < n && b < ((int64_t)1 << 62)) b <<= 1;
+    return b;
+}
+
+uint64_t cg__tune_hash(const void *data, size_t n, uint64_t seed) {
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull ^ seed;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Key fields are printed into "k=v;" text: keep them free of separators and control
+ * characters, with single spaces. */
+static void clean_copy(char *dst, size_t cap, const char *src) {
+    size_t n = 0;
+    int space = 1; /* drop leading spaces */
+    for (const char *s = src; *s && n + 1 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == ';' || c == '=' || c == '|' || c < 0x20 || c == 0x7f || isspace(c)) c = ' ';
+        if (c == ' ') {
+            if (space) continue;
+            space = 1;
+        } else {
+            space = 0;
+        }
+        dst[n++] = (char)c;
+    }
+    while (n > 0 && dst[n - 1] == ' ') n--;
+    dst[n] = '\0';
+}
+
+static char g_cpu_model[128];
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
+
+static void read_cpu_model(void) {
+    char line[512], found[256] = "";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        /* x86: "model name"; arm64: "CPU implementer"/"CPU part" as a fallback. */
+        char impl[64] = "", part[64] = "";
+        while (fgets(line, sizeof line, f)) {
+            char *colon = strchr(line, ':');
+            if (!colon) continue;
+            *colon = '\0';
+            const char *val = colon + 1;
+            if (!strncmp(line, "model name", 10) && !found[0]) snprintf(found, sizeof found, "%s", val);
+            else if (!strncmp(line, "CPU implementer", 15) && !impl[0]) snprintf(impl, sizeof impl, "%s", val);
+            else if (!strncmp(line, "CPU part", 8) && !part[0]) snprintf(part, sizeof part, "%s", val);
+        }
+        fclose(f);
+        if (!found[0] && impl[0]) snprintf(found, sizeof found, "cpu implementer %s part %s", impl, part);
+    }
+    if (!found[0]) {
+        struct utsname u;
+        snprintf(found, sizeof found, "%s", uname(&u) == 0 ? u.machine : "unknown cpu");
+    }
+    clean_copy(g_cpu_model, sizeof g_cpu_model, found);
+    if (!g_cpu_model[0]) snprintf(g_cpu_model, sizeof g_cpu_model, "unknown cpu");
+}
+
+const char *cg__tune_cpu_model(void) {
+    pthread_once(&g_cpu_once, read_cpu_model);
+    return g_cpu_model;
+}
+
+int cg__tune_cpu_threads(cg_context *ctx) { return ctx->threads > 0 ? ctx->threads : cg__online_cores(); }
+
+cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key *k) {
+    snprintf(k->backend, sizeof k->backend, "%s", backend);
+    snprintf(k->version, sizeof k->version, "%s", cg_version());
+    k->cc = k->sm_count = k->threads = 0;
+    k->nvrtc[0] = k->driver[0] = '\0';
+    if (!strcmp(backend, "cpu")) {
+        clean_copy(k->device, sizeof k->device, cg__tune_cpu_model());
+        k->threads = cg__tune_cpu_threads(ctx);
+        return CG_OK;
+    }
+    const cg_kexec *kx = NULL;
+    if (!strcmp(backend, "cuda")) kx = &cg__kexec_cuda ? &cg__kexec_cuda : NULL;
+    else if (!strcmp(backend, "emulate")) kx = &cg__kexec_emu ? &cg__kexec_emu : NULL;
+    else return cg__err(ctx, CG_EINVAL, "backend: \"%s\" cannot be tuned (expected cpu, cuda or emulate)", backend);
+    if (!kx || !kx->device)
+        return cg__err(ctx, CG_EUNSUPPORTED, "backend %s is not built into this library", backend);
+    cg_devinfo dev;
+    memset(&dev, 0, sizeof dev);
+    cg_status st = kx->device(ctx, &dev);
+    if (st != CG_OK) return st;
+    clean_copy(k->device, sizeof k->device, dev.name);
+    k->cc = dev.arch;
+    k->sm_count = dev.sm_count;
+    if (dev.emulated) {
+        /* The emulator's speed is the host's: key it on the CPU too. */
+        char both[400];
+        snprintf(both, sizeof both, "%s on %s", dev.name, cg__tune_cpu_model());
+        clean_copy(k->device, sizeof k->device, both);
+        k->threads = cg__tune_cpu_threads(ctx);
+    } else {
+        char nv[64], dr[64];
+        cuda_versions(nv, sizeof nv, dr, sizeof dr);
+        clean_copy(k->nvrtc, sizeof k->nvrtc, nv);
+        clean_copy(k->driver, sizeof k->driver, dr);
+    }
+    return CG_OK;
+}
+
+cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_shape *s, int bwd, cg_tune_key *k) {
+    memset(k, 0, sizeof *k);
+    cg_status st = cg__tune_device_key(ctx, backend, k);
+    if (st != CG_OK) return st;
+    snprintf(k->op, sizeof k->op, "%s", s->sscan ? "sscan" : "ssd");
+    snprintf(k->dir, sizeof k->dir, "%s", bwd ? "bwd" : "fwd");
+    if (s->sscan) {
+        k->D = s->D;
+        k->N = s->N;
+    } else {
+        k->dk = s->dk;
+        k->dv = s->dv;
+        k->H = s->H;
+    }
+    k->G = s->G;
+    snprintf(k->dtype, sizeof k->dtype, "f32");
+    snprintf(k->precision, sizeof k->precision, "fp32");
+    k->seq_bucket = cg__tune_bucket(s->T);
+    return CG_OK;
+}
+
+void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s) {
+    memset(s, 0, sizeof *s);
+    if (op == CG_OP_SSD_FWD || op == CG_OP_SSD_BWD) {
+        const cg_ssd_prob *p = prob;
+        s->B = p->B, s->T = p->T, s->G = p->G, s->H = p->H, s->dk = p->dk, s->dv = p->dv;
+    } else {
+        const cg_sscan_prob *p = prob;
+        s->sscan = 1;
+        s->B = p->B, s->T = p->L, s->D = p->D, s->N = p->N, s->G = p->G;
+    }
+}
+
+void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap) {
+    char seq[40] = "";
+    if (with_seq) snprintf(seq, sizeof seq, "seq=%lld;", (long long)k->seq_bucket);
+    snprintf(buf, cap,
+             "backend=%s;op=%s;dir=%s;dk=%lld;dv=%lld;H=%lld;D=%lld;N=%lld;G=%lld;dtype=%s;precision=%s;%s"
+             "device=%s;cc=%d;sm=%d;threads=%d;nvrtc=%s;driver=%s;version=%s",
+             k->backend, k->op, k->dir, (long long)k->dk, (long long)k->dv, (long long)k->H, (long long)k->D,
+             (long long)k->N, (long long)k->G, k->dtype, k->precision, seq, k->device, k->cc, k->sm_count,
+             k->threads, k->nvrtc, k->driver, k->version);
+}
+
+void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap) {
+    if (!strcmp(k->op, "sscan"))
+        snprintf(buf, cap, "%s sscan %s D%lld N%lld G%lld L<=%lld", k->backend, k->dir, (long long)k->D,
+                 (long long)k->N, (long long)k->G, (long long)k->seq_bucket);
+    else
+        snprintf(buf, cap, "%s ssd %s dk%lld dv%lld G%lld H%lld T<=%lld", k->backend, k->dir, (long long)k->dk,
+                 (long long)k->dv, (long long)k->G, (long long)k->H, (long long)k->seq_bucket);
+}
+
+static int parse_list(const char *text, int64_t *v, int max) {
+    int n = 0;
+    const char *s = text;
+    while (*s) {
+        if (n == max) return -1;
+        char *end;
+        long long x = strtoll(s, &end, 10);
+        if (end == s || x < 1 || x > ((int64_t)1 << 40)) return -1;
+        v[n++] = x;
+        s = end;
+        if (*s == ',') {
+            s++;
+            if (!*s) return -1;
+        } else if (*s) {
+            return -1;
+        }
+    }
+    return n;
+}
+
+cg_status cg__tune_shape_parse(cg_context *ctx, const char *text, int sscan, cg_tune_shape *s) {
+    memset(s, 0, sizeof *s);
+    int64_t v[6];
+    int n = parse_list(text, v, 6);
+    if (sscan) {
+        if (n != 4 && n != 5)
+            return cg__err(ctx, CG_EINVAL, "shape \"%s\": expected B,L,D,N or B,L,D,N,G (positive integers) for sscan",
+                           text);
+        s->sscan = 1;
+        s->B = v[0], s->T = v[1], s->D = v[2], s->N = v[3], s->G = n == 5 ? v[4] : 1;
+        if (s->D % s->G)
+            return cg__err(ctx, CG_EINVAL, "shape \"%s\": G = %lld must divide D = %lld", text, (long long)s->G,
+                           (long long)s->D);
+        snprintf(s->name, sizeof s->name, "d%lld_n%lld_g%lld", (long long)s->D, (long long)s->N, (long long)s->G);
+    } else {
+        if (n != 6)
+            return cg__err(ctx, CG_EINVAL, "shape \"%s\": expected B,T,G,H,dk,dv (positive integers) for ssd", text);
+        s->B = v[0], s->T = v[1], s->G = v[2], s->H = v[3], s->dk = v[4], s->dv = v[5];
+        if (s->H % s->G)
+            return cg__err(ctx, CG_EINVAL, "shape \"%s\": G = %lld must divide H = %lld", text, (long long)s->G,
+                           (long long)s->H);
+        snprintf(s->name, sizeof s->name, "g%lldh%lld_dk%lld_dv%lld", (long long)s->G, (long long)s->H,
+                 (long long)s->dk, (long long)s->dv);
+    }
+    return CG_OK;
+}

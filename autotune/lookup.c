@@ -1,0 +1,276 @@
+/* lookup.c -- runtime lookup of tuned configs (the dispatcher's cg__tuned_lookup).
+ *
+ * Order: a pin in $CHUNKGEN_CONFIG ("pinned-env"); the exact key ("exact"); the nearest
+ * seq bucket with the rest of the key equal ("nearest-bucket", ties go to the larger
+ * bucket); else the backend's default ("default", cfg left empty). With
+ * CHUNKGEN_TUNE_ON_MISS=1 an exact miss tunes that key first ("tuned-on-miss").
+ *
+ * The store is read once into an in-memory index per cache directory (process-wide,
+ * guarded by a mutex) and read again only when the directory's mtime changes (every
+ * entry write is a rename into it; checked at most once a second) or this process wrote
+ * into it. A lookup after the first is a clock read and a scan of the index. */
+#include "autotune.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static const char *const k_ops[] = {"ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
+
+/* ----------------------------------------------------------- env pins
+ * CHUNKGEN_CONFIG="k=v,k=v" pins every op; "ssd_fwd:k=v;sscan:k=v" scopes pins to an
+ * op (ssd_fwd, ssd_bwd, sscan_fwd, sscan_bwd) or a family (ssd, sscan); the first part
+ * that applies wins. */
+static cg_status env_pin(cg_context *ctx, cg_op op, cg_cfg *cfg, int *found) {
+    *found = 0;
+    const char *env = getenv("CHUNKGEN_CONFIG");
+    if (!env || !*env) return CG_OK;
+    const char *opname = k_ops[op];
+    const char *family = (op == CG_OP_SSD_FWD || op == CG_OP_SSD_BWD) ? "ssd" : "sscan";
+    const char *s = env;
+    while (*s) {
+        const char *end = strchr(s, ';');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        char part[CG_CFG_MAX * 66 + 32];
+        if (len >= sizeof part) return cg__err(ctx, CG_EINVAL, "CHUNKGEN_CONFIG: part too long in \"%s\"", env);
+        memcpy(part, s, len);
+        part[len] = '\0';
+        s += len + (end ? 1 : 0);
+        char *body = part;
+        char *colon = strchr(part, ':');
+        char *eq = strchr(part, '=');
+        if (colon && (!eq || colon < eq)) {
+            *colon = '\0';
+            body = colon + 1;
+            if (strcmp(part, opname) && strcmp(part, family)) {
+                int known = !strcmp(part, "ssd") || !strcmp(part, "sscan");
+                for (int i = 0; i < 4; i++) known |= !strcmp(part, k_ops[i]);
+                if (!known)
+                    return cg__err(ctx, CG_EINVAL,
+                                   "CHUNKGEN_CONFIG: unknown scope \"%s\" (expected ssd, sscan, ssd_fwd, ssd_bwd, "
+                                   "sscan_fwd or sscan_bwd before ':')",
+                                   part);
+                continue;
+            }
+        }
+        while (*body == ' ') body++;
+        if (!*body) continue;
+        cg_status st = cg__cfg_parse(ctx, body, cfg);
+        if (st != CG_OK) {
+            char msg[CG_ERRMSG_CAP];
+            snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+            return cg__err(ctx, st, "CHUNKGEN_CONFIG: %s", msg);
+        }
+        *found = 1;
+        return CG_OK;
+    }
+    return CG_OK;
+}
+
+/* ------------------------------------------------------------------ index */
+
+typedef struct idx_item {
+    char *family;                /* key text without the seq bucket */
+    int64_t bucket;
+    char cfg[CG_TUNE_CFG_TEXT];  /* "" when every candidate failed: the default */
+} idx_item;
+
+typedef struct store_index {
+    char *dir;
+    int loaded;
+    struct timespec mtime;       /* of dir when loaded */
+    int recheck;                 /* dir changed within the mtime granularity of the load */
+    double checked;              /* monotonic time of the last stat() */
+    idx_item *items;
+    int n, cap;
+    struct store_index *next;
+} store_index;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static store_index *g_indexes;
+
+static void index_clear(store_index *x) {
+    for (int i = 0; i < x->n; i++) free(x->items[i].family);
+    x->n = 0;
+    x->loaded = 0;
+}
+
+void cg__tune_index_invalidate(const char *dir) {
+    pthread_mutex_lock(&g_mu);
+    for (store_index *x = g_indexes; x; x = x->next)
+        if (!strcmp(x->dir, dir)) x->loaded = 0;
+    pthread_mutex_unlock(&g_mu);
+}
+
+static int add_item(void *arg, const char *path, const cg_tune_entry *e, const char *why) {
+    store_index *x = arg;
+    if (!e) {
+        cg__tune_warn_once(path, why);
+        return 0;
+    }
+    if (!e->complete) return 0; /* a tune in progress or interrupted */
+    if (x->n == x->cap) {
+        int nc = x->cap ? x->cap * 2 : 32;
+        idx_item *ni = realloc(x->items, (size_t)nc * sizeof *ni);
+        if (!ni) return 1;
+        x->items = ni;
+        x->cap = nc;
+    }
+    char fam[1024];
+    cg__tune_key_text(&e->key, 0, fam, sizeof fam);
+    idx_item *it = &x->items[x->n];
+    if (!(it->family = strdup(fam))) return 1;
+    it->bucket = e->key.seq_bucket;
+    snprintf(it->cfg, sizeof it->cfg, "%s", e->best >= 0 ? e->cand[e->best].cfg : "");
+    x->n++;
+    return 0;
+}
+
+static int ts_eq(struct timespec a, struct timespec b) { return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec; }
+
+/* The up-to-date index of dir (g_mu held). NULL when dir does not exist. */
+static store_index *index_get(const char *dir) {
+    store_index *x = g_indexes;
+    while (x && strcmp(x->dir, dir)) x = x->next;
+    if (!x) {
+        x = calloc(1, sizeof *x);
+        if (!x) return NULL;
+        if (!(x->dir = strdup(dir))) {
+            free(x);
+            return NULL;
+        }
+        x->next = g_indexes;
+        g_indexes = x;
+    }
+    /* Other processes' writes show within a second; this one's at once (invalidate). */
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    double tnow = (double)mono.tv_sec + 1e-9 * (double)mono.tv_nsec;
+    if (x->loaded && !x->recheck && tnow - x->checked < 1.0) return x;
+    x->checked = tnow;
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        index_clear(x);
+        return NULL;
+    }
+    if (x->loaded && !x->recheck && ts_eq(st.st_mtim, x->mtime)) return x;
+    index_clear(x);
+    cg__tune_store_scan(dir, add_item, x);
+    x->loaded = 1;
+    x->mtime = st.st_mtim;
+    /* A change in the same clock tick as this scan would not move the mtime: look again
+     * next time while the directory is that fresh. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    x->recheck = (double)(now.tv_sec - st.st_mtim.tv_sec) + 1e-9 * (double)(now.tv_nsec - st.st_mtim.tv_nsec) < 2.0;
+    return x;
+}
+
+/* Exact, then nearest bucket. Returns the level or NULL on a miss. */
+static const char *index_find(store_index *x, const cg_tune_key *k, char *cfg, size_t cap) {
+    char fam[1024];
+    cg__tune_key_text(k, 0, fam, sizeof fam);
+    int best = -1;
+    double bestd = 0;
+    for (int i = 0; i < x->n; i++) {
+        if (strcmp(x->items[i].family, fam)) continue;
+        if (x->items[i].bucket == k->seq_bucket) {
+            snprintf(cfg, cap, "%s", x->items[i].cfg);
+            return "exact";
+        }
+        double d = fabs(log2((double)x->items[i].bucket) - log2((double)k->seq_bucket));
+        if (best < 0 || d < bestd || (d == bestd && x->items[i].bucket > x->items[best].bucket)) {
+            best = i;
+            bestd = d;
+        }
+    }
+    if (best < 0) return NULL;
+    snprintf(cfg, cap, "%s", x->items[best].cfg);
+    return "nearest-bucket";
+}
+
+cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, size_t cap, const char **level) {
+    const char *dir = cg__tune_store_dir(ctx);
+    *level = "default";
+    cfg[0] = '\0';
+    pthread_mutex_lock(&g_mu);
+    store_index *x = index_get(dir);
+    const char *lv = x ? index_find(x, k, cfg, cap) : NULL;
+    pthread_mutex_unlock(&g_mu);
+    if (lv) *level = lv;
+    return CG_OK;
+}
+
+/* ------------------------------------------------------------ tune on miss */
+
+static __thread int t_tuning; /* no lookup-triggered tune inside a tune */
+
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && (!strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "on"));
+}
+
+static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s) {
+    cg_tune_opts o;
+    cg__tune_opts_default(&o);
+    o.op_mask = s->sscan ? 2 : 1;
+    o.dir_mask = (op == CG_OP_SSD_BWD || op == CG_OP_SSCAN_BWD) ? 2 : 1;
+    o.progress = 0;
+    const char *b = getenv("CHUNKGEN_TUNE_BUDGET");
+    o.budget_s = b && *b ? atof(b) : 60.0;
+    cg_tune_shape shape = *s;
+    snprintf(shape.name, sizeof shape.name, "first call");
+    cg_tune_summary sum;
+    fprintf(stderr, "chunkgen: no tuned config for this %s call: tuning it (CHUNKGEN_TUNE_ON_MISS=1)\n", k_ops[op]);
+    t_tuning = 1;
+    cg_status st = cg__tune_run(ctx, backend, &shape, 1, &o, &sum);
+    t_tuning = 0;
+    return st;
+}
+
+/* -------------------------------------------------------------- the hook */
+
+cg_status cg__tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
+                           const char **level) {
+    int pinned;
+    cg_status st = env_pin(ctx, op, cfg, &pinned);
+    if (st != CG_OK) return st;
+    if (pinned) {
+        *level = "pinned-env";
+        return CG_OK;
+    }
+    memset(cfg, 0, sizeof *cfg);
+    *level = "default";
+    if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "emulate")) return CG_OK;
+    cg_tune_shape s;
+    cg__tune_shape_of(op, prob, &s);
+    cg_tune_key k;
+    /* No device identity (e.g. no driver): nothing tuned applies. */
+    if (cg__tune_key_make(ctx, backend, &s, op == CG_OP_SSD_BWD || op == CG_OP_SSCAN_BWD, &k) != CG_OK) {
+        ctx->errmsg[0] = '\0';
+        return CG_OK;
+    }
+    char text[CG_TUNE_CFG_TEXT];
+    const char *lv;
+    cg__tune_lookup_key(ctx, &k, text, sizeof text, &lv);
+    if (strcmp(lv, "exact") && !t_tuning && env_flag("CHUNKGEN_TUNE_ON_MISS")) {
+        if (tune_now(ctx, backend, op, &s) == CG_OK) {
+            const char *lv2;
+            cg__tune_lookup_key(ctx, &k, text, sizeof text, &lv2);
+            if (!strcmp(lv2, "exact")) lv = "tuned-on-miss";
+        } else {
+            fprintf(stderr, "chunkgen: warning: tune on miss failed (%s); using %s\n", ctx->errmsg, lv);
+        }
+        ctx->errmsg[0] = '\0';
+    }
+    if (!strcmp(lv, "default")) return CG_OK;
+    if (cg__cfg_parse(ctx, text, cfg) != CG_OK) { /* validated on read: cannot happen */
+        memset(cfg, 0, sizeof *cfg);
+        ctx->errmsg[0] = '\0';
+        return CG_OK;
+    }
+    *level = lv;
+    return CG_OK;
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# run_cpu.sh -- the CPU benchmark, side by side with the PyTorch peers, in one run.
+#
+#   bench/run_cpu.sh [--save] [--quick] [--no-peers] [-- extra `chunkgen bench` args]
+#
+# 1. builds chunkgen (Release) in $BUILD (default build-bench/), unless $CHUNKGEN names a binary;
+# 2. creates bench/.venv (python3 -m venv) and installs torch, numpy and matplotlib from PyPI
+#    the first time (torch's wheel is large);
+# 3. runs `chunkgen bench --backend cpu,ref` on $THREADS threads (default: all cores), one (op, seq)
+#    group at a time, each followed by
+# 4. bench/peers/torch_peers.py on the same cells and threads;
+# 5. merges the rows with ratios (bench/merge.py) and draws the charts (bench/plot).
+# Everything lands in $OUT (default bench/out/cpu-DATE/). --save also copies the merged JSON
+# to bench/results/<device>-<date>-<commit>.json. --quick runs a small subset (seq 512).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+save=0 quick=0 peers=1
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --save) save=1 ;;
+    --quick) quick=1 ;;
+    --no-peers) peers=0 ;;
+    --) shift; extra+=("$@"); break ;;
+    *) extra+=("$1") ;;
+  esac
+  shift
+done
+
+stamp="$(date -u +%Y%m%d-%H%M%S)"
+out="${OUT:-$root/bench/out/cpu-$stamp}"
+mkdir -p "$out"
+threads="${THREADS:-$(nproc)}"
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo uncommitted)"
+if [ -n "$(git -C "$root" status --porcelain 2>/dev/null | grep -v '^??' || true)" ]; then commit="$commit-dirty"; fi
+
+# 1. chunkgen
+if [ -z "${CHUNKGEN:-}" ]; then
+  build="${BUILD:-$root/build-bench}"
+  echo "== build ($build)"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1
+  cmake --build "$build" -j"$(nproc)" --target chunkgen >>"$out/cmake.log" 2>&1 || {
+    tail -30 "$out/cmake.log"; exit 1; }
+  CHUNKGEN="$build/chunkgen"
+fi
+
+# 2. the peers' environment
+venv="$root/bench/.venv"
+if [ "$peers" = 1 ]; then
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "== python3 -m venv $venv"
+    python3 -m venv "$venv"
+    echo '*' >"$venv/.gitignore"
+  fi
+  if ! "$venv/bin/python" -c "import torch, numpy, matplotlib" 2>/dev/null; then
+    echo "== pip install torch numpy matplotlib (PyPI; torch is large)"
+    "$venv/bin/pip" install --progress-bar off torch numpy matplotlib >"$out/pip.log" 2>&1 || {
+      tail -20 "$out/pip.log"; echo "run_cpu: the peers cannot be installed; rerun with --no-peers"; exit 1; }
+  fi
+fi
+
+# 3.-4. chunkgen bench and the peers, alternating per (op, seq) group, so that each peer
+# row is measured minutes, not an hour, after chunkgen's row of the same cell (the machine
+# may be shared). With --op/--seq/--config among the extra args: one group.
+base=(--backend cpu,ref --threads "$threads" --commit "$commit")
+[ "$quick" = 1 ] && base+=(--min-time 0.3 --repeats 3)
+groups=()
+if printf '%s\n' "${extra[@]:-}" | grep -qE '^--(op|seq|config|ssd-shape|sscan-shape)'; then
+  groups=("all:")
+else
+  seqs="512 2048 8192"; [ "$quick" = 1 ] && seqs="512"
+  for op in ssd sscan; do for s in $seqs; do groups+=("$op:$s"); done; done
+fi
+status=0
+inputs=()
+for g in "${groups[@]}"; do
+  op="${g%%:*}" seq="${g#*:}"
+  tag="$op${seq:+-$seq}"
+  gargs=("${base[@]}" --out "$out/chunkgen-$tag.json")
+  [ "$op" != all ] && gargs+=(--op "$op" --seq "$seq")
+  # the default CPU subset: fwd_bwd at seq > 2048 only with --all
+  if [ "$op" != all ] && [ "${seq:-0}" -gt 2048 ] && ! printf '%s\n' "${extra[@]:-}" | grep -qx -- '--all'; then
+    gargs+=(--mode fwd)
+  fi
+  echo "== chunkgen bench ${gargs[*]} ${extra[*]:-}"
+  "$CHUNKGEN" bench "${gargs[@]}" "${extra[@]}" 2>&1 | tee -a "$out/chunkgen.log" || status=1
+  [ -s "$out/chunkgen-$tag.json" ] || continue
+  inputs+=("$out/chunkgen-$tag.json")
+  if [ "$peers" = 1 ]; then
+    echo "== torch peers ($tag)"
+    "$venv/bin/python" bench/peers/torch_peers.py --matrix "$out/chunkgen-$tag.json" --chunkgen "$CHUNKGEN" \
+      --threads "$threads" --out "$out/peers-$tag.json" 2>&1 | tee -a "$out/peers.log" || status=1
+    [ -s "$out/peers-$tag.json" ] && inputs+=("$out/peers-$tag.json")
+  fi
+done
+
+# 5. merge, plots, summary
+py="$venv/bin/python"; [ -x "$py" ] || py=python3
+if [ ${#inputs[@]} -gt 0 ]; then
+  "$py" bench/merge.py "${inputs[@]}" -o "$out/merged.json"
+  "$py" bench/plot "$out/merged.json" --out "$out/plots" || echo "run_cpu: plotting failed (matplotlib missing?)"
+  "$py" bench/summary.py "$out/merged.json" | tee "$out/summary.txt" || true
+fi
+if [ "$save" = 1 ] && [ -s "$out/merged.json" ]; then
+  cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')"
+  dest="$root/bench/results/cpu-${cpu:-unknown}-${threads}t-$(date -u +%Y%m%d)-${commit}.json"
+  mkdir -p "$root/bench/results"
+  cp "$out/merged.json" "$dest"
+  echo "== saved $dest"
+fi
+echo "== results in $out"
+exit $status

@@ -1,0 +1,67 @@
+-- sscan_cpu.lua -- the parameter space of the selective-scan CPU path
+-- (runtime/cpu/sscan_cpu.c), for the autotuner. Same convention as
+-- generator/kernels/*.lua (see generator/core.lua) minus template and launch: the CPU
+-- path is C code, configured at run time through the config keys segment, block_d and
+-- threads. shape.bwd is true when tuning the backward; dev.sm_count is the CPU thread
+-- count.
+
+local SPACE = {
+  segment = { 16, 32, 64, 128, 256 },           -- backward: steps between checkpointed states
+  block_d = { 16, 32, 64, 128, 256 },           -- channels per task
+  threads = { 0, 1, 2, 4, 8, 16, 32, 64, 128 }, -- 0: all of the context's threads
+}
+
+-- Mirrors cg__sscan_cpu_params_default: the backward's scratch holds 2 (segment + 1) N 16
+-- floats per lane chunk, kept within a few hundred KB for large N.
+local function default_segment(shape)
+  local seg = shape.N <= 32 and 64 or math.max(16, 2048 // shape.N)
+  local best = SPACE.segment[1]
+  for _, s in ipairs(SPACE.segment) do
+    if s <= seg then best = s end
+  end
+  return best
+end
+
+local function valid(p, shape, dev)
+  if shape.D < 1 or shape.N < 1 or shape.L < 1 or shape.G < 1 or shape.D % shape.G ~= 0 then
+    return false, "empty shape or G does not divide D"
+  end
+  if not shape.bwd then
+    if p.segment ~= default_segment(shape) then return false, "segment only affects the backward" end
+  elseif p.segment > SPACE.segment[1] and p.segment >= 2 * shape.L then
+    return false, string.format("segment %d: half of it covers L = %d", p.segment, shape.L)
+  end
+  local dg = shape.D // shape.G
+  if p.block_d > 16 and p.block_d >= 2 * dg then
+    return false, string.format("block_d %d: half of it covers the %d channels of a group", p.block_d, dg)
+  end
+  -- Fewer threads only when there are fewer tasks (b, g, channel block) than threads.
+  local cores = dev.sm_count
+  if p.threads ~= 0 then
+    if p.threads >= cores then return false, "threads >= the context's threads (0 means all)" end
+    if p.threads ~= 1 and 4 * p.threads < cores then return false, "fewer than a quarter of the cores" end
+    local tasks = shape.B * shape.G * ((dg + p.block_d - 1) // p.block_d)
+    if tasks >= cores then return false, string.format("%d tasks keep all %d threads busy", tasks, cores) end
+  end
+  return true
+end
+
+-- Mirrors cg__sscan_cpu_params_default: 64 channels a task unless that leaves fewer
+-- than 4 tasks per core.
+local function default(shape, dev)
+  local dg = shape.D // math.max(shape.G, 1)
+  local bd = 64
+  while bd > 16 and shape.B * shape.G * ((dg + bd - 1) // bd) < 4 * dev.sm_count do bd = bd // 2 end
+  return { segment = default_segment(shape), block_d = bd, threads = 0 }
+end
+
+return {
+  name = "sscan_cpu",
+  op = "sscan",
+  consts = {},
+  space = SPACE,
+  order = { "block_d", "segment", "threads" },
+  abbrev = { threads = "t" },
+  valid = valid,
+  default = default,
+}

@@ -1,0 +1,64 @@
+-- ssd_cpu.lua -- the parameter space of the SSD CPU path (runtime/cpu/ssd_cpu*.c), for
+-- the autotuner. Same convention as generator/kernels/*.lua (see generator/core.lua)
+-- minus template and launch: the CPU path is C code, configured at run time through
+-- the config keys chunk, block_dv and threads.
+-- shape.bwd is true when tuning the backward; dev.sm_count is the CPU thread count.
+
+local SPACE = {
+  chunk = { 16, 32, 48, 64, 96, 128 },         -- tokens per chunk
+  block_dv = { 16, 32, 64, 128, 256 },          -- dv columns of the state tile per task (forward)
+  threads = { 0, 1, 2, 4, 8, 16, 32, 64, 128 }, -- 0: all of the context's threads
+}
+
+-- The narrowest dv tile of the space that covers dv (the C default keeps the whole dv).
+local function covering_block_dv(dv)
+  for _, w in ipairs(SPACE.block_dv) do
+    if w >= dv then return w end
+  end
+  return SPACE.block_dv[#SPACE.block_dv]
+end
+
+local function valid(p, shape, dev)
+  if shape.dk < 1 or shape.dv < 1 or shape.T < 1 or shape.H < 1 or shape.G < 1 then
+    return false, "empty shape"
+  end
+  -- A chunk of 2T or more runs as a chunk of T: the smaller value already covers it.
+  if p.chunk > SPACE.chunk[1] and p.chunk >= 2 * shape.T then
+    return false, string.format("chunk %d: half of it covers T = %d", p.chunk, shape.T)
+  end
+  if shape.bwd then
+    -- The backward keeps whole dk x dv tiles per (b, h): block_dv does not reach it.
+    if p.block_dv ~= covering_block_dv(shape.dv) then return false, "block_dv does not affect the backward" end
+  elseif p.block_dv > 16 and p.block_dv >= 2 * shape.dv then
+    return false, string.format("block_dv %d: half of it covers dv = %d", p.block_dv, shape.dv)
+  end
+  -- Fewer threads than the context has pays off only when there are fewer tasks than
+  -- threads (each task is one (b, h) or (b, h, dv tile) walk); then try serial and a
+  -- quarter or more of the cores, not every count.
+  local cores = dev.sm_count
+  if p.threads ~= 0 then
+    if p.threads >= cores then return false, "threads >= the context's threads (0 means all)" end
+    if p.threads ~= 1 and 4 * p.threads < cores then return false, "fewer than a quarter of the cores" end
+    local tasks = shape.B * shape.H
+    if not shape.bwd then tasks = tasks * ((shape.dv + p.block_dv - 1) // p.block_dv) end
+    if tasks >= cores then return false, string.format("%d tasks keep all %d threads busy", tasks, cores) end
+  end
+  return true
+end
+
+-- Mirrors cg__ssd_cpu_params_default: 64-token chunks, the whole dv, all threads.
+local function default(shape, dev)
+  local chunk = 64
+  while chunk > SPACE.chunk[1] and chunk >= 2 * shape.T do chunk = chunk // 2 end
+  return { chunk = chunk, block_dv = covering_block_dv(shape.dv), threads = 0 }
+end
+
+return {
+  name = "ssd_cpu",
+  op = "ssd",
+  space = SPACE,
+  order = { "chunk", "block_dv", "threads" },
+  abbrev = { threads = "t" },
+  valid = valid,
+  default = default,
+}

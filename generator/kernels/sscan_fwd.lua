@@ -1,0 +1,136 @@
+-- sscan_fwd.lua -- the selective-scan forward kernel (templates/sscan_fwd.cu): its
+-- parameter space, constraints, default and launch geometry. sscan_bwd.lua reuses the
+-- helpers exported in `lib` (thread layout, shared checks). The template's traits
+-- derive the same layout and shared memory; keep the two in step.
+--
+-- Compile-time shape: N only. G, D, L, the strides and the optional tensors (D, z,
+-- delta_bias, h0, hT; softplus) are run-time values of the params struct: one module
+-- per (N, config) serves every shape and flag combination.
+
+local function ceil_div(a, b) return (a + b - 1) // b end
+
+local GRID_MAX = 2147483647
+local MAX_NPT = 16             -- states per lane kept in registers (bwd keeps 4 arrays of them)
+local PIECE_CHUNKS = 16        -- CG_SSCAN_PIECE_CHUNKS of templates/sscan_params.h
+
+-- Threads per CTA, lanes per channel, states per lane (tpc 0: does not divide).
+local function layout(p, shape)
+  local nt = 32 * p.warps
+  if nt % p.dim_block ~= 0 then return nt, 0, 0 end
+  local tpc = nt // p.dim_block
+  return nt, tpc, ceil_div(shape.N, tpc)
+end
+
+local function nblk(p, shape) return ceil_div(shape.D, p.dim_block) end
+
+-- Checks shared by forward and backward.
+local function common_valid(p, shape, dev)
+  if shape.B < 1 or shape.L < 1 or shape.D < 1 or shape.N < 1 or shape.G < 1 then
+    return false, "needs B, L, D, N, G >= 1"
+  end
+  if shape.N > 256 then return false, string.format("N = %d: at most 256 states", shape.N) end
+  if shape.D % shape.G ~= 0 then return false, string.format("G = %d does not divide D = %d", shape.G, shape.D) end
+  local nt, tpc, npt = layout(p, shape)
+  if tpc < 1 then
+    return false, string.format("%d threads cannot split evenly over dim_block %d channels", nt, p.dim_block)
+  end
+  if tpc > 32 then return false, string.format("%d lanes per channel: a channel's lanes must share a warp", tpc) end
+  if npt > MAX_NPT then
+    return false, string.format("%d states per lane (N = %d over %d lanes) exceed %d registers' worth: more warps or a smaller dim_block",
+      npt, shape.N, tpc, MAX_NPT)
+  end
+  -- Lanes with no state only burn issue slots: a block twice as wide does the same
+  -- work with them busy, when D has the channels and the space has that width.
+  if tpc > 1 and tpc >= 2 * shape.N and p.dim_block < 64 and p.dim_block < shape.D then
+    return false, string.format("%d lanes per channel for N = %d: half of them idle (dim_block %d, D = %d)",
+      tpc, shape.N, p.dim_block, shape.D)
+  end
+  -- A block twice as wide as D only adds idle channels: half of it covers D.
+  if p.dim_block > 8 and p.dim_block >= 2 * shape.D then
+    return false, string.format("dim_block %d: half of it covers D = %d", p.dim_block, shape.D)
+  end
+  if shape.B * nblk(p, shape) > GRID_MAX then return false, "grid of B * channel blocks too large" end
+  return true
+end
+
+local function smem_bytes(p) return 4 * 3 * p.chunk * p.dim_block end
+
+local function npiece(p, shape) return ceil_div(shape.L, PIECE_CHUNKS * p.chunk) end
+
+local function valid(p, shape, dev)
+  local ok, why = common_valid(p, shape, dev)
+  if not ok then return false, why end
+  local smem = smem_bytes(p)
+  if smem > dev.smem_per_block then
+    return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
+  end
+  if p.strategy == "par" then
+    local np = npiece(p, shape)
+    if np < 2 then
+      return false, string.format("strategy par: L = %d is a single piece of %d steps", shape.L, PIECE_CHUNKS * p.chunk)
+    end
+    if shape.B * nblk(p, shape) * np > GRID_MAX then return false, "grid of B * blocks * pieces too large" end
+  end
+  return true
+end
+
+local function first_valid(cands, shape, dev)
+  for _, c in ipairs(cands) do
+    if valid(c, shape, dev) then return c end
+  end
+  return nil
+end
+
+-- Heuristic: the seeds' tuned {chunk 8, dim_block 32, warps 2} when it fits N, else
+-- the widest block whose lanes hold N; par when the sequential grid leaves most SMs
+-- idle and time splits in 4 or more pieces.
+local function default(shape, dev)
+  local cands = {}
+  for _, bw in ipairs({ { 32, 2 }, { 32, 4 }, { 16, 4 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
+                         { 32, 1 }, { 64, 4 }, { 8, 1 } }) do
+    cands[#cands + 1] = { chunk = 8, dim_block = bw[1], warps = bw[2], strategy = "seq" }
+  end
+  local p = first_valid(cands, shape, dev) or cands[1]
+  local q = { chunk = p.chunk, dim_block = p.dim_block, warps = p.warps, strategy = "par" }
+  if shape.B * nblk(p, shape) * 2 < dev.sm_count and npiece(q, shape) >= 4 and valid(q, shape, dev) then
+    return q
+  end
+  return p
+end
+
+local function launch(p, shape, dev)
+  local nt, tpc, npt = layout(p, shape)
+  local smem = smem_bytes(p)
+  local ctas = shape.B * nblk(p, shape)
+  if p.strategy == "seq" then
+    return { { entry = "cg_sscan_fwd", grid = { ctas, 1, 1 }, block = { nt, 1, 1 }, smem = smem } }, 0
+  end
+  local np = npiece(p, shape)
+  local per = npt * nt
+  return {
+    { entry = "cg_sscan_fwd_local", grid = { ctas * np, 1, 1 }, block = { nt, 1, 1 }, smem = smem },
+    { entry = "cg_sscan_fwd_carry", grid = { ceil_div(ctas * per, nt), 1, 1 }, block = { nt, 1, 1 }, smem = 0 },
+    { entry = "cg_sscan_fwd_out", grid = { ctas * np, 1, 1 }, block = { nt, 1, 1 }, smem = smem },
+  }, 4 * ctas * np * (per + p.dim_block) -- piece states, then sums of dt
+end
+
+return {
+  name = "sscan_fwd",
+  op = "sscan_fwd",
+  template = "sscan_fwd.cu",
+  consts = { "N" },
+  space = {
+    chunk = { 4, 8, 16 },
+    dim_block = { 8, 16, 32, 64 },
+    warps = { 1, 2, 4 },
+    strategy = { "seq", "par" },
+  },
+  order = { "chunk", "dim_block", "warps", "strategy" },
+  abbrev = { dim_block = "bd" },
+  valid = valid,
+  default = default,
+  launch = launch,
+  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_bytes(p) } end,
+  -- for sscan_bwd.lua
+  lib = { layout = layout, nblk = nblk, common_valid = common_valid, ceil_div = ceil_div, GRID_MAX = GRID_MAX },
+}

@@ -1,0 +1,181 @@
+/*
+ * chunkgen.h -- the one public header of chunkgen.
+ *
+ * chunkgen computes two chunked linear recurrences, forward and backward:
+ *   - SSD (Mamba-2 style gated linear attention, grouped q/k, scalar decay per head)
+ *   - selective scan (Mamba-1 S6)
+ * on a CPU path (any shape), a float64 reference, and generated CUDA kernels.
+ *
+ * Conventions
+ *   - Every call returns a cg_status: CG_OK (0) or a negative code. The detailed
+ *     message (which argument, what was expected) is kept on the context and read
+ *     with cg_errmsg(); the library owns that string.
+ *   - Tensors are described by cg_tensor: a data pointer, a dtype, a shape and
+ *     64-bit strides counted in elements. The library never copies or keeps the
+ *     caller's buffers beyond a call.
+ *   - An optional tensor is absent when its data pointer is NULL.
+ *   - Destroying NULL is a harmless no-op.
+ */
+#ifndef CHUNKGEN_H
+#define CHUNKGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CG_VERSION_MAJOR 0
+#define CG_VERSION_MINOR 1
+#define CG_VERSION_PATCH 0
+#define CG_VERSION_STRING "0.1.0"
+
+/* (name, value, description): the one table of status codes. */
+#define CG_STATUS_MAP(X)                                                   \
+    X(OK, 0, "ok")                                                         \
+    X(EINVAL, -1, "invalid argument")                                      \
+    X(ENOMEM, -2, "out of memory")                                         \
+    X(EUNSUPPORTED, -3, "not supported by the chosen backend")             \
+    X(ENODEV, -4, "no CUDA driver or device")                              \
+    X(ECOMPILE, -5, "kernel compilation failed")                           \
+    X(ELAUNCH, -6, "kernel launch or execution failed")                    \
+    X(EIO, -7, "input/output error")                                       \
+    X(ELUA, -8, "error in a Lua script")                                   \
+    X(ENOTFOUND, -9, "not found")                                          \
+    X(EINTERNAL, -10, "internal error")
+
+typedef enum cg_status {
+#define CG__STATUS_ENUM(name, value, text) CG_##name = value,
+    CG_STATUS_MAP(CG__STATUS_ENUM)
+#undef CG__STATUS_ENUM
+} cg_status;
+
+/* Static text of a status code; never NULL. */
+const char *cg_status_str(cg_status status);
+
+/* Runtime version string, e.g. "0.1.0". */
+const char *cg_version(void);
+
+typedef enum cg_dtype {
+    CG_F32 = 0, /* every backend */
+    CG_F64 = 1  /* the float64 reference backend only */
+} cg_dtype;
+
+typedef enum cg_backend {
+    CG_BACKEND_AUTO = 0, /* CUDA when the pointers are device pointers and a kernel exists, else CPU */
+    CG_BACKEND_CPU = 1,  /* the generic multithreaded CPU path */
+    CG_BACKEND_CUDA = 2, /* generated CUDA kernels (needs a driver and a GPU) */
+    CG_BACKEND_EMULATE = 3, /* generated CUDA kernels run on the CPU by the SIMT emulator */
+    CG_BACKEND_REF = 4   /* float64 sequential scan, the ground truth; slow */
+} cg_backend;
+
+/* Name of a backend ("auto", "cpu", "cuda", "emulate", "ref"); never NULL. */
+const char *cg_backend_name(cg_backend backend);
+/* Parse a backend name; returns CG_EINVAL for an unknown name. */
+cg_status cg_backend_parse(const char *name, cg_backend *out);
+
+/* Order in which the SSD tensors' shapes are given (sscan tensors are always
+ * given in their logical order, see below). */
+typedef enum cg_layout {
+    CG_LAYOUT_TOKEN_MAJOR = 0, /* [B, T, heads, dim], as fla and mamba */
+    CG_LAYOUT_HEAD_MAJOR = 1   /* [B, heads, T, dim] */
+} cg_layout;
+
+#define CG_MAX_DIMS 4
+
+typedef struct cg_tensor {
+    void *data;                  /* NULL: absent (allowed for optional tensors only) */
+    cg_dtype dtype;
+    int ndim;
+    int64_t shape[CG_MAX_DIMS];
+    int64_t stride[CG_MAX_DIMS]; /* in elements; all zero means contiguous row-major */
+} cg_tensor;
+
+/* A contiguous row-major tensor over caller-owned memory. */
+cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64_t *shape);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct cg_context cg_context;
+
+/* Create a context. *out is owned by the caller and released by cg_context_free. */
+cg_status cg_context_create(cg_context **out);
+/* Free a context and everything it owns (threads, caches, loaded modules). NULL is a no-op. */
+void cg_context_free(cg_context *ctx);
+/* Last error message of ctx (owned by ctx, valid until the next call on ctx); "" when none. */
+const char *cg_errmsg(const cg_context *ctx);
+/* Default number of CPU threads (0 = all online cores). */
+cg_status cg_context_set_threads(cg_context *ctx, int threads);
+/* Directory of the on-disk caches (copied). NULL restores the default
+ * ($CHUNKGEN_CACHE_DIR, else $XDG_CACHE_HOME/chunkgen, else ~/.cache/chunkgen). */
+cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir);
+/* One line describing the last successful op call: backend, kernel or path, config
+ * and where the config came from. Owned by ctx. */
+const char *cg_last_dispatch(const cg_context *ctx);
+
+/* How to run one call. A NULL cg_exec means {CG_BACKEND_AUTO, NULL, ...}. */
+typedef struct cg_exec {
+    cg_backend backend;
+    const char *config;     /* NULL: tuned or default config; else pinned, e.g. "chunk=64,threads=2" */
+    void *stream;           /* CUstream for the cuda backend; NULL: the default stream */
+    void *workspace;        /* optional caller-owned scratch (device memory for cuda) */
+    size_t workspace_bytes;
+    int verbose;            /* print the dispatch line to stderr */
+} cg_exec;
+
+/* -------------------------------------------------------------------- SSD
+ * Per (b, h), with g = h / (H / G) and a state S of dk x dv (S before token 0 = h0 or 0):
+ *   S_t = exp(log_alpha_t) * S_{t-1} + k_t^T v_t,   o_t = q_t S_t.
+ * Shapes, in the order of `layout` (token-major shown; head-major swaps T and heads):
+ *   q, k [B, T, G, dk]; v, o, dout [B, T, H, dv]; log_alpha [B, T, H];
+ *   h0, hT, dhT, dh0 [B, H, dk, dv] (same in both layouts).
+ * The innermost dimension must have stride 1; the others may be anything >= 0
+ * that does not make an output overlap itself or another output. */
+typedef struct cg_ssd_fwd_args {
+    cg_layout layout;
+    cg_tensor q, k, v, log_alpha, h0; /* inputs; h0 optional */
+    cg_tensor o, hT;                  /* outputs; hT optional */
+} cg_ssd_fwd_args;
+
+typedef struct cg_ssd_bwd_args {
+    cg_layout layout;
+    cg_tensor q, k, v, log_alpha, h0, dout, dhT; /* inputs; h0, dhT optional */
+    cg_tensor dq, dk, dv, dlog_alpha, dh0;      /* outputs; dh0 optional. dq, dk sum over the group's heads */
+} cg_ssd_bwd_args;
+
+/* SSD forward. Every pointer in args is caller-owned. */
+cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec);
+/* SSD backward (recomputes what it needs; stores no per-token state). */
+cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec);
+
+/* --------------------------------------------------------- selective scan
+ * dt = delta (+ delta_bias), softplus(dt) if delta_softplus;
+ *   h_t[d,n] = exp(dt_t[d] A[d,n]) h_{t-1}[d,n] + dt_t[d] B_t[n] x_t[d]
+ *   y_t[d] = sum_n C_t[n] h_t[d,n] + D[d] x_t[d];  y_t[d] *= silu(z_t[d]) if z given.
+ * Shapes, always in this logical order with any strides >= 0:
+ *   x, delta, z, y, dy [B, L, D]; A [D, N]; B, C [B, L, N] or grouped [B, L, G, N]
+ *   (channel d uses group d / (D/G)); D, delta_bias [D]; h0, hT, dhT, dh0 [B, D, N]. */
+typedef struct cg_sscan_fwd_args {
+    cg_tensor x, delta, A, B, C, D, z, delta_bias, h0; /* D, z, delta_bias, h0 optional */
+    int delta_softplus;
+    cg_tensor y, hT;                                   /* hT optional */
+} cg_sscan_fwd_args;
+
+typedef struct cg_sscan_bwd_args {
+    cg_tensor x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT; /* D, z, delta_bias, h0, dhT optional */
+    int delta_softplus;
+    /* outputs; dx, ddelta, dA, dB, dC required; dD, dz, ddelta_bias optional and
+     * only allowed when D, z, delta_bias are given; dh0 optional. */
+    cg_tensor dx, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dh0;
+} cg_sscan_bwd_args;
+
+/* Selective-scan forward. */
+cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec);
+/* Selective-scan backward (recomputes states from checkpoints every `segment` steps). */
+cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CHUNKGEN_H */

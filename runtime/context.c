@@ -1,0 +1,203 @@
+/* context.c -- contexts, status codes, messages, config pins. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+const char *cg_status_str(cg_status status) {
+    switch (status) {
+#define CG__STATUS_STR(name, value, text) case CG_##name: return text;
+        CG_STATUS_MAP(CG__STATUS_STR)
+#undef CG__STATUS_STR
+    }
+    return "unknown status";
+}
+
+const char *cg_version(void) { return CG_VERSION_STRING; }
+
+static const char *const k_backend_names[] = {"auto", "cpu", "cuda", "emulate", "ref"};
+
+const char *cg_backend_name(cg_backend backend) {
+    if ((unsigned)backend < sizeof k_backend_names / sizeof k_backend_names[0])
+        return k_backend_names[backend];
+    return "unknown";
+}
+
+cg_status cg_backend_parse(const char *name, cg_backend *out) {
+    if (!name || !out) return CG_EINVAL;
+    for (unsigned i = 0; i < sizeof k_backend_names / sizeof k_backend_names[0]; i++) {
+        if (strcmp(name, k_backend_names[i]) == 0) {
+            *out = (cg_backend)i;
+            return CG_OK;
+        }
+    }
+    return CG_EINVAL;
+}
+
+cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64_t *shape) {
+    cg_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = ndim < 0 ? 0 : (ndim > CG_MAX_DIMS ? CG_MAX_DIMS : ndim);
+    int64_t s = 1;
+    for (int i = t.ndim - 1; i >= 0; i--) {
+        t.shape[i] = shape[i];
+        t.stride[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+    return t;
+}
+
+cg_status cg_context_create(cg_context **out) {
+    if (!out) return CG_EINVAL;
+    cg_context *ctx = calloc(1, sizeof *ctx);
+    *out = ctx;
+    return ctx ? CG_OK : CG_ENOMEM;
+}
+
+void cg_context_free(cg_context *ctx) {
+    if (!ctx) return;
+    if (cg__plans_ctx_free) cg__plans_ctx_free(ctx);
+    if (cg__emu_ctx_free) cg__emu_ctx_free(ctx);
+    if (cg__cuda_ctx_free) cg__cuda_ctx_free(ctx);
+    if (cg__gen_ctx_free) cg__gen_ctx_free(ctx);
+    cg__pool_free(ctx->pool);
+    free(ctx->cache_dir);
+    free(ctx);
+}
+
+const char *cg_errmsg(const cg_context *ctx) { return ctx ? ctx->errmsg : "no context"; }
+
+const char *cg_last_dispatch(const cg_context *ctx) { return ctx ? ctx->dispatch : ""; }
+
+cg_status cg_context_set_threads(cg_context *ctx, int threads) {
+    if (!ctx) return CG_EINVAL;
+    if (threads < 0) return cg__err(ctx, CG_EINVAL, "threads: expected >= 0 (0 = all cores), got %d", threads);
+    if (threads != ctx->threads) {
+        cg__pool_free(ctx->pool); /* resized lazily on next use */
+        ctx->pool = NULL;
+    }
+    ctx->threads = threads;
+    return CG_OK;
+}
+
+cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir) {
+    if (!ctx) return CG_EINVAL;
+    char *copy = NULL;
+    if (dir) {
+        if (!*dir) return cg__err(ctx, CG_EINVAL, "cache_dir: expected a non-empty path or NULL");
+        copy = strdup(dir);
+        if (!copy) return cg__err(ctx, CG_ENOMEM, "cache_dir: out of memory");
+    }
+    free(ctx->cache_dir);
+    ctx->cache_dir = copy;
+    return CG_OK;
+}
+
+const char *cg__cache_dir(cg_context *ctx) {
+    static __thread char buf[4096];
+    if (ctx->cache_dir) return ctx->cache_dir;
+    const char *env = getenv("CHUNKGEN_CACHE_DIR");
+    if (env && *env) return env;
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    if (xdg && *xdg) {
+        snprintf(buf, sizeof buf, "%s/chunkgen", xdg);
+        return buf;
+    }
+    const char *home = getenv("HOME");
+    snprintf(buf, sizeof buf, "%s/.cache/chunkgen", home && *home ? home : "/tmp");
+    return buf;
+}
+
+cg_status cg__err(cg_context *ctx, cg_status status, const char *fmt, ...) {
+    if (ctx) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+void cg__set_dispatch(cg_context *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->dispatch, sizeof ctx->dispatch, fmt, ap);
+    va_end(ap);
+}
+
+void cg__dispatch_detail(cg_context *ctx, const char *fmt, ...) {
+    size_t n = strlen(ctx->dispatch);
+    if (n + 3 >= sizeof ctx->dispatch) return;
+    memcpy(ctx->dispatch + n, " | ", 4);
+    n += 3;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->dispatch + n, sizeof ctx->dispatch - n, fmt, ap);
+    va_end(ap);
+}
+
+cg_pool *cg__ctx_pool(cg_context *ctx) {
+    if (!ctx->pool) {
+        int n = ctx->threads > 0 ? ctx->threads : cg__online_cores();
+        ctx->pool = cg__pool_create(n);
+    }
+    return ctx->pool;
+}
+
+/* ------------------------------------------------------------ config pins */
+
+cg_status cg__cfg_parse(cg_context *ctx, const char *text, cg_cfg *out) {
+    memset(out, 0, sizeof *out);
+    if (!text) return CG_OK;
+    const char *s = text;
+    while (*s) {
+        while (*s == ',' || *s == ' ') s++;
+        if (!*s) break;
+        const char *eq = strchr(s, '=');
+        const char *end = strchr(s, ',');
+        if (!end) end = s + strlen(s);
+        if (!eq || eq > end || eq == s)
+            return cg__err(ctx, CG_EINVAL, "config: expected key=value pairs separated by commas, got \"%s\"", text);
+        size_t klen = (size_t)(eq - s), vlen = (size_t)(end - eq - 1);
+        if (out->n == CG_CFG_MAX)
+            return cg__err(ctx, CG_EINVAL, "config: more than %d keys in \"%s\"", CG_CFG_MAX, text);
+        if (klen >= sizeof out->kv[0].key || vlen >= sizeof out->kv[0].val || vlen == 0)
+            return cg__err(ctx, CG_EINVAL, "config: key or value empty or too long in \"%s\"", text);
+        memcpy(out->kv[out->n].key, s, klen);
+        memcpy(out->kv[out->n].val, eq + 1, vlen);
+        for (int i = 0; i < out->n; i++)
+            if (strcmp(out->kv[i].key, out->kv[out->n].key) == 0)
+                return cg__err(ctx, CG_EINVAL, "config: key \"%s\" given twice", out->kv[i].key);
+        out->n++;
+        s = end;
+    }
+    return CG_OK;
+}
+
+const char *cg__cfg_str(const cg_cfg *cfg, const char *key, const char *def) {
+    if (cfg)
+        for (int i = 0; i < cfg->n; i++)
+            if (strcmp(cfg->kv[i].key, key) == 0) return cfg->kv[i].val;
+    return def;
+}
+
+int64_t cg__cfg_int(const cg_cfg *cfg, const char *key, int64_t def) {
+    const char *v = cg__cfg_str(cfg, key, NULL);
+    if (!v) return def;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end) return def;
+    return (int64_t)x;
+}
+
+void *cg__aligned_alloc(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? (bytes + 63) / 64 * 64 : 64)) return NULL;
+    return p;
+}
+
+void cg__aligned_free(void *p) { free(p); }

@@ -1,0 +1,780 @@
+/* sscan_cpu.c -- the generic CPU path of the selective scan (Mamba-1 S6), forward and
+ * backward, float32 in and out.
+ *
+ * Work split: one task per (batch b, group g, block of block_d channels of g), so the
+ * channels of a task share one row of B and C per step. Inside a task, channels go 16
+ * at a time (a lane chunk, SS_W): the state of a chunk is laid out [N][SS_W], so every
+ * inner loop runs over 16 consecutive channels and vectorizes for any N (1 .. 256).
+ * Inputs are gathered per tile of steps into [step][channel] scratch (any strides in,
+ * unit stride out); outputs are scattered back the same way. Padding lanes hold zeros.
+ *
+ * Backward (stateless API): pass 1 runs the state recurrence and keeps the state that
+ * enters each segment of `segment` steps (workspace B * Dpad * N * ceil(L / segment)
+ * floats); pass 2 walks the segments in reverse: per lane chunk it recomputes the
+ * segment's states and decays from the checkpoint into scratch ((segment + 1) * N * 16
+ * floats), then runs the reverse-time recurrence of KERNEL_MATH.md.
+ * Sums over channels (dB, dC) go through per-(b, channel block) partial rows, sums over
+ * the batch (dA, dD, ddelta_bias) through per-(b, channel) partials, all reduced in a
+ * fixed order: results do not depend on the thread count. */
+#include "internal.h"
+
+/* The lane loops below are 16 floats wide: with AVX-512, let GCC use zmm registers
+ * (its default for -march=native on Intel is 256-bit vectors). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
+#include <math.h>
+#include <string.h>
+
+#define SS_W 16    /* channels per lane chunk: one AVX-512 vector of floats */
+#define SS_TILE 64 /* steps per gathered tile in the forward */
+#define SS_PF_ROWS 8 /* prefetch distance of the row gathers */
+
+/* ------------------------------------------------------------ vector math
+ * Branch-free float functions, so that loops calling them vectorize (libm calls do not
+ * without -ffast-math). */
+
+/* Clamp range of ss_exp's argument. It reaches the kernels as run-time values (through
+ * the plan) on purpose: with literal constants GCC splits the clamp into a constant path
+ * and a masked blend; with opaque values each clamp is one vminps/vmaxps. */
+typedef struct ss_lim {
+    float lo, hi;   /* of ss_exp */
+    float lo2, hi2; /* of ss_exp2 */
+} ss_lim;
+#define SS_EXP_LO (-86.5f)
+#define SS_EXP_HI 88.8f
+#define SS_EXP2_LO (-124.5f)
+#define SS_EXP2_HI 128.1f
+#define SS_LOG2E 1.44269504088896341f
+#define SS_LN2 0.693147180559945309f
+
+/* e^x: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, degree-6 Taylor polynomial of
+ * 2 e^r (truncation < 1.3e-7 relative), times 2^(n-1), so that n = 128 stays finite.
+ * x is first clamped to [SS_EXP_LO, SS_EXP_HI]: above the float range the product
+ * overflows to +Inf by itself, and below e^-86.5 (2.7e-38) the result stays 2.7e-38
+ * instead of going subnormal, a difference that no state or gate can see. The clamps
+ * are written so NaN passes through them (comparisons with NaN are false). No branches
+ * or selects: 14 vector operations per 16 lanes. */
+static inline float ss_exp(float x, ss_lim k) {
+    float xc = x > k.hi ? k.hi : x;
+    xc = xc < k.lo ? k.lo : xc;
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float nf = xc * SS_LOG2E + magic;
+    uint32_t nbits;
+    memcpy(&nbits, &nf, sizeof nbits);
+    float n = nf - magic;
+    float r = xc - n * 0.693359375f; /* ln2 split in a short high part and the rest */
+    r = r - n * -2.12194440e-4f;
+    float q = 2.0f / 720.0f;
+    q = q * r + 2.0f / 120.0f;
+    q = q * r + 2.0f / 24.0f;
+    q = q * r + 2.0f / 6.0f;
+    q = q * r + 1.0f;
+    q = q * r + 2.0f;
+    q = q * r + 2.0f;
+    uint32_t sbits = (nbits - 0x4B400000u + 126u) << 23; /* 2^(n-1) */
+    float s;
+    memcpy(&s, &sbits, sizeof s);
+    return q * s;
+}
+
+/* 2^t for the decays exp(dt A) = 2^(dt A log2(e)) of the state updates, the hot loop:
+ * n = round(t), f = t - n in [-1/2, 1/2] exactly, 2 * 2^f by its degree-6 Taylor
+ * polynomial in f ln2 (coefficients 2 ln2^k / k!; truncation < 1.3e-7 at |f| = 1/2 and
+ * nearly zero for small |f|, so errors do not add up in long products of decays the
+ * way an equioscillating fit's would), times 2^(n-1). Clamped to
+ * [SS_EXP2_LO, SS_EXP2_HI] with the same NaN, overflow and underflow behaviour as
+ * ss_exp. 14 vector operations per 16 lanes. */
+static inline float ss_exp2(float t, ss_lim k) {
+    float tc = t > k.hi2 ? k.hi2 : t;
+    tc = tc < k.lo2 ? k.lo2 : tc;
+    const float magic = 12582912.0f;
+    float nf = tc + magic;
+    uint32_t nbits;
+    memcpy(&nbits, &nf, sizeof nbits);
+    float f = tc - (nf - magic);
+    float q = 0.0003080706078676321f;
+    q = q * f + 0.0026667116292856882f;
+    q = q * f + 0.019236258215256954f;
+    q = q * f + 0.11100821732964315f;
+    q = q * f + 0.4804530139182014f;
+    q = q * f + 1.3862943611198906f;
+    q = q * f + 2.0f;
+    uint32_t sbits = (nbits - 0x4B400000u + 126u) << 23; /* 2^(n-1) */
+    float s;
+    memcpy(&s, &sbits, sizeof s);
+    return q * s;
+}
+
+/* log(1 + u) for u in [0, 1]: 2 atanh(s), s = u / (2 + u) <= 1/3, odd series to s^13. */
+static inline float ss_log1p01(float u) {
+    float s = u / (2.0f + u), s2 = s * s;
+    float q = 2.0f / 13.0f;
+    q = q * s2 + 2.0f / 11.0f;
+    q = q * s2 + 2.0f / 9.0f;
+    q = q * s2 + 2.0f / 7.0f;
+    q = q * s2 + 2.0f / 5.0f;
+    q = q * s2 + 2.0f / 3.0f;
+    q = q * s2 + 2.0f;
+    return q * s;
+}
+
+/* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow; NaN propagates. */
+static inline float ss_softplus(float x, ss_lim k) {
+    float pos = x > 0.0f ? x : 0.0f;
+    return pos + ss_log1p01(ss_exp(-fabsf(x), k));
+}
+
+static inline float ss_sigmoid(float x, ss_lim k) { return 1.0f / (1.0f + ss_exp(-x, k)); }
+
+/* ------------------------------------------------------------------ plan */
+
+typedef struct ss_plan {
+    const cg_sscan_prob *p;
+    int64_t Dg;      /* channels per group */
+    int64_t bd;      /* channels per task */
+    int64_t nblk;    /* tasks per (b, g) */
+    int64_t ld;      /* bd rounded up to SS_W: row length of the [step][channel] tiles */
+    int64_t nc;      /* lane chunks per task: ld / SS_W */
+    int64_t seg;     /* backward segment */
+    int64_t nseg;
+    int64_t tile;    /* steps per tile: ss_fwd_tile forward, seg backward */
+    int64_t ntask;
+    ss_lim lim;      /* ss_exp clamp range */
+    float *scratch;  /* per thread, `scr` floats each */
+    size_t scr;
+    float *ck;       /* backward: checkpoints [task][nseg][nc][N][SS_W] */
+    float *pBC;      /* backward, nblk > 1: [b][g][blk][L][2][N] partial rows of dB, dC */
+    double *pA;      /* backward: [b][D][N] */
+    double *pDb;     /* backward: [b][D][2] (dD, ddelta_bias) */
+} ss_plan;
+
+typedef struct ss_task {
+    int64_t b, g, blk, d0, nb;
+} ss_task;
+
+static ss_task ss_decode(const ss_plan *P, int64_t i) {
+    ss_task t;
+    const int64_t per_b = P->p->G * P->nblk;
+    t.b = i / per_b;
+    t.g = (i % per_b) / P->nblk;
+    t.blk = i % P->nblk;
+    t.d0 = t.g * P->Dg + t.blk * P->bd;
+    t.nb = P->Dg - t.blk * P->bd;
+    if (t.nb > P->bd) t.nb = P->bd;
+    return t;
+}
+
+/* x is stored sequence-major ([B, D, L] memory, as mamba's selective_scan_fn). */
+static int ss_seq_major(const cg_sscan_prob *p) { return p->x.s[1] == 1 && p->x.s[2] != 1; }
+
+/* Steps per forward tile: tiles are read in pieces of tile x 4 bytes per channel when
+ * the tensors are sequence-major. */
+static int64_t ss_fwd_tile(const cg_sscan_prob *p) { return ss_seq_major(p) ? 2 * SS_TILE : SS_TILE; }
+
+void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *out) {
+    /* The tensors are read in tiles of (steps x channels of a task); the contiguous side
+     * of a tile should be long: short pieces of far-apart rows cost a TLB and cache miss
+     * each and halve the bandwidth. Channel-contiguous ([B, L, D]): blocks of up to 256
+     * channels (1 KB pieces); sequence-contiguous: up to 64 channels and longer tiles.
+     * Segment (the backward's tile): its scratch holds 2 (segment + 1) N 16 floats per
+     * lane chunk; kept within a few hundred KB of L2 for large N. */
+    const int seq = ss_seq_major(p);
+    int seg = p->N <= 32 ? (seq && p->N <= 16 ? 128 : 64) : (int)(2048 / p->N);
+    if (seg < 16) seg = 16;
+    /* Blocks small enough to leave at least two tasks per core. */
+    const int64_t Dg = p->D / p->G, cores = cg__online_cores();
+    int bd = seq ? 64 : 256;
+    while (bd > SS_W && p->B * p->G * ((Dg + bd - 1) / bd) < 2 * cores) bd /= 2;
+    out->segment = seg;
+    out->block_d = bd;
+    out->threads = 0;
+}
+
+/* Reads the config keys over the defaults; checks them. */
+static cg_status ss_params(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, cg_sscan_cpu_params *out) {
+    cg__sscan_cpu_params_default(p, out);
+    if (!cfg) return CG_OK;
+    int64_t seg = cg__cfg_int(cfg, "segment", out->segment);
+    int64_t bd = cg__cfg_int(cfg, "block_d", out->block_d);
+    int64_t th = cg__cfg_int(cfg, "threads", out->threads);
+    if (seg < 1 || seg > (1 << 20))
+        return cg__err(ctx, CG_EINVAL, "config segment=%lld: expected an integer in [1, 1048576]", (long long)seg);
+    if (bd < 1 || bd > (1 << 16))
+        return cg__err(ctx, CG_EINVAL, "config block_d=%lld: expected an integer in [1, 65536]", (long long)bd);
+    if (th < 0 || th > 4096)
+        return cg__err(ctx, CG_EINVAL, "config threads=%lld: expected an integer in [0, 4096] (0 = context default)",
+                       (long long)th);
+    out->segment = (int)seg;
+    out->block_d = (int)bd;
+    out->threads = (int)th;
+    return CG_OK;
+}
+
+/* Count of floats as size_t, or 0 on overflow (the caller reports ENOMEM). */
+static size_t ss_count(int64_t a, int64_t b, int64_t c, int64_t d) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r) || __builtin_mul_overflow(r, c, &r) || __builtin_mul_overflow(r, d, &r))
+        return 0;
+    if ((uint64_t)r > SIZE_MAX / sizeof(double) / 2) return 0;
+    return (size_t)r;
+}
+
+static void ss_plan_init(ss_plan *P, const cg_sscan_prob *p, const cg_sscan_cpu_params *prm) {
+    memset(P, 0, sizeof *P);
+    P->p = p;
+    P->Dg = p->D / p->G;
+    P->bd = prm->block_d < P->Dg ? prm->block_d : P->Dg;
+    P->nblk = (P->Dg + P->bd - 1) / P->bd;
+    P->nc = (P->bd + SS_W - 1) / SS_W;
+    P->ld = P->nc * SS_W;
+    P->seg = prm->segment < p->L ? prm->segment : p->L;
+    P->nseg = (p->L + P->seg - 1) / P->seg;
+    P->ntask = p->B * p->G * P->nblk;
+    P->lim.lo = SS_EXP_LO;
+    P->lim.hi = SS_EXP_HI;
+    P->lim.lo2 = SS_EXP2_LO;
+    P->lim.hi2 = SS_EXP2_HI;
+}
+
+/* ------------------------------------------------------------ gather/scatter */
+
+/* Prefetch the row piece [p, p + bytes) (write: for a store). */
+static inline void prefetch_row(const void *p, int64_t bytes, int write) {
+    for (int64_t q = 0; q < bytes; q += 64) {
+        if (write) __builtin_prefetch((const char *)p + q, 1);
+        else __builtin_prefetch((const char *)p + q, 0);
+    }
+}
+
+/* out[i][j] = v[b, t0 + i, d0 + j] for i < len, j < nb; zero for nb <= j < ld.
+ * The rows of a tile are D floats apart and short: each is a TLB and cache miss, so the
+ * copy prefetches SS_PF_ROWS rows ahead to keep several misses in flight. */
+static void gather_bl(const cg_view *v, int64_t b, int64_t t0, int64_t len, int64_t d0, int64_t nb, int64_t ld,
+                      float *restrict out) {
+    const float *base = CG_F32P(*v) + b * v->s[0] + t0 * v->s[1] + d0 * v->s[2];
+    const int64_t s1 = v->s[1], s2 = v->s[2], nfull = nb / SS_W * SS_W;
+    if (s2 != 1 && s1 == 1) { /* [B, D, L] memory: read each channel's steps in order */
+        for (int64_t j = 0; j < nb; j++) {
+            if (j + SS_PF_ROWS < nb) prefetch_row(base + (j + SS_PF_ROWS) * s2, len * (int64_t)sizeof(float), 0);
+            for (int64_t i = 0; i < len; i++) out[i * ld + j] = base[j * s2 + i];
+        }
+        for (int64_t i = 0; i < len; i++)
+            for (int64_t j = nb; j < ld; j++) out[i * ld + j] = 0.0f;
+        return;
+    }
+    for (int64_t i = 0; i < len; i++) {
+        const float *row = base + i * s1;
+        float *o = out + i * ld;
+        if (s2 == 1) {
+            if (i + SS_PF_ROWS < len) prefetch_row(row + SS_PF_ROWS * s1, nb * (int64_t)sizeof(float), 0);
+            for (int64_t j = 0; j < nfull; j += SS_W)
+                for (int l = 0; l < SS_W; l++) o[j + l] = row[j + l];
+            for (int64_t j = nfull; j < nb; j++) o[j] = row[j];
+        } else {
+            for (int64_t j = 0; j < nb; j++) o[j] = row[j * s2];
+        }
+        for (int64_t j = nb; j < ld; j++) o[j] = 0.0f;
+    }
+}
+
+static void scatter_bl(const cg_view *v, int64_t b, int64_t t0, int64_t len, int64_t d0, int64_t nb, int64_t ld,
+                       const float *restrict in) {
+    float *base = CG_F32P(*v) + b * v->s[0] + t0 * v->s[1] + d0 * v->s[2];
+    const int64_t s1 = v->s[1], s2 = v->s[2], nfull = nb / SS_W * SS_W;
+    if (s2 != 1 && s1 == 1) {
+        for (int64_t j = 0; j < nb; j++) {
+            if (j + SS_PF_ROWS < nb) prefetch_row(base + (j + SS_PF_ROWS) * s2, len * (int64_t)sizeof(float), 1);
+            for (int64_t i = 0; i < len; i++) base[j * s2 + i] = in[i * ld + j];
+        }
+        return;
+    }
+    for (int64_t i = 0; i < len; i++) {
+        float *row = base + i * s1;
+        const float *src = in + i * ld;
+        if (s2 == 1) {
+            if (i + SS_PF_ROWS < len) prefetch_row(row + SS_PF_ROWS * s1, nb * (int64_t)sizeof(float), 1);
+            for (int64_t j = 0; j < nfull; j += SS_W)
+                for (int l = 0; l < SS_W; l++) row[j + l] = src[j + l];
+            for (int64_t j = nfull; j < nb; j++) row[j] = src[j];
+        } else {
+            for (int64_t j = 0; j < nb; j++) row[j * s2] = src[j];
+        }
+    }
+}
+
+/* out[i][n] = v[b, t0 + i, g, n] (B or C rows of the group). */
+static void gather_bc(const cg_view *v, int64_t b, int64_t t0, int64_t len, int64_t g, int64_t N, float *restrict out) {
+    const float *base = CG_F32P(*v) + b * v->s[0] + t0 * v->s[1] + g * v->s[2];
+    const int64_t s1 = v->s[1], s3 = v->s[3];
+    for (int64_t i = 0; i < len; i++) {
+        const float *row = base + i * s1;
+        float *o = out + i * N;
+        for (int64_t n = 0; n < N; n++) o[n] = row[n * s3];
+    }
+}
+
+/* Per-channel vector v[d0 + j] (D, delta_bias) into out[ld]; zeros where absent. */
+static void gather_d(const cg_view *v, int64_t d0, int64_t nb, int64_t ld, float *restrict out) {
+    for (int64_t j = 0; j < ld; j++) out[j] = (v->p && j < nb) ? CG_F32P(*v)[(d0 + j) * v->s[0]] : 0.0f;
+}
+
+/* A block transposed to lane chunks and scaled for ss_exp2:
+ * At[c][n][l] = A[d0 + c*W + l, n] * log2(e). */
+static void gather_A(const cg_sscan_prob *p, int64_t d0, int64_t nb, int64_t nc, float *restrict At) {
+    const int64_t N = p->N;
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t l = 0; l < SS_W; l++) {
+                int64_t j = c * SS_W + l;
+                At[(c * N + n) * SS_W + l] =
+                    j < nb ? CG_F32P(p->A)[(d0 + j) * p->A.s[0] + n * p->A.s[1]] * SS_LOG2E : 0.0f;
+            }
+}
+
+/* State [b, d0 + c*W + l, n] of h0/hT/dhT/dh0 <-> lane-chunk layout h[c][n][l]. */
+static void gather_state(const cg_view *v, int64_t b, int64_t d0, int64_t nb, int64_t nc, int64_t N,
+                         float *restrict h) {
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t l = 0; l < SS_W; l++) {
+                int64_t j = c * SS_W + l;
+                h[(c * N + n) * SS_W + l] =
+                    (v->p && j < nb) ? CG_F32P(*v)[b * v->s[0] + (d0 + j) * v->s[1] + n * v->s[2]] : 0.0f;
+            }
+}
+
+static void scatter_state(const cg_view *v, int64_t b, int64_t d0, int64_t nb, int64_t nc, int64_t N,
+                          const float *restrict h) {
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t l = 0; l < SS_W && c * SS_W + l < nb; l++)
+                CG_F32P(*v)[b * v->s[0] + (d0 + c * SS_W + l) * v->s[1] + n * v->s[2]] = h[(c * N + n) * SS_W + l];
+}
+
+/* dt tile from the delta tile (in place): + bias, softplus when flagged; with sig, also
+ * sigmoid(delta + bias) (the softplus derivative). Padding lanes stay 0. */
+static void dt_tile(const cg_sscan_prob *p, ss_lim k, int64_t len, int64_t nb, int64_t ld,
+                    const float *restrict bias, float *restrict dts, float *restrict sig) {
+    for (int64_t i = 0; i < len; i++) {
+        float *r = dts + i * ld;
+        for (int64_t j = 0; j < ld; j++) r[j] += bias[j];
+        if (!p->softplus) continue;
+        if (sig) {
+            float *sr = sig + i * ld;
+            for (int64_t j = 0; j < ld; j++) sr[j] = ss_sigmoid(r[j], k);
+        }
+        for (int64_t j = 0; j < ld; j++) r[j] = ss_softplus(r[j], k);
+        for (int64_t j = nb; j < ld; j++) r[j] = 0.0f;
+    }
+}
+
+/* --------------------------------------------------------- step kernels
+ * One lane chunk (16 channels) over `len` steps. Tiles are [step][ld] with the chunk's
+ * columns at offset 0 (the caller passes shifted pointers); B, C rows are [step][N]. */
+
+/* Forward: h[n][l] advances len steps; ys[i][l] = sum_n C h (without the D term). */
+static void fwd_chunk(ss_lim k, int64_t len, int64_t N, int64_t ld, float *restrict h, const float *restrict At,
+                      const float *restrict xs, const float *restrict dts, const float *restrict Bs,
+                      const float *restrict Cs, float *restrict ys) {
+    for (int64_t i = 0; i < len; i++) {
+        float dt[SS_W], dtx[SS_W], y[SS_W];
+        for (int l = 0; l < SS_W; l++) {
+            dt[l] = dts[i * ld + l];
+            dtx[l] = dt[l] * xs[i * ld + l];
+            y[l] = 0.0f;
+        }
+        const float *Bi = Bs + i * N, *Ci = Cs + i * N;
+        for (int64_t n = 0; n < N; n++) {
+            const float bn = Bi[n], cn = Ci[n];
+            float *hn = h + n * SS_W;
+            const float *an = At + n * SS_W;
+            for (int l = 0; l < SS_W; l++) {
+                float hv = ss_exp2(dt[l] * an[l], k) * hn[l] + dtx[l] * bn;
+                hn[l] = hv;
+                y[l] += cn * hv;
+            }
+        }
+        for (int l = 0; l < SS_W; l++) ys[i * ld + l] = y[l];
+    }
+}
+
+/* States only (backward pass 1). */
+static void state_chunk(ss_lim k, int64_t len, int64_t N, int64_t ld, float *restrict h, const float *restrict At,
+                        const float *restrict xs, const float *restrict dts, const float *restrict Bs) {
+    for (int64_t i = 0; i < len; i++) {
+        float dt[SS_W], dtx[SS_W];
+        for (int l = 0; l < SS_W; l++) {
+            dt[l] = dts[i * ld + l];
+            dtx[l] = dt[l] * xs[i * ld + l];
+        }
+        const float *Bi = Bs + i * N;
+        for (int64_t n = 0; n < N; n++) {
+            const float bn = Bi[n];
+            float *hn = h + n * SS_W;
+            const float *an = At + n * SS_W;
+            for (int l = 0; l < SS_W; l++) hn[l] = ss_exp2(dt[l] * an[l], k) * hn[l] + dtx[l] * bn;
+        }
+    }
+}
+
+/* Segment recompute: hs[0] holds the entering state; writes ab[i] = decay of step i and
+ * hs[i + 1] = state after step i. hs [len + 1][N][W], ab [len][N][W]. */
+static void recompute_chunk(ss_lim k, int64_t len, int64_t N, int64_t ld, float *restrict hs, float *restrict ab,
+                            const float *restrict At, const float *restrict xs, const float *restrict dts,
+                            const float *restrict Bs) {
+    const int64_t NW = N * SS_W;
+    for (int64_t i = 0; i < len; i++) {
+        float dt[SS_W], dtx[SS_W];
+        for (int l = 0; l < SS_W; l++) {
+            dt[l] = dts[i * ld + l];
+            dtx[l] = dt[l] * xs[i * ld + l];
+        }
+        const float *Bi = Bs + i * N;
+        const float *hp = hs + i * NW;
+        float *hc = hs + (i + 1) * NW, *ai = ab + i * NW;
+        for (int64_t n = 0; n < N; n++) {
+            const float bn = Bi[n];
+            for (int l = 0; l < SS_W; l++) {
+                float a = ss_exp2(dt[l] * At[n * SS_W + l], k);
+                ai[n * SS_W + l] = a;
+                hc[n * SS_W + l] = a * hp[n * SS_W + l] + dtx[l] * bn;
+            }
+        }
+    }
+}
+
+/* Reverse-time recurrence over one segment of one lane chunk (KERNEL_MATH.md):
+ *   g += C dyy;  dC += dyy h_t;  dx = dt sum_n g B;  dB += g dt x;
+ *   ddt = sum_n g (A a h_{t-1} + B x);  dA += g dt a h_{t-1};  g *= a,
+ * with sum_n g B x = x sum_n g B taken from the dx sum.
+ * g [N][W] carries across segments. accB, accC [len][N][W] accumulate over the chunks of
+ * the task; dA [N][W] over the segment. Writes dxs, ddts, ys (C h_t) at [i][l]. */
+static void bwd_chunk(int64_t len, int64_t N, int64_t ld, const float *restrict hs, const float *restrict ab,
+                      float *restrict g, const float *restrict At, const float *restrict xs,
+                      const float *restrict dts, const float *restrict dyys, const float *restrict Bs,
+                      const float *restrict Cs, float *restrict accB, float *restrict accC, float *restrict dA,
+                      float *restrict dxs, float *restrict ddts, float *restrict ys) {
+    const int64_t NW = N * SS_W;
+    for (int64_t i = len - 1; i >= 0; i--) {
+        float dt[SS_W], x[SS_W], dtx[SS_W], dy[SS_W], y[SS_W], sgb[SS_W], ddt[SS_W];
+        for (int l = 0; l < SS_W; l++) {
+            dt[l] = dts[i * ld + l];
+            x[l] = xs[i * ld + l];
+            dtx[l] = dt[l] * x[l];
+            dy[l] = dyys[i * ld + l];
+            y[l] = sgb[l] = ddt[l] = 0.0f;
+        }
+        const float *Bi = Bs + i * N, *Ci = Cs + i * N;
+        const float *hp = hs + i * NW, *hc = hs + (i + 1) * NW, *ai = ab + i * NW;
+        float *aB = accB + i * NW, *aC = accC + i * NW;
+        for (int64_t n = 0; n < N; n++) {
+            const float bn = Bi[n], cn = Ci[n];
+            for (int l = 0; l < SS_W; l++) {
+                const int64_t k = n * SS_W + l;
+                const float h = hc[k];
+                y[l] += cn * h;
+                const float gv = g[k] + cn * dy[l];
+                aC[k] += dy[l] * h;
+                sgb[l] += gv * bn;
+                aB[k] += gv * dtx[l];
+                const float gah = gv * (ai[k] * hp[k]);
+                ddt[l] += gah * At[k];
+                dA[k] += gah * dt[l];
+                g[k] = gv * ai[k];
+            }
+        }
+        for (int l = 0; l < SS_W; l++) {
+            dxs[i * ld + l] = sgb[l] * dt[l];
+            /* At holds A log2(e); sum_n g B x = x sum_n g B, factored out */
+            ddts[i * ld + l] = ddt[l] * SS_LN2 + sgb[l] * x[l];
+            ys[i * ld + l] = y[l];
+        }
+    }
+}
+
+/* Sum of the SS_W lanes, in a fixed order. */
+static inline float hsum(const float *v) {
+    float s = 0.0f;
+    for (int l = 0; l < SS_W; l++) s += v[l];
+    return s;
+}
+
+/* --------------------------------------------------------------- forward */
+
+static void fwd_task(void *arg, int64_t ti, int tid) {
+    const ss_plan *P = arg;
+    const cg_sscan_prob *p = P->p;
+    const ss_task t = ss_decode(P, ti);
+    const ss_lim lim = P->lim;
+    const int64_t N = p->N, ld = P->ld, nc = P->nc, T = P->tile, NW = N * SS_W;
+    float *s = P->scratch + (size_t)tid * P->scr;
+    float *At = s, *h = At + nc * NW, *bias = h + nc * NW, *Dv = bias + ld;
+    float *xs = Dv + ld, *dts = xs + T * ld, *ys = dts + T * ld, *zs = ys + T * ld;
+    float *Bs = zs + T * ld, *Cs = Bs + T * N;
+
+    gather_A(p, t.d0, t.nb, nc, At);
+    gather_state(&p->h0, t.b, t.d0, t.nb, nc, N, h);
+    gather_d(&p->dbias, t.d0, t.nb, ld, bias);
+    gather_d(&p->Dv, t.d0, t.nb, ld, Dv);
+    for (int64_t t0 = 0; t0 < p->L; t0 += T) {
+        const int64_t len = p->L - t0 < T ? p->L - t0 : T;
+        gather_bl(&p->x, t.b, t0, len, t.d0, t.nb, ld, xs);
+        gather_bl(&p->delta, t.b, t0, len, t.d0, t.nb, ld, dts);
+        dt_tile(p, lim, len, t.nb, ld, bias, dts, NULL);
+        gather_bc(&p->Bm, t.b, t0, len, t.g, N, Bs);
+        gather_bc(&p->Cm, t.b, t0, len, t.g, N, Cs);
+        for (int64_t c = 0; c < nc; c++)
+            fwd_chunk(lim, len, N, ld, h + c * NW, At + c * NW, xs + c * SS_W, dts + c * SS_W, Bs, Cs, ys + c * SS_W);
+        if (p->z.p) gather_bl(&p->z, t.b, t0, len, t.d0, t.nb, ld, zs);
+        for (int64_t i = 0; i < len; i++) {
+            float *yr = ys + i * ld;
+            const float *xr = xs + i * ld, *zr = zs + i * ld;
+            for (int64_t j = 0; j < ld; j++) yr[j] += Dv[j] * xr[j];
+            if (p->z.p)
+                for (int64_t j = 0; j < ld; j++) yr[j] *= zr[j] * ss_sigmoid(zr[j], lim);
+        }
+        scatter_bl(&p->y, t.b, t0, len, t.d0, t.nb, ld, ys);
+    }
+    if (p->hT.p) scatter_state(&p->hT, t.b, t.d0, t.nb, nc, N, h);
+}
+
+/* Thread count the pool will use, for per-thread scratch. */
+static int ss_threads(cg_pool *pool, int threads) {
+    int size = cg__pool_size(pool);
+    if (!pool) return 1;
+    return (threads <= 0 || threads > size) ? size : threads;
+}
+
+cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)ex;
+    if (p->dtype != CG_F32)
+        return cg__err(ctx, CG_EUNSUPPORTED, "cpu sscan forward: dtype: expected CG_F32 tensors");
+    cg_sscan_cpu_params prm;
+    cg_status s = ss_params(ctx, p, cfg, &prm);
+    if (s) return s;
+    ss_plan P;
+    ss_plan_init(&P, p, &prm);
+    P.tile = ss_fwd_tile(p) < p->L ? ss_fwd_tile(p) : p->L;
+    cg_pool *pool = cg__ctx_pool(ctx);
+    const int nth = ss_threads(pool, prm.threads);
+    /* At, h [nc N W]; bias, Dv [ld]; xs, dts, ys, zs [T ld]; Bs, Cs [T N] */
+    size_t per = ss_count(2 * P.nc, p->N, SS_W, 1) + ss_count(P.ld, 2 + 4 * P.tile, 1, 1) +
+                 ss_count(2 * P.tile, p->N, 1, 1);
+    per = (per + 15) / 16 * 16;
+    size_t all = ss_count((int64_t)per, nth, 1, 1);
+    if (!all || !(P.scratch = cg__aligned_alloc(all * sizeof(float))))
+        return cg__err(ctx, CG_ENOMEM, "cpu sscan forward: out of memory for %d x %zu floats of scratch", nth, per);
+    P.scr = per;
+    cg__pool_run(pool, prm.threads, P.ntask, fwd_task, &P);
+    cg__aligned_free(P.scratch);
+    return CG_OK;
+}
+
+/* -------------------------------------------------------------- backward */
+
+static void bwd_task(void *arg, int64_t ti, int tid) {
+    const ss_plan *P = arg;
+    const cg_sscan_prob *p = P->p;
+    const ss_task t = ss_decode(P, ti);
+    const ss_lim lim = P->lim;
+    const int64_t N = p->N, L = p->L, ld = P->ld, nc = P->nc, S = P->seg, NW = N * SS_W;
+    float *s = P->scratch + (size_t)tid * P->scr;
+    /* [nc NW]: At, h, g; dAtot (double) takes 2 nc NW floats */
+    float *At = s, *h = At + nc * NW, *g = h + nc * NW;
+    double *dAtot = (double *)(g + nc * NW);
+    double *dDb = dAtot + nc * NW; /* [ld][2] */
+    float *bias = (float *)(dDb + 2 * ld), *Dv = bias + ld;
+    /* [S ld] tiles */
+    float *xs = Dv + ld, *dts = xs + S * ld, *sig = dts + S * ld, *dout = sig + S * ld, *zs = dout + S * ld;
+    float *dyy = zs + S * ld, *dxs = dyy + S * ld, *ddts = dxs + S * ld, *ys = ddts + S * ld;
+    float *Bs = ys + S * ld, *Cs = Bs + S * N;
+    float *accB = Cs + S * N, *accC = accB + S * NW, *ab = accC + S * NW, *hs = ab + S * NW;
+    float *dAseg = hs + (S + 1) * NW;
+    float *ck = P->ck + (size_t)ti * (size_t)(P->nseg * nc * NW);
+
+    gather_A(p, t.d0, t.nb, nc, At);
+    gather_state(&p->h0, t.b, t.d0, t.nb, nc, N, h);
+    gather_state(&p->dhT, t.b, t.d0, t.nb, nc, N, g);
+    gather_d(&p->dbias, t.d0, t.nb, ld, bias);
+    gather_d(&p->Dv, t.d0, t.nb, ld, Dv);
+    memset(dAtot, 0, (size_t)(nc * NW) * sizeof(double));
+    memset(dDb, 0, (size_t)(2 * ld) * sizeof(double));
+
+    /* Pass 1: checkpoints of the state entering each segment. */
+    for (int64_t k = 0; k < P->nseg; k++) {
+        memcpy(ck + k * nc * NW, h, (size_t)(nc * NW) * sizeof(float));
+        if (k == P->nseg - 1) break;
+        const int64_t t0 = k * S;
+        gather_bl(&p->x, t.b, t0, S, t.d0, t.nb, ld, xs);
+        gather_bl(&p->delta, t.b, t0, S, t.d0, t.nb, ld, dts);
+        dt_tile(p, lim, S, t.nb, ld, bias, dts, NULL);
+        gather_bc(&p->Bm, t.b, t0, S, t.g, N, Bs);
+        for (int64_t c = 0; c < nc; c++)
+            state_chunk(lim, S, N, ld, h + c * NW, At + c * NW, xs + c * SS_W, dts + c * SS_W, Bs);
+    }
+
+    /* Pass 2: segments in reverse. */
+    for (int64_t k = P->nseg - 1; k >= 0; k--) {
+        const int64_t t0 = k * S, len = L - t0 < S ? L - t0 : S;
+        gather_bl(&p->x, t.b, t0, len, t.d0, t.nb, ld, xs);
+        gather_bl(&p->delta, t.b, t0, len, t.d0, t.nb, ld, dts);
+        dt_tile(p, lim, len, t.nb, ld, bias, dts, p->softplus ? sig : NULL);
+        gather_bc(&p->Bm, t.b, t0, len, t.g, N, Bs);
+        gather_bc(&p->Cm, t.b, t0, len, t.g, N, Cs);
+        gather_bl(&p->dy, t.b, t0, len, t.d0, t.nb, ld, dout);
+        if (p->z.p) {
+            gather_bl(&p->z, t.b, t0, len, t.d0, t.nb, ld, zs);
+            for (int64_t i = 0; i < len * ld; i++) dyy[i] = dout[i] * zs[i] * ss_sigmoid(zs[i], lim);
+        } else {
+            memcpy(dyy, dout, (size_t)(len * ld) * sizeof(float));
+        }
+        memset(accB, 0, (size_t)(len * NW) * sizeof(float));
+        memset(accC, 0, (size_t)(len * NW) * sizeof(float));
+        for (int64_t c = 0; c < nc; c++) {
+            memcpy(hs, ck + (k * nc + c) * NW, (size_t)NW * sizeof(float));
+            recompute_chunk(lim, len, N, ld, hs, ab, At + c * NW, xs + c * SS_W, dts + c * SS_W, Bs);
+            memset(dAseg, 0, (size_t)NW * sizeof(float));
+            bwd_chunk(len, N, ld, hs, ab, g + c * NW, At + c * NW, xs + c * SS_W, dts + c * SS_W, dyy + c * SS_W,
+                      Bs, Cs, accB, accC, dAseg, dxs + c * SS_W, ddts + c * SS_W, ys + c * SS_W);
+            for (int64_t q = 0; q < NW; q++) dAtot[c * NW + q] += dAseg[q];
+        }
+        /* Per-channel epilogue: dx, ddelta, dz; dD and ddelta_bias sums. */
+        for (int64_t i = 0; i < len; i++) {
+            float *dxr = dxs + i * ld, *ddr = ddts + i * ld, *yr = ys + i * ld;
+            const float *xr = xs + i * ld, *dyr = dyy + i * ld, *sr = sig + i * ld, *zr = zs + i * ld,
+                        *dor = dout + i * ld;
+            for (int64_t j = 0; j < ld; j++) {
+                dxr[j] += Dv[j] * dyr[j];
+                if (p->softplus) ddr[j] *= sr[j];
+            }
+            if (p->z.p)
+                for (int64_t j = 0; j < ld; j++) {
+                    const float sz = ss_sigmoid(zr[j], lim);
+                    yr[j] = dor[j] * (yr[j] + Dv[j] * xr[j]) * sz * (1.0f + zr[j] * (1.0f - sz));
+                }
+            for (int64_t j = 0; j < t.nb; j++) {
+                dDb[2 * j] += (double)dyr[j] * xr[j];
+                dDb[2 * j + 1] += ddr[j];
+            }
+        }
+        scatter_bl(&p->dx, t.b, t0, len, t.d0, t.nb, ld, dxs);
+        scatter_bl(&p->ddelta, t.b, t0, len, t.d0, t.nb, ld, ddts);
+        if (p->dz.p) scatter_bl(&p->dz, t.b, t0, len, t.d0, t.nb, ld, ys);
+        /* dB, dC rows of this block: straight to the outputs when the block is the whole
+         * group, else to the partial rows reduced later. */
+        for (int64_t i = 0; i < len; i++) {
+            if (P->nblk == 1) {
+                float *rb = CG_F32P(p->dB) + t.b * p->dB.s[0] + (t0 + i) * p->dB.s[1] + t.g * p->dB.s[2];
+                float *rc = CG_F32P(p->dC) + t.b * p->dC.s[0] + (t0 + i) * p->dC.s[1] + t.g * p->dC.s[2];
+                for (int64_t n = 0; n < N; n++) {
+                    rb[n * p->dB.s[3]] = hsum(accB + (i * N + n) * SS_W);
+                    rc[n * p->dC.s[3]] = hsum(accC + (i * N + n) * SS_W);
+                }
+            } else {
+                float *row = P->pBC + (((t.b * p->G + t.g) * P->nblk + t.blk) * L + t0 + i) * 2 * N;
+                for (int64_t n = 0; n < N; n++) {
+                    row[n] = hsum(accB + (i * N + n) * SS_W);
+                    row[N + n] = hsum(accC + (i * N + n) * SS_W);
+                }
+            }
+        }
+    }
+    if (p->dh0.p) scatter_state(&p->dh0, t.b, t.d0, t.nb, nc, N, g);
+    for (int64_t j = 0; j < t.nb; j++) {
+        const int64_t c = j / SS_W, l = j % SS_W, d = t.d0 + j;
+        double *pa = P->pA + (t.b * p->D + d) * N;
+        for (int64_t n = 0; n < N; n++) pa[n] = dAtot[(c * N + n) * SS_W + l];
+        P->pDb[(t.b * p->D + d) * 2] = dDb[2 * j];
+        P->pDb[(t.b * p->D + d) * 2 + 1] = dDb[2 * j + 1];
+    }
+}
+
+/* dB, dC rows of (b, g, 64-step tile) summed over the channel blocks in order. */
+#define SS_RED_TILE 64
+static void bc_reduce_task(void *arg, int64_t i, int tid) {
+    (void)tid;
+    const ss_plan *P = arg;
+    const cg_sscan_prob *p = P->p;
+    const int64_t N = p->N, L = p->L, ntile = (L + SS_RED_TILE - 1) / SS_RED_TILE;
+    const int64_t bg = i / ntile, t0 = (i % ntile) * SS_RED_TILE, b = bg / p->G, g = bg % p->G;
+    const int64_t t1 = t0 + SS_RED_TILE < L ? t0 + SS_RED_TILE : L;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t n = 0; n < N; n++) {
+            double sb = 0, sc = 0;
+            for (int64_t k = 0; k < P->nblk; k++) {
+                const float *row = P->pBC + ((bg * P->nblk + k) * L + t) * 2 * N;
+                sb += row[n];
+                sc += row[N + n];
+            }
+            CG_F32P(p->dB)[b * p->dB.s[0] + t * p->dB.s[1] + g * p->dB.s[2] + n * p->dB.s[3]] = (float)sb;
+            CG_F32P(p->dC)[b * p->dC.s[0] + t * p->dC.s[1] + g * p->dC.s[2] + n * p->dC.s[3]] = (float)sc;
+        }
+}
+
+cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)ex;
+    if (p->dtype != CG_F32)
+        return cg__err(ctx, CG_EUNSUPPORTED, "cpu sscan backward: dtype: expected CG_F32 tensors");
+    cg_sscan_cpu_params prm;
+    cg_status s = ss_params(ctx, p, cfg, &prm);
+    if (s) return s;
+    ss_plan P;
+    ss_plan_init(&P, p, &prm);
+    P.tile = P.seg;
+    cg_pool *pool = cg__ctx_pool(ctx);
+    const int nth = ss_threads(pool, prm.threads);
+    const int64_t N = p->N, NW = N * SS_W, S = P.seg, ld = P.ld, nc = P.nc;
+    /* Per thread (floats): At, h, g [nc NW]; dAtot [2 nc NW]; dDb [4 ld]; bias, Dv [ld];
+     * 9 tiles [S ld]; Bs, Cs [S N]; accB, accC, ab [S NW]; hs [(S+1) NW]; dAseg [NW]. */
+    size_t per = ss_count(5 * nc, NW, 1, 1) + ss_count(6, ld, 1, 1) + ss_count(9 * S, ld, 1, 1) +
+                 ss_count(2 * S, N, 1, 1) + ss_count(4 * S + 2, NW, 1, 1);
+    per = (per + 15) / 16 * 16;
+    size_t all = ss_count((int64_t)per, nth, 1, 1);
+    size_t nck = ss_count(P.ntask, P.nseg, nc, NW);
+    size_t nbc = P.nblk > 1 ? ss_count(p->B * p->G * P.nblk, p->L, 2 * N, 1) : 1;
+    size_t npa = ss_count(p->B, p->D, N, 1), npd = ss_count(p->B, p->D, 2, 1);
+    if (!all || !nck || !nbc || !npa || !npd)
+        return cg__err(ctx, CG_ENOMEM, "cpu sscan backward: workspace size overflows (B=%lld, L=%lld, D=%lld, N=%lld)",
+                       (long long)p->B, (long long)p->L, (long long)p->D, (long long)N);
+    P.scratch = cg__aligned_alloc(all * sizeof(float));
+    P.ck = cg__aligned_alloc(nck * sizeof(float));
+    P.pBC = P.nblk > 1 ? cg__aligned_alloc(nbc * sizeof(float)) : NULL;
+    P.pA = cg__aligned_alloc(npa * sizeof(double));
+    P.pDb = cg__aligned_alloc(npd * sizeof(double));
+    P.scr = per;
+    cg_status st = CG_OK;
+    if (!P.scratch || !P.ck || (P.nblk > 1 && !P.pBC) || !P.pA || !P.pDb) {
+        st = cg__err(ctx, CG_ENOMEM,
+                     "cpu sscan backward: out of memory (checkpoints: %zu floats for segment=%lld; scratch: %d x %zu "
+                     "floats)",
+                     nck, (long long)S, nth, per);
+        goto done;
+    }
+    cg__pool_run(pool, prm.threads, P.ntask, bwd_task, &P);
+    if (P.nblk > 1)
+        cg__pool_run(pool, prm.threads, p->B * p->G * ((p->L + SS_RED_TILE - 1) / SS_RED_TILE), bc_reduce_task, &P);
+    /* Batch sums in order b = 0, 1, ... */
+    for (int64_t d = 0; d < p->D; d++) {
+        for (int64_t n = 0; n < N; n++) {
+            double a = 0;
+            for (int64_t b = 0; b < p->B; b++) a += P.pA[(b * p->D + d) * N + n];
+            CG_F32P(p->dA)[d * p->dA.s[0] + n * p->dA.s[1]] = (float)a;
+        }
+        double sd = 0, sb = 0;
+        for (int64_t b = 0; b < p->B; b++) {
+            sd += P.pDb[(b * p->D + d) * 2];
+            sb += P.pDb[(b * p->D + d) * 2 + 1];
+        }
+        if (p->dD.p) CG_F32P(p->dD)[d * p->dD.s[0]] = (float)sd;
+        if (p->ddbias.p) CG_F32P(p->ddbias)[d * p->ddbias.s[0]] = (float)sb;
+    }
+done:
+    cg__aligned_free(P.scratch);
+    cg__aligned_free(P.ck);
+    cg__aligned_free(P.pBC);
+    cg__aligned_free(P.pA);
+    cg__aligned_free(P.pDb);
+    return st;
+}

@@ -1,0 +1,119 @@
+/* ssd_cpu.h -- private pieces shared by the SSD CPU path (ssd_cpu*.c): a register-blocked
+ * float GEMM with the causal shapes the chunked algorithm needs, a vectorizable exp, tile
+ * copies and the resolved run parameters.
+ *
+ * Every matrix is row-major with a leading dimension in floats. B and C operands are read
+ * and written 16 floats at a time, so their column counts are multiples of 16 (the tiles
+ * are zero-padded to that); A is read one scalar at a time and may be any strided block,
+ * even user memory. */
+#ifndef CG_SSD_CPU_H
+#define CG_SSD_CPU_H
+
+#include "internal.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define CG_SSD_VL 16 /* floats per vector (one AVX-512 register) */
+
+static inline int64_t cg__ssd_pad(int64_t n) { return (n + CG_SSD_VL - 1) / CG_SSD_VL * CG_SSD_VL; }
+static inline int64_t cg__ssd_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Which part of the (m x K) x (K x n) product a row block [i0, i0+mr) computes. */
+typedef enum cg_ssd_gemm_mode {
+    CG_SSD_DENSE,   /* k in [0, K), columns [0, n) */
+    CG_SSD_KLOWER,  /* k in [0, K + min(i0 + mr, m)): A = [X | lower-triangular L], row i reads L[i, 0..i] */
+    CG_SSD_KUPPER,  /* k in [i0, K): A upper triangular, row i reads A[i, i..K) */
+    CG_SSD_NLOWER   /* columns [0, pad(min(i0 + mr, m))) of n: the lower triangle of a square C */
+} cg_ssd_gemm_mode;
+
+/* C (=, or += when acc) A B over the part of the product `mode` names. A[r, k] is at
+ * A[r * ars + k * aks] (aks = 1: row-major; ars = 1: a transposed view, read in place).
+ * n is a multiple of 16; B and C rows are read 16 floats at a time. */
+void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                  int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
+
+/* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
+ * 16 x 16 blocks transposed in registers. */
+void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss, int64_t rows,
+                       int64_t w, int64_t cols_pad);
+
+/* Large workspaces: mmap'd with transparent huge pages where the system allows it. */
+void *cg__ssd_big_alloc(size_t bytes);
+void cg__ssd_big_free(void *p, size_t bytes);
+
+/* Ask for rows [0, rows) of `bytes` each, `stride` floats apart, to be in cache soon. */
+static inline void cg__ssd_prefetch_rows(const float *p, int64_t stride, int64_t rows, int64_t bytes) {
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch((const char *)(p + i * stride) + x);
+}
+
+/* exp(x) in float, within 2 ulp, branch-free so that loops over it vectorize. Underflows to
+ * 0 (through denormals), overflows to inf, NaN stays NaN. */
+static inline float cg__ssd_exp(float x) {
+    union { float f; int32_t i; } t, s1, s2;
+    float xc = x < -104.0f ? -104.0f : x; /* comparisons are false for NaN: it passes through */
+    xc = xc > 89.0f ? 89.0f : xc;
+    /* n = round(x / ln 2) by the 1.5 * 2^23 trick; r = x - n ln 2 in two parts (Cody-Waite) */
+    t.f = xc * 1.44269504088896341f + 12582912.0f;
+    float n = t.f - 12582912.0f;
+    int32_t ni = t.i - 0x4B400000;
+    float r = xc - n * 0.693145751953125f;
+    r = r - n * 1.42860682030941723e-6f;
+    /* e^r, |r| <= 0.347: Taylor series to degree 7 (truncation < 6e-9 relative) */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* 2^n as two normal factors, so n in [-150, 129] gives denormals, 0 and inf correctly */
+    int32_t n1 = ni >> 1, n2 = ni - n1;
+    s1.i = (int32_t)((uint32_t)(n1 + 127) << 23);
+    s2.i = (int32_t)((uint32_t)(n2 + 127) << 23);
+    return p * s1.f * s2.f;
+}
+
+/* log_alpha for the cumulative sums: -inf (a decay of exactly 0) becomes -1e4, so that the
+ * differences A_i - A_j of two tokens after it stay finite instead of -inf - -inf = NaN;
+ * e^-1e4 is 0 in float just the same. NaN passes through. */
+static inline double cg__ssd_clamp_la(float x) { return x < -1.0e4f ? -1.0e4 : (double)x; }
+
+/* dst[i, 0..w) = src[i * ss + (0..w)], zero in [w, wp), rows i < rows. */
+static inline void cg__ssd_copy_rows(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss,
+                                     int64_t rows, int64_t w, int64_t wp) {
+    for (int64_t i = 0; i < rows; i++) {
+        float *restrict d = dst + i * ldd;
+        const float *restrict s = src + i * ss;
+        for (int64_t j = 0; j < w; j++) d[j] = s[j];
+        for (int64_t j = w; j < wp; j++) d[j] = 0.0f;
+    }
+}
+
+/* Run parameters after defaults and pins. */
+typedef struct cg_ssd_cpu_run {
+    int64_t chunk;
+    int64_t block_dv;
+    int threads;     /* threads the pool will use */
+    int nscratch;    /* per-thread scratch blocks to allocate (pool size) */
+    cg_pool *pool;   /* NULL: serial */
+    int bwd_split;   /* -1: decide by shape; 0: fused per (b, g); 1: chunk-parallel */
+    int pinned_chunk, pinned_block_dv;
+    int pinned;      /* any key pinned */
+} cg_ssd_cpu_run;
+
+/* Resolve defaults and pins (chunk, block_dv, threads, bwd_split); CG_EINVAL naming a bad pin. */
+cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const char *what,
+                              cg_ssd_cpu_run *run);
+
+/* Per-thread scratch: n blocks of `bytes` each (64-byte aligned), one allocation. */
+typedef struct cg_ssd_scratch {
+    char *mem;
+    size_t stride;
+} cg_ssd_scratch;
+
+static inline void *cg__ssd_scratch_at(const cg_ssd_scratch *s, int tid) { return s->mem + (size_t)tid * s->stride; }
+
+#endif /* CG_SSD_CPU_H */

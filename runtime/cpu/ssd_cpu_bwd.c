@@ -1,0 +1,424 @@
+/* ssd_cpu_bwd.c -- SSD backward on the CPU by the chunked algorithm (KERNEL_MATH.md,
+ * section Backward). Nothing per token is stored; per chunk it keeps the boundary state
+ * (and, in the chunk-parallel mode, the boundary state gradient) in a workspace.
+ *
+ * Phase 1, one task per (b, h), sequential over chunks:
+ *   forward:  S0^c for every chunk (S0^0 = h0), stored transposed: WS[c] = (S0^c)^T [dv, dkp];
+ *             at the end <dhT, S_T> (the constant term of dlog_alpha).
+ *   reverse (chunk-parallel mode only): dS_end^c stored as WD[c] [dk, dvp], from
+ *             dS_end of the last chunk = dhT or 0 and
+ *             dS0^c = e^{A_last} dS_end^c + Q^T diag(e^A) dO;  dh0 = dS0^0.
+ * Phase 2, the gradients of one chunk of one group: the heads of the group in order, so
+ * dq and dk sum over them in a fixed order (deterministic, no atomics); Q K^T once for
+ * all heads. Per head, with M the decay mask and w_j = e^{A_last - A_j}:
+ *   P   = (Q K^T) . M,   dP = (dO V^T) . M                    [L, L], lower triangular
+ *   dQh = diag(e^A) dO S0^T + dP K                             [L, dk]
+ *   dKh = diag(w) V dS_end^T + dP^T Q                          [L, dk]  (dP read transposed in place)
+ *   dV  = diag(w) K dS_end + P^T dO                            [L, dv]  (P likewise)
+ *   r_t = q_t . dQh_t - k_t . dKh_t; dlog_alpha_t gets the in-chunk suffix sum of r,
+ *   and the chunk total goes to a table.
+ *   Two ways to schedule it:
+ *   - fused (default when there are enough (b, g) pairs for the threads): one task per
+ *     (b, g) walks the chunks in reverse and carries dS of each head of the group in
+ *     scratch, so dS never goes through memory; only WS does. The machines this runs on
+ *     are often bound by memory bandwidth in the backward.
+ *   - chunk-parallel (config bwd_split=1, or few (b, g) pairs): one task per (b, g, chunk)
+ *     reads dS_end from WD.
+ * Phase 3, one task per (b, h): dlog_alpha_t += (sum of the totals of later chunks) + <dhT, S_T>. */
+#include "ssd_cpu.h"
+
+#include <math.h>
+
+typedef struct bwd_job {
+    const cg_ssd_prob *p;
+    int64_t C, Cp, nc, dkp, dvp, hpg;
+    int fused;
+    float *WS, *WD;  /* [B*H*nc] x (dv*dkp), x (dk*dvp) (WD: chunk-parallel mode only) */
+    double *tot;     /* [B*H*nc] chunk totals of r */
+    double *sT;      /* [B*H] <dhT, S_T> */
+    cg_ssd_scratch scratch;
+} bwd_job;
+
+/* Cumulative sums of log_alpha over a chunk (double), e^A, w and gamma. */
+static float chunk_decays(const float *la, int64_t sl, int64_t L, double *restrict Ad, float *restrict eA,
+                          float *restrict wv) {
+    double acc = 0;
+    for (int64_t i = 0; i < L; i++) {
+        acc += cg__ssd_clamp_la(la[i * sl]);
+        Ad[i] = acc;
+    }
+    const double Alast = Ad[L - 1];
+    for (int64_t i = 0; i < L; i++) {
+        eA[i] = cg__ssd_exp((float)Ad[i]);
+        wv[i] = cg__ssd_exp((float)(Alast - Ad[i]));
+    }
+    return eA[L - 1];
+}
+
+/* Lower-triangular mask in place: X[i, j] *= e^{A_i - A_j} for j <= i, 0 for i < j < L. */
+static void apply_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad) {
+    for (int64_t i = 0; i < L; i++) {
+        float *restrict x = X + i * ld;
+        const double Ai = Ad[i];
+        for (int64_t j = 0; j <= i; j++) x[j] *= cg__ssd_exp((float)(Ai - Ad[j]));
+        for (int64_t j = i + 1; j < L; j++) x[j] = 0.0f;
+    }
+}
+
+/* ------------------------------------------------------------ phase 1 */
+
+static size_t p1_floats(const bwd_job *J) {
+    const cg_ssd_prob *p = J->p;
+    const int64_t C = J->C;
+    return (size_t)(cg__ssd_pad(C * J->dkp) + cg__ssd_pad(C * J->dvp) + cg__ssd_pad(p->dv * J->dkp) +
+                    cg__ssd_pad(p->dk * J->dvp) + 4 * cg__ssd_pad(C));
+}
+
+static void phase1(void *arg, int64_t bh, int tid) {
+    const bwd_job *J = arg;
+    const cg_ssd_prob *p = J->p;
+    const int64_t dk = p->dk, dv = p->dv, T = p->T, C = J->C, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
+    const int64_t b = bh / p->H, h = bh % p->H, g = h / (p->H / p->G);
+
+    float *mem = cg__ssd_scratch_at(&J->scratch, tid);
+    float *restrict Kw = mem;                           /* [C, dkp]  diag(w) K */
+    float *restrict eAdO = Kw + cg__ssd_pad(C * dkp);   /* [C, dvp]  diag(e^A) dO */
+    float *restrict ST = eAdO + cg__ssd_pad(C * dvp);   /* [dv, dkp] S^T */
+    float *restrict dS = ST + cg__ssd_pad(dv * dkp);    /* [dk, dvp] */
+    float *restrict eA = dS + cg__ssd_pad(dk * dvp);
+    float *restrict wv = eA + cg__ssd_pad(C);
+    double *restrict Ad = (double *)(wv + cg__ssd_pad(C));
+
+    const float *q = CG_F32P(p->q) + b * p->q.s[0] + g * p->q.s[2];
+    const float *k = CG_F32P(p->k) + b * p->k.s[0] + g * p->k.s[2];
+    const float *v = CG_F32P(p->v) + b * p->v.s[0] + h * p->v.s[2];
+    const float *dout = CG_F32P(p->dout) + b * p->dout.s[0] + h * p->dout.s[2];
+    const float *la = CG_F32P(p->la) + b * p->la.s[0] + h * p->la.s[2];
+    const int64_t sq = p->q.s[1], sk = p->k.s[1], sv = p->v.s[1], sd = p->dout.s[1], sl = p->la.s[1];
+
+    /* forward over the chunks: S^T = e^{A_last} S^T + V^T diag(w) K, v read in place */
+    if (p->h0.p)
+        cg__ssd_transpose(ST, dkp, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
+    else
+        memset(ST, 0, (size_t)(dv * dkp) * sizeof(float));
+    for (int64_t c = 0; c < nc; c++) {
+        const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
+        memcpy(J->WS + (bh * nc + c) * dv * dkp, ST, (size_t)(dv * dkp) * sizeof(float));
+        const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
+        for (int64_t i = 0; i < L; i++) {
+            const float *restrict kr = k + (t0 + i) * sk;
+            float *restrict d = Kw + i * dkp;
+            for (int64_t j = 0; j < dk; j++) d[j] = wv[i] * kr[j];
+            for (int64_t j = dk; j < dkp; j++) d[j] = 0.0f;
+        }
+        for (int64_t x = 0; x < dv * dkp; x++) ST[x] *= gamma;
+        cg__ssd_gemm(CG_SSD_DENSE, dv, dkp, L, v + t0 * sv, 1, sv, Kw, dkp, ST, dkp, 1);
+    }
+    double dot = 0;
+    if (p->dhT.p) {
+        const float *dhT = CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1];
+        for (int64_t i = 0; i < dk; i++)
+            for (int64_t j = 0; j < dv; j++) dot += (double)dhT[i * p->dhT.s[2] + j] * (double)ST[j * dkp + i];
+        cg__ssd_copy_rows(dS, dvp, dhT, p->dhT.s[2], dk, dv, dvp);
+    } else {
+        memset(dS, 0, (size_t)(dk * dvp) * sizeof(float));
+    }
+    J->sT[bh] = dot;
+    if (J->fused) return;
+
+    /* reverse over the chunks: dS_end of each chunk; dS = e^{A_last} dS + Q^T diag(e^A) dO */
+    for (int64_t c = nc - 1; c >= 0; c--) {
+        const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
+        memcpy(J->WD + (bh * nc + c) * dk * dvp, dS, (size_t)(dk * dvp) * sizeof(float));
+        const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
+        for (int64_t i = 0; i < L; i++) {
+            const float *restrict dr = dout + (t0 + i) * sd;
+            float *restrict d = eAdO + i * dvp;
+            for (int64_t j = 0; j < dv; j++) d[j] = eA[i] * dr[j];
+            for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
+        }
+        for (int64_t x = 0; x < dk * dvp; x++) dS[x] *= gamma;
+        cg__ssd_gemm(CG_SSD_DENSE, dk, dvp, L, q + t0 * sq, 1, sq, eAdO, dvp, dS, dvp, 1);
+    }
+    if (p->dh0.p) {
+        float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
+        for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->dh0.s[2], dS + i * dvp, (size_t)dv * sizeof(float));
+    }
+}
+
+/* ------------------------------------------------------------ phase 2 */
+
+typedef struct p2_tiles {
+    float *Qt, *Kt, *KT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
+    float *eA, *wv;
+    double *Ad;
+} p2_tiles;
+
+/* Lays the tiles out from mem (NULL: just count); returns the floats used. */
+static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
+    const cg_ssd_prob *p = J->p;
+    const int64_t C = J->C, Cp = J->Cp, dk = p->dk, dv = p->dv, dkp = J->dkp, dvp = J->dvp;
+    p2_tiles dummy;
+    if (!t) t = &dummy;
+    size_t off = 0;
+#define TILE(name, n)                                   \
+    do {                                                \
+        t->name = mem ? mem + off : NULL;               \
+        off += (size_t)cg__ssd_pad(n);                  \
+    } while (0)
+    TILE(Qt, C * dkp);   /* [C, dkp]  q rows, when dk is not a multiple of 16 (else q in place) */
+    TILE(Kt, C * dkp);   /* [C, dkp]  k rows, likewise */
+    TILE(KT, dk * Cp);   /* [dk, Cp]  k transposed */
+    TILE(Praw, C * Cp);  /* [C, Cp]   Q K^T, shared by the group's heads */
+    TILE(P, C * Cp);     /* [C, Cp]   masked; read transposed in place as P^T */
+    TILE(dP, C * Cp);    /* [C, Cp]   likewise */
+    TILE(VT, dv * Cp);   /* [dv, Cp]  v transposed */
+    TILE(dOt, C * dvp);  /* [C, dvp]  dO rows, when dv is not a multiple of 16 */
+    TILE(dSeT, dv * dkp);/* [dv, dkp] dS_end transposed */
+    TILE(dQh, C * dkp);  /* [C, dkp]  this head's dq */
+    TILE(dKh, C * dkp);  /* [C, dkp]  this head's dk */
+    TILE(dQa, C * dkp);  /* [C, dkp]  dq summed over the group */
+    TILE(dKa, C * dkp);
+    TILE(dVt, C * dvp);  /* [C, dvp]  dv rows, when dv is not a multiple of 16 */
+    TILE(eAdO, J->fused ? C * dvp : 0);              /* [C, dvp]  diag(e^A) dO (fused mode) */
+    TILE(dS, J->fused ? J->hpg * dk * dvp : 0);      /* [hpg][dk, dvp] dS of each head (fused mode) */
+    TILE(eA, C);
+    TILE(wv, C);
+#undef TILE
+    t->Ad = mem ? (double *)(mem + off) : NULL;
+    off += 2 * (size_t)cg__ssd_pad(C);
+    return off;
+}
+
+/* X[i, :] *= s[i] over rows [0, L) of width n. */
+static void scale_rows(float *X, int64_t ld, int64_t L, int64_t n, const float *restrict s) {
+    for (int64_t i = 0; i < L; i++) {
+        float *restrict x = X + i * ld;
+        for (int64_t j = 0; j < n; j++) x[j] *= s[i];
+    }
+}
+
+/* The gradients of chunk c of group (b, g). dS_end comes from WD, or in the fused mode
+ * from t->dS, which is then moved back one chunk: dS = e^{A_last} dS + Q^T diag(e^A) dO. */
+static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, int64_t c) {
+    const cg_ssd_prob *p = J->p;
+    const int64_t dk = p->dk, dv = p->dv, T = p->T, C = J->C, Cp = J->Cp, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
+    const int64_t hpg = J->hpg;
+    const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
+    p2_tiles t = *tp;
+
+    const float *q = CG_F32P(p->q) + b * p->q.s[0] + g * p->q.s[2] + t0 * p->q.s[1];
+    const float *k = CG_F32P(p->k) + b * p->k.s[0] + g * p->k.s[2] + t0 * p->k.s[1];
+    const int64_t sq = p->q.s[1], sk = p->k.s[1];
+    /* q and k rows as B operands: in place when no padding is needed */
+    const float *Qb = q, *Kb = k;
+    int64_t ldq = sq, ldk = sk;
+    if (dk != dkp) {
+        cg__ssd_copy_rows(t.Qt, dkp, q, sq, L, dk, dkp);
+        cg__ssd_copy_rows(t.Kt, dkp, k, sk, L, dk, dkp);
+        Qb = t.Qt, Kb = t.Kt, ldq = ldk = dkp;
+    }
+    cg__ssd_transpose(t.KT, Cp, k, sk, L, dk, Cp);
+    cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, Cp, t.Praw, Cp, 0);
+
+    for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
+        const int64_t bh = b * p->H + h;
+        const float *v = CG_F32P(p->v) + b * p->v.s[0] + h * p->v.s[2] + t0 * p->v.s[1];
+        const float *dout = CG_F32P(p->dout) + b * p->dout.s[0] + h * p->dout.s[2] + t0 * p->dout.s[1];
+        const float *la = CG_F32P(p->la) + b * p->la.s[0] + h * p->la.s[2] + t0 * p->la.s[1];
+        const float *S0T = J->WS + (bh * nc + c) * dv * dkp;  /* [dv, dkp] */
+        float *dSe = J->fused ? t.dS + (h - g * hpg) * dk * dvp : J->WD + (bh * nc + c) * dk * dvp; /* [dk, dvp] */
+        const int64_t sv = p->v.s[1], sd = p->dout.s[1];
+        chunk_decays(la, p->la.s[1], L, t.Ad, t.eA, t.wv);
+
+        /* tiles of this head */
+        cg__ssd_transpose(t.VT, Cp, v, sv, L, dv, Cp);
+        cg__ssd_transpose(t.dSeT, dkp, dSe, dvp, dk, dv, dkp);
+        const float *dOb = dout;
+        int64_t ldo = sd;
+        if (dv != dvp) {
+            cg__ssd_copy_rows(t.dOt, dvp, dout, sd, L, dv, dvp);
+            dOb = t.dOt, ldo = dvp;
+        }
+
+        /* P and dP, masked */
+        for (int64_t i = 0; i < L; i++) memcpy(t.P + i * Cp, t.Praw + i * Cp, (size_t)(i + 1) * sizeof(float));
+        apply_mask(t.P, Cp, L, t.Ad);
+        cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, Cp, t.dP, Cp, 0);
+        apply_mask(t.dP, Cp, L, t.Ad);
+
+        /* dQh = diag(e^A) (dO S0^T) + dP K */
+        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, dkp, t.dQh, dkp, 0);
+        scale_rows(t.dQh, dkp, L, dkp, t.eA);
+        cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, Cp, 1, Kb, ldk, t.dQh, dkp, 1);
+        /* dKh = diag(w) (V dS_end^T) + dP^T Q, dP read transposed */
+        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, v, sv, 1, t.dSeT, dkp, t.dKh, dkp, 0);
+        scale_rows(t.dKh, dkp, L, dkp, t.wv);
+        cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, Cp, Qb, ldq, t.dKh, dkp, 1);
+
+        /* dV = diag(w) (K dS_end) + P^T dO, straight into dv when its rows need no padding */
+        float *dvo = CG_F32P(p->dv_) + b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1];
+        const int direct = dv == dvp;
+        float *dV = direct ? dvo : t.dVt;
+        const int64_t ldv = direct ? p->dv_.s[1] : dvp;
+        cg__ssd_gemm(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, dvp, dV, ldv, 0);
+        scale_rows(dV, ldv, L, dvp, t.wv);
+        cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, Cp, dOb, ldo, dV, ldv, 1);
+        if (!direct)
+            for (int64_t i = 0; i < L; i++) memcpy(dvo + i * p->dv_.s[1], t.dVt + i * dvp, (size_t)dv * sizeof(float));
+
+        /* r_t = q_t . dQh_t - k_t . dKh_t; in-chunk suffix sums into dlog_alpha */
+        float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2] + t0 * p->dla.s[1];
+        double suffix = 0;
+        for (int64_t i = L - 1; i >= 0; i--) {
+            const float *restrict qi = q + i * sq, *restrict ki = k + i * sk;
+            const float *restrict dqi = t.dQh + i * dkp, *restrict dki = t.dKh + i * dkp;
+            float r = 0;
+            for (int64_t j = 0; j < dk; j++) r += qi[j] * dqi[j] - ki[j] * dki[j];
+            suffix += (double)r;
+            dla[i * p->dla.s[1]] = (float)suffix;
+        }
+        J->tot[bh * nc + c] = suffix;
+
+        if (J->fused) { /* dS_end of chunk c - 1 */
+            const float gamma = t.eA[L - 1];
+            for (int64_t i = 0; i < L; i++) {
+                const float *restrict dr = dout + i * sd;
+                float *restrict d = t.eAdO + i * dvp;
+                for (int64_t j = 0; j < dv; j++) d[j] = t.eA[i] * dr[j];
+                for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
+            }
+            for (int64_t x = 0; x < dk * dvp; x++) dSe[x] *= gamma;
+            cg__ssd_gemm(CG_SSD_DENSE, dk, dvp, L, q, 1, sq, t.eAdO, dvp, dSe, dvp, 1);
+        }
+
+        /* the group's sums, in head order */
+        if (hpg == 1) {
+            float *tmp = t.dQa; t.dQa = t.dQh; t.dQh = tmp;
+            tmp = t.dKa; t.dKa = t.dKh; t.dKh = tmp;
+        } else if (h == g * hpg) {
+            memcpy(t.dQa, t.dQh, (size_t)(L * dkp) * sizeof(float));
+            memcpy(t.dKa, t.dKh, (size_t)(L * dkp) * sizeof(float));
+        } else {
+            for (int64_t x = 0; x < L * dkp; x++) {
+                t.dQa[x] += t.dQh[x];
+                t.dKa[x] += t.dKh[x];
+            }
+        }
+    }
+    float *dq = CG_F32P(p->dq) + b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1];
+    float *dkk = CG_F32P(p->dk_) + b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1];
+    for (int64_t i = 0; i < L; i++) {
+        memcpy(dq + i * p->dq.s[1], t.dQa + i * dkp, (size_t)dk * sizeof(float));
+        memcpy(dkk + i * p->dk_.s[1], t.dKa + i * dkp, (size_t)dk * sizeof(float));
+    }
+}
+
+static void phase2_split(void *arg, int64_t idx, int tid) {
+    const bwd_job *J = arg;
+    const int64_t G = J->p->G, nc = J->nc;
+    p2_tiles t;
+    p2_layout(J, cg__ssd_scratch_at(&J->scratch, tid), &t);
+    chunk_grads(J, &t, idx / (G * nc), idx / nc % G, idx % nc);
+}
+
+static void phase2_fused(void *arg, int64_t idx, int tid) {
+    const bwd_job *J = arg;
+    const cg_ssd_prob *p = J->p;
+    const int64_t dk = p->dk, dv = p->dv, dvp = J->dvp, b = idx / p->G, g = idx % p->G;
+    p2_tiles t;
+    p2_layout(J, cg__ssd_scratch_at(&J->scratch, tid), &t);
+    for (int64_t u = 0; u < J->hpg; u++) {
+        const int64_t h = g * J->hpg + u;
+        float *dS = t.dS + u * dk * dvp;
+        if (p->dhT.p)
+            cg__ssd_copy_rows(dS, dvp, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
+        else
+            memset(dS, 0, (size_t)(dk * dvp) * sizeof(float));
+    }
+    for (int64_t c = J->nc - 1; c >= 0; c--) chunk_grads(J, &t, b, g, c);
+    if (p->dh0.p)
+        for (int64_t u = 0; u < J->hpg; u++) {
+            const int64_t h = g * J->hpg + u;
+            float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
+            for (int64_t i = 0; i < dk; i++)
+                memcpy(dh0 + i * p->dh0.s[2], t.dS + u * dk * dvp + i * dvp, (size_t)dv * sizeof(float));
+        }
+}
+
+/* ------------------------------------------------------------ phase 3 */
+
+static void phase3(void *arg, int64_t bh, int tid) {
+    (void)tid;
+    const bwd_job *J = arg;
+    const cg_ssd_prob *p = J->p;
+    const int64_t b = bh / p->H, h = bh % p->H, sl = p->dla.s[1];
+    float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2];
+    double off = J->sT[bh];
+    for (int64_t c = J->nc - 1; c >= 0; c--) {
+        const int64_t t0 = c * J->C, L = cg__ssd_min(J->C, p->T - t0);
+        if (off != 0.0)
+            for (int64_t i = 0; i < L; i++) dla[(t0 + i) * sl] = (float)((double)dla[(t0 + i) * sl] + off);
+        off += J->tot[bh * J->nc + c];
+    }
+}
+
+cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    if (p->dtype != CG_F32) return cg__err(ctx, CG_EUNSUPPORTED, "cpu ssd backward: float32 tensors only");
+    cg_ssd_cpu_run run;
+    cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, "cpu ssd backward", &run);
+    if (st != CG_OK) return st;
+
+    bwd_job J;
+    memset(&J, 0, sizeof J);
+    J.p = p;
+    J.C = cg__ssd_min(run.chunk, p->T > 0 ? p->T : 1);
+    J.Cp = cg__ssd_pad(J.C);
+    J.nc = (p->T + J.C - 1) / J.C;
+    J.dkp = cg__ssd_pad(p->dk);
+    J.dvp = cg__ssd_pad(p->dv);
+    J.hpg = p->H / p->G;
+    /* fused when the (b, g) tasks keep the threads at least 3/4 busy */
+    const int64_t ngroups = p->B * p->G, rounds = (ngroups + run.threads - 1) / run.threads;
+    J.fused = run.bwd_split >= 0 ? !run.bwd_split : 4 * ngroups >= 3 * rounds * run.threads;
+
+    const int64_t nbh = p->B * p->H, nent = nbh * J.nc;
+    const size_t ws_f = (size_t)nent * (size_t)(p->dv * J.dkp + (J.fused ? 0 : p->dk * J.dvp));
+    const size_t ws_bytes = ws_f * sizeof(float) + (size_t)(nent + nbh) * sizeof(double);
+    void *own = NULL, *ws;
+    if (ex && ex->workspace && ex->workspace_bytes >= ws_bytes + 64) {
+        ws = (void *)(((uintptr_t)ex->workspace + 63) / 64 * 64);
+    } else {
+        ws = own = cg__ssd_big_alloc(ws_bytes);
+        if (!own)
+            return cg__err(ctx, CG_ENOMEM, "cpu ssd backward: out of memory for %zu bytes of chunk-state workspace",
+                           ws_bytes);
+    }
+    J.tot = ws;
+    J.sT = J.tot + nent;
+    J.WS = (float *)(J.sT + nbh);
+    J.WD = J.fused ? NULL : J.WS + (size_t)nent * (size_t)(p->dv * J.dkp);
+
+    size_t per = p1_floats(&J);
+    size_t f2 = p2_layout(&J, NULL, NULL);
+    if (f2 > per) per = f2;
+    per = (per * sizeof(float) + 127) / 64 * 64;
+    J.scratch.stride = per;
+    J.scratch.mem = cg__aligned_alloc(per * (size_t)run.nscratch);
+    if (!J.scratch.mem) {
+        cg__ssd_big_free(own, ws_bytes);
+        return cg__err(ctx, CG_ENOMEM, "cpu ssd backward: out of memory for %d x %zu bytes of scratch", run.nscratch,
+                       per);
+    }
+    cg__pool_run(run.pool, run.threads, nbh, phase1, &J);
+    if (J.fused)
+        cg__pool_run(run.pool, run.threads, ngroups, phase2_fused, &J);
+    else
+        cg__pool_run(run.pool, run.threads, ngroups * J.nc, phase2_split, &J);
+    cg__pool_run(run.pool, run.threads, nbh, phase3, &J);
+    cg__aligned_free(J.scratch.mem);
+    cg__ssd_big_free(own, ws_bytes);
+    cg__dispatch_detail(ctx, "ssd_bwd chunk=%lld bwd_split=%d threads=%d (%s)", (long long)J.C, !J.fused,
+                     run.threads, run.pinned ? "pinned" : "default");
+    return CG_OK;
+}

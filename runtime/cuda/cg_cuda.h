@@ -1,0 +1,132 @@
+/* cg_cuda.h -- NVRTC and the CUDA driver API, loaded with dlopen (no CUDA headers or
+ * libraries are needed to build chunkgen). Private to runtime/cuda/ and its tests. */
+#ifndef CG_CUDA_H
+#define CG_CUDA_H
+
+#include "gen.h"
+
+/* -------------------------------------------------- driver API (cuda.h subset) */
+typedef int CUresult;
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef unsigned long long CUdeviceptr;
+
+#define CUDA_SUCCESS 0
+#define CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK 12
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define CU_MEMORYTYPE_DEVICE 2
+#define CU_MEMORYTYPE_UNIFIED 4
+
+typedef struct cg_cu_api {
+    CUresult (*cuInit)(unsigned flags);
+    CUresult (*cuDriverGetVersion)(int *version);
+    CUresult (*cuDeviceGetCount)(int *count);
+    CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*cuDeviceGetName)(char *name, int len, CUdevice dev);
+    CUresult (*cuDeviceGetAttribute)(int *value, int attrib, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev);
+    CUresult (*cuCtxGetCurrent)(CUcontext *pctx);
+    CUresult (*cuCtxGetDevice)(CUdevice *dev);
+    CUresult (*cuCtxPushCurrent)(CUcontext ctx);
+    CUresult (*cuCtxPopCurrent)(CUcontext *pctx);
+    CUresult (*cuModuleLoadData)(CUmodule *mod, const void *image);
+    CUresult (*cuModuleUnload)(CUmodule mod);
+    CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
+    CUresult (*cuFuncSetAttribute)(CUfunction fn, int attrib, int value);
+    CUresult (*cuLaunchKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned smem, CUstream stream, void **params, void **extra);
+    CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t bytes);
+    CUresult (*cuMemFree)(CUdeviceptr p);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream);
+    CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
+    CUresult (*cuStreamSynchronize)(CUstream stream);
+    CUresult (*cuPointerGetAttribute)(void *data, int attrib, CUdeviceptr ptr);
+    CUresult (*cuGetErrorName)(CUresult r, const char **s);
+    CUresult (*cuGetErrorString)(CUresult r, const char **s);
+} cg_cu_api;
+
+/* ------------------------------------------------------------ NVRTC subset */
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+#define NVRTC_SUCCESS 0
+
+typedef struct cg_nvrtc_api {
+    const char *(*nvrtcGetErrorString)(nvrtcResult r);
+    nvrtcResult (*nvrtcVersion)(int *major, int *minor);
+    nvrtcResult (*nvrtcGetNumSupportedArchs)(int *n);
+    nvrtcResult (*nvrtcGetSupportedArchs)(int *archs);
+    nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram *p, const char *src, const char *name, int nheaders,
+                                      const char *const *headers, const char *const *include_names);
+    nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram *p);
+    nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram p, int nopts, const char *const *opts);
+    nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram p, size_t *n);
+    nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram p, char *log);
+    nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram p, size_t *n);
+    nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram p, char *cubin);
+} cg_nvrtc_api;
+
+/* The loaded libraries (process-wide, loaded once, never unloaded). NULL when the
+ * library is absent; then *why (static text) says what was tried. */
+const cg_cu_api *cg__cu_api(const char **why);
+const cg_nvrtc_api *cg__nvrtc_api(const char **why);
+
+/* Check one driver / NVRTC call: on failure record "<call> failed: <error> (file:line)"
+ * on ctx and return the status. Used through the macros below, which return it. */
+cg_status cg__cu_check(cg_context *ctx, CUresult r, cg_status fail, const char *call, const char *file, int line);
+cg_status cg__nvrtc_check(cg_context *ctx, nvrtcResult r, const char *call, const char *file, int line);
+
+#define CG_CU_CHECK(ctx, call)                                                                   \
+    do {                                                                                         \
+        cg_status cu_st_ = cg__cu_check((ctx), cg__cu->call, CG_ELAUNCH, #call, __FILE__, __LINE__); \
+        if (cu_st_ != CG_OK) return cu_st_;                                                      \
+    } while (0)
+#define CG_NVRTC_CHECK(ctx, call)                                                                \
+    do {                                                                                         \
+        cg_status nv_st_ = cg__nvrtc_check((ctx), cg__nv->call, #call, __FILE__, __LINE__);      \
+        if (nv_st_ != CG_OK) return nv_st_;                                                      \
+    } while (0)
+
+/* ------------------------------------------------------------ NVRTC compiler */
+
+/* "nvrtc 13.0 <library path> size=<bytes> mtime=<ns>": identifies the compiler build
+ * for cache keys (nvrtcVersion alone has no build number). ENODEV when absent. */
+cg_status cg__nvrtc_id(cg_context *ctx, char *buf, size_t cap);
+
+/* The NVRTC options for arch (e.g. 80) and a source: -std=c++17, --gpu-architecture=
+ * sm_XX, --ptxas-options=-v, and any `// nvrtc-options:` line of the source's header.
+ * Writes up to CG_NVRTC_MAX_OPTS pointers into opts (into storage buf). */
+#define CG_NVRTC_MAX_OPTS 12
+int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf, size_t cap);
+
+/* Compile source to a CUBIN for sm_<arch>. *cubin and *log are malloc'd (log may be
+ * returned on failure too, with CG_ECOMPILE and the log in the message). */
+cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *source, int arch, void **cubin,
+                            size_t *cubin_len, char **log);
+
+/* Resource usage parsed from a ptxas -v log (the first function that has each line). */
+typedef struct cg_ptxas_info {
+    int found;              /* a "Used N registers" line was seen */
+    int registers;
+    int64_t smem;           /* static shared memory bytes */
+    int64_t spill_stores, spill_loads, stack;
+} cg_ptxas_info;
+void cg__ptxas_parse(const char *log, cg_ptxas_info *out);
+
+/* A device description of arch with that architecture's limits (for rendering and
+ * compiling without the device, e.g. in tests and `chunkgen gen --arch`). 0 when the
+ * arch is unknown. */
+int cg__devinfo_arch(int arch, cg_devinfo *out);
+
+/* Text for `chunkgen info`: driver, device or why there is none, NVRTC. */
+void cg__cuda_describe(cg_context *ctx, char *buf, size_t cap);
+
+#endif /* CG_CUDA_H */

@@ -1,0 +1,353 @@
+/* kcache.c -- on-disk binary cache: one self-describing file per entry (kcache.h). */
+#include "kcache.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#define MAGIC "CGKCACHE"
+#define HEADER_BYTES 40
+#define SUM_BYTES 16
+#define MAX_ENTRY_BYTES ((uint64_t)1 << 32)
+
+static atomic_int g_warnings;
+static atomic_int g_warned_write;
+
+static void warn(const char *fmt, ...) CG_PRINTF(1, 2);
+static void warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("chunkgen: warning: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    atomic_fetch_add(&g_warnings, 1);
+}
+
+int cg__kcache_warnings(void) { return atomic_load(&g_warnings); }
+
+/* ------------------------------------------------------------------- hash */
+
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t avalanche(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t load64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* Two 64-bit lanes absorb each little-endian word; the second also takes the first's
+ * state, so the 128 output bits do not split into two independent 64-bit hashes. */
+void cg__hash128(const void *data, size_t n, uint64_t out[2]) {
+    const unsigned char *p = data;
+    uint64_t a = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    uint64_t b = 0xC2B2AE3D27D4EB4Full + (uint64_t)n * 0x165667B19E3779F9ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w = load64(p + i);
+        a = rotl64(a ^ w, 23) * 0x9FB21C651E98DF25ull;
+        b = (rotl64(b + w, 41) ^ a) * 0xD6E8FEB86659FD93ull;
+    }
+    unsigned char tail[8] = {0};
+    memcpy(tail, p + i, n - i);
+    uint64_t w = load64(tail) ^ ((uint64_t)(n - i) << 56);
+    a = rotl64(a ^ w, 23) * 0x9FB21C651E98DF25ull;
+    b = (rotl64(b + w, 41) ^ a) * 0xD6E8FEB86659FD93ull;
+    out[0] = avalanche(a ^ rotl64(b, 17));
+    out[1] = avalanche(b + out[0] * 0x9E3779B97F4A7C15ull);
+}
+
+/* ------------------------------------------------------------------ files */
+
+static void put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+void cg__kcache_path(const char *dir, const char *label, const char *key, char *buf, size_t cap) {
+    uint64_t h[2];
+    cg__hash128(key, strlen(key), h);
+    char lab[97];
+    size_t n = 0;
+    for (const char *c = label ? label : ""; *c && n < sizeof lab - 1; c++)
+        lab[n++] = ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')
+                       ? *c : '_';
+    lab[n] = '\0';
+    snprintf(buf, cap, "%s/%s%s%016llx%016llx.cgk", dir, lab, n ? "-" : "", (unsigned long long)h[0],
+             (unsigned long long)h[1]);
+}
+
+static int read_all(const char *path, unsigned char **data, size_t *len, int *err) {
+    *data = NULL;
+    *err = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > MAX_ENTRY_BYTES) {
+        *err = EFBIG;
+        close(fd);
+        return -1;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    unsigned char *buf = malloc(n ? n : 1);
+    if (!buf) {
+        *err = ENOMEM;
+        close(fd);
+        return -1;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    *data = buf;
+    *len = got; /* shorter than st_size: truncated under us; the checks below catch it */
+    return 0;
+}
+
+/* Parse and check an entry image. 0 when good: offsets of key, payload, log. */
+static int parse(const unsigned char *d, size_t n, uint64_t *klen, uint64_t *plen, uint64_t *llen, char *why,
+                 size_t whycap) {
+    if (n < HEADER_BYTES + SUM_BYTES) {
+        snprintf(why, whycap, "truncated (%zu bytes)", n);
+        return -1;
+    }
+    if (memcmp(d, MAGIC, 8) != 0) {
+        snprintf(why, whycap, "not a chunkgen cache entry (bad magic)");
+        return -1;
+    }
+    uint32_t ver = get32(d + 8);
+    if (ver != CG_KCACHE_FORMAT) {
+        snprintf(why, whycap, "format version %u, expected %d", ver, CG_KCACHE_FORMAT);
+        return -1;
+    }
+    uint64_t k = 0, p = 0, l = 0;
+    for (int i = 7; i >= 0; i--) {
+        k = (k << 8) | d[16 + i];
+        p = (p << 8) | d[24 + i];
+        l = (l << 8) | d[32 + i];
+    }
+    if (k > MAX_ENTRY_BYTES || p > MAX_ENTRY_BYTES || l > MAX_ENTRY_BYTES ||
+        HEADER_BYTES + k + p + l + SUM_BYTES != (uint64_t)n) {
+        snprintf(why, whycap, "truncated or padded (%zu bytes, header says %llu)", n,
+                 (unsigned long long)(HEADER_BYTES + k + p + l + SUM_BYTES));
+        return -1;
+    }
+    uint64_t h[2];
+    cg__hash128(d, n - SUM_BYTES, h);
+    unsigned char sum[SUM_BYTES];
+    put64(sum, h[0]);
+    put64(sum + 8, h[1]);
+    if (memcmp(sum, d + n - SUM_BYTES, SUM_BYTES) != 0) {
+        snprintf(why, whycap, "corrupt (checksum mismatch)");
+        return -1;
+    }
+    *klen = k;
+    *plen = p;
+    *llen = l;
+    return 0;
+}
+
+int cg__kcache_verify_file(const char *path, char *why, size_t whycap) {
+    unsigned char *d;
+    size_t n;
+    int err;
+    if (read_all(path, &d, &n, &err) != 0) {
+        snprintf(why, whycap, "cannot read: %s", strerror(err));
+        return -1;
+    }
+    uint64_t k, p, l;
+    int rc = parse(d, n, &k, &p, &l, why, whycap);
+    free(d);
+    return rc;
+}
+
+cg_status cg__kcache_get(const char *dir, const char *label, const char *key, void **payload, size_t *len,
+                         char **log) {
+    *payload = NULL;
+    *len = 0;
+    if (log) *log = NULL;
+    char path[4096];
+    cg__kcache_path(dir, label, key, path, sizeof path);
+    unsigned char *d;
+    size_t n;
+    int err;
+    if (read_all(path, &d, &n, &err) != 0) return CG_ENOTFOUND; /* absent (or unreadable): a plain miss */
+    uint64_t k, p, l;
+    char why[256];
+    if (parse(d, n, &k, &p, &l, why, sizeof why) != 0) {
+        warn("kernel cache entry %s is %s; rebuilding it", path, why);
+        free(d);
+        return CG_ENOTFOUND;
+    }
+    const unsigned char *kp = d + HEADER_BYTES;
+    if (k != strlen(key) || memcmp(kp, key, k) != 0) {
+        warn("kernel cache entry %s holds another key (hash collision or stale entry); rebuilding it", path);
+        free(d);
+        return CG_ENOTFOUND;
+    }
+    void *pl = malloc(p ? p : 1);
+    char *lg = log ? malloc(l + 1) : NULL;
+    if (!pl || (log && !lg)) {
+        free(pl);
+        free(lg);
+        free(d);
+        return CG_ENOTFOUND;
+    }
+    memcpy(pl, kp + k, p);
+    if (lg) {
+        memcpy(lg, kp + k + p, l);
+        lg[l] = '\0';
+        *log = lg;
+    }
+    free(d);
+    *payload = pl;
+    *len = (size_t)p;
+    return CG_OK;
+}
+
+static int mkdir_p(const char *dir) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ENAMETOOLONG;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
+    struct stat st;
+    if (stat(buf, &st) != 0) return errno;
+    if (!S_ISDIR(st.st_mode)) return ENOTDIR;
+    return 0;
+}
+
+static void warn_write_once(const char *dir, const char *what, int err) {
+    if (atomic_exchange(&g_warned_write, 1)) return;
+    warn("kernel cache directory %s: %s: %s; compiled kernels are kept in memory only", dir, what, strerror(err));
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+cg_status cg__kcache_put(const char *dir, const char *label, const char *key, const void *payload, size_t len,
+                         const char *log) {
+    int err = mkdir_p(dir);
+    if (err) {
+        warn_write_once(dir, "cannot create it", err);
+        return CG_EIO;
+    }
+    size_t k = strlen(key), l = log ? strlen(log) : 0;
+    size_t n = HEADER_BYTES + k + len + l + SUM_BYTES;
+    unsigned char *d = malloc(n);
+    if (!d) return CG_ENOMEM;
+    memcpy(d, MAGIC, 8);
+    put32(d + 8, CG_KCACHE_FORMAT);
+    put32(d + 12, 0);
+    put64(d + 16, k);
+    put64(d + 24, len);
+    put64(d + 32, l);
+    memcpy(d + HEADER_BYTES, key, k);
+    if (len) memcpy(d + HEADER_BYTES + k, payload, len);
+    if (l) memcpy(d + HEADER_BYTES + k + len, log, l);
+    uint64_t h[2];
+    cg__hash128(d, n - SUM_BYTES, h);
+    put64(d + n - SUM_BYTES, h[0]);
+    put64(d + n - 8, h[1]);
+
+    char path[4096], tmp[4200];
+    cg__kcache_path(dir, label, key, path, sizeof path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    /* Unique temp name in the same directory: pid + clock + address + counter (no flock,
+     * which NFS may not honour); O_EXCL guards the rest. */
+    static atomic_uint counter;
+    int fd = -1;
+    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t r[2], seed[4] = {(uint64_t)getpid(), (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30),
+                                  (uint64_t)(uintptr_t)&ts, atomic_fetch_add(&counter, 1)};
+        cg__hash128(seed, sizeof seed, r);
+        snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld.%016llx", dir, base, (long)getpid(), (unsigned long long)r[0]);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        warn_write_once(dir, "cannot write in it", errno);
+        free(d);
+        return CG_EIO;
+    }
+    int bad = write_all(fd, d, n) != 0 || fsync(fd) != 0;
+    err = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    free(d);
+    if (bad || rename(tmp, path) != 0) {
+        if (!bad) err = errno;
+        unlink(tmp);
+        warn_write_once(dir, "cannot write an entry", err);
+        return CG_EIO;
+    }
+    /* Make the rename durable (best effort). */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return CG_OK;
+}
+
+void cg__kcache_stat(const char *dir, int64_t *files, int64_t *bytes) {
+    *files = 0;
+    *bytes = 0;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (e->d_name[0] == '.' || n < 4 || strcmp(e->d_name + n - 4, ".cgk") != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) == 0) {
+            (*files)++;
+            *bytes += (int64_t)st.st_size;
+        }
+    }
+    closedir(d);
+}

@@ -1,0 +1,374 @@
+/* kexec_cuda.c -- run generated kernels with the CUDA driver (cg__kexec_cuda).
+ *
+ * Modules are compiled by NVRTC straight to CUBIN for the device's arch, through two
+ * caches: per context key -> loaded module (ctx->cuda), and on disk
+ * (<cache dir>/kernels, kcache.c). Every driver call goes through CG_CU_CHECK, which
+ * records the call, file and line on the context and returns a status. Calls run with
+ * the device's primary context pushed (the one the CUDA runtime and PyTorch use). */
+#include "cg_cuda.h"
+#include "kcache.h"
+
+#include <string.h>
+
+typedef struct cuda_fn {
+    char entry[64];
+    CUfunction fn;
+    int64_t smem_max; /* dynamic shared memory the function is allowed so far */
+} cuda_fn;
+
+typedef struct cuda_mod {
+    uint64_t hash[2];
+    char *key;
+    CUmodule mod;
+    int nfn;
+    cuda_fn fn[CG_PLAN_MAX_LAUNCH];
+} cuda_mod;
+
+typedef struct cuda_state {
+    int probed;            /* device() ran once: status and info below are final */
+    cg_status dev_status;
+    char dev_msg[512];
+    cg_devinfo info;
+    CUdevice dev;
+    CUcontext cuctx;
+    int retained;
+    char nvrtc_id[1024];
+    cuda_mod **mods;
+    int nmods, cap;
+} cuda_state;
+
+static cuda_state *state(cg_context *ctx) {
+    if (!ctx->cuda) ctx->cuda = calloc(1, sizeof(cuda_state));
+    return (cuda_state *)ctx->cuda;
+}
+
+/* ----------------------------------------------------------------- device */
+
+static cg_status probe(cg_context *ctx, cuda_state *s) {
+    const char *why;
+    const cg_cu_api *cg__cu = cg__cu_api(&why);
+    if (!cg__cu) return cg__err(ctx, CG_ENODEV, "CUDA: %s", why);
+    CG_CU_CHECK(ctx, cuInit(0));
+    int count = 0;
+    CG_CU_CHECK(ctx, cuDeviceGetCount(&count));
+    if (count < 1) return cg__err(ctx, CG_ENODEV, "CUDA: the driver sees no GPU (cuDeviceGetCount = 0)");
+    /* The device of the calling thread's current context (e.g. set by PyTorch), else 0. */
+    CUcontext cur = NULL;
+    CUdevice dev = 0;
+    if (cg__cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cg__cu->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        CG_CU_CHECK(ctx, cuDeviceGet(&dev, 0));
+    s->dev = dev;
+    cg_devinfo *d = &s->info;
+    memset(d, 0, sizeof *d);
+    CG_CU_CHECK(ctx, cuDeviceGetName(d->name, (int)sizeof d->name, dev));
+    int major = 0, minor = 0, v = 0;
+    CG_CU_CHECK(ctx, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    CG_CU_CHECK(ctx, cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    d->arch = major * 10 + minor;
+    CG_CU_CHECK(ctx, cuDeviceGetAttribute(&d->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    CG_CU_CHECK(ctx, cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
+    d->smem_per_block = v;
+    CG_CU_CHECK(ctx, cuDeviceGetAttribute(&d->regs_per_block, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, dev));
+    if (d->arch < 80)
+        return cg__err(ctx, CG_ENODEV, "CUDA: %s is sm_%d; the generated kernels need sm_80 or newer", d->name,
+                       d->arch);
+    CG_CU_CHECK(ctx, cuDevicePrimaryCtxRetain(&s->cuctx, dev));
+    s->retained = 1;
+    return CG_OK;
+}
+
+static cg_status cuda_device(cg_context *ctx, cg_devinfo *out) {
+    cuda_state *s = state(ctx);
+    if (!s) return cg__err(ctx, CG_ENOMEM, "CUDA: out of memory");
+    if (!s->probed) {
+        s->dev_status = probe(ctx, s);
+        snprintf(s->dev_msg, sizeof s->dev_msg, "%s", s->dev_status == CG_OK ? "" : cg_errmsg(ctx));
+        s->probed = 1;
+    }
+    if (s->dev_status != CG_OK) return cg__err(ctx, s->dev_status, "%s", s->dev_msg);
+    if (out) *out = s->info;
+    return CG_OK;
+}
+
+/* Run body with the primary context current on this thread. */
+#define WITH_CTX(ctx, s, body)                                                        \
+    do {                                                                              \
+        const cg_cu_api *cu_ = cg__cu_api(NULL);                                      \
+        CUcontext popped_;                                                            \
+        cg_status wst_ = cg__cu_check((ctx), cu_->cuCtxPushCurrent((s)->cuctx), CG_ELAUNCH, \
+                                      "cuCtxPushCurrent(ctx)", __FILE__, __LINE__);  \
+        if (wst_ != CG_OK) return wst_;                                               \
+        wst_ = (body);                                                                \
+        cu_->cuCtxPopCurrent(&popped_);                                               \
+        return wst_;                                                                  \
+    } while (0)
+
+/* ------------------------------------------------------------------- load */
+
+static cg_status key_text(cg_context *ctx, cuda_state *s, const cg_plan *plan, char **out) {
+    if (!s->nvrtc_id[0]) {
+        cg_status st = cg__nvrtc_id(ctx, s->nvrtc_id, sizeof s->nvrtc_id);
+        if (st != CG_OK) return st;
+    }
+    const char *opts[CG_NVRTC_MAX_OPTS];
+    char optbuf[512], optline[1024] = "";
+    int n = cg__nvrtc_options(s->info.arch, plan->source, opts, optbuf, sizeof optbuf);
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(optline);
+        snprintf(optline + l, sizeof optline - l, "%s%s", i ? " " : "", opts[i]);
+    }
+    size_t srclen = strlen(plan->source), cap = srclen + 2048;
+    char *k = malloc(cap);
+    if (!k) return cg__err(ctx, CG_ENOMEM, "CUDA: out of memory");
+    snprintf(k, cap,
+             "chunkgen %s kcache-format %d\nkind cubin\ntarget sm_%d\ncompiler %s\noptions %s\nname %s\n"
+             "source %zu bytes\n%s",
+             CG_VERSION_STRING, CG_KCACHE_FORMAT, s->info.arch, s->nvrtc_id, optline, plan->name, srclen,
+             plan->source);
+    *out = k;
+    return CG_OK;
+}
+
+static cg_status get_functions(cg_context *ctx, cuda_mod *m, const cg_plan *plan) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    for (int i = 0; i < plan->nlaunch; i++) {
+        const cg_launch *l = &plan->launch[i];
+        int j = 0;
+        while (j < m->nfn && strcmp(m->fn[j].entry, l->entry) != 0) j++;
+        if (j == m->nfn) {
+            cuda_fn *f = &m->fn[m->nfn];
+            snprintf(f->entry, sizeof f->entry, "%s", l->entry);
+            CG_CU_CHECK(ctx, cuModuleGetFunction(&f->fn, m->mod, l->entry));
+            f->smem_max = 48 * 1024;
+            m->nfn++;
+        }
+        cuda_fn *f = &m->fn[j];
+        if (l->smem > f->smem_max) {
+            CG_CU_CHECK(ctx, cuFuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem));
+            f->smem_max = l->smem;
+        }
+    }
+    return CG_OK;
+}
+
+static cg_status load_image(cg_context *ctx, CUmodule *mod, const void *image) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    CG_CU_CHECK(ctx, cuModuleLoadData(mod, image));
+    return CG_OK;
+}
+
+static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan, void **module) {
+    char *key = NULL;
+    cg_status st = key_text(ctx, s, plan, &key);
+    if (st != CG_OK) return st;
+    uint64_t h[2];
+    cg__hash128(key, strlen(key), h);
+    for (int i = 0; i < s->nmods; i++) {
+        cuda_mod *m = s->mods[i];
+        if (m->hash[0] == h[0] && m->hash[1] == h[1] && strcmp(m->key, key) == 0) {
+            free(key);
+            st = get_functions(ctx, m, plan); /* a plan may name more entries or more smem */
+            if (st == CG_OK) *module = m;
+            return st;
+        }
+    }
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/kernels", cg__cache_dir(ctx));
+    void *bin = NULL;
+    size_t len = 0;
+    char *log = NULL;
+    CUmodule mod = NULL;
+    if (cg__kcache_get(dir, plan->name, key, &bin, &len, &log) == CG_OK) {
+        if (load_image(ctx, &mod, bin) != CG_OK) {
+            fprintf(stderr, "chunkgen: warning: cached kernel %s does not load (%s); rebuilding it\n", plan->name,
+                    cg_errmsg(ctx));
+            mod = NULL;
+        }
+        free(bin);
+        free(log);
+        bin = NULL;
+        log = NULL;
+    }
+    if (!mod) {
+        st = cg__nvrtc_compile(ctx, plan->name, plan->source, s->info.arch, &bin, &len, &log);
+        if (st == CG_OK) st = load_image(ctx, &mod, bin);
+        if (st == CG_OK) (void)cg__kcache_put(dir, plan->name, key, bin, len, log); /* EIO: memory-only */
+        free(bin);
+        free(log);
+        if (st != CG_OK) {
+            free(key);
+            return st;
+        }
+    }
+    cuda_mod *m = calloc(1, sizeof *m);
+    if (!m || (s->nmods == s->cap && !(s->mods = realloc(s->mods, sizeof *s->mods * (size_t)(s->cap = s->cap * 2 + 8))))) {
+        free(m);
+        free(key);
+        cg__cu_api(NULL)->cuModuleUnload(mod);
+        return cg__err(ctx, CG_ENOMEM, "CUDA: out of memory");
+    }
+    m->hash[0] = h[0];
+    m->hash[1] = h[1];
+    m->key = key;
+    m->mod = mod;
+    s->mods[s->nmods++] = m;
+    st = get_functions(ctx, m, plan);
+    if (st == CG_OK) *module = m;
+    return st;
+}
+
+static cg_status cuda_load(cg_context *ctx, const cg_plan *plan, void **module) {
+    cg_status st = cuda_device(ctx, NULL);
+    if (st != CG_OK) return st;
+    cuda_state *s = state(ctx);
+    WITH_CTX(ctx, s, load_in_ctx(ctx, s, plan, module));
+}
+
+/* ----------------------------------------------------------------- launch */
+
+static cg_status launch_in_ctx(cg_context *ctx, cuda_mod *m, const cg_launch *l, const void *params, void *stream) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    cuda_fn *f = NULL;
+    for (int i = 0; i < m->nfn; i++)
+        if (strcmp(m->fn[i].entry, l->entry) == 0) f = &m->fn[i];
+    if (!f) return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s was not loaded with its plan", l->entry);
+    if (l->smem > f->smem_max) {
+        CG_CU_CHECK(ctx, cuFuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem));
+        f->smem_max = l->smem;
+    }
+    void *args[1] = {(void *)params};
+    CG_CU_CHECK(ctx, cuLaunchKernel(f->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                                    (unsigned)l->smem, (CUstream)stream, args, NULL));
+    return CG_OK;
+}
+
+static cg_status cuda_launch(cg_context *ctx, void *module, const cg_launch *launch, const void *params,
+                             size_t params_size, void *stream) {
+    (void)params_size; /* the driver knows the parameter layout from the CUBIN */
+    cuda_state *s = state(ctx);
+    if (!s || !s->retained) return cg__err(ctx, CG_ENODEV, "CUDA: launch before a module was loaded");
+    WITH_CTX(ctx, s, launch_in_ctx(ctx, (cuda_mod *)module, launch, params, stream));
+}
+
+/* ----------------------------------------------------------------- memory */
+
+static cg_status alloc_in_ctx(cg_context *ctx, size_t bytes, void **out) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    CUdeviceptr p = 0;
+    CG_CU_CHECK(ctx, cuMemAlloc(&p, bytes ? bytes : 1));
+    *out = (void *)(uintptr_t)p;
+    return CG_OK;
+}
+
+static cg_status cuda_alloc(cg_context *ctx, size_t bytes, void **out) {
+    cg_status st = cuda_device(ctx, NULL);
+    if (st != CG_OK) return st;
+    cuda_state *s = state(ctx);
+    WITH_CTX(ctx, s, alloc_in_ctx(ctx, bytes, out));
+}
+
+static cg_status free_in_ctx(cg_context *ctx, void *ptr) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    CG_CU_CHECK(ctx, cuMemFree((CUdeviceptr)(uintptr_t)ptr));
+    return CG_OK;
+}
+
+static cg_status free_wrapped(cg_context *ctx, cuda_state *s, void *ptr) { WITH_CTX(ctx, s, free_in_ctx(ctx, ptr)); }
+
+static void cuda_free(cg_context *ctx, void *ptr) {
+    cuda_state *s = ctx ? (cuda_state *)ctx->cuda : NULL;
+    if (!ptr || !s || !s->retained) return;
+    (void)free_wrapped(ctx, s, ptr);
+}
+
+static cg_status copy_in_ctx(cg_context *ctx, void *dst, const void *src, size_t bytes, int dir, void *stream) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    if (dir == 0)
+        CG_CU_CHECK(ctx, cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, (CUstream)stream));
+    else
+        CG_CU_CHECK(ctx, cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, (CUstream)stream));
+    return CG_OK;
+}
+
+/* Asynchronous on stream: sync() before reading host memory a copy wrote. */
+static cg_status cuda_copy(cg_context *ctx, void *dst, const void *src, size_t bytes, int dir, void *stream) {
+    cg_status st = cuda_device(ctx, NULL);
+    if (st != CG_OK) return st;
+    cuda_state *s = state(ctx);
+    WITH_CTX(ctx, s, copy_in_ctx(ctx, dst, src, bytes, dir, stream));
+}
+
+static cg_status sync_in_ctx(cg_context *ctx, void *stream) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    CG_CU_CHECK(ctx, cuStreamSynchronize((CUstream)stream));
+    return CG_OK;
+}
+
+static cg_status cuda_sync(cg_context *ctx, void *stream) {
+    cg_status st = cuda_device(ctx, NULL);
+    if (st != CG_OK) return st;
+    cuda_state *s = state(ctx);
+    WITH_CTX(ctx, s, sync_in_ctx(ctx, stream));
+}
+
+static int cuda_owns_ptr(cg_context *ctx, const void *ptr) {
+    (void)ctx;
+    const cg_cu_api *cu = cg__cu_api(NULL);
+    if (!cu || !ptr || cu->cuInit(0) != CUDA_SUCCESS) return 0;
+    unsigned int type = 0;
+    if (cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
+        return 0;
+    return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED;
+}
+
+const cg_kexec cg__kexec_cuda = {
+    .name = "cuda",
+    .device = cuda_device,
+    .load = cuda_load,
+    .launch = cuda_launch,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .sync = cuda_sync,
+    .owns_ptr = cuda_owns_ptr,
+};
+
+void cg__cuda_ctx_free(cg_context *ctx) {
+    cuda_state *s = ctx ? (cuda_state *)ctx->cuda : NULL;
+    if (!s) return;
+    const cg_cu_api *cu = cg__cu_api(NULL);
+    if (cu && s->retained) {
+        CUcontext popped;
+        int pushed = cu->cuCtxPushCurrent(s->cuctx) == CUDA_SUCCESS;
+        for (int i = 0; i < s->nmods; i++) cu->cuModuleUnload(s->mods[i]->mod);
+        if (pushed) cu->cuCtxPopCurrent(&popped);
+        cu->cuDevicePrimaryCtxRelease(s->dev);
+    }
+    for (int i = 0; i < s->nmods; i++) {
+        free(s->mods[i]->key);
+        free(s->mods[i]);
+    }
+    free(s->mods);
+    free(s);
+    ctx->cuda = NULL;
+}
+
+void cg__cuda_describe(cg_context *ctx, char *buf, size_t cap) {
+    size_t n = 0;
+#define OUT(...) (n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__), n = n < cap ? n : cap)
+    const char *why;
+    const cg_cu_api *cu = cg__cu_api(&why);
+    int ver = 0;
+    if (!cu) OUT("driver:  none (%s)\n", why);
+    else if (cu->cuDriverGetVersion(&ver) == CUDA_SUCCESS) OUT("driver:  CUDA %d.%d\n", ver / 1000, ver % 1000 / 10);
+    else OUT("driver:  libcuda loaded, version unknown\n");
+    cg_devinfo d;
+    if (cuda_device(ctx, &d) == CG_OK)
+        OUT("device:  %s (sm_%d, %d SMs, %lld bytes shared memory per block, %d registers per block)\n", d.name,
+            d.arch, d.sm_count, (long long)d.smem_per_block, d.regs_per_block);
+    else OUT("device:  none: %s\n", cg_errmsg(ctx));
+    char id[1024];
+    if (cg__nvrtc_id(ctx, id, sizeof id) == CG_OK) OUT("nvrtc:   %s\n", id);
+    else OUT("nvrtc:   none: %s\n", cg_errmsg(ctx));
+#undef OUT
+}

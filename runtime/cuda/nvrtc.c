@@ -1,0 +1,197 @@
+/* nvrtc.c -- compile rendered kernels straight to CUBIN with NVRTC. */
+#include "cg_cuda.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <string.h>
+#include <sys/stat.h>
+
+cg_status cg__nvrtc_id(cg_context *ctx, char *buf, size_t cap) {
+    const char *why;
+    const cg_nvrtc_api *cg__nv = cg__nvrtc_api(&why);
+    if (!cg__nv) return cg__err(ctx, CG_ENODEV, "%s", why);
+    int major = 0, minor = 0;
+    CG_NVRTC_CHECK(ctx, nvrtcVersion(&major, &minor));
+    /* nvrtcVersion has no build number: the library file's identity stands in for it. */
+    Dl_info info;
+    void *fp;
+    memcpy(&fp, &cg__nv->nvrtcCompileProgram, sizeof fp);
+    struct stat st;
+    if (dladdr(fp, &info) && info.dli_fname && stat(info.dli_fname, &st) == 0)
+        snprintf(buf, cap, "nvrtc %d.%d %s size=%lld mtime=%lld.%09ld", major, minor, info.dli_fname,
+                 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    else
+        snprintf(buf, cap, "nvrtc %d.%d (library file unknown)", major, minor);
+    return CG_OK;
+}
+
+int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf, size_t cap) {
+    int n = 0;
+    size_t used = 0;
+    opts[n++] = "-std=c++17";
+    int k = snprintf(buf, cap, "--gpu-architecture=sm_%d", arch);
+    opts[n++] = buf;
+    used = (size_t)k + 1;
+    opts[n++] = "--ptxas-options=-v"; /* resource usage goes into the log (and the cache entry) */
+    /* Kernel-requested options: a `// nvrtc-options: ...` line among the header comments. */
+    const char *p = source;
+    for (int line = 0; p && *p && line < 8; line++) {
+        if (strncmp(p, "// nvrtc-options:", 17) == 0) {
+            const char *q = p + 17;
+            while (*q && *q != '\n' && n < CG_NVRTC_MAX_OPTS) {
+                while (*q == ' ') q++;
+                const char *e = q;
+                while (*e && *e != ' ' && *e != '\n') e++;
+                size_t len = (size_t)(e - q);
+                if (len && used + len + 1 <= cap) {
+                    memcpy(buf + used, q, len);
+                    buf[used + len] = '\0';
+                    opts[n++] = buf + used;
+                    used += len + 1;
+                }
+                q = e;
+            }
+        }
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    return n;
+}
+
+static cg_status compile(cg_context *ctx, const cg_nvrtc_api *cg__nv, nvrtcProgram prog, int nopt,
+                         const char **opts, const char *name, void **cubin, size_t *cubin_len, char **log) {
+    nvrtcResult rc = cg__nv->nvrtcCompileProgram(prog, nopt, opts);
+    size_t loglen = 0;
+    CG_NVRTC_CHECK(ctx, nvrtcGetProgramLogSize(prog, &loglen));
+    char *text = malloc(loglen + 1);
+    if (!text) return cg__err(ctx, CG_ENOMEM, "NVRTC: out of memory for the log of %s", name);
+    text[0] = '\0';
+    if (loglen) {
+        cg_status st = cg__nvrtc_check(ctx, cg__nv->nvrtcGetProgramLog(prog, text), "nvrtcGetProgramLog(prog, text)",
+                                       __FILE__, __LINE__);
+        if (st != CG_OK) {
+            free(text);
+            return st;
+        }
+        text[loglen] = '\0';
+    }
+    *log = text;
+    if (rc != NVRTC_SUCCESS)
+        return cg__err(ctx, CG_ECOMPILE, "NVRTC: compiling %s for %s failed (%s):\n%s", name, opts[1],
+                       cg__nv->nvrtcGetErrorString(rc), text);
+    size_t n = 0;
+    CG_NVRTC_CHECK(ctx, nvrtcGetCUBINSize(prog, &n));
+    char *bin = malloc(n ? n : 1);
+    if (!bin) return cg__err(ctx, CG_ENOMEM, "NVRTC: out of memory for the CUBIN of %s", name);
+    cg_status st = cg__nvrtc_check(ctx, cg__nv->nvrtcGetCUBIN(prog, bin), "nvrtcGetCUBIN(prog, bin)", __FILE__, __LINE__);
+    if (st != CG_OK) {
+        free(bin);
+        return st;
+    }
+    *cubin = bin;
+    *cubin_len = n;
+    return CG_OK;
+}
+
+cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *source, int arch, void **cubin,
+                            size_t *cubin_len, char **log) {
+    *cubin = NULL;
+    *cubin_len = 0;
+    *log = NULL;
+    const char *why;
+    const cg_nvrtc_api *cg__nv = cg__nvrtc_api(&why);
+    if (!cg__nv) return cg__err(ctx, CG_ENODEV, "%s", why);
+    int na = 0, archs[128];
+    CG_NVRTC_CHECK(ctx, nvrtcGetNumSupportedArchs(&na));
+    if (na < 0 || na > 128) na = 0;
+    CG_NVRTC_CHECK(ctx, nvrtcGetSupportedArchs(archs));
+    int ok = 0;
+    char list[512] = "";
+    for (int i = 0; i < na; i++) {
+        ok |= archs[i] == arch;
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s%d", i ? " " : "", archs[i]);
+    }
+    if (!ok) return cg__err(ctx, CG_ECOMPILE, "NVRTC cannot compile for sm_%d (it supports sm: %s)", arch, list);
+
+    const char *opts[CG_NVRTC_MAX_OPTS];
+    char optbuf[512];
+    int nopt = cg__nvrtc_options(arch, source, opts, optbuf, sizeof optbuf);
+    char file[256];
+    snprintf(file, sizeof file, "%.200s.cu", name);
+    nvrtcProgram prog;
+    CG_NVRTC_CHECK(ctx, nvrtcCreateProgram(&prog, source, file, 0, NULL, NULL));
+    cg_status st = compile(ctx, cg__nv, prog, nopt, opts, name, cubin, cubin_len, log);
+    cg__nv->nvrtcDestroyProgram(&prog);
+    return st;
+}
+
+/* Number just before `tag` on the line containing it, e.g. "12 bytes spill stores". */
+static int64_t num_before(const char *line, const char *end, const char *tag, int *found) {
+    size_t tl = strlen(tag);
+    for (const char *p = line; p + tl <= end; p++) {
+        if (memcmp(p, tag, tl) != 0) continue;
+        const char *q = p;
+        while (q > line && q[-1] == ' ') q--;
+        const char *e = q;
+        while (q > line && isdigit((unsigned char)q[-1])) q--;
+        if (q == e) return 0;
+        *found = 1;
+        return strtoll(q, NULL, 10);
+    }
+    return 0;
+}
+
+void cg__ptxas_parse(const char *log, cg_ptxas_info *out) {
+    memset(out, 0, sizeof *out);
+    for (const char *line = log; line && *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end) end = line + strlen(line);
+        int f = 0;
+        /* "ptxas info : Used 40 registers, used 1 barriers, 1024 bytes smem, ..." */
+        const char *u = strstr(line, "Used ");
+        if (u && u < end) {
+            int64_t r = num_before(u, end, " registers", &f);
+            if (f) {
+                out->found = 1;
+                if (r > out->registers) out->registers = (int)r;
+            }
+            f = 0;
+            int64_t s = num_before(u, end, " bytes smem", &f);
+            if (f && s > out->smem) out->smem = s;
+        }
+        /* "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" */
+        f = 0;
+        int64_t v = num_before(line, end, " bytes spill stores", &f);
+        if (f && v > out->spill_stores) out->spill_stores = v;
+        f = 0;
+        v = num_before(line, end, " bytes spill loads", &f);
+        if (f && v > out->spill_loads) out->spill_loads = v;
+        f = 0;
+        v = num_before(line, end, " bytes stack frame", &f);
+        if (f && v > out->stack) out->stack = v;
+        line = *end ? end + 1 : end;
+    }
+}
+
+int cg__devinfo_arch(int arch, cg_devinfo *out) {
+    /* opt-in shared memory per block (bytes) and SM counts of a typical part */
+    static const struct { int arch; int64_t smem; int sms; const char *part; } t[] = {
+        {75, 64 * 1024, 40, "sm_75"},        {80, 163 * 1024, 108, "sm_80 (A100)"},
+        {86, 99 * 1024, 84, "sm_86"},        {87, 163 * 1024, 16, "sm_87"},
+        {89, 99 * 1024, 128, "sm_89"},       {90, 227 * 1024, 132, "sm_90 (H100)"},
+        {100, 227 * 1024, 148, "sm_100"},    {103, 227 * 1024, 148, "sm_103"},
+        {120, 99 * 1024, 170, "sm_120"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (t[i].arch != arch) continue;
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", t[i].part);
+        out->arch = arch;
+        out->sm_count = t[i].sms;
+        out->smem_per_block = t[i].smem;
+        out->regs_per_block = 65536;
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,119 @@
+/* dispatch.c -- the public op calls: validate, pick a backend, run. */
+#include "internal.h"
+#include "gen.h"
+
+#include <string.h>
+
+static const char *const k_op_names[] = {"ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
+
+static const cg_backend_vt *backend_vt(cg_backend b) {
+    switch (b) {
+    case CG_BACKEND_CPU: return &cg__backend_cpu;
+    case CG_BACKEND_REF: return &cg__backend_ref;
+    case CG_BACKEND_CUDA: return &cg__backend_cuda ? &cg__backend_cuda : NULL;
+    case CG_BACKEND_EMULATE: return &cg__backend_emulate ? &cg__backend_emulate : NULL;
+    default: return NULL;
+    }
+}
+
+/* The pointers the caller gave are device pointers (kernel memory of the CUDA driver). */
+static int device_pointers(cg_context *ctx, const void *any_input) {
+    if (!&cg__kexec_cuda || !cg__kexec_cuda.owns_ptr) return 0;
+    return cg__kexec_cuda.owns_ptr(ctx, any_input);
+}
+
+static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
+                     const cg_exec *exec_in) {
+    cg_exec exec;
+    memset(&exec, 0, sizeof exec);
+    if (exec_in) exec = *exec_in;
+    if ((unsigned)exec.backend > CG_BACKEND_REF)
+        return cg__err(ctx, CG_EINVAL, "exec.backend: %d but expected a cg_backend value", (int)exec.backend);
+    cg_cfg cfg;
+    cg_status s = cg__cfg_parse(ctx, exec.config, &cfg);
+    if (s) return s;
+    if (dtype == CG_F64 && exec.backend != CG_BACKEND_REF)
+        return cg__err(ctx, CG_EINVAL, "dtype: CG_F64 tensors are accepted by the ref backend only (expected CG_F32 for backend %s)",
+                       cg_backend_name(exec.backend));
+
+    const cg_backend_vt *vt = NULL;
+    const char *why = "";
+    if (exec.backend == CG_BACKEND_AUTO) {
+        const cg_backend_vt *cuda = backend_vt(CG_BACKEND_CUDA);
+        if (cuda && device_pointers(ctx, any_input)) {
+            if (cuda->supports(ctx, op, prob)) {
+                vt = cuda;
+                why = " (auto: device pointers)";
+            } else {
+                return cg__err(ctx, CG_EUNSUPPORTED,
+                               "%s: device pointers given but no CUDA kernel can run this problem: %s",
+                               k_op_names[op], ctx->errmsg);
+            }
+        } else {
+            vt = &cg__backend_cpu;
+            why = " (auto: host pointers)";
+        }
+    } else {
+        vt = backend_vt(exec.backend);
+        if (!vt)
+            return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
+                           cg_backend_name(exec.backend));
+        ctx->errmsg[0] = 0;
+        if (!vt->supports(ctx, op, prob))
+            return cg__err(ctx, CG_EUNSUPPORTED, "%s: backend %s cannot run this problem%s%s", k_op_names[op], vt->name,
+                           ctx->errmsg[0] ? ": " : "", ctx->errmsg);
+    }
+    ctx->errmsg[0] = 0;
+    const char *level = "pinned";
+    char cfgtext[CG_CFG_MAX * 66] = "";
+    if (!exec.config || !*exec.config) {
+        level = "default";
+        if (cg__tuned_lookup && vt != &cg__backend_ref) {
+            if ((s = cg__tuned_lookup(ctx, vt->name, op, prob, &cfg, &level)) != CG_OK) return s;
+        }
+    }
+    for (int i = 0, n = 0; i < cfg.n && n < (int)sizeof cfgtext; i++)
+        n += snprintf(cfgtext + n, sizeof cfgtext - (size_t)n, "%s%s=%s", i ? "," : "", cfg.kv[i].key, cfg.kv[i].val);
+    cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s", k_op_names[op], vt->name, why,
+                     cfgtext[0] ? cfgtext : "(default)", level);
+    switch (op) {
+    case CG_OP_SSD_FWD: s = vt->ssd_fwd(ctx, prob, &cfg, &exec); break;
+    case CG_OP_SSD_BWD: s = vt->ssd_bwd(ctx, prob, &cfg, &exec); break;
+    case CG_OP_SSCAN_FWD: s = vt->sscan_fwd(ctx, prob, &cfg, &exec); break;
+    case CG_OP_SSCAN_BWD: s = vt->sscan_bwd(ctx, prob, &cfg, &exec); break;
+    }
+    if (s == CG_OK && exec.verbose) fprintf(stderr, "chunkgen: %s\n", ctx->dispatch);
+    return s;
+}
+
+cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {
+    if (!ctx) return CG_EINVAL;
+    cg_ssd_prob p;
+    cg_status s = cg__ssd_fwd_prob(ctx, args, &p);
+    if (s) return s;
+    return run(ctx, CG_OP_SSD_FWD, &p, p.dtype, p.q.p, exec);
+}
+
+cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec) {
+    if (!ctx) return CG_EINVAL;
+    cg_ssd_prob p;
+    cg_status s = cg__ssd_bwd_prob(ctx, args, &p);
+    if (s) return s;
+    return run(ctx, CG_OP_SSD_BWD, &p, p.dtype, p.q.p, exec);
+}
+
+cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec) {
+    if (!ctx) return CG_EINVAL;
+    cg_sscan_prob p;
+    cg_status s = cg__sscan_fwd_prob(ctx, args, &p);
+    if (s) return s;
+    return run(ctx, CG_OP_SSCAN_FWD, &p, p.dtype, p.x.p, exec);
+}
+
+cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec) {
+    if (!ctx) return CG_EINVAL;
+    cg_sscan_prob p;
+    cg_status s = cg__sscan_bwd_prob(ctx, args, &p);
+    if (s) return s;
+    return run(ctx, CG_OP_SSCAN_BWD, &p, p.dtype, p.x.p, exec);
+}

@@ -1,0 +1,99 @@
+/* gen.h -- the C side of the kernel generator.
+ *
+ * Lua decides and renders (parameter spaces, constraints, defaults, launch
+ * geometry, source text); C compiles, loads, launches, measures and caches.
+ * This header is the whole C/Lua boundary. */
+#ifndef CG_GEN_H
+#define CG_GEN_H
+
+#include "internal.h"
+
+/* Shape facts handed to Lua; 0 when not meaningful for the op. */
+typedef struct cg_kshape {
+    int64_t B, T, G, H, dk, dv; /* SSD */
+    int64_t L, D, N;            /* selective scan (B, G shared with SSD) */
+    int flags;                  /* CG_KS_* */
+} cg_kshape;
+#define CG_KS_H0 1       /* h0 given */
+#define CG_KS_HT 2       /* hT wanted */
+#define CG_KS_DHT 4      /* dhT given */
+#define CG_KS_SOFTPLUS 8
+#define CG_KS_HAS_D 16
+#define CG_KS_HAS_Z 32
+#define CG_KS_HAS_BIAS 64
+#define CG_KS_GROUPED 128
+
+/* What the kernel will run on. For the emulator, arch is the architecture whose
+ * instructions are emulated (80) and emulated = 1. */
+typedef struct cg_devinfo {
+    char name[128];
+    int arch;                 /* 80, 86, 89, 90 ... */
+    int sm_count;
+    int64_t smem_per_block;   /* opt-in maximum, bytes */
+    int regs_per_block;
+    int emulated;
+} cg_devinfo;
+
+#define CG_PLAN_MAX_LAUNCH 4
+typedef struct cg_launch {
+    char entry[64];           /* extern "C" __global__ function in the module */
+    unsigned grid[3];
+    unsigned block[3];
+    int64_t smem;             /* dynamic shared memory bytes */
+} cg_launch;
+
+/* One kernel instantiated for one shape and one config. */
+typedef struct cg_plan {
+    char kernel[32];          /* e.g. "ssd_fwd" */
+    char name[192];           /* CUTLASS-style, e.g. ssd_fwd_dk48_dv40_c64_w4_ieee */
+    cg_cfg params;            /* the resolved config (every parameter of the space) */
+    char *source;             /* rendered, self-contained CUDA C++ (malloc'd) */
+    int nlaunch;
+    cg_launch launch[CG_PLAN_MAX_LAUNCH]; /* run in this order on one stream */
+    int64_t workspace_bytes;  /* scratch the launches need (e.g. chunk states) */
+} cg_plan;
+
+/* Instantiate `kernel` for shape on dev with the pinned params (NULL or empty: the
+ * Lua default; missing keys filled from the default). Fails with CG_EUNSUPPORTED and
+ * the constraint's reason when the params are not valid for shape/dev. */
+cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *shape,
+                       const cg_devinfo *dev, const cg_cfg *pin, cg_plan *out);
+void cg__plan_free(cg_plan *plan);
+
+/* Every config of kernel's space that its constraints accept for shape/dev.
+ * *out is malloc'd (free it); *n its length. */
+cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *shape,
+                        const cg_devinfo *dev, cg_cfg **out, int *n);
+
+/* Names of the kernels that exist, NULL-terminated static list owned by the generator. */
+cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n);
+
+/* The emulated device (sm_80 features, generous limits). */
+void cg__devinfo_emulated(cg_devinfo *dev);
+
+/* A way to run generated kernels: the CUDA driver (runtime/cuda/) or the SIMT
+ * emulator (runtime/emu/). Every __global__ entry takes exactly one argument, a
+ * params struct by value (templates/cg_kernel_params.h), passed here by pointer. */
+typedef struct cg_kexec {
+    const char *name; /* "cuda" or "emulate" */
+    /* Device the kernels will run on (ENODEV when none). */
+    cg_status (*device)(cg_context *ctx, cg_devinfo *out);
+    /* Compile (or fetch from the caches) and load plan's module; *module is owned by ctx. */
+    cg_status (*load)(cg_context *ctx, const cg_plan *plan, void **module);
+    /* Launch one entry of a loaded module, asynchronously on stream where that applies. */
+    cg_status (*launch)(cg_context *ctx, void *module, const cg_launch *launch,
+                        const void *params, size_t params_size, void *stream);
+    /* Memory the kernels can address (device memory, or host memory for emulate). */
+    cg_status (*alloc)(cg_context *ctx, size_t bytes, void **out);
+    void (*free)(cg_context *ctx, void *ptr);
+    /* Copy between host and kernel memory (dir: 0 host->dev, 1 dev->host). */
+    cg_status (*copy)(cg_context *ctx, void *dst, const void *src, size_t bytes, int dir, void *stream);
+    cg_status (*sync)(cg_context *ctx, void *stream);
+    /* 1 when ptr is kernel-addressable memory (a device pointer for cuda). */
+    int (*owns_ptr)(cg_context *ctx, const void *ptr);
+} cg_kexec;
+
+extern const cg_kexec cg__kexec_cuda __attribute__((weak));
+extern const cg_kexec cg__kexec_emu __attribute__((weak));
+
+#endif /* CG_GEN_H */

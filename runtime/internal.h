@@ -1,0 +1,199 @@
+/* internal.h -- private interface shared by the runtime and its backends. */
+#ifndef CG_INTERNAL_H
+#define CG_INTERNAL_H
+
+#include "chunkgen.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Programmer errors inside the library abort through this one macro. */
+#define CG_ASSERT(x)                                                                   \
+    do {                                                                               \
+        if (!(x)) {                                                                    \
+            fprintf(stderr, "chunkgen: %s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x); \
+            abort();                                                                   \
+        }                                                                              \
+    } while (0)
+
+#if defined(__GNUC__)
+#define CG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CG_PRINTF(a, b)
+#endif
+
+/* ------------------------------------------------------------ thread pool */
+typedef struct cg_pool cg_pool;
+/* fn(arg, i, tid) for i in [0, n), tid in [0, threads). Deterministic results are the
+ * caller's job: each i must write disjoint memory. threads <= 0: the pool's size. */
+typedef void (*cg_task_fn)(void *arg, int64_t i, int tid);
+cg_pool *cg__pool_create(int threads);
+void cg__pool_free(cg_pool *pool);
+int cg__pool_size(const cg_pool *pool);
+void cg__pool_run(cg_pool *pool, int threads, int64_t n, cg_task_fn fn, void *arg);
+int cg__online_cores(void);
+
+/* ---------------------------------------------------------------- context */
+#define CG_ERRMSG_CAP 2048
+#define CG_DISPATCH_CAP 512
+
+struct cg_context {
+    char errmsg[CG_ERRMSG_CAP];
+    char dispatch[CG_DISPATCH_CAP];
+    int threads;            /* 0: all cores */
+    char *cache_dir;        /* NULL: default */
+    cg_pool *pool;          /* created lazily */
+    /* Private state of the parts below, created lazily, freed by cg_context_free
+     * through each part's cg__*_ctx_free (weak symbols: a part may be absent). */
+    void *gen;              /* Lua state of the generator (runtime/lua_gen.c) */
+    void *cuda;             /* NVRTC/driver handles, binary cache (runtime/cuda/) */
+    void *emu;              /* SIMT emulator modules (runtime/emu/) */
+    void *plans;            /* in-memory (key -> plan, module) table of the launchers */
+};
+void cg__gen_ctx_free(cg_context *ctx) __attribute__((weak));
+void cg__cuda_ctx_free(cg_context *ctx) __attribute__((weak));
+void cg__emu_ctx_free(cg_context *ctx) __attribute__((weak));
+void cg__plans_ctx_free(cg_context *ctx) __attribute__((weak));
+
+/* Record a message on ctx and return status (printf-style). */
+cg_status cg__err(cg_context *ctx, cg_status status, const char *fmt, ...) CG_PRINTF(3, 4);
+void cg__set_dispatch(cg_context *ctx, const char *fmt, ...) CG_PRINTF(2, 3);
+/* Backends append what they resolved (kernel name, effective params) to the dispatch line. */
+void cg__dispatch_detail(cg_context *ctx, const char *fmt, ...) CG_PRINTF(2, 3);
+/* The context's pool sized for `threads` (0: ctx default). NULL on failure. */
+cg_pool *cg__ctx_pool(cg_context *ctx);
+/* Resolved cache directory (never NULL). */
+const char *cg__cache_dir(cg_context *ctx);
+
+/* ---------------------------------------------------------- config pins
+ * "k=v,k=v" with integer values or words; parsed once per call. */
+#define CG_CFG_MAX 16
+typedef struct cg_cfg {
+    int n;
+    struct { char key[32]; char val[32]; } kv[CG_CFG_MAX];
+} cg_cfg;
+cg_status cg__cfg_parse(cg_context *ctx, const char *text, cg_cfg *out);
+/* Integer value of key, or def when absent. */
+int64_t cg__cfg_int(const cg_cfg *cfg, const char *key, int64_t def);
+const char *cg__cfg_str(const cg_cfg *cfg, const char *key, const char *def);
+
+/* ---------------------------------------------------------------- views
+ * A validated tensor with its strides permuted to the op's logical order.
+ * p == NULL: absent. Strides in elements. */
+typedef struct cg_view {
+    void *p;
+    cg_dtype dt;
+    int64_t s[4];
+} cg_view;
+
+#define CG_F32P(v) ((float *)(v).p)
+#define CG_F64P(v) ((double *)(v).p)
+
+/* Element (i0, i1, i2, i3) as double, any dtype. For the reference and tests. */
+static inline double cg__vload(const cg_view *v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    int64_t off = i0 * v->s[0] + i1 * v->s[1] + i2 * v->s[2] + i3 * v->s[3];
+    return v->dt == CG_F64 ? ((const double *)v->p)[off] : (double)((const float *)v->p)[off];
+}
+static inline void cg__vstore(const cg_view *v, int64_t i0, int64_t i1, int64_t i2, int64_t i3, double x) {
+    int64_t off = i0 * v->s[0] + i1 * v->s[1] + i2 * v->s[2] + i3 * v->s[3];
+    if (v->dt == CG_F64) ((double *)v->p)[off] = x;
+    else ((float *)v->p)[off] = (float)x;
+}
+
+/* SSD problem after validation. Logical orders:
+ *   q, k, dq, dk       [b, t, g, i]   (i < dk)
+ *   v, o, dout, dv     [b, t, h, j]   (j < dv)
+ *   la, dla            [b, t, h, -]
+ *   h0, hT, dhT, dh0   [b, h, i, j]
+ * All tensors share one dtype (F32, or F64 for the reference). */
+typedef struct cg_ssd_prob {
+    int64_t B, T, G, H, dk, dv;
+    cg_dtype dtype;
+    cg_view q, k, v, la, h0;   /* inputs */
+    cg_view o, hT;             /* forward outputs */
+    cg_view dout, dhT;         /* backward inputs */
+    cg_view dq, dk_, dv_, dla, dh0; /* backward outputs */
+} cg_ssd_prob;
+
+/* Selective-scan problem after validation. Logical orders:
+ *   x, delta, z, y, dy, dx, ddelta, dz  [b, l, d, -]
+ *   A, dA                               [d, n, -, -]
+ *   Bm, Cm, dB, dC                      [b, l, g, n]  (ungrouped: G = 1)
+ *   Dv, dbias, dD, ddbias               [d, -, -, -]
+ *   h0, hT, dhT, dh0                    [b, d, n, -] */
+typedef struct cg_sscan_prob {
+    int64_t B, L, D, N, G;
+    int grouped;               /* B/C were given as [B, L, G, N] */
+    int softplus;
+    cg_dtype dtype;
+    cg_view x, delta, A, Bm, Cm, Dv, z, dbias, h0; /* inputs */
+    cg_view y, hT;                                 /* forward outputs */
+    cg_view dy, dhT;                               /* backward inputs */
+    cg_view dx, ddelta, dA, dB, dC, dD, dz, ddbias, dh0; /* backward outputs */
+} cg_sscan_prob;
+
+/* Validation: the one place that checks user arguments and builds problems. */
+cg_status cg__ssd_fwd_prob(cg_context *ctx, const cg_ssd_fwd_args *a, cg_ssd_prob *p);
+cg_status cg__ssd_bwd_prob(cg_context *ctx, const cg_ssd_bwd_args *a, cg_ssd_prob *p);
+cg_status cg__sscan_fwd_prob(cg_context *ctx, const cg_sscan_fwd_args *a, cg_sscan_prob *p);
+cg_status cg__sscan_bwd_prob(cg_context *ctx, const cg_sscan_bwd_args *a, cg_sscan_prob *p);
+
+/* -------------------------------------------------------------- backends */
+typedef enum cg_op { CG_OP_SSD_FWD, CG_OP_SSD_BWD, CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD } cg_op;
+
+typedef struct cg_backend_vt {
+    const char *name;
+    /* 1 when this backend can run the problem (reads the kernels' Lua constraints
+     * for generated backends). On 0, may leave a reason in ctx. */
+    int (*supports)(cg_context *ctx, cg_op op, const void *prob);
+    cg_status (*ssd_fwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+    cg_status (*ssd_bwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+    cg_status (*sscan_fwd)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+    cg_status (*sscan_bwd)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+} cg_backend_vt;
+
+extern const cg_backend_vt cg__backend_cpu;
+extern const cg_backend_vt cg__backend_ref;
+/* Generated-kernel backends (runtime/gen_backends.c); weak: absent in a minimal build. */
+extern const cg_backend_vt cg__backend_cuda __attribute__((weak));
+extern const cg_backend_vt cg__backend_emulate __attribute__((weak));
+
+/* CPU path entry points (runtime/cpu/). */
+cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+/* Reference entry points (runtime/ref/): float64 sequential scans; F32 or F64 views. */
+cg_status cg__ssd_ref_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__sscan_ref_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__sscan_ref_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+
+/* ----------------------------------------------------- CPU path defaults */
+typedef struct cg_ssd_cpu_params {
+    int chunk;    /* tokens per chunk */
+    int block_dv; /* dv columns per task (state tile width) */
+    int threads;  /* 0: context default */
+} cg_ssd_cpu_params;
+
+typedef struct cg_sscan_cpu_params {
+    int segment;  /* steps between checkpointed states in backward */
+    int block_d;  /* channels per task */
+    int threads;
+} cg_sscan_cpu_params;
+
+void cg__ssd_cpu_params_default(const cg_ssd_prob *p, cg_ssd_cpu_params *out);
+void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *out);
+
+/* Tuned-config lookup (autotune/): for a call without a pinned config, fill *cfg from
+ * the config store (exact key, then nearest seq bucket) and set *level to "exact",
+ * "nearest-bucket" or "default" (cfg left empty: the backend's Lua default).
+ * Weak: absent in a build without the autotuner. */
+cg_status cg__tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
+                           const char **level) __attribute__((weak));
+
+/* Aligned scratch memory (64 bytes). */
+void *cg__aligned_alloc(size_t bytes);
+void cg__aligned_free(void *p);
+
+#endif /* CG_INTERNAL_H */

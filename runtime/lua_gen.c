@@ -1,0 +1,601 @@
+/* lua_gen.c -- the C facade of the Lua kernel generator (generator/core.lua).
+ *
+ * One lua_State per context (ctx->gen), created on first use. Scripts and templates
+ * come from the copies embedded at build time (cmake/generator.cmake), or from a
+ * source checkout on disk when CHUNKGEN_LUA_PATH names one. Every call into Lua goes
+ * through gen_pcall, whose traceback ends up in the context's message (CG_ELUA). */
+#include "gen.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <string.h>
+
+typedef struct cg_embedded_file {
+    const char *name;
+    const unsigned char *data;
+    size_t len;
+} cg_embedded_file;
+/* generated/cg_embedded.c */
+extern const cg_embedded_file cg__embedded_files[];
+extern const int cg__embedded_count;
+
+typedef struct gen_state {
+    lua_State *L;
+    char *root;         /* CHUNKGEN_LUA_PATH, or NULL for the embedded files */
+    int core_ref;       /* registry ref of generator/core.lua's module table */
+    char **names;       /* NULL-terminated kernel names (cg__gen_kernels) */
+    int nnames;
+} gen_state;
+
+/* ------------------------------------------------------------------ files */
+
+/* Text of generator/... or templates/... from root (when set) or the embedded copy.
+ * *owned is what the caller frees (NULL for embedded data). */
+static int gen_file(const char *root, const char *rel, const char **data, size_t *len, char **owned,
+                    char *why, size_t whycap) {
+    *owned = NULL;
+    if (strstr(rel, "..") || rel[0] == '/') {
+        snprintf(why, whycap, "bad path '%s'", rel);
+        return -1;
+    }
+    if (!root) {
+        for (int i = 0; i < cg__embedded_count; i++) {
+            if (strcmp(cg__embedded_files[i].name, rel) == 0) {
+                *data = (const char *)cg__embedded_files[i].data;
+                *len = cg__embedded_files[i].len;
+                return 0;
+            }
+        }
+        snprintf(why, whycap, "no embedded file '%s'", rel);
+        return -1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, whycap, "cannot open %.400s: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 14, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *nb = realloc(buf, cap *= 2);
+        if (!nb) { free(buf); buf = NULL; }
+        else buf = nb;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        snprintf(why, whycap, "cannot read %.400s", path);
+        return -1;
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    *owned = buf;
+    return 0;
+}
+
+static const char *lua_root(void) {
+    const char *r = getenv("CHUNKGEN_LUA_PATH");
+    return (r && r[0]) ? r : NULL;
+}
+
+/* For other parts (e.g. the emulator): a malloc'd NUL-terminated copy of an embedded
+ * (or CHUNKGEN_LUA_PATH) file such as "templates/cg_device.cuh". */
+cg_status cg__gen_read_file(cg_context *ctx, const char *rel, char **text, size_t *len) {
+    const char *data;
+    size_t n;
+    char *owned, why[512];
+    if (gen_file(lua_root(), rel, &data, &n, &owned, why, sizeof why) != 0)
+        return cg__err(ctx, CG_ENOTFOUND, "generator: %s", why);
+    if (!owned) {
+        owned = malloc(n + 1);
+        if (!owned) return cg__err(ctx, CG_ENOMEM, "generator: out of memory reading %s", rel);
+        memcpy(owned, data, n);
+        owned[n] = '\0';
+    }
+    *text = owned;
+    if (len) *len = n;
+    return CG_OK;
+}
+
+/* ------------------------------------------------------- functions for Lua */
+
+static gen_state *lua_gs(lua_State *L) {
+    return (gen_state *)lua_touserdata(L, lua_upvalueindex(1));
+}
+
+/* cg.read(path) -> text | nil, message */
+static int l_read(lua_State *L) {
+    gen_state *gs = lua_gs(L);
+    const char *rel = luaL_checkstring(L, 1);
+    const char *data;
+    size_t n;
+    char *owned, why[512];
+    if (gen_file(gs->root, rel, &data, &n, &owned, why, sizeof why) != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, why);
+        return 2;
+    }
+    lua_pushlstring(L, data, n);
+    free(owned);
+    return 1;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* cg.list(dir) -> sorted names of the files directly in dir */
+static int l_list(lua_State *L) {
+    gen_state *gs = lua_gs(L);
+    const char *dir = luaL_checkstring(L, 1);
+    size_t dl = strlen(dir);
+    lua_newtable(L);
+    int n = 0;
+    if (!gs->root) {
+        /* embedded names are sorted by the build step */
+        for (int i = 0; i < cg__embedded_count; i++) {
+            const char *nm = cg__embedded_files[i].name;
+            if (strncmp(nm, dir, dl) == 0 && nm[dl] == '/' && !strchr(nm + dl + 1, '/')) {
+                lua_pushstring(L, nm + dl + 1);
+                lua_rawseti(L, -2, ++n);
+            }
+        }
+        return 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", gs->root, dir);
+    DIR *d = opendir(path);
+    if (!d) return 1;
+    char *names[1024];
+    int cnt = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && cnt < 1024) {
+        if (e->d_name[0] == '.') continue;
+        names[cnt] = strdup(e->d_name);
+        if (names[cnt]) cnt++;
+    }
+    closedir(d);
+    qsort(names, (size_t)cnt, sizeof names[0], cmp_str);
+    for (int i = 0; i < cnt; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, ++n);
+        free(names[i]);
+    }
+    return 1;
+}
+
+/* require(name): generator/<name, dots as slashes>.lua, loaded once per state. Errors
+ * propagate to the enclosing gen_pcall. */
+static int l_require(lua_State *L) {
+    gen_state *gs = lua_gs(L);
+    const char *name = luaL_checkstring(L, 1);
+    for (const char *c = name; *c; c++)
+        if (!(*c == '.' || *c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              (*c >= '0' && *c <= '9')))
+            return luaL_error(L, "require: bad module name '%s'", name);
+    lua_getfield(L, LUA_REGISTRYINDEX, "cg.loaded");
+    lua_getfield(L, -1, name);
+    if (!lua_isnil(L, -1)) {
+        if (lua_isboolean(L, -1) && !lua_toboolean(L, -1))
+            return luaL_error(L, "require: module '%s' requires itself", name);
+        return 1;
+    }
+    lua_pop(L, 1);
+    lua_pushboolean(L, 0); /* loading */
+    lua_setfield(L, -2, name);
+    char rel[512];
+    int k = snprintf(rel, sizeof rel, "generator/%s", name);
+    for (int i = 10; i < k; i++)
+        if (rel[i] == '.') rel[i] = '/';
+    snprintf(rel + k, sizeof rel - (size_t)k, ".lua");
+    const char *data;
+    size_t n;
+    char *owned, why[512];
+    if (gen_file(gs->root, rel, &data, &n, &owned, why, sizeof why) != 0)
+        return luaL_error(L, "require '%s': %s", name, why);
+    char chunkname[520];
+    snprintf(chunkname, sizeof chunkname, "@%s", rel);
+    int rc = luaL_loadbufferx(L, data, n, chunkname, "t");
+    free(owned);
+    if (rc != LUA_OK) return lua_error(L);
+    lua_pushstring(L, name);
+    lua_call(L, 1, 1);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushboolean(L, 1);
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, name);
+    return 1;
+}
+
+/* -------------------------------------------------------- protected calls */
+
+static int gen_traceback(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (!msg) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/* The one way C calls Lua: function and nargs arguments on the stack; leaves nres
+ * results. On error records "generator: <what>: <message + traceback>". */
+static cg_status gen_pcall(cg_context *ctx, lua_State *L, int nargs, int nres, const char *what) {
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, gen_traceback);
+    lua_insert(L, base);
+    int rc = lua_pcall(L, nargs, nres, base);
+    lua_remove(L, base);
+    if (rc == LUA_OK) return CG_OK;
+    const char *msg = lua_tostring(L, -1);
+    cg_status st = rc == LUA_ERRMEM ? CG_ENOMEM : CG_ELUA;
+    cg__err(ctx, st, "generator: %s: %s", what, msg ? msg : "(no message)");
+    lua_pop(L, 1);
+    return st;
+}
+
+static void gen_free(gen_state *gs) {
+    if (!gs) return;
+    if (gs->L) lua_close(gs->L);
+    if (gs->names)
+        for (int i = 0; i < gs->nnames; i++) free(gs->names[i]);
+    free(gs->names);
+    free(gs->root);
+    free(gs);
+}
+
+void cg__gen_ctx_free(cg_context *ctx) {
+    if (!ctx) return;
+    gen_free((gen_state *)ctx->gen);
+    ctx->gen = NULL;
+}
+
+static int l_loadcore(lua_State *L) {
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "core");
+    lua_call(L, 1, 1);
+    if (!lua_istable(L, -1)) return luaL_error(L, "generator/core.lua did not return a table");
+    return 1;
+}
+
+static cg_status gen_state_get(cg_context *ctx, gen_state **out) {
+    if (ctx->gen) {
+        *out = (gen_state *)ctx->gen;
+        return CG_OK;
+    }
+    gen_state *gs = calloc(1, sizeof *gs);
+    if (!gs) return cg__err(ctx, CG_ENOMEM, "generator: out of memory");
+    gs->core_ref = LUA_NOREF;
+    const char *root = lua_root();
+    if (root && !(gs->root = strdup(root))) {
+        gen_free(gs);
+        return cg__err(ctx, CG_ENOMEM, "generator: out of memory");
+    }
+    lua_State *L = gs->L = luaL_newstate();
+    if (!L) {
+        gen_free(gs);
+        return cg__err(ctx, CG_ENOMEM, "generator: cannot create a Lua state");
+    }
+    /* Only what the generator needs: no io, os or package. */
+    static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},     {LUA_TABLIBNAME, luaopen_table},
+                                    {LUA_STRLIBNAME, luaopen_string}, {LUA_MATHLIBNAME, luaopen_math},
+                                    {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
+    for (const luaL_Reg *lib = libs; lib->func; lib++) {
+        luaL_requiref(L, lib->name, lib->func, 1);
+        lua_pop(L, 1);
+    }
+    lua_pushnil(L);
+    lua_setglobal(L, "dofile");
+    lua_pushnil(L);
+    lua_setglobal(L, "loadfile");
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "cg.loaded");
+    lua_pushlightuserdata(L, gs);
+    lua_pushcclosure(L, l_require, 1);
+    lua_setglobal(L, "require");
+    lua_newtable(L);
+    lua_pushlightuserdata(L, gs);
+    lua_pushcclosure(L, l_read, 1);
+    lua_setfield(L, -2, "read");
+    lua_pushlightuserdata(L, gs);
+    lua_pushcclosure(L, l_list, 1);
+    lua_setfield(L, -2, "list");
+    lua_pushstring(L, CG_VERSION_STRING);
+    lua_setfield(L, -2, "version");
+    lua_setglobal(L, "cg");
+
+    lua_pushcfunction(L, l_loadcore);
+    cg_status st = gen_pcall(ctx, L, 0, 1, "loading generator/core.lua");
+    if (st != CG_OK) {
+        gen_free(gs);
+        return st;
+    }
+    gs->core_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    ctx->gen = gs;
+    *out = gs;
+    return CG_OK;
+}
+
+/* Push core[fn]. */
+static void push_core_fn(gen_state *gs, const char *fn) {
+    lua_rawgeti(gs->L, LUA_REGISTRYINDEX, gs->core_ref);
+    lua_getfield(gs->L, -1, fn);
+    lua_remove(gs->L, -2);
+}
+
+/* After a call with 3 results (value | nil, code, message): map a failure to a status
+ * (popping the three) or leave the value on top. */
+static cg_status gen_result(cg_context *ctx, lua_State *L, const char *kernel) {
+    if (!lua_isnil(L, -3)) {
+        lua_pop(L, 2);
+        return CG_OK;
+    }
+    const char *code = lua_tostring(L, -2);
+    const char *msg = lua_tostring(L, -1);
+    cg_status st = CG_ELUA;
+    if (code && strcmp(code, "EINVAL") == 0) st = CG_EINVAL;
+    else if (code && strcmp(code, "EUNSUPPORTED") == 0) st = CG_EUNSUPPORTED;
+    else if (code && strcmp(code, "ENOTFOUND") == 0) st = CG_ENOTFOUND;
+    cg__err(ctx, st, "%s", msg ? msg : kernel);
+    lua_pop(L, 3);
+    return st;
+}
+
+static void push_shape(lua_State *L, const cg_kshape *s) {
+    lua_createtable(L, 0, 17);
+#define SET_INT(f) (lua_pushinteger(L, s->f), lua_setfield(L, -2, #f))
+    SET_INT(B); SET_INT(T); SET_INT(G); SET_INT(H); SET_INT(dk); SET_INT(dv);
+    SET_INT(L); SET_INT(D); SET_INT(N);
+#undef SET_INT
+    static const struct { int flag; const char *name; } flags[] = {
+        {CG_KS_H0, "h0"},         {CG_KS_HT, "hT"},         {CG_KS_DHT, "dhT"},
+        {CG_KS_SOFTPLUS, "softplus"}, {CG_KS_HAS_D, "has_D"}, {CG_KS_HAS_Z, "has_z"},
+        {CG_KS_HAS_BIAS, "has_bias"}, {CG_KS_GROUPED, "grouped"}};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        lua_pushboolean(L, (s->flags & flags[i].flag) != 0);
+        lua_setfield(L, -2, flags[i].name);
+    }
+}
+
+static void push_dev(lua_State *L, const cg_devinfo *d) {
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, d->name);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, d->arch);
+    lua_setfield(L, -2, "arch");
+    lua_pushinteger(L, d->sm_count);
+    lua_setfield(L, -2, "sm_count");
+    lua_pushinteger(L, d->smem_per_block);
+    lua_setfield(L, -2, "smem_per_block");
+    lua_pushinteger(L, d->regs_per_block);
+    lua_setfield(L, -2, "regs_per_block");
+    lua_pushboolean(L, d->emulated);
+    lua_setfield(L, -2, "emulated");
+}
+
+/* Read a list of {key, value} pairs at the top of the stack into a cg_cfg. */
+static cg_status read_cfg(cg_context *ctx, lua_State *L, const char *kernel, cg_cfg *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    int n = (int)lua_rawlen(L, -1);
+    if (n > CG_CFG_MAX)
+        return cg__err(ctx, CG_ELUA, "generator: kernel %s has %d parameters, at most %d fit a cg_cfg",
+                       kernel, n, CG_CFG_MAX);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        const char *k = lua_tostring(L, -2), *v = lua_tostring(L, -1);
+        int bad = !k || !v || strlen(k) >= sizeof cfg->kv[0].key || strlen(v) >= sizeof cfg->kv[0].val;
+        if (!bad) {
+            snprintf(cfg->kv[i - 1].key, sizeof cfg->kv[0].key, "%s", k);
+            snprintf(cfg->kv[i - 1].val, sizeof cfg->kv[0].val, "%s", v);
+        }
+        lua_pop(L, 3);
+        if (bad)
+            return cg__err(ctx, CG_ELUA, "generator: kernel %s: parameter %d is not a short key/value pair",
+                           kernel, i);
+    }
+    cfg->n = n;
+    return CG_OK;
+}
+
+static int64_t field_int(lua_State *L, int idx, const char *f) {
+    lua_getfield(L, idx, f);
+    int64_t v = (int64_t)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* ------------------------------------------------------------ gen.h API */
+
+cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
+                       const cg_cfg *pin, cg_plan *out) {
+    CG_ASSERT(ctx && kernel && shape && dev && out);
+    memset(out, 0, sizeof *out);
+    gen_state *gs;
+    cg_status st = gen_state_get(ctx, &gs);
+    if (st != CG_OK) return st;
+    lua_State *L = gs->L;
+    int top = lua_gettop(L);
+    push_core_fn(gs, "plan");
+    lua_pushstring(L, kernel);
+    push_shape(L, shape);
+    push_dev(L, dev);
+    lua_newtable(L);
+    for (int i = 0; pin && i < pin->n; i++) {
+        lua_pushstring(L, pin->kv[i].val);
+        lua_setfield(L, -2, pin->kv[i].key);
+    }
+    if ((st = gen_pcall(ctx, L, 4, 3, kernel)) != CG_OK) goto done;
+    if ((st = gen_result(ctx, L, kernel)) != CG_OK) goto done;
+
+    int t = lua_gettop(L);
+    const char *kn = (lua_getfield(L, t, "kernel"), lua_tostring(L, -1));
+    const char *nm = (lua_getfield(L, t, "name"), lua_tostring(L, -1));
+    size_t srclen = 0;
+    const char *src = (lua_getfield(L, t, "source"), lua_tolstring(L, -1, &srclen));
+    if (!kn || !nm || !src || strlen(kn) >= sizeof out->kernel || strlen(nm) >= sizeof out->name) {
+        st = cg__err(ctx, CG_ELUA, "generator: plan of %s lacks kernel/name/source or a name is too long", kernel);
+        goto done;
+    }
+    snprintf(out->kernel, sizeof out->kernel, "%s", kn);
+    snprintf(out->name, sizeof out->name, "%s", nm);
+    if (!(out->source = malloc(srclen + 1))) {
+        st = cg__err(ctx, CG_ENOMEM, "generator: out of memory");
+        goto done;
+    }
+    memcpy(out->source, src, srclen + 1);
+    lua_pop(L, 3);
+
+    lua_getfield(L, t, "params");
+    st = read_cfg(ctx, L, kernel, &out->params);
+    lua_pop(L, 1);
+    if (st != CG_OK) goto done;
+
+    out->workspace_bytes = field_int(L, t, "workspace");
+    lua_getfield(L, t, "launches");
+    int nl = (int)lua_rawlen(L, -1);
+    CG_ASSERT(nl >= 1 && nl <= CG_PLAN_MAX_LAUNCH); /* checked by core.lua */
+    for (int i = 0; i < nl; i++) {
+        cg_launch *l = &out->launch[i];
+        lua_rawgeti(L, -1, i + 1);
+        int li = lua_gettop(L);
+        lua_getfield(L, li, "entry");
+        snprintf(l->entry, sizeof l->entry, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        l->smem = field_int(L, li, "smem");
+        for (int a = 0; a < 3; a++) {
+            lua_getfield(L, li, "grid");
+            lua_rawgeti(L, -1, a + 1);
+            l->grid[a] = (unsigned)lua_tointeger(L, -1);
+            lua_pop(L, 2);
+            lua_getfield(L, li, "block");
+            lua_rawgeti(L, -1, a + 1);
+            l->block[a] = (unsigned)lua_tointeger(L, -1);
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 1);
+    }
+    out->nlaunch = nl;
+    st = CG_OK;
+done:
+    lua_settop(L, top);
+    if (st != CG_OK) cg__plan_free(out);
+    return st;
+}
+
+void cg__plan_free(cg_plan *plan) {
+    if (!plan) return;
+    free(plan->source);
+    plan->source = NULL;
+}
+
+cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
+                        cg_cfg **out, int *n) {
+    CG_ASSERT(ctx && kernel && shape && dev && out && n);
+    *out = NULL;
+    *n = 0;
+    gen_state *gs;
+    cg_status st = gen_state_get(ctx, &gs);
+    if (st != CG_OK) return st;
+    lua_State *L = gs->L;
+    int top = lua_gettop(L);
+    push_core_fn(gs, "space");
+    lua_pushstring(L, kernel);
+    push_shape(L, shape);
+    push_dev(L, dev);
+    if ((st = gen_pcall(ctx, L, 3, 3, kernel)) != CG_OK) goto done;
+    if ((st = gen_result(ctx, L, kernel)) != CG_OK) goto done;
+    int cnt = (int)lua_rawlen(L, -1);
+    cg_cfg *cfgs = calloc(cnt ? (size_t)cnt : 1, sizeof *cfgs);
+    if (!cfgs) {
+        st = cg__err(ctx, CG_ENOMEM, "generator: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < cnt; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        st = read_cfg(ctx, L, kernel, &cfgs[i]);
+        lua_pop(L, 1);
+        if (st != CG_OK) {
+            free(cfgs);
+            goto done;
+        }
+    }
+    *out = cfgs;
+    *n = cnt;
+done:
+    lua_settop(L, top);
+    return st;
+}
+
+cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n) {
+    CG_ASSERT(ctx && names);
+    gen_state *gs;
+    cg_status st = gen_state_get(ctx, &gs);
+    if (st != CG_OK) return st;
+    if (!gs->names) {
+        lua_State *L = gs->L;
+        int top = lua_gettop(L);
+        push_core_fn(gs, "kernels");
+        if ((st = gen_pcall(ctx, L, 0, 1, "kernels")) != CG_OK) return st;
+        int cnt = (int)lua_rawlen(L, -1);
+        char **list = calloc((size_t)cnt + 1, sizeof *list);
+        if (!list) {
+            lua_settop(L, top);
+            return cg__err(ctx, CG_ENOMEM, "generator: out of memory");
+        }
+        for (int i = 0; i < cnt; i++) {
+            lua_rawgeti(L, -1, i + 1);
+            const char *s = lua_tostring(L, -1);
+            list[i] = strdup(s ? s : "");
+            lua_pop(L, 1);
+        }
+        lua_settop(L, top);
+        gs->names = list;
+        gs->nnames = cnt;
+    }
+    *names = (const char **)gs->names;
+    if (n) *n = gs->nnames;
+    return CG_OK;
+}
+
+/* Text describing a kernel's space (for `chunkgen gen --list`); malloc'd. */
+cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text) {
+    gen_state *gs;
+    cg_status st = gen_state_get(ctx, &gs);
+    if (st != CG_OK) return st;
+    lua_State *L = gs->L;
+    int top = lua_gettop(L);
+    push_core_fn(gs, "describe");
+    lua_pushstring(L, kernel);
+    if ((st = gen_pcall(ctx, L, 1, 3, kernel)) == CG_OK && (st = gen_result(ctx, L, kernel)) == CG_OK) {
+        const char *s = lua_tostring(L, -1);
+        *text = strdup(s ? s : "");
+        if (!*text) st = cg__err(ctx, CG_ENOMEM, "generator: out of memory");
+    }
+    lua_settop(L, top);
+    return st;
+}
+
+void cg__devinfo_emulated(cg_devinfo *dev) {
+    memset(dev, 0, sizeof *dev);
+    snprintf(dev->name, sizeof dev->name, "SIMT emulator (sm_80)");
+    dev->arch = 80;
+    dev->sm_count = 108;                /* as an A100, so defaults match a real GPU's */
+    dev->smem_per_block = 227 * 1024;   /* the largest opt-in of sm_80..sm_90 */
+    dev->regs_per_block = 65536;
+    dev->emulated = 1;
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# test.sh -- the test command: set up, build, run the whole suite, then again under
+# AddressSanitizer and UndefinedBehaviorSanitizer. Exit status 0 only if both pass.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+jobs="$(nproc)"
+# Test runs must not reuse a user's caches, nor leave files in them.
+export CHUNKGEN_CACHE_DIR="${CHUNKGEN_CACHE_DIR:-$(mktemp -d /tmp/chunkgen-test-cache.XXXXXX)}"
+
+echo "== build (release)"
+"$root/scripts/setup.sh" "$root/build"
+echo "== tests (release)"
+(cd "$root/build" && ctest -j"$jobs" --output-on-failure)
+
+echo "== build (ASan + UBSan)"
+"$root/scripts/setup.sh" "$root/build-asan" -DCHUNKGEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+echo "== tests (ASan + UBSan)"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+(cd "$root/build-asan" && ctest -j"$jobs" --output-on-failure)

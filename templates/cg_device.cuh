@@ -1,0 +1,206 @@
+// cg_device.cuh -- the device-helper layer of chunkgen's kernel templates.
+//
+// Two implementations of one interface:
+//  - NVRTC / nvcc (CG_EMULATE undefined): PTX inline asm for sm_80 and later;
+//  - the SIMT emulator (CG_EMULATE, emulator/cg_emu.h prepended): scalar code that
+//    reproduces each instruction's exact per-lane fragment layout, so a kernel that
+//    runs right under the emulator runs right on the GPU.
+// Plain CUDA C++ with no includes (NVRTC has no standard headers): 32-bit words are
+// `unsigned`, which is uint32_t on every target.
+//
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, D[16x8] = A[16x8] B[8x8] + C,
+// with g = lane / 4 (groupID) and t = lane % 4 (threadID_in_group):
+//   a[0] = A[g][t]    a[1] = A[g+8][t]    a[2] = A[g][t+4]    a[3] = A[g+8][t+4]
+//   b[0] = B[t][g]    b[1] = B[t+4][g]
+//   c[0] = C[g][2t]   c[1] = C[g][2t+1]   c[2] = C[g+8][2t]   c[3] = C[g+8][2t+1]
+// (cg_mma_tf32_{a,b,c}_{row,col} below give these coordinates.) The tensor core reads
+// only the top 19 bits of each A/B word; round with cg_to_tf32 first.
+#ifndef CG_DEVICE_CUH
+#define CG_DEVICE_CUH
+
+#define CG_DEV __device__ __forceinline__
+
+// ------------------------------------------------------------- lanes and warps
+CG_DEV int cg_lane_id() { return (int)(threadIdx.x & 31u); }
+
+// Fragment coordinates of mma m16n8k8 tf32 for lane and element i.
+CG_DEV int cg_mma_tf32_a_row(int lane, int i) { return (lane >> 2) + ((i & 1) << 3); }
+CG_DEV int cg_mma_tf32_a_col(int lane, int i) { return (lane & 3) + ((i & 2) << 1); }
+CG_DEV int cg_mma_tf32_b_row(int lane, int i) { return (lane & 3) + (i << 2); }
+CG_DEV int cg_mma_tf32_b_col(int lane, int i) { return (lane >> 2) + 0 * i; }
+CG_DEV int cg_mma_tf32_c_row(int lane, int i) { return (lane >> 2) + ((i & 2) << 2); }
+CG_DEV int cg_mma_tf32_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
+
+// --------------------------------------------------- dynamic shared memory
+// CG_DYN_SMEM(float, s); declares `float *s` at the block's dynamic shared memory
+// (16-byte aligned). Plain `extern __shared__ T s[];` works too under both.
+#ifdef CG_EMULATE
+#define CG_DYN_SMEM(type, name) type *name = reinterpret_cast<type *>(::cg_emu::dyn_smem())
+#else
+extern __shared__ __align__(16) unsigned char cg_dyn_smem_raw[];
+#define CG_DYN_SMEM(type, name) type *name = reinterpret_cast<type *>(cg_dyn_smem_raw)
+#endif
+
+// ------------------------------------------------------------------------ tf32
+#ifdef CG_EMULATE
+// cvt.rna.tf32.f32: round to nearest, ties away from zero, to 10 mantissa bits; the
+// low 13 bits of the result are 0. Adding half an ulp to the magnitude bits and
+// truncating rounds ties away (sign-magnitude); a carry into the exponent is the
+// correct round-up (to infinity past the largest tf32). NaN stays NaN.
+CG_DEV unsigned cg_to_tf32(float x) {
+    unsigned u = __float_as_uint(x);
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return 0x7FFFFFFFu;
+    return (u + 0x1000u) & 0xFFFFE000u;
+}
+#else
+CG_DEV unsigned cg_to_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+#endif
+
+// x rounded to tf32, as a float.
+CG_DEV float cg_tf32_round(float x) { return __uint_as_float(cg_to_tf32(x)); }
+
+// 3xTF32 operands: x ~= hi + lo, both tf32; the error of hi*hi + hi*lo + lo*hi is
+// about 2^-21 relative, fp32-level.
+CG_DEV void cg_split_tf32(float x, unsigned &hi, unsigned &lo) {
+    hi = cg_to_tf32(x);
+    lo = cg_to_tf32(x - __uint_as_float(hi));
+}
+
+#ifdef CG_EMULATE
+namespace cg_emu {
+struct mma_tf32_rec {
+    const unsigned *a, *b;
+    const float *c;
+    float *d;
+};
+// The whole warp's fragments -> the 16x8x8 product. The tensor core ignores the low
+// 13 bits of A and B; products of tf32 values are exact in fp32, so the sum order
+// (C, then k = 0..7) is the only rounding choice, and a real GPU may differ from it
+// in the last bits.
+__attribute__((unused)) static void mma_tf32_fn(void *const *args, unsigned) {
+    float A[16][8], B[8][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        const mma_tf32_rec *r = static_cast<const mma_tf32_rec *>(args[l]);
+        for (int i = 0; i < 4; i++)
+            A[cg_mma_tf32_a_row(l, i)][cg_mma_tf32_a_col(l, i)] = __uint_as_float(r->a[i] & 0xFFFFE000u);
+        for (int i = 0; i < 2; i++)
+            B[cg_mma_tf32_b_row(l, i)][cg_mma_tf32_b_col(l, i)] = __uint_as_float(r->b[i] & 0xFFFFE000u);
+        for (int i = 0; i < 4; i++) C[cg_mma_tf32_c_row(l, i)][cg_mma_tf32_c_col(l, i)] = r->c[i];
+    }
+    for (int l = 0; l < 32; l++) {
+        const mma_tf32_rec *r = static_cast<const mma_tf32_rec *>(args[l]);
+        for (int i = 0; i < 4; i++) {
+            const int m = cg_mma_tf32_c_row(l, i), n = cg_mma_tf32_c_col(l, i);
+            float acc = C[m][n];
+            for (int k = 0; k < 8; k++) acc += A[m][k] * B[k][n];
+            r->d[i] = acc;
+        }
+    }
+}
+}  // namespace cg_emu
+#endif
+
+// d = A b + c for one warp (every lane of the warp must call it, converged).
+// d may alias c.
+CG_DEV void cg_mma_tf32_16x8x8(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+#ifdef CG_EMULATE
+    if (::cg_emu::self()->blk->nthreads % 32)
+        ::cg_emu::fail("mma.sync needs full warps; the block has %d threads", ::cg_emu::self()->blk->nthreads);
+    float out[4];
+    ::cg_emu::mma_tf32_rec rec{a, b, c, out};
+    ::cg_emu::g_api->warp_sync(::cg_emu::self(), 0xFFFFFFFFu, "mma.sync.m16n8k8.tf32", __LINE__, &rec,
+                               &::cg_emu::mma_tf32_fn);
+    for (int i = 0; i < 4; i++) d[i] = out[i];
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#endif
+}
+
+// The same from fp32 fragments, rounded to tf32 (precision tf32).
+CG_DEV void cg_mma_tf32_16x8x8_f(float d[4], const float a[4], const float b[2], const float c[4]) {
+    unsigned ta[4], tb[2];
+    for (int i = 0; i < 4; i++) ta[i] = cg_to_tf32(a[i]);
+    for (int i = 0; i < 2; i++) tb[i] = cg_to_tf32(b[i]);
+    cg_mma_tf32_16x8x8(d, ta, tb, c);
+}
+
+// 3xTF32 from split operands (cg_split_tf32): the small terms first.
+CG_DEV void cg_mma_3xtf32_16x8x8(float d[4], const unsigned a_hi[4], const unsigned a_lo[4],
+                                 const unsigned b_hi[2], const unsigned b_lo[2], const float c[4]) {
+    float t[4];
+    cg_mma_tf32_16x8x8(t, a_lo, b_hi, c);
+    cg_mma_tf32_16x8x8(t, a_hi, b_lo, t);
+    cg_mma_tf32_16x8x8(d, a_hi, b_hi, t);
+}
+
+// 3xTF32 from fp32 fragments (precision 3xtf32: fp32 accuracy on tensor cores).
+CG_DEV void cg_mma_3xtf32_16x8x8_f(float d[4], const float a[4], const float b[2], const float c[4]) {
+    unsigned ah[4], al[4], bh[2], bl[2];
+    for (int i = 0; i < 4; i++) cg_split_tf32(a[i], ah[i], al[i]);
+    for (int i = 0; i < 2; i++) cg_split_tf32(b[i], bh[i], bl[i]);
+    cg_mma_3xtf32_16x8x8(d, ah, al, bh, bl, c);
+}
+
+// ------------------------------------------------------------------ cp.async
+// Global -> shared copies of 4, 8 or 16 bytes; both addresses aligned to the size.
+// _zfill: copy the first src_bytes (0..size) and zero the rest (src must still be a
+// valid address when src_bytes is 0: pass the tensor's base). .cg (L2 only) exists for
+// 16 bytes. Emulated as plain copies at issue time; the commit/wait calls keep their
+// meaning for the GPU, so a kernel must still wait (and __syncthreads) before reading.
+#ifdef CG_EMULATE
+namespace cg_emu {
+static inline void cp_async(void *dst, const void *src, int size, int src_bytes, int line) {
+    if (((uintptr_t)dst | (uintptr_t)src) & (uintptr_t)(size - 1))
+        fail("cp.async of %d bytes in line %d: misaligned address (dst %p, src %p)", size, line, dst, src);
+    if (src_bytes < 0 || src_bytes > size)
+        fail("cp.async of %d bytes in line %d: src_bytes %d out of range", size, line, src_bytes);
+    const cg_emu_thread *t = self();
+    if (t->blk->racecheck) {
+        g_api->access(t, src, (size_t)src_bytes, 0, __builtin_return_address(0));
+        g_api->access(t, dst, (size_t)size, 1, __builtin_return_address(0));
+    }
+    memcpy(dst, src, (size_t)src_bytes);
+    memset(static_cast<unsigned char *>(dst) + src_bytes, 0, (size_t)(size - src_bytes));
+}
+}  // namespace cg_emu
+#define CG_CP_ASYNC_(kind, n)                                                                   \
+    CG_DEV void cg_cp_async_##kind##n(void *dst, const void *src) { ::cg_emu::cp_async(dst, src, n, n, __LINE__); } \
+    CG_DEV void cg_cp_async_##kind##n##_zfill(void *dst, const void *src, int src_bytes) {    \
+        ::cg_emu::cp_async(dst, src, n, src_bytes, __LINE__);                                  \
+    }
+CG_DEV void cg_cp_async_commit() {}
+template <int N> CG_DEV void cg_cp_async_wait() { static_assert(N >= 0 && N <= 7, "cp.async.wait_group N"); }
+CG_DEV void cg_cp_async_wait_all() {}
+#else
+#define CG_CP_ASYNC_(kind, n)                                                                   \
+    CG_DEV void cg_cp_async_##kind##n(void *dst, const void *src) {                            \
+        const unsigned s = (unsigned)__cvta_generic_to_shared(dst);                            \
+        asm volatile("cp.async." #kind ".shared.global [%0], [%1], " #n ";\n" ::"r"(s), "l"(src) : "memory"); \
+    }                                                                                          \
+    CG_DEV void cg_cp_async_##kind##n##_zfill(void *dst, const void *src, int src_bytes) {    \
+        const unsigned s = (unsigned)__cvta_generic_to_shared(dst);                            \
+        asm volatile("cp.async." #kind ".shared.global [%0], [%1], " #n ", %2;\n" ::"r"(s), "l"(src), \
+                     "r"(src_bytes) : "memory");                                               \
+    }
+CG_DEV void cg_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Wait until at most N committed groups are still in flight.
+template <int N> CG_DEV void cg_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+CG_DEV void cg_cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+#endif
+CG_CP_ASYNC_(ca, 4)
+CG_CP_ASYNC_(ca, 8)
+CG_CP_ASYNC_(ca, 16)
+CG_CP_ASYNC_(cg, 16)
+#undef CG_CP_ASYNC_
+
+#undef CG_DEV
+#endif  // CG_DEVICE_CUH

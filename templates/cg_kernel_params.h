@@ -1,0 +1,39 @@
+/* cg_kernel_params.h -- the params structs that generated kernels take by value.
+ *
+ * Included by host C code (runtime/launch_*.c) and, inlined by the renderer, by the
+ * device code (NVRTC and the SIMT emulator), so it must stay plain C: fixed-width
+ * integers and pointers only, no padding surprises (every member is 8 bytes). Every
+ * __global__ entry takes exactly one of these structs; the host passes it by pointer
+ * to cg_kexec.launch. Strides are in elements and 64-bit; the innermost dimension of
+ * every tensor has stride 1 (checked on the host). */
+#ifndef CG_KERNEL_PARAMS_H
+#define CG_KERNEL_PARAMS_H
+
+#if defined(__CUDACC_RTC__)
+typedef long long cg_i64; /* NVRTC has no <stdint.h> */
+#else
+#include <stdint.h>
+typedef int64_t cg_i64;
+#endif
+
+/* A float tensor of up to four logical dims [d0, d1, d2, d3]: element (a, b, c, x) is
+ * p[a * s0 + b * s1 + c * s2 + x]. Absent when p is NULL. */
+typedef struct cg_ktensor {
+    float *p;
+    cg_i64 s0, s1, s2;
+} cg_ktensor;
+
+/* SSD forward (templates/ssd_fwd.cu). Logical orders, as in runtime/internal.h:
+ *   q, k [b, t, g, i]; v, o [b, t, h, j]; la [b, t, h] (s2 unused);
+ *   h0, hT [b, h, i, j].
+ * ws: workspace of the three-phase strategy (chunk states and decays), NULL for
+ * the sequential one. Read-only tensors are q, k, v, la, h0. */
+typedef struct cg_ssd_fwd_params {
+    cg_ktensor q, k, v, la, h0; /* inputs; h0.p NULL: zero initial state */
+    cg_ktensor o, hT;           /* outputs; hT.p NULL: not wanted */
+    float *ws;                  /* [B*H, nchunks, dk, dv] states, then [B*H, nchunks] decays */
+    cg_i64 B, T, G, H, dk, dv;  /* dk, dv repeat the compiled CG_DK, CG_DV (checked) */
+    cg_i64 nchunks;             /* ceil(T / chunk) */
+} cg_ssd_fwd_params;
+
+#endif /* CG_KERNEL_PARAMS_H */

@@ -1,0 +1,315 @@
+// sscan_fwd.cu -- selective scan (Mamba-1 S6) forward, one specialization per (N, config).
+//
+// Rendered by generator/kernels/sscan_fwd.lua (and, included, by sscan_bwd.cu), which
+// defines before this text:
+//   CG_N                                       state size (1..256)
+//   CG_P_CHUNK, CG_P_DIM_BLOCK, CG_P_WARPS     time steps staged per iteration,
+//                                              channels per CTA, warps per CTA
+//   CG_P_STRATEGY_{SEQ,PAR}                    (forward only) see below
+// The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
+//
+// Math (shared/KERNEL_MATH.md), per (b, d) and state n:
+//   dt = delta + bias, softplus(dt) if set;   h_t = exp(dt A_dn) h_{t-1} + dt B_tn x_t
+//   y_t = sum_n C_tn h_tn + D_d x_t,  y_t *= silu(z_t) if z is given.
+// Thread layout: a CTA owns BD consecutive channels of one batch row; each channel is
+// owned by TPC = 32 * WARPS / BD consecutive lanes of one warp, lane j of them keeping
+// the states n = j, j + TPC, ... (NPT of them) in registers. Sums over n are xor
+// butterflies inside the lane group (bit-identical in every lane, so deterministic).
+// Per iteration the CTA stages CHUNK steps of dt and x of its channels in shared
+// memory (coalesced over d), runs the CHUNK steps, then writes y through shared memory.
+// B and C are read by each lane for its states (coalesced over n; channels of one
+// group read the same addresses). Any D (channels past D compute on zeros and store
+// nothing), any L (the last chunk is short), any strides, 64-bit offsets.
+// Strategies:
+//   seq  one CTA per (b, channel block) walks all L steps.
+//   par  for small B * D: time split in pieces of CG_SSCAN_PIECE_CHUNKS * CHUNK steps;
+//        (1) per (b, block, piece) the local scan from h = 0 -> end state U_p and
+//        sum(dt) (the piece's decay is exp(A sum(dt))), (2) a carry pass per (b, d, n):
+//        S_{p+1} = exp(A sdt_p) S_p + U_p from h0 (writes hT), (3) per piece the scan
+//        again from S_p, writing y.
+#include "cg_device.cuh"
+#include "sscan_params.h"
+
+namespace sscan {
+
+constexpr int N = CG_N;
+constexpr int CHUNK = CG_P_CHUNK;
+constexpr int BD = CG_P_DIM_BLOCK;
+constexpr int WARPS = CG_P_WARPS;
+constexpr int NT = 32 * WARPS;
+constexpr int TPC = NT / BD;             // lanes per channel
+constexpr int NPT = (N + TPC - 1) / TPC; // states per lane
+constexpr bool FULL = NPT * TPC == N;    // no masked states
+
+static_assert(N >= 1 && N <= 256, "N: 1..256");
+static_assert(CHUNK >= 1 && CHUNK <= 64, "chunk: 1..64");
+static_assert(WARPS >= 1 && NT <= 1024, "warps: 1..32");
+static_assert(NT % BD == 0 && TPC >= 1 && TPC <= 32 && (TPC & (TPC - 1)) == 0,
+              "dim_block: a channel's lanes are a power of two within one warp");
+
+typedef cg_i64 i64;
+
+// Forward shared memory (floats): dt, x, y of one chunk, [CHUNK][BD] each.
+constexpr int F_DT = 0;
+constexpr int F_X = F_DT + CHUNK * BD;
+constexpr int F_Y = F_X + CHUNK * BD;
+constexpr int F_FLOATS = F_Y + CHUNK * BD;
+
+__device__ __forceinline__ float softplus(float v) { return v <= 20.f ? log1pf(expf(v)) : v; }
+__device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
+
+// Sum of v over the TPC lanes of a channel; every lane of the warp calls it.
+__device__ __forceinline__ float chan_sum(float v) {
+#pragma unroll
+    for (int o = TPC / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ i64 min64(i64 a, i64 b) { return a < b ? a : b; }
+
+// This thread's place: channel ch of the block (d = d0 + ch; dd = d clamped into
+// [0, D) for addressing), lane j within the channel, group g of dd.
+struct Thr {
+    int ch, j;
+    i64 d, dd, g;
+    bool live;
+};
+
+__device__ __forceinline__ Thr thread_coords(const cg_sscan_dims &n, i64 d0) {
+    Thr t;
+    t.ch = (int)threadIdx.x / TPC;
+    t.j = (int)threadIdx.x % TPC;
+    t.d = d0 + t.ch;
+    t.live = t.d < n.D;
+    t.dd = t.live ? t.d : n.D - 1;
+    t.g = t.dd / n.dpg;
+    return t;
+}
+
+// dt (and optionally sigmoid(raw), the softplus derivative) and x of channel d0 + c at
+// step t: zero outside [0, D) and beyond the chunk's nt steps.
+__device__ __forceinline__ float dt_of(const cg_stensor &delta, const cg_stensor &bias, const cg_sscan_dims &n,
+                                       i64 b, i64 t, i64 d, float *sg) {
+    float raw = delta.p[b * delta.s0 + t * delta.s1 + d * delta.s2];
+    if (bias.p) raw += bias.p[d * bias.s0];
+    if (!n.softplus) {
+        if (sg) *sg = 1.f;
+        return raw;
+    }
+    if (sg) *sg = sigmoid(raw);
+    return softplus(raw);
+}
+
+// Stage dt and x of steps [t0, t0 + nt) of the block's channels into s_dt, s_x
+// ([CHUNK][BD]); with s_sg also the softplus derivative.
+__device__ __forceinline__ void stage_dt_x(const cg_stensor &x, const cg_stensor &delta, const cg_stensor &bias,
+                                           const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt, float *s_dt,
+                                           float *s_x, float *s_sg) {
+    for (int e = threadIdx.x; e < CHUNK * BD; e += NT) {
+        const int t = e / BD, c = e - t * BD;
+        const i64 d = d0 + c;
+        float dt = 0.f, xv = 0.f, sg = 0.f;
+        if (t < nt && d < n.D) {
+            dt = dt_of(delta, bias, n, b, t0 + t, d, s_sg ? &sg : nullptr);
+            xv = x.p[b * x.s0 + (t0 + t) * x.s1 + d * x.s2];
+        }
+        s_dt[e] = dt;
+        s_x[e] = xv;
+        if (s_sg) s_sg[e] = sg;
+    }
+}
+
+// What a forward pass over a range of steps reads and writes.
+struct FwdIO {
+    cg_stensor x, delta, A, Bm, Cm, Dv, z, dbias;
+    cg_stensor y;     // y.p NULL: no outputs
+    float *ckpt;      // NULL, or checkpoint slots of this CTA: [nseg][NPT][NT]
+    i64 segment;      // steps between checkpoints
+    cg_sscan_dims n;
+};
+
+// The recurrence of this CTA's channels over steps [ta, tb) from the states in h,
+// leaving the states after tb - 1 in h. With io.y.p: writes y; with io.ckpt: stores
+// the state entering every step that is a multiple of io.segment (ta, and every chunk
+// start, must be multiples of CHUNK; segment a multiple of CHUNK). Returns sum(dt)
+// over the range for channel t.d (valid in every lane).
+__device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i64 d0, const Thr &th,
+                                            const float (&A)[NPT], float (&h)[NPT], i64 ta, i64 tb) {
+    const cg_sscan_dims &n = io.n;
+    float *s_dt = sm + F_DT, *s_x = sm + F_X, *s_y = sm + F_Y;
+    const float *Bb = io.Bm.p + b * io.Bm.s0 + th.g * io.Bm.s2;
+    const float *Cb = io.Cm.p + b * io.Cm.s0 + th.g * io.Cm.s2;
+    const i64 bs3 = io.Bm.s3, cs3 = io.Cm.s3;
+    float sdt = 0.f;
+    for (i64 t0 = ta; t0 < tb; t0 += CHUNK) {
+        const int nt = (int)min64(CHUNK, tb - t0);
+        if (io.ckpt && t0 % io.segment == 0) {
+            float *ck = io.ckpt + (t0 / io.segment) * (i64)(NPT * NT) + threadIdx.x;
+#pragma unroll
+            for (int k = 0; k < NPT; ++k) ck[k * NT] = h[k];
+        }
+        stage_dt_x(io.x, io.delta, io.dbias, n, b, d0, t0, nt, s_dt, s_x, nullptr);
+        __syncthreads();
+        for (int t = 0; t < nt; ++t) {
+            const float dt = s_dt[t * BD + th.ch], dtx = dt * s_x[t * BD + th.ch];
+            const float *Bt = Bb + (t0 + t) * io.Bm.s1, *Ct = Cb + (t0 + t) * io.Cm.s1;
+            float yp = 0.f;
+            sdt += dt;
+#pragma unroll
+            for (int k = 0; k < NPT; ++k) {
+                const int s = th.j + TPC * k;
+                if (FULL || s < N) {
+                    h[k] = expf(dt * A[k]) * h[k] + dtx * Bt[s * bs3];
+                    if (io.y.p) yp = fmaf(Ct[s * cs3], h[k], yp);
+                }
+            }
+            if (io.y.p) {
+                yp = chan_sum(yp);
+                if (th.j == 0) s_y[t * BD + th.ch] = yp;
+            }
+        }
+        __syncthreads();
+        if (io.y.p) {
+            for (int e = threadIdx.x; e < nt * BD; e += NT) {
+                const int t = e / BD, c = e - t * BD;
+                const i64 d = d0 + c;
+                if (d >= n.D) continue;
+                const i64 tt = t0 + t;
+                float yv = s_y[e];
+                if (io.Dv.p) yv = fmaf(io.Dv.p[d * io.Dv.s0], s_x[e], yv);
+                if (io.z.p) {
+                    const float zv = io.z.p[b * io.z.s0 + tt * io.z.s1 + d * io.z.s2];
+                    yv *= zv * sigmoid(zv);
+                }
+                io.y.p[b * io.y.s0 + tt * io.y.s1 + d * io.y.s2] = yv;
+            }
+            __syncthreads(); // s_x, s_y are restaged next
+        }
+    }
+    return sdt;
+}
+
+__device__ __forceinline__ void load_A(const cg_stensor &A, const Thr &th, float (&a)[NPT]) {
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) {
+        const int s = th.j + TPC * k;
+        a[k] = (FULL || s < N) ? A.p[th.dd * A.s0 + s * A.s1] : 0.f;
+    }
+}
+
+// h = h0[b, d, :] (0 when absent, and for masked states).
+__device__ __forceinline__ void load_state(const cg_stensor &h0, i64 b, const Thr &th, float (&h)[NPT]) {
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) {
+        const int s = th.j + TPC * k;
+        h[k] = (h0.p && (FULL || s < N)) ? h0.p[b * h0.s0 + th.dd * h0.s1 + s * h0.s2] : 0.f;
+    }
+}
+
+__device__ __forceinline__ void store_state(const cg_stensor &hT, i64 b, const Thr &th, const float (&h)[NPT]) {
+    if (!hT.p || !th.live) return;
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) {
+        const int s = th.j + TPC * k;
+        if (FULL || s < N) hT.p[b * hT.s0 + th.d * hT.s1 + s * hT.s2] = h[k];
+    }
+}
+
+} // namespace sscan
+
+#if defined(CG_EMULATE)
+#define SSCAN_ENTRY extern "C" __global__ void
+#else
+#define SSCAN_ENTRY extern "C" __global__ void __launch_bounds__(sscan::NT)
+#endif
+
+#ifndef SSCAN_NO_FWD_ENTRY
+namespace sscan {
+#ifdef CG_SMEM_BYTES // what generator/kernels/sscan_fwd.lua launches with
+static_assert(4LL * F_FLOATS == CG_SMEM_BYTES, "sscan_fwd.lua smem_bytes() disagrees with the layout here");
+#endif
+__device__ __forceinline__ FwdIO fwd_io(const cg_sscan_fwd_params &p) {
+    FwdIO io;
+    io.x = p.x, io.delta = p.delta, io.A = p.A, io.Bm = p.Bm, io.Cm = p.Cm, io.Dv = p.Dv, io.z = p.z;
+    io.dbias = p.dbias, io.y = p.y, io.ckpt = nullptr, io.segment = 1, io.n = p.n;
+    return io;
+}
+} // namespace sscan
+
+#if !defined(CG_P_STRATEGY_PAR)
+// grid: B * nblk CTAs, blockIdx.x = b * nblk + channel block.
+SSCAN_ENTRY cg_sscan_fwd(cg_sscan_fwd_params p) {
+    using namespace sscan;
+    CG_DYN_SMEM(float, sm);
+    const i64 b = blockIdx.x / p.n.nblk, d0 = (blockIdx.x % p.n.nblk) * BD;
+    const Thr th = thread_coords(p.n, d0);
+    float A[NPT], h[NPT];
+    load_A(p.A, th, A);
+    load_state(p.h0, b, th, h);
+    scan_range(fwd_io(p), sm, b, d0, th, A, h, 0, p.n.L);
+    store_state(p.hT, b, th, h);
+}
+#else
+// Workspace p.ws: U [B * nblk, npiece, NPT, NT] end states of each piece
+// from zero, then sdt [B * nblk, npiece, BD] sums of dt; n.segment = PIECE, n.nseg = npiece.
+// Phase 1, grid B * nblk * npiece, blockIdx.x = (b * nblk + blk) * npiece + piece.
+SSCAN_ENTRY cg_sscan_fwd_local(cg_sscan_fwd_params p) {
+    using namespace sscan;
+    CG_DYN_SMEM(float, sm);
+    const i64 np = p.n.nseg, piece = blockIdx.x % np, bblk = blockIdx.x / np;
+    const i64 b = bblk / p.n.nblk, d0 = (bblk % p.n.nblk) * BD;
+    const Thr th = thread_coords(p.n, d0);
+    float A[NPT], h[NPT];
+    load_A(p.A, th, A);
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) h[k] = 0.f;
+    FwdIO io = fwd_io(p);
+    io.y.p = nullptr;
+    const i64 ta = piece * p.n.segment;
+    const float sdt = scan_range(io, sm, b, d0, th, A, h, ta, min64(p.n.L, ta + p.n.segment));
+    float *u = p.ws + (bblk * np + piece) * (i64)(NPT * NT) + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) u[k * NT] = h[k];
+    if (th.j == 0) p.ws[p.n.B * p.n.nblk * np * (i64)(NPT * NT) + (bblk * np + piece) * BD + th.ch] = sdt;
+}
+
+// Phase 2, one thread per (b, block, state slot k, thread): S_0 = h0, the slot of
+// piece p becomes S_p (the state entering it); hT = the state after the last piece.
+SSCAN_ENTRY cg_sscan_fwd_carry(cg_sscan_fwd_params p) {
+    using namespace sscan;
+    const i64 e = (i64)blockIdx.x * NT + threadIdx.x;
+    const i64 per = (i64)NPT * NT;
+    if (e >= p.n.B * p.n.nblk * per) return;
+    const i64 bblk = e / per, r = e - bblk * per, k = r / NT, tid = r - k * NT;
+    const i64 b = bblk / p.n.nblk, d = (bblk % p.n.nblk) * BD + tid / TPC, s = tid % TPC + TPC * k;
+    if (d >= p.n.D || s >= N) return;
+    const i64 np = p.n.nseg;
+    const float a = p.A.p[d * p.A.s0 + s * p.A.s1];
+    float st = p.h0.p ? p.h0.p[b * p.h0.s0 + d * p.h0.s1 + s * p.h0.s2] : 0.f;
+    float *u = p.ws + bblk * np * per + r;
+    const float *sdt = p.ws + p.n.B * p.n.nblk * np * per + bblk * np * BD + tid / TPC;
+    for (i64 pc = 0; pc < np; ++pc) {
+        const float uc = u[pc * per];
+        u[pc * per] = st;
+        st = fmaf(expf(a * sdt[pc * BD]), st, uc);
+    }
+    if (p.hT.p) p.hT.p[b * p.hT.s0 + d * p.hT.s1 + s * p.hT.s2] = st;
+}
+
+// Phase 3, grid as phase 1: y of each piece from its entering state.
+SSCAN_ENTRY cg_sscan_fwd_out(cg_sscan_fwd_params p) {
+    using namespace sscan;
+    CG_DYN_SMEM(float, sm);
+    const i64 np = p.n.nseg, piece = blockIdx.x % np, bblk = blockIdx.x / np;
+    const i64 b = bblk / p.n.nblk, d0 = (bblk % p.n.nblk) * BD;
+    const Thr th = thread_coords(p.n, d0);
+    float A[NPT], h[NPT];
+    load_A(p.A, th, A);
+    const float *u = p.ws + (bblk * np + piece) * (i64)(NPT * NT) + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) h[k] = u[k * NT];
+    const i64 ta = piece * p.n.segment;
+    scan_range(fwd_io(p), sm, b, d0, th, A, h, ta, min64(p.n.L, ta + p.n.segment));
+}
+#endif
+#endif // SSCAN_NO_FWD_ENTRY

@@ -1,0 +1,479 @@
+/* test_gen.c -- the Lua generator: rendering, pins, spaces, errors, and every config
+ * of every kernel compiled by NVRTC for sm_80 and sm_90 (ptxas: no spills, shared
+ * memory within the arch's limit). */
+#include "cg_test.h"
+#include "cuda/cg_cuda.h"
+#include "gen.h"
+
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text);
+
+/* Odd shapes: dk/dv not powers of two, T not a multiple of any chunk. Each also
+ * carries a selective-scan shape (L = T, D channels, N states) and varied flags, so
+ * every kernel family gets shapes. */
+static const struct { int64_t B, T, G, H, dk, dv, D, N; int flags; } k_shapes[] = {
+    {1, 5, 1, 1, 7, 7, 7, 16, 0},
+    {2, 100, 1, 2, 40, 48, 40, 7, CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D},
+    {1, 193, 2, 4, 48, 40, 48, 5, CG_KS_HT | CG_KS_GROUPED | CG_KS_HAS_Z | CG_KS_HAS_BIAS},
+    {1, 33, 1, 3, 130, 130, 130, 32,
+     CG_KS_H0 | CG_KS_HT | CG_KS_DHT | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS},
+    {1, 1, 1, 1, 96, 200, 96, 1, CG_KS_HAS_D | CG_KS_DHT},
+};
+#define NSHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
+
+static cg_kshape shape_of(int i) {
+    cg_kshape s = {0};
+    s.B = k_shapes[i].B;
+    s.T = k_shapes[i].T;
+    s.G = k_shapes[i].G;
+    s.H = k_shapes[i].H;
+    s.dk = k_shapes[i].dk;
+    s.dv = k_shapes[i].dv;
+    s.L = k_shapes[i].T;
+    s.D = k_shapes[i].D;
+    s.N = k_shapes[i].N;
+    s.flags = k_shapes[i].flags;
+    return s;
+}
+
+static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < c->n && n < cap; k++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", k ? "," : "", c->kv[k].key, c->kv[k].val);
+}
+
+static const char *param(const cg_cfg *c, const char *key) {
+    for (int k = 0; k < c->n; k++)
+        if (!strcmp(c->kv[k].key, key)) return c->kv[k].val;
+    return NULL;
+}
+
+/* ----------------------------------------------------------- rendering */
+
+CG_TEST(gen_kernels_listed) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    const char **names;
+    int n = 0;
+    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &n));
+    int found = 0;
+    for (int i = 0; i < n; i++) found |= !strcmp(names[i], "ssd_chunk_state");
+    CG_CHECK(found, "ssd_chunk_state missing from %d kernels", n);
+    CG_CHECK(names[n] == NULL, "list not NULL-terminated");
+    for (int i = 0; i < n; i++) {
+        char *text = NULL;
+        CG_CHECK_OK(ctx, cg__gen_describe(ctx, names[i], &text));
+        CG_CHECK(text && strstr(text, names[i]), "describe(%s)", names[i]);
+        free(text);
+    }
+    cg_context_free(ctx);
+}
+
+CG_TEST(gen_render_deterministic) {
+    cg_context *a, *b;
+    CG_CHECK_OK(NULL, cg_context_create(&a));
+    CG_CHECK_OK(NULL, cg_context_create(&b));
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_kshape s = shape_of(2);
+    cg_plan p1, p2, p3;
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_chunk_state", &s, &dev, NULL, &p1));
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_chunk_state", &s, &dev, NULL, &p2));
+    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_chunk_state", &s, &dev, NULL, &p3));
+    CG_CHECK(p1.source && p2.source && p3.source, "sources");
+    if (p1.source && p2.source && p3.source) {
+        CG_CHECK(!strcmp(p1.source, p2.source) && !strcmp(p1.source, p3.source), "render differs between calls");
+        CG_CHECK(!strcmp(p1.name, p3.name), "names differ");
+        /* the header says who made it; shape constants and params are baked in */
+        CG_CHECK(strstr(p1.source, "generator/core.lua") && strstr(p1.source, "do not edit"), "header comment");
+        CG_CHECK(strstr(p1.source, "#define CG_DK 48\n") && strstr(p1.source, "#define CG_DV 40\n"), "shape defines");
+        CG_CHECK(strstr(p1.source, "#define CG_P_PRECISION_IEEE 1\n"), "string param define");
+        CG_CHECK(!strstr(p1.source, "#include \""), "project includes must be inlined");
+        char want[64];
+        snprintf(want, sizeof want, "#define CG_P_CHUNK %s\n", param(&p1.params, "chunk"));
+        CG_CHECK(strstr(p1.source, want), "chunk define");
+        CG_CHECK(!strncmp(p1.name, "ssd_chunk_state_dk48_dv40_c", 27), "name %s", p1.name);
+        CG_CHECK(strstr(p1.name, "_ieee") != NULL, "name %s", p1.name);
+    }
+    CG_CHECK(p1.nlaunch == 1 && p1.launch[0].block[0] % 32 == 0 && p1.workspace_bytes > 0, "launch geometry");
+    /* T does not change the source (only B, T, G, H validity and the grid) */
+    cg_kshape s2 = s;
+    s2.T = 1000;
+    cg_plan p4;
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_chunk_state", &s2, &dev, &p1.params, &p4));
+    if (p4.source && p1.source) CG_CHECK(!strcmp(p4.source, p1.source), "source depends on T");
+    CG_CHECK(p4.launch[0].grid[0] > p1.launch[0].grid[0], "grid grows with T");
+    cg__plan_free(&p1);
+    cg__plan_free(&p2);
+    cg__plan_free(&p3);
+    cg__plan_free(&p4);
+    cg_context_free(a);
+    cg_context_free(b);
+}
+
+/* The embedded copies and the source tree (CHUNKGEN_LUA_PATH) render the same. */
+CG_TEST(gen_embedded_matches_source_tree) {
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_kshape s = shape_of(3);
+    cg_context *a, *b;
+    CG_CHECK_OK(NULL, cg_context_create(&a));
+    cg_plan p1, p2;
+    unsetenv("CHUNKGEN_LUA_PATH");
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_chunk_state", &s, &dev, NULL, &p1));
+    setenv("CHUNKGEN_LUA_PATH", CG_SOURCE_DIR, 1);
+    CG_CHECK_OK(NULL, cg_context_create(&b));
+    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_chunk_state", &s, &dev, NULL, &p2));
+    unsetenv("CHUNKGEN_LUA_PATH");
+    if (p1.source && p2.source)
+        CG_CHECK(!strcmp(p1.source, p2.source), "embedded copy is stale: rebuild (or the loader differs)");
+    cg__plan_free(&p1);
+    cg__plan_free(&p2);
+    cg_context_free(a);
+    cg_context_free(b);
+}
+
+/* ---------------------------------------------------------------- pins */
+
+static cg_cfg pins(const char *text) {
+    cg_cfg c = {0};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        *eq = '\0';
+        snprintf(c.kv[c.n].key, sizeof c.kv[0].key, "%s", tok);
+        snprintf(c.kv[c.n].val, sizeof c.kv[0].val, "%s", eq + 1);
+        c.n++;
+    }
+    return c;
+}
+
+CG_TEST(gen_pins) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_kshape s = shape_of(0); /* dk = dv = 7 */
+    cg_plan p;
+    cg_cfg c = pins("chunk=64,colour=red");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, &c, &p) == CG_EINVAL, "unknown key");
+    CG_CHECK(strstr(cg_errmsg(ctx), "colour"), "message names the key: %s", cg_errmsg(ctx));
+    c = pins("chunk=48");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, &c, &p) == CG_EINVAL, "value outside the space");
+    CG_CHECK(strstr(cg_errmsg(ctx), "chunk=48") && strstr(cg_errmsg(ctx), "16, 32"), "message: %s", cg_errmsg(ctx));
+    c = pins("chunk=64,block_dk=128,block_dv=32,warps=4,precision=ieee");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, &c, &p) == CG_EUNSUPPORTED, "invalid config");
+    CG_CHECK(strstr(cg_errmsg(ctx), "block_dk=128") && strstr(cg_errmsg(ctx), "dk=7"), "reason: %s", cg_errmsg(ctx));
+    c = pins("chunk=64");
+    CG_CHECK(cg__gen_plan(ctx, "no_such_kernel", &s, &dev, &c, &p) == CG_ENOTFOUND, "unknown kernel");
+    /* shared memory beyond the device: 256 * (128 + 64) * 4 bytes > sm_86's 99 KB */
+    cg_devinfo d86;
+    CG_CHECK(cg__devinfo_arch(86, &d86), "sm_86 known");
+    cg_kshape big = shape_of(3);
+    c = pins("chunk=256,block_dk=128,block_dv=64,warps=8");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_chunk_state", &big, &d86, &c, &p) == CG_EUNSUPPORTED, "smem over the limit");
+    CG_CHECK(strstr(cg_errmsg(ctx), "shared memory"), "reason: %s", cg_errmsg(ctx));
+    /* a partial pin: the rest comes from the default, or the nearest valid config */
+    c = pins("warps=2");
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_chunk_state", &big, &dev, &c, &p));
+    if (p.source) {
+        CG_CHECK(!strcmp(param(&p.params, "warps"), "2"), "pin kept");
+        CG_CHECK(p.params.n == 5, "every parameter resolved (%d)", p.params.n);
+        cg_cfg *cfgs;
+        int n;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_chunk_state", &big, &dev, &cfgs, &n));
+        int in_space = 0;
+        char t1[256], t2[256];
+        cfg_text(&p.params, t1, sizeof t1);
+        for (int i = 0; i < n; i++) {
+            cfg_text(&cfgs[i], t2, sizeof t2);
+            in_space |= !strcmp(t1, t2);
+        }
+        CG_CHECK(in_space, "resolved config %s is not in the valid space", t1);
+        free(cfgs);
+    }
+    cg__plan_free(&p);
+    cg_context_free(ctx);
+}
+
+CG_TEST(gen_space_plans) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    const char **names;
+    int nk = 0;
+    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &nk));
+    for (int k = 0; k < nk; k++) {
+        for (int si = 0; si < NSHAPES; si++) {
+            cg_kshape s = shape_of(si);
+            cg_cfg *cfgs = NULL;
+            int n = 0;
+            cg_status st = cg__gen_space(ctx, names[k], &s, &dev, &cfgs, &n);
+            CG_CHECK(st == CG_OK, "%s space: %s", names[k], cg_errmsg(ctx));
+            if (st == CG_OK) CG_CHECK(n > 0, "%s: no valid config for shape %d", names[k], si);
+            /* every accepted config plans with exactly its own params; spot-check one in 7 */
+            for (int i = si % 7; i < n; i += 7) {
+                cg_plan p;
+                st = cg__gen_plan(ctx, names[k], &s, &dev, &cfgs[i], &p);
+                char t1[256], t2[256];
+                cfg_text(&cfgs[i], t1, sizeof t1);
+                CG_CHECK(st == CG_OK, "%s %s: %s", names[k], t1, cg_errmsg(ctx));
+                if (st != CG_OK) continue;
+                cfg_text(&p.params, t2, sizeof t2);
+                CG_CHECK(!strcmp(t1, t2), "%s: asked %s got %s", names[k], t1, t2);
+                CG_CHECK(p.nlaunch >= 1 && p.nlaunch <= CG_PLAN_MAX_LAUNCH, "launches");
+                for (int l = 0; l < p.nlaunch; l++)
+                    CG_CHECK(p.launch[l].smem <= dev.smem_per_block && p.launch[l].grid[0] >= 1, "launch %d", l);
+                cg__plan_free(&p);
+            }
+            free(cfgs);
+        }
+    }
+    cg_context_free(ctx);
+}
+
+/* ------------------------------------------------------- Lua errors */
+
+static int run(const char *cmd) { return system(cmd); }
+
+CG_TEST(gen_lua_error_traceback) {
+    char dir[] = "/tmp/cg_gen_luaXXXXXX";
+    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char cmd[1024], path[512];
+    snprintf(cmd, sizeof cmd, "cp -r '%s/generator' '%s/templates' '%s/'", CG_SOURCE_DIR, CG_SOURCE_DIR, dir);
+    CG_CHECK(run(cmd) == 0, "copy the generator");
+    /* a kernel whose valid() fails at run time */
+    snprintf(path, sizeof path, "%s/generator/kernels/zz_broken.lua", dir);
+    FILE *f = fopen(path, "w");
+    CG_CHECK(f != NULL, "write %s", path);
+    if (f) {
+        fputs("local function check(p) local t = nil; return t.field end\n"
+              "return { name = 'zz_broken', op = 'x', template = 'ssd_chunk_state.cu',\n"
+              "  space = { chunk = {16} }, order = {'chunk'},\n"
+              "  valid = function(p, s, d) return check(p) end,\n"
+              "  default = function() return { chunk = 16 } end,\n"
+              "  launch = function() return {} end }\n",
+              f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/generator/kernels/zz_syntax.lua", dir);
+    f = fopen(path, "w");
+    if (f) {
+        fputs("return { name = 'zz_syntax',\n  space = { chunk = {16} \n", f); /* unclosed */
+        fclose(f);
+    }
+    setenv("CHUNKGEN_LUA_PATH", dir, 1);
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_kshape s = shape_of(1);
+    cg_plan p;
+    cg_status st = cg__gen_plan(ctx, "zz_broken", &s, &dev, NULL, &p);
+    CG_CHECK(st == CG_ELUA, "runtime error -> ELUA, got %s", cg_status_str(st));
+    const char *m = cg_errmsg(ctx);
+    CG_CHECK(strstr(m, "zz_broken.lua:1:") && strstr(m, "stack traceback") && strstr(m, "attempt to index"),
+             "message with position and traceback: %s", m);
+    st = cg__gen_plan(ctx, "zz_syntax", &s, &dev, NULL, &p);
+    CG_CHECK(st == CG_ELUA, "syntax error -> ELUA, got %s", cg_status_str(st));
+    CG_CHECK(strstr(cg_errmsg(ctx), "zz_syntax.lua"), "names the file: %s", cg_errmsg(ctx));
+    /* the context still works after Lua errors */
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, NULL, &p));
+    cg__plan_free(&p);
+    cg_context_free(ctx);
+
+    /* a broken core.lua: the state cannot be created, ELUA names it */
+    snprintf(cmd, sizeof cmd, "sed -i '1i error([[core is broken on purpose]])' '%s/generator/core.lua'", dir);
+    CG_CHECK(run(cmd) == 0, "break core.lua");
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    st = cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, NULL, &p);
+    CG_CHECK(st == CG_ELUA && strstr(cg_errmsg(ctx), "broken on purpose") && strstr(cg_errmsg(ctx), "core.lua"),
+             "core error: %s", cg_errmsg(ctx));
+    cg_context_free(ctx);
+    unsetenv("CHUNKGEN_LUA_PATH");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    run(cmd);
+}
+
+/* ------------------------------------------------- NVRTC, every config */
+
+typedef struct job {
+    char *source;
+    char name[192];
+    char cfg[256];
+    int shape;
+    int threads;
+    int64_t dyn_smem;
+    /* results */
+    cg_status st;
+    char msg[1024];
+    cg_ptxas_info info;
+} job;
+
+typedef struct pool_arg {
+    job *jobs;
+    int n;
+    int arch;
+    int next;
+    pthread_mutex_t mu;
+} pool_arg;
+
+static void *worker(void *arg) {
+    pool_arg *pa = arg;
+    cg_context *ctx;
+    if (cg_context_create(&ctx) != CG_OK) return NULL;
+    for (;;) {
+        pthread_mutex_lock(&pa->mu);
+        int i = pa->next++;
+        pthread_mutex_unlock(&pa->mu);
+        if (i >= pa->n) break;
+        job *j = &pa->jobs[i];
+        void *bin;
+        size_t len;
+        char *log;
+        j->st = cg__nvrtc_compile(ctx, j->name, j->source, pa->arch, &bin, &len, &log);
+        if (j->st != CG_OK) snprintf(j->msg, sizeof j->msg, "%s", cg_errmsg(ctx));
+        else cg__ptxas_parse(log, &j->info);
+        if (j->st == CG_OK && len < 16) j->st = CG_EINTERNAL;
+        free(bin);
+        free(log);
+    }
+    cg_context_free(ctx);
+    return NULL;
+}
+
+/* Under the sanitizers the release run has already compiled every config: compiling
+ * them all again checks nothing new in our code and doubles the suite's time, so
+ * there only every 8th config (and every default) is compiled. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+#define CONFIG_STRIDE 8
+#else
+#define CONFIG_STRIDE 1
+#endif
+
+/* Render every config of every kernel (each config once, with the shapes taking turns,
+ * plus each shape's default) and compile them all for arch. */
+static void nvrtc_all_configs(int arch) {
+    if (!cg__nvrtc_api(NULL)) {
+        cg_test_skip("libnvrtc cannot be loaded");
+        return;
+    }
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    cg_devinfo dev;
+    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
+    const char **names;
+    int nk = 0;
+    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &nk));
+    int cap = 4096, nj = 0;
+    job *jobs = calloc((size_t)cap, sizeof *jobs);
+    for (int k = 0; k < nk; k++) {
+        cg_cfg *sp[NSHAPES];
+        int sn[NSHAPES];
+        for (int si = 0; si < NSHAPES; si++) {
+            cg_kshape s = shape_of(si);
+            sp[si] = NULL;
+            sn[si] = 0;
+            CG_CHECK_OK(ctx, cg__gen_space(ctx, names[k], &s, &dev, &sp[si], &sn[si]));
+        }
+        /* union of the configs, in order of first appearance */
+        int seen_cap = 0;
+        for (int si = 0; si < NSHAPES; si++) seen_cap += sn[si];
+        char (*seen)[256] = calloc((size_t)seen_cap + 1, 256);
+        int nseen = 0;
+        for (int si = 0; si < NSHAPES; si++) {
+            for (int i = 0; i < sn[si]; i++) {
+                char t[256];
+                cfg_text(&sp[si][i], t, sizeof t);
+                int dup = 0;
+                for (int q = 0; q < nseen && !dup; q++) dup = !strcmp(seen[q], t);
+                if (!dup) snprintf(seen[nseen++], 256, "%s", t);
+            }
+        }
+        /* each config once, on the (idx mod count)-th shape that accepts it; then defaults */
+        for (int q = 0; q <= nseen + NSHAPES - 1 && nj < cap; q++) {
+            int is_default = q >= nseen;
+            if (!is_default && q % CONFIG_STRIDE != 0) continue;
+            int shape = -1;
+            const cg_cfg *pin = NULL;
+            if (is_default) {
+                shape = q - nseen;
+            } else {
+                int cands[NSHAPES], nc = 0;
+                const cg_cfg *cc[NSHAPES];
+                for (int si = 0; si < NSHAPES; si++)
+                    for (int i = 0; i < sn[si]; i++) {
+                        char t[256];
+                        cfg_text(&sp[si][i], t, sizeof t);
+                        if (!strcmp(t, seen[q])) {
+                            cc[nc] = &sp[si][i];
+                            cands[nc++] = si;
+                        }
+                    }
+                shape = cands[q % nc];
+                pin = cc[q % nc];
+            }
+            cg_kshape s = shape_of(shape);
+            cg_plan p;
+            cg_status st = cg__gen_plan(ctx, names[k], &s, &dev, pin, &p);
+            if (is_default && st == CG_EUNSUPPORTED) continue; /* no default for this shape on this arch */
+            CG_CHECK(st == CG_OK, "%s: %s", names[k], cg_errmsg(ctx));
+            if (st != CG_OK) continue;
+            job *j = &jobs[nj++];
+            j->source = p.source;
+            p.source = NULL;
+            snprintf(j->name, sizeof j->name, "%s", p.name);
+            cfg_text(&p.params, j->cfg, sizeof j->cfg);
+            j->shape = shape;
+            j->threads = (int)(p.launch[0].block[0] * p.launch[0].block[1] * p.launch[0].block[2]);
+            for (int l = 0; l < p.nlaunch; l++) {
+                int t = (int)(p.launch[l].block[0] * p.launch[l].block[1] * p.launch[l].block[2]);
+                if (t > j->threads) j->threads = t;
+                if (p.launch[l].smem > j->dyn_smem) j->dyn_smem = p.launch[l].smem;
+            }
+            cg__plan_free(&p);
+        }
+        free(seen);
+        for (int si = 0; si < NSHAPES; si++) free(sp[si]);
+    }
+    int nthreads = cg__online_cores();
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 16) nthreads = 16;
+    pool_arg pa = {.jobs = jobs, .n = nj, .arch = arch};
+    pthread_mutex_init(&pa.mu, NULL);
+    pthread_t th[16];
+    for (int t = 0; t < nthreads; t++) pthread_create(&th[t], NULL, worker, &pa);
+    for (int t = 0; t < nthreads; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&pa.mu);
+    int maxreg = 0;
+    for (int i = 0; i < nj; i++) {
+        job *j = &jobs[i];
+        CG_CHECK(j->st == CG_OK, "sm_%d %s (%s, shape %d): %s", arch, j->name, j->cfg, j->shape, j->msg);
+        if (j->st == CG_OK) {
+            CG_CHECK(j->info.found, "sm_%d %s: no ptxas resource line in the log", arch, j->name);
+            CG_CHECK(j->info.spill_stores == 0 && j->info.spill_loads == 0,
+                     "sm_%d %s (%s): spills %lld/%lld bytes: tighten valid()", arch, j->name, j->cfg,
+                     (long long)j->info.spill_stores, (long long)j->info.spill_loads);
+            CG_CHECK(j->info.smem + j->dyn_smem <= dev.smem_per_block,
+                     "sm_%d %s: %lld static + %lld dynamic bytes of shared memory > %lld", arch, j->name,
+                     (long long)j->info.smem, (long long)j->dyn_smem, (long long)dev.smem_per_block);
+            CG_CHECK((int64_t)j->info.registers * j->threads <= dev.regs_per_block,
+                     "sm_%d %s: %d registers x %d threads", arch, j->name, j->info.registers, j->threads);
+            if (j->info.registers > maxreg) maxreg = j->info.registers;
+        }
+        free(j->source);
+    }
+    fprintf(stderr, "  sm_%d: %d kernels compiled by NVRTC (%d kernel families), max %d registers\n", arch, nj, nk,
+            maxreg);
+    free(jobs);
+    cg_context_free(ctx);
+}
+
+CG_TEST(gen_nvrtc_all_configs_sm80) { nvrtc_all_configs(80); }
+CG_TEST(gen_nvrtc_all_configs_sm90) { nvrtc_all_configs(90); }

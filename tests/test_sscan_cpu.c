@@ -1,0 +1,322 @@
+/* test_sscan_cpu.c -- the CPU path of the selective scan (float32) against the float64
+ * reference, forward and every gradient, through the public API. Shapes are small and
+ * odd: L = 1, L not a multiple of the segment, D and N odd (N in 1, 7, 16, 33, 256),
+ * grouped and ungrouped B/C, optional inputs on and off, the [B, D, L] memory layout of
+ * mamba for x/delta/z/dy (and [B, G, N, L] for B/C), several segments and blocks. */
+#include "cg_test.h"
+
+#define FWD_TOL 1e-5
+#define GRAD_TOL 1e-4
+
+typedef struct ss_case {
+    int64_t B, L, D, N, G; /* G = 0: ungrouped B/C [B, L, N] */
+    int z, Dv, bias, softplus, h0, dhT;
+    int strided;           /* [B, D, L] memory for the [B, L, D] tensors, [B, G, N, L] for B/C */
+    const char *config;    /* CPU config pins */
+} ss_case;
+
+/* Tensor slots: inputs, forward outputs, backward outputs. */
+enum { T_X, T_DELTA, T_A, T_B, T_C, T_D, T_Z, T_BIAS, T_H0, T_DY, T_DHT, T_Y, T_HT,
+       T_DX, T_DDELTA, T_DA, T_DB, T_DC, T_DD, T_DZ, T_DBIAS, T_DH0, T_COUNT };
+static const char *const k_names[T_COUNT] = {"x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "dy",
+                                              "dhT", "y", "hT", "dx", "ddelta", "dA", "dB", "dC", "dD", "dz",
+                                              "ddelta_bias", "dh0"};
+
+typedef struct ss_set {
+    cg_tbuf t[T_COUNT];
+    int present[T_COUNT];
+} ss_set;
+
+static const cg_tensor k_none;
+
+/* Shape (and memory order when strided) of slot i. */
+static int ss_shape(const ss_case *c, int i, int64_t *sh, int *perm, int *use_perm) {
+    *use_perm = 0;
+    switch (i) {
+    case T_X: case T_DELTA: case T_Z: case T_DY: case T_Y: case T_DX: case T_DDELTA: case T_DZ:
+        sh[0] = c->B; sh[1] = c->L; sh[2] = c->D;
+        perm[0] = 0; perm[1] = 2; perm[2] = 1;
+        *use_perm = c->strided;
+        return 3;
+    case T_A: case T_DA:
+        sh[0] = c->D; sh[1] = c->N;
+        return 2;
+    case T_B: case T_C: case T_DB: case T_DC:
+        sh[0] = c->B; sh[1] = c->L;
+        *use_perm = c->strided;
+        if (c->G) {
+            sh[2] = c->G; sh[3] = c->N;
+            perm[0] = 0; perm[1] = 2; perm[2] = 3; perm[3] = 1;
+            return 4;
+        }
+        sh[2] = c->N;
+        perm[0] = 0; perm[1] = 2; perm[2] = 1;
+        return 3;
+    case T_D: case T_BIAS: case T_DD: case T_DBIAS:
+        sh[0] = c->D;
+        return 1;
+    default: /* h0, dhT, hT, dh0 */
+        sh[0] = c->B; sh[1] = c->D; sh[2] = c->N;
+        return 3;
+    }
+}
+
+static int ss_present(const ss_case *c, int i) {
+    switch (i) {
+    case T_Z: case T_DZ: return c->z;
+    case T_D: case T_DD: return c->Dv;
+    case T_BIAS: case T_DBIAS: return c->bias;
+    case T_H0: return c->h0;
+    case T_DHT: return c->dhT;
+    default: return 1; /* hT and dh0 are always requested */
+    }
+}
+
+static void ss_alloc(ss_set *s, const ss_case *c, cg_dtype dt, int strided_ok) {
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < T_COUNT; i++) {
+        int64_t sh[4];
+        int perm[4], use_perm;
+        int nd = ss_shape(c, i, sh, perm, &use_perm);
+        s->present[i] = ss_present(c, i);
+        s->t[i] = cg_tbuf_new_perm(dt, nd, sh, use_perm && strided_ok ? perm : NULL);
+    }
+}
+
+static void ss_fill(ss_set *s, const ss_case *c, uint64_t seed) {
+    cg_rng r = {seed};
+    cg_tbuf_fill(&s->t[T_X], &r, -1, 1);
+    if (c->softplus) cg_tbuf_fill(&s->t[T_DELTA], &r, -2.5, 1);
+    else cg_tbuf_fill(&s->t[T_DELTA], &r, 0.01, 0.5);
+    cg_tbuf_fill(&s->t[T_A], &r, -1.5, -0.05);
+    cg_tbuf_fill(&s->t[T_B], &r, -1, 1);
+    cg_tbuf_fill(&s->t[T_C], &r, -1, 1);
+    cg_tbuf_fill(&s->t[T_D], &r, -1, 1);
+    cg_tbuf_fill(&s->t[T_Z], &r, -2, 2);
+    if (c->softplus) cg_tbuf_fill(&s->t[T_BIAS], &r, -0.5, 0.5);
+    else cg_tbuf_fill(&s->t[T_BIAS], &r, 0, 0.1);
+    cg_tbuf_fill(&s->t[T_H0], &r, -1, 1);
+    cg_tbuf_fill(&s->t[T_DY], &r, -1, 1);
+    cg_tbuf_fill(&s->t[T_DHT], &r, -1, 1);
+}
+
+static void ss_free(ss_set *s) {
+    for (int i = 0; i < T_COUNT; i++) cg_tbuf_free(&s->t[i]);
+}
+
+static cg_tensor opt(const ss_set *s, int i) { return s->present[i] ? s->t[i].t : k_none; }
+
+static cg_status ss_fwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_exec *ex) {
+    cg_sscan_fwd_args a = {
+        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
+        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
+        .delta_softplus = c->softplus, .y = s->t[T_Y].t, .hT = s->t[T_HT].t};
+    return cg_sscan_fwd(ctx, &a, ex);
+}
+
+static cg_status ss_bwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_exec *ex) {
+    cg_sscan_bwd_args a = {
+        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
+        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
+        .dy = s->t[T_DY].t, .dhT = opt(s, T_DHT), .delta_softplus = c->softplus,
+        .dx = s->t[T_DX].t, .ddelta = s->t[T_DDELTA].t, .dA = s->t[T_DA].t, .dB = s->t[T_DB].t,
+        .dC = s->t[T_DC].t, .dD = opt(s, T_DD), .dz = opt(s, T_DZ), .ddelta_bias = opt(s, T_DBIAS),
+        .dh0 = s->t[T_DH0].t};
+    return cg_sscan_bwd(ctx, &a, ex);
+}
+
+static void ss_describe(const ss_case *c, char *buf, size_t n) {
+    snprintf(buf, n, "B=%lld L=%lld D=%lld N=%lld G=%lld z=%d D=%d bias=%d softplus=%d h0=%d dhT=%d strided=%d "
+             "config=%s",
+             (long long)c->B, (long long)c->L, (long long)c->D, (long long)c->N, (long long)c->G, c->z, c->Dv,
+             c->bias, c->softplus, c->h0, c->dhT, c->strided, c->config ? c->config : "default");
+}
+
+/* Runs the case on the CPU (float32) and the reference (float64), checks every output. */
+static void ss_check_case(const ss_case *c, uint64_t seed) {
+    char what[256];
+    ss_describe(c, what, sizeof what);
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ss_set ref, cpu;
+    ss_alloc(&ref, c, CG_F64, 0);
+    ss_alloc(&cpu, c, CG_F32, 1);
+    ss_fill(&ref, c, seed);
+    for (int i = 0; i <= T_DHT; i++) cg_tbuf_copy(&cpu.t[i], &ref.t[i]);
+
+    const cg_exec ref_ex = {.backend = CG_BACKEND_REF};
+    const cg_exec cpu_ex = {.backend = CG_BACKEND_CPU, .config = c->config};
+    CG_CHECK_OK(ctx, ss_fwd(ctx, &ref, c, &ref_ex));
+    CG_CHECK_OK(ctx, ss_fwd(ctx, &cpu, c, &cpu_ex));
+    CG_CHECK_OK(ctx, ss_bwd(ctx, &ref, c, &ref_ex));
+    CG_CHECK_OK(ctx, ss_bwd(ctx, &cpu, c, &cpu_ex));
+    for (int i = T_Y; i < T_COUNT; i++) {
+        if (!ref.present[i]) continue;
+        double tol = i <= T_HT ? FWD_TOL : GRAD_TOL;
+        double err = cg_rel_err(&cpu.t[i], &ref.t[i]);
+        CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e (%s)", k_names[i], err, tol, what);
+    }
+    ss_free(&ref);
+    ss_free(&cpu);
+    cg_context_free(ctx);
+}
+
+CG_TEST(sscan_cpu_l1) {
+    ss_case c = {.B = 2, .L = 1, .D = 5, .N = 7};
+    ss_check_case(&c, 1);
+    ss_case c2 = {.B = 1, .L = 1, .D = 9, .N = 16, .G = 3, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+                  .dhT = 1, .config = "segment=4,block_d=2"};
+    ss_check_case(&c2, 2);
+}
+
+CG_TEST(sscan_cpu_ungrouped_all_options) {
+    /* L = 37 is not a multiple of the segment; block_d = 8 gives several blocks per group. */
+    ss_case c = {.B = 2, .L = 37, .D = 19, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+                 .config = "segment=8,block_d=8"};
+    ss_check_case(&c, 3);
+}
+
+CG_TEST(sscan_cpu_ungrouped_plain) {
+    ss_case c = {.B = 3, .L = 45, .D = 21, .N = 7, .config = "segment=10"};
+    ss_check_case(&c, 4);
+}
+
+CG_TEST(sscan_cpu_grouped) {
+    /* 3 groups of 4 channels, 2 blocks per group, N = 33. */
+    ss_case c = {.B = 2, .L = 29, .D = 12, .N = 33, .G = 3, .z = 1, .h0 = 1, .config = "segment=5,block_d=3"};
+    ss_check_case(&c, 5);
+    ss_case c2 = {.B = 1, .L = 23, .D = 40, .N = 7, .G = 2, .Dv = 1, .bias = 1, .softplus = 1, .dhT = 1,
+                  .config = "segment=6,block_d=16"};
+    ss_check_case(&c2, 6);
+}
+
+CG_TEST(sscan_cpu_group_per_channel) {
+    ss_case c = {.B = 2, .L = 13, .D = 6, .N = 5, .G = 6, .z = 1, .Dv = 1, .h0 = 1, .dhT = 1,
+                 .config = "segment=4"};
+    ss_check_case(&c, 7);
+}
+
+CG_TEST(sscan_cpu_strided_layout) {
+    /* mamba's memory: x, delta, z, dy [B, D, L]; B, C [B, N, L] and [B, G, N, L]. */
+    ss_case c = {.B = 2, .L = 50, .D = 33, .N = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+                 .strided = 1, .config = "segment=16,block_d=20"};
+    ss_check_case(&c, 8);
+    ss_case c2 = {.B = 1, .L = 64, .D = 40, .N = 7, .G = 2, .z = 1, .softplus = 1, .dhT = 1, .strided = 1,
+                  .config = "segment=64,block_d=16"};
+    ss_check_case(&c2, 9);
+}
+
+CG_TEST(sscan_cpu_segment_sizes) {
+    static const char *const cfgs[] = {"segment=1", "segment=2", "segment=3", "segment=7,block_d=1",
+                                       "segment=31", "segment=32", "segment=1000,block_d=64"};
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        ss_case c = {.B = 1, .L = 31, .D = 17, .N = 16, .G = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+                     .dhT = 1, .config = cfgs[i]};
+        ss_check_case(&c, 10 + i);
+    }
+}
+
+CG_TEST(sscan_cpu_long_sequence) {
+    /* Decays as slow as exp(-0.0005) over 2000 steps: errors of the fast exp must not
+     * pile up in the long products of decays. */
+    ss_case c = {.B = 1, .L = 2000, .D = 20, .N = 8, .Dv = 1, .h0 = 1, .dhT = 1, .config = "segment=64"};
+    ss_check_case(&c, 22);
+}
+
+CG_TEST(sscan_cpu_large_n) {
+    ss_case c = {.B = 1, .L = 9, .D = 3, .N = 256, .Dv = 1, .h0 = 1, .dhT = 1, .config = "segment=4"};
+    ss_check_case(&c, 20);
+}
+
+CG_TEST(sscan_cpu_default_config) {
+    /* Default segment and block, more channels than one block, a longer sequence. */
+    ss_case c = {.B = 2, .L = 200, .D = 70, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1};
+    ss_check_case(&c, 21);
+    /* sequence-major memory picks other defaults (longer tiles, smaller blocks) */
+    ss_case c2 = {.B = 2, .L = 300, .D = 70, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+                  .strided = 1};
+    ss_check_case(&c2, 23);
+}
+
+/* Every output byte of a run with threads=1 equals that of threads=2. */
+CG_TEST(sscan_cpu_deterministic_threads) {
+    ss_case c = {.B = 3, .L = 70, .D = 37, .N = 9, .G = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+                 .dhT = 1, .strided = 1};
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    CG_CHECK_OK(ctx, cg_context_set_threads(ctx, 2));
+    ss_set s[2];
+    static const char *const cfgs[2] = {"threads=1,segment=8,block_d=5", "threads=2,segment=8,block_d=5"};
+    for (int r = 0; r < 2; r++) {
+        ss_alloc(&s[r], &c, CG_F32, 1);
+        ss_fill(&s[r], &c, 30);
+        const cg_exec ex = {.backend = CG_BACKEND_CPU, .config = cfgs[r]};
+        CG_CHECK_OK(ctx, ss_fwd(ctx, &s[r], &c, &ex));
+        CG_CHECK_OK(ctx, ss_bwd(ctx, &s[r], &c, &ex));
+    }
+    for (int i = T_Y; i < T_COUNT; i++) {
+        size_t bytes = (size_t)s[0].t[i].count * sizeof(float);
+        CG_CHECK(memcmp(s[0].t[i].mem, s[1].t[i].mem, bytes) == 0, "%s differs between threads=1 and threads=2",
+                 k_names[i]);
+    }
+    ss_free(&s[0]);
+    ss_free(&s[1]);
+    cg_context_free(ctx);
+}
+
+/* NaN in x and Inf in delta reach the outputs of their channel; nothing crashes, other
+ * batches stay finite. */
+CG_TEST(sscan_cpu_nan_inf) {
+    ss_case c = {.B = 2, .L = 12, .D = 20, .N = 7, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+                 .config = "segment=5,block_d=16"};
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ss_set s;
+    ss_alloc(&s, &c, CG_F32, 1);
+    ss_fill(&s, &c, 40);
+    int64_t ix[3] = {0, 3, 2}, id[3] = {0, 6, 17};
+    cg_tbuf_set(&s.t[T_X], ix, NAN);
+    cg_tbuf_set(&s.t[T_DELTA], id, INFINITY);
+    const cg_exec ex = {.backend = CG_BACKEND_CPU, .config = c.config};
+    CG_CHECK_OK(ctx, ss_fwd(ctx, &s, &c, &ex));
+    CG_CHECK_OK(ctx, ss_bwd(ctx, &s, &c, &ex));
+    int64_t iy[3] = {0, 3, 2};
+    CG_CHECK(isnan(cg_tbuf_get(&s.t[T_Y], iy)), "y at the NaN of x is not NaN");
+    int64_t iy2[3] = {0, 6, 17};
+    double yinf = cg_tbuf_get(&s.t[T_Y], iy2);
+    CG_CHECK(!isfinite(yinf), "y at the Inf of delta is finite (%g)", yinf);
+    int nonfinite = 0;
+    for (int64_t t = 0; t < c.L; t++)
+        for (int64_t d = 0; d < c.D; d++) {
+            int64_t i1[3] = {1, t, d};
+            nonfinite += !isfinite(cg_tbuf_get(&s.t[T_Y], i1)) || !isfinite(cg_tbuf_get(&s.t[T_DX], i1));
+        }
+    CG_CHECK(nonfinite == 0, "%d non-finite values in batch 1, which has none in its inputs", nonfinite);
+    ss_free(&s);
+    cg_context_free(ctx);
+}
+
+CG_TEST(sscan_cpu_bad_config) {
+    ss_case c = {.B = 1, .L = 4, .D = 3, .N = 2};
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ss_set s;
+    ss_alloc(&s, &c, CG_F32, 0);
+    ss_fill(&s, &c, 50);
+    static const char *const bad[] = {"segment=0", "block_d=0", "threads=-1", "segment=-5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const cg_exec ex = {.backend = CG_BACKEND_CPU, .config = bad[i]};
+        cg_status st = ss_bwd(ctx, &s, &c, &ex);
+        CG_CHECK(st == CG_EINVAL, "config %s: got %s, expected CG_EINVAL", bad[i], cg_status_str(st));
+        CG_CHECK(strstr(cg_errmsg(ctx), bad[i]) != NULL, "config %s: message '%s' does not name it", bad[i],
+                 cg_errmsg(ctx));
+        st = ss_fwd(ctx, &s, &c, &ex);
+        CG_CHECK(st == CG_EINVAL, "forward, config %s: got %s, expected CG_EINVAL", bad[i], cg_status_str(st));
+    }
+    ss_free(&s);
+    cg_context_free(ctx);
+}

@@ -1,0 +1,350 @@
+/* test_sscan_gen.c -- the generated selective-scan kernels (sscan_fwd, sscan_bwd) under the
+ * SIMT emulator against the float64 reference: every config the Lua constraints accept
+ * for some test shape runs at least once (the shapes rotate over the configs), forward
+ * (y, hT) and every gradient. Shapes are small and odd: L = 1, L not a multiple of the
+ * chunk or segment, odd D, N in {1, 4, 7, 16, 33, 256}, grouped and ungrouped B/C (one
+ * group per channel too), the optional inputs on and off, and mamba's [B, D, L] memory
+ * order (strided views). The same checks run natively with CG_BACKEND_CUDA when a GPU
+ * is present (skipped otherwise). */
+#include "cg_test.h"
+
+#include "gen.h"
+
+#define FWD_TOL 1e-5
+#define GRAD_TOL 1e-4
+
+typedef struct sg_case {
+    int64_t B, L, D, N, G; /* G = 0: ungrouped B/C [B, L, N] */
+    int z, Dv, bias, softplus, h0, dhT;
+    int outs;              /* hT and dh0 requested */
+    int strided;           /* [B, D, L] memory for [B, L, D] tensors, [B, (G,) N, L] for B/C */
+} sg_case;
+
+/* Together these accept every config of both spaces: N = 256 needs the narrowest block,
+ * the par strategy and segment 256 need a long L, dim_block 64 needs D > 32. */
+static const sg_case k_cases[] = {
+    {2, 1, 5, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+    {1, 37, 19, 16, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+    {2, 29, 12, 33, 3, 1, 0, 0, 0, 1, 0, 1, 0},
+    {1, 23, 40, 7, 2, 0, 1, 1, 1, 0, 1, 0, 0},
+    {1, 9, 3, 256, 0, 0, 1, 0, 0, 1, 1, 1, 0},
+    {1, 300, 6, 1, 6, 1, 0, 0, 1, 0, 1, 1, 1},
+    {1, 150, 33, 4, 3, 1, 1, 1, 1, 1, 1, 1, 0},
+    {2, 70, 65, 16, 5, 0, 1, 1, 0, 1, 0, 1, 1},
+};
+#define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
+
+enum { T_X, T_DELTA, T_A, T_B, T_C, T_D, T_Z, T_BIAS, T_H0, T_DY, T_DHT, T_Y, T_HT,
+       T_DX, T_DDELTA, T_DA, T_DB, T_DC, T_DD, T_DZ, T_DBIAS, T_DH0, T_COUNT };
+static const char *const k_names[T_COUNT] = {"x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "dy",
+                                              "dhT", "y", "hT", "dx", "ddelta", "dA", "dB", "dC", "dD", "dz",
+                                              "ddelta_bias", "dh0"};
+
+typedef struct sg_set {
+    cg_tbuf t[T_COUNT];
+    int on[T_COUNT];
+} sg_set;
+
+static const cg_tensor k_absent;
+
+static int sg_dims(const sg_case *c, int i, int64_t *sh, int *perm, int *permuted) {
+    *permuted = 0;
+    switch (i) {
+    case T_X: case T_DELTA: case T_Z: case T_DY: case T_Y: case T_DX: case T_DDELTA: case T_DZ:
+        sh[0] = c->B, sh[1] = c->L, sh[2] = c->D;
+        perm[0] = 0, perm[1] = 2, perm[2] = 1;
+        *permuted = c->strided;
+        return 3;
+    case T_A: case T_DA:
+        sh[0] = c->D, sh[1] = c->N;
+        return 2;
+    case T_B: case T_C: case T_DB: case T_DC:
+        sh[0] = c->B, sh[1] = c->L;
+        *permuted = c->strided;
+        if (c->G) {
+            sh[2] = c->G, sh[3] = c->N;
+            perm[0] = 0, perm[1] = 2, perm[2] = 3, perm[3] = 1;
+            return 4;
+        }
+        sh[2] = c->N;
+        perm[0] = 0, perm[1] = 2, perm[2] = 1;
+        return 3;
+    case T_D: case T_BIAS: case T_DD: case T_DBIAS:
+        sh[0] = c->D;
+        return 1;
+    default: /* h0, dhT, hT, dh0 */
+        sh[0] = c->B, sh[1] = c->D, sh[2] = c->N;
+        return 3;
+    }
+}
+
+static int sg_on(const sg_case *c, int i) {
+    switch (i) {
+    case T_Z: case T_DZ: return c->z;
+    case T_D: case T_DD: return c->Dv;
+    case T_BIAS: case T_DBIAS: return c->bias;
+    case T_H0: return c->h0;
+    case T_DHT: return c->dhT;
+    case T_HT: case T_DH0: return c->outs;
+    default: return 1;
+    }
+}
+
+static void sg_alloc(sg_set *s, const sg_case *c, cg_dtype dt) {
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < T_COUNT; i++) {
+        int64_t sh[4];
+        int perm[4], permuted;
+        const int nd = sg_dims(c, i, sh, perm, &permuted);
+        s->on[i] = sg_on(c, i);
+        s->t[i] = cg_tbuf_new_perm(dt, nd, sh, permuted && dt == CG_F32 ? perm : NULL);
+    }
+}
+
+static void sg_free(sg_set *s) {
+    for (int i = 0; i < T_COUNT; i++) cg_tbuf_free(&s->t[i]);
+}
+
+static cg_tensor opt(const sg_set *s, int i) { return s->on[i] ? s->t[i].t : k_absent; }
+
+static cg_status sg_fwd(cg_context *ctx, sg_set *s, const sg_case *c, cg_backend be, const char *config) {
+    cg_sscan_fwd_args a = {
+        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
+        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
+        .delta_softplus = c->softplus, .y = s->t[T_Y].t, .hT = opt(s, T_HT)};
+    const cg_exec ex = {.backend = be, .config = config};
+    return cg_sscan_fwd(ctx, &a, &ex);
+}
+
+static cg_status sg_bwd(cg_context *ctx, sg_set *s, const sg_case *c, cg_backend be, const char *config) {
+    cg_sscan_bwd_args a = {
+        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
+        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
+        .dy = s->t[T_DY].t, .dhT = opt(s, T_DHT), .delta_softplus = c->softplus,
+        .dx = s->t[T_DX].t, .ddelta = s->t[T_DDELTA].t, .dA = s->t[T_DA].t, .dB = s->t[T_DB].t,
+        .dC = s->t[T_DC].t, .dD = opt(s, T_DD), .dz = opt(s, T_DZ), .ddelta_bias = opt(s, T_DBIAS),
+        .dh0 = opt(s, T_DH0)};
+    const cg_exec ex = {.backend = be, .config = config};
+    return cg_sscan_bwd(ctx, &a, &ex);
+}
+
+static void describe(const sg_case *c, char *buf, size_t n) {
+    snprintf(buf, n, "B=%lld L=%lld D=%lld N=%lld G=%lld z=%d D=%d bias=%d softplus=%d h0=%d dhT=%d outs=%d strided=%d",
+             (long long)c->B, (long long)c->L, (long long)c->D, (long long)c->N, (long long)c->G, c->z, c->Dv,
+             c->bias, c->softplus, c->h0, c->dhT, c->outs, c->strided);
+}
+
+/* A problem in F32 for the kernels and its F64 reference results. */
+typedef struct sg_prob {
+    sg_case c;
+    sg_set f, d;
+} sg_prob;
+
+static void prob_new(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t seed) {
+    g->c = *c;
+    sg_alloc(&g->d, c, CG_F64);
+    sg_alloc(&g->f, c, CG_F32);
+    cg_rng r = {seed};
+    cg_tbuf *d = g->d.t;
+    cg_tbuf_fill(&d[T_X], &r, -1, 1);
+    if (c->softplus) cg_tbuf_fill(&d[T_DELTA], &r, -2.5, 1);
+    else cg_tbuf_fill(&d[T_DELTA], &r, 0.01, 0.5);
+    cg_tbuf_fill(&d[T_A], &r, -1.5, -0.05);
+    cg_tbuf_fill(&d[T_B], &r, -1, 1);
+    cg_tbuf_fill(&d[T_C], &r, -1, 1);
+    cg_tbuf_fill(&d[T_D], &r, -1, 1);
+    cg_tbuf_fill(&d[T_Z], &r, -2, 2);
+    if (c->softplus) cg_tbuf_fill(&d[T_BIAS], &r, -0.5, 0.5);
+    else cg_tbuf_fill(&d[T_BIAS], &r, 0, 0.1);
+    cg_tbuf_fill(&d[T_H0], &r, -1, 1);
+    cg_tbuf_fill(&d[T_DY], &r, -1, 1);
+    cg_tbuf_fill(&d[T_DHT], &r, -1, 1);
+    /* the reference sees the float32 values the kernels see */
+    for (int i = 0; i <= T_DHT; i++) {
+        cg_tbuf_copy(&g->f.t[i], &d[i]);
+        cg_tbuf_copy(&d[i], &g->f.t[i]);
+    }
+    CG_CHECK_OK(ctx, sg_fwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
+    CG_CHECK_OK(ctx, sg_bwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
+}
+
+static void prob_free(sg_prob *g) {
+    sg_free(&g->f);
+    sg_free(&g->d);
+}
+
+/* Runs op (0 forward, 1 backward) of g with be and config; checks every output it
+ * writes against the reference. Returns 1 when it ran. */
+static int check_op(cg_context *ctx, sg_prob *g, int bwd, cg_backend be, const char *config) {
+    const int lo = bwd ? T_DX : T_Y, hi = bwd ? T_COUNT : T_DX;
+    /* poison the outputs so an element a kernel skips fails */
+    for (int i = lo; i < hi; i++) cg_tbuf_fill(&g->f.t[i], &(cg_rng){(uint64_t)(77 + i)}, 1e3, 2e3);
+    char what[256];
+    describe(&g->c, what, sizeof what);
+    cg_status s = bwd ? sg_bwd(ctx, &g->f, &g->c, be, config) : sg_fwd(ctx, &g->f, &g->c, be, config);
+    if (s != CG_OK) {
+        CG_CHECK(0, "%s config %s on %s: %s: %s", bwd ? "sscan_bwd" : "sscan_fwd", config ? config : "default", what,
+                 cg_status_str(s), cg_errmsg(ctx));
+        return 0;
+    }
+    for (int i = lo; i < hi; i++) {
+        if (!g->f.on[i]) continue;
+        const double tol = bwd ? GRAD_TOL : FWD_TOL, err = cg_rel_err(&g->f.t[i], &g->d.t[i]);
+        CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e, config %s on %s [%s]", k_names[i], err, tol,
+                 config ? config : "default", what, cg_last_dispatch(ctx));
+    }
+    return 1;
+}
+
+static void kshape_of(const sg_case *c, int bwd, cg_kshape *ks) {
+    memset(ks, 0, sizeof *ks);
+    ks->B = c->B, ks->L = c->L, ks->D = c->D, ks->N = c->N, ks->G = c->G ? c->G : 1;
+    ks->flags = (c->h0 ? CG_KS_H0 : 0) | (c->softplus ? CG_KS_SOFTPLUS : 0) | (c->Dv ? CG_KS_HAS_D : 0) |
+                (c->z ? CG_KS_HAS_Z : 0) | (c->bias ? CG_KS_HAS_BIAS : 0) | (c->G ? CG_KS_GROUPED : 0);
+    if (!bwd && c->outs) ks->flags |= CG_KS_HT;
+    if (bwd && c->dhT) ks->flags |= CG_KS_DHT;
+}
+
+static void cfg_text(const cg_cfg *cfg, char *out, size_t len) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < cfg->n && n < len; i++)
+        n += (size_t)snprintf(out + n, len - n, "%s%s=%s", i ? "," : "", cfg->kv[i].key, cfg->kv[i].val);
+}
+
+static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
+    if (a->n != b->n) return 0;
+    for (int j = 0; j < a->n; j++)
+        if (strcmp(a->kv[j].key, b->kv[j].key) || strcmp(a->kv[j].val, b->kv[j].val)) return 0;
+    return 1;
+}
+
+static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
+    for (int i = 0; i < n; i++)
+        if (cfg_eq(&list[i], c)) return 1;
+    return 0;
+}
+
+/* Every config of kernel (sscan_fwd or sscan_bwd) accepted for some case, each run once
+ * on a rotating choice among the cases that accept it. */
+static void run_space(int bwd, cg_backend be) {
+    const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    cg_devinfo dev;
+    if (be == CG_BACKEND_EMULATE) {
+        cg__devinfo_emulated(&dev);
+    } else if (!&cg__kexec_cuda || cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
+        cg_test_skip("no CUDA device");
+        cg_context_free(ctx);
+        return;
+    }
+    cg_cfg *space[NCASES];
+    int nspace[NCASES];
+    for (int i = 0; i < NCASES; i++) {
+        cg_kshape ks;
+        kshape_of(&k_cases[i], bwd, &ks);
+        space[i] = NULL;
+        nspace[i] = 0;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space[i], &nspace[i]));
+        CG_CHECK(nspace[i] > 0, "%s: no config accepted for case %d", kernel, i);
+    }
+    sg_prob probs[NCASES];
+    int made[NCASES] = {0};
+    int ran = 0, total = 0, rot = 0;
+    for (int i = 0; i < NCASES; i++) {
+        for (int j = 0; j < nspace[i]; j++) {
+            const cg_cfg *cf = &space[i][j];
+            int seen = 0;
+            for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
+            if (seen) continue;
+            total++;
+            int pick = -1;
+            for (int t = 0; t < NCASES && pick < 0; t++) {
+                const int cand = (rot + t) % NCASES;
+                if (space_has(space[cand], nspace[cand], cf)) pick = cand;
+            }
+            if (pick < 0) continue; /* cannot happen: case i has it */
+            rot = (pick + 1) % NCASES;
+            if (!made[pick]) {
+                prob_new(ctx, &probs[pick], &k_cases[pick], 100 + (uint64_t)pick);
+                made[pick] = 1;
+            }
+            char text[512];
+            cfg_text(cf, text, sizeof text);
+            ran += check_op(ctx, &probs[pick], bwd, be, text);
+        }
+    }
+    CG_CHECK(total > 0, "%s: empty space", kernel);
+    CG_CHECK(ran == total, "%s: %d of %d configs ran", kernel, ran, total);
+    fprintf(stderr, "sscan_gen: %d %s configs checked on %s\n", ran, kernel, cg_backend_name(be));
+    for (int i = 0; i < NCASES; i++) {
+        if (made[i]) prob_free(&probs[i]);
+        free(space[i]);
+    }
+    cg_context_free(ctx);
+}
+
+CG_TEST(sscan_gen_emu_fwd_space) { run_space(0, CG_BACKEND_EMULATE); }
+CG_TEST(sscan_gen_emu_bwd_space) { run_space(1, CG_BACKEND_EMULATE); }
+
+/* The default configs on every case, forward and backward; the dispatch line names the
+ * kernel; a second call finds the plan and gives the same bits (deterministic). */
+CG_TEST(sscan_gen_emu_default) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    for (int i = 0; i < NCASES; i++) {
+        sg_prob g;
+        prob_new(ctx, &g, &k_cases[i], 200 + (uint64_t)i);
+        for (int bwd = 0; bwd < 2; bwd++) {
+            if (!check_op(ctx, &g, bwd, CG_BACKEND_EMULATE, NULL)) continue;
+            const char *d = cg_last_dispatch(ctx);
+            CG_CHECK(strstr(d, bwd ? "kernel=sscan_bwd_n" : "kernel=sscan_fwd_n") != NULL,
+                     "dispatch line without the kernel name: %s", d);
+            const int lo = bwd ? T_DX : T_Y, hi = bwd ? T_COUNT : T_DX;
+            cg_tbuf keep[T_COUNT];
+            for (int t = lo; t < hi; t++) {
+                int64_t sh[4];
+                int perm[4], permuted;
+                const int nd = sg_dims(&g.c, t, sh, perm, &permuted);
+                keep[t] = cg_tbuf_new(CG_F32, nd, sh);
+                cg_tbuf_copy(&keep[t], &g.f.t[t]);
+            }
+            CG_CHECK_OK(ctx, bwd ? sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL)
+                                 : sg_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL));
+            for (int t = lo; t < hi; t++) {
+                if (g.f.on[t])
+                    CG_CHECK(cg_rel_err(&g.f.t[t], &keep[t]) == 0, "case %d: %s differs on a second run", i,
+                             k_names[t]);
+                cg_tbuf_free(&keep[t]);
+            }
+        }
+        prob_free(&g);
+    }
+    cg_context_free(ctx);
+}
+
+/* Pins outside the space, or rejected by the constraints, fail with a reason. */
+CG_TEST(sscan_gen_emu_bad_config) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    sg_prob g;
+    prob_new(ctx, &g, &k_cases[4], 300); /* N = 256 */
+    cg_status s = sg_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=5");
+    CG_CHECK(s == CG_EINVAL, "chunk=5 (outside the space): got %s: %s", cg_status_str(s), cg_errmsg(ctx));
+    CG_CHECK(strstr(cg_errmsg(ctx), "chunk") != NULL, "message does not name chunk: %s", cg_errmsg(ctx));
+    s = sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=4,dim_block=32,warps=1,segment=32");
+    CG_CHECK(s == CG_EUNSUPPORTED, "N=256 on one lane per channel: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
+    CG_CHECK(strstr(cg_errmsg(ctx), "states per lane") != NULL, "message does not say why: %s", cg_errmsg(ctx));
+    s = sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "strategy=par");
+    CG_CHECK(s == CG_EINVAL, "strategy is not a backward parameter: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
+    prob_free(&g);
+    cg_context_free(ctx);
+}
+
+/* Natively on a GPU (skipped without one): the same configs as under the emulator. */
+CG_TEST(sscan_gen_cuda_fwd_space) { run_space(0, CG_BACKEND_CUDA); }
+CG_TEST(sscan_gen_cuda_bwd_space) { run_space(1, CG_BACKEND_CUDA); }

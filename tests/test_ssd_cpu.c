@@ -1,0 +1,394 @@
+/* test_ssd_cpu.c -- the SSD CPU path against the float64 reference, forward and every
+ * gradient, over odd shapes, both layouts, optional tensors, chunk sizes, dv blocks and
+ * thread counts; determinism across thread counts; config pins; the vectorized exp. */
+#include "cg_test.h"
+
+#include "cpu/ssd_cpu.h"
+
+#define FWD_TOL 1e-5
+#define GRAD_TOL 1e-4
+
+typedef struct ssd_cfg {
+    int64_t B, T, G, H, dk, dv;
+    int layout;         /* CG_LAYOUT_TOKEN_MAJOR or CG_LAYOUT_HEAD_MAJOR: the order of the shapes */
+    int swapped;        /* memory order with the two middle dims swapped (strided views) */
+    int h0, dhT, dh0;   /* optional tensors present */
+    double la_lo, la_hi;
+    const char *config; /* pins for the cpu path, or NULL */
+    uint64_t seed;
+} ssd_cfg;
+
+/* One dtype's set of tensors. */
+typedef struct ssd_set {
+    cg_tbuf q, k, v, la, h0, o, hT, dout, dhT, dq, dk, dv, dla, dh0;
+} ssd_set;
+
+static cg_tbuf mk(const ssd_cfg *c, cg_dtype dt, int64_t heads, int64_t dim) {
+    static const int perm4[4] = {0, 2, 1, 3}, perm3[3] = {0, 2, 1};
+    const int swap = dt == CG_F32 && c->swapped;
+    if (dim == 0) { /* log_alpha */
+        int64_t s[3] = {c->B, c->T, heads};
+        if (c->layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = c->T;
+        return cg_tbuf_new_perm(dt, 3, s, swap ? perm3 : NULL);
+    }
+    int64_t s[4] = {c->B, c->T, heads, dim};
+    if (c->layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = c->T;
+    return cg_tbuf_new_perm(dt, 4, s, swap ? perm4 : NULL);
+}
+
+static void set_alloc(ssd_set *s, const ssd_cfg *c, cg_dtype dt) {
+    int64_t st[4] = {c->B, c->H, c->dk, c->dv};
+    s->q = mk(c, dt, c->G, c->dk);
+    s->k = mk(c, dt, c->G, c->dk);
+    s->v = mk(c, dt, c->H, c->dv);
+    s->la = mk(c, dt, c->H, 0);
+    s->o = mk(c, dt, c->H, c->dv);
+    s->dout = mk(c, dt, c->H, c->dv);
+    s->dq = mk(c, dt, c->G, c->dk);
+    s->dk = mk(c, dt, c->G, c->dk);
+    s->dv = mk(c, dt, c->H, c->dv);
+    s->dla = mk(c, dt, c->H, 0);
+    s->h0 = cg_tbuf_new(dt, 4, st);
+    s->hT = cg_tbuf_new(dt, 4, st);
+    s->dhT = cg_tbuf_new(dt, 4, st);
+    s->dh0 = cg_tbuf_new(dt, 4, st);
+}
+
+static void set_free(ssd_set *s) {
+    cg_tbuf *all[] = {&s->q, &s->k, &s->v, &s->la, &s->h0, &s->o, &s->hT, &s->dout, &s->dhT,
+                      &s->dq, &s->dk, &s->dv, &s->dla, &s->dh0};
+    for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+}
+
+static const cg_tensor absent;
+
+static cg_status run_fwd(cg_context *ctx, ssd_set *s, const ssd_cfg *c, cg_backend be, const char *config) {
+    cg_ssd_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.layout = (cg_layout)c->layout;
+    a.q = s->q.t; a.k = s->k.t; a.v = s->v.t; a.log_alpha = s->la.t;
+    a.h0 = c->h0 ? s->h0.t : absent;
+    a.o = s->o.t; a.hT = s->hT.t;
+    cg_exec ex = {be, config, NULL, NULL, 0, 0};
+    return cg_ssd_fwd(ctx, &a, &ex);
+}
+
+static cg_status run_bwd(cg_context *ctx, ssd_set *s, const ssd_cfg *c, cg_backend be, const char *config) {
+    cg_ssd_bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.layout = (cg_layout)c->layout;
+    a.q = s->q.t; a.k = s->k.t; a.v = s->v.t; a.log_alpha = s->la.t;
+    a.h0 = c->h0 ? s->h0.t : absent;
+    a.dout = s->dout.t;
+    a.dhT = c->dhT ? s->dhT.t : absent;
+    a.dq = s->dq.t; a.dk = s->dk.t; a.dv = s->dv.t; a.dlog_alpha = s->dla.t;
+    a.dh0 = c->dh0 ? s->dh0.t : absent;
+    cg_exec ex = {be, config, NULL, NULL, 0, 0};
+    return cg_ssd_bwd(ctx, &a, &ex);
+}
+
+static void fill_inputs(ssd_set *f, const ssd_cfg *c) {
+    cg_rng r = {c->seed};
+    cg_tbuf_fill(&f->q, &r, -1, 1);
+    cg_tbuf_fill(&f->k, &r, -1, 1);
+    cg_tbuf_fill(&f->v, &r, -1, 1);
+    cg_tbuf_fill(&f->la, &r, c->la_lo, c->la_hi);
+    cg_tbuf_fill(&f->h0, &r, -1, 1);
+    cg_tbuf_fill(&f->dout, &r, -1, 1);
+    cg_tbuf_fill(&f->dhT, &r, -1, 1);
+}
+
+/* The float32 inputs, copied exactly into float64 for the reference. */
+static void copy_inputs(ssd_set *d, const ssd_set *s) {
+    cg_tbuf_copy(&d->q, &s->q);
+    cg_tbuf_copy(&d->k, &s->k);
+    cg_tbuf_copy(&d->v, &s->v);
+    cg_tbuf_copy(&d->la, &s->la);
+    cg_tbuf_copy(&d->h0, &s->h0);
+    cg_tbuf_copy(&d->dout, &s->dout);
+    cg_tbuf_copy(&d->dhT, &s->dhT);
+}
+
+static void describe(const ssd_cfg *c, char *buf, size_t n) {
+    snprintf(buf, n, "B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld layout=%s%s h0=%d dhT=%d dh0=%d la=[%g,%g] config=%s",
+             (long long)c->B, (long long)c->T, (long long)c->G, (long long)c->H, (long long)c->dk,
+             (long long)c->dv, c->layout == CG_LAYOUT_HEAD_MAJOR ? "bhtd" : "bthd", c->swapped ? "(swapped)" : "",
+             c->h0, c->dhT, c->dh0, c->la_lo, c->la_hi, c->config ? c->config : "(default)");
+}
+
+static void check_err(const char *what, const cg_tbuf *got, const cg_tbuf *ref, double tol, const char *desc) {
+    double e = cg_rel_err(got, ref);
+    if (getenv("SSD_VERBOSE")) fprintf(stderr, "    %-12s %.3g\n", what, e);
+    CG_CHECK(e <= tol, "%s rel err %.3g > %.0e [%s]", what, e, tol, desc);
+}
+
+/* Forward and backward of the cpu path against the reference. */
+static void check_case(const ssd_cfg *c) {
+    char desc[400];
+    describe(c, desc, sizeof desc);
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ssd_set f, d;
+    set_alloc(&f, c, CG_F32);
+    set_alloc(&d, c, CG_F64);
+    fill_inputs(&f, c);
+    copy_inputs(&d, &f);
+
+    CG_CHECK_OK(ctx, run_fwd(ctx, &d, c, CG_BACKEND_REF, NULL));
+    CG_CHECK_OK(ctx, run_fwd(ctx, &f, c, CG_BACKEND_CPU, c->config));
+    check_err("o", &f.o, &d.o, FWD_TOL, desc);
+    check_err("hT", &f.hT, &d.hT, FWD_TOL, desc);
+
+    CG_CHECK_OK(ctx, run_bwd(ctx, &d, c, CG_BACKEND_REF, NULL));
+    /* the backward's two schedules: fused per (b, g), and chunk-parallel */
+    for (int split = 0; split < 2; split++) {
+        char config[200], desc2[480];
+        snprintf(config, sizeof config, "%s%sbwd_split=%d", c->config ? c->config : "", c->config ? "," : "", split);
+        snprintf(desc2, sizeof desc2, "%s bwd_split=%d", desc, split);
+        memset(f.dq.mem, 0, (size_t)f.dq.count * sizeof(float)); /* no stale results from the last run */
+        memset(f.dla.mem, 0, (size_t)f.dla.count * sizeof(float));
+        CG_CHECK_OK(ctx, run_bwd(ctx, &f, c, CG_BACKEND_CPU, config));
+        check_err("dq", &f.dq, &d.dq, GRAD_TOL, desc2);
+        check_err("dk", &f.dk, &d.dk, GRAD_TOL, desc2);
+        check_err("dv", &f.dv, &d.dv, GRAD_TOL, desc2);
+        check_err("dlog_alpha", &f.dla, &d.dla, GRAD_TOL, desc2);
+        if (c->dh0) check_err("dh0", &f.dh0, &d.dh0, GRAD_TOL, desc2);
+    }
+
+    set_free(&f);
+    set_free(&d);
+    cg_context_free(ctx);
+}
+
+static ssd_cfg base_cfg(void) {
+    ssd_cfg c;
+    memset(&c, 0, sizeof c);
+    c.B = 2; c.T = 37; c.G = 1; c.H = 2; c.dk = 40; c.dv = 48;
+    c.layout = CG_LAYOUT_TOKEN_MAJOR;
+    c.h0 = c.dhT = c.dh0 = 1;
+    c.la_lo = -0.5; c.la_hi = 0.0;
+    c.seed = 1;
+    return c;
+}
+
+CG_TEST(ssd_cpu_t1) {
+    ssd_cfg c = base_cfg();
+    c.T = 1; c.dk = 7; c.dv = 40;
+    check_case(&c);
+    c.h0 = c.dhT = c.dh0 = 0;
+    c.seed = 2;
+    check_case(&c);
+}
+
+CG_TEST(ssd_cpu_t_not_multiple_of_chunk) {
+    static const int64_t Ts[] = {2, 15, 17, 37, 100};
+    for (unsigned i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+        ssd_cfg c = base_cfg();
+        c.T = Ts[i]; c.dk = 48; c.dv = 40; c.config = "chunk=16";
+        c.seed = 10 + i;
+        check_case(&c);
+    }
+}
+
+CG_TEST(ssd_cpu_odd_dims) {
+    static const int64_t dims[][2] = {{7, 200}, {40, 7}, {48, 96}, {96, 48}, {130, 130}, {200, 40}, {7, 7}, {1, 1}};
+    for (unsigned i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        ssd_cfg c = base_cfg();
+        c.B = 1; c.T = 21; c.dk = dims[i][0]; c.dv = dims[i][1]; c.config = "chunk=8";
+        c.seed = 20 + i;
+        check_case(&c);
+    }
+}
+
+CG_TEST(ssd_cpu_large_tiles) {
+    /* several row blocks, column panels and a partial 16-column vector at the default chunk */
+    ssd_cfg c = base_cfg();
+    c.B = 1; c.H = 1; c.T = 150; c.dk = 130; c.dv = 200;
+    check_case(&c);
+}
+
+CG_TEST(ssd_cpu_groups) {
+    ssd_cfg c = base_cfg();
+    c.G = 2; c.H = 6; c.T = 50; c.dk = 40; c.dv = 48; c.config = "chunk=16";
+    check_case(&c);
+    c.layout = CG_LAYOUT_HEAD_MAJOR;
+    c.seed = 3;
+    check_case(&c);
+    c.G = 3; c.H = 3; c.dk = 7; c.dv = 130; c.seed = 4;
+    check_case(&c);
+}
+
+CG_TEST(ssd_cpu_layouts) {
+    for (int layout = 0; layout < 2; layout++)
+        for (int swapped = 0; swapped < 2; swapped++) {
+            ssd_cfg c = base_cfg();
+            c.G = 2; c.H = 4; c.T = 45; c.dk = 48; c.dv = 40; c.config = "chunk=16";
+            c.layout = layout; c.swapped = swapped;
+            c.seed = 30 + (uint64_t)(2 * layout + swapped);
+            check_case(&c);
+        }
+}
+
+CG_TEST(ssd_cpu_optional_tensors) {
+    for (int m = 0; m < 8; m++) {
+        ssd_cfg c = base_cfg();
+        c.G = 2; c.H = 4; c.T = 29; c.dk = 40; c.dv = 7; c.config = "chunk=8";
+        c.h0 = m & 1; c.dhT = (m >> 1) & 1; c.dh0 = (m >> 2) & 1;
+        c.seed = 40 + (uint64_t)m;
+        check_case(&c);
+    }
+}
+
+CG_TEST(ssd_cpu_chunk_sizes) {
+    static const char *cfgs[] = {"chunk=1", "chunk=5", "chunk=16", "chunk=33", "chunk=64", "chunk=200"};
+    for (unsigned i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        ssd_cfg c = base_cfg();
+        c.T = 45; c.dk = 48; c.dv = 40; c.G = 1; c.H = 3; c.config = cfgs[i];
+        c.seed = 50 + i;
+        check_case(&c);
+    }
+}
+
+CG_TEST(ssd_cpu_block_dv_threads) {
+    static const char *cfgs[] = {"block_dv=1", "block_dv=7,threads=2", "block_dv=16,chunk=8",
+                                 "block_dv=33,threads=1", "threads=2,chunk=12", "block_dv=100"};
+    for (unsigned i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        ssd_cfg c = base_cfg();
+        c.T = 40; c.dk = 40; c.dv = 40; c.G = 1; c.H = 2; c.config = cfgs[i];
+        c.seed = 60 + i;
+        check_case(&c);
+    }
+    /* one (b, h): the default splits dv across threads */
+    ssd_cfg c = base_cfg();
+    c.B = 1; c.H = 1; c.T = 40; c.dk = 48; c.dv = 96; c.seed = 70;
+    check_case(&c);
+}
+
+CG_TEST(ssd_cpu_strong_and_weak_decay) {
+    ssd_cfg c = base_cfg();
+    c.T = 150; c.dk = 40; c.dv = 48; c.H = 2;
+    c.la_lo = -6.0; c.la_hi = 0.0; /* in-chunk decays reach e^-380: the masks underflow to 0 */
+    check_case(&c);
+    c.la_lo = -0.02; c.la_hi = 0.01; c.T = 90; c.seed = 5; /* almost no decay, some growth */
+    check_case(&c);
+}
+
+/* Run fwd and bwd with `config`, copy the outputs into out[0..6]. */
+static void run_outputs(cg_context *ctx, ssd_set *f, const ssd_cfg *c, const char *config, cg_tbuf *out) {
+    CG_CHECK_OK(ctx, run_fwd(ctx, f, c, CG_BACKEND_CPU, config));
+    CG_CHECK_OK(ctx, run_bwd(ctx, f, c, CG_BACKEND_CPU, config));
+    const cg_tbuf *src[7] = {&f->o, &f->hT, &f->dq, &f->dk, &f->dv, &f->dla, &f->dh0};
+    for (int i = 0; i < 7; i++) {
+        out[i] = cg_tbuf_new(CG_F32, src[i]->t.ndim, src[i]->t.shape);
+        cg_tbuf_copy(&out[i], src[i]);
+    }
+}
+
+CG_TEST(ssd_cpu_deterministic_threads) {
+    static const char *names[7] = {"o", "hT", "dq", "dk", "dv", "dlog_alpha", "dh0"};
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    CG_CHECK_OK(ctx, cg_context_set_threads(ctx, 3)); /* a pool of 3 even on a smaller machine */
+    ssd_cfg c = base_cfg();
+    c.B = 2; c.G = 2; c.H = 4; c.T = 70; c.dk = 40; c.dv = 48;
+    ssd_set f;
+    set_alloc(&f, &c, CG_F32);
+    fill_inputs(&f, &c);
+    static const char *cfgs[5] = {"threads=1,chunk=16", "threads=2,chunk=16", "threads=3,chunk=16",
+                                  "threads=2,chunk=16,bwd_split=1", "threads=3,chunk=16,bwd_split=1"};
+    cg_tbuf out[5][7];
+    for (int r = 0; r < 5; r++) run_outputs(ctx, &f, &c, cfgs[r], out[r]);
+    for (int r = 1; r < 5; r++)
+        for (int i = 0; i < 7; i++)
+            CG_CHECK(memcmp(out[0][i].mem, out[r][i].mem, (size_t)out[0][i].count * sizeof(float)) == 0,
+                     "%s differs between %s and %s", names[i], cfgs[0], cfgs[r]);
+    for (int r = 0; r < 5; r++)
+        for (int i = 0; i < 7; i++) cg_tbuf_free(&out[r][i]);
+    set_free(&f);
+    cg_context_free(ctx);
+}
+
+CG_TEST(ssd_cpu_config_errors) {
+    static const char *bad[][2] = {{"chunk=0", "chunk"},       {"chunk=abc", "chunk"}, {"block_dv=0", "block_dv"},
+                                   {"threads=-1", "threads"},  {"chunk=99999", "chunk"}, {"blockdv=4", "blockdv"},
+                                   {"bwd_split=2", "bwd_split"}};
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ssd_cfg c = base_cfg();
+    c.T = 5; c.dk = 7; c.dv = 7;
+    ssd_set f;
+    set_alloc(&f, &c, CG_F32);
+    fill_inputs(&f, &c);
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cg_status st = run_fwd(ctx, &f, &c, CG_BACKEND_CPU, bad[i][0]);
+        CG_CHECK(st == CG_EINVAL, "fwd with %s: status %s", bad[i][0], cg_status_str(st));
+        CG_CHECK(strstr(cg_errmsg(ctx), bad[i][1]) != NULL, "fwd message \"%s\" lacks \"%s\"", cg_errmsg(ctx), bad[i][1]);
+        st = run_bwd(ctx, &f, &c, CG_BACKEND_CPU, bad[i][0]);
+        CG_CHECK(st == CG_EINVAL, "bwd with %s: status %s", bad[i][0], cg_status_str(st));
+        CG_CHECK(strstr(cg_errmsg(ctx), bad[i][1]) != NULL, "bwd message \"%s\" lacks \"%s\"", cg_errmsg(ctx), bad[i][1]);
+    }
+    set_free(&f);
+    cg_context_free(ctx);
+}
+
+CG_TEST(ssd_cpu_nonfinite) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ssd_cfg c = base_cfg();
+    c.B = 1; c.H = 2; c.T = 40; c.dk = 7; c.dv = 40; c.config = "chunk=16";
+    ssd_set f, d;
+    set_alloc(&f, &c, CG_F32);
+    set_alloc(&d, &c, CG_F64);
+    fill_inputs(&f, &c);
+    /* log_alpha = -inf: the decay is exactly 0 and everything stays finite, as in the reference */
+    int64_t ia[3] = {0, 20, 1};
+    cg_tbuf_set(&f.la, ia, -INFINITY);
+    copy_inputs(&d, &f);
+    CG_CHECK_OK(ctx, run_fwd(ctx, &d, &c, CG_BACKEND_REF, NULL));
+    CG_CHECK_OK(ctx, run_fwd(ctx, &f, &c, CG_BACKEND_CPU, c.config));
+    check_err("o (log_alpha=-inf)", &f.o, &d.o, FWD_TOL, "");
+    check_err("hT (log_alpha=-inf)", &f.hT, &d.hT, FWD_TOL, "");
+    CG_CHECK_OK(ctx, run_bwd(ctx, &d, &c, CG_BACKEND_REF, NULL));
+    CG_CHECK_OK(ctx, run_bwd(ctx, &f, &c, CG_BACKEND_CPU, c.config));
+    check_err("dq (log_alpha=-inf)", &f.dq, &d.dq, GRAD_TOL, "");
+    check_err("dk (log_alpha=-inf)", &f.dk, &d.dk, GRAD_TOL, "");
+    check_err("dv (log_alpha=-inf)", &f.dv, &d.dv, GRAD_TOL, "");
+    check_err("dlog_alpha (log_alpha=-inf)", &f.dla, &d.dla, GRAD_TOL, "");
+    check_err("dh0 (log_alpha=-inf)", &f.dh0, &d.dh0, GRAD_TOL, "");
+    /* a NaN in q at token 25 shows up in that token's output; tokens of earlier chunks stay finite */
+    int64_t iq[4] = {0, 25, 0, 3};
+    cg_tbuf_set(&f.q, iq, NAN);
+    CG_CHECK_OK(ctx, run_fwd(ctx, &f, &c, CG_BACKEND_CPU, c.config));
+    CG_CHECK_OK(ctx, run_bwd(ctx, &f, &c, CG_BACKEND_CPU, c.config));
+    int64_t io[4] = {0, 25, 0, 0}, early[4] = {0, 3, 1, 5};
+    CG_CHECK(isnan(cg_tbuf_get(&f.o, io)), "o at the NaN token is %g", cg_tbuf_get(&f.o, io));
+    CG_CHECK(isfinite(cg_tbuf_get(&f.o, early)), "o of an earlier chunk is %g", cg_tbuf_get(&f.o, early));
+    int64_t idv[4] = {0, 5, 0, 0};
+    CG_CHECK(isnan(cg_tbuf_get(&f.dv, idv)), "dv before the NaN q token is %g", cg_tbuf_get(&f.dv, idv));
+    set_free(&f);
+    set_free(&d);
+    cg_context_free(ctx);
+}
+
+CG_TEST(ssd_cpu_exp) {
+    double worst = 0;
+    for (int i = 0; i <= 400000; i++) {
+        float x = (float)(-87.0 + 175.0 * i / 400000.0);
+        double want = exp((double)x), got = cg__ssd_exp(x);
+        double e = fabs(got - want) / want;
+        if (e > worst) worst = e;
+    }
+    CG_CHECK(worst < 3e-7, "cg__ssd_exp max rel err %.3g", worst);
+    CG_CHECK(cg__ssd_exp(0.0f) == 1.0f, "exp(0) = %.9g", cg__ssd_exp(0.0f));
+    CG_CHECK(cg__ssd_exp(-INFINITY) == 0.0f, "exp(-inf) = %g", cg__ssd_exp(-INFINITY));
+    CG_CHECK(cg__ssd_exp(-200.0f) == 0.0f, "exp(-200) = %g", cg__ssd_exp(-200.0f));
+    CG_CHECK(isinf(cg__ssd_exp(100.0f)), "exp(100) = %g", cg__ssd_exp(100.0f));
+    CG_CHECK(isinf(cg__ssd_exp(INFINITY)), "exp(inf) = %g", cg__ssd_exp(INFINITY));
+    CG_CHECK(isnan(cg__ssd_exp(NAN)), "exp(nan) = %g", cg__ssd_exp(NAN));
+    float dn = cg__ssd_exp(-95.0f); /* a denormal */
+    CG_CHECK(fabs(dn - exp(-95.0)) <= 1e-44, "exp(-95) = %g, want %g", dn, exp(-95.0));
+}

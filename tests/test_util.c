@@ -1,0 +1,92 @@
+/* test_util.c -- tensor buffers for tests. */
+#include "cg_test.h"
+
+static size_t dsize(cg_dtype dt) { return dt == CG_F64 ? sizeof(double) : sizeof(float); }
+
+cg_tbuf cg_tbuf_new_perm(cg_dtype dtype, int ndim, const int64_t *shape, const int *perm) {
+    cg_tbuf b;
+    memset(&b, 0, sizeof b);
+    b.t.dtype = dtype;
+    b.t.ndim = ndim;
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++) b.t.shape[i] = shape[i];
+    for (int k = ndim - 1; k >= 0; k--) {
+        int d = perm ? perm[k] : k;
+        b.t.stride[d] = count;
+        count *= shape[d];
+    }
+    b.count = count;
+    b.mem = calloc((size_t)(count ? count : 1), dsize(dtype));
+    if (!b.mem) abort();
+    b.t.data = b.mem;
+    return b;
+}
+
+cg_tbuf cg_tbuf_new(cg_dtype dtype, int ndim, const int64_t *shape) {
+    return cg_tbuf_new_perm(dtype, ndim, shape, NULL);
+}
+
+void cg_tbuf_free(cg_tbuf *b) {
+    free(b->mem);
+    memset(b, 0, sizeof *b);
+}
+
+static int64_t offset(const cg_tbuf *b, const int64_t *idx) {
+    int64_t off = 0;
+    for (int i = 0; i < b->t.ndim; i++) off += idx[i] * b->t.stride[i];
+    return off;
+}
+
+double cg_tbuf_get(const cg_tbuf *b, const int64_t *idx) {
+    int64_t off = offset(b, idx);
+    return b->t.dtype == CG_F64 ? ((double *)b->t.data)[off] : ((float *)b->t.data)[off];
+}
+
+void cg_tbuf_set(cg_tbuf *b, const int64_t *idx, double v) {
+    int64_t off = offset(b, idx);
+    if (b->t.dtype == CG_F64) ((double *)b->t.data)[off] = v;
+    else ((float *)b->t.data)[off] = (float)v;
+}
+
+/* Visit every logical index in row-major order. */
+static int next_index(const cg_tensor *t, int64_t *idx) {
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (++idx[i] < t->shape[i]) return 1;
+        idx[i] = 0;
+    }
+    return 0;
+}
+
+static int64_t numel(const cg_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+void cg_tbuf_fill(cg_tbuf *b, cg_rng *r, double lo, double hi) {
+    int64_t idx[CG_MAX_DIMS] = {0};
+    if (numel(&b->t) == 0) return;
+    do cg_tbuf_set(b, idx, cg_rng_uniform(r, lo, hi));
+    while (next_index(&b->t, idx));
+}
+
+void cg_tbuf_copy(cg_tbuf *dst, const cg_tbuf *src) {
+    int64_t idx[CG_MAX_DIMS] = {0};
+    if (numel(&src->t) == 0) return;
+    do cg_tbuf_set(dst, idx, cg_tbuf_get(src, idx));
+    while (next_index(&src->t, idx));
+}
+
+double cg_rel_err(const cg_tbuf *a, const cg_tbuf *ref) {
+    int64_t idx[CG_MAX_DIMS] = {0};
+    double maxdiff = 0, maxref = 0;
+    if (numel(&ref->t) == 0) return 0;
+    do {
+        double x = cg_tbuf_get(a, idx), y = cg_tbuf_get(ref, idx);
+        double d = fabs(x - y);
+        if (d != d || x != x) return INFINITY; /* NaN in the output is an error */
+        if (d > maxdiff) maxdiff = d;
+        if (fabs(y) > maxref) maxref = fabs(y);
+    } while (next_index(&ref->t, idx));
+    return maxref > 0 ? maxdiff / maxref : maxdiff;
+}

@@ -1,0 +1,42 @@
+/* npy.h -- read and write NumPy .npy files of float32 arrays (for `chunkgen run`).
+ *
+ * Read: format versions 1.0, 2.0 and 3.0; dtype '<f4', or '<f8' converted to float32
+ * (the reader says so in cg_npy.from_f64); fortran_order True is transposed into
+ * row-major order; 0 to CG_NPY_MAX_DIMS dimensions. Anything else (big-endian,
+ * integers, objects, structured dtypes, a file shorter or longer than its header
+ * says) is an error whose message names the file and what was wrong.
+ * Write: format 1.0, '<f4', C order. */
+#ifndef CG_NPY_H
+#define CG_NPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CG_NPY_MAX_DIMS 4
+
+typedef struct cg_npy {
+    float *data;                     /* owned (cg_npy_free); row-major; never NULL after a read */
+    int ndim;
+    int64_t shape[CG_NPY_MAX_DIMS];
+    int64_t count;                   /* product of shape (1 for a 0-d array) */
+    int from_f64;                    /* the file held float64 values, rounded to float32 */
+    int fortran_order;               /* the file was in Fortran order (transposed on read) */
+    int version;                     /* format major version of the file (1, 2 or 3) */
+} cg_npy;
+
+/* Read path into *out (zeroed first). 0 on success; -1 with a message in err
+ * (naming path) on failure, *out then holds nothing to free. err may be NULL. */
+int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen);
+
+/* Write a contiguous row-major float32 array of ndim (0..CG_NPY_MAX_DIMS) dims as a
+ * version 1.0 file. 0 on success; -1 with a message in err on failure. */
+int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
+                 char *err, size_t errlen);
+
+/* Release what cg_npy_read allocated; NULL or a zeroed struct is a no-op. */
+void cg_npy_free(cg_npy *a);
+
+/* Format a shape as Python does: "()", "(5,)", "(2, 3)". Returns buf. */
+char *cg_npy_shape_str(int ndim, const int64_t *shape, char *buf, size_t buflen);
+
+#endif /* CG_NPY_H */
