@@ -106,8 +106,8 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
         return CG_OK;
     }
     const cg_kexec *kx = NULL;
-    if (!strcmp(backend, "cuda")) kx = &cg__kexec_cuda ? &cg__kexec_cuda : NULL;
-    else if (!strcmp(backend, "emulate")) kx = &cg__kexec_emu ? &cg__kexec_emu : NULL;
+    if (!strcmp(backend, "cuda")) kx = &cg__kexec_cuda;
+    else if (!strcmp(backend, "emulate")) kx = &cg__kexec_emu;
     else return cg__err(ctx, CG_EINVAL, "backend: \"%s\" cannot be tuned (expected cpu, cuda or emulate)", backend);
     if (!kx || !kx->device)
         return cg__err(ctx, CG_EUNSUPPORTED, "backend %s is not built into this library", backend);

@@ -506,7 +506,9 @@ static void ui_bar(tui *u, int done, int total, const cg_tune_entry *e) {
     bar[20] = '\0';
     char best[CG_TUNE_CFG_TEXT + 40] = "";
     int b = cg__tune_select(e->cand, e->ncand, CG_TUNE_TIE_REL, NULL);
-    if (b >= 0) snprintf(best, sizeof best, "  best %.3f ms %s", e->cand[b].median_ms, e->cand[b].cfg);
+    if (b >= 0)
+        snprintf(best, sizeof best, "  best %.3f ms %s", e->cand[b].median_ms,
+                 e->cand[b].cfg[0] ? e->cand[b].cfg : "(default)");
     fprintf(u->f, "\r\033[K[%d/%d] %s [%s] %d/%d%s", u->ikey, u->nkeys, u->what, bar, done, total, best);
     fflush(u->f);
 }
@@ -758,7 +760,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     if (resumed)
         ui_line(ts->ui, "tune: [%d/%d] %s (%s): resuming, %d of %d candidates done", ts->ui->ikey, ts->ui->nkeys,
                 ts->ui->what, s->name, done, ncfg + 1);
-    int truncated = 0;
+    int truncated = 0, adopted = 0;
     for (int j = 0; j <= ncfg; j++) {
         const cg_cfg *cfg = j ? &cfgs[j - 1] : &none;
         char text[CG_TUNE_CFG_TEXT] = "";
@@ -792,8 +794,31 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         if ((st = cg__tune_entry_add(&e, &c)) != CG_OK) break;
         done++;
         stamp(&e);
+        /* Another process may have finished this key meanwhile: then adopt its entry
+         * rather than overwrite it with an unfinished one. */
+        cg_tune_entry other;
+        if (cg__tune_store_get(ctx, ts->dir, &key, &other) == CG_OK) {
+            int finished = other.complete && !other.truncated;
+            cg__tune_entry_free(&other);
+            if (finished) {
+                adopted = 1;
+                break;
+            }
+        }
+        ctx->errmsg[0] = '\0';
         if ((st = cg__tune_store_put(ctx, ts->dir, &e)) != CG_OK) break;
         ui_bar(ts->ui, done, ncfg + 1, &e);
+    }
+    if (st == CG_OK && adopted) {
+        if (ah.started) ahead_stop(&ah);
+        tprob_free(env, &full);
+        tprob_free(env, &ver);
+        free(cfgs);
+        cg__tune_entry_free(&e);
+        ui_line(ts->ui, "tune: [%d/%d] %s (%s): finished by another process meanwhile", ts->ui->ikey, ts->ui->nkeys,
+                ts->ui->what, s->name);
+        ts->sum->cached++;
+        return CG_OK;
     }
     /* Confirmation: the fastest few and the default again, interleaved, so that a change
      * in machine load during the sweep does not decide the winner. */
@@ -870,11 +895,11 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
     if (!strcmp(backend, "cpu")) {
         env.vt = &cg__backend_cpu;
     } else if (!strcmp(backend, "cuda")) {
-        env.vt = &cg__backend_cuda ? &cg__backend_cuda : NULL;
-        env.kx = &cg__kexec_cuda ? &cg__kexec_cuda : NULL;
+        env.vt = &cg__backend_cuda;
+        env.kx = &cg__kexec_cuda;
     } else if (!strcmp(backend, "emulate")) {
-        env.vt = &cg__backend_emulate ? &cg__backend_emulate : NULL;
-        env.kx = &cg__kexec_emu ? &cg__kexec_emu : NULL;
+        env.vt = &cg__backend_emulate;
+        env.kx = &cg__kexec_emu;
     } else {
         return cg__err(ctx, CG_EINVAL, "tune: backend \"%s\": expected cpu, cuda or emulate", backend);
     }

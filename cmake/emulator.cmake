@@ -35,7 +35,3 @@ add_custom_command(
   VERBATIM)
 target_sources(chunkgen_lib PRIVATE ${CG_EMU_HEADER_C})
 
-# The runtime reaches the emulator through weak references (runtime/gen.h,
-# runtime/internal.h), which do not pull objects out of a static archive: make every
-# consumer of chunkgen_lib link the emulate kexec and the emulate backend.
-target_link_options(chunkgen_lib INTERFACE "LINKER:-u,cg__kexec_emu" "LINKER:-u,cg__backend_emulate")

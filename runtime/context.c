@@ -59,10 +59,10 @@ cg_status cg_context_create(cg_context **out) {
 
 void cg_context_free(cg_context *ctx) {
     if (!ctx) return;
-    if (cg__plans_ctx_free) cg__plans_ctx_free(ctx);
-    if (cg__emu_ctx_free) cg__emu_ctx_free(ctx);
-    if (cg__cuda_ctx_free) cg__cuda_ctx_free(ctx);
-    if (cg__gen_ctx_free) cg__gen_ctx_free(ctx);
+    cg__plans_ctx_free(ctx);
+    cg__emu_ctx_free(ctx);
+    cg__cuda_ctx_free(ctx);
+    cg__gen_ctx_free(ctx);
     cg__pool_free(ctx->pool);
     free(ctx->cache_dir);
     free(ctx);

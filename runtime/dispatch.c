@@ -10,15 +10,14 @@ static const cg_backend_vt *backend_vt(cg_backend b) {
     switch (b) {
     case CG_BACKEND_CPU: return &cg__backend_cpu;
     case CG_BACKEND_REF: return &cg__backend_ref;
-    case CG_BACKEND_CUDA: return &cg__backend_cuda ? &cg__backend_cuda : NULL;
-    case CG_BACKEND_EMULATE: return &cg__backend_emulate ? &cg__backend_emulate : NULL;
+    case CG_BACKEND_CUDA: return &cg__backend_cuda;
+    case CG_BACKEND_EMULATE: return &cg__backend_emulate;
     default: return NULL;
     }
 }
 
 /* The pointers the caller gave are device pointers (kernel memory of the CUDA driver). */
 static int device_pointers(cg_context *ctx, const void *any_input) {
-    if (!&cg__kexec_cuda || !cg__kexec_cuda.owns_ptr) return 0;
     return cg__kexec_cuda.owns_ptr(ctx, any_input);
 }
 
@@ -45,9 +44,11 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
                 vt = cuda;
                 why = " (auto: device pointers)";
             } else {
+                char why_not[CG_ERRMSG_CAP];
+                snprintf(why_not, sizeof why_not, "%s", ctx->errmsg);
                 return cg__err(ctx, CG_EUNSUPPORTED,
                                "%s: device pointers given but no CUDA kernel can run this problem: %s",
-                               k_op_names[op], ctx->errmsg);
+                               k_op_names[op], why_not);
             }
         } else {
             vt = &cg__backend_cpu;
@@ -59,16 +60,19 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
             return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
                            cg_backend_name(exec.backend));
         ctx->errmsg[0] = 0;
-        if (!vt->supports(ctx, op, prob))
+        if (!vt->supports(ctx, op, prob)) {
+            char why_not[CG_ERRMSG_CAP];
+            snprintf(why_not, sizeof why_not, "%s", ctx->errmsg);
             return cg__err(ctx, CG_EUNSUPPORTED, "%s: backend %s cannot run this problem%s%s", k_op_names[op], vt->name,
-                           ctx->errmsg[0] ? ": " : "", ctx->errmsg);
+                           why_not[0] ? ": " : "", why_not);
+        }
     }
     ctx->errmsg[0] = 0;
     const char *level = "pinned";
     char cfgtext[CG_CFG_MAX * 66] = "";
     if (!exec.config || !*exec.config) {
         level = "default";
-        if (cg__tuned_lookup && vt != &cg__backend_ref) {
+        if (vt != &cg__backend_ref) {
             if ((s = cg__tuned_lookup(ctx, vt->name, op, prob, &cfg, &level)) != CG_OK) return s;
         }
     }

@@ -93,7 +93,7 @@ typedef struct cg_kexec {
     int (*owns_ptr)(cg_context *ctx, const void *ptr);
 } cg_kexec;
 
-extern const cg_kexec cg__kexec_cuda __attribute__((weak));
-extern const cg_kexec cg__kexec_emu __attribute__((weak));
+extern const cg_kexec cg__kexec_cuda;
+extern const cg_kexec cg__kexec_emu;
 
 #endif /* CG_GEN_H */

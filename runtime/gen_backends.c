@@ -36,7 +36,7 @@ static cg_status no_kernel(cg_context *ctx, const char *backend, cg_op op) {
 }
 
 /* ------------------------------------------------------------------ emulate */
-static const cg_kexec *emu_kx(void) { return &cg__kexec_emu ? &cg__kexec_emu : NULL; }
+static const cg_kexec *emu_kx(void) { return &cg__kexec_emu; }
 
 static int emu_supports(cg_context *ctx, cg_op op, const void *prob) {
     return gen_supports(ctx, emu_kx(), "emulate", op, prob);
@@ -67,7 +67,7 @@ const cg_backend_vt cg__backend_emulate = {
 };
 
 /* --------------------------------------------------------------------- cuda */
-static const cg_kexec *cuda_kx(void) { return &cg__kexec_cuda ? &cg__kexec_cuda : NULL; }
+static const cg_kexec *cuda_kx(void) { return &cg__kexec_cuda; }
 
 static int cuda_supports(cg_context *ctx, cg_op op, const void *prob) {
     return gen_supports(ctx, cuda_kx(), "cuda", op, prob);

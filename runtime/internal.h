@@ -44,16 +44,16 @@ struct cg_context {
     char *cache_dir;        /* NULL: default */
     cg_pool *pool;          /* created lazily */
     /* Private state of the parts below, created lazily, freed by cg_context_free
-     * through each part's cg__*_ctx_free (weak symbols: a part may be absent). */
+     * through each part's cg__*_ctx_free. */
     void *gen;              /* Lua state of the generator (runtime/lua_gen.c) */
     void *cuda;             /* NVRTC/driver handles, binary cache (runtime/cuda/) */
     void *emu;              /* SIMT emulator modules (runtime/emu/) */
     void *plans;            /* in-memory (key -> plan, module) table of the launchers */
 };
-void cg__gen_ctx_free(cg_context *ctx) __attribute__((weak));
-void cg__cuda_ctx_free(cg_context *ctx) __attribute__((weak));
-void cg__emu_ctx_free(cg_context *ctx) __attribute__((weak));
-void cg__plans_ctx_free(cg_context *ctx) __attribute__((weak));
+void cg__gen_ctx_free(cg_context *ctx);
+void cg__cuda_ctx_free(cg_context *ctx);
+void cg__emu_ctx_free(cg_context *ctx);
+void cg__plans_ctx_free(cg_context *ctx);
 
 /* Record a message on ctx and return status (printf-style). */
 cg_status cg__err(cg_context *ctx, cg_status status, const char *fmt, ...) CG_PRINTF(3, 4);
@@ -154,9 +154,9 @@ typedef struct cg_backend_vt {
 
 extern const cg_backend_vt cg__backend_cpu;
 extern const cg_backend_vt cg__backend_ref;
-/* Generated-kernel backends (runtime/gen_backends.c); weak: absent in a minimal build. */
-extern const cg_backend_vt cg__backend_cuda __attribute__((weak));
-extern const cg_backend_vt cg__backend_emulate __attribute__((weak));
+/* Generated-kernel backends (runtime/gen_backends.c). */
+extern const cg_backend_vt cg__backend_cuda;
+extern const cg_backend_vt cg__backend_emulate;
 
 /* CPU path entry points (runtime/cpu/). */
 cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
@@ -187,10 +187,9 @@ void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *o
 
 /* Tuned-config lookup (autotune/): for a call without a pinned config, fill *cfg from
  * the config store (exact key, then nearest seq bucket) and set *level to "exact",
- * "nearest-bucket" or "default" (cfg left empty: the backend's Lua default).
- * Weak: absent in a build without the autotuner. */
+ * "nearest-bucket" or "default" (cfg left empty: the backend's Lua default). */
 cg_status cg__tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
-                           const char **level) __attribute__((weak));
+                           const char **level);
 
 /* Aligned scratch memory (64 bytes). */
 void *cg__aligned_alloc(size_t bytes);

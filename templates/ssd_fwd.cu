@@ -4,6 +4,7 @@
 //   CG_DK, CG_DV                                  head sizes (any >= 1)
 //   CG_P_CHUNK, CG_P_BLOCK_DV, CG_P_WARPS, CG_P_STAGES
 //   CG_P_PRECISION_{IEEE,TF32,3XTF32}, CG_P_STRATEGY_{SEQ,3PHASE}
+//   CG_SMEM_BYTES                                 the Lua side's shared-memory size
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
 //
 // Algorithm (shared/KERNEL_MATH.md), per (b, h) and a tile of BDV state columns:
@@ -21,7 +22,9 @@
 // for ieee (each lane computes the accumulator elements the mma would give it), mma
 // tf32 for tf32, and three tf32 mma per product (hi*lo + lo*hi + hi*hi) for 3xtf32.
 // Operands come from padded smem tiles, zero beyond dk, dv and the last token, so any
-// dk, dv >= 1 and any T >= 1 work without special cases in the math.
+// dk, dv >= 1 and any T >= 1 work without special cases in the math. The whole dk
+// lives in smem (Q, K rows and S): dk is bounded by the shared memory, which valid()
+// checks (dk up to about 1000 on sm_90, 720 on sm_80); larger heads take the CPU path.
 #include "cg_device.cuh"
 #include "cg_kernel_params.h"
 
@@ -208,7 +211,6 @@ __device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta
 
 // A = inclusive cumsum of la over the chunk, exp(A), and w = exp(A_last - A), by warp 0
 // (padding tokens have la = 0, so A_last is A at the chunk's last real token).
-// Returns nothing; the caller synchronizes.
 __device__ __forceinline__ void chunk_cumsum(float *sm, const float *st) {
     if ((threadIdx.x >> 5) != 0) return;
     constexpr int PER = (CHUNK + 31) / 32;
@@ -334,11 +336,8 @@ __device__ __forceinline__ int chunk_len(const cg_ssd_fwd_params &p, i64 ci) {
 
 } // namespace ssd
 
-#if defined(CG_EMULATE)
-#define SSD_ENTRY extern "C" __global__ void
-#else
+// minBlocks 1: without it ptxas caps some configs near 80-96 registers and spills.
 #define SSD_ENTRY extern "C" __global__ void __launch_bounds__(ssd::NTHREADS, 1)
-#endif
 
 #if !defined(CG_P_STRATEGY_3PHASE)
 // ------------------------------------------------------ sequential strategy

@@ -8,6 +8,7 @@
 #include <float.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char *emu_slurp(const char *rel) {
@@ -557,7 +558,7 @@ CG_TEST(emu_disk_cache) {
     CG_CHECK_OK(ctx, cg__kexec_emu.load(ctx, &plan, &m2));
     CG_CHECK(m1 && m1 == m2, "the second load must come from the context");
     char cmd[512], path[600];
-    snprintf(cmd, sizeof cmd, "ls %s/emu/*.so 2>/dev/null", dir);
+    snprintf(cmd, sizeof cmd, "ls %s/kernels/emu_emu_test_tiny-*.cgk 2>/dev/null", dir);
     FILE *ls = popen(cmd, "r");
     path[0] = '\0';
     if (ls) {
@@ -565,7 +566,7 @@ CG_TEST(emu_disk_cache) {
         pclose(ls);
     }
     path[strcspn(path, "\n")] = '\0';
-    CG_CHECK(path[0], "no module in %s/emu", dir);
+    CG_CHECK(path[0], "no cache entry in %s/kernels", dir);
     cg_context_free(ctx); /* unloads the module */
     ctx = NULL;
     /* a fresh context finds it on disk; a corrupt entry is rebuilt */
@@ -582,8 +583,11 @@ CG_TEST(emu_disk_cache) {
         cg_context_set_cache_dir(c2, dir);
         char bad[700];
         snprintf(bad, sizeof bad, "%s.bad", path);
-        FILE *f = fopen(bad, "wb");
-        if (f) { fputs("not an ELF file", f); fclose(f); }
+        FILE *f = fopen(bad, "wb"), *g = fopen(path, "rb");
+        char buf[4096];
+        size_t nr = g ? fread(buf, 1, sizeof buf, g) : 0;
+        if (f) { fwrite(buf, 1, nr / 2, f); fclose(f); } /* truncated */
+        if (g) fclose(g);
         CG_CHECK(rename(bad, path) == 0, "rename");
         void *m4 = NULL;
         CG_CHECK_OK(c2, cg__kexec_emu.load(c2, &plan, &m4));
@@ -639,4 +643,106 @@ CG_TEST(emu_no_compiler) {
     if (saved) setenv("CXX", saved, 1);
     else unsetenv("CXX");
     free(saved);
+}
+
+static int emu_count_files(const char *dir, const char *suffix, const char *prefix) {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls -a %s 2>/dev/null", dir);
+    FILE *ls = popen(cmd, "r");
+    int n = 0;
+    char line[600];
+    while (ls && fgets(line, sizeof line, ls)) {
+        line[strcspn(line, "\n")] = '\0';
+        size_t l = strlen(line), ls_ = strlen(suffix);
+        if (l >= ls_ && strcmp(line + l - ls_, suffix) == 0 && strncmp(line, prefix, strlen(prefix)) == 0) n++;
+    }
+    if (ls) pclose(ls);
+    return n;
+}
+
+/* Eight processes compile the same module into one empty cache directory at once. */
+CG_TEST(emu_cache_concurrent) {
+    cg_context *probe = emu_ctx();
+    if (!probe) return;
+    cg_context_free(probe);
+    char dir[] = "/tmp/cg-emu-cache-XXXXXX", sub[64];
+    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(sub, sizeof sub, "%s/kernels", dir);
+    char body[256];
+    snprintf(body, sizeof body, "struct P { int *o; };\nextern \"C\" __global__ void emu_tiny(P p) { p.o[threadIdx.x] = %d + 1; }\n",
+             (int)getpid());
+    fflush(NULL);
+    pid_t kids[8];
+    for (int k = 0; k < 8; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            cg_context *c = NULL;
+            cg_context_create(&c);
+            cg_context_set_threads(c, 1);
+            cg_context_set_cache_dir(c, dir);
+            cg_plan plan;
+            emu_tiny_plan(&plan, body);
+            void *m = NULL;
+            int o[2] = {0, 0};
+            struct { int *o; } p = {o};
+            const unsigned grid[3] = {1, 1, 1}, block[3] = {2, 1, 1};
+            int ok = cg__kexec_emu.load(c, &plan, &m) == CG_OK &&
+                     emu_launch(c, m, "emu_tiny", grid, block, 0, &p, sizeof p) == CG_OK && o[1] == (int)getppid() + 1;
+            if (!ok) fprintf(stderr, "  child %d: %s\n", k, cg_errmsg(c));
+            _exit(ok ? 0 : 1);
+        }
+    }
+    int good = 0;
+    for (int k = 0; k < 8; k++) {
+        int st = 0;
+        if (kids[k] > 0 && waitpid(kids[k], &st, 0) == kids[k] && WIFEXITED(st) && WEXITSTATUS(st) == 0) good++;
+    }
+    CG_CHECK(good == 8, "%d of 8 processes loaded and ran the module", good);
+    CG_CHECK(emu_count_files(sub, ".cgk", "emu_") == 1, "%d entries in %s, expected 1", emu_count_files(sub, ".cgk", "emu_"), sub);
+    CG_CHECK(emu_count_files(sub, "", ".") == 2, "temporary files left in %s", sub); /* . and .. */
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CG_CHECK(system(cmd) == 0, "rm");
+}
+
+/* cg__emu_prebuild fills the disk cache (in parallel); the loads then find it. */
+CG_TEST(emu_prebuild) {
+    cg_context *ctx = emu_ctx();
+    if (!ctx) return;
+    char dir[] = "/tmp/cg-emu-cache-XXXXXX", sub[64];
+    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(sub, sizeof sub, "%s/kernels", dir);
+    cg_context_set_cache_dir(ctx, dir);
+    cg_plan plans[3];
+    for (int i = 0; i < 3; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "struct P { int *o; };\nextern \"C\" __global__ void emu_tiny(P p) { p.o[0] = %d; }\n", 100 + i);
+        emu_tiny_plan(&plans[i], body);
+    }
+    CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, 3));
+    CG_CHECK(emu_count_files(sub, ".cgk", "emu_") == 3, "%d entries after prebuild", emu_count_files(sub, ".cgk", "emu_"));
+    char before[1024], after[1024], cmd[128];
+    snprintf(cmd, sizeof cmd, "ls -i %s", sub);
+    FILE *ls = popen(cmd, "r");
+    size_t nb = ls ? fread(before, 1, sizeof before - 1, ls) : 0;
+    before[nb] = '\0';
+    if (ls) pclose(ls);
+    for (int i = 0; i < 3; i++) {
+        void *m = NULL;
+        int o = 0;
+        struct { int *o; } p = {&o};
+        const unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+        CG_CHECK_OK(ctx, cg__kexec_emu.load(ctx, &plans[i], &m));
+        if (m) CG_CHECK_OK(ctx, emu_launch(ctx, m, "emu_tiny", grid, block, 0, &p, sizeof p));
+        CG_CHECK(o == 100 + i, "plan %d ran %d", i, o);
+        free(plans[i].source);
+    }
+    ls = popen(cmd, "r");
+    size_t na = ls ? fread(after, 1, sizeof after - 1, ls) : 0;
+    after[na] = '\0';
+    if (ls) pclose(ls);
+    CG_CHECK(nb > 0 && strcmp(before, after) == 0, "the loads compiled again:\n%s---\n%s", before, after);
+    cg_context_free(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CG_CHECK(system(cmd) == 0, "rm");
 }

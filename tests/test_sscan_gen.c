@@ -233,9 +233,10 @@ static void run_space(int bwd, cg_backend be) {
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     if (!ctx) return;
     cg_devinfo dev;
+    const cg_kexec *volatile cuda = &cg__kexec_cuda; /* weak: NULL in a build without it */
     if (be == CG_BACKEND_EMULATE) {
         cg__devinfo_emulated(&dev);
-    } else if (!&cg__kexec_cuda || cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
+    } else if (!cuda || cuda->device(ctx, &dev) != CG_OK) {
         cg_test_skip("no CUDA device");
         cg_context_free(ctx);
         return;

@@ -1,6 +1,8 @@
 /* chunkgen.c -- the command-line tool: one table of subcommands. */
 #include "chunkgen.h"
 #include "cli.h"
+#include "cmd_bench.h"
+#include "cmd_tune.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +17,12 @@ static const command k_commands[] = {
     {"run", cg_cmd_run, "run ssd|sscan on .npy files (forward, and backward with --grad)"},
     {"gen", cg_cmd_gen, "print a generated kernel's source, or --list the kernels and their spaces"},
     {"info", cg_cmd_info, "print the device, driver, NVRTC and cache location"},
+    {"tune", cg_cmd_tune, "tune configs into the store (built-in shape set by default)"},
+    {"show", cg_cmd_show, "table of tuned configs"},
+    {"export", cg_cmd_export, "write tuned configs as JSON"},
+    {"import", cg_cmd_import, "merge tuned configs from JSON"},
+    {"cache", cg_cmd_cache, "cache stats|verify|prune|clear"},
+    {"bench", cg_cmd_bench, "benchmark the seeds' matrix, JSON in the seeds' schema"},
 };
 #define NCOMMANDS (int)(sizeof k_commands / sizeof k_commands[0])
 

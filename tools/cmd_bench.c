@@ -529,8 +529,8 @@ static int g_fake_cuda;
 
 static void kexec_select(void) {
     const char *fake = getenv("CHUNKGEN_BENCH_FAKE_CUDA");
-    g_kx = &cg__kexec_cuda ? &cg__kexec_cuda : NULL;
-    if (fake && !strcmp(fake, "emulate") && &cg__kexec_emu) {
+    g_kx = &cg__kexec_cuda;
+    if (fake && !strcmp(fake, "emulate")) {
         g_kx = &cg__kexec_emu;
         g_cuda_backend = CG_BACKEND_EMULATE;
         g_fake_cuda = 1;

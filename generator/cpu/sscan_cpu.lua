@@ -58,6 +58,7 @@ end
 return {
   name = "sscan_cpu",
   op = "sscan",
+  backend = "cpu", -- no template or launch: the tuner evaluates it (autotune/cpu_space.c)
   consts = {},
   space = SPACE,
   order = { "block_d", "segment", "threads" },

@@ -56,6 +56,7 @@ end
 return {
   name = "ssd_cpu",
   op = "ssd",
+  backend = "cpu", -- no template or launch: the tuner evaluates it (autotune/cpu_space.c)
   space = SPACE,
   order = { "chunk", "block_dv", "threads" },
   abbrev = { threads = "t" },

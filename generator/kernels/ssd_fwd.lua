@@ -19,10 +19,12 @@ end
 local function nchunks(p, shape) return ceil_div(shape.T, p.chunk) end
 local function dv_tiles(p, shape) return ceil_div(shape.dv, p.block_dv) end
 
--- Registers per thread we budget for (ptxas reports 32-104 for the current code; the
--- 3xtf32 fragments are the largest). Used to refuse blocks the SM could not hold.
-local REGS_PER_THREAD = 128
+-- Registers per thread we budget for (ptxas reports 32-146 for the current code; the
+-- 3xtf32 fragments with stages = 2 are the largest). Used to refuse blocks the SM could not hold.
+local REGS_PER_THREAD = 168
 local GRID_MAX = 2147483647
+-- The default takes the three-phase strategy only when its chunk states fit in this.
+local WS_DEFAULT_MAX = 1 << 30
 
 local function valid(p, shape, dev)
   local threads = 32 * p.warps
@@ -64,7 +66,8 @@ end
 -- Heuristic for untuned shapes: 64-token chunks, the narrowest dv tile covering dv (at
 -- most 64), 4 warps, cp.async double buffering, fp32-accurate 3xtf32 on tensor cores
 -- (ieee below sm_80), and the three-phase strategy when (b, h, dv tile) CTAs alone
--- would leave most SMs idle and there are enough chunks to spread.
+-- would leave most SMs idle, there are enough chunks to spread, and the chunk states
+-- (workspace) stay within WS_DEFAULT_MAX.
 local function default(shape, dev)
   local p = { chunk = 64, block_dv = 64, warps = 4, stages = 2, strategy = "seq",
               precision = dev.arch >= 80 and "3xtf32" or "ieee" }
@@ -73,7 +76,8 @@ local function default(shape, dev)
   end
   while p.chunk > 16 and p.chunk >= 2 * shape.T do p.chunk = p.chunk // 2 end
   local seq_ctas = dv_tiles(p, shape) * shape.B * shape.H
-  if seq_ctas * 2 < dev.sm_count and nchunks(p, shape) >= 4 then
+  local ws = 4 * shape.B * shape.H * nchunks(p, shape) * (shape.dk * shape.dv + 1)
+  if seq_ctas * 2 < dev.sm_count and nchunks(p, shape) >= 4 and ws <= WS_DEFAULT_MAX then
     p.strategy, p.stages = "3phase", 1
   end
   -- Shrink until it fits: stages, then the chunk, then the dv tile.

@@ -37,6 +37,11 @@ extern const cg_emu_api cg__emu_api;
  * environment has CHUNKGEN_EMU_RACECHECK=1). Checked modules are built separately. */
 void cg__emu_set_racecheck(cg_context *ctx, int on);
 
+/* Compile into the disk cache, in parallel (one compiler per pool thread), the
+ * modules of plans[0..n) that are not there yet, so the loads that follow are
+ * quick. Errors are left for those loads to report. */
+cg_status cg__emu_prebuild(cg_context *ctx, const cg_plan *plans, int n);
+
 /* The source the emulator compiles for plan (header, rewritten kernel, entry
  * wrappers), malloc'd; for `chunkgen gen --emulate`-style inspection and tests. */
 cg_status cg__emu_source(cg_context *ctx, const cg_plan *plan, char **out);

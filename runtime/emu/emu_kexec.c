@@ -3,12 +3,13 @@
  *
  * A module is the text of emulator/cg_emu.h, the rendered source (with
  * `extern __shared__` arrays rewritten) and one extern "C" wrapper per entry,
- * compiled with -DCG_EMULATE. Cache: <cache dir>/emu/<key>.so, key = hash of that
- * text, the flags and the compiler's version line; written to a temp file in the
- * same directory and renamed into place, so concurrent writers are safe; the key is
- * compiled into the module (cg_emu_key) and checked after dlopen, and an entry that
- * fails to load or to match is a miss, rebuilt with one warning. */
+ * compiled with -DCG_EMULATE. Compiled modules live in the binary cache of
+ * runtime/cuda/kcache.h (<cache dir>/kernels, label "emu_<plan name>"), keyed by the
+ * compiler's version line, the flags and that text; a hit is written to a temp file
+ * and dlopen'ed from there. An entry that does not load is a miss, rebuilt with one
+ * warning. The module also carries its key hash (cg_emu_key), checked after dlopen. */
 #include "emu.h"
+#include "cuda/kcache.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -52,34 +53,6 @@ typedef struct emu_state {
     int n, cap;
     int racecheck;
 } emu_state;
-
-/* ------------------------------------------------------------------- hashing */
-typedef struct emu_hash { uint64_t a, b; } emu_hash;
-
-static void hash_init(emu_hash *h) {
-    h->a = 0xcbf29ce484222325ull;
-    h->b = 0x9E3779B97F4A7C15ull;
-}
-
-static void hash_bytes(emu_hash *h, const void *p, size_t n) {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h->a = (h->a ^ s[i]) * 0x100000001b3ull;
-        h->b = (h->b + s[i] + 1) * 0xff51afd7ed558ccdull;
-        h->b ^= h->b >> 29;
-    }
-}
-
-static void hash_str(emu_hash *h, const char *s) {
-    hash_bytes(h, s, strlen(s) + 1);
-}
-
-static void hash_hex(const emu_hash *h, char out[33]) {
-    uint64_t b = h->b ^ (h->b >> 31);
-    b *= 0xc4ceb9fe1a85ec53ull;
-    b ^= b >> 33;
-    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h->a, (unsigned long long)b);
-}
 
 /* ---------------------------------------------------------------- utilities */
 static char *read_file(const char *path, size_t *len) {
@@ -564,49 +537,83 @@ static int module_open(emu_module *m, const char *path, const cg_plan *plan, cha
 
 static atomic_uint g_tmp_counter;
 
-static cg_status module_compile(cg_context *ctx, emu_module *m, const char *text, size_t tlen, const char *dir,
-                                const char *cxx, const char *flags, const cg_plan *plan, int keep) {
-    char base[4096], src[4200], so[4200], cmd[16384], final[4200];
-    snprintf(base, sizeof base, "%s/.tmp-%s-%ld-%u", dir, m->key, (long)getpid(),
-             atomic_fetch_add(&g_tmp_counter, 1));
-    snprintf(src, sizeof src, "%s.cc", base);
-    snprintf(so, sizeof so, "%s.so", base);
-    snprintf(final, sizeof final, "%s/%s.so", dir, m->key);
-    if (write_file(src, text, tlen) != 0) {
-        unlink(src);
+/* A private temporary directory for one compile or load; "" on failure. */
+static void tmp_dir(char *dir, size_t cap) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, cap, "%s/chunkgen-emu-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(dir)) dir[0] = '\0';
+}
+
+/* Compile text into a shared object: *so (malloc'd bytes) and *log, or an error. The
+ * shared object is left at so_path (in the caller's temp dir) for dlopen. */
+static cg_status module_compile(cg_context *ctx, const char *text, size_t tlen, const char *dir, const char *cxx,
+                                const char *flags, const cg_plan *plan, char *so_path, size_t so_cap,
+                                void **so, size_t *so_len, char **log_out) {
+    char src[4200], cmd[16384];
+    snprintf(src, sizeof src, "%s/%s.cc", dir, plan->name[0] ? plan->name : "kernel");
+    snprintf(so_path, so_cap, "%s/module-%u.so", dir, atomic_fetch_add(&g_tmp_counter, 1));
+    *so = NULL;
+    *log_out = NULL;
+    if (write_file(src, text, tlen) != 0)
         return cg__err(ctx, CG_EIO, "emulate: cannot write %s: %s", src, strerror(errno));
-    }
     snprintf(cmd, sizeof cmd, "%s %s -o ", cxx, flags);
-    shell_quote(cmd, sizeof cmd, so);
+    shell_quote(cmd, sizeof cmd, so_path);
     strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
     shell_quote(cmd, sizeof cmd, src);
     strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
     char *log = NULL;
     int rc = run_cmd(cmd, &log);
     if (rc != 0) {
-        /* keep the source and log next to the cache for a look */
-        char fsrc[4200], flog[4200];
-        snprintf(fsrc, sizeof fsrc, "%s/%s.failed.cc", dir, m->key);
-        snprintf(flog, sizeof flog, "%s/%s.failed.log", dir, m->key);
-        if (rename(src, fsrc) != 0) { unlink(src); fsrc[0] = '\0'; }
-        if (log) write_file(flog, log, strlen(log));
-        unlink(so);
-        cg_status st = cg__err(ctx, CG_ECOMPILE, "emulate: compiling %s failed (%s, exit %d; source %s):\n%.1500s",
-                               plan->name, cxx, rc, fsrc[0] ? fsrc : "(not kept)", log ? log : "");
+        /* keep the source and the log for a look */
+        char keep[4300], klog[4300];
+        const char *cd = ctx ? cg__cache_dir(ctx) : NULL;
+        keep[0] = '\0';
+        if (cd) {
+            snprintf(keep, sizeof keep, "%s/emu-failed", cd);
+            if (mkdirs(keep) == 0) {
+                snprintf(klog, sizeof klog, "%s/%s.log", keep, plan->name[0] ? plan->name : "kernel");
+                snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "/%s.cc", plan->name[0] ? plan->name : "kernel");
+                if (write_file(keep, text, tlen) != 0) keep[0] = '\0';
+                else if (log) write_file(klog, log, strlen(log));
+            } else {
+                keep[0] = '\0';
+            }
+        }
+        unlink(src);
+        unlink(so_path);
+        cg_status st = cg__err(ctx, CG_ECOMPILE, "emulate: compiling %s failed (%s, exit %d; source kept in %s):\n%.1500s",
+                               plan->name, cxx, rc, keep[0] ? keep : "(not kept)", log ? log : "");
         free(log);
         return st;
     }
-    free(log);
     unlink(src);
-    char why[512];
-    const char *load_path = so;
-    if (keep && rename(so, final) == 0) load_path = final;
-    if (module_open(m, load_path, plan, why, sizeof why) != 0) {
-        unlink(so);
-        return cg__err(ctx, CG_ECOMPILE, "emulate: %s: the compiled module does not load: %s", plan->name, why);
+    size_t n = 0;
+    *so = read_file(so_path, &n);
+    if (!*so) {
+        free(log);
+        unlink(so_path);
+        return cg__err(ctx, CG_EIO, "emulate: cannot read the compiled %s", so_path);
     }
-    if (load_path == so) unlink(so); /* memory only: the mapping stays */
+    *so_len = n;
+    *log_out = log;
     return CG_OK;
+}
+
+/* dlopen a cached payload: written to a private temp file, opened, unlinked. */
+static int open_payload(emu_module *m, const void *so, size_t len, const cg_plan *plan, char *why, size_t cap) {
+    char dir[4096], path[4200];
+    tmp_dir(dir, sizeof dir);
+    if (!dir[0]) {
+        snprintf(why, cap, "no temporary directory: %s", strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/module.so", dir);
+    int rc = -1;
+    if (write_file(path, so, len) != 0) snprintf(why, cap, "cannot write %.300s: %s", path, strerror(errno));
+    else rc = module_open(m, path, plan, why, cap);
+    unlink(path);
+    rmdir(dir);
+    return rc;
 }
 
 static void warn_once(int *flag, const char *fmt, ...) CG_PRINTF(2, 3);
@@ -620,76 +627,113 @@ static void warn_once(int *flag, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int g_warn_dir, g_warn_corrupt;
+static int g_warn_load;
+
+/* Everything a module depends on: the cache key text. */
+typedef struct emu_key {
+    sbuf text;      /* the module source, with its key line */
+    sbuf key;       /* the cache key: compiler, flags, ABI, then the source */
+    char hex[33];   /* hash of key */
+    char cxx[512], flags[2048], label[256];
+} emu_key;
+
+static void key_free(emu_key *k) {
+    free(k->text.p);
+    free(k->key.p);
+}
+
+static cg_status module_key(cg_context *ctx, const cg_plan *plan, int racecheck, emu_key *k) {
+    char ver[512];
+    memset(k, 0, sizeof *k);
+    cg_status s = find_cxx(ctx, k->cxx, sizeof k->cxx, ver, sizeof ver);
+    if (s != CG_OK) return s;
+    const char *extra = getenv("CHUNKGEN_EMU_CXXFLAGS");
+    snprintf(k->flags, sizeof k->flags, "%s%s%s%s", EMU_FLAGS, racecheck ? EMU_RACE_FLAGS : "", extra ? " " : "",
+             extra ? extra : "");
+    s = build_source(ctx, plan, &k->text);
+    if (s != CG_OK) return s;
+    sb_fmt(&k->key, "chunkgen emulate module, ABI %d\ncompiler: %s\n", CG_EMU_ABI_VERSION, k->cxx);
+    sb_fmt(&k->key, "version: %s\n", ver);
+    sb_str(&k->key, "flags: ");
+    sb_str(&k->key, k->flags);
+    sb_str(&k->key, "\nsource:\n");
+    sb_add(&k->key, k->text.p ? k->text.p : "", k->text.n);
+    if (k->key.oom) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
+    uint64_t h[2];
+    cg__hash128(k->key.p, k->key.n, h);
+    snprintf(k->hex, sizeof k->hex, "%016llx%016llx", (unsigned long long)h[0], (unsigned long long)h[1]);
+    sb_fmt(&k->text, "CG_EMU_EXPORT const char cg_emu_key[] = \"%s\";\n", k->hex);
+    snprintf(k->label, sizeof k->label, "emu_%s", plan->name[0] ? plan->name : "kernel");
+    if (k->text.oom) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
+    return CG_OK;
+}
+
+static void cache_dir_of(cg_context *ctx, char *dir, size_t cap) {
+    snprintf(dir, cap, "%s/kernels", cg__cache_dir(ctx));
+}
 
 static cg_status emu_load(cg_context *ctx, const cg_plan *plan, void **module) {
     emu_state *st = emu_get(ctx);
     if (!st) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
-    char cxx[512], ver[512];
-    cg_status s = find_cxx(ctx, cxx, sizeof cxx, ver, sizeof ver);
-    if (s != CG_OK) return s;
-    char flags[2048];
-    const char *extra = getenv("CHUNKGEN_EMU_CXXFLAGS");
-    snprintf(flags, sizeof flags, "%s%s%s%s", EMU_FLAGS, st->racecheck ? EMU_RACE_FLAGS : "", extra ? " " : "",
-             extra ? extra : "");
-
-    sbuf text = {0};
-    s = build_source(ctx, plan, &text);
-    if (s != CG_OK) { free(text.p); return s; }
-    emu_hash h;
-    hash_init(&h);
-    hash_bytes(&h, text.p, text.n);
-    hash_str(&h, flags);
-    hash_str(&h, cxx);
-    hash_str(&h, ver);
-    char key[33];
-    hash_hex(&h, key);
-    sb_fmt(&text, "CG_EMU_EXPORT const char cg_emu_key[] = \"%s\";\n", key);
-    if (text.oom) { free(text.p); return cg__err(ctx, CG_ENOMEM, "emulate: out of memory"); }
-
+    emu_key k;
+    cg_status s = module_key(ctx, plan, st->racecheck, &k);
+    if (s != CG_OK) {
+        key_free(&k);
+        return s;
+    }
     for (int i = 0; i < st->n; i++)
-        if (strcmp(st->mods[i]->key, key) == 0) {
-            free(text.p);
+        if (strcmp(st->mods[i]->key, k.hex) == 0) {
+            key_free(&k);
             *module = st->mods[i];
             return CG_OK;
         }
-
     emu_module *m = calloc(1, sizeof *m);
-    if (!m) { free(text.p); return cg__err(ctx, CG_ENOMEM, "emulate: out of memory"); }
-    snprintf(m->key, sizeof m->key, "%s", key);
+    if (!m) {
+        key_free(&k);
+        return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
+    }
+    snprintf(m->key, sizeof m->key, "%s", k.hex);
     snprintf(m->name, sizeof m->name, "%s", plan->name);
     m->racecheck = st->racecheck;
 
-    char dir[4096], path[4200], why[512];
-    snprintf(dir, sizeof dir, "%s/emu", cg__cache_dir(ctx));
-    snprintf(path, sizeof path, "%s/%s.so", dir, key);
-    int keep = 1;
-    s = CG_OK;
-    if (access(path, R_OK) == 0) {
-        if (module_open(m, path, plan, why, sizeof why) == 0) goto loaded;
-        warn_once(&g_warn_corrupt, "emulate: cache entry %s is unusable (%s); rebuilding", path, why);
+    char cdir[4096], why[512];
+    cache_dir_of(ctx, cdir, sizeof cdir);
+    void *so = NULL;
+    size_t len = 0;
+    char *log = NULL;
+    if (cg__kcache_get(cdir, k.label, k.key.p, &so, &len, &log) == CG_OK) {
+        int ok = open_payload(m, so, len, plan, why, sizeof why) == 0;
+        free(so);
+        free(log);
+        so = NULL;
+        log = NULL;
+        if (ok) goto loaded;
+        warn_once(&g_warn_load, "emulate: cached module of %s does not load (%s); rebuilding", plan->name, why);
     }
-    if (mkdirs(dir) != 0 || access(dir, W_OK) != 0) {
-        warn_once(&g_warn_dir, "emulate: cache directory %s is not writable (%s); compiled kernels are kept in memory only",
-                  dir, strerror(errno));
-        const char *tmp = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/chunkgen-emu-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-        if (!mkdtemp(dir)) {
-            free(text.p);
-            free(m);
-            return cg__err(ctx, CG_EIO, "emulate: cannot create a temporary directory %s: %s", dir, strerror(errno));
-        }
-        keep = 0;
+    char tdir[4096], so_path[4200];
+    tmp_dir(tdir, sizeof tdir);
+    if (!tdir[0]) {
+        key_free(&k);
+        free(m);
+        return cg__err(ctx, CG_EIO, "emulate: cannot create a temporary directory: %s", strerror(errno));
     }
-    s = module_compile(ctx, m, text.p, text.n, dir, cxx, flags, plan, keep);
-    if (!keep) rmdir(dir);
+    s = module_compile(ctx, k.text.p, k.text.n, tdir, k.cxx, k.flags, plan, so_path, sizeof so_path, &so, &len, &log);
+    if (s == CG_OK) {
+        (void)cg__kcache_put(cdir, k.label, k.key.p, so, len, log); /* EIO: memory only, warned there */
+        if (module_open(m, so_path, plan, why, sizeof why) != 0)
+            s = cg__err(ctx, CG_ECOMPILE, "emulate: %s: the compiled module does not load: %s", plan->name, why);
+        unlink(so_path);
+    }
+    rmdir(tdir);
+    free(so);
+    free(log);
     if (s != CG_OK) {
-        free(text.p);
+        key_free(&k);
         free(m);
         return s;
     }
 loaded:
-    free(text.p);
+    key_free(&k);
     if (st->n == st->cap) {
         int cap = st->cap ? st->cap * 2 : 16;
         emu_module **nm = realloc(st->mods, (size_t)cap * sizeof *nm);
@@ -703,6 +747,56 @@ loaded:
     }
     st->mods[st->n++] = m;
     *module = m;
+    return CG_OK;
+}
+
+/* Compile the plans missing from the disk cache, several compilers at once. */
+typedef struct emu_prebuild_job {
+    cg_context *ctx;
+    const cg_plan *plans;
+    int racecheck;
+    char dir[4096];
+} emu_prebuild_job;
+
+static void emu_prebuild_task(void *arg, int64_t i, int tid) {
+    emu_prebuild_job *job = arg;
+    (void)tid;
+    const cg_plan *plan = &job->plans[i];
+    emu_key k;
+    /* no ctx for messages: several threads; the later load reports errors */
+    if (module_key(NULL, plan, job->racecheck, &k) == CG_OK) {
+        void *so = NULL;
+        size_t len = 0;
+        char *log = NULL;
+        if (cg__kcache_get(job->dir, k.label, k.key.p, &so, &len, &log) != CG_OK) {
+            char tdir[4096], so_path[4200];
+            tmp_dir(tdir, sizeof tdir);
+            if (tdir[0] && module_compile(NULL, k.text.p, k.text.n, tdir, k.cxx, k.flags, plan, so_path,
+                                          sizeof so_path, &so, &len, &log) == CG_OK) {
+                (void)cg__kcache_put(job->dir, k.label, k.key.p, so, len, log);
+                unlink(so_path);
+            }
+            if (tdir[0]) rmdir(tdir);
+        }
+        free(so);
+        free(log);
+    }
+    key_free(&k);
+}
+
+cg_status cg__emu_prebuild(cg_context *ctx, const cg_plan *plans, int n) {
+    emu_state *st = emu_get(ctx);
+    if (!st) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
+    char cxx[512], ver[512];
+    cg_status s = find_cxx(ctx, cxx, sizeof cxx, ver, sizeof ver);
+    if (s != CG_OK) return s;
+    emu_prebuild_job job;
+    memset(&job, 0, sizeof job);
+    job.ctx = ctx;
+    job.plans = plans;
+    job.racecheck = st->racecheck;
+    cache_dir_of(ctx, job.dir, sizeof job.dir);
+    cg__pool_run(cg__ctx_pool(ctx), 0, n, emu_prebuild_task, &job);
     return CG_OK;
 }
 

@@ -142,6 +142,15 @@ static void fiber_entry_uc(unsigned lo, unsigned hi) {
 
 static void fiber_init(emu_worker *w, emu_fiber *f) {
     char *top = fiber_region(f) + CG_EMU_STACK_REGION;
+#ifdef EMU_ASAN
+    /* Frames still live when the fiber last switched away (it exited or was
+     * abandoned) leave poisoned redzones above its saved stack pointer. */
+    if (f->sp) {
+        char *lo = (char *)f->sp - 1024, *stack_lo = fiber_region(f) + 2 * w->page;
+        if (lo < stack_lo) lo = stack_lo;
+        __asan_unpoison_memory_region(lo, (size_t)(top - lo));
+    }
+#endif
 #ifdef EMU_ASM_SWITCH
     uint64_t *s = (uint64_t *)top;
     s[-1] = 0;
@@ -179,6 +188,8 @@ static void switch_to(emu_worker *w, emu_fiber *from, emu_fiber *to, int dying) 
 #ifdef EMU_ASM_SWITCH
     cg__emu_swap(from ? &from->sp : &w->sched_sp, to ? to->sp : w->sched_sp);
 #else
+    char here;
+    if (from) from->sp = &here; /* about the stack pointer, for fiber_init */
     swapcontext(from ? &from->uc : &w->sched_uc, to ? &to->uc : &w->sched_uc);
 #endif
 #ifdef EMU_ASAN
@@ -608,14 +619,7 @@ static int run_block(emu_worker *w, int64_t bi) {
 #endif
     switch_to(w, NULL, w->fib[0], 0);
     if (!w->failed && w->ndone < w->n) describe_deadlock(w);
-    if (w->failed) {
-#ifdef EMU_ASAN
-        /* frames of abandoned fibers leave poisoned shadow on their stacks */
-        for (int i = 0; i < w->n; i++)
-            __asan_unpoison_memory_region(fiber_region(w->fib[i]) + 2 * w->page, CG_EMU_STACK_REGION - 2 * w->page);
-#endif
-        return -1;
-    }
+    if (w->failed) return -1;
     return 0;
 }
 
