@@ -16,13 +16,50 @@ def fnum(x, f="%.3g"):
     return f % x if isinstance(x, (int, float)) else "-"
 
 
+def cells_table(rows, impl):
+    """One markdown line per cell of `impl`: its median, the other impls' medians and the
+    speed-ups against them, its rel_err and its fractions of the peak."""
+    others = []
+    for r in rows:
+        if r["impl"] != impl and r["impl"] not in others:
+            others.append(r["impl"])
+    print("| config | seq | mode | %s ms | %s | rel_err | GFLOP/s | frac FMA peak |" % (
+        impl, " | ".join("%s ms (speed-up)" % o for o in others)))
+    print("|---|---|---|---|%s---|---|---|" % ("---|" * len(others)))
+    by = {}
+    for r in rows:
+        by.setdefault((r.get("config"), seq_of(r), r["mode"]), {})[r["impl"]] = r
+    for (cfg, seq, mode), d in by.items():
+        me = d.get(impl)
+        if not me:
+            continue
+        cells = []
+        for o in others:
+            x = d.get(o)
+            if not x:
+                cells.append("-")
+            elif "median_ms" not in x:
+                cells.append("skipped" if "skipped" in x else "error")
+            else:
+                sp = me.get("speedup_vs", {}).get(o)
+                cells.append("%.1f (%s)" % (x["median_ms"], ("%.1fx" % sp) if sp else "-"))
+        mine = fnum(me.get("median_ms"), "%.2f") if "median_ms" in me else (me.get("error") or me.get("skipped"))
+        print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            cfg, seq, mode, mine, " | ".join(cells), fnum(me.get("rel_err"), "%.1e"), fnum(me.get("gflops"), "%.1f"),
+            fnum(me.get("frac_flops"), "%.3f")))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("merged")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--cells", metavar="IMPL", help="markdown: one line per cell, IMPL against the others")
     a = ap.parse_args()
     doc = json.load(open(a.merged))
     rows = doc["results"]
+    if a.cells:
+        return cells_table(rows, a.cells)
     md = a.markdown
     sep = " | " if md else "  "
     hdr = ["impl", "config", "seq", "mode", "median_ms", "IQR_ms", "rel_err", "GFLOP/s", "frac_peak", "speedups"]

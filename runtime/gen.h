@@ -68,6 +68,13 @@ cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *sh
 /* Names of the kernels that exist, NULL-terminated static list owned by the generator. */
 cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n);
 
+/* Human-readable description of a kernel's space (for `chunkgen gen --list`); *text malloc'd. */
+cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text);
+
+/* An embedded generator/template file by relative path (or the CHUNKGEN_LUA_PATH copy);
+ * *text malloc'd and NUL-terminated, *len its length. */
+cg_status cg__gen_read_file(cg_context *ctx, const char *rel, char **text, size_t *len);
+
 /* The emulated device (sm_80 features, generous limits). */
 void cg__devinfo_emulated(cg_devinfo *dev);
 

@@ -16,6 +16,9 @@
 int cg__ssd_gen_supports(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p);
 cg_status cg__ssd_gen_fwd(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p, const cg_cfg *cfg,
                           const cg_exec *ex);
+int cg__ssd_gen_bwd_supports(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p);
+cg_status cg__ssd_gen_bwd(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p, const cg_cfg *cfg,
+                          const cg_exec *ex);
 
 static const char *const k_ops[] = {"ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
 
@@ -25,6 +28,7 @@ static int gen_supports(cg_context *ctx, const cg_kexec *kx, const char *backend
         return 0;
     }
     if (op == CG_OP_SSD_FWD) return cg__ssd_gen_supports(ctx, kx, prob);
+    if (op == CG_OP_SSD_BWD) return cg__ssd_gen_bwd_supports(ctx, kx, prob);
     cg__err(ctx, CG_EUNSUPPORTED, "backend %s: no generated kernel for %s yet (the cpu backend runs it)", backend,
             k_ops[op]);
     return 0;
@@ -45,8 +49,7 @@ static cg_status emu_ssd_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg
     return cg__ssd_gen_fwd(ctx, emu_kx(), p, cfg, ex);
 }
 static cg_status emu_ssd_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    (void)p, (void)cfg, (void)ex;
-    return no_kernel(ctx, "emulate", CG_OP_SSD_BWD);
+    return cg__ssd_gen_bwd(ctx, emu_kx(), p, cfg, ex);
 }
 static cg_status emu_sscan_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)p, (void)cfg, (void)ex;
@@ -76,8 +79,7 @@ static cg_status cuda_ssd_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cf
     return cg__ssd_gen_fwd(ctx, cuda_kx(), p, cfg, ex);
 }
 static cg_status cuda_ssd_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    (void)p, (void)cfg, (void)ex;
-    return no_kernel(ctx, "cuda", CG_OP_SSD_BWD);
+    return cg__ssd_gen_bwd(ctx, cuda_kx(), p, cfg, ex);
 }
 static cg_status cuda_sscan_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)p, (void)cfg, (void)ex;

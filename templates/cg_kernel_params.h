@@ -36,4 +36,17 @@ typedef struct cg_ssd_fwd_params {
     cg_i64 nchunks;             /* ceil(T / chunk) */
 } cg_ssd_fwd_params;
 
+/* SSD backward (templates/ssd_bwd.cu). Logical orders as for the forward, and
+ *   dout, dv [b, t, h, j]; dq, dk [b, t, g, i] (summed over the group's heads);
+ *   dla [b, t, h]; dhT, dh0 [b, h, i, j].
+ * ws: workspace (layout in ssd_bwd.cu; its size comes from generator/kernels/ssd_bwd.lua).
+ * Read-only tensors are q, k, v, la, h0, dout, dhT. */
+typedef struct cg_ssd_bwd_params {
+    cg_ktensor q, k, v, la, h0, dout, dhT; /* inputs; h0.p, dhT.p NULL: zero */
+    cg_ktensor dq, dk, dv, dla, dh0;       /* outputs; dh0.p NULL: not wanted */
+    float *ws;
+    cg_i64 B, T, G, H, dim_k, dim_v;       /* dim_k, dim_v repeat the compiled CG_DK, CG_DV */
+    cg_i64 nchunks;                        /* ceil(T / chunk) */
+} cg_ssd_bwd_params;
+
 #endif /* CG_KERNEL_PARAMS_H */

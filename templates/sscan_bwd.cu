@@ -47,7 +47,7 @@ static_assert(4LL * M_FLOATS == CG_SMEM_BYTES, "sscan_bwd.lua smem_bytes() disag
 SSCAN_ENTRY cg_sscan_bwd_ckpt(cg_sscan_bwd_params p) {
     using namespace sscan;
     CG_DYN_SMEM(float, sm);
-    const i64 b = blockIdx.x / p.n.nblk, d0 = (blockIdx.x % p.n.nblk) * BD;
+    const i64 b = udiv(blockIdx.x, p.n.nblk), d0 = umod(blockIdx.x, p.n.nblk) * BD;
     const Thr th = thread_coords(p.n, d0);
     float A[NPT], h[NPT];
     load_A(p.A, th, A);
@@ -64,7 +64,7 @@ SSCAN_ENTRY cg_sscan_bwd_main(cg_sscan_bwd_params p) {
     using namespace sscan;
     CG_DYN_SMEM(float, sm);
     const cg_sscan_dims &n = p.n;
-    const i64 bblk = blockIdx.x, blk = bblk % n.nblk, b = bblk / n.nblk, d0 = blk * BD;
+    const i64 bblk = blockIdx.x, blk = umod(bblk, n.nblk), b = udiv(bblk, n.nblk), d0 = blk * BD;
     const Thr th = thread_coords(n, d0);
     const int tid = threadIdx.x;
     float *s_dt = sm + M_DT, *s_sg = sm + M_SG, *s_x = sm + M_X, *s_dy = sm + M_DY;
@@ -86,8 +86,8 @@ SSCAN_ENTRY cg_sscan_bwd_main(cg_sscan_bwd_params p) {
     float *dyb = p.dybuf + bblk * (i64)SEG * BD;
     // The groups this block's channels meet, and where their dB/dC slots are.
     const i64 dlast = min64(d0 + BD, n.D) - 1;
-    const i64 gfirst = d0 / n.dpg;
-    const int ngs = (int)(dlast / n.dpg - gfirst + 1);
+    const i64 gfirst = udiv(d0, n.dpg);
+    const int ngs = (int)(udiv(dlast, n.dpg) - gfirst + 1);
 
     for (i64 sgi = n.nseg - 1; sgi >= 0; --sgi) {
         const i64 s0 = sgi * SEG, s1 = min64(n.L, s0 + SEG);
@@ -221,10 +221,10 @@ SSCAN_ENTRY cg_sscan_bwd_main(cg_sscan_bwd_params p) {
 SSCAN_ENTRY cg_sscan_bwd_reduce(cg_sscan_bwd_params p) {
     using namespace sscan;
     const cg_sscan_dims &n = p.n;
-    i64 e = (i64)blockIdx.x * NT + threadIdx.x;
+    i64 e = (i64)blockIdx.x * NT + threadIdx.x; // < 2^31 (sscan_bwd.lua)
     const i64 nbc = n.B * n.L * n.G * N;
     if (e < nbc) {
-        const i64 s = e % N, r = e / N, gg = r % n.G, r2 = r / n.G, t = r2 % n.L, b = r2 / n.L;
+        const i64 s = e % N, r = e / N, gg = umod(r, n.G), r2 = udiv(r, n.G), t = umod(r2, n.L), b = udiv(r2, n.L);
         const i64 nslot = (gg * n.dpg + n.dpg - 1) / BD - gg * n.dpg / BD + 1;
         const float *pb = p.pB + (r * p.nbg) * N + s, *pc = p.pC + (r * p.nbg) * N + s;
         float sb = 0.f, sc = 0.f;

@@ -67,6 +67,12 @@ __device__ __forceinline__ float chan_sum(float v) {
 
 __device__ __forceinline__ i64 min64(i64 a, i64 b) { return a < b ? a : b; }
 
+// Quotient and remainder of indices the constraints keep below 2^32 (grid sizes, D, L,
+// element counts of the reductions): 32-bit division is inline, a 64-bit one by a
+// run-time divisor is a called subroutine that makes ptxas spill around the call.
+__device__ __forceinline__ i64 udiv(i64 a, i64 b) { return (i64)((unsigned)a / (unsigned)b); }
+__device__ __forceinline__ i64 umod(i64 a, i64 b) { return (i64)((unsigned)a % (unsigned)b); }
+
 // This thread's place: channel ch of the block (d = d0 + ch; dd = d clamped into
 // [0, D) for addressing), lane j within the channel, group g of dd.
 struct Thr {
@@ -82,7 +88,7 @@ __device__ __forceinline__ Thr thread_coords(const cg_sscan_dims &n, i64 d0) {
     t.d = d0 + t.ch;
     t.live = t.d < n.D;
     t.dd = t.live ? t.d : n.D - 1;
-    t.g = t.dd / n.dpg;
+    t.g = udiv(t.dd, n.dpg);
     return t;
 }
 
@@ -130,9 +136,8 @@ struct FwdIO {
 
 // The recurrence of this CTA's channels over steps [ta, tb) from the states in h,
 // leaving the states after tb - 1 in h. With io.y.p: writes y; with io.ckpt: stores
-// the state entering every step that is a multiple of io.segment (ta, and every chunk
-// start, must be multiples of CHUNK; segment a multiple of CHUNK). Returns sum(dt)
-// over the range for channel t.d (valid in every lane).
+// the states entering steps ta, ta + segment, ... in its slots 0, 1, ... (segment a
+// multiple of CHUNK). Returns sum(dt) over the range for channel t.d (in every lane).
 __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i64 d0, const Thr &th,
                                             const float (&A)[NPT], float (&h)[NPT], i64 ta, i64 tb) {
     const cg_sscan_dims &n = io.n;
@@ -141,12 +146,15 @@ __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i
     const float *Cb = io.Cm.p + b * io.Cm.s0 + th.g * io.Cm.s2;
     const i64 bs3 = io.Bm.s3, cs3 = io.Cm.s3;
     float sdt = 0.f;
+    i64 next_ck = ta, nck = 0;
     for (i64 t0 = ta; t0 < tb; t0 += CHUNK) {
         const int nt = (int)min64(CHUNK, tb - t0);
-        if (io.ckpt && t0 % io.segment == 0) {
-            float *ck = io.ckpt + (t0 / io.segment) * (i64)(NPT * NT) + threadIdx.x;
+        if (io.ckpt && t0 == next_ck) { // the first state of a segment
+            float *ck = io.ckpt + nck * (i64)(NPT * NT) + threadIdx.x;
 #pragma unroll
             for (int k = 0; k < NPT; ++k) ck[k * NT] = h[k];
+            ++nck;
+            next_ck += io.segment;
         }
         stage_dt_x(io.x, io.delta, io.dbias, n, b, d0, t0, nt, s_dt, s_x, nullptr);
         __syncthreads();
@@ -220,7 +228,7 @@ __device__ __forceinline__ void store_state(const cg_stensor &hT, i64 b, const T
 #if defined(CG_EMULATE)
 #define SSCAN_ENTRY extern "C" __global__ void
 #else
-#define SSCAN_ENTRY extern "C" __global__ void __launch_bounds__(sscan::NT)
+#define SSCAN_ENTRY extern "C" __global__ void __launch_bounds__(sscan::NT, 1)
 #endif
 
 #ifndef SSCAN_NO_FWD_ENTRY
@@ -241,7 +249,7 @@ __device__ __forceinline__ FwdIO fwd_io(const cg_sscan_fwd_params &p) {
 SSCAN_ENTRY cg_sscan_fwd(cg_sscan_fwd_params p) {
     using namespace sscan;
     CG_DYN_SMEM(float, sm);
-    const i64 b = blockIdx.x / p.n.nblk, d0 = (blockIdx.x % p.n.nblk) * BD;
+    const i64 b = udiv(blockIdx.x, p.n.nblk), d0 = umod(blockIdx.x, p.n.nblk) * BD;
     const Thr th = thread_coords(p.n, d0);
     float A[NPT], h[NPT];
     load_A(p.A, th, A);
@@ -256,8 +264,8 @@ SSCAN_ENTRY cg_sscan_fwd(cg_sscan_fwd_params p) {
 SSCAN_ENTRY cg_sscan_fwd_local(cg_sscan_fwd_params p) {
     using namespace sscan;
     CG_DYN_SMEM(float, sm);
-    const i64 np = p.n.nseg, piece = blockIdx.x % np, bblk = blockIdx.x / np;
-    const i64 b = bblk / p.n.nblk, d0 = (bblk % p.n.nblk) * BD;
+    const i64 np = p.n.nseg, piece = umod(blockIdx.x, np), bblk = udiv(blockIdx.x, np);
+    const i64 b = udiv(bblk, p.n.nblk), d0 = umod(bblk, p.n.nblk) * BD;
     const Thr th = thread_coords(p.n, d0);
     float A[NPT], h[NPT];
     load_A(p.A, th, A);
@@ -281,7 +289,7 @@ SSCAN_ENTRY cg_sscan_fwd_carry(cg_sscan_fwd_params p) {
     const i64 per = (i64)NPT * NT;
     if (e >= p.n.B * p.n.nblk * per) return;
     const i64 bblk = e / per, r = e - bblk * per, k = r / NT, tid = r - k * NT;
-    const i64 b = bblk / p.n.nblk, d = (bblk % p.n.nblk) * BD + tid / TPC, s = tid % TPC + TPC * k;
+    const i64 b = udiv(bblk, p.n.nblk), d = umod(bblk, p.n.nblk) * BD + tid / TPC, s = tid % TPC + TPC * k;
     if (d >= p.n.D || s >= N) return;
     const i64 np = p.n.nseg;
     const float a = p.A.p[d * p.A.s0 + s * p.A.s1];
@@ -300,8 +308,8 @@ SSCAN_ENTRY cg_sscan_fwd_carry(cg_sscan_fwd_params p) {
 SSCAN_ENTRY cg_sscan_fwd_out(cg_sscan_fwd_params p) {
     using namespace sscan;
     CG_DYN_SMEM(float, sm);
-    const i64 np = p.n.nseg, piece = blockIdx.x % np, bblk = blockIdx.x / np;
-    const i64 b = bblk / p.n.nblk, d0 = (bblk % p.n.nblk) * BD;
+    const i64 np = p.n.nseg, piece = umod(blockIdx.x, np), bblk = udiv(blockIdx.x, np);
+    const i64 b = udiv(bblk, p.n.nblk), d0 = umod(bblk, p.n.nblk) * BD;
     const Thr th = thread_coords(p.n, d0);
     float A[NPT], h[NPT];
     load_A(p.A, th, A);

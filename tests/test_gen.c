@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text);
 
 /* Odd shapes: dk/dv not powers of two, T not a multiple of any chunk. Each also
  * carries a selective-scan shape (L = T, D channels, N states) and varied flags, so
@@ -371,9 +370,22 @@ static void nvrtc_all_configs(int arch) {
     const char **names;
     int nk = 0;
     CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &nk));
+    /* CHUNKGEN_TEST_CONFIG_STRIDE=n compiles every n-th config only (local iteration) */
+    int stride = CONFIG_STRIDE;
+    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
+    if (env && atoi(env) > 0) stride = atoi(env);
     int cap = 4096, nj = 0;
     job *jobs = calloc((size_t)cap, sizeof *jobs);
+    /* CHUNKGEN_TEST_KERNELS=a,b restricts the run to those kernels (local iteration) */
+    const char *only = getenv("CHUNKGEN_TEST_KERNELS");
     for (int k = 0; k < nk; k++) {
+        if (only && *only) {
+            char list[512];
+            snprintf(list, sizeof list, ",%s,", only);
+            char want[80];
+            snprintf(want, sizeof want, ",%s,", names[k]);
+            if (!strstr(list, want)) continue;
+        }
         cg_cfg *sp[NSHAPES];
         int sn[NSHAPES];
         for (int si = 0; si < NSHAPES; si++) {
@@ -399,7 +411,7 @@ static void nvrtc_all_configs(int arch) {
         /* each config once, on the (idx mod count)-th shape that accepts it; then defaults */
         for (int q = 0; q <= nseen + NSHAPES - 1 && nj < cap; q++) {
             int is_default = q >= nseen;
-            if (!is_default && q % CONFIG_STRIDE != 0) continue;
+            if (!is_default && q % stride != 0) continue;
             int shape = -1;
             const cg_cfg *pin = NULL;
             if (is_default) {
@@ -469,8 +481,8 @@ static void nvrtc_all_configs(int arch) {
         }
         free(j->source);
     }
-    fprintf(stderr, "  sm_%d: %d kernels compiled by NVRTC (%d kernel families), max %d registers\n", arch, nj, nk,
-            maxreg);
+    fprintf(stderr, "  sm_%d: %d kernels compiled by NVRTC (%d kernel families, 1 config in %d + defaults), max %d registers\n",
+            arch, nj, nk, stride, maxreg);
     free(jobs);
     cg_context_free(ctx);
 }

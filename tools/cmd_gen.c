@@ -8,7 +8,6 @@
 #include <string.h>
 
 /* runtime/lua_gen.c (not in gen.h yet): text describing a kernel's space. */
-cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text);
 
 static const char gen_usage[] =
     "usage: chunkgen gen KERNEL --dk N --dv N [options]   print the rendered CUDA source\n"

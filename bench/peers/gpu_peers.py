@@ -76,8 +76,8 @@ def make_call(impl, fn, cell, ins):
             dt = -L["log_alpha"]  # [B, T, H] > 0
             x = L["v"] / dt[..., None]
             A = -torch.ones(H, device=dt.device, dtype=torch.float32)
-            y, fs = fn(x, dt, A, L["k"], L["q"], chunk_size=256, initial_states=L["h0"].transpose(-1, -2),
-                       return_final_states=True)
+            h0 = L["h0"].transpose(-1, -2).contiguous()  # mamba's states are [B, H, headdim=dv, dstate=dk]
+            y, fs = fn(x, dt, A, L["k"], L["q"], chunk_size=256, initial_states=h0, return_final_states=True)
             return {"o": y, "hT": fs.transpose(-1, -2)}
 
     def call():

@@ -214,7 +214,7 @@ def measure(call, sync, repeats, min_time, warmup, max_call_s):
         call()
         sync()
         t1 = time.perf_counter() - t0
-        v, inner, want, total = [], 1, repeats, 0.0
+        v, vc, inner, want, total = [], [], 1, repeats, 0.0
         slow = t1 > 2 * min_time
         if slow:
             want = min(repeats, 3)
@@ -222,15 +222,19 @@ def measure(call, sync, repeats, min_time, warmup, max_call_s):
         else:
             inner = max(1, min(100000, int(min_time / repeats / t1))) if t1 > 0 else 1000
         while len(v) < 200 and (len(v) < want or (total < min_time and not slow)):
+            c0 = time.process_time()
             t0 = time.perf_counter()
             for _ in range(inner):
                 call()
             sync()
             dt = time.perf_counter() - t0
+            vc.append((time.process_time() - c0) / inner)
             total += dt
             v.append(dt / inner)
         q1, med, q3 = np.percentile(np.array(v), [25, 50, 75])
         res.update(inner=inner, samples=len(v), median_ms=med * 1e3, q1_ms=q1 * 1e3, q3_ms=q3 * 1e3)
+        if vc:
+            res["cpu_ms"] = float(np.median(np.array(vc))) * 1e3
     hwm = rss_kb("VmHWM")
     if hwm_ok and rss0 is not None and hwm is not None:
         res["workspace_mb"] = max(0, hwm - rss0) / 1024.0
@@ -308,8 +312,19 @@ def sscan_flops(c, bwd):
     return e * (7.0 * c["state"] + 11) + (e * (24.0 * c["state"] + 20) if bwd else 0)
 
 
-def tensor_bytes(ins, outs_grads):
-    return 4.0 * (sum(t.numel() for t in ins) + sum(t.numel() for t in outs_grads))
+def tensor_bytes(c, bwd):
+    """Bytes of the call's tensors: inputs (and the output gradient), outputs, gradients."""
+    if "dk" in c:
+        B, T, G, H, dk, dv = c["batch"], c["seq"], c["groups"], c["heads"], c["dk"], c["dv"]
+        ins = 2 * B * T * G * dk + B * T * H * dv + B * T * H + B * H * dk * dv
+        outs = B * T * H * dv + B * H * dk * dv
+        dout = B * T * H * dv
+    else:
+        B, L, D, N = c["batch"], c["seq"], c["dim"], c["state"]
+        ins = 3 * B * L * D + 2 * B * L * N + D * N + 2 * D
+        outs = B * L * D + B * D * N
+        dout = B * L * D
+    return 4.0 * (ins + outs + ((dout + ins) if bwd else 0))
 
 
 def cell_bytes(c, bwd):
@@ -437,9 +452,8 @@ def main():
                 call = make_call(impl, cell, ins, args.chunk)
                 m = measure(call, sync, repeats, min_time, warmup, args.max_call_s)
                 row.update(m)
-                outs, grads = call()
-                tb = tensor_bytes(ins.values(), list(outs.values()) + [g for g in grads.values() if g is not None])
-                row["peak_mb"] = tb / 2**20 + (m.get("workspace_mb") or 0)
+                row["peak_mb"] = tensor_bytes(row if cell["op"] == "ssd" else row["shape"], bwd) / 2**20 + \
+                    (m.get("workspace_mb") or 0)
                 sec = row["median_ms"] * 1e-3
                 flops = ssd_flops(row, args.chunk, bwd) if cell["op"] == "ssd" else sscan_flops(row["shape"], bwd)
                 byts = cell_bytes(row if cell["op"] == "ssd" else row["shape"], bwd)
@@ -449,7 +463,7 @@ def main():
                     roof = min(peak, ai * bw)
                     row.update(frac_flops=gf / peak, frac_bw=byts / sec * 1e-9 / bw, frac_roofline=gf / roof,
                                bound="bandwidth" if ai * bw < peak else "flops")
-                del outs, grads, call
+                del call
                 if not args.no_check:
                     T = cell["seq"]
                     tc = min(T, ref_seq)

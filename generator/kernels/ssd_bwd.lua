@@ -1,0 +1,141 @@
+-- ssd_bwd.lua -- the SSD backward kernels (templates/ssd_bwd.cu): their parameter space,
+-- constraints, default and launch geometry. The template's traits block derives the
+-- same shared-memory layout as smem_states() and smem_grads() below; keep them in step.
+--
+-- Four launches: chunk-local states (parallel over chunks), the forward and reverse
+-- scans over chunks (chunk boundary states and their gradients, recomputed into the
+-- workspace: nothing is stored per token), the per-chunk gradients, and a finish
+-- (the dlog_alpha carry across chunks). Grouped dq/dk sum over the heads in a fixed
+-- order: heads = "loop" has one CTA per (b, group, chunk) own the group's heads;
+-- heads = "split" runs one CTA per (b, head, chunk) into per-head dq/dk buffers in the
+-- workspace, which the finish sums in head order (more CTAs, T*dk floats per head).
+
+local function ceil_div(a, b) return (a + b - 1) // b end
+local function round_up(a, b) return ceil_div(a, b) * b end
+
+-- Shared memory layouts (floats), mirroring the traits block of ssd_bwd.cu.
+local function layout(p, shape)
+  local dkp = round_up(shape.dk, 16)
+  local c = p.chunk
+  local ldq, ldv, lds, ldp = dkp + 4, p.block_dv + 8, p.block_dv + 8, c + 4
+  local states = 2 * c * ldq + 2 * c * ldv + 4 * c
+  local grads = states + 2 * c * ldq + 2 * c * ldp + 2 * dkp * lds + c
+  return states, grads
+end
+local function smem_states(p, shape) local s = layout(p, shape); return 4 * s end
+local function smem_grads(p, shape) local _, g = layout(p, shape); return 4 * g end
+
+local function nchunks(p, shape) return ceil_div(shape.T, p.chunk) end
+local function dv_tiles(p, shape) return ceil_div(shape.dv, p.block_dv) end
+local function scan_blocks(p, shape) return ceil_div(shape.dk * shape.dv, 32 * p.warps) end
+
+-- Registers per thread we budget for (ptxas reports 110-212 for the current code, the
+-- 3xtf32 grads kernel with block_dv 64 the largest); refuses blocks an SM could not hold.
+local REGS_PER_THREAD = 232
+local GRID_MAX = 2147483647
+
+local function valid(p, shape, dev)
+  local threads = 32 * p.warps
+  if shape.dk < 1 or shape.dv < 1 or shape.T < 1 or shape.B < 1 or shape.H < 1 or shape.G < 1 then
+    return false, "empty shape"
+  end
+  if shape.H % shape.G ~= 0 then return false, "G must divide H" end
+  if p.chunk % 16 ~= 0 then return false, "chunk must be a multiple of 16" end
+  if p.block_dv % 16 ~= 0 then return false, "block_dv must be a multiple of 16" end
+  if p.precision ~= "ieee" and dev.arch < 80 then
+    return false, string.format("precision %s needs tf32 mma (sm_80+), device is sm_%d", p.precision, dev.arch)
+  end
+  -- A tile twice as wide as dv, or a chunk twice as long as T, only multiplies zeros.
+  if p.block_dv > 16 and p.block_dv >= 2 * shape.dv then
+    return false, string.format("block_dv %d: half of it covers dv = %d", p.block_dv, shape.dv)
+  end
+  if p.heads == "split" and shape.G == shape.H then
+    return false, "heads=split: one head per group, nothing to split (heads=loop does the same)"
+  end
+  if p.chunk > 16 and p.chunk >= 2 * shape.T then
+    return false, string.format("chunk %d: half of it covers T = %d", p.chunk, shape.T)
+  end
+  -- Every warp should own at least one 16x16 tile of the largest matmul.
+  local mt, kt, nt = p.chunk // 16, ceil_div(shape.dk, 16), p.block_dv // 16
+  local tiles = math.max(mt * nt + mt * mt + 2 * mt * kt, 2 * kt * nt)
+  if p.warps > 2 and p.warps > tiles then
+    return false, string.format("%d warps for %d output tiles", p.warps, tiles)
+  end
+  local smem = smem_grads(p, shape)
+  if smem > dev.smem_per_block then
+    return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
+  end
+  if threads * REGS_PER_THREAD > dev.regs_per_block then
+    return false, string.format("%d threads x %d registers exceed the %d registers of a block", threads,
+      REGS_PER_THREAD, dev.regs_per_block)
+  end
+  local bh, nc = shape.B * shape.H, nchunks(p, shape)
+  local grids = { dv_tiles(p, shape) * nc * bh, scan_blocks(p, shape) * bh, nc * bh, nc * shape.B * shape.G }
+  for _, g in ipairs(grids) do
+    if g > GRID_MAX then return false, string.format("grid of %d CTAs too large", g) end
+  end
+  return true
+end
+
+-- Heuristic for untuned shapes: the longest chunk up to 64 whose shared memory fits,
+-- the narrowest dv tile covering dv (at most 32: the grads CTA loops over dv tiles),
+-- 4 warps, fp32-accurate 3xtf32 on tensor cores (ieee below sm_80), and heads split
+-- only when the group's CTAs alone would leave most SMs idle and the per-head buffers
+-- stay within WS_SPLIT_MAX.
+local WS_SPLIT_MAX = 1 << 30
+local function default(shape, dev)
+  local p = { chunk = 64, block_dv = 32, warps = 4, heads = "loop",
+              precision = dev.arch >= 80 and "3xtf32" or "ieee" }
+  if shape.dv <= 16 then p.block_dv = 16 end
+  while p.chunk > 16 and p.chunk >= 2 * shape.T do p.chunk = p.chunk // 2 end
+  if shape.G < shape.H and shape.B * shape.G * nchunks(p, shape) < 2 * dev.sm_count
+      and 8 * shape.B * shape.H * shape.T * shape.dk <= WS_SPLIT_MAX then
+    p.heads = "split"
+  end
+  -- Shrink until it fits: the chunk, then the dv tile, then the warps.
+  for _ = 1, 16 do
+    if valid(p, shape, dev) then return p end
+    if p.chunk > 16 then p.chunk = p.chunk // 2
+    elseif p.block_dv > 16 then p.block_dv = p.block_dv // 2
+    elseif p.warps > 2 then p.warps = p.warps // 2
+    else break end
+  end
+  return p
+end
+
+local function launch(p, shape, dev)
+  local threads = 32 * p.warps
+  local bh, nc = shape.B * shape.H, nchunks(p, shape)
+  local blk = { threads, 1, 1 }
+  local ws = 2 * bh * nc * shape.dk * shape.dv + 2 * bh * nc + bh * scan_blocks(p, shape)
+  if p.heads == "split" then ws = ws + 2 * bh * shape.T * shape.dk end
+  local grads_ctas = nc * (p.heads == "split" and bh or shape.B * shape.G)
+  return {
+    { entry = "cg_ssd_bwd_states", grid = { dv_tiles(p, shape) * nc * bh, 1, 1 }, block = blk,
+      smem = smem_states(p, shape) },
+    { entry = "cg_ssd_bwd_scan", grid = { scan_blocks(p, shape) * bh, 1, 1 }, block = blk, smem = 0 },
+    { entry = "cg_ssd_bwd_grads", grid = { grads_ctas, 1, 1 }, block = blk, smem = smem_grads(p, shape) },
+    { entry = "cg_ssd_bwd_finish", grid = { nc * shape.B * shape.G, 1, 1 }, block = blk, smem = 0 },
+  }, 4 * ws
+end
+
+return {
+  name = "ssd_bwd",
+  template = "ssd_bwd.cu",
+  op = "ssd_bwd",
+  space = {
+    chunk = { 16, 32, 64 },
+    block_dv = { 16, 32, 64 },
+    warps = { 2, 4, 8 },
+    precision = { "ieee", "tf32", "3xtf32" },
+    heads = { "loop", "split" },
+  },
+  order = { "chunk", "block_dv", "warps", "precision", "heads" },
+  valid = valid,
+  default = default,
+  launch = launch,
+  -- The template static_asserts its own layout against these numbers.
+  defines = function(p, shape, dev)
+    return { CG_SMEM_STATES = smem_states(p, shape), CG_SMEM_GRADS = smem_grads(p, shape) }
+  end,
+}
