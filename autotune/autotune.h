@@ -24,11 +24,8 @@
 #define CG_TUNE_SCHEMA 1            /* schema of store entries and exports */
 #define CG_TUNE_CFG_TEXT 256        /* "k=v,k=v" of a config */
 
-/* The direction is passed to CPU spaces (and, once gen.h has it, to the generator) as a
- * shape flag: `shape.bwd` in Lua. */
-#ifndef CG_KS_BWD
-#define CG_KS_BWD 256
-#endif
+/* The direction reaches the spaces as the shape flag CG_KS_BWD (gen.h): `shape.bwd` in
+ * Lua. */
 
 /* ------------------------------------------------------------------- keys */
 
@@ -177,9 +174,11 @@ cg_status cg__tune_write_atomic(cg_context *ctx, const char *dir, const char *na
 int cg__tune_mkdirs(const char *path);
 
 /* ------------------------------------------------------------ CPU spaces
- * generator/cpu/<name>.lua, same convention as generator/kernels/<name>.lua (name, op,
- * space, order, valid, default; no template or launch). Evaluated by cpu_space.c in a
- * private Lua state. */
+ * generator/cpu/<name>.lua, same convention as generator/kernels/<name>.lua with
+ * backend = "cpu" (name, op, space, order, valid, default; no template or launch),
+ * evaluated by the generator core: *out (malloc'd, *n configs) is cg__gen_space's list,
+ * *def (when not NULL) cg__gen_resolve's default (empty when no config is valid).
+ * CG_ENOTFOUND when generator/cpu/<kernel>.lua does not exist. */
 cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
                              cg_cfg **out, int *n, cg_cfg *def);
 

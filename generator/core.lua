@@ -1,9 +1,9 @@
 --[[ core.lua -- the kernel generator: Lua decides and renders, C compiles and runs.
 
-runtime/lua_gen.c calls M.kernels, M.plan and M.space (and nothing else). Errors the
-caller can cause come back as `nil, code, message` (code "EINVAL", "EUNSUPPORTED",
-"ENOTFOUND"); a Lua error (error()) means a bug in a script and reaches the C side
-with a traceback as CG_ELUA.
+runtime/lua_gen.c calls M.kernels, M.plan, M.space, M.resolve and M.describe (and
+nothing else). Errors the caller can cause come back as `nil, code, message` (code
+"EINVAL", "EUNSUPPORTED", "ENOTFOUND"); a Lua error (error()) means a bug in a script
+and reaches the C side with a traceback as CG_ELUA.
 
 The C facade provides the global table `cg`:
   cg.read(path)   text of an embedded (or CHUNKGEN_LUA_PATH) file, e.g.
@@ -12,16 +12,26 @@ The C facade provides the global table `cg`:
   cg.version      chunkgen version string
 and `require(name)` that loads generator/<name with dots as slashes>.lua.
 
-Kernel description convention
------------------------------
-generator/kernels/<name>.lua returns a table:
+Descriptions
+------------
+Two kinds, one convention, one name space (a name may exist in one directory only):
+  generator/kernels/<name>.lua  a generated CUDA kernel: rendered from a template,
+                                compiled by NVRTC (or run by the SIMT emulator);
+  generator/cpu/<name>.lua      the run-time parameters of a C path (runtime/cpu/):
+                                `backend = "cpu"`, no template and no launch. The
+                                autotuner enumerates its space; M.plan refuses it
+                                (EUNSUPPORTED: nothing to render) while M.space,
+                                M.resolve and M.describe work as for a kernel.
+Each file returns a table:
 
   {
     name     = "<name>",                 -- same as the file name
-    op       = "ssd_fwd" | "ssd_bwd" | "sscan_fwd" | "sscan_bwd" | "ssd_chunk_state" ...,
-    template = "<file in templates/>",   -- CUDA C++, rendered as described below
+    op       = "ssd_fwd" | "ssd_bwd" | "sscan_fwd" | "sscan_bwd" | "ssd_chunk_state" ...
+                                         -- (CPU spaces: "ssd" | "sscan", both directions)
+    backend  = "cpu",                    -- generator/cpu/ only, and required there
+    template = "<file in templates/>",   -- kernels only: CUDA C++, rendered as described below
     consts   = {"dk", "dv"},             -- shape fields baked in as compile-time
-                                         -- constants (default {"dk", "dv"})
+                                         -- constants (default {"dk", "dv"}; {} for cpu)
     space    = { chunk = {16, 32, 64}, warps = {2, 4}, precision = {"ieee", "tf32"}, ... },
                                          -- every parameter and its values: Lua
                                          -- integers or strings (words)
@@ -35,23 +45,28 @@ generator/kernels/<name>.lua returns a table:
                                          -- registers; the one source of truth for
                                          -- "can this shape run here"
     default  = function(shape, dev) return {chunk = 64, ...} end,
-                                         -- a full config for an untuned shape
-    launch   = function(p, shape, dev)
+                                         -- a full config for an untuned shape; it
+                                         -- should pass valid() for every shape that
+                                         -- any config does (else an unpinned resolve
+                                         -- fails with EUNSUPPORTED)
+    launch   = function(p, shape, dev)   -- kernels only
                  return { {entry = "fn", grid = {x, y, z}, block = {x, y, z}, smem = n}, ... },
                         workspace_bytes
                end,                      -- at most 4 launches, run in order
-    defines  = function(p, shape, dev) return {NAME = value, ...} end,  -- optional
-    fast_math = function(p) return false end,  -- optional: compile with --use_fast_math
+    defines  = function(p, shape, dev) return {NAME = value, ...} end,  -- optional (kernels)
+    fast_math = function(p) return false end,  -- optional (kernels): --use_fast_math
   }
 
 p holds the resolved config with typed values (p.chunk == 64, p.precision == "ieee").
 shape: B, T, G, H, dk, dv, L, D, N (integers; 0 when not meaningful for the op) and
-booleans h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped.
+booleans h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped, bwd (bwd: the backward
+is meant; set by the autotuner for the CPU spaces, which cover both directions).
 dev: name, arch (80, 86, 89, 90...), sm_count, smem_per_block (opt-in maximum),
-regs_per_block, emulated (boolean).
+regs_per_block, emulated (boolean). For a CPU space the autotuner passes dev.name = the
+CPU model and dev.sm_count = the context's thread count (arch, smem, regs: 0).
 
-Rendering (M.render): the result is one self-contained CUDA C++ source (NVRTC gets no
-include paths to our files):
+Rendering (M.render, kernels only): the result is one self-contained CUDA C++ source
+(NVRTC gets no include paths to our files):
   - a header comment: which script made it, from which template; do not edit;
   - `// nvrtc-options: --use_fast_math` when fast_math(p) says so (the compiler side
     reads this line; it is part of the text and so of every cache key);
@@ -68,7 +83,8 @@ ssd_chunk_state_dk48_dv40_c64_bk64_bv64_w4_ieee.
 Config pins (cg_cfg, strings) may give any subset of the parameters: unknown keys and
 values outside the space fail with EINVAL; missing keys come from default() (or, when
 that completion is invalid, from the valid config that agrees most with default());
-an invalid config fails with EUNSUPPORTED and valid()'s reason.
+an invalid config fails with EUNSUPPORTED and valid()'s reason. M.resolve does exactly
+this and stops there (no launch, no rendering): C gets the resolved config.
 ]]
 
 local M = {}
@@ -106,25 +122,56 @@ end
 
 -- ------------------------------------------------------------------ kernels
 
-function M.kernels()
-    local names = {}
-    for _, f in ipairs(cg.list("generator/kernels")) do
-        local n = f:match("^([%w_]+)%.lua$")
-        if n then names[#names + 1] = n end
+-- Directories of descriptions and the module prefix `require` loads them by.
+local DIRS = {
+    { dir = "generator/kernels", module = "kernels" },
+    { dir = "generator/cpu", module = "cpu" },
+}
+
+-- name -> DIRS entry of every description that exists; sorted names.
+local function catalog()
+    local where, names = {}, {}
+    for _, d in ipairs(DIRS) do
+        for _, f in ipairs(cg.list(d.dir)) do
+            local n = f:match("^([%w_]+)%.lua$")
+            if n then
+                if where[n] then
+                    error(string.format("%s/%s and %s/%s: one name, two descriptions", where[n].dir, f, d.dir, f), 0)
+                end
+                where[n] = d
+                names[#names + 1] = n
+            end
+        end
     end
     table.sort(names)
-    return names
+    return names, where
 end
 
-local function check_desc(name, d)
-    local where = "generator/kernels/" .. name .. ".lua"
+function M.kernels()
+    return (catalog())
+end
+
+local function check_desc(name, d, dir)
+    local where = dir .. "/" .. name .. ".lua"
+    local cpu = dir == "generator/cpu"
     if type(d) ~= "table" then error(where .. ": must return a table", 0) end
     if d.name ~= name then error(string.format("%s: name is %s, expected %s", where, tostring(d.name), name), 0) end
-    for _, f in ipairs({ "template", "op" }) do
-        if type(d[f]) ~= "string" then error(where .. ": field '" .. f .. "' must be a string", 0) end
+    if cpu and d.backend ~= "cpu" then
+        error(where .. ": a description in generator/cpu/ says backend = \"cpu\"", 0)
+    elseif not cpu and d.backend ~= nil then
+        error(where .. ": backend '" .. tostring(d.backend) .. "' belongs in generator/cpu/, not generator/kernels/", 0)
     end
-    for _, f in ipairs({ "valid", "default", "launch" }) do
+    if type(d.op) ~= "string" then error(where .. ": field 'op' must be a string", 0) end
+    for _, f in ipairs({ "valid", "default" }) do
         if type(d[f]) ~= "function" then error(where .. ": field '" .. f .. "' must be a function", 0) end
+    end
+    if cpu then
+        for _, f in ipairs({ "template", "launch", "defines", "fast_math" }) do
+            if d[f] ~= nil then error(where .. ": a CPU space has no '" .. f .. "' (nothing is rendered)", 0) end
+        end
+    else
+        if type(d.template) ~= "string" then error(where .. ": field 'template' must be a string", 0) end
+        if type(d.launch) ~= "function" then error(where .. ": field 'launch' must be a function", 0) end
     end
     if type(d.space) ~= "table" or type(d.order) ~= "table" then
         error(where .. ": 'space' and 'order' must be tables", 0)
@@ -145,7 +192,7 @@ local function check_desc(name, d)
     for k in pairs(d.space) do
         if not seen[k] then error(where .. ": space key '" .. k .. "' is missing from order", 0) end
     end
-    d.consts = d.consts or { "dk", "dv" }
+    d.consts = d.consts or (cpu and {} or { "dk", "dv" })
     return d
 end
 
@@ -156,12 +203,12 @@ local function kernel(name)
         return fail("EINVAL", "kernel name '%s' is not a word", tostring(name))
     end
     if cache[name] then return cache[name] end
-    local found = false
-    for _, n in ipairs(M.kernels()) do if n == name then found = true end end
-    if not found then
-        return fail("ENOTFOUND", "no kernel '%s' (kernels: %s)", name, table.concat(M.kernels(), ", "))
+    local names, where = catalog()
+    local d = where[name]
+    if not d then
+        return fail("ENOTFOUND", "no kernel '%s' (kernels: %s)", name, table.concat(names, ", "))
     end
-    cache[name] = check_desc(name, require("kernels." .. name))
+    cache[name] = check_desc(name, require(d.module .. "." .. name), d.dir)
     return cache[name]
 end
 
@@ -400,6 +447,10 @@ end
 function M.plan(kname, shape, dev, pins)
     local d, code, msg = kernel(kname)
     if not d then return nil, code, msg end
+    if d.backend == "cpu" then
+        return fail("EUNSUPPORTED", "%s is the parameter space of the CPU path (generator/cpu/%s.lua): "
+            .. "there is no kernel to render (its space and default resolve; nothing plans)", d.name, d.name)
+    end
     local p
     p, code, msg = resolve(d, pins, shape, dev)
     if not p then return nil, code, msg end
@@ -439,12 +490,33 @@ function M.space(kname, shape, dev)
     return out
 end
 
+-- resolve(kernel, shape, dev, pins) -> the config plan() would use, a list of
+-- {key, value-string} in order (pins completed from default(), checked by valid()),
+-- without launch or rendering; works for CPU spaces too | nil, code, message
+function M.resolve(kname, shape, dev, pins)
+    local d, code, msg = kernel(kname)
+    if not d then return nil, code, msg end
+    local p
+    p, code, msg = resolve(d, pins, shape, dev)
+    if not p then return nil, code, msg end
+    local cfg = {}
+    for _, k in ipairs(d.order) do cfg[#cfg + 1] = { k, tostring(p[k]) } end
+    return cfg
+end
+
 -- describe(kernel) -> text listing the space (for `chunkgen gen --list`)
 function M.describe(kname)
     local d, code, msg = kernel(kname)
     if not d then return nil, code, msg end
-    local lines = { string.format("%s (op %s, template %s, compile-time shape: %s)",
-        d.name, d.op, d.template, table.concat(d.consts, ", ")) }
+    local head
+    if d.backend == "cpu" then
+        head = string.format("%s (op %s, backend cpu: run-time config of the C path, nothing rendered)",
+            d.name, d.op)
+    else
+        head = string.format("%s (op %s, template %s, compile-time shape: %s)",
+            d.name, d.op, d.template, table.concat(d.consts, ", "))
+    end
+    local lines = { head }
     local total = 1
     for _, k in ipairs(d.order) do
         lines[#lines + 1] = string.format("  %-10s %s", k, space_values_text(d, k))

@@ -194,6 +194,38 @@ int64_t cg__cfg_int(const cg_cfg *cfg, const char *key, int64_t def) {
     return (int64_t)x;
 }
 
+cg_status cg__cfg_only(cg_context *ctx, const cg_cfg *cfg, const char *what, const char *const *known, int n) {
+    if (!cfg) return CG_OK;
+    for (int i = 0; i < cfg->n; i++) {
+        int ok = 0;
+        for (int k = 0; k < n; k++) ok |= strcmp(cfg->kv[i].key, known[k]) == 0;
+        if (!ok) {
+            char list[256] = "";
+            for (int k = 0, m = 0; k < n && m < (int)sizeof list; k++)
+                m += snprintf(list + m, sizeof list - (size_t)m, "%s%s", k ? ", " : "", known[k]);
+            return cg__err(ctx, CG_EINVAL, "%s: unknown config key \"%s\" (expected one of %s)", what,
+                           cfg->kv[i].key, list);
+        }
+    }
+    return CG_OK;
+}
+
+cg_status cg__cfg_pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, int64_t lo, int64_t hi,
+                          const char *what, int64_t *val, int *set) {
+    const char *s = cg__cfg_str(cfg, key, NULL);
+    if (set) *set = 0;
+    if (!s) return CG_OK;
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || *end || end == s || x < lo || x > hi)
+        return cg__err(ctx, CG_EINVAL, "%s: config %s=%s: expected an integer in [%lld, %lld]", what, key, s,
+                       (long long)lo, (long long)hi);
+    *val = x;
+    if (set) *set = 1;
+    return CG_OK;
+}
+
 void *cg__aligned_alloc(size_t bytes) {
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes ? (bytes + 63) / 64 * 64 : 64)) return NULL;

@@ -22,6 +22,7 @@ typedef struct cg_kshape {
 #define CG_KS_HAS_Z 32
 #define CG_KS_HAS_BIAS 64
 #define CG_KS_GROUPED 128
+#define CG_KS_BWD 256     /* the backward is meant (CPU spaces cover both directions) */
 
 /* What the kernel will run on. For the emulator, arch is the architecture whose
  * instructions are emulated (80) and emulated = 1. */
@@ -64,6 +65,12 @@ void cg__plan_free(cg_plan *plan);
  * *out is malloc'd (free it); *n its length. */
 cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *shape,
                         const cg_devinfo *dev, cg_cfg **out, int *n);
+
+/* The config cg__gen_plan would use (pin completed from the default, checked by the
+ * constraints; same errors), without launch geometry or rendering. Also works for the
+ * CPU spaces (generator/cpu/), which cg__gen_plan refuses with CG_EUNSUPPORTED. */
+cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *shape,
+                          const cg_devinfo *dev, const cg_cfg *pin, cg_cfg *out);
 
 /* Names of the kernels that exist, NULL-terminated static list owned by the generator. */
 cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n);

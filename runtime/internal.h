@@ -76,6 +76,13 @@ cg_status cg__cfg_parse(cg_context *ctx, const char *text, cg_cfg *out);
 /* Integer value of key, or def when absent. */
 int64_t cg__cfg_int(const cg_cfg *cfg, const char *key, int64_t def);
 const char *cg__cfg_str(const cg_cfg *cfg, const char *key, const char *def);
+/* Strict reading of user pins, for a path that takes exactly the keys `known` (n of them):
+ * an unknown key is CG_EINVAL naming it and the known ones. */
+cg_status cg__cfg_only(cg_context *ctx, const cg_cfg *cfg, const char *what, const char *const *known, int n);
+/* Integer pin `key` in [lo, hi] into *val (left alone when absent); *set = 1 when present.
+ * A value that is not an integer in range is CG_EINVAL naming the key. set may be NULL. */
+cg_status cg__cfg_pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, int64_t lo, int64_t hi,
+                          const char *what, int64_t *val, int *set);
 
 /* ---------------------------------------------------------------- views
  * A validated tensor with its strides permuted to the op's logical order.

@@ -13,13 +13,6 @@
  * through unchanged; ungrouped B/C arrive as G = 1 with group stride 0. The backward
  * workspace is split here with the formulas of ws_floats() in
  * generator/kernels/sscan_bwd.lua (the plan's workspace_bytes is checked against it). */
-#if defined(__has_include)
-#if __has_include("launch_common.h")
-#define CG_HAVE_LAUNCH_COMMON 1
-#endif
-#endif
-
-#ifdef CG_HAVE_LAUNCH_COMMON
 #include "launch_common.h"
 #include "sscan_params.h"
 
@@ -106,20 +99,6 @@ static cg_sscan_dims sscan_dims(const cg_sscan_prob *p, const sscan_geom *g) {
     return n;
 }
 
-static cg_status launch_all(cg_context *ctx, const cg_kexec *kx, cg_plan_entry *e, const void *kp, size_t size,
-                            void *stream) {
-    cg_status s = CG_OK;
-    for (int i = 0; i < e->plan.nlaunch && s == CG_OK; i++)
-        s = kx->launch(ctx, e->module, &e->plan.launch[i], kp, size, stream);
-    return s;
-}
-
-static void note_dispatch(cg_context *ctx, const cg_plan_entry *e, int staged) {
-    size_t len = strlen(ctx->dispatch);
-    snprintf(ctx->dispatch + len, sizeof ctx->dispatch - len, " kernel=%s%s", e->plan.name,
-             staged ? " (staged through kernel memory)" : "");
-}
-
 cg_status cg__sscan_gen_fwd(cg_context *ctx, const cg_kexec *kx, const cg_sscan_prob *p, const cg_cfg *cfg,
                             const cg_exec *ex) {
     cg_plan_entry *e;
@@ -158,9 +137,9 @@ cg_status cg__sscan_gen_fwd(cg_context *ctx, const cg_kexec *kx, const cg_sscan_
         s = cg__workspace_get(ctx, kx, ex, (size_t)e->plan.workspace_bytes, &ws);
         kp.ws = ws;
     }
-    if (s == CG_OK) s = launch_all(ctx, kx, e, &kp, sizeof kp, stream);
+    if (s == CG_OK) s = cg__launch_plan(ctx, e, &kp, sizeof kp, stream);
     if (staged) s = cg__stage_out(ctx, kx, sv, NSV, stream, s);
-    if (s == CG_OK) note_dispatch(ctx, e, staged);
+    if (s == CG_OK) cg__note_kernel(ctx, e, staged);
     return s;
 }
 
@@ -224,14 +203,8 @@ cg_status cg__sscan_gen_bwd(cg_context *ctx, const cg_kexec *kx, const cg_sscan_
             w += region[i];
         }
     }
-    if (s == CG_OK) s = launch_all(ctx, kx, e, &kp, sizeof kp, stream);
+    if (s == CG_OK) s = cg__launch_plan(ctx, e, &kp, sizeof kp, stream);
     if (staged) s = cg__stage_out(ctx, kx, sv, NSV, stream, s);
-    if (s == CG_OK) note_dispatch(ctx, e, staged);
+    if (s == CG_OK) cg__note_kernel(ctx, e, staged);
     return s;
 }
-
-#else
-/* Until runtime/launch_common.{c,h} exist (the plan table and workspace helpers moved
- * out of launch_ssd.c), this file compiles to nothing. */
-typedef int cg__launch_sscan_pending;
-#endif

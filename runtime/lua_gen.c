@@ -355,7 +355,7 @@ static cg_status gen_result(cg_context *ctx, lua_State *L, const char *kernel) {
 }
 
 static void push_shape(lua_State *L, const cg_kshape *s) {
-    lua_createtable(L, 0, 17);
+    lua_createtable(L, 0, 18);
 #define SET_INT(f) (lua_pushinteger(L, s->f), lua_setfield(L, -2, #f))
     SET_INT(B); SET_INT(T); SET_INT(G); SET_INT(H); SET_INT(dk); SET_INT(dv);
     SET_INT(L); SET_INT(D); SET_INT(N);
@@ -363,7 +363,7 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
     static const struct { int flag; const char *name; } flags[] = {
         {CG_KS_H0, "h0"},         {CG_KS_HT, "hT"},         {CG_KS_DHT, "dhT"},
         {CG_KS_SOFTPLUS, "softplus"}, {CG_KS_HAS_D, "has_D"}, {CG_KS_HAS_Z, "has_z"},
-        {CG_KS_HAS_BIAS, "has_bias"}, {CG_KS_GROUPED, "grouped"}};
+        {CG_KS_HAS_BIAS, "has_bias"}, {CG_KS_GROUPED, "grouped"}, {CG_KS_BWD, "bwd"}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         lua_pushboolean(L, (s->flags & flags[i].flag) != 0);
         lua_setfield(L, -2, flags[i].name);
@@ -412,6 +412,15 @@ static cg_status read_cfg(cg_context *ctx, lua_State *L, const char *kernel, cg_
     return CG_OK;
 }
 
+/* Pins as a table key -> value string (empty for NULL). */
+static void push_pins(lua_State *L, const cg_cfg *pin) {
+    lua_createtable(L, 0, pin ? pin->n : 0);
+    for (int i = 0; pin && i < pin->n; i++) {
+        lua_pushstring(L, pin->kv[i].val);
+        lua_setfield(L, -2, pin->kv[i].key);
+    }
+}
+
 static int64_t field_int(lua_State *L, int idx, const char *f) {
     lua_getfield(L, idx, f);
     int64_t v = (int64_t)lua_tointeger(L, -1);
@@ -434,11 +443,7 @@ cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *sha
     lua_pushstring(L, kernel);
     push_shape(L, shape);
     push_dev(L, dev);
-    lua_newtable(L);
-    for (int i = 0; pin && i < pin->n; i++) {
-        lua_pushstring(L, pin->kv[i].val);
-        lua_setfield(L, -2, pin->kv[i].key);
-    }
+    push_pins(L, pin);
     if ((st = gen_pcall(ctx, L, 4, 3, kernel)) != CG_OK) goto done;
     if ((st = gen_result(ctx, L, kernel)) != CG_OK) goto done;
 
@@ -537,6 +542,26 @@ cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *sh
     *out = cfgs;
     *n = cnt;
 done:
+    lua_settop(L, top);
+    return st;
+}
+
+cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
+                          const cg_cfg *pin, cg_cfg *out) {
+    CG_ASSERT(ctx && kernel && shape && dev && out);
+    memset(out, 0, sizeof *out);
+    gen_state *gs;
+    cg_status st = gen_state_get(ctx, &gs);
+    if (st != CG_OK) return st;
+    lua_State *L = gs->L;
+    int top = lua_gettop(L);
+    push_core_fn(gs, "resolve");
+    lua_pushstring(L, kernel);
+    push_shape(L, shape);
+    push_dev(L, dev);
+    push_pins(L, pin);
+    if ((st = gen_pcall(ctx, L, 4, 3, kernel)) == CG_OK && (st = gen_result(ctx, L, kernel)) == CG_OK)
+        st = read_cfg(ctx, L, kernel, out);
     lua_settop(L, top);
     return st;
 }

@@ -31,7 +31,7 @@ typedef struct cg_stensor {
 
 /* Sizes shared by every sscan kernel. */
 typedef struct cg_sscan_dims {
-    cg_i64 B, L, D, N, G; /* N repeats the compiled CG_N (checked on the host) */
+    cg_i64 B, L, D, N, G; /* N repeats the compiled CG_N (the plan is made per N) */
     cg_i64 dpg;           /* channels per group, D / G */
     cg_i64 softplus;      /* dt = softplus(delta + bias) when 1 */
     cg_i64 nblk;          /* channel blocks, ceil(D / dim_block) */
@@ -51,8 +51,9 @@ typedef struct cg_sscan_fwd_params {
     cg_sscan_dims n; /* par: segment = the piece length, nseg = npiece */
 } cg_sscan_fwd_params;
 
-/* Backward (cg_sscan_bwd_*). Workspace (floats, each region 16-byte aligned; offsets
- * computed by generator/kernels/sscan_bwd.lua and passed here):
+/* Backward (cg_sscan_bwd_*). Workspace regions, in floats, in this order, each rounded
+ * up to 16 bytes (sized by ws_floats() of generator/kernels/sscan_bwd.lua, split the
+ * same way by runtime/launch_sscan.c); NPT, NT, BD as in the template's traits:
  *   ckpt   [B * nblk, nseg, NPT, NT]             states entering each segment
  *   hbuf   [B * nblk, segment + 1, NPT, NT]      one segment of recomputed states per CTA
  *   dybuf  [B * nblk, segment, BD]               gradient into y (after the z gate)

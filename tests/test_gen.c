@@ -2,6 +2,7 @@
  * of every kernel compiled by NVRTC for sm_80 and sm_90 (ptxas: no spills, shared
  * memory within the arch's limit). */
 #include "cg_test.h"
+#include "cpu/ssd_cpu.h"
 #include "cuda/cg_cuda.h"
 #include "gen.h"
 
@@ -49,6 +50,17 @@ static const char *param(const cg_cfg *c, const char *key) {
     for (int k = 0; k < c->n; k++)
         if (!strcmp(c->kv[k].key, key)) return c->kv[k].val;
     return NULL;
+}
+
+/* A CPU space (generator/cpu/<name>.lua): core.lua holds every description there to
+ * backend = "cpu" and every one in generator/kernels/ to none, so the directory says it. */
+static int is_cpu_space(cg_context *ctx, const char *name) {
+    char rel[128], *text = NULL;
+    snprintf(rel, sizeof rel, "generator/cpu/%s.lua", name);
+    cg_status st = cg__gen_read_file(ctx, rel, &text, NULL);
+    free(text);
+    if (st != CG_OK) ctx->errmsg[0] = '\0';
+    return st == CG_OK;
 }
 
 /* ----------------------------------------------------------- rendering */
@@ -216,6 +228,10 @@ CG_TEST(gen_space_plans) {
             cg_status st = cg__gen_space(ctx, names[k], &s, &dev, &cfgs, &n);
             CG_CHECK(st == CG_OK, "%s space: %s", names[k], cg_errmsg(ctx));
             if (st == CG_OK) CG_CHECK(n > 0, "%s: no valid config for shape %d", names[k], si);
+            if (is_cpu_space(ctx, names[k])) { /* nothing to plan: gen_cpu_spaces covers them */
+                free(cfgs);
+                continue;
+            }
             /* every accepted config plans with exactly its own params; spot-check one in 7 */
             for (int i = si % 7; i < n; i += 7) {
                 cg_plan p;
@@ -233,6 +249,165 @@ CG_TEST(gen_space_plans) {
             }
             free(cfgs);
         }
+    }
+    cg_context_free(ctx);
+}
+
+/* ----------------------------------------------------------- CPU spaces */
+
+static int cfg_in(const cg_cfg *c, const cg_cfg *list, int n) {
+    char t1[256], t2[256];
+    cfg_text(c, t1, sizeof t1);
+    for (int i = 0; i < n; i++) {
+        cfg_text(&list[i], t2, sizeof t2);
+        if (!strcmp(t1, t2)) return 1;
+    }
+    return 0;
+}
+
+/* Configs i and j agree on the keys at positions 0..pos. */
+static int same_prefix(const cg_cfg *a, const cg_cfg *b, int pos) {
+    for (int q = 0; q <= pos; q++)
+        if (strcmp(a->kv[q].val, b->kv[q].val) != 0) return 0;
+    return 1;
+}
+
+/* The first key of the order outermost: configs that agree on the first pos + 1 keys
+ * are contiguous in the list, for every pos; and no config repeats. */
+static int enumeration_nested(const cg_cfg *c, int n) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            if (c[i].n != c[j].n || same_prefix(&c[i], &c[j], c[i].n - 1)) return 0;
+            for (int pos = 0; pos < c[i].n; pos++) {
+                if (!same_prefix(&c[i], &c[j], pos)) break;
+                for (int m = i + 1; m < j; m++)
+                    if (!same_prefix(&c[i], &c[m], pos)) return 0;
+            }
+        }
+    return 1;
+}
+
+static int distinct_values(const cg_cfg *c, int n, const char *key) {
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(param(&c[i], key), param(&c[j], key));
+        count += !seen;
+    }
+    return count;
+}
+
+/* generator/cpu/ descriptions: listed, described, enumerable and resolvable through the
+ * generator core like kernels, but never planned. */
+CG_TEST(gen_cpu_spaces) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    const char **names;
+    int nk = 0;
+    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &nk));
+    int have_ssd = 0, have_sscan = 0, ncpu = 0;
+    for (int k = 0; k < nk; k++) {
+        have_ssd |= !strcmp(names[k], "ssd_cpu");
+        have_sscan |= !strcmp(names[k], "sscan_cpu");
+        if (!is_cpu_space(ctx, names[k])) continue;
+        ncpu++;
+        char *text = NULL;
+        CG_CHECK_OK(ctx, cg__gen_describe(ctx, names[k], &text));
+        CG_CHECK(text && strstr(text, names[k]) && strstr(text, "backend cpu"), "describe(%s): %s", names[k],
+                 text ? text : "");
+        free(text);
+    }
+    CG_CHECK(have_ssd && have_sscan && ncpu >= 2, "CPU spaces listed (%d of %d names)", ncpu, nk);
+
+    cg_devinfo dev;
+    memset(&dev, 0, sizeof dev);
+    snprintf(dev.name, sizeof dev.name, "test cpu");
+    dev.sm_count = 8;
+    cg_kshape ks = {0};
+    ks.B = 2, ks.T = 100, ks.G = 2, ks.H = 4, ks.dk = 48, ks.dv = 40;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        ks.flags = CG_KS_H0 | (bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT);
+        cg_cfg *cfgs = NULL;
+        int n = 0;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_cpu", &ks, &dev, &cfgs, &n));
+        CG_CHECK(n > 4, "ssd_cpu %s: %d configs", bwd ? "bwd" : "fwd", n);
+        for (int i = 0; i < n; i++)
+            CG_CHECK(cfgs[i].n == 3 && !strcmp(cfgs[i].kv[0].key, "chunk") && !strcmp(cfgs[i].kv[1].key, "block_dv") &&
+                         !strcmp(cfgs[i].kv[2].key, "threads"),
+                     "config %d: keys in the space's order", i);
+        CG_CHECK(enumeration_nested(cfgs, n), "ssd_cpu: enumeration is nested in order and has no duplicates");
+        /* shape.bwd reaches Lua: the backward has no dv tiling, the forward tries several */
+        int nbdv = n ? distinct_values(cfgs, n, "block_dv") : 0;
+        CG_CHECK(bwd ? nbdv == 1 : nbdv > 1, "%s: %d block_dv values", bwd ? "bwd" : "fwd", nbdv);
+        cg_cfg def, got;
+        CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def));
+        CG_CHECK(def.n == 3 && cfg_in(&def, cfgs, n), "default is a config of the space");
+        cg_cfg pin = pins("chunk=32");
+        CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, &pin, &got));
+        CG_CHECK(!strcmp(param(&got, "chunk"), "32") && cfg_in(&got, cfgs, n), "partial pin resolved in the space");
+        /* every config of the space passes the C path's guard for user pins */
+        cg_ssd_prob prob;
+        memset(&prob, 0, sizeof prob);
+        prob.B = ks.B, prob.T = ks.T, prob.G = ks.G, prob.H = ks.H, prob.dk = ks.dk, prob.dv = ks.dv;
+        for (int i = 0; i < n; i++) {
+            cg_ssd_cpu_run run;
+            char t[256];
+            cfg_text(&cfgs[i], t, sizeof t);
+            CG_CHECK(cg__ssd_cpu_resolve(ctx, &prob, &cfgs[i], "test", &run) == CG_OK, "C guard refuses %s: %s", t,
+                     cg_errmsg(ctx));
+        }
+        free(cfgs);
+    }
+    cg_cfg got, pin = pins("chunk=17");
+    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, &pin, &got) == CG_EINVAL, "value outside the space");
+    pin = pins("colour=red");
+    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, &pin, &got) == CG_EINVAL && strstr(cg_errmsg(ctx), "colour"),
+             "unknown key: %s", cg_errmsg(ctx));
+    cg_kshape shortT = ks;
+    shortT.T = 5;
+    pin = pins("chunk=128");
+    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &shortT, &dev, &pin, &got) == CG_EUNSUPPORTED &&
+                 strstr(cg_errmsg(ctx), "T = 5"),
+             "invalid pin: valid()'s reason: %s", cg_errmsg(ctx));
+    cg_plan plan;
+    CG_CHECK(cg__gen_plan(ctx, "ssd_cpu", &ks, &dev, NULL, &plan) == CG_EUNSUPPORTED &&
+                 strstr(cg_errmsg(ctx), "CPU"),
+             "a CPU space does not plan: %s", cg_errmsg(ctx));
+    CG_CHECK(cg__gen_resolve(ctx, "no_such_space", &ks, &dev, NULL, &got) == CG_ENOTFOUND, "unknown name");
+
+    /* selective scan: segment only varies in the backward */
+    cg_kshape ss = {0};
+    ss.B = 1, ss.L = 300, ss.D = 96, ss.N = 16, ss.G = 1;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        ss.flags = bwd ? CG_KS_BWD : 0;
+        cg_cfg *cfgs = NULL;
+        int n = 0;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "sscan_cpu", &ss, &dev, &cfgs, &n));
+        CG_CHECK(n > 2 && enumeration_nested(cfgs, n), "sscan_cpu: %d configs, nested enumeration", n);
+        int nseg = n ? distinct_values(cfgs, n, "segment") : 0;
+        CG_CHECK(bwd ? nseg > 1 : nseg == 1, "%s: %d segment values", bwd ? "bwd" : "fwd", nseg);
+        free(cfgs);
+    }
+
+    /* The default of every CPU space is a valid config for every shape, direction and
+     * thread count (an unpinned resolve never fails where the space is not empty). */
+    static const int threads[] = {1, 3, 8, 108};
+    for (int k = 0; k < nk; k++) {
+        if (!is_cpu_space(ctx, names[k])) continue;
+        for (int si = 0; si < NSHAPES; si++)
+            for (int bwd = 0; bwd < 2; bwd++)
+                for (int ti = 0; ti < 4; ti++) {
+                    cg_kshape s = shape_of(si);
+                    s.flags |= bwd ? CG_KS_BWD : 0;
+                    dev.sm_count = threads[ti];
+                    cg_cfg *cfgs = NULL, def;
+                    int n = 0;
+                    CG_CHECK_OK(ctx, cg__gen_space(ctx, names[k], &s, &dev, &cfgs, &n));
+                    cg_status st = cg__gen_resolve(ctx, names[k], &s, &dev, NULL, &def);
+                    CG_CHECK(st == CG_OK && cfg_in(&def, cfgs, n), "%s shape %d bwd %d threads %d: default: %s",
+                             names[k], si, bwd, threads[ti], st == CG_OK ? "not in the space" : cg_errmsg(ctx));
+                    free(cfgs);
+                }
     }
     cg_context_free(ctx);
 }
@@ -378,7 +553,12 @@ static void nvrtc_all_configs(int arch) {
     job *jobs = calloc((size_t)cap, sizeof *jobs);
     /* CHUNKGEN_TEST_KERNELS=a,b restricts the run to those kernels (local iteration) */
     const char *only = getenv("CHUNKGEN_TEST_KERNELS");
+    int nfam = nk;
     for (int k = 0; k < nk; k++) {
+        if (is_cpu_space(ctx, names[k])) { /* nothing to compile */
+            nfam--;
+            continue;
+        }
         if (only && *only) {
             char list[512];
             snprintf(list, sizeof list, ",%s,", only);
@@ -482,7 +662,7 @@ static void nvrtc_all_configs(int arch) {
         free(j->source);
     }
     fprintf(stderr, "  sm_%d: %d kernels compiled by NVRTC (%d kernel families, 1 config in %d + defaults), max %d registers\n",
-            arch, nj, nk, stride, maxreg);
+            arch, nj, nfam, stride, maxreg);
     free(jobs);
     cg_context_free(ctx);
 }

@@ -307,7 +307,8 @@ CG_TEST(sscan_cpu_bad_config) {
     ss_set s;
     ss_alloc(&s, &c, CG_F32, 0);
     ss_fill(&s, &c, 50);
-    static const char *const bad[] = {"segment=0", "block_d=0", "threads=-1", "segment=-5"};
+    static const char *const bad[] = {"segment=0", "block_d=0", "threads=-1", "segment=-5", "segment=abc",
+                                      "block_d=8x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const cg_exec ex = {.backend = CG_BACKEND_CPU, .config = bad[i]};
         cg_status st = ss_bwd(ctx, &s, &c, &ex);
@@ -317,6 +318,10 @@ CG_TEST(sscan_cpu_bad_config) {
         st = ss_fwd(ctx, &s, &c, &ex);
         CG_CHECK(st == CG_EINVAL, "forward, config %s: got %s, expected CG_EINVAL", bad[i], cg_status_str(st));
     }
+    const cg_exec typo = {.backend = CG_BACKEND_CPU, .config = "segmnet=32"};
+    cg_status st = ss_fwd(ctx, &s, &c, &typo);
+    CG_CHECK(st == CG_EINVAL && strstr(cg_errmsg(ctx), "segmnet") && strstr(cg_errmsg(ctx), "segment"),
+             "unknown key: got %s, message '%s'", cg_status_str(st), cg_errmsg(ctx));
     ss_free(&s);
     cg_context_free(ctx);
 }

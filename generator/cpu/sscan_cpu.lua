@@ -1,9 +1,14 @@
 -- sscan_cpu.lua -- the parameter space of the selective-scan CPU path
 -- (runtime/cpu/sscan_cpu.c), for the autotuner. Same convention as
--- generator/kernels/*.lua (see generator/core.lua) minus template and launch: the CPU
--- path is C code, configured at run time through the config keys segment, block_d and
--- threads. shape.bwd is true when tuning the backward; dev.sm_count is the CPU thread
--- count.
+-- generator/kernels/*.lua (see generator/core.lua) with backend = "cpu": no template
+-- and no launch, the CPU path is C code configured at run time through the config keys
+-- segment, block_d and threads. The generator core enumerates it (cg__gen_space) and
+-- resolves its default (cg__gen_resolve); cg__gen_plan refuses it. shape.bwd is true
+-- when tuning the backward; dev.sm_count is the CPU thread count.
+--
+-- This space is what the tuner tries; ss_params (runtime/cpu/sscan_cpu.c) is the guard
+-- for user pins and accepts a superset (segment in [1, 2^20], block_d in [1, 65536],
+-- threads in [0, 4096]).
 
 local SPACE = {
   segment = { 16, 32, 64, 128, 256 },           -- backward: steps between checkpointed states
@@ -11,8 +16,10 @@ local SPACE = {
   threads = { 0, 1, 2, 4, 8, 16, 32, 64, 128 }, -- 0: all of the context's threads
 }
 
--- Mirrors cg__sscan_cpu_params_default: the backward's scratch holds 2 (segment + 1) N 16
--- floats per lane chunk, kept within a few hundred KB for large N.
+-- cg__sscan_cpu_params_default's segment for channel-contiguous tensors ([B, L, D], what
+-- the tuner measures), rounded down to the space: the backward's scratch holds
+-- 2 (segment + 1) N 16 floats per lane chunk, kept within a few hundred KB for large N.
+-- The forward ignores segment; its configs all carry this value.
 local function default_segment(shape)
   local seg = shape.N <= 32 and 64 or math.max(16, 2048 // shape.N)
   local best = SPACE.segment[1]
@@ -46,19 +53,27 @@ local function valid(p, shape, dev)
   return true
 end
 
--- Mirrors cg__sscan_cpu_params_default: 64 channels a task unless that leaves fewer
--- than 4 tasks per core.
+-- cg__sscan_cpu_params_default for channel-contiguous tensors: blocks of 256 channels,
+-- halved while that leaves fewer than 2 tasks per thread; then brought within valid():
+-- the C path clamps block_d to the channels of a group and segment to L, so halving a
+-- value that covers them twice over runs the same. (For N > 32 the segment is rounded
+-- down to the space; the tuner's slot 0 measures the C default itself, unpinned.)
 local function default(shape, dev)
   local dg = shape.D // math.max(shape.G, 1)
-  local bd = 64
-  while bd > 16 and shape.B * shape.G * ((dg + bd - 1) // bd) < 4 * dev.sm_count do bd = bd // 2 end
-  return { segment = default_segment(shape), block_d = bd, threads = 0 }
+  local bd = 256
+  while bd > 16 and shape.B * shape.G * ((dg + bd - 1) // bd) < 2 * dev.sm_count do bd = bd // 2 end
+  while bd > 16 and bd >= 2 * dg do bd = bd // 2 end
+  local seg = default_segment(shape)
+  if shape.bwd then
+    while seg > SPACE.segment[1] and seg >= 2 * shape.L do seg = seg // 2 end
+  end
+  return { segment = seg, block_d = bd, threads = 0 }
 end
 
 return {
   name = "sscan_cpu",
   op = "sscan",
-  backend = "cpu", -- no template or launch: the tuner evaluates it (autotune/cpu_space.c)
+  backend = "cpu", -- no template or launch: nothing to render
   consts = {},
   space = SPACE,
   order = { "block_d", "segment", "threads" },

@@ -1,8 +1,15 @@
 -- ssd_cpu.lua -- the parameter space of the SSD CPU path (runtime/cpu/ssd_cpu*.c), for
 -- the autotuner. Same convention as generator/kernels/*.lua (see generator/core.lua)
--- minus template and launch: the CPU path is C code, configured at run time through
--- the config keys chunk, block_dv and threads.
--- shape.bwd is true when tuning the backward; dev.sm_count is the CPU thread count.
+-- with backend = "cpu": no template and no launch, the CPU path is C code configured at
+-- run time through the config keys chunk, block_dv and threads. The generator core
+-- enumerates it (cg__gen_space) and resolves its default (cg__gen_resolve); cg__gen_plan
+-- refuses it. shape.bwd is true when tuning the backward; dev.sm_count is the CPU
+-- thread count.
+--
+-- This space is what the tuner tries; cg__ssd_cpu_resolve (runtime/cpu/ssd_cpu.c) is
+-- the guard for user pins and accepts a superset (chunk in [1, 1024], block_dv >= 1,
+-- threads in [0, 4096], plus bwd_split in {0, 1}, which is not tuned here: the
+-- backward picks it from the task count).
 
 local SPACE = {
   chunk = { 16, 32, 48, 64, 96, 128 },         -- tokens per chunk
@@ -56,7 +63,8 @@ end
 return {
   name = "ssd_cpu",
   op = "ssd",
-  backend = "cpu", -- no template or launch: the tuner evaluates it (autotune/cpu_space.c)
+  backend = "cpu", -- no template or launch: nothing to render
+  consts = {},
   space = SPACE,
   order = { "chunk", "block_dv", "threads" },
   abbrev = { threads = "t" },

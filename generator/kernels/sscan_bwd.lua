@@ -53,7 +53,9 @@ local function valid(p, shape, dev)
   end
   local nt = 32 * p.warps
   local items = shape.B * shape.L * shape.G * shape.N + shape.D * shape.N + shape.D
-  if ceil_div(items, nt) > F.GRID_MAX then return false, "reduction grid too large" end
+  if items + nt > F.GRID_MAX then
+    return false, "B * L * G * N + D * N + D must stay below 2^31 (indices of the reduction)"
+  end
   return true
 end
 
@@ -96,7 +98,7 @@ return {
     chunk = { 2, 4, 8 },
     dim_block = { 8, 16, 32, 64 },
     warps = { 1, 2, 4 },
-    segment = { 32, 256 },
+    segment = { 32, 64, 128, 256 },
   },
   order = { "chunk", "dim_block", "warps", "segment" },
   abbrev = { dim_block = "bd" },

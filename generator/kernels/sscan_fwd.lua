@@ -49,6 +49,8 @@ local function common_valid(p, shape, dev)
   if p.dim_block > 8 and p.dim_block >= 2 * shape.D then
     return false, string.format("dim_block %d: half of it covers D = %d", p.dim_block, shape.D)
   end
+  -- Kernels split indices below 2^31 with 32-bit divisions (64-bit offsets stay 64-bit).
+  if shape.L > GRID_MAX or shape.D > GRID_MAX then return false, "L and D must be below 2^31" end
   if shape.B * nblk(p, shape) > GRID_MAX then return false, "grid of B * channel blocks too large" end
   return true
 end

@@ -194,18 +194,15 @@ void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *o
 
 /* Reads the config keys over the defaults; checks them. */
 static cg_status ss_params(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, cg_sscan_cpu_params *out) {
+    static const char *const known[] = {"segment", "block_d", "threads"};
     cg__sscan_cpu_params_default(p, out);
-    if (!cfg) return CG_OK;
-    int64_t seg = cg__cfg_int(cfg, "segment", out->segment);
-    int64_t bd = cg__cfg_int(cfg, "block_d", out->block_d);
-    int64_t th = cg__cfg_int(cfg, "threads", out->threads);
-    if (seg < 1 || seg > (1 << 20))
-        return cg__err(ctx, CG_EINVAL, "config segment=%lld: expected an integer in [1, 1048576]", (long long)seg);
-    if (bd < 1 || bd > (1 << 16))
-        return cg__err(ctx, CG_EINVAL, "config block_d=%lld: expected an integer in [1, 65536]", (long long)bd);
-    if (th < 0 || th > 4096)
-        return cg__err(ctx, CG_EINVAL, "config threads=%lld: expected an integer in [0, 4096] (0 = context default)",
-                       (long long)th);
+    int64_t seg = out->segment, bd = out->block_d, th = out->threads;
+    cg_status st;
+    if ((st = cg__cfg_only(ctx, cfg, "sscan cpu", known, 3)) ||
+        (st = cg__cfg_pin_int(ctx, cfg, "segment", 1, 1 << 20, "sscan cpu", &seg, NULL)) ||
+        (st = cg__cfg_pin_int(ctx, cfg, "block_d", 1, 1 << 16, "sscan cpu", &bd, NULL)) ||
+        (st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, "sscan cpu", &th, NULL)))
+        return st;
     out->segment = (int)seg;
     out->block_d = (int)bd;
     out->threads = (int)th;

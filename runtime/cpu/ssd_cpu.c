@@ -159,44 +159,20 @@ void cg__ssd_cpu_params_default(const cg_ssd_prob *p, cg_ssd_cpu_params *out) {
     out->threads = 0;
 }
 
-/* Integer pin `key` in [lo, hi]; *set = 1 when present. */
-static cg_status pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, int64_t lo, int64_t hi,
-                         const char *what, int64_t *val, int *set) {
-    const char *s = cg__cfg_str(cfg, key, NULL);
-    *set = 0;
-    if (!s) return CG_OK;
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || *end || end == s || x < lo || x > hi)
-        return cg__err(ctx, CG_EINVAL, "%s: config %s=%s: expected an integer in [%lld, %lld]", what, key, s,
-                       (long long)lo, (long long)hi);
-    *val = x;
-    *set = 1;
-    return CG_OK;
-}
-
 cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const char *what,
                               cg_ssd_cpu_run *run) {
-    static const char *known[] = {"chunk", "block_dv", "threads", "bwd_split"};
-    if (cfg)
-        for (int i = 0; i < cfg->n; i++) {
-            int ok = 0;
-            for (unsigned k = 0; k < sizeof known / sizeof known[0]; k++) ok |= strcmp(cfg->kv[i].key, known[k]) == 0;
-            if (!ok)
-                return cg__err(ctx, CG_EINVAL, "%s: unknown config key \"%s\" (the cpu path takes chunk, block_dv, threads, bwd_split)",
-                               what, cfg->kv[i].key);
-        }
+    static const char *const known[] = {"chunk", "block_dv", "threads", "bwd_split"};
+    cg_status st = cg__cfg_only(ctx, cfg, what, known, 4);
+    if (st) return st;
     cg_ssd_cpu_params d;
     cg__ssd_cpu_params_default(p, &d);
     memset(run, 0, sizeof *run);
     int64_t chunk = d.chunk, bdv = d.block_dv, threads = d.threads, split = -1;
     int pinned_threads, pinned_split;
-    cg_status st;
-    if ((st = pin_int(ctx, cfg, "chunk", 1, 1024, what, &chunk, &run->pinned_chunk)) != CG_OK) return st;
-    if ((st = pin_int(ctx, cfg, "block_dv", 1, INT32_MAX, what, &bdv, &run->pinned_block_dv)) != CG_OK) return st;
-    if ((st = pin_int(ctx, cfg, "threads", 0, 4096, what, &threads, &pinned_threads)) != CG_OK) return st;
-    if ((st = pin_int(ctx, cfg, "bwd_split", 0, 1, what, &split, &pinned_split)) != CG_OK) return st;
+    if ((st = cg__cfg_pin_int(ctx, cfg, "chunk", 1, 1024, what, &chunk, &run->pinned_chunk)) != CG_OK) return st;
+    if ((st = cg__cfg_pin_int(ctx, cfg, "block_dv", 1, INT32_MAX, what, &bdv, &run->pinned_block_dv)) != CG_OK) return st;
+    if ((st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, what, &threads, &pinned_threads)) != CG_OK) return st;
+    if ((st = cg__cfg_pin_int(ctx, cfg, "bwd_split", 0, 1, what, &split, &pinned_split)) != CG_OK) return st;
     run->bwd_split = (int)split;
     run->pinned = run->pinned_chunk || run->pinned_block_dv || pinned_threads || pinned_split;
     run->chunk = chunk;
