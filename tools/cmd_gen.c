@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <string.h>
 
-/* runtime/lua_gen.c (not in gen.h yet): text describing a kernel's space. */
 
 static const char gen_usage[] =
     "usage: chunkgen gen KERNEL --dk N --dv N [options]   print the rendered CUDA source\n"
