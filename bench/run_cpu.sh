@@ -8,7 +8,8 @@
 #    the first time (torch's wheel is large);
 # 3. runs `chunkgen bench --backend cpu,ref` on $THREADS threads (default: all cores), one (op, seq)
 #    group at a time, each followed by
-# 4. bench/peers/torch_peers.py on the same cells and threads;
+# 4. bench/peers/torch_peers.py on the same cells and threads (and on 1 thread too, rows
+#    IMPL_1t: PyTorch's thread pool can lose far more than it gains on a small, busy machine);
 # 5. merges the rows with ratios (bench/merge.py) and draws the charts (bench/plot).
 # Everything lands in $OUT (default bench/out/cpu-DATE/). --save also copies the merged JSON
 # to bench/results/<device>-<date>-<commit>.json. --quick runs a small subset (seq 512).
@@ -91,7 +92,7 @@ for g in "${groups[@]}"; do
   if [ "$peers" = 1 ]; then
     echo "== torch peers ($tag)"
     "$venv/bin/python" bench/peers/torch_peers.py --matrix "$out/chunkgen-$tag.json" --chunkgen "$CHUNKGEN" \
-      --threads "$threads" --out "$out/peers-$tag.json" 2>&1 | tee -a "$out/peers.log" || status=1
+      --threads "$threads" --also-threads 1 --out "$out/peers-$tag.json" 2>&1 | tee -a "$out/peers.log" || status=1
     [ -s "$out/peers-$tag.json" ] && inputs+=("$out/peers-$tag.json")
   fi
 done

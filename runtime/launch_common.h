@@ -58,4 +58,19 @@ cg_status cg__launch_plan(cg_context *ctx, cg_plan_entry *e, const void *params,
 /* Append " kernel=NAME" (and the staging note) to the dispatch line. */
 void cg__note_kernel(cg_context *ctx, const cg_plan_entry *e, int staged);
 
+/* The op launchers (runtime/launch_ssd.c, runtime/launch_sscan.c), shared by the cuda
+ * and emulate backends (runtime/gen_backends.c). `supports` is 1 when a plan with the
+ * default config exists: the kernel's Lua constraints decide. */
+int cg__ssd_gen_supports(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p);
+int cg__ssd_gen_bwd_supports(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p);
+cg_status cg__ssd_gen_fwd(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p, const cg_cfg *cfg,
+                          const cg_exec *ex);
+cg_status cg__ssd_gen_bwd(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p, const cg_cfg *cfg,
+                          const cg_exec *ex);
+int cg__sscan_gen_supports(cg_context *ctx, const cg_kexec *kx, int bwd, const cg_sscan_prob *p);
+cg_status cg__sscan_gen_fwd(cg_context *ctx, const cg_kexec *kx, const cg_sscan_prob *p, const cg_cfg *cfg,
+                            const cg_exec *ex);
+cg_status cg__sscan_gen_bwd(cg_context *ctx, const cg_kexec *kx, const cg_sscan_prob *p, const cg_cfg *cfg,
+                            const cg_exec *ex);
+
 #endif

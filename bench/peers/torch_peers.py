@@ -6,7 +6,8 @@ results) and times, on the same shapes and thread count:
   torch_chunked  SSD by the chunked algorithm in plain PyTorch, written after the
                  minimal SSD listing of the Mamba-2 paper (q and k repeated per head,
                  decay given as log_alpha), with autograd for fwd_bwd;
-  torch_scan     the selective scan as a plain sequential PyTorch loop, with autograd.
+  torch_scan     the selective scan as a plain sequential PyTorch loop over time (per-step
+                 tensors from unbind), with autograd.
 Rows follow the seeds' schema (the same fields as chunkgen's rows). rel_err is taken
 against chunkgen's float64 sequential-scan reference (`chunkgen run --backend ref`) on
 the SAME inputs: batch element 0 and the first ref_seq tokens, the peer rerun on that cut.
@@ -94,10 +95,12 @@ def sscan_plain(x, delta, A, Bm, Cm, D, z, delta_bias):
     dt = F.softplus(delta + delta_bias)  # [B, L, D]
     h = x.new_zeros(Bsz, Dd, N)
     ys = []
-    for t in range(L):
-        dt_t = dt[:, t, :, None]  # [B, D, 1]
-        h = torch.exp(dt_t * A) * h + dt_t * Bm[:, t, None, :] * x[:, t, :, None]
-        ys.append((h * Cm[:, t, None, :]).sum(-1))
+    # unbind, not x[:, t]: autograd then stacks the per-step gradients once, where indexing
+    # would scatter each step's gradient into a zero tensor of the whole sequence (O(L^2)).
+    for dt_t, B_t, C_t, x_t in zip(dt.unbind(1), Bm.unbind(1), Cm.unbind(1), x.unbind(1)):
+        dt_t = dt_t[:, :, None]  # [B, D, 1]
+        h = torch.exp(dt_t * A) * h + (dt_t * x_t[:, :, None]) * B_t[:, None, :]
+        ys.append((h * C_t[:, None, :]).sum(-1))
     y = torch.stack(ys, dim=1) + D * x
     return y * F.silu(z), h
 
@@ -378,6 +381,9 @@ def main():
     ap.add_argument("--ref-seq", type=int)
     ap.add_argument("--max-call-s", type=float, default=30.0)
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--also-threads", default="",
+                    help="comma list: also time each peer at these thread counts (rows named IMPL_<N>t); a thread "
+                         "pool that spins on a busy machine can make the same-threads row look worse than it is")
     args = ap.parse_args()
 
     doc = json.load(open(args.matrix))
@@ -388,6 +394,7 @@ def main():
     warmup = cfg.get("warmup", 1)
     ref_seq = args.ref_seq or cfg.get("ref_seq", 2048)
     impls = set(args.impls.split(","))
+    also = [int(t) for t in args.also_threads.split(",") if t and int(t) != (args.threads or cfg.get("threads"))]
     torch.set_num_threads(threads)
     try:
         torch.set_num_interop_threads(1)
@@ -423,85 +430,89 @@ def main():
             json.dump(out, f, indent=2)
         os.replace(tmp, args.out)
 
+    def run_row(cell, impl, name, nthreads, ins, ref_cache):
+        row = {"impl": name, "op": cell["op"], "mode": cell["mode"], "config": cell["config"]}
+        if cell["op"] == "ssd":
+            row.update({k: cell[k] for k in ("batch", "groups", "heads", "seq", "dk", "dv")})
+            row["layout"] = "token"
+            row["chunk"] = args.chunk
+        else:
+            row["shape"] = {k: cell[k] for k in ("batch", "seq", "dim", "state")}
+        row["threads"] = nthreads
+        out["results"].append(row)
+        print("peers: %s %s %s seq %d %s" % (name, cell["op"], cell["config"], cell["seq"], cell["mode"]),
+              file=sys.stderr, flush=True)
+        bwd = cell["mode"] == "fwd_bwd"
+        torch.set_num_threads(nthreads)
+        try:
+            if impl == "torch_scan" and bwd and dev.type == "cpu":
+                need = 10 * 4.0 * cell["batch"] * cell["seq"] * cell["dim"] * cell["state"]
+                avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+                if need > 0.6 * avail:
+                    row["skipped"] = "autograd of the sequential loop would keep about %.1f GB (%.1f GB free)" % (
+                        need / 1e9, avail / 1e9)
+                    return
+            call = make_call(impl, cell, ins, args.chunk)
+            m = measure(call, sync, repeats, min_time, warmup, args.max_call_s)
+            del call
+            row.update(m)
+            shape = row if cell["op"] == "ssd" else row["shape"]
+            row["peak_mb"] = tensor_bytes(shape, bwd) / 2**20 + (m.get("workspace_mb") or 0)
+            sec = row["median_ms"] * 1e-3
+            flops = ssd_flops(row, args.chunk, bwd) if cell["op"] == "ssd" else sscan_flops(shape, bwd)
+            byts = cell_bytes(shape, bwd)
+            row.update(flops=flops, bytes=byts, gflops=flops / sec * 1e-9, gbs=byts / sec * 1e-9)
+            if peak and bw:
+                gf, ai = flops / sec * 1e-9, flops / byts
+                row.update(frac_flops=gf / peak, frac_bw=byts / sec * 1e-9 / bw, frac_roofline=gf / min(peak, ai * bw),
+                           bound="bandwidth" if ai * bw < peak else "flops")
+            if args.no_check:
+                return
+            T = cell["seq"]
+            tc = min(T, ref_seq)
+            cut = cut_inputs(cell, ins, tc)
+            if "ref" not in ref_cache:
+                ref_cache["ref"] = reference(args.chunkgen, cell, cut, os.path.join(work, "ref"))
+            ref, why = ref_cache["ref"]
+            if ref is None:
+                row["rel_err"] = None
+                row["rel_err_note"] = why
+                return
+            co, cg = make_call(impl, cell, cut, args.chunk)()
+            ro = {k: rel_err(v, ref[k]) for k, v in co.items() if k in ref}
+            rg = {k: rel_err(v, ref["d" + k]) for k, v in cg.items() if v is not None and "d" + k in ref}
+            vals = list(ro.values()) + list(rg.values())
+            row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
+            if bwd:
+                row["rel_err_grads"] = rg
+            row["rel_err_outputs"] = ro
+            row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the peer rerun "
+                                   "on that cut" % (tc, T))
+        except Exception as e:  # a peer that cannot run says why in its row
+            row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+        finally:
+            if "median_ms" in row:
+                print("peers:   median %.3f ms  rel_err %s" % (row["median_ms"], row.get("rel_err")),
+                      file=sys.stderr, flush=True)
+            elif "error" in row or "skipped" in row:
+                print("peers:   %s" % row.get("error", row.get("skipped")), file=sys.stderr, flush=True)
+            flush()
+
     try:
         for cell in cells_of(doc):
             impl = "torch_chunked" if cell["op"] == "ssd" else "torch_scan"
             if impl not in impls:
                 continue
-            row = {"impl": impl, "op": cell["op"], "mode": cell["mode"], "config": cell["config"]}
-            if cell["op"] == "ssd":
-                row.update({k: cell[k] for k in ("batch", "groups", "heads", "seq", "dk", "dv")})
-                row["layout"] = "token"
-                row["chunk"] = args.chunk
-            else:
-                row["shape"] = {k: cell[k] for k in ("batch", "seq", "dim", "state")}
-            row["threads"] = threads
-            out["results"].append(row)
-            print("peers: %s %s %s seq %d %s" % (impl, cell["op"], cell["config"], cell["seq"], cell["mode"]),
-                  file=sys.stderr, flush=True)
-            bwd = cell["mode"] == "fwd_bwd"
-            try:
-                if impl == "torch_scan" and bwd and dev.type == "cpu":
-                    need = 10 * 4.0 * cell["batch"] * cell["seq"] * cell["dim"] * cell["state"]
-                    avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-                    if need > 0.6 * avail:
-                        row["skipped"] = "autograd of the sequential loop would keep about %.1f GB (%.1f GB free)" % (
-                            need / 1e9, avail / 1e9)
-                        continue
-                ins = make_inputs(cell, gen, dev)
-                call = make_call(impl, cell, ins, args.chunk)
-                m = measure(call, sync, repeats, min_time, warmup, args.max_call_s)
-                row.update(m)
-                row["peak_mb"] = tensor_bytes(row if cell["op"] == "ssd" else row["shape"], bwd) / 2**20 + \
-                    (m.get("workspace_mb") or 0)
-                sec = row["median_ms"] * 1e-3
-                flops = ssd_flops(row, args.chunk, bwd) if cell["op"] == "ssd" else sscan_flops(row["shape"], bwd)
-                byts = cell_bytes(row if cell["op"] == "ssd" else row["shape"], bwd)
-                row.update(flops=flops, bytes=byts, gflops=flops / sec * 1e-9, gbs=byts / sec * 1e-9)
-                if peak and bw:
-                    gf, ai = flops / sec * 1e-9, flops / byts
-                    roof = min(peak, ai * bw)
-                    row.update(frac_flops=gf / peak, frac_bw=byts / sec * 1e-9 / bw, frac_roofline=gf / roof,
-                               bound="bandwidth" if ai * bw < peak else "flops")
-                del call
-                if not args.no_check:
-                    T = cell["seq"]
-                    tc = min(T, ref_seq)
-                    cut = cut_inputs(cell, ins, tc)
-                    ref, why = reference(args.chunkgen, cell, cut, os.path.join(work, "ref"))
-                    if ref is None:
-                        row["rel_err"] = None
-                        row["rel_err_note"] = why
-                    else:
-                        ccall = make_call(impl, cell, cut, args.chunk)
-                        co, cg = ccall()
-                        names = {"o": "o", "y": "y", "hT": "hT"}
-                        ro = {k: rel_err(v, ref[names[k]]) for k, v in co.items() if names[k] in ref}
-                        rg = {}
-                        for k, v in cg.items():
-                            key = "d" + k
-                            if v is not None and key in ref:
-                                rg[k] = rel_err(v, ref[key])
-                        vals = list(ro.values()) + list(rg.values())
-                        row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
-                        if bwd:
-                            row["rel_err_grads"] = rg
-                        row["rel_err_outputs"] = ro
-                        row["rel_err_note"] = "reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; " \
-                                              "the peer rerun on that cut" % (tc, T)
-            except Exception as e:  # a peer that cannot run says why in its row
-                row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-            finally:
-                if "median_ms" in row:
-                    print("peers:   median %.3f ms  rel_err %s" % (row["median_ms"], row.get("rel_err")),
-                          file=sys.stderr, flush=True)
-                elif "error" in row or "skipped" in row:
-                    print("peers:   %s" % row.get("error", row.get("skipped")), file=sys.stderr, flush=True)
-                flush()
+            ins = make_inputs(cell, gen, dev)
+            ref_cache = {}
+            run_row(cell, impl, impl, threads, ins, ref_cache)
+            for t in also:
+                run_row(cell, impl, "%s_%dt" % (impl, t), t, ins, ref_cache)
+            del ins
     finally:
+        torch.set_num_threads(threads)
         shutil.rmtree(work, ignore_errors=True)
     flush()
-
 
 if __name__ == "__main__":
     main()
