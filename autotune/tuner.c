@@ -7,9 +7,10 @@
  *      spans several chunks/segments) is run once on the float64 reference
  *      (CG_BACKEND_REF); every candidate's outputs -- forward: o and hT (y and hT); backward:
  *      every gradient -- must be within 1e-5 (forward) / 1e-4 (gradients) relative error;
- *   3. each candidate that verifies is timed on the full shape with a monotonic clock
- *      (after the backend's sync): one warm-up, then runs until a minimum time and count;
- *      median and IQR are kept. A candidate is rejected with a reason (compile, resources,
+ *   3. each candidate that verifies is timed on the full shape: one warm-up, then runs
+ *      until a minimum time and count; median and IQR are kept. cuda/emulate: per run the
+ *      L2 is flushed outside the timed region and the executor's timer (CUDA events)
+ *      brackets the launches; cpu: the monotonic clock around the call. A candidate is rejected with a reason (compile, resources,
  *      launch, wrong, timeout) that is stored, so a resumed tune does not retry it;
  *   4. the fastest wins; candidates within noise of it tie and the first in the space's
  *      order wins the tie (cg__tune_select); every candidate's timing is kept;
@@ -306,15 +307,47 @@ static cg_status poison_outputs(const tenv *env, tprob *p) {
     return CG_OK;
 }
 
-static cg_status run_once(const tenv *env, tprob *p, const cg_cfg *cfg) {
+/* Enqueue one run of cfg (asynchronous on the default stream for cuda). */
+static cg_status run_launch(const tenv *env, tprob *p, const cg_cfg *cfg) {
     cg_exec ex;
     memset(&ex, 0, sizeof ex);
     const cg_backend_vt *vt = env->vt;
     env->ctx->dispatch[0] = '\0'; /* backends append to it; these calls are not dispatches */
-    cg_status st;
-    if (!p->sscan) st = p->bwd ? vt->ssd_bwd(env->ctx, &p->ssd, cfg, &ex) : vt->ssd_fwd(env->ctx, &p->ssd, cfg, &ex);
-    else st = p->bwd ? vt->sscan_bwd(env->ctx, &p->ss, cfg, &ex) : vt->sscan_fwd(env->ctx, &p->ss, cfg, &ex);
+    if (!p->sscan) return p->bwd ? vt->ssd_bwd(env->ctx, &p->ssd, cfg, &ex) : vt->ssd_fwd(env->ctx, &p->ssd, cfg, &ex);
+    return p->bwd ? vt->sscan_bwd(env->ctx, &p->ss, cfg, &ex) : vt->sscan_fwd(env->ctx, &p->ss, cfg, &ex);
+}
+
+static cg_status run_once(const tenv *env, tprob *p, const cg_cfg *cfg) {
+    cg_status st = run_launch(env, p, cfg);
     if (st == CG_OK && env->kx && env->kx->sync) st = env->kx->sync(env->ctx, NULL);
+    return st;
+}
+
+/* One timed repetition, in seconds. On a kernel executor: L2 flushed (outside the timed
+ * region), then the executor's timer (CUDA events) around the launches. On the CPU: the
+ * monotonic clock around the call. */
+static cg_status run_timed(const tenv *env, tprob *p, const cg_cfg *cfg, double *sec) {
+    const cg_kexec *kx = env->kx;
+    if (!kx || !kx->timer_start || !kx->timer_stop || !kx->flush_l2) {
+        double a = now_s();
+        cg_status st = run_once(env, p, cfg);
+        *sec = now_s() - a;
+        return st;
+    }
+    void *tok = NULL;
+    double ms = 0;
+    cg_status st = kx->flush_l2(env->ctx, NULL);
+    if (st == CG_OK) st = kx->timer_start(env->ctx, NULL, &tok);
+    if (st != CG_OK) return st;
+    st = run_launch(env, p, cfg);
+    if (st != CG_OK) {
+        char msg[CG_ERRMSG_CAP];
+        snprintf(msg, sizeof msg, "%s", env->ctx->errmsg);
+        (void)kx->timer_stop(env->ctx, NULL, tok, &ms); /* releases the timer */
+        return cg__err(env->ctx, st, "%s", msg);
+    }
+    st = kx->timer_stop(env->ctx, NULL, tok, &ms);
+    *sec = 1e-3 * ms;
     return st;
 }
 
@@ -398,9 +431,8 @@ static cg_tune_verdict measure(const tenv *env, tprob *p, const cg_cfg *cfg, con
     int n = 0;
     double total = 0;
     while (n < mp->max_reps && (n < mp->min_reps || total < mp->min_time)) {
-        double a = now_s();
-        st = run_once(env, p, cfg);
-        double dt = now_s() - a;
+        double dt = 0;
+        st = run_timed(env, p, cfg, &dt);
         if (st != CG_OK) {
             free(t);
             snprintf(c->detail, sizeof c->detail, "%s: %.140s", cg_status_str(st), env->ctx->errmsg);
@@ -529,9 +561,8 @@ static cg_status confirm(const tenv *env, tprob *p, cg_tune_entry *e, const int 
         for (int i = 0; i < n; i++) enough &= total[i] >= mp->min_time;
         if (enough) break;
         for (int i = 0; st == CG_OK && i < n; i++) {
-            double a = now_s();
-            st = run_once(env, p, &cfgs[i]);
-            double dt = now_s() - a;
+            double dt = 0;
+            st = run_timed(env, p, &cfgs[i], &dt);
             t[i * mp->max_reps + reps] = dt;
             total[i] += dt;
         }

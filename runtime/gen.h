@@ -105,7 +105,18 @@ typedef struct cg_kexec {
     cg_status (*sync)(cg_context *ctx, void *stream);
     /* 1 when ptr is kernel-addressable memory (a device pointer for cuda). */
     int (*owns_ptr)(cg_context *ctx, const void *ptr);
+    /* Device-side timing of the work enqueued on stream between the two calls (cuda: a
+     * pair of CUDA events owned by ctx and reused; emulate: the monotonic host clock).
+     * timer_start gives a token (at most CG_KEXEC_TIMERS outstanding per ctx);
+     * timer_stop waits for the stream to reach its mark, writes the elapsed
+     * milliseconds and releases the token (also on failure). */
+    cg_status (*timer_start)(cg_context *ctx, void *stream, void **token);
+    cg_status (*timer_stop)(cg_context *ctx, void *stream, void *token, double *ms);
+    /* Enqueue on stream a write of a ctx-owned buffer larger than the device's L2 cache,
+     * so that the next timed launch starts cold (a no-op for emulate). */
+    cg_status (*flush_l2)(cg_context *ctx, void *stream);
 } cg_kexec;
+#define CG_KEXEC_TIMERS 4
 
 extern const cg_kexec cg__kexec_cuda;
 extern const cg_kexec cg__kexec_emu;

@@ -43,6 +43,7 @@
 // and every sum has a fixed order.
 #include "cg_device.cuh"
 #include "cg_kernel_params.h"
+#include "ssd_common.cuh"
 
 // ------------------------------------------------------------------- traits
 namespace ssdb {
@@ -107,81 +108,23 @@ static_assert(SMEM_GRADS == CG_SMEM_GRADS, "ssd_bwd.lua smem_grads() disagrees w
 
 static_assert(DK >= 1 && DV >= 1, "dk, dv >= 1");
 static_assert(CHUNK % 16 == 0 && CHUNK >= 16, "chunk: a multiple of the 16-row mma tile");
-static_assert(CHUNK <= 32 * 8, "cumsum: at most 8 tokens per lane");
 static_assert(BDV % 16 == 0 && BDV >= 16, "block_dv: a multiple of the 16-column warp tile");
 static_assert(WARPS >= 1 && NTHREADS <= 1024, "warps: 1..32");
 
 typedef cg_i64 i64;
 
 // ------------------------------------------------------------- warp matmul
-// acc[nt][0..3] += sum_k A(m, k) B(k, n) over one 16x16 output tile, k in [k0, k1)
-// (multiples of 8), in the m16n8k8 accumulator layout: lane l owns rows {l/4, l/4 + 8}
-// and columns {2(l%4), 2(l%4)+1} of each 8-column half nt, in every precision.
+// ssd_common.cuh at this kernel's precision (the m16n8k8 accumulator layout).
 template <class FA, class FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[2][4], int k0, int k1, FA A, FB B) {
-    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
-    if (PREC == 0) {
-#pragma unroll 2
-        for (int k = k0; k < k1; ++k) {
-            const float a0 = A(gr, k), a1 = A(gr + 8, k);
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                const float b0 = B(k, nt * 8 + 2 * tg), b1 = B(k, nt * 8 + 2 * tg + 1);
-                acc[nt][0] = fmaf(a0, b0, acc[nt][0]);
-                acc[nt][1] = fmaf(a0, b1, acc[nt][1]);
-                acc[nt][2] = fmaf(a1, b0, acc[nt][2]);
-                acc[nt][3] = fmaf(a1, b1, acc[nt][3]);
-            }
-        }
-    } else {
-        for (int k = k0; k < k1; k += 8) {
-            const float a[4] = {A(gr, k + tg), A(gr + 8, k + tg), A(gr, k + tg + 4), A(gr + 8, k + tg + 4)};
-            unsigned ahi[4], alo[4];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (PREC == 1) ahi[e] = cg_to_tf32(a[e]);
-                else cg_split_tf32(a[e], ahi[e], alo[e]);
-            }
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                const float b[2] = {B(k + tg, nt * 8 + gr), B(k + tg + 4, nt * 8 + gr)};
-                unsigned bhi[2], blo[2];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    if (PREC == 1) bhi[e] = cg_to_tf32(b[e]);
-                    else cg_split_tf32(b[e], bhi[e], blo[e]);
-                }
-                if (PREC == 2) { // small terms first, then the big one
-                    cg_mma_tf32_16x8x8(acc[nt], alo, bhi, acc[nt]);
-                    cg_mma_tf32_16x8x8(acc[nt], ahi, blo, acc[nt]);
-                }
-                cg_mma_tf32_16x8x8(acc[nt], ahi, bhi, acc[nt]);
-            }
-        }
-    }
+    ssdc::warp_mma<PREC>(acc, k0, k1, A, B);
 }
-
-// f(row, col, value&) over a lane's accumulator elements, row and col in [0, 16).
-template <class F>
-__device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
-    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) f(gr + (e >> 1) * 8, nt * 8 + 2 * tg + (e & 1), acc[nt][e]);
-}
-
-__device__ __forceinline__ void tile_zero(float (&acc)[2][4]) {
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
-}
+using ssdc::tile_foreach;
+using ssdc::tile_zero;
 
 // ------------------------------------------------------------------ loads
 __device__ __forceinline__ int chunk_len(const cg_ssd_bwd_params &p, i64 ci) {
-    const i64 left = p.T - ci * CHUNK;
-    return left < CHUNK ? (int)left : CHUNK;
+    return ssdc::chunk_len<CHUNK>(p.T, ci);
 }
 
 // Q, K rows [t0, t0 + n) of group g (zero beyond n and dk).
@@ -213,39 +156,9 @@ __device__ __forceinline__ void load_la(const cg_ssd_bwd_params &p, float *sm, i
     for (int r = threadIdx.x; r < CHUNK; r += NTHREADS) sm[OFF_LA + r] = r < n ? lb[r * p.la.s1] : 0.f;
 }
 
-// A = inclusive cumsum of la over the chunk, exp(A), w = exp(A_last - A), by warp 0
-// (padding tokens have la = 0, so A_last is A at the chunk's last real token).
+// A = cumsum(la), exp(A), w = exp(A_last - A) of the chunk's log_alpha in smem, by warp 0.
 __device__ __forceinline__ void chunk_cumsum(float *sm) {
-    if ((threadIdx.x >> 5) != 0) return;
-    constexpr int PER = (CHUNK + 31) / 32;
-    const int lane = threadIdx.x & 31;
-    float part[PER];
-    float run = 0.f;
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int t = lane * PER + u;
-        run += t < CHUNK ? sm[OFF_LA + t] : 0.f;
-        part[u] = run;
-    }
-    float incl = run;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const float o = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += o;
-    }
-    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane == 0) excl = 0.f;
-    const float last = __shfl_sync(0xffffffffu, incl, 31);
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int t = lane * PER + u;
-        if (t < CHUNK) {
-            const float a = excl + part[u];
-            sm[OFF_A + t] = a;
-            sm[OFF_EA + t] = expf(a);
-            sm[OFF_W + t] = expf(last - a); // difference first, then exp
-        }
-    }
+    ssdc::chunk_cumsum<CHUNK>(sm + OFF_LA, sm + OFF_A, sm + OFF_EA, sm + OFF_W);
 }
 
 // Workspace, in floats: S [B*H, nchunks, DK, DV], D (same), gamma [B*H, nchunks],
@@ -329,11 +242,7 @@ SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
         // forward: slot c holds U_c, then S0^c; s ends as S_T
         float s = p.h0.p ? p.h0.p[b * p.h0.s0 + h * p.h0.s1 + i * p.h0.s2 + j] : 0.f;
         float *u = w.S + bh * p.nchunks * DKDV + ij;
-        for (i64 c = 0; c < p.nchunks; ++c) {
-            const float uc = u[c * DKDV];
-            u[c * DKDV] = s;
-            s = fmaf(gam[c], s, uc);
-        }
+        s = ssdc::state_scan<DKDV>(u, gam, p.nchunks, s);
         // reverse: slot c holds R_c, then dS^c (the gradient of the state leaving chunk c)
         float d = p.dhT.p ? p.dhT.p[b * p.dhT.s0 + h * p.dhT.s1 + i * p.dhT.s2 + j] : 0.f;
         dot = d * s;

@@ -27,6 +27,7 @@
 // checks (dk up to about 1000 on sm_90, 720 on sm_80); larger heads take the CPU path.
 #include "cg_device.cuh"
 #include "cg_kernel_params.h"
+#include "ssd_common.cuh"
 
 // ------------------------------------------------------------------- traits
 namespace ssd {
@@ -89,72 +90,17 @@ static_assert(BDV % 16 == 0 && BDV >= 16, "block_dv: a multiple of the 16-column
 static_assert(WARPS >= 1 && NTHREADS <= 1024, "warps: 1..32");
 static_assert(STAGES == 1 || STAGES == 2, "stages: 1 or 2");
 static_assert(!THREE_PHASE || STAGES == 1, "3phase: one chunk per CTA, nothing to pipeline");
-static_assert(CHUNK <= 32 * 8, "cumsum: at most 8 tokens per lane");
 static_assert(OFF_STAGE % 4 == 0 && STAGE_FLOATS % 4 == 0 && OFF_P % 4 == 0, "16-byte aligned tiles");
 
 typedef cg_i64 i64;
 
 // ------------------------------------------------------------- warp matmul
-// acc[nt][0..3] += sum_k A(m, k) B(k, n) over one 16x16 output tile, k in [k0, k1)
-// (multiples of 8). Lane l owns rows {l/4, l/4 + 8} and columns {2(l%4), 2(l%4)+1} of
-// each 8-column half nt: the m16n8k8 accumulator layout, so every precision leaves the
-// same elements in the same lanes and the epilogues are shared.
+// ssd_common.cuh at this kernel's precision (the m16n8k8 accumulator layout).
 template <class FA, class FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[2][4], int k0, int k1, FA A, FB B) {
-    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
-    if (PREC == 0) {
-#pragma unroll 2 // deeper unrolling spills (ptxas caps this loop near 96 registers)
-        for (int k = k0; k < k1; ++k) {
-            const float a0 = A(gr, k), a1 = A(gr + 8, k);
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                const float b0 = B(k, nt * 8 + 2 * tg), b1 = B(k, nt * 8 + 2 * tg + 1);
-                acc[nt][0] = fmaf(a0, b0, acc[nt][0]);
-                acc[nt][1] = fmaf(a0, b1, acc[nt][1]);
-                acc[nt][2] = fmaf(a1, b0, acc[nt][2]);
-                acc[nt][3] = fmaf(a1, b1, acc[nt][3]);
-            }
-        }
-    } else {
-        for (int k = k0; k < k1; k += 8) {
-            // A fragment [16 x 8]: a0 (gr, tg), a1 (gr+8, tg), a2 (gr, tg+4), a3 (gr+8, tg+4)
-            const float a[4] = {A(gr, k + tg), A(gr + 8, k + tg), A(gr, k + tg + 4), A(gr + 8, k + tg + 4)};
-            unsigned ahi[4], alo[4];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (PREC == 1) ahi[e] = cg_to_tf32(a[e]);
-                else cg_split_tf32(a[e], ahi[e], alo[e]);
-            }
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                // B fragment [8 x 8]: b0 (tg, gr), b1 (tg+4, gr)
-                const float b[2] = {B(k + tg, nt * 8 + gr), B(k + tg + 4, nt * 8 + gr)};
-                unsigned bhi[2], blo[2];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    if (PREC == 1) bhi[e] = cg_to_tf32(b[e]);
-                    else cg_split_tf32(b[e], bhi[e], blo[e]);
-                }
-                if (PREC == 2) { // small terms first, then the big one
-                    cg_mma_tf32_16x8x8(acc[nt], alo, bhi, acc[nt]);
-                    cg_mma_tf32_16x8x8(acc[nt], ahi, blo, acc[nt]);
-                }
-                cg_mma_tf32_16x8x8(acc[nt], ahi, bhi, acc[nt]);
-            }
-        }
-    }
+    ssdc::warp_mma<PREC>(acc, k0, k1, A, B);
 }
-
-// Visit the accumulator elements of a lane: f(row, col, value&) with row in [0, 16)
-// and col in [0, 16) relative to the tile.
-template <class F>
-__device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
-    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) f(gr + (e >> 1) * 8, nt * 8 + 2 * tg + (e & 1), acc[nt][e]);
-}
+using ssdc::tile_foreach;
 
 // ---------------------------------------------------------------- problem
 struct Cta {
@@ -209,39 +155,9 @@ __device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta
     }
 }
 
-// A = inclusive cumsum of la over the chunk, exp(A), and w = exp(A_last - A), by warp 0
-// (padding tokens have la = 0, so A_last is A at the chunk's last real token).
+// A = cumsum(la), exp(A), w = exp(A_last - A) of the chunk in stage st, by warp 0.
 __device__ __forceinline__ void chunk_cumsum(float *sm, const float *st) {
-    if ((threadIdx.x >> 5) != 0) return;
-    constexpr int PER = (CHUNK + 31) / 32;
-    const int lane = threadIdx.x & 31;
-    float part[PER];
-    float run = 0.f;
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int t = lane * PER + u;
-        run += t < CHUNK ? st[ST_LA + t] : 0.f;
-        part[u] = run;
-    }
-    float incl = run; // inclusive scan of the lanes' totals
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const float o = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += o;
-    }
-    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane == 0) excl = 0.f;
-    const float last = __shfl_sync(0xffffffffu, incl, 31);
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int t = lane * PER + u;
-        if (t < CHUNK) {
-            const float a = excl + part[u];
-            sm[OFF_A + t] = a;
-            sm[OFF_EA + t] = expf(a);
-            sm[OFF_W + t] = expf(last - a); // difference first, then exp
-        }
-    }
+    ssdc::chunk_cumsum<CHUNK>(st + ST_LA, sm + OFF_A, sm + OFF_EA, sm + OFF_W);
 }
 
 // P = (Q K^T) .* M into smem; tiles strictly above the diagonal are never read.
@@ -330,8 +246,7 @@ __device__ __forceinline__ void state_store(const float *sm, float *dst, i64 ld,
 }
 
 __device__ __forceinline__ int chunk_len(const cg_ssd_fwd_params &p, i64 ci) {
-    const i64 left = p.T - ci * CHUNK;
-    return left < CHUNK ? (int)left : CHUNK;
+    return ssdc::chunk_len<CHUNK>(p.T, ci);
 }
 
 } // namespace ssd
@@ -418,11 +333,7 @@ SSD_ENTRY cg_ssd_fwd_scan(cg_ssd_fwd_params p) {
     float s = p.h0.p ? p.h0.p[b * p.h0.s0 + h * p.h0.s1 + i * p.h0.s2 + j] : 0.f;
     float *u = p.ws + bh * p.nchunks * (i64)(DK * DV) + ij;
     const float *gam = p.ws + p.B * p.H * p.nchunks * (i64)(DK * DV) + bh * p.nchunks;
-    for (i64 ci = 0; ci < p.nchunks; ++ci) {
-        const float uc = u[ci * (DK * DV)];
-        u[ci * (DK * DV)] = s;
-        s = fmaf(gam[ci], s, uc);
-    }
+    s = ssdc::state_scan<DK * DV>(u, gam, p.nchunks, s);
     if (p.hT.p) p.hT.p[b * p.hT.s0 + h * p.hT.s1 + i * p.hT.s2 + j] = s;
 }
 

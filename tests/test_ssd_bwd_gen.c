@@ -5,9 +5,7 @@
  * config runs at least once per test run; the shapes rotate over the configs so the
  * whole space stays within a few minutes. The same checks run natively with
  * CG_BACKEND_CUDA when a GPU is present. */
-#include "cg_test.h"
-
-#include "gen.h"
+#include "ssd_testlib.h"
 
 #include <string.h>
 
@@ -34,108 +32,34 @@ static const bshape k_shapes[] = {
 };
 #define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
-typedef struct bset {
-    cg_tbuf q, k, v, la, h0, dout, dhT; /* inputs */
-    cg_tbuf dq, dk, dv, dla, dh0;       /* outputs */
-} bset;
-
-static cg_tbuf mk(const bshape *c, cg_dtype dt, int64_t heads, int64_t dim) {
-    static const int perm4[4] = {0, 2, 1, 3}, perm3[3] = {0, 2, 1};
-    const int swap = dt == CG_F32 && c->swapped;
-    if (dim == 0) { /* log_alpha */
-        int64_t s[3] = {c->B, c->T, heads};
-        if (c->layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = c->T;
-        return cg_tbuf_new_perm(dt, 3, s, swap ? perm3 : NULL);
-    }
-    int64_t s[4] = {c->B, c->T, heads, dim};
-    if (c->layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = c->T;
-    return cg_tbuf_new_perm(dt, 4, s, swap ? perm4 : NULL);
+static ssdt_dims dims_of(const bshape *c) {
+    ssdt_dims d = {c->B, c->T, c->G, c->H, c->dk, c->dv, c->layout, c->swapped};
+    return d;
 }
 
-static void set_alloc(bset *s, const bshape *c, cg_dtype dt) {
-    int64_t st[4] = {c->B, c->H, c->dk, c->dv};
-    s->q = mk(c, dt, c->G, c->dk);
-    s->k = mk(c, dt, c->G, c->dk);
-    s->v = mk(c, dt, c->H, c->dv);
-    s->la = mk(c, dt, c->H, 0);
-    s->dout = mk(c, dt, c->H, c->dv);
-    s->dq = mk(c, dt, c->G, c->dk);
-    s->dk = mk(c, dt, c->G, c->dk);
-    s->dv = mk(c, dt, c->H, c->dv);
-    s->dla = mk(c, dt, c->H, 0);
-    s->h0 = cg_tbuf_new(dt, 4, st);
-    s->dhT = cg_tbuf_new(dt, 4, st);
-    s->dh0 = cg_tbuf_new(dt, 4, st);
-}
-
-static void set_free(bset *s) {
-    cg_tbuf *all[] = {&s->q, &s->k, &s->v, &s->la, &s->h0, &s->dout, &s->dhT,
-                      &s->dq, &s->dk, &s->dv, &s->dla, &s->dh0};
-    for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
-}
-
-static const cg_tensor absent;
-
-static cg_status run_bwd(cg_context *ctx, bset *s, const bshape *c, cg_backend be, const char *config) {
-    cg_ssd_bwd_args a;
-    memset(&a, 0, sizeof a);
-    a.layout = (cg_layout)c->layout;
-    a.q = s->q.t;
-    a.k = s->k.t;
-    a.v = s->v.t;
-    a.log_alpha = s->la.t;
-    a.h0 = c->h0 ? s->h0.t : absent;
-    a.dout = s->dout.t;
-    a.dhT = c->dhT ? s->dhT.t : absent;
-    a.dq = s->dq.t;
-    a.dk = s->dk.t;
-    a.dv = s->dv.t;
-    a.dlog_alpha = s->dla.t;
-    a.dh0 = c->dh0 ? s->dh0.t : absent;
-    cg_exec ex = {be, config, NULL, NULL, 0, 0};
-    return cg_ssd_bwd(ctx, &a, &ex);
+static cg_status run_bwd(cg_context *ctx, ssdt_set *s, const bshape *c, cg_backend be, const char *config) {
+    return ssdt_run_bwd(ctx, s, c->layout, c->h0, c->dhT, c->dh0, be, config);
 }
 
 /* A problem in F32 (for the kernels) and its F64 reference gradients. */
 typedef struct bcase {
     bshape c;
-    bset f, d; /* f32 inputs/outputs, f64 reference */
+    ssdt_set f, d; /* f32 inputs/outputs, f64 reference */
 } bcase;
 
 static void case_new(cg_context *ctx, bcase *g, const bshape *c, uint64_t seed) {
     g->c = *c;
-    set_alloc(&g->f, c, CG_F32);
-    set_alloc(&g->d, c, CG_F64);
+    ssdt_set_alloc(&g->f, dims_of(c), CG_F32, SSDT_BWD);
+    ssdt_set_alloc(&g->d, dims_of(c), CG_F64, SSDT_BWD);
     cg_rng r = {seed};
-    cg_tbuf_fill(&g->f.q, &r, -1, 1);
-    cg_tbuf_fill(&g->f.k, &r, -1, 1);
-    cg_tbuf_fill(&g->f.v, &r, -1, 1);
-    cg_tbuf_fill(&g->f.la, &r, -0.4, 0.0); /* decays from 0.67 to 1 */
-    cg_tbuf_fill(&g->f.h0, &r, -1, 1);
-    cg_tbuf_fill(&g->f.dout, &r, -1, 1);
-    cg_tbuf_fill(&g->f.dhT, &r, -1, 1);
-    cg_tbuf *in_f[] = {&g->f.q, &g->f.k, &g->f.v, &g->f.la, &g->f.h0, &g->f.dout, &g->f.dhT};
-    cg_tbuf *in_d[] = {&g->d.q, &g->d.k, &g->d.v, &g->d.la, &g->d.h0, &g->d.dout, &g->d.dhT};
-    for (int i = 0; i < 7; i++) cg_tbuf_copy(in_d[i], in_f[i]); /* the reference sees the same float32 values */
+    ssdt_fill_inputs(&g->f, &r, -0.4, 0.0, SSDT_BWD); /* decays from 0.67 to 1 */
+    ssdt_copy_inputs(&g->d, &g->f, SSDT_BWD);
     CG_CHECK_OK(ctx, run_bwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
 }
 
 static void case_free(bcase *g) {
-    set_free(&g->f);
-    set_free(&g->d);
-}
-
-static void cfg_text(const cg_cfg *cfg, char *out, size_t len) {
-    size_t n = 0;
-    out[0] = 0;
-    for (int i = 0; i < cfg->n && n < len; i++)
-        n += (size_t)snprintf(out + n, len - n, "%s%s=%s", i ? "," : "", cfg->kv[i].key, cfg->kv[i].val);
-}
-
-static void kshape_of(const bshape *c, cg_kshape *ks) {
-    memset(ks, 0, sizeof *ks);
-    ks->B = c->B, ks->T = c->T, ks->G = c->G, ks->H = c->H, ks->dk = c->dk, ks->dv = c->dv;
-    ks->flags = (c->h0 ? CG_KS_H0 : 0) | (c->dhT ? CG_KS_DHT : 0);
+    ssdt_set_free(&g->f);
+    ssdt_set_free(&g->d);
 }
 
 /* Run one config on g with backend be and check every gradient. Returns 1 when it ran. */
@@ -170,79 +94,28 @@ static int check_config(cg_context *ctx, bcase *g, cg_backend be, const char *co
     return 1;
 }
 
-static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
-    for (int i = 0; i < n; i++) {
-        if (list[i].n != c->n) continue;
-        int eq = 1;
-        for (int j = 0; j < c->n && eq; j++)
-            eq = !strcmp(list[i].kv[j].key, c->kv[j].key) && !strcmp(list[i].kv[j].val, c->kv[j].val);
-        if (eq) return 1;
-    }
-    return 0;
+/* The config-space loop of ssd_testlib.c over k_shapes. */
+static bcase g_cases[NSHAPES];
+
+static void sp_kshape(void *u, int i, cg_kshape *ks) {
+    (void)u;
+    const bshape *c = &k_shapes[i];
+    ssdt_kshape(dims_of(c), (c->h0 ? CG_KS_H0 : 0) | (c->dhT ? CG_KS_DHT : 0), ks);
+}
+static void sp_make(void *u, cg_context *ctx, int i) {
+    case_new(ctx, &((bcase *)u)[i], &k_shapes[i], 1000 + (uint64_t)i);
+}
+static void sp_drop(void *u, int i) { case_free(&((bcase *)u)[i]); }
+static int sp_check(void *u, cg_context *ctx, int i, cg_backend be, const char *config, double tol) {
+    return check_config(ctx, &((bcase *)u)[i], be, config, tol);
 }
 
 /* Every config with precision `prec` accepted for any test shape, each run once on a
  * rotating choice among the shapes that accept it; with stride > 1 only every stride-th
  * config of the union. */
 static void run_space(const char *prec, cg_backend be, int stride) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    cg_devinfo dev;
-    if (be == CG_BACKEND_EMULATE) {
-        cg__devinfo_emulated(&dev);
-    } else if (cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
-        cg_test_skip("no CUDA device");
-        cg_context_free(ctx);
-        return;
-    }
-    cg_cfg *space[NSHAPES];
-    int nspace[NSHAPES];
-    for (int i = 0; i < NSHAPES; i++) {
-        cg_kshape ks;
-        kshape_of(&k_shapes[i], &ks);
-        space[i] = NULL;
-        nspace[i] = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_bwd", &ks, &dev, &space[i], &nspace[i]));
-        CG_CHECK(nspace[i] > 0, "no config accepted for shape %d", i);
-    }
-    bcase cases[NSHAPES];
-    int made[NSHAPES] = {0};
-    int ran = 0, total = 0, rot = 0;
-    const double tol = strcmp(prec, "tf32") == 0 ? TOL_TF32 : TOL_FP32;
-    for (int i = 0; i < NSHAPES; i++) {
-        for (int j = 0; j < nspace[i]; j++) {
-            const cg_cfg *cf = &space[i][j];
-            if (strcmp(cg__cfg_str(cf, "precision", ""), prec)) continue;
-            int seen = 0;
-            for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
-            if (seen) continue;
-            if (total++ % stride) continue;
-            int pick = -1;
-            for (int t = 0; t < NSHAPES && pick < 0; t++) {
-                int cand = (rot + t) % NSHAPES;
-                if (space_has(space[cand], nspace[cand], cf)) pick = cand;
-            }
-            CG_CHECK(pick >= 0, "a config of the union not in any space");
-            if (pick < 0) continue;
-            rot = (pick + 1) % NSHAPES;
-            if (!made[pick]) {
-                case_new(ctx, &cases[pick], &k_shapes[pick], 1000 + (uint64_t)pick);
-                made[pick] = 1;
-            }
-            char text[512];
-            cfg_text(cf, text, sizeof text);
-            ran += check_config(ctx, &cases[pick], be, text, tol);
-        }
-    }
-    CG_CHECK(total > 0, "no %s config in the space", prec);
-    const int want = (total + stride - 1) / stride;
-    CG_CHECK(ran == want, "%d of %d %s configs ran", ran, want, prec);
-    fprintf(stderr, "ssd_bwd_gen: %d of %d %s configs checked on %s\n", ran, total, prec, cg_backend_name(be));
-    for (int i = 0; i < NSHAPES; i++) {
-        if (made[i]) case_free(&cases[i]);
-        free(space[i]);
-    }
-    cg_context_free(ctx);
+    const ssdt_space sp = {"ssd_bwd", "ssd_bwd_gen", NSHAPES, g_cases, sp_kshape, sp_make, sp_drop, sp_check};
+    ssdt_run_space(&sp, prec, be, stride, TOL_FP32, TOL_TF32);
 }
 
 CG_TEST(ssd_bwd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, 1); }
@@ -262,7 +135,8 @@ CG_TEST(ssd_bwd_gen_emu_default) {
             CG_CHECK(strstr(d, "kernel=ssd_bwd_") != NULL, "dispatch line without the kernel name: %s", d);
             CG_CHECK(strstr(d, "_tf32") == NULL || strstr(d, "_3xtf32") != NULL, "default is plain tf32: %s", d);
         }
-        cg_tbuf dq1 = mk(&g.c, CG_F32, g.c.G, g.c.dk), dla1 = mk(&g.c, CG_F32, g.c.H, 0);
+        const ssdt_dims dd = dims_of(&g.c);
+        cg_tbuf dq1 = ssdt_mk(dd, CG_F32, g.c.G, g.c.dk), dla1 = ssdt_mk(dd, CG_F32, g.c.H, 0);
         cg_tbuf_copy(&dq1, &g.f.dq);
         cg_tbuf_copy(&dla1, &g.f.dla);
         CG_CHECK_OK(ctx, run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL));
@@ -294,10 +168,6 @@ CG_TEST(ssd_bwd_gen_emu_bad_config) {
 
 /* Natively on a GPU (skipped without one): every 4th config of the device's space
  * (CHUNKGEN_TEST_ALL_CONFIGS=1: all of them). Host tensors: the launcher stages them. */
-static int cuda_stride(void) {
-    const char *e = getenv("CHUNKGEN_TEST_ALL_CONFIGS");
-    return e && e[0] == '1' ? 1 : 4;
-}
-CG_TEST(ssd_bwd_gen_cuda_ieee) { run_space("ieee", CG_BACKEND_CUDA, cuda_stride()); }
-CG_TEST(ssd_bwd_gen_cuda_tf32) { run_space("tf32", CG_BACKEND_CUDA, cuda_stride()); }
-CG_TEST(ssd_bwd_gen_cuda_3xtf32) { run_space("3xtf32", CG_BACKEND_CUDA, cuda_stride()); }
+CG_TEST(ssd_bwd_gen_cuda_ieee) { run_space("ieee", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
+CG_TEST(ssd_bwd_gen_cuda_tf32) { run_space("tf32", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
+CG_TEST(ssd_bwd_gen_cuda_3xtf32) { run_space("3xtf32", CG_BACKEND_CUDA, ssdt_cuda_stride()); }

@@ -1,7 +1,7 @@
 /* test_ssd_cpu.c -- the SSD CPU path against the float64 reference, forward and every
  * gradient, over odd shapes, both layouts, optional tensors, chunk sizes, dv blocks and
  * thread counts; determinism across thread counts; config pins; the vectorized exp. */
-#include "cg_test.h"
+#include "ssd_testlib.h"
 
 #include "cpu/ssd_cpu.h"
 
@@ -18,96 +18,33 @@ typedef struct ssd_cfg {
     uint64_t seed;
 } ssd_cfg;
 
-/* One dtype's set of tensors. */
-typedef struct ssd_set {
-    cg_tbuf q, k, v, la, h0, o, hT, dout, dhT, dq, dk, dv, dla, dh0;
-} ssd_set;
+/* One dtype's set of tensors (all of them: forward and backward). */
+typedef ssdt_set ssd_set;
 
-static cg_tbuf mk(const ssd_cfg *c, cg_dtype dt, int64_t heads, int64_t dim) {
-    static const int perm4[4] = {0, 2, 1, 3}, perm3[3] = {0, 2, 1};
-    const int swap = dt == CG_F32 && c->swapped;
-    if (dim == 0) { /* log_alpha */
-        int64_t s[3] = {c->B, c->T, heads};
-        if (c->layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = c->T;
-        return cg_tbuf_new_perm(dt, 3, s, swap ? perm3 : NULL);
-    }
-    int64_t s[4] = {c->B, c->T, heads, dim};
-    if (c->layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = c->T;
-    return cg_tbuf_new_perm(dt, 4, s, swap ? perm4 : NULL);
+static ssdt_dims dims_of(const ssd_cfg *c) {
+    ssdt_dims d = {c->B, c->T, c->G, c->H, c->dk, c->dv, c->layout, c->swapped};
+    return d;
 }
 
 static void set_alloc(ssd_set *s, const ssd_cfg *c, cg_dtype dt) {
-    int64_t st[4] = {c->B, c->H, c->dk, c->dv};
-    s->q = mk(c, dt, c->G, c->dk);
-    s->k = mk(c, dt, c->G, c->dk);
-    s->v = mk(c, dt, c->H, c->dv);
-    s->la = mk(c, dt, c->H, 0);
-    s->o = mk(c, dt, c->H, c->dv);
-    s->dout = mk(c, dt, c->H, c->dv);
-    s->dq = mk(c, dt, c->G, c->dk);
-    s->dk = mk(c, dt, c->G, c->dk);
-    s->dv = mk(c, dt, c->H, c->dv);
-    s->dla = mk(c, dt, c->H, 0);
-    s->h0 = cg_tbuf_new(dt, 4, st);
-    s->hT = cg_tbuf_new(dt, 4, st);
-    s->dhT = cg_tbuf_new(dt, 4, st);
-    s->dh0 = cg_tbuf_new(dt, 4, st);
+    ssdt_set_alloc(s, dims_of(c), dt, SSDT_FWD | SSDT_BWD);
 }
-
-static void set_free(ssd_set *s) {
-    cg_tbuf *all[] = {&s->q, &s->k, &s->v, &s->la, &s->h0, &s->o, &s->hT, &s->dout, &s->dhT,
-                      &s->dq, &s->dk, &s->dv, &s->dla, &s->dh0};
-    for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
-}
-
-static const cg_tensor absent;
 
 static cg_status run_fwd(cg_context *ctx, ssd_set *s, const ssd_cfg *c, cg_backend be, const char *config) {
-    cg_ssd_fwd_args a;
-    memset(&a, 0, sizeof a);
-    a.layout = (cg_layout)c->layout;
-    a.q = s->q.t; a.k = s->k.t; a.v = s->v.t; a.log_alpha = s->la.t;
-    a.h0 = c->h0 ? s->h0.t : absent;
-    a.o = s->o.t; a.hT = s->hT.t;
-    cg_exec ex = {be, config, NULL, NULL, 0, 0};
-    return cg_ssd_fwd(ctx, &a, &ex);
+    return ssdt_run_fwd(ctx, s, c->layout, c->h0, 1, be, config);
 }
 
 static cg_status run_bwd(cg_context *ctx, ssd_set *s, const ssd_cfg *c, cg_backend be, const char *config) {
-    cg_ssd_bwd_args a;
-    memset(&a, 0, sizeof a);
-    a.layout = (cg_layout)c->layout;
-    a.q = s->q.t; a.k = s->k.t; a.v = s->v.t; a.log_alpha = s->la.t;
-    a.h0 = c->h0 ? s->h0.t : absent;
-    a.dout = s->dout.t;
-    a.dhT = c->dhT ? s->dhT.t : absent;
-    a.dq = s->dq.t; a.dk = s->dk.t; a.dv = s->dv.t; a.dlog_alpha = s->dla.t;
-    a.dh0 = c->dh0 ? s->dh0.t : absent;
-    cg_exec ex = {be, config, NULL, NULL, 0, 0};
-    return cg_ssd_bwd(ctx, &a, &ex);
+    return ssdt_run_bwd(ctx, s, c->layout, c->h0, c->dhT, c->dh0, be, config);
 }
 
 static void fill_inputs(ssd_set *f, const ssd_cfg *c) {
     cg_rng r = {c->seed};
-    cg_tbuf_fill(&f->q, &r, -1, 1);
-    cg_tbuf_fill(&f->k, &r, -1, 1);
-    cg_tbuf_fill(&f->v, &r, -1, 1);
-    cg_tbuf_fill(&f->la, &r, c->la_lo, c->la_hi);
-    cg_tbuf_fill(&f->h0, &r, -1, 1);
-    cg_tbuf_fill(&f->dout, &r, -1, 1);
-    cg_tbuf_fill(&f->dhT, &r, -1, 1);
+    ssdt_fill_inputs(f, &r, c->la_lo, c->la_hi, SSDT_FWD | SSDT_BWD);
 }
 
 /* The float32 inputs, copied exactly into float64 for the reference. */
-static void copy_inputs(ssd_set *d, const ssd_set *s) {
-    cg_tbuf_copy(&d->q, &s->q);
-    cg_tbuf_copy(&d->k, &s->k);
-    cg_tbuf_copy(&d->v, &s->v);
-    cg_tbuf_copy(&d->la, &s->la);
-    cg_tbuf_copy(&d->h0, &s->h0);
-    cg_tbuf_copy(&d->dout, &s->dout);
-    cg_tbuf_copy(&d->dhT, &s->dhT);
-}
+static void copy_inputs(ssd_set *d, const ssd_set *s) { ssdt_copy_inputs(d, s, SSDT_FWD | SSDT_BWD); }
 
 static void describe(const ssd_cfg *c, char *buf, size_t n) {
     snprintf(buf, n, "B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld layout=%s%s h0=%d dhT=%d dh0=%d la=[%g,%g] config=%s",
@@ -156,8 +93,8 @@ static void check_case(const ssd_cfg *c) {
         if (c->dh0) check_err("dh0", &f.dh0, &d.dh0, GRAD_TOL, desc2);
     }
 
-    set_free(&f);
-    set_free(&d);
+    ssdt_set_free(&f);
+    ssdt_set_free(&d);
     cg_context_free(ctx);
 }
 
@@ -306,7 +243,7 @@ CG_TEST(ssd_cpu_deterministic_threads) {
                      "%s differs between %s and %s", names[i], cfgs[0], cfgs[r]);
     for (int r = 0; r < 5; r++)
         for (int i = 0; i < 7; i++) cg_tbuf_free(&out[r][i]);
-    set_free(&f);
+    ssdt_set_free(&f);
     cg_context_free(ctx);
 }
 
@@ -330,7 +267,7 @@ CG_TEST(ssd_cpu_config_errors) {
         CG_CHECK(st == CG_EINVAL, "bwd with %s: status %s", bad[i][0], cg_status_str(st));
         CG_CHECK(strstr(cg_errmsg(ctx), bad[i][1]) != NULL, "bwd message \"%s\" lacks \"%s\"", cg_errmsg(ctx), bad[i][1]);
     }
-    set_free(&f);
+    ssdt_set_free(&f);
     cg_context_free(ctx);
 }
 
@@ -369,8 +306,8 @@ CG_TEST(ssd_cpu_nonfinite) {
     CG_CHECK(isfinite(cg_tbuf_get(&f.o, early)), "o of an earlier chunk is %g", cg_tbuf_get(&f.o, early));
     int64_t idv[4] = {0, 5, 0, 0};
     CG_CHECK(isnan(cg_tbuf_get(&f.dv, idv)), "dv before the NaN q token is %g", cg_tbuf_get(&f.dv, idv));
-    set_free(&f);
-    set_free(&d);
+    ssdt_set_free(&f);
+    ssdt_set_free(&d);
     cg_context_free(ctx);
 }
 

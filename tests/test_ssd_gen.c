@@ -4,9 +4,7 @@
  * views, h0 present and absent). Each config runs at least once per test run; the
  * shapes rotate over the configs so the whole space stays within a few minutes.
  * The same checks run natively with CG_BACKEND_CUDA when a GPU is present. */
-#include "cg_test.h"
-
-#include "gen.h"
+#include "ssd_testlib.h"
 
 #include <string.h>
 
@@ -35,96 +33,34 @@ static const gshape k_shapes[] = {
 };
 #define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
-typedef struct gset {
-    cg_tbuf q, k, v, la, h0, o, hT;
-} gset;
-
-static cg_tbuf mk(const gshape *c, cg_dtype dt, int64_t heads, int64_t dim) {
-    static const int perm4[4] = {0, 2, 1, 3}, perm3[3] = {0, 2, 1};
-    const int swap = dt == CG_F32 && c->swapped;
-    if (dim == 0) { /* log_alpha */
-        int64_t s[3] = {c->B, c->T, heads};
-        if (c->layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = c->T;
-        return cg_tbuf_new_perm(dt, 3, s, swap ? perm3 : NULL);
-    }
-    int64_t s[4] = {c->B, c->T, heads, dim};
-    if (c->layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = c->T;
-    return cg_tbuf_new_perm(dt, 4, s, swap ? perm4 : NULL);
+static ssdt_dims dims_of(const gshape *c) {
+    ssdt_dims d = {c->B, c->T, c->G, c->H, c->dk, c->dv, c->layout, c->swapped};
+    return d;
 }
 
-static void set_alloc(gset *s, const gshape *c, cg_dtype dt) {
-    int64_t st[4] = {c->B, c->H, c->dk, c->dv};
-    s->q = mk(c, dt, c->G, c->dk);
-    s->k = mk(c, dt, c->G, c->dk);
-    s->v = mk(c, dt, c->H, c->dv);
-    s->la = mk(c, dt, c->H, 0);
-    s->o = mk(c, dt, c->H, c->dv);
-    s->h0 = cg_tbuf_new(dt, 4, st);
-    s->hT = cg_tbuf_new(dt, 4, st);
-}
-
-static void set_free(gset *s) {
-    cg_tbuf *all[] = {&s->q, &s->k, &s->v, &s->la, &s->h0, &s->o, &s->hT};
-    for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
-}
-
-static const cg_tensor absent;
-
-static cg_status run_fwd(cg_context *ctx, gset *s, const gshape *c, cg_backend be, const char *config) {
-    cg_ssd_fwd_args a;
-    memset(&a, 0, sizeof a);
-    a.layout = (cg_layout)c->layout;
-    a.q = s->q.t;
-    a.k = s->k.t;
-    a.v = s->v.t;
-    a.log_alpha = s->la.t;
-    a.h0 = c->h0 ? s->h0.t : absent;
-    a.o = s->o.t;
-    a.hT = c->hT ? s->hT.t : absent;
-    cg_exec ex = {be, config, NULL, NULL, 0, 0};
-    return cg_ssd_fwd(ctx, &a, &ex);
+static cg_status run_fwd(cg_context *ctx, ssdt_set *s, const gshape *c, cg_backend be, const char *config) {
+    return ssdt_run_fwd(ctx, s, c->layout, c->h0, c->hT, be, config);
 }
 
 /* A problem in F32 (for the kernel) and its F64 reference outputs. */
 typedef struct gcase {
     gshape c;
-    gset f, d; /* f32 inputs/outputs, f64 reference */
+    ssdt_set f, d; /* f32 inputs/outputs, f64 reference */
 } gcase;
 
 static void case_new(cg_context *ctx, gcase *g, const gshape *c, uint64_t seed) {
     g->c = *c;
-    set_alloc(&g->f, c, CG_F32);
-    set_alloc(&g->d, c, CG_F64);
+    ssdt_set_alloc(&g->f, dims_of(c), CG_F32, SSDT_FWD);
+    ssdt_set_alloc(&g->d, dims_of(c), CG_F64, SSDT_FWD);
     cg_rng r = {seed};
-    cg_tbuf_fill(&g->f.q, &r, -1, 1);
-    cg_tbuf_fill(&g->f.k, &r, -1, 1);
-    cg_tbuf_fill(&g->f.v, &r, -1, 1);
-    cg_tbuf_fill(&g->f.la, &r, -0.4, 0.0); /* decays from 0.67 to 1 */
-    cg_tbuf_fill(&g->f.h0, &r, -1, 1);
-    cg_tbuf_copy(&g->d.q, &g->f.q); /* the reference sees the same float32 values */
-    cg_tbuf_copy(&g->d.k, &g->f.k);
-    cg_tbuf_copy(&g->d.v, &g->f.v);
-    cg_tbuf_copy(&g->d.la, &g->f.la);
-    cg_tbuf_copy(&g->d.h0, &g->f.h0);
+    ssdt_fill_inputs(&g->f, &r, -0.4, 0.0, SSDT_FWD); /* decays from 0.67 to 1 */
+    ssdt_copy_inputs(&g->d, &g->f, SSDT_FWD);
     CG_CHECK_OK(ctx, run_fwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
 }
 
 static void case_free(gcase *g) {
-    set_free(&g->f);
-    set_free(&g->d);
-}
-
-static void cfg_text(const cg_cfg *cfg, char *out, size_t len) {
-    size_t n = 0;
-    out[0] = 0;
-    for (int i = 0; i < cfg->n && n < len; i++)
-        n += (size_t)snprintf(out + n, len - n, "%s%s=%s", i ? "," : "", cfg->kv[i].key, cfg->kv[i].val);
-}
-
-static void kshape_of(const gshape *c, cg_kshape *ks) {
-    memset(ks, 0, sizeof *ks);
-    ks->B = c->B, ks->T = c->T, ks->G = c->G, ks->H = c->H, ks->dk = c->dk, ks->dv = c->dv;
-    ks->flags = (c->h0 ? CG_KS_H0 : 0) | (c->hT ? CG_KS_HT : 0);
+    ssdt_set_free(&g->f);
+    ssdt_set_free(&g->d);
 }
 
 /* Run one config on g with backend be and check o and hT. Returns 1 when it ran. */
@@ -134,8 +70,9 @@ static int check_config(cg_context *ctx, gcase *g, cg_backend be, const char *co
     cg_tbuf_fill(&g->f.hT, &(cg_rng){8}, 1e3, 2e3);
     cg_status s = run_fwd(ctx, &g->f, &g->c, be, config);
     const gshape *c = &g->c;
+    const char *cfg = config ? config : "(default)";
     if (s != CG_OK) {
-        CG_CHECK(0, "config %s on B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld: %s: %s", config, (long long)c->B,
+        CG_CHECK(0, "config %s on B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld: %s: %s", cfg, (long long)c->B,
                  (long long)c->T, (long long)c->G, (long long)c->H, (long long)c->dk, (long long)c->dv,
                  cg_status_str(s), cg_errmsg(ctx));
         return 0;
@@ -143,85 +80,33 @@ static int check_config(cg_context *ctx, gcase *g, cg_backend be, const char *co
     double eo = cg_rel_err(&g->f.o, &g->d.o), eh = c->hT ? cg_rel_err(&g->f.hT, &g->d.hT) : 0;
     CG_CHECK(eo <= tol && eh <= tol,
              "config %s on B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld layout=%d swapped=%d h0=%d hT=%d: rel err o %.3g hT %.3g (tol %g) [%s]",
-             config, (long long)c->B, (long long)c->T, (long long)c->G, (long long)c->H, (long long)c->dk,
+             cfg, (long long)c->B, (long long)c->T, (long long)c->G, (long long)c->H, (long long)c->dk,
              (long long)c->dv, c->layout, c->swapped, c->h0, c->hT, eo, eh, tol, cg_last_dispatch(ctx));
     return 1;
 }
 
-static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
-    for (int i = 0; i < n; i++) {
-        if (list[i].n != c->n) continue;
-        int eq = 1;
-        for (int j = 0; j < c->n && eq; j++)
-            eq = !strcmp(list[i].kv[j].key, c->kv[j].key) && !strcmp(list[i].kv[j].val, c->kv[j].val);
-        if (eq) return 1;
-    }
-    return 0;
+/* The config-space loop of ssd_testlib.c over k_shapes. */
+static gcase g_cases[NSHAPES];
+
+static void sp_kshape(void *u, int i, cg_kshape *ks) {
+    (void)u;
+    const gshape *c = &k_shapes[i];
+    ssdt_kshape(dims_of(c), (c->h0 ? CG_KS_H0 : 0) | (c->hT ? CG_KS_HT : 0), ks);
+}
+static void sp_make(void *u, cg_context *ctx, int i) {
+    case_new(ctx, &((gcase *)u)[i], &k_shapes[i], 1000 + (uint64_t)i);
+}
+static void sp_drop(void *u, int i) { case_free(&((gcase *)u)[i]); }
+static int sp_check(void *u, cg_context *ctx, int i, cg_backend be, const char *config, double tol) {
+    return check_config(ctx, &((gcase *)u)[i], be, config, tol);
 }
 
 /* Every config with precision `prec` accepted for any test shape, each run once on a
  * rotating choice among the shapes that accept it; with stride > 1 only every stride-th
  * config of the union (NVRTC compiles cost seconds each on the GPU machine). */
 static void run_space(const char *prec, cg_backend be, int stride) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    cg_devinfo dev;
-    if (be == CG_BACKEND_EMULATE) {
-        cg__devinfo_emulated(&dev);
-    } else if (cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
-        cg_test_skip("no CUDA device");
-        cg_context_free(ctx);
-        return;
-    }
-    cg_cfg *space[NSHAPES];
-    int nspace[NSHAPES];
-    for (int i = 0; i < NSHAPES; i++) {
-        cg_kshape ks;
-        kshape_of(&k_shapes[i], &ks);
-        space[i] = NULL;
-        nspace[i] = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_fwd", &ks, &dev, &space[i], &nspace[i]));
-        CG_CHECK(nspace[i] > 0, "no config accepted for shape %d", i);
-    }
-    gcase cases[NSHAPES];
-    int made[NSHAPES] = {0};
-    int ran = 0, total = 0, rot = 0;
-    const double tol = strcmp(prec, "tf32") == 0 ? TOL_TF32 : TOL_FP32;
-    /* the union of the spaces, in order of first appearance */
-    for (int i = 0; i < NSHAPES; i++) {
-        for (int j = 0; j < nspace[i]; j++) {
-            const cg_cfg *cf = &space[i][j];
-            if (strcmp(cg__cfg_str(cf, "precision", ""), prec)) continue;
-            int seen = 0;
-            for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
-            if (seen) continue;
-            if (total++ % stride) continue;
-            int pick = -1;
-            for (int t = 0; t < NSHAPES && pick < 0; t++) {
-                int cand = (rot + t) % NSHAPES;
-                if (space_has(space[cand], nspace[cand], cf)) pick = cand;
-            }
-            CG_CHECK(pick >= 0, "a config of the union not in any space");
-            if (pick < 0) continue;
-            rot = (pick + 1) % NSHAPES;
-            if (!made[pick]) {
-                case_new(ctx, &cases[pick], &k_shapes[pick], 1000 + (uint64_t)pick);
-                made[pick] = 1;
-            }
-            char text[512];
-            cfg_text(cf, text, sizeof text);
-            ran += check_config(ctx, &cases[pick], be, text, tol);
-        }
-    }
-    CG_CHECK(total > 0, "no %s config in the space", prec);
-    const int want = (total + stride - 1) / stride;
-    CG_CHECK(ran == want, "%d of %d %s configs ran", ran, want, prec);
-    fprintf(stderr, "ssd_gen: %d of %d %s configs checked on %s\n", ran, total, prec, cg_backend_name(be));
-    for (int i = 0; i < NSHAPES; i++) {
-        if (made[i]) case_free(&cases[i]);
-        free(space[i]);
-    }
-    cg_context_free(ctx);
+    const ssdt_space sp = {"ssd_fwd", "ssd_gen", NSHAPES, g_cases, sp_kshape, sp_make, sp_drop, sp_check};
+    ssdt_run_space(&sp, prec, be, stride, TOL_FP32, TOL_TF32);
 }
 
 CG_TEST(ssd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, 1); }
@@ -241,7 +126,7 @@ CG_TEST(ssd_gen_emu_default) {
             CG_CHECK(strstr(d, "_tf32") == NULL || strstr(d, "_3xtf32") != NULL, "default is plain tf32: %s", d);
         }
         /* a second call hits the plan table and gives the same bits */
-        cg_tbuf o1 = mk(&g.c, CG_F32, g.c.H, g.c.dv);
+        cg_tbuf o1 = ssdt_mk(dims_of(&g.c), CG_F32, g.c.H, g.c.dv);
         cg_tbuf_copy(&o1, &g.f.o);
         CG_CHECK_OK(ctx, run_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL));
         CG_CHECK(cg_rel_err(&g.f.o, &o1) == 0, "second run differs (shape %d)", i);
@@ -269,10 +154,6 @@ CG_TEST(ssd_gen_emu_bad_config) {
 
 /* Natively on a GPU (skipped without one): every 4th config of the device's space
  * (CHUNKGEN_TEST_ALL_CONFIGS=1: all of them). Host tensors: the launcher stages them. */
-static int cuda_stride(void) {
-    const char *e = getenv("CHUNKGEN_TEST_ALL_CONFIGS");
-    return e && e[0] == '1' ? 1 : 4;
-}
-CG_TEST(ssd_gen_cuda_ieee) { run_space("ieee", CG_BACKEND_CUDA, cuda_stride()); }
-CG_TEST(ssd_gen_cuda_tf32) { run_space("tf32", CG_BACKEND_CUDA, cuda_stride()); }
-CG_TEST(ssd_gen_cuda_3xtf32) { run_space("3xtf32", CG_BACKEND_CUDA, cuda_stride()); }
+CG_TEST(ssd_gen_cuda_ieee) { run_space("ieee", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
+CG_TEST(ssd_gen_cuda_tf32) { run_space("tf32", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
+CG_TEST(ssd_gen_cuda_3xtf32) { run_space("3xtf32", CG_BACKEND_CUDA, ssdt_cuda_stride()); }

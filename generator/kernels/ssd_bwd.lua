@@ -10,14 +10,14 @@
 -- heads = "split" runs one CTA per (b, head, chunk) into per-head dq/dk buffers in the
 -- workspace, which the finish sums in head order (more CTAs, T*dk floats per head).
 
-local function ceil_div(a, b) return (a + b - 1) // b end
-local function round_up(a, b) return ceil_div(a, b) * b end
+local C = require("ssd_common")
+local ceil_div, nchunks, dv_tiles = C.ceil_div, C.nchunks, C.dv_tiles
 
 -- Shared memory layouts (floats), mirroring the traits block of ssd_bwd.cu.
 local function layout(p, shape)
-  local dkp = round_up(shape.dk, 16)
+  local pt = C.pitches(p, shape)
+  local dkp, ldq, ldv, lds, ldp = pt.dkp, pt.ldq, pt.ldv, pt.lds, pt.ldp
   local c = p.chunk
-  local ldq, ldv, lds, ldp = dkp + 4, p.block_dv + 8, p.block_dv + 8, c + 4
   local states = 2 * c * ldq + 2 * c * ldv + 4 * c
   local grads = states + 2 * c * ldq + 2 * c * ldp + 2 * dkp * lds + c
   return states, grads
@@ -25,56 +25,38 @@ end
 local function smem_states(p, shape) local s = layout(p, shape); return 4 * s end
 local function smem_grads(p, shape) local _, g = layout(p, shape); return 4 * g end
 
-local function nchunks(p, shape) return ceil_div(shape.T, p.chunk) end
-local function dv_tiles(p, shape) return ceil_div(shape.dv, p.block_dv) end
 local function scan_blocks(p, shape) return ceil_div(shape.dk * shape.dv, 32 * p.warps) end
 
 -- Registers per thread we budget for (ptxas reports 104-216 for the current code, the
 -- 3xtf32 grads kernel with block_dv 64 the largest); refuses blocks an SM could not hold.
 local REGS_PER_THREAD = 232
-local GRID_MAX = 2147483647
 
 local function valid(p, shape, dev)
   local threads = 32 * p.warps
-  if shape.dk < 1 or shape.dv < 1 or shape.T < 1 or shape.B < 1 or shape.H < 1 or shape.G < 1 then
-    return false, "empty shape"
-  end
-  if shape.H % shape.G ~= 0 then return false, "G must divide H" end
-  if p.chunk % 16 ~= 0 then return false, "chunk must be a multiple of 16" end
-  if p.block_dv % 16 ~= 0 then return false, "block_dv must be a multiple of 16" end
-  if p.precision ~= "ieee" and dev.arch < 80 then
-    return false, string.format("precision %s needs tf32 mma (sm_80+), device is sm_%d", p.precision, dev.arch)
-  end
-  -- A tile twice as wide as dv, or a chunk twice as long as T, only multiplies zeros.
-  if p.block_dv > 16 and p.block_dv >= 2 * shape.dv then
-    return false, string.format("block_dv %d: half of it covers dv = %d", p.block_dv, shape.dv)
-  end
+  local ok, why = C.check_shape(p, shape)
+  if not ok then return false, why end
+  ok, why = C.check_precision_tile(p, shape, dev)
+  if not ok then return false, why end
   if p.heads == "split" and shape.G == shape.H then
     return false, "heads=split: one head per group, nothing to split (heads=loop does the same)"
   end
+  -- A chunk twice as long as T only multiplies zeros, as a dv tile twice as wide as dv.
   if p.chunk > 16 and p.chunk >= 2 * shape.T then
     return false, string.format("chunk %d: half of it covers T = %d", p.chunk, shape.T)
   end
   -- Every warp should own at least one 16x16 tile of the largest matmul.
   local mt, kt, nt = p.chunk // 16, ceil_div(shape.dk, 16), p.block_dv // 16
   local tiles = math.max(mt * nt + mt * mt + 2 * mt * kt, 2 * kt * nt)
-  if p.warps > 2 and p.warps > tiles then
-    return false, string.format("%d warps for %d output tiles", p.warps, tiles)
-  end
+  ok, why = C.check_warps(p, tiles)
+  if not ok then return false, why end
   -- (plus the static shared memory of the scan and finish kernels: the NVRTC test
   -- adds the largest static and the largest dynamic size of the module)
-  local smem = smem_grads(p, shape) + 4 * threads + 16
-  if smem > dev.smem_per_block then
-    return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
-  end
-  if threads * REGS_PER_THREAD > dev.regs_per_block then
-    return false, string.format("%d threads x %d registers exceed the %d registers of a block", threads,
-      REGS_PER_THREAD, dev.regs_per_block)
-  end
+  ok, why = C.check_block(p, dev, smem_grads(p, shape) + 4 * threads + 16, REGS_PER_THREAD)
+  if not ok then return false, why end
   local bh, nc = shape.B * shape.H, nchunks(p, shape)
   local grids = { dv_tiles(p, shape) * nc * bh, scan_blocks(p, shape) * bh, nc * bh, nc * shape.B * shape.G }
   for _, g in ipairs(grids) do
-    if g > GRID_MAX then return false, string.format("grid of %d CTAs too large", g) end
+    if g > C.GRID_MAX then return false, string.format("grid of %d CTAs too large", g) end
   end
   return true
 end
@@ -94,15 +76,8 @@ local function default(shape, dev)
       and 8 * shape.B * shape.H * shape.T * shape.dk <= WS_SPLIT_MAX then
     p.heads = "split"
   end
-  -- Shrink until it fits: the chunk, then the dv tile, then the warps.
-  for _ = 1, 16 do
-    if valid(p, shape, dev) then return p end
-    if p.chunk > 16 then p.chunk = p.chunk // 2
-    elseif p.block_dv > 16 then p.block_dv = p.block_dv // 2
-    elseif p.warps > 2 then p.warps = p.warps // 2
-    else break end
-  end
-  return p
+  -- Shrink until it fits.
+  return C.shrink(p, shape, dev, valid)
 end
 
 local function launch(p, shape, dev)

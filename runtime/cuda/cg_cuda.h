@@ -12,11 +12,13 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
 
 #define CUDA_SUCCESS 0
 #define CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK 12
 #define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE 38
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
@@ -24,6 +26,7 @@ typedef unsigned long long CUdeviceptr;
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_MEMORYTYPE_DEVICE 2
 #define CU_MEMORYTYPE_UNIFIED 4
+#define CU_EVENT_DEFAULT 0 /* timing enabled (CU_EVENT_DISABLE_TIMING is 2) */
 
 typedef struct cg_cu_api {
     CUresult (*cuInit)(unsigned flags);
@@ -49,6 +52,12 @@ typedef struct cg_cu_api {
     CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream);
     CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
     CUresult (*cuStreamSynchronize)(CUstream stream);
+    CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream);
+    CUresult (*cuEventCreate)(CUevent *ev, unsigned flags);
+    CUresult (*cuEventDestroy)(CUevent ev);
+    CUresult (*cuEventRecord)(CUevent ev, CUstream stream);
+    CUresult (*cuEventSynchronize)(CUevent ev);
+    CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
     CUresult (*cuPointerGetAttribute)(void *data, int attrib, CUdeviceptr ptr);
     CUresult (*cuGetErrorName)(CUresult r, const char **s);
     CUresult (*cuGetErrorString)(CUresult r, const char **s);

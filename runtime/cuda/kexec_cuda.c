@@ -24,6 +24,11 @@ typedef struct cuda_mod {
     cuda_fn fn[CG_PLAN_MAX_LAUNCH];
 } cuda_mod;
 
+typedef struct cuda_timer {
+    CUevent start, stop; /* created on first use, reused, destroyed with the context */
+    int busy;            /* between timer_start and timer_stop */
+} cuda_timer;
+
 typedef struct cuda_state {
     int probed;            /* device() ran once: status and info below are final */
     cg_status dev_status;
@@ -35,6 +40,10 @@ typedef struct cuda_state {
     char nvrtc_id[1024];
     cuda_mod **mods;
     int nmods, cap;
+    cuda_timer timers[CG_KEXEC_TIMERS];
+    CUdeviceptr flush_buf; /* flush_l2's buffer, 2x the L2 size; 0 until first use */
+    size_t flush_bytes;
+    unsigned flush_count;
 } cuda_state;
 
 static cuda_state *state(cg_context *ctx) {
@@ -321,6 +330,84 @@ static int cuda_owns_ptr(cg_context *ctx, const void *ptr) {
     return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED;
 }
 
+/* ------------------------------------------------------------------ timing */
+
+static cg_status timer_start_in_ctx(cg_context *ctx, cuda_state *s, CUstream stream, void **token) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    cuda_timer *t = NULL;
+    for (int i = 0; i < CG_KEXEC_TIMERS && !t; i++)
+        if (!s->timers[i].busy) t = &s->timers[i];
+    if (!t)
+        return cg__err(ctx, CG_EINVAL, "CUDA: timer_start: all %d timers of this context are running (timer_stop "
+                       "releases one)", CG_KEXEC_TIMERS);
+    if (!t->start) CG_CU_CHECK(ctx, cuEventCreate(&t->start, CU_EVENT_DEFAULT));
+    if (!t->stop) CG_CU_CHECK(ctx, cuEventCreate(&t->stop, CU_EVENT_DEFAULT));
+    CG_CU_CHECK(ctx, cuEventRecord(t->start, stream));
+    t->busy = 1;
+    *token = t;
+    return CG_OK;
+}
+
+static cg_status cuda_timer_start(cg_context *ctx, void *stream, void **token) {
+    if (!token) return cg__err(ctx, CG_EINVAL, "CUDA: timer_start: token is NULL (expected a void ** to fill)");
+    *token = NULL;
+    cg_status st = cuda_device(ctx, NULL);
+    if (st != CG_OK) return st;
+    cuda_state *s = state(ctx);
+    WITH_CTX(ctx, s, timer_start_in_ctx(ctx, s, (CUstream)stream, token));
+}
+
+static cg_status timer_stop_in_ctx(cg_context *ctx, cuda_timer *t, CUstream stream, double *ms) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    CG_CU_CHECK(ctx, cuEventRecord(t->stop, stream));
+    CG_CU_CHECK(ctx, cuEventSynchronize(t->stop));
+    float f = 0;
+    CG_CU_CHECK(ctx, cuEventElapsedTime(&f, t->start, t->stop));
+    *ms = (double)f;
+    return CG_OK;
+}
+
+static cg_status cuda_timer_stop(cg_context *ctx, void *stream, void *token, double *ms) {
+    cg_status st = cuda_device(ctx, NULL);
+    if (st != CG_OK) return st;
+    cuda_state *s = state(ctx);
+    cuda_timer *t = NULL;
+    for (int i = 0; i < CG_KEXEC_TIMERS; i++)
+        if (token == (void *)&s->timers[i]) t = &s->timers[i];
+    if (!t || !t->busy)
+        return cg__err(ctx, CG_EINVAL, "CUDA: timer_stop: token %p is not a running timer of this context "
+                       "(expected one from timer_start)", token);
+    t->busy = 0; /* released whatever happens below */
+    if (!ms) return cg__err(ctx, CG_EINVAL, "CUDA: timer_stop: ms is NULL (expected a double * to fill)");
+    if (!s->retained) return cg__err(ctx, CG_ENODEV, "CUDA: timer_stop: no device context");
+    WITH_CTX(ctx, s, timer_stop_in_ctx(ctx, t, (CUstream)stream, ms));
+}
+
+static cg_status flush_in_ctx(cg_context *ctx, cuda_state *s, CUstream stream) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    if (!s->flush_buf) {
+        int l2 = 0;
+        CG_CU_CHECK(ctx, cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, s->dev));
+        /* Twice the L2 (at least 64 MiB when the driver reports none), in whole MiB. */
+        size_t bytes = l2 > 0 ? 2 * (size_t)l2 : (size_t)64 << 20;
+        bytes = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+        CUdeviceptr p = 0;
+        CG_CU_CHECK(ctx, cuMemAlloc(&p, bytes));
+        s->flush_buf = p;
+        s->flush_bytes = bytes;
+    }
+    /* A different byte each time: every line of the buffer is rewritten. */
+    CG_CU_CHECK(ctx, cuMemsetD8Async(s->flush_buf, (unsigned char)(s->flush_count++ & 0xFF), s->flush_bytes, stream));
+    return CG_OK;
+}
+
+static cg_status cuda_flush_l2(cg_context *ctx, void *stream) {
+    cg_status st = cuda_device(ctx, NULL);
+    if (st != CG_OK) return st;
+    cuda_state *s = state(ctx);
+    WITH_CTX(ctx, s, flush_in_ctx(ctx, s, (CUstream)stream));
+}
+
 const cg_kexec cg__kexec_cuda = {
     .name = "cuda",
     .device = cuda_device,
@@ -331,6 +418,9 @@ const cg_kexec cg__kexec_cuda = {
     .copy = cuda_copy,
     .sync = cuda_sync,
     .owns_ptr = cuda_owns_ptr,
+    .timer_start = cuda_timer_start,
+    .timer_stop = cuda_timer_stop,
+    .flush_l2 = cuda_flush_l2,
 };
 
 void cg__cuda_ctx_free(cg_context *ctx) {
@@ -341,6 +431,11 @@ void cg__cuda_ctx_free(cg_context *ctx) {
         CUcontext popped;
         int pushed = cu->cuCtxPushCurrent(s->cuctx) == CUDA_SUCCESS;
         for (int i = 0; i < s->nmods; i++) cu->cuModuleUnload(s->mods[i]->mod);
+        for (int i = 0; i < CG_KEXEC_TIMERS; i++) {
+            if (s->timers[i].start) cu->cuEventDestroy(s->timers[i].start);
+            if (s->timers[i].stop) cu->cuEventDestroy(s->timers[i].stop);
+        }
+        if (s->flush_buf) cu->cuMemFree(s->flush_buf);
         if (pushed) cu->cuCtxPopCurrent(&popped);
         cu->cuDevicePrimaryCtxRelease(s->dev);
     }

@@ -54,12 +54,21 @@ static void load_cu(void) {
         {"cuMemcpyHtoDAsync_v2", &g_cu.cuMemcpyHtoDAsync},
         {"cuMemcpyDtoHAsync_v2", &g_cu.cuMemcpyDtoHAsync},
         {"cuStreamSynchronize", &g_cu.cuStreamSynchronize},
+        {"cuMemsetD8Async", &g_cu.cuMemsetD8Async},
+        {"cuEventCreate", &g_cu.cuEventCreate},
+        {"cuEventDestroy_v2", &g_cu.cuEventDestroy},
+        {"cuEventRecord", &g_cu.cuEventRecord},
+        {"cuEventSynchronize", &g_cu.cuEventSynchronize},
+        /* _v2 since CUDA 12.8 (what cuda.h 13 maps the plain name to); older drivers
+         * have only the plain one (fallback below). */
+        {"cuEventElapsedTime_v2", &g_cu.cuEventElapsedTime},
         {"cuPointerGetAttribute", &g_cu.cuPointerGetAttribute},
         {"cuGetErrorName", &g_cu.cuGetErrorName},
         {"cuGetErrorString", &g_cu.cuGetErrorString},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (!sym(lib, t[i].name, t[i].fp)) {
+        if (!sym(lib, t[i].name, t[i].fp) &&
+            !(t[i].fp == (void *)&g_cu.cuEventElapsedTime && sym(lib, "cuEventElapsedTime", t[i].fp))) {
             snprintf(g_cu_why, sizeof g_cu_why, "the CUDA driver (libcuda.so.1) lacks %s: too old", t[i].name);
             dlclose(lib);
             return;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* emulator/cg_emu.h embedded at build time (cmake/emulator.cmake). */
@@ -48,10 +49,16 @@ typedef struct emu_module {
     void *(*tls_touch)(void);
 } emu_module;
 
+typedef struct emu_timer {
+    double t0; /* monotonic seconds at timer_start */
+    int busy;
+} emu_timer;
+
 typedef struct emu_state {
     emu_module **mods;
     int n, cap;
     int racecheck;
+    emu_timer timers[CG_KEXEC_TIMERS];
 } emu_state;
 
 /* ---------------------------------------------------------------- utilities */
@@ -921,6 +928,65 @@ static int emu_owns_ptr(cg_context *ctx, const void *ptr) {
     return 1;
 }
 
+/* ------------------------------------------------------------------ timing
+ * Launches run synchronously on the calling thread, so the host's monotonic clock
+ * between timer_start and timer_stop is the kernels' time. There is no cache to flush. */
+static double emu_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static cg_status emu_timer_start(cg_context *ctx, void *stream, void **token) {
+    (void)stream;
+    if (!token) return cg__err(ctx, CG_EINVAL, "emulate: timer_start: token is NULL (expected a void ** to fill)");
+    *token = NULL;
+    emu_state *st = emu_get(ctx);
+    if (!st) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
+    for (int i = 0; i < CG_KEXEC_TIMERS; i++) {
+        if (st->timers[i].busy) continue;
+        st->timers[i].busy = 1;
+        st->timers[i].t0 = emu_now_ms();
+        *token = &st->timers[i];
+        return CG_OK;
+    }
+    return cg__err(ctx, CG_EINVAL, "emulate: timer_start: all %d timers of this context are running (timer_stop "
+                   "releases one)", CG_KEXEC_TIMERS);
+}
+
+static cg_status emu_timer_stop(cg_context *ctx, void *stream, void *token, double *ms) {
+    (void)stream;
+    double now = emu_now_ms();
+    emu_state *st = ctx->emu;
+    emu_timer *t = NULL;
+    for (int i = 0; st && i < CG_KEXEC_TIMERS; i++)
+        if (token == (void *)&st->timers[i]) t = &st->timers[i];
+    if (!t || !t->busy)
+        return cg__err(ctx, CG_EINVAL, "emulate: timer_stop: token %p is not a running timer of this context "
+                       "(expected one from timer_start)", token);
+    t->busy = 0;
+    if (!ms) return cg__err(ctx, CG_EINVAL, "emulate: timer_stop: ms is NULL (expected a double * to fill)");
+    *ms = now > t->t0 ? now - t->t0 : 0.0;
+    return CG_OK;
+}
+
+static cg_status emu_flush_l2(cg_context *ctx, void *stream) {
+    (void)ctx;
+    (void)stream;
+    return CG_OK;
+}
+
 const cg_kexec cg__kexec_emu = {
-    "emulate", emu_device, emu_load, emu_launch, emu_alloc, emu_free, emu_copy, emu_sync, emu_owns_ptr,
+    .name = "emulate",
+    .device = emu_device,
+    .load = emu_load,
+    .launch = emu_launch,
+    .alloc = emu_alloc,
+    .free = emu_free,
+    .copy = emu_copy,
+    .sync = emu_sync,
+    .owns_ptr = emu_owns_ptr,
+    .timer_start = emu_timer_start,
+    .timer_stop = emu_timer_stop,
+    .flush_l2 = emu_flush_l2,
 };

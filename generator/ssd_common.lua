@@ -1,0 +1,82 @@
+-- ssd_common.lua -- arithmetic and constraints shared by the SSD kernel descriptions
+-- (generator/kernels/ssd_fwd.lua, ssd_bwd.lua): tile counts, the smem row pitches of
+-- the templates' traits blocks (templates/ssd_fwd.cu, ssd_bwd.cu) and the validity
+-- checks both kernels make, with the same messages.
+
+local M = {}
+
+function M.ceil_div(a, b) return (a + b - 1) // b end
+function M.round_up(a, b) return M.ceil_div(a, b) * b end
+
+function M.nchunks(p, shape) return M.ceil_div(shape.T, p.chunk) end
+function M.dv_tiles(p, shape) return M.ceil_div(shape.dv, p.block_dv) end
+
+-- Row pitches in floats, as the traits blocks derive them: dk padded to the 16-row mma
+-- tile (+4), dv tiles (+8) and chunk rows (+4), for bank-conflict-free fragments.
+function M.pitches(p, shape)
+  local dkp = M.round_up(shape.dk, 16)
+  return { dkp = dkp, ldq = dkp + 4, ldv = p.block_dv + 8, lds = p.block_dv + 8, ldp = p.chunk + 4 }
+end
+
+M.GRID_MAX = 2147483647
+
+-- The shape and the tile sizes: true, or false and why.
+function M.check_shape(p, shape)
+  if shape.dk < 1 or shape.dv < 1 or shape.T < 1 or shape.B < 1 or shape.H < 1 or shape.G < 1 then
+    return false, "empty shape"
+  end
+  if shape.H % shape.G ~= 0 then return false, "G must divide H" end
+  if p.chunk % 16 ~= 0 then return false, "chunk must be a multiple of 16" end
+  if p.block_dv % 16 ~= 0 then return false, "block_dv must be a multiple of 16" end
+  return true
+end
+
+-- The precision against the device, and a dv tile no wider than it needs to be.
+function M.check_precision_tile(p, shape, dev)
+  if p.precision ~= "ieee" and dev.arch < 80 then
+    return false, string.format("precision %s needs tf32 mma (sm_80+), device is sm_%d", p.precision, dev.arch)
+  end
+  -- A tile twice as wide as dv only multiplies zeros: half of it covers dv already.
+  if p.block_dv > 16 and p.block_dv >= 2 * shape.dv then
+    return false, string.format("block_dv %d: half of it covers dv = %d", p.block_dv, shape.dv)
+  end
+  return true
+end
+
+-- Every warp should own at least one of the largest matmul's `tiles` 16x16 tiles.
+function M.check_warps(p, tiles)
+  if p.warps > 2 and p.warps > tiles then
+    return false, string.format("%d warps for %d output tiles", p.warps, tiles)
+  end
+  return true
+end
+
+-- What one block needs of the SM: smem bytes, and regs_per_thread for each of its threads.
+function M.check_block(p, dev, smem, regs_per_thread)
+  local threads = 32 * p.warps
+  if smem > dev.smem_per_block then
+    return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
+  end
+  if threads * regs_per_thread > dev.regs_per_block then
+    return false, string.format("%d threads x %d registers exceed the %d registers of a block", threads,
+      regs_per_thread, dev.regs_per_block)
+  end
+  return true
+end
+
+-- Shrink the default p until valid(p, shape, dev) accepts it (at most 16 steps): the
+-- stages (a kernel that has them), then the chunk, then the dv tile, then the warps.
+-- Returns p as far as it got.
+function M.shrink(p, shape, dev, valid)
+  for _ = 1, 16 do
+    if valid(p, shape, dev) then return p end
+    if p.stages and p.stages > 1 then p.stages = 1
+    elseif p.chunk > 16 then p.chunk = p.chunk // 2
+    elseif p.block_dv > 16 then p.block_dv = p.block_dv // 2
+    elseif p.warps > 2 then p.warps = p.warps // 2
+    else break end
+  end
+  return p
+end
+
+return M

@@ -1,0 +1,205 @@
+/* ssd_testlib.c -- scaffolding shared by the SSD tests (see ssd_testlib.h). No tests here. */
+#include "ssd_testlib.h"
+
+#include <string.h>
+
+cg_tbuf ssdt_mk(ssdt_dims d, cg_dtype dt, int64_t heads, int64_t dim) {
+    static const int perm4[4] = {0, 2, 1, 3}, perm3[3] = {0, 2, 1};
+    const int swap = dt == CG_F32 && d.swapped;
+    if (dim == 0) { /* log_alpha */
+        int64_t s[3] = {d.B, d.T, heads};
+        if (d.layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = d.T;
+        return cg_tbuf_new_perm(dt, 3, s, swap ? perm3 : NULL);
+    }
+    int64_t s[4] = {d.B, d.T, heads, dim};
+    if (d.layout == CG_LAYOUT_HEAD_MAJOR) s[1] = heads, s[2] = d.T;
+    return cg_tbuf_new_perm(dt, 4, s, swap ? perm4 : NULL);
+}
+
+void ssdt_set_alloc(ssdt_set *s, ssdt_dims d, cg_dtype dt, int which) {
+    int64_t st[4] = {d.B, d.H, d.dk, d.dv};
+    memset(s, 0, sizeof *s);
+    s->q = ssdt_mk(d, dt, d.G, d.dk);
+    s->k = ssdt_mk(d, dt, d.G, d.dk);
+    s->v = ssdt_mk(d, dt, d.H, d.dv);
+    s->la = ssdt_mk(d, dt, d.H, 0);
+    s->h0 = cg_tbuf_new(dt, 4, st);
+    if (which & SSDT_FWD) {
+        s->o = ssdt_mk(d, dt, d.H, d.dv);
+        s->hT = cg_tbuf_new(dt, 4, st);
+    }
+    if (which & SSDT_BWD) {
+        s->dout = ssdt_mk(d, dt, d.H, d.dv);
+        s->dq = ssdt_mk(d, dt, d.G, d.dk);
+        s->dk = ssdt_mk(d, dt, d.G, d.dk);
+        s->dv = ssdt_mk(d, dt, d.H, d.dv);
+        s->dla = ssdt_mk(d, dt, d.H, 0);
+        s->dhT = cg_tbuf_new(dt, 4, st);
+        s->dh0 = cg_tbuf_new(dt, 4, st);
+    }
+}
+
+void ssdt_set_free(ssdt_set *s) {
+    cg_tbuf *all[] = {&s->q,   &s->k,   &s->v,  &s->la, &s->h0, &s->o,   &s->hT,
+                      &s->dout, &s->dhT, &s->dq, &s->dk, &s->dv, &s->dla, &s->dh0};
+    for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+}
+
+void ssdt_fill_inputs(ssdt_set *f, cg_rng *r, double la_lo, double la_hi, int which) {
+    cg_tbuf_fill(&f->q, r, -1, 1);
+    cg_tbuf_fill(&f->k, r, -1, 1);
+    cg_tbuf_fill(&f->v, r, -1, 1);
+    cg_tbuf_fill(&f->la, r, la_lo, la_hi);
+    cg_tbuf_fill(&f->h0, r, -1, 1);
+    if (which & SSDT_BWD) {
+        cg_tbuf_fill(&f->dout, r, -1, 1);
+        cg_tbuf_fill(&f->dhT, r, -1, 1);
+    }
+}
+
+void ssdt_copy_inputs(ssdt_set *d, const ssdt_set *f, int which) {
+    cg_tbuf_copy(&d->q, &f->q);
+    cg_tbuf_copy(&d->k, &f->k);
+    cg_tbuf_copy(&d->v, &f->v);
+    cg_tbuf_copy(&d->la, &f->la);
+    cg_tbuf_copy(&d->h0, &f->h0);
+    if (which & SSDT_BWD) {
+        cg_tbuf_copy(&d->dout, &f->dout);
+        cg_tbuf_copy(&d->dhT, &f->dhT);
+    }
+}
+
+static const cg_tensor absent;
+
+cg_status ssdt_run_fwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int hT, cg_backend be,
+                       const char *config) {
+    cg_ssd_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.layout = (cg_layout)layout;
+    a.q = s->q.t;
+    a.k = s->k.t;
+    a.v = s->v.t;
+    a.log_alpha = s->la.t;
+    a.h0 = h0 ? s->h0.t : absent;
+    a.o = s->o.t;
+    a.hT = hT ? s->hT.t : absent;
+    cg_exec ex = {be, config, NULL, NULL, 0, 0};
+    return cg_ssd_fwd(ctx, &a, &ex);
+}
+
+cg_status ssdt_run_bwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int dhT, int dh0, cg_backend be,
+                       const char *config) {
+    cg_ssd_bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.layout = (cg_layout)layout;
+    a.q = s->q.t;
+    a.k = s->k.t;
+    a.v = s->v.t;
+    a.log_alpha = s->la.t;
+    a.h0 = h0 ? s->h0.t : absent;
+    a.dout = s->dout.t;
+    a.dhT = dhT ? s->dhT.t : absent;
+    a.dq = s->dq.t;
+    a.dk = s->dk.t;
+    a.dv = s->dv.t;
+    a.dlog_alpha = s->dla.t;
+    a.dh0 = dh0 ? s->dh0.t : absent;
+    cg_exec ex = {be, config, NULL, NULL, 0, 0};
+    return cg_ssd_bwd(ctx, &a, &ex);
+}
+
+void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks) {
+    memset(ks, 0, sizeof *ks);
+    ks->B = d.B, ks->T = d.T, ks->G = d.G, ks->H = d.H, ks->dk = d.dk, ks->dv = d.dv;
+    ks->flags = flags;
+}
+
+static void cfg_text(const cg_cfg *cfg, char *out, size_t len) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < cfg->n && n < len; i++)
+        n += (size_t)snprintf(out + n, len - n, "%s%s=%s", i ? "," : "", cfg->kv[i].key, cfg->kv[i].val);
+}
+
+static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
+    for (int i = 0; i < n; i++) {
+        if (list[i].n != c->n) continue;
+        int eq = 1;
+        for (int j = 0; j < c->n && eq; j++)
+            eq = !strcmp(list[i].kv[j].key, c->kv[j].key) && !strcmp(list[i].kv[j].val, c->kv[j].val);
+        if (eq) return 1;
+    }
+    return 0;
+}
+
+enum { MAX_SHAPES = 16 };
+
+void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int stride, double tol_fp32,
+                    double tol_tf32) {
+    CG_CHECK(sp->nshapes <= MAX_SHAPES, "%d shapes, at most %d", sp->nshapes, MAX_SHAPES);
+    if (sp->nshapes > MAX_SHAPES) return;
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    cg_devinfo dev;
+    if (be == CG_BACKEND_EMULATE) {
+        cg__devinfo_emulated(&dev);
+    } else if (cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
+        cg_test_skip("no CUDA device");
+        cg_context_free(ctx);
+        return;
+    }
+    const int ns = sp->nshapes;
+    cg_cfg *space[MAX_SHAPES];
+    int nspace[MAX_SHAPES];
+    for (int i = 0; i < ns; i++) {
+        cg_kshape ks;
+        sp->kshape(sp->user, i, &ks);
+        space[i] = NULL;
+        nspace[i] = 0;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, sp->kernel, &ks, &dev, &space[i], &nspace[i]));
+        CG_CHECK(nspace[i] > 0, "no config accepted for shape %d", i);
+    }
+    int made[MAX_SHAPES] = {0};
+    int ran = 0, total = 0, rot = 0;
+    const double tol = strcmp(prec, "tf32") == 0 ? tol_tf32 : tol_fp32;
+    /* the union of the spaces, in order of first appearance */
+    for (int i = 0; i < ns; i++) {
+        for (int j = 0; j < nspace[i]; j++) {
+            const cg_cfg *cf = &space[i][j];
+            if (strcmp(cg__cfg_str(cf, "precision", ""), prec)) continue;
+            int seen = 0;
+            for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
+            if (seen) continue;
+            if (total++ % stride) continue;
+            int pick = -1;
+            for (int t = 0; t < ns && pick < 0; t++) {
+                int cand = (rot + t) % ns;
+                if (space_has(space[cand], nspace[cand], cf)) pick = cand;
+            }
+            CG_CHECK(pick >= 0, "a config of the union not in any space");
+            if (pick < 0) continue;
+            rot = (pick + 1) % ns;
+            if (!made[pick]) {
+                sp->make(sp->user, ctx, pick);
+                made[pick] = 1;
+            }
+            char text[512];
+            cfg_text(cf, text, sizeof text);
+            ran += sp->check(sp->user, ctx, pick, be, text, tol);
+        }
+    }
+    CG_CHECK(total > 0, "no %s config in the space", prec);
+    const int want = (total + stride - 1) / stride;
+    CG_CHECK(ran == want, "%d of %d %s configs ran", ran, want, prec);
+    fprintf(stderr, "%s: %d of %d %s configs checked on %s\n", sp->label, ran, total, prec, cg_backend_name(be));
+    for (int i = 0; i < ns; i++) {
+        if (made[i]) sp->drop(sp->user, i);
+        free(space[i]);
+    }
+    cg_context_free(ctx);
+}
+
+int ssdt_cuda_stride(void) {
+    const char *e = getenv("CHUNKGEN_TEST_ALL_CONFIGS");
+    return e && e[0] == '1' ? 1 : 4;
+}

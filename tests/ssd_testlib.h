@@ -1,0 +1,70 @@
+/* ssd_testlib.h -- scaffolding shared by the SSD tests (test_ssd_cpu.c, test_ssd_gen.c,
+ * test_ssd_bwd_gen.c): the tensor set of a problem in either layout and dtype, the calls
+ * with optional tensors, the inputs and their float64 copies, and the loop that runs a
+ * generated kernel's whole config space over a table of shapes. The assertions and the
+ * tolerances stay in the tests. */
+#ifndef SSD_TESTLIB_H
+#define SSD_TESTLIB_H
+
+#include "cg_test.h"
+
+#include "gen.h"
+
+/* Sizes and memory order of one problem. */
+typedef struct ssdt_dims {
+    int64_t B, T, G, H, dk, dv;
+    int layout;  /* CG_LAYOUT_TOKEN_MAJOR or CG_LAYOUT_HEAD_MAJOR: the order of the shapes */
+    int swapped; /* F32 memory order with the two middle dims swapped (strided views) */
+} ssdt_dims;
+
+/* One dtype's tensors; ssdt_set_alloc allocates those of the directions asked for. */
+typedef struct ssdt_set {
+    cg_tbuf q, k, v, la, h0, o, hT, dout, dhT, dq, dk, dv, dla, dh0;
+} ssdt_set;
+
+enum { SSDT_FWD = 1, SSDT_BWD = 2 };
+
+/* A [B, T, heads, dim] tensor in d's layout (dim 0: log_alpha, [B, T, heads]). */
+cg_tbuf ssdt_mk(ssdt_dims d, cg_dtype dt, int64_t heads, int64_t dim);
+/* which: SSDT_FWD (q k v la h0, o hT) and/or SSDT_BWD (q k v la h0 dout dhT, dq dk dv
+ * dla dh0); the others stay empty. */
+void ssdt_set_alloc(ssdt_set *s, ssdt_dims d, cg_dtype dt, int which);
+void ssdt_set_free(ssdt_set *s);
+/* Fill the inputs of `which` from r (q k v, la in [la_lo, la_hi), h0, then dout dhT),
+ * and copy them exactly into d (the reference sees the same float32 values). */
+void ssdt_fill_inputs(ssdt_set *f, cg_rng *r, double la_lo, double la_hi, int which);
+void ssdt_copy_inputs(ssdt_set *d, const ssdt_set *f, int which);
+
+/* cg_ssd_fwd / cg_ssd_bwd on s; h0, hT, dhT, dh0 0: passed absent. */
+cg_status ssdt_run_fwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int hT, cg_backend be,
+                       const char *config);
+cg_status ssdt_run_bwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int dhT, int dh0, cg_backend be,
+                       const char *config);
+
+/* cg_kshape of d with flags. */
+void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks);
+
+/* A generated kernel's config space over a test's table of shapes. The callbacks get
+ * `user` (the test's cases); a case is made on the first config that runs on it. */
+typedef struct ssdt_space {
+    const char *kernel; /* "ssd_fwd" */
+    const char *label;  /* of the summary line on stderr */
+    int nshapes;
+    void *user;
+    void (*kshape)(void *user, int shape, cg_kshape *ks);
+    void (*make)(void *user, cg_context *ctx, int shape);
+    void (*drop)(void *user, int shape);
+    /* run config on the case of shape, check it against tol; 1 when it ran */
+    int (*check)(void *user, cg_context *ctx, int shape, cg_backend be, const char *config, double tol);
+} ssdt_space;
+
+/* Every config with precision prec accepted for any shape, each run once on a rotating
+ * choice among the shapes that accept it; with stride > 1 only every stride-th config
+ * of the union. tol_tf32 for tf32, tol_fp32 otherwise. Skips without a CUDA device. */
+void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int stride, double tol_fp32,
+                    double tol_tf32);
+
+/* The config stride of the native CUDA runs: 4 (CHUNKGEN_TEST_ALL_CONFIGS=1: 1). */
+int ssdt_cuda_stride(void);
+
+#endif
