@@ -20,8 +20,9 @@ typedef struct sg_case {
     int strided;           /* [B, D, L] memory for [B, L, D] tensors, [B, (G,) N, L] for B/C */
 } sg_case;
 
-/* Together these accept every config of both spaces: N = 256 needs the narrowest block,
- * the par strategy and segment 256 need a long L, dim_block 64 needs D > 32. */
+/* Together these accept every config of both spaces (checked against a wide sweep of
+ * shapes with `chunkgen gen sscan_fwd|sscan_bwd --space`): N = 256 needs the narrowest
+ * block, the par strategy and segment 256 need a long L, dim_block 64 needs D > 32. */
 static const sg_case k_cases[] = {
     {2, 1, 5, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0},
     {1, 37, 19, 16, 0, 1, 1, 1, 1, 1, 1, 1, 1},
@@ -31,6 +32,9 @@ static const sg_case k_cases[] = {
     {1, 300, 6, 1, 6, 1, 0, 0, 1, 0, 1, 1, 1},
     {1, 150, 33, 4, 3, 1, 1, 1, 1, 1, 1, 1, 0},
     {2, 70, 65, 16, 5, 0, 1, 1, 0, 1, 0, 1, 1},
+    /* chunk 16 with the par strategy and segment 256 with narrow blocks need a long L and
+     * enough channels for blocks of 16 to 64 */
+    {1, 600, 40, 7, 2, 1, 1, 0, 1, 0, 1, 1, 0},
 };
 #define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
