@@ -74,6 +74,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="set a string field of the merged config block (repeatable)")
     args = ap.parse_args()
     docs, names = [], []
     for p in args.inputs:
@@ -87,6 +89,9 @@ def main():
         print("merge: no input could be read", file=sys.stderr)
         return 1
     out = merge(docs, names)
+    for kv in args.set:
+        k, _, v = kv.partition("=")
+        out["config"][k] = v
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(out, f, indent=2)

@@ -100,7 +100,11 @@ done
 # 5. merge, plots, summary
 py="$venv/bin/python"; [ -x "$py" ] || py=python3
 if [ ${#inputs[@]} -gt 0 ]; then
-  "$py" bench/merge.py "${inputs[@]}" -o "$out/merged.json"
+  sets=()
+  if [ "${groups[0]}" != "all:" ] && ! printf '%s\n' "${extra[@]:-}" | grep -qx -- '--all'; then
+    sets+=(--set "omitted=fwd_bwd at seq 8192 (the CPU default subset; bench/run_cpu.sh -- --all runs it)")
+  fi
+  "$py" bench/merge.py "${inputs[@]}" -o "$out/merged.json" "${sets[@]}"
   "$py" bench/plot "$out/merged.json" --out "$out/plots" || echo "run_cpu: plotting failed (matplotlib missing?)"
   "$py" bench/summary.py "$out/merged.json" | tee "$out/summary.txt" || true
 fi
