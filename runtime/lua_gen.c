@@ -428,24 +428,36 @@ static int64_t field_int(lua_State *L, int idx, const char *f) {
     return v;
 }
 
+/* Call core.<fn>(kernel, shape, dev[, pins]) and check its (ok, result|code, message)
+ * answer; on CG_OK the result is on top of the stack. The caller restores *top. */
+static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, const cg_kshape *shape,
+                           const cg_devinfo *dev, const cg_cfg *pin, int with_pins, lua_State **Lout, int *top) {
+    gen_state *gs;
+    cg_status st = gen_state_get(ctx, &gs);
+    if (st != CG_OK) return st;
+    lua_State *L = gs->L;
+    *Lout = L;
+    *top = lua_gettop(L);
+    push_core_fn(gs, fn);
+    lua_pushstring(L, kernel);
+    push_shape(L, shape);
+    push_dev(L, dev);
+    if (with_pins) push_pins(L, pin);
+    if ((st = gen_pcall(ctx, L, with_pins ? 4 : 3, 3, kernel)) != CG_OK) return st;
+    return gen_result(ctx, L, kernel);
+}
+
 /* ------------------------------------------------------------ gen.h API */
 
 cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
                        const cg_cfg *pin, cg_plan *out) {
     CG_ASSERT(ctx && kernel && shape && dev && out);
     memset(out, 0, sizeof *out);
-    gen_state *gs;
-    cg_status st = gen_state_get(ctx, &gs);
-    if (st != CG_OK) return st;
-    lua_State *L = gs->L;
-    int top = lua_gettop(L);
-    push_core_fn(gs, "plan");
-    lua_pushstring(L, kernel);
-    push_shape(L, shape);
-    push_dev(L, dev);
-    push_pins(L, pin);
-    if ((st = gen_pcall(ctx, L, 4, 3, kernel)) != CG_OK) goto done;
-    if ((st = gen_result(ctx, L, kernel)) != CG_OK) goto done;
+    lua_State *L = NULL;
+    int top = 0;
+    cg_status st = core_call(ctx, "plan", kernel, shape, dev, pin, 1, &L, &top);
+    if (!L) return st;
+    if (st != CG_OK) goto done;
 
     int t = lua_gettop(L);
     const char *kn = (lua_getfield(L, t, "kernel"), lua_tostring(L, -1));
@@ -513,17 +525,11 @@ cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *sh
     CG_ASSERT(ctx && kernel && shape && dev && out && n);
     *out = NULL;
     *n = 0;
-    gen_state *gs;
-    cg_status st = gen_state_get(ctx, &gs);
-    if (st != CG_OK) return st;
-    lua_State *L = gs->L;
-    int top = lua_gettop(L);
-    push_core_fn(gs, "space");
-    lua_pushstring(L, kernel);
-    push_shape(L, shape);
-    push_dev(L, dev);
-    if ((st = gen_pcall(ctx, L, 3, 3, kernel)) != CG_OK) goto done;
-    if ((st = gen_result(ctx, L, kernel)) != CG_OK) goto done;
+    lua_State *L = NULL;
+    int top = 0;
+    cg_status st = core_call(ctx, "space", kernel, shape, dev, NULL, 0, &L, &top);
+    if (!L) return st;
+    if (st != CG_OK) goto done;
     int cnt = (int)lua_rawlen(L, -1);
     cg_cfg *cfgs = calloc(cnt ? (size_t)cnt : 1, sizeof *cfgs);
     if (!cfgs) {
@@ -550,18 +556,11 @@ cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *
                           const cg_cfg *pin, cg_cfg *out) {
     CG_ASSERT(ctx && kernel && shape && dev && out);
     memset(out, 0, sizeof *out);
-    gen_state *gs;
-    cg_status st = gen_state_get(ctx, &gs);
-    if (st != CG_OK) return st;
-    lua_State *L = gs->L;
-    int top = lua_gettop(L);
-    push_core_fn(gs, "resolve");
-    lua_pushstring(L, kernel);
-    push_shape(L, shape);
-    push_dev(L, dev);
-    push_pins(L, pin);
-    if ((st = gen_pcall(ctx, L, 4, 3, kernel)) == CG_OK && (st = gen_result(ctx, L, kernel)) == CG_OK)
-        st = read_cfg(ctx, L, kernel, out);
+    lua_State *L = NULL;
+    int top = 0;
+    cg_status st = core_call(ctx, "resolve", kernel, shape, dev, pin, 1, &L, &top);
+    if (!L) return st;
+    if (st == CG_OK) st = read_cfg(ctx, L, kernel, out);
     lua_settop(L, top);
     return st;
 }
