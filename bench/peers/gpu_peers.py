@@ -153,8 +153,7 @@ def main():
                 try:
                     ins = tp.make_inputs(cell, gen, dev)
                     call = make_call(impl, fns[impl], cell, ins)
-                    m = tp.measure(call, torch.cuda.synchronize, repeats, min_time, warmup, args.max_call_s)
-                    m.pop("workspace_mb", None)
+                    m = tp.measure_cold(call, repeats, min_time, warmup, args.max_call_s)
                     row.update(m)
                     row["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
                     row["peak_mb_note"] = "torch.cuda.max_memory_allocated over the process so far"
