@@ -3,7 +3,8 @@
  * Order: a pin in $CHUNKGEN_CONFIG ("pinned-env"); the exact key ("exact"); the nearest
  * seq bucket with the rest of the key equal ("nearest-bucket", ties go to the larger
  * bucket); else the backend's default ("default", cfg left empty). With
- * CHUNKGEN_TUNE_ON_MISS=1 an exact miss tunes that key first ("tuned-on-miss").
+ * CHUNKGEN_TUNE_ON_MISS=1 (or cg_context_set_tune_on_miss) an exact miss tunes that key
+ * first ("tuned-on-miss").
  *
  * The store is read once into an in-memory index per cache directory (process-wide,
  * guarded by a mutex) and read again only when the directory's mtime changes (every
@@ -255,7 +256,8 @@ cg_status cg__tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const
     char text[CG_TUNE_CFG_TEXT];
     const char *lv;
     cg__tune_lookup_key(ctx, &k, text, sizeof text, &lv);
-    if (strcmp(lv, "exact") && !t_tuning && env_flag("CHUNKGEN_TUNE_ON_MISS")) {
+    const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag("CHUNKGEN_TUNE_ON_MISS");
+    if (strcmp(lv, "exact") && !t_tuning && on_miss) {
         if (tune_now(ctx, backend, op, &s) == CG_OK) {
             const char *lv2;
             cg__tune_lookup_key(ctx, &k, text, sizeof text, &lv2);

@@ -63,7 +63,9 @@ typedef enum cg_dtype {
 } cg_dtype;
 
 typedef enum cg_backend {
-    CG_BACKEND_AUTO = 0, /* CUDA when the pointers are device pointers and a kernel exists, else CPU */
+    /* CUDA when the pointers are device pointers and a kernel exists; else CPU (device
+     * pointers then go through host copies: slow, synchronizing, warned once) */
+    CG_BACKEND_AUTO = 0,
     CG_BACKEND_CPU = 1,  /* the generic multithreaded CPU path */
     CG_BACKEND_CUDA = 2, /* generated CUDA kernels (needs a driver and a GPU) */
     CG_BACKEND_EMULATE = 3, /* generated CUDA kernels run on the CPU by the SIMT emulator */
@@ -97,6 +99,10 @@ cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64
 
 /* ---------------------------------------------------------------- context */
 
+/* A context holds the caches, loaded modules, scratch buffers and the last error of
+ * its calls. It is not thread-safe: use one context per thread (or serialize calls on
+ * it). Contexts are independent; many contexts and processes may share the on-disk
+ * caches. */
 typedef struct cg_context cg_context;
 
 /* Create a context. *out is owned by the caller and released by cg_context_free. */
@@ -110,6 +116,10 @@ cg_status cg_context_set_threads(cg_context *ctx, int threads);
 /* Directory of the on-disk caches (copied). NULL restores the default
  * ($CHUNKGEN_CACHE_DIR, else $XDG_CACHE_HOME/chunkgen, else ~/.cache/chunkgen). */
 cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir);
+/* Tune on a miss: when no tuned config exists for a call's exact key, tune that key
+ * first (once, within $CHUNKGEN_TUNE_BUDGET seconds, default 60) and store it.
+ * 1 on, 0 off, -1 (the default) follows $CHUNKGEN_TUNE_ON_MISS. */
+cg_status cg_context_set_tune_on_miss(cg_context *ctx, int on);
 /* One line describing the last successful op call: backend, kernel or path, config
  * and where the config came from. Owned by ctx. */
 const char *cg_last_dispatch(const cg_context *ctx);

@@ -53,6 +53,7 @@ cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64
 cg_status cg_context_create(cg_context **out) {
     if (!out) return CG_EINVAL;
     cg_context *ctx = calloc(1, sizeof *ctx);
+    if (ctx) ctx->tune_on_miss = -1;
     *out = ctx;
     return ctx ? CG_OK : CG_ENOMEM;
 }
@@ -63,6 +64,7 @@ void cg_context_free(cg_context *ctx) {
     cg__emu_ctx_free(ctx);
     cg__cuda_ctx_free(ctx);
     cg__gen_ctx_free(ctx);
+    cg__cpu_ctx_free(ctx);
     cg__pool_free(ctx->pool);
     free(ctx->cache_dir);
     free(ctx);
@@ -80,6 +82,14 @@ cg_status cg_context_set_threads(cg_context *ctx, int threads) {
         ctx->pool = NULL;
     }
     ctx->threads = threads;
+    return CG_OK;
+}
+
+cg_status cg_context_set_tune_on_miss(cg_context *ctx, int on) {
+    if (!ctx) return CG_EINVAL;
+    if (on < -1 || on > 1)
+        return cg__err(ctx, CG_EINVAL, "on: expected 1, 0 or -1 (follow $CHUNKGEN_TUNE_ON_MISS), got %d", on);
+    ctx->tune_on_miss = on;
     return CG_OK;
 }
 

@@ -21,6 +21,18 @@ static int device_pointers(cg_context *ctx, const void *any_input) {
     return cg__kexec_cuda.owns_ptr(ctx, any_input);
 }
 
+static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                        const cg_exec *exec, int host_copies, const char *why_not) {
+    if (host_copies) return cg__host_fallback(ctx, &cg__kexec_cuda, vt, op, prob, cfg, exec, why_not);
+    switch (op) {
+    case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
+    case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
+    case CG_OP_SSCAN_FWD: return vt->sscan_fwd(ctx, prob, cfg, exec);
+    case CG_OP_SSCAN_BWD: return vt->sscan_bwd(ctx, prob, cfg, exec);
+    }
+    return cg__err(ctx, CG_EINTERNAL, "op %d", (int)op);
+}
+
 static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
                      const cg_exec *exec_in) {
     cg_exec exec;
@@ -37,18 +49,21 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
 
     const cg_backend_vt *vt = NULL;
     const char *why = "";
+    char why_not[CG_ERRMSG_CAP] = "";
+    int host_copies = 0;
     if (exec.backend == CG_BACKEND_AUTO) {
         const cg_backend_vt *cuda = backend_vt(CG_BACKEND_CUDA);
         if (cuda && device_pointers(ctx, any_input)) {
+            ctx->errmsg[0] = 0;
             if (cuda->supports(ctx, op, prob)) {
                 vt = cuda;
                 why = " (auto: device pointers)";
             } else {
-                char why_not[CG_ERRMSG_CAP];
-                snprintf(why_not, sizeof why_not, "%s", ctx->errmsg);
-                return cg__err(ctx, CG_EUNSUPPORTED,
-                               "%s: device pointers given but no CUDA kernel can run this problem: %s",
-                               k_op_names[op], why_not);
+                /* No shape is ever "unsupported": the CPU path on host copies. */
+                snprintf(why_not, sizeof why_not, "%s", ctx->errmsg[0] ? ctx->errmsg : "no valid config");
+                vt = &cg__backend_cpu;
+                host_copies = 1;
+                why = " (auto: device pointers, no CUDA kernel: ran on host copies)";
             }
         } else {
             vt = &cg__backend_cpu;
@@ -61,7 +76,6 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
                            cg_backend_name(exec.backend));
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob)) {
-            char why_not[CG_ERRMSG_CAP];
             snprintf(why_not, sizeof why_not, "%s", ctx->errmsg);
             return cg__err(ctx, CG_EUNSUPPORTED, "%s: backend %s cannot run this problem%s%s", k_op_names[op], vt->name,
                            why_not[0] ? ": " : "", why_not);
@@ -80,11 +94,18 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         n += snprintf(cfgtext + n, sizeof cfgtext - (size_t)n, "%s%s=%s", i ? "," : "", cfg.kv[i].key, cfg.kv[i].val);
     cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s", k_op_names[op], vt->name, why,
                      cfgtext[0] ? cfgtext : "(default)", level);
-    switch (op) {
-    case CG_OP_SSD_FWD: s = vt->ssd_fwd(ctx, prob, &cfg, &exec); break;
-    case CG_OP_SSD_BWD: s = vt->ssd_bwd(ctx, prob, &cfg, &exec); break;
-    case CG_OP_SSCAN_FWD: s = vt->sscan_fwd(ctx, prob, &cfg, &exec); break;
-    case CG_OP_SSCAN_BWD: s = vt->sscan_bwd(ctx, prob, &cfg, &exec); break;
+    s = run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not);
+    /* A stored config (tuned for a nearby seq bucket, or by an older version) that this
+     * problem's constraints refuse: the backend says so before any work; run with the
+     * default config instead and say so on the dispatch line. */
+    if ((s == CG_EINVAL || s == CG_EUNSUPPORTED) && cfg.n && strcmp(level, "pinned") && strcmp(level, "pinned-env")) {
+        char refused[CG_ERRMSG_CAP];
+        snprintf(refused, sizeof refused, "%s", ctx->errmsg);
+        memset(&cfg, 0, sizeof cfg);
+        cg__set_dispatch(ctx, "%s backend=%s%s config=(default) source=default (the %s config %s was refused: %s)",
+                         k_op_names[op], vt->name, why, level, cfgtext, refused);
+        ctx->errmsg[0] = 0;
+        s = run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not);
     }
     if (s == CG_OK && exec.verbose) fprintf(stderr, "chunkgen: %s\n", ctx->dispatch);
     return s;

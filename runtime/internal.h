@@ -41,6 +41,7 @@ struct cg_context {
     char errmsg[CG_ERRMSG_CAP];
     char dispatch[CG_DISPATCH_CAP];
     int threads;            /* 0: all cores */
+    int tune_on_miss;       /* 1 on, 0 off, -1: $CHUNKGEN_TUNE_ON_MISS */
     char *cache_dir;        /* NULL: default */
     cg_pool *pool;          /* created lazily */
     /* Private state of the parts below, created lazily, freed by cg_context_free
@@ -49,11 +50,14 @@ struct cg_context {
     void *cuda;             /* NVRTC/driver handles, binary cache (runtime/cuda/) */
     void *emu;              /* SIMT emulator modules (runtime/emu/) */
     void *plans;            /* in-memory (key -> plan, module) table of the launchers */
+    void *host_ws;          /* CPU path's kept scratch (runtime/cpu/ssd_cpu.c), host_ws_bytes long */
+    size_t host_ws_bytes;
 };
 void cg__gen_ctx_free(cg_context *ctx);
 void cg__cuda_ctx_free(cg_context *ctx);
 void cg__emu_ctx_free(cg_context *ctx);
 void cg__plans_ctx_free(cg_context *ctx);
+void cg__cpu_ctx_free(cg_context *ctx);
 
 /* Record a message on ctx and return status (printf-style). */
 cg_status cg__err(cg_context *ctx, cg_status status, const char *fmt, ...) CG_PRINTF(3, 4);
@@ -164,6 +168,13 @@ extern const cg_backend_vt cg__backend_ref;
 /* Generated-kernel backends (runtime/gen_backends.c). */
 extern const cg_backend_vt cg__backend_cuda;
 extern const cg_backend_vt cg__backend_emulate;
+
+/* Run op on backend cpu over host copies of tensors that live in kx's kernel memory
+ * (runtime/fallback.c): the auto backend's path for device pointers that no generated
+ * kernel can take. why: the reason, for the one-time warning. Synchronizes. */
+struct cg_kexec;
+cg_status cg__host_fallback(cg_context *ctx, const struct cg_kexec *kx, const cg_backend_vt *cpu, cg_op op,
+                            const void *prob, const cg_cfg *cfg, const cg_exec *ex, const char *why);
 
 /* CPU path entry points (runtime/cpu/). */
 cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);

@@ -673,6 +673,69 @@ CG_TEST(tune_on_miss) {
     p.D = 24;
     CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "default"), "without the option: %s", level);
+    /* the API setter, over the environment both ways */
+    setenv("CHUNKGEN_TUNE_BUDGET", "20", 1);
+    CG_CHECK(cg_context_set_tune_on_miss(ctx, 2) == CG_EINVAL && strstr(cg_errmsg(ctx), "on:"), "bad value");
+    CG_CHECK_OK(ctx, cg_context_set_tune_on_miss(ctx, 1));
+    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
+    CG_CHECK(!strcmp(level, "tuned-on-miss"), "set_tune_on_miss(1): %s", level);
+    setenv("CHUNKGEN_TUNE_ON_MISS", "1", 1);
+    p.D = 28;
+    CG_CHECK_OK(ctx, cg_context_set_tune_on_miss(ctx, 0));
+    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
+    CG_CHECK(!strcmp(level, "default"), "set_tune_on_miss(0) over the env: %s", level);
+    unsetenv("CHUNKGEN_TUNE_ON_MISS");
+    unsetenv("CHUNKGEN_TUNE_BUDGET");
+    cg_context_free(ctx);
+    rmtree(dir);
+}
+
+/* A stored config that the problem's constraints refuse (here a key this version of the
+ * CPU path does not know, as from an older store) must not fail the call: the dispatcher
+ * runs the default config and says why on the dispatch line. */
+CG_TEST(tune_refused_config_falls_back_to_default) {
+    char dir[64];
+    tmpdir(dir, sizeof dir);
+    cg_context *ctx = ctx_in(dir);
+    unsetenv("CHUNKGEN_CONFIG");
+    unsetenv("CHUNKGEN_TUNE_ON_MISS");
+    char sdir[4200];
+    snprintf(sdir, sizeof sdir, "%s", cg__tune_store_dir(ctx));
+    cg_tune_entry e;
+    fake_entry(ctx, &e, 512, 16, 0, 1.0, "chunk=32,block_dv=16,threads=0,retired_knob=3");
+    CG_CHECK_OK(ctx, cg__tune_store_put(ctx, sdir, &e));
+    cg__tune_entry_free(&e);
+
+    const int64_t B = 1, T = 300, G = 1, H = 2, dk = 16, dv = 16;
+    const int64_t sq[] = {B, T, G, dk}, sv[] = {B, T, H, dv}, sl[] = {B, T, H};
+    float *mem[5];
+    const int64_t n[5] = {B * T * G * dk, B * T * G * dk, B * T * H * dv, B * T * H, B * T * H * dv};
+    cg_rng r = {3};
+    for (int i = 0; i < 5; i++) {
+        mem[i] = calloc((size_t)n[i], sizeof(float));
+        for (int64_t j = 0; j < n[i] && i < 4; j++) mem[i][j] = (float)cg_rng_uniform(&r, i == 3 ? -0.3 : -1, i == 3 ? -0.01 : 1);
+    }
+    cg_ssd_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.layout = CG_LAYOUT_TOKEN_MAJOR;
+    a.q = cg_tensor_contiguous(mem[0], CG_F32, 4, sq);
+    a.k = cg_tensor_contiguous(mem[1], CG_F32, 4, sq);
+    a.v = cg_tensor_contiguous(mem[2], CG_F32, 4, sv);
+    a.log_alpha = cg_tensor_contiguous(mem[3], CG_F32, 3, sl);
+    a.o = cg_tensor_contiguous(mem[4], CG_F32, 4, sv);
+    cg_exec ex = {CG_BACKEND_CPU, NULL, NULL, NULL, 0, 0};
+    CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &ex));
+    const char *d = cg_last_dispatch(ctx);
+    CG_CHECK(strstr(d, "source=default") && strstr(d, "retired_knob") && strstr(d, "refused"),
+             "dispatch line: %s", d);
+    double mx = 0;
+    for (int64_t j = 0; j < n[4]; j++) mx = fmax(mx, fabs(mem[4][j]));
+    CG_CHECK(mx > 0 && isfinite(mx), "output computed (max |o| = %g)", mx);
+    /* a pinned config with the same key is the caller's choice: refused, not replaced */
+    ex.config = "chunk=32,retired_knob=3";
+    CG_CHECK(cg_ssd_fwd(ctx, &a, &ex) == CG_EINVAL && strstr(cg_errmsg(ctx), "retired_knob"), "pinned: %s",
+             cg_errmsg(ctx));
+    for (int i = 0; i < 5; i++) free(mem[i]);
     cg_context_free(ctx);
     rmtree(dir);
 }

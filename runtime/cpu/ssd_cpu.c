@@ -147,6 +147,23 @@ void cg__ssd_big_free(void *p, size_t bytes) {
     else munmap(p, bytes);
 }
 
+void *cg__ctx_host_ws(cg_context *ctx, size_t bytes) {
+    if (bytes > CG_HOST_WS_KEEP) return NULL;
+    if (ctx->host_ws_bytes < bytes) {
+        cg__ssd_big_free(ctx->host_ws, ctx->host_ws_bytes);
+        size_t grow = bytes < ((size_t)4 << 20) ? ((size_t)4 << 20) : bytes; /* one mapping from the start */
+        ctx->host_ws = cg__ssd_big_alloc(grow);
+        ctx->host_ws_bytes = ctx->host_ws ? grow : 0;
+    }
+    return ctx->host_ws;
+}
+
+void cg__cpu_ctx_free(cg_context *ctx) {
+    cg__ssd_big_free(ctx->host_ws, ctx->host_ws_bytes);
+    ctx->host_ws = NULL;
+    ctx->host_ws_bytes = 0;
+}
+
 /* ------------------------------------------------------------- parameters */
 
 void cg__ssd_cpu_params_default(const cg_ssd_prob *p, cg_ssd_cpu_params *out) {

@@ -41,6 +41,11 @@ void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict s
 /* Large workspaces: mmap'd with transparent huge pages where the system allows it. */
 void *cg__ssd_big_alloc(size_t bytes);
 void cg__ssd_big_free(void *p, size_t bytes);
+/* Scratch of at least `bytes` kept by ctx across calls (a fresh mapping costs page
+ * faults on every call), or NULL when larger than CG_HOST_WS_KEEP or out of memory:
+ * the caller then allocates its own. Valid until the next call on ctx. */
+#define CG_HOST_WS_KEEP ((size_t)512 << 20)
+void *cg__ctx_host_ws(cg_context *ctx, size_t bytes);
 
 /* Ask for rows [0, rows) of `bytes` each, `stride` floats apart, to be in cache soon. */
 static inline void cg__ssd_prefetch_rows(const float *p, int64_t stride, int64_t rows, int64_t bytes) {

@@ -388,7 +388,7 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     void *own = NULL, *ws;
     if (ex && ex->workspace && ex->workspace_bytes >= ws_bytes + 64) {
         ws = (void *)(((uintptr_t)ex->workspace + 63) / 64 * 64);
-    } else {
+    } else if (!(ws = cg__ctx_host_ws(ctx, ws_bytes))) {
         ws = own = cg__ssd_big_alloc(ws_bytes);
         if (!own)
             return cg__err(ctx, CG_ENOMEM, "cpu ssd backward: out of memory for %zu bytes of chunk-state workspace",
