@@ -12,13 +12,13 @@
 # Steps, each under its own timeout so the whole stays within about 8 minutes
 # ($BUDGET_S, default 480) and never hangs; every step leaves a log even when it fails:
 #   1. build (Release, Lua and jansson linked statically)
-#   2. GPU tests (ctest -R 'cuda|kexec_timer': every test with a GPU path)
+#   2. GPU tests (ctest -L gpu: every test with a GPU path)
 #   3. chunkgen tune --backend cuda over the seed shapes, within a budget (skipped with a
 #      message when `chunkgen tune` does not exist yet)
 #   4. chunkgen bench --backend cuda,ref (tuned and default configs, the float64 reference cut)
 #   5. GPU peers (fla, mamba: only if importable) and torch peers on the GPU (if torch has CUDA)
 #   6. merge, plots, summary; a results JSON named after the device, date and commit
-#   7. the other tests (ctest -E 'cuda|kexec_timer') with the time left
+#   7. the other tests (ctest -LE gpu) with the time left
 # Outputs under $OUT: steps.tsv (step, status, seconds), logs/*.log, bench-cuda.json,
 # peers-*.json, merged.json, plots/*.png, summary.txt, results/<gpu>-<date>-<commit>.json.
 set -uo pipefail
@@ -113,7 +113,7 @@ step build 240 bash -c 'cmake -S "$1" -B "$2" "${@:4}" && cmake --build "$2" -j"
 
 if [ -x "$bin" ]; then
   # 2. tests
-  step test_gpu 120 ctest --test-dir "$build" -R 'cuda|kexec_timer' -j4 --output-on-failure
+  step test_gpu 120 ctest --test-dir "$build" -L gpu -j4 --output-on-failure
 
   # 3. tune
   if "$bin" tune --help >/dev/null 2>&1; then
@@ -167,7 +167,7 @@ fi
 
 # 7. the CPU/emulator suite last, with the time that is left (CI runs it too)
 if [ -x "$build/cg_tests" ]; then
-  step test_other 150 ctest --test-dir "$build" -E 'cuda|kexec_timer' -j"$jobs" --output-on-failure
+  step test_other 150 ctest --test-dir "$build" -LE gpu -j"$jobs" --output-on-failure
 fi
 
 echo "== steps"
