@@ -10,9 +10,10 @@
  * address (host pointers with the cuda backend) are staged through kernel memory.
  *
  * The kernels take any strides (also the innermost), so every validated view goes
- * through unchanged; ungrouped B/C arrive as G = 1 with group stride 0. The backward
- * workspace is split here with the formulas of ws_floats() in
- * generator/kernels/sscan_bwd.lua (the plan's workspace_bytes is checked against it). */
+ * through unchanged; ungrouped B/C arrive as G = 1 with group stride 0 (the kernels are
+ * compiled per G). The backward's grads-pass work split and workspace are computed here
+ * with the formulas of work() and ws_floats() in generator/kernels/sscan_bwd.lua (the
+ * plan's workspace_bytes is checked against the total). */
 #include "launch_common.h"
 #include "sscan_params.h"
 
@@ -181,15 +182,34 @@ cg_status cg__sscan_gen_bwd(cg_context *ctx, const cg_kexec *kx, const cg_sscan_
     kp.n = sscan_dims(p, &g);
     kp.n.segment = g.segment;
     kp.n.nseg = cdiv(L, g.segment);
-    const int64_t dpg = D / G, nbg_max = (dpg - 1) / g.bd + 2;
-    kp.nbg = nbg_max < g.nblk ? nbg_max : g.nblk;
+    const int par = !strcmp(cg__cfg_str(&e->plan.params, "strategy", "seq"), "par");
+
+    /* Work of the grads pass, as work() of sscan_bwd.lua; its grid (the CTAs owning a
+     * state buffer each) from the plan. */
+    const int64_t dpg = D / G, nseg = kp.n.nseg;
+    kp.gpu = g.bd / dpg > 1 ? g.bd / dpg : 1;
+    kp.nunit = cdiv(G, kp.gpu);
+    kp.nsplit = 1;
+    if (kp.gpu == 1) {
+        int64_t ns = cdiv(CG_SSCAN_SPLIT_TARGET, B * nseg * kp.nunit);
+        if (ns > cdiv(dpg, g.bd)) ns = cdiv(dpg, g.bd);
+        if (ns > CG_SSCAN_SPLIT_MAX) ns = CG_SSCAN_SPLIT_MAX;
+        kp.nsplit = ns > 1 ? ns : 1;
+    }
+    kp.nwork = B * nseg * kp.nunit * kp.nsplit;
+    CG_ASSERT(e->plan.nlaunch >= 3);
+    const cg_launch *lg = &e->plan.launch[e->plan.nlaunch - 2];
+    CG_ASSERT(!strcmp(lg->entry, "cg_sscan_bwd_grads"));
+    const int64_t grads_ctas = lg->grid[0];
 
     /* Workspace regions, as ws_floats() of sscan_bwd.lua. */
-    const int64_t ctas = B * g.nblk, per = g.npt * g.nt, bc = B * L * G * kp.nbg * N;
-    const int64_t region[8] = {r4(ctas * kp.n.nseg * per), r4(ctas * (g.segment + 1) * per),
-                               r4(ctas * g.segment * g.bd), r4(bc), r4(bc), r4(B * D * N), r4(B * D), r4(B * D)};
+    const int64_t bblk = B * g.nblk, per = g.npt * g.nt;
+    const int64_t bc = kp.nsplit > 1 ? B * L * G * kp.nsplit * N : 0;
+    const int64_t region[9] = {r4(bblk * nseg * per),   r4(bblk * nseg * per), par ? r4(bblk * nseg * g.bd) : 0,
+                               r4(grads_ctas * (g.segment + 1) * per), r4(bc), r4(bc),
+                               r4(B * nseg * D * N),    r4(B * nseg * D),      r4(B * nseg * D)};
     int64_t total = 0;
-    for (int i = 0; i < 8; i++) total += region[i];
+    for (int i = 0; i < 9; i++) total += region[i];
     if (s == CG_OK && 4 * total != e->plan.workspace_bytes)
         s = cg__err(ctx, CG_EINTERNAL, "sscan_bwd: workspace split (%lld bytes) disagrees with the plan's %lld bytes",
                     (long long)(4 * total), (long long)e->plan.workspace_bytes);
@@ -197,9 +217,9 @@ cg_status cg__sscan_gen_bwd(cg_context *ctx, const cg_kexec *kx, const cg_sscan_
         void *ws = NULL;
         s = cg__workspace_get(ctx, kx, ex, (size_t)e->plan.workspace_bytes, &ws);
         float *w = ws;
-        float **dst[8] = {&kp.ckpt, &kp.hbuf, &kp.dybuf, &kp.pB, &kp.pC, &kp.pA, &kp.pD, &kp.pbias};
-        for (int i = 0; i < 8 && w; i++) {
-            *dst[i] = w;
+        float **dst[9] = {&kp.ckpt, &kp.gst, &kp.sdt, &kp.hbuf, &kp.pB, &kp.pC, &kp.pA, &kp.pD, &kp.pbias};
+        for (int i = 0; i < 9 && w; i++) {
+            *dst[i] = region[i] ? w : NULL;
             w += region[i];
         }
     }

@@ -1,23 +1,41 @@
-// sscan_bwd.cu -- selective scan (Mamba-1 S6) backward, one specialization per (N, config).
+// sscan_bwd.cu -- selective scan (Mamba-1 S6) backward, one specialization per (N, G, config).
 //
-// Rendered by generator/kernels/sscan_bwd.lua, which defines CG_N, CG_P_CHUNK,
-// CG_P_DIM_BLOCK, CG_P_WARPS, CG_P_SEGMENT (and CG_SMEM_BYTES, checked below). The
-// thread layout and the forward step are those of sscan_fwd.cu (included).
+// Rendered by generator/kernels/sscan_bwd.lua, which defines CG_N, CG_G, CG_P_CHUNK,
+// CG_P_DIM_BLOCK, CG_P_WARPS, CG_P_SEGMENT, CG_P_STRATEGY_{SEQ,PAR} (and CG_SMEM_BYTES,
+// checked below). The thread layout and the forward step are those of sscan_fwd.cu
+// (included).
 //
-// Three launches, deterministic (no atomics; every sum has a fixed order):
-//  1. cg_sscan_bwd_ckpt, grid B * nblk: the forward recurrence without outputs, storing
-//     the state entering every SEGMENT-th step (ckpt). Memory B * D * N * L / SEGMENT.
-//  2. cg_sscan_bwd_main, grid B * nblk: per segment, last first: recompute its states
-//     from the checkpoint into this CTA's hbuf (SEGMENT + 1 states; with z also the
-//     gradient into y and dz), then walk it backwards (shared/KERNEL_MATH.md):
-//        g += C_t dy_t;  dC_t += dy_t h_t;  dx_t = sum_n g B_t dt + D dy_t;
-//        dB_t += g dt x_t;  ddt_t = sum_n g (A a h_{t-1} + B_t x_t);
-//        dA += g dt a h_{t-1};  g *= a        (a = exp(dt A))
-//     Sums over n are lane butterflies; dB, dC sum the channels of a group: inside
-//     the CTA in channel order through shared memory, into one partial slot per
-//     (channel block, group) of pB, pC; dA, dD, ddelta_bias go to per-batch partials.
-//  3. cg_sscan_bwd_reduce: dB, dC = the slots in block order; dA, dD, ddelta_bias = the
-//     batch partials in batch order.
+// Math (shared/KERNEL_MATH.md), per (b, d) and state n, with dy' the gradient into y
+// (dy' = dy * silu(z) with z), a_t = exp(dt_t A) and g the gradient of the state:
+//   g_t = C_t dy'_t + a_{t+1} g_{t+1}  (g_{L-1} starts from dhT)
+//   dC_t += dy'_t h_t;  dx_t = sum_n g B_t dt + D dy'_t;  dB_t += g dt x_t;
+//   ddt_t = sum_n g (A a_t h_{t-1} + B_t x_t);  dA += g dt a_t h_{t-1};  dh0 = a_0 g_0.
+// g needs no h, so it can run ahead of the gradients; the gradients need h and g at
+// the same step.
+//
+// Passes (deterministic: no atomics, every sum in a fixed order). Time is cut in
+// segments of SEG steps; nseg = ceil(L / SEG).
+//  states, strategy seq (grid B * nblk, one CTA per (b, channel block) over all of L):
+//     the forward recurrence storing the state entering each segment (ckpt), then the
+//     reverse recurrence of g alone storing g entering each segment's last step (gst),
+//     and dh0.
+//  local + carry, strategy par (for small B * D: parallel over time): local, grid
+//     B * nblk * nseg, runs each segment from zero, forward (end state U, sum of dt)
+//     and backward (g at its first step, V); carry, one thread per (b, d, n), walks
+//     the segments: ckpt_s = S, S = exp(A sdt_s) S + U_s from h0, and backward
+//     gst_s = E, E = exp(A sdt_s) E + V_s from dhT, dh0 = E.
+//  grads (both strategies), parallel over time: one work item per (b, segment, unit,
+//     split): a unit is a run of whole groups (one group, or the groups of about one
+//     channel block), a split a fixed part of the unit's channel blocks. For each block
+//     of its split in order: recompute the segment's states from ckpt into this CTA's
+//     hbuf (and dz), then walk the segment backwards from gst writing dx, ddelta and
+//     dB/dC: per step the block's channels of each group summed in channel order
+//     through shared memory and added, block by block, into dB/dC (one split) or the
+//     split's partial slot; dA, dD, ddelta_bias per (b, segment) partials.
+//  reduce: dB, dC = the split partials in split order (when split); dA, dD,
+//     ddelta_bias = the (b, segment) partials, b-major.
+// Memory: ckpt, gst, pA B*D*N*nseg each; hbuf per grads CTA (a grid capped per SM);
+// the dB/dC partials B*L*G*N*nsplit with nsplit <= 8. Nothing grows with L*D*N.
 #define SSCAN_NO_FWD_ENTRY 1
 #include "sscan_fwd.cu"
 
@@ -25,8 +43,9 @@ namespace sscan {
 
 constexpr int SEG = CG_P_SEGMENT;
 static_assert(SEG % CHUNK == 0, "segment: a multiple of chunk");
+constexpr i64 PER = (i64)NPT * NT; // floats of one state of a CTA's channels: [NPT][NT]
 
-// Main-pass shared memory (floats): staged dt, softplus derivative, x, dy of one chunk
+// Grads-pass shared memory (floats): staged dt, softplus derivative, x, dy' of one chunk
 // [CHUNK][BD], then the per-channel dB and dC terms [CHUNK][BD][NP] (odd pitch NP).
 constexpr int NP = N | 1;
 constexpr int M_DT = 0;
@@ -36,36 +55,97 @@ constexpr int M_DY = M_X + CHUNK * BD;
 constexpr int M_RB = M_DY + CHUNK * BD;
 constexpr int M_RC = M_RB + CHUNK * BD * NP;
 constexpr int M_FLOATS = M_RC + CHUNK * BD * NP;
-static_assert(F_FLOATS <= M_FLOATS, "the checkpoint pass's staging fits in the main pass's");
-#ifdef CG_SMEM_BYTES // what generator/kernels/sscan_bwd.lua launches the main pass with
-static_assert(4LL * M_FLOATS == CG_SMEM_BYTES, "sscan_bwd.lua smem_bytes() disagrees with the layout here");
+static_assert(F_FLOATS <= M_FLOATS, "the state passes' staging fits in the grads pass's");
+#ifdef CG_SMEM_BYTES // what generator/kernels/sscan_bwd.lua launches the grads pass with
+static_assert(4LL * M_FLOATS == CG_SMEM_BYTES, "sscan_bwd.lua smem_grads() disagrees with the layout here");
 #endif
 
-} // namespace sscan
+__device__ __forceinline__ i64 max64(i64 a, i64 b) { return a > b ? a : b; }
 
-// Launch 1, grid B * nblk, blockIdx.x = b * nblk + channel block.
-SSCAN_ENTRY cg_sscan_bwd_ckpt(cg_sscan_bwd_params p) {
-    using namespace sscan;
-    CG_DYN_SMEM(float, sm);
-    const i64 b = udiv(blockIdx.x, p.n.nblk), d0 = umod(blockIdx.x, p.n.nblk) * BD;
-    const Thr th = thread_coords(p.n, d0);
-    float A[NPT], h[NPT];
-    load_A(p.A, th, A);
-    load_state(p.h0, b, th, h);
+__device__ __forceinline__ FwdIO bwd_io(const cg_sscan_bwd_params &p) {
     FwdIO io;
     io.x = p.x, io.delta = p.delta, io.A = p.A, io.Bm = p.Bm, io.Cm = p.Cm, io.Dv = p.Dv, io.z = p.z;
-    io.dbias = p.dbias, io.y.p = nullptr, io.n = p.n, io.segment = SEG;
-    io.ckpt = p.ckpt + (i64)blockIdx.x * p.n.nseg * (i64)(NPT * NT);
-    scan_range(io, sm, b, d0, th, A, h, 0, p.n.L);
+    io.dbias = p.dbias, io.y.p = nullptr, io.ckpt = nullptr, io.segment = SEG, io.n = p.n;
+    return io;
 }
 
-// Launch 2, grid as launch 1.
-SSCAN_ENTRY cg_sscan_bwd_main(cg_sscan_bwd_params p) {
-    using namespace sscan;
-    CG_DYN_SMEM(float, sm);
+// dy' of channel d at step t (the gradient into y: dy, times silu(z) with z).
+__device__ __forceinline__ float dy_of(const cg_sscan_bwd_params &p, i64 b, i64 t, i64 d) {
+    const float dyv = p.dy.p[b * p.dy.s0 + t * p.dy.s1 + d * p.dy.s2];
+    if (!p.z.p) return dyv;
+    const float zv = p.z.p[b * p.z.s0 + t * p.z.s1 + d * p.z.s2];
+    return dyv * zv * sigmoid(zv);
+}
+
+// Stage dy' of steps [t0, t0 + nt) of the block's channels into s_dy ([CHUNK][BD], zero
+// outside [0, D) and beyond nt).
+__device__ __forceinline__ void stage_dy(const cg_sscan_bwd_params &p, i64 b, i64 d0, i64 t0, int nt, float *s_dy) {
+    for (int e = threadIdx.x; e < CHUNK * BD; e += NT) {
+        const int t = e / BD, c = e - t * BD;
+        const i64 d = d0 + c;
+        s_dy[e] = (t < nt && d < p.n.D) ? dy_of(p, b, t0 + t, d) : 0.f;
+    }
+}
+
+// The reverse recurrence of the state gradient alone over steps tb - 1 down to ta
+// (ta a multiple of SEG, so chunks start at ta + k * CHUNK): g <- a_t (g + C_t dy'_t).
+__device__ __forceinline__ void gscan_range(const cg_sscan_bwd_params &p, float *sm, i64 b, i64 d0, const Thr &th,
+                                            const float (&A)[NPT], float (&g)[NPT], i64 ta, i64 tb) {
+    float *s_dt = sm + F_DT, *s_dy = sm + F_Y;
+    const float *Cb = p.Cm.p + b * p.Cm.s0 + th.g * p.Cm.s2;
+    const i64 cs3 = p.Cm.s3;
+    for (i64 t0 = ta + (tb - 1 - ta) / CHUNK * CHUNK; t0 >= ta; t0 -= CHUNK) {
+        const int nt = (int)min64(CHUNK, tb - t0);
+        stage_dt_x(p.x, p.delta, p.dbias, p.n, b, d0, t0, nt, s_dt, nullptr, nullptr);
+        stage_dy(p, b, d0, t0, nt, s_dy);
+        __syncthreads();
+        for (int t = nt - 1; t >= 0; --t) {
+            const float dt = s_dt[t * BD + th.ch], dyv = s_dy[t * BD + th.ch];
+            const float *Ct = Cb + (t0 + t) * p.Cm.s1;
+#pragma unroll
+            for (int k = 0; k < NPT; ++k) {
+                const int s = th.j + TPC * k;
+                if (FULL || s < N) g[k] = expf(dt * A[k]) * fmaf(Ct[s * cs3], dyv, g[k]);
+            }
+        }
+        __syncthreads(); // s_dt, s_dy are restaged next
+    }
+}
+
+// Copies between a CTA's state registers and its slot ([NPT][NT] floats at slot).
+__device__ __forceinline__ void put_state(float *slot, const float (&v)[NPT]) {
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) slot[k * NT + threadIdx.x] = v[k];
+}
+__device__ __forceinline__ void get_state(const float *slot, float (&v)[NPT]) {
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) v[k] = slot[k * NT + threadIdx.x];
+}
+
+// Where a grads work item sums dB or dC: the output itself (one split) or the split's
+// partial slot viewed as [b, l, g, n].
+__device__ __forceinline__ cg_stensor bc_target(const cg_sscan_bwd_params &p, const cg_stensor &out, float *part,
+                                                i64 split) {
+    if (p.nsplit == 1) return out;
+    cg_stensor t;
+    t.p = part + split * N;
+    t.s3 = 1;
+    t.s2 = p.nsplit * N;
+    t.s1 = p.n.G * t.s2;
+    t.s0 = p.n.L * t.s1;
+    return t;
+}
+
+// One channel block k of a grads work item: segment sgi of batch row b, the unit's
+// channels [ca, cb); first_blk: k is the first block of the split (its dB/dC sums start
+// there). hb: this CTA's state buffer [SEG + 1][NPT][NT].
+__device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float *sm, float *hb, i64 b, i64 k,
+                                            i64 sgi, i64 ca, i64 cb, bool first_blk, const cg_stensor &aB,
+                                            const cg_stensor &aC) {
     const cg_sscan_dims &n = p.n;
-    const i64 bblk = blockIdx.x, blk = umod(bblk, n.nblk), b = udiv(bblk, n.nblk), d0 = blk * BD;
+    const i64 d0 = k * BD;
     const Thr th = thread_coords(n, d0);
+    const bool own = th.live && th.d >= ca && th.d < cb; // this item writes this channel's outputs
     const int tid = threadIdx.x;
     float *s_dt = sm + M_DT, *s_sg = sm + M_SG, *s_x = sm + M_X, *s_dy = sm + M_DY;
     float *s_rb = sm + M_RB, *s_rc = sm + M_RC;
@@ -73,162 +153,248 @@ SSCAN_ENTRY cg_sscan_bwd_main(cg_sscan_bwd_params p) {
     const float *Cb = p.Cm.p + b * p.Cm.s0 + th.g * p.Cm.s2;
     const i64 bs3 = p.Bm.s3, cs3 = p.Cm.s3;
     const float Dd = p.Dv.p ? p.Dv.p[th.dd * p.Dv.s0] : 0.f;
+    const i64 s0 = sgi * SEG, s1 = min64(n.L, s0 + SEG);
+    const i64 slot = ((b * n.nblk + k) * n.nseg + sgi) * PER;
 
-    float A[NPT], g[NPT], dA[NPT];
+    float A[NPT], h[NPT], g[NPT], dA[NPT];
     load_A(p.A, th, A);
-    load_state(p.dhT, b, th, g);
+    get_state(p.ckpt + slot, h);
+    get_state(p.gst + slot, g);
 #pragma unroll
-    for (int k = 0; k < NPT; ++k) dA[k] = 0.f;
+    for (int q = 0; q < NPT; ++q) dA[q] = 0.f;
     float accD = 0.f, accBias = 0.f; // lane 0 of each channel
+    const bool want_dz = p.z.p && p.dz.p;
 
-    const float *ck = p.ckpt + bblk * n.nseg * (i64)(NPT * NT) + tid;
-    float *hb = p.hbuf + bblk * (i64)(SEG + 1) * (NPT * NT) + tid; // slot s: h entering step s0 + s
-    float *dyb = p.dybuf + bblk * (i64)SEG * BD;
-    // The groups this block's channels meet, and where their dB/dC slots are.
-    const i64 dlast = min64(d0 + BD, n.D) - 1;
-    const i64 gfirst = udiv(d0, n.dpg);
-    const int ngs = (int)(udiv(dlast, n.dpg) - gfirst + 1);
-
-    for (i64 sgi = n.nseg - 1; sgi >= 0; --sgi) {
-        const i64 s0 = sgi * SEG, s1 = min64(n.L, s0 + SEG);
-        // ---- forward recompute of the segment's states (and dy after the z gate)
-        float h[NPT];
+    // ---- forward: hb[i] = the state entering step s0 + i (i = 0 .. s1 - s0: the last
+    // slot is the state after the segment); dz needs y, so it is done here
+    put_state(hb, h);
+    for (i64 t0 = s0; t0 < s1; t0 += CHUNK) {
+        const int nt = (int)min64(CHUNK, s1 - t0);
+        stage_dt_x(p.x, p.delta, p.dbias, n, b, d0, t0, nt, s_dt, s_x, nullptr);
+        __syncthreads();
+        for (int t = 0; t < nt; ++t) {
+            const float dt = s_dt[t * BD + th.ch], xv = s_x[t * BD + th.ch], dtx = dt * xv;
+            const i64 tt = t0 + t;
+            const float *Bt = Bb + tt * p.Bm.s1, *Ct = Cb + tt * p.Cm.s1;
+            float yp = 0.f;
 #pragma unroll
-        for (int k = 0; k < NPT; ++k) {
-            h[k] = ck[(sgi * NPT + k) * NT];
-            hb[k * NT] = h[k];
+            for (int q = 0; q < NPT; ++q) {
+                const int s = th.j + TPC * q;
+                if (FULL || s < N) {
+                    h[q] = expf(dt * A[q]) * h[q] + dtx * Bt[s * bs3];
+                    if (want_dz) yp = fmaf(Ct[s * cs3], h[q], yp);
+                }
+            }
+            put_state(hb + (tt - s0 + 1) * PER, h);
+            if (want_dz) {
+                yp = chan_sum(yp);
+                if (th.j == 0 && own) {
+                    const float yv = fmaf(Dd, xv, yp);
+                    const float zv = p.z.p[b * p.z.s0 + tt * p.z.s1 + th.d * p.z.s2], sg = sigmoid(zv);
+                    const float dyv = p.dy.p[b * p.dy.s0 + tt * p.dy.s1 + th.d * p.dy.s2];
+                    p.dz.p[b * p.dz.s0 + tt * p.dz.s1 + th.d * p.dz.s2] = dyv * yv * sg * (1.f + zv * (1.f - sg));
+                }
+            }
         }
-        for (i64 t0 = s0; t0 < s1; t0 += CHUNK) {
-            const int nt = (int)min64(CHUNK, s1 - t0);
-            stage_dt_x(p.x, p.delta, p.dbias, n, b, d0, t0, nt, s_dt, s_x, nullptr);
-            __syncthreads();
-            for (int t = 0; t < nt; ++t) {
-                const float dt = s_dt[t * BD + th.ch], xv = s_x[t * BD + th.ch], dtx = dt * xv;
-                const i64 tt = t0 + t;
-                const float *Bt = Bb + tt * p.Bm.s1, *Ct = Cb + tt * p.Cm.s1;
-                float *hs = hb + (tt - s0 + 1) * (i64)(NPT * NT);
-                float yp = 0.f;
-#pragma unroll
-                for (int k = 0; k < NPT; ++k) {
-                    const int s = th.j + TPC * k;
-                    if (FULL || s < N) {
-                        h[k] = expf(dt * A[k]) * h[k] + dtx * Bt[s * bs3];
-                        if (p.z.p) yp = fmaf(Ct[s * cs3], h[k], yp);
-                    }
-                    hs[k * NT] = h[k];
-                }
-                if (p.z.p) {
-                    yp = chan_sum(yp);
-                    if (th.j == 0 && th.live) {
-                        const float yv = fmaf(Dd, xv, yp);
-                        const i64 o = b * p.z.s0 + tt * p.z.s1 + th.d * p.z.s2;
-                        const float zv = p.z.p[o], sg = sigmoid(zv);
-                        const float dyv = p.dy.p[b * p.dy.s0 + tt * p.dy.s1 + th.d * p.dy.s2];
-                        if (p.dz.p) p.dz.p[b * p.dz.s0 + tt * p.dz.s1 + th.d * p.dz.s2] = dyv * yv * sg * (1.f + zv * (1.f - sg));
-                        dyb[(tt - s0) * BD + th.ch] = dyv * zv * sg;
-                    }
-                }
-            }
-            __syncthreads();
-        }
-        // ---- reverse walk, one chunk at a time (chunks start at multiples of CHUNK)
-        for (i64 t0 = s0 + (s1 - 1 - s0) / CHUNK * CHUNK; t0 >= s0; t0 -= CHUNK) {
-            const int nt = (int)min64(CHUNK, s1 - t0);
-            stage_dt_x(p.x, p.delta, p.dbias, n, b, d0, t0, nt, s_dt, s_x, s_sg);
-            for (int e = tid; e < CHUNK * BD; e += NT) {
-                const int t = e / BD, c = e - t * BD;
-                const i64 d = d0 + c, tt = t0 + t;
-                float v = 0.f;
-                if (t < nt && d < n.D)
-                    v = p.z.p ? dyb[(tt - s0) * BD + c] : p.dy.p[b * p.dy.s0 + tt * p.dy.s1 + d * p.dy.s2];
-                s_dy[e] = v;
-            }
-            __syncthreads();
-            for (int t = nt - 1; t >= 0; --t) {
-                const int e = t * BD + th.ch;
-                const float dt = s_dt[e], xv = s_x[e], dyv = s_dy[e];
-                const i64 tt = t0 + t;
-                const float *Bt = Bb + tt * p.Bm.s1, *Ct = Cb + tt * p.Cm.s1;
-                const float *hc = hb + (tt - s0 + 1) * (i64)(NPT * NT), *hp = hc - NPT * NT;
-                float *rb = s_rb + e * NP, *rc = s_rc + e * NP;
-                float dxp = 0.f, ddtp = 0.f;
-#pragma unroll
-                for (int k = 0; k < NPT; ++k) {
-                    const int s = th.j + TPC * k;
-                    if (FULL || s < N) {
-                        const float hcur = hc[k * NT], hprev = hp[k * NT];
-                        const float Bv = Bt[s * bs3], Cv = Ct[s * cs3];
-                        const float a = expf(dt * A[k]);
-                        rc[s] = dyv * hcur;
-                        g[k] = fmaf(Cv, dyv, g[k]);
-                        dxp = fmaf(g[k], Bv, dxp);
-                        rb[s] = g[k] * dt * xv;
-                        const float gha = g[k] * a * hprev;
-                        ddtp = fmaf(A[k], gha, fmaf(g[k] * Bv, xv, ddtp));
-                        dA[k] = fmaf(gha, dt, dA[k]);
-                        g[k] *= a;
-                    }
-                }
-                dxp = chan_sum(dxp);
-                ddtp = chan_sum(ddtp);
-                if (th.j == 0 && th.live) {
-                    const float dxv = fmaf(dxp, dt, Dd * dyv), ddel = ddtp * s_sg[e];
-                    p.dx.p[b * p.dx.s0 + tt * p.dx.s1 + th.d * p.dx.s2] = dxv;
-                    p.ddelta.p[b * p.ddelta.s0 + tt * p.ddelta.s1 + th.d * p.ddelta.s2] = ddel;
-                    accD = fmaf(dyv, xv, accD);
-                    accBias += ddel;
-                }
-            }
-            __syncthreads();
-            // dB, dC of this chunk: per (step, group met, n), the block's channels of the
-            // group in order, into slot (block - first block of the group).
-            for (int e = tid; e < nt * ngs * N; e += NT) {
-                const int s = e % N, r = e / N, gs = r % ngs, t = r / ngs;
-                const i64 gg = gfirst + gs;
-                const int cb = (int)((gg * n.dpg > d0 ? gg * n.dpg : d0) - d0);
-                const int ce = (int)(min64(min64(d0 + BD, (gg + 1) * n.dpg), n.D) - d0);
-                float sb = 0.f, sc = 0.f;
-                for (int c = cb; c < ce; ++c) {
-                    sb += s_rb[(t * BD + c) * NP + s];
-                    sc += s_rc[(t * BD + c) * NP + s];
-                }
-                const i64 slot = blk - gg * n.dpg / BD;
-                const i64 o = (((b * n.L + t0 + t) * n.G + gg) * p.nbg + slot) * N + s;
-                p.pB[o] = sb;
-                p.pC[o] = sc;
-            }
-            __syncthreads();
-        }
+        __syncthreads();
     }
-    if (th.live) {
+
+    // ---- the unit's channels of this block, and the groups they belong to
+    const i64 cl = max64(d0, ca), ch = min64(d0 + BD, cb);
+    const i64 gfirst = G == 1 ? 0 : udiv(cl, n.dpg);
+    const int ngs = G == 1 ? 1 : (int)(udiv(ch - 1, n.dpg) - gfirst + 1);
+
+    // ---- reverse walk, one chunk at a time (chunks start at s0 + multiples of CHUNK);
+    // the states come back from hb (keeping them in registers costs NPT more)
+    for (i64 t0 = s0 + (s1 - 1 - s0) / CHUNK * CHUNK; t0 >= s0; t0 -= CHUNK) {
+        const int nt = (int)min64(CHUNK, s1 - t0);
+        stage_dt_x(p.x, p.delta, p.dbias, n, b, d0, t0, nt, s_dt, s_x, s_sg);
+        stage_dy(p, b, d0, t0, nt, s_dy);
+        __syncthreads();
+        for (int t = nt - 1; t >= 0; --t) {
+            const int e = t * BD + th.ch;
+            const float dt = s_dt[e], xv = s_x[e], dyv = s_dy[e];
+            const i64 tt = t0 + t;
+            const float *Bt = Bb + tt * p.Bm.s1, *Ct = Cb + tt * p.Cm.s1;
+            const float *hp = hb + (tt - s0) * PER + tid, *hc = hp + PER;
+            float *rb = s_rb + e * NP, *rc = s_rc + e * NP;
+            float dxp = 0.f, ddtp = 0.f;
 #pragma unroll
-        for (int k = 0; k < NPT; ++k) {
-            const int s = th.j + TPC * k;
-            if (FULL || s < N) {
-                p.pA[(b * n.D + th.d) * N + s] = dA[k];
-                if (p.dh0.p) p.dh0.p[b * p.dh0.s0 + th.d * p.dh0.s1 + s * p.dh0.s2] = g[k];
+            for (int q = 0; q < NPT; ++q) {
+                const int s = th.j + TPC * q;
+                if (FULL || s < N) {
+                    const float hprev = hp[q * NT], Bv = Bt[s * bs3], Cv = Ct[s * cs3];
+                    const float a = expf(dt * A[q]);
+                    rc[s] = dyv * hc[q * NT];
+                    g[q] = fmaf(Cv, dyv, g[q]);
+                    dxp = fmaf(g[q], Bv, dxp);
+                    rb[s] = g[q] * dt * xv;
+                    const float gha = g[q] * a * hprev;
+                    ddtp = fmaf(A[q], gha, fmaf(g[q] * Bv, xv, ddtp));
+                    dA[q] = fmaf(gha, dt, dA[q]);
+                    g[q] *= a;
+                }
             }
+            dxp = chan_sum(dxp);
+            ddtp = chan_sum(ddtp);
+            if (th.j == 0 && own) {
+                const float dxv = fmaf(dxp, dt, Dd * dyv), ddel = ddtp * s_sg[e];
+                p.dx.p[b * p.dx.s0 + tt * p.dx.s1 + th.d * p.dx.s2] = dxv;
+                p.ddelta.p[b * p.ddelta.s0 + tt * p.ddelta.s1 + th.d * p.ddelta.s2] = ddel;
+                accD = fmaf(dyv, xv, accD);
+                accBias += ddel;
+            }
+        }
+        __syncthreads();
+        // dB, dC of this chunk: per (step, group, n), the unit's channels of the group in
+        // this block in order, then added to what the split's earlier blocks summed.
+        for (int e = tid; e < nt * ngs * N; e += NT) {
+            const int s = e % N, r = e / N, gs = r % ngs, t = r / ngs;
+            const i64 gg = gfirst + gs;
+            const int cbeg = (int)(max64(gg * n.dpg, cl) - d0), cend = (int)(min64((gg + 1) * n.dpg, ch) - d0);
+            float sb = 0.f, sc = 0.f;
+            for (int c = cbeg; c < cend; ++c) {
+                sb += s_rb[(t * BD + c) * NP + s];
+                sc += s_rc[(t * BD + c) * NP + s];
+            }
+            const bool first = first_blk || gg * n.dpg >= d0; // the group's first block in the split
+            const i64 tt = t0 + t;
+            float *ob = aB.p + b * aB.s0 + tt * aB.s1 + gg * aB.s2 + s * aB.s3;
+            float *oc = aC.p + b * aC.s0 + tt * aC.s1 + gg * aC.s2 + s * aC.s3;
+            *ob = first ? sb : *ob + sb;
+            *oc = first ? sc : *oc + sc;
+        }
+        __syncthreads();
+    }
+
+    // ---- this segment's share of dA, dD, ddelta_bias
+    if (own) {
+        const i64 o = (b * n.nseg + sgi) * n.D + th.d;
+#pragma unroll
+        for (int q = 0; q < NPT; ++q) {
+            const int s = th.j + TPC * q;
+            if (FULL || s < N) p.pA[o * N + s] = dA[q];
         }
         if (th.j == 0) {
-            p.pD[b * n.D + th.d] = accD;
-            p.pbias[b * n.D + th.d] = accBias;
+            p.pD[o] = accD;
+            p.pbias[o] = accBias;
         }
     }
 }
 
-// Launch 3, one thread per output element: [B, L, G, N] of dB and dC, then [D, N] of
-// dA, then [D] of dD and ddelta_bias.
+} // namespace sscan
+
+#if defined(CG_P_STRATEGY_SEQ)
+// Launch 1 (seq), grid B * nblk, blockIdx.x = b * nblk + channel block.
+SSCAN_ENTRY cg_sscan_bwd_states(cg_sscan_bwd_params p) {
+    using namespace sscan;
+    CG_DYN_SMEM(float, sm);
+    const cg_sscan_dims &n = p.n;
+    const i64 b = udiv(blockIdx.x, n.nblk), d0 = umod(blockIdx.x, n.nblk) * BD;
+    const Thr th = thread_coords(n, d0);
+    float A[NPT], h[NPT];
+    load_A(p.A, th, A);
+    load_state(p.h0, b, th, h);
+    FwdIO io = bwd_io(p);
+    io.ckpt = p.ckpt + (i64)blockIdx.x * n.nseg * PER;
+    scan_range(io, sm, b, d0, th, A, h, 0, n.L);
+    // h is dead: reuse it for g
+    load_state(p.dhT, b, th, h);
+    float *gs = p.gst + (i64)blockIdx.x * n.nseg * PER;
+    for (i64 sgi = n.nseg - 1; sgi >= 0; --sgi) {
+        put_state(gs + sgi * PER, h);
+        gscan_range(p, sm, b, d0, th, A, h, sgi * SEG, min64(n.L, sgi * SEG + SEG));
+    }
+    store_state(p.dh0, b, th, h);
+}
+#else
+// Launch 1 (par), grid B * nblk * nseg, blockIdx.x = (b * nblk + block) * nseg + segment:
+// the segment from zero, forward (end state into its ckpt slot, sum of dt into sdt)
+// and backward (g into its gst slot).
+SSCAN_ENTRY cg_sscan_bwd_local(cg_sscan_bwd_params p) {
+    using namespace sscan;
+    CG_DYN_SMEM(float, sm);
+    const cg_sscan_dims &n = p.n;
+    const i64 sgi = umod(blockIdx.x, n.nseg), bblk = udiv(blockIdx.x, n.nseg);
+    const i64 b = udiv(bblk, n.nblk), d0 = umod(bblk, n.nblk) * BD;
+    const Thr th = thread_coords(n, d0);
+    const i64 s0 = sgi * SEG, s1 = min64(n.L, s0 + SEG);
+    float A[NPT], v[NPT];
+    load_A(p.A, th, A);
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) v[k] = 0.f;
+    const float sdt = scan_range(bwd_io(p), sm, b, d0, th, A, v, s0, s1);
+    put_state(p.ckpt + (i64)blockIdx.x * PER, v);
+    if (th.j == 0) p.sdt[(i64)blockIdx.x * BD + th.ch] = sdt;
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) v[k] = 0.f;
+    gscan_range(p, sm, b, d0, th, A, v, s0, s1);
+    put_state(p.gst + (i64)blockIdx.x * PER, v);
+}
+
+// Launch 2 (par), one thread per (b, block, state slot k, thread): the segments'
+// entering states from h0 and state gradients from dhT; dh0.
+SSCAN_ENTRY cg_sscan_bwd_carry(cg_sscan_bwd_params p) {
+    using namespace sscan;
+    const cg_sscan_dims &n = p.n;
+    const i64 e = (i64)blockIdx.x * NT + threadIdx.x;
+    if (e >= n.B * n.nblk * PER) return;
+    const i64 bblk = e / PER, r = e - bblk * PER, k = r / NT, tid = r - k * NT;
+    const i64 b = udiv(bblk, n.nblk), d = umod(bblk, n.nblk) * BD + tid / TPC, s = tid % TPC + TPC * k;
+    if (d >= n.D || s >= N) return;
+    const i64 ns = n.nseg;
+    const float a = p.A.p[d * p.A.s0 + s * p.A.s1];
+    float *ck = p.ckpt + bblk * ns * PER + r, *gs = p.gst + bblk * ns * PER + r;
+    const float *sdt = p.sdt + bblk * ns * BD + tid / TPC;
+    float st = p.h0.p ? p.h0.p[b * p.h0.s0 + d * p.h0.s1 + s * p.h0.s2] : 0.f;
+    for (i64 sgi = 0; sgi < ns; ++sgi) {
+        const float u = ck[sgi * PER];
+        ck[sgi * PER] = st;
+        st = fmaf(expf(a * sdt[sgi * BD]), st, u);
+    }
+    float gt = p.dhT.p ? p.dhT.p[b * p.dhT.s0 + d * p.dhT.s1 + s * p.dhT.s2] : 0.f;
+    for (i64 sgi = ns - 1; sgi >= 0; --sgi) {
+        const float v = gs[sgi * PER];
+        gs[sgi * PER] = gt;
+        gt = fmaf(expf(a * sdt[sgi * BD]), gt, v);
+    }
+    if (p.dh0.p) p.dh0.p[b * p.dh0.s0 + d * p.dh0.s1 + s * p.dh0.s2] = gt;
+}
+#endif
+
+// Grads launch: work items w = ((b * nseg + segment) * nunit + unit) * nsplit + split,
+// grid-strided (the grid is capped so the state buffers hb stay a fixed size; an item's
+// results do not depend on which CTA runs it).
+SSCAN_ENTRY cg_sscan_bwd_grads(cg_sscan_bwd_params p) {
+    using namespace sscan;
+    CG_DYN_SMEM(float, sm);
+    const cg_sscan_dims &n = p.n;
+    float *hb = p.hbuf + (i64)blockIdx.x * (SEG + 1) * PER;
+    const i64 ucs = p.gpu * n.dpg; // channels of a unit
+    for (i64 w = blockIdx.x; w < p.nwork; w += gridDim.x) {
+        const i64 split = umod(w, p.nsplit), r1 = udiv(w, p.nsplit);
+        const i64 unit = umod(r1, p.nunit), r2 = udiv(r1, p.nunit);
+        const i64 sgi = umod(r2, n.nseg), b = udiv(r2, n.nseg);
+        const i64 ca = unit * ucs, cb = min64(n.D, ca + ucs);
+        const i64 kf = udiv(ca, BD), nk = udiv(cb - 1, BD) - kf + 1; // blocks meeting the unit
+        const i64 ka = kf + udiv(nk * split, p.nsplit), kb = kf + udiv(nk * (split + 1), p.nsplit);
+        const cg_stensor aB = bc_target(p, p.dB, p.pB, split), aC = bc_target(p, p.dC, p.pC, split);
+        for (i64 k = ka; k < kb; ++k) grads_block(p, sm, hb, b, k, sgi, ca, cb, k == ka, aB, aC);
+    }
+}
+
+// Reduce launch, one thread per output element: [B, L, G, N] of dB and dC (split only),
+// then [D, N] of dA, then [D] of dD and ddelta_bias.
 SSCAN_ENTRY cg_sscan_bwd_reduce(cg_sscan_bwd_params p) {
     using namespace sscan;
     const cg_sscan_dims &n = p.n;
     i64 e = (i64)blockIdx.x * NT + threadIdx.x; // < 2^31 (sscan_bwd.lua)
-    const i64 nbc = n.B * n.L * n.G * N;
+    const i64 nbc = p.nsplit > 1 ? n.B * n.L * n.G * N : 0;
     if (e < nbc) {
         const i64 s = e % N, r = e / N, gg = umod(r, n.G), r2 = udiv(r, n.G), t = umod(r2, n.L), b = udiv(r2, n.L);
-        const i64 nslot = (gg * n.dpg + n.dpg - 1) / BD - gg * n.dpg / BD + 1;
-        const float *pb = p.pB + (r * p.nbg) * N + s, *pc = p.pC + (r * p.nbg) * N + s;
+        const float *pb = p.pB + r * p.nsplit * N + s, *pc = p.pC + r * p.nsplit * N + s;
         float sb = 0.f, sc = 0.f;
-        for (i64 q = 0; q < nslot; ++q) {
+        for (i64 q = 0; q < p.nsplit; ++q) {
             sb += pb[q * N];
             sc += pc[q * N];
         }
@@ -237,19 +403,20 @@ SSCAN_ENTRY cg_sscan_bwd_reduce(cg_sscan_bwd_params p) {
         return;
     }
     e -= nbc;
+    const i64 nbs = n.B * n.nseg; // partials per element, b-major
     if (e < n.D * N) {
-        const i64 d = e / N, s = e % N;
         float acc = 0.f;
-        for (i64 b = 0; b < n.B; ++b) acc += p.pA[(b * n.D + d) * N + s];
+        for (i64 q = 0; q < nbs; ++q) acc += p.pA[q * n.D * N + e];
+        const i64 d = e / N, s = e % N;
         p.dA.p[d * p.dA.s0 + s * p.dA.s1] = acc;
         return;
     }
     e -= n.D * N;
     if (e < n.D) {
         float aD = 0.f, ab = 0.f;
-        for (i64 b = 0; b < n.B; ++b) {
-            aD += p.pD[b * n.D + e];
-            ab += p.pbias[b * n.D + e];
+        for (i64 q = 0; q < nbs; ++q) {
+            aD += p.pD[q * n.D + e];
+            ab += p.pbias[q * n.D + e];
         }
         if (p.dD.p) p.dD.p[e * p.dD.s0] = aD;
         if (p.ddbias.p) p.ddbias.p[e * p.ddbias.s0] = ab;

@@ -1,8 +1,10 @@
-// sscan_fwd.cu -- selective scan (Mamba-1 S6) forward, one specialization per (N, config).
+// sscan_fwd.cu -- selective scan (Mamba-1 S6) forward, one specialization per (N, G, config).
 //
 // Rendered by generator/kernels/sscan_fwd.lua (and, included, by sscan_bwd.cu), which
 // defines before this text:
 //   CG_N                                       state size (1..256)
+//   CG_G                                       groups of B and C (ungrouped B/C: 1,
+//                                              with group stride 0)
 //   CG_P_CHUNK, CG_P_DIM_BLOCK, CG_P_WARPS     time steps staged per iteration,
 //                                              channels per CTA, warps per CTA
 //   CG_P_STRATEGY_{SEQ,PAR}                    (forward only) see below
@@ -33,6 +35,7 @@
 namespace sscan {
 
 constexpr int N = CG_N;
+constexpr int G = CG_G; // n.G at run time; with one group every channel reads group 0
 constexpr int CHUNK = CG_P_CHUNK;
 constexpr int BD = CG_P_DIM_BLOCK;
 constexpr int WARPS = CG_P_WARPS;
@@ -42,6 +45,7 @@ constexpr int NPT = (N + TPC - 1) / TPC; // states per lane
 constexpr bool FULL = NPT * TPC == N;    // no masked states
 
 static_assert(N >= 1 && N <= 256, "N: 1..256");
+static_assert(G >= 1, "G: at least one group");
 static_assert(CHUNK >= 1 && CHUNK <= 64, "chunk: 1..64");
 static_assert(WARPS >= 1 && NT <= 1024, "warps: 1..32");
 static_assert(NT % BD == 0 && TPC >= 1 && TPC <= 32 && (TPC & (TPC - 1)) == 0,
@@ -88,12 +92,11 @@ __device__ __forceinline__ Thr thread_coords(const cg_sscan_dims &n, i64 d0) {
     t.d = d0 + t.ch;
     t.live = t.d < n.D;
     t.dd = t.live ? t.d : n.D - 1;
-    t.g = udiv(t.dd, n.dpg);
+    t.g = G == 1 ? 0 : udiv(t.dd, n.dpg);
     return t;
 }
 
-// dt (and optionally sigmoid(raw), the softplus derivative) and x of channel d0 + c at
-// step t: zero outside [0, D) and beyond the chunk's nt steps.
+// dt (and optionally sigmoid(raw), the softplus derivative) of channel d at step t.
 __device__ __forceinline__ float dt_of(const cg_stensor &delta, const cg_stensor &bias, const cg_sscan_dims &n,
                                        i64 b, i64 t, i64 d, float *sg) {
     float raw = delta.p[b * delta.s0 + t * delta.s1 + d * delta.s2];
@@ -107,7 +110,8 @@ __device__ __forceinline__ float dt_of(const cg_stensor &delta, const cg_stensor
 }
 
 // Stage dt and x of steps [t0, t0 + nt) of the block's channels into s_dt, s_x
-// ([CHUNK][BD]); with s_sg also the softplus derivative.
+// ([CHUNK][BD]; zero outside [0, D) and beyond nt); s_x may be NULL; with s_sg also the
+// softplus derivative.
 __device__ __forceinline__ void stage_dt_x(const cg_stensor &x, const cg_stensor &delta, const cg_stensor &bias,
                                            const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt, float *s_dt,
                                            float *s_x, float *s_sg) {
@@ -117,10 +121,10 @@ __device__ __forceinline__ void stage_dt_x(const cg_stensor &x, const cg_stensor
         float dt = 0.f, xv = 0.f, sg = 0.f;
         if (t < nt && d < n.D) {
             dt = dt_of(delta, bias, n, b, t0 + t, d, s_sg ? &sg : nullptr);
-            xv = x.p[b * x.s0 + (t0 + t) * x.s1 + d * x.s2];
+            if (s_x) xv = x.p[b * x.s0 + (t0 + t) * x.s1 + d * x.s2];
         }
         s_dt[e] = dt;
-        s_x[e] = xv;
+        if (s_x) s_x[e] = xv;
         if (s_sg) s_sg[e] = sg;
     }
 }

@@ -51,21 +51,34 @@ typedef struct cg_sscan_fwd_params {
     cg_sscan_dims n; /* par: segment = the piece length, nseg = npiece */
 } cg_sscan_fwd_params;
 
-/* Backward (cg_sscan_bwd_*). Workspace regions, in floats, in this order, each rounded
- * up to 16 bytes (sized by ws_floats() of generator/kernels/sscan_bwd.lua, split the
- * same way by runtime/launch_sscan.c); NPT, NT, BD as in the template's traits:
- *   ckpt   [B * nblk, nseg, NPT, NT]             states entering each segment
- *   hbuf   [B * nblk, segment + 1, NPT, NT]      one segment of recomputed states per CTA
- *   dybuf  [B * nblk, segment, BD]               gradient into y (after the z gate)
- *   pB, pC [B, L, G, nbg, N]                     per channel-block partial dB, dC
- *   pA     [B, D, N]                             per batch partial dA
- *   pD, pbias [B, D]                             per batch partial dD, ddelta_bias */
+/* Backward (cg_sscan_bwd_*), see templates/sscan_bwd.cu. Workspace regions, in floats,
+ * in this order, each rounded up to 16 bytes (sized by ws_floats() of
+ * generator/kernels/sscan_bwd.lua, split the same way by runtime/launch_sscan.c); NPT,
+ * NT, BD, SEG as in the template's traits, P the grid of the grads pass:
+ *   ckpt   [B * nblk, nseg, NPT, NT]   state entering each segment
+ *   gst    [B * nblk, nseg, NPT, NT]   state gradient entering each segment's last step
+ *   sdt    [B * nblk, nseg, BD]        strategy par: sum of dt over each segment (else empty)
+ *   hbuf   [P, SEG + 1, NPT, NT]       per grads CTA: one segment of recomputed states
+ *   pB, pC [B, L, G, nsplit, N]        per split partial dB, dC (empty when nsplit = 1:
+ *                                      the grads pass sums straight into dB, dC)
+ *   pA     [B, nseg, D, N]             per (batch, segment) partial dA
+ *   pD, pbias [B, nseg, D]             per (batch, segment) partial dD, ddelta_bias
+ * None grows with L * D * N: the states are L / SEG per (b, d, n), the dB/dC partials
+ * have a fixed number of splits (at most 8) instead of one per channel block. */
 typedef struct cg_sscan_bwd_params {
     cg_stensor x, delta, A, Bm, Cm, Dv, z, dbias, h0, dy, dhT; /* inputs */
     cg_stensor dx, ddelta, dA, dB, dC, dD, dz, ddbias, dh0;    /* outputs */
-    float *ckpt, *hbuf, *dybuf, *pB, *pC, *pA, *pD, *pbias;    /* workspace */
-    cg_i64 nbg;  /* slots of pB/pC per group: most channel blocks one group meets */
+    float *ckpt, *gst, *sdt, *hbuf, *pB, *pC, *pA, *pD, *pbias; /* workspace */
+    /* Work of the grads pass: channel units of gpu whole groups (gpu = max(1, BD / dpg)),
+     * each unit's channel blocks split into nsplit runs; nwork = B * nseg * nunit * nsplit
+     * items, grid-strided over its CTAs. */
+    cg_i64 gpu, nunit, nsplit, nwork;
     cg_sscan_dims n;
 } cg_sscan_bwd_params;
+
+/* The grads pass splits a unit's channel blocks so that about this many work items
+ * exist, at most CG_SSCAN_SPLIT_MAX runs (the dB/dC partials grow with it). */
+#define CG_SSCAN_SPLIT_TARGET 256
+#define CG_SSCAN_SPLIT_MAX 8
 
 #endif /* CG_SSCAN_PARAMS_H */

@@ -5,10 +5,14 @@
  * chunk or segment, odd D, N in {1, 4, 7, 16, 33, 256}, grouped and ungrouped B/C (one
  * group per channel too), the optional inputs on and off, and mamba's [B, D, L] memory
  * order (strided views). The same checks run natively with CG_BACKEND_CUDA when a GPU
- * is present (skipped otherwise). */
+ * is present (skipped otherwise). Also: the backward's workspace bound (issue 6: it may
+ * grow as B*D*N*L/segment, not with L*D*N), checked on plans for an sm_90 device. */
 #include "cg_test.h"
 
+#include "cuda/cg_cuda.h"
+#include "emu/emu.h"
 #include "gen.h"
+#include "sscan_params.h"
 
 #define FWD_TOL 1e-5
 #define GRAD_TOL 1e-4
@@ -255,16 +259,19 @@ static void run_space(int bwd, cg_backend be) {
         CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space[i], &nspace[i]));
         CG_CHECK(nspace[i] > 0, "%s: no config accepted for case %d", kernel, i);
     }
-    sg_prob probs[NCASES];
-    int made[NCASES] = {0};
-    int ran = 0, total = 0, rot = 0;
-    for (int i = 0; i < NCASES; i++) {
+    /* the union of the spaces in order of first appearance, each on a rotating choice
+     * among the cases that accept it */
+    int cap = 0;
+    for (int i = 0; i < NCASES; i++) cap += nspace[i];
+    const cg_cfg **cfgs = calloc((size_t)cap + 1, sizeof *cfgs);
+    int *pick_of = calloc((size_t)cap + 1, sizeof *pick_of);
+    int total = 0, rot = 0;
+    for (int i = 0; cfgs && pick_of && i < NCASES; i++) {
         for (int j = 0; j < nspace[i]; j++) {
             const cg_cfg *cf = &space[i][j];
             int seen = 0;
             for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
             if (seen) continue;
-            total++;
             int pick = -1;
             for (int t = 0; t < NCASES && pick < 0; t++) {
                 const int cand = (rot + t) % NCASES;
@@ -272,15 +279,39 @@ static void run_space(int bwd, cg_backend be) {
             }
             if (pick < 0) continue; /* cannot happen: case i has it */
             rot = (pick + 1) % NCASES;
-            if (!made[pick]) {
-                prob_new(ctx, &probs[pick], &k_cases[pick], 100 + (uint64_t)pick);
-                made[pick] = 1;
-            }
-            char text[512];
-            cfg_text(cf, text, sizeof text);
-            ran += check_op(ctx, &probs[pick], bwd, be, text);
+            cfgs[total] = cf;
+            pick_of[total++] = pick;
         }
     }
+    /* under the emulator, compile the modules in parallel first (the loads then hit the
+     * disk cache; a plan that differs from the dispatched one only costs time) */
+    if (be == CG_BACKEND_EMULATE && total) {
+        cg_plan *plans = calloc((size_t)total, sizeof *plans);
+        int nplan = 0;
+        for (int q = 0; plans && q < total; q++) {
+            cg_kshape ks;
+            kshape_of(&k_cases[pick_of[q]], bwd, &ks);
+            if (cg__gen_plan(ctx, kernel, &ks, &dev, cfgs[q], &plans[nplan]) == CG_OK) nplan++;
+        }
+        if (nplan) CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, nplan));
+        for (int q = 0; q < nplan; q++) cg__plan_free(&plans[q]);
+        free(plans);
+    }
+    sg_prob probs[NCASES];
+    int made[NCASES] = {0};
+    int ran = 0;
+    for (int q = 0; q < total; q++) {
+        const int pick = pick_of[q];
+        if (!made[pick]) {
+            prob_new(ctx, &probs[pick], &k_cases[pick], 100 + (uint64_t)pick);
+            made[pick] = 1;
+        }
+        char text[512];
+        cfg_text(cfgs[q], text, sizeof text);
+        ran += check_op(ctx, &probs[pick], bwd, be, text);
+    }
+    free(cfgs);
+    free(pick_of);
     CG_CHECK(total > 0, "%s: empty space", kernel);
     CG_CHECK(ran == total, "%s: %d of %d configs ran", kernel, ran, total);
     fprintf(stderr, "sscan_gen: %d %s configs checked on %s\n", ran, kernel, cg_backend_name(be));
@@ -344,9 +375,108 @@ CG_TEST(sscan_gen_emu_bad_config) {
     s = sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=4,dim_block=32,warps=1,segment=32");
     CG_CHECK(s == CG_EUNSUPPORTED, "N=256 on one lane per channel: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
     CG_CHECK(strstr(cg_errmsg(ctx), "states per lane") != NULL, "message does not say why: %s", cg_errmsg(ctx));
-    s = sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "strategy=par");
-    CG_CHECK(s == CG_EINVAL, "strategy is not a backward parameter: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
+    s = sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=2");
+    CG_CHECK(s == CG_EINVAL, "chunk=2 is outside the backward's space: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
+    s = sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=4,dim_block=8,warps=4,segment=32,strategy=par");
+    CG_CHECK(s == CG_EUNSUPPORTED, "par on one segment (L = 9): got %s: %s", cg_status_str(s), cg_errmsg(ctx));
+    CG_CHECK(strstr(cg_errmsg(ctx), "single segment") != NULL, "message does not say why: %s", cg_errmsg(ctx));
     prob_free(&g);
+    cg_context_free(ctx);
+}
+
+/* ------------------------------------------------------- backward workspace */
+
+/* The bytes the backward may take for ks under config cf with a grads grid of ctas CTAs:
+ * per (b, d, segment) the checkpointed state, the state gradient and the dA partial
+ * (N floats each, N padded to the lanes of a channel) plus 3 floats (dD and
+ * ddelta_bias partials, sum of dt); per (b, l, g) the split dB/dC partials (at most
+ * CG_SSCAN_SPLIT_MAX splits of N floats each); per grads CTA one segment of states; 16
+ * bytes of rounding per region. Nothing may grow with L * D * N. */
+static int64_t bwd_ws_bound(const cg_kshape *ks, const cg_cfg *cf, int64_t ctas) {
+    const int64_t bd = cg__cfg_int(cf, "dim_block", 0), nt = 32 * cg__cfg_int(cf, "warps", 0);
+    const int64_t seg = cg__cfg_int(cf, "segment", 0), tpc = nt / bd;
+    const int64_t npad = (ks->N + tpc - 1) / tpc * tpc, nblk = (ks->D + bd - 1) / bd;
+    const int64_t nseg = (ks->L + seg - 1) / seg;
+    return 4 * ((3 * npad + 3) * ks->B * nblk * bd * nseg + 2 * CG_SSCAN_SPLIT_MAX * ks->B * ks->L * ks->G * ks->N +
+                ctas * (seg + 1) * npad * bd) +
+           16 * 9;
+}
+
+/* The plan of sscan_bwd for ks pinned to cfg (text) on dev: workspace bytes and grads grid. */
+static int bwd_plan_ws(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *dev, const cg_cfg *pin,
+                       int64_t *ws, int64_t *ctas) {
+    cg_plan p;
+    cg_status s = cg__gen_plan(ctx, "sscan_bwd", ks, dev, pin, &p);
+    CG_CHECK(s == CG_OK, "sscan_bwd plan: %s", cg_errmsg(ctx));
+    if (s != CG_OK) return 0;
+    *ws = p.workspace_bytes;
+    *ctas = 0;
+    for (int l = 0; l < p.nlaunch; l++)
+        if (!strcmp(p.launch[l].entry, "cg_sscan_bwd_grads")) *ctas = p.launch[l].grid[0];
+    CG_CHECK(*ctas > 0, "%s: no grads launch", p.name);
+    cg__plan_free(&p);
+    return 1;
+}
+
+/* issue 6: "Memory grows as B*D*N*L/segment, not with L*D*N". For mamba-like ungrouped
+ * shapes on an sm_90 device (plans only, no GPU): every config of the space stays under
+ * bwd_ws_bound() with a grads grid of at most 8 warps per SM; from D = 64 to D = 1024 the
+ * workspace grows by at most the per-(b, d, segment) terms (not by L / dim_block per
+ * channel, which the per-block dB/dC partials did), and from L = 4096 to 8192 by at
+ * most the per-segment and per-token terms. */
+CG_TEST(sscan_gen_bwd_workspace_bound) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    cg_devinfo dev;
+    CG_CHECK(cg__devinfo_arch(90, &dev), "sm_90 is known");
+    cg_kshape base;
+    memset(&base, 0, sizeof base);
+    base.B = 2, base.L = 4096, base.D = 1024, base.N = 16, base.G = 1;
+    base.flags = CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS;
+    cg_cfg *space = NULL;
+    int nspace = 0;
+    CG_CHECK_OK(ctx, cg__gen_space(ctx, "sscan_bwd", &base, &dev, &space, &nspace));
+    CG_CHECK(nspace > 20, "%d configs", nspace);
+    int checked = 0;
+    for (int i = 0; i < nspace; i++) {
+        const cg_cfg *cf = &space[i];
+        char text[256];
+        cfg_text(cf, text, sizeof text);
+        int64_t ws[2], ctas[2];
+        cg_kshape ks = base;
+        if (!bwd_plan_ws(ctx, &ks, &dev, cf, &ws[1], &ctas[1])) continue;
+        const int64_t warps = cg__cfg_int(cf, "warps", 0), seg = cg__cfg_int(cf, "segment", 0);
+        CG_CHECK(ctas[1] * warps <= 8 * dev.sm_count, "%s: grads grid %lld x %lld warps on %d SMs", text,
+                 (long long)ctas[1], (long long)warps, dev.sm_count);
+        CG_CHECK(ws[1] <= bwd_ws_bound(&ks, cf, ctas[1]), "%s: D = %lld: workspace %lld > bound %lld", text,
+                 (long long)ks.D, (long long)ws[1], (long long)bwd_ws_bound(&ks, cf, ctas[1]));
+        /* D 1024 -> 64 */
+        ks.D = 64;
+        if (!bwd_plan_ws(ctx, &ks, &dev, cf, &ws[0], &ctas[0])) continue;
+        const int64_t bd = cg__cfg_int(cf, "dim_block", 0), tpc = 32 * warps / bd;
+        const int64_t npad = (ks.N + tpc - 1) / tpc * tpc, nseg = (ks.L + seg - 1) / seg;
+        /* more channels may bring more splits (up to CG_SSCAN_SPLIT_MAX) and a larger grads
+         * grid (up to its cap): both bounded independently of D */
+        const int64_t grow_d = 4 * ((3 * npad + 3) * ks.B * nseg * (1024 - 64) +
+                                    2 * CG_SSCAN_SPLIT_MAX * ks.B * ks.L * ks.G * ks.N +
+                                    (ctas[1] > ctas[0] ? ctas[1] - ctas[0] : 0) * (seg + 1) * npad * bd);
+        CG_CHECK(ws[1] - ws[0] <= grow_d + 16 * 9, "%s: D 64 -> 1024 grows the workspace by %lld bytes > %lld", text,
+                 (long long)(ws[1] - ws[0]), (long long)grow_d);
+        /* L 4096 -> 8192 at D = 1024 */
+        ks.D = 1024, ks.L = 8192;
+        if (!bwd_plan_ws(ctx, &ks, &dev, cf, &ws[0], &ctas[0])) continue;
+        const int64_t grow_l = 4 * ((3 * npad + 3) * ks.B * 1024 * (8192 - 4096) / seg +
+                                    2 * CG_SSCAN_SPLIT_MAX * ks.B * (8192 - 4096) * ks.G * ks.N) +
+                               4 * (ctas[0] > ctas[1] ? ctas[0] - ctas[1] : 0) * (seg + 1) * npad * bd;
+        CG_CHECK(ws[0] <= bwd_ws_bound(&ks, cf, ctas[0]), "%s: L = 8192: workspace %lld > bound %lld", text,
+                 (long long)ws[0], (long long)bwd_ws_bound(&ks, cf, ctas[0]));
+        CG_CHECK(ws[0] - ws[1] <= grow_l + 16 * 9, "%s: L 4096 -> 8192 grows the workspace by %lld bytes > %lld",
+                 text, (long long)(ws[0] - ws[1]), (long long)grow_l);
+        checked++;
+    }
+    CG_CHECK(checked == nspace, "%d of %d configs checked", checked, nspace);
+    free(space);
     cg_context_free(ctx);
 }
 

@@ -1,42 +1,87 @@
 -- sscan_bwd.lua -- the selective-scan backward kernels (templates/sscan_bwd.cu): space,
 -- constraints, default and launch geometry. Thread layout and shared checks come from
 -- sscan_fwd.lua. runtime/launch_sscan.c splits the workspace with the same formulas as
--- ws_floats() below; keep the two in step.
+-- work() and ws_floats() below (it takes the grads grid from the plan); keep the two in
+-- step (the launcher checks its total against the plan's workspace_bytes).
+--
+-- Compile-time shape: N and G, as the forward.
+--
+-- Passes (templates/sscan_bwd.cu has the math):
+--   seq  states (B * nblk CTAs, each over all of L: checkpoints forward, state
+--        gradients at the segment ends backward), grads, reduce;
+--   par  for small B * D, parallel over time: local (B * nblk * nseg CTAs: each segment
+--        from zero, forward and backward), carry (per (b, d, n) across segments),
+--        grads, reduce.
+-- grads, parallel over (b, segment, group unit, split) in both strategies, writes dx,
+-- ddelta, dz and sums dB/dC over each group's channels inside one CTA.
 
 local F = require("kernels.sscan_fwd").lib
 local ceil_div, layout, nblk = F.ceil_div, F.layout, F.nblk
 
--- Shared memory of the main pass (mirrors M_FLOATS of sscan_bwd.cu) and of the
--- checkpoint pass (F_FLOATS of sscan_fwd.cu), bytes.
-local function smem_main(p, shape)
+local SPLIT_TARGET = 256       -- CG_SSCAN_SPLIT_TARGET of templates/sscan_params.h
+local SPLIT_MAX = 8            -- CG_SSCAN_SPLIT_MAX
+local GRADS_WARPS_PER_SM = 8   -- resident warps per SM the grads grid aims at
+
+local function nseg(p, shape) return ceil_div(shape.L, p.segment) end
+
+-- Shared memory of the grads pass (mirrors M_FLOATS of sscan_bwd.cu) and of the state
+-- passes (F_FLOATS of sscan_fwd.cu), bytes.
+local function smem_grads(p, shape)
   local np = shape.N | 1
   return 4 * (4 * p.chunk * p.dim_block + 2 * p.chunk * p.dim_block * np)
 end
-local function smem_ckpt(p) return 4 * 3 * p.chunk * p.dim_block end
+local function smem_states(p) return 4 * 3 * p.chunk * p.dim_block end
 
--- Partial slots per group: the most channel blocks a group of D/G channels can meet.
-local function nbg(p, shape)
+-- Work of the grads pass (mirrored by runtime/launch_sscan.c): units of gpu whole
+-- groups (about one block of small groups, or one group), each unit's blocks split into
+-- nsplit runs (only for groups of several blocks; never more runs than the fewest
+-- blocks a group meets, so no run is empty).
+local function work(p, shape)
   local dpg = shape.D // shape.G
-  return math.min(nblk(p, shape), (dpg - 1) // p.dim_block + 2)
+  local gpu = math.max(1, p.dim_block // dpg)
+  local nunit = ceil_div(shape.G, gpu)
+  local items = shape.B * nseg(p, shape) * nunit
+  local nsplit = 1
+  if gpu == 1 then
+    nsplit = math.max(1, math.min(SPLIT_MAX, ceil_div(dpg, p.dim_block), ceil_div(SPLIT_TARGET, items)))
+  end
+  return { gpu = gpu, nunit = nunit, nsplit = nsplit, nwork = items * nsplit }
 end
+
+-- CTAs of the grads pass: every item, up to GRADS_WARPS_PER_SM warps per SM; each CTA
+-- owns one segment's state buffer, so this caps that buffer independently of the shape.
+local function grads_cap(p, dev)
+  return math.max(1, dev.sm_count) * math.max(1, GRADS_WARPS_PER_SM // p.warps)
+end
+local function grads_ctas(p, shape, dev) return math.min(work(p, shape).nwork, grads_cap(p, dev)) end
 
 local function r4(n) return (n + 3) // 4 * 4 end
 
--- Workspace regions in floats, in order (each rounded up to 16 bytes).
-local function ws_floats(p, shape)
+-- Workspace regions in floats, in order (each rounded up to 16 bytes); see
+-- cg_sscan_bwd_params in templates/sscan_params.h.
+local function ws_floats(p, shape, dev)
   local nt, _, npt = layout(p, shape)
-  local ctas = shape.B * nblk(p, shape)
-  local nseg = ceil_div(shape.L, p.segment)
   local per = npt * nt
-  local bc = shape.B * shape.L * shape.G * nbg(p, shape) * shape.N
+  local bblk = shape.B * nblk(p, shape)
+  local ns = nseg(p, shape)
+  local w = work(p, shape)
+  local bc = w.nsplit > 1 and shape.B * shape.L * shape.G * w.nsplit * shape.N or 0
   return {
-    r4(ctas * nseg * per),             -- ckpt
-    r4(ctas * (p.segment + 1) * per),  -- hbuf
-    r4(ctas * p.segment * p.dim_block),-- dybuf
-    r4(bc), r4(bc),                    -- pB, pC
-    r4(shape.B * shape.D * shape.N),   -- pA
-    r4(shape.B * shape.D), r4(shape.B * shape.D), -- pD, pbias
+    r4(bblk * ns * per),                                    -- ckpt
+    r4(bblk * ns * per),                                    -- gst
+    p.strategy == "par" and r4(bblk * ns * p.dim_block) or 0, -- sdt
+    r4(grads_ctas(p, shape, dev) * (p.segment + 1) * per), -- hbuf
+    r4(bc), r4(bc),                                         -- pB, pC
+    r4(shape.B * ns * shape.D * shape.N),                   -- pA
+    r4(shape.B * ns * shape.D), r4(shape.B * ns * shape.D), -- pD, pbias
   }
+end
+
+-- Elements of the reduce launch: dB and dC from the split partials (when split), dA,
+-- then dD and ddelta_bias.
+local function reduce_items(p, shape)
+  local bc = work(p, shape).nsplit > 1 and shape.B * shape.L * shape.G * shape.N or 0
+  return bc + shape.D * shape.N + shape.D
 end
 
 local function valid(p, shape, dev)
@@ -47,63 +92,110 @@ local function valid(p, shape, dev)
   if p.segment > 32 and p.segment >= 2 * shape.L then
     return false, string.format("segment %d: half of it covers L = %d", p.segment, shape.L)
   end
-  local smem = math.max(smem_main(p, shape), smem_ckpt(p))
+  local ns = nseg(p, shape)
+  if p.strategy == "par" then
+    if ns < 2 then
+      return false, string.format("strategy par: L = %d is a single segment of %d steps", shape.L, p.segment)
+    end
+    local _, _, npt = layout(p, shape)
+    if shape.B * nblk(p, shape) * math.max(ns, npt) > F.GRID_MAX then
+      return false, "grid of B * blocks * segments (or states per lane) too large"
+    end
+  end
+  local smem = math.max(smem_grads(p, shape), smem_states(p))
   if smem > dev.smem_per_block then
     return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
   end
   local nt = 32 * p.warps
-  local items = shape.B * shape.L * shape.G * shape.N + shape.D * shape.N + shape.D
-  if items + nt > F.GRID_MAX then
+  -- The kernels split these indices with 32-bit divisions.
+  if reduce_items(p, shape) + nt > F.GRID_MAX then
     return false, "B * L * G * N + D * N + D must stay below 2^31 (indices of the reduction)"
+  end
+  if work(p, shape).nwork > F.GRID_MAX or shape.B * ns > F.GRID_MAX then
+    return false, "B * segments * group units must stay below 2^31 (work items of the grads pass)"
   end
   return true
 end
 
--- Heuristic: the seeds' tuned backward {chunk 4, dim_block 32, warps 2, segment 256},
--- with the segment near sqrt(L) (checkpoints B*D*N*L/segment against the per-CTA
--- buffer B*D*N*segment), and the block shrunk until N fits the lanes.
+local function ws_total(p, shape, dev)
+  local ws = 0
+  for _, n in ipairs(ws_floats(p, shape, dev)) do ws = ws + n end
+  return ws
+end
+
+-- Heuristic: the seeds' tuned backward {chunk 4, dim_block 32, warps 2}, the block
+-- shrunk until N fits the lanes; the segment with the least workspace (the checkpoints,
+-- state gradients and dA partials, 3 B*D*N*L/segment floats, against the grads CTAs'
+-- state buffers, segment * dim_block * N floats each; ties: the longer segment) among
+-- those that keep at least half the grads parallelism of the shortest segment (up to
+-- the grads grid's cap); par when the sequential state pass leaves most SMs idle and
+-- time splits in 4 or more segments.
 local function default(shape, dev)
-  local seg = 32
-  for _, s in ipairs({ 64, 128, 256 }) do
-    if s * s <= shape.L then seg = s end
-  end
   local p
   for _, bw in ipairs({ { 32, 2 }, { 32, 4 }, { 16, 4 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
                          { 32, 1 }, { 64, 4 }, { 8, 1 } }) do
-    local c = { chunk = 4, dim_block = bw[1], warps = bw[2], segment = seg }
+    local c = { chunk = 4, dim_block = bw[1], warps = bw[2], segment = 32, strategy = "seq" }
     if valid(c, shape, dev) then p = c; break end
   end
-  return p or { chunk = 4, dim_block = 32, warps = 2, segment = seg }
+  if not p then return { chunk = 4, dim_block = 32, warps = 2, segment = 32, strategy = "seq" } end
+  local best
+  local par_need = math.min(work(p, shape).nwork, grads_cap(p, dev))
+  for _, s in ipairs({ 32, 64, 128, 256 }) do
+    local c = { chunk = p.chunk, dim_block = p.dim_block, warps = p.warps, segment = s, strategy = "seq" }
+    if valid(c, shape, dev) and (s == 32 or 2 * work(c, shape).nwork >= par_need) then
+      local ws = ws_total(c, shape, dev)
+      if not best or ws <= best.ws then best = { p = c, ws = ws } end
+    end
+  end
+  p = best.p
+  local q = { chunk = p.chunk, dim_block = p.dim_block, warps = p.warps, segment = p.segment, strategy = "par" }
+  if shape.B * nblk(p, shape) * 2 < dev.sm_count and nseg(q, shape) >= 4 and valid(q, shape, dev) then
+    return q
+  end
+  return p
 end
 
 local function launch(p, shape, dev)
   local nt = 32 * p.warps
-  local ctas = shape.B * nblk(p, shape)
-  local items = shape.B * shape.L * shape.G * shape.N + shape.D * shape.N + shape.D
-  local ws = 0
-  for _, n in ipairs(ws_floats(p, shape)) do ws = ws + n end
-  return {
-    { entry = "cg_sscan_bwd_ckpt", grid = { ctas, 1, 1 }, block = { nt, 1, 1 }, smem = smem_ckpt(p) },
-    { entry = "cg_sscan_bwd_main", grid = { ctas, 1, 1 }, block = { nt, 1, 1 }, smem = smem_main(p, shape) },
-    { entry = "cg_sscan_bwd_reduce", grid = { ceil_div(items, nt), 1, 1 }, block = { nt, 1, 1 }, smem = 0 },
-  }, 4 * ws
+  local _, _, npt = layout(p, shape)
+  local bblk = shape.B * nblk(p, shape)
+  local ws = ws_total(p, shape, dev)
+  local smem_s = smem_states(p)
+  local tail = {
+    { entry = "cg_sscan_bwd_grads", grid = { grads_ctas(p, shape, dev), 1, 1 }, block = { nt, 1, 1 },
+      smem = smem_grads(p, shape) },
+    { entry = "cg_sscan_bwd_reduce", grid = { ceil_div(reduce_items(p, shape), nt), 1, 1 }, block = { nt, 1, 1 },
+      smem = 0 },
+  }
+  local head
+  if p.strategy == "seq" then
+    head = { { entry = "cg_sscan_bwd_states", grid = { bblk, 1, 1 }, block = { nt, 1, 1 }, smem = smem_s } }
+  else
+    head = {
+      { entry = "cg_sscan_bwd_local", grid = { bblk * nseg(p, shape), 1, 1 }, block = { nt, 1, 1 }, smem = smem_s },
+      { entry = "cg_sscan_bwd_carry", grid = { bblk * npt, 1, 1 }, block = { nt, 1, 1 }, smem = 0 },
+    }
+  end
+  for _, l in ipairs(tail) do head[#head + 1] = l end
+  return head, 4 * ws
 end
 
 return {
   name = "sscan_bwd",
   op = "sscan_bwd",
   template = "sscan_bwd.cu",
-  consts = { "N" },
+  consts = { "N", "G" },
   space = {
-    chunk = { 2, 4, 8 },
+    chunk = { 4, 8 },
     dim_block = { 8, 16, 32, 64 },
     warps = { 1, 2, 4 },
     segment = { 32, 64, 128, 256 },
+    strategy = { "seq", "par" },
   },
-  order = { "chunk", "dim_block", "warps", "segment" },
+  order = { "chunk", "dim_block", "warps", "segment", "strategy" },
   abbrev = { dim_block = "bd" },
   valid = valid,
   default = default,
   launch = launch,
-  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_main(p, shape) } end,
+  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_grads(p, shape) } end,
 }

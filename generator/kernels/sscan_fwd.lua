@@ -3,9 +3,10 @@
 -- helpers exported in `lib` (thread layout, shared checks). The template's traits
 -- derive the same layout and shared memory; keep the two in step.
 --
--- Compile-time shape: N only. G, D, L, the strides and the optional tensors (D, z,
--- delta_bias, h0, hT; softplus) are run-time values of the params struct: one module
--- per (N, config) serves every shape and flag combination.
+-- Compile-time shape: N and G (CG_N, CG_G; ungrouped B/C arrive as G = 1 with group
+-- stride 0, so one group needs no channel-to-group division). D, L, the strides and
+-- the optional tensors (D, z, delta_bias, h0, hT; softplus) are run-time values of the
+-- params struct: one module per (N, G, config) serves every such shape and flag.
 
 local function ceil_div(a, b) return (a + b - 1) // b end
 
@@ -120,7 +121,7 @@ return {
   name = "sscan_fwd",
   op = "sscan_fwd",
   template = "sscan_fwd.cu",
-  consts = { "N" },
+  consts = { "N", "G" },
   space = {
     chunk = { 4, 8, 16 },
     dim_block = { 8, 16, 32, 64 },
