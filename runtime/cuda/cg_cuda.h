@@ -16,18 +16,24 @@ typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
 
 #define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_INVALID_CONTEXT 201
 #define CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK 12
 #define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE 38
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
+#define CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES 1 /* static shared memory of the function */
 #define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_MEMORYTYPE_DEVICE 2
 #define CU_MEMORYTYPE_UNIFIED 4
 #define CU_EVENT_DEFAULT 0 /* timing enabled (CU_EVENT_DISABLE_TIMING is 2) */
 
+/* Entry points by the symbol names cuda.h (12.x and 13.x) maps the plain names to:
+ * cuMemAlloc -> cuMemAlloc_v2, cuEventElapsedTime -> cuEventElapsedTime_v2 (12.8+), ...
+ * (loader.c). Members may be NULL only where marked optional. */
 typedef struct cg_cu_api {
     CUresult (*cuInit)(unsigned flags);
     CUresult (*cuDriverGetVersion)(int *version);
@@ -44,14 +50,19 @@ typedef struct cg_cu_api {
     CUresult (*cuModuleLoadData)(CUmodule *mod, const void *image);
     CUresult (*cuModuleUnload)(CUmodule mod);
     CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
+    CUresult (*cuFuncGetAttribute)(int *value, int attrib, CUfunction fn);
     CUresult (*cuFuncSetAttribute)(CUfunction fn, int attrib, int value);
+    /* optional (driver 12.4+): offset and size of a kernel parameter */
+    CUresult (*cuFuncGetParamInfo)(CUfunction fn, size_t index, size_t *offset, size_t *size);
     CUresult (*cuLaunchKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned smem, CUstream stream, void **params, void **extra);
     CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t bytes);
     CUresult (*cuMemFree)(CUdeviceptr p);
-    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream);
-    CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
+    /* the direction comes from the pointers (unified addressing): staging copies any mix */
+    CUresult (*cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
     CUresult (*cuStreamSynchronize)(CUstream stream);
+    CUresult (*cuCtxSynchronize)(void);
+    CUresult (*cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned *flags, int *active);
     CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream);
     CUresult (*cuEventCreate)(CUevent *ev, unsigned flags);
     CUresult (*cuEventDestroy)(CUevent ev);

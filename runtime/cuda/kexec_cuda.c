@@ -13,7 +13,10 @@
 typedef struct cuda_fn {
     char entry[64];
     CUfunction fn;
-    int64_t smem_max; /* dynamic shared memory the function is allowed so far */
+    int64_t smem_max;    /* dynamic shared memory the function is allowed so far (its
+                          * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) */
+    int64_t smem_static; /* its static __shared__ bytes */
+    int params_checked;  /* the parameter layout was compared with the host struct */
 } cuda_fn;
 
 typedef struct cuda_mod {
@@ -37,6 +40,7 @@ typedef struct cuda_state {
     CUdevice dev;
     CUcontext cuctx;
     int retained;
+    int driver_version;    /* cuDriverGetVersion, e.g. 13000 */
     char nvrtc_id[1024];
     cuda_mod **mods;
     int nmods, cap;
@@ -61,12 +65,27 @@ static cg_status probe(cg_context *ctx, cuda_state *s) {
     int count = 0;
     CG_CU_CHECK(ctx, cuDeviceGetCount(&count));
     if (count < 1) return cg__err(ctx, CG_ENODEV, "CUDA: the driver sees no GPU (cuDeviceGetCount = 0)");
-    /* The device of the calling thread's current context (e.g. set by PyTorch), else 0. */
+    /* The device of the calling thread's current context (e.g. set by PyTorch); else
+     * the first device whose primary context is already active (the process works
+     * there, maybe from another thread); else device 0. */
     CUcontext cur = NULL;
     CUdevice dev = 0;
-    if (cg__cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cg__cu->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
-        CG_CU_CHECK(ctx, cuDeviceGet(&dev, 0));
+    if (cg__cu->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur || cg__cu->cuCtxGetDevice(&dev) != CUDA_SUCCESS) {
+        int found = 0;
+        for (int i = 0; i < count && !found; i++) {
+            CUdevice d = 0;
+            unsigned flags = 0;
+            int active = 0;
+            if (cg__cu->cuDeviceGet(&d, i) == CUDA_SUCCESS &&
+                cg__cu->cuDevicePrimaryCtxGetState(d, &flags, &active) == CUDA_SUCCESS && active) {
+                dev = d;
+                found = 1;
+            }
+        }
+        if (!found) CG_CU_CHECK(ctx, cuDeviceGet(&dev, 0));
+    }
     s->dev = dev;
+    if (cg__cu->cuDriverGetVersion(&s->driver_version) != CUDA_SUCCESS) s->driver_version = 0;
     cg_devinfo *d = &s->info;
     memset(d, 0, sizeof *d);
     CG_CU_CHECK(ctx, cuDeviceGetName(d->name, (int)sizeof d->name, dev));
@@ -138,24 +157,56 @@ static cg_status key_text(cg_context *ctx, cuda_state *s, const cg_plan *plan, c
     return CG_OK;
 }
 
-static cg_status get_functions(cg_context *ctx, cuda_mod *m, const cg_plan *plan) {
+/* Allow f `smem` bytes of dynamic shared memory. The default allowance is the
+ * device's non-opt-in limit (48 KB) minus the function's static shared memory; above
+ * it cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) opts in, up to the opt-in
+ * limit minus the static part (cuda.h, CUfunction_attribute). Not a stream operation:
+ * allowed while the stream is being captured. */
+static cg_status allow_smem(cg_context *ctx, cuda_state *s, cuda_fn *f, int64_t smem) {
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    if (smem <= f->smem_max) return CG_OK;
+    if (smem + f->smem_static > s->info.smem_per_block)
+        return cg__err(ctx, CG_EUNSUPPORTED,
+                       "CUDA: entry %s needs %lld bytes of dynamic shared memory besides its %lld static bytes; %s "
+                       "allows %lld per block",
+                       f->entry, (long long)smem, (long long)f->smem_static, s->info.name,
+                       (long long)s->info.smem_per_block);
+    CG_CU_CHECK(ctx, cuFuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem));
+    f->smem_max = smem;
+    return CG_OK;
+}
+
+static cg_status get_functions(cg_context *ctx, cuda_state *s, cuda_mod *m, const cg_plan *plan) {
     const cg_cu_api *cg__cu = cg__cu_api(NULL);
     for (int i = 0; i < plan->nlaunch; i++) {
         const cg_launch *l = &plan->launch[i];
         int j = 0;
         while (j < m->nfn && strcmp(m->fn[j].entry, l->entry) != 0) j++;
         if (j == m->nfn) {
+            if (m->nfn == CG_PLAN_MAX_LAUNCH)
+                return cg__err(ctx, CG_EINTERNAL, "CUDA: module of %s: more than %d entries", plan->name,
+                               CG_PLAN_MAX_LAUNCH);
             cuda_fn *f = &m->fn[m->nfn];
+            memset(f, 0, sizeof *f);
             snprintf(f->entry, sizeof f->entry, "%s", l->entry);
-            CG_CU_CHECK(ctx, cuModuleGetFunction(&f->fn, m->mod, l->entry));
-            f->smem_max = 48 * 1024;
+            cg_status st = cg__cu_check(ctx, cg__cu->cuModuleGetFunction(&f->fn, m->mod, l->entry), CG_ELAUNCH,
+                                        "cuModuleGetFunction", __FILE__, __LINE__);
+            if (st != CG_OK) {
+                char why[CG_ERRMSG_CAP]; /* cg__err writes ctx->errmsg: not its own argument */
+                snprintf(why, sizeof why, "%s", cg_errmsg(ctx));
+                return cg__err(ctx, st, "%s (entry \"%s\" of %s: is it an extern \"C\" __global__ function of "
+                               "the source?)", why, l->entry, plan->name);
+            }
+            int v = 0;
+            CG_CU_CHECK(ctx, cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f->fn));
+            f->smem_max = v;
+            v = 0;
+            CG_CU_CHECK(ctx, cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f->fn));
+            f->smem_static = v;
             m->nfn++;
         }
-        cuda_fn *f = &m->fn[j];
-        if (l->smem > f->smem_max) {
-            CG_CU_CHECK(ctx, cuFuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem));
-            f->smem_max = l->smem;
-        }
+        cg_status st = allow_smem(ctx, s, &m->fn[j], l->smem);
+        if (st != CG_OK) return st;
     }
     return CG_OK;
 }
@@ -176,7 +227,7 @@ static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan
         cuda_mod *m = s->mods[i];
         if (m->hash[0] == h[0] && m->hash[1] == h[1] && strcmp(m->key, key) == 0) {
             free(key);
-            st = get_functions(ctx, m, plan); /* a plan may name more entries or more smem */
+            st = get_functions(ctx, s, m, plan); /* a plan may name more entries or more smem */
             if (st == CG_OK) *module = m;
             return st;
         }
@@ -200,7 +251,19 @@ static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan
     }
     if (!mod) {
         st = cg__nvrtc_compile(ctx, plan->name, plan->source, s->info.arch, &bin, &len, &log);
-        if (st == CG_OK) st = load_image(ctx, &mod, bin);
+        if (st == CG_OK) {
+            st = load_image(ctx, &mod, bin);
+            if (st != CG_OK) {
+                /* A fresh CUBIN the driver refuses: most often a driver older than NVRTC. */
+                char why[CG_ERRMSG_CAP];
+                snprintf(why, sizeof why, "%s", cg_errmsg(ctx));
+                st = cg__err(ctx, st, "%s (loading %s for sm_%d; driver CUDA %d.%d, compiler %s: an NVRTC newer "
+                             "than the driver can emit CUBINs it cannot load; CHUNKGEN_NVRTC or CUDA_HOME can "
+                             "select an older NVRTC)",
+                             why, plan->name, s->info.arch, s->driver_version / 1000, s->driver_version % 1000 / 10,
+                             s->nvrtc_id);
+            }
+        }
         if (st == CG_OK) (void)cg__kcache_put(dir, plan->name, key, bin, len, log); /* EIO: memory-only */
         free(bin);
         free(log);
@@ -210,8 +273,18 @@ static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan
         }
     }
     cuda_mod *m = calloc(1, sizeof *m);
-    if (!m || (s->nmods == s->cap && !(s->mods = realloc(s->mods, sizeof *s->mods * (size_t)(s->cap = s->cap * 2 + 8))))) {
-        free(m);
+    if (m && s->nmods == s->cap) {
+        int cap = s->cap * 2 + 8;
+        cuda_mod **mods = realloc(s->mods, sizeof *mods * (size_t)cap);
+        if (mods) {
+            s->mods = mods;
+            s->cap = cap;
+        } else {
+            free(m);
+            m = NULL;
+        }
+    }
+    if (!m) {
         free(key);
         cg__cu_api(NULL)->cuModuleUnload(mod);
         return cg__err(ctx, CG_ENOMEM, "CUDA: out of memory");
@@ -221,7 +294,7 @@ static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan
     m->key = key;
     m->mod = mod;
     s->mods[s->nmods++] = m;
-    st = get_functions(ctx, m, plan);
+    st = get_functions(ctx, s, m, plan);
     if (st == CG_OK) *module = m;
     return st;
 }
@@ -235,28 +308,61 @@ static cg_status cuda_load(cg_context *ctx, const cg_plan *plan, void **module) 
 
 /* ----------------------------------------------------------------- launch */
 
-static cg_status launch_in_ctx(cg_context *ctx, cuda_mod *m, const cg_launch *l, const void *params, void *stream) {
+/* Once per function: its one parameter must be exactly the host struct (size) the
+ * launcher fills (cuFuncGetParamInfo, driver 12.4+; skipped with older drivers). */
+static cg_status check_params(cg_context *ctx, cuda_fn *f, size_t params_size) {
+    const cg_cu_api *cu = cg__cu_api(NULL);
+    if (f->params_checked || !cu->cuFuncGetParamInfo) return CG_OK;
+    size_t off = 0, size = 0;
+    CUresult r = cu->cuFuncGetParamInfo(f->fn, 0, &off, &size);
+    if (r == CUDA_SUCCESS) {
+        if (size != params_size)
+            return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s takes a %zu-byte parameter but the host passes a "
+                           "%zu-byte params struct (device and host struct layouts differ)",
+                           f->entry, size, params_size);
+        size_t off1 = 0, size1 = 0;
+        if (cu->cuFuncGetParamInfo(f->fn, 1, &off1, &size1) == CUDA_SUCCESS)
+            return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s takes more than one parameter (expected one params "
+                           "struct by value)", f->entry);
+    } else if (r != CUDA_ERROR_INVALID_VALUE) {
+        return cg__cu_check(ctx, r, CG_ELAUNCH, "cuFuncGetParamInfo", __FILE__, __LINE__);
+    } /* INVALID_VALUE for index 0: the entry takes no parameter, or the query is not
+       * supported for it; the launch itself will tell */
+    f->params_checked = 1;
+    return CG_OK;
+}
+
+static cg_status launch_in_ctx(cg_context *ctx, cuda_state *s, cuda_mod *m, const cg_launch *l, const void *params,
+                               size_t params_size, void *stream) {
     const cg_cu_api *cg__cu = cg__cu_api(NULL);
     cuda_fn *f = NULL;
     for (int i = 0; i < m->nfn; i++)
         if (strcmp(m->fn[i].entry, l->entry) == 0) f = &m->fn[i];
     if (!f) return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s was not loaded with its plan", l->entry);
-    if (l->smem > f->smem_max) {
-        CG_CU_CHECK(ctx, cuFuncSetAttribute(f->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->smem));
-        f->smem_max = l->smem;
-    }
+    cg_status st = allow_smem(ctx, s, f, l->smem);
+    if (st == CG_OK) st = check_params(ctx, f, params_size);
+    if (st != CG_OK) return st;
+    /* kernelParams: one pointer per parameter, to its value; the driver copies the
+     * struct when the launch is enqueued (or captured), so params may be on the stack. */
     void *args[1] = {(void *)params};
-    CG_CU_CHECK(ctx, cuLaunchKernel(f->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                                    (unsigned)l->smem, (CUstream)stream, args, NULL));
+    CUresult r = cg__cu->cuLaunchKernel(f->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                                        l->block[2], (unsigned)l->smem, (CUstream)stream, args, NULL);
+    if (r != CUDA_SUCCESS) {
+        char call[320];
+        snprintf(call, sizeof call, "cuLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u, %lld bytes smem, stream %p)",
+                 l->entry, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                 (long long)l->smem, stream);
+        return cg__cu_check(ctx, r, CG_ELAUNCH, call, __FILE__, __LINE__);
+    }
     return CG_OK;
 }
 
 static cg_status cuda_launch(cg_context *ctx, void *module, const cg_launch *launch, const void *params,
                              size_t params_size, void *stream) {
-    (void)params_size; /* the driver knows the parameter layout from the CUBIN */
-    cuda_state *s = state(ctx);
-    if (!s || !s->retained) return cg__err(ctx, CG_ENODEV, "CUDA: launch before a module was loaded");
-    WITH_CTX(ctx, s, launch_in_ctx(ctx, (cuda_mod *)module, launch, params, stream));
+    cuda_state *s = ctx ? (cuda_state *)ctx->cuda : NULL;
+    if (!s || !s->retained || !module)
+        return cg__err(ctx, CG_ENODEV, "CUDA: launch before a module was loaded");
+    WITH_CTX(ctx, s, launch_in_ctx(ctx, s, (cuda_mod *)module, launch, params, params_size, stream));
 }
 
 /* ----------------------------------------------------------------- memory */
@@ -290,12 +396,15 @@ static void cuda_free(cg_context *ctx, void *ptr) {
     (void)free_wrapped(ctx, s, ptr);
 }
 
+/* cuMemcpyAsync infers each side's kind from the pointer (unified addressing, every
+ * 64-bit platform): staging copies "host" tensors that are in fact device memory (a
+ * mix of host and device pointers in one call) without a special case. dir is
+ * informational. */
 static cg_status copy_in_ctx(cg_context *ctx, void *dst, const void *src, size_t bytes, int dir, void *stream) {
     const cg_cu_api *cg__cu = cg__cu_api(NULL);
-    if (dir == 0)
-        CG_CU_CHECK(ctx, cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, (CUstream)stream));
-    else
-        CG_CU_CHECK(ctx, cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, (CUstream)stream));
+    (void)dir;
+    if (bytes == 0) return CG_OK;
+    CG_CU_CHECK(ctx, cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, (CUstream)stream));
     return CG_OK;
 }
 
@@ -320,13 +429,49 @@ static cg_status cuda_sync(cg_context *ctx, void *stream) {
     WITH_CTX(ctx, s, sync_in_ctx(ctx, stream));
 }
 
+/* Some primary context is active: device memory of the runtime's kind can exist. */
+static int any_primary_active(const cg_cu_api *cu) {
+    int count = 0;
+    if (cu->cuDeviceGetCount(&count) != CUDA_SUCCESS) return 0;
+    for (int i = 0; i < count; i++) {
+        CUdevice d = 0;
+        unsigned flags = 0;
+        int active = 0;
+        if (cu->cuDeviceGet(&d, i) == CUDA_SUCCESS &&
+            cu->cuDevicePrimaryCtxGetState(d, &flags, &active) == CUDA_SUCCESS && active)
+            return 1;
+    }
+    return 0;
+}
+
+/* Device (or managed) memory? Host memory CUDA never saw gives CUDA_ERROR_INVALID_VALUE:
+ * "host", not a failure. Registered or pinned host memory is CU_MEMORYTYPE_HOST: host
+ * too (staged). The query can need a current context (CUDA_ERROR_INVALID_CONTEXT on a
+ * thread that has none): then it is asked again inside the primary context, when one
+ * is active; a process where none is active has no such device memory, and no context
+ * is created just to find that out. Not a stream operation: fine during capture. */
 static int cuda_owns_ptr(cg_context *ctx, const void *ptr) {
-    (void)ctx;
     const cg_cu_api *cu = cg__cu_api(NULL);
     if (!cu || !ptr || cu->cuInit(0) != CUDA_SUCCESS) return 0;
     unsigned int type = 0;
-    if (cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS)
-        return 0;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+    CUresult r = cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+    if (r == CUDA_ERROR_INVALID_CONTEXT && ctx) {
+        cuda_state *s = (cuda_state *)ctx->cuda;
+        if (!(s && s->retained) && any_primary_active(cu)) {
+            char saved[CG_ERRMSG_CAP];
+            snprintf(saved, sizeof saved, "%s", ctx->errmsg); /* a query: leave the message alone */
+            (void)cuda_device(ctx, NULL);
+            snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", saved);
+            s = (cuda_state *)ctx->cuda;
+        }
+        CUcontext popped;
+        if (s && s->retained && cu->cuCtxPushCurrent(s->cuctx) == CUDA_SUCCESS) {
+            r = cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+            cu->cuCtxPopCurrent(&popped);
+        }
+    }
+    if (r != CUDA_SUCCESS) return 0;
     return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED;
 }
 
@@ -430,6 +575,9 @@ void cg__cuda_ctx_free(cg_context *ctx) {
     if (cu && s->retained) {
         CUcontext popped;
         int pushed = cu->cuCtxPushCurrent(s->cuctx) == CUDA_SUCCESS;
+        /* Kernels of these modules may still run on the caller's streams: unloading a
+         * module (or freeing memory) under them is undefined. Teardown may wait. */
+        if (pushed && (s->nmods || s->flush_buf)) (void)cu->cuCtxSynchronize();
         for (int i = 0; i < s->nmods; i++) cu->cuModuleUnload(s->mods[i]->mod);
         for (int i = 0; i < CG_KEXEC_TIMERS; i++) {
             if (s->timers[i].start) cu->cuEventDestroy(s->timers[i].start);

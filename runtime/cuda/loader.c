@@ -23,86 +23,147 @@ static int sym(void *lib, const char *name, void *fnptr) {
 }
 
 static void load_cu(void) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    /* CHUNKGEN_LIBCUDA: another driver library file (tests run a mock driver with it). */
+    const char *explicit_path = getenv("CHUNKGEN_LIBCUDA");
+    void *lib = NULL;
+    if (explicit_path && *explicit_path) {
+        lib = dlopen(explicit_path, RTLD_NOW | RTLD_LOCAL);
+    } else {
+        lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    }
     if (!lib) {
         const char *e = dlerror();
-        snprintf(g_cu_why, sizeof g_cu_why, "no CUDA driver: cannot load libcuda.so.1 (%s)", e ? e : "not found");
+        snprintf(g_cu_why, sizeof g_cu_why, "no CUDA driver: cannot load %.200s (%.250s)",
+                 explicit_path && *explicit_path ? explicit_path : "libcuda.so.1", e ? e : "not found");
         return;
     }
-    /* Versioned names: what cuda.h maps the plain names to. */
-    struct { const char *name; void *fp; } t[] = {
-        {"cuInit", &g_cu.cuInit},
-        {"cuDriverGetVersion", &g_cu.cuDriverGetVersion},
-        {"cuDeviceGetCount", &g_cu.cuDeviceGetCount},
-        {"cuDeviceGet", &g_cu.cuDeviceGet},
-        {"cuDeviceGetName", &g_cu.cuDeviceGetName},
-        {"cuDeviceGetAttribute", &g_cu.cuDeviceGetAttribute},
-        {"cuDevicePrimaryCtxRetain", &g_cu.cuDevicePrimaryCtxRetain},
-        {"cuDevicePrimaryCtxRelease_v2", &g_cu.cuDevicePrimaryCtxRelease},
-        {"cuCtxGetCurrent", &g_cu.cuCtxGetCurrent},
-        {"cuCtxGetDevice", &g_cu.cuCtxGetDevice},
-        {"cuCtxPushCurrent_v2", &g_cu.cuCtxPushCurrent},
-        {"cuCtxPopCurrent_v2", &g_cu.cuCtxPopCurrent},
-        {"cuModuleLoadData", &g_cu.cuModuleLoadData},
-        {"cuModuleUnload", &g_cu.cuModuleUnload},
-        {"cuModuleGetFunction", &g_cu.cuModuleGetFunction},
-        {"cuFuncSetAttribute", &g_cu.cuFuncSetAttribute},
-        {"cuLaunchKernel", &g_cu.cuLaunchKernel},
-        {"cuMemAlloc_v2", &g_cu.cuMemAlloc},
-        {"cuMemFree_v2", &g_cu.cuMemFree},
-        {"cuMemcpyHtoDAsync_v2", &g_cu.cuMemcpyHtoDAsync},
-        {"cuMemcpyDtoHAsync_v2", &g_cu.cuMemcpyDtoHAsync},
-        {"cuStreamSynchronize", &g_cu.cuStreamSynchronize},
-        {"cuMemsetD8Async", &g_cu.cuMemsetD8Async},
-        {"cuEventCreate", &g_cu.cuEventCreate},
-        {"cuEventDestroy_v2", &g_cu.cuEventDestroy},
-        {"cuEventRecord", &g_cu.cuEventRecord},
-        {"cuEventSynchronize", &g_cu.cuEventSynchronize},
+    /* Versioned names: what cuda.h (12.x, 13.x) maps the plain names to; checked
+     * against the CUDA 13 cuda.h and the exports of its libcuda stub. */
+    struct { const char *name; void *fp; int optional; } t[] = {
+        {"cuInit", &g_cu.cuInit, 0},
+        {"cuDriverGetVersion", &g_cu.cuDriverGetVersion, 0},
+        {"cuDeviceGetCount", &g_cu.cuDeviceGetCount, 0},
+        {"cuDeviceGet", &g_cu.cuDeviceGet, 0},
+        {"cuDeviceGetName", &g_cu.cuDeviceGetName, 0},
+        {"cuDeviceGetAttribute", &g_cu.cuDeviceGetAttribute, 0},
+        {"cuDevicePrimaryCtxRetain", &g_cu.cuDevicePrimaryCtxRetain, 0},
+        {"cuDevicePrimaryCtxRelease_v2", &g_cu.cuDevicePrimaryCtxRelease, 0},
+        {"cuDevicePrimaryCtxGetState", &g_cu.cuDevicePrimaryCtxGetState, 0},
+        {"cuCtxGetCurrent", &g_cu.cuCtxGetCurrent, 0},
+        /* the one-argument form; CUDA 13 added cuCtxGetDevice_v2(dev, ctx) beside it */
+        {"cuCtxGetDevice", &g_cu.cuCtxGetDevice, 0},
+        {"cuCtxPushCurrent_v2", &g_cu.cuCtxPushCurrent, 0},
+        {"cuCtxPopCurrent_v2", &g_cu.cuCtxPopCurrent, 0},
+        {"cuCtxSynchronize", &g_cu.cuCtxSynchronize, 0},
+        {"cuModuleLoadData", &g_cu.cuModuleLoadData, 0},
+        {"cuModuleUnload", &g_cu.cuModuleUnload, 0},
+        {"cuModuleGetFunction", &g_cu.cuModuleGetFunction, 0},
+        {"cuFuncGetAttribute", &g_cu.cuFuncGetAttribute, 0},
+        {"cuFuncSetAttribute", &g_cu.cuFuncSetAttribute, 0},
+        {"cuFuncGetParamInfo", &g_cu.cuFuncGetParamInfo, 1}, /* 12.4+ */
+        {"cuLaunchKernel", &g_cu.cuLaunchKernel, 0},
+        {"cuMemAlloc_v2", &g_cu.cuMemAlloc, 0},
+        {"cuMemFree_v2", &g_cu.cuMemFree, 0},
+        {"cuMemcpyAsync", &g_cu.cuMemcpyAsync, 0},
+        {"cuStreamSynchronize", &g_cu.cuStreamSynchronize, 0},
+        {"cuMemsetD8Async", &g_cu.cuMemsetD8Async, 0},
+        {"cuEventCreate", &g_cu.cuEventCreate, 0},
+        {"cuEventDestroy_v2", &g_cu.cuEventDestroy, 0},
+        {"cuEventRecord", &g_cu.cuEventRecord, 0},
+        {"cuEventSynchronize", &g_cu.cuEventSynchronize, 0},
         /* _v2 since CUDA 12.8 (what cuda.h 13 maps the plain name to); older drivers
-         * have only the plain one (fallback below). */
-        {"cuEventElapsedTime_v2", &g_cu.cuEventElapsedTime},
-        {"cuPointerGetAttribute", &g_cu.cuPointerGetAttribute},
-        {"cuGetErrorName", &g_cu.cuGetErrorName},
-        {"cuGetErrorString", &g_cu.cuGetErrorString},
+         * have only the plain one (fallback below). Same signature. */
+        {"cuEventElapsedTime_v2", &g_cu.cuEventElapsedTime, 0},
+        {"cuPointerGetAttribute", &g_cu.cuPointerGetAttribute, 0},
+        {"cuGetErrorName", &g_cu.cuGetErrorName, 0},
+        {"cuGetErrorString", &g_cu.cuGetErrorString, 0},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (!sym(lib, t[i].name, t[i].fp) &&
-            !(t[i].fp == (void *)&g_cu.cuEventElapsedTime && sym(lib, "cuEventElapsedTime", t[i].fp))) {
-            snprintf(g_cu_why, sizeof g_cu_why, "the CUDA driver (libcuda.so.1) lacks %s: too old", t[i].name);
-            dlclose(lib);
-            return;
-        }
+        if (sym(lib, t[i].name, t[i].fp) || t[i].optional) continue;
+        if (t[i].fp == (void *)&g_cu.cuEventElapsedTime && sym(lib, "cuEventElapsedTime", t[i].fp)) continue;
+        snprintf(g_cu_why, sizeof g_cu_why, "the CUDA driver (libcuda.so.1) lacks %s: too old", t[i].name);
+        dlclose(lib);
+        memset(&g_cu, 0, sizeof g_cu);
+        return;
     }
     g_cu_ok = &g_cu;
 }
 
+/* NVRTC loads its builtins (libnvrtc-builtins.so.M.m) with dlopen by file name; when
+ * libnvrtc itself came from a directory outside the loader path ($CUDA_HOME/lib64,
+ * CHUNKGEN_NVRTC) that fails at the first compile (NVRTC_ERROR_BUILTIN_OPERATION_FAILURE).
+ * Loading it first from libnvrtc's own directory makes NVRTC's dlopen find it by its
+ * soname. Best effort: nothing happens when it is absent there. */
+static void preload_builtins(void *lib) {
+    nvrtcResult (*version)(int *, int *) = NULL;
+    if (!sym(lib, "nvrtcVersion", &version)) return;
+    int major = 0, minor = 0;
+    if (version(&major, &minor) != NVRTC_SUCCESS) return;
+    Dl_info info;
+    void *fp;
+    memcpy(&fp, &version, sizeof fp);
+    if (!dladdr(fp, &info) || !info.dli_fname || !strchr(info.dli_fname, '/')) return;
+    char path[1100];
+    int dirlen = (int)(strrchr(info.dli_fname, '/') - info.dli_fname);
+    if (dirlen > 1000) return;
+    snprintf(path, sizeof path, "%.*s/libnvrtc-builtins.so.%d.%d", dirlen, info.dli_fname, major, minor);
+    (void)dlopen(path, RTLD_NOW | RTLD_LOCAL); /* kept for the process, like libnvrtc */
+}
+
 static void load_nv(void) {
-    /* The toolkit's own major first, then others; plain names as a last resort. */
-    static const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.14", "libnvrtc.so.11.2",
-                                  "libnvrtc.so", NULL};
-    static const char *dirs[] = {"", "/usr/local/cuda/lib64/", "/usr/local/cuda/lib/", NULL};
     void *lib = NULL;
+    char tried[700] = "";
+    /* An explicit library wins and is the only one tried. */
+    const char *explicit_path = getenv("CHUNKGEN_NVRTC");
+    if (explicit_path && *explicit_path) {
+        lib = dlopen(explicit_path, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            const char *e = dlerror();
+            snprintf(g_nv_why, sizeof g_nv_why, "no NVRTC: cannot load $CHUNKGEN_NVRTC=%.300s (%.500s)", explicit_path,
+                     e ? e : "not found");
+            return;
+        }
+    }
+    /* Sonames, newest first, except that the driver's own major goes first: a CUBIN
+     * from an NVRTC newer than the driver's CUDA major may not load. */
+    const char *names[8];
+    int nn = 0;
+    char driver_name[32] = "";
+    const cg_cu_api *cu = cg__cu_api(NULL);
+    int dv = 0;
+    if (cu && cu->cuDriverGetVersion(&dv) == CUDA_SUCCESS && dv >= 11000) {
+        snprintf(driver_name, sizeof driver_name, "libnvrtc.so.%d", dv / 1000);
+        names[nn++] = driver_name;
+    }
+    static const char *const k_names[] = {"libnvrtc.so.14", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2",
+                                          "libnvrtc.so"};
+    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
+        if (strcmp(k_names[i], driver_name) != 0) names[nn++] = k_names[i];
+    /* Directories: $CUDA_HOME (or $CUDA_PATH), the loader path, /usr/local/cuda. */
     const char *cuda_home = getenv("CUDA_HOME");
     if (!cuda_home || !*cuda_home) cuda_home = getenv("CUDA_PATH");
+    char home_lib[960] = "";
+    if (cuda_home && *cuda_home) snprintf(home_lib, sizeof home_lib, "%.900s/lib64/", cuda_home);
+    const char *dirs[] = {home_lib, "", "/usr/local/cuda/lib64/", "/usr/local/cuda/lib/"};
     char path[1024];
-    for (int d = -1; !lib && (d < 0 || dirs[d]); d++) {
-        for (int i = 0; !lib && names[i]; i++) {
-            if (d < 0) {
-                if (!cuda_home || !*cuda_home) break;
-                snprintf(path, sizeof path, "%.900s/lib64/%s", cuda_home, names[i]);
-            } else {
-                snprintf(path, sizeof path, "%s%s", dirs[d], names[i]);
-            }
+    for (size_t d = 0; !lib && d < sizeof dirs / sizeof dirs[0]; d++) {
+        if (d == 0 && !home_lib[0]) continue;
+        for (int i = 0; !lib && i < nn; i++) {
+            snprintf(path, sizeof path, "%s%s", dirs[d], names[i]);
             lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         }
+        size_t l = strlen(tried);
+        snprintf(tried + l, sizeof tried - l, "%s%s", l ? ", " : "", dirs[d][0] ? dirs[d] : "the loader path");
     }
     if (!lib) {
         snprintf(g_nv_why, sizeof g_nv_why,
-                 "no NVRTC: cannot load libnvrtc.so.13 / .12 / libnvrtc.so (from the loader path, $CUDA_HOME/lib64 "
-                 "or /usr/local/cuda/lib64)");
+                 "no NVRTC: cannot load %s (or .13 / .12 / libnvrtc.so) from %s; set CHUNKGEN_NVRTC to the library "
+                 "file or CUDA_HOME to the toolkit",
+                 names[0], tried);
         return;
     }
+    preload_builtins(lib);
     struct { const char *name; void *fp; } t[] = {
         {"nvrtcGetErrorString", &g_nv.nvrtcGetErrorString},
         {"nvrtcVersion", &g_nv.nvrtcVersion},
@@ -120,6 +181,7 @@ static void load_nv(void) {
         if (!sym(lib, t[i].name, t[i].fp)) {
             snprintf(g_nv_why, sizeof g_nv_why, "NVRTC lacks %s (needs CUDA 11.2 or newer)", t[i].name);
             dlclose(lib);
+            memset(&g_nv, 0, sizeof g_nv);
             return;
         }
     }
@@ -152,7 +214,9 @@ cg_status cg__cu_check(cg_context *ctx, CUresult r, cg_status fail, const char *
     }
     /* No device / driver problems are ENODEV whatever the caller expected. */
     if (r == 100 /* NO_DEVICE */ || r == 35 /* INSUFFICIENT_DRIVER */ || r == 34 /* STUB_LIBRARY */ ||
-        r == 46 /* DEVICE_UNAVAILABLE */ || (r == 999 /* UNKNOWN */ && strstr(call, "cuInit")))
+        r == 46 /* DEVICE_UNAVAILABLE */ || r == 802 /* SYSTEM_NOT_READY */ ||
+        r == 803 /* SYSTEM_DRIVER_MISMATCH: libcuda vs the kernel module */ ||
+        r == 804 /* COMPAT_NOT_SUPPORTED_ON_DEVICE */ || (r == 999 /* UNKNOWN */ && strstr(call, "cuInit")))
         fail = CG_ENODEV;
     if (r == 2 /* OUT_OF_MEMORY */) fail = CG_ENOMEM;
     return cg__err(ctx, fail, "CUDA: %s failed: %s (%d: %s) at %s:%d", call, name ? name : "CUDA error", (int)r,

@@ -17,9 +17,13 @@ cg_status cg__nvrtc_id(cg_context *ctx, char *buf, size_t cap) {
     void *fp;
     memcpy(&fp, &cg__nv->nvrtcCompileProgram, sizeof fp);
     struct stat st;
+    /* the resolved file: the same library reached through a symlink (/usr/local/cuda ->
+     * cuda-13.0) keeps one identity, so its cache entries are shared */
+    char real[4096];
     if (dladdr(fp, &info) && info.dli_fname && stat(info.dli_fname, &st) == 0)
-        snprintf(buf, cap, "nvrtc %d.%d %s size=%lld mtime=%lld.%09ld", major, minor, info.dli_fname,
-                 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+        snprintf(buf, cap, "nvrtc %d.%d %s size=%lld mtime=%lld.%09ld", major, minor,
+                 realpath(info.dli_fname, real) ? real : info.dli_fname, (long long)st.st_size,
+                 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
     else
         snprintf(buf, cap, "nvrtc %d.%d (library file unknown)", major, minor);
     return CG_OK;
@@ -103,8 +107,11 @@ cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *sourc
     if (!cg__nv) return cg__err(ctx, CG_ENODEV, "%s", why);
     int na = 0, archs[128];
     CG_NVRTC_CHECK(ctx, nvrtcGetNumSupportedArchs(&na));
-    if (na < 0 || na > 128) na = 0;
-    CG_NVRTC_CHECK(ctx, nvrtcGetSupportedArchs(archs));
+    /* nvrtcGetSupportedArchs writes na ints: never more than the buffer holds */
+    if (na < 0 || na > (int)(sizeof archs / sizeof archs[0]))
+        return cg__err(ctx, CG_ECOMPILE, "NVRTC reports %d supported architectures (expected 0 to %d)", na,
+                       (int)(sizeof archs / sizeof archs[0]));
+    if (na > 0) CG_NVRTC_CHECK(ctx, nvrtcGetSupportedArchs(archs));
     int ok = 0;
     char list[512] = "";
     for (int i = 0; i < na; i++) {
