@@ -615,6 +615,19 @@ static int precision_ok(const cg_tune_key *k, const cg_cfg *c) {
     return strcmp(p, "tf32") != 0 && strcmp(p, "bf16") != 0 && strcmp(p, "fp16") != 0;
 }
 
+/* Parameters that trade memory for time (ssd_bwd's recompute: chunks per stored
+ * state) stay at the default's choice, which follows a memory rule: a tuner that only
+ * measures time would always buy speed with memory. */
+static const char *const k_memory_keys[] = {"recompute"};
+
+static int memory_ok(const cg_cfg *def, const cg_cfg *c) {
+    for (size_t i = 0; i < sizeof k_memory_keys / sizeof k_memory_keys[0]; i++) {
+        const char *d = cg__cfg_str(def, k_memory_keys[i], NULL), *v = cg__cfg_str(c, k_memory_keys[i], NULL);
+        if (d && v && strcmp(d, v)) return 0;
+    }
+    return 1;
+}
+
 typedef struct tstate {
     const tenv *env;
     const cg_tune_opts *o;
@@ -713,7 +726,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     }
     int m = 0;
     for (int i = 0; i < ncfg; i++)
-        if (precision_ok(&key, &cfgs[i])) cfgs[m++] = cfgs[i];
+        if (precision_ok(&key, &cfgs[i]) && memory_ok(&def, &cfgs[i])) cfgs[m++] = cfgs[i];
     ncfg = m;
     if (o->max_candidates > 0 && ncfg > o->max_candidates) ncfg = o->max_candidates;
     e.space_size = ncfg;

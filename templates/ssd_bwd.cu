@@ -4,6 +4,7 @@
 //   CG_DK, CG_DV                                  head sizes (any >= 1)
 //   CG_P_CHUNK, CG_P_BLOCK_DV, CG_P_WARPS
 //   CG_P_PRECISION_{IEEE,TF32,3XTF32}, CG_P_HEADS_{LOOP,SPLIT}
+//   CG_P_RECOMPUTE                                chunks per stored state (1: all stored)
 //   CG_SMEM_STATES, CG_SMEM_GRADS                 the Lua side's shared-memory sizes
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
 //
@@ -20,18 +21,29 @@
 //   dla_t = sum_{s >= t} (q_s . dq_s^(h) - k_s . dk_s^(h)) + <dhT, S_T>
 // with dq^(h), dk^(h) head h's own terms, before the sum over the group's heads.
 //
+// Memory against time: the workspace keeps S0 and dS at every RECOMPUTE-th chunk
+// boundary only. A super-chunk s is chunks [s*RECOMPUTE, (s+1)*RECOMPUTE) (the last one
+// may be shorter); its U, R and gamma are those of the chunk formulas over its tokens
+// (decays relative to the super-chunk's end and start), built chunk by chunk as
+//   U <- gamma_j U + U_j,   R <- R + (gamma_first ... gamma_{j-1}) R_j,   gamma <- gamma gamma_j.
+// With RECOMPUTE = 1 super-chunks are chunks and nothing below is recomputed.
+//
 // Four launches, one stream:
-//   1 states  per (b, h, chunk, dv tile): U_c = (K .* w)^T V and R_c = (Q .* eA)^T dO
-//             into the workspace, gamma_c = exp(A_last).
-//   2 scan    per (b, h, block of state elements): forward over the chunks turns U_c
-//             into S0^c (in place), reverse over the chunks turns R_c into dS^c (in
-//             place); dh0; partial sums of dhT .* S_T (fixed order within the block).
+//   1 states  per (b, h, super-chunk, dv tile): U_s = (K .* w)^T V and R_s = (Q .* eA)^T dO
+//             into the workspace, gamma_s = exp(A_last) (over the super-chunk).
+//   2 scan    per (b, h, block of state elements): forward over the super-chunks turns
+//             U_s into S0^s (in place), reverse turns R_s into dS^s (in place); dh0;
+//             partial sums of dhT .* S_T (fixed order within the block).
 //   3 grads   heads=loop: per (b, g, chunk), one CTA owns every head of the group and
 //             sums dq, dk over the heads in head order; heads=split: per (b, h, chunk),
 //             head h's dq, dk go to per-head partial buffers in the workspace. Per head
 //             it loops over the dv tiles (dV complete per tile, dP, dQ, dK accumulated
 //             in smem), then writes the chunk-local reverse cumulative sum of
-//             q.dq - k.dk into dla and its chunk total into the workspace.
+//             q.dq - k.dk into dla and its chunk total into the workspace. RECOMPUTE > 1:
+//             per dv tile it first carries the stored S0 of its super-chunk forward
+//             through the earlier chunks of the super-chunk (S <- gamma_j S + U_j) and
+//             the stored dS backward through the later ones (dS <- gamma_j dS + R_j),
+//             loading each of those chunks where its own chunk lives, then reloads its own.
 //   4 finish  per (b, g, chunk): for each head adds to dla the carry from the later
 //             chunks (their totals, summed from the last chunk down) and <dhT, S_T>;
 //             heads=split: dq, dk = the sum of the partials in head order.
@@ -54,6 +66,7 @@ constexpr int CHUNK = CG_P_CHUNK;
 constexpr int BDV = CG_P_BLOCK_DV;
 constexpr int WARPS = CG_P_WARPS;
 constexpr int NTHREADS = 32 * WARPS;
+constexpr int REC = CG_P_RECOMPUTE; // chunks per stored state
 
 #if defined(CG_P_HEADS_SPLIT)
 constexpr bool SPLIT = true;
@@ -99,7 +112,12 @@ constexpr int OFF_S = OFF_DP + CHUNK * LDP;  // S0^c tile
 constexpr int OFF_DS = OFF_S + DKP * LDS;    // dS^c tile
 constexpr int OFF_DT = OFF_DS + DKP * LDS;   // [CHUNK] q.dq - k.dk, then its reverse cumsum
 constexpr int GRADS_FLOATS = OFF_DT + CHUNK;
-constexpr long long SMEM_STATES = 4LL * STATES_FLOATS;
+// States launch with REC > 1 only (over the grads' dQ region): U and R of the chunks so far.
+constexpr int OFF_UACC = STATES_FLOATS;      // [DKP, LDS]
+constexpr int OFF_RACC = OFF_UACC + DKP * LDS; // [DKP, LDS]
+constexpr int STATES_LAUNCH_FLOATS = REC > 1 ? OFF_RACC + DKP * LDS : STATES_FLOATS;
+static_assert(STATES_LAUNCH_FLOATS <= GRADS_FLOATS, "the grads launch has the most shared memory");
+constexpr long long SMEM_STATES = 4LL * STATES_LAUNCH_FLOATS;
 constexpr long long SMEM_GRADS = 4LL * GRADS_FLOATS;
 #ifdef CG_SMEM_GRADS // what generator/kernels/ssd_bwd.lua launches with
 static_assert(SMEM_STATES == CG_SMEM_STATES, "ssd_bwd.lua smem_states() disagrees with the layout here");
@@ -110,6 +128,7 @@ static_assert(DK >= 1 && DV >= 1, "dk, dv >= 1");
 static_assert(CHUNK % 16 == 0 && CHUNK >= 16, "chunk: a multiple of the 16-row mma tile");
 static_assert(BDV % 16 == 0 && BDV >= 16, "block_dv: a multiple of the 16-column warp tile");
 static_assert(WARPS >= 1 && NTHREADS <= 1024, "warps: 1..32");
+static_assert(REC >= 1, "recompute: >= 1 chunks per stored state");
 
 typedef cg_i64 i64;
 
@@ -127,27 +146,32 @@ __device__ __forceinline__ int chunk_len(const cg_ssd_bwd_params &p, i64 ci) {
     return ssdc::chunk_len<CHUNK>(p.T, ci);
 }
 
+// Which halves a load fills: the first (Q, V), the second (K, dO) or both.
+enum { LD_FIRST = 1, LD_SECOND = 2, LD_BOTH = 3 };
+
 // Q, K rows [t0, t0 + n) of group g (zero beyond n and dk).
-__device__ __forceinline__ void load_qk(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 g, i64 t0, int n) {
+__device__ __forceinline__ void load_qk(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 g, i64 t0, int n,
+                                        int which = LD_BOTH) {
     const float *qb = p.q.p + b * p.q.s0 + t0 * p.q.s1 + g * p.q.s2;
     const float *kb = p.k.p + b * p.k.s0 + t0 * p.k.s1 + g * p.k.s2;
     for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
         const int r = e / DKP, i = e - r * DKP;
         const bool in = r < n && i < DK;
-        sm[OFF_Q + r * LDQ + i] = in ? qb[r * p.q.s1 + i] : 0.f;
-        sm[OFF_K + r * LDQ + i] = in ? kb[r * p.k.s1 + i] : 0.f;
+        if (which & LD_FIRST) sm[OFF_Q + r * LDQ + i] = in ? qb[r * p.q.s1 + i] : 0.f;
+        if (which & LD_SECOND) sm[OFF_K + r * LDQ + i] = in ? kb[r * p.k.s1 + i] : 0.f;
     }
 }
 
 // V, dO rows [t0, t0 + n), columns [j0, j0 + BDV) of head h (zero beyond n and dv).
-__device__ __forceinline__ void load_vdo(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 h, i64 t0, int n, i64 j0) {
+__device__ __forceinline__ void load_vdo(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 h, i64 t0, int n, i64 j0,
+                                         int which = LD_BOTH) {
     const float *vb = p.v.p + b * p.v.s0 + t0 * p.v.s1 + h * p.v.s2 + j0;
     const float *ob = p.dout.p + b * p.dout.s0 + t0 * p.dout.s1 + h * p.dout.s2 + j0;
     for (int e = threadIdx.x; e < CHUNK * BDV; e += NTHREADS) {
         const int r = e / BDV, j = e - r * BDV;
         const bool in = r < n && j0 + j < DV;
-        sm[OFF_V + r * LDV + j] = in ? vb[r * p.v.s1 + j] : 0.f;
-        sm[OFF_DO + r * LDV + j] = in ? ob[r * p.dout.s1 + j] : 0.f;
+        if (which & LD_FIRST) sm[OFF_V + r * LDV + j] = in ? vb[r * p.v.s1 + j] : 0.f;
+        if (which & LD_SECOND) sm[OFF_DO + r * LDV + j] = in ? ob[r * p.dout.s1 + j] : 0.f;
     }
 }
 
@@ -161,7 +185,18 @@ __device__ __forceinline__ void chunk_cumsum(float *sm) {
     ssdc::chunk_cumsum<CHUNK>(sm + OFF_LA, sm + OFF_A, sm + OFF_EA, sm + OFF_W);
 }
 
-// Workspace, in floats: S [B*H, nchunks, DK, DV], D (same), gamma [B*H, nchunks],
+// Super-chunks of T: the chunk boundaries the workspace keeps states at.
+__device__ __forceinline__ i64 nsuper(const cg_ssd_bwd_params &p) { return (p.nchunks + REC - 1) / REC; }
+
+// One [16, 16] tile (m0, n0) of X^T diag(s) Y over the chunk's rows: X [CHUNK, LDQ]
+// (Q or K), Y [CHUNK, LDV] (dO or V), s [CHUNK] (exp(A) or w). U_c and R_c.
+__device__ __forceinline__ void chunk_outer(float (&acc)[2][4], const float *X, const float *s, const float *Y,
+                                            int m0, int n0) {
+    warp_mma(acc, 0, CHUNK, [&](int m, int k) { return X[k * LDQ + m0 + m] * s[k]; },
+             [&](int k, int nn) { return Y[k * LDV + n0 + nn]; });
+}
+
+// Workspace, in floats: S [B*H, nsuper, DK, DV], D (same), gamma [B*H, nsuper],
 // chunk totals of q.dq - k.dk [B*H, nchunks], partial <dhT, S_T> [B*H, NBLK], and for
 // heads=split the per-head dq, dk [B*H, T, DK] each.
 struct Ws {
@@ -169,11 +204,11 @@ struct Ws {
 };
 __device__ __forceinline__ Ws ws_of(const cg_ssd_bwd_params &p) {
     Ws w;
-    const i64 bhc = p.B * p.H * p.nchunks;
+    const i64 bhs = p.B * p.H * nsuper(p), bhc = p.B * p.H * p.nchunks;
     w.S = p.ws;
-    w.D = w.S + bhc * DKDV;
-    w.gam = w.D + bhc * DKDV;
-    w.tot = w.gam + bhc;
+    w.D = w.S + bhs * DKDV;
+    w.gam = w.D + bhs * DKDV;
+    w.tot = w.gam + bhs;
     w.pdot = w.tot + bhc;
     w.dqp = w.pdot + p.B * p.H * NBLK;
     w.dkp = w.dqp + p.B * p.H * p.T * DK;
@@ -186,44 +221,62 @@ __device__ __forceinline__ Ws ws_of(const cg_ssd_bwd_params &p) {
 #define SSDB_ENTRY extern "C" __global__ void __launch_bounds__(ssdb::NTHREADS, 1)
 
 // --------------------------------------------------------- 1: chunk states
-// grid NDVT * nchunks * B * H, blockIdx.x = ((b*H + h) * nchunks + c) * NDVT + dv tile.
+// grid NDVT * nsuper * B * H, blockIdx.x = ((b*H + h) * nsuper + s) * NDVT + dv tile. Chunk
+// by chunk over super-chunk s; the U, R of the chunks so far stay in smem (REC > 1), the
+// last chunk writes them to the workspace.
 SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
     using namespace ssdb;
     CG_DYN_SMEM(float, sm);
+    const i64 ns = nsuper(p);
     const i64 dvt = blockIdx.x % NDVT, rest = blockIdx.x / NDVT;
-    const i64 ci = rest % p.nchunks, bh = rest / p.nchunks;
-    const i64 h = bh % p.H, b = bh / p.H, g = h / (p.H / p.G), j0 = dvt * BDV, t0 = ci * CHUNK;
-    const int n = chunk_len(p, ci);
-    load_qk(p, sm, b, g, t0, n);
-    load_vdo(p, sm, b, h, t0, n, j0);
-    load_la(p, sm, b, h, t0, n);
-    __syncthreads();
-    chunk_cumsum(sm);
-    __syncthreads();
+    const i64 si = rest % ns, bh = rest / ns;
+    const i64 h = bh % p.H, b = bh / p.H, g = h / (p.H / p.G), j0 = dvt * BDV;
+    // chunks [c_begin, c_begin + nloc) of the super-chunk; REC = 1: a constant trip count of
+    // one (a loop ptxas cannot see through costs 50 registers here)
+    const i64 c_begin = si * REC;
+    const int nloc = REC == 1 ? 1 : (int)((c_begin + REC < p.nchunks ? c_begin + REC : p.nchunks) - c_begin);
     const Ws w = ws_of(p);
-    const i64 slot = bh * p.nchunks + ci;
+    const i64 slot = bh * ns + si;
     const float *Q = sm + OFF_Q, *K = sm + OFF_K, *V = sm + OFF_V, *DO = sm + OFF_DO;
     const float *EA = sm + OFF_EA, *W = sm + OFF_W;
+    float *UACC = sm + OFF_UACC, *RACC = sm + OFF_RACC; // REC > 1 only
     constexpr int MT = DKP / 16, NT = BDV / 16;
     const int warp = threadIdx.x >> 5;
-    for (int tile = warp; tile < 2 * MT * NT; tile += WARPS) {
-        const int which = tile / (MT * NT), r2 = tile - which * (MT * NT);
-        const int m0 = r2 / NT * 16, n0 = r2 % NT * 16;
-        float acc[2][4];
-        tile_zero(acc);
-        if (which == 0) // U = (K .* w)^T V   [DKP, BDV]
-            warp_mma(acc, 0, CHUNK, [&](int m, int k) { return K[k * LDQ + m0 + m] * W[k]; },
-                     [&](int k, int nn) { return V[k * LDV + n0 + nn]; });
-        else // R = (Q .* eA)^T dO   [DKP, BDV]
-            warp_mma(acc, 0, CHUNK, [&](int m, int k) { return Q[k * LDQ + m0 + m] * EA[k]; },
-                     [&](int k, int nn) { return DO[k * LDV + n0 + nn]; });
-        float *dst = (which == 0 ? w.S : w.D) + slot * DKDV + j0;
-        tile_foreach(acc, [&](int r, int cc, float &x) {
-            const int i = m0 + r, j = n0 + cc;
-            if (i < DK && j0 + j < DV) dst[(i64)i * DV + j] = x;
-        });
+    float gam = 1.f, pre = 1.f; // gamma of the chunks so far; before this chunk (R's weight)
+    for (int u = 0; u < nloc; ++u) {
+        const i64 ci = c_begin + u, t0 = ci * CHUNK;
+        const int n = chunk_len(p, ci);
+        const bool first = u == 0, last = u == nloc - 1;
+        if (!first) __syncthreads(); // the previous chunk's readers are done
+        load_qk(p, sm, b, g, t0, n);
+        load_vdo(p, sm, b, h, t0, n, j0);
+        load_la(p, sm, b, h, t0, n);
+        __syncthreads();
+        chunk_cumsum(sm);
+        __syncthreads();
+        const float gc = EA[CHUNK - 1]; // this chunk's gamma
+        for (int tile = warp; tile < 2 * MT * NT; tile += WARPS) {
+            const int which = tile / (MT * NT), r2 = tile - which * (MT * NT);
+            const int m0 = r2 / NT * 16, n0 = r2 % NT * 16;
+            float acc[2][4];
+            tile_zero(acc);
+            if (which == 0) chunk_outer(acc, K, W, V, m0, n0); // U = (K .* w)^T V   [DKP, BDV]
+            else chunk_outer(acc, Q, EA, DO, m0, n0);          // R = (Q .* eA)^T dO  [DKP, BDV]
+            float *run = which == 0 ? UACC : RACC;
+            float *dst = (which == 0 ? w.S : w.D) + slot * DKDV + j0;
+            tile_foreach(acc, [&](int r, int cc, float &x) {
+                const int i = m0 + r, j = n0 + cc;
+                float y = x; // this thread owns (i, j) for every chunk: no sync between chunks
+                if (REC > 1 && !first)
+                    y = which == 0 ? fmaf(gc, run[i * LDS + j], x) : fmaf(pre, x, run[i * LDS + j]);
+                if (REC > 1 && !last) run[i * LDS + j] = y;
+                else if (i < DK && j0 + j < DV) dst[(i64)i * DV + j] = y;
+            });
+        }
+        gam = first ? gc : gam * gc;
+        pre = gam;
     }
-    if (dvt == 0 && threadIdx.x == 0) w.gam[slot] = sm[OFF_EA + CHUNK - 1];
+    if (dvt == 0 && threadIdx.x == 0) w.gam[slot] = gam;
 }
 
 // ------------------------------------------------------------- 2: scans
@@ -235,19 +288,20 @@ SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
     const i64 b = bh / p.H, h = bh - b * p.H;
     const i64 ij = blk * NTHREADS + threadIdx.x;
     const Ws w = ws_of(p);
+    const i64 ns = nsuper(p);
     float dot = 0.f;
     if (ij < DKDV) {
         const i64 i = ij / DV, j = ij - i * DV;
-        const float *gam = w.gam + bh * p.nchunks;
-        // forward: slot c holds U_c, then S0^c; s ends as S_T
+        const float *gam = w.gam + bh * ns;
+        // forward: slot s holds U_s, then S0^s (entering super-chunk s); s ends as S_T
         float s = p.h0.p ? p.h0.p[b * p.h0.s0 + h * p.h0.s1 + i * p.h0.s2 + j] : 0.f;
-        float *u = w.S + bh * p.nchunks * DKDV + ij;
-        s = ssdc::state_scan<DKDV>(u, gam, p.nchunks, s);
-        // reverse: slot c holds R_c, then dS^c (the gradient of the state leaving chunk c)
+        float *u = w.S + bh * ns * DKDV + ij;
+        s = ssdc::state_scan<DKDV>(u, gam, ns, s);
+        // reverse: slot s holds R_s, then dS^s (the gradient of the state leaving super-chunk s)
         float d = p.dhT.p ? p.dhT.p[b * p.dhT.s0 + h * p.dhT.s1 + i * p.dhT.s2 + j] : 0.f;
         dot = d * s;
-        float *r = w.D + bh * p.nchunks * DKDV + ij;
-        for (i64 c = p.nchunks - 1; c >= 0; --c) {
+        float *r = w.D + bh * ns * DKDV + ij;
+        for (i64 c = ns - 1; c >= 0; --c) {
             const float rc = r[c * DKDV];
             r[c * DKDV] = d;
             d = fmaf(gam[c], d, rc);
@@ -264,6 +318,39 @@ SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
 }
 
 // ------------------------------------------------------- 3: chunk gradients
+// REC > 1: carry the [DKP, BDV] tile St (pitch LDS) through chunk ci of head h, columns
+// [j0, j0 + BDV): St <- gamma St + X^T diag(s) Y with (X, s, Y) = (K, w, V) forward
+// (the state) or (Q, exp(A), dO) backward (its gradient). The chunk is loaded over the
+// CTA's own Q/K, V/dO, la and cumsum buffers; the caller reloads its own afterwards.
+namespace ssdb {
+__device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *sm, float *St, bool fwd, i64 b, i64 g,
+                                            i64 h, i64 ci, i64 j0) {
+    constexpr int MT = DKP / 16, NT = BDV / 16;
+    const int warp = threadIdx.x >> 5;
+    const i64 t0 = ci * CHUNK;
+    const int n = chunk_len(p, ci);
+    __syncthreads(); // the readers of the buffers (and the writers of St) are done
+    load_qk(p, sm, b, g, t0, n, fwd ? LD_SECOND : LD_FIRST);  // K or Q
+    load_vdo(p, sm, b, h, t0, n, j0, fwd ? LD_FIRST : LD_SECOND); // V or dO
+    load_la(p, sm, b, h, t0, n);
+    __syncthreads();
+    chunk_cumsum(sm);
+    __syncthreads();
+    const float *X = sm + (fwd ? OFF_K : OFF_Q), *Y = sm + (fwd ? OFF_V : OFF_DO), *sc = sm + (fwd ? OFF_W : OFF_EA);
+    const float gamma = sm[OFF_EA + CHUNK - 1];
+    for (int tile = warp; tile < MT * NT; tile += WARPS) {
+        const int m0 = tile / NT * 16, n0 = tile % NT * 16;
+        float acc[2][4];
+        tile_zero(acc);
+        chunk_outer(acc, X, sc, Y, m0, n0);
+        tile_foreach(acc, [&](int r, int cc, float &x) {
+            float &st = St[(m0 + r) * LDS + n0 + cc]; // padding: X, Y zero there, so st stays 0
+            st = fmaf(gamma, st, x);
+        });
+    }
+}
+} // namespace ssdb
+
 // heads=loop:  grid nchunks * B * G, blockIdx.x = (b*G + g) * nchunks + c;
 // heads=split: grid nchunks * B * H, blockIdx.x = (b*H + h) * nchunks + c.
 SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
@@ -277,6 +364,10 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
     const int n = chunk_len(p, ci);
     const int warp = threadIdx.x >> 5;
     const Ws w = ws_of(p);
+    // super-chunk of ci, its stored states and its chunks [c_first, c_last]
+    const i64 ns = nsuper(p), si = ci / REC, c_first = si * REC;
+    const i64 c_last = c_first + REC - 1 < p.nchunks - 1 ? c_first + REC - 1 : p.nchunks - 1;
+    const bool carry = REC > 1 && c_first < c_last;
     float *Q = sm + OFF_Q, *K = sm + OFF_K, *V = sm + OFF_V, *DO = sm + OFF_DO;
     float *A = sm + OFF_A, *EA = sm + OFF_EA, *W = sm + OFF_W;
     float *DQ = sm + OFF_DQ, *DKs = sm + OFF_DK, *P = sm + OFF_P, *DP = sm + OFF_DP;
@@ -285,7 +376,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
     load_qk(p, sm, b, g, t0, n);
     for (i64 h = h_begin; h < h_end; ++h) {
         const i64 bh = b * p.H + h;
-        const i64 slot = bh * p.nchunks + ci;
+        const i64 slot = bh * p.nchunks + ci, sslot = bh * ns + si;
         load_la(p, sm, b, h, t0, n);
         for (int e = threadIdx.x; e < CHUNK * LDQ; e += NTHREADS) DQ[e] = DKs[e] = 0.f;
         for (int e = threadIdx.x; e < CHUNK * LDP; e += NTHREADS) DP[e] = 0.f;
@@ -309,14 +400,25 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
         for (int dvt = 0; dvt < NDVT; ++dvt) {
             const i64 j0 = (i64)dvt * BDV;
             __syncthreads(); // the previous tile's readers are done (and P is complete)
-            load_vdo(p, sm, b, h, t0, n, j0);
-            const float *s0 = w.S + slot * DKDV + j0, *ds = w.D + slot * DKDV + j0;
+            const float *s0 = w.S + sslot * DKDV + j0, *ds = w.D + sslot * DKDV + j0;
             for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
                 const int i = e / BDV, j = e - i * BDV;
                 const bool in = i < DK && j0 + j < DV;
                 S[i * LDS + j] = in ? s0[(i64)i * DV + j] : 0.f;
                 DS[i * LDS + j] = in ? ds[(i64)i * DV + j] : 0.f;
             }
+            if (carry) { // S0^ci from S0 of the super-chunk, dS^ci from its dS (one call site: less code)
+                for (i64 k = c_first; k < c_last; ++k) {
+                    const bool fwd = k < ci; // forward over [c_first, ci), then backward from c_last down to ci + 1
+                    carry_chunk(p, sm, fwd ? S : DS, fwd, b, g, h, fwd ? k : c_last - (k - ci), j0);
+                }
+                __syncthreads(); // back to this chunk's own Q, K, la, A, exp(A), w
+                load_qk(p, sm, b, g, t0, n);
+                load_la(p, sm, b, h, t0, n);
+                __syncthreads();
+                chunk_cumsum(sm);
+            }
+            load_vdo(p, sm, b, h, t0, n, j0);
             __syncthreads();
             // Four tile lists, each tile owned by one warp: dV, dP, dQ (state term), dK (state term).
             constexpr int N_DV = MT * NT, N_DP = MT * MT, N_DQ = MT * KT;

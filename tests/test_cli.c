@@ -567,6 +567,14 @@ CG_TEST(cli_run_ssd_grad_head) {
     ssd_cli_case(&c, extra, 1);
 }
 
+/* --config with per-pass scopes: the forward and the backward each get their part (the
+ * whole text, colons and all, would not parse as a config). */
+CG_TEST(cli_run_ssd_grad_scoped_config) {
+    ssd_case c = {1, 11, 1, 2, 5, 6, 0, 1, 1};
+    const char *extra[] = {"--verbose", "--config", "ssd_fwd:chunk=4;ssd_bwd:chunk=8,bwd_split=1;threads=1", NULL};
+    ssd_cli_case(&c, extra, 0);
+}
+
 /* ---------------------------------------------------------- CLI: sscan */
 
 typedef struct sscan_case {

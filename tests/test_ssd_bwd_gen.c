@@ -4,7 +4,10 @@
  * layouts, strided views, h0, dhT and dh0 present and absent), every gradient. Each
  * config runs at least once per test run; the shapes rotate over the configs so the
  * whole space stays within a few minutes. The same checks run natively with
- * CG_BACKEND_CUDA when a GPU is present. */
+ * CG_BACKEND_CUDA when a GPU is present. recompute > 1 (states stored every few
+ * chunks only): the two long shapes span several super-chunks at every chunk length,
+ * the last one partial, and a test pins recompute = 4 on one of them for every chunk
+ * length, precision and heads mode; the plan's workspace shrinks with it. */
 #include "ssd_testlib.h"
 
 #include <string.h>
@@ -22,15 +25,21 @@ typedef struct bshape {
 } bshape;
 
 /* Small odd shapes; each config runs on one of those whose constraints accept it.
- * The last two are the only ones long enough for chunk 64. */
+ * Shapes 3 and on are long enough for chunk 64. The last two are the long ones for
+ * recompute = 4 (super-chunks of 4 chunks): T = 300 has 19, 10, 5 chunks of 16, 32, 64
+ * (super-chunks 4+4+4+4+3, 4+4+2, 4+1), T = 400 has 25, 13, 7 (..+1, 4+4+4+1, 4+3);
+ * the kernels are compiled per (dk, dv, config), so length costs little. */
 static const bshape k_shapes[] = {
     {1, 1, 1, 1, 7, 7, CG_LAYOUT_TOKEN_MAJOR, 0, 1, 1, 1},
     {2, 37, 2, 4, 48, 40, CG_LAYOUT_HEAD_MAJOR, 0, 0, 1, 1},
     {1, 21, 1, 2, 7, 20, CG_LAYOUT_TOKEN_MAJOR, 1, 1, 0, 1},
     {1, 45, 2, 2, 40, 48, CG_LAYOUT_TOKEN_MAJOR, 0, 1, 1, 0},
     {1, 70, 1, 1, 48, 33, CG_LAYOUT_HEAD_MAJOR, 1, 0, 0, 1},
+    {1, 300, 1, 2, 7, 33, CG_LAYOUT_TOKEN_MAJOR, 0, 1, 1, 1},
+    {1, 400, 2, 4, 40, 20, CG_LAYOUT_HEAD_MAJOR, 1, 1, 0, 1},
 };
 #define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
+#define LONG_SHAPE (NSHAPES - 1) /* several super-chunks of 4 at every chunk length */
 
 static ssdt_dims dims_of(const bshape *c) {
     ssdt_dims d = {c->B, c->T, c->G, c->H, c->dk, c->dv, c->layout, c->swapped};
@@ -149,6 +158,119 @@ CG_TEST(ssd_bwd_gen_emu_default) {
     cg_context_free(ctx);
 }
 
+/* recompute = 4 on the long G < H shape, for every chunk length, precision and heads
+ * mode (the rest from the default): the states carried through the chunks of each
+ * super-chunk, several super-chunks, the last one partial, against the reference. */
+static void run_recompute(cg_backend be) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    cg_devinfo dev;
+    if (be == CG_BACKEND_CUDA && cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
+        cg_test_skip("no CUDA device");
+        cg_context_free(ctx);
+        return;
+    }
+    bcase g;
+    const bshape *c = &k_shapes[LONG_SHAPE];
+    case_new(ctx, &g, c, 4000);
+    static const int chunks[] = {16, 32, 64};
+    static const char *const precs[] = {"ieee", "tf32", "3xtf32"};
+    static const char *const heads[] = {"loop", "split"};
+    int ran = 0;
+    for (int ic = 0; ic < 3; ic++) {
+        const int64_t nchunks = (c->T + chunks[ic] - 1) / chunks[ic];
+        CG_CHECK(nchunks > 4 && nchunks % 4 != 0, "T = %lld: want several super-chunks, the last partial",
+                 (long long)c->T);
+        for (int ip = 0; ip < 3; ip++)
+            for (int ih = 0; ih < 2; ih++) {
+                char cfg[128];
+                snprintf(cfg, sizeof cfg, "chunk=%d,precision=%s,heads=%s,recompute=4", chunks[ic], precs[ip],
+                         heads[ih]);
+                ran += check_config(ctx, &g, be, cfg, ip == 1 ? TOL_TF32 : TOL_FP32);
+                CG_CHECK(strstr(cg_last_dispatch(ctx), "_rc4") != NULL, "dispatch line without rc4: %s",
+                         cg_last_dispatch(ctx));
+            }
+    }
+    CG_CHECK(ran == 18, "%d of 18 recompute configs ran", ran);
+    case_free(&g);
+    cg_context_free(ctx);
+}
+
+CG_TEST(ssd_bwd_gen_emu_recompute) { run_recompute(CG_BACKEND_EMULATE); }
+CG_TEST(ssd_bwd_gen_cuda_recompute) { run_recompute(CG_BACKEND_CUDA); }
+
+/* The plan's workspace: recompute = 4 keeps a quarter of the chunk states of
+ * recompute = 1 (the states dominate on a long T); and the default stores every chunk
+ * boundary unless those states outweigh both STATES_FLOOR (ssd_bwd.lua) and q, k, v,
+ * dout together, then it stores every 4th. */
+static int64_t plan_ws(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *dev, const char *pin, char *cfg_out,
+                       size_t len) {
+    cg_cfg c;
+    memset(&c, 0, sizeof c);
+    if (pin) CG_CHECK_OK(ctx, cg__cfg_parse(ctx, pin, &c));
+    cg_plan plan;
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", ks, dev, pin ? &c : NULL, &plan));
+    const int64_t ws = plan.workspace_bytes;
+    if (cfg_out) snprintf(cfg_out, len, "chunk=%lld,recompute=%lld", (long long)cg__cfg_int(&plan.params, "chunk", 0),
+                          (long long)cg__cfg_int(&plan.params, "recompute", 0));
+    cg__plan_free(&plan);
+    return ws;
+}
+
+CG_TEST(ssd_bwd_gen_recompute_workspace) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    /* B*H = 24, T = 8192 (128 chunks of 64), dk = dv = 128: 2*24*128*128*128 floats of states */
+    cg_kshape ks;
+    memset(&ks, 0, sizeof ks);
+    ks.B = 4, ks.T = 8192, ks.G = 6, ks.H = 6, ks.dk = 128, ks.dv = 128, ks.flags = CG_KS_H0 | CG_KS_DHT;
+    const char *base = "chunk=32,block_dv=32,warps=4,precision=3xtf32,heads=loop";
+    char pin1[160], pin4[160];
+    snprintf(pin1, sizeof pin1, "%s,recompute=1", base);
+    snprintf(pin4, sizeof pin4, "%s,recompute=4", base);
+    const int64_t w1 = plan_ws(ctx, &ks, &dev, pin1, NULL, 0), w4 = plan_ws(ctx, &ks, &dev, pin4, NULL, 0);
+    const int64_t nchunks = (ks.T + 31) / 32;
+    const int64_t states1 = 8 * ks.B * ks.H * nchunks * ks.dk * ks.dv; /* bytes: S and dS */
+    CG_CHECK(w1 >= states1, "recompute=1: workspace %lld bytes, below its %lld bytes of states", (long long)w1,
+             (long long)states1);
+    CG_CHECK(w4 >= states1 / 4 && w4 < states1 / 4 + (w1 - states1) + 1,
+             "recompute=4: workspace %lld bytes, want a quarter of the %lld bytes of states (+ %lld)",
+             (long long)w4, (long long)states1, (long long)(w1 - states1));
+    const double ratio = (double)w4 / (double)w1;
+    CG_CHECK(ratio > 0.24 && ratio < 0.26, "recompute=4 / recompute=1 workspace %.4f, expected about 1/4", ratio);
+
+    /* the default: recompute = 1 while the states fit the bound, else 4 */
+    static const int64_t shapes[][6] = {
+        /* B, T, G, H, dk, dv */
+        {4, 8192, 6, 6, 128, 128}, {4, 8192, 1, 6, 128, 128}, {4, 8192, 6, 6, 64, 64},
+        {1, 4096, 1, 8, 128, 128}, {2, 100, 1, 2, 48, 40},   {8, 16384, 8, 8, 64, 64},
+    };
+    int saw1 = 0, saw4 = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t *d = shapes[i];
+        ks.B = d[0], ks.T = d[1], ks.G = d[2], ks.H = d[3], ks.dk = d[4], ks.dv = d[5];
+        char got[96];
+        plan_ws(ctx, &ks, &dev, NULL, got, sizeof got);
+        cg_cfg c;
+        CG_CHECK_OK(ctx, cg__cfg_parse(ctx, got, &c));
+        const int64_t chunk = cg__cfg_int(&c, "chunk", 0), rec = cg__cfg_int(&c, "recompute", 0);
+        const int64_t states = 8 * ks.B * ks.H * ((ks.T + chunk - 1) / chunk) * ks.dk * ks.dv;
+        const int64_t inputs = 8 * ks.B * ks.T * (ks.G * ks.dk + ks.H * ks.dv);
+        const int64_t bound = inputs > ((int64_t)256 << 20) ? inputs : ((int64_t)256 << 20);
+        const int64_t want = states > bound ? 4 : 1;
+        CG_CHECK(rec == want, "default for B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld: %s, want recompute=%lld "
+                 "(states %lld bytes, bound %lld)", (long long)ks.B, (long long)ks.T, (long long)ks.G,
+                 (long long)ks.H, (long long)ks.dk, (long long)ks.dv, got, (long long)want, (long long)states,
+                 (long long)bound);
+        saw1 |= rec == 1;
+        saw4 |= rec == 4;
+    }
+    CG_CHECK(saw1 && saw4, "the default shapes should see both recompute=1 and recompute=4");
+    cg_context_free(ctx);
+}
+
 /* Pins outside the space or rejected by the constraints fail with a reason. */
 CG_TEST(ssd_bwd_gen_emu_bad_config) {
     cg_context *ctx = NULL;
@@ -162,6 +284,12 @@ CG_TEST(ssd_bwd_gen_emu_bad_config) {
     s = run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=64,block_dv=16,warps=2,precision=ieee");
     CG_CHECK(s == CG_EUNSUPPORTED, "chunk=64 on T=1: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
     CG_CHECK(strstr(cg_errmsg(ctx), "chunk") != NULL, "message does not name chunk: %s", cg_errmsg(ctx));
+    /* T = 1: one chunk, nothing to recompute */
+    s = run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=16,recompute=4");
+    CG_CHECK(s == CG_EUNSUPPORTED, "recompute=4 on T=1: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
+    CG_CHECK(strstr(cg_errmsg(ctx), "recompute") != NULL, "message does not name recompute: %s", cg_errmsg(ctx));
+    s = run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "recompute=2");
+    CG_CHECK(s == CG_EINVAL, "recompute=2 (outside the space): got %s: %s", cg_status_str(s), cg_errmsg(ctx));
     case_free(&g);
     cg_context_free(ctx);
 }

@@ -38,7 +38,10 @@ static const char run_usage[] =
     "  --delta-softplus        sscan: dt = softplus(delta + delta_bias)\n"
     "  --layout token|head     ssd: token-major [B,T,heads,dim] (default; alias bthd)\n"
     "                          or head-major [B,heads,T,dim] (alias bhtd)\n"
-    "  --config k=v,...        pin a kernel/CPU config, e.g. chunk=64,threads=2\n"
+    "  --config k=v,...        pin a kernel/CPU config, e.g. chunk=64,threads=2; per pass\n"
+    "                          with scopes: 'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the\n"
+    "                          first part whose scope is the pass's op, ssd or sscan, or\n"
+    "                          none, applies; a pass without one runs tuned/default)\n"
     "  --threads N             CPU threads (0 = all cores)\n"
     "  --verbose               print which backend and config ran\n"
     "  --in DIR, --out DIR     input and output directories\n";
@@ -309,6 +312,47 @@ static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what) {
 
 enum { SSD_Q, SSD_K, SSD_V, SSD_LA, SSD_H0, SSD_DO, SSD_DHT, SSD_N };
 
+/* The part of --config that applies to op ("ssd_fwd" ...) in buf, or NULL when none
+ * does; -1 for a scope that names no op. */
+static int pass_config(const char *cfg, const char *op, char *buf, size_t cap, const char **out) {
+    *out = NULL;
+    if (!cfg || !strchr(cfg, ':')) {
+        *out = cfg;
+        return 0;
+    }
+    static const char *const scopes[] = {"ssd", "sscan", "ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
+    const size_t famlen = strchr(op, '_') ? (size_t)(strchr(op, '_') - op) : strlen(op);
+    for (const char *s = cfg; *s;) {
+        const char *end = strchr(s, ';');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *colon = memchr(s, ':', len), *eq = memchr(s, '=', len);
+        const char *body = s;
+        int applies = 1;
+        if (colon && (!eq || colon < eq)) {
+            size_t sl = (size_t)(colon - s);
+            int known = 0;
+            for (size_t i = 0; i < sizeof scopes / sizeof scopes[0]; i++)
+                known |= strlen(scopes[i]) == sl && !strncmp(s, scopes[i], sl);
+            if (!known) {
+                run_fail("--config: unknown scope \"%.*s\" (expected ssd, sscan, ssd_fwd, ssd_bwd, sscan_fwd or "
+                         "sscan_bwd before ':')", (int)sl, s);
+                return -1;
+            }
+            applies = (sl == strlen(op) && !strncmp(s, op, sl)) || (sl == famlen && !strncmp(s, op, sl));
+            body = colon + 1;
+        }
+        if (applies && !*out) {
+            size_t bl = (size_t)(s + len - body);
+            if (bl >= cap) bl = cap - 1;
+            memcpy(buf, body, bl);
+            buf[bl] = 0;
+            *out = buf;
+        }
+        s += len + (end ? 1 : 0);
+    }
+    return 0;
+}
+
 static int run_ssd(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_outs *os) {
     static const char *names[SSD_N] = {"q", "k", "v", "log_alpha", "h0", "do", "dhT"};
     run_arr a[SSD_N];
@@ -378,14 +422,25 @@ static int run_ssd(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_ou
         rc = run_fail("out of memory allocating the outputs");
         goto done;
     }
-    cg_status st = cg_ssd_fwd(ctx, &fa, ex);
+    char cbuf[1024];
+    cg_exec px = *ex;
+    if (pass_config(ex->config, "ssd_fwd", cbuf, sizeof cbuf, &px.config)) {
+        rc = 2;
+        goto done;
+    }
+    cg_status st = cg_ssd_fwd(ctx, &fa, &px);
     if (st != CG_OK) {
         rc = lib_fail(ctx, "ssd forward", st, ex);
         goto done;
     }
     say_dispatch(o, ctx, "ssd forward");
     if (o->grad) {
-        st = cg_ssd_bwd(ctx, &ba, ex);
+        px = *ex;
+        if (pass_config(ex->config, "ssd_bwd", cbuf, sizeof cbuf, &px.config)) {
+            rc = 2;
+            goto done;
+        }
+        st = cg_ssd_bwd(ctx, &ba, &px);
         if (st != CG_OK) {
             rc = lib_fail(ctx, "ssd backward", st, ex);
             goto done;
@@ -488,14 +543,25 @@ static int run_sscan(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_
         rc = run_fail("out of memory allocating the outputs");
         goto done;
     }
-    cg_status st = cg_sscan_fwd(ctx, &fa, ex);
+    char cbuf[1024];
+    cg_exec px = *ex;
+    if (pass_config(ex->config, "sscan_fwd", cbuf, sizeof cbuf, &px.config)) {
+        rc = 2;
+        goto done;
+    }
+    cg_status st = cg_sscan_fwd(ctx, &fa, &px);
     if (st != CG_OK) {
         rc = lib_fail(ctx, "sscan forward", st, ex);
         goto done;
     }
     say_dispatch(o, ctx, "sscan forward");
     if (o->grad) {
-        st = cg_sscan_bwd(ctx, &ba, ex);
+        px = *ex;
+        if (pass_config(ex->config, "sscan_bwd", cbuf, sizeof cbuf, &px.config)) {
+            rc = 2;
+            goto done;
+        }
+        st = cg_sscan_bwd(ctx, &ba, &px);
         if (st != CG_OK) {
             rc = lib_fail(ctx, "sscan backward", st, ex);
             goto done;

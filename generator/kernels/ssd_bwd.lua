@@ -9,9 +9,19 @@
 -- order: heads = "loop" has one CTA per (b, group, chunk) own the group's heads;
 -- heads = "split" runs one CTA per (b, head, chunk) into per-head dq/dk buffers in the
 -- workspace, which the finish sums in head order (more CTAs, T*dk floats per head).
+--
+-- recompute = chunks per stored state, memory against time. The scans keep the state
+-- entering, and the state gradient leaving, every recompute-th chunk boundary only
+-- (super-chunks of recompute chunks): 2*B*H*ceil(nchunks/recompute)*dk*dv floats of
+-- workspace. Each grads CTA carries them to its own chunk through the other chunks of
+-- its super-chunk (about recompute-1 extra [dk, block_dv] chunk matmuls per chunk and
+-- dv tile). recompute = 1 stores every chunk boundary and recomputes nothing.
 
 local C = require("ssd_common")
 local ceil_div, nchunks, dv_tiles = C.ceil_div, C.nchunks, C.dv_tiles
+
+-- Super-chunks: the chunk boundaries whose states the workspace keeps.
+local function nsuper(p, shape) return ceil_div(nchunks(p, shape), p.recompute) end
 
 -- Shared memory layouts (floats), mirroring the traits block of ssd_bwd.cu.
 local function layout(p, shape)
@@ -20,6 +30,8 @@ local function layout(p, shape)
   local c = p.chunk
   local states = 2 * c * ldq + 2 * c * ldv + 4 * c
   local grads = states + 2 * c * ldq + 2 * c * ldp + 2 * dkp * lds + c
+  -- recompute > 1: the states launch sums a super-chunk's U and R in two [dkp, lds] tiles
+  if p.recompute > 1 then states = states + 2 * dkp * lds end
   return states, grads
 end
 local function smem_states(p, shape) local s = layout(p, shape); return 4 * s end
@@ -27,9 +39,10 @@ local function smem_grads(p, shape) local _, g = layout(p, shape); return 4 * g 
 
 local function scan_blocks(p, shape) return ceil_div(shape.dk * shape.dv, 32 * p.warps) end
 
--- Registers per thread we budget for (ptxas reports 104-216 for the current code, the
--- 3xtf32 grads kernel with block_dv 64 the largest); refuses blocks an SM could not hold.
-local REGS_PER_THREAD = 232
+-- Registers per thread we budget for (ptxas, sm_80 and sm_90: the grads kernel takes
+-- 104-218 with recompute 1, the 3xtf32 one with block_dv 64 the largest, and up
+-- to 244 with recompute 4, for its carry loops); refuses blocks an SM could not hold.
+local REGS_PER_THREAD = 248
 
 local function valid(p, shape, dev)
   local threads = 32 * p.warps
@@ -44,6 +57,12 @@ local function valid(p, shape, dev)
   if p.chunk > 16 and p.chunk >= 2 * shape.T then
     return false, string.format("chunk %d: half of it covers T = %d", p.chunk, shape.T)
   end
+  -- Likewise a super-chunk twice as long as the sequence (with one chunk, recompute > 1
+  -- would store the same single state as recompute = 1, only slower).
+  if p.recompute > 1 and p.recompute >= 2 * nchunks(p, shape) then
+    return false, string.format("recompute %d: half of it covers the %d chunks of T = %d", p.recompute,
+      nchunks(p, shape), shape.T)
+  end
   -- Every warp should own at least one 16x16 tile of the largest matmul.
   local mt, kt, nt = p.chunk // 16, ceil_div(shape.dk, 16), p.block_dv // 16
   local tiles = math.max(mt * nt + mt * mt + 2 * mt * kt, 2 * kt * nt)
@@ -54,7 +73,8 @@ local function valid(p, shape, dev)
   ok, why = C.check_block(p, dev, smem_grads(p, shape) + 4 * threads + 16, REGS_PER_THREAD)
   if not ok then return false, why end
   local bh, nc = shape.B * shape.H, nchunks(p, shape)
-  local grids = { dv_tiles(p, shape) * nc * bh, scan_blocks(p, shape) * bh, nc * bh, nc * shape.B * shape.G }
+  local grids = { dv_tiles(p, shape) * nsuper(p, shape) * bh, scan_blocks(p, shape) * bh, nc * bh,
+                  nc * shape.B * shape.G }
   for _, g in ipairs(grids) do
     if g > C.GRID_MAX then return false, string.format("grid of %d CTAs too large", g) end
   end
@@ -66,9 +86,22 @@ end
 -- 4 warps, fp32-accurate 3xtf32 on tensor cores (ieee below sm_80), and heads split
 -- only when the group's CTAs alone would leave most SMs idle and the per-head buffers
 -- stay within WS_SPLIT_MAX.
+-- recompute: 1 (every chunk boundary stored, no extra work) while those stored states
+-- (2*B*H*nchunks*dk*dv floats) take at most STATES_FLOOR or at most as much memory as
+-- the backward's inputs q, k, v and dout together (so the workspace at most doubles
+-- what the caller already holds); beyond both, the smallest value of the space whose
+-- states fit that bound (else the largest valid one). The test is a ratio, so it hardly
+-- depends on T: per token and head the states weigh 2*dk*dv/chunk floats against
+-- 2*dk*G/H + 2*dv for the inputs. dk = dv = 128, G = H: chunk 64 stores all (equal
+-- weights), chunk 32 (dk 128 does not fit chunk 64's shared memory) or G < H
+-- takes 4 once the states pass STATES_FLOOR; dk = dv = 64 stores all.
 local WS_SPLIT_MAX = 1 << 30
+local STATES_FLOOR = 256 << 20
+local RECOMPUTE = { 1, 4 }
+local function states_bytes(p, shape) return 8 * shape.B * shape.H * nsuper(p, shape) * shape.dk * shape.dv end
+local function inputs_bytes(shape) return 8 * shape.B * shape.T * (shape.G * shape.dk + shape.H * shape.dv) end
 local function default(shape, dev)
-  local p = { chunk = 64, block_dv = 32, warps = 4, heads = "loop",
+  local p = { chunk = 64, block_dv = 32, warps = 4, heads = "loop", recompute = 1,
               precision = dev.arch >= 80 and "3xtf32" or "ieee" }
   if shape.dv <= 16 then p.block_dv = 16 end
   while p.chunk > 16 and p.chunk >= 2 * shape.T do p.chunk = p.chunk // 2 end
@@ -77,18 +110,31 @@ local function default(shape, dev)
     p.heads = "split"
   end
   -- Shrink until it fits.
-  return C.shrink(p, shape, dev, valid)
+  p = C.shrink(p, shape, dev, valid)
+  local bound = math.max(STATES_FLOOR, inputs_bytes(shape))
+  local pick = p.recompute
+  for _, k in ipairs(RECOMPUTE) do
+    p.recompute = k
+    if valid(p, shape, dev) then
+      pick = k
+      if states_bytes(p, shape) <= bound then break end
+    end
+  end
+  p.recompute = pick
+  return p
 end
 
 local function launch(p, shape, dev)
   local threads = 32 * p.warps
   local bh, nc = shape.B * shape.H, nchunks(p, shape)
   local blk = { threads, 1, 1 }
-  local ws = 2 * bh * nc * shape.dk * shape.dv + 2 * bh * nc + bh * scan_blocks(p, shape)
+  local ns = nsuper(p, shape)
+  -- S, D [B*H, ns, dk, dv], gamma [B*H, ns], chunk totals [B*H, nc], <dhT, S_T> partials
+  local ws = 2 * bh * ns * shape.dk * shape.dv + bh * ns + bh * nc + bh * scan_blocks(p, shape)
   if p.heads == "split" then ws = ws + 2 * bh * shape.T * shape.dk end
   local grads_ctas = nc * (p.heads == "split" and bh or shape.B * shape.G)
   return {
-    { entry = "cg_ssd_bwd_states", grid = { dv_tiles(p, shape) * nc * bh, 1, 1 }, block = blk,
+    { entry = "cg_ssd_bwd_states", grid = { dv_tiles(p, shape) * ns * bh, 1, 1 }, block = blk,
       smem = smem_states(p, shape) },
     { entry = "cg_ssd_bwd_scan", grid = { scan_blocks(p, shape) * bh, 1, 1 }, block = blk, smem = 0 },
     { entry = "cg_ssd_bwd_grads", grid = { grads_ctas, 1, 1 }, block = blk, smem = smem_grads(p, shape) },
@@ -106,8 +152,10 @@ return {
     warps = { 2, 4, 8 },
     precision = { "ieee", "tf32", "3xtf32" },
     heads = { "loop", "split" },
+    recompute = RECOMPUTE,
   },
-  order = { "chunk", "block_dv", "warps", "precision", "heads" },
+  order = { "chunk", "block_dv", "warps", "precision", "heads", "recompute" },
+  abbrev = { recompute = "rc" },
   valid = valid,
   default = default,
   launch = launch,
