@@ -126,7 +126,16 @@ cg_status cg__stage_out(cg_context *ctx, const cg_kexec *kx, cg_staged *sv, int 
     if (s == CG_OK) s = kx->sync(ctx, stream);
     for (int i = 0; i < n; i++)
         if (sv[i].dev && sv[i].output && s == CG_OK) s = kx->copy(ctx, sv[i].v->p, sv[i].dev, sv[i].bytes, 1, stream);
-    if (s == CG_OK) s = kx->sync(ctx, stream);
+    if (s == CG_OK) {
+        s = kx->sync(ctx, stream);
+    } else {
+        /* A failed launch may follow launches still running on the staging buffers: wait
+         * for the stream before freeing them, keeping the first error's message. */
+        char first[CG_ERRMSG_CAP];
+        snprintf(first, sizeof first, "%s", ctx->errmsg);
+        (void)kx->sync(ctx, stream);
+        snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", first);
+    }
     for (int i = 0; i < n; i++)
         if (sv[i].dev) {
             kx->free(ctx, sv[i].dev);
