@@ -66,23 +66,7 @@ static int gen_supports(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *
     return 1;
 }
 
-/* The kernels index the innermost dimension of every tensor with stride 1 (the
- * launchers check it again, for callers that bypass `supports`). */
-static int inner_all(cg_context *ctx, const cg_ssd_prob *p, const char *kernel) {
-    const cg_view *kd[] = {&p->q, &p->k, &p->dq, &p->dk_};
-    const cg_view *vd[] = {&p->v, &p->o, &p->h0, &p->hT, &p->dout, &p->dhT, &p->dv_, &p->dh0};
-    for (size_t i = 0; i < sizeof kd / sizeof kd[0]; i++)
-        if (!inner_ok(kd[i], p->dk)) goto no;
-    for (size_t i = 0; i < sizeof vd / sizeof vd[0]; i++)
-        if (!inner_ok(vd[i], p->dv)) goto no;
-    return 1;
-no:
-    cg__err(ctx, CG_EUNSUPPORTED, "%s: generated kernels need the innermost (dk or dv) dimension contiguous", kernel);
-    return 0;
-}
-
 int cg__ssd_gen_supports(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p) {
-    if (!inner_all(ctx, p, "ssd_fwd")) return 0;
     cg_kshape ks;
     ssd_fwd_kshape(p, &ks);
     return gen_supports(ctx, kx, p, "ssd_fwd", &ks);
@@ -184,7 +168,6 @@ cg_status cg__ssd_gen_fwd(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob
 /* ----------------------------------------------------------------- backward */
 
 int cg__ssd_gen_bwd_supports(cg_context *ctx, const cg_kexec *kx, const cg_ssd_prob *p) {
-    if (!inner_all(ctx, p, "ssd_bwd")) return 0;
     cg_kshape ks;
     ssd_bwd_kshape(p, &ks);
     return gen_supports(ctx, kx, p, "ssd_bwd", &ks);
