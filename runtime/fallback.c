@@ -91,9 +91,7 @@ static int sscan_mirrors(cg_sscan_prob *p, mirror *m) {
 }
 
 static size_t span_bytes(const mirror *x) {
-    int64_t last = 0;
-    for (int d = 0; d < 4; d++) last += (x->n[d] - 1) * x->v->s[d];
-    return (size_t)(last + 1) * (x->v->dt == CG_F64 ? sizeof(double) : sizeof(float));
+    return (size_t)cg__view_span(x->v, x->n) * (x->v->dt == CG_F64 ? sizeof(double) : sizeof(float));
 }
 
 static atomic_int g_warned;

@@ -97,6 +97,13 @@ typedef struct cg_view {
     int64_t s[4];
 } cg_view;
 
+/* Elements spanned by view v over logical extents n[4] (strides are >= 0). */
+static inline int64_t cg__view_span(const cg_view *v, const int64_t n[4]) {
+    int64_t last = 0;
+    for (int d = 0; d < 4; d++) last += (n[d] - 1) * v->s[d];
+    return last + 1;
+}
+
 #define CG_F32P(v) ((float *)(v).p)
 #define CG_F64P(v) ((double *)(v).p)
 

@@ -93,13 +93,6 @@ cg_status cg__workspace_get(cg_context *ctx, const cg_kexec *kx, const cg_exec *
     return CG_OK;
 }
 
-/* Elements spanned by view v over logical extents n[4]. */
-static int64_t view_span(const cg_view *v, const int64_t n[4]) {
-    int64_t last = 0;
-    for (int d = 0; d < 4; d++) last += (n[d] - 1) * v->s[d];
-    return last + 1;
-}
-
 cg_status cg__stage_in(cg_context *ctx, const cg_kexec *kx, cg_staged *sv, int n, void *stream, float **ptr,
                        int *staged) {
     int stage = 0;
@@ -113,7 +106,7 @@ cg_status cg__stage_in(cg_context *ctx, const cg_kexec *kx, cg_staged *sv, int n
     cg_status s = CG_OK;
     for (int i = 0; i < n && s == CG_OK; i++) {
         if (!sv[i].v->p) continue;
-        sv[i].bytes = (size_t)view_span(sv[i].v, sv[i].n) * sizeof(float);
+        sv[i].bytes = (size_t)cg__view_span(sv[i].v, sv[i].n) * sizeof(float);
         s = kx->alloc(ctx, sv[i].bytes, &sv[i].dev);
         /* outputs too: the gaps between their strided elements must survive the copy back */
         if (s == CG_OK) s = kx->copy(ctx, sv[i].dev, sv[i].v->p, sv[i].bytes, 0, stream);
