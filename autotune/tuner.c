@@ -749,7 +749,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     }
     /* A backend without a kernel for this op (yet) skips the key. */
     if (!env->vt->supports(ctx, s->sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD) : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD),
-                           s->sscan ? (const void *)&ver.ss : (const void *)&ver.ssd)) {
+                           s->sscan ? (const void *)&ver.ss : (const void *)&ver.ssd, NULL)) {
         ui_line(ts->ui, "tune: [%d/%d] %s (%s): skipped: %s", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name,
                 ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");
         ctx->errmsg[0] = '\0';

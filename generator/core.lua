@@ -26,7 +26,7 @@ Each file returns a table:
 
   {
     name     = "<name>",                 -- same as the file name
-    op       = "ssd_fwd" | "ssd_bwd" | "sscan_fwd" | "sscan_bwd" | "ssd_chunk_state" ...
+    op       = "ssd_fwd" | "ssd_bwd" | "sscan_fwd" | "sscan_bwd"  -- an op of runtime/ops.c
                                          -- (CPU spaces: "ssd" | "sscan", both directions)
     backend  = "cpu",                    -- generator/cpu/ only, and required there
     template = "<file in templates/>",   -- kernels only: CUDA C++, rendered as described below
@@ -49,10 +49,22 @@ Each file returns a table:
                                          -- should pass valid() for every shape that
                                          -- any config does (else an unpinned resolve
                                          -- fails with EUNSUPPORTED)
-    launch   = function(p, shape, dev)   -- kernels only
+    launch   = function(p, shape, dev)   -- kernels only: every launch fact
                  return { {entry = "fn", grid = {x, y, z}, block = {x, y, z}, smem = n}, ... },
-                        workspace_bytes
-               end,                      -- at most 4 launches, run in order
+                        { {"region", bytes}, ... },
+                        { {tensor = "q"}, {ws = "region"}, {sym = "B"}, {int = n}, ... }
+               end,                      -- at most 4 launches, run in order on one stream;
+                                         -- then the named workspace regions, laid out in
+                                         -- order (each at a 16-byte boundary; 0 bytes: a
+                                         -- NULL pointer); then the kernels' ORDERED
+                                         -- arguments, the members of the params struct
+                                         -- that every entry takes: a tensor of the op by
+                                         -- its name in the op table (runtime/ops.c; a
+                                         -- pointer and four 64-bit strides, NULL when
+                                         -- absent), a workspace region (a pointer), a
+                                         -- shape symbol of the op (B, T, G, H, dk, dv, L,
+                                         -- D, N; int64) or an integer (int64). The C side
+                                         -- copies them without knowing what they mean.
     defines  = function(p, shape, dev) return {NAME = value, ...} end,  -- optional (kernels)
     fast_math = function(p) return false end,  -- optional (kernels): --use_fast_math
   }
@@ -79,7 +91,7 @@ Rendering (M.render, kernels only): the result is one self-contained CUDA C++ so
     by that file's text, recursively, each file at most once (`#pragma once` lines
     are dropped). `#include <...>` lines are left alone.
 The kernel name is CUTLASS-style, built from the consts and the params in `order`:
-ssd_chunk_state_dk48_dv40_c64_bk64_bv64_w4_ieee.
+ssd_fwd_dk48_dv40_c64_bv64_w4_s2_3xtf32_seq.
 Config pins (cg_cfg, strings) may give any subset of the parameters: unknown keys and
 values outside the space fail with EINVAL; missing keys come from default() (or, when
 that completion is invalid, from the valid config that agrees most with default());
@@ -96,6 +108,9 @@ local DEFAULT_ABBREV = {
 
 local GRID_MAX = { 2147483647, 65535, 65535 }
 local MAX_LAUNCH = 4
+local MAX_REGIONS = 12  -- CG_PLAN_MAX_REGIONS of runtime/gen.h
+local MAX_ARGS = 64     -- CG_PLAN_MAX_ARGS
+local ARG_KINDS = { tensor = "word", ws = "word", sym = "word", int = "integer" }
 
 local function fail(code, fmt, ...)
     return nil, code, string.format(fmt, ...)
@@ -406,7 +421,7 @@ function M.render(d, p, shape, dev)
 end
 
 -- Check launch() output against the hardware's hard limits.
-local function check_launch(d, p, shape, dev, launches, ws)
+local function check_launch(d, p, shape, dev, launches)
     if type(launches) ~= "table" or #launches < 1 or #launches > MAX_LAUNCH then
         error(string.format("%s: launch() must return 1 to %d launches", d.name, MAX_LAUNCH), 0)
     end
@@ -434,16 +449,59 @@ local function check_launch(d, p, shape, dev, launches, ws)
                 d.name, l.entry, smem, dev.name or "the device", dev.smem_per_block)
         end
     end
-    if ws ~= nil and (not is_int(ws) or ws < 0) then
-        error(d.name .. ": launch() workspace bytes must be a non-negative integer", 0)
-    end
     return true
+end
+
+local function is_word(v) return type(v) == "string" and v:match("^[%a_][%w_]*$") and #v < 32 end
+
+-- Check launch()'s workspace regions and arguments; return them as plan() hands them to C:
+-- regions {{name, bytes}...}, args {{kind, name | value}...}.
+local function check_args(d, regions, args)
+    local where = d.name .. ": launch()"
+    regions = regions or {}
+    if type(regions) ~= "table" or #regions > MAX_REGIONS then
+        error(string.format("%s: workspace must be a list of at most %d {name, bytes}", where, MAX_REGIONS), 0)
+    end
+    local ws, named = {}, {}
+    for i, r in ipairs(regions) do
+        if type(r) ~= "table" or not is_word(r[1]) or not is_int(r[2]) or r[2] < 0 then
+            error(string.format("%s: workspace region %d must be {name, non-negative integer bytes}", where, i), 0)
+        end
+        if named[r[1]] then error(string.format("%s: workspace region '%s' twice", where, r[1]), 0) end
+        named[r[1]] = true
+        ws[i] = { name = r[1], bytes = r[2] }
+    end
+    if type(args) ~= "table" or #args < 1 or #args > MAX_ARGS then
+        error(string.format("%s: args must be a list of 1 to %d arguments", where, MAX_ARGS), 0)
+    end
+    local out = {}
+    for i, a in ipairs(args) do
+        local kind, val
+        for k, v in pairs(type(a) == "table" and a or {}) do
+            if kind or not ARG_KINDS[k] then kind = nil; val = nil; break end
+            kind, val = k, v
+        end
+        if not kind then
+            error(string.format("%s: argument %d must be one of {tensor = name}, {ws = region}, {sym = symbol}, "
+                .. "{int = integer}", where, i), 0)
+        end
+        if (ARG_KINDS[kind] == "word" and not is_word(val)) or (kind == "int" and not is_int(val)) then
+            error(string.format("%s: argument %d: %s = %s", where, i, kind, tostring(val)), 0)
+        end
+        if kind == "ws" and not named[val] then
+            error(string.format("%s: argument %d names workspace region '%s', which launch() does not give", where,
+                i, val), 0)
+        end
+        out[i] = kind == "int" and { kind = kind, value = val } or { kind = kind, name = val }
+    end
+    return ws, out
 end
 
 -- ------------------------------------------------------------- C entry points
 
--- plan(kernel, shape, dev, pins) -> {kernel, name, params = {{k, v}...}, source,
---   launches = {{entry, grid, block, smem}...}, workspace} | nil, code, message
+-- plan(kernel, shape, dev, pins) -> {kernel, op, name, params = {{k, v}...}, source,
+--   launches = {{entry, grid, block, smem}...}, workspace = {{name, bytes}...},
+--   args = {{kind, name | value}...}} | nil, code, message
 function M.plan(kname, shape, dev, pins)
     local d, code, msg = kernel(kname)
     if not d then return nil, code, msg end
@@ -454,10 +512,12 @@ function M.plan(kname, shape, dev, pins)
     local p
     p, code, msg = resolve(d, pins, shape, dev)
     if not p then return nil, code, msg end
-    local launches, ws = d.launch(p, shape, dev)
+    local launches, regions, args = d.launch(p, shape, dev)
     local ok
-    ok, code, msg = check_launch(d, p, shape, dev, launches, ws)
+    ok, code, msg = check_launch(d, p, shape, dev, launches)
     if not ok then return nil, code, msg end
+    local ws
+    ws, args = check_args(d, regions, args)
     local source, name = M.render(d, p, shape, dev)
     local params = {}
     for _, k in ipairs(d.order) do params[#params + 1] = { k, tostring(p[k]) } end
@@ -470,8 +530,8 @@ function M.plan(kname, shape, dev, pins)
             smem = l.smem or 0,
         }
     end
-    return { kernel = d.name, name = name, params = params, source = source,
-             launches = ls, workspace = ws or 0 }
+    return { kernel = d.name, op = d.op, name = name, params = params, source = source,
+             launches = ls, workspace = ws, args = args }
 end
 
 -- space(kernel, shape, dev) -> list of configs that valid() accepts, each a list of

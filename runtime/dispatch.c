@@ -43,6 +43,19 @@ static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, cons
     return cg__backend_run(ctx, vt, op, prob, cfg, exec);
 }
 
+/* The config a call runs on vt (into *cfg, *src): the caller's pin (exec->config, already
+ * parsed into *cfg), else what the config source gives for vt (empty: the default). Asked
+ * before vt->supports, which then makes the plan of that config: one resolve per call. */
+static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob,
+                            const cg_exec *exec, cg_cfg *cfg, cg_cfg_source *src) {
+    *src = CG_SRC_PINNED;
+    if (exec->config && *exec->config) return CG_OK;
+    memset(cfg, 0, sizeof *cfg);
+    *src = CG_SRC_DEFAULT;
+    if (vt != &cg__backend_ref && ctx->cfgsrc) return ctx->cfgsrc->lookup(ctx, vt->name, op, prob, cfg, src);
+    return CG_OK;
+}
+
 static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
                      const cg_exec *exec_in) {
     cg_exec exec;
@@ -61,11 +74,13 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     const char *why = "";
     char why_not[CG_ERRMSG_CAP] = "";
     int host_copies = 0;
+    cg_cfg_source src = CG_SRC_PINNED;
     if (exec.backend == CG_BACKEND_AUTO) {
         const cg_backend_vt *cuda = backend_vt(CG_BACKEND_CUDA);
         if (cuda && device_pointers(ctx, any_input)) {
+            if ((s = config_for(ctx, cuda, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             ctx->errmsg[0] = 0;
-            if (cuda->supports(ctx, op, prob)) {
+            if (cuda->supports(ctx, op, prob, &cfg)) {
                 vt = cuda;
                 why = " (auto: device pointers)";
             } else {
@@ -74,32 +89,28 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
                 vt = &cg__backend_cpu;
                 host_copies = 1;
                 why = " (auto: device pointers, no CUDA kernel: ran on host copies)";
+                if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             }
         } else {
             vt = &cg__backend_cpu;
             why = " (auto: host pointers)";
+            if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         }
     } else {
         vt = backend_vt(exec.backend);
         if (!vt)
             return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
                            cg_backend_name(exec.backend));
+        if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         ctx->errmsg[0] = 0;
-        if (!vt->supports(ctx, op, prob)) {
+        if (!vt->supports(ctx, op, prob, &cfg)) {
             snprintf(why_not, sizeof why_not, "%s", ctx->errmsg);
             return cg__err(ctx, CG_EUNSUPPORTED, "%s: backend %s cannot run this problem%s%s", cg__op_desc(op)->name, vt->name,
                            why_not[0] ? ": " : "", why_not);
         }
     }
     ctx->errmsg[0] = 0;
-    cg_cfg_source src = CG_SRC_PINNED;
     char cfgtext[CG_CFG_MAX * 66] = "";
-    if (!exec.config || !*exec.config) {
-        src = CG_SRC_DEFAULT;
-        if (vt != &cg__backend_ref && ctx->cfgsrc) {
-            if ((s = ctx->cfgsrc->lookup(ctx, vt->name, op, prob, &cfg, &src)) != CG_OK) return s;
-        }
-    }
     const char *opname = cg__op_desc(op)->name, *level = cg__cfg_source_name(src);
     for (int i = 0, n = 0; i < cfg.n && n < (int)sizeof cfgtext; i++)
         n += snprintf(cfgtext + n, sizeof cfgtext - (size_t)n, "%s%s=%s", i ? "," : "", cfg.kv[i].key, cfg.kv[i].val);

@@ -43,15 +43,39 @@ typedef struct cg_launch {
     int64_t smem;             /* dynamic shared memory bytes */
 } cg_launch;
 
-/* One kernel instantiated for one shape and one config. */
+/* A named region of a plan's workspace, at offset bytes from its start (16-aligned). */
+#define CG_PLAN_MAX_REGIONS 12
+typedef struct cg_region {
+    char name[32];
+    int64_t bytes, offset;
+} cg_region;
+
+/* One argument of the kernels, a member of the params struct every entry takes, in
+ * order (generator/core.lua, "launch"): a tensor of the op (by its op-table name), a
+ * workspace region, a shape symbol or an integer. The launcher packs them; it does not
+ * know what they mean. */
+#define CG_PLAN_MAX_ARGS 64
+typedef enum cg_karg_kind { CG_KARG_TENSOR, CG_KARG_WS, CG_KARG_SYM, CG_KARG_INT } cg_karg_kind;
+typedef struct cg_karg {
+    cg_karg_kind kind;
+    char name[32];            /* tensor, region or symbol name ("" for an integer) */
+    int64_t value;            /* the integer */
+} cg_karg;
+
+/* One kernel instantiated for one shape and one config: every launch fact, from Lua. */
 typedef struct cg_plan {
     char kernel[32];          /* e.g. "ssd_fwd" */
+    char op[32];              /* the op of runtime/ops.c whose tensors the args name */
     char name[192];           /* CUTLASS-style, e.g. ssd_fwd_dk48_dv40_c64_w4_ieee */
     cg_cfg params;            /* the resolved config (every parameter of the space) */
     char *source;             /* rendered, self-contained CUDA C++ (malloc'd) */
     int nlaunch;
     cg_launch launch[CG_PLAN_MAX_LAUNCH]; /* run in this order on one stream */
-    int64_t workspace_bytes;  /* scratch the launches need (e.g. chunk states) */
+    int nregion;
+    cg_region region[CG_PLAN_MAX_REGIONS]; /* the workspace, in order */
+    int64_t workspace_bytes;  /* end of the last region: scratch the launches need */
+    int narg;
+    cg_karg arg[CG_PLAN_MAX_ARGS];
 } cg_plan;
 
 /* Instantiate `kernel` for shape on dev with the pinned params (NULL or empty: the
@@ -71,6 +95,13 @@ cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *sh
  * CPU spaces (generator/cpu/), which cg__gen_plan refuses with CG_EUNSUPPORTED. */
 cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *shape,
                           const cg_devinfo *dev, const cg_cfg *pin, cg_cfg *out);
+
+/* Calls into the generator's Lua on ctx so far: every plan() or resolve() (a "resolve":
+ * completing and checking a config), and every space(). */
+typedef struct cg_gen_stats {
+    int64_t resolves, spaces;
+} cg_gen_stats;
+void cg__gen_stats(cg_context *ctx, cg_gen_stats *out);
 
 /* Names of the kernels that exist, NULL-terminated static list owned by the generator. */
 cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n);

@@ -166,9 +166,12 @@ typedef enum cg_op { CG_OP_SSD_FWD, CG_OP_SSD_BWD, CG_OP_SSCAN_FWD, CG_OP_SSCAN_
 
 typedef struct cg_backend_vt {
     const char *name;
-    /* 1 when this backend can run the problem (reads the kernels' Lua constraints
-     * for generated backends). On 0, may leave a reason in ctx. */
-    int (*supports)(cg_context *ctx, cg_op op, const void *prob);
+    /* 1 when this backend can run the problem with cfg, the config the call will run
+     * (NULL or empty: the default). Generated backends ask the kernel's Lua constraints
+     * and make (and keep) the plan of cfg, so the run that follows resolves nothing;
+     * a cfg they refuse still gives 1 when the default runs (the run reports the
+     * refusal). On 0, may leave a reason in ctx. */
+    int (*supports)(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg);
     cg_status (*ssd_fwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
     cg_status (*ssd_bwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
     cg_status (*sscan_fwd)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
@@ -177,7 +180,7 @@ typedef struct cg_backend_vt {
 
 extern const cg_backend_vt cg__backend_cpu;
 extern const cg_backend_vt cg__backend_ref;
-/* Generated-kernel backends (runtime/gen_backends.c). */
+/* Generated-kernel backends (runtime/launch.c). */
 extern const cg_backend_vt cg__backend_cuda;
 extern const cg_backend_vt cg__backend_emulate;
 

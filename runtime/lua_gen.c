@@ -29,6 +29,7 @@ typedef struct gen_state {
     int core_ref;       /* registry ref of generator/core.lua's module table */
     char **names;       /* NULL-terminated kernel names (cg__gen_kernels) */
     int nnames;
+    cg_gen_stats stats;
 } gen_state;
 
 /* ------------------------------------------------------------------ files */
@@ -438,6 +439,8 @@ static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, 
     lua_State *L = gs->L;
     *Lout = L;
     *top = lua_gettop(L);
+    if (!strcmp(fn, "space")) gs->stats.spaces++;
+    else gs->stats.resolves++; /* plan and resolve both complete and check a config */
     push_core_fn(gs, fn);
     lua_pushstring(L, kernel);
     push_shape(L, shape);
@@ -464,25 +467,65 @@ cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *sha
     const char *nm = (lua_getfield(L, t, "name"), lua_tostring(L, -1));
     size_t srclen = 0;
     const char *src = (lua_getfield(L, t, "source"), lua_tolstring(L, -1, &srclen));
-    if (!kn || !nm || !src || strlen(kn) >= sizeof out->kernel || strlen(nm) >= sizeof out->name) {
-        st = cg__err(ctx, CG_ELUA, "generator: plan of %s lacks kernel/name/source or a name is too long", kernel);
+    const char *op = (lua_getfield(L, t, "op"), lua_tostring(L, -1));
+    if (!kn || !nm || !src || !op || strlen(kn) >= sizeof out->kernel || strlen(nm) >= sizeof out->name ||
+        strlen(op) >= sizeof out->op) {
+        st = cg__err(ctx, CG_ELUA, "generator: plan of %s lacks kernel/op/name/source or a name is too long", kernel);
         goto done;
     }
     snprintf(out->kernel, sizeof out->kernel, "%s", kn);
     snprintf(out->name, sizeof out->name, "%s", nm);
+    snprintf(out->op, sizeof out->op, "%s", op);
     if (!(out->source = malloc(srclen + 1))) {
         st = cg__err(ctx, CG_ENOMEM, "generator: out of memory");
         goto done;
     }
     memcpy(out->source, src, srclen + 1);
-    lua_pop(L, 3);
+    lua_pop(L, 4);
 
     lua_getfield(L, t, "params");
     st = read_cfg(ctx, L, kernel, &out->params);
     lua_pop(L, 1);
     if (st != CG_OK) goto done;
 
-    out->workspace_bytes = field_int(L, t, "workspace");
+    /* The workspace regions, laid out in order at 16-byte boundaries (checked by core.lua). */
+    lua_getfield(L, t, "workspace");
+    out->nregion = (int)lua_rawlen(L, -1);
+    CG_ASSERT(out->nregion <= CG_PLAN_MAX_REGIONS);
+    for (int i = 0; i < out->nregion; i++) {
+        cg_region *r = &out->region[i];
+        lua_rawgeti(L, -1, i + 1);
+        lua_getfield(L, -1, "name");
+        snprintf(r->name, sizeof r->name, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        r->bytes = field_int(L, -1, "bytes");
+        lua_pop(L, 1);
+        r->offset = i ? (out->region[i - 1].offset + out->region[i - 1].bytes + 15) / 16 * 16 : 0;
+        out->workspace_bytes = r->offset + r->bytes;
+    }
+    lua_pop(L, 1);
+
+    /* The kernels' ordered arguments (checked by core.lua; names resolved by the launcher). */
+    lua_getfield(L, t, "args");
+    out->narg = (int)lua_rawlen(L, -1);
+    CG_ASSERT(out->narg >= 1 && out->narg <= CG_PLAN_MAX_ARGS);
+    for (int i = 0; i < out->narg; i++) {
+        static const char *const kinds[] = {"tensor", "ws", "sym", "int"};
+        cg_karg *a = &out->arg[i];
+        lua_rawgeti(L, -1, i + 1);
+        lua_getfield(L, -1, "kind");
+        const char *k = lua_tostring(L, -1);
+        for (int j = 0; j < 4; j++)
+            if (k && !strcmp(k, kinds[j])) a->kind = (cg_karg_kind)j;
+        lua_pop(L, 1);
+        lua_getfield(L, -1, "name");
+        snprintf(a->name, sizeof a->name, "%s", lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+        lua_pop(L, 1);
+        a->value = field_int(L, -1, "value");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+
     lua_getfield(L, t, "launches");
     int nl = (int)lua_rawlen(L, -1);
     CG_ASSERT(nl >= 1 && nl <= CG_PLAN_MAX_LAUNCH); /* checked by core.lua */
@@ -563,6 +606,12 @@ cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *
     if (st == CG_OK) st = read_cfg(ctx, L, kernel, out);
     lua_settop(L, top);
     return st;
+}
+
+void cg__gen_stats(cg_context *ctx, cg_gen_stats *out) {
+    const gen_state *gs = ctx ? ctx->gen : NULL;
+    if (gs) *out = gs->stats;
+    else memset(out, 0, sizeof *out);
 }
 
 cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n) {

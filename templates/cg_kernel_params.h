@@ -1,11 +1,15 @@
 /* cg_kernel_params.h -- the params structs that generated kernels take by value.
  *
- * Included by host C code (runtime/launch_*.c) and, inlined by the renderer, by the
- * device code (NVRTC and the SIMT emulator), so it must stay plain C: fixed-width
- * integers and pointers only, no padding surprises (every member is 8 bytes). Every
- * __global__ entry takes exactly one of these structs; the host passes it by pointer
- * to cg_kexec.launch. Strides are in elements and 64-bit; the innermost dimension of
- * every tensor has stride 1 (checked on the host). */
+ * Inlined by the renderer into the device code (NVRTC and the SIMT emulator), and
+ * included by host C only for cg_ktensor (runtime/launch.c) and by tests, so it must
+ * stay plain C: fixed-width integers and pointers only, no padding (every member is 8
+ * bytes). Every __global__ entry takes exactly one of these structs by value. The host
+ * does not fill them by name: the kernel's Lua plan() lists its arguments in member
+ * order (tensors, workspace regions, integers) and runtime/launch.c packs them, so the
+ * member order here and the `args` list of generator/kernels/<kernel>.lua are one
+ * fact written twice (the launch checks the total size against the entry's).
+ * Strides are in elements and 64-bit; the SSD kernels index the innermost dimension
+ * with stride 1 (validation guarantees it: CG_TD_CONTIG in runtime/ops.c). */
 #ifndef CG_KERNEL_PARAMS_H
 #define CG_KERNEL_PARAMS_H
 
@@ -16,11 +20,12 @@ typedef long long cg_i64; /* NVRTC has no <stdint.h> */
 typedef int64_t cg_i64;
 #endif
 
-/* A float tensor of up to four logical dims [d0, d1, d2, d3]: element (a, b, c, x) is
- * p[a * s0 + b * s1 + c * s2 + x]. Absent when p is NULL. */
+/* The one kernel-tensor struct: a float tensor of up to four logical dims
+ * [d0, d1, d2, d3], element (a, b, c, x) at p[a * s0 + b * s1 + c * s2 + x * s3].
+ * Absent when p is NULL. */
 typedef struct cg_ktensor {
     float *p;
-    cg_i64 s0, s1, s2;
+    cg_i64 s0, s1, s2, s3;
 } cg_ktensor;
 
 /* SSD forward (templates/ssd_fwd.cu). Logical orders, as in runtime/internal.h:

@@ -124,10 +124,10 @@ __device__ __forceinline__ void get_state(const float *slot, float (&v)[NPT]) {
 
 // Where a grads work item sums dB or dC: the output itself (one split) or the split's
 // partial slot viewed as [b, l, g, n].
-__device__ __forceinline__ cg_stensor bc_target(const cg_sscan_bwd_params &p, const cg_stensor &out, float *part,
+__device__ __forceinline__ cg_ktensor bc_target(const cg_sscan_bwd_params &p, const cg_ktensor &out, float *part,
                                                 i64 split) {
     if (p.nsplit == 1) return out;
-    cg_stensor t;
+    cg_ktensor t;
     t.p = part + split * N;
     t.s3 = 1;
     t.s2 = p.nsplit * N;
@@ -140,8 +140,8 @@ __device__ __forceinline__ cg_stensor bc_target(const cg_sscan_bwd_params &p, co
 // channels [ca, cb); first_blk: k is the first block of the split (its dB/dC sums start
 // there). hb: this CTA's state buffer [SEG + 1][NPT][NT].
 __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float *sm, float *hb, i64 b, i64 k,
-                                            i64 sgi, i64 ca, i64 cb, bool first_blk, const cg_stensor &aB,
-                                            const cg_stensor &aC) {
+                                            i64 sgi, i64 ca, i64 cb, bool first_blk, const cg_ktensor &aB,
+                                            const cg_ktensor &aC) {
     const cg_sscan_dims &n = p.n;
     const i64 d0 = k * BD;
     const Thr th = thread_coords(n, d0);
@@ -378,7 +378,7 @@ SSCAN_ENTRY cg_sscan_bwd_grads(cg_sscan_bwd_params p) {
         const i64 ca = unit * ucs, cb = min64(n.D, ca + ucs);
         const i64 kf = udiv(ca, BD), nk = udiv(cb - 1, BD) - kf + 1; // blocks meeting the unit
         const i64 ka = kf + udiv(nk * split, p.nsplit), kb = kf + udiv(nk * (split + 1), p.nsplit);
-        const cg_stensor aB = bc_target(p, p.dB, p.pB, split), aC = bc_target(p, p.dC, p.pC, split);
+        const cg_ktensor aB = bc_target(p, p.dB, p.pB, split), aC = bc_target(p, p.dC, p.pC, split);
         for (i64 k = ka; k < kb; ++k) grads_block(p, sm, hb, b, k, sgi, ca, cb, k == ka, aB, aC);
     }
 }

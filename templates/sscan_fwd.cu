@@ -97,7 +97,7 @@ __device__ __forceinline__ Thr thread_coords(const cg_sscan_dims &n, i64 d0) {
 }
 
 // dt (and optionally sigmoid(raw), the softplus derivative) of channel d at step t.
-__device__ __forceinline__ float dt_of(const cg_stensor &delta, const cg_stensor &bias, const cg_sscan_dims &n,
+__device__ __forceinline__ float dt_of(const cg_ktensor &delta, const cg_ktensor &bias, const cg_sscan_dims &n,
                                        i64 b, i64 t, i64 d, float *sg) {
     float raw = delta.p[b * delta.s0 + t * delta.s1 + d * delta.s2];
     if (bias.p) raw += bias.p[d * bias.s0];
@@ -112,7 +112,7 @@ __device__ __forceinline__ float dt_of(const cg_stensor &delta, const cg_stensor
 // Stage dt and x of steps [t0, t0 + nt) of the block's channels into s_dt, s_x
 // ([CHUNK][BD]; zero outside [0, D) and beyond nt); s_x may be NULL; with s_sg also the
 // softplus derivative.
-__device__ __forceinline__ void stage_dt_x(const cg_stensor &x, const cg_stensor &delta, const cg_stensor &bias,
+__device__ __forceinline__ void stage_dt_x(const cg_ktensor &x, const cg_ktensor &delta, const cg_ktensor &bias,
                                            const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt, float *s_dt,
                                            float *s_x, float *s_sg) {
     for (int e = threadIdx.x; e < CHUNK * BD; e += NT) {
@@ -131,8 +131,8 @@ __device__ __forceinline__ void stage_dt_x(const cg_stensor &x, const cg_stensor
 
 // What a forward pass over a range of steps reads and writes.
 struct FwdIO {
-    cg_stensor x, delta, A, Bm, Cm, Dv, z, dbias;
-    cg_stensor y;     // y.p NULL: no outputs
+    cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias;
+    cg_ktensor y;     // y.p NULL: no outputs
     float *ckpt;      // NULL, or checkpoint slots of this CTA: [nseg][NPT][NT]
     i64 segment;      // steps between checkpoints
     cg_sscan_dims n;
@@ -201,7 +201,7 @@ __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i
     return sdt;
 }
 
-__device__ __forceinline__ void load_A(const cg_stensor &A, const Thr &th, float (&a)[NPT]) {
+__device__ __forceinline__ void load_A(const cg_ktensor &A, const Thr &th, float (&a)[NPT]) {
 #pragma unroll
     for (int k = 0; k < NPT; ++k) {
         const int s = th.j + TPC * k;
@@ -210,7 +210,7 @@ __device__ __forceinline__ void load_A(const cg_stensor &A, const Thr &th, float
 }
 
 // h = h0[b, d, :] (0 when absent, and for masked states).
-__device__ __forceinline__ void load_state(const cg_stensor &h0, i64 b, const Thr &th, float (&h)[NPT]) {
+__device__ __forceinline__ void load_state(const cg_ktensor &h0, i64 b, const Thr &th, float (&h)[NPT]) {
 #pragma unroll
     for (int k = 0; k < NPT; ++k) {
         const int s = th.j + TPC * k;
@@ -218,7 +218,7 @@ __device__ __forceinline__ void load_state(const cg_stensor &h0, i64 b, const Th
     }
 }
 
-__device__ __forceinline__ void store_state(const cg_stensor &hT, i64 b, const Thr &th, const float (&h)[NPT]) {
+__device__ __forceinline__ void store_state(const cg_ktensor &hT, i64 b, const Thr &th, const float (&h)[NPT]) {
     if (!hT.p || !th.live) return;
 #pragma unroll
     for (int k = 0; k < NPT; ++k) {

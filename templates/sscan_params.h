@@ -1,10 +1,10 @@
 /* sscan_params.h -- the params structs of the generated selective-scan kernels
  * (templates/sscan_fwd.cu, templates/sscan_bwd.cu).
  *
- * Included by host C (runtime/launch_sscan.c) and, inlined by the renderer, by the
- * device code (NVRTC and the SIMT emulator): plain C, fixed-width integers and
- * pointers only, every member 8 bytes. Each __global__ entry takes one of these
- * structs by value. Strides are in elements, 64-bit, and any value >= 0 (also for
+ * Inlined by the renderer into the device code (NVRTC and the SIMT emulator); the
+ * host packs them from the `args` list of generator/kernels/sscan_*.lua (see
+ * cg_kernel_params.h): plain C, fixed-width integers and pointers only, every member
+ * 8 bytes, in the order of that list. Each __global__ entry takes one by value. Strides are in elements, 64-bit, and any value >= 0 (also for
  * the innermost dimension): the sscan API takes any strides. Logical orders are those
  * of cg_sscan_prob (runtime/internal.h):
  *   x, delta, z, y, dy, dx, ddelta, dz  [b, l, d]       (s0, s1, s2)
@@ -16,18 +16,7 @@
 #ifndef CG_SSCAN_PARAMS_H
 #define CG_SSCAN_PARAMS_H
 
-#if defined(__CUDACC_RTC__)
-typedef long long cg_i64; /* NVRTC has no <stdint.h> */
-#else
-#include <stdint.h>
-typedef int64_t cg_i64; /* the same typedef as cg_kernel_params.h: a repeat is fine */
-#endif
-
-/* A float tensor of up to four logical dims with four strides. */
-typedef struct cg_stensor {
-    float *p;
-    cg_i64 s0, s1, s2, s3;
-} cg_stensor;
+#include "cg_kernel_params.h" /* cg_i64, cg_ktensor */
 
 /* Sizes shared by every sscan kernel. */
 typedef struct cg_sscan_dims {
@@ -44,16 +33,16 @@ typedef struct cg_sscan_dims {
 
 /* Forward (cg_sscan_fwd*). */
 typedef struct cg_sscan_fwd_params {
-    cg_stensor x, delta, A, Bm, Cm, Dv, z, dbias, h0; /* inputs */
-    cg_stensor y, hT;                                 /* outputs */
+    cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias, h0; /* inputs */
+    cg_ktensor y, hT;                                 /* outputs */
     float *ws; /* strategy par: [B * nblk, npiece, NPT, NT] piece states, then
                 * [B * nblk, npiece, BD] sums of dt; NULL for seq */
     cg_sscan_dims n; /* par: segment = the piece length, nseg = npiece */
 } cg_sscan_fwd_params;
 
 /* Backward (cg_sscan_bwd_*), see templates/sscan_bwd.cu. Workspace regions, in floats,
- * in this order, each rounded up to 16 bytes (sized by ws_floats() of
- * generator/kernels/sscan_bwd.lua, split the same way by runtime/launch_sscan.c); NPT,
+ * in this order, each rounded up to 16 bytes (the named regions of the plan, from
+ * ws_floats() of generator/kernels/sscan_bwd.lua); NPT,
  * NT, BD, SEG as in the template's traits, P the grid of the grads pass:
  *   ckpt   [B * nblk, nseg, NPT, NT]   state entering each segment
  *   gst    [B * nblk, nseg, NPT, NT]   state gradient entering each segment's last step
@@ -66,8 +55,8 @@ typedef struct cg_sscan_fwd_params {
  * None grows with L * D * N: the states are L / SEG per (b, d, n), the dB/dC partials
  * have a fixed number of splits (at most 8) instead of one per channel block. */
 typedef struct cg_sscan_bwd_params {
-    cg_stensor x, delta, A, Bm, Cm, Dv, z, dbias, h0, dy, dhT; /* inputs */
-    cg_stensor dx, ddelta, dA, dB, dC, dD, dz, ddbias, dh0;    /* outputs */
+    cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias, h0, dy, dhT; /* inputs */
+    cg_ktensor dx, ddelta, dA, dB, dC, dD, dz, ddbias, dh0;    /* outputs */
     float *ckpt, *gst, *sdt, *hbuf, *pB, *pC, *pA, *pD, *pbias; /* workspace */
     /* Work of the grads pass: channel units of gpu whole groups (gpu = max(1, BD / dpg)),
      * each unit's channel blocks split into nsplit runs; nwork = B * nseg * nunit * nsplit

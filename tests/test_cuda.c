@@ -5,7 +5,6 @@
 #include "cuda/cg_cuda.h"
 #include "cuda/kcache.h"
 #include "gen.h"
-#include "ssd_chunk_state_params.h"
 #include "cg_kernel_params.h"
 #include "sscan_params.h"
 
@@ -209,7 +208,6 @@ CG_TEST(cuda_cubin_entries_and_params) {
     static const struct { const char *kernel; size_t params; int sscan; } k[] = {
         {"ssd_fwd", sizeof(cg_ssd_fwd_params), 0},
         {"ssd_bwd", sizeof(cg_ssd_bwd_params), 0},
-        {"ssd_chunk_state", sizeof(cg_ssd_chunk_state_params), 0},
         {"sscan_fwd", sizeof(cg_sscan_fwd_params), 1},
         {"sscan_bwd", sizeof(cg_sscan_bwd_params), 1},
     };
@@ -529,127 +527,6 @@ CG_TEST(cuda_kcache_eight_processes) {
     }
     if (d) closedir(d);
     CG_CHECK(entries == 3 && temps == 0, "%d entries (want 3), %d temp files", entries, temps);
-    rm_rf(dir);
-    free(dir);
-}
-
-/* ------------------------------------------------------------ on a GPU */
-
-CG_TEST(cuda_gpu_ssd_chunk_state) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
-    cg_devinfo dev;
-    if (cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
-        static char why[600];
-        snprintf(why, sizeof why, "no GPU: %s", cg_errmsg(ctx));
-        cg_test_skip(why);
-        cg_context_free(ctx);
-        return;
-    }
-    char *dir = tmpdir();
-    CG_CHECK_OK(ctx, cg_context_set_cache_dir(ctx, dir));
-    const int64_t B = 2, T = 193, G = 2, H = 4, dk = 48, dv = 40;
-    cg_kshape s = {.B = B, .T = T, .G = G, .H = H, .dk = dk, .dv = dv};
-    cg_cfg *cfgs;
-    int ncfg;
-    CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_chunk_state", &s, &dev, &cfgs, &ncfg));
-    cg_rng rng = {42};
-    size_t nk = (size_t)(B * T * G * dk), nv = (size_t)(B * T * H * dv), nl = (size_t)(B * T * H);
-    float *k = malloc(nk * 4), *v = malloc(nv * 4), *la = malloc(nl * 4);
-    for (size_t i = 0; i < nk; i++) k[i] = (float)cg_rng_uniform(&rng, -1, 1);
-    for (size_t i = 0; i < nv; i++) v[i] = (float)cg_rng_uniform(&rng, -1, 1);
-    for (size_t i = 0; i < nl; i++) la[i] = (float)cg_rng_uniform(&rng, -1, 0);
-    const cg_kexec *x = &cg__kexec_cuda;
-    void *dk_, *dv_, *dla, *dU, *dg;
-    CG_CHECK_OK(ctx, x->alloc(ctx, nk * 4, &dk_));
-    CG_CHECK_OK(ctx, x->alloc(ctx, nv * 4, &dv_));
-    CG_CHECK_OK(ctx, x->alloc(ctx, nl * 4, &dla));
-    CG_CHECK_OK(ctx, x->copy(ctx, dk_, k, nk * 4, 0, NULL));
-    CG_CHECK_OK(ctx, x->copy(ctx, dv_, v, nv * 4, 0, NULL));
-    CG_CHECK_OK(ctx, x->copy(ctx, dla, la, nl * 4, 0, NULL));
-    CG_CHECK(x->owns_ptr(ctx, dk_) == 1 && x->owns_ptr(ctx, k) == 0, "owns_ptr");
-    /* every 5th config, plus the default */
-    for (int ci = -1; ci < ncfg; ci += (ci < 0 ? 1 : 5)) {
-        cg_plan plan;
-        if (cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, ci < 0 ? NULL : &cfgs[ci], &plan) != CG_OK) {
-            CG_CHECK(0, "plan: %s", cg_errmsg(ctx));
-            continue;
-        }
-        int64_t C = atoi(cg__cfg_str(&plan.params, "chunk", "0")), NC = (T + C - 1) / C;
-        size_t nu = (size_t)(B * H * NC * dk * dv), ng = (size_t)(B * H * NC);
-        CG_CHECK_OK(ctx, x->alloc(ctx, nu * 4, &dU));
-        CG_CHECK_OK(ctx, x->alloc(ctx, ng * 4, &dg));
-        void *mod = NULL, *mod2 = NULL;
-        CG_CHECK_OK(ctx, x->load(ctx, &plan, &mod));
-        CG_CHECK_OK(ctx, x->load(ctx, &plan, &mod2));
-        CG_CHECK(mod == mod2, "the second load is an in-memory hit");
-        cg_ssd_chunk_state_params p = {
-            .k = dk_, .v = dv_, .la = dla, .U = dU, .gamma = dg,
-            .k_sb = T * G * dk, .k_st = G * dk, .k_sg = dk,
-            .v_sb = T * H * dv, .v_st = H * dv, .v_sh = dv,
-            .la_sb = T * H, .la_st = H, .la_sh = 1,
-            .U_sb = H * NC * dk * dv, .U_sh = NC * dk * dv, .U_sc = dk * dv, .U_si = dv,
-            .gamma_sb = H * NC, .gamma_sh = NC,
-            .B = B, .T = T, .G = G, .H = H, .dk = dk, .dv = dv, .nchunks = NC};
-        for (int l = 0; l < plan.nlaunch; l++) CG_CHECK_OK(ctx, x->launch(ctx, mod, &plan.launch[l], &p, sizeof p, NULL));
-        float *U = malloc(nu * 4), *gm = malloc(ng * 4);
-        CG_CHECK_OK(ctx, x->copy(ctx, U, dU, nu * 4, 1, NULL));
-        CG_CHECK_OK(ctx, x->copy(ctx, gm, dg, ng * 4, 1, NULL));
-        CG_CHECK_OK(ctx, x->sync(ctx, NULL));
-        double maxerr = 0, maxref = 0, gerr = 0, gref = 0; /* rel err = max|out - ref| / max|ref| */
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t c = 0; c < NC; c++) {
-                    int64_t g = h / (H / G), t0 = c * C, len = T - t0 < C ? T - t0 : C;
-                    double A[256], acc = 0;
-                    for (int64_t j = 0; j < len; j++) A[j] = acc += la[(b * T + t0 + j) * H + h];
-                    double ge = exp(A[len - 1]);
-                    if (fabs(gm[(b * H + h) * NC + c] - ge) > gerr) gerr = fabs(gm[(b * H + h) * NC + c] - ge);
-                    if (ge > gref) gref = ge;
-                    for (int64_t i = 0; i < dk; i++)
-                        for (int64_t jj = 0; jj < dv; jj++) {
-                            double r = 0;
-                            for (int64_t j = 0; j < len; j++)
-                                r += exp(A[len - 1] - A[j]) * k[((b * T + t0 + j) * G + g) * dk + i] *
-                                     v[((b * T + t0 + j) * H + h) * dv + jj];
-                            double got = U[(((b * H + h) * NC + c) * dk + i) * dv + jj];
-                            if (fabs(got - r) > maxerr) maxerr = fabs(got - r);
-                            if (fabs(r) > maxref) maxref = fabs(r);
-                        }
-                }
-        CG_CHECK(maxerr <= 1e-5 * maxref, "%s: U error %.3g (max |ref| %.3g)", plan.name, maxerr, maxref);
-        CG_CHECK(gerr <= 1e-5 * gref, "%s: gamma error %.3g (max |ref| %.3g)", plan.name, gerr, gref);
-        free(U);
-        free(gm);
-        x->free(ctx, dU);
-        x->free(ctx, dg);
-        cg__plan_free(&plan);
-    }
-    /* a fresh context loads the same kernels from disk: no new entries */
-    char kdir[4200];
-    snprintf(kdir, sizeof kdir, "%s/kernels", dir);
-    int64_t files0, files1, bytes;
-    cg__kcache_stat(kdir, &files0, &bytes);
-    CG_CHECK(files0 > 0, "entries written to %s", kdir);
-    cg_context *ctx2;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx2));
-    CG_CHECK_OK(ctx2, cg_context_set_cache_dir(ctx2, dir));
-    cg_plan plan;
-    void *mod;
-    CG_CHECK_OK(ctx2, cg__gen_plan(ctx2, "ssd_chunk_state", &s, &dev, NULL, &plan));
-    CG_CHECK_OK(ctx2, x->load(ctx2, &plan, &mod));
-    cg__kcache_stat(kdir, &files1, &bytes);
-    CG_CHECK(files1 == files0, "disk hit: %lld -> %lld entries", (long long)files0, (long long)files1);
-    cg__plan_free(&plan);
-    cg_context_free(ctx2);
-    x->free(ctx, dk_);
-    x->free(ctx, dv_);
-    x->free(ctx, dla);
-    free(k);
-    free(v);
-    free(la);
-    free(cfgs);
-    cg_context_free(ctx);
     rm_rf(dir);
     free(dir);
 }

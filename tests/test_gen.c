@@ -72,8 +72,8 @@ CG_TEST(gen_kernels_listed) {
     int n = 0;
     CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &n));
     int found = 0;
-    for (int i = 0; i < n; i++) found |= !strcmp(names[i], "ssd_chunk_state");
-    CG_CHECK(found, "ssd_chunk_state missing from %d kernels", n);
+    for (int i = 0; i < n; i++) found |= !strcmp(names[i], "ssd_fwd");
+    CG_CHECK(found, "ssd_fwd missing from %d kernels", n);
     CG_CHECK(names[n] == NULL, "list not NULL-terminated");
     for (int i = 0; i < n; i++) {
         char *text = NULL;
@@ -92,9 +92,15 @@ CG_TEST(gen_render_deterministic) {
     cg__devinfo_emulated(&dev);
     cg_kshape s = shape_of(2);
     cg_plan p1, p2, p3;
-    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_chunk_state", &s, &dev, NULL, &p1));
-    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_chunk_state", &s, &dev, NULL, &p2));
-    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_chunk_state", &s, &dev, NULL, &p3));
+    /* the three-phase strategy: several launches and a workspace */
+    cg_cfg pin = {0};
+    pin.n = 3;
+    snprintf(pin.kv[0].key, sizeof pin.kv[0].key, "precision"), snprintf(pin.kv[0].val, sizeof pin.kv[0].val, "ieee");
+    snprintf(pin.kv[1].key, sizeof pin.kv[1].key, "strategy"), snprintf(pin.kv[1].val, sizeof pin.kv[1].val, "3phase");
+    snprintf(pin.kv[2].key, sizeof pin.kv[2].key, "stages"), snprintf(pin.kv[2].val, sizeof pin.kv[2].val, "1");
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, &dev, &pin, &p1));
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, &dev, &pin, &p2));
+    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_fwd", &s, &dev, &pin, &p3));
     CG_CHECK(p1.source && p2.source && p3.source, "sources");
     if (p1.source && p2.source && p3.source) {
         CG_CHECK(!strcmp(p1.source, p2.source) && !strcmp(p1.source, p3.source), "render differs between calls");
@@ -107,15 +113,15 @@ CG_TEST(gen_render_deterministic) {
         char want[64];
         snprintf(want, sizeof want, "#define CG_P_CHUNK %s\n", param(&p1.params, "chunk"));
         CG_CHECK(strstr(p1.source, want), "chunk define");
-        CG_CHECK(!strncmp(p1.name, "ssd_chunk_state_dk48_dv40_c", 27), "name %s", p1.name);
+        CG_CHECK(!strncmp(p1.name, "ssd_fwd_dk48_dv40_c", 19), "name %s", p1.name);
         CG_CHECK(strstr(p1.name, "_ieee") != NULL, "name %s", p1.name);
     }
-    CG_CHECK(p1.nlaunch == 1 && p1.launch[0].block[0] % 32 == 0 && p1.workspace_bytes > 0, "launch geometry");
+    CG_CHECK(p1.nlaunch == 3 && p1.launch[0].block[0] % 32 == 0 && p1.workspace_bytes > 0, "launch geometry");
     /* T does not change the source (only B, T, G, H validity and the grid) */
     cg_kshape s2 = s;
     s2.T = 1000;
     cg_plan p4;
-    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_chunk_state", &s2, &dev, &p1.params, &p4));
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s2, &dev, &p1.params, &p4));
     if (p4.source && p1.source) CG_CHECK(!strcmp(p4.source, p1.source), "source depends on T");
     CG_CHECK(p4.launch[0].grid[0] > p1.launch[0].grid[0], "grid grows with T");
     cg__plan_free(&p1);
@@ -135,10 +141,10 @@ CG_TEST(gen_embedded_matches_source_tree) {
     CG_CHECK_OK(NULL, cg_context_create(&a));
     cg_plan p1, p2;
     unsetenv("CHUNKGEN_LUA_PATH");
-    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_chunk_state", &s, &dev, NULL, &p1));
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, &dev, NULL, &p1));
     setenv("CHUNKGEN_LUA_PATH", CG_SOURCE_DIR, 1);
     CG_CHECK_OK(NULL, cg_context_create(&b));
-    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_chunk_state", &s, &dev, NULL, &p2));
+    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_fwd", &s, &dev, NULL, &p2));
     unsetenv("CHUNKGEN_LUA_PATH");
     if (p1.source && p2.source)
         CG_CHECK(!strcmp(p1.source, p2.source), "embedded copy is stale: rebuild (or the loader differs)");
@@ -172,32 +178,33 @@ CG_TEST(gen_pins) {
     cg_kshape s = shape_of(0); /* dk = dv = 7 */
     cg_plan p;
     cg_cfg c = pins("chunk=64,colour=red");
-    CG_CHECK(cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, &c, &p) == CG_EINVAL, "unknown key");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, &dev, &c, &p) == CG_EINVAL, "unknown key");
     CG_CHECK(strstr(cg_errmsg(ctx), "colour"), "message names the key: %s", cg_errmsg(ctx));
     c = pins("chunk=48");
-    CG_CHECK(cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, &c, &p) == CG_EINVAL, "value outside the space");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, &dev, &c, &p) == CG_EINVAL, "value outside the space");
     CG_CHECK(strstr(cg_errmsg(ctx), "chunk=48") && strstr(cg_errmsg(ctx), "16, 32"), "message: %s", cg_errmsg(ctx));
-    c = pins("chunk=64,block_dk=128,block_dv=32,warps=4,precision=ieee");
-    CG_CHECK(cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, &c, &p) == CG_EUNSUPPORTED, "invalid config");
-    CG_CHECK(strstr(cg_errmsg(ctx), "block_dk=128") && strstr(cg_errmsg(ctx), "dk=7"), "reason: %s", cg_errmsg(ctx));
+    c = pins("chunk=64,block_dv=32,warps=4,stages=2,precision=ieee,strategy=seq");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, &dev, &c, &p) == CG_EUNSUPPORTED, "invalid config");
+    CG_CHECK(strstr(cg_errmsg(ctx), "block_dv=32") && strstr(cg_errmsg(ctx), "dk=7"), "reason: %s", cg_errmsg(ctx));
     c = pins("chunk=64");
     CG_CHECK(cg__gen_plan(ctx, "no_such_kernel", &s, &dev, &c, &p) == CG_ENOTFOUND, "unknown kernel");
-    /* shared memory beyond the device: 256 * (128 + 64) * 4 bytes > sm_86's 99 KB */
+    /* shared memory beyond the device: two 128-token stages of q, k, v at dk = dv = 130
+     * (about 480 KB) > sm_86's 99 KB */
     cg_devinfo d86;
     CG_CHECK(cg__devinfo_arch(86, &d86), "sm_86 known");
     cg_kshape big = shape_of(3);
-    c = pins("chunk=256,block_dk=128,block_dv=64,warps=8");
-    CG_CHECK(cg__gen_plan(ctx, "ssd_chunk_state", &big, &d86, &c, &p) == CG_EUNSUPPORTED, "smem over the limit");
+    c = pins("chunk=128,block_dv=64,warps=8,stages=2,precision=ieee,strategy=seq");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &big, &d86, &c, &p) == CG_EUNSUPPORTED, "smem over the limit");
     CG_CHECK(strstr(cg_errmsg(ctx), "shared memory"), "reason: %s", cg_errmsg(ctx));
     /* a partial pin: the rest comes from the default, or the nearest valid config */
     c = pins("warps=2");
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_chunk_state", &big, &dev, &c, &p));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_fwd", &big, &dev, &c, &p));
     if (p.source) {
         CG_CHECK(!strcmp(param(&p.params, "warps"), "2"), "pin kept");
-        CG_CHECK(p.params.n == 5, "every parameter resolved (%d)", p.params.n);
+        CG_CHECK(p.params.n == 6, "every parameter resolved (%d)", p.params.n);
         cg_cfg *cfgs;
         int n;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_chunk_state", &big, &dev, &cfgs, &n));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_fwd", &big, &dev, &cfgs, &n));
         int in_space = 0;
         char t1[256], t2[256];
         cfg_text(&p.params, t1, sizeof t1);
@@ -428,7 +435,7 @@ CG_TEST(gen_lua_error_traceback) {
     CG_CHECK(f != NULL, "write %s", path);
     if (f) {
         fputs("local function check(p) local t = nil; return t.field end\n"
-              "return { name = 'zz_broken', op = 'x', template = 'ssd_chunk_state.cu',\n"
+              "return { name = 'zz_broken', op = 'x', template = 'ssd_fwd.cu',\n"
               "  space = { chunk = {16} }, order = {'chunk'},\n"
               "  valid = function(p, s, d) return check(p) end,\n"
               "  default = function() return { chunk = 16 } end,\n"
@@ -458,7 +465,7 @@ CG_TEST(gen_lua_error_traceback) {
     CG_CHECK(st == CG_ELUA, "syntax error -> ELUA, got %s", cg_status_str(st));
     CG_CHECK(strstr(cg_errmsg(ctx), "zz_syntax.lua"), "names the file: %s", cg_errmsg(ctx));
     /* the context still works after Lua errors */
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, NULL, &p));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_fwd", &s, &dev, NULL, &p));
     cg__plan_free(&p);
     cg_context_free(ctx);
 
@@ -466,7 +473,7 @@ CG_TEST(gen_lua_error_traceback) {
     snprintf(cmd, sizeof cmd, "sed -i '1i error([[core is broken on purpose]])' '%s/generator/core.lua'", dir);
     CG_CHECK(run(cmd) == 0, "break core.lua");
     CG_CHECK_OK(NULL, cg_context_create(&ctx));
-    st = cg__gen_plan(ctx, "ssd_chunk_state", &s, &dev, NULL, &p);
+    st = cg__gen_plan(ctx, "ssd_fwd", &s, &dev, NULL, &p);
     CG_CHECK(st == CG_ELUA && strstr(cg_errmsg(ctx), "broken on purpose") && strstr(cg_errmsg(ctx), "core.lua"),
              "core error: %s", cg_errmsg(ctx));
     cg_context_free(ctx);

@@ -1,8 +1,8 @@
 -- sscan_bwd.lua -- the selective-scan backward kernels (templates/sscan_bwd.cu): space,
 -- constraints, default and launch geometry. Thread layout and shared checks come from
--- sscan_fwd.lua. runtime/launch_sscan.c splits the workspace with the same formulas as
--- work() and ws_floats() below (it takes the grads grid from the plan); keep the two in
--- step (the launcher checks its total against the plan's workspace_bytes).
+-- sscan_fwd.lua. launch() gives every launch fact: the passes, the named workspace
+-- regions of ws_floats() and the ordered arguments (with the grads pass's work split
+-- of work()); the C side copies them.
 --
 -- Compile-time shape: N and G, as the forward.
 --
@@ -32,7 +32,7 @@ local function smem_grads(p, shape)
 end
 local function smem_states(p) return 4 * 3 * p.chunk * p.dim_block end
 
--- Work of the grads pass (mirrored by runtime/launch_sscan.c): units of gpu whole
+-- Work of the grads pass (arguments of the kernels): units of gpu whole
 -- groups (about one block of small groups, or one group), each unit's blocks split into
 -- nsplit runs (only for groups of several blocks; never more runs than the fewest
 -- blocks a group meets, so no run is empty).
@@ -57,8 +57,9 @@ local function grads_ctas(p, shape, dev) return math.min(work(p, shape).nwork, g
 
 local function r4(n) return (n + 3) // 4 * 4 end
 
--- Workspace regions in floats, in order (each rounded up to 16 bytes); see
--- cg_sscan_bwd_params in templates/sscan_params.h.
+-- Workspace regions in floats, in order (each rounded up to 16 bytes), named as the
+-- members of cg_sscan_bwd_params in templates/sscan_params.h.
+local REGIONS = { "ckpt", "gst", "sdt", "hbuf", "pB", "pC", "pA", "pD", "pbias" }
 local function ws_floats(p, shape, dev)
   local nt, _, npt = layout(p, shape)
   local per = npt * nt
@@ -155,12 +156,24 @@ local function default(shape, dev)
   return p
 end
 
+-- cg_sscan_bwd_params: inputs (D, z, delta_bias, h0, dhT optional), outputs (dD, dz,
+-- ddelta_bias, dh0 optional).
+local TENSORS = { "x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "dy", "dhT",
+                  "dx", "ddelta", "dA", "dB", "dC", "dD", "dz", "ddelta_bias", "dh0" }
+
 local function launch(p, shape, dev)
   local nt = 32 * p.warps
   local _, _, npt = layout(p, shape)
   local bblk = shape.B * nblk(p, shape)
-  local ws = ws_total(p, shape, dev)
   local smem_s = smem_states(p)
+  local regions, args = {}, F.tensor_args(TENSORS)
+  for i, n in ipairs(ws_floats(p, shape, dev)) do
+    regions[i] = { REGIONS[i], 4 * n }
+    args[#args + 1] = { ws = REGIONS[i] }
+  end
+  local w = work(p, shape)
+  for _, v in ipairs({ w.gpu, w.nunit, w.nsplit, w.nwork }) do args[#args + 1] = { int = v } end
+  F.dims_args(args, p, shape, p.segment, nseg(p, shape))
   local tail = {
     { entry = "cg_sscan_bwd_grads", grid = { grads_ctas(p, shape, dev), 1, 1 }, block = { nt, 1, 1 },
       smem = smem_grads(p, shape) },
@@ -177,7 +190,7 @@ local function launch(p, shape, dev)
     }
   end
   for _, l in ipairs(tail) do head[#head + 1] = l end
-  return head, 4 * ws
+  return head, regions, args
 end
 
 return {

@@ -101,12 +101,33 @@ local function default(shape, dev)
   return p
 end
 
+-- Ordered arguments (templates/sscan_params.h): the op's tensors by their op-table names,
+-- then (after what the caller puts between) the members of cg_sscan_dims.
+local function tensor_args(names)
+  local a = {}
+  for _, t in ipairs(names) do a[#a + 1] = { tensor = t } end
+  return a
+end
+local function dims_args(a, p, shape, segment, nseg)
+  for _, s in ipairs({ "B", "L", "D", "N", "G" }) do a[#a + 1] = { sym = s } end
+  for _, v in ipairs({ shape.D // shape.G, shape.softplus and 1 or 0, nblk(p, shape), segment, nseg }) do
+    a[#a + 1] = { int = v }
+  end
+  return a
+end
+
+-- cg_sscan_fwd_params: inputs (D, z, delta_bias, h0 optional), outputs (hT optional).
+local TENSORS = { "x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "y", "hT" }
+
 local function launch(p, shape, dev)
   local nt, tpc, npt = layout(p, shape)
   local smem = smem_bytes(p)
   local ctas = shape.B * nblk(p, shape)
+  local args = tensor_args(TENSORS)
+  args[#args + 1] = { ws = "ws" }
   if p.strategy == "seq" then
-    return { { entry = "cg_sscan_fwd", grid = { ctas, 1, 1 }, block = { nt, 1, 1 }, smem = smem } }, 0
+    return { { entry = "cg_sscan_fwd", grid = { ctas, 1, 1 }, block = { nt, 1, 1 }, smem = smem } },
+      { { "ws", 0 } }, dims_args(args, p, shape, 0, 0)
   end
   local np = npiece(p, shape)
   local per = npt * nt
@@ -114,7 +135,8 @@ local function launch(p, shape, dev)
     { entry = "cg_sscan_fwd_local", grid = { ctas * np, 1, 1 }, block = { nt, 1, 1 }, smem = smem },
     { entry = "cg_sscan_fwd_carry", grid = { ceil_div(ctas * per, nt), 1, 1 }, block = { nt, 1, 1 }, smem = 0 },
     { entry = "cg_sscan_fwd_out", grid = { ctas * np, 1, 1 }, block = { nt, 1, 1 }, smem = smem },
-  }, 4 * ctas * np * (per + p.dim_block) -- piece states, then sums of dt
+  }, { { "ws", 4 * ctas * np * (per + p.dim_block) } }, -- piece states, then sums of dt
+  dims_args(args, p, shape, PIECE_CHUNKS * p.chunk, np) -- segment: the piece length; nseg: pieces
 end
 
 return {
@@ -135,5 +157,6 @@ return {
   launch = launch,
   defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_bytes(p) } end,
   -- for sscan_bwd.lua
-  lib = { layout = layout, nblk = nblk, common_valid = common_valid, ceil_div = ceil_div, GRID_MAX = GRID_MAX },
+  lib = { layout = layout, nblk = nblk, common_valid = common_valid, ceil_div = ceil_div, GRID_MAX = GRID_MAX,
+          tensor_args = tensor_args, dims_args = dims_args },
 }

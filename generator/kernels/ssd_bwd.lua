@@ -124,6 +124,9 @@ local function default(shape, dev)
   return p
 end
 
+-- cg_ssd_bwd_params: inputs (h0, dhT optional), then outputs (dh0 optional).
+local TENSORS = { "q", "k", "v", "log_alpha", "h0", "dout", "dhT", "dq", "dk", "dv", "dlog_alpha", "dh0" }
+
 local function launch(p, shape, dev)
   local threads = 32 * p.warps
   local bh, nc = shape.B * shape.H, nchunks(p, shape)
@@ -139,7 +142,7 @@ local function launch(p, shape, dev)
     { entry = "cg_ssd_bwd_scan", grid = { scan_blocks(p, shape) * bh, 1, 1 }, block = blk, smem = 0 },
     { entry = "cg_ssd_bwd_grads", grid = { grads_ctas, 1, 1 }, block = blk, smem = smem_grads(p, shape) },
     { entry = "cg_ssd_bwd_finish", grid = { nc * shape.B * shape.G, 1, 1 }, block = blk, smem = 0 },
-  }, 4 * ws
+  }, { { "ws", 4 * ws } }, C.args(TENSORS, p, shape)
 end
 
 return {

@@ -61,13 +61,17 @@ local function default(shape, dev)
   return C.shrink(p, shape, dev, valid)
 end
 
+-- cg_ssd_fwd_params: inputs, then outputs (hT optional).
+local TENSORS = { "q", "k", "v", "log_alpha", "h0", "o", "hT" }
+
 local function launch(p, shape, dev)
   local threads = 32 * p.warps
   local smem = smem_bytes(p, shape)
   local bh = shape.B * shape.H
+  local args = C.args(TENSORS, p, shape)
   if p.strategy == "seq" then
     return { { entry = "cg_ssd_fwd_seq", grid = { dv_tiles(p, shape) * bh, 1, 1 }, block = { threads, 1, 1 },
-               smem = smem } }, 0
+               smem = smem } }, { { "ws", 0 } }, args
   end
   local nc = nchunks(p, shape)
   local per_chunk = dv_tiles(p, shape) * nc * bh
@@ -76,7 +80,8 @@ local function launch(p, shape, dev)
     { entry = "cg_ssd_fwd_states", grid = { per_chunk, 1, 1 }, block = { threads, 1, 1 }, smem = smem },
     { entry = "cg_ssd_fwd_scan", grid = { ceil_div(elems, threads), 1, 1 }, block = { threads, 1, 1 }, smem = 0 },
     { entry = "cg_ssd_fwd_out", grid = { per_chunk, 1, 1 }, block = { threads, 1, 1 }, smem = smem },
-  }, 4 * bh * nc * (shape.dk * shape.dv + 1) -- chunk states, then one decay per chunk
+  }, { { "ws", 4 * bh * nc * (shape.dk * shape.dv + 1) } }, -- chunk states, then one decay per chunk
+  args
 end
 
 return {

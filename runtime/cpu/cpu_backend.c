@@ -1,7 +1,7 @@
 /* cpu_backend.c -- the generic CPU path behind the backend vtable. It runs every shape. */
 #include "internal.h"
 
-static int cpu_supports(cg_context *ctx, cg_op op, const void *prob) { return 1; }
+static int cpu_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) { return 1; }
 
 const cg_backend_vt cg__backend_cpu = {
     .name = "cpu",

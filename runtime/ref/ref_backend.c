@@ -1,10 +1,11 @@
 /* ref_backend.c -- the float64 reference as a backend: runs every problem. */
 #include "internal.h"
 
-static int ref_supports(cg_context *ctx, cg_op op, const void *prob) {
+static int ref_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) {
     (void)ctx;
     (void)op;
     (void)prob;
+    (void)cfg;
     return 1;
 }
 

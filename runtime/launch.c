@@ -1,0 +1,380 @@
+/* launch.c -- the one host launcher of generated kernels, and the two backends that use
+ * it: "cuda" (NVRTC + the driver) and "emulate" (the same generated source run on the
+ * CPU by the SIMT emulator). They differ only in the kernel executor (cg_kexec).
+ *
+ * Lua owns every launch fact. The kernel's plan() (generator/core.lua, "launch") gives
+ * the launches (entry, grid, block, shared memory), the named workspace regions and the
+ * ORDERED kernel arguments: tensors of the op by their names in the op table
+ * (runtime/ops.c), workspace regions, shape symbols and integers. This file looks the
+ * names up once, when the plan is made, and on every call packs the arguments into the
+ * one params struct that every entry takes (a tensor: pointer and four 64-bit strides,
+ * cg_ktensor of templates/cg_kernel_params.h; the rest 8 bytes each), without knowing
+ * what any of them means.
+ *
+ * Plans (rendered source, launch facts) and their loaded modules live in ctx->plans,
+ * keyed by (executor, kernel, shape, config pins): Lua and the compiler run on the
+ * first call for a key only. `supports` makes the plan of the config the call will
+ * run, so a call resolves once and the run finds it; later calls fill the params and
+ * launch: no Lua, no allocation, no host synchronization (the workspace comes from
+ * cg_exec.workspace or from a context-owned buffer that only ever grows), so repeated
+ * calls can be captured in a CUDA graph.
+ *
+ * Memory: the kernels address kernel memory (device memory for cuda, host memory for
+ * the emulator). When a tensor is not kernel-addressable (host pointers given to the
+ * cuda backend) the call stages every tensor through temporary kernel memory and
+ * copies the outputs back, synchronizing: correct, but not the fast path. The auto
+ * backend never takes this path; it runs the CPU path on host pointers. */
+#include "gen.h"
+#include "ops.h"
+#include "cg_kernel_params.h"
+
+#include <string.h>
+
+_Static_assert(sizeof(cg_ktensor) == 5 * sizeof(int64_t) && sizeof(void *) == sizeof(int64_t),
+               "kernel params are 8-byte slots");
+
+/* ------------------------------------------------------------- plan table */
+
+typedef struct plan_entry {
+    const cg_kexec *kx;
+    char kernel[32];
+    cg_kshape shape;
+    cg_cfg pin;
+    cg_status status;     /* CG_OK, or why no plan exists (cached so `supports` stays cheap) */
+    char why[CG_ERRMSG_CAP];
+    cg_plan plan;
+    int idx[CG_PLAN_MAX_ARGS]; /* per argument: tensor index, region index or symbol */
+    void *module;         /* loaded lazily by the first launch; owned by the executor */
+    struct plan_entry *next;
+} plan_entry;
+
+#define CG_WS_SLOTS 4
+typedef struct plans_state {
+    plan_entry *head;
+    struct { const cg_kexec *kx; void *p; size_t bytes; } ws[CG_WS_SLOTS]; /* context-owned workspaces */
+} plans_state;
+
+void cg__plans_ctx_free(cg_context *ctx) {
+    plans_state *st = ctx->plans;
+    if (!st) return;
+    for (plan_entry *e = st->head, *n; e; e = n) {
+        n = e->next;
+        if (e->status == CG_OK) cg__plan_free(&e->plan);
+        free(e);
+    }
+    for (int i = 0; i < CG_WS_SLOTS; i++)
+        if (st->ws[i].p && st->ws[i].kx->free) st->ws[i].kx->free(ctx, st->ws[i].p);
+    free(st);
+    ctx->plans = NULL;
+}
+
+static int cfg_equal(const cg_cfg *a, const cg_cfg *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->kv[i].key, b->kv[i].key) || strcmp(a->kv[i].val, b->kv[i].val)) return 0;
+    return 1;
+}
+
+static int shape_equal(const cg_kshape *a, const cg_kshape *b) {
+    return a->B == b->B && a->T == b->T && a->G == b->G && a->H == b->H && a->dk == b->dk && a->dv == b->dv &&
+           a->L == b->L && a->D == b->D && a->N == b->N && a->flags == b->flags;
+}
+
+/* Look the plan's argument names up in the op table and the plan's regions. */
+static cg_status bind_args(cg_context *ctx, const cg_op_desc *d, plan_entry *e) {
+    const cg_plan *pl = &e->plan;
+    if (strcmp(pl->op, d->name))
+        return cg__err(ctx, CG_ELUA, "generator: kernel %s is for op %s, launched for %s", pl->kernel, pl->op, d->name);
+    for (int i = 0; i < pl->narg; i++) {
+        const cg_karg *a = &pl->arg[i];
+        int k = -1;
+        switch (a->kind) {
+        case CG_KARG_TENSOR: k = cg__op_tensor(d, a->name); break;
+        case CG_KARG_WS:
+            for (int r = 0; r < pl->nregion && k < 0; r++)
+                if (!strcmp(pl->region[r].name, a->name)) k = r;
+            break;
+        case CG_KARG_SYM: {
+            cg_sym s = cg__sym_parse(a->name);
+            k = s != CG_SYM_NONE && d->dim_off[s] != (size_t)-1 ? (int)s : -1;
+            break;
+        }
+        case CG_KARG_INT: k = 0; break;
+        }
+        if (k < 0)
+            return cg__err(ctx, CG_ELUA, "generator: kernel %s: argument %d names '%s', which op %s does not have",
+                           pl->kernel, i + 1, a->name, d->name);
+        e->idx[i] = k;
+    }
+    return CG_OK;
+}
+
+/* The entry of (kx, kernel, shape, pin): found, or made now (Lua). NULL only when out of
+ * memory; a plan that cannot exist is an entry with status != CG_OK. */
+static plan_entry *plan_get(cg_context *ctx, const cg_kexec *kx, const cg_devinfo *dev, const cg_op_desc *d,
+                            const cg_kshape *shape, const cg_cfg *pin) {
+    static const cg_cfg no_pin;
+    if (!pin) pin = &no_pin;
+    plans_state *st = ctx->plans;
+    if (!st) {
+        st = calloc(1, sizeof *st);
+        if (!st) return NULL;
+        ctx->plans = st;
+    }
+    for (plan_entry *e = st->head; e; e = e->next)
+        if (e->kx == kx && !strcmp(e->kernel, d->name) && shape_equal(&e->shape, shape) && cfg_equal(&e->pin, pin))
+            return e;
+    plan_entry *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->kx = kx;
+    snprintf(e->kernel, sizeof e->kernel, "%s", d->name);
+    e->shape = *shape;
+    e->pin = *pin;
+    e->status = cg__gen_plan(ctx, d->name, shape, dev, pin, &e->plan);
+    if (e->status == CG_OK && (e->status = bind_args(ctx, d, e)) != CG_OK) cg__plan_free(&e->plan);
+    if (e->status != CG_OK) snprintf(e->why, sizeof e->why, "%s", ctx->errmsg);
+    e->next = st->head;
+    st->head = e;
+    return e;
+}
+
+/* Kernel memory of at least `bytes` for kx: the caller's workspace when large enough,
+ * else a context-owned buffer (grown, never shrunk; growing waits for the stream). */
+static cg_status workspace_get(cg_context *ctx, const cg_kexec *kx, const cg_exec *ex, size_t bytes, void **out) {
+    *out = NULL;
+    if (bytes == 0) return CG_OK;
+    if (ex && ex->workspace && ex->workspace_bytes >= bytes) {
+        *out = ex->workspace;
+        return CG_OK;
+    }
+    plans_state *st = ctx->plans;
+    CG_ASSERT(st); /* a plan was made before any workspace is asked for */
+    int slot = -1;
+    for (int i = 0; i < CG_WS_SLOTS && slot < 0; i++)
+        if (st->ws[i].kx == kx || !st->ws[i].kx) slot = i;
+    if (slot < 0) return cg__err(ctx, CG_EINTERNAL, "workspace: more than %d kernel executors", CG_WS_SLOTS);
+    if (st->ws[slot].bytes < bytes) {
+        if (st->ws[slot].p) {
+            cg_status s = kx->sync(ctx, ex ? ex->stream : NULL); /* kernels in flight may still use it */
+            if (s) return s;
+            kx->free(ctx, st->ws[slot].p);
+            st->ws[slot].p = NULL;
+            st->ws[slot].bytes = 0;
+        }
+        void *p = NULL;
+        cg_status s = kx->alloc(ctx, bytes, &p);
+        if (s) return s;
+        st->ws[slot].kx = kx;
+        st->ws[slot].p = p;
+        st->ws[slot].bytes = bytes;
+    }
+    *out = st->ws[slot].p;
+    return CG_OK;
+}
+
+/* ----------------------------------------------------------------- staging */
+
+/* A tensor of the op, for staging. */
+typedef struct staged {
+    const cg_view *v;
+    int64_t n[4];
+    int output;
+    void *dev;    /* staging copy, or NULL */
+    size_t bytes;
+} staged;
+
+/* When any present tensor is not kernel-addressable, copy every tensor into kernel
+ * memory (*stage = 1). ptr[i] receives the pointer the kernel must use. */
+static cg_status stage_in(cg_context *ctx, const cg_kexec *kx, staged *sv, int n, void *stream, float **ptr,
+                          int *stage) {
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        ptr[i] = sv[i].v->p;
+        sv[i].dev = NULL;
+        if (sv[i].v->p && !(kx->owns_ptr && kx->owns_ptr(ctx, sv[i].v->p))) any = 1;
+    }
+    *stage = any;
+    if (!any) return CG_OK;
+    cg_status s = CG_OK;
+    for (int i = 0; i < n && s == CG_OK; i++) {
+        if (!sv[i].v->p) continue;
+        sv[i].bytes = (size_t)cg__view_span(sv[i].v, sv[i].n) * sizeof(float);
+        s = kx->alloc(ctx, sv[i].bytes, &sv[i].dev);
+        /* outputs too: the gaps between their strided elements must survive the copy back */
+        if (s == CG_OK) s = kx->copy(ctx, sv[i].dev, sv[i].v->p, sv[i].bytes, 0, stream);
+        ptr[i] = sv[i].dev;
+    }
+    return s;
+}
+
+/* Copy staged outputs back (when s is CG_OK), synchronize, free; returns the status. */
+static cg_status stage_out(cg_context *ctx, const cg_kexec *kx, staged *sv, int n, void *stream, cg_status s) {
+    if (s == CG_OK) s = kx->sync(ctx, stream);
+    for (int i = 0; i < n; i++)
+        if (sv[i].dev && sv[i].output && s == CG_OK) s = kx->copy(ctx, sv[i].v->p, sv[i].dev, sv[i].bytes, 1, stream);
+    if (s == CG_OK) {
+        s = kx->sync(ctx, stream);
+    } else {
+        /* A failed launch may follow launches still running on the staging buffers: wait
+         * for the stream before freeing them, keeping the first error's message. */
+        char first[CG_ERRMSG_CAP];
+        snprintf(first, sizeof first, "%s", ctx->errmsg);
+        (void)kx->sync(ctx, stream);
+        snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", first);
+    }
+    for (int i = 0; i < n; i++)
+        if (sv[i].dev) {
+            kx->free(ctx, sv[i].dev);
+            sv[i].dev = NULL;
+        }
+    return s;
+}
+
+/* ------------------------------------------------------------------ the op */
+
+/* The kernel shape of a problem: its symbols and shape flags, the flags Lua sees as
+ * shape.h0, shape.has_D, ... (gen.h): an optional tensor given, or a scalar set. */
+static void kshape_of(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
+    static const struct { const char *tensor; int flag; } present[] = {
+        {"h0", CG_KS_H0}, {"hT", CG_KS_HT}, {"dhT", CG_KS_DHT},
+        {"D", CG_KS_HAS_D}, {"z", CG_KS_HAS_Z}, {"delta_bias", CG_KS_HAS_BIAS},
+    };
+    memset(ks, 0, sizeof *ks);
+    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N};
+    for (int s = 1; s < CG_SYM_COUNT; s++) *f[s] = cg__prob_dim(d, prob, (cg_sym)s);
+    for (size_t i = 0; i < sizeof present / sizeof present[0]; i++) {
+        int t = cg__op_tensor(d, present[i].tensor);
+        if (t >= 0 && cg__prob_view(d, prob, t)->p) ks->flags |= present[i].flag;
+    }
+    for (int i = 0; i < d->nscalar; i++)
+        if (!strcmp(d->scalar[i].name, "delta_softplus") && *(const int *)((const char *)prob + d->scalar[i].prob_off))
+            ks->flags |= CG_KS_SOFTPLUS;
+    if (cg__prob_grouped(d, prob)) ks->flags |= CG_KS_GROUPED;
+}
+
+/* The plan entry of op for prob on kx with cfg (NULL: the default), or the reason in ctx. */
+static cg_status gen_entry(cg_context *ctx, const cg_kexec *kx, const cg_op_desc *d, const void *prob,
+                           const cg_cfg *cfg, plan_entry **out) {
+    *out = NULL;
+    if (!kx || !kx->device)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: this library was built without that kernel executor", d->name);
+    if (*(const cg_dtype *)((const char *)prob + d->dtype_off) != CG_F32)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: generated kernels take F32 tensors (got F64)", d->name);
+    cg_devinfo dev;
+    cg_status s = kx->device(ctx, &dev);
+    if (s) return s;
+    cg_kshape ks;
+    kshape_of(d, prob, &ks);
+    plan_entry *e = plan_get(ctx, kx, &dev, d, &ks, cfg);
+    if (!e) return cg__err(ctx, CG_ENOMEM, "%s: out of memory for a plan", d->name);
+    if (e->status != CG_OK) return cg__err(ctx, e->status, "%s", e->why);
+    *out = e;
+    return CG_OK;
+}
+
+/* 1 when the call can run: the plan of cfg exists, or cfg is refused but the default's
+ * exists (the run then reports the refusal, and the dispatcher may take the default).
+ * Either way the plan the run needs is made here, once. */
+static int gen_supports(cg_context *ctx, const cg_kexec *kx, cg_op op, const void *prob, const cg_cfg *cfg) {
+    const cg_op_desc *d = cg__op_desc(op);
+    plan_entry *e;
+    if (gen_entry(ctx, kx, d, prob, cfg, &e) == CG_OK) return 1;
+    return cfg && cfg->n && gen_entry(ctx, kx, d, prob, NULL, &e) == CG_OK;
+}
+
+/* Pack the plan's arguments in order into buf (int64 slots; *n of them). */
+static void pack_args(const plan_entry *e, const cg_op_desc *d, const void *prob, float *const *ptr, void *ws,
+                      int64_t *buf, size_t *n) {
+    size_t k = 0;
+    for (int i = 0; i < e->plan.narg; i++) {
+        const cg_karg *a = &e->plan.arg[i];
+        const int x = e->idx[i];
+        switch (a->kind) {
+        case CG_KARG_TENSOR: {
+            const cg_view *v = cg__prob_view(d, prob, x);
+            cg_ktensor t = {ptr[x], v->s[0], v->s[1], v->s[2], v->s[3]};
+            memcpy(buf + k, &t, sizeof t);
+            k += sizeof t / sizeof *buf;
+            break;
+        }
+        case CG_KARG_WS: {
+            const cg_region *r = &e->plan.region[x];
+            void *p = ws && r->bytes ? (char *)ws + r->offset : NULL;
+            memcpy(buf + k++, &p, sizeof p);
+            break;
+        }
+        case CG_KARG_SYM: buf[k++] = cg__prob_dim(d, prob, (cg_sym)x); break;
+        case CG_KARG_INT: buf[k++] = a->value; break;
+        }
+    }
+    *n = k;
+}
+
+static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const void *prob, const cg_cfg *cfg,
+                         const cg_exec *ex) {
+    const cg_op_desc *d = cg__op_desc(op);
+    plan_entry *e;
+    cg_status s = gen_entry(ctx, kx, d, prob, cfg, &e);
+    if (s) return s;
+    if (!e->module && (s = kx->load(ctx, &e->plan, &e->module))) return s;
+
+    /* Tensors the kernels cannot address are staged through kernel memory. */
+    staged sv[CG_OP_MAX_TENSORS];
+    float *ptr[CG_OP_MAX_TENSORS];
+    CG_ASSERT(d->nt <= CG_OP_MAX_TENSORS);
+    for (int i = 0; i < d->nt; i++) {
+        memset(&sv[i], 0, sizeof sv[i]);
+        sv[i].v = cg__prob_view(d, prob, i);
+        cg__prob_extents(d, prob, i, sv[i].n);
+        sv[i].output = d->t[i].role == CG_TD_OUT;
+    }
+    void *stream = ex ? ex->stream : NULL;
+    int stage = 0;
+    s = stage_in(ctx, kx, sv, d->nt, stream, ptr, &stage);
+    void *ws = NULL;
+    if (s == CG_OK) s = workspace_get(ctx, kx, ex, (size_t)e->plan.workspace_bytes, &ws);
+    if (s == CG_OK) {
+        int64_t buf[CG_PLAN_MAX_ARGS * sizeof(cg_ktensor) / sizeof(int64_t)];
+        size_t n = 0;
+        pack_args(e, d, prob, ptr, ws, buf, &n);
+        for (int i = 0; i < e->plan.nlaunch && s == CG_OK; i++)
+            s = kx->launch(ctx, e->module, &e->plan.launch[i], buf, n * sizeof *buf, stream);
+    }
+    if (stage) s = stage_out(ctx, kx, sv, d->nt, stream, s);
+    if (s == CG_OK)
+        cg__dispatch_detail(ctx, "kernel=%s%s", e->plan.name, stage ? " (staged through kernel memory)" : "");
+    return s;
+}
+
+/* --------------------------------------------------------------- backends */
+
+/* One backend per executor: the launcher over a different cg_kexec. */
+#define CG_GEN_BACKEND(NAME, KX)                                                                          \
+    static int NAME##_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) {        \
+        return gen_supports(ctx, &KX, op, prob, cfg);                                                   \
+    }                                                                                                   \
+    static cg_status NAME##_ssd_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c, const cg_exec *e) { \
+        return gen_run(ctx, &KX, CG_OP_SSD_FWD, p, c, e);                                               \
+    }                                                                                                   \
+    static cg_status NAME##_ssd_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c, const cg_exec *e) { \
+        return gen_run(ctx, &KX, CG_OP_SSD_BWD, p, c, e);                                               \
+    }                                                                                                   \
+    static cg_status NAME##_sscan_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *c,         \
+                                      const cg_exec *e) {                                               \
+        return gen_run(ctx, &KX, CG_OP_SSCAN_FWD, p, c, e);                                             \
+    }                                                                                                   \
+    static cg_status NAME##_sscan_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *c,         \
+                                      const cg_exec *e) {                                               \
+        return gen_run(ctx, &KX, CG_OP_SSCAN_BWD, p, c, e);                                             \
+    }                                                                                                   \
+    const cg_backend_vt cg__backend_##NAME = {                                                          \
+        .name = #NAME,                                                                                  \
+        .supports = NAME##_supports,                                                                    \
+        .ssd_fwd = NAME##_ssd_fwd,                                                                      \
+        .ssd_bwd = NAME##_ssd_bwd,                                                                      \
+        .sscan_fwd = NAME##_sscan_fwd,                                                                  \
+        .sscan_bwd = NAME##_sscan_bwd,                                                                  \
+    };
+
+CG_GEN_BACKEND(emulate, cg__kexec_emu)
+CG_GEN_BACKEND(cuda, cg__kexec_cuda)
