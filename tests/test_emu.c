@@ -468,12 +468,17 @@ CG_TEST(emu_bad_kernels) {
 
 /* ------------------------------------------------------------------- race.cu */
 CG_TEST(emu_racecheck) {
+    /* read when the context's emulator state is made (its first module load) */
+    setenv("CHUNKGEN_EMU_RACECHECK", "1", 1);
     cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    cg__emu_set_racecheck(ctx, 1);
+    if (!ctx) {
+        unsetenv("CHUNKGEN_EMU_RACECHECK");
+        return;
+    }
     static const char *const ent[] = {"emu_race_free", "emu_race_raw", "emu_race_ww", "emu_race_war"};
     static const char *const want[] = {NULL, "dynamic shared memory", "static __shared__", "write"};
     void *mod = emu_module(ctx, "race.cu", ent, 4);
+    unsetenv("CHUNKGEN_EMU_RACECHECK");
     if (mod) {
         float x[96], out[96];
         for (int i = 0; i < 96; i++) x[i] = (float)i;

@@ -4,6 +4,7 @@
 #include "cg_test.h"
 #include "cpu/ssd_cpu.h"
 #include "cuda/cg_cuda.h"
+#include "ptxas_log.h"
 #include "gen.h"
 
 #include <pthread.h>

@@ -132,15 +132,6 @@ int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf
 cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *source, int arch, void **cubin,
                             size_t *cubin_len, char **log);
 
-/* Resource usage parsed from a ptxas -v log (the first function that has each line). */
-typedef struct cg_ptxas_info {
-    int found;              /* a "Used N registers" line was seen */
-    int registers;
-    int64_t smem;           /* static shared memory bytes */
-    int64_t spill_stores, spill_loads, stack;
-} cg_ptxas_info;
-void cg__ptxas_parse(const char *log, cg_ptxas_info *out);
-
 /* A device description of arch with that architecture's limits (for rendering and
  * compiling without the device, e.g. in tests and `chunkgen gen --arch`). 0 when the
  * arch is unknown. */

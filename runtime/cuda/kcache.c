@@ -16,7 +16,6 @@
 #define SUM_BYTES 16
 #define MAX_ENTRY_BYTES ((uint64_t)1 << 32)
 
-static atomic_int g_warnings;
 static atomic_int g_warned_write;
 
 static void warn(const char *fmt, ...) CG_PRINTF(1, 2);
@@ -27,10 +26,7 @@ static void warn(const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     cg__log(CG_LOG_WARN, "%s", msg);
-    atomic_fetch_add(&g_warnings, 1);
 }
-
-int cg__kcache_warnings(void) { return atomic_load(&g_warnings); }
 
 /* ------------------------------------------------------------------- hash */
 

@@ -42,7 +42,4 @@ int cg__kcache_verify_file(const char *path, char *why, size_t whycap);
 /* Number of entry files and their total bytes in dir (0, 0 when absent). */
 void cg__kcache_stat(const char *dir, int64_t *files, int64_t *bytes);
 
-/* Warnings printed so far by this process (tests). */
-int cg__kcache_warnings(void);
-
 #endif /* CG_KCACHE_H */

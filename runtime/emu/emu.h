@@ -33,18 +33,10 @@ int cg__emu_run_blocks(const cg_emu_grid *g, int64_t b0, int64_t b1, char *msg, 
 /* The services bound into every module. */
 extern const cg_emu_api cg__emu_api;
 
-/* Shared-memory race checking for the modules loaded from now on (also on when the
- * environment has CHUNKGEN_EMU_RACECHECK=1). Checked modules are built separately. */
-void cg__emu_set_racecheck(cg_context *ctx, int on);
-
 /* Compile into the disk cache, in parallel (one compiler per pool thread), the
  * modules of plans[0..n) that are not there yet, so the loads that follow are
  * quick. Errors are left for those loads to report. */
 cg_status cg__emu_prebuild(cg_context *ctx, const cg_plan *plans, int n);
-
-/* The source the emulator compiles for plan (header, rewritten kernel, entry
- * wrappers), malloc'd; for `chunkgen gen --emulate`-style inspection and tests. */
-cg_status cg__emu_source(cg_context *ctx, const cg_plan *plan, char **out);
 
 /* Rewrite `extern __shared__ T name[];` into a pointer to the block's dynamic shared
  * memory (block scope) or a macro (namespace scope). Returns a malloc'd copy, or NULL

@@ -438,14 +438,6 @@ static cg_status build_source(cg_context *ctx, const cg_plan *plan, sbuf *out) {
     return CG_OK;
 }
 
-cg_status cg__emu_source(cg_context *ctx, const cg_plan *plan, char **text) {
-    sbuf b = {0};
-    cg_status st = build_source(ctx, plan, &b);
-    if (st != CG_OK) { free(b.p); return st; }
-    *text = b.p;
-    return CG_OK;
-}
-
 /* -------------------------------------------------------------------- state */
 static emu_state *emu_get(cg_context *ctx) {
     if (!ctx->emu) {
@@ -456,11 +448,6 @@ static emu_state *emu_get(cg_context *ctx) {
         ctx->emu = st;
     }
     return ctx->emu;
-}
-
-void cg__emu_set_racecheck(cg_context *ctx, int on) {
-    emu_state *st = emu_get(ctx);
-    if (st) st->racecheck = on != 0;
 }
 
 void cg__emu_ctx_free(cg_context *ctx) {
