@@ -252,6 +252,12 @@ CG_TEST(cuda_cubin_entries_and_params) {
                 CG_CHECK(0, "%s: plan of a config of the space: %s", k[ki].kernel, cg_errmsg(ctx));
                 continue;
             }
+            /* the Lua argument list packs into the params struct (runtime/launch.c) */
+            size_t packed = 0;
+            for (int a = 0; a < plan.narg; a++)
+                packed += plan.arg[a].kind == CG_KARG_TENSOR ? sizeof(cg_ktensor) : sizeof(int64_t);
+            CG_CHECK(packed == k[ki].params, "%s: %d arguments pack into %zu bytes, the params struct has %zu",
+                     plan.name, plan.narg, packed, k[ki].params);
             char sig[320] = "";
             for (int l = 0; l < plan.nlaunch; l++) {
                 size_t n = strlen(sig);
