@@ -6,46 +6,10 @@
 local M = {}
 
 function M.ceil_div(a, b) return (a + b - 1) // b end
-function M.round_up(a, b) -- The ordered arguments of an SSD kernel (the members of cg_ssd_fwd_params and
--- cg_ssd_bwd_params, templates/cg_kernel_params.h): the op's tensors by their op-table
--- names, the workspace (one region "ws"), the shape, the chunk count.
-function M.args(tensors, p, shape)
-  local a = {}
-  for _, t in ipairs(tensors) do a[#a + 1] = { tensor = t } end
-  a[#a + 1] = { ws = "ws" }
-  for _, s in ipairs({ "B", "T", "G", "H", "dk", "dv" }) do a[#a + 1] = { sym = s } end
-  a[#a + 1] = { int = M.nchunks(p, shape) }
-  return a
-end
+function M.round_up(a, b) return M.ceil_div(a, b) * b end
 
-return M.ceil_div(a, b) * b end
-
-function M.nchunks(p, shape) -- The ordered arguments of an SSD kernel (the members of cg_ssd_fwd_params and
--- cg_ssd_bwd_params, templates/cg_kernel_params.h): the op's tensors by their op-table
--- names, the workspace (one region "ws"), the shape, the chunk count.
-function M.args(tensors, p, shape)
-  local a = {}
-  for _, t in ipairs(tensors) do a[#a + 1] = { tensor = t } end
-  a[#a + 1] = { ws = "ws" }
-  for _, s in ipairs({ "B", "T", "G", "H", "dk", "dv" }) do a[#a + 1] = { sym = s } end
-  a[#a + 1] = { int = M.nchunks(p, shape) }
-  return a
-end
-
-return M.ceil_div(shape.T, p.chunk) end
-function M.dv_tiles(p, shape) -- The ordered arguments of an SSD kernel (the members of cg_ssd_fwd_params and
--- cg_ssd_bwd_params, templates/cg_kernel_params.h): the op's tensors by their op-table
--- names, the workspace (one region "ws"), the shape, the chunk count.
-function M.args(tensors, p, shape)
-  local a = {}
-  for _, t in ipairs(tensors) do a[#a + 1] = { tensor = t } end
-  a[#a + 1] = { ws = "ws" }
-  for _, s in ipairs({ "B", "T", "G", "H", "dk", "dv" }) do a[#a + 1] = { sym = s } end
-  a[#a + 1] = { int = M.nchunks(p, shape) }
-  return a
-end
-
-return M.ceil_div(shape.dv, p.block_dv) end
+function M.nchunks(p, shape) return M.ceil_div(shape.T, p.chunk) end
+function M.dv_tiles(p, shape) return M.ceil_div(shape.dv, p.block_dv) end
 
 -- Row pitches in floats, as the traits blocks derive them: dk padded to the 16-row mma
 -- tile (+4), dv tiles (+8) and chunk rows (+4), for bank-conflict-free fragments.
