@@ -163,6 +163,7 @@ cg_status cg__sscan_bwd_prob(cg_context *ctx, const cg_sscan_bwd_args *a, cg_ssc
 
 /* -------------------------------------------------------------- backends */
 typedef enum cg_op { CG_OP_SSD_FWD, CG_OP_SSD_BWD, CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD } cg_op;
+#define CG_OP_COUNT 4 /* the op table (ops.h) has one descriptor each */
 
 typedef struct cg_backend_vt {
     const char *name;
