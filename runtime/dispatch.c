@@ -122,34 +122,29 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     return s;
 }
 
+/* Validate args of op against the op table, then run. */
+static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
+    if (!ctx) return CG_EINVAL;
+    const cg_op_desc *d = cg__op_desc(op);
+    union {
+        cg_ssd_prob ssd;
+        cg_sscan_prob sscan;
+    } p;
+    cg_status s = cg__op_validate(ctx, d, args, &p);
+    if (s) return s;
+    const cg_dtype dtype = *(const cg_dtype *)((const char *)&p + d->dtype_off);
+    return run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec); /* tensor 0: a required input */
+}
+
 cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_ssd_prob p;
-    cg_status s = cg__ssd_fwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSD_FWD, &p, p.dtype, p.q.p, exec);
+    return op_call(ctx, CG_OP_SSD_FWD, args, exec);
 }
-
 cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_ssd_prob p;
-    cg_status s = cg__ssd_bwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSD_BWD, &p, p.dtype, p.q.p, exec);
+    return op_call(ctx, CG_OP_SSD_BWD, args, exec);
 }
-
 cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_sscan_prob p;
-    cg_status s = cg__sscan_fwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSCAN_FWD, &p, p.dtype, p.x.p, exec);
+    return op_call(ctx, CG_OP_SSCAN_FWD, args, exec);
 }
-
 cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_sscan_prob p;
-    cg_status s = cg__sscan_bwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSCAN_BWD, &p, p.dtype, p.x.p, exec);
+    return op_call(ctx, CG_OP_SSCAN_BWD, args, exec);
 }
