@@ -291,47 +291,6 @@ static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what) {
 }
 
 
-/* The part of --config that applies to op ("ssd_fwd" ...) in buf, or NULL when none
- * does; -1 for a scope that names no op. */
-static int pass_config(const char *cfg, const char *op, char *buf, size_t cap, const char **out) {
-    *out = NULL;
-    if (!cfg || !strchr(cfg, ':')) {
-        *out = cfg;
-        return 0;
-    }
-    static const char *const scopes[] = {"ssd", "sscan", "ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
-    const size_t famlen = strchr(op, '_') ? (size_t)(strchr(op, '_') - op) : strlen(op);
-    for (const char *s = cfg; *s;) {
-        const char *end = strchr(s, ';');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        const char *colon = memchr(s, ':', len), *eq = memchr(s, '=', len);
-        const char *body = s;
-        int applies = 1;
-        if (colon && (!eq || colon < eq)) {
-            size_t sl = (size_t)(colon - s);
-            int known = 0;
-            for (size_t i = 0; i < sizeof scopes / sizeof scopes[0]; i++)
-                known |= strlen(scopes[i]) == sl && !strncmp(s, scopes[i], sl);
-            if (!known) {
-                run_fail("--config: unknown scope \"%.*s\" (expected ssd, sscan, ssd_fwd, ssd_bwd, sscan_fwd or "
-                         "sscan_bwd before ':')", (int)sl, s);
-                return -1;
-            }
-            applies = (sl == strlen(op) && !strncmp(s, op, sl)) || (sl == famlen && !strncmp(s, op, sl));
-            body = colon + 1;
-        }
-        if (applies && !*out) {
-            size_t bl = (size_t)(s + len - body);
-            if (bl >= cap) bl = cap - 1;
-            memcpy(buf, body, bl);
-            buf[bl] = 0;
-            *out = buf;
-        }
-        s += len + (end ? 1 : 0);
-    }
-    return 0;
-}
-
 /* Where the sizes tensor i is checked against come from: "like q.npy" when an earlier
  * given tensor has the same extents, else "(B, T like q.npy; H like v.npy)". */
 static void expect_from(const cg_op_desc *d, int i, const run_arr *a, const int src[CG_SYM_COUNT], char *buf,
@@ -449,10 +408,14 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
         char cbuf[1024], what[32];
         snprintf(what, sizeof what, "%s %s", d->family, d->bwd ? "backward" : "forward");
         cg_exec px = *ex;
-        if (pass_config(ex->config, d->name, cbuf, sizeof cbuf, &px.config)) {
+        char why[512];
+        const int r = cg__cfg_scope(ex->config, d->op, cbuf, sizeof cbuf, why, sizeof why);
+        if (r < 0) {
             rc = 2;
+            run_fail("--config: %s", why);
             break;
         }
+        px.config = r ? cbuf : NULL;
         cg_status st;
         switch (d->op) {
         case CG_OP_SSD_FWD: st = cg_ssd_fwd(ctx, &args[p].sf, &px); break;
