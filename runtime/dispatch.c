@@ -1,6 +1,7 @@
 /* dispatch.c -- the public op calls: validate, pick a backend, run. */
 #include "internal.h"
 #include "gen.h"
+#include "abi.h"
 
 #include <string.h>
 
@@ -36,12 +37,12 @@ static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, cons
 static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
                      const cg_exec *exec_in) {
     cg_exec exec;
-    memset(&exec, 0, sizeof exec);
-    if (exec_in) exec = *exec_in;
+    cg_status s = cg__abi_in(ctx, "exec", &exec, sizeof exec, exec_in);
+    if (s) return s;
     if ((unsigned)exec.backend > CG_BACKEND_REF)
         return cg__err(ctx, CG_EINVAL, "exec.backend: %d but expected a cg_backend value", (int)exec.backend);
     cg_cfg cfg;
-    cg_status s = cg__cfg_parse(ctx, exec.config, &cfg);
+    s = cg__cfg_parse(ctx, exec.config, &cfg);
     if (s) return s;
     if (dtype == CG_F64 && exec.backend != CG_BACKEND_REF)
         return cg__err(ctx, CG_EINVAL, "dtype: CG_F64 tensors are accepted by the ref backend only (expected CG_F32 for backend %s)",
@@ -113,32 +114,40 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
 
 cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {
     if (!ctx) return CG_EINVAL;
+    cg_ssd_fwd_args a;
     cg_ssd_prob p;
-    cg_status s = cg__ssd_fwd_prob(ctx, args, &p);
+    cg_status s = cg__abi_in(ctx, "args", &a, sizeof a, args);
+    if (!s) s = cg__ssd_fwd_prob(ctx, args ? &a : NULL, &p);
     if (s) return s;
     return run(ctx, CG_OP_SSD_FWD, &p, p.dtype, p.q.p, exec);
 }
 
 cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec) {
     if (!ctx) return CG_EINVAL;
+    cg_ssd_bwd_args a;
     cg_ssd_prob p;
-    cg_status s = cg__ssd_bwd_prob(ctx, args, &p);
+    cg_status s = cg__abi_in(ctx, "args", &a, sizeof a, args);
+    if (!s) s = cg__ssd_bwd_prob(ctx, args ? &a : NULL, &p);
     if (s) return s;
     return run(ctx, CG_OP_SSD_BWD, &p, p.dtype, p.q.p, exec);
 }
 
 cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec) {
     if (!ctx) return CG_EINVAL;
+    cg_sscan_fwd_args a;
     cg_sscan_prob p;
-    cg_status s = cg__sscan_fwd_prob(ctx, args, &p);
+    cg_status s = cg__abi_in(ctx, "args", &a, sizeof a, args);
+    if (!s) s = cg__sscan_fwd_prob(ctx, args ? &a : NULL, &p);
     if (s) return s;
     return run(ctx, CG_OP_SSCAN_FWD, &p, p.dtype, p.x.p, exec);
 }
 
 cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec) {
     if (!ctx) return CG_EINVAL;
+    cg_sscan_bwd_args a;
     cg_sscan_prob p;
-    cg_status s = cg__sscan_bwd_prob(ctx, args, &p);
+    cg_status s = cg__abi_in(ctx, "args", &a, sizeof a, args);
+    if (!s) s = cg__sscan_bwd_prob(ctx, args ? &a : NULL, &p);
     if (s) return s;
     return run(ctx, CG_OP_SSCAN_BWD, &p, p.dtype, p.x.p, exec);
 }
