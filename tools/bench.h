@@ -129,6 +129,8 @@ typedef struct runner {
     int cuda;          /* device memory; sync after each sample */
     char msg[1024];
     int skipped;       /* msg is a reason to skip, not an error */
+    const char *config[2]; /* the --config part of the forward and the backward call (NULL: none) */
+    char config_buf[2][512];
 } runner;
 
 typedef struct meas {

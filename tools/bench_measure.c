@@ -22,13 +22,17 @@ int bench_run_call(runner *r, const bptrs *m) {
         cg_ssd_fwd_args f;
         cg_ssd_bwd_args g;
         bench_ssd_args(c, m, &f, c->bwd ? &g : NULL);
+        r->ex.config = r->config[0];
         if ((s = cg_ssd_fwd(r->ctx, &f, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_ssd_fwd");
+        r->ex.config = r->config[1];
         if (c->bwd && (s = cg_ssd_bwd(r->ctx, &g, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_ssd_bwd");
     } else {
         cg_sscan_fwd_args f;
         cg_sscan_bwd_args g;
         bench_sscan_args(c, m, &f, c->bwd ? &g : NULL);
+        r->ex.config = r->config[0];
         if ((s = cg_sscan_fwd(r->ctx, &f, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_sscan_fwd");
+        r->ex.config = r->config[1];
         if (c->bwd && (s = cg_sscan_bwd(r->ctx, &g, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_sscan_bwd");
     }
     return 0;

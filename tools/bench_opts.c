@@ -126,7 +126,11 @@ static int opt_mode(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
-static int custom(const char *v, int sscan, custom_shape *cs, char *err, size_t errlen) {
+/* A custom shape (--ssd-shape / --sscan-shape) appended to its list. */
+static int add_custom(bench_opts *o, const char *v, int sscan, char *err, size_t errlen) {
+    int *n = sscan ? &o->nsscan_custom : &o->nssd_custom;
+    custom_shape *cs = (sscan ? o->sscan_custom : o->ssd_custom) + *n;
+    if (*n >= MAXLIST) return snprintf(err, errlen, "at most %d shapes", MAXLIST), -1;
     cg_cli_shape s;
     const unsigned keys = sscan ? (CG_SHAPE_B | CG_SHAPE_D | CG_SHAPE_N)
                                 : (CG_SHAPE_B | CG_SHAPE_G | CG_SHAPE_H | CG_SHAPE_DK | CG_SHAPE_DV);
@@ -134,24 +138,12 @@ static int custom(const char *v, int sscan, custom_shape *cs, char *err, size_t 
     snprintf(cs->name, sizeof cs->name, "%s", s.name);
     const int64_t d[2][5] = {{s.B, s.G, s.H, s.dk, s.dv}, {s.B, s.D, s.N, 0, 0}};
     memcpy(cs->d, d[sscan], sizeof cs->d);
+    (*n)++;
     return 0;
 }
 
-static int opt_ssd_shape(void *opts, const char *v, char *err, size_t errlen) {
-    bench_opts *o = opts;
-    if (o->nssd_custom >= MAXLIST) return snprintf(err, errlen, "at most %d shapes", MAXLIST), -1;
-    if (custom(v, 0, &o->ssd_custom[o->nssd_custom], err, errlen)) return -1;
-    o->nssd_custom++;
-    return 0;
-}
-
-static int opt_sscan_shape(void *opts, const char *v, char *err, size_t errlen) {
-    bench_opts *o = opts;
-    if (o->nsscan_custom >= MAXLIST) return snprintf(err, errlen, "at most %d shapes", MAXLIST), -1;
-    if (custom(v, 1, &o->sscan_custom[o->nsscan_custom], err, errlen)) return -1;
-    o->nsscan_custom++;
-    return 0;
-}
+static int opt_ssd_shape(void *opts, const char *v, char *err, size_t errlen) { return add_custom(opts, v, 0, err, errlen); }
+static int opt_sscan_shape(void *opts, const char *v, char *err, size_t errlen) { return add_custom(opts, v, 1, err, errlen); }
 
 static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
     bench_opts *o = opts;
@@ -173,7 +165,7 @@ static const cg_cli_opt k_bench_opts[] = {
      "presets; given alone, it also means --op ssd)", 0, 0, opt_ssd_shape},
     {"--sscan-shape", 0, CG_CLI_FN, 0, "NAME:B=N,D=N,N=N", "a custom selective-scan shape (likewise)", 0, 0, opt_sscan_shape},
     {"--layout", 0, CG_CLI_FN, 0, "token|head", "SSD tensor layout (default token: [B,T,heads,dim])", 0, 0, opt_layout},
-    CG_CLI_OPT_CONFIG(bench_opts, config),
+    CG_CLI_OPT_CONFIG(bench_opts, config), /* not for chunkgen_cuda_default, which measures the default */
     {"--all", 0, CG_CLI_FLAG, offsetof(bench_opts, all), NULL, "also run the slow cells left out by default", 0, 0, NULL},
     CG_CLI_OPT_THREADS(bench_opts, threads),
     {"--repeats", 0, CG_CLI_INT, offsetof(bench_opts, repeats), "N", "samples at least (default 5)", 1, 1000, NULL},
@@ -207,6 +199,10 @@ int bench_parse_opts(int argc, char **argv, bench_opts *o) {
     if (rc) return rc;
     /* --config pins a kernel config (k=v,...), as in `chunkgen run`; the seeds' shapes
      * are --preset (what an older `bench --config NAME` meant). */
+    char buf[512], err[256];
+    const char *part;
+    if (o->config && cg_cli_config_for(o->config, "ssd_fwd", buf, sizeof buf, &part, err, sizeof err))
+        return bench_usage_err("--config: %s", err);
     if (o->config && !strchr(o->config, '='))
         return bench_usage_err("--config: expected k=v,... (a kernel config, as in `chunkgen run`), got '%s'; the "
                                "seeds' shapes by name are --preset %s", o->config, o->config);

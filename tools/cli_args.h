@@ -66,6 +66,12 @@ int cg_cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((forma
     "pin a kernel/CPU config, e.g. chunk=64,threads=2 (keys: `chunkgen gen KERNEL --space`);\n" \
     "per op with scopes: 'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part\n"             \
     "whose scope is the op, its family ssd|sscan, or none, applies)"
+/* The part of a --config value that applies to op ("ssd_fwd", "ssd_bwd", "sscan_fwd",
+ * "sscan_bwd"): the whole value when it has no scopes; else the first ';'-separated part
+ * whose scope ("op:" or the family "ssd:"/"sscan:") matches or that has none, copied into
+ * buf; *out = NULL when no part applies. -1 (err says why) for an unknown scope. */
+int cg_cli_config_for(const char *cfg, const char *op, char *buf, size_t cap, const char **out, char *err,
+                      size_t errlen);
 #define CG_CLI_OPT_CONFIG(type, field) {"--config", 0, CG_CLI_STR, offsetof(type, field), "k=v,...", CG_CLI_HELP_CONFIG, 0, 0, NULL}
 #define CG_CLI_OPT_THREADS(type, field) \
     {"--threads", 0, CG_CLI_INT, offsetof(type, field), "N", "CPU threads (0 = all cores)", 0, 4096, NULL}

@@ -15,6 +15,7 @@
  * --repeats samples and --min-time seconds are reached; median and quartiles per call.
  * docs/bench.md describes every field and the assumptions behind the roofline. */
 #include "bench.h"
+#include "cli_args.h"
 #include "cmd_bench.h"
 
 #include <errno.h>
@@ -73,7 +74,15 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
     if (impl == IMPL_CUDA || impl == IMPL_CUDA_DEF) r.ex.backend = bench_cuda_backend;
     r.cuda = impl == IMPL_CUDA || impl == IMPL_CUDA_DEF;
     /* --config pins every chunkgen impl but the one that measures the default config. */
-    if (impl != IMPL_CUDA_DEF && impl != IMPL_REF) r.ex.config = o->config;
+    if (impl != IMPL_CUDA_DEF && impl != IMPL_REF) {
+        const char *fam = c->cfg->op == OP_SSD ? "ssd" : "sscan";
+        char op[2][16], err[256];
+        snprintf(op[0], sizeof op[0], "%s_fwd", fam);
+        snprintf(op[1], sizeof op[1], "%s_bwd", fam);
+        for (int k = 0; k < 2; k++) /* the scopes were checked with the options */
+            if (cg_cli_config_for(o->config, op[k], r.config_buf[k], sizeof r.config_buf[k], &r.config[k], err, sizeof err))
+                r.config[k] = NULL;
+    }
     char err[512];
     bench_poison_outputs(c);
     bptrs m;

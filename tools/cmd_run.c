@@ -284,45 +284,13 @@ static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what) {
 
 enum { SSD_Q, SSD_K, SSD_V, SSD_LA, SSD_H0, SSD_DO, SSD_DHT, SSD_N };
 
-/* The part of --config that applies to op ("ssd_fwd" ...) in buf, or NULL when none
- * does; -1 for a scope that names no op. */
+/* The part of --config that applies to op ("ssd_fwd" ...), tools/cli_args.c; -1 (said)
+ * for a scope that names no op. */
 static int pass_config(const char *cfg, const char *op, char *buf, size_t cap, const char **out) {
-    *out = NULL;
-    if (!cfg || !strchr(cfg, ':')) {
-        *out = cfg;
-        return 0;
-    }
-    static const char *const scopes[] = {"ssd", "sscan", "ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
-    const size_t famlen = strchr(op, '_') ? (size_t)(strchr(op, '_') - op) : strlen(op);
-    for (const char *s = cfg; *s;) {
-        const char *end = strchr(s, ';');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        const char *colon = memchr(s, ':', len), *eq = memchr(s, '=', len);
-        const char *body = s;
-        int applies = 1;
-        if (colon && (!eq || colon < eq)) {
-            size_t sl = (size_t)(colon - s);
-            int known = 0;
-            for (size_t i = 0; i < sizeof scopes / sizeof scopes[0]; i++)
-                known |= strlen(scopes[i]) == sl && !strncmp(s, scopes[i], sl);
-            if (!known) {
-                run_fail("--config: unknown scope \"%.*s\" (expected ssd, sscan, ssd_fwd, ssd_bwd, sscan_fwd or "
-                         "sscan_bwd before ':')", (int)sl, s);
-                return -1;
-            }
-            applies = (sl == strlen(op) && !strncmp(s, op, sl)) || (sl == famlen && !strncmp(s, op, sl));
-            body = colon + 1;
-        }
-        if (applies && !*out) {
-            size_t bl = (size_t)(s + len - body);
-            if (bl >= cap) bl = cap - 1;
-            memcpy(buf, body, bl);
-            buf[bl] = 0;
-            *out = buf;
-        }
-        s += len + (end ? 1 : 0);
-    }
-    return 0;
+    char err[256];
+    if (cg_cli_config_for(cfg, op, buf, cap, out, err, sizeof err) == 0) return 0;
+    run_fail("--config: %s", err);
+    return -1;
 }
 
 static int run_ssd(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_outs *os) {
