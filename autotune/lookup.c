@@ -28,44 +28,17 @@ static cg_status env_pin(cg_context *ctx, cg_op op, cg_cfg *cfg, int *found) {
     *found = 0;
     const char *env = getenv("CHUNKGEN_CONFIG");
     if (!env || !*env) return CG_OK;
-    const char *opname = cg__op_desc(op)->name;
-    const char *family = cg__op_desc(op)->family;
-    const char *s = env;
-    while (*s) {
-        const char *end = strchr(s, ';');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        char part[CG_CFG_MAX * 66 + 32];
-        if (len >= sizeof part) return cg__err(ctx, CG_EINVAL, "CHUNKGEN_CONFIG: part too long in \"%s\"", env);
-        memcpy(part, s, len);
-        part[len] = '\0';
-        s += len + (end ? 1 : 0);
-        char *body = part;
-        char *colon = strchr(part, ':');
-        char *eq = strchr(part, '=');
-        if (colon && (!eq || colon < eq)) {
-            *colon = '\0';
-            body = colon + 1;
-            if (strcmp(part, opname) && strcmp(part, family)) {
-                int known = !strcmp(part, "ssd") || !strcmp(part, "sscan") || cg__op_find(part);
-                if (!known)
-                    return cg__err(ctx, CG_EINVAL,
-                                   "CHUNKGEN_CONFIG: unknown scope \"%s\" (expected ssd, sscan, ssd_fwd, ssd_bwd, "
-                                   "sscan_fwd or sscan_bwd before ':')",
-                                   part);
-                continue;
-            }
-        }
-        while (*body == ' ') body++;
-        if (!*body) continue;
-        cg_status st = cg__cfg_parse(ctx, body, cfg);
-        if (st != CG_OK) {
-            char msg[CG_ERRMSG_CAP];
-            snprintf(msg, sizeof msg, "%s", ctx->errmsg);
-            return cg__err(ctx, st, "CHUNKGEN_CONFIG: %s", msg);
-        }
-        *found = 1;
-        return CG_OK;
+    char part[CG_CFG_MAX * 66 + 32], why[CG_ERRMSG_CAP];
+    const int r = cg__cfg_scope(env, op, part, sizeof part, why, sizeof why);
+    if (r < 0) return cg__err(ctx, CG_EINVAL, "CHUNKGEN_CONFIG: %s", why);
+    if (r == 0) return CG_OK;
+    cg_status st = cg__cfg_parse(ctx, part, cfg);
+    if (st != CG_OK) {
+        char msg[CG_ERRMSG_CAP];
+        snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+        return cg__err(ctx, st, "CHUNKGEN_CONFIG: %s", msg);
     }
+    *found = 1;
     return CG_OK;
 }
 

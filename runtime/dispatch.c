@@ -1,6 +1,7 @@
 /* dispatch.c -- the public op calls: validate, pick a backend, run. */
 #include "ops.h"
 #include "gen.h"
+#include "abi.h"
 
 #include <string.h>
 
@@ -59,12 +60,12 @@ static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
 static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
                      const cg_exec *exec_in) {
     cg_exec exec;
-    memset(&exec, 0, sizeof exec);
-    if (exec_in) exec = *exec_in;
+    cg_status s = cg__abi_in(ctx, "exec", &exec, sizeof exec, exec_in);
+    if (s) return s;
     if ((unsigned)exec.backend > CG_BACKEND_REF)
         return cg__err(ctx, CG_EINVAL, "exec.backend: %d but expected a cg_backend value", (int)exec.backend);
     cg_cfg cfg;
-    cg_status s = cg__cfg_parse(ctx, exec.config, &cfg);
+    s = cg__cfg_parse(ctx, exec.config, &cfg);
     if (s) return s;
     if (dtype == CG_F64 && exec.backend != CG_BACKEND_REF)
         return cg__err(ctx, CG_EINVAL, "dtype: CG_F64 tensors are accepted by the ref backend only (expected CG_F32 for backend %s)",
@@ -133,34 +134,36 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     return s;
 }
 
+/* Validate args of op against the op table, then run. */
+static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
+    if (!ctx) return CG_EINVAL;
+    const cg_op_desc *d = cg__op_desc(op);
+    union {
+        cg_ssd_prob ssd;
+        cg_sscan_prob sscan;
+    } p;
+    union {
+        cg_ssd_fwd_args ssd_fwd;
+        cg_ssd_bwd_args ssd_bwd;
+        cg_sscan_fwd_args sscan_fwd;
+        cg_sscan_bwd_args sscan_bwd;
+    } a; /* the caller's struct in this header's layout (abi.h) */
+    cg_status s = cg__abi_in(ctx, "args", &a, d->args_size, args);
+    if (!s) s = cg__op_validate(ctx, d, args ? &a : NULL, &p);
+    if (s) return s;
+    const cg_dtype dtype = *(const cg_dtype *)((const char *)&p + d->dtype_off);
+    return run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec); /* tensor 0: a required input */
+}
+
 cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_ssd_prob p;
-    cg_status s = cg__ssd_fwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSD_FWD, &p, p.dtype, p.q.p, exec);
+    return op_call(ctx, CG_OP_SSD_FWD, args, exec);
 }
-
 cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_ssd_prob p;
-    cg_status s = cg__ssd_bwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSD_BWD, &p, p.dtype, p.q.p, exec);
+    return op_call(ctx, CG_OP_SSD_BWD, args, exec);
 }
-
 cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_sscan_prob p;
-    cg_status s = cg__sscan_fwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSCAN_FWD, &p, p.dtype, p.x.p, exec);
+    return op_call(ctx, CG_OP_SSCAN_FWD, args, exec);
 }
-
 cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_sscan_prob p;
-    cg_status s = cg__sscan_bwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSCAN_BWD, &p, p.dtype, p.x.p, exec);
+    return op_call(ctx, CG_OP_SSCAN_BWD, args, exec);
 }

@@ -74,6 +74,10 @@ cg_pool *cg__ctx_pool(cg_context *ctx);
 /* Resolved cache directory (never NULL). */
 const char *cg__cache_dir(cg_context *ctx);
 
+/* -------------------------------------------------------------------- ops */
+typedef enum cg_op { CG_OP_SSD_FWD, CG_OP_SSD_BWD, CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD } cg_op;
+#define CG_OP_COUNT 4 /* the op table (ops.h) has one descriptor each */
+
 /* ---------------------------------------------------------- config pins
  * "k=v,k=v" with integer values or words; parsed once per call. */
 #define CG_CFG_MAX 16
@@ -82,6 +86,11 @@ typedef struct cg_cfg {
     struct { char key[32]; char val[32]; } kv[CG_CFG_MAX];
 } cg_cfg;
 cg_status cg__cfg_parse(cg_context *ctx, const char *text, cg_cfg *out);
+/* The part of a scoped config text ("k=v" for every op, or "ssd_fwd:k=v;sscan:k=v" with
+ * parts scoped to an op or a family) that applies to op, into out: 1 when a part applies
+ * (the first one that does), 0 when none, -1 for an unknown scope or an overlong part
+ * (err says which). Every part's scope is checked. (runtime/cfg_scope.c) */
+int cg__cfg_scope(const char *text, cg_op op, char *out, size_t cap, char *err, size_t errcap);
 /* Integer value of key, or def when absent. */
 int64_t cg__cfg_int(const cg_cfg *cfg, const char *key, int64_t def);
 const char *cg__cfg_str(const cg_cfg *cfg, const char *key, const char *def);
@@ -162,7 +171,6 @@ cg_status cg__sscan_fwd_prob(cg_context *ctx, const cg_sscan_fwd_args *a, cg_ssc
 cg_status cg__sscan_bwd_prob(cg_context *ctx, const cg_sscan_bwd_args *a, cg_sscan_prob *p);
 
 /* -------------------------------------------------------------- backends */
-typedef enum cg_op { CG_OP_SSD_FWD, CG_OP_SSD_BWD, CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD } cg_op;
 
 typedef struct cg_backend_vt {
     const char *name;

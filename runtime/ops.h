@@ -116,6 +116,13 @@ int cg__op_given_shape(const cg_op_desc *d, int i, const int64_t dims[CG_SYM_COU
 /* "[B, T, G, dk]" for tensor i (hm: head-major order; grouped: with G). */
 void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf, size_t cap);
 
+/* The problem's symbol values from args (only the shapes of the defining tensors are read):
+ * each symbol from the first required input that has it (q gives B, T, G, dk; v gives H,
+ * dv; x gives B, L, D; A gives N; B gives G and whether the call is grouped); src[s] is
+ * the index of the tensor that supplied s. Checks those tensors' presence and rank, the
+ * symbols' positivity and the divisibility rule; messages start with the tensor's name. */
+cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *args, int hm,
+                             int64_t dims[CG_SYM_COUNT], int src[CG_SYM_COUNT], int *grouped);
 /* Validate args of op d and build its problem (memset first). The one argument checker. */
 cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob);
 

@@ -144,10 +144,7 @@ static cg_status check_all(cg_context *ctx, tspec *sp, int n, cg_view **views, c
     return CG_OK;
 }
 
-/* The problem's symbol values, from the first required input that has each symbol (q gives
- * B, T, G, dk; v gives H, dv; x gives B, L, D; A gives N; B gives G and whether the call is
- * grouped). src[s]: the tensor that supplied s, for messages. */
-static cg_status derive_dims(cg_context *ctx, const cg_op_desc *d, const void *args, int hm, int64_t dims[CG_SYM_COUNT],
+cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *args, int hm, int64_t dims[CG_SYM_COUNT],
                              int src[CG_SYM_COUNT], int *grouped) {
     for (int s = 0; s < CG_SYM_COUNT; s++) dims[s] = 0, src[s] = -1;
     dims[CG_SYM_NONE] = 1;
@@ -222,7 +219,7 @@ cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args
     }
     int64_t dims[CG_SYM_COUNT];
     int src[CG_SYM_COUNT], grouped;
-    cg_status s = derive_dims(ctx, d, args, hm, dims, src, &grouped);
+    cg_status s = cg__op_derive_dims(ctx, d, args, hm, dims, src, &grouped);
     if (s) return s;
     for (int k = 1; k < CG_SYM_COUNT; k++)
         if (d->dim_off[k] != (size_t)-1) *(int64_t *)((char *)prob + d->dim_off[k]) = dims[k];
