@@ -3,12 +3,12 @@
  * and the run finds it), a repeated call not at all; and the result matches the float64
  * reference. Backend emulate, a stored config in a temporary cache directory. */
 #include "cg_test.h"
+#include "ssd_testlib.h"
 #include "../autotune/autotune.h"
 #include "gen.h"
 #include "ops.h"
 
 #include <ftw.h>
-#include <math.h>
 #include <unistd.h>
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
@@ -61,59 +61,43 @@ CG_TEST(launch_tuned_call_resolves_once) {
     CG_CHECK_OK(ctx, cg__tune_store_put(ctx, cg__tune_store_dir(ctx), &e));
     cg__tune_entry_free(&e);
 
-    const int64_t sq[] = {B, T, G, dk}, sv[] = {B, T, H, dv}, sl[] = {B, T, H};
-    const int64_t n[6] = {B * T * G * dk, B * T * G * dk, B * T * H * dv, B * T * H, B * T * H * dv, B * T * H * dv};
-    float *mem[6];
+    ssdt_dims dims = {B, T, G, H, dk, dv, CG_LAYOUT_TOKEN_MAJOR, 0};
+    ssdt_set x, ref;
+    ssdt_set_alloc(&x, dims, CG_F32, SSDT_FWD);
+    ssdt_set_alloc(&ref, dims, CG_F64, SSDT_FWD);
     cg_rng r = {11};
-    for (int i = 0; i < 6; i++) {
-        mem[i] = calloc((size_t)n[i], sizeof(float));
-        for (int64_t j = 0; j < n[i] && i < 4; j++)
-            mem[i][j] = (float)cg_rng_uniform(&r, i == 3 ? -0.3 : -1, i == 3 ? -0.01 : 1);
-    }
-    cg_ssd_fwd_args a;
-    memset(&a, 0, sizeof a);
-    a.layout = CG_LAYOUT_TOKEN_MAJOR;
-    a.q = cg_tensor_contiguous(mem[0], CG_F32, 4, sq);
-    a.k = cg_tensor_contiguous(mem[1], CG_F32, 4, sq);
-    a.v = cg_tensor_contiguous(mem[2], CG_F32, 4, sv);
-    a.log_alpha = cg_tensor_contiguous(mem[3], CG_F32, 3, sl);
-    a.o = cg_tensor_contiguous(mem[4], CG_F32, 4, sv);
-    cg_exec ex;
-    memset(&ex, 0, sizeof ex);
-    ex.backend = CG_BACKEND_EMULATE;
+    ssdt_fill_inputs(&x, &r, -0.3, -0.01, SSDT_FWD);
+    ssdt_copy_inputs(&ref, &x, SSDT_FWD);
 
     /* first call: the stored config, resolved once */
     int64_t r0 = resolves(ctx);
-    CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &ex));
+    CG_CHECK_OK(ctx, ssdt_run_fwd(ctx, &x, dims.layout, 1, 1, CG_BACKEND_EMULATE, NULL));
     const char *d = cg_last_dispatch(ctx);
     CG_CHECK(strstr(d, "source=exact") && strstr(d, "chunk=16") && strstr(d, "_c16_"), "dispatch line: %s", d);
     CG_CHECK(resolves(ctx) - r0 == 1, "a tuned call resolved its plan %lld times (want 1)",
              (long long)(resolves(ctx) - r0));
     /* a repeated call: the plan table has it */
     r0 = resolves(ctx);
-    CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &ex));
+    CG_CHECK_OK(ctx, ssdt_run_fwd(ctx, &x, dims.layout, 1, 1, CG_BACKEND_EMULATE, NULL));
     CG_CHECK(resolves(ctx) == r0, "a repeated call resolved %lld times (want 0)", (long long)(resolves(ctx) - r0));
 
     /* and it computed the op: against the float64 reference */
-    a.o = cg_tensor_contiguous(mem[5], CG_F32, 4, sv);
-    ex.backend = CG_BACKEND_REF;
-    CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &ex));
-    cg_erracc acc = {0};
-    for (int64_t j = 0; j < n[4]; j++) cg__erracc_add(&acc, mem[4][j], mem[5][j]);
-    CG_CHECK(acc.maxr > 0 && cg__erracc_value(&acc) <= cg__tol(CG_TOL_FWD), "rel err %g (tolerance %g)",
-             cg__erracc_value(&acc), cg__tol(CG_TOL_FWD));
+    CG_CHECK_OK(ctx, ssdt_run_fwd(ctx, &ref, dims.layout, 1, 1, CG_BACKEND_REF, NULL));
+    double eo = cg_rel_err(&x.o, &ref.o), eh = cg_rel_err(&x.hT, &ref.hT);
+    CG_CHECK(eo <= cg__tol(CG_TOL_FWD) && eh <= cg__tol(CG_TOL_FWD), "rel err o %g, hT %g (tolerance %g)", eo, eh,
+             cg__tol(CG_TOL_FWD));
 
     /* a pinned call resolves once too, and its repeat not at all */
-    ex.backend = CG_BACKEND_EMULATE;
-    ex.config = "chunk=32,block_dv=16,warps=2,stages=1,precision=ieee,strategy=seq";
     for (int rep = 0; rep < 2; rep++) {
         r0 = resolves(ctx);
-        CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &ex));
+        CG_CHECK_OK(ctx, ssdt_run_fwd(ctx, &x, dims.layout, 1, 1, CG_BACKEND_EMULATE,
+                                      "chunk=32,block_dv=16,warps=2,stages=1,precision=ieee,strategy=seq"));
         CG_CHECK(resolves(ctx) - r0 == (rep == 0), "pinned call %d: %lld resolves", rep,
                  (long long)(resolves(ctx) - r0));
     }
 
-    for (int i = 0; i < 6; i++) free(mem[i]);
+    ssdt_set_free(&x);
+    ssdt_set_free(&ref);
     cg_context_free(ctx);
     nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
