@@ -224,6 +224,7 @@ cg_status cg__tune_shape_parse(cg_context *ctx, const char *text, int sscan, cg_
  * not JSON or not one of those shapes. */
 typedef struct cg_tune_import_stats {
     int added, replaced, kept, rejected;
+    int messages; /* per-entry messages (the first 20 are printed) */
 } cg_tune_import_stats;
 cg_status cg__tune_import_json(cg_context *ctx, struct json_t *doc, const char *what, int allow_foreign, int dry_run,
                                FILE *msg, cg_tune_import_stats *s);

@@ -6,21 +6,35 @@
 #include <jansson.h>
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
+
+/* Per-entry messages of one import: the first CG_IMPORT_MSG_CAP, then one line saying how
+ * many were left out (a huge import must not flood the terminal). */
+#define CG_IMPORT_MSG_CAP 20
+
+static void say(FILE *msg, cg_tune_import_stats *s, const char *fmt, ...) CG_PRINTF(3, 4);
+static void say(FILE *msg, cg_tune_import_stats *s, const char *fmt, ...) {
+    if (s->messages++ >= CG_IMPORT_MSG_CAP) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(msg, fmt, ap);
+    va_end(ap);
+}
 
 static void import_one(cg_context *ctx, const char *dir, json_t *j, const char *where, int allow_foreign, int dry,
                        FILE *msg, cg_tune_import_stats *s) {
     cg_tune_entry e;
     char why[320];
     if (cg__tune_entry_from_json(j, 0, &e, why, sizeof why) != CG_OK) {
-        fprintf(msg, "chunkgen import: %s: rejected: %s\n", where, why);
+        say(msg, s, "chunkgen import: %s: rejected: %s\n", where, why);
         s->rejected++;
         return;
     }
     char brief[200];
     cg__tune_key_brief(&e.key, brief, sizeof brief);
     if (!e.complete) {
-        fprintf(msg, "chunkgen import: %s (%s): rejected: an unfinished tune\n", where, brief);
+        say(msg, s, "chunkgen import: %s (%s): rejected: an unfinished tune\n", where, brief);
         s->rejected++;
         cg__tune_entry_free(&e);
         return;
@@ -35,7 +49,7 @@ static void import_one(cg_context *ctx, const char *dir, json_t *j, const char *
                   (strcmp(e.key.backend, "cpu") && (here.cc != e.key.cc || here.sm_count != e.key.sm_count));
     if (foreign && !allow_foreign) {
         if (st != CG_OK)
-            fprintf(msg, "chunkgen import: %s (%s): rejected: measured on \"%s\" and this machine has no %s device (%s)\n",
+            say(msg, s, "chunkgen import: %s (%s): rejected: measured on \"%s\" and this machine has no %s device (%s)\n",
                     where, brief, e.key.device, e.key.backend, cg_errmsg(ctx));
         else
             fprintf(msg,
@@ -55,19 +69,21 @@ static void import_one(cg_context *ctx, const char *dir, json_t *j, const char *
         int keep = old.complete && om <= nm;
         cg__tune_entry_free(&old);
         if (keep) {
-            fprintf(msg, "chunkgen import: %s (%s): kept the store's entry (%.4g ms <= %.4g ms)\n", where, brief, om, nm);
+            say(msg, s, "chunkgen import: %s (%s): kept the store's entry (%.4g ms <= %.4g ms)\n", where, brief, om, nm);
             s->kept++;
             cg__tune_entry_free(&e);
             return;
         }
+    }
+    /* counted once: as added/replaced when written, as rejected when the write fails */
+    ctx->errmsg[0] = '\0';
+    if (!dry && cg__tune_store_put(ctx, dir, &e) != CG_OK) {
+        say(msg, s, "chunkgen import: %s (%s): not written: %s\n", where, brief, cg_errmsg(ctx));
+        s->rejected++;
+    } else if (st == CG_OK) {
         s->replaced++;
     } else {
         s->added++; /* absent, or a bad file that this entry replaces */
-    }
-    ctx->errmsg[0] = '\0';
-    if (!dry && cg__tune_store_put(ctx, dir, &e) != CG_OK) {
-        fprintf(msg, "chunkgen import: %s: %s\n", where, cg_errmsg(ctx));
-        s->rejected++;
     }
     cg__tune_entry_free(&e);
 }
@@ -102,6 +118,8 @@ cg_status cg__tune_import_json(cg_context *ctx, json_t *doc, const char *what, i
         snprintf(where, sizeof where, "entry %zu", i);
         import_one(ctx, dir, json_array_get(entries, i), where, allow_foreign, dry_run, msg, s);
     }
+    if (s->messages > CG_IMPORT_MSG_CAP)
+        fprintf(msg, "chunkgen import: %s: %d more message(s) not shown\n", what, s->messages - CG_IMPORT_MSG_CAP);
     return CG_OK;
 }
 

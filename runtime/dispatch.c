@@ -112,33 +112,37 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
 }
 
 cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
+    if (!ctx || cg__ctx_enter(ctx, "cg_ssd_fwd") != CG_OK) return CG_EINVAL; /* owner check */
     cg_ssd_prob p;
     cg_status s = cg__ssd_fwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSD_FWD, &p, p.dtype, p.q.p, exec);
+    if (!s) s = run(ctx, CG_OP_SSD_FWD, &p, p.dtype, p.q.p, exec);
+    cg__ctx_leave(ctx);
+    return s;
 }
 
 cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
+    if (!ctx || cg__ctx_enter(ctx, "cg_ssd_bwd") != CG_OK) return CG_EINVAL; /* owner check */
     cg_ssd_prob p;
     cg_status s = cg__ssd_bwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSD_BWD, &p, p.dtype, p.q.p, exec);
+    if (!s) s = run(ctx, CG_OP_SSD_BWD, &p, p.dtype, p.q.p, exec);
+    cg__ctx_leave(ctx);
+    return s;
 }
 
 cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
+    if (!ctx || cg__ctx_enter(ctx, "cg_sscan_fwd") != CG_OK) return CG_EINVAL; /* owner check */
     cg_sscan_prob p;
     cg_status s = cg__sscan_fwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSCAN_FWD, &p, p.dtype, p.x.p, exec);
+    if (!s) s = run(ctx, CG_OP_SSCAN_FWD, &p, p.dtype, p.x.p, exec);
+    cg__ctx_leave(ctx);
+    return s;
 }
 
 cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
+    if (!ctx || cg__ctx_enter(ctx, "cg_sscan_bwd") != CG_OK) return CG_EINVAL; /* owner check */
     cg_sscan_prob p;
     cg_status s = cg__sscan_bwd_prob(ctx, args, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSCAN_BWD, &p, p.dtype, p.x.p, exec);
+    if (!s) s = run(ctx, CG_OP_SSCAN_BWD, &p, p.dtype, p.x.p, exec);
+    cg__ctx_leave(ctx);
+    return s;
 }

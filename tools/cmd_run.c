@@ -8,6 +8,7 @@
 #include "chunkgen.h"
 #include "cli.h"
 #include "npy.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #define RUN_ERRLEN 1024
 
@@ -169,6 +171,8 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
 
 /* ------------------------------------------------------------------ arrays */
 
+static int dims_fit(int ndim, const int64_t *shape);
+
 typedef struct run_arr {
     const char *name;
     char path[PATH_MAX];
@@ -192,6 +196,12 @@ static int arr_load(const run_opts *o, run_arr *r, const char *name, int require
     }
     char err[RUN_ERRLEN];
     if (cg_npy_read(r->path, &r->a, err, sizeof err) != 0) return run_fail("%s", err);
+    if (!dims_fit(r->a.ndim, r->a.shape)) {
+        char sb[96];
+        cg_npy_free(&r->a);
+        return run_fail("%s: shape %s is too large (its strides overflow 64 bits)", r->path,
+                        cg_npy_shape_str(r->a.ndim, r->a.shape, sb, sizeof sb));
+    }
     if (r->a.from_f64)
         fprintf(stderr, "chunkgen run: note: %s holds float64 values; rounded to float32\n", r->path);
     r->present = 1;
@@ -231,9 +241,20 @@ static cg_tensor tensor_of(float *data, int ndim, const int64_t *shape) {
     for (int i = ndim - 1; i >= 0; i--) {
         t.shape[i] = shape[i];
         t.stride[i] = s;
-        s *= shape[i];
+        /* zero-size dims count as 1, as in cg_tensor_contiguous; dims_fit() has checked the
+         * product, so this cannot overflow */
+        if (__builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) s = INT64_MAX;
     }
     return t;
+}
+
+/* 1 when the strides of a contiguous array of shape (zero-size dims counted as 1) and
+ * its float32 byte size fit in 64 bits. */
+static int dims_fit(int ndim, const int64_t *shape) {
+    int64_t s = (int64_t)sizeof(float);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || __builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) return 0;
+    return 1;
 }
 
 /* The tensor of an input; absent (data NULL) when the file was not given. */
@@ -270,7 +291,12 @@ static cg_tensor out_add(run_outs *os, const char *name, int ndim, const int64_t
     int64_t count = 1;
     for (int i = 0; i < ndim; i++) {
         o->shape[i] = shape[i];
-        count *= shape[i];
+        if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count)) count = -1;
+    }
+    if (count < 0 || !dims_fit(ndim, shape)) { /* too large: treated as out of memory */
+        o->data = NULL;
+        *oom = 1;
+        return tensor_of(NULL, ndim, shape);
     }
     o->data = calloc(count > 0 ? (size_t)count : 1, sizeof(float));
     if (!o->data) *oom = 1;
@@ -282,19 +308,38 @@ static void outs_free(run_outs *os) {
     os->n = 0;
 }
 
+/* Write every output to a temp file next to its final name, then rename them all into
+ * place: a failure part-way (full disk, read-only directory) leaves the previous run's
+ * files as they were and no temp files. The output directory is created with its
+ * parents. */
 static int outs_write(const run_opts *opt, const run_outs *os) {
-    struct stat st;
-    if (stat(opt->out, &st) != 0) {
-        if (mkdir(opt->out, 0777) != 0) return run_fail("cannot create output directory %s: %s", opt->out, strerror(errno));
-    } else if (!S_ISDIR(st.st_mode)) {
-        return run_fail("output path %s is not a directory", opt->out);
+    int e = cg__mkdirs(opt->out);
+    if (e == ENOTDIR) return run_fail("output path %s is not a directory", opt->out);
+    if (e) return run_fail("cannot create output directory %s: %s", opt->out, strerror(e));
+    char path[RUN_MAX_OUT][PATH_MAX], tmp[RUN_MAX_OUT][PATH_MAX + 200];
+    int staged = 0, rc = 0;
+    for (int i = 0; i < os->n && !rc; i++) {
+        const run_out *o = &os->o[i];
+        char err[RUN_ERRLEN];
+        arr_path(opt->out, o->name, path[i], sizeof path[i]);
+        if (cg_npy_write_tmp(path[i], tmp[i], sizeof tmp[i], o->data, o->ndim, o->shape, err, sizeof err) != 0)
+            rc = run_fail("%s; no output written", err);
+        else staged++;
+    }
+    for (int i = 0; i < staged && !rc; i++)
+        if (rename(tmp[i], path[i]) != 0) {
+            rc = run_fail("cannot rename %s to %s: %s%s", tmp[i], path[i], strerror(errno),
+                          i ? "; the outputs before it were written" : "; no output written");
+            for (int j = i; j < staged; j++) unlink(tmp[j]);
+            return rc;
+        }
+    if (rc) {
+        for (int i = 0; i < staged; i++) unlink(tmp[i]);
+        return rc;
     }
     for (int i = 0; i < os->n; i++) {
-        const run_out *o = &os->o[i];
-        char path[PATH_MAX], err[RUN_ERRLEN], sb[96];
-        arr_path(opt->out, o->name, path, sizeof path);
-        if (cg_npy_write(path, o->data, o->ndim, o->shape, err, sizeof err) != 0) return run_fail("%s", err);
-        printf("wrote %s %s float32\n", path, cg_npy_shape_str(o->ndim, o->shape, sb, sizeof sb));
+        char sb[96];
+        printf("wrote %s %s float32\n", path[i], cg_npy_shape_str(os->o[i].ndim, os->o[i].shape, sb, sizeof sb));
     }
     return 0;
 }
