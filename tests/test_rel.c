@@ -476,7 +476,7 @@ CG_TEST(rel_npy_nul_in_key) {
     if (mk_tmpdir(S, sizeof S)) return;
     char p[9000];
     snprintf(p, sizeof p, "%s/x.npy", S);
-    static const char h[] = "{'descr\0x': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,), }\n";
+    static const char h[] = "{'descr\0x': '<f4', 'fortran_order': False, 'shape': (1,), }\n";
     float one = 1;
     FILE *f = fopen(p, "wb");
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(sizeof h - 1), 0};
