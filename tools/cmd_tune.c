@@ -130,6 +130,9 @@ static const char k_tune_usage[] =
     "                              is stored as truncated and resumed by the next run\n"
     "  --jobs N                    compile workers for cuda/emulate (default: all cores)\n"
     "  --force                     retune keys that are already tuned\n"
+    "  --shard I/N                 tune only the keys of shard I of N (0 <= I < N; by a hash of\n"
+    "                              the key's shape, so any N works): one shard per job-array\n"
+    "                              task or rank, then `chunkgen import` the stores together\n"
     "  --min-time SECONDS          time each candidate at least this long\n"
     "  --verify-T N                seq length of the verification problem (default auto)\n"
     "  --max-candidates N          only the first N configs of each space\n"
@@ -261,6 +264,17 @@ int cg_cmd_tune(int argc, char **argv) {
             else o.max_candidates = (int)x;
         } else if (!strcmp(a, "--force")) {
             o.force = 1;
+        } else if (cli_is_opt(a, "--shard")) {
+            long si = -1, sn = 0;
+            char *slash;
+            v = cli_opt_val(argc, argv, &i, "--shard");
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", v ? v : "");
+            slash = strchr(buf, '/');
+            if (slash) *slash = '\0';
+            if (!v || !slash || cli_parse_int(buf, 0, 1 << 20, &si) || cli_parse_int(slash + 1, 1, 1 << 20, &sn) || si >= sn)
+                rc = cli_usage(cmd, "--shard expects I/N with 0 <= I < N (e.g. 3/8), got '%s'", v ? v : "");
+            else o.shard = (int)si, o.nshards = (int)sn;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             o.progress = -1;
         } else {
@@ -298,12 +312,16 @@ int cg_cmd_tune(int argc, char **argv) {
         if (o.progress >= 0)
             fprintf(stderr, "chunkgen tune: %d shape(s) on %s, store %s\n", nshapes, backend, cg__tune_store_dir(ctx));
         cg_status st = cg__tune_run(ctx, backend, shapes, nshapes, &o, &sum);
+        char shard_note[64] = "";
+        if (o.nshards > 1)
+            snprintf(shard_note, sizeof shard_note, ", %d of other shards (shard %d/%d)", sum.other_shards, o.shard,
+                     o.nshards);
         if (o.progress >= 0)
             fprintf(stderr,
                     "chunkgen tune: %d key(s): %d tuned (%d resumed), %d already tuned, %d not supported by the "
-                    "backend, %d failed, %d left for a rerun; %d candidates measured, %d rejected; %.1f s\n",
-                    sum.keys, sum.tuned, sum.resumed, sum.cached, sum.unsupported, sum.failed, sum.skipped_budget,
-                    sum.candidates, sum.rejected, sum.seconds);
+                    "backend, %d failed, %d left for a rerun%s; %d candidates measured, %d rejected; %.1f s\n",
+                    sum.keys, sum.tuned, sum.resumed, sum.cached + sum.kept_other, sum.unsupported, sum.failed,
+                    sum.skipped_budget, shard_note, sum.candidates, sum.rejected, sum.seconds);
         if (st != CG_OK) rc = cli_fail(cmd, "%s: %s", cg_status_str(st), cg_errmsg(ctx));
     }
     free(shapes);
@@ -499,20 +517,27 @@ int cg_cmd_export(int argc, char **argv) {
 /* --------------------------------------------------------------- import */
 
 static const char k_import_usage[] =
-    "usage: chunkgen import FILE [--allow-foreign] [--dry-run] [--cache-dir DIR]\n"
+    "usage: chunkgen import SOURCE... [--allow-foreign] [--dry-run] [--cache-dir DIR]\n"
     "\n"
-    "Reads entries written by `chunkgen export` (or one entry object, or an array of\n"
-    "them) and merges them into the store. Each entry is validated; a malformed entry, an\n"
-    "unfinished tune, or one measured on another device (CPU model, or GPU name, compute\n"
-    "capability and SM count) is rejected with a message (--allow-foreign keeps foreign\n"
-    "ones). When the store already holds the key (same device), the faster entry stays.\n"
-    "Exit status 1 when anything was rejected. FILE - is stdin.\n";
+    "Merges tuned configs into the store. A SOURCE is a file written by `chunkgen export`\n"
+    "(or one entry object, or an array of them), - for stdin, or a store directory (another\n"
+    "cache directory, or its configs/): the stores of the shards or ranks of a tune.\n"
+    "Each entry is validated; a malformed entry, an unfinished tune, a config the kernel's\n"
+    "constraints refuse for its key, or one measured on another device (CPU model, or GPU\n"
+    "name, compute capability and SM count) is rejected with a message (--allow-foreign\n"
+    "keeps foreign ones). All entries of a key (the store's and every source's) are merged\n"
+    "in one deterministic choice: the fastest stays unless the others are within its\n"
+    "measured noise, then the tie rule (the space's order) decides -- whatever the order of\n"
+    "the sources. Nothing is written when a source cannot be read. Exit status 1 when\n"
+    "anything was rejected.\n";
 
 int cg_cmd_import(int argc, char **argv) {
     const char *cmd = "import";
     cli_common c = {NULL, 0};
-    const char *file = NULL;
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    int nfiles = 0;
     int allow_foreign = 0, dry = 0;
+    if (!files) return cli_fail(cmd, "out of memory");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(k_import_usage, stdout);
@@ -523,18 +548,28 @@ int cg_cmd_import(int argc, char **argv) {
         if (k) continue;
         if (!strcmp(argv[i], "--allow-foreign")) allow_foreign = 1;
         else if (!strcmp(argv[i], "--dry-run")) dry = 1;
-        else if ((argv[i][0] != '-' || !strcmp(argv[i], "-")) && !file) file = argv[i];
-        else return cli_usage(cmd, "unknown argument '%s'", argv[i]);
+        else if (argv[i][0] != '-' || !strcmp(argv[i], "-")) files[nfiles++] = argv[i];
+        else {
+            free(files);
+            return cli_usage(cmd, "unknown argument '%s'", argv[i]);
+        }
     }
-    if (!file) return cli_usage(cmd, "missing the FILE to import");
+    if (!nfiles) {
+        free(files);
+        return cli_usage(cmd, "missing the FILE (or store directory) to import");
+    }
     cg_context *ctx = cli_make_ctx(cmd, &c);
-    if (!ctx) return 1;
+    if (!ctx) {
+        free(files);
+        return 1;
+    }
     cg_tune_import_stats s;
-    cg_status st = cg__tune_import_file(ctx, file, allow_foreign, dry, stderr, &s);
+    cg_status st = cg__tune_import_files(ctx, files, nfiles, allow_foreign, dry, stderr, &s);
+    free(files);
     int rc = 0;
     if (st != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
     else {
-        fprintf(stderr, "chunkgen import: %s%d added, %d replaced (faster), %d kept (store faster), %d rejected\n",
+        fprintf(stderr, "chunkgen import: %s%d added, %d replaced, %d kept (the merge rule kept another entry), %d rejected\n",
                 dry ? "(dry run) " : "", s.added, s.replaced, s.kept, s.rejected);
         if (s.rejected) rc = 1;
     }
