@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "npy.h"
 #include "fsutil.h"
+#include "../autotune/autotune.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -351,8 +352,25 @@ static int lib_fail(cg_context *ctx, const char *what, cg_status st, const cg_ex
                     cg_errmsg(ctx));
 }
 
-static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what) {
-    if (o->verbose) fprintf(stderr, "chunkgen run: %s: %s\n", what, cg_last_dispatch(ctx));
+/* --verbose: the dispatch line, and the tuned-config key the call looked up (the CPU
+ * key holds the thread count: --threads 1 and --threads 2 use different entries). */
+static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what, const cg_tune_shape *s, int bwd) {
+    if (!o->verbose) return;
+    const char *d = cg_last_dispatch(ctx);
+    fprintf(stderr, "chunkgen run: %s: %s\n", what, d);
+    const char *b = strstr(d, "backend=");
+    char backend[16] = "";
+    if (b) sscanf(b + 8, "%15[a-z]", backend);
+    if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "emulate")) return;
+    cg_tune_key k;
+    if (cg__tune_key_make(ctx, backend, s, bwd, &k) != CG_OK) return;
+    char brief[200], file[64], dev[200];
+    cg__tune_key_brief(&k, brief, sizeof brief);
+    cg__tune_entry_file(&k, file, sizeof file);
+    if (!strcmp(backend, "cpu")) snprintf(dev, sizeof dev, "%d threads, %s", k.threads, k.device);
+    else snprintf(dev, sizeof dev, "%s sm_%d", k.device, k.cc);
+    fprintf(stderr, "chunkgen run: %s: tuned-config key %s (%s, chunkgen %s): %s/%s\n", what, brief, dev, k.version,
+            cg__tune_store_dir(ctx), file);
 }
 
 enum { SSD_Q, SSD_K, SSD_V, SSD_LA, SSD_H0, SSD_DO, SSD_DHT, SSD_N };
@@ -478,7 +496,10 @@ static int run_ssd(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_ou
         rc = lib_fail(ctx, "ssd forward", st, ex);
         goto done;
     }
-    say_dispatch(o, ctx, "ssd forward");
+    cg_tune_shape ts;
+    memset(&ts, 0, sizeof ts);
+    ts.B = B, ts.T = T, ts.G = G, ts.H = H, ts.dk = dk, ts.dv = dv;
+    say_dispatch(o, ctx, "ssd forward", &ts, 0);
     if (o->grad) {
         px = *ex;
         if (pass_config(ex->config, "ssd_bwd", cbuf, sizeof cbuf, &px.config)) {
@@ -490,7 +511,7 @@ static int run_ssd(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_ou
             rc = lib_fail(ctx, "ssd backward", st, ex);
             goto done;
         }
-        say_dispatch(o, ctx, "ssd backward");
+        say_dispatch(o, ctx, "ssd backward", &ts, 1);
     }
 done:
     for (int i = 0; i < SSD_N; i++) arr_free(&a[i]);
@@ -599,7 +620,10 @@ static int run_sscan(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_
         rc = lib_fail(ctx, "sscan forward", st, ex);
         goto done;
     }
-    say_dispatch(o, ctx, "sscan forward");
+    cg_tune_shape ts;
+    memset(&ts, 0, sizeof ts);
+    ts.sscan = 1, ts.B = Bt, ts.T = L, ts.D = D, ts.N = N, ts.G = G;
+    say_dispatch(o, ctx, "sscan forward", &ts, 0);
     if (o->grad) {
         px = *ex;
         if (pass_config(ex->config, "sscan_bwd", cbuf, sizeof cbuf, &px.config)) {
@@ -611,7 +635,7 @@ static int run_sscan(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_
             rc = lib_fail(ctx, "sscan backward", st, ex);
             goto done;
         }
-        say_dispatch(o, ctx, "sscan backward");
+        say_dispatch(o, ctx, "sscan backward", &ts, 1);
     }
 done:
     for (int i = 0; i < SC_N; i++) arr_free(&a[i]);
