@@ -9,7 +9,7 @@
 # a message) when clang or its libFuzzer runtime is missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$root/build}"
+build="$(cd "${1:-$root/build}" && pwd)"
 secs="${2:-25}"
 cc="${CLANG:-clang}"
 
