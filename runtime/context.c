@@ -85,7 +85,7 @@ void cg__ctx_leave(cg_context *ctx) {
     }
 }
 
-cg_status cg_context_create(cg_context **out) {
+cg_status cg__context_new(cg_context **out) {
     if (!out) return CG_EINVAL;
     cg_context *ctx = calloc(1, sizeof *ctx);
     if (ctx) ctx->tune_on_miss = -1;
