@@ -6,6 +6,7 @@
 #include "cli_testlib.h"
 #include "npy.h"
 #include "../autotune/autotune.h"
+#include "tune_testlib.h"
 
 #include <jansson.h>
 
@@ -14,33 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static cg_context *ctx_in(const char *dir) {
-    cg_context *ctx = NULL;
-    if (cg_context_create(&ctx) != CG_OK) abort();
-    cg_context_set_cache_dir(ctx, dir);
-    return ctx;
-}
+#define ctx_in tune_test_ctx
 
 /* A complete CPU SSD entry (dk 16, dv 32, T 1024) whose best is cfg at ms (order ord). */
 static void entry_cfg(cg_context *ctx, cg_tune_entry *e, const char *cfg, int ord, double ms, double iqr) {
-    memset(e, 0, sizeof *e);
-    cg_tune_shape s;
-    memset(&s, 0, sizeof s);
-    s.B = 1, s.T = 1024, s.G = 1, s.H = 2, s.dk = 16, s.dv = 32;
-    CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "cpu", &s, 0, &e->key));
-    e->shape = s;
-    e->complete = 1;
-    snprintf(e->kernel, sizeof e->kernel, "ssd_cpu");
-    cg_tune_cand c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.cfg, sizeof c.cfg, "%s", cfg);
-    c.order = ord;
-    c.verdict = CG_TV_OK;
-    c.median_ms = ms;
-    c.iqr_ms = iqr;
-    c.reps = 7;
-    cg__tune_entry_add(e, &c);
-    e->best = 0;
+    tune_test_entry(ctx, e, 1024, 32, 0, cfg, ord, ms, iqr);
 }
 
 static void write_json(const char *path, json_t *j) {

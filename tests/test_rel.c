@@ -8,6 +8,7 @@
 #include "npy.h"
 #include "fsutil.h"
 #include "../autotune/autotune.h"
+#include "tune_testlib.h"
 #include "cuda/kcache.h"
 
 #include <jansson.h>
@@ -50,31 +51,11 @@ static char *cli_stdout(const char *dir) {
     return slurp(p);
 }
 
-static cg_context *ctx_in(const char *dir) {
-    cg_context *ctx = NULL;
-    if (cg_context_create(&ctx) != CG_OK) abort();
-    cg_context_set_cache_dir(ctx, dir);
-    return ctx;
-}
+#define ctx_in tune_test_ctx
 
 /* A complete store entry of this machine (one passing candidate). */
 static void entry_for(cg_context *ctx, cg_tune_entry *e, int64_t dv, double ms) {
-    memset(e, 0, sizeof *e);
-    cg_tune_shape s;
-    memset(&s, 0, sizeof s);
-    s.B = 1, s.T = 256, s.G = 1, s.H = 2, s.dk = 16, s.dv = dv;
-    CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "cpu", &s, 0, &e->key));
-    e->shape = s;
-    e->complete = 1;
-    snprintf(e->kernel, sizeof e->kernel, "ssd_cpu");
-    cg_tune_cand c;
-    memset(&c, 0, sizeof c);
-    c.verdict = CG_TV_OK;
-    c.median_ms = ms;
-    c.iqr_ms = ms * 0.01;
-    c.reps = 5;
-    cg__tune_entry_add(e, &c);
-    e->best = 0;
+    tune_test_entry(ctx, e, 256, dv, 0, "", 0, ms, ms * 0.01);
 }
 
 /* A store entry, a kernel cache entry and kept emulator files: all chunkgen's. */
