@@ -95,6 +95,7 @@ cg_status cg__context_new(cg_context **out) {
 
 void cg_context_free(cg_context *ctx) {
     if (!ctx) return;
+    if (t_refused == ctx) t_refused = NULL; /* a new context at this address has no refusal */
     cg__plans_ctx_free(ctx);
     cg__emu_ctx_free(ctx);
     cg__cuda_ctx_free(ctx);

@@ -451,6 +451,23 @@ CG_TEST(rel_no_ub_huge_shapes_misaligned) {
     cg_context_free(ctx);
 }
 
+/* run: a zero-size array with huge other dims is refused with a message (the old
+ * tensor builder overflowed its strides). */
+CG_TEST(rel_run_zero_size_huge_dims) {
+    char S[4096];
+    if (mk_tmpdir(S, sizeof S)) return;
+    write_ssd_inputs(S, 1, 8, 2, 8, 8);
+    char p[9000];
+    snprintf(p, sizeof p, "%s/q.npy", S);
+    write_raw(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296, 8), }\n", NULL, 0);
+    const char *args[] = {"run", "ssd", "--backend", "cpu", S, NULL};
+    int rc = run_cli(S, args);
+    char *err = cli_stderr(S);
+    CG_CHECK(rc == 1 && strstr(err, "q.npy") && strstr(err, "too large"), "rc %d: %s", rc, err);
+    free(err);
+    rm_tree(S);
+}
+
 /* .npy: a NUL inside a header key is malformed, not a prefix match. */
 CG_TEST(rel_npy_nul_in_key) {
     char S[4096];

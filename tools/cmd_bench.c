@@ -15,6 +15,7 @@
  * --repeats samples and --min-time seconds are reached; median and quartiles per call.
  * docs/bench.md describes every field and the assumptions behind the roofline. */
 #include "chunkgen.h"
+#include "fsutil.h"
 #include "cmd_bench.h"
 #include "gen.h"
 #include "internal.h"
@@ -1818,22 +1819,17 @@ static json_t *config_block(const bench *bn, const bconfig *cfgs, int ncfg, cons
     return c;
 }
 
-/* Write the document (atomically for a file: FILE.tmp, then rename). */
+/* Write the document (atomically for a file: a fresh temp file that a planted symlink
+ * cannot redirect, then rename; runtime/fsutil.h). */
 static int write_doc(const bench *bn) {
     const char *out = bn->o->out;
     size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(10);
     if (!out || !strcmp(out, "-")) return 0; /* stdout: once, at the end */
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    if (json_dump_file(bn->doc, tmp, flags) != 0) {
-        fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", tmp, strerror(errno));
-        return -1;
-    }
-    if (rename(tmp, out) != 0) {
-        fprintf(stderr, "chunkgen bench: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
-        return -1;
-    }
-    return 0;
+    char *text = json_dumps(bn->doc, flags), why[4800];
+    int bad = !text || cg__write_file_atomic(out, text, strlen(text), 0, why, sizeof why) != 0;
+    if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, text ? why : "out of memory");
+    free(text);
+    return bad ? -1 : 0;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
