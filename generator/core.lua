@@ -518,8 +518,11 @@ function M.describe(kname)
     end
     local lines = { head }
     local total = 1
+    local docs = require("keys")
     for _, k in ipairs(d.order) do
-        lines[#lines + 1] = string.format("  %-10s %s", k, space_values_text(d, k))
+        local kind = is_int(d.space[k][1]) and "integer" or "word"
+        local doc = docs[d.name .. "." .. k] or docs[k] or "(undocumented: add it to generator/keys.lua)"
+        lines[#lines + 1] = string.format("  %-10s %-7s  %-24s %s", k, kind, space_values_text(d, k), doc)
         total = total * #d.space[k]
     end
     lines[#lines + 1] = string.format("  (%d configs before constraints)", total)

@@ -15,6 +15,65 @@
  *     caller's buffers beyond a call.
  *   - An optional tensor is absent when its data pointer is NULL.
  *   - Destroying NULL is a harmless no-op.
+ *
+ * ABI and growth rule (binaries built against an older header keep working)
+ *   - Every args struct (cg_ssd_fwd_args, ...) and cg_exec starts with `size_t size`:
+ *     the sizeof of that struct in the header the caller was compiled with. Set it with
+ *     the CG_..._INIT macros (CG_SSD_FWD_ARGS_INIT, CG_EXEC_INIT, ...), or leave it 0:
+ *     size 0 means "this header's layout", so `cg_exec e = {0}` and designated
+ *     initializers that do not name .size keep working.
+ *   - The library reads only the first `size` bytes and treats the rest as zero (an
+ *     absent optional tensor, a default setting). A size larger than the library's
+ *     struct is accepted when the extra bytes are all zero, else the call fails with
+ *     CG_EUNSUPPORTED (a newer caller asked for something this library lacks). A size
+ *     smaller than sizeof(size_t) is CG_EINVAL.
+ *   - Members are only ever appended, never removed, reordered or retyped; a zero value
+ *     of a new member means the old behaviour. If a struct ends in padding, a new
+ *     member goes after an explicit reserved member covering it, never into the
+ *     padding itself. cg_tensor and the enums' existing values never change.
+ *   - Removing or changing anything else is a new SONAME (libchunkgen.so.N+1) and a new
+ *     CG_VERSION_MAJOR. Within one major version the library is backward compatible:
+ *     a binary runs with any library whose CG_VERSION_NUMBER is >= the header's it was
+ *     compiled with (check cg_version_number() at run time if you need a newer call).
+ *   - Only `cg_` symbols are exported from libchunkgen.so; each is declared CG_API here.
+ *
+ * Environment variables the library reads (each call reads them afresh unless noted)
+ *   CHUNKGEN_CACHE_DIR     the on-disk caches (tuned configs, compiled kernels); else
+ *                          $XDG_CACHE_HOME/chunkgen, else $HOME/.cache/chunkgen
+ *                          (cg_context_set_cache_dir overrides all three)
+ *   CHUNKGEN_CONFIG        pins configs for calls whose cg_exec.config is NULL:
+ *                          "k=v,k=v" for every op, or scoped "ssd_fwd:k=v;sscan:k=v"
+ *                          (an op or a family, the first part that applies wins)
+ *   CHUNKGEN_TUNE_ON_MISS  1/yes/true/on: tune an exact key on its first miss (see
+ *                          cg_context_set_tune_on_miss); CHUNKGEN_TUNE_BUDGET: that
+ *                          tune's budget in seconds (default 60)
+ *   CHUNKGEN_LIBCUDA       path of the CUDA driver library to dlopen instead of
+ *                          libcuda.so.1 (read once per process, at the first CUDA use)
+ *   CHUNKGEN_NVRTC         path of the NVRTC library (read once per process); else
+ *                          libnvrtc.so.<driver major> and newer/older sonames in
+ *                          $CUDA_HOME/lib64 (or $CUDA_PATH/lib64), the loader path,
+ *                          /usr/local/cuda/lib64
+ *   CHUNKGEN_LUA_PATH      a source checkout: read generator/, templates/ and
+ *                          emulator/cg_emu.h from disk instead of the embedded copies
+ *   CXX                    the host C++ compiler of the emulate backend (else g++,
+ *                          else c++); CHUNKGEN_EMU_CXXFLAGS: extra flags for it;
+ *                          CHUNKGEN_EMU_RACECHECK=1: the emulator's race checker
+ *                          (read when a context first uses the emulator); TMPDIR: its
+ *                          temporary build directories
+ *
+ * Process-wide state (everything else lives in a cg_context)
+ *   - the CUDA driver and NVRTC libraries: dlopen'ed once per process (pthread_once),
+ *     never unloaded; thread-safe.
+ *   - the index of the tuned-config store, one per cache directory, shared by all
+ *     contexts behind a mutex; rereads a directory that changed (other processes'
+ *     writes show within about a second); thread-safe.
+ *   - the emulator's detected C++ compiler (mutex) and its per-thread worker keys.
+ *   - one-time warnings (host-copy fallback, an unwritable cache, a stale cached
+ *     module): atomic flags, said once per process.
+ *   - thread pools are per context (created lazily by the first CPU call, freed by
+ *     cg_context_free), as are loaded modules, scratch buffers and the last error.
+ *   Calls on different contexts may run concurrently from different threads; one
+ *   context must not be used by two threads at once.
  */
 #ifndef CHUNKGEN_H
 #define CHUNKGEN_H
@@ -26,10 +85,29 @@
 extern "C" {
 #endif
 
+/* CG_API marks the exported functions of libchunkgen.so (the library is built with
+ * hidden visibility for everything else). */
+#if defined(__GNUC__) || defined(__clang__)
+#define CG_API __attribute__((visibility("default")))
+#else
+#define CG_API
+#endif
+
+/* The project's one version (CMakeLists.txt reads it from here). */
 #define CG_VERSION_MAJOR 0
 #define CG_VERSION_MINOR 1
 #define CG_VERSION_PATCH 0
 #define CG_VERSION_STRING "0.1.0"
+/* The value of a public struct with its size set and every other member zero
+ * (designated in C, so -Wmissing-field-initializers stays quiet). */
+#ifdef __cplusplus
+#define CG__INIT(type) {sizeof(type)}
+#else
+#define CG__INIT(type) {.size = sizeof(type)}
+#endif
+
+/* MAJOR*10000 + MINOR*100 + PATCH, e.g. 100 for 0.1.0; compare with cg_version_number(). */
+#define CG_VERSION_NUMBER (CG_VERSION_MAJOR * 10000 + CG_VERSION_MINOR * 100 + CG_VERSION_PATCH)
 
 /* (name, value, description): the one table of status codes. */
 #define CG_STATUS_MAP(X)                                                   \
@@ -52,10 +130,12 @@ typedef enum cg_status {
 } cg_status;
 
 /* Static text of a status code; never NULL. */
-const char *cg_status_str(cg_status status);
+CG_API const char *cg_status_str(cg_status status);
 
 /* Runtime version string, e.g. "0.1.0". */
-const char *cg_version(void);
+CG_API const char *cg_version(void);
+/* Runtime version as CG_VERSION_NUMBER, e.g. 100 for 0.1.0. */
+CG_API int cg_version_number(void);
 
 typedef enum cg_dtype {
     CG_F32 = 0, /* every backend */
@@ -73,9 +153,9 @@ typedef enum cg_backend {
 } cg_backend;
 
 /* Name of a backend ("auto", "cpu", "cuda", "emulate", "ref"); never NULL. */
-const char *cg_backend_name(cg_backend backend);
+CG_API const char *cg_backend_name(cg_backend backend);
 /* Parse a backend name; returns CG_EINVAL for an unknown name. */
-cg_status cg_backend_parse(const char *name, cg_backend *out);
+CG_API cg_status cg_backend_parse(const char *name, cg_backend *out);
 
 /* Order in which the SSD tensors' shapes are given (sscan tensors are always
  * given in their logical order, see below). */
@@ -95,7 +175,7 @@ typedef struct cg_tensor {
 } cg_tensor;
 
 /* A contiguous row-major tensor over caller-owned memory. */
-cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64_t *shape);
+CG_API cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64_t *shape);
 
 /* -------------------------------------------------------------------- log
  * The library prints nothing itself: warnings (a corrupt cache entry skipped, a slow
@@ -123,26 +203,28 @@ void cg_set_log_callback(cg_log_fn fn, void *user);
 typedef struct cg_context cg_context;
 
 /* Create a context. *out is owned by the caller and released by cg_context_free. */
-cg_status cg_context_create(cg_context **out);
+CG_API cg_status cg_context_create(cg_context **out);
 /* Free a context and everything it owns (threads, caches, loaded modules). NULL is a no-op. */
-void cg_context_free(cg_context *ctx);
+CG_API void cg_context_free(cg_context *ctx);
 /* Last error message of ctx (owned by ctx, valid until the next call on ctx); "" when none. */
-const char *cg_errmsg(const cg_context *ctx);
+CG_API const char *cg_errmsg(const cg_context *ctx);
 /* Default number of CPU threads (0 = all online cores). */
-cg_status cg_context_set_threads(cg_context *ctx, int threads);
+CG_API cg_status cg_context_set_threads(cg_context *ctx, int threads);
 /* Directory of the on-disk caches (copied). NULL restores the default
  * ($CHUNKGEN_CACHE_DIR, else $XDG_CACHE_HOME/chunkgen, else ~/.cache/chunkgen). */
-cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir);
+CG_API cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir);
 /* Tune on a miss: when no tuned config exists for a call's exact key, tune that key
  * first (once, within $CHUNKGEN_TUNE_BUDGET seconds, default 60) and store it.
  * 1 on, 0 off, -1 (the default) follows $CHUNKGEN_TUNE_ON_MISS. */
-cg_status cg_context_set_tune_on_miss(cg_context *ctx, int on);
+CG_API cg_status cg_context_set_tune_on_miss(cg_context *ctx, int on);
 /* One line describing the last successful op call: backend, kernel or path, config
  * and where the config came from. Owned by ctx. */
-const char *cg_last_dispatch(const cg_context *ctx);
+CG_API const char *cg_last_dispatch(const cg_context *ctx);
 
-/* How to run one call. A NULL cg_exec means {CG_BACKEND_AUTO, NULL, ...}. */
+/* How to run one call. A NULL cg_exec means CG_EXEC_INIT: backend auto, tuned or
+ * default config, default stream. */
 typedef struct cg_exec {
+    size_t size;            /* sizeof(cg_exec) of the caller's header, or 0 (see the growth rule) */
     cg_backend backend;
     const char *config;     /* NULL: tuned or default config; else pinned, e.g. "chunk=64,threads=2" */
     void *stream;           /* CUstream for the cuda backend; NULL: the default stream */
@@ -150,6 +232,7 @@ typedef struct cg_exec {
     size_t workspace_bytes;
     int verbose;            /* send the dispatch line to the log callback (CG_LOG_INFO) */
 } cg_exec;
+#define CG_EXEC_INIT CG__INIT(cg_exec)
 
 /* -------------------------------------------------------------------- SSD
  * Per (b, h), with g = h / (H / G) and a state S of dk x dv (S before token 0 = h0 or 0):
@@ -160,21 +243,25 @@ typedef struct cg_exec {
  * The innermost dimension must have stride 1; the others may be anything >= 0
  * that does not make an output overlap itself or another output. */
 typedef struct cg_ssd_fwd_args {
+    size_t size; /* sizeof(cg_ssd_fwd_args) of the caller's header, or 0 (see the growth rule) */
     cg_layout layout;
     cg_tensor q, k, v, log_alpha, h0; /* inputs; h0 optional */
     cg_tensor o, hT;                  /* outputs; hT optional */
 } cg_ssd_fwd_args;
+#define CG_SSD_FWD_ARGS_INIT CG__INIT(cg_ssd_fwd_args)
 
 typedef struct cg_ssd_bwd_args {
+    size_t size; /* sizeof(cg_ssd_bwd_args) of the caller's header, or 0 (see the growth rule) */
     cg_layout layout;
     cg_tensor q, k, v, log_alpha, h0, dout, dhT; /* inputs; h0, dhT optional */
     cg_tensor dq, dk, dv, dlog_alpha, dh0;      /* outputs; dh0 optional. dq, dk sum over the group's heads */
 } cg_ssd_bwd_args;
+#define CG_SSD_BWD_ARGS_INIT CG__INIT(cg_ssd_bwd_args)
 
 /* SSD forward. Every pointer in args is caller-owned. */
-cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec);
+CG_API cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec);
 /* SSD backward (recomputes what it needs; stores no per-token state). */
-cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec);
+CG_API cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec);
 
 /* --------------------------------------------------------- selective scan
  * dt = delta (+ delta_bias), softplus(dt) if delta_softplus;
@@ -184,23 +271,27 @@ cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec
  *   x, delta, z, y, dy [B, L, D]; A [D, N]; B, C [B, L, N] or grouped [B, L, G, N]
  *   (channel d uses group d / (D/G)); D, delta_bias [D]; h0, hT, dhT, dh0 [B, D, N]. */
 typedef struct cg_sscan_fwd_args {
+    size_t size; /* sizeof(cg_sscan_fwd_args) of the caller's header, or 0 (see the growth rule) */
     cg_tensor x, delta, A, B, C, D, z, delta_bias, h0; /* D, z, delta_bias, h0 optional */
     int delta_softplus;
     cg_tensor y, hT;                                   /* hT optional */
 } cg_sscan_fwd_args;
+#define CG_SSCAN_FWD_ARGS_INIT CG__INIT(cg_sscan_fwd_args)
 
 typedef struct cg_sscan_bwd_args {
+    size_t size; /* sizeof(cg_sscan_bwd_args) of the caller's header, or 0 (see the growth rule) */
     cg_tensor x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT; /* D, z, delta_bias, h0, dhT optional */
     int delta_softplus;
     /* outputs; dx, ddelta, dA, dB, dC required; dD, dz, ddelta_bias optional and
      * only allowed when D, z, delta_bias are given; dh0 optional. */
     cg_tensor dx, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dh0;
 } cg_sscan_bwd_args;
+#define CG_SSCAN_BWD_ARGS_INIT CG__INIT(cg_sscan_bwd_args)
 
 /* Selective-scan forward. */
-cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec);
+CG_API cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec);
 /* Selective-scan backward (recomputes states from checkpoints every `segment` steps). */
-cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec);
+CG_API cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec);
 
 #ifdef __cplusplus
 }

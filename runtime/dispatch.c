@@ -1,6 +1,7 @@
 /* dispatch.c -- the public op calls: validate, pick a backend, run. */
 #include "ops.h"
 #include "gen.h"
+#include "abi.h"
 
 #include <string.h>
 
@@ -46,12 +47,12 @@ static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, cons
 static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
                      const cg_exec *exec_in) {
     cg_exec exec;
-    memset(&exec, 0, sizeof exec);
-    if (exec_in) exec = *exec_in;
+    cg_status s = cg__abi_in(ctx, "exec", &exec, sizeof exec, exec_in);
+    if (s) return s;
     if ((unsigned)exec.backend > CG_BACKEND_REF)
         return cg__err(ctx, CG_EINVAL, "exec.backend: %d but expected a cg_backend value", (int)exec.backend);
     cg_cfg cfg;
-    cg_status s = cg__cfg_parse(ctx, exec.config, &cfg);
+    s = cg__cfg_parse(ctx, exec.config, &cfg);
     if (s) return s;
     if (dtype == CG_F64 && exec.backend != CG_BACKEND_REF)
         return cg__err(ctx, CG_EINVAL, "dtype: CG_F64 tensors are accepted by the ref backend only (expected CG_F32 for backend %s)",
@@ -133,7 +134,14 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
         cg_ssd_prob ssd;
         cg_sscan_prob sscan;
     } p;
-    cg_status s = cg__op_validate(ctx, d, args, &p);
+    union {
+        cg_ssd_fwd_args ssd_fwd;
+        cg_ssd_bwd_args ssd_bwd;
+        cg_sscan_fwd_args sscan_fwd;
+        cg_sscan_bwd_args sscan_bwd;
+    } a; /* the caller's struct in this header's layout (abi.h) */
+    cg_status s = cg__abi_in(ctx, "args", &a, d->args_size, args);
+    if (!s) s = cg__op_validate(ctx, d, args ? &a : NULL, &p);
     if (!s) {
         const cg_dtype dtype = *(const cg_dtype *)((const char *)&p + d->dtype_off);
         s = run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec); /* tensor 0: a required input */

@@ -83,7 +83,7 @@ cg_status ssdt_run_fwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int hT,
     a.h0 = h0 ? s->h0.t : absent;
     a.o = s->o.t;
     a.hT = hT ? s->hT.t : absent;
-    cg_exec ex = {be, config, NULL, NULL, 0, 0};
+    cg_exec ex = {.backend = be, .config = config};
     return cg_ssd_fwd(ctx, &a, &ex);
 }
 
@@ -104,7 +104,7 @@ cg_status ssdt_run_bwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int dhT
     a.dv = s->dv.t;
     a.dlog_alpha = s->dla.t;
     a.dh0 = dh0 ? s->dh0.t : absent;
-    cg_exec ex = {be, config, NULL, NULL, 0, 0};
+    cg_exec ex = {.backend = be, .config = config};
     return cg_ssd_bwd(ctx, &a, &ex);
 }
 

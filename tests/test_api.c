@@ -54,7 +54,7 @@ static void expect_err(cg_context *ctx, cg_status got, cg_status want, const cha
 }
 #define EXPECT_ERR(ctx, expr, want, n1, n2) expect_err(ctx, (expr), want, n1, n2, __LINE__)
 
-static const cg_exec k_cpu = {CG_BACKEND_CPU, NULL, NULL, NULL, 0, 0};
+static const cg_exec k_cpu = {.backend = CG_BACKEND_CPU};
 
 CG_TEST(api_status_strings) {
     CG_CHECK(strcmp(cg_status_str(CG_OK), "ok") == 0, "CG_OK text");
@@ -211,7 +211,7 @@ CG_TEST(api_f64_only_for_ref) {
     memset(&a, 0, sizeof a);
     a.q = q.t; a.k = k.t; a.v = v.t; a.log_alpha = la.t; a.o = o.t;
     EXPECT_ERR(ctx, cg_ssd_fwd(ctx, &a, &k_cpu), CG_EINVAL, "CG_F64", "ref");
-    cg_exec ref = {CG_BACKEND_REF, NULL, NULL, NULL, 0, 0};
+    cg_exec ref = {.backend = CG_BACKEND_REF};
     CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &ref));
     CG_CHECK(strstr(cg_last_dispatch(ctx), "ref") != NULL, "dispatch line names the backend: %s", cg_last_dispatch(ctx));
     cg_tbuf_free(&q); cg_tbuf_free(&k); cg_tbuf_free(&v); cg_tbuf_free(&la); cg_tbuf_free(&o);

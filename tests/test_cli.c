@@ -116,7 +116,7 @@ static void check_out(const char *dir, const char *name, const cg_tbuf *ref, dou
 
 static cg_tbuf f64_new(int ndim, const int64_t *shape) { return cg_tbuf_new(CG_F64, ndim, shape); }
 
-static const cg_exec k_ref = {CG_BACKEND_REF, NULL, NULL, NULL, 0, 0};
+static const cg_exec k_ref = {.backend = CG_BACKEND_REF};
 
 /* ------------------------------------------------------------ npy: units */
 

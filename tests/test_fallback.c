@@ -99,7 +99,7 @@ CG_TEST(fallback_sscan_bwd_strided_gaps) {
         a[i].dx.stride[0] = 2 * L * D, a[i].dx.stride[1] = 2 * D, a[i].dx.stride[2] = 2;
         a[i].ddelta = ddl[i].t, a[i].dA = dA[i].t, a[i].dB = dB[i].t, a[i].dC = dC[i].t, a[i].dD = dD[i].t;
     }
-    cg_exec ex = {CG_BACKEND_CPU, NULL, NULL, NULL, 0, 0};
+    cg_exec ex = {.backend = CG_BACKEND_CPU};
     CG_CHECK_OK(ctx, cg_sscan_bwd(ctx, &a[0], &ex));
     cg_sscan_prob p;
     CG_CHECK_OK(ctx, cg__sscan_bwd_prob(ctx, &a[1], &p));

@@ -436,7 +436,7 @@ CG_TEST(rel_no_ub_huge_shapes_misaligned) {
     a.v = cg_tensor_contiguous(v, CG_F32, 4, sv);
     a.log_alpha = cg_tensor_contiguous(la, CG_F32, 3, sl);
     a.o = cg_tensor_contiguous(o, CG_F32, 4, sv);
-    cg_exec ex = {CG_BACKEND_CPU, NULL, NULL, NULL, 0, 0};
+    cg_exec ex = {.backend = CG_BACKEND_CPU};
     cg_status st = cg_ssd_fwd(ctx, &a, &ex);
     CG_CHECK(st == CG_EINVAL && strstr(cg_errmsg(ctx), "q") && strstr(cg_errmsg(ctx), "aligned"),
              "misaligned q: %s: %s", cg_status_str(st), cg_errmsg(ctx));
@@ -502,7 +502,7 @@ typedef struct racer {
 
 static void *race_main(void *arg) {
     racer *r = arg;
-    cg_exec ex = {CG_BACKEND_CPU, NULL, NULL, NULL, 0, 0};
+    cg_exec ex = {.backend = CG_BACKEND_CPU};
     pthread_barrier_wait(r->bar);
     for (int it = 0; it < 40; it++) {
         memset(r->mem[4], 0, (size_t)r->n_out * sizeof(float));
@@ -550,7 +550,7 @@ CG_TEST(rel_context_two_threads) {
     for (int i = 0; i < 4; i++)
         for (int64_t j = 0; j < n[i]; j++)
             r[0].mem[i][j] = r[1].mem[i][j] = (float)cg_rng_uniform(&rng, i == 3 ? -0.3 : -1, i == 3 ? -0.01 : 1);
-    cg_exec ex = {CG_BACKEND_CPU, NULL, NULL, NULL, 0, 0};
+    cg_exec ex = {.backend = CG_BACKEND_CPU};
     CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &r[0].a, &ex));
     memcpy(ref, r[0].mem[4], (size_t)n[4] * sizeof *ref);
     pthread_t th[2];

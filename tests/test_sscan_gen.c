@@ -25,7 +25,7 @@ typedef struct sg_case {
 } sg_case;
 
 /* Together these accept every config of both spaces (checked against a wide sweep of
- * shapes with `chunkgen gen sscan_fwd|sscan_bwd --space`): N = 256 needs the narrowest
+ * shapes with `chunkgen gen sscan_fwd|sscan_bwd --configs`): N = 256 needs the narrowest
  * block, the par strategy and segment 256 need a long L, dim_block 64 needs D > 32. */
 static const sg_case k_cases[] = {
     {2, 1, 5, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0},

@@ -714,7 +714,7 @@ CG_TEST(tune_refused_config_falls_back_to_default) {
     a.v = cg_tensor_contiguous(mem[2], CG_F32, 4, sv);
     a.log_alpha = cg_tensor_contiguous(mem[3], CG_F32, 3, sl);
     a.o = cg_tensor_contiguous(mem[4], CG_F32, 4, sv);
-    cg_exec ex = {CG_BACKEND_CPU, NULL, NULL, NULL, 0, 0};
+    cg_exec ex = {.backend = CG_BACKEND_CPU};
     CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &ex));
     const char *d = cg_last_dispatch(ctx);
     CG_CHECK(strstr(d, "source=default") && strstr(d, "retired_knob") && strstr(d, "refused"),

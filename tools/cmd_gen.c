@@ -1,46 +1,37 @@
 /* cmd_gen.c -- `chunkgen gen` (render a generated kernel) and `chunkgen info`. */
 #include "cli.h"
+#include "cli_args.h"
 #include "cuda/cg_cuda.h"
 #include "cuda/kcache.h"
 #include "gen.h"
 
-#include <errno.h>
+#include <jansson.h>
+
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 static const char gen_usage[] =
-    "usage: chunkgen gen KERNEL --dk N --dv N [options]   print the rendered CUDA source\n"
-    "       chunkgen gen --list                           list the kernels and their spaces\n"
-    "\n"
-    "options:\n"
-    "  --dk N --dv N           head dimensions (baked into the source)\n"
-    "  --B N --T N --G N --H N SSD shape (defaults 1, 256, 1, 1: they only affect validity)\n"
-    "  --L N --D N --N N       selective-scan shape\n"
-    "  --flags a,b             shape flags: h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped\n"
-    "  --param k=v             pin one parameter (repeatable); missing ones come from the default\n"
-    "  --config k=v,k=v        pin several at once\n"
-    "  --arch N                render for sm_N's limits (default: the emulated sm_80 device)\n"
-    "  --plan                  print the plan (name, config, launches) instead of the source\n"
-    "  --space                 list every config the constraints accept for this shape\n";
+    "usage: chunkgen gen KERNEL --shape dk=N,dv=N [options]   print the rendered CUDA source\n"
+    "       chunkgen gen KERNEL --space [--shape ...]        its config keys: type, values, meaning, default\n"
+    "       chunkgen gen --list                              list the kernels and their spaces\n"
+    "KERNEL is a generated kernel (ssd_fwd, ssd_bwd, sscan_fwd, sscan_bwd, ...) or a CPU\n"
+    "space (ssd_cpu, sscan_cpu): --space, --configs and the default work for both.\n";
 
-static int gen_fail(cg_context *ctx, const char *what) {
-    fprintf(stderr, "chunkgen gen: %s: %s\n", what, cg_errmsg(ctx));
-    return 1;
-}
+typedef struct gen_opts {
+    const char *kernel;
+    cg_kshape shape;
+    cg_cfg pins;
+    const char *config;
+    int arch, plan, space, configs, list, json, verbose;
+} gen_opts;
 
-static int usage_err(const char *fmt, const char *arg) {
-    fprintf(stderr, "chunkgen gen: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(run `chunkgen gen --help` for the usage)\n");
-    return 2;
-}
-
-static int parse_i64(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < 0) return -1;
-    *out = v;
+static int gen_positional(void *opts, const char *arg, char *err, size_t errlen) {
+    gen_opts *o = opts;
+    if (o->kernel) return snprintf(err, errlen, "unexpected argument '%s' (one kernel at a time)", arg), -1;
+    o->kernel = arg;
     return 0;
 }
 
@@ -56,6 +47,72 @@ static int add_pin(cg_cfg *cfg, const char *kv) {
     return 0;
 }
 
+static int opt_param(void *opts, const char *v, char *err, size_t errlen) {
+    if (add_pin(&((gen_opts *)opts)->pins, v) == 0) return 0;
+    return snprintf(err, errlen, "expected k=v (short words), got '%s'", v), -1;
+}
+
+static int opt_shape(void *opts, const char *v, char *err, size_t errlen) {
+    gen_opts *o = opts;
+    cg_cli_shape s;
+    const unsigned all = CG_SHAPE_B | CG_SHAPE_T | CG_SHAPE_G | CG_SHAPE_H | CG_SHAPE_DK | CG_SHAPE_DV | CG_SHAPE_D |
+                         CG_SHAPE_N;
+    if (cg_cli_shape_parse(v, NULL, all, 0, -1, &s, err, errlen)) return -1;
+    cg_kshape *k = &o->shape;
+    if (s.given & CG_SHAPE_B) k->B = s.B;
+    if (s.given & CG_SHAPE_T) k->T = k->L = s.T;
+    if (s.given & CG_SHAPE_G) k->G = s.G;
+    if (s.given & CG_SHAPE_H) k->H = s.H;
+    if (s.given & CG_SHAPE_DK) k->dk = s.dk;
+    if (s.given & CG_SHAPE_DV) k->dv = s.dv;
+    if (s.given & CG_SHAPE_D) k->D = s.D;
+    if (s.given & CG_SHAPE_N) k->N = s.N;
+    return 0;
+}
+
+static int opt_flags(void *opts, const char *v, char *err, size_t errlen) {
+    static const struct { const char *name; int flag; } fl[] = {
+        {"h0", CG_KS_H0},             {"hT", CG_KS_HT},           {"dhT", CG_KS_DHT},
+        {"softplus", CG_KS_SOFTPLUS}, {"has_D", CG_KS_HAS_D},     {"has_z", CG_KS_HAS_Z},
+        {"has_bias", CG_KS_HAS_BIAS}, {"grouped", CG_KS_GROUPED}, {"bwd", CG_KS_BWD}};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        size_t f = 0;
+        while (f < sizeof fl / sizeof fl[0] && strcmp(fl[f].name, tok) != 0) f++;
+        if (f == sizeof fl / sizeof fl[0])
+            return snprintf(err, errlen, "unknown flag '%s' (expected h0, hT, dhT, softplus, has_D, has_z, has_bias, "
+                                         "grouped, bwd)", tok), -1;
+        ((gen_opts *)opts)->shape.flags |= fl[f].flag;
+    }
+    return 0;
+}
+
+static const cg_cli_opt k_gen_opts[] = {
+    {"--shape", 0, CG_CLI_FN, 0, "KEY=N,...", "the shape (" "SSD: B T G H dk dv, defaults B=1,T=256,G=1,H=1;\n"
+     "sscan: B L D N G); dk, dv (SSD) and N, G (sscan) are baked into the source", 0, 0, opt_shape},
+    {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags: h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped,\n"
+     "bwd (the backward, for the CPU spaces)", 0, 0, opt_flags},
+    {"--config", 0, CG_CLI_STR, offsetof(gen_opts, config), "k=v,...", "pin several parameters, e.g. chunk=64,warps=4 (as --config of run\n"
+     "and bench, for this one kernel: no scopes)", 0, 0, NULL},
+    {"--param", 0, CG_CLI_FN, 0, "k=v", "pin one parameter (repeatable); missing ones come from the default", 0, 0, opt_param},
+    {"--arch", 0, CG_CLI_INT, offsetof(gen_opts, arch), "N", "render for sm_N's limits (default: the emulated sm_80 device)", 0, 1000, NULL},
+    {"--plan", 0, CG_CLI_FLAG, offsetof(gen_opts, plan), NULL, "print the plan (name, config, launches) instead of the source", 0, 0, NULL},
+    {"--space", 0, CG_CLI_FLAG, offsetof(gen_opts, space), NULL, "list the config keys: type, values, meaning, and the default\n"
+     "for this shape", 0, 0, NULL},
+    {"--configs", 0, CG_CLI_FLAG, offsetof(gen_opts, configs), NULL, "list every config the constraints accept for this shape", 0, 0, NULL},
+    {"--list", 0, CG_CLI_FLAG, offsetof(gen_opts, list), NULL, "list the kernels and CPU spaces with their keys", 0, 0, NULL},
+    CG_CLI_OPT_JSON(gen_opts, json, "--plan, --space and --configs as JSON"),
+    CG_CLI_OPT_VERBOSE(gen_opts, verbose, "also print the plan's name and config to stderr"),
+    CG_CLI_OPT_END};
+
+static const cg_cli_cmd k_gen_cmd = {"gen", gen_usage, k_gen_opts, gen_positional};
+
+static int gen_fail(cg_context *ctx, const char *what) {
+    fprintf(stderr, "chunkgen gen: %s: %s\n", what, cg_errmsg(ctx));
+    return 1;
+}
+
 static int list_kernels(cg_context *ctx) {
     const char **names;
     int n;
@@ -69,108 +126,183 @@ static int list_kernels(cg_context *ctx) {
     return 0;
 }
 
-static int gen_main(cg_context *ctx, int argc, char **argv) {
-    const char *kernel = NULL;
-    cg_kshape shape = {.B = 1, .T = 256, .G = 1, .H = 1};
-    cg_cfg pins = {0};
-    int arch = 0, want_plan = 0, want_space = 0, list = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(gen_usage, stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--list")) { list = 1; continue; }
-        if (!strcmp(a, "--plan")) { want_plan = 1; continue; }
-        if (!strcmp(a, "--space")) { want_space = 1; continue; }
-        if (a[0] != '-') {
-            if (kernel) return usage_err("unexpected argument '%s' (one kernel at a time)", a);
-            kernel = a;
-            continue;
-        }
-        if (i + 1 >= argc) return usage_err("option %s needs a value", a);
-        const char *v = argv[++i];
-        static const struct { const char *opt; size_t off; } dims[] = {
-            {"--B", offsetof(cg_kshape, B)},   {"--T", offsetof(cg_kshape, T)},   {"--G", offsetof(cg_kshape, G)},
-            {"--H", offsetof(cg_kshape, H)},   {"--dk", offsetof(cg_kshape, dk)}, {"--dv", offsetof(cg_kshape, dv)},
-            {"--L", offsetof(cg_kshape, L)},   {"--D", offsetof(cg_kshape, D)},   {"--N", offsetof(cg_kshape, N)},
-        };
-        int done = 0;
-        for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
-            if (strcmp(a, dims[d].opt) != 0) continue;
-            if (parse_i64(v, (int64_t *)((char *)&shape + dims[d].off)) != 0)
-                return usage_err("expected a non-negative integer, got '%s'", v);
-            done = 1;
-        }
-        if (done) continue;
-        if (!strcmp(a, "--param")) {
-            if (add_pin(&pins, v) != 0) return usage_err("--param expects k=v (short words), got '%s'", v);
-        } else if (!strcmp(a, "--config")) {
-            char buf[512];
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-                if (add_pin(&pins, tok) != 0) return usage_err("--config expects k=v,k=v, got '%s'", v);
-        } else if (!strcmp(a, "--arch")) {
-            int64_t x;
-            if (parse_i64(v, &x) != 0 || x > 1000) return usage_err("--arch expects e.g. 80 or 90, got '%s'", v);
-            arch = (int)x;
-        } else if (!strcmp(a, "--flags")) {
-            static const struct { const char *name; int flag; } fl[] = {
-                {"h0", CG_KS_H0},           {"hT", CG_KS_HT},        {"dhT", CG_KS_DHT},
-                {"softplus", CG_KS_SOFTPLUS}, {"has_D", CG_KS_HAS_D}, {"has_z", CG_KS_HAS_Z},
-                {"has_bias", CG_KS_HAS_BIAS}, {"grouped", CG_KS_GROUPED}};
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                size_t f = 0;
-                while (f < sizeof fl / sizeof fl[0] && strcmp(fl[f].name, tok) != 0) f++;
-                if (f == sizeof fl / sizeof fl[0]) return usage_err("unknown flag '%s'", tok);
-                shape.flags |= fl[f].flag;
+static void cfg_print(FILE *f, const cg_cfg *c) {
+    for (int k = 0; k < c->n; k++) fprintf(f, "%s%s=%s", k ? "," : "", c->kv[k].key, c->kv[k].val);
+}
+
+static json_t *cfg_json(const cg_cfg *c) {
+    json_t *o = json_object();
+    for (int k = 0; k < c->n; k++) {
+        char *end;
+        long long v = strtoll(c->kv[k].val, &end, 10);
+        json_object_set_new(o, c->kv[k].key, *end || end == c->kv[k].val ? json_string(c->kv[k].val) : json_integer(v));
+    }
+    return o;
+}
+
+static int print_json(json_t *doc) {
+    int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 ? 0 : 1;
+    fputc('\n', stdout);
+    json_decref(doc);
+    return rc;
+}
+
+/* --space: the kernel's keys (type, values, meaning: generator/keys.lua) and the
+ * default config for this shape. */
+static int show_space(cg_context *ctx, const gen_opts *o, const cg_devinfo *dev) {
+    char *text;
+    if (cg__gen_describe(ctx, o->kernel, &text) != CG_OK) return gen_fail(ctx, o->kernel);
+    cg_cfg def;
+    const cg_cfg none = {0};
+    cg_status s = cg__gen_resolve(ctx, o->kernel, &o->shape, dev, &none, &def);
+    char why[CG_ERRMSG_CAP];
+    snprintf(why, sizeof why, "%s", s == CG_OK ? "" : cg_errmsg(ctx));
+    if (o->json) {
+        json_t *doc = json_object(), *keys = json_array();
+        json_object_set_new(doc, "kernel", json_string(o->kernel));
+        json_object_set_new(doc, "device", json_string(dev->name));
+        /* describe's key lines: "  name  type  v1, v2, ...  meaning" */
+        for (char *save, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            char name[64], type[16];
+            int used = 0;
+            if (line[0] != ' ' || sscanf(line, " %63s %15s %n", name, type, &used) != 2 ||
+                (strcmp(type, "integer") && strcmp(type, "word")))
+                continue;
+            json_t *k = json_object(), *vals = json_array();
+            const char *p = line + used;
+            while (*p) {
+                size_t len = strcspn(p, ", ");
+                char v[64];
+                snprintf(v, sizeof v, "%.*s", (int)len, p);
+                json_array_append_new(vals, !strcmp(type, "integer") ? json_integer(strtoll(v, NULL, 10)) : json_string(v));
+                p += len;
+                if (p[0] == ',' && p[1] == ' ') p += 2;
+                else break;
             }
+            while (*p == ' ') p++;
+            json_object_set_new(k, "name", json_string(name));
+            json_object_set_new(k, "type", json_string(type));
+            json_object_set_new(k, "values", vals);
+            json_object_set_new(k, "doc", json_string(p));
+            for (int d = 0; s == CG_OK && d < def.n; d++)
+                if (!strcmp(def.kv[d].key, name)) {
+                    json_t *dv = cfg_json(&def);
+                    json_object_set(k, "default", json_object_get(dv, name));
+                    json_decref(dv);
+                }
+            json_array_append_new(keys, k);
+        }
+        json_object_set_new(doc, "keys", keys);
+        json_object_set_new(doc, "default", s == CG_OK ? cfg_json(&def) : json_null());
+        if (s != CG_OK) json_object_set_new(doc, "default_error", json_string(why));
+        free(text);
+        return print_json(doc);
+    }
+    printf("%s\n", text);
+    free(text);
+    if (s == CG_OK) {
+        printf("  default for this shape on %s: ", dev->name);
+        cfg_print(stdout, &def);
+        printf("\n");
+    } else {
+        printf("  default: none for this shape (%s)\n", why);
+    }
+    return 0;
+}
+
+static int show_configs(cg_context *ctx, const gen_opts *o, const cg_devinfo *dev) {
+    cg_cfg *cfgs;
+    int n;
+    if (cg__gen_space(ctx, o->kernel, &o->shape, dev, &cfgs, &n) != CG_OK) return gen_fail(ctx, o->kernel);
+    json_t *arr = o->json ? json_array() : NULL;
+    for (int c = 0; c < n; c++) {
+        if (arr) {
+            json_array_append_new(arr, cfg_json(&cfgs[c]));
         } else {
-            return usage_err("unknown option '%s'", a);
+            cfg_print(stdout, &cfgs[c]);
+            printf("\n");
         }
     }
-    if (list) return list_kernels(ctx);
-    if (!kernel) return usage_err("%s", "missing the kernel name (see `chunkgen gen --list`)");
+    free(cfgs);
+    fprintf(stderr, "%d valid configs for %s on %s\n", n, o->kernel, dev->name);
+    return arr ? print_json(arr) : 0;
+}
+
+static int show_plan(const gen_opts *o, const cg_plan *plan) {
+    if (o->json) {
+        json_t *doc = json_object(), *ls = json_array();
+        json_object_set_new(doc, "kernel", json_string(plan->kernel));
+        json_object_set_new(doc, "name", json_string(plan->name));
+        json_object_set_new(doc, "config", cfg_json(&plan->params));
+        json_object_set_new(doc, "workspace_bytes", json_integer(plan->workspace_bytes));
+        for (int l = 0; l < plan->nlaunch; l++) {
+            const cg_launch *x = &plan->launch[l];
+            json_array_append_new(ls, json_pack("{s:s, s:[I,I,I], s:[I,I,I], s:I}", "entry", x->entry, "grid",
+                                                (json_int_t)x->grid[0], (json_int_t)x->grid[1], (json_int_t)x->grid[2],
+                                                "block", (json_int_t)x->block[0], (json_int_t)x->block[1],
+                                                (json_int_t)x->block[2], "smem", (json_int_t)x->smem));
+        }
+        json_object_set_new(doc, "launches", ls);
+        return print_json(doc);
+    }
+    printf("kernel    %s\nname      %s\nconfig    ", plan->kernel, plan->name);
+    cfg_print(stdout, &plan->params);
+    printf("\nworkspace %lld bytes\n", (long long)plan->workspace_bytes);
+    for (int l = 0; l < plan->nlaunch; l++) {
+        const cg_launch *x = &plan->launch[l];
+        printf("launch    %s grid (%u, %u, %u) block (%u, %u, %u) smem %lld\n", x->entry, x->grid[0], x->grid[1],
+               x->grid[2], x->block[0], x->block[1], x->block[2], (long long)x->smem);
+    }
+    return 0;
+}
+
+static int gen_main(cg_context *ctx, int argc, char **argv) {
+    gen_opts o;
+    memset(&o, 0, sizeof o);
+    o.shape = (cg_kshape){.B = 1, .T = 256, .G = 1, .H = 1};
+    int rc = cg_cli_parse(&k_gen_cmd, argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (o.config) {
+        char buf[512];
+        if (strlen(o.config) >= sizeof buf) return cg_cli_usage_err("gen", "--config: too long");
+        snprintf(buf, sizeof buf, "%s", o.config);
+        for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            if (add_pin(&o.pins, tok) != 0) return cg_cli_usage_err("gen", "--config: expected k=v,k=v, got '%s'", o.config);
+    }
+    if (o.list) return list_kernels(ctx);
+    if (!o.kernel) return cg_cli_usage_err("gen", "missing the kernel name (see `chunkgen gen --list`)");
     cg_devinfo dev;
-    if (arch) {
-        if (!cg__devinfo_arch(arch, &dev)) {
-            fprintf(stderr, "chunkgen gen: unknown arch sm_%d (known: 75 80 86 87 89 90 100 103 120)\n", arch);
+    if (o.arch) {
+        if (!cg__devinfo_arch(o.arch, &dev)) {
+            fprintf(stderr, "chunkgen gen: unknown arch sm_%d (known: 75 80 86 87 89 90 100 103 120)\n", o.arch);
             return 2;
         }
     } else {
         cg__devinfo_emulated(&dev);
     }
-    if (want_space) {
-        cg_cfg *cfgs;
-        int n;
-        if (cg__gen_space(ctx, kernel, &shape, &dev, &cfgs, &n) != CG_OK) return gen_fail(ctx, kernel);
-        for (int c = 0; c < n; c++) {
-            for (int k = 0; k < cfgs[c].n; k++) printf("%s%s=%s", k ? "," : "", cfgs[c].kv[k].key, cfgs[c].kv[k].val);
-            printf("\n");
-        }
-        free(cfgs);
-        fprintf(stderr, "%d valid configs for %s on %s\n", n, kernel, dev.name);
-        return 0;
+    /* A CPU space (generator/cpu/) is resolved for this machine's cores, as the tuner does. */
+    char *desc = NULL;
+    if ((o.space || o.configs) && cg__gen_describe(ctx, o.kernel, &desc) == CG_OK && strstr(desc, "backend cpu")) {
+        memset(&dev, 0, sizeof dev);
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        dev.sm_count = cores > 0 ? (int)cores : 1;
+        snprintf(dev.name, sizeof dev.name, "cpu (%d threads)", dev.sm_count);
     }
+    free(desc);
+    if (o.space) return show_space(ctx, &o, &dev);
+    if (o.configs) return show_configs(ctx, &o, &dev);
     cg_plan plan;
-    if (cg__gen_plan(ctx, kernel, &shape, &dev, &pins, &plan) != CG_OK) return gen_fail(ctx, kernel);
-    if (want_plan) {
-        printf("kernel    %s\nname      %s\nconfig    ", plan.kernel, plan.name);
-        for (int k = 0; k < plan.params.n; k++)
-            printf("%s%s=%s", k ? "," : "", plan.params.kv[k].key, plan.params.kv[k].val);
-        printf("\nworkspace %lld bytes\n", (long long)plan.workspace_bytes);
-        for (int l = 0; l < plan.nlaunch; l++) {
-            const cg_launch *x = &plan.launch[l];
-            printf("launch    %s grid (%u, %u, %u) block (%u, %u, %u) smem %lld\n", x->entry, x->grid[0],
-                   x->grid[1], x->grid[2], x->block[0], x->block[1], x->block[2], (long long)x->smem);
-        }
-    } else {
-        fputs(plan.source, stdout);
+    if (cg__gen_plan(ctx, o.kernel, &o.shape, &dev, &o.pins, &plan) != CG_OK) return gen_fail(ctx, o.kernel);
+    if (o.verbose) {
+        fprintf(stderr, "chunkgen gen: %s config ", plan.name);
+        cfg_print(stderr, &plan.params);
+        fprintf(stderr, "\n");
     }
+    rc = 0;
+    if (o.plan) rc = show_plan(&o, &plan);
+    else fputs(plan.source, stdout);
     cg__plan_free(&plan);
-    return 0;
+    return rc;
 }
 
 int cg_cmd_gen(int argc, char **argv) {

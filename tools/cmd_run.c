@@ -7,6 +7,7 @@
  * reported in terms of files before the library sees anything. */
 #include "chunkgen.h"
 #include "cli.h"
+#include "cli_args.h"
 #include "npy.h"
 #include "fsutil.h"
 #include "ops.h"
@@ -34,21 +35,8 @@ static const char run_usage[] =
     "        writes o hT (and dq dk dv dlog_alpha [dh0] with --grad)\n"
     "  sscan reads  x delta A B C [D] [z] [delta_bias] [h0] (and dy [dhT] with --grad)\n"
     "        writes y hT (and dx ddelta dA dB dC [dD] [dz] [ddelta_bias] [dh0] with --grad)\n"
-    "Gradients are written only for the inputs that were given.\n"
-    "\n"
-    "options:\n"
-    "  --backend auto|cpu|ref|emulate|cuda   backend (default auto)\n"
-    "  --grad                  also run the backward pass\n"
-    "  --delta-softplus        sscan: dt = softplus(delta + delta_bias)\n"
-    "  --layout token|head     ssd: token-major [B,T,heads,dim] (default; alias bthd)\n"
-    "                          or head-major [B,heads,T,dim] (alias bhtd)\n"
-    "  --config k=v,...        pin a kernel/CPU config, e.g. chunk=64,threads=2; per pass\n"
-    "                          with scopes: 'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the\n"
-    "                          first part whose scope is the pass's op, ssd or sscan, or\n"
-    "                          none, applies; a pass without one runs tuned/default)\n"
-    "  --threads N             CPU threads (0 = all cores)\n"
-    "  --verbose               print which backend and config ran\n"
-    "  --in DIR, --out DIR     input and output directories\n";
+    "Gradients are written only for the inputs that were given. The shapes come from the\n"
+    "arrays.\n";
 
 /* ------------------------------------------------------------------ errors */
 
@@ -85,7 +73,46 @@ typedef struct run_opts {
     const char *config;
     int threads;            /* -1: library default */
     const char *in, *out;
+    const char *op, *pos[2]; /* the positional arguments */
+    int npos;
 } run_opts;
+
+static int opt_backend(void *opts, const char *v, char *err, size_t errlen) {
+    if (cg_backend_parse(v, &((run_opts *)opts)->backend) == CG_OK) return 0;
+    return snprintf(err, errlen, "unknown backend '%s' (expected auto, cpu, ref, emulate or cuda)", v), -1;
+}
+
+static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
+    run_opts *o = opts;
+    if (strcmp(v, "token") == 0 || strcmp(v, "bthd") == 0) o->layout = CG_LAYOUT_TOKEN_MAJOR;
+    else if (strcmp(v, "head") == 0 || strcmp(v, "bhtd") == 0) o->layout = CG_LAYOUT_HEAD_MAJOR;
+    else return snprintf(err, errlen, "unknown layout '%s' (expected token/bthd or head/bhtd)", v), -1;
+    o->layout_given = 1;
+    return 0;
+}
+
+static int run_positional(void *opts, const char *a, char *err, size_t errlen) {
+    run_opts *o = opts;
+    if (!o->op) o->op = a;
+    else if (o->npos < 2) o->pos[o->npos++] = a;
+    else return snprintf(err, errlen, "unexpected argument '%s'", a), -1;
+    return 0;
+}
+
+static const cg_cli_opt k_run_opts[] = {
+    {"--backend", 0, CG_CLI_FN, 0, "auto|cpu|ref|emulate|cuda", "backend (default auto)", 0, 0, opt_backend},
+    {"--grad", 0, CG_CLI_FLAG, offsetof(run_opts, grad), NULL, "also run the backward pass", 0, 0, NULL},
+    {"--delta-softplus", 0, CG_CLI_FLAG, offsetof(run_opts, softplus), NULL, "sscan: dt = softplus(delta + delta_bias)", 0, 0, NULL},
+    {"--layout", 0, CG_CLI_FN, 0, "token|head", "ssd: token-major [B,T,heads,dim] (default; alias bthd)\n"
+     "or head-major [B,heads,T,dim] (alias bhtd)", 0, 0, opt_layout},
+    CG_CLI_OPT_CONFIG(run_opts, config),
+    CG_CLI_OPT_THREADS(run_opts, threads),
+    CG_CLI_OPT_VERBOSE(run_opts, verbose, "print which backend and config ran"),
+    {"--in", 0, CG_CLI_STR, offsetof(run_opts, in), "DIR", "input directory", 0, 0, NULL},
+    {"--out", 0, CG_CLI_STR, offsetof(run_opts, out), "DIR", "output directory", 0, 0, NULL},
+    CG_CLI_OPT_END};
+
+static const cg_cli_cmd k_run_cmd = {"run", run_usage, k_run_opts, run_positional};
 
 /* 0 on success, else the exit code (2 usage, or -1 for --help printed). */
 static int parse_opts(int argc, char **argv, run_opts *o) {
@@ -93,65 +120,10 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     o->backend = CG_BACKEND_AUTO;
     o->layout = CG_LAYOUT_TOKEN_MAJOR;
     o->threads = -1;
-    const char *op = NULL, *pos[2] = {NULL, NULL};
-    int npos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(run_usage, stdout);
-            return -1;
-        }
-        if (a[0] != '-' || a[1] == '\0') {
-            if (!op) op = a;
-            else if (npos < 2) pos[npos++] = a;
-            else return run_usage_err("unexpected argument '%s'", a);
-            continue;
-        }
-        /* --name or --name=value */
-        char name[32];
-        const char *eq = strchr(a, '='), *val = NULL;
-        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
-        if (nlen >= sizeof name) return run_usage_err("unknown option '%s'", a);
-        memcpy(name, a, nlen);
-        name[nlen] = '\0';
-        int takes = strcmp(name, "--backend") == 0 || strcmp(name, "--layout") == 0 ||
-                    strcmp(name, "--config") == 0 || strcmp(name, "--threads") == 0 ||
-                    strcmp(name, "--in") == 0 || strcmp(name, "--out") == 0;
-        if (takes) {
-            if (eq) val = eq + 1;
-            else if (i + 1 < argc) val = argv[++i];
-            else return run_usage_err("option %s needs a value", name);
-        } else if (eq) {
-            return run_usage_err("option %s takes no value", name);
-        }
-        if (strcmp(name, "--grad") == 0) o->grad = 1;
-        else if (strcmp(name, "--delta-softplus") == 0) o->softplus = 1;
-        else if (strcmp(name, "--verbose") == 0 || strcmp(name, "-v") == 0) o->verbose = 1;
-        else if (strcmp(name, "--backend") == 0) {
-            if (cg_backend_parse(val, &o->backend) != CG_OK)
-                return run_usage_err("unknown backend '%s' (expected auto, cpu, ref, emulate or cuda)", val);
-        } else if (strcmp(name, "--layout") == 0) {
-            if (strcmp(val, "token") == 0 || strcmp(val, "bthd") == 0) o->layout = CG_LAYOUT_TOKEN_MAJOR;
-            else if (strcmp(val, "head") == 0 || strcmp(val, "bhtd") == 0) o->layout = CG_LAYOUT_HEAD_MAJOR;
-            else return run_usage_err("unknown layout '%s' (expected token/bthd or head/bhtd)", val);
-            o->layout_given = 1;
-        } else if (strcmp(name, "--config") == 0) {
-            o->config = val;
-        } else if (strcmp(name, "--threads") == 0) {
-            char *end;
-            errno = 0;
-            long t = strtol(val, &end, 10);
-            if (errno || end == val || *end || t < 0 || t > 4096)
-                return run_usage_err("--threads expects an integer in 0..4096, got '%s'", val);
-            o->threads = (int)t;
-        } else if (strcmp(name, "--in") == 0) {
-            o->in = val;
-        } else if (strcmp(name, "--out") == 0) {
-            o->out = val;
-        } else {
-            return run_usage_err("unknown option '%s'", a);
-        }
-    }
+    int rc = cg_cli_parse(&k_run_cmd, argc, argv, o);
+    if (rc) return rc;
+    const char *op = o->op, *const *pos = o->pos;
+    int npos = o->npos;
     if (!op) return run_usage_err("missing the op: ssd or sscan");
     if (strcmp(op, "ssd") == 0) o->is_ssd = 1;
     else if (strcmp(op, "sscan") != 0) return run_usage_err("unknown op '%s' (expected ssd or sscan)", op);

@@ -72,6 +72,7 @@ typedef struct cg_cu_api {
     CUresult (*cuPointerGetAttribute)(void *data, int attrib, CUdeviceptr ptr);
     CUresult (*cuGetErrorName)(CUresult r, const char **s);
     CUresult (*cuGetErrorString)(CUresult r, const char **s);
+    CUresult (*cuDeviceTotalMem)(size_t *bytes, CUdevice dev); /* optional: NULL when absent */
 } cg_cu_api;
 
 /* ------------------------------------------------------------ NVRTC subset */
@@ -98,6 +99,15 @@ typedef struct cg_nvrtc_api {
  * library is absent; then *why (static text) says what was tried. */
 const cg_cu_api *cg__cu_api(const char **why);
 const cg_nvrtc_api *cg__nvrtc_api(const char **why);
+
+/* Attributes of a device for reports (chunkgen bench): 0 where the driver does not say. */
+typedef struct cg_cuda_props {
+    double clock_mhz, mem_clock_mhz, bus_bits, mem_gb;
+    int driver; /* cuDriverGetVersion, e.g. 13000 */
+} cg_cuda_props;
+/* Fill *p for device `ordinal` through the process's driver (runtime/cuda/props.c);
+ * CG_ENODEV when there is no driver or device. */
+cg_status cg__cuda_props(int ordinal, cg_cuda_props *p);
 
 /* Check one driver / NVRTC call: on failure record "<call> failed: <error> (file:line)"
  * on ctx and return the status. Used through the macros below, which return it. */

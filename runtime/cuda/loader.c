@@ -78,6 +78,7 @@ static void load_cu(void) {
         {"cuPointerGetAttribute", &g_cu.cuPointerGetAttribute, 0},
         {"cuGetErrorName", &g_cu.cuGetErrorName, 0},
         {"cuGetErrorString", &g_cu.cuGetErrorString, 0},
+        {"cuDeviceTotalMem_v2", &g_cu.cuDeviceTotalMem, 1},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         if (sym(lib, t[i].name, t[i].fp) || t[i].optional) continue;

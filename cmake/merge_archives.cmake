@@ -1,0 +1,30 @@
+# merge_archives.cmake -- append the members of other static archives to one archive,
+# so libchunkgen.a carries its Lua and jansson objects (a self-contained static library).
+# Run as a script by the POST_BUILD step of chunkgen_static:
+#   cmake -DCG_AR=ar -DCG_RANLIB=ranlib -DCG_ARCHIVE=libchunkgen.a "-DCG_ADD=a.a|b.a" -P merge_archives.cmake
+# Uses an ar MRI script (GNU ar -M), which keeps members with equal names apart.
+if(NOT CG_AR OR NOT CG_ARCHIVE OR NOT CG_ADD)
+  message(FATAL_ERROR "merge_archives.cmake: CG_AR, CG_ARCHIVE and CG_ADD are required")
+endif()
+string(REPLACE "|" ";" adds "${CG_ADD}")
+set(mri "OPEN ${CG_ARCHIVE}\n")
+foreach(a ${adds})
+  if(NOT EXISTS "${a}")
+    message(FATAL_ERROR "merge_archives.cmake: ${a} does not exist")
+  endif()
+  string(APPEND mri "ADDLIB ${a}\n")
+endforeach()
+string(APPEND mri "SAVE\nEND\n")
+set(script "${CG_ARCHIVE}.mri")
+file(WRITE "${script}" "${mri}")
+execute_process(COMMAND ${CG_AR} -M INPUT_FILE "${script}" RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "merge_archives.cmake: ${CG_AR} -M failed (${rc}): ${err}")
+endif()
+if(CG_RANLIB)
+  execute_process(COMMAND ${CG_RANLIB} "${CG_ARCHIVE}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "merge_archives.cmake: ${CG_RANLIB} ${CG_ARCHIVE} failed (${rc})")
+  endif()
+endif()
+file(REMOVE "${script}")

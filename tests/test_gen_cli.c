@@ -1,0 +1,163 @@
+/* test_gen_cli.c -- `chunkgen gen`: config keys typed and documented (--space, from
+ * generator/keys.lua and each description's space), the default for a shape, and the
+ * shared argument table / shape syntax (tools/cli_args.c). */
+#include "cg_test.h"
+#include "gen.h"
+#include "cli_args.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <sys/wait.h>
+
+#ifndef CG_CLI_PATH
+#define CG_CLI_PATH "chunkgen"
+#endif
+
+/* Run `chunkgen ARGS` (a shell word list, no quoting needed); stdout into *out (malloc'd). */
+static int gen_cli(const char *args, char **out) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", CG_CLI_PATH, args);
+    fflush(stdout);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = 0, cap = 4096;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (cap - n < 2) buf = realloc(buf, cap *= 2);
+    }
+    if (buf) buf[n] = '\0';
+    int st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+CG_TEST(gen_space_keys_documented) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    const char **names;
+    int n = 0;
+    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &n));
+    int cpu = 0;
+    for (int i = 0; i < n; i++) {
+        char *text = NULL;
+        CG_CHECK_OK(ctx, cg__gen_describe(ctx, names[i], &text));
+        if (!text) continue;
+        cpu += strstr(text, "backend cpu") != NULL;
+        int keys = 0;
+        for (char *save, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            char key[64], type[16];
+            if (line[0] != ' ' || line[2] == '(' || sscanf(line, " %63s %15s", key, type) != 2) continue;
+            keys++;
+            CG_CHECK(!strcmp(type, "integer") || !strcmp(type, "word"), "%s.%s: type '%s'", names[i], key, type);
+            CG_CHECK(!strstr(line, "undocumented"), "%s.%s has no entry in generator/keys.lua", names[i], key);
+        }
+        CG_CHECK(keys > 0, "%s: no keys described", names[i]);
+        free(text);
+    }
+    CG_CHECK(cpu >= 2, "the CPU spaces are not listed (%d)", cpu);
+    cg_context_free(ctx);
+}
+
+/* --space --json: each key typed with its values; the default is one of them, and it is
+ * the config the plan uses. */
+static void check_space_json(const char *kernel, const char *shape, const char *plan_name_has) {
+    char args[512], *out = NULL;
+    snprintf(args, sizeof args, "gen %s --space --json --shape %s", kernel, shape);
+    int rc = gen_cli(args, &out);
+    CG_CHECK(rc == 0, "`chunkgen %s` exited %d", args, rc);
+    json_error_t je;
+    json_t *doc = out ? json_loads(out, 0, &je) : NULL;
+    CG_CHECK(doc != NULL, "%s: not JSON: %s", kernel, out ? out : "");
+    free(out);
+    if (!doc) return;
+    json_t *keys = json_object_get(doc, "keys"), *def = json_object_get(doc, "default");
+    CG_CHECK(json_is_array(keys) && json_array_size(keys) >= 2, "%s: keys", kernel);
+    CG_CHECK(json_is_object(def) && json_object_size(def) == json_array_size(keys), "%s: default has %zu keys, space %zu",
+             kernel, json_object_size(def), json_array_size(keys));
+    size_t i;
+    json_t *k;
+    json_array_foreach(keys, i, k) {
+        const char *name = json_string_value(json_object_get(k, "name"));
+        const char *type = json_string_value(json_object_get(k, "type"));
+        json_t *vals = json_object_get(k, "values"), *dv = json_object_get(k, "default");
+        CG_CHECK(name && type && json_is_array(vals) && json_array_size(vals) > 0, "%s: key %zu incomplete", kernel, i);
+        if (!name || !type || !json_is_array(vals)) continue;
+        const char *doc_text = json_string_value(json_object_get(k, "doc"));
+        CG_CHECK(doc_text && strlen(doc_text) > 10, "%s.%s: no meaning", kernel, name);
+        int found = 0;
+        size_t j;
+        json_t *v;
+        json_array_foreach(vals, j, v) {
+            CG_CHECK(!strcmp(type, "integer") ? json_is_integer(v) : json_is_string(v), "%s.%s: value %zu not %s", kernel,
+                     name, j, type);
+            found |= json_equal(v, dv);
+        }
+        CG_CHECK(found, "%s.%s: the default is not one of the values", kernel, name);
+    }
+    if (plan_name_has) {
+        /* the plan without pins runs that default */
+        snprintf(args, sizeof args, "gen %s --plan --json --shape %s", kernel, shape);
+        rc = gen_cli(args, &out);
+        json_t *plan = out ? json_loads(out, 0, &je) : NULL;
+        free(out);
+        CG_CHECK(rc == 0 && plan, "`chunkgen %s` exited %d", args, rc);
+        if (plan) {
+            CG_CHECK(json_equal(json_object_get(plan, "config"), def), "%s: the plan's config is not the default", kernel);
+            const char *nm = json_string_value(json_object_get(plan, "name"));
+            CG_CHECK(nm && strstr(nm, plan_name_has), "%s: plan name %s", kernel, nm ? nm : "(none)");
+            json_decref(plan);
+        }
+    }
+    json_decref(doc);
+}
+
+CG_TEST(gen_space_cli_json) {
+    check_space_json("ssd_fwd", "dk=48,dv=40,T=100", "dk48_dv40");
+    check_space_json("sscan_bwd", "B=2,L=100,D=64,N=16", NULL);
+    check_space_json("ssd_cpu", "B=2,T=1000,H=4,dk=48,dv=40", NULL);
+    check_space_json("sscan_cpu", "B=1,L=64,D=32,N=8", NULL);
+    /* bad input: named, exit 2 */
+    char *out = NULL;
+    int rc = gen_cli("gen ssd_fwd --space --shape dk=48,dx=40", &out);
+    free(out);
+    CG_CHECK(rc == 2, "an unknown shape key exited %d", rc);
+    rc = gen_cli("gen ssd_fwd --no-such-option", &out);
+    free(out);
+    CG_CHECK(rc == 2, "an unknown option exited %d", rc);
+}
+
+CG_TEST(gen_cli_shape_syntax) {
+    cg_cli_shape s;
+    char err[256];
+    const unsigned ssd = CG_SHAPE_B | CG_SHAPE_T | CG_SHAPE_G | CG_SHAPE_H | CG_SHAPE_DK | CG_SHAPE_DV;
+    CG_CHECK(cg_cli_shape_parse("dv=40,B=2,T=7,G=2,H=6,dk=48", NULL, ssd, ssd, 0, &s, err, sizeof err) == 0 && s.B == 2 &&
+                 s.T == 7 && s.G == 2 && s.H == 6 && s.dk == 48 && s.dv == 40 && !s.name[0],
+             "named keys: %s", err);
+    CG_CHECK(cg_cli_shape_parse("odd=2,2,6,7,5", "B,G,H,dk,dv", ssd & ~CG_SHAPE_T, ssd & ~CG_SHAPE_T, 1, &s, err,
+                                sizeof err) == 0 && !strcmp(s.name, "odd") && s.B == 2 && s.G == 2 && s.H == 6 &&
+                 s.dk == 7 && s.dv == 5,
+             "positional with a name: %s", err);
+    CG_CHECK(cg_cli_shape_parse("odd:B=2,G=2,H=6,dk=7,dv=5", "B,G,H,dk,dv", ssd, CG_SHAPE_B, 1, &s, err, sizeof err) == 0 &&
+                 !strcmp(s.name, "odd") && s.dv == 5,
+             "named with a name: %s", err);
+    CG_CHECK(cg_cli_shape_parse("B=2,L=64,D=32,N=8", NULL, CG_SHAPE_B | CG_SHAPE_T | CG_SHAPE_D | CG_SHAPE_N | CG_SHAPE_G,
+                                0, -1, &s, err, sizeof err) == 0 && s.T == 64 && s.D == 32,
+             "L is T: %s", err);
+    CG_CHECK(cg_cli_shape_parse("B=2,H=6,G=4", NULL, ssd, 0, 0, &s, err, sizeof err) != 0 && strstr(err, "multiple"),
+             "H %% G: %s", err);
+    CG_CHECK(cg_cli_shape_parse("B=2,B=3", NULL, ssd, 0, 0, &s, err, sizeof err) != 0 && strstr(err, "twice"), "twice: %s",
+             err);
+    CG_CHECK(cg_cli_shape_parse("B=0", NULL, ssd, 0, 0, &s, err, sizeof err) != 0 && strstr(err, "B = '0'"), "zero: %s",
+             err);
+    CG_CHECK(cg_cli_shape_parse("B=2", NULL, ssd, CG_SHAPE_DK, 0, &s, err, sizeof err) != 0 && strstr(err, "missing dk"),
+             "missing: %s", err);
+    CG_CHECK(cg_cli_shape_parse("x:B=2", NULL, ssd, 0, -1, &s, err, sizeof err) != 0 && strstr(err, "NAME"), "prefix: %s",
+             err);
+    CG_CHECK(cg_cli_shape_parse("2,3", NULL, ssd, 0, 0, &s, err, sizeof err) != 0, "positional without an order");
+    char txt[128];
+    cg_cli_shape_parse("dv=40,B=2,T=7,G=2,H=6,dk=48", NULL, ssd, ssd, 0, &s, err, sizeof err);
+    cg_cli_shape_format(&s, 0, txt, sizeof txt);
+    CG_CHECK(!strcmp(txt, "B=2,T=7,G=2,H=6,dk=48,dv=40"), "format: %s", txt);
+}

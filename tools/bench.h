@@ -1,0 +1,238 @@
+/* bench.h -- the pieces of `chunkgen bench` (tools/cmd_bench.c and tools/bench_*.c): the
+ * options, the matrix, a cell's tensors, the measurement and the JSON document. Each
+ * bench_*.c file has one job:
+ *   bench_opts.c     the option table (tools/cli_args.h) and its checks
+ *   bench_util.c     clocks, percentiles, progress lines, JSON numbers, memory counters
+ *   bench_probe.c    the CPU's and the GPU's bounds for the roofline
+ *   bench_cell.c     a cell's tensors, inputs, API argument structs and device copies
+ *   bench_ref.c      the float64 reference of a cell and the relative errors
+ *   bench_measure.c  timing one impl on one cell
+ *   bench_json.c     rows, roofline fields, the device and config blocks, the write
+ *   cmd_bench.c      the command: the matrix loop, one impl on one cell */
+#ifndef CG_BENCH_H
+#define CG_BENCH_H
+
+#include "chunkgen.h"
+#include "gen.h"
+#include "internal.h"
+
+#include <jansson.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MAXLIST 16
+
+typedef struct custom_shape {
+    char name[48];
+    int64_t d[5];
+} custom_shape;
+
+typedef struct bench_opts {
+    int want_cpu, want_cuda, want_emu, want_ref, want_cuda_def; /* -1 unset */
+    int backend_given, impls_given;
+    int op; /* 0 both, 1 ssd, 2 sscan */
+    char presets[MAXLIST][48]; /* --preset: names of the seeds' shapes */
+    int npresets;
+    int64_t seqs[MAXLIST];
+    int nseqs;
+    int mode; /* 0 both, 1 fwd, 2 fwd_bwd */
+    custom_shape ssd_custom[MAXLIST], sscan_custom[MAXLIST];
+    int nssd_custom, nsscan_custom;
+    cg_layout layout;
+    int all, threads, repeats, warmup, no_check, no_probe, quiet, verbose;
+    double min_time, ref_max_s;
+    int64_t ref_seq, emu_max_seq;
+    const char *commit, *out;
+    const char *config; /* --config: pinned for the chunkgen impls except chunkgen_cuda_default */
+} bench_opts;
+
+typedef struct cpu_info {
+    char model[128];
+    double mhz;          /* nominal clock from /proc/cpuinfo */
+    int cores;           /* online */
+    int lanes;           /* fp32 lanes of the widest FMA the CPU has (16 AVX-512, 8 AVX2) */
+    const char *simd;
+    double peak_nominal; /* GFLOP/s: threads * GHz * 2 FMA units * lanes * 2 */
+    double peak_meas;    /* GFLOP/s of an FMA loop on `threads` threads */
+    double bw_meas;      /* GB/s of a triad a = b + s c on `threads` threads */
+} cpu_info;
+
+typedef struct gpu_info {
+    int ok;
+    char why[256];
+    char name[128];
+    int arch, sm_count, driver;
+    double clock_mhz, mem_clock_mhz, bus_bits, mem_gb;
+    double fp32_peak_gflops; /* sm_count * fp32 lanes/SM * 2 * clock */
+    double bw_peak_gbs;      /* 2 * mem clock * bus width / 8 */
+    cg_devinfo dev;
+} gpu_info;
+
+typedef enum { OP_SSD = 1, OP_SSCAN = 2 } op_kind;
+
+typedef struct bconfig {
+    op_kind op;
+    char name[48];
+    int64_t B, G, H, dk, dv; /* SSD */
+    int64_t D, N;            /* selective scan (B shared) */
+} bconfig;
+
+typedef enum { IMPL_CPU, IMPL_CUDA, IMPL_CUDA_DEF, IMPL_EMU, IMPL_REF, IMPL_COUNT } impl_kind;
+extern const char *const k_impl_names[IMPL_COUNT];
+
+/* One float32 tensor of a cell, in the op's logical dim order (SSD: [b, t, g|h, i];
+ * la: [b, t, h]; states [b, h, i, j]; sscan as in chunkgen.h). The memory order may be
+ * a permutation (head-major SSD), so strides are kept per logical dim. */
+typedef struct btensor {
+    const char *name;
+    int used, nd;
+    int has_b, has_t; /* logical dim 0 is batch, dim 1 is time */
+    int head_perm;    /* head-major: the API's dims 1 and 2 are logical 2 and 1 */
+    int out;          /* written by the op */
+    int64_t n[4], s[4], count;
+    float *h;         /* host */
+    void *d;          /* device (cuda) */
+    double *ref;      /* float64 reference values of an output, on the cut, contiguous */
+    int64_t rn[4];    /* the cut's shape */
+} btensor;
+
+enum { S_Q, S_K, S_V, S_LA, S_H0, S_O, S_HT, S_DO, S_DQ, S_DK, S_DV, S_DLA, S_DH0, S_COUNT };
+enum { X_X, X_DELTA, X_A, X_B, X_C, X_D, X_Z, X_BIAS, X_Y, X_HT, X_DY, X_DX, X_DDELTA, X_DA, X_DB, X_DC, X_DD, X_DZ,
+       X_DBIAS, X_COUNT };
+#define MAX_T 20
+
+typedef struct cell {
+    const bconfig *cfg;
+    int64_t seq;
+    int bwd; /* fwd_bwd */
+    cg_layout layout;
+    btensor t[MAX_T];
+    int nt;
+    int64_t cut_t; /* tokens of the reference cut */
+    int have_ref;
+    char ref_err[512];
+    double ref_rate; /* reference flop/s per thread, measured */
+} cell;
+
+/* Memory (host or device) and the cut of one run. */
+typedef struct bptrs {
+    void *p[MAX_T];
+    int64_t b, tt; /* 0: full */
+} bptrs;
+
+typedef struct runner {
+    cell *c;
+    impl_kind impl;
+    cg_context *ctx;
+    cg_exec ex;
+    int cuda;          /* device memory; sync after each sample */
+    char msg[1024];
+    int skipped;       /* msg is a reason to skip, not an error */
+    const char *config[2]; /* the --config part of the forward and the backward call (NULL: none) */
+    char config_buf[2][512];
+} runner;
+
+typedef struct meas {
+    double compile_s, median_ms, q1_ms, q3_ms;
+    double cpu_ms; /* median process CPU time per call (all threads) */
+    int inner, samples;
+    double workspace_mb; /* NaN: unknown */
+} meas;
+
+#define MAX_SAMPLES 200
+
+typedef struct bench {
+    bench_opts *o;
+    int threads;
+    cpu_info ci;
+    gpu_info gi;
+    cg_context *ctx_cpu, *ctx_cuda, *ctx_cuda_def, *ctx_emu, *ctx_ref;
+    int want[IMPL_COUNT];
+    char unavailable[IMPL_COUNT][320]; /* non-empty: the impl cannot run here, and why */
+    char def_cache[256];
+    json_t *doc, *results;
+    int errors;
+    int cpu_subset; /* fwd_bwd at seq > 2048 left out */
+} bench;
+
+/* ------------------------------------------------------------------ bench_opts.c */
+/* 0 ok, -1 --help printed, 2 usage error printed. */
+int bench_parse_opts(int argc, char **argv, bench_opts *o);
+int bench_usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------------ bench_util.c */
+double bench_now_s(void);
+double bench_cpu_s(void);
+int bench_cmp_dbl(const void *a, const void *b);
+/* Percentile p in [0, 1] of sorted v, linear between order statistics (numpy's default). */
+double bench_pctl(const double *v, int n, double p);
+extern int bench_quiet;
+void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A JSON number, or null for a value that is not finite (jansson rejects NaN/Inf). */
+json_t *bench_jnum(double x);
+/* kB value of `key` in /proc/self/status, or -1. */
+int64_t bench_proc_status_kb(const char *key);
+/* Reset the peak RSS (VmHWM) to the current RSS; 0 on success. Linux >= 4.0. */
+int bench_hwm_reset(void);
+
+/* ----------------------------------------------------------------- bench_probe.c */
+void bench_cpu_probe(cpu_info *ci, int threads, int measure_peaks);
+/* The device the cuda impls run on: the CUDA driver, or (test hook, for machines without
+ * a GPU) the SIMT emulator when CHUNKGEN_BENCH_FAKE_CUDA=emulate. */
+extern const cg_kexec *bench_kx;
+extern cg_backend bench_cuda_backend;
+extern int bench_fake_cuda;
+void bench_kexec_select(void);
+void bench_gpu_probe(cg_context *ctx, gpu_info *gi);
+
+/* ------------------------------------------------------------------ bench_cell.c */
+extern const bconfig k_ssd_seed[4], k_sscan_seed[3];
+extern const int64_t k_seed_seqs[3];
+extern const char k_inputs_ssd[], k_inputs_sscan[];
+void bench_cell_define(cell *c);
+/* The tensor's bytes in the call (the whole tensor). */
+double bench_tbytes(const btensor *t);
+int bench_cell_alloc(cell *c, char *err, size_t errlen);
+void bench_cell_free(cell *c);
+void bench_ssd_args(const cell *c, const bptrs *m, cg_ssd_fwd_args *f, cg_ssd_bwd_args *g);
+void bench_sscan_args(const cell *c, const bptrs *m, cg_sscan_fwd_args *f, cg_sscan_bwd_args *g);
+void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt);
+void bench_device_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt);
+int bench_cuda_cell_alloc(cell *c, cg_context *ctx, char *err, size_t errlen);
+void bench_cuda_cell_free(cell *c, cg_context *ctx);
+/* dir 0: every used tensor host -> device; dir 1: outputs device -> host. */
+int bench_cuda_copy(cell *c, cg_context *ctx, int dir, char *err, size_t errlen);
+/* Outputs filled with NaN before each impl, so an output it never writes shows. */
+void bench_poison_outputs(cell *c);
+
+/* ------------------------------------------------------------------- bench_ref.c */
+/* Reference flops of a call (a model of the sequential scan's work). */
+double bench_ref_work(const cell *c, int64_t batch, int64_t tokens);
+int bench_ssd_reference(cell *c, int threads);
+int bench_sscan_reference(cell *c);
+/* max |a - ref| / max |ref| over the cut of t; NaN when a holds a NaN. */
+double bench_rel_err_cut(const btensor *t);
+
+/* --------------------------------------------------------------- bench_measure.c */
+int bench_runner_fail(runner *r, cg_status s, const char *what);
+/* One fwd (and bwd for fwd_bwd) call on memory m. */
+int bench_run_call(runner *r, const bptrs *m);
+int bench_run_sync(runner *r);
+int bench_measure(runner *r, const bptrs *m, const bench_opts *o, meas *out);
+
+/* ------------------------------------------------------------------ bench_json.c */
+json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl);
+void bench_row_fail(bench *bn, json_t *row, int skipped, const char *msg);
+/* Whether an impl's rel_err needs its own run on the cut (not the timed run's outputs). */
+int bench_needs_cut_run(const cell *c);
+void bench_add_rel_err(const cell *c, json_t *row);
+void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, const meas *m,
+                        json_t *row);
+json_t *bench_device_block(const bench *bn);
+json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const int64_t *seqs, int nseqs, int argc,
+                           char **argv);
+/* Write the document (atomically for a file: FILE.tmp, then rename). */
+int bench_write_doc(const bench *bn);
+
+#endif

@@ -1,0 +1,341 @@
+/* bench_json.c -- the rows and the document of `chunkgen bench` in the seeds' schema:
+ * row fields, rel_err, the roofline model (flops and bytes per call, fractions of the
+ * device's bounds), the device and config blocks, and the atomic write. */
+#include "bench.h"
+#include "fsutil.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+const char *const k_impl_names[IMPL_COUNT] = {"chunkgen_cpu", "chunkgen_cuda", "chunkgen_cuda_default",
+                                              "chunkgen_emulate", "ref"};
+
+/* Flops of the chunked algorithm with chunk C (see docs/bench.md): per (b, h) and chunk of
+ * c tokens, forward c(c+1)(dk+dv) for the causal halves of Q K^T and P V plus 4 c dk dv for
+ * Q S0 and the chunk state; backward c(c+1)(3dk+2dv) + 10 c dk dv + 4 c dk. */
+double bench_ssd_flops(const bconfig *f, int64_t T, int64_t C, int bwd) {
+    double dk = (double)f->dk, dv = (double)f->dv, tot = 0;
+    for (int part = 0; part < 2; part++) {
+        double c = (double)(part ? T % C : C), nchunks = (double)(part ? (T % C ? 1 : 0) : T / C);
+        if (nchunks == 0) continue;
+        double fw = c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
+        double bw = c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk;
+        tot += nchunks * (fw + (bwd ? bw : 0));
+    }
+    return tot * (double)f->B * (double)f->H;
+}
+
+/* Selective scan: per (b, l, d, n) 7 flops forward and 24 backward (recompute included),
+ * per (b, l, d) 11 forward and 20 backward; exp, softplus and sigmoid count as one. */
+double bench_sscan_flops(const bconfig *f, int64_t L, int bwd) {
+    double e = (double)f->B * (double)L * (double)f->D;
+    double fw = e * (7.0 * f->N + 11), bw = e * (24.0 * f->N + 20);
+    return fw + (bwd ? bw : 0);
+}
+
+/* Bytes every call must move at least: each input read once, each output written once
+ * (fwd_bwd: the forward's and the backward's, each reading the inputs). */
+double bench_cell_bytes(const cell *c) {
+    const btensor *t = c->t;
+    double fwd = 0, bwd = 0;
+    if (c->cfg->op == OP_SSD) {
+        for (int i = S_Q; i <= S_HT; i++) fwd += bench_tbytes(&t[i]);
+        if (c->bwd) {
+            for (int i = S_Q; i <= S_H0; i++) bwd += bench_tbytes(&t[i]);
+            for (int i = S_DO; i <= S_DH0; i++) bwd += bench_tbytes(&t[i]);
+        }
+    } else {
+        for (int i = X_X; i <= X_HT; i++) fwd += bench_tbytes(&t[i]);
+        if (c->bwd) {
+            for (int i = X_X; i <= X_BIAS; i++) bwd += bench_tbytes(&t[i]);
+            for (int i = X_DY; i <= X_DBIAS; i++) bwd += bench_tbytes(&t[i]);
+        }
+    }
+    return fwd + bwd;
+}
+
+/* The chunk named in a dispatch line ("... config=chunk=64,..."), or 0. */
+int64_t bench_dispatch_chunk(const char *line) {
+    const char *p = line ? strstr(line, "chunk=") : NULL;
+    if (!p) return 0;
+    if (p > line && p[-1] != '=' && p[-1] != ',' && p[-1] != ' ') return 0;
+    return strtoll(p + 6, NULL, 10);
+}
+
+json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
+    const bconfig *f = c->cfg;
+    json_t *r = json_object();
+    json_object_set_new(r, "impl", json_string(k_impl_names[impl]));
+    json_object_set_new(r, "op", json_string(f->op == OP_SSD ? "ssd" : "sscan"));
+    json_object_set_new(r, "mode", json_string(c->bwd ? "fwd_bwd" : "fwd"));
+    json_object_set_new(r, "config", json_string(f->name));
+    if (f->op == OP_SSD) {
+        json_object_set_new(r, "batch", json_integer(f->B));
+        json_object_set_new(r, "groups", json_integer(f->G));
+        json_object_set_new(r, "heads", json_integer(f->H));
+        json_object_set_new(r, "seq", json_integer(c->seq));
+        json_object_set_new(r, "dk", json_integer(f->dk));
+        json_object_set_new(r, "dv", json_integer(f->dv));
+        json_object_set_new(r, "layout", json_string(c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token"));
+    } else {
+        json_t *s = json_object();
+        json_object_set_new(s, "batch", json_integer(f->B));
+        json_object_set_new(s, "seq", json_integer(c->seq));
+        json_object_set_new(s, "dim", json_integer(f->D));
+        json_object_set_new(s, "state", json_integer(f->N));
+        json_object_set_new(r, "shape", s);
+    }
+    int th = impl == IMPL_REF ? 1 : (impl == IMPL_CPU || impl == IMPL_EMU) ? bn->threads : 0;
+    if (th) json_object_set_new(r, "threads", json_integer(th));
+    return r;
+}
+
+void bench_row_fail(bench *bn, json_t *row, int skipped, const char *msg) {
+    json_object_set_new(row, skipped ? "skipped" : "error", json_string(msg));
+    if (!skipped) bn->errors++;
+    bench_progress("  %-22s %s: %s", json_string_value(json_object_get(row, "impl")), skipped ? "skipped" : "ERROR", msg);
+}
+
+/* Whether an impl's rel_err needs its own run on the cut (not the timed run's outputs). */
+int bench_needs_cut_run(const cell *c) {
+    if (c->cut_t < c->seq) return 1;
+    return c->cfg->op == OP_SSCAN && c->bwd && c->cfg->B > 1; /* dA, dD, ddelta_bias sum over the batch */
+}
+
+void bench_add_rel_err(const cell *c, json_t *row) {
+    double all = 0;
+    int nan = 0;
+    json_t *outs = json_object(), *grads = json_object();
+    for (int i = 0; i < c->nt; i++) {
+        const btensor *t = &c->t[i];
+        if (!t->used || !t->out || !t->ref) continue;
+        double e = bench_rel_err_cut(t);
+        if (e != e) nan = 1;
+        else if (e > all) all = e;
+        int is_grad = c->cfg->op == OP_SSD ? i >= S_DQ : i >= X_DX;
+        json_object_set_new(is_grad ? grads : outs, t->name, bench_jnum(e));
+    }
+    json_object_set_new(row, "rel_err", nan ? json_null() : json_real(all));
+    if (c->bwd) json_object_set_new(row, "rel_err_grads", grads);
+    else json_decref(grads);
+    json_object_set_new(row, "rel_err_outputs", outs);
+    char note[256] = "";
+    const int64_t B = c->cfg->B;
+    if (c->cut_t < c->seq)
+        snprintf(note, sizeof note, "reference on batch[0:1], seq[0:%lld] of %lld; the impl rerun on that cut",
+                 (long long)c->cut_t, (long long)c->seq);
+    else if (bench_needs_cut_run(c))
+        snprintf(note, sizeof note, "reference on batch[0:1] of %lld; the impl rerun on that cut", (long long)B);
+    else if (B > 1)
+        snprintf(note, sizeof note, "reference on batch[0:1] of %lld, compared with the timed run's outputs", (long long)B);
+    if (nan) snprintf(note + strlen(note), sizeof note - strlen(note), "%sNaN in the outputs", note[0] ? "; " : "");
+    if (note[0]) json_object_set_new(row, "rel_err_note", json_string(note));
+}
+
+void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, const meas *m,
+                         json_t *row) {
+    const bconfig *f = c->cfg;
+    double flops;
+    if (f->op == OP_SSD) {
+        int64_t chunk = bench_dispatch_chunk(dispatch);
+        if (chunk <= 0 && impl == IMPL_CPU) {
+            cg_ssd_prob p;
+            memset(&p, 0, sizeof p);
+            p.B = f->B, p.T = c->seq, p.G = f->G, p.H = f->H, p.dk = f->dk, p.dv = f->dv;
+            cg_ssd_cpu_params d;
+            cg__ssd_cpu_params_default(&p, &d);
+            chunk = d.chunk;
+        }
+        if (chunk <= 0) chunk = 64;
+        flops = bench_ssd_flops(f, c->seq, chunk, c->bwd);
+        json_object_set_new(row, "flops_chunk", json_integer(chunk));
+    } else {
+        flops = bench_sscan_flops(f, c->seq, c->bwd);
+    }
+    double bytes = bench_cell_bytes(c), sec = m->median_ms * 1e-3;
+    json_object_set_new(row, "flops", bench_jnum(flops));
+    json_object_set_new(row, "bytes", bench_jnum(bytes));
+    json_object_set_new(row, "gflops", bench_jnum(flops / sec * 1e-9));
+    json_object_set_new(row, "gbs", bench_jnum(bytes / sec * 1e-9));
+    double P = NAN, W = NAN;
+    if (impl == IMPL_CPU) {
+        /* The larger of the measured and the nominal peak: a busy machine measures low,
+         * and a fraction must never look better than it is. */
+        double meas = bn->ci.peak_meas, nom = bn->ci.peak_nominal;
+        P = isfinite(meas) && meas > nom ? meas : nom;
+        W = bn->ci.bw_meas;
+        json_object_set_new(row, "frac_flops_nominal", bench_jnum(flops / sec * 1e-9 / nom));
+        if (isfinite(meas)) json_object_set_new(row, "frac_flops_measured", bench_jnum(flops / sec * 1e-9 / meas));
+    } else if (impl == IMPL_CUDA || impl == IMPL_CUDA_DEF) {
+        P = bn->gi.fp32_peak_gflops, W = bn->gi.bw_peak_gbs;
+    }
+    if (isfinite(P) && isfinite(W) && P > 0 && W > 0) {
+        double gf = flops / sec * 1e-9, gb = bytes / sec * 1e-9, ai = flops / bytes;
+        double roof = ai * W < P ? ai * W : P;
+        json_object_set_new(row, "frac_flops", bench_jnum(gf / P));
+        json_object_set_new(row, "frac_bw", bench_jnum(gb / W));
+        json_object_set_new(row, "frac_roofline", bench_jnum(gf / roof));
+        json_object_set_new(row, "bound", json_string(ai * W < P ? "bandwidth" : "flops"));
+    }
+}
+
+json_t *bench_device_block(const bench *bn) {
+    const cpu_info *ci = &bn->ci;
+    const gpu_info *gi = &bn->gi;
+    json_t *d = json_object();
+    int gpu_run = gi->ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
+    json_object_set_new(d, "backend", json_string(gpu_run ? "cuda" : "cpu"));
+    json_object_set_new(d, "device_kind", json_string(gpu_run ? gi->name : "cpu"));
+    json_object_set_new(d, "cpu", json_string(ci->model));
+    json_object_set_new(d, "cores", json_integer(ci->cores));
+    json_object_set_new(d, "threads", json_integer(bn->threads));
+    json_object_set_new(d, "simd", json_string(ci->simd));
+    json_object_set_new(d, "cpu_mhz", bench_jnum(ci->mhz));
+    json_object_set_new(d, "fma_peak_gflops_nominal", bench_jnum(ci->peak_nominal));
+    json_object_set_new(d, "fma_peak_gflops_measured", bench_jnum(ci->peak_meas));
+    json_object_set_new(d, "mem_bw_gbs_measured", bench_jnum(ci->bw_meas));
+    json_object_set_new(d, "cpu_peak_note",
+                        json_string("nominal = threads x cpu MHz x 2 FMA units x fp32 lanes x 2 flops (assumes two "
+                                    "FMA ports at the nominal clock); measured = best of 3 runs of 12 independent FMA "
+                                    "chains per thread; bandwidth = best triad a = b + s*c over 3 x 64 MiB. CPU rows' "
+                                    "frac_flops use the larger of the two peaks (a busy machine measures low), "
+                                    "frac_bw the measured bandwidth"));
+    if (bench_fake_cuda)
+        json_object_set_new(d, "fake_cuda", json_string("CHUNKGEN_BENCH_FAKE_CUDA=emulate: the chunkgen_cuda rows ran on "
+                                                        "the SIMT emulator (a test of the bench's device-memory path)"));
+    if (gi->ok) {
+        json_object_set_new(d, "gpu", json_string(gi->name));
+        json_object_set_new(d, "gpu_arch", json_integer(gi->arch));
+        json_object_set_new(d, "sm_count", json_integer(gi->sm_count));
+        json_object_set_new(d, "gpu_clock_mhz", bench_jnum(gi->clock_mhz));
+        json_object_set_new(d, "gpu_mem_clock_mhz", bench_jnum(gi->mem_clock_mhz));
+        json_object_set_new(d, "gpu_bus_bits", bench_jnum(gi->bus_bits));
+        json_object_set_new(d, "gpu_memory_gb", bench_jnum(gi->mem_gb));
+        json_object_set_new(d, "driver", json_integer(gi->driver));
+        json_object_set_new(d, "gpu_fp32_peak_gflops", bench_jnum(gi->fp32_peak_gflops));
+        json_object_set_new(d, "gpu_bw_gbs", bench_jnum(gi->bw_peak_gbs));
+        json_object_set_new(d, "gpu_peak_note",
+                            json_string("fp32 peak = SMs x FP32 lanes per SM (64 on sm_80, else 128) x 2 x max clock; "
+                                        "bandwidth = 2 x memory clock x bus width / 8 (driver attributes)"));
+    } else {
+        json_object_set_new(d, "gpu", json_null());
+        json_object_set_new(d, "gpu_note", json_string(gi->why));
+    }
+    struct utsname u;
+    if (uname(&u) == 0) {
+        char os[400];
+        snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
+        json_object_set_new(d, "os", json_string(os));
+    }
+#ifdef __VERSION__
+    json_object_set_new(d, "compiler", json_string("gcc " __VERSION__));
+#endif
+    json_object_set_new(d, "chunkgen", json_string(cg_version()));
+    return d;
+}
+
+json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const int64_t *seqs, int nseqs, int argc,
+                            char **argv) {
+    const bench_opts *o = bn->o;
+    json_t *c = json_object();
+    int gpu_run = bn->gi.ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
+    json_object_set_new(c, "device", json_string(gpu_run ? "gpu" : "cpu"));
+    json_t *sc = json_object(), *xc = json_object();
+    for (int i = 0; i < ncfg; i++) {
+        const bconfig *f = &cfgs[i];
+        json_t *a = json_array();
+        if (f->op == OP_SSD) {
+            int64_t v[5] = {f->B, f->G, f->H, f->dk, f->dv};
+            for (int k = 0; k < 5; k++) json_array_append_new(a, json_integer(v[k]));
+            json_object_set_new(sc, f->name, a);
+        } else {
+            int64_t v[3] = {f->B, f->D, f->N};
+            for (int k = 0; k < 3; k++) json_array_append_new(a, json_integer(v[k]));
+            json_object_set_new(xc, f->name, a);
+        }
+    }
+    json_object_set_new(c, "configs", sc);
+    json_object_set_new(c, "configs_fields", json_string("[batch, groups, heads, dk, dv]"));
+    json_object_set_new(c, "sscan_configs", xc);
+    json_object_set_new(c, "sscan_configs_fields", json_string("[batch, dim, state]"));
+    json_t *sl = json_array();
+    for (int i = 0; i < nseqs; i++) json_array_append_new(sl, json_integer(seqs[i]));
+    json_object_set_new(c, "seq_lens", sl);
+    json_t *im = json_array();
+    for (int i = 0; i < IMPL_COUNT; i++)
+        if (bn->want[i]) json_array_append_new(im, json_string(k_impl_names[i]));
+    json_object_set_new(c, "impls", im);
+    json_t *md = json_array();
+    if (o->mode != 2) json_array_append_new(md, json_string("fwd"));
+    if (o->mode != 1) json_array_append_new(md, json_string("fwd_bwd"));
+    json_object_set_new(c, "modes", md);
+    json_object_set_new(c, "layout", json_string(o->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token"));
+    json_object_set_new(c, "threads", json_integer(bn->threads));
+    json_object_set_new(c, "repeats", json_integer(o->repeats));
+    json_object_set_new(c, "min_time_s", json_real(o->min_time));
+    json_object_set_new(c, "warmup", json_integer(o->warmup));
+    json_object_set_new(c, "ref_seq", json_integer(o->ref_seq));
+    json_object_set_new(c, "ref_max_s", json_real(o->ref_max_s));
+    json_object_set_new(c, "emu_max_seq", json_integer(o->emu_max_seq));
+    json_t *in = json_object();
+    json_object_set_new(in, "ssd", json_string(k_inputs_ssd));
+    json_object_set_new(in, "sscan", json_string(k_inputs_sscan));
+    json_object_set_new(c, "inputs", in);
+    json_object_set_new(c, "timing",
+                        json_string("per row: warm-up calls (the first one's wall time is compile_s), then samples of "
+                                    "`inner` back-to-back calls until `repeats` samples and min_time_s seconds; median_ms, "
+                                    "q1_ms, q3_ms per call over the samples. cuda: inner = 1, each sample timed by CUDA "
+                                    "events after an L2 flush (a memset of 2x the L2 size, outside the timed region); "
+                                    "a call slower than 2 x min_time_s keeps its wall-clock calibration run as a sample. "
+                                    "fwd_bwd = one forward call plus one backward call"));
+    json_object_set_new(c, "rel_err",
+                        json_string("max|out - ref| / max|ref| against the float64 sequential scan on the same inputs, "
+                                    "computed once per cell on batch element 0 and at most ref_seq tokens; rel_err is "
+                                    "the max over the outputs (fwd) or over outputs and gradients (fwd_bwd)"));
+    json_object_set_new(c, "peak_mb",
+                        json_string("host impls: the call's tensors (inputs and outputs, exact bytes) + workspace_mb, the "
+                                    "growth of the process's peak RSS during the row's calls (VmHWM reset through "
+                                    "/proc/self/clear_refs); cuda: the device tensors only"));
+    json_object_set_new(c, "roofline",
+                        json_string("flops: SSD chunked algorithm with chunk C per (b, h) and chunk of c tokens: forward "
+                                    "c(c+1)(dk+dv) + 4c dk dv, backward c(c+1)(3dk+2dv) + 10c dk dv + 4c dk; selective "
+                                    "scan per (b,l,d,n) 7 forward, 24 backward, per (b,l,d) 11 and 20. bytes: every "
+                                    "input read once and every output written once per call. frac_roofline = achieved "
+                                    "GFLOP/s / min(peak, flops/bytes x bandwidth)"));
+    if (bn->cpu_subset)
+        json_object_set_new(c, "omitted",
+                            json_string("fwd_bwd at seq > 2048 (CPU default subset; --all runs it)"));
+    char date[64];
+    time_t tnow = time(NULL);
+    struct tm tmv;
+    gmtime_r(&tnow, &tmv);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    json_object_set_new(c, "date", json_string(date));
+    json_object_set_new(c, "commit", o->commit ? json_string(o->commit) : json_null());
+    json_t *av = json_array();
+    for (int i = 0; i < argc; i++) json_array_append_new(av, json_string(argv[i]));
+    json_object_set_new(c, "argv", av);
+    json_t *un = json_object();
+    for (int i = 0; i < IMPL_COUNT; i++)
+        if (bn->unavailable[i][0]) json_object_set_new(un, k_impl_names[i], json_string(bn->unavailable[i]));
+    json_object_set_new(c, "unavailable", un);
+    return c;
+}
+
+/* Write the document (atomically for a file: a fresh temp file that a planted symlink
+ * cannot redirect, then rename; runtime/fsutil.h). */
+int bench_write_doc(const bench *bn) {
+    const char *out = bn->o->out;
+    size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(10);
+    if (!out || !strcmp(out, "-")) return 0; /* stdout: once, at the end */
+    char *text = json_dumps(bn->doc, flags), why[4800];
+    int bad = !text || cg__write_file_atomic(out, text, strlen(text), 0, why, sizeof why) != 0;
+    if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, text ? why : "out of memory");
+    free(text);
+    return bad ? -1 : 0;
+}

@@ -1,0 +1,134 @@
+/* bench_measure.c -- timing one impl on one cell: warm-up (compile_s), then samples of
+ * back-to-back calls (device: one call per sample, timed by the executor after an L2
+ * flush) until --repeats samples and --min-time seconds; median and quartiles. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int bench_runner_fail(runner *r, cg_status s, const char *what) {
+    r->skipped = s == CG_EUNSUPPORTED || s == CG_ENODEV;
+    snprintf(r->msg, sizeof r->msg, "%s: %s: %s", what, cg_status_str(s), cg_errmsg(r->ctx));
+    return -1;
+}
+
+/* One fwd (and bwd for fwd_bwd) call on memory m. */
+int bench_run_call(runner *r, const bptrs *m) {
+    cell *c = r->c;
+    cg_status s;
+    if (c->cfg->op == OP_SSD) {
+        cg_ssd_fwd_args f;
+        cg_ssd_bwd_args g;
+        bench_ssd_args(c, m, &f, c->bwd ? &g : NULL);
+        r->ex.config = r->config[0];
+        if ((s = cg_ssd_fwd(r->ctx, &f, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_ssd_fwd");
+        r->ex.config = r->config[1];
+        if (c->bwd && (s = cg_ssd_bwd(r->ctx, &g, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_ssd_bwd");
+    } else {
+        cg_sscan_fwd_args f;
+        cg_sscan_bwd_args g;
+        bench_sscan_args(c, m, &f, c->bwd ? &g : NULL);
+        r->ex.config = r->config[0];
+        if ((s = cg_sscan_fwd(r->ctx, &f, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_sscan_fwd");
+        r->ex.config = r->config[1];
+        if (c->bwd && (s = cg_sscan_bwd(r->ctx, &g, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_sscan_bwd");
+    }
+    return 0;
+}
+
+int bench_run_sync(runner *r) {
+    if (!r->cuda) return 0;
+    cg_status s = bench_kx->sync(r->ctx, NULL);
+    return s == CG_OK ? 0 : bench_runner_fail(r, s, "stream sync");
+}
+
+#define MAX_SAMPLES 200
+
+/* Device timing (cuda, or its emulate stand-in): the executor's L2 flush and timer. */
+static int gpu_timed(const runner *r) {
+    return r->cuda && bench_kx->flush_l2 && bench_kx->timer_start && bench_kx->timer_stop;
+}
+
+/* One device sample of `inner` calls: L2 flushed outside the timed region, then the
+ * executor's timer (CUDA events on the call's stream) around the calls. */
+static int run_timed_gpu(runner *r, const bptrs *m, int inner, double *sec) {
+    void *tok = NULL;
+    double ms = 0;
+    cg_status s = bench_kx->flush_l2(r->ctx, r->ex.stream);
+    if (s != CG_OK) return bench_runner_fail(r, s, "L2 flush");
+    if ((s = bench_kx->timer_start(r->ctx, r->ex.stream, &tok)) != CG_OK) return bench_runner_fail(r, s, "device timer start");
+    for (int i = 0; i < inner; i++) {
+        if (bench_run_call(r, m)) {
+            (void)bench_kx->timer_stop(r->ctx, r->ex.stream, tok, &ms); /* releases the timer; r->msg kept */
+            return -1;
+        }
+    }
+    if ((s = bench_kx->timer_stop(r->ctx, r->ex.stream, tok, &ms)) != CG_OK) return bench_runner_fail(r, s, "device timer stop");
+    *sec = 1e-3 * ms;
+    return 0;
+}
+
+/* Warm-up (the first call is compile_s), then samples of `inner` calls until both
+ * `repeats` samples and `min_time` seconds; a call slower than 2 * min_time takes at
+ * most 3 samples of one call. On the device every sample is one call (inner = 1) timed
+ * by run_timed_gpu, so each starts with a cold L2. */
+int bench_measure(runner *r, const bptrs *m, const bench_opts *o, meas *out) {
+    memset(out, 0, sizeof *out);
+    out->workspace_mb = NAN;
+    int hwm_ok = !r->cuda && bench_hwm_reset() == 0;
+    int64_t rss0 = bench_proc_status_kb("VmRSS");
+    double t0 = bench_now_s();
+    if (bench_run_call(r, m) || bench_run_sync(r)) return -1;
+    out->compile_s = bench_now_s() - t0;
+    double t1 = out->compile_s;
+    if (r->impl != IMPL_REF) { /* the reference compiles nothing: its first call is the calibration */
+        for (int w = 1; w < o->warmup; w++)
+            if (bench_run_call(r, m) || bench_run_sync(r)) return -1;
+        t0 = bench_now_s();
+        if (bench_run_call(r, m) || bench_run_sync(r)) return -1;
+        t1 = bench_now_s() - t0;
+    }
+    static double v[MAX_SAMPLES], vc[MAX_SAMPLES];
+    int n = 0, nc = 0, inner = 1, want = o->repeats;
+    double total = 0;
+    if (t1 > 2 * o->min_time) {
+        want = o->repeats < 3 ? o->repeats : 3;
+        v[n++] = t1;
+    } else {
+        double per = o->min_time / o->repeats;
+        inner = t1 > 0 ? (int)(per / t1) : 1000;
+        if (inner < 1) inner = 1;
+        if (inner > 100000) inner = 100000;
+        if (gpu_timed(r)) inner = 1;
+    }
+    while (n < MAX_SAMPLES && (n < want || (total < o->min_time && !(t1 > 2 * o->min_time)))) {
+        double c0 = bench_cpu_s(), dt = 0;
+        if (gpu_timed(r)) {
+            if (run_timed_gpu(r, m, inner, &dt)) return -1;
+        } else {
+            t0 = bench_now_s();
+            for (int i = 0; i < inner; i++)
+                if (bench_run_call(r, m)) return -1;
+            if (bench_run_sync(r)) return -1;
+            dt = bench_now_s() - t0;
+        }
+        vc[nc++] = (bench_cpu_s() - c0) / inner;
+        total += dt;
+        v[n++] = dt / inner;
+    }
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_dbl);
+    qsort(vc, (size_t)nc, sizeof *vc, bench_cmp_dbl);
+    out->cpu_ms = 1e3 * bench_pctl(vc, nc, 0.5);
+    out->median_ms = 1e3 * bench_pctl(v, n, 0.5);
+    out->q1_ms = 1e3 * bench_pctl(v, n, 0.25);
+    out->q3_ms = 1e3 * bench_pctl(v, n, 0.75);
+    out->inner = inner;
+    out->samples = n;
+    if (hwm_ok && rss0 >= 0) {
+        int64_t hwm = bench_proc_status_kb("VmHWM");
+        if (hwm >= 0) out->workspace_mb = (double)(hwm > rss0 ? hwm - rss0 : 0) / 1024.0;
+    }
+    return 0;
+}

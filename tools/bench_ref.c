@@ -1,0 +1,264 @@
+/* bench_ref.c -- the float64 reference of a cell: the sequential scan (ref backend) on
+ * batch element 0 and at most --ref-seq tokens, per (batch, head) slice on all threads;
+ * and the relative error of an impl's outputs against it. */
+#include "bench.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The cut shape of t: batch 1, cut_t tokens. */
+static void cut_shape(const cell *c, const btensor *t, int64_t *rn) {
+    for (int i = 0; i < 4; i++) rn[i] = t->n[i];
+    if (t->has_b) rn[0] = 1;
+    if (t->has_t) rn[1] = c->cut_t;
+}
+
+static int64_t prod4(const int64_t *n) { return n[0] * n[1] * n[2] * n[3]; }
+
+/* Contiguous float64 copy of the cut of a float32 tensor (logical order). */
+static double *copy_cut_f64(const cell *c, const btensor *t) {
+    int64_t rn[4];
+    cut_shape(c, t, rn);
+    double *d = malloc((size_t)prod4(rn) * sizeof(double));
+    if (!d) return NULL;
+    int64_t k = 0;
+    for (int64_t a = 0; a < rn[0]; a++)
+        for (int64_t b = 0; b < rn[1]; b++)
+            for (int64_t e = 0; e < rn[2]; e++)
+                for (int64_t f = 0; f < rn[3]; f++)
+                    d[k++] = t->h[a * t->s[0] + b * t->s[1] + e * t->s[2] + f * t->s[3]];
+    return d;
+}
+
+static cg_tensor f64_view(double *p, int nd, int64_t n0, int64_t n1, int64_t n2, int64_t n3, int64_t s0, int64_t s1,
+                          int64_t s2, int64_t s3) {
+    cg_tensor x;
+    memset(&x, 0, sizeof x);
+    x.data = p;
+    x.dtype = CG_F64;
+    x.ndim = nd;
+    int64_t n[4] = {n0, n1, n2, n3}, s[4] = {s0, s1, s2, s3};
+    for (int i = 0; i < nd; i++) x.shape[i] = n[i], x.stride[i] = s[i];
+    return x;
+}
+
+/* Reference flops per token and head (SSD) or per (token, channel, state) (sscan): a
+ * model of the sequential scan's work, used only to predict the ref row's run time. */
+double bench_ref_work(const cell *c, int64_t batch, int64_t tokens) {
+    const bconfig *f = c->cfg;
+    if (f->op == OP_SSD) return (double)batch * tokens * f->H * f->dk * f->dv * (c->bwd ? 17.0 : 4.0);
+    return (double)batch * tokens * f->D * f->N * (c->bwd ? 31.0 : 7.0);
+}
+
+typedef struct ssd_ref_job {
+    cell *c;
+    double *in[S_COUNT];   /* float64 cut copies of the inputs */
+    double *dqh, *dkh;     /* per-head dq, dk partials [H][Tc][dk] */
+    atomic_int next;
+    atomic_int failed;
+    char err[512];
+    pthread_mutex_t mu;
+} ssd_ref_job;
+
+static void *ssd_ref_worker(void *arg) {
+    ssd_ref_job *j = arg;
+    cell *c = j->c;
+    const bconfig *f = c->cfg;
+    const int64_t Tc = c->cut_t, G = f->G, H = f->H, dk = f->dk, dv = f->dv, hpg = H / G;
+    cg_context *ctx = NULL;
+    if (cg_context_create(&ctx) != CG_OK) {
+        atomic_store(&j->failed, 1);
+        return NULL;
+    }
+    cg_exec ex = {.backend = CG_BACKEND_REF};
+    for (;;) {
+        int h = atomic_fetch_add(&j->next, 1);
+        if (h >= H || atomic_load(&j->failed)) break;
+        const int64_t g = h / hpg;
+        btensor *t = c->t;
+        cg_tensor q = f64_view(j->in[S_Q] + g * dk, 4, 1, Tc, 1, dk, Tc * G * dk, G * dk, dk, 1);
+        cg_tensor k = f64_view(j->in[S_K] + g * dk, 4, 1, Tc, 1, dk, Tc * G * dk, G * dk, dk, 1);
+#define HV(p) f64_view((p) + h * dv, 4, 1, Tc, 1, dv, Tc * H * dv, H * dv, dv, 1)
+#define HL(p) f64_view((p) + h, 3, 1, Tc, 1, 0, Tc * H, H, 1, 0)
+#define HS(p) f64_view((p) + h * dk * dv, 4, 1, 1, dk, dv, H * dk * dv, dk * dv, dv, 1)
+        cg_status s;
+        cg_ssd_fwd_args fa = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = q, .k = k, .v = HV(j->in[S_V]),
+                              .log_alpha = HL(j->in[S_LA]), .h0 = HS(j->in[S_H0]), .o = HV(t[S_O].ref),
+                              .hT = HS(t[S_HT].ref)};
+        s = cg_ssd_fwd(ctx, &fa, &ex);
+        if (s == CG_OK && c->bwd) {
+            cg_ssd_bwd_args ba = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = q, .k = k, .v = HV(j->in[S_V]),
+                                  .log_alpha = HL(j->in[S_LA]), .h0 = HS(j->in[S_H0]), .dout = HV(j->in[S_DO]),
+                                  .dq = f64_view(j->dqh + h * Tc * dk, 4, 1, Tc, 1, dk, Tc * dk, dk, dk, 1),
+                                  .dk = f64_view(j->dkh + h * Tc * dk, 4, 1, Tc, 1, dk, Tc * dk, dk, dk, 1),
+                                  .dv = HV(t[S_DV].ref), .dlog_alpha = HL(t[S_DLA].ref), .dh0 = HS(t[S_DH0].ref)};
+            s = cg_ssd_bwd(ctx, &ba, &ex);
+        }
+#undef HV
+#undef HL
+#undef HS
+        if (s != CG_OK) {
+            pthread_mutex_lock(&j->mu);
+            if (!atomic_load(&j->failed))
+                snprintf(j->err, sizeof j->err, "reference failed on head %d: %s: %s", h, cg_status_str(s), cg_errmsg(ctx));
+            atomic_store(&j->failed, 1);
+            pthread_mutex_unlock(&j->mu);
+        }
+    }
+    cg_context_free(ctx);
+    return NULL;
+}
+
+static int alloc_refs(cell *c, const int *outs, int nouts) {
+    for (int i = 0; i < nouts; i++) {
+        btensor *t = &c->t[outs[i]];
+        if (!t->used) continue;
+        cut_shape(c, t, t->rn);
+        t->ref = calloc((size_t)prod4(t->rn), sizeof(double));
+        if (!t->ref) return -1;
+    }
+    return 0;
+}
+
+int bench_ssd_reference(cell *c, int threads) {
+    const bconfig *f = c->cfg;
+    const int64_t Tc = c->cut_t, H = f->H, G = f->G, dk = f->dk, hpg = H / G;
+    ssd_ref_job j;
+    memset(&j, 0, sizeof j);
+    j.c = c;
+    pthread_mutex_init(&j.mu, NULL);
+    static const int outs[] = {S_O, S_HT, S_DQ, S_DK, S_DV, S_DLA, S_DH0};
+    static const int ins[] = {S_Q, S_K, S_V, S_LA, S_H0, S_DO};
+    int rc = -1;
+    if (alloc_refs(c, outs, 7)) goto oom;
+    for (int i = 0; i < 6; i++)
+        if (c->t[ins[i]].used && !(j.in[ins[i]] = copy_cut_f64(c, &c->t[ins[i]]))) goto oom;
+    if (c->bwd) {
+        j.dqh = calloc((size_t)(H * Tc * dk), sizeof(double));
+        j.dkh = calloc((size_t)(H * Tc * dk), sizeof(double));
+        if (!j.dqh || !j.dkh) goto oom;
+    }
+    {
+        int nt = threads < H ? threads : (int)H;
+        if (nt < 1) nt = 1;
+        if (nt > 64) nt = 64;
+        pthread_t th[64];
+        double t0 = bench_now_s();
+        int started = 0;
+        for (int i = 1; i < nt; i++) {
+            if (pthread_create(&th[i], NULL, ssd_ref_worker, &j) != 0) break;
+            started = i;
+        }
+        ssd_ref_worker(&j);
+        for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+        double wall = bench_now_s() - t0;
+        c->ref_rate = bench_ref_work(c, 1, Tc) / (wall * (started + 1));
+    }
+    if (atomic_load(&j.failed)) {
+        snprintf(c->ref_err, sizeof c->ref_err, "%s", j.err[0] ? j.err : "reference failed (context creation)");
+        goto out;
+    }
+    if (c->bwd) {
+        /* dq, dk of a group: the sum over its heads in head order, in float64. */
+        double *dq = c->t[S_DQ].ref, *dkr = c->t[S_DK].ref;
+        for (int64_t t = 0; t < Tc; t++)
+            for (int64_t g = 0; g < G; g++)
+                for (int64_t i = 0; i < dk; i++) {
+                    double sq = 0, sk = 0;
+                    for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
+                        sq += j.dqh[(h * Tc + t) * dk + i];
+                        sk += j.dkh[(h * Tc + t) * dk + i];
+                    }
+                    dq[(t * G + g) * dk + i] = sq;
+                    dkr[(t * G + g) * dk + i] = sk;
+                }
+    }
+    c->have_ref = 1;
+    rc = 0;
+    goto out;
+oom:
+    snprintf(c->ref_err, sizeof c->ref_err, "out of host memory for the float64 reference");
+out:
+    for (int i = 0; i < S_COUNT; i++) free(j.in[i]);
+    free(j.dqh);
+    free(j.dkh);
+    pthread_mutex_destroy(&j.mu);
+    return rc;
+}
+
+int bench_sscan_reference(cell *c) {
+    static const int outs[] = {X_Y, X_HT, X_DX, X_DDELTA, X_DA, X_DB, X_DC, X_DD, X_DZ, X_DBIAS};
+    static const int ins[] = {X_X, X_DELTA, X_A, X_B, X_C, X_D, X_Z, X_BIAS, X_DY};
+    double *in[X_COUNT] = {0};
+    int rc = -1;
+    cg_context *ctx = NULL;
+    if (alloc_refs(c, outs, 10)) goto oom;
+    for (int i = 0; i < 9; i++)
+        if (c->t[ins[i]].used && !(in[ins[i]] = copy_cut_f64(c, &c->t[ins[i]]))) goto oom;
+    if (cg_context_create(&ctx) != CG_OK) goto oom;
+    {
+        const bconfig *f = c->cfg;
+        const int64_t L = c->cut_t, D = f->D, N = f->N;
+#define R3(p, n2) f64_view((p), 3, 1, L, n2, 0, L * (n2), n2, 1, 0)
+#define RA(p) f64_view((p), 2, D, N, 0, 0, N, 1, 0, 0)
+#define RD(p) f64_view((p), 1, D, 0, 0, 0, 1, 0, 0, 0)
+        cg_exec ex = {.backend = CG_BACKEND_REF};
+        btensor *t = c->t;
+        double t0 = bench_now_s();
+        cg_sscan_fwd_args fa = {.x = R3(in[X_X], D), .delta = R3(in[X_DELTA], D), .A = RA(in[X_A]), .B = R3(in[X_B], N),
+                                .C = R3(in[X_C], N), .D = RD(in[X_D]), .z = R3(in[X_Z], D),
+                                .delta_bias = RD(in[X_BIAS]), .delta_softplus = 1, .y = R3(t[X_Y].ref, D),
+                                .hT = f64_view(t[X_HT].ref, 3, 1, D, N, 0, D * N, N, 1, 0)};
+        cg_status s = cg_sscan_fwd(ctx, &fa, &ex);
+        if (s == CG_OK && c->bwd) {
+            cg_sscan_bwd_args ba = {.x = fa.x, .delta = fa.delta, .A = fa.A, .B = fa.B, .C = fa.C, .D = fa.D, .z = fa.z,
+                                    .delta_bias = fa.delta_bias, .delta_softplus = 1, .dy = R3(in[X_DY], D),
+                                    .dx = R3(t[X_DX].ref, D), .ddelta = R3(t[X_DDELTA].ref, D), .dA = RA(t[X_DA].ref),
+                                    .dB = R3(t[X_DB].ref, N), .dC = R3(t[X_DC].ref, N), .dD = RD(t[X_DD].ref),
+                                    .dz = R3(t[X_DZ].ref, D), .ddelta_bias = RD(t[X_DBIAS].ref)};
+            s = cg_sscan_bwd(ctx, &ba, &ex);
+        }
+#undef R3
+#undef RA
+#undef RD
+        c->ref_rate = bench_ref_work(c, 1, L) / (bench_now_s() - t0);
+        if (s != CG_OK) {
+            snprintf(c->ref_err, sizeof c->ref_err, "reference failed: %s: %s", cg_status_str(s), cg_errmsg(ctx));
+            goto out;
+        }
+    }
+    c->have_ref = 1;
+    rc = 0;
+    goto out;
+oom:
+    snprintf(c->ref_err, sizeof c->ref_err, "out of host memory for the float64 reference");
+out:
+    for (int i = 0; i < X_COUNT; i++) free(in[i]);
+    cg_context_free(ctx);
+    return rc;
+}
+
+/* max |a - ref| / max |ref| over the cut of t (a read from host memory with t's strides).
+ * NaN when a holds a NaN. ref max 0: the absolute error. */
+double bench_rel_err_cut(const btensor *t) {
+    const int64_t *rn = t->rn;
+    double emax = 0, rmax = 0;
+    int nan = 0;
+    int64_t k = 0;
+    for (int64_t a = 0; a < rn[0]; a++)
+        for (int64_t b = 0; b < rn[1]; b++)
+            for (int64_t e = 0; e < rn[2]; e++)
+                for (int64_t f = 0; f < rn[3]; f++) {
+                    double x = t->h[a * t->s[0] + b * t->s[1] + e * t->s[2] + f * t->s[3]], r = t->ref[k++];
+                    double d = fabs(x - r);
+                    if (d != d) nan = 1;
+                    if (d > emax) emax = d;
+                    if (fabs(r) > rmax) rmax = fabs(r);
+                }
+    if (nan) return NAN;
+    return rmax > 0 ? emax / rmax : emax;
+}

@@ -1,0 +1,104 @@
+/* cli_args.h -- the CLI's one argument table and one shape syntax.
+ *
+ * A command describes its options as a table of cg_cli_opt rows (name, kind, where the
+ * value goes in the command's options struct, placeholder, help). cg_cli_parse reads
+ * argv against it ("--name value", "--name=value", short "-v"; "--" ends the options)
+ * and prints a message naming the option and what was expected on a bad value;
+ * cg_cli_help prints the usage text generated from the same table. Options that mean
+ * the same in every command come from the CG_CLI_OPT_* rows below.
+ *
+ * Shapes (one syntax in every command): "KEY=N,KEY=N,..." with the keys of
+ * cg_cli_shape (B T G H dk dv for SSD; B L D N G for the selective scan, L and T being
+ * the same key), in any order, optionally prefixed "NAME:" where a command names its
+ * shapes. A command may also accept its historical positional form ("2,64,1,4,16,16"),
+ * given as the key order `positional` to cg_cli_shape_parse.
+ * (`chunkgen tune` does not use this table yet: tools/cmd_tune.c can adopt it by
+ * replacing its option loop with a table and cg__tune_shape_parse with
+ * cg_cli_shape_parse(text, "B,T,G,H,dk,dv" / "B,L,D,N,G", ...).) */
+#ifndef CG_CLI_ARGS_H
+#define CG_CLI_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum cg_cli_kind {
+    CG_CLI_FLAG,  /* no value: stores 1 (int) */
+    CG_CLI_INT,   /* an integer in [lo, hi] (int) */
+    CG_CLI_I64,   /* an integer in [lo, hi] (int64_t) */
+    CG_CLI_F64,   /* a number in [lo, hi] (double) */
+    CG_CLI_STR,   /* the text (const char *, pointing into argv) */
+    CG_CLI_FN     /* fn(opts, value): anything else (lists, enums, shapes); value NULL for a flag */
+} cg_cli_kind;
+
+/* Parse `value` into opts; 0 on success, else write what was expected into err. */
+typedef int (*cg_cli_fn)(void *opts, const char *value, char *err, size_t errlen);
+
+typedef struct cg_cli_opt {
+    const char *name;   /* "--threads"; NULL ends a table */
+    char short_name;    /* 'v' for -v, or 0 */
+    cg_cli_kind kind;
+    size_t off;         /* where the value goes in the options struct */
+    const char *meta;   /* value placeholder in --help ("N", "LIST"); NULL: a flag */
+    const char *help;   /* '\n' starts a continuation line */
+    double lo, hi;      /* INT, I64, F64 */
+    cg_cli_fn fn;       /* FN */
+} cg_cli_opt;
+
+typedef struct cg_cli_cmd {
+    const char *name;        /* "bench": messages start with "chunkgen bench: " */
+    const char *usage;       /* the text above the options in --help */
+    const cg_cli_opt *opts;  /* ends with a row whose name is NULL */
+    /* A non-option argument; NULL: none allowed. 0 ok, else err says why. */
+    int (*positional)(void *opts, const char *arg, char *err, size_t errlen);
+} cg_cli_cmd;
+
+/* Parse argv[1..] into opts (which the caller has set to its defaults). Returns 0,
+ * -1 after printing --help to stdout, or 2 after printing a usage error to stderr. */
+int cg_cli_parse(const cg_cli_cmd *cmd, int argc, char **argv, void *opts);
+/* The usage text followed by the options table. */
+void cg_cli_help(const cg_cli_cmd *cmd, FILE *f);
+/* "chunkgen CMD: message" and the --help hint on stderr; returns 2. */
+int cg_cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---------------------------------------------------- options shared by commands */
+#define CG_CLI_HELP_CONFIG                                                                        \
+    "pin a kernel/CPU config, e.g. chunk=64,threads=2 (keys: `chunkgen gen KERNEL --space`);\n" \
+    "per op with scopes: 'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part\n"             \
+    "whose scope is the op, its family ssd|sscan, or none, applies)"
+/* The part of a --config value that applies to op ("ssd_fwd", "ssd_bwd", "sscan_fwd",
+ * "sscan_bwd"): the whole value when it has no scopes; else the first ';'-separated part
+ * whose scope ("op:" or the family "ssd:"/"sscan:") matches or that has none, copied into
+ * buf; *out = NULL when no part applies. -1 (err says why) for an unknown scope. */
+int cg_cli_config_for(const char *cfg, const char *op, char *buf, size_t cap, const char **out, char *err,
+                      size_t errlen);
+#define CG_CLI_OPT_CONFIG(type, field) {"--config", 0, CG_CLI_STR, offsetof(type, field), "k=v,...", CG_CLI_HELP_CONFIG, 0, 0, NULL}
+#define CG_CLI_OPT_THREADS(type, field) \
+    {"--threads", 0, CG_CLI_INT, offsetof(type, field), "N", "CPU threads (0 = all cores)", 0, 4096, NULL}
+#define CG_CLI_OPT_VERBOSE(type, field, help) {"--verbose", 'v', CG_CLI_FLAG, offsetof(type, field), NULL, help, 0, 0, NULL}
+#define CG_CLI_OPT_JSON(type, field, help) {"--json", 0, CG_CLI_FLAG, offsetof(type, field), NULL, help, 0, 0, NULL}
+#define CG_CLI_OPT_END {NULL, 0, CG_CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}
+
+/* ----------------------------------------------------------------------- shapes */
+enum {
+    CG_SHAPE_B = 1 << 0, CG_SHAPE_T = 1 << 1, CG_SHAPE_G = 1 << 2, CG_SHAPE_H = 1 << 3,
+    CG_SHAPE_DK = 1 << 4, CG_SHAPE_DV = 1 << 5, CG_SHAPE_D = 1 << 6, CG_SHAPE_N = 1 << 7
+};
+
+typedef struct cg_cli_shape {
+    char name[48];                   /* "NAME:" prefix, "" when none */
+    int64_t B, T, G, H, dk, dv, D, N; /* T is also the selective scan's L */
+    unsigned given;                  /* CG_SHAPE_* bits of the keys that were given */
+} cg_cli_shape;
+
+/* Parse text into *s (zeroed first). `positional`: the key order of the accepted
+ * positional form (e.g. "B,G,H,dk,dv"), or NULL. `keys`: the CG_SHAPE_* bits allowed;
+ * `need`: those required. `name`: -1 forbids a NAME: prefix, 1 requires it (a
+ * positional form then writes it NAME=v,v,...), 0 allows it. Values are integers in
+ * [1, 2^40]. 0 on success, else err names the key and what was expected. */
+int cg_cli_shape_parse(const char *text, const char *positional, unsigned keys, unsigned need, int name,
+                       cg_cli_shape *s, char *err, size_t errlen);
+/* "B=2,T=64,..." of the given keys, in the order of the SSD / sscan key lists. */
+void cg_cli_shape_format(const cg_cli_shape *s, int sscan, char *out, size_t cap);
+
+#endif
