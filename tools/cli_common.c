@@ -17,16 +17,6 @@ int cli_fail(const char *cmd, const char *fmt, ...) {
     return 1;
 }
 
-int cli_usage(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "chunkgen %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(run `chunkgen %s --help` for the usage)\n", cmd);
-    return 2;
-}
-
 /* argv[*i] is an option taking a value: "--name value" or "--name=value". Returns the
  * value (NULL when missing) and advances *i. */
 const char *cli_opt_val(int argc, char **argv, int *i, const char *name) {

@@ -5,11 +5,14 @@
 
 #include "chunkgen.h"
 #include "internal.h"
+#include "cli_args.h"
 
 /* "chunkgen CMD: message" on stderr; returns 1 (the failure exit code). */
 int cli_fail(const char *cmd, const char *fmt, ...) CG_PRINTF(2, 3);
-/* The same plus a pointer to --help; returns 2 (the usage exit code). */
-int cli_usage(const char *cmd, const char *fmt, ...) CG_PRINTF(2, 3);
+/* The same plus a pointer to --help; returns 2 (the usage exit code): the CLI's one
+ * usage-error printer (tools/cli_args.h). These commands do not use cli_args.h's option
+ * table yet (its header says how they can adopt it). */
+#define cli_usage cg_cli_usage_err
 /* argv[*i] is an option taking a value: "--name value" or "--name=value". Returns the
  * value (NULL when missing) and advances *i. */
 const char *cli_opt_val(int argc, char **argv, int *i, const char *name);
