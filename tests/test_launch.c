@@ -4,7 +4,7 @@
  * reference. Backend emulate, a stored config in a temporary cache directory. */
 #include "cg_test.h"
 #include "ssd_testlib.h"
-#include "../autotune/autotune.h"
+#include "tune_testlib.h"
 #include "gen.h"
 #include "ops.h"
 
@@ -32,32 +32,14 @@ CG_TEST(launch_tuned_call_resolves_once) {
     CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     unsetenv("CHUNKGEN_CONFIG");
     unsetenv("CHUNKGEN_TUNE_ON_MISS");
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
-    cg_context_set_cache_dir(ctx, dir);
+    cg_context *ctx = tune_test_ctx(dir);
 
-    const int64_t B = 1, T = 37, G = 1, H = 2, dk = 16, dv = 16;
-    /* the stored config of this key, as a tune would have left it */
+    const int64_t B = 1, T = 37, G = 1, H = 2, dk = 16, dv = 16; /* tune_test_entry's B, G, H, dk */
+    /* the stored config of this key, as a tune would have left it, for backend emulate */
     cg_tune_entry e;
-    memset(&e, 0, sizeof e);
-    cg_tune_shape s;
-    memset(&s, 0, sizeof s);
-    s.B = B, s.T = T, s.G = G, s.H = H, s.dk = dk, s.dv = dv;
-    snprintf(s.name, sizeof s.name, "launch_test");
-    CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "emulate", &s, 0, &e.key));
-    e.shape = s;
-    e.complete = 1;
+    tune_test_entry(ctx, &e, T, dv, 0, TUNED, 0, 1.0, 0.01);
+    CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "emulate", &e.shape, 0, &e.key));
     snprintf(e.kernel, sizeof e.kernel, "ssd_fwd");
-    cg_tune_cand c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.cfg, sizeof c.cfg, "%s", TUNED);
-    c.verdict = CG_TV_OK;
-    c.median_ms = 1.0;
-    c.iqr_ms = 0.01;
-    c.reps = 5;
-    CG_CHECK_OK(ctx, cg__tune_entry_add(&e, &c));
-    e.best = 0;
-    e.default_ms = 2.0;
     CG_CHECK_OK(ctx, cg__tune_store_put(ctx, cg__tune_store_dir(ctx), &e));
     cg__tune_entry_free(&e);
 
