@@ -43,7 +43,7 @@ void cg__emu_set_racecheck(cg_context *ctx, int on);
 cg_status cg__emu_prebuild(cg_context *ctx, const cg_plan *plans, int n);
 
 /* The source the emulator compiles for plan (header, rewritten kernel, entry
- * wrappers), malloc'd; for `chunkgen gen --emulate`-style inspection and tests. */
+ * wrappers), malloc'd; for inspection. */
 cg_status cg__emu_source(cg_context *ctx, const cg_plan *plan, char **out);
 
 /* Rewrite `extern __shared__ T name[];` into a pointer to the block's dynamic shared
