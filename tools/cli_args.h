@@ -62,10 +62,11 @@ void cg_cli_help(const cg_cli_cmd *cmd, FILE *f);
 int cg_cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------- options shared by commands */
-#define CG_CLI_HELP_CONFIG                                                                        \
-    "pin a kernel/CPU config, e.g. chunk=64,threads=2 (keys: `chunkgen gen KERNEL --space`);\n" \
-    "per op with scopes: 'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part\n"             \
-    "whose scope is the op, its family ssd|sscan, or none, applies)"
+#define CG_CLI_HELP_CONFIG                                                          \
+    "pin a kernel/CPU config, e.g. chunk=64,threads=2 (the keys:\n"              \
+    "`chunkgen gen KERNEL --space`); per op with scopes, e.g.\n"                  \
+    "'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part whose scope is\n"     \
+    "the op, its family ssd|sscan, or none, applies)"
 /* The part of a --config value that applies to op ("ssd_fwd", "ssd_bwd", "sscan_fwd",
  * "sscan_bwd"): the whole value when it has no scopes; else the first ';'-separated part
  * whose scope ("op:" or the family "ssd:"/"sscan:") matches or that has none, copied into
