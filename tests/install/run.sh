@@ -11,6 +11,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chunkgen-install-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
 fail() { echo "install test: $*" >&2; exit 1; }
+for tool in pkg-config readelf nm ldd; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "install test: skipped: no $tool on this machine" >&2; exit 77; }
+done
 export CHUNKGEN_CACHE_DIR="$tmp/cache"
 
 cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install failed"; }
