@@ -232,6 +232,8 @@ cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_fore
                                cg_tune_import_stats *s);
 
 /* Lookup without the dispatcher (tests, `chunkgen show`): cfg text and level. */
-cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, size_t cap, const char **level);
+cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, size_t cap, cg_cfg_source *src);
+/* The config source the autotuner installs in every context (lookup.c). */
+extern const cg_config_source cg__tune_config_source;
 
 #endif /* CG_AUTOTUNE_H */

@@ -1,4 +1,4 @@
-/* lookup.c -- runtime lookup of tuned configs (the dispatcher's cg__tuned_lookup).
+/* lookup.c -- runtime lookup of tuned configs (the config source the autotuner installs).
  *
  * Order: a pin in $CHUNKGEN_CONFIG ("pinned-env"); the exact key ("exact"); the nearest
  * seq bucket with the rest of the key equal ("nearest-bucket", ties go to the larger
@@ -11,6 +11,7 @@
  * entry write is a rename into it; checked at most once a second) or this process wrote
  * into it. A lookup after the first is a clock read and a scan of the index. */
 #include "autotune.h"
+#include "ops.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -18,7 +19,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static const char *const k_ops[] = {"ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
 
 /* ----------------------------------------------------------- env pins
  * CHUNKGEN_CONFIG="k=v,k=v" pins every op; "ssd_fwd:k=v;sscan:k=v" scopes pins to an
@@ -28,45 +28,17 @@ static cg_status env_pin(cg_context *ctx, cg_op op, cg_cfg *cfg, int *found) {
     *found = 0;
     const char *env = getenv("CHUNKGEN_CONFIG");
     if (!env || !*env) return CG_OK;
-    const char *opname = k_ops[op];
-    const char *family = (op == CG_OP_SSD_FWD || op == CG_OP_SSD_BWD) ? "ssd" : "sscan";
-    const char *s = env;
-    while (*s) {
-        const char *end = strchr(s, ';');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        char part[CG_CFG_MAX * 66 + 32];
-        if (len >= sizeof part) return cg__err(ctx, CG_EINVAL, "CHUNKGEN_CONFIG: part too long in \"%s\"", env);
-        memcpy(part, s, len);
-        part[len] = '\0';
-        s += len + (end ? 1 : 0);
-        char *body = part;
-        char *colon = strchr(part, ':');
-        char *eq = strchr(part, '=');
-        if (colon && (!eq || colon < eq)) {
-            *colon = '\0';
-            body = colon + 1;
-            if (strcmp(part, opname) && strcmp(part, family)) {
-                int known = !strcmp(part, "ssd") || !strcmp(part, "sscan");
-                for (int i = 0; i < 4; i++) known |= !strcmp(part, k_ops[i]);
-                if (!known)
-                    return cg__err(ctx, CG_EINVAL,
-                                   "CHUNKGEN_CONFIG: unknown scope \"%s\" (expected ssd, sscan, ssd_fwd, ssd_bwd, "
-                                   "sscan_fwd or sscan_bwd before ':')",
-                                   part);
-                continue;
-            }
-        }
-        while (*body == ' ') body++;
-        if (!*body) continue;
-        cg_status st = cg__cfg_parse(ctx, body, cfg);
-        if (st != CG_OK) {
-            char msg[CG_ERRMSG_CAP];
-            snprintf(msg, sizeof msg, "%s", ctx->errmsg);
-            return cg__err(ctx, st, "CHUNKGEN_CONFIG: %s", msg);
-        }
-        *found = 1;
-        return CG_OK;
+    char part[CG_CFG_MAX * 66 + 32], why[CG_ERRMSG_CAP];
+    const int r = cg__cfg_scope(env, op, part, sizeof part, why, sizeof why);
+    if (r < 0) return cg__err(ctx, CG_EINVAL, "CHUNKGEN_CONFIG: %s", why);
+    if (r == 0) return CG_OK;
+    cg_status st = cg__cfg_parse(ctx, part, cfg);
+    if (st != CG_OK) {
+        char msg[CG_ERRMSG_CAP];
+        snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+        return cg__err(ctx, st, "CHUNKGEN_CONFIG: %s", msg);
     }
+    *found = 1;
     return CG_OK;
 }
 
@@ -169,8 +141,8 @@ static store_index *index_get(const char *dir) {
     return x;
 }
 
-/* Exact, then nearest bucket. Returns the level or NULL on a miss. */
-static const char *index_find(store_index *x, const cg_tune_key *k, char *cfg, size_t cap) {
+/* Exact, then nearest bucket. Returns CG_SRC_EXACT, CG_SRC_NEAREST or CG_SRC_DEFAULT (a miss). */
+static cg_cfg_source index_find(store_index *x, const cg_tune_key *k, char *cfg, size_t cap) {
     char fam[1024];
     cg__tune_key_text(k, 0, fam, sizeof fam);
     int best = -1;
@@ -179,7 +151,7 @@ static const char *index_find(store_index *x, const cg_tune_key *k, char *cfg, s
         if (strcmp(x->items[i].family, fam)) continue;
         if (x->items[i].bucket == k->seq_bucket) {
             snprintf(cfg, cap, "%s", x->items[i].cfg);
-            return "exact";
+            return CG_SRC_EXACT;
         }
         double d = fabs(log2((double)x->items[i].bucket) - log2((double)k->seq_bucket));
         if (best < 0 || d < bestd || (d == bestd && x->items[i].bucket > x->items[best].bucket)) {
@@ -187,20 +159,18 @@ static const char *index_find(store_index *x, const cg_tune_key *k, char *cfg, s
             bestd = d;
         }
     }
-    if (best < 0) return NULL;
+    if (best < 0) return CG_SRC_DEFAULT;
     snprintf(cfg, cap, "%s", x->items[best].cfg);
-    return "nearest-bucket";
+    return CG_SRC_NEAREST;
 }
 
-cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, size_t cap, const char **level) {
+cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, size_t cap, cg_cfg_source *src) {
     const char *dir = cg__tune_store_dir(ctx);
-    *level = "default";
     cfg[0] = '\0';
     pthread_mutex_lock(&g_mu);
     store_index *x = index_get(dir);
-    const char *lv = x ? index_find(x, k, cfg, cap) : NULL;
+    *src = x ? index_find(x, k, cfg, cap) : CG_SRC_DEFAULT;
     pthread_mutex_unlock(&g_mu);
-    if (lv) *level = lv;
     return CG_OK;
 }
 
@@ -224,7 +194,7 @@ static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const 
     cg_tune_shape shape = *s;
     snprintf(shape.name, sizeof shape.name, "first call");
     cg_tune_summary sum;
-    fprintf(stderr, "chunkgen: no tuned config for this %s call: tuning it (CHUNKGEN_TUNE_ON_MISS=1)\n", k_ops[op]);
+    cg__log(CG_LOG_INFO, "no tuned config for this %s call: tuning it (CHUNKGEN_TUNE_ON_MISS=1)", cg__op_desc(op)->name);
     t_tuning = 1;
     cg_status st = cg__tune_run(ctx, backend, &shape, 1, &o, &sum);
     t_tuning = 0;
@@ -233,46 +203,49 @@ static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const 
 
 /* -------------------------------------------------------------- the hook */
 
-cg_status cg__tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
-                           const char **level) {
+static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
+                              cg_cfg_source *src) {
     int pinned;
     cg_status st = env_pin(ctx, op, cfg, &pinned);
     if (st != CG_OK) return st;
     if (pinned) {
-        *level = "pinned-env";
+        *src = CG_SRC_PINNED_ENV;
         return CG_OK;
     }
     memset(cfg, 0, sizeof *cfg);
-    *level = "default";
+    *src = CG_SRC_DEFAULT;
     if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "emulate")) return CG_OK;
     cg_tune_shape s;
     cg__tune_shape_of(op, prob, &s);
     cg_tune_key k;
     /* No device identity (e.g. no driver): nothing tuned applies. */
-    if (cg__tune_key_make(ctx, backend, &s, op == CG_OP_SSD_BWD || op == CG_OP_SSCAN_BWD, &k) != CG_OK) {
+    if (cg__tune_key_make(ctx, backend, &s, cg__op_desc(op)->bwd, &k) != CG_OK) {
         ctx->errmsg[0] = '\0';
         return CG_OK;
     }
     char text[CG_TUNE_CFG_TEXT];
-    const char *lv;
+    cg_cfg_source lv;
     cg__tune_lookup_key(ctx, &k, text, sizeof text, &lv);
     const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag("CHUNKGEN_TUNE_ON_MISS");
-    if (strcmp(lv, "exact") && !t_tuning && on_miss) {
+    if (lv != CG_SRC_EXACT && !t_tuning && on_miss) {
         if (tune_now(ctx, backend, op, &s) == CG_OK) {
-            const char *lv2;
+            cg_cfg_source lv2;
             cg__tune_lookup_key(ctx, &k, text, sizeof text, &lv2);
-            if (!strcmp(lv2, "exact")) lv = "tuned-on-miss";
+            if (lv2 == CG_SRC_EXACT) lv = CG_SRC_TUNED_ON_MISS;
         } else {
-            fprintf(stderr, "chunkgen: warning: tune on miss failed (%s); using %s\n", ctx->errmsg, lv);
+            cg__log(CG_LOG_WARN, "tune on miss failed (%s); using %s", ctx->errmsg, cg__cfg_source_name(lv));
         }
         ctx->errmsg[0] = '\0';
     }
-    if (!strcmp(lv, "default")) return CG_OK;
+    if (lv == CG_SRC_DEFAULT) return CG_OK;
     if (cg__cfg_parse(ctx, text, cfg) != CG_OK) { /* validated on read: cannot happen */
         memset(cfg, 0, sizeof *cfg);
         ctx->errmsg[0] = '\0';
         return CG_OK;
     }
-    *level = lv;
+    *src = lv;
     return CG_OK;
 }
+
+/* The autotuner's config source: $CHUNKGEN_CONFIG pins, then the store, then tune on miss. */
+const cg_config_source cg__tune_config_source = {"autotune", tuned_lookup};

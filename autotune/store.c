@@ -712,5 +712,5 @@ void cg__tune_warn_once(const char *path, const char *why) {
     }
     if (g_nwarned < g_capwarned) g_warned[g_nwarned++] = h;
     pthread_mutex_unlock(&g_warn_mu);
-    fprintf(stderr, "chunkgen: warning: ignoring tuned-config entry %s: %s\n", path, why);
+    cg__log(CG_LOG_WARN, "ignoring tuned-config entry %s: %s", path, why);
 }

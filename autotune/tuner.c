@@ -19,6 +19,7 @@
  * For cuda/emulate, --jobs worker threads (own contexts, same cache directory) compile
  * the candidates ahead of the measuring thread, warming the binary cache. */
 #include "autotune.h"
+#include "ops.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -28,8 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TOL_FWD 1e-5
-#define TOL_BWD 1e-4
 
 static double now_s(void) {
     struct timespec ts;
@@ -86,73 +85,62 @@ const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n) {
 }
 
 /* ---------------------------------------------------------------- problems
- * Every tensor of an op in one table; a problem allocates the ones its direction uses. */
+ * A problem holds every tensor of its op (ops.h), contiguous, in the caller's
+ * token-major order, with the values' ranges and the outputs' accuracy targets from the
+ * op table. Every option is on (h0, dhT, D, z, delta_bias, delta_softplus). */
 
 typedef struct tspec {
     const char *name;
     int ndim;
     int64_t shape[4];
     double lo, hi;       /* input values uniform in [lo, hi) */
-    int role;            /* 1 input, 2 output */
-    int dirs;            /* 1 forward, 2 backward */
+    int role;            /* CG_TD_IN or CG_TD_OUT */
     double tol;          /* outputs: accuracy target */
 } tspec;
 
-enum { S_Q, S_K, S_V, S_LA, S_H0, S_O, S_HT, S_DO, S_DHT, S_DQ, S_DK, S_DV, S_DLA, S_DH0, S_N };
-enum { C_X, C_DT, C_A, C_B, C_C, C_D, C_Z, C_BIAS, C_H0, C_Y, C_HT, C_DY, C_DHT,
-       C_DX, C_DDT, C_DA, C_DB, C_DC, C_DD, C_DZ, C_DBIAS, C_DH0, C_N };
-#define MAXT C_N
+#define MAXT CG_OP_MAX_TENSORS
 
-static int spec_ssd(const cg_tune_shape *s, int64_t B, int64_t T, tspec *t) {
-    const int64_t G = s->G, H = s->H, dk = s->dk, dv = s->dv;
-#define SP(i, nm, nd, a, b, c, d, l, h, r, dd, tl) t[i] = (tspec){nm, nd, {a, b, c, d}, l, h, r, dd, tl}
-    SP(S_Q, "q", 4, B, T, G, dk, -1, 1, 1, 3, 0);
-    SP(S_K, "k", 4, B, T, G, dk, -1, 1, 1, 3, 0);
-    SP(S_V, "v", 4, B, T, H, dv, -1, 1, 1, 3, 0);
-    SP(S_LA, "log_alpha", 3, B, T, H, 0, -0.3, 0, 1, 3, 0);
-    SP(S_H0, "h0", 4, B, H, dk, dv, -1, 1, 1, 3, 0);
-    SP(S_O, "o", 4, B, T, H, dv, 0, 0, 2, 1, TOL_FWD);
-    SP(S_HT, "hT", 4, B, H, dk, dv, 0, 0, 2, 1, TOL_FWD);
-    SP(S_DO, "dout", 4, B, T, H, dv, -1, 1, 1, 2, 0);
-    SP(S_DHT, "dhT", 4, B, H, dk, dv, -1, 1, 1, 2, 0);
-    SP(S_DQ, "dq", 4, B, T, G, dk, 0, 0, 2, 2, TOL_BWD);
-    SP(S_DK, "dk", 4, B, T, G, dk, 0, 0, 2, 2, TOL_BWD);
-    SP(S_DV, "dv", 4, B, T, H, dv, 0, 0, 2, 2, TOL_BWD);
-    SP(S_DLA, "dlog_alpha", 3, B, T, H, 0, 0, 0, 2, 2, TOL_BWD);
-    SP(S_DH0, "dh0", 4, B, H, dk, dv, 0, 0, 2, 2, TOL_BWD);
-    return S_N;
+typedef union tprob_args {
+    cg_ssd_fwd_args ssd_fwd;
+    cg_ssd_bwd_args ssd_bwd;
+    cg_sscan_fwd_args sscan_fwd;
+    cg_sscan_bwd_args sscan_bwd;
+} tprob_args;
+
+typedef union tprob_prob {
+    cg_ssd_prob ssd;
+    cg_sscan_prob sscan;
+} tprob_prob;
+
+static cg_op op_of(int sscan, int bwd) {
+    return sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD) : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD);
 }
 
-static int spec_sscan(const cg_tune_shape *s, int64_t B, int64_t L, tspec *t) {
-    const int64_t D = s->D, N = s->N, G = s->G;
-    const int gr = G > 1;
-    SP(C_X, "x", 3, B, L, D, 0, -1, 1, 1, 3, 0);
-    SP(C_DT, "delta", 3, B, L, D, 0, -1, 1, 1, 3, 0);
-    SP(C_A, "A", 2, D, N, 0, 0, -2, -0.1, 1, 3, 0);
-    SP(C_B, "B", gr ? 4 : 3, B, L, gr ? G : N, gr ? N : 0, -1, 1, 1, 3, 0);
-    SP(C_C, "C", gr ? 4 : 3, B, L, gr ? G : N, gr ? N : 0, -1, 1, 1, 3, 0);
-    SP(C_D, "D", 1, D, 0, 0, 0, -1, 1, 1, 3, 0);
-    SP(C_Z, "z", 3, B, L, D, 0, -1, 1, 1, 3, 0);
-    SP(C_BIAS, "delta_bias", 1, D, 0, 0, 0, -1, 0, 1, 3, 0);
-    SP(C_H0, "h0", 3, B, D, N, 0, -1, 1, 1, 3, 0);
-    SP(C_Y, "y", 3, B, L, D, 0, 0, 0, 2, 1, TOL_FWD);
-    SP(C_HT, "hT", 3, B, D, N, 0, 0, 0, 2, 1, TOL_FWD);
-    SP(C_DY, "dy", 3, B, L, D, 0, -1, 1, 1, 2, 0);
-    SP(C_DHT, "dhT", 3, B, D, N, 0, -1, 1, 1, 2, 0);
-    SP(C_DX, "dx", 3, B, L, D, 0, 0, 0, 2, 2, TOL_BWD);
-    SP(C_DDT, "ddelta", 3, B, L, D, 0, 0, 0, 2, 2, TOL_BWD);
-    SP(C_DA, "dA", 2, D, N, 0, 0, 0, 0, 2, 2, TOL_BWD);
-    SP(C_DB, "dB", gr ? 4 : 3, B, L, gr ? G : N, gr ? N : 0, 0, 0, 2, 2, TOL_BWD);
-    SP(C_DC, "dC", gr ? 4 : 3, B, L, gr ? G : N, gr ? N : 0, 0, 0, 2, 2, TOL_BWD);
-    SP(C_DD, "dD", 1, D, 0, 0, 0, 0, 0, 2, 2, TOL_BWD);
-    SP(C_DZ, "dz", 3, B, L, D, 0, 0, 0, 2, 2, TOL_BWD);
-    SP(C_DBIAS, "ddelta_bias", 1, D, 0, 0, 0, 0, 0, 2, 2, TOL_BWD);
-    SP(C_DH0, "dh0", 3, B, D, N, 0, 0, 0, 2, 2, TOL_BWD);
-#undef SP
-    return C_N;
+/* The op's tensors at batch B and length T. */
+static int spec_of(const cg_op_desc *d, const cg_tune_shape *s, int64_t B, int64_t T, tspec *t) {
+    int64_t dims[CG_SYM_COUNT] = {0};
+    dims[CG_SYM_NONE] = 1;
+    dims[CG_SYM_B] = B;
+    dims[CG_SYM_G] = s->G;
+    if (s->sscan) {
+        dims[CG_SYM_L] = T, dims[CG_SYM_D] = s->D, dims[CG_SYM_N] = s->N;
+    } else {
+        dims[CG_SYM_T] = T, dims[CG_SYM_H] = s->H, dims[CG_SYM_DK] = s->dk, dims[CG_SYM_DV] = s->dv;
+    }
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tdesc *td = &d->t[i];
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].name = td->name;
+        t[i].ndim = cg__op_given_shape(d, i, dims, s->G > 1, 0, t[i].shape);
+        t[i].lo = td->lo, t[i].hi = td->hi;
+        t[i].role = td->role;
+        t[i].tol = cg__tol(td->tol);
+    }
+    return d->nt;
 }
 
 typedef struct tprob {
+    cg_op op;
     int sscan, bwd, nt;
     tspec spec[MAXT];
     int used[MAXT];
@@ -160,8 +148,7 @@ typedef struct tprob {
     float *host[MAXT];     /* values (inputs) / results copied back (outputs) */
     void *mem[MAXT];       /* what the backend reads: host[] for cpu, kernel memory otherwise */
     double *ref[MAXT];     /* float64 reference values (verification problems) */
-    cg_ssd_prob ssd;
-    cg_sscan_prob ss;
+    tprob_prob prob;       /* the validated problem over mem[] */
 } tprob;
 
 typedef struct tenv {
@@ -177,42 +164,15 @@ static int64_t numel(const tspec *t) {
     return n;
 }
 
-static cg_tensor tens(const tprob *p, int i, void *data, cg_dtype dt) {
-    if (!p->used[i]) {
-        cg_tensor none;
-        memset(&none, 0, sizeof none);
-        return none;
-    }
-    return cg_tensor_contiguous(data, dt, p->spec[i].ndim, p->spec[i].shape);
-}
-
 /* Build the validated problem over data[] (dtype dt). */
-static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, cg_dtype dt, cg_ssd_prob *ssd, cg_sscan_prob *ss) {
-#define T_(i) tens(p, i, data[i], dt)
-    if (!p->sscan) {
-        if (!p->bwd) {
-            cg_ssd_fwd_args a = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = T_(S_Q), .k = T_(S_K), .v = T_(S_V),
-                                 .log_alpha = T_(S_LA), .h0 = T_(S_H0), .o = T_(S_O), .hT = T_(S_HT)};
-            return cg__ssd_fwd_prob(ctx, &a, ssd);
-        }
-        cg_ssd_bwd_args a = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = T_(S_Q), .k = T_(S_K), .v = T_(S_V),
-                             .log_alpha = T_(S_LA), .h0 = T_(S_H0), .dout = T_(S_DO), .dhT = T_(S_DHT),
-                             .dq = T_(S_DQ), .dk = T_(S_DK), .dv = T_(S_DV), .dlog_alpha = T_(S_DLA), .dh0 = T_(S_DH0)};
-        return cg__ssd_bwd_prob(ctx, &a, ssd);
-    }
-    if (!p->bwd) {
-        cg_sscan_fwd_args a = {.x = T_(C_X), .delta = T_(C_DT), .A = T_(C_A), .B = T_(C_B), .C = T_(C_C),
-                               .D = T_(C_D), .z = T_(C_Z), .delta_bias = T_(C_BIAS), .h0 = T_(C_H0),
-                               .delta_softplus = 1, .y = T_(C_Y), .hT = T_(C_HT)};
-        return cg__sscan_fwd_prob(ctx, &a, ss);
-    }
-    cg_sscan_bwd_args a = {.x = T_(C_X), .delta = T_(C_DT), .A = T_(C_A), .B = T_(C_B), .C = T_(C_C), .D = T_(C_D),
-                           .z = T_(C_Z), .delta_bias = T_(C_BIAS), .h0 = T_(C_H0), .dy = T_(C_DY), .dhT = T_(C_DHT),
-                           .delta_softplus = 1, .dx = T_(C_DX), .ddelta = T_(C_DDT), .dA = T_(C_DA), .dB = T_(C_DB),
-                           .dC = T_(C_DC), .dD = T_(C_DD), .dz = T_(C_DZ), .ddelta_bias = T_(C_DBIAS),
-                           .dh0 = T_(C_DH0)};
-#undef T_
-    return cg__sscan_bwd_prob(ctx, &a, ss);
+static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, cg_dtype dt, tprob_prob *prob) {
+    const cg_op_desc *d = cg__op_desc(p->op);
+    tprob_args a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < p->nt; i++)
+        if (p->used[i]) *cg__args_tensor(d, &a, i) = cg_tensor_contiguous(data[i], dt, p->spec[i].ndim, p->spec[i].shape);
+    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)&a + d->scalar[k].arg_off) = 1;
+    return cg__op_validate(ctx, d, &a, prob);
 }
 
 static void tprob_free(const tenv *env, tprob *p) {
@@ -239,13 +199,13 @@ static cg_status tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, i
     memset(p, 0, sizeof *p);
     p->sscan = s->sscan;
     p->bwd = bwd;
-    p->nt = s->sscan ? spec_sscan(s, B, T, p->spec) : spec_ssd(s, B, T, p->spec);
+    p->op = op_of(s->sscan, bwd);
+    p->nt = spec_of(cg__op_desc(p->op), s, B, T, p->spec);
     uint64_t seed = 0x5eed ^ (uint64_t)T * 31 ^ (uint64_t)B;
     cg_status st = CG_OK;
     for (int i = 0; i < p->nt; i++) {
         const tspec *t = &p->spec[i];
-        p->used[i] = (t->dirs & (bwd ? 2 : 1)) != 0;
-        if (!p->used[i]) continue;
+        p->used[i] = 1;
         int64_t n = numel(t);
         p->count[i] = n;
         p->host[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
@@ -254,7 +214,7 @@ static cg_status tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, i
             goto fail;
         }
         for (int64_t j = 0; j < n; j++)
-            p->host[i][j] = t->role == 1 ? (float)(t->lo + (t->hi - t->lo) * (double)(rng_next(&seed) >> 11) *
+            p->host[i][j] = t->role == CG_TD_IN ? (float)(t->lo + (t->hi - t->lo) * (double)(rng_next(&seed) >> 11) *
                                                              (1.0 / 9007199254740992.0))
                                          : 0.0f;
         if (with_ref) {
@@ -268,26 +228,23 @@ static cg_status tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, i
         if (env->kx) {
             size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
             if ((st = env->kx->alloc(ctx, bytes, &p->mem[i])) != CG_OK) goto fail;
-            if (t->role == 1 && (st = env->kx->copy(ctx, p->mem[i], p->host[i], bytes, 0, NULL)) != CG_OK) goto fail;
+            if (t->role == CG_TD_IN && (st = env->kx->copy(ctx, p->mem[i], p->host[i], bytes, 0, NULL)) != CG_OK) goto fail;
         } else {
             p->mem[i] = p->host[i];
         }
     }
     if (with_ref) {
-        cg_ssd_prob rs;
-        cg_sscan_prob rc;
-        if ((st = tprob_bind(ctx, p, (void **)p->ref, CG_F64, &rs, &rc)) != CG_OK) goto fail;
+        tprob_prob rp;
+        if ((st = tprob_bind(ctx, p, (void **)p->ref, CG_F64, &rp)) != CG_OK) goto fail;
         cg_cfg none;
         memset(&none, 0, sizeof none);
         cg_exec ex;
         memset(&ex, 0, sizeof ex);
         ex.backend = CG_BACKEND_REF;
-        const cg_backend_vt *r = &cg__backend_ref;
-        if (!p->sscan) st = bwd ? r->ssd_bwd(ctx, &rs, &none, &ex) : r->ssd_fwd(ctx, &rs, &none, &ex);
-        else st = bwd ? r->sscan_bwd(ctx, &rc, &none, &ex) : r->sscan_fwd(ctx, &rc, &none, &ex);
+        st = cg__backend_run(ctx, &cg__backend_ref, p->op, &rp, &none, &ex);
         if (st != CG_OK) goto fail;
     }
-    if ((st = tprob_bind(ctx, p, p->mem, CG_F32, &p->ssd, &p->ss)) != CG_OK) goto fail;
+    if ((st = tprob_bind(ctx, p, p->mem, CG_F32, &p->prob)) != CG_OK) goto fail;
     return CG_OK;
 fail:
     tprob_free(env, p);
@@ -297,7 +254,7 @@ fail:
 /* Fill the outputs with NaN so that an output a candidate does not write fails. */
 static cg_status poison_outputs(const tenv *env, tprob *p) {
     for (int i = 0; i < p->nt; i++) {
-        if (!p->used[i] || p->spec[i].role != 2) continue;
+        if (!p->used[i] || p->spec[i].role != CG_TD_OUT) continue;
         for (int64_t j = 0; j < p->count[i]; j++) p->host[i][j] = NAN;
         if (env->kx) {
             cg_status st = env->kx->copy(env->ctx, p->mem[i], p->host[i], (size_t)p->count[i] * sizeof(float), 0, NULL);
@@ -313,8 +270,7 @@ static cg_status run_launch(const tenv *env, tprob *p, const cg_cfg *cfg) {
     memset(&ex, 0, sizeof ex);
     const cg_backend_vt *vt = env->vt;
     env->ctx->dispatch[0] = '\0'; /* backends append to it; these calls are not dispatches */
-    if (!p->sscan) return p->bwd ? vt->ssd_bwd(env->ctx, &p->ssd, cfg, &ex) : vt->ssd_fwd(env->ctx, &p->ssd, cfg, &ex);
-    return p->bwd ? vt->sscan_bwd(env->ctx, &p->ss, cfg, &ex) : vt->sscan_fwd(env->ctx, &p->ss, cfg, &ex);
+    return cg__backend_run(env->ctx, vt, p->op, &p->prob, cfg, &ex);
 }
 
 static cg_status run_once(const tenv *env, tprob *p, const cg_cfg *cfg) {
@@ -370,20 +326,15 @@ static cg_tune_verdict verify(const tenv *env, tprob *v, const cg_cfg *cfg, doub
     }
     cg_tune_verdict out = CG_TV_OK;
     for (int i = 0; i < v->nt; i++) {
-        if (!v->used[i] || v->spec[i].role != 2) continue;
+        if (!v->used[i] || v->spec[i].role != CG_TD_OUT) continue;
         if (env->kx &&
             (st = env->kx->copy(env->ctx, v->host[i], v->mem[i], (size_t)v->count[i] * sizeof(float), 1, NULL)) != CG_OK) {
             snprintf(detail, cap, "copying %s back: %.120s", v->spec[i].name, env->ctx->errmsg);
             return CG_TV_LAUNCH;
         }
-        double maxd = 0, maxr = 0;
-        for (int64_t j = 0; j < v->count[i]; j++) {
-            double d = fabs((double)v->host[i][j] - v->ref[i][j]);
-            if (!(d <= maxd)) maxd = d; /* NaN propagates */
-            if (fabs(v->ref[i][j]) > maxr) maxr = fabs(v->ref[i][j]);
-        }
-        double err = maxr > 0 ? maxd / maxr : maxd;
-        if (isnan(err)) err = INFINITY;
+        cg_erracc acc = {0};
+        for (int64_t j = 0; j < v->count[i]; j++) cg__erracc_add(&acc, (double)v->host[i][j], v->ref[i][j]);
+        double err = cg__erracc_value(&acc);
         if (err > *worst) *worst = err;
         if (!(err <= v->spec[i].tol) && out == CG_TV_OK) {
             snprintf(detail, cap, "%s: rel err %.3g > %.0e", v->spec[i].name, err, v->spec[i].tol);
@@ -748,8 +699,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         return st;
     }
     /* A backend without a kernel for this op (yet) skips the key. */
-    if (!env->vt->supports(ctx, s->sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD) : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD),
-                           s->sscan ? (const void *)&ver.ss : (const void *)&ver.ssd)) {
+    if (!env->vt->supports(ctx, ver.op, &ver.prob)) {
         ui_line(ts->ui, "tune: [%d/%d] %s (%s): skipped: %s", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name,
                 ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");
         ctx->errmsg[0] = '\0';

@@ -177,6 +177,23 @@ typedef struct cg_tensor {
 /* A contiguous row-major tensor over caller-owned memory. */
 CG_API cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64_t *shape);
 
+/* -------------------------------------------------------------------- log
+ * The library prints nothing itself: warnings (a corrupt cache entry skipped, a slow
+ * fallback taken), and the dispatch lines asked for with cg_exec.verbose, go to one
+ * process-wide callback. The default writes each to stderr as "chunkgen: warning: TEXT"
+ * (CG_LOG_INFO lines without the "warning: "). msg is valid during the call only. The
+ * callback may be called from any thread that calls into the library, and must not call
+ * into the library. */
+typedef enum cg_log_level {
+    CG_LOG_ERROR = 0,
+    CG_LOG_WARN = 1,
+    CG_LOG_INFO = 2
+} cg_log_level;
+typedef void (*cg_log_fn)(cg_log_level level, const char *msg, void *user);
+/* Install fn (with its user pointer) for the whole process; NULL restores the default.
+ * Safe to call at any time from any thread. */
+void cg_set_log_callback(cg_log_fn fn, void *user);
+
 /* ---------------------------------------------------------------- context */
 
 /* A context holds the caches, loaded modules, scratch buffers and the last error of
@@ -213,7 +230,7 @@ typedef struct cg_exec {
     void *stream;           /* CUstream for the cuda backend; NULL: the default stream */
     void *workspace;        /* optional caller-owned scratch (device memory for cuda) */
     size_t workspace_bytes;
-    int verbose;            /* print the dispatch line to stderr */
+    int verbose;            /* send the dispatch line to the log callback (CG_LOG_INFO) */
 } cg_exec;
 #define CG_EXEC_INIT CG__INIT(cg_exec)
 

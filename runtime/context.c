@@ -50,7 +50,7 @@ cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64
     return t;
 }
 
-cg_status cg_context_create(cg_context **out) {
+cg_status cg__context_new(cg_context **out) {
     if (!out) return CG_EINVAL;
     cg_context *ctx = calloc(1, sizeof *ctx);
     if (ctx) ctx->tune_on_miss = -1;

@@ -1,11 +1,16 @@
 /* dispatch.c -- the public op calls: validate, pick a backend, run. */
-#include "internal.h"
+#include "ops.h"
 #include "gen.h"
 #include "abi.h"
 
 #include <string.h>
 
-static const char *const k_op_names[] = {"ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
+static const char *const k_src_names[] = {"pinned", "pinned-env", "exact", "nearest-bucket", "tuned-on-miss",
+                                          "default"};
+
+const char *cg__cfg_source_name(cg_cfg_source s) {
+    return (unsigned)s < sizeof k_src_names / sizeof k_src_names[0] ? k_src_names[s] : "unknown";
+}
 
 static const cg_backend_vt *backend_vt(cg_backend b) {
     switch (b) {
@@ -22,9 +27,8 @@ static int device_pointers(cg_context *ctx, const void *any_input) {
     return cg__kexec_cuda.owns_ptr(ctx, any_input);
 }
 
-static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
-                        const cg_exec *exec, int host_copies, const char *why_not) {
-    if (host_copies) return cg__host_fallback(ctx, &cg__kexec_cuda, vt, op, prob, cfg, exec, why_not);
+cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                          const cg_exec *exec) {
     switch (op) {
     case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
     case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
@@ -32,6 +36,12 @@ static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, cons
     case CG_OP_SSCAN_BWD: return vt->sscan_bwd(ctx, prob, cfg, exec);
     }
     return cg__err(ctx, CG_EINTERNAL, "op %d", (int)op);
+}
+
+static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                        const cg_exec *exec, int host_copies, const char *why_not) {
+    if (host_copies) return cg__host_fallback(ctx, &cg__kexec_cuda, vt, op, prob, cfg, exec, why_not);
+    return cg__backend_run(ctx, vt, op, prob, cfg, exec);
 }
 
 static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
@@ -78,76 +88,71 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob)) {
             snprintf(why_not, sizeof why_not, "%s", ctx->errmsg);
-            return cg__err(ctx, CG_EUNSUPPORTED, "%s: backend %s cannot run this problem%s%s", k_op_names[op], vt->name,
+            return cg__err(ctx, CG_EUNSUPPORTED, "%s: backend %s cannot run this problem%s%s", cg__op_desc(op)->name, vt->name,
                            why_not[0] ? ": " : "", why_not);
         }
     }
     ctx->errmsg[0] = 0;
-    const char *level = "pinned";
+    cg_cfg_source src = CG_SRC_PINNED;
     char cfgtext[CG_CFG_MAX * 66] = "";
     if (!exec.config || !*exec.config) {
-        level = "default";
-        if (vt != &cg__backend_ref) {
-            if ((s = cg__tuned_lookup(ctx, vt->name, op, prob, &cfg, &level)) != CG_OK) return s;
+        src = CG_SRC_DEFAULT;
+        if (vt != &cg__backend_ref && ctx->cfgsrc) {
+            if ((s = ctx->cfgsrc->lookup(ctx, vt->name, op, prob, &cfg, &src)) != CG_OK) return s;
         }
     }
+    const char *opname = cg__op_desc(op)->name, *level = cg__cfg_source_name(src);
     for (int i = 0, n = 0; i < cfg.n && n < (int)sizeof cfgtext; i++)
         n += snprintf(cfgtext + n, sizeof cfgtext - (size_t)n, "%s%s=%s", i ? "," : "", cfg.kv[i].key, cfg.kv[i].val);
-    cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s", k_op_names[op], vt->name, why,
+    cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s", opname, vt->name, why,
                      cfgtext[0] ? cfgtext : "(default)", level);
     s = run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not);
     /* A stored config (tuned for a nearby seq bucket, or by an older version) that this
      * problem's constraints refuse: the backend says so before any work; run with the
      * default config instead and say so on the dispatch line. */
-    if ((s == CG_EINVAL || s == CG_EUNSUPPORTED) && cfg.n && strcmp(level, "pinned") && strcmp(level, "pinned-env")) {
+    if ((s == CG_EINVAL || s == CG_EUNSUPPORTED) && cfg.n && src != CG_SRC_PINNED && src != CG_SRC_PINNED_ENV) {
         char refused[CG_ERRMSG_CAP];
         snprintf(refused, sizeof refused, "%s", ctx->errmsg);
         memset(&cfg, 0, sizeof cfg);
         cg__set_dispatch(ctx, "%s backend=%s%s config=(default) source=default (the %s config %s was refused: %s)",
-                         k_op_names[op], vt->name, why, level, cfgtext, refused);
+                         opname, vt->name, why, level, cfgtext, refused);
         ctx->errmsg[0] = 0;
         s = run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not);
     }
-    if (s == CG_OK && exec.verbose) fprintf(stderr, "chunkgen: %s\n", ctx->dispatch);
+    if (s == CG_OK && exec.verbose) cg__log(CG_LOG_INFO, "%s", ctx->dispatch);
     return s;
 }
 
+/* Validate args of op against the op table, then run. */
+static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
+    if (!ctx) return CG_EINVAL;
+    const cg_op_desc *d = cg__op_desc(op);
+    union {
+        cg_ssd_prob ssd;
+        cg_sscan_prob sscan;
+    } p;
+    union {
+        cg_ssd_fwd_args ssd_fwd;
+        cg_ssd_bwd_args ssd_bwd;
+        cg_sscan_fwd_args sscan_fwd;
+        cg_sscan_bwd_args sscan_bwd;
+    } a; /* the caller's struct in this header's layout (abi.h) */
+    cg_status s = cg__abi_in(ctx, "args", &a, d->args_size, args);
+    if (!s) s = cg__op_validate(ctx, d, args ? &a : NULL, &p);
+    if (s) return s;
+    const cg_dtype dtype = *(const cg_dtype *)((const char *)&p + d->dtype_off);
+    return run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec); /* tensor 0: a required input */
+}
+
 cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_ssd_fwd_args a;
-    cg_ssd_prob p;
-    cg_status s = cg__abi_in(ctx, "args", &a, sizeof a, args);
-    if (!s) s = cg__ssd_fwd_prob(ctx, args ? &a : NULL, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSD_FWD, &p, p.dtype, p.q.p, exec);
+    return op_call(ctx, CG_OP_SSD_FWD, args, exec);
 }
-
 cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_ssd_bwd_args a;
-    cg_ssd_prob p;
-    cg_status s = cg__abi_in(ctx, "args", &a, sizeof a, args);
-    if (!s) s = cg__ssd_bwd_prob(ctx, args ? &a : NULL, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSD_BWD, &p, p.dtype, p.q.p, exec);
+    return op_call(ctx, CG_OP_SSD_BWD, args, exec);
 }
-
 cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_sscan_fwd_args a;
-    cg_sscan_prob p;
-    cg_status s = cg__abi_in(ctx, "args", &a, sizeof a, args);
-    if (!s) s = cg__sscan_fwd_prob(ctx, args ? &a : NULL, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSCAN_FWD, &p, p.dtype, p.x.p, exec);
+    return op_call(ctx, CG_OP_SSCAN_FWD, args, exec);
 }
-
 cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec) {
-    if (!ctx) return CG_EINVAL;
-    cg_sscan_bwd_args a;
-    cg_sscan_prob p;
-    cg_status s = cg__abi_in(ctx, "args", &a, sizeof a, args);
-    if (!s) s = cg__sscan_bwd_prob(ctx, args ? &a : NULL, &p);
-    if (s) return s;
-    return run(ctx, CG_OP_SSCAN_BWD, &p, p.dtype, p.x.p, exec);
+    return op_call(ctx, CG_OP_SSCAN_BWD, args, exec);
 }

@@ -7,12 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Programmer errors inside the library abort through this one macro. */
+/* Programmer errors inside the library abort through this one macro (the message goes to
+ * the log callback first). */
+_Noreturn void cg__assert_fail(const char *file, int line, const char *expr);
 #define CG_ASSERT(x)                                                                   \
     do {                                                                               \
         if (!(x)) {                                                                    \
-            fprintf(stderr, "chunkgen: %s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x); \
-            abort();                                                                   \
+            cg__assert_fail(__FILE__, __LINE__, #x);                                   \
         }                                                                              \
     } while (0)
 
@@ -52,12 +53,16 @@ struct cg_context {
     void *plans;            /* in-memory (key -> plan, module) table of the launchers */
     void *host_ws;          /* CPU path's kept scratch (runtime/cpu/ssd_cpu.c), host_ws_bytes long */
     size_t host_ws_bytes;
+    const struct cg_config_source *cfgsrc; /* NULL: defaults only (see "config sources" below) */
 };
 void cg__gen_ctx_free(cg_context *ctx);
 void cg__cuda_ctx_free(cg_context *ctx);
 void cg__emu_ctx_free(cg_context *ctx);
 void cg__plans_ctx_free(cg_context *ctx);
 void cg__cpu_ctx_free(cg_context *ctx);
+
+/* Send a message to the log callback (log.c); the only way the library says anything. */
+void cg__log(cg_log_level level, const char *fmt, ...) CG_PRINTF(2, 3);
 
 /* Record a message on ctx and return status (printf-style). */
 cg_status cg__err(cg_context *ctx, cg_status status, const char *fmt, ...) CG_PRINTF(3, 4);
@@ -69,6 +74,10 @@ cg_pool *cg__ctx_pool(cg_context *ctx);
 /* Resolved cache directory (never NULL). */
 const char *cg__cache_dir(cg_context *ctx);
 
+/* -------------------------------------------------------------------- ops */
+typedef enum cg_op { CG_OP_SSD_FWD, CG_OP_SSD_BWD, CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD } cg_op;
+#define CG_OP_COUNT 4 /* the op table (ops.h) has one descriptor each */
+
 /* ---------------------------------------------------------- config pins
  * "k=v,k=v" with integer values or words; parsed once per call. */
 #define CG_CFG_MAX 16
@@ -77,6 +86,11 @@ typedef struct cg_cfg {
     struct { char key[32]; char val[32]; } kv[CG_CFG_MAX];
 } cg_cfg;
 cg_status cg__cfg_parse(cg_context *ctx, const char *text, cg_cfg *out);
+/* The part of a scoped config text ("k=v" for every op, or "ssd_fwd:k=v;sscan:k=v" with
+ * parts scoped to an op or a family) that applies to op, into out: 1 when a part applies
+ * (the first one that does), 0 when none, -1 for an unknown scope or an overlong part
+ * (err says which). Every part's scope is checked. (runtime/cfg_scope.c) */
+int cg__cfg_scope(const char *text, cg_op op, char *out, size_t cap, char *err, size_t errcap);
 /* Integer value of key, or def when absent. */
 int64_t cg__cfg_int(const cg_cfg *cfg, const char *key, int64_t def);
 const char *cg__cfg_str(const cg_cfg *cfg, const char *key, const char *def);
@@ -157,7 +171,6 @@ cg_status cg__sscan_fwd_prob(cg_context *ctx, const cg_sscan_fwd_args *a, cg_ssc
 cg_status cg__sscan_bwd_prob(cg_context *ctx, const cg_sscan_bwd_args *a, cg_sscan_prob *p);
 
 /* -------------------------------------------------------------- backends */
-typedef enum cg_op { CG_OP_SSD_FWD, CG_OP_SSD_BWD, CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD } cg_op;
 
 typedef struct cg_backend_vt {
     const char *name;
@@ -175,6 +188,10 @@ extern const cg_backend_vt cg__backend_ref;
 /* Generated-kernel backends (runtime/gen_backends.c). */
 extern const cg_backend_vt cg__backend_cuda;
 extern const cg_backend_vt cg__backend_emulate;
+
+/* vt's entry for op. */
+cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                          const cg_exec *exec);
 
 /* Run op on backend cpu over host copies of tensors that live in kx's kernel memory
  * (runtime/fallback.c): the auto backend's path for device pointers that no generated
@@ -210,11 +227,31 @@ typedef struct cg_sscan_cpu_params {
 void cg__ssd_cpu_params_default(const cg_ssd_prob *p, cg_ssd_cpu_params *out);
 void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *out);
 
-/* Tuned-config lookup (autotune/): for a call without a pinned config, fill *cfg from
- * the config store (exact key, then nearest seq bucket) and set *level to "exact",
- * "nearest-bucket" or "default" (cfg left empty: the backend's Lua default). */
-cg_status cg__tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
-                           const char **level);
+/* -------------------------------------------------------- config sources
+ * Where a call's config came from. */
+typedef enum cg_cfg_source {
+    CG_SRC_PINNED = 0,     /* cg_exec.config */
+    CG_SRC_PINNED_ENV,     /* $CHUNKGEN_CONFIG */
+    CG_SRC_EXACT,          /* a tuned entry of the call's exact key */
+    CG_SRC_NEAREST,        /* a tuned entry of the nearest seq bucket */
+    CG_SRC_TUNED_ON_MISS,  /* tuned by this call (tune on miss) */
+    CG_SRC_DEFAULT         /* the backend's Lua default */
+} cg_cfg_source;
+/* "pinned", "pinned-env", "exact", "nearest-bucket", "tuned-on-miss", "default". */
+const char *cg__cfg_source_name(cg_cfg_source s);
+
+/* A provider of configs for calls without a pinned config. The dispatcher asks it; the
+ * autotuner (autotune/source.c) implements it and installs it into every context that
+ * cg_context_create makes, so the runtime never depends on the autotuner. lookup fills
+ * *cfg (empty: the backend's default) and *src. */
+typedef struct cg_config_source {
+    const char *name;
+    cg_status (*lookup)(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
+                        cg_cfg_source *src);
+} cg_config_source;
+
+/* The runtime part of cg_context_create: a context with no config source (defaults only). */
+cg_status cg__context_new(cg_context **out);
 
 /* Aligned scratch memory (64 bytes). */
 void *cg__aligned_alloc(size_t bytes);

@@ -1,6 +1,6 @@
 /* validate.c -- the one place that checks user arguments and builds problems.
  * Every message names the argument and says what was expected. */
-#include "internal.h"
+#include "ops.h"
 
 #include <string.h>
 
@@ -104,8 +104,8 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
 
 /* Check all specs; then outputs must not overlap each other or any input; then build views. */
 static cg_status check_all(cg_context *ctx, tspec *sp, int n, cg_view **views, cg_dtype *dtype) {
-    int64_t st[24][CG_MAX_DIMS];
-    CG_ASSERT(n <= 24);
+    int64_t st[CG_OP_MAX_TENSORS][CG_MAX_DIMS];
+    CG_ASSERT(n <= CG_OP_MAX_TENSORS);
     cg_status s;
     int have_dt = 0;
     for (int i = 0; i < n; i++) {
@@ -144,217 +144,133 @@ static cg_status check_all(cg_context *ctx, tspec *sp, int n, cg_view **views, c
     return CG_OK;
 }
 
-static cg_status positive(cg_context *ctx, const char *arg, const char *dim, int64_t v) {
-    if (v <= 0) return cg__err(ctx, CG_EINVAL, "%s: dimension %s = %lld but expected >= 1", arg, dim, (long long)v);
-    return CG_OK;
-}
-
-static cg_status need4(cg_context *ctx, const char *name, const cg_tensor *t, int ndim, const char *dims) {
-    if (!t->data) return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", name, dims);
-    if (t->ndim != ndim)
-        return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d: %s", name, t->ndim, ndim, dims);
-    return CG_OK;
-}
-
-/* ------------------------------------------------------------------- SSD */
-
-#define SET4(a, x0, x1, x2, x3) do { (a)[0] = (x0); (a)[1] = (x1); (a)[2] = (x2); (a)[3] = (x3); } while (0)
-
-/* The shape of q and v give B, T, G, dk, H, dv. */
-static cg_status ssd_dims(cg_context *ctx, cg_layout layout, const cg_tensor *q, const cg_tensor *v, cg_ssd_prob *p) {
-    cg_status s;
-    if (layout != CG_LAYOUT_TOKEN_MAJOR && layout != CG_LAYOUT_HEAD_MAJOR)
-        return cg__err(ctx, CG_EINVAL, "layout: %d but expected CG_LAYOUT_TOKEN_MAJOR or CG_LAYOUT_HEAD_MAJOR", (int)layout);
-    int hm = layout == CG_LAYOUT_HEAD_MAJOR;
-    if ((s = need4(ctx, "q", q, 4, hm ? "[B, G, T, dk]" : "[B, T, G, dk]"))) return s;
-    if ((s = need4(ctx, "v", v, 4, hm ? "[B, H, T, dv]" : "[B, T, H, dv]"))) return s;
-    p->B = q->shape[0];
-    p->T = q->shape[hm ? 2 : 1];
-    p->G = q->shape[hm ? 1 : 2];
-    p->dk = q->shape[3];
-    p->H = v->shape[hm ? 1 : 2];
-    p->dv = v->shape[3];
-    if ((s = positive(ctx, "q", "B", p->B)) || (s = positive(ctx, "q", "T", p->T)) ||
-        (s = positive(ctx, "q", "G", p->G)) || (s = positive(ctx, "q", "dk", p->dk)) ||
-        (s = positive(ctx, "v", "H", p->H)) || (s = positive(ctx, "v", "dv", p->dv)))
-        return s;
-    if (p->H % p->G != 0)
-        return cg__err(ctx, CG_EINVAL, "v: H = %lld heads is not a multiple of G = %lld groups of q/k (expected H %% G == 0)",
-                       (long long)p->H, (long long)p->G);
-    return CG_OK;
-}
-
-typedef enum { K_QK, K_V, K_LA, K_STATE } ssd_kind;
-
-static tspec ssd_spec(const cg_ssd_prob *p, cg_layout layout, const char *name, const cg_tensor *t, ssd_kind kind,
-                      int required, int output) {
-    tspec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.name = name;
-    sp.t = t;
-    sp.required = required;
-    sp.output = output;
-    int hm = layout == CG_LAYOUT_HEAD_MAJOR;
-    switch (kind) {
-    case K_QK:
-        sp.ndim = 4;
-        sp.inner_contig = 1;
-        if (hm) { SET4(sp.shape, p->B, p->G, p->T, p->dk); sp.dims = "[B, G, T, dk]"; SET4(sp.perm, 0, 2, 1, 3); }
-        else { SET4(sp.shape, p->B, p->T, p->G, p->dk); sp.dims = "[B, T, G, dk]"; SET4(sp.perm, 0, 1, 2, 3); }
-        break;
-    case K_V:
-        sp.ndim = 4;
-        sp.inner_contig = 1;
-        if (hm) { SET4(sp.shape, p->B, p->H, p->T, p->dv); sp.dims = "[B, H, T, dv]"; SET4(sp.perm, 0, 2, 1, 3); }
-        else { SET4(sp.shape, p->B, p->T, p->H, p->dv); sp.dims = "[B, T, H, dv]"; SET4(sp.perm, 0, 1, 2, 3); }
-        break;
-    case K_LA:
-        sp.ndim = 3;
-        if (hm) { SET4(sp.shape, p->B, p->H, p->T, 0); sp.dims = "[B, H, T]"; SET4(sp.perm, 0, 2, 1, -1); }
-        else { SET4(sp.shape, p->B, p->T, p->H, 0); sp.dims = "[B, T, H]"; SET4(sp.perm, 0, 1, 2, -1); }
-        break;
-    case K_STATE:
-        sp.ndim = 4;
-        sp.inner_contig = 1;
-        SET4(sp.shape, p->B, p->H, p->dk, p->dv);
-        sp.dims = "[B, H, dk, dv]";
-        SET4(sp.perm, 0, 1, 2, 3);
-        break;
+cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *args, int hm, int64_t dims[CG_SYM_COUNT],
+                             int src[CG_SYM_COUNT], int *grouped) {
+    for (int s = 0; s < CG_SYM_COUNT; s++) dims[s] = 0, src[s] = -1;
+    dims[CG_SYM_NONE] = 1;
+    *grouped = 1;
+    int order_of[CG_SYM_COUNT], nord = 0;
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tdesc *td = &d->t[i];
+        if (td->role != CG_TD_IN || td->optional) continue;
+        int news = 0;
+        for (int k = 0; k < 4; k++) news |= td->ext[k] != CG_SYM_NONE && src[td->ext[k]] < 0 && d->dim_off[td->ext[k]] != (size_t)-1;
+        if (!news) continue;
+        const cg_tensor *t = cg__args_tensor(d, args, i);
+        char full[64], part[64];
+        cg__op_dims_text(d, i, 1, hm, full, sizeof full);
+        if (!t->data) return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", td->name, full);
+        int64_t shape[4];
+        int nfull = cg__op_given_shape(d, i, dims, 1, hm, shape);
+        int g = 1;
+        if (td->flags & CG_TD_GROUPABLE) {
+            cg__op_dims_text(d, i, 0, hm, part, sizeof part);
+            if (t->ndim != nfull && t->ndim != nfull - 1)
+                return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d %s or %d %s", td->name, t->ndim,
+                               nfull - 1, part, nfull, full);
+            g = t->ndim == nfull;
+            *grouped = g;
+        } else if (t->ndim != nfull) {
+            return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d: %s", td->name, t->ndim, nfull, full);
+        }
+        int order[4], n = cg__op_given_order(d, i, g, hm, order);
+        for (int j = 0; j < n; j++) {
+            cg_sym s = td->ext[order[j]];
+            if (src[s] >= 0 || d->dim_off[s] == (size_t)-1) continue;
+            dims[s] = t->shape[j];
+            src[s] = i;
+            order_of[nord++] = s;
+        }
+        if ((td->flags & CG_TD_GROUPABLE) && !g && src[CG_SYM_G] < 0) {
+            dims[CG_SYM_G] = 1;
+            src[CG_SYM_G] = i;
+            order_of[nord++] = CG_SYM_G;
+        }
     }
-    return sp;
+    for (int j = 0; j < nord; j++) {
+        cg_sym s = (cg_sym)order_of[j];
+        if (dims[s] <= 0)
+            return cg__err(ctx, CG_EINVAL, "%s: dimension %s = %lld but expected >= 1", d->t[src[s]].name,
+                           cg__sym_name(s), (long long)dims[s]);
+    }
+    if (d->divisible != CG_SYM_NONE) {
+        cg_sym a = d->divisible, b = d->divisor;
+        if (dims[a] % dims[b] != 0) {
+            /* name the tensor that supplied the later of the two */
+            int later = src[a] > src[b] ? src[a] : src[b];
+            return cg__err(ctx, CG_EINVAL, "%s: %s = %lld is not a multiple of %s = %lld (expected %s %% %s == 0)",
+                           d->t[later].name, cg__sym_name(a), (long long)dims[a], cg__sym_name(b), (long long)dims[b],
+                           cg__sym_name(a), cg__sym_name(b));
+        }
+    }
+    return CG_OK;
+}
+
+cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob) {
+    memset(prob, 0, d->prob_size);
+    if (!args) return cg__err(ctx, CG_EINVAL, "args: null pointer (expected %s)", d->args_type);
+    int hm = 0;
+    if (d->layout_arg_off != (size_t)-1) {
+        cg_layout layout = *(const cg_layout *)((const char *)args + d->layout_arg_off);
+        if (layout != CG_LAYOUT_TOKEN_MAJOR && layout != CG_LAYOUT_HEAD_MAJOR)
+            return cg__err(ctx, CG_EINVAL, "layout: %d but expected CG_LAYOUT_TOKEN_MAJOR or CG_LAYOUT_HEAD_MAJOR",
+                           (int)layout);
+        hm = layout == CG_LAYOUT_HEAD_MAJOR;
+    }
+    int64_t dims[CG_SYM_COUNT];
+    int src[CG_SYM_COUNT], grouped;
+    cg_status s = cg__op_derive_dims(ctx, d, args, hm, dims, src, &grouped);
+    if (s) return s;
+    for (int k = 1; k < CG_SYM_COUNT; k++)
+        if (d->dim_off[k] != (size_t)-1) *(int64_t *)((char *)prob + d->dim_off[k]) = dims[k];
+    if (d->grouped_off != (size_t)-1) *(int *)((char *)prob + d->grouped_off) = grouped;
+    for (int k = 0; k < d->nscalar; k++)
+        *(int *)((char *)prob + d->scalar[k].prob_off) = *(const int *)((const char *)args + d->scalar[k].arg_off) != 0;
+    /* optional outputs allowed only with their input */
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tdesc *td = &d->t[i];
+        if (!td->requires || !cg__args_tensor(d, args, i)->data) continue;
+        int r = cg__op_tensor(d, td->requires);
+        CG_ASSERT(r >= 0);
+        if (!cg__args_tensor(d, args, r)->data)
+            return cg__err(ctx, CG_EINVAL, "%s: given but %s is absent (expected %s only with %s)", td->name,
+                           td->requires, td->name, td->requires);
+    }
+    tspec sp[CG_OP_MAX_TENSORS];
+    cg_view *views[CG_OP_MAX_TENSORS];
+    char dtext[CG_OP_MAX_TENSORS][48];
+    CG_ASSERT(d->nt <= CG_OP_MAX_TENSORS);
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tdesc *td = &d->t[i];
+        tspec *p = &sp[i];
+        memset(p, 0, sizeof *p);
+        p->name = td->name;
+        p->t = cg__args_tensor(d, args, i);
+        p->required = !td->optional;
+        p->output = td->role == CG_TD_OUT;
+        p->inner_contig = (td->flags & CG_TD_CONTIG) != 0;
+        int order[4];
+        p->ndim = cg__op_given_shape(d, i, dims, grouped, hm, p->shape);
+        cg__op_dims_text(d, i, grouped, hm, dtext[i], sizeof dtext[i]);
+        p->dims = dtext[i];
+        /* perm: logical index k takes the caller's dimension perm[k] */
+        int n = cg__op_given_order(d, i, grouped, hm, order);
+        for (int k = 0; k < 4; k++) p->perm[k] = -1;
+        for (int j = 0; j < n; j++) p->perm[order[j]] = j;
+        views[i] = cg__prob_view(d, prob, i);
+    }
+    return check_all(ctx, sp, d->nt, views, (cg_dtype *)((char *)prob + d->dtype_off));
 }
 
 cg_status cg__ssd_fwd_prob(cg_context *ctx, const cg_ssd_fwd_args *a, cg_ssd_prob *p) {
-    memset(p, 0, sizeof *p);
-    if (!a) return cg__err(ctx, CG_EINVAL, "args: null pointer (expected cg_ssd_fwd_args)");
-    cg_status s = ssd_dims(ctx, a->layout, &a->q, &a->v, p);
-    if (s) return s;
-    tspec sp[] = {
-        ssd_spec(p, a->layout, "q", &a->q, K_QK, 1, 0),
-        ssd_spec(p, a->layout, "k", &a->k, K_QK, 1, 0),
-        ssd_spec(p, a->layout, "v", &a->v, K_V, 1, 0),
-        ssd_spec(p, a->layout, "log_alpha", &a->log_alpha, K_LA, 1, 0),
-        ssd_spec(p, a->layout, "h0", &a->h0, K_STATE, 0, 0),
-        ssd_spec(p, a->layout, "o", &a->o, K_V, 1, 1),
-        ssd_spec(p, a->layout, "hT", &a->hT, K_STATE, 0, 1),
-    };
-    cg_view *v[] = {&p->q, &p->k, &p->v, &p->la, &p->h0, &p->o, &p->hT};
-    return check_all(ctx, sp, (int)(sizeof sp / sizeof sp[0]), v, &p->dtype);
+    return cg__op_validate(ctx, cg__op_desc(CG_OP_SSD_FWD), a, p);
 }
-
 cg_status cg__ssd_bwd_prob(cg_context *ctx, const cg_ssd_bwd_args *a, cg_ssd_prob *p) {
-    memset(p, 0, sizeof *p);
-    if (!a) return cg__err(ctx, CG_EINVAL, "args: null pointer (expected cg_ssd_bwd_args)");
-    cg_status s = ssd_dims(ctx, a->layout, &a->q, &a->v, p);
-    if (s) return s;
-    tspec sp[] = {
-        ssd_spec(p, a->layout, "q", &a->q, K_QK, 1, 0),
-        ssd_spec(p, a->layout, "k", &a->k, K_QK, 1, 0),
-        ssd_spec(p, a->layout, "v", &a->v, K_V, 1, 0),
-        ssd_spec(p, a->layout, "log_alpha", &a->log_alpha, K_LA, 1, 0),
-        ssd_spec(p, a->layout, "h0", &a->h0, K_STATE, 0, 0),
-        ssd_spec(p, a->layout, "dout", &a->dout, K_V, 1, 0),
-        ssd_spec(p, a->layout, "dhT", &a->dhT, K_STATE, 0, 0),
-        ssd_spec(p, a->layout, "dq", &a->dq, K_QK, 1, 1),
-        ssd_spec(p, a->layout, "dk", &a->dk, K_QK, 1, 1),
-        ssd_spec(p, a->layout, "dv", &a->dv, K_V, 1, 1),
-        ssd_spec(p, a->layout, "dlog_alpha", &a->dlog_alpha, K_LA, 1, 1),
-        ssd_spec(p, a->layout, "dh0", &a->dh0, K_STATE, 0, 1),
-    };
-    cg_view *v[] = {&p->q, &p->k, &p->v, &p->la, &p->h0, &p->dout, &p->dhT,
-                    &p->dq, &p->dk_, &p->dv_, &p->dla, &p->dh0};
-    return check_all(ctx, sp, (int)(sizeof sp / sizeof sp[0]), v, &p->dtype);
+    return cg__op_validate(ctx, cg__op_desc(CG_OP_SSD_BWD), a, p);
 }
-
-/* ------------------------------------------------------- selective scan */
-
-typedef enum { S_BLD, S_DN, S_BC, S_D, S_STATE } ss_kind;
-
-static tspec ss_spec(const cg_sscan_prob *p, const char *name, const cg_tensor *t, ss_kind kind, int required,
-                     int output) {
-    tspec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.name = name;
-    sp.t = t;
-    sp.required = required;
-    sp.output = output;
-    switch (kind) {
-    case S_BLD: sp.ndim = 3; SET4(sp.shape, p->B, p->L, p->D, 0); sp.dims = "[B, L, D]"; SET4(sp.perm, 0, 1, 2, -1); break;
-    case S_DN: sp.ndim = 2; SET4(sp.shape, p->D, p->N, 0, 0); sp.dims = "[D, N]"; SET4(sp.perm, 0, 1, -1, -1); break;
-    case S_BC:
-        if (p->grouped) { sp.ndim = 4; SET4(sp.shape, p->B, p->L, p->G, p->N); sp.dims = "[B, L, G, N]"; SET4(sp.perm, 0, 1, 2, 3); }
-        else { sp.ndim = 3; SET4(sp.shape, p->B, p->L, p->N, 0); sp.dims = "[B, L, N]"; SET4(sp.perm, 0, 1, -1, 2); }
-        break;
-    case S_D: sp.ndim = 1; SET4(sp.shape, p->D, 0, 0, 0); sp.dims = "[D]"; SET4(sp.perm, 0, -1, -1, -1); break;
-    case S_STATE: sp.ndim = 3; SET4(sp.shape, p->B, p->D, p->N, 0); sp.dims = "[B, D, N]"; SET4(sp.perm, 0, 1, 2, -1); break;
-    }
-    return sp;
-}
-
-static cg_status ss_dims(cg_context *ctx, const cg_tensor *x, const cg_tensor *A, const cg_tensor *Bm, cg_sscan_prob *p) {
-    cg_status s;
-    if ((s = need4(ctx, "x", x, 3, "[B, L, D]"))) return s;
-    if ((s = need4(ctx, "A", A, 2, "[D, N]"))) return s;
-    if (!Bm->data) return cg__err(ctx, CG_EINVAL, "B: null data pointer (required tensor [B, L, N] or [B, L, G, N])");
-    if (Bm->ndim != 3 && Bm->ndim != 4)
-        return cg__err(ctx, CG_EINVAL, "B: %d dimensions but expected 3 [B, L, N] or 4 [B, L, G, N]", Bm->ndim);
-    p->B = x->shape[0];
-    p->L = x->shape[1];
-    p->D = x->shape[2];
-    p->N = A->shape[1];
-    p->grouped = Bm->ndim == 4;
-    p->G = p->grouped ? Bm->shape[2] : 1;
-    if ((s = positive(ctx, "x", "B", p->B)) || (s = positive(ctx, "x", "L", p->L)) ||
-        (s = positive(ctx, "x", "D", p->D)) || (s = positive(ctx, "A", "N", p->N)) ||
-        (s = positive(ctx, "B", "G", p->G)))
-        return s;
-    if (p->D % p->G != 0)
-        return cg__err(ctx, CG_EINVAL, "B: D = %lld channels is not a multiple of G = %lld groups (expected D %% G == 0)",
-                       (long long)p->D, (long long)p->G);
-    return CG_OK;
-}
-
 cg_status cg__sscan_fwd_prob(cg_context *ctx, const cg_sscan_fwd_args *a, cg_sscan_prob *p) {
-    memset(p, 0, sizeof *p);
-    if (!a) return cg__err(ctx, CG_EINVAL, "args: null pointer (expected cg_sscan_fwd_args)");
-    cg_status s = ss_dims(ctx, &a->x, &a->A, &a->B, p);
-    if (s) return s;
-    p->softplus = a->delta_softplus != 0;
-    tspec sp[] = {
-        ss_spec(p, "x", &a->x, S_BLD, 1, 0),         ss_spec(p, "delta", &a->delta, S_BLD, 1, 0),
-        ss_spec(p, "A", &a->A, S_DN, 1, 0),          ss_spec(p, "B", &a->B, S_BC, 1, 0),
-        ss_spec(p, "C", &a->C, S_BC, 1, 0),          ss_spec(p, "D", &a->D, S_D, 0, 0),
-        ss_spec(p, "z", &a->z, S_BLD, 0, 0),         ss_spec(p, "delta_bias", &a->delta_bias, S_D, 0, 0),
-        ss_spec(p, "h0", &a->h0, S_STATE, 0, 0),     ss_spec(p, "y", &a->y, S_BLD, 1, 1),
-        ss_spec(p, "hT", &a->hT, S_STATE, 0, 1),
-    };
-    cg_view *v[] = {&p->x, &p->delta, &p->A, &p->Bm, &p->Cm, &p->Dv, &p->z, &p->dbias, &p->h0, &p->y, &p->hT};
-    return check_all(ctx, sp, (int)(sizeof sp / sizeof sp[0]), v, &p->dtype);
+    return cg__op_validate(ctx, cg__op_desc(CG_OP_SSCAN_FWD), a, p);
 }
-
 cg_status cg__sscan_bwd_prob(cg_context *ctx, const cg_sscan_bwd_args *a, cg_sscan_prob *p) {
-    memset(p, 0, sizeof *p);
-    if (!a) return cg__err(ctx, CG_EINVAL, "args: null pointer (expected cg_sscan_bwd_args)");
-    cg_status s = ss_dims(ctx, &a->x, &a->A, &a->B, p);
-    if (s) return s;
-    p->softplus = a->delta_softplus != 0;
-    if (a->dD.data && !a->D.data) return cg__err(ctx, CG_EINVAL, "dD: given but D is absent (expected dD only with D)");
-    if (a->dz.data && !a->z.data) return cg__err(ctx, CG_EINVAL, "dz: given but z is absent (expected dz only with z)");
-    if (a->ddelta_bias.data && !a->delta_bias.data)
-        return cg__err(ctx, CG_EINVAL, "ddelta_bias: given but delta_bias is absent (expected ddelta_bias only with delta_bias)");
-    tspec sp[] = {
-        ss_spec(p, "x", &a->x, S_BLD, 1, 0),          ss_spec(p, "delta", &a->delta, S_BLD, 1, 0),
-        ss_spec(p, "A", &a->A, S_DN, 1, 0),           ss_spec(p, "B", &a->B, S_BC, 1, 0),
-        ss_spec(p, "C", &a->C, S_BC, 1, 0),           ss_spec(p, "D", &a->D, S_D, 0, 0),
-        ss_spec(p, "z", &a->z, S_BLD, 0, 0),          ss_spec(p, "delta_bias", &a->delta_bias, S_D, 0, 0),
-        ss_spec(p, "h0", &a->h0, S_STATE, 0, 0),      ss_spec(p, "dy", &a->dy, S_BLD, 1, 0),
-        ss_spec(p, "dhT", &a->dhT, S_STATE, 0, 0),    ss_spec(p, "dx", &a->dx, S_BLD, 1, 1),
-        ss_spec(p, "ddelta", &a->ddelta, S_BLD, 1, 1), ss_spec(p, "dA", &a->dA, S_DN, 1, 1),
-        ss_spec(p, "dB", &a->dB, S_BC, 1, 1),         ss_spec(p, "dC", &a->dC, S_BC, 1, 1),
-        ss_spec(p, "dD", &a->dD, S_D, 0, 1),          ss_spec(p, "dz", &a->dz, S_BLD, 0, 1),
-        ss_spec(p, "ddelta_bias", &a->ddelta_bias, S_D, 0, 1), ss_spec(p, "dh0", &a->dh0, S_STATE, 0, 1),
-    };
-    cg_view *v[] = {&p->x, &p->delta, &p->A, &p->Bm, &p->Cm, &p->Dv, &p->z, &p->dbias, &p->h0, &p->dy,
-                    &p->dhT, &p->dx, &p->ddelta, &p->dA, &p->dB, &p->dC, &p->dD, &p->dz, &p->ddbias, &p->dh0};
-    return check_all(ctx, sp, (int)(sizeof sp / sizeof sp[0]), v, &p->dtype);
+    return cg__op_validate(ctx, cg__op_desc(CG_OP_SSCAN_BWD), a, p);
 }

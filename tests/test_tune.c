@@ -15,6 +15,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The autotuner's config source, with the source as its name (the dispatch line's word). */
+static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
+                              const char **level) {
+    cg_cfg_source src = CG_SRC_DEFAULT;
+    cg_status st = cg__tune_config_source.lookup(ctx, backend, op, prob, cfg, &src);
+    *level = cg__cfg_source_name(src);
+    return st;
+}
+
 /* ------------------------------------------------------------ helpers */
 
 static void tmpdir(char *buf, size_t cap) {
@@ -158,7 +167,7 @@ static const char *lookup(cg_context *ctx, cg_op op, int64_t T, int64_t dv, cg_c
     memset(&p, 0, sizeof p);
     p.B = 1, p.T = T, p.G = 1, p.H = 2, p.dk = 16, p.dv = dv;
     const char *level = "?";
-    cg_status st = cg__tuned_lookup(ctx, "cpu", op, &p, cfg, &level);
+    cg_status st = tuned_lookup(ctx, "cpu", op, &p, cfg, &level);
     CG_CHECK(st == CG_OK, "lookup: %s", cg_errmsg(ctx));
     return level;
 }
@@ -249,11 +258,11 @@ CG_TEST(tune_bucket_and_lookup_order) {
     memset(&p, 0, sizeof p);
     p.B = 1, p.T = 8, p.G = 1, p.H = 1, p.dk = 4, p.dv = 4;
     const char *level;
-    CG_CHECK(cg__tuned_lookup(ctx, "cpu", CG_OP_SSD_FWD, &p, &cfg, &level) == CG_EINVAL &&
+    CG_CHECK(tuned_lookup(ctx, "cpu", CG_OP_SSD_FWD, &p, &cfg, &level) == CG_EINVAL &&
                  strstr(cg_errmsg(ctx), "CHUNKGEN_CONFIG"),
              "bad scope: %s", cg_errmsg(ctx));
     setenv("CHUNKGEN_CONFIG", "chunk", 1);
-    CG_CHECK(cg__tuned_lookup(ctx, "cpu", CG_OP_SSD_FWD, &p, &cfg, &level) == CG_EINVAL, "malformed pin");
+    CG_CHECK(tuned_lookup(ctx, "cpu", CG_OP_SSD_FWD, &p, &cfg, &level) == CG_EINVAL, "malformed pin");
     unsetenv("CHUNKGEN_CONFIG");
     cg_context_free(ctx);
     rmtree(dir);
@@ -312,7 +321,7 @@ CG_TEST(tune_store_validation) {
     memset(&p, 0, sizeof p);
     p.B = 1, p.T = 256, p.G = 1, p.H = 2, p.dk = 16, p.dv = 40;
     const char *level;
-    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSD_BWD, &p, &cfg, &level));
+    CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSD_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "default"), "bad entry: miss, got %s", level);
     /* the intact file under another key's name */
     f = fopen(path, "wb");
@@ -525,7 +534,7 @@ CG_TEST(tune_kill9_resume) {
     p.B = 3, p.T = 50, p.G = 1, p.H = 2, p.dk = 16, p.dv = 16;
     cg_cfg cfg;
     const char *level;
-    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSD_BWD, &p, &cfg, &level));
+    CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSD_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "exact") && (cfg.n == 3 || cfg.n == 0), "lookup after the tune: %s, %d keys", level, cfg.n);
     cg_context_free(ctx);
     rmtree(dir);
@@ -663,26 +672,26 @@ CG_TEST(tune_on_miss) {
     unsetenv("CHUNKGEN_CONFIG");
     setenv("CHUNKGEN_TUNE_ON_MISS", "1", 1);
     setenv("CHUNKGEN_TUNE_BUDGET", "20", 1);
-    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
+    CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "tuned-on-miss"), "first call tunes: %s", level);
-    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
+    CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "exact"), "second call: %s", level);
     unsetenv("CHUNKGEN_TUNE_ON_MISS");
     unsetenv("CHUNKGEN_TUNE_BUDGET");
     /* off by default: a miss stays a miss */
     p.D = 24;
-    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
+    CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "default"), "without the option: %s", level);
     /* the API setter, over the environment both ways */
     setenv("CHUNKGEN_TUNE_BUDGET", "20", 1);
     CG_CHECK(cg_context_set_tune_on_miss(ctx, 2) == CG_EINVAL && strstr(cg_errmsg(ctx), "on:"), "bad value");
     CG_CHECK_OK(ctx, cg_context_set_tune_on_miss(ctx, 1));
-    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
+    CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "tuned-on-miss"), "set_tune_on_miss(1): %s", level);
     setenv("CHUNKGEN_TUNE_ON_MISS", "1", 1);
     p.D = 28;
     CG_CHECK_OK(ctx, cg_context_set_tune_on_miss(ctx, 0));
-    CG_CHECK_OK(ctx, cg__tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
+    CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "default"), "set_tune_on_miss(0) over the env: %s", level);
     unsetenv("CHUNKGEN_TUNE_ON_MISS");
     unsetenv("CHUNKGEN_TUNE_BUDGET");

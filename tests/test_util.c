@@ -1,5 +1,6 @@
 /* test_util.c -- tensor buffers for tests. */
 #include "cg_test.h"
+#include "ops.h"
 
 static size_t dsize(cg_dtype dt) { return dt == CG_F64 ? sizeof(double) : sizeof(float); }
 
@@ -79,14 +80,9 @@ void cg_tbuf_copy(cg_tbuf *dst, const cg_tbuf *src) {
 
 double cg_rel_err(const cg_tbuf *a, const cg_tbuf *ref) {
     int64_t idx[CG_MAX_DIMS] = {0};
-    double maxdiff = 0, maxref = 0;
+    cg_erracc e = {0};
     if (numel(&ref->t) == 0) return 0;
-    do {
-        double x = cg_tbuf_get(a, idx), y = cg_tbuf_get(ref, idx);
-        double d = fabs(x - y);
-        if (d != d || x != x) return INFINITY; /* NaN in the output is an error */
-        if (d > maxdiff) maxdiff = d;
-        if (fabs(y) > maxref) maxref = fabs(y);
-    } while (next_index(&ref->t, idx));
-    return maxref > 0 ? maxdiff / maxref : maxdiff;
+    do cg__erracc_add(&e, cg_tbuf_get(a, idx), cg_tbuf_get(ref, idx));
+    while (next_index(&ref->t, idx));
+    return cg__erracc_value(&e); /* NaN in the output is an error (INFINITY) */
 }

@@ -1,5 +1,6 @@
 /* cli_args.c -- the CLI's argument table and shape syntax (tools/cli_args.h). */
 #include "cli_args.h"
+#include "ops.h"
 
 #include <errno.h>
 #include <math.h>
@@ -121,38 +122,12 @@ int cg_cli_parse(const cg_cli_cmd *cmd, int argc, char **argv, void *opts) {
 int cg_cli_config_for(const char *cfg, const char *op, char *buf, size_t cap, const char **out, char *err,
                       size_t errlen) {
     *out = NULL;
-    if (!cfg || !strchr(cfg, ':')) {
-        *out = cfg;
-        return 0;
-    }
-    static const char *const scopes[] = {"ssd", "sscan", "ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"};
-    const size_t famlen = strchr(op, '_') ? (size_t)(strchr(op, '_') - op) : strlen(op);
-    for (const char *s = cfg; *s;) {
-        const char *end = strchr(s, ';');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        const char *colon = memchr(s, ':', len), *eq = memchr(s, '=', len);
-        const char *body = s;
-        int applies = 1;
-        if (colon && (!eq || colon < eq)) {
-            size_t sl = (size_t)(colon - s);
-            int known = 0;
-            for (size_t i = 0; i < sizeof scopes / sizeof scopes[0]; i++)
-                known |= strlen(scopes[i]) == sl && !strncmp(s, scopes[i], sl);
-            if (!known)
-                return snprintf(err, errlen, "unknown scope \"%.*s\" (expected ssd, sscan, ssd_fwd, ssd_bwd, sscan_fwd or "
-                                             "sscan_bwd before ':')", (int)sl, s), -1;
-            applies = (sl == strlen(op) && !strncmp(s, op, sl)) || (sl == famlen && !strncmp(s, op, sl));
-            body = colon + 1;
-        }
-        if (applies && !*out) {
-            size_t bl = (size_t)(s + len - body);
-            if (bl >= cap) bl = cap - 1;
-            memcpy(buf, body, bl);
-            buf[bl] = 0;
-            *out = buf;
-        }
-        s += len + (end ? 1 : 0);
-    }
+    if (!cfg) return 0;
+    const cg_op_desc *d = cg__op_find(op);
+    if (!d) return snprintf(err, errlen, "unknown op \"%s\"", op), -1;
+    const int r = cg__cfg_scope(cfg, d->op, buf, cap, err, errlen); /* the one scoped-config parser */
+    if (r < 0) return -1;
+    *out = r ? buf : NULL;
     return 0;
 }
 

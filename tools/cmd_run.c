@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "npy.h"
+#include "ops.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -172,27 +173,6 @@ static int arr_load(const run_opts *o, run_arr *r, const char *name, int require
 
 static void arr_free(run_arr *r) { cg_npy_free(&r->a); }
 
-/* Check r against want (ndim dims); dims is e.g. "[B, T, G, dk]", from says where the
- * expected sizes came from. */
-static int arr_expect(const run_arr *r, int ndim, const int64_t *want, const char *dims, const char *from) {
-    if (!r->present) return 0;
-    int ok = r->a.ndim == ndim;
-    for (int i = 0; ok && i < ndim; i++) ok = r->a.shape[i] == want[i];
-    if (ok) return 0;
-    char got[96], exp[96];
-    return run_fail("%s: shape %s but expected %s %s %s", r->path, cg_npy_shape_str(r->a.ndim, r->a.shape, got, sizeof got),
-                    cg_npy_shape_str(ndim, want, exp, sizeof exp), dims, from);
-}
-
-/* A defining array only needs its rank checked. */
-static int arr_rank(const run_arr *r, int ndim, const char *dims) {
-    if (r->a.ndim == ndim) return 0;
-    char got[96];
-    return run_fail("%s: shape %s has %d dimension%s but expected %d %s", r->path,
-                    cg_npy_shape_str(r->a.ndim, r->a.shape, got, sizeof got), r->a.ndim, r->a.ndim == 1 ? "" : "s",
-                    ndim, dims);
-}
-
 static cg_tensor tensor_of(float *data, int ndim, const int64_t *shape) {
     cg_tensor t;
     memset(&t, 0, sizeof t);
@@ -282,234 +262,147 @@ static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what) {
     if (o->verbose) fprintf(stderr, "chunkgen run: %s: %s\n", what, cg_last_dispatch(ctx));
 }
 
-enum { SSD_Q, SSD_K, SSD_V, SSD_LA, SSD_H0, SSD_DO, SSD_DHT, SSD_N };
 
-/* The part of --config that applies to op ("ssd_fwd" ...), tools/cli_args.c; -1 (said)
- * for a scope that names no op. */
-static int pass_config(const char *cfg, const char *op, char *buf, size_t cap, const char **out) {
-    char err[256];
-    if (cg_cli_config_for(cfg, op, buf, cap, out, err, sizeof err) == 0) return 0;
-    run_fail("--config: %s", err);
-    return -1;
+/* Where the sizes tensor i is checked against come from: "like q.npy" when an earlier
+ * given tensor has the same extents, else "(B, T like q.npy; H like v.npy)". */
+static void expect_from(const cg_op_desc *d, int i, const run_arr *a, const int src[CG_SYM_COUNT], char *buf,
+                        size_t cap) {
+    const cg_tdesc *t = &d->t[i];
+    for (int j = 0; j < i; j++) {
+        if (!a[j].present || d->t[j].role != CG_TD_IN || memcmp(d->t[j].ext, t->ext, sizeof t->ext) ||
+            (d->t[j].flags & CG_TD_GROUPABLE) != (t->flags & CG_TD_GROUPABLE))
+            continue;
+        snprintf(buf, cap, "like %s.npy", d->t[j].file ? d->t[j].file : d->t[j].name);
+        return;
+    }
+    size_t n = 0;
+    buf[0] = 0;
+    for (int j = 0; j < d->nt; j++) { /* each supplying tensor once, with its symbols */
+        if (j == i) continue;
+        int first = 1;
+        for (int k = 0; k < 4; k++) {
+            cg_sym sy = t->ext[k];
+            if (sy == CG_SYM_NONE || src[sy] != j) continue;
+            n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", first ? (n ? "; " : "(") : ", ",
+                                  cg__sym_name(sy));
+            first = 0;
+        }
+        if (!first) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, " like %s.npy",
+                                          d->t[j].file ? d->t[j].file : d->t[j].name);
+    }
+    if (n && n < cap) snprintf(buf + n, cap - n, ")");
 }
 
-static int run_ssd(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_outs *os) {
-    static const char *names[SSD_N] = {"q", "k", "v", "log_alpha", "h0", "do", "dhT"};
-    run_arr a[SSD_N];
+/* Run the op family's forward (and with --grad its backward) on the arrays of o->in. The
+ * tensors, their shapes and which outputs exist come from the op table (runtime/ops.h). */
+static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_outs *os) {
+    const cg_op_desc *fwd = cg__op_find(o->is_ssd ? "ssd_fwd" : "sscan_fwd");
+    const cg_op_desc *bwd = cg__op_find(o->is_ssd ? "ssd_bwd" : "sscan_bwd");
+    const cg_op_desc *all = o->grad ? bwd : fwd; /* its inputs include the forward's */
+    run_arr a[CG_OP_MAX_TENSORS];
     memset(a, 0, sizeof a);
     int rc = 0;
-    const char *needgrad = " (needed by --grad)";
-    for (int i = 0; i < SSD_N && !rc; i++) {
-        if ((i == SSD_DO || i == SSD_DHT) && !o->grad) continue;
-        int req = i == SSD_Q || i == SSD_K || i == SSD_V || i == SSD_LA || i == SSD_DO;
-        rc = arr_load(o, &a[i], names[i], req, i == SSD_DO ? needgrad : NULL);
-    }
     const int hm = o->layout == CG_LAYOUT_HEAD_MAJOR;
-    const char *qdims = hm ? "[B, G, T, dk]" : "[B, T, G, dk]";
-    const char *vdims = hm ? "[B, H, T, dv]" : "[B, T, H, dv]";
-    const char *ladims = hm ? "[B, H, T]" : "[B, T, H]";
-    /* Shapes from q and v. */
-    if (!rc) rc = arr_rank(&a[SSD_Q], 4, qdims);
-    if (!rc) rc = arr_rank(&a[SSD_V], 4, vdims);
-    int64_t B = 0, T = 0, G = 0, H = 0, dk = 0, dv = 0;
-    if (!rc) {
-        const int64_t *qs = a[SSD_Q].a.shape, *vs = a[SSD_V].a.shape;
-        B = qs[0], T = qs[hm ? 2 : 1], G = qs[hm ? 1 : 2], dk = qs[3];
-        H = vs[hm ? 1 : 2], dv = vs[3];
-        int64_t want_v[4] = {B, hm ? H : T, hm ? T : H, dv};
-        rc = arr_expect(&a[SSD_V], 4, want_v, vdims, "(B, T like q.npy)");
+    union {
+        cg_ssd_fwd_args sf;
+        cg_ssd_bwd_args sb;
+        cg_sscan_fwd_args cf;
+        cg_sscan_bwd_args cb;
+    } args[2];
+    memset(args, 0, sizeof args);
+    /* inputs, by the name of their file */
+    for (int i = 0; i < all->nt && !rc; i++) {
+        const cg_tdesc *t = &all->t[i];
+        if (t->role != CG_TD_IN) continue;
+        const int grad_only = cg__op_tensor(fwd, t->name) < 0;
+        rc = arr_load(o, &a[i], t->file ? t->file : t->name, !t->optional, grad_only ? " (needed by --grad)" : NULL);
+        *cg__args_tensor(all, &args[0], i) = in_tensor(&a[i]);
     }
-    if (!rc && G > 0 && H % G != 0)
-        rc = run_fail("%s: H = %lld heads is not a multiple of G = %lld groups (q.npy)", a[SSD_V].path, (long long)H,
-                      (long long)G);
-    int64_t qshape[4] = {B, hm ? G : T, hm ? T : G, dk};
-    int64_t vshape[4] = {B, hm ? H : T, hm ? T : H, dv};
-    int64_t lashape[3] = {B, hm ? H : T, hm ? T : H};
-    int64_t hshape[4] = {B, H, dk, dv};
-    const char *hfrom = "(B, dk like q.npy; H, dv like v.npy)";
-    if (!rc) rc = arr_expect(&a[SSD_K], 4, qshape, qdims, "like q.npy");
-    if (!rc) rc = arr_expect(&a[SSD_LA], 3, lashape, ladims, "(B, T like q.npy; H like v.npy)");
-    if (!rc) rc = arr_expect(&a[SSD_H0], 4, hshape, "[B, H, dk, dv]", hfrom);
-    if (!rc) rc = arr_expect(&a[SSD_DO], 4, vshape, vdims, "like v.npy");
-    if (!rc) rc = arr_expect(&a[SSD_DHT], 4, hshape, "[B, H, dk, dv]", hfrom);
+    int64_t dims[CG_SYM_COUNT];
+    int src[CG_SYM_COUNT], grouped = 0;
+    if (!rc && all->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)&args[0] + all->layout_arg_off) = o->layout;
+    if (!rc && cg__op_derive_dims(ctx, all, &args[0], hm, dims, src, &grouped) != CG_OK) {
+        /* "q: ..." -> "DIR/q.npy: ..." */
+        const char *m = cg_errmsg(ctx), *colon = strchr(m, ':');
+        int k = -1;
+        for (int i = 0; colon && i < all->nt; i++)
+            if (a[i].present && strlen(all->t[i].name) == (size_t)(colon - m) && !strncmp(m, all->t[i].name, (size_t)(colon - m)))
+                k = i;
+        rc = k >= 0 ? run_fail("%s%s", a[k].path, colon) : run_fail("%s", m);
+    }
+    for (int i = 0; i < all->nt && !rc; i++) { /* every other input against the derived sizes */
+        if (!a[i].present) continue;
+        int64_t want[4];
+        int nd = cg__op_given_shape(all, i, dims, grouped, hm, want);
+        int ok = a[i].a.ndim == nd;
+        for (int k = 0; ok && k < nd; k++) ok = a[i].a.shape[k] == want[k];
+        if (ok) continue;
+        char got[96], exp[96], dt[64], from[256];
+        cg__op_dims_text(all, i, grouped, hm, dt, sizeof dt);
+        expect_from(all, i, a, src, from, sizeof from);
+        rc = run_fail("%s: shape %s but expected %s %s %s", a[i].path,
+                      cg_npy_shape_str(a[i].a.ndim, a[i].a.shape, got, sizeof got), cg_npy_shape_str(nd, want, exp, sizeof exp),
+                      dt, from);
+    }
     if (rc) goto done;
 
+    /* both passes' args: the inputs, the scalars, the outputs that exist */
     int oom = 0;
-    cg_ssd_fwd_args fa;
-    memset(&fa, 0, sizeof fa);
-    fa.layout = o->layout;
-    fa.q = in_tensor(&a[SSD_Q]);
-    fa.k = in_tensor(&a[SSD_K]);
-    fa.v = in_tensor(&a[SSD_V]);
-    fa.log_alpha = in_tensor(&a[SSD_LA]);
-    fa.h0 = in_tensor(&a[SSD_H0]);
-    fa.o = out_add(os, "o", 4, vshape, &oom);
-    fa.hT = out_add(os, "hT", 4, hshape, &oom);
-    cg_ssd_bwd_args ba;
-    memset(&ba, 0, sizeof ba);
-    if (o->grad) {
-        ba.layout = o->layout;
-        ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.log_alpha = fa.log_alpha, ba.h0 = fa.h0;
-        ba.dout = in_tensor(&a[SSD_DO]);
-        ba.dhT = in_tensor(&a[SSD_DHT]);
-        ba.dq = out_add(os, "dq", 4, qshape, &oom);
-        ba.dk = out_add(os, "dk", 4, qshape, &oom);
-        ba.dv = out_add(os, "dv", 4, vshape, &oom);
-        ba.dlog_alpha = out_add(os, "dlog_alpha", 3, lashape, &oom);
-        if (a[SSD_H0].present) ba.dh0 = out_add(os, "dh0", 4, hshape, &oom);
+    const cg_op_desc *pass[2] = {fwd, bwd};
+    const int npass = o->grad ? 2 : 1;
+    for (int p = 0; p < npass; p++) {
+        const cg_op_desc *d = pass[p];
+        void *ap = &args[p];
+        if (p == 0) memset(ap, 0, sizeof args[0]);
+        if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)ap + d->layout_arg_off) = o->layout;
+        for (int k = 0; k < d->nscalar; k++)
+            if (!strcmp(d->scalar[k].name, "delta_softplus")) *(int *)((char *)ap + d->scalar[k].arg_off) = o->softplus;
+        for (int i = 0; i < d->nt; i++) {
+            const cg_tdesc *t = &d->t[i];
+            int j = cg__op_tensor(all, t->name);
+            if (t->role == CG_TD_IN) {
+                *cg__args_tensor(d, ap, i) = in_tensor(&a[j]);
+                continue;
+            }
+            /* optional outputs: gradients only of the inputs given; others (hT) always */
+            if (t->optional && t->grad_of && !a[cg__op_tensor(all, t->grad_of)].present) continue;
+            int64_t shape[4];
+            int nd = cg__op_given_shape(d, i, dims, grouped, hm, shape);
+            *cg__args_tensor(d, ap, i) = out_add(os, t->name, nd, shape, &oom);
+        }
     }
     if (oom) {
         rc = run_fail("out of memory allocating the outputs");
         goto done;
     }
-    char cbuf[1024];
-    cg_exec px = *ex;
-    if (pass_config(ex->config, "ssd_fwd", cbuf, sizeof cbuf, &px.config)) {
-        rc = 2;
-        goto done;
-    }
-    cg_status st = cg_ssd_fwd(ctx, &fa, &px);
-    if (st != CG_OK) {
-        rc = lib_fail(ctx, "ssd forward", st, ex);
-        goto done;
-    }
-    say_dispatch(o, ctx, "ssd forward");
-    if (o->grad) {
-        px = *ex;
-        if (pass_config(ex->config, "ssd_bwd", cbuf, sizeof cbuf, &px.config)) {
+    for (int p = 0; p < npass && !rc; p++) {
+        const cg_op_desc *d = pass[p];
+        char cbuf[1024], what[32];
+        snprintf(what, sizeof what, "%s %s", d->family, d->bwd ? "backward" : "forward");
+        cg_exec px = *ex;
+        char why[512];
+        const int r = cg__cfg_scope(ex->config, d->op, cbuf, sizeof cbuf, why, sizeof why);
+        if (r < 0) {
             rc = 2;
-            goto done;
+            run_fail("--config: %s", why);
+            break;
         }
-        st = cg_ssd_bwd(ctx, &ba, &px);
+        px.config = r ? cbuf : NULL;
+        cg_status st;
+        switch (d->op) {
+        case CG_OP_SSD_FWD: st = cg_ssd_fwd(ctx, &args[p].sf, &px); break;
+        case CG_OP_SSD_BWD: st = cg_ssd_bwd(ctx, &args[p].sb, &px); break;
+        case CG_OP_SSCAN_FWD: st = cg_sscan_fwd(ctx, &args[p].cf, &px); break;
+        default: st = cg_sscan_bwd(ctx, &args[p].cb, &px); break;
+        }
         if (st != CG_OK) {
-            rc = lib_fail(ctx, "ssd backward", st, ex);
-            goto done;
+            rc = lib_fail(ctx, what, st, ex);
+            break;
         }
-        say_dispatch(o, ctx, "ssd backward");
+        say_dispatch(o, ctx, what);
     }
 done:
-    for (int i = 0; i < SSD_N; i++) arr_free(&a[i]);
-    return rc;
-}
-
-enum { SC_X, SC_DELTA, SC_A, SC_B, SC_C, SC_D, SC_Z, SC_BIAS, SC_H0, SC_DY, SC_DHT, SC_N };
-
-static int run_sscan(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_outs *os) {
-    static const char *names[SC_N] = {"x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "dy", "dhT"};
-    run_arr a[SC_N];
-    memset(a, 0, sizeof a);
-    int rc = 0;
-    for (int i = 0; i < SC_N && !rc; i++) {
-        if ((i == SC_DY || i == SC_DHT) && !o->grad) continue;
-        int req = i <= SC_C || i == SC_DY;
-        rc = arr_load(o, &a[i], names[i], req, i == SC_DY ? " (needed by --grad)" : NULL);
-    }
-    if (!rc) rc = arr_rank(&a[SC_X], 3, "[B, L, D]");
-    if (!rc) rc = arr_rank(&a[SC_A], 2, "[D, N]");
-    int64_t Bt = 0, L = 0, D = 0, N = 0, G = 1;
-    int grouped = 0;
-    if (!rc) {
-        Bt = a[SC_X].a.shape[0], L = a[SC_X].a.shape[1], D = a[SC_X].a.shape[2];
-        N = a[SC_A].a.shape[1];
-        int64_t want_a[2] = {D, N};
-        rc = arr_expect(&a[SC_A], 2, want_a, "[D, N]", "(D like x.npy)");
-    }
-    if (!rc) {
-        const run_arr *b = &a[SC_B];
-        grouped = b->a.ndim == 4;
-        if (grouped) G = b->a.shape[2];
-        int64_t want_b[4] = {Bt, L, grouped ? G : N, N};
-        if (b->a.ndim != 3 && b->a.ndim != 4) {
-            char got[96], exp[96];
-            rc = run_fail("%s: shape %s but expected %s [B, L, N] or [B, L, G, N] (B, L like x.npy; N like A.npy)",
-                          b->path, cg_npy_shape_str(b->a.ndim, b->a.shape, got, sizeof got),
-                          cg_npy_shape_str(3, want_b, exp, sizeof exp));
-        } else {
-            rc = arr_expect(b, grouped ? 4 : 3, want_b, grouped ? "[B, L, G, N]" : "[B, L, N]",
-                            "(B, L like x.npy; N like A.npy)");
-        }
-        if (!rc && grouped && (G == 0 || D % G != 0))
-            rc = run_fail("%s: G = %lld groups do not divide D = %lld channels of x.npy", b->path, (long long)G,
-                          (long long)D);
-    }
-    int64_t xshape[3] = {Bt, L, D}, bshape[4] = {Bt, L, grouped ? G : N, N}, ashape[2] = {D, N};
-    int64_t dshape[1] = {D}, hshape[3] = {Bt, D, N};
-    int bnd = grouped ? 4 : 3;
-    const char *bdims = grouped ? "[B, L, G, N]" : "[B, L, N]";
-    if (!rc) rc = arr_expect(&a[SC_DELTA], 3, xshape, "[B, L, D]", "like x.npy");
-    if (!rc) rc = arr_expect(&a[SC_C], bnd, bshape, bdims, "like B.npy");
-    if (!rc) rc = arr_expect(&a[SC_D], 1, dshape, "[D]", "(D like x.npy)");
-    if (!rc) rc = arr_expect(&a[SC_Z], 3, xshape, "[B, L, D]", "like x.npy");
-    if (!rc) rc = arr_expect(&a[SC_BIAS], 1, dshape, "[D]", "(D like x.npy)");
-    if (!rc) rc = arr_expect(&a[SC_H0], 3, hshape, "[B, D, N]", "(B, D like x.npy; N like A.npy)");
-    if (!rc) rc = arr_expect(&a[SC_DY], 3, xshape, "[B, L, D]", "like x.npy");
-    if (!rc) rc = arr_expect(&a[SC_DHT], 3, hshape, "[B, D, N]", "(B, D like x.npy; N like A.npy)");
-    if (rc) goto done;
-
-    int oom = 0;
-    cg_sscan_fwd_args fa;
-    memset(&fa, 0, sizeof fa);
-    fa.x = in_tensor(&a[SC_X]);
-    fa.delta = in_tensor(&a[SC_DELTA]);
-    fa.A = in_tensor(&a[SC_A]);
-    fa.B = in_tensor(&a[SC_B]);
-    fa.C = in_tensor(&a[SC_C]);
-    fa.D = in_tensor(&a[SC_D]);
-    fa.z = in_tensor(&a[SC_Z]);
-    fa.delta_bias = in_tensor(&a[SC_BIAS]);
-    fa.h0 = in_tensor(&a[SC_H0]);
-    fa.delta_softplus = o->softplus;
-    fa.y = out_add(os, "y", 3, xshape, &oom);
-    fa.hT = out_add(os, "hT", 3, hshape, &oom);
-    cg_sscan_bwd_args ba;
-    memset(&ba, 0, sizeof ba);
-    if (o->grad) {
-        ba.x = fa.x, ba.delta = fa.delta, ba.A = fa.A, ba.B = fa.B, ba.C = fa.C;
-        ba.D = fa.D, ba.z = fa.z, ba.delta_bias = fa.delta_bias, ba.h0 = fa.h0;
-        ba.delta_softplus = o->softplus;
-        ba.dy = in_tensor(&a[SC_DY]);
-        ba.dhT = in_tensor(&a[SC_DHT]);
-        ba.dx = out_add(os, "dx", 3, xshape, &oom);
-        ba.ddelta = out_add(os, "ddelta", 3, xshape, &oom);
-        ba.dA = out_add(os, "dA", 2, ashape, &oom);
-        ba.dB = out_add(os, "dB", bnd, bshape, &oom);
-        ba.dC = out_add(os, "dC", bnd, bshape, &oom);
-        if (a[SC_D].present) ba.dD = out_add(os, "dD", 1, dshape, &oom);
-        if (a[SC_Z].present) ba.dz = out_add(os, "dz", 3, xshape, &oom);
-        if (a[SC_BIAS].present) ba.ddelta_bias = out_add(os, "ddelta_bias", 1, dshape, &oom);
-        if (a[SC_H0].present) ba.dh0 = out_add(os, "dh0", 3, hshape, &oom);
-    }
-    if (oom) {
-        rc = run_fail("out of memory allocating the outputs");
-        goto done;
-    }
-    char cbuf[1024];
-    cg_exec px = *ex;
-    if (pass_config(ex->config, "sscan_fwd", cbuf, sizeof cbuf, &px.config)) {
-        rc = 2;
-        goto done;
-    }
-    cg_status st = cg_sscan_fwd(ctx, &fa, &px);
-    if (st != CG_OK) {
-        rc = lib_fail(ctx, "sscan forward", st, ex);
-        goto done;
-    }
-    say_dispatch(o, ctx, "sscan forward");
-    if (o->grad) {
-        px = *ex;
-        if (pass_config(ex->config, "sscan_bwd", cbuf, sizeof cbuf, &px.config)) {
-            rc = 2;
-            goto done;
-        }
-        st = cg_sscan_bwd(ctx, &ba, &px);
-        if (st != CG_OK) {
-            rc = lib_fail(ctx, "sscan backward", st, ex);
-            goto done;
-        }
-        say_dispatch(o, ctx, "sscan backward");
-    }
-done:
-    for (int i = 0; i < SC_N; i++) arr_free(&a[i]);
+    for (int i = 0; i < CG_OP_MAX_TENSORS; i++) arr_free(&a[i]);
     return rc;
 }
 
@@ -534,7 +427,7 @@ int cg_cmd_run(int argc, char **argv) {
 
     run_outs os;
     memset(&os, 0, sizeof os);
-    rc = o.is_ssd ? run_ssd(&o, ctx, &ex, &os) : run_sscan(&o, ctx, &ex, &os);
+    rc = run_op(&o, ctx, &ex, &os);
     if (!rc) rc = outs_write(&o, &os);
     outs_free(&os);
     cg_context_free(ctx);

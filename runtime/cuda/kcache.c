@@ -21,12 +21,12 @@ static atomic_int g_warned_write;
 
 static void warn(const char *fmt, ...) CG_PRINTF(1, 2);
 static void warn(const char *fmt, ...) {
+    char msg[CG_ERRMSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    fputs("chunkgen: warning: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    cg__log(CG_LOG_WARN, "%s", msg);
     atomic_fetch_add(&g_warnings, 1);
 }
 

@@ -240,8 +240,7 @@ static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan
     CUmodule mod = NULL;
     if (cg__kcache_get(dir, plan->name, key, &bin, &len, &log) == CG_OK) {
         if (load_image(ctx, &mod, bin) != CG_OK) {
-            fprintf(stderr, "chunkgen: warning: cached kernel %s does not load (%s); rebuilding it\n", plan->name,
-                    cg_errmsg(ctx));
+            cg__log(CG_LOG_WARN, "cached kernel %s does not load (%s); rebuilding it", plan->name, cg_errmsg(ctx));
             mod = NULL;
         }
         free(bin);

@@ -626,12 +626,12 @@ static int open_payload(emu_module *m, const void *so, size_t len, const cg_plan
 static void warn_once(int *flag, const char *fmt, ...) CG_PRINTF(2, 3);
 static void warn_once(int *flag, const char *fmt, ...) {
     if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED)) return;
+    char msg[CG_ERRMSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    fputs("chunkgen: warning: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    cg__log(CG_LOG_WARN, "%s", msg);
 }
 
 static int g_warn_load;

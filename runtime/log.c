@@ -1,0 +1,44 @@
+/* log.c -- the library's one way to say something: a process-wide log callback
+ * (cg_set_log_callback). The library never writes to stdout or stderr itself; the
+ * default callback writes each message to stderr as "chunkgen: [warning: ]TEXT". */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void default_log(cg_log_level level, const char *msg, void *user) {
+    (void)user;
+    fprintf(stderr, "chunkgen: %s%s\n", level == CG_LOG_ERROR ? "error: " : level == CG_LOG_WARN ? "warning: " : "",
+            msg);
+}
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static cg_log_fn g_fn = default_log;
+static void *g_user;
+
+void cg_set_log_callback(cg_log_fn fn, void *user) {
+    pthread_mutex_lock(&g_lock);
+    g_fn = fn ? fn : default_log;
+    g_user = fn ? user : NULL;
+    pthread_mutex_unlock(&g_lock);
+}
+
+void cg__log(cg_log_level level, const char *fmt, ...) {
+    char msg[CG_ERRMSG_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&g_lock);
+    cg_log_fn fn = g_fn;
+    void *user = g_user;
+    pthread_mutex_unlock(&g_lock);
+    fn(level, msg, user);
+}
+
+_Noreturn void cg__assert_fail(const char *file, int line, const char *expr) {
+    cg__log(CG_LOG_ERROR, "%s:%d: assertion failed: %s", file, line, expr);
+    abort();
+}

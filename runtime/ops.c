@@ -1,0 +1,215 @@
+/* ops.c -- the op descriptor table (ops.h): every op's tensors, in one place. */
+#include "ops.h"
+
+#include <string.h>
+
+static const char *const k_sym_names[CG_SYM_COUNT] = {"", "B", "T", "G", "H", "dk", "dv", "L", "D", "N"};
+
+const char *cg__sym_name(cg_sym s) { return (unsigned)s < CG_SYM_COUNT ? k_sym_names[s] : ""; }
+
+cg_sym cg__sym_parse(const char *name) {
+    for (int s = 1; s < CG_SYM_COUNT; s++)
+        if (name && !strcmp(name, k_sym_names[s])) return (cg_sym)s;
+    return CG_SYM_NONE;
+}
+
+/* ------------------------------------------------------------------ table */
+
+#define B_ CG_SYM_B
+#define T_ CG_SYM_T
+#define G_ CG_SYM_G
+#define H_ CG_SYM_H
+#define DK CG_SYM_DK
+#define DV CG_SYM_DV
+#define L_ CG_SYM_L
+#define D_ CG_SYM_D
+#define N_ CG_SYM_N
+#define NO CG_SYM_NONE
+
+#define LC (CG_TD_LAYOUT | CG_TD_CONTIG)
+#define IN CG_TD_IN
+#define OUT CG_TD_OUT
+
+/* name, file, role, optional, requires, grad_of, extents, flags, lo, hi, tol, args type, args field,
+ * problem type, view field */
+#define ROW(nm, file, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, PT, vf)                      \
+    {nm, file, role, opt, req, gof, {e0, e1, e2, e3}, fl, lo, hi, tol, offsetof(AT, af), offsetof(PT, vf)}
+
+/* SSD: q, k [B, T, G, dk]; v, o, dout [B, T, H, dv]; log_alpha [B, T, H]; states [B, H, dk, dv]. */
+#define SSD_INPUTS(AT)                                                                                          \
+    ROW("q", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LC, -1, 1, CG_TOL_NONE, AT, q, cg_ssd_prob, q),          \
+    ROW("k", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LC, -1, 1, CG_TOL_NONE, AT, k, cg_ssd_prob, k),          \
+    ROW("v", NULL, IN, 0, NULL, NULL, B_, T_, H_, DV, LC, -1, 1, CG_TOL_NONE, AT, v, cg_ssd_prob, v),          \
+    ROW("log_alpha", NULL, IN, 0, NULL, NULL, B_, T_, H_, NO, CG_TD_LAYOUT, -0.3, 0, CG_TOL_NONE, AT,          \
+        log_alpha, cg_ssd_prob, la),                                                                           \
+    ROW("h0", NULL, IN, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, AT, h0, cg_ssd_prob, h0)
+
+static const cg_tdesc k_ssd_fwd[] = {
+    SSD_INPUTS(cg_ssd_fwd_args),
+    ROW("o", NULL, OUT, 0, NULL, NULL, B_, T_, H_, DV, LC, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, o, cg_ssd_prob, o),
+    ROW("hT", NULL, OUT, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, hT,
+        cg_ssd_prob, hT),
+};
+
+#define SSD_BWD(nm, file, role, opt, gof, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                               \
+    ROW(nm, file, role, opt, NULL, gof, e0, e1, e2, e3, fl, lo, hi, tol, cg_ssd_bwd_args, af, cg_ssd_prob, vf)
+static const cg_tdesc k_ssd_bwd[] = {
+    SSD_INPUTS(cg_ssd_bwd_args),
+    SSD_BWD("dout", "do", IN, 0, NULL, B_, T_, H_, DV, LC, -1, 1, CG_TOL_NONE, dout, dout),
+    SSD_BWD("dhT", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, dhT, dhT),
+    SSD_BWD("dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LC, 0, 0, CG_TOL_BWD, dq, dq),
+    SSD_BWD("dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LC, 0, 0, CG_TOL_BWD, dk, dk_),
+    SSD_BWD("dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LC, 0, 0, CG_TOL_BWD, dv, dv_),
+    SSD_BWD("dlog_alpha", NULL, OUT, 0, "log_alpha", B_, T_, H_, NO, CG_TD_LAYOUT, 0, 0, CG_TOL_BWD, dlog_alpha, dla),
+    SSD_BWD("dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_BWD, dh0, dh0),
+};
+
+/* Selective scan: x, delta, z, y, dy [B, L, D]; A [D, N]; B, C [B, L, G, N] (G left out when
+ * ungrouped); D, delta_bias [D]; states [B, D, N]. */
+#define GR CG_TD_GROUPABLE
+#define SS(AT, nm, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                                 \
+    ROW(nm, NULL, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, cg_sscan_prob, vf)
+#define SSCAN_INPUTS(AT)                                                                                        \
+    SS(AT, "x", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, x, x),                                \
+    SS(AT, "delta", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, delta, delta),                    \
+    SS(AT, "A", IN, 0, NULL, NULL, D_, N_, NO, NO, 0, -2, -0.1, CG_TOL_NONE, A, A),                             \
+    SS(AT, "B", IN, 0, NULL, NULL, B_, L_, G_, N_, GR, -1, 1, CG_TOL_NONE, B, Bm),                              \
+    SS(AT, "C", IN, 0, NULL, NULL, B_, L_, G_, N_, GR, -1, 1, CG_TOL_NONE, C, Cm),                              \
+    SS(AT, "D", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 1, CG_TOL_NONE, D, Dv),                               \
+    SS(AT, "z", IN, 1, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, z, z),                                \
+    SS(AT, "delta_bias", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 0, CG_TOL_NONE, delta_bias, dbias),          \
+    SS(AT, "h0", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, h0, h0)
+
+#define SF cg_sscan_fwd_args
+static const cg_tdesc k_sscan_fwd[] = {
+    SSCAN_INPUTS(SF),
+    SS(SF, "y", OUT, 0, NULL, NULL, B_, L_, D_, NO, 0, 0, 0, CG_TOL_FWD, y, y),
+    SS(SF, "hT", OUT, 1, NULL, NULL, B_, D_, N_, NO, 0, 0, 0, CG_TOL_FWD, hT, hT),
+};
+
+#define SB cg_sscan_bwd_args
+#define BW CG_TOL_BWD
+static const cg_tdesc k_sscan_bwd[] = {
+    SSCAN_INPUTS(SB),
+    SS(SB, "dy", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, dy, dy),
+    SS(SB, "dhT", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, dhT, dhT),
+    SS(SB, "dx", OUT, 0, NULL, "x", B_, L_, D_, NO, 0, 0, 0, BW, dx, dx),
+    SS(SB, "ddelta", OUT, 0, NULL, "delta", B_, L_, D_, NO, 0, 0, 0, BW, ddelta, ddelta),
+    SS(SB, "dA", OUT, 0, NULL, "A", D_, N_, NO, NO, 0, 0, 0, BW, dA, dA),
+    SS(SB, "dB", OUT, 0, NULL, "B", B_, L_, G_, N_, GR, 0, 0, BW, dB, dB),
+    SS(SB, "dC", OUT, 0, NULL, "C", B_, L_, G_, N_, GR, 0, 0, BW, dC, dC),
+    SS(SB, "dD", OUT, 1, "D", "D", D_, NO, NO, NO, 0, 0, 0, BW, dD, dD),
+    SS(SB, "dz", OUT, 1, "z", "z", B_, L_, D_, NO, 0, 0, 0, BW, dz, dz),
+    SS(SB, "ddelta_bias", OUT, 1, "delta_bias", "delta_bias", D_, NO, NO, NO, 0, 0, 0, BW, ddelta_bias, ddbias),
+    SS(SB, "dh0", OUT, 1, NULL, "h0", B_, D_, N_, NO, 0, 0, 0, BW, dh0, dh0),
+};
+
+static const cg_scalar_desc k_sscan_fwd_scalars[] = {
+    {"delta_softplus", offsetof(cg_sscan_fwd_args, delta_softplus), offsetof(cg_sscan_prob, softplus)},
+};
+static const cg_scalar_desc k_sscan_bwd_scalars[] = {
+    {"delta_softplus", offsetof(cg_sscan_bwd_args, delta_softplus), offsetof(cg_sscan_prob, softplus)},
+};
+
+#define NONE_OFF ((size_t)-1)
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define SSD_DIMS                                                                                               \
+    {NONE_OFF, offsetof(cg_ssd_prob, B), offsetof(cg_ssd_prob, T), offsetof(cg_ssd_prob, G),                  \
+     offsetof(cg_ssd_prob, H), offsetof(cg_ssd_prob, dk), offsetof(cg_ssd_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF}
+#define SSCAN_DIMS                                                                                             \
+    {NONE_OFF, offsetof(cg_sscan_prob, B), NONE_OFF, offsetof(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF,   \
+     offsetof(cg_sscan_prob, L), offsetof(cg_sscan_prob, D), offsetof(cg_sscan_prob, N)}
+
+static const cg_op_desc k_ops[] = {
+    {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
+     COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
+     offsetof(cg_ssd_fwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}},
+    {CG_OP_SSD_BWD, "ssd_bwd", "ssd", 1, "cg_ssd_bwd_args", sizeof(cg_ssd_bwd_args), sizeof(cg_ssd_prob),
+     COUNT(k_ssd_bwd), k_ssd_bwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
+     offsetof(cg_ssd_bwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}},
+    {CG_OP_SSCAN_FWD, "sscan_fwd", "sscan", 0, "cg_sscan_fwd_args", sizeof(cg_sscan_fwd_args),
+     sizeof(cg_sscan_prob), COUNT(k_sscan_fwd), k_sscan_fwd, COUNT(k_sscan_fwd_scalars), k_sscan_fwd_scalars,
+     SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
+     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}},
+    {CG_OP_SSCAN_BWD, "sscan_bwd", "sscan", 1, "cg_sscan_bwd_args", sizeof(cg_sscan_bwd_args),
+     sizeof(cg_sscan_prob), COUNT(k_sscan_bwd), k_sscan_bwd, COUNT(k_sscan_bwd_scalars), k_sscan_bwd_scalars,
+     SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
+     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}},
+};
+
+const cg_op_desc *cg__op_desc(cg_op op) {
+    CG_ASSERT((unsigned)op < (unsigned)COUNT(k_ops) && k_ops[op].op == op);
+    return &k_ops[op];
+}
+
+const cg_op_desc *cg__op_find(const char *name) {
+    for (int i = 0; i < COUNT(k_ops); i++)
+        if (name && !strcmp(k_ops[i].name, name)) return &k_ops[i];
+    return NULL;
+}
+
+int cg__op_tensor(const cg_op_desc *d, const char *name) {
+    for (int i = 0; i < d->nt; i++)
+        if (name && !strcmp(d->t[i].name, name)) return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------ accessors */
+
+int64_t cg__prob_dim(const cg_op_desc *d, const void *prob, cg_sym s) {
+    if (s == CG_SYM_NONE) return 1;
+    if ((unsigned)s >= CG_SYM_COUNT || d->dim_off[s] == NONE_OFF) return 0;
+    return *(const int64_t *)((const char *)prob + d->dim_off[s]);
+}
+
+int cg__prob_grouped(const cg_op_desc *d, const void *prob) {
+    return d->grouped_off == NONE_OFF ? 0 : *(const int *)((const char *)prob + d->grouped_off);
+}
+
+void cg__prob_extents(const cg_op_desc *d, const void *prob, int i, int64_t n[4]) {
+    for (int k = 0; k < 4; k++) n[k] = cg__prob_dim(d, prob, d->t[i].ext[k]);
+}
+
+/* The caller's order of tensor i: logical index of each given dimension; returns ndim. */
+int cg__op_given_order(const cg_op_desc *d, int i, int grouped, int hm, int order[4]) {
+    const cg_tdesc *t = &d->t[i];
+    int n = 0;
+    for (int k = 0; k < 4; k++) {
+        if (t->ext[k] == CG_SYM_NONE) continue;
+        if ((t->flags & CG_TD_GROUPABLE) && t->ext[k] == CG_SYM_G && !grouped) continue;
+        order[n++] = k;
+    }
+    if ((t->flags & CG_TD_LAYOUT) && hm && n >= 3) {
+        int tmp = order[1];
+        order[1] = order[2];
+        order[2] = tmp;
+    }
+    return n;
+}
+
+int cg__op_given_shape(const cg_op_desc *d, int i, const int64_t dims[CG_SYM_COUNT], int grouped, int hm,
+                       int64_t shape[4]) {
+    int order[4];
+    int n = cg__op_given_order(d, i, grouped, hm, order);
+    for (int k = 0; k < 4; k++) shape[k] = k < n ? dims[d->t[i].ext[order[k]]] : 0;
+    return n;
+}
+
+void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf, size_t cap) {
+    int order[4];
+    int n = cg__op_given_order(d, i, grouped, hm, order);
+    size_t m = (size_t)snprintf(buf, cap, "[");
+    for (int k = 0; k < n && m < cap; k++)
+        m += (size_t)snprintf(buf + m, cap - m, "%s%s", k ? ", " : "", cg__sym_name(d->t[i].ext[order[k]]));
+    if (m < cap) snprintf(buf + m, cap - m, "]");
+}
+
+/* ------------------------------------------------------------- tolerance */
+
+double cg__tol(cg_tol_class c) {
+    switch (c) {
+    case CG_TOL_FWD: return 1e-5;
+    case CG_TOL_BWD: return 1e-4;
+    default: return 0;
+    }
+}

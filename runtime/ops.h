@@ -1,0 +1,151 @@
+/* ops.h -- the op descriptor table: the one place that lists each op's tensors.
+ *
+ * Per op: its tensors (name, input or output, optional or not, symbolic extents such as
+ * B,T,G,dk, where each lives in the public args struct and in the validated problem),
+ * the symbols of its shape and which tensor defines each, the divisibility rule, the
+ * scalar arguments, the tuning-key fields and the accuracy class of each output.
+ * Validation (validate.c), the host-copy fallback (fallback.c), the tuner's problem
+ * builder, `chunkgen run`, the bench and the launcher iterate over it; nothing else
+ * lists an op's tensors by name.
+ *
+ * Adding an optional tensor to an op: docs/architecture.md ("Adding a tensor"). */
+#ifndef CG_OPS_H
+#define CG_OPS_H
+
+#include "internal.h"
+
+#include <stddef.h>
+
+/* Symbols of a problem's shape. */
+typedef enum cg_sym {
+    CG_SYM_NONE = 0,
+    CG_SYM_B, CG_SYM_T, CG_SYM_G, CG_SYM_H, CG_SYM_DK, CG_SYM_DV, /* SSD (B, G shared) */
+    CG_SYM_L, CG_SYM_D, CG_SYM_N,                                 /* selective scan */
+    CG_SYM_COUNT
+} cg_sym;
+/* "B", "T", "G", "H", "dk", "dv", "L", "D", "N"; "" for CG_SYM_NONE. */
+const char *cg__sym_name(cg_sym s);
+/* The symbol named name, or CG_SYM_NONE. */
+cg_sym cg__sym_parse(const char *name);
+
+#define CG_TD_IN 1
+#define CG_TD_OUT 2
+
+/* Flags of a tensor. */
+#define CG_TD_LAYOUT 1     /* per-token SSD tensor: head-major layout gives logical dims 1, 2 swapped */
+#define CG_TD_GROUPABLE 2  /* the G dimension is left out when the call is ungrouped (sscan B, C) */
+#define CG_TD_CONTIG 4     /* innermost stride must be 1 */
+
+/* Accuracy classes of outputs (one tolerance table: cg__tol). */
+typedef enum cg_tol_class { CG_TOL_NONE = 0, CG_TOL_FWD, CG_TOL_BWD } cg_tol_class;
+
+typedef struct cg_tdesc {
+    const char *name;     /* the argument's name in the public args struct, e.g. "log_alpha" */
+    const char *file;     /* `chunkgen run` .npy base name when it differs ("do" for dout); NULL: name */
+    int role;             /* CG_TD_IN or CG_TD_OUT */
+    int optional;
+    const char *requires; /* optional output allowed only when this input is given (dD: "D"); NULL */
+    const char *grad_of;  /* backward output: the input it is the gradient of; NULL */
+    cg_sym ext[4];        /* logical extents, in the problem's view order; CG_SYM_NONE: extent 1 */
+    int flags;            /* CG_TD_* */
+    double lo, hi;        /* inputs: value range of generated test/tuning data */
+    cg_tol_class tol;     /* outputs: accuracy class */
+    size_t arg_off;       /* offsetof the cg_tensor in the op's args struct */
+    size_t view_off;      /* offsetof the cg_view in the op's problem struct */
+} cg_tdesc;
+
+/* A scalar argument copied from the args struct into the problem (an int). */
+typedef struct cg_scalar_desc {
+    const char *name;     /* e.g. "delta_softplus" */
+    size_t arg_off, prob_off;
+} cg_scalar_desc;
+
+#define CG_OP_MAX_TENSORS 24
+
+typedef struct cg_op_desc {
+    cg_op op;
+    const char *name;      /* "ssd_fwd" */
+    const char *family;    /* "ssd", "sscan" (the tuning key's op) */
+    int bwd;
+    const char *args_type; /* "cg_ssd_fwd_args", for messages */
+    size_t args_size, prob_size;
+    int nt;
+    const cg_tdesc *t;
+    int nscalar;
+    const cg_scalar_desc *scalar;
+    /* where the problem keeps each symbol's value (int64_t); (size_t)-1: not a symbol of the op */
+    size_t dim_off[CG_SYM_COUNT];
+    cg_sym seq;            /* the sequence symbol (T or L) */
+    cg_sym divisible, divisor; /* divisible % divisor == 0 (H % G, D % G) */
+    size_t layout_arg_off; /* offsetof the cg_layout in args; (size_t)-1: no layout */
+    size_t grouped_off;    /* offsetof the int "grouped" in the problem; (size_t)-1: none */
+    size_t dtype_off;      /* offsetof the cg_dtype in the problem */
+    /* fields of the tuning key besides the seq bucket (symbols) */
+    int nkey;
+    cg_sym key[4];
+} cg_op_desc;
+
+/* The descriptor of op (never NULL for a valid op). */
+const cg_op_desc *cg__op_desc(cg_op op);
+/* Descriptor by name ("ssd_fwd"); NULL when unknown. */
+const cg_op_desc *cg__op_find(const char *name);
+/* Index of the tensor named name in d, or -1. */
+int cg__op_tensor(const cg_op_desc *d, const char *name);
+
+/* The view of tensor i in a validated problem of d (p == NULL when absent). */
+static inline cg_view *cg__prob_view(const cg_op_desc *d, const void *prob, int i) {
+    return (cg_view *)((char *)prob + d->t[i].view_off);
+}
+/* The cg_tensor of tensor i in an args struct of d. */
+static inline cg_tensor *cg__args_tensor(const cg_op_desc *d, const void *args, int i) {
+    return (cg_tensor *)((char *)args + d->t[i].arg_off);
+}
+/* Value of symbol s in a validated problem of d (1 for CG_SYM_NONE; 0 when not a symbol of d). */
+int64_t cg__prob_dim(const cg_op_desc *d, const void *prob, cg_sym s);
+/* Logical extents of tensor i in a validated problem (4 values, 1 where absent). */
+void cg__prob_extents(const cg_op_desc *d, const void *prob, int i, int64_t n[4]);
+/* Whether the problem's B/C are grouped (sscan); 0 for ops without the notion. */
+int cg__prob_grouped(const cg_op_desc *d, const void *prob);
+/* The caller's order of tensor i: the logical index of each dimension the caller gives
+ * (head-major swaps T and heads; ungrouped leaves G out); returns ndim. */
+int cg__op_given_order(const cg_op_desc *d, int i, int grouped, int hm, int order[4]);
+/* Shape in the order the caller gives it (token-major, or head-major when hm) for tensor i
+ * with the problem's symbol values; returns ndim. */
+int cg__op_given_shape(const cg_op_desc *d, int i, const int64_t dims[CG_SYM_COUNT], int grouped, int hm,
+                       int64_t shape[4]);
+/* "[B, T, G, dk]" for tensor i (hm: head-major order; grouped: with G). */
+void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf, size_t cap);
+
+/* The problem's symbol values from args (only the shapes of the defining tensors are read):
+ * each symbol from the first required input that has it (q gives B, T, G, dk; v gives H,
+ * dv; x gives B, L, D; A gives N; B gives G and whether the call is grouped); src[s] is
+ * the index of the tensor that supplied s. Checks those tensors' presence and rank, the
+ * symbols' positivity and the divisibility rule; messages start with the tensor's name. */
+cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *args, int hm,
+                             int64_t dims[CG_SYM_COUNT], int src[CG_SYM_COUNT], int *grouped);
+/* Validate args of op d and build its problem (memset first). The one argument checker. */
+cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob);
+
+/* Accuracy target (max |out - ref| / max |ref|) of an output class for an fp32 result. */
+double cg__tol(cg_tol_class c);
+/* Relative error max |a - ref| / max |ref| (max |a - ref| when ref is all zero), fed one
+ * element at a time; a NaN difference makes it INFINITY. The one relative-error helper of
+ * the tests, the tuner's verification and the bench. Start from {0}. */
+typedef struct cg_erracc {
+    double maxd, maxr;
+    int nan;
+} cg_erracc;
+static inline void cg__erracc_add(cg_erracc *e, double x, double ref) {
+    double d = x - ref;
+    if (d < 0) d = -d;
+    if (d != d) e->nan = 1;
+    else if (d > e->maxd) e->maxd = d;
+    if (ref < 0) ref = -ref;
+    if (ref > e->maxr) e->maxr = ref;
+}
+static inline double cg__erracc_value(const cg_erracc *e) {
+    if (e->nan) return 1.0 / 0.0;
+    return e->maxr > 0 ? e->maxd / e->maxr : e->maxd;
+}
+
+#endif /* CG_OPS_H */

@@ -1,0 +1,165 @@
+/* test_conformance.c -- one harness for every op x every backend x a list of odd shapes
+ * against the float64 reference (in the style of ggml's test-backend-ops).
+ *
+ * Everything about an op's tensors comes from the op table (runtime/ops.h): which exist,
+ * their extents, their value ranges and the accuracy class of each output; the targets
+ * come from the one tolerance table (cg__tol), the error from the one relative-error
+ * helper. Head-major cases pass permuted views of token-major memory; outputs start as
+ * NaN so an element a backend does not write fails. */
+#include "cg_test.h"
+#include "ops.h"
+#include "gen.h"
+
+typedef struct conf_case {
+    const char *name;
+    int sscan;
+    int64_t B, T, G, H, dk, dv; /* SSD; T is L for sscan */
+    int64_t D, N;               /* sscan */
+    int hm;                     /* SSD: head-major layout */
+    int all;                    /* every optional tensor and option on (else all off) */
+} conf_case;
+
+/* T = 1; T not a multiple of any chunk; dk, dv not powers of two; G > 1 with G < H; both
+ * layouts; grouped and ungrouped B/C; options on and off. */
+static const conf_case k_cases[] = {
+    {"ssd_t1", 0, 1, 1, 1, 1, 8, 8, 0, 0, 0, 1},
+    {"ssd_g2h4_dk7_dv40_head", 0, 2, 37, 2, 4, 7, 40, 0, 0, 1, 1},
+    {"ssd_dk48_dv40_t130_bare", 0, 1, 130, 1, 2, 48, 40, 0, 0, 0, 0},
+    {"sscan_l1", 1, 1, 1, 1, 0, 0, 0, 4, 3, 0, 1},
+    {"sscan_l37_d6_n5_bare", 1, 2, 37, 1, 0, 0, 0, 6, 5, 0, 0},
+    {"sscan_l97_g2_grouped", 1, 2, 97, 2, 0, 0, 0, 8, 4, 0, 1},
+};
+
+static cg_status call_op(cg_context *ctx, cg_op op, const void *args, const cg_exec *ex) {
+    switch (op) {
+    case CG_OP_SSD_FWD: return cg_ssd_fwd(ctx, args, ex);
+    case CG_OP_SSD_BWD: return cg_ssd_bwd(ctx, args, ex);
+    case CG_OP_SSCAN_FWD: return cg_sscan_fwd(ctx, args, ex);
+    case CG_OP_SSCAN_BWD: return cg_sscan_bwd(ctx, args, ex);
+    }
+    return CG_EINTERNAL;
+}
+
+typedef union conf_args {
+    cg_ssd_fwd_args ssd_fwd;
+    cg_ssd_bwd_args ssd_bwd;
+    cg_sscan_fwd_args sscan_fwd;
+    cg_sscan_bwd_args sscan_bwd;
+} conf_args;
+
+typedef struct conf_run {
+    int present[CG_OP_MAX_TENSORS];
+    cg_tbuf f32[CG_OP_MAX_TENSORS], f64[CG_OP_MAX_TENSORS];
+    void *dev[CG_OP_MAX_TENSORS]; /* kernel memory (cuda) */
+} conf_run;
+
+/* Whether tensor i takes part in case c. */
+static int present(const cg_op_desc *d, int i, const conf_case *c) {
+    const cg_tdesc *t = &d->t[i];
+    if (!t->optional) return 1;
+    if (t->requires && !present(d, cg__op_tensor(d, t->requires), c)) return 0;
+    return c->all;
+}
+
+/* Run case c of op on backend (kx: through copies in kernel memory). */
+static void run_case(cg_context *ctx, cg_op op, const conf_case *c, cg_backend backend, const cg_kexec *kx) {
+    const cg_op_desc *d = cg__op_desc(op);
+    int64_t dims[CG_SYM_COUNT] = {0};
+    dims[CG_SYM_NONE] = 1;
+    dims[CG_SYM_B] = c->B, dims[CG_SYM_G] = c->G;
+    if (c->sscan) dims[CG_SYM_L] = c->T, dims[CG_SYM_D] = c->D, dims[CG_SYM_N] = c->N;
+    else dims[CG_SYM_T] = c->T, dims[CG_SYM_H] = c->H, dims[CG_SYM_DK] = c->dk, dims[CG_SYM_DV] = c->dv;
+    const int grouped = c->G > 1;
+    conf_run r;
+    memset(&r, 0, sizeof r);
+    conf_args a32, a64;
+    memset(&a32, 0, sizeof a32);
+    memset(&a64, 0, sizeof a64);
+    cg_rng rng = {0xc0f ^ (uint64_t)op * 977 ^ (uint64_t)c->T};
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tdesc *t = &d->t[i];
+        if (!(r.present[i] = present(d, i, c))) continue;
+        int64_t shape[4];
+        int nd = cg__op_given_shape(d, i, dims, grouped, c->hm, shape);
+        /* head-major: a permuted view of token-major memory */
+        int perm[4] = {0, 1, 2, 3};
+        if ((t->flags & CG_TD_LAYOUT) && c->hm) perm[1] = 2, perm[2] = 1;
+        r.f32[i] = cg_tbuf_new_perm(CG_F32, nd, shape, perm);
+        r.f64[i] = cg_tbuf_new_perm(CG_F64, nd, shape, perm);
+        if (t->role == CG_TD_IN) {
+            cg_tbuf_fill(&r.f32[i], &rng, t->lo, t->hi);
+            cg_tbuf_copy(&r.f64[i], &r.f32[i]);
+        } else {
+            cg_tbuf_fill(&r.f32[i], &rng, NAN, NAN);
+        }
+        *cg__args_tensor(d, &a32, i) = r.f32[i].t;
+        *cg__args_tensor(d, &a64, i) = r.f64[i].t;
+    }
+    if (d->layout_arg_off != (size_t)-1) {
+        *(cg_layout *)((char *)&a32 + d->layout_arg_off) = c->hm ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
+        *(cg_layout *)((char *)&a64 + d->layout_arg_off) = c->hm ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
+    }
+    for (int k = 0; k < d->nscalar; k++) {
+        *(int *)((char *)&a32 + d->scalar[k].arg_off) = c->all;
+        *(int *)((char *)&a64 + d->scalar[k].arg_off) = c->all;
+    }
+    cg_exec ref = {.backend = CG_BACKEND_REF};
+    CG_CHECK_OK(ctx, call_op(ctx, op, &a64, &ref));
+
+    cg_status st = CG_OK;
+    if (kx) { /* device copies of every tensor, outputs as NaN too */
+        for (int i = 0; i < d->nt && st == CG_OK; i++) {
+            if (!r.present[i]) continue;
+            size_t bytes = (size_t)r.f32[i].count * sizeof(float);
+            st = kx->alloc(ctx, bytes, &r.dev[i]);
+            if (st == CG_OK) st = kx->copy(ctx, r.dev[i], r.f32[i].mem, bytes, 0, NULL);
+            cg_tensor *t = cg__args_tensor(d, &a32, i);
+            t->data = (char *)r.dev[i] + ((char *)t->data - (char *)r.f32[i].mem);
+        }
+        CG_CHECK_OK(ctx, st);
+    }
+    cg_exec ex = {.backend = backend};
+    if (st == CG_OK) {
+        st = call_op(ctx, op, &a32, &ex);
+        CG_CHECK(st == CG_OK, "%s %s on %s: %s: %s", d->name, c->name, cg_backend_name(backend), cg_status_str(st),
+                 cg_errmsg(ctx));
+    }
+    for (int i = 0; kx && i < d->nt && st == CG_OK; i++)
+        if (r.present[i] && d->t[i].role == CG_TD_OUT)
+            st = kx->copy(ctx, r.f32[i].mem, r.dev[i], (size_t)r.f32[i].count * sizeof(float), 1, NULL);
+    for (int i = 0; i < d->nt && st == CG_OK; i++) {
+        if (!r.present[i] || d->t[i].role != CG_TD_OUT) continue;
+        double err = cg_rel_err(&r.f32[i], &r.f64[i]), tol = cg__tol(d->t[i].tol);
+        CG_CHECK(err <= tol, "%s %s on %s: %s rel err %.3g > %.0e (%s)", d->name, c->name, cg_backend_name(backend),
+                 d->t[i].name, err, tol, cg_last_dispatch(ctx));
+    }
+    for (int i = 0; i < d->nt; i++) {
+        if (!r.present[i]) continue;
+        if (r.dev[i]) kx->free(ctx, r.dev[i]);
+        cg_tbuf_free(&r.f32[i]);
+        cg_tbuf_free(&r.f64[i]);
+    }
+}
+
+static void run_all(cg_backend backend, const cg_kexec *kx) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    if (kx) {
+        cg_devinfo dev;
+        if (kx->device(ctx, &dev) != CG_OK) {
+            cg_test_skip("no CUDA device");
+            cg_context_free(ctx);
+            return;
+        }
+    }
+    for (int op = 0; op < CG_OP_COUNT; op++)
+        for (size_t c = 0; c < sizeof k_cases / sizeof k_cases[0]; c++)
+            if (k_cases[c].sscan == !strcmp(cg__op_desc((cg_op)op)->family, "sscan")) run_case(ctx, (cg_op)op, &k_cases[c], backend, kx);
+    cg_context_free(ctx);
+}
+
+CG_TEST(conformance_cpu) { run_all(CG_BACKEND_CPU, NULL); }
+CG_TEST(conformance_emulate) { run_all(CG_BACKEND_EMULATE, NULL); }
+/* The reference itself on float32 views (it computes in float64 either way). */
+CG_TEST(conformance_ref_f32) { run_all(CG_BACKEND_REF, NULL); }
+CG_TEST(conformance_cuda) { run_all(CG_BACKEND_CUDA, &cg__kexec_cuda); }
