@@ -192,7 +192,7 @@ typedef enum cg_log_level {
 typedef void (*cg_log_fn)(cg_log_level level, const char *msg, void *user);
 /* Install fn (with its user pointer) for the whole process; NULL restores the default.
  * Safe to call at any time from any thread. */
-void cg_set_log_callback(cg_log_fn fn, void *user);
+CG_API void cg_set_log_callback(cg_log_fn fn, void *user);
 
 /* ---------------------------------------------------------------- context */
 

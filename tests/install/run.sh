@@ -25,6 +25,11 @@ libdir=$(dirname "$so")
 readelf -d "$so" | grep -q 'SONAME.*\[libchunkgen\.so\.0\]' || fail "$so: SONAME is not libchunkgen.so.0"
 leaked=$(nm -D --defined-only "$so" | awk '{print $NF}' | grep -v '^cg_[a-z]' || true)
 [ -z "$leaked" ] || fail "$so exports non-API symbols: $(echo $leaked | head -c 400)"
+# ... and every function the header declares is exported (declared CG_API).
+hdr="$tmp/prefix/include/chunkgen.h"
+for fn in $(grep -E '^[A-Za-z]' "$hdr" | grep -oE '\bcg_[a-z][a-z0-9_]*\(' | tr -d '('); do
+    nm -D --defined-only "$so" | awk '{print $NF}' | grep -qx "$fn" || fail "$so does not export $fn (declared in chunkgen.h without CG_API?)"
+done
 
 # pkg-config, shared (the default) and the static archive
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
