@@ -70,6 +70,7 @@
  *   - the emulator's detected C++ compiler (mutex) and its per-thread worker keys.
  *   - one-time warnings (host-copy fallback, an unwritable cache, a stale cached
  *     module): atomic flags, said once per process.
+ *   - the log callback (cg_set_log_callback): one per process, used by every context.
  *   - thread pools are per context (created lazily by the first CPU call, freed by
  *     cg_context_free), as are loaded modules, scratch buffers and the last error.
  *   Calls on different contexts may run concurrently from different threads; one
