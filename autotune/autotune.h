@@ -182,6 +182,37 @@ int cg__tune_mkdirs(const char *path);
 cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
                              cg_cfg **out, int *n, cg_cfg *def);
 
+/* ------------------------------------------------------------ agreement
+ * agree.c: the deterministic choice between entries of one key (see there), shards,
+ * the Lua validity check of stored configs, and the test-only fake measurements. */
+
+/* Index of the entry of v[0..n) (all of one key) that the merge rule keeps: a finished
+ * entry whose best median is fastest, unless others lie within the noise (the larger
+ * IQR of the two, clamped to [CG_TUNE_TIE_REL, CG_TUNE_TIE_MAX] of the median): then
+ * the first by the best config's order, config text, reps, median, created, host.
+ * Depends on the set only, not on its order. -1 when n == 0. */
+int cg__tune_entry_pick(const cg_tune_entry *const *v, int n);
+/* 1 when the merge rule keeps a over b. */
+int cg__tune_entry_beats(const cg_tune_entry *a, const cg_tune_entry *b);
+/* Shard (0..n-1) of key: hash of its shape fields only (no device, threads, version). */
+int cg__tune_shard_of(const cg_tune_key *k, int n);
+/* CHUNKGEN_TUNE_FAKE_TIMING set (and not "0"): the tuner does not time candidates but
+ * takes a fixed function of (key, config) as their median (0.5..16.5 ms, IQR 0.5 %, 5
+ * reps) -- for tests of the merge and shard logic only; verification still runs. */
+int cg__tune_fake_timing(void);
+void cg__tune_fake_measure(const cg_tune_key *k, const char *cfg, cg_tune_cand *c);
+/* Space kernel name of backend/op/direction ("ssd_cpu", "ssd_fwd", ...). */
+const char *cg__tune_space_kernel(const char *backend, int sscan, int bwd);
+/* The generator's shape of a tune shape. */
+void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks);
+/* The configs of kernel's space for ks on key's backend (CPU: the key's device and
+ * threads; cuda/emulate: this machine's device, dev filled), and its default in *def. */
+cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_kshape *ks,
+                         cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def);
+/* CG_OK when e's best config is one the Lua constraints accept for e's key (the check
+ * every tuned config passed); else CG_EINVAL (or the space's error) with why set. */
+cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, char *why, size_t cap);
+
 /* ------------------------------------------------------------------ tuner */
 
 typedef struct cg_tune_opts {
@@ -198,10 +229,13 @@ typedef struct cg_tune_opts {
     int max_candidates;     /* 0: all */
     /* Tests: stop (as if killed) after this many measured candidates; 0: never. */
     int stop_after;
+    int shard, nshards;     /* tune only the keys with cg__tune_shard_of(key, nshards) == shard */
 } cg_tune_opts;
 
 typedef struct cg_tune_summary {
     int keys, tuned, cached, resumed, failed, skipped_budget, unsupported;
+    int other_shards;       /* keys of other shards (--shard) */
+    int kept_other;         /* finished by another process with a result the merge rule keeps */
     int candidates, rejected;
     double seconds;
 } cg_tune_summary;
@@ -219,14 +253,22 @@ cg_status cg__tune_shape_parse(cg_context *ctx, const char *text, int sscan, cg_
 /* ---------------------------------------------------------------- import
  * Merge entries from an export document ({"schema", "kind", "entries": [...]}), an array
  * of entries or one entry object into the store. Every rejected entry gets one line on
- * msg (malformed, unfinished, measured on a foreign device); when the store holds the
- * key already, the faster of the two stays. CG_EINVAL (message in ctx) when the file is
+ * msg (malformed, unfinished, measured on a foreign device, refused by the constraints);
+ * when the store holds the key already, the merge rule (cg__tune_entry_pick) decides. CG_EINVAL (message in ctx) when the file is
  * not JSON or not one of those shapes. */
 typedef struct cg_tune_import_stats {
     int added, replaced, kept, rejected;
+    int messages; /* per-entry messages (the first 20 are printed) */
 } cg_tune_import_stats;
 cg_status cg__tune_import_json(cg_context *ctx, struct json_t *doc, const char *what, int allow_foreign, int dry_run,
                                FILE *msg, cg_tune_import_stats *s);
+/* Several sources at once (files, "-" for stdin, or store directories: a cache directory
+ * or its configs/): all entries of a key and the store's are merged in one choice
+ * (cg__tune_entry_pick), so the result does not depend on the order of the sources.
+ * Imported configs must pass the Lua constraints of their key (like tuned ones).
+ * Nothing is written when a source cannot be read (CG_EINVAL). */
+cg_status cg__tune_import_files(cg_context *ctx, const char *const *paths, int npaths, int allow_foreign, int dry_run,
+                                FILE *msg, cg_tune_import_stats *s);
 /* path "-" reads stdin. */
 cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run, FILE *msg,
                                cg_tune_import_stats *s);

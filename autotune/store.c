@@ -10,6 +10,7 @@
  * rename it over the entry: readers see the old or the new file, never a mix, also on
  * NFS (rename is atomic there, and close-to-open consistency covers the data). */
 #include "autotune.h"
+#include "fsutil.h"
 
 #include <jansson.h>
 
@@ -469,20 +470,9 @@ bad:
 /* -------------------------------------------------------------------- files */
 
 int cg__tune_mkdirs(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) return -1;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+    int e = cg__mkdirs(path);
+    if (e) errno = e;
+    return e ? -1 : 0;
 }
 
 const char *cg__tune_store_dir(cg_context *ctx) {
@@ -497,53 +487,13 @@ void cg__tune_entry_file(const cg_tune_key *k, char *buf, size_t cap) {
     snprintf(buf, cap, "%016llx.json", (unsigned long long)cg__tune_hash(text, strlen(text), 0));
 }
 
-static atomic_uint g_tmp_counter;
-
 cg_status cg__tune_write_atomic(cg_context *ctx, const char *dir, const char *name, const void *data, size_t n) {
     if (cg__tune_mkdirs(dir) != 0)
         return cg__err(ctx, CG_EIO, "config store: cannot create directory %s: %s", dir, strerror(errno));
-    char host[64] = "host";
-    gethostname(host, sizeof host - 1);
-    for (char *c = host; *c; c++)
-        if (*c == '/' || *c == '.') *c = '_';
-    char tmp[4400], path[4400];
+    char path[4400], why[4800];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(tmp, sizeof tmp, "%s/.tmp.%s.%ld.%lx.%u.%ld.%s", dir, host, (long)getpid(), (unsigned long)pthread_self(),
-             atomic_fetch_add(&g_tmp_counter, 1), (long)ts.tv_nsec, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return cg__err(ctx, CG_EIO, "config store: cannot create %s: %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t left = n;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return cg__err(ctx, CG_EIO, "config store: writing %s: %s", tmp, strerror(e));
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        return cg__err(ctx, CG_EIO, "config store: fsync %s: %s", tmp, strerror(e));
-    }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return cg__err(ctx, CG_EIO, "config store: closing %s: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return cg__err(ctx, CG_EIO, "config store: renaming %s to %s: %s", tmp, path, strerror(e));
-    }
+    if (cg__write_file_atomic(path, data, n, 1, why, sizeof why) != 0)
+        return cg__err(ctx, CG_EIO, "config store: %s", why);
     return CG_OK;
 }
 
@@ -572,19 +522,10 @@ cg_status cg__tune_store_put(cg_context *ctx, const char *dir, const cg_tune_ent
 cg_status cg__tune_store_read(const char *path, cg_tune_entry *e, char *why, size_t whycap) {
     memset(e, 0, sizeof *e);
     e->best = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int en = errno;
-        snprintf(why, whycap, "cannot open: %s", strerror(en));
-        return en == ENOENT ? CG_ENOTFOUND : CG_EIO;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > STORE_MAX_FILE) {
-        close(fd);
-        snprintf(why, whycap, "not a regular file of at most %d bytes", STORE_MAX_FILE);
-        return CG_EIO;
-    }
-    size_t cap = (size_t)st.st_size + 1, n = 0;
+    int64_t size = 0;
+    int fd = cg__open_regular(path, STORE_MAX_FILE, &size, why, whycap); /* a FIFO must not hang */
+    if (fd < 0) return errno == ENOENT ? CG_ENOTFOUND : CG_EIO;
+    size_t cap = (size_t)size + 1, n = 0;
     char *buf = malloc(cap);
     if (!buf) {
         close(fd);

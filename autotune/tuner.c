@@ -553,12 +553,6 @@ static void stamp(cg_tune_entry *e) {
     snprintf(e->host, sizeof e->host, "%s", h);
 }
 
-static const char *space_kernel(const char *backend, int sscan, int bwd) {
-    if (!strcmp(backend, "cpu")) return sscan ? "sscan_cpu" : "ssd_cpu";
-    if (sscan) return bwd ? "sscan_bwd" : "sscan_fwd";
-    return bwd ? "ssd_bwd" : "ssd_fwd";
-}
-
 /* Candidates of a precision class: fp32 admits ieee and 3xtf32, not plain tf32. */
 static int precision_ok(const cg_tune_key *k, const cg_cfg *c) {
     const char *p = cg__cfg_str(c, "precision", NULL);
@@ -602,6 +596,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
 
     cg_tune_entry e;
     int resumed = 0;
+    char forced_over[160] = ""; /* --force: the finished entry this tune replaces */
     st = cg__tune_store_get(ctx, ts->dir, &key, &e);
     if (st == CG_OK) {
         if (e.complete && !e.truncated && !o->force) {
@@ -612,6 +607,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
             return CG_OK;
         }
         if (o->force) {
+            snprintf(forced_over, sizeof forced_over, "%s|%s|%d", e.created, e.host, e.ncand);
             cg__tune_entry_free(&e);
             memset(&e, 0, sizeof e);
         } else {
@@ -629,40 +625,15 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     e.best = -1;
     e.complete = 0;
     e.truncated = 0;
-    snprintf(e.kernel, sizeof e.kernel, "%s", space_kernel(env->backend, s->sscan, bwd));
+    snprintf(e.kernel, sizeof e.kernel, "%s", cg__tune_space_kernel(env->backend, s->sscan, bwd));
 
     /* The space */
     cg_kshape ks;
-    memset(&ks, 0, sizeof ks);
-    ks.B = s->B, ks.G = s->G;
-    if (s->sscan) {
-        ks.L = s->T, ks.D = s->D, ks.N = s->N;
-        ks.flags = CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS | (s->G > 1 ? CG_KS_GROUPED : 0);
-    } else {
-        ks.T = s->T, ks.H = s->H, ks.dk = s->dk, ks.dv = s->dv;
-        ks.flags = CG_KS_H0;
-    }
-    ks.flags |= bwd ? (CG_KS_DHT | CG_KS_BWD) : CG_KS_HT;
+    cg__tune_kshape(s, bwd, &ks);
     cg_devinfo dev;
-    memset(&dev, 0, sizeof dev);
     cg_cfg *cfgs = NULL, def;
     int ncfg = 0;
-    memset(&def, 0, sizeof def);
-    if (!env->kx) {
-        snprintf(dev.name, sizeof dev.name, "%s", key.device);
-        dev.sm_count = key.threads;
-        st = cg__tune_cpu_space(ctx, e.kernel, &ks, &dev, &cfgs, &ncfg, &def);
-    } else {
-        if ((st = env->kx->device(ctx, &dev)) == CG_OK) st = cg__gen_space(ctx, e.kernel, &ks, &dev, &cfgs, &ncfg);
-        cg_plan plan;
-        if (st == CG_OK) {
-            if (cg__gen_plan(ctx, e.kernel, &ks, &dev, NULL, &plan) == CG_OK) {
-                def = plan.params;
-                cg__plan_free(&plan);
-            }
-            ctx->errmsg[0] = '\0';
-        }
-    }
+    st = cg__tune_space(ctx, &key, e.kernel, &ks, &dev, &cfgs, &ncfg, &def);
     if (st == CG_ENOTFOUND && env->kx) { /* no generated kernel for this op (yet) */
         ui_line(ts->ui, "tune: [%d/%d] %s (%s): skipped: %s", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name,
                 ctx->errmsg);
@@ -755,6 +726,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         ui_line(ts->ui, "tune: [%d/%d] %s (%s): resuming, %d of %d candidates done", ts->ui->ikey, ts->ui->nkeys,
                 ts->ui->what, s->name, done, ncfg + 1);
     int truncated = 0, adopted = 0;
+    const int fake = cg__tune_fake_timing(); /* tests: fixed timings, no confirmation */
     for (int j = 0; j <= ncfg; j++) {
         const cg_cfg *cfg = j ? &cfgs[j - 1] : &none;
         char text[CG_TUNE_CFG_TEXT] = "";
@@ -776,7 +748,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         int b = cg__tune_select(e.cand, e.ncand, CG_TUNE_TIE_REL, NULL);
         mp.timeout = b >= 0 ? fmax(20e-3 * e.cand[b].median_ms, 0.5) : 60;
         c.verdict = verify(env, &ver, cfg, &c.err, c.detail, sizeof c.detail);
-        if (c.verdict == CG_TV_OK) c.verdict = measure(env, &full, cfg, &mp, &c);
+        if (c.verdict == CG_TV_OK && fake) cg__tune_fake_measure(&key, text, &c);
+        else if (c.verdict == CG_TV_OK) c.verdict = measure(env, &full, cfg, &mp, &c);
         ctx->errmsg[0] = '\0';
         if (c.verdict != CG_TV_OK) {
             rejected++;
@@ -792,7 +765,10 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
          * rather than overwrite it with an unfinished one. */
         cg_tune_entry other;
         if (cg__tune_store_get(ctx, ts->dir, &key, &other) == CG_OK) {
-            int finished = other.complete && !other.truncated;
+            char sig[160];
+            snprintf(sig, sizeof sig, "%s|%s|%d", other.created, other.host, other.ncand);
+            /* --force: the entry being replaced is not "finished by another process" */
+            int finished = other.complete && !other.truncated && strcmp(sig, forced_over);
             cg__tune_entry_free(&other);
             if (finished) {
                 adopted = 1;
@@ -829,7 +805,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
             }
             if (b >= 0) top[nt++] = b;
         }
-        if (nt > 1) {
+        if (nt > 1 && !fake) {
             mparams mc = mp;
             mc.min_time = 2 * mp.min_time;
             mc.timeout = 1e9;
@@ -855,6 +831,25 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     e.complete = 1;
     e.truncated = truncated;
     stamp(&e);
+    /* Another process (a rank of the same job) may have finished this key while this one
+     * measured: the merge rule decides, so every rank ends with the same winner. */
+    cg_tune_entry other;
+    int keep_other = 0;
+    if (cg__tune_store_get(ctx, ts->dir, &key, &other) == CG_OK) {
+        char sig[160];
+        snprintf(sig, sizeof sig, "%s|%s|%d", other.created, other.host, other.ncand);
+        keep_other = other.complete && strcmp(sig, forced_over) && cg__tune_entry_beats(&other, &e);
+        cg__tune_entry_free(&other);
+    }
+    ctx->errmsg[0] = '\0';
+    if (keep_other) {
+        ui_line(ts->ui, "tune: [%d/%d] %s (%s): another process finished it meanwhile with a result the merge rule "
+                "keeps", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name);
+        ts->sum->kept_other++;
+        ts->sum->candidates += measured;
+        cg__tune_entry_free(&e);
+        return CG_OK;
+    }
     st = cg__tune_store_put(ctx, ts->dir, &e);
     ts->sum->candidates += measured;
     ts->sum->rejected += rejected;
@@ -928,6 +923,15 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
             k++;
             ui.ikey = k;
             ui.nkeys = sum->keys;
+            if (o->nshards > 1) {
+                cg_tune_key key;
+                if (cg__tune_key_make(ctx, backend, &shapes[i], d, &key) == CG_OK &&
+                    cg__tune_shard_of(&key, o->nshards) != o->shard) {
+                    sum->other_shards++;
+                    continue;
+                }
+                ctx->errmsg[0] = '\0';
+            }
             if (ts.deadline > 0 && now_s() >= ts.deadline) {
                 sum->skipped_budget++;
                 continue;

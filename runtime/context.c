@@ -2,6 +2,8 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -45,9 +47,42 @@ cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, const int64
     for (int i = t.ndim - 1; i >= 0; i--) {
         t.shape[i] = shape[i];
         t.stride[i] = s;
-        s *= shape[i] > 0 ? shape[i] : 1;
+        /* checked: a shape whose strides overflow saturates them at INT64_MAX, which the
+         * argument validation refuses with a message (offsets overflow 64 bits) */
+        if (__builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) s = INT64_MAX;
     }
     return t;
+}
+
+/* ------------------------------------------------------------ owner check */
+
+static __thread char t_self;                 /* its address identifies the thread */
+static __thread const cg_context *t_refused; /* the context this thread was refused */
+static __thread char t_refused_msg[256];
+
+cg_status cg__ctx_enter(cg_context *ctx, const char *fn) {
+    uintptr_t me = (uintptr_t)&t_self, was = 0;
+    if (atomic_compare_exchange_strong(&ctx->owner, &was, me)) {
+        ctx->owner_depth = 1;
+        t_refused = NULL;
+        return CG_OK;
+    }
+    if (was == me) { /* nested call from the owner (e.g. tuning on a miss) */
+        ctx->owner_depth++;
+        return CG_OK;
+    }
+    t_refused = ctx;
+    snprintf(t_refused_msg, sizeof t_refused_msg,
+             "%s: the context is in use by another thread right now (a cg_context is not thread-safe: use one "
+             "context per thread, or serialize the calls)", fn);
+    return CG_EINVAL;
+}
+
+void cg__ctx_leave(cg_context *ctx) {
+    if (--ctx->owner_depth <= 0) {
+        ctx->owner_depth = 0;
+        atomic_store(&ctx->owner, (uintptr_t)0);
+    }
 }
 
 cg_status cg__context_new(cg_context **out) {
@@ -60,6 +95,7 @@ cg_status cg__context_new(cg_context **out) {
 
 void cg_context_free(cg_context *ctx) {
     if (!ctx) return;
+    if (t_refused == ctx) t_refused = NULL; /* a new context at this address has no refusal */
     cg__plans_ctx_free(ctx);
     cg__emu_ctx_free(ctx);
     cg__cuda_ctx_free(ctx);
@@ -70,13 +106,17 @@ void cg_context_free(cg_context *ctx) {
     free(ctx);
 }
 
-const char *cg_errmsg(const cg_context *ctx) { return ctx ? ctx->errmsg : "no context"; }
+const char *cg_errmsg(const cg_context *ctx) {
+    if (!ctx) return "no context";
+    if (t_refused == ctx) return t_refused_msg; /* this thread's refused call (cg__ctx_enter) */
+    return ctx->errmsg;
+}
 
 const char *cg_last_dispatch(const cg_context *ctx) { return ctx ? ctx->dispatch : ""; }
 
-cg_status cg_context_set_threads(cg_context *ctx, int threads) {
-    if (!ctx) return CG_EINVAL;
-    if (threads < 0) return cg__err(ctx, CG_EINVAL, "threads: expected >= 0 (0 = all cores), got %d", threads);
+static cg_status set_threads(cg_context *ctx, int threads) {
+    if (threads < 0 || threads > CG__MAX_THREADS)
+        return cg__err(ctx, CG_EINVAL, "threads: expected 0..%d (0 = all cores), got %d", CG__MAX_THREADS, threads);
     if (threads != ctx->threads) {
         cg__pool_free(ctx->pool); /* resized lazily on next use */
         ctx->pool = NULL;
@@ -85,16 +125,24 @@ cg_status cg_context_set_threads(cg_context *ctx, int threads) {
     return CG_OK;
 }
 
-cg_status cg_context_set_tune_on_miss(cg_context *ctx, int on) {
-    if (!ctx) return CG_EINVAL;
-    if (on < -1 || on > 1)
-        return cg__err(ctx, CG_EINVAL, "on: expected 1, 0 or -1 (follow $CHUNKGEN_TUNE_ON_MISS), got %d", on);
-    ctx->tune_on_miss = on;
-    return CG_OK;
+cg_status cg_context_set_threads(cg_context *ctx, int threads) {
+    if (!ctx || cg__ctx_enter(ctx, "cg_context_set_threads") != CG_OK) return CG_EINVAL;
+    cg_status s = set_threads(ctx, threads);
+    cg__ctx_leave(ctx);
+    return s;
 }
 
-cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir) {
-    if (!ctx) return CG_EINVAL;
+cg_status cg_context_set_tune_on_miss(cg_context *ctx, int on) {
+    if (!ctx || cg__ctx_enter(ctx, "cg_context_set_tune_on_miss") != CG_OK) return CG_EINVAL;
+    cg_status s = CG_OK;
+    if (on < -1 || on > 1)
+        s = cg__err(ctx, CG_EINVAL, "on: expected 1, 0 or -1 (follow $CHUNKGEN_TUNE_ON_MISS), got %d", on);
+    else ctx->tune_on_miss = on;
+    cg__ctx_leave(ctx);
+    return s;
+}
+
+static cg_status set_cache_dir(cg_context *ctx, const char *dir) {
     char *copy = NULL;
     if (dir) {
         if (!*dir) return cg__err(ctx, CG_EINVAL, "cache_dir: expected a non-empty path or NULL");
@@ -104,6 +152,13 @@ cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir) {
     free(ctx->cache_dir);
     ctx->cache_dir = copy;
     return CG_OK;
+}
+
+cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir) {
+    if (!ctx || cg__ctx_enter(ctx, "cg_context_set_cache_dir") != CG_OK) return CG_EINVAL;
+    cg_status s = set_cache_dir(ctx, dir);
+    cg__ctx_leave(ctx);
+    return s;
 }
 
 const char *cg__cache_dir(cg_context *ctx) {

@@ -127,6 +127,9 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
 static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
     if (!ctx) return CG_EINVAL;
     const cg_op_desc *d = cg__op_desc(op);
+    char fn[48];
+    snprintf(fn, sizeof fn, "cg_%s", d->name);
+    if (cg__ctx_enter(ctx, fn) != CG_OK) return CG_EINVAL; /* owner check: one thread at a time */
     union {
         cg_ssd_prob ssd;
         cg_sscan_prob sscan;
@@ -139,9 +142,12 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
     } a; /* the caller's struct in this header's layout (abi.h) */
     cg_status s = cg__abi_in(ctx, "args", &a, d->args_size, args);
     if (!s) s = cg__op_validate(ctx, d, args ? &a : NULL, &p);
-    if (s) return s;
-    const cg_dtype dtype = *(const cg_dtype *)((const char *)&p + d->dtype_off);
-    return run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec); /* tensor 0: a required input */
+    if (!s) {
+        const cg_dtype dtype = *(const cg_dtype *)((const char *)&p + d->dtype_off);
+        s = run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec); /* tensor 0: a required input */
+    }
+    cg__ctx_leave(ctx);
+    return s;
 }
 
 cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {

@@ -4,6 +4,8 @@
 
 #include "chunkgen.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -54,7 +56,17 @@ struct cg_context {
     void *host_ws;          /* CPU path's kept scratch (runtime/cpu/ssd_cpu.c), host_ws_bytes long */
     size_t host_ws_bytes;
     const struct cg_config_source *cfgsrc; /* NULL: defaults only (see "config sources" below) */
+    _Atomic uintptr_t owner; /* thread inside a public call (cg__ctx_enter), 0: none */
+    int owner_depth;        /* nested public calls of the owner */
 };
+/* Owner check of every public call taking a context: enter marks ctx as used by this
+ * thread (nested calls from the same thread are fine). A second thread gets CG_EINVAL,
+ * and its cg_errmsg(ctx) -- a per-thread message, not written into ctx -- says the
+ * context is in use by another thread. fn names the call in the message. */
+cg_status cg__ctx_enter(cg_context *ctx, const char *fn);
+void cg__ctx_leave(cg_context *ctx);
+/* Most CPU threads a context may be set to (cg_context_set_threads). */
+#define CG__MAX_THREADS 1024
 void cg__gen_ctx_free(cg_context *ctx);
 void cg__cuda_ctx_free(cg_context *ctx);
 void cg__emu_ctx_free(cg_context *ctx);

@@ -44,6 +44,9 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     }
     if (t->dtype != CG_F32 && t->dtype != CG_F64)
         return cg__err(ctx, CG_EINVAL, "%s: unknown dtype %d (expected CG_F32 or CG_F64)", sp->name, (int)t->dtype);
+    if ((uintptr_t)t->data % dt_size(t->dtype)) /* misaligned data would be read misaligned (UB) */
+        return cg__err(ctx, CG_EINVAL, "%s: data pointer %p is not aligned to %zu bytes (the size of its dtype)",
+                       sp->name, t->data, dt_size(t->dtype));
     fmt_shape(want, sizeof want, sp->ndim, sp->shape);
     if (t->ndim != sp->ndim) {
         fmt_shape(got, sizeof got, t->ndim > 0 && t->ndim <= CG_MAX_DIMS ? t->ndim : 0, t->shape);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh -- the test command: set up, build, run the whole suite, then again under
-# AddressSanitizer and UndefinedBehaviorSanitizer. Exit status 0 only if both pass.
+# AddressSanitizer and UndefinedBehaviorSanitizer, then the fuzz targets for a bounded
+# time when clang is present (scripts/fuzz.sh). Exit status 0 only if all pass.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="$(nproc)"
@@ -18,3 +19,6 @@ echo "== tests (ASan + UBSan)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd "$root/build-asan" && ctest -j"$jobs" --output-on-failure)
+
+echo "== fuzz (libFuzzer, 25 s per target; skipped without clang)"
+"$root/scripts/fuzz.sh" "$root/build" 25

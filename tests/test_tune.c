@@ -3,6 +3,7 @@
  * store, kill -9 in the middle of a tune, import of broken JSON. No timing assertions. */
 #include "cg_test.h"
 #include "../autotune/autotune.h"
+#include "tune_testlib.h"
 
 #include <jansson.h>
 
@@ -43,12 +44,7 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 
 static void rmtree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
-static cg_context *ctx_in(const char *dir) {
-    cg_context *ctx = NULL;
-    if (cg_context_create(&ctx) != CG_OK) abort();
-    cg_context_set_cache_dir(ctx, dir);
-    return ctx;
-}
+static cg_context *ctx_in(const char *dir) { return tune_test_ctx(dir); }
 
 static cg_tune_shape ssd_shape(int64_t T, int64_t dv) {
     cg_tune_shape s;
@@ -60,21 +56,7 @@ static cg_tune_shape ssd_shape(int64_t T, int64_t dv) {
 
 /* A complete entry for this machine with one passing candidate. */
 static void fake_entry(cg_context *ctx, cg_tune_entry *e, int64_t T, int64_t dv, int bwd, double ms, const char *cfg) {
-    memset(e, 0, sizeof *e);
-    cg_tune_shape s = ssd_shape(T, dv);
-    CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "cpu", &s, bwd, &e->key));
-    e->shape = s;
-    e->complete = 1;
-    snprintf(e->kernel, sizeof e->kernel, "ssd_cpu");
-    cg_tune_cand c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.cfg, sizeof c.cfg, "%s", cfg);
-    c.verdict = CG_TV_OK;
-    c.median_ms = ms;
-    c.iqr_ms = ms * 0.01;
-    c.reps = 5;
-    cg__tune_entry_add(e, &c);
-    e->best = 0;
+    tune_test_entry(ctx, e, T, dv, bwd, cfg, 0, ms, ms * 0.01);
     e->default_ms = ms * 1.5;
     snprintf(e->default_cfg, sizeof e->default_cfg, "chunk=64,block_dv=16,threads=0");
 }

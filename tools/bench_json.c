@@ -2,6 +2,7 @@
  * row fields, rel_err, the roofline model (flops and bytes per call, fractions of the
  * device's bounds), the device and config blocks, and the atomic write. */
 #include "bench.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <math.h>
@@ -326,20 +327,15 @@ json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const
     return c;
 }
 
-/* Write the document (atomically for a file: FILE.tmp, then rename). */
+/* Write the document (atomically for a file: a fresh temp file that a planted symlink
+ * cannot redirect, then rename; runtime/fsutil.h). */
 int bench_write_doc(const bench *bn) {
     const char *out = bn->o->out;
     size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(10);
     if (!out || !strcmp(out, "-")) return 0; /* stdout: once, at the end */
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    if (json_dump_file(bn->doc, tmp, flags) != 0) {
-        fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", tmp, strerror(errno));
-        return -1;
-    }
-    if (rename(tmp, out) != 0) {
-        fprintf(stderr, "chunkgen bench: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
-        return -1;
-    }
-    return 0;
+    char *text = json_dumps(bn->doc, flags), why[4800];
+    int bad = !text || cg__write_file_atomic(out, text, strlen(text), 0, why, sizeof why) != 0;
+    if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, text ? why : "out of memory");
+    free(text);
+    return bad ? -1 : 0;
 }

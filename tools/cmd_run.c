@@ -9,7 +9,9 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "npy.h"
+#include "fsutil.h"
 #include "ops.h"
+#include "../autotune/autotune.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #define RUN_ERRLEN 1024
 
@@ -142,6 +145,8 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
 
 /* ------------------------------------------------------------------ arrays */
 
+static int dims_fit(int ndim, const int64_t *shape);
+
 typedef struct run_arr {
     const char *name;
     char path[PATH_MAX];
@@ -165,6 +170,12 @@ static int arr_load(const run_opts *o, run_arr *r, const char *name, int require
     }
     char err[RUN_ERRLEN];
     if (cg_npy_read(r->path, &r->a, err, sizeof err) != 0) return run_fail("%s", err);
+    if (!dims_fit(r->a.ndim, r->a.shape)) {
+        char sb[96];
+        cg_npy_free(&r->a);
+        return run_fail("%s: shape %s is too large (its strides overflow 64 bits)", r->path,
+                        cg_npy_shape_str(r->a.ndim, r->a.shape, sb, sizeof sb));
+    }
     if (r->a.from_f64)
         fprintf(stderr, "chunkgen run: note: %s holds float64 values; rounded to float32\n", r->path);
     r->present = 1;
@@ -183,9 +194,20 @@ static cg_tensor tensor_of(float *data, int ndim, const int64_t *shape) {
     for (int i = ndim - 1; i >= 0; i--) {
         t.shape[i] = shape[i];
         t.stride[i] = s;
-        s *= shape[i];
+        /* zero-size dims count as 1, as in cg_tensor_contiguous; dims_fit() has checked the
+         * product, so this cannot overflow */
+        if (__builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) s = INT64_MAX;
     }
     return t;
+}
+
+/* 1 when the strides of a contiguous array of shape (zero-size dims counted as 1) and
+ * its float32 byte size fit in 64 bits. */
+static int dims_fit(int ndim, const int64_t *shape) {
+    int64_t s = (int64_t)sizeof(float);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || __builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) return 0;
+    return 1;
 }
 
 /* The tensor of an input; absent (data NULL) when the file was not given. */
@@ -222,7 +244,12 @@ static cg_tensor out_add(run_outs *os, const char *name, int ndim, const int64_t
     int64_t count = 1;
     for (int i = 0; i < ndim; i++) {
         o->shape[i] = shape[i];
-        count *= shape[i];
+        if (shape[i] < 0 || __builtin_mul_overflow(count, shape[i], &count)) count = -1;
+    }
+    if (count < 0 || !dims_fit(ndim, shape)) { /* too large: treated as out of memory */
+        o->data = NULL;
+        *oom = 1;
+        return tensor_of(NULL, ndim, shape);
     }
     o->data = calloc(count > 0 ? (size_t)count : 1, sizeof(float));
     if (!o->data) *oom = 1;
@@ -234,19 +261,38 @@ static void outs_free(run_outs *os) {
     os->n = 0;
 }
 
+/* Write every output to a temp file next to its final name, then rename them all into
+ * place: a failure part-way (full disk, read-only directory) leaves the previous run's
+ * files as they were and no temp files. The output directory is created with its
+ * parents. */
 static int outs_write(const run_opts *opt, const run_outs *os) {
-    struct stat st;
-    if (stat(opt->out, &st) != 0) {
-        if (mkdir(opt->out, 0777) != 0) return run_fail("cannot create output directory %s: %s", opt->out, strerror(errno));
-    } else if (!S_ISDIR(st.st_mode)) {
-        return run_fail("output path %s is not a directory", opt->out);
+    int e = cg__mkdirs(opt->out);
+    if (e == ENOTDIR) return run_fail("output path %s is not a directory", opt->out);
+    if (e) return run_fail("cannot create output directory %s: %s", opt->out, strerror(e));
+    char path[RUN_MAX_OUT][PATH_MAX], tmp[RUN_MAX_OUT][PATH_MAX + 200];
+    int staged = 0, rc = 0;
+    for (int i = 0; i < os->n && !rc; i++) {
+        const run_out *o = &os->o[i];
+        char err[RUN_ERRLEN];
+        arr_path(opt->out, o->name, path[i], sizeof path[i]);
+        if (cg_npy_write_tmp(path[i], tmp[i], sizeof tmp[i], o->data, o->ndim, o->shape, err, sizeof err) != 0)
+            rc = run_fail("%s; no output written", err);
+        else staged++;
+    }
+    for (int i = 0; i < staged && !rc; i++)
+        if (rename(tmp[i], path[i]) != 0) {
+            rc = run_fail("cannot rename %s to %s: %s%s", tmp[i], path[i], strerror(errno),
+                          i ? "; the outputs before it were written" : "; no output written");
+            for (int j = i; j < staged; j++) unlink(tmp[j]);
+            return rc;
+        }
+    if (rc) {
+        for (int i = 0; i < staged; i++) unlink(tmp[i]);
+        return rc;
     }
     for (int i = 0; i < os->n; i++) {
-        const run_out *o = &os->o[i];
-        char path[PATH_MAX], err[RUN_ERRLEN], sb[96];
-        arr_path(opt->out, o->name, path, sizeof path);
-        if (cg_npy_write(path, o->data, o->ndim, o->shape, err, sizeof err) != 0) return run_fail("%s", err);
-        printf("wrote %s %s float32\n", path, cg_npy_shape_str(o->ndim, o->shape, sb, sizeof sb));
+        char sb[96];
+        printf("wrote %s %s float32\n", path[i], cg_npy_shape_str(os->o[i].ndim, os->o[i].shape, sb, sizeof sb));
     }
     return 0;
 }
@@ -258,8 +304,25 @@ static int lib_fail(cg_context *ctx, const char *what, cg_status st, const cg_ex
                     cg_errmsg(ctx));
 }
 
-static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what) {
-    if (o->verbose) fprintf(stderr, "chunkgen run: %s: %s\n", what, cg_last_dispatch(ctx));
+/* --verbose: the dispatch line, and the tuned-config key the call looked up (the CPU
+ * key holds the thread count: --threads 1 and --threads 2 use different entries). */
+static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what, const cg_tune_shape *s, int bwd) {
+    if (!o->verbose) return;
+    const char *d = cg_last_dispatch(ctx);
+    fprintf(stderr, "chunkgen run: %s: %s\n", what, d);
+    const char *b = strstr(d, "backend=");
+    char backend[16] = "";
+    if (b) sscanf(b + 8, "%15[a-z]", backend);
+    if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "emulate")) return;
+    cg_tune_key k;
+    if (cg__tune_key_make(ctx, backend, s, bwd, &k) != CG_OK) return;
+    char brief[200], file[64], dev[200];
+    cg__tune_key_brief(&k, brief, sizeof brief);
+    cg__tune_entry_file(&k, file, sizeof file);
+    if (!strcmp(backend, "cpu")) snprintf(dev, sizeof dev, "%d threads, %s", k.threads, k.device);
+    else snprintf(dev, sizeof dev, "%s sm_%d", k.device, k.cc);
+    fprintf(stderr, "chunkgen run: %s: tuned-config key %s (%s, chunkgen %s): %s/%s\n", what, brief, dev, k.version,
+            cg__tune_store_dir(ctx), file);
 }
 
 
@@ -399,7 +462,13 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
             rc = lib_fail(ctx, what, st, ex);
             break;
         }
-        say_dispatch(o, ctx, what);
+        cg_tune_shape ts; /* the tuned-config key the call looked up, for --verbose */
+        memset(&ts, 0, sizeof ts);
+        ts.sscan = !o->is_ssd;
+        ts.B = dims[CG_SYM_B], ts.G = dims[CG_SYM_G] > 0 ? dims[CG_SYM_G] : 1;
+        if (o->is_ssd) ts.T = dims[CG_SYM_T], ts.H = dims[CG_SYM_H], ts.dk = dims[CG_SYM_DK], ts.dv = dims[CG_SYM_DV];
+        else ts.T = dims[CG_SYM_L], ts.D = dims[CG_SYM_D], ts.N = dims[CG_SYM_N];
+        say_dispatch(o, ctx, what, &ts, d->bwd);
     }
 done:
     for (int i = 0; i < CG_OP_MAX_TENSORS; i++) arr_free(&a[i]);

@@ -2,6 +2,8 @@
  * autotuner and its config store (autotune/). */
 #include "chunkgen.h"
 #include "cmd_tune.h"
+#include "cli_common.h"
+#include "fsutil.h"
 #include "../autotune/autotune.h"
 #include "cuda/kcache.h"
 
@@ -18,92 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------ helpers */
-
-static int fail(const char *cmd, const char *fmt, ...) CG_PRINTF(2, 3);
-static int fail(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "chunkgen %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 1;
-}
-
-static int usage_err(const char *cmd, const char *fmt, ...) CG_PRINTF(2, 3);
-static int usage_err(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "chunkgen %s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n(run `chunkgen %s --help` for the usage)\n", cmd);
-    return 2;
-}
-
-/* argv[*i] is an option taking a value: "--name value" or "--name=value". Returns the
- * value (NULL when missing) and advances *i. */
-static const char *opt_val(int argc, char **argv, int *i, const char *name) {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n)) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] == '\0' && *i + 1 < argc) return argv[++*i];
-    return NULL;
-}
-
-static int is_opt(const char *a, const char *name) {
-    size_t n = strlen(name);
-    return !strncmp(a, name, n) && (a[n] == '\0' || a[n] == '=');
-}
-
-static int parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-/* Common options of every command here: --cache-dir DIR, --threads N. Returns 1 when
- * argv[*i] was one of them, -1 on a bad value. */
-typedef struct common {
-    const char *cache_dir;
-    long threads;
-} common;
-
-static int common_opt(const char *cmd, int argc, char **argv, int *i, common *c) {
-    const char *v;
-    if (is_opt(argv[*i], "--cache-dir")) {
-        if (!(v = opt_val(argc, argv, i, "--cache-dir"))) return usage_err(cmd, "--cache-dir needs a directory"), -1;
-        c->cache_dir = v;
-        return 1;
-    }
-    if (is_opt(argv[*i], "--threads")) {
-        if (!(v = opt_val(argc, argv, i, "--threads")) || parse_int(v, 0, 4096, &c->threads))
-            return usage_err(cmd, "--threads expects an integer in 0..4096"), -1;
-        return 1;
-    }
-    return 0;
-}
-
-static cg_context *make_ctx(const char *cmd, const common *c) {
-    cg_context *ctx = NULL;
-    if (cg_context_create(&ctx) != CG_OK) {
-        fail(cmd, "out of memory");
-        return NULL;
-    }
-    if ((c->cache_dir && cg_context_set_cache_dir(ctx, c->cache_dir) != CG_OK) ||
-        (c->threads > 0 && cg_context_set_threads(ctx, (int)c->threads) != CG_OK)) {
-        fail(cmd, "%s", cg_errmsg(ctx));
-        cg_context_free(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
 /* Entry filters shared by show and export. */
 typedef struct filter {
     const char *backend, *op, *dir, *device;
@@ -115,8 +31,8 @@ static int filter_opt(const char *cmd, int argc, char **argv, int *i, filter *f)
     struct { const char *name; const char **dst; } opts[] = {
         {"--backend", &f->backend}, {"--op", &f->op}, {"--dir", &f->dir}, {"--device", &f->device}};
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
-        if (is_opt(argv[*i], opts[k].name)) {
-            if (!(v = opt_val(argc, argv, i, opts[k].name))) return usage_err(cmd, "%s needs a value", opts[k].name), -1;
+        if (cli_is_opt(argv[*i], opts[k].name)) {
+            if (!(v = cli_opt_val(argc, argv, i, opts[k].name))) return cli_usage(cmd, "%s needs a value", opts[k].name), -1;
             *opts[k].dst = v;
             return 1;
         }
@@ -214,6 +130,9 @@ static const char k_tune_usage[] =
     "                              is stored as truncated and resumed by the next run\n"
     "  --jobs N                    compile workers for cuda/emulate (default: all cores)\n"
     "  --force                     retune keys that are already tuned\n"
+    "  --shard I/N                 tune only the keys of shard I of N (0 <= I < N; by a hash of\n"
+    "                              the key's shape, so any N works): one shard per job-array\n"
+    "                              task or rank, then `chunkgen import` the stores together\n"
     "  --min-time SECONDS          time each candidate at least this long\n"
     "  --verify-T N                seq length of the verification problem (default auto)\n"
     "  --max-candidates N          only the first N configs of each space\n"
@@ -232,9 +151,9 @@ static int add_shape(const char *cmd, cg_context *ctx, const char *text, int op_
         if (sscan && op_mask == 1) sscan = 0; /* --op ssd: report the ssd syntax */
     }
     cg_tune_shape s;
-    if (cg__tune_shape_parse(ctx, text, sscan, &s) != CG_OK) return usage_err(cmd, "%s", cg_errmsg(ctx));
+    if (cg__tune_shape_parse(ctx, text, sscan, &s) != CG_OK) return cli_usage(cmd, "%s", cg_errmsg(ctx));
     cg_tune_shape *nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
-    if (!nv) return fail(cmd, "out of memory");
+    if (!nv) return cli_fail(cmd, "out of memory");
     *v = nv;
     nv[(*n)++] = s;
     return 0;
@@ -242,7 +161,7 @@ static int add_shape(const char *cmd, cg_context *ctx, const char *text, int op_
 
 static int read_shapes(const char *cmd, cg_context *ctx, const char *path, int op_mask, cg_tune_shape **v, int *n) {
     FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
-    if (!f) return fail(cmd, "cannot open %s: %s", path, strerror(errno));
+    if (!f) return cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
     char line[1024];
     int lineno = 0, rc = 0;
     while (!rc && fgets(line, sizeof line, f)) {
@@ -258,7 +177,7 @@ static int read_shapes(const char *cmd, cg_context *ctx, const char *path, int o
         const char *name = nt > 1 ? tok[1] : NULL;
         if (!strcmp(tok[0], "ssd") || !strcmp(tok[0], "sscan")) {
             if (nt < 2) {
-                rc = usage_err(cmd, "%s:%d: expected numbers after '%s'", path, lineno, tok[0]);
+                rc = cli_usage(cmd, "%s:%d: expected numbers after '%s'", path, lineno, tok[0]);
                 break;
             }
             snprintf(buf, sizeof buf, "%s:%s", tok[0], tok[1]);
@@ -277,82 +196,93 @@ static int read_shapes(const char *cmd, cg_context *ctx, const char *path, int o
 
 int cg_cmd_tune(int argc, char **argv) {
     const char *cmd = "tune";
-    common c = {NULL, 0};
+    cli_common c = {NULL, 0};
     cg_tune_opts o;
     cg__tune_opts_default(&o);
     o.progress = isatty(fileno(stderr)) ? 1 : 0;
     const char *backend = "auto", *shapes_file = NULL;
     const char **shape_args = calloc((size_t)argc + 1, sizeof *shape_args);
     int nshape_args = 0;
-    if (!shape_args) return fail(cmd, "out of memory");
+    if (!shape_args) return cli_fail(cmd, "out of memory");
     int rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i], *v;
         long x;
-        int k = common_opt(cmd, argc, argv, &i, &c);
+        int k = cli_common_opt(cmd, argc, argv, &i, &c);
         if (k < 0) rc = 2;
         else if (k) continue;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(k_tune_usage, stdout);
             free(shape_args);
             return 0;
-        } else if (is_opt(a, "--op")) {
-            v = opt_val(argc, argv, &i, "--op");
-            if (!v) rc = usage_err(cmd, "--op needs ssd, sscan or all");
+        } else if (cli_is_opt(a, "--op")) {
+            v = cli_opt_val(argc, argv, &i, "--op");
+            if (!v) rc = cli_usage(cmd, "--op needs ssd, sscan or all");
             else if (!strcmp(v, "ssd")) o.op_mask = 1;
             else if (!strcmp(v, "sscan")) o.op_mask = 2;
             else if (!strcmp(v, "all")) o.op_mask = 3;
-            else rc = usage_err(cmd, "--op: unknown op '%s' (expected ssd, sscan or all)", v);
-        } else if (is_opt(a, "--dir")) {
-            v = opt_val(argc, argv, &i, "--dir");
-            if (!v) rc = usage_err(cmd, "--dir needs fwd, bwd or all");
+            else rc = cli_usage(cmd, "--op: unknown op '%s' (expected ssd, sscan or all)", v);
+        } else if (cli_is_opt(a, "--dir")) {
+            v = cli_opt_val(argc, argv, &i, "--dir");
+            if (!v) rc = cli_usage(cmd, "--dir needs fwd, bwd or all");
             else if (!strcmp(v, "fwd")) o.dir_mask = 1;
             else if (!strcmp(v, "bwd")) o.dir_mask = 2;
             else if (!strcmp(v, "all")) o.dir_mask = 3;
-            else rc = usage_err(cmd, "--dir: unknown direction '%s' (expected fwd, bwd or all)", v);
-        } else if (is_opt(a, "--backend")) {
-            if (!(backend = opt_val(argc, argv, &i, "--backend"))) rc = usage_err(cmd, "--backend needs a value");
+            else rc = cli_usage(cmd, "--dir: unknown direction '%s' (expected fwd, bwd or all)", v);
+        } else if (cli_is_opt(a, "--backend")) {
+            if (!(backend = cli_opt_val(argc, argv, &i, "--backend"))) rc = cli_usage(cmd, "--backend needs a value");
             else if (strcmp(backend, "auto") && strcmp(backend, "cpu") && strcmp(backend, "cuda") &&
                      strcmp(backend, "emulate"))
-                rc = usage_err(cmd, "--backend: '%s' cannot be tuned (expected auto, cpu, cuda or emulate)", backend);
-        } else if (is_opt(a, "--shape")) {
-            if (!(v = opt_val(argc, argv, &i, "--shape"))) rc = usage_err(cmd, "--shape needs B,T,G,H,dk,dv or B,L,D,N[,G]");
+                rc = cli_usage(cmd, "--backend: '%s' cannot be tuned (expected auto, cpu, cuda or emulate)", backend);
+        } else if (cli_is_opt(a, "--shape")) {
+            if (!(v = cli_opt_val(argc, argv, &i, "--shape"))) rc = cli_usage(cmd, "--shape needs B,T,G,H,dk,dv or B,L,D,N[,G]");
             else shape_args[nshape_args++] = v;
-        } else if (is_opt(a, "--shapes")) {
-            if (!(shapes_file = opt_val(argc, argv, &i, "--shapes"))) rc = usage_err(cmd, "--shapes needs a file");
-        } else if (is_opt(a, "--budget")) {
+        } else if (cli_is_opt(a, "--shapes")) {
+            if (!(shapes_file = cli_opt_val(argc, argv, &i, "--shapes"))) rc = cli_usage(cmd, "--shapes needs a file");
+        } else if (cli_is_opt(a, "--budget")) {
             char *end;
-            v = opt_val(argc, argv, &i, "--budget");
+            v = cli_opt_val(argc, argv, &i, "--budget");
             double b = v ? strtod(v, &end) : -1;
-            if (!v || end == v || *end || !(b > 0)) rc = usage_err(cmd, "--budget expects a number of seconds > 0");
+            if (!v || end == v || *end || !(b > 0)) rc = cli_usage(cmd, "--budget expects a number of seconds > 0");
             else o.budget_s = b;
-        } else if (is_opt(a, "--min-time")) {
+        } else if (cli_is_opt(a, "--min-time")) {
             char *end;
-            v = opt_val(argc, argv, &i, "--min-time");
+            v = cli_opt_val(argc, argv, &i, "--min-time");
             double b = v ? strtod(v, &end) : -1;
-            if (!v || end == v || *end || !(b > 0) || b > 60) rc = usage_err(cmd, "--min-time expects seconds in (0, 60]");
+            if (!v || end == v || *end || !(b > 0) || b > 60) rc = cli_usage(cmd, "--min-time expects seconds in (0, 60]");
             else o.min_time_s = b;
-        } else if (is_opt(a, "--jobs")) {
-            if (!(v = opt_val(argc, argv, &i, "--jobs")) || parse_int(v, 1, 64, &x)) rc = usage_err(cmd, "--jobs expects 1..64");
+        } else if (cli_is_opt(a, "--jobs")) {
+            if (!(v = cli_opt_val(argc, argv, &i, "--jobs")) || cli_parse_int(v, 1, 64, &x)) rc = cli_usage(cmd, "--jobs expects 1..64");
             else o.jobs = (int)x;
-        } else if (is_opt(a, "--verify-T")) {
-            if (!(v = opt_val(argc, argv, &i, "--verify-T")) || parse_int(v, 1, 1 << 20, &x))
-                rc = usage_err(cmd, "--verify-T expects a positive integer");
+        } else if (cli_is_opt(a, "--verify-T")) {
+            if (!(v = cli_opt_val(argc, argv, &i, "--verify-T")) || cli_parse_int(v, 1, 1 << 20, &x))
+                rc = cli_usage(cmd, "--verify-T expects a positive integer");
             else o.verify_T = x;
-        } else if (is_opt(a, "--max-candidates")) {
-            if (!(v = opt_val(argc, argv, &i, "--max-candidates")) || parse_int(v, 1, 1 << 20, &x))
-                rc = usage_err(cmd, "--max-candidates expects a positive integer");
+        } else if (cli_is_opt(a, "--max-candidates")) {
+            if (!(v = cli_opt_val(argc, argv, &i, "--max-candidates")) || cli_parse_int(v, 1, 1 << 20, &x))
+                rc = cli_usage(cmd, "--max-candidates expects a positive integer");
             else o.max_candidates = (int)x;
         } else if (!strcmp(a, "--force")) {
             o.force = 1;
+        } else if (cli_is_opt(a, "--shard")) {
+            long si = -1, sn = 0;
+            char *slash;
+            v = cli_opt_val(argc, argv, &i, "--shard");
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", v ? v : "");
+            slash = strchr(buf, '/');
+            if (slash) *slash = '\0';
+            if (!v || !slash || cli_parse_int(buf, 0, 1 << 20, &si) || cli_parse_int(slash + 1, 1, 1 << 20, &sn) || si >= sn)
+                rc = cli_usage(cmd, "--shard expects I/N with 0 <= I < N (e.g. 3/8), got '%s'", v ? v : "");
+            else o.shard = (int)si, o.nshards = (int)sn;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             o.progress = -1;
         } else {
-            rc = usage_err(cmd, "unknown argument '%s'", a);
+            rc = cli_usage(cmd, "unknown argument '%s'", a);
         }
     }
-    if (!rc && shapes_file && nshape_args) rc = usage_err(cmd, "give --shapes FILE or --shape, not both");
-    cg_context *ctx = rc ? NULL : make_ctx(cmd, &c);
+    if (!rc && shapes_file && nshape_args) rc = cli_usage(cmd, "give --shapes FILE or --shape, not both");
+    cg_context *ctx = rc ? NULL : cli_make_ctx(cmd, &c);
     if (!rc && !ctx) rc = 1;
     cg_tune_shape *shapes = NULL;
     int nshapes = 0;
@@ -374,7 +304,7 @@ int cg_cmd_tune(int argc, char **argv) {
         }
         int n;
         const cg_tune_shape *d = cg__tune_default_shapes(backend, &n);
-        if (!(shapes = malloc((size_t)n * sizeof *shapes))) rc = fail(cmd, "out of memory");
+        if (!(shapes = malloc((size_t)n * sizeof *shapes))) rc = cli_fail(cmd, "out of memory");
         else memcpy(shapes, d, (size_t)n * sizeof *shapes), nshapes = n;
     }
     if (!rc) {
@@ -382,13 +312,17 @@ int cg_cmd_tune(int argc, char **argv) {
         if (o.progress >= 0)
             fprintf(stderr, "chunkgen tune: %d shape(s) on %s, store %s\n", nshapes, backend, cg__tune_store_dir(ctx));
         cg_status st = cg__tune_run(ctx, backend, shapes, nshapes, &o, &sum);
+        char shard_note[64] = "";
+        if (o.nshards > 1)
+            snprintf(shard_note, sizeof shard_note, ", %d of other shards (shard %d/%d)", sum.other_shards, o.shard,
+                     o.nshards);
         if (o.progress >= 0)
             fprintf(stderr,
                     "chunkgen tune: %d key(s): %d tuned (%d resumed), %d already tuned, %d not supported by the "
-                    "backend, %d failed, %d left for a rerun; %d candidates measured, %d rejected; %.1f s\n",
-                    sum.keys, sum.tuned, sum.resumed, sum.cached, sum.unsupported, sum.failed, sum.skipped_budget,
-                    sum.candidates, sum.rejected, sum.seconds);
-        if (st != CG_OK) rc = fail(cmd, "%s: %s", cg_status_str(st), cg_errmsg(ctx));
+                    "backend, %d failed, %d left for a rerun%s; %d candidates measured, %d rejected; %.1f s\n",
+                    sum.keys, sum.tuned, sum.resumed, sum.cached + sum.kept_other, sum.unsupported, sum.failed,
+                    sum.skipped_budget, shard_note, sum.candidates, sum.rejected, sum.seconds);
+        if (st != CG_OK) rc = cli_fail(cmd, "%s: %s", cg_status_str(st), cg_errmsg(ctx));
     }
     free(shapes);
     cg_context_free(ctx);
@@ -407,7 +341,7 @@ static const char k_show_usage[] =
 
 int cg_cmd_show(int argc, char **argv) {
     const char *cmd = "show";
-    common c = {NULL, 0};
+    cli_common c = {NULL, 0};
     filter f;
     memset(&f, 0, sizeof f);
     for (int i = 1; i < argc; i++) {
@@ -416,13 +350,13 @@ int cg_cmd_show(int argc, char **argv) {
             fputs(k_filter_help, stdout);
             return 0;
         }
-        int k = common_opt(cmd, argc, argv, &i, &c);
+        int k = cli_common_opt(cmd, argc, argv, &i, &c);
         if (k < 0) return 2;
         if (k) continue;
         if ((k = filter_opt(cmd, argc, argv, &i, &f)) < 0) return 2;
-        if (!k) return usage_err(cmd, "unknown argument '%s'", argv[i]);
+        if (!k) return cli_usage(cmd, "unknown argument '%s'", argv[i]);
     }
-    cg_context *ctx = make_ctx(cmd, &c);
+    cg_context *ctx = cli_make_ctx(cmd, &c);
     if (!ctx) return 1;
     const char *dir = cg__tune_store_dir(ctx);
     entry_list l;
@@ -502,7 +436,7 @@ static const char k_export_usage[] =
 
 int cg_cmd_export(int argc, char **argv) {
     const char *cmd = "export";
-    common c = {NULL, 0};
+    cli_common c = {NULL, 0};
     filter f;
     memset(&f, 0, sizeof f);
     const char *out = NULL;
@@ -512,19 +446,19 @@ int cg_cmd_export(int argc, char **argv) {
             fputs(k_filter_help, stdout);
             return 0;
         }
-        int k = common_opt(cmd, argc, argv, &i, &c);
+        int k = cli_common_opt(cmd, argc, argv, &i, &c);
         if (k < 0) return 2;
         if (k) continue;
         if ((k = filter_opt(cmd, argc, argv, &i, &f)) < 0) return 2;
         if (k) continue;
-        if (is_opt(argv[i], "--json")) {
-            if (!(out = opt_val(argc, argv, &i, "--json"))) return usage_err(cmd, "--json needs a file (- for stdout)");
+        if (cli_is_opt(argv[i], "--json")) {
+            if (!(out = cli_opt_val(argc, argv, &i, "--json"))) return cli_usage(cmd, "--json needs a file (- for stdout)");
             continue;
         }
-        return usage_err(cmd, "unknown argument '%s'", argv[i]);
+        return cli_usage(cmd, "unknown argument '%s'", argv[i]);
     }
-    if (!out) return usage_err(cmd, "missing --json FILE");
-    cg_context *ctx = make_ctx(cmd, &c);
+    if (!out) return cli_usage(cmd, "missing --json FILE");
+    cg_context *ctx = cli_make_ctx(cmd, &c);
     if (!ctx) return 1;
     const char *dir = cg__tune_store_dir(ctx);
     entry_list l;
@@ -538,7 +472,7 @@ int cg_cmd_export(int argc, char **argv) {
     for (int i = 0; arr && i < l.n; i++) {
         json_t *j = cg__tune_entry_to_json(&l.e[i]);
         if (!j || json_array_append_new(arr, j)) {
-            rc = fail(cmd, "out of memory");
+            rc = cli_fail(cmd, "out of memory");
             break;
         }
     }
@@ -550,10 +484,11 @@ int cg_cmd_export(int argc, char **argv) {
     json_t *doc = arr ? json_pack("{s:i, s:s, s:s, s:s, s:o}", "schema", CG_TUNE_SCHEMA, "kind", "chunkgen-configs",
                                   "chunkgen", cg_version(), "exported", when, "entries", arr)
                       : NULL;
-    if (!rc && !doc) rc = fail(cmd, "out of memory");
+    if (!rc && !doc) rc = cli_fail(cmd, "out of memory");
     if (!rc) {
         int flags = JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII;
         int bad;
+        char why[4800] = "";
         if (!strcmp(out, "-")) {
             bad = json_dumpf(doc, stdout, flags) != 0;
             if (!bad) putchar('\n');
@@ -561,18 +496,15 @@ int cg_cmd_export(int argc, char **argv) {
             char *text = json_dumps(doc, flags);
             bad = !text;
             if (text) {
-                /* temp + rename, so a reader never sees half a file */
-                char tmp[4200];
-                snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-                FILE *fp = fopen(tmp, "w");
-                bad = !fp || fputs(text, fp) < 0 || fputc('\n', fp) < 0;
-                if (fp && fclose(fp) != 0) bad = 1;
-                if (!bad && rename(tmp, out) != 0) bad = 1;
-                if (bad) unlink(tmp);
+                /* temp (O_EXCL|O_NOFOLLOW) + rename: a reader never sees half a file and a
+                 * planted symlink cannot redirect the write */
+                size_t len = strlen(text);
+                text[len] = '\n'; /* json_dumps's NUL becomes the final newline */
+                bad = cg__write_file_atomic(out, text, len + 1, 1, why, sizeof why) != 0;
                 free(text);
             }
         }
-        if (bad) rc = fail(cmd, "cannot write %s: %s", out, strerror(errno));
+        if (bad) rc = cli_fail(cmd, "cannot write %s: %s", out, why[0] ? why : strerror(errno));
         else if (strcmp(out, "-"))
             fprintf(stderr, "chunkgen export: %d entr%s written to %s\n", l.n, l.n == 1 ? "y" : "ies", out);
     }
@@ -585,269 +517,61 @@ int cg_cmd_export(int argc, char **argv) {
 /* --------------------------------------------------------------- import */
 
 static const char k_import_usage[] =
-    "usage: chunkgen import FILE [--allow-foreign] [--dry-run] [--cache-dir DIR]\n"
+    "usage: chunkgen import SOURCE... [--allow-foreign] [--dry-run] [--cache-dir DIR]\n"
     "\n"
-    "Reads entries written by `chunkgen export` (or one entry object, or an array of\n"
-    "them) and merges them into the store. Each entry is validated; a malformed entry, an\n"
-    "unfinished tune, or one measured on another device (CPU model, or GPU name, compute\n"
-    "capability and SM count) is rejected with a message (--allow-foreign keeps foreign\n"
-    "ones). When the store already holds the key (same device), the faster entry stays.\n"
-    "Exit status 1 when anything was rejected. FILE - is stdin.\n";
+    "Merges tuned configs into the store. A SOURCE is a file written by `chunkgen export`\n"
+    "(or one entry object, or an array of them), - for stdin, or a store directory (another\n"
+    "cache directory, or its configs/): the stores of the shards or ranks of a tune.\n"
+    "Each entry is validated; a malformed entry, an unfinished tune, a config the kernel's\n"
+    "constraints refuse for its key, or one measured on another device (CPU model, or GPU\n"
+    "name, compute capability and SM count) is rejected with a message (--allow-foreign\n"
+    "keeps foreign ones). All entries of a key (the store's and every source's) are merged\n"
+    "in one deterministic choice: the fastest stays unless the others are within its\n"
+    "measured noise, then the tie rule (the space's order) decides -- whatever the order of\n"
+    "the sources. Nothing is written when a source cannot be read. Exit status 1 when\n"
+    "anything was rejected.\n";
 
 int cg_cmd_import(int argc, char **argv) {
     const char *cmd = "import";
-    common c = {NULL, 0};
-    const char *file = NULL;
+    cli_common c = {NULL, 0};
+    const char **files = calloc((size_t)argc + 1, sizeof *files);
+    int nfiles = 0;
     int allow_foreign = 0, dry = 0;
+    if (!files) return cli_fail(cmd, "out of memory");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(k_import_usage, stdout);
             return 0;
         }
-        int k = common_opt(cmd, argc, argv, &i, &c);
+        int k = cli_common_opt(cmd, argc, argv, &i, &c);
         if (k < 0) return 2;
         if (k) continue;
         if (!strcmp(argv[i], "--allow-foreign")) allow_foreign = 1;
         else if (!strcmp(argv[i], "--dry-run")) dry = 1;
-        else if ((argv[i][0] != '-' || !strcmp(argv[i], "-")) && !file) file = argv[i];
-        else return usage_err(cmd, "unknown argument '%s'", argv[i]);
+        else if (argv[i][0] != '-' || !strcmp(argv[i], "-")) files[nfiles++] = argv[i];
+        else {
+            free(files);
+            return cli_usage(cmd, "unknown argument '%s'", argv[i]);
+        }
     }
-    if (!file) return usage_err(cmd, "missing the FILE to import");
-    cg_context *ctx = make_ctx(cmd, &c);
-    if (!ctx) return 1;
+    if (!nfiles) {
+        free(files);
+        return cli_usage(cmd, "missing the FILE (or store directory) to import");
+    }
+    cg_context *ctx = cli_make_ctx(cmd, &c);
+    if (!ctx) {
+        free(files);
+        return 1;
+    }
     cg_tune_import_stats s;
-    cg_status st = cg__tune_import_file(ctx, file, allow_foreign, dry, stderr, &s);
+    cg_status st = cg__tune_import_files(ctx, files, nfiles, allow_foreign, dry, stderr, &s);
+    free(files);
     int rc = 0;
-    if (st != CG_OK) rc = fail(cmd, "%s", cg_errmsg(ctx));
+    if (st != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
     else {
-        fprintf(stderr, "chunkgen import: %s%d added, %d replaced (faster), %d kept (store faster), %d rejected\n",
+        fprintf(stderr, "chunkgen import: %s%d added, %d replaced, %d kept (the merge rule kept another entry), %d rejected\n",
                 dry ? "(dry run) " : "", s.added, s.replaced, s.kept, s.rejected);
         if (s.rejected) rc = 1;
-    }
-    cg_context_free(ctx);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- cache */
-
-static const char k_cache_usage[] =
-    "usage: chunkgen cache stats|verify|prune|clear [options]\n"
-    "\n"
-    "  stats    entries and bytes of the config store and of the other caches\n"
-    "  verify   check every config entry (JSON, schema, checksum, key) and every binary\n"
-    "           kernel entry (kernels/*.cgk); exit 1 if any is bad\n"
-    "  prune    remove bad entries (both stores), leftovers of interrupted writes (older\n"
-    "           than 10 minutes)\n"
-    "           and entries of other chunkgen versions; --older-than DAYS also removes\n"
-    "           entries created before then\n"
-    "  clear    remove every config entry (--all: also the files of the other caches)\n"
-    "\n"
-    "options:\n"
-    "  --cache-dir DIR   the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)\n";
-
-typedef struct cache_stats {
-    int entries, complete, partial, bad, removed, foreign_version, old;
-    int64_t bytes;
-    int verbose;
-    int prune;
-    double older_than_s; /* prune: 0 = keep by age */
-} cache_stats;
-
-static int cache_visit(void *arg, const char *path, const cg_tune_entry *e, const char *why) {
-    cache_stats *s = arg;
-    struct stat st;
-    if (stat(path, &st) == 0) s->bytes += st.st_size;
-    if (!e) {
-        s->bad++;
-        if (s->verbose) printf("BAD  %s: %s\n", path, why);
-        if (s->prune && unlink(path) == 0) s->removed++;
-        return 0;
-    }
-    s->entries++;
-    if (e->complete) s->complete++;
-    else s->partial++;
-    if (s->prune) {
-        int drop = 0;
-        if (strcmp(e->key.version, cg_version())) drop = 1, s->foreign_version++;
-        else if (s->older_than_s > 0) {
-            struct tm tm;
-            memset(&tm, 0, sizeof tm);
-            if (strptime(e->created, "%Y-%m-%dT%H:%M:%SZ", &tm) && difftime(time(NULL), timegm(&tm)) > s->older_than_s)
-                drop = 1, s->old++;
-        }
-        if (drop && unlink(path) == 0) s->removed++;
-    }
-    return 0;
-}
-
-/* Temp files of writers that died (older than min_age seconds); remove when asked. */
-static int temp_files(const char *dir, double min_age, int remove_them, int64_t *bytes) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strncmp(de->d_name, ".tmp.", 5)) continue;
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        struct stat st;
-        if (stat(path, &st) != 0 || difftime(time(NULL), st.st_mtime) < min_age) continue;
-        if (bytes) *bytes += st.st_size;
-        if (!remove_them || unlink(path) == 0) n++;
-    }
-    closedir(d);
-    return n;
-}
-
-/* Files and bytes under dir (recursive), optionally removing the files. */
-static void tree_walk(const char *dir, int remove_them, int depth, int *files, int64_t *bytes) {
-    if (depth > 4) return;
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        struct stat st;
-        if (lstat(path, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) tree_walk(path, remove_them, depth + 1, files, bytes);
-        else if (S_ISREG(st.st_mode)) {
-            (*files)++;
-            *bytes += st.st_size;
-            if (remove_them) unlink(path);
-        }
-    }
-    closedir(d);
-}
-
-/* Entries of the binary kernel cache (<cache>/kernels/<entry>.cgk, runtime/cuda/kcache.h):
- * check each; report (verbose) and remove (prune) the bad ones. Returns the bad count. */
-static int kernels_check(const char *root, int verbose, int prune, int *checked) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/kernels", root);
-    DIR *d = opendir(dir);
-    int bad = 0;
-    *checked = 0;
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        size_t n = strlen(de->d_name);
-        if (de->d_name[0] == '.' || n < 5 || strcmp(de->d_name + n - 4, ".cgk")) continue;
-        char path[4600], why[256];
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        (*checked)++;
-        if (cg__kcache_verify_file(path, why, sizeof why) != 0) {
-            bad++;
-            if (verbose) printf("BAD  %s: %s\n", path, why);
-            if (prune) unlink(path);
-        }
-    }
-    if (d) closedir(d);
-    return bad;
-}
-
-int cg_cmd_cache(int argc, char **argv) {
-    const char *cmd = "cache";
-    common c = {NULL, 0};
-    const char *action = NULL;
-    int all = 0;
-    double older = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(k_cache_usage, stdout);
-            return 0;
-        }
-        int k = common_opt(cmd, argc, argv, &i, &c);
-        if (k < 0) return 2;
-        if (k) continue;
-        if (!strcmp(argv[i], "--all")) all = 1;
-        else if (is_opt(argv[i], "--older-than")) {
-            const char *v = opt_val(argc, argv, &i, "--older-than");
-            char *end;
-            double days = v ? strtod(v, &end) : -1;
-            if (!v || end == v || *end || !(days > 0)) return usage_err(cmd, "--older-than expects a number of days > 0");
-            older = days * 86400;
-        } else if (argv[i][0] != '-' && !action) action = argv[i];
-        else return usage_err(cmd, "unknown argument '%s'", argv[i]);
-    }
-    if (!action) return usage_err(cmd, "missing the action: stats, verify, prune or clear");
-    int is_stats = !strcmp(action, "stats"), is_verify = !strcmp(action, "verify"), is_prune = !strcmp(action, "prune"),
-        is_clear = !strcmp(action, "clear");
-    if (!is_stats && !is_verify && !is_prune && !is_clear)
-        return usage_err(cmd, "unknown action '%s' (expected stats, verify, prune or clear)", action);
-    if (older > 0 && !is_prune) return usage_err(cmd, "--older-than applies to prune only");
-    if (all && !is_clear) return usage_err(cmd, "--all applies to clear only");
-    cg_context *ctx = make_ctx(cmd, &c);
-    if (!ctx) return 1;
-    char root[4096], dir[4096];
-    snprintf(root, sizeof root, "%s", cg__cache_dir(ctx));
-    snprintf(dir, sizeof dir, "%s", cg__tune_store_dir(ctx));
-    int rc = 0;
-    if (is_clear) {
-        int files = 0;
-        int64_t bytes = 0;
-        tree_walk(dir, 1, 0, &files, &bytes);
-        printf("removed %d config file(s) (%lld bytes) from %s\n", files, (long long)bytes, dir);
-        if (all) {
-            DIR *d = opendir(root);
-            struct dirent *de;
-            while (d && (de = readdir(d))) {
-                if (de->d_name[0] == '.' || !strcmp(de->d_name, "configs")) continue;
-                char sub[4400];
-                snprintf(sub, sizeof sub, "%s/%s", root, de->d_name);
-                struct stat st;
-                if (lstat(sub, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-                int f2 = 0;
-                int64_t b2 = 0;
-                tree_walk(sub, 1, 0, &f2, &b2);
-                printf("removed %d file(s) (%lld bytes) from %s\n", f2, (long long)b2, sub);
-            }
-            if (d) closedir(d);
-        }
-        cg__tune_index_invalidate(dir);
-    } else {
-        cache_stats s;
-        memset(&s, 0, sizeof s);
-        s.verbose = is_verify || is_prune;
-        s.prune = is_prune;
-        s.older_than_s = older;
-        int64_t tmp_bytes = 0;
-        int visited = cg__tune_store_scan(dir, cache_visit, &s);
-        int tmps = temp_files(dir, is_prune ? 600 : 0, is_prune, &tmp_bytes);
-        if (is_stats) {
-            printf("cache directory  %s\n", root);
-            if (visited < 0) printf("config store     %s (absent)\n", dir);
-            else
-                printf("config store     %s: %d entr%s (%d complete, %d unfinished), %d bad, %d temp file(s), %lld bytes\n",
-                       dir, s.entries, s.entries == 1 ? "y" : "ies", s.complete, s.partial, s.bad, tmps,
-                       (long long)(s.bytes + tmp_bytes));
-            DIR *d = opendir(root);
-            struct dirent *de;
-            while (d && (de = readdir(d))) {
-                if (de->d_name[0] == '.' || !strcmp(de->d_name, "configs")) continue;
-                char sub[4400];
-                snprintf(sub, sizeof sub, "%s/%s", root, de->d_name);
-                struct stat st;
-                if (lstat(sub, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-                int f2 = 0;
-                int64_t b2 = 0;
-                tree_walk(sub, 0, 0, &f2, &b2);
-                printf("%-16s %s: %d file(s), %lld bytes\n", de->d_name, sub, f2, (long long)b2);
-            }
-            if (d) closedir(d);
-        } else if (is_verify) {
-            int kchecked, kbad = kernels_check(root, 1, 0, &kchecked);
-            printf("configs: %d entr%s checked, %d bad; kernels: %d checked, %d bad\n", s.entries + s.bad,
-                   s.entries + s.bad == 1 ? "y" : "ies", s.bad, kchecked, kbad);
-            if (s.bad || kbad) rc = 1;
-        } else {
-            int kchecked, kbad = kernels_check(root, 1, 1, &kchecked);
-            if (kbad) printf("removed %d bad kernel cache entr%s\n", kbad, kbad == 1 ? "y" : "ies");
-            printf("removed %d entr%s (%d bad, %d of another chunkgen version, %d older than the limit) and %d stale "
-                   "temp file(s)\n",
-                   s.removed, s.removed == 1 ? "y" : "ies", s.bad, s.foreign_version, s.old, tmps);
-            cg__tune_index_invalidate(dir);
-        }
     }
     cg_context_free(ctx);
     return rc;

@@ -9,6 +9,7 @@
  * that accepts what numpy writes (either quote style, optional trailing commas, any
  * whitespace, keys in any order) and nothing else. */
 #include "npy.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -102,7 +104,7 @@ static int parse_str(hparse *h, char *out, size_t outlen) {
     char q = *h->s++;
     size_t n = 0;
     while (h->s < h->e && *h->s != q) {
-        if (*h->s == '\\' || *h->s == '\n') return syntax(h, "a simple string");
+        if (*h->s == '\\' || (unsigned char)*h->s < 0x20) return syntax(h, "a simple string (no escapes, NULs or control characters)");
         if (n + 1 >= outlen) return syntax(h, "a shorter string");
         out[n++] = *h->s++;
     }
@@ -272,24 +274,21 @@ static int read_exact(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f)
 
 int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
+    char why[256];
+    int64_t fsize = 0;
+    int fd = cg__open_regular(path, 0, &fsize, why, sizeof why); /* a FIFO must not hang */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) {
+            snprintf(why, sizeof why, "cannot open: %s", strerror(errno));
+            close(fd);
+        }
+        seterr(err, errlen, "%s: %s", path, why);
         return -1;
     }
     unsigned char *raw = NULL;
     char *htext = NULL;
     int rc = -1;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        seterr(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        seterr(err, errlen, "%s: not a regular file", path);
-        goto done;
-    }
-    int64_t fsize = (int64_t)st.st_size;
 
     unsigned char pre[12];
     if (fsize < 10 || read_exact(f, pre, 10)) {
@@ -429,8 +428,8 @@ void cg_npy_free(cg_npy *a) {
 
 /* ------------------------------------------------------------------ write */
 
-int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *shape, char *err,
-                 size_t errlen) {
+int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *data, int ndim, const int64_t *shape,
+                     char *err, size_t errlen) {
     if (ndim < 0 || ndim > CG_NPY_MAX_DIMS) {
         seterr(err, errlen, "%s: cannot write %d dimensions (0..%d)", path, ndim, CG_NPY_MAX_DIMS);
         return -1;
@@ -457,9 +456,16 @@ int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *s
     memset(hdr + n, ' ', hlen - 1 - (size_t)n);
     hdr[hlen - 1] = '\n';
 
-    FILE *f = fopen(path, "wb");
+    /* A fresh temp file next to path (O_EXCL|O_NOFOLLOW: a planted symlink cannot
+     * redirect the write), renamed over path by the caller. */
+    int fd = cg__tmp_create(path, tmp, tmpcap);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
-        seterr(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        seterr(err, errlen, "%s: cannot create a temp file next to it: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         return -1;
     }
     unsigned char pre[10];
@@ -482,13 +488,28 @@ int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *s
         }
     }
     int werr = errno;
+    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
+        ok = 0;
+        werr = errno;
+    }
     if (fclose(f) != 0 && ok) {
         ok = 0;
         werr = errno;
     }
     if (!ok) {
         seterr(err, errlen, "%s: write failed: %s", path, strerror(werr));
-        remove(path);
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *shape, char *err, size_t errlen) {
+    char tmp[4400];
+    if (cg_npy_write_tmp(path, tmp, sizeof tmp, data, ndim, shape, err, errlen) != 0) return -1;
+    if (rename(tmp, path) != 0) {
+        seterr(err, errlen, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        unlink(tmp);
         return -1;
     }
     return 0;

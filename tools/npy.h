@@ -5,7 +5,8 @@
  * row-major order; 0 to CG_NPY_MAX_DIMS dimensions. Anything else (big-endian,
  * integers, objects, structured dtypes, a file shorter or longer than its header
  * says) is an error whose message names the file and what was wrong.
- * Write: format 1.0, '<f4', C order. */
+ * Write: format 1.0, '<f4', C order. Reads never block on a FIFO or device (the file must
+ * be regular). */
 #ifndef CG_NPY_H
 #define CG_NPY_H
 
@@ -29,9 +30,14 @@ typedef struct cg_npy {
 int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen);
 
 /* Write a contiguous row-major float32 array of ndim (0..CG_NPY_MAX_DIMS) dims as a
- * version 1.0 file. 0 on success; -1 with a message in err on failure. */
+ * version 1.0 file, atomically (a fresh temp file next to path, fsync, rename; a symlink
+ * at the temp name is never followed). 0 on success; -1 with a message in err. */
 int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
                  char *err, size_t errlen);
+/* The same, but leave the complete file at the temp path tmp (filled in) for the
+ * caller to rename over path (or unlink): `chunkgen run` commits all outputs at once. */
+int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *data, int ndim,
+                     const int64_t *shape, char *err, size_t errlen);
 
 /* Release what cg_npy_read allocated; NULL or a zeroed struct is a no-op. */
 void cg_npy_free(cg_npy *a);

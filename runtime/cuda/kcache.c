@@ -1,5 +1,6 @@
 /* kcache.c -- on-disk binary cache: one self-describing file per entry (kcache.h). */
 #include "kcache.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -96,24 +97,20 @@ void cg__kcache_path(const char *dir, const char *label, const char *key, char *
              (unsigned long long)h[1]);
 }
 
-static int read_all(const char *path, unsigned char **data, size_t *len, int *err) {
+static int read_all(const char *path, unsigned char **data, size_t *len, int *err, char *why, size_t whycap) {
     *data = NULL;
     *err = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int64_t size = 0;
+    int fd = cg__open_regular(path, (int64_t)MAX_ENTRY_BYTES, &size, why, whycap); /* a FIFO must not hang */
     if (fd < 0) {
         *err = errno;
         return -1;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size > MAX_ENTRY_BYTES) {
-        *err = EFBIG;
-        close(fd);
-        return -1;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
+    size_t n = (size_t)size, got = 0;
     unsigned char *buf = malloc(n ? n : 1);
     if (!buf) {
         *err = ENOMEM;
+        if (why) snprintf(why, whycap, "out of memory");
         close(fd);
         return -1;
     }
@@ -176,10 +173,7 @@ int cg__kcache_verify_file(const char *path, char *why, size_t whycap) {
     unsigned char *d;
     size_t n;
     int err;
-    if (read_all(path, &d, &n, &err) != 0) {
-        snprintf(why, whycap, "cannot read: %s", strerror(err));
-        return -1;
-    }
+    if (read_all(path, &d, &n, &err, why, whycap) != 0) return -1; /* why: cannot open, not a regular file */
     uint64_t k, p, l;
     int rc = parse(d, n, &k, &p, &l, why, whycap);
     free(d);
@@ -196,7 +190,7 @@ cg_status cg__kcache_get(const char *dir, const char *label, const char *key, vo
     unsigned char *d;
     size_t n;
     int err;
-    if (read_all(path, &d, &n, &err) != 0) return CG_ENOTFOUND; /* absent (or unreadable): a plain miss */
+    if (read_all(path, &d, &n, &err, NULL, 0) != 0) return CG_ENOTFOUND; /* absent (or unreadable): a plain miss */
     uint64_t k, p, l;
     char why[256];
     if (parse(d, n, &k, &p, &l, why, sizeof why) != 0) {
@@ -230,41 +224,14 @@ cg_status cg__kcache_get(const char *dir, const char *label, const char *key, vo
     return CG_OK;
 }
 
-static int mkdir_p(const char *dir) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return ENAMETOOLONG;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
-    struct stat st;
-    if (stat(buf, &st) != 0) return errno;
-    if (!S_ISDIR(st.st_mode)) return ENOTDIR;
-    return 0;
-}
-
 static void warn_write_once(const char *dir, const char *what, int err) {
     if (atomic_exchange(&g_warned_write, 1)) return;
     warn("kernel cache directory %s: %s: %s; compiled kernels are kept in memory only", dir, what, strerror(err));
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n) {
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 cg_status cg__kcache_put(const char *dir, const char *label, const char *key, const void *payload, size_t len,
                          const char *log) {
-    int err = mkdir_p(dir);
+    int err = cg__mkdirs(dir);
     if (err) {
         warn_write_once(dir, "cannot create it", err);
         return CG_EIO;
@@ -287,47 +254,14 @@ cg_status cg__kcache_put(const char *dir, const char *label, const char *key, co
     put64(d + n - SUM_BYTES, h[0]);
     put64(d + n - 8, h[1]);
 
-    char path[4096], tmp[4200];
+    char path[4096];
     cg__kcache_path(dir, label, key, path, sizeof path);
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    /* Unique temp name in the same directory: pid + clock + address + counter (no flock,
-     * which NFS may not honour); O_EXCL guards the rest. */
-    static atomic_uint counter;
-    int fd = -1;
-    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t r[2], seed[4] = {(uint64_t)getpid(), (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30),
-                                  (uint64_t)(uintptr_t)&ts, atomic_fetch_add(&counter, 1)};
-        cg__hash128(seed, sizeof seed, r);
-        snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%ld.%016llx", dir, base, (long)getpid(), (unsigned long long)r[0]);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        warn_write_once(dir, "cannot write in it", errno);
-        free(d);
-        return CG_EIO;
-    }
-    int bad = write_all(fd, d, n) != 0 || fsync(fd) != 0;
+    int bad = cg__write_file_atomic(path, d, n, 1, NULL, 0) != 0;
     err = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        err = errno;
-    }
     free(d);
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad) err = errno;
-        unlink(tmp);
+    if (bad) {
         warn_write_once(dir, "cannot write an entry", err);
         return CG_EIO;
-    }
-    /* Make the rename durable (best effort). */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
     }
     return CG_OK;
 }

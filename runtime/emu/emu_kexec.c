@@ -10,6 +10,7 @@
  * warning. The module also carries its key hash (cg_emu_key), checked after dlopen. */
 #include "emu.h"
 #include "cuda/kcache.h"
+#include "fsutil.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -85,28 +86,10 @@ static char *read_file(const char *path, size_t *len) {
 }
 
 static int write_file(const char *path, const char *text, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    int ok = fwrite(text, 1, n, f) == n;
-    ok &= fclose(f) == 0;
-    return ok ? 0 : -1;
+    return cg__write_file_atomic(path, text, n, 0, NULL, 0); /* never through a planted symlink */
 }
 
-static int mkdirs(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n + 1 > sizeof buf) return -1;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0775) != 0 && errno != EEXIST) return -1;
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
+static int mkdirs(const char *path) { return cg__mkdirs(path) ? -1 : 0; }
 
 /* Append s to a shell command in single quotes. */
 static void shell_quote(char *dst, size_t cap, const char *s) {
@@ -581,7 +564,17 @@ static cg_status module_compile(cg_context *ctx, const char *text, size_t tlen, 
                 snprintf(klog, sizeof klog, "%s/%s.log", keep, plan->name[0] ? plan->name : "kernel");
                 snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "/%s.cc", plan->name[0] ? plan->name : "kernel");
                 if (write_file(keep, text, tlen) != 0) keep[0] = '\0';
-                else if (log) write_file(klog, log, strlen(log));
+                else if (log) {
+                    /* the first line marks the log as chunkgen's (`chunkgen cache clear --all`) */
+                    size_t ll = strlen(log), hl = strlen(CG_EMU_FAILED_LOG_MARK "\n");
+                    char *marked = malloc(hl + ll + 1);
+                    if (marked) {
+                        memcpy(marked, CG_EMU_FAILED_LOG_MARK "\n", hl);
+                        memcpy(marked + hl, log, ll + 1);
+                        write_file(klog, marked, hl + ll);
+                        free(marked);
+                    }
+                }
             } else {
                 keep[0] = '\0';
             }

@@ -1,0 +1,203 @@
+/* agree.c -- tuning that agrees across processes and machines: the deterministic choice
+ * between entries of one key (the merge rule of import, of concurrent tunes and of
+ * sharded tunes), the Lua validity check of a stored config, the shard of a key, and the
+ * test-only fake measurement source.
+ *
+ * Merge rule (cg__tune_entry_pick): a finished entry beats an unfinished one; among
+ * finished ones, the one whose best median is fastest wins unless the others are within
+ * its noise (its IQR or the other's, whichever is larger, clamped to [CG_TUNE_TIE_REL,
+ * CG_TUNE_TIE_MAX] of its median): those tie, and a tie goes to the best config's place
+ * in the space's order (the default first), then the config text, more repetitions, the
+ * smaller median, then creation time and host. The choice depends only on the set of
+ * entries, never on the order they arrive in, so every rank, shard and merge of the same
+ * measurements ends with the same winner, and noise alone cannot flip it. */
+#include "autotune.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- merge rule */
+
+static int finished(const cg_tune_entry *e) { return e->complete && e->best >= 0 && e->best < e->ncand; }
+
+static double best_ms(const cg_tune_entry *e) { return finished(e) ? e->cand[e->best].median_ms : INFINITY; }
+
+/* Strict tie-break order: < 0 when a comes first. */
+static int tie_cmp(const cg_tune_entry *a, const cg_tune_entry *b) {
+    if (finished(a) != finished(b)) return finished(a) ? -1 : 1;
+    if (!finished(a)) return strcmp(a->created, b->created) > 0 ? -1 : (strcmp(a->created, b->created) < 0);
+    const cg_tune_cand *x = &a->cand[a->best], *y = &b->cand[b->best];
+    int c;
+    if (a->truncated != b->truncated) return a->truncated ? 1 : -1;
+    if (x->order != y->order) return x->order < y->order ? -1 : 1;
+    if ((c = strcmp(x->cfg, y->cfg))) return c;
+    if (x->reps != y->reps) return x->reps > y->reps ? -1 : 1;
+    if (x->median_ms != y->median_ms) return x->median_ms < y->median_ms ? -1 : 1;
+    if ((c = strcmp(a->created, b->created))) return c;
+    return strcmp(a->host, b->host);
+}
+
+int cg__tune_entry_pick(const cg_tune_entry *const *v, int n) {
+    if (n <= 0) return -1;
+    int fast = 0;
+    for (int i = 1; i < n; i++) {
+        double mi = best_ms(v[i]), mf = best_ms(v[fast]);
+        if (mi < mf || (mi == mf && tie_cmp(v[i], v[fast]) < 0)) fast = i;
+    }
+    if (!finished(v[fast])) { /* none finished: the most recent unfinished one */
+        int w = 0;
+        for (int i = 1; i < n; i++)
+            if (tie_cmp(v[i], v[w]) < 0) w = i;
+        return w;
+    }
+    const double m0 = best_ms(v[fast]);
+    int win = fast;
+    for (int i = 0; i < n; i++) {
+        if (i == fast || !finished(v[i])) continue;
+        double noise = fmax(v[fast]->cand[v[fast]->best].iqr_ms, v[i]->cand[v[i]->best].iqr_ms);
+        if (noise > CG_TUNE_TIE_MAX * m0) noise = CG_TUNE_TIE_MAX * m0;
+        if (noise < CG_TUNE_TIE_REL * m0) noise = CG_TUNE_TIE_REL * m0;
+        if (best_ms(v[i]) - m0 <= noise && tie_cmp(v[i], v[win]) < 0) win = i;
+    }
+    return win;
+}
+
+int cg__tune_entry_beats(const cg_tune_entry *a, const cg_tune_entry *b) {
+    const cg_tune_entry *v[2] = {a, b};
+    return cg__tune_entry_pick(v, 2) == 0;
+}
+
+/* ------------------------------------------------------------------ shards */
+
+int cg__tune_shard_of(const cg_tune_key *k, int n) {
+    if (n <= 1) return 0;
+    /* The shape part of the key only: any machine, thread count or version agrees on
+     * which shard a key belongs to. */
+    cg_tune_key s = *k;
+    memset(s.device, 0, sizeof s.device);
+    memset(s.nvrtc, 0, sizeof s.nvrtc);
+    memset(s.driver, 0, sizeof s.driver);
+    memset(s.version, 0, sizeof s.version);
+    s.cc = s.sm_count = s.threads = 0;
+    char text[1024];
+    cg__tune_key_text(&s, 1, text, sizeof text);
+    return (int)(cg__tune_hash(text, strlen(text), 0) % (uint64_t)n);
+}
+
+/* ------------------------------------------------------------ fake timing */
+
+int cg__tune_fake_timing(void) {
+    const char *v = getenv("CHUNKGEN_TUNE_FAKE_TIMING");
+    return v && *v && strcmp(v, "0");
+}
+
+void cg__tune_fake_measure(const cg_tune_key *k, const char *cfg, cg_tune_cand *c) {
+    char text[1400];
+    cg__tune_key_text(k, 1, text, sizeof text);
+    size_t n = strlen(text);
+    snprintf(text + n, sizeof text - n, "|%s", cfg);
+    uint64_t h = cg__tune_hash(text, strlen(text), 0);
+    c->median_ms = 0.5 + (double)(h % 4096) / 256.0; /* 0.5 .. 16.5 ms */
+    c->iqr_ms = 0.005 * c->median_ms;
+    c->reps = 5;
+}
+
+/* ------------------------------------------------------------------ spaces */
+
+const char *cg__tune_space_kernel(const char *backend, int sscan, int bwd) {
+    if (!strcmp(backend, "cpu")) return sscan ? "sscan_cpu" : "ssd_cpu";
+    if (sscan) return bwd ? "sscan_bwd" : "sscan_fwd";
+    return bwd ? "ssd_bwd" : "ssd_fwd";
+}
+
+void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks) {
+    memset(ks, 0, sizeof *ks);
+    ks->B = s->B, ks->G = s->G;
+    if (s->sscan) {
+        ks->L = s->T, ks->D = s->D, ks->N = s->N;
+        ks->flags = CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS | (s->G > 1 ? CG_KS_GROUPED : 0);
+    } else {
+        ks->T = s->T, ks->H = s->H, ks->dk = s->dk, ks->dv = s->dv;
+        ks->flags = CG_KS_H0;
+    }
+    ks->flags |= bwd ? (CG_KS_DHT | CG_KS_BWD) : CG_KS_HT;
+}
+
+static const cg_kexec *kexec_of(const char *backend) {
+    if (!strcmp(backend, "cuda")) return &cg__kexec_cuda;
+    if (!strcmp(backend, "emulate")) return &cg__kexec_emu;
+    return NULL;
+}
+
+cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_kshape *ks,
+                         cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def) {
+    memset(dev, 0, sizeof *dev);
+    memset(def, 0, sizeof *def);
+    *cfgs = NULL;
+    *n = 0;
+    const cg_kexec *kx = kexec_of(key->backend);
+    if (!kx) {
+        snprintf(dev->name, sizeof dev->name, "%s", key->device);
+        dev->sm_count = key->threads;
+        return cg__tune_cpu_space(ctx, kernel, ks, dev, cfgs, n, def);
+    }
+    cg_status st = kx->device(ctx, dev);
+    if (st == CG_OK) st = cg__gen_space(ctx, kernel, ks, dev, cfgs, n);
+    if (st == CG_OK) {
+        cg_plan plan;
+        if (cg__gen_plan(ctx, kernel, ks, dev, NULL, &plan) == CG_OK) {
+            *def = plan.params;
+            cg__plan_free(&plan);
+        }
+        ctx->errmsg[0] = '\0';
+    }
+    return st;
+}
+
+/* Same keys and values, in any order. */
+static int cfg_same(const cg_cfg *a, const cg_cfg *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++) {
+        const char *v = cg__cfg_str(b, a->kv[i].key, NULL);
+        if (!v || strcmp(v, a->kv[i].val)) return 0;
+    }
+    return 1;
+}
+
+cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, char *why, size_t cap) {
+    if (e->best < 0 || !e->cand[e->best].cfg[0]) return CG_OK; /* the default config */
+    const cg_tune_key *k = &e->key;
+    int sscan = !strcmp(k->op, "sscan"), bwd = !strcmp(k->dir, "bwd");
+    /* The measured shape when it fits the key, else the key's own (batch 1, T = bucket). */
+    cg_tune_shape s = e->shape;
+    int fits = s.sscan == sscan && s.B >= 1 && s.T >= 1 && s.T <= k->seq_bucket && cg__tune_bucket(s.T) == k->seq_bucket &&
+               s.G == k->G && (sscan ? (s.D == k->D && s.N == k->N) : (s.H == k->H && s.dk == k->dk && s.dv == k->dv));
+    if (!fits) {
+        memset(&s, 0, sizeof s);
+        s.sscan = sscan, s.B = 1, s.T = k->seq_bucket, s.G = k->G;
+        s.H = k->H, s.dk = k->dk, s.dv = k->dv, s.D = k->D, s.N = k->N;
+    }
+    cg_kshape ks;
+    cg__tune_kshape(&s, bwd, &ks);
+    cg_devinfo dev;
+    cg_cfg *cfgs = NULL, def, want;
+    int n = 0;
+    const char *kernel = cg__tune_space_kernel(k->backend, sscan, bwd);
+    cg_status st = cg__tune_space(ctx, k, kernel, &ks, &dev, &cfgs, &n, &def);
+    if (st != CG_OK) {
+        snprintf(why, cap, "cannot check config %s against the %s constraints: %s", e->cand[e->best].cfg, kernel,
+                 ctx->errmsg[0] ? ctx->errmsg : cg_status_str(st));
+        ctx->errmsg[0] = '\0';
+        free(cfgs);
+        return st;
+    }
+    int ok = cg__cfg_parse(NULL, e->cand[e->best].cfg, &want) == CG_OK;
+    int found = 0;
+    for (int i = 0; ok && !found && i < n; i++) found = cfg_same(&want, &cfgs[i]);
+    free(cfgs);
+    if (found) return CG_OK;
+    snprintf(why, cap, "config %s is not one the %s constraints accept for this key (%d valid configs)",
+             e->cand[e->best].cfg, kernel, n);
+    return CG_EINVAL;
+}

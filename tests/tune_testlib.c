@@ -1,0 +1,33 @@
+/* tune_testlib.c -- helpers of the tuner/store tests (test_tune.c, test_rel.c, test_agree.c). */
+#include "tune_testlib.h"
+#include "cg_test.h"
+
+cg_context *tune_test_ctx(const char *dir) {
+    cg_context *ctx = NULL;
+    if (cg_context_create(&ctx) != CG_OK) abort();
+    cg_context_set_cache_dir(ctx, dir);
+    return ctx;
+}
+
+void tune_test_entry(cg_context *ctx, cg_tune_entry *e, int64_t T, int64_t dv, int bwd, const char *cfg, int order,
+                     double ms, double iqr) {
+    memset(e, 0, sizeof *e);
+    cg_tune_shape s;
+    memset(&s, 0, sizeof s);
+    s.B = 1, s.T = T, s.G = 1, s.H = 2, s.dk = 16, s.dv = dv;
+    snprintf(s.name, sizeof s.name, "test_dv%lld", (long long)dv);
+    CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "cpu", &s, bwd, &e->key));
+    e->shape = s;
+    e->complete = 1;
+    snprintf(e->kernel, sizeof e->kernel, "ssd_cpu");
+    cg_tune_cand c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.cfg, sizeof c.cfg, "%s", cfg);
+    c.order = order;
+    c.verdict = CG_TV_OK;
+    c.median_ms = ms;
+    c.iqr_ms = iqr;
+    c.reps = 5;
+    cg__tune_entry_add(e, &c);
+    e->best = 0;
+}

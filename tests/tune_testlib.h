@@ -1,0 +1,14 @@
+/* tune_testlib.h -- helpers of the tuner/store tests (tests/tune_testlib.c). */
+#ifndef CG_TUNE_TESTLIB_H
+#define CG_TUNE_TESTLIB_H
+
+#include "../autotune/autotune.h"
+
+/* A context whose cache directory is dir (aborts on failure). */
+cg_context *tune_test_ctx(const char *dir);
+/* A complete CPU SSD entry of this machine (B 1, G 1, H 2, dk 16) for T and dv, direction
+ * bwd, with one passing candidate cfg at position order, median ms, IQR iqr, 5 reps. */
+void tune_test_entry(cg_context *ctx, cg_tune_entry *e, int64_t T, int64_t dv, int bwd, const char *cfg, int order,
+                     double ms, double iqr);
+
+#endif
