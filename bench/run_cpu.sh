@@ -64,11 +64,11 @@ fi
 
 # 3.-4. chunkgen bench and the peers, alternating per (op, seq) group, so that each peer
 # row is measured minutes, not an hour, after chunkgen's row of the same cell (the machine
-# may be shared). With --op/--seq/--config among the extra args: one group.
+# may be shared). With --op/--seq/--preset/--config among the extra args: one group.
 base=(--backend cpu,ref --threads "$threads" --commit "$commit")
 [ "$quick" = 1 ] && base+=(--min-time 0.3 --repeats 3)
 groups=()
-if printf '%s\n' "${extra[@]:-}" | grep -qE '^--(op|seq|config|ssd-shape|sscan-shape)'; then
+if printf '%s\n' "${extra[@]:-}" | grep -qE '^--(op|seq|preset|config|ssd-shape|sscan-shape)'; then
   groups=("all:")
 else
   seqs="512 2048 8192"; [ "$quick" = 1 ] && seqs="512"
