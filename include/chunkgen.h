@@ -102,7 +102,7 @@ extern "C" {
 /* The value of a public struct with its size set and every other member zero
  * (designated in C, so -Wmissing-field-initializers stays quiet). */
 #ifdef __cplusplus
-#define CG__INIT(type) {sizeof(type)}
+#define CG__INIT(type) (cg__init_cxx<type>()) /* value-initialized, then .size (end of file) */
 #else
 #define CG__INIT(type) {.size = sizeof(type)}
 #endif
@@ -295,6 +295,13 @@ CG_API cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, co
 CG_API cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec);
 
 #ifdef __cplusplus
+}
+/* C++: the CG_..._INIT value (every member zero, .size set), without
+ * -Wmissing-field-initializers warnings. */
+template <class T> inline T cg__init_cxx() {
+    T t = T();
+    t.size = sizeof(T);
+    return t;
 }
 #endif
 #endif /* CHUNKGEN_H */

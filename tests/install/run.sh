@@ -1,12 +1,14 @@
 #!/bin/sh
-# run.sh BUILD_DIR CC -- install chunkgen from BUILD_DIR into a temporary prefix, then build
+# run.sh BUILD_DIR CC CXX -- install chunkgen from BUILD_DIR into a temporary prefix, then build
 # tests/install/consumer.c against it four ways and run each: pkg-config chunkgen (shared),
 # pkg-config chunkgen-static (the self-contained archive), and a CMake project using
-# find_package(chunkgen) with chunkgen::chunkgen and chunkgen::chunkgen_static. Also checks
+# find_package(chunkgen) with chunkgen::chunkgen and chunkgen::chunkgen_static (and a C++
+# program against the shared one). Also checks
 # that the installed libchunkgen.so exports cg_ symbols only and has its SONAME.
 set -eu
 build=$(cd "$1" && pwd)
 cc=${2:-cc}
+cxx=${3:-c++}
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chunkgen-install-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -45,13 +47,19 @@ ldd "$tmp/pc_shared" | grep -q "$libdir/libchunkgen.so.0" || fail "pc_shared doe
 if readelf -d "$tmp/pc_static" | grep -q 'NEEDED.*libchunkgen'; then fail "pc_static needs libchunkgen.so"; fi
 "$tmp/pc_shared" || fail "pc_shared failed"
 "$tmp/pc_static" || fail "pc_static failed"
+# the header from C++ with -I (not -isystem, as imported CMake targets give): no warnings
+# shellcheck disable=SC2046
+"$cxx" -Wall -Wextra -Werror -o "$tmp/pc_cxx" "$here/consumer_cxx.cpp" $(pkg-config --cflags --libs chunkgen) \
+    -Wl,-rpath,"$libdir" || fail "building the C++ consumer against pkg-config chunkgen failed"
+"$tmp/pc_cxx" || fail "pc_cxx failed"
 
 # CMake find_package
-cmake -S "$here" -B "$tmp/cm" -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$here" -B "$tmp/cm" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release \
     >"$tmp/cm.log" 2>&1 || { cat "$tmp/cm.log"; fail "configuring the find_package(chunkgen) project failed"; }
 cmake --build "$tmp/cm" >>"$tmp/cm.log" 2>&1 || { cat "$tmp/cm.log"; fail "building the find_package(chunkgen) project failed"; }
 ldd "$tmp/cm/consumer_shared" | grep -q "$libdir/libchunkgen.so.0" || fail "consumer_shared does not load the installed .so"
 if readelf -d "$tmp/cm/consumer_static" | grep -q 'NEEDED.*libchunkgen'; then fail "consumer_static needs libchunkgen.so"; fi
 "$tmp/cm/consumer_shared" || fail "consumer_shared failed"
 "$tmp/cm/consumer_static" || fail "consumer_static failed"
+"$tmp/cm/consumer_cxx" || fail "consumer_cxx (the header from C++) failed"
 echo "install test: ok ($libdir)"
