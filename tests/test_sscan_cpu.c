@@ -4,6 +4,7 @@
  * grouped and ungrouped B/C, optional inputs on and off, the [B, D, L] memory layout of
  * mamba for x/delta/z/dy (and [B, G, N, L] for B/C), several segments and blocks. */
 #include "cg_test.h"
+#include "cpu/cpu_isa.h"
 
 #define FWD_TOL 1e-5
 #define GRAD_TOL 1e-4
@@ -148,15 +149,24 @@ static void ss_check_case(const ss_case *c, uint64_t seed) {
     const cg_exec ref_ex = {.backend = CG_BACKEND_REF};
     const cg_exec cpu_ex = {.backend = CG_BACKEND_CPU, .config = c->config};
     CG_CHECK_OK(ctx, ss_fwd(ctx, &ref, c, &ref_ex));
-    CG_CHECK_OK(ctx, ss_fwd(ctx, &cpu, c, &cpu_ex));
     CG_CHECK_OK(ctx, ss_bwd(ctx, &ref, c, &ref_ex));
-    CG_CHECK_OK(ctx, ss_bwd(ctx, &cpu, c, &cpu_ex));
-    for (int i = T_Y; i < T_COUNT; i++) {
-        if (!ref.present[i]) continue;
-        double tol = i <= T_HT ? FWD_TOL : GRAD_TOL;
-        double err = cg_rel_err(&cpu.t[i], &ref.t[i]);
-        CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e (%s)", k_names[i], err, tol, what);
+    /* every ISA variant of the CPU path this machine runs (cpu_isa.h) */
+    const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+        if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
+        for (int i = T_Y; i < T_COUNT; i++) /* no stale results of another variant */
+            if (cpu.present[i] && cpu.t[i].mem) memset(cpu.t[i].mem, 0, (size_t)cpu.t[i].count * sizeof(float));
+        CG_CHECK_OK(ctx, ss_fwd(ctx, &cpu, c, &cpu_ex));
+        CG_CHECK_OK(ctx, ss_bwd(ctx, &cpu, c, &cpu_ex));
+        for (int i = T_Y; i < T_COUNT; i++) {
+            if (!ref.present[i]) continue;
+            double tol = i <= T_HT ? FWD_TOL : GRAD_TOL;
+            double err = cg_rel_err(&cpu.t[i], &ref.t[i]);
+            CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e (%s isa=%s)", k_names[i], err, tol, what,
+                     cg__cpu_isa_name((cg_cpu_isa)isa));
+        }
     }
+    CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
     ss_free(&ref);
     ss_free(&cpu);
     cg_context_free(ctx);

@@ -16,7 +16,7 @@
  * Sums over channels (dB, dC) go through per-(b, channel block) partial rows, sums over
  * the batch (dA, dD, ddelta_bias) through per-(b, channel) partials, all reduced in a
  * fixed order: results do not depend on the thread count. */
-#include "internal.h"
+#include "cpu_isa.h" /* internal.h; built once per ISA variant */
 
 /* The lane loops below are 16 floats wide: with AVX-512, let GCC use zmm registers
  * (its default for -march=native on Intel is 256-bit vectors). */
