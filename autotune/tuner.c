@@ -19,6 +19,7 @@
  * For cuda/emulate, --jobs worker threads (own contexts, same cache directory) compile
  * the candidates ahead of the measuring thread, warming the binary cache. */
 #include "autotune.h"
+#include "cpu/cpu_isa.h" /* the CPU variant the candidates run */
 
 #include <math.h>
 #include <pthread.h>
@@ -700,6 +701,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     if (!env->kx) {
         snprintf(dev.name, sizeof dev.name, "%s", key.device);
         dev.sm_count = key.threads;
+        snprintf(dev.isa, sizeof dev.isa, "%s", cg__cpu_isa_ops()->name); /* the variant the candidates run */
         st = cg__tune_cpu_space(ctx, e.kernel, &ks, &dev, &cfgs, &ncfg, &def);
     } else {
         if ((st = env->kx->device(ctx, &dev)) == CG_OK) st = cg__gen_space(ctx, e.kernel, &ks, &dev, &cfgs, &ncfg);

@@ -33,6 +33,7 @@ typedef struct cg_devinfo {
     int64_t smem_per_block;   /* opt-in maximum, bytes */
     int regs_per_block;
     int emulated;
+    char isa[16];             /* CPU spaces: the CPU path's ISA variant (runtime/cpu/cpu_isa.h) */
 } cg_devinfo;
 
 #define CG_PLAN_MAX_LAUNCH 4

@@ -207,7 +207,9 @@ typedef struct cg_sscan_cpu_params {
     int threads;
 } cg_sscan_cpu_params;
 
-void cg__ssd_cpu_params_default(const cg_ssd_prob *p, cg_ssd_cpu_params *out);
+/* The SSD default is generator/cpu/ssd_cpu.lua's (runtime/cpu/ssd_cpu.c asks the generator,
+ * cached per shape); bwd: the backward's. */
+cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int bwd, cg_ssd_cpu_params *out);
 void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *out);
 
 /* Tuned-config lookup (autotune/): for a call without a pinned config, fill *cfg from

@@ -371,7 +371,7 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
 }
 
 static void push_dev(lua_State *L, const cg_devinfo *d) {
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lua_pushstring(L, d->name);
     lua_setfield(L, -2, "name");
     lua_pushinteger(L, d->arch);
@@ -384,6 +384,8 @@ static void push_dev(lua_State *L, const cg_devinfo *d) {
     lua_setfield(L, -2, "regs_per_block");
     lua_pushboolean(L, d->emulated);
     lua_setfield(L, -2, "emulated");
+    lua_pushstring(L, d->isa);
+    lua_setfield(L, -2, "isa");
 }
 
 /* Read a list of {key, value} pairs at the top of the stack into a cg_cfg. */

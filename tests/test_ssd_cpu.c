@@ -367,3 +367,39 @@ CG_TEST(ssd_cpu_isa_dispatch) {
         }
     CG_CHECK(cg__cpu_isa_set(CG_ISA_COUNT) == CG_EUNSUPPORTED && cg__cpu_isa_ops() == ops, "out of range");
 }
+
+CG_TEST(ssd_cpu_default_from_lua) {
+    /* An unpinned call runs generator/cpu/ssd_cpu.lua's default for the running variant
+     * (the tuner's starting point), in both directions. */
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ssd_cfg c = base_cfg();
+    c.B = 1; c.H = 1; c.T = 300; c.dk = 40; c.dv = 48; c.h0 = c.dhT = c.dh0 = 0;
+    ssd_set f;
+    set_alloc(&f, &c, CG_F32);
+    fill_inputs(&f, &c);
+    const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+        if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
+        for (int bwd = 0; bwd < 2; bwd++) {
+            cg_kshape ks = {0};
+            ks.B = c.B, ks.T = c.T, ks.G = c.G, ks.H = c.H, ks.dk = c.dk, ks.dv = c.dv;
+            ks.flags = bwd ? CG_KS_BWD : 0;
+            cg_devinfo dev;
+            cg__cpu_devinfo(&dev, cg__pool_size(cg__ctx_pool(ctx)));
+            CG_CHECK(!strcmp(dev.isa, cg__cpu_isa_name((cg_cpu_isa)isa)), "the space sees the variant");
+            cg_cfg def;
+            CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def));
+            CG_CHECK_OK(ctx, bwd ? run_bwd(ctx, &f, &c, CG_BACKEND_CPU, NULL) : run_fwd(ctx, &f, &c, CG_BACKEND_CPU, NULL));
+            char want[64];
+            snprintf(want, sizeof want, "chunk=%s ", cg__cfg_str(&def, "chunk", "?"));
+            const char *got = cg_last_dispatch(ctx);
+            CG_CHECK(got && strstr(got, want) && strstr(got, "(default)"), "isa %s %s: ran '%s', Lua default %s",
+                     cg__cpu_isa_name((cg_cpu_isa)isa), bwd ? "bwd" : "fwd", got ? got : "(null)", want);
+        }
+    }
+    CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
+    ssdt_set_free(&f);
+    cg_context_free(ctx);
+}

@@ -1482,8 +1482,7 @@ static void add_roofline(const bench *bn, const cell *c, impl_kind impl, const c
             memset(&p, 0, sizeof p);
             p.B = f->B, p.T = c->seq, p.G = f->G, p.H = f->H, p.dk = f->dk, p.dv = f->dv;
             cg_ssd_cpu_params d;
-            cg__ssd_cpu_params_default(&p, &d);
-            chunk = d.chunk;
+            if (cg__ssd_cpu_params_default(bn->ctx_cpu, &p, c->bwd, &d) == CG_OK) chunk = d.chunk;
         }
         if (chunk <= 0) chunk = 64;
         flops = ssd_flops(f, c->seq, chunk, c->bwd);

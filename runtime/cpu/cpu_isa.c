@@ -2,6 +2,9 @@
  * cpu_isa.h) and forwards the CPU backend's entry points to it. */
 #include "cpu_isa.h"
 
+#include "../../autotune/autotune.h" /* cg__tune_cpu_model */
+#include "gen.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +15,8 @@
     cg_status cg__ssd_cpu_bwd_##s(cg_context *, const cg_ssd_prob *, const cg_cfg *, const cg_exec *);      \
     cg_status cg__sscan_cpu_fwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);  \
     cg_status cg__sscan_cpu_bwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);
-#define OPS(e, s, mr, nr) \
-    {e, #s, mr, nr, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s}
+#define OPS(e, s) \
+    {e, #s, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s}
 
 DECL_VARIANT(baseline)
 #ifdef CG_CPU_ISA_X86 /* CMakeLists.txt builds the x86 variants */
@@ -21,12 +24,11 @@ DECL_VARIANT(avx2)
 DECL_VARIANT(avx512)
 #endif
 
-/* The micro-tiles match ssd_cpu_gemm.c's MR x (NV * VW) per variant. */
 static const cg_cpu_isa_ops variants[CG_ISA_COUNT] = {
-    OPS(CG_ISA_BASELINE, baseline, 4, 8),
+    OPS(CG_ISA_BASELINE, baseline),
 #ifdef CG_CPU_ISA_X86
-    OPS(CG_ISA_AVX2, avx2, 6, 16),
-    OPS(CG_ISA_AVX512, avx512, 6, 64),
+    OPS(CG_ISA_AVX2, avx2),
+    OPS(CG_ISA_AVX512, avx512),
 #endif
 };
 
@@ -111,4 +113,11 @@ cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
 }
 cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     return cg__cpu_isa_ops()->sscan_bwd(ctx, p, cfg, ex);
+}
+
+void cg__cpu_devinfo(cg_devinfo *dev, int threads) {
+    memset(dev, 0, sizeof *dev);
+    snprintf(dev->name, sizeof dev->name, "%s", cg__tune_cpu_model());
+    dev->sm_count = threads;
+    snprintf(dev->isa, sizeof dev->isa, "%s", cg__cpu_isa_ops()->name);
 }

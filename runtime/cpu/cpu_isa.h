@@ -36,11 +36,11 @@ typedef cg_status (*cg_ssd_cpu_fn)(cg_context *ctx, const cg_ssd_prob *p, const 
 typedef cg_status (*cg_sscan_cpu_fn)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg,
                                      const cg_exec *ex);
 
-/* One variant's entry points. mr x nr: its GEMM micro-tile in floats (for the tuner). */
+/* One variant's entry points. (Its GEMM micro-tile, which the tuner's space needs, is
+ * described in generator/cpu/ssd_cpu.lua, by the name.) */
 typedef struct cg_cpu_isa_ops {
     cg_cpu_isa isa;
     const char *name; /* "avx512", "avx2", "baseline" */
-    int mr, nr;
     cg_ssd_cpu_fn ssd_fwd, ssd_bwd;
     cg_sscan_cpu_fn sscan_fwd, sscan_bwd;
 } cg_cpu_isa_ops;
@@ -57,5 +57,10 @@ int cg__cpu_isa_parse(const char *name);
 /* Switch the process to variant isa (tests and benchmarks; not while calls run):
  * CG_EUNSUPPORTED when this CPU cannot run it, the choice then unchanged. */
 cg_status cg__cpu_isa_set(cg_cpu_isa isa);
+
+/* The device the CPU spaces (generator/cpu/) see: the CPU model, `threads` as sm_count
+ * and the running variant's name as isa. */
+struct cg_devinfo;
+void cg__cpu_devinfo(struct cg_devinfo *dev, int threads);
 
 #endif /* CG_CPU_ISA_H */

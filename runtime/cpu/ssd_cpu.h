@@ -109,8 +109,9 @@ typedef struct cg_ssd_cpu_run {
     int pinned;      /* any key pinned */
 } cg_ssd_cpu_run;
 
-/* Resolve defaults and pins (chunk, block_dv, threads, bwd_split); CG_EINVAL naming a bad pin. */
-cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const char *what,
+/* Resolve defaults (of the direction bwd) and pins (chunk, block_dv, threads, bwd_split);
+ * CG_EINVAL naming a bad pin. */
+cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, int bwd, const char *what,
                               cg_ssd_cpu_run *run);
 
 /* Per-thread scratch: n blocks of `bytes` each (64-byte aligned), one allocation. */
