@@ -18,6 +18,7 @@
 #include "cmd_bench.h"
 #include "gen.h"
 #include "internal.h"
+#include "cpu/cpu_isa.h"
 
 #include <jansson.h>
 
@@ -1685,6 +1686,7 @@ static json_t *device_block(const bench *bn) {
     json_object_set_new(d, "cores", json_integer(ci->cores));
     json_object_set_new(d, "threads", json_integer(bn->threads));
     json_object_set_new(d, "simd", json_string(ci->simd));
+    json_object_set_new(d, "cpu_isa", json_string(cg__cpu_isa_ops()->name)); /* the CPU path's variant */
     json_object_set_new(d, "cpu_mhz", jnum(ci->mhz));
     json_object_set_new(d, "fma_peak_gflops_nominal", jnum(ci->peak_nominal));
     json_object_set_new(d, "fma_peak_gflops_measured", jnum(ci->peak_meas));
