@@ -149,10 +149,7 @@ def main():
     gen = torch.Generator().manual_seed(1234)
 
     def flush():
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(out, f, indent=2)
-        os.replace(tmp, args.out)
+        tp.write_json(args.out, out)
 
     try:
         for cell in tp.cells_of(doc):
@@ -173,16 +170,8 @@ def main():
                     fn = make_fn(impl, bwd, args.chunk)
                     m = tp.measure(call_of(fn, ins, bwd), lambda: None, repeats, min_time, warmup, args.max_call_s)
                     row.update(m)
-                    sec = row["median_ms"] * 1e-3
-                    flops = tp.ssd_flops(row, args.chunk, bwd)
-                    byts = tp.cell_bytes(row, bwd)
                     row["peak_mb"] = tp.tensor_bytes(row, bwd) / 2**20 + (m.get("workspace_mb") or 0)
-                    row.update(flops=flops, bytes=byts, gflops=flops / sec * 1e-9, gbs=byts / sec * 1e-9)
-                    if peak and bw:
-                        gf, ai = flops / sec * 1e-9, flops / byts
-                        row.update(frac_flops=gf / peak, frac_bw=byts / sec * 1e-9 / bw,
-                                   frac_roofline=gf / min(peak, ai * bw),
-                                   bound="bandwidth" if ai * bw < peak else "flops")
+                    tp.add_roofline(row, tp.ssd_flops(row, args.chunk, bwd), tp.cell_bytes(row, bwd), peak, bw)
                     if args.no_check:
                         continue
                     tc = min(cell["seq"], ref_seq)

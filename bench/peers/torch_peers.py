@@ -348,6 +348,25 @@ def rel_err(a, ref):
 # --------------------------------------------------------------------------- roofline (same formulas as chunkgen bench)
 
 
+def add_roofline(row, flops, byts, peak, bw):
+    """flops, bytes, GFLOP/s, GB/s and, with the machine's peaks, the fractions of them."""
+    sec = row["median_ms"] * 1e-3
+    gf, gb = flops / sec * 1e-9, byts / sec * 1e-9
+    row.update(flops=flops, bytes=byts, gflops=gf, gbs=gb)
+    if peak and bw:
+        ai = flops / byts
+        row.update(frac_flops=gf / peak, frac_bw=gb / bw, frac_roofline=gf / min(peak, ai * bw),
+                   bound="bandwidth" if ai * bw < peak else "flops")
+
+
+def write_json(path, obj):
+    """Atomically: a reader never sees half a file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(tmp, path)
+
+
 def ssd_flops(c, chunk, bwd):
     dk, dv, T = c["dk"], c["dv"], c["seq"]
     tot = 0.0
@@ -475,10 +494,7 @@ def main():
     gen = torch.Generator().manual_seed(1234)
 
     def flush():
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(out, f, indent=2)
-        os.replace(tmp, args.out)
+        write_json(args.out, out)
 
     def run_row(cell, impl, name, nthreads, ins, ref_cache):
         row = {"impl": name, "op": cell["op"], "mode": cell["mode"], "config": cell["config"]}
@@ -511,14 +527,8 @@ def main():
             row.update(m)
             shape = row if cell["op"] == "ssd" else row["shape"]
             row["peak_mb"] = tensor_bytes(shape, bwd) / 2**20 + (m.get("workspace_mb") or 0)
-            sec = row["median_ms"] * 1e-3
             flops = ssd_flops(row, args.chunk, bwd) if cell["op"] == "ssd" else sscan_flops(shape, bwd)
-            byts = cell_bytes(shape, bwd)
-            row.update(flops=flops, bytes=byts, gflops=flops / sec * 1e-9, gbs=byts / sec * 1e-9)
-            if peak and bw:
-                gf, ai = flops / sec * 1e-9, flops / byts
-                row.update(frac_flops=gf / peak, frac_bw=byts / sec * 1e-9 / bw, frac_roofline=gf / min(peak, ai * bw),
-                           bound="bandwidth" if ai * bw < peak else "flops")
+            add_roofline(row, flops, cell_bytes(shape, bwd), peak, bw)
             if args.no_check:
                 return
             T = cell["seq"]
