@@ -363,7 +363,8 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
     static const struct { int flag; const char *name; } flags[] = {
         {CG_KS_H0, "h0"},         {CG_KS_HT, "hT"},         {CG_KS_DHT, "dhT"},
         {CG_KS_SOFTPLUS, "softplus"}, {CG_KS_HAS_D, "has_D"}, {CG_KS_HAS_Z, "has_z"},
-        {CG_KS_HAS_BIAS, "has_bias"}, {CG_KS_GROUPED, "grouped"}, {CG_KS_BWD, "bwd"}};
+        {CG_KS_HAS_BIAS, "has_bias"}, {CG_KS_GROUPED, "grouped"}, {CG_KS_BWD, "bwd"},
+        {CG_KS_SEQ_MAJOR, "seq_major"}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         lua_pushboolean(L, (s->flags & flags[i].flag) != 0);
         lua_setfield(L, -2, flags[i].name);

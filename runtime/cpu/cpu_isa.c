@@ -98,10 +98,6 @@ cg_status cg__cpu_isa_set(cg_cpu_isa isa) {
 }
 
 /* The CPU backend's entry points (internal.h). */
-void cg__sscan_cpu_params_default_baseline(const cg_sscan_prob *p, cg_sscan_cpu_params *out);
-void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *out) {
-    cg__sscan_cpu_params_default_baseline(p, out);
-}
 cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     return cg__cpu_isa_ops()->ssd_fwd(ctx, p, cfg, ex);
 }
@@ -113,6 +109,50 @@ cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
 }
 cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     return cg__cpu_isa_ops()->sscan_bwd(ctx, p, cfg, ex);
+}
+
+typedef struct dflt_entry {
+    char kernel[16];
+    cg_kshape ks;
+    int threads, isa, used;
+    cg_cfg cfg;
+} dflt_entry;
+
+#define DFLT_SLOTS 64
+static dflt_entry dflt_tab[DFLT_SLOTS];
+static unsigned dflt_next;
+static pthread_mutex_t dflt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int ks_equal(const cg_kshape *a, const cg_kshape *b) {
+    return a->B == b->B && a->T == b->T && a->G == b->G && a->H == b->H && a->dk == b->dk && a->dv == b->dv &&
+           a->L == b->L && a->D == b->D && a->N == b->N && a->flags == b->flags;
+}
+
+cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_kshape *shape, cg_cfg *out) {
+    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
+    const int threads = cg__pool_size(cg__ctx_pool(ctx));
+    pthread_mutex_lock(&dflt_lock);
+    for (int i = 0; i < DFLT_SLOTS; i++) {
+        const dflt_entry *e = &dflt_tab[i];
+        if (e->used && e->threads == threads && e->isa == (int)isa->isa && !strcmp(e->kernel, kernel) &&
+            ks_equal(&e->ks, shape)) {
+            *out = e->cfg;
+            pthread_mutex_unlock(&dflt_lock);
+            return CG_OK;
+        }
+    }
+    pthread_mutex_unlock(&dflt_lock);
+    cg_devinfo dev;
+    cg__cpu_devinfo(&dev, threads);
+    cg_status st = cg__gen_resolve(ctx, kernel, shape, &dev, NULL, out);
+    if (st != CG_OK) return st;
+    pthread_mutex_lock(&dflt_lock);
+    dflt_entry *e = &dflt_tab[dflt_next++ % DFLT_SLOTS];
+    memset(e, 0, sizeof *e);
+    snprintf(e->kernel, sizeof e->kernel, "%s", kernel);
+    e->ks = *shape, e->threads = threads, e->isa = (int)isa->isa, e->cfg = *out, e->used = 1;
+    pthread_mutex_unlock(&dflt_lock);
+    return CG_OK;
 }
 
 void cg__cpu_devinfo(cg_devinfo *dev, int threads) {

@@ -18,7 +18,6 @@
 #define cg__ssd_cpu_bwd CG_ISA_CAT(cg__ssd_cpu_bwd, CG_ISA)
 #define cg__sscan_cpu_fwd CG_ISA_CAT(cg__sscan_cpu_fwd, CG_ISA)
 #define cg__sscan_cpu_bwd CG_ISA_CAT(cg__sscan_cpu_bwd, CG_ISA)
-#define cg__sscan_cpu_params_default CG_ISA_CAT(cg__sscan_cpu_params_default, CG_ISA)
 #define cg__ssd_gemm CG_ISA_CAT(cg__ssd_gemm, CG_ISA)
 #define cg__ssd_transpose CG_ISA_CAT(cg__ssd_transpose, CG_ISA)
 #endif
@@ -62,5 +61,11 @@ cg_status cg__cpu_isa_set(cg_cpu_isa isa);
  * and the running variant's name as isa. */
 struct cg_devinfo;
 void cg__cpu_devinfo(struct cg_devinfo *dev, int threads);
+
+/* THE default config of the CPU path: generator/cpu/<kernel>.lua's default() for shape
+ * on ctx's thread count and the running variant, through cg__gen_resolve with no pin,
+ * kept per process (a Lua call costs tens of microseconds, a lookup a few nanoseconds). */
+struct cg_kshape;
+cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const struct cg_kshape *shape, cg_cfg *out);
 
 #endif /* CG_CPU_ISA_H */

@@ -7,7 +7,6 @@
 #include "gen.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -44,40 +43,11 @@ void cg__cpu_ctx_free(cg_context *ctx) {
     ctx->host_ws_bytes = 0;
 }
 
-/* ------------------------------------------------------------- parameters
- * The defaults are generator/cpu/ssd_cpu.lua's default(), the same one the tuner starts
- * from: asked through cg__gen_resolve with no pin, once per (shape, direction, thread
- * count, ISA variant) and process -- a Lua call costs tens of microseconds, a lookup in
- * this table a few nanoseconds. */
+/* ------------------------------------------------------------- parameters */
 
-typedef struct dflt_entry {
-    int used, bwd, threads, isa;
-    int64_t B, T, G, H, dk, dv;
-    cg_ssd_cpu_params prm;
-} dflt_entry;
-
-#define DFLT_SLOTS 64
-static dflt_entry dflt_tab[DFLT_SLOTS];
-static unsigned dflt_next;
-static pthread_mutex_t dflt_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int dflt_match(const dflt_entry *e, const cg_ssd_prob *p, int bwd, int threads, int isa) {
-    return e->used && e->bwd == bwd && e->threads == threads && e->isa == isa && e->B == p->B && e->T == p->T &&
-           e->G == p->G && e->H == p->H && e->dk == p->dk && e->dv == p->dv;
-}
-
+/* The defaults are generator/cpu/ssd_cpu.lua's default(), the same one the tuner starts
+ * from (cg__cpu_space_default, cached per shape). */
 cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int bwd, cg_ssd_cpu_params *out) {
-    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    const int threads = cg__pool_size(cg__ctx_pool(ctx));
-    pthread_mutex_lock(&dflt_lock);
-    for (int i = 0; i < DFLT_SLOTS; i++)
-        if (dflt_match(&dflt_tab[i], p, bwd, threads, isa->isa)) {
-            *out = dflt_tab[i].prm;
-            pthread_mutex_unlock(&dflt_lock);
-            return CG_OK;
-        }
-    pthread_mutex_unlock(&dflt_lock);
-
     memset(out, 0, sizeof *out);
     out->chunk = 64, out->block_dv = (int)(p->dv > 0 ? p->dv : 1); /* an empty problem: nothing runs */
     if (p->B < 1 || p->T < 1 || p->H < 1 || p->G < 1 || p->dk < 1 || p->dv < 1) return CG_OK;
@@ -85,10 +55,8 @@ cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int 
     memset(&ks, 0, sizeof ks);
     ks.B = p->B, ks.T = p->T, ks.G = p->G, ks.H = p->H, ks.dk = p->dk, ks.dv = p->dv;
     ks.flags = bwd ? CG_KS_BWD : 0;
-    cg_devinfo dev;
-    cg__cpu_devinfo(&dev, threads);
     cg_cfg def;
-    cg_status st = cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def);
+    cg_status st = cg__cpu_space_default(ctx, "ssd_cpu", &ks, &def);
     if (st != CG_OK) return st;
     int64_t chunk = 0, bdv = 0, th = 0;
     if ((st = cg__cfg_pin_int(ctx, &def, "chunk", 1, 1024, "ssd_cpu.lua default", &chunk, NULL)) != CG_OK ||
@@ -97,11 +65,6 @@ cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int 
         return st;
     if (!chunk || !bdv) return cg__err(ctx, CG_EINTERNAL, "generator/cpu/ssd_cpu.lua: default without chunk or block_dv");
     out->chunk = (int)chunk, out->block_dv = (int)bdv, out->threads = (int)th;
-
-    pthread_mutex_lock(&dflt_lock);
-    dflt_entry *e = &dflt_tab[dflt_next++ % DFLT_SLOTS];
-    *e = (dflt_entry){1, bwd, threads, isa->isa, p->B, p->T, p->G, p->H, p->dk, p->dv, *out};
-    pthread_mutex_unlock(&dflt_lock);
     return CG_OK;
 }
 
