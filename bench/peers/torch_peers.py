@@ -486,8 +486,9 @@ def main():
                    "min_time_s": min_time, "ref_seq": ref_seq, "matrix": os.path.abspath(args.matrix),
                    "layout": "token",
                    "note": "torch_chunked: chunked SSD after the Mamba-2 paper's minimal listing, autograd for "
-                           "fwd_bwd; fla_naive_chunk: fla-core's naive_chunk_simple_gla (scale 1), autograd; torch_scan: sequential selective-scan loop, autograd for fwd_bwd; inputs drawn "
-                           "with chunkgen bench's value ranges by torch's generator"},
+                           "fwd_bwd; fla_naive_chunk: fla-core's naive_chunk_simple_gla (scale 1), autograd; "
+                           "torch_scan: sequential selective-scan loop, autograd for fwd_bwd; inputs drawn with "
+                           "chunkgen bench's value ranges by torch's generator"},
         "results": [],
     }
     work = tempfile.mkdtemp(prefix="chunkgen-peers-")
