@@ -1,5 +1,6 @@
 /* key.c -- config keys: seq buckets, device identity, canonical key text. */
 #include "autotune.h"
+#include "cpu/cpu_isa.h"
 #include "cuda/cg_cuda.h"
 
 #include <ctype.h>
@@ -101,7 +102,10 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
     k->cc = k->sm_count = k->threads = 0;
     k->nvrtc[0] = k->driver[0] = '\0';
     if (!strcmp(backend, "cpu")) {
-        clean_copy(k->device, sizeof k->device, cg__tune_cpu_model());
+        /* the variant (runtime/cpu/cpu_isa.h) runs other kernels: another device */
+        char dev[200];
+        snprintf(dev, sizeof dev, "%s [%s]", cg__tune_cpu_model(), cg__cpu_isa_ops()->name);
+        clean_copy(k->device, sizeof k->device, dev);
         k->threads = cg__tune_cpu_threads(ctx);
         return CG_OK;
     }
@@ -151,6 +155,10 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
     snprintf(k->dtype, sizeof k->dtype, "f32");
     snprintf(k->precision, sizeof k->precision, "fp32");
     k->seq_bucket = cg__tune_bucket(s->T);
+    if (!strcmp(backend, "cpu")) {
+        const int64_t tasks = cg__tune_bucket(s->B * (s->sscan ? s->G : s->H));
+        k->par = (int)(tasks < k->threads ? tasks : k->threads);
+    }
     return CG_OK;
 }
 
@@ -171,10 +179,10 @@ void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap
     if (with_seq) snprintf(seq, sizeof seq, "seq=%lld;", (long long)k->seq_bucket);
     snprintf(buf, cap,
              "backend=%s;op=%s;dir=%s;dk=%lld;dv=%lld;H=%lld;D=%lld;N=%lld;G=%lld;dtype=%s;precision=%s;%s"
-             "device=%s;cc=%d;sm=%d;threads=%d;nvrtc=%s;driver=%s;version=%s",
+             "device=%s;cc=%d;sm=%d;threads=%d;par=%d;nvrtc=%s;driver=%s;version=%s",
              k->backend, k->op, k->dir, (long long)k->dk, (long long)k->dv, (long long)k->H, (long long)k->D,
              (long long)k->N, (long long)k->G, k->dtype, k->precision, seq, k->device, k->cc, k->sm_count,
-             k->threads, k->nvrtc, k->driver, k->version);
+             k->threads, k->par, k->nvrtc, k->driver, k->version);
 }
 
 void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap) {

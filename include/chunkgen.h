@@ -53,6 +53,9 @@
  *                          libnvrtc.so.<driver major> and newer/older sonames in
  *                          $CUDA_HOME/lib64 (or $CUDA_PATH/lib64), the loader path,
  *                          /usr/local/cuda/lib64
+ *   CHUNKGEN_CPU_ISA       avx512, avx2 or baseline: the CPU path's kernel variant
+ *                          (default: the best this CPU runs, from cpuid; one it cannot
+ *                          run is refused with a warning). Read once per process.
  *   CHUNKGEN_LUA_PATH      a source checkout: read generator/, templates/ and
  *                          emulator/cg_emu.h from disk instead of the embedded copies
  *   CXX                    the host C++ compiler of the emulate backend (else g++,
