@@ -73,8 +73,7 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
 cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_shape *s, int bwd, cg_tune_key *k);
 /* Shape of a validated problem of op. */
 void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s);
-/* The CPU model name of this machine (from /proc/cpuinfo; static). */
-const char *cg__tune_cpu_model(void);
+
 /* Threads the CPU backend uses in ctx. */
 int cg__tune_cpu_threads(cg_context *ctx);
 /* One line describing the key for tables, e.g. "cpu ssd fwd dk128 dv128 G2 H8 T<=2048". */

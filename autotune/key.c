@@ -60,40 +60,6 @@ static void clean_copy(char *dst, size_t cap, const char *src) {
     dst[n] = '\0';
 }
 
-static char g_cpu_model[128];
-static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
-
-static void read_cpu_model(void) {
-    char line[512], found[256] = "";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        /* x86: "model name"; arm64: "CPU implementer"/"CPU part" as a fallback. */
-        char impl[64] = "", part[64] = "";
-        while (fgets(line, sizeof line, f)) {
-            char *colon = strchr(line, ':');
-            if (!colon) continue;
-            *colon = '\0';
-            const char *val = colon + 1;
-            if (!strncmp(line, "model name", 10) && !found[0]) snprintf(found, sizeof found, "%s", val);
-            else if (!strncmp(line, "CPU implementer", 15) && !impl[0]) snprintf(impl, sizeof impl, "%s", val);
-            else if (!strncmp(line, "CPU part", 8) && !part[0]) snprintf(part, sizeof part, "%s", val);
-        }
-        fclose(f);
-        if (!found[0] && impl[0]) snprintf(found, sizeof found, "cpu implementer %s part %s", impl, part);
-    }
-    if (!found[0]) {
-        struct utsname u;
-        snprintf(found, sizeof found, "%s", uname(&u) == 0 ? u.machine : "unknown cpu");
-    }
-    clean_copy(g_cpu_model, sizeof g_cpu_model, found);
-    if (!g_cpu_model[0]) snprintf(g_cpu_model, sizeof g_cpu_model, "unknown cpu");
-}
-
-const char *cg__tune_cpu_model(void) {
-    pthread_once(&g_cpu_once, read_cpu_model);
-    return g_cpu_model;
-}
-
 int cg__tune_cpu_threads(cg_context *ctx) { return ctx->threads > 0 ? ctx->threads : cg__online_cores(); }
 
 cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key *k) {
@@ -104,7 +70,7 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
     if (!strcmp(backend, "cpu")) {
         /* the variant (runtime/cpu/cpu_isa.h) runs other kernels: another device */
         char dev[200];
-        snprintf(dev, sizeof dev, "%s [%s]", cg__tune_cpu_model(), cg__cpu_isa_ops()->name);
+        snprintf(dev, sizeof dev, "%s [%s]", cg__cpu_model(), cg__cpu_isa_ops()->name);
         clean_copy(k->device, sizeof k->device, dev);
         k->threads = cg__tune_cpu_threads(ctx);
         return CG_OK;
@@ -125,7 +91,7 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
     if (dev.emulated) {
         /* The emulator's speed is the host's: key it on the CPU too. */
         char both[400];
-        snprintf(both, sizeof both, "%s on %s", dev.name, cg__tune_cpu_model());
+        snprintf(both, sizeof both, "%s on %s", dev.name, cg__cpu_model());
         clean_copy(k->device, sizeof k->device, both);
         k->threads = cg__tune_cpu_threads(ctx);
     } else {

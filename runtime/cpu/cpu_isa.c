@@ -2,7 +2,6 @@
  * cpu_isa.h) and forwards the CPU backend's entry points to it. */
 #include "cpu_isa.h"
 
-#include "../../autotune/autotune.h" /* cg__tune_cpu_model */
 #include "gen.h"
 
 #include <pthread.h>
@@ -155,7 +154,7 @@ cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_ks
 
 void cg__cpu_devinfo(cg_devinfo *dev, int threads) {
     memset(dev, 0, sizeof *dev);
-    snprintf(dev->name, sizeof dev->name, "%s", cg__tune_cpu_model());
+    snprintf(dev->name, sizeof dev->name, "%s", cg__cpu_model());
     dev->sm_count = threads;
     snprintf(dev->isa, sizeof dev->isa, "%s", cg__cpu_isa_ops()->name);
 }

@@ -68,4 +68,7 @@ void cg__cpu_devinfo(struct cg_devinfo *dev, int threads);
 struct cg_kshape;
 cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const struct cg_kshape *shape, cg_cfg *out);
 
+/* The CPU model name of this machine (/proc/cpuinfo; static, thread-safe; cpu_model.c). */
+const char *cg__cpu_model(void);
+
 #endif /* CG_CPU_ISA_H */
