@@ -18,11 +18,10 @@ from . import _C
 from ._ops import OPS, REF, backend_index, layout_flag, output_shape
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_F64 = _FLOATS[1]
 
 
 def _needs_copy(a: np.ndarray) -> bool:
-    if a.flags.c_contiguous or a.ndim == 0:
-        return False
     st, sh, it = a.strides, a.shape, a.itemsize
     if sh[-1] > 1 and st[-1] != it:
         return True
@@ -34,28 +33,38 @@ def _needs_copy(a: np.ndarray) -> bool:
 def _prep(name: str, a) -> Optional[np.ndarray]:
     if a is None:
         return None
-    if not isinstance(a, np.ndarray):
+    if type(a) is not np.ndarray:
         a = np.asarray(a)
     if a.dtype not in _FLOATS:
         raise ValueError(f"{name}: dtype {a.dtype} but expected float32 or float64")
-    return np.ascontiguousarray(a) if _needs_copy(a) else a
+    if a.flags.c_contiguous or a.ndim == 0 or not _needs_copy(a):
+        return a
+    return np.ascontiguousarray(a)
 
 
 def run(op: str, given: dict, want, flag: int, backend: str, config: Optional[str], verbose: bool = False):
     """Run `op` on the arrays in `given` (input name -> array or None); allocate and
     return the outputs named in `want` (others absent), in the op's output order."""
     info = OPS[op]
-    ins = {n: _prep(n, given.get(n)) for n in info.inputs}
+    ins = {}
+    shapes = {}
+    for n in info.inputs:
+        a = given.get(n)
+        if a is not None:
+            a = _prep(n, a)
+            shapes[n] = a.shape
+        else:
+            shapes[n] = None
+        ins[n] = a
     first = ins[info.inputs[0]]
-    dtype = first.dtype if first is not None else np.dtype(np.float32)
-    b = backend_index(backend)
-    if b == 0 and dtype == _FLOATS[1]:
+    dtype = first.dtype if first is not None else _FLOATS[0]
+    b = 0 if backend == "auto" else backend_index(backend)
+    if b == 0 and dtype == _F64:
         b = REF
-    shapes = {n: (a.shape if a is not None else None) for n, a in ins.items()}
-    outs = {n: (np.empty(output_shape(op, n, shapes, flag), dtype) if n in want else None) for n in info.outputs}
-    tensors = tuple(ins[n] if n in ins else outs[n] for n in info.fields)
-    _C.run(info.index, tensors, flag, b, config, None, None, 0, verbose)
-    return tuple(outs[n] for n in info.outputs)
+    for n in info.outputs:
+        ins[n] = np.empty(output_shape(op, n, shapes, flag), dtype) if n in want else None
+    _C.run(info.index, tuple([ins[n] for n in info.fields]), flag, b, config, None, None, 0, verbose)
+    return tuple([ins[n] for n in info.outputs])
 
 
 def ssd(q, k, v, log_alpha, h0=None, *, layout="token", backend="auto", config=None, verbose=False):

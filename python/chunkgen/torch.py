@@ -13,11 +13,12 @@ True) traces them without a graph break and torch.library.opcheck passes.
 - The library allocates its own workspace for now; once the C API has a workspace-size
   query, the workspace will come from PyTorch's caching allocator through
   cg_exec.workspace (the binding already passes it: _C.run's workspace arguments).
+- Eager calls needing neither autograd nor tracing (no_grad / inference, plain tensors,
+  no dispatch mode) skip the dispatcher and run the op's implementation directly.
 - Grouped q/k (and B/C) gradients are summed over each group's heads by the C backward.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Optional, Tuple
 
 import torch
@@ -50,8 +51,8 @@ def _check(op: str, given: dict) -> None:
             raise ValueError(f"{n}: {t.dim()} dimensions but expected at most 4")
 
 
-def _prep(t: Optional[Tensor]) -> Optional[Tensor]:
-    if t is None or t.dim() == 0:
+def _prep(t: Tensor) -> Tensor:
+    if t.dim() == 0:
         return t
     st = t.stride()
     if (t.shape[-1] > 1 and st[-1] != 1) or (t.numel() > 1 and not any(st)):
@@ -80,21 +81,35 @@ def _run(op: str, given: dict, want, flag: int) -> Tuple[Tensor, ...]:
         # The float64 reference runs on the host.
         host = {n: (t.cpu() if t is not None else None) for n, t in given.items()}
         return tuple(t.to(dev) for t in _run(op, host, want, flag))
-    ins = {n: _prep(given.get(n)) for n in info.inputs}
-    shapes = _shapes(op, ins)
-    outs = {n: torch.empty(output_shape(op, n, shapes, flag), dtype=dtype, device=dev) if n in want else None
-            for n in info.outputs}
-    tensors = tuple(_desc(ins[n] if n in ins else outs[n]) for n in info.fields)
-    backend = REF if dtype == torch.float64 else _AUTO
-    stream, guard = None, contextlib.nullcontext()
-    if dev.type == "cuda":
-        stream = torch.cuda.current_stream(dev).cuda_stream
-        guard = torch.cuda.device(dev)
-    elif dev.type != "cpu":
+    if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"{info.inputs[0]}: on {dev} but expected a CPU or CUDA tensor")
-    with guard:
-        _C.run(info.index, tensors, flag, backend, None, stream, None, 0, False)
-    return tuple(outs[n] if outs[n] is not None else first.new_empty(0) for n in info.outputs)
+    keep, shapes, descs = {}, {}, {}
+    for n in info.inputs:
+        t = given.get(n)
+        if t is None:
+            shapes[n] = descs[n] = None
+        else:
+            t = keep[n] = _prep(t)
+            shapes[n] = tuple(t.shape)
+            descs[n] = _desc(t)
+    outs = {}
+    for n in info.outputs:
+        if n in want:
+            t = outs[n] = torch.empty(output_shape(op, n, shapes, flag), dtype=dtype, device=dev)
+            descs[n] = _desc(t)
+        else:
+            outs[n] = first.new_empty(0)
+            descs[n] = None
+    tensors = tuple([descs[n] for n in info.fields])
+    backend = REF if dtype == torch.float64 else _AUTO
+    if dev.type == "cuda":
+        with torch.cuda.device(dev):
+            _C.run(info.index, tensors, flag, backend, None, torch.cuda.current_stream(dev).cuda_stream, None, 0,
+                   False)
+    else:
+        _C.run(info.index, tensors, flag, backend, None, None, None, 0, False)
+    del keep  # the inputs' copies live until here
+    return tuple([outs[n] for n in info.outputs])
 
 
 def _fake(op: str, given: dict, want, flag: int) -> Tuple[Tensor, ...]:
@@ -103,6 +118,27 @@ def _fake(op: str, given: dict, want, flag: int) -> Tuple[Tensor, ...]:
     first = given[info.inputs[0]]
     shapes = _shapes(op, given)
     return tuple(first.new_empty(output_shape(op, n, shapes, flag) if n in want else (0,)) for n in info.outputs)
+
+
+def _eager_direct(tensors) -> bool:
+    """True for an eager call that needs neither autograd nor tracing nor a dispatch
+    mode: plain tensors, none requiring grad (or grad mode off), not compiling. Such
+    calls skip the dispatcher (tens of microseconds) and run the implementation of the
+    custom op directly; everything else goes through the registered op."""
+    if _dispatch_mode is None or _dispatch_mode() is not None or _function_mode() or torch.compiler.is_compiling():
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not Tensor or (grad and t.requires_grad)):
+            return False
+    return True
+
+
+try:  # without these (private) queries every call takes the registered op
+    from torch.utils._python_dispatch import _get_current_dispatch_mode as _dispatch_mode
+except ImportError:
+    _dispatch_mode = None
+_function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: True)
 
 
 # ------------------------------------------------------------------ SSD
@@ -172,7 +208,9 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     layout "head":  q, k [B, G, T, dk]; v [B, H, T, dv]; log_alpha [B, H, T]
     (e.g. token-major tensors given as .transpose(1, 2) views: no copy).
     h0 [B, H, dk, dv] or None. Returns (o [like v], hT [B, H, dk, dv])."""
-    layout_flag(layout)
+    flag = layout_flag(layout)
+    if _eager_direct((q, k, v, log_alpha, h0)):
+        return _run("ssd_fwd", _ssd_fwd_given(q, k, v, log_alpha, h0), ("o", "hT"), flag)
     return ssd_fwd(q, k, v, log_alpha, h0, layout)
 
 
@@ -250,4 +288,7 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     y_t[d] = sum_n C_t[n] h_t[d,n] + D[d] x_t[d], times silu(z_t[d]) if z is given.
     x, delta, z [B, L, D]; A [D, N]; B, C [B, L, N] or [B, L, G, N]; D, delta_bias [D];
     h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N])."""
+    if _eager_direct((x, delta, A, B, C, D, z, delta_bias, h0)):
+        return _run("sscan_fwd", _sscan_given(x, delta, A, B, C, D, z, delta_bias, h0), ("y", "hT"),
+                    int(bool(delta_softplus)))
     return sscan_fwd(x, delta, A, B, C, D, z, delta_bias, h0, bool(delta_softplus))

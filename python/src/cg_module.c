@@ -288,8 +288,15 @@ static PyObject *py_run(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     Py_RETURN_NONE;
 }
 
-/* bench(repeats, *run_args): seconds per C call, timed in C around the bare call (the
- * reference for the binding-overhead benchmark, bench/py_overhead.py). */
+/* bench(repeats, *run_args) -> (wall, cpu): seconds per C call, timed in C around the
+ * bare call, by the monotonic clock and by the process CPU-time clock (the reference for
+ * the binding-overhead benchmark, bench/py_overhead.py). */
+static double secs(clockid_t clk) {
+    struct timespec t;
+    clock_gettime(clk, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static PyObject *py_bench(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na < 1) return PyErr_Format(PyExc_TypeError, "bench(repeats, *run_args)");
     long reps = PyLong_AsLong(a[0]);
@@ -297,20 +304,20 @@ static PyObject *py_bench(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     call_state cs;
     cg_context *ctx = NULL;
     cg_status s = CG_OK;
-    double sec = 0;
+    double wall = 0, cpu = 0;
     if (parse_call(a + 1, na - 1, &cs) == 0 && (ctx = thread_ctx())) {
-        struct timespec t0, t1;
         Py_BEGIN_ALLOW_THREADS
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        wall = secs(CLOCK_MONOTONIC);
+        cpu = secs(CLOCK_PROCESS_CPUTIME_ID);
         for (long r = 0; r < reps && s == CG_OK; r++) s = cs.op->call(ctx, &cs.args, cs.flag, &cs.exec);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        wall = (secs(CLOCK_MONOTONIC) - wall) / (double)reps;
+        cpu = (secs(CLOCK_PROCESS_CPUTIME_ID) - cpu) / (double)reps;
         Py_END_ALLOW_THREADS
-        sec = ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / (double)reps;
     }
     release_all(&cs);
     if (!ctx) return NULL;
     if (s != CG_OK) return raise_status(s, ctx);
-    return PyFloat_FromDouble(sec);
+    return Py_BuildValue("(dd)", wall, cpu);
 }
 
 /* ------------------------------------------------------------ the rest */
@@ -392,7 +399,7 @@ static PyObject *py_set_tune_on_miss(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
      "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose)"},
-    {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> seconds per C call"},
+    {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
     {"ops", py_ops, METH_NOARGS, "((name, field_names, is_output), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
     {"last_dispatch", py_last_dispatch, METH_NOARGS, "cg_last_dispatch of this thread's context"},

@@ -123,3 +123,28 @@ def test_ssd_grouped_gradients_summed_per_group():
     gq2, gk2 = torch.autograd.grad(o2.sum(), [qr, kr])
     torch.testing.assert_close(gq, gq2.sum(2, keepdim=True), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(gk, gk2.sum(2, keepdim=True), rtol=1e-5, atol=1e-5)
+
+
+
+def test_inference_fast_path_matches_op():
+    # Eager calls with nothing requiring grad skip the dispatcher; the result must be
+    # the registered op's, and fake tensors / grad / dispatch modes must take the op.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = make(1, 6, 2, 4, 3, 5, True)
+    d = tuple(x[n].detach() for n in ("q", "k", "v", "log_alpha", "h0"))
+    assert ct._eager_direct(d) and not ct._eager_direct(tuple(x.values()))
+    with torch.no_grad():
+        assert ct._eager_direct(tuple(x.values()))
+        o, hT = ct.ssd(*d)
+        with FlopCounterMode(display=False):
+            assert not ct._eager_direct(d)
+    o_op, hT_op = torch.ops.chunkgen.ssd_fwd(*d, "token")
+    torch.testing.assert_close(o, o_op, rtol=0, atol=0)
+    torch.testing.assert_close(hT, hT_op, rtol=0, atol=0)
+    with FakeTensorMode() as mode:
+        f = tuple(mode.from_tensor(t) for t in d)
+        assert not ct._eager_direct(f)
+        o_f, hT_f = ct.ssd(*f)
+        assert o_f.shape == o.shape and hT_f.shape == hT.shape
