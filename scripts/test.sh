@@ -18,3 +18,6 @@ echo "== tests (ASan + UBSan)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd "$root/build-asan" && ctest -j"$jobs" --output-on-failure)
+
+echo "== Python package and tests"
+"$root/scripts/test-python.sh"

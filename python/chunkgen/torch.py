@@ -125,7 +125,9 @@ def _eager_direct(tensors) -> bool:
     mode: plain tensors, none requiring grad (or grad mode off), not compiling. Such
     calls skip the dispatcher (tens of microseconds) and run the implementation of the
     custom op directly; everything else goes through the registered op."""
-    if _dispatch_mode is None or _dispatch_mode() is not None or _function_mode() or torch.compiler.is_compiling():
+    if torch.compiler.is_compiling():  # first: dynamo must not trace the mode queries
+        return False
+    if _dispatch_mode is None or _dispatch_mode() is not None or _function_mode():
         return False
     grad = torch.is_grad_enabled()
     for t in tensors:
