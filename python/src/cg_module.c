@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <string.h>
@@ -353,19 +354,27 @@ static PyObject *py_last_dispatch(PyObject *self, PyObject *unused) {
     return ctx ? PyUnicode_FromString(cg_last_dispatch(ctx)) : NULL;
 }
 
-/* Apply one setting to this thread's context now (so a bad value raises here), then
- * record it for every other thread's context. */
-static PyObject *py_set_threads(PyObject *self, PyObject *arg) {
-    long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 0 || n > 1 << 20) return PyErr_Format(PyExc_ValueError, "threads: %ld but expected an integer >= 0 (0 = all cores)", n);
+/* Settings are applied to this thread's context now (so a bad value raises here, with
+ * the library's message), then recorded for every other thread's context. */
+static PyObject *set_int(const char *name, PyObject *arg, cg_status (*fn)(cg_context *, int), int *store) {
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (v < INT_MIN || v > INT_MAX) return PyErr_Format(PyExc_ValueError, "%s: %ld but expected a C int", name, v);
     cg_context *ctx = thread_ctx();
     if (!ctx) return NULL;
-    cg_status s = cg_context_set_threads(ctx, (int)n);
+    cg_status s = fn(ctx, (int)v);
     if (s != CG_OK) return raise_status(s, ctx);
-    set_threads_v = (int)n;
+    *store = (int)v;
     settings_gen++;
     Py_RETURN_NONE;
+}
+
+static PyObject *py_set_threads(PyObject *self, PyObject *arg) {
+    return set_int("threads", arg, cg_context_set_threads, &set_threads_v);
+}
+
+static PyObject *py_set_tune_on_miss(PyObject *self, PyObject *arg) {
+    return set_int("on", arg, cg_context_set_tune_on_miss, &set_tune_v);
 }
 
 static PyObject *py_set_cache_dir(PyObject *self, PyObject *arg) {
@@ -380,18 +389,6 @@ static PyObject *py_set_cache_dir(PyObject *self, PyObject *arg) {
     free(set_cache_dir_v);
     set_cache_dir_v = copy;
     set_cache_dir_given = 1;
-    settings_gen++;
-    Py_RETURN_NONE;
-}
-
-static PyObject *py_set_tune_on_miss(PyObject *self, PyObject *arg) {
-    long on = PyLong_AsLong(arg);
-    if (on == -1 && PyErr_Occurred()) return NULL;
-    cg_context *ctx = thread_ctx();
-    if (!ctx) return NULL;
-    cg_status s = cg_context_set_tune_on_miss(ctx, (int)on);
-    if (s != CG_OK) return raise_status(s, ctx);
-    set_tune_v = (int)on;
     settings_gen++;
     Py_RETURN_NONE;
 }
