@@ -51,19 +51,15 @@ def _check(op: str, given: dict) -> None:
             raise ValueError(f"{n}: {t.dim()} dimensions but expected at most 4")
 
 
-def _prep(t: Tensor) -> Tensor:
-    if t.dim() == 0:
-        return t
+def _prep(t: Tensor):
+    """(tensor, descriptor): the tensor itself, or a contiguous copy where the C API
+    cannot take its strides (innermost stride not 1, or all strides zero)."""
     st = t.stride()
-    if (t.shape[-1] > 1 and st[-1] != 1) or (t.numel() > 1 and not any(st)):
-        return t.contiguous()
-    return t
-
-
-def _desc(t: Optional[Tensor]):
-    if t is None:
-        return None
-    return (t.data_ptr(), 0 if t.dtype == torch.float32 else 1, tuple(t.shape), t.stride())
+    shape = t.shape
+    if st and ((shape[-1] > 1 and st[-1] != 1) or (not any(st) and t.numel() > 1)):
+        t = t.contiguous()
+        st = t.stride()
+    return t, (t.data_ptr(), 0 if t.dtype == torch.float32 else 1, shape, st)
 
 
 def _shapes(op: str, given: dict) -> dict:
@@ -89,14 +85,12 @@ def _run(op: str, given: dict, want, flag: int) -> Tuple[Tensor, ...]:
         if t is None:
             shapes[n] = descs[n] = None
         else:
-            t = keep[n] = _prep(t)
-            shapes[n] = tuple(t.shape)
-            descs[n] = _desc(t)
+            keep[n], descs[n] = _prep(t)
+            shapes[n] = descs[n][2]
     outs = {}
     for n in info.outputs:
         if n in want:
-            t = outs[n] = torch.empty(output_shape(op, n, shapes, flag), dtype=dtype, device=dev)
-            descs[n] = _desc(t)
+            outs[n], descs[n] = _prep(torch.empty(output_shape(op, n, shapes, flag), dtype=dtype, device=dev))
         else:
             outs[n] = first.new_empty(0)
             descs[n] = None
