@@ -119,3 +119,33 @@ def test_set_threads_and_cache_dir(tmp_path):
         chunkgen.set_threads(0)
         chunkgen.set_cache_dir(None)
     assert chunkgen.get_cache_dir() is None
+
+
+def test_threads_get_their_own_contexts():
+    # Calls from several Python threads at once (the GIL is released during each) give
+    # the serial results, and each thread's last_dispatch is its own.
+    import threading
+
+    rng = np.random.default_rng(5)
+    problems = [ssd_inputs(rng, T=11 + i, dk=3 + i, dv=4) for i in range(4)]
+    serial = [chunkgen.ssd(**p) for p in problems]
+    results, lines, errors = [None] * 4, [None] * 4, []
+
+    def work(i):
+        try:
+            for _ in range(5):
+                results[i] = chunkgen.ssd(**problems[i], config=f"chunk={4 + i}" if i % 2 else None)
+            lines[i] = chunkgen.last_dispatch()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(4):
+        for a, b in zip(results[i], serial[i]):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        assert ("chunk=%d" % (4 + i) in lines[i]) == bool(i % 2), lines[i]
