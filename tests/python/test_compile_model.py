@@ -8,6 +8,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import chunkgen.torch as ct
+from chunkgen.nn import Mamba2Mixer
 from ref import ssd_ref
 
 
@@ -44,40 +45,10 @@ def test_torch_compile_fullgraph(backend):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
-class Mamba2Mixer(nn.Module):
-    """A Mamba-2 style SSD mixer: in_proj to (x -> v, B -> k, C -> q, dt), a per-head decay
-    log_alpha = -softplus(dt + dt_bias) * exp(A_log), the SSD scan, a D skip, gating by
-    silu(z), out_proj. `scan` is chunkgen.torch.ssd or the pure-PyTorch recurrence."""
-
-    def __init__(self, d_model=16, heads=4, groups=2, d_state=8, head_dim=6, scan=None):
-        super().__init__()
-        self.h, self.g, self.n, self.p = heads, groups, d_state, head_dim
-        self.in_proj = nn.Linear(d_model, 2 * heads * head_dim + 2 * groups * d_state + heads)
-        self.A_log = nn.Parameter(torch.log(torch.linspace(0.5, 2.0, heads)))
-        self.dt_bias = nn.Parameter(torch.zeros(heads))
-        self.D = nn.Parameter(torch.ones(heads))
-        self.norm = nn.LayerNorm(heads * head_dim)
-        self.out_proj = nn.Linear(heads * head_dim, d_model)
-        self.scan = scan
-
-    def forward(self, u):
-        b, t, _ = u.shape
-        hp, gn = self.h * self.p, self.g * self.n
-        z, x, B, C, dt = torch.split(self.in_proj(u), [hp, hp, gn, gn, self.h], dim=-1)
-        x = x.reshape(b, t, self.h, self.p)
-        dt = F.softplus(dt + self.dt_bias)
-        log_alpha = -dt * torch.exp(self.A_log)
-        q = C.reshape(b, t, self.g, self.n)
-        k = B.reshape(b, t, self.g, self.n)
-        y, _ = self.scan(q, k, x * dt[..., None], log_alpha)
-        y = y + x * self.D[:, None]
-        y = self.norm(y.reshape(b, t, hp) * F.silu(z))
-        return u + self.out_proj(y)
-
-
 def test_training_matches_pure_pytorch():
     torch.manual_seed(0)
-    ours = nn.Sequential(Mamba2Mixer(scan=ct.ssd), Mamba2Mixer(scan=ct.ssd))
+    ours = nn.Sequential(*(Mamba2Mixer(16, heads=4, groups=2, d_state=8, head_dim=6) for _ in range(2)))
+    assert all(m.scan is ct.ssd for m in ours)
     theirs = copy.deepcopy(ours)
     for m in theirs:
         m.scan = ssd_ref
