@@ -49,6 +49,8 @@ def _check(op: str, given: dict) -> None:
             raise ValueError(f"{n}: on {t.device} but expected {first.device} like {info.inputs[0]}")
         if t.dim() > 4:
             raise ValueError(f"{n}: {t.dim()} dimensions but expected at most 4")
+        if t.numel() == 0:  # (an empty tensor has no data pointer to hand to the C call)
+            raise ValueError(f"{n}: shape {tuple(t.shape)} has no elements (expected every dimension >= 1)")
 
 
 def _prep(t: Tensor):

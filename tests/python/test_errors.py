@@ -31,6 +31,13 @@ def test_wrong_ndim(front):
 
 
 @pytest.mark.parametrize("front", ["numpy", "torch"])
+def test_empty_dimension(front):
+    q, k, v, la = ssd_np(T=1) if front == "numpy" else ssd_t(T=1)
+    with pytest.raises(ValueError, match=r"q: .*(T = 0|no elements).*expected .*>= 1"):
+        (chunkgen.ssd if front == "numpy" else ct.ssd)(q[:, :0], k[:, :0], v[:, :0], la[:, :0])
+
+
+@pytest.mark.parametrize("front", ["numpy", "torch"])
 def test_heads_not_multiple_of_groups(front):
     q, k, v, la = ssd_np(G=3, H=4) if front == "numpy" else ssd_t(G=3, H=4)
     with pytest.raises(ValueError, match=r"H = 4 is not a multiple of G = 3"):
