@@ -6,6 +6,9 @@
 # program against the shared one). Also checks
 # that the installed libchunkgen.so exports cg_ symbols only and has its SONAME.
 set -eu
+# A sanitized build (CHUNKGEN_SANITIZE) installs sanitized objects: its consumers are
+# built with the same flags (CG_INSTALL_TEST_FLAGS, set by CMakeLists.txt).
+san=${CG_INSTALL_TEST_FLAGS:-}
 build=$(cd "$1" && pwd)
 cc=${2:-cc}
 cxx=${3:-c++}
@@ -38,10 +41,10 @@ export PKG_CONFIG_PATH="$libdir/pkgconfig"
 pkg-config --exists chunkgen || fail "pkg-config does not find chunkgen.pc in $libdir/pkgconfig"
 pkg-config --static --libs chunkgen | grep -q -- '-ldl' || fail "pkg-config --static --libs chunkgen lacks -ldl"
 # shellcheck disable=SC2046
-"$cc" -o "$tmp/pc_shared" "$here/consumer.c" $(pkg-config --cflags --libs chunkgen) -lm -Wl,-rpath,"$libdir" \
+"$cc" $san -o "$tmp/pc_shared" "$here/consumer.c" $(pkg-config --cflags --libs chunkgen) -lm -Wl,-rpath,"$libdir" \
     || fail "building against pkg-config chunkgen failed"
 # shellcheck disable=SC2046
-"$cc" -o "$tmp/pc_static" "$here/consumer.c" $(pkg-config --static --cflags --libs chunkgen-static) -lm \
+"$cc" $san -o "$tmp/pc_static" "$here/consumer.c" $(pkg-config --static --cflags --libs chunkgen-static) -lm \
     || fail "building against pkg-config chunkgen-static failed"
 ldd "$tmp/pc_shared" | grep -q "$libdir/libchunkgen.so.0" || fail "pc_shared does not load $libdir/libchunkgen.so.0"
 if readelf -d "$tmp/pc_static" | grep -q 'NEEDED.*libchunkgen'; then fail "pc_static needs libchunkgen.so"; fi
@@ -49,12 +52,12 @@ if readelf -d "$tmp/pc_static" | grep -q 'NEEDED.*libchunkgen'; then fail "pc_st
 "$tmp/pc_static" || fail "pc_static failed"
 # the header from C++ with -I (not -isystem, as imported CMake targets give): no warnings
 # shellcheck disable=SC2046
-"$cxx" -Wall -Wextra -Werror -o "$tmp/pc_cxx" "$here/consumer_cxx.cpp" $(pkg-config --cflags --libs chunkgen) \
+"$cxx" $san -Wall -Wextra -Werror -o "$tmp/pc_cxx" "$here/consumer_cxx.cpp" $(pkg-config --cflags --libs chunkgen) \
     -Wl,-rpath,"$libdir" || fail "building the C++ consumer against pkg-config chunkgen failed"
 "$tmp/pc_cxx" || fail "pc_cxx failed"
 
 # CMake find_package
-cmake -S "$here" -B "$tmp/cm" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$here" -B "$tmp/cm" -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release \
     >"$tmp/cm.log" 2>&1 || { cat "$tmp/cm.log"; fail "configuring the find_package(chunkgen) project failed"; }
 cmake --build "$tmp/cm" >>"$tmp/cm.log" 2>&1 || { cat "$tmp/cm.log"; fail "building the find_package(chunkgen) project failed"; }
 ldd "$tmp/cm/consumer_shared" | grep -q "$libdir/libchunkgen.so.0" || fail "consumer_shared does not load the installed .so"
