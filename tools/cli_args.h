@@ -12,9 +12,9 @@
  * the same key), in any order, optionally prefixed "NAME:" where a command names its
  * shapes. A command may also accept its historical positional form ("2,64,1,4,16,16"),
  * given as the key order `positional` to cg_cli_shape_parse.
- * (`chunkgen tune` does not use this table yet: tools/cmd_tune.c can adopt it by
- * replacing its option loop with a table and cg__tune_shape_parse with
- * cg_cli_shape_parse(text, "B,T,G,H,dk,dv" / "B,L,D,N,G", ...).) */
+ * (`chunkgen tune` parses its options with this table but keeps its own shape syntax,
+ * "[ssd:|sscan:]B,T,G,H,dk,dv" / "B,L,D,N[,G]" (cg__tune_shape_parse); show, export,
+ * import and cache still parse by hand through tools/cli_common.h.) */
 #ifndef CG_CLI_ARGS_H
 #define CG_CLI_ARGS_H
 
