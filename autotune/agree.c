@@ -12,6 +12,7 @@
  * entries, never on the order they arrive in, so every rank, shard and merge of the same
  * measurements ends with the same winner, and noise alone cannot flip it. */
 #include "autotune.h"
+#include "cpu/cpu_isa.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -140,6 +141,7 @@ cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *ke
     if (!kx) {
         snprintf(dev->name, sizeof dev->name, "%s", key->device);
         dev->sm_count = key->threads;
+        snprintf(dev->isa, sizeof dev->isa, "%s", cg__cpu_isa_ops()->name); /* the variant the candidates run */
         return cg__tune_cpu_space(ctx, kernel, ks, dev, cfgs, n, def);
     }
     cg_status st = kx->device(ctx, dev);

@@ -39,10 +39,13 @@ typedef struct cg_tune_key {
     char dtype[8];        /* "f32" */
     char precision[8];    /* accuracy class: "fp32" (outputs within the fp32 targets) */
     int64_t seq_bucket;   /* next power of two >= T (SSD) or L (sscan) */
-    char device[128];     /* GPU name, or the CPU model name */
+    char device[128];     /* GPU name, or the CPU model name and the CPU path's ISA variant ("... [avx2]") */
     int cc;               /* compute capability x10 (cuda); 0 otherwise */
     int sm_count;         /* cuda; 0 otherwise */
     int threads;          /* CPU threads; 0 for GPU backends */
+    int par;              /* CPU: tasks that can run at once, min(bucket(B H) (SSD) or bucket(B G)
+                           * (sscan), threads): whether the batch keeps every thread busy
+                           * changes the best config; 0 for GPU backends */
     char nvrtc[32];       /* cuda: NVRTC version; "" otherwise */
     char driver[32];      /* cuda: driver version; "" otherwise */
     char version[16];     /* chunkgen version */
@@ -70,8 +73,7 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
 cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_shape *s, int bwd, cg_tune_key *k);
 /* Shape of a validated problem of op. */
 void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s);
-/* The CPU model name of this machine (from /proc/cpuinfo; static). */
-const char *cg__tune_cpu_model(void);
+
 /* Threads the CPU backend uses in ctx. */
 int cg__tune_cpu_threads(cg_context *ctx);
 /* One line describing the key for tables, e.g. "cpu ssd fwd dk128 dv128 G2 H8 T<=2048". */

@@ -5,7 +5,8 @@
  * like a kernel's space: cg__gen_space enumerates the configs valid() accepts (the first
  * key of `order` outermost), cg__gen_resolve gives default()'s config. shape carries the
  * same fields as for generated kernels plus `bwd` (CG_KS_BWD); dev.sm_count is the
- * number of CPU threads and dev.name the CPU model. */
+ * number of CPU threads, dev.name the CPU model and dev.isa the CPU path's ISA variant
+ * (runtime/cpu/cpu_isa.h; empty: unknown, the space then assumes the narrowest tile). */
 #include "autotune.h"
 
 #include <string.h>

@@ -1,5 +1,6 @@
 /* key.c -- config keys: seq buckets, device identity, canonical key text. */
 #include "autotune.h"
+#include "cpu/cpu_isa.h"
 #include "cuda/cg_cuda.h"
 
 #include <ctype.h>
@@ -59,40 +60,6 @@ static void clean_copy(char *dst, size_t cap, const char *src) {
     dst[n] = '\0';
 }
 
-static char g_cpu_model[128];
-static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
-
-static void read_cpu_model(void) {
-    char line[512], found[256] = "";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        /* x86: "model name"; arm64: "CPU implementer"/"CPU part" as a fallback. */
-        char impl[64] = "", part[64] = "";
-        while (fgets(line, sizeof line, f)) {
-            char *colon = strchr(line, ':');
-            if (!colon) continue;
-            *colon = '\0';
-            const char *val = colon + 1;
-            if (!strncmp(line, "model name", 10) && !found[0]) snprintf(found, sizeof found, "%s", val);
-            else if (!strncmp(line, "CPU implementer", 15) && !impl[0]) snprintf(impl, sizeof impl, "%s", val);
-            else if (!strncmp(line, "CPU part", 8) && !part[0]) snprintf(part, sizeof part, "%s", val);
-        }
-        fclose(f);
-        if (!found[0] && impl[0]) snprintf(found, sizeof found, "cpu implementer %s part %s", impl, part);
-    }
-    if (!found[0]) {
-        struct utsname u;
-        snprintf(found, sizeof found, "%s", uname(&u) == 0 ? u.machine : "unknown cpu");
-    }
-    clean_copy(g_cpu_model, sizeof g_cpu_model, found);
-    if (!g_cpu_model[0]) snprintf(g_cpu_model, sizeof g_cpu_model, "unknown cpu");
-}
-
-const char *cg__tune_cpu_model(void) {
-    pthread_once(&g_cpu_once, read_cpu_model);
-    return g_cpu_model;
-}
-
 int cg__tune_cpu_threads(cg_context *ctx) { return ctx->threads > 0 ? ctx->threads : cg__online_cores(); }
 
 cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key *k) {
@@ -101,7 +68,10 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
     k->cc = k->sm_count = k->threads = 0;
     k->nvrtc[0] = k->driver[0] = '\0';
     if (!strcmp(backend, "cpu")) {
-        clean_copy(k->device, sizeof k->device, cg__tune_cpu_model());
+        /* the variant (runtime/cpu/cpu_isa.h) runs other kernels: another device */
+        char dev[200];
+        snprintf(dev, sizeof dev, "%s [%s]", cg__cpu_model(), cg__cpu_isa_ops()->name);
+        clean_copy(k->device, sizeof k->device, dev);
         k->threads = cg__tune_cpu_threads(ctx);
         return CG_OK;
     }
@@ -121,7 +91,7 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
     if (dev.emulated) {
         /* The emulator's speed is the host's: key it on the CPU too. */
         char both[400];
-        snprintf(both, sizeof both, "%s on %s", dev.name, cg__tune_cpu_model());
+        snprintf(both, sizeof both, "%s on %s", dev.name, cg__cpu_model());
         clean_copy(k->device, sizeof k->device, both);
         k->threads = cg__tune_cpu_threads(ctx);
     } else {
@@ -151,6 +121,10 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
     snprintf(k->dtype, sizeof k->dtype, "f32");
     snprintf(k->precision, sizeof k->precision, "fp32");
     k->seq_bucket = cg__tune_bucket(s->T);
+    if (!strcmp(backend, "cpu")) {
+        const int64_t tasks = cg__tune_bucket(s->B * (s->sscan ? s->G : s->H));
+        k->par = (int)(tasks < k->threads ? tasks : k->threads);
+    }
     return CG_OK;
 }
 
@@ -171,10 +145,10 @@ void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap
     if (with_seq) snprintf(seq, sizeof seq, "seq=%lld;", (long long)k->seq_bucket);
     snprintf(buf, cap,
              "backend=%s;op=%s;dir=%s;dk=%lld;dv=%lld;H=%lld;D=%lld;N=%lld;G=%lld;dtype=%s;precision=%s;%s"
-             "device=%s;cc=%d;sm=%d;threads=%d;nvrtc=%s;driver=%s;version=%s",
+             "device=%s;cc=%d;sm=%d;threads=%d;par=%d;nvrtc=%s;driver=%s;version=%s",
              k->backend, k->op, k->dir, (long long)k->dk, (long long)k->dv, (long long)k->H, (long long)k->D,
              (long long)k->N, (long long)k->G, k->dtype, k->precision, seq, k->device, k->cc, k->sm_count,
-             k->threads, k->nvrtc, k->driver, k->version);
+             k->threads, k->par, k->nvrtc, k->driver, k->version);
 }
 
 void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap) {

@@ -1,4 +1,4 @@
-/* tuner.c -- `chunkgen tune`: enumerate, verify, measure, select, store.
+/* tuner.c -- `chunkgen tune`: enumerate, cg__tprob_verify, cg__tprob_measure, select, store.
  *
  * Per (shape, direction) -- one store key:
  *   1. the space: generator/cpu/<op>_cpu.lua for the CPU backend (cpu_space.c), the
@@ -18,8 +18,7 @@
  *      tune keeps what it measured and a rerun resumes; complete = true at the end.
  * For cuda/emulate, --jobs worker threads (own contexts, same cache directory) compile
  * the candidates ahead of the measuring thread, warming the binary cache. */
-#include "autotune.h"
-#include "ops.h"
+#include "tune_prob.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -29,12 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void cg__tune_opts_default(cg_tune_opts *o) {
     memset(o, 0, sizeof *o);
@@ -64,15 +57,17 @@ static const cg_tune_shape k_gpu_shapes[] = {
     SSCAN_SHAPE(4, 8192, 1024, 16, "d1024_n16"),
 };
 
-/* Smaller on the CPU backend so that the whole set tunes within 5 minutes on 2 cores:
- * batch 1, T = 512 and 2048 (the 8192 bucket is reached by nearest-bucket lookup). */
+/* The CPU backend: the seeds' CPU runs (001 SSD, 004 selective scan) with their batches
+ * (the key's par field tells batch x heads against the threads apart, and the best
+ * config depends on it), at T = 512 and 2048 (the 8192 bucket is reached by
+ * nearest-bucket lookup). */
 static const cg_tune_shape k_cpu_shapes[] = {
-    SSD_SHAPE(1, 512, 2, 8, 128, 128, "g2h8_d128"),        SSD_SHAPE(1, 2048, 2, 8, 128, 128, "g2h8_d128"),
-    SSD_SHAPE(1, 512, 1, 24, 128, 64, "g1h24_dk128_dv64"), SSD_SHAPE(1, 2048, 1, 24, 128, 64, "g1h24_dk128_dv64"),
-    SSD_SHAPE(1, 512, 1, 1, 128, 128, "g1h1_d128"),        SSD_SHAPE(1, 2048, 1, 1, 128, 128, "g1h1_d128"),
-    SSD_SHAPE(1, 512, 2, 4, 48, 40, "g2h4_dk48_dv40"),     SSD_SHAPE(1, 2048, 2, 4, 48, 40, "g2h4_dk48_dv40"),
-    SSCAN_SHAPE(1, 2048, 256, 16, "d256_n16"),             SSCAN_SHAPE(1, 2048, 512, 16, "d512_n16"),
-    SSCAN_SHAPE(1, 2048, 1024, 16, "d1024_n16"),
+    SSD_SHAPE(4, 512, 2, 8, 128, 128, "g2h8_d128"),        SSD_SHAPE(4, 2048, 2, 8, 128, 128, "g2h8_d128"),
+    SSD_SHAPE(2, 512, 1, 24, 128, 64, "g1h24_dk128_dv64"), SSD_SHAPE(2, 2048, 1, 24, 128, 64, "g1h24_dk128_dv64"),
+    SSD_SHAPE(4, 512, 1, 1, 128, 128, "g1h1_d128"),        SSD_SHAPE(4, 2048, 1, 1, 128, 128, "g1h1_d128"),
+    SSD_SHAPE(4, 512, 2, 4, 48, 40, "g2h4_dk48_dv40"),     SSD_SHAPE(4, 2048, 2, 4, 48, 40, "g2h4_dk48_dv40"),
+    SSCAN_SHAPE(4, 2048, 256, 16, "d256_n16"),             SSCAN_SHAPE(4, 2048, 512, 16, "d512_n16"),
+    SSCAN_SHAPE(4, 2048, 1024, 16, "d1024_n16"),
 };
 
 const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n) {
@@ -82,328 +77,6 @@ const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n) {
     }
     *n = (int)(sizeof k_gpu_shapes / sizeof k_gpu_shapes[0]);
     return k_gpu_shapes;
-}
-
-/* ---------------------------------------------------------------- problems
- * A problem holds every tensor of its op (ops.h), contiguous, in the caller's
- * token-major order, with the values' ranges and the outputs' accuracy targets from the
- * op table. Every option is on (h0, dhT, D, z, delta_bias, delta_softplus). */
-
-typedef struct tspec {
-    const char *name;
-    int ndim;
-    int64_t shape[4];
-    double lo, hi;       /* input values uniform in [lo, hi) */
-    int role;            /* CG_TD_IN or CG_TD_OUT */
-    double tol;          /* outputs: accuracy target */
-} tspec;
-
-#define MAXT CG_OP_MAX_TENSORS
-
-typedef union tprob_args {
-    cg_ssd_fwd_args ssd_fwd;
-    cg_ssd_bwd_args ssd_bwd;
-    cg_sscan_fwd_args sscan_fwd;
-    cg_sscan_bwd_args sscan_bwd;
-} tprob_args;
-
-typedef union tprob_prob {
-    cg_ssd_prob ssd;
-    cg_sscan_prob sscan;
-} tprob_prob;
-
-static cg_op op_of(int sscan, int bwd) {
-    return sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD) : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD);
-}
-
-/* The op's tensors at batch B and length T. */
-static int spec_of(const cg_op_desc *d, const cg_tune_shape *s, int64_t B, int64_t T, tspec *t) {
-    int64_t dims[CG_SYM_COUNT] = {0};
-    dims[CG_SYM_NONE] = 1;
-    dims[CG_SYM_B] = B;
-    dims[CG_SYM_G] = s->G;
-    if (s->sscan) {
-        dims[CG_SYM_L] = T, dims[CG_SYM_D] = s->D, dims[CG_SYM_N] = s->N;
-    } else {
-        dims[CG_SYM_T] = T, dims[CG_SYM_H] = s->H, dims[CG_SYM_DK] = s->dk, dims[CG_SYM_DV] = s->dv;
-    }
-    for (int i = 0; i < d->nt; i++) {
-        const cg_tdesc *td = &d->t[i];
-        memset(&t[i], 0, sizeof t[i]);
-        t[i].name = td->name;
-        t[i].ndim = cg__op_given_shape(d, i, dims, s->G > 1, 0, t[i].shape);
-        t[i].lo = td->lo, t[i].hi = td->hi;
-        t[i].role = td->role;
-        t[i].tol = cg__tol(td->tol);
-    }
-    return d->nt;
-}
-
-typedef struct tprob {
-    cg_op op;
-    int sscan, bwd, nt;
-    tspec spec[MAXT];
-    int used[MAXT];
-    int64_t count[MAXT];
-    float *host[MAXT];     /* values (inputs) / results copied back (outputs) */
-    void *mem[MAXT];       /* what the backend reads: host[] for cpu, kernel memory otherwise */
-    double *ref[MAXT];     /* float64 reference values (verification problems) */
-    tprob_prob prob;       /* the validated problem over mem[] */
-} tprob;
-
-typedef struct tenv {
-    cg_context *ctx;
-    const char *backend;
-    const cg_backend_vt *vt;
-    const cg_kexec *kx;    /* NULL for cpu */
-} tenv;
-
-static int64_t numel(const tspec *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
-    return n;
-}
-
-/* Build the validated problem over data[] (dtype dt). */
-static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, cg_dtype dt, tprob_prob *prob) {
-    const cg_op_desc *d = cg__op_desc(p->op);
-    tprob_args a;
-    memset(&a, 0, sizeof a);
-    for (int i = 0; i < p->nt; i++)
-        if (p->used[i]) *cg__args_tensor(d, &a, i) = cg_tensor_contiguous(data[i], dt, p->spec[i].ndim, p->spec[i].shape);
-    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)&a + d->scalar[k].arg_off) = 1;
-    return cg__op_validate(ctx, d, &a, prob);
-}
-
-static void tprob_free(const tenv *env, tprob *p) {
-    for (int i = 0; i < p->nt; i++) {
-        if (env->kx && p->mem[i] && p->mem[i] != p->host[i]) env->kx->free(env->ctx, p->mem[i]);
-        free(p->host[i]);
-        free(p->ref[i]);
-    }
-    memset(p, 0, sizeof *p);
-}
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Allocate and fill a problem of shape s with batch B and length T. with_ref: also the
- * float64 copies and the reference outputs. */
-static cg_status tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int bwd, int64_t B, int64_t T,
-                            int with_ref) {
-    cg_context *ctx = env->ctx;
-    memset(p, 0, sizeof *p);
-    p->sscan = s->sscan;
-    p->bwd = bwd;
-    p->op = op_of(s->sscan, bwd);
-    p->nt = spec_of(cg__op_desc(p->op), s, B, T, p->spec);
-    uint64_t seed = 0x5eed ^ (uint64_t)T * 31 ^ (uint64_t)B;
-    cg_status st = CG_OK;
-    for (int i = 0; i < p->nt; i++) {
-        const tspec *t = &p->spec[i];
-        p->used[i] = 1;
-        int64_t n = numel(t);
-        p->count[i] = n;
-        p->host[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
-        if (!p->host[i]) {
-            st = cg__err(ctx, CG_ENOMEM, "tune: out of memory for %s (%lld floats)", t->name, (long long)n);
-            goto fail;
-        }
-        for (int64_t j = 0; j < n; j++)
-            p->host[i][j] = t->role == CG_TD_IN ? (float)(t->lo + (t->hi - t->lo) * (double)(rng_next(&seed) >> 11) *
-                                                             (1.0 / 9007199254740992.0))
-                                         : 0.0f;
-        if (with_ref) {
-            p->ref[i] = malloc((size_t)(n ? n : 1) * sizeof(double));
-            if (!p->ref[i]) {
-                st = cg__err(ctx, CG_ENOMEM, "tune: out of memory for the reference %s", t->name);
-                goto fail;
-            }
-            for (int64_t j = 0; j < n; j++) p->ref[i][j] = (double)p->host[i][j];
-        }
-        if (env->kx) {
-            size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
-            if ((st = env->kx->alloc(ctx, bytes, &p->mem[i])) != CG_OK) goto fail;
-            if (t->role == CG_TD_IN && (st = env->kx->copy(ctx, p->mem[i], p->host[i], bytes, 0, NULL)) != CG_OK) goto fail;
-        } else {
-            p->mem[i] = p->host[i];
-        }
-    }
-    if (with_ref) {
-        tprob_prob rp;
-        if ((st = tprob_bind(ctx, p, (void **)p->ref, CG_F64, &rp)) != CG_OK) goto fail;
-        cg_cfg none;
-        memset(&none, 0, sizeof none);
-        cg_exec ex;
-        memset(&ex, 0, sizeof ex);
-        ex.backend = CG_BACKEND_REF;
-        st = cg__backend_run(ctx, &cg__backend_ref, p->op, &rp, &none, &ex);
-        if (st != CG_OK) goto fail;
-    }
-    if ((st = tprob_bind(ctx, p, p->mem, CG_F32, &p->prob)) != CG_OK) goto fail;
-    return CG_OK;
-fail:
-    tprob_free(env, p);
-    return st;
-}
-
-/* Fill the outputs with NaN so that an output a candidate does not write fails. */
-static cg_status poison_outputs(const tenv *env, tprob *p) {
-    for (int i = 0; i < p->nt; i++) {
-        if (!p->used[i] || p->spec[i].role != CG_TD_OUT) continue;
-        for (int64_t j = 0; j < p->count[i]; j++) p->host[i][j] = NAN;
-        if (env->kx) {
-            cg_status st = env->kx->copy(env->ctx, p->mem[i], p->host[i], (size_t)p->count[i] * sizeof(float), 0, NULL);
-            if (st != CG_OK) return st;
-        }
-    }
-    return CG_OK;
-}
-
-/* Enqueue one run of cfg (asynchronous on the default stream for cuda). */
-static cg_status run_launch(const tenv *env, tprob *p, const cg_cfg *cfg) {
-    cg_exec ex;
-    memset(&ex, 0, sizeof ex);
-    const cg_backend_vt *vt = env->vt;
-    env->ctx->dispatch[0] = '\0'; /* backends append to it; these calls are not dispatches */
-    return cg__backend_run(env->ctx, vt, p->op, &p->prob, cfg, &ex);
-}
-
-static cg_status run_once(const tenv *env, tprob *p, const cg_cfg *cfg) {
-    cg_status st = run_launch(env, p, cfg);
-    if (st == CG_OK && env->kx && env->kx->sync) st = env->kx->sync(env->ctx, NULL);
-    return st;
-}
-
-/* One timed repetition, in seconds. On a kernel executor: L2 flushed (outside the timed
- * region), then the executor's timer (CUDA events) around the launches. On the CPU: the
- * monotonic clock around the call. */
-static cg_status run_timed(const tenv *env, tprob *p, const cg_cfg *cfg, double *sec) {
-    const cg_kexec *kx = env->kx;
-    if (!kx || !kx->timer_start || !kx->timer_stop || !kx->flush_l2) {
-        double a = now_s();
-        cg_status st = run_once(env, p, cfg);
-        *sec = now_s() - a;
-        return st;
-    }
-    void *tok = NULL;
-    double ms = 0;
-    cg_status st = kx->flush_l2(env->ctx, NULL);
-    if (st == CG_OK) st = kx->timer_start(env->ctx, NULL, &tok);
-    if (st != CG_OK) return st;
-    st = run_launch(env, p, cfg);
-    if (st != CG_OK) {
-        char msg[CG_ERRMSG_CAP];
-        snprintf(msg, sizeof msg, "%s", env->ctx->errmsg);
-        (void)kx->timer_stop(env->ctx, NULL, tok, &ms); /* releases the timer */
-        return cg__err(env->ctx, st, "%s", msg);
-    }
-    st = kx->timer_stop(env->ctx, NULL, tok, &ms);
-    *sec = 1e-3 * ms;
-    return st;
-}
-
-static cg_tune_verdict verdict_of(cg_status st) {
-    switch (st) {
-    case CG_ECOMPILE: case CG_ELUA: return CG_TV_COMPILE;
-    case CG_ENOMEM: case CG_EUNSUPPORTED: case CG_EINVAL: return CG_TV_RESOURCES;
-    default: return CG_TV_LAUNCH;
-    }
-}
-
-/* Run cfg on the verification problem and compare every output with the reference. */
-static cg_tune_verdict verify(const tenv *env, tprob *v, const cg_cfg *cfg, double *worst, char *detail, size_t cap) {
-    *worst = 0;
-    cg_status st = poison_outputs(env, v);
-    if (st == CG_OK) st = run_once(env, v, cfg);
-    if (st != CG_OK) {
-        snprintf(detail, cap, "%s: %.140s", cg_status_str(st), env->ctx->errmsg);
-        return verdict_of(st);
-    }
-    cg_tune_verdict out = CG_TV_OK;
-    for (int i = 0; i < v->nt; i++) {
-        if (!v->used[i] || v->spec[i].role != CG_TD_OUT) continue;
-        if (env->kx &&
-            (st = env->kx->copy(env->ctx, v->host[i], v->mem[i], (size_t)v->count[i] * sizeof(float), 1, NULL)) != CG_OK) {
-            snprintf(detail, cap, "copying %s back: %.120s", v->spec[i].name, env->ctx->errmsg);
-            return CG_TV_LAUNCH;
-        }
-        cg_erracc acc = {0};
-        for (int64_t j = 0; j < v->count[i]; j++) cg__erracc_add(&acc, (double)v->host[i][j], v->ref[i][j]);
-        double err = cg__erracc_value(&acc);
-        if (err > *worst) *worst = err;
-        if (!(err <= v->spec[i].tol) && out == CG_TV_OK) {
-            snprintf(detail, cap, "%s: rel err %.3g > %.0e", v->spec[i].name, err, v->spec[i].tol);
-            out = CG_TV_WRONG;
-        }
-    }
-    return out;
-}
-
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double quantile(const double *sorted, int n, double q) {
-    double pos = q * (n - 1);
-    int i = (int)pos;
-    if (i >= n - 1) return sorted[n - 1];
-    return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
-}
-
-typedef struct mparams {
-    double min_time, timeout;
-    int min_reps, max_reps;
-} mparams;
-
-/* Time cfg on the full problem. */
-static cg_tune_verdict measure(const tenv *env, tprob *p, const cg_cfg *cfg, const mparams *mp, cg_tune_cand *c) {
-    double t0 = now_s();
-    cg_status st = run_once(env, p, cfg); /* warm-up: loads, first-touch, caches */
-    double warm = now_s() - t0;
-    if (st != CG_OK) {
-        snprintf(c->detail, sizeof c->detail, "%s: %.140s", cg_status_str(st), env->ctx->errmsg);
-        return verdict_of(st);
-    }
-    if (warm > mp->timeout) {
-        snprintf(c->detail, sizeof c->detail, "one run took %.3g s (limit %.3g s)", warm, mp->timeout);
-        return CG_TV_TIMEOUT;
-    }
-    double *t = malloc((size_t)mp->max_reps * sizeof *t);
-    if (!t) {
-        snprintf(c->detail, sizeof c->detail, "out of memory");
-        return CG_TV_RESOURCES;
-    }
-    int n = 0;
-    double total = 0;
-    while (n < mp->max_reps && (n < mp->min_reps || total < mp->min_time)) {
-        double dt = 0;
-        st = run_timed(env, p, cfg, &dt);
-        if (st != CG_OK) {
-            free(t);
-            snprintf(c->detail, sizeof c->detail, "%s: %.140s", cg_status_str(st), env->ctx->errmsg);
-            return verdict_of(st);
-        }
-        t[n++] = dt;
-        total += dt;
-        if (dt > mp->timeout) {
-            free(t);
-            snprintf(c->detail, sizeof c->detail, "one run took %.3g s (limit %.3g s)", dt, mp->timeout);
-            return CG_TV_TIMEOUT;
-        }
-    }
-    qsort(t, (size_t)n, sizeof *t, cmp_dbl);
-    c->median_ms = 1e3 * quantile(t, n, 0.5);
-    c->iqr_ms = 1e3 * (quantile(t, n, 0.75) - quantile(t, n, 0.25));
-    c->reps = n;
-    free(t);
-    if (!(c->median_ms > 0)) c->median_ms = 1e-6; /* below the clock's resolution */
-    return CG_TV_OK;
 }
 
 /* ------------------------------------------------------------ compile ahead
@@ -513,7 +186,7 @@ static cg_status confirm(const tenv *env, tprob *p, cg_tune_entry *e, const int 
         if (enough) break;
         for (int i = 0; st == CG_OK && i < n; i++) {
             double dt = 0;
-            st = run_timed(env, p, &cfgs[i], &dt);
+            st = cg__tprob_run_timed(env, p, &cfgs[i], &dt);
             t[i * mp->max_reps + reps] = dt;
             total[i] += dt;
         }
@@ -521,10 +194,10 @@ static cg_status confirm(const tenv *env, tprob *p, cg_tune_entry *e, const int 
     }
     for (int i = 0; st == CG_OK && i < n; i++) {
         double *x = t + i * mp->max_reps;
-        qsort(x, (size_t)reps, sizeof *x, cmp_dbl);
+        qsort(x, (size_t)reps, sizeof *x, cg__tune_cmp_dbl);
         cg_tune_cand *c = &e->cand[top[i]];
-        c->median_ms = 1e3 * quantile(x, reps, 0.5);
-        c->iqr_ms = 1e3 * (quantile(x, reps, 0.75) - quantile(x, reps, 0.25));
+        c->median_ms = 1e3 * cg__tune_quantile(x, reps, 0.5);
+        c->iqr_ms = 1e3 * (cg__tune_quantile(x, reps, 0.75) - cg__tune_quantile(x, reps, 0.25));
         c->reps = reps;
         if (!(c->median_ms > 0)) c->median_ms = 1e-6;
     }
@@ -663,8 +336,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     if (vT > s->T) vT = s->T;
     e.verify_T = vT;
     tprob full, ver;
-    double t_setup = now_s();
-    if ((st = tprob_init(env, &ver, s, bwd, 1, vT, 1)) != CG_OK) {
+    double t_setup = cg__tune_now_s();
+    if ((st = cg__tprob_init(env, &ver, s, bwd, 1, vT, 1)) != CG_OK) {
         free(cfgs);
         cg__tune_entry_free(&e);
         return st;
@@ -675,18 +348,18 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
                 ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");
         ctx->errmsg[0] = '\0';
         ts->sum->unsupported++;
-        tprob_free(env, &ver);
+        cg__tprob_free(env, &ver);
         free(cfgs);
         cg__tune_entry_free(&e);
         return CG_OK;
     }
-    if ((st = tprob_init(env, &full, s, bwd, s->B, s->T, 0)) != CG_OK) {
-        tprob_free(env, &ver);
+    if ((st = cg__tprob_init(env, &full, s, bwd, s->B, s->T, 0)) != CG_OK) {
+        cg__tprob_free(env, &ver);
         free(cfgs);
         cg__tune_entry_free(&e);
         return st;
     }
-    t_setup = now_s() - t_setup;
+    t_setup = cg__tune_now_s() - t_setup;
 
     ahead ah;
     memset(&ah, 0, sizeof ah);
@@ -702,7 +375,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     }
 
     /* Budget: this key's share of what is left. */
-    double key_start = now_s(), key_deadline = 0;
+    double key_start = cg__tune_now_s(), key_deadline = 0;
     if (ts->deadline > 0) key_deadline = key_start + (ts->deadline - key_start) / (keys_left > 0 ? keys_left : 1);
     mparams mp;
     mp.min_time = o->min_time_s > 0 ? o->min_time_s : (env->kx && strcmp(env->backend, "emulate") ? 0.1 : 0.03);
@@ -736,7 +409,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
             have->order = j; /* the space's order may have changed with the version */
             continue;
         }
-        if (j && key_deadline > 0 && now_s() > key_deadline) {
+        if (j && key_deadline > 0 && cg__tune_now_s() > key_deadline) {
             truncated = 1;
             break;
         }
@@ -747,9 +420,9 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         /* A candidate 20x slower than the best so far is not worth its time. */
         int b = cg__tune_select(e.cand, e.ncand, CG_TUNE_TIE_REL, NULL);
         mp.timeout = b >= 0 ? fmax(20e-3 * e.cand[b].median_ms, 0.5) : 60;
-        c.verdict = verify(env, &ver, cfg, &c.err, c.detail, sizeof c.detail);
+        c.verdict = cg__tprob_verify(env, &ver, cfg, &c.err, c.detail, sizeof c.detail);
         if (c.verdict == CG_TV_OK && fake) cg__tune_fake_measure(&key, text, &c);
-        else if (c.verdict == CG_TV_OK) c.verdict = measure(env, &full, cfg, &mp, &c);
+        else if (c.verdict == CG_TV_OK) c.verdict = cg__tprob_measure(env, &full, cfg, &mp, &c);
         ctx->errmsg[0] = '\0';
         if (c.verdict != CG_TV_OK) {
             rejected++;
@@ -781,8 +454,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     }
     if (st == CG_OK && adopted) {
         if (ah.started) ahead_stop(&ah);
-        tprob_free(env, &full);
-        tprob_free(env, &ver);
+        cg__tprob_free(env, &full);
+        cg__tprob_free(env, &ver);
         free(cfgs);
         cg__tune_entry_free(&e);
         ui_line(ts->ui, "tune: [%d/%d] %s (%s): finished by another process meanwhile", ts->ui->ikey, ts->ui->nkeys,
@@ -819,8 +492,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         e.default_iqr_ms = dc->iqr_ms;
     }
     if (ah.started) ahead_stop(&ah);
-    tprob_free(env, &full);
-    tprob_free(env, &ver);
+    cg__tprob_free(env, &full);
+    cg__tprob_free(env, &ver);
     free(cfgs);
     if (st != CG_OK) {
         cg__tune_entry_free(&e);
@@ -909,7 +582,7 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
     ts.dir = dir;
     if (cg__tune_mkdirs(dir) != 0)
         return cg__err(ctx, CG_EIO, "tune: cannot create the config store %s", dir);
-    double t0 = now_s();
+    double t0 = cg__tune_now_s();
     if (o->budget_s > 0) ts.deadline = t0 + o->budget_s;
     for (int i = 0; i < nshapes; i++)
         for (int d = 0; d < 2; d++)
@@ -932,7 +605,7 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
                 }
                 ctx->errmsg[0] = '\0';
             }
-            if (ts.deadline > 0 && now_s() >= ts.deadline) {
+            if (ts.deadline > 0 && cg__tune_now_s() >= ts.deadline) {
                 sum->skipped_budget++;
                 continue;
             }
@@ -949,7 +622,7 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
             }
         }
     }
-    sum->seconds = now_s() - t0;
+    sum->seconds = cg__tune_now_s() - t0;
     if (sum->skipped_budget)
         ui_line(&ui, "tune: the budget ran out: %d key(s) not tuned; rerun to continue", sum->skipped_budget);
     if (first_err != CG_OK) return cg__err(ctx, first_err, "%s", first_msg);

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# run_cpu.sh -- the CPU benchmark, side by side with the PyTorch peers, in one run.
+# run_cpu.sh -- the CPU benchmark, side by side with the PyTorch and JAX peers, in one run.
 #
 #   bench/run_cpu.sh [--save] [--quick] [--no-peers] [-- extra `chunkgen bench` args]
 #
 # 1. builds chunkgen (Release) in $BUILD (default build-bench/), unless $CHUNKGEN names a binary;
-# 2. creates bench/.venv (python3 -m venv) and installs torch, numpy and matplotlib from PyPI
-#    the first time (torch's wheel is large);
+# 2. uses the venv $CHUNKGEN_VENV (default ~/.cache/chunkgen-venv, outside the tree; created
+#    with python3 -m venv when missing) and pip-installs into it what is missing of torch,
+#    numpy, matplotlib, jax, fla-core and einops (torch's wheel is large);
 # 3. runs `chunkgen bench --backend cpu,ref` on $THREADS threads (default: all cores), one (op, seq)
 #    group at a time, each followed by
-# 4. bench/peers/torch_peers.py on the same cells and threads (and on 1 thread too, rows
-#    IMPL_1t: PyTorch's thread pool can lose far more than it gains on a small, busy machine);
+# 4. bench/peers/torch_peers.py (torch_chunked: mamba's minimal SSD; fla_naive_chunk: fla-core's
+#    naive chunk; torch_scan) and bench/peers/jax_peers.py (jax_scan: a plain lax.scan;
+#    jax_chunked) on the same cells and threads (and on 1 thread too, rows IMPL_1t: a
+#    thread pool can lose far more than it gains on a small, busy machine);
+#    CHUNKGEN_CPU_ISA=avx512|avx2|baseline forces chunkgen's CPU variant (recorded as cpu_isa);
 # 5. merges the rows with ratios (bench/merge.py) and draws the charts (bench/plot).
 # Everything lands in $OUT (default bench/out/cpu-DATE/). --save also copies the merged JSON
 # to bench/results/<device>-<date>-<commit>.json. --quick runs a small subset (seq 512).
@@ -48,27 +52,30 @@ if [ -z "${CHUNKGEN:-}" ]; then
 fi
 
 # 2. the peers' environment
-venv="$root/bench/.venv"
+venv="${CHUNKGEN_VENV:-$HOME/.cache/chunkgen-venv}"
 if [ "$peers" = 1 ]; then
   if [ ! -x "$venv/bin/python" ]; then
     echo "== python3 -m venv $venv"
     python3 -m venv "$venv"
-    echo '*' >"$venv/.gitignore"
   fi
-  if ! "$venv/bin/python" -c "import torch, numpy, matplotlib" 2>/dev/null; then
-    echo "== pip install torch numpy matplotlib (PyPI; torch is large)"
-    "$venv/bin/pip" install --progress-bar off torch numpy matplotlib >"$out/pip.log" 2>&1 || {
+  missing=()
+  for m in torch:torch numpy:numpy matplotlib:matplotlib jax:jax fla:fla-core einops:einops; do
+    "$venv/bin/python" -c "import ${m%%:*}" 2>/dev/null || missing+=("${m#*:}")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "== pip install ${missing[*]} into $venv (PyPI; torch is large)"
+    "$venv/bin/pip" install --progress-bar off "${missing[@]}" >"$out/pip.log" 2>&1 || {
       tail -20 "$out/pip.log"; echo "run_cpu: the peers cannot be installed; rerun with --no-peers"; exit 1; }
   fi
 fi
 
 # 3.-4. chunkgen bench and the peers, alternating per (op, seq) group, so that each peer
 # row is measured minutes, not an hour, after chunkgen's row of the same cell (the machine
-# may be shared). With --op/--seq/--config among the extra args: one group.
+# may be shared). With --op/--seq/--preset/--config among the extra args: one group.
 base=(--backend cpu,ref --threads "$threads" --commit "$commit")
 [ "$quick" = 1 ] && base+=(--min-time 0.3 --repeats 3)
 groups=()
-if printf '%s\n' "${extra[@]:-}" | grep -qE '^--(op|seq|config|ssd-shape|sscan-shape)'; then
+if printf '%s\n' "${extra[@]:-}" | grep -qE '^--(op|seq|preset|config|ssd-shape|sscan-shape)'; then
   groups=("all:")
 else
   seqs="512 2048 8192"; [ "$quick" = 1 ] && seqs="512"
@@ -94,6 +101,17 @@ for g in "${groups[@]}"; do
     "$venv/bin/python" bench/peers/torch_peers.py --matrix "$out/chunkgen-$tag.json" --chunkgen "$CHUNKGEN" \
       --threads "$threads" --also-threads 1 --out "$out/peers-$tag.json" 2>&1 | tee -a "$out/peers.log" || status=1
     [ -s "$out/peers-$tag.json" ] && inputs+=("$out/peers-$tag.json")
+    if [ "$op" = ssd ] || [ "$op" = all ]; then
+      echo "== jax peers ($tag)"
+      "$venv/bin/python" bench/peers/jax_peers.py --matrix "$out/chunkgen-$tag.json" --chunkgen "$CHUNKGEN" \
+        --threads "$threads" --out "$out/jax-$tag.json" 2>&1 | tee -a "$out/peers.log" || status=1
+      [ -s "$out/jax-$tag.json" ] && inputs+=("$out/jax-$tag.json")
+      if [ "$threads" != 1 ]; then
+        "$venv/bin/python" bench/peers/jax_peers.py --matrix "$out/chunkgen-$tag.json" --chunkgen "$CHUNKGEN" \
+          --threads 1 --suffix _1t --out "$out/jax1-$tag.json" 2>&1 | tee -a "$out/peers.log" || status=1
+        [ -s "$out/jax1-$tag.json" ] && inputs+=("$out/jax1-$tag.json")
+      fi
+    fi
   fi
 done
 
@@ -110,7 +128,8 @@ if [ ${#inputs[@]} -gt 0 ]; then
 fi
 if [ "$save" = 1 ] && [ -s "$out/merged.json" ]; then
   cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')"
-  dest="$root/bench/results/cpu-${cpu:-unknown}-${threads}t-$(date -u +%Y%m%d)-${commit}.json"
+  isa="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"].get("cpu_isa","na"))' "$out/merged.json" 2>/dev/null || echo na)"
+  dest="$root/bench/results/cpu-${cpu:-unknown}-${isa}-${threads}t-$(date -u +%Y%m%d)-${commit}.json"
   mkdir -p "$root/bench/results"
   cp "$out/merged.json" "$dest"
   echo "== saved $dest"

@@ -53,6 +53,9 @@
  *                          libnvrtc.so.<driver major> and newer/older sonames in
  *                          $CUDA_HOME/lib64 (or $CUDA_PATH/lib64), the loader path,
  *                          /usr/local/cuda/lib64
+ *   CHUNKGEN_CPU_ISA       avx512, avx2 or baseline: the CPU path's kernel variant
+ *                          (default: the best this CPU runs, from cpuid; one it cannot
+ *                          run is refused with a warning). Read once per process.
  *   CHUNKGEN_LUA_PATH      a source checkout: read generator/, templates/ and
  *                          emulator/cg_emu.h from disk instead of the embedded copies
  *   CXX                    the host C++ compiler of the emulate backend (else g++,
@@ -70,6 +73,7 @@
  *   - the emulator's detected C++ compiler (mutex) and its per-thread worker keys.
  *   - one-time warnings (host-copy fallback, an unwritable cache, a stale cached
  *     module): atomic flags, said once per process.
+ *   - the log callback (cg_set_log_callback): one per process, used by every context.
  *   - thread pools are per context (created lazily by the first CPU call, freed by
  *     cg_context_free), as are loaded modules, scratch buffers and the last error.
  *   Calls on different contexts may run concurrently from different threads; one
@@ -101,7 +105,7 @@ extern "C" {
 /* The value of a public struct with its size set and every other member zero
  * (designated in C, so -Wmissing-field-initializers stays quiet). */
 #ifdef __cplusplus
-#define CG__INIT(type) {sizeof(type)}
+#define CG__INIT(type) (cg__init_cxx<type>()) /* value-initialized, then .size (end of file) */
 #else
 #define CG__INIT(type) {.size = sizeof(type)}
 #endif
@@ -192,7 +196,7 @@ typedef enum cg_log_level {
 typedef void (*cg_log_fn)(cg_log_level level, const char *msg, void *user);
 /* Install fn (with its user pointer) for the whole process; NULL restores the default.
  * Safe to call at any time from any thread. */
-void cg_set_log_callback(cg_log_fn fn, void *user);
+CG_API void cg_set_log_callback(cg_log_fn fn, void *user);
 
 /* ---------------------------------------------------------------- context */
 
@@ -294,6 +298,13 @@ CG_API cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, co
 CG_API cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec);
 
 #ifdef __cplusplus
+}
+/* C++: the CG_..._INIT value (every member zero, .size set), without
+ * -Wmissing-field-initializers warnings. */
+template <class T> inline T cg__init_cxx() {
+    T t = T();
+    t.size = sizeof(T);
+    return t;
 }
 #endif
 #endif /* CHUNKGEN_H */

@@ -23,6 +23,7 @@ typedef struct cg_kshape {
 #define CG_KS_HAS_BIAS 64
 #define CG_KS_GROUPED 128
 #define CG_KS_BWD 256     /* the backward is meant (CPU spaces cover both directions) */
+#define CG_KS_SEQ_MAJOR 512 /* sscan: x/delta/z sequence-contiguous in memory ([B, D, L], mamba's) */
 
 /* What the kernel will run on. For the emulator, arch is the architecture whose
  * instructions are emulated (80) and emulated = 1. */
@@ -33,6 +34,7 @@ typedef struct cg_devinfo {
     int64_t smem_per_block;   /* opt-in maximum, bytes */
     int regs_per_block;
     int emulated;
+    char isa[16];             /* CPU spaces: the CPU path's ISA variant (runtime/cpu/cpu_isa.h) */
 } cg_devinfo;
 
 #define CG_PLAN_MAX_LAUNCH 4

@@ -239,8 +239,10 @@ typedef struct cg_sscan_cpu_params {
     int threads;
 } cg_sscan_cpu_params;
 
-void cg__ssd_cpu_params_default(const cg_ssd_prob *p, cg_ssd_cpu_params *out);
-void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *out);
+/* The defaults are generator/cpu/ssd_cpu.lua's and sscan_cpu.lua's (runtime/cpu/ asks the
+ * generator, cached per shape); bwd: the backward's. */
+cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int bwd, cg_ssd_cpu_params *out);
+cg_status cg__sscan_cpu_params_default(cg_context *ctx, const cg_sscan_prob *p, int bwd, cg_sscan_cpu_params *out);
 
 /* -------------------------------------------------------- config sources
  * Where a call's config came from. */

@@ -364,7 +364,8 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
     static const struct { int flag; const char *name; } flags[] = {
         {CG_KS_H0, "h0"},         {CG_KS_HT, "hT"},         {CG_KS_DHT, "dhT"},
         {CG_KS_SOFTPLUS, "softplus"}, {CG_KS_HAS_D, "has_D"}, {CG_KS_HAS_Z, "has_z"},
-        {CG_KS_HAS_BIAS, "has_bias"}, {CG_KS_GROUPED, "grouped"}, {CG_KS_BWD, "bwd"}};
+        {CG_KS_HAS_BIAS, "has_bias"}, {CG_KS_GROUPED, "grouped"}, {CG_KS_BWD, "bwd"},
+        {CG_KS_SEQ_MAJOR, "seq_major"}};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         lua_pushboolean(L, (s->flags & flags[i].flag) != 0);
         lua_setfield(L, -2, flags[i].name);
@@ -372,7 +373,7 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
 }
 
 static void push_dev(lua_State *L, const cg_devinfo *d) {
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lua_pushstring(L, d->name);
     lua_setfield(L, -2, "name");
     lua_pushinteger(L, d->arch);
@@ -385,6 +386,8 @@ static void push_dev(lua_State *L, const cg_devinfo *d) {
     lua_setfield(L, -2, "regs_per_block");
     lua_pushboolean(L, d->emulated);
     lua_setfield(L, -2, "emulated");
+    lua_pushstring(L, d->isa);
+    lua_setfield(L, -2, "isa");
 }
 
 /* Read a list of {key, value} pairs at the top of the stack into a cg_cfg. */

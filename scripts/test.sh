@@ -22,3 +22,5 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 echo "== fuzz (libFuzzer, 25 s per target; skipped without clang)"
 "$root/scripts/fuzz.sh" "$root/build" 25
+echo "== Python package and tests"
+"$root/scripts/test-python.sh"

@@ -5,7 +5,7 @@
 // checked below). The thread layout and the forward step are those of sscan_fwd.cu
 // (included).
 //
-// Math (shared/KERNEL_MATH.md), per (b, d) and state n, with dy' the gradient into y
+// Math, per (b, d) and state n, with dy' the gradient into y
 // (dy' = dy * silu(z) with z), a_t = exp(dt_t A) and g the gradient of the state:
 //   g_t = C_t dy'_t + a_{t+1} g_{t+1}  (g_{L-1} starts from dhT)
 //   dC_t += dy'_t h_t;  dx_t = sum_n g B_t dt + D dy'_t;  dB_t += g dt x_t;

@@ -10,7 +10,7 @@
 //   CG_P_STRATEGY_{SEQ,PAR}                    (forward only) see below
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
 //
-// Math (shared/KERNEL_MATH.md), per (b, d) and state n:
+// Math, per (b, d) and state n:
 //   dt = delta + bias, softplus(dt) if set;   h_t = exp(dt A_dn) h_{t-1} + dt B_tn x_t
 //   y_t = sum_n C_tn h_tn + D_d x_t,  y_t *= silu(z_t) if z is given.
 // Thread layout: a CTA owns BD consecutive channels of one batch row; each channel is

@@ -8,7 +8,7 @@
 //   CG_SMEM_STATES, CG_SMEM_GRADS                 the Lua side's shared-memory sizes
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
 //
-// Algorithm (shared/KERNEL_MATH.md, SSD backward). Per (b, h) and chunk c of CHUNK
+// Algorithm (SSD backward; docs/kernels.md has the overview). Per (b, h) and chunk c of CHUNK
 // tokens, A = cumsum(la) within the chunk, eA = exp(A), w = exp(A_last - A),
 // M_ij = exp(A_i - A_j) for i >= j (else 0), P = (Q K^T) .* M:
 //   S0^c     state entering chunk c (forward phases 1 and 2: recomputed, not stored)

@@ -7,7 +7,7 @@
 //   CG_SMEM_BYTES                                 the Lua side's shared-memory size
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
 //
-// Algorithm (shared/KERNEL_MATH.md), per (b, h) and a tile of BDV state columns:
+// Algorithm (docs/kernels.md has the overview), per (b, h) and a tile of BDV state columns:
 // a chunk of CHUNK tokens with Q, K [CHUNK, DK], V [CHUNK, BDV], A = cumsum(la),
 //   P  = (Q K^T) .* M,      M_ij = exp(A_i - A_j) for i >= j, else 0
 //   O  = diag(exp(A)) Q S0 + P V

@@ -361,7 +361,7 @@ CG_TEST(gen_cpu_spaces) {
             cg_ssd_cpu_run run;
             char t[256];
             cfg_text(&cfgs[i], t, sizeof t);
-            CG_CHECK(cg__ssd_cpu_resolve(ctx, &prob, &cfgs[i], "test", &run) == CG_OK, "C guard refuses %s: %s", t,
+            CG_CHECK(cg__ssd_cpu_resolve(ctx, &prob, &cfgs[i], bwd, "test", &run) == CG_OK, "C guard refuses %s: %s", t,
                      cg_errmsg(ctx));
         }
         free(cfgs);

@@ -161,3 +161,22 @@ CG_TEST(gen_cli_shape_syntax) {
     cg_cli_shape_format(&s, 0, txt, sizeof txt);
     CG_CHECK(!strcmp(txt, "B=2,T=7,G=2,H=6,dk=48,dv=40"), "format: %s", txt);
 }
+
+/* The scoped --config syntax shared by run and bench. */
+CG_TEST(gen_cli_config_scopes) {
+    char buf[128], err[256];
+    const char *out;
+    const char *cfg = "ssd_fwd:chunk=64;ssd:threads=1;sscan_bwd:segment=32";
+    CG_CHECK(cg_cli_config_for(cfg, "ssd_fwd", buf, sizeof buf, &out, err, sizeof err) == 0 && out &&
+                 !strcmp(out, "chunk=64"), "ssd_fwd: %s", out ? out : "(none)");
+    CG_CHECK(cg_cli_config_for(cfg, "ssd_bwd", buf, sizeof buf, &out, err, sizeof err) == 0 && out &&
+                 !strcmp(out, "threads=1"), "ssd_bwd: the family part: %s", out ? out : "(none)");
+    CG_CHECK(cg_cli_config_for(cfg, "sscan_fwd", buf, sizeof buf, &out, err, sizeof err) == 0 && !out,
+             "sscan_fwd: no part applies, got %s", out ? out : "");
+    CG_CHECK(cg_cli_config_for("chunk=16", "sscan_bwd", buf, sizeof buf, &out, err, sizeof err) == 0 && out &&
+                 !strcmp(out, "chunk=16"), "no scopes: the whole value");
+    CG_CHECK(cg_cli_config_for("ssd_fwd:chunk=64;threads=2", "ssd_bwd", buf, sizeof buf, &out, err, sizeof err) == 0 &&
+                 out && !strcmp(out, "threads=2"), "an unscoped part applies to every op");
+    CG_CHECK(cg_cli_config_for("sdd:chunk=64", "ssd_fwd", buf, sizeof buf, &out, err, sizeof err) != 0 &&
+                 strstr(err, "sdd"), "unknown scope: %s", err);
+}

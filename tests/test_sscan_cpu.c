@@ -4,6 +4,8 @@
  * grouped and ungrouped B/C, optional inputs on and off, the [B, D, L] memory layout of
  * mamba for x/delta/z/dy (and [B, G, N, L] for B/C), several segments and blocks. */
 #include "cg_test.h"
+#include "cpu/cpu_isa.h"
+#include "gen.h"
 
 #define FWD_TOL 1e-5
 #define GRAD_TOL 1e-4
@@ -148,15 +150,24 @@ static void ss_check_case(const ss_case *c, uint64_t seed) {
     const cg_exec ref_ex = {.backend = CG_BACKEND_REF};
     const cg_exec cpu_ex = {.backend = CG_BACKEND_CPU, .config = c->config};
     CG_CHECK_OK(ctx, ss_fwd(ctx, &ref, c, &ref_ex));
-    CG_CHECK_OK(ctx, ss_fwd(ctx, &cpu, c, &cpu_ex));
     CG_CHECK_OK(ctx, ss_bwd(ctx, &ref, c, &ref_ex));
-    CG_CHECK_OK(ctx, ss_bwd(ctx, &cpu, c, &cpu_ex));
-    for (int i = T_Y; i < T_COUNT; i++) {
-        if (!ref.present[i]) continue;
-        double tol = i <= T_HT ? FWD_TOL : GRAD_TOL;
-        double err = cg_rel_err(&cpu.t[i], &ref.t[i]);
-        CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e (%s)", k_names[i], err, tol, what);
+    /* every ISA variant of the CPU path this machine runs (cpu_isa.h) */
+    const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+        if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
+        for (int i = T_Y; i < T_COUNT; i++) /* no stale results of another variant */
+            if (cpu.present[i] && cpu.t[i].mem) memset(cpu.t[i].mem, 0, (size_t)cpu.t[i].count * sizeof(float));
+        CG_CHECK_OK(ctx, ss_fwd(ctx, &cpu, c, &cpu_ex));
+        CG_CHECK_OK(ctx, ss_bwd(ctx, &cpu, c, &cpu_ex));
+        for (int i = T_Y; i < T_COUNT; i++) {
+            if (!ref.present[i]) continue;
+            double tol = i <= T_HT ? FWD_TOL : GRAD_TOL;
+            double err = cg_rel_err(&cpu.t[i], &ref.t[i]);
+            CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e (%s isa=%s)", k_names[i], err, tol, what,
+                     cg__cpu_isa_name((cg_cpu_isa)isa));
+        }
     }
+    CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
     ss_free(&ref);
     ss_free(&cpu);
     cg_context_free(ctx);
@@ -323,5 +334,53 @@ CG_TEST(sscan_cpu_bad_config) {
     CG_CHECK(st == CG_EINVAL && strstr(cg_errmsg(ctx), "segmnet") && strstr(cg_errmsg(ctx), "segment"),
              "unknown key: got %s, message '%s'", cg_status_str(st), cg_errmsg(ctx));
     ss_free(&s);
+    cg_context_free(ctx);
+}
+
+CG_TEST(sscan_cpu_default_from_lua) {
+    /* An unpinned call runs generator/cpu/sscan_cpu.lua's default for the running variant,
+     * the layout (shape.seq_major) and the direction. */
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
+    int distinct = 0;
+    char first[64] = "";
+    for (int strided = 0; strided < 2; strided++) {
+        ss_case c = {.B = 1, .L = 300, .D = 600, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+                     .dhT = 1, .strided = strided};
+        ss_set s;
+        ss_alloc(&s, &c, CG_F32, 1);
+        ss_fill(&s, &c, 31);
+        for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+            if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
+            for (int bwd = 0; bwd < 2; bwd++) {
+                cg_kshape ks = {0};
+                ks.B = c.B, ks.L = c.L, ks.D = c.D, ks.N = c.N, ks.G = 1;
+                ks.flags = (bwd ? CG_KS_BWD : 0) | (strided ? CG_KS_SEQ_MAJOR : 0);
+                cg_devinfo dev;
+                cg__cpu_devinfo(&dev, cg__pool_size(cg__ctx_pool(ctx)));
+                cg_cfg def;
+                CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "sscan_cpu", &ks, &dev, NULL, &def));
+                const cg_exec ex = {.backend = CG_BACKEND_CPU};
+                CG_CHECK_OK(ctx, ss_fwd(ctx, &s, &c, &ex));
+                if (bwd) CG_CHECK_OK(ctx, ss_bwd(ctx, &s, &c, &ex));
+                char want[64];
+                if (bwd)
+                    snprintf(want, sizeof want, "segment=%s block_d=%s ", cg__cfg_str(&def, "segment", "?"),
+                             cg__cfg_str(&def, "block_d", "?"));
+                else
+                    snprintf(want, sizeof want, "block_d=%s ", cg__cfg_str(&def, "block_d", "?"));
+                const char *got = cg_last_dispatch(ctx);
+                CG_CHECK(got && strstr(got, want), "isa %s %s strided=%d: ran '%s', Lua default %s",
+                         cg__cpu_isa_name((cg_cpu_isa)isa), bwd ? "bwd" : "fwd", strided, got ? got : "(null)", want);
+                if (bwd && !first[0]) snprintf(first, sizeof first, "%s", want);
+                else if (bwd && strcmp(first, want)) distinct = 1;
+            }
+        }
+        ss_free(&s);
+    }
+    CG_CHECK(distinct, "the layout reaches the default (%s for both)", first);
+    CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
     cg_context_free(ctx);
 }

@@ -73,25 +73,37 @@ static void check_case(const ssd_cfg *c) {
     copy_inputs(&d, &f);
 
     CG_CHECK_OK(ctx, run_fwd(ctx, &d, c, CG_BACKEND_REF, NULL));
-    CG_CHECK_OK(ctx, run_fwd(ctx, &f, c, CG_BACKEND_CPU, c->config));
-    check_err("o", &f.o, &d.o, FWD_TOL, desc);
-    check_err("hT", &f.hT, &d.hT, FWD_TOL, desc);
-
     CG_CHECK_OK(ctx, run_bwd(ctx, &d, c, CG_BACKEND_REF, NULL));
-    /* the backward's two schedules: fused per (b, g), and chunk-parallel */
-    for (int split = 0; split < 2; split++) {
-        char config[200], desc2[480];
-        snprintf(config, sizeof config, "%s%sbwd_split=%d", c->config ? c->config : "", c->config ? "," : "", split);
-        snprintf(desc2, sizeof desc2, "%s bwd_split=%d", desc, split);
-        memset(f.dq.mem, 0, (size_t)f.dq.count * sizeof(float)); /* no stale results from the last run */
-        memset(f.dla.mem, 0, (size_t)f.dla.count * sizeof(float));
-        CG_CHECK_OK(ctx, run_bwd(ctx, &f, c, CG_BACKEND_CPU, config));
-        check_err("dq", &f.dq, &d.dq, GRAD_TOL, desc2);
-        check_err("dk", &f.dk, &d.dk, GRAD_TOL, desc2);
-        check_err("dv", &f.dv, &d.dv, GRAD_TOL, desc2);
-        check_err("dlog_alpha", &f.dla, &d.dla, GRAD_TOL, desc2);
-        if (c->dh0) check_err("dh0", &f.dh0, &d.dh0, GRAD_TOL, desc2);
+    /* every ISA variant of the CPU path this machine runs (cpu_isa.h) */
+    const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+        if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
+        char desc1[440];
+        snprintf(desc1, sizeof desc1, "%s isa=%s", desc, cg__cpu_isa_name((cg_cpu_isa)isa));
+        cg_tbuf *outs[] = {&f.o, &f.hT, &f.dq, &f.dk, &f.dv, &f.dla, &f.dh0}; /* no stale results of another variant */
+        for (unsigned u = 0; u < sizeof outs / sizeof outs[0]; u++)
+            if (outs[u]->mem) memset(outs[u]->mem, 0, (size_t)outs[u]->count * sizeof(float));
+        CG_CHECK_OK(ctx, run_fwd(ctx, &f, c, CG_BACKEND_CPU, c->config));
+        check_err("o", &f.o, &d.o, FWD_TOL, desc1);
+        check_err("hT", &f.hT, &d.hT, FWD_TOL, desc1);
+
+        /* the backward's two schedules: fused per (b, g), and chunk-parallel */
+        for (int split = 0; split < 2; split++) {
+            char config[200], desc2[480];
+            snprintf(config, sizeof config, "%s%sbwd_split=%d", c->config ? c->config : "", c->config ? "," : "",
+                     split);
+            snprintf(desc2, sizeof desc2, "%s bwd_split=%d", desc1, split);
+            memset(f.dq.mem, 0, (size_t)f.dq.count * sizeof(float)); /* no stale results from the last run */
+            memset(f.dla.mem, 0, (size_t)f.dla.count * sizeof(float));
+            CG_CHECK_OK(ctx, run_bwd(ctx, &f, c, CG_BACKEND_CPU, config));
+            check_err("dq", &f.dq, &d.dq, GRAD_TOL, desc2);
+            check_err("dk", &f.dk, &d.dk, GRAD_TOL, desc2);
+            check_err("dv", &f.dv, &d.dv, GRAD_TOL, desc2);
+            check_err("dlog_alpha", &f.dla, &d.dla, GRAD_TOL, desc2);
+            if (c->dh0) check_err("dh0", &f.dh0, &d.dh0, GRAD_TOL, desc2);
+        }
     }
+    CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
 
     ssdt_set_free(&f);
     ssdt_set_free(&d);
@@ -328,4 +340,66 @@ CG_TEST(ssd_cpu_exp) {
     CG_CHECK(isnan(cg__ssd_exp(NAN)), "exp(nan) = %g", cg__ssd_exp(NAN));
     float dn = cg__ssd_exp(-95.0f); /* a denormal */
     CG_CHECK(fabs(dn - exp(-95.0)) <= 1e-44, "exp(-95) = %g, want %g", dn, exp(-95.0));
+}
+
+CG_TEST(ssd_cpu_isa_dispatch) {
+    /* the variant table: names round-trip, baseline always runs, the chosen one is supported */
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++)
+        CG_CHECK(cg__cpu_isa_parse(cg__cpu_isa_name((cg_cpu_isa)isa)) == isa, "name of variant %d", isa);
+    CG_CHECK(cg__cpu_isa_parse("avx1024") == -1 && cg__cpu_isa_parse(NULL) == -1, "unknown names");
+    CG_CHECK(cg__cpu_isa_name(CG_ISA_COUNT) == NULL, "name out of range");
+    CG_CHECK(cg__cpu_isa_supported(CG_ISA_BASELINE), "baseline runs everywhere");
+    CG_CHECK(!cg__cpu_isa_supported(CG_ISA_COUNT), "no variant past the table");
+    const cg_cpu_isa_ops *ops = cg__cpu_isa_ops();
+    CG_CHECK(ops && cg__cpu_isa_supported(ops->isa) && strcmp(ops->name, cg__cpu_isa_name(ops->isa)) == 0,
+             "the chosen variant runs here");
+    /* without CHUNKGEN_CPU_ISA the best variant this CPU runs is chosen */
+    const char *env = getenv("CHUNKGEN_CPU_ISA");
+    if (!env || !*env)
+        for (int isa = ops->isa + 1; isa < CG_ISA_COUNT; isa++)
+            CG_CHECK(!cg__cpu_isa_supported((cg_cpu_isa)isa), "%s runs here but %s was chosen",
+                     cg__cpu_isa_name((cg_cpu_isa)isa), ops->name);
+    /* a variant this CPU lacks is refused and the choice stays */
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++)
+        if (!cg__cpu_isa_supported((cg_cpu_isa)isa)) {
+            CG_CHECK(cg__cpu_isa_set((cg_cpu_isa)isa) == CG_EUNSUPPORTED, "set %s", cg__cpu_isa_name((cg_cpu_isa)isa));
+            CG_CHECK(cg__cpu_isa_ops() == ops, "the choice is unchanged");
+        }
+    CG_CHECK(cg__cpu_isa_set(CG_ISA_COUNT) == CG_EUNSUPPORTED && cg__cpu_isa_ops() == ops, "out of range");
+}
+
+CG_TEST(ssd_cpu_default_from_lua) {
+    /* An unpinned call runs generator/cpu/ssd_cpu.lua's default for the running variant
+     * (the tuner's starting point), in both directions. */
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ssd_cfg c = base_cfg();
+    c.B = 1; c.H = 1; c.T = 300; c.dk = 40; c.dv = 48; c.h0 = c.dhT = c.dh0 = 0;
+    ssd_set f;
+    set_alloc(&f, &c, CG_F32);
+    fill_inputs(&f, &c);
+    const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+        if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
+        for (int bwd = 0; bwd < 2; bwd++) {
+            cg_kshape ks = {0};
+            ks.B = c.B, ks.T = c.T, ks.G = c.G, ks.H = c.H, ks.dk = c.dk, ks.dv = c.dv;
+            ks.flags = bwd ? CG_KS_BWD : 0;
+            cg_devinfo dev;
+            cg__cpu_devinfo(&dev, cg__pool_size(cg__ctx_pool(ctx)));
+            CG_CHECK(!strcmp(dev.isa, cg__cpu_isa_name((cg_cpu_isa)isa)), "the space sees the variant");
+            cg_cfg def;
+            CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def));
+            CG_CHECK_OK(ctx, bwd ? run_bwd(ctx, &f, &c, CG_BACKEND_CPU, NULL) : run_fwd(ctx, &f, &c, CG_BACKEND_CPU, NULL));
+            char want[64];
+            snprintf(want, sizeof want, "chunk=%s ", cg__cfg_str(&def, "chunk", "?"));
+            const char *got = cg_last_dispatch(ctx);
+            CG_CHECK(got && strstr(got, want) && strstr(got, "(default)"), "isa %s %s: ran '%s', Lua default %s",
+                     cg__cpu_isa_name((cg_cpu_isa)isa), bwd ? "bwd" : "fwd", got ? got : "(null)", want);
+        }
+    }
+    CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
+    ssdt_set_free(&f);
+    cg_context_free(ctx);
 }

@@ -3,6 +3,7 @@
  * device's bounds), the device and config blocks, and the atomic write. */
 #include "bench.h"
 #include "fsutil.h"
+#include "cpu/cpu_isa.h"
 
 #include <errno.h>
 #include <math.h>
@@ -148,8 +149,7 @@ void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const ch
             memset(&p, 0, sizeof p);
             p.B = f->B, p.T = c->seq, p.G = f->G, p.H = f->H, p.dk = f->dk, p.dv = f->dv;
             cg_ssd_cpu_params d;
-            cg__ssd_cpu_params_default(&p, &d);
-            chunk = d.chunk;
+            if (cg__ssd_cpu_params_default(bn->ctx_cpu, &p, c->bwd, &d) == CG_OK) chunk = d.chunk;
         }
         if (chunk <= 0) chunk = 64;
         flops = bench_ssd_flops(f, c->seq, chunk, c->bwd);
@@ -195,6 +195,7 @@ json_t *bench_device_block(const bench *bn) {
     json_object_set_new(d, "cores", json_integer(ci->cores));
     json_object_set_new(d, "threads", json_integer(bn->threads));
     json_object_set_new(d, "simd", json_string(ci->simd));
+    json_object_set_new(d, "cpu_isa", json_string(cg__cpu_isa_ops()->name)); /* the CPU path's variant */
     json_object_set_new(d, "cpu_mhz", bench_jnum(ci->mhz));
     json_object_set_new(d, "fma_peak_gflops_nominal", bench_jnum(ci->peak_nominal));
     json_object_set_new(d, "fma_peak_gflops_measured", bench_jnum(ci->peak_meas));

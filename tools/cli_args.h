@@ -12,9 +12,9 @@
  * the same key), in any order, optionally prefixed "NAME:" where a command names its
  * shapes. A command may also accept its historical positional form ("2,64,1,4,16,16"),
  * given as the key order `positional` to cg_cli_shape_parse.
- * (`chunkgen tune` does not use this table yet: tools/cmd_tune.c can adopt it by
- * replacing its option loop with a table and cg__tune_shape_parse with
- * cg_cli_shape_parse(text, "B,T,G,H,dk,dv" / "B,L,D,N,G", ...).) */
+ * (`chunkgen tune` parses its options with this table but keeps its own shape syntax,
+ * "[ssd:|sscan:]B,T,G,H,dk,dv" / "B,L,D,N[,G]" (cg__tune_shape_parse); show, export,
+ * import and cache still parse by hand through tools/cli_common.h.) */
 #ifndef CG_CLI_ARGS_H
 #define CG_CLI_ARGS_H
 
@@ -62,10 +62,11 @@ void cg_cli_help(const cg_cli_cmd *cmd, FILE *f);
 int cg_cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------- options shared by commands */
-#define CG_CLI_HELP_CONFIG                                                                        \
-    "pin a kernel/CPU config, e.g. chunk=64,threads=2 (keys: `chunkgen gen KERNEL --space`);\n" \
-    "per op with scopes: 'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part\n"             \
-    "whose scope is the op, its family ssd|sscan, or none, applies)"
+#define CG_CLI_HELP_CONFIG                                                          \
+    "pin a kernel/CPU config, e.g. chunk=64,threads=2 (the keys:\n"              \
+    "`chunkgen gen KERNEL --space`); per op with scopes, e.g.\n"                  \
+    "'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part whose scope is\n"     \
+    "the op, its family ssd|sscan, or none, applies)"
 /* The part of a --config value that applies to op ("ssd_fwd", "ssd_bwd", "sscan_fwd",
  * "sscan_bwd"): the whole value when it has no scopes; else the first ';'-separated part
  * whose scope ("op:" or the family "ssd:"/"sscan:") matches or that has none, copied into

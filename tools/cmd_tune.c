@@ -116,29 +116,90 @@ static const char k_tune_usage[] =
     "on a reduced problem (same dk/dv/G/H or D/N/G, batch 1, a short T spanning several\n"
     "chunks), times it on the full shape and stores the fastest. Runtime calls then use the\n"
     "tuned config (exact key, else the nearest seq bucket). An interrupted tune keeps what\n"
-    "it measured; running it again resumes.\n"
-    "\n"
-    "options:\n"
-    "  --op ssd|sscan|all          ops to tune (default all)\n"
-    "  --dir fwd|bwd|all           directions (default all)\n"
-    "  --backend auto|cpu|cuda|emulate  (default auto: cuda when a GPU is present, else cpu)\n"
-    "  --shape S                   a shape, repeatable: B,T,G,H,dk,dv for ssd or B,L,D,N[,G]\n"
-    "                              for sscan (prefix ssd: or sscan: to be explicit)\n"
-    "  --shapes FILE               shapes, one a line in the same syntax (# comments)\n"
-    "                              (default: the built-in set; smaller on the CPU backend)\n"
-    "  --budget SECONDS            stop starting new work after this long; a key cut short\n"
-    "                              is stored as truncated and resumed by the next run\n"
-    "  --jobs N                    compile workers for cuda/emulate (default: all cores)\n"
-    "  --force                     retune keys that are already tuned\n"
-    "  --shard I/N                 tune only the keys of shard I of N (0 <= I < N; by a hash of\n"
-    "                              the key's shape, so any N works): one shard per job-array\n"
-    "                              task or rank, then `chunkgen import` the stores together\n"
-    "  --min-time SECONDS          time each candidate at least this long\n"
-    "  --verify-T N                seq length of the verification problem (default auto)\n"
-    "  --max-candidates N          only the first N configs of each space\n"
-    "  --threads N                 CPU threads (part of the CPU key; default all cores)\n"
-    "  --cache-dir DIR             cache directory (default $CHUNKGEN_CACHE_DIR or XDG)\n"
-    "  --quiet                     no progress output\n";
+    "it measured; running it again resumes.\n";
+
+/* The options of `chunkgen tune` (the CLI's argument table, tools/cli_args.h). */
+typedef struct tune_cli {
+    cg_tune_opts o;
+    cli_common c;
+    int threads, quiet;
+    const char *backend, *shapes_file;
+    const char **shape_args; /* argc + 1 slots */
+    int nshape_args;
+} tune_cli;
+
+static int mask_opt(const char *v, const char *a, const char *b, int *mask, char *err, size_t errlen) {
+    if (!strcmp(v, a)) *mask = 1;
+    else if (!strcmp(v, b)) *mask = 2;
+    else if (!strcmp(v, "all")) *mask = 3;
+    else return snprintf(err, errlen, "unknown value '%s' (expected %s, %s or all)", v, a, b), -1;
+    return 0;
+}
+static int op_opt(void *opts, const char *v, char *err, size_t errlen) {
+    return mask_opt(v, "ssd", "sscan", &((tune_cli *)opts)->o.op_mask, err, errlen);
+}
+static int dir_opt(void *opts, const char *v, char *err, size_t errlen) {
+    return mask_opt(v, "fwd", "bwd", &((tune_cli *)opts)->o.dir_mask, err, errlen);
+}
+static int backend_opt(void *opts, const char *v, char *err, size_t errlen) {
+    if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "emulate"))
+        return snprintf(err, errlen, "'%s' cannot be tuned (expected auto, cpu, cuda or emulate)", v), -1;
+    ((tune_cli *)opts)->backend = v;
+    return 0;
+}
+static int shape_opt(void *opts, const char *v, char *err, size_t errlen) {
+    tune_cli *t = opts;
+    t->shape_args[t->nshape_args++] = v; /* parsed once --op is known */
+    (void)err, (void)errlen;
+    return 0;
+}
+static int shard_opt(void *opts, const char *v, char *err, size_t errlen) {
+    tune_cli *t = opts;
+    long si = -1, sn = 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    char *slash = strchr(buf, '/');
+    if (slash) *slash = '\0';
+    if (!slash || cli_parse_int(buf, 0, 1 << 20, &si) || cli_parse_int(slash + 1, 1, 1 << 20, &sn) || si >= sn)
+        return snprintf(err, errlen, "expected I/N with 0 <= I < N (e.g. 3/8), got '%s'", v), -1;
+    t->o.shard = (int)si, t->o.nshards = (int)sn;
+    return 0;
+}
+
+#define TO(f) offsetof(tune_cli, f)
+static const cg_cli_opt k_tune_opts[] = {
+    {"--op", 0, CG_CLI_FN, 0, "ssd|sscan|all", "ops to tune (default all)", 0, 0, op_opt},
+    {"--dir", 0, CG_CLI_FN, 0, "fwd|bwd|all", "directions (default all)", 0, 0, dir_opt},
+    {"--backend", 0, CG_CLI_FN, 0, "auto|cpu|cuda|emulate", "(default auto: cuda when a GPU is present, else cpu)", 0, 0,
+     backend_opt},
+    {"--shape", 0, CG_CLI_FN, 0, "S",
+     "a shape, repeatable: B,T,G,H,dk,dv for ssd or B,L,D,N[,G]\nfor sscan (prefix ssd: or sscan: to be explicit)", 0, 0,
+     shape_opt},
+    {"--shapes", 0, CG_CLI_STR, TO(shapes_file), "FILE",
+     "shapes, one a line in the same syntax (# comments)\n(default: the built-in set; smaller on the CPU backend)", 0, 0,
+     NULL},
+    {"--budget", 0, CG_CLI_F64, TO(o.budget_s), "SECONDS",
+     "stop starting new work after this long; a key cut short\nis stored as truncated and resumed by the next run", 1e-9,
+     1e12, NULL},
+    {"--jobs", 0, CG_CLI_INT, TO(o.jobs), "N", "compile workers for cuda/emulate (default: all cores)", 1, 64, NULL},
+    {"--force", 0, CG_CLI_FLAG, TO(o.force), NULL, "retune keys that are already tuned", 0, 0, NULL},
+    {"--shard", 0, CG_CLI_FN, 0, "I/N",
+     "tune only the keys of shard I of N (0 <= I < N; by a hash of\nthe key's shape, so any N works): one shard per "
+     "job-array\ntask or rank, then `chunkgen import` the stores together",
+     0, 0, shard_opt},
+    {"--min-time", 0, CG_CLI_F64, TO(o.min_time_s), "SECONDS", "time each candidate at least this long", 1e-9, 60, NULL},
+    {"--verify-T", 0, CG_CLI_I64, TO(o.verify_T), "N", "seq length of the verification problem (default auto)", 1,
+     1 << 20, NULL},
+    {"--max-candidates", 0, CG_CLI_INT, TO(o.max_candidates), "N", "only the first N configs of each space", 1, 1 << 20,
+     NULL},
+    CG_CLI_OPT_THREADS(tune_cli, threads),
+    {"--cache-dir", 0, CG_CLI_STR, TO(c.cache_dir), "DIR", "cache directory (default $CHUNKGEN_CACHE_DIR or XDG)", 0, 0,
+     NULL},
+    {"--quiet", 'q', CG_CLI_FLAG, TO(quiet), NULL, "no progress output", 0, 0, NULL},
+    CG_CLI_OPT_END,
+};
+#undef TO
+static const cg_cli_cmd k_tune_cmd = {"tune", k_tune_usage, k_tune_opts, NULL};
 
 static int add_shape(const char *cmd, cg_context *ctx, const char *text, int op_mask, cg_tune_shape **v, int *n) {
     int sscan = -1;
@@ -196,91 +257,25 @@ static int read_shapes(const char *cmd, cg_context *ctx, const char *path, int o
 
 int cg_cmd_tune(int argc, char **argv) {
     const char *cmd = "tune";
-    cli_common c = {NULL, 0};
-    cg_tune_opts o;
-    cg__tune_opts_default(&o);
-    o.progress = isatty(fileno(stderr)) ? 1 : 0;
-    const char *backend = "auto", *shapes_file = NULL;
-    const char **shape_args = calloc((size_t)argc + 1, sizeof *shape_args);
-    int nshape_args = 0;
-    if (!shape_args) return cli_fail(cmd, "out of memory");
-    int rc = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i], *v;
-        long x;
-        int k = cli_common_opt(cmd, argc, argv, &i, &c);
-        if (k < 0) rc = 2;
-        else if (k) continue;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(k_tune_usage, stdout);
-            free(shape_args);
-            return 0;
-        } else if (cli_is_opt(a, "--op")) {
-            v = cli_opt_val(argc, argv, &i, "--op");
-            if (!v) rc = cli_usage(cmd, "--op needs ssd, sscan or all");
-            else if (!strcmp(v, "ssd")) o.op_mask = 1;
-            else if (!strcmp(v, "sscan")) o.op_mask = 2;
-            else if (!strcmp(v, "all")) o.op_mask = 3;
-            else rc = cli_usage(cmd, "--op: unknown op '%s' (expected ssd, sscan or all)", v);
-        } else if (cli_is_opt(a, "--dir")) {
-            v = cli_opt_val(argc, argv, &i, "--dir");
-            if (!v) rc = cli_usage(cmd, "--dir needs fwd, bwd or all");
-            else if (!strcmp(v, "fwd")) o.dir_mask = 1;
-            else if (!strcmp(v, "bwd")) o.dir_mask = 2;
-            else if (!strcmp(v, "all")) o.dir_mask = 3;
-            else rc = cli_usage(cmd, "--dir: unknown direction '%s' (expected fwd, bwd or all)", v);
-        } else if (cli_is_opt(a, "--backend")) {
-            if (!(backend = cli_opt_val(argc, argv, &i, "--backend"))) rc = cli_usage(cmd, "--backend needs a value");
-            else if (strcmp(backend, "auto") && strcmp(backend, "cpu") && strcmp(backend, "cuda") &&
-                     strcmp(backend, "emulate"))
-                rc = cli_usage(cmd, "--backend: '%s' cannot be tuned (expected auto, cpu, cuda or emulate)", backend);
-        } else if (cli_is_opt(a, "--shape")) {
-            if (!(v = cli_opt_val(argc, argv, &i, "--shape"))) rc = cli_usage(cmd, "--shape needs B,T,G,H,dk,dv or B,L,D,N[,G]");
-            else shape_args[nshape_args++] = v;
-        } else if (cli_is_opt(a, "--shapes")) {
-            if (!(shapes_file = cli_opt_val(argc, argv, &i, "--shapes"))) rc = cli_usage(cmd, "--shapes needs a file");
-        } else if (cli_is_opt(a, "--budget")) {
-            char *end;
-            v = cli_opt_val(argc, argv, &i, "--budget");
-            double b = v ? strtod(v, &end) : -1;
-            if (!v || end == v || *end || !(b > 0)) rc = cli_usage(cmd, "--budget expects a number of seconds > 0");
-            else o.budget_s = b;
-        } else if (cli_is_opt(a, "--min-time")) {
-            char *end;
-            v = cli_opt_val(argc, argv, &i, "--min-time");
-            double b = v ? strtod(v, &end) : -1;
-            if (!v || end == v || *end || !(b > 0) || b > 60) rc = cli_usage(cmd, "--min-time expects seconds in (0, 60]");
-            else o.min_time_s = b;
-        } else if (cli_is_opt(a, "--jobs")) {
-            if (!(v = cli_opt_val(argc, argv, &i, "--jobs")) || cli_parse_int(v, 1, 64, &x)) rc = cli_usage(cmd, "--jobs expects 1..64");
-            else o.jobs = (int)x;
-        } else if (cli_is_opt(a, "--verify-T")) {
-            if (!(v = cli_opt_val(argc, argv, &i, "--verify-T")) || cli_parse_int(v, 1, 1 << 20, &x))
-                rc = cli_usage(cmd, "--verify-T expects a positive integer");
-            else o.verify_T = x;
-        } else if (cli_is_opt(a, "--max-candidates")) {
-            if (!(v = cli_opt_val(argc, argv, &i, "--max-candidates")) || cli_parse_int(v, 1, 1 << 20, &x))
-                rc = cli_usage(cmd, "--max-candidates expects a positive integer");
-            else o.max_candidates = (int)x;
-        } else if (!strcmp(a, "--force")) {
-            o.force = 1;
-        } else if (cli_is_opt(a, "--shard")) {
-            long si = -1, sn = 0;
-            char *slash;
-            v = cli_opt_val(argc, argv, &i, "--shard");
-            char buf[64];
-            snprintf(buf, sizeof buf, "%s", v ? v : "");
-            slash = strchr(buf, '/');
-            if (slash) *slash = '\0';
-            if (!v || !slash || cli_parse_int(buf, 0, 1 << 20, &si) || cli_parse_int(slash + 1, 1, 1 << 20, &sn) || si >= sn)
-                rc = cli_usage(cmd, "--shard expects I/N with 0 <= I < N (e.g. 3/8), got '%s'", v ? v : "");
-            else o.shard = (int)si, o.nshards = (int)sn;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            o.progress = -1;
-        } else {
-            rc = cli_usage(cmd, "unknown argument '%s'", a);
-        }
+    tune_cli t;
+    memset(&t, 0, sizeof t);
+    cg__tune_opts_default(&t.o);
+    t.o.progress = isatty(fileno(stderr)) ? 1 : 0;
+    t.threads = -1;
+    t.backend = "auto";
+    if (!(t.shape_args = calloc((size_t)argc + 1, sizeof *t.shape_args))) return cli_fail(cmd, "out of memory");
+    int rc = cg_cli_parse(&k_tune_cmd, argc, argv, &t);
+    if (rc) {
+        free(t.shape_args);
+        return rc < 0 ? 0 : rc; /* -1: --help */
     }
+    cg_tune_opts o = t.o;
+    if (t.quiet) o.progress = -1;
+    cli_common c = t.c;
+    c.threads = t.threads >= 0 ? t.threads : 0;
+    const char *backend = t.backend, *shapes_file = t.shapes_file;
+    const char **shape_args = t.shape_args;
+    const int nshape_args = t.nshape_args;
     if (!rc && shapes_file && nshape_args) rc = cli_usage(cmd, "give --shapes FILE or --shape, not both");
     cg_context *ctx = rc ? NULL : cli_make_ctx(cmd, &c);
     if (!rc && !ctx) rc = 1;

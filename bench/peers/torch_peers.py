@@ -7,14 +7,17 @@ results) and times, on the same shapes and thread count:
                  minimal SSD listing of the Mamba-2 paper (q and k repeated per head,
                  decay given as log_alpha), with autograd for fwd_bwd;
   torch_scan     the selective scan as a plain sequential PyTorch loop over time (per-step
-                 tensors from unbind), with autograd.
+                 tensors from unbind), with autograd;
+  fla_naive_chunk  SSD by fla-core's own naive chunk implementation on torch
+                 (fla.ops.simple_gla.naive.naive_chunk_simple_gla: scalar decay per head,
+                 scale 1, q and k repeated per head), with autograd.
 Rows follow the seeds' schema (the same fields as chunkgen's rows). rel_err is taken
 against chunkgen's float64 sequential-scan reference (`chunkgen run --backend ref`) on
 the SAME inputs: batch element 0 and the first ref_seq tokens, the peer rerun on that cut.
 A peer that cannot run says why in its row (error or skipped).
 
 usage: torch_peers.py --matrix CHUNKGEN.json --out PEERS.json [--chunkgen PATH]
-                      [--device cpu|cuda] [--threads N] [--impls torch_chunked,torch_scan]
+                      [--device cpu|cuda] [--threads N] [--impls torch_chunked,torch_scan,fla_naive_chunk]
 """
 import argparse
 import json
@@ -87,6 +90,21 @@ def ssd_chunked(q, k, v, log_alpha, h0, chunk):
     return o, final
 
 
+_fla_chunk = None
+
+
+def fla_chunk(q, k, v, log_alpha, h0, chunk):
+    """fla-core's naive chunk SSD (PyPI fla-core), same arguments as ssd_chunked."""
+    global _fla_chunk
+    if _fla_chunk is None:
+        from fla.ops.simple_gla.naive import naive_chunk_simple_gla
+        _fla_chunk = naive_chunk_simple_gla
+    rep = v.shape[2] // q.shape[2]
+    q = q.repeat_interleave(rep, dim=2)
+    k = k.repeat_interleave(rep, dim=2)
+    return _fla_chunk(q, k, v, log_alpha, initial_state=h0, output_final_state=True, chunk_size=chunk, scale=1.0)
+
+
 def sscan_plain(x, delta, A, Bm, Cm, D, z, delta_bias):
     """Selective scan as a sequential loop over time. x, delta, z [B, L, D]; A [D, N];
     Bm, Cm [B, L, N]; D, delta_bias [D]; delta_softplus on. Returns y [B, L, D], hT [B, D, N]."""
@@ -155,8 +173,9 @@ def make_call(impl, cell, ins, chunk):
         for t in leaves.values():
             t.grad = None
         with torch.set_grad_enabled(bwd):
-            if impl == "torch_chunked":
-                o, hT = ssd_chunked(leaves["q"], leaves["k"], leaves["v"], leaves["log_alpha"], leaves["h0"], chunk)
+            if impl in ("torch_chunked", "fla_naive_chunk"):
+                f = ssd_chunked if impl == "torch_chunked" else fla_chunk
+                o, hT = f(leaves["q"], leaves["k"], leaves["v"], leaves["log_alpha"], leaves["h0"], chunk)
                 outs = {"o": o, "hT": hT}
                 if bwd:
                     o.backward(ins["do"])
@@ -329,6 +348,25 @@ def rel_err(a, ref):
 # --------------------------------------------------------------------------- roofline (same formulas as chunkgen bench)
 
 
+def add_roofline(row, flops, byts, peak, bw):
+    """flops, bytes, GFLOP/s, GB/s and, with the machine's peaks, the fractions of them."""
+    sec = row["median_ms"] * 1e-3
+    gf, gb = flops / sec * 1e-9, byts / sec * 1e-9
+    row.update(flops=flops, bytes=byts, gflops=gf, gbs=gb)
+    if peak and bw:
+        ai = flops / byts
+        row.update(frac_flops=gf / peak, frac_bw=gb / bw, frac_roofline=gf / min(peak, ai * bw),
+                   bound="bandwidth" if ai * bw < peak else "flops")
+
+
+def write_json(path, obj):
+    """Atomically: a reader never sees half a file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(tmp, path)
+
+
 def ssd_flops(c, chunk, bwd):
     dk, dv, T = c["dk"], c["dv"], c["seq"]
     tot = 0.0
@@ -405,7 +443,7 @@ def main():
     ap.add_argument("--chunkgen", help="chunkgen binary, for the float64 reference")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, help="default: the matrix's")
-    ap.add_argument("--impls", default="torch_chunked,torch_scan")
+    ap.add_argument("--impls", default="torch_chunked,torch_scan,fla_naive_chunk")
     ap.add_argument("--chunk", type=int, default=64, help="torch_chunked chunk size")
     ap.add_argument("--repeats", type=int)
     ap.add_argument("--min-time", type=float)
@@ -448,18 +486,16 @@ def main():
                    "min_time_s": min_time, "ref_seq": ref_seq, "matrix": os.path.abspath(args.matrix),
                    "layout": "token",
                    "note": "torch_chunked: chunked SSD after the Mamba-2 paper's minimal listing, autograd for "
-                           "fwd_bwd; torch_scan: sequential selective-scan loop, autograd for fwd_bwd; inputs drawn "
-                           "with chunkgen bench's value ranges by torch's generator"},
+                           "fwd_bwd; fla_naive_chunk: fla-core's naive_chunk_simple_gla (scale 1), autograd; "
+                           "torch_scan: sequential selective-scan loop, autograd for fwd_bwd; inputs drawn with "
+                           "chunkgen bench's value ranges by torch's generator"},
         "results": [],
     }
     work = tempfile.mkdtemp(prefix="chunkgen-peers-")
     gen = torch.Generator().manual_seed(1234)
 
     def flush():
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(out, f, indent=2)
-        os.replace(tmp, args.out)
+        write_json(args.out, out)
 
     def run_row(cell, impl, name, nthreads, ins, ref_cache):
         row = {"impl": name, "op": cell["op"], "mode": cell["mode"], "config": cell["config"]}
@@ -492,14 +528,8 @@ def main():
             row.update(m)
             shape = row if cell["op"] == "ssd" else row["shape"]
             row["peak_mb"] = tensor_bytes(shape, bwd) / 2**20 + (m.get("workspace_mb") or 0)
-            sec = row["median_ms"] * 1e-3
             flops = ssd_flops(row, args.chunk, bwd) if cell["op"] == "ssd" else sscan_flops(shape, bwd)
-            byts = cell_bytes(shape, bwd)
-            row.update(flops=flops, bytes=byts, gflops=flops / sec * 1e-9, gbs=byts / sec * 1e-9)
-            if peak and bw:
-                gf, ai = flops / sec * 1e-9, flops / byts
-                row.update(frac_flops=gf / peak, frac_bw=byts / sec * 1e-9 / bw, frac_roofline=gf / min(peak, ai * bw),
-                           bound="bandwidth" if ai * bw < peak else "flops")
+            add_roofline(row, flops, cell_bytes(shape, bwd), peak, bw)
             if args.no_check:
                 return
             T = cell["seq"]
@@ -534,14 +564,16 @@ def main():
 
     try:
         for cell in cells_of(doc):
-            impl = "torch_chunked" if cell["op"] == "ssd" else "torch_scan"
-            if impl not in impls:
+            mine = [i for i in (("torch_chunked", "fla_naive_chunk") if cell["op"] == "ssd" else ("torch_scan",))
+                    if i in impls]
+            if not mine:
                 continue
             ins = make_inputs(cell, gen, dev)
             ref_cache = {}
-            run_row(cell, impl, impl, threads, ins, ref_cache)
-            for t in also:
-                run_row(cell, impl, "%s_%dt" % (impl, t), t, ins, ref_cache)
+            for impl in mine:
+                run_row(cell, impl, impl, threads, ins, ref_cache)
+                for t in also:
+                    run_row(cell, impl, "%s_%dt" % (impl, t), t, ins, ref_cache)
             del ins
     finally:
         torch.set_num_threads(threads)

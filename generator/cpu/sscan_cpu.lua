@@ -4,7 +4,8 @@
 -- and no launch, the CPU path is C code configured at run time through the config keys
 -- segment, block_d and threads. The generator core enumerates it (cg__gen_space) and
 -- resolves its default (cg__gen_resolve); cg__gen_plan refuses it. shape.bwd is true
--- when tuning the backward; dev.sm_count is the CPU thread count.
+-- when tuning the backward, shape.seq_major when x/delta/z are sequence-contiguous;
+-- dev.sm_count is the CPU thread count.
 --
 -- This space is what the tuner tries; ss_params (runtime/cpu/sscan_cpu.c) is the guard
 -- for user pins and accepts a superset (segment in [1, 2^20], block_d in [1, 65536],
@@ -16,12 +17,13 @@ local SPACE = {
   threads = { 0, 1, 2, 4, 8, 16, 32, 64, 128 }, -- 0: all of the context's threads
 }
 
--- cg__sscan_cpu_params_default's segment for channel-contiguous tensors ([B, L, D], what
--- the tuner measures), rounded down to the space: the backward's scratch holds
--- 2 (segment + 1) N 16 floats per lane chunk, kept within a few hundred KB for large N.
--- The forward ignores segment; its configs all carry this value.
+-- The backward's segment, rounded down to the space: its scratch holds 2 (segment + 1)
+-- N 16 floats per lane chunk, kept within a few hundred KB of L2 for large N;
+-- sequence-contiguous tensors (shape.seq_major, [B, D, L] memory) are read in longer
+-- pieces per channel, so longer segments. The forward ignores segment; its configs all
+-- carry this value.
 local function default_segment(shape)
-  local seg = shape.N <= 32 and 64 or math.max(16, 2048 // shape.N)
+  local seg = shape.N <= 32 and ((shape.seq_major and shape.N <= 16) and 128 or 64) or math.max(16, 2048 // shape.N)
   local best = SPACE.segment[1]
   for _, s in ipairs(SPACE.segment) do
     if s <= seg then best = s end
@@ -53,14 +55,16 @@ local function valid(p, shape, dev)
   return true
 end
 
--- cg__sscan_cpu_params_default for channel-contiguous tensors: blocks of 256 channels,
--- halved while that leaves fewer than 2 tasks per thread; then brought within valid():
--- the C path clamps block_d to the channels of a group and segment to L, so halving a
--- value that covers them twice over runs the same. (For N > 32 the segment is rounded
--- down to the space; the tuner's slot 0 measures the C default itself, unpinned.)
+-- THE default of the CPU path (runtime/cpu/sscan_cpu_params.c asks for it). Tiles of
+-- (steps x channels of a task) are read with the contiguous side long: short pieces of
+-- far-apart rows cost a TLB and cache miss each. Channel-contiguous: blocks of up to 256
+-- channels (1 KB pieces); sequence-contiguous: up to 64; halved while that leaves fewer
+-- than 2 tasks per thread; then brought within valid(): the C path clamps block_d to the
+-- channels of a group and segment to L, so halving a value that covers them twice over
+-- runs the same.
 local function default(shape, dev)
   local dg = shape.D // math.max(shape.G, 1)
-  local bd = 256
+  local bd = shape.seq_major and 64 or 256
   while bd > 16 and shape.B * shape.G * ((dg + bd - 1) // bd) < 2 * dev.sm_count do bd = bd // 2 end
   while bd > 16 and bd >= 2 * dg do bd = bd // 2 end
   local seg = default_segment(shape)

@@ -4,7 +4,10 @@
 -- run time through the config keys chunk, block_dv and threads. The generator core
 -- enumerates it (cg__gen_space) and resolves its default (cg__gen_resolve); cg__gen_plan
 -- refuses it. shape.bwd is true when tuning the backward; dev.sm_count is the CPU
--- thread count.
+-- thread count, dev.isa the CPU path's ISA variant (runtime/cpu/cpu_isa.h).
+--
+-- default() is THE default of the CPU path: cg__ssd_cpu_params_default
+-- (runtime/cpu/ssd_cpu.c) asks for it through cg__gen_resolve (cached per shape).
 --
 -- This space is what the tuner tries; cg__ssd_cpu_resolve (runtime/cpu/ssd_cpu.c) is
 -- the guard for user pins and accepts a superset (chunk in [1, 1024], block_dv >= 1,
@@ -16,6 +19,22 @@ local SPACE = {
   block_dv = { 16, 32, 64, 128, 256 },          -- dv columns of the state tile per task (forward)
   threads = { 0, 1, 2, 4, 8, 16, 32, 64, 128 }, -- 0: all of the context's threads
 }
+
+-- The GEMM micro-tile of each ISA variant (runtime/cpu/ssd_cpu_gemm.c, MR x NVMAX*VW):
+-- rows and columns of C held in registers.
+local TILE = {
+  avx512 = { mr = 6, nr = 64 },  -- 24 of 32 zmm
+  avx2 = { mr = 6, nr = 16 },    -- 12 of 16 ymm
+  baseline = { mr = 4, nr = 8 }, -- 8 of 16 xmm
+}
+local function tile_of(dev) return TILE[dev.isa] or TILE.baseline end
+
+-- Default chunk per variant (measured, 1 thread, seq 2048, the seeds' shapes; see
+-- docs/bench.md): long enough for the GEMMs to run near the FMA peak, short enough that
+-- the intra-chunk work (about chunk * (dk + dv) flops per token) stays small next to
+-- the state work (4 dk dv per token).
+-- (No variant named -- a caller that does not say -- keeps the original 64.)
+local CHUNK = { avx512 = 64, avx2 = 48, baseline = 32 }
 
 -- The narrowest dv tile of the space that covers dv (the C default keeps the whole dv).
 local function covering_block_dv(dv)
@@ -38,6 +57,10 @@ local function valid(p, shape, dev)
     if p.block_dv ~= covering_block_dv(shape.dv) then return false, "block_dv does not affect the backward" end
   elseif p.block_dv > 16 and p.block_dv >= 2 * shape.dv then
     return false, string.format("block_dv %d: half of it covers dv = %d", p.block_dv, shape.dv)
+  elseif p.block_dv < tile_of(dev).nr and p.block_dv < shape.dv then
+    -- narrower than the micro-tile: the GEMMs would run a fraction of its columns
+    return false, string.format("block_dv %d: narrower than the %s tile's %d columns", p.block_dv,
+      dev.isa or "baseline", tile_of(dev).nr)
   end
   -- Fewer threads than the context has pays off only when there are fewer tasks than
   -- threads (each task is one (b, h) or (b, h, dv tile) walk); then try serial and a
@@ -53,11 +76,28 @@ local function valid(p, shape, dev)
   return true
 end
 
--- Mirrors cg__ssd_cpu_params_default: 64-token chunks, the whole dv, all threads.
+-- The largest chunk of the space up to `want` that valid() keeps for T.
+local function fit_chunk(want, T)
+  local best = SPACE.chunk[1]
+  for _, c in ipairs(SPACE.chunk) do
+    if c <= want and not (c > SPACE.chunk[1] and c >= 2 * T) then best = c end
+  end
+  return best
+end
+
+-- The variant's chunk; the whole dv in one task (splitting dv repeats Q K^T per block),
+-- except in the forward when there are fewer (b, h) tasks than threads: then dv is
+-- split (at least 32 columns, and the tile's width, a block); all threads.
 local function default(shape, dev)
-  local chunk = 64
-  while chunk > SPACE.chunk[1] and chunk >= 2 * shape.T do chunk = chunk // 2 end
-  return { chunk = chunk, block_dv = covering_block_dv(shape.dv), threads = 0 }
+  local chunk = fit_chunk(CHUNK[dev.isa] or 64, shape.T)
+  local bdv = shape.dv
+  local tasks = shape.B * shape.H
+  if not shape.bwd and tasks < dev.sm_count then
+    local want = (dev.sm_count + tasks - 1) // tasks
+    bdv = (shape.dv + want - 1) // want
+    bdv = math.max(bdv, 32, tile_of(dev).nr)
+  end
+  return { chunk = chunk, block_dv = covering_block_dv(math.min(bdv, shape.dv)), threads = 0 }
 end
 
 return {

@@ -16,7 +16,7 @@
  * Sums over channels (dB, dC) go through per-(b, channel block) partial rows, sums over
  * the batch (dA, dD, ddelta_bias) through per-(b, channel) partials, all reduced in a
  * fixed order: results do not depend on the thread count. */
-#include "internal.h"
+#include "sscan_cpu.h" /* cpu_isa.h, internal.h; built once per ISA variant */
 
 /* The lane loops below are 16 floats wide: with AVX-512, let GCC use zmm registers
  * (its default for -march=native on Intel is 256-bit vectors). */
@@ -167,39 +167,20 @@ static ss_task ss_decode(const ss_plan *P, int64_t i) {
 }
 
 /* x is stored sequence-major ([B, D, L] memory, as mamba's selective_scan_fn). */
-static int ss_seq_major(const cg_sscan_prob *p) { return p->x.s[1] == 1 && p->x.s[2] != 1; }
 
 /* Steps per forward tile: tiles are read in pieces of tile x 4 bytes per channel when
  * the tensors are sequence-major. */
-static int64_t ss_fwd_tile(const cg_sscan_prob *p) { return ss_seq_major(p) ? 2 * SS_TILE : SS_TILE; }
-
-void cg__sscan_cpu_params_default(const cg_sscan_prob *p, cg_sscan_cpu_params *out) {
-    /* The tensors are read in tiles of (steps x channels of a task); the contiguous side
-     * of a tile should be long: short pieces of far-apart rows cost a TLB and cache miss
-     * each and halve the bandwidth. Channel-contiguous ([B, L, D]): blocks of up to 256
-     * channels (1 KB pieces); sequence-contiguous: up to 64 channels and longer tiles.
-     * Segment (the backward's tile): its scratch holds 2 (segment + 1) N 16 floats per
-     * lane chunk; kept within a few hundred KB of L2 for large N. */
-    const int seq = ss_seq_major(p);
-    int seg = p->N <= 32 ? (seq && p->N <= 16 ? 128 : 64) : (int)(2048 / p->N);
-    if (seg < 16) seg = 16;
-    /* Blocks small enough to leave at least two tasks per core. */
-    const int64_t Dg = p->D / p->G, cores = cg__online_cores();
-    int bd = seq ? 64 : 256;
-    while (bd > SS_W && p->B * p->G * ((Dg + bd - 1) / bd) < 2 * cores) bd /= 2;
-    out->segment = seg;
-    out->block_d = bd;
-    out->threads = 0;
-}
+static int64_t ss_fwd_tile(const cg_sscan_prob *p) { return cg__sscan_seq_major(p) ? 2 * SS_TILE : SS_TILE; }
 
 /* Reads the config keys over the defaults; checks them. */
-static cg_status ss_params(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, cg_sscan_cpu_params *out) {
+static cg_status ss_params(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, int bwd,
+                           cg_sscan_cpu_params *out) {
     static const char *const known[] = {"segment", "block_d", "threads"};
-    cg__sscan_cpu_params_default(p, out);
-    int64_t seg = out->segment, bd = out->block_d, th = out->threads;
     cg_status st;
-    if ((st = cg__cfg_only(ctx, cfg, "sscan cpu", known, 3)) ||
-        (st = cg__cfg_pin_int(ctx, cfg, "segment", 1, 1 << 20, "sscan cpu", &seg, NULL)) ||
+    if ((st = cg__cfg_only(ctx, cfg, "sscan cpu", known, 3)) || (st = cg__sscan_cpu_params_default(ctx, p, bwd, out)))
+        return st;
+    int64_t seg = out->segment, bd = out->block_d, th = out->threads;
+    if ((st = cg__cfg_pin_int(ctx, cfg, "segment", 1, 1 << 20, "sscan cpu", &seg, NULL)) ||
         (st = cg__cfg_pin_int(ctx, cfg, "block_d", 1, 1 << 16, "sscan cpu", &bd, NULL)) ||
         (st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, "sscan cpu", &th, NULL)))
         return st;
@@ -549,7 +530,7 @@ cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     if (p->dtype != CG_F32)
         return cg__err(ctx, CG_EUNSUPPORTED, "cpu sscan forward: dtype: expected CG_F32 tensors");
     cg_sscan_cpu_params prm;
-    cg_status s = ss_params(ctx, p, cfg, &prm);
+    cg_status s = ss_params(ctx, p, cfg, 0, &prm);
     if (s) return s;
     ss_plan P;
     ss_plan_init(&P, p, &prm);
@@ -566,6 +547,7 @@ cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     P.scr = per;
     cg__pool_run(pool, prm.threads, P.ntask, fwd_task, &P);
     cg__aligned_free(P.scratch);
+    cg__dispatch_detail(ctx, "sscan_fwd block_d=%d threads=%d", prm.block_d, nth);
     return CG_OK;
 }
 
@@ -715,7 +697,7 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     if (p->dtype != CG_F32)
         return cg__err(ctx, CG_EUNSUPPORTED, "cpu sscan backward: dtype: expected CG_F32 tensors");
     cg_sscan_cpu_params prm;
-    cg_status s = ss_params(ctx, p, cfg, &prm);
+    cg_status s = ss_params(ctx, p, cfg, 1, &prm);
     if (s) return s;
     ss_plan P;
     ss_plan_init(&P, p, &prm);
@@ -767,6 +749,7 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
         if (p->dD.p) CG_F32P(p->dD)[d * p->dD.s[0]] = (float)sd;
         if (p->ddbias.p) CG_F32P(p->ddbias)[d * p->ddbias.s[0]] = (float)sb;
     }
+    cg__dispatch_detail(ctx, "sscan_bwd segment=%d block_d=%d threads=%d", prm.segment, prm.block_d, nth);
 done:
     cg__aligned_free(P.scratch);
     cg__aligned_free(P.ck);

@@ -9,12 +9,12 @@
 #ifndef CG_SSD_CPU_H
 #define CG_SSD_CPU_H
 
-#include "internal.h"
+#include "cpu_isa.h" /* internal.h, and the per-ISA names of the GEMM and transpose */
 
 #include <stdint.h>
 #include <string.h>
 
-#define CG_SSD_VL 16 /* floats per vector (one AVX-512 register) */
+#define CG_SSD_VL 16 /* tile padding in floats: one AVX-512 vector, two AVX2, four SSE */
 
 static inline int64_t cg__ssd_pad(int64_t n) { return (n + CG_SSD_VL - 1) / CG_SSD_VL * CG_SSD_VL; }
 static inline int64_t cg__ssd_min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -34,7 +34,7 @@ void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const 
                   int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 
 /* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
- * 16 x 16 blocks transposed in registers. */
+ * Blocks of one vector's width transposed in registers (ssd_cpu_gemm.c). */
 void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss, int64_t rows,
                        int64_t w, int64_t cols_pad);
 
@@ -109,8 +109,9 @@ typedef struct cg_ssd_cpu_run {
     int pinned;      /* any key pinned */
 } cg_ssd_cpu_run;
 
-/* Resolve defaults and pins (chunk, block_dv, threads, bwd_split); CG_EINVAL naming a bad pin. */
-cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const char *what,
+/* Resolve defaults (of the direction bwd) and pins (chunk, block_dv, threads, bwd_split);
+ * CG_EINVAL naming a bad pin. */
+cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, int bwd, const char *what,
                               cg_ssd_cpu_run *run);
 
 /* Per-thread scratch: n blocks of `bytes` each (64-byte aligned), one allocation. */

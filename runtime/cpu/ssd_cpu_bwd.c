@@ -366,7 +366,7 @@ static void phase3(void *arg, int64_t bh, int tid) {
 cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     if (p->dtype != CG_F32) return cg__err(ctx, CG_EUNSUPPORTED, "cpu ssd backward: float32 tensors only");
     cg_ssd_cpu_run run;
-    cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, "cpu ssd backward", &run);
+    cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, 1, "cpu ssd backward", &run);
     if (st != CG_OK) return st;
 
     bwd_job J;

@@ -133,7 +133,7 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     (void)ex;
     if (p->dtype != CG_F32) return cg__err(ctx, CG_EUNSUPPORTED, "cpu ssd forward: float32 tensors only");
     cg_ssd_cpu_run run;
-    cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, "cpu ssd forward", &run);
+    cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, 0, "cpu ssd forward", &run);
     if (st != CG_OK) return st;
 
     fwd_job J;
@@ -141,13 +141,7 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     J.p = p;
     J.C = cg__ssd_min(run.chunk, p->T > 0 ? p->T : 1);
     J.Cp = cg__ssd_pad(J.C);
-    J.bdv = run.block_dv;
-    /* Too few (b, h) tasks for the threads: split dv (at least 32 columns a block). */
-    if (!run.pinned_block_dv && p->B * p->H < run.threads) {
-        int64_t want = (run.threads + p->B * p->H - 1) / (p->B * p->H);
-        int64_t bdv = cg__ssd_pad((p->dv + want - 1) / want);
-        J.bdv = cg__ssd_min(p->dv, bdv < 32 ? 32 : bdv);
-    }
+    J.bdv = run.block_dv; /* the default splits dv when there are fewer (b, h) tasks than threads */
     J.nblk = (p->dv + J.bdv - 1) / J.bdv;
 
     const size_t per = (fwd_scratch_bytes(p, J.C, J.bdv) + 63) / 64 * 64;

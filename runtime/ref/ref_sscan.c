@@ -4,7 +4,7 @@
  *   dt_t = delta_t (+ bias_d), softplus(dt_t) if the flag is set
  *   h_t[n] = exp(dt_t A[d,n]) h_{t-1}[n] + dt_t B_t[g,n] x_t,   h_{-1} = h0 or 0
  *   y_t = sum_n C_t[g,n] h_t[n] + D_d x_t;   y_t *= silu(z_t) when z is given.
- * The backward is reverse-mode AD of that loop (KERNEL_MATH.md), with the states of one
+ * The backward is reverse-mode AD of that loop, with the states of one
  * (b, d) row kept in a buffer of (L+1) * N doubles. Sums over channels and batches (dA,
  * dB, dC, dD, ddelta_bias) are accumulated in double in a fixed order: b ascending, d
  * ascending, t descending. Views of any dtype and strides go through cg__vload/vstore. */

@@ -1,0 +1,297 @@
+/* tune_prob.c -- the tuner's problems: built from the op table (runtime/ops.h), run on
+ * the backend under test, verified against the float64 reference, timed. */
+#include "tune_prob.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double cg__tune_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- problems
+ * A problem holds every tensor of its op (ops.h), contiguous, in the caller's
+ * token-major order, with the values' ranges and the outputs' accuracy targets from the
+ * op table. Every option is on (h0, dhT, D, z, delta_bias, delta_softplus). */
+
+typedef union tprob_args {
+    cg_ssd_fwd_args ssd_fwd;
+    cg_ssd_bwd_args ssd_bwd;
+    cg_sscan_fwd_args sscan_fwd;
+    cg_sscan_bwd_args sscan_bwd;
+} tprob_args;
+
+static cg_op op_of(int sscan, int bwd) {
+    return sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD) : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD);
+}
+
+/* The op's tensors at batch B and length T. */
+static int spec_of(const cg_op_desc *d, const cg_tune_shape *s, int64_t B, int64_t T, tspec *t) {
+    int64_t dims[CG_SYM_COUNT] = {0};
+    dims[CG_SYM_NONE] = 1;
+    dims[CG_SYM_B] = B;
+    dims[CG_SYM_G] = s->G;
+    if (s->sscan) {
+        dims[CG_SYM_L] = T, dims[CG_SYM_D] = s->D, dims[CG_SYM_N] = s->N;
+    } else {
+        dims[CG_SYM_T] = T, dims[CG_SYM_H] = s->H, dims[CG_SYM_DK] = s->dk, dims[CG_SYM_DV] = s->dv;
+    }
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tdesc *td = &d->t[i];
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].name = td->name;
+        t[i].ndim = cg__op_given_shape(d, i, dims, s->G > 1, 0, t[i].shape);
+        t[i].lo = td->lo, t[i].hi = td->hi;
+        t[i].role = td->role;
+        t[i].tol = cg__tol(td->tol);
+    }
+    return d->nt;
+}
+
+static int64_t numel(const tspec *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+/* Build the validated problem over data[] (dtype dt). */
+static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, cg_dtype dt, tprob_prob *prob) {
+    const cg_op_desc *d = cg__op_desc(p->op);
+    tprob_args a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < p->nt; i++)
+        if (p->used[i]) *cg__args_tensor(d, &a, i) = cg_tensor_contiguous(data[i], dt, p->spec[i].ndim, p->spec[i].shape);
+    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)&a + d->scalar[k].arg_off) = 1;
+    return cg__op_validate(ctx, d, &a, prob);
+}
+
+void cg__tprob_free(const tenv *env, tprob *p) {
+    for (int i = 0; i < p->nt; i++) {
+        if (env->kx && p->mem[i] && p->mem[i] != p->host[i]) env->kx->free(env->ctx, p->mem[i]);
+        free(p->host[i]);
+        free(p->ref[i]);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Allocate and fill a problem of shape s with batch B and length T. with_ref: also the
+ * float64 copies and the reference outputs. */
+cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int bwd, int64_t B, int64_t T,
+                            int with_ref) {
+    cg_context *ctx = env->ctx;
+    memset(p, 0, sizeof *p);
+    p->sscan = s->sscan;
+    p->bwd = bwd;
+    p->op = op_of(s->sscan, bwd);
+    p->nt = spec_of(cg__op_desc(p->op), s, B, T, p->spec);
+    uint64_t seed = 0x5eed ^ (uint64_t)T * 31 ^ (uint64_t)B;
+    cg_status st = CG_OK;
+    for (int i = 0; i < p->nt; i++) {
+        const tspec *t = &p->spec[i];
+        p->used[i] = 1;
+        int64_t n = numel(t);
+        p->count[i] = n;
+        p->host[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
+        if (!p->host[i]) {
+            st = cg__err(ctx, CG_ENOMEM, "tune: out of memory for %s (%lld floats)", t->name, (long long)n);
+            goto fail;
+        }
+        for (int64_t j = 0; j < n; j++)
+            p->host[i][j] = t->role == CG_TD_IN ? (float)(t->lo + (t->hi - t->lo) * (double)(rng_next(&seed) >> 11) *
+                                                             (1.0 / 9007199254740992.0))
+                                         : 0.0f;
+        if (with_ref) {
+            p->ref[i] = malloc((size_t)(n ? n : 1) * sizeof(double));
+            if (!p->ref[i]) {
+                st = cg__err(ctx, CG_ENOMEM, "tune: out of memory for the reference %s", t->name);
+                goto fail;
+            }
+            for (int64_t j = 0; j < n; j++) p->ref[i][j] = (double)p->host[i][j];
+        }
+        if (env->kx) {
+            size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
+            if ((st = env->kx->alloc(ctx, bytes, &p->mem[i])) != CG_OK) goto fail;
+            if (t->role == CG_TD_IN && (st = env->kx->copy(ctx, p->mem[i], p->host[i], bytes, 0, NULL)) != CG_OK) goto fail;
+        } else {
+            p->mem[i] = p->host[i];
+        }
+    }
+    if (with_ref) {
+        tprob_prob rp;
+        if ((st = tprob_bind(ctx, p, (void **)p->ref, CG_F64, &rp)) != CG_OK) goto fail;
+        cg_cfg none;
+        memset(&none, 0, sizeof none);
+        cg_exec ex;
+        memset(&ex, 0, sizeof ex);
+        ex.backend = CG_BACKEND_REF;
+        st = cg__backend_run(ctx, &cg__backend_ref, p->op, &rp, &none, &ex);
+        if (st != CG_OK) goto fail;
+    }
+    if ((st = tprob_bind(ctx, p, p->mem, CG_F32, &p->prob)) != CG_OK) goto fail;
+    return CG_OK;
+fail:
+    cg__tprob_free(env, p);
+    return st;
+}
+
+/* Fill the outputs with NaN so that an output a candidate does not write fails. */
+static cg_status poison_outputs(const tenv *env, tprob *p) {
+    for (int i = 0; i < p->nt; i++) {
+        if (!p->used[i] || p->spec[i].role != CG_TD_OUT) continue;
+        for (int64_t j = 0; j < p->count[i]; j++) p->host[i][j] = NAN;
+        if (env->kx) {
+            cg_status st = env->kx->copy(env->ctx, p->mem[i], p->host[i], (size_t)p->count[i] * sizeof(float), 0, NULL);
+            if (st != CG_OK) return st;
+        }
+    }
+    return CG_OK;
+}
+
+/* Enqueue one run of cfg (asynchronous on the default stream for cuda). */
+static cg_status run_launch(const tenv *env, tprob *p, const cg_cfg *cfg) {
+    cg_exec ex;
+    memset(&ex, 0, sizeof ex);
+    const cg_backend_vt *vt = env->vt;
+    env->ctx->dispatch[0] = '\0'; /* backends append to it; these calls are not dispatches */
+    return cg__backend_run(env->ctx, vt, p->op, &p->prob, cfg, &ex);
+}
+
+static cg_status run_once(const tenv *env, tprob *p, const cg_cfg *cfg) {
+    cg_status st = run_launch(env, p, cfg);
+    if (st == CG_OK && env->kx && env->kx->sync) st = env->kx->sync(env->ctx, NULL);
+    return st;
+}
+
+/* One timed repetition, in seconds. On a kernel executor: L2 flushed (outside the timed
+ * region), then the executor's timer (CUDA events) around the launches. On the CPU: the
+ * monotonic clock around the call. */
+cg_status cg__tprob_run_timed(const tenv *env, tprob *p, const cg_cfg *cfg, double *sec) {
+    const cg_kexec *kx = env->kx;
+    if (!kx || !kx->timer_start || !kx->timer_stop || !kx->flush_l2) {
+        double a = cg__tune_now_s();
+        cg_status st = run_once(env, p, cfg);
+        *sec = cg__tune_now_s() - a;
+        return st;
+    }
+    void *tok = NULL;
+    double ms = 0;
+    cg_status st = kx->flush_l2(env->ctx, NULL);
+    if (st == CG_OK) st = kx->timer_start(env->ctx, NULL, &tok);
+    if (st != CG_OK) return st;
+    st = run_launch(env, p, cfg);
+    if (st != CG_OK) {
+        char msg[CG_ERRMSG_CAP];
+        snprintf(msg, sizeof msg, "%s", env->ctx->errmsg);
+        (void)kx->timer_stop(env->ctx, NULL, tok, &ms); /* releases the timer */
+        return cg__err(env->ctx, st, "%s", msg);
+    }
+    st = kx->timer_stop(env->ctx, NULL, tok, &ms);
+    *sec = 1e-3 * ms;
+    return st;
+}
+
+static cg_tune_verdict verdict_of(cg_status st) {
+    switch (st) {
+    case CG_ECOMPILE: case CG_ELUA: return CG_TV_COMPILE;
+    case CG_ENOMEM: case CG_EUNSUPPORTED: case CG_EINVAL: return CG_TV_RESOURCES;
+    default: return CG_TV_LAUNCH;
+    }
+}
+
+/* Run cfg on the verification problem and compare every output with the reference. */
+cg_tune_verdict cg__tprob_verify(const tenv *env, tprob *v, const cg_cfg *cfg, double *worst, char *detail, size_t cap) {
+    *worst = 0;
+    cg_status st = poison_outputs(env, v);
+    if (st == CG_OK) st = run_once(env, v, cfg);
+    if (st != CG_OK) {
+        snprintf(detail, cap, "%s: %.140s", cg_status_str(st), env->ctx->errmsg);
+        return verdict_of(st);
+    }
+    cg_tune_verdict out = CG_TV_OK;
+    for (int i = 0; i < v->nt; i++) {
+        if (!v->used[i] || v->spec[i].role != CG_TD_OUT) continue;
+        if (env->kx &&
+            (st = env->kx->copy(env->ctx, v->host[i], v->mem[i], (size_t)v->count[i] * sizeof(float), 1, NULL)) != CG_OK) {
+            snprintf(detail, cap, "copying %s back: %.120s", v->spec[i].name, env->ctx->errmsg);
+            return CG_TV_LAUNCH;
+        }
+        cg_erracc acc = {0};
+        for (int64_t j = 0; j < v->count[i]; j++) cg__erracc_add(&acc, (double)v->host[i][j], v->ref[i][j]);
+        double err = cg__erracc_value(&acc);
+        if (err > *worst) *worst = err;
+        if (!(err <= v->spec[i].tol) && out == CG_TV_OK) {
+            snprintf(detail, cap, "%s: rel err %.3g > %.0e", v->spec[i].name, err, v->spec[i].tol);
+            out = CG_TV_WRONG;
+        }
+    }
+    return out;
+}
+
+int cg__tune_cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double cg__tune_quantile(const double *sorted, int n, double q) {
+    double pos = q * (n - 1);
+    int i = (int)pos;
+    if (i >= n - 1) return sorted[n - 1];
+    return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
+}
+
+/* Time cfg on the full problem. */
+cg_tune_verdict cg__tprob_measure(const tenv *env, tprob *p, const cg_cfg *cfg, const mparams *mp, cg_tune_cand *c) {
+    double t0 = cg__tune_now_s();
+    cg_status st = run_once(env, p, cfg); /* warm-up: loads, first-touch, caches */
+    double warm = cg__tune_now_s() - t0;
+    if (st != CG_OK) {
+        snprintf(c->detail, sizeof c->detail, "%s: %.140s", cg_status_str(st), env->ctx->errmsg);
+        return verdict_of(st);
+    }
+    if (warm > mp->timeout) {
+        snprintf(c->detail, sizeof c->detail, "one run took %.3g s (limit %.3g s)", warm, mp->timeout);
+        return CG_TV_TIMEOUT;
+    }
+    double *t = malloc((size_t)mp->max_reps * sizeof *t);
+    if (!t) {
+        snprintf(c->detail, sizeof c->detail, "out of memory");
+        return CG_TV_RESOURCES;
+    }
+    int n = 0;
+    double total = 0;
+    while (n < mp->max_reps && (n < mp->min_reps || total < mp->min_time)) {
+        double dt = 0;
+        st = cg__tprob_run_timed(env, p, cfg, &dt);
+        if (st != CG_OK) {
+            free(t);
+            snprintf(c->detail, sizeof c->detail, "%s: %.140s", cg_status_str(st), env->ctx->errmsg);
+            return verdict_of(st);
+        }
+        t[n++] = dt;
+        total += dt;
+        if (dt > mp->timeout) {
+            free(t);
+            snprintf(c->detail, sizeof c->detail, "one run took %.3g s (limit %.3g s)", dt, mp->timeout);
+            return CG_TV_TIMEOUT;
+        }
+    }
+    qsort(t, (size_t)n, sizeof *t, cg__tune_cmp_dbl);
+    c->median_ms = 1e3 * cg__tune_quantile(t, n, 0.5);
+    c->iqr_ms = 1e3 * (cg__tune_quantile(t, n, 0.75) - cg__tune_quantile(t, n, 0.25));
+    c->reps = n;
+    free(t);
+    if (!(c->median_ms > 0)) c->median_ms = 1e-6; /* below the clock's resolution */
+    return CG_TV_OK;
+}
+

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""JAX peers for `chunkgen bench` (CPU), measured on the same SSD cells and threads.
+
+  jax_scan     SSD as a plain jax.lax.scan over the tokens (state [B, H, dk, dv] carried,
+               S_t = a_t S_{t-1} + k_t^T v_t, o_t = q_t S_t), jit-compiled;
+  jax_chunked  SSD by the chunked algorithm in jax.numpy: per chunk the masked Q K^T times
+               V, plus the entering state read by Q; a lax.scan over the chunks passes the
+               state. jit-compiled.
+fwd_bwd is jax.vjp of the forward with the output gradient do (as the torch peers'
+o.backward(do)), jit-compiled together. Inputs, timing rules, rel_err against chunkgen's
+float64 reference and the roofline fields are torch_peers.py's (imported from it).
+
+XLA's CPU thread pool is set when jax is imported, so one process measures one thread
+count: --threads 1 turns off XLA's multi-threaded Eigen and pins the process to one CPU.
+
+usage: jax_peers.py --matrix CHUNKGEN.json --out PEERS.json [--chunkgen PATH] [--threads N]
+                    [--impls jax_scan,jax_chunked] [--chunk 64]
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--matrix", required=True, help="JSON written by chunkgen bench")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--chunkgen", help="chunkgen binary, for the float64 reference")
+    ap.add_argument("--threads", type=int, help="default: the matrix's")
+    ap.add_argument("--impls", default="jax_scan,jax_chunked")
+    ap.add_argument("--chunk", type=int, default=64, help="jax_chunked chunk size")
+    ap.add_argument("--suffix", default="", help="appended to the impl names (e.g. _1t)")
+    ap.add_argument("--repeats", type=int)
+    ap.add_argument("--min-time", type=float)
+    ap.add_argument("--ref-seq", type=int)
+    ap.add_argument("--max-call-s", type=float, default=30.0)
+    ap.add_argument("--no-check", action="store_true")
+    args = ap.parse_args()
+
+    doc = json.load(open(args.matrix))
+    cfg = doc.get("config", {})
+    threads = args.threads or cfg.get("threads") or os.cpu_count()
+    if threads < os.cpu_count():  # before jax is imported
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=%s" % ("false" if threads == 1 else "true")).strip()
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:threads]))
+    import numpy as np
+    import torch
+    import jax
+    import jax.numpy as jnp
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_peers as tp
+
+    jax.config.update("jax_enable_x64", False)
+
+    def rep_heads(x, H):
+        return jnp.repeat(x, H // x.shape[2], axis=2)
+
+    def ssd_scan(q, k, v, la, h0):
+        H = v.shape[2]
+        q, k = rep_heads(q, H), rep_heads(k, H)
+
+        def step(S, xs):
+            qt, kt, vt, at = xs  # [B, H, dk], [B, H, dk], [B, H, dv], [B, H]
+            S = jnp.exp(at)[..., None, None] * S + kt[..., :, None] * vt[..., None, :]
+            return S, jnp.einsum("bhk,bhkv->bhv", qt, S)
+
+        xs = tuple(jnp.moveaxis(x, 1, 0) for x in (q, k, v, la))
+        S, o = jax.lax.scan(step, h0, xs)
+        return jnp.moveaxis(o, 0, 1), S
+
+    def ssd_chunk(q, k, v, la, h0, chunk):
+        B, T, _, dk = q.shape
+        H, dv = v.shape[2], v.shape[3]
+        q, k = rep_heads(q, H), rep_heads(k, H)
+        pad = (-T) % chunk
+        if pad:  # zero tokens: decay 1, no contribution, output dropped
+            q, k, v = (jnp.pad(x, ((0, 0), (0, pad), (0, 0), (0, 0))) for x in (q, k, v))
+            la = jnp.pad(la, ((0, 0), (0, pad), (0, 0)))
+        nc = (T + pad) // chunk
+        # [nc, B, H, l, d]
+        q, k, v = (x.reshape(B, nc, chunk, H, x.shape[-1]).transpose(1, 0, 3, 2, 4) for x in (q, k, v))
+        A = jnp.cumsum(la.reshape(B, nc, chunk, H).transpose(1, 0, 3, 2), axis=-1)  # [nc, B, H, l]
+        tri = jnp.tril(jnp.ones((chunk, chunk), dtype=bool))
+
+        def step(S, xs):
+            qc, kc, vc, Ac = xs
+            diff = jnp.where(tri, Ac[..., :, None] - Ac[..., None, :], -jnp.inf)
+            P = jnp.einsum("bhld,bhsd->bhls", qc, kc) * jnp.exp(diff)
+            o = jnp.einsum("bhls,bhsv->bhlv", P, vc) + jnp.exp(Ac)[..., None] * jnp.einsum("bhld,bhdv->bhlv", qc, S)
+            w = jnp.exp(Ac[..., -1:] - Ac)
+            S = jnp.exp(Ac[..., -1])[..., None, None] * S + jnp.einsum("bhld,bhl,bhlv->bhdv", kc, w, vc)
+            return S, o
+
+        S, o = jax.lax.scan(step, h0, (q, k, v, A))
+        o = o.transpose(1, 0, 3, 2, 4).reshape(B, nc * chunk, H, dv)[:, :T]
+        return o, S
+
+    def make_fn(impl, bwd, chunk):
+        fwd = ssd_scan if impl == "jax_scan" else (lambda q, k, v, la, h0: ssd_chunk(q, k, v, la, h0, chunk))
+        if not bwd:
+            return jax.jit(fwd)
+
+        def fb(q, k, v, la, h0, do):
+            (o, hT), vjp = jax.vjp(fwd, q, k, v, la, h0)
+            g = vjp((do, jnp.zeros_like(hT)))
+            return (o, hT), g
+
+        return jax.jit(fb)
+
+    def call_of(fn, ins, bwd):
+        names = ["q", "k", "v", "log_alpha", "h0"] + (["do"] if bwd else [])
+        xs = [jnp.asarray(ins[n].detach().cpu().numpy()) for n in names]
+
+        def call():
+            r = fn(*xs)
+            jax.block_until_ready(r)
+            return r
+
+        return call
+
+    repeats = args.repeats or cfg.get("repeats", 5)
+    min_time = args.min_time if args.min_time is not None else cfg.get("min_time_s", 1.0)
+    warmup = cfg.get("warmup", 1)
+    ref_seq = args.ref_seq or cfg.get("ref_seq", 2048)
+    impls = [i for i in args.impls.split(",") if i]
+    ddev = doc.get("device", {})
+    peak = max([x for x in (ddev.get("fma_peak_gflops_measured"), ddev.get("fma_peak_gflops_nominal")) if x] or [0])
+    bw = ddev.get("mem_bw_gbs_measured")
+    out = {
+        "device": {"backend": "cpu", "python": platform.python_version(), "jax": jax.__version__,
+                   "threads": threads,
+                   "xla_flags": os.environ.get("XLA_FLAGS", ""), "cpus": sorted(os.sched_getaffinity(0))},
+        "config": {"impls": impls, "chunk": args.chunk, "threads": threads, "repeats": repeats,
+                   "min_time_s": min_time, "ref_seq": ref_seq, "matrix": os.path.abspath(args.matrix),
+                   "layout": "token",
+                   "note": "jax_scan: lax.scan over the tokens; jax_chunked: chunked SSD in jax.numpy with a lax.scan "
+                           "over the chunks; both jit-compiled (compile_s is the first call), fwd_bwd by jax.vjp; "
+                           "inputs drawn as torch_peers.py draws them"},
+        "results": [],
+    }
+    work = tempfile.mkdtemp(prefix="chunkgen-jax-peers-")
+    gen = torch.Generator().manual_seed(1234)
+
+    def flush():
+        tp.write_json(args.out, out)
+
+    try:
+        for cell in tp.cells_of(doc):
+            if cell["op"] != "ssd":
+                continue
+            bwd = cell["mode"] == "fwd_bwd"
+            ins = tp.make_inputs(cell, gen, torch.device("cpu"))
+            ref_cache = {}
+            for impl in impls:
+                name = impl + args.suffix
+                row = {"impl": name, "op": "ssd", "mode": cell["mode"], "config": cell["config"]}
+                row.update({k: cell[k] for k in ("batch", "groups", "heads", "seq", "dk", "dv")})
+                row.update(layout="token", chunk=args.chunk, threads=threads)
+                out["results"].append(row)
+                print("jax peers: %s ssd %s seq %d %s" % (name, cell["config"], cell["seq"], cell["mode"]),
+                      file=sys.stderr, flush=True)
+                try:
+                    fn = make_fn(impl, bwd, args.chunk)
+                    m = tp.measure(call_of(fn, ins, bwd), lambda: None, repeats, min_time, warmup, args.max_call_s)
+                    row.update(m)
+                    row["peak_mb"] = tp.tensor_bytes(row, bwd) / 2**20 + (m.get("workspace_mb") or 0)
+                    tp.add_roofline(row, tp.ssd_flops(row, args.chunk, bwd), tp.cell_bytes(row, bwd), peak, bw)
+                    if args.no_check:
+                        continue
+                    tc = min(cell["seq"], ref_seq)
+                    cut = tp.cut_inputs(cell, ins, tc)
+                    if "ref" not in ref_cache:
+                        ref_cache["ref"] = tp.reference(args.chunkgen, cell, cut, os.path.join(work, "ref"))
+                    ref, why = ref_cache["ref"]
+                    if ref is None:
+                        row.update(rel_err=None, rel_err_note=why)
+                        continue
+                    r = make_fn(impl, bwd, args.chunk)(*[jnp.asarray(cut[n].numpy()) for n in
+                                                        ["q", "k", "v", "log_alpha", "h0"] + (["do"] if bwd else [])])
+                    (o, hT), grads = (r if bwd else (r, None))
+                    T = lambda x: torch.from_numpy(np.asarray(x))
+                    ro = {"o": tp.rel_err(T(o), ref["o"]), "hT": tp.rel_err(T(hT), ref["hT"])}
+                    rg = {}
+                    if bwd:
+                        for n, g in zip(["q", "k", "v", "log_alpha", "h0"], grads):
+                            if "d" + n in ref:
+                                rg[n] = tp.rel_err(T(g), ref["d" + n])
+                        row["rel_err_grads"] = rg
+                    vals = list(ro.values()) + list(rg.values())
+                    row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
+                    row["rel_err_outputs"] = ro
+                    row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the "
+                                           "peer rerun on that cut" % (tc, cell["seq"]))
+                except Exception as e:  # a peer that cannot run says why in its row
+                    row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                finally:
+                    if "median_ms" in row:
+                        print("jax peers:   median %.3f ms  rel_err %s" % (row["median_ms"], row.get("rel_err")),
+                              file=sys.stderr, flush=True)
+                    elif "error" in row:
+                        print("jax peers:   %s" % row["error"], file=sys.stderr, flush=True)
+                    flush()
+            del ins
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+# python.cmake -- the CPython extension module chunkgen._C and the Python package's
+# install rules. Included by CMakeLists.txt; does nothing unless CHUNKGEN_PYTHON is ON
+# (pyproject.toml sets it for `pip install .`).
+#
+# Only the install COMPONENT "python" goes into the wheel (pyproject.toml:
+# install.components): the module, the `chunkgen` CLI (used by chunkgen.tune/export/
+# import) and nothing of the C library's own install rules.
+option(CHUNKGEN_PYTHON "Build the Python extension module chunkgen._C" OFF)
+if(NOT CHUNKGEN_PYTHON)
+  return()
+endif()
+
+find_package(Python 3.9 REQUIRED COMPONENTS Interpreter Development.Module)
+# Debian's static Lua and jansson archives are not position-independent code, so the
+# shared module links their shared libraries (chunkgen_lib's own objects are PIC).
+find_library(CG_PY_LUA_LIB NAMES lua5.4 REQUIRED)
+find_library(CG_PY_JANSSON_LIB NAMES jansson REQUIRED)
+
+# The library's objects (not the target: it would bring the static Lua/jansson).
+Python_add_library(_C MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_module.c
+  $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
+target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include)
+target_compile_options(_C PRIVATE ${CG_WARN})
+target_link_libraries(_C PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::Threads ${CMAKE_DL_LIBS} m)
+# Keep the library's symbols inside the module.
+target_link_options(_C PRIVATE -Wl,--exclude-libs,ALL)
+
+install(TARGETS _C LIBRARY DESTINATION chunkgen COMPONENT python)
+install(PROGRAMS $<TARGET_FILE:chunkgen> DESTINATION chunkgen/bin COMPONENT python)

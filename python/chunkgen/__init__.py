@@ -1,0 +1,52 @@
+"""chunkgen: chunked linear recurrences (Mamba-2 SSD, Mamba-1 selective scan).
+
+numpy calls: ssd, ssd_bwd, sscan, sscan_bwd (this module); PyTorch ops with autograd
+and torch.compile support: chunkgen.torch.ssd, chunkgen.torch.sscan.
+
+Workspace: the library allocates its own scratch for now (cg_exec.workspace is not
+filled by these calls; the binding passes it through once a size query exists).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from . import _C, _state
+from ._cli import export_configs, import_configs, tune
+from ._numpy import sscan, sscan_bwd, ssd, ssd_bwd
+
+__version__ = _C.version
+
+__all__ = ["ssd", "ssd_bwd", "sscan", "sscan_bwd", "tune", "export_configs", "import_configs", "last_dispatch",
+           "set_threads", "set_cache_dir", "get_cache_dir", "set_tune_on_miss"]
+
+
+def last_dispatch() -> str:
+    """The line describing this thread's last successful call: backend, kernel or path,
+    config and where the config came from (cg_last_dispatch)."""
+    return _C.last_dispatch()
+
+
+def set_threads(threads: int) -> None:
+    """Default number of CPU threads for every call (0 = all online cores)."""
+    _C.set_threads(int(threads))
+
+
+def set_cache_dir(path: Optional[str]) -> None:
+    """Directory of the on-disk caches (tuned configs, kernels) for every call and for
+    tune/export/import. None restores the default ($CHUNKGEN_CACHE_DIR, else
+    $XDG_CACHE_HOME/chunkgen, else ~/.cache/chunkgen)."""
+    p = None if path is None else os.fspath(path)
+    _C.set_cache_dir(p)
+    _state.cache_dir = p
+
+
+def get_cache_dir() -> Optional[str]:
+    """The directory set with set_cache_dir, or None (the library's default)."""
+    return _state.cache_dir
+
+
+def set_tune_on_miss(on: Optional[bool]) -> None:
+    """Tune a call's exact key on a miss (True), never (False), or follow
+    $CHUNKGEN_TUNE_ON_MISS (None)."""
+    _C.set_tune_on_miss(-1 if on is None else int(bool(on)))

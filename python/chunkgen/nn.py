@@ -1,0 +1,53 @@
+"""torch.nn modules on chunkgen's ops."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import torch as ct
+
+__all__ = ["Mamba2Mixer"]
+
+
+class Mamba2Mixer(nn.Module):
+    """A Mamba-2 style SSD mixer (residual block) over [batch, tokens, d_model].
+
+    in_proj gives z, x (heads x head_dim), B and C (groups x d_state) and dt (heads);
+    dt = softplus(dt + dt_bias); the SSD scan runs with v = x * dt, k = B, q = C and the
+    per-head decay log_alpha = -dt * exp(A_log); then a D skip, gating by silu(z), a
+    LayerNorm and out_proj, added to the input. No convolution.
+    `scan` (default chunkgen.torch.ssd) takes (q, k, v, log_alpha) and returns (o, hT);
+    any function of that signature can stand in (e.g. a pure-PyTorch recurrence).
+    """
+
+    def __init__(self, d_model: int, heads: int = 4, groups: int = 1, d_state: int = 16,
+                 head_dim: Optional[int] = None, scan: Optional[Callable] = None):
+        super().__init__()
+        if heads % groups:
+            raise ValueError(f"heads: {heads} is not a multiple of groups = {groups}")
+        self.h, self.g, self.n = heads, groups, d_state
+        self.p = head_dim if head_dim is not None else max(1, 2 * d_model // heads)
+        hp, gn = self.h * self.p, self.g * self.n
+        self.in_proj = nn.Linear(d_model, 2 * hp + 2 * gn + heads)
+        self.A_log = nn.Parameter(torch.log(torch.linspace(0.5, 2.0, heads)))
+        self.dt_bias = nn.Parameter(torch.zeros(heads))
+        self.D = nn.Parameter(torch.ones(heads))
+        self.norm = nn.LayerNorm(hp)
+        self.out_proj = nn.Linear(hp, d_model)
+        self.scan = scan if scan is not None else ct.ssd
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        b, t, _ = u.shape
+        hp, gn = self.h * self.p, self.g * self.n
+        z, x, B, C, dt = torch.split(self.in_proj(u), [hp, hp, gn, gn, self.h], dim=-1)
+        x = x.reshape(b, t, self.h, self.p)
+        dt = F.softplus(dt + self.dt_bias)
+        log_alpha = -dt * torch.exp(self.A_log)
+        y, _ = self.scan(C.reshape(b, t, self.g, self.n), B.reshape(b, t, self.g, self.n), x * dt[..., None],
+                         log_alpha)
+        y = y + x * self.D[:, None]
+        y = self.norm(y.reshape(b, t, hp) * F.silu(z))
+        return u + self.out_proj(y)

@@ -1,0 +1,74 @@
+/* cpu_isa.h -- the instruction-set variants of the CPU path and their dispatch.
+ *
+ * The files that do the arithmetic (ssd_cpu_gemm.c, ssd_cpu_fwd.c, ssd_cpu_bwd.c,
+ * sscan_cpu.c) are compiled once per variant, each time with that variant's compiler
+ * flags and CG_ISA defined to its name (avx512, avx2 or baseline; see CMakeLists.txt).
+ * Included first in those files, this header renames their external symbols with the
+ * variant as suffix (cg__ssd_cpu_fwd -> cg__ssd_cpu_fwd_avx2), so the three copies link
+ * side by side. The rest of the library is built for baseline x86-64 and reaches them
+ * through the table cg__cpu_isa_ops() picks once per process (cpu_isa.c) from cpuid,
+ * or from CHUNKGEN_CPU_ISA=avx512|avx2|baseline. */
+#ifndef CG_CPU_ISA_H
+#define CG_CPU_ISA_H
+
+#ifdef CG_ISA
+#define CG_ISA_CAT2(a, b) a##_##b
+#define CG_ISA_CAT(a, b) CG_ISA_CAT2(a, b)
+#define cg__ssd_cpu_fwd CG_ISA_CAT(cg__ssd_cpu_fwd, CG_ISA)
+#define cg__ssd_cpu_bwd CG_ISA_CAT(cg__ssd_cpu_bwd, CG_ISA)
+#define cg__sscan_cpu_fwd CG_ISA_CAT(cg__sscan_cpu_fwd, CG_ISA)
+#define cg__sscan_cpu_bwd CG_ISA_CAT(cg__sscan_cpu_bwd, CG_ISA)
+#define cg__ssd_gemm CG_ISA_CAT(cg__ssd_gemm, CG_ISA)
+#define cg__ssd_transpose CG_ISA_CAT(cg__ssd_transpose, CG_ISA)
+#endif
+
+#include "internal.h"
+
+typedef enum cg_cpu_isa {
+    CG_ISA_BASELINE = 0, /* x86-64 (SSE2), or whatever the target's default is */
+    CG_ISA_AVX2 = 1,     /* AVX2 + FMA, 16 ymm registers */
+    CG_ISA_AVX512 = 2,   /* AVX-512 F/DQ/BW/VL, 32 zmm registers */
+    CG_ISA_COUNT
+} cg_cpu_isa;
+
+typedef cg_status (*cg_ssd_cpu_fn)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+typedef cg_status (*cg_sscan_cpu_fn)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg,
+                                     const cg_exec *ex);
+
+/* One variant's entry points. (Its GEMM micro-tile, which the tuner's space needs, is
+ * described in generator/cpu/ssd_cpu.lua, by the name.) */
+typedef struct cg_cpu_isa_ops {
+    cg_cpu_isa isa;
+    const char *name; /* "avx512", "avx2", "baseline" */
+    cg_ssd_cpu_fn ssd_fwd, ssd_bwd;
+    cg_sscan_cpu_fn sscan_fwd, sscan_bwd;
+} cg_cpu_isa_ops;
+
+/* The variant this process runs: chosen on first use from cpuid and CHUNKGEN_CPU_ISA
+ * (a forced variant the CPU lacks, or an unknown name, is refused with a warning on
+ * stderr and the best supported one is used instead). Thread-safe. */
+const cg_cpu_isa_ops *cg__cpu_isa_ops(void);
+/* Whether this build has variant isa and this CPU (and OS) can run it. */
+int cg__cpu_isa_supported(cg_cpu_isa isa);
+/* The name of isa, or NULL when out of range; the variant of a name, or -1. */
+const char *cg__cpu_isa_name(cg_cpu_isa isa);
+int cg__cpu_isa_parse(const char *name);
+/* Switch the process to variant isa (tests and benchmarks; not while calls run):
+ * CG_EUNSUPPORTED when this CPU cannot run it, the choice then unchanged. */
+cg_status cg__cpu_isa_set(cg_cpu_isa isa);
+
+/* The device the CPU spaces (generator/cpu/) see: the CPU model, `threads` as sm_count
+ * and the running variant's name as isa. */
+struct cg_devinfo;
+void cg__cpu_devinfo(struct cg_devinfo *dev, int threads);
+
+/* THE default config of the CPU path: generator/cpu/<kernel>.lua's default() for shape
+ * on ctx's thread count and the running variant, through cg__gen_resolve with no pin,
+ * kept per process (a Lua call costs tens of microseconds, a lookup a few nanoseconds). */
+struct cg_kshape;
+cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const struct cg_kshape *shape, cg_cfg *out);
+
+/* The CPU model name of this machine (/proc/cpuinfo; static, thread-safe; cpu_model.c). */
+const char *cg__cpu_model(void);
+
+#endif /* CG_CPU_ISA_H */

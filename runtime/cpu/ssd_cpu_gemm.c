@@ -1,0 +1,195 @@
+/* ssd_cpu_gemm.c -- the SSD CPU path's register-blocked GEMM and tile transpose, one
+ * build per ISA variant (cpu_isa.h): the register blocking follows the register file.
+ *
+ * Micro-kernel: a block of MR rows of C by up to NVMAX vectors of VW floats stays in
+ * registers; each k step loads NVMAX vectors of B and broadcasts MR scalars of A. It is
+ * written with GCC vector extensions (plain float arrays do not stay in registers,
+ * measured at a quarter of the speed), so the same code serves each variant:
+ *   avx512    VW 16, 6 x 4 zmm = 24 of 32 registers (6 x 64 floats)
+ *   avx2      VW  8, 6 x 2 ymm = 12 of 16 registers (6 x 16 floats), + 2 loads + 1 broadcast
+ *   baseline  VW  4, 4 x 2 xmm =  8 of 16 registers (4 x 8 floats; no FMA: products need
+ *             temporaries)
+ * A may be any strided view (its scalars are broadcast), which saves the transposes of
+ * P, dP, V and Q in the backward. */
+#include "cpu_isa.h"
+#include "ssd_cpu.h"
+
+#if defined(__AVX512F__)
+#define VW 16
+#define MR 6
+#define NVMAX 4
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VW 8
+#define MR 6
+#define NVMAX 2
+#else
+#define VW 4
+#define MR 4
+#define NVMAX 2
+#endif
+
+typedef float cg_vf __attribute__((vector_size(VW * 4), aligned(4), may_alias));
+
+_Static_assert(CG_SSD_VL % VW == 0, "tiles are padded to whole vectors");
+
+/* unit: A is row-major (aks == 1), the common case, with simpler addressing. */
+static inline __attribute__((always_inline)) void micro(const int mr, const int nv, const int unit, int64_t K,
+                                                        const float *restrict A, int64_t ars, int64_t aks,
+                                                        const float *restrict B, int64_t ldb,
+                                                        float *restrict C, int64_t ldc, int acc) {
+    cg_vf c[MR][NVMAX];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) c[r][v] = acc ? *(const cg_vf *)(C + r * ldc + v * VW) : (cg_vf){0};
+    for (int64_t k = 0; k < K; k++) {
+        cg_vf b[NVMAX];
+        for (int v = 0; v < nv; v++) b[v] = *(const cg_vf *)(B + k * ldb + v * VW);
+        const float *restrict ak = A + k * (unit ? 1 : aks);
+        for (int r = 0; r < mr; r++) {
+            const float a = ak[r * ars];
+            for (int v = 0; v < nv; v++) c[r][v] += a * b[v];
+        }
+    }
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < nv; v++) *(cg_vf *)(C + r * ldc + v * VW) = c[r][v];
+}
+
+typedef void (*micro_fn)(int64_t K, const float *restrict A, int64_t ars, int64_t aks, const float *restrict B,
+                         int64_t ldb, float *restrict C, int64_t ldc, int acc);
+
+#define MICRO_DEF(mr, nv, unit)                                                                                 \
+    static void micro_##mr##_##nv##_##unit(int64_t K, const float *restrict A, int64_t ars, int64_t aks,       \
+                                           const float *restrict B, int64_t ldb, float *restrict C,             \
+                                           int64_t ldc, int acc) {                                              \
+        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc);                                              \
+    }
+#if NVMAX == 4
+#define MICRO_ROW(mr, u) MICRO_DEF(mr, 1, u) MICRO_DEF(mr, 2, u) MICRO_DEF(mr, 3, u) MICRO_DEF(mr, 4, u)
+#define MICRO_REF(mr, u) {micro_##mr##_1_##u, micro_##mr##_2_##u, micro_##mr##_3_##u, micro_##mr##_4_##u}
+#elif NVMAX == 2
+#define MICRO_ROW(mr, u) MICRO_DEF(mr, 1, u) MICRO_DEF(mr, 2, u)
+#define MICRO_REF(mr, u) {micro_##mr##_1_##u, micro_##mr##_2_##u}
+#endif
+#if MR == 6
+#define MICRO_ALL(u) MICRO_ROW(1, u) MICRO_ROW(2, u) MICRO_ROW(3, u) MICRO_ROW(4, u) MICRO_ROW(5, u) MICRO_ROW(6, u)
+#define MICRO_TAB(u) {MICRO_REF(1, u), MICRO_REF(2, u), MICRO_REF(3, u), MICRO_REF(4, u), MICRO_REF(5, u), MICRO_REF(6, u)}
+#elif MR == 4
+#define MICRO_ALL(u) MICRO_ROW(1, u) MICRO_ROW(2, u) MICRO_ROW(3, u) MICRO_ROW(4, u)
+#define MICRO_TAB(u) {MICRO_REF(1, u), MICRO_REF(2, u), MICRO_REF(3, u), MICRO_REF(4, u)}
+#endif
+MICRO_ALL(0)
+MICRO_ALL(1)
+static const micro_fn micro_tab[2][MR][NVMAX] = {MICRO_TAB(0), MICRO_TAB(1)};
+
+void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                  int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+    CG_ASSERT(n % CG_SSD_VL == 0);
+    const int unit = aks == 1;
+    /* Column panels outside, row blocks inside: one panel of B (K x NVMAX VW) is reused by
+     * every row block while it is in L1/L2. */
+    for (int64_t j0 = 0; j0 < n; j0 += NVMAX * VW) {
+        for (int64_t i0 = 0; i0 < m; i0 += MR) {
+            const int mr = (int)cg__ssd_min(MR, m - i0);
+            int64_t nend = n, kbeg = 0, kend = K;
+            switch (mode) {
+            case CG_SSD_DENSE: break;
+            case CG_SSD_KLOWER: kend = K + cg__ssd_min(i0 + mr, m); break;
+            case CG_SSD_KUPPER: kbeg = i0; break;
+            case CG_SSD_NLOWER: nend = cg__ssd_min(n, cg__ssd_pad(cg__ssd_min(i0 + mr, m))); break;
+            }
+            if (j0 >= nend) continue;
+            const int nv = (int)cg__ssd_min(NVMAX, (nend - j0) / VW);
+            const int64_t kn = kend > kbeg ? kend - kbeg : 0;
+            micro_tab[unit][mr - 1][nv - 1](kn, A + i0 * ars + kbeg * aks, ars, aks, B + kbeg * ldb + j0, ldb,
+                                            C + i0 * ldc + j0, ldc, acc);
+        }
+    }
+}
+
+/* ------------------------------------------------------------- transpose
+ * TB x TB blocks transposed in registers: 16 x 16 in zmm by vector-extension shuffles
+ * (avx512), 8 x 8 in ymm (avx2) and 4 x 4 in xmm (SSE) by intrinsics, else scalar. */
+#if defined(__AVX512F__) && !defined(__clang__) /* no __builtin_shuffle in clang */
+#define TB 16
+typedef float cg_v16 __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int32_t cg_i16 __attribute__((vector_size(64)));
+
+/* Four stages that swap the off-diagonal b x b sub-blocks of every 2b x 2b block
+ * (b = 8, 4, 2, 1), two-register shuffles each. */
+static inline void transpose_block(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss) {
+    static const cg_i16 lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+                        hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+                        lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+                        hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31},
+                        lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+                        hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31},
+                        lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+                        hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
+    cg_v16 r[16];
+    for (int i = 0; i < 16; i++) r[i] = *(const cg_v16 *)(src + i * ss);
+#define STAGE(b, lo, hi)                                                                                       \
+    for (int i = 0; i < 16; i++)                                                                               \
+        if (!(i & (b))) {                                                                                      \
+            cg_v16 x = r[i], y = r[i + (b)];                                                                   \
+            r[i] = __builtin_shuffle(x, y, lo);                                                                \
+            r[i + (b)] = __builtin_shuffle(x, y, hi);                                                          \
+        }
+    STAGE(8, lo8, hi8)
+    STAGE(4, lo4, hi4)
+    STAGE(2, lo2, hi2)
+    STAGE(1, lo1, hi1)
+#undef STAGE
+    for (int j = 0; j < 16; j++) *(cg_v16 *)(dst + j * ldd) = r[j];
+}
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define TB 8
+static inline void transpose_block(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * ss);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);     /* r0[0] r1[0] r0[1] r1[1] | r0[4] ... */
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); /* r0[2] r1[2] r0[3] r1[3] | r0[6] ... */
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int u = 0; u < 2; u++) {
+            r[i + u] = _mm256_shuffle_ps(t[i + u], t[i + 2 + u], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + 2 + u] = _mm256_shuffle_ps(t[i + u], t[i + 2 + u], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+    /* r[0]: column 0 | column 4 of rows 0..3, r[2]: 1 | 5, r[1]: 2 | 6, r[3]: 3 | 7; r[4..7] rows 4..7 */
+    static const int col[4] = {0, 2, 1, 3};
+    for (int c = 0; c < 4; c++) {
+        _mm256_storeu_ps(dst + c * ldd, _mm256_permute2f128_ps(r[col[c]], r[4 + col[c]], 0x20));
+        _mm256_storeu_ps(dst + (c + 4) * ldd, _mm256_permute2f128_ps(r[col[c]], r[4 + col[c]], 0x31));
+    }
+}
+#elif defined(__SSE2__)
+#include <immintrin.h>
+#define TB 4
+static inline void transpose_block(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss) {
+    __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ss), r2 = _mm_loadu_ps(src + 2 * ss),
+           r3 = _mm_loadu_ps(src + 3 * ss);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(dst, r0);
+    _mm_storeu_ps(dst + ldd, r1);
+    _mm_storeu_ps(dst + 2 * ldd, r2);
+    _mm_storeu_ps(dst + 3 * ldd, r3);
+}
+#else
+#define TB 4
+static inline void transpose_block(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss) {
+    for (int i = 0; i < TB; i++)
+        for (int j = 0; j < TB; j++) dst[j * ldd + i] = src[i * ss + j];
+}
+#endif
+
+void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss, int64_t rows,
+                       int64_t w, int64_t cols_pad) {
+    for (int64_t j = 0; j < w; j++)
+        for (int64_t i = rows; i < cols_pad; i++) dst[j * ldd + i] = 0.0f;
+    const int64_t rb = rows / TB * TB, wb = w / TB * TB;
+    for (int64_t i0 = 0; i0 < rb; i0 += TB)
+        for (int64_t j0 = 0; j0 < wb; j0 += TB) transpose_block(dst + j0 * ldd + i0, ldd, src + i0 * ss + j0, ss);
+    /* the edges */
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = (i < rb ? wb : 0); j < w; j++) dst[j * ldd + i] = src[i * ss + j];
+}

@@ -1,0 +1,131 @@
+"""Bad input raises ValueError (CG_EINVAL) or RuntimeError carrying the library's message;
+NaN inputs propagate without a crash. Both front ends (numpy and torch)."""
+import numpy as np
+import pytest
+import torch
+
+import chunkgen
+import chunkgen.torch as ct
+
+
+def ssd_np(B=1, T=4, G=2, H=4, dk=3, dv=5):
+    rng = np.random.default_rng(0)
+    r = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    return [r(B, T, G, dk), r(B, T, G, dk), r(B, T, H, dv), -np.abs(r(B, T, H))]
+
+
+def ssd_t(**kw):
+    return [torch.from_numpy(a) for a in ssd_np(**kw)]
+
+
+@pytest.mark.parametrize("front", ["numpy", "torch"])
+def test_wrong_ndim(front):
+    q, k, v, la = ssd_np() if front == "numpy" else ssd_t()
+    f = chunkgen.ssd if front == "numpy" else ct.ssd
+    with pytest.raises(ValueError, match=r"q: 3 dimensions .*expected 4"):
+        f(q[0], k, v, la)
+    with pytest.raises(ValueError, match=r"log_alpha: .*dimensions"):
+        f(q, k, v, la[..., None])
+    with pytest.raises(ValueError, match=r"x: 5 dimensions but expected at most 4"):
+        (chunkgen.sscan if front == "numpy" else ct.sscan)(v[None], v, v, v, v)
+
+
+@pytest.mark.parametrize("front", ["numpy", "torch"])
+def test_empty_dimension(front):
+    q, k, v, la = ssd_np(T=1) if front == "numpy" else ssd_t(T=1)
+    with pytest.raises(ValueError, match=r"q: .*(T = 0|no elements).*expected .*>= 1"):
+        (chunkgen.ssd if front == "numpy" else ct.ssd)(q[:, :0], k[:, :0], v[:, :0], la[:, :0])
+
+
+@pytest.mark.parametrize("front", ["numpy", "torch"])
+def test_heads_not_multiple_of_groups(front):
+    q, k, v, la = ssd_np(G=3, H=4) if front == "numpy" else ssd_t(G=3, H=4)
+    with pytest.raises(ValueError, match=r"H = 4 is not a multiple of G = 3"):
+        (chunkgen.ssd if front == "numpy" else ct.ssd)(q, k, v, la)
+
+
+@pytest.mark.parametrize("front", ["numpy", "torch"])
+def test_batch_mismatch(front):
+    q, k, _, _ = ssd_np(B=1) if front == "numpy" else ssd_t(B=1)
+    _, _, v, la = ssd_np(B=2) if front == "numpy" else ssd_t(B=2)
+    with pytest.raises(ValueError, match=r"v: shape \(2, 4, 4, 5\) but expected \(1, 4, 4, 5\)"):
+        (chunkgen.ssd if front == "numpy" else ct.ssd)(q, k, v, la)
+
+
+def test_integer_and_half_dtypes():
+    q, k, v, la = ssd_np()
+    with pytest.raises(ValueError, match="q: dtype int32"):
+        chunkgen.ssd(q.astype(np.int32), k, v, la)
+    with pytest.raises(ValueError, match="v: dtype float16"):
+        chunkgen.ssd(q, k, v.astype(np.float16), la)
+    tq, tk, tv, tla = ssd_t()
+    with pytest.raises(ValueError, match="q: dtype torch.int64"):
+        ct.ssd(tq.long(), tk, tv, tla)
+    with pytest.raises(ValueError, match="k: dtype torch.float16"):
+        ct.ssd(tq, tk.half(), tv, tla)
+    with pytest.raises(ValueError, match="v: dtype torch.bfloat16"):
+        ct.ssd(tq, tk, tv.bfloat16(), tla)
+    with pytest.raises(ValueError, match="k: dtype torch.float64 but expected torch.float32"):
+        ct.ssd(tq, tk.double(), tv, tla)
+    with pytest.raises(ValueError, match="dtype"):  # mixed numpy dtypes: the C library's message
+        chunkgen.ssd(q, k.astype(np.float64), v, la)
+
+
+def test_tensors_on_different_devices():
+    tq, tk, tv, tla = ssd_t()
+    with pytest.raises(ValueError, match="v: on meta but expected cpu"):
+        ct.ssd(tq, tk, tv.to("meta"), tla)
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="log_alpha: on cuda"):
+            ct.ssd(tq, tk, tv, tla.cuda())
+
+
+def test_bad_options():
+    q, k, v, la = ssd_np()
+    with pytest.raises(ValueError, match="layout: 'x'"):
+        chunkgen.ssd(q, k, v, la, layout="x")
+    with pytest.raises(ValueError, match="layout"):
+        ct.ssd(*ssd_t(), layout="x")
+    with pytest.raises(ValueError, match="backend: 'gpu'"):
+        chunkgen.ssd(q, k, v, la, backend="gpu")
+    with pytest.raises(ValueError, match="ref backend only"):
+        chunkgen.ssd(*(a.astype(np.float64) for a in (q, k, v, la)), backend="cpu")
+    with pytest.raises(ValueError, match="config"):
+        chunkgen.ssd(q, k, v, la, backend="cpu", config="no_such_param=3")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
+def test_cuda_backend_without_gpu_is_runtime_error():
+    with pytest.raises(RuntimeError) as e:
+        chunkgen.ssd(*ssd_np(), backend="cuda")
+    assert not isinstance(e.value, ValueError) and str(e.value)
+
+
+@pytest.mark.parametrize("front", ["numpy", "torch", "ref"])
+def test_nan_inputs_propagate(front):
+    q, k, v, la = ssd_np(T=6)
+    v[0, 2, 1, 3] = np.nan
+    if front == "numpy":
+        o, hT = chunkgen.ssd(q, k, v, la)
+    elif front == "ref":
+        o, hT = chunkgen.ssd(*(a.astype(np.float64) for a in (q, k, v, la)))
+    else:
+        o, hT = (t.numpy() for t in ct.ssd(*(torch.from_numpy(a) for a in (q, k, v, la))))
+    # v[b, t, h, j] reaches o[b, t' >= t, h, j] and hT[b, h, :, j] only. The float32 CPU
+    # path may also spread it to earlier tokens of the same chunk (a causal mask applied
+    # by multiplication); the sequential float64 reference must match exactly.
+    nan_o = np.zeros(o.shape, bool)
+    nan_o[0, 2:, 1, 3] = True
+    nan_h = np.zeros(hT.shape, bool)
+    nan_h[0, 1, :, 3] = True
+    np.testing.assert_array_equal(np.isnan(hT), nan_h)
+    if front == "ref":
+        np.testing.assert_array_equal(np.isnan(o), nan_o)
+    else:
+        assert np.isnan(o[nan_o]).all()
+        assert not np.isnan(o[:, :, [0, 2, 3]]).any() and not np.isnan(o[..., [0, 1, 2, 4]]).any()
+    x = np.ones((1, 5, 2), np.float32)
+    x[0, 1, 0] = np.nan
+    y, _ = chunkgen.sscan(x, np.full_like(x, 0.1), -np.ones((2, 3), np.float32), np.ones((1, 5, 3), np.float32),
+                          np.ones((1, 5, 3), np.float32))
+    assert np.isnan(y[0, 1:, 0]).all() and np.isfinite(y[0, :, 1]).all()
