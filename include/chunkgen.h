@@ -297,6 +297,34 @@ CG_API cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, co
 /* Selective-scan backward (recomputes states from checkpoints every `segment` steps). */
 CG_API cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec);
 
+/* ------------------------------------------------ ahead of time: prepare, workspace
+ * The ops by number, for the calls that take any op's args struct. */
+typedef enum cg_op {
+    CG_OP_SSD_FWD = 0,   /* args: cg_ssd_fwd_args */
+    CG_OP_SSD_BWD = 1,   /* args: cg_ssd_bwd_args */
+    CG_OP_SSCAN_FWD = 2, /* args: cg_sscan_fwd_args */
+    CG_OP_SSCAN_BWD = 3  /* args: cg_sscan_bwd_args */
+} cg_op;
+
+/* Bytes of scratch the call cg_<op>(ctx, args, exec) would take from exec->workspace
+ * (kernel memory: device memory for the cuda backend; 0 for the cpu and ref backends,
+ * which keep their own), into *bytes. It validates args and chooses the backend and the
+ * config exactly as the call would (the tensors' data pointers are looked at, never
+ * read or written), and makes the kernel's plan, but compiles and allocates nothing. A
+ * call given exec->workspace of at least this many bytes allocates no scratch. */
+CG_API cg_status cg_workspace_size(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, size_t *bytes);
+
+/* Everything the call cg_<op>(ctx, args, exec) needs, done now: the config lookup, the
+ * plan, compiling (or fetching from the kernel cache) and loading the kernels, and, when
+ * exec->workspace is NULL or too small, the context's own scratch. Later calls with the
+ * same shapes, optional tensors, options and exec on ctx then neither compile, load,
+ * allocate nor synchronize, so they can be captured into a CUDA graph. bytes (may be
+ * NULL): as cg_workspace_size. A call under CUDA graph capture that would still have to
+ * compile or allocate fails with CG_EUNSUPPORTED saying so, and leaves the capture intact.
+ * (The host-copy fallback of the auto backend always synchronizes: a call that takes it,
+ * see cg_last_dispatch, cannot be captured.) */
+CG_API cg_status cg_prepare(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, size_t *bytes);
+
 #ifdef __cplusplus
 }
 /* C++: the CG_..._INIT value (every member zero, .size set), without

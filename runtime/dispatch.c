@@ -57,8 +57,22 @@ static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
     return CG_OK;
 }
 
+/* What run() does once the backend and config are chosen. */
+typedef enum run_mode {
+    MODE_RUN = 0,  /* the call */
+    MODE_PREPARE,  /* cg_prepare: plan, compile, load, allocate; *bytes */
+    MODE_SIZE      /* cg_workspace_size: plan only; *bytes */
+} run_mode;
+
+static cg_status prepare_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                            const cg_exec *exec, int host_copies, run_mode mode, size_t *bytes) {
+    *bytes = 0;
+    if (host_copies || !vt->prepare) return CG_OK; /* the CPU path (also on host copies) keeps its own scratch */
+    return vt->prepare(ctx, op, prob, cfg, exec, mode == MODE_PREPARE, bytes);
+}
+
 static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
-                     const cg_exec *exec_in) {
+                     const cg_exec *exec_in, run_mode mode, size_t *bytes) {
     cg_exec exec;
     cg_status s = cg__abi_in(ctx, "exec", &exec, sizeof exec, exec_in);
     if (s) return s;
@@ -117,7 +131,8 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         n += snprintf(cfgtext + n, sizeof cfgtext - (size_t)n, "%s%s=%s", i ? "," : "", cfg.kv[i].key, cfg.kv[i].val);
     cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s", opname, vt->name, why,
                      cfgtext[0] ? cfgtext : "(default)", level);
-    s = run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not);
+    s = mode == MODE_RUN ? run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not)
+                         : prepare_on(ctx, vt, op, prob, &cfg, &exec, host_copies, mode, bytes);
     /* A stored config (tuned for a nearby seq bucket, or by an older version) that this
      * problem's constraints refuse: the backend says so before any work; run with the
      * default config instead and say so on the dispatch line. */
@@ -128,18 +143,21 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         cg__set_dispatch(ctx, "%s backend=%s%s config=(default) source=default (the %s config %s was refused: %s)",
                          opname, vt->name, why, level, cfgtext, refused);
         ctx->errmsg[0] = 0;
-        s = run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not);
+        s = mode == MODE_RUN ? run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not)
+                             : prepare_on(ctx, vt, op, prob, &cfg, &exec, host_copies, mode, bytes);
     }
     if (s == CG_OK && exec.verbose) cg__log(CG_LOG_INFO, "%s", ctx->dispatch);
     return s;
 }
 
-/* Validate args of op against the op table, then run. */
-static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
+/* Validate args of op against the op table, then run (or prepare, or size) it. */
+static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, run_mode mode,
+                         size_t *bytes) {
     if (!ctx) return CG_EINVAL;
     const cg_op_desc *d = cg__op_desc(op);
     char fn[48];
-    snprintf(fn, sizeof fn, "cg_%s", d->name);
+    snprintf(fn, sizeof fn, mode == MODE_RUN ? "cg_%s" : mode == MODE_PREPARE ? "cg_prepare(%s)" : "cg_workspace_size(%s)",
+             d->name);
     if (cg__ctx_enter(ctx, fn) != CG_OK) return CG_EINVAL; /* owner check: one thread at a time */
     union {
         cg_ssd_prob ssd;
@@ -155,21 +173,39 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
     if (!s) s = cg__op_validate(ctx, d, args ? &a : NULL, &p);
     if (!s) {
         const cg_dtype dtype = *(const cg_dtype *)((const char *)&p + d->dtype_off);
-        s = run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec); /* tensor 0: a required input */
+        s = run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec, mode, bytes); /* tensor 0: a required input */
     }
     cg__ctx_leave(ctx);
     return s;
 }
 
 cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {
-    return op_call(ctx, CG_OP_SSD_FWD, args, exec);
+    return op_call(ctx, CG_OP_SSD_FWD, args, exec, MODE_RUN, NULL);
 }
 cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec) {
-    return op_call(ctx, CG_OP_SSD_BWD, args, exec);
+    return op_call(ctx, CG_OP_SSD_BWD, args, exec, MODE_RUN, NULL);
 }
 cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec) {
-    return op_call(ctx, CG_OP_SSCAN_FWD, args, exec);
+    return op_call(ctx, CG_OP_SSCAN_FWD, args, exec, MODE_RUN, NULL);
 }
 cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec) {
-    return op_call(ctx, CG_OP_SSCAN_BWD, args, exec);
+    return op_call(ctx, CG_OP_SSCAN_BWD, args, exec, MODE_RUN, NULL);
+}
+
+static cg_status ahead(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, run_mode mode,
+                       size_t *bytes) {
+    if (!ctx) return CG_EINVAL;
+    size_t local;
+    if ((unsigned)op >= CG_OP_COUNT)
+        return cg__err(ctx, CG_EINVAL, "op: %d but expected a cg_op value (CG_OP_SSD_FWD ... CG_OP_SSCAN_BWD)", (int)op);
+    return op_call(ctx, op, args, exec, mode, bytes ? bytes : &local);
+}
+
+cg_status cg_workspace_size(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, size_t *bytes) {
+    if (ctx && !bytes) return cg__err(ctx, CG_EINVAL, "bytes: null pointer (expected a size_t to write to)");
+    return ahead(ctx, op, args, exec, MODE_SIZE, bytes);
+}
+
+cg_status cg_prepare(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, size_t *bytes) {
+    return ahead(ctx, op, args, exec, MODE_PREPARE, bytes);
 }

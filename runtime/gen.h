@@ -138,6 +138,9 @@ typedef struct cg_kexec {
     cg_status (*sync)(cg_context *ctx, void *stream);
     /* 1 when ptr is kernel-addressable memory (a device pointer for cuda). */
     int (*owns_ptr)(cg_context *ctx, const void *ptr);
+    /* 1 when stream is being captured into a CUDA graph: nothing may then compile, load,
+     * allocate or synchronize (the launcher refuses with CG_EUNSUPPORTED). NULL: never. */
+    int (*capturing)(cg_context *ctx, void *stream);
     /* Device-side timing of the work enqueued on stream between the two calls (cuda: a
      * pair of CUDA events owned by ctx and reused; emulate: the monotonic host clock).
      * timer_start gives a token (at most CG_KEXEC_TIMERS outstanding per ctx);
@@ -153,5 +156,9 @@ typedef struct cg_kexec {
 
 extern const cg_kexec cg__kexec_cuda;
 extern const cg_kexec cg__kexec_emu;
+
+/* Modules the launcher (runtime/launch.c) has loaded in ctx: compiled, or fetched from the
+ * caches. For tests of cg_prepare. */
+int64_t cg__launch_loads(cg_context *ctx);
 
 #endif /* CG_GEN_H */

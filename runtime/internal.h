@@ -87,7 +87,7 @@ cg_pool *cg__ctx_pool(cg_context *ctx);
 const char *cg__cache_dir(cg_context *ctx);
 
 /* -------------------------------------------------------------------- ops */
-typedef enum cg_op { CG_OP_SSD_FWD, CG_OP_SSD_BWD, CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD } cg_op;
+/* cg_op (include/chunkgen.h): CG_OP_SSD_FWD ... CG_OP_SSCAN_BWD. */
 #define CG_OP_COUNT 4 /* the op table (ops.h) has one descriptor each */
 
 /* ---------------------------------------------------------- config pins
@@ -192,6 +192,11 @@ typedef struct cg_backend_vt {
      * a cfg they refuse still gives 1 when the default runs (the run reports the
      * refusal). On 0, may leave a reason in ctx. */
     int (*supports)(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg);
+    /* Ahead of a call (cg_prepare, cg_workspace_size): the workspace bytes the call takes
+     * from cg_exec.workspace, and with load = 1 everything it would compile, load or
+     * allocate. NULL: nothing to prepare, no workspace. */
+    cg_status (*prepare)(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg, const cg_exec *ex, int load,
+                         size_t *bytes);
     cg_status (*ssd_fwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
     cg_status (*ssd_bwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
     cg_status (*sscan_fwd)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);

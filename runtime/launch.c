@@ -51,6 +51,7 @@ typedef struct plan_entry {
 #define CG_WS_SLOTS 4
 typedef struct plans_state {
     plan_entry *head;
+    int64_t loads;        /* modules loaded (compiled or fetched from the caches) */
     struct { const cg_kexec *kx; void *p; size_t bytes; } ws[CG_WS_SLOTS]; /* context-owned workspaces */
 } plans_state;
 
@@ -154,6 +155,12 @@ static cg_status workspace_get(cg_context *ctx, const cg_kexec *kx, const cg_exe
         if (st->ws[i].kx == kx || !st->ws[i].kx) slot = i;
     if (slot < 0) return cg__err(ctx, CG_EINTERNAL, "workspace: more than %d kernel executors", CG_WS_SLOTS);
     if (st->ws[slot].bytes < bytes) {
+        if (kx->capturing && kx->capturing(ctx, ex ? ex->stream : NULL))
+            return cg__err(ctx, CG_EUNSUPPORTED,
+                           "the stream is being captured into a CUDA graph and this call would allocate (%s, %zu "
+                           "bytes): call cg_prepare with the same arguments before capturing, or pass "
+                           "cg_exec.workspace (cg_workspace_size)",
+                           st->ws[slot].p ? "its scratch must grow" : "its scratch is not allocated yet", bytes);
         if (st->ws[slot].p) {
             cg_status s = kx->sync(ctx, ex ? ex->stream : NULL); /* kernels in flight may still use it */
             if (s) return s;
@@ -310,13 +317,43 @@ static void pack_args(const plan_entry *e, const cg_op_desc *d, const void *prob
     *n = k;
 }
 
+/* Compile (or fetch) and load e's module, once; refused under CUDA graph capture. */
+static cg_status entry_load(cg_context *ctx, const cg_kexec *kx, plan_entry *e, void *stream) {
+    if (e->module) return CG_OK;
+    if (kx->capturing && kx->capturing(ctx, stream))
+        return cg__err(ctx, CG_EUNSUPPORTED,
+                       "the stream is being captured into a CUDA graph and kernel %s is not loaded yet (compiling "
+                       "and loading it would break the capture): call cg_prepare with the same arguments before "
+                       "capturing",
+                       e->plan.name);
+    cg_status s = kx->load(ctx, &e->plan, &e->module);
+    if (s == CG_OK) ((plans_state *)ctx->plans)->loads++;
+    return s;
+}
+
+int64_t cg__launch_loads(cg_context *ctx) { return ctx->plans ? ((plans_state *)ctx->plans)->loads : 0; }
+
+/* cg_prepare / cg_workspace_size: the plan (and with load its module and, when the
+ * caller gives no large enough workspace, the context's scratch). */
+static cg_status gen_prepare(cg_context *ctx, const cg_kexec *kx, cg_op op, const void *prob, const cg_cfg *cfg,
+                             const cg_exec *ex, int load, size_t *bytes) {
+    plan_entry *e;
+    cg_status s = gen_entry(ctx, kx, cg__op_desc(op), prob, cfg, &e);
+    if (s) return s;
+    *bytes = (size_t)e->plan.workspace_bytes;
+    if (!load) return CG_OK;
+    void *ws;
+    if ((s = entry_load(ctx, kx, e, ex ? ex->stream : NULL)) == CG_OK) s = workspace_get(ctx, kx, ex, *bytes, &ws);
+    return s;
+}
+
 static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const void *prob, const cg_cfg *cfg,
                          const cg_exec *ex) {
     const cg_op_desc *d = cg__op_desc(op);
     plan_entry *e;
     cg_status s = gen_entry(ctx, kx, d, prob, cfg, &e);
     if (s) return s;
-    if (!e->module && (s = kx->load(ctx, &e->plan, &e->module))) return s;
+    if ((s = entry_load(ctx, kx, e, ex ? ex->stream : NULL))) return s;
 
     /* Tensors the kernels cannot address are staged through kernel memory. */
     staged sv[CG_OP_MAX_TENSORS];
@@ -353,6 +390,10 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
     static int NAME##_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) {        \
         return gen_supports(ctx, &KX, op, prob, cfg);                                                   \
     }                                                                                                   \
+    static cg_status NAME##_prepare(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg,     \
+                                    const cg_exec *ex, int load, size_t *bytes) {                       \
+        return gen_prepare(ctx, &KX, op, prob, cfg, ex, load, bytes);                                   \
+    }                                                                                                   \
     static cg_status NAME##_ssd_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c, const cg_exec *e) { \
         return gen_run(ctx, &KX, CG_OP_SSD_FWD, p, c, e);                                               \
     }                                                                                                   \
@@ -370,6 +411,7 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
     const cg_backend_vt cg__backend_##NAME = {                                                          \
         .name = #NAME,                                                                                  \
         .supports = NAME##_supports,                                                                    \
+        .prepare = NAME##_prepare,                                                                      \
         .ssd_fwd = NAME##_ssd_fwd,                                                                      \
         .ssd_bwd = NAME##_ssd_bwd,                                                                      \
         .sscan_fwd = NAME##_sscan_fwd,                                                                  \

@@ -614,26 +614,50 @@ enum { GT_Q, GT_K, GT_V, GT_LA, GT_H0, GT_O, GT_HT, GT_DOUT, GT_DHT, GT_DQ, GT_D
        ST_DA, ST_DB, ST_DC, ST_DD, ST_DZ, ST_DBIAS, ST_DH0, GT_COUNT };
 
 /* The four ops, in order, on ex->stream. */
+/* The four ops' args over g. */
+typedef struct four_args {
+    cg_ssd_fwd_args f;
+    cg_ssd_bwd_args b;
+    cg_sscan_fwd_args sf;
+    cg_sscan_bwd_args sb;
+} four_args;
+
+static void four_args_of(gtens *g, four_args *a) {
+    a->f = (cg_ssd_fwd_args){.layout = CG_LAYOUT_TOKEN_MAJOR, .q = g[GT_Q].t, .k = g[GT_K].t, .v = g[GT_V].t,
+                             .log_alpha = g[GT_LA].t, .h0 = g[GT_H0].t, .o = g[GT_O].t, .hT = g[GT_HT].t};
+    a->b = (cg_ssd_bwd_args){.layout = CG_LAYOUT_TOKEN_MAJOR, .q = g[GT_Q].t, .k = g[GT_K].t, .v = g[GT_V].t,
+                             .log_alpha = g[GT_LA].t, .h0 = g[GT_H0].t, .dout = g[GT_DOUT].t, .dhT = g[GT_DHT].t,
+                             .dq = g[GT_DQ].t, .dk = g[GT_DK].t, .dv = g[GT_DV].t, .dlog_alpha = g[GT_DLA].t,
+                             .dh0 = g[GT_DH0].t};
+    a->sf = (cg_sscan_fwd_args){.x = g[ST_X].t, .delta = g[ST_DELTA].t, .A = g[ST_A].t, .B = g[ST_B].t,
+                                .C = g[ST_C].t, .D = g[ST_D].t, .z = g[ST_Z].t, .delta_bias = g[ST_BIAS].t,
+                                .h0 = g[ST_H0].t, .delta_softplus = 1, .y = g[ST_Y].t, .hT = g[ST_HT].t};
+    a->sb = (cg_sscan_bwd_args){.x = g[ST_X].t, .delta = g[ST_DELTA].t, .A = g[ST_A].t, .B = g[ST_B].t,
+                                .C = g[ST_C].t, .D = g[ST_D].t, .z = g[ST_Z].t, .delta_bias = g[ST_BIAS].t,
+                                .h0 = g[ST_H0].t, .dy = g[ST_DY].t, .dhT = g[ST_DHT].t, .delta_softplus = 1,
+                                .dx = g[ST_DX].t, .ddelta = g[ST_DDELTA].t, .dA = g[ST_DA].t, .dB = g[ST_DB].t,
+                                .dC = g[ST_DC].t, .dD = g[ST_DD].t, .dz = g[ST_DZ].t, .ddelta_bias = g[ST_DBIAS].t,
+                                .dh0 = g[ST_DH0].t};
+}
+
 static cg_status run_four(cg_context *ctx, gtens *g, const cg_exec *ex) {
-    cg_ssd_fwd_args f = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = g[GT_Q].t, .k = g[GT_K].t, .v = g[GT_V].t,
-                         .log_alpha = g[GT_LA].t, .h0 = g[GT_H0].t, .o = g[GT_O].t, .hT = g[GT_HT].t};
-    cg_status st = cg_ssd_fwd(ctx, &f, ex);
-    if (st) return st;
-    cg_ssd_bwd_args b = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = g[GT_Q].t, .k = g[GT_K].t, .v = g[GT_V].t,
-                         .log_alpha = g[GT_LA].t, .h0 = g[GT_H0].t, .dout = g[GT_DOUT].t, .dhT = g[GT_DHT].t,
-                         .dq = g[GT_DQ].t, .dk = g[GT_DK].t, .dv = g[GT_DV].t, .dlog_alpha = g[GT_DLA].t,
-                         .dh0 = g[GT_DH0].t};
-    if ((st = cg_ssd_bwd(ctx, &b, ex))) return st;
-    cg_sscan_fwd_args sf = {.x = g[ST_X].t, .delta = g[ST_DELTA].t, .A = g[ST_A].t, .B = g[ST_B].t, .C = g[ST_C].t,
-                            .D = g[ST_D].t, .z = g[ST_Z].t, .delta_bias = g[ST_BIAS].t, .h0 = g[ST_H0].t,
-                            .delta_softplus = 1, .y = g[ST_Y].t, .hT = g[ST_HT].t};
-    if ((st = cg_sscan_fwd(ctx, &sf, ex))) return st;
-    cg_sscan_bwd_args sb = {.x = g[ST_X].t, .delta = g[ST_DELTA].t, .A = g[ST_A].t, .B = g[ST_B].t, .C = g[ST_C].t,
-                            .D = g[ST_D].t, .z = g[ST_Z].t, .delta_bias = g[ST_BIAS].t, .h0 = g[ST_H0].t,
-                            .dy = g[ST_DY].t, .dhT = g[ST_DHT].t, .delta_softplus = 1, .dx = g[ST_DX].t,
-                            .ddelta = g[ST_DDELTA].t, .dA = g[ST_DA].t, .dB = g[ST_DB].t, .dC = g[ST_DC].t,
-                            .dD = g[ST_DD].t, .dz = g[ST_DZ].t, .ddelta_bias = g[ST_DBIAS].t, .dh0 = g[ST_DH0].t};
-    return cg_sscan_bwd(ctx, &sb, ex);
+    four_args a;
+    four_args_of(g, &a);
+    cg_status st;
+    if ((st = cg_ssd_fwd(ctx, &a.f, ex)) || (st = cg_ssd_bwd(ctx, &a.b, ex)) || (st = cg_sscan_fwd(ctx, &a.sf, ex)))
+        return st;
+    return cg_sscan_bwd(ctx, &a.sb, ex);
+}
+
+/* cg_prepare of the four calls of run_four. */
+static cg_status prepare_four(cg_context *ctx, gtens *g, const cg_exec *ex) {
+    four_args a;
+    four_args_of(g, &a);
+    cg_status st;
+    if ((st = cg_prepare(ctx, CG_OP_SSD_FWD, &a.f, ex, NULL)) || (st = cg_prepare(ctx, CG_OP_SSD_BWD, &a.b, ex, NULL)) ||
+        (st = cg_prepare(ctx, CG_OP_SSCAN_FWD, &a.sf, ex, NULL)))
+        return st;
+    return cg_prepare(ctx, CG_OP_SSCAN_BWD, &a.sb, ex, NULL);
 }
 
 /* Outputs back to the host copies (synchronizing the stream). */
@@ -884,6 +908,33 @@ static void mock_driver_child(void) {
     CG_CHECK_OK(ctx, x->timer_stop(ctx, stream, token, &msec));
     CG_CHECK(msec == 0.5, "elapsed %g ms (the mock says 0.5)", msec);
     CG_CHECK(ms->violations == 0, "no driver rule broken: %s", ms->last_violation);
+
+    /* F2. cg_prepare instead of a first use: a fresh context's very first calls capture
+     * (nothing compiles, loads, allocates or synchronizes under capture); a context not
+     * prepared refuses under capture with a status that says so, and the capture holds. */
+    for (int prepared = 1; prepared >= 0; prepared--) {
+        cg_context *pc;
+        CG_CHECK_OK(NULL, cg_context_create(&pc));
+        CG_CHECK_OK(pc, cg_context_set_cache_dir(pc, dir));
+        CG_CHECK_OK(pc, cg_context_set_tune_on_miss(pc, 0));
+        if (prepared) CG_CHECK_OK(pc, prepare_four(pc, g, &ex));
+        const long long cap0 = ms->captured, viol0 = ms->violations;
+        void *pgraph = NULL;
+        CG_CHECK(ga.begin_capture(stream, 0) == CUDA_SUCCESS, "begin capture (prepared %d)", prepared);
+        cg_status pst = run_four(pc, g, &ex);
+        CUresult per = ga.end_capture(stream, &pgraph);
+        if (prepared) {
+            CG_CHECK(pst == CG_OK, "prepared, captured: %s: %s", cg_status_str(pst), cg_errmsg(pc));
+            CG_CHECK(ms->captured - cap0 == eager, "%lld launches captured, %lld expected", ms->captured - cap0, eager);
+        } else {
+            CG_CHECK(pst == CG_EUNSUPPORTED && strstr(cg_errmsg(pc), "cg_prepare"), "not prepared, captured: %s: %s",
+                     cg_status_str(pst), cg_errmsg(pc));
+        }
+        CG_CHECK(per == CUDA_SUCCESS && ms->violations == viol0, "the capture holds (prepared %d): %d, %s", prepared,
+                 (int)per, ms->last_violation);
+        if (pgraph) ga.graph_destroy(pgraph);
+        cg_context_free(pc);
+    }
 
     /* G. teardown: everything the context made is gone, the caller's context stays */
     for (int i = 0; i < GT_COUNT; i++) gt_free(ctx, &g[i]);

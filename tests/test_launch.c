@@ -83,3 +83,71 @@ CG_TEST(launch_tuned_call_resolves_once) {
     cg_context_free(ctx);
     nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+static int64_t loads(cg_context *ctx) { return cg__launch_loads(ctx); }
+
+/* cg_workspace_size makes the plan and nothing else; cg_prepare also compiles and loads,
+ * so the call that follows resolves and loads nothing; a caller's workspace of the size
+ * asked for (poisoned with NaN) serves the call, whose gradients match the reference. */
+CG_TEST(launch_prepare_and_workspace) {
+    char dir[] = "/tmp/cg_launch_prep_XXXXXX";
+    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    unsetenv("CHUNKGEN_CONFIG");
+    unsetenv("CHUNKGEN_TUNE_ON_MISS");
+    cg_context *ctx = tune_test_ctx(dir);
+    ssdt_dims dims = {1, 70, 1, 2, 16, 8, CG_LAYOUT_TOKEN_MAJOR, 0}; /* T = 70: chunks and a partial one */
+    ssdt_set x, ref;
+    ssdt_set_alloc(&x, dims, CG_F32, SSDT_BWD);
+    ssdt_set_alloc(&ref, dims, CG_F64, SSDT_BWD);
+    cg_rng r = {5};
+    ssdt_fill_inputs(&x, &r, -0.3, -0.01, SSDT_BWD);
+    ssdt_copy_inputs(&ref, &x, SSDT_BWD);
+    cg_ssd_bwd_args a = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = x.q.t, .k = x.k.t, .v = x.v.t, .log_alpha = x.la.t,
+                         .h0 = x.h0.t, .dout = x.dout.t, .dhT = x.dhT.t, .dq = x.dq.t, .dk = x.dk.t, .dv = x.dv.t,
+                         .dlog_alpha = x.dla.t, .dh0 = x.dh0.t};
+    cg_exec ex = {.backend = CG_BACKEND_EMULATE};
+
+    size_t bytes = 0, bytes2 = 0;
+    int64_t r0 = resolves(ctx), l0 = loads(ctx);
+    CG_CHECK_OK(ctx, cg_workspace_size(ctx, CG_OP_SSD_BWD, &a, &ex, &bytes));
+    CG_CHECK(bytes > 0, "the backward keeps chunk states in its workspace: %zu bytes", bytes);
+    CG_CHECK(resolves(ctx) - r0 == 1 && loads(ctx) == l0, "size: %lld resolves, %lld loads (want 1, 0)",
+             (long long)(resolves(ctx) - r0), (long long)(loads(ctx) - l0));
+    CG_CHECK_OK(ctx, cg_prepare(ctx, CG_OP_SSD_BWD, &a, &ex, &bytes2));
+    CG_CHECK(bytes2 == bytes && loads(ctx) - l0 == 1, "prepare: %zu bytes (size said %zu), %lld loads", bytes2, bytes,
+             (long long)(loads(ctx) - l0));
+
+    float *ws = malloc(bytes);
+    CG_CHECK(ws != NULL, "malloc");
+    for (size_t i = 0; ws && i < bytes / sizeof *ws; i++) ws[i] = NAN;
+    ex.workspace = ws;
+    ex.workspace_bytes = bytes;
+    r0 = resolves(ctx), l0 = loads(ctx);
+    CG_CHECK_OK(ctx, cg_ssd_bwd(ctx, &a, &ex));
+    CG_CHECK(resolves(ctx) == r0 && loads(ctx) == l0, "the prepared call: %lld resolves, %lld loads (want 0, 0)",
+             (long long)(resolves(ctx) - r0), (long long)(loads(ctx) - l0));
+    CG_CHECK_OK(ctx, ssdt_run_bwd(ctx, &ref, dims.layout, 1, 1, 1, CG_BACKEND_REF, NULL));
+    const cg_tbuf *got[] = {&x.dq, &x.dk, &x.dv, &x.dla, &x.dh0}, *want[] = {&ref.dq, &ref.dk, &ref.dv, &ref.dla, &ref.dh0};
+    for (int i = 0; i < 5; i++) {
+        double e = cg_rel_err(got[i], want[i]);
+        CG_CHECK(e <= cg__tol(CG_TOL_BWD), "gradient %d with the caller's workspace: rel err %g", i, e);
+    }
+
+    /* the CPU path takes no workspace; bad arguments are refused by name */
+    ex = (cg_exec){.backend = CG_BACKEND_CPU};
+    CG_CHECK_OK(ctx, cg_workspace_size(ctx, CG_OP_SSD_BWD, &a, &ex, &bytes));
+    CG_CHECK(bytes == 0, "cpu workspace %zu", bytes);
+    CG_CHECK(cg_workspace_size(ctx, (cg_op)9, &a, &ex, &bytes) == CG_EINVAL && strstr(cg_errmsg(ctx), "op"),
+             "bad op: %s", cg_errmsg(ctx));
+    CG_CHECK(cg_workspace_size(ctx, CG_OP_SSD_BWD, &a, &ex, NULL) == CG_EINVAL && strstr(cg_errmsg(ctx), "bytes"),
+             "null bytes: %s", cg_errmsg(ctx));
+    a.q.shape[3] = 5;
+    CG_CHECK(cg_prepare(ctx, CG_OP_SSD_BWD, &a, &ex, NULL) == CG_EINVAL && strstr(cg_errmsg(ctx), "[B, T, G, dk]"),
+             "prepare validates like the call: %s", cg_errmsg(ctx));
+
+    free(ws);
+    ssdt_set_free(&x);
+    ssdt_set_free(&ref);
+    cg_context_free(ctx);
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}

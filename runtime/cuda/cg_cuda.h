@@ -61,6 +61,8 @@ typedef struct cg_cu_api {
     /* the direction comes from the pointers (unified addressing): staging copies any mix */
     CUresult (*cuMemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
     CUresult (*cuStreamSynchronize)(CUstream stream);
+    /* optional; *status: 0 not capturing, 1 capturing, 2 capture invalidated (CUstreamCaptureStatus) */
+    CUresult (*cuStreamIsCapturing)(CUstream stream, int *status);
     CUresult (*cuCtxSynchronize)(void);
     CUresult (*cuDevicePrimaryCtxGetState)(CUdevice dev, unsigned *flags, int *active);
     CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream);

@@ -428,6 +428,20 @@ static cg_status cuda_sync(cg_context *ctx, void *stream) {
     WITH_CTX(ctx, s, sync_in_ctx(ctx, stream));
 }
 
+/* 1 when stream is being captured into a CUDA graph (or its capture was invalidated):
+ * then nothing may load, allocate or synchronize. 0 when the driver cannot say. */
+static int cuda_capturing(cg_context *ctx, void *stream) {
+    const cg_cu_api *cu = cg__cu_api(NULL);
+    if (!cu || !cu->cuStreamIsCapturing || cuda_device(ctx, NULL) != CG_OK) return 0;
+    cuda_state *s = state(ctx);
+    int status = 0;
+    CUcontext popped;
+    if (cu->cuCtxPushCurrent(s->cuctx) != CUDA_SUCCESS) return 0;
+    const CUresult r = cu->cuStreamIsCapturing((CUstream)stream, &status);
+    cu->cuCtxPopCurrent(&popped);
+    return r == CUDA_SUCCESS && status != 0;
+}
+
 /* Some primary context is active: device memory of the runtime's kind can exist. */
 static int any_primary_active(const cg_cu_api *cu) {
     int count = 0;
@@ -562,6 +576,7 @@ const cg_kexec cg__kexec_cuda = {
     .copy = cuda_copy,
     .sync = cuda_sync,
     .owns_ptr = cuda_owns_ptr,
+    .capturing = cuda_capturing,
     .timer_start = cuda_timer_start,
     .timer_stop = cuda_timer_stop,
     .flush_l2 = cuda_flush_l2,

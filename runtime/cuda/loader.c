@@ -67,6 +67,7 @@ static void load_cu(void) {
         {"cuMemFree_v2", &g_cu.cuMemFree, 0},
         {"cuMemcpyAsync", &g_cu.cuMemcpyAsync, 0},
         {"cuStreamSynchronize", &g_cu.cuStreamSynchronize, 0},
+        {"cuStreamIsCapturing", &g_cu.cuStreamIsCapturing, 1}, /* CUDA 10+ */
         {"cuMemsetD8Async", &g_cu.cuMemsetD8Async, 0},
         {"cuEventCreate", &g_cu.cuEventCreate, 0},
         {"cuEventDestroy_v2", &g_cu.cuEventDestroy, 0},

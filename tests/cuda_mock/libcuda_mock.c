@@ -13,8 +13,9 @@
  *    shared memory and rises only by cuFuncSetAttribute, up to 227 KB minus static;
  *  - kernel parameters are read from kernelParams[0], as many bytes as the CUBIN says;
  *  - while a stream captures (any mode is treated as global), allocation, freeing,
- *    synchronization and copies invalidate the capture (CUDA_ERROR_STREAM_CAPTURE_
- *    UNSUPPORTED), and cuStreamEndCapture then fails (..._INVALIDATED);
+ *    synchronization, copies and module loads invalidate the capture (CUDA_ERROR_STREAM_
+ *    CAPTURE_UNSUPPORTED), and cuStreamEndCapture then fails (..._INVALIDATED);
+ *    cuStreamIsCapturing says whether a stream captures;
  *  - copies and memsets must stay inside their allocations.
  * Every broken rule is also counted and described in mock_stats(). Functions are
  * found in the image by their ".text.<name>" section; parameter sizes, launch bounds
@@ -376,6 +377,9 @@ static size_t elf_size(const unsigned char *img) {
 
 CUresult cuModuleLoadData(void **mod, const void *image) {
     NEED_CTX();
+    /* Modelled conservatively: loading a module is no part of a captured graph. */
+    CUresult cr = capture_forbids("cuModuleLoadData");
+    if (cr != OK) return cr;
     const unsigned char *img = image;
     if (!mod || !img || memcmp(img, "\177ELF", 4) != 0 || img[4] != 2)
         return violation(E_INVALID_IMAGE, "cuModuleLoadData: not an ELF64 CUBIN");
@@ -604,6 +608,14 @@ CUresult cuStreamSynchronize(void *s) {
     g_stats.syncs++;
     return capture_forbids("cuStreamSynchronize");
 }
+CUresult cuStreamIsCapturing(void *s, int *status) {
+    NEED_CTX();
+    if (!stream_ok(s) || !status) return violation(E_INVALID_VALUE, "cuStreamIsCapturing");
+    mstream *m = s;
+    *status = m ? (m->capturing ? (m->invalidated ? 2 : 1) : 0) : (g_capture ? 1 : 0);
+    return OK;
+}
+
 CUresult cuStreamBeginCapture_v2(void *s, int mode) {
     NEED_CTX();
     mstream *m = s;
