@@ -3,8 +3,8 @@
 numpy calls: ssd, ssd_bwd, sscan, sscan_bwd (this module); PyTorch ops with autograd
 and torch.compile support: chunkgen.torch.ssd, chunkgen.torch.sscan.
 
-Workspace: the library allocates its own scratch for now (cg_exec.workspace is not
-filled by these calls; the binding passes it through once a size query exists).
+Workspace: the numpy calls let the library keep its own scratch; chunkgen.torch's CUDA
+calls take it from PyTorch's caching allocator (cg_workspace_size, cg_exec.workspace).
 """
 from __future__ import annotations
 

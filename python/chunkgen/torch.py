@@ -10,9 +10,8 @@ True) traces them without a graph break and torch.library.opcheck passes.
   torch.cuda.current_stream(); float64 CUDA tensors run on `ref` on host copies.
 - Tensors are passed with their strides; a copy is made only where the innermost stride
   is not 1 or every stride is zero (see chunkgen._numpy).
-- The library allocates its own workspace for now; once the C API has a workspace-size
-  query, the workspace will come from PyTorch's caching allocator through
-  cg_exec.workspace (the binding already passes it: _C.run's workspace arguments).
+- On CUDA the kernels' workspace comes from PyTorch's caching allocator: the binding asks
+  cg_workspace_size and passes a uint8 tensor of that size as cg_exec.workspace.
 - Eager calls needing neither autograd nor tracing (no_grad / inference, plain tensors,
   no dispatch mode) skip the dispatcher and run the op's implementation directly.
 - Grouped q/k (and B/C) gradients are summed over each group's heads by the C backward.
@@ -100,8 +99,12 @@ def _run(op: str, given: dict, want, flag: int) -> Tuple[Tensor, ...]:
     backend = REF if dtype == torch.float64 else _AUTO
     if dev.type == "cuda":
         with torch.cuda.device(dev):
-            _C.run(info.index, tensors, flag, backend, None, torch.cuda.current_stream(dev).cuda_stream, None, 0,
-                   False)
+            stream = torch.cuda.current_stream(dev).cuda_stream
+            # the kernels' scratch from PyTorch's caching allocator (stream-ordered reuse)
+            nbytes = _C.workspace_size(info.index, tensors, flag, backend, None, stream, None, 0, False)
+            ws = torch.empty(nbytes, dtype=torch.uint8, device=dev) if nbytes else None
+            _C.run(info.index, tensors, flag, backend, None, stream, ws.data_ptr() if ws is not None else None,
+                   nbytes, False)
     else:
         _C.run(info.index, tensors, flag, backend, None, None, None, 0, False)
     del keep  # the inputs' copies live until here

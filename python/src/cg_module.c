@@ -64,36 +64,30 @@ typedef union any_args {
 } any_args;
 
 /* The op's int flag: layout for SSD, delta_softplus for the selective scan. */
-static cg_status call_ssd_fwd(cg_context *c, any_args *a, int flag, const cg_exec *e) {
-    a->ssd_fwd.layout = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
-    return cg_ssd_fwd(c, &a->ssd_fwd, e);
-}
-static cg_status call_ssd_bwd(cg_context *c, any_args *a, int flag, const cg_exec *e) {
-    a->ssd_bwd.layout = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
-    return cg_ssd_bwd(c, &a->ssd_bwd, e);
-}
-static cg_status call_sscan_fwd(cg_context *c, any_args *a, int flag, const cg_exec *e) {
-    a->sscan_fwd.delta_softplus = flag != 0;
-    return cg_sscan_fwd(c, &a->sscan_fwd, e);
-}
-static cg_status call_sscan_bwd(cg_context *c, any_args *a, int flag, const cg_exec *e) {
-    a->sscan_bwd.delta_softplus = flag != 0;
-    return cg_sscan_bwd(c, &a->sscan_bwd, e);
-}
+static void flag_ssd_fwd(any_args *a, int flag) { a->ssd_fwd.layout = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR; }
+static void flag_ssd_bwd(any_args *a, int flag) { a->ssd_bwd.layout = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR; }
+static void flag_sscan_fwd(any_args *a, int flag) { a->sscan_fwd.delta_softplus = flag != 0; }
+static void flag_sscan_bwd(any_args *a, int flag) { a->sscan_bwd.delta_softplus = flag != 0; }
+static cg_status call_ssd_fwd(cg_context *c, any_args *a, const cg_exec *e) { return cg_ssd_fwd(c, &a->ssd_fwd, e); }
+static cg_status call_ssd_bwd(cg_context *c, any_args *a, const cg_exec *e) { return cg_ssd_bwd(c, &a->ssd_bwd, e); }
+static cg_status call_sscan_fwd(cg_context *c, any_args *a, const cg_exec *e) { return cg_sscan_fwd(c, &a->sscan_fwd, e); }
+static cg_status call_sscan_bwd(cg_context *c, any_args *a, const cg_exec *e) { return cg_sscan_bwd(c, &a->sscan_bwd, e); }
 
 typedef struct op_desc {
     const char *name;
     const field *fields;
     int nfields;
-    cg_status (*call)(cg_context *, any_args *, int, const cg_exec *);
+    cg_op id;
+    void (*flag)(any_args *, int);
+    cg_status (*call)(cg_context *, any_args *, const cg_exec *);
 } op_desc;
 
 #define NF(a) (int)(sizeof(a) / sizeof((a)[0]))
 static const op_desc ops[] = {
-    {"ssd_fwd", ssd_fwd_fields, NF(ssd_fwd_fields), call_ssd_fwd},
-    {"ssd_bwd", ssd_bwd_fields, NF(ssd_bwd_fields), call_ssd_bwd},
-    {"sscan_fwd", sscan_fwd_fields, NF(sscan_fwd_fields), call_sscan_fwd},
-    {"sscan_bwd", sscan_bwd_fields, NF(sscan_bwd_fields), call_sscan_bwd},
+    {"ssd_fwd", ssd_fwd_fields, NF(ssd_fwd_fields), CG_OP_SSD_FWD, flag_ssd_fwd, call_ssd_fwd},
+    {"ssd_bwd", ssd_bwd_fields, NF(ssd_bwd_fields), CG_OP_SSD_BWD, flag_ssd_bwd, call_ssd_bwd},
+    {"sscan_fwd", sscan_fwd_fields, NF(sscan_fwd_fields), CG_OP_SSCAN_FWD, flag_sscan_fwd, call_sscan_fwd},
+    {"sscan_bwd", sscan_bwd_fields, NF(sscan_bwd_fields), CG_OP_SSCAN_BWD, flag_sscan_bwd, call_sscan_bwd},
 };
 #define NOPS NF(ops)
 #define MAXF 20
@@ -271,6 +265,7 @@ static int parse_call(PyObject *const *a, Py_ssize_t na, call_state *cs) {
                          &cs->got[i]))
             return -1;
     }
+    cs->op->flag(&cs->args, cs->flag);
     return 0;
 }
 
@@ -280,13 +275,32 @@ static PyObject *py_run(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     cg_status s = CG_OK;
     if (parse_call(a, na, &cs) == 0 && (ctx = thread_ctx())) {
         Py_BEGIN_ALLOW_THREADS
-        s = cs.op->call(ctx, &cs.args, cs.flag, &cs.exec);
+        s = cs.op->call(ctx, &cs.args, &cs.exec);
         Py_END_ALLOW_THREADS
     }
     release_all(&cs);
     if (!ctx) return NULL;
     if (s != CG_OK) return raise_status(s, ctx);
     Py_RETURN_NONE;
+}
+
+/* workspace_size(*run_args) -> bytes: the scratch the call takes from its workspace
+ * (cg_workspace_size; the ops are in cg_op's order), so the caller can give it from
+ * PyTorch's caching allocator. */
+static PyObject *py_workspace_size(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    call_state cs;
+    cg_context *ctx = NULL;
+    cg_status s = CG_OK;
+    size_t bytes = 0;
+    if (parse_call(a, na, &cs) == 0 && (ctx = thread_ctx())) {
+        Py_BEGIN_ALLOW_THREADS
+        s = cg_workspace_size(ctx, cs.op->id, &cs.args, &cs.exec, &bytes);
+        Py_END_ALLOW_THREADS
+    }
+    release_all(&cs);
+    if (!ctx) return NULL;
+    if (s != CG_OK) return raise_status(s, ctx);
+    return PyLong_FromSize_t(bytes);
 }
 
 /* bench(repeats, *run_args) -> (wall, cpu): seconds per C call, timed in C around the
@@ -310,7 +324,7 @@ static PyObject *py_bench(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         Py_BEGIN_ALLOW_THREADS
         wall = secs(CLOCK_MONOTONIC);
         cpu = secs(CLOCK_PROCESS_CPUTIME_ID);
-        for (long r = 0; r < reps && s == CG_OK; r++) s = cs.op->call(ctx, &cs.args, cs.flag, &cs.exec);
+        for (long r = 0; r < reps && s == CG_OK; r++) s = cs.op->call(ctx, &cs.args, &cs.exec);
         wall = (secs(CLOCK_MONOTONIC) - wall) / (double)reps;
         cpu = (secs(CLOCK_PROCESS_CPUTIME_ID) - cpu) / (double)reps;
         Py_END_ALLOW_THREADS
@@ -396,6 +410,8 @@ static PyObject *py_set_cache_dir(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
      "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose)"},
+    {"workspace_size", (PyCFunction)(void (*)(void))py_workspace_size, METH_FASTCALL,
+     "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
     {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
     {"ops", py_ops, METH_NOARGS, "((name, field_names, is_output), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
