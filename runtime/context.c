@@ -96,11 +96,8 @@ cg_status cg__context_new(cg_context **out) {
 void cg_context_free(cg_context *ctx) {
     if (!ctx) return;
     if (t_refused == ctx) t_refused = NULL; /* a new context at this address has no refusal */
-    cg__plans_ctx_free(ctx);
-    cg__emu_ctx_free(ctx);
-    cg__cuda_ctx_free(ctx);
-    cg__gen_ctx_free(ctx);
-    cg__cpu_ctx_free(ctx);
+    for (int i = CG_PART_COUNT - 1; i >= 0; i--) /* each part frees its own state */
+        if (ctx->part[i].p && ctx->part[i].free) ctx->part[i].free(ctx);
     cg__pool_free(ctx->pool);
     free(ctx->cache_dir);
     free(ctx);

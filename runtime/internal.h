@@ -37,6 +37,19 @@ void cg__pool_run(cg_pool *pool, int threads, int64_t n, cg_task_fn fn, void *ar
 int cg__online_cores(void);
 
 /* ---------------------------------------------------------------- context */
+/* The parts of the library that keep per-context state (freed in the reverse order). */
+typedef enum cg_part_id {
+    CG_PART_CPU = 0, /* the CPU path's kept scratch (runtime/cpu/ssd_cpu.c) */
+    CG_PART_GEN,     /* the generator's Lua state (runtime/lua_gen.c) */
+    CG_PART_CUDA,    /* NVRTC/driver handles, loaded modules (runtime/cuda/) */
+    CG_PART_EMU,     /* SIMT emulator modules (runtime/emu/) */
+    CG_PART_PLANS,   /* the launcher's (key -> plan, module) table (runtime/launch.c) */
+    CG_PART_COUNT
+} cg_part_id;
+typedef struct cg_ctx_part {
+    void *p;                               /* the part's state; NULL until it makes one */
+    void (*free)(struct cg_context *ctx);  /* frees p (and sets it NULL); set with p */
+} cg_ctx_part;
 #define CG_ERRMSG_CAP 2048
 #define CG_DISPATCH_CAP 512
 
@@ -47,14 +60,9 @@ struct cg_context {
     int tune_on_miss;       /* 1 on, 0 off, -1: $CHUNKGEN_TUNE_ON_MISS */
     char *cache_dir;        /* NULL: default */
     cg_pool *pool;          /* created lazily */
-    /* Private state of the parts below, created lazily, freed by cg_context_free
-     * through each part's cg__*_ctx_free. */
-    void *gen;              /* Lua state of the generator (runtime/lua_gen.c) */
-    void *cuda;             /* NVRTC/driver handles, binary cache (runtime/cuda/) */
-    void *emu;              /* SIMT emulator modules (runtime/emu/) */
-    void *plans;            /* in-memory (key -> plan, module) table of the launchers */
-    void *host_ws;          /* CPU path's kept scratch (runtime/cpu/ssd_cpu.c), host_ws_bytes long */
-    size_t host_ws_bytes;
+    /* Private state of the library's parts, each owned (created lazily, read and freed)
+     * by its part alone: cg_context_free calls each part's own free function. */
+    cg_ctx_part part[CG_PART_COUNT];
     const struct cg_config_source *cfgsrc; /* NULL: defaults only (see "config sources" below) */
     _Atomic uintptr_t owner; /* thread inside a public call (cg__ctx_enter), 0: none */
     int owner_depth;        /* nested public calls of the owner */
@@ -67,11 +75,6 @@ cg_status cg__ctx_enter(cg_context *ctx, const char *fn);
 void cg__ctx_leave(cg_context *ctx);
 /* Most CPU threads a context may be set to (cg_context_set_threads). */
 #define CG__MAX_THREADS 1024
-void cg__gen_ctx_free(cg_context *ctx);
-void cg__cuda_ctx_free(cg_context *ctx);
-void cg__emu_ctx_free(cg_context *ctx);
-void cg__plans_ctx_free(cg_context *ctx);
-void cg__cpu_ctx_free(cg_context *ctx);
 
 /* Send a message to the log callback (log.c); the only way the library says anything. */
 void cg__log(cg_log_level level, const char *fmt, ...) CG_PRINTF(2, 3);

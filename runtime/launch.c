@@ -11,7 +11,7 @@
  * cg_ktensor of templates/cg_kernel_params.h; the rest 8 bytes each), without knowing
  * what any of them means.
  *
- * Plans (rendered source, launch facts) and their loaded modules live in ctx->plans,
+ * Plans (rendered source, launch facts) and their loaded modules live in the context (its CG_PART_PLANS part),
  * keyed by (executor, kernel, shape, config pins): Lua and the compiler run on the
  * first call for a key only. `supports` makes the plan of the config the call will
  * run, so a call resolves once and the run finds it; later calls fill the params and
@@ -55,8 +55,8 @@ typedef struct plans_state {
     struct { const cg_kexec *kx; void *p; size_t bytes; } ws[CG_WS_SLOTS]; /* context-owned workspaces */
 } plans_state;
 
-void cg__plans_ctx_free(cg_context *ctx) {
-    plans_state *st = ctx->plans;
+static void plans_ctx_free(cg_context *ctx) {
+    plans_state *st = ctx->part[CG_PART_PLANS].p;
     if (!st) return;
     for (plan_entry *e = st->head, *n; e; e = n) {
         n = e->next;
@@ -66,7 +66,7 @@ void cg__plans_ctx_free(cg_context *ctx) {
     for (int i = 0; i < CG_WS_SLOTS; i++)
         if (st->ws[i].p && st->ws[i].kx->free) st->ws[i].kx->free(ctx, st->ws[i].p);
     free(st);
-    ctx->plans = NULL;
+    ctx->part[CG_PART_PLANS].p = NULL;
 }
 
 static int cfg_equal(const cg_cfg *a, const cg_cfg *b) {
@@ -116,11 +116,12 @@ static plan_entry *plan_get(cg_context *ctx, const cg_kexec *kx, const cg_devinf
                             const cg_kshape *shape, const cg_cfg *pin) {
     static const cg_cfg no_pin;
     if (!pin) pin = &no_pin;
-    plans_state *st = ctx->plans;
+    plans_state *st = ctx->part[CG_PART_PLANS].p;
     if (!st) {
         st = calloc(1, sizeof *st);
         if (!st) return NULL;
-        ctx->plans = st;
+        ctx->part[CG_PART_PLANS].p = st;
+        ctx->part[CG_PART_PLANS].free = plans_ctx_free;
     }
     for (plan_entry *e = st->head; e; e = e->next)
         if (e->kx == kx && !strcmp(e->kernel, d->name) && shape_equal(&e->shape, shape) && cfg_equal(&e->pin, pin))
@@ -148,7 +149,7 @@ static cg_status workspace_get(cg_context *ctx, const cg_kexec *kx, const cg_exe
         *out = ex->workspace;
         return CG_OK;
     }
-    plans_state *st = ctx->plans;
+    plans_state *st = ctx->part[CG_PART_PLANS].p;
     CG_ASSERT(st); /* a plan was made before any workspace is asked for */
     int slot = -1;
     for (int i = 0; i < CG_WS_SLOTS && slot < 0; i++)
@@ -327,11 +328,11 @@ static cg_status entry_load(cg_context *ctx, const cg_kexec *kx, plan_entry *e, 
                        "capturing",
                        e->plan.name);
     cg_status s = kx->load(ctx, &e->plan, &e->module);
-    if (s == CG_OK) ((plans_state *)ctx->plans)->loads++;
+    if (s == CG_OK) ((plans_state *)ctx->part[CG_PART_PLANS].p)->loads++;
     return s;
 }
 
-int64_t cg__launch_loads(cg_context *ctx) { return ctx->plans ? ((plans_state *)ctx->plans)->loads : 0; }
+int64_t cg__launch_loads(cg_context *ctx) { return ctx->part[CG_PART_PLANS].p ? ((plans_state *)ctx->part[CG_PART_PLANS].p)->loads : 0; }
 
 /* cg_prepare / cg_workspace_size: the plan (and with load its module and, when the
  * caller gives no large enough workspace, the context's scratch). */

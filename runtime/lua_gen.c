@@ -1,6 +1,6 @@
 /* lua_gen.c -- the C facade of the Lua kernel generator (generator/core.lua).
  *
- * One lua_State per context (ctx->gen), created on first use. Scripts and templates
+ * One lua_State per context (ctx->part[CG_PART_GEN].p), created on first use. Scripts and templates
  * come from the copies embedded at build time (cmake/generator.cmake), or from a
  * source checkout on disk when CHUNKGEN_LUA_PATH names one. Every call into Lua goes
  * through gen_pcall, whose traceback ends up in the context's message (CG_ELUA). */
@@ -258,10 +258,10 @@ static void gen_free(gen_state *gs) {
     free(gs);
 }
 
-void cg__gen_ctx_free(cg_context *ctx) {
+static void gen_ctx_free(cg_context *ctx) {
     if (!ctx) return;
-    gen_free((gen_state *)ctx->gen);
-    ctx->gen = NULL;
+    gen_free((gen_state *)ctx->part[CG_PART_GEN].p);
+    ctx->part[CG_PART_GEN].p = NULL;
 }
 
 static int l_loadcore(lua_State *L) {
@@ -273,8 +273,8 @@ static int l_loadcore(lua_State *L) {
 }
 
 static cg_status gen_state_get(cg_context *ctx, gen_state **out) {
-    if (ctx->gen) {
-        *out = (gen_state *)ctx->gen;
+    if (ctx->part[CG_PART_GEN].p) {
+        *out = (gen_state *)ctx->part[CG_PART_GEN].p;
         return CG_OK;
     }
     gen_state *gs = calloc(1, sizeof *gs);
@@ -325,7 +325,8 @@ static cg_status gen_state_get(cg_context *ctx, gen_state **out) {
         return st;
     }
     gs->core_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    ctx->gen = gs;
+    ctx->part[CG_PART_GEN].p = gs;
+    ctx->part[CG_PART_GEN].free = gen_ctx_free;
     *out = gs;
     return CG_OK;
 }
@@ -612,7 +613,7 @@ cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *
 }
 
 void cg__gen_stats(cg_context *ctx, cg_gen_stats *out) {
-    const gen_state *gs = ctx ? ctx->gen : NULL;
+    const gen_state *gs = ctx ? ctx->part[CG_PART_GEN].p : NULL;
     if (gs) *out = gs->stats;
     else memset(out, 0, sizeof *out);
 }

@@ -26,21 +26,34 @@ void cg__ssd_big_free(void *p, size_t bytes) {
     else munmap(p, bytes);
 }
 
-void *cg__ctx_host_ws(cg_context *ctx, size_t bytes) {
-    if (bytes > CG_HOST_WS_KEEP) return NULL;
-    if (ctx->host_ws_bytes < bytes) {
-        cg__ssd_big_free(ctx->host_ws, ctx->host_ws_bytes);
-        size_t grow = bytes < ((size_t)4 << 20) ? ((size_t)4 << 20) : bytes; /* one mapping from the start */
-        ctx->host_ws = cg__ssd_big_alloc(grow);
-        ctx->host_ws_bytes = ctx->host_ws ? grow : 0;
-    }
-    return ctx->host_ws;
+/* The CPU path's part of a context: its kept scratch. */
+typedef struct cpu_state {
+    void *ws;
+    size_t bytes;
+} cpu_state;
+
+static void cpu_ctx_free(cg_context *ctx) {
+    cpu_state *st = ctx->part[CG_PART_CPU].p;
+    if (st) cg__ssd_big_free(st->ws, st->bytes);
+    free(st);
+    ctx->part[CG_PART_CPU].p = NULL;
 }
 
-void cg__cpu_ctx_free(cg_context *ctx) {
-    cg__ssd_big_free(ctx->host_ws, ctx->host_ws_bytes);
-    ctx->host_ws = NULL;
-    ctx->host_ws_bytes = 0;
+void *cg__ctx_host_ws(cg_context *ctx, size_t bytes) {
+    if (bytes > CG_HOST_WS_KEEP) return NULL;
+    cpu_state *st = ctx->part[CG_PART_CPU].p;
+    if (!st) {
+        if (!(st = calloc(1, sizeof *st))) return NULL;
+        ctx->part[CG_PART_CPU].p = st;
+        ctx->part[CG_PART_CPU].free = cpu_ctx_free;
+    }
+    if (st->bytes < bytes) {
+        cg__ssd_big_free(st->ws, st->bytes);
+        size_t grow = bytes < ((size_t)4 << 20) ? ((size_t)4 << 20) : bytes; /* one mapping from the start */
+        st->ws = cg__ssd_big_alloc(grow);
+        st->bytes = st->ws ? grow : 0;
+    }
+    return st->ws;
 }
 
 /* ------------------------------------------------------------- parameters */

@@ -1,7 +1,7 @@
 /* kexec_cuda.c -- run generated kernels with the CUDA driver (cg__kexec_cuda).
  *
  * Modules are compiled by NVRTC straight to CUBIN for the device's arch, through two
- * caches: per context key -> loaded module (ctx->cuda), and on disk
+ * caches: per context key -> loaded module (the context's CG_PART_CUDA part), and on disk
  * (<cache dir>/kernels, kcache.c). Every driver call goes through CG_CU_CHECK, which
  * records the call, file and line on the context and returns a status. Calls run with
  * the device's primary context pushed (the one the CUDA runtime and PyTorch use). */
@@ -50,9 +50,12 @@ typedef struct cuda_state {
     unsigned flush_count;
 } cuda_state;
 
+static void cuda_ctx_free(cg_context *ctx);
+
 static cuda_state *state(cg_context *ctx) {
-    if (!ctx->cuda) ctx->cuda = calloc(1, sizeof(cuda_state));
-    return (cuda_state *)ctx->cuda;
+    if (!ctx->part[CG_PART_CUDA].p && (ctx->part[CG_PART_CUDA].p = calloc(1, sizeof(cuda_state))))
+        ctx->part[CG_PART_CUDA].free = cuda_ctx_free;
+    return (cuda_state *)ctx->part[CG_PART_CUDA].p;
 }
 
 /* ----------------------------------------------------------------- device */
@@ -358,7 +361,7 @@ static cg_status launch_in_ctx(cg_context *ctx, cuda_state *s, cuda_mod *m, cons
 
 static cg_status cuda_launch(cg_context *ctx, void *module, const cg_launch *launch, const void *params,
                              size_t params_size, void *stream) {
-    cuda_state *s = ctx ? (cuda_state *)ctx->cuda : NULL;
+    cuda_state *s = ctx ? (cuda_state *)ctx->part[CG_PART_CUDA].p : NULL;
     if (!s || !s->retained || !module)
         return cg__err(ctx, CG_ENODEV, "CUDA: launch before a module was loaded");
     WITH_CTX(ctx, s, launch_in_ctx(ctx, s, (cuda_mod *)module, launch, params, params_size, stream));
@@ -390,7 +393,7 @@ static cg_status free_in_ctx(cg_context *ctx, void *ptr) {
 static cg_status free_wrapped(cg_context *ctx, cuda_state *s, void *ptr) { WITH_CTX(ctx, s, free_in_ctx(ctx, ptr)); }
 
 static void cuda_free(cg_context *ctx, void *ptr) {
-    cuda_state *s = ctx ? (cuda_state *)ctx->cuda : NULL;
+    cuda_state *s = ctx ? (cuda_state *)ctx->part[CG_PART_CUDA].p : NULL;
     if (!ptr || !s || !s->retained) return;
     (void)free_wrapped(ctx, s, ptr);
 }
@@ -470,13 +473,13 @@ static int cuda_owns_ptr(cg_context *ctx, const void *ptr) {
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
     CUresult r = cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
     if (r == CUDA_ERROR_INVALID_CONTEXT && ctx) {
-        cuda_state *s = (cuda_state *)ctx->cuda;
+        cuda_state *s = (cuda_state *)ctx->part[CG_PART_CUDA].p;
         if (!(s && s->retained) && any_primary_active(cu)) {
             char saved[CG_ERRMSG_CAP];
             snprintf(saved, sizeof saved, "%s", ctx->errmsg); /* a query: leave the message alone */
             (void)cuda_device(ctx, NULL);
             snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", saved);
-            s = (cuda_state *)ctx->cuda;
+            s = (cuda_state *)ctx->part[CG_PART_CUDA].p;
         }
         CUcontext popped;
         if (s && s->retained && cu->cuCtxPushCurrent(s->cuctx) == CUDA_SUCCESS) {
@@ -582,8 +585,8 @@ const cg_kexec cg__kexec_cuda = {
     .flush_l2 = cuda_flush_l2,
 };
 
-void cg__cuda_ctx_free(cg_context *ctx) {
-    cuda_state *s = ctx ? (cuda_state *)ctx->cuda : NULL;
+static void cuda_ctx_free(cg_context *ctx) {
+    cuda_state *s = ctx ? (cuda_state *)ctx->part[CG_PART_CUDA].p : NULL;
     if (!s) return;
     const cg_cu_api *cu = cg__cu_api(NULL);
     if (cu && s->retained) {
@@ -607,7 +610,7 @@ void cg__cuda_ctx_free(cg_context *ctx) {
     }
     free(s->mods);
     free(s);
-    ctx->cuda = NULL;
+    ctx->part[CG_PART_CUDA].p = NULL;
 }
 
 void cg__cuda_describe(cg_context *ctx, char *buf, size_t cap) {

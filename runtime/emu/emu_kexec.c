@@ -422,19 +422,22 @@ static cg_status build_source(cg_context *ctx, const cg_plan *plan, sbuf *out) {
 }
 
 /* -------------------------------------------------------------------- state */
+static void emu_ctx_free(cg_context *ctx);
+
 static emu_state *emu_get(cg_context *ctx) {
-    if (!ctx->emu) {
+    if (!ctx->part[CG_PART_EMU].p) {
         emu_state *st = calloc(1, sizeof *st);
         if (!st) return NULL;
         const char *r = getenv("CHUNKGEN_EMU_RACECHECK");
         st->racecheck = r && r[0] && strcmp(r, "0") != 0;
-        ctx->emu = st;
+        ctx->part[CG_PART_EMU].p = st;
+        ctx->part[CG_PART_EMU].free = emu_ctx_free;
     }
-    return ctx->emu;
+    return ctx->part[CG_PART_EMU].p;
 }
 
-void cg__emu_ctx_free(cg_context *ctx) {
-    emu_state *st = ctx->emu;
+static void emu_ctx_free(cg_context *ctx) {
+    emu_state *st = ctx->part[CG_PART_EMU].p;
     if (!st) return;
     for (int i = 0; i < st->n; i++) {
         if (st->mods[i]->dl) dlclose(st->mods[i]->dl);
@@ -442,7 +445,7 @@ void cg__emu_ctx_free(cg_context *ctx) {
     }
     free(st->mods);
     free(st);
-    ctx->emu = NULL;
+    ctx->part[CG_PART_EMU].p = NULL;
 }
 
 /* --------------------------------------------------------------- modules */
@@ -937,7 +940,7 @@ static cg_status emu_timer_start(cg_context *ctx, void *stream, void **token) {
 static cg_status emu_timer_stop(cg_context *ctx, void *stream, void *token, double *ms) {
     (void)stream;
     double now = emu_now_ms();
-    emu_state *st = ctx->emu;
+    emu_state *st = ctx->part[CG_PART_EMU].p;
     emu_timer *t = NULL;
     for (int i = 0; st && i < CG_KEXEC_TIMERS; i++)
         if (token == (void *)&st->timers[i]) t = &st->timers[i];
