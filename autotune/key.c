@@ -40,26 +40,6 @@ uint64_t cg__tune_hash(const void *data, size_t n, uint64_t seed) {
     return h;
 }
 
-/* Key fields are printed into "k=v;" text: keep them free of separators and control
- * characters, with single spaces. */
-static void clean_copy(char *dst, size_t cap, const char *src) {
-    size_t n = 0;
-    int space = 1; /* drop leading spaces */
-    for (const char *s = src; *s && n + 1 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == ';' || c == '=' || c == '|' || c < 0x20 || c == 0x7f || isspace(c)) c = ' ';
-        if (c == ' ') {
-            if (space) continue;
-            space = 1;
-        } else {
-            space = 0;
-        }
-        dst[n++] = (char)c;
-    }
-    while (n > 0 && dst[n - 1] == ' ') n--;
-    dst[n] = '\0';
-}
-
 int cg__tune_cpu_threads(cg_context *ctx) { return ctx->threads > 0 ? ctx->threads : cg__online_cores(); }
 
 cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key *k) {
@@ -71,7 +51,7 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
         /* the variant (runtime/cpu/cpu_isa.h) runs other kernels: another device */
         char dev[200];
         snprintf(dev, sizeof dev, "%s [%s]", cg__cpu_model(), cg__cpu_isa_ops()->name);
-        clean_copy(k->device, sizeof k->device, dev);
+        cg__clean_text(k->device, sizeof k->device, dev);
         k->threads = cg__tune_cpu_threads(ctx);
         return CG_OK;
     }
@@ -85,20 +65,20 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
     memset(&dev, 0, sizeof dev);
     cg_status st = kx->device(ctx, &dev);
     if (st != CG_OK) return st;
-    clean_copy(k->device, sizeof k->device, dev.name);
+    cg__clean_text(k->device, sizeof k->device, dev.name);
     k->cc = dev.arch;
     k->sm_count = dev.sm_count;
     if (dev.emulated) {
         /* The emulator's speed is the host's: key it on the CPU too. */
         char both[400];
         snprintf(both, sizeof both, "%s on %s", dev.name, cg__cpu_model());
-        clean_copy(k->device, sizeof k->device, both);
+        cg__clean_text(k->device, sizeof k->device, both);
         k->threads = cg__tune_cpu_threads(ctx);
     } else {
         char nv[64], dr[64];
         cuda_versions(nv, sizeof nv, dr, sizeof dr);
-        clean_copy(k->nvrtc, sizeof k->nvrtc, nv);
-        clean_copy(k->driver, sizeof k->driver, dr);
+        cg__clean_text(k->nvrtc, sizeof k->nvrtc, nv);
+        cg__clean_text(k->driver, sizeof k->driver, dr);
     }
     return CG_OK;
 }

@@ -278,6 +278,10 @@ typedef struct cg_config_source {
 /* The runtime part of cg_context_create: a context with no config source (defaults only). */
 cg_status cg__context_new(cg_context **out);
 
+/* src into dst (cap bytes) with single spaces and no control characters or the key
+ * text's separators (; = |): for names that go into "k=v;" key text (runtime/cpu/cpu_model.c). */
+void cg__clean_text(char *dst, size_t cap, const char *src);
+
 /* Aligned scratch memory (64 bytes). */
 void *cg__aligned_alloc(size_t bytes);
 void cg__aligned_free(void *p);

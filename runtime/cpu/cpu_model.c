@@ -1,6 +1,7 @@
 /* cpu_model.c -- this machine's CPU model name (the CPU devices' name in messages and
  * in the tuning keys). */
 #include "cpu_isa.h"
+#include "internal.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -8,8 +9,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-/* Single spaces, no control characters or the key text's separators (; = |). */
-static void clean_copy(char *dst, size_t cap, const char *src) {
+void cg__clean_text(char *dst, size_t cap, const char *src) {
     size_t n = 0;
     int space = 1; /* drop leading spaces */
     for (const char *s = src; *s && n + 1 < cap; s++) {
@@ -52,7 +52,7 @@ static void read_cpu_model(void) {
         struct utsname u;
         snprintf(found, sizeof found, "%s", uname(&u) == 0 ? u.machine : "unknown cpu");
     }
-    clean_copy(g_cpu_model, sizeof g_cpu_model, found);
+    cg__clean_text(g_cpu_model, sizeof g_cpu_model, found);
     if (!g_cpu_model[0]) snprintf(g_cpu_model, sizeof g_cpu_model, "unknown cpu");
 }
 
