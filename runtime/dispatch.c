@@ -155,10 +155,13 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
                          size_t *bytes) {
     if (!ctx) return CG_EINVAL;
     const cg_op_desc *d = cg__op_desc(op);
-    char fn[48];
-    snprintf(fn, sizeof fn, mode == MODE_RUN ? "cg_%s" : mode == MODE_PREPARE ? "cg_prepare(%s)" : "cg_workspace_size(%s)",
-             d->name);
-    if (cg__ctx_enter(ctx, fn) != CG_OK) return CG_EINVAL; /* owner check: one thread at a time */
+    /* the call's name for the owner check's message: static, no formatting per call */
+    static const char *const k_fn[3][CG_OP_COUNT] = {
+        {"cg_ssd_fwd", "cg_ssd_bwd", "cg_sscan_fwd", "cg_sscan_bwd"},
+        {"cg_prepare(ssd_fwd)", "cg_prepare(ssd_bwd)", "cg_prepare(sscan_fwd)", "cg_prepare(sscan_bwd)"},
+        {"cg_workspace_size(ssd_fwd)", "cg_workspace_size(ssd_bwd)", "cg_workspace_size(sscan_fwd)",
+         "cg_workspace_size(sscan_bwd)"}};
+    if (cg__ctx_enter(ctx, k_fn[mode][op]) != CG_OK) return CG_EINVAL; /* owner check: one thread at a time */
     union {
         cg_ssd_prob ssd;
         cg_sscan_prob sscan;
