@@ -1,5 +1,5 @@
 # emulator.cmake -- embed emulator/cg_emu.h (the SIMT emulator's CUDA layer) in
-# chunkgen_lib; runtime/emu/emu_kexec.c prepends it to every kernel it compiles.
+# chunkgen_lib; runtime/emu/emu_source.c prepends it to every kernel it compiles.
 #
 # Two roles in one file, as cmake/generator.cmake:
 #  - included by CMakeLists.txt after chunkgen_lib exists: adds a build step writing

@@ -2,7 +2,7 @@
  * driver's rules, so that the host side of runtime/cuda/ (context handling, module
  * loading, shared-memory opt-in, parameter passing, streams, stream capture, memory,
  * events, teardown) runs without a GPU. Built and loaded by the cuda_mock_driver test
- * of tests/test_cuda.c (CHUNKGEN_LIBCUDA=<this library>); not part of the library.
+ * of tests/test_cuda_exec.c (CHUNKGEN_LIBCUDA=<this library>); not part of the library.
  *
  * Modelled on the CUDA 13 cuda.h documentation, with one device (compute capability
  * 9.0, 227 KB opt-in shared memory per block) and its primary context:
