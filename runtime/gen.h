@@ -24,6 +24,17 @@ typedef struct cg_kshape {
 #define CG_KS_GROUPED 128
 #define CG_KS_BWD 256     /* the backward is meant (CPU spaces cover both directions) */
 #define CG_KS_SEQ_MAJOR 512 /* sscan: x/delta/z sequence-contiguous in memory ([B, D, L], mamba's) */
+/* The shape flags, in bit order, with the one name of each: the field of Lua's shape
+ * table and the `chunkgen gen --flags` word (the table is in runtime/ops.c; which tensor
+ * or scalar of an op sets a flag is the op table's kflag column). */
+typedef struct cg_kflag_desc {
+    int flag;
+    const char *name; /* "h0", "has_D", ... */
+} cg_kflag_desc;
+extern const cg_kflag_desc cg__kflags[];
+extern const int cg__nkflags;
+/* The flag named name, or 0. */
+int cg__kflag_parse(const char *name);
 
 /* What the kernel will run on. For the emulator, arch is the architecture whose
  * instructions are emulated (80) and emulated = 1. */

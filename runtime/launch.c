@@ -241,22 +241,16 @@ static cg_status stage_out(cg_context *ctx, const cg_kexec *kx, staged *sv, int 
 /* ------------------------------------------------------------------ the op */
 
 /* The kernel shape of a problem: its symbols and shape flags, the flags Lua sees as
- * shape.h0, shape.has_D, ... (gen.h): an optional tensor given, or a scalar set. */
+ * shape.h0, shape.has_D, ... (gen.h): an optional tensor given, or a scalar set (the op
+ * table's kflag columns). */
 static void kshape_of(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
-    static const struct { const char *tensor; int flag; } present[] = {
-        {"h0", CG_KS_H0}, {"hT", CG_KS_HT}, {"dhT", CG_KS_DHT},
-        {"D", CG_KS_HAS_D}, {"z", CG_KS_HAS_Z}, {"delta_bias", CG_KS_HAS_BIAS},
-    };
     memset(ks, 0, sizeof *ks);
     int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N};
     for (int s = 1; s < CG_SYM_COUNT; s++) *f[s] = cg__prob_dim(d, prob, (cg_sym)s);
-    for (size_t i = 0; i < sizeof present / sizeof present[0]; i++) {
-        int t = cg__op_tensor(d, present[i].tensor);
-        if (t >= 0 && cg__prob_view(d, prob, t)->p) ks->flags |= present[i].flag;
-    }
+    for (int i = 0; i < d->nt; i++)
+        if (d->t[i].kflag && cg__prob_view(d, prob, i)->p) ks->flags |= d->t[i].kflag;
     for (int i = 0; i < d->nscalar; i++)
-        if (!strcmp(d->scalar[i].name, "delta_softplus") && *(const int *)((const char *)prob + d->scalar[i].prob_off))
-            ks->flags |= CG_KS_SOFTPLUS;
+        if (*(const int *)((const char *)prob + d->scalar[i].prob_off)) ks->flags |= d->scalar[i].kflag;
     if (cg__prob_grouped(d, prob)) ks->flags |= CG_KS_GROUPED;
 }
 

@@ -362,14 +362,9 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
     SET_INT(B); SET_INT(T); SET_INT(G); SET_INT(H); SET_INT(dk); SET_INT(dv);
     SET_INT(L); SET_INT(D); SET_INT(N);
 #undef SET_INT
-    static const struct { int flag; const char *name; } flags[] = {
-        {CG_KS_H0, "h0"},         {CG_KS_HT, "hT"},         {CG_KS_DHT, "dhT"},
-        {CG_KS_SOFTPLUS, "softplus"}, {CG_KS_HAS_D, "has_D"}, {CG_KS_HAS_Z, "has_z"},
-        {CG_KS_HAS_BIAS, "has_bias"}, {CG_KS_GROUPED, "grouped"}, {CG_KS_BWD, "bwd"},
-        {CG_KS_SEQ_MAJOR, "seq_major"}};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        lua_pushboolean(L, (s->flags & flags[i].flag) != 0);
-        lua_setfield(L, -2, flags[i].name);
+    for (int i = 0; i < cg__nkflags; i++) {
+        lua_pushboolean(L, (s->flags & cg__kflags[i].flag) != 0);
+        lua_setfield(L, -2, cg__kflags[i].name);
     }
 }
 

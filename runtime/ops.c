@@ -1,5 +1,6 @@
 /* ops.c -- the op descriptor table (ops.h): every op's tensors, in one place. */
 #include "ops.h"
+#include "gen.h"
 
 #include <string.h>
 
@@ -31,93 +32,95 @@ cg_sym cg__sym_parse(const char *name) {
 #define OUT CG_TD_OUT
 
 /* name, file, role, optional, requires, grad_of, extents, flags, lo, hi, tol, args type, args field,
- * problem type, view field */
-#define ROW(nm, file, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, PT, vf)                      \
-    {nm, file, role, opt, req, gof, {e0, e1, e2, e3}, fl, lo, hi, tol, offsetof(AT, af), offsetof(PT, vf)}
+ * problem type, view field, shape flag (CG_KS_*, set when the tensor is given; 0: none) */
+#define ROW(nm, file, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, PT, vf, kf)                \
+    {nm, file, role, opt, req, gof, {e0, e1, e2, e3}, fl, lo, hi, tol, offsetof(AT, af), offsetof(PT, vf), kf}
 
 /* SSD: q, k [B, T, G, dk]; v, o, dout [B, T, H, dv]; log_alpha [B, T, H]; states [B, H, dk, dv]. */
-#define SSD_INPUTS(AT)                                                                                          \
-    ROW("q", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LC, -1, 1, CG_TOL_NONE, AT, q, cg_ssd_prob, q),          \
-    ROW("k", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LC, -1, 1, CG_TOL_NONE, AT, k, cg_ssd_prob, k),          \
-    ROW("v", NULL, IN, 0, NULL, NULL, B_, T_, H_, DV, LC, -1, 1, CG_TOL_NONE, AT, v, cg_ssd_prob, v),          \
+#define SSD_INPUTS(AT)                                                                                         \
+    ROW("q", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LC, -1, 1, CG_TOL_NONE, AT, q, cg_ssd_prob, q, 0),       \
+    ROW("k", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LC, -1, 1, CG_TOL_NONE, AT, k, cg_ssd_prob, k, 0),       \
+    ROW("v", NULL, IN, 0, NULL, NULL, B_, T_, H_, DV, LC, -1, 1, CG_TOL_NONE, AT, v, cg_ssd_prob, v, 0),       \
     ROW("log_alpha", NULL, IN, 0, NULL, NULL, B_, T_, H_, NO, CG_TD_LAYOUT, -0.3, 0, CG_TOL_NONE, AT,          \
-        log_alpha, cg_ssd_prob, la),                                                                           \
-    ROW("h0", NULL, IN, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, AT, h0, cg_ssd_prob, h0)
+        log_alpha, cg_ssd_prob, la, 0),                                                                        \
+    ROW("h0", NULL, IN, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, AT, h0, cg_ssd_prob, h0, \
+        CG_KS_H0)
 
 static const cg_tdesc k_ssd_fwd[] = {
     SSD_INPUTS(cg_ssd_fwd_args),
-    ROW("o", NULL, OUT, 0, NULL, NULL, B_, T_, H_, DV, LC, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, o, cg_ssd_prob, o),
+    ROW("o", NULL, OUT, 0, NULL, NULL, B_, T_, H_, DV, LC, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, o, cg_ssd_prob, o, 0),
     ROW("hT", NULL, OUT, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, hT,
-        cg_ssd_prob, hT),
+        cg_ssd_prob, hT, CG_KS_HT),
 };
 
-#define SSD_BWD(nm, file, role, opt, gof, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                               \
-    ROW(nm, file, role, opt, NULL, gof, e0, e1, e2, e3, fl, lo, hi, tol, cg_ssd_bwd_args, af, cg_ssd_prob, vf)
+#define SSD_BWD(nm, file, role, opt, gof, e0, e1, e2, e3, fl, lo, hi, tol, af, vf, kf)                         \
+    ROW(nm, file, role, opt, NULL, gof, e0, e1, e2, e3, fl, lo, hi, tol, cg_ssd_bwd_args, af, cg_ssd_prob, vf, kf)
 static const cg_tdesc k_ssd_bwd[] = {
     SSD_INPUTS(cg_ssd_bwd_args),
-    SSD_BWD("dout", "do", IN, 0, NULL, B_, T_, H_, DV, LC, -1, 1, CG_TOL_NONE, dout, dout),
-    SSD_BWD("dhT", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, dhT, dhT),
-    SSD_BWD("dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LC, 0, 0, CG_TOL_BWD, dq, dq),
-    SSD_BWD("dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LC, 0, 0, CG_TOL_BWD, dk, dk_),
-    SSD_BWD("dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LC, 0, 0, CG_TOL_BWD, dv, dv_),
-    SSD_BWD("dlog_alpha", NULL, OUT, 0, "log_alpha", B_, T_, H_, NO, CG_TD_LAYOUT, 0, 0, CG_TOL_BWD, dlog_alpha, dla),
-    SSD_BWD("dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_BWD, dh0, dh0),
+    SSD_BWD("dout", "do", IN, 0, NULL, B_, T_, H_, DV, LC, -1, 1, CG_TOL_NONE, dout, dout, 0),
+    SSD_BWD("dhT", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
+    SSD_BWD("dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LC, 0, 0, CG_TOL_BWD, dq, dq, 0),
+    SSD_BWD("dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LC, 0, 0, CG_TOL_BWD, dk, dk_, 0),
+    SSD_BWD("dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LC, 0, 0, CG_TOL_BWD, dv, dv_, 0),
+    SSD_BWD("dlog_alpha", NULL, OUT, 0, "log_alpha", B_, T_, H_, NO, CG_TD_LAYOUT, 0, 0, CG_TOL_BWD, dlog_alpha, dla,
+            0),
+    SSD_BWD("dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_BWD, dh0, dh0, 0),
 };
 
 /* Selective scan: x, delta, z, y, dy [B, L, D]; A [D, N]; B, C [B, L, G, N] (G left out when
  * ungrouped); D, delta_bias [D]; states [B, D, N]. */
 #define GR CG_TD_GROUPABLE
-#define SS(AT, nm, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                                 \
-    ROW(nm, NULL, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, cg_sscan_prob, vf)
-#define SSCAN_INPUTS(AT)                                                                                        \
-    SS(AT, "x", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, x, x),                                \
-    SS(AT, "delta", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, delta, delta),                    \
-    SS(AT, "A", IN, 0, NULL, NULL, D_, N_, NO, NO, 0, -2, -0.1, CG_TOL_NONE, A, A),                             \
-    SS(AT, "B", IN, 0, NULL, NULL, B_, L_, G_, N_, GR, -1, 1, CG_TOL_NONE, B, Bm),                              \
-    SS(AT, "C", IN, 0, NULL, NULL, B_, L_, G_, N_, GR, -1, 1, CG_TOL_NONE, C, Cm),                              \
-    SS(AT, "D", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 1, CG_TOL_NONE, D, Dv),                               \
-    SS(AT, "z", IN, 1, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, z, z),                                \
-    SS(AT, "delta_bias", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 0, CG_TOL_NONE, delta_bias, dbias),          \
-    SS(AT, "h0", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, h0, h0)
+#define SS(AT, nm, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, af, vf, kf)                           \
+    ROW(nm, NULL, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, cg_sscan_prob, vf, kf)
+#define SSCAN_INPUTS(AT)                                                                                       \
+    SS(AT, "x", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, x, x, 0),                            \
+    SS(AT, "delta", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, delta, delta, 0),                \
+    SS(AT, "A", IN, 0, NULL, NULL, D_, N_, NO, NO, 0, -2, -0.1, CG_TOL_NONE, A, A, 0),                         \
+    SS(AT, "B", IN, 0, NULL, NULL, B_, L_, G_, N_, GR, -1, 1, CG_TOL_NONE, B, Bm, 0),                          \
+    SS(AT, "C", IN, 0, NULL, NULL, B_, L_, G_, N_, GR, -1, 1, CG_TOL_NONE, C, Cm, 0),                          \
+    SS(AT, "D", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 1, CG_TOL_NONE, D, Dv, CG_KS_HAS_D),                 \
+    SS(AT, "z", IN, 1, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, z, z, CG_KS_HAS_Z),                  \
+    SS(AT, "delta_bias", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 0, CG_TOL_NONE, delta_bias, dbias, CG_KS_HAS_BIAS), \
+    SS(AT, "h0", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, h0, h0, CG_KS_H0)
 
 #define SF cg_sscan_fwd_args
 static const cg_tdesc k_sscan_fwd[] = {
     SSCAN_INPUTS(SF),
-    SS(SF, "y", OUT, 0, NULL, NULL, B_, L_, D_, NO, 0, 0, 0, CG_TOL_FWD, y, y),
-    SS(SF, "hT", OUT, 1, NULL, NULL, B_, D_, N_, NO, 0, 0, 0, CG_TOL_FWD, hT, hT),
+    SS(SF, "y", OUT, 0, NULL, NULL, B_, L_, D_, NO, 0, 0, 0, CG_TOL_FWD, y, y, 0),
+    SS(SF, "hT", OUT, 1, NULL, NULL, B_, D_, N_, NO, 0, 0, 0, CG_TOL_FWD, hT, hT, CG_KS_HT),
 };
 
 #define SB cg_sscan_bwd_args
 #define BW CG_TOL_BWD
 static const cg_tdesc k_sscan_bwd[] = {
     SSCAN_INPUTS(SB),
-    SS(SB, "dy", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, dy, dy),
-    SS(SB, "dhT", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, dhT, dhT),
-    SS(SB, "dx", OUT, 0, NULL, "x", B_, L_, D_, NO, 0, 0, 0, BW, dx, dx),
-    SS(SB, "ddelta", OUT, 0, NULL, "delta", B_, L_, D_, NO, 0, 0, 0, BW, ddelta, ddelta),
-    SS(SB, "dA", OUT, 0, NULL, "A", D_, N_, NO, NO, 0, 0, 0, BW, dA, dA),
-    SS(SB, "dB", OUT, 0, NULL, "B", B_, L_, G_, N_, GR, 0, 0, BW, dB, dB),
-    SS(SB, "dC", OUT, 0, NULL, "C", B_, L_, G_, N_, GR, 0, 0, BW, dC, dC),
-    SS(SB, "dD", OUT, 1, "D", "D", D_, NO, NO, NO, 0, 0, 0, BW, dD, dD),
-    SS(SB, "dz", OUT, 1, "z", "z", B_, L_, D_, NO, 0, 0, 0, BW, dz, dz),
-    SS(SB, "ddelta_bias", OUT, 1, "delta_bias", "delta_bias", D_, NO, NO, NO, 0, 0, 0, BW, ddelta_bias, ddbias),
-    SS(SB, "dh0", OUT, 1, NULL, "h0", B_, D_, N_, NO, 0, 0, 0, BW, dh0, dh0),
+    SS(SB, "dy", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, dy, dy, 0),
+    SS(SB, "dhT", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
+    SS(SB, "dx", OUT, 0, NULL, "x", B_, L_, D_, NO, 0, 0, 0, BW, dx, dx, 0),
+    SS(SB, "ddelta", OUT, 0, NULL, "delta", B_, L_, D_, NO, 0, 0, 0, BW, ddelta, ddelta, 0),
+    SS(SB, "dA", OUT, 0, NULL, "A", D_, N_, NO, NO, 0, 0, 0, BW, dA, dA, 0),
+    SS(SB, "dB", OUT, 0, NULL, "B", B_, L_, G_, N_, GR, 0, 0, BW, dB, dB, 0),
+    SS(SB, "dC", OUT, 0, NULL, "C", B_, L_, G_, N_, GR, 0, 0, BW, dC, dC, 0),
+    SS(SB, "dD", OUT, 1, "D", "D", D_, NO, NO, NO, 0, 0, 0, BW, dD, dD, 0),
+    SS(SB, "dz", OUT, 1, "z", "z", B_, L_, D_, NO, 0, 0, 0, BW, dz, dz, 0),
+    SS(SB, "ddelta_bias", OUT, 1, "delta_bias", "delta_bias", D_, NO, NO, NO, 0, 0, 0, BW, ddelta_bias, ddbias, 0),
+    SS(SB, "dh0", OUT, 1, NULL, "h0", B_, D_, N_, NO, 0, 0, 0, BW, dh0, dh0, 0),
 };
 
 static const cg_scalar_desc k_sscan_fwd_scalars[] = {
-    {"delta_softplus", offsetof(cg_sscan_fwd_args, delta_softplus), offsetof(cg_sscan_prob, softplus)},
+    {"delta_softplus", offsetof(cg_sscan_fwd_args, delta_softplus), offsetof(cg_sscan_prob, softplus), CG_KS_SOFTPLUS},
 };
 static const cg_scalar_desc k_sscan_bwd_scalars[] = {
-    {"delta_softplus", offsetof(cg_sscan_bwd_args, delta_softplus), offsetof(cg_sscan_prob, softplus)},
+    {"delta_softplus", offsetof(cg_sscan_bwd_args, delta_softplus), offsetof(cg_sscan_prob, softplus), CG_KS_SOFTPLUS},
 };
 
 #define NONE_OFF ((size_t)-1)
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define SSD_DIMS                                                                                               \
-    {NONE_OFF, offsetof(cg_ssd_prob, B), offsetof(cg_ssd_prob, T), offsetof(cg_ssd_prob, G),                  \
+    {NONE_OFF, offsetof(cg_ssd_prob, B), offsetof(cg_ssd_prob, T), offsetof(cg_ssd_prob, G),                   \
      offsetof(cg_ssd_prob, H), offsetof(cg_ssd_prob, dk), offsetof(cg_ssd_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF}
 #define SSCAN_DIMS                                                                                             \
-    {NONE_OFF, offsetof(cg_sscan_prob, B), NONE_OFF, offsetof(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF,   \
+    {NONE_OFF, offsetof(cg_sscan_prob, B), NONE_OFF, offsetof(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF, \
      offsetof(cg_sscan_prob, L), offsetof(cg_sscan_prob, D), offsetof(cg_sscan_prob, N)}
 
 static const cg_op_desc k_ops[] = {
@@ -202,6 +205,21 @@ void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf
     for (int k = 0; k < n && m < cap; k++)
         m += (size_t)snprintf(buf + m, cap - m, "%s%s", k ? ", " : "", cg__sym_name(d->t[i].ext[order[k]]));
     if (m < cap) snprintf(buf + m, cap - m, "]");
+}
+
+/* ----------------------------------------------------------- shape flags */
+
+const cg_kflag_desc cg__kflags[] = {
+    {CG_KS_H0, "h0"},         {CG_KS_HT, "hT"},         {CG_KS_DHT, "dhT"},      {CG_KS_SOFTPLUS, "softplus"},
+    {CG_KS_HAS_D, "has_D"},   {CG_KS_HAS_Z, "has_z"},   {CG_KS_HAS_BIAS, "has_bias"},
+    {CG_KS_GROUPED, "grouped"}, {CG_KS_BWD, "bwd"},     {CG_KS_SEQ_MAJOR, "seq_major"},
+};
+const int cg__nkflags = COUNT(cg__kflags);
+
+int cg__kflag_parse(const char *name) {
+    for (int i = 0; i < cg__nkflags; i++)
+        if (name && !strcmp(cg__kflags[i].name, name)) return cg__kflags[i].flag;
+    return 0;
 }
 
 /* ------------------------------------------------------------- tolerance */

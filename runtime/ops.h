@@ -52,12 +52,14 @@ typedef struct cg_tdesc {
     cg_tol_class tol;     /* outputs: accuracy class */
     size_t arg_off;       /* offsetof the cg_tensor in the op's args struct */
     size_t view_off;      /* offsetof the cg_view in the op's problem struct */
+    int kflag;            /* shape flag (CG_KS_*) the kernel shape gets when the tensor is given; 0 */
 } cg_tdesc;
 
 /* A scalar argument copied from the args struct into the problem (an int). */
 typedef struct cg_scalar_desc {
     const char *name;     /* e.g. "delta_softplus" */
     size_t arg_off, prob_off;
+    int kflag;            /* shape flag (CG_KS_*) the kernel shape gets when the scalar is nonzero; 0 */
 } cg_scalar_desc;
 
 #define CG_OP_MAX_TENSORS 24

@@ -15,6 +15,7 @@
 #include "chunkgen.h"
 #include "gen.h"
 #include "internal.h"
+#include "ops.h"
 
 #include <jansson.h>
 
@@ -90,6 +91,7 @@ typedef struct btensor {
     int has_b, has_t; /* logical dim 0 is batch, dim 1 is time */
     int head_perm;    /* head-major: the API's dims 1 and 2 are logical 2 and 1 */
     int out;          /* written by the op */
+    int grad;         /* a gradient (named by the input it is the gradient of) */
     int64_t n[4], s[4], count;
     float *h;         /* host */
     void *d;          /* device (cuda) */
@@ -97,10 +99,13 @@ typedef struct btensor {
     int64_t rn[4];    /* the cut's shape */
 } btensor;
 
-enum { S_Q, S_K, S_V, S_LA, S_H0, S_O, S_HT, S_DO, S_DQ, S_DK, S_DV, S_DLA, S_DH0, S_COUNT };
-enum { X_X, X_DELTA, X_A, X_B, X_C, X_D, X_Z, X_BIAS, X_Y, X_HT, X_DY, X_DX, X_DDELTA, X_DA, X_DB, X_DC, X_DD, X_DZ,
-       X_DBIAS, X_COUNT };
-#define MAX_T 20
+/* A cell's tensors are built from the op table (runtime/ops.c): the forward op's tensors
+ * in its order, then the backward op's that the forward lacks. These indices follow that
+ * order (bench_cell_define checks the count); the ones a cell does not use stay unused. */
+enum { S_Q, S_K, S_V, S_LA, S_H0, S_O, S_HT, S_DO, S_DHT, S_DQ, S_DK, S_DV, S_DLA, S_DH0, S_COUNT };
+enum { X_X, X_DELTA, X_A, X_B, X_C, X_D, X_Z, X_BIAS, X_H0, X_Y, X_HT, X_DY, X_DHT, X_DX, X_DDELTA, X_DA, X_DB, X_DC,
+       X_DD, X_DZ, X_DBIAS, X_DH0, X_COUNT };
+#define MAX_T 24
 
 typedef struct cell {
     const bconfig *cfg;
@@ -109,6 +114,7 @@ typedef struct cell {
     cg_layout layout;
     btensor t[MAX_T];
     int nt;
+    int map[2][MAX_T]; /* the cell tensor of each tensor of the forward [0] and backward [1] op */
     int64_t cut_t; /* tokens of the reference cut */
     int have_ref;
     char ref_err[512];
@@ -195,6 +201,8 @@ void bench_cell_define(cell *c);
 double bench_tbytes(const btensor *t);
 int bench_cell_alloc(cell *c, char *err, size_t errlen);
 void bench_cell_free(cell *c);
+/* The forward (bwd 0) or backward (bwd 1) op of the cell's family. */
+const cg_op_desc *bench_cell_op(const cell *c, int bwd);
 void bench_ssd_args(const cell *c, const bptrs *m, cg_ssd_fwd_args *f, cg_ssd_bwd_args *g);
 void bench_sscan_args(const cell *c, const bptrs *m, cg_sscan_fwd_args *f, cg_sscan_bwd_args *g);
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt);

@@ -20,17 +20,48 @@ const bconfig k_sscan_seed[3] = {
 };
 const int64_t k_seed_seqs[3] = {512, 2048, 8192};
 
-static void tdef(btensor *t, const char *name, int nd, int64_t n0, int64_t n1, int64_t n2, int64_t n3, int has_b,
-                 int has_t, int out) {
+const cg_op_desc *bench_cell_op(const cell *c, int bwd) {
+    if (c->cfg->op == OP_SSD) return cg__op_desc(bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD);
+    return cg__op_desc(bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD);
+}
+
+/* Which optional tensors a cell gives (k_inputs_ssd, k_inputs_sscan): the initial state
+ * for SSD only; the other optional inputs of the forward (sscan D, z, delta_bias) always;
+ * no optional input of the backward alone (dhT); every optional output whose input is
+ * given (hT; dh0 when h0 is, dD when D is ...). */
+static int cell_states_given(const cell *c) { return c->cfg->op == OP_SSD; }
+
+static int cell_uses(const cell *c, int bwd, const cg_tdesc *td) {
+    if (bwd && !c->bwd) return 0;
+    if (!td->optional) return 1;
+    const cg_op_desc *d = bench_cell_op(c, bwd);
+    if (td->role == CG_TD_IN) {
+        if (bwd) return 0;
+        int state = td->ext[0] == CG_SYM_B && td->ext[1] != d->seq;
+        return !state || cell_states_given(c);
+    }
+    const char *in = td->requires ? td->requires : td->grad_of;
+    if (!in) return 1;
+    int j = cg__op_tensor(d, in);
+    return j >= 0 && c->t[c->map[bwd][j]].used;
+}
+
+/* Tensor i of the op as a cell tensor (logical dims: SSD token-major, sscan B, C
+ * ungrouped); its name the one of `chunkgen run` (a gradient: its input's name). */
+static void tdef(cell *c, btensor *t, int bwd, int i, const int64_t dims[CG_SYM_COUNT]) {
+    const cg_op_desc *d = bench_cell_op(c, bwd);
+    const cg_tdesc *td = &d->t[i];
     memset(t, 0, sizeof *t);
-    t->name = name;
-    t->used = 1;
-    t->nd = nd;
-    int64_t n[4] = {n0, n1, n2, n3};
-    for (int i = 0; i < 4; i++) t->n[i] = i < nd ? n[i] : 1;
-    t->has_b = has_b;
-    t->has_t = has_t;
-    t->out = out;
+    t->name = td->grad_of ? td->grad_of : td->file ? td->file : td->name;
+    t->used = cell_uses(c, bwd, td);
+    int order[4];
+    t->nd = cg__op_given_order(d, i, 0, 0, order);
+    for (int k = 0; k < 4; k++) t->n[k] = k < t->nd ? dims[td->ext[order[k]]] : 1;
+    t->has_b = td->ext[0] == CG_SYM_B;
+    t->has_t = td->ext[1] == d->seq;
+    t->out = td->role == CG_TD_OUT;
+    t->grad = td->grad_of != NULL;
+    t->head_perm = c->layout == CG_LAYOUT_HEAD_MAJOR && (td->flags & CG_TD_LAYOUT);
 }
 
 /* Strides for a memory order: perm[0] outermost (logical dims). */
@@ -47,58 +78,30 @@ static void tlayout(btensor *t, const int *perm) {
 
 void bench_cell_define(cell *c) {
     const bconfig *f = c->cfg;
-    const int64_t T = c->seq, B = f->B;
-    btensor *t = c->t;
-    if (f->op == OP_SSD) {
-        const int64_t G = f->G, H = f->H, dk = f->dk, dv = f->dv;
-        c->nt = S_COUNT;
-        tdef(&t[S_Q], "q", 4, B, T, G, dk, 1, 1, 0);
-        tdef(&t[S_K], "k", 4, B, T, G, dk, 1, 1, 0);
-        tdef(&t[S_V], "v", 4, B, T, H, dv, 1, 1, 0);
-        tdef(&t[S_LA], "log_alpha", 3, B, T, H, 0, 1, 1, 0);
-        tdef(&t[S_H0], "h0", 4, B, H, dk, dv, 1, 0, 0);
-        tdef(&t[S_O], "o", 4, B, T, H, dv, 1, 1, 1);
-        tdef(&t[S_HT], "hT", 4, B, H, dk, dv, 1, 0, 1);
-        tdef(&t[S_DO], "do", 4, B, T, H, dv, 1, 1, 0);
-        tdef(&t[S_DQ], "q", 4, B, T, G, dk, 1, 1, 1);
-        tdef(&t[S_DK], "k", 4, B, T, G, dk, 1, 1, 1);
-        tdef(&t[S_DV], "v", 4, B, T, H, dv, 1, 1, 1);
-        tdef(&t[S_DLA], "log_alpha", 3, B, T, H, 0, 1, 1, 1);
-        tdef(&t[S_DH0], "h0", 4, B, H, dk, dv, 1, 0, 1);
-        static const int head4[4] = {0, 2, 1, 3}, head3[3] = {0, 2, 1};
-        for (int i = 0; i < S_COUNT; i++) {
-            int permuted = c->layout == CG_LAYOUT_HEAD_MAJOR && t[i].has_t;
-            t[i].head_perm = permuted;
-            tlayout(&t[i], permuted ? (t[i].nd == 4 ? head4 : head3) : NULL);
+    int64_t dims[CG_SYM_COUNT] = {1};
+    dims[CG_SYM_B] = f->B;
+    dims[CG_SYM_T] = dims[CG_SYM_L] = c->seq;
+    dims[CG_SYM_G] = f->G, dims[CG_SYM_H] = f->H, dims[CG_SYM_DK] = f->dk, dims[CG_SYM_DV] = f->dv;
+    dims[CG_SYM_D] = f->D, dims[CG_SYM_N] = f->N;
+    c->nt = 0;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const cg_op_desc *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->nt; i++) {
+            int j = bwd ? cg__op_tensor(bench_cell_op(c, 0), d->t[i].name) : -1;
+            if (j >= 0) {
+                c->map[1][i] = c->map[0][j];
+                continue;
+            }
+            CG_ASSERT(c->nt < MAX_T);
+            c->map[bwd][i] = c->nt;
+            tdef(c, &c->t[c->nt], bwd, i, dims);
+            c->nt++;
         }
-        if (!c->bwd)
-            for (int i = S_DO; i < S_COUNT; i++) t[i].used = 0;
-    } else {
-        const int64_t D = f->D, N = f->N;
-        c->nt = X_COUNT;
-        tdef(&t[X_X], "x", 3, B, T, D, 0, 1, 1, 0);
-        tdef(&t[X_DELTA], "delta", 3, B, T, D, 0, 1, 1, 0);
-        tdef(&t[X_A], "A", 2, D, N, 0, 0, 0, 0, 0);
-        tdef(&t[X_B], "B", 3, B, T, N, 0, 1, 1, 0);
-        tdef(&t[X_C], "C", 3, B, T, N, 0, 1, 1, 0);
-        tdef(&t[X_D], "D", 1, D, 0, 0, 0, 0, 0, 0);
-        tdef(&t[X_Z], "z", 3, B, T, D, 0, 1, 1, 0);
-        tdef(&t[X_BIAS], "delta_bias", 1, D, 0, 0, 0, 0, 0, 0);
-        tdef(&t[X_Y], "y", 3, B, T, D, 0, 1, 1, 1);
-        tdef(&t[X_HT], "hT", 3, B, D, N, 0, 1, 0, 1);
-        tdef(&t[X_DY], "dy", 3, B, T, D, 0, 1, 1, 0);
-        tdef(&t[X_DX], "x", 3, B, T, D, 0, 1, 1, 1);
-        tdef(&t[X_DDELTA], "delta", 3, B, T, D, 0, 1, 1, 1);
-        tdef(&t[X_DA], "A", 2, D, N, 0, 0, 0, 0, 1);
-        tdef(&t[X_DB], "B", 3, B, T, N, 0, 1, 1, 1);
-        tdef(&t[X_DC], "C", 3, B, T, N, 0, 1, 1, 1);
-        tdef(&t[X_DD], "D", 1, D, 0, 0, 0, 0, 0, 1);
-        tdef(&t[X_DZ], "z", 3, B, T, D, 0, 1, 1, 1);
-        tdef(&t[X_DBIAS], "delta_bias", 1, D, 0, 0, 0, 0, 0, 1);
-        for (int i = 0; i < X_COUNT; i++) tlayout(&t[i], NULL);
-        if (!c->bwd)
-            for (int i = X_DY; i < X_COUNT; i++) t[i].used = 0;
     }
+    CG_ASSERT(c->nt == (f->op == OP_SSD ? S_COUNT : X_COUNT));
+    static const int head4[4] = {0, 2, 1, 3}, head3[3] = {0, 2, 1};
+    for (int i = 0; i < c->nt; i++)
+        tlayout(&c->t[i], c->t[i].head_perm ? (c->t[i].nd == 4 ? head4 : head3) : NULL);
 }
 
 /* The tensor's bytes in the call (the whole tensor). */
@@ -190,39 +193,27 @@ static cg_tensor tview(const btensor *t, void *base, int64_t b, int64_t tt) {
     return x;
 }
 
+/* The args struct of the cell's forward (bwd 0) or backward op over m: every tensor of the
+ * op (an unused one absent), the layout, every scalar flag on (delta_softplus). */
+static void cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
+    const cg_op_desc *d = bench_cell_op(c, bwd);
+    memset(args, 0, d->args_size);
+    if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)args + d->layout_arg_off) = c->layout;
+    for (int i = 0; i < d->nt; i++) {
+        int j = c->map[bwd][i];
+        *cg__args_tensor(d, args, i) = tview(&c->t[j], m->p[j], m->b, m->tt);
+    }
+    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
+}
+
 void bench_ssd_args(const cell *c, const bptrs *m, cg_ssd_fwd_args *f, cg_ssd_bwd_args *g) {
-    const btensor *t = c->t;
-#define V(i) tview(&t[i], m->p[i], m->b, m->tt)
-    if (f) {
-        memset(f, 0, sizeof *f);
-        f->layout = c->layout;
-        f->q = V(S_Q), f->k = V(S_K), f->v = V(S_V), f->log_alpha = V(S_LA), f->h0 = V(S_H0);
-        f->o = V(S_O), f->hT = V(S_HT);
-    }
-    if (g) {
-        memset(g, 0, sizeof *g);
-        g->layout = c->layout;
-        g->q = V(S_Q), g->k = V(S_K), g->v = V(S_V), g->log_alpha = V(S_LA), g->h0 = V(S_H0), g->dout = V(S_DO);
-        g->dq = V(S_DQ), g->dk = V(S_DK), g->dv = V(S_DV), g->dlog_alpha = V(S_DLA), g->dh0 = V(S_DH0);
-    }
+    if (f) cell_args(c, m, 0, f);
+    if (g) cell_args(c, m, 1, g);
 }
 
 void bench_sscan_args(const cell *c, const bptrs *m, cg_sscan_fwd_args *f, cg_sscan_bwd_args *g) {
-    const btensor *t = c->t;
-    if (f) {
-        memset(f, 0, sizeof *f);
-        f->x = V(X_X), f->delta = V(X_DELTA), f->A = V(X_A), f->B = V(X_B), f->C = V(X_C), f->D = V(X_D);
-        f->z = V(X_Z), f->delta_bias = V(X_BIAS), f->delta_softplus = 1;
-        f->y = V(X_Y), f->hT = V(X_HT);
-    }
-    if (g) {
-        memset(g, 0, sizeof *g);
-        g->x = V(X_X), g->delta = V(X_DELTA), g->A = V(X_A), g->B = V(X_B), g->C = V(X_C), g->D = V(X_D);
-        g->z = V(X_Z), g->delta_bias = V(X_BIAS), g->delta_softplus = 1, g->dy = V(X_DY);
-        g->dx = V(X_DX), g->ddelta = V(X_DDELTA), g->dA = V(X_DA), g->dB = V(X_DB), g->dC = V(X_DC);
-        g->dD = V(X_DD), g->dz = V(X_DZ), g->ddelta_bias = V(X_DBIAS);
-    }
-#undef V
+    if (f) cell_args(c, m, 0, f);
+    if (g) cell_args(c, m, 1, g);
 }
 
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt) {

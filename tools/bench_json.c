@@ -42,22 +42,12 @@ double bench_sscan_flops(const bconfig *f, int64_t L, int bwd) {
 /* Bytes every call must move at least: each input read once, each output written once
  * (fwd_bwd: the forward's and the backward's, each reading the inputs). */
 double bench_cell_bytes(const cell *c) {
-    const btensor *t = c->t;
-    double fwd = 0, bwd = 0;
-    if (c->cfg->op == OP_SSD) {
-        for (int i = S_Q; i <= S_HT; i++) fwd += bench_tbytes(&t[i]);
-        if (c->bwd) {
-            for (int i = S_Q; i <= S_H0; i++) bwd += bench_tbytes(&t[i]);
-            for (int i = S_DO; i <= S_DH0; i++) bwd += bench_tbytes(&t[i]);
-        }
-    } else {
-        for (int i = X_X; i <= X_HT; i++) fwd += bench_tbytes(&t[i]);
-        if (c->bwd) {
-            for (int i = X_X; i <= X_BIAS; i++) bwd += bench_tbytes(&t[i]);
-            for (int i = X_DY; i <= X_DBIAS; i++) bwd += bench_tbytes(&t[i]);
-        }
+    double bytes = 0;
+    for (int bwd = 0; bwd <= c->bwd; bwd++) {
+        const cg_op_desc *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->nt; i++) bytes += bench_tbytes(&c->t[c->map[bwd][i]]);
     }
-    return fwd + bwd;
+    return bytes;
 }
 
 /* The chunk named in a dispatch line ("... config=chunk=64,..."), or 0. */
@@ -118,8 +108,7 @@ void bench_add_rel_err(const cell *c, json_t *row) {
         double e = bench_rel_err_cut(t);
         if (e != e) nan = 1;
         else if (e > all) all = e;
-        int is_grad = c->cfg->op == OP_SSD ? i >= S_DQ : i >= X_DX;
-        json_object_set_new(is_grad ? grads : outs, t->name, bench_jnum(e));
+        json_object_set_new(t->grad ? grads : outs, t->name, bench_jnum(e));
     }
     json_object_set_new(row, "rel_err", nan ? json_null() : json_real(all));
     if (c->bwd) json_object_set_new(row, "rel_err_grads", grads);

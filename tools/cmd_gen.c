@@ -71,19 +71,18 @@ static int opt_shape(void *opts, const char *v, char *err, size_t errlen) {
 }
 
 static int opt_flags(void *opts, const char *v, char *err, size_t errlen) {
-    static const struct { const char *name; int flag; } fl[] = {
-        {"h0", CG_KS_H0},             {"hT", CG_KS_HT},           {"dhT", CG_KS_DHT},
-        {"softplus", CG_KS_SOFTPLUS}, {"has_D", CG_KS_HAS_D},     {"has_z", CG_KS_HAS_Z},
-        {"has_bias", CG_KS_HAS_BIAS}, {"grouped", CG_KS_GROUPED}, {"bwd", CG_KS_BWD}};
     char buf[256];
     snprintf(buf, sizeof buf, "%s", v);
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        size_t f = 0;
-        while (f < sizeof fl / sizeof fl[0] && strcmp(fl[f].name, tok) != 0) f++;
-        if (f == sizeof fl / sizeof fl[0])
-            return snprintf(err, errlen, "unknown flag '%s' (expected h0, hT, dhT, softplus, has_D, has_z, has_bias, "
-                                         "grouped, bwd)", tok), -1;
-        ((gen_opts *)opts)->shape.flags |= fl[f].flag;
+        int flag = cg__kflag_parse(tok);
+        if (!flag) {
+            size_t m = (size_t)snprintf(err, errlen, "unknown flag '%s' (expected ", tok);
+            for (int i = 0; i < cg__nkflags && m < errlen; i++)
+                m += (size_t)snprintf(err + m, errlen - m, "%s%s", i ? ", " : "", cg__kflags[i].name);
+            if (m < errlen) snprintf(err + m, errlen - m, ")");
+            return -1;
+        }
+        ((gen_opts *)opts)->shape.flags |= flag;
     }
     return 0;
 }
@@ -92,7 +91,7 @@ static const cg_cli_opt k_gen_opts[] = {
     {"--shape", 0, CG_CLI_FN, 0, "KEY=N,...", "the shape (" "SSD: B T G H dk dv, defaults B=1,T=256,G=1,H=1;\n"
      "sscan: B L D N G); dk, dv (SSD) and N, G (sscan) are baked into the source", 0, 0, opt_shape},
     {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags: h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped,\n"
-     "bwd (the backward, for the CPU spaces)", 0, 0, opt_flags},
+     "bwd (the backward, for the CPU spaces), seq_major (sscan: [B, D, L] memory)", 0, 0, opt_flags},
     {"--config", 0, CG_CLI_STR, offsetof(gen_opts, config), "k=v,...", "pin several parameters, e.g. chunk=64,warps=4 (as --config of run\n"
      "and bench, for this one kernel: no scopes)", 0, 0, NULL},
     {"--param", 0, CG_CLI_FN, 0, "k=v", "pin one parameter (repeatable); missing ones come from the default", 0, 0, opt_param},
