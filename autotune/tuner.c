@@ -209,13 +209,6 @@ static cg_status confirm(const tenv *env, tprob *p, cg_tune_entry *e, const int 
 
 /* ---------------------------------------------------------------- one key */
 
-static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < c->n && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", i ? "," : "", c->kv[i].key, c->kv[i].val);
-}
-
 static void stamp(cg_tune_entry *e) {
     time_t t = time(NULL);
     struct tm tm;
@@ -388,11 +381,11 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
      * 1..ncfg are the space's configs in its order. */
     cg_cfg none;
     memset(&none, 0, sizeof none);
-    cfg_text(&def, e.default_cfg, sizeof e.default_cfg);
+    cg__cfg_text(&def, e.default_cfg, sizeof e.default_cfg);
     int done = 0, rejected = 0, measured = 0;
     for (int j = 0; resumed && j <= ncfg; j++) {
         char t[CG_TUNE_CFG_TEXT] = "";
-        if (j) cfg_text(&cfgs[j - 1], t, sizeof t);
+        if (j) cg__cfg_text(&cfgs[j - 1], t, sizeof t);
         if (cg__tune_entry_find(&e, t)) done++;
     }
     if (resumed)
@@ -403,7 +396,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     for (int j = 0; j <= ncfg; j++) {
         const cg_cfg *cfg = j ? &cfgs[j - 1] : &none;
         char text[CG_TUNE_CFG_TEXT] = "";
-        if (j) cfg_text(cfg, text, sizeof text);
+        if (j) cg__cfg_text(cfg, text, sizeof text);
         cg_tune_cand *have = cg__tune_entry_find(&e, text);
         if (have) {
             have->order = j; /* the space's order may have changed with the version */

@@ -211,6 +211,13 @@ cg_pool *cg__ctx_pool(cg_context *ctx) {
 
 /* ------------------------------------------------------------ config pins */
 
+void cg__cfg_text(const cg_cfg *c, char *buf, size_t cap) {
+    size_t n = 0;
+    if (cap) buf[0] = '\0';
+    for (int i = 0; i < c->n && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", i ? "," : "", c->kv[i].key, c->kv[i].val);
+}
+
 cg_status cg__cfg_parse(cg_context *ctx, const char *text, cg_cfg *out) {
     memset(out, 0, sizeof *out);
     if (!text) return CG_OK;

@@ -101,6 +101,8 @@ typedef struct cg_cfg {
     struct { char key[32]; char val[32]; } kv[CG_CFG_MAX];
 } cg_cfg;
 cg_status cg__cfg_parse(cg_context *ctx, const char *text, cg_cfg *out);
+/* c as "k=v,k=v" into buf (cut at cap): the one writer of a config's text. */
+void cg__cfg_text(const cg_cfg *c, char *buf, size_t cap);
 /* The part of a scoped config text ("k=v" for every op, or "ssd_fwd:k=v;sscan:k=v" with
  * parts scoped to an op or a family) that applies to op, into out: 1 when a part applies
  * (the first one that does), 0 when none, -1 for an unknown scope or an overlong part

@@ -69,6 +69,15 @@ void ssdt_copy_inputs(ssdt_set *d, const ssdt_set *f, int which) {
     }
 }
 
+void ssdt_pair_new(ssdt_set *f, ssdt_set *d, ssdt_dims dims, cg_dtype dd, int which, uint64_t seed, double la_lo,
+                   double la_hi) {
+    ssdt_set_alloc(f, dims, CG_F32, which);
+    ssdt_set_alloc(d, dims, dd, which);
+    cg_rng r = {seed};
+    ssdt_fill_inputs(f, &r, la_lo, la_hi, which);
+    ssdt_copy_inputs(d, f, which);
+}
+
 static const cg_tensor absent;
 
 cg_status ssdt_run_fwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int hT, cg_backend be,
@@ -112,13 +121,6 @@ void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks) {
     memset(ks, 0, sizeof *ks);
     ks->B = d.B, ks->T = d.T, ks->G = d.G, ks->H = d.H, ks->dk = d.dk, ks->dv = d.dv;
     ks->flags = flags;
-}
-
-static void cfg_text(const cg_cfg *cfg, char *out, size_t len) {
-    size_t n = 0;
-    out[0] = 0;
-    for (int i = 0; i < cfg->n && n < len; i++)
-        n += (size_t)snprintf(out + n, len - n, "%s%s=%s", i ? "," : "", cfg->kv[i].key, cfg->kv[i].val);
 }
 
 static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
@@ -184,7 +186,7 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int s
                 made[pick] = 1;
             }
             char text[512];
-            cfg_text(cf, text, sizeof text);
+            cg__cfg_text(cf, text, sizeof text);
             ran += sp->check(sp->user, ctx, pick, be, text, tol);
         }
     }

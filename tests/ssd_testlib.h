@@ -34,6 +34,10 @@ void ssdt_set_free(ssdt_set *s);
  * and copy them exactly into d (the reference sees the same float32 values). */
 void ssdt_fill_inputs(ssdt_set *f, cg_rng *r, double la_lo, double la_hi, int which);
 void ssdt_copy_inputs(ssdt_set *d, const ssdt_set *f, int which);
+/* f (float32) and d (dtype dd) of dims for the directions `which`: f's inputs random
+ * (seed; log_alpha in [la_lo, la_hi)) and the same values in d. */
+void ssdt_pair_new(ssdt_set *f, ssdt_set *d, ssdt_dims dims, cg_dtype dd, int which, uint64_t seed, double la_lo,
+                   double la_hi);
 
 /* cg_ssd_fwd / cg_ssd_bwd on s; h0, hT, dhT, dh0 0: passed absent. */
 cg_status ssdt_run_fwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int hT, cg_backend be,

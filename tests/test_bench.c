@@ -2,6 +2,7 @@
  * quartiles in order and rel_err within the accuracy targets, on tiny odd shapes.
  * No timing is asserted: only the structure and the accuracy of what was measured. */
 #include "cg_test.h"
+#include "cli_testlib.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,46 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef CG_CLI_PATH
-#define CG_CLI_PATH "chunkgen"
-#endif
-
-/* Run `chunkgen args...` with stderr to errpath; the exit code. */
-static int bench_cli(const char *const *args, const char *errpath) {
-    const char *argv[48];
-    int n = 0;
-    argv[n++] = CG_CLI_PATH;
-    for (int i = 0; args[i] && n < 47; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        int fe = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fo = open("/dev/null", O_WRONLY);
-        if (fe < 0 || fo < 0) _exit(126);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(CG_CLI_PATH, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = calloc((size_t)(n > 0 ? n : 0) + 1, 1);
-    if (s && n > 0 && fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = 0;
-    fclose(f);
-    return s;
+/* A temp directory for one test, out its dir/b.json; 0, or -1 with a failed test. */
+static int bench_dir(char *dir, size_t cap, char *out, size_t outcap) {
+    if (mk_tmpdir(dir, cap)) return -1;
+    join(out, outcap, dir, "b.json");
+    return 0;
 }
 
 static double num(json_t *o, const char *k) {
@@ -97,21 +63,15 @@ static void check_row(json_t *r, int ssd) {
 }
 
 CG_TEST(bench_cli_tiny_matrix) {
-    char dir[] = "/tmp/cg_bench_XXXXXX";
-    if (!mkdtemp(dir)) {
-        CG_CHECK(0, "mkdtemp: %s", strerror(errno));
-        return;
-    }
-    char out[256], errp[256];
-    snprintf(out, sizeof out, "%s/b.json", dir);
-    snprintf(errp, sizeof errp, "%s/stderr.txt", dir);
+    char dir[512], out[1024];
+    if (bench_dir(dir, sizeof dir, out, sizeof out)) return;
     /* T = 1, and T = 37 beyond the reference cut of 20 tokens; G = 2 < H = 6; dk 7, dv 5;
      * head-major layout; sscan with D = 6 channels and N = 3. */
     const char *args[] = {"bench", "--backend", "cpu,ref", "--ssd-shape", "odd=2,2,6,7,5", "--sscan-shape",
                           "sodd=2,6,3", "--seq", "1,37", "--layout", "head", "--min-time", "0.002",
                           "--repeats", "2", "--ref-seq", "20", "--no-probe", "--quiet", "--out", out, NULL};
-    int rc = bench_cli(args, errp);
-    char *msg = read_text(errp);
+    int rc = run_cli(dir, args);
+    char *msg = cli_stderr(dir);
     CG_CHECK(rc == 0, "chunkgen bench exited %d (is `bench` wired into tools/chunkgen.c?): %s", rc, msg);
     free(msg);
     json_error_t je;
@@ -149,53 +109,44 @@ CG_TEST(bench_cli_tiny_matrix) {
         CG_CHECK(cut_notes == 8, "expected 8 rows noting the reference cut seq[0:20], got %d", cut_notes);
         json_decref(doc);
     }
-    unlink(out);
-    unlink(errp);
-    rmdir(dir);
+    rm_tree(dir);
 }
 
 CG_TEST(bench_cli_bad_args) {
-    char errp[] = "/tmp/cg_bench_err_XXXXXX";
-    int fd = mkstemp(errp);
-    if (fd >= 0) close(fd);
+    char dir[512];
+    if (mk_tmpdir(dir, sizeof dir)) return;
     const char *a1[] = {"bench", "--seq", "0", NULL};
-    CG_CHECK(bench_cli(a1, errp) == 2, "--seq 0 accepted");
-    char *m = read_text(errp);
+    CG_CHECK(run_cli(dir, a1) == 2, "--seq 0 accepted");
+    char *m = cli_stderr(dir);
     CG_CHECK(strstr(m, "--seq") != NULL, "message does not name --seq: %s", m);
     free(m);
     const char *a2[] = {"bench", "--ssd-shape", "x=2,3,4,8,8", NULL}; /* heads 4 % groups 3 */
-    CG_CHECK(bench_cli(a2, errp) == 2, "heads not a multiple of groups accepted");
-    m = read_text(errp);
+    CG_CHECK(run_cli(dir, a2) == 2, "heads not a multiple of groups accepted");
+    m = cli_stderr(dir);
     CG_CHECK(strstr(m, "groups") != NULL, "message does not name the groups: %s", m);
     free(m);
     const char *a3[] = {"bench", "--config", "no_such_config", NULL};
-    CG_CHECK(bench_cli(a3, errp) == 2, "an unknown config accepted");
-    unlink(errp);
+    CG_CHECK(run_cli(dir, a3) == 2, "an unknown config accepted");
+    rm_tree(dir);
 }
 
 /* The bench's device-memory path (alloc, NaN-filled outputs copied in, timing with syncs,
  * the cut rerun, copies back) on the SIMT emulator standing in for the CUDA driver. */
 CG_TEST(bench_cli_device_path_emulated) {
-    char dir[] = "/tmp/cg_bench_dev_XXXXXX";
-    if (!mkdtemp(dir)) {
-        CG_CHECK(0, "mkdtemp: %s", strerror(errno));
-        return;
-    }
-    char out[256], errp[256];
-    snprintf(out, sizeof out, "%s/b.json", dir);
-    snprintf(errp, sizeof errp, "%s/stderr.txt", dir);
+    char dir[512], out[1024];
+    if (bench_dir(dir, sizeof dir, out, sizeof out)) return;
     const char *args[] = {"bench", "--backend", "cuda", "--ssd-shape", "dev=2,1,2,16,24", "--seq", "40", "--mode", "fwd",
                           "--ref-seq", "30", "--min-time", "0.001", "--repeats", "2", "--no-probe", "--quiet", "--out",
                           out, NULL};
     setenv("CHUNKGEN_BENCH_FAKE_CUDA", "emulate", 1);
-    int rc = bench_cli(args, errp);
+    int rc = run_cli(dir, args);
     unsetenv("CHUNKGEN_BENCH_FAKE_CUDA");
     json_t *doc = json_load_file(out, 0, NULL);
     json_t *un = json_object_get(json_object_get(doc, "config"), "unavailable");
     if (doc && json_object_get(un, "chunkgen_cuda")) {
         cg_test_skip("the emulate backend is not built into chunkgen");
     } else {
-        char *msg = read_text(errp);
+        char *msg = cli_stderr(dir);
         CG_CHECK(rc == 0 && doc, "chunkgen bench (fake cuda) exited %d: %s", rc, msg);
         free(msg);
         json_t *res = json_object_get(doc, "results");
@@ -210,27 +161,19 @@ CG_TEST(bench_cli_device_path_emulated) {
         }
     }
     json_decref(doc);
-    unlink(out);
-    unlink(errp);
-    rmdir(dir);
+    rm_tree(dir);
 }
 
 /* --config pins a kernel config for the chunkgen impls (the same meaning as in `chunkgen
  * run`), the named-key shape syntax works, and -v adds each row's dispatch line. */
 CG_TEST(bench_cli_config_pin_and_shape_syntax) {
-    char dir[] = "/tmp/cg_bench_pin_XXXXXX";
-    if (!mkdtemp(dir)) {
-        CG_CHECK(0, "mkdtemp: %s", strerror(errno));
-        return;
-    }
-    char out[256], errp[256];
-    snprintf(out, sizeof out, "%s/b.json", dir);
-    snprintf(errp, sizeof errp, "%s/stderr.txt", dir);
+    char dir[512], out[1024];
+    if (bench_dir(dir, sizeof dir, out, sizeof out)) return;
     const char *args[] = {"bench", "--backend", "cpu", "--ssd-shape", "pin:B=1,G=1,H=2,dk=8,dv=8", "--seq", "40",
                           "--mode", "fwd", "--config", "chunk=16,threads=1", "--min-time", "0.001", "--repeats", "2",
                           "--no-probe", "-v", "--out", out, NULL};
-    int rc = bench_cli(args, errp);
-    char *msg = read_text(errp);
+    int rc = run_cli(dir, args);
+    char *msg = cli_stderr(dir);
     CG_CHECK(rc == 0, "chunkgen bench exited %d: %s", rc, msg);
     CG_CHECK(strstr(msg, "config=chunk=16") != NULL, "-v printed no dispatch line with the pinned config: %s", msg);
     free(msg);
@@ -251,11 +194,9 @@ CG_TEST(bench_cli_config_pin_and_shape_syntax) {
     }
     /* A preset name given to --config: exit 2, pointing at --preset. */
     const char *a2[] = {"bench", "--config", "g1h1_d128", NULL};
-    CG_CHECK(bench_cli(a2, errp) == 2, "a preset name accepted as --config");
-    msg = read_text(errp);
+    CG_CHECK(run_cli(dir, a2) == 2, "a preset name accepted as --config");
+    msg = cli_stderr(dir);
     CG_CHECK(strstr(msg, "--preset") != NULL, "message does not point at --preset: %s", msg);
     free(msg);
-    unlink(out);
-    unlink(errp);
-    rmdir(dir);
+    rm_tree(dir);
 }

@@ -24,11 +24,7 @@ CG_TEST(fallback_ssd_bwd_host_copies) {
     cg_context_set_threads(ctx, 2);
     ssdt_dims d = {2, 37, 2, 4, 40, 24, CG_LAYOUT_TOKEN_MAJOR, 1};
     ssdt_set a, b;
-    ssdt_set_alloc(&a, d, CG_F32, SSDT_BWD);
-    ssdt_set_alloc(&b, d, CG_F32, SSDT_BWD);
-    cg_rng r = {11};
-    ssdt_fill_inputs(&a, &r, -0.4, -0.01, SSDT_BWD);
-    ssdt_copy_inputs(&b, &a, SSDT_BWD);
+    ssdt_pair_new(&a, &b, d, CG_F32, SSDT_BWD, 11, -0.4, -0.01);
 
     /* b: the CPU backend directly. */
     CG_CHECK_OK(ctx, ssdt_run_bwd(ctx, &b, d.layout, 1, 1, 1, CG_BACKEND_CPU, NULL));

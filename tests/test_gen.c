@@ -40,13 +40,6 @@ static cg_kshape shape_of(int i) {
     return s;
 }
 
-static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int k = 0; k < c->n && n < cap; k++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", k ? "," : "", c->kv[k].key, c->kv[k].val);
-}
-
 static const char *param(const cg_cfg *c, const char *key) {
     for (int k = 0; k < c->n; k++)
         if (!strcmp(c->kv[k].key, key)) return c->kv[k].val;
@@ -208,9 +201,9 @@ CG_TEST(gen_pins) {
         CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_fwd", &big, &dev, &cfgs, &n));
         int in_space = 0;
         char t1[256], t2[256];
-        cfg_text(&p.params, t1, sizeof t1);
+        cg__cfg_text(&p.params, t1, sizeof t1);
         for (int i = 0; i < n; i++) {
-            cfg_text(&cfgs[i], t2, sizeof t2);
+            cg__cfg_text(&cfgs[i], t2, sizeof t2);
             in_space |= !strcmp(t1, t2);
         }
         CG_CHECK(in_space, "resolved config %s is not in the valid space", t1);
@@ -245,10 +238,10 @@ CG_TEST(gen_space_plans) {
                 cg_plan p;
                 st = cg__gen_plan(ctx, names[k], &s, &dev, &cfgs[i], &p);
                 char t1[256], t2[256];
-                cfg_text(&cfgs[i], t1, sizeof t1);
+                cg__cfg_text(&cfgs[i], t1, sizeof t1);
                 CG_CHECK(st == CG_OK, "%s %s: %s", names[k], t1, cg_errmsg(ctx));
                 if (st != CG_OK) continue;
-                cfg_text(&p.params, t2, sizeof t2);
+                cg__cfg_text(&p.params, t2, sizeof t2);
                 CG_CHECK(!strcmp(t1, t2), "%s: asked %s got %s", names[k], t1, t2);
                 CG_CHECK(p.nlaunch >= 1 && p.nlaunch <= CG_PLAN_MAX_LAUNCH, "launches");
                 for (int l = 0; l < p.nlaunch; l++)
@@ -265,9 +258,9 @@ CG_TEST(gen_space_plans) {
 
 static int cfg_in(const cg_cfg *c, const cg_cfg *list, int n) {
     char t1[256], t2[256];
-    cfg_text(c, t1, sizeof t1);
+    cg__cfg_text(c, t1, sizeof t1);
     for (int i = 0; i < n; i++) {
-        cfg_text(&list[i], t2, sizeof t2);
+        cg__cfg_text(&list[i], t2, sizeof t2);
         if (!strcmp(t1, t2)) return 1;
     }
     return 0;
@@ -360,7 +353,7 @@ CG_TEST(gen_cpu_spaces) {
         for (int i = 0; i < n; i++) {
             cg_ssd_cpu_run run;
             char t[256];
-            cfg_text(&cfgs[i], t, sizeof t);
+            cg__cfg_text(&cfgs[i], t, sizeof t);
             CG_CHECK(cg__ssd_cpu_resolve(ctx, &prob, &cfgs[i], bwd, "test", &run) == CG_OK, "C guard refuses %s: %s", t,
                      cg_errmsg(ctx));
         }
@@ -590,7 +583,7 @@ static void nvrtc_all_configs(int arch) {
         for (int si = 0; si < NSHAPES; si++) {
             for (int i = 0; i < sn[si]; i++) {
                 char t[256];
-                cfg_text(&sp[si][i], t, sizeof t);
+                cg__cfg_text(&sp[si][i], t, sizeof t);
                 int dup = 0;
                 for (int q = 0; q < nseen && !dup; q++) dup = !strcmp(seen[q], t);
                 if (!dup) snprintf(seen[nseen++], 256, "%s", t);
@@ -610,7 +603,7 @@ static void nvrtc_all_configs(int arch) {
                 for (int si = 0; si < NSHAPES; si++)
                     for (int i = 0; i < sn[si]; i++) {
                         char t[256];
-                        cfg_text(&sp[si][i], t, sizeof t);
+                        cg__cfg_text(&sp[si][i], t, sizeof t);
                         if (!strcmp(t, seen[q])) {
                             cc[nc] = &sp[si][i];
                             cands[nc++] = si;
@@ -629,7 +622,7 @@ static void nvrtc_all_configs(int arch) {
             j->source = p.source;
             p.source = NULL;
             snprintf(j->name, sizeof j->name, "%s", p.name);
-            cfg_text(&p.params, j->cfg, sizeof j->cfg);
+            cg__cfg_text(&p.params, j->cfg, sizeof j->cfg);
             j->shape = shape;
             j->threads = (int)(p.launch[0].block[0] * p.launch[0].block[1] * p.launch[0].block[2]);
             for (int l = 0; l < p.nlaunch; l++) {

@@ -18,6 +18,15 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
     return remove(p);
 }
 
+/* A context on a new cache directory (dir: a mkdtemp template), no config from the
+ * environment. */
+static cg_context *launch_ctx(char *dir) {
+    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    unsetenv("CHUNKGEN_CONFIG");
+    unsetenv("CHUNKGEN_TUNE_ON_MISS");
+    return tune_test_ctx(dir);
+}
+
 static int64_t resolves(cg_context *ctx) {
     cg_gen_stats st;
     cg__gen_stats(ctx, &st);
@@ -29,10 +38,7 @@ static int64_t resolves(cg_context *ctx) {
 
 CG_TEST(launch_tuned_call_resolves_once) {
     char dir[] = "/tmp/cg_launch_test_XXXXXX";
-    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    unsetenv("CHUNKGEN_CONFIG");
-    unsetenv("CHUNKGEN_TUNE_ON_MISS");
-    cg_context *ctx = tune_test_ctx(dir);
+    cg_context *ctx = launch_ctx(dir);
 
     const int64_t B = 1, T = 37, G = 1, H = 2, dk = 16, dv = 16; /* tune_test_entry's B, G, H, dk */
     /* the stored config of this key, as a tune would have left it, for backend emulate */
@@ -45,11 +51,7 @@ CG_TEST(launch_tuned_call_resolves_once) {
 
     ssdt_dims dims = {B, T, G, H, dk, dv, CG_LAYOUT_TOKEN_MAJOR, 0};
     ssdt_set x, ref;
-    ssdt_set_alloc(&x, dims, CG_F32, SSDT_FWD);
-    ssdt_set_alloc(&ref, dims, CG_F64, SSDT_FWD);
-    cg_rng r = {11};
-    ssdt_fill_inputs(&x, &r, -0.3, -0.01, SSDT_FWD);
-    ssdt_copy_inputs(&ref, &x, SSDT_FWD);
+    ssdt_pair_new(&x, &ref, dims, CG_F64, SSDT_FWD, 11, -0.3, -0.01);
 
     /* first call: the stored config, resolved once */
     int64_t r0 = resolves(ctx);
@@ -91,17 +93,10 @@ static int64_t loads(cg_context *ctx) { return cg__launch_loads(ctx); }
  * asked for (poisoned with NaN) serves the call, whose gradients match the reference. */
 CG_TEST(launch_prepare_and_workspace) {
     char dir[] = "/tmp/cg_launch_prep_XXXXXX";
-    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    unsetenv("CHUNKGEN_CONFIG");
-    unsetenv("CHUNKGEN_TUNE_ON_MISS");
-    cg_context *ctx = tune_test_ctx(dir);
+    cg_context *ctx = launch_ctx(dir);
     ssdt_dims dims = {1, 70, 1, 2, 16, 8, CG_LAYOUT_TOKEN_MAJOR, 0}; /* T = 70: chunks and a partial one */
     ssdt_set x, ref;
-    ssdt_set_alloc(&x, dims, CG_F32, SSDT_BWD);
-    ssdt_set_alloc(&ref, dims, CG_F64, SSDT_BWD);
-    cg_rng r = {5};
-    ssdt_fill_inputs(&x, &r, -0.3, -0.01, SSDT_BWD);
-    ssdt_copy_inputs(&ref, &x, SSDT_BWD);
+    ssdt_pair_new(&x, &ref, dims, CG_F64, SSDT_BWD, 5, -0.3, -0.01);
     cg_ssd_bwd_args a = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = x.q.t, .k = x.k.t, .v = x.v.t, .log_alpha = x.la.t,
                          .h0 = x.h0.t, .dout = x.dout.t, .dhT = x.dhT.t, .dq = x.dq.t, .dk = x.dk.t, .dv = x.dv.t,
                          .dlog_alpha = x.dla.t, .dh0 = x.dh0.t};

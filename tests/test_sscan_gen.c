@@ -213,13 +213,6 @@ static void kshape_of(const sg_case *c, int bwd, cg_kshape *ks) {
     if (bwd && c->dhT) ks->flags |= CG_KS_DHT;
 }
 
-static void cfg_text(const cg_cfg *cfg, char *out, size_t len) {
-    size_t n = 0;
-    out[0] = 0;
-    for (int i = 0; i < cfg->n && n < len; i++)
-        n += (size_t)snprintf(out + n, len - n, "%s%s=%s", i ? "," : "", cfg->kv[i].key, cfg->kv[i].val);
-}
-
 static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
     if (a->n != b->n) return 0;
     for (int j = 0; j < a->n; j++)
@@ -307,7 +300,7 @@ static void run_space(int bwd, cg_backend be) {
             made[pick] = 1;
         }
         char text[512];
-        cfg_text(cfgs[q], text, sizeof text);
+        cg__cfg_text(cfgs[q], text, sizeof text);
         ran += check_op(ctx, &probs[pick], bwd, be, text);
     }
     free(cfgs);
@@ -442,7 +435,7 @@ CG_TEST(sscan_gen_bwd_workspace_bound) {
     for (int i = 0; i < nspace; i++) {
         const cg_cfg *cf = &space[i];
         char text[256];
-        cfg_text(cf, text, sizeof text);
+        cg__cfg_text(cf, text, sizeof text);
         int64_t ws[2], ctas[2];
         cg_kshape ks = base;
         if (!bwd_plan_ws(ctx, &ks, &dev, cf, &ws[1], &ctas[1])) continue;

@@ -50,11 +50,7 @@ typedef struct gcase {
 
 static void case_new(cg_context *ctx, gcase *g, const gshape *c, uint64_t seed) {
     g->c = *c;
-    ssdt_set_alloc(&g->f, dims_of(c), CG_F32, SSDT_FWD);
-    ssdt_set_alloc(&g->d, dims_of(c), CG_F64, SSDT_FWD);
-    cg_rng r = {seed};
-    ssdt_fill_inputs(&g->f, &r, -0.4, 0.0, SSDT_FWD); /* decays from 0.67 to 1 */
-    ssdt_copy_inputs(&g->d, &g->f, SSDT_FWD);
+    ssdt_pair_new(&g->f, &g->d, dims_of(c), CG_F64, SSDT_FWD, seed, -0.4, 0.0); /* decays from 0.67 to 1 */
     CG_CHECK_OK(ctx, run_fwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
 }
 

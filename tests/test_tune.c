@@ -88,22 +88,12 @@ static int count_temp_files(const char *dir) {
 
 /* ---------------------------------------------------------- selection */
 
-static cg_tune_cand cand(const char *cfg, int order, cg_tune_verdict v, double ms, double iqr) {
-    cg_tune_cand c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.cfg, sizeof c.cfg, "%s", cfg);
-    c.order = order;
-    c.verdict = v;
-    c.median_ms = ms;
-    c.iqr_ms = iqr;
-    c.reps = 5;
-    return c;
-}
 
 CG_TEST(tune_select_ties) {
     int ru;
     /* within 2 %: a tie, the first in the space's order wins */
-    cg_tune_cand a[] = {cand("a", 0, CG_TV_OK, 1.000, 0.001), cand("b", 1, CG_TV_OK, 0.995, 0.001)};
+    cg_tune_cand a[] = {tune_test_cand("a", 0, CG_TV_OK, 1.000, 0.001),
+                        tune_test_cand("b", 1, CG_TV_OK, 0.995, 0.001)};
     CG_CHECK(cg__tune_select(a, 2, CG_TUNE_TIE_REL, &ru) == 0, "a tie goes to order 0");
     CG_CHECK(ru == 1, "runner-up is the other one, got %d", ru);
     /* clearly faster wins */
@@ -111,18 +101,20 @@ CG_TEST(tune_select_ties) {
     CG_CHECK(cg__tune_select(a, 2, CG_TUNE_TIE_REL, &ru) == 1, "10%% faster wins");
     CG_CHECK(ru == 0, "runner-up %d", ru);
     /* a noisy fastest (large IQR) widens the tie band beyond the relative tolerance ... */
-    cg_tune_cand b[] = {cand("a", 0, CG_TV_OK, 1.00, 0.01), cand("b", 1, CG_TV_OK, 0.95, 0.20)};
+    cg_tune_cand b[] = {tune_test_cand("a", 0, CG_TV_OK, 1.00, 0.01), tune_test_cand("b", 1, CG_TV_OK, 0.95, 0.20)};
     CG_CHECK(cg__tune_select(b, 2, CG_TUNE_TIE_REL, NULL) == 0, "within the fastest's IQR: tie");
     /* ... but by at most CG_TUNE_TIE_MAX */
     b[0].median_ms = 1.06;
     CG_CHECK(cg__tune_select(b, 2, CG_TUNE_TIE_REL, NULL) == 1, "11.6%% slower never ties");
     /* a noisy slow candidate does not tie through its own spread */
-    cg_tune_cand b2[] = {cand("noisy", 0, CG_TV_OK, 1.30, 1.00), cand("steady", 1, CG_TV_OK, 1.00, 0.01)};
+    cg_tune_cand b2[] = {tune_test_cand("noisy", 0, CG_TV_OK, 1.30, 1.00),
+                         tune_test_cand("steady", 1, CG_TV_OK, 1.00, 0.01)};
     CG_CHECK(cg__tune_select(b2, 2, CG_TUNE_TIE_REL, NULL) == 1, "a noisy slow candidate loses");
     /* the order field decides, not the array position; and it is reproducible under
      * permutation of the array */
-    cg_tune_cand c[] = {cand("late", 5, CG_TV_OK, 1.00, 0.0), cand("early", 2, CG_TV_OK, 1.01, 0.0),
-                        cand("slow", 0, CG_TV_OK, 3.00, 0.0), cand("bad", 1, CG_TV_WRONG, 0.10, 0.0)};
+    cg_tune_cand c[] = {tune_test_cand("late", 5, CG_TV_OK, 1.00, 0.0), tune_test_cand("early", 2, CG_TV_OK, 1.01, 0.0),
+                        tune_test_cand("slow", 0, CG_TV_OK, 3.00, 0.0),
+                        tune_test_cand("bad", 1, CG_TV_WRONG, 0.10, 0.0)};
     int w = cg__tune_select(c, 4, CG_TUNE_TIE_REL, &ru);
     CG_CHECK(w == 1, "tie between late and early goes to order 2 (early), got %d", w);
     CG_CHECK(ru == 0, "runner-up is late (1.00 ms), got %d", ru);
@@ -130,14 +122,15 @@ CG_TEST(tune_select_ties) {
     w = cg__tune_select(d, 4, CG_TUNE_TIE_REL, NULL);
     CG_CHECK(w >= 0 && !strcmp(d[w].cfg, "early"), "same winner after permuting, got %s", w >= 0 ? d[w].cfg : "none");
     /* rejected candidates never win, even when "fast" */
-    cg_tune_cand e[] = {cand("x", 0, CG_TV_TIMEOUT, 0.01, 0), cand("y", 1, CG_TV_COMPILE, 0.01, 0),
-                        cand("z", 2, CG_TV_OK, 5.0, 0)};
+    cg_tune_cand e[] = {tune_test_cand("x", 0, CG_TV_TIMEOUT, 0.01, 0), tune_test_cand("y", 1, CG_TV_COMPILE, 0.01, 0),
+                        tune_test_cand("z", 2, CG_TV_OK, 5.0, 0)};
     CG_CHECK(cg__tune_select(e, 3, CG_TUNE_TIE_REL, &ru) == 2, "only z passed");
     CG_CHECK(ru == -1, "no runner-up");
     e[2].verdict = CG_TV_WRONG;
     CG_CHECK(cg__tune_select(e, 3, CG_TUNE_TIE_REL, &ru) == -1, "none passed");
     /* ties are not transitive chains: only candidates within noise of the fastest tie */
-    cg_tune_cand f[] = {cand("p", 0, CG_TV_OK, 1.030, 0), cand("q", 1, CG_TV_OK, 1.015, 0), cand("r", 2, CG_TV_OK, 1.000, 0)};
+    cg_tune_cand f[] = {tune_test_cand("p", 0, CG_TV_OK, 1.030, 0), tune_test_cand("q", 1, CG_TV_OK, 1.015, 0),
+                        tune_test_cand("r", 2, CG_TV_OK, 1.000, 0)};
     w = cg__tune_select(f, 3, CG_TUNE_TIE_REL, NULL);
     CG_CHECK(w == 1, "p is 3%% slower than r (no tie), q 1.5%% (tie): q wins, got %d", w);
 }
@@ -260,7 +253,7 @@ CG_TEST(tune_store_validation) {
     snprintf(sdir, sizeof sdir, "%s", cg__tune_store_dir(ctx));
     cg_tune_entry e, r;
     fake_entry(ctx, &e, 256, 40, 1, 1.25, "chunk=64,block_dv=64,threads=0");
-    cg_tune_cand rej = cand("chunk=16,block_dv=64,threads=0", 1, CG_TV_WRONG, 0, 0);
+    cg_tune_cand rej = tune_test_cand("chunk=16,block_dv=64,threads=0", 1, CG_TV_WRONG, 0, 0);
     snprintf(rej.detail, sizeof rej.detail, "dq: rel err 3e-3 > 1e-4");
     rej.err = 3e-3;
     cg__tune_entry_add(&e, &rej);

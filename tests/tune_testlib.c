@@ -9,6 +9,18 @@ cg_context *tune_test_ctx(const char *dir) {
     return ctx;
 }
 
+cg_tune_cand tune_test_cand(const char *cfg, int order, cg_tune_verdict v, double ms, double iqr) {
+    cg_tune_cand c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.cfg, sizeof c.cfg, "%s", cfg);
+    c.order = order;
+    c.verdict = v;
+    c.median_ms = ms;
+    c.iqr_ms = iqr;
+    c.reps = 5;
+    return c;
+}
+
 void tune_test_entry(cg_context *ctx, cg_tune_entry *e, int64_t T, int64_t dv, int bwd, const char *cfg, int order,
                      double ms, double iqr) {
     memset(e, 0, sizeof *e);
@@ -20,14 +32,7 @@ void tune_test_entry(cg_context *ctx, cg_tune_entry *e, int64_t T, int64_t dv, i
     e->shape = s;
     e->complete = 1;
     snprintf(e->kernel, sizeof e->kernel, "ssd_cpu");
-    cg_tune_cand c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.cfg, sizeof c.cfg, "%s", cfg);
-    c.order = order;
-    c.verdict = CG_TV_OK;
-    c.median_ms = ms;
-    c.iqr_ms = iqr;
-    c.reps = 5;
+    cg_tune_cand c = tune_test_cand(cfg, order, CG_TV_OK, ms, iqr);
     cg__tune_entry_add(e, &c);
     e->best = 0;
 }

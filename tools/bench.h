@@ -203,8 +203,10 @@ int bench_cell_alloc(cell *c, char *err, size_t errlen);
 void bench_cell_free(cell *c);
 /* The forward (bwd 0) or backward (bwd 1) op of the cell's family. */
 const cg_op_desc *bench_cell_op(const cell *c, int bwd);
-void bench_ssd_args(const cell *c, const bptrs *m, cg_ssd_fwd_args *f, cg_ssd_bwd_args *g);
-void bench_sscan_args(const cell *c, const bptrs *m, cg_sscan_fwd_args *f, cg_sscan_bwd_args *g);
+/* The args struct (of the op's type) of the cell's forward (bwd 0) or backward op over m:
+ * every tensor of the op (an unused one absent), the layout, every scalar flag on
+ * (delta_softplus). */
+void bench_cell_args(const cell *c, const bptrs *m, int bwd, void *args);
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt);
 void bench_device_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt);
 int bench_cuda_cell_alloc(cell *c, cg_context *ctx, char *err, size_t errlen);

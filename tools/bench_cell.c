@@ -193,9 +193,7 @@ static cg_tensor tview(const btensor *t, void *base, int64_t b, int64_t tt) {
     return x;
 }
 
-/* The args struct of the cell's forward (bwd 0) or backward op over m: every tensor of the
- * op (an unused one absent), the layout, every scalar flag on (delta_softplus). */
-static void cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
+void bench_cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
     const cg_op_desc *d = bench_cell_op(c, bwd);
     memset(args, 0, d->args_size);
     if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)args + d->layout_arg_off) = c->layout;
@@ -204,16 +202,6 @@ static void cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
         *cg__args_tensor(d, args, i) = tview(&c->t[j], m->p[j], m->b, m->tt);
     }
     for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
-}
-
-void bench_ssd_args(const cell *c, const bptrs *m, cg_ssd_fwd_args *f, cg_ssd_bwd_args *g) {
-    if (f) cell_args(c, m, 0, f);
-    if (g) cell_args(c, m, 1, g);
-}
-
-void bench_sscan_args(const cell *c, const bptrs *m, cg_sscan_fwd_args *f, cg_sscan_bwd_args *g) {
-    if (f) cell_args(c, m, 0, f);
-    if (g) cell_args(c, m, 1, g);
 }
 
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt) {

@@ -14,26 +14,36 @@ int bench_runner_fail(runner *r, cg_status s, const char *what) {
     return -1;
 }
 
+/* The public entry point of op. */
+static cg_status call_op(cg_context *ctx, cg_op op, const void *args, const cg_exec *ex) {
+    switch (op) {
+    case CG_OP_SSD_FWD: return cg_ssd_fwd(ctx, args, ex);
+    case CG_OP_SSD_BWD: return cg_ssd_bwd(ctx, args, ex);
+    case CG_OP_SSCAN_FWD: return cg_sscan_fwd(ctx, args, ex);
+    case CG_OP_SSCAN_BWD: return cg_sscan_bwd(ctx, args, ex);
+    }
+    return CG_EINVAL;
+}
+
 /* One fwd (and bwd for fwd_bwd) call on memory m. */
 int bench_run_call(runner *r, const bptrs *m) {
     cell *c = r->c;
-    cg_status s;
-    if (c->cfg->op == OP_SSD) {
-        cg_ssd_fwd_args f;
-        cg_ssd_bwd_args g;
-        bench_ssd_args(c, m, &f, c->bwd ? &g : NULL);
-        r->ex.config = r->config[0];
-        if ((s = cg_ssd_fwd(r->ctx, &f, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_ssd_fwd");
-        r->ex.config = r->config[1];
-        if (c->bwd && (s = cg_ssd_bwd(r->ctx, &g, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_ssd_bwd");
-    } else {
-        cg_sscan_fwd_args f;
-        cg_sscan_bwd_args g;
-        bench_sscan_args(c, m, &f, c->bwd ? &g : NULL);
-        r->ex.config = r->config[0];
-        if ((s = cg_sscan_fwd(r->ctx, &f, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_sscan_fwd");
-        r->ex.config = r->config[1];
-        if (c->bwd && (s = cg_sscan_bwd(r->ctx, &g, &r->ex)) != CG_OK) return bench_runner_fail(r, s, "cg_sscan_bwd");
+    for (int bwd = 0; bwd <= c->bwd; bwd++) {
+        const cg_op_desc *d = bench_cell_op(c, bwd);
+        union {
+            cg_ssd_fwd_args sf;
+            cg_ssd_bwd_args sb;
+            cg_sscan_fwd_args xf;
+            cg_sscan_bwd_args xb;
+        } args;
+        bench_cell_args(c, m, bwd, &args);
+        r->ex.config = r->config[bwd];
+        cg_status s = call_op(r->ctx, d->op, &args, &r->ex);
+        if (s != CG_OK) {
+            char what[64];
+            snprintf(what, sizeof what, "cg_%s", d->name);
+            return bench_runner_fail(r, s, what);
+        }
     }
     return 0;
 }

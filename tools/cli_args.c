@@ -8,11 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+void cg_cli_vmsg(const char *cmd, const char *fmt, va_list ap) {
+    fprintf(stderr, "chunkgen %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+}
+
 int cg_cli_usage_err(const char *cmd, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "chunkgen %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cg_cli_vmsg(cmd, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\n(run `chunkgen %s --help` for the usage)\n", cmd);
     return 2;

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 
 typedef enum cg_cli_kind {
@@ -60,6 +61,8 @@ int cg_cli_parse(const cg_cli_cmd *cmd, int argc, char **argv, void *opts);
 void cg_cli_help(const cg_cli_cmd *cmd, FILE *f);
 /* "chunkgen CMD: message" and the --help hint on stderr; returns 2. */
 int cg_cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "chunkgen CMD: " and the message on stderr (no newline): the one writer of both. */
+void cg_cli_vmsg(const char *cmd, const char *fmt, va_list ap);
 
 /* ---------------------------------------------------- options shared by commands */
 #define CG_CLI_HELP_CONFIG                                                          \

@@ -1,5 +1,6 @@
 /* cli_common.c -- option parsing and messages of the tuner's and cache's subcommands. */
 #include "cli_common.h"
+#include "cli_args.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,9 +10,8 @@
 
 int cli_fail(const char *cmd, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "chunkgen %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cg_cli_vmsg(cmd, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
     return 1;

@@ -126,7 +126,9 @@ static int list_kernels(cg_context *ctx) {
 }
 
 static void cfg_print(FILE *f, const cg_cfg *c) {
-    for (int k = 0; k < c->n; k++) fprintf(f, "%s%s=%s", k ? "," : "", c->kv[k].key, c->kv[k].val);
+    char text[CG_CFG_MAX * 66];
+    cg__cfg_text(c, text, sizeof text);
+    fputs(text, f);
 }
 
 static json_t *cfg_json(const cg_cfg *c) {

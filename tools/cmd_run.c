@@ -8,6 +8,7 @@
 #include "chunkgen.h"
 #include "cli.h"
 #include "cli_args.h"
+#include "cli_common.h"
 #include "npy.h"
 #include "fsutil.h"
 #include "ops.h"
@@ -40,27 +41,8 @@ static const char run_usage[] =
 
 /* ------------------------------------------------------------------ errors */
 
-static int run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run_fail(const char *fmt, ...) {
-    va_list ap;
-    fputs("chunkgen run: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 1;
-}
-
-static int run_usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run_usage_err(const char *fmt, ...) {
-    va_list ap;
-    fputs("chunkgen run: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\n(run `chunkgen run --help` for the usage)\n", stderr);
-    return 2;
-}
+#define run_fail(...) cli_fail("run", __VA_ARGS__)
+#define run_usage_err(...) cg_cli_usage_err("run", __VA_ARGS__)
 
 /* ----------------------------------------------------------------- options */
 
