@@ -22,6 +22,12 @@ int mk_tmpdir(char *buf, size_t len) {
     return 0;
 }
 
+int mk_tmpdir_with(char *dir, size_t len, char *path, size_t plen, const char *name) {
+    if (mk_tmpdir(dir, len)) return -1;
+    join(path, plen, dir, name);
+    return 0;
+}
+
 void rm_tree(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;

@@ -11,6 +11,8 @@
 
 /* mkdtemp under $TMPDIR (or /tmp) into buf; 0, or -1 with a test failure. */
 int mk_tmpdir(char *buf, size_t len);
+/* mk_tmpdir, and path = dir/name (a file the test writes there); 0, or -1 as mk_tmpdir. */
+int mk_tmpdir_with(char *dir, size_t len, char *path, size_t plen, const char *name);
 /* rm -r dir (does not follow symlinks). */
 void rm_tree(const char *dir);
 void join(char *out, size_t len, const char *dir, const char *name);

@@ -228,10 +228,8 @@ static void store_sigs(const char *cache, sig_list *l) {
  * machines) at once, merged by one `chunkgen import` of the 4 stores, give the store of
  * one unsharded tune of the same keys, with the same measurements (fake timing). */
 CG_TEST(agree_shards_merge_like_one_tune) {
-    char S[4096];
-    if (mk_tmpdir(S, sizeof S)) return;
-    char shapes[4300];
-    snprintf(shapes, sizeof shapes, "%s/shapes.txt", S);
+    char S[4096], shapes[4300];
+    if (mk_tmpdir_with(S, sizeof S, shapes, sizeof shapes, "shapes.txt")) return;
     FILE *f = fopen(shapes, "w");
     fputs("# small keys\nssd 1,40,1,2,16,16 a\nssd 1,70,1,2,16,24 b\nssd 1,33,1,2,8,16 c\nssd 1,100,1,4,16,8 d\n"
           "sscan 1,40,8,4 e\nsscan 1,65,12,4 f\n",

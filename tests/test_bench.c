@@ -11,13 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A temp directory for one test, out its dir/b.json; 0, or -1 with a failed test. */
-static int bench_dir(char *dir, size_t cap, char *out, size_t outcap) {
-    if (mk_tmpdir(dir, cap)) return -1;
-    join(out, outcap, dir, "b.json");
-    return 0;
-}
-
 static double num(json_t *o, const char *k) {
     json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : NAN;
@@ -64,7 +57,7 @@ static void check_row(json_t *r, int ssd) {
 
 CG_TEST(bench_cli_tiny_matrix) {
     char dir[512], out[1024];
-    if (bench_dir(dir, sizeof dir, out, sizeof out)) return;
+    if (mk_tmpdir_with(dir, sizeof dir, out, sizeof out, "b.json")) return;
     /* T = 1, and T = 37 beyond the reference cut of 20 tokens; G = 2 < H = 6; dk 7, dv 5;
      * head-major layout; sscan with D = 6 channels and N = 3. */
     const char *args[] = {"bench", "--backend", "cpu,ref", "--ssd-shape", "odd=2,2,6,7,5", "--sscan-shape",
@@ -134,7 +127,7 @@ CG_TEST(bench_cli_bad_args) {
  * the cut rerun, copies back) on the SIMT emulator standing in for the CUDA driver. */
 CG_TEST(bench_cli_device_path_emulated) {
     char dir[512], out[1024];
-    if (bench_dir(dir, sizeof dir, out, sizeof out)) return;
+    if (mk_tmpdir_with(dir, sizeof dir, out, sizeof out, "b.json")) return;
     const char *args[] = {"bench", "--backend", "cuda", "--ssd-shape", "dev=2,1,2,16,24", "--seq", "40", "--mode", "fwd",
                           "--ref-seq", "30", "--min-time", "0.001", "--repeats", "2", "--no-probe", "--quiet", "--out",
                           out, NULL};
@@ -168,7 +161,7 @@ CG_TEST(bench_cli_device_path_emulated) {
  * run`), the named-key shape syntax works, and -v adds each row's dispatch line. */
 CG_TEST(bench_cli_config_pin_and_shape_syntax) {
     char dir[512], out[1024];
-    if (bench_dir(dir, sizeof dir, out, sizeof out)) return;
+    if (mk_tmpdir_with(dir, sizeof dir, out, sizeof out, "b.json")) return;
     const char *args[] = {"bench", "--backend", "cpu", "--ssd-shape", "pin:B=1,G=1,H=2,dk=8,dv=8", "--seq", "40",
                           "--mode", "fwd", "--config", "chunk=16,threads=1", "--min-time", "0.001", "--repeats", "2",
                           "--no-probe", "-v", "--out", out, NULL};

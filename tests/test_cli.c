@@ -122,8 +122,7 @@ static const cg_exec k_ref = {.backend = CG_BACKEND_REF};
 
 CG_TEST(cli_npy_roundtrip) {
     char dir[512], p[1024], err[512];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    join(p, sizeof p, dir, "a.npy");
+    if (mk_tmpdir_with(dir, sizeof dir, p, sizeof p, "a.npy")) return;
     cg_rng r = {11};
     const int64_t shapes[][4] = {{0}, {5}, {3, 7}, {2, 1, 3}, {2, 3, 4, 5}, {3, 0, 2}};
     const int ndims[] = {0, 1, 2, 3, 4, 3};
@@ -163,8 +162,7 @@ CG_TEST(cli_npy_roundtrip) {
  * trailing comma, odd whitespace, Python 2 long suffixes. */
 CG_TEST(cli_npy_v2_v3_headers) {
     char dir[512], p[1024], err[512];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    join(p, sizeof p, dir, "a.npy");
+    if (mk_tmpdir_with(dir, sizeof dir, p, sizeof p, "a.npy")) return;
     float v[6] = {1.5f, -2.25f, 3, 4, 5, 6.125f};
     const struct { int major; const char *h; } cases[] = {
         {2, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" "          \n"},
@@ -189,8 +187,7 @@ CG_TEST(cli_npy_v2_v3_headers) {
 /* fortran_order True: the file is column-major; the reader returns row-major. */
 CG_TEST(cli_npy_fortran_order) {
     char dir[512], p[1024], err[512], h[256];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    join(p, sizeof p, dir, "a.npy");
+    if (mk_tmpdir_with(dir, sizeof dir, p, sizeof p, "a.npy")) return;
     const int64_t shapes[][4] = {{3, 5}, {2, 3, 4}, {2, 1, 3, 2}, {7}};
     const int ndims[] = {2, 3, 4, 1};
     cg_rng r = {5};
@@ -229,8 +226,7 @@ CG_TEST(cli_npy_fortran_order) {
 
 CG_TEST(cli_npy_f64_converted) {
     char dir[512], p[1024], err[512];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    join(p, sizeof p, dir, "a.npy");
+    if (mk_tmpdir_with(dir, sizeof dir, p, sizeof p, "a.npy")) return;
     double v[5] = {0.1, -1e30, 3.0, 1e-3, 1e300};
     write_raw(p, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }\n", v, sizeof v);
     cg_npy a;
@@ -261,8 +257,7 @@ static void expect_read_error(const char *p, const char *what, const char *label
 
 CG_TEST(cli_npy_truncated) {
     char dir[512], p[1024], err[512];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    join(p, sizeof p, dir, "a.npy");
+    if (mk_tmpdir_with(dir, sizeof dir, p, sizeof p, "a.npy")) return;
     float v[12] = {0};
     const int64_t shape[2] = {3, 4};
     CG_CHECK(cg_npy_write(p, v, 2, shape, err, sizeof err) == 0, "%s", err);
@@ -300,8 +295,7 @@ CG_TEST(cli_npy_truncated) {
 
 CG_TEST(cli_npy_bad_headers) {
     char dir[512], p[1024];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    join(p, sizeof p, dir, "a.npy");
+    if (mk_tmpdir_with(dir, sizeof dir, p, sizeof p, "a.npy")) return;
     float v[8] = {0};
     const struct { const char *h; const char *what; } cases[] = {
         {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", "big-endian"},

@@ -384,10 +384,8 @@ CG_TEST(rel_run_outputs_all_or_nothing) {
 
 /* A huge import gets a bounded number of per-element messages. */
 CG_TEST(rel_import_caps_messages) {
-    char S[4096];
-    if (mk_tmpdir(S, sizeof S)) return;
-    char p[9000];
-    snprintf(p, sizeof p, "%s/big.json", S);
+    char S[4096], p[9000];
+    if (mk_tmpdir_with(S, sizeof S, p, sizeof p, "big.json")) return;
     FILE *f = fopen(p, "w");
     fputs("[", f);
     for (int i = 0; i < 5000; i++) fprintf(f, "%s{\"schema\": 1}", i ? "," : "");
@@ -470,10 +468,8 @@ CG_TEST(rel_run_zero_size_huge_dims) {
 
 /* .npy: a NUL inside a header key is malformed, not a prefix match. */
 CG_TEST(rel_npy_nul_in_key) {
-    char S[4096];
-    if (mk_tmpdir(S, sizeof S)) return;
-    char p[9000];
-    snprintf(p, sizeof p, "%s/x.npy", S);
+    char S[4096], p[9000];
+    if (mk_tmpdir_with(S, sizeof S, p, sizeof p, "x.npy")) return;
     static const char h[] = "{'descr\0x': '<f4', 'fortran_order': False, 'shape': (1,), }\n";
     float one = 1;
     FILE *f = fopen(p, "wb");
