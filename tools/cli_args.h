@@ -13,8 +13,8 @@
  * shapes. A command may also accept its historical positional form ("2,64,1,4,16,16"),
  * given as the key order `positional` to cg_cli_shape_parse.
  * (`chunkgen tune` parses its options with this table but keeps its own shape syntax,
- * "[ssd:|sscan:]B,T,G,H,dk,dv" / "B,L,D,N[,G]" (cg__tune_shape_parse); show, export,
- * import and cache still parse by hand through tools/cli_common.h.) */
+ * "[ssd:|sscan:]B,T,G,H,dk,dv" / "B,L,D,N[,G]" (cg__tune_shape_parse); export and
+ * import still parse by hand through tools/cli_common.h.) */
 #ifndef CG_CLI_ARGS_H
 #define CG_CLI_ARGS_H
 
@@ -81,6 +81,9 @@ int cg_cli_config_for(const char *cfg, const char *op, char *buf, size_t cap, co
     {"--threads", 0, CG_CLI_INT, offsetof(type, field), "N", "CPU threads (0 = all cores)", 0, 4096, NULL}
 #define CG_CLI_OPT_VERBOSE(type, field, help) {"--verbose", 'v', CG_CLI_FLAG, offsetof(type, field), NULL, help, 0, 0, NULL}
 #define CG_CLI_OPT_JSON(type, field, help) {"--json", 0, CG_CLI_FLAG, offsetof(type, field), NULL, help, 0, 0, NULL}
+#define CG_CLI_OPT_CACHE_DIR(type, field)                                                                       \
+    {"--cache-dir", 0, CG_CLI_STR, offsetof(type, field), "DIR",                                                   \
+     "the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)", 0, 0, NULL}
 #define CG_CLI_OPT_END {NULL, 0, CG_CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}
 
 /* ----------------------------------------------------------------------- shapes */

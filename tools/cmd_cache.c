@@ -19,6 +19,8 @@
 #include "cuda/kcache.h"
 
 #include <dirent.h>
+#include <jansson.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,10 +44,32 @@ static const char k_cache_usage[] =
     "\n"
     "Only chunkgen's own files are removed: entry names and content (magic, schema) are\n"
     "checked, and anything else in the cache directory is left there and listed.\n"
-    "Exit status 1 when a file could not be removed.\n"
-    "\n"
-    "options:\n"
-    "  --cache-dir DIR   the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)\n";
+    "Exit status 1 when a file could not be removed.\n";
+
+typedef struct cache_opts {
+    cli_common c;
+    const char *action;
+    int all, json;
+    double older_days;
+} cache_opts;
+
+static int cache_action(void *opts, const char *arg, char *err, size_t errlen) {
+    cache_opts *o = opts;
+    if (o->action) return snprintf(err, errlen, "one action only (got '%s' and '%s')", o->action, arg), -1;
+    o->action = arg;
+    return 0;
+}
+
+static const cg_cli_opt k_cache_opts[] = {
+    {"--all", 0, CG_CLI_FLAG, offsetof(cache_opts, all), NULL,
+     "clear: also the kernel cache and the kept sources of failed\nemulator compiles", 0, 0, NULL},
+    {"--older-than", 0, CG_CLI_F64, offsetof(cache_opts, older_days), "DAYS",
+     "prune: also the entries created more than DAYS ago", 1e-9, 1e9, NULL},
+    CG_CLI_OPT_CACHE_DIR(cache_opts, c.cache_dir),
+    CG_CLI_OPT_JSON(cache_opts, json, "stats and verify: the counts as JSON"),
+    CG_CLI_OPT_END,
+};
+static const cg_cli_cmd k_cache_cmd = {"cache", k_cache_usage, k_cache_opts, cache_action};
 
 /* ------------------------------------------------------------ ownership */
 
@@ -339,14 +363,8 @@ static int kernels_check(const char *root, int verbose, int prune, int *checked,
     return bad;
 }
 
-static void print_stats(const char *root, const char *dir, int visited, const cache_stats *s, int tmps,
-                        int64_t tmp_bytes) {
-    printf("cache directory  %s\n", root);
-    if (visited < 0) printf("config store     %s (absent)\n", dir);
-    else
-        printf("config store     %s: %d entr%s (%d complete, %d unfinished), %d bad, %d temp file(s), %lld bytes\n",
-               dir, s->entries, s->entries == 1 ? "y" : "ies", s->complete, s->partial, s->bad, tmps,
-               (long long)(s->bytes + tmp_bytes));
+/* fn(arg, name, dir, files, bytes) for each cache directory under root besides configs/. */
+static void other_caches(const char *root, void (*fn)(void *, const char *, const char *, int, int64_t), void *arg) {
     DIR *d = opendir(root);
     struct dirent *de;
     while (d && (de = readdir(d))) {
@@ -355,38 +373,65 @@ static void print_stats(const char *root, const char *dir, int visited, const ca
         snprintf(sub, sizeof sub, "%s/%s", root, de->d_name);
         struct stat st;
         if (lstat(sub, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-        int f2 = 0;
-        int64_t b2 = 0;
-        tree_count(sub, 0, &f2, &b2);
-        printf("%-16s %s: %d file(s), %lld bytes\n", de->d_name, sub, f2, (long long)b2);
+        int files = 0;
+        int64_t bytes = 0;
+        tree_count(sub, 0, &files, &bytes);
+        fn(arg, de->d_name, sub, files, bytes);
     }
     if (d) closedir(d);
 }
 
+static void print_cache(void *arg, const char *name, const char *dir, int files, int64_t bytes) {
+    (void)arg;
+    printf("%-16s %s: %d file(s), %lld bytes\n", name, dir, files, (long long)bytes);
+}
+
+static void json_cache(void *arg, const char *name, const char *dir, int files, int64_t bytes) {
+    json_object_set_new(arg, name, json_pack("{s:s, s:i, s:I}", "dir", dir, "files", files, "bytes", (json_int_t)bytes));
+}
+
+static void print_stats(const char *root, const char *dir, int visited, const cache_stats *s, int tmps,
+                        int64_t tmp_bytes) {
+    printf("cache directory  %s\n", root);
+    if (visited < 0) printf("config store     %s (absent)\n", dir);
+    else
+        printf("config store     %s: %d entr%s (%d complete, %d unfinished), %d bad, %d temp file(s), %lld bytes\n",
+               dir, s->entries, s->entries == 1 ? "y" : "ies", s->complete, s->partial, s->bad, tmps,
+               (long long)(s->bytes + tmp_bytes));
+    other_caches(root, print_cache, NULL);
+}
+
+/* doc on stdout (and freed); 0, or -1 when doc is NULL or the write fails. */
+static int json_out(json_t *doc) {
+    int bad = !doc || json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) != 0;
+    if (!bad) putchar('\n');
+    json_decref(doc);
+    return bad ? -1 : 0;
+}
+
+/* stats --json: {"cache_dir", "configs": {"dir", "exists", "entries", "complete", "unfinished", "bad",
+ * "temp_files", "bytes"}, "caches": {NAME: {"dir", "files", "bytes"}}}. */
+static int stats_json(const char *root, const char *dir, int visited, const cache_stats *s, int tmps,
+                      int64_t tmp_bytes) {
+    json_t *caches = json_object();
+    if (caches) other_caches(root, json_cache, caches);
+    json_t *doc = json_pack("{s:s, s:{s:s, s:b, s:i, s:i, s:i, s:i, s:i, s:I}, s:o}", "cache_dir", root, "configs", "dir",
+                            dir, "exists", visited >= 0, "entries", s->entries, "complete", s->complete, "unfinished",
+                            s->partial, "bad", s->bad, "temp_files", tmps, "bytes", (json_int_t)(s->bytes + tmp_bytes),
+                            "caches", caches);
+    return json_out(doc) ? cli_fail("cache", "out of memory") : 0;
+}
+
 int cg_cmd_cache(int argc, char **argv) {
     const char *cmd = "cache";
-    cli_common c = {NULL, 0};
-    const char *action = NULL;
-    int all = 0;
-    double older = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(k_cache_usage, stdout);
-            return 0;
-        }
-        int k = cli_common_opt(cmd, argc, argv, &i, &c);
-        if (k < 0) return 2;
-        if (k) continue;
-        if (!strcmp(argv[i], "--all")) all = 1;
-        else if (cli_is_opt(argv[i], "--older-than")) {
-            const char *v = cli_opt_val(argc, argv, &i, "--older-than");
-            char *end;
-            double days = v ? strtod(v, &end) : -1;
-            if (!v || end == v || *end || !(days > 0)) return cli_usage(cmd, "--older-than expects a number of days > 0");
-            older = days * 86400;
-        } else if (argv[i][0] != '-' && !action) action = argv[i];
-        else return cli_usage(cmd, "unknown argument '%s'", argv[i]);
-    }
+    cache_opts o;
+    memset(&o, 0, sizeof o);
+    int prc = cg_cli_parse(&k_cache_cmd, argc, argv, &o);
+    if (prc) return prc < 0 ? 0 : prc;
+    const cli_common c = o.c;
+    const char *action = o.action;
+    const int all = o.all;
+    const double older = o.older_days * 86400;
     if (!action) return cli_usage(cmd, "missing the action: stats, verify, prune or clear");
     int is_stats = !strcmp(action, "stats"), is_verify = !strcmp(action, "verify"), is_prune = !strcmp(action, "prune"),
         is_clear = !strcmp(action, "clear");
@@ -394,6 +439,7 @@ int cg_cmd_cache(int argc, char **argv) {
         return cli_usage(cmd, "unknown action '%s' (expected stats, verify, prune or clear)", action);
     if (older > 0 && !is_prune) return cli_usage(cmd, "--older-than applies to prune only");
     if (all && !is_clear) return cli_usage(cmd, "--all applies to clear only");
+    if (o.json && !is_stats && !is_verify) return cli_usage(cmd, "--json applies to stats and verify only");
     cg_context *ctx = cli_make_ctx(cmd, &c);
     if (!ctx) return 1;
     char root[4096], dir[4096];
@@ -405,19 +451,25 @@ int cg_cmd_cache(int argc, char **argv) {
     } else {
         cache_stats s;
         memset(&s, 0, sizeof s);
-        s.verbose = is_verify || is_prune;
+        s.verbose = (is_verify || is_prune) && !o.json;
         s.prune = is_prune;
         s.older_than_s = older;
         int64_t tmp_bytes = 0;
         int visited = cg__tune_store_scan(dir, cache_visit, &s);
         int tmps = temp_files(dir, SUB_CONFIGS, is_prune ? 600 : 0, is_prune, &tmp_bytes, &s.failed);
         if (is_stats) {
-            print_stats(root, dir, visited, &s, tmps, tmp_bytes);
+            if (o.json) rc = stats_json(root, dir, visited, &s, tmps, tmp_bytes);
+            else print_stats(root, dir, visited, &s, tmps, tmp_bytes);
         } else if (is_verify) {
-            int kchecked, kfailed = 0, kbad = kernels_check(root, 1, 0, &kchecked, &kfailed);
+            int kchecked, kfailed = 0, kbad = kernels_check(root, o.json ? 0 : 1, 0, &kchecked, &kfailed);
+            if (s.bad || kbad) rc = 1;
+            if (o.json) {
+                json_t *doc = json_pack("{s:i, s:i, s:i, s:i}", "configs_checked", s.entries + s.bad, "configs_bad", s.bad,
+                                        "kernels_checked", kchecked, "kernels_bad", kbad);
+                if (json_out(doc)) rc = cli_fail(cmd, "out of memory");
+            } else
             printf("configs: %d entr%s checked, %d bad; kernels: %d checked, %d bad\n", s.entries + s.bad,
                    s.entries + s.bad == 1 ? "y" : "ies", s.bad, kchecked, kbad);
-            if (s.bad || kbad) rc = 1;
         } else {
             char kdir[4400];
             snprintf(kdir, sizeof kdir, "%s/kernels", root);

@@ -60,6 +60,17 @@ static const char k_filter_help[] =
     "  --partial                    include unfinished (interrupted) tunes\n"
     "  --cache-dir DIR              the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)\n";
 
+/* The filters as rows of a cg_cli_opt table over the filter `fld` of options struct T. */
+#define CLI_FILTER_ROWS(T, fld)                                                                                  \
+    {"--backend", 0, CG_CLI_STR, offsetof(T, fld.backend), "cpu|cuda|emulate", "only entries of this backend", 0,   \
+     0, NULL},                                                                                                   \
+    {"--op", 0, CG_CLI_STR, offsetof(T, fld.op), "ssd|sscan", "only this op", 0, 0, NULL},                        \
+    {"--dir", 0, CG_CLI_STR, offsetof(T, fld.dir), "fwd|bwd", "only this direction", 0, 0, NULL},                 \
+    {"--device", 0, CG_CLI_STR, offsetof(T, fld.device), "TEXT", "only devices whose name contains TEXT", 0, 0,   \
+     NULL},                                                                                                      \
+    {"--partial", 0, CG_CLI_FLAG, offsetof(T, fld.partial), NULL, "include unfinished (interrupted) tunes", 0, 0, \
+     NULL}
+
 /* Every valid entry of the store, in file-name order. */
 typedef struct entry_list {
     cg_tune_entry *e;
@@ -327,30 +338,61 @@ int cg_cmd_tune(int argc, char **argv) {
 /* ---------------------------------------------------------------- show */
 
 static const char k_show_usage[] =
-    "usage: chunkgen show [filters]\n"
+    "usage: chunkgen show [filters] [--json] [-v]\n"
     "\n"
     "Prints the tuned configs: key, config, median time, the default config's time and the\n"
-    "speed-up over it. Entries are grouped by device.\n"
-    "\n"
-    "filters:\n";
+    "speed-up over it. Entries are grouped by device.\n";
+
+typedef struct show_opts {
+    cli_common c;
+    filter f;
+    int json, verbose;
+} show_opts;
+
+static const cg_cli_opt k_show_opts[] = {
+    CLI_FILTER_ROWS(show_opts, f),
+    CG_CLI_OPT_CACHE_DIR(show_opts, c.cache_dir),
+    CG_CLI_OPT_JSON(show_opts, json, "the store's entries as JSON (each as `chunkgen export` writes it)"),
+    CG_CLI_OPT_VERBOSE(show_opts, verbose, "also list each entry's candidates: config, verdict, median ms"),
+    CG_CLI_OPT_END,
+};
+static const cg_cli_cmd k_show_cmd = {"show", k_show_usage, k_show_opts, NULL};
+
+/* --json: {"store": DIR, "exists": bool, "entries": [...], "bad": N}. */
+static int show_json(const char *dir, int exists, const entry_list *l) {
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < l->n; i++)
+        if (json_array_append_new(arr, cg__tune_entry_to_json(&l->e[i]))) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    json_t *doc = arr ? json_pack("{s:s, s:b, s:o, s:i}", "store", dir, "exists", exists, "entries", arr, "bad", l->bad)
+                      : NULL;
+    int rc = !doc || json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) != 0;
+    if (!rc) putchar('\n');
+    json_decref(doc);
+    return rc ? cli_fail("show", "out of memory") : 0;
+}
+
+/* -v: the candidates of e under its line. */
+static void show_cands(const cg_tune_entry *e) {
+    for (int j = 0; j < e->ncand; j++) {
+        const cg_tune_cand *c = &e->cand[j];
+        printf("      %c %-40s %-8s", j == e->best ? '*' : ' ', c->cfg[0] ? c->cfg : "(default)",
+               cg__tune_verdict_name(c->verdict));
+        if (c->verdict == CG_TV_OK) printf(" %10.3f ms (IQR %.3f, %d reps)", c->median_ms, c->iqr_ms, c->reps);
+        putchar('\n');
+    }
+}
 
 int cg_cmd_show(int argc, char **argv) {
     const char *cmd = "show";
-    cli_common c = {NULL, 0};
-    filter f;
-    memset(&f, 0, sizeof f);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(k_show_usage, stdout);
-            fputs(k_filter_help, stdout);
-            return 0;
-        }
-        int k = cli_common_opt(cmd, argc, argv, &i, &c);
-        if (k < 0) return 2;
-        if (k) continue;
-        if ((k = filter_opt(cmd, argc, argv, &i, &f)) < 0) return 2;
-        if (!k) return cli_usage(cmd, "unknown argument '%s'", argv[i]);
-    }
+    show_opts o;
+    memset(&o, 0, sizeof o);
+    int rc = cg_cli_parse(&k_show_cmd, argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    const cli_common c = o.c;
+    const filter f = o.f;
     cg_context *ctx = cli_make_ctx(cmd, &c);
     if (!ctx) return 1;
     const char *dir = cg__tune_store_dir(ctx);
@@ -358,12 +400,15 @@ int cg_cmd_show(int argc, char **argv) {
     memset(&l, 0, sizeof l);
     l.f = &f;
     l.warn = 1;
-    if (cg__tune_store_scan(dir, collect, &l) < 0) {
-        printf("no tuned configs (%s does not exist; run `chunkgen tune`)\n", dir);
-        cg_context_free(ctx);
-        return 0;
-    }
+    int exists = cg__tune_store_scan(dir, collect, &l) >= 0;
     if (l.n) qsort(l.e, (size_t)l.n, sizeof *l.e, cmp_entries);
+    if (o.json || !exists) {
+        rc = o.json ? show_json(dir, exists, &l) : 0;
+        if (!o.json) printf("no tuned configs (%s does not exist; run `chunkgen tune`)\n", dir);
+        list_free(&l);
+        cg_context_free(ctx);
+        return rc;
+    }
     printf("tuned configs in %s\n", dir);
     int wk = 3, wc = 6; /* column widths */
     for (int i = 0; i < l.n; i++) {
@@ -410,6 +455,7 @@ int cg_cmd_show(int argc, char **argv) {
         } else {
             printf("  %-*s  %-*s %10s %10s %8s%s\n", wk, sp ? sp + 1 : brief, wc, "(none passed)", "-", "-", "-", status);
         }
+        if (o.verbose) show_cands(e);
     }
     if (!l.n) printf("  (none%s)\n", f.backend || f.op || f.dir || f.device ? " match the filters" : "");
     if (l.bad) printf("\n%d bad entr%s ignored (`chunkgen cache verify` lists them)\n", l.bad, l.bad == 1 ? "y" : "ies");
