@@ -4,6 +4,7 @@
 
 #include "chunkgen.h"
 
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,6 +79,7 @@ void cg__ctx_leave(cg_context *ctx);
 
 /* Send a message to the log callback (log.c); the only way the library says anything. */
 void cg__log(cg_log_level level, const char *fmt, ...) CG_PRINTF(2, 3);
+void cg__logv(cg_log_level level, const char *fmt, va_list ap);
 
 /* Record a message on ctx and return status (printf-style). */
 cg_status cg__err(cg_context *ctx, cg_status status, const char *fmt, ...) CG_PRINTF(3, 4);

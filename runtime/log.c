@@ -26,11 +26,15 @@ void cg_set_log_callback(cg_log_fn fn, void *user) {
 }
 
 void cg__log(cg_log_level level, const char *fmt, ...) {
-    char msg[CG_ERRMSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    cg__logv(level, fmt, ap);
     va_end(ap);
+}
+
+void cg__logv(cg_log_level level, const char *fmt, va_list ap) {
+    char msg[CG_ERRMSG_CAP];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     pthread_mutex_lock(&g_lock);
     cg_log_fn fn = g_fn;
     void *user = g_user;

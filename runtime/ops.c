@@ -145,6 +145,16 @@ const cg_op_desc *cg__op_desc(cg_op op) {
     return &k_ops[op];
 }
 
+cg_status cg__op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
+    switch (op) {
+    case CG_OP_SSD_FWD: return cg_ssd_fwd(ctx, args, exec);
+    case CG_OP_SSD_BWD: return cg_ssd_bwd(ctx, args, exec);
+    case CG_OP_SSCAN_FWD: return cg_sscan_fwd(ctx, args, exec);
+    case CG_OP_SSCAN_BWD: return cg_sscan_bwd(ctx, args, exec);
+    }
+    return cg__err(ctx, CG_EINVAL, "op %d: expected one of the cg_op values", (int)op);
+}
+
 const cg_op_desc *cg__op_find(const char *name) {
     for (int i = 0; i < COUNT(k_ops); i++)
         if (name && !strcmp(k_ops[i].name, name)) return &k_ops[i];

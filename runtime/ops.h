@@ -87,6 +87,9 @@ typedef struct cg_op_desc {
     cg_sym key[4];
 } cg_op_desc;
 
+/* The public entry point of op (cg_ssd_fwd ...) on args of its type. */
+cg_status cg__op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
+
 /* The descriptor of op (never NULL for a valid op). */
 const cg_op_desc *cg__op_desc(cg_op op);
 /* Descriptor by name ("ssd_fwd"); NULL when unknown. */

@@ -30,16 +30,6 @@ static const conf_case k_cases[] = {
     {"sscan_l97_g2_grouped", 1, 2, 97, 2, 0, 0, 0, 8, 4, 0, 1},
 };
 
-static cg_status call_op(cg_context *ctx, cg_op op, const void *args, const cg_exec *ex) {
-    switch (op) {
-    case CG_OP_SSD_FWD: return cg_ssd_fwd(ctx, args, ex);
-    case CG_OP_SSD_BWD: return cg_ssd_bwd(ctx, args, ex);
-    case CG_OP_SSCAN_FWD: return cg_sscan_fwd(ctx, args, ex);
-    case CG_OP_SSCAN_BWD: return cg_sscan_bwd(ctx, args, ex);
-    }
-    return CG_EINTERNAL;
-}
-
 typedef union conf_args {
     cg_ssd_fwd_args ssd_fwd;
     cg_ssd_bwd_args ssd_bwd;
@@ -104,7 +94,7 @@ static void run_case(cg_context *ctx, cg_op op, const conf_case *c, cg_backend b
         *(int *)((char *)&a64 + d->scalar[k].arg_off) = c->all;
     }
     cg_exec ref = {.backend = CG_BACKEND_REF};
-    CG_CHECK_OK(ctx, call_op(ctx, op, &a64, &ref));
+    CG_CHECK_OK(ctx, cg__op_call(ctx, op, &a64, &ref));
 
     cg_status st = CG_OK;
     if (kx) { /* device copies of every tensor, outputs as NaN too */
@@ -120,7 +110,7 @@ static void run_case(cg_context *ctx, cg_op op, const conf_case *c, cg_backend b
     }
     cg_exec ex = {.backend = backend};
     if (st == CG_OK) {
-        st = call_op(ctx, op, &a32, &ex);
+        st = cg__op_call(ctx, op, &a32, &ex);
         CG_CHECK(st == CG_OK, "%s %s on %s: %s: %s", d->name, c->name, cg_backend_name(backend), cg_status_str(st),
                  cg_errmsg(ctx));
     }

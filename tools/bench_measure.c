@@ -14,17 +14,6 @@ int bench_runner_fail(runner *r, cg_status s, const char *what) {
     return -1;
 }
 
-/* The public entry point of op. */
-static cg_status call_op(cg_context *ctx, cg_op op, const void *args, const cg_exec *ex) {
-    switch (op) {
-    case CG_OP_SSD_FWD: return cg_ssd_fwd(ctx, args, ex);
-    case CG_OP_SSD_BWD: return cg_ssd_bwd(ctx, args, ex);
-    case CG_OP_SSCAN_FWD: return cg_sscan_fwd(ctx, args, ex);
-    case CG_OP_SSCAN_BWD: return cg_sscan_bwd(ctx, args, ex);
-    }
-    return CG_EINVAL;
-}
-
 /* One fwd (and bwd for fwd_bwd) call on memory m. */
 int bench_run_call(runner *r, const bptrs *m) {
     cell *c = r->c;
@@ -38,7 +27,7 @@ int bench_run_call(runner *r, const bptrs *m) {
         } args;
         bench_cell_args(c, m, bwd, &args);
         r->ex.config = r->config[bwd];
-        cg_status s = call_op(r->ctx, d->op, &args, &r->ex);
+        cg_status s = cg__op_call(r->ctx, d->op, &args, &r->ex);
         if (s != CG_OK) {
             char what[64];
             snprintf(what, sizeof what, "cg_%s", d->name);

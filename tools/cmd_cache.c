@@ -423,13 +423,10 @@ static int stats_json(const char *root, const char *dir, int visited, const cach
 }
 
 int cg_cmd_cache(int argc, char **argv) {
-    const char *cmd = "cache";
-    cache_opts o;
-    memset(&o, 0, sizeof o);
+    cache_opts o = {0};
     int prc = cg_cli_parse(&k_cache_cmd, argc, argv, &o);
     if (prc) return prc < 0 ? 0 : prc;
-    const cli_common c = o.c;
-    const char *action = o.action;
+    const char *cmd = k_cache_cmd.name, *action = o.action;
     const int all = o.all;
     const double older = o.older_days * 86400;
     if (!action) return cli_usage(cmd, "missing the action: stats, verify, prune or clear");
@@ -440,7 +437,7 @@ int cg_cmd_cache(int argc, char **argv) {
     if (older > 0 && !is_prune) return cli_usage(cmd, "--older-than applies to prune only");
     if (all && !is_clear) return cli_usage(cmd, "--all applies to clear only");
     if (o.json && !is_stats && !is_verify) return cli_usage(cmd, "--json applies to stats and verify only");
-    cg_context *ctx = cli_make_ctx(cmd, &c);
+    cg_context *ctx = cli_make_ctx(cmd, &o.c);
     if (!ctx) return 1;
     char root[4096], dir[4096];
     snprintf(root, sizeof root, "%s", cg__cache_dir(ctx));

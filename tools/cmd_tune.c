@@ -386,19 +386,16 @@ static void show_cands(const cg_tune_entry *e) {
 }
 
 int cg_cmd_show(int argc, char **argv) {
-    const char *cmd = "show";
-    show_opts o;
-    memset(&o, 0, sizeof o);
+    show_opts o = {0};
     int rc = cg_cli_parse(&k_show_cmd, argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    const cli_common c = o.c;
-    const filter f = o.f;
-    cg_context *ctx = cli_make_ctx(cmd, &c);
+    const filter *f = &o.f;
+    cg_context *ctx = cli_make_ctx(k_show_cmd.name, &o.c);
     if (!ctx) return 1;
     const char *dir = cg__tune_store_dir(ctx);
     entry_list l;
     memset(&l, 0, sizeof l);
-    l.f = &f;
+    l.f = f;
     l.warn = 1;
     int exists = cg__tune_store_scan(dir, collect, &l) >= 0;
     if (l.n) qsort(l.e, (size_t)l.n, sizeof *l.e, cmp_entries);
@@ -457,7 +454,7 @@ int cg_cmd_show(int argc, char **argv) {
         }
         if (o.verbose) show_cands(e);
     }
-    if (!l.n) printf("  (none%s)\n", f.backend || f.op || f.dir || f.device ? " match the filters" : "");
+    if (!l.n) printf("  (none%s)\n", f->backend || f->op || f->dir || f->device ? " match the filters" : "");
     if (l.bad) printf("\n%d bad entr%s ignored (`chunkgen cache verify` lists them)\n", l.bad, l.bad == 1 ? "y" : "ies");
     list_free(&l);
     cg_context_free(ctx);

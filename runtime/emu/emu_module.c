@@ -225,12 +225,10 @@ static int open_payload(cg_emu_module *m, const void *so, size_t len, const cg_p
 static void warn_once(int *flag, const char *fmt, ...) CG_PRINTF(2, 3);
 static void warn_once(int *flag, const char *fmt, ...) {
     if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED)) return;
-    char msg[CG_ERRMSG_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    cg__logv(CG_LOG_WARN, fmt, ap);
     va_end(ap);
-    cg__log(CG_LOG_WARN, "%s", msg);
 }
 
 static int g_warn_load;
