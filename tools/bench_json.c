@@ -60,27 +60,17 @@ int64_t bench_dispatch_chunk(const char *line) {
 
 json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
     const bconfig *f = c->cfg;
-    json_t *r = json_object();
-    json_object_set_new(r, "impl", json_string(k_impl_names[impl]));
-    json_object_set_new(r, "op", json_string(f->op == OP_SSD ? "ssd" : "sscan"));
-    json_object_set_new(r, "mode", json_string(c->bwd ? "fwd_bwd" : "fwd"));
-    json_object_set_new(r, "config", json_string(f->name));
-    if (f->op == OP_SSD) {
-        json_object_set_new(r, "batch", json_integer(f->B));
-        json_object_set_new(r, "groups", json_integer(f->G));
-        json_object_set_new(r, "heads", json_integer(f->H));
-        json_object_set_new(r, "seq", json_integer(c->seq));
-        json_object_set_new(r, "dk", json_integer(f->dk));
-        json_object_set_new(r, "dv", json_integer(f->dv));
-        json_object_set_new(r, "layout", json_string(c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token"));
-    } else {
-        json_t *s = json_object();
-        json_object_set_new(s, "batch", json_integer(f->B));
-        json_object_set_new(s, "seq", json_integer(c->seq));
-        json_object_set_new(s, "dim", json_integer(f->D));
-        json_object_set_new(s, "state", json_integer(f->N));
-        json_object_set_new(r, "shape", s);
-    }
+    json_t *r = json_pack("{s:s, s:s, s:s, s:s}", "impl", k_impl_names[impl], "op", f->op == OP_SSD ? "ssd" : "sscan",
+                          "mode", c->bwd ? "fwd_bwd" : "fwd", "config", f->name);
+    json_t *shape = f->op == OP_SSD
+                        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "batch", (json_int_t)f->B, "groups",
+                                    (json_int_t)f->G, "heads", (json_int_t)f->H, "seq", (json_int_t)c->seq, "dk",
+                                    (json_int_t)f->dk, "dv", (json_int_t)f->dv, "layout",
+                                    c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token")
+                        : json_pack("{s:{s:I, s:I, s:I, s:I}}", "shape", "batch", (json_int_t)f->B, "seq",
+                                    (json_int_t)c->seq, "dim", (json_int_t)f->D, "state", (json_int_t)f->N);
+    json_object_update(r, shape);
+    json_decref(shape);
     int th = impl == IMPL_REF ? 1 : (impl == IMPL_CPU || impl == IMPL_EMU) ? bn->threads : 0;
     if (th) json_object_set_new(r, "threads", json_integer(th));
     return r;
@@ -147,10 +137,8 @@ void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const ch
         flops = bench_sscan_flops(f, c->seq, c->bwd);
     }
     double bytes = bench_cell_bytes(c), sec = m->median_ms * 1e-3;
-    json_object_set_new(row, "flops", bench_jnum(flops));
-    json_object_set_new(row, "bytes", bench_jnum(bytes));
-    json_object_set_new(row, "gflops", bench_jnum(flops / sec * 1e-9));
-    json_object_set_new(row, "gbs", bench_jnum(bytes / sec * 1e-9));
+    json_object_update_new(row, json_pack("{s:o, s:o, s:o, s:o}", "flops", bench_jnum(flops), "bytes", bench_jnum(bytes),
+                                          "gflops", bench_jnum(flops / sec * 1e-9), "gbs", bench_jnum(bytes / sec * 1e-9)));
     double P = NAN, W = NAN;
     if (impl == IMPL_CPU) {
         /* The larger of the measured and the nominal peak: a busy machine measures low,
@@ -166,29 +154,22 @@ void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const ch
     if (isfinite(P) && isfinite(W) && P > 0 && W > 0) {
         double gf = flops / sec * 1e-9, gb = bytes / sec * 1e-9, ai = flops / bytes;
         double roof = ai * W < P ? ai * W : P;
-        json_object_set_new(row, "frac_flops", bench_jnum(gf / P));
-        json_object_set_new(row, "frac_bw", bench_jnum(gb / W));
-        json_object_set_new(row, "frac_roofline", bench_jnum(gf / roof));
-        json_object_set_new(row, "bound", json_string(ai * W < P ? "bandwidth" : "flops"));
+        json_object_update_new(row, json_pack("{s:o, s:o, s:o, s:s}", "frac_flops", bench_jnum(gf / P), "frac_bw",
+                                              bench_jnum(gb / W), "frac_roofline", bench_jnum(gf / roof), "bound",
+                                              ai * W < P ? "bandwidth" : "flops"));
     }
 }
 
 json_t *bench_device_block(const bench *bn) {
     const cpu_info *ci = &bn->ci;
     const gpu_info *gi = &bn->gi;
-    json_t *d = json_object();
     int gpu_run = gi->ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
-    json_object_set_new(d, "backend", json_string(gpu_run ? "cuda" : "cpu"));
-    json_object_set_new(d, "device_kind", json_string(gpu_run ? gi->name : "cpu"));
-    json_object_set_new(d, "cpu", json_string(ci->model));
-    json_object_set_new(d, "cores", json_integer(ci->cores));
-    json_object_set_new(d, "threads", json_integer(bn->threads));
-    json_object_set_new(d, "simd", json_string(ci->simd));
-    json_object_set_new(d, "cpu_isa", json_string(cg__cpu_isa_ops()->name)); /* the CPU path's variant */
-    json_object_set_new(d, "cpu_mhz", bench_jnum(ci->mhz));
-    json_object_set_new(d, "fma_peak_gflops_nominal", bench_jnum(ci->peak_nominal));
-    json_object_set_new(d, "fma_peak_gflops_measured", bench_jnum(ci->peak_meas));
-    json_object_set_new(d, "mem_bw_gbs_measured", bench_jnum(ci->bw_meas));
+    json_t *d = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:o, s:o, s:o}", "backend", gpu_run ? "cuda" : "cpu",
+                          "device_kind", gpu_run ? gi->name : "cpu", "cpu", ci->model, "cores", ci->cores, "threads",
+                          bn->threads, "simd", ci->simd, "cpu_isa", cg__cpu_isa_ops()->name, /* the CPU path's variant */
+                          "cpu_mhz", bench_jnum(ci->mhz), "fma_peak_gflops_nominal", bench_jnum(ci->peak_nominal),
+                          "fma_peak_gflops_measured", bench_jnum(ci->peak_meas), "mem_bw_gbs_measured",
+                          bench_jnum(ci->bw_meas));
     json_object_set_new(d, "cpu_peak_note",
                         json_string("nominal = threads x cpu MHz x 2 FMA units x fp32 lanes x 2 flops (assumes two "
                                     "FMA ports at the nominal clock); measured = best of 3 runs of 12 independent FMA "
@@ -199,16 +180,12 @@ json_t *bench_device_block(const bench *bn) {
         json_object_set_new(d, "fake_cuda", json_string("CHUNKGEN_BENCH_FAKE_CUDA=emulate: the chunkgen_cuda rows ran on "
                                                         "the SIMT emulator (a test of the bench's device-memory path)"));
     if (gi->ok) {
-        json_object_set_new(d, "gpu", json_string(gi->name));
-        json_object_set_new(d, "gpu_arch", json_integer(gi->arch));
-        json_object_set_new(d, "sm_count", json_integer(gi->sm_count));
-        json_object_set_new(d, "gpu_clock_mhz", bench_jnum(gi->clock_mhz));
-        json_object_set_new(d, "gpu_mem_clock_mhz", bench_jnum(gi->mem_clock_mhz));
-        json_object_set_new(d, "gpu_bus_bits", bench_jnum(gi->bus_bits));
-        json_object_set_new(d, "gpu_memory_gb", bench_jnum(gi->mem_gb));
-        json_object_set_new(d, "driver", json_integer(gi->driver));
-        json_object_set_new(d, "gpu_fp32_peak_gflops", bench_jnum(gi->fp32_peak_gflops));
-        json_object_set_new(d, "gpu_bw_gbs", bench_jnum(gi->bw_peak_gbs));
+        json_object_update_new(
+            d, json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:i, s:o, s:o}", "gpu", gi->name, "gpu_arch", gi->arch,
+                         "sm_count", gi->sm_count, "gpu_clock_mhz", bench_jnum(gi->clock_mhz), "gpu_mem_clock_mhz",
+                         bench_jnum(gi->mem_clock_mhz), "gpu_bus_bits", bench_jnum(gi->bus_bits), "gpu_memory_gb",
+                         bench_jnum(gi->mem_gb), "driver", gi->driver, "gpu_fp32_peak_gflops",
+                         bench_jnum(gi->fp32_peak_gflops), "gpu_bw_gbs", bench_jnum(gi->bw_peak_gbs)));
         json_object_set_new(d, "gpu_peak_note",
                             json_string("fp32 peak = SMs x FP32 lanes per SM (64 on sm_80, else 128) x 2 x max clock; "
                                         "bandwidth = 2 x memory clock x bus width / 8 (driver attributes)"));
@@ -264,18 +241,12 @@ json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const
     if (o->mode != 2) json_array_append_new(md, json_string("fwd"));
     if (o->mode != 1) json_array_append_new(md, json_string("fwd_bwd"));
     json_object_set_new(c, "modes", md);
-    json_object_set_new(c, "layout", json_string(o->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token"));
-    json_object_set_new(c, "threads", json_integer(bn->threads));
-    json_object_set_new(c, "repeats", json_integer(o->repeats));
-    json_object_set_new(c, "min_time_s", json_real(o->min_time));
-    json_object_set_new(c, "warmup", json_integer(o->warmup));
-    json_object_set_new(c, "ref_seq", json_integer(o->ref_seq));
-    json_object_set_new(c, "ref_max_s", json_real(o->ref_max_s));
-    json_object_set_new(c, "emu_max_seq", json_integer(o->emu_max_seq));
-    json_t *in = json_object();
-    json_object_set_new(in, "ssd", json_string(k_inputs_ssd));
-    json_object_set_new(in, "sscan", json_string(k_inputs_sscan));
-    json_object_set_new(c, "inputs", in);
+    json_object_update_new(c, json_pack("{s:s, s:i, s:i, s:f, s:i, s:I, s:f, s:I, s:{s:s, s:s}}", "layout",
+                                        o->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token", "threads", bn->threads,
+                                        "repeats", o->repeats, "min_time_s", o->min_time, "warmup", o->warmup,
+                                        "ref_seq", (json_int_t)o->ref_seq, "ref_max_s", o->ref_max_s, "emu_max_seq",
+                                        (json_int_t)o->emu_max_seq, "inputs", "ssd", k_inputs_ssd, "sscan",
+                                        k_inputs_sscan));
     json_object_set_new(c, "timing",
                         json_string("per row: warm-up calls (the first one's wall time is compile_s), then samples of "
                                     "`inner` back-to-back calls until `repeats` samples and min_time_s seconds; median_ms, "
