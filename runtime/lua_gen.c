@@ -370,20 +370,11 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
 
 static void push_dev(lua_State *L, const cg_devinfo *d) {
     lua_createtable(L, 0, 7);
-    lua_pushstring(L, d->name);
-    lua_setfield(L, -2, "name");
-    lua_pushinteger(L, d->arch);
-    lua_setfield(L, -2, "arch");
-    lua_pushinteger(L, d->sm_count);
-    lua_setfield(L, -2, "sm_count");
-    lua_pushinteger(L, d->smem_per_block);
-    lua_setfield(L, -2, "smem_per_block");
-    lua_pushinteger(L, d->regs_per_block);
-    lua_setfield(L, -2, "regs_per_block");
-    lua_pushboolean(L, d->emulated);
-    lua_setfield(L, -2, "emulated");
-    lua_pushstring(L, d->isa);
-    lua_setfield(L, -2, "isa");
+#define SET(push, f) (push(L, d->f), lua_setfield(L, -2, #f))
+    SET(lua_pushstring, name); SET(lua_pushinteger, arch); SET(lua_pushinteger, sm_count);
+    SET(lua_pushinteger, smem_per_block); SET(lua_pushinteger, regs_per_block); SET(lua_pushboolean, emulated);
+    SET(lua_pushstring, isa);
+#undef SET
 }
 
 /* Read a list of {key, value} pairs at the top of the stack into a cg_cfg. */

@@ -180,3 +180,23 @@ CG_TEST(gen_cli_config_scopes) {
     CG_CHECK(cg_cli_config_for("sdd:chunk=64", "ssd_fwd", buf, sizeof buf, &out, err, sizeof err) != 0 &&
                  strstr(err, "sdd"), "unknown scope: %s", err);
 }
+
+/* CG_CLI_CHOICE: one word of the placeholder, stored as lo + its index; anything else
+ * (a prefix, a longer word) is a usage error (2). */
+CG_TEST(gen_cli_choice_option) {
+    typedef struct { int op, pick; } choice_opts;
+    static const cg_cli_opt opts[] = {
+        {"--op", 0, CG_CLI_CHOICE, offsetof(choice_opts, op), "ssd|sscan", "op", 1, 0, NULL},
+        {"--pick", 0, CG_CLI_CHOICE, offsetof(choice_opts, pick), "a|bb|c", "pick", 0, 0, NULL},
+        CG_CLI_OPT_END};
+    static const cg_cli_cmd cmd = {"choice", "usage: choice\n", opts, NULL};
+    choice_opts o = {0, -1};
+    char *a1[] = {"choice", "--op", "sscan", "--pick=c", NULL};
+    CG_CHECK(cg_cli_parse(&cmd, 4, a1, &o) == 0 && o.op == 2 && o.pick == 2, "sscan, c: op %d pick %d", o.op, o.pick);
+    char *a2[] = {"choice", "--op=ssd", "--pick", "bb", NULL};
+    CG_CHECK(cg_cli_parse(&cmd, 4, a2, &o) == 0 && o.op == 1 && o.pick == 1, "ssd, bb: op %d pick %d", o.op, o.pick);
+    char *bad[][3] = {{"choice", "--op", "ss"}, {"choice", "--op", "sscans"}, {"choice", "--pick", "b"},
+                      {"choice", "--pick", ""}};
+    for (int i = 0; i < 4; i++)
+        CG_CHECK(cg_cli_parse(&cmd, 3, bad[i], &o) == 2, "'%s %s' accepted", bad[i][1], bad[i][2]);
+}

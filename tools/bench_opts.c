@@ -88,14 +88,6 @@ static int opt_impls(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
-static int opt_op(void *opts, const char *v, char *err, size_t errlen) {
-    bench_opts *o = opts;
-    if (!strcmp(v, "ssd")) o->op = 1;
-    else if (!strcmp(v, "sscan")) o->op = 2;
-    else return snprintf(err, errlen, "expected ssd or sscan, got '%s'", v), -1;
-    return 0;
-}
-
 static int opt_preset(void *opts, const char *v, char *err, size_t errlen) {
     bench_opts *o = opts;
     int n = split_list(v, o->presets + o->npresets, MAXLIST - o->npresets);
@@ -115,14 +107,6 @@ static int opt_seq(void *opts, const char *v, char *err, size_t errlen) {
         if (*end || x < 1 || x > (1ll << 30)) return snprintf(err, errlen, "expected integers in [1, 2^30], got '%s'", w[i]), -1;
         o->seqs[o->nseqs++] = x;
     }
-    return 0;
-}
-
-static int opt_mode(void *opts, const char *v, char *err, size_t errlen) {
-    bench_opts *o = opts;
-    if (!strcmp(v, "fwd")) o->mode = 1;
-    else if (!strcmp(v, "fwd_bwd")) o->mode = 2;
-    else return snprintf(err, errlen, "expected fwd or fwd_bwd, got '%s'", v), -1;
     return 0;
 }
 
@@ -157,10 +141,10 @@ static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
 static const cg_cli_opt k_bench_opts[] = {
     {"--backend", 0, CG_CLI_FN, 0, "LIST", "cpu, cuda, emulate, ref (default: all that are available)", 0, 0, opt_backend},
     {"--impls", 0, CG_CLI_FN, 0, "LIST", "exact impl names (overrides --backend)", 0, 0, opt_impls},
-    {"--op", 0, CG_CLI_FN, 0, "ssd|sscan", "one op only", 0, 0, opt_op},
+    {"--op", 0, CG_CLI_CHOICE, offsetof(bench_opts, op), "ssd|sscan", "one op only", 1, 0, NULL},
     {"--preset", 0, CG_CLI_FN, 0, "LIST", "the seeds' shapes by name (e.g. g1h1_d128, sscan_d512)", 0, 0, opt_preset},
     {"--seq", 0, CG_CLI_FN, 0, "LIST", "sequence lengths (replace 512,2048,8192)", 0, 0, opt_seq},
-    {"--mode", 0, CG_CLI_FN, 0, "fwd|fwd_bwd", "one mode only", 0, 0, opt_mode},
+    {"--mode", 0, CG_CLI_CHOICE, offsetof(bench_opts, mode), "fwd|fwd_bwd", "one mode only", 1, 0, NULL},
     {"--ssd-shape", 0, CG_CLI_FN, 0, "NAME:B=N,G=N,H=N,dk=N,dv=N", "a custom SSD shape (repeatable; replaces the\n"
      "presets; given alone, it also means --op ssd)", 0, 0, opt_ssd_shape},
     {"--sscan-shape", 0, CG_CLI_FN, 0, "NAME:B=N,D=N,N=N", "a custom selective-scan shape (likewise)", 0, 0, opt_sscan_shape},

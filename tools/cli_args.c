@@ -75,6 +75,19 @@ static int store(const cg_cli_cmd *cmd, const cg_cli_opt *o, const char *val, vo
         *(double *)dst = v;
         return 0;
     }
+    case CG_CLI_CHOICE: {
+        size_t n = strlen(val);
+        int k = 0;
+        for (const char *w = o->meta; *w; k++) {
+            size_t m = strcspn(w, "|");
+            if (m == n && !strncmp(w, val, n)) {
+                *(int *)dst = (int)o->lo + k;
+                return 0;
+            }
+            w += m + (w[m] == '|');
+        }
+        return cg_cli_usage_err(cmd->name, "%s: expected %s, got '%s'", o->name, o->meta, val);
+    }
     case CG_CLI_FN:
         if (o->fn(opts, val, err, sizeof err) != 0) return cg_cli_usage_err(cmd->name, "%s: %s", o->name, err);
         return 0;

@@ -29,6 +29,7 @@ typedef enum cg_cli_kind {
     CG_CLI_I64,   /* an integer in [lo, hi] (int64_t) */
     CG_CLI_F64,   /* a number in [lo, hi] (double) */
     CG_CLI_STR,   /* the text (const char *, pointing into argv) */
+    CG_CLI_CHOICE, /* one of the '|'-separated words of meta: stores lo + its index (int) */
     CG_CLI_FN     /* fn(opts, value): anything else (lists, enums, shapes); value NULL for a flag */
 } cg_cli_kind;
 
