@@ -80,17 +80,14 @@ void ssdt_pair_new(ssdt_set *f, ssdt_set *d, ssdt_dims dims, cg_dtype dd, int wh
 
 static const cg_tensor absent;
 
+/* The inputs both directions take, as designated initializers of their args struct. */
+#define SSDT_INPUT_ARGS(s, layout, h0)                                                                       \
+    .layout = (cg_layout)(layout), .q = (s)->q.t, .k = (s)->k.t, .v = (s)->v.t, .log_alpha = (s)->la.t,        \
+    .h0 = (h0) ? (s)->h0.t : absent
+
 cg_status ssdt_run_fwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int hT, cg_backend be,
                        const char *config) {
-    cg_ssd_fwd_args a;
-    memset(&a, 0, sizeof a);
-    a.layout = (cg_layout)layout;
-    a.q = s->q.t;
-    a.k = s->k.t;
-    a.v = s->v.t;
-    a.log_alpha = s->la.t;
-    a.h0 = h0 ? s->h0.t : absent;
-    a.o = s->o.t;
+    cg_ssd_fwd_args a = {SSDT_INPUT_ARGS(s, layout, h0), .o = s->o.t};
     a.hT = hT ? s->hT.t : absent;
     cg_exec ex = {.backend = be, .config = config};
     return cg_ssd_fwd(ctx, &a, &ex);
@@ -98,15 +95,7 @@ cg_status ssdt_run_fwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int hT,
 
 cg_status ssdt_run_bwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int dhT, int dh0, cg_backend be,
                        const char *config) {
-    cg_ssd_bwd_args a;
-    memset(&a, 0, sizeof a);
-    a.layout = (cg_layout)layout;
-    a.q = s->q.t;
-    a.k = s->k.t;
-    a.v = s->v.t;
-    a.log_alpha = s->la.t;
-    a.h0 = h0 ? s->h0.t : absent;
-    a.dout = s->dout.t;
+    cg_ssd_bwd_args a = {SSDT_INPUT_ARGS(s, layout, h0), .dout = s->dout.t};
     a.dhT = dhT ? s->dhT.t : absent;
     a.dq = s->dq.t;
     a.dk = s->dk.t;

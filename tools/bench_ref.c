@@ -56,7 +56,7 @@ double bench_ref_work(const cell *c, int64_t batch, int64_t tokens) {
 
 typedef struct ssd_ref_job {
     cell *c;
-    double *in[S_COUNT];   /* float64 cut copies of the inputs */
+    double *in[MAX_T];     /* float64 cut copies of the inputs */
     double *dqh, *dkh;     /* per-head dq, dk partials [H][Tc][dk] */
     atomic_int next;
     atomic_int failed;
@@ -113,15 +113,26 @@ static void *ssd_ref_worker(void *arg) {
     return NULL;
 }
 
-static int alloc_refs(cell *c, const int *outs, int nouts) {
-    for (int i = 0; i < nouts; i++) {
-        btensor *t = &c->t[outs[i]];
+/* The cut of every used tensor of c: a float64 copy of each input into in[i], a zeroed
+ * float64 buffer for each output's reference (t->ref, shape t->rn). 0, or -1 when out of
+ * memory (what was allocated stays for the caller to free). */
+static int cut_buffers(cell *c, double **in) {
+    for (int i = 0; i < c->nt; i++) {
+        btensor *t = &c->t[i];
         if (!t->used) continue;
+        if (!t->out) {
+            if (!(in[i] = copy_cut_f64(c, t))) return -1;
+            continue;
+        }
         cut_shape(c, t, t->rn);
-        t->ref = calloc((size_t)prod4(t->rn), sizeof(double));
-        if (!t->ref) return -1;
+        if (!(t->ref = calloc((size_t)prod4(t->rn), sizeof(double)))) return -1;
     }
     return 0;
+}
+
+static int ref_oom(cell *c) {
+    snprintf(c->ref_err, sizeof c->ref_err, "out of host memory for the float64 reference");
+    return -1;
 }
 
 int bench_ssd_reference(cell *c, int threads) {
@@ -131,12 +142,8 @@ int bench_ssd_reference(cell *c, int threads) {
     memset(&j, 0, sizeof j);
     j.c = c;
     pthread_mutex_init(&j.mu, NULL);
-    static const int outs[] = {S_O, S_HT, S_DQ, S_DK, S_DV, S_DLA, S_DH0};
-    static const int ins[] = {S_Q, S_K, S_V, S_LA, S_H0, S_DO};
     int rc = -1;
-    if (alloc_refs(c, outs, 7)) goto oom;
-    for (int i = 0; i < 6; i++)
-        if (c->t[ins[i]].used && !(j.in[ins[i]] = copy_cut_f64(c, &c->t[ins[i]]))) goto oom;
+    if (cut_buffers(c, j.in)) goto oom;
     if (c->bwd) {
         j.dqh = calloc((size_t)(H * Tc * dk), sizeof(double));
         j.dkh = calloc((size_t)(H * Tc * dk), sizeof(double));
@@ -181,63 +188,59 @@ int bench_ssd_reference(cell *c, int threads) {
     rc = 0;
     goto out;
 oom:
-    snprintf(c->ref_err, sizeof c->ref_err, "out of host memory for the float64 reference");
+    ref_oom(c);
 out:
-    for (int i = 0; i < S_COUNT; i++) free(j.in[i]);
+    for (int i = 0; i < MAX_T; i++) free(j.in[i]);
     free(j.dqh);
     free(j.dkh);
     pthread_mutex_destroy(&j.mu);
     return rc;
 }
 
+/* The float64 args of the cell's forward (bwd 0) or backward op over the cut, contiguous:
+ * inputs from in[], outputs into their references; every scalar flag on (bench_cell_args). */
+static void ref_args(const cell *c, int bwd, double *const *in, void *args) {
+    const cg_op_desc *d = bench_cell_op(c, bwd);
+    memset(args, 0, d->args_size);
+    for (int i = 0; i < d->nt; i++) {
+        const int j = c->map[bwd][i];
+        const btensor *t = &c->t[j];
+        if (!t->used) continue;
+        int64_t rn[4], st[4] = {0, 0, 0, 0}, e = 1;
+        cut_shape(c, t, rn);
+        for (int k = t->nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
+        *cg__args_tensor(d, args, i) = f64_view(t->out ? t->ref : in[j], t->nd, rn[0], rn[1], rn[2], rn[3], st[0],
+                                                st[1], st[2], st[3]);
+    }
+    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
+}
+
+/* The selective scan's reference: the whole cut in one call per direction. */
 int bench_sscan_reference(cell *c) {
-    static const int outs[] = {X_Y, X_HT, X_DX, X_DDELTA, X_DA, X_DB, X_DC, X_DD, X_DZ, X_DBIAS};
-    static const int ins[] = {X_X, X_DELTA, X_A, X_B, X_C, X_D, X_Z, X_BIAS, X_DY};
-    double *in[X_COUNT] = {0};
-    int rc = -1;
+    double *in[MAX_T] = {0};
     cg_context *ctx = NULL;
-    if (alloc_refs(c, outs, 10)) goto oom;
-    for (int i = 0; i < 9; i++)
-        if (c->t[ins[i]].used && !(in[ins[i]] = copy_cut_f64(c, &c->t[ins[i]]))) goto oom;
-    if (cg_context_create(&ctx) != CG_OK) goto oom;
-    {
-        const bconfig *f = c->cfg;
-        const int64_t L = c->cut_t, D = f->D, N = f->N;
-#define R3(p, n2) f64_view((p), 3, 1, L, n2, 0, L * (n2), n2, 1, 0)
-#define RA(p) f64_view((p), 2, D, N, 0, 0, N, 1, 0, 0)
-#define RD(p) f64_view((p), 1, D, 0, 0, 0, 1, 0, 0, 0)
+    int rc = cut_buffers(c, in) || cg_context_create(&ctx) != CG_OK ? ref_oom(c) : 0;
+    if (!rc) {
         cg_exec ex = {.backend = CG_BACKEND_REF};
-        btensor *t = c->t;
+        union {
+            cg_sscan_fwd_args f;
+            cg_sscan_bwd_args b;
+        } args;
         double t0 = bench_now_s();
-        cg_sscan_fwd_args fa = {.x = R3(in[X_X], D), .delta = R3(in[X_DELTA], D), .A = RA(in[X_A]), .B = R3(in[X_B], N),
-                                .C = R3(in[X_C], N), .D = RD(in[X_D]), .z = R3(in[X_Z], D),
-                                .delta_bias = RD(in[X_BIAS]), .delta_softplus = 1, .y = R3(t[X_Y].ref, D),
-                                .hT = f64_view(t[X_HT].ref, 3, 1, D, N, 0, D * N, N, 1, 0)};
-        cg_status s = cg_sscan_fwd(ctx, &fa, &ex);
-        if (s == CG_OK && c->bwd) {
-            cg_sscan_bwd_args ba = {.x = fa.x, .delta = fa.delta, .A = fa.A, .B = fa.B, .C = fa.C, .D = fa.D, .z = fa.z,
-                                    .delta_bias = fa.delta_bias, .delta_softplus = 1, .dy = R3(in[X_DY], D),
-                                    .dx = R3(t[X_DX].ref, D), .ddelta = R3(t[X_DDELTA].ref, D), .dA = RA(t[X_DA].ref),
-                                    .dB = R3(t[X_DB].ref, N), .dC = R3(t[X_DC].ref, N), .dD = RD(t[X_DD].ref),
-                                    .dz = R3(t[X_DZ].ref, D), .ddelta_bias = RD(t[X_DBIAS].ref)};
-            s = cg_sscan_bwd(ctx, &ba, &ex);
+        cg_status s = CG_OK;
+        for (int bwd = 0; bwd <= c->bwd && s == CG_OK; bwd++) {
+            ref_args(c, bwd, in, &args);
+            s = cg__op_call(ctx, bench_cell_op(c, bwd)->op, &args, &ex);
         }
-#undef R3
-#undef RA
-#undef RD
-        c->ref_rate = bench_ref_work(c, 1, L) / (bench_now_s() - t0);
+        c->ref_rate = bench_ref_work(c, 1, c->cut_t) / (bench_now_s() - t0);
         if (s != CG_OK) {
             snprintf(c->ref_err, sizeof c->ref_err, "reference failed: %s: %s", cg_status_str(s), cg_errmsg(ctx));
-            goto out;
+            rc = -1;
+        } else {
+            c->have_ref = 1;
         }
     }
-    c->have_ref = 1;
-    rc = 0;
-    goto out;
-oom:
-    snprintf(c->ref_err, sizeof c->ref_err, "out of host memory for the float64 reference");
-out:
-    for (int i = 0; i < X_COUNT; i++) free(in[i]);
+    for (int i = 0; i < MAX_T; i++) free(in[i]);
     cg_context_free(ctx);
     return rc;
 }
