@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -28,21 +29,14 @@ int mk_tmpdir_with(char *dir, size_t len, char *path, size_t plen, const char *n
     return 0;
 }
 
-void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) rm_tree(p);
-        else unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
 }
+
+void rm_tree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 void join(char *out, size_t len, const char *dir, const char *name) {
     snprintf(out, len, "%s/%s", dir, name);

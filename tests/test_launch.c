@@ -5,18 +5,11 @@
 #include "cg_test.h"
 #include "ssd_testlib.h"
 #include "tune_testlib.h"
+#include "cli_testlib.h"
 #include "gen.h"
 #include "ops.h"
 
-#include <ftw.h>
 #include <unistd.h>
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
 
 /* A context on a new cache directory (dir: a mkdtemp template), no config from the
  * environment. */
@@ -83,7 +76,7 @@ CG_TEST(launch_tuned_call_resolves_once) {
     ssdt_set_free(&x);
     ssdt_set_free(&ref);
     cg_context_free(ctx);
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rm_tree(dir);
 }
 
 static int64_t loads(cg_context *ctx) { return cg__launch_loads(ctx); }
@@ -144,5 +137,5 @@ CG_TEST(launch_prepare_and_workspace) {
     ssdt_set_free(&x);
     ssdt_set_free(&ref);
     cg_context_free(ctx);
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rm_tree(dir);
 }

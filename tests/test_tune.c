@@ -4,12 +4,12 @@
 #include "cg_test.h"
 #include "../autotune/autotune.h"
 #include "tune_testlib.h"
+#include "cli_testlib.h"
 
 #include <jansson.h>
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -34,15 +34,6 @@ static void tmpdir(char *buf, size_t cap) {
         abort();
     }
 }
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
-
-static void rmtree(const char *dir) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 static cg_context *ctx_in(const char *dir) { return tune_test_ctx(dir); }
 
@@ -240,7 +231,7 @@ CG_TEST(tune_bucket_and_lookup_order) {
     CG_CHECK(tuned_lookup(ctx, "cpu", CG_OP_SSD_FWD, &p, &cfg, &level) == CG_EINVAL, "malformed pin");
     unsetenv("CHUNKGEN_CONFIG");
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
 
 /* ---------------------------------------------------------------- store */
@@ -317,7 +308,7 @@ CG_TEST(tune_store_validation) {
     cg__tune_entry_free(&other);
     cg__tune_entry_free(&e);
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
 
 CG_TEST(tune_store_8_processes) {
@@ -369,7 +360,7 @@ CG_TEST(tune_store_8_processes) {
             cg__tune_entry_free(&e);
         }
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
 
 /* ------------------------------------------------------------ real tunes */
@@ -436,7 +427,7 @@ CG_TEST(tune_cpu_spaces) {
     int n;
     CG_CHECK(cg__tune_cpu_space(ctx, "no_such_space", &ks, &dev, &cfgs, &n, NULL) == CG_ENOTFOUND, "unknown space");
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
 
 /* Tune a small SSD shape in a child, SIGKILL it as soon as it has stored something, check
@@ -512,7 +503,7 @@ CG_TEST(tune_kill9_resume) {
     CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSD_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "exact") && (cfg.n == 3 || cfg.n == 0), "lookup after the tune: %s, %d keys", level, cfg.n);
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
 
 /* The recorded verdicts of a real tune are consistent: a passing candidate has a small
@@ -542,7 +533,7 @@ CG_TEST(tune_verdicts_consistent) {
     CG_CHECK(e.best < 0 || e.cand[e.best].verdict == CG_TV_OK, "best passed");
     cg__tune_entry_free(&e);
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
 
 /* ---------------------------------------------------------------- import */
@@ -584,7 +575,7 @@ CG_TEST(tune_import_corpus) {
     cg__tune_store_scan(cg__tune_store_dir(ctx), count_visit, &sc);
     CG_CHECK(sc.good == 0 && sc.bad == 0, "the store stays empty");
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
 
 /* Export -> import round trip with the merge rule: the faster entry stays. */
@@ -630,8 +621,8 @@ CG_TEST(tune_import_merge) {
     cg__tune_entry_free(&slow);
     cg_context_free(ctx);
     cg_context_free(ctx2);
-    rmtree(dir);
-    rmtree(dir2);
+    rm_tree(dir);
+    rm_tree(dir2);
 }
 
 /* CHUNKGEN_TUNE_ON_MISS=1: the first call of a key tunes it; the next is an exact hit. */
@@ -671,7 +662,7 @@ CG_TEST(tune_on_miss) {
     unsetenv("CHUNKGEN_TUNE_ON_MISS");
     unsetenv("CHUNKGEN_TUNE_BUDGET");
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
 
 /* A stored config that the problem's constraints refuse (here a key this version of the
@@ -721,5 +712,5 @@ CG_TEST(tune_refused_config_falls_back_to_default) {
              cg_errmsg(ctx));
     for (int i = 0; i < 5; i++) free(mem[i]);
     cg_context_free(ctx);
-    rmtree(dir);
+    rm_tree(dir);
 }
