@@ -21,6 +21,17 @@ static void abi_fix_new(abi_fix *f) {
     cg_tbuf_fill(&f->la, &r, -0.5, 0);
 }
 
+/* The CPU backend: the one these tests run. */
+static const cg_exec cpu = {.backend = CG_BACKEND_CPU};
+
+/* A context and a fixture (the context NULL, with a failed check, when it cannot be made). */
+static cg_context *abi_begin(abi_fix *f) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    abi_fix_new(f);
+    return ctx;
+}
+
 static void abi_fix_free(abi_fix *f) {
     cg_tbuf *all[] = {&f->q, &f->k, &f->v, &f->la, &f->o, &f->hT, &f->o_ref};
     for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
@@ -58,10 +69,8 @@ CG_TEST(api_abi_version_number) {
 }
 
 CG_TEST(api_abi_size_zero_and_init) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
     abi_fix f;
-    abi_fix_new(&f);
+    cg_context *ctx = abi_begin(&f);
     const cg_exec ex = CG_EXEC_INIT;
     CG_CHECK(ex.size == sizeof(cg_exec) && ex.backend == CG_BACKEND_AUTO && !ex.config, "CG_EXEC_INIT");
     cg_ssd_fwd_args a = abi_args(&f, &f.o_ref);
@@ -83,11 +92,8 @@ CG_TEST(api_abi_size_zero_and_init) {
 }
 
 CG_TEST(api_abi_older_binary) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
     abi_fix f;
-    abi_fix_new(&f);
-    const cg_exec cpu = {.backend = CG_BACKEND_CPU};
+    cg_context *ctx = abi_begin(&f);
     cg_ssd_fwd_args a = abi_args(&f, &f.o_ref);
     CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &cpu));
 
@@ -125,11 +131,8 @@ CG_TEST(api_abi_older_binary) {
 }
 
 CG_TEST(api_abi_newer_binary) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
     abi_fix f;
-    abi_fix_new(&f);
-    const cg_exec cpu = {.backend = CG_BACKEND_CPU};
+    cg_context *ctx = abi_begin(&f);
     /* A newer header: members this library does not know, all zero: accepted. */
     abi_buf nb;
     memset(&nb, 0, sizeof nb);
