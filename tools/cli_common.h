@@ -1,5 +1,5 @@
 /* cli_common.h -- option parsing and messages shared by the tuner's and the cache's
- * subcommands (tools/cmd_tune.c, tools/cmd_cache.c). */
+ * subcommands (tools/cmd_tune.c, tools/cmd_cache.c) and `run`. */
 #ifndef CG_CLI_COMMON_H
 #define CG_CLI_COMMON_H
 
@@ -10,8 +10,8 @@
 /* "chunkgen CMD: message" on stderr; returns 1 (the failure exit code). */
 int cli_fail(const char *cmd, const char *fmt, ...) CG_PRINTF(2, 3);
 /* The same plus a pointer to --help; returns 2 (the usage exit code): the CLI's one
- * usage-error printer (tools/cli_args.h). These commands do not use cli_args.h's option
- * table yet (its header says how they can adopt it). */
+ * usage-error printer (tools/cli_args.h). export and import do not use cli_args.h's
+ * option table yet (show and cache do; its header says how to adopt it). */
 #define cli_usage cg_cli_usage_err
 /* argv[*i] is an option taking a value: "--name value" or "--name=value". Returns the
  * value (NULL when missing) and advances *i. */
