@@ -48,6 +48,10 @@ void cg_test_cond(const char *file, int line, const char *cond);
                          cg_status_str(st_), cg_errmsg(ctx));                      \
     } while (0)
 
+/* A new context and the generator's kernel and CPU-space names (*names NULL-terminated,
+ * owned by the context); NULL after a failed check. */
+cg_context *cg_test_gen_kernels(const char ***names, int *n);
+
 /* Deterministic pseudo-random numbers (splitmix64). */
 typedef struct cg_rng { uint64_t s; } cg_rng;
 static inline uint64_t cg_rng_next(cg_rng *r) {

@@ -60,11 +60,10 @@ static int is_cpu_space(cg_context *ctx, const char *name) {
 /* ----------------------------------------------------------- rendering */
 
 CG_TEST(gen_kernels_listed) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
     const char **names;
-    int n = 0;
-    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &n));
+    int n;
+    cg_context *ctx = cg_test_gen_kernels(&names, &n);
+    if (!ctx) return;
     int found = 0;
     for (int i = 0; i < n; i++) found |= !strcmp(names[i], "ssd_fwd");
     CG_CHECK(found, "ssd_fwd missing from %d kernels", n);
@@ -214,13 +213,12 @@ CG_TEST(gen_pins) {
 }
 
 CG_TEST(gen_space_plans) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    const char **names;
+    int nk;
+    cg_context *ctx = cg_test_gen_kernels(&names, &nk);
+    if (!ctx) return;
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
-    const char **names;
-    int nk = 0;
-    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &nk));
     for (int k = 0; k < nk; k++) {
         for (int si = 0; si < NSHAPES; si++) {
             cg_kshape s = shape_of(si);
@@ -301,11 +299,10 @@ static int distinct_values(const cg_cfg *c, int n, const char *key) {
 /* generator/cpu/ descriptions: listed, described, enumerable and resolvable through the
  * generator core like kernels, but never planned. */
 CG_TEST(gen_cpu_spaces) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
     const char **names;
-    int nk = 0;
-    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &nk));
+    int nk;
+    cg_context *ctx = cg_test_gen_kernels(&names, &nk);
+    if (!ctx) return;
     int have_ssd = 0, have_sscan = 0, ncpu = 0;
     for (int k = 0; k < nk; k++) {
         have_ssd |= !strcmp(names[k], "ssd_cpu");

@@ -34,11 +34,10 @@ static int gen_cli(const char *args, char **out) {
 }
 
 CG_TEST(gen_space_keys_documented) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
     const char **names;
-    int n = 0;
-    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &n));
+    int n;
+    cg_context *ctx = cg_test_gen_kernels(&names, &n);
+    if (!ctx) return;
     int cpu = 0;
     for (int i = 0; i < n; i++) {
         char *text = NULL;

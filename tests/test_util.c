@@ -1,6 +1,20 @@
-/* test_util.c -- tensor buffers for tests. */
+/* test_util.c -- tensor buffers for tests, and a context with the kernel list. */
 #include "cg_test.h"
 #include "ops.h"
+#include "gen.h"
+
+cg_context *cg_test_gen_kernels(const char ***names, int *n) {
+    cg_context *ctx = NULL;
+    *names = NULL;
+    *n = 0;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    if (ctx && cg__gen_kernels(ctx, names, n) != CG_OK) {
+        cg_test_fail(__FILE__, __LINE__, "cg__gen_kernels: %s", cg_errmsg(ctx));
+        cg_context_free(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
 
 static size_t dsize(cg_dtype dt) { return dt == CG_F64 ? sizeof(double) : sizeof(float); }
 
