@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -107,6 +108,37 @@ int cg__tmp_create(const char *final_path, char *tmp, size_t tmpcap) {
     }
     errno = EEXIST;
     return -1;
+}
+
+char *cg__read_regular(const char *path, int64_t max_bytes, size_t *len, char *why, size_t whycap) {
+    int64_t size = 0;
+    int fd = cg__open_regular(path, max_bytes, &size, why, whycap);
+    if (fd < 0) return NULL;
+    size_t cap = (size_t)size, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf && n < cap) {
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            if (why && whycap) snprintf(why, whycap, "cannot read: %s", strerror(e));
+            free(buf);
+            close(fd);
+            errno = e;
+            return NULL;
+        }
+        if (r == 0) break; /* shrank while reading: what is there */
+        n += (size_t)r;
+    }
+    close(fd);
+    if (!buf) {
+        if (why && whycap) snprintf(why, whycap, "out of memory for %lld bytes", (long long)size);
+        errno = ENOMEM;
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
 }
 
 int cg__write_all(int fd, const void *data, size_t n) {

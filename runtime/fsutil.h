@@ -22,6 +22,11 @@ int cg__mkdirs(const char *path);
  * file (a FIFO)", "larger than ..."). *size (when not NULL) gets the size. */
 int cg__open_regular(const char *path, int64_t max_bytes, int64_t *size, char *why, size_t whycap);
 
+/* The whole regular file at path (cg__open_regular's checks, at most max_bytes; 0: no
+ * limit), NUL-terminated, malloc'd; *len (when not NULL) its length. NULL with errno set
+ * and the reason in why when it cannot be opened or read. */
+char *cg__read_regular(const char *path, int64_t max_bytes, size_t *len, char *why, size_t whycap);
+
 /* Create a new temp file next to final_path (see above): returns the fd (O_WRONLY) and
  * its path in tmp, or -1 with errno set. Never follows a symlink, never reuses a file. */
 int cg__tmp_create(const char *final_path, char *tmp, size_t tmpcap);

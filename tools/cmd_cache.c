@@ -119,23 +119,9 @@ static int is_temp_name(cache_sub sub, const char *n) {
 /* Whether the regular file at path holds one of sub's entries (by its content). */
 static int content_is_ours(cache_sub sub, const char *path, const char *name) {
     char why[256];
-    int64_t size = 0;
-    int fd = cg__open_regular(path, (int64_t)64 << 20, &size, why, sizeof why);
-    if (fd < 0) return 0;
-    size_t cap = (size_t)size, n = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf) {
-        close(fd);
-        return 0;
-    }
-    while (n < cap) {
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        n += (size_t)r;
-    }
-    close(fd);
-    buf[n] = '\0';
+    size_t n = 0;
+    char *buf = cg__read_regular(path, (int64_t)64 << 20, &n, why, sizeof why);
+    if (!buf) return 0;
     int ours = 0;
     if (sub == SUB_CONFIGS) {
         size_t i = 0;

@@ -4,6 +4,7 @@
  * (compiler version line, flags, ABI and that text). cg_emu_module.c compiles and loads
  * modules, emu_kexec.c is the executor. */
 #include "emu.h"
+#include "fsutil.h"
 #include "cuda/kcache.h"
 
 #include <pthread.h>
@@ -22,25 +23,8 @@ extern const size_t cg__emu_header_len __attribute__((weak));
 
 /* ---------------------------------------------------------------- utilities */
 char *cg__emu_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            char *nb = realloc(buf, cap + 65536 + 1);
-            if (!nb) { free(buf); fclose(f); return NULL; }
-            buf = nb;
-            cap += 65536;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
+    char why[256];
+    return cg__read_regular(path, 0, len, why, sizeof why);
 }
 
 /* Run cmd through the shell; *out gets its stdout+stderr (malloc'd). Exit status or -1. */
