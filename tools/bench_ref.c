@@ -54,10 +54,71 @@ double bench_ref_work(const cell *c, int64_t batch, int64_t tokens) {
     return (double)batch * tokens * f->D * f->N * (c->bwd ? 31.0 : 7.0);
 }
 
+/* One (group, head) slice of an SSD cut: the symbols G and H fixed at g and h (extent
+ * 1); an output with G (dq, dk: the sum over the group's heads is taken afterwards)
+ * goes to its per-head partial part[i] + h x (its cut elements / G). */
+typedef struct ref_slice {
+    int64_t g, h;
+    double *const *part;
+} ref_slice;
+
+/* The float64 args of the cell's forward (bwd 0) or backward op over the cut (sl: one
+ * slice of it; NULL: all), token-major: inputs from in[], outputs into their references;
+ * every scalar flag on (bench_cell_args). */
+static void ref_args(const cell *c, int bwd, double *const *in, const ref_slice *sl, void *args) {
+    const cg_op_desc *d = bench_cell_op(c, bwd);
+    memset(args, 0, d->args_size);
+    if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)args + d->layout_arg_off) = CG_LAYOUT_TOKEN_MAJOR;
+    for (int i = 0; i < d->nt; i++) {
+        const int j = c->map[bwd][i];
+        const btensor *t = &c->t[j];
+        if (!t->used) continue;
+        int order[4], grouped = 0;
+        int64_t rn[4], st[4] = {0, 0, 0, 0}, e = 1, off = 0;
+        cut_shape(c, t, rn);
+        const int nd = cg__op_given_order(d, i, 0, 0, order);
+        for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
+        for (int k = 0; sl && k < nd; k++) {
+            const cg_sym sym = d->t[i].ext[order[k]];
+            if (sym != CG_SYM_G && sym != CG_SYM_H) continue;
+            off += (sym == CG_SYM_G ? sl->g : sl->h) * st[k];
+            grouped |= sym == CG_SYM_G;
+            rn[k] = 1;
+        }
+        double *base = t->out ? t->ref : in[j];
+        if (t->out && grouped) { /* contiguous per-head partial of the slice's shape */
+            e = 1;
+            for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
+            base = sl->part[j] + sl->h * e, off = 0;
+        }
+        *cg__args_tensor(d, args, i) = f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
+    }
+    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
+}
+
+typedef union ref_args_buf {
+    cg_ssd_fwd_args sf;
+    cg_ssd_bwd_args sb;
+    cg_sscan_fwd_args xf;
+    cg_sscan_bwd_args xb;
+} ref_args_buf;
+
+/* The op's calls (forward, and backward for fwd_bwd) on one slice (NULL: the whole cut). */
+static cg_status ref_calls(cg_context *ctx, const cell *c, double *const *in, const ref_slice *sl) {
+    cg_exec ex = {.backend = CG_BACKEND_REF};
+    ref_args_buf args;
+    cg_status s = CG_OK;
+    for (int bwd = 0; bwd <= c->bwd && s == CG_OK; bwd++) {
+        ref_args(c, bwd, in, sl, &args);
+        s = cg__op_call(ctx, bench_cell_op(c, bwd)->op, &args, &ex);
+    }
+    return s;
+}
+
 typedef struct ssd_ref_job {
     cell *c;
     double *in[MAX_T];     /* float64 cut copies of the inputs */
-    double *dqh, *dkh;     /* per-head dq, dk partials [H][Tc][dk] */
+    double *part[MAX_T];   /* outputs with G (dq, dk): per-head partials [H][cut / G] */
     atomic_int next;
     atomic_int failed;
     char err[512];
@@ -67,40 +128,17 @@ typedef struct ssd_ref_job {
 static void *ssd_ref_worker(void *arg) {
     ssd_ref_job *j = arg;
     cell *c = j->c;
-    const bconfig *f = c->cfg;
-    const int64_t Tc = c->cut_t, G = f->G, H = f->H, dk = f->dk, dv = f->dv, hpg = H / G;
+    const int64_t H = c->cfg->H, hpg = H / c->cfg->G;
     cg_context *ctx = NULL;
     if (cg_context_create(&ctx) != CG_OK) {
         atomic_store(&j->failed, 1);
         return NULL;
     }
-    cg_exec ex = {.backend = CG_BACKEND_REF};
     for (;;) {
         int h = atomic_fetch_add(&j->next, 1);
         if (h >= H || atomic_load(&j->failed)) break;
-        const int64_t g = h / hpg;
-        btensor *t = c->t;
-        cg_tensor q = f64_view(j->in[S_Q] + g * dk, 4, 1, Tc, 1, dk, Tc * G * dk, G * dk, dk, 1);
-        cg_tensor k = f64_view(j->in[S_K] + g * dk, 4, 1, Tc, 1, dk, Tc * G * dk, G * dk, dk, 1);
-#define HV(p) f64_view((p) + h * dv, 4, 1, Tc, 1, dv, Tc * H * dv, H * dv, dv, 1)
-#define HL(p) f64_view((p) + h, 3, 1, Tc, 1, 0, Tc * H, H, 1, 0)
-#define HS(p) f64_view((p) + h * dk * dv, 4, 1, 1, dk, dv, H * dk * dv, dk * dv, dv, 1)
-        cg_status s;
-        cg_ssd_fwd_args fa = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = q, .k = k, .v = HV(j->in[S_V]),
-                              .log_alpha = HL(j->in[S_LA]), .h0 = HS(j->in[S_H0]), .o = HV(t[S_O].ref),
-                              .hT = HS(t[S_HT].ref)};
-        s = cg_ssd_fwd(ctx, &fa, &ex);
-        if (s == CG_OK && c->bwd) {
-            cg_ssd_bwd_args ba = {.layout = CG_LAYOUT_TOKEN_MAJOR, .q = q, .k = k, .v = HV(j->in[S_V]),
-                                  .log_alpha = HL(j->in[S_LA]), .h0 = HS(j->in[S_H0]), .dout = HV(j->in[S_DO]),
-                                  .dq = f64_view(j->dqh + h * Tc * dk, 4, 1, Tc, 1, dk, Tc * dk, dk, dk, 1),
-                                  .dk = f64_view(j->dkh + h * Tc * dk, 4, 1, Tc, 1, dk, Tc * dk, dk, dk, 1),
-                                  .dv = HV(t[S_DV].ref), .dlog_alpha = HL(t[S_DLA].ref), .dh0 = HS(t[S_DH0].ref)};
-            s = cg_ssd_bwd(ctx, &ba, &ex);
-        }
-#undef HV
-#undef HL
-#undef HS
+        const ref_slice sl = {h / hpg, h, j->part};
+        cg_status s = ref_calls(ctx, c, j->in, &sl);
         if (s != CG_OK) {
             pthread_mutex_lock(&j->mu);
             if (!atomic_load(&j->failed))
@@ -137,17 +175,26 @@ static int ref_oom(cell *c) {
 
 int bench_ssd_reference(cell *c, int threads) {
     const bconfig *f = c->cfg;
-    const int64_t Tc = c->cut_t, H = f->H, G = f->G, dk = f->dk, hpg = H / G;
+    const int64_t Tc = c->cut_t, H = f->H, G = f->G, hpg = H / G;
     ssd_ref_job j;
     memset(&j, 0, sizeof j);
     j.c = c;
     pthread_mutex_init(&j.mu, NULL);
     int rc = -1;
     if (cut_buffers(c, j.in)) goto oom;
-    if (c->bwd) {
-        j.dqh = calloc((size_t)(H * Tc * dk), sizeof(double));
-        j.dkh = calloc((size_t)(H * Tc * dk), sizeof(double));
-        if (!j.dqh || !j.dkh) goto oom;
+    int gpos[MAX_T]; /* the G dimension's position in each output with G, else -1 */
+    for (int i = 0; i < MAX_T; i++) gpos[i] = -1;
+    for (int bwd = 0; bwd <= c->bwd; bwd++) {
+        const cg_op_desc *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->nt; i++) {
+            const int x = c->map[bwd][i];
+            int order[4];
+            const int nd = cg__op_given_order(d, i, 0, 0, order);
+            for (int k = 0; c->t[x].used && c->t[x].out && k < nd; k++)
+                if (d->t[i].ext[order[k]] == CG_SYM_G) gpos[x] = k;
+            if (gpos[x] >= 0 && !j.part[x] && !(j.part[x] = calloc((size_t)(prod4(c->t[x].rn) / G * H), sizeof(double))))
+                goto oom;
+        }
     }
     {
         int nt = threads < H ? threads : (int)H;
@@ -169,19 +216,20 @@ int bench_ssd_reference(cell *c, int threads) {
         snprintf(c->ref_err, sizeof c->ref_err, "%s", j.err[0] ? j.err : "reference failed (context creation)");
         goto out;
     }
-    if (c->bwd) {
-        /* dq, dk of a group: the sum over its heads in head order, in float64. */
-        double *dq = c->t[S_DQ].ref, *dkr = c->t[S_DK].ref;
-        for (int64_t t = 0; t < Tc; t++)
+    /* dq, dk of a group: the sum over its heads in head order, in float64 */
+    for (int x = 0; x < c->nt; x++) {
+        if (gpos[x] < 0) continue;
+        int64_t outer = 1, inner = 1;
+        for (int k = 0; k < c->t[x].nd; k++)
+            if (k < gpos[x]) outer *= c->t[x].rn[k];
+            else if (k > gpos[x]) inner *= c->t[x].rn[k];
+        double *ref = c->t[x].ref;
+        for (int64_t o = 0; o < outer; o++)
             for (int64_t g = 0; g < G; g++)
-                for (int64_t i = 0; i < dk; i++) {
-                    double sq = 0, sk = 0;
-                    for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
-                        sq += j.dqh[(h * Tc + t) * dk + i];
-                        sk += j.dkh[(h * Tc + t) * dk + i];
-                    }
-                    dq[(t * G + g) * dk + i] = sq;
-                    dkr[(t * G + g) * dk + i] = sk;
+                for (int64_t i = 0; i < inner; i++) {
+                    double sum = 0;
+                    for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) sum += j.part[x][(h * outer + o) * inner + i];
+                    ref[(o * G + g) * inner + i] = sum;
                 }
     }
     c->have_ref = 1;
@@ -190,29 +238,9 @@ int bench_ssd_reference(cell *c, int threads) {
 oom:
     ref_oom(c);
 out:
-    for (int i = 0; i < MAX_T; i++) free(j.in[i]);
-    free(j.dqh);
-    free(j.dkh);
+    for (int i = 0; i < MAX_T; i++) free(j.in[i]), free(j.part[i]);
     pthread_mutex_destroy(&j.mu);
     return rc;
-}
-
-/* The float64 args of the cell's forward (bwd 0) or backward op over the cut, contiguous:
- * inputs from in[], outputs into their references; every scalar flag on (bench_cell_args). */
-static void ref_args(const cell *c, int bwd, double *const *in, void *args) {
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    memset(args, 0, d->args_size);
-    for (int i = 0; i < d->nt; i++) {
-        const int j = c->map[bwd][i];
-        const btensor *t = &c->t[j];
-        if (!t->used) continue;
-        int64_t rn[4], st[4] = {0, 0, 0, 0}, e = 1;
-        cut_shape(c, t, rn);
-        for (int k = t->nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
-        *cg__args_tensor(d, args, i) = f64_view(t->out ? t->ref : in[j], t->nd, rn[0], rn[1], rn[2], rn[3], st[0],
-                                                st[1], st[2], st[3]);
-    }
-    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
 }
 
 /* The selective scan's reference: the whole cut in one call per direction. */
@@ -221,17 +249,8 @@ int bench_sscan_reference(cell *c) {
     cg_context *ctx = NULL;
     int rc = cut_buffers(c, in) || cg_context_create(&ctx) != CG_OK ? ref_oom(c) : 0;
     if (!rc) {
-        cg_exec ex = {.backend = CG_BACKEND_REF};
-        union {
-            cg_sscan_fwd_args f;
-            cg_sscan_bwd_args b;
-        } args;
         double t0 = bench_now_s();
-        cg_status s = CG_OK;
-        for (int bwd = 0; bwd <= c->bwd && s == CG_OK; bwd++) {
-            ref_args(c, bwd, in, &args);
-            s = cg__op_call(ctx, bench_cell_op(c, bwd)->op, &args, &ex);
-        }
+        cg_status s = ref_calls(ctx, c, in, NULL);
         c->ref_rate = bench_ref_work(c, 1, c->cut_t) / (bench_now_s() - t0);
         if (s != CG_OK) {
             snprintf(c->ref_err, sizeof c->ref_err, "reference failed: %s: %s", cg_status_str(s), cg_errmsg(ctx));
