@@ -727,3 +727,24 @@ CG_TEST(cli_run_usage_errors) {
     CG_CHECK(rc == 1, "bad config: exit %d, expected 1", rc);
     rm_tree(dir);
 }
+
+/* --help lists each op's files from the op table: optional ones in brackets, the
+ * backward's after "(and", and the usage and options around them. */
+CG_TEST(cli_run_help_lists_files) {
+    char dir[512];
+    if (mk_tmpdir(dir, sizeof dir)) return;
+    const char *args[] = {"run", "--help", NULL};
+    int rc = run_cli(dir, args);
+    char p[1024];
+    join(p, sizeof p, dir, "stdout.txt");
+    char *out = slurp(p);
+    CG_CHECK(rc == 0, "run --help exited %d", rc);
+    const char *want[] = {"usage: chunkgen run ssd|sscan", "  ssd   reads  q k v log_alpha [h0] (and do [dhT] with --grad)\n",
+                          "        writes o hT (and dq dk dv dlog_alpha [dh0] with --grad)\n",
+                          "  sscan reads  x delta A B C [D] [z] [delta_bias] [h0] (and dy [dhT] with --grad)\n",
+                          "        writes y hT (and dx ddelta dA dB dC [dD] [dz] [ddelta_bias] [dh0] with --grad)\n",
+                          "Gradients are written only", "--delta-softplus", NULL};
+    for (int i = 0; want[i]; i++) CG_CHECK(strstr(out, want[i]) != NULL, "run --help lacks '%s': %s", want[i], out);
+    free(out);
+    rm_tree(dir);
+}

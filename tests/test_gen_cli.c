@@ -188,7 +188,7 @@ CG_TEST(gen_cli_choice_option) {
         {"--op", 0, CG_CLI_CHOICE, offsetof(choice_opts, op), "ssd|sscan", "op", 1, 0, NULL},
         {"--pick", 0, CG_CLI_CHOICE, offsetof(choice_opts, pick), "a|bb|c", "pick", 0, 0, NULL},
         CG_CLI_OPT_END};
-    static const cg_cli_cmd cmd = {"choice", "usage: choice\n", opts, NULL};
+    static const cg_cli_cmd cmd = {"choice", "usage: choice\n", opts, NULL, NULL};
     choice_opts o = {0, -1};
     char *a1[] = {"choice", "--op", "sscan", "--pick=c", NULL};
     CG_CHECK(cg_cli_parse(&cmd, 4, a1, &o) == 0 && o.op == 2 && o.pick == 2, "sscan, c: op %d pick %d", o.op, o.pick);

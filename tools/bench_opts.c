@@ -168,7 +168,7 @@ static const cg_cli_opt k_bench_opts[] = {
     CG_CLI_OPT_VERBOSE(bench_opts, verbose, "also print each row's dispatch line (backend, config, source)"),
     CG_CLI_OPT_END};
 
-static const cg_cli_cmd k_bench_cmd = {"bench", bench_usage, k_bench_opts, NULL};
+static const cg_cli_cmd k_bench_cmd = {"bench", bench_usage, k_bench_opts, NULL, NULL};
 
 int bench_parse_opts(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof *o);

@@ -24,6 +24,7 @@ int cg_cli_usage_err(const char *cmd, const char *fmt, ...) {
 
 void cg_cli_help(const cg_cli_cmd *cmd, FILE *f) {
     fputs(cmd->usage, f);
+    if (cmd->usage_more) cmd->usage_more(f);
     fputs("\noptions:\n", f);
     for (const cg_cli_opt *o = cmd->opts; o->name; o++) {
         char head[96];

@@ -53,6 +53,8 @@ typedef struct cg_cli_cmd {
     const cg_cli_opt *opts;  /* ends with a row whose name is NULL */
     /* A non-option argument; NULL: none allowed. 0 ok, else err says why. */
     int (*positional)(void *opts, const char *arg, char *err, size_t errlen);
+    /* More of the usage text, printed after `usage` (facts kept elsewhere); NULL: none. */
+    void (*usage_more)(FILE *f);
 } cg_cli_cmd;
 
 /* Parse argv[1..] into opts (which the caller has set to its defaults). Returns 0,

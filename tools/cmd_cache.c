@@ -69,7 +69,7 @@ static const cg_cli_opt k_cache_opts[] = {
     CG_CLI_OPT_JSON(cache_opts, json, "stats and verify: the counts as JSON"),
     CG_CLI_OPT_END,
 };
-static const cg_cli_cmd k_cache_cmd = {"cache", k_cache_usage, k_cache_opts, cache_action};
+static const cg_cli_cmd k_cache_cmd = {"cache", k_cache_usage, k_cache_opts, cache_action, NULL};
 
 /* ------------------------------------------------------------ ownership */
 

@@ -105,7 +105,7 @@ static const cg_cli_opt k_gen_opts[] = {
     CG_CLI_OPT_VERBOSE(gen_opts, verbose, "also print the plan's name and config to stderr"),
     CG_CLI_OPT_END};
 
-static const cg_cli_cmd k_gen_cmd = {"gen", gen_usage, k_gen_opts, gen_positional};
+static const cg_cli_cmd k_gen_cmd = {"gen", gen_usage, k_gen_opts, gen_positional, NULL};
 
 static int gen_fail(cg_context *ctx, const char *what) {
     fprintf(stderr, "chunkgen gen: %s: %s\n", what, cg_errmsg(ctx));

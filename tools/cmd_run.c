@@ -31,13 +31,40 @@ static const char run_usage[] =
     "       chunkgen run ssd|sscan [options] IN_DIR [OUT_DIR]\n"
     "\n"
     "Runs one op on float32 .npy files named after its inputs and writes .npy files\n"
-    "named after its outputs (OUT_DIR defaults to IN_DIR and is created if missing).\n"
-    "  ssd   reads  q k v log_alpha [h0] (and do [dhT] with --grad)\n"
-    "        writes o hT (and dq dk dv dlog_alpha [dh0] with --grad)\n"
-    "  sscan reads  x delta A B C [D] [z] [delta_bias] [h0] (and dy [dhT] with --grad)\n"
-    "        writes y hT (and dx ddelta dA dB dC [dD] [dz] [ddelta_bias] [dh0] with --grad)\n"
-    "Gradients are written only for the inputs that were given. The shapes come from the\n"
-    "arrays.\n";
+    "named after its outputs (OUT_DIR defaults to IN_DIR and is created if missing).\n";
+
+/* The files of each op from the op table: "  ssd   reads  q k v log_alpha [h0] (and do
+ * [dhT] with --grad)" and the same for the outputs; [x]: optional, or written only when
+ * its input is given. */
+static void run_files(FILE *f, const cg_op_desc *fwd, const cg_op_desc *bwd, int role) {
+    for (int w = 0; w < 2; w++) {
+        const cg_op_desc *d = w ? bwd : fwd;
+        int n = 0;
+        for (int i = 0; i < d->nt; i++) {
+            const cg_tdesc *t = &d->t[i];
+            if (t->role != role || (w && role == CG_TD_IN && cg__op_tensor(fwd, t->name) >= 0)) continue;
+            int g = cg__op_tensor(d, t->grad_of ? t->grad_of : "");
+            int opt = role == CG_TD_IN ? t->optional : t->requires || (g >= 0 && d->t[g].optional);
+            fprintf(f, "%s%s%s%s", n++ ? " " : w ? " (and " : "", opt ? "[" : "", t->file ? t->file : t->name,
+                    opt ? "]" : "");
+        }
+        if (w && n) fputs(" with --grad)", f);
+    }
+    fputc('\n', f);
+}
+
+static void run_usage_more(FILE *f) {
+    static const cg_op fam[][2] = {{CG_OP_SSD_FWD, CG_OP_SSD_BWD}, {CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD}};
+    for (int k = 0; k < 2; k++) {
+        const cg_op_desc *fwd = cg__op_desc(fam[k][0]), *bwd = cg__op_desc(fam[k][1]);
+        fprintf(f, "  %-5s reads  ", fwd->family);
+        run_files(f, fwd, bwd, CG_TD_IN);
+        fputs("        writes ", f);
+        run_files(f, fwd, bwd, CG_TD_OUT);
+    }
+    fputs("Gradients are written only for the inputs that were given. The shapes come from the\n"
+          "arrays.\n", f);
+}
 
 /* ------------------------------------------------------------------ errors */
 
@@ -94,7 +121,7 @@ static const cg_cli_opt k_run_opts[] = {
     {"--out", 0, CG_CLI_STR, offsetof(run_opts, out), "DIR", "output directory", 0, 0, NULL},
     CG_CLI_OPT_END};
 
-static const cg_cli_cmd k_run_cmd = {"run", run_usage, k_run_opts, run_positional};
+static const cg_cli_cmd k_run_cmd = {"run", run_usage, k_run_opts, run_positional, run_usage_more};
 
 /* 0 on success, else the exit code (2 usage, or -1 for --help printed). */
 static int parse_opts(int argc, char **argv, run_opts *o) {

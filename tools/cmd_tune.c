@@ -210,7 +210,7 @@ static const cg_cli_opt k_tune_opts[] = {
     CG_CLI_OPT_END,
 };
 #undef TO
-static const cg_cli_cmd k_tune_cmd = {"tune", k_tune_usage, k_tune_opts, NULL};
+static const cg_cli_cmd k_tune_cmd = {"tune", k_tune_usage, k_tune_opts, NULL, NULL};
 
 static int add_shape(const char *cmd, cg_context *ctx, const char *text, int op_mask, cg_tune_shape **v, int *n) {
     int sscan = -1;
@@ -356,7 +356,7 @@ static const cg_cli_opt k_show_opts[] = {
     CG_CLI_OPT_VERBOSE(show_opts, verbose, "also list each entry's candidates: config, verdict, median ms"),
     CG_CLI_OPT_END,
 };
-static const cg_cli_cmd k_show_cmd = {"show", k_show_usage, k_show_opts, NULL};
+static const cg_cli_cmd k_show_cmd = {"show", k_show_usage, k_show_opts, NULL, NULL};
 
 /* --json: {"store": DIR, "exists": bool, "entries": [...], "bad": N}. */
 static int show_json(const char *dir, int exists, const entry_list *l) {
