@@ -68,6 +68,28 @@ typedef struct ssdt_space {
 void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int stride, double tol_fp32,
                     double tol_tf32);
 
+/* A test's run_space(prec, be, stride) over its `k_shapes[NSHAPES]` (of type SHAPE):
+ * the cases are CASE, made by case_new(ctx, case, shape, seed 1000 + i), freed by
+ * case_free and checked by check_config(ctx, case, be, config, tol) of the test;
+ * FLAGS(c) are the CG_KS_* flags of shape c. */
+#define SSDT_RUN_SPACE(CASE, SHAPE, FLAGS, kernel, label)                                                      \
+    static CASE g_cases[NSHAPES];                                                                              \
+    static void sp_kshape(void *u, int i, cg_kshape *ks) {                                                     \
+        (void)u;                                                                                               \
+        ssdt_kshape(dims_of(&k_shapes[i]), FLAGS(&k_shapes[i]), ks);                                           \
+    }                                                                                                          \
+    static void sp_make(void *u, cg_context *ctx, int i) {                                                     \
+        case_new(ctx, &((CASE *)u)[i], &k_shapes[i], 1000 + (uint64_t)i);                                      \
+    }                                                                                                          \
+    static void sp_drop(void *u, int i) { case_free(&((CASE *)u)[i]); }                                        \
+    static int sp_check(void *u, cg_context *ctx, int i, cg_backend be, const char *config, double tol) {     \
+        return check_config(ctx, &((CASE *)u)[i], be, config, tol);                                            \
+    }                                                                                                          \
+    static void run_space(const char *prec, cg_backend be, int stride) {                                       \
+        const ssdt_space sp = {kernel, label, NSHAPES, g_cases, sp_kshape, sp_make, sp_drop, sp_check};        \
+        ssdt_run_space(&sp, prec, be, stride, TOL_FP32, TOL_TF32);                                             \
+    }
+
 /* The config stride of the native CUDA runs: 4 (CHUNKGEN_TEST_ALL_CONFIGS=1: 1). */
 int ssdt_cuda_stride(void);
 

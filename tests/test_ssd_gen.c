@@ -81,29 +81,13 @@ static int check_config(cg_context *ctx, gcase *g, cg_backend be, const char *co
     return 1;
 }
 
-/* The config-space loop of ssd_testlib.c over k_shapes. */
-static gcase g_cases[NSHAPES];
+static int gshape_flags(const gshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->hT ? CG_KS_HT : 0); }
 
-static void sp_kshape(void *u, int i, cg_kshape *ks) {
-    (void)u;
-    const gshape *c = &k_shapes[i];
-    ssdt_kshape(dims_of(c), (c->h0 ? CG_KS_H0 : 0) | (c->hT ? CG_KS_HT : 0), ks);
-}
-static void sp_make(void *u, cg_context *ctx, int i) {
-    case_new(ctx, &((gcase *)u)[i], &k_shapes[i], 1000 + (uint64_t)i);
-}
-static void sp_drop(void *u, int i) { case_free(&((gcase *)u)[i]); }
-static int sp_check(void *u, cg_context *ctx, int i, cg_backend be, const char *config, double tol) {
-    return check_config(ctx, &((gcase *)u)[i], be, config, tol);
-}
-
-/* Every config with precision `prec` accepted for any test shape, each run once on a
+/* The config-space loop of ssd_testlib.c over k_shapes: run_space(prec, be, stride).
+ * Every config with precision `prec` accepted for any test shape, each run once on a
  * rotating choice among the shapes that accept it; with stride > 1 only every stride-th
  * config of the union (NVRTC compiles cost seconds each on the GPU machine). */
-static void run_space(const char *prec, cg_backend be, int stride) {
-    const ssdt_space sp = {"ssd_fwd", "ssd_gen", NSHAPES, g_cases, sp_kshape, sp_make, sp_drop, sp_check};
-    ssdt_run_space(&sp, prec, be, stride, TOL_FP32, TOL_TF32);
-}
+SSDT_RUN_SPACE(gcase, gshape, gshape_flags, "ssd_fwd", "ssd_gen")
 
 CG_TEST(ssd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, 1); }
 CG_TEST(ssd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE, 1); }
