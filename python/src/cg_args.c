@@ -187,7 +187,7 @@ static PyObject *s_is_cpu;
 /* The torch front end's checks of input i (o, its dtype and shape objects) against the
  * first input (f, its dtype fdt): dtype, device, rank, no empty dimension. */
 static int check_one(const cg_op_desc *d, int i, PyObject *o, PyObject *dt, PyObject *shape, PyObject *f,
-                     PyObject *fdt) {
+                     PyObject *fdt, int f_cpu) {
     const char *name = d->t[i].name, *fname = d->t[0].name;
     if (torch_dtype(dt, name) < 0) return -1;
     if (dt != fdt) {
@@ -196,10 +196,12 @@ static int check_one(const cg_op_desc *d, int i, PyObject *o, PyObject *dt, PyOb
     }
     if (o != f) {
         /* both on the CPU (a cheap property), else the devices compared */
-        PyObject *c1 = PyObject_GetAttr(o, s_is_cpu), *c2 = c1 ? PyObject_GetAttr(f, s_is_cpu) : NULL;
-        int same = c1 == Py_True && c2 == Py_True;
-        Py_XDECREF(c1);
-        Py_XDECREF(c2);
+        int same = 0;
+        if (f_cpu) {
+            PyObject *c1 = PyObject_GetAttr(o, s_is_cpu);
+            same = c1 == Py_True;
+            Py_XDECREF(c1);
+        }
         if (!same) {
             PyErr_Clear();
             PyObject *dev = PyObject_GetAttr(o, s_device), *fdev = dev ? PyObject_GetAttr(f, s_device) : NULL;
@@ -226,6 +228,14 @@ static int check_one(const cg_op_desc *d, int i, PyObject *o, PyObject *dt, PyOb
     return 0;
 }
 
+/* Whether the first input is on the CPU (is_cpu; 0 when it cannot say). */
+static int first_on_cpu(PyObject *f) {
+    PyObject *c = PyObject_GetAttr(f, s_is_cpu);
+    if (!c) PyErr_Clear();
+    Py_XDECREF(c);
+    return c == Py_True;
+}
+
 static int inputs_tuple(const cg_op_desc *d, PyObject *ins) {
     int nin = cgpy_ninputs(d);
     if (!PyTuple_Check(ins) || PyTuple_GET_SIZE(ins) != nin) {
@@ -240,12 +250,12 @@ static int inputs_tuple(const cg_op_desc *d, PyObject *ins) {
 int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins) {
     if (inputs_tuple(d, ins)) return -1;
     PyObject *f = PyTuple_GET_ITEM(ins, 0), *fdt = PyObject_GetAttr(f, s_dtype);
-    int r = fdt ? 0 : -1;
+    int r = fdt ? 0 : -1, f_cpu = first_on_cpu(f);
     for (int i = 0; r == 0 && i < PyTuple_GET_SIZE(ins); i++) {
         PyObject *o = PyTuple_GET_ITEM(ins, i);
         if (o == Py_None) continue;
         PyObject *dt = PyObject_GetAttr(o, s_dtype), *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
-        r = shape ? check_one(d, i, o, dt, shape, f, fdt) : -1;
+        r = shape ? check_one(d, i, o, dt, shape, f, fdt, f_cpu) : -1;
         Py_XDECREF(dt);
         Py_XDECREF(shape);
     }
@@ -263,13 +273,13 @@ static int needs_copy(const cg_tensor *t) {
 }
 
 /* Torch input i: checked, read (one pass over its attributes), copied when needed. */
-static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, PyObject *fdt) {
+static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, PyObject *fdt, int f_cpu) {
     const char *name = c->d->t[i].name;
     cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
     PyObject *dt = PyObject_GetAttr(o, s_dtype), *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
     PyObject *st = NULL, *ptr = NULL;
     int r = -1;
-    if (!shape || check_one(c->d, i, o, dt, shape, f, fdt) || !(st = PyObject_CallMethodNoArgs(o, s_stride)) ||
+    if (!shape || check_one(c->d, i, o, dt, shape, f, fdt, f_cpu) || !(st = PyObject_CallMethodNoArgs(o, s_stride)) ||
         read_shape_strides(shape, st, t, name))
         goto out;
     t->dtype = dt == torch_f64 ? CG_F64 : CG_F32;
@@ -307,11 +317,11 @@ int cgpy_read_inputs(cgpy_call *c, PyObject *ins) {
     }
     if (inputs_tuple(d, ins)) return -1;
     PyObject *fdt = PyObject_GetAttr(f, s_dtype);
-    int r = fdt ? 0 : -1;
+    int r = fdt ? 0 : -1, f_cpu = first_on_cpu(f);
     for (int i = 0; r == 0 && i < nin; i++) {
         PyObject *o = PyTuple_GET_ITEM(ins, i);
         if (o == Py_None) memset(cg__args_tensor(d, &c->args, i), 0, sizeof(cg_tensor));
-        else r = read_torch_input(c, i, o, f, fdt);
+        else r = read_torch_input(c, i, o, f, fdt, f_cpu);
     }
     Py_XDECREF(fdt);
     return r;
