@@ -97,21 +97,20 @@ def _make_function(fwd: str, bwd: str):
         *ins, flag = args
         return _run(bwd, tuple(ins), flag)
 
-    class Fn(torch.autograd.Function):
-        @staticmethod
-        def forward(*args):
-            *ins, flag = args
-            return _run(fwd, tuple(ins), flag)
+    def forward(ctx, *args):  # (not setup_context: torch binds its arguments with inspect per call)
+        *ins, flag = args
+        outs = _run(fwd, tuple(ins), flag)
+        _setup(ctx, args, outs)
+        return outs
 
-        setup_context = staticmethod(_setup)
+    @once_differentiable
+    def backward(ctx, dy, dhT):
+        return _backward(direct_bwd, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
 
-        @staticmethod
-        @once_differentiable
-        def backward(ctx, dy, dhT):
-            return _backward(direct_bwd, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
-
-    Fn.__name__ = Fn.__qualname__ = fwd.title().replace("_", "") + "Function"
-    return Fn
+    # named at creation: the graph node is <Name>Backward (e.g. SsdFwdFunctionBackward)
+    name = fwd.title().replace("_", "") + "Function"
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                    "backward": staticmethod(backward)})
 
 
 def _path(tensors) -> str:
