@@ -41,7 +41,9 @@ import chunkgen
 import chunkgen.torch as ct
 from chunkgen.nn import Mamba2Mixer
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_HERE, os.path.join(_HERE, "peers")]
+from py_overhead import cpu_model  # noqa: E402
 from torch_peers import fla_chunk, measure, ssd_chunked  # noqa: E402
 
 CHUNK = 64  # the plain-PyTorch scans' chunk length
@@ -53,17 +55,6 @@ def scans():
         "torch_chunked": lambda q, k, v, la: ssd_chunked(q, k, v, la, None, CHUNK),
         "fla_naive_chunk": lambda q, k, v, la: fla_chunk(q, k, v, la, None, CHUNK),
     }
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def make_model(impl, args, dev):
