@@ -43,10 +43,9 @@ def _run(op: str, ins: tuple, flag: int) -> Tuple[Optional[Tensor], ...]:
     take a tensor's strides, the output shapes and the call are in one C crossing."""
     first = ins[0]
     index = OPS[op].index
-    if first is None or not first.is_cuda:
-        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty if first is not None else None,
-                       None, None)
-    _C.check_tensors(index, ins)
+    if first is not None and not first.is_cuda:
+        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, None, None)
+    _C.check_tensors(index, ins)  # (raises for a missing first input)
     dev = first.device
     if first.dtype == torch.float64:  # the float64 reference runs on the host
         outs = _run(op, tuple(t.cpu() if t is not None else None for t in ins), flag)
@@ -126,11 +125,14 @@ def _path(tensors) -> str:
     path = "direct"
     for t in tensors:
         if t is not None:
-            if type(t) is not Tensor:
+            if type(t) not in _PLAIN:
                 return "op"
             if grad and t.requires_grad:
                 path = "function"
     return path
+
+
+_PLAIN = (Tensor, torch.nn.Parameter)  # (a Parameter disables __torch_function__)
 
 
 def _eager_direct(tensors) -> bool:

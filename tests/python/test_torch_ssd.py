@@ -158,6 +158,7 @@ def test_eager_autograd_function_matches_registered_op(h0):
     x = make(2, 37, 2, 4, 7, 5, h0)
     ins = tuple(x[n] for n in ("q", "k", "v", "log_alpha", "h0"))
     assert ct._path(ins) == "function"
+    assert ct._path(tuple(torch.nn.Parameter(t.detach()) if t is not None else None for t in ins)) == "function"
     o, hT = ct.ssd(*ins)
     assert type(o.grad_fn).__name__.startswith("SsdFwdFunction")
     o_op, hT_op = torch.ops.chunkgen.ssd_fwd(*ins, "token")
