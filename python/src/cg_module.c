@@ -86,17 +86,19 @@ static cg_status call_sscan_fwd(cg_context *c, const void *a, const cg_exec *e) 
 static cg_status call_sscan_bwd(cg_context *c, const void *a, const cg_exec *e) { return cg_sscan_bwd(c, a, e); }
 static const op_fn op_fns[CGPY_NOPS] = {call_ssd_fwd, call_ssd_bwd, call_sscan_fwd, call_sscan_bwd}; /* cg_op order */
 
-/* The exec arguments shared by every entry: backend, config, stream, workspace, bytes, verbose. */
-static int parse_exec(PyObject *const *a, cg_exec *e) {
-    long backend = PyLong_AsLong(a[0]);
-    if (backend == -1 && PyErr_Occurred()) return -1;
-    e->backend = (cg_backend)backend;
-    if (a[1] != Py_None && !(e->config = PyUnicode_AsUTF8(a[1]))) return -1;
-    if (a[2] != Py_None && !(e->stream = PyLong_AsVoidPtr(a[2])) && PyErr_Occurred()) return -1;
-    if (a[3] != Py_None && !(e->workspace = PyLong_AsVoidPtr(a[3])) && PyErr_Occurred()) return -1;
-    e->workspace_bytes = PyLong_AsSize_t(a[4]);
-    if (e->workspace_bytes == (size_t)-1 && PyErr_Occurred()) return -1;
-    return (e->verbose = PyObject_IsTrue(a[5])) < 0 ? -1 : 0;
+/* The exec arguments of every entry: backend, config (str or None), verbose. */
+static int parse_exec(PyObject *backend, PyObject *config, PyObject *verbose, cg_exec *e) {
+    long b = PyLong_AsLong(backend);
+    if (b == -1 && PyErr_Occurred()) return -1;
+    e->backend = (cg_backend)b;
+    if (config != Py_None && !(e->config = PyUnicode_AsUTF8(config))) return -1;
+    return (e->verbose = PyObject_IsTrue(verbose)) < 0 ? -1 : 0;
+}
+
+/* A pointer argument: None or an int. */
+static int parse_ptr(PyObject *o, void **out) {
+    *out = o == Py_None ? NULL : PyLong_AsVoidPtr(o);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose):
@@ -116,7 +118,11 @@ static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
         return -1;
     }
     int flag = PyObject_IsTrue(a[2]);
-    if (flag < 0 || parse_exec(a + 3, &c->exec)) return -1;
+    if (flag < 0 || parse_exec(a[3], a[4], a[8], &c->exec) || parse_ptr(a[5], &c->exec.stream) ||
+        parse_ptr(a[6], &c->exec.workspace))
+        return -1;
+    c->exec.workspace_bytes = PyLong_AsSize_t(a[7]);
+    if (c->exec.workspace_bytes == (size_t)-1 && PyErr_Occurred()) return -1;
     for (int i = 0; i < d->nt; i++)
         if (cgpy_read(c, i, PyTuple_GET_ITEM(a[1], i))) return -1;
     cgpy_set_flag(c, flag);
@@ -172,13 +178,10 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     long want = PyLong_AsLong(a[2]);
     int flag = PyObject_IsTrue(a[3]);
     if ((want == -1 && PyErr_Occurred()) || flag < 0) return NULL;
-    PyObject *exec_args[6] = {a[4], a[5], Py_None, Py_None, NULL, a[6]};
-    PyObject *zero = PyLong_FromLong(0);
     cgpy_call c;
     cgpy_call_init(&c, d);
-    exec_args[4] = zero;
     PyObject *result = NULL, *r = NULL;
-    if (!zero || parse_exec(exec_args, &c.exec)) goto done;
+    if (parse_exec(a[4], a[5], a[6], &c.exec)) goto done;
     int present[CG_OP_MAX_TENSORS] = {0}, ndim[CG_OP_MAX_TENSORS];
     if (cgpy_read_inputs(&c, a[1])) goto done;
     for (int i = 0; i < d->nt; i++) {
@@ -199,7 +202,9 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
             PyObject *shape = PyTuple_New(n);
             for (int k = 0; shape && k < n; k++) {
                 ext[k] = src[k] < 0 ? 1 : cg__args_tensor(d, &c.args, src[k] / 8)->shape[src[k] % 8];
-                PyTuple_SET_ITEM(shape, k, PyLong_FromLongLong(ext[k]));
+                PyObject *e = PyLong_FromLongLong(ext[k]);
+                if (!e) Py_CLEAR(shape);
+                else PyTuple_SET_ITEM(shape, k, e);
             }
             out = shape ? PyObject_CallOneArg(a[7], shape) : NULL;
             Py_XDECREF(shape);
@@ -213,7 +218,7 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         PyTuple_SET_ITEM(result, i - nin, out);
     }
     if (a[8] != Py_None) {
-        if (!(c.exec.stream = PyLong_AsVoidPtr(a[8])) && PyErr_Occurred()) goto done;
+        if (parse_ptr(a[8], &c.exec.stream)) goto done;
         size_t bytes = 0;
         if (!(r = invoke(&c, &bytes))) goto done;
         Py_CLEAR(r);
@@ -234,7 +239,6 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     r = invoke(&c, NULL);
 done:
     cgpy_call_release(&c);
-    Py_XDECREF(zero);
     if (r) {
         Py_DECREF(r);
         return result;
