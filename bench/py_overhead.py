@@ -2,7 +2,10 @@
 """py_overhead.py -- per-call overhead of the Python binding over the bare C call.
 
 Times chunkgen.ssd (numpy: allocation of o and hT, argument checks, the C call with the
-GIL released) and chunkgen.torch.ssd (the custom op through the dispatcher, no grad) on
+GIL released), chunkgen.torch.ssd without grad (the eager path: the op's implementation
+directly), with inputs requiring grad (through an autograd.Function: the graph node is
+built, the backward not run) and torch.ops.chunkgen.ssd_fwd (the registered custom op
+through the dispatcher: what torch.compile'd graphs call) on
 a T=1, d=8 SSD problem (B=1, G=H=1, dk=dv=8, one CPU thread), against the same C call
 timed inside the extension (chunkgen._C.bench: a C loop around cg_ssd_fwd on the same
 arrays). overhead = binding time - C time; target: at most 15 us.
@@ -95,6 +98,12 @@ def main():
         tq, tk, tv, tla = (torch.from_numpy(x) for x in (q, k, v, la))
         with torch.no_grad():
             record("torch", best_per_call(lambda: ct.ssd(tq, tk, tv, tla), a.calls, a.rounds))
+            # the registered custom op through the dispatcher (what torch.compile'd code runs)
+            record("torch_op", best_per_call(lambda: torch.ops.chunkgen.ssd_fwd(tq, tk, tv, tla, None, "token"),
+                                             max(1, a.calls // 4), a.rounds))
+        # with autograd: the forward of a training step (the graph is built, not run)
+        gq, gk, gv, gla = (x.clone().requires_grad_() for x in (tq, tk, tv, tla))
+        record("torch_grad", best_per_call(lambda: ct.ssd(gq, gk, gv, gla), a.calls, a.rounds))
         versions["torch"] = torch.__version__
     except ImportError:
         pass

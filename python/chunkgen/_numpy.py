@@ -10,15 +10,15 @@ float64 inputs run on the `ref` backend (the float64 ground truth) when backend 
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
 
 from . import _C
-from ._ops import OPS, REF, backend_index, layout_flag, output_shape
+from ._ops import OPS, backend_index, layout_flag
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_F64 = _FLOATS[1]
 
 
 def _needs_copy(a: np.ndarray) -> bool:
@@ -42,46 +42,34 @@ def _prep(name: str, a) -> Optional[np.ndarray]:
     return np.ascontiguousarray(a)
 
 
-def run(op: str, given: dict, want, flag: int, backend: str, config: Optional[str], verbose: bool = False):
-    """Run `op` on the arrays in `given` (input name -> array or None); allocate and
-    return the outputs named in `want` (others absent), in the op's output order."""
+_EMPTY = {dt: functools.partial(np.empty, dtype=dt) for dt in _FLOATS}
+
+
+def run(op: str, given: dict, flag: int, backend: str, config: Optional[str], verbose: bool = False):
+    """Run `op` on the arrays in `given` (input name -> array or None); return its
+    outputs in the op's order: new arrays, or None for the gradient of an absent input."""
     info = OPS[op]
-    ins = {}
-    shapes = {}
-    for n in info.inputs:
-        a = given.get(n)
-        if a is not None:
-            a = _prep(n, a)
-            shapes[n] = a.shape
-        else:
-            shapes[n] = None
-        ins[n] = a
-    first = ins[info.inputs[0]]
-    dtype = first.dtype if first is not None else _FLOATS[0]
-    b = 0 if backend == "auto" else backend_index(backend)
-    if b == 0 and dtype == _F64:
-        b = REF
-    for n in info.outputs:
-        ins[n] = np.empty(output_shape(op, n, shapes, flag), dtype) if n in want else None
-    _C.run(info.index, tuple([ins[n] for n in info.fields]), flag, b, config, None, None, 0, verbose)
-    return tuple([ins[n] for n in info.outputs])
+    ins = tuple([_prep(n, given.get(n)) for n in info.inputs])
+    first = ins[0]
+    b = 0 if backend == "auto" else backend_index(backend)  # auto: float64 runs on ref (in C)
+    empty = _EMPTY[first.dtype] if first is not None else _EMPTY[_FLOATS[0]]
+    return _C.call(info.index, ins, -1, flag, b, config, verbose, empty, None, None)
 
 
 def ssd(q, k, v, log_alpha, h0=None, *, layout="token", backend="auto", config=None, verbose=False):
     """SSD forward. q, k [B, T, G, dk]; v [B, T, H, dv]; log_alpha [B, T, H]
     (layout="head": T and the heads axis swapped); h0 [B, H, dk, dv] or None.
     Returns (o [like v], hT [B, H, dk, dv])."""
-    return run("ssd_fwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0), ("o", "hT"),
-               layout_flag(layout), backend, config, verbose)
+    return run("ssd_fwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0), layout_flag(layout), backend, config,
+               verbose)
 
 
 def ssd_bwd(q, k, v, log_alpha, dout, h0=None, dhT=None, *, layout="token", backend="auto", config=None,
             verbose=False):
     """SSD backward. Returns (dq, dk, dv, dlog_alpha, dh0); dh0 is None when h0 is.
     dq and dk are summed over the heads of each group."""
-    want = ("dq", "dk", "dv", "dlog_alpha") + (("dh0",) if h0 is not None else ())
-    return run("ssd_bwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0, dout=dout, dhT=dhT), want,
-               layout_flag(layout), backend, config, verbose)
+    return run("ssd_bwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0, dout=dout, dhT=dhT), layout_flag(layout),
+               backend, config, verbose)
 
 
 def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, delta_softplus=False, backend="auto",
@@ -89,7 +77,7 @@ def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, delta_
     """Selective-scan forward. x, delta, z [B, L, D]; A [D, N]; B, C [B, L, N] or
     [B, L, G, N]; D, delta_bias [D]; h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N])."""
     return run("sscan_fwd", dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0),
-               ("y", "hT"), int(bool(delta_softplus)), backend, config, verbose)
+               int(bool(delta_softplus)), backend, config, verbose)
 
 
 def sscan_bwd(x, delta, A, B, C, dy, D=None, z=None, delta_bias=None, h0=None, dhT=None, *, delta_softplus=False,
@@ -97,6 +85,4 @@ def sscan_bwd(x, delta, A, B, C, dy, D=None, z=None, delta_bias=None, h0=None, d
     """Selective-scan backward. Returns (dx, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dh0);
     each of the last four is None when its input is."""
     given = dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0, dy=dy, dhT=dhT)
-    want = ("dx", "ddelta", "dA", "dB", "dC") + tuple("d" + n for n in ("D", "z", "delta_bias", "h0")
-                                                        if given[n] is not None)
-    return run("sscan_bwd", given, want, int(bool(delta_softplus)), backend, config, verbose)
+    return run("sscan_bwd", given, int(bool(delta_softplus)), backend, config, verbose)

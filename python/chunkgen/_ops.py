@@ -1,8 +1,9 @@
 """The four ops as the extension module describes them, and their output shapes.
 
-The order of each op's tensors (inputs, then outputs) comes from chunkgen._C.ops(),
-which reads it from the C argument structs: the numpy and the torch front ends both
-build their descriptor tuples from OPS below and never list the fields themselves.
+The order of each op's tensors (inputs, then outputs), their names and roles come from
+chunkgen._C.ops(), which reads the library's op table (runtime/ops.h), and so do the
+output shapes (output_shapes): the numpy and the torch front ends pass their inputs in
+OPS[op].inputs order and never list an op's tensors themselves.
 """
 from __future__ import annotations
 
@@ -46,30 +47,16 @@ def layout_flag(layout: str) -> int:
         raise ValueError(f"layout: '{layout}' but expected 'token' ([B, T, heads, dim]) or 'head' ([B, heads, T, dim])") from None
 
 
-def _d(shape: Optional[Shape], i: int) -> int:
-    # A dimension, or 1 where the caller's shape is wrong: the C call then names the
-    # wrong argument (inputs are checked before outputs).
-    if shape is None or not -len(shape) <= i < len(shape):
-        return 1
-    return int(shape[i])
-
-
-def state_shape(op: str, shapes: Dict[str, Optional[Shape]], flag: int) -> Shape:
-    """Shape of h0 / hT / dhT / dh0: [B, H, dk, dv] for SSD, [B, D, N] for sscan."""
-    if op.startswith("ssd"):
-        q, v = shapes["q"], shapes["v"]
-        return (_d(v, 0), _d(v, 1 if flag else 2), _d(q, -1), _d(v, -1))
-    x, A = shapes["x"], shapes["A"]
-    return (_d(x, 0), _d(x, 2), _d(A, 1))
+def output_shapes(op: str, shapes: Sequence[Optional[Shape]], flag: int, want: int = -1) -> Tuple[Optional[Shape], ...]:
+    """Shapes of `op`'s outputs (in OPS[op].outputs order) from its inputs' shapes (in
+    OPS[op].inputs order, None: absent; ints or symbolic sizes), from the C op table.
+    want: a bit per output; -1: the forward outputs and the gradient of every given input
+    (None for the others). An extent an input lacks is 1: the C call names the argument."""
+    return _C.output_shapes(OPS[op].index, flag, tuple(shapes), want)
 
 
 def output_shape(op: str, out: str, shapes: Dict[str, Optional[Shape]], flag: int) -> Shape:
-    """Shape of output `out` of `op` given the input shapes (None: absent)."""
-    if out == "hT" or out == "dh0":
-        return state_shape(op, shapes, flag)
-    if out == "o":
-        return tuple(shapes["v"] or (1,))
-    if out == "y":
-        return tuple(shapes["x"] or (1,))
-    # A gradient has its input's shape.
-    return tuple(shapes[out[1:]] or (1,))
+    """Shape of output `out` of `op` given the input shapes by name (None: absent)."""
+    info = OPS[op]
+    i = info.outputs.index(out)
+    return output_shapes(op, [shapes.get(n) for n in info.inputs], flag, 1 << i)[i]

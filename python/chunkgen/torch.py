@@ -12,8 +12,12 @@ True) traces them without a graph break and torch.library.opcheck passes.
   is not 1 or every stride is zero (see chunkgen._numpy).
 - On CUDA the kernels' workspace comes from PyTorch's caching allocator: the binding asks
   cg_workspace_size and passes a uint8 tensor of that size as cg_exec.workspace.
-- Eager calls needing neither autograd nor tracing (no_grad / inference, plain tensors,
-  no dispatch mode) skip the dispatcher and run the op's implementation directly.
+- Eager calls on plain tensors with no tracing or dispatch mode skip the dispatcher (its
+  Python overhead is ~100 us per call): without gradients they run the op's implementation
+  directly, with gradients through an autograd.Function with the registered op's backward
+  formula. Everything else (torch.compile, fake tensors, modes) takes the custom op.
+- One C crossing per call (chunkgen._C.call): the tensors' pointers, dtypes, shapes and
+  strides are read in C, the checks and the output shapes come from the op table.
 - Grouped q/k (and B/C) gradients are summed over each group's heads by the C backward.
 """
 from __future__ import annotations
@@ -22,117 +26,117 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from . import _C
-from ._ops import OPS, REF, layout_flag, output_shape
+from ._ops import OPS, layout_flag, output_shapes
 
 __all__ = ["ssd", "sscan"]
 
-_FLOATS = (torch.float32, torch.float64)
 _AUTO = 0
+_C.set_torch_dtypes(torch.float32, torch.float64)
 
 
-def _check(op: str, given: dict) -> None:
-    """dtype and device checks shared by the real and the fake implementations."""
-    info = OPS[op]
-    first = given[info.inputs[0]]
-    for n in info.inputs:
-        t = given.get(n)
-        if t is None:
-            continue
-        if t.dtype not in _FLOATS:
-            raise ValueError(f"{n}: dtype {t.dtype} but expected torch.float32 or torch.float64")
-        if t.dtype != first.dtype:
-            raise ValueError(f"{n}: dtype {t.dtype} but expected {first.dtype} like {info.inputs[0]}")
-        if t.device != first.device:
-            raise ValueError(f"{n}: on {t.device} but expected {first.device} like {info.inputs[0]}")
-        if t.dim() > 4:
-            raise ValueError(f"{n}: {t.dim()} dimensions but expected at most 4")
-        if t.numel() == 0:  # (an empty tensor has no data pointer to hand to the C call)
-            raise ValueError(f"{n}: shape {tuple(t.shape)} has no elements (expected every dimension >= 1)")
+def _run(op: str, ins: tuple, flag: int) -> Tuple[Optional[Tensor], ...]:
+    """Run op on its inputs (OPS[op].inputs order); the outputs in the op's order, None
+    for the gradient of an absent input. The checks, the copies where the C API cannot
+    take a tensor's strides, the output shapes and the call are in one C crossing."""
+    first = ins[0]
+    index = OPS[op].index
+    if first is not None and not first.is_cuda:
+        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, None, None)
+    _C.check_tensors(index, ins)  # (raises for a missing first input)
+    dev = first.device
+    if first.dtype == torch.float64:  # the float64 reference runs on the host
+        outs = _run(op, tuple(t.cpu() if t is not None else None for t in ins), flag)
+        return tuple(t.to(dev) if t is not None else None for t in outs)
+    with torch.cuda.device(dev):
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        # the kernels' scratch from PyTorch's caching allocator (stream-ordered reuse)
+        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, stream,
+                       lambda n: torch.empty(n, dtype=torch.uint8, device=dev))
 
 
-def _prep(t: Tensor):
-    """(tensor, descriptor): the tensor itself, or a contiguous copy where the C API
-    cannot take its strides (innermost stride not 1, or all strides zero)."""
-    st = t.stride()
-    shape = t.shape
-    if st and ((shape[-1] > 1 and st[-1] != 1) or (not any(st) and t.numel() > 1)):
-        t = t.contiguous()
-        st = t.stride()
-    return t, (t.data_ptr(), 0 if t.dtype == torch.float32 else 1, shape, st)
+def _op_impl(op: str, ins: tuple, flag: int) -> Tuple[Tensor, ...]:
+    """The custom op's implementation: a custom op returns tensors only, so the gradient
+    of an absent input is an empty tensor."""
+    outs = _run(op, ins, flag)
+    return tuple([t if t is not None else ins[0].new_empty(0) for t in outs])
 
 
-def _shapes(op: str, given: dict) -> dict:
-    return {n: (tuple(given[n].shape) if given.get(n) is not None else None) for n in OPS[op].inputs}
+def _fake(op: str, ins: tuple, flag: int) -> Tuple[Tensor, ...]:
+    _C.check_tensors(OPS[op].index, ins)
+    first = ins[0]
+    shapes = output_shapes(op, [t.shape if t is not None else None for t in ins], flag)
+    return tuple(first.new_empty(s if s is not None else (0,)) for s in shapes)
 
 
-def _run(op: str, given: dict, want, flag: int) -> Tuple[Tensor, ...]:
-    """Allocate the outputs in `want` (the others come back as empty tensors: a custom
-    op returns tensors only), run op, return the outputs in the op's order."""
-    _check(op, given)
-    info = OPS[op]
-    first = given[info.inputs[0]]
-    dev, dtype = first.device, first.dtype
-    if dev.type == "cuda" and dtype == torch.float64:
-        # The float64 reference runs on the host.
-        host = {n: (t.cpu() if t is not None else None) for n, t in given.items()}
-        return tuple(t.to(dev) for t in _run(op, host, want, flag))
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"{info.inputs[0]}: on {dev} but expected a CPU or CUDA tensor")
-    keep, shapes, descs = {}, {}, {}
-    for n in info.inputs:
-        t = given.get(n)
-        if t is None:
-            shapes[n] = descs[n] = None
-        else:
-            keep[n], descs[n] = _prep(t)
-            shapes[n] = descs[n][2]
-    outs = {}
-    for n in info.outputs:
-        if n in want:
-            outs[n], descs[n] = _prep(torch.empty(output_shape(op, n, shapes, flag), dtype=dtype, device=dev))
-        else:
-            outs[n] = first.new_empty(0)
-            descs[n] = None
-    tensors = tuple([descs[n] for n in info.fields])
-    backend = REF if dtype == torch.float64 else _AUTO
-    if dev.type == "cuda":
-        with torch.cuda.device(dev):
-            stream = torch.cuda.current_stream(dev).cuda_stream
-            # the kernels' scratch from PyTorch's caching allocator (stream-ordered reuse)
-            nbytes = _C.workspace_size(info.index, tensors, flag, backend, None, stream, None, 0, False)
-            ws = torch.empty(nbytes, dtype=torch.uint8, device=dev) if nbytes else None
-            _C.run(info.index, tensors, flag, backend, None, stream, ws.data_ptr() if ws is not None else None,
-                   nbytes, False)
-    else:
-        _C.run(info.index, tensors, flag, backend, None, None, None, 0, False)
-    del keep  # the inputs' copies live until here
-    return tuple([outs[n] for n in info.outputs])
+def _backward(bwd, fwd_ins: tuple, flag, dy: Optional[Tensor], dhT: Optional[Tensor], dy_like) -> tuple:
+    """Gradients of every forward input (None for absent ones) and of the flag, by the
+    backward op bwd (its inputs: the forward's, dy, dhT; its outputs: the gradients of
+    the forward's inputs in their order)."""
+    if dy is None:
+        dy = torch.zeros(dy_like[0], dtype=dy_like[1], device=dy_like[2])
+    grads = bwd(*fwd_ins, dy, dhT, flag)
+    return tuple(g if t is not None else None for g, t in zip(grads, fwd_ins)) + (None,)
 
 
-def _fake(op: str, given: dict, want, flag: int) -> Tuple[Tensor, ...]:
-    _check(op, given)
-    info = OPS[op]
-    first = given[info.inputs[0]]
-    shapes = _shapes(op, given)
-    return tuple(first.new_empty(output_shape(op, n, shapes, flag) if n in want else (0,)) for n in info.outputs)
+def _setup(ctx, inputs, output):
+    *tensors, flag = inputs
+    ctx.flag = flag
+    ctx.dy_like = (output[0].shape, output[0].dtype, output[0].device)
+    ctx.save_for_backward(*tensors)
+
+
+def _make_function(fwd: str, bwd: str):
+    """The eager autograd path (an autograd.Function: no dispatcher, tens of us less per
+    call than the custom op); the same backward formula as the registered op's."""
+
+    def direct_bwd(*args):
+        *ins, flag = args
+        return _run(bwd, tuple(ins), flag)
+
+    def forward(ctx, *args):  # (not setup_context: torch binds its arguments with inspect per call)
+        *ins, flag = args
+        outs = _run(fwd, tuple(ins), flag)
+        _setup(ctx, args, outs)
+        return outs
+
+    @once_differentiable
+    def backward(ctx, dy, dhT):
+        return _backward(direct_bwd, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
+
+    # named at creation: the graph node is <Name>Backward (e.g. SsdFwdFunctionBackward)
+    name = fwd.title().replace("_", "") + "Function"
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                    "backward": staticmethod(backward)})
+
+
+def _path(tensors) -> str:
+    """"direct": an eager call that needs neither autograd nor tracing nor a dispatch
+    mode (plain tensors, none requiring grad or grad mode off, not compiling) runs the
+    implementation directly; "function": the same but with gradients, through an
+    autograd.Function; "op": everything else, through the registered custom op."""
+    if torch.compiler.is_compiling():  # first: dynamo must not trace the mode queries
+        return "op"
+    if _dispatch_mode is None or _dispatch_mode() is not None or _function_mode():
+        return "op"
+    grad = torch.is_grad_enabled()
+    path = "direct"
+    for t in tensors:
+        if t is not None:
+            if type(t) not in _PLAIN:
+                return "op"
+            if grad and t.requires_grad:
+                path = "function"
+    return path
+
+
+_PLAIN = (Tensor, torch.nn.Parameter)  # (a Parameter disables __torch_function__)
 
 
 def _eager_direct(tensors) -> bool:
-    """True for an eager call that needs neither autograd nor tracing nor a dispatch
-    mode: plain tensors, none requiring grad (or grad mode off), not compiling. Such
-    calls skip the dispatcher (tens of microseconds) and run the implementation of the
-    custom op directly; everything else goes through the registered op."""
-    if torch.compiler.is_compiling():  # first: dynamo must not trace the mode queries
-        return False
-    if _dispatch_mode is None or _dispatch_mode() is not None or _function_mode():
-        return False
-    grad = torch.is_grad_enabled()
-    for t in tensors:
-        if t is not None and (type(t) is not Tensor or (grad and t.requires_grad)):
-            return False
-    return True
+    return _path(tensors) == "direct"
 
 
 try:  # without these (private) queries every call takes the registered op
@@ -144,60 +148,33 @@ _function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: Tr
 
 # ------------------------------------------------------------------ SSD
 
-def _ssd_fwd_given(q, k, v, log_alpha, h0):
-    return dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0)
-
-
-def _ssd_bwd_given(q, k, v, log_alpha, h0, dout, dhT):
-    return dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0, dout=dout, dhT=dhT)
-
-
-def _ssd_bwd_want(h0):
-    return ("dq", "dk", "dv", "dlog_alpha") + (("dh0",) if h0 is not None else ())
-
-
 @torch.library.custom_op("chunkgen::ssd_fwd", mutates_args=())
 def ssd_fwd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor],
             layout: str) -> Tuple[Tensor, Tensor]:
     """SSD forward: (o, hT)."""
-    return _run("ssd_fwd", _ssd_fwd_given(q, k, v, log_alpha, h0), ("o", "hT"), layout_flag(layout))
+    return _op_impl("ssd_fwd", (q, k, v, log_alpha, h0), layout_flag(layout))
 
 
 @ssd_fwd.register_fake
 def _(q, k, v, log_alpha, h0, layout):
-    return _fake("ssd_fwd", _ssd_fwd_given(q, k, v, log_alpha, h0), ("o", "hT"), layout_flag(layout))
+    return _fake("ssd_fwd", (q, k, v, log_alpha, h0), layout_flag(layout))
 
 
 @torch.library.custom_op("chunkgen::ssd_bwd", mutates_args=())
 def ssd_bwd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor], dout: Tensor,
             dhT: Optional[Tensor], layout: str) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """SSD backward: (dq, dk, dv, dlog_alpha, dh0); dh0 is empty when h0 is None."""
-    return _run("ssd_bwd", _ssd_bwd_given(q, k, v, log_alpha, h0, dout, dhT), _ssd_bwd_want(h0),
-                layout_flag(layout))
+    return _op_impl("ssd_bwd", (q, k, v, log_alpha, h0, dout, dhT), layout_flag(layout))
 
 
 @ssd_bwd.register_fake
 def _(q, k, v, log_alpha, h0, dout, dhT, layout):
-    return _fake("ssd_bwd", _ssd_bwd_given(q, k, v, log_alpha, h0, dout, dhT), _ssd_bwd_want(h0),
-                 layout_flag(layout))
+    return _fake("ssd_bwd", (q, k, v, log_alpha, h0, dout, dhT), layout_flag(layout))
 
 
-def _ssd_setup(ctx, inputs, output):
-    q, k, v, log_alpha, h0, layout = inputs
-    ctx.layout = layout
-    ctx.has_h0 = h0 is not None
-    ctx.save_for_backward(q, k, v, log_alpha, h0)
-
-
-def _ssd_backward(ctx, do, dhT):
-    q, k, v, log_alpha, h0 = ctx.saved_tensors
-    if do is None:
-        do = torch.zeros_like(v)
-    dq, dk, dv, dla, dh0 = ssd_bwd(q, k, v, log_alpha, h0, do, dhT, ctx.layout)
-    return dq, dk, dv, dla, (dh0 if ctx.has_h0 else None), None
-
-
-ssd_fwd.register_autograd(_ssd_backward, setup_context=_ssd_setup)
+ssd_fwd.register_autograd(lambda ctx, do, dhT: _backward(ssd_bwd, ctx.saved_tensors, ctx.flag, do, dhT, ctx.dy_like),
+                          setup_context=_setup)
+_SsdFunction = _make_function("ssd_fwd", "ssd_bwd")
 
 
 def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor] = None, *,
@@ -209,36 +186,27 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     layout "head":  q, k [B, G, T, dk]; v [B, H, T, dv]; log_alpha [B, H, T]
     (e.g. token-major tensors given as .transpose(1, 2) views: no copy).
     h0 [B, H, dk, dv] or None. Returns (o [like v], hT [B, H, dk, dv])."""
-    flag = layout_flag(layout)
-    if _eager_direct((q, k, v, log_alpha, h0)):
-        return _run("ssd_fwd", _ssd_fwd_given(q, k, v, log_alpha, h0), ("o", "hT"), flag)
-    return ssd_fwd(q, k, v, log_alpha, h0, layout)
+    ins = (q, k, v, log_alpha, h0)
+    path = _path(ins)
+    if path == "direct":
+        return _run("ssd_fwd", ins, layout_flag(layout))
+    if path == "function":
+        return _SsdFunction.apply(*ins, layout_flag(layout))
+    return ssd_fwd(*ins, layout)
 
 
 # ------------------------------------------------------ selective scan
-
-_SSCAN_OPT = ("D", "z", "delta_bias", "h0")
-
-
-def _sscan_given(x, delta, A, B, C, D, z, delta_bias, h0):
-    return dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0)
-
-
-def _sscan_bwd_want(given):
-    return ("dx", "ddelta", "dA", "dB", "dC") + tuple("d" + n for n in _SSCAN_OPT if given[n] is not None)
-
 
 @torch.library.custom_op("chunkgen::sscan_fwd", mutates_args=())
 def sscan_fwd(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor], z: Optional[Tensor],
               delta_bias: Optional[Tensor], h0: Optional[Tensor], delta_softplus: bool) -> Tuple[Tensor, Tensor]:
     """Selective-scan forward: (y, hT)."""
-    return _run("sscan_fwd", _sscan_given(x, delta, A, B, C, D, z, delta_bias, h0), ("y", "hT"), int(delta_softplus))
+    return _op_impl("sscan_fwd", (x, delta, A, B, C, D, z, delta_bias, h0), int(delta_softplus))
 
 
 @sscan_fwd.register_fake
 def _(x, delta, A, B, C, D, z, delta_bias, h0, delta_softplus):
-    return _fake("sscan_fwd", _sscan_given(x, delta, A, B, C, D, z, delta_bias, h0), ("y", "hT"),
-                 int(delta_softplus))
+    return _fake("sscan_fwd", (x, delta, A, B, C, D, z, delta_bias, h0), int(delta_softplus))
 
 
 @torch.library.custom_op("chunkgen::sscan_bwd", mutates_args=())
@@ -247,36 +215,17 @@ def sscan_bwd(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Opti
               delta_softplus: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Selective-scan backward: (dx, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dh0); the
     last four are empty when their input is None."""
-    given = _sscan_given(x, delta, A, B, C, D, z, delta_bias, h0)
-    want = _sscan_bwd_want(given)
-    given.update(dy=dy, dhT=dhT)
-    return _run("sscan_bwd", given, want, int(delta_softplus))
+    return _op_impl("sscan_bwd", (x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT), int(delta_softplus))
 
 
 @sscan_bwd.register_fake
 def _(x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT, delta_softplus):
-    given = _sscan_given(x, delta, A, B, C, D, z, delta_bias, h0)
-    want = _sscan_bwd_want(given)
-    given.update(dy=dy, dhT=dhT)
-    return _fake("sscan_bwd", given, want, int(delta_softplus))
+    return _fake("sscan_bwd", (x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT), int(delta_softplus))
 
 
-def _sscan_setup(ctx, inputs, output):
-    *tensors, delta_softplus = inputs
-    ctx.delta_softplus = delta_softplus
-    ctx.present = [t is not None for t in tensors]
-    ctx.save_for_backward(*tensors)
-
-
-def _sscan_backward(ctx, dy, dhT):
-    x, delta, A, B, C, D, z, delta_bias, h0 = ctx.saved_tensors
-    if dy is None:
-        dy = torch.zeros_like(x)
-    grads = sscan_bwd(x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT, ctx.delta_softplus)
-    return tuple(g if present else None for g, present in zip(grads, ctx.present)) + (None,)
-
-
-sscan_fwd.register_autograd(_sscan_backward, setup_context=_sscan_setup)
+sscan_fwd.register_autograd(lambda ctx, dy, dhT: _backward(sscan_bwd, ctx.saved_tensors, ctx.flag, dy, dhT,
+                                                           ctx.dy_like), setup_context=_setup)
+_SscanFunction = _make_function("sscan_fwd", "sscan_bwd")
 
 
 def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor] = None,
@@ -289,7 +238,10 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     y_t[d] = sum_n C_t[n] h_t[d,n] + D[d] x_t[d], times silu(z_t[d]) if z is given.
     x, delta, z [B, L, D]; A [D, N]; B, C [B, L, N] or [B, L, G, N]; D, delta_bias [D];
     h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N])."""
-    if _eager_direct((x, delta, A, B, C, D, z, delta_bias, h0)):
-        return _run("sscan_fwd", _sscan_given(x, delta, A, B, C, D, z, delta_bias, h0), ("y", "hT"),
-                    int(bool(delta_softplus)))
-    return sscan_fwd(x, delta, A, B, C, D, z, delta_bias, h0, bool(delta_softplus))
+    ins = (x, delta, A, B, C, D, z, delta_bias, h0)
+    path = _path(ins)
+    if path == "direct":
+        return _run("sscan_fwd", ins, int(bool(delta_softplus)))
+    if path == "function":
+        return _SscanFunction.apply(*ins, int(bool(delta_softplus)))
+    return sscan_fwd(*ins, bool(delta_softplus))

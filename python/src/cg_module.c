@@ -1,22 +1,22 @@
 /* cg_module.c -- chunkgen._C, the CPython binding of the public C API (include/chunkgen.h).
  *
- * One generic entry, run(op, tensors, flag, backend, config, stream, workspace,
- * workspace_bytes, verbose), fills the op's cg_*_args from a tuple of tensor descriptors
- * given in the order of the op's field table below (fields(op) hands that order to
- * Python, so the table here is the one source of truth), and makes the C call with the
- * GIL released. A tensor descriptor is
- *   None                                  an absent optional tensor,
- *   an object with the buffer protocol    (numpy arrays) float32/float64, any strides,
- *   (ptr, dtype, shape, strides)          raw memory (torch tensors, device pointers),
- *                                         strides in elements.
+ * The front ends' entry, call(op, inputs, want, flag, ...), takes the op's inputs (numpy
+ * arrays or torch tensors, read in C: pointer, dtype, shape, strides), makes the outputs
+ * with a given allocator in the shapes the op table gives, and makes the C call with the
+ * GIL released: one crossing per op call (cg_args.c builds the args struct). run() takes
+ * a tuple of every tensor of the op, each None, a buffer (numpy), a torch tensor or a raw
+ * (ptr, dtype, shape, strides) descriptor (strides in elements), for callers with their
+ * own memory (JAX, the overhead bench). The order of an op's tensors, their names and
+ * roles come from the library's op table (ops(): runtime/ops.h); nothing here lists them.
  * Every failing status raises ValueError (CG_EINVAL) or RuntimeError carrying cg_errmsg.
+ * The library's log goes to a Python handler (set_log_handler; chunkgen's is the
+ * "chunkgen" logger).
  *
  * Each Python thread gets its own cg_context (a context is not thread-safe), freed when
  * the thread exits; the settings below (threads, cache dir, tune on miss) are process-wide
  * and applied to a thread's context before its next call.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "cg_args.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -25,72 +25,6 @@
 #include <time.h>
 
 #include "chunkgen.h"
-
-/* ------------------------------------------------------------ op table */
-
-typedef struct field {
-    const char *name;
-    size_t off;
-    int output;
-} field;
-
-#define FI(S, n) {#n, offsetof(S, n), 0}
-#define FO(S, n) {#n, offsetof(S, n), 1}
-
-static const field ssd_fwd_fields[] = {
-    FI(cg_ssd_fwd_args, q), FI(cg_ssd_fwd_args, k), FI(cg_ssd_fwd_args, v), FI(cg_ssd_fwd_args, log_alpha),
-    FI(cg_ssd_fwd_args, h0), FO(cg_ssd_fwd_args, o), FO(cg_ssd_fwd_args, hT)};
-static const field ssd_bwd_fields[] = {
-    FI(cg_ssd_bwd_args, q), FI(cg_ssd_bwd_args, k), FI(cg_ssd_bwd_args, v), FI(cg_ssd_bwd_args, log_alpha),
-    FI(cg_ssd_bwd_args, h0), FI(cg_ssd_bwd_args, dout), FI(cg_ssd_bwd_args, dhT), FO(cg_ssd_bwd_args, dq),
-    FO(cg_ssd_bwd_args, dk), FO(cg_ssd_bwd_args, dv), FO(cg_ssd_bwd_args, dlog_alpha), FO(cg_ssd_bwd_args, dh0)};
-static const field sscan_fwd_fields[] = {
-    FI(cg_sscan_fwd_args, x), FI(cg_sscan_fwd_args, delta), FI(cg_sscan_fwd_args, A), FI(cg_sscan_fwd_args, B),
-    FI(cg_sscan_fwd_args, C), FI(cg_sscan_fwd_args, D), FI(cg_sscan_fwd_args, z), FI(cg_sscan_fwd_args, delta_bias),
-    FI(cg_sscan_fwd_args, h0), FO(cg_sscan_fwd_args, y), FO(cg_sscan_fwd_args, hT)};
-static const field sscan_bwd_fields[] = {
-    FI(cg_sscan_bwd_args, x), FI(cg_sscan_bwd_args, delta), FI(cg_sscan_bwd_args, A), FI(cg_sscan_bwd_args, B),
-    FI(cg_sscan_bwd_args, C), FI(cg_sscan_bwd_args, D), FI(cg_sscan_bwd_args, z),
-    FI(cg_sscan_bwd_args, delta_bias), FI(cg_sscan_bwd_args, h0), FI(cg_sscan_bwd_args, dy),
-    FI(cg_sscan_bwd_args, dhT), FO(cg_sscan_bwd_args, dx), FO(cg_sscan_bwd_args, ddelta),
-    FO(cg_sscan_bwd_args, dA), FO(cg_sscan_bwd_args, dB), FO(cg_sscan_bwd_args, dC), FO(cg_sscan_bwd_args, dD),
-    FO(cg_sscan_bwd_args, dz), FO(cg_sscan_bwd_args, ddelta_bias), FO(cg_sscan_bwd_args, dh0)};
-
-typedef union any_args {
-    cg_ssd_fwd_args ssd_fwd;
-    cg_ssd_bwd_args ssd_bwd;
-    cg_sscan_fwd_args sscan_fwd;
-    cg_sscan_bwd_args sscan_bwd;
-} any_args;
-
-/* The op's int flag: layout for SSD, delta_softplus for the selective scan. */
-static void flag_ssd_fwd(any_args *a, int flag) { a->ssd_fwd.layout = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR; }
-static void flag_ssd_bwd(any_args *a, int flag) { a->ssd_bwd.layout = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR; }
-static void flag_sscan_fwd(any_args *a, int flag) { a->sscan_fwd.delta_softplus = flag != 0; }
-static void flag_sscan_bwd(any_args *a, int flag) { a->sscan_bwd.delta_softplus = flag != 0; }
-static cg_status call_ssd_fwd(cg_context *c, any_args *a, const cg_exec *e) { return cg_ssd_fwd(c, &a->ssd_fwd, e); }
-static cg_status call_ssd_bwd(cg_context *c, any_args *a, const cg_exec *e) { return cg_ssd_bwd(c, &a->ssd_bwd, e); }
-static cg_status call_sscan_fwd(cg_context *c, any_args *a, const cg_exec *e) { return cg_sscan_fwd(c, &a->sscan_fwd, e); }
-static cg_status call_sscan_bwd(cg_context *c, any_args *a, const cg_exec *e) { return cg_sscan_bwd(c, &a->sscan_bwd, e); }
-
-typedef struct op_desc {
-    const char *name;
-    const field *fields;
-    int nfields;
-    cg_op id;
-    void (*flag)(any_args *, int);
-    cg_status (*call)(cg_context *, any_args *, const cg_exec *);
-} op_desc;
-
-#define NF(a) (int)(sizeof(a) / sizeof((a)[0]))
-static const op_desc ops[] = {
-    {"ssd_fwd", ssd_fwd_fields, NF(ssd_fwd_fields), CG_OP_SSD_FWD, flag_ssd_fwd, call_ssd_fwd},
-    {"ssd_bwd", ssd_bwd_fields, NF(ssd_bwd_fields), CG_OP_SSD_BWD, flag_ssd_bwd, call_ssd_bwd},
-    {"sscan_fwd", sscan_fwd_fields, NF(sscan_fwd_fields), CG_OP_SSCAN_FWD, flag_sscan_fwd, call_sscan_fwd},
-    {"sscan_bwd", sscan_bwd_fields, NF(sscan_bwd_fields), CG_OP_SSCAN_BWD, flag_sscan_bwd, call_sscan_bwd},
-};
-#define NOPS NF(ops)
-#define MAXF 20
 
 /* ------------------------------------------------- per-thread contexts */
 
@@ -143,164 +77,221 @@ static cg_context *thread_ctx(void) {
     return t->ctx;
 }
 
-/* -------------------------------------------------- tensor descriptors */
+/* ---------------------------------------------------------- the calls */
 
-static int bad_tensor(const char *name, const char *what) {
-    PyErr_Format(PyExc_ValueError, "%s: %s", name, what);
-    return -1;
+typedef cg_status (*op_fn)(cg_context *, const void *, const cg_exec *);
+static cg_status call_ssd_fwd(cg_context *c, const void *a, const cg_exec *e) { return cg_ssd_fwd(c, a, e); }
+static cg_status call_ssd_bwd(cg_context *c, const void *a, const cg_exec *e) { return cg_ssd_bwd(c, a, e); }
+static cg_status call_sscan_fwd(cg_context *c, const void *a, const cg_exec *e) { return cg_sscan_fwd(c, a, e); }
+static cg_status call_sscan_bwd(cg_context *c, const void *a, const cg_exec *e) { return cg_sscan_bwd(c, a, e); }
+static const op_fn op_fns[CGPY_NOPS] = {call_ssd_fwd, call_ssd_bwd, call_sscan_fwd, call_sscan_bwd}; /* cg_op order */
+
+/* The exec arguments of every entry: backend, config (str or None), verbose. */
+static int parse_exec(PyObject *backend, PyObject *config, PyObject *verbose, cg_exec *e) {
+    long b = PyLong_AsLong(backend);
+    if (b == -1 && PyErr_Occurred()) return -1;
+    e->backend = (cg_backend)b;
+    if (config != Py_None && !(e->config = PyUnicode_AsUTF8(config))) return -1;
+    return (e->verbose = PyObject_IsTrue(verbose)) < 0 ? -1 : 0;
 }
 
-static int int64_tuple(PyObject *o, int64_t *out, int n, const char *name) {
-    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != n) return bad_tensor(name, "descriptor shape/strides must be tuples of ndim ints");
-    for (int i = 0; i < n; i++) {
-        out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(o, i));
-        if (out[i] == -1 && PyErr_Occurred()) return -1;
-    }
-    return 0;
+/* A pointer argument: None or an int. */
+static int parse_ptr(PyObject *o, void **out) {
+    *out = o == Py_None ? NULL : PyLong_AsVoidPtr(o);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
-/* Fill *t from descriptor o. *bufp is set when a buffer was taken (to release). */
-static int parse_tensor(PyObject *o, const field *f, cg_tensor *t, Py_buffer *buf, int *got_buf) {
-    memset(t, 0, sizeof *t);
-    *got_buf = 0;
-    if (o == Py_None) return 0;
-    if (PyTuple_Check(o)) {
-        if (PyTuple_GET_SIZE(o) != 4) return bad_tensor(f->name, "expected a (ptr, dtype, shape, strides) descriptor");
-        PyObject *shp = PyTuple_GET_ITEM(o, 2);
-        if (!PyTuple_Check(shp)) return bad_tensor(f->name, "descriptor shape must be a tuple");
-        Py_ssize_t nd = PyTuple_GET_SIZE(shp);
-        if (nd > CG_MAX_DIMS) {
-            PyErr_Format(PyExc_ValueError, "%s: %zd dimensions but expected at most %d", f->name, nd, CG_MAX_DIMS);
-            return -1;
-        }
-        t->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(o, 0));
-        if (PyErr_Occurred()) return -1;
-        long dt = PyLong_AsLong(PyTuple_GET_ITEM(o, 1));
-        if (dt == -1 && PyErr_Occurred()) return -1;
-        t->dtype = (cg_dtype)dt;
-        t->ndim = (int)nd;
-        if (int64_tuple(shp, t->shape, t->ndim, f->name) || int64_tuple(PyTuple_GET_ITEM(o, 3), t->stride, t->ndim, f->name))
-            return -1;
-    } else {
-        if (PyObject_GetBuffer(o, buf, f->output ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0) return -1;
-        *got_buf = 1;
-        const char *fmt = buf->format ? buf->format : "B";
-        if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
-        if (!strcmp(fmt, "f") && buf->itemsize == 4) t->dtype = CG_F32;
-        else if (!strcmp(fmt, "d") && buf->itemsize == 8) t->dtype = CG_F64;
-        else return bad_tensor(f->name, "dtype must be float32 or float64");
-        if (buf->ndim > CG_MAX_DIMS) {
-            PyErr_Format(PyExc_ValueError, "%s: %d dimensions but expected at most %d", f->name, buf->ndim, CG_MAX_DIMS);
-            return -1;
-        }
-        t->data = buf->buf;
-        t->ndim = buf->ndim;
-        for (int i = 0; i < buf->ndim; i++) {
-            t->shape[i] = buf->shape[i];
-            if (buf->strides[i] % buf->itemsize) return bad_tensor(f->name, "strides must be multiples of the element size");
-            t->stride[i] = buf->strides[i] / buf->itemsize;
-        }
-    }
-    /* The C API reads all-zero strides as "contiguous": a broadcast tensor must be copied
-     * by the caller (the Python layer does). */
-    int all_zero = t->ndim > 0, big = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        all_zero &= t->stride[i] == 0;
-        big |= t->shape[i] > 1;
-    }
-    if (all_zero && big) return bad_tensor(f->name, "all strides are zero (a broadcast view); pass a copy");
-    return 0;
-}
-
-/* Parse every argument of run()/bench() into args and exec; buffers are released by the
- * caller (release_all) whatever the outcome. */
-typedef struct call_state {
-    const op_desc *op;
-    any_args args;
-    cg_exec exec;
-    int flag;
-    Py_buffer bufs[MAXF];
-    int got[MAXF];
-    int n;
-} call_state;
-
-static void release_all(call_state *cs) {
-    for (int i = 0; i < cs->n; i++)
-        if (cs->got[i]) PyBuffer_Release(&cs->bufs[i]);
-}
-
-static int parse_call(PyObject *const *a, Py_ssize_t na, call_state *cs) {
-    memset(cs, 0, sizeof *cs);
+/* run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose):
+ * tensors is a tuple of every tensor of the op in the op table's order (fields(op)). */
+static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
+    cgpy_call_init(c, NULL);
     if (na != 9) {
         PyErr_SetString(PyExc_TypeError,
                         "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose)");
         return -1;
     }
-    long op = PyLong_AsLong(a[0]);
-    if (op == -1 && PyErr_Occurred()) return -1;
-    if (op < 0 || op >= NOPS) return bad_tensor("op", "unknown op index");
-    cs->op = &ops[op];
-    if (!PyTuple_Check(a[1]) || PyTuple_GET_SIZE(a[1]) != cs->op->nfields) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of %d tensors", cs->op->name, cs->op->nfields);
+    const cg_op_desc *d = cgpy_op(a[0]);
+    if (!d) return -1;
+    c->d = d;
+    if (!PyTuple_Check(a[1]) || PyTuple_GET_SIZE(a[1]) != d->nt) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of %d tensors", d->name, d->nt);
         return -1;
     }
-    cs->flag = PyObject_IsTrue(a[2]);
-    long backend = PyLong_AsLong(a[3]);
-    if (cs->flag < 0 || (backend == -1 && PyErr_Occurred())) return -1;
-    cs->exec.backend = (cg_backend)backend;
-    if (a[4] != Py_None) {
-        cs->exec.config = PyUnicode_AsUTF8(a[4]);
-        if (!cs->exec.config) return -1;
-    }
-    if (a[5] != Py_None && !(cs->exec.stream = PyLong_AsVoidPtr(a[5])) && PyErr_Occurred()) return -1;
-    if (a[6] != Py_None && !(cs->exec.workspace = PyLong_AsVoidPtr(a[6])) && PyErr_Occurred()) return -1;
-    cs->exec.workspace_bytes = PyLong_AsSize_t(a[7]);
-    if (cs->exec.workspace_bytes == (size_t)-1 && PyErr_Occurred()) return -1;
-    cs->exec.verbose = PyObject_IsTrue(a[8]);
-    if (cs->exec.verbose < 0) return -1;
-    for (int i = 0; i < cs->op->nfields; i++) {
-        const field *f = &cs->op->fields[i];
-        cs->n = i + 1;
-        if (parse_tensor(PyTuple_GET_ITEM(a[1], i), f, (cg_tensor *)((char *)&cs->args + f->off), &cs->bufs[i],
-                         &cs->got[i]))
-            return -1;
-    }
-    cs->op->flag(&cs->args, cs->flag);
+    int flag = PyObject_IsTrue(a[2]);
+    if (flag < 0 || parse_exec(a[3], a[4], a[8], &c->exec) || parse_ptr(a[5], &c->exec.stream) ||
+        parse_ptr(a[6], &c->exec.workspace))
+        return -1;
+    c->exec.workspace_bytes = PyLong_AsSize_t(a[7]);
+    if (c->exec.workspace_bytes == (size_t)-1 && PyErr_Occurred()) return -1;
+    for (int i = 0; i < d->nt; i++)
+        if (cgpy_read(c, i, PyTuple_GET_ITEM(a[1], i))) return -1;
+    cgpy_set_flag(c, flag);
     return 0;
 }
 
-static PyObject *py_run(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    call_state cs;
-    cg_context *ctx = NULL;
-    cg_status s = CG_OK;
-    if (parse_call(a, na, &cs) == 0 && (ctx = thread_ctx())) {
-        Py_BEGIN_ALLOW_THREADS
-        s = cs.op->call(ctx, &cs.args, &cs.exec);
-        Py_END_ALLOW_THREADS
-    }
-    release_all(&cs);
+/* The op's call (or its workspace size when bytes != NULL) with the GIL released. */
+static PyObject *invoke(cgpy_call *c, size_t *bytes) {
+    cg_context *ctx = thread_ctx();
     if (!ctx) return NULL;
+    cg_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = bytes ? cg_workspace_size(ctx, c->d->op, &c->args, &c->exec, bytes) : op_fns[c->d->op](ctx, &c->args, &c->exec);
+    Py_END_ALLOW_THREADS
     if (s != CG_OK) return raise_status(s, ctx);
     Py_RETURN_NONE;
 }
 
+static PyObject *py_run(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    cgpy_call c;
+    PyObject *r = parse_call(a, na, &c) ? NULL : invoke(&c, NULL);
+    cgpy_call_release(&c);
+    return r;
+}
+
 /* workspace_size(*run_args) -> bytes: the scratch the call takes from its workspace
- * (cg_workspace_size; the ops are in cg_op's order), so the caller can give it from
- * PyTorch's caching allocator. */
+ * (cg_workspace_size), so the caller can give it from PyTorch's caching allocator. */
 static PyObject *py_workspace_size(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    call_state cs;
-    cg_context *ctx = NULL;
-    cg_status s = CG_OK;
+    cgpy_call c;
     size_t bytes = 0;
-    if (parse_call(a, na, &cs) == 0 && (ctx = thread_ctx())) {
-        Py_BEGIN_ALLOW_THREADS
-        s = cg_workspace_size(ctx, cs.op->id, &cs.args, &cs.exec, &bytes);
-        Py_END_ALLOW_THREADS
-    }
-    release_all(&cs);
-    if (!ctx) return NULL;
-    if (s != CG_OK) return raise_status(s, ctx);
+    PyObject *r = parse_call(a, na, &c) ? NULL : invoke(&c, &bytes);
+    cgpy_call_release(&c);
+    if (!r) return NULL;
+    Py_DECREF(r);
     return PyLong_FromSize_t(bytes);
+}
+
+/* call(op, inputs, want, flag, backend, config, verbose, empty, stream, ws_empty) -> outputs
+ *
+ * The front ends' one entry. inputs: the op's inputs in table order (None, numpy arrays,
+ * torch tensors). Torch tensors are checked (cgpy_check_tensors) and copied only where the
+ * C API cannot take their strides. Each wanted output (want: a bit per output in table
+ * order; -1: forward outputs and the gradient of every given input) is made by
+ * empty(shape) -- shapes from the op table -- and read like an input; the others come back
+ * as None. backend auto with float64 inputs runs `ref`. With a stream (CUDA), ws_empty(n)
+ * gives the call's n bytes of workspace (cg_workspace_size) when n > 0. */
+static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 10)
+        return PyErr_Format(PyExc_TypeError, "call(op, inputs, want, flag, backend, config, verbose, empty, stream, ws_empty)");
+    const cg_op_desc *d = cgpy_op(a[0]);
+    if (!d) return NULL;
+    int nin = cgpy_ninputs(d);
+    long want = PyLong_AsLong(a[2]);
+    int flag = PyObject_IsTrue(a[3]);
+    if ((want == -1 && PyErr_Occurred()) || flag < 0) return NULL;
+    cgpy_call c;
+    cgpy_call_init(&c, d);
+    PyObject *result = NULL, *r = NULL;
+    if (parse_exec(a[4], a[5], a[6], &c.exec)) goto done;
+    int present[CG_OP_MAX_TENSORS] = {0}, ndim[CG_OP_MAX_TENSORS];
+    if (cgpy_read_inputs(&c, a[1])) goto done;
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tensor *t = cg__args_tensor(d, &c.args, i);
+        present[i] = i < nin && t->data;
+        ndim[i] = present[i] ? t->ndim : -1;
+    }
+    const cg_tensor *first = cg__args_tensor(d, &c.args, 0);
+    if (c.exec.backend == CG_BACKEND_AUTO && first->data && first->dtype == CG_F64) c.exec.backend = CG_BACKEND_REF;
+    cgpy_set_flag(&c, flag);
+    if (!(result = PyTuple_New(d->nt - nin))) goto done;
+    for (int i = nin; i < d->nt; i++) {
+        int on = want == -1 ? cgpy_default_want(d, i, present) : (int)((want >> (i - nin)) & 1);
+        PyObject *out = Py_None;
+        if (on) {
+            int src[4], n = cgpy_shape_recipe(d, i, flag, ndim, src);
+            int64_t ext[4];
+            PyObject *shape = PyTuple_New(n);
+            for (int k = 0; shape && k < n; k++) {
+                ext[k] = src[k] < 0 ? 1 : cg__args_tensor(d, &c.args, src[k] / 8)->shape[src[k] % 8];
+                PyObject *e = PyLong_FromLongLong(ext[k]);
+                if (!e) Py_CLEAR(shape);
+                else PyTuple_SET_ITEM(shape, k, e);
+            }
+            out = shape ? PyObject_CallOneArg(a[7], shape) : NULL;
+            Py_XDECREF(shape);
+            if (!out || cgpy_set_output(&c, i, out, first->dtype, ext, n)) {
+                Py_XDECREF(out);
+                goto done;
+            }
+        } else {
+            Py_INCREF(out);
+        }
+        PyTuple_SET_ITEM(result, i - nin, out);
+    }
+    if (a[8] != Py_None) {
+        if (parse_ptr(a[8], &c.exec.stream)) goto done;
+        size_t bytes = 0;
+        if (!(r = invoke(&c, &bytes))) goto done;
+        Py_CLEAR(r);
+        if (bytes) {
+            static PyObject *s_data_ptr;
+            if (!s_data_ptr && !(s_data_ptr = PyUnicode_InternFromString("data_ptr"))) goto done;
+            PyObject *n = PyLong_FromSize_t(bytes);
+            PyObject *ws = n ? PyObject_CallOneArg(a[9], n) : NULL;
+            Py_XDECREF(n);
+            if (cgpy_keep(&c, ws)) goto done;
+            PyObject *ptr = PyObject_CallMethodNoArgs(ws, s_data_ptr);
+            c.exec.workspace = ptr ? PyLong_AsVoidPtr(ptr) : NULL;
+            Py_XDECREF(ptr);
+            if (PyErr_Occurred()) goto done;
+            c.exec.workspace_bytes = bytes;
+        }
+    }
+    r = invoke(&c, NULL);
+done:
+    cgpy_call_release(&c);
+    if (r) {
+        Py_DECREF(r);
+        return result;
+    }
+    Py_XDECREF(result);
+    return NULL;
+}
+
+/* check_tensors(op, inputs): the torch front end's checks (also its fake implementations'). */
+static PyObject *py_check_tensors(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 2) return PyErr_Format(PyExc_TypeError, "check_tensors(op, inputs)");
+    const cg_op_desc *d = cgpy_op(a[0]);
+    if (!d || cgpy_check_tensors(d, a[1])) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* output_shapes(op, flag, shapes, want) -> the shape of each output (None where not
+ * wanted, want as in call()), built from the inputs' shapes (tuples of ints or of
+ * symbolic sizes: the entries are taken, not read), None for an absent input. An
+ * extent an input lacks is 1 (the C call then names the wrong argument). */
+static PyObject *py_output_shapes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 4) return PyErr_Format(PyExc_TypeError, "output_shapes(op, flag, shapes, want)");
+    const cg_op_desc *d = cgpy_op(a[0]);
+    if (!d) return NULL;
+    int flag = PyObject_IsTrue(a[1]), nin = cgpy_ninputs(d);
+    long want = PyLong_AsLong(a[3]);
+    if (flag < 0 || (want == -1 && PyErr_Occurred())) return NULL;
+    if (!PyTuple_Check(a[2]) || PyTuple_GET_SIZE(a[2]) != nin)
+        return PyErr_Format(PyExc_TypeError, "%s: expected the shapes of its %d inputs", d->name, nin);
+    int present[CG_OP_MAX_TENSORS] = {0}, ndim[CG_OP_MAX_TENSORS];
+    for (int i = 0; i < d->nt; i++) ndim[i] = -1;
+    for (int i = 0; i < nin; i++) {
+        PyObject *s = PyTuple_GET_ITEM(a[2], i);
+        if (s == Py_None) continue;
+        if (!PyTuple_Check(s)) return PyErr_Format(PyExc_TypeError, "%s: shape must be a tuple", d->t[i].name);
+        present[i] = 1;
+        ndim[i] = (int)PyTuple_GET_SIZE(s);
+    }
+    PyObject *r = PyTuple_New(d->nt - nin);
+    for (int i = nin; r && i < d->nt; i++) {
+        int on = want == -1 ? cgpy_default_want(d, i, present) : (int)((want >> (i - nin)) & 1);
+        int src[4], n = on ? cgpy_shape_recipe(d, i, flag, ndim, src) : 0;
+        PyObject *shape = on ? PyTuple_New(n) : Py_None;
+        if (!on) Py_INCREF(shape);
+        for (int k = 0; shape && k < n; k++) {
+            PyObject *e = src[k] < 0 ? PyLong_FromLong(1) : PyTuple_GET_ITEM(PyTuple_GET_ITEM(a[2], src[k] / 8), src[k] % 8);
+            if (src[k] >= 0) Py_INCREF(e);
+            PyTuple_SET_ITEM(shape, k, e);
+        }
+        if (!shape) Py_CLEAR(r);
+        else PyTuple_SET_ITEM(r, i - nin, shape);
+    }
+    return r;
 }
 
 /* bench(repeats, *run_args) -> (wall, cpu): seconds per C call, timed in C around the
@@ -316,36 +307,70 @@ static PyObject *py_bench(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na < 1) return PyErr_Format(PyExc_TypeError, "bench(repeats, *run_args)");
     long reps = PyLong_AsLong(a[0]);
     if (reps < 1) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "repeats: expected >= 1");
-    call_state cs;
+    cgpy_call c;
     cg_context *ctx = NULL;
     cg_status s = CG_OK;
     double wall = 0, cpu = 0;
-    if (parse_call(a + 1, na - 1, &cs) == 0 && (ctx = thread_ctx())) {
+    if (parse_call(a + 1, na - 1, &c) == 0 && (ctx = thread_ctx())) {
+        op_fn fn = op_fns[c.d->op];
         Py_BEGIN_ALLOW_THREADS
         wall = secs(CLOCK_MONOTONIC);
         cpu = secs(CLOCK_PROCESS_CPUTIME_ID);
-        for (long r = 0; r < reps && s == CG_OK; r++) s = cs.op->call(ctx, &cs.args, &cs.exec);
+        for (long r = 0; r < reps && s == CG_OK; r++) s = fn(ctx, &c.args, &c.exec);
         wall = (secs(CLOCK_MONOTONIC) - wall) / (double)reps;
         cpu = (secs(CLOCK_PROCESS_CPUTIME_ID) - cpu) / (double)reps;
         Py_END_ALLOW_THREADS
     }
-    release_all(&cs);
+    cgpy_call_release(&c);
     if (!ctx) return NULL;
     if (s != CG_OK) return raise_status(s, ctx);
     return Py_BuildValue("(dd)", wall, cpu);
 }
 
+/* ------------------------------------------------------------- logging */
+
+/* The library's log callback forwards each message to a Python callable handler(level,
+ * msg) (chunkgen's: the "chunkgen" logger), from whatever thread logs, holding the GIL. */
+static PyObject *log_handler; /* owned; NULL: the library's default (stderr) */
+
+static void forward_log(cg_log_level level, const char *msg, void *user) {
+    (void)user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *h = log_handler;
+    if (h) {
+        Py_INCREF(h);
+        PyObject *r = PyObject_CallFunction(h, "is", (int)level, msg);
+        if (!r) PyErr_WriteUnraisable(h);
+        Py_XDECREF(r);
+        Py_DECREF(h);
+    }
+    PyGILState_Release(g);
+}
+
+static PyObject *py_set_log_handler(PyObject *self, PyObject *arg) {
+    if (arg != Py_None && !PyCallable_Check(arg)) return PyErr_Format(PyExc_TypeError, "handler: expected a callable or None");
+    cg_set_log_callback(arg == Py_None ? NULL : forward_log, NULL);
+    PyObject *old = log_handler;
+    Py_XINCREF(arg == Py_None ? NULL : arg);
+    log_handler = arg == Py_None ? NULL : arg;
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------ the rest */
 
+/* ops() -> ((name, tensor_names, is_output), ...) in cg_op order, from the op table:
+ * the order run()'s tensors tuple follows, inputs (call()'s inputs) first. */
 static PyObject *py_ops(PyObject *self, PyObject *unused) {
-    PyObject *r = PyTuple_New(NOPS);
-    for (int o = 0; r && o < NOPS; o++) {
-        PyObject *names = PyTuple_New(ops[o].nfields), *outs = PyTuple_New(ops[o].nfields);
-        for (int i = 0; names && outs && i < ops[o].nfields; i++) {
-            PyTuple_SET_ITEM(names, i, PyUnicode_FromString(ops[o].fields[i].name));
-            PyTuple_SET_ITEM(outs, i, PyBool_FromLong(ops[o].fields[i].output));
+    PyObject *r = PyTuple_New(CGPY_NOPS);
+    for (int o = 0; r && o < CGPY_NOPS; o++) {
+        const cg_op_desc *d = cg__op_desc((cg_op)o);
+        PyObject *names = PyTuple_New(d->nt), *outs = PyTuple_New(d->nt);
+        for (int i = 0; names && outs && i < d->nt; i++) {
+            PyTuple_SET_ITEM(names, i, PyUnicode_FromString(d->t[i].name));
+            PyTuple_SET_ITEM(outs, i, PyBool_FromLong(d->t[i].role == CG_TD_OUT));
         }
-        PyObject *e = names && outs ? Py_BuildValue("(sNN)", ops[o].name, names, outs) : NULL;
+        PyObject *e = names && outs ? Py_BuildValue("(sNN)", d->name, names, outs) : NULL;
         if (!e) {
             Py_XDECREF(names);
             Py_XDECREF(outs);
@@ -355,6 +380,12 @@ static PyObject *py_ops(PyObject *self, PyObject *unused) {
         PyTuple_SET_ITEM(r, o, e);
     }
     return r;
+}
+
+static PyObject *py_set_torch_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 2) return PyErr_Format(PyExc_TypeError, "set_torch_dtypes(float32, float64)");
+    cgpy_set_torch_dtypes(a[0], a[1]);
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_backends(PyObject *self, PyObject *unused) {
@@ -413,6 +444,14 @@ static PyMethodDef methods[] = {
     {"workspace_size", (PyCFunction)(void (*)(void))py_workspace_size, METH_FASTCALL,
      "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
     {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
+    {"call", (PyCFunction)(void (*)(void))py_call, METH_FASTCALL,
+     "call(op, inputs, want, flag, backend, config, verbose, empty, stream, ws_empty) -> outputs"},
+    {"check_tensors", (PyCFunction)(void (*)(void))py_check_tensors, METH_FASTCALL, "check_tensors(op, inputs)"},
+    {"output_shapes", (PyCFunction)(void (*)(void))py_output_shapes, METH_FASTCALL,
+     "output_shapes(op, flag, input_shapes, want) -> output shapes (None: not wanted)"},
+    {"set_torch_dtypes", (PyCFunction)(void (*)(void))py_set_torch_dtypes, METH_FASTCALL,
+     "set_torch_dtypes(torch.float32, torch.float64)"},
+    {"set_log_handler", py_set_log_handler, METH_O, "set_log_handler(fn(level, msg) or None): the library's log"},
     {"ops", py_ops, METH_NOARGS, "((name, field_names, is_output), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
     {"last_dispatch", py_last_dispatch, METH_NOARGS, "cg_last_dispatch of this thread's context"},

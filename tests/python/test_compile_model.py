@@ -71,3 +71,26 @@ def test_training_matches_pure_pytorch():
     assert losses[-1][0] < losses[0][0]  # it trains
     for pa, pb in zip(ours.parameters(), theirs.parameters()):
         torch.testing.assert_close(pa, pb, rtol=1e-3, atol=1e-4)
+
+
+def test_compile_dynamic_shapes():
+    # dynamic=True: the fake implementations get symbolic sizes (the output shapes from the
+    # C op table take them as they are); two sequence lengths, one graph, eager's values
+    # and gradients.
+    def g(q, k, v, la):
+        o, hT = ct.ssd(q, k, v, la)
+        return (o * o).sum() + hT.sum()
+
+    cg = torch.compile(g, fullgraph=True, dynamic=True)
+    for T in (5, 11):
+        gen = torch.Generator().manual_seed(T)
+        x = [torch.randn(2, T, 1, 4, generator=gen), torch.randn(2, T, 1, 4, generator=gen),
+             torch.randn(2, T, 2, 3, generator=gen), -torch.rand(2, T, 2, generator=gen)]
+        x = [t.requires_grad_() for t in x]
+        a = cg(*x)
+        ga = torch.autograd.grad(a, x)
+        b = g(*x)
+        gb = torch.autograd.grad(b, x)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        for u, w in zip(ga, gb):
+            torch.testing.assert_close(u, w, rtol=1e-5, atol=1e-5)

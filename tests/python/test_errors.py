@@ -129,3 +129,11 @@ def test_nan_inputs_propagate(front):
     y, _ = chunkgen.sscan(x, np.full_like(x, 0.1), -np.ones((2, 3), np.float32), np.ones((1, 5, 3), np.float32),
                           np.ones((1, 5, 3), np.float32))
     assert np.isnan(y[0, 1:, 0]).all() and np.isfinite(y[0, :, 1]).all()
+
+
+def test_missing_first_input():
+    _, tk, tv, tla = ssd_t()
+    with pytest.raises(ValueError, match="q: None but expected a tensor"):
+        ct.ssd(None, tk, tv, tla)
+    with pytest.raises(ValueError, match="q: .*null data pointer"):
+        chunkgen.ssd(None, tk.numpy(), tv.numpy(), tla.numpy())

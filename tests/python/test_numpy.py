@@ -149,3 +149,41 @@ def test_threads_get_their_own_contexts():
         for a, b in zip(results[i], serial[i]):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         assert ("chunk=%d" % (4 + i) in lines[i]) == bool(i % 2), lines[i]
+
+
+@pytest.mark.parametrize("layout", ["token", "head"])
+@pytest.mark.parametrize("h0", [False, True])
+def test_output_shapes_from_the_op_table(layout, h0):
+    # The front ends take the outputs' shapes (and which gradients to make) from the C op
+    # table (chunkgen._ops.output_shapes, also the fake implementations'): they must be
+    # the real calls' outputs, for both layouts, grouped and ungrouped B/C, optional inputs
+    # given or not. Symbolic sizes are taken as they are (any object).
+    from chunkgen._ops import OPS, output_shapes
+
+    rng = np.random.default_rng(3)
+    flag = 1 if layout == "head" else 0
+    x = ssd_inputs(rng, B=2, T=5, G=1, H=3, dk=4, dv=6)
+    if not h0:
+        x["h0"] = None
+    if layout == "head":
+        x = {n: (a.swapaxes(1, 2) if a is not None and n != "h0" else a) for n, a in x.items()}
+    fwd = chunkgen.ssd(**x, layout=layout)
+    bwd = chunkgen.ssd_bwd(x["q"], x["k"], x["v"], x["log_alpha"], fwd[0], x["h0"], layout=layout)
+    for op, given, outs in (("ssd_fwd", x, fwd), ("ssd_bwd", dict(x, dout=fwd[0], dhT=None), bwd)):
+        shapes = output_shapes(op, [given[n].shape if given.get(n) is not None else None for n in OPS[op].inputs],
+                               flag)
+        assert shapes == tuple(o.shape if o is not None else None for o in outs), op
+    sym = output_shapes("ssd_fwd", [("b", "t", "g", "dk"), ("b", "t", "g", "dk"), ("b", "t", "h", "dv"),
+                                    ("b", "t", "h"), None], 0)
+    assert sym == (("b", "t", "h", "dv"), ("b", "h", "dk", "dv"))
+    for grouped in (False, True):
+        bc = (2, 5, 2, 3) if grouped else (2, 5, 3)
+        s = dict(x=rnd(rng, 2, 5, 4), delta=rnd(rng, 2, 5, 4) ** 2, A=-rnd(rng, 4, 3) ** 2, B=rnd(rng, *bc),
+                 C=rnd(rng, *bc), D=rnd(rng, 4) if h0 else None, z=None, delta_bias=None,
+                 h0=rnd(rng, 2, 4, 3) if h0 else None)
+        fwd = chunkgen.sscan(**s)
+        bwd = chunkgen.sscan_bwd(**s, dy=fwd[0])
+        for op, given, outs in (("sscan_fwd", s, fwd), ("sscan_bwd", dict(s, dy=fwd[0], dhT=None), bwd)):
+            shapes = output_shapes(op, [given[n].shape if given.get(n) is not None else None
+                                        for n in OPS[op].inputs], 0)
+            assert shapes == tuple(o.shape if o is not None else None for o in outs), (op, grouped)

@@ -88,3 +88,19 @@ def test_sscan_noncontiguous_inputs():
     y_c, hT_c = ct.sscan(*(x[n] for n in NAMES))
     torch.testing.assert_close(y, y_c, rtol=0, atol=0)
     torch.testing.assert_close(hT, hT_c, rtol=0, atol=0)
+
+
+def test_eager_autograd_function_matches_registered_op():
+    # As for SSD: the eager autograd.Function and the registered op agree bit for bit,
+    # every optional input given, grouped B/C.
+    x = make(2, 9, 6, 5, 2, True, True)
+    ins = tuple(x[n] for n in NAMES)
+    assert ct._path(ins) == "function"
+    y, hT = ct.sscan(*ins, delta_softplus=True)
+    y_op, hT_op = torch.ops.chunkgen.sscan_fwd(*ins, True)
+    w = torch.randn(y.shape, generator=torch.Generator().manual_seed(2))
+    g = torch.autograd.grad((y * w).sum() + hT.sum(), ins)
+    g_op = torch.autograd.grad((y_op * w).sum() + hT_op.sum(), ins)
+    torch.testing.assert_close(y, y_op, rtol=0, atol=0)
+    for n, a, b in zip(NAMES, g, g_op):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=n)

@@ -148,3 +148,25 @@ def test_inference_fast_path_matches_op():
         assert not ct._eager_direct(f)
         o_f, hT_f = ct.ssd(*f)
         assert o_f.shape == o.shape and hT_f.shape == hT.shape
+
+
+@pytest.mark.parametrize("h0", [False, True])
+def test_eager_autograd_function_matches_registered_op(h0):
+    # Eager calls with gradients take an autograd.Function (no dispatcher); its forward and
+    # gradients must be the registered op's (torch.compile and opcheck take that one), bit
+    # for bit (deterministic, the same C calls).
+    x = make(2, 37, 2, 4, 7, 5, h0)
+    ins = tuple(x[n] for n in ("q", "k", "v", "log_alpha", "h0"))
+    assert ct._path(ins) == "function"
+    assert ct._path(tuple(torch.nn.Parameter(t.detach()) if t is not None else None for t in ins)) == "function"
+    o, hT = ct.ssd(*ins)
+    assert type(o.grad_fn).__name__.startswith("SsdFwdFunction")
+    o_op, hT_op = torch.ops.chunkgen.ssd_fwd(*ins, "token")
+    assert "SsdFwdFunction" not in type(o_op.grad_fn).__name__
+    w = torch.randn(o.shape, generator=torch.Generator().manual_seed(2))
+    leaves = [t for t in ins if t is not None]
+    g = torch.autograd.grad((o * w).sum() + hT.sum(), leaves)
+    g_op = torch.autograd.grad((o_op * w).sum() + hT_op.sum(), leaves)
+    torch.testing.assert_close(o, o_op, rtol=0, atol=0)
+    for a, b in zip(g, g_op):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -1,0 +1,384 @@
+/* cg_args.c -- one C call's argument struct from Python objects (cg_args.h). */
+#include "cg_args.h"
+
+#include <string.h>
+
+static PyObject *s_data_ptr, *s_dtype, *s_shape, *s_stride, *s_device, *s_contiguous;
+static PyObject *torch_f32, *torch_f64; /* borrowed forever (kept alive by chunkgen.torch) */
+
+static int intern(void) {
+    if (s_data_ptr) return 0;
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_shape = PyUnicode_InternFromString("shape");
+    s_stride = PyUnicode_InternFromString("stride");
+    s_device = PyUnicode_InternFromString("device");
+    s_contiguous = PyUnicode_InternFromString("contiguous");
+    return s_data_ptr && s_dtype && s_shape && s_stride && s_device && s_contiguous ? 0 : -1;
+}
+
+void cgpy_set_torch_dtypes(PyObject *f32, PyObject *f64) {
+    Py_XINCREF(f32);
+    Py_XINCREF(f64);
+    torch_f32 = f32;
+    torch_f64 = f64;
+}
+
+const cg_op_desc *cgpy_op(PyObject *o) {
+    long op = PyLong_AsLong(o);
+    if (op == -1 && PyErr_Occurred()) return NULL;
+    if (op < 0 || op >= CGPY_NOPS) {
+        PyErr_Format(PyExc_ValueError, "op: %ld but expected an op index in [0, %d)", op, CGPY_NOPS);
+        return NULL;
+    }
+    return intern() ? NULL : cg__op_desc((cg_op)op);
+}
+
+int cgpy_ninputs(const cg_op_desc *d) {
+    int n = 0;
+    while (n < d->nt && d->t[n].role == CG_TD_IN) n++;
+    return n;
+}
+
+void cgpy_call_init(cgpy_call *c, const cg_op_desc *d) {
+    memset(c, 0, sizeof *c);
+    c->d = d;
+}
+
+void cgpy_call_release(cgpy_call *c) {
+    for (int i = 0; i < CG_OP_MAX_TENSORS; i++)
+        if (c->got[i]) PyBuffer_Release(&c->bufs[i]);
+    for (int i = 0; i < c->nkeep; i++) Py_DECREF(c->keep[i]);
+    memset(c->got, 0, sizeof c->got);
+    c->nkeep = 0;
+}
+
+int cgpy_keep(cgpy_call *c, PyObject *o) {
+    if (!o) return -1;
+    if (c->nkeep == (int)(sizeof c->keep / sizeof c->keep[0])) {
+        Py_DECREF(o);
+        PyErr_SetString(PyExc_RuntimeError, "chunkgen._C: too many temporaries in one call");
+        return -1;
+    }
+    c->keep[c->nkeep++] = o;
+    return 0;
+}
+
+void cgpy_set_flag(cgpy_call *c, int flag) {
+    const cg_op_desc *d = c->d;
+    if (d->layout_arg_off != (size_t)-1)
+        *(cg_layout *)((char *)&c->args + d->layout_arg_off) = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
+    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)&c->args + d->scalar[k].arg_off) = flag != 0;
+}
+
+/* ------------------------------------------------------------ reading */
+
+static int bad(const char *name, const char *what) {
+    PyErr_Format(PyExc_ValueError, "%s: %s", name, what);
+    return -1;
+}
+
+static int too_many_dims(const char *name, Py_ssize_t nd) {
+    PyErr_Format(PyExc_ValueError, "%s: %zd dimensions but expected at most %d", name, nd, CG_MAX_DIMS);
+    return -1;
+}
+
+/* n int64 values from a tuple (or torch.Size) of Python ints. */
+static int int64s(PyObject *o, int64_t *out, Py_ssize_t n, const char *name) {
+    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != n) return bad(name, "shape/strides must be tuples of ndim ints");
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(o, i));
+        if (out[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static int read_shape_strides(PyObject *shape, PyObject *strides, cg_tensor *t, const char *name) {
+    if (!PyTuple_Check(shape)) return bad(name, "shape must be a tuple");
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    if (nd > CG_MAX_DIMS) return too_many_dims(name, nd);
+    t->ndim = (int)nd;
+    return int64s(shape, t->shape, nd, name) || int64s(strides, t->stride, nd, name) ? -1 : 0;
+}
+
+static int read_descriptor(PyObject *o, cg_tensor *t, const char *name) {
+    if (PyTuple_GET_SIZE(o) != 4) return bad(name, "expected a (ptr, dtype, shape, strides) descriptor");
+    t->data = PyLong_AsVoidPtr(PyTuple_GET_ITEM(o, 0));
+    if (PyErr_Occurred()) return -1;
+    long dt = PyLong_AsLong(PyTuple_GET_ITEM(o, 1));
+    if (dt == -1 && PyErr_Occurred()) return -1;
+    t->dtype = (cg_dtype)dt;
+    return read_shape_strides(PyTuple_GET_ITEM(o, 2), PyTuple_GET_ITEM(o, 3), t, name);
+}
+
+static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, int *got, const char *name) {
+    if (PyObject_GetBuffer(o, buf, output ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0) return -1;
+    *got = 1;
+    const char *fmt = buf->format ? buf->format : "B";
+    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
+    if (!strcmp(fmt, "f") && buf->itemsize == 4) t->dtype = CG_F32;
+    else if (!strcmp(fmt, "d") && buf->itemsize == 8) t->dtype = CG_F64;
+    else return bad(name, "dtype must be float32 or float64");
+    if (buf->ndim > CG_MAX_DIMS) return too_many_dims(name, buf->ndim);
+    t->data = buf->buf;
+    t->ndim = buf->ndim;
+    for (int i = 0; i < buf->ndim; i++) {
+        t->shape[i] = buf->shape[i];
+        if (buf->strides[i] % buf->itemsize) return bad(name, "strides must be multiples of the element size");
+        t->stride[i] = buf->strides[i] / buf->itemsize;
+    }
+    return 0;
+}
+
+/* The cg_dtype of a torch dtype object; -1 with ValueError set. */
+static int torch_dtype(PyObject *dt, const char *name) {
+    if (dt && dt == torch_f32) return CG_F32;
+    if (dt && dt == torch_f64) return CG_F64;
+    if (dt) PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected torch.float32 or torch.float64", name, dt);
+    return -1;
+}
+
+static int read_tensor_like(PyObject *o, cg_tensor *t, const char *name) {
+    PyObject *ptr = PyObject_CallMethodNoArgs(o, s_data_ptr);
+    PyObject *dt = ptr ? PyObject_GetAttr(o, s_dtype) : NULL;
+    PyObject *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
+    PyObject *strides = shape ? PyObject_CallMethodNoArgs(o, s_stride) : NULL;
+    int r = -1;
+    if (strides) {
+        int dtype = torch_dtype(dt, name);
+        t->data = PyLong_AsVoidPtr(ptr);
+        if (dtype >= 0 && !PyErr_Occurred()) {
+            t->dtype = (cg_dtype)dtype;
+            r = read_shape_strides(shape, strides, t, name);
+        }
+    }
+    Py_XDECREF(ptr);
+    Py_XDECREF(dt);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return r;
+}
+
+int cgpy_read(cgpy_call *c, int i, PyObject *o) {
+    const cg_tdesc *td = &c->d->t[i];
+    cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
+    memset(t, 0, sizeof *t);
+    int r;
+    if (o == Py_None) return 0;
+    if (PyTuple_Check(o)) r = read_descriptor(o, t, td->name);
+    else if (PyObject_CheckBuffer(o)) r = read_buffer(o, td->role == CG_TD_OUT, t, &c->bufs[i], &c->got[i], td->name);
+    else r = read_tensor_like(o, t, td->name);
+    if (r) return -1;
+    /* The C API reads all-zero strides as "contiguous": a broadcast view must be copied
+     * by the caller (the torch path does, read_torch_input; numpy's in Python). */
+    int all_zero = t->ndim > 0, big = 0;
+    for (int k = 0; k < t->ndim; k++) {
+        all_zero &= t->stride[k] == 0;
+        big |= t->shape[k] > 1;
+    }
+    if (all_zero && big) return bad(td->name, "all strides are zero (a broadcast view); pass a copy");
+    return 0;
+}
+
+/* ------------------------------------------------------- torch tensors */
+
+static PyObject *s_is_cpu;
+
+/* The torch front end's checks of input i (o, its dtype and shape objects) against the
+ * first input (f, its dtype fdt): dtype, device, rank, no empty dimension. */
+static int check_one(const cg_op_desc *d, int i, PyObject *o, PyObject *dt, PyObject *shape, PyObject *f,
+                     PyObject *fdt, int f_cpu) {
+    const char *name = d->t[i].name, *fname = d->t[0].name;
+    if (torch_dtype(dt, name) < 0) return -1;
+    if (dt != fdt) {
+        PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected %S like %s", name, dt, fdt, fname);
+        return -1;
+    }
+    if (o != f) {
+        /* both on the CPU (a cheap property), else the devices compared */
+        int same = 0;
+        if (f_cpu) {
+            PyObject *c1 = PyObject_GetAttr(o, s_is_cpu);
+            same = c1 == Py_True;
+            Py_XDECREF(c1);
+        }
+        if (!same) {
+            PyErr_Clear();
+            PyObject *dev = PyObject_GetAttr(o, s_device), *fdev = dev ? PyObject_GetAttr(f, s_device) : NULL;
+            same = fdev ? PyObject_RichCompareBool(dev, fdev, Py_EQ) : -1;
+            if (same == 0) PyErr_Format(PyExc_ValueError, "%s: on %S but expected %S like %s", name, dev, fdev, fname);
+            Py_XDECREF(dev);
+            Py_XDECREF(fdev);
+            if (same <= 0) return -1;
+        }
+    }
+    if (!PyTuple_Check(shape)) return bad(name, "shape is not a tuple");
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    if (nd > CG_MAX_DIMS) return too_many_dims(name, nd);
+    for (Py_ssize_t k = 0; k < nd; k++) {
+        int zero = PyObject_Not(PyTuple_GET_ITEM(shape, k)); /* (a symbolic size may not say) */
+        if (zero < 0) PyErr_Clear();
+        if (zero > 0) {
+            PyObject *tup = PySequence_Tuple(shape);
+            if (tup) PyErr_Format(PyExc_ValueError, "%s: shape %R has no elements (expected every dimension >= 1)", name, tup);
+            Py_XDECREF(tup);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Whether the first input is on the CPU (is_cpu; 0 when it cannot say). */
+static int first_on_cpu(PyObject *f) {
+    PyObject *c = PyObject_GetAttr(f, s_is_cpu);
+    if (!c) PyErr_Clear();
+    Py_XDECREF(c);
+    return c == Py_True;
+}
+
+static int inputs_tuple(const cg_op_desc *d, PyObject *ins) {
+    int nin = cgpy_ninputs(d);
+    if (!PyTuple_Check(ins) || PyTuple_GET_SIZE(ins) != nin) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of its %d inputs", d->name, nin);
+        return -1;
+    }
+    if (PyTuple_GET_ITEM(ins, 0) == Py_None) return bad(d->t[0].name, "None but expected a tensor");
+    if (!s_is_cpu && !(s_is_cpu = PyUnicode_InternFromString("is_cpu"))) return -1;
+    return intern();
+}
+
+int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins) {
+    if (inputs_tuple(d, ins)) return -1;
+    PyObject *f = PyTuple_GET_ITEM(ins, 0), *fdt = PyObject_GetAttr(f, s_dtype);
+    int r = fdt ? 0 : -1, f_cpu = first_on_cpu(f);
+    for (int i = 0; r == 0 && i < PyTuple_GET_SIZE(ins); i++) {
+        PyObject *o = PyTuple_GET_ITEM(ins, i);
+        if (o == Py_None) continue;
+        PyObject *dt = PyObject_GetAttr(o, s_dtype), *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
+        r = shape ? check_one(d, i, o, dt, shape, f, fdt, f_cpu) : -1;
+        Py_XDECREF(dt);
+        Py_XDECREF(shape);
+    }
+    Py_XDECREF(fdt);
+    return r;
+}
+
+/* Whether the C API cannot take these strides: the innermost is not 1 (on a dimension
+ * longer than 1), or all are zero on more than one element. */
+static int needs_copy(const cg_tensor *t) {
+    if (t->ndim == 0) return 0;
+    int64_t numel = 1, any = 0;
+    for (int k = 0; k < t->ndim; k++) numel *= t->shape[k], any |= t->stride[k];
+    return (t->shape[t->ndim - 1] > 1 && t->stride[t->ndim - 1] != 1) || (!any && numel > 1);
+}
+
+/* Torch input i: checked, read (one pass over its attributes), copied when needed. */
+static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, PyObject *fdt, int f_cpu) {
+    const char *name = c->d->t[i].name;
+    cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
+    PyObject *dt = PyObject_GetAttr(o, s_dtype), *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
+    PyObject *st = NULL, *ptr = NULL;
+    int r = -1;
+    if (!shape || check_one(c->d, i, o, dt, shape, f, fdt, f_cpu) || !(st = PyObject_CallMethodNoArgs(o, s_stride)) ||
+        read_shape_strides(shape, st, t, name))
+        goto out;
+    t->dtype = dt == torch_f64 ? CG_F64 : CG_F32;
+    if (needs_copy(t)) {
+        PyObject *copy = PyObject_CallMethodNoArgs(o, s_contiguous);
+        if (cgpy_keep(c, copy)) goto out;
+        o = copy;
+        Py_DECREF(st);
+        if (!(st = PyObject_CallMethodNoArgs(o, s_stride)) || int64s(st, t->stride, t->ndim, name)) goto out;
+    }
+    if ((ptr = PyObject_CallMethodNoArgs(o, s_data_ptr))) {
+        t->data = PyLong_AsVoidPtr(ptr);
+        r = PyErr_Occurred() ? -1 : 0;
+    }
+out:
+    Py_XDECREF(dt);
+    Py_XDECREF(shape);
+    Py_XDECREF(st);
+    Py_XDECREF(ptr);
+    return r;
+}
+
+int cgpy_read_inputs(cgpy_call *c, PyObject *ins) {
+    const cg_op_desc *d = c->d;
+    int nin = cgpy_ninputs(d);
+    if (!PyTuple_Check(ins) || PyTuple_GET_SIZE(ins) != nin) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of its %d inputs", d->name, nin);
+        return -1;
+    }
+    PyObject *f = PyTuple_GET_ITEM(ins, 0);
+    if (f == Py_None || PyTuple_Check(f) || PyObject_CheckBuffer(f)) {
+        for (int i = 0; i < nin; i++)
+            if (cgpy_read(c, i, PyTuple_GET_ITEM(ins, i))) return -1;
+        return 0;
+    }
+    if (inputs_tuple(d, ins)) return -1;
+    PyObject *fdt = PyObject_GetAttr(f, s_dtype);
+    int r = fdt ? 0 : -1, f_cpu = first_on_cpu(f);
+    for (int i = 0; r == 0 && i < nin; i++) {
+        PyObject *o = PyTuple_GET_ITEM(ins, i);
+        if (o == Py_None) memset(cg__args_tensor(d, &c->args, i), 0, sizeof(cg_tensor));
+        else r = read_torch_input(c, i, o, f, fdt, f_cpu);
+    }
+    Py_XDECREF(fdt);
+    return r;
+}
+
+int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const int64_t *shape, int ndim) {
+    if (PyObject_CheckBuffer(out) || PyTuple_Check(out)) return cgpy_read(c, i, out);
+    cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
+    memset(t, 0, sizeof *t); /* all-zero strides: contiguous */
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int k = 0; k < ndim; k++) t->shape[k] = shape[k];
+    PyObject *ptr = PyObject_CallMethodNoArgs(out, s_data_ptr);
+    if (ptr) t->data = PyLong_AsVoidPtr(ptr);
+    Py_XDECREF(ptr);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* ------------------------------------------------------- output shapes */
+
+/* Whether input table index i has its G dimension (grouped) given its rank. */
+static int grouped_of(const cg_op_desc *d, const int in_ndim[CG_OP_MAX_TENSORS]) {
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tdesc *td = &d->t[i];
+        if (td->role != CG_TD_IN || td->optional || !(td->flags & CG_TD_GROUPABLE)) continue;
+        int full = 0;
+        for (int k = 0; k < 4; k++) full += td->ext[k] != CG_SYM_NONE;
+        return in_ndim[i] != full - 1; /* as cg__op_derive_dims: grouped unless G is left out */
+    }
+    return 1;
+}
+
+int cgpy_shape_recipe(const cg_op_desc *d, int i, int hm, const int in_ndim[CG_OP_MAX_TENSORS], int src[4]) {
+    int grouped = grouped_of(d, in_ndim), order[4];
+    int n = cg__op_given_order(d, i, grouped, hm, order);
+    for (int k = 0; k < n; k++) {
+        cg_sym s = d->t[i].ext[order[k]];
+        src[k] = -1;
+        /* the symbol's value comes from the first required input that has it (as in
+         * cg__op_derive_dims); an extent of 1 when that input lacks the dimension */
+        for (int j = 0, found = 0; !found && j < d->nt; j++) {
+            const cg_tdesc *tj = &d->t[j];
+            if (tj->role != CG_TD_IN || tj->optional || d->dim_off[s] == (size_t)-1) continue;
+            int oj[4], nj = cg__op_given_order(d, j, grouped, hm, oj);
+            for (int p = 0; !found && p < nj; p++)
+                if (tj->ext[oj[p]] == s) {
+                    found = 1;
+                    if (p < in_ndim[j]) src[k] = j * 8 + p;
+                }
+        }
+    }
+    return n;
+}
+
+int cgpy_default_want(const cg_op_desc *d, int i, const int present[CG_OP_MAX_TENSORS]) {
+    const char *of = d->t[i].grad_of;
+    if (!of) return 1;
+    int j = cg__op_tensor(d, of);
+    return j >= 0 && present[j];
+}

@@ -1,0 +1,72 @@
+/* cg_args.h -- building one C call's argument struct from Python objects (cg_args.c).
+ *
+ * Everything about an op's tensors (their names, order, roles, where each lives in the
+ * op's args struct, which input gives each output extent) comes from the library's op
+ * table (runtime/ops.h, linked into the module with the library's objects); this file
+ * and the Python package list no tensor by name. */
+#ifndef CG_PY_ARGS_H
+#define CG_PY_ARGS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "ops.h"
+
+#define CGPY_NOPS (CG_OP_SSCAN_BWD + 1)
+
+/* The op at Python index o (cg_op order); NULL with an exception set. */
+const cg_op_desc *cgpy_op(PyObject *o);
+/* Number of input (role CG_TD_IN) tensors of d; inputs come first in the table. */
+int cgpy_ninputs(const cg_op_desc *d);
+
+/* One call being built. Owns the buffers it took, the copies and outputs it made. */
+typedef struct cgpy_call {
+    const cg_op_desc *d;
+    union {
+        cg_ssd_fwd_args ssd_fwd;
+        cg_ssd_bwd_args ssd_bwd;
+        cg_sscan_fwd_args sscan_fwd;
+        cg_sscan_bwd_args sscan_bwd;
+    } args;
+    cg_exec exec;
+    Py_buffer bufs[CG_OP_MAX_TENSORS];
+    int got[CG_OP_MAX_TENSORS];
+    PyObject *keep[CG_OP_MAX_TENSORS + 1]; /* owned references: copies, outputs, workspace */
+    int nkeep;
+} cgpy_call;
+
+void cgpy_call_init(cgpy_call *c, const cg_op_desc *d);
+void cgpy_call_release(cgpy_call *c);
+/* Keep a new reference until cgpy_call_release (steals o; o may be NULL: returns -1). */
+int cgpy_keep(cgpy_call *c, PyObject *o);
+/* Fill tensor i of c's op from o: None, a (ptr, dtype, shape, strides) descriptor, an
+ * object with the buffer protocol (numpy), or a torch.Tensor-like object (data_ptr(),
+ * dtype, shape, stride()). 0, or -1 with ValueError set. */
+int cgpy_read(cgpy_call *c, int i, PyObject *o);
+/* The op's int flag: layout for SSD (1: head-major), the scalar arguments (delta_softplus). */
+void cgpy_set_flag(cgpy_call *c, int flag);
+
+/* Register the torch dtypes float32, float64 (chunkgen.torch does on import). */
+void cgpy_set_torch_dtypes(PyObject *f32, PyObject *f64);
+/* The torch front end's checks of the inputs ins (a tuple in the op's input order, torch
+ * tensors or fake tensors or None): dtype float32/float64 and that of the first, the
+ * first's device, at most CG_MAX_DIMS dimensions, no empty dimension. -1: ValueError. */
+int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins);
+/* Fill c's inputs from ins (the op's inputs in table order). Numpy arrays and descriptors
+ * as cgpy_read; torch tensors (when the first input is one) checked as cgpy_check_tensors, read in one pass
+ * and copied (o.contiguous()) where the C API cannot take their strides: the innermost
+ * stride is not 1, or every stride is zero. */
+int cgpy_read_inputs(cgpy_call *c, PyObject *ins);
+/* Output i from out, made by the caller's allocator in shape: a buffer is read as
+ * cgpy_read; a torch tensor is taken as contiguous of dtype (only its data_ptr read). */
+int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const int64_t *shape, int ndim);
+
+/* Which input gives each dimension of tensor i: src[k] = input table index * 8 + the
+ * dimension's position, -1 for an extent of 1; ndims of the inputs (-1: absent) decide
+ * whether grouped tensors have their G dimension. Returns tensor i's rank. */
+int cgpy_shape_recipe(const cg_op_desc *d, int i, int hm, const int in_ndim[CG_OP_MAX_TENSORS], int src[4]);
+/* Whether output i is computed by default: forward outputs always; a gradient when its
+ * input is given (present[] by input table index). */
+int cgpy_default_want(const cg_op_desc *d, int i, const int present[CG_OP_MAX_TENSORS]);
+
+#endif
