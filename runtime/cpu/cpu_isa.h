@@ -19,7 +19,9 @@
 #define cg__sscan_cpu_fwd CG_ISA_CAT(cg__sscan_cpu_fwd, CG_ISA)
 #define cg__sscan_cpu_bwd CG_ISA_CAT(cg__sscan_cpu_bwd, CG_ISA)
 #define cg__ssd_gemm CG_ISA_CAT(cg__ssd_gemm, CG_ISA)
+#define cg__ssd_gemm_beta CG_ISA_CAT(cg__ssd_gemm_beta, CG_ISA)
 #define cg__ssd_transpose CG_ISA_CAT(cg__ssd_transpose, CG_ISA)
+#define cg__ssd_mul_exp CG_ISA_CAT(cg__ssd_mul_exp, CG_ISA)
 #endif
 
 #include "internal.h"

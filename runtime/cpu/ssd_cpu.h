@@ -22,8 +22,8 @@ static inline int64_t cg__ssd_min(int64_t a, int64_t b) { return a < b ? a : b; 
 /* Which part of the (m x K) x (K x n) product a row block [i0, i0+mr) computes. */
 typedef enum cg_ssd_gemm_mode {
     CG_SSD_DENSE,   /* k in [0, K), columns [0, n) */
-    CG_SSD_KLOWER,  /* k in [0, K + min(i0 + mr, m)): A = [X | lower-triangular L], row i reads L[i, 0..i] */
-    CG_SSD_KUPPER,  /* k in [i0, K): A upper triangular, row i reads A[i, i..K) */
+    CG_SSD_KLOWER,  /* k in [0, K + min(i0 + mr, m)): A = [X | lower-triangular L], row i reads L[i, 0..i] only */
+    CG_SSD_KUPPER,  /* k in [i0, K): A upper triangular, row i reads A[i, i..K) only */
     CG_SSD_NLOWER   /* columns [0, pad(min(i0 + mr, m))) of n: the lower triangle of a square C */
 } cg_ssd_gemm_mode;
 
@@ -32,6 +32,9 @@ typedef enum cg_ssd_gemm_mode {
  * n is a multiple of 16; B and C rows are read 16 floats at a time. */
 void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
                   int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
+/* The same, with C = beta C + (the product) when acc (beta = 1 in cg__ssd_gemm). */
+void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                       int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta);
 
 /* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
  * Blocks of one vector's width transposed in registers (ssd_cpu_gemm.c). */
@@ -50,7 +53,7 @@ void *cg__ctx_host_ws(cg_context *ctx, size_t bytes);
 /* Ask for rows [0, rows) of `bytes` each, `stride` floats apart, to be in cache soon. */
 static inline void cg__ssd_prefetch_rows(const float *p, int64_t stride, int64_t rows, int64_t bytes) {
     for (int64_t i = 0; i < rows; i++)
-        for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch((const char *)(p + i * stride) + x);
+        for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch((const char *)(p + i * stride) + x, 0, 2);
 }
 
 /* exp(x) in float, within 2 ulp, branch-free so that loops over it vectorize. Underflows to
@@ -80,6 +83,9 @@ static inline float cg__ssd_exp(float x) {
     s2.i = (int32_t)((uint32_t)(n2 + 127) << 23);
     return p * s1.f * s2.f;
 }
+
+/* P[j] *= cg__ssd_exp(X[j]) for j < n, in vectors (ssd_cpu_gemm.c). */
+void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n);
 
 /* log_alpha for the cumulative sums: -inf (a decay of exactly 0) becomes -1e4, so that the
  * differences A_i - A_j of two tokens after it stay finite instead of -inf - -inf = NaN;
