@@ -55,13 +55,14 @@ static float chunk_decays(const float *la, int64_t sl, int64_t L, double *restri
     return eA[L - 1];
 }
 
-/* Lower-triangular mask in place: X[i, j] *= e^{A_i - A_j} for j <= i, 0 for i < j < L. */
-static void apply_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad) {
+/* Lower-triangular mask in place: X[i, j] *= e^{A_i - A_j} for j <= i (the exponents in
+ * double, e^x in vectors; E: C floats of scratch). The entries above the diagonal are
+ * left as they are: the causal GEMMs (KLOWER, KUPPER) never read them. */
+static void apply_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E) {
     for (int64_t i = 0; i < L; i++) {
-        float *restrict x = X + i * ld;
         const double Ai = Ad[i];
-        for (int64_t j = 0; j <= i; j++) x[j] *= cg__ssd_exp((float)(Ai - Ad[j]));
-        for (int64_t j = i + 1; j < L; j++) x[j] = 0.0f;
+        for (int64_t j = 0; j <= i; j++) E[j] = (float)(Ai - Ad[j]);
+        cg__ssd_mul_exp(X + i * ld, E, i + 1);
     }
 }
 
@@ -111,8 +112,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
             for (int64_t j = 0; j < dk; j++) d[j] = wv[i] * kr[j];
             for (int64_t j = dk; j < dkp; j++) d[j] = 0.0f;
         }
-        for (int64_t x = 0; x < dv * dkp; x++) ST[x] *= gamma;
-        cg__ssd_gemm(CG_SSD_DENSE, dv, dkp, L, v + t0 * sv, 1, sv, Kw, dkp, ST, dkp, 1);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, v + t0 * sv, 1, sv, Kw, dkp, ST, dkp, 1, gamma);
     }
     double dot = 0;
     if (p->dhT.p) {
@@ -137,8 +137,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
             for (int64_t j = 0; j < dv; j++) d[j] = eA[i] * dr[j];
             for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
         }
-        for (int64_t x = 0; x < dk * dvp; x++) dS[x] *= gamma;
-        cg__ssd_gemm(CG_SSD_DENSE, dk, dvp, L, q + t0 * sq, 1, sq, eAdO, dvp, dS, dvp, 1);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, q + t0 * sq, 1, sq, eAdO, dvp, dS, dvp, 1, gamma);
     }
     if (p->dh0.p) {
         float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
@@ -150,7 +149,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
 
 typedef struct p2_tiles {
     float *Qt, *Kt, *KT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
-    float *eA, *wv;
+    float *eA, *wv, *E;
     double *Ad;
 } p2_tiles;
 
@@ -184,6 +183,7 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     TILE(dS, J->fused ? J->hpg * dk * dvp : 0);      /* [hpg][dk, dvp] dS of each head (fused mode) */
     TILE(eA, C);
     TILE(wv, C);
+    TILE(E, C);          /* the exponents of one row of a decay mask */
 #undef TILE
     t->Ad = mem ? (double *)(mem + off) : NULL;
     off += 2 * (size_t)cg__ssd_pad(C);
@@ -243,9 +243,9 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
 
         /* P and dP, masked */
         for (int64_t i = 0; i < L; i++) memcpy(t.P + i * Cp, t.Praw + i * Cp, (size_t)(i + 1) * sizeof(float));
-        apply_mask(t.P, Cp, L, t.Ad);
+        apply_mask(t.P, Cp, L, t.Ad, t.E);
         cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, Cp, t.dP, Cp, 0);
-        apply_mask(t.dP, Cp, L, t.Ad);
+        apply_mask(t.dP, Cp, L, t.Ad, t.E);
 
         /* dQh = diag(e^A) (dO S0^T) + dP K */
         cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, dkp, t.dQh, dkp, 0);
@@ -288,8 +288,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
                 for (int64_t j = 0; j < dv; j++) d[j] = t.eA[i] * dr[j];
                 for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
             }
-            for (int64_t x = 0; x < dk * dvp; x++) dSe[x] *= gamma;
-            cg__ssd_gemm(CG_SSD_DENSE, dk, dvp, L, q, 1, sq, t.eAdO, dvp, dSe, dvp, 1);
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, q, 1, sq, t.eAdO, dvp, dSe, dvp, 1, gamma);
         }
 
         /* the group's sums, in head order */
