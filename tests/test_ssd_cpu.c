@@ -283,16 +283,25 @@ CG_TEST(ssd_cpu_config_errors) {
     cg_context_free(ctx);
 }
 
-CG_TEST(ssd_cpu_nonfinite) {
+/* The non-finite tests' problem: 40 tokens in chunks of 16, two heads; a context, and
+ * float32 (filled) and float64 sets; NULL when no context could be made. */
+static cg_context *nonfinite_setup(ssd_cfg *c, int64_t dk, ssd_set *f, ssd_set *d) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
-    ssd_cfg c = base_cfg();
-    c.B = 1; c.H = 2; c.T = 40; c.dk = 7; c.dv = 40; c.config = "chunk=16";
+    if (!ctx) return NULL;
+    *c = base_cfg();
+    c->B = 1; c->H = 2; c->T = 40; c->dk = dk; c->dv = 40; c->config = "chunk=16";
+    set_alloc(f, c, CG_F32);
+    set_alloc(d, c, CG_F64);
+    fill_inputs(f, c);
+    return ctx;
+}
+
+CG_TEST(ssd_cpu_nonfinite) {
+    ssd_cfg c;
     ssd_set f, d;
-    set_alloc(&f, &c, CG_F32);
-    set_alloc(&d, &c, CG_F64);
-    fill_inputs(&f, &c);
+    cg_context *ctx = nonfinite_setup(&c, 7, &f, &d);
+    if (!ctx) return;
     /* log_alpha = -inf: the decay is exactly 0 and everything stays finite, as in the reference */
     int64_t ia[3] = {0, 20, 1};
     cg_tbuf_set(&f.la, ia, -INFINITY);
@@ -328,15 +337,10 @@ CG_TEST(ssd_cpu_nonfinite) {
  * intra-chunk attention is not multiplied), in every ISA variant; the tokens before it
  * match the reference. */
 CG_TEST(ssd_cpu_nonfinite_v_is_causal) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
-    ssd_cfg c = base_cfg();
-    c.B = 1; c.H = 2; c.T = 40; c.dk = 40; c.dv = 40; c.config = "chunk=16";
+    ssd_cfg c;
     ssd_set f, d;
-    set_alloc(&f, &c, CG_F32);
-    set_alloc(&d, &c, CG_F64);
-    fill_inputs(&f, &c);
+    cg_context *ctx = nonfinite_setup(&c, 40, &f, &d);
+    if (!ctx) return;
     const int64_t bad_t[2] = {31, 15}; /* per head: the last token of chunk 1, of chunk 0 */
     int64_t i0[4] = {0, bad_t[0], 0, 5}, i1[4] = {0, bad_t[1], 1, 3};
     cg_tbuf_set(&f.v, i0, NAN);

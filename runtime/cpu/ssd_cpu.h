@@ -56,6 +56,20 @@ static inline void cg__ssd_prefetch_rows(const float *p, int64_t stride, int64_t
         for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch((const char *)(p + i * stride) + x, 0, 2);
 }
 
+/* e^r, |r| <= 0.347, into p: Taylor series to degree 7 (truncation < 6e-9 relative); r
+ * and p a float or a float vector (cg__ssd_exp and its vector form in ssd_cpu_gemm.c). */
+#define CG_SSD_EXP_POLY(p, r)                                                                                  \
+    do {                                                                                                       \
+        p = 0.0f * (r) + 1.0f / 5040.0f;                                                                       \
+        p = p * (r) + 1.0f / 720.0f;                                                                           \
+        p = p * (r) + 1.0f / 120.0f;                                                                           \
+        p = p * (r) + 1.0f / 24.0f;                                                                            \
+        p = p * (r) + 1.0f / 6.0f;                                                                             \
+        p = p * (r) + 0.5f;                                                                                    \
+        p = p * (r) + 1.0f;                                                                                    \
+        p = p * (r) + 1.0f;                                                                                    \
+    } while (0)
+
 /* exp(x) in float, within 2 ulp, branch-free so that loops over it vectorize. Underflows to
  * 0 (through denormals), overflows to inf, NaN stays NaN. */
 static inline float cg__ssd_exp(float x) {
@@ -68,15 +82,8 @@ static inline float cg__ssd_exp(float x) {
     int32_t ni = t.i - 0x4B400000;
     float r = xc - n * 0.693145751953125f;
     r = r - n * 1.42860682030941723e-6f;
-    /* e^r, |r| <= 0.347: Taylor series to degree 7 (truncation < 6e-9 relative) */
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    float p;
+    CG_SSD_EXP_POLY(p, r);
     /* 2^n as two normal factors, so n in [-150, 129] gives denormals, 0 and inf correctly */
     int32_t n1 = ni >> 1, n2 = ni - n1;
     s1.i = (int32_t)((uint32_t)(n1 + 127) << 23);

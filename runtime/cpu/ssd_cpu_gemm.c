@@ -171,14 +171,8 @@ static inline cg_vf exp_v(cg_vf x) {
     const cg_vi ni = (cg_vi)t - 0x4B400000;
     cg_vf r = xc - n * 0.693145751953125f;
     r = r - n * 1.42860682030941723e-6f;
-    cg_vf p = (cg_vf){0} + 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    cg_vf p;
+    CG_SSD_EXP_POLY(p, r);
     const cg_vi n1 = ni >> 1, n2 = ni - n1;
     const cg_vf s1 = (cg_vf)((cg_vu)(n1 + 127) << 23), s2 = (cg_vf)((cg_vu)(n2 + 127) << 23);
     return p * s1 * s2;
