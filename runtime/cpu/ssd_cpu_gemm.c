@@ -10,7 +10,11 @@
  *   baseline  VW  4, 4 x 2 xmm =  8 of 16 registers (4 x 8 floats; no FMA: products need
  *             temporaries)
  * A may be any strided view (its scalars are broadcast), which saves the transposes of
- * P, dP, V and Q in the backward. */
+ * P and dP in the backward (a view whose k steps are a page apart, such as token rows of
+ * v in the token-major layout, costs a TLB miss per step: those are copied first).
+ * The causal modes treat their diagonal blocks as triangles (micro's tri), so the
+ * entries above (below) the diagonal are never read: an inf or NaN in B cannot meet a
+ * masked zero there, and the caller need not zero them. */
 #include "cpu_isa.h"
 #include "ssd_cpu.h"
 
