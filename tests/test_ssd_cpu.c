@@ -283,16 +283,25 @@ CG_TEST(ssd_cpu_config_errors) {
     cg_context_free(ctx);
 }
 
-CG_TEST(ssd_cpu_nonfinite) {
+/* The non-finite tests' problem: 40 tokens in chunks of 16, two heads; a context, and
+ * float32 (filled) and float64 sets; NULL when no context could be made. */
+static cg_context *nonfinite_setup(ssd_cfg *c, int64_t dk, ssd_set *f, ssd_set *d) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
-    ssd_cfg c = base_cfg();
-    c.B = 1; c.H = 2; c.T = 40; c.dk = 7; c.dv = 40; c.config = "chunk=16";
+    if (!ctx) return NULL;
+    *c = base_cfg();
+    c->B = 1; c->H = 2; c->T = 40; c->dk = dk; c->dv = 40; c->config = "chunk=16";
+    set_alloc(f, c, CG_F32);
+    set_alloc(d, c, CG_F64);
+    fill_inputs(f, c);
+    return ctx;
+}
+
+CG_TEST(ssd_cpu_nonfinite) {
+    ssd_cfg c;
     ssd_set f, d;
-    set_alloc(&f, &c, CG_F32);
-    set_alloc(&d, &c, CG_F64);
-    fill_inputs(&f, &c);
+    cg_context *ctx = nonfinite_setup(&c, 7, &f, &d);
+    if (!ctx) return;
     /* log_alpha = -inf: the decay is exactly 0 and everything stays finite, as in the reference */
     int64_t ia[3] = {0, 20, 1};
     cg_tbuf_set(&f.la, ia, -INFINITY);
@@ -323,6 +332,52 @@ CG_TEST(ssd_cpu_nonfinite) {
     cg_context_free(ctx);
 }
 
+/* An inf or NaN in v at the last token of a chunk reaches that token's output and the
+ * later ones, never an earlier token of the same chunk (the masked-out part of the
+ * intra-chunk attention is not multiplied), in every ISA variant; the tokens before it
+ * match the reference. */
+CG_TEST(ssd_cpu_nonfinite_v_is_causal) {
+    ssd_cfg c;
+    ssd_set f, d;
+    cg_context *ctx = nonfinite_setup(&c, 40, &f, &d);
+    if (!ctx) return;
+    const int64_t bad_t[2] = {31, 15}; /* per head: the last token of chunk 1, of chunk 0 */
+    int64_t i0[4] = {0, bad_t[0], 0, 5}, i1[4] = {0, bad_t[1], 1, 3};
+    cg_tbuf_set(&f.v, i0, NAN);
+    cg_tbuf_set(&f.v, i1, INFINITY);
+    copy_inputs(&d, &f);
+    CG_CHECK_OK(ctx, run_fwd(ctx, &d, &c, CG_BACKEND_REF, NULL));
+    const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+        if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
+        const char *name = cg__cpu_isa_name((cg_cpu_isa)isa);
+        memset(f.o.mem, 0, (size_t)f.o.count * sizeof(float));
+        CG_CHECK_OK(ctx, run_fwd(ctx, &f, &c, CG_BACKEND_CPU, c.config));
+        for (int64_t h = 0; h < c.H; h++) {
+            double err = 0, scale = 0;
+            int nonfinite = 0;
+            for (int64_t t = 0; t < bad_t[h]; t++)
+                for (int64_t j = 0; j < c.dv; j++) {
+                    int64_t io[4] = {0, t, h, j};
+                    const double got = cg_tbuf_get(&f.o, io), want = cg_tbuf_get(&d.o, io);
+                    if (!isfinite(got)) nonfinite++;
+                    else err = fmax(err, fabs(got - want)), scale = fmax(scale, fabs(want));
+                }
+            CG_CHECK(nonfinite == 0, "isa %s head %lld: %d outputs before the bad token %lld are not finite", name,
+                     (long long)h, nonfinite, (long long)bad_t[h]);
+            CG_CHECK(err <= FWD_TOL * scale, "isa %s head %lld: rel err %.3g before the bad token", name,
+                     (long long)h, err / scale);
+            int64_t io[4] = {0, bad_t[h], h, h ? 3 : 5};
+            CG_CHECK(!isfinite(cg_tbuf_get(&f.o, io)), "isa %s head %lld: o at the bad token is %g", name,
+                     (long long)h, cg_tbuf_get(&f.o, io));
+        }
+    }
+    CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
+    ssdt_set_free(&f);
+    ssdt_set_free(&d);
+    cg_context_free(ctx);
+}
+
 CG_TEST(ssd_cpu_exp) {
     double worst = 0;
     for (int i = 0; i <= 400000; i++) {
@@ -340,6 +395,34 @@ CG_TEST(ssd_cpu_exp) {
     CG_CHECK(isnan(cg__ssd_exp(NAN)), "exp(nan) = %g", cg__ssd_exp(NAN));
     float dn = cg__ssd_exp(-95.0f); /* a denormal */
     CG_CHECK(fabs(dn - exp(-95.0)) <= 1e-44, "exp(-95) = %g, want %g", dn, exp(-95.0));
+    /* the vector form of every variant (the decay masks) gives the scalar form's values
+     * within rounding, special values and a ragged tail included */
+    enum { N = 4099 };
+    static float X[N], P[N];
+    const float special[] = {-INFINITY, INFINITY, NAN, -200.0f, -95.0f, 100.0f, 0.0f, -104.5f, 89.5f};
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+        if (!cg__cpu_isa_supported((cg_cpu_isa)isa)) continue;
+        const int nsp = (int)(sizeof special / sizeof special[0]);
+        for (int i = 0; i < N; i++) X[i] = i < nsp ? special[i] : (float)(-110.0 + 205.0 * i / N), P[i] = 1.5f;
+        const cg_cpu_isa saved = cg__cpu_isa_ops()->isa;
+        CG_CHECK(cg__cpu_isa_set((cg_cpu_isa)isa) == CG_OK, "set %s", cg__cpu_isa_name((cg_cpu_isa)isa));
+        cg__cpu_isa_ops()->ssd_mul_exp(P, X, N);
+        CG_CHECK(cg__cpu_isa_set(saved) == CG_OK, "restore the ISA variant");
+        int bad = 0;
+        for (int i = 0; i < N; i++) {
+            const float want = 1.5f * cg__ssd_exp(X[i]);
+            /* FMA contraction differs between the variants: a few ulp (absolute in denormals) */
+            const int same = P[i] == want || (isnan(P[i]) && isnan(want)) ||
+                             (isfinite(want) && fabsf(P[i] - want) <= 5e-7f * fabsf(want) + 1e-44f);
+            if (!same) {
+                if (bad++ < 3)
+                    fprintf(stderr, "  %s: 1.5 * exp(%g) = %.9g, the scalar form %.9g\n",
+                            cg__cpu_isa_name((cg_cpu_isa)isa), X[i], P[i], want);
+            }
+        }
+        CG_CHECK(bad == 0, "%s: %d of %d vector exps differ from the scalar form", cg__cpu_isa_name((cg_cpu_isa)isa),
+                 bad, N);
+    }
 }
 
 CG_TEST(ssd_cpu_isa_dispatch) {

@@ -13,9 +13,11 @@
     cg_status cg__ssd_cpu_fwd_##s(cg_context *, const cg_ssd_prob *, const cg_cfg *, const cg_exec *);      \
     cg_status cg__ssd_cpu_bwd_##s(cg_context *, const cg_ssd_prob *, const cg_cfg *, const cg_exec *);      \
     cg_status cg__sscan_cpu_fwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);  \
-    cg_status cg__sscan_cpu_bwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);
-#define OPS(e, s) \
-    {e, #s, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s}
+    cg_status cg__sscan_cpu_bwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);  \
+    void cg__ssd_mul_exp_##s(float *restrict, const float *restrict, int64_t);
+#define OPS(e, s)                                                                                          \
+    {e, #s, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s,          \
+     cg__ssd_mul_exp_##s}
 
 DECL_VARIANT(baseline)
 #ifdef CG_CPU_ISA_X86 /* CMakeLists.txt builds the x86 variants */

@@ -19,7 +19,9 @@
 #define cg__sscan_cpu_fwd CG_ISA_CAT(cg__sscan_cpu_fwd, CG_ISA)
 #define cg__sscan_cpu_bwd CG_ISA_CAT(cg__sscan_cpu_bwd, CG_ISA)
 #define cg__ssd_gemm CG_ISA_CAT(cg__ssd_gemm, CG_ISA)
+#define cg__ssd_gemm_beta CG_ISA_CAT(cg__ssd_gemm_beta, CG_ISA)
 #define cg__ssd_transpose CG_ISA_CAT(cg__ssd_transpose, CG_ISA)
+#define cg__ssd_mul_exp CG_ISA_CAT(cg__ssd_mul_exp, CG_ISA)
 #endif
 
 #include "internal.h"
@@ -42,6 +44,7 @@ typedef struct cg_cpu_isa_ops {
     const char *name; /* "avx512", "avx2", "baseline" */
     cg_ssd_cpu_fn ssd_fwd, ssd_bwd;
     cg_sscan_cpu_fn sscan_fwd, sscan_bwd;
+    void (*ssd_mul_exp)(float *restrict P, const float *restrict X, int64_t n); /* ssd_cpu.h; for the tests */
 } cg_cpu_isa_ops;
 
 /* The variant this process runs: chosen on first use from cpuid and CHUNKGEN_CPU_ISA

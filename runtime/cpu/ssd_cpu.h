@@ -22,8 +22,8 @@ static inline int64_t cg__ssd_min(int64_t a, int64_t b) { return a < b ? a : b; 
 /* Which part of the (m x K) x (K x n) product a row block [i0, i0+mr) computes. */
 typedef enum cg_ssd_gemm_mode {
     CG_SSD_DENSE,   /* k in [0, K), columns [0, n) */
-    CG_SSD_KLOWER,  /* k in [0, K + min(i0 + mr, m)): A = [X | lower-triangular L], row i reads L[i, 0..i] */
-    CG_SSD_KUPPER,  /* k in [i0, K): A upper triangular, row i reads A[i, i..K) */
+    CG_SSD_KLOWER,  /* k in [0, K + min(i0 + mr, m)): A = [X | lower-triangular L], row i reads L[i, 0..i] only */
+    CG_SSD_KUPPER,  /* k in [i0, K): A upper triangular, row i reads A[i, i..K) only */
     CG_SSD_NLOWER   /* columns [0, pad(min(i0 + mr, m))) of n: the lower triangle of a square C */
 } cg_ssd_gemm_mode;
 
@@ -32,6 +32,9 @@ typedef enum cg_ssd_gemm_mode {
  * n is a multiple of 16; B and C rows are read 16 floats at a time. */
 void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
                   int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
+/* The same, with C = beta C + (the product) when acc (beta = 1 in cg__ssd_gemm). */
+void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                       int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta);
 
 /* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
  * Blocks of one vector's width transposed in registers (ssd_cpu_gemm.c). */
@@ -50,8 +53,22 @@ void *cg__ctx_host_ws(cg_context *ctx, size_t bytes);
 /* Ask for rows [0, rows) of `bytes` each, `stride` floats apart, to be in cache soon. */
 static inline void cg__ssd_prefetch_rows(const float *p, int64_t stride, int64_t rows, int64_t bytes) {
     for (int64_t i = 0; i < rows; i++)
-        for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch((const char *)(p + i * stride) + x);
+        for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch((const char *)(p + i * stride) + x, 0, 2);
 }
+
+/* e^r, |r| <= 0.347, into p: Taylor series to degree 7 (truncation < 6e-9 relative); r
+ * and p a float or a float vector (cg__ssd_exp and its vector form in ssd_cpu_gemm.c). */
+#define CG_SSD_EXP_POLY(p, r)                                                                                  \
+    do {                                                                                                       \
+        p = 0.0f * (r) + 1.0f / 5040.0f;                                                                       \
+        p = p * (r) + 1.0f / 720.0f;                                                                           \
+        p = p * (r) + 1.0f / 120.0f;                                                                           \
+        p = p * (r) + 1.0f / 24.0f;                                                                            \
+        p = p * (r) + 1.0f / 6.0f;                                                                             \
+        p = p * (r) + 0.5f;                                                                                    \
+        p = p * (r) + 1.0f;                                                                                    \
+        p = p * (r) + 1.0f;                                                                                    \
+    } while (0)
 
 /* exp(x) in float, within 2 ulp, branch-free so that loops over it vectorize. Underflows to
  * 0 (through denormals), overflows to inf, NaN stays NaN. */
@@ -65,21 +82,17 @@ static inline float cg__ssd_exp(float x) {
     int32_t ni = t.i - 0x4B400000;
     float r = xc - n * 0.693145751953125f;
     r = r - n * 1.42860682030941723e-6f;
-    /* e^r, |r| <= 0.347: Taylor series to degree 7 (truncation < 6e-9 relative) */
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    float p;
+    CG_SSD_EXP_POLY(p, r);
     /* 2^n as two normal factors, so n in [-150, 129] gives denormals, 0 and inf correctly */
     int32_t n1 = ni >> 1, n2 = ni - n1;
     s1.i = (int32_t)((uint32_t)(n1 + 127) << 23);
     s2.i = (int32_t)((uint32_t)(n2 + 127) << 23);
     return p * s1.f * s2.f;
 }
+
+/* P[j] *= cg__ssd_exp(X[j]) for j < n, in vectors (ssd_cpu_gemm.c). */
+void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n);
 
 /* log_alpha for the cumulative sums: -inf (a decay of exactly 0) becomes -1e4, so that the
  * differences A_i - A_j of two tokens after it stay finite instead of -inf - -inf = NaN;

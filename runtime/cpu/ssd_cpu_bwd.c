@@ -55,13 +55,14 @@ static float chunk_decays(const float *la, int64_t sl, int64_t L, double *restri
     return eA[L - 1];
 }
 
-/* Lower-triangular mask in place: X[i, j] *= e^{A_i - A_j} for j <= i, 0 for i < j < L. */
-static void apply_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad) {
+/* Lower-triangular mask in place: X[i, j] *= e^{A_i - A_j} for j <= i (the exponents in
+ * double, e^x in vectors; E: C floats of scratch). The entries above the diagonal are
+ * left as they are: the causal GEMMs (KLOWER, KUPPER) never read them. */
+static void apply_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E) {
     for (int64_t i = 0; i < L; i++) {
-        float *restrict x = X + i * ld;
         const double Ai = Ad[i];
-        for (int64_t j = 0; j <= i; j++) x[j] *= cg__ssd_exp((float)(Ai - Ad[j]));
-        for (int64_t j = i + 1; j < L; j++) x[j] = 0.0f;
+        for (int64_t j = 0; j <= i; j++) E[j] = (float)(Ai - Ad[j]);
+        cg__ssd_mul_exp(X + i * ld, E, i + 1);
     }
 }
 
@@ -71,7 +72,7 @@ static size_t p1_floats(const bwd_job *J) {
     const cg_ssd_prob *p = J->p;
     const int64_t C = J->C;
     return (size_t)(cg__ssd_pad(C * J->dkp) + cg__ssd_pad(C * J->dvp) + cg__ssd_pad(p->dv * J->dkp) +
-                    cg__ssd_pad(p->dk * J->dvp) + 4 * cg__ssd_pad(C));
+                    cg__ssd_pad(p->dk * J->dvp) + cg__ssd_pad(p->dv * J->Cp) + 4 * cg__ssd_pad(C));
 }
 
 static void phase1(void *arg, int64_t bh, int tid) {
@@ -85,7 +86,8 @@ static void phase1(void *arg, int64_t bh, int tid) {
     float *restrict eAdO = Kw + cg__ssd_pad(C * dkp);   /* [C, dvp]  diag(e^A) dO */
     float *restrict ST = eAdO + cg__ssd_pad(C * dvp);   /* [dv, dkp] S^T */
     float *restrict dS = ST + cg__ssd_pad(dv * dkp);    /* [dk, dvp] */
-    float *restrict eA = dS + cg__ssd_pad(dk * dvp);
+    float *restrict VT = dS + cg__ssd_pad(dk * dvp);   /* [dv, Cp]  v transposed */
+    float *restrict eA = VT + cg__ssd_pad(dv * J->Cp);
     float *restrict wv = eA + cg__ssd_pad(C);
     double *restrict Ad = (double *)(wv + cg__ssd_pad(C));
 
@@ -96,7 +98,9 @@ static void phase1(void *arg, int64_t bh, int tid) {
     const float *la = CG_F32P(p->la) + b * p->la.s[0] + h * p->la.s[2];
     const int64_t sq = p->q.s[1], sk = p->k.s[1], sv = p->v.s[1], sd = p->dout.s[1], sl = p->la.s[1];
 
-    /* forward over the chunks: S^T = e^{A_last} S^T + V^T diag(w) K, v read in place */
+    /* forward over the chunks: S^T = e^{A_last} S^T + V^T diag(w) K, with V^T a transposed
+     * copy (read in place, each k step of the GEMM would be a token row of v, a page apart
+     * in the token-major layout: measured slower by TLB misses) */
     if (p->h0.p)
         cg__ssd_transpose(ST, dkp, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
     else
@@ -111,8 +115,8 @@ static void phase1(void *arg, int64_t bh, int tid) {
             for (int64_t j = 0; j < dk; j++) d[j] = wv[i] * kr[j];
             for (int64_t j = dk; j < dkp; j++) d[j] = 0.0f;
         }
-        for (int64_t x = 0; x < dv * dkp; x++) ST[x] *= gamma;
-        cg__ssd_gemm(CG_SSD_DENSE, dv, dkp, L, v + t0 * sv, 1, sv, Kw, dkp, ST, dkp, 1);
+        cg__ssd_transpose(VT, J->Cp, v + t0 * sv, sv, L, dv, J->Cp);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, VT, J->Cp, 1, Kw, dkp, ST, dkp, 1, gamma);
     }
     double dot = 0;
     if (p->dhT.p) {
@@ -137,8 +141,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
             for (int64_t j = 0; j < dv; j++) d[j] = eA[i] * dr[j];
             for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
         }
-        for (int64_t x = 0; x < dk * dvp; x++) dS[x] *= gamma;
-        cg__ssd_gemm(CG_SSD_DENSE, dk, dvp, L, q + t0 * sq, 1, sq, eAdO, dvp, dS, dvp, 1);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, q + t0 * sq, 1, sq, eAdO, dvp, dS, dvp, 1, gamma);
     }
     if (p->dh0.p) {
         float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
@@ -149,8 +152,8 @@ static void phase1(void *arg, int64_t bh, int tid) {
 /* ------------------------------------------------------------ phase 2 */
 
 typedef struct p2_tiles {
-    float *Qt, *Kt, *KT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
-    float *eA, *wv;
+    float *Qt, *Kt, *KT, *QT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
+    float *eA, *wv, *E;
     double *Ad;
 } p2_tiles;
 
@@ -169,6 +172,7 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     TILE(Qt, C * dkp);   /* [C, dkp]  q rows, when dk is not a multiple of 16 (else q in place) */
     TILE(Kt, C * dkp);   /* [C, dkp]  k rows, likewise */
     TILE(KT, dk * Cp);   /* [dk, Cp]  k transposed */
+    TILE(QT, J->fused ? dk * Cp : 0); /* [dk, Cp]  q transposed (fused mode: A of the dS updates) */
     TILE(Praw, C * Cp);  /* [C, Cp]   Q K^T, shared by the group's heads */
     TILE(P, C * Cp);     /* [C, Cp]   masked; read transposed in place as P^T */
     TILE(dP, C * Cp);    /* [C, Cp]   likewise */
@@ -184,6 +188,7 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     TILE(dS, J->fused ? J->hpg * dk * dvp : 0);      /* [hpg][dk, dvp] dS of each head (fused mode) */
     TILE(eA, C);
     TILE(wv, C);
+    TILE(E, C);          /* the exponents of one row of a decay mask */
 #undef TILE
     t->Ad = mem ? (double *)(mem + off) : NULL;
     off += 2 * (size_t)cg__ssd_pad(C);
@@ -219,6 +224,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         Qb = t.Qt, Kb = t.Kt, ldq = ldk = dkp;
     }
     cg__ssd_transpose(t.KT, Cp, k, sk, L, dk, Cp);
+    if (J->fused) cg__ssd_transpose(t.QT, Cp, q, sq, L, dk, Cp);
     cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, Cp, t.Praw, Cp, 0);
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
@@ -243,9 +249,9 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
 
         /* P and dP, masked */
         for (int64_t i = 0; i < L; i++) memcpy(t.P + i * Cp, t.Praw + i * Cp, (size_t)(i + 1) * sizeof(float));
-        apply_mask(t.P, Cp, L, t.Ad);
+        apply_mask(t.P, Cp, L, t.Ad, t.E);
         cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, Cp, t.dP, Cp, 0);
-        apply_mask(t.dP, Cp, L, t.Ad);
+        apply_mask(t.dP, Cp, L, t.Ad, t.E);
 
         /* dQh = diag(e^A) (dO S0^T) + dP K */
         cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, dkp, t.dQh, dkp, 0);
@@ -288,8 +294,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
                 for (int64_t j = 0; j < dv; j++) d[j] = t.eA[i] * dr[j];
                 for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
             }
-            for (int64_t x = 0; x < dk * dvp; x++) dSe[x] *= gamma;
-            cg__ssd_gemm(CG_SSD_DENSE, dk, dvp, L, q, 1, sq, t.eAdO, dvp, dSe, dvp, 1);
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, t.QT, Cp, 1, t.eAdO, dvp, dSe, dvp, 1, gamma);
         }
 
         /* the group's sums, in head order */
