@@ -253,7 +253,7 @@ def shard_ssd(mesh, batch_axis=None, head_axis=None, *, layout: str = "head"):
     def f(q, k, v, log_alpha, h0=None):
         specs = (seq, seq, seq, st) + ((state,) if h0 is not None else ())
         body = (lambda *a: ssd(*a, layout=layout))
-        return jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=(seq, state))(
+        return jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=(seq, state), check_vma=False)(
             *((q, k, v, log_alpha) + ((h0,) if h0 is not None else ())))
 
     return f
@@ -275,7 +275,8 @@ def shard_sscan(mesh, batch_axis=None, *, delta_softplus: bool = False):
         def body(*a):
             return sscan(**dict(zip(names, a)), delta_softplus=delta_softplus)
 
-        return jax.shard_map(body, mesh=mesh, in_specs=tuple(spec[n] for n in names), out_specs=(b3, b3))(
+        return jax.shard_map(body, mesh=mesh, in_specs=tuple(spec[n] for n in names), out_specs=(b3, b3),
+                             check_vma=False)(
             *(args[n] for n in names))
 
     return f
