@@ -130,22 +130,11 @@ cg_exec exec_of(int64_t backend, std::string_view config, std::string *keep) {
     return e;
 }
 
-ffi::Error run_cpu(ffi::RemainingArgs ins, ffi::RemainingRets outs, int64_t op, int64_t flag, int64_t present,
-                   int64_t backend, std::string_view config) {
-    any_args args;
-    const op_desc *d = nullptr;
-    ffi::Error err = fill(op, flag, present, ins, outs, &args, &d);
-    if (err.failure()) return err;
-    cg_context *ctx = context(&err);
-    if (!ctx) return err;
-    std::string keep;
-    cg_exec e = exec_of(backend, config, &keep);
-    cg_status s = d->call(ctx, &args, &e);
-    return s == CG_OK ? ffi::Error::Success() : status_error(s, ctx);
-}
-
-ffi::Error run_cuda(void *stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs ins, ffi::RemainingRets outs,
-                    int64_t op, int64_t flag, int64_t present, int64_t backend, std::string_view config) {
+/* One call: on the CPU platform stream and scratch are null (host buffers; the CPU and ref
+ * backends keep their own scratch); on CUDA the workspace comes from XLA's scratch. */
+ffi::Error run(void *stream, ffi::ScratchAllocator *scratch, const ffi::RemainingArgs &ins,
+               const ffi::RemainingRets &outs, int64_t op, int64_t flag, int64_t present, int64_t backend,
+               std::string_view config) {
     any_args args;
     const op_desc *d = nullptr;
     ffi::Error err = fill(op, flag, present, ins, outs, &args, &d);
@@ -155,11 +144,11 @@ ffi::Error run_cuda(void *stream, ffi::ScratchAllocator scratch, ffi::RemainingA
     std::string keep;
     cg_exec e = exec_of(backend, config, &keep);
     e.stream = stream;
+    cg_status s = CG_OK;
     size_t bytes = 0;
-    cg_status s = cg_workspace_size(ctx, d->id, &args, &e, &bytes);
-    if (s != CG_OK) return status_error(s, ctx);
+    if (scratch && (s = cg_workspace_size(ctx, d->id, &args, &e, &bytes)) != CG_OK) return status_error(s, ctx);
     if (bytes) {
-        auto ws = scratch.Allocate(bytes, 256);
+        auto ws = scratch->Allocate(bytes, 256);
         if (!ws.has_value())
             return ffi::Error(ffi::ErrorCode::kResourceExhausted,
                               std::string(d->name) + ": no XLA scratch of " + std::to_string(bytes) + " bytes");
@@ -168,6 +157,16 @@ ffi::Error run_cuda(void *stream, ffi::ScratchAllocator scratch, ffi::RemainingA
     }
     s = d->call(ctx, &args, &e);
     return s == CG_OK ? ffi::Error::Success() : status_error(s, ctx);
+}
+
+ffi::Error run_cpu(ffi::RemainingArgs ins, ffi::RemainingRets outs, int64_t op, int64_t flag, int64_t present,
+                   int64_t backend, std::string_view config) {
+    return run(nullptr, nullptr, ins, outs, op, flag, present, backend, config);
+}
+
+ffi::Error run_cuda(void *stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs ins, ffi::RemainingRets outs,
+                    int64_t op, int64_t flag, int64_t present, int64_t backend, std::string_view config) {
+    return run(stream, &scratch, ins, outs, op, flag, present, backend, config);
 }
 
 } // namespace
