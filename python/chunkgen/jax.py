@@ -19,8 +19,9 @@
   batch axis B -- one custom call for the whole batch, never a loop. The selective scan's
   unbatched parameters (A, D, delta_bias) and its backward (whose dA, dD, ddelta_bias sum
   over B) cannot fold: those cases run one call per mapped element (lax.map).
-- Sharding: see shard_ssd / shard_sscan (shard_map over batch and head axes; each device
-  runs the op on its own shard, no all-gather).
+- Sharding: the SSD calls have a custom_partitioning rule (jax_partition.py): under plain
+  jit, inputs sharded over batch and/or heads (whole groups) run per device without an
+  all-gather. shard_ssd / shard_sscan do it by shard_map (the selective scan's only way).
 - Threads and the cache directory: set_threads / set_cache_dir below (the handlers'
   contexts are their own, apart from chunkgen._C's); the environment variables of
   include/chunkgen.h apply as everywhere.
@@ -37,6 +38,7 @@ from jax.custom_batching import custom_vmap
 
 from . import _C
 from ._ops import OPS, REF, layout_flag, output_shape
+from .jax_partition import partitioned
 
 try:
     from . import _jax_ffi
@@ -136,7 +138,7 @@ def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arr
 @functools.lru_cache(maxsize=None)
 def _batched_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int):
     """_raw as a custom_vmap function: under vmap the mapped axis folds into B."""
-    f = custom_vmap(functools.partial(_raw, op, names, want, flag))
+    f = custom_vmap(partitioned(op, names, want, flag, functools.partial(_raw, op, names, want, flag)))
     fold = op.startswith("ssd") or (op == "sscan_fwd")
 
     @f.def_vmap

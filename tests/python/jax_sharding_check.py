@@ -1,6 +1,7 @@
 """Run by test_jax_sharding.py in a fresh process with 4 host CPU devices
 (XLA_FLAGS=--xla_force_host_platform_device_count=4 must be set before jax is imported):
-chunkgen.jax.shard_ssd / shard_sscan on inputs sharded over batch and heads give the
+on inputs sharded over batch and heads, chunkgen.jax.ssd under plain jit (its
+custom_partitioning rule) and chunkgen.jax.shard_ssd / shard_sscan (shard_map) give the
 unsharded results, forward and gradients, and the compiled HLO has no all-gather."""
 import sys
 
@@ -61,6 +62,15 @@ t4, t3 = NamedSharding(mesh, P("b", None, "h", None)), NamedSharding(mesh, P("b"
 check("ssd token layout 2x2", cj.shard_ssd(mesh, "b", "h", layout="token"),
       lambda *a: cj.ssd(*a, layout="token"), (tq, jnp.swapaxes(k, 1, 2), tv, jnp.swapaxes(la, 1, 2)),
       (t4, t4, t4, t3))
+
+# plain jit: the custom_partitioning rule
+check("jit ssd batch+heads 2x2", plain, plain, (q, k, v, la, h0), (s4, s4, s4, s3, s4))
+check("jit ssd batch 4", plain, plain, (q, k, v, la), (b4, b4, b4, b3))
+check("jit ssd heads 2", plain, plain, (q, k, v, la, h0), (h4, h4, h4, h3, h4))
+check("jit ssd token layout 2x2", lambda *a: cj.ssd(*a, layout="token"), lambda *a: cj.ssd(*a, layout="token"),
+      (tq, jnp.swapaxes(k, 1, 2), tv, jnp.swapaxes(la, 1, 2)), (t4, t4, t4, t3))
+q1, k1 = q[:, :1], k[:, :1]  # G = 1 < H = 4: batch-sharded
+check("jit ssd G=1 batch 4", plain, plain, (q1, k1, v, la), (b4, b4, b4, b3))
 
 L, D, N = 9, 6, 4
 x, dl, A, Bm, Cm = r(B, L, D), r(B, L, D), -jnp.abs(r(D, N)) - 0.5, r(B, L, N), r(B, L, N)
