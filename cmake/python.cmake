@@ -19,6 +19,7 @@ find_library(CG_PY_JANSSON_LIB NAMES jansson REQUIRED)
 # The library's objects (not the target: it would bring the static Lua/jansson).
 Python_add_library(_C MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_module.c
   ${PROJECT_SOURCE_DIR}/python/src/cg_args.c
+  ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c
   $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
 # runtime/: the op table (ops.h), whose accessors the module links with the library's objects.
 target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
@@ -29,3 +30,23 @@ target_link_options(_C PRIVATE -Wl,--exclude-libs,ALL)
 
 install(TARGETS _C LIBRARY DESTINATION chunkgen COMPONENT python)
 install(PROGRAMS $<TARGET_FILE:chunkgen> DESTINATION chunkgen/bin COMPONENT python)
+
+# chunkgen._jax_ffi: the XLA FFI handlers behind chunkgen.jax (python/src/cg_jax_ffi.cc),
+# built when the building Python has jaxlib (its FFI headers, jax.ffi.include_dir()).
+# Without it chunkgen.jax raises ImportError saying so; nothing else changes.
+execute_process(COMMAND ${Python_EXECUTABLE} -c
+  "import importlib.util as u, os; s = u.find_spec('jaxlib'); print(os.path.join(os.path.dirname(s.origin), 'include') if s else '')"
+  OUTPUT_VARIABLE CG_JAX_FFI_INCLUDE OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(CG_JAX_FFI_INCLUDE AND EXISTS "${CG_JAX_FFI_INCLUDE}/xla/ffi/api/ffi.h")
+  message(STATUS "chunkgen: JAX FFI module with headers from ${CG_JAX_FFI_INCLUDE}")
+  Python_add_library(_jax_ffi MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_jax_ffi.cc
+    ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
+  target_include_directories(_jax_ffi PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
+  target_include_directories(_jax_ffi SYSTEM PRIVATE ${CG_JAX_FFI_INCLUDE})
+  target_compile_options(_jax_ffi PRIVATE ${CG_WARN})
+  target_link_libraries(_jax_ffi PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::Threads ${CMAKE_DL_LIBS} m)
+  target_link_options(_jax_ffi PRIVATE -Wl,--exclude-libs,ALL)
+  install(TARGETS _jax_ffi LIBRARY DESTINATION chunkgen COMPONENT python)
+else()
+  message(STATUS "chunkgen: no jaxlib in ${Python_EXECUTABLE}: chunkgen.jax not built")
+endif()

@@ -4,7 +4,8 @@
 #
 # The environment is ${CHUNKGEN_VENV:-$HOME/.cache/chunkgen-venv}, outside the build tree:
 # created once (python3 -m venv) and reused; torch, numpy, pytest and scikit-build-core are
-# installed from PyPI only when missing (torch brings several GB of CUDA libraries).
+# installed from PyPI only when missing (torch brings several GB of CUDA libraries); jax (CPU)
+# too: its jaxlib's FFI headers build chunkgen.jax's module (chunkgen._jax_ffi).
 # Exit status: pytest's (0 only when every test passed; "no tests collected" is a failure).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,7 +19,7 @@ fi
 py="$venv/bin/python"
 missing="$("$py" - <<'PY'
 import importlib.util
-mods = {"torch": "torch", "numpy": "numpy", "pytest": "pytest", "scikit_build_core": "scikit-build-core"}
+mods = {"torch": "torch", "numpy": "numpy", "pytest": "pytest", "scikit_build_core": "scikit-build-core", "jax": "jax"}
 print(" ".join(pkg for mod, pkg in mods.items() if importlib.util.find_spec(mod) is None))
 PY
 )"

@@ -6,6 +6,12 @@
   jax_chunked  SSD by the chunked algorithm in jax.numpy: per chunk the masked Q K^T times
                V, plus the entering state read by Q; a lax.scan over the chunks passes the
                state. jit-compiled.
+  chunkgen_jax chunkgen.jax.ssd (the XLA FFI custom call; its backward is chunkgen's),
+               jit-compiled like the others; opt-in (--impls), it needs the chunkgen package
+               with chunkgen._jax_ffi importable (PYTHONPATH or the venv). Its threads are
+               set to --threads (chunkgen.jax.set_threads).
+Each row also gets XLA's compiled-memory figures (xla_temp_mb, xla_arg_mb, xla_out_mb from
+memory_analysis(); chunkgen's own CPU scratch is not XLA memory and is not in them).
 fwd_bwd is jax.vjp of the forward with the output gradient do (as the torch peers'
 o.backward(do)), jit-compiled together. Inputs, timing rules, rel_err against chunkgen's
 float64 reference and the roofline fields are torch_peers.py's (imported from it).
@@ -59,51 +65,18 @@ def main():
 
     jax.config.update("jax_enable_x64", False)
 
-    def rep_heads(x, H):
-        return jnp.repeat(x, H // x.shape[2], axis=2)
-
-    def ssd_scan(q, k, v, la, h0):
-        H = v.shape[2]
-        q, k = rep_heads(q, H), rep_heads(k, H)
-
-        def step(S, xs):
-            qt, kt, vt, at = xs  # [B, H, dk], [B, H, dk], [B, H, dv], [B, H]
-            S = jnp.exp(at)[..., None, None] * S + kt[..., :, None] * vt[..., None, :]
-            return S, jnp.einsum("bhk,bhkv->bhv", qt, S)
-
-        xs = tuple(jnp.moveaxis(x, 1, 0) for x in (q, k, v, la))
-        S, o = jax.lax.scan(step, h0, xs)
-        return jnp.moveaxis(o, 0, 1), S
-
-    def ssd_chunk(q, k, v, la, h0, chunk):
-        B, T, _, dk = q.shape
-        H, dv = v.shape[2], v.shape[3]
-        q, k = rep_heads(q, H), rep_heads(k, H)
-        pad = (-T) % chunk
-        if pad:  # zero tokens: decay 1, no contribution, output dropped
-            q, k, v = (jnp.pad(x, ((0, 0), (0, pad), (0, 0), (0, 0))) for x in (q, k, v))
-            la = jnp.pad(la, ((0, 0), (0, pad), (0, 0)))
-        nc = (T + pad) // chunk
-        # [nc, B, H, l, d]
-        q, k, v = (x.reshape(B, nc, chunk, H, x.shape[-1]).transpose(1, 0, 3, 2, 4) for x in (q, k, v))
-        A = jnp.cumsum(la.reshape(B, nc, chunk, H).transpose(1, 0, 3, 2), axis=-1)  # [nc, B, H, l]
-        tri = jnp.tril(jnp.ones((chunk, chunk), dtype=bool))
-
-        def step(S, xs):
-            qc, kc, vc, Ac = xs
-            diff = jnp.where(tri, Ac[..., :, None] - Ac[..., None, :], -jnp.inf)
-            P = jnp.einsum("bhld,bhsd->bhls", qc, kc) * jnp.exp(diff)
-            o = jnp.einsum("bhls,bhsv->bhlv", P, vc) + jnp.exp(Ac)[..., None] * jnp.einsum("bhld,bhdv->bhlv", qc, S)
-            w = jnp.exp(Ac[..., -1:] - Ac)
-            S = jnp.exp(Ac[..., -1])[..., None, None] * S + jnp.einsum("bhld,bhl,bhlv->bhdv", kc, w, vc)
-            return S, o
-
-        S, o = jax.lax.scan(step, h0, (q, k, v, A))
-        o = o.transpose(1, 0, 3, 2, 4).reshape(B, nc * chunk, H, dv)[:, :T]
-        return o, S
+    from jax_ssd_impls import ssd_chunk, ssd_scan
 
     def make_fn(impl, bwd, chunk):
-        fwd = ssd_scan if impl == "jax_scan" else (lambda q, k, v, la, h0: ssd_chunk(q, k, v, la, h0, chunk))
+        if impl == "chunkgen_jax":
+            import chunkgen.jax as cj
+
+            cj.set_threads(threads)
+            fwd = lambda q, k, v, la, h0: cj.ssd(q, k, v, la, h0, layout="token")  # noqa: E731
+        elif impl == "jax_scan":
+            fwd = ssd_scan
+        else:
+            fwd = lambda q, k, v, la, h0: ssd_chunk(q, k, v, la, h0, chunk)  # noqa: E731
         if not bwd:
             return jax.jit(fwd)
 
@@ -123,7 +96,15 @@ def main():
             jax.block_until_ready(r)
             return r
 
+        call.xs = xs
         return call
+
+    def xla_memory(fn, xs):
+        m = fn.lower(*xs).compile().memory_analysis()
+        if m is None:
+            return {}
+        return {"xla_temp_mb": m.temp_size_in_bytes / 2**20, "xla_arg_mb": m.argument_size_in_bytes / 2**20,
+                "xla_out_mb": m.output_size_in_bytes / 2**20}
 
     repeats = args.repeats or cfg.get("repeats", 5)
     min_time = args.min_time if args.min_time is not None else cfg.get("min_time_s", 1.0)
@@ -141,7 +122,7 @@ def main():
                    "min_time_s": min_time, "ref_seq": ref_seq, "matrix": os.path.abspath(args.matrix),
                    "layout": "token",
                    "note": "jax_scan: lax.scan over the tokens; jax_chunked: chunked SSD in jax.numpy with a lax.scan "
-                           "over the chunks; both jit-compiled (compile_s is the first call), fwd_bwd by jax.vjp; "
+                           "over the chunks; chunkgen_jax: chunkgen.jax.ssd (XLA FFI); all jit-compiled (compile_s is the first call), fwd_bwd by jax.vjp; "
                            "inputs drawn as torch_peers.py draws them"},
         "results": [],
     }
@@ -168,8 +149,10 @@ def main():
                       file=sys.stderr, flush=True)
                 try:
                     fn = make_fn(impl, bwd, args.chunk)
-                    m = tp.measure(call_of(fn, ins, bwd), lambda: None, repeats, min_time, warmup, args.max_call_s)
+                    call = call_of(fn, ins, bwd)
+                    m = tp.measure(call, lambda: None, repeats, min_time, warmup, args.max_call_s)
                     row.update(m)
+                    row.update(xla_memory(fn, call.xs))
                     row["peak_mb"] = tp.tensor_bytes(row, bwd) / 2**20 + (m.get("workspace_mb") or 0)
                     tp.add_roofline(row, tp.ssd_flops(row, args.chunk, bwd), tp.cell_bytes(row, bwd), peak, bw)
                     if args.no_check:

@@ -64,12 +64,7 @@ int cgpy_keep(cgpy_call *c, PyObject *o) {
     return 0;
 }
 
-void cgpy_set_flag(cgpy_call *c, int flag) {
-    const cg_op_desc *d = c->d;
-    if (d->layout_arg_off != (size_t)-1)
-        *(cg_layout *)((char *)&c->args + d->layout_arg_off) = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
-    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)&c->args + d->scalar[k].arg_off) = flag != 0;
-}
+void cgpy_set_flag(cgpy_call *c, int flag) { cgov_set_flag(c->d->op, &c->args, flag); }
 
 /* ------------------------------------------------------------ reading */
 

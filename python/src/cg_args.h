@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "cg_op_view.h"
 #include "ops.h"
 
 #define CGPY_NOPS (CG_OP_SSCAN_BWD + 1)
@@ -22,12 +23,7 @@ int cgpy_ninputs(const cg_op_desc *d);
 /* One call being built. Owns the buffers it took, the copies and outputs it made. */
 typedef struct cgpy_call {
     const cg_op_desc *d;
-    union {
-        cg_ssd_fwd_args ssd_fwd;
-        cg_ssd_bwd_args ssd_bwd;
-        cg_sscan_fwd_args sscan_fwd;
-        cg_sscan_bwd_args sscan_bwd;
-    } args;
+    cgov_args args;
     cg_exec exec;
     Py_buffer bufs[CG_OP_MAX_TENSORS];
     int got[CG_OP_MAX_TENSORS];

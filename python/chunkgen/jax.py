@@ -1,0 +1,284 @@
+"""JAX ops: chunkgen.jax.ssd and chunkgen.jax.sscan through the XLA FFI.
+
+    o, hT = chunkgen.jax.ssd(q, k, v, log_alpha, h0=None, *, layout="head")
+    y, hT = chunkgen.jax.sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None,
+                               *, delta_softplus=False)
+
+- Each op is one XLA custom call (the FFI handlers of chunkgen._jax_ffi, python/src/
+  cg_jax_ffi.cc, registered as "chunkgen" for the CPU platform and, when JAX has a CUDA
+  backend, for CUDA: the generated kernels on XLA's stream with an XLA scratch workspace).
+- Both are jax.custom_vjp functions whose backward is chunkgen's backward call; the
+  residuals are the inputs (no per-token states are saved).
+- float32 runs chunkgen's CPU path (CUDA kernels on a GPU); float64 (jax_enable_x64) runs
+  the float64 `ref` backend, so jax.test_util.check_grads can check the VJP.
+- Shapes are checked when the call is traced, by the library itself (cg_workspace_size
+  on descriptors whose data pointers are never read): a bad shape raises ValueError with
+  chunkgen's message before anything is lowered. A failing call at run time raises an
+  XLA error carrying cg_errmsg.
+- vmap: a batching rule (jax.custom_batching.custom_vmap) folds the mapped axis into the
+  batch axis B -- one custom call for the whole batch, never a loop. The selective scan's
+  unbatched parameters (A, D, delta_bias) and its backward (whose dA, dD, ddelta_bias sum
+  over B) cannot fold: those cases run one call per mapped element (lax.map).
+- Sharding: the SSD calls have a custom_partitioning rule (jax_partition.py): under plain
+  jit, inputs sharded over batch and/or heads (whole groups) run per device without an
+  all-gather. shard_ssd / shard_sscan do it by shard_map (the selective scan's only way).
+- Threads and the cache directory: set_threads / set_cache_dir below (the handlers'
+  contexts are their own, apart from chunkgen._C's); the environment variables of
+  include/chunkgen.h apply as everywhere.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.custom_batching import custom_vmap
+
+from . import _C
+from ._ops import OPS, REF, layout_flag, output_shape
+from .jax_partition import partitioned
+
+try:
+    from . import _jax_ffi
+except ImportError as e:  # pragma: no cover - depends on how the package was built
+    raise ImportError("chunkgen.jax: this chunkgen was built without jaxlib's FFI headers (the jaxlib of the "
+                      "building Python); install jax first, then `pip install --no-build-isolation .`") from e
+
+__all__ = ["ssd", "sscan", "shard_ssd", "shard_sscan", "set_threads", "set_cache_dir"]
+
+TARGET = "chunkgen"
+_targets = _jax_ffi.targets()
+jax.ffi.register_ffi_target(TARGET, _targets["cpu"], platform="cpu")
+try:
+    jax.ffi.register_ffi_target(TARGET, _targets["cuda"], platform="CUDA")
+except Exception:  # pragma: no cover - a jaxlib without the CUDA platform
+    pass
+
+_AUTO = 0
+_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # -> cg_dtype
+# Tensors without the leading batch axis B (every other tensor of the four ops has it).
+_UNBATCHED = frozenset(("A", "D", "delta_bias", "dA", "dD", "ddelta_bias"))
+
+
+def set_threads(threads: int) -> None:
+    """CPU threads of every chunkgen.jax call (0 = all online cores)."""
+    _jax_ffi.set_threads(int(threads))
+
+
+def set_cache_dir(path: Optional[str]) -> None:
+    """Cache directory of every chunkgen.jax call (None: the library's default)."""
+    _jax_ffi.set_cache_dir(None if path is None else str(path))
+
+
+# ------------------------------------------------------------ the custom call
+
+def _check(op: str, shapes: dict, want: Tuple[str, ...], dtype, flag: int, backend: int) -> None:
+    """Validate the call by the library at trace time: cg_workspace_size on descriptors
+    with distinct, aligned, never-read addresses (contiguous strides)."""
+    info = OPS[op]
+    descs, addr = {}, 1 << 20
+    code = _DTYPES[np.dtype(dtype)]
+    all_shapes = dict(shapes)
+    for n in info.outputs:
+        all_shapes[n] = output_shape(op, n, shapes, flag) if n in want else None
+    for n in info.fields:
+        shp = all_shapes.get(n)
+        if shp is None:
+            descs[n] = None
+            continue
+        strides, s = [], 1
+        for d in reversed(shp):
+            strides.append(s)
+            s *= max(int(d), 1)
+        descs[n] = (addr, code, tuple(int(d) for d in shp), tuple(reversed(strides)))
+        addr += (s * 8 + 4095) // 4096 * 4096 + 4096
+    _C.workspace_size(info.index, tuple(descs[n] for n in info.fields), flag, backend, None, None, None, 0, False)
+
+
+def _dtype_of(op: str, given: dict):
+    info = OPS[op]
+    first = None
+    for n in info.inputs:
+        a = given.get(n)
+        if a is None:
+            continue
+        dt = np.dtype(a.dtype)
+        if dt not in _DTYPES:
+            raise ValueError(f"{n}: dtype {dt} but expected float32 or float64")
+        if first is None:
+            first = (n, dt)
+        elif dt != first[1]:
+            raise ValueError(f"{n}: dtype {dt} but expected {first[1]} like {first[0]}")
+        if a.ndim > 4:
+            raise ValueError(f"{n}: {a.ndim} dimensions but expected at most 4")
+    return first[1]
+
+
+def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arrays):
+    """The custom call itself on arrays (the present inputs `names`, in field order);
+    returns the outputs `want`, in field order."""
+    info = OPS[op]
+    given = dict(zip(names, arrays))
+    dtype = _dtype_of(op, given)
+    backend = REF if dtype == np.float64 else _AUTO
+    shapes = {n: (tuple(given[n].shape) if n in given else None) for n in info.inputs}
+    _check(op, shapes, want, dtype, flag, backend)
+    present = 0
+    for i, n in enumerate(info.fields):
+        if n in given or n in want:
+            present |= 1 << i
+    out_types = [jax.ShapeDtypeStruct(output_shape(op, n, shapes, flag), dtype) for n in info.outputs if n in want]
+    call = jax.ffi.ffi_call(TARGET, out_types)
+    return tuple(call(*arrays, op=np.int64(info.index), flag=np.int64(flag), present=np.int64(present),
+                      backend=np.int64(backend), config=""))
+
+
+@functools.lru_cache(maxsize=None)
+def _batched_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int):
+    """_raw as a custom_vmap function: under vmap the mapped axis folds into B."""
+    f = custom_vmap(partitioned(op, names, want, flag, functools.partial(_raw, op, names, want, flag)))
+    fold = op.startswith("ssd") or (op == "sscan_fwd")
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, *arrays):
+        if not fold or any(b for n, b in zip(names, in_batched) if n in _UNBATCHED):
+            # cannot fold: one call per mapped element
+            full = tuple(a if b else jnp.broadcast_to(a, (axis_size,) + a.shape) for a, b in zip(arrays, in_batched))
+            return jax.lax.map(lambda xs: f(*xs), full), (True,) * len(want)
+        folded = []
+        for n, a, b in zip(names, arrays, in_batched):
+            if n not in _UNBATCHED:
+                if not b:
+                    a = jnp.broadcast_to(a, (axis_size,) + a.shape)
+                a = a.reshape((axis_size * a.shape[1],) + a.shape[2:])
+            folded.append(a)
+        outs = f(*folded)
+        return tuple(o.reshape((axis_size, o.shape[0] // axis_size) + o.shape[1:]) for o in outs), (True,) * len(want)
+
+    return f
+
+
+def _call(op: str, given: dict, want: Tuple[str, ...], flag: int):
+    """Run op on the inputs in `given` (name -> array or None): the outputs `want` as a
+    dict."""
+    info = OPS[op]
+    names = tuple(n for n in info.inputs if given.get(n) is not None)
+    want = tuple(n for n in info.outputs if n in want)
+    outs = _batched_call(op, names, want, flag)(*(jnp.asarray(given[n]) for n in names))
+    return dict(zip(want, outs))
+
+
+# -------------------------------------------------------------------- SSD
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _ssd(flag, q, k, v, log_alpha, h0):
+    r = _call("ssd_fwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0), ("o", "hT"), flag)
+    return r["o"], r["hT"]
+
+
+def _ssd_fwd(flag, q, k, v, log_alpha, h0):
+    return _ssd(flag, q, k, v, log_alpha, h0), (q, k, v, log_alpha, h0)
+
+
+def _ssd_bwd(flag, res, cts):
+    q, k, v, log_alpha, h0 = res
+    do, dhT = cts
+    want = ("dq", "dk", "dv", "dlog_alpha") + (("dh0",) if h0 is not None else ())
+    g = _call("ssd_bwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0, dout=do, dhT=dhT), want, flag)
+    return g["dq"], g["dk"], g["dv"], g["dlog_alpha"], g.get("dh0")
+
+
+_ssd.defvjp(_ssd_fwd, _ssd_bwd)
+
+
+def ssd(q, k, v, log_alpha, h0=None, *, layout: str = "head"):
+    """SSD (Mamba-2 chunked gated linear attention), differentiable in every input.
+
+    layout="head" (default, probjax's order): q, k [B, G, T, dk]; v [B, H, T, dv];
+    log_alpha [B, H, T]. layout="token": q, k [B, T, G, dk]; v [B, T, H, dv];
+    log_alpha [B, T, H]. h0 [B, H, dk, dv] or None. H % G == 0.
+    Returns (o [like v], hT [B, H, dk, dv])."""
+    return _ssd(layout_flag(layout), q, k, v, log_alpha, h0)
+
+
+# --------------------------------------------------------- selective scan
+
+_SSCAN_IN = ("x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0")
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _sscan(flag, *xs):
+    r = _call("sscan_fwd", dict(zip(_SSCAN_IN, xs)), ("y", "hT"), flag)
+    return r["y"], r["hT"]
+
+
+def _sscan_fwd(flag, *xs):
+    return _sscan(flag, *xs), xs
+
+
+def _sscan_bwd(flag, xs, cts):
+    given = dict(zip(_SSCAN_IN, xs))
+    given["dy"], given["dhT"] = cts
+    want = ("dx", "ddelta", "dA", "dB", "dC") + tuple("d" + n for n in _SSCAN_IN[5:] if given[n] is not None)
+    g = _call("sscan_bwd", given, want, flag)
+    return tuple(g.get("d" + n) for n in _SSCAN_IN)
+
+
+_sscan.defvjp(_sscan_fwd, _sscan_bwd)
+
+
+def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, delta_softplus: bool = False):
+    """Selective scan (Mamba-1 S6), differentiable in every input.
+
+    x, delta, z [B, L, D]; A [D, N]; B, C [B, L, N] or grouped [B, L, G, N];
+    D, delta_bias [D]; h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N])."""
+    return _sscan(int(bool(delta_softplus)), x, delta, A, B, C, D, z, delta_bias, h0)
+
+
+# --------------------------------------------------------------- sharding
+
+def shard_ssd(mesh, batch_axis=None, head_axis=None, *, layout: str = "head"):
+    """ssd over arrays sharded on `mesh`: batch over mesh axis `batch_axis`, heads (G and H,
+    so G must divide by that axis' size) over `head_axis` (either may be None). Each
+    device runs ssd on its own shard under shard_map: no all-gather of q, k, v. Returns a
+    function with ssd's arguments; use it under jax.jit."""
+    from jax.sharding import PartitionSpec as P
+
+    if layout_flag(layout):  # head-major
+        seq, st = P(batch_axis, head_axis, None, None), P(batch_axis, head_axis, None)
+    else:
+        seq, st = P(batch_axis, None, head_axis, None), P(batch_axis, None, head_axis)
+    state = P(batch_axis, head_axis, None, None)
+
+    def f(q, k, v, log_alpha, h0=None):
+        specs = (seq, seq, seq, st) + ((state,) if h0 is not None else ())
+        body = (lambda *a: ssd(*a, layout=layout))
+        return jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=(seq, state), check_vma=False)(
+            *((q, k, v, log_alpha) + ((h0,) if h0 is not None else ())))
+
+    return f
+
+
+def shard_sscan(mesh, batch_axis=None, *, delta_softplus: bool = False):
+    """sscan over arrays sharded over batch on mesh axis `batch_axis` (parameters A, D,
+    delta_bias replicated; their gradients are summed over the shards by shard_map's
+    transpose). Each device runs sscan on its own shard: no all-gather."""
+    from jax.sharding import PartitionSpec as P
+
+    b3, b4 = P(batch_axis, None, None), P(batch_axis, None, None, None)
+
+    def f(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None):
+        args = dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0)
+        names = [n for n in _SSCAN_IN if args[n] is not None]
+        spec = {n: (P() if n in _UNBATCHED else (b4 if args[n].ndim == 4 else b3)) for n in names}
+
+        def body(*a):
+            return sscan(**dict(zip(names, a)), delta_softplus=delta_softplus)
+
+        return jax.shard_map(body, mesh=mesh, in_specs=tuple(spec[n] for n in names), out_specs=(b3, b3),
+                             check_vma=False)(
+            *(args[n] for n in names))
+
+    return f
