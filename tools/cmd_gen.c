@@ -21,8 +21,8 @@ static const char gen_usage[] =
     "space (ssd_cpu, sscan_cpu): --space, --configs and the default work for both.\n";
 
 typedef struct gen_opts {
+    cg_kshape shape; /* first: cg_cli_kshape_opt and cg_cli_kflags_opt write it */
     const char *kernel;
-    cg_kshape shape;
     cg_cfg pins;
     const char *config;
     int arch, plan, space, configs, list, json, verbose;
@@ -52,13 +52,12 @@ static int opt_param(void *opts, const char *v, char *err, size_t errlen) {
     return snprintf(err, errlen, "expected k=v (short words), got '%s'", v), -1;
 }
 
-static int opt_shape(void *opts, const char *v, char *err, size_t errlen) {
-    gen_opts *o = opts;
+int cg_cli_kshape_opt(void *opts, const char *v, char *err, size_t errlen) {
     cg_cli_shape s;
     const unsigned all = CG_SHAPE_B | CG_SHAPE_T | CG_SHAPE_G | CG_SHAPE_H | CG_SHAPE_DK | CG_SHAPE_DV | CG_SHAPE_D |
                          CG_SHAPE_N;
     if (cg_cli_shape_parse(v, NULL, all, 0, -1, &s, err, errlen)) return -1;
-    cg_kshape *k = &o->shape;
+    cg_kshape *k = opts;
     if (s.given & CG_SHAPE_B) k->B = s.B;
     if (s.given & CG_SHAPE_T) k->T = k->L = s.T;
     if (s.given & CG_SHAPE_G) k->G = s.G;
@@ -70,7 +69,7 @@ static int opt_shape(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
-static int opt_flags(void *opts, const char *v, char *err, size_t errlen) {
+int cg_cli_kflags_opt(void *opts, const char *v, char *err, size_t errlen) {
     static const struct { const char *name; int flag; } fl[] = {
         {"h0", CG_KS_H0},             {"hT", CG_KS_HT},           {"dhT", CG_KS_DHT},
         {"softplus", CG_KS_SOFTPLUS}, {"has_D", CG_KS_HAS_D},     {"has_z", CG_KS_HAS_Z},
@@ -83,16 +82,16 @@ static int opt_flags(void *opts, const char *v, char *err, size_t errlen) {
         if (f == sizeof fl / sizeof fl[0])
             return snprintf(err, errlen, "unknown flag '%s' (expected h0, hT, dhT, softplus, has_D, has_z, has_bias, "
                                          "grouped, bwd)", tok), -1;
-        ((gen_opts *)opts)->shape.flags |= fl[f].flag;
+        ((cg_kshape *)opts)->flags |= fl[f].flag;
     }
     return 0;
 }
 
 static const cg_cli_opt k_gen_opts[] = {
     {"--shape", 0, CG_CLI_FN, 0, "KEY=N,...", "the shape (" "SSD: B T G H dk dv, defaults B=1,T=256,G=1,H=1;\n"
-     "sscan: B L D N G); dk, dv (SSD) and N, G (sscan) are baked into the source", 0, 0, opt_shape},
+     "sscan: B L D N G); dk, dv (SSD) and N, G (sscan) are baked into the source", 0, 0, cg_cli_kshape_opt},
     {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags: h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped,\n"
-     "bwd (the backward, for the CPU spaces)", 0, 0, opt_flags},
+     "bwd (the backward, for the CPU spaces)", 0, 0, cg_cli_kflags_opt},
     {"--config", 0, CG_CLI_STR, offsetof(gen_opts, config), "k=v,...", "pin several parameters, e.g. chunk=64,warps=4 (as --config of run\n"
      "and bench, for this one kernel: no scopes)", 0, 0, NULL},
     {"--param", 0, CG_CLI_FN, 0, "k=v", "pin one parameter (repeatable); missing ones come from the default", 0, 0, opt_param},

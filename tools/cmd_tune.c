@@ -6,6 +6,7 @@
 #include "fsutil.h"
 #include "../autotune/autotune.h"
 #include "cuda/kcache.h"
+#include "kbundle.h"
 
 #include <jansson.h>
 
@@ -421,11 +422,15 @@ int cg_cmd_show(int argc, char **argv) {
 /* --------------------------------------------------------------- export */
 
 static const char k_export_usage[] =
-    "usage: chunkgen export --json FILE [filters]\n"
+    "usage: chunkgen export --json FILE [--with-kernels [--arch 80,90]] [filters]\n"
     "\n"
     "Writes every tuned entry (key fields, params, timings of every candidate, device and\n"
     "versions) as one JSON document {\"schema\": 1, \"kind\": \"chunkgen-configs\",\n"
     "\"entries\": [...]}. FILE - is stdout. `chunkgen import` reads it back.\n"
+    "--with-kernels adds the compiled kernels of the kernel cache (CUBINs of this chunkgen\n"
+    "version; --arch: of those archs only) as \"kernels\": a bundle that lets another\n"
+    "machine run the tuned configs without compiling (`chunkgen build-kernels` fills the\n"
+    "cache without a GPU).\n"
     "\n"
     "filters:\n";
 
@@ -434,7 +439,8 @@ int cg_cmd_export(int argc, char **argv) {
     cli_common c = {NULL, 0};
     filter f;
     memset(&f, 0, sizeof f);
-    const char *out = NULL;
+    const char *out = NULL, *archs = NULL;
+    int with_kernels = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(k_export_usage, stdout);
@@ -450,9 +456,18 @@ int cg_cmd_export(int argc, char **argv) {
             if (!(out = cli_opt_val(argc, argv, &i, "--json"))) return cli_usage(cmd, "--json needs a file (- for stdout)");
             continue;
         }
+        if (!strcmp(argv[i], "--with-kernels")) {
+            with_kernels = 1;
+            continue;
+        }
+        if (cli_is_opt(argv[i], "--arch")) {
+            if (!(archs = cli_opt_val(argc, argv, &i, "--arch"))) return cli_usage(cmd, "--arch needs a list, e.g. 80,90");
+            continue;
+        }
         return cli_usage(cmd, "unknown argument '%s'", argv[i]);
     }
     if (!out) return cli_usage(cmd, "missing --json FILE");
+    if (archs && !with_kernels) return cli_usage(cmd, "--arch selects the kernels of --with-kernels");
     cg_context *ctx = cli_make_ctx(cmd, &c);
     if (!ctx) return 1;
     const char *dir = cg__tune_store_dir(ctx);
@@ -480,6 +495,12 @@ int cg_cmd_export(int argc, char **argv) {
                                   "chunkgen", cg_version(), "exported", when, "entries", arr)
                       : NULL;
     if (!rc && !doc) rc = cli_fail(cmd, "out of memory");
+    int nkernels = 0;
+    if (!rc && with_kernels) {
+        char kdir[4200];
+        snprintf(kdir, sizeof kdir, "%s/kernels", cg__cache_dir(ctx));
+        if ((nkernels = cg_bundle_add_kernels(doc, kdir, archs)) < 0) rc = cli_fail(cmd, "out of memory");
+    }
     if (!rc) {
         int flags = JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII;
         int bad;
@@ -502,6 +523,8 @@ int cg_cmd_export(int argc, char **argv) {
         if (bad) rc = cli_fail(cmd, "cannot write %s: %s", out, why[0] ? why : strerror(errno));
         else if (strcmp(out, "-"))
             fprintf(stderr, "chunkgen export: %d entr%s written to %s\n", l.n, l.n == 1 ? "y" : "ies", out);
+        if (with_kernels && strcmp(out, "-"))
+            fprintf(stderr, "chunkgen export: %d compiled kernel%s bundled\n", nkernels, nkernels == 1 ? "" : "s");
     }
     json_decref(doc);
     list_free(&l);
@@ -524,7 +547,10 @@ static const char k_import_usage[] =
     "in one deterministic choice: the fastest stays unless the others are within its\n"
     "measured noise, then the tie rule (the space's order) decides -- whatever the order of\n"
     "the sources. Nothing is written when a source cannot be read. Exit status 1 when\n"
-    "anything was rejected.\n";
+    "anything was rejected.\n"
+    "A bundle's compiled kernels (`export --with-kernels`) go into the kernel cache: each\n"
+    "is checked (format, checksum, built by this chunkgen version) and stored under its\n"
+    "key, which names its arch and compiler build, so it is only ever loaded for those.\n";
 
 int cg_cmd_import(int argc, char **argv) {
     const char *cmd = "import";
@@ -560,14 +586,29 @@ int cg_cmd_import(int argc, char **argv) {
     }
     cg_tune_import_stats s;
     cg_status st = cg__tune_import_files(ctx, files, nfiles, allow_foreign, dry, stderr, &s);
-    free(files);
     int rc = 0;
     if (st != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
     else {
         fprintf(stderr, "chunkgen import: %s%d added, %d replaced, %d kept (the merge rule kept another entry), %d rejected\n",
                 dry ? "(dry run) " : "", s.added, s.replaced, s.kept, s.rejected);
         if (s.rejected) rc = 1;
+        /* the bundles' compiled kernels (a file source: stdin was read once above) */
+        char kdir[4200];
+        snprintf(kdir, sizeof kdir, "%s/kernels", cg__cache_dir(ctx));
+        cg_bundle_stats ks = {0};
+        for (int i = 0; i < nfiles; i++) {
+            struct stat sb;
+            if (!strcmp(files[i], "-") || stat(files[i], &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+            json_t *doc = json_load_file(files[i], 0, NULL);
+            cg_bundle_import_kernels(doc, files[i], kdir, dry, stderr, &ks);
+            json_decref(doc);
+        }
+        if (ks.added || ks.kept || ks.rejected)
+            fprintf(stderr, "chunkgen import: %skernels: %d added, %d already cached, %d rejected\n", dry ? "(dry run) " : "",
+                    ks.added, ks.kept, ks.rejected);
+        if (ks.rejected) rc = 1;
     }
+    free(files);
     cg_context_free(ctx);
     return rc;
 }
