@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char k_usage[] =
     "usage: chunkgen build-kernels --shape KEY=N,... [--arch 80,90] [options]\n"
@@ -61,7 +62,7 @@ typedef struct bk_job {
     int arch, lines;
     cg_plan plan;
     char *key;
-    double render_ms, compile_ms;
+    double render_ms, compile_ms, compile_cpu_ms, lookup_ms;
     const char *how; /* "compiled", "cached", "failed" */
     char msg[1024];
     char *log;
@@ -80,7 +81,9 @@ static void build_one(void *arg, int64_t i, int tid) {
     bk_job *j = &r->jobs[i];
     void *bin = NULL;
     size_t len = 0;
+    int64_t t0 = cg__jit_now_ns();
     if (!r->force && cg__kcache_get(r->dir, j->plan.name, j->key, &bin, &len, &j->log) == CG_OK) {
+        j->lookup_ms = (double)(cg__jit_now_ns() - t0) / 1e6;
         j->how = "cached";
         free(bin);
         return;
@@ -91,9 +94,15 @@ static void build_one(void *arg, int64_t i, int tid) {
         snprintf(j->msg, sizeof j->msg, "cannot create a context");
         return;
     }
-    int64_t t0 = cg__jit_now_ns();
+    /* wall time, and this thread's CPU time (NVRTC compiles in the calling thread: the
+     * CPU time is the compile's cost without the other processes of a busy machine) */
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    t0 = cg__jit_now_ns();
     cg_status st = cg__nvrtc_compile(ctx, j->plan.name, j->plan.source, j->arch, &bin, &len, &j->log);
     j->compile_ms = (double)(cg__jit_now_ns() - t0) / 1e6;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    j->compile_cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
     if (st != CG_OK) {
         j->how = "failed";
         snprintf(j->msg, sizeof j->msg, "%s", cg_errmsg(ctx));
@@ -167,9 +176,11 @@ static int write_json(const char *path, const bk_job *jobs, int n, const char *n
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         const bk_job *j = &jobs[i];
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:s}", "kernel", j->kernel, "name",
-                                             j->plan.name, "config", j->cfg, "arch", j->arch, "source_lines", j->lines,
-                                             "render_ms", j->render_ms, "compile_ms", j->compile_ms, "result", j->how));
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:s}", "kernel", j->kernel,
+                                             "name", j->plan.name, "config", j->cfg, "arch", j->arch, "source_lines",
+                                             j->lines, "render_ms", j->render_ms, "compile_ms", j->compile_ms,
+                                             "compile_cpu_ms", j->compile_cpu_ms, "cache_lookup_ms", j->lookup_ms,
+                                             "result", j->how));
     }
     const char *cpu = cg__cpu_model();
     json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o}", "kind", "chunkgen-build-kernels", "chunkgen",
@@ -253,12 +264,12 @@ int cg_cmd_build_kernels(int argc, char **argv) {
         if (pool) cg__pool_run(pool, threads, nj, build_one, &run);
         else for (int i = 0; i < nj; i++) build_one(&run, i, 0);
         cg__pool_free(pool);
-        printf("%-10s %-5s %-8s %6s %10s %11s  %s\n", "kernel", "arch", "result", "lines", "render ms", "compile ms",
-               "name");
+        printf("%-10s %-5s %-8s %6s %10s %11s %8s  %s\n", "kernel", "arch", "result", "lines", "render ms", "compile ms",
+               "cpu ms", "name");
         for (int i = 0; i < nj; i++) {
             bk_job *j = &jobs[i];
-            printf("%-10s sm_%-2d %-8s %6d %10.1f %11.1f  %s\n", j->kernel, j->arch, j->how, j->lines, j->render_ms,
-                   j->compile_ms, j->plan.name);
+            printf("%-10s sm_%-2d %-8s %6d %10.1f %11.1f %8.1f  %s\n", j->kernel, j->arch, j->how, j->lines,
+                   j->render_ms, j->compile_ms, j->compile_cpu_ms, j->plan.name);
             if (!strcmp(j->how, "failed")) {
                 fprintf(stderr, "chunkgen build-kernels: %s for sm_%d: %s\n", j->kernel, j->arch, j->msg);
                 rc = 1;
