@@ -53,6 +53,7 @@ typedef struct idx_item {
 typedef struct store_index {
     char *dir;
     int loaded;
+    int missing;                 /* dir did not exist at the last stat() */
     struct timespec mtime;       /* of dir when loaded */
     int recheck;                 /* dir changed within the mtime granularity of the load */
     double checked;              /* monotonic time of the last stat() */
@@ -73,7 +74,7 @@ static void index_clear(store_index *x) {
 void cg__tune_index_invalidate(const char *dir) {
     pthread_mutex_lock(&g_mu);
     for (store_index *x = g_indexes; x; x = x->next)
-        if (!strcmp(x->dir, dir)) x->loaded = 0;
+        if (!strcmp(x->dir, dir)) x->loaded = x->missing = 0;
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -121,13 +122,16 @@ static store_index *index_get(const char *dir) {
     struct timespec mono;
     clock_gettime(CLOCK_MONOTONIC, &mono);
     double tnow = (double)mono.tv_sec + 1e-9 * (double)mono.tv_nsec;
-    if (x->loaded && !x->recheck && tnow - x->checked < 1.0) return x;
+    /* (a missing store is looked for again after a second too: no stat per call) */
+    if ((x->loaded || x->missing) && !x->recheck && tnow - x->checked < 1.0) return x->missing ? NULL : x;
     x->checked = tnow;
     struct stat st;
     if (stat(dir, &st) != 0) {
         index_clear(x);
+        x->missing = 1;
         return NULL;
     }
+    x->missing = 0;
     if (x->loaded && !x->recheck && ts_eq(st.st_mtim, x->mtime)) return x;
     index_clear(x);
     cg__tune_store_scan(dir, add_item, x);
