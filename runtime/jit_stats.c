@@ -27,5 +27,7 @@ void cg__jit_stats(cg_jit_stats *out) {
     out->load_ns = atomic_load(&g_stat[CG_JIT_LOAD + 1]);
     out->renders = atomic_load(&g_stat[CG_JIT_RENDER]);
     out->render_ns = atomic_load(&g_stat[CG_JIT_RENDER + 1]);
+    out->bundle_hits = atomic_load(&g_stat[CG_JIT_BUNDLE_HIT]);
+    out->bundle_ns = atomic_load(&g_stat[CG_JIT_BUNDLE_HIT + 1]);
 }
 

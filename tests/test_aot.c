@@ -56,6 +56,8 @@ static void child(const char *cache) {
              (long long)(b.compiles - a.compiles));
     CG_CHECK(b.disk_hits > a.disk_hits && b.loads > a.loads, "found %lld in the cache, loaded %lld",
              (long long)(b.disk_hits - a.disk_hits), (long long)(b.loads - a.loads));
+    CG_CHECK(b.bundle_hits - a.bundle_hits == b.disk_hits - a.disk_hits, "%lld of %lld cache hits were the bundle's",
+             (long long)(b.bundle_hits - a.bundle_hits), (long long)(b.disk_hits - a.disk_hits));
     /* the counters can see a compile: a shape that is not in the bundle */
     CG_CHECK_OK(ctx, prepare_fwd(ctx, 40, 48));
     cg__jit_stats(&c);

@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 
+#include <dirent.h>
+
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,10 +317,48 @@ int cg_cmd_gen(int argc, char **argv) {
     return rc;
 }
 
+/* The kernel cache's CUBINs per target arch, and how many `chunkgen import` brought. */
+static void cubin_census(const char *dir) {
+    DIR *dh = opendir(dir);
+    if (!dh) return;
+    int arch[64] = {0}, count[64] = {0}, na = 0, bundled = 0, other = 0;
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(dh))) {
+        size_t nl = strlen(e->d_name);
+        if (e->d_name[0] == '.' || nl < 5 || strcmp(e->d_name + nl - 4, ".cgk")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        void *d;
+        size_t n, klen, plen, llen;
+        const char *key, *log, *t;
+        const void *pl;
+        int a = 0;
+        const char *head = CG_CUBIN_KEY_HEAD "\nkind cubin\ntarget sm_";
+        if (cg__kcache_read_file(path, &d, &n, NULL, 0) != 0) continue;
+        if (cg__kcache_parse(d, n, &key, &klen, &pl, &plen, &log, &llen, NULL, 0) == 0 &&
+            klen > strlen(head) && !strncmp(key, head, strlen(head)) && (t = key + strlen(head), (a = atoi(t)) > 0)) {
+            int i = 0;
+            while (i < na && arch[i] != a) i++;
+            if (i == na && na < 64) arch[na++] = a;
+            if (i < na) count[i]++;
+            bundled += llen >= strlen(CG_BUNDLE_LOG_TAG) && !memcmp(log, CG_BUNDLE_LOG_TAG, strlen(CG_BUNDLE_LOG_TAG));
+        } else {
+            other++; /* emulator objects, other chunkgen versions, damaged entries */
+        }
+        free(d);
+    }
+    closedir(dh);
+    printf("cubins: ");
+    for (int i = 0; i < na; i++) printf(" sm_%d: %d%s", arch[i], count[i], i + 1 < na ? "," : "");
+    printf("%s (%d from bundles); %d other entries\n", na ? "" : " none", bundled, other);
+}
+
 int cg_cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: chunkgen info   print the device, driver, NVRTC and the kernel cache\n");
+            printf("usage: chunkgen info   print the device, driver, NVRTC and the kernel cache (its CUBINs per\n"
+                   "arch, how many came from bundles). Per call, `--verbose` of run/bench prints kernel_from=:\n"
+                   "compiled / disk-cache / bundle / process, with render, compile and load times.\n");
             return 0;
         }
         fprintf(stderr, "chunkgen info: unexpected argument '%s'\n", argv[i]);
@@ -338,6 +378,7 @@ int cg_cmd_info(int argc, char **argv) {
     int64_t files, bytes;
     cg__kcache_stat(dir, &files, &bytes);
     printf("cache:   %s (%lld entries, %.1f MiB)\n", dir, (long long)files, (double)bytes / (1024.0 * 1024.0));
+    cubin_census(dir);
     const char *lp = getenv("CHUNKGEN_LUA_PATH");
     printf("lua:     %s\n", lp && *lp ? lp : "embedded generator and templates");
     const char **names;

@@ -164,12 +164,16 @@ void cg_bundle_import_kernels(const json_t *doc, const char *what, const char *k
             free(d);
             continue;
         }
-        char *kz = malloc(klen + 1), *lz = malloc(llen + 1);
+        /* the log says where the entry came from (the executor counts bundle hits by it) */
+        size_t tl = strlen(CG_BUNDLE_LOG_TAG) + strlen(file) + 1;
+        int tagged = llen >= strlen(CG_BUNDLE_LOG_TAG) && !memcmp(log, CG_BUNDLE_LOG_TAG, strlen(CG_BUNDLE_LOG_TAG));
+        char *kz = malloc(klen + 1), *lz = malloc(llen + tl + 1);
         if (kz && lz) {
             memcpy(kz, key, klen);
             kz[klen] = '\0';
-            memcpy(lz, log, llen);
-            lz[llen] = '\0';
+            size_t o = tagged ? 0 : (size_t)snprintf(lz, tl + 1, "%s%s\n", CG_BUNDLE_LOG_TAG, file);
+            memcpy(lz + o, log, llen);
+            lz[o + llen] = '\0';
             void *old = NULL;
             size_t oldlen = 0;
             if (cg__kcache_get(kdir, label, kz, &old, &oldlen, NULL) == CG_OK) {

@@ -230,6 +230,8 @@ static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan
     int64_t t0 = cg__jit_now_ns();
     if (cg__kcache_get(dir, plan->name, key, &bin, &len, &log) == CG_OK) {
         cg__jit_count(CG_JIT_DISK_HIT, cg__jit_now_ns() - t0);
+        if (log && !strncmp(log, CG_BUNDLE_LOG_TAG, strlen(CG_BUNDLE_LOG_TAG)))
+            cg__jit_count(CG_JIT_BUNDLE_HIT, cg__jit_now_ns() - t0);
         if (load_image(ctx, &mod, bin) != CG_OK) {
             cg__log(CG_LOG_WARN, "cached kernel %s does not load (%s); rebuilding it", plan->name, cg_errmsg(ctx));
             mod = NULL;
