@@ -6,20 +6,13 @@
 # finds instead of compiling). One JSON per run in bench/results/.
 # Usage: bench/compile_latency.sh [BUILD_DIR] [TAG]
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$root/build}"
-tag="${2:-}"
+. "$(dirname "$0")/jit_common.sh"
+jit_bench_setup compile chunkgen "${1:-}" "${2:-}"
 cli="$build/chunkgen"
-[ -x "$cli" ] || { echo "compile_latency: no $cli (build first)" >&2; exit 2; }
-cache="$(mktemp -d /tmp/chunkgen-compile-bench.XXXXXX)"
-trap 'rm -rf "$cache"' EXIT
-export CHUNKGEN_CACHE_DIR="$cache"
+cache="$tmp"
 # The seeds' shapes: SSD g2h8 d128, g2h4 dk48/dv40; selective scan D = 128 (a d_inner
 # slice), N = 16.
 shapes=("B=1,T=2048,G=2,H=8,dk=128,dv=128" "B=1,T=2048,G=2,H=4,dk=48,dv=40" "B=1,L=2048,D=128,N=16")
-cpu="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/[^A-Za-z0-9]\+/-/g; s/-$//')"
-rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-out="$root/bench/results/compile-${cpu}-$(date -u +%Y%m%d)-${rev}${tag:+-$tag}.json"
 parts=()
 for pass in cold warm; do
   for s in "${shapes[@]}"; do

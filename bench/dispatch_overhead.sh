@@ -6,16 +6,8 @@
 # Lua calls a warm call makes (must be 0). JSON into bench/results/.
 # Usage: bench/dispatch_overhead.sh [BUILD_DIR] [TAG]
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-build="${1:-$root/build}"
-tag="${2:-}"
-[ -x "$build/cg_bench_dispatch" ] || { echo "dispatch_overhead: build $build first" >&2; exit 2; }
-tmp="$(mktemp -d /tmp/chunkgen-dispatch-bench.XXXXXX)"
-trap 'rm -rf "$tmp"' EXIT
-export CHUNKGEN_CACHE_DIR="$tmp/cache"
-cpu="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/[^A-Za-z0-9]\+/-/g; s/-$//')"
-rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-out="$root/bench/results/dispatch-${cpu}-$(date -u +%Y%m%d)-${rev}${tag:+-$tag}.json"
+. "$(dirname "$0")/jit_common.sh"
+jit_bench_setup dispatch cg_bench_dispatch "${1:-}" "${2:-}"
 if cc -std=c11 -D_GNU_SOURCE -O1 -w -shared -fPIC -o "$tmp/libcuda_mock.so" "$root/tests/cuda_mock/libcuda_mock.c" -lpthread 2>/dev/null; then
   export CHUNKGEN_LIBCUDA="$tmp/libcuda_mock.so"
 fi
