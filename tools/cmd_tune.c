@@ -2,6 +2,7 @@
  * autotuner and its config store (autotune/). */
 #include "chunkgen.h"
 #include "cmd_tune.h"
+#include "cli_args.h"
 #include "cli_common.h"
 #include "fsutil.h"
 #include "../autotune/autotune.h"
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,42 +432,49 @@ static const char k_export_usage[] =
     "--with-kernels adds the compiled kernels of the kernel cache (CUBINs of this chunkgen\n"
     "version; --arch: of those archs only) as \"kernels\": a bundle that lets another\n"
     "machine run the tuned configs without compiling (`chunkgen build-kernels` fills the\n"
-    "cache without a GPU).\n"
-    "\n"
-    "filters:\n";
+    "cache without a GPU).\n";
+
+typedef struct export_opts {
+    filter f;
+    const char *out, *archs, *cache_dir;
+    int with_kernels, threads;
+} export_opts;
+
+/* The entry filters and the cache directory, as rows of a command's table (T has a
+ * `filter f` and a `cache_dir`). */
+#define FILTER_ROWS(T)                                                                                             \
+    {"--backend", 0, CG_CLI_STR, offsetof(T, f.backend), "cpu|cuda|emulate", "only entries of this backend", 0, 0, NULL}, \
+    {"--op", 0, CG_CLI_STR, offsetof(T, f.op), "ssd|sscan", "only this op", 0, 0, NULL},                            \
+    {"--dir", 0, CG_CLI_STR, offsetof(T, f.dir), "fwd|bwd", "only this direction", 0, 0, NULL},                     \
+    {"--device", 0, CG_CLI_STR, offsetof(T, f.device), "TEXT", "only devices whose name contains TEXT", 0, 0, NULL}, \
+    {"--partial", 0, CG_CLI_FLAG, offsetof(T, f.partial), NULL, "include unfinished (interrupted) tunes", 0, 0, NULL}
+#define CACHE_DIR_ROW(T)                                                                                           \
+    {"--cache-dir", 0, CG_CLI_STR, offsetof(T, cache_dir), "DIR", "the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)", \
+     0, 0, NULL}
+
+static const cg_cli_opt k_export_opts[] = {
+    {"--json", 0, CG_CLI_STR, offsetof(export_opts, out), "FILE", "write the document to FILE (- for stdout)", 0, 0, NULL},
+    {"--with-kernels", 0, CG_CLI_FLAG, offsetof(export_opts, with_kernels), NULL,
+     "also the compiled kernels of the kernel cache (a bundle)", 0, 0, NULL},
+    {"--arch", 0, CG_CLI_STR, offsetof(export_opts, archs), "LIST", "with --with-kernels: only kernels for these archs, e.g. 80,90",
+     0, 0, NULL},
+    FILTER_ROWS(export_opts),
+    CACHE_DIR_ROW(export_opts),
+    CG_CLI_OPT_THREADS(export_opts, threads),
+    CG_CLI_OPT_END};
+
+static const cg_cli_cmd k_export_cmd = {"export", k_export_usage, k_export_opts, NULL};
 
 int cg_cmd_export(int argc, char **argv) {
     const char *cmd = "export";
-    cli_common c = {NULL, 0};
-    filter f;
-    memset(&f, 0, sizeof f);
-    const char *out = NULL, *archs = NULL;
-    int with_kernels = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(k_export_usage, stdout);
-            fputs(k_filter_help, stdout);
-            return 0;
-        }
-        int k = cli_common_opt(cmd, argc, argv, &i, &c);
-        if (k < 0) return 2;
-        if (k) continue;
-        if ((k = filter_opt(cmd, argc, argv, &i, &f)) < 0) return 2;
-        if (k) continue;
-        if (cli_is_opt(argv[i], "--json")) {
-            if (!(out = cli_opt_val(argc, argv, &i, "--json"))) return cli_usage(cmd, "--json needs a file (- for stdout)");
-            continue;
-        }
-        if (!strcmp(argv[i], "--with-kernels")) {
-            with_kernels = 1;
-            continue;
-        }
-        if (cli_is_opt(argv[i], "--arch")) {
-            if (!(archs = cli_opt_val(argc, argv, &i, "--arch"))) return cli_usage(cmd, "--arch needs a list, e.g. 80,90");
-            continue;
-        }
-        return cli_usage(cmd, "unknown argument '%s'", argv[i]);
-    }
+    export_opts o;
+    memset(&o, 0, sizeof o);
+    int prc = cg_cli_parse(&k_export_cmd, argc, argv, &o);
+    if (prc) return prc < 0 ? 0 : prc;
+    const filter f = o.f;
+    const char *out = o.out, *archs = o.archs;
+    const int with_kernels = o.with_kernels;
+    cli_common c = {o.cache_dir, o.threads};
     if (!out) return cli_usage(cmd, "missing --json FILE");
     if (archs && !with_kernels) return cli_usage(cmd, "--arch selects the kernels of --with-kernels");
     cg_context *ctx = cli_make_ctx(cmd, &c);
@@ -552,29 +561,43 @@ static const char k_import_usage[] =
     "is checked (format, checksum, built by this chunkgen version) and stored under its\n"
     "key, which names its arch and compiler build, so it is only ever loaded for those.\n";
 
+typedef struct import_opts {
+    const char **files;
+    int nfiles, allow_foreign, dry, threads;
+    const char *cache_dir;
+} import_opts;
+
+static int import_source(void *opts, const char *arg, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    import_opts *o = opts;
+    o->files[o->nfiles++] = arg; /* files holds argc entries: never full */
+    return 0;
+}
+
+static const cg_cli_opt k_import_opts[] = {
+    {"--allow-foreign", 0, CG_CLI_FLAG, offsetof(import_opts, allow_foreign), NULL,
+     "keep entries measured on another device", 0, 0, NULL},
+    {"--dry-run", 0, CG_CLI_FLAG, offsetof(import_opts, dry), NULL, "check and report, write nothing", 0, 0, NULL},
+    CACHE_DIR_ROW(import_opts),
+    CG_CLI_OPT_THREADS(import_opts, threads),
+    CG_CLI_OPT_END};
+
+static const cg_cli_cmd k_import_cmd = {"import", k_import_usage, k_import_opts, import_source};
+
 int cg_cmd_import(int argc, char **argv) {
     const char *cmd = "import";
-    cli_common c = {NULL, 0};
-    const char **files = calloc((size_t)argc + 1, sizeof *files);
-    int nfiles = 0;
-    int allow_foreign = 0, dry = 0;
-    if (!files) return cli_fail(cmd, "out of memory");
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(k_import_usage, stdout);
-            return 0;
-        }
-        int k = cli_common_opt(cmd, argc, argv, &i, &c);
-        if (k < 0) return 2;
-        if (k) continue;
-        if (!strcmp(argv[i], "--allow-foreign")) allow_foreign = 1;
-        else if (!strcmp(argv[i], "--dry-run")) dry = 1;
-        else if (argv[i][0] != '-' || !strcmp(argv[i], "-")) files[nfiles++] = argv[i];
-        else {
-            free(files);
-            return cli_usage(cmd, "unknown argument '%s'", argv[i]);
-        }
+    import_opts o;
+    memset(&o, 0, sizeof o);
+    if (!(o.files = calloc((size_t)argc + 1, sizeof *o.files))) return cli_fail(cmd, "out of memory");
+    int prc = cg_cli_parse(&k_import_cmd, argc, argv, &o);
+    if (prc) {
+        free(o.files);
+        return prc < 0 ? 0 : prc;
     }
+    const char **files = o.files;
+    const int nfiles = o.nfiles, allow_foreign = o.allow_foreign, dry = o.dry;
+    cli_common c = {o.cache_dir, o.threads};
     if (!nfiles) {
         free(files);
         return cli_usage(cmd, "missing the FILE (or store directory) to import");
