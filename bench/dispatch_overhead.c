@@ -6,7 +6,8 @@
  * emulator as executor: includes running the tiny kernel on the CPU), and, when
  * CHUNKGEN_LIBCUDA names the mock driver of tests/cuda_mock, the CUDA launch path
  * through a driver that runs nothing (so: host cost only).
- * Usage: cg_bench_dispatch [--json FILE] [--calls N]   (bench/dispatch_overhead.sh) */
+ * Usage: cg_bench_dispatch [--json FILE] [--calls N] [--only cpu|emulate|cuda]
+ * (bench/dispatch_overhead.sh) */
 #include "chunkgen.h"
 #include "cuda/cg_cuda.h"
 #include "gen.h"
@@ -116,13 +117,14 @@ static void run_path(cg_context *ctx, cg_backend be, const char *path, int n, re
 }
 
 int main(int argc, char **argv) {
-    const char *json = NULL;
+    const char *json = NULL, *only = NULL;
     int n = 20000;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc) n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: cg_bench_dispatch [--json FILE] [--calls N]\n");
+            fprintf(stderr, "usage: cg_bench_dispatch [--json FILE] [--calls N] [--only cpu|emulate|cuda]\n");
             return 2;
         }
     }
@@ -132,10 +134,11 @@ int main(int argc, char **argv) {
     cg_context_set_tune_on_miss(ctx, 0);
     result res[8];
     int nr = 0;
-    run_path(ctx, CG_BACKEND_CPU, "cpu", n, res, &nr);
-    run_path(ctx, CG_BACKEND_EMULATE, "emulate (runs the kernel on the CPU)", n / 20 + 1, res, &nr);
+    if (!only || !strcmp(only, "cpu")) run_path(ctx, CG_BACKEND_CPU, "cpu", n, res, &nr);
+    if (!only || !strcmp(only, "emulate"))
+        run_path(ctx, CG_BACKEND_EMULATE, "emulate (runs the kernel on the CPU)", n / 20 + 1, res, &nr);
     const char *mock = getenv("CHUNKGEN_LIBCUDA");
-    if (mock && strstr(mock, "mock")) run_path(ctx, CG_BACKEND_CUDA, "cuda, mock driver (host cost only)", n, res, &nr);
+    if ((!only || !strcmp(only, "cuda")) && mock && strstr(mock, "mock")) run_path(ctx, CG_BACKEND_CUDA, "cuda, mock driver (host cost only)", n, res, &nr);
     FILE *f = json ? fopen(json, "w") : NULL;
     if (f) fprintf(f, "{\"kind\": \"chunkgen-dispatch-overhead\", \"chunkgen\": \"%s\", \"shape\": \"ssd T=1 dk=dv=8; "
                       "sscan L=1 D=8 N=8\", \"results\": [", cg_version());
