@@ -153,3 +153,25 @@ CG_TEST(aot_bundle_compiles_nothing) {
              status);
     rm_tree(root);
 }
+
+/* Bad arguments of build-kernels: exit status 2 and a message naming the option. */
+CG_TEST(aot_build_kernels_bad_args) {
+    char root[4096];
+    if (mk_tmpdir(root, sizeof root)) return;
+    static const struct { const char *args[8]; const char *want; } k_cases[] = {
+        {{"build-kernels", "--shape", "dk=8,dv=8", "--arch", "75", NULL}, "--arch: '75'"},
+        {{"build-kernels", "--shape", "dk=8,dv=8", "--arch", "90x", NULL}, "--arch: '90x'"},
+        {{"build-kernels", "--shape", "dk=8,dv=8", "--kernels", "sscan_fwd", NULL}, "sscan_fwd needs D and N"},
+        {{"build-kernels", "--shape", "dk=8,dv=8", "--kernels", "ssd_fwd,nope", NULL}, "unknown kernel 'nope'"},
+        {{"build-kernels", "--shape", "B=2", NULL}, "give dk,dv"},
+        {{"build-kernels", "--shape", "dk=8,dv=8", "--config", "zz:chunk=16", NULL}, "--config"},
+        {{"export", "--json", "-", "--arch", "90", NULL}, "--arch selects the kernels of --with-kernels"},
+    };
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        int rc = run_cli(root, k_cases[i].args);
+        char *err = cli_stderr(root);
+        CG_CHECK(rc == 2 && strstr(err, k_cases[i].want), "case %zu: rc %d, stderr: %s", i, rc, err);
+        free(err);
+    }
+    rm_tree(root);
+}
