@@ -12,9 +12,11 @@
  * into it. A lookup after the first is a clock read and a scan of the index. */
 #include "autotune.h"
 #include "ops.h"
+#include "cpu/cpu_isa.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -53,6 +55,7 @@ typedef struct idx_item {
 typedef struct store_index {
     char *dir;
     int loaded;
+    int missing;                 /* dir did not exist at the last stat() */
     struct timespec mtime;       /* of dir when loaded */
     int recheck;                 /* dir changed within the mtime granularity of the load */
     double checked;              /* monotonic time of the last stat() */
@@ -63,6 +66,7 @@ typedef struct store_index {
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static store_index *g_indexes;
+static atomic_uint g_gen; /* bumped whenever an index is reloaded or invalidated (lookup memo) */
 
 static void index_clear(store_index *x) {
     for (int i = 0; i < x->n; i++) free(x->items[i].family);
@@ -73,7 +77,8 @@ static void index_clear(store_index *x) {
 void cg__tune_index_invalidate(const char *dir) {
     pthread_mutex_lock(&g_mu);
     for (store_index *x = g_indexes; x; x = x->next)
-        if (!strcmp(x->dir, dir)) x->loaded = 0;
+        if (!strcmp(x->dir, dir)) x->loaded = x->missing = 0;
+    atomic_fetch_add(&g_gen, 1);
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -121,15 +126,19 @@ static store_index *index_get(const char *dir) {
     struct timespec mono;
     clock_gettime(CLOCK_MONOTONIC, &mono);
     double tnow = (double)mono.tv_sec + 1e-9 * (double)mono.tv_nsec;
-    if (x->loaded && !x->recheck && tnow - x->checked < 1.0) return x;
+    /* (a missing store is looked for again after a second too: no stat per call) */
+    if ((x->loaded || x->missing) && !x->recheck && tnow - x->checked < 1.0) return x->missing ? NULL : x;
     x->checked = tnow;
     struct stat st;
     if (stat(dir, &st) != 0) {
         index_clear(x);
+        x->missing = 1;
         return NULL;
     }
+    x->missing = 0;
     if (x->loaded && !x->recheck && ts_eq(st.st_mtim, x->mtime)) return x;
     index_clear(x);
+    atomic_fetch_add(&g_gen, 1);
     cg__tune_store_scan(dir, add_item, x);
     x->loaded = 1;
     x->mtime = st.st_mtim;
@@ -203,6 +212,75 @@ static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const 
 
 /* -------------------------------------------------------------- the hook */
 
+/* This thread's last answer: a warm call asks the same again, and the tuning key, the
+ * device key and the index search cost about 2 us of a call. Valid while the store
+ * generation is the same (this process's writes bump it at once) and for a quarter of a
+ * second (other processes' writes then show within the index's second, plus that). */
+typedef struct lookup_memo {
+    int valid;
+    const cg_context *ctx;
+    int threads;
+    const void *isa; /* the CPU variant (part of the CPU device key; tests switch it) */
+    const char *backend;
+    cg_op op;
+    int64_t shape[9];
+    unsigned gen;
+    double t;
+    char dir[1024];
+    char text[CG_TUNE_CFG_TEXT];
+    cg_cfg_source lv;
+} lookup_memo;
+static __thread lookup_memo t_memo;
+
+static void shape_words(const cg_tune_shape *s, int64_t w[9]) {
+    const int64_t v[9] = {s->sscan, s->B, s->T, s->G, s->H, s->dk, s->dv, s->D, s->N};
+    memcpy(w, v, sizeof v);
+}
+
+static double mono_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The store's answer for (backend, op, s) into text/lv: the memo, else key and index. */
+static void lookup_cached(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s, char *text,
+                          size_t cap, cg_cfg_source *lv, int *keyed, cg_tune_key *k) {
+    lookup_memo *m = &t_memo;
+    int64_t w[9];
+    shape_words(s, w);
+    const char *dir = cg__cache_dir(ctx);
+    double now = mono_s();
+    unsigned gen = atomic_load(&g_gen);
+    const void *isa = cg__cpu_isa_ops();
+    if (m->valid && m->ctx == ctx && m->threads == ctx->threads && m->isa == isa && !strcmp(m->backend, backend) && m->op == op &&
+        !memcmp(m->shape, w, sizeof w) && m->gen == gen && now - m->t < 0.25 && !strcmp(m->dir, dir)) {
+        size_t n = strnlen(m->text, cap - 1);
+        memcpy(text, m->text, n);
+        text[n] = '\0';
+        *lv = m->lv;
+        *keyed = 0;
+        return;
+    }
+    m->valid = 0;
+    *keyed = 1;
+    text[0] = '\0';
+    *lv = CG_SRC_DEFAULT;
+    /* No device identity (e.g. no driver): nothing tuned applies. */
+    if (cg__tune_key_make(ctx, backend, s, cg__op_desc(op)->bwd, k) != CG_OK) {
+        ctx->errmsg[0] = '\0';
+        *keyed = -1;
+    } else {
+        cg__tune_lookup_key(ctx, k, text, cap, lv);
+    }
+    if (strlen(dir) >= sizeof m->dir || strlen(text) >= sizeof m->text) return;
+    *m = (lookup_memo){.valid = 1, .ctx = ctx, .threads = ctx->threads, .isa = isa, .backend = backend, .op = op, .gen = gen,
+                       .t = now, .lv = *lv};
+    memcpy(m->shape, w, sizeof w);
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    snprintf(m->text, sizeof m->text, "%s", text);
+}
+
 static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, const void *prob, cg_cfg *cfg,
                               cg_cfg_source *src) {
     int pinned;
@@ -218,16 +296,18 @@ static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, co
     cg_tune_shape s;
     cg__tune_shape_of(op, prob, &s);
     cg_tune_key k;
-    /* No device identity (e.g. no driver): nothing tuned applies. */
-    if (cg__tune_key_make(ctx, backend, &s, cg__op_desc(op)->bwd, &k) != CG_OK) {
-        ctx->errmsg[0] = '\0';
-        return CG_OK;
-    }
     char text[CG_TUNE_CFG_TEXT];
     cg_cfg_source lv;
-    cg__tune_lookup_key(ctx, &k, text, sizeof text, &lv);
+    int keyed;
+    lookup_cached(ctx, backend, op, &s, text, sizeof text, &lv, &keyed, &k);
+    if (keyed < 0) return CG_OK;
     const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag("CHUNKGEN_TUNE_ON_MISS");
     if (lv != CG_SRC_EXACT && !t_tuning && on_miss) {
+        t_memo.valid = 0;
+        if (!keyed && cg__tune_key_make(ctx, backend, &s, cg__op_desc(op)->bwd, &k) != CG_OK) {
+            ctx->errmsg[0] = '\0';
+            return CG_OK;
+        }
         if (tune_now(ctx, backend, op, &s) == CG_OK) {
             cg_cfg_source lv2;
             cg__tune_lookup_key(ctx, &k, text, sizeof text, &lv2);

@@ -116,6 +116,24 @@ typedef struct cg_gen_stats {
 } cg_gen_stats;
 void cg__gen_stats(cg_context *ctx, cg_gen_stats *out);
 
+/* Process-wide counters of the JIT path, for `chunkgen info`/`--verbose`, benchmarks
+ * and tests ("a process that starts from an imported bundle compiles nothing"): NVRTC
+ * compiles, CUBINs found in the disk cache, modules loaded into the driver, sources
+ * rendered; each with the time it took. */
+typedef enum cg_jit_stat {
+    CG_JIT_COMPILE = 0, CG_JIT_DISK_HIT = 2, CG_JIT_LOAD = 4, CG_JIT_RENDER = 6, CG_JIT_BUNDLE_HIT = 8,
+    CG_JIT_NSTATS = 10
+} cg_jit_stat;
+typedef struct cg_jit_stats {
+    int64_t compiles, compile_ns, disk_hits, disk_ns, loads, load_ns, renders, render_ns;
+    int64_t bundle_hits, bundle_ns; /* disk hits that `chunkgen import` wrote (their log says so) */
+} cg_jit_stats;
+/* The first line of the log of a kernel cache entry that `chunkgen import` wrote. */
+#define CG_BUNDLE_LOG_TAG "chunkgen-import: from bundle "
+void cg__jit_stats(cg_jit_stats *out);
+void cg__jit_count(cg_jit_stat what, int64_t ns); /* one event of `what`, taking ns */
+int64_t cg__jit_now_ns(void);
+
 /* Names of the kernels that exist, NULL-terminated static list owned by the generator. */
 cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n);
 

@@ -45,6 +45,9 @@ typedef struct plan_entry {
     cg_plan plan;
     int idx[CG_PLAN_MAX_ARGS]; /* per argument: tensor index, region index or symbol */
     void *module;         /* loaded lazily by the first launch; owned by the executor */
+    double render_ms;     /* making the plan (Lua: resolve, launch(), render) */
+    char origin[160];     /* where the module came from, for the dispatch line: set by the
+                           * load, "process" after the first call reported it */
     struct plan_entry *next;
 } plan_entry;
 
@@ -132,7 +135,9 @@ static plan_entry *plan_get(cg_context *ctx, const cg_kexec *kx, const cg_devinf
     snprintf(e->kernel, sizeof e->kernel, "%s", d->name);
     e->shape = *shape;
     e->pin = *pin;
+    int64_t t0 = cg__jit_now_ns();
     e->status = cg__gen_plan(ctx, d->name, shape, dev, pin, &e->plan);
+    e->render_ms = (double)(cg__jit_now_ns() - t0) / 1e6;
     if (e->status == CG_OK && (e->status = bind_args(ctx, d, e)) != CG_OK) cg__plan_free(&e->plan);
     if (e->status != CG_OK) snprintf(e->why, sizeof e->why, "%s", ctx->errmsg);
     e->next = st->head;
@@ -321,9 +326,26 @@ static cg_status entry_load(cg_context *ctx, const cg_kexec *kx, plan_entry *e, 
                        "and loading it would break the capture): call cg_prepare with the same arguments before "
                        "capturing",
                        e->plan.name);
+    cg_jit_stats a, b;
+    cg__jit_stats(&a);
+    int64_t t0 = cg__jit_now_ns();
     cg_status s = kx->load(ctx, &e->plan, &e->module);
-    if (s == CG_OK) ((plans_state *)ctx->part[CG_PART_PLANS].p)->loads++;
-    return s;
+    double ms = (double)(cg__jit_now_ns() - t0) / 1e6;
+    if (s != CG_OK) return s;
+    ((plans_state *)ctx->part[CG_PART_PLANS].p)->loads++;
+    /* Where it came from (the process-wide counters moved by this load; another thread's
+     * load at the same time may blur the attribution, never the times) */
+    cg__jit_stats(&b);
+    if (b.compiles > a.compiles)
+        snprintf(e->origin, sizeof e->origin, "compiled(render %.1f ms, nvrtc %.0f ms, load %.1f ms)", e->render_ms,
+                 (double)(b.compile_ns - a.compile_ns) / 1e6, (double)(b.load_ns - a.load_ns) / 1e6);
+    else if (b.disk_hits > a.disk_hits)
+        snprintf(e->origin, sizeof e->origin, "%s(render %.1f ms, read %.1f ms, load %.1f ms)",
+                 b.bundle_hits > a.bundle_hits ? "bundle" : "disk-cache", e->render_ms,
+                 (double)(b.disk_ns - a.disk_ns) / 1e6, (double)(b.load_ns - a.load_ns) / 1e6);
+    else
+        snprintf(e->origin, sizeof e->origin, "loaded(render %.1f ms, %.1f ms)", e->render_ms, ms);
+    return CG_OK;
 }
 
 int64_t cg__launch_loads(cg_context *ctx) { return ctx->part[CG_PART_PLANS].p ? ((plans_state *)ctx->part[CG_PART_PLANS].p)->loads : 0; }
@@ -373,8 +395,11 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
             s = kx->launch(ctx, e->module, &e->plan.launch[i], buf, n * sizeof *buf, stream);
     }
     if (stage) s = stage_out(ctx, kx, sv, d->nt, stream, s);
-    if (s == CG_OK)
-        cg__dispatch_detail(ctx, "kernel=%s%s", e->plan.name, stage ? " (staged through kernel memory)" : "");
+    if (s == CG_OK) {
+        cg__dispatch_detail(ctx, "kernel=%s%s kernel_from=%s", e->plan.name,
+                            stage ? " (staged through kernel memory)" : "", e->origin[0] ? e->origin : "process");
+        e->origin[0] = '\0'; /* reported once: later calls find it in the process */
+    }
     return s;
 }
 

@@ -448,7 +448,9 @@ cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *sha
     memset(out, 0, sizeof *out);
     lua_State *L = NULL;
     int top = 0;
+    int64_t t0 = cg__jit_now_ns();
     cg_status st = core_call(ctx, "plan", kernel, shape, dev, pin, 1, &L, &top);
+    if (st == CG_OK) cg__jit_count(CG_JIT_RENDER, cg__jit_now_ns() - t0); /* resolve + launch() + render */
     if (!L) return st;
     if (st != CG_OK) goto done;
 

@@ -23,9 +23,17 @@ struct cg_pool {
     int quit;
 };
 
+/* Read once per process: glibc's sysconf(_SC_NPROCESSORS_ONLN) opens and parses
+ * /sys/devices/system/cpu/online on every call, and every CPU-path call asks for its
+ * default thread count (several microseconds of a warm call's budget). */
 int cg__online_cores(void) {
+    static atomic_int cached;
+    int c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c > 0) return c;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    c = n > 0 ? (int)n : 1;
+    atomic_store_explicit(&cached, c, memory_order_relaxed);
+    return c;
 }
 
 static void drain(cg_pool *p, int tid) {

@@ -11,7 +11,8 @@ typedef struct tspec {
     int output;
     int ndim;
     int64_t shape[4];     /* expected, in the order given by the caller */
-    const char *dims;     /* "[B, T, G, dk]" */
+    const cg_op_desc *d;  /* for the "[B, T, G, dk]" text of messages (tdims): */
+    int idx, grouped, hm; /* formatted only when a message needs it (no snprintf per call) */
     int inner_contig;     /* innermost stride must be 1 */
     int perm[4];          /* logical index k takes the caller's dim perm[k]; -1: none */
 } tspec;
@@ -34,12 +35,20 @@ static void span(const cg_tensor *t, const int64_t *st, uintptr_t *lo, uintptr_t
     *hi = *lo + (uintptr_t)((maxoff + 1) * (int64_t)dt_size(t->dtype));
 }
 
-/* Check one tensor; fills strides (contiguous when all zero). */
+/* The symbolic dims of sp ("[B, T, G, dk]"), into buf (48 bytes). */
+static const char *tdims(const tspec *sp, char *buf) {
+    cg__op_dims_text(sp->d, sp->idx, sp->grouped, sp->hm, buf, 48);
+    return buf;
+}
+
+/* Check one tensor; fills strides (contiguous when all zero). Messages are formatted
+ * only on failure: this runs for every tensor of every call. */
 static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     const cg_tensor *t = sp->t;
-    char want[96], got[96];
+    char want[96], got[96], db[48];
     if (!t->data) {
-        if (sp->required) return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", sp->name, sp->dims);
+        if (sp->required)
+            return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", sp->name, tdims(sp, db));
         return CG_OK;
     }
     if (t->dtype != CG_F32 && t->dtype != CG_F64)
@@ -47,16 +56,16 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     if ((uintptr_t)t->data % dt_size(t->dtype)) /* misaligned data would be read misaligned (UB) */
         return cg__err(ctx, CG_EINVAL, "%s: data pointer %p is not aligned to %zu bytes (the size of its dtype)",
                        sp->name, t->data, dt_size(t->dtype));
-    fmt_shape(want, sizeof want, sp->ndim, sp->shape);
+#define WANT (fmt_shape(want, sizeof want, sp->ndim, sp->shape), want)
     if (t->ndim != sp->ndim) {
         fmt_shape(got, sizeof got, t->ndim > 0 && t->ndim <= CG_MAX_DIMS ? t->ndim : 0, t->shape);
         return cg__err(ctx, CG_EINVAL, "%s: %d dimensions %s but expected %d: %s %s", sp->name, t->ndim, got,
-                       sp->ndim, want, sp->dims);
+                       sp->ndim, WANT, tdims(sp, db));
     }
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] != sp->shape[i]) {
             fmt_shape(got, sizeof got, t->ndim, t->shape);
-            return cg__err(ctx, CG_EINVAL, "%s: shape %s but expected %s %s", sp->name, got, want, sp->dims);
+            return cg__err(ctx, CG_EINVAL, "%s: shape %s but expected %s %s", sp->name, got, WANT, tdims(sp, db));
         }
     }
     int all_zero = 1;
@@ -66,11 +75,11 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
         if (all_zero) st[i] = numel;
         else st[i] = t->stride[i];
         if (numel > INT64_MAX / t->shape[i])
-            return cg__err(ctx, CG_EINVAL, "%s: element count of shape %s overflows 64 bits", sp->name, want);
+            return cg__err(ctx, CG_EINVAL, "%s: element count of shape %s overflows 64 bits", sp->name, WANT);
         numel *= t->shape[i];
     }
     if (numel > INT64_MAX / 8)
-        return cg__err(ctx, CG_EINVAL, "%s: byte size of shape %s overflows 64 bits", sp->name, want);
+        return cg__err(ctx, CG_EINVAL, "%s: byte size of shape %s overflows 64 bits", sp->name, WANT);
     int64_t maxoff = 0;
     for (int i = 0; i < t->ndim; i++) {
         if (st[i] < 0)
@@ -83,7 +92,7 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     }
     if (sp->inner_contig && t->ndim > 0 && t->shape[t->ndim - 1] > 1 && st[t->ndim - 1] != 1)
         return cg__err(ctx, CG_EINVAL, "%s: innermost stride is %lld but expected 1 (the last dimension of %s must be contiguous)",
-                       sp->name, (long long)st[t->ndim - 1], sp->dims);
+                       sp->name, (long long)st[t->ndim - 1], tdims(sp, db));
     if (sp->output) {
         /* No two indices may share memory: sorted by stride, each stride must exceed the
          * extent of the dimensions inside it. */
@@ -104,6 +113,7 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     }
     return CG_OK;
 }
+#undef WANT
 
 /* Check all specs; then outputs must not overlap each other or any input; then build views. */
 static cg_status check_all(cg_context *ctx, tspec *sp, int n, cg_view **views, cg_dtype *dtype) {
@@ -160,21 +170,20 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
         for (int k = 0; k < 4; k++) news |= td->ext[k] != CG_SYM_NONE && src[td->ext[k]] < 0 && d->dim_off[td->ext[k]] != (size_t)-1;
         if (!news) continue;
         const cg_tensor *t = cg__args_tensor(d, args, i);
-        char full[64], part[64];
-        cg__op_dims_text(d, i, 1, hm, full, sizeof full);
-        if (!t->data) return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", td->name, full);
+        char full[64], part[64]; /* dims texts, formatted for a message only */
+#define FULL (cg__op_dims_text(d, i, 1, hm, full, sizeof full), full)
+        if (!t->data) return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", td->name, FULL);
         int64_t shape[4];
         int nfull = cg__op_given_shape(d, i, dims, 1, hm, shape);
         int g = 1;
         if (td->flags & CG_TD_GROUPABLE) {
-            cg__op_dims_text(d, i, 0, hm, part, sizeof part);
             if (t->ndim != nfull && t->ndim != nfull - 1)
                 return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d %s or %d %s", td->name, t->ndim,
-                               nfull - 1, part, nfull, full);
+                               nfull - 1, (cg__op_dims_text(d, i, 0, hm, part, sizeof part), part), nfull, FULL);
             g = t->ndim == nfull;
             *grouped = g;
         } else if (t->ndim != nfull) {
-            return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d: %s", td->name, t->ndim, nfull, full);
+            return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d: %s", td->name, t->ndim, nfull, FULL);
         }
         int order[4], n = cg__op_given_order(d, i, g, hm, order);
         for (int j = 0; j < n; j++) {
@@ -208,6 +217,7 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
     }
     return CG_OK;
 }
+#undef FULL
 
 cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob) {
     memset(prob, 0, d->prob_size);
@@ -241,7 +251,6 @@ cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args
     }
     tspec sp[CG_OP_MAX_TENSORS];
     cg_view *views[CG_OP_MAX_TENSORS];
-    char dtext[CG_OP_MAX_TENSORS][48];
     CG_ASSERT(d->nt <= CG_OP_MAX_TENSORS);
     for (int i = 0; i < d->nt; i++) {
         const cg_tdesc *td = &d->t[i];
@@ -254,8 +263,10 @@ cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args
         p->inner_contig = (td->flags & CG_TD_CONTIG) != 0;
         int order[4];
         p->ndim = cg__op_given_shape(d, i, dims, grouped, hm, p->shape);
-        cg__op_dims_text(d, i, grouped, hm, dtext[i], sizeof dtext[i]);
-        p->dims = dtext[i];
+        p->d = d;
+        p->idx = i;
+        p->grouped = grouped;
+        p->hm = hm;
         /* perm: logical index k takes the caller's dimension perm[k] */
         int n = cg__op_given_order(d, i, grouped, hm, order);
         for (int k = 0; k < 4; k++) p->perm[k] = -1;

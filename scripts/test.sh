@@ -7,6 +7,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="$(nproc)"
 # Test runs must not reuse a user's caches, nor leave files in them.
 export CHUNKGEN_CACHE_DIR="${CHUNKGEN_CACHE_DIR:-$(mktemp -d /tmp/chunkgen-test-cache.XXXXXX)}"
+# The NVRTC sweeps (tests/test_gen.c) keep their CUBINs and ptxas logs here, keyed by
+# source, options, compiler build and arch: the sanitizer run's sweep compiles nothing
+# the release run's did.
+export CHUNKGEN_TEST_KCACHE="${CHUNKGEN_TEST_KCACHE:-$CHUNKGEN_CACHE_DIR/sweep-kernels}"
 
 echo "== build (release)"
 "$root/scripts/setup.sh" "$root/build"

@@ -53,10 +53,14 @@ CG_TEST(launch_tuned_call_resolves_once) {
     CG_CHECK(strstr(d, "source=exact") && strstr(d, "chunk=16") && strstr(d, "_c16_"), "dispatch line: %s", d);
     CG_CHECK(resolves(ctx) - r0 == 1, "a tuned call resolved its plan %lld times (want 1)",
              (long long)(resolves(ctx) - r0));
+    /* the first call says where its kernel came from and what it cost; the next, the process */
+    CG_CHECK(strstr(d, "kernel_from=") && !strstr(d, "kernel_from=process") && strstr(d, "render "),
+             "first call's origin: %s", d);
     /* a repeated call: the plan table has it */
     r0 = resolves(ctx);
     CG_CHECK_OK(ctx, ssdt_run_fwd(ctx, &x, dims.layout, 1, 1, CG_BACKEND_EMULATE, NULL));
     CG_CHECK(resolves(ctx) == r0, "a repeated call resolved %lld times (want 0)", (long long)(resolves(ctx) - r0));
+    CG_CHECK(strstr(cg_last_dispatch(ctx), "kernel_from=process") != NULL, "repeat's origin: %s", cg_last_dispatch(ctx));
 
     /* and it computed the op: against the float64 reference */
     CG_CHECK_OK(ctx, ssdt_run_fwd(ctx, &ref, dims.layout, 1, 1, CG_BACKEND_REF, NULL));

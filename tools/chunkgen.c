@@ -17,6 +17,7 @@ static const command k_commands[] = {
     {"run", cg_cmd_run, "run ssd|sscan on .npy files (forward, and backward with --grad)"},
     {"gen", cg_cmd_gen, "print a generated kernel's source, or --list the kernels and their spaces"},
     {"info", cg_cmd_info, "print the device, driver, NVRTC and cache location"},
+    {"build-kernels", cg_cmd_build_kernels, "compile kernels into the cache ahead of time (no GPU needed)"},
     {"tune", cg_cmd_tune, "tune configs into the store (built-in shape set by default)"},
     {"show", cg_cmd_show, "table of tuned configs"},
     {"export", cg_cmd_export, "write tuned configs as JSON"},
@@ -28,8 +29,8 @@ static const command k_commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: chunkgen COMMAND [ARGS]   (chunkgen %s)\n\ncommands:\n", cg_version());
-    for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-8s %s\n", k_commands[i].name, k_commands[i].help);
-    fprintf(f, "  %-8s %s\n", "version", "print the version");
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-13s %s\n", k_commands[i].name, k_commands[i].help);
+    fprintf(f, "  %-13s %s\n", "version", "print the version");
     fprintf(f, "\n`chunkgen COMMAND --help` describes a command.\n");
 }
 

@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 
+#include <dirent.h>
+
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +23,8 @@ static const char gen_usage[] =
     "space (ssd_cpu, sscan_cpu): --space, --configs and the default work for both.\n";
 
 typedef struct gen_opts {
+    cg_kshape shape; /* first: cg_cli_kshape_opt and cg_cli_kflags_opt write it */
     const char *kernel;
-    cg_kshape shape;
     cg_cfg pins;
     const char *config;
     int arch, plan, space, configs, list, json, verbose;
@@ -52,13 +54,12 @@ static int opt_param(void *opts, const char *v, char *err, size_t errlen) {
     return snprintf(err, errlen, "expected k=v (short words), got '%s'", v), -1;
 }
 
-static int opt_shape(void *opts, const char *v, char *err, size_t errlen) {
-    gen_opts *o = opts;
+int cg_cli_kshape_opt(void *opts, const char *v, char *err, size_t errlen) {
     cg_cli_shape s;
     const unsigned all = CG_SHAPE_B | CG_SHAPE_T | CG_SHAPE_G | CG_SHAPE_H | CG_SHAPE_DK | CG_SHAPE_DV | CG_SHAPE_D |
                          CG_SHAPE_N;
     if (cg_cli_shape_parse(v, NULL, all, 0, -1, &s, err, errlen)) return -1;
-    cg_kshape *k = &o->shape;
+    cg_kshape *k = opts;
     if (s.given & CG_SHAPE_B) k->B = s.B;
     if (s.given & CG_SHAPE_T) k->T = k->L = s.T;
     if (s.given & CG_SHAPE_G) k->G = s.G;
@@ -70,7 +71,7 @@ static int opt_shape(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
-static int opt_flags(void *opts, const char *v, char *err, size_t errlen) {
+int cg_cli_kflags_opt(void *opts, const char *v, char *err, size_t errlen) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", v);
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -82,16 +83,16 @@ static int opt_flags(void *opts, const char *v, char *err, size_t errlen) {
             if (m < errlen) snprintf(err + m, errlen - m, ")");
             return -1;
         }
-        ((gen_opts *)opts)->shape.flags |= flag;
+        ((cg_kshape *)opts)->flags |= flag;
     }
     return 0;
 }
 
 static const cg_cli_opt k_gen_opts[] = {
     {"--shape", 0, CG_CLI_FN, 0, "KEY=N,...", "the shape (" "SSD: B T G H dk dv, defaults B=1,T=256,G=1,H=1;\n"
-     "sscan: B L D N G); dk, dv (SSD) and N, G (sscan) are baked into the source", 0, 0, opt_shape},
+     "sscan: B L D N G); dk, dv (SSD) and N, G (sscan) are baked into the source", 0, 0, cg_cli_kshape_opt},
     {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags: h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped,\n"
-     "bwd (the backward, for the CPU spaces), seq_major (sscan: [B, D, L] memory)", 0, 0, opt_flags},
+     "bwd (the backward, for the CPU spaces), seq_major (sscan: [B, D, L] memory)", 0, 0, cg_cli_kflags_opt},
     {"--config", 0, CG_CLI_STR, offsetof(gen_opts, config), "k=v,...", "pin several parameters, e.g. chunk=64,warps=4 (as --config of run\n"
      "and bench, for this one kernel: no scopes)", 0, 0, NULL},
     {"--param", 0, CG_CLI_FN, 0, "k=v", "pin one parameter (repeatable); missing ones come from the default", 0, 0, opt_param},
@@ -317,10 +318,48 @@ int cg_cmd_gen(int argc, char **argv) {
     return rc;
 }
 
+/* The kernel cache's CUBINs per target arch, and how many `chunkgen import` brought. */
+static void cubin_census(const char *dir) {
+    DIR *dh = opendir(dir);
+    if (!dh) return;
+    int arch[64] = {0}, count[64] = {0}, na = 0, bundled = 0, other = 0;
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(dh))) {
+        size_t nl = strlen(e->d_name);
+        if (e->d_name[0] == '.' || nl < 5 || strcmp(e->d_name + nl - 4, ".cgk")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        void *d;
+        size_t n, klen, plen, llen;
+        const char *key, *log, *t;
+        const void *pl;
+        int a = 0;
+        const char *head = CG_CUBIN_KEY_HEAD "\nkind cubin\ntarget sm_";
+        if (cg__kcache_read_file(path, &d, &n, NULL, 0) != 0) continue;
+        if (cg__kcache_parse(d, n, &key, &klen, &pl, &plen, &log, &llen, NULL, 0) == 0 &&
+            klen > strlen(head) && !strncmp(key, head, strlen(head)) && (t = key + strlen(head), (a = atoi(t)) > 0)) {
+            int i = 0;
+            while (i < na && arch[i] != a) i++;
+            if (i == na && na < 64) arch[na++] = a;
+            if (i < na) count[i]++;
+            bundled += llen >= strlen(CG_BUNDLE_LOG_TAG) && !memcmp(log, CG_BUNDLE_LOG_TAG, strlen(CG_BUNDLE_LOG_TAG));
+        } else {
+            other++; /* emulator objects, other chunkgen versions, damaged entries */
+        }
+        free(d);
+    }
+    closedir(dh);
+    printf("cubins: ");
+    for (int i = 0; i < na; i++) printf(" sm_%d: %d%s", arch[i], count[i], i + 1 < na ? "," : "");
+    printf("%s (%d from bundles); %d other entries\n", na ? "" : " none", bundled, other);
+}
+
 int cg_cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: chunkgen info   print the device, driver, NVRTC and the kernel cache\n");
+            printf("usage: chunkgen info   print the device, driver, NVRTC and the kernel cache (its CUBINs per\n"
+                   "arch, how many came from bundles). Per call, `--verbose` of run/bench prints kernel_from=:\n"
+                   "compiled / disk-cache / bundle / process, with render, compile and load times.\n");
             return 0;
         }
         fprintf(stderr, "chunkgen info: unexpected argument '%s'\n", argv[i]);
@@ -340,6 +379,7 @@ int cg_cmd_info(int argc, char **argv) {
     int64_t files, bytes;
     cg__kcache_stat(dir, &files, &bytes);
     printf("cache:   %s (%lld entries, %.1f MiB)\n", dir, (long long)files, (double)bytes / (1024.0 * 1024.0));
+    cubin_census(dir);
     const char *lp = getenv("CHUNKGEN_LUA_PATH");
     printf("lua:     %s\n", lp && *lp ? lp : "embedded generator and templates");
     const char **names;

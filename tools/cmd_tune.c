@@ -2,10 +2,12 @@
  * autotuner and its config store (autotune/). */
 #include "chunkgen.h"
 #include "cmd_tune.h"
+#include "cli_args.h"
 #include "cli_common.h"
 #include "fsutil.h"
 #include "../autotune/autotune.h"
 #include "cuda/kcache.h"
+#include "kbundle.h"
 
 #include <jansson.h>
 
@@ -13,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,23 +29,6 @@ typedef struct filter {
     int partial; /* include unfinished tunes */
 } filter;
 
-static int filter_opt(const char *cmd, int argc, char **argv, int *i, filter *f) {
-    const char *v;
-    struct { const char *name; const char **dst; } opts[] = {
-        {"--backend", &f->backend}, {"--op", &f->op}, {"--dir", &f->dir}, {"--device", &f->device}};
-    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
-        if (cli_is_opt(argv[*i], opts[k].name)) {
-            if (!(v = cli_opt_val(argc, argv, i, opts[k].name))) return cli_usage(cmd, "%s needs a value", opts[k].name), -1;
-            *opts[k].dst = v;
-            return 1;
-        }
-    if (!strcmp(argv[*i], "--partial")) {
-        f->partial = 1;
-        return 1;
-    }
-    return 0;
-}
-
 static int filter_match(const filter *f, const cg_tune_entry *e) {
     if (!e->complete && !f->partial) return 0;
     if (f->backend && strcmp(f->backend, "all") && strcmp(f->backend, e->key.backend)) return 0;
@@ -51,14 +37,6 @@ static int filter_match(const filter *f, const cg_tune_entry *e) {
     if (f->device && !strstr(e->key.device, f->device)) return 0;
     return 1;
 }
-
-static const char k_filter_help[] =
-    "  --backend cpu|cuda|emulate   only entries of this backend\n"
-    "  --op ssd|sscan               only this op\n"
-    "  --dir fwd|bwd                only this direction\n"
-    "  --device TEXT                only devices whose name contains TEXT\n"
-    "  --partial                    include unfinished (interrupted) tunes\n"
-    "  --cache-dir DIR              the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)\n";
 
 /* The filters as rows of a cg_cli_opt table over the filter `fld` of options struct T. */
 #define CLI_FILTER_ROWS(T, fld)                                                                                  \
@@ -464,38 +442,47 @@ int cg_cmd_show(int argc, char **argv) {
 /* --------------------------------------------------------------- export */
 
 static const char k_export_usage[] =
-    "usage: chunkgen export --json FILE [filters]\n"
+    "usage: chunkgen export --json FILE [--with-kernels [--arch 80,90]] [filters]\n"
     "\n"
     "Writes every tuned entry (key fields, params, timings of every candidate, device and\n"
     "versions) as one JSON document {\"schema\": 1, \"kind\": \"chunkgen-configs\",\n"
     "\"entries\": [...]}. FILE - is stdout. `chunkgen import` reads it back.\n"
-    "\n"
-    "filters:\n";
+    "--with-kernels adds the compiled kernels of the kernel cache (CUBINs of this chunkgen\n"
+    "version; --arch: of those archs only) as \"kernels\": a bundle that lets another\n"
+    "machine run the tuned configs without compiling (`chunkgen build-kernels` fills the\n"
+    "cache without a GPU).\n";
+
+typedef struct export_opts {
+    filter f;
+    const char *out, *archs, *cache_dir;
+    int with_kernels, threads;
+} export_opts;
+
+static const cg_cli_opt k_export_opts[] = {
+    {"--json", 0, CG_CLI_STR, offsetof(export_opts, out), "FILE", "write the document to FILE (- for stdout)", 0, 0, NULL},
+    {"--with-kernels", 0, CG_CLI_FLAG, offsetof(export_opts, with_kernels), NULL,
+     "also the compiled kernels of the kernel cache (a bundle)", 0, 0, NULL},
+    {"--arch", 0, CG_CLI_STR, offsetof(export_opts, archs), "LIST", "with --with-kernels: only kernels for these archs, e.g. 80,90",
+     0, 0, NULL},
+    CLI_FILTER_ROWS(export_opts, f),
+    CG_CLI_OPT_CACHE_DIR(export_opts, cache_dir),
+    CG_CLI_OPT_THREADS(export_opts, threads),
+    CG_CLI_OPT_END};
+
+static const cg_cli_cmd k_export_cmd = {"export", k_export_usage, k_export_opts, NULL, NULL};
 
 int cg_cmd_export(int argc, char **argv) {
     const char *cmd = "export";
-    cli_common c = {NULL, 0};
-    filter f;
-    memset(&f, 0, sizeof f);
-    const char *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(k_export_usage, stdout);
-            fputs(k_filter_help, stdout);
-            return 0;
-        }
-        int k = cli_common_opt(cmd, argc, argv, &i, &c);
-        if (k < 0) return 2;
-        if (k) continue;
-        if ((k = filter_opt(cmd, argc, argv, &i, &f)) < 0) return 2;
-        if (k) continue;
-        if (cli_is_opt(argv[i], "--json")) {
-            if (!(out = cli_opt_val(argc, argv, &i, "--json"))) return cli_usage(cmd, "--json needs a file (- for stdout)");
-            continue;
-        }
-        return cli_usage(cmd, "unknown argument '%s'", argv[i]);
-    }
+    export_opts o;
+    memset(&o, 0, sizeof o);
+    int prc = cg_cli_parse(&k_export_cmd, argc, argv, &o);
+    if (prc) return prc < 0 ? 0 : prc;
+    const filter f = o.f;
+    const char *out = o.out, *archs = o.archs;
+    const int with_kernels = o.with_kernels;
+    cli_common c = {o.cache_dir, o.threads};
     if (!out) return cli_usage(cmd, "missing --json FILE");
+    if (archs && !with_kernels) return cli_usage(cmd, "--arch selects the kernels of --with-kernels");
     cg_context *ctx = cli_make_ctx(cmd, &c);
     if (!ctx) return 1;
     const char *dir = cg__tune_store_dir(ctx);
@@ -523,6 +510,12 @@ int cg_cmd_export(int argc, char **argv) {
                                   "chunkgen", cg_version(), "exported", when, "entries", arr)
                       : NULL;
     if (!rc && !doc) rc = cli_fail(cmd, "out of memory");
+    int nkernels = 0;
+    if (!rc && with_kernels) {
+        char kdir[4200];
+        snprintf(kdir, sizeof kdir, "%s/kernels", cg__cache_dir(ctx));
+        if ((nkernels = cg_bundle_add_kernels(doc, kdir, archs)) < 0) rc = cli_fail(cmd, "out of memory");
+    }
     if (!rc) {
         int flags = JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII;
         int bad;
@@ -545,6 +538,8 @@ int cg_cmd_export(int argc, char **argv) {
         if (bad) rc = cli_fail(cmd, "cannot write %s: %s", out, why[0] ? why : strerror(errno));
         else if (strcmp(out, "-"))
             fprintf(stderr, "chunkgen export: %d entr%s written to %s\n", l.n, l.n == 1 ? "y" : "ies", out);
+        if (with_kernels && strcmp(out, "-"))
+            fprintf(stderr, "chunkgen export: %d compiled kernel%s bundled\n", nkernels, nkernels == 1 ? "" : "s");
     }
     json_decref(doc);
     list_free(&l);
@@ -567,31 +562,48 @@ static const char k_import_usage[] =
     "in one deterministic choice: the fastest stays unless the others are within its\n"
     "measured noise, then the tie rule (the space's order) decides -- whatever the order of\n"
     "the sources. Nothing is written when a source cannot be read. Exit status 1 when\n"
-    "anything was rejected.\n";
+    "anything was rejected.\n"
+    "A bundle's compiled kernels (`export --with-kernels`) go into the kernel cache: each\n"
+    "is checked (format, checksum, built by this chunkgen version) and stored under its\n"
+    "key, which names its arch and compiler build, so it is only ever loaded for those.\n";
+
+typedef struct import_opts {
+    const char **files;
+    int nfiles, allow_foreign, dry, threads;
+    const char *cache_dir;
+} import_opts;
+
+static int import_source(void *opts, const char *arg, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    import_opts *o = opts;
+    o->files[o->nfiles++] = arg; /* files holds argc entries: never full */
+    return 0;
+}
+
+static const cg_cli_opt k_import_opts[] = {
+    {"--allow-foreign", 0, CG_CLI_FLAG, offsetof(import_opts, allow_foreign), NULL,
+     "keep entries measured on another device", 0, 0, NULL},
+    {"--dry-run", 0, CG_CLI_FLAG, offsetof(import_opts, dry), NULL, "check and report, write nothing", 0, 0, NULL},
+    CG_CLI_OPT_CACHE_DIR(import_opts, cache_dir),
+    CG_CLI_OPT_THREADS(import_opts, threads),
+    CG_CLI_OPT_END};
+
+static const cg_cli_cmd k_import_cmd = {"import", k_import_usage, k_import_opts, import_source, NULL};
 
 int cg_cmd_import(int argc, char **argv) {
     const char *cmd = "import";
-    cli_common c = {NULL, 0};
-    const char **files = calloc((size_t)argc + 1, sizeof *files);
-    int nfiles = 0;
-    int allow_foreign = 0, dry = 0;
-    if (!files) return cli_fail(cmd, "out of memory");
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(k_import_usage, stdout);
-            return 0;
-        }
-        int k = cli_common_opt(cmd, argc, argv, &i, &c);
-        if (k < 0) return 2;
-        if (k) continue;
-        if (!strcmp(argv[i], "--allow-foreign")) allow_foreign = 1;
-        else if (!strcmp(argv[i], "--dry-run")) dry = 1;
-        else if (argv[i][0] != '-' || !strcmp(argv[i], "-")) files[nfiles++] = argv[i];
-        else {
-            free(files);
-            return cli_usage(cmd, "unknown argument '%s'", argv[i]);
-        }
+    import_opts o;
+    memset(&o, 0, sizeof o);
+    if (!(o.files = calloc((size_t)argc + 1, sizeof *o.files))) return cli_fail(cmd, "out of memory");
+    int prc = cg_cli_parse(&k_import_cmd, argc, argv, &o);
+    if (prc) {
+        free(o.files);
+        return prc < 0 ? 0 : prc;
     }
+    const char **files = o.files;
+    const int nfiles = o.nfiles, allow_foreign = o.allow_foreign, dry = o.dry;
+    cli_common c = {o.cache_dir, o.threads};
     if (!nfiles) {
         free(files);
         return cli_usage(cmd, "missing the FILE (or store directory) to import");
@@ -603,14 +615,29 @@ int cg_cmd_import(int argc, char **argv) {
     }
     cg_tune_import_stats s;
     cg_status st = cg__tune_import_files(ctx, files, nfiles, allow_foreign, dry, stderr, &s);
-    free(files);
     int rc = 0;
     if (st != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
     else {
         fprintf(stderr, "chunkgen import: %s%d added, %d replaced, %d kept (the merge rule kept another entry), %d rejected\n",
                 dry ? "(dry run) " : "", s.added, s.replaced, s.kept, s.rejected);
         if (s.rejected) rc = 1;
+        /* the bundles' compiled kernels (a file source: stdin was read once above) */
+        char kdir[4200];
+        snprintf(kdir, sizeof kdir, "%s/kernels", cg__cache_dir(ctx));
+        cg_bundle_stats ks = {0};
+        for (int i = 0; i < nfiles; i++) {
+            struct stat sb;
+            if (!strcmp(files[i], "-") || stat(files[i], &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+            json_t *doc = json_load_file(files[i], 0, NULL);
+            cg_bundle_import_kernels(doc, files[i], kdir, dry, stderr, &ks);
+            json_decref(doc);
+        }
+        if (ks.added || ks.kept || ks.rejected)
+            fprintf(stderr, "chunkgen import: %skernels: %d added, %d already cached, %d rejected\n", dry ? "(dry run) " : "",
+                    ks.added, ks.kept, ks.rejected);
+        if (ks.rejected) rc = 1;
     }
+    free(files);
     cg_context_free(ctx);
     return rc;
 }

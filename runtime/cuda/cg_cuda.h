@@ -4,6 +4,7 @@
 #define CG_CUDA_H
 
 #include "gen.h"
+#include "kcache.h"
 
 /* -------------------------------------------------- driver API (cuda.h subset) */
 typedef int CUresult;
@@ -143,6 +144,19 @@ int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf
  * returned on failure too, with CG_ECOMPILE and the log in the message). */
 cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *source, int arch, void **cubin,
                             size_t *cubin_len, char **log);
+
+/* The first line of every CUBIN cache key: the chunkgen version and the entry format.
+ * A kernel built by another chunkgen (or for another entry format) has another key,
+ * so it is never found; `chunkgen import` refuses bundled kernels without this head. */
+#define CG_CUBIN_KEY_HEAD "chunkgen " CG_VERSION_STRING " kcache-format " CG_KCACHE_FORMAT_STR
+
+/* The kernel cache key (kcache.h) of the CUBIN of `source` for sm_<arch>: the
+ * version head above, target, compiler (nvrtc_id, cg__nvrtc_id), options, name and the
+ * source itself -- what both the CUDA executor and `chunkgen build-kernels` look up, so
+ * kernels built ahead of time (without a GPU) are the ones a process later finds.
+ * *out is malloc'd. */
+cg_status cg__cubin_key(cg_context *ctx, const char *nvrtc_id, int arch, const char *name, const char *source,
+                        char **out);
 
 /* A device description of arch with that architecture's limits (for rendering and
  * compiling without the device, e.g. in tests and `chunkgen gen --arch`). 0 when the

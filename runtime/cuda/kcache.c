@@ -165,6 +165,32 @@ static int parse(const unsigned char *d, size_t n, uint64_t *klen, uint64_t *ple
     return 0;
 }
 
+int cg__kcache_parse(const void *data, size_t n, const char **key, size_t *klen, const void **payload,
+                     size_t *plen, const char **log, size_t *llen, char *why, size_t whycap) {
+    uint64_t k, p, l;
+    char w[256];
+    if (parse(data, n, &k, &p, &l, w, sizeof w) != 0) {
+        if (why) snprintf(why, whycap, "%s", w);
+        return -1;
+    }
+    const unsigned char *d = data;
+    *key = (const char *)d + HEADER_BYTES;
+    *klen = (size_t)k;
+    *payload = d + HEADER_BYTES + k;
+    *plen = (size_t)p;
+    *log = (const char *)d + HEADER_BYTES + k + p;
+    *llen = (size_t)l;
+    return 0;
+}
+
+int cg__kcache_read_file(const char *path, void **data, size_t *len, char *why, size_t whycap) {
+    unsigned char *d;
+    int err;
+    if (read_all(path, &d, len, &err, why, whycap) != 0) return -1;
+    *data = d;
+    return 0;
+}
+
 int cg__kcache_verify_file(const char *path, char *why, size_t whycap) {
     unsigned char *d;
     size_t n;

@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #define CG_KCACHE_FORMAT 1
+#define CG_KCACHE_FORMAT_STR "1" /* the same, as text (cache keys) */
 
 /* 128-bit non-cryptographic hash (two 64-bit words). */
 void cg__hash128(const void *data, size_t n, uint64_t out[2]);
@@ -38,6 +39,16 @@ void cg__kcache_path(const char *dir, const char *label, const char *key, char *
 /* Check an entry file completely (magic, version, sizes, checksum). 0 when good; else
  * -1 with the reason in why. */
 int cg__kcache_verify_file(const char *path, char *why, size_t whycap);
+
+/* Parse an entry image in memory (as cg__kcache_verify_file checks a file): 0 and
+ * pointers into data for the key, payload and log with their lengths; else -1 with
+ * the reason in why. */
+int cg__kcache_parse(const void *data, size_t n, const char **key, size_t *klen, const void **payload,
+                     size_t *plen, const char **log, size_t *llen, char *why, size_t whycap);
+
+/* Read an entry file whole (at most 4 GiB; not a FIFO or other special file): 0 and a
+ * malloc'd *data of *len bytes, else -1 with the reason in why. */
+int cg__kcache_read_file(const char *path, void **data, size_t *len, char *why, size_t whycap);
 
 /* Number of entry files and their total bytes in dir (0, 0 when absent). */
 void cg__kcache_stat(const char *dir, int64_t *files, int64_t *bytes);

@@ -141,23 +141,7 @@ static cg_status key_text(cg_context *ctx, cuda_state *s, const cg_plan *plan, c
         cg_status st = cg__nvrtc_id(ctx, s->nvrtc_id, sizeof s->nvrtc_id);
         if (st != CG_OK) return st;
     }
-    const char *opts[CG_NVRTC_MAX_OPTS];
-    char optbuf[512], optline[1024] = "";
-    int n = cg__nvrtc_options(s->info.arch, plan->source, opts, optbuf, sizeof optbuf);
-    for (int i = 0; i < n; i++) {
-        size_t l = strlen(optline);
-        snprintf(optline + l, sizeof optline - l, "%s%s", i ? " " : "", opts[i]);
-    }
-    size_t srclen = strlen(plan->source), cap = srclen + 2048;
-    char *k = malloc(cap);
-    if (!k) return cg__err(ctx, CG_ENOMEM, "CUDA: out of memory");
-    snprintf(k, cap,
-             "chunkgen %s kcache-format %d\nkind cubin\ntarget sm_%d\ncompiler %s\noptions %s\nname %s\n"
-             "source %zu bytes\n%s",
-             CG_VERSION_STRING, CG_KCACHE_FORMAT, s->info.arch, s->nvrtc_id, optline, plan->name, srclen,
-             plan->source);
-    *out = k;
-    return CG_OK;
+    return cg__cubin_key(ctx, s->nvrtc_id, s->info.arch, plan->name, plan->source, out);
 }
 
 /* Allow f `smem` bytes of dynamic shared memory. The default allowance is the
@@ -216,7 +200,9 @@ static cg_status get_functions(cg_context *ctx, cuda_state *s, cuda_mod *m, cons
 
 static cg_status load_image(cg_context *ctx, CUmodule *mod, const void *image) {
     const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    int64_t t0 = cg__jit_now_ns();
     CG_CU_CHECK(ctx, cuModuleLoadData(mod, image));
+    cg__jit_count(CG_JIT_LOAD, cg__jit_now_ns() - t0);
     return CG_OK;
 }
 
@@ -241,7 +227,11 @@ static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan
     size_t len = 0;
     char *log = NULL;
     CUmodule mod = NULL;
+    int64_t t0 = cg__jit_now_ns();
     if (cg__kcache_get(dir, plan->name, key, &bin, &len, &log) == CG_OK) {
+        cg__jit_count(CG_JIT_DISK_HIT, cg__jit_now_ns() - t0);
+        if (log && !strncmp(log, CG_BUNDLE_LOG_TAG, strlen(CG_BUNDLE_LOG_TAG)))
+            cg__jit_count(CG_JIT_BUNDLE_HIT, cg__jit_now_ns() - t0);
         if (load_image(ctx, &mod, bin) != CG_OK) {
             cg__log(CG_LOG_WARN, "cached kernel %s does not load (%s); rebuilding it", plan->name, cg_errmsg(ctx));
             mod = NULL;

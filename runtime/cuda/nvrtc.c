@@ -1,6 +1,8 @@
 /* nvrtc.c -- compile rendered kernels straight to CUBIN with NVRTC. */
 #include "cg_cuda.h"
 
+#include "kcache.h"
+
 #include <dlfcn.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,6 +61,27 @@ int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf
         if (p) p++;
     }
     return n;
+}
+
+cg_status cg__cubin_key(cg_context *ctx, const char *nvrtc_id, int arch, const char *name, const char *source,
+                        char **out) {
+    *out = NULL;
+    const char *opts[CG_NVRTC_MAX_OPTS];
+    char optbuf[512], optline[1024] = "";
+    int n = cg__nvrtc_options(arch, source, opts, optbuf, sizeof optbuf);
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(optline);
+        snprintf(optline + l, sizeof optline - l, "%s%s", i ? " " : "", opts[i]);
+    }
+    size_t srclen = strlen(source), cap = srclen + strlen(nvrtc_id) + 2048;
+    char *k = malloc(cap);
+    if (!k) return cg__err(ctx, CG_ENOMEM, "NVRTC: out of memory for the cache key of %s", name);
+    snprintf(k, cap,
+             CG_CUBIN_KEY_HEAD "\nkind cubin\ntarget sm_%d\ncompiler %s\noptions %s\nname %s\n"
+             "source %zu bytes\n%s",
+             arch, nvrtc_id, optline, name, srclen, source);
+    *out = k;
+    return CG_OK;
 }
 
 static cg_status compile(cg_context *ctx, const cg_nvrtc_api *cg__nv, nvrtcProgram prog, int nopt,
@@ -125,10 +148,12 @@ cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *sourc
     int nopt = cg__nvrtc_options(arch, source, opts, optbuf, sizeof optbuf);
     char file[256];
     snprintf(file, sizeof file, "%.200s.cu", name);
+    int64_t t0 = cg__jit_now_ns();
     nvrtcProgram prog;
     CG_NVRTC_CHECK(ctx, nvrtcCreateProgram(&prog, source, file, 0, NULL, NULL));
     cg_status st = compile(ctx, cg__nv, prog, nopt, opts, name, cubin, cubin_len, log);
     cg__nv->nvrtcDestroyProgram(&prog);
+    cg__jit_count(CG_JIT_COMPILE, cg__jit_now_ns() - t0);
     return st;
 }
 
