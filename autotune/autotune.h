@@ -169,7 +169,7 @@ int cg__tune_store_scan(const char *dir, cg_tune_visit_fn fn, void *arg);
 /* Print "chunkgen: warning: ..." once per (path) per process. */
 void cg__tune_warn_once(const char *path, const char *why);
 /* Forget the in-process lookup index of dir (after writing into it). */
-void cg__tune_index_invalidate(const char *dir);
+void cg__tune_index_invalidate(const char *dir); /* dir NULL: every directory */
 /* Atomic write of bytes to dir/name (temp in dir, fsync, rename). */
 cg_status cg__tune_write_atomic(cg_context *ctx, const char *dir, const char *name, const void *data, size_t n);
 /* mkdir -p. 0 on success. */

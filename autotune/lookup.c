@@ -77,7 +77,7 @@ static void index_clear(store_index *x) {
 void cg__tune_index_invalidate(const char *dir) {
     pthread_mutex_lock(&g_mu);
     for (store_index *x = g_indexes; x; x = x->next)
-        if (!strcmp(x->dir, dir)) x->loaded = x->missing = 0;
+        if (!dir || !strcmp(x->dir, dir)) x->loaded = x->missing = 0;
     atomic_fetch_add(&g_gen, 1);
     pthread_mutex_unlock(&g_mu);
 }

@@ -22,7 +22,8 @@ Python_add_library(_C MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_modu
   ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c
   $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
 # runtime/: the op table (ops.h), whose accessors the module links with the library's objects.
-target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
+target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime
+  ${PROJECT_SOURCE_DIR}/autotune)
 target_compile_options(_C PRIVATE ${CG_WARN})
 target_link_libraries(_C PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::Threads ${CMAKE_DL_LIBS} m)
 # Keep the library's symbols inside the module.

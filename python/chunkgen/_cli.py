@@ -13,7 +13,7 @@ import os
 import subprocess
 from typing import Iterable, Optional, Sequence, Union
 
-from . import _state
+from . import _C, _state
 
 CLI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "chunkgen")
 
@@ -29,6 +29,8 @@ def cli(*args: str, input: Optional[str] = None) -> str:
     if not os.access(CLI, os.X_OK):
         raise RuntimeError(f"chunkgen CLI not found at {CLI} (reinstall the package)")
     p = subprocess.run(cmd, input=input, capture_output=True, text=True)
+    if args[0] in ("tune", "import", "cache"):
+        _C.configs_changed()  # it may have written the store: seen by the next call at once
     if p.returncode != 0:
         raise RuntimeError(f"chunkgen {args[0]} failed (exit {p.returncode}): {p.stderr.strip()}")
     return p.stdout

@@ -17,6 +17,7 @@
  * and applied to a thread's context before its next call.
  */
 #include "cg_args.h"
+#include "autotune.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -357,6 +358,16 @@ static PyObject *py_set_log_handler(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* configs_changed(): another process (the CLI run by chunkgen.tune/import_configs) wrote a
+ * store: drop the process's store indexes so the next call sees it at once, not within the
+ * second the library otherwise takes to notice. */
+static PyObject *py_configs_changed(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    cg__tune_index_invalidate(NULL);
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------ the rest */
 
 /* ops() -> ((name, tensor_names, is_output), ...) in cg_op order, from the op table:
@@ -441,6 +452,7 @@ static PyObject *py_set_cache_dir(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
      "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose)"},
+    {"configs_changed", py_configs_changed, METH_NOARGS, "drop the cached store indexes (a store was written)"},
     {"workspace_size", (PyCFunction)(void (*)(void))py_workspace_size, METH_FASTCALL,
      "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
     {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
