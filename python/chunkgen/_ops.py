@@ -15,17 +15,24 @@ Shape = Tuple[int, ...]
 
 
 class OpInfo:
-    __slots__ = ("index", "name", "fields", "inputs", "outputs")
+    """One op of the C op table: its tensors in table order (inputs first), and per tensor
+    its extents (symbol names of the token-major dimensions, "" for 1; `layout` tensors
+    swap dimensions 1 and 2 in head-major) and, for backward outputs, the input it is the
+    gradient of."""
+    __slots__ = ("index", "name", "fields", "inputs", "outputs", "extents", "layout", "grad_of")
 
-    def __init__(self, index: int, name: str, fields: Sequence[str], is_out: Sequence[bool]):
+    def __init__(self, index: int, name: str, tensors):
         self.index = index
         self.name = name
-        self.fields = tuple(fields)
-        self.inputs = tuple(f for f, o in zip(fields, is_out) if not o)
-        self.outputs = tuple(f for f, o in zip(fields, is_out) if o)
+        self.fields = tuple(t[0] for t in tensors)
+        self.inputs = tuple(t[0] for t in tensors if not t[1])
+        self.outputs = tuple(t[0] for t in tensors if t[1])
+        self.extents = {t[0]: t[2] for t in tensors}
+        self.layout = {t[0]: t[3] for t in tensors}
+        self.grad_of = {t[0]: t[4] for t in tensors if t[4] is not None}
 
 
-OPS: Dict[str, OpInfo] = {name: OpInfo(i, name, f, o) for i, (name, f, o) in enumerate(_C.ops())}
+OPS: Dict[str, OpInfo] = {name: OpInfo(i, name, ts) for i, (name, ts) in enumerate(_C.ops())}
 BACKENDS: Tuple[str, ...] = _C.backends()  # index = cg_backend value
 F32, F64 = 0, 1  # cg_dtype
 REF = BACKENDS.index("ref")

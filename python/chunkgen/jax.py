@@ -44,7 +44,8 @@ try:
     from . import _jax_ffi
 except ImportError as e:  # pragma: no cover - depends on how the package was built
     raise ImportError("chunkgen.jax: this chunkgen was built without jaxlib's FFI headers (the jaxlib of the "
-                      "building Python); install jax first, then `pip install --no-build-isolation .`") from e
+                      "building Python): reinstall with a plain `pip install .` (it fetches jaxlib for the build) or, "
+                      "with jax installed, `pip install --no-build-isolation .`; not with CHUNKGEN_NO_JAX=1") from e
 
 __all__ = ["ssd", "sscan", "shard_ssd", "shard_sscan", "set_threads", "set_cache_dir"]
 
@@ -58,8 +59,9 @@ except Exception:  # pragma: no cover - a jaxlib without the CUDA platform
 
 _AUTO = 0
 _DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # -> cg_dtype
-# Tensors without the leading batch axis B (every other tensor of the four ops has it).
-_UNBATCHED = frozenset(("A", "D", "delta_bias", "dA", "dD", "ddelta_bias"))
+# Tensors without the leading batch axis B (the op table's extents; A, D, delta_bias and
+# their gradients).
+_UNBATCHED = frozenset(n for info in OPS.values() for n, e in info.extents.items() if e[0] != "B")
 
 
 def set_threads(threads: int) -> None:
@@ -170,28 +172,41 @@ def _call(op: str, given: dict, want: Tuple[str, ...], flag: int):
     return dict(zip(want, outs))
 
 
+# ------------------------------------------------- the ops as custom_vjp functions
+
+def _with_vjp(fwd: str, bwd: str):
+    """fwd(flag, *inputs) -> its outputs (the op table's order), a custom_vjp function whose
+    backward is the op bwd. The residuals are the inputs (no per-token states); bwd's
+    inputs that fwd lacks are the cotangents of fwd's outputs, in order (dout, dhT for
+    o, hT); bwd computes the gradient of every given input (the table's grad_of)."""
+    fi, bi = OPS[fwd], OPS[bwd]
+    grad = {x: g for g, x in bi.grad_of.items()}  # input -> its gradient output
+    cot = tuple(n for n in bi.inputs if n not in fi.inputs)
+    assert len(cot) == len(fi.outputs), (fwd, bwd)
+
+    @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+    def f(flag, *xs):
+        r = _call(fwd, dict(zip(fi.inputs, xs)), fi.outputs, flag)
+        return tuple(r[n] for n in fi.outputs)
+
+    def f_fwd(flag, *xs):
+        return f(flag, *xs), xs
+
+    def f_bwd(flag, xs, cts):
+        given = dict(zip(fi.inputs, xs))
+        given.update(zip(cot, cts))
+        g = _call(bwd, given, tuple(grad[n] for n in fi.inputs if given[n] is not None and n in grad), flag)
+        return tuple(g.get(grad.get(n)) for n in fi.inputs)
+
+    f.defvjp(f_fwd, f_bwd)
+    return f
+
+
+_ssd = _with_vjp("ssd_fwd", "ssd_bwd")
+_sscan = _with_vjp("sscan_fwd", "sscan_bwd")
+
+
 # -------------------------------------------------------------------- SSD
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _ssd(flag, q, k, v, log_alpha, h0):
-    r = _call("ssd_fwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0), ("o", "hT"), flag)
-    return r["o"], r["hT"]
-
-
-def _ssd_fwd(flag, q, k, v, log_alpha, h0):
-    return _ssd(flag, q, k, v, log_alpha, h0), (q, k, v, log_alpha, h0)
-
-
-def _ssd_bwd(flag, res, cts):
-    q, k, v, log_alpha, h0 = res
-    do, dhT = cts
-    want = ("dq", "dk", "dv", "dlog_alpha") + (("dh0",) if h0 is not None else ())
-    g = _call("ssd_bwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0, dout=do, dhT=dhT), want, flag)
-    return g["dq"], g["dk"], g["dv"], g["dlog_alpha"], g.get("dh0")
-
-
-_ssd.defvjp(_ssd_fwd, _ssd_bwd)
-
 
 def ssd(q, k, v, log_alpha, h0=None, *, layout: str = "head"):
     """SSD (Mamba-2 chunked gated linear attention), differentiable in every input.
@@ -204,30 +219,6 @@ def ssd(q, k, v, log_alpha, h0=None, *, layout: str = "head"):
 
 
 # --------------------------------------------------------- selective scan
-
-_SSCAN_IN = ("x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0")
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _sscan(flag, *xs):
-    r = _call("sscan_fwd", dict(zip(_SSCAN_IN, xs)), ("y", "hT"), flag)
-    return r["y"], r["hT"]
-
-
-def _sscan_fwd(flag, *xs):
-    return _sscan(flag, *xs), xs
-
-
-def _sscan_bwd(flag, xs, cts):
-    given = dict(zip(_SSCAN_IN, xs))
-    given["dy"], given["dhT"] = cts
-    want = ("dx", "ddelta", "dA", "dB", "dC") + tuple("d" + n for n in _SSCAN_IN[5:] if given[n] is not None)
-    g = _call("sscan_bwd", given, want, flag)
-    return tuple(g.get("d" + n) for n in _SSCAN_IN)
-
-
-_sscan.defvjp(_sscan_fwd, _sscan_bwd)
-
 
 def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, delta_softplus: bool = False):
     """Selective scan (Mamba-1 S6), differentiable in every input.
@@ -271,7 +262,7 @@ def shard_sscan(mesh, batch_axis=None, *, delta_softplus: bool = False):
 
     def f(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None):
         args = dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0)
-        names = [n for n in _SSCAN_IN if args[n] is not None]
+        names = [n for n in OPS["sscan_fwd"].inputs if args[n] is not None]
         spec = {n: (P() if n in _UNBATCHED else (b4 if args[n].ndim == 4 else b3)) for n in names}
 
         def body(*a):

@@ -20,17 +20,18 @@ from __future__ import annotations
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.sharding import NamedSharding, PartitionSpec
 
-_STATE = ("h0", "hT", "dhT", "dh0")
-_SEQ_LETTERS = {"q": "b g t k", "k": "b g t k", "v": "b h t v", "log_alpha": "b h t", "dout": "b h t v"}
-_MIRROR = {"o": "v", "hT": "h0", "dhT": "h0", "dh0": "h0", "dout": "v"}
+from ._ops import OPS
+
+# The op table's extent symbols as the rule's factor letters.
+_LETTER = {"B": "b", "T": "t", "G": "g", "H": "h", "dk": "k", "dv": "v"}
 
 
-def _letters(name: str, token: bool):
-    base = _MIRROR.get(name, name[1:] if name.startswith("d") and name[1:] in _SEQ_LETTERS else name)
-    if base in _STATE:
-        return ["b", "h", "k", "v"]
-    f = _SEQ_LETTERS[base].split()
-    if token:
+def _letters(op: str, name: str, token: bool):
+    """Factor letters of tensor `name` of `op`, from the op table (extents in token-major
+    order; `layout` tensors swap dimensions 1 and 2 in head-major)."""
+    info = OPS[op]
+    f = [_LETTER[e] for e in info.extents[name] if e]
+    if info.layout[name] and not token:
         f[1], f[2] = f[2], f[1]
     return f
 
@@ -47,7 +48,7 @@ def partitioned(op: str, names, want, flag: int, fn):
     if not op.startswith("ssd"):
         return fn
     token = not flag
-    letters = [_letters(n, token) for n in names] + [_letters(n, token) for n in want]
+    letters = [_letters(op, n, token) for n in tuple(names) + tuple(want)]
     f = custom_partitioning(fn)
 
     def rule(mesh, operand_types, result_types):

@@ -370,21 +370,32 @@ static PyObject *py_configs_changed(PyObject *self, PyObject *unused) {
 
 /* ------------------------------------------------------------ the rest */
 
-/* ops() -> ((name, tensor_names, is_output), ...) in cg_op order, from the op table:
- * the order run()'s tensors tuple follows, inputs (call()'s inputs) first. */
+/* One tensor of the op table: (name, is_output, extents, layout, grad_of). extents: the
+ * symbol names of its logical (token-major) dimensions ("B", "T", "G", "dk", ...; "" for
+ * an extent of 1); layout: head-major swaps dimensions 1 and 2; grad_of: the input a
+ * backward output is the gradient of, or None. */
+static PyObject *tensor_facts(const cg_tdesc *t) {
+    PyObject *ext = PyTuple_New(4);
+    for (int k = 0; ext && k < 4; k++) PyTuple_SET_ITEM(ext, k, PyUnicode_FromString(cg__sym_name(t->ext[k])));
+    if (!ext) return NULL;
+    return Py_BuildValue("(sNNNz)", t->name, PyBool_FromLong(t->role == CG_TD_OUT), ext,
+                         PyBool_FromLong((t->flags & CG_TD_LAYOUT) != 0), t->grad_of);
+}
+
+/* ops() -> ((name, (tensor facts, ...)), ...) in cg_op order, from the op table: the
+ * order run()'s tensors tuple follows, inputs (call()'s inputs) first. */
 static PyObject *py_ops(PyObject *self, PyObject *unused) {
     PyObject *r = PyTuple_New(CGPY_NOPS);
     for (int o = 0; r && o < CGPY_NOPS; o++) {
         const cg_op_desc *d = cg__op_desc((cg_op)o);
-        PyObject *names = PyTuple_New(d->nt), *outs = PyTuple_New(d->nt);
-        for (int i = 0; names && outs && i < d->nt; i++) {
-            PyTuple_SET_ITEM(names, i, PyUnicode_FromString(d->t[i].name));
-            PyTuple_SET_ITEM(outs, i, PyBool_FromLong(d->t[i].role == CG_TD_OUT));
+        PyObject *ts = PyTuple_New(d->nt), *e = NULL;
+        for (int i = 0; ts && i < d->nt; i++) {
+            PyObject *f = tensor_facts(&d->t[i]);
+            if (!f) Py_CLEAR(ts);
+            else PyTuple_SET_ITEM(ts, i, f);
         }
-        PyObject *e = names && outs ? Py_BuildValue("(sNN)", d->name, names, outs) : NULL;
+        if (ts) e = Py_BuildValue("(sN)", d->name, ts);
         if (!e) {
-            Py_XDECREF(names);
-            Py_XDECREF(outs);
             Py_DECREF(r);
             return NULL;
         }
@@ -464,7 +475,7 @@ static PyMethodDef methods[] = {
     {"set_torch_dtypes", (PyCFunction)(void (*)(void))py_set_torch_dtypes, METH_FASTCALL,
      "set_torch_dtypes(torch.float32, torch.float64)"},
     {"set_log_handler", py_set_log_handler, METH_O, "set_log_handler(fn(level, msg) or None): the library's log"},
-    {"ops", py_ops, METH_NOARGS, "((name, field_names, is_output), ...) in op index order"},
+    {"ops", py_ops, METH_NOARGS, "((name, ((tensor, is_output, extents, layout, grad_of), ...)), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
     {"last_dispatch", py_last_dispatch, METH_NOARGS, "cg_last_dispatch of this thread's context"},
     {"set_threads", py_set_threads, METH_O, "cg_context_set_threads on every context"},

@@ -1,0 +1,19 @@
+/* host_backends.c -- the two host backends behind the backend vtable: the generic CPU
+ * path (runtime/cpu/) and the float64 reference (runtime/ref/). Both run every shape. */
+#include "internal.h"
+
+static int host_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) {
+    (void)ctx;
+    (void)op;
+    (void)prob;
+    (void)cfg;
+    return 1;
+}
+
+/* A host backend named NAME whose entry points are cg__ssd_X_fwd ... cg__sscan_X_bwd. */
+#define HOST_BACKEND(NAME, X)                                                                                   \
+    {.name = NAME, .supports = host_supports, .ssd_fwd = cg__ssd_##X##_fwd, .ssd_bwd = cg__ssd_##X##_bwd,        \
+     .sscan_fwd = cg__sscan_##X##_fwd, .sscan_bwd = cg__sscan_##X##_bwd}
+
+const cg_backend_vt cg__backend_cpu = HOST_BACKEND("cpu", cpu);
+const cg_backend_vt cg__backend_ref = HOST_BACKEND("ref", ref);
