@@ -8,6 +8,7 @@
 #include "gen.h"
 #include "cg_kernel_params.h"
 #include "sscan_params.h"
+#include "elf_section.h"
 
 /* ----------------------------------------------------------------- driver */
 
@@ -108,35 +109,10 @@ CG_TEST(cuda_ptxas_parse) {
 
 /* ------------------------------------------------- CUBIN entries and params */
 
-/* Section `name` of an ELF64 little-endian image (a CUBIN); NULL when absent. */
+/* Section `name` of a CUBIN with contents; NULL when absent. */
 static const unsigned char *elf_section(const unsigned char *img, size_t len, const char *name, size_t *size) {
-    if (len < 64 || memcmp(img, "\177ELF", 4) != 0 || img[4] != 2 /* ELFCLASS64 */) return NULL;
-    uint64_t shoff;
-    uint16_t shentsize, shnum, shstrndx;
-    memcpy(&shoff, img + 0x28, 8);
-    memcpy(&shentsize, img + 0x3A, 2);
-    memcpy(&shnum, img + 0x3C, 2);
-    memcpy(&shstrndx, img + 0x3E, 2);
-    if (shentsize < 64 || shstrndx >= shnum || shoff > len || (uint64_t)shnum * shentsize > len - shoff) return NULL;
-    const unsigned char *sh = img + shoff;
-    uint64_t stroff, strsize;
-    memcpy(&stroff, sh + (size_t)shstrndx * shentsize + 24, 8);
-    memcpy(&strsize, sh + (size_t)shstrndx * shentsize + 32, 8);
-    if (stroff > len || strsize > len - stroff) return NULL;
-    for (unsigned i = 0; i < shnum; i++) {
-        const unsigned char *h = sh + (size_t)i * shentsize;
-        uint32_t nm;
-        uint64_t off, sz;
-        memcpy(&nm, h, 4);
-        memcpy(&off, h + 24, 8);
-        memcpy(&sz, h + 32, 8);
-        if (nm >= strsize || strnlen((const char *)img + stroff + nm, strsize - nm) == strsize - nm) continue;
-        if (strcmp((const char *)img + stroff + nm, name) != 0) continue;
-        if (off > len || sz > len - off) return NULL;
-        *size = (size_t)sz;
-        return img + off;
-    }
-    return NULL;
+    const unsigned char *data = NULL;
+    return cg_test_elf_find(img, len, name, &data, size) ? data : NULL;
 }
 
 /* What a function's .nv.info.<entry> section says about its parameters: the size of

@@ -28,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../elf_section.h"
+
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
@@ -320,41 +322,6 @@ typedef struct mmodule {
 } mmodule;
 #define MODULE_MAGIC 0x40d1
 
-/* Section `name`: header fields (size and, for sections with contents, data). */
-static int elf_find(const unsigned char *img, size_t len, const char *name, const unsigned char **data, size_t *size) {
-    uint64_t shoff;
-    uint16_t shentsize, shnum, shstrndx;
-    memcpy(&shoff, img + 0x28, 8);
-    memcpy(&shentsize, img + 0x3A, 2);
-    memcpy(&shnum, img + 0x3C, 2);
-    memcpy(&shstrndx, img + 0x3E, 2);
-    if (shentsize < 64 || shstrndx >= shnum || shoff > len || (uint64_t)shnum * shentsize > len - shoff) return 0;
-    const unsigned char *sh = img + shoff;
-    uint64_t stroff, strsize;
-    memcpy(&stroff, sh + (size_t)shstrndx * shentsize + 24, 8);
-    memcpy(&strsize, sh + (size_t)shstrndx * shentsize + 32, 8);
-    if (stroff > len || strsize > len - stroff) return 0;
-    for (unsigned i = 0; i < shnum; i++) {
-        const unsigned char *h = sh + (size_t)i * shentsize;
-        uint32_t nm, type;
-        uint64_t off, sz;
-        memcpy(&nm, h, 4);
-        memcpy(&type, h + 4, 4);
-        memcpy(&off, h + 24, 8);
-        memcpy(&sz, h + 32, 8);
-        if (nm >= strsize || strnlen((const char *)img + stroff + nm, strsize - nm) == strsize - nm) continue;
-        if (strcmp((const char *)img + stroff + nm, name) != 0) continue;
-        *size = (size_t)sz;
-        *data = NULL;
-        if (type != 8 /* SHT_NOBITS */) {
-            if (off > len || sz > len - off) return 0;
-            *data = img + off;
-        }
-        return 1;
-    }
-    return 0;
-}
-
 /* Bytes of an ELF64 image: the furthest end of its headers and sections. */
 static size_t elf_size(const unsigned char *img) {
     uint64_t shoff;
@@ -423,7 +390,7 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
     const unsigned char *d;
     size_t sz;
     snprintf(sec, sizeof sec, ".text.%s", name);
-    if (!elf_find(m->img, m->len, sec, &d, &sz)) return E_NOT_FOUND;
+    if (!cg_test_elf_find(m->img, m->len, sec, &d, &sz)) return E_NOT_FOUND;
     if (m->nfn == 16) return E_OUT_OF_MEMORY;
     mfunc *f = &m->fn[m->nfn];
     memset(f, 0, sizeof *f);
@@ -431,10 +398,10 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
     snprintf(sec, sizeof sec, ".nv.shared.%s", name);
     /* sm_90 CUBINs count the 1 KB the system reserves per block in this section; the
      * function attribute (and the 48 KB default allowance) covers the static part only */
-    if (elf_find(m->img, m->len, sec, &d, &sz)) f->static_smem = sz > RESERVED_SMEM ? (int)(sz - RESERVED_SMEM) : 0;
+    if (cg_test_elf_find(m->img, m->len, sec, &d, &sz)) f->static_smem = sz > RESERVED_SMEM ? (int)(sz - RESERVED_SMEM) : 0;
     f->max_dyn = DEFAULT_SMEM - f->static_smem;
     snprintf(sec, sizeof sec, ".nv.info.%s", name);
-    if (elf_find(m->img, m->len, sec, &d, &sz) && d) {
+    if (cg_test_elf_find(m->img, m->len, sec, &d, &sz) && d) {
         for (size_t i = 0; i + 4 <= sz;) {
             int fmt = d[i], attr = d[i + 1];
             uint16_t v16;
