@@ -35,17 +35,23 @@ static void span(const cg_tensor *t, const int64_t *st, uintptr_t *lo, uintptr_t
     *hi = *lo + (uintptr_t)((maxoff + 1) * (int64_t)dt_size(t->dtype));
 }
 
-/* The symbolic dims of sp ("[B, T, G, dk]"), into buf (48 bytes). */
-static const char *tdims(const tspec *sp, char *buf) {
-    cg__op_dims_text(sp->d, sp->idx, sp->grouped, sp->hm, buf, 48);
+/* Message texts, formatted only when a check fails (validation runs for every tensor of
+ * every call): tensor i's symbolic dims ("[B, T, G, dk]") into buf (64 bytes), and the
+ * shape sp expects ("[2, 37, 4, 48]") into buf (96 bytes). */
+static const char *dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf) {
+    cg__op_dims_text(d, i, grouped, hm, buf, 64);
+    return buf;
+}
+static const char *tdims(const tspec *sp, char *buf) { return dims_text(sp->d, sp->idx, sp->grouped, sp->hm, buf); }
+static const char *twant(const tspec *sp, char *buf) {
+    fmt_shape(buf, 96, sp->ndim, sp->shape);
     return buf;
 }
 
-/* Check one tensor; fills strides (contiguous when all zero). Messages are formatted
- * only on failure: this runs for every tensor of every call. */
+/* Check one tensor; fills strides (contiguous when all zero). */
 static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     const cg_tensor *t = sp->t;
-    char want[96], got[96], db[48];
+    char want[96], got[96], db[64];
     if (!t->data) {
         if (sp->required)
             return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", sp->name, tdims(sp, db));
@@ -56,16 +62,15 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     if ((uintptr_t)t->data % dt_size(t->dtype)) /* misaligned data would be read misaligned (UB) */
         return cg__err(ctx, CG_EINVAL, "%s: data pointer %p is not aligned to %zu bytes (the size of its dtype)",
                        sp->name, t->data, dt_size(t->dtype));
-#define WANT (fmt_shape(want, sizeof want, sp->ndim, sp->shape), want)
     if (t->ndim != sp->ndim) {
         fmt_shape(got, sizeof got, t->ndim > 0 && t->ndim <= CG_MAX_DIMS ? t->ndim : 0, t->shape);
         return cg__err(ctx, CG_EINVAL, "%s: %d dimensions %s but expected %d: %s %s", sp->name, t->ndim, got,
-                       sp->ndim, WANT, tdims(sp, db));
+                       sp->ndim, twant(sp, want), tdims(sp, db));
     }
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] != sp->shape[i]) {
             fmt_shape(got, sizeof got, t->ndim, t->shape);
-            return cg__err(ctx, CG_EINVAL, "%s: shape %s but expected %s %s", sp->name, got, WANT, tdims(sp, db));
+            return cg__err(ctx, CG_EINVAL, "%s: shape %s but expected %s %s", sp->name, got, twant(sp, want), tdims(sp, db));
         }
     }
     int all_zero = 1;
@@ -75,11 +80,11 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
         if (all_zero) st[i] = numel;
         else st[i] = t->stride[i];
         if (numel > INT64_MAX / t->shape[i])
-            return cg__err(ctx, CG_EINVAL, "%s: element count of shape %s overflows 64 bits", sp->name, WANT);
+            return cg__err(ctx, CG_EINVAL, "%s: element count of shape %s overflows 64 bits", sp->name, twant(sp, want));
         numel *= t->shape[i];
     }
     if (numel > INT64_MAX / 8)
-        return cg__err(ctx, CG_EINVAL, "%s: byte size of shape %s overflows 64 bits", sp->name, WANT);
+        return cg__err(ctx, CG_EINVAL, "%s: byte size of shape %s overflows 64 bits", sp->name, twant(sp, want));
     int64_t maxoff = 0;
     for (int i = 0; i < t->ndim; i++) {
         if (st[i] < 0)
@@ -113,7 +118,6 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     }
     return CG_OK;
 }
-#undef WANT
 
 /* Check all specs; then outputs must not overlap each other or any input; then build views. */
 static cg_status check_all(cg_context *ctx, tspec *sp, int n, cg_view **views, cg_dtype *dtype) {
@@ -171,19 +175,18 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
         if (!news) continue;
         const cg_tensor *t = cg__args_tensor(d, args, i);
         char full[64], part[64]; /* dims texts, formatted for a message only */
-#define FULL (cg__op_dims_text(d, i, 1, hm, full, sizeof full), full)
-        if (!t->data) return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", td->name, FULL);
+        if (!t->data) return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", td->name, dims_text(d, i, 1, hm, full));
         int64_t shape[4];
         int nfull = cg__op_given_shape(d, i, dims, 1, hm, shape);
         int g = 1;
         if (td->flags & CG_TD_GROUPABLE) {
             if (t->ndim != nfull && t->ndim != nfull - 1)
                 return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d %s or %d %s", td->name, t->ndim,
-                               nfull - 1, (cg__op_dims_text(d, i, 0, hm, part, sizeof part), part), nfull, FULL);
+                               nfull - 1, dims_text(d, i, 0, hm, part), nfull, dims_text(d, i, 1, hm, full));
             g = t->ndim == nfull;
             *grouped = g;
         } else if (t->ndim != nfull) {
-            return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d: %s", td->name, t->ndim, nfull, FULL);
+            return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d: %s", td->name, t->ndim, nfull, dims_text(d, i, 1, hm, full));
         }
         int order[4], n = cg__op_given_order(d, i, g, hm, order);
         for (int j = 0; j < n; j++) {
@@ -217,7 +220,6 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
     }
     return CG_OK;
 }
-#undef FULL
 
 cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob) {
     memset(prob, 0, d->prob_size);

@@ -92,6 +92,8 @@ CG_TEST(api_ssd_bad_shapes) {
     EXPECT_ERR(ctx, cg_ssd_fwd(ctx, &a, &k_cpu), CG_EINVAL, "o:", "null");
     a = ssd_fwd_args(&f); a.h0.shape[3] = 5;
     EXPECT_ERR(ctx, cg_ssd_fwd(ctx, &a, &k_cpu), CG_EINVAL, "h0:", "[B, H, dk, dv]");
+    /* the message says the shape expected, not only its symbols */
+    EXPECT_ERR(ctx, cg_ssd_fwd(ctx, &a, &k_cpu), CG_EINVAL, "h0: shape (2, 4, 3, 5)", "but expected (2, 4, 3, 2)");
     a = ssd_fwd_args(&f); a.q.ndim = 3;
     EXPECT_ERR(ctx, cg_ssd_fwd(ctx, &a, &k_cpu), CG_EINVAL, "q:", "expected 4");
     a = ssd_fwd_args(&f); a.layout = (cg_layout)7;
