@@ -21,7 +21,7 @@
 /* ---------------------------------------------------------------- CG_EMU_ABI_BEGIN */
 #include <stddef.h>
 
-#define CG_EMU_ABI_VERSION 1
+#define CG_EMU_ABI_VERSION 2
 /* Fiber stack regions: 256 KiB, aligned to their size. The first page holds the
  * fiber record, the second is a guard page, the rest is stack. */
 #define CG_EMU_STACK_REGION (256u * 1024u)
@@ -38,6 +38,7 @@ typedef struct cg_emu_block {
     size_t dyn_smem_bytes;
     int nthreads;
     int racecheck;              /* shared-memory race checking on for this launch */
+    int stats;                  /* access statistics (runtime/emu/emu_stats.c) on for this launch */
 } cg_emu_block;
 
 /* The public head of a fiber; the runtime's fiber record starts with it. */
@@ -66,8 +67,16 @@ typedef struct cg_emu_api {
     void (*yield)(const cg_emu_thread *t);
     /* Stop the launch with an error; never returns. */
     void (*fail)(const cg_emu_thread *t, const char *msg);
-    /* Race checking: a load or store of n bytes at p (only called when blk->racecheck). */
+    /* A load or store of n bytes at p by the instruction before pc (only called when
+     * blk->racecheck or blk->stats): race checking and access statistics. */
     void (*access)(const cg_emu_thread *t, const void *p, size_t n, int is_write, const void *pc);
+    /* cp.async, modelled asynchronously: issue copies src_bytes from src (zeros up to size)
+     * into the thread's current group and poisons dst; the bytes land in dst only at
+     * cp_async_wait. commit closes the current group; wait(n) lands every committed group
+     * but the n most recent, wait(-1) commits and lands all (cp.async.wait_all). */
+    void (*cp_async)(const cg_emu_thread *t, void *dst, const void *src, int size, int src_bytes, const void *pc);
+    void (*cp_async_commit)(const cg_emu_thread *t);
+    void (*cp_async_wait)(const cg_emu_thread *t, int n);
 } cg_emu_api;
 
 /* Symbols of a module (visibility default; everything else is hidden):
@@ -524,10 +533,10 @@ static inline int width_(int w = 32) { return w; }
 #define __reduce_or_sync(mask, v) (::cg_emu::reduce(__LINE__, "__reduce_or_sync", (mask), (unsigned)(v), 4))
 #define __reduce_xor_sync(mask, v) (::cg_emu::reduce(__LINE__, "__reduce_xor_sync", (mask), (unsigned)(v), 5))
 
-/* ------------------------------------------------------- shared-memory races
- * With CG_EMU_RACECHECK the module is built with -fsanitize=kernel-address, which
- * makes the compiler call these for every load and store; accesses to shared memory
- * go to the runtime's shadow map. */
+/* ------------------------------------------ shared-memory races, access statistics
+ * With CG_EMU_RACECHECK (an instrumented module: race checking or statistics) the module
+ * is built with -fsanitize=kernel-address, which makes the compiler call these for every
+ * load and store; they go to the runtime (shadow map of shared memory, access logs). */
 #ifdef CG_EMU_RACECHECK
 namespace cg_emu {
 /* Set by the entry wrappers: this OS thread runs fibers of this module. Host-side
@@ -536,7 +545,7 @@ static thread_local int tls_in_kernel;
 CG_EMU_NOSAN __attribute__((noinline)) static void access(const void *p, size_t n, int w, const void *pc) {
     if (!tls_in_kernel) return;
     const cg_emu_thread *t = self();
-    if (t->blk->racecheck) g_api->access(t, p, n, w, pc);
+    if (t->blk->racecheck | t->blk->stats) g_api->access(t, p, n, w, pc);
 }
 }  // namespace cg_emu
 #define CG_EMU_SAN_FN(n, w)                                                                   \

@@ -33,13 +33,11 @@ CG_DEV int cg_mma_tf32_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 
 
 // --------------------------------------------------- dynamic shared memory
 // CG_DYN_SMEM(float, s); declares `float *s` at the block's dynamic shared memory
-// (16-byte aligned). Plain `extern __shared__ T s[];` works too under both.
-#ifdef CG_EMULATE
-#define CG_DYN_SMEM(type, name) type *name = reinterpret_cast<type *>(::cg_emu::dyn_smem())
-#else
+// (16-byte aligned). Plain `extern __shared__ T s[];` works too under both. (The
+// emulator's loader turns this declaration into a macro; outside any #if, so that the
+// #line it adds is not skipped and the lines below keep their numbers.)
 extern __shared__ __align__(16) unsigned char cg_dyn_smem_raw[];
 #define CG_DYN_SMEM(type, name) type *name = reinterpret_cast<type *>(cg_dyn_smem_raw)
-#endif
 
 // ------------------------------------------------------------------------ tf32
 #ifdef CG_EMULATE
@@ -154,22 +152,19 @@ CG_DEV void cg_mma_3xtf32_16x8x8_f(float d[4], const float a[4], const float b[2
 // Global -> shared copies of 4, 8 or 16 bytes; both addresses aligned to the size.
 // _zfill: copy the first src_bytes (0..size) and zero the rest (src must still be a
 // valid address when src_bytes is 0: pass the tensor's base). .cg (L2 only) exists for
-// 16 bytes. Emulated as plain copies at issue time; the commit/wait calls keep their
-// meaning for the GPU, so a kernel must still wait (and __syncthreads) before reading.
+// 16 bytes. Emulated asynchronously, as on the GPU: the destination is poisoned (NaN
+// bytes) at issue and the data lands only when the issuing thread waits for its group
+// (cg_cp_async_wait<N> / _wait_all), so a read before the wait, or by another thread
+// without a __syncthreads after the wait, sees garbage (and racecheck names it).
 #ifdef CG_EMULATE
 namespace cg_emu {
-static inline void cp_async(void *dst, const void *src, int size, int src_bytes, int line) {
+// noinline: the return address is the caller's line (access statistics, race reports).
+__attribute__((noinline)) static void cp_async(void *dst, const void *src, int size, int src_bytes, int line) {
     if (((uintptr_t)dst | (uintptr_t)src) & (uintptr_t)(size - 1))
         fail("cp.async of %d bytes in line %d: misaligned address (dst %p, src %p)", size, line, dst, src);
     if (src_bytes < 0 || src_bytes > size)
         fail("cp.async of %d bytes in line %d: src_bytes %d out of range", size, line, src_bytes);
-    const cg_emu_thread *t = self();
-    if (t->blk->racecheck) {
-        g_api->access(t, src, (size_t)src_bytes, 0, __builtin_return_address(0));
-        g_api->access(t, dst, (size_t)size, 1, __builtin_return_address(0));
-    }
-    memcpy(dst, src, (size_t)src_bytes);
-    memset(static_cast<unsigned char *>(dst) + src_bytes, 0, (size_t)(size - src_bytes));
+    g_api->cp_async(self(), dst, src, size, src_bytes, __builtin_return_address(0));
 }
 }  // namespace cg_emu
 #define CG_CP_ASYNC_(kind, n)                                                                   \
@@ -177,9 +172,12 @@ static inline void cp_async(void *dst, const void *src, int size, int src_bytes,
     CG_DEV void cg_cp_async_##kind##n##_zfill(void *dst, const void *src, int src_bytes) {    \
         ::cg_emu::cp_async(dst, src, n, src_bytes, __LINE__);                                  \
     }
-CG_DEV void cg_cp_async_commit() {}
-template <int N> CG_DEV void cg_cp_async_wait() { static_assert(N >= 0 && N <= 7, "cp.async.wait_group N"); }
-CG_DEV void cg_cp_async_wait_all() {}
+CG_DEV void cg_cp_async_commit() { ::cg_emu::g_api->cp_async_commit(::cg_emu::self()); }
+template <int N> CG_DEV void cg_cp_async_wait() {
+    static_assert(N >= 0 && N <= 7, "cp.async.wait_group N");
+    ::cg_emu::g_api->cp_async_wait(::cg_emu::self(), N);
+}
+CG_DEV void cg_cp_async_wait_all() { ::cg_emu::g_api->cp_async_wait(::cg_emu::self(), -1); }
 #else
 #define CG_CP_ASYNC_(kind, n)                                                                   \
     CG_DEV void cg_cp_async_##kind##n(void *dst, const void *src) {                            \

@@ -25,6 +25,16 @@ typedef struct cg_emu_entry {
     size_t psize;
 } cg_emu_entry;
 
+/* Rendered source line -> template file and line (from generator/core.lua's
+ * `// ---- begin/end FILE` marks); built for modules that count statistics. */
+typedef struct cg_emu_linemap {
+    char cu[200];          /* the module's name for the rendered source: <plan name>.cu */
+    int nfile;
+    char (*file)[64];      /* [nfile] */
+    int nline;             /* lines 1..nline */
+    int *fidx, *fline;     /* [nline + 1]: file index (-1: none) and line in it */
+} cg_emu_linemap;
+
 typedef struct cg_emu_module {
     char key[33];
     char name[192];
@@ -32,8 +42,13 @@ typedef struct cg_emu_module {
     int nentry;
     cg_emu_entry entry[CG_PLAN_MAX_LAUNCH];
     int racecheck;
+    int stats;             /* instrumented for access statistics (built with -g1) */
     size_t tls_size;
     void *(*tls_touch)(void);
+    const void *img_lo, *img_hi; /* the module's loaded segments (statistics) */
+    uintptr_t base;        /* load bias: pc - base is an address in the shared object */
+    char so_path[4200];    /* statistics: a copy of the shared object for addr2line ("" none) */
+    cg_emu_linemap lines;
 } cg_emu_module;
 
 typedef struct cg_emu_timer {
@@ -42,10 +57,44 @@ typedef struct cg_emu_timer {
 } cg_emu_timer;
 
 /* The emulator's part of a context (ctx->part[CG_PART_EMU]). */
+/* ---------------------------------------- access statistics (emu_stats*.c) */
+enum { CG_EMU_SPACE_SHARED = 0, CG_EMU_SPACE_GLOBAL = 1 };
+enum { CG_EMU_NWIDTH = 6 }; /* width classes: 1, 2, 4, 8, 16 bytes, other */
+
+/* One source line's accesses of one kind (space, load or store, width). */
+typedef struct cg_emu_line_stat {
+    char file[64];         /* template file ("" when unknown) */
+    int line;              /* line in it (0 when unknown) */
+    int space, store;      /* CG_EMU_SPACE_*, 0 load / 1 store */
+    unsigned width;        /* bytes per lane */
+    uint64_t requests;     /* warp-wide requests */
+    uint64_t units, ideal; /* wavefronts (shared) or sectors (global), and the fewest possible */
+} cg_emu_line_stat;
+
+/* One launch's counts: totals per space, requests per width class, and per line. */
+typedef struct cg_emu_launch_stats {
+    char kernel[64], plan[192];
+    unsigned grid[3], block[3];
+    size_t smem;
+    uint64_t blocks;                        /* blocks counted */
+    uint64_t requests[2], units[2], ideal[2]; /* [CG_EMU_SPACE_*] */
+    uint64_t by_width[2][CG_EMU_NWIDTH];    /* requests per width class */
+    uint64_t dropped;                       /* accesses not counted (log overflow) */
+    int nlines;
+    cg_emu_line_stat *lines;
+} cg_emu_launch_stats;
+
+typedef struct cg_emu_wstats cg_emu_wstats; /* a worker's logs and counters */
+typedef struct cg_emu_gstats cg_emu_gstats; /* one grid's counters */
+
 typedef struct cg_emu_state {
     cg_emu_module **mods;
     int n, cap;
     int racecheck;
+    int stats;                  /* count accesses (modules loaded from now on) */
+    char stats_path[4096];      /* CHUNKGEN_EMU_STATS: JSON written at context free */
+    cg_emu_launch_stats *launches;
+    int nlaunches, launches_cap;
     cg_emu_timer timers[CG_KEXEC_TIMERS];
 } cg_emu_state;
 
@@ -68,7 +117,8 @@ cg_status cg__emu_find_cxx(cg_context *ctx, char *cmd, size_t cmdcap, char *ver,
 int cg__emu_entry_seen(const cg_plan *plan, int i);
 /* The module text and cache key of plan (ctx may be NULL: no message). Free with
  * cg__emu_key_free, also after an error. */
-cg_status cg__emu_module_key(cg_context *ctx, const cg_plan *plan, int racecheck, cg_emu_modkey *k);
+enum { CG_EMU_MOD_RACECHECK = 1, CG_EMU_MOD_STATS = 2 };
+cg_status cg__emu_module_key(cg_context *ctx, const cg_plan *plan, int mode, cg_emu_modkey *k);
 void cg__emu_key_free(cg_emu_modkey *k);
 
 /* The context's emulator state (created on first use); NULL when out of memory. */
@@ -85,7 +135,10 @@ typedef struct cg_emu_grid {
     const char *name;                  /* entry name, for messages */
     unsigned grid[3], block[3];
     size_t smem;                       /* dynamic shared memory bytes */
+    size_t params_size;
     int racecheck;
+    cg_emu_gstats *stats;              /* access statistics, NULL when off */
+    const void *img_lo, *img_hi;       /* the module's image (not counted as global memory) */
     /* race checking of __shared__ statics: the module's TLS block */
     void *dl;                          /* dlopen handle */
     size_t tls_size;                   /* PT_TLS memsz, 0 when none */
@@ -108,5 +161,39 @@ cg_status cg__emu_prebuild(cg_context *ctx, const cg_plan *plans, int n);
  * memory (block scope) or a macro (namespace scope). Returns a malloc'd copy, or NULL
  * with a reason in why. */
 char *cg__emu_rewrite_source(const char *src, char *why, size_t cap);
+
+/* ------------------------------------- access statistics (emu_stats.c, emu_stats_out.c) */
+cg_emu_wstats *cg__emu_wstats_new(void);
+void cg__emu_wstats_free(cg_emu_wstats *ws);
+/* Thread tid loaded (write 0) or stored n bytes at addr by the instruction before pc. */
+void cg__emu_wstats_log(cg_emu_wstats *ws, int tid, const void *pc, const void *addr, size_t n, int space, int write);
+/* Count the logs of the warps in threads [tid0, tid0 + n): they all stand at one point. */
+void cg__emu_wstats_flush(cg_emu_wstats *ws, int tid0, int n);
+void cg__emu_wstats_block_done(cg_emu_wstats *ws);
+void cg__emu_wstats_reset(cg_emu_wstats *ws);
+cg_emu_gstats *cg__emu_gstats_new(void);
+void cg__emu_gstats_free(cg_emu_gstats *gs);
+/* Add the worker's counters to the grid's (thread-safe) and clear them; -1 when out of memory. */
+int cg__emu_wstats_merge(cg_emu_wstats *ws, cg_emu_gstats *gs);
+/* gs's instructions, for the report (n packs the table: call it first, then at). */
+int cg__emu_gstats_n(cg_emu_gstats *gs);
+void cg__emu_gstats_at(const cg_emu_gstats *gs, int i, uintptr_t *pc, int *space, int *write, unsigned *width,
+                       uint64_t c[3]);
+void cg__emu_gstats_totals(const cg_emu_gstats *gs, uint64_t *blocks, uint64_t *dropped);
+/* The launch's statistics from gs, lines resolved, appended to the context's list. */
+cg_status cg__emu_stats_finish(cg_context *ctx, const cg_emu_module *m, const cg_emu_grid *g, cg_emu_gstats *gs);
+/* Rendered-line map of a plan's source (for modules that count); 0, or -1 out of memory. */
+int cg__emu_linemap_build(cg_emu_linemap *lm, const char *plan_name, const char *source);
+void cg__emu_linemap_free(cg_emu_linemap *lm);
+void cg__emu_stats_free_launches(cg_emu_state *st);
+
+/* The internal API for reports (tools): turn counting on or off for the modules this
+ * context loads from now on (CHUNKGEN_EMU_STATS=FILE turns it on at the context's first
+ * emulator use); the launches counted so far; the JSON of docs/emulator.md. */
+cg_status cg__emu_stats_enable(cg_context *ctx, int on);
+int cg__emu_stats_count(cg_context *ctx);
+const cg_emu_launch_stats *cg__emu_stats_get(cg_context *ctx, int i);
+void cg__emu_stats_clear(cg_context *ctx);
+cg_status cg__emu_stats_write_json(cg_context *ctx, const char *path);
 
 #endif /* CG_EMU_PRIV_H */

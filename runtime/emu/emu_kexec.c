@@ -69,7 +69,11 @@ static cg_status emu_launch(cg_context *ctx, void *module, const cg_launch *l, c
         g.block[k] = l->block[k];
     }
     g.smem = (size_t)l->smem;
+    g.params_size = params_size;
     g.racecheck = m->racecheck;
+    g.img_lo = m->img_lo;
+    g.img_hi = m->img_hi;
+    if (m->stats && !(g.stats = cg__emu_gstats_new())) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
     g.dl = m->dl;
     g.tls_size = m->tls_size;
     g.tls_touch = m->tls_touch;
@@ -84,8 +88,13 @@ static cg_status emu_launch(cg_context *ctx, void *module, const cg_launch *l, c
     else
         for (int64_t i = 0; i < nblocks && !atomic_load(&job.failed); i++) emu_block_task(&job, i, 0);
     pthread_mutex_destroy(&job.mu);
-    if (atomic_load(&job.failed)) return cg__err(ctx, CG_ELAUNCH, "emulate: %s: %s", l->entry, job.msg);
-    return CG_OK;
+    if (atomic_load(&job.failed)) {
+        cg__emu_gstats_free(g.stats);
+        return cg__err(ctx, CG_ELAUNCH, "emulate: %s: %s", l->entry, job.msg);
+    }
+    cg_status st = g.stats ? cg__emu_stats_finish(ctx, m, &g, g.stats) : CG_OK;
+    cg__emu_gstats_free(g.stats);
+    return st;
 }
 
 /* ------------------------------------------------------------------ memory */

@@ -46,6 +46,11 @@ cg_emu_state *cg__emu_state(cg_context *ctx) {
         if (!st) return NULL;
         const char *r = getenv("CHUNKGEN_EMU_RACECHECK");
         st->racecheck = r && r[0] && strcmp(r, "0") != 0;
+        const char *sp = getenv("CHUNKGEN_EMU_STATS");
+        if (sp && sp[0]) {
+            st->stats = 1;
+            snprintf(st->stats_path, sizeof st->stats_path, "%s", sp);
+        }
         ctx->part[CG_PART_EMU].p = st;
         ctx->part[CG_PART_EMU].free = emu_ctx_free;
     }
@@ -55,9 +60,20 @@ cg_emu_state *cg__emu_state(cg_context *ctx) {
 static void emu_ctx_free(cg_context *ctx) {
     cg_emu_state *st = ctx->part[CG_PART_EMU].p;
     if (!st) return;
+    if (st->stats_path[0] && cg__emu_stats_write_json(ctx, st->stats_path) != CG_OK)
+        cg__log(CG_LOG_WARN, "%s", cg_errmsg(ctx));
+    cg__emu_stats_free_launches(st);
     for (int i = 0; i < st->n; i++) {
-        if (st->mods[i]->dl) dlclose(st->mods[i]->dl);
-        free(st->mods[i]);
+        cg_emu_module *m = st->mods[i];
+        if (m->dl) dlclose(m->dl);
+        if (m->so_path[0]) {
+            unlink(m->so_path);
+            char *slash = strrchr(m->so_path, '/');
+            if (slash) *slash = '\0';
+            rmdir(m->so_path);
+        }
+        cg__emu_linemap_free(&m->lines);
+        free(m);
     }
     free(st->mods);
     free(st);
@@ -65,14 +81,22 @@ static void emu_ctx_free(cg_context *ctx) {
 }
 
 /* --------------------------------------------------------------- modules */
-typedef struct tls_find { uintptr_t addr; size_t memsz; int found; } tls_find;
+typedef struct tls_find { uintptr_t addr; size_t memsz; int found; uintptr_t lo, hi; } tls_find;
 
 static int tls_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     tls_find *tf = arg;
     (void)size;
     if ((uintptr_t)info->dlpi_addr != tf->addr) return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_TLS) tf->memsz = info->dlpi_phdr[i].p_memsz;
+    tf->lo = UINTPTR_MAX;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_TLS) tf->memsz = ph->p_memsz;
+        if (ph->p_type == PT_LOAD) {
+            uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+            if (a < tf->lo) tf->lo = a;
+            if (a + ph->p_memsz > tf->hi) tf->hi = a + ph->p_memsz;
+        }
+    }
     tf->found = 1;
     return 1;
 }
@@ -118,13 +142,18 @@ static int module_open(cg_emu_module *m, const char *path, const cg_plan *plan, 
     }
     m->tls_size = 0;
     m->tls_touch = NULL;
-    if (m->racecheck) {
+    if (m->racecheck || m->stats) {
         m->tls_touch = (void *(*)(void))dlsym(dl, "cg_emu_tls_touch");
         struct link_map *lm = NULL;
         if (dlinfo(dl, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
-            tls_find tf = {(uintptr_t)lm->l_addr, 0, 0};
+            tls_find tf = {(uintptr_t)lm->l_addr, 0, 0, 0, 0};
             dl_iterate_phdr(tls_cb, &tf);
             m->tls_size = tf.memsz;
+            m->base = (uintptr_t)lm->l_addr;
+            if (tf.found && tf.lo < tf.hi) {
+                m->img_lo = (const void *)tf.lo;
+                m->img_hi = (const void *)tf.hi;
+            }
         }
     }
     m->dl = dl;
@@ -233,6 +262,21 @@ static void warn_once(int *flag, const char *fmt, ...) {
 
 static int g_warn_load;
 
+/* Statistics: keep a copy of the shared object (addr2line reads its line tables) and
+ * the line map of the rendered source. Without them lines are reported as unknown. */
+static void keep_for_lines(cg_emu_module *m, const cg_plan *plan, const void *so, size_t len) {
+    char dir[4096];
+    if (cg__emu_linemap_build(&m->lines, plan->name[0] ? plan->name : "kernel", plan->source) != 0)
+        cg__emu_linemap_free(&m->lines);
+    tmp_dir(dir, sizeof dir);
+    if (!dir[0]) return;
+    snprintf(m->so_path, sizeof m->so_path, "%s/module.so", dir);
+    if (write_file(m->so_path, so, len) != 0) {
+        rmdir(dir);
+        m->so_path[0] = '\0';
+    }
+}
+
 static void cache_dir_of(cg_context *ctx, char *dir, size_t cap) {
     snprintf(dir, cap, "%s/kernels", cg__cache_dir(ctx));
 }
@@ -241,7 +285,8 @@ cg_status cg__emu_load(cg_context *ctx, const cg_plan *plan, void **module) {
     cg_emu_state *st = cg__emu_state(ctx);
     if (!st) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
     cg_emu_modkey k;
-    cg_status s = cg__emu_module_key(ctx, plan, st->racecheck, &k);
+    const int mode = (st->racecheck ? CG_EMU_MOD_RACECHECK : 0) | (st->stats ? CG_EMU_MOD_STATS : 0);
+    cg_status s = cg__emu_module_key(ctx, plan, mode, &k);
     if (s != CG_OK) {
         cg__emu_key_free(&k);
         return s;
@@ -260,6 +305,7 @@ cg_status cg__emu_load(cg_context *ctx, const cg_plan *plan, void **module) {
     snprintf(m->key, sizeof m->key, "%s", k.hex);
     snprintf(m->name, sizeof m->name, "%s", plan->name);
     m->racecheck = st->racecheck;
+    m->stats = st->stats;
 
     char cdir[4096], why[512];
     cache_dir_of(ctx, cdir, sizeof cdir);
@@ -268,6 +314,7 @@ cg_status cg__emu_load(cg_context *ctx, const cg_plan *plan, void **module) {
     char *log = NULL;
     if (cg__kcache_get(cdir, k.label, k.key.p, &so, &len, &log) == CG_OK) {
         int ok = open_payload(m, so, len, plan, why, sizeof why) == 0;
+        if (ok && m->stats) keep_for_lines(m, plan, so, len);
         free(so);
         free(log);
         so = NULL;
@@ -287,6 +334,8 @@ cg_status cg__emu_load(cg_context *ctx, const cg_plan *plan, void **module) {
         (void)cg__kcache_put(cdir, k.label, k.key.p, so, len, log); /* EIO: memory only, warned there */
         if (module_open(m, so_path, plan, why, sizeof why) != 0)
             s = cg__err(ctx, CG_ECOMPILE, "emulate: %s: the compiled module does not load: %s", plan->name, why);
+        else if (m->stats)
+            keep_for_lines(m, plan, so, len);
         unlink(so_path);
     }
     rmdir(tdir);
@@ -319,7 +368,7 @@ loaded:
 typedef struct emu_prebuild_job {
     cg_context *ctx;
     const cg_plan *plans;
-    int racecheck;
+    int mode;
     char dir[4096];
 } emu_prebuild_job;
 
@@ -329,7 +378,7 @@ static void emu_prebuild_task(void *arg, int64_t i, int tid) {
     const cg_plan *plan = &job->plans[i];
     cg_emu_modkey k;
     /* no ctx for messages: several threads; the later load reports errors */
-    if (cg__emu_module_key(NULL, plan, job->racecheck, &k) == CG_OK) {
+    if (cg__emu_module_key(NULL, plan, job->mode, &k) == CG_OK) {
         void *so = NULL;
         size_t len = 0;
         char *log = NULL;
@@ -359,7 +408,7 @@ cg_status cg__emu_prebuild(cg_context *ctx, const cg_plan *plans, int n) {
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
     job.plans = plans;
-    job.racecheck = st->racecheck;
+    job.mode = (st->racecheck ? CG_EMU_MOD_RACECHECK : 0) | (st->stats ? CG_EMU_MOD_STATS : 0);
     cache_dir_of(ctx, job.dir, sizeof job.dir);
     cg__pool_run(cg__ctx_pool(ctx), 0, n, emu_prebuild_task, &job);
     return CG_OK;

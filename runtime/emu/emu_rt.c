@@ -1,5 +1,6 @@
 /* emu_rt.c -- the SIMT runtime: fibers, the block scheduler, barriers, warp
- * collectives and the shared-memory race checker.
+ * collectives, asynchronous cp.async, the shared-memory race checker and the access
+ * hook of the statistics (emu_stats.c).
  *
  * Each OS thread that runs blocks owns a worker: fiber stacks (regions of
  * CG_EMU_STACK_REGION bytes aligned to their size, the fiber record in the first
@@ -35,6 +36,14 @@ enum { F_READY, F_BAR, F_WARP, F_DONE };
 
 typedef struct emu_worker emu_worker;
 
+/* A cp.async in flight: the bytes it lands at the issuing thread's wait. */
+typedef struct emu_cpa {
+    unsigned char *dst;
+    unsigned group;    /* the thread's commit count when issued */
+    unsigned size;
+    unsigned char data[16];
+} emu_cpa;
+
 typedef struct emu_fiber {
     cg_emu_thread pub; /* first: the module reads it */
     emu_worker *w;
@@ -46,6 +55,9 @@ typedef struct emu_fiber {
     unsigned wmask;    /* warp collective */
     void *warg;
     cg_emu_warp_fn wfn;
+    emu_cpa *cpa;      /* cp.async in flight, in issue order */
+    int ncpa, cpa_cap;
+    unsigned ncommit;  /* cp.async groups committed */
 #ifndef EMU_ASM_SWITCH
     ucontext_t uc;
 #endif
@@ -63,6 +75,7 @@ typedef struct emu_shadow {
 } emu_shadow;
 #define EMU_NONE 0xFFFEu
 #define EMU_MANY 0xFFFFu
+#define EMU_ASYNC 0x8000u /* writer: a cp.async of thread (writer & 0x3FF) still in flight */
 
 #define EMU_CHUNK 32 /* fibers per stack mapping */
 #define EMU_MAX_THREADS 1024
@@ -97,6 +110,7 @@ struct emu_worker {
     size_t shadow_cap;
     unsigned char *tls_lo;
     size_t tls_n;
+    cg_emu_wstats *ws;         /* access statistics, when a grid counts */
 };
 
 /* ------------------------------------------------------------ context switch */
@@ -205,8 +219,10 @@ static __thread emu_worker *t_worker;
 static void worker_free(void *p) {
     emu_worker *w = p;
     if (!w) return;
+    for (int i = 0; i < w->nfib; i++) free(w->fib[i]->cpa);
     for (int c = 0; c < EMU_MAX_THREADS / EMU_CHUNK; c++)
         if (w->chunks[c]) munmap(w->chunks[c], (size_t)EMU_CHUNK * CG_EMU_STACK_REGION);
+    cg__emu_wstats_free(w->ws);
     free(w->smem);
     free(w->shadow);
     free(w);
@@ -362,7 +378,7 @@ static void race_reset_ranges(emu_worker *w) {
     w->tls_lo = NULL;
     w->tls_n = 0;
     const cg_emu_grid *g = w->g;
-    if (g->racecheck && g->tls_size && g->tls_touch) {
+    if ((g->racecheck || g->stats) && g->tls_size && g->tls_touch) {
         void *p = NULL;
         g->tls_touch();
         if (dlinfo(g->dl, RTLD_DI_TLS_DATA, &p) == 0 && p) {
@@ -402,34 +418,49 @@ static void race_report(emu_fiber *f, const char *kind, const char *other, int t
     if (tid < 0)
         fiber_fail(f, "shared-memory race: %s of %s byte %zu%s after reads by threads of several warps since the "
                       "last barrier", kind, where, off, at);
+    if (tid & EMU_ASYNC)
+        fiber_fail(f, "shared-memory race: %s of %s byte %zu%s while a cp.async of thread %d is still in flight "
+                      "(no cp.async wait before it, or no __syncthreads after the wait)", kind, where, off, at,
+                   tid & 0x3FF);
     fiber_fail(f, "shared-memory race: %s of %s byte %zu%s after a %s by thread %d since the last barrier", kind, where,
                off, at, other, tid);
 }
 
-static void rt_access(const cg_emu_thread *t, const void *p, size_t n, int is_write, const void *pc) {
-    emu_fiber *f = (emu_fiber *)(uintptr_t)t;
+/* Where the n bytes at a lie in shared memory: 1 with their shadow index (base),
+ * the offset of their region in the shadow (shift) and its name; 0 when a is not in
+ * shared memory. n is clipped to the static region's end. */
+static int smem_where(const emu_worker *w, const unsigned char *a, size_t *n, size_t *base, size_t *shift,
+                      const char **where) {
+    if (a >= w->blk.dyn_smem && a < w->blk.dyn_smem + w->blk.dyn_smem_bytes) {
+        *base = (size_t)(a - w->blk.dyn_smem);
+        *shift = 0;
+        *where = "dynamic shared memory";
+        return 1;
+    }
+    if (w->tls_lo && a >= w->tls_lo && a < w->tls_lo + w->tls_n) {
+        *base = w->blk.dyn_smem_bytes + (size_t)(a - w->tls_lo);
+        *shift = w->blk.dyn_smem_bytes;
+        *where = "static __shared__ memory";
+        if (*n > (size_t)(w->tls_lo + w->tls_n - a)) *n = (size_t)(w->tls_lo + w->tls_n - a);
+        return 1;
+    }
+    return 0;
+}
+
+/* A load or store of n bytes at p by f; a store records `as` as its writer (f's tid,
+ * or tid | EMU_ASYNC for a cp.async in flight). */
+static void race_access(emu_fiber *f, const void *p, size_t n, int is_write, uint16_t as, const void *pc) {
     emu_worker *w = f->w;
     const unsigned char *a = p;
     size_t base, shift;
     const char *where;
-    if (a >= w->blk.dyn_smem && a < w->blk.dyn_smem + w->blk.dyn_smem_bytes) {
-        if (n > (size_t)(w->blk.dyn_smem + w->blk.dyn_smem_bytes - a))
-            fiber_fail(f, "access of %zu bytes runs past the end of dynamic shared memory (%zu bytes)", n,
-                       w->blk.dyn_smem_bytes);
-        base = (size_t)(a - w->blk.dyn_smem);
-        shift = 0;
-        where = "dynamic shared memory";
-    } else if (w->tls_lo && a >= w->tls_lo && a < w->tls_lo + w->tls_n) {
-        base = w->blk.dyn_smem_bytes + (size_t)(a - w->tls_lo);
-        shift = w->blk.dyn_smem_bytes;
-        where = "static __shared__ memory";
-        if (n > (size_t)(w->tls_lo + w->tls_n - a)) n = (size_t)(w->tls_lo + w->tls_n - a);
-    } else {
-        return;
-    }
+    if (!smem_where(w, a, &n, &base, &shift, &where)) return;
+    if (shift == 0 && n > (size_t)(w->blk.dyn_smem + w->blk.dyn_smem_bytes - a))
+        fiber_fail(f, "access of %zu bytes runs past the end of dynamic shared memory (%zu bytes)", n,
+                   w->blk.dyn_smem_bytes);
     const uint32_t E = w->epoch;
-    const int tid = t->tid;
-    const uint16_t sync = (uint16_t)t->nsync_warp;
+    const int tid = f->pub.tid;
+    const uint16_t sync = (uint16_t)f->pub.nsync_warp;
     const char *kind = is_write ? "write" : "read";
     for (size_t i = 0; i < n; i++) {
         emu_shadow *s = &w->shadow[base + i];
@@ -445,7 +476,7 @@ static void rt_access(const cg_emu_thread *t, const void *p, size_t n, int is_wr
                     race_report(f, kind, "read", s->owarp * 32, where, off, pc);
             }
             s->wepoch = E;
-            s->writer = (uint16_t)tid;
+            s->writer = as;
             s->wsync = sync;
         } else if (s->repoch != E) {
             s->repoch = E;
@@ -466,6 +497,92 @@ static void rt_access(const cg_emu_thread *t, const void *p, size_t n, int is_wr
             s->reader = (uint16_t)tid;
             s->rsync = sync;
         }
+    }
+}
+
+/* Record f's write `as` of n bytes at p in this interval, unchecked (a cp.async that
+ * lands, or one still in flight across a barrier). */
+static void race_mark(emu_fiber *f, const void *p, size_t n, uint16_t as) {
+    emu_worker *w = f->w;
+    size_t base, shift;
+    const char *where;
+    if (!smem_where(w, p, &n, &base, &shift, &where)) return;
+    for (size_t i = 0; i < n && base + i < w->shadow_cap; i++) {
+        emu_shadow *s = &w->shadow[base + i];
+        s->wepoch = w->epoch;
+        s->writer = as;
+        s->wsync = (uint16_t)f->pub.nsync_warp;
+    }
+}
+
+/* Statistics: log an access unless it is to a fiber's stack, the runtime's records,
+ * the launch parameters or the module's own data. */
+static void stats_access(emu_worker *w, const emu_fiber *f, const void *p, size_t n, int is_write, const void *pc) {
+    const unsigned char *a = p;
+    size_t base, shift;
+    const char *where;
+    int space = CG_EMU_SPACE_SHARED;
+    if (!smem_where(w, a, &n, &base, &shift, &where)) {
+        const size_t span = (size_t)EMU_CHUNK * CG_EMU_STACK_REGION;
+        for (int c = 0; c < w->nfib / EMU_CHUNK; c++)
+            if ((uintptr_t)(a - (const unsigned char *)w->chunks[c]) < span) return;
+        const cg_emu_grid *g = w->g;
+        if ((uintptr_t)(a - (const unsigned char *)w) < sizeof *w) return;
+        if ((uintptr_t)(a - (const unsigned char *)&cg__emu_api) < sizeof cg__emu_api) return;
+        if ((uintptr_t)(a - (const unsigned char *)g->params) < g->params_size) return;
+        if (a >= (const unsigned char *)g->img_lo && a < (const unsigned char *)g->img_hi) return;
+        space = CG_EMU_SPACE_GLOBAL;
+    }
+    cg__emu_wstats_log(w->ws, f->pub.tid, pc, p, n, space, is_write);
+}
+
+static void rt_access(const cg_emu_thread *t, const void *p, size_t n, int is_write, const void *pc) {
+    emu_fiber *f = (emu_fiber *)(uintptr_t)t;
+    emu_worker *w = f->w;
+    if (w->blk.stats) stats_access(w, f, p, n, is_write, pc);
+    if (w->blk.racecheck) race_access(f, p, n, is_write, (uint16_t)t->tid, pc);
+}
+
+/* -------------------------------------------------------------- cp.async */
+static void rt_cp_async(const cg_emu_thread *t, void *dst, const void *src, int size, int src_bytes, const void *pc) {
+    emu_fiber *f = (emu_fiber *)(uintptr_t)t;
+    emu_worker *w = f->w;
+    if (w->blk.stats) {
+        if (src_bytes > 0) stats_access(w, f, src, (size_t)src_bytes, 0, pc);
+        stats_access(w, f, dst, (size_t)size, 1, pc);
+    }
+    if (w->blk.racecheck) race_access(f, dst, (size_t)size, 1, (uint16_t)(t->tid | EMU_ASYNC), pc);
+    if (f->ncpa == f->cpa_cap) {
+        int cap = f->cpa_cap ? f->cpa_cap * 2 : 64;
+        emu_cpa *c = realloc(f->cpa, (size_t)cap * sizeof *c);
+        if (!c) fiber_fail(f, "out of memory for %d cp.async in flight", f->ncpa + 1);
+        f->cpa = c;
+        f->cpa_cap = cap;
+    }
+    emu_cpa *c = &f->cpa[f->ncpa++];
+    c->dst = dst;
+    c->group = f->ncommit;
+    c->size = (unsigned)size;
+    memcpy(c->data, src, (size_t)src_bytes);
+    memset(c->data + src_bytes, 0, (size_t)(size - src_bytes));
+    memset(dst, 0xFF, (size_t)size); /* in flight: NaN bytes until the wait */
+}
+
+static void rt_cp_async_commit(const cg_emu_thread *t) { ((emu_fiber *)(uintptr_t)t)->ncommit++; }
+
+static void rt_cp_async_wait(const cg_emu_thread *t, int n) {
+    emu_fiber *f = (emu_fiber *)(uintptr_t)t;
+    if (n < 0) f->ncommit++; /* wait_all = commit_group; wait_group 0 */
+    const unsigned lim = n < 0 ? f->ncommit : f->ncommit >= (unsigned)n ? f->ncommit - (unsigned)n : 0;
+    int k = 0;
+    for (; k < f->ncpa && f->cpa[k].group < lim; k++) {
+        const emu_cpa *c = &f->cpa[k];
+        memcpy(c->dst, c->data, c->size);
+        if (f->w->blk.racecheck) race_mark(f, c->dst, c->size, (uint16_t)t->tid);
+    }
+    if (k) {
+        memmove(f->cpa, f->cpa + k, (size_t)(f->ncpa - k) * sizeof *f->cpa);
+        f->ncpa -= k;
     }
 }
 
@@ -492,6 +609,7 @@ static int bar_arrive(emu_fiber *f, const char *what, int line, int op, int pred
     if (w->ndone)
         fiber_fail(f, "%s in line %d: %d thread(s) of the block exited without reaching it (divergent barrier)", what,
                    line, w->ndone);
+    if (w->blk.stats) cg__emu_wstats_flush(w->ws, 0, w->n);
     int count = 0;
     for (int i = 0; i < w->n; i++) {
         count += w->fib[i]->pred;
@@ -500,6 +618,12 @@ static int bar_arrive(emu_fiber *f, const char *what, int line, int op, int pred
     w->bar_result = op == 0 ? count : op == 1 ? count == w->n : count > 0;
     w->nbar = 0;
     w->epoch++;
+    if (w->blk.racecheck) /* a barrier does not wait for cp.async: still in flight */
+        for (int i = 0; i < w->n; i++) {
+            emu_fiber *g = w->fib[i];
+            for (int k = 0; k < g->ncpa; k++)
+                race_mark(g, g->cpa[k].dst, g->cpa[k].size, (uint16_t)(g->pub.tid | EMU_ASYNC));
+        }
     return w->bar_result;
 }
 
@@ -551,12 +675,15 @@ static void rt_warp_sync(const cg_emu_thread *t, unsigned mask, const char *what
         args[l] = g->warg;
     }
     fn(args, group);
+    unsigned done = 0;
     for (int l = 0; l < nl; l++) {
-        if (!(group >> l & 1)) continue;
         emu_fiber *g = w->fib[base + l];
+        if (g->state == F_DONE) done |= 1u << l;
+        if (!(group >> l & 1)) continue;
         g->state = F_READY;
         g->pub.nsync_warp++;
     }
+    if (w->blk.stats && (group | done) == exist) cg__emu_wstats_flush(w->ws, base, nl);
 }
 
 static unsigned rt_activemask(const cg_emu_thread *t) {
@@ -581,6 +708,7 @@ static void rt_fail(const cg_emu_thread *t, const char *msg) {
 
 const cg_emu_api cg__emu_api = {
     CG_EMU_ABI_VERSION, rt_syncthreads, rt_syncthreads_red, rt_warp_sync, rt_activemask, rt_yield, rt_fail, rt_access,
+    rt_cp_async, rt_cp_async_commit, rt_cp_async_wait,
 };
 
 /* ------------------------------------------------------------------- blocks */
@@ -612,6 +740,8 @@ static int run_block(emu_worker *w, int64_t bi) {
         f->line = 0;
         f->pred = 0;
         f->wmask = 0;
+        f->ncpa = 0;
+        f->ncommit = 0;
         fiber_init(w, f);
     }
 #ifdef EMU_ASM_SWITCH
@@ -620,6 +750,10 @@ static int run_block(emu_worker *w, int64_t bi) {
     switch_to(w, NULL, w->fib[0], 0);
     if (!w->failed && w->ndone < w->n) describe_deadlock(w);
     if (w->failed) return -1;
+    if (b->stats) {
+        cg__emu_wstats_flush(w->ws, 0, w->n);
+        cg__emu_wstats_block_done(w->ws);
+    }
     return 0;
 }
 
@@ -656,20 +790,28 @@ int cg__emu_run_blocks(const cg_emu_grid *g, int64_t b0, int64_t b1, char *msg, 
     b->dyn_smem_bytes = g->smem;
     b->nthreads = n;
     b->racecheck = g->racecheck;
-    if (g->racecheck) {
-        race_reset_ranges(w);
-        if (race_shadow(w) != 0) {
-            snprintf(msg, cap, "out of memory for the race shadow");
-            return -1;
-        }
+    b->stats = g->stats != NULL;
+    if (g->racecheck || g->stats) race_reset_ranges(w);
+    if (g->racecheck && race_shadow(w) != 0) {
+        snprintf(msg, cap, "out of memory for the race shadow");
+        return -1;
+    }
+    if (g->stats && !w->ws && !(w->ws = cg__emu_wstats_new())) {
+        snprintf(msg, cap, "out of memory for the access statistics");
+        return -1;
     }
     for (int64_t bi = b0; bi < b1; bi++) {
         if (run_block(w, bi) != 0) {
             snprintf(msg, cap, "%s", w->msg);
+            if (g->stats) cg__emu_wstats_reset(w->ws);
             w->g = NULL;
             return -1;
         }
     }
     w->g = NULL;
+    if (g->stats && cg__emu_wstats_merge(w->ws, g->stats) != 0) {
+        snprintf(msg, cap, "out of memory for the access statistics");
+        return -1;
+    }
     return 0;
 }

@@ -349,14 +349,17 @@ void cg__emu_key_free(cg_emu_modkey *k) {
     free(k->key.p);
 }
 
-cg_status cg__emu_module_key(cg_context *ctx, const cg_plan *plan, int racecheck, cg_emu_modkey *k) {
+cg_status cg__emu_module_key(cg_context *ctx, const cg_plan *plan, int mode, cg_emu_modkey *k) {
     char ver[512];
     memset(k, 0, sizeof *k);
     cg_status s = cg__emu_find_cxx(ctx, k->cxx, sizeof k->cxx, ver, sizeof ver);
     if (s != CG_OK) return s;
     const char *extra = getenv("CHUNKGEN_EMU_CXXFLAGS");
-    snprintf(k->flags, sizeof k->flags, "%s%s%s%s", EMU_FLAGS, racecheck ? EMU_RACE_FLAGS : "", extra ? " " : "",
-             extra ? extra : "");
+    /* race checking and statistics both need every access instrumented; statistics
+     * also the line tables (-g1), and a float4 or float2 access kept as one access, as
+     * CUDA makes it (scalar replacement of aggregates would split it per field) */
+    snprintf(k->flags, sizeof k->flags, "%s%s%s%s%s", EMU_FLAGS, mode ? EMU_RACE_FLAGS : "",
+             mode & CG_EMU_MOD_STATS ? " -g1 -fno-tree-sra" : "", extra ? " " : "", extra ? extra : "");
     s = build_source(ctx, plan, &k->text);
     if (s != CG_OK) return s;
     sb_fmt(&k->key, "chunkgen emulate module, ABI %d\ncompiler: %s\n", CG_EMU_ABI_VERSION, k->cxx);
