@@ -40,6 +40,19 @@ static void shell_quote(char *dst, size_t cap, const char *s) {
 /* -------------------------------------------------------------------- state */
 static void emu_ctx_free(cg_context *ctx);
 
+/* dlclose, and remove the copy kept for addr2line (statistics). */
+static void module_free(cg_emu_module *m) {
+    if (m->dl) dlclose(m->dl);
+    if (m->so_path[0]) {
+        unlink(m->so_path);
+        char *slash = strrchr(m->so_path, '/');
+        if (slash) *slash = '\0';
+        rmdir(m->so_path);
+    }
+    cg__emu_linemap_free(&m->lines);
+    free(m);
+}
+
 cg_emu_state *cg__emu_state(cg_context *ctx) {
     if (!ctx->part[CG_PART_EMU].p) {
         cg_emu_state *st = calloc(1, sizeof *st);
@@ -63,18 +76,7 @@ static void emu_ctx_free(cg_context *ctx) {
     if (st->stats_path[0] && cg__emu_stats_write_json(ctx, st->stats_path) != CG_OK)
         cg__log(CG_LOG_WARN, "%s", cg_errmsg(ctx));
     cg__emu_stats_free_launches(st);
-    for (int i = 0; i < st->n; i++) {
-        cg_emu_module *m = st->mods[i];
-        if (m->dl) dlclose(m->dl);
-        if (m->so_path[0]) {
-            unlink(m->so_path);
-            char *slash = strrchr(m->so_path, '/');
-            if (slash) *slash = '\0';
-            rmdir(m->so_path);
-        }
-        cg__emu_linemap_free(&m->lines);
-        free(m);
-    }
+    for (int i = 0; i < st->n; i++) module_free(st->mods[i]);
     free(st->mods);
     free(st);
     ctx->part[CG_PART_EMU].p = NULL;
@@ -352,8 +354,7 @@ loaded:
         int cap = st->cap ? st->cap * 2 : 16;
         cg_emu_module **nm = realloc(st->mods, (size_t)cap * sizeof *nm);
         if (!nm) {
-            dlclose(m->dl);
-            free(m);
+            module_free(m);
             return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
         }
         st->mods = nm;

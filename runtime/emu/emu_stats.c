@@ -19,8 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Entries one thread logs between two matching points; more are dropped (counted). */
-#define WS_LOG_CAP (1 << 15)
+/* Entries a worker's threads log between two matching points (24 bytes each); more
+ * are dropped (counted). */
+#define WS_LOG_CAP (1 << 22)
 
 typedef struct ws_ent {
     uintptr_t pc, addr;
@@ -48,10 +49,12 @@ typedef struct st_table {
     size_t cap, n; /* cap a power of two */
 } st_table;
 
+/* One lane's part of a warp-wide request: the occ-th execution of instruction pc
+ * (space, write) by that lane since the warp's last matching point. */
 typedef struct ws_item {
-    uint32_t idx, occ;
-    uint32_t lane, n;
-    uintptr_t addr;
+    uintptr_t pc, addr;
+    uint32_t occ, lane, n;
+    uint8_t space, write;
 } ws_item;
 
 struct cg_emu_wstats {
@@ -61,6 +64,7 @@ struct cg_emu_wstats {
     size_t nitems, items_cap;
     uint64_t *scratch;
     size_t scratch_cap;
+    size_t logged; /* entries in the logs */
     uint64_t flushes, dropped, blocks;
 };
 
@@ -131,11 +135,11 @@ void cg__emu_wstats_free(cg_emu_wstats *ws) {
 void cg__emu_wstats_log(cg_emu_wstats *ws, int tid, const void *pc, const void *addr, size_t n, int space,
                         int write) {
     ws_log *l = &ws->log[tid];
+    if (ws->logged >= WS_LOG_CAP) {
+        ws->dropped++;
+        return;
+    }
     if (l->n == l->cap) {
-        if (l->cap >= WS_LOG_CAP) {
-            ws->dropped++;
-            return;
-        }
         int cap = l->cap ? l->cap * 2 : 256;
         ws_ent *e = realloc(l->e, (size_t)cap * sizeof *e);
         if (!e) {
@@ -146,6 +150,7 @@ void cg__emu_wstats_log(cg_emu_wstats *ws, int tid, const void *pc, const void *
         l->cap = cap;
     }
     ws_ent *e = &l->e[l->n++];
+    ws->logged++;
     e->pc = (uintptr_t)pc;
     e->addr = (uintptr_t)addr;
     e->n = n > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)n;
@@ -160,7 +165,9 @@ static int u64_cmp(const void *a, const void *b) {
 
 static int item_cmp(const void *a, const void *b) {
     const ws_item *x = a, *y = b;
-    if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+    if (x->pc != y->pc) return x->pc < y->pc ? -1 : 1;
+    if (x->space != y->space) return x->space < y->space ? -1 : 1;
+    if (x->write != y->write) return x->write < y->write ? -1 : 1;
     if (x->occ != y->occ) return x->occ < y->occ ? -1 : 1;
     return x->lane < y->lane ? -1 : x->lane > y->lane;
 }
@@ -256,6 +263,7 @@ static void flush_warp(cg_emu_wstats *ws, int base, int nl) {
         if (!p) {
             ws->dropped += total;
             for (int l = 0; l < nl; l++) ws->log[base + l].n = 0;
+            ws->logged -= total;
             return;
         }
         ws->items = p;
@@ -279,22 +287,31 @@ static void flush_warp(cg_emu_wstats *ws, int base, int nl) {
                 p->occ = 0;
             }
             ws_item *it = &ws->items[k++];
-            it->idx = (uint32_t)j;
+            it->pc = e->pc;
+            it->space = e->space;
+            it->write = e->write;
             it->occ = p->occ++;
             it->lane = (uint32_t)l;
             it->n = e->n;
             it->addr = e->addr;
         }
+        ws->logged -= (size_t)lg->n;
         lg->n = 0;
     }
     qsort(ws->items, k, sizeof *ws->items, item_cmp);
     for (size_t i = 0; i < k;) {
         size_t j = i + 1;
-        while (j < k && ws->items[j].idx == ws->items[i].idx && ws->items[j].occ == ws->items[i].occ) j++;
-        st_pc *p = &ws->t.e[ws->items[i].idx];
+        const ws_item *g = &ws->items[i];
+        while (j < k && ws->items[j].pc == g->pc && ws->items[j].space == g->space &&
+               ws->items[j].write == g->write && ws->items[j].occ == g->occ)
+            j++;
+        /* the instruction's slot, looked up again: inserts above may have moved it */
+        const size_t slot = table_slot(&ws->t, g->pc, g->space, g->write, g->n);
+        st_pc *p = slot == SIZE_MAX ? NULL : &ws->t.e[slot];
         uint64_t u = 0, id = 0;
-        int rc = p->space == CG_EMU_SPACE_SHARED ? shared_cost(ws, ws->items + i, j - i, &u, &id)
-                                                 : global_cost(ws, ws->items + i, j - i, &u, &id);
+        int rc = !p ? -1
+                 : p->space == CG_EMU_SPACE_SHARED ? shared_cost(ws, ws->items + i, j - i, &u, &id)
+                                                   : global_cost(ws, ws->items + i, j - i, &u, &id);
         if (rc != 0) ws->dropped += j - i;
         else {
             p->requests++;
@@ -314,6 +331,7 @@ void cg__emu_wstats_block_done(cg_emu_wstats *ws) { ws->blocks++; }
 /* Forget the logs of an abandoned block. */
 void cg__emu_wstats_reset(cg_emu_wstats *ws) {
     for (int i = 0; i < 1024; i++) ws->log[i].n = 0;
+    ws->logged = 0;
     table_clear(&ws->t);
     ws->dropped = ws->blocks = 0;
 }

@@ -129,7 +129,7 @@ static void pick_frame(const cg_emu_linemap *lm, char **frames, int nf, pc_line 
 /* Lines of pcs[0..n) (addresses in the shared object) by addr2line; unknown stay -1. */
 static void resolve(const cg_emu_module *m, const uintptr_t *pcs, int n, pc_line *out) {
     for (int i = 0; i < n; i++) out[i].fidx = -1, out[i].line = 0;
-    if (!m->so_path[0] || !m->lines.fidx) return;
+    if (!m->so_path[0] || !m->lines.fidx || strchr(m->so_path, '\'')) return; /* quoted below */
     for (int i0 = 0; i0 < n; i0 += 256) {
         const int i1 = i0 + 256 < n ? i0 + 256 : n;
         size_t cap = strlen(m->so_path) + 64 + (size_t)(i1 - i0) * 20;

@@ -6,7 +6,8 @@
 struct emu_async_params {
     const float *x;
     float *out;
-    int n; // a multiple of blockDim.x
+    int n;    // a multiple of blockDim.x
+    int mode; // emu_async_early
 };
 
 // Correct: two stages, the next chunk in flight while this one is read.
@@ -26,23 +27,14 @@ extern "C" __global__ void emu_async_pipe(emu_async_params p) {
     }
 }
 
-// No wait: the barrier alone does not make the copies land.
-extern "C" __global__ void emu_async_nowait(emu_async_params p) {
+// Reads the copies too early: mode 0 does not wait at all (the barrier alone does not
+// make them land), mode 1 waits with wait<1> while its only group is the most recent.
+extern "C" __global__ void emu_async_early(emu_async_params p) {
     extern __shared__ __align__(16) float s[];
     const int t = threadIdx.x, nt = blockDim.x;
     cg_cp_async_ca4(&s[t], &p.x[t]);
     cg_cp_async_commit();
-    __syncthreads();
-    p.out[t] = s[t] + s[(t + 1) % nt];
-}
-
-// Waits for the group still in flight: wait<1> with only one group committed.
-extern "C" __global__ void emu_async_wait1(emu_async_params p) {
-    extern __shared__ __align__(16) float s[];
-    const int t = threadIdx.x, nt = blockDim.x;
-    cg_cp_async_ca4(&s[t], &p.x[t]);
-    cg_cp_async_commit();
-    cg_cp_async_wait<1>();
+    if (p.mode == 1) cg_cp_async_wait<1>();
     __syncthreads();
     p.out[t] = s[t] + s[(t + 1) % nt];
 }
