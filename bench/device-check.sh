@@ -51,17 +51,22 @@ if [ "${1:-}" = "--prepare" ]; then
   for spec in "fla fla-core" "mamba_ssm mamba-ssm"; do
     set -- $spec
     mod="$1" dist="$2"
+    dl=""
     src="$("$py" -c "import importlib.util as u; s=u.find_spec('$mod'); print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')" 2>/dev/null || true)"
     if [ -z "$src" ] && [ ! -d "$pyd/$mod" ]; then
       dl="$(mktemp -d)"
-      if "$py" -m pip download -q --no-deps --no-binary :all: -d "$dl" "$dist" >/dev/null 2>&1; then
+      # no build isolation (it would fetch torch to read setup.py); mamba's setup.py then
+      # skips its CUDA build for the metadata
+      if MAMBA_SKIP_CUDA_BUILD=TRUE timeout 300 "$py" -m pip download -q --no-deps --no-binary :all: \
+          --no-build-isolation -d "$dl" "$dist" >/dev/null 2>&1; then
         (cd "$dl" && for a in *.tar.gz; do tar xzf "$a"; done) || true
-        src="$(find "$dl" -maxdepth 3 -type d -name "$mod" -path "*/$mod" | head -1)"
+        src="$(find "$dl" -mindepth 2 -maxdepth 2 -type d -name "$mod" | head -1)"
       fi
     fi
     if [ -n "$src" ]; then
       rm -rf "${pyd:?}/$mod"; cp -r "$src" "$pyd/"; echo "prepare: $mod from $src"
       find "$pyd/$mod" -name __pycache__ -type d -prune -exec rm -rf {} +
+      [ -n "${dl:-}" ] && rm -rf "$dl"
     elif [ -d "$pyd/$mod" ]; then echo "prepare: $mod already in $pyd"
     else echo "prepare: $mod neither installed nor downloadable here (its peer rows will say so)"; fi
   done

@@ -144,7 +144,12 @@ def sscan_fwd(shape, cfg, entries):
     # per (b, t, d, n): dt*A, exp, dt*B, *x, h = a h + bx (FMA), y += C h (FMA): 8 flops
     fp = 8.0 * el
     nbytes = F * (3.0 * B * L * D + 2.0 * B * L * G * N * ctas_per_group + D * N)  # x, delta, y; B, C per CTA; A
-    out = {"cg_sscan_fwd": _launch(0, fp, nbytes)}  # strategy par's carry pass: not modeled
+    # seq: one launch; par: the pieces from zero (local), the carries across pieces (carry:
+    # B D N per piece, not modeled), then the fix-up of y (out: y += C . (decay * carry),
+    # about 4 flops per element; y read and written, C per CTA)
+    fix = _launch(0, 4.0 * el, F * (2.0 * B * L * D + B * L * G * N * ctas_per_group))
+    out = {"cg_sscan_fwd": _launch(0, fp, nbytes), "cg_sscan_fwd_local": _launch(0, fp, nbytes),
+           "cg_sscan_fwd_out": fix}
     unique = F * (3.0 * B * L * D + 2.0 * B * L * G * N + D * N)
     return {k: v for k, v in out.items() if k in entries}, fp, unique
 
@@ -158,6 +163,7 @@ def sscan_bwd(shape, cfg, entries):
     out = {}
     # states: the forward recurrence without y (6 flops per element); checkpoints written
     out["cg_sscan_bwd_states"] = _launch(0, 6.0 * el, F * (2.0 * B * L * D + B * L * G * N * per) + 2 * ckpt)
+    out["cg_sscan_bwd_local"] = out["cg_sscan_bwd_states"]  # par: per segment from zero (carry: not modeled)
     # grads: the segment's forward again (6) and the reverse step (about 18 flops)
     gio = F * (4.0 * B * L * D + 2.0 * B * L * G * N * per + 2.0 * B * L * G * N * min(per, 8)) + 3 * ckpt
     out["cg_sscan_bwd_grads"] = _launch(0, 24.0 * el, gio)
@@ -178,13 +184,13 @@ def model(kernel, shape, cfg, launches):
     per, useful, unique = MODELS[kernel](shape, cfg, entries)
     res = {}
     tot = {"mma_flops": 0.0, "fp32_flops": 0.0, "bytes": 0.0, "time_ms": 0.0}
-    bound_t = {"tensor": 0.0, "fp32": 0.0, "memory": 0.0}
+    bound_t = {"tensor": 0.0, "fp32": 0.0, "memory": 0.0, "not modeled": 0.0}
     for e in entries:
         l = per.get(e, _launch())
         times = {"tensor": l["mma_flops"] / lim["tf32_flops"], "fp32": l["fp32_flops"] / lim["fp32_flops"],
                  "memory": l["bytes"] / lim["hbm_Bps"]}
-        b = max(times, key=times.get)
-        t = times[b]
+        b = max(times, key=times.get) if e in per else "not modeled"
+        t = times[b] if e in per else 0.0
         res[e] = dict(l, time_ms=t * 1e3, bound=b, modeled=e in per)
         for k in ("mma_flops", "fp32_flops", "bytes"):
             tot[k] += l[k]

@@ -267,17 +267,83 @@ def report_one(cli, tools, cache, kernel, shape, arch, config, emu):
                "sass": mix_of(ops), "instr_per_mma_product": ipp, "instr_per_mma_product_core": ipp_core,
                "model": m}
         launches.append(row)
+    emu_res = emu_counters(emu, kernel, shape, plan, cache) if emu else None
+    for row in launches:
+        row["emu"] = (emu_res.get("entries") or {}).get(row["entry"]) if emu_res else None
     return {"kernel": kernel, "name": plan["name"], "arch": arch, "device_model": lim["name"], "shape": shape,
             "config": plan["config"], "workspace_bytes": plan.get("workspace_bytes", 0), "launches": launches,
-            "model": {k: v for k, v in model.items() if k != "launches"},
-            "emu_counters": emu_counters(emu, kernel, shape, plan)}
+            "model": {k: v for k, v in model.items() if k != "launches"}, "emu_counters": emu_res}
 
 
-def emu_counters(mode, kernel, shape, plan):
-    """Hook for the emulator's bank-conflict and coalescing counters (#14 item 2): not
-    wired in this build; the field says so, so a reader sees no made-up counts."""
-    return {"status": "not collected", "why": "the emulator's counter output is not wired into this report yet "
-            "(hook: static_report.emu_counters)"} if mode else None
+def emu_shape(kernel, shape, cfg):
+    """A small shape of the same compile-time sizes and config for the emulator: one batch,
+    one head per group, two chunks (SSD) or two segments / 64 steps (sscan)."""
+    if kernel.startswith("ssd_"):
+        t = min(shape["T"], 2 * cfg["chunk"])
+        return ("--ssd-shape", "emu:B=1,G=%d,H=%d,dk=%d,dv=%d" % (shape["G"], shape["G"], shape["dk"], shape["dv"])), t
+    t = min(shape["L"], 2 * cfg.get("segment", 32))
+    d = min(shape["D"], 2 * cfg["dim_block"])
+    return ("--sscan-shape", "emu:B=1,D=%d,N=%d" % (d, shape["N"])), t
+
+
+def emu_counters(cli, kernel, shape, plan, tmp):
+    """The emulator's shared-memory wavefronts and global sectors per warp-wide request, per
+    entry (docs/emulator.md, CHUNKGEN_EMU_STATS, schema chunkgen-emu-stats/1), from running
+    the same kernel and config under the emulator at emu_shape(). Per-request ratios do not
+    depend on T or B; totals are those of the small shape."""
+    cfg = plan["config"]
+    sh, t = emu_shape(kernel, shape, cfg)
+    memo = (cli, kernel, sh, t, plan["name"])
+    if memo not in _EMU_MEMO:
+        _EMU_MEMO[memo] = _emu_run(cli, kernel, plan, cfg, sh, t, tmp)
+    return _EMU_MEMO[memo]
+
+
+_EMU_MEMO = {}
+
+
+def _emu_run(cli, kernel, plan, cfg, sh, t, tmp):
+    stats = os.path.join(tmp, "emu-stats-%s.json" % plan["name"])
+    pin = "%s:%s" % (kernel, ",".join("%s=%s" % kv for kv in sorted(cfg.items())))
+    cmd = [cli, "bench", "--impls", "chunkgen_emulate", sh[0], sh[1], "--seq", str(t), "--emu-max-seq", str(t),
+           "--mode", "fwd" if kernel.endswith("_fwd") else "fwd_bwd", "--config", pin, "--repeats", "1",
+           "--min-time", "0", "--no-check", "--no-probe", "--quiet", "--threads", "1",
+           "--out", os.path.join(tmp, "emu-bench.json")]
+    env = dict(os.environ, CHUNKGEN_EMU_STATS=stats)
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        return {"status": "failed", "why": (r.stderr or r.stdout).strip()[-500:], "command": " ".join(cmd)}
+    if not os.path.exists(stats):
+        return {"status": "not available", "why": "CHUNKGEN_EMU_STATS wrote nothing: this build's emulator has "
+                "no access statistics (docs/emulator.md)"}
+    with open(stats) as f:
+        doc = json.load(f)
+    os.unlink(stats)
+    entries = {l["entry"] for l in plan["launches"]}
+    per = {}
+    for l in doc.get("launches", []):
+        if not l.get("plan", "").startswith(kernel + "_") or l.get("kernel") not in entries:
+            continue
+        a = per.setdefault(l["kernel"], {"launches": 0, "dropped": 0, "shared_requests": 0, "wavefronts": 0,
+                                         "ideal_wavefronts": 0, "global_requests": 0, "sectors": 0,
+                                         "ideal_sectors": 0})
+        a["launches"] += 1
+        a["dropped"] += l.get("dropped", 0)
+        sh_, gl = l.get("shared", {}), l.get("global", {})
+        a["shared_requests"] += sh_.get("requests", 0)
+        a["wavefronts"] += sh_.get("wavefronts", 0)
+        a["ideal_wavefronts"] += sh_.get("ideal_wavefronts", 0)
+        a["global_requests"] += gl.get("requests", 0)
+        a["sectors"] += gl.get("sectors", 0)
+        a["ideal_sectors"] += gl.get("ideal_sectors", 0)
+    for a in per.values():
+        q = lambda x, y: round(x / y, 4) if y else None  # noqa: E731
+        a["wavefronts_per_request"] = q(a["wavefronts"], a["shared_requests"])
+        a["bank_conflict_excess"] = q(a["wavefronts"] - a["ideal_wavefronts"], a["ideal_wavefronts"])
+        a["sectors_per_request"] = q(a["sectors"], a["global_requests"])
+        a["coalescing_waste"] = q(a["sectors"], a["ideal_sectors"])
+    return {"status": "collected", "schema": doc.get("schema"), "emulated_shape": sh[1].split(":", 1)[1],
+            "emulated_seq": t, "entries": per}
 
 
 # ------------------------------------------------------------------ matrix
@@ -328,7 +394,9 @@ def main(argv=None):
     ap.add_argument("--arch", default="90,80", help="comma list of sm numbers with limits in perf_model.py (90, 80)")
     ap.add_argument("--config", default=None, help="pin a config (as chunkgen gen --config)")
     ap.add_argument("--cache-dir", default=None, help="kernel cache (default: a new temporary directory)")
-    ap.add_argument("--emu-counters", action="store_true", help="ask for the emulator's bank-conflict/coalescing counts")
+    ap.add_argument("--emu-counters", action="store_true", help="add the emulator's bank-conflict and coalescing counts "
+                    "(CHUNKGEN_EMU_STATS; a small shape of the same sizes and config)")
+    ap.add_argument("--emu-chunkgen", default=None, help="the CLI whose emulator counts (default --chunkgen)")
     ap.add_argument("--out", default="-", help="JSON output file (- stdout)")
     a = ap.parse_args(argv)
 
@@ -362,7 +430,8 @@ def main(argv=None):
                 die("--kernels %s: not a kernel of the %s shape %s" % (k, op, shape))
             for arch in archs:
                 try:
-                    r = report_one(a.chunkgen, tools, cache, k, shape, arch, a.config, a.emu_counters)
+                    emu = (a.emu_chunkgen or a.chunkgen) if a.emu_counters else None
+                    r = report_one(a.chunkgen, tools, cache, k, shape, arch, a.config, emu)
                     r["preset"] = preset
                     results.append(r)
                     print_row(r)
