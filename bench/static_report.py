@@ -38,6 +38,13 @@ SSD_SEEDS = {"g2h8_d128": (4, 2, 8, 128, 128), "g1h24_dk128_dv64": (2, 1, 24, 12
              "g1h1_d128": (4, 1, 1, 128, 128), "g2h4_dk48_dv40": (4, 2, 4, 48, 40)}
 SSCAN_SEEDS = {"sscan_d256": (4, 256, 16), "sscan_d512": (4, 512, 16), "sscan_d1024": (4, 1024, 16)}
 SEQS = (512, 2048, 8192)
+# The issue's published anchors (H100, bf16): fla chunk_simple_gla B=4, T=8192, H=32, d=128:
+# 2.30 ms fwd, 8.78 ms fwd+bwd; mamba selective_scan_cuda at 65,536 tokens, d_inner 4096,
+# N=16: 4.7-6.6 ms fwd, 27.6-34.4 ms fwd+bwd (here as B=8, L=8192).
+ANCHORS = [("anchor_fla_chunk_simple_gla", "ssd", {"B": 4, "T": 8192, "G": 32, "H": 32, "dk": 128, "dv": 128},
+            {"fwd_ms": 2.30, "fwd_bwd_ms": 8.78}),
+           ("anchor_mamba_selective_scan", "sscan", {"B": 8, "L": 8192, "D": 4096, "N": 16, "G": 1},
+            {"fwd_ms": [4.7, 6.6], "fwd_bwd_ms": [27.6, 34.4]})]
 
 
 def die(msg, code=2):
@@ -277,10 +284,12 @@ def report_one(cli, tools, cache, kernel, shape, arch, config, emu):
 
 def emu_shape(kernel, shape, cfg):
     """A small shape of the same compile-time sizes and config for the emulator: one batch,
-    one head per group, two chunks (SSD) or two segments / 64 steps (sscan)."""
+    at most two heads per group (heads=split needs two), two chunks (SSD); two segments
+    and at most two channel blocks (sscan)."""
     if kernel.startswith("ssd_"):
         t = min(shape["T"], 2 * cfg["chunk"])
-        return ("--ssd-shape", "emu:B=1,G=%d,H=%d,dk=%d,dv=%d" % (shape["G"], shape["G"], shape["dk"], shape["dv"])), t
+        h = shape["G"] * min(shape["H"] // shape["G"], 2)
+        return ("--ssd-shape", "emu:B=1,G=%d,H=%d,dk=%d,dv=%d" % (shape["G"], h, shape["dk"], shape["dv"])), t
     t = min(shape["L"], 2 * cfg.get("segment", 32))
     d = min(shape["D"], 2 * cfg["dim_block"])
     return ("--sscan-shape", "emu:B=1,D=%d,N=%d" % (d, shape["N"])), t
@@ -307,7 +316,7 @@ def _emu_run(cli, kernel, plan, cfg, sh, t, tmp):
     pin = "%s:%s" % (kernel, ",".join("%s=%s" % kv for kv in sorted(cfg.items())))
     cmd = [cli, "bench", "--impls", "chunkgen_emulate", sh[0], sh[1], "--seq", str(t), "--emu-max-seq", str(t),
            "--mode", "fwd" if kernel.endswith("_fwd") else "fwd_bwd", "--config", pin, "--repeats", "1",
-           "--min-time", "0", "--no-check", "--no-probe", "--quiet", "--threads", "1",
+           "--min-time", "0", "--no-check", "--no-probe", "--threads", "1",
            "--out", os.path.join(tmp, "emu-bench.json")]
     env = dict(os.environ, CHUNKGEN_EMU_STATS=stats)
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -320,6 +329,7 @@ def _emu_run(cli, kernel, plan, cfg, sh, t, tmp):
         doc = json.load(f)
     os.unlink(stats)
     entries = {l["entry"] for l in plan["launches"]}
+    skipped = [ln.split("skipped:", 1)[1].strip() for ln in r.stderr.splitlines() if "skipped:" in ln]
     per = {}
     for l in doc.get("launches", []):
         if not l.get("plan", "").startswith(kernel + "_") or l.get("kernel") not in entries:
@@ -342,6 +352,9 @@ def _emu_run(cli, kernel, plan, cfg, sh, t, tmp):
         a["bank_conflict_excess"] = q(a["wavefronts"] - a["ideal_wavefronts"], a["ideal_wavefronts"])
         a["sectors_per_request"] = q(a["sectors"], a["global_requests"])
         a["coalescing_waste"] = q(a["sectors"], a["ideal_sectors"])
+    if not per:
+        return {"status": "failed", "why": "no launch of %s under the emulator%s" % (plan["name"], (": " + skipped[-1][-400:]) if skipped else ""),
+                "command": " ".join(cmd)}
     return {"status": "collected", "schema": doc.get("schema"), "emulated_shape": sh[1].split(":", 1)[1],
             "emulated_seq": t, "entries": per}
 
@@ -385,11 +398,12 @@ def seed_matrix():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--chunkgen", default=os.path.join(ROOT, "build", "chunkgen"), help="the CLI (default build/chunkgen)")
     ap.add_argument("--shape", action="append", default=[], help="ssd:B=..,T=..,G=..,H=..,dk=..,dv=.. or sscan:B=..,L=..,D=..,N=..")
     ap.add_argument("--seeds", action="store_true", help="the seeds' matrix (every shape and seq, fwd and bwd)")
     ap.add_argument("--d128", action="store_true", help="with --seeds: only the SSD shapes with dk = 128, and sscan")
+    ap.add_argument("--anchors", action="store_true", help="the issue's published anchor shapes (fla, mamba) too")
     ap.add_argument("--kernels", default=None, help="comma list (default: fwd and bwd of the shape's op)")
     ap.add_argument("--arch", default="90,80", help="comma list of sm numbers with limits in perf_model.py (90, 80)")
     ap.add_argument("--config", default=None, help="pin a config (as chunkgen gen --config)")
@@ -419,8 +433,10 @@ def main(argv=None):
     rows = [(None,) + parse_shape(s) for s in a.shape]
     if a.seeds:
         rows += [r for r in seed_matrix() if not a.d128 or r[1] == "sscan" or r[2]["dk"] == 128]
+    if a.anchors:
+        rows += [(name, op, shape) for name, op, shape, _ in ANCHORS]
     if not rows:
-        die("give --shape or --seeds")
+        die("give --shape, --seeds or --anchors")
     cache = a.cache_dir or tempfile.mkdtemp(prefix="cg-static-report-")
     results, failed = [], 0
     for preset, op, shape in rows:
@@ -443,7 +459,8 @@ def main(argv=None):
     doc = {"kind": "chunkgen-static-report", "commit": commit,
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
            "chunkgen": run([a.chunkgen, "version"]).strip(), "tools": tools,
-           "model": perf_model.describe(), "reports": results}
+           "model": perf_model.describe(), "reports": results,
+           "anchors": {name: {"shape": shape, "published_h100_bf16": t} for name, _, shape, t in ANCHORS}}
     text = json.dumps(doc, indent=1, sort_keys=True)
     if a.out == "-":
         print(text)
