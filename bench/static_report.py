@@ -412,7 +412,11 @@ def main(argv=None):
                     "(CHUNKGEN_EMU_STATS; a small shape of the same sizes and config)")
     ap.add_argument("--emu-chunkgen", default=None, help="the CLI whose emulator counts (default --chunkgen)")
     ap.add_argument("--out", default="-", help="JSON output file (- stdout)")
+    ap.add_argument("--summary", metavar="JSON", help="print a report JSON as a markdown table (sm_90) and exit")
     a = ap.parse_args(argv)
+    if a.summary:
+        summary(a.summary)
+        return 0
 
     if not os.access(a.chunkgen, os.X_OK):
         die("--chunkgen %s: not an executable (build first: cmake --build build)" % a.chunkgen)
@@ -468,6 +472,35 @@ def main(argv=None):
         with open(a.out, "w") as f:
             f.write(text + "\n")
     return 1 if failed else 0
+
+
+def widths(d):
+    return "/".join("%s:%d" % (w, n) for w, n in sorted(d.items(), key=lambda kv: int(kv[0]))) or "-"
+
+
+def summary(path, arch=90):
+    """Markdown: one line per report of `arch` in a report JSON (the issue note's table)."""
+    with open(path) as f:
+        doc = json.load(f)
+    print("static report %s (commit %s), sm_%d; model = roofline ms on H200 ceilings, ideal = useful FLOPs "
+          "and tensor bytes only" % (os.path.basename(path), doc.get("commit"), arch))
+    print("| shape | kernel | T | config | model ms | ideal ms | launch: warps/SM (limiter), instr/product "
+          "(core), LDG, LDGSTS, LDS widths |")
+    print("|---|---|---|---|---|---|---|")
+    for r in doc["reports"]:
+        if r["arch"] != arch:
+            continue
+        parts = []
+        for l in r["launches"]:
+            o, sa = l["occupancy"], l["sass"]
+            ipp = " %.1f" % l["instr_per_mma_product_core"] if l["instr_per_mma_product_core"] else ""
+            parts.append("%s %d (%s)%s LDG %s LDGSTS %s LDS %s" % (
+                l["entry"].replace("cg_", ""), o["warps_per_sm"], o["limiter"], ipp, widths(sa["LDG"]),
+                widths(sa["LDGSTS"]), widths(sa["LDS"])))
+        sh = r["shape"]
+        print("| %s | %s | %s | %s | %.3f | %.3f | %s |" % (
+            r.get("preset"), r["kernel"], sh.get("T", sh.get("L")), ",".join("%s=%s" % kv for kv in r["config"].items()),
+            r["model"]["time_ms"], r["model"]["ideal_ms"], "; ".join(parts)))
 
 
 def print_row(r):
