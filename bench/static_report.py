@@ -412,10 +412,19 @@ def main(argv=None):
                     "(CHUNKGEN_EMU_STATS; a small shape of the same sizes and config)")
     ap.add_argument("--emu-chunkgen", default=None, help="the CLI whose emulator counts (default --chunkgen)")
     ap.add_argument("--out", default="-", help="JSON output file (- stdout)")
+    ap.add_argument("--remodel", metavar="JSON", help="recompute the roofline model of a report JSON (to --out) and exit")
     ap.add_argument("--summary", metavar="JSON", help="print a report JSON as a markdown table (sm_90) and exit")
     a = ap.parse_args(argv)
     if a.summary:
         summary(a.summary)
+        return 0
+    if a.remodel:
+        text = json.dumps(remodel(a.remodel), indent=1, sort_keys=True)
+        if a.out == "-":
+            print(text)
+        else:
+            with open(a.out, "w") as f:
+                f.write(text + "\n")
         return 0
 
     if not os.access(a.chunkgen, os.X_OK):
@@ -501,6 +510,20 @@ def summary(path, arch=90):
         print("| %s | %s | %s | %s | %.3f | %.3f | %s |" % (
             r.get("preset"), r["kernel"], sh.get("T", sh.get("L")), ",".join("%s=%s" % kv for kv in r["config"].items()),
             r["model"]["time_ms"], r["model"]["ideal_ms"], "; ".join(parts)))
+
+
+def remodel(path):
+    """The report JSON at path with its roofline model recomputed from the stored shape,
+    config and launches (after a change of perf_model.py; no compile)."""
+    with open(path) as f:
+        doc = json.load(f)
+    for r in doc["reports"]:
+        m = perf_model.model(r["kernel"], r["shape"], r["config"], r["launches"])
+        for l in r["launches"]:
+            l["model"] = m["launches"].get(l["entry"], {})
+        r["model"] = {k: v for k, v in m.items() if k != "launches"}
+    doc["model"] = perf_model.describe()
+    return doc
 
 
 def print_row(r):
