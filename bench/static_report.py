@@ -304,7 +304,15 @@ def emu_counters(cli, kernel, shape, plan, tmp):
     sh, t = emu_shape(kernel, shape, cfg)
     memo = (cli, kernel, sh, t, plan["name"])
     if memo not in _EMU_MEMO:
-        _EMU_MEMO[memo] = _emu_run(cli, kernel, plan, cfg, sh, t, tmp)
+        # a config the constraints reject at the small seq (recompute=4 wants more chunks,
+        # strategy=par more than one piece): 4x the seq, up to the shape's own
+        full = shape["T"] if kernel.startswith("ssd_") else shape["L"]
+        while True:
+            res = _emu_run(cli, kernel, plan, cfg, sh, t, tmp)
+            if res["status"] == "collected" or "is not valid for" not in res.get("why", "") or t >= full:
+                break
+            t = min(full, t * 4)
+        _EMU_MEMO[memo] = res
     return _EMU_MEMO[memo]
 
 
@@ -322,6 +330,10 @@ def _emu_run(cli, kernel, plan, cfg, sh, t, tmp):
     r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         return {"status": "failed", "why": (r.stderr or r.stdout).strip()[-500:], "command": " ".join(cmd)}
+    skipped = [ln.split("skipped:", 1)[1].strip() for ln in r.stderr.splitlines() if "skipped:" in ln]
+    if not os.path.exists(stats) and skipped:
+        return {"status": "failed", "why": "no launch of %s under the emulator: %s" % (plan["name"], skipped[-1][-400:]),
+                "command": " ".join(cmd)}
     if not os.path.exists(stats):
         return {"status": "not available", "why": "CHUNKGEN_EMU_STATS wrote nothing: this build's emulator has "
                 "no access statistics (docs/emulator.md)"}
@@ -329,7 +341,6 @@ def _emu_run(cli, kernel, plan, cfg, sh, t, tmp):
         doc = json.load(f)
     os.unlink(stats)
     entries = {l["entry"] for l in plan["launches"]}
-    skipped = [ln.split("skipped:", 1)[1].strip() for ln in r.stderr.splitlines() if "skipped:" in ln]
     per = {}
     for l in doc.get("launches", []):
         if not l.get("plan", "").startswith(kernel + "_") or l.get("kernel") not in entries:
