@@ -38,7 +38,7 @@ def run_checks(cli, tmp):
     env = dict(os.environ, CHUNKGEN_CACHE_DIR=tmp)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "static_report.py"), "--chunkgen", cli,
                         "--shape", SHAPE, "--arch", "90,80", "--cache-dir", os.path.join(tmp, "cache"),
-                        "--out", out], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                        "--emu-counters", "--out", out], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(r.stdout[-4000:])
     if r.returncode == 77:
         print("static_report: skipped (%s)" % r.stdout.strip().splitlines()[-1])
@@ -100,6 +100,18 @@ def run_checks(cli, tmp):
             check(abs(m["time_ms"] - want) <= 1e-9 + 1e-9 * want, t + ": roofline time = max of the three terms")
             for k in tot:
                 tot[k] += m[k]
+        # the emulator's counts (docs/emulator.md): present where this build's emulator counts
+        ec = rep["emu_counters"]
+        check(ec["status"] in ("collected", "not available"), tag + ": emulator counts: %s" % ec)
+        for l in rep["launches"]:
+            e = l["emu"]
+            if ec["status"] != "collected" or e is None:
+                continue
+            check(e["wavefronts"] >= e["ideal_wavefronts"] and e["sectors"] >= e["ideal_sectors"],
+                  tag + " " + l["entry"] + ": wavefronts and sectors at least their ideal")
+            if e["shared_requests"]:
+                check(abs(e["wavefronts_per_request"] - e["wavefronts"] / e["shared_requests"]) < 1e-3,
+                      tag + " " + l["entry"] + ": wavefronts per request")
         mo = rep["model"]
         for k in tot:
             check(abs(mo[k] - tot[k]) <= 1e-6 * max(1.0, tot[k]), tag + ": op %s = sum over launches" % k)
