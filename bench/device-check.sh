@@ -21,8 +21,8 @@
 #      machine has no headers)
 #   2. GPU correctness: ctest -L gpu (every kernel and config on odd shapes against the
 #      float64 reference)
-#   3. the seeds' matrix: chunkgen bench --backend cuda,ref, the d = 128 shapes first,
-#      then the rest; fla (chunk_simple_gla) and mamba_ssm (mamba_chunk_scan_combined) on
+#   3. the seeds' matrix: chunkgen bench --backend cuda,ref, the d = 128 shapes first
+#      (seq 512 and 2048, then 8192), then the rest; fla (chunk_simple_gla) and mamba_ssm (mamba_chunk_scan_combined) on
 #      the same cells (bench/peers/gpu_peers.py), torch's chunked form
 #   4. compute-sanitizer racecheck and synccheck on the small conformance shapes
 #   5. merge, plots, results; chunkgen tune; the CPU/emulator suite with the time left
@@ -163,7 +163,8 @@ python3 -c "import torch, numpy; assert torch.cuda.is_available()" >/dev/null 2>
 
 if [ -x "$bin" ]; then
   # 2. GPU correctness: every kernel on odd shapes
-  gpu_step test_gpu 100 ctest --test-dir "$build" -L gpu -j4 --output-on-failure
+  export CHUNKGEN_TEST_KCACHE="$work/sweep-kernels"
+  gpu_step test_gpu 100 ctest --test-dir "$build" -L gpu -j"$(( jobs < 8 ? jobs : 8 ))" --output-on-failure
 
   # 3. the seeds' matrix, d = 128 first, and the peers on its cells
   bench_args=(--threads "$jobs" --min-time "${BENCH_MIN_TIME:-0.2}" --ref-seq "${BENCH_REF_SEQ:-512}" --commit "$commit")
@@ -172,8 +173,10 @@ if [ -x "$bin" ]; then
     step bench_d128 30 "$bin" bench --backend cpu --preset g2h4_dk48_dv40 --seq 64 --min-time 0.01 --threads 1 \
       --commit "$commit" --out "$work/bench-d128.json"
   else
-    step bench_d128 120 "$bin" bench --backend cuda,ref --preset g2h8_d128,g1h24_dk128_dv64,g1h1_d128,sscan_d1024 \
-      "${bench_args[@]}" --out "$work/bench-d128.json"
+    # (bench writes its JSON at the end: the long seq runs apart, so a timeout there
+    # keeps the rest)
+    step bench_d128 100 "$bin" bench --backend cuda,ref --preset g2h8_d128,g1h24_dk128_dv64,g1h1_d128,sscan_d1024 \
+      --seq 512,2048 "${bench_args[@]}" --out "$work/bench-d128.json"
   fi
   if [ -s "$work/bench-d128.json" ] && [ $has_torch_cuda = 1 ]; then
     gpu_step gpu_peers 70 python3 bench/peers/gpu_peers.py --matrix "$work/bench-d128.json" --chunkgen "$bin" \
@@ -181,7 +184,9 @@ if [ -x "$bin" ]; then
   else
     note gpu_peers "skipped: no bench rows or no torch with CUDA"
   fi
-  gpu_step bench_rest 60 "$bin" bench --backend cuda,ref --preset g2h4_dk48_dv40,sscan_d256,sscan_d512 \
+  gpu_step bench_d128_8192 60 "$bin" bench --backend cuda,ref --preset g2h8_d128,g1h24_dk128_dv64,g1h1_d128,sscan_d1024 \
+    --seq 8192 "${bench_args[@]}" --out "$work/bench-d128-8192.json"
+  gpu_step bench_rest 50 "$bin" bench --backend cuda,ref --preset g2h4_dk48_dv40,sscan_d256,sscan_d512 \
     "${bench_args[@]}" --out "$work/bench-rest.json"
   if [ -s "$work/bench-d128.json" ] && [ $has_torch_cuda = 1 ]; then
     gpu_step torch_peers_cuda 40 python3 bench/peers/torch_peers.py --matrix "$work/bench-d128.json" --device cuda \
@@ -204,7 +209,7 @@ fi
 results=""
 if [ -s "$work/bench-d128.json" ]; then
   inputs=("$work/bench-d128.json")
-  for f in "$work/bench-rest.json" "$work"/peers-*.json; do [ -s "$f" ] && inputs+=("$f"); done
+  for f in "$work/bench-d128-8192.json" "$work/bench-rest.json" "$work"/peers-*.json; do [ -s "$f" ] && inputs+=("$f"); done
   step merge 30 python3 bench/merge.py "${inputs[@]}" -o "$work/merged.json"
   if [ -s "$work/merged.json" ]; then
     if python3 -c "import matplotlib" >/dev/null 2>&1 && [ "$dry" != 1 ]; then
