@@ -23,6 +23,11 @@ mods = {"torch": "torch", "numpy": "numpy", "pytest": "pytest", "scikit_build_co
 print(" ".join(pkg for mod, pkg in mods.items() if importlib.util.find_spec(mod) is None))
 PY
 )"
+# cuobjdump and nvdisasm (the static performance report, bench/static_report.py, and its
+# ctest static_report) come as PyPI wheels into the same environment.
+for tool in nvdisasm cuobjdump; do
+    ls "$venv"/lib/python3*/site-packages/nvidia/*/bin/$tool >/dev/null 2>&1 || missing="$missing nvidia-cuda-$tool"
+done
 if [ -n "$missing" ]; then
     echo "== installing into $venv: $missing"
     "$py" -m pip install $missing

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""static_report_check.py -- ctest static_report: runs bench/static_report.py on one small
+odd shape (SSD fwd and bwd, sm_90 and sm_80) and checks that its JSON is consistent with
+itself, with the plan and with hand formulas -- no hard-coded expected numbers.
+
+  python3 tests/perf/static_report_check.py BUILD_DIR
+Exit 0 pass, 1 fail, 77 skip (nvdisasm/cuobjdump or NVRTC missing)."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHAPE = "ssd:B=1,T=100,G=1,H=2,dk=40,dv=24"
+fails = []
+
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+        print("FAIL: " + what)
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
+    tmp = tempfile.mkdtemp(prefix="cg-static-report-test-")
+    try:
+        return run_checks(os.path.join(build, "chunkgen"), tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_checks(cli, tmp):
+    out = os.path.join(tmp, "r.json")
+    env = dict(os.environ, CHUNKGEN_CACHE_DIR=tmp)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "static_report.py"), "--chunkgen", cli,
+                        "--shape", SHAPE, "--arch", "90,80", "--cache-dir", os.path.join(tmp, "cache"),
+                        "--emu-counters", "--out", out], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(r.stdout[-4000:])
+    if r.returncode == 77:
+        print("static_report: skipped (%s)" % r.stdout.strip().splitlines()[-1])
+        return 77
+    if r.returncode != 0 and "NVRTC" in r.stdout and "not" in r.stdout:
+        return 77
+    check(r.returncode == 0, "static_report.py exit status %d" % r.returncode)
+    if r.returncode != 0:
+        return 1
+    doc = json.load(open(out))
+    reps = doc["reports"]
+    check(sorted((x["kernel"], x["arch"]) for x in reps) ==
+          sorted((k, a) for k in ("ssd_fwd", "ssd_bwd") for a in (90, 80)), "one report per kernel and arch")
+    lims = doc["model"]["limits"]
+    for rep in reps:
+        lim = lims[str(rep["arch"])]
+        tag = "%s sm_%d" % (rep["kernel"], rep["arch"])
+        # the plan, asked independently, agrees on name, config and launch geometry
+        shape = SHAPE.split(":", 1)[1]
+        plan = json.loads(subprocess.run([cli, "gen", rep["kernel"], "--shape", shape, "--arch", str(rep["arch"]),
+                                          "--plan", "--json"], env=env, stdout=subprocess.PIPE, text=True,
+                                         check=True).stdout)
+        check(plan["name"] == rep["name"] and plan["config"] == rep["config"], tag + ": name/config = the plan's")
+        check([l["entry"] for l in plan["launches"]] == [l["entry"] for l in rep["launches"]], tag + ": entries")
+        mpp = {"3xtf32": 3, "tf32": 1}.get(rep["config"].get("precision"), 0)
+        tot = {"time_ms": 0.0, "bytes": 0.0, "mma_flops": 0.0, "fp32_flops": 0.0}
+        for pl, l in zip(plan["launches"], rep["launches"]):
+            t = tag + " " + l["entry"]
+            check(l["grid"] == pl["grid"] and l["block"] == pl["block"] and l["smem_dynamic"] == pl["smem"],
+                  t + ": grid/block/smem = the plan's")
+            check(l["regs"] > 0 and l["regs"] <= 255, t + ": registers in 1..255")
+            check(l["spill_stores"] == 0 and l["spill_loads"] == 0 and l["local_bytes"] == 0, t + ": no spills")
+            # occupancy by hand: CUDA's occupancy rules on this kernel's own numbers
+            w = math.ceil(l["threads"] / 32)
+            rw = math.ceil(l["regs"] * 32 / 256) * 256
+            by_regs = (16384 // rw) * 4 // w
+            sm = math.ceil((l["smem_static"] + l["smem_dynamic"] + 1024) / 128) * 128
+            by_smem = lim["smem_per_sm"] // sm
+            ctas = min(32, 64 // w, by_regs, by_smem)
+            o = l["occupancy"]
+            check(o["ctas_per_sm"] == ctas and o["warps_per_sm"] == ctas * w,
+                  t + ": occupancy %d CTAs (hand formula %d)" % (o["ctas_per_sm"], ctas))
+            check(o["by"][o["limiter"]] == o["ctas_per_sm"], t + ": the limiter gives the CTA count")
+            check(abs(l["waves"]["waves"] - l["ctas"] / (ctas * lim["sms"])) < 1e-3, t + ": waves")
+            # the SASS mix: classes sum to the total
+            s = l["sass"]
+            parts = s["other"] + sum(sum(v.values()) if isinstance(v, dict) else v
+                                     for k, v in s.items() if k not in ("total", "other"))
+            check(parts == s["total"] and s["total"] > 0, t + ": mix sums to the total (%d vs %d)" % (parts, s["total"]))
+            if s["HMMA"]:
+                check(mpp > 0, t + ": HMMA only in a tensor-core precision")
+                check(abs(l["instr_per_mma_product"] - s["total"] / (s["HMMA"] / mpp)) < 0.01,
+                      t + ": instructions per product = total / (HMMA / %d)" % mpp)
+                check(l["instr_per_mma_product_core"] <= l["instr_per_mma_product"] + 1e-9, t + ": core <= whole")
+            m = l["model"]
+            ceil = doc["model"]["ceilings"]
+            want = max(m["mma_flops"] / ceil["tf32_flops"], m["fp32_flops"] / ceil["fp32_flops"],
+                       m["bytes"] / ceil["hbm_Bps"]) * 1e3
+            check(abs(m["time_ms"] - want) <= 1e-9 + 1e-9 * want, t + ": roofline time = max of the three terms")
+            for k in tot:
+                tot[k] += m[k]
+        # the emulator's counts (docs/emulator.md): present where this build's emulator counts
+        ec = rep["emu_counters"]
+        check(ec["status"] in ("collected", "not available"), tag + ": emulator counts: %s" % ec)
+        for l in rep["launches"]:
+            e = l["emu"]
+            if ec["status"] != "collected" or e is None:
+                continue
+            check(e["wavefronts"] >= e["ideal_wavefronts"] and e["sectors"] >= e["ideal_sectors"],
+                  tag + " " + l["entry"] + ": wavefronts and sectors at least their ideal")
+            if e["shared_requests"]:
+                check(abs(e["wavefronts_per_request"] - e["wavefronts"] / e["shared_requests"]) < 1e-3,
+                      tag + " " + l["entry"] + ": wavefronts per request")
+        mo = rep["model"]
+        for k in tot:
+            check(abs(mo[k] - tot[k]) <= 1e-6 * max(1.0, tot[k]), tag + ": op %s = sum over launches" % k)
+        if mpp:
+            check(mo["mma_flops"] >= mpp * mo["useful_flops"] * 0.999, tag + ": implemented mma >= useful x %d" % mpp)
+        check(mo["bytes"] >= mo["unique_bytes"] * 0.999, tag + ": implemented bytes >= the tensors' bytes")
+        check(mo["time_ms"] >= mo["ideal_ms"] * 0.999, tag + ": modeled time >= the ideal")
+    print("static_report: %d reports, %d failures" % (len(reps), len(fails)))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
