@@ -20,17 +20,29 @@ local ceil_div, layout, nblk = F.ceil_div, F.layout, F.nblk
 
 local SPLIT_TARGET = 256       -- CG_SSCAN_SPLIT_TARGET of templates/sscan_params.h
 local SPLIT_MAX = 8            -- CG_SSCAN_SPLIT_MAX
-local GRADS_WARPS_PER_SM = 8   -- resident warps per SM the grads grid aims at
+local GRADS_WARPS_PER_SM = 8   -- resident warps per SM the grads grid aims at (hbuf in global)
+local GRADS_WARPS_SMEM = 32    -- the same with the states in shared memory (no workspace per CTA)
+local HB_SMEM_MAX = 64 * 1024  -- a grads CTA keeps its segment's states in shared memory up to this
 
 local function nseg(p, shape) return ceil_div(shape.L, p.segment) end
+
+-- Bytes of one segment's recomputed states of a grads CTA ([SEG + 1][NPT][NT] floats);
+-- kept in shared memory (CG_SSCAN_HB_SMEM) when at most HB_SMEM_MAX.
+local function hb_bytes(p, shape)
+  local nt, _, npt = layout(p, shape)
+  return 4 * (p.segment + 1) * npt * nt
+end
+local function hb_smem(p, shape) return hb_bytes(p, shape) <= HB_SMEM_MAX end
 
 -- Shared memory of the grads pass (mirrors M_FLOATS of sscan_bwd.cu) and of the state
 -- passes (F_FLOATS of sscan_fwd.cu), bytes.
 local function smem_grads(p, shape)
   local np = shape.N | 1
-  return 4 * (4 * p.chunk * p.dim_block + 2 * p.chunk * p.dim_block * np)
+  local bc = p.chunk * F.groups_per_block(p, shape) * shape.N
+  return 4 * (4 * p.chunk * p.dim_block + 2 * bc + 2 * p.chunk * p.dim_block * np)
+    + (hb_smem(p, shape) and hb_bytes(p, shape) or 0)
 end
-local function smem_states(p) return 4 * 3 * p.chunk * p.dim_block end
+local function smem_states(p, shape) return F.smem_bytes(p, shape) end
 
 -- Work of the grads pass (arguments of the kernels): units of gpu whole
 -- groups (about one block of small groups, or one group), each unit's blocks split into
@@ -50,10 +62,11 @@ end
 
 -- CTAs of the grads pass: every item, up to GRADS_WARPS_PER_SM warps per SM; each CTA
 -- owns one segment's state buffer, so this caps that buffer independently of the shape.
-local function grads_cap(p, dev)
-  return math.max(1, dev.sm_count) * math.max(1, GRADS_WARPS_PER_SM // p.warps)
+local function grads_cap(p, shape, dev)
+  local w = hb_smem(p, shape) and GRADS_WARPS_SMEM or GRADS_WARPS_PER_SM
+  return math.max(1, dev.sm_count) * math.max(1, w // p.warps)
 end
-local function grads_ctas(p, shape, dev) return math.min(work(p, shape).nwork, grads_cap(p, dev)) end
+local function grads_ctas(p, shape, dev) return math.min(work(p, shape).nwork, grads_cap(p, shape, dev)) end
 
 local function r4(n) return (n + 3) // 4 * 4 end
 
@@ -71,7 +84,7 @@ local function ws_floats(p, shape, dev)
     r4(bblk * ns * per),                                    -- ckpt
     r4(bblk * ns * per),                                    -- gst
     p.strategy == "par" and r4(bblk * ns * p.dim_block) or 0, -- sdt
-    r4(grads_ctas(p, shape, dev) * (p.segment + 1) * per), -- hbuf
+    hb_smem(p, shape) and 0 or r4(grads_ctas(p, shape, dev) * (p.segment + 1) * per), -- hbuf
     r4(bc), r4(bc),                                         -- pB, pC
     r4(shape.B * ns * shape.D * shape.N),                   -- pA
     r4(shape.B * ns * shape.D), r4(shape.B * ns * shape.D), -- pD, pbias
@@ -103,7 +116,7 @@ local function valid(p, shape, dev)
       return false, "grid of B * blocks * segments (or states per lane) too large"
     end
   end
-  local smem = math.max(smem_grads(p, shape), smem_states(p))
+  local smem = math.max(smem_grads(p, shape), smem_states(p, shape))
   if smem > dev.smem_per_block then
     return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
   end
@@ -140,7 +153,7 @@ local function default(shape, dev)
   end
   if not p then return { chunk = 4, dim_block = 32, warps = 2, segment = 32, strategy = "seq" } end
   local best
-  local par_need = math.min(work(p, shape).nwork, grads_cap(p, dev))
+  local par_need = math.min(work(p, shape).nwork, grads_cap(p, shape, dev))
   for _, s in ipairs({ 32, 64, 128, 256 }) do
     local c = { chunk = p.chunk, dim_block = p.dim_block, warps = p.warps, segment = s, strategy = "seq" }
     if valid(c, shape, dev) and (s == 32 or 2 * work(c, shape).nwork >= par_need) then
@@ -165,7 +178,7 @@ local function launch(p, shape, dev)
   local nt = 32 * p.warps
   local _, _, npt = layout(p, shape)
   local bblk = shape.B * nblk(p, shape)
-  local smem_s = smem_states(p)
+  local smem_s = smem_states(p, shape)
   local regions, args = {}, F.tensor_args(TENSORS)
   for i, n in ipairs(ws_floats(p, shape, dev)) do
     regions[i] = { REGIONS[i], 4 * n }
@@ -210,5 +223,7 @@ return {
   valid = valid,
   default = default,
   launch = launch,
-  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_grads(p, shape) } end,
+  defines = function(p, shape, dev)
+    return { CG_SMEM_BYTES = smem_grads(p, shape), CG_SSCAN_HB_SMEM = hb_smem(p, shape) and 1 or 0 }
+  end,
 }

@@ -56,14 +56,20 @@ local function common_valid(p, shape, dev)
   return true
 end
 
-local function smem_bytes(p) return 4 * 3 * p.chunk * p.dim_block end
+-- Groups of B and C one block of channels can meet (GB of the template).
+local function groups_per_block(p, shape) return shape.G == 1 and 1 or math.min(shape.G, p.dim_block) end
+-- Forward shared memory (F_FLOATS of the template): dt, x, y [chunk][dim_block], the
+-- staged B and C rows [chunk][GB][N].
+local function smem_bytes(p, shape)
+  return 4 * (3 * p.chunk * p.dim_block + 2 * p.chunk * groups_per_block(p, shape) * shape.N)
+end
 
 local function npiece(p, shape) return ceil_div(shape.L, PIECE_CHUNKS * p.chunk) end
 
 local function valid(p, shape, dev)
   local ok, why = common_valid(p, shape, dev)
   if not ok then return false, why end
-  local smem = smem_bytes(p)
+  local smem = smem_bytes(p, shape)
   if smem > dev.smem_per_block then
     return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
   end
@@ -121,7 +127,7 @@ local TENSORS = { "x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "y"
 
 local function launch(p, shape, dev)
   local nt, tpc, npt = layout(p, shape)
-  local smem = smem_bytes(p)
+  local smem = smem_bytes(p, shape)
   local ctas = shape.B * nblk(p, shape)
   local args = tensor_args(TENSORS)
   args[#args + 1] = { ws = "ws" }
@@ -155,8 +161,9 @@ return {
   valid = valid,
   default = default,
   launch = launch,
-  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_bytes(p) } end,
+  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_bytes(p, shape) } end,
   -- for sscan_bwd.lua
   lib = { layout = layout, nblk = nblk, common_valid = common_valid, ceil_div = ceil_div, GRID_MAX = GRID_MAX,
-          tensor_args = tensor_args, dims_args = dims_args },
+          tensor_args = tensor_args, dims_args = dims_args,
+          smem_bytes = smem_bytes, groups_per_block = groups_per_block },
 }
