@@ -18,11 +18,10 @@
 local F = require("kernels.sscan_fwd").lib
 local ceil_div, layout, nblk = F.ceil_div, F.layout, F.nblk
 
-local SPLIT_TARGET = 256       -- CG_SSCAN_SPLIT_TARGET of templates/sscan_params.h
+local SPLIT_TARGET = 1024      -- CG_SSCAN_SPLIT_TARGET of templates/sscan_params.h
 local SPLIT_MAX = 8            -- CG_SSCAN_SPLIT_MAX
-local GRADS_WARPS_PER_SM = 8   -- resident warps per SM the grads grid aims at (hbuf in global)
-local GRADS_WARPS_SMEM = 32    -- the same with the states in shared memory (no workspace per CTA)
-local HB_SMEM_MAX = 64 * 1024  -- a grads CTA keeps its segment's states in shared memory up to this
+local GRADS_WARPS_PER_SM = 8   -- resident warps per SM the grads grid aims at
+local HB_SMEM_MAX = 96 * 1024  -- a grads CTA keeps its segment's states in shared memory up to this
 
 local function nseg(p, shape) return ceil_div(shape.L, p.segment) end
 
@@ -62,11 +61,10 @@ end
 
 -- CTAs of the grads pass: every item, up to GRADS_WARPS_PER_SM warps per SM; each CTA
 -- owns one segment's state buffer, so this caps that buffer independently of the shape.
-local function grads_cap(p, shape, dev)
-  local w = hb_smem(p, shape) and GRADS_WARPS_SMEM or GRADS_WARPS_PER_SM
-  return math.max(1, dev.sm_count) * math.max(1, w // p.warps)
+local function grads_cap(p, dev)
+  return math.max(1, dev.sm_count) * math.max(1, GRADS_WARPS_PER_SM // p.warps)
 end
-local function grads_ctas(p, shape, dev) return math.min(work(p, shape).nwork, grads_cap(p, shape, dev)) end
+local function grads_ctas(p, shape, dev) return math.min(work(p, shape).nwork, grads_cap(p, dev)) end
 
 local function r4(n) return (n + 3) // 4 * 4 end
 
@@ -137,8 +135,8 @@ local function ws_total(p, shape, dev)
   return ws
 end
 
--- Heuristic: the seeds' tuned backward {chunk 4, dim_block 32, warps 2}, the block
--- shrunk until N fits the lanes; the segment with the least workspace (the checkpoints,
+-- Heuristic: chunk 4 and the forward's {dim_block 16, warps 4} (more warps per SM than
+-- the earlier {32, 2}), the block changed until N fits the lanes; the segment with the least workspace (the checkpoints,
 -- state gradients and dA partials, 3 B*D*N*L/segment floats, against the grads CTAs'
 -- state buffers, segment * dim_block * N floats each; ties: the longer segment) among
 -- those that keep at least half the grads parallelism of the shortest segment (up to
@@ -146,14 +144,14 @@ end
 -- time splits in 4 or more segments.
 local function default(shape, dev)
   local p
-  for _, bw in ipairs({ { 32, 2 }, { 32, 4 }, { 16, 4 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
+  for _, bw in ipairs({ { 16, 4 }, { 32, 4 }, { 32, 2 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
                          { 32, 1 }, { 64, 4 }, { 8, 1 } }) do
     local c = { chunk = 4, dim_block = bw[1], warps = bw[2], segment = 32, strategy = "seq" }
     if valid(c, shape, dev) then p = c; break end
   end
-  if not p then return { chunk = 4, dim_block = 32, warps = 2, segment = 32, strategy = "seq" } end
+  if not p then return { chunk = 4, dim_block = 16, warps = 4, segment = 32, strategy = "seq" } end
   local best
-  local par_need = math.min(work(p, shape).nwork, grads_cap(p, shape, dev))
+  local par_need = math.min(work(p, shape).nwork, grads_cap(p, dev))
   for _, s in ipairs({ 32, 64, 128, 256 }) do
     local c = { chunk = p.chunk, dim_block = p.dim_block, warps = p.warps, segment = s, strategy = "seq" }
     if valid(c, shape, dev) and (s == 32 or 2 * work(c, shape).nwork >= par_need) then

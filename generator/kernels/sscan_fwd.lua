@@ -90,12 +90,14 @@ local function first_valid(cands, shape, dev)
   return nil
 end
 
--- Heuristic: the seeds' tuned {chunk 8, dim_block 32, warps 2} when it fits N, else
--- the widest block whose lanes hold N; par when the sequential grid leaves most SMs
--- idle and time splits in 4 or more pieces.
+-- Heuristic: chunk 8 and {dim_block 16, warps 4} when it fits N (N = 16: 8 lanes of 2
+-- states per channel, so B = 4, D = 1024-2048 fills 8-16 warps per SM of an H200;
+-- the earlier {32, 2} kept 8 states per lane and ran 2-4 warps per SM), else the next
+-- block whose lanes hold N; par when the sequential grid leaves most SMs idle and
+-- time splits in 4 or more pieces.
 local function default(shape, dev)
   local cands = {}
-  for _, bw in ipairs({ { 32, 2 }, { 32, 4 }, { 16, 4 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
+  for _, bw in ipairs({ { 16, 4 }, { 32, 4 }, { 32, 2 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
                          { 32, 1 }, { 64, 4 }, { 8, 1 } }) do
     cands[#cands + 1] = { chunk = 8, dim_block = bw[1], warps = bw[2], strategy = "seq" }
   end
