@@ -115,6 +115,35 @@ __device__ __forceinline__ bool align16(const float *p) {
     return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
 }
 
+// A [b, l, d] tensor whose rows over d are contiguous and 16-byte aligned (for every b,
+// l and every d multiple of 4): 4 channels move in one 16-byte access.
+__device__ __forceinline__ bool rows16(const cg_ktensor &t) {
+    return t.s2 == 1 && ((t.s0 | t.s1) & 3) == 0 && align16(t.p);
+}
+
+// Channels c .. c + 3 (those below live) of a row at row (channel stride s) into v
+// (0 for the others); one 16-byte load when vec and all 4 are live.
+__device__ __forceinline__ void ld4(const float *row, i64 s, int c, int live, bool vec, float (&v)[4]) {
+    if (vec && c + 4 <= live) {
+        const float4 q = *reinterpret_cast<const float4 *>(row + c);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) v[q] = c + q < live ? row[(c + q) * s] : 0.f;
+}
+
+// v into channels c .. c + 3 (those below live) of a row, as ld4.
+__device__ __forceinline__ void st4(float *row, i64 s, int c, int live, bool vec, const float (&v)[4]) {
+    if (vec && c + 4 <= live) {
+        *reinterpret_cast<float4 *>(row + c) = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+        if (c + q < live) row[(c + q) * s] = v[q];
+}
+
 // Issue the cp.async copies of rows [t0, t0 + nt) of B or C ([b, l, g, n]) for the
 // groups [th.g0, th.g0 + th.ngb) into s ([CHUNK][GB][N]). The caller commits, waits and
 // synchronizes (staged()) before reading.
@@ -141,7 +170,7 @@ __device__ __forceinline__ void stage_x(const cg_ktensor &x, const cg_sscan_dims
                                         float *s_x) {
     const float *base = x.p + b * x.s0 + t0 * x.s1 + d0 * x.s2;
     const int live = (int)min64(BD, n.D - d0);
-    if (x.s2 == 1 && ((x.s0 | x.s1) & 3) == 0 && align16(x.p)) { // d0 is a multiple of 4
+    if (rows16(x)) { // d0 is a multiple of 4
         for (int e = threadIdx.x; e < nt * (BD / 4); e += NT) {
             const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
             float *dst = s_x + t * BD + c;
@@ -169,11 +198,8 @@ __device__ __forceinline__ void staged() {
     __syncthreads();
 }
 
-// dt (and optionally sigmoid(raw), the softplus derivative) of channel d at step t.
-__device__ __forceinline__ float dt_of(const cg_ktensor &delta, const cg_ktensor &bias, const cg_sscan_dims &n,
-                                       i64 b, i64 t, i64 d, float *sg) {
-    float raw = delta.p[b * delta.s0 + t * delta.s1 + d * delta.s2];
-    if (bias.p) raw += bias.p[d * bias.s0];
+// dt of the raw delta (+ bias) value, and with sg the softplus derivative sigmoid(raw).
+__device__ __forceinline__ float dt_of(float raw, const cg_sscan_dims &n, float *sg) {
     if (!n.softplus) {
         if (sg) *sg = 1.f;
         return raw;
@@ -184,19 +210,30 @@ __device__ __forceinline__ float dt_of(const cg_ktensor &delta, const cg_ktensor
 
 // Stage dt and x of steps [t0, t0 + nt) of the block's channels into s_dt, s_x
 // ([CHUNK][BD]; dt zero outside [0, D) and beyond nt, x zero past D): x by cp.async
-// (the caller commits, waits and synchronizes: staged()), dt loaded here; s_x may be
-// NULL; with s_sg also the softplus derivative.
+// (the caller commits, waits and synchronizes: staged()), dt loaded here, 4 channels
+// per thread and iteration (one 16-byte load when delta's rows are contiguous and
+// aligned); s_x may be NULL; with s_sg also the softplus derivative.
 __device__ __forceinline__ void stage_dt_x(const cg_ktensor &x, const cg_ktensor &delta, const cg_ktensor &bias,
                                            const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt, float *s_dt,
                                            float *s_x, float *s_sg) {
     if (s_x) stage_x(x, n, b, d0, t0, nt, s_x);
-    for (int e = threadIdx.x; e < CHUNK * BD; e += NT) {
-        const int t = e / BD, c = e - t * BD;
-        const i64 d = d0 + c;
-        float dt = 0.f, sg = 0.f;
-        if (t < nt && d < n.D) dt = dt_of(delta, bias, n, b, t0 + t, d, s_sg ? &sg : nullptr);
-        s_dt[e] = dt;
-        if (s_sg) s_sg[e] = sg;
+    const float *base = delta.p + b * delta.s0 + t0 * delta.s1 + d0 * delta.s2;
+    const int live = (int)min64(BD, n.D - d0);
+    const bool vec = rows16(delta);
+    for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
+        const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
+        float v[4] = {0.f, 0.f, 0.f, 0.f}, sg[4] = {0.f, 0.f, 0.f, 0.f};
+        if (t < nt) {
+            ld4(base + t * delta.s1, delta.s2, c, live, vec, v);
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                if (c + q < live) {
+                    if (bias.p) v[q] += bias.p[(d0 + c + q) * bias.s0];
+                    v[q] = dt_of(v[q], n, s_sg ? &sg[q] : nullptr);
+                }
+        }
+        *reinterpret_cast<float4 *>(s_dt + t * BD + c) = make_float4(v[0], v[1], v[2], v[3]);
+        if (s_sg) *reinterpret_cast<float4 *>(s_sg + t * BD + c) = make_float4(sg[0], sg[1], sg[2], sg[3]);
     }
 }
 
@@ -251,19 +288,21 @@ __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i
             }
         }
         __syncthreads();
-        if (io.y.p) {
-            for (int e = threadIdx.x; e < nt * BD; e += NT) {
-                const int t = e / BD, c = e - t * BD;
-                const i64 d = d0 + c;
-                if (d >= n.D) continue;
+        if (io.y.p) { // 4 channels per thread and iteration
+            const int live = (int)min64(BD, n.D - d0);
+            const bool zvec = io.z.p && rows16(io.z), yvec = rows16(io.y);
+            for (int e = threadIdx.x; e < nt * (BD / 4); e += NT) {
+                const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
                 const i64 tt = t0 + t;
-                float yv = s_y[e];
-                if (io.Dv.p) yv = fmaf(io.Dv.p[d * io.Dv.s0], s_x[e], yv);
-                if (io.z.p) {
-                    const float zv = io.z.p[b * io.z.s0 + tt * io.z.s1 + d * io.z.s2];
-                    yv *= zv * sigmoid(zv);
+                float yv[4], zv[4];
+                if (io.z.p) ld4(io.z.p + b * io.z.s0 + tt * io.z.s1 + d0 * io.z.s2, io.z.s2, c, live, zvec, zv);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    yv[q] = s_y[t * BD + c + q];
+                    if (io.Dv.p && c + q < live) yv[q] = fmaf(io.Dv.p[(d0 + c + q) * io.Dv.s0], s_x[t * BD + c + q], yv[q]);
+                    if (io.z.p) yv[q] *= zv[q] * sigmoid(zv[q]);
                 }
-                io.y.p[b * io.y.s0 + tt * io.y.s1 + d * io.y.s2] = yv;
+                st4(io.y.p + b * io.y.s0 + tt * io.y.s1 + d0 * io.y.s2, io.y.s2, c, live, yvec, yv);
             }
             __syncthreads(); // s_x, s_y are restaged next
         }
