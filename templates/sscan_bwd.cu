@@ -79,26 +79,32 @@ __device__ __forceinline__ FwdIO bwd_io(const cg_sscan_bwd_params &p) {
     return io;
 }
 
-// Stage dy' (the gradient into y: dy, times silu(z) with z) of steps [t0, t0 + nt) of
-// the block's channels into s_dy ([CHUNK][BD], zero outside [0, D) and beyond nt), 4
-// channels per thread and iteration (16-byte loads where rows allow).
-__device__ __forceinline__ void stage_dy(const cg_sscan_bwd_params &p, i64 b, i64 d0, i64 t0, int nt, float *s_dy) {
-    const int live = (int)min64(BD, p.n.D - d0);
-    const bool dvec = rows16(p.dy), zvec = p.z.p && rows16(p.z);
+// dy' (dy, times silu(z) when zb) of nt rows (strides dys1, zs1) of the block's
+// channels (strides dys2, zs2; the first live exist) into s_dy ([CHUNK][BD], zero past
+// live and beyond nt), 4 channels per thread and iteration (dvec, zvec: 16-byte loads).
+SSCAN_COPY void copy_dy(float *s_dy, const float *dyb, i64 dys1, i64 dys2, bool dvec, const float *zb, i64 zs1,
+                        i64 zs2, bool zvec, int live, int nt) {
     for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
         const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
         float v[4] = {0.f, 0.f, 0.f, 0.f}, zv[4];
         if (t < nt) {
-            const i64 tt = t0 + t;
-            ld4(p.dy.p + b * p.dy.s0 + tt * p.dy.s1 + d0 * p.dy.s2, p.dy.s2, c, live, dvec, v);
-            if (p.z.p) {
-                ld4(p.z.p + b * p.z.s0 + tt * p.z.s1 + d0 * p.z.s2, p.z.s2, c, live, zvec, zv);
+            ld4(dyb + t * dys1, dys2, c, live, dvec, v);
+            if (zb) {
+                ld4(zb + t * zs1, zs2, c, live, zvec, zv);
 #pragma unroll
                 for (int q = 0; q < 4; ++q) v[q] *= zv[q] * sigmoid(zv[q]);
             }
         }
         *reinterpret_cast<float4 *>(s_dy + t * BD + c) = make_float4(v[0], v[1], v[2], v[3]);
     }
+}
+
+// Stage dy' (the gradient into y: dy, times silu(z) with z) of steps [t0, t0 + nt) of
+// the block's channels into s_dy ([CHUNK][BD], zero outside [0, D) and beyond nt).
+__device__ __forceinline__ void stage_dy(const cg_sscan_bwd_params &p, i64 b, i64 d0, i64 t0, int nt, float *s_dy) {
+    copy_dy(s_dy, p.dy.p + b * p.dy.s0 + t0 * p.dy.s1 + d0 * p.dy.s2, p.dy.s1, p.dy.s2, rows16(p.dy),
+            p.z.p ? p.z.p + b * p.z.s0 + t0 * p.z.s1 + d0 * p.z.s2 : nullptr, p.z.s1, p.z.s2, p.z.p && rows16(p.z),
+            (int)min64(BD, p.n.D - d0), nt);
 }
 
 // The reverse recurrence of the state gradient alone over steps tb - 1 down to ta

@@ -144,22 +144,57 @@ __device__ __forceinline__ void st4(float *row, i64 s, int c, int live, bool vec
         if (c + q < live) row[(c + q) * s] = v[q];
 }
 
-// Issue the cp.async copies of rows [t0, t0 + nt) of B or C ([b, l, g, n]) for the
-// groups [th.g0, th.g0 + th.ngb) into s ([CHUNK][GB][N]). The caller commits, waits and
-// synchronizes (staged()) before reading.
-__device__ __forceinline__ void stage_bc(const cg_ktensor &m, i64 b, const Thr &th, i64 t0, int nt, float *s) {
-    const float *base = m.p + b * m.s0 + t0 * m.s1 + th.g0 * m.s2;
-    const int ngb = th.ngb;
-    if (N % 4 == 0 && m.s3 == 1 && ((m.s0 | m.s1 | m.s2) & 3) == 0 && align16(m.p)) {
+// The staging copies are called functions (__noinline__) with scalar arguments: each
+// is compiled once per module instead of once per chunk loop (compile time), and the
+// call costs little next to the copies.
+#define SSCAN_COPY __device__ __noinline__
+
+// cp.async copies of nt rows (stride s1) of ngb groups (stride s2) of N states (stride
+// s3) from base into s ([CHUNK][GB][N]); vec: 16-byte pieces (rows contiguous, aligned).
+SSCAN_COPY void copy_bc(float *s, const float *base, i64 s1, i64 s2, i64 s3, int ngb, int nt, bool vec) {
+    if (vec) {
         constexpr int NV = N % 4 == 0 ? N / 4 : 1; // 16-byte pieces of a row
         for (int e = threadIdx.x; e < nt * ngb * NV; e += NT) {
             const int v = e % NV, r = e / NV, gi = G == 1 ? 0 : r % ngb, t = G == 1 ? r : r / ngb;
-            cg_cp_async_ca16(s + (t * GB + gi) * N + 4 * v, base + t * m.s1 + gi * m.s2 + 4 * v);
+            cg_cp_async_ca16(s + (t * GB + gi) * N + 4 * v, base + t * s1 + gi * s2 + 4 * v);
         }
     } else {
         for (int e = threadIdx.x; e < nt * ngb * N; e += NT) {
             const int k = e % N, r = e / N, gi = G == 1 ? 0 : r % ngb, t = G == 1 ? r : r / ngb;
-            cg_cp_async_ca4(s + (t * GB + gi) * N + k, base + t * m.s1 + gi * m.s2 + k * m.s3);
+            cg_cp_async_ca4(s + (t * GB + gi) * N + k, base + t * s1 + gi * s2 + k * s3);
+        }
+    }
+}
+
+// Issue the cp.async copies of rows [t0, t0 + nt) of B or C ([b, l, g, n]) for the
+// groups [th.g0, th.g0 + th.ngb) into s ([CHUNK][GB][N]). The caller commits, waits and
+// synchronizes (staged()) before reading.
+__device__ __forceinline__ void stage_bc(const cg_ktensor &m, i64 b, const Thr &th, i64 t0, int nt, float *s) {
+    copy_bc(s, m.p + b * m.s0 + t0 * m.s1 + th.g0 * m.s2, m.s1, m.s2, m.s3, th.ngb, nt,
+            N % 4 == 0 && m.s3 == 1 && ((m.s0 | m.s1 | m.s2) & 3) == 0 && align16(m.p));
+}
+
+// cp.async copies of nt rows (stride s1) of the block's channels (stride s2; the
+// first live of them exist) from base into s_x ([CHUNK][BD]; zero past live; any: a
+// valid address for the zero fills); vec: 16-byte pieces.
+SSCAN_COPY void copy_x(float *s_x, const float *base, const float *any, i64 s1, i64 s2, int live, int nt, bool vec) {
+    if (vec) { // base is 16-byte aligned: d0 is a multiple of 4
+        for (int e = threadIdx.x; e < nt * (BD / 4); e += NT) {
+            const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
+            float *dst = s_x + t * BD + c;
+            const float *src = base + t * s1 + c;
+            if (c + 4 <= live) {
+                cg_cp_async_ca16(dst, src);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) cg_cp_async_ca4_zfill(dst + q, c + q < live ? src + q : any, c + q < live ? 4 : 0);
+            }
+        }
+    } else {
+        for (int e = threadIdx.x; e < nt * BD; e += NT) {
+            const int t = e / BD, c = e - t * BD;
+            const bool in = c < live;
+            cg_cp_async_ca4_zfill(s_x + e, in ? base + t * s1 + c * s2 : any, in ? 4 : 0);
         }
     }
 }
@@ -168,27 +203,7 @@ __device__ __forceinline__ void stage_bc(const cg_ktensor &m, i64 b, const Thr &
 // s_x ([CHUNK][BD]; zero for channels past D).
 __device__ __forceinline__ void stage_x(const cg_ktensor &x, const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt,
                                         float *s_x) {
-    const float *base = x.p + b * x.s0 + t0 * x.s1 + d0 * x.s2;
-    const int live = (int)min64(BD, n.D - d0);
-    if (rows16(x)) { // d0 is a multiple of 4
-        for (int e = threadIdx.x; e < nt * (BD / 4); e += NT) {
-            const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
-            float *dst = s_x + t * BD + c;
-            const float *src = base + t * x.s1 + c;
-            if (c + 4 <= live) {
-                cg_cp_async_ca16(dst, src);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) cg_cp_async_ca4_zfill(dst + q, c + q < live ? src + q : x.p, c + q < live ? 4 : 0);
-            }
-        }
-    } else {
-        for (int e = threadIdx.x; e < nt * BD; e += NT) {
-            const int t = e / BD, c = e - t * BD;
-            const bool in = c < live;
-            cg_cp_async_ca4_zfill(s_x + e, in ? base + t * x.s1 + c * x.s2 : x.p, in ? 4 : 0);
-        }
-    }
+    copy_x(s_x, x.p + b * x.s0 + t0 * x.s1 + d0 * x.s2, x.p, x.s1, x.s2, (int)min64(BD, n.D - d0), nt, rows16(x));
 }
 
 // The staged copies have landed and every thread sees them.
@@ -199,13 +214,36 @@ __device__ __forceinline__ void staged() {
 }
 
 // dt of the raw delta (+ bias) value, and with sg the softplus derivative sigmoid(raw).
-__device__ __forceinline__ float dt_of(float raw, const cg_sscan_dims &n, float *sg) {
-    if (!n.softplus) {
+__device__ __forceinline__ float dt_of(float raw, bool softplus_on, float *sg) {
+    if (!softplus_on) {
         if (sg) *sg = 1.f;
         return raw;
     }
     if (sg) *sg = sigmoid(raw);
     return softplus(raw);
+}
+
+// dt of nt rows (stride s1) of the block's channels (stride s2, the first live exist)
+// of delta at base, plus bias (channel stride bs; NULL: none), softplus when sp, into
+// s_dt ([CHUNK][BD]; zero past live and beyond nt) and, with s_sg, the softplus
+// derivative; 4 channels per thread and iteration (vec: one 16-byte load).
+SSCAN_COPY void copy_dt(float *s_dt, float *s_sg, const float *base, i64 s1, i64 s2, const float *bias, i64 bs,
+                        int live, int nt, bool vec, bool sp) {
+    for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
+        const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
+        float v[4] = {0.f, 0.f, 0.f, 0.f}, sg[4] = {0.f, 0.f, 0.f, 0.f};
+        if (t < nt) {
+            ld4(base + t * s1, s2, c, live, vec, v);
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                if (c + q < live) {
+                    if (bias) v[q] += bias[(c + q) * bs];
+                    v[q] = dt_of(v[q], sp, s_sg ? &sg[q] : nullptr);
+                }
+        }
+        *reinterpret_cast<float4 *>(s_dt + t * BD + c) = make_float4(v[0], v[1], v[2], v[3]);
+        if (s_sg) *reinterpret_cast<float4 *>(s_sg + t * BD + c) = make_float4(sg[0], sg[1], sg[2], sg[3]);
+    }
 }
 
 // Stage dt and x of steps [t0, t0 + nt) of the block's channels into s_dt, s_x
@@ -217,24 +255,9 @@ __device__ __forceinline__ void stage_dt_x(const cg_ktensor &x, const cg_ktensor
                                            const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt, float *s_dt,
                                            float *s_x, float *s_sg) {
     if (s_x) stage_x(x, n, b, d0, t0, nt, s_x);
-    const float *base = delta.p + b * delta.s0 + t0 * delta.s1 + d0 * delta.s2;
-    const int live = (int)min64(BD, n.D - d0);
-    const bool vec = rows16(delta);
-    for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
-        const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
-        float v[4] = {0.f, 0.f, 0.f, 0.f}, sg[4] = {0.f, 0.f, 0.f, 0.f};
-        if (t < nt) {
-            ld4(base + t * delta.s1, delta.s2, c, live, vec, v);
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-                if (c + q < live) {
-                    if (bias.p) v[q] += bias.p[(d0 + c + q) * bias.s0];
-                    v[q] = dt_of(v[q], n, s_sg ? &sg[q] : nullptr);
-                }
-        }
-        *reinterpret_cast<float4 *>(s_dt + t * BD + c) = make_float4(v[0], v[1], v[2], v[3]);
-        if (s_sg) *reinterpret_cast<float4 *>(s_sg + t * BD + c) = make_float4(sg[0], sg[1], sg[2], sg[3]);
-    }
+    copy_dt(s_dt, s_sg, delta.p + b * delta.s0 + t0 * delta.s1 + d0 * delta.s2, delta.s1, delta.s2,
+            bias.p ? bias.p + d0 * bias.s0 : nullptr, bias.s0, (int)min64(BD, n.D - d0), nt, rows16(delta),
+            n.softplus != 0);
 }
 
 // What a forward pass over a range of steps reads and writes.
