@@ -46,15 +46,25 @@ static_assert(SEG % CHUNK == 0, "segment: a multiple of chunk");
 constexpr i64 PER = (i64)NPT * NT; // floats of one state of a CTA's channels: [NPT][NT]
 
 // Grads-pass shared memory (floats): staged dt, softplus derivative, x, dy' of one chunk
-// [CHUNK][BD], then the per-channel dB and dC terms [CHUNK][BD][NP] (odd pitch NP).
+// [CHUNK][BD], the staged B and C rows [CHUNK][GB][N] each (16-byte aligned), the
+// per-channel dB and dC terms [CHUNK][BD][NP] (odd pitch NP), then, when
+// CG_SSCAN_HB_SMEM (sscan_bwd.lua: where it fits), the segment's recomputed states
+// hb [SEG + 1][NPT][NT] (else hb is this CTA's slot of the hbuf workspace).
+#ifndef CG_SSCAN_HB_SMEM
+#define CG_SSCAN_HB_SMEM 0
+#endif
+constexpr bool HB_SMEM = CG_SSCAN_HB_SMEM != 0;
 constexpr int NP = N | 1;
 constexpr int M_DT = 0;
 constexpr int M_SG = M_DT + CHUNK * BD;
 constexpr int M_X = M_SG + CHUNK * BD;
 constexpr int M_DY = M_X + CHUNK * BD;
-constexpr int M_RB = M_DY + CHUNK * BD;
+constexpr int M_B = M_DY + CHUNK * BD;
+constexpr int M_C = M_B + BC_FLOATS;
+constexpr int M_RB = M_C + BC_FLOATS;
 constexpr int M_RC = M_RB + CHUNK * BD * NP;
-constexpr int M_FLOATS = M_RC + CHUNK * BD * NP;
+constexpr int M_H = M_RC + CHUNK * BD * NP;
+constexpr int M_FLOATS = M_H + (HB_SMEM ? (SEG + 1) * (int)PER : 0);
 static_assert(F_FLOATS <= M_FLOATS, "the state passes' staging fits in the grads pass's");
 #ifdef CG_SMEM_BYTES // what generator/kernels/sscan_bwd.lua launches the grads pass with
 static_assert(4LL * M_FLOATS == CG_SMEM_BYTES, "sscan_bwd.lua smem_grads() disagrees with the layout here");
@@ -69,43 +79,52 @@ __device__ __forceinline__ FwdIO bwd_io(const cg_sscan_bwd_params &p) {
     return io;
 }
 
-// dy' of channel d at step t (the gradient into y: dy, times silu(z) with z).
-__device__ __forceinline__ float dy_of(const cg_sscan_bwd_params &p, i64 b, i64 t, i64 d) {
-    const float dyv = p.dy.p[b * p.dy.s0 + t * p.dy.s1 + d * p.dy.s2];
-    if (!p.z.p) return dyv;
-    const float zv = p.z.p[b * p.z.s0 + t * p.z.s1 + d * p.z.s2];
-    return dyv * zv * sigmoid(zv);
+// dy' (dy, times silu(z) when zb) of nt rows (strides dys1, zs1) of the block's
+// channels (strides dys2, zs2; the first live exist) into s_dy ([CHUNK][BD], zero past
+// live and beyond nt), 4 channels per thread and iteration (dvec, zvec: 16-byte loads).
+SSCAN_COPY void copy_dy(float *s_dy, const float *dyb, i64 dys1, i64 dys2, bool dvec, const float *zb, i64 zs1,
+                        i64 zs2, bool zvec, int live, int nt) {
+    for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
+        const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
+        float v[4] = {0.f, 0.f, 0.f, 0.f}, zv[4];
+        if (t < nt) {
+            ld4(dyb + t * dys1, dys2, c, live, dvec, v);
+            if (zb) {
+                ld4(zb + t * zs1, zs2, c, live, zvec, zv);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) v[q] *= zv[q] * sigmoid(zv[q]);
+            }
+        }
+        *reinterpret_cast<float4 *>(s_dy + t * BD + c) = make_float4(v[0], v[1], v[2], v[3]);
+    }
 }
 
-// Stage dy' of steps [t0, t0 + nt) of the block's channels into s_dy ([CHUNK][BD], zero
-// outside [0, D) and beyond nt).
+// Stage dy' (the gradient into y: dy, times silu(z) with z) of steps [t0, t0 + nt) of
+// the block's channels into s_dy ([CHUNK][BD], zero outside [0, D) and beyond nt).
 __device__ __forceinline__ void stage_dy(const cg_sscan_bwd_params &p, i64 b, i64 d0, i64 t0, int nt, float *s_dy) {
-    for (int e = threadIdx.x; e < CHUNK * BD; e += NT) {
-        const int t = e / BD, c = e - t * BD;
-        const i64 d = d0 + c;
-        s_dy[e] = (t < nt && d < p.n.D) ? dy_of(p, b, t0 + t, d) : 0.f;
-    }
+    copy_dy(s_dy, p.dy.p + b * p.dy.s0 + t0 * p.dy.s1 + d0 * p.dy.s2, p.dy.s1, p.dy.s2, rows16(p.dy),
+            p.z.p ? p.z.p + b * p.z.s0 + t0 * p.z.s1 + d0 * p.z.s2 : nullptr, p.z.s1, p.z.s2, p.z.p && rows16(p.z),
+            (int)min64(BD, p.n.D - d0), nt);
 }
 
 // The reverse recurrence of the state gradient alone over steps tb - 1 down to ta
 // (ta a multiple of SEG, so chunks start at ta + k * CHUNK): g <- a_t (g + C_t dy'_t).
 __device__ __forceinline__ void gscan_range(const cg_sscan_bwd_params &p, float *sm, i64 b, i64 d0, const Thr &th,
                                             const float (&A)[NPT], float (&g)[NPT], i64 ta, i64 tb) {
-    float *s_dt = sm + F_DT, *s_dy = sm + F_Y;
-    const float *Cb = p.Cm.p + b * p.Cm.s0 + th.g * p.Cm.s2;
-    const i64 cs3 = p.Cm.s3;
+    float *s_dt = sm + F_DT, *s_dy = sm + F_Y, *s_c = sm + F_C;
     for (i64 t0 = ta + (tb - 1 - ta) / CHUNK * CHUNK; t0 >= ta; t0 -= CHUNK) {
         const int nt = (int)min64(CHUNK, tb - t0);
+        stage_bc(p.Cm, b, th, t0, nt, s_c);
         stage_dt_x(p.x, p.delta, p.dbias, p.n, b, d0, t0, nt, s_dt, nullptr, nullptr);
         stage_dy(p, b, d0, t0, nt, s_dy);
-        __syncthreads();
+        staged();
         for (int t = nt - 1; t >= 0; --t) {
             const float dt = s_dt[t * BD + th.ch], dyv = s_dy[t * BD + th.ch];
-            const float *Ct = Cb + (t0 + t) * p.Cm.s1;
+            const float *Ct = s_c + (t * GB + th.gi) * N + th.j;
 #pragma unroll
             for (int k = 0; k < NPT; ++k) {
                 const int s = th.j + TPC * k;
-                if (FULL || s < N) g[k] = expf(dt * A[k]) * fmaf(Ct[s * cs3], dyv, g[k]);
+                if (FULL || s < N) g[k] = expf(dt * A[k]) * fmaf(Ct[TPC * k], dyv, g[k]);
             }
         }
         __syncthreads(); // s_dt, s_dy are restaged next
@@ -148,10 +167,7 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
     const bool own = th.live && th.d >= ca && th.d < cb; // this item writes this channel's outputs
     const int tid = threadIdx.x;
     float *s_dt = sm + M_DT, *s_sg = sm + M_SG, *s_x = sm + M_X, *s_dy = sm + M_DY;
-    float *s_rb = sm + M_RB, *s_rc = sm + M_RC;
-    const float *Bb = p.Bm.p + b * p.Bm.s0 + th.g * p.Bm.s2;
-    const float *Cb = p.Cm.p + b * p.Cm.s0 + th.g * p.Cm.s2;
-    const i64 bs3 = p.Bm.s3, cs3 = p.Cm.s3;
+    float *s_rb = sm + M_RB, *s_rc = sm + M_RC, *s_b = sm + M_B, *s_c = sm + M_C;
     const float Dd = p.Dv.p ? p.Dv.p[th.dd * p.Dv.s0] : 0.f;
     const i64 s0 = sgi * SEG, s1 = min64(n.L, s0 + SEG);
     const i64 slot = ((b * n.nblk + k) * n.nseg + sgi) * PER;
@@ -170,19 +186,21 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
     put_state(hb, h);
     for (i64 t0 = s0; t0 < s1; t0 += CHUNK) {
         const int nt = (int)min64(CHUNK, s1 - t0);
+        stage_bc(p.Bm, b, th, t0, nt, s_b);
+        if (want_dz) stage_bc(p.Cm, b, th, t0, nt, s_c);
         stage_dt_x(p.x, p.delta, p.dbias, n, b, d0, t0, nt, s_dt, s_x, nullptr);
-        __syncthreads();
+        staged();
         for (int t = 0; t < nt; ++t) {
             const float dt = s_dt[t * BD + th.ch], xv = s_x[t * BD + th.ch], dtx = dt * xv;
             const i64 tt = t0 + t;
-            const float *Bt = Bb + tt * p.Bm.s1, *Ct = Cb + tt * p.Cm.s1;
+            const float *Bt = s_b + (t * GB + th.gi) * N + th.j, *Ct = s_c + (t * GB + th.gi) * N + th.j;
             float yp = 0.f;
 #pragma unroll
             for (int q = 0; q < NPT; ++q) {
                 const int s = th.j + TPC * q;
                 if (FULL || s < N) {
-                    h[q] = expf(dt * A[q]) * h[q] + dtx * Bt[s * bs3];
-                    if (want_dz) yp = fmaf(Ct[s * cs3], h[q], yp);
+                    h[q] = expf(dt * A[q]) * h[q] + dtx * Bt[TPC * q];
+                    if (want_dz) yp = fmaf(Ct[TPC * q], h[q], yp);
                 }
             }
             put_state(hb + (tt - s0 + 1) * PER, h);
@@ -208,14 +226,16 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
     // the states come back from hb (keeping them in registers costs NPT more)
     for (i64 t0 = s0 + (s1 - 1 - s0) / CHUNK * CHUNK; t0 >= s0; t0 -= CHUNK) {
         const int nt = (int)min64(CHUNK, s1 - t0);
+        stage_bc(p.Bm, b, th, t0, nt, s_b);
+        stage_bc(p.Cm, b, th, t0, nt, s_c);
         stage_dt_x(p.x, p.delta, p.dbias, n, b, d0, t0, nt, s_dt, s_x, s_sg);
         stage_dy(p, b, d0, t0, nt, s_dy);
-        __syncthreads();
+        staged();
         for (int t = nt - 1; t >= 0; --t) {
             const int e = t * BD + th.ch;
             const float dt = s_dt[e], xv = s_x[e], dyv = s_dy[e];
             const i64 tt = t0 + t;
-            const float *Bt = Bb + tt * p.Bm.s1, *Ct = Cb + tt * p.Cm.s1;
+            const float *Bt = s_b + (t * GB + th.gi) * N + th.j, *Ct = s_c + (t * GB + th.gi) * N + th.j;
             const float *hp = hb + (tt - s0) * PER + tid, *hc = hp + PER;
             float *rb = s_rb + e * NP, *rc = s_rc + e * NP;
             float dxp = 0.f, ddtp = 0.f;
@@ -223,7 +243,7 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
             for (int q = 0; q < NPT; ++q) {
                 const int s = th.j + TPC * q;
                 if (FULL || s < N) {
-                    const float hprev = hp[q * NT], Bv = Bt[s * bs3], Cv = Ct[s * cs3];
+                    const float hprev = hp[q * NT], Bv = Bt[TPC * q], Cv = Ct[TPC * q];
                     const float a = expf(dt * A[q]);
                     rc[s] = dyv * hc[q * NT];
                     g[q] = fmaf(Cv, dyv, g[q]);
@@ -369,7 +389,7 @@ SSCAN_ENTRY cg_sscan_bwd_grads(cg_sscan_bwd_params p) {
     using namespace sscan;
     CG_DYN_SMEM(float, sm);
     const cg_sscan_dims &n = p.n;
-    float *hb = p.hbuf + (i64)blockIdx.x * (SEG + 1) * PER;
+    float *hb = HB_SMEM ? sm + M_H : p.hbuf + (i64)blockIdx.x * (SEG + 1) * PER;
     const i64 ucs = p.gpu * n.dpg; // channels of a unit
     for (i64 w = blockIdx.x; w < p.nwork; w += gridDim.x) {
         const i64 split = umod(w, p.nsplit), r1 = udiv(w, p.nsplit);

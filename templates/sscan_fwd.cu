@@ -17,11 +17,13 @@
 // owned by TPC = 32 * WARPS / BD consecutive lanes of one warp, lane j of them keeping
 // the states n = j, j + TPC, ... (NPT of them) in registers. Sums over n are xor
 // butterflies inside the lane group (bit-identical in every lane, so deterministic).
-// Per iteration the CTA stages CHUNK steps of dt and x of its channels in shared
-// memory (coalesced over d), runs the CHUNK steps, then writes y through shared memory.
-// B and C are read by each lane for its states (coalesced over n; channels of one
-// group read the same addresses). Any D (channels past D compute on zeros and store
-// nothing), any L (the last chunk is short), any strides, 64-bit offsets.
+// Per iteration the CTA stages CHUNK steps of its channels' dt and x and of the B and
+// C rows of the groups its channels belong to in shared memory (x, B, C by cp.async:
+// 16 bytes when the rows are contiguous and 16-byte aligned, 4 bytes otherwise; dt is
+// loaded and transformed), runs the CHUNK steps from shared memory only (32-bit
+// shared-memory indices; the 64-bit offsets are computed once per staged element),
+// then writes y through shared memory. Any D (channels past D compute on zeros and
+// store nothing), any L (the last chunk is short), any strides, 64-bit offsets.
 // Strategies:
 //   seq  one CTA per (b, channel block) walks all L steps.
 //   par  for small B * D: time split in pieces of CG_SSCAN_PIECE_CHUNKS * CHUNK steps;
@@ -53,11 +55,20 @@ static_assert(NT % BD == 0 && TPC >= 1 && TPC <= 32 && (TPC & (TPC - 1)) == 0,
 
 typedef cg_i64 i64;
 
-// Forward shared memory (floats): dt, x, y of one chunk, [CHUNK][BD] each.
+static_assert(BD % 4 == 0, "dim_block: a multiple of 4 (16-byte rows of staged x)");
+
+// Groups of B and C one block of channels can meet (the staged rows per step).
+constexpr int GB = G == 1 ? 1 : (G < BD ? G : BD);
+// Forward shared memory (floats): dt, x, y of one chunk, [CHUNK][BD] each, then the B
+// and C rows of the block's groups, [CHUNK][GB][N] each (16-byte aligned: CHUNK * BD is
+// a multiple of 4).
+constexpr int BC_FLOATS = CHUNK * GB * N;
 constexpr int F_DT = 0;
 constexpr int F_X = F_DT + CHUNK * BD;
 constexpr int F_Y = F_X + CHUNK * BD;
-constexpr int F_FLOATS = F_Y + CHUNK * BD;
+constexpr int F_B = F_Y + CHUNK * BD;
+constexpr int F_C = F_B + BC_FLOATS;
+constexpr int F_FLOATS = F_C + BC_FLOATS;
 
 __device__ __forceinline__ float softplus(float v) { return v <= 20.f ? log1pf(expf(v)) : v; }
 __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
@@ -78,10 +89,11 @@ __device__ __forceinline__ i64 udiv(i64 a, i64 b) { return (i64)((unsigned)a / (
 __device__ __forceinline__ i64 umod(i64 a, i64 b) { return (i64)((unsigned)a % (unsigned)b); }
 
 // This thread's place: channel ch of the block (d = d0 + ch; dd = d clamped into
-// [0, D) for addressing), lane j within the channel, group g of dd.
+// [0, D) for addressing), lane j within the channel, group g of dd; the block's groups
+// [g0, g0 + ngb) (its live channels'), gi = g - g0 the row of g in the staged B and C.
 struct Thr {
-    int ch, j;
-    i64 d, dd, g;
+    int ch, j, gi, ngb;
+    i64 d, dd, g, g0;
     bool live;
 };
 
@@ -93,15 +105,117 @@ __device__ __forceinline__ Thr thread_coords(const cg_sscan_dims &n, i64 d0) {
     t.live = t.d < n.D;
     t.dd = t.live ? t.d : n.D - 1;
     t.g = G == 1 ? 0 : udiv(t.dd, n.dpg);
+    t.g0 = G == 1 ? 0 : udiv(d0, n.dpg);
+    t.ngb = G == 1 ? 1 : (int)(udiv(min64(d0 + BD, n.D) - 1, n.dpg) - t.g0 + 1);
+    t.gi = (int)(t.g - t.g0);
     return t;
 }
 
-// dt (and optionally sigmoid(raw), the softplus derivative) of channel d at step t.
-__device__ __forceinline__ float dt_of(const cg_ktensor &delta, const cg_ktensor &bias, const cg_sscan_dims &n,
-                                       i64 b, i64 t, i64 d, float *sg) {
-    float raw = delta.p[b * delta.s0 + t * delta.s1 + d * delta.s2];
-    if (bias.p) raw += bias.p[d * bias.s0];
-    if (!n.softplus) {
+__device__ __forceinline__ bool align16(const float *p) {
+    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
+}
+
+// A [b, l, d] tensor whose rows over d are contiguous and 16-byte aligned (for every b,
+// l and every d multiple of 4): 4 channels move in one 16-byte access.
+__device__ __forceinline__ bool rows16(const cg_ktensor &t) {
+    return t.s2 == 1 && ((t.s0 | t.s1) & 3) == 0 && align16(t.p);
+}
+
+// Channels c .. c + 3 (those below live) of a row at row (channel stride s) into v
+// (0 for the others); one 16-byte load when vec and all 4 are live.
+__device__ __forceinline__ void ld4(const float *row, i64 s, int c, int live, bool vec, float (&v)[4]) {
+    if (vec && c + 4 <= live) {
+        const float4 q = *reinterpret_cast<const float4 *>(row + c);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) v[q] = c + q < live ? row[(c + q) * s] : 0.f;
+}
+
+// v into channels c .. c + 3 (those below live) of a row, as ld4.
+__device__ __forceinline__ void st4(float *row, i64 s, int c, int live, bool vec, const float (&v)[4]) {
+    if (vec && c + 4 <= live) {
+        *reinterpret_cast<float4 *>(row + c) = make_float4(v[0], v[1], v[2], v[3]);
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+        if (c + q < live) row[(c + q) * s] = v[q];
+}
+
+// The staging copies are called functions (__noinline__) with scalar arguments: each
+// is compiled once per module instead of once per chunk loop (compile time), and the
+// call costs little next to the copies.
+#define SSCAN_COPY __device__ __noinline__
+
+// cp.async copies of nt rows (stride s1) of ngb groups (stride s2) of N states (stride
+// s3) from base into s ([CHUNK][GB][N]); vec: 16-byte pieces (rows contiguous, aligned).
+SSCAN_COPY void copy_bc(float *s, const float *base, i64 s1, i64 s2, i64 s3, int ngb, int nt, bool vec) {
+    if (vec) {
+        constexpr int NV = N % 4 == 0 ? N / 4 : 1; // 16-byte pieces of a row
+        for (int e = threadIdx.x; e < nt * ngb * NV; e += NT) {
+            const int v = e % NV, r = e / NV, gi = G == 1 ? 0 : r % ngb, t = G == 1 ? r : r / ngb;
+            cg_cp_async_ca16(s + (t * GB + gi) * N + 4 * v, base + t * s1 + gi * s2 + 4 * v);
+        }
+    } else {
+        for (int e = threadIdx.x; e < nt * ngb * N; e += NT) {
+            const int k = e % N, r = e / N, gi = G == 1 ? 0 : r % ngb, t = G == 1 ? r : r / ngb;
+            cg_cp_async_ca4(s + (t * GB + gi) * N + k, base + t * s1 + gi * s2 + k * s3);
+        }
+    }
+}
+
+// Issue the cp.async copies of rows [t0, t0 + nt) of B or C ([b, l, g, n]) for the
+// groups [th.g0, th.g0 + th.ngb) into s ([CHUNK][GB][N]). The caller commits, waits and
+// synchronizes (staged()) before reading.
+__device__ __forceinline__ void stage_bc(const cg_ktensor &m, i64 b, const Thr &th, i64 t0, int nt, float *s) {
+    copy_bc(s, m.p + b * m.s0 + t0 * m.s1 + th.g0 * m.s2, m.s1, m.s2, m.s3, th.ngb, nt,
+            N % 4 == 0 && m.s3 == 1 && ((m.s0 | m.s1 | m.s2) & 3) == 0 && align16(m.p));
+}
+
+// cp.async copies of nt rows (stride s1) of the block's channels (stride s2; the
+// first live of them exist) from base into s_x ([CHUNK][BD]; zero past live; any: a
+// valid address for the zero fills); vec: 16-byte pieces.
+SSCAN_COPY void copy_x(float *s_x, const float *base, const float *any, i64 s1, i64 s2, int live, int nt, bool vec) {
+    if (vec) { // base is 16-byte aligned: d0 is a multiple of 4
+        for (int e = threadIdx.x; e < nt * (BD / 4); e += NT) {
+            const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
+            float *dst = s_x + t * BD + c;
+            const float *src = base + t * s1 + c;
+            if (c + 4 <= live) {
+                cg_cp_async_ca16(dst, src);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) cg_cp_async_ca4_zfill(dst + q, c + q < live ? src + q : any, c + q < live ? 4 : 0);
+            }
+        }
+    } else {
+        for (int e = threadIdx.x; e < nt * BD; e += NT) {
+            const int t = e / BD, c = e - t * BD;
+            const bool in = c < live;
+            cg_cp_async_ca4_zfill(s_x + e, in ? base + t * s1 + c * s2 : any, in ? 4 : 0);
+        }
+    }
+}
+
+// Issue the cp.async copies of x at steps [t0, t0 + nt) of the block's channels into
+// s_x ([CHUNK][BD]; zero for channels past D).
+__device__ __forceinline__ void stage_x(const cg_ktensor &x, const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt,
+                                        float *s_x) {
+    copy_x(s_x, x.p + b * x.s0 + t0 * x.s1 + d0 * x.s2, x.p, x.s1, x.s2, (int)min64(BD, n.D - d0), nt, rows16(x));
+}
+
+// The staged copies have landed and every thread sees them.
+__device__ __forceinline__ void staged() {
+    cg_cp_async_commit();
+    cg_cp_async_wait_all();
+    __syncthreads();
+}
+
+// dt of the raw delta (+ bias) value, and with sg the softplus derivative sigmoid(raw).
+__device__ __forceinline__ float dt_of(float raw, bool softplus_on, float *sg) {
+    if (!softplus_on) {
         if (sg) *sg = 1.f;
         return raw;
     }
@@ -109,24 +223,41 @@ __device__ __forceinline__ float dt_of(const cg_ktensor &delta, const cg_ktensor
     return softplus(raw);
 }
 
+// dt of nt rows (stride s1) of the block's channels (stride s2, the first live exist)
+// of delta at base, plus bias (channel stride bs; NULL: none), softplus when sp, into
+// s_dt ([CHUNK][BD]; zero past live and beyond nt) and, with s_sg, the softplus
+// derivative; 4 channels per thread and iteration (vec: one 16-byte load).
+SSCAN_COPY void copy_dt(float *s_dt, float *s_sg, const float *base, i64 s1, i64 s2, const float *bias, i64 bs,
+                        int live, int nt, bool vec, bool sp) {
+    for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
+        const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
+        float v[4] = {0.f, 0.f, 0.f, 0.f}, sg[4] = {0.f, 0.f, 0.f, 0.f};
+        if (t < nt) {
+            ld4(base + t * s1, s2, c, live, vec, v);
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                if (c + q < live) {
+                    if (bias) v[q] += bias[(c + q) * bs];
+                    v[q] = dt_of(v[q], sp, s_sg ? &sg[q] : nullptr);
+                }
+        }
+        *reinterpret_cast<float4 *>(s_dt + t * BD + c) = make_float4(v[0], v[1], v[2], v[3]);
+        if (s_sg) *reinterpret_cast<float4 *>(s_sg + t * BD + c) = make_float4(sg[0], sg[1], sg[2], sg[3]);
+    }
+}
+
 // Stage dt and x of steps [t0, t0 + nt) of the block's channels into s_dt, s_x
-// ([CHUNK][BD]; zero outside [0, D) and beyond nt); s_x may be NULL; with s_sg also the
-// softplus derivative.
+// ([CHUNK][BD]; dt zero outside [0, D) and beyond nt, x zero past D): x by cp.async
+// (the caller commits, waits and synchronizes: staged()), dt loaded here, 4 channels
+// per thread and iteration (one 16-byte load when delta's rows are contiguous and
+// aligned); s_x may be NULL; with s_sg also the softplus derivative.
 __device__ __forceinline__ void stage_dt_x(const cg_ktensor &x, const cg_ktensor &delta, const cg_ktensor &bias,
                                            const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt, float *s_dt,
                                            float *s_x, float *s_sg) {
-    for (int e = threadIdx.x; e < CHUNK * BD; e += NT) {
-        const int t = e / BD, c = e - t * BD;
-        const i64 d = d0 + c;
-        float dt = 0.f, xv = 0.f, sg = 0.f;
-        if (t < nt && d < n.D) {
-            dt = dt_of(delta, bias, n, b, t0 + t, d, s_sg ? &sg : nullptr);
-            if (s_x) xv = x.p[b * x.s0 + (t0 + t) * x.s1 + d * x.s2];
-        }
-        s_dt[e] = dt;
-        if (s_x) s_x[e] = xv;
-        if (s_sg) s_sg[e] = sg;
-    }
+    if (s_x) stage_x(x, n, b, d0, t0, nt, s_x);
+    copy_dt(s_dt, s_sg, delta.p + b * delta.s0 + t0 * delta.s1 + d0 * delta.s2, delta.s1, delta.s2,
+            bias.p ? bias.p + d0 * bias.s0 : nullptr, bias.s0, (int)min64(BD, n.D - d0), nt, rows16(delta),
+            n.softplus != 0);
 }
 
 // What a forward pass over a range of steps reads and writes.
@@ -145,10 +276,7 @@ struct FwdIO {
 __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i64 d0, const Thr &th,
                                             const float (&A)[NPT], float (&h)[NPT], i64 ta, i64 tb) {
     const cg_sscan_dims &n = io.n;
-    float *s_dt = sm + F_DT, *s_x = sm + F_X, *s_y = sm + F_Y;
-    const float *Bb = io.Bm.p + b * io.Bm.s0 + th.g * io.Bm.s2;
-    const float *Cb = io.Cm.p + b * io.Cm.s0 + th.g * io.Cm.s2;
-    const i64 bs3 = io.Bm.s3, cs3 = io.Cm.s3;
+    float *s_dt = sm + F_DT, *s_x = sm + F_X, *s_y = sm + F_Y, *s_b = sm + F_B, *s_c = sm + F_C;
     float sdt = 0.f;
     i64 next_ck = ta, nck = 0;
     for (i64 t0 = ta; t0 < tb; t0 += CHUNK) {
@@ -160,19 +288,21 @@ __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i
             ++nck;
             next_ck += io.segment;
         }
+        stage_bc(io.Bm, b, th, t0, nt, s_b);
+        if (io.y.p) stage_bc(io.Cm, b, th, t0, nt, s_c);
         stage_dt_x(io.x, io.delta, io.dbias, n, b, d0, t0, nt, s_dt, s_x, nullptr);
-        __syncthreads();
+        staged();
         for (int t = 0; t < nt; ++t) {
             const float dt = s_dt[t * BD + th.ch], dtx = dt * s_x[t * BD + th.ch];
-            const float *Bt = Bb + (t0 + t) * io.Bm.s1, *Ct = Cb + (t0 + t) * io.Cm.s1;
+            const float *Bt = s_b + (t * GB + th.gi) * N + th.j, *Ct = s_c + (t * GB + th.gi) * N + th.j;
             float yp = 0.f;
             sdt += dt;
 #pragma unroll
             for (int k = 0; k < NPT; ++k) {
                 const int s = th.j + TPC * k;
                 if (FULL || s < N) {
-                    h[k] = expf(dt * A[k]) * h[k] + dtx * Bt[s * bs3];
-                    if (io.y.p) yp = fmaf(Ct[s * cs3], h[k], yp);
+                    h[k] = expf(dt * A[k]) * h[k] + dtx * Bt[TPC * k];
+                    if (io.y.p) yp = fmaf(Ct[TPC * k], h[k], yp);
                 }
             }
             if (io.y.p) {
@@ -181,19 +311,21 @@ __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i
             }
         }
         __syncthreads();
-        if (io.y.p) {
-            for (int e = threadIdx.x; e < nt * BD; e += NT) {
-                const int t = e / BD, c = e - t * BD;
-                const i64 d = d0 + c;
-                if (d >= n.D) continue;
+        if (io.y.p) { // 4 channels per thread and iteration
+            const int live = (int)min64(BD, n.D - d0);
+            const bool zvec = io.z.p && rows16(io.z), yvec = rows16(io.y);
+            for (int e = threadIdx.x; e < nt * (BD / 4); e += NT) {
+                const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
                 const i64 tt = t0 + t;
-                float yv = s_y[e];
-                if (io.Dv.p) yv = fmaf(io.Dv.p[d * io.Dv.s0], s_x[e], yv);
-                if (io.z.p) {
-                    const float zv = io.z.p[b * io.z.s0 + tt * io.z.s1 + d * io.z.s2];
-                    yv *= zv * sigmoid(zv);
+                float yv[4], zv[4];
+                if (io.z.p) ld4(io.z.p + b * io.z.s0 + tt * io.z.s1 + d0 * io.z.s2, io.z.s2, c, live, zvec, zv);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    yv[q] = s_y[t * BD + c + q];
+                    if (io.Dv.p && c + q < live) yv[q] = fmaf(io.Dv.p[(d0 + c + q) * io.Dv.s0], s_x[t * BD + c + q], yv[q]);
+                    if (io.z.p) yv[q] *= zv[q] * sigmoid(zv[q]);
                 }
-                io.y.p[b * io.y.s0 + tt * io.y.s1 + d * io.y.s2] = yv;
+                st4(io.y.p + b * io.y.s0 + tt * io.y.s1 + d0 * io.y.s2, io.y.s2, c, live, yvec, yv);
             }
             __syncthreads(); // s_x, s_y are restaged next
         }

@@ -48,6 +48,7 @@ typedef struct cg_sscan_fwd_params {
  *   gst    [B * nblk, nseg, NPT, NT]   state gradient entering each segment's last step
  *   sdt    [B * nblk, nseg, BD]        strategy par: sum of dt over each segment (else empty)
  *   hbuf   [P, SEG + 1, NPT, NT]       per grads CTA: one segment of recomputed states
+ *                                      (empty when they fit in shared memory: CG_SSCAN_HB_SMEM)
  *   pB, pC [B, L, G, nsplit, N]        per split partial dB, dC (empty when nsplit = 1:
  *                                      the grads pass sums straight into dB, dC)
  *   pA     [B, nseg, D, N]             per (batch, segment) partial dA
@@ -67,7 +68,7 @@ typedef struct cg_sscan_bwd_params {
 
 /* The grads pass splits a unit's channel blocks so that about this many work items
  * exist, at most CG_SSCAN_SPLIT_MAX runs (the dB/dC partials grow with it). */
-#define CG_SSCAN_SPLIT_TARGET 256
+#define CG_SSCAN_SPLIT_TARGET 1024
 #define CG_SSCAN_SPLIT_MAX 8
 
 #endif /* CG_SSCAN_PARAMS_H */

@@ -18,19 +18,30 @@
 local F = require("kernels.sscan_fwd").lib
 local ceil_div, layout, nblk = F.ceil_div, F.layout, F.nblk
 
-local SPLIT_TARGET = 256       -- CG_SSCAN_SPLIT_TARGET of templates/sscan_params.h
+local SPLIT_TARGET = 1024      -- CG_SSCAN_SPLIT_TARGET of templates/sscan_params.h
 local SPLIT_MAX = 8            -- CG_SSCAN_SPLIT_MAX
 local GRADS_WARPS_PER_SM = 8   -- resident warps per SM the grads grid aims at
+local HB_SMEM_MAX = 96 * 1024  -- a grads CTA keeps its segment's states in shared memory up to this
 
 local function nseg(p, shape) return ceil_div(shape.L, p.segment) end
+
+-- Bytes of one segment's recomputed states of a grads CTA ([SEG + 1][NPT][NT] floats);
+-- kept in shared memory (CG_SSCAN_HB_SMEM) when at most HB_SMEM_MAX.
+local function hb_bytes(p, shape)
+  local nt, _, npt = layout(p, shape)
+  return 4 * (p.segment + 1) * npt * nt
+end
+local function hb_smem(p, shape) return hb_bytes(p, shape) <= HB_SMEM_MAX end
 
 -- Shared memory of the grads pass (mirrors M_FLOATS of sscan_bwd.cu) and of the state
 -- passes (F_FLOATS of sscan_fwd.cu), bytes.
 local function smem_grads(p, shape)
   local np = shape.N | 1
-  return 4 * (4 * p.chunk * p.dim_block + 2 * p.chunk * p.dim_block * np)
+  local bc = p.chunk * F.groups_per_block(p, shape) * shape.N
+  return 4 * (4 * p.chunk * p.dim_block + 2 * bc + 2 * p.chunk * p.dim_block * np)
+    + (hb_smem(p, shape) and hb_bytes(p, shape) or 0)
 end
-local function smem_states(p) return 4 * 3 * p.chunk * p.dim_block end
+local function smem_states(p, shape) return F.smem_bytes(p, shape) end
 
 -- Work of the grads pass (arguments of the kernels): units of gpu whole
 -- groups (about one block of small groups, or one group), each unit's blocks split into
@@ -71,7 +82,7 @@ local function ws_floats(p, shape, dev)
     r4(bblk * ns * per),                                    -- ckpt
     r4(bblk * ns * per),                                    -- gst
     p.strategy == "par" and r4(bblk * ns * p.dim_block) or 0, -- sdt
-    r4(grads_ctas(p, shape, dev) * (p.segment + 1) * per), -- hbuf
+    hb_smem(p, shape) and 0 or r4(grads_ctas(p, shape, dev) * (p.segment + 1) * per), -- hbuf
     r4(bc), r4(bc),                                         -- pB, pC
     r4(shape.B * ns * shape.D * shape.N),                   -- pA
     r4(shape.B * ns * shape.D), r4(shape.B * ns * shape.D), -- pD, pbias
@@ -103,7 +114,7 @@ local function valid(p, shape, dev)
       return false, "grid of B * blocks * segments (or states per lane) too large"
     end
   end
-  local smem = math.max(smem_grads(p, shape), smem_states(p))
+  local smem = math.max(smem_grads(p, shape), smem_states(p, shape))
   if smem > dev.smem_per_block then
     return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
   end
@@ -124,8 +135,8 @@ local function ws_total(p, shape, dev)
   return ws
 end
 
--- Heuristic: the seeds' tuned backward {chunk 4, dim_block 32, warps 2}, the block
--- shrunk until N fits the lanes; the segment with the least workspace (the checkpoints,
+-- Heuristic: chunk 4 and the forward's {dim_block 16, warps 4} (more warps per SM than
+-- the earlier {32, 2}), the block changed until N fits the lanes; the segment with the least workspace (the checkpoints,
 -- state gradients and dA partials, 3 B*D*N*L/segment floats, against the grads CTAs'
 -- state buffers, segment * dim_block * N floats each; ties: the longer segment) among
 -- those that keep at least half the grads parallelism of the shortest segment (up to
@@ -133,12 +144,12 @@ end
 -- time splits in 4 or more segments.
 local function default(shape, dev)
   local p
-  for _, bw in ipairs({ { 32, 2 }, { 32, 4 }, { 16, 4 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
+  for _, bw in ipairs({ { 16, 4 }, { 32, 4 }, { 32, 2 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
                          { 32, 1 }, { 64, 4 }, { 8, 1 } }) do
     local c = { chunk = 4, dim_block = bw[1], warps = bw[2], segment = 32, strategy = "seq" }
     if valid(c, shape, dev) then p = c; break end
   end
-  if not p then return { chunk = 4, dim_block = 32, warps = 2, segment = 32, strategy = "seq" } end
+  if not p then return { chunk = 4, dim_block = 16, warps = 4, segment = 32, strategy = "seq" } end
   local best
   local par_need = math.min(work(p, shape).nwork, grads_cap(p, dev))
   for _, s in ipairs({ 32, 64, 128, 256 }) do
@@ -165,7 +176,7 @@ local function launch(p, shape, dev)
   local nt = 32 * p.warps
   local _, _, npt = layout(p, shape)
   local bblk = shape.B * nblk(p, shape)
-  local smem_s = smem_states(p)
+  local smem_s = smem_states(p, shape)
   local regions, args = {}, F.tensor_args(TENSORS)
   for i, n in ipairs(ws_floats(p, shape, dev)) do
     regions[i] = { REGIONS[i], 4 * n }
@@ -210,5 +221,7 @@ return {
   valid = valid,
   default = default,
   launch = launch,
-  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_grads(p, shape) } end,
+  defines = function(p, shape, dev)
+    return { CG_SMEM_BYTES = smem_grads(p, shape), CG_SSCAN_HB_SMEM = hb_smem(p, shape) and 1 or 0 }
+  end,
 }

@@ -56,14 +56,20 @@ local function common_valid(p, shape, dev)
   return true
 end
 
-local function smem_bytes(p) return 4 * 3 * p.chunk * p.dim_block end
+-- Groups of B and C one block of channels can meet (GB of the template).
+local function groups_per_block(p, shape) return shape.G == 1 and 1 or math.min(shape.G, p.dim_block) end
+-- Forward shared memory (F_FLOATS of the template): dt, x, y [chunk][dim_block], the
+-- staged B and C rows [chunk][GB][N].
+local function smem_bytes(p, shape)
+  return 4 * (3 * p.chunk * p.dim_block + 2 * p.chunk * groups_per_block(p, shape) * shape.N)
+end
 
 local function npiece(p, shape) return ceil_div(shape.L, PIECE_CHUNKS * p.chunk) end
 
 local function valid(p, shape, dev)
   local ok, why = common_valid(p, shape, dev)
   if not ok then return false, why end
-  local smem = smem_bytes(p)
+  local smem = smem_bytes(p, shape)
   if smem > dev.smem_per_block then
     return false, string.format("needs %d bytes of shared memory, device allows %d", smem, dev.smem_per_block)
   end
@@ -84,12 +90,14 @@ local function first_valid(cands, shape, dev)
   return nil
 end
 
--- Heuristic: the seeds' tuned {chunk 8, dim_block 32, warps 2} when it fits N, else
--- the widest block whose lanes hold N; par when the sequential grid leaves most SMs
--- idle and time splits in 4 or more pieces.
+-- Heuristic: chunk 8 and {dim_block 16, warps 4} when it fits N (N = 16: 8 lanes of 2
+-- states per channel, so B = 4, D = 1024-2048 fills 8-16 warps per SM of an H200;
+-- the earlier {32, 2} kept 8 states per lane and ran 2-4 warps per SM), else the next
+-- block whose lanes hold N; par when the sequential grid leaves most SMs idle and
+-- time splits in 4 or more pieces.
 local function default(shape, dev)
   local cands = {}
-  for _, bw in ipairs({ { 32, 2 }, { 32, 4 }, { 16, 4 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
+  for _, bw in ipairs({ { 16, 4 }, { 32, 4 }, { 32, 2 }, { 8, 4 }, { 16, 2 }, { 64, 2 }, { 8, 2 }, { 16, 1 },
                          { 32, 1 }, { 64, 4 }, { 8, 1 } }) do
     cands[#cands + 1] = { chunk = 8, dim_block = bw[1], warps = bw[2], strategy = "seq" }
   end
@@ -121,7 +129,7 @@ local TENSORS = { "x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "y"
 
 local function launch(p, shape, dev)
   local nt, tpc, npt = layout(p, shape)
-  local smem = smem_bytes(p)
+  local smem = smem_bytes(p, shape)
   local ctas = shape.B * nblk(p, shape)
   local args = tensor_args(TENSORS)
   args[#args + 1] = { ws = "ws" }
@@ -155,8 +163,9 @@ return {
   valid = valid,
   default = default,
   launch = launch,
-  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_bytes(p) } end,
+  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_bytes(p, shape) } end,
   -- for sscan_bwd.lua
   lib = { layout = layout, nblk = nblk, common_valid = common_valid, ceil_div = ceil_div, GRID_MAX = GRID_MAX,
-          tensor_args = tensor_args, dims_args = dims_args },
+          tensor_args = tensor_args, dims_args = dims_args,
+          smem_bytes = smem_bytes, groups_per_block = groups_per_block },
 }
