@@ -147,6 +147,9 @@ int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf
  * may schedule differently, so it is never used: one key, one code. */
 #define CG_NVRTC_SPLIT_MAX 8
 int cg__nvrtc_split_threads(int threads);
+/* 1 when the loaded NVRTC takes --split-compile (12.4 or newer; older ones compile
+ * unsplit, under their own compiler id in the key). */
+int cg__nvrtc_can_split(void);
 
 /* Compile source to a CUBIN for sm_<arch>, the module's entries in parallel threads
  * (cg__nvrtc_split_threads(0)). *cubin and *log are malloc'd (log may be returned on

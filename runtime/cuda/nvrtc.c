@@ -35,6 +35,13 @@ int cg__nvrtc_split_threads(int threads) {
     return threads < 2 ? 2 : threads > CG_NVRTC_SPLIT_MAX ? CG_NVRTC_SPLIT_MAX : threads;
 }
 
+int cg__nvrtc_can_split(void) {
+    const cg_nvrtc_api *nv = cg__nvrtc_api(NULL);
+    int major = 0, minor = 0;
+    if (!nv || nv->nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return 0;
+    return major > 12 || (major == 12 && minor >= 4);
+}
+
 /* split > 0: --split-compile=<split> (what the compile passes); split == 0: the
  * count-free "--split-compile" of the cache key (any count >= 2 gives the same SASS). */
 static int options(int arch, int split, const char *source, const char **opts, char *buf, size_t cap) {
@@ -47,10 +54,12 @@ static int options(int arch, int split, const char *source, const char **opts, c
     opts[n++] = "--ptxas-options=-v"; /* resource usage goes into the log (and the cache entry) */
     /* The entries of the module (one per launch) are optimized and assembled in parallel
      * threads inside NVRTC: a module's compile takes about its slowest entry's time. */
-    k = split > 0 ? snprintf(buf + used, cap - used, "--split-compile=%d", split)
-                  : snprintf(buf + used, cap - used, "--split-compile");
-    opts[n++] = buf + used;
-    used += (size_t)k + 1;
+    if (cg__nvrtc_can_split()) {
+        k = split > 0 ? snprintf(buf + used, cap - used, "--split-compile=%d", split)
+                      : snprintf(buf + used, cap - used, "--split-compile");
+        opts[n++] = buf + used;
+        used += (size_t)k + 1;
+    }
     /* Kernel-requested options: a `// nvrtc-options: ...` line among the header comments. */
     const char *p = source;
     for (int line = 0; p && *p && line < 8; line++) {
