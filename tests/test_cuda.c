@@ -115,6 +115,71 @@ static const unsigned char *elf_section(const unsigned char *img, size_t len, co
     return cg_test_elf_find(img, len, name, &data, size) ? data : NULL;
 }
 
+/* Three entries of different weight: NVRTC's --split-compile hands them to its threads. */
+static const char k_split_src[] =
+    "extern \"C\" __global__ void split_a(float *x, int n) {\n"
+    "    float s = 0.f;\n"
+    "    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i] * x[i];\n"
+    "    x[threadIdx.x] = s;\n"
+    "}\n"
+    "extern \"C\" __global__ void split_b(float *x, int n) {\n"
+    "    float a[16];\n"
+    "#pragma unroll\n"
+    "    for (int k = 0; k < 16; ++k) a[k] = x[k * n + threadIdx.x];\n"
+    "    float s = 0.f;\n"
+    "#pragma unroll\n"
+    "    for (int k = 0; k < 16; ++k) s = fmaf(a[k], a[15 - k], s);\n"
+    "    x[threadIdx.x] = s;\n"
+    "}\n"
+    "extern \"C\" __global__ void split_c(double *y) { y[blockIdx.x] = sqrt(y[blockIdx.x]) + 1.0; }\n";
+
+/* The module's entries compile in parallel threads (--split-compile): the cache key
+ * names the option without a thread count, and every count the compile may use gives
+ * byte-identical code for each entry (one key, one code, on any machine). */
+CG_TEST(cuda_nvrtc_split_compile) {
+    CG_CHECK(cg__nvrtc_split_threads(1) == 2 && cg__nvrtc_split_threads(3) == 3, "at least 2 threads, else as asked");
+    CG_CHECK(cg__nvrtc_split_threads(1000) == CG_NVRTC_SPLIT_MAX, "at most CG_NVRTC_SPLIT_MAX");
+    CG_CHECK(cg__nvrtc_split_threads(0) >= 2 && cg__nvrtc_split_threads(0) <= CG_NVRTC_SPLIT_MAX, "0: the cores");
+    const char *opts[CG_NVRTC_MAX_OPTS];
+    char buf[512];
+    int n = cg__nvrtc_options(80, k_split_src, opts, buf, sizeof buf), split = 0;
+    for (int i = 0; i < n; i++) {
+        CG_CHECK(strncmp(opts[i], "--split-compile=", 16) != 0, "the key's options carry no thread count: %s", opts[i]);
+        split |= !strcmp(opts[i], "--split-compile");
+    }
+    CG_CHECK(split == cg__nvrtc_can_split(), "the key's options name --split-compile when NVRTC has it");
+    if (!cg__nvrtc_api(NULL)) {
+        cg_test_skip("libnvrtc cannot be loaded");
+        return;
+    }
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    static const int counts[] = {2, 3, 8};
+    unsigned char *bins[3] = {NULL, NULL, NULL};
+    size_t lens[3] = {0, 0, 0};
+    for (int c = 0; c < 3; c++) {
+        char *log = NULL;
+        void *bin = NULL;
+        CG_CHECK_OK(ctx, cg__nvrtc_compile_threads(ctx, "split", k_split_src, 80, counts[c], &bin, &lens[c], &log));
+        bins[c] = bin;
+        free(log);
+    }
+    static const char *const secs[] = {".text.split_a", ".text.split_b", ".text.split_c"};
+    for (int e = 0; e < 3 && bins[0] && bins[1] && bins[2]; e++) {
+        size_t sz0 = 0;
+        const unsigned char *t0 = elf_section(bins[0], lens[0], secs[e], &sz0);
+        CG_CHECK(t0 && sz0 > 0, "%s in the CUBIN", secs[e]);
+        for (int c = 1; c < 3 && t0; c++) {
+            size_t sz = 0;
+            const unsigned char *t = elf_section(bins[c], lens[c], secs[e], &sz);
+            CG_CHECK(t && sz == sz0 && !memcmp(t, t0, sz), "%s: the same code with %d and %d threads", secs[e],
+                     counts[0], counts[c]);
+        }
+    }
+    for (int c = 0; c < 3; c++) free(bins[c]);
+    cg_context_free(ctx);
+}
+
 /* What a function's .nv.info.<entry> section says about its parameters: the size of
  * the parameter bank (EIATTR_CBANK_PARAM_SIZE, 0x19) and one EIATTR_KPARAM_INFO (0x17)
  * per parameter (ordinal, size). Records are {format, attribute, value}: format 4

@@ -488,10 +488,14 @@ typedef struct job {
     cg_ptxas_info info;
     double ms;  /* compile time (wall), 0 for a cache hit */
     int cached; /* the ptxas log came from the kernel cache */
+    int same_as; /* -1, or an earlier job with the same rendered source (name included):
+                  * compiled once, its CUBIN's ptxas facts checked for both */
+    uint64_t hash[2];
 } job;
 
 typedef struct pool_arg {
     job *jobs;
+    const int *order; /* the jobs longest source first: the slow compiles do not trail */
     int n;
     int arch;
     int next;
@@ -509,7 +513,8 @@ static void *worker(void *arg) {
         int i = pa->next++;
         pthread_mutex_unlock(&pa->mu);
         if (i >= pa->n) break;
-        job *j = &pa->jobs[i];
+        job *j = &pa->jobs[pa->order[i]];
+        if (j->same_as >= 0) continue;
         void *bin = NULL;
         size_t len = 0;
         char *log = NULL, *key = NULL;
@@ -524,7 +529,9 @@ static void *worker(void *arg) {
             j->cached = 1;
         } else {
             double t0 = (double)cg__jit_now_ns();
-            j->st = cg__nvrtc_compile(ctx, j->name, j->source, pa->arch, &bin, &len, &log);
+            /* every module splits in 2 threads (the same SASS as any split count the
+             * executor uses: one cache key); the pool keeps the cores busy */
+            j->st = cg__nvrtc_compile_threads(ctx, j->name, j->source, pa->arch, 2, &bin, &len, &log);
             j->ms = ((double)cg__jit_now_ns() - t0) / 1e6;
             if (j->st == CG_OK && key) (void)cg__kcache_put(pa->kdir, j->name, key, bin, len, log);
         }
@@ -537,6 +544,14 @@ static void *worker(void *arg) {
     }
     cg_context_free(ctx);
     return NULL;
+}
+
+/* qsort order of job indices: longer source first (a proxy for compile time), then index */
+static const job *g_sort_jobs;
+static int longer_first(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    size_t li = strlen(g_sort_jobs[i].source), lj = strlen(g_sort_jobs[j].source);
+    return li != lj ? (li < lj ? 1 : -1) : (i > j) - (i < j);
 }
 
 /* Under the sanitizers the release run has already compiled every config: compiling
@@ -651,10 +666,28 @@ static void nvrtc_all_configs(int arch) {
         free(seen);
         for (int si = 0; si < NSHAPES; si++) free(sp[si]);
     }
+    /* Identical sources (configs whose parameters render the same text for the shape
+     * they were given) are compiled once: the CUBIN is a function of source, options and
+     * arch, so its ptxas facts are the other job's; the per-job limits are checked below. */
+    int nunique = 0;
+    for (int i = 0; i < nj; i++) {
+        job *j = &jobs[i];
+        j->same_as = -1;
+        cg__hash128(j->source, strlen(j->source), j->hash);
+        for (int q = 0; q < i && j->same_as < 0; q++)
+            if (jobs[q].same_as < 0 && jobs[q].hash[0] == j->hash[0] && jobs[q].hash[1] == j->hash[1] &&
+                !strcmp(jobs[q].name, j->name) && !strcmp(jobs[q].source, j->source))
+                j->same_as = q;
+        nunique += j->same_as < 0;
+    }
+    int *order = calloc((size_t)nj + 1, sizeof *order);
+    g_sort_jobs = jobs;
+    for (int i = 0; i < nj; i++) order[i] = i;
+    qsort(order, (size_t)nj, sizeof *order, longer_first);
     int nthreads = cg__online_cores();
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 16) nthreads = 16;
-    pool_arg pa = {.jobs = jobs, .n = nj, .arch = arch};
+    pool_arg pa = {.jobs = jobs, .order = order, .n = nj, .arch = arch};
     const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
     pa.kdir = kc && *kc ? kc : NULL;
     CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, pa.nvrtc_id, sizeof pa.nvrtc_id));
@@ -663,6 +696,14 @@ static void nvrtc_all_configs(int arch) {
     for (int t = 0; t < nthreads; t++) pthread_create(&th[t], NULL, worker, &pa);
     for (int t = 0; t < nthreads; t++) pthread_join(th[t], NULL);
     pthread_mutex_destroy(&pa.mu);
+    free(order);
+    for (int i = 0; i < nj; i++) {
+        job *j = &jobs[i], *o = j->same_as >= 0 ? &jobs[j->same_as] : NULL;
+        if (!o) continue;
+        j->st = o->st;
+        snprintf(j->msg, sizeof j->msg, "%s", o->msg);
+        j->info = o->info;
+    }
     int maxreg = 0, ncached = 0;
     double total_ms = 0;
     int slow[5] = {-1, -1, -1, -1, -1}; /* the slowest compiles, for the log */
@@ -690,8 +731,8 @@ static void nvrtc_all_configs(int arch) {
             if (j->info.registers > maxreg) maxreg = j->info.registers;
         }
     }
-    fprintf(stderr, "  sm_%d: %d kernels compiled by NVRTC (%d kernel families, 1 config in %d + defaults), max %d registers\n",
-            arch, nj, nfam, stride, maxreg);
+    fprintf(stderr, "  sm_%d: %d kernels compiled by NVRTC (%d kernel families, 1 config in %d + defaults; %d distinct "
+            "sources), max %d registers\n", arch, nj, nfam, stride, nunique, maxreg);
     fprintf(stderr, "  sm_%d: %d of them from the kernel cache; %.1f s of compiling in %d threads; slowest:", arch,
             ncached, total_ms / 1000, nthreads);
     for (int r = 0; r < 5 && slow[r] >= 0 && jobs[slow[r]].ms > 0; r++)

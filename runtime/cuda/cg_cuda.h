@@ -134,16 +134,32 @@ cg_status cg__nvrtc_check(cg_context *ctx, nvrtcResult r, const char *call, cons
  * for cache keys (nvrtcVersion alone has no build number). ENODEV when absent. */
 cg_status cg__nvrtc_id(cg_context *ctx, char *buf, size_t cap);
 
-/* The NVRTC options for arch (e.g. 80) and a source: -std=c++17, --gpu-architecture=
- * sm_XX, --ptxas-options=-v, and any `// nvrtc-options:` line of the source's header.
- * Writes up to CG_NVRTC_MAX_OPTS pointers into opts (into storage buf). */
+/* The NVRTC options for arch (e.g. 80) and a source, as the cache key names them:
+ * -std=c++17, --gpu-architecture=sm_XX, --ptxas-options=-v, --split-compile (the
+ * compile adds its thread count, see below), and any `// nvrtc-options:` line of the
+ * source's header. Writes up to CG_NVRTC_MAX_OPTS pointers into opts (into storage buf). */
 #define CG_NVRTC_MAX_OPTS 12
 int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf, size_t cap);
 
-/* Compile source to a CUBIN for sm_<arch>. *cubin and *log are malloc'd (log may be
- * returned on failure too, with CG_ECOMPILE and the log in the message). */
+/* The threads NVRTC's --split-compile may use for one module: threads (<= 0: the
+ * online cores), at least 2 and at most CG_NVRTC_SPLIT_MAX. Every count >= 2 gives
+ * the same SASS (checked on the default kernels, docs/jit.md); 1 would not split and
+ * may schedule differently, so it is never used: one key, one code. */
+#define CG_NVRTC_SPLIT_MAX 8
+int cg__nvrtc_split_threads(int threads);
+/* 1 when the loaded NVRTC takes --split-compile (12.4 or newer; older ones compile
+ * unsplit, under their own compiler id in the key). */
+int cg__nvrtc_can_split(void);
+
+/* Compile source to a CUBIN for sm_<arch>, the module's entries in parallel threads
+ * (cg__nvrtc_split_threads(0)). *cubin and *log are malloc'd (log may be returned on
+ * failure too, with CG_ECOMPILE and the log in the message). */
 cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *source, int arch, void **cubin,
                             size_t *cubin_len, char **log);
+/* The same with cg__nvrtc_split_threads(threads): callers that already compile several
+ * modules at once (the sweep tests, build-kernels) pass a small count. */
+cg_status cg__nvrtc_compile_threads(cg_context *ctx, const char *name, const char *source, int arch, int threads,
+                                    void **cubin, size_t *cubin_len, char **log);
 
 /* The first line of every CUBIN cache key: the chunkgen version and the entry format.
  * A kernel built by another chunkgen (or for another entry format) has another key,

@@ -30,7 +30,21 @@ cg_status cg__nvrtc_id(cg_context *ctx, char *buf, size_t cap) {
     return CG_OK;
 }
 
-int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf, size_t cap) {
+int cg__nvrtc_split_threads(int threads) {
+    if (threads <= 0) threads = cg__online_cores();
+    return threads < 2 ? 2 : threads > CG_NVRTC_SPLIT_MAX ? CG_NVRTC_SPLIT_MAX : threads;
+}
+
+int cg__nvrtc_can_split(void) {
+    const cg_nvrtc_api *nv = cg__nvrtc_api(NULL);
+    int major = 0, minor = 0;
+    if (!nv || nv->nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return 0;
+    return major > 12 || (major == 12 && minor >= 4);
+}
+
+/* split > 0: --split-compile=<split> (what the compile passes); split == 0: the
+ * count-free "--split-compile" of the cache key (any count >= 2 gives the same SASS). */
+static int options(int arch, int split, const char *source, const char **opts, char *buf, size_t cap) {
     int n = 0;
     size_t used = 0;
     opts[n++] = "-std=c++17";
@@ -38,6 +52,14 @@ int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf
     opts[n++] = buf;
     used = (size_t)k + 1;
     opts[n++] = "--ptxas-options=-v"; /* resource usage goes into the log (and the cache entry) */
+    /* The entries of the module (one per launch) are optimized and assembled in parallel
+     * threads inside NVRTC: a module's compile takes about its slowest entry's time. */
+    if (cg__nvrtc_can_split()) {
+        k = split > 0 ? snprintf(buf + used, cap - used, "--split-compile=%d", split)
+                      : snprintf(buf + used, cap - used, "--split-compile");
+        opts[n++] = buf + used;
+        used += (size_t)k + 1;
+    }
     /* Kernel-requested options: a `// nvrtc-options: ...` line among the header comments. */
     const char *p = source;
     for (int line = 0; p && *p && line < 8; line++) {
@@ -61,6 +83,10 @@ int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf
         if (p) p++;
     }
     return n;
+}
+
+int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf, size_t cap) {
+    return options(arch, 0, source, opts, buf, cap);
 }
 
 cg_status cg__cubin_key(cg_context *ctx, const char *nvrtc_id, int arch, const char *name, const char *source,
@@ -121,6 +147,11 @@ static cg_status compile(cg_context *ctx, const cg_nvrtc_api *cg__nv, nvrtcProgr
 
 cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *source, int arch, void **cubin,
                             size_t *cubin_len, char **log) {
+    return cg__nvrtc_compile_threads(ctx, name, source, arch, 0, cubin, cubin_len, log);
+}
+
+cg_status cg__nvrtc_compile_threads(cg_context *ctx, const char *name, const char *source, int arch, int threads,
+                                    void **cubin, size_t *cubin_len, char **log) {
     *cubin = NULL;
     *cubin_len = 0;
     *log = NULL;
@@ -145,7 +176,7 @@ cg_status cg__nvrtc_compile(cg_context *ctx, const char *name, const char *sourc
 
     const char *opts[CG_NVRTC_MAX_OPTS];
     char optbuf[512];
-    int nopt = cg__nvrtc_options(arch, source, opts, optbuf, sizeof optbuf);
+    int nopt = options(arch, cg__nvrtc_split_threads(threads), source, opts, optbuf, sizeof optbuf);
     char file[256];
     snprintf(file, sizeof file, "%.200s.cu", name);
     int64_t t0 = cg__jit_now_ns();
