@@ -8,13 +8,13 @@
  *   S   = e^{A_last} S + (K diag(w))^T V,  w_j = e^{A_last - A_j}
  * Tiles (per thread, 64-byte aligned, columns zero-padded to 16); q is read in place as
  * the A operand of Q K^T, and the next chunk's rows are prefetched during this one:
- *   KT [dk, Cp]           k transposed (B operand of Q K^T; then scaled by w, A operand of the state update)
+ *   KT [dk, ldc]          k transposed (B operand of Q K^T; then scaled by w, A operand of the state update)
  *   Lt [C, dk + Cp]       [e^A Q | P] (A operand of the output GEMM)
- *   R  [dk + C, ldr]      [S; V] (B operand of the output GEMM; S is the state); ldr = bdvp,
- *                         plus one vector when that is a multiple of 128 floats (rows 512 bytes
- *                         apart share cache sets: measured 20% slower state updates)
+ *   R  [dk + C, ldr]      [S; V] (B operand of the output GEMM; S is the state); ldr and
+ *                         ldc padded off multiples of 256 bytes (cg__ssd_ld: rows 512 bytes
+ *                         apart share cache sets, measured 20% slower state updates)
  *   Ot [C, bdvp]          output rows before the strided store (when bdv is not a multiple of 16)
- *   X  [C]                the exponents of one row's decay mask */
+ *   X  [2 C]              scratch of the decay mask */
 #include "ssd_cpu.h"
 
 #include <math.h>
@@ -25,17 +25,15 @@ typedef struct fwd_job {
     cg_ssd_scratch scratch;
 } fwd_job;
 
-static int64_t fwd_ldr(int64_t wp) { return wp % 128 ? wp : wp + CG_SSD_VL; }
-
 /* Scratch floats for one task. */
 static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv) {
     const int64_t Cp = cg__ssd_pad(C), dk = p->dk, wp = cg__ssd_pad(bdv);
     int64_t f = 0;
-    f += cg__ssd_pad(dk * Cp);           /* KT */
+    f += cg__ssd_pad(dk * cg__ssd_ld(C)); /* KT */
     f += cg__ssd_pad(C * (dk + Cp));     /* Lt */
-    f += cg__ssd_pad((dk + C) * fwd_ldr(wp)); /* R */
+    f += cg__ssd_pad((dk + C) * cg__ssd_ld(wp)); /* R */
     f += cg__ssd_pad(C * wp);            /* Ot */
-    f += 3 * cg__ssd_pad(C);             /* eA, w, X */
+    f += 4 * cg__ssd_pad(C);             /* eA, w, X (2 C) */
     return (size_t)f * sizeof(float) + (size_t)cg__ssd_pad(C) * sizeof(double) + 64;
 }
 
@@ -45,17 +43,17 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
     const int64_t dk = p->dk, T = p->T, C = J->C, Cp = J->Cp, hpg = p->H / p->G;
     const int64_t b = idx / (p->H * J->nblk), h = idx / J->nblk % p->H, jb = idx % J->nblk, g = h / hpg;
     const int64_t j0 = jb * J->bdv, w = cg__ssd_min(J->bdv, p->dv - j0), wp = cg__ssd_pad(w);
-    const int64_t ldl = dk + Cp, ldr = fwd_ldr(wp);
+    const int64_t ldl = dk + Cp, ldr = cg__ssd_ld(wp), ldkt = cg__ssd_ld(C);
 
     float *mem = cg__ssd_scratch_at(&J->scratch, tid);
     float *restrict KT = mem;
-    float *restrict Lt = KT + cg__ssd_pad(dk * Cp);
+    float *restrict Lt = KT + cg__ssd_pad(dk * ldkt);
     float *restrict R = Lt + cg__ssd_pad(C * ldl);
     float *restrict Ot = R + cg__ssd_pad((dk + C) * ldr);
     float *restrict eA = Ot + cg__ssd_pad(C * wp);
     float *restrict wv = eA + cg__ssd_pad(C);
     float *restrict X = wv + cg__ssd_pad(C);
-    double *restrict Ad = (double *)(X + cg__ssd_pad(C));
+    double *restrict Ad = (double *)(X + 2 * cg__ssd_pad(C));
     float *restrict S = R, *restrict V = R + dk * ldr;
 
     /* strided views of this (b, h, g, dv block) */
@@ -97,25 +95,19 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
             const float *restrict s = qc + i * sq;
             for (int64_t c = 0; c < dk; c++) d[c] = e * s[c];
         }
-        cg__ssd_transpose(KT, Cp, k + t0 * sk, sk, L, dk, Cp);
+        cg__ssd_transpose(KT, ldkt, k + t0 * sk, sk, L, dk, Cp);
         cg__ssd_copy_rows(V, ldr, v + t0 * sv, sv, L, w, wp);
 
         /* P = Q K^T (lower triangle, in 16-column steps), then the decay mask */
-        cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sq, 1, KT, Cp, Lt + dk, ldl, 0);
+        cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sq, 1, KT, ldkt, Lt + dk, ldl, 0);
         const int64_t tn = t0 + C, Ln = cg__ssd_min(C, T - tn); /* the next chunk */
-        for (int64_t i = 0; i < L; i++) {
-            float *restrict P = Lt + i * ldl + dk;
-            if (i < Ln) { /* its rows are read from memory while this chunk computes */
-                cg__ssd_prefetch_rows(q + (tn + i) * sq, 0, 1, dk * 4);
-                cg__ssd_prefetch_rows(k + (tn + i) * sk, 0, 1, dk * 4);
-                cg__ssd_prefetch_rows(v + (tn + i) * sv, 0, 1, w * 4);
-            }
-            /* the exponents in double (A grows along the sequence), then e^x in vectors;
-             * the output GEMM reads P[i, 0..i] only */
-            const double Ai = Ad[i];
-            for (int64_t j = 0; j <= i; j++) X[j] = (float)(Ai - Ad[j]);
-            cg__ssd_mul_exp(P, X, i + 1);
+        for (int64_t i = 0; i < Ln; i++) { /* its rows are read from memory while this chunk computes */
+            cg__ssd_prefetch_rows(q + (tn + i) * sq, 0, 1, dk * 4);
+            cg__ssd_prefetch_rows(k + (tn + i) * sk, 0, 1, dk * 4);
+            cg__ssd_prefetch_rows(v + (tn + i) * sv, 0, 1, w * 4);
+            cg__ssd_prefetchw_rows(o + (tn + i) * so, 0, 1, w * 4);
         }
+        cg__ssd_decay_mask(Lt + dk, ldl, L, Ad, X); /* the output GEMM reads P[i, 0..i] only */
         /* O = [e^A Q | P] [S; V] */
         float *Out = direct ? o + t0 * so : Ot;
         const int64_t ldo = direct ? so : wp;
@@ -125,10 +117,10 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
 
         /* S = gamma S + (K diag(w))^T V */
         for (int64_t c = 0; c < dk; c++) {
-            float *restrict kr = KT + c * Cp;
+            float *restrict kr = KT + c * ldkt;
             for (int64_t j = 0; j < L; j++) kr[j] *= wv[j];
         }
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, wp, L, KT, Cp, 1, V, ldr, S, ldr, 1, gamma);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, wp, L, KT, ldkt, 1, V, ldr, S, ldr, 1, gamma);
     }
     if (p->hT.p) {
         float *hT = CG_F32P(p->hT) + b * p->hT.s[0] + h * p->hT.s[1] + j0;
