@@ -1,6 +1,7 @@
 /* ssd_cpu_fwd.c -- SSD forward on the CPU by the chunked algorithm (KERNEL_MATH.md).
  *
- * One task per (b, h, dv block) walks the chunks in order and keeps the state tile
+ * One task per (b, h, dv block), or per (b, g, dv block) taking the group's heads in turn
+ * (see cg__ssd_cpu_fwd), walks the chunks in order and keeps each head's state tile
  * S [dk, bdv] in per-thread scratch. Per chunk of L <= C tokens, with A the cumulative
  * sum of log_alpha from the chunk's first token (in double):
  *   P   = (Q K^T) masked by exp(A_i - A_j), i >= j           [L, L]
@@ -9,8 +10,10 @@
  * Tiles (per thread, 64-byte aligned, columns zero-padded to 16); q is read in place as
  * the A operand of Q K^T, and the next chunk's rows are prefetched during this one:
  *   KT [dk, ldc]          k transposed (B operand of Q K^T; then scaled by w, A operand of the state update)
+ *   KTw [dk, ldc]         KT scaled by one head's w (group tasks; else KT is scaled in place)
+ *   Praw [C, Cp]          Q K^T of the group (group tasks; else it goes straight into Lt)
  *   Lt [C, dk + Cp]       [e^A Q | P] (A operand of the output GEMM)
- *   R  [dk + C, ldr]      [S; V] (B operand of the output GEMM; S is the state); ldr and
+ *   R  [dk + C, ldr]      per head: [S; V] (B operand of the output GEMM; S is the state); ldr and
  *                         ldc padded off multiples of 256 bytes (cg__ssd_ld: rows 512 bytes
  *                         apart share cache sets, measured 20% slower state updates)
  *   Ot [C, bdvp]          output rows before the strided store (when bdv is not a multiple of 16)
@@ -163,11 +166,13 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     J.Cp = cg__ssd_pad(J.C);
     J.bdv = run.block_dv; /* the default splits dv when there are fewer (b, h) tasks than threads */
     J.nblk = (p->dv + J.bdv - 1) / J.bdv;
-    /* A task takes a whole group when its heads' [S; V] tiles stay within L2 together and
-     * the (b, g, dv block) tasks still keep every thread busy: Q K^T is then computed once
-     * per group instead of per head, and q and k read once. */
+    /* A task takes a whole group of heads while the (b, g, dv block) tasks keep every
+     * thread busy and the heads' [S; V] tiles take at most 8 MB: Q K^T is then computed
+     * once per group instead of per head, and q and k are read once. (Measured on the AVX2
+     * EPYC, 1 thread: g2h8_d128 forward 90-110 ms against 129-158 per head, g1h24_dk128_dv64
+     * 75-98 against 94-147, although 4 and 24 states of 110 and 56 KB exceed its 512 KB L2.) */
     const int64_t hpg = p->H / p->G, rbytes = cg__ssd_pad((p->dk + J.C) * cg__ssd_ld(cg__ssd_pad(J.bdv))) * 4;
-    J.nh = hpg > 1 && hpg * rbytes <= ((int64_t)256 << 10) && p->B * p->G * J.nblk >= run.threads ? hpg : 1;
+    J.nh = hpg > 1 && hpg * rbytes <= ((int64_t)8 << 20) && p->B * p->G * J.nblk >= run.threads ? hpg : 1;
 
     const size_t per = (fwd_scratch_bytes(p, J.C, J.bdv, J.nh) + 63) / 64 * 64;
     J.scratch.stride = per;
