@@ -66,8 +66,9 @@ static inline void cg__ssd_prefetch_rows(const float *p, int64_t stride, int64_t
         for (uintptr_t x = a & ~(uintptr_t)63; x < e; x += 64) __builtin_prefetch((const char *)x, 0, 2);
     }
 }
-/* The same for rows about to be written (fetched for ownership: the stores then do not wait
- * for the lines). */
+/* The same for rows about to be written, so that the stores do not wait for the lines: a
+ * write prefetch (PREFETCHW) where the variant's flags enable it, else a read prefetch,
+ * which brings a line no other core holds in exclusive state all the same. */
 static inline void cg__ssd_prefetchw_rows(float *p, int64_t stride, int64_t rows, int64_t bytes) {
     for (int64_t i = 0; i < rows; i++) {
         const uintptr_t a = (uintptr_t)(p + i * stride), e = a + (uintptr_t)bytes;
