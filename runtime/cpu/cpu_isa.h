@@ -22,6 +22,7 @@
 #define cg__ssd_gemm_beta CG_ISA_CAT(cg__ssd_gemm_beta, CG_ISA)
 #define cg__ssd_transpose CG_ISA_CAT(cg__ssd_transpose, CG_ISA)
 #define cg__ssd_mul_exp CG_ISA_CAT(cg__ssd_mul_exp, CG_ISA)
+#define cg__ssd_decay_mask CG_ISA_CAT(cg__ssd_decay_mask, CG_ISA)
 #endif
 
 #include "internal.h"

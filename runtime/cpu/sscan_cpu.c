@@ -348,6 +348,26 @@ static void dt_tile(const cg_sscan_prob *p, ss_lim k, int64_t len, int64_t nb, i
     }
 }
 
+/* What a task gathers once: A (as A log2 e), the state from v (h0 or dhT), delta_bias and D. */
+static void gather_task(const ss_plan *P, const ss_task *t, float *restrict At, float *restrict h,
+                        float *restrict bias, float *restrict Dv) {
+    const cg_sscan_prob *p = P->p;
+    gather_A(p, t->d0, t->nb, P->nc, At);
+    gather_state(&p->h0, t->b, t->d0, t->nb, P->nc, p->N, h);
+    gather_d(&p->dbias, t->d0, t->nb, P->ld, bias);
+    gather_d(&p->Dv, t->d0, t->nb, P->ld, Dv);
+}
+
+/* The x, dt (from delta, see dt_tile) and B tiles of tokens [t0, t0 + len). */
+static void gather_x_dt_b(const ss_plan *P, const ss_task *t, int64_t t0, int64_t len, const float *restrict bias,
+                          float *restrict xs, float *restrict dts, float *restrict sig, float *restrict Bs) {
+    const cg_sscan_prob *p = P->p;
+    gather_bl(&p->x, t->b, t0, len, t->d0, t->nb, P->ld, xs);
+    gather_bl(&p->delta, t->b, t0, len, t->d0, t->nb, P->ld, dts);
+    dt_tile(p, P->lim, len, t->nb, P->ld, bias, dts, sig);
+    gather_bc(&p->Bm, t->b, t0, len, t->g, p->N, Bs);
+}
+
 /* --------------------------------------------------------- step kernels
  * One lane chunk (16 channels) over `len` steps. Tiles are [step][ld] with the chunk's
  * columns at offset 0 (the caller passes shifted pointers); B, C rows are [step][N]. */
@@ -492,16 +512,10 @@ static void fwd_task(void *arg, int64_t ti, int tid) {
     float *xs = Dv + ld, *dts = xs + T * ld, *ys = dts + T * ld, *zs = ys + T * ld;
     float *Bs = zs + T * ld, *Cs = Bs + T * N;
 
-    gather_A(p, t.d0, t.nb, nc, At);
-    gather_state(&p->h0, t.b, t.d0, t.nb, nc, N, h);
-    gather_d(&p->dbias, t.d0, t.nb, ld, bias);
-    gather_d(&p->Dv, t.d0, t.nb, ld, Dv);
+    gather_task(P, &t, At, h, bias, Dv);
     for (int64_t t0 = 0; t0 < p->L; t0 += T) {
         const int64_t len = p->L - t0 < T ? p->L - t0 : T;
-        gather_bl(&p->x, t.b, t0, len, t.d0, t.nb, ld, xs);
-        gather_bl(&p->delta, t.b, t0, len, t.d0, t.nb, ld, dts);
-        dt_tile(p, lim, len, t.nb, ld, bias, dts, NULL);
-        gather_bc(&p->Bm, t.b, t0, len, t.g, N, Bs);
+        gather_x_dt_b(P, &t, t0, len, bias, xs, dts, NULL, Bs);
         gather_bc(&p->Cm, t.b, t0, len, t.g, N, Cs);
         for (int64_t c = 0; c < nc; c++)
             fwd_chunk(lim, len, N, ld, h + c * NW, At + c * NW, xs + c * SS_W, dts + c * SS_W, Bs, Cs, ys + c * SS_W);
@@ -573,11 +587,8 @@ static void bwd_task(void *arg, int64_t ti, int tid) {
     float *dAseg = hs + (S + 1) * NW;
     float *ck = P->ck + (size_t)ti * (size_t)(P->nseg * nc * NW);
 
-    gather_A(p, t.d0, t.nb, nc, At);
-    gather_state(&p->h0, t.b, t.d0, t.nb, nc, N, h);
+    gather_task(P, &t, At, h, bias, Dv);
     gather_state(&p->dhT, t.b, t.d0, t.nb, nc, N, g);
-    gather_d(&p->dbias, t.d0, t.nb, ld, bias);
-    gather_d(&p->Dv, t.d0, t.nb, ld, Dv);
     memset(dAtot, 0, (size_t)(nc * NW) * sizeof(double));
     memset(dDb, 0, (size_t)(2 * ld) * sizeof(double));
 
@@ -586,10 +597,7 @@ static void bwd_task(void *arg, int64_t ti, int tid) {
         memcpy(ck + k * nc * NW, h, (size_t)(nc * NW) * sizeof(float));
         if (k == P->nseg - 1) break;
         const int64_t t0 = k * S;
-        gather_bl(&p->x, t.b, t0, S, t.d0, t.nb, ld, xs);
-        gather_bl(&p->delta, t.b, t0, S, t.d0, t.nb, ld, dts);
-        dt_tile(p, lim, S, t.nb, ld, bias, dts, NULL);
-        gather_bc(&p->Bm, t.b, t0, S, t.g, N, Bs);
+        gather_x_dt_b(P, &t, t0, S, bias, xs, dts, NULL, Bs);
         for (int64_t c = 0; c < nc; c++)
             state_chunk(lim, S, N, ld, h + c * NW, At + c * NW, xs + c * SS_W, dts + c * SS_W, Bs);
     }
@@ -597,10 +605,7 @@ static void bwd_task(void *arg, int64_t ti, int tid) {
     /* Pass 2: segments in reverse. */
     for (int64_t k = P->nseg - 1; k >= 0; k--) {
         const int64_t t0 = k * S, len = L - t0 < S ? L - t0 : S;
-        gather_bl(&p->x, t.b, t0, len, t.d0, t.nb, ld, xs);
-        gather_bl(&p->delta, t.b, t0, len, t.d0, t.nb, ld, dts);
-        dt_tile(p, lim, len, t.nb, ld, bias, dts, p->softplus ? sig : NULL);
-        gather_bc(&p->Bm, t.b, t0, len, t.g, N, Bs);
+        gather_x_dt_b(P, &t, t0, len, bias, xs, dts, p->softplus ? sig : NULL, Bs);
         gather_bc(&p->Cm, t.b, t0, len, t.g, N, Cs);
         gather_bl(&p->dy, t.b, t0, len, t.d0, t.nb, ld, dout);
         if (p->z.p) {

@@ -3,9 +3,9 @@
  * (and, in the chunk-parallel mode, the boundary state gradient) in a workspace.
  *
  * Phase 1, one task per (b, h), sequential over chunks:
- *   forward:  S0^c for every chunk (S0^0 = h0), stored transposed: WS[c] = (S0^c)^T [dv, dkp];
+ *   forward:  S0^c for every chunk (S0^0 = h0), stored transposed: WS[c] = (S0^c)^T [dv, ldk];
  *             at the end <dhT, S_T> (the constant term of dlog_alpha).
- *   reverse (chunk-parallel mode only): dS_end^c stored as WD[c] [dk, dvp], from
+ *   reverse (chunk-parallel mode only): dS_end^c stored as WD[c] [dk, ldv], from
  *             dS_end of the last chunk = dhT or 0 and
  *             dS0^c = e^{A_last} dS_end^c + Q^T diag(e^A) dO;  dh0 = dS0^0.
  * Phase 2, the gradients of one chunk of one group: the heads of the group in order, so
@@ -32,8 +32,9 @@
 typedef struct bwd_job {
     const cg_ssd_prob *p;
     int64_t C, Cp, nc, dkp, dvp, hpg;
+    int64_t ldk, ldv, ldc; /* leading dimensions of the [., dkp], [., dvp], [., Cp] tiles (cg__ssd_ld) */
     int fused;
-    float *WS, *WD;  /* [B*H*nc] x (dv*dkp), x (dk*dvp) (WD: chunk-parallel mode only) */
+    float *WS, *WD;  /* [B*H*nc] x (dv*ldk), x (dk*ldv) (WD: chunk-parallel mode only) */
     double *tot;     /* [B*H*nc] chunk totals of r */
     double *sT;      /* [B*H] <dhT, S_T> */
     cg_ssd_scratch scratch;
@@ -55,39 +56,29 @@ static float chunk_decays(const float *la, int64_t sl, int64_t L, double *restri
     return eA[L - 1];
 }
 
-/* Lower-triangular mask in place: X[i, j] *= e^{A_i - A_j} for j <= i (the exponents in
- * double, e^x in vectors; E: C floats of scratch). The entries above the diagonal are
- * left as they are: the causal GEMMs (KLOWER, KUPPER) never read them. */
-static void apply_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E) {
-    for (int64_t i = 0; i < L; i++) {
-        const double Ai = Ad[i];
-        for (int64_t j = 0; j <= i; j++) E[j] = (float)(Ai - Ad[j]);
-        cg__ssd_mul_exp(X + i * ld, E, i + 1);
-    }
-}
-
 /* ------------------------------------------------------------ phase 1 */
 
 static size_t p1_floats(const bwd_job *J) {
     const cg_ssd_prob *p = J->p;
     const int64_t C = J->C;
-    return (size_t)(cg__ssd_pad(C * J->dkp) + cg__ssd_pad(C * J->dvp) + cg__ssd_pad(p->dv * J->dkp) +
-                    cg__ssd_pad(p->dk * J->dvp) + cg__ssd_pad(p->dv * J->Cp) + 4 * cg__ssd_pad(C));
+    return (size_t)(cg__ssd_pad(C * J->ldk) + cg__ssd_pad(C * J->ldv) + cg__ssd_pad(p->dv * J->ldk) +
+                    cg__ssd_pad(p->dk * J->ldv) + cg__ssd_pad(p->dv * J->ldc) + 4 * cg__ssd_pad(C));
 }
 
 static void phase1(void *arg, int64_t bh, int tid) {
     const bwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
     const int64_t dk = p->dk, dv = p->dv, T = p->T, C = J->C, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
+    const int64_t ldk = J->ldk, ldv = J->ldv, ldc = J->ldc;
     const int64_t b = bh / p->H, h = bh % p->H, g = h / (p->H / p->G);
 
     float *mem = cg__ssd_scratch_at(&J->scratch, tid);
     float *restrict Kw = mem;                           /* [C, dkp]  diag(w) K */
-    float *restrict eAdO = Kw + cg__ssd_pad(C * dkp);   /* [C, dvp]  diag(e^A) dO */
-    float *restrict ST = eAdO + cg__ssd_pad(C * dvp);   /* [dv, dkp] S^T */
-    float *restrict dS = ST + cg__ssd_pad(dv * dkp);    /* [dk, dvp] */
-    float *restrict VT = dS + cg__ssd_pad(dk * dvp);   /* [dv, Cp]  v transposed */
-    float *restrict eA = VT + cg__ssd_pad(dv * J->Cp);
+    float *restrict eAdO = Kw + cg__ssd_pad(C * ldk);   /* [C, dvp]  diag(e^A) dO */
+    float *restrict ST = eAdO + cg__ssd_pad(C * ldv);   /* [dv, dkp] S^T */
+    float *restrict dS = ST + cg__ssd_pad(dv * ldk);    /* [dk, dvp] */
+    float *restrict VT = dS + cg__ssd_pad(dk * ldv);    /* [dv, Cp]  v transposed */
+    float *restrict eA = VT + cg__ssd_pad(dv * ldc);
     float *restrict wv = eA + cg__ssd_pad(C);
     double *restrict Ad = (double *)(wv + cg__ssd_pad(C));
 
@@ -102,30 +93,30 @@ static void phase1(void *arg, int64_t bh, int tid) {
      * copy (read in place, each k step of the GEMM would be a token row of v, a page apart
      * in the token-major layout: measured slower by TLB misses) */
     if (p->h0.p)
-        cg__ssd_transpose(ST, dkp, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
+        cg__ssd_transpose(ST, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
     else
-        memset(ST, 0, (size_t)(dv * dkp) * sizeof(float));
+        memset(ST, 0, (size_t)(dv * ldk) * sizeof(float));
     for (int64_t c = 0; c < nc; c++) {
         const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
-        memcpy(J->WS + (bh * nc + c) * dv * dkp, ST, (size_t)(dv * dkp) * sizeof(float));
+        memcpy(J->WS + (bh * nc + c) * dv * ldk, ST, (size_t)(dv * ldk) * sizeof(float));
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
         for (int64_t i = 0; i < L; i++) {
             const float *restrict kr = k + (t0 + i) * sk;
-            float *restrict d = Kw + i * dkp;
+            float *restrict d = Kw + i * ldk;
             for (int64_t j = 0; j < dk; j++) d[j] = wv[i] * kr[j];
             for (int64_t j = dk; j < dkp; j++) d[j] = 0.0f;
         }
-        cg__ssd_transpose(VT, J->Cp, v + t0 * sv, sv, L, dv, J->Cp);
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, VT, J->Cp, 1, Kw, dkp, ST, dkp, 1, gamma);
+        cg__ssd_transpose(VT, ldc, v + t0 * sv, sv, L, dv, J->Cp);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, VT, ldc, 1, Kw, ldk, ST, ldk, 1, gamma);
     }
     double dot = 0;
     if (p->dhT.p) {
         const float *dhT = CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1];
         for (int64_t i = 0; i < dk; i++)
-            for (int64_t j = 0; j < dv; j++) dot += (double)dhT[i * p->dhT.s[2] + j] * (double)ST[j * dkp + i];
-        cg__ssd_copy_rows(dS, dvp, dhT, p->dhT.s[2], dk, dv, dvp);
+            for (int64_t j = 0; j < dv; j++) dot += (double)dhT[i * p->dhT.s[2] + j] * (double)ST[j * ldk + i];
+        cg__ssd_copy_rows(dS, ldv, dhT, p->dhT.s[2], dk, dv, dvp);
     } else {
-        memset(dS, 0, (size_t)(dk * dvp) * sizeof(float));
+        memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
     }
     J->sT[bh] = dot;
     if (J->fused) return;
@@ -133,19 +124,19 @@ static void phase1(void *arg, int64_t bh, int tid) {
     /* reverse over the chunks: dS_end of each chunk; dS = e^{A_last} dS + Q^T diag(e^A) dO */
     for (int64_t c = nc - 1; c >= 0; c--) {
         const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
-        memcpy(J->WD + (bh * nc + c) * dk * dvp, dS, (size_t)(dk * dvp) * sizeof(float));
+        memcpy(J->WD + (bh * nc + c) * dk * ldv, dS, (size_t)(dk * ldv) * sizeof(float));
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
         for (int64_t i = 0; i < L; i++) {
             const float *restrict dr = dout + (t0 + i) * sd;
-            float *restrict d = eAdO + i * dvp;
+            float *restrict d = eAdO + i * ldv;
             for (int64_t j = 0; j < dv; j++) d[j] = eA[i] * dr[j];
             for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
         }
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, q + t0 * sq, 1, sq, eAdO, dvp, dS, dvp, 1, gamma);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, q + t0 * sq, 1, sq, eAdO, ldv, dS, ldv, 1, gamma);
     }
     if (p->dh0.p) {
         float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
-        for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->dh0.s[2], dS + i * dvp, (size_t)dv * sizeof(float));
+        for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->dh0.s[2], dS + i * ldv, (size_t)dv * sizeof(float));
     }
 }
 
@@ -160,7 +151,7 @@ typedef struct p2_tiles {
 /* Lays the tiles out from mem (NULL: just count); returns the floats used. */
 static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     const cg_ssd_prob *p = J->p;
-    const int64_t C = J->C, Cp = J->Cp, dk = p->dk, dv = p->dv, dkp = J->dkp, dvp = J->dvp;
+    const int64_t C = J->C, dk = p->dk, dv = p->dv, dkp = J->ldk, dvp = J->ldv, Cp = J->ldc; /* row lengths */
     p2_tiles dummy;
     if (!t) t = &dummy;
     size_t off = 0;
@@ -169,26 +160,26 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
         t->name = mem ? mem + off : NULL;               \
         off += (size_t)cg__ssd_pad(n);                  \
     } while (0)
-    TILE(Qt, C * dkp);   /* [C, dkp]  q rows, when dk is not a multiple of 16 (else q in place) */
-    TILE(Kt, C * dkp);   /* [C, dkp]  k rows, likewise */
+    TILE(Qt, C * dkp);   /* [C, dkp]  q rows (B operand: user rows may be a page apart) */
+    TILE(Kt, C * dkp);   /* [C, dkp]  k rows */
     TILE(KT, dk * Cp);   /* [dk, Cp]  k transposed */
     TILE(QT, J->fused ? dk * Cp : 0); /* [dk, Cp]  q transposed (fused mode: A of the dS updates) */
     TILE(Praw, C * Cp);  /* [C, Cp]   Q K^T, shared by the group's heads */
     TILE(P, C * Cp);     /* [C, Cp]   masked; read transposed in place as P^T */
     TILE(dP, C * Cp);    /* [C, Cp]   likewise */
     TILE(VT, dv * Cp);   /* [dv, Cp]  v transposed */
-    TILE(dOt, C * dvp);  /* [C, dvp]  dO rows, when dv is not a multiple of 16 */
+    TILE(dOt, C * dvp);  /* [C, dvp]  dO rows */
     TILE(dSeT, dv * dkp);/* [dv, dkp] dS_end transposed */
     TILE(dQh, C * dkp);  /* [C, dkp]  this head's dq */
     TILE(dKh, C * dkp);  /* [C, dkp]  this head's dk */
     TILE(dQa, C * dkp);  /* [C, dkp]  dq summed over the group */
     TILE(dKa, C * dkp);
-    TILE(dVt, C * dvp);  /* [C, dvp]  dv rows, when dv is not a multiple of 16 */
+    TILE(dVt, C * dvp);  /* [C, dvp]  dv rows before the strided store */
     TILE(eAdO, J->fused ? C * dvp : 0);              /* [C, dvp]  diag(e^A) dO (fused mode) */
     TILE(dS, J->fused ? J->hpg * dk * dvp : 0);      /* [hpg][dk, dvp] dS of each head (fused mode) */
     TILE(eA, C);
     TILE(wv, C);
-    TILE(E, C);          /* the exponents of one row of a decay mask */
+    TILE(E, 2 * C);      /* scratch of the decay masks */
 #undef TILE
     t->Ad = mem ? (double *)(mem + off) : NULL;
     off += 2 * (size_t)cg__ssd_pad(C);
@@ -208,77 +199,64 @@ static void scale_rows(float *X, int64_t ld, int64_t L, int64_t n, const float *
 static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, int64_t c) {
     const cg_ssd_prob *p = J->p;
     const int64_t dk = p->dk, dv = p->dv, T = p->T, C = J->C, Cp = J->Cp, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
-    const int64_t hpg = J->hpg;
+    const int64_t hpg = J->hpg, ldk = J->ldk, ldv = J->ldv, ldc = J->ldc;
     const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
     p2_tiles t = *tp;
 
     const float *q = CG_F32P(p->q) + b * p->q.s[0] + g * p->q.s[2] + t0 * p->q.s[1];
     const float *k = CG_F32P(p->k) + b * p->k.s[0] + g * p->k.s[2] + t0 * p->k.s[1];
     const int64_t sq = p->q.s[1], sk = p->k.s[1];
-    /* q and k rows as B operands: in place when no padding is needed */
-    const float *Qb = q, *Kb = k;
-    int64_t ldq = sq, ldk = sk;
-    if (dk != dkp) {
-        cg__ssd_copy_rows(t.Qt, dkp, q, sq, L, dk, dkp);
-        cg__ssd_copy_rows(t.Kt, dkp, k, sk, L, dk, dkp);
-        Qb = t.Qt, Kb = t.Kt, ldq = ldk = dkp;
-    }
-    cg__ssd_transpose(t.KT, Cp, k, sk, L, dk, Cp);
-    if (J->fused) cg__ssd_transpose(t.QT, Cp, q, sq, L, dk, Cp);
-    cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, Cp, t.Praw, Cp, 0);
+    /* q and k rows as B operands: copied to padded rows (user rows 512 bytes or a page apart
+     * map a B panel's rows onto a few cache sets) */
+    cg__ssd_copy_rows(t.Qt, ldk, q, sq, L, dk, dkp);
+    cg__ssd_copy_rows(t.Kt, ldk, k, sk, L, dk, dkp);
+    cg__ssd_transpose(t.KT, ldc, k, sk, L, dk, Cp);
+    if (J->fused) cg__ssd_transpose(t.QT, ldc, q, sq, L, dk, Cp);
+    cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, ldc, t.Praw, ldc, 0);
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
         const int64_t bh = b * p->H + h;
         const float *v = CG_F32P(p->v) + b * p->v.s[0] + h * p->v.s[2] + t0 * p->v.s[1];
         const float *dout = CG_F32P(p->dout) + b * p->dout.s[0] + h * p->dout.s[2] + t0 * p->dout.s[1];
         const float *la = CG_F32P(p->la) + b * p->la.s[0] + h * p->la.s[2] + t0 * p->la.s[1];
-        const float *S0T = J->WS + (bh * nc + c) * dv * dkp;  /* [dv, dkp] */
-        float *dSe = J->fused ? t.dS + (h - g * hpg) * dk * dvp : J->WD + (bh * nc + c) * dk * dvp; /* [dk, dvp] */
+        const float *S0T = J->WS + (bh * nc + c) * dv * ldk;  /* [dv, dkp] */
+        float *dSe = J->fused ? t.dS + (h - g * hpg) * dk * ldv : J->WD + (bh * nc + c) * dk * ldv; /* [dk, dvp] */
         const int64_t sv = p->v.s[1], sd = p->dout.s[1];
         chunk_decays(la, p->la.s[1], L, t.Ad, t.eA, t.wv);
 
         /* tiles of this head */
-        cg__ssd_transpose(t.VT, Cp, v, sv, L, dv, Cp);
-        cg__ssd_transpose(t.dSeT, dkp, dSe, dvp, dk, dv, dkp);
-        const float *dOb = dout;
-        int64_t ldo = sd;
-        if (dv != dvp) {
-            cg__ssd_copy_rows(t.dOt, dvp, dout, sd, L, dv, dvp);
-            dOb = t.dOt, ldo = dvp;
-        }
+        cg__ssd_transpose(t.VT, ldc, v, sv, L, dv, Cp);
+        cg__ssd_transpose(t.dSeT, ldk, dSe, ldv, dk, dv, dkp);
+        cg__ssd_copy_rows(t.dOt, ldv, dout, sd, L, dv, dvp);
 
         /* P and dP, masked */
-        for (int64_t i = 0; i < L; i++) memcpy(t.P + i * Cp, t.Praw + i * Cp, (size_t)(i + 1) * sizeof(float));
-        apply_mask(t.P, Cp, L, t.Ad, t.E);
-        cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, Cp, t.dP, Cp, 0);
-        apply_mask(t.dP, Cp, L, t.Ad, t.E);
+        for (int64_t i = 0; i < L; i++) memcpy(t.P + i * ldc, t.Praw + i * ldc, (size_t)(i + 1) * sizeof(float));
+        cg__ssd_decay_mask(t.P, ldc, L, t.Ad, t.E);
+        cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, ldc, t.dP, ldc, 0);
+        cg__ssd_decay_mask(t.dP, ldc, L, t.Ad, t.E);
 
         /* dQh = diag(e^A) (dO S0^T) + dP K */
-        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, dkp, t.dQh, dkp, 0);
-        scale_rows(t.dQh, dkp, L, dkp, t.eA);
-        cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, Cp, 1, Kb, ldk, t.dQh, dkp, 1);
+        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, 0);
+        scale_rows(t.dQh, ldk, L, dkp, t.eA);
+        cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, ldc, 1, t.Kt, ldk, t.dQh, ldk, 1);
         /* dKh = diag(w) (V dS_end^T) + dP^T Q, dP read transposed */
-        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, v, sv, 1, t.dSeT, dkp, t.dKh, dkp, 0);
-        scale_rows(t.dKh, dkp, L, dkp, t.wv);
-        cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, Cp, Qb, ldq, t.dKh, dkp, 1);
+        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, 0);
+        scale_rows(t.dKh, ldk, L, dkp, t.wv);
+        cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, ldc, t.Qt, ldk, t.dKh, ldk, 1);
 
-        /* dV = diag(w) (K dS_end) + P^T dO, straight into dv when its rows need no padding */
+        /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored */
         float *dvo = CG_F32P(p->dv_) + b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1];
-        const int direct = dv == dvp;
-        float *dV = direct ? dvo : t.dVt;
-        const int64_t ldv = direct ? p->dv_.s[1] : dvp;
-        cg__ssd_gemm(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, dvp, dV, ldv, 0);
-        scale_rows(dV, ldv, L, dvp, t.wv);
-        cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, Cp, dOb, ldo, dV, ldv, 1);
-        if (!direct)
-            for (int64_t i = 0; i < L; i++) memcpy(dvo + i * p->dv_.s[1], t.dVt + i * dvp, (size_t)dv * sizeof(float));
+        cg__ssd_gemm(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, 0);
+        scale_rows(t.dVt, ldv, L, dvp, t.wv);
+        cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
+        for (int64_t i = 0; i < L; i++) memcpy(dvo + i * p->dv_.s[1], t.dVt + i * ldv, (size_t)dv * sizeof(float));
 
         /* r_t = q_t . dQh_t - k_t . dKh_t; in-chunk suffix sums into dlog_alpha */
         float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2] + t0 * p->dla.s[1];
         double suffix = 0;
         for (int64_t i = L - 1; i >= 0; i--) {
             const float *restrict qi = q + i * sq, *restrict ki = k + i * sk;
-            const float *restrict dqi = t.dQh + i * dkp, *restrict dki = t.dKh + i * dkp;
+            const float *restrict dqi = t.dQh + i * ldk, *restrict dki = t.dKh + i * ldk;
             float r = 0;
             for (int64_t j = 0; j < dk; j++) r += qi[j] * dqi[j] - ki[j] * dki[j];
             suffix += (double)r;
@@ -290,11 +268,11 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             const float gamma = t.eA[L - 1];
             for (int64_t i = 0; i < L; i++) {
                 const float *restrict dr = dout + i * sd;
-                float *restrict d = t.eAdO + i * dvp;
+                float *restrict d = t.eAdO + i * ldv;
                 for (int64_t j = 0; j < dv; j++) d[j] = t.eA[i] * dr[j];
                 for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
             }
-            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, t.QT, Cp, 1, t.eAdO, dvp, dSe, dvp, 1, gamma);
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, t.QT, ldc, 1, t.eAdO, ldv, dSe, ldv, 1, gamma);
         }
 
         /* the group's sums, in head order */
@@ -302,10 +280,10 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             float *tmp = t.dQa; t.dQa = t.dQh; t.dQh = tmp;
             tmp = t.dKa; t.dKa = t.dKh; t.dKh = tmp;
         } else if (h == g * hpg) {
-            memcpy(t.dQa, t.dQh, (size_t)(L * dkp) * sizeof(float));
-            memcpy(t.dKa, t.dKh, (size_t)(L * dkp) * sizeof(float));
+            memcpy(t.dQa, t.dQh, (size_t)(L * ldk) * sizeof(float));
+            memcpy(t.dKa, t.dKh, (size_t)(L * ldk) * sizeof(float));
         } else {
-            for (int64_t x = 0; x < L * dkp; x++) {
+            for (int64_t x = 0; x < L * ldk; x++) {
                 t.dQa[x] += t.dQh[x];
                 t.dKa[x] += t.dKh[x];
             }
@@ -314,8 +292,8 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
     float *dq = CG_F32P(p->dq) + b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1];
     float *dkk = CG_F32P(p->dk_) + b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1];
     for (int64_t i = 0; i < L; i++) {
-        memcpy(dq + i * p->dq.s[1], t.dQa + i * dkp, (size_t)dk * sizeof(float));
-        memcpy(dkk + i * p->dk_.s[1], t.dKa + i * dkp, (size_t)dk * sizeof(float));
+        memcpy(dq + i * p->dq.s[1], t.dQa + i * ldk, (size_t)dk * sizeof(float));
+        memcpy(dkk + i * p->dk_.s[1], t.dKa + i * ldk, (size_t)dk * sizeof(float));
     }
 }
 
@@ -330,16 +308,16 @@ static void phase2_split(void *arg, int64_t idx, int tid) {
 static void phase2_fused(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = p->dk, dv = p->dv, dvp = J->dvp, b = idx / p->G, g = idx % p->G;
+    const int64_t dk = p->dk, dv = p->dv, dvp = J->dvp, ldv = J->ldv, b = idx / p->G, g = idx % p->G;
     p2_tiles t;
     p2_layout(J, cg__ssd_scratch_at(&J->scratch, tid), &t);
     for (int64_t u = 0; u < J->hpg; u++) {
         const int64_t h = g * J->hpg + u;
-        float *dS = t.dS + u * dk * dvp;
+        float *dS = t.dS + u * dk * ldv;
         if (p->dhT.p)
-            cg__ssd_copy_rows(dS, dvp, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
+            cg__ssd_copy_rows(dS, ldv, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
         else
-            memset(dS, 0, (size_t)(dk * dvp) * sizeof(float));
+            memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
     }
     for (int64_t c = J->nc - 1; c >= 0; c--) chunk_grads(J, &t, b, g, c);
     if (p->dh0.p)
@@ -347,7 +325,7 @@ static void phase2_fused(void *arg, int64_t idx, int tid) {
             const int64_t h = g * J->hpg + u;
             float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
             for (int64_t i = 0; i < dk; i++)
-                memcpy(dh0 + i * p->dh0.s[2], t.dS + u * dk * dvp + i * dvp, (size_t)dv * sizeof(float));
+                memcpy(dh0 + i * p->dh0.s[2], t.dS + u * dk * ldv + i * ldv, (size_t)dv * sizeof(float));
         }
 }
 
@@ -383,12 +361,13 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     J.dkp = cg__ssd_pad(p->dk);
     J.dvp = cg__ssd_pad(p->dv);
     J.hpg = p->H / p->G;
+    J.ldk = cg__ssd_ld(p->dk), J.ldv = cg__ssd_ld(p->dv), J.ldc = cg__ssd_ld(J.C);
     /* fused when the (b, g) tasks keep the threads at least 3/4 busy */
     const int64_t ngroups = p->B * p->G, rounds = (ngroups + run.threads - 1) / run.threads;
     J.fused = run.bwd_split >= 0 ? !run.bwd_split : 4 * ngroups >= 3 * rounds * run.threads;
 
     const int64_t nbh = p->B * p->H, nent = nbh * J.nc;
-    const size_t ws_f = (size_t)nent * (size_t)(p->dv * J.dkp + (J.fused ? 0 : p->dk * J.dvp));
+    const size_t ws_f = (size_t)nent * (size_t)(p->dv * J.ldk + (J.fused ? 0 : p->dk * J.ldv));
     const size_t ws_bytes = ws_f * sizeof(float) + (size_t)(nent + nbh) * sizeof(double);
     void *own = NULL, *ws;
     if (ex && ex->workspace && ex->workspace_bytes >= ws_bytes + 64) {
@@ -402,7 +381,7 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     J.tot = ws;
     J.sT = J.tot + nent;
     J.WS = (float *)(J.sT + nbh);
-    J.WD = J.fused ? NULL : J.WS + (size_t)nent * (size_t)(p->dv * J.dkp);
+    J.WD = J.fused ? NULL : J.WS + (size_t)nent * (size_t)(p->dv * J.ldk);
 
     size_t per = p1_floats(&J);
     size_t f2 = p2_layout(&J, NULL, NULL);

@@ -1,6 +1,7 @@
 /* ssd_cpu_fwd.c -- SSD forward on the CPU by the chunked algorithm (KERNEL_MATH.md).
  *
- * One task per (b, h, dv block) walks the chunks in order and keeps the state tile
+ * One task per (b, h, dv block), or per (b, g, dv block) taking the group's heads in turn
+ * (see cg__ssd_cpu_fwd), walks the chunks in order and keeps each head's state tile
  * S [dk, bdv] in per-thread scratch. Per chunk of L <= C tokens, with A the cumulative
  * sum of log_alpha from the chunk's first token (in double):
  *   P   = (Q K^T) masked by exp(A_i - A_j), i >= j           [L, L]
@@ -8,13 +9,15 @@
  *   S   = e^{A_last} S + (K diag(w))^T V,  w_j = e^{A_last - A_j}
  * Tiles (per thread, 64-byte aligned, columns zero-padded to 16); q is read in place as
  * the A operand of Q K^T, and the next chunk's rows are prefetched during this one:
- *   KT [dk, Cp]           k transposed (B operand of Q K^T; then scaled by w, A operand of the state update)
+ *   KT [dk, ldc]          k transposed (B operand of Q K^T; then scaled by w, A operand of the state update)
+ *   KTw [dk, ldc]         KT scaled by one head's w (group tasks; else KT is scaled in place)
+ *   Praw [C, Cp]          Q K^T of the group (group tasks; else it goes straight into Lt)
  *   Lt [C, dk + Cp]       [e^A Q | P] (A operand of the output GEMM)
- *   R  [dk + C, ldr]      [S; V] (B operand of the output GEMM; S is the state); ldr = bdvp,
- *                         plus one vector when that is a multiple of 128 floats (rows 512 bytes
- *                         apart share cache sets: measured 20% slower state updates)
+ *   R  [dk + C, ldr]      per head: [S; V] (B operand of the output GEMM; S is the state); ldr and
+ *                         ldc padded off multiples of 256 bytes (cg__ssd_ld: rows 512 bytes
+ *                         apart share cache sets, measured 20% slower state updates)
  *   Ot [C, bdvp]          output rows before the strided store (when bdv is not a multiple of 16)
- *   X  [C]                the exponents of one row's decay mask */
+ *   X  [2 C]              scratch of the decay mask */
 #include "ssd_cpu.h"
 
 #include <math.h>
@@ -22,118 +25,131 @@
 typedef struct fwd_job {
     const cg_ssd_prob *p;
     int64_t C, Cp, bdv, nblk;
+    int64_t nh; /* heads per task: 1, or the whole group (Q K^T computed once for them) */
     cg_ssd_scratch scratch;
 } fwd_job;
 
-static int64_t fwd_ldr(int64_t wp) { return wp % 128 ? wp : wp + CG_SSD_VL; }
-
-/* Scratch floats for one task. */
-static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv) {
+/* Scratch floats for one task of nh heads. */
+static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv, int64_t nh) {
     const int64_t Cp = cg__ssd_pad(C), dk = p->dk, wp = cg__ssd_pad(bdv);
     int64_t f = 0;
-    f += cg__ssd_pad(dk * Cp);           /* KT */
-    f += cg__ssd_pad(C * (dk + Cp));     /* Lt */
-    f += cg__ssd_pad((dk + C) * fwd_ldr(wp)); /* R */
-    f += cg__ssd_pad(C * wp);            /* Ot */
-    f += 3 * cg__ssd_pad(C);             /* eA, w, X */
+    f += cg__ssd_pad(dk * cg__ssd_ld(C));               /* KT */
+    if (nh > 1) f += cg__ssd_pad(dk * cg__ssd_ld(C));   /* KTw */
+    if (nh > 1) f += cg__ssd_pad(C * Cp);               /* Praw */
+    f += cg__ssd_pad(C * (dk + Cp));                    /* Lt */
+    f += nh * cg__ssd_pad((dk + C) * cg__ssd_ld(wp));   /* R per head */
+    f += cg__ssd_pad(C * wp);                           /* Ot */
+    f += 4 * cg__ssd_pad(C);                            /* eA, w, X (2 C) */
     return (size_t)f * sizeof(float) + (size_t)cg__ssd_pad(C) * sizeof(double) + 64;
 }
 
 static void fwd_task(void *arg, int64_t idx, int tid) {
     const fwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = p->dk, T = p->T, C = J->C, Cp = J->Cp, hpg = p->H / p->G;
-    const int64_t b = idx / (p->H * J->nblk), h = idx / J->nblk % p->H, jb = idx % J->nblk, g = h / hpg;
+    const int64_t dk = p->dk, T = p->T, C = J->C, Cp = J->Cp, hpg = p->H / p->G, nh = J->nh, nset = p->H / nh;
+    const int64_t b = idx / (nset * J->nblk), hf = idx / J->nblk % nset * nh, jb = idx % J->nblk, g = hf / hpg;
     const int64_t j0 = jb * J->bdv, w = cg__ssd_min(J->bdv, p->dv - j0), wp = cg__ssd_pad(w);
-    const int64_t ldl = dk + Cp, ldr = fwd_ldr(wp);
+    const int64_t ldl = dk + Cp, ldr = cg__ssd_ld(wp), ldkt = cg__ssd_ld(C), rsz = cg__ssd_pad((dk + C) * ldr);
 
     float *mem = cg__ssd_scratch_at(&J->scratch, tid);
     float *restrict KT = mem;
-    float *restrict Lt = KT + cg__ssd_pad(dk * Cp);
-    float *restrict R = Lt + cg__ssd_pad(C * ldl);
-    float *restrict Ot = R + cg__ssd_pad((dk + C) * ldr);
+    float *restrict KTw = nh > 1 ? KT + cg__ssd_pad(dk * ldkt) : KT; /* scaled per head; in place for one */
+    float *restrict Praw = nh > 1 ? KTw + cg__ssd_pad(dk * ldkt) : NULL;
+    float *restrict Lt = nh > 1 ? Praw + cg__ssd_pad(C * Cp) : KT + cg__ssd_pad(dk * ldkt);
+    float *restrict R0 = Lt + cg__ssd_pad(C * ldl);
+    float *restrict Ot = R0 + nh * rsz;
     float *restrict eA = Ot + cg__ssd_pad(C * wp);
     float *restrict wv = eA + cg__ssd_pad(C);
     float *restrict X = wv + cg__ssd_pad(C);
-    double *restrict Ad = (double *)(X + cg__ssd_pad(C));
-    float *restrict S = R, *restrict V = R + dk * ldr;
+    double *restrict Ad = (double *)(X + 2 * cg__ssd_pad(C));
 
-    /* strided views of this (b, h, g, dv block) */
+    /* strided views of this (b, g, dv block); per head below */
     const float *q = CG_F32P(p->q) + b * p->q.s[0] + g * p->q.s[2];
     const float *k = CG_F32P(p->k) + b * p->k.s[0] + g * p->k.s[2];
-    const float *v = CG_F32P(p->v) + b * p->v.s[0] + h * p->v.s[2] + j0;
-    const float *la = CG_F32P(p->la) + b * p->la.s[0] + h * p->la.s[2];
-    float *o = CG_F32P(p->o) + b * p->o.s[0] + h * p->o.s[2] + j0;
+    const float *v0 = CG_F32P(p->v) + b * p->v.s[0] + j0;
+    const float *la0 = CG_F32P(p->la) + b * p->la.s[0];
+    float *o0 = CG_F32P(p->o) + b * p->o.s[0] + j0;
     const int64_t sq = p->q.s[1], sk = p->k.s[1], sv = p->v.s[1], sl = p->la.s[1], so = p->o.s[1];
 
-    if (p->h0.p) {
-        const float *h0 = CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1] + j0;
-        cg__ssd_copy_rows(S, ldr, h0, p->h0.s[2], dk, w, wp);
-    } else {
-        memset(S, 0, (size_t)(dk * ldr) * sizeof(float));
+    for (int64_t u = 0; u < nh; u++) {
+        float *S = R0 + u * rsz;
+        if (p->h0.p) {
+            const float *h0 = CG_F32P(p->h0) + b * p->h0.s[0] + (hf + u) * p->h0.s[1] + j0;
+            cg__ssd_copy_rows(S, ldr, h0, p->h0.s[2], dk, w, wp);
+        } else {
+            memset(S, 0, (size_t)(dk * ldr) * sizeof(float));
+        }
     }
     /* the output goes straight to o when its rows need no padding */
     const int direct = (w == wp);
 
     for (int64_t t0 = 0; t0 < T; t0 += C) {
         const int64_t L = cg__ssd_min(C, T - t0);
-        double acc = 0;
-        for (int64_t i = 0; i < L; i++) {
-            acc += cg__ssd_clamp_la(la[(t0 + i) * sl]);
-            Ad[i] = acc;
-        }
-        const double Alast = Ad[L - 1];
-        for (int64_t i = 0; i < L; i++) {
-            eA[i] = cg__ssd_exp((float)Ad[i]);
-            wv[i] = cg__ssd_exp((float)(Alast - Ad[i]));
-        }
-        const float gamma = eA[L - 1];
-
-        /* tiles of this chunk */
         const float *qc = q + t0 * sq;
-        for (int64_t i = 0; i < L; i++) {
-            const float e = eA[i];
-            float *restrict d = Lt + i * ldl;
-            const float *restrict s = qc + i * sq;
-            for (int64_t c = 0; c < dk; c++) d[c] = e * s[c];
-        }
-        cg__ssd_transpose(KT, Cp, k + t0 * sk, sk, L, dk, Cp);
-        cg__ssd_copy_rows(V, ldr, v + t0 * sv, sv, L, w, wp);
-
-        /* P = Q K^T (lower triangle, in 16-column steps), then the decay mask */
-        cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sq, 1, KT, Cp, Lt + dk, ldl, 0);
+        /* Q K^T of the group (lower triangle, in 16-column steps): into Lt when one head
+         * takes it, else once into Praw for all nh */
+        cg__ssd_transpose(KT, ldkt, k + t0 * sk, sk, L, dk, Cp);
+        if (nh > 1) cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sq, 1, KT, ldkt, Praw, Cp, 0);
+        else cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sq, 1, KT, ldkt, Lt + dk, ldl, 0);
         const int64_t tn = t0 + C, Ln = cg__ssd_min(C, T - tn); /* the next chunk */
-        for (int64_t i = 0; i < L; i++) {
-            float *restrict P = Lt + i * ldl + dk;
-            if (i < Ln) { /* its rows are read from memory while this chunk computes */
-                cg__ssd_prefetch_rows(q + (tn + i) * sq, 0, 1, dk * 4);
-                cg__ssd_prefetch_rows(k + (tn + i) * sk, 0, 1, dk * 4);
-                cg__ssd_prefetch_rows(v + (tn + i) * sv, 0, 1, w * 4);
+        for (int64_t i = 0; i < Ln; i++) { /* its rows are read from memory while this chunk computes */
+            cg__ssd_prefetch_rows(q + (tn + i) * sq, 0, 1, dk * 4);
+            cg__ssd_prefetch_rows(k + (tn + i) * sk, 0, 1, dk * 4);
+            for (int64_t u = 0; u < nh; u++) {
+                cg__ssd_prefetch_rows(v0 + (hf + u) * p->v.s[2] + (tn + i) * sv, 0, 1, w * 4);
+                cg__ssd_prefetchw_rows(o0 + (hf + u) * p->o.s[2] + (tn + i) * so, 0, 1, w * 4);
             }
-            /* the exponents in double (A grows along the sequence), then e^x in vectors;
-             * the output GEMM reads P[i, 0..i] only */
-            const double Ai = Ad[i];
-            for (int64_t j = 0; j <= i; j++) X[j] = (float)(Ai - Ad[j]);
-            cg__ssd_mul_exp(P, X, i + 1);
         }
-        /* O = [e^A Q | P] [S; V] */
-        float *Out = direct ? o + t0 * so : Ot;
-        const int64_t ldo = direct ? so : wp;
-        cg__ssd_gemm(CG_SSD_KLOWER, L, wp, dk, Lt, ldl, 1, R, ldr, Out, ldo, 0);
-        if (!direct)
-            for (int64_t i = 0; i < L; i++) memcpy(o + (t0 + i) * so, Ot + i * wp, (size_t)w * sizeof(float));
+        for (int64_t u = 0; u < nh; u++) {
+            const int64_t h = hf + u;
+            const float *v = v0 + h * p->v.s[2], *la = la0 + h * p->la.s[2];
+            float *o = o0 + h * p->o.s[2];
+            float *restrict S = R0 + u * rsz, *restrict V = S + dk * ldr;
+            double acc = 0;
+            for (int64_t i = 0; i < L; i++) {
+                acc += cg__ssd_clamp_la(la[(t0 + i) * sl]);
+                Ad[i] = acc;
+            }
+            const double Alast = Ad[L - 1];
+            for (int64_t i = 0; i < L; i++) {
+                eA[i] = cg__ssd_exp((float)Ad[i]);
+                wv[i] = cg__ssd_exp((float)(Alast - Ad[i]));
+            }
+            const float gamma = eA[L - 1];
 
-        /* S = gamma S + (K diag(w))^T V */
-        for (int64_t c = 0; c < dk; c++) {
-            float *restrict kr = KT + c * Cp;
-            for (int64_t j = 0; j < L; j++) kr[j] *= wv[j];
+            /* Lt = [e^A Q | P]: P masked by this head's decays; [S; V] */
+            for (int64_t i = 0; i < L; i++) {
+                const float e = eA[i];
+                float *restrict d = Lt + i * ldl;
+                const float *restrict s = qc + i * sq;
+                for (int64_t c = 0; c < dk; c++) d[c] = e * s[c];
+                if (nh > 1) memcpy(d + dk, Praw + i * Cp, (size_t)(i + 1) * sizeof(float));
+            }
+            cg__ssd_decay_mask(Lt + dk, ldl, L, Ad, X); /* the output GEMM reads P[i, 0..i] only */
+            cg__ssd_copy_rows(V, ldr, v + t0 * sv, sv, L, w, wp);
+
+            /* O = [e^A Q | P] [S; V] */
+            float *Out = direct ? o + t0 * so : Ot;
+            const int64_t ldo = direct ? so : wp;
+            cg__ssd_gemm(CG_SSD_KLOWER, L, wp, dk, Lt, ldl, 1, S, ldr, Out, ldo, 0);
+            if (!direct)
+                for (int64_t i = 0; i < L; i++) memcpy(o + (t0 + i) * so, Ot + i * wp, (size_t)w * sizeof(float));
+
+            /* S = gamma S + (K diag(w))^T V */
+            for (int64_t c = 0; c < dk; c++) {
+                const float *restrict kr = KT + c * ldkt;
+                float *restrict kw = KTw + c * ldkt;
+                for (int64_t j = 0; j < L; j++) kw[j] = kr[j] * wv[j];
+            }
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, wp, L, KTw, ldkt, 1, V, ldr, S, ldr, 1, gamma);
         }
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, wp, L, KT, Cp, 1, V, ldr, S, ldr, 1, gamma);
     }
-    if (p->hT.p) {
-        float *hT = CG_F32P(p->hT) + b * p->hT.s[0] + h * p->hT.s[1] + j0;
-        for (int64_t i = 0; i < dk; i++) memcpy(hT + i * p->hT.s[2], S + i * ldr, (size_t)w * sizeof(float));
-    }
+    if (p->hT.p)
+        for (int64_t u = 0; u < nh; u++) {
+            const float *S = R0 + u * rsz;
+            float *hT = CG_F32P(p->hT) + b * p->hT.s[0] + (hf + u) * p->hT.s[1] + j0;
+            for (int64_t i = 0; i < dk; i++) memcpy(hT + i * p->hT.s[2], S + i * ldr, (size_t)w * sizeof(float));
+        }
 }
 
 cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
@@ -150,14 +166,21 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     J.Cp = cg__ssd_pad(J.C);
     J.bdv = run.block_dv; /* the default splits dv when there are fewer (b, h) tasks than threads */
     J.nblk = (p->dv + J.bdv - 1) / J.bdv;
+    /* A task takes a whole group of heads while the (b, g, dv block) tasks keep every
+     * thread busy and the heads' [S; V] tiles take at most 8 MB: Q K^T is then computed
+     * once per group instead of per head, and q and k are read once. (Measured on the AVX2
+     * EPYC, 1 thread: g2h8_d128 forward 90-110 ms against 129-158 per head, g1h24_dk128_dv64
+     * 75-98 against 94-147, although 4 and 24 states of 110 and 56 KB exceed its 512 KB L2.) */
+    const int64_t hpg = p->H / p->G, rbytes = cg__ssd_pad((p->dk + J.C) * cg__ssd_ld(cg__ssd_pad(J.bdv))) * 4;
+    J.nh = hpg > 1 && hpg * rbytes <= ((int64_t)8 << 20) && p->B * p->G * J.nblk >= run.threads ? hpg : 1;
 
-    const size_t per = (fwd_scratch_bytes(p, J.C, J.bdv) + 63) / 64 * 64;
+    const size_t per = (fwd_scratch_bytes(p, J.C, J.bdv, J.nh) + 63) / 64 * 64;
     J.scratch.stride = per;
     J.scratch.mem = cg__aligned_alloc(per * (size_t)run.nscratch);
     if (!J.scratch.mem)
         return cg__err(ctx, CG_ENOMEM, "cpu ssd forward: out of memory for %d x %zu bytes of scratch", run.nscratch,
                        per);
-    cg__pool_run(run.pool, run.threads, p->B * p->H * J.nblk, fwd_task, &J);
+    cg__pool_run(run.pool, run.threads, p->B * (p->H / J.nh) * J.nblk, fwd_task, &J);
     cg__aligned_free(J.scratch.mem);
     cg__dispatch_detail(ctx, "ssd_fwd chunk=%lld block_dv=%lld threads=%d (%s)", (long long)J.C, (long long)J.bdv,
                      run.threads, run.pinned ? "pinned" : "default");

@@ -18,6 +18,8 @@
 #include "cpu_isa.h"
 #include "ssd_cpu.h"
 
+#include <math.h>
+
 #if defined(__AVX512F__)
 #define VW 16
 #define MR 6
@@ -186,6 +188,45 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n) {
     int64_t j = 0;
     for (; j + VW <= n; j += VW) *(cg_vf *)(P + j) *= exp_v(*(const cg_vf *)(X + j));
     for (; j < n; j++) P[j] *= cg__ssd_exp(X[j]);
+}
+
+/* The decay mask e^{A_i - A_j} factors as e^{A_i - M} e^{M - A_j}: 2L exponentials (in
+ * double, rounded once) instead of L(L+1)/2, and a product per entry. With M the middle
+ * of the chunk's range of A and that range at most 80, both factors lie in [e^-40, e^40]:
+ * normal floats, the product within 2 ulp of the exact mask (at most e^80 where log_alpha
+ * grows). Otherwise (strong decay, -inf clamped to -1e4, NaN) each entry's exponent
+ * A_i - A_j is taken in double and e^x in vectors, as before: entries that underflow
+ * to 0 stay 0 and a NaN stays NaN. */
+void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E) {
+    double lo = Ad[0], hi = Ad[0];
+    for (int64_t i = 1; i < L; i++) {
+        lo = Ad[i] < lo ? Ad[i] : lo;
+        hi = Ad[i] > hi ? Ad[i] : hi;
+    }
+    const double M = 0.5 * (lo + hi);
+    int factored = 1;
+    for (int64_t i = 0; i < L; i++) {
+        const double d = Ad[i] - M;
+        if (!(d <= 40.0 && d >= -40.0)) factored = 0; /* also false for NaN */
+    }
+    if (factored) {
+        float *restrict ep = E, *restrict en = E + L;
+        for (int64_t i = 0; i < L; i++) {
+            ep[i] = (float)exp(Ad[i] - M);
+            en[i] = (float)exp(M - Ad[i]);
+        }
+        for (int64_t i = 0; i < L; i++) {
+            float *restrict x = X + i * ld;
+            const float s = ep[i];
+            for (int64_t j = 0; j <= i; j++) x[j] *= s * en[j];
+        }
+        return;
+    }
+    for (int64_t i = 0; i < L; i++) {
+        const double Ai = Ad[i];
+        for (int64_t j = 0; j <= i; j++) E[j] = (float)(Ai - Ad[j]);
+        cg__ssd_mul_exp(X + i * ld, E, i + 1);
+    }
 }
 
 /* ------------------------------------------------------------- transpose
