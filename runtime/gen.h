@@ -30,6 +30,7 @@ typedef struct cg_kshape {
 typedef struct cg_kflag_desc {
     int flag;
     const char *name; /* "h0", "has_D", ... */
+    const char *note; /* what it means, for `--help` (NULL: the name says it) */
 } cg_kflag_desc;
 extern const cg_kflag_desc cg__kflags[];
 extern const int cg__nkflags;

@@ -419,16 +419,23 @@ static int64_t field_int(lua_State *L, int idx, const char *f) {
     return v;
 }
 
+/* The Lua state of one core call and its stack top before the call, which the caller
+ * restores; L NULL when there is no state. */
+typedef struct gen_frame {
+    lua_State *L;
+    int top;
+} gen_frame;
+
 /* Call core.<fn>(kernel, shape, dev[, pins]) and check its (ok, result|code, message)
- * answer; on CG_OK the result is on top of the stack. The caller restores *top. */
+ * answer; on CG_OK the result is on top of the stack. */
 static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, const cg_kshape *shape,
-                           const cg_devinfo *dev, const cg_cfg *pin, int with_pins, lua_State **Lout, int *top) {
+                           const cg_devinfo *dev, const cg_cfg *pin, int with_pins, gen_frame *f) {
+    f->L = NULL;
     gen_state *gs;
     cg_status st = gen_state_get(ctx, &gs);
     if (st != CG_OK) return st;
-    lua_State *L = gs->L;
-    *Lout = L;
-    *top = lua_gettop(L);
+    lua_State *L = f->L = gs->L;
+    f->top = lua_gettop(L);
     if (!strcmp(fn, "space")) gs->stats.spaces++;
     else gs->stats.resolves++; /* plan and resolve both complete and check a config */
     push_core_fn(gs, fn);
@@ -446,11 +453,11 @@ cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *sha
                        const cg_cfg *pin, cg_plan *out) {
     CG_ASSERT(ctx && kernel && shape && dev && out);
     memset(out, 0, sizeof *out);
-    lua_State *L = NULL;
-    int top = 0;
+    gen_frame f;
     int64_t t0 = cg__jit_now_ns();
-    cg_status st = core_call(ctx, "plan", kernel, shape, dev, pin, 1, &L, &top);
+    cg_status st = core_call(ctx, "plan", kernel, shape, dev, pin, 1, &f);
     if (st == CG_OK) cg__jit_count(CG_JIT_RENDER, cg__jit_now_ns() - t0); /* resolve + launch() + render */
+    lua_State *L = f.L;
     if (!L) return st;
     if (st != CG_OK) goto done;
 
@@ -544,7 +551,7 @@ cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *sha
     out->nlaunch = nl;
     st = CG_OK;
 done:
-    lua_settop(L, top);
+    lua_settop(L, f.top);
     if (st != CG_OK) cg__plan_free(out);
     return st;
 }
@@ -560,9 +567,9 @@ cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *sh
     CG_ASSERT(ctx && kernel && shape && dev && out && n);
     *out = NULL;
     *n = 0;
-    lua_State *L = NULL;
-    int top = 0;
-    cg_status st = core_call(ctx, "space", kernel, shape, dev, NULL, 0, &L, &top);
+    gen_frame f;
+    cg_status st = core_call(ctx, "space", kernel, shape, dev, NULL, 0, &f);
+    lua_State *L = f.L;
     if (!L) return st;
     if (st != CG_OK) goto done;
     int cnt = (int)lua_rawlen(L, -1);
@@ -583,7 +590,7 @@ cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *sh
     *out = cfgs;
     *n = cnt;
 done:
-    lua_settop(L, top);
+    lua_settop(L, f.top);
     return st;
 }
 
@@ -591,12 +598,10 @@ cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *
                           const cg_cfg *pin, cg_cfg *out) {
     CG_ASSERT(ctx && kernel && shape && dev && out);
     memset(out, 0, sizeof *out);
-    lua_State *L = NULL;
-    int top = 0;
-    cg_status st = core_call(ctx, "resolve", kernel, shape, dev, pin, 1, &L, &top);
-    if (!L) return st;
-    if (st == CG_OK) st = read_cfg(ctx, L, kernel, out);
-    lua_settop(L, top);
+    gen_frame f;
+    cg_status st = core_call(ctx, "resolve", kernel, shape, dev, pin, 1, &f);
+    if (st == CG_OK) st = read_cfg(ctx, f.L, kernel, out);
+    if (f.L) lua_settop(f.L, f.top);
     return st;
 }
 

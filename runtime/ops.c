@@ -220,9 +220,16 @@ void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf
 /* ----------------------------------------------------------- shape flags */
 
 const cg_kflag_desc cg__kflags[] = {
-    {CG_KS_H0, "h0"},         {CG_KS_HT, "hT"},         {CG_KS_DHT, "dhT"},      {CG_KS_SOFTPLUS, "softplus"},
-    {CG_KS_HAS_D, "has_D"},   {CG_KS_HAS_Z, "has_z"},   {CG_KS_HAS_BIAS, "has_bias"},
-    {CG_KS_GROUPED, "grouped"}, {CG_KS_BWD, "bwd"},     {CG_KS_SEQ_MAJOR, "seq_major"},
+    {CG_KS_H0, "h0", NULL},
+    {CG_KS_HT, "hT", NULL},
+    {CG_KS_DHT, "dhT", NULL},
+    {CG_KS_SOFTPLUS, "softplus", NULL},
+    {CG_KS_HAS_D, "has_D", NULL},
+    {CG_KS_HAS_Z, "has_z", NULL},
+    {CG_KS_HAS_BIAS, "has_bias", NULL},
+    {CG_KS_GROUPED, "grouped", NULL},
+    {CG_KS_BWD, "bwd", "the backward, for the CPU spaces"},
+    {CG_KS_SEQ_MAJOR, "seq_major", "sscan: [B, D, L] memory"},
 };
 const int cg__nkflags = COUNT(cg__kflags);
 

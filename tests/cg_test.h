@@ -48,6 +48,17 @@ void cg_test_cond(const char *file, int line, const char *cond);
                          cg_status_str(st_), cg_errmsg(ctx));                      \
     } while (0)
 
+/* The call expr was refused: its status is want and, with word not NULL, the message
+ * names word; what labels the call in a failure. */
+#define CG_CHECK_REFUSED(ctx, expr, want, word, what)                                                    \
+    do {                                                                                                 \
+        cg_status rs_ = (expr);                                                                          \
+        const char *rw_ = (word);                                                                        \
+        CG_CHECK(rs_ == (want), "%s: got %s: %s", what, cg_status_str(rs_), cg_errmsg(ctx));             \
+        if (rw_) CG_CHECK(strstr(cg_errmsg(ctx), rw_) != NULL, "message does not name %s: %s", rw_,      \
+                          cg_errmsg(ctx));                                                               \
+    } while (0)
+
 /* A new context and the generator's kernel and CPU-space names (*names NULL-terminated,
  * owned by the context); NULL after a failed check. */
 cg_context *cg_test_gen_kernels(const char ***names, int *n);

@@ -1,5 +1,6 @@
-/* cuda_testlib.h -- helpers shared by the CUDA tests (test_cuda*.c): a temporary
- * directory and removing it again (tests/cuda_testlib.c), and a tiny kernel source. */
+/* cuda_testlib.h -- helpers shared by the CUDA tests (test_cuda*.c, test_aot.c): a
+ * temporary directory and removing it again (tests/cuda_testlib.c), a tiny kernel
+ * source, and building the mock driver of tests/cuda_mock. */
 #ifndef CG_CUDA_TESTLIB_H
 #define CG_CUDA_TESTLIB_H
 
@@ -10,5 +11,17 @@ void rm_rf(const char *dir);
 
 /* One kernel, `tiny`, doubling p[threadIdx.x]. */
 extern const char k_tiny_src[];
+
+/* The running test skipped (returns 1) when the mock driver cannot serve it: no NVRTC
+ * (the mock loads real CUBINs) or no C compiler (cc) to build it; else 0. */
+int mock_driver_skip(void);
+/* Build tests/cuda_mock/libcuda_mock.c into the shared library so: 0, or -1 with a
+ * test failure. */
+int mock_driver_build(const char *so);
+/* Run this binary's test `test` in a child process with so as its libcuda
+ * (CHUNKGEN_LIBCUDA) and var=value in its environment (made before fork: only exec is
+ * safe after it in a process with threads). The child's wait status, or -1 with a test
+ * failure when it could not be started. */
+int mock_driver_run(const char *so, const char *test, const char *var, const char *value);
 
 #endif

@@ -112,6 +112,27 @@ void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks) {
     ks->flags = flags;
 }
 
+void ssdt_poison_outputs(ssdt_set *s, int which) {
+    cg_tbuf *out[] = {&s->o, &s->hT, &s->dq, &s->dk, &s->dv, &s->dla, &s->dh0};
+    uint64_t seed = 7;
+    for (int i = 0; i < 7; i++)
+        if (which & (i < 2 ? SSDT_FWD : SSDT_BWD)) cg_tbuf_fill(out[i], &(cg_rng){seed++}, 1e3, 2e3);
+}
+
+const char *ssdt_dims_str(ssdt_dims d, char *buf, size_t len) {
+    snprintf(buf, len, "B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld", (long long)d.B, (long long)d.T, (long long)d.G,
+             (long long)d.H, (long long)d.dk, (long long)d.dv);
+    return buf;
+}
+
+int ssdt_ran(cg_context *ctx, cg_status s, const char *config, ssdt_dims d) {
+    char dims[200];
+    if (s == CG_OK) return 1;
+    CG_CHECK(0, "config %s on %s: %s: %s", config ? config : "(default)", ssdt_dims_str(d, dims, sizeof dims),
+             cg_status_str(s), cg_errmsg(ctx));
+    return 0;
+}
+
 static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
     for (int i = 0; i < n; i++) {
         if (list[i].n != c->n) continue;
@@ -171,7 +192,7 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int s
             if (pick < 0) continue;
             rot = (pick + 1) % ns;
             if (!made[pick]) {
-                sp->make(sp->user, ctx, pick);
+                sp->make(sp->user, ctx, pick, 1000 + (uint64_t)pick);
                 made[pick] = 1;
             }
             char text[512];
@@ -186,6 +207,24 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int s
     for (int i = 0; i < ns; i++) {
         if (made[i]) sp->drop(sp->user, i);
         free(space[i]);
+    }
+    cg_context_free(ctx);
+}
+
+void ssdt_run_default(const ssdt_space *sp, double tol) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    char want[96];
+    snprintf(want, sizeof want, "kernel=%s_", sp->kernel);
+    for (int i = 0; i < sp->nshapes; i++) {
+        sp->make(sp->user, ctx, i, 2000 + (uint64_t)i);
+        if (sp->check(sp->user, ctx, i, CG_BACKEND_EMULATE, NULL, tol)) {
+            const char *d = cg_last_dispatch(ctx);
+            CG_CHECK(strstr(d, want) != NULL, "dispatch line without the kernel name: %s", d);
+            CG_CHECK(strstr(d, "_tf32") == NULL || strstr(d, "_3xtf32") != NULL, "default is plain tf32: %s", d);
+        }
+        sp->again(sp->user, ctx, i);
+        sp->drop(sp->user, i);
     }
     cg_context_free(ctx);
 }

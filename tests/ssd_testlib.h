@@ -1,7 +1,7 @@
 /* ssd_testlib.h -- scaffolding shared by the SSD tests (test_ssd_cpu.c, test_ssd_gen.c,
  * test_ssd_bwd_gen.c): the tensor set of a problem in either layout and dtype, the calls
- * with optional tensors, the inputs and their float64 copies, and the loop that runs a
- * generated kernel's whole config space over a table of shapes. The assertions and the
+ * with optional tensors, the inputs and their float64 copies, and the loops that run a
+ * generated kernel's whole config space, and its default config, over a table of shapes. The assertions and the
  * tolerances stay in the tests. */
 #ifndef SSD_TESTLIB_H
 #define SSD_TESTLIB_H
@@ -47,6 +47,14 @@ cg_status ssdt_run_bwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int dhT
 
 /* cg_kshape of d with flags. */
 void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks);
+/* Poison the outputs of `which` (SSDT_FWD: o hT; SSDT_BWD: dq dk dv dla dh0; uniform in
+ * [1e3, 2e3) from seeds 7, 8, ... in that order) so a kernel that skips an element fails. */
+void ssdt_poison_outputs(ssdt_set *s, int which);
+/* "B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld" of d in buf; returns buf. */
+const char *ssdt_dims_str(ssdt_dims d, char *buf, size_t len);
+/* 1 when a call with config (NULL: the default) on d returned CG_OK, else a test failure
+ * naming the config, the shape, the status and the message, and 0. */
+int ssdt_ran(cg_context *ctx, cg_status s, const char *config, ssdt_dims d);
 
 /* A generated kernel's config space over a test's table of shapes. The callbacks get
  * `user` (the test's cases); a case is made on the first config that runs on it. */
@@ -56,10 +64,12 @@ typedef struct ssdt_space {
     int nshapes;
     void *user;
     void (*kshape)(void *user, int shape, cg_kshape *ks);
-    void (*make)(void *user, cg_context *ctx, int shape);
+    void (*make)(void *user, cg_context *ctx, int shape, uint64_t seed);
     void (*drop)(void *user, int shape);
     /* run config on the case of shape, check it against tol; 1 when it ran */
     int (*check)(void *user, cg_context *ctx, int shape, cg_backend be, const char *config, double tol);
+    /* the default config's second call on the case of shape (emulated): the same bits */
+    void (*again)(void *user, cg_context *ctx, int shape);
 } ssdt_space;
 
 /* Every config with precision prec accepted for any shape, each run once on a rotating
@@ -68,27 +78,53 @@ typedef struct ssdt_space {
 void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int stride, double tol_fp32,
                     double tol_tf32);
 
-/* A test's run_space(prec, be, stride) over its `k_shapes[NSHAPES]` (of type SHAPE):
- * the cases are CASE, made by case_new(ctx, case, shape, seed 1000 + i), freed by
- * case_free and checked by check_config(ctx, case, be, config, tol) of the test;
- * FLAGS(c) are the CG_KS_* flags of shape c. */
-#define SSDT_RUN_SPACE(CASE, SHAPE, FLAGS, kernel, label)                                                      \
-    static CASE g_cases[NSHAPES];                                                                              \
+/* Emulated, the default config (fp32-accurate) on every shape (cases of seed 2000 + i):
+ * each checked against tol, its dispatch line names the kernel (kernel=KERNEL_) and is
+ * not plain tf32; then again() on it. */
+void ssdt_run_default(const ssdt_space *sp, double tol);
+
+/* A test's cases over its shapes of type SHAPE (whose first member is `ssdt_dims d`):
+ * `tcase` holds a problem in F32 (for the kernels) and its F64 reference, computed by
+ * the test's RUN(ctx, set, shape, CG_BACKEND_REF, NULL), for the directions WHICH;
+ * case_new(ctx, case, shape, seed) makes one and case_free frees it. */
+#define SSDT_CASES(SHAPE, RUN, WHICH)                                                                          \
+    typedef struct tcase {                                                                                     \
+        SHAPE c;                                                                                               \
+        ssdt_set f, d; /* f32 inputs/outputs, f64 reference */                                                 \
+    } tcase;                                                                                                   \
+    static void case_new(cg_context *ctx, tcase *g, const SHAPE *c, uint64_t seed) {                           \
+        g->c = *c;                                                                                             \
+        ssdt_pair_new(&g->f, &g->d, c->d, CG_F64, WHICH, seed, -0.4, 0.0); /* decays from 0.67 to 1 */         \
+        CG_CHECK_OK(ctx, RUN(ctx, &g->d, c, CG_BACKEND_REF, NULL));                                            \
+    }                                                                                                          \
+    static void case_free(tcase *g) {                                                                          \
+        ssdt_set_free(&g->f);                                                                                  \
+        ssdt_set_free(&g->d);                                                                                  \
+    }
+
+/* A test's run_space(prec, be, stride) and run_default() over its `k_shapes[NSHAPES]`
+ * (SSDT_CASES): cases checked by check_config(ctx, case, be, config, tol) and
+ * check_again(ctx, case, shape) of the test; FLAGS(c) are the CG_KS_* flags of shape c. */
+#define SSDT_RUN_SPACE(FLAGS, kernel, label)                                                                   \
+    static tcase g_cases[NSHAPES];                                                                             \
     static void sp_kshape(void *u, int i, cg_kshape *ks) {                                                     \
         (void)u;                                                                                               \
-        ssdt_kshape(dims_of(&k_shapes[i]), FLAGS(&k_shapes[i]), ks);                                           \
+        ssdt_kshape(k_shapes[i].d, FLAGS(&k_shapes[i]), ks);                                                   \
     }                                                                                                          \
-    static void sp_make(void *u, cg_context *ctx, int i) {                                                     \
-        case_new(ctx, &((CASE *)u)[i], &k_shapes[i], 1000 + (uint64_t)i);                                      \
+    static void sp_make(void *u, cg_context *ctx, int i, uint64_t seed) {                                      \
+        case_new(ctx, &((tcase *)u)[i], &k_shapes[i], seed);                                                   \
     }                                                                                                          \
-    static void sp_drop(void *u, int i) { case_free(&((CASE *)u)[i]); }                                        \
+    static void sp_drop(void *u, int i) { case_free(&((tcase *)u)[i]); }                                       \
     static int sp_check(void *u, cg_context *ctx, int i, cg_backend be, const char *config, double tol) {     \
-        return check_config(ctx, &((CASE *)u)[i], be, config, tol);                                            \
+        return check_config(ctx, &((tcase *)u)[i], be, config, tol);                                           \
     }                                                                                                          \
+    static void sp_again(void *u, cg_context *ctx, int i) { check_again(ctx, &((tcase *)u)[i], i); }           \
+    static const ssdt_space k_space = {kernel, label, NSHAPES, g_cases, sp_kshape, sp_make,                    \
+                                       sp_drop, sp_check,   sp_again};                                         \
     static void run_space(const char *prec, cg_backend be, int stride) {                                       \
-        const ssdt_space sp = {kernel, label, NSHAPES, g_cases, sp_kshape, sp_make, sp_drop, sp_check};        \
-        ssdt_run_space(&sp, prec, be, stride, TOL_FP32, TOL_TF32);                                             \
-    }
+        ssdt_run_space(&k_space, prec, be, stride, TOL_FP32, TOL_TF32);                                        \
+    }                                                                                                          \
+    static void run_default(void) { ssdt_run_default(&k_space, TOL_FP32); }
 
 /* The config stride of the native CUDA runs: 4 (CHUNKGEN_TEST_ALL_CONFIGS=1: 1). */
 int ssdt_cuda_stride(void);

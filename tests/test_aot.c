@@ -5,6 +5,7 @@
  * compiling anything (the JIT counters of runtime/gen.h). */
 #include "cg_test.h"
 #include "cli_testlib.h"
+#include "cuda_testlib.h"
 #include "cuda/cg_cuda.h"
 #include "gen.h"
 
@@ -81,15 +82,8 @@ CG_TEST(aot_bundle_compiles_nothing) {
         child(in_child);
         return;
     }
-    if (!cg__nvrtc_api(NULL)) {
-        cg_test_skip("libnvrtc cannot be loaded");
-        return;
-    }
-    if (system("command -v cc >/dev/null 2>&1") != 0) {
-        cg_test_skip("no C compiler (cc) to build the mock driver");
-        return;
-    }
-    char root[4096], a[4200], b[4200], bundle[4200], so[4200], cmd[9000];
+    if (mock_driver_skip()) return;
+    char root[4096], a[4200], b[4200], bundle[4200], so[4200];
     if (mk_tmpdir(root, sizeof root)) return;
     join(a, sizeof a, root, "built");
     join(b, sizeof b, root, "imported");
@@ -136,19 +130,8 @@ CG_TEST(aot_bundle_compiles_nothing) {
     }
     free(text);
     /* 4. a fresh process on the (mock) sm_90 device prepares the shape from that cache */
-    snprintf(cmd, sizeof cmd, "cc -std=c11 -D_GNU_SOURCE -O1 -w -shared -fPIC -o '%s' '%s' -lpthread", so,
-             CG_SOURCE_DIR "/tests/cuda_mock/libcuda_mock.c");
-    CG_CHECK(system(cmd) == 0, "building the mock driver: %s", cmd);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("CHUNKGEN_LIBCUDA", so, 1);
-        setenv("CG_AOT_CHILD", b, 1);
-        execl("/proc/self/exe", "cg_tests", "aot_bundle_compiles_nothing", (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    CG_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
+    mock_driver_build(so);
+    const int status = mock_driver_run(so, "aot_bundle_compiles_nothing", "CG_AOT_CHILD", b);
     CG_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the mock-driver process failed (status %d; see above)",
              status);
     rm_tree(root);

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -112,6 +113,14 @@ static void check_out(const char *dir, const char *name, const cg_tbuf *ref, dou
         CG_CHECK(e <= tol, "%s.npy: rel err %.3g > %.1g", name, e, tol);
     }
     cg_tbuf_free(&got);
+}
+
+/* check_out of each (name, ref) pair of the NULL-terminated list, all at tol. */
+static void check_outs(const char *dir, double tol, ...) {
+    va_list ap;
+    va_start(ap, tol);
+    for (const char *name; (name = va_arg(ap, const char *));) check_out(dir, name, va_arg(ap, const cg_tbuf *), tol);
+    va_end(ap);
 }
 
 static cg_tbuf f64_new(int ndim, const int64_t *shape) { return cg_tbuf_new(CG_F64, ndim, shape); }
@@ -403,12 +412,8 @@ static void ssd_cli_case(const ssd_case *c, const char *const *extra_args, int f
     CG_CHECK(rc == 0, "chunkgen run ssd exited %d: %s", rc, err);
     if (f64_q) CG_CHECK(strstr(err, "q.npy") && strstr(err, "float64"), "no note about q.npy being float64: %s", err);
     if (rc == 0) {
-        check_out(outdir, "o", &o, FWD_TOL);
-        check_out(outdir, "hT", &hT, FWD_TOL);
-        check_out(outdir, "dq", &dq, GRAD_TOL);
-        check_out(outdir, "dk", &dk, GRAD_TOL);
-        check_out(outdir, "dv", &dv, GRAD_TOL);
-        check_out(outdir, "dlog_alpha", &dla, GRAD_TOL);
+        check_outs(outdir, FWD_TOL, "o", &o, "hT", &hT, NULL);
+        check_outs(outdir, GRAD_TOL, "dq", &dq, "dk", &dk, "dv", &dv, "dlog_alpha", &dla, NULL);
         if (c->h0) check_out(outdir, "dh0", &dh0, GRAD_TOL);
         else CG_CHECK(!file_exists(outdir, "dh0.npy"), "dh0.npy written although h0.npy was not given");
         char sp[700];
@@ -521,18 +526,10 @@ static void sscan_cli_case(const sscan_case *c) {
     char *err = cli_stderr(dir);
     CG_CHECK(rc == 0, "chunkgen run sscan exited %d: %s", rc, err);
     if (rc == 0) {
-        check_out(outdir, "y", &y, FWD_TOL);
-        check_out(outdir, "hT", &hT, FWD_TOL);
-        check_out(outdir, "dx", &dx, GRAD_TOL);
-        check_out(outdir, "ddelta", &ddelta, GRAD_TOL);
-        check_out(outdir, "dA", &dA, GRAD_TOL);
-        check_out(outdir, "dB", &dB, GRAD_TOL);
-        check_out(outdir, "dC", &dC, GRAD_TOL);
+        check_outs(outdir, FWD_TOL, "y", &y, "hT", &hT, NULL);
+        check_outs(outdir, GRAD_TOL, "dx", &dx, "ddelta", &ddelta, "dA", &dA, "dB", &dB, "dC", &dC, NULL);
         if (c->with_opt) {
-            check_out(outdir, "dD", &dD, GRAD_TOL);
-            check_out(outdir, "dz", &dz, GRAD_TOL);
-            check_out(outdir, "ddelta_bias", &dbias, GRAD_TOL);
-            check_out(outdir, "dh0", &dh0, GRAD_TOL);
+            check_outs(outdir, GRAD_TOL, "dD", &dD, "dz", &dz, "ddelta_bias", &dbias, "dh0", &dh0, NULL);
         } else {
             const char *absent[] = {"dD.npy", "dz.npy", "ddelta_bias.npy", "dh0.npy"};
             for (int i = 0; i < 4; i++)
@@ -576,6 +573,14 @@ static void write_ssd_inputs(const char *dir) {
     cg_tbuf_free(&q);
     cg_tbuf_free(&v);
     cg_tbuf_free(&la);
+}
+
+/* mk_tmpdir_with (path = dir/name) and the inputs of write_ssd_inputs in dir; 0, or -1
+ * as mk_tmpdir. */
+static int ssd_inputs_with(char *dir, size_t len, char *path, size_t plen, const char *name) {
+    if (mk_tmpdir_with(dir, len, path, plen, name)) return -1;
+    write_ssd_inputs(dir);
+    return 0;
 }
 
 /* Run args in dir, expect exit code `want` and stderr containing all of needles. */
@@ -649,9 +654,7 @@ CG_TEST(cli_run_sscan_shape_mismatch) {
 
 CG_TEST(cli_run_truncated_input) {
     char dir[512], p[1024];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    write_ssd_inputs(dir);
-    join(p, sizeof p, dir, "v.npy");
+    if (ssd_inputs_with(dir, sizeof dir, p, sizeof p, "v.npy")) return;
     struct stat st;
     CG_CHECK(stat(p, &st) == 0, "stat");
     CG_CHECK(truncate(p, st.st_size - 6) == 0, "truncate: %s", strerror(errno));
@@ -663,9 +666,7 @@ CG_TEST(cli_run_truncated_input) {
 
 CG_TEST(cli_run_missing_input) {
     char dir[512], p[1024];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    write_ssd_inputs(dir);
-    join(p, sizeof p, dir, "do.npy");
+    if (ssd_inputs_with(dir, sizeof dir, p, sizeof p, "do.npy")) return;
     unlink(p);
     /* Forward alone does not need do.npy... */
     const char *fwd[] = {"run", "ssd", "--in", dir, NULL};
@@ -687,9 +688,7 @@ CG_TEST(cli_run_missing_input) {
 
 CG_TEST(cli_run_bad_descr) {
     char dir[512], p[1024];
-    if (mk_tmpdir(dir, sizeof dir)) return;
-    write_ssd_inputs(dir);
-    join(p, sizeof p, dir, "q.npy");
+    if (ssd_inputs_with(dir, sizeof dir, p, sizeof p, "q.npy")) return;
     int32_t iv[70] = {0};
     write_raw(p, 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 5, 2, 7), }\n", iv, 70 * sizeof(int32_t));
     const char *args[] = {"run", "ssd", "--in", dir, NULL};

@@ -423,54 +423,18 @@ CG_TEST(cuda_mock_driver) {
         mock_driver_child();
         return;
     }
-    if (!cg__nvrtc_api(NULL)) {
-        cg_test_skip("libnvrtc cannot be loaded (the mock loads real CUBINs)");
-        return;
-    }
-    if (system("command -v cc >/dev/null 2>&1") != 0) {
-        cg_test_skip("no C compiler (cc) to build the mock driver");
-        return;
-    }
+    if (mock_driver_skip()) return;
     char *dir = tmpdir();
     CG_CHECK(dir != NULL, "mkdtemp");
     if (!dir) return;
-    char so[600], cmd[2000];
+    char so[600];
     snprintf(so, sizeof so, "%s/libcuda_mock.so", dir);
-    snprintf(cmd, sizeof cmd,
-             "cc -std=c11 -D_GNU_SOURCE -O1 -Wall -Wextra -Werror -shared -fPIC -o '%s' '%s' -lpthread", so,
-             CG_SOURCE_DIR "/tests/cuda_mock/libcuda_mock.c");
-    int rc = system(cmd);
-    CG_CHECK(rc == 0, "building the mock driver: %s", cmd);
-    /* the child's environment, made before fork (only exec is safe after it here) */
-    extern char **environ;
-    size_t nenv = 0;
-    while (environ[nenv]) nenv++;
-    char **envp = calloc(nenv + 3, sizeof *envp);
-    char libvar[700];
-    snprintf(libvar, sizeof libvar, "CHUNKGEN_LIBCUDA=%s", so);
-    size_t k = 0;
-    for (size_t i = 0; envp && i < nenv; i++)
-        if (strncmp(environ[i], "CHUNKGEN_LIBCUDA=", 17) && strncmp(environ[i], "CG_MOCK_CHILD=", 14))
-            envp[k++] = environ[i];
-    if (envp) {
-        envp[k++] = libvar;
-        envp[k++] = (char *)"CG_MOCK_CHILD=1";
-    }
-    CG_CHECK(envp != NULL, "out of memory");
-    if (rc == 0 && envp) {
-        fflush(NULL);
-        char *const argv[] = {(char *)"cg_tests", (char *)"cuda_mock_driver", NULL};
-        pid_t pid = fork();
-        if (pid == 0) {
-            execve("/proc/self/exe", argv, envp);
-            _exit(127);
-        }
-        int status = 0;
-        CG_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
+    int rc = mock_driver_build(so);
+    if (rc == 0) {
+        const int status = mock_driver_run(so, "cuda_mock_driver", "CG_MOCK_CHILD", "1");
         CG_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the mock-driver run failed (status %d; see above)",
                  status);
     }
-    free(envp);
     rm_rf(dir);
     free(dir);
 }

@@ -199,3 +199,25 @@ CG_TEST(gen_cli_choice_option) {
     for (int i = 0; i < 4; i++)
         CG_CHECK(cg_cli_parse(&cmd, 3, bad[i], &o) == 2, "'%s %s' accepted", bad[i][1], bad[i][2]);
 }
+
+/* `gen --help` and `build-kernels --help` list every shape flag of the table
+ * (cg__kflags) under their --flags section, with its note. */
+CG_TEST(gen_cli_help_lists_flags) {
+    static const char *const cmds[] = {"gen --help", "build-kernels --help"};
+    for (int c = 0; c < 2; c++) {
+        char *out = NULL;
+        int rc = gen_cli(cmds[c], &out);
+        CG_CHECK(rc == 0 && out, "`chunkgen %s` exited %d", cmds[c], rc);
+        const char *sec = out ? strstr(out, "shape flags (--flags") : NULL, *end = sec ? strstr(sec, "\n\n") : NULL;
+        CG_CHECK(sec && end, "%s: no shape-flags section: %s", cmds[c], out ? out : "");
+        for (int i = 0; sec && end && i < cg__nkflags; i++) {
+            const char *w = strstr(sec, cg__kflags[i].name);
+            CG_CHECK(w && w < end, "%s: flag %s not listed", cmds[c], cg__kflags[i].name);
+            if (cg__kflags[i].note) {
+                const char *n = strstr(sec, cg__kflags[i].note);
+                CG_CHECK(n && n < end, "%s: the note of %s missing", cmds[c], cg__kflags[i].name);
+            }
+        }
+        free(out);
+    }
+}

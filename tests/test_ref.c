@@ -65,8 +65,11 @@ static cg_tbuf ssd_buf(const ssd_case *c, int64_t heads, int64_t dim) {
     return cg_tbuf_new(CG_F64, dim ? 4 : 3, sh);
 }
 
-static void ssd_alloc(ssd_bufs *s, const ssd_case *c, cg_rng *r) {
+/* s's buffers for c on ctx (s zeroed first), the inputs and the cotangents filled from r. */
+static void ssd_alloc(ssd_bufs *s, cg_context *ctx, const ssd_case *c, cg_rng *r) {
     int64_t st[4] = {c->B, c->H, c->dk, c->dv};
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
     s->c = c;
     s->q = ssd_buf(c, c->G, c->dk);
     s->k = ssd_buf(c, c->G, c->dk);
@@ -120,9 +123,7 @@ static double ssd_loss(void *arg) {
 static void ssd_fd_case(cg_context *ctx, const ssd_case *c, uint64_t seed) {
     cg_rng r = {seed};
     ssd_bufs s;
-    memset(&s, 0, sizeof s);
-    s.ctx = ctx;
-    ssd_alloc(&s, c, &r);
+    ssd_alloc(&s, ctx, c, &r);
     cg_ssd_bwd_args a = {.layout = c->layout, .q = s.q.t, .k = s.k.t, .v = s.v.t, .log_alpha = s.la.t,
                          .h0 = c->h0 ? s.h0.t : no_tensor, .dout = s.W.t, .dhT = c->dhT ? s.W2.t : no_tensor,
                          .dq = s.dq.t, .dk = s.dk.t, .dv = s.dv.t, .dlog_alpha = s.dla.t, .dh0 = s.dh0.t};
@@ -177,9 +178,7 @@ CG_TEST(ref_ssd_fwd_by_hand) {
         const ssd_case c = {2, T, 1, 2, 2, 3, 1, 1, CG_LAYOUT_TOKEN_MAJOR};
         cg_rng r = {7 + (uint64_t)T};
         ssd_bufs s;
-        memset(&s, 0, sizeof s);
-        s.ctx = ctx;
-        ssd_alloc(&s, &c, &r);
+        ssd_alloc(&s, ctx, &c, &r);
         CG_CHECK_OK(ctx, ssd_forward(&s, 1));
         double maxerr = 0;
         for (int64_t b = 0; b < c.B; b++)
@@ -235,8 +234,11 @@ static cg_tbuf bc(const sscan_case *c) {
     return c->G ? cg_tbuf_new(CG_F64, 4, sg) : cg_tbuf_new(CG_F64, 3, su);
 }
 
-static void sscan_alloc(sscan_bufs *s, const sscan_case *c, cg_rng *r) {
+/* As ssd_alloc. */
+static void sscan_alloc(sscan_bufs *s, cg_context *ctx, const sscan_case *c, cg_rng *r) {
     int64_t sa[2] = {c->D, c->N}, sd[1] = {c->D}, sh[3] = {c->B, c->D, c->N};
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
     s->c = c;
     s->x = bld(c); s->delta = bld(c); s->z = bld(c); s->y = bld(c); s->W = bld(c);
     s->dx = bld(c); s->ddelta = bld(c); s->dz = bld(c);
@@ -290,9 +292,7 @@ static double sscan_loss(void *arg) {
 static void sscan_fd_case(cg_context *ctx, const sscan_case *c, uint64_t seed) {
     cg_rng r = {seed};
     sscan_bufs s;
-    memset(&s, 0, sizeof s);
-    s.ctx = ctx;
-    sscan_alloc(&s, c, &r);
+    sscan_alloc(&s, ctx, c, &r);
     cg_sscan_bwd_args a = {.x = s.x.t, .delta = s.delta.t, .A = s.A.t, .B = s.Bm.t, .C = s.Cm.t,
                            .D = c->Dv ? s.Dv.t : no_tensor, .z = c->z ? s.z.t : no_tensor,
                            .delta_bias = c->bias ? s.bias.t : no_tensor, .h0 = c->h0 ? s.h0.t : no_tensor,
@@ -355,9 +355,7 @@ CG_TEST(ref_sscan_fwd_by_hand) {
         const sscan_case c = {2, L, 4, 3, 2, 1, 1, 1, 1, 1, 1, 0};
         cg_rng r = {31 + (uint64_t)L};
         sscan_bufs s;
-        memset(&s, 0, sizeof s);
-        s.ctx = ctx;
-        sscan_alloc(&s, &c, &r);
+        sscan_alloc(&s, ctx, &c, &r);
         CG_CHECK_OK(ctx, sscan_forward(&s));
         double maxerr = 0;
         for (int64_t b = 0; b < c.B; b++)
@@ -415,9 +413,7 @@ CG_TEST(ref_f32_views) {
         const ssd_case c = {2, 6, 2, 4, 3, 5, 1, 1, CG_LAYOUT_TOKEN_MAJOR};
         cg_rng r = {5};
         ssd_bufs s;
-        memset(&s, 0, sizeof s);
-        s.ctx = ctx;
-        ssd_alloc(&s, &c, &r);
+        ssd_alloc(&s, ctx, &c, &r);
         CG_CHECK_OK(ctx, ssd_forward(&s, 1));
         cg_ssd_bwd_args a = {.layout = c.layout, .q = s.q.t, .k = s.k.t, .v = s.v.t, .log_alpha = s.la.t,
                              .h0 = s.h0.t, .dout = s.W.t, .dhT = s.W2.t, .dq = s.dq.t, .dk = s.dk.t,
@@ -449,9 +445,7 @@ CG_TEST(ref_f32_views) {
         const sscan_case c = {2, 7, 4, 3, 2, 1, 1, 1, 1, 1, 1, 0};
         cg_rng r = {6};
         sscan_bufs s;
-        memset(&s, 0, sizeof s);
-        s.ctx = ctx;
-        sscan_alloc(&s, &c, &r);
+        sscan_alloc(&s, ctx, &c, &r);
         CG_CHECK_OK(ctx, sscan_forward(&s));
         cg_tbuf *in64[] = {&s.x, &s.delta, &s.A, &s.Bm, &s.Cm, &s.Dv, &s.z, &s.bias, &s.h0, &s.W, &s.W2};
         cg_tbuf *out64[] = {&s.y, &s.hT, &s.dx, &s.ddelta, &s.dA, &s.dB, &s.dC, &s.dD, &s.dz, &s.dbias, &s.dh0};
@@ -494,9 +488,7 @@ CG_TEST(ref_nan_propagates) {
         const ssd_case c = {2, 4, 1, 2, 2, 3, 0, 1, CG_LAYOUT_TOKEN_MAJOR};
         cg_rng r = {9};
         ssd_bufs s;
-        memset(&s, 0, sizeof s);
-        s.ctx = ctx;
-        ssd_alloc(&s, &c, &r);
+        ssd_alloc(&s, ctx, &c, &r);
         int64_t iv[4] = {1, 2, 1, 0}; /* b=1, t=2, h=1 */
         cg_tbuf_set(&s.v, iv, NAN);
         CG_CHECK_OK(ctx, ssd_forward(&s, 1));
@@ -514,9 +506,7 @@ CG_TEST(ref_nan_propagates) {
         const sscan_case c = {2, 4, 2, 2, 0, 1, 1, 1, 1, 0, 1, 0};
         cg_rng r = {10};
         sscan_bufs s;
-        memset(&s, 0, sizeof s);
-        s.ctx = ctx;
-        sscan_alloc(&s, &c, &r);
+        sscan_alloc(&s, ctx, &c, &r);
         int64_t ix[3] = {0, 1, 1};
         cg_tbuf_set(&s.delta, ix, INFINITY);
         int64_t ix2[3] = {1, 2, 0};

@@ -227,6 +227,13 @@ static void write_ssd_inputs(const char *dir, int64_t B, int64_t T, int64_t H, i
     }
 }
 
+/* mk_tmpdir with the inputs of write_ssd_inputs in it; 0, or -1 as mk_tmpdir. */
+static int mk_ssd_input_dir(char *S, size_t len, int64_t B, int64_t T, int64_t H, int64_t dk, int64_t dv) {
+    if (mk_tmpdir(S, len)) return -1;
+    write_ssd_inputs(S, B, T, H, dk, dv);
+    return 0;
+}
+
 /* FIFOs named like an input, a store entry and a kernel cache entry: nothing hangs, each
  * is reported, and `cache clear --all` removes the entries. */
 CG_TEST(rel_fifo_never_hangs) {
@@ -323,8 +330,7 @@ CG_TEST(rel_export_ignores_planted_symlink) {
 /* run: an output name that is a symlink is replaced, its target untouched. */
 CG_TEST(rel_run_output_symlink_not_followed) {
     char S[4096];
-    if (mk_tmpdir(S, sizeof S)) return;
-    write_ssd_inputs(S, 1, 8, 2, 8, 8);
+    if (mk_ssd_input_dir(S, sizeof S, 1, 8, 2, 8, 8)) return;
     char victim[4400], link[4400];
     snprintf(victim, sizeof victim, "%s/victim.txt", S);
     snprintf(link, sizeof link, "%s/o.npy", S);
@@ -354,9 +360,8 @@ static void small_fsize(void *arg) {
  * created with its parents. */
 CG_TEST(rel_run_outputs_all_or_nothing) {
     char S[4096];
-    if (mk_tmpdir(S, sizeof S)) return;
     /* o is 1 x 4 x 2 x 32 floats (1 KiB), hT is 1 x 2 x 32 x 32 floats (8 KiB) */
-    write_ssd_inputs(S, 1, 4, 2, 32, 32);
+    if (mk_ssd_input_dir(S, sizeof S, 1, 4, 2, 32, 32)) return;
     char out[4400];
     snprintf(out, sizeof out, "%s/a/b/c", S);
     const char *args[] = {"run", "ssd", "--backend", "cpu", "--in", S, "--out", out, NULL};
@@ -453,8 +458,7 @@ CG_TEST(rel_no_ub_huge_shapes_misaligned) {
  * tensor builder overflowed its strides). */
 CG_TEST(rel_run_zero_size_huge_dims) {
     char S[4096];
-    if (mk_tmpdir(S, sizeof S)) return;
-    write_ssd_inputs(S, 1, 8, 2, 8, 8);
+    if (mk_ssd_input_dir(S, sizeof S, 1, 8, 2, 8, 8)) return;
     char p[9000];
     snprintf(p, sizeof p, "%s/q.npy", S);
     write_raw(p, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296, 8), }\n", NULL, 0);

@@ -16,9 +16,7 @@
 #define TOL_TF32 5e-3
 
 typedef struct bshape {
-    int64_t B, T, G, H, dk, dv;
-    int layout;  /* order of the shapes */
-    int swapped; /* memory order with the two middle dims swapped: strided views */
+    ssdt_dims d; /* swapped: memory order with the two middle dims swapped (strided views) */
     int h0;      /* h0 given */
     int dhT;     /* dhT given */
     int dh0;     /* dh0 wanted */
@@ -30,73 +28,55 @@ typedef struct bshape {
  * (super-chunks 4+4+4+4+3, 4+4+2, 4+1), T = 400 has 25, 13, 7 (..+1, 4+4+4+1, 4+3);
  * the kernels are compiled per (dk, dv, config), so length costs little. */
 static const bshape k_shapes[] = {
-    {1, 1, 1, 1, 7, 7, CG_LAYOUT_TOKEN_MAJOR, 0, 1, 1, 1},
-    {2, 37, 2, 4, 48, 40, CG_LAYOUT_HEAD_MAJOR, 0, 0, 1, 1},
-    {1, 21, 1, 2, 7, 20, CG_LAYOUT_TOKEN_MAJOR, 1, 1, 0, 1},
-    {1, 45, 2, 2, 40, 48, CG_LAYOUT_TOKEN_MAJOR, 0, 1, 1, 0},
-    {1, 70, 1, 1, 48, 33, CG_LAYOUT_HEAD_MAJOR, 1, 0, 0, 1},
-    {1, 300, 1, 2, 7, 33, CG_LAYOUT_TOKEN_MAJOR, 0, 1, 1, 1},
-    {1, 400, 2, 4, 40, 20, CG_LAYOUT_HEAD_MAJOR, 1, 1, 0, 1},
+    {{1, 1, 1, 1, 7, 7, CG_LAYOUT_TOKEN_MAJOR, 0}, 1, 1, 1},
+    {{2, 37, 2, 4, 48, 40, CG_LAYOUT_HEAD_MAJOR, 0}, 0, 1, 1},
+    {{1, 21, 1, 2, 7, 20, CG_LAYOUT_TOKEN_MAJOR, 1}, 1, 0, 1},
+    {{1, 45, 2, 2, 40, 48, CG_LAYOUT_TOKEN_MAJOR, 0}, 1, 1, 0},
+    {{1, 70, 1, 1, 48, 33, CG_LAYOUT_HEAD_MAJOR, 1}, 0, 0, 1},
+    {{1, 300, 1, 2, 7, 33, CG_LAYOUT_TOKEN_MAJOR, 0}, 1, 1, 1},
+    {{1, 400, 2, 4, 40, 20, CG_LAYOUT_HEAD_MAJOR, 1}, 1, 0, 1},
 };
 #define NSHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 #define LONG_SHAPE (NSHAPES - 1) /* several super-chunks of 4 at every chunk length */
 
-static ssdt_dims dims_of(const bshape *c) {
-    ssdt_dims d = {c->B, c->T, c->G, c->H, c->dk, c->dv, c->layout, c->swapped};
-    return d;
-}
-
 static cg_status run_bwd(cg_context *ctx, ssdt_set *s, const bshape *c, cg_backend be, const char *config) {
-    return ssdt_run_bwd(ctx, s, c->layout, c->h0, c->dhT, c->dh0, be, config);
+    return ssdt_run_bwd(ctx, s, c->d.layout, c->h0, c->dhT, c->dh0, be, config);
 }
 
-/* A problem in F32 (for the kernels) and its F64 reference gradients. */
-typedef struct bcase {
-    bshape c;
-    ssdt_set f, d; /* f32 inputs/outputs, f64 reference */
-} bcase;
-
-static void case_new(cg_context *ctx, bcase *g, const bshape *c, uint64_t seed) {
-    g->c = *c;
-    ssdt_pair_new(&g->f, &g->d, dims_of(c), CG_F64, SSDT_BWD, seed, -0.4, 0.0); /* decays from 0.67 to 1 */
-    CG_CHECK_OK(ctx, run_bwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
-}
-
-static void case_free(bcase *g) {
-    ssdt_set_free(&g->f);
-    ssdt_set_free(&g->d);
-}
+SSDT_CASES(bshape, run_bwd, SSDT_BWD)
 
 /* Run one config on g with backend be and check every gradient. Returns 1 when it ran. */
-static int check_config(cg_context *ctx, bcase *g, cg_backend be, const char *config, double tol) {
-    /* poison the outputs so a kernel that skips an element fails */
-    cg_tbuf_fill(&g->f.dq, &(cg_rng){7}, 1e3, 2e3);
-    cg_tbuf_fill(&g->f.dk, &(cg_rng){8}, 1e3, 2e3);
-    cg_tbuf_fill(&g->f.dv, &(cg_rng){9}, 1e3, 2e3);
-    cg_tbuf_fill(&g->f.dla, &(cg_rng){10}, 1e3, 2e3);
-    cg_tbuf_fill(&g->f.dh0, &(cg_rng){11}, 1e3, 2e3);
-    cg_status s = run_bwd(ctx, &g->f, &g->c, be, config);
+static int check_config(cg_context *ctx, tcase *g, cg_backend be, const char *config, double tol) {
+    ssdt_poison_outputs(&g->f, SSDT_BWD);
     const bshape *c = &g->c;
-    if (s != CG_OK) {
-        CG_CHECK(0, "config %s on B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld: %s: %s", config ? config : "(default)",
-                 (long long)c->B, (long long)c->T, (long long)c->G, (long long)c->H, (long long)c->dk,
-                 (long long)c->dv, cg_status_str(s), cg_errmsg(ctx));
-        return 0;
-    }
+    if (!ssdt_ran(ctx, run_bwd(ctx, &g->f, c, be, config), config, c->d)) return 0;
     const double eq = cg_rel_err(&g->f.dq, &g->d.dq), ek = cg_rel_err(&g->f.dk, &g->d.dk);
     const double ev = cg_rel_err(&g->f.dv, &g->d.dv), ea = cg_rel_err(&g->f.dla, &g->d.dla);
     const double eh = c->dh0 ? cg_rel_err(&g->f.dh0, &g->d.dh0) : 0;
+    char dims[200];
     CG_CHECK(eq <= tol && ek <= tol && ev <= tol && ea <= tol && eh <= tol,
-             "config %s on B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld layout=%d swapped=%d h0=%d dhT=%d dh0=%d: "
+             "config %s on %s layout=%d swapped=%d h0=%d dhT=%d dh0=%d: "
              "rel err dq %.3g dk %.3g dv %.3g dla %.3g dh0 %.3g (tol %g) [%s]",
-             config ? config : "(default)", (long long)c->B, (long long)c->T, (long long)c->G, (long long)c->H,
-             (long long)c->dk, (long long)c->dv, c->layout, c->swapped, c->h0, c->dhT, c->dh0, eq, ek, ev, ea, eh,
-             tol, cg_last_dispatch(ctx));
+             config ? config : "(default)", ssdt_dims_str(c->d, dims, sizeof dims), c->d.layout, c->d.swapped, c->h0,
+             c->dhT, c->dh0, eq, ek, ev, ea, eh, tol, cg_last_dispatch(ctx));
     if (getenv("CHUNKGEN_TEST_VERBOSE"))
         fprintf(stderr, "  %s T=%lld dk=%lld dv=%lld: dq %.2g dk %.2g dv %.2g dla %.2g dh0 %.2g\n",
-                config ? config : "(default)", (long long)c->T, (long long)c->dk, (long long)c->dv, eq, ek, ev, ea,
-                eh);
+                config ? config : "(default)", (long long)c->d.T, (long long)c->d.dk, (long long)c->d.dv, eq, ek, ev,
+                ea, eh);
     return 1;
+}
+
+/* The default config's second call hits the plan table and gives the same bits
+ * (deterministic). */
+static void check_again(cg_context *ctx, tcase *g, int i) {
+    const ssdt_dims dd = g->c.d;
+    cg_tbuf dq1 = ssdt_mk(dd, CG_F32, dd.G, dd.dk), dla1 = ssdt_mk(dd, CG_F32, dd.H, 0);
+    cg_tbuf_copy(&dq1, &g->f.dq);
+    cg_tbuf_copy(&dla1, &g->f.dla);
+    CG_CHECK_OK(ctx, run_bwd(ctx, &g->f, &g->c, CG_BACKEND_EMULATE, NULL));
+    CG_CHECK(cg_rel_err(&g->f.dq, &dq1) == 0 && cg_rel_err(&g->f.dla, &dla1) == 0, "second run differs (shape %d)", i);
+    cg_tbuf_free(&dq1);
+    cg_tbuf_free(&dla1);
 }
 
 static int bshape_flags(const bshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->dhT ? CG_KS_DHT : 0); }
@@ -105,7 +85,7 @@ static int bshape_flags(const bshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->d
  * Every config with precision `prec` accepted for any test shape, each run once on a
  * rotating choice among the shapes that accept it; with stride > 1 only every stride-th
  * config of the union. */
-SSDT_RUN_SPACE(bcase, bshape, bshape_flags, "ssd_bwd", "ssd_bwd_gen")
+SSDT_RUN_SPACE(bshape_flags, "ssd_bwd", "ssd_bwd_gen")
 
 CG_TEST(ssd_bwd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, 1); }
 CG_TEST(ssd_bwd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE, 1); }
@@ -113,30 +93,7 @@ CG_TEST(ssd_bwd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE, 1); }
 
 /* The default config (fp32-accurate) on every shape; the dispatch line names the
  * kernel; a second call hits the plan table and gives the same bits (deterministic). */
-CG_TEST(ssd_bwd_gen_emu_default) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    for (int i = 0; i < NSHAPES; i++) {
-        bcase g;
-        case_new(ctx, &g, &k_shapes[i], 2000 + (uint64_t)i);
-        if (check_config(ctx, &g, CG_BACKEND_EMULATE, NULL, TOL_FP32)) {
-            const char *d = cg_last_dispatch(ctx);
-            CG_CHECK(strstr(d, "kernel=ssd_bwd_") != NULL, "dispatch line without the kernel name: %s", d);
-            CG_CHECK(strstr(d, "_tf32") == NULL || strstr(d, "_3xtf32") != NULL, "default is plain tf32: %s", d);
-        }
-        const ssdt_dims dd = dims_of(&g.c);
-        cg_tbuf dq1 = ssdt_mk(dd, CG_F32, g.c.G, g.c.dk), dla1 = ssdt_mk(dd, CG_F32, g.c.H, 0);
-        cg_tbuf_copy(&dq1, &g.f.dq);
-        cg_tbuf_copy(&dla1, &g.f.dla);
-        CG_CHECK_OK(ctx, run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL));
-        CG_CHECK(cg_rel_err(&g.f.dq, &dq1) == 0 && cg_rel_err(&g.f.dla, &dla1) == 0, "second run differs (shape %d)",
-                 i);
-        cg_tbuf_free(&dq1);
-        cg_tbuf_free(&dla1);
-        case_free(&g);
-    }
-    cg_context_free(ctx);
-}
+CG_TEST(ssd_bwd_gen_emu_default) { run_default(); }
 
 /* recompute = 4 on the long G < H shape, for every chunk length, precision and heads
  * mode (the rest from the default): the states carried through the chunks of each
@@ -150,7 +107,7 @@ static void run_recompute(cg_backend be) {
         cg_context_free(ctx);
         return;
     }
-    bcase g;
+    tcase g;
     const bshape *c = &k_shapes[LONG_SHAPE];
     case_new(ctx, &g, c, 4000);
     static const int chunks[] = {16, 32, 64};
@@ -158,9 +115,9 @@ static void run_recompute(cg_backend be) {
     static const char *const heads[] = {"loop", "split"};
     int ran = 0;
     for (int ic = 0; ic < 3; ic++) {
-        const int64_t nchunks = (c->T + chunks[ic] - 1) / chunks[ic];
+        const int64_t nchunks = (c->d.T + chunks[ic] - 1) / chunks[ic];
         CG_CHECK(nchunks > 4 && nchunks % 4 != 0, "T = %lld: want several super-chunks, the last partial",
-                 (long long)c->T);
+                 (long long)c->d.T);
         for (int ip = 0; ip < 3; ip++)
             for (int ih = 0; ih < 2; ih++) {
                 char cfg[128];
@@ -255,21 +212,16 @@ CG_TEST(ssd_bwd_gen_recompute_workspace) {
 CG_TEST(ssd_bwd_gen_emu_bad_config) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    bcase g;
+    tcase g;
     case_new(ctx, &g, &k_shapes[0], 3000);
-    cg_status s = run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=48");
-    CG_CHECK(s == CG_EINVAL, "chunk=48 (outside the space): got %s: %s", cg_status_str(s), cg_errmsg(ctx));
-    CG_CHECK(strstr(cg_errmsg(ctx), "chunk") != NULL, "message does not name chunk: %s", cg_errmsg(ctx));
+    CG_CHECK_REFUSED(ctx, run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=48"), CG_EINVAL, "chunk", "chunk=48 (outside the space)");
     /* T = 1: a 64-token chunk only multiplies zeros */
-    s = run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=64,block_dv=16,warps=2,precision=ieee");
-    CG_CHECK(s == CG_EUNSUPPORTED, "chunk=64 on T=1: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
-    CG_CHECK(strstr(cg_errmsg(ctx), "chunk") != NULL, "message does not name chunk: %s", cg_errmsg(ctx));
+    CG_CHECK_REFUSED(ctx, run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=64,block_dv=16,warps=2,precision=ieee"),
+                     CG_EUNSUPPORTED, "chunk", "chunk=64 on T=1");
     /* T = 1: one chunk, nothing to recompute */
-    s = run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=16,recompute=4");
-    CG_CHECK(s == CG_EUNSUPPORTED, "recompute=4 on T=1: got %s: %s", cg_status_str(s), cg_errmsg(ctx));
-    CG_CHECK(strstr(cg_errmsg(ctx), "recompute") != NULL, "message does not name recompute: %s", cg_errmsg(ctx));
-    s = run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "recompute=2");
-    CG_CHECK(s == CG_EINVAL, "recompute=2 (outside the space): got %s: %s", cg_status_str(s), cg_errmsg(ctx));
+    CG_CHECK_REFUSED(ctx, run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=16,recompute=4"),
+                     CG_EUNSUPPORTED, "recompute", "recompute=4 on T=1");
+    CG_CHECK_REFUSED(ctx, run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "recompute=2"), CG_EINVAL, NULL, "recompute=2 (outside the space)");
     case_free(&g);
     cg_context_free(ctx);
 }

@@ -36,6 +36,17 @@ static void tmpdir(char *buf, size_t cap) {
 }
 
 static cg_context *ctx_in(const char *dir) { return tune_test_ctx(dir); }
+/* A new temp directory (into dir) and a context whose cache it is. */
+static cg_context *tmp_ctx(char *dir, size_t cap) {
+    tmpdir(dir, cap);
+    return ctx_in(dir);
+}
+/* tmp_ctx, and its store directory copied into sdir. */
+static cg_context *tmp_store_ctx(char *dir, size_t cap, char *sdir, size_t scap) {
+    cg_context *ctx = tmp_ctx(dir, cap);
+    snprintf(sdir, scap, "%s", cg__tune_store_dir(ctx));
+    return ctx;
+}
 
 static cg_tune_shape ssd_shape(int64_t T, int64_t dv) {
     cg_tune_shape s;
@@ -143,8 +154,7 @@ CG_TEST(tune_bucket_and_lookup_order) {
     CG_CHECK(cg__tune_bucket(512) == 512 && cg__tune_bucket(513) == 1024 && cg__tune_bucket(8191) == 8192,
              "powers of two round up");
     char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
+    cg_context *ctx = tmp_ctx(dir, sizeof dir);
     cg_cfg cfg;
     unsetenv("CHUNKGEN_CONFIG");
     unsetenv("CHUNKGEN_TUNE_ON_MISS");
@@ -237,11 +247,8 @@ CG_TEST(tune_bucket_and_lookup_order) {
 /* ---------------------------------------------------------------- store */
 
 CG_TEST(tune_store_validation) {
-    char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
-    char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s", cg__tune_store_dir(ctx));
+    char dir[64], sdir[4200];
+    cg_context *ctx = tmp_store_ctx(dir, sizeof dir, sdir, sizeof sdir);
     cg_tune_entry e, r;
     fake_entry(ctx, &e, 256, 40, 1, 1.25, "chunk=64,block_dv=64,threads=0");
     cg_tune_cand rej = tune_test_cand("chunk=16,block_dv=64,threads=0", 1, CG_TV_WRONG, 0, 0);
@@ -312,11 +319,8 @@ CG_TEST(tune_store_validation) {
 }
 
 CG_TEST(tune_store_8_processes) {
-    char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
-    char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s", cg__tune_store_dir(ctx));
+    char dir[64], sdir[4200];
+    cg_context *ctx = tmp_store_ctx(dir, sizeof dir, sdir, sizeof sdir);
     enum { NPROC = 8, OWN = 10, SHARED = 10 };
     pid_t pids[NPROC];
     for (int c = 0; c < NPROC; c++) {
@@ -376,8 +380,7 @@ static void small_opts(cg_tune_opts *o) {
 
 CG_TEST(tune_cpu_spaces) {
     char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
+    cg_context *ctx = tmp_ctx(dir, sizeof dir);
     cg_devinfo dev;
     memset(&dev, 0, sizeof dev);
     snprintf(dev.name, sizeof dev.name, "test cpu");
@@ -434,8 +437,7 @@ CG_TEST(tune_cpu_spaces) {
  * that the store is valid, then resume the tune to completion. */
 CG_TEST(tune_kill9_resume) {
     char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
+    cg_context *ctx = tmp_ctx(dir, sizeof dir);
     cg_context_set_threads(ctx, 2);
     char sdir[4200];
     snprintf(sdir, sizeof sdir, "%s", cg__tune_store_dir(ctx));
@@ -509,11 +511,8 @@ CG_TEST(tune_kill9_resume) {
 /* The recorded verdicts of a real tune are consistent: a passing candidate has a small
  * error and timings, a "wrong" one a large error and a reason, and the best passed. */
 CG_TEST(tune_verdicts_consistent) {
-    char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
-    char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s", cg__tune_store_dir(ctx));
+    char dir[64], sdir[4200];
+    cg_context *ctx = tmp_store_ctx(dir, sizeof dir, sdir, sizeof sdir);
     cg_tune_shape s = ssd_shape(40, 24);
     s.dk = 7;
     cg_tune_opts o;
@@ -550,8 +549,7 @@ CG_TEST(tune_import_corpus) {
     CG_CHECK(d != NULL, "corpus at %s", cdir);
     if (!d) return;
     char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
+    cg_context *ctx = tmp_ctx(dir, sizeof dir);
     int files = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -628,8 +626,7 @@ CG_TEST(tune_import_merge) {
 /* CHUNKGEN_TUNE_ON_MISS=1: the first call of a key tunes it; the next is an exact hit. */
 CG_TEST(tune_on_miss) {
     char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
+    cg_context *ctx = tmp_ctx(dir, sizeof dir);
     cg_sscan_prob p;
     memset(&p, 0, sizeof p);
     p.B = 1, p.L = 40, p.D = 20, p.N = 3, p.G = 1;
@@ -670,8 +667,7 @@ CG_TEST(tune_on_miss) {
  * runs the default config and says why on the dispatch line. */
 CG_TEST(tune_refused_config_falls_back_to_default) {
     char dir[64];
-    tmpdir(dir, sizeof dir);
-    cg_context *ctx = ctx_in(dir);
+    cg_context *ctx = tmp_ctx(dir, sizeof dir);
     unsetenv("CHUNKGEN_CONFIG");
     unsetenv("CHUNKGEN_TUNE_ON_MISS");
     char sdir[4200];

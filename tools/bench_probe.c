@@ -40,29 +40,24 @@ static void cpu_model(cpu_info *ci) {
 #if defined(__x86_64__)
 /* 12 independent FMA chains keep two FMA ports busy through a 4-cycle latency. */
 #define FMA_CHAINS 12
-__attribute__((target("avx512f"))) static float fma_loop_512(int64_t iters) {
-    __m512 acc[FMA_CHAINS];
-    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-6f);
-    for (int j = 0; j < FMA_CHAINS; j++) acc[j] = _mm512_set1_ps((float)j);
-    for (int64_t i = 0; i < iters; i++)
-        for (int j = 0; j < FMA_CHAINS; j++) acc[j] = _mm512_fmadd_ps(acc[j], m, c);
-    __m512 s = acc[0];
-    for (int j = 1; j < FMA_CHAINS; j++) s = _mm512_add_ps(s, acc[j]);
-    return _mm512_reduce_add_ps(s);
-}
-__attribute__((target("avx2,fma"))) static float fma_loop_256(int64_t iters) {
-    __m256 acc[FMA_CHAINS];
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
-    for (int j = 0; j < FMA_CHAINS; j++) acc[j] = _mm256_set1_ps((float)j);
-    for (int64_t i = 0; i < iters; i++)
-        for (int j = 0; j < FMA_CHAINS; j++) acc[j] = _mm256_fmadd_ps(acc[j], m, c);
-    float out[8], s = 0;
-    __m256 t = acc[0];
-    for (int j = 1; j < FMA_CHAINS; j++) t = _mm256_add_ps(t, acc[j]);
-    _mm256_storeu_ps(out, t);
-    for (int j = 0; j < 8; j++) s += out[j];
-    return s;
-}
+/* One loop per ISA, the same code with that ISA's vector type and intrinsics: the sum of
+ * the chains' lanes (kept alive so the loop is not optimised away). */
+#define FMA_LOOP(name, isa, vec, lanes, set1, fmadd, add, storeu)                            \
+    __attribute__((target(isa))) static float name(int64_t iters) {                         \
+        vec acc[FMA_CHAINS];                                                                \
+        const vec m = set1(0.999999f), c = set1(1e-6f);                                     \
+        for (int j = 0; j < FMA_CHAINS; j++) acc[j] = set1((float)j);                       \
+        for (int64_t i = 0; i < iters; i++)                                                 \
+            for (int j = 0; j < FMA_CHAINS; j++) acc[j] = fmadd(acc[j], m, c);              \
+        vec t = acc[0];                                                                     \
+        for (int j = 1; j < FMA_CHAINS; j++) t = add(t, acc[j]);                            \
+        float out[lanes], s = 0;                                                            \
+        storeu(out, t);                                                                     \
+        for (int j = 0; j < lanes; j++) s += out[j];                                        \
+        return s;                                                                           \
+    }
+FMA_LOOP(fma_loop_512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps)
+FMA_LOOP(fma_loop_256, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps)
 #endif
 
 typedef struct probe_arg {

@@ -119,36 +119,27 @@ typedef struct ssd_ref_job {
     cell *c;
     double *in[MAX_T];     /* float64 cut copies of the inputs */
     double *part[MAX_T];   /* outputs with G (dq, dk): per-head partials [H][cut / G] */
-    atomic_int next;
+    cg_context *ctx[64];   /* one per thread of the pool */
     atomic_int failed;
     char err[512];
     pthread_mutex_t mu;
 } ssd_ref_job;
 
-static void *ssd_ref_worker(void *arg) {
+/* A pool task: head h of the cut on thread tid's context. */
+static void ssd_ref_head(void *arg, int64_t h, int tid) {
     ssd_ref_job *j = arg;
-    cell *c = j->c;
-    const int64_t H = c->cfg->H, hpg = H / c->cfg->G;
-    cg_context *ctx = NULL;
-    if (cg_context_create(&ctx) != CG_OK) {
+    const cell *c = j->c;
+    if (atomic_load(&j->failed)) return;
+    const ref_slice sl = {h / (c->cfg->H / c->cfg->G), h, j->part};
+    cg_status s = ref_calls(j->ctx[tid], c, j->in, &sl);
+    if (s != CG_OK) {
+        pthread_mutex_lock(&j->mu);
+        if (!atomic_load(&j->failed))
+            snprintf(j->err, sizeof j->err, "reference failed on head %lld: %s: %s", (long long)h, cg_status_str(s),
+                     cg_errmsg(j->ctx[tid]));
         atomic_store(&j->failed, 1);
-        return NULL;
+        pthread_mutex_unlock(&j->mu);
     }
-    for (;;) {
-        int h = atomic_fetch_add(&j->next, 1);
-        if (h >= H || atomic_load(&j->failed)) break;
-        const ref_slice sl = {h / hpg, h, j->part};
-        cg_status s = ref_calls(ctx, c, j->in, &sl);
-        if (s != CG_OK) {
-            pthread_mutex_lock(&j->mu);
-            if (!atomic_load(&j->failed))
-                snprintf(j->err, sizeof j->err, "reference failed on head %d: %s: %s", h, cg_status_str(s), cg_errmsg(ctx));
-            atomic_store(&j->failed, 1);
-            pthread_mutex_unlock(&j->mu);
-        }
-    }
-    cg_context_free(ctx);
-    return NULL;
 }
 
 /* The cut of every used tensor of c: a float64 copy of each input into in[i], a zeroed
@@ -200,17 +191,17 @@ int bench_ssd_reference(cell *c, int threads) {
         int nt = threads < H ? threads : (int)H;
         if (nt < 1) nt = 1;
         if (nt > 64) nt = 64;
-        pthread_t th[64];
+        cg_pool *pool = cg__pool_create(nt);
+        if (!pool) goto oom;
+        nt = cg__pool_size(pool);
+        for (int i = 0; i < nt; i++)
+            if (cg_context_create(&j.ctx[i]) != CG_OK) atomic_store(&j.failed, 1);
         double t0 = bench_now_s();
-        int started = 0;
-        for (int i = 1; i < nt; i++) {
-            if (pthread_create(&th[i], NULL, ssd_ref_worker, &j) != 0) break;
-            started = i;
-        }
-        ssd_ref_worker(&j);
-        for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+        if (!atomic_load(&j.failed)) cg__pool_run(pool, nt, H, ssd_ref_head, &j);
         double wall = bench_now_s() - t0;
-        c->ref_rate = bench_ref_work(c, 1, Tc) / (wall * (started + 1));
+        c->ref_rate = bench_ref_work(c, 1, Tc) / (wall * nt);
+        for (int i = 0; i < nt; i++) cg_context_free(j.ctx[i]);
+        cg__pool_free(pool);
     }
     if (atomic_load(&j.failed)) {
         snprintf(c->ref_err, sizeof c->ref_err, "%s", j.err[0] ? j.err : "reference failed (context creation)");

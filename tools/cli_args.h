@@ -13,8 +13,7 @@
  * shapes. A command may also accept its historical positional form ("2,64,1,4,16,16"),
  * given as the key order `positional` to cg_cli_shape_parse.
  * (`chunkgen tune` parses its options with this table but keeps its own shape syntax,
- * "[ssd:|sscan:]B,T,G,H,dk,dv" / "B,L,D,N[,G]" (cg__tune_shape_parse); export and
- * import still parse by hand through tools/cli_common.h.) */
+ * "[ssd:|sscan:]B,T,G,H,dk,dv" / "B,L,D,N[,G]" (cg__tune_shape_parse).) */
 #ifndef CG_CLI_ARGS_H
 #define CG_CLI_ARGS_H
 

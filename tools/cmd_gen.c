@@ -88,11 +88,25 @@ int cg_cli_kflags_opt(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
+void cg_cli_kflags_help(FILE *f) {
+    fputs("\nshape flags (--flags a,b,...):\n ", f);
+    int col = 1;
+    for (int i = 0; i < cg__nkflags; i++) {
+        char w[96];
+        const cg_kflag_desc *k = &cg__kflags[i];
+        int n = snprintf(w, sizeof w, " %s%s%s%s%s", k->name, k->note ? " (" : "", k->note ? k->note : "",
+                         k->note ? ")" : "", i + 1 < cg__nkflags ? "," : "");
+        if (col + n > 88) fputs("\n ", f), col = 1;
+        fputs(w, f);
+        col += n;
+    }
+    fputc('\n', f);
+}
+
 static const cg_cli_opt k_gen_opts[] = {
     {"--shape", 0, CG_CLI_FN, 0, "KEY=N,...", "the shape (" "SSD: B T G H dk dv, defaults B=1,T=256,G=1,H=1;\n"
      "sscan: B L D N G); dk, dv (SSD) and N, G (sscan) are baked into the source", 0, 0, cg_cli_kshape_opt},
-    {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags: h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped,\n"
-     "bwd (the backward, for the CPU spaces), seq_major (sscan: [B, D, L] memory)", 0, 0, cg_cli_kflags_opt},
+    {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags (listed above)", 0, 0, cg_cli_kflags_opt},
     {"--config", 0, CG_CLI_STR, offsetof(gen_opts, config), "k=v,...", "pin several parameters, e.g. chunk=64,warps=4 (as --config of run\n"
      "and bench, for this one kernel: no scopes)", 0, 0, NULL},
     {"--param", 0, CG_CLI_FN, 0, "k=v", "pin one parameter (repeatable); missing ones come from the default", 0, 0, opt_param},
@@ -106,7 +120,7 @@ static const cg_cli_opt k_gen_opts[] = {
     CG_CLI_OPT_VERBOSE(gen_opts, verbose, "also print the plan's name and config to stderr"),
     CG_CLI_OPT_END};
 
-static const cg_cli_cmd k_gen_cmd = {"gen", gen_usage, k_gen_opts, gen_positional, NULL};
+static const cg_cli_cmd k_gen_cmd = {"gen", gen_usage, k_gen_opts, gen_positional, cg_cli_kflags_help};
 
 static int gen_fail(cg_context *ctx, const char *what) {
     fprintf(stderr, "chunkgen gen: %s: %s\n", what, cg_errmsg(ctx));

@@ -43,8 +43,7 @@ typedef struct bk_opts {
 static const cg_cli_opt k_opts[] = {
     {"--shape", 0, CG_CLI_FN, 0, "KEY=N,...", "the shape (SSD: B T G H dk dv, defaults B=1,T=256,G=1,H=1;\n"
      "sscan: B L D N G)", 0, 0, cg_cli_kshape_opt},
-    {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags, as for `chunkgen gen` (h0, hT, dhT, softplus, has_D, ...)", 0,
-     0, cg_cli_kflags_opt},
+    {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags (listed above)", 0, 0, cg_cli_kflags_opt},
     {"--kernels", 0, CG_CLI_STR, offsetof(bk_opts, kernels), "LIST", "kernels to build (default: those the shape's keys select)", 0, 0, NULL},
     {"--arch", 0, CG_CLI_STR, offsetof(bk_opts, archs), "LIST", "target architectures, e.g. 80,90 (default 80,90)", 0, 0, NULL},
     CG_CLI_OPT_CONFIG(bk_opts, config),
@@ -55,7 +54,7 @@ static const cg_cli_opt k_opts[] = {
     CG_CLI_OPT_VERBOSE(bk_opts, verbose, "print each kernel's compile log (ptxas resource usage)"),
     CG_CLI_OPT_END};
 
-static const cg_cli_cmd k_cmd = {"build-kernels", k_usage, k_opts, NULL, NULL};
+static const cg_cli_cmd k_cmd = {"build-kernels", k_usage, k_opts, NULL, cg_cli_kflags_help};
 
 typedef struct bk_job {
     char kernel[32], name[192], cfg[256];

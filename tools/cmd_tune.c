@@ -111,7 +111,7 @@ static const char k_tune_usage[] =
 typedef struct tune_cli {
     cg_tune_opts o;
     cli_common c;
-    int threads, quiet;
+    int quiet;
     const char *backend, *shapes_file;
     const char **shape_args; /* argc + 1 slots */
     int nshape_args;
@@ -181,7 +181,7 @@ static const cg_cli_opt k_tune_opts[] = {
      1 << 20, NULL},
     {"--max-candidates", 0, CG_CLI_INT, TO(o.max_candidates), "N", "only the first N configs of each space", 1, 1 << 20,
      NULL},
-    CG_CLI_OPT_THREADS(tune_cli, threads),
+    CG_CLI_OPT_THREADS(tune_cli, c.threads),
     {"--cache-dir", 0, CG_CLI_STR, TO(c.cache_dir), "DIR", "cache directory (default $CHUNKGEN_CACHE_DIR or XDG)", 0, 0,
      NULL},
     {"--quiet", 'q', CG_CLI_FLAG, TO(quiet), NULL, "no progress output", 0, 0, NULL},
@@ -250,7 +250,6 @@ int cg_cmd_tune(int argc, char **argv) {
     memset(&t, 0, sizeof t);
     cg__tune_opts_default(&t.o);
     t.o.progress = isatty(fileno(stderr)) ? 1 : 0;
-    t.threads = -1;
     t.backend = "auto";
     if (!(t.shape_args = calloc((size_t)argc + 1, sizeof *t.shape_args))) return cli_fail(cmd, "out of memory");
     int rc = cg_cli_parse(&k_tune_cmd, argc, argv, &t);
@@ -260,13 +259,11 @@ int cg_cmd_tune(int argc, char **argv) {
     }
     cg_tune_opts o = t.o;
     if (t.quiet) o.progress = -1;
-    cli_common c = t.c;
-    c.threads = t.threads >= 0 ? t.threads : 0;
     const char *backend = t.backend, *shapes_file = t.shapes_file;
     const char **shape_args = t.shape_args;
     const int nshape_args = t.nshape_args;
     if (!rc && shapes_file && nshape_args) rc = cli_usage(cmd, "give --shapes FILE or --shape, not both");
-    cg_context *ctx = rc ? NULL : cli_make_ctx(cmd, &c);
+    cg_context *ctx = rc ? NULL : cli_make_ctx(cmd, &t.c);
     if (!rc && !ctx) rc = 1;
     cg_tune_shape *shapes = NULL;
     int nshapes = 0;
@@ -454,8 +451,9 @@ static const char k_export_usage[] =
 
 typedef struct export_opts {
     filter f;
-    const char *out, *archs, *cache_dir;
-    int with_kernels, threads;
+    cli_common c;
+    const char *out, *archs;
+    int with_kernels;
 } export_opts;
 
 static const cg_cli_opt k_export_opts[] = {
@@ -465,30 +463,26 @@ static const cg_cli_opt k_export_opts[] = {
     {"--arch", 0, CG_CLI_STR, offsetof(export_opts, archs), "LIST", "with --with-kernels: only kernels for these archs, e.g. 80,90",
      0, 0, NULL},
     CLI_FILTER_ROWS(export_opts, f),
-    CG_CLI_OPT_CACHE_DIR(export_opts, cache_dir),
-    CG_CLI_OPT_THREADS(export_opts, threads),
+    CG_CLI_OPT_CACHE_DIR(export_opts, c.cache_dir),
+    CG_CLI_OPT_THREADS(export_opts, c.threads),
     CG_CLI_OPT_END};
 
 static const cg_cli_cmd k_export_cmd = {"export", k_export_usage, k_export_opts, NULL, NULL};
 
 int cg_cmd_export(int argc, char **argv) {
-    const char *cmd = "export";
-    export_opts o;
-    memset(&o, 0, sizeof o);
+    export_opts o = {0};
     int prc = cg_cli_parse(&k_export_cmd, argc, argv, &o);
     if (prc) return prc < 0 ? 0 : prc;
-    const filter f = o.f;
-    const char *out = o.out, *archs = o.archs;
+    const char *cmd = k_export_cmd.name, *out = o.out, *archs = o.archs;
     const int with_kernels = o.with_kernels;
-    cli_common c = {o.cache_dir, o.threads};
     if (!out) return cli_usage(cmd, "missing --json FILE");
     if (archs && !with_kernels) return cli_usage(cmd, "--arch selects the kernels of --with-kernels");
-    cg_context *ctx = cli_make_ctx(cmd, &c);
+    cg_context *ctx = cli_make_ctx(cmd, &o.c);
     if (!ctx) return 1;
     const char *dir = cg__tune_store_dir(ctx);
     entry_list l;
     memset(&l, 0, sizeof l);
-    l.f = &f;
+    l.f = &o.f;
     l.warn = 1;
     cg__tune_store_scan(dir, collect, &l); /* a missing store exports no entries */
     if (l.n) qsort(l.e, (size_t)l.n, sizeof *l.e, cmp_entries);
@@ -569,8 +563,8 @@ static const char k_import_usage[] =
 
 typedef struct import_opts {
     const char **files;
-    int nfiles, allow_foreign, dry, threads;
-    const char *cache_dir;
+    int nfiles, allow_foreign, dry;
+    cli_common c;
 } import_opts;
 
 static int import_source(void *opts, const char *arg, char *err, size_t errlen) {
@@ -585,37 +579,27 @@ static const cg_cli_opt k_import_opts[] = {
     {"--allow-foreign", 0, CG_CLI_FLAG, offsetof(import_opts, allow_foreign), NULL,
      "keep entries measured on another device", 0, 0, NULL},
     {"--dry-run", 0, CG_CLI_FLAG, offsetof(import_opts, dry), NULL, "check and report, write nothing", 0, 0, NULL},
-    CG_CLI_OPT_CACHE_DIR(import_opts, cache_dir),
-    CG_CLI_OPT_THREADS(import_opts, threads),
+    CG_CLI_OPT_CACHE_DIR(import_opts, c.cache_dir),
+    CG_CLI_OPT_THREADS(import_opts, c.threads),
     CG_CLI_OPT_END};
 
 static const cg_cli_cmd k_import_cmd = {"import", k_import_usage, k_import_opts, import_source, NULL};
 
 int cg_cmd_import(int argc, char **argv) {
-    const char *cmd = "import";
-    import_opts o;
-    memset(&o, 0, sizeof o);
+    const char *cmd = k_import_cmd.name;
+    import_opts o = {0};
     if (!(o.files = calloc((size_t)argc + 1, sizeof *o.files))) return cli_fail(cmd, "out of memory");
-    int prc = cg_cli_parse(&k_import_cmd, argc, argv, &o);
-    if (prc) {
+    int rc = cg_cli_parse(&k_import_cmd, argc, argv, &o);
+    if (!rc && !o.nfiles) rc = cli_usage(cmd, "missing the FILE (or store directory) to import");
+    cg_context *ctx = rc ? NULL : cli_make_ctx(cmd, &o.c);
+    if (!ctx) {
         free(o.files);
-        return prc < 0 ? 0 : prc;
+        return rc < 0 ? 0 : rc ? rc : 1; /* -1: --help; 0: the context failed (message printed) */
     }
     const char **files = o.files;
     const int nfiles = o.nfiles, allow_foreign = o.allow_foreign, dry = o.dry;
-    cli_common c = {o.cache_dir, o.threads};
-    if (!nfiles) {
-        free(files);
-        return cli_usage(cmd, "missing the FILE (or store directory) to import");
-    }
-    cg_context *ctx = cli_make_ctx(cmd, &c);
-    if (!ctx) {
-        free(files);
-        return 1;
-    }
     cg_tune_import_stats s;
     cg_status st = cg__tune_import_files(ctx, files, nfiles, allow_foreign, dry, stderr, &s);
-    int rc = 0;
     if (st != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
     else {
         fprintf(stderr, "chunkgen import: %s%d added, %d replaced, %d kept (the merge rule kept another entry), %d rejected\n",

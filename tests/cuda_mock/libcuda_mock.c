@@ -96,6 +96,25 @@ static void *current(void) { return t_depth ? t_stack[t_depth - 1] : NULL; }
         if (current() != &g_primary) return E_INVALID_CONTEXT;                                      \
     } while (0)
 
+/* ----------------------------------------------------------------- handles */
+
+/* Every handle struct starts with `int magic`, set while it lives and cleared when it is
+ * destroyed, so that a stale or foreign pointer is refused; *live counts the live ones. */
+static void *handle_new(size_t size, int magic, int *live) {
+    int *h = calloc(1, size);
+    if (!h) return NULL;
+    *h = magic;
+    (*live)++;
+    return h;
+}
+static int handle_is(const void *h, int magic) { return h && *(const int *)h == magic; }
+static CUresult handle_free(void *h, int *live) {
+    *(int *)h = 0;
+    free(h);
+    (*live)--;
+    return OK;
+}
+
 /* ----------------------------------------------------------------- streams */
 
 typedef struct mstream {
@@ -106,7 +125,7 @@ typedef struct mstream {
 #define STREAM_MAGIC 0x5157
 static mstream *g_capture; /* the stream capturing now, if any */
 
-static int stream_ok(void *s) { return !s || ((mstream *)s)->magic == STREAM_MAGIC; }
+static int stream_ok(void *s) { return !s || handle_is(s, STREAM_MAGIC); }
 
 /* An operation that must not happen during a capture: invalidates it. */
 static CUresult capture_forbids(const char *what) {
@@ -350,17 +369,14 @@ CUresult cuModuleLoadData(void **mod, const void *image) {
     const unsigned char *img = image;
     if (!mod || !img || memcmp(img, "\177ELF", 4) != 0 || img[4] != 2)
         return violation(E_INVALID_IMAGE, "cuModuleLoadData: not an ELF64 CUBIN");
-    mmodule *m = calloc(1, sizeof *m);
+    mmodule *m = handle_new(sizeof *m, MODULE_MAGIC, &g_stats.modules_live);
     if (!m) return E_OUT_OF_MEMORY;
     m->len = elf_size(img);
-    m->img = malloc(m->len);
-    if (!m->img) {
-        free(m);
+    if (!(m->img = malloc(m->len))) {
+        handle_free(m, &g_stats.modules_live);
         return E_OUT_OF_MEMORY;
     }
     memcpy(m->img, img, m->len); /* the driver copies the image: the caller may free it */
-    m->magic = MODULE_MAGIC;
-    g_stats.modules_live++;
     *mod = m;
     return OK;
 }
@@ -368,18 +384,16 @@ CUresult cuModuleLoadData(void **mod, const void *image) {
 CUresult cuModuleUnload(void *mod) {
     NEED_CTX();
     mmodule *m = mod;
-    if (!m || m->magic != MODULE_MAGIC) return violation(E_INVALID_HANDLE, "cuModuleUnload: not a module");
-    m->magic = 0;
+    if (!handle_is(m, MODULE_MAGIC)) return violation(E_INVALID_HANDLE, "cuModuleUnload: not a module");
     free(m->img);
-    free(m);
-    g_stats.modules_live--;
+    handle_free(m, &g_stats.modules_live);
     return OK;
 }
 
 CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
     NEED_CTX();
     mmodule *m = mod;
-    if (!m || m->magic != MODULE_MAGIC || !name || strlen(name) >= 64)
+    if (!handle_is(m, MODULE_MAGIC) || !name || strlen(name) >= 64)
         return violation(E_INVALID_HANDLE, "cuModuleGetFunction: bad module or name");
     for (int i = 0; i < m->nfn; i++)
         if (!strcmp(m->fn[i].name, name)) {
@@ -508,40 +522,31 @@ typedef struct mevent {
 CUresult cuEventCreate(void **ev, unsigned flags) {
     NEED_CTX();
     if (flags & 2) return violation(E_INVALID_VALUE, "timing events must not have CU_EVENT_DISABLE_TIMING");
-    mevent *e = calloc(1, sizeof *e);
-    if (!e) return E_OUT_OF_MEMORY;
-    e->magic = EVENT_MAGIC;
-    g_stats.events_live++;
-    *ev = e;
+    if (!(*ev = handle_new(sizeof(mevent), EVENT_MAGIC, &g_stats.events_live))) return E_OUT_OF_MEMORY;
     return OK;
 }
 CUresult cuEventDestroy_v2(void *ev) {
     NEED_CTX();
-    mevent *e = ev;
-    if (!e || e->magic != EVENT_MAGIC) return violation(E_INVALID_HANDLE, "cuEventDestroy: not an event");
-    e->magic = 0;
-    free(e);
-    g_stats.events_live--;
-    return OK;
+    if (!handle_is(ev, EVENT_MAGIC)) return violation(E_INVALID_HANDLE, "cuEventDestroy: not an event");
+    return handle_free(ev, &g_stats.events_live);
 }
 CUresult cuEventRecord(void *ev, void *stream) {
     NEED_CTX();
     mevent *e = ev;
-    if (!e || e->magic != EVENT_MAGIC || !stream_ok(stream)) return violation(E_INVALID_HANDLE, "cuEventRecord");
+    if (!handle_is(e, EVENT_MAGIC) || !stream_ok(stream)) return violation(E_INVALID_HANDLE, "cuEventRecord");
     e->recorded = 1;
     return OK;
 }
 CUresult cuEventSynchronize(void *ev) {
     NEED_CTX();
-    mevent *e = ev;
-    if (!e || e->magic != EVENT_MAGIC) return violation(E_INVALID_HANDLE, "cuEventSynchronize");
+    if (!handle_is(ev, EVENT_MAGIC)) return violation(E_INVALID_HANDLE, "cuEventSynchronize");
     g_stats.syncs++;
     return capture_forbids("cuEventSynchronize");
 }
 CUresult cuEventElapsedTime_v2(float *ms, void *a, void *b) {
     NEED_CTX();
     mevent *x = a, *y = b;
-    if (!x || !y || x->magic != EVENT_MAGIC || y->magic != EVENT_MAGIC) return violation(E_INVALID_HANDLE, "elapsed");
+    if (!handle_is(x, EVENT_MAGIC) || !handle_is(y, EVENT_MAGIC)) return violation(E_INVALID_HANDLE, "elapsed");
     if (!x->recorded || !y->recorded) return violation(E_INVALID_HANDLE, "cuEventElapsedTime: unrecorded event");
     *ms = 0.5f;
     return OK;
@@ -553,21 +558,14 @@ CUresult cuEventElapsedTime(float *ms, void *a, void *b) { return cuEventElapsed
 CUresult cuStreamCreate(void **s, unsigned flags) {
     NEED_CTX();
     (void)flags;
-    mstream *m = calloc(1, sizeof *m);
-    if (!m) return E_OUT_OF_MEMORY;
-    m->magic = STREAM_MAGIC;
-    g_stats.streams_live++;
-    *s = m;
+    if (!(*s = handle_new(sizeof(mstream), STREAM_MAGIC, &g_stats.streams_live))) return E_OUT_OF_MEMORY;
     return OK;
 }
 CUresult cuStreamDestroy_v2(void *s) {
     NEED_CTX();
     mstream *m = s;
-    if (!m || m->magic != STREAM_MAGIC || m->capturing) return violation(E_INVALID_HANDLE, "cuStreamDestroy");
-    m->magic = 0;
-    free(m);
-    g_stats.streams_live--;
-    return OK;
+    if (!handle_is(m, STREAM_MAGIC) || m->capturing) return violation(E_INVALID_HANDLE, "cuStreamDestroy");
+    return handle_free(m, &g_stats.streams_live);
 }
 CUresult cuStreamSynchronize(void *s) {
     NEED_CTX();
@@ -586,7 +584,7 @@ CUresult cuStreamIsCapturing(void *s, int *status) {
 CUresult cuStreamBeginCapture_v2(void *s, int mode) {
     NEED_CTX();
     mstream *m = s;
-    if (!m || m->magic != STREAM_MAGIC || g_capture) return violation(E_INVALID_VALUE, "cuStreamBeginCapture");
+    if (!handle_is(m, STREAM_MAGIC) || g_capture) return violation(E_INVALID_VALUE, "cuStreamBeginCapture");
     (void)mode;
     m->capturing = 1;
     m->invalidated = 0;
@@ -604,44 +602,37 @@ typedef struct mgraph {
 CUresult cuStreamEndCapture(void *s, void **graph) {
     NEED_CTX();
     mstream *m = s;
-    if (!m || m->magic != STREAM_MAGIC || !m->capturing) return violation(E_INVALID_VALUE, "cuStreamEndCapture");
+    if (!handle_is(m, STREAM_MAGIC) || !m->capturing) return violation(E_INVALID_VALUE, "cuStreamEndCapture");
     m->capturing = 0;
     g_capture = NULL;
     *graph = NULL;
     if (m->invalidated) return E_CAPTURE_INVALIDATED;
-    mgraph *g = calloc(1, sizeof *g);
+    mgraph *g = handle_new(sizeof *g, GRAPH_MAGIC, &g_stats.graphs_live);
     if (!g) return E_OUT_OF_MEMORY;
-    g->magic = GRAPH_MAGIC;
     g->launches = m->captured;
-    g_stats.graphs_live++;
     *graph = g;
     return OK;
 }
 CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
     NEED_CTX();
     mgraph *g = graph;
-    if (!g || g->magic != GRAPH_MAGIC || flags) return violation(E_INVALID_VALUE, "cuGraphInstantiate");
-    mgraph *x = calloc(1, sizeof *x);
+    if (!handle_is(g, GRAPH_MAGIC) || flags) return violation(E_INVALID_VALUE, "cuGraphInstantiate");
+    mgraph *x = handle_new(sizeof *x, GRAPH_MAGIC, &g_stats.graphs_live);
     if (!x) return E_OUT_OF_MEMORY;
-    *x = *g;
-    g_stats.graphs_live++;
+    x->launches = g->launches;
     *exec = x;
     return OK;
 }
 CUresult cuGraphLaunch(void *exec, void *s) {
     NEED_CTX();
     mgraph *g = exec;
-    if (!g || g->magic != GRAPH_MAGIC || !stream_ok(s)) return violation(E_INVALID_HANDLE, "cuGraphLaunch");
+    if (!handle_is(g, GRAPH_MAGIC) || !stream_ok(s)) return violation(E_INVALID_HANDLE, "cuGraphLaunch");
     g_stats.launches += g->launches;
     return OK;
 }
 static CUresult graph_free(void *graph) {
-    mgraph *g = graph;
-    if (!g || g->magic != GRAPH_MAGIC) return violation(E_INVALID_HANDLE, "graph destroy");
-    g->magic = 0;
-    free(g);
-    g_stats.graphs_live--;
-    return OK;
+    if (!handle_is(graph, GRAPH_MAGIC)) return violation(E_INVALID_HANDLE, "graph destroy");
+    return handle_free(graph, &g_stats.graphs_live);
 }
 CUresult cuGraphExecDestroy(void *exec) { return graph_free(exec); }
 CUresult cuGraphDestroy(void *graph) { return graph_free(graph); }
