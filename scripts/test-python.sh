@@ -7,6 +7,8 @@
 # installed from PyPI only when missing (torch brings several GB of CUDA libraries); jax (CPU)
 # too: its jaxlib's FFI headers build chunkgen.jax's module (chunkgen._jax_ffi).
 # Exit status: pytest's (0 only when every test passed; "no tests collected" is a failure).
+# --setup-only: create/complete the environment and stop (scripts/test.sh calls it first, so
+# that the C suite's static_report test finds the disassemblers on a fresh machine).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${CHUNKGEN_VENV:-$HOME/.cache/chunkgen-venv}"
@@ -32,6 +34,7 @@ if [ -n "$missing" ]; then
     echo "== installing into $venv: $missing"
     "$py" -m pip install $missing
 fi
+[ "${1:-}" = "--setup-only" ] && exit 0
 
 echo "== pip install . (the chunkgen package)"
 # No build isolation: scikit-build-core comes from the environment, and the CMake build

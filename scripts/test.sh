@@ -12,6 +12,8 @@ export CHUNKGEN_CACHE_DIR="${CHUNKGEN_CACHE_DIR:-$(mktemp -d /tmp/chunkgen-test-
 # the release run's did.
 export CHUNKGEN_TEST_KCACHE="${CHUNKGEN_TEST_KCACHE:-$CHUNKGEN_CACHE_DIR/sweep-kernels}"
 
+echo "== test environment (Python venv, disassemblers for the static report)"
+"$root/scripts/test-python.sh" --setup-only
 echo "== build (release)"
 "$root/scripts/setup.sh" "$root/build"
 echo "== tests (release)"
