@@ -57,6 +57,7 @@ typedef struct emu_fiber {
     cg_emu_warp_fn wfn;
     emu_cpa *cpa;      /* cp.async in flight, in issue order */
     int ncpa, cpa_cap;
+    int slot;          /* index in the worker's fib[] */
     unsigned ncommit;  /* cp.async groups committed */
 #ifndef EMU_ASM_SWITCH
     ucontext_t uc;
@@ -84,6 +85,9 @@ struct emu_worker {
     char *chunks[EMU_MAX_THREADS / EMU_CHUNK];
     int nfib;                  /* fibers allocated */
     emu_fiber *fib[EMU_MAX_THREADS];
+    /* fib[i]->cpa again: the fibers live in mmapped stacks, which LeakSanitizer does not
+     * scan, so the owner of each buffer is kept (and freed) here */
+    void *cpa_own[EMU_MAX_THREADS];
     size_t page;
 #ifdef EMU_ASM_SWITCH
     void *sched_sp;
@@ -219,7 +223,7 @@ static __thread emu_worker *t_worker;
 static void worker_free(void *p) {
     emu_worker *w = p;
     if (!w) return;
-    for (int i = 0; i < w->nfib; i++) free(w->fib[i]->cpa);
+    for (int i = 0; i < w->nfib; i++) free(w->cpa_own[i]);
     for (int c = 0; c < EMU_MAX_THREADS / EMU_CHUNK; c++)
         if (w->chunks[c]) munmap(w->chunks[c], (size_t)EMU_CHUNK * CG_EMU_STACK_REGION);
     cg__emu_wstats_free(w->ws);
@@ -272,7 +276,8 @@ static int worker_fibers(emu_worker *w, int n) {
             mprotect(r + w->page, w->page, PROT_NONE); /* guard page below the stack */
             emu_fiber *f = (emu_fiber *)r;
             f->w = w;
-            w->fib[c * EMU_CHUNK + k] = f;
+            f->slot = c * EMU_CHUNK + k;
+            w->fib[f->slot] = f;
         }
         w->nfib += EMU_CHUNK;
     }
@@ -557,6 +562,7 @@ static void rt_cp_async(const cg_emu_thread *t, void *dst, const void *src, int 
         emu_cpa *c = realloc(f->cpa, (size_t)cap * sizeof *c);
         if (!c) fiber_fail(f, "out of memory for %d cp.async in flight", f->ncpa + 1);
         f->cpa = c;
+        w->cpa_own[f->slot] = c;
         f->cpa_cap = cap;
     }
     emu_cpa *c = &f->cpa[f->ncpa++];
