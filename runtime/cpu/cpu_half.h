@@ -17,9 +17,8 @@
 
 #include <stdint.h>
 
-/* Bytes per element of storage dtype dt. */
-static inline int64_t cg__dt_bytes(cg_dtype dt) { return dt == CG_F64 ? 8 : (dt == CG_BF16 || dt == CG_F16) ? 2 : 4; }
-static inline int cg__dt_is16(cg_dtype dt) { return dt == CG_BF16 || dt == CG_F16; }
+/* Bytes per element of storage dtype dt (internal.h's cg__dtype_size, as int64_t). */
+static inline int64_t cg__dt_bytes(cg_dtype dt) { return (int64_t)cg__dtype_size(dt); }
 
 /* The address of element off (in elements) of view v. */
 static inline void *cg__vat(const cg_view *v, int64_t off) { return (char *)v->p + off * cg__dt_bytes(v->dt); }

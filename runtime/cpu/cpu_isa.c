@@ -104,16 +104,6 @@ cg_status cg__cpu_isa_set(cg_cpu_isa isa) {
  * The CPU path computes in float32 (the problem's math class CG_F32) and reads or writes
  * each tensor in its own storage dtype: bf16 / fp16 where the op allows them (cpu_half.h),
  * float32 for states, log_alpha, A, D, delta_bias and their gradients. */
-static const char *dt_name(cg_dtype dt) {
-    switch (dt) {
-    case CG_F32: return "float32";
-    case CG_F64: return "float64";
-    case CG_BF16: return "bfloat16";
-    case CG_F16: return "float16";
-    default: return "unknown";
-    }
-}
-
 typedef struct view_rule {
     const char *name;
     const cg_view *v;
@@ -122,13 +112,13 @@ typedef struct view_rule {
 
 static cg_status check_views(cg_context *ctx, const char *what, cg_dtype math, const view_rule *r, int n) {
     if (math != CG_F32)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: expected float32 math (float32, bfloat16 or float16 tensors), got %s",
-                       what, dt_name(math));
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math: CG_F32, "
+                       "CG_BF16 or CG_F16 tensors)", what, cg__dtype_name(math));
     for (int i = 0; i < n; i++) {
         const cg_dtype dt = r[i].v->dt;
-        if (!r[i].v->p || dt == CG_F32 || (r[i].may16 && (dt == CG_BF16 || dt == CG_F16))) continue;
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: %s: %s tensors are not supported (expected float32%s)", what,
-                       r[i].name, dt_name(dt), r[i].may16 ? ", bfloat16 or float16" : "");
+        if (!r[i].v->p || dt == CG_F32 || (r[i].may16 && cg__dtype_half(dt))) continue;
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: %s: %s tensors are not supported (expected CG_F32%s)", what,
+                       r[i].name, cg__dtype_name(dt), r[i].may16 ? ", CG_BF16 or CG_F16" : "");
     }
     return CG_OK;
 }

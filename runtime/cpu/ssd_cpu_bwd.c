@@ -72,7 +72,7 @@ static void scale_rows(float *X, int64_t ld, int64_t L, int64_t n, const float *
  * storage dtype: 16-bit rows widened first), j < w; zero for w <= j < wp. */
 static void load_scaled(float *restrict dst, int64_t ldd, const cg_view *x, int64_t off, int64_t ss, int64_t L,
                         int64_t w, int64_t wp, const float *restrict s) {
-    if (cg__dt_is16(x->dt)) {
+    if (cg__dtype_half(x->dt)) {
         cg__cpu_ld_rows(dst, ldd, cg__vat(x, off), x->dt, ss, L, w, wp);
         scale_rows(dst, ldd, L, w, s);
         return;
@@ -90,8 +90,8 @@ static void load_scaled(float *restrict dst, int64_t ldd, const cg_view *x, int6
 static size_t p1_floats(const bwd_job *J) {
     const cg_ssd_prob *p = J->p;
     const int64_t C = J->C;
-    const size_t half = (cg__dt_is16(p->v.dt) ? cg__ssd_pad(C * J->ldv) : 0) + /* Vr */
-                        (cg__dt_is16(p->q.dt) ? cg__ssd_pad(C * J->ldk) : 0);  /* Qr */
+    const size_t half = (cg__dtype_half(p->v.dt) ? cg__ssd_pad(C * J->ldv) : 0) + /* Vr */
+                        (cg__dtype_half(p->q.dt) ? cg__ssd_pad(C * J->ldk) : 0);  /* Qr */
     return (size_t)(cg__ssd_pad(C * J->ldk) + cg__ssd_pad(C * J->ldv) + cg__ssd_pad(p->dv * J->ldk) +
                     cg__ssd_pad(p->dk * J->ldv) + cg__ssd_pad(p->dv * J->ldc) + 4 * cg__ssd_pad(C)) + half;
 }
@@ -113,7 +113,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
     float *restrict wv = eA + cg__ssd_pad(C);
     double *restrict Ad = (double *)(wv + cg__ssd_pad(C));
     float *restrict Vr = (float *)(Ad + cg__ssd_pad(C));                          /* [C, dvp] v widened */
-    float *restrict Qr = Vr + (cg__dt_is16(p->v.dt) ? cg__ssd_pad(C * ldv) : 0);  /* [C, dkp] q widened */
+    float *restrict Qr = Vr + (cg__dtype_half(p->v.dt) ? cg__ssd_pad(C * ldv) : 0);  /* [C, dkp] q widened */
 
     /* element offsets: any storage dtype */
     const int64_t q = b * p->q.s[0] + g * p->q.s[2], k = b * p->k.s[0] + g * p->k.s[2];
@@ -133,7 +133,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
         memcpy(J->WS + (bh * nc + c) * dv * ldk, ST, (size_t)(dv * ldk) * sizeof(float));
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
         load_scaled(Kw, ldk, &p->k, k + t0 * sk, sk, L, dk, dkp, wv);
-        if (cg__dt_is16(p->v.dt)) {
+        if (cg__dtype_half(p->v.dt)) {
             cg__cpu_ld_rows(Vr, ldv, cg__vat(&p->v, v + t0 * sv), p->v.dt, sv, L, dv, dv);
             cg__ssd_transpose(VT, ldc, Vr, ldv, L, dv, J->Cp);
         } else {
@@ -159,7 +159,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
         memcpy(J->WD + (bh * nc + c) * dk * ldv, dS, (size_t)(dk * ldv) * sizeof(float));
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
         load_scaled(eAdO, ldv, &p->dout, dout + t0 * sd, sd, L, dv, dvp, eA);
-        if (cg__dt_is16(p->q.dt)) { /* Q^T as A: q rows widened, read transposed */
+        if (cg__dtype_half(p->q.dt)) { /* Q^T as A: q rows widened, read transposed */
             cg__cpu_ld_rows(Qr, ldk, cg__vat(&p->q, q + t0 * sq), p->q.dt, sq, L, dk, dk);
             cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, Qr, 1, ldk, eAdO, ldv, dS, ldv, 1, gamma);
         } else {
@@ -213,7 +213,7 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     TILE(eA, C);
     TILE(wv, C);
     TILE(E, 2 * C);      /* scratch of the decay masks */
-    TILE(Vr, cg__dt_is16(p->v.dt) ? C * dvp : 0); /* [C, dvp]  v rows widened (bf16 / fp16 v) */
+    TILE(Vr, cg__dtype_half(p->v.dt) ? C * dvp : 0); /* [C, dvp]  v rows widened (bf16 / fp16 v) */
 #undef TILE
     t->Ad = mem ? (double *)(mem + off) : NULL;
     off += 2 * (size_t)cg__ssd_pad(C);
@@ -225,7 +225,7 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
  * ldt); else src itself, copied into the tile too when copy. */
 static const float *tile_rows(float *tile, int64_t ldt, const void *src, cg_dtype dt, int64_t *ss, int64_t L,
                               int64_t w, int64_t wp, int copy) {
-    if (cg__dt_is16(dt)) {
+    if (cg__dtype_half(dt)) {
         cg__cpu_ld_rows(tile, ldt, src, dt, *ss, L, w, wp);
         *ss = ldt;
         return tile;

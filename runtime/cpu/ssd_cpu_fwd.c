@@ -34,7 +34,7 @@ typedef struct fwd_job {
 
 /* Scratch floats for one task of nh heads. */
 static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv, int64_t nh) {
-    const int qk16 = cg__dt_is16(p->q.dt) || cg__dt_is16(p->k.dt);
+    const int qk16 = cg__dtype_half(p->q.dt) || cg__dtype_half(p->k.dt);
     const int64_t Cp = cg__ssd_pad(C), dk = p->dk, wp = cg__ssd_pad(bdv);
     int64_t f = 0;
     f += cg__ssd_pad(dk * cg__ssd_ld(C));               /* KT */
@@ -67,8 +67,8 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
     float *restrict wv = eA + cg__ssd_pad(C);
     float *restrict X = wv + cg__ssd_pad(C);
     double *restrict Ad = (double *)(X + 2 * cg__ssd_pad(C));
-    const int q16 = cg__dt_is16(p->q.dt), k16 = cg__dt_is16(p->k.dt), v16 = cg__dt_is16(p->v.dt),
-              o16 = cg__dt_is16(p->o.dt);
+    const int q16 = cg__dtype_half(p->q.dt), k16 = cg__dtype_half(p->k.dt), v16 = cg__dtype_half(p->v.dt),
+              o16 = cg__dtype_half(p->o.dt);
     const int64_t ldw = cg__ssd_ld(dk);
     float *restrict Qw = (float *)(Ad + cg__ssd_pad(C)), *restrict Kw = Qw + cg__ssd_pad(C * ldw);
 
