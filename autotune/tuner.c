@@ -38,8 +38,8 @@ void cg__tune_opts_default(cg_tune_opts *o) {
 
 /* ------------------------------------------------------------ shape sets */
 
-#define SSD_SHAPE(b, t, g, h, k, v, nm) {0, b, t, g, h, k, v, 0, 0, nm}
-#define SSCAN_SHAPE(b, l, d, n, nm) {1, b, l, 1, 0, 0, 0, d, n, nm}
+#define SSD_SHAPE(b, t, g, h, k, v, nm) {0, b, t, g, h, k, v, 0, 0, nm, "f32"}
+#define SSCAN_SHAPE(b, l, d, n, nm) {1, b, l, 1, 0, 0, 0, d, n, nm, "f32"}
 
 /* The seeds' four SSD configs at T = 512, 2048, 8192 and the selective scan at batch 4,
  * dim 256/512/1024, state 16. */
@@ -335,8 +335,9 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         cg__tune_entry_free(&e);
         return st;
     }
-    /* A backend without a kernel for this op (yet) skips the key. */
-    if (!env->vt->supports(ctx, ver.op, &ver.prob, NULL)) {
+    /* A backend without a kernel for this op (yet), or that does not take its 16-bit
+     * tensors, skips the key. */
+    if (cg__backend_dtypes(ctx, env->vt, ver.op, &ver.prob) != CG_OK || !env->vt->supports(ctx, ver.op, &ver.prob, NULL)) {
         ui_line(ts->ui, "tune: [%d/%d] %s (%s): skipped: %s", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name,
                 ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");
         ctx->errmsg[0] = '\0';

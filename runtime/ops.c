@@ -323,3 +323,63 @@ double cg__tol(cg_tol_class c) {
     default: return 0;
     }
 }
+
+double cg__tol_dtype(cg_tol_class c, cg_dtype dt) {
+    if (c == CG_TOL_NONE) return 0;
+    return dt == CG_BF16 ? 1e-2 : dt == CG_F16 ? 2e-3 : cg__tol(c);
+}
+
+void cg__op_dtype_sig(const cg_op_desc *d, const int dt[], char *buf, size_t cap) {
+    int half = -1, all = 1;
+    for (int i = 0; i < d->nt; i++) {
+        if (d->t[i].role != CG_TD_IN || dt[i] < 0 || !(d->t[i].flags & CG_TD_HALF)) continue;
+        if (cg__dtype_half((cg_dtype)dt[i])) {
+            if (half < 0) half = dt[i];
+        } else {
+            all = 0;
+        }
+    }
+    if (half < 0 || all) {
+        snprintf(buf, cap, "%s", half < 0 ? "f32" : cg__dtype_word((cg_dtype)half));
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, cap, "%s", cg__dtype_word((cg_dtype)half));
+    for (int i = 0; i < d->nt && n < cap; i++)
+        if (d->t[i].role == CG_TD_IN && dt[i] >= 0 && cg__dtype_half((cg_dtype)dt[i]))
+            n += (size_t)snprintf(buf + n, cap - n, "-%s", d->t[i].name);
+}
+
+cg_status cg__op_dtype_unsig(cg_context *ctx, const cg_op_desc *d, const char *sig, int dt[]) {
+    cg_dtype half = CG_F32;
+    const char *list = NULL;
+    for (int w = CG_BF16; w <= CG_F16; w++) {
+        size_t n = strlen(cg__dtype_word((cg_dtype)w));
+        if (!strncmp(sig, cg__dtype_word((cg_dtype)w), n) && (sig[n] == 0 || sig[n] == '-')) {
+            half = (cg_dtype)w;
+            list = sig[n] ? sig + n + 1 : NULL;
+        }
+    }
+    if (half == CG_F32 && strcmp(sig, "f32"))
+        return cg__err(ctx, CG_EINVAL, "dtype \"%s\": expected f32, bf16, f16, or bf16-NAME-NAME (the 16-bit inputs of %s)",
+                       sig, d->name);
+    for (int i = 0; i < d->nt; i++) dt[i] = d->t[i].role == CG_TD_IN ? CG_F32 : -1;
+    if (half != CG_F32 && !list)
+        for (int i = 0; i < d->nt; i++)
+            if (d->t[i].role == CG_TD_IN && (d->t[i].flags & CG_TD_HALF)) dt[i] = half;
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, "-");
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+        int i = cg__op_tensor(d, name);
+        if (i < 0 || d->t[i].role != CG_TD_IN || !(d->t[i].flags & CG_TD_HALF))
+            return cg__err(ctx, CG_EINVAL, "dtype \"%s\": %s is not a 16-bit-capable input of %s", sig, name, d->name);
+        dt[i] = half;
+        p += n + (p[n] == '-');
+    }
+    cg_dtype want[CG_OP_MAX_TENSORS], math;
+    cg_status s = cg__op_dtypes(ctx, d, dt, want, &math);
+    if (s) return s;
+    for (int i = 0; i < d->nt; i++)
+        if (d->t[i].role == CG_TD_OUT) dt[i] = want[i];
+    return CG_OK;
+}

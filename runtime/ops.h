@@ -152,6 +152,19 @@ cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args
 
 /* Accuracy target (max |out - ref| / max |ref|) of an output class for an fp32 result. */
 double cg__tol(cg_tol_class c);
+/* The target of an output stored as dt (docs/dtypes.md, issue #15 item 5): bf16 1e-2, f16
+ * 2e-3 (against the float64 reference on the same rounded inputs); cg__tol(c) otherwise. */
+double cg__tol_dtype(cg_tol_class c, cg_dtype dt);
+
+/* The dtype signature of a call (the tuning key's dtype field): "f32" when no input is
+ * 16-bit; "bf16" / "f16" when every present 16-bit-capable input is; else the dtype and
+ * the 16-bit inputs, "bf16-q-k" (a word: the store's key fields are words). Outputs follow from the inputs (cg__op_dtypes). dt[i]:
+ * storage dtype of tensor i, -1 absent. */
+void cg__op_dtype_sig(const cg_op_desc *d, const int dt[], char *buf, size_t cap);
+/* The inverse for a problem with every tensor present: dt[i] for each tensor of d from
+ * sig (inputs as sig says, outputs as cg__op_dtypes wants). CG_EINVAL naming sig when it
+ * is not a signature of d. */
+cg_status cg__op_dtype_unsig(cg_context *ctx, const cg_op_desc *d, const char *sig, int dt[]);
 /* Relative error max |a - ref| / max |ref| (max |a - ref| when ref is all zero), fed one
  * element at a time; a NaN difference makes it INFINITY. The one relative-error helper of
  * the tests, the tuner's verification and the bench. Start from {0}. */
