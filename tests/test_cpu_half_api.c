@@ -9,6 +9,8 @@
 #include "cpu_half_testlib.h"
 #include "test_dtype_lib.h"
 
+#include <stddef.h>
+
 static void check_op(cg_context *ctx, cg_op op, const int64_t dims[CG_SYM_COUNT], int grouped, int hm, cg_dtype H,
                      uint64_t seed) {
     const cg_op_desc *d = cg__op_desc(op);
@@ -50,41 +52,37 @@ static void check_op(cg_context *ctx, cg_op op, const int64_t dims[CG_SYM_COUNT]
     dtt_free(&r);
 }
 
-CG_TEST(cpu_half_api_ssd) {
+/* Every shape of the set x variant (SSD: layout; sscan: grouped) x dtype x direction. */
+static void sweep(int ssd) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     if (!ctx) return;
-    static const int64_t shapes[][2] = {{1, 7}, {37, 7}, {37, 48}, {37, 130}, {1, 130}};
-    uint64_t seed = 100;
-    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int hm = 0; hm < 2; hm++)
+    static const int64_t ssd_shapes[][2] = {{1, 7}, {37, 7}, {37, 48}, {37, 130}, {1, 130}}; /* T, dk */
+    static const int64_t ss_shapes[][2] = {{1, 7}, {37, 16}, {37, 33}};                       /* L, N */
+    const int n = ssd ? 5 : 3;
+    const cg_op first = ssd ? CG_OP_SSD_FWD : CG_OP_SSCAN_FWD;
+    uint64_t seed = ssd ? 100 : 200;
+    for (int s = 0; s < n; s++)
+        for (int var = 0; var < 2; var++)
             for (int h = 0; h < 2; h++)
-                for (int op = CG_OP_SSD_FWD; op <= CG_OP_SSD_BWD; op++) {
+                for (int bwd = 0; bwd < 2; bwd++) {
                     int64_t dims[CG_SYM_COUNT] = {0};
-                    dims[CG_SYM_B] = 2, dims[CG_SYM_T] = shapes[s][0], dims[CG_SYM_G] = 2, dims[CG_SYM_H] = 4;
-                    dims[CG_SYM_DK] = shapes[s][1], dims[CG_SYM_DV] = 40;
-                    check_op(ctx, (cg_op)op, dims, 1, hm, h ? CG_F16 : CG_BF16, seed++);
+                    dims[CG_SYM_B] = 2, dims[CG_SYM_G] = 2;
+                    if (ssd) {
+                        dims[CG_SYM_T] = ssd_shapes[s][0], dims[CG_SYM_H] = 4;
+                        dims[CG_SYM_DK] = ssd_shapes[s][1], dims[CG_SYM_DV] = 40;
+                    } else {
+                        dims[CG_SYM_L] = ss_shapes[s][0], dims[CG_SYM_D] = 10, dims[CG_SYM_N] = ss_shapes[s][1];
+                    }
+                    check_op(ctx, (cg_op)(first + bwd), dims, ssd ? 1 : var, ssd ? var : 0, h ? CG_F16 : CG_BF16,
+                             seed++);
                 }
     cg_context_free(ctx);
 }
 
-CG_TEST(cpu_half_api_sscan) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
-    static const int64_t shapes[][2] = {{1, 7}, {37, 16}, {37, 33}};
-    uint64_t seed = 200;
-    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-        for (int grouped = 0; grouped < 2; grouped++)
-            for (int h = 0; h < 2; h++)
-                for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++) {
-                    int64_t dims[CG_SYM_COUNT] = {0};
-                    dims[CG_SYM_B] = 2, dims[CG_SYM_L] = shapes[s][0], dims[CG_SYM_D] = 10;
-                    dims[CG_SYM_N] = shapes[s][1], dims[CG_SYM_G] = 2;
-                    check_op(ctx, (cg_op)op, dims, grouped, 0, h ? CG_F16 : CG_BF16, seed++);
-                }
-    cg_context_free(ctx);
-}
+CG_TEST(cpu_half_api_ssd) { sweep(1); }
+
+CG_TEST(cpu_half_api_sscan) { sweep(0); }
 
 /* The kernels' entry points refuse what they do not take, naming the tensor: a 16-bit
  * state, log_alpha or A (the validation never builds one; a caller of the internal
@@ -106,21 +104,28 @@ CG_TEST(cpu_half_refuses_float32_only_tensors) {
     CG_CHECK(ps.q.dt == CG_BF16 && ps.la.dt == CG_F32 && px.x.dt == CG_F16 && px.A.dt == CG_F32, "the views' dtypes");
     CG_CHECK_OK(ctx, cg__ssd_cpu_fwd(ctx, &ps, NULL, NULL));
     CG_CHECK_OK(ctx, cg__sscan_cpu_bwd(ctx, &px, NULL, NULL));
-    cg_ssd_prob bad = ps;
-    bad.h0.dt = CG_BF16;
-    CG_CHECK_REFUSED(ctx, cg__ssd_cpu_fwd(ctx, &bad, NULL, NULL), CG_EUNSUPPORTED, "h0: CG_BF16", "bf16 h0");
-    bad = ps;
-    bad.la.dt = CG_F16;
-    CG_CHECK_REFUSED(ctx, cg__ssd_cpu_fwd(ctx, &bad, NULL, NULL), CG_EUNSUPPORTED, "log_alpha: CG_F16", "f16 log_alpha");
-    bad = ps;
-    bad.dtype = CG_F64;
-    CG_CHECK_REFUSED(ctx, cg__ssd_cpu_fwd(ctx, &bad, NULL, NULL), CG_EUNSUPPORTED, "CG_F64", "float64 math");
-    cg_sscan_prob badx = px;
-    badx.A.dt = CG_BF16;
-    CG_CHECK_REFUSED(ctx, cg__sscan_cpu_bwd(ctx, &badx, NULL, NULL), CG_EUNSUPPORTED, "A: CG_BF16", "bf16 A");
-    badx = px;
-    badx.dA.dt = CG_F16;
-    CG_CHECK_REFUSED(ctx, cg__sscan_cpu_bwd(ctx, &badx, NULL, NULL), CG_EUNSUPPORTED, "dA: CG_F16", "f16 dA");
+    static const struct {
+        int ssd;
+        size_t off; /* of the view in the problem */
+        cg_dtype dt, math;
+        const char *word;
+    } k[] = {
+        {1, offsetof(cg_ssd_prob, h0), CG_BF16, CG_F32, "h0: CG_BF16"},
+        {1, offsetof(cg_ssd_prob, la), CG_F16, CG_F32, "log_alpha: CG_F16"},
+        {1, offsetof(cg_ssd_prob, q), CG_F32, CG_F64, "CG_F64"},
+        {0, offsetof(cg_sscan_prob, A), CG_BF16, CG_F32, "A: CG_BF16"},
+        {0, offsetof(cg_sscan_prob, dA), CG_F16, CG_F32, "dA: CG_F16"},
+    };
+    for (unsigned u = 0; u < sizeof k / sizeof k[0]; u++) {
+        cg_ssd_prob bs = ps;
+        cg_sscan_prob bx = px;
+        char *base = k[u].ssd ? (char *)&bs : (char *)&bx;
+        cg_view *v = (cg_view *)(base + k[u].off);
+        if (k[u].math != CG_F32) bs.dtype = k[u].math;
+        else v->dt = k[u].dt;
+        const cg_status st = k[u].ssd ? cg__ssd_cpu_fwd(ctx, &bs, NULL, NULL) : cg__sscan_cpu_bwd(ctx, &bx, NULL, NULL);
+        CG_CHECK_REFUSED(ctx, st, CG_EUNSUPPORTED, k[u].word, k[u].word);
+    }
     dtt_free(&s);
     dtt_free(&x);
     cg_context_free(ctx);
