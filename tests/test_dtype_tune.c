@@ -143,3 +143,43 @@ CG_TEST(dtype_tune_f32_entries_unchanged) {
     }
     cg_context_free(ctx);
 }
+
+/* The tuner's problems in 16-bit storage: built from a signature, the inputs rounded once
+ * (the float64 reference on the rounded values), the 16-bit tensors staged through kernel
+ * memory (the emulator's executor: host memory behind the same copies) or used in place,
+ * and a 16-bit output verified against its dtype's target. Run here on the reference
+ * backend, the one that takes 16-bit tensors on every machine. */
+#include "../autotune/tune_prob.h"
+
+CG_TEST(dtype_tune_problems_16bit) {
+    char dir[64] = "/tmp/cg_dtype_tune_XXXXXX";
+    if (!mkdtemp(dir)) abort();
+    cg_context *ctx = tune_test_ctx(dir);
+    for (int fam = 0; fam < 2; fam++)
+        for (int k = 0; k < 3; k++) {
+            cg_tune_shape s;
+            memset(&s, 0, sizeof s);
+            s.sscan = fam, s.B = 1, s.T = 19, s.G = 2;
+            if (fam) s.D = 6, s.N = 5;
+            else s.H = 4, s.dk = 7, s.dv = 12;
+            snprintf(s.dtype, sizeof s.dtype, "%s", k == 0 ? "bf16" : k == 1 ? "f16" : fam ? "bf16-x-C" : "f16-v");
+            for (int bwd = 0; bwd < 2; bwd++)
+                for (int staged = 0; staged < 2; staged++) {
+                    tenv env = {ctx, "emulate", &cg__backend_ref, staged ? &cg__kexec_emu : NULL};
+                    tprob p;
+                    CG_CHECK_OK(ctx, cg__tprob_init(&env, &p, &s, bwd, 1, s.T, 1));
+                    int n16 = 0;
+                    for (int i = 0; i < p.nt; i++) n16 += cg__dtype_half((cg_dtype)p.dt[i]);
+                    CG_CHECK(n16 > 0, "%s %s: no 16-bit tensor", s.dtype, bwd ? "bwd" : "fwd");
+                    double worst = 0;
+                    char detail[256] = "";
+                    cg_tune_verdict v = cg__tprob_verify(&env, &p, NULL, &worst, detail, sizeof detail);
+                    CG_CHECK(v == CG_TV_OK, "%s %s %s staged %d: verdict %d: %s", fam ? "sscan" : "ssd", s.dtype,
+                             bwd ? "bwd" : "fwd", staged, (int)v, detail);
+                    /* the 16-bit outputs' rounding shows, within the dtype's target */
+                    CG_CHECK(worst > 0 && worst <= 1e-2, "%s: worst rel err %g", s.dtype, worst);
+                    cg__tprob_free(&env, &p);
+                }
+        }
+    cg_context_free(ctx);
+}
