@@ -16,6 +16,7 @@ static const struct acc_backend {
     unsigned ops;
 } k_backends[] = {
     {CG_BACKEND_REF, 0xf},
+    {CG_BACKEND_CPU, 0xf}, /* issue #15 item 3: runtime/cpu/cpu_half.h */
 };
 #define NBACKENDS ((int)(sizeof k_backends / sizeof k_backends[0]))
 
