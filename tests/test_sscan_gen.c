@@ -13,6 +13,7 @@
 #include "emu/emu.h"
 #include "gen.h"
 #include "sscan_params.h"
+#include "ptxas_log.h"
 
 #define FWD_TOL 1e-5
 #define GRAD_TOL 1e-4
@@ -468,6 +469,115 @@ CG_TEST(sscan_gen_bwd_workspace_bound) {
     free(space);
     cg_context_free(ctx);
 }
+
+/* ------------------------------------------------------------ 16-bit tensors */
+
+/* ks->dtypes for case c with its 16-bit-capable tensors (those the case gives) in dt,
+ * as runtime/launch.c writes it (op-table order: x, delta, B, C, z, then y or dy, dx,
+ * ddelta, dB, dC, dz). */
+static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks) {
+    static const char *const fwd[] = {"x", "delta", "B", "C", "z", "y"};
+    static const char *const bwdn[] = {"x", "delta", "B", "C", "z", "dy", "dx", "ddelta", "dB", "dC", "dz"};
+    const char *const *names = bwd ? bwdn : fwd;
+    const int n = bwd ? 11 : 6;
+    size_t k = 0;
+    memset(ks->dtypes, 0, sizeof ks->dtypes);
+    for (int i = 0; i < n; i++) {
+        if (!c->z && (!strcmp(names[i], "z") || !strcmp(names[i], "dz"))) continue;
+        k += (size_t)snprintf(ks->dtypes + k, sizeof ks->dtypes - k, "%s%s=%s", k ? " " : "", names[i],
+                              dt == CG_BF16 ? "bf16" : "f16");
+    }
+}
+
+/* The union of kernel's spaces over the cases for dt (configs in order of first
+ * appearance, each with the case that first accepts it). */
+static int half_union(cg_context *ctx, const char *kernel, int bwd, cg_dtype dt, const cg_devinfo *dev,
+                      cg_cfg **out, int **case_of) {
+    int cap = 0, n = 0;
+    cg_cfg *space[NCASES];
+    int nspace[NCASES];
+    for (int i = 0; i < NCASES; i++) {
+        cg_kshape ks;
+        kshape_of(&k_cases[i], bwd, &ks);
+        half_dtypes(&k_cases[i], bwd, dt, &ks);
+        space[i] = NULL, nspace[i] = 0;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, dev, &space[i], &nspace[i]));
+        cap += nspace[i];
+    }
+    *out = calloc((size_t)cap + 1, sizeof **out);
+    *case_of = calloc((size_t)cap + 1, sizeof **case_of);
+    for (int i = 0; i < NCASES; i++)
+        for (int j = 0; j < nspace[i]; j++)
+            if (!space_has(*out, n, &space[i][j])) {
+                (*case_of)[n] = i;
+                (*out)[n++] = space[i][j];
+            }
+    for (int i = 0; i < NCASES; i++) free(space[i]);
+    return n;
+}
+
+/* Every config of both spaces (as the f32 sweeps: accepted for some case) rendered with
+ * 16-bit tensors and compiled by NVRTC for arch: ptxas reports no spills. bf16 and f16
+ * take turns over the configs (their kernels differ in one conversion instruction per
+ * loaded element: cvt.f32.f16 against a shift, and cvt.rn.{bf16,f16}), and the defaults
+ * of every case compile in both. */
+static void half_nvrtc(int arch) {
+    if (!cg__nvrtc_api(NULL)) {
+        cg_test_skip("libnvrtc cannot be loaded");
+        return;
+    }
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    cg_devinfo dev;
+    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
+    int ncomp = 0, maxreg = 0;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
+        cg_cfg *cfgs[2];
+        int *case_of[2], n[2];
+        for (int h = 0; h < 2; h++) n[h] = half_union(ctx, kernel, bwd, h ? CG_F16 : CG_BF16, &dev, &cfgs[h], &case_of[h]);
+        CG_CHECK(n[0] == n[1] && n[0] > 0, "%s: %d bf16 and %d f16 configs", kernel, n[0], n[1]);
+        for (int q = 0; q < n[0] + 2 * NCASES; q++) {
+            const int dflt = q >= n[0], h = dflt ? (q - n[0]) % 2 : q % 2;
+            const int ci = dflt ? (q - n[0]) / 2 : case_of[h][q];
+            cg_kshape ks;
+            kshape_of(&k_cases[ci], bwd, &ks);
+            half_dtypes(&k_cases[ci], bwd, h ? CG_F16 : CG_BF16, &ks);
+            cg_plan p;
+            cg_status st = cg__gen_plan(ctx, kernel, &ks, &dev, dflt ? NULL : &cfgs[h][q], &p);
+            CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(ctx));
+            if (st != CG_OK) continue;
+            CG_CHECK(strstr(p.source, h ? "#define CG_T_X cg_f16\n" : "#define CG_T_X cg_bf16\n") &&
+                         strstr(p.name, h ? "_f16" : "_bf16"), "%s: 16-bit defines and name", p.name);
+            void *bin = NULL;
+            size_t len = 0;
+            char *log = NULL;
+            st = cg__nvrtc_compile_threads(ctx, p.name, p.source, arch, 2, &bin, &len, &log);
+            CG_CHECK(st == CG_OK, "sm_%d %s: %s", arch, p.name, cg_errmsg(ctx));
+            if (st == CG_OK) {
+                cg_ptxas_info info;
+                cg__ptxas_parse(log, &info);
+                CG_CHECK(info.found && info.spill_stores == 0 && info.spill_loads == 0,
+                         "sm_%d %s: spills %lld/%lld bytes", arch, p.name, (long long)info.spill_stores,
+                         (long long)info.spill_loads);
+                if (info.registers > maxreg) maxreg = info.registers;
+                ncomp++;
+            }
+            free(bin);
+            free(log);
+            cg__plan_free(&p);
+        }
+        for (int h = 0; h < 2; h++) {
+            free(cfgs[h]);
+            free(case_of[h]);
+        }
+    }
+    fprintf(stderr, "  sm_%d: %d 16-bit sscan kernels compiled, max %d registers, no spills\n", arch, ncomp, maxreg);
+    cg_context_free(ctx);
+}
+
+CG_TEST(sscan_gen_nvrtc_half_sm80) { half_nvrtc(80); }
+CG_TEST(sscan_gen_nvrtc_half_sm90) { half_nvrtc(90); }
 
 /* Natively on a GPU (skipped without one): the same configs as under the emulator. */
 CG_TEST(sscan_gen_cuda_fwd_space) { run_space(0, CG_BACKEND_CUDA); }
