@@ -36,7 +36,8 @@ typedef struct cg_tune_key {
     int64_t dk, dv, H;    /* SSD; 0 for sscan */
     int64_t D, N;         /* sscan; 0 for SSD */
     int64_t G;            /* both */
-    char dtype[8];        /* "f32" */
+    char dtype[32];       /* the dtype signature (cg__op_dtype_sig): "f32" (every store before #15),
+                           * "bf16", "f16", or "bf16-q-k"; configs never cross dtypes */
     char precision[8];    /* accuracy class: "fp32" (outputs within the fp32 targets) */
     int64_t seq_bucket;   /* next power of two >= T (SSD) or L (sscan) */
     char device[128];     /* GPU name, or the CPU model name and the CPU path's ISA variant ("... [avx2]") */
@@ -57,6 +58,7 @@ typedef struct cg_tune_shape {
     int64_t B, T, G, H, dk, dv;       /* SSD (T is L for sscan) */
     int64_t D, N;                     /* sscan: D channels, N state size, G groups */
     char name[48];                    /* e.g. "g2h8_d128" (informational) */
+    char dtype[32];                   /* dtype signature (cg__op_dtype_sig); "": "f32" */
 } cg_tune_shape;
 
 /* Smallest power of two >= n (1 for n <= 1). */

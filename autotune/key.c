@@ -1,5 +1,6 @@
 /* key.c -- config keys: seq buckets, device identity, canonical key text. */
 #include "autotune.h"
+#include "ops.h"
 #include "cpu/cpu_isa.h"
 #include "cuda/cg_cuda.h"
 
@@ -98,7 +99,7 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
         k->H = s->H;
     }
     k->G = s->G;
-    snprintf(k->dtype, sizeof k->dtype, "f32");
+    snprintf(k->dtype, sizeof k->dtype, "%s", s->dtype[0] ? s->dtype : "f32");
     snprintf(k->precision, sizeof k->precision, "fp32");
     k->seq_bucket = cg__tune_bucket(s->T);
     if (!strcmp(backend, "cpu")) {
@@ -110,6 +111,13 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
 
 void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s) {
     memset(s, 0, sizeof *s);
+    const cg_op_desc *d = cg__op_desc(op);
+    int dt[CG_OP_MAX_TENSORS];
+    for (int i = 0; i < d->nt; i++) {
+        const cg_view *v = cg__prob_view(d, prob, i);
+        dt[i] = v->p ? (int)v->dt : -1;
+    }
+    cg__op_dtype_sig(d, dt, s->dtype, sizeof s->dtype);
     if (op == CG_OP_SSD_FWD || op == CG_OP_SSD_BWD) {
         const cg_ssd_prob *p = prob;
         s->B = p->B, s->T = p->T, s->G = p->G, s->H = p->H, s->dk = p->dk, s->dv = p->dv;
@@ -132,12 +140,14 @@ void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap
 }
 
 void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap) {
+    char dt[40] = ""; /* float32 keys read as before #15 */
+    if (k->dtype[0] && strcmp(k->dtype, "f32")) snprintf(dt, sizeof dt, " %s", k->dtype);
     if (!strcmp(k->op, "sscan"))
-        snprintf(buf, cap, "%s sscan %s D%lld N%lld G%lld L<=%lld", k->backend, k->dir, (long long)k->D,
-                 (long long)k->N, (long long)k->G, (long long)k->seq_bucket);
+        snprintf(buf, cap, "%s sscan %s D%lld N%lld G%lld L<=%lld%s", k->backend, k->dir, (long long)k->D,
+                 (long long)k->N, (long long)k->G, (long long)k->seq_bucket, dt);
     else
-        snprintf(buf, cap, "%s ssd %s dk%lld dv%lld G%lld H%lld T<=%lld", k->backend, k->dir, (long long)k->dk,
-                 (long long)k->dv, (long long)k->G, (long long)k->H, (long long)k->seq_bucket);
+        snprintf(buf, cap, "%s ssd %s dk%lld dv%lld G%lld H%lld T<=%lld%s", k->backend, k->dir, (long long)k->dk,
+                 (long long)k->dv, (long long)k->G, (long long)k->H, (long long)k->seq_bucket, dt);
 }
 
 static int parse_list(const char *text, int64_t *v, int max) {

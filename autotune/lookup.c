@@ -223,7 +223,7 @@ typedef struct lookup_memo {
     const void *isa; /* the CPU variant (part of the CPU device key; tests switch it) */
     const char *backend;
     cg_op op;
-    int64_t shape[9];
+    int64_t shape[10];
     unsigned gen;
     double t;
     char dir[1024];
@@ -232,8 +232,9 @@ typedef struct lookup_memo {
 } lookup_memo;
 static __thread lookup_memo t_memo;
 
-static void shape_words(const cg_tune_shape *s, int64_t w[9]) {
-    const int64_t v[9] = {s->sscan, s->B, s->T, s->G, s->H, s->dk, s->dv, s->D, s->N};
+static void shape_words(const cg_tune_shape *s, int64_t w[10]) {
+    const int64_t v[10] = {s->sscan, s->B, s->T, s->G, s->H, s->dk, s->dv, s->D, s->N,
+                           (int64_t)cg__tune_hash(s->dtype, strlen(s->dtype), 0)};
     memcpy(w, v, sizeof v);
 }
 
@@ -247,7 +248,7 @@ static double mono_s(void) {
 static void lookup_cached(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s, char *text,
                           size_t cap, cg_cfg_source *lv, int *keyed, cg_tune_key *k) {
     lookup_memo *m = &t_memo;
-    int64_t w[9];
+    int64_t w[10];
     shape_words(s, w);
     const char *dir = cg__cache_dir(ctx);
     double now = mono_s();

@@ -185,6 +185,8 @@ json_t *cg__tune_entry_to_json(const cg_tune_entry *e) {
                                   s->sscan, "B", (json_int_t)s->B, "T", (json_int_t)s->T, "G", (json_int_t)s->G, "H",
                                   (json_int_t)s->H, "dk", (json_int_t)s->dk, "dv", (json_int_t)s->dv, "D",
                                   (json_int_t)s->D, "N", (json_int_t)s->N));
+    if (s->dtype[0] && strcmp(s->dtype, "f32")) /* f32 shapes are written as before #15 */
+        json_object_set_new(json_object_get(o, "shape"), "dtype", json_string(s->dtype));
     json_object_set_new(o, "verify_T", json_integer(e->verify_T));
     json_object_set_new(o, "best",
                         best >= 0 ? timing_json(e->cand[best].cfg, e->cand[best].median_ms, e->cand[best].iqr_ms,
@@ -382,7 +384,8 @@ cg_status cg__tune_entry_from_json(json_t *o, int require_checksum, cg_tune_entr
             get_int(sh, "T", 0, DIM, &s->T, 0, why, whycap) || get_int(sh, "G", 0, DIM, &s->G, 0, why, whycap) ||
             get_int(sh, "H", 0, DIM, &s->H, 0, why, whycap) || get_int(sh, "dk", 0, DIM, &s->dk, 0, why, whycap) ||
             get_int(sh, "dv", 0, DIM, &s->dv, 0, why, whycap) || get_int(sh, "D", 0, DIM, &s->D, 0, why, whycap) ||
-            get_int(sh, "N", 0, DIM, &s->N, 0, why, whycap))
+            get_int(sh, "N", 0, DIM, &s->N, 0, why, whycap) ||
+            get_str(sh, "dtype", s->dtype, sizeof s->dtype, 0, 0, why, whycap))
             return CG_EINVAL;
     }
     json_t *def = json_object_get(o, "default");

@@ -58,13 +58,15 @@ static int64_t numel(const tspec *t) {
     return n;
 }
 
-/* Build the validated problem over data[] (dtype dt). */
-static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, cg_dtype dt, tprob_prob *prob) {
+/* Build the validated problem over data[] (each tensor's dtype dt[i]; NULL: all CG_F64). */
+static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, const int *dt, tprob_prob *prob) {
     const cg_op_desc *d = cg__op_desc(p->op);
     tprob_args a;
     memset(&a, 0, sizeof a);
     for (int i = 0; i < p->nt; i++)
-        if (p->used[i]) *cg__args_tensor(d, &a, i) = cg_tensor_contiguous(data[i], dt, p->spec[i].ndim, p->spec[i].shape);
+        if (p->used[i])
+            *cg__args_tensor(d, &a, i) =
+                cg_tensor_contiguous(data[i], dt ? (cg_dtype)dt[i] : CG_F64, p->spec[i].ndim, p->spec[i].shape);
     for (int k = 0; k < d->nscalar; k++) *(int *)((char *)&a + d->scalar[k].arg_off) = 1;
     return cg__op_validate(ctx, d, &a, prob);
 }
@@ -73,6 +75,7 @@ void cg__tprob_free(const tenv *env, tprob *p) {
     for (int i = 0; i < p->nt; i++) {
         if (env->kx && p->mem[i] && p->mem[i] != p->host[i]) env->kx->free(env->ctx, p->mem[i]);
         free(p->host[i]);
+        free(p->stage[i]);
         free(p->ref[i]);
     }
     memset(p, 0, sizeof *p);
@@ -85,6 +88,36 @@ static uint64_t rng_next(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+/* x as stored in dt (rounded once, to nearest even, for the 16-bit dtypes). */
+static float stored(cg_dtype dt, float x) {
+    return dt == CG_BF16 ? cg__bf16_to_f32(cg__f32_to_bf16(x)) : dt == CG_F16 ? cg__f16_to_f32(cg__f32_to_f16(x)) : x;
+}
+
+/* Bytes of tensor i in its storage dtype. */
+static size_t tbytes(const tprob *p, int i) {
+    return (size_t)(p->count[i] ? p->count[i] : 1) * cg__dtype_size((cg_dtype)p->dt[i]);
+}
+
+/* host[i] in tensor i's storage form: host[i] itself, or (16-bit) stage[i] refreshed. */
+static void *packed(tprob *p, int i) {
+    if (!p->stage[i]) return p->host[i];
+    uint16_t *h = p->stage[i];
+    for (int64_t j = 0; j < p->count[i]; j++)
+        h[j] = p->dt[i] == CG_BF16 ? cg__f32_to_bf16(p->host[i][j]) : cg__f32_to_f16(p->host[i][j]);
+    return h;
+}
+
+/* Where tensor i's bytes come back to (before unpack). */
+static void *landing(tprob *p, int i) { return p->stage[i] ? p->stage[i] : (void *)p->host[i]; }
+
+/* stage[i] (16-bit) widened into host[i]. */
+static void unpack(tprob *p, int i) {
+    if (!p->stage[i]) return;
+    const uint16_t *h = p->stage[i];
+    for (int64_t j = 0; j < p->count[i]; j++)
+        p->host[i][j] = p->dt[i] == CG_BF16 ? cg__bf16_to_f32(h[j]) : cg__f16_to_f32(h[j]);
+}
+
 /* Allocate and fill a problem of shape s with batch B and length T. with_ref: also the
  * float64 copies and the reference outputs. */
 cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int bwd, int64_t B, int64_t T,
@@ -94,23 +127,29 @@ cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int 
     p->sscan = s->sscan;
     p->bwd = bwd;
     p->op = op_of(s->sscan, bwd);
-    p->nt = spec_of(cg__op_desc(p->op), s, B, T, p->spec);
+    const cg_op_desc *d = cg__op_desc(p->op);
+    p->nt = spec_of(d, s, B, T, p->spec);
+    cg_status st = cg__op_dtype_unsig(ctx, d, s->dtype[0] ? s->dtype : "f32", p->dt);
+    if (st != CG_OK) return st;
     uint64_t seed = 0x5eed ^ (uint64_t)T * 31 ^ (uint64_t)B;
-    cg_status st = CG_OK;
     for (int i = 0; i < p->nt; i++) {
-        const tspec *t = &p->spec[i];
+        tspec *t = &p->spec[i];
+        const cg_dtype dt = (cg_dtype)p->dt[i];
+        t->tol = cg__tol_dtype(d->t[i].tol, dt); /* a 16-bit output: its dtype's target */
         p->used[i] = 1;
         int64_t n = numel(t);
         p->count[i] = n;
         p->host[i] = malloc((size_t)(n ? n : 1) * sizeof(float));
-        if (!p->host[i]) {
+        if (cg__dtype_half(dt)) p->stage[i] = malloc(tbytes(p, i));
+        if (!p->host[i] || (cg__dtype_half(dt) && !p->stage[i])) {
             st = cg__err(ctx, CG_ENOMEM, "tune: out of memory for %s (%lld floats)", t->name, (long long)n);
             goto fail;
         }
         for (int64_t j = 0; j < n; j++)
-            p->host[i][j] = t->role == CG_TD_IN ? (float)(t->lo + (t->hi - t->lo) * (double)(rng_next(&seed) >> 11) *
-                                                             (1.0 / 9007199254740992.0))
-                                         : 0.0f;
+            p->host[i][j] = t->role == CG_TD_IN ? stored(dt, (float)(t->lo + (t->hi - t->lo) *
+                                                                           (double)(rng_next(&seed) >> 11) *
+                                                                           (1.0 / 9007199254740992.0)))
+                                                : 0.0f;
         if (with_ref) {
             p->ref[i] = malloc((size_t)(n ? n : 1) * sizeof(double));
             if (!p->ref[i]) {
@@ -119,17 +158,18 @@ cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int 
             }
             for (int64_t j = 0; j < n; j++) p->ref[i][j] = (double)p->host[i][j];
         }
+        void *src = packed(p, i);
         if (env->kx) {
-            size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
+            size_t bytes = tbytes(p, i);
             if ((st = env->kx->alloc(ctx, bytes, &p->mem[i])) != CG_OK) goto fail;
-            if (t->role == CG_TD_IN && (st = env->kx->copy(ctx, p->mem[i], p->host[i], bytes, 0, NULL)) != CG_OK) goto fail;
+            if (t->role == CG_TD_IN && (st = env->kx->copy(ctx, p->mem[i], src, bytes, 0, NULL)) != CG_OK) goto fail;
         } else {
-            p->mem[i] = p->host[i];
+            p->mem[i] = src;
         }
     }
     if (with_ref) {
         tprob_prob rp;
-        if ((st = tprob_bind(ctx, p, (void **)p->ref, CG_F64, &rp)) != CG_OK) goto fail;
+        if ((st = tprob_bind(ctx, p, (void **)p->ref, NULL, &rp)) != CG_OK) goto fail;
         cg_cfg none;
         memset(&none, 0, sizeof none);
         cg_exec ex;
@@ -138,7 +178,7 @@ cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int 
         st = cg__backend_run(ctx, &cg__backend_ref, p->op, &rp, &none, &ex);
         if (st != CG_OK) goto fail;
     }
-    if ((st = tprob_bind(ctx, p, p->mem, CG_F32, &p->prob)) != CG_OK) goto fail;
+    if ((st = tprob_bind(ctx, p, p->mem, p->dt, &p->prob)) != CG_OK) goto fail;
     return CG_OK;
 fail:
     cg__tprob_free(env, p);
@@ -150,8 +190,9 @@ static cg_status poison_outputs(const tenv *env, tprob *p) {
     for (int i = 0; i < p->nt; i++) {
         if (!p->used[i] || p->spec[i].role != CG_TD_OUT) continue;
         for (int64_t j = 0; j < p->count[i]; j++) p->host[i][j] = NAN;
+        void *src = packed(p, i);
         if (env->kx) {
-            cg_status st = env->kx->copy(env->ctx, p->mem[i], p->host[i], (size_t)p->count[i] * sizeof(float), 0, NULL);
+            cg_status st = env->kx->copy(env->ctx, p->mem[i], src, tbytes(p, i), 0, NULL);
             if (st != CG_OK) return st;
         }
     }
@@ -221,11 +262,11 @@ cg_tune_verdict cg__tprob_verify(const tenv *env, tprob *v, const cg_cfg *cfg, d
     cg_tune_verdict out = CG_TV_OK;
     for (int i = 0; i < v->nt; i++) {
         if (!v->used[i] || v->spec[i].role != CG_TD_OUT) continue;
-        if (env->kx &&
-            (st = env->kx->copy(env->ctx, v->host[i], v->mem[i], (size_t)v->count[i] * sizeof(float), 1, NULL)) != CG_OK) {
+        if (env->kx && (st = env->kx->copy(env->ctx, landing(v, i), v->mem[i], tbytes(v, i), 1, NULL)) != CG_OK) {
             snprintf(detail, cap, "copying %s back: %.120s", v->spec[i].name, env->ctx->errmsg);
             return CG_TV_LAUNCH;
         }
+        unpack(v, i);
         cg_erracc acc = {0};
         for (int64_t j = 0; j < v->count[i]; j++) cg__erracc_add(&acc, (double)v->host[i][j], v->ref[i][j]);
         double err = cg__erracc_value(&acc);

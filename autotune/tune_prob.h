@@ -29,7 +29,9 @@ typedef struct tprob {
     tspec spec[MAXT];
     int used[MAXT];
     int64_t count[MAXT];
-    float *host[MAXT];     /* values (inputs) / results copied back (outputs) */
+    int dt[MAXT];          /* storage dtype of each tensor (the shape's dtype signature) */
+    float *host[MAXT];     /* values (inputs, rounded to dt) / results copied back (outputs) */
+    void *stage[MAXT];     /* 16-bit tensors: host[] in their storage form; NULL otherwise */
     void *mem[MAXT];       /* what the backend reads: host[] for cpu, kernel memory otherwise */
     double *ref[MAXT];     /* float64 reference values (verification problems) */
     tprob_prob prob;       /* the validated problem over mem[] */

@@ -27,8 +27,21 @@ static int device_pointers(cg_context *ctx, const void *any_input) {
     return cg__kexec_cuda.owns_ptr(ctx, any_input);
 }
 
+cg_status cg__backend_dtypes(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob) {
+    const cg_op_desc *d = cg__op_desc(op);
+    for (int i = 0; i < d->nt; i++) {
+        const cg_view *v = cg__prob_view(d, prob, i);
+        if (v->p && cg__dtype_half(v->dt) && !(vt->half & CG_DTM(v->dt)))
+            return cg__err(ctx, CG_EUNSUPPORTED, "%s: %s is %s but backend %s does not take %s tensors yet", d->name,
+                           d->t[i].name, cg__dtype_name(v->dt), vt->name, cg__dtype_name(v->dt));
+    }
+    return CG_OK;
+}
+
 cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                           const cg_exec *exec) {
+    cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
+    if (s) return s;
     switch (op) {
     case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
     case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
@@ -87,35 +100,50 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
 
     const cg_backend_vt *vt = NULL;
     const char *why = "";
-    char why_not[CG_ERRMSG_CAP] = "";
+    char why_not[CG_ERRMSG_CAP] = "", auto_why[256];
     int host_copies = 0;
     cg_cfg_source src = CG_SRC_PINNED;
     if (exec.backend == CG_BACKEND_AUTO) {
-        const cg_backend_vt *cuda = backend_vt(CG_BACKEND_CUDA);
+        /* A backend that does not take the call's 16-bit tensors is never chosen: the CPU
+         * path's place goes to the reference then (docs/dtypes.md), said on the dispatch line. */
+        const cg_backend_vt *cuda = backend_vt(CG_BACKEND_CUDA), *host = &cg__backend_cpu;
+        char host_why[160] = "";
+        if (cg__backend_dtypes(ctx, host, op, prob) != CG_OK) {
+            snprintf(host_why, sizeof host_why, ", cpu takes no %s tensors yet: ref",
+                     cg__dtype_name(cg__prob_view(cg__op_desc(op), prob, cg__prob_half(cg__op_desc(op), prob))->dt));
+            host = &cg__backend_ref;
+        }
         if (cuda && device_pointers(ctx, any_input)) {
-            if ((s = config_for(ctx, cuda, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             ctx->errmsg[0] = 0;
-            if (cuda->supports(ctx, op, prob, &cfg)) {
+            int dt_ok = cg__backend_dtypes(ctx, cuda, op, prob) == CG_OK;
+            if (dt_ok && (s = config_for(ctx, cuda, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
+            if (dt_ok) ctx->errmsg[0] = 0;
+            if (dt_ok && cuda->supports(ctx, op, prob, &cfg)) {
                 vt = cuda;
                 why = " (auto: device pointers)";
             } else {
-                /* No shape is ever "unsupported": the CPU path on host copies. */
+                /* No shape is ever "unsupported": the CPU path (or ref) on host copies. */
                 snprintf(why_not, sizeof why_not, "%s", ctx->errmsg[0] ? ctx->errmsg : "no valid config");
-                vt = &cg__backend_cpu;
+                vt = host;
                 host_copies = 1;
                 why = " (auto: device pointers, no CUDA kernel: ran on host copies)";
                 if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             }
         } else {
-            vt = &cg__backend_cpu;
+            vt = host;
             why = " (auto: host pointers)";
             if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
+        }
+        if (host_why[0]) {
+            snprintf(auto_why, sizeof auto_why, "%.*s%s)", (int)strlen(why) - 1, why, host_why);
+            why = auto_why;
         }
     } else {
         vt = backend_vt(exec.backend);
         if (!vt)
             return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
                            cg_backend_name(exec.backend));
+        if ((s = cg__backend_dtypes(ctx, vt, op, prob)) != CG_OK) return s;
         if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob, &cfg)) {

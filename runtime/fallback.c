@@ -40,7 +40,7 @@ static int mirrors(const cg_op_desc *d, void *prob, mirror *m) {
         x->v = v;
         x->output = d->t[i].role == CG_TD_OUT;
         x->dev = v->p;
-        x->bytes = (size_t)cg__view_span(v, n) * (v->dt == CG_F64 ? sizeof(double) : sizeof(float));
+        x->bytes = (size_t)cg__view_span(v, n) * cg__dtype_size(v->dt); /* the storage dtype's bytes */
     }
     return k;
 }

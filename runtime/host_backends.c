@@ -10,10 +10,12 @@ static int host_supports(cg_context *ctx, cg_op op, const void *prob, const cg_c
     return 1;
 }
 
-/* A host backend named NAME whose entry points are cg__ssd_X_fwd ... cg__sscan_X_bwd. */
-#define HOST_BACKEND(NAME, X)                                                                                   \
+/* A host backend named NAME whose entry points are cg__ssd_X_fwd ... cg__sscan_X_bwd and
+ * which reads and writes the 16-bit storage dtypes HALF (a CG_DTM mask; 0: float32 only). */
+#define HOST_BACKEND(NAME, X, HALF)                                                                             \
     {.name = NAME, .supports = host_supports, .ssd_fwd = cg__ssd_##X##_fwd, .ssd_bwd = cg__ssd_##X##_bwd,        \
-     .sscan_fwd = cg__sscan_##X##_fwd, .sscan_bwd = cg__sscan_##X##_bwd}
+     .sscan_fwd = cg__sscan_##X##_fwd, .sscan_bwd = cg__sscan_##X##_bwd, .half = HALF}
 
-const cg_backend_vt cg__backend_cpu = HOST_BACKEND("cpu", cpu);
-const cg_backend_vt cg__backend_ref = HOST_BACKEND("ref", ref);
+/* cpu: float32 only until its kernels read view.dt (issue #15 item 3) */
+const cg_backend_vt cg__backend_cpu = HOST_BACKEND("cpu", cpu, 0);
+const cg_backend_vt cg__backend_ref = HOST_BACKEND("ref", ref, CG_DTM_HALF);

@@ -3,6 +3,7 @@
 #define CG_INTERNAL_H
 
 #include "chunkgen.h"
+#include "half.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -121,9 +122,41 @@ cg_status cg__cfg_only(cg_context *ctx, const cg_cfg *cfg, const char *what, con
 cg_status cg__cfg_pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, int64_t lo, int64_t hi,
                           const char *what, int64_t *val, int *set);
 
+/* ---------------------------------------------------------------- dtypes
+ * Storage dtypes of tensors (docs/dtypes.md). A problem's `dtype` is the call's math class
+ * (CG_F32 for any mix of F32/BF16/F16 tensors, CG_F64 for float64 calls); each view's dt
+ * is how that tensor is stored. */
+#define CG_DTM(dt) (1u << (unsigned)(dt))            /* a set of storage dtypes */
+#define CG_DTM_HALF (CG_DTM(CG_BF16) | CG_DTM(CG_F16)) /* the 16-bit ones */
+static inline int cg__dtype_known(cg_dtype dt) { return (unsigned)dt <= (unsigned)CG_F16; }
+static inline int cg__dtype_half(cg_dtype dt) { return dt == CG_BF16 || dt == CG_F16; }
+/* Bytes of one element (also its alignment); 4 for an unknown dtype. */
+static inline size_t cg__dtype_size(cg_dtype dt) { return dt == CG_F64 ? 8 : cg__dtype_half(dt) ? 2 : 4; }
+/* "CG_F32", "CG_F64", "CG_BF16", "CG_F16"; "unknown dtype" otherwise. */
+static inline const char *cg__dtype_name(cg_dtype dt) {
+    static const char *const k[] = {"CG_F32", "CG_F64", "CG_BF16", "CG_F16"};
+    return cg__dtype_known(dt) ? k[dt] : "unknown dtype";
+}
+/* "f32", "f64", "bf16", "f16" (the CLI's --dtype words, .npy kinds, tuning-key text); "" otherwise. */
+static inline const char *cg__dtype_word(cg_dtype dt) {
+    static const char *const k[] = {"f32", "f64", "bf16", "f16"};
+    return cg__dtype_known(dt) ? k[dt] : "";
+}
+
+/* x rounded to float32 with round-to-odd: narrowing that to bf16/f16 (8 or 11 bits, at
+ * least 2 fewer than float32's 24) then rounds x once, as if directly (no double rounding). */
+static inline float cg__f64_to_f32_odd(double x) {
+    float f = (float)x;
+    uint32_t u = cg__f32_bits(f);
+    if ((double)f == x || (u & 1u) || f != f || f - f != 0.0f) return f; /* exact, odd, NaN or inf */
+    /* f is even and inexact: its neighbour on x's side is odd */
+    double ax = x < 0 ? -x : x, af = f < 0 ? -(double)f : (double)f;
+    return cg__bits_f32(ax > af ? u + 1u : u - 1u);
+}
+
 /* ---------------------------------------------------------------- views
  * A validated tensor with its strides permuted to the op's logical order.
- * p == NULL: absent. Strides in elements. */
+ * p == NULL: absent. Strides in elements; dt: the tensor's storage dtype. */
 typedef struct cg_view {
     void *p;
     cg_dtype dt;
@@ -140,15 +173,26 @@ static inline int64_t cg__view_span(const cg_view *v, const int64_t n[4]) {
 #define CG_F32P(v) ((float *)(v).p)
 #define CG_F64P(v) ((double *)(v).p)
 
-/* Element (i0, i1, i2, i3) as double, any dtype. For the reference and tests. */
+/* Element (i0, i1, i2, i3) as double, any storage dtype (16-bit ones widened exactly by
+ * half.h). For the reference and tests. */
 static inline double cg__vload(const cg_view *v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     int64_t off = i0 * v->s[0] + i1 * v->s[1] + i2 * v->s[2] + i3 * v->s[3];
-    return v->dt == CG_F64 ? ((const double *)v->p)[off] : (double)((const float *)v->p)[off];
+    switch (v->dt) {
+    case CG_F64: return ((const double *)v->p)[off];
+    case CG_BF16: return (double)cg__bf16_to_f32(((const uint16_t *)v->p)[off]);
+    case CG_F16: return (double)cg__f16_to_f32(((const uint16_t *)v->p)[off]);
+    default: return (double)((const float *)v->p)[off];
+    }
 }
+/* Store x rounded once (to nearest even) to the view's storage dtype. */
 static inline void cg__vstore(const cg_view *v, int64_t i0, int64_t i1, int64_t i2, int64_t i3, double x) {
     int64_t off = i0 * v->s[0] + i1 * v->s[1] + i2 * v->s[2] + i3 * v->s[3];
-    if (v->dt == CG_F64) ((double *)v->p)[off] = x;
-    else ((float *)v->p)[off] = (float)x;
+    switch (v->dt) {
+    case CG_F64: ((double *)v->p)[off] = x; break;
+    case CG_BF16: ((uint16_t *)v->p)[off] = cg__f32_to_bf16(cg__f64_to_f32_odd(x)); break;
+    case CG_F16: ((uint16_t *)v->p)[off] = cg__f32_to_f16(cg__f64_to_f32_odd(x)); break;
+    default: ((float *)v->p)[off] = (float)x; break;
+    }
 }
 
 /* SSD problem after validation. Logical orders:
@@ -156,7 +200,8 @@ static inline void cg__vstore(const cg_view *v, int64_t i0, int64_t i1, int64_t 
  *   v, o, dout, dv     [b, t, h, j]   (j < dv)
  *   la, dla            [b, t, h, -]
  *   h0, hT, dhT, dh0   [b, h, i, j]
- * All tensors share one dtype (F32, or F64 for the reference). */
+ * dtype: the math class (CG_F32, or CG_F64 for the reference); each view's dt its storage
+ * (q, k, v, o, dout, dq, dk, dv may be 16-bit: the op table's CG_TD_HALF). */
 typedef struct cg_ssd_prob {
     int64_t B, T, G, H, dk, dv;
     cg_dtype dtype;
@@ -208,6 +253,10 @@ typedef struct cg_backend_vt {
     cg_status (*ssd_bwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
     cg_status (*sscan_fwd)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
     cg_status (*sscan_bwd)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+    /* The 16-bit storage dtypes (CG_DTM mask) this backend reads and writes; 0: CG_F32 (and
+     * CG_F64 for ref) only. cg__backend_run refuses a problem with a 16-bit tensor outside
+     * it, so an entry point never sees a dtype it does not read. */
+    unsigned half;
 } cg_backend_vt;
 
 extern const cg_backend_vt cg__backend_cpu;
@@ -216,7 +265,10 @@ extern const cg_backend_vt cg__backend_ref;
 extern const cg_backend_vt cg__backend_cuda;
 extern const cg_backend_vt cg__backend_emulate;
 
-/* vt's entry for op. */
+/* CG_OK when vt takes every tensor of prob in its storage dtype (vt->half); else
+ * CG_EUNSUPPORTED naming the first 16-bit tensor vt does not take, its dtype and vt. */
+cg_status cg__backend_dtypes(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob);
+/* vt's entry for op (after cg__backend_dtypes). */
 cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                           const cg_exec *exec);
 

@@ -28,6 +28,8 @@ cg_sym cg__sym_parse(const char *name) {
 #define NO CG_SYM_NONE
 
 #define LC (CG_TD_LAYOUT | CG_TD_CONTIG)
+#define LCH (LC | CG_TD_HALF) /* and 16-bit capable */
+#define HF CG_TD_HALF
 #define IN CG_TD_IN
 #define OUT CG_TD_OUT
 
@@ -38,9 +40,9 @@ cg_sym cg__sym_parse(const char *name) {
 
 /* SSD: q, k [B, T, G, dk]; v, o, dout [B, T, H, dv]; log_alpha [B, T, H]; states [B, H, dk, dv]. */
 #define SSD_INPUTS(AT)                                                                                         \
-    ROW("q", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LC, -1, 1, CG_TOL_NONE, AT, q, cg_ssd_prob, q, 0),       \
-    ROW("k", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LC, -1, 1, CG_TOL_NONE, AT, k, cg_ssd_prob, k, 0),       \
-    ROW("v", NULL, IN, 0, NULL, NULL, B_, T_, H_, DV, LC, -1, 1, CG_TOL_NONE, AT, v, cg_ssd_prob, v, 0),       \
+    ROW("q", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LCH, -1, 1, CG_TOL_NONE, AT, q, cg_ssd_prob, q, 0),       \
+    ROW("k", NULL, IN, 0, NULL, NULL, B_, T_, G_, DK, LCH, -1, 1, CG_TOL_NONE, AT, k, cg_ssd_prob, k, 0),       \
+    ROW("v", NULL, IN, 0, NULL, NULL, B_, T_, H_, DV, LCH, -1, 1, CG_TOL_NONE, AT, v, cg_ssd_prob, v, 0),       \
     ROW("log_alpha", NULL, IN, 0, NULL, NULL, B_, T_, H_, NO, CG_TD_LAYOUT, -0.3, 0, CG_TOL_NONE, AT,          \
         log_alpha, cg_ssd_prob, la, 0),                                                                        \
     ROW("h0", NULL, IN, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, AT, h0, cg_ssd_prob, h0, \
@@ -48,7 +50,7 @@ cg_sym cg__sym_parse(const char *name) {
 
 static const cg_tdesc k_ssd_fwd[] = {
     SSD_INPUTS(cg_ssd_fwd_args),
-    ROW("o", NULL, OUT, 0, NULL, NULL, B_, T_, H_, DV, LC, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, o, cg_ssd_prob, o, 0),
+    ROW("o", NULL, OUT, 0, NULL, NULL, B_, T_, H_, DV, LCH, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, o, cg_ssd_prob, o, 0),
     ROW("hT", NULL, OUT, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, hT,
         cg_ssd_prob, hT, CG_KS_HT),
 };
@@ -57,11 +59,11 @@ static const cg_tdesc k_ssd_fwd[] = {
     ROW(nm, file, role, opt, NULL, gof, e0, e1, e2, e3, fl, lo, hi, tol, cg_ssd_bwd_args, af, cg_ssd_prob, vf, kf)
 static const cg_tdesc k_ssd_bwd[] = {
     SSD_INPUTS(cg_ssd_bwd_args),
-    SSD_BWD("dout", "do", IN, 0, NULL, B_, T_, H_, DV, LC, -1, 1, CG_TOL_NONE, dout, dout, 0),
+    SSD_BWD("dout", "do", IN, 0, NULL, B_, T_, H_, DV, LCH, -1, 1, CG_TOL_NONE, dout, dout, 0),
     SSD_BWD("dhT", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
-    SSD_BWD("dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LC, 0, 0, CG_TOL_BWD, dq, dq, 0),
-    SSD_BWD("dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LC, 0, 0, CG_TOL_BWD, dk, dk_, 0),
-    SSD_BWD("dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LC, 0, 0, CG_TOL_BWD, dv, dv_, 0),
+    SSD_BWD("dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LCH, 0, 0, CG_TOL_BWD, dq, dq, 0),
+    SSD_BWD("dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LCH, 0, 0, CG_TOL_BWD, dk, dk_, 0),
+    SSD_BWD("dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LCH, 0, 0, CG_TOL_BWD, dv, dv_, 0),
     SSD_BWD("dlog_alpha", NULL, OUT, 0, "log_alpha", B_, T_, H_, NO, CG_TD_LAYOUT, 0, 0, CG_TOL_BWD, dlog_alpha, dla,
             0),
     SSD_BWD("dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_BWD, dh0, dh0, 0),
@@ -73,20 +75,20 @@ static const cg_tdesc k_ssd_bwd[] = {
 #define SS(AT, nm, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, af, vf, kf)                           \
     ROW(nm, NULL, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, cg_sscan_prob, vf, kf)
 #define SSCAN_INPUTS(AT)                                                                                       \
-    SS(AT, "x", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, x, x, 0),                            \
-    SS(AT, "delta", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, delta, delta, 0),                \
+    SS(AT, "x", IN, 0, NULL, NULL, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, x, x, 0),                            \
+    SS(AT, "delta", IN, 0, NULL, NULL, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, delta, delta, 0),                \
     SS(AT, "A", IN, 0, NULL, NULL, D_, N_, NO, NO, 0, -2, -0.1, CG_TOL_NONE, A, A, 0),                         \
-    SS(AT, "B", IN, 0, NULL, NULL, B_, L_, G_, N_, GR, -1, 1, CG_TOL_NONE, B, Bm, 0),                          \
-    SS(AT, "C", IN, 0, NULL, NULL, B_, L_, G_, N_, GR, -1, 1, CG_TOL_NONE, C, Cm, 0),                          \
+    SS(AT, "B", IN, 0, NULL, NULL, B_, L_, G_, N_, GR | HF, -1, 1, CG_TOL_NONE, B, Bm, 0),                          \
+    SS(AT, "C", IN, 0, NULL, NULL, B_, L_, G_, N_, GR | HF, -1, 1, CG_TOL_NONE, C, Cm, 0),                          \
     SS(AT, "D", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 1, CG_TOL_NONE, D, Dv, CG_KS_HAS_D),                 \
-    SS(AT, "z", IN, 1, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, z, z, CG_KS_HAS_Z),                  \
+    SS(AT, "z", IN, 1, NULL, NULL, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, z, z, CG_KS_HAS_Z),                  \
     SS(AT, "delta_bias", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 0, CG_TOL_NONE, delta_bias, dbias, CG_KS_HAS_BIAS), \
     SS(AT, "h0", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, h0, h0, CG_KS_H0)
 
 #define SF cg_sscan_fwd_args
 static const cg_tdesc k_sscan_fwd[] = {
     SSCAN_INPUTS(SF),
-    SS(SF, "y", OUT, 0, NULL, NULL, B_, L_, D_, NO, 0, 0, 0, CG_TOL_FWD, y, y, 0),
+    SS(SF, "y", OUT, 0, NULL, NULL, B_, L_, D_, NO, HF, 0, 0, CG_TOL_FWD, y, y, 0),
     SS(SF, "hT", OUT, 1, NULL, NULL, B_, D_, N_, NO, 0, 0, 0, CG_TOL_FWD, hT, hT, CG_KS_HT),
 };
 
@@ -94,15 +96,15 @@ static const cg_tdesc k_sscan_fwd[] = {
 #define BW CG_TOL_BWD
 static const cg_tdesc k_sscan_bwd[] = {
     SSCAN_INPUTS(SB),
-    SS(SB, "dy", IN, 0, NULL, NULL, B_, L_, D_, NO, 0, -1, 1, CG_TOL_NONE, dy, dy, 0),
+    SS(SB, "dy", IN, 0, NULL, NULL, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, dy, dy, 0),
     SS(SB, "dhT", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
-    SS(SB, "dx", OUT, 0, NULL, "x", B_, L_, D_, NO, 0, 0, 0, BW, dx, dx, 0),
-    SS(SB, "ddelta", OUT, 0, NULL, "delta", B_, L_, D_, NO, 0, 0, 0, BW, ddelta, ddelta, 0),
+    SS(SB, "dx", OUT, 0, NULL, "x", B_, L_, D_, NO, HF, 0, 0, BW, dx, dx, 0),
+    SS(SB, "ddelta", OUT, 0, NULL, "delta", B_, L_, D_, NO, HF, 0, 0, BW, ddelta, ddelta, 0),
     SS(SB, "dA", OUT, 0, NULL, "A", D_, N_, NO, NO, 0, 0, 0, BW, dA, dA, 0),
-    SS(SB, "dB", OUT, 0, NULL, "B", B_, L_, G_, N_, GR, 0, 0, BW, dB, dB, 0),
-    SS(SB, "dC", OUT, 0, NULL, "C", B_, L_, G_, N_, GR, 0, 0, BW, dC, dC, 0),
+    SS(SB, "dB", OUT, 0, NULL, "B", B_, L_, G_, N_, GR | HF, 0, 0, BW, dB, dB, 0),
+    SS(SB, "dC", OUT, 0, NULL, "C", B_, L_, G_, N_, GR | HF, 0, 0, BW, dC, dC, 0),
     SS(SB, "dD", OUT, 1, "D", "D", D_, NO, NO, NO, 0, 0, 0, BW, dD, dD, 0),
-    SS(SB, "dz", OUT, 1, "z", "z", B_, L_, D_, NO, 0, 0, 0, BW, dz, dz, 0),
+    SS(SB, "dz", OUT, 1, "z", "z", B_, L_, D_, NO, HF, 0, 0, BW, dz, dz, 0),
     SS(SB, "ddelta_bias", OUT, 1, "delta_bias", "delta_bias", D_, NO, NO, NO, 0, 0, 0, BW, ddelta_bias, ddbias, 0),
     SS(SB, "dh0", OUT, 1, NULL, "h0", B_, D_, N_, NO, 0, 0, 0, BW, dh0, dh0, 0),
 };
@@ -217,6 +219,79 @@ void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf
     if (m < cap) snprintf(buf + m, cap - m, "]");
 }
 
+/* ---------------------------------------------------------------- dtypes */
+
+int cg__op_dtype_like(const cg_op_desc *d, int i) {
+    const cg_tdesc *t = &d->t[i];
+    if (t->role != CG_TD_OUT) return -1;
+    if (t->grad_of) return cg__op_tensor(d, t->grad_of);
+    if (!(t->flags & CG_TD_HALF)) return -1;
+    for (int j = 0; j < d->nt; j++)
+        if (d->t[j].role == CG_TD_IN && (d->t[j].flags & CG_TD_HALF) && !memcmp(d->t[j].ext, t->ext, sizeof t->ext))
+            return j;
+    return -1;
+}
+
+int cg__prob_half(const cg_op_desc *d, const void *prob) {
+    for (int i = 0; i < d->nt; i++) {
+        const cg_view *v = cg__prob_view(d, prob, i);
+        if (v->p && cg__dtype_half(v->dt)) return i;
+    }
+    return -1;
+}
+
+/* "q, k, v, o, ..." : the 16-bit-capable tensors of d (for messages). */
+static const char *half_names(const cg_op_desc *d, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < d->nt && n < cap; i++)
+        if (d->t[i].flags & CG_TD_HALF) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", d->t[i].name);
+    return buf;
+}
+
+cg_status cg__op_dtypes(cg_context *ctx, const cg_op_desc *d, const int dt[], cg_dtype want[], cg_dtype *math) {
+    int first = -1, half = -1;
+    for (int i = 0; i < d->nt; i++) {
+        if (dt[i] < 0) continue;
+        if (!cg__dtype_known((cg_dtype)dt[i]))
+            return cg__err(ctx, CG_EINVAL, "%s: unknown dtype %d (expected CG_F32, CG_F64, CG_BF16 or CG_F16)",
+                           d->t[i].name, dt[i]);
+        if (first < 0) first = i;
+        if (half < 0 && cg__dtype_half((cg_dtype)dt[i])) half = i;
+    }
+    *math = first >= 0 && dt[first] == CG_F64 ? CG_F64 : CG_F32;
+    char names[256];
+    for (int i = 0; i < d->nt; i++) {
+        const cg_tdesc *t = &d->t[i];
+        const int like = cg__op_dtype_like(d, i);
+        want[i] = *math;
+        if (like >= 0 && dt[like] >= 0 && *math == CG_F32) want[i] = (cg_dtype)dt[like];
+        if (dt[i] < 0) continue;
+        const cg_dtype x = (cg_dtype)dt[i];
+        if (*math == CG_F64 || x == CG_F64) {
+            if (x != *math)
+                return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s (CG_F64 calls take every tensor as CG_F64)",
+                               t->name, cg__dtype_name(x), cg__dtype_name(*math), d->t[first].name);
+            continue;
+        }
+        if (cg__dtype_half(x) && !(t->flags & CG_TD_HALF))
+            return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected CG_F32 (%s stays float32; 16-bit storage is for %s)",
+                           t->name, cg__dtype_name(x), t->name, half_names(d, names, sizeof names));
+        if (cg__dtype_half(x) && x != (cg_dtype)dt[half])
+            return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s, or CG_F32 (one 16-bit dtype per call)",
+                           t->name, cg__dtype_name(x), cg__dtype_name((cg_dtype)dt[half]), d->t[half].name);
+        if (t->role == CG_TD_OUT && x != want[i]) {
+            if (like >= 0 && dt[like] >= 0)
+                return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s (%s)", t->name, cg__dtype_name(x),
+                               cg__dtype_name(want[i]), d->t[like].name,
+                               t->grad_of ? "a gradient has its input's dtype" : "an output has its input's dtype");
+            return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s", t->name, cg__dtype_name(x),
+                           cg__dtype_name(want[i]));
+        }
+    }
+    return CG_OK;
+}
+
 /* ----------------------------------------------------------- shape flags */
 
 const cg_kflag_desc cg__kflags[] = {
@@ -247,4 +322,64 @@ double cg__tol(cg_tol_class c) {
     case CG_TOL_BWD: return 1e-4;
     default: return 0;
     }
+}
+
+double cg__tol_dtype(cg_tol_class c, cg_dtype dt) {
+    if (c == CG_TOL_NONE) return 0;
+    return dt == CG_BF16 ? 1e-2 : dt == CG_F16 ? 2e-3 : cg__tol(c);
+}
+
+void cg__op_dtype_sig(const cg_op_desc *d, const int dt[], char *buf, size_t cap) {
+    int half = -1, all = 1;
+    for (int i = 0; i < d->nt; i++) {
+        if (d->t[i].role != CG_TD_IN || dt[i] < 0 || !(d->t[i].flags & CG_TD_HALF)) continue;
+        if (cg__dtype_half((cg_dtype)dt[i])) {
+            if (half < 0) half = dt[i];
+        } else {
+            all = 0;
+        }
+    }
+    if (half < 0 || all) {
+        snprintf(buf, cap, "%s", half < 0 ? "f32" : cg__dtype_word((cg_dtype)half));
+        return;
+    }
+    size_t n = (size_t)snprintf(buf, cap, "%s", cg__dtype_word((cg_dtype)half));
+    for (int i = 0; i < d->nt && n < cap; i++)
+        if (d->t[i].role == CG_TD_IN && dt[i] >= 0 && cg__dtype_half((cg_dtype)dt[i]))
+            n += (size_t)snprintf(buf + n, cap - n, "-%s", d->t[i].name);
+}
+
+cg_status cg__op_dtype_unsig(cg_context *ctx, const cg_op_desc *d, const char *sig, int dt[]) {
+    cg_dtype half = CG_F32;
+    const char *list = NULL;
+    for (int w = CG_BF16; w <= CG_F16; w++) {
+        size_t n = strlen(cg__dtype_word((cg_dtype)w));
+        if (!strncmp(sig, cg__dtype_word((cg_dtype)w), n) && (sig[n] == 0 || sig[n] == '-')) {
+            half = (cg_dtype)w;
+            list = sig[n] ? sig + n + 1 : NULL;
+        }
+    }
+    if (half == CG_F32 && strcmp(sig, "f32"))
+        return cg__err(ctx, CG_EINVAL, "dtype \"%s\": expected f32, bf16, f16, or bf16-NAME-NAME (the 16-bit inputs of %s)",
+                       sig, d->name);
+    for (int i = 0; i < d->nt; i++) dt[i] = d->t[i].role == CG_TD_IN ? CG_F32 : -1;
+    if (half != CG_F32 && !list)
+        for (int i = 0; i < d->nt; i++)
+            if (d->t[i].role == CG_TD_IN && (d->t[i].flags & CG_TD_HALF)) dt[i] = half;
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, "-");
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
+        int i = cg__op_tensor(d, name);
+        if (i < 0 || d->t[i].role != CG_TD_IN || !(d->t[i].flags & CG_TD_HALF))
+            return cg__err(ctx, CG_EINVAL, "dtype \"%s\": %s is not a 16-bit-capable input of %s", sig, name, d->name);
+        dt[i] = half;
+        p += n + (p[n] == '-');
+    }
+    cg_dtype want[CG_OP_MAX_TENSORS], math;
+    cg_status s = cg__op_dtypes(ctx, d, dt, want, &math);
+    if (s) return s;
+    for (int i = 0; i < d->nt; i++)
+        if (d->t[i].role == CG_TD_OUT) dt[i] = want[i];
+    return CG_OK;
 }

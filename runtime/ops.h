@@ -35,6 +35,7 @@ cg_sym cg__sym_parse(const char *name);
 #define CG_TD_LAYOUT 1     /* per-token SSD tensor: head-major layout gives logical dims 1, 2 swapped */
 #define CG_TD_GROUPABLE 2  /* the G dimension is left out when the call is ungrouped (sscan B, C) */
 #define CG_TD_CONTIG 4     /* innermost stride must be 1 */
+#define CG_TD_HALF 8       /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16); else float32 */
 
 /* Accuracy classes of outputs (one tolerance table: cg__tol). */
 typedef enum cg_tol_class { CG_TOL_NONE = 0, CG_TOL_FWD, CG_TOL_BWD } cg_tol_class;
@@ -128,11 +129,42 @@ void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf
  * symbols' positivity and the divisibility rule; messages start with the tensor's name. */
 cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *args, int hm,
                              int64_t dims[CG_SYM_COUNT], int src[CG_SYM_COUNT], int *grouped);
+/* The dtype rules (docs/dtypes.md), the one implementation (validation calls it; the Python
+ * bindings call it to give outputs their dtypes before a call). dt[i]: storage dtype of
+ * tensor i of d in table order, inputs and outputs, -1 when absent. Rules: a call whose
+ * first present tensor is CG_F64 is a float64 call, every tensor CG_F64; otherwise each
+ * tensor is CG_F32, or -- where the table says CG_TD_HALF -- the call's one 16-bit dtype,
+ * and an output has the dtype of the input it follows (cg__op_dtype_like; CG_F32 when that
+ * input is absent or there is none). Fills want[i] for every tensor (the dtype it must
+ * have; for an absent input, what it would have to be: CG_F32 or CG_F64) and *math (the
+ * problem's dtype: CG_F32 or CG_F64). A present tensor that breaks a rule is CG_EINVAL with
+ * a message naming it and the dtype expected. */
+cg_status cg__op_dtypes(cg_context *ctx, const cg_op_desc *d, const int dt[], cg_dtype want[], cg_dtype *math);
+/* The input whose dtype output i follows: the input it is the gradient of (dq: q), else a
+ * 16-bit-capable forward output follows the first 16-bit-capable input of the same
+ * extents (o: v, y: x); -1 for none (inputs, float32-only outputs without grad_of). */
+int cg__op_dtype_like(const cg_op_desc *d, int i);
+/* The first present tensor of a validated problem stored in a 16-bit dtype, or -1. */
+int cg__prob_half(const cg_op_desc *d, const void *prob);
+
 /* Validate args of op d and build its problem (memset first). The one argument checker. */
 cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob);
 
 /* Accuracy target (max |out - ref| / max |ref|) of an output class for an fp32 result. */
 double cg__tol(cg_tol_class c);
+/* The target of an output stored as dt (docs/dtypes.md, issue #15 item 5): bf16 1e-2, f16
+ * 2e-3 (against the float64 reference on the same rounded inputs); cg__tol(c) otherwise. */
+double cg__tol_dtype(cg_tol_class c, cg_dtype dt);
+
+/* The dtype signature of a call (the tuning key's dtype field): "f32" when no input is
+ * 16-bit; "bf16" / "f16" when every present 16-bit-capable input is; else the dtype and
+ * the 16-bit inputs, "bf16-q-k" (a word: the store's key fields are words). Outputs follow from the inputs (cg__op_dtypes). dt[i]:
+ * storage dtype of tensor i, -1 absent. */
+void cg__op_dtype_sig(const cg_op_desc *d, const int dt[], char *buf, size_t cap);
+/* The inverse for a problem with every tensor present: dt[i] for each tensor of d from
+ * sig (inputs as sig says, outputs as cg__op_dtypes wants). CG_EINVAL naming sig when it
+ * is not a signature of d. */
+cg_status cg__op_dtype_unsig(cg_context *ctx, const cg_op_desc *d, const char *sig, int dt[]);
 /* Relative error max |a - ref| / max |ref| (max |a - ref| when ref is all zero), fed one
  * element at a time; a NaN difference makes it INFINITY. The one relative-error helper of
  * the tests, the tuner's verification and the bench. Start from {0}. */

@@ -17,8 +17,6 @@ typedef struct tspec {
     int perm[4];          /* logical index k takes the caller's dim perm[k]; -1: none */
 } tspec;
 
-static size_t dt_size(cg_dtype dt) { return dt == CG_F64 ? 8 : 4; }
-
 static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, cap - n, "(");
@@ -32,7 +30,7 @@ static void span(const cg_tensor *t, const int64_t *st, uintptr_t *lo, uintptr_t
     int64_t maxoff = 0;
     for (int i = 0; i < t->ndim; i++) maxoff += (t->shape[i] - 1) * st[i];
     *lo = (uintptr_t)t->data;
-    *hi = *lo + (uintptr_t)((maxoff + 1) * (int64_t)dt_size(t->dtype));
+    *hi = *lo + (uintptr_t)((maxoff + 1) * (int64_t)cg__dtype_size(t->dtype));
 }
 
 /* Message texts, formatted only when a check fails (validation runs for every tensor of
@@ -57,11 +55,12 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
             return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", sp->name, tdims(sp, db));
         return CG_OK;
     }
-    if (t->dtype != CG_F32 && t->dtype != CG_F64)
-        return cg__err(ctx, CG_EINVAL, "%s: unknown dtype %d (expected CG_F32 or CG_F64)", sp->name, (int)t->dtype);
-    if ((uintptr_t)t->data % dt_size(t->dtype)) /* misaligned data would be read misaligned (UB) */
+    if (!cg__dtype_known(t->dtype))
+        return cg__err(ctx, CG_EINVAL, "%s: unknown dtype %d (expected CG_F32, CG_F64, CG_BF16 or CG_F16)", sp->name,
+                       (int)t->dtype);
+    if ((uintptr_t)t->data % cg__dtype_size(t->dtype)) /* misaligned data would be read misaligned (UB) */
         return cg__err(ctx, CG_EINVAL, "%s: data pointer %p is not aligned to %zu bytes (the size of its dtype)",
-                       sp->name, t->data, dt_size(t->dtype));
+                       sp->name, t->data, cg__dtype_size(t->dtype));
     if (t->ndim != sp->ndim) {
         fmt_shape(got, sizeof got, t->ndim > 0 && t->ndim <= CG_MAX_DIMS ? t->ndim : 0, t->shape);
         return cg__err(ctx, CG_EINVAL, "%s: %d dimensions %s but expected %d: %s %s", sp->name, t->ndim, got,
@@ -119,24 +118,19 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
     return CG_OK;
 }
 
-/* Check all specs; then outputs must not overlap each other or any input; then build views. */
-static cg_status check_all(cg_context *ctx, tspec *sp, int n, cg_view **views, cg_dtype *dtype) {
+/* Check all specs and the dtype rules (cg__op_dtypes); then outputs must not overlap each
+ * other or any input; then build views (each with its tensor's storage dtype). */
+static cg_status check_all(cg_context *ctx, const cg_op_desc *d, tspec *sp, int n, cg_view **views, cg_dtype *dtype) {
     int64_t st[CG_OP_MAX_TENSORS][CG_MAX_DIMS];
-    CG_ASSERT(n <= CG_OP_MAX_TENSORS);
+    CG_ASSERT(n <= CG_OP_MAX_TENSORS && n == d->nt);
     cg_status s;
-    int have_dt = 0;
+    int dt[CG_OP_MAX_TENSORS];
+    cg_dtype want[CG_OP_MAX_TENSORS];
     for (int i = 0; i < n; i++) {
         if ((s = check_tensor(ctx, &sp[i], st[i])) != CG_OK) return s;
-        if (!sp[i].t->data) continue;
-        if (!have_dt) {
-            *dtype = sp[i].t->dtype;
-            have_dt = 1;
-        } else if (sp[i].t->dtype != *dtype) {
-            return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s (all tensors of a call share one dtype)",
-                           sp[i].name, sp[i].t->dtype == CG_F64 ? "CG_F64" : "CG_F32",
-                           *dtype == CG_F64 ? "CG_F64" : "CG_F32", sp[0].name);
-        }
+        dt[i] = sp[i].t->data ? (int)sp[i].t->dtype : -1;
     }
+    if ((s = cg__op_dtypes(ctx, d, dt, want, dtype)) != CG_OK) return s;
     for (int i = 0; i < n; i++) {
         if (!sp[i].output || !sp[i].t->data) continue;
         uintptr_t lo, hi;
@@ -275,7 +269,7 @@ cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args
         for (int j = 0; j < n; j++) p->perm[order[j]] = j;
         views[i] = cg__prob_view(d, prob, i);
     }
-    return check_all(ctx, sp, d->nt, views, (cg_dtype *)((char *)prob + d->dtype_off));
+    return check_all(ctx, d, sp, d->nt, views, (cg_dtype *)((char *)prob + d->dtype_off));
 }
 
 cg_status cg__ssd_fwd_prob(cg_context *ctx, const cg_ssd_fwd_args *a, cg_ssd_prob *p) {

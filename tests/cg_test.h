@@ -91,7 +91,8 @@ cg_tbuf cg_tbuf_new_perm(cg_dtype dtype, int ndim, const int64_t *shape, const i
 void cg_tbuf_free(cg_tbuf *b);
 /* Fill with uniform values in [lo, hi). */
 void cg_tbuf_fill(cg_tbuf *b, cg_rng *r, double lo, double hi);
-/* Element by logical index (ndim indices). */
+/* Element by logical index (ndim indices); any dtype (CG_BF16 / CG_F16 stores round once,
+ * to nearest even: runtime/half.h). */
 double cg_tbuf_get(const cg_tbuf *b, const int64_t *idx);
 void cg_tbuf_set(cg_tbuf *b, const int64_t *idx, double v);
 /* Copy values from src into dst (same shape, any dtype/strides). */

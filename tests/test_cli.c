@@ -310,7 +310,7 @@ CG_TEST(cli_npy_bad_headers) {
         {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", "big-endian"},
         {"{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }\n", "integer"},
         {"{'descr': '|O', 'fortran_order': False, 'shape': (1,), }\n", "object"},
-        {"{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }\n", "float16"},
+        {"{'descr': '>f2', 'fortran_order': False, 'shape': (4,), }\n", "big-endian"}, /* '<f2' is read (#15) */
         {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }\n", "structured"},
         {"{'descr': '<f4', 'shape': (2,), }\n", "fortran_order"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}\n", "unknown key"},

@@ -16,7 +16,7 @@ cg_context *cg_test_gen_kernels(const char ***names, int *n) {
     return ctx;
 }
 
-static size_t dsize(cg_dtype dt) { return dt == CG_F64 ? sizeof(double) : sizeof(float); }
+static size_t dsize(cg_dtype dt) { return cg__dtype_size(dt); }
 
 cg_tbuf cg_tbuf_new_perm(cg_dtype dtype, int ndim, const int64_t *shape, const int *perm) {
     cg_tbuf b;
@@ -52,15 +52,20 @@ static int64_t offset(const cg_tbuf *b, const int64_t *idx) {
     return off;
 }
 
-double cg_tbuf_get(const cg_tbuf *b, const int64_t *idx) {
-    int64_t off = offset(b, idx);
-    return b->t.dtype == CG_F64 ? ((double *)b->t.data)[off] : ((float *)b->t.data)[off];
+/* Element off of b's memory as a one-dimensional view (any dtype: internal.h's load/store). */
+static cg_view flat(const cg_tbuf *b) {
+    cg_view v = {b->t.data, b->t.dtype, {1, 0, 0, 0}};
+    return v;
 }
 
-void cg_tbuf_set(cg_tbuf *b, const int64_t *idx, double v) {
-    int64_t off = offset(b, idx);
-    if (b->t.dtype == CG_F64) ((double *)b->t.data)[off] = v;
-    else ((float *)b->t.data)[off] = (float)v;
+double cg_tbuf_get(const cg_tbuf *b, const int64_t *idx) {
+    cg_view v = flat(b);
+    return cg__vload(&v, offset(b, idx), 0, 0, 0);
+}
+
+void cg_tbuf_set(cg_tbuf *b, const int64_t *idx, double x) {
+    cg_view v = flat(b); /* 16-bit dtypes: x rounded once, to nearest even */
+    cg__vstore(&v, offset(b, idx), 0, 0, 0, x);
 }
 
 /* Visit every logical index in row-major order. */

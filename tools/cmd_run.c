@@ -1,7 +1,10 @@
 /* cmd_run.c -- `chunkgen run ssd|sscan`: run one op on .npy files.
  *
- * Inputs are float32 .npy files named after the op's arguments in the input directory;
- * outputs are written as .npy files named after the results. Every shape comes from
+ * Inputs are .npy files (float32, float16, bfloat16 as ml_dtypes saves it, float64
+ * converted) named after the op's arguments in the input directory; outputs are written
+ * as .npy files named after the results, each in the dtype the call gives it
+ * (docs/dtypes.md). The 16-bit-capable inputs keep their file's dtype, or all take
+ * --dtype; the float32-only ones (log_alpha, states, A, D, delta_bias) are float32. Every shape comes from
  * the arrays: the defining arrays (q and v for SSD, x, A and B for the selective scan)
  * fix the dimensions and every other array is checked against them, so a mismatch is
  * reported in terms of files before the library sees anything. */
@@ -30,8 +33,9 @@ static const char run_usage[] =
     "usage: chunkgen run ssd|sscan [options] --in DIR [--out DIR]\n"
     "       chunkgen run ssd|sscan [options] IN_DIR [OUT_DIR]\n"
     "\n"
-    "Runs one op on float32 .npy files named after its inputs and writes .npy files\n"
-    "named after its outputs (OUT_DIR defaults to IN_DIR and is created if missing).\n";
+    "Runs one op on .npy files named after its inputs (float32, float16 '<f2', bfloat16\n"
+    "'<V2' as numpy saves ml_dtypes.bfloat16, float64 converted) and writes .npy files named\n"
+    "after its outputs (OUT_DIR defaults to IN_DIR and is created if missing).\n";
 
 /* The files of each op from the op table: "  ssd   reads  q k v log_alpha [h0] (and do
  * [dhT] with --grad)" and the same for the outputs; [x]: optional, or written only when
@@ -81,6 +85,7 @@ typedef struct run_opts {
     int layout_given;
     const char *config;
     int threads;            /* -1: library default */
+    int dtype;              /* --dtype: the storage of every 16-bit-capable input; -1: each file's */
     const char *in, *out;
     const char *op, *pos[2]; /* the positional arguments */
     int npos;
@@ -100,6 +105,13 @@ static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
+static int opt_dtype(void *opts, const char *v, char *err, size_t errlen) {
+    run_opts *o = opts;
+    for (int dt = CG_F32; dt <= CG_F16; dt++)
+        if (dt != CG_F64 && !strcmp(v, cg__dtype_word((cg_dtype)dt))) return o->dtype = dt, 0;
+    return snprintf(err, errlen, "unknown dtype '%s' (expected f32, bf16 or f16)", v), -1;
+}
+
 static int run_positional(void *opts, const char *a, char *err, size_t errlen) {
     run_opts *o = opts;
     if (!o->op) o->op = a;
@@ -114,6 +126,8 @@ static const cg_cli_opt k_run_opts[] = {
     {"--delta-softplus", 0, CG_CLI_FLAG, offsetof(run_opts, softplus), NULL, "sscan: dt = softplus(delta + delta_bias)", 0, 0, NULL},
     {"--layout", 0, CG_CLI_FN, 0, "token|head", "ssd: token-major [B,T,heads,dim] (default; alias bthd)\n"
      "or head-major [B,heads,T,dim] (alias bhtd)", 0, 0, opt_layout},
+    {"--dtype", 0, CG_CLI_FN, 0, "f32|bf16|f16", "storage of the 16-bit-capable inputs (q k v do / x delta B C z dy;\n"
+     "default: each file's dtype); outputs follow (docs/dtypes.md)", 0, 0, opt_dtype},
     CG_CLI_OPT_CONFIG(run_opts, config),
     CG_CLI_OPT_THREADS(run_opts, threads),
     CG_CLI_OPT_VERBOSE(run_opts, verbose, "print which backend and config ran"),
@@ -129,6 +143,7 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     o->backend = CG_BACKEND_AUTO;
     o->layout = CG_LAYOUT_TOKEN_MAJOR;
     o->threads = -1;
+    o->dtype = -1;
     int rc = cg_cli_parse(&k_run_cmd, argc, argv, o);
     if (rc) return rc;
     const char *op = o->op, *const *pos = o->pos;
@@ -161,7 +176,23 @@ typedef struct run_arr {
     char path[PATH_MAX];
     cg_npy a;
     int present;
+    cg_dtype dt;       /* the tensor's storage dtype */
+    uint16_t *half;    /* 16-bit storage (a.data narrowed); NULL for float32 */
 } run_arr;
+
+/* "float32", "bfloat16", "float16" (numpy's names, for the messages). */
+static const char *np_name(int dt) { return dt == CG_BF16 ? "bfloat16" : dt == CG_F16 ? "float16" : dt == CG_F64 ? "float64" : "float32"; }
+
+/* Store r as dt: 16-bit values narrowed once (exact for a file of that dtype). -1: OOM. */
+static int arr_store(run_arr *r, cg_dtype dt) {
+    r->dt = dt;
+    if (!cg__dtype_half(dt)) return 0;
+    r->half = malloc((size_t)(r->a.count ? r->a.count : 1) * sizeof *r->half);
+    if (!r->half) return -1;
+    for (int64_t i = 0; i < r->a.count; i++)
+        r->half[i] = dt == CG_BF16 ? cg__f32_to_bf16(r->a.data[i]) : cg__f32_to_f16(r->a.data[i]);
+    return 0;
+}
 
 static void arr_path(const char *dir, const char *name, char *out, size_t outlen) {
     size_t n = strlen(dir);
@@ -191,13 +222,17 @@ static int arr_load(const run_opts *o, run_arr *r, const char *name, int require
     return 0;
 }
 
-static void arr_free(run_arr *r) { cg_npy_free(&r->a); }
+static void arr_free(run_arr *r) {
+    cg_npy_free(&r->a);
+    free(r->half);
+    r->half = NULL;
+}
 
-static cg_tensor tensor_of(float *data, int ndim, const int64_t *shape) {
+static cg_tensor tensor_of(void *data, cg_dtype dt, int ndim, const int64_t *shape) {
     cg_tensor t;
     memset(&t, 0, sizeof t);
     t.data = data;
-    t.dtype = CG_F32;
+    t.dtype = dt;
     t.ndim = ndim;
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
@@ -226,7 +261,7 @@ static cg_tensor in_tensor(const run_arr *r) {
         memset(&t, 0, sizeof t);
         return t;
     }
-    return tensor_of(r->a.data, r->a.ndim, r->a.shape);
+    return tensor_of(r->half ? (void *)r->half : (void *)r->a.data, r->dt, r->a.ndim, r->a.shape);
 }
 
 /* ----------------------------------------------------------------- outputs */
@@ -237,7 +272,9 @@ typedef struct run_out {
     const char *name;
     int ndim;
     int64_t shape[4];
-    float *data;
+    cg_dtype dt;
+    void *data;      /* dt's elements */
+    int64_t count;
 } run_out;
 
 typedef struct run_outs {
@@ -245,11 +282,12 @@ typedef struct run_outs {
     run_out o[RUN_MAX_OUT];
 } run_outs;
 
-/* Add an output of the given shape (zeroed); returns its tensor or an absent one on OOM. */
-static cg_tensor out_add(run_outs *os, const char *name, int ndim, const int64_t *shape, int *oom) {
+/* Add an output of the given shape and dtype (zeroed); returns its tensor or an absent one on OOM. */
+static cg_tensor out_add(run_outs *os, const char *name, cg_dtype dt, int ndim, const int64_t *shape, int *oom) {
     run_out *o = &os->o[os->n++];
     o->name = name;
     o->ndim = ndim;
+    o->dt = dt;
     int64_t count = 1;
     for (int i = 0; i < ndim; i++) {
         o->shape[i] = shape[i];
@@ -258,11 +296,12 @@ static cg_tensor out_add(run_outs *os, const char *name, int ndim, const int64_t
     if (count < 0 || !dims_fit(ndim, shape)) { /* too large: treated as out of memory */
         o->data = NULL;
         *oom = 1;
-        return tensor_of(NULL, ndim, shape);
+        return tensor_of(NULL, dt, ndim, shape);
     }
-    o->data = calloc(count > 0 ? (size_t)count : 1, sizeof(float));
+    o->count = count;
+    o->data = calloc(count > 0 ? (size_t)count : 1, cg__dtype_size(dt));
     if (!o->data) *oom = 1;
-    return tensor_of(o->data, ndim, shape);
+    return tensor_of(o->data, dt, ndim, shape);
 }
 
 static void outs_free(run_outs *os) {
@@ -284,8 +323,19 @@ static int outs_write(const run_opts *opt, const run_outs *os) {
         const run_out *o = &os->o[i];
         char err[RUN_ERRLEN];
         arr_path(opt->out, o->name, path[i], sizeof path[i]);
-        if (cg_npy_write_tmp(path[i], tmp[i], sizeof tmp[i], o->data, o->ndim, o->shape, err, sizeof err) != 0)
-            rc = run_fail("%s; no output written", err);
+        float *vals = o->data; /* 16-bit outputs widened (exact), written back narrowed: the same bits */
+        if (cg__dtype_half(o->dt)) {
+            vals = malloc((size_t)(o->count ? o->count : 1) * sizeof *vals);
+            if (!vals) {
+                rc = run_fail("out of memory writing %s; no output written", path[i]);
+                break;
+            }
+            const uint16_t *h = o->data;
+            for (int64_t j = 0; j < o->count; j++) vals[j] = o->dt == CG_BF16 ? cg__bf16_to_f32(h[j]) : cg__f16_to_f32(h[j]);
+        }
+        int w = cg_npy_write_tmp_as(path[i], tmp[i], sizeof tmp[i], vals, o->dt, o->ndim, o->shape, err, sizeof err);
+        if (vals != o->data) free(vals);
+        if (w != 0) rc = run_fail("%s; no output written", err);
         else staged++;
     }
     for (int i = 0; i < staged && !rc; i++)
@@ -301,7 +351,8 @@ static int outs_write(const run_opts *opt, const run_outs *os) {
     }
     for (int i = 0; i < os->n; i++) {
         char sb[96];
-        printf("wrote %s %s float32\n", path[i], cg_npy_shape_str(os->o[i].ndim, os->o[i].shape, sb, sizeof sb));
+        printf("wrote %s %s %s\n", path[i], cg_npy_shape_str(os->o[i].ndim, os->o[i].shape, sb, sizeof sb),
+               np_name(os->o[i].dt));
     }
     return 0;
 }
@@ -365,6 +416,18 @@ static void expect_from(const cg_op_desc *d, int i, const run_arr *a, const int 
     if (n && n < cap) snprintf(buf + n, cap - n, ")");
 }
 
+/* The dtype output i of d gets from the inputs' (cg__op_dtypes: the library's rule); a
+ * bad mix is left for the call to report. */
+static cg_dtype out_dtype(const cg_op_desc *d, int i, const run_arr *a, const cg_op_desc *all) {
+    int dt[CG_OP_MAX_TENSORS];
+    cg_dtype want[CG_OP_MAX_TENSORS], math;
+    for (int j = 0; j < d->nt; j++) {
+        int k = cg__op_tensor(all, d->t[j].name);
+        dt[j] = d->t[j].role == CG_TD_IN && k >= 0 && a[k].present ? (int)a[k].dt : -1;
+    }
+    return cg__op_dtypes(NULL, d, dt, want, &math) == CG_OK ? want[i] : CG_F32;
+}
+
 /* Run the op family's forward (and with --grad its backward) on the arrays of o->in. The
  * tensors, their shapes and which outputs exist come from the op table (runtime/ops.h). */
 static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_outs *os) {
@@ -416,6 +479,17 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
                       cg_npy_shape_str(a[i].a.ndim, a[i].a.shape, got, sizeof got), cg_npy_shape_str(nd, want, exp, sizeof exp),
                       dt, from);
     }
+    for (int i = 0; i < all->nt && !rc; i++) { /* storage: --dtype or the file's (16-bit capable), else float32 */
+        if (!a[i].present) continue;
+        const int cap16 = (all->t[i].flags & CG_TD_HALF) != 0;
+        cg_dtype dt = cap16 && o->dtype >= 0 ? (cg_dtype)o->dtype
+                      : cap16 && cg__dtype_half((cg_dtype)a[i].a.dtype) ? (cg_dtype)a[i].a.dtype : CG_F32;
+        if (arr_store(&a[i], dt)) rc = run_fail("out of memory for %s", a[i].path);
+        else if (a[i].a.dtype != (int)dt && a[i].a.dtype != CG_F64)
+            fprintf(stderr, "chunkgen run: note: %s holds %s values; %s to %s%s\n", a[i].path, np_name(a[i].a.dtype),
+                    cg__dtype_half(dt) ? "rounded" : "widened", np_name(dt), cap16 ? "" : " (this tensor stays float32)");
+        *cg__args_tensor(all, &args[0], i) = in_tensor(&a[i]);
+    }
     if (rc) goto done;
 
     /* both passes' args: the inputs, the scalars, the outputs that exist */
@@ -440,7 +514,7 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
             if (t->optional && t->grad_of && !a[cg__op_tensor(all, t->grad_of)].present) continue;
             int64_t shape[4];
             int nd = cg__op_given_shape(d, i, dims, grouped, hm, shape);
-            *cg__args_tensor(d, ap, i) = out_add(os, t->name, nd, shape, &oom);
+            *cg__args_tensor(d, ap, i) = out_add(os, t->name, out_dtype(d, i, a, all), nd, shape, &oom);
         }
     }
     if (oom) {
@@ -474,6 +548,12 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
         cg_tune_shape ts; /* the tuned-config key the call looked up, for --verbose */
         memset(&ts, 0, sizeof ts);
         ts.sscan = !o->is_ssd;
+        int tdt[CG_OP_MAX_TENSORS];
+        for (int i = 0; i < d->nt; i++) {
+            const cg_tensor *t = cg__args_tensor(d, &args[p], i);
+            tdt[i] = t->data ? (int)t->dtype : -1;
+        }
+        cg__op_dtype_sig(d, tdt, ts.dtype, sizeof ts.dtype);
         ts.B = dims[CG_SYM_B], ts.G = dims[CG_SYM_G] > 0 ? dims[CG_SYM_G] : 1;
         if (o->is_ssd) ts.T = dims[CG_SYM_T], ts.H = dims[CG_SYM_H], ts.dk = dims[CG_SYM_DK], ts.dv = dims[CG_SYM_DV];
         else ts.T = dims[CG_SYM_L], ts.D = dims[CG_SYM_D], ts.N = dims[CG_SYM_N];

@@ -1,4 +1,4 @@
-/* npy.c -- NumPy .npy reader and writer (float32; see npy.h).
+/* npy.c -- NumPy .npy reader and writer (float32, float16, bfloat16; see npy.h).
  *
  * File layout (numpy.lib.format): the magic "\x93NUMPY", one byte major and one byte
  * minor version, the header length (uint16 LE for 1.0, uint32 LE for 2.0 and 3.0), the
@@ -10,6 +10,7 @@
  * whitespace, keys in any order) and nothing else. */
 #include "npy.h"
 #include "fsutil.h"
+#include "half.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -162,20 +163,27 @@ static int parse_shape(hparse *h, int *ndim, int64_t *shape) {
     return 0;
 }
 
-/* Why a descr other than '<f4' / '<f8' is refused. elem gets 4 or 8 on success. */
-static int check_descr(const char *path, const char *d, int *elem, char *err, size_t errlen) {
+/* The element type of a descr: '<f4' (CG_F32, 4 bytes), '<f8' (CG_F64, 8), '<f2' (CG_F16,
+ * 2) or '<V2' / '|V2' (CG_BF16, 2: what numpy writes for ml_dtypes.bfloat16, which has no
+ * descr of its own); anything else is refused with the reason. */
+static int check_descr(const char *path, const char *d, int *elem, int *dtype, char *err, size_t errlen) {
     char order = '<';
     const char *p = d;
     if (*p == '<' || *p == '>' || *p == '=' || *p == '|') order = *p++;
     if (order == '=') order = host_is_little() ? '<' : '>';
-    int is_f4 = strcmp(p, "f4") == 0, is_f8 = strcmp(p, "f8") == 0;
-    if ((is_f4 || is_f8) && order == '<') {
-        *elem = is_f4 ? 4 : 8;
+    int is_f4 = strcmp(p, "f4") == 0, is_f8 = strcmp(p, "f8") == 0, is_f2 = strcmp(p, "f2") == 0;
+    if ((is_f4 || is_f8 || is_f2) && order == '<') {
+        *elem = is_f4 ? 4 : is_f8 ? 8 : 2;
+        *dtype = is_f4 ? CG_F32 : is_f8 ? CG_F64 : CG_F16;
+        return 0;
+    }
+    if (strcmp(p, "V2") == 0 && (order == '<' || order == '|')) {
+        *elem = 2;
+        *dtype = CG_BF16;
         return 0;
     }
     const char *why;
-    if ((is_f4 || is_f8) && order == '>') why = "big-endian floats";
-    else if (*p == 'f' && strcmp(p, "f2") == 0) why = "float16 (convert with .astype(np.float32))";
+    if ((is_f4 || is_f8 || is_f2) && order == '>') why = "big-endian floats";
     else if (*p == 'f') why = "this float width";
     else if (*p == 'i' || *p == 'u') why = "integer arrays (convert with .astype(np.float32))";
     else if (*p == 'b' || *p == '?') why = "boolean arrays";
@@ -183,17 +191,19 @@ static int check_descr(const char *path, const char *d, int *elem, char *err, si
     else if (*p == 'O') why = "object arrays";
     else if (*p == 'U' || *p == 'S' || *p == 'a') why = "string arrays";
     else if (*p == 'M' || *p == 'm') why = "datetime arrays";
+    else if (*p == 'V') why = "void arrays other than 2-byte bfloat16";
     else why = "this dtype";
     seterr(err, errlen,
-           "%s: dtype '%s' is not supported (%s); only little-endian float32 '<f4' "
-           "(or float64 '<f8', converted) is read",
+           "%s: dtype '%s' is not supported (%s); little-endian float32 '<f4', float64 '<f8' (converted), "
+           "float16 '<f2' and bfloat16 '<V2' (ml_dtypes) are read",
            path, d, why);
     return -1;
 }
 
 typedef struct npy_header {
     char descr[64];
-    int elem;           /* bytes per element: 4 or 8 */
+    int elem;           /* bytes per element: 2, 4 or 8 */
+    int dtype;          /* cg_dtype of the elements */
     int fortran;
     int ndim;
     int64_t shape[CG_NPY_MAX_DIMS];
@@ -241,7 +251,7 @@ static int parse_header(const char *path, const char *text, size_t len, npy_head
                !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
         return -1;
     }
-    return check_descr(path, out->descr, &out->elem, err, errlen);
+    return check_descr(path, out->descr, &out->elem, &out->dtype, err, errlen);
 }
 
 /* ------------------------------------------------------------------- read */
@@ -250,8 +260,9 @@ static uint32_t le32(const unsigned char *b) {
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
-/* Element i of a little-endian buffer of elem-byte floats, as float. */
-static float load_le(const unsigned char *raw, int64_t i, int elem, int little) {
+/* Element i of a little-endian buffer of elem-byte elements of dtype, as float (16-bit
+ * ones widened exactly, float64 rounded). */
+static float load_le(const unsigned char *raw, int64_t i, int elem, int dtype, int little) {
     unsigned char b[8];
     memcpy(b, raw + i * elem, (size_t)elem);
     if (!little)
@@ -260,6 +271,11 @@ static float load_le(const unsigned char *raw, int64_t i, int elem, int little) 
             b[j] = b[elem - 1 - j];
             b[elem - 1 - j] = t;
         }
+    if (elem == 2) {
+        uint16_t h;
+        memcpy(&h, b, 2);
+        return dtype == CG_BF16 ? cg__bf16_to_f32(h) : cg__f16_to_f32(h);
+    }
     if (elem == 4) {
         float f;
         memcpy(&f, b, 4);
@@ -384,7 +400,7 @@ int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
     if (!hd.fortran || hd.ndim < 2) {
         if (hd.elem == 4 && little) memcpy(out->data, raw, (size_t)need);
         else
-            for (int64_t i = 0; i < count; i++) out->data[i] = load_le(raw, i, hd.elem, little);
+            for (int64_t i = 0; i < count; i++) out->data[i] = load_le(raw, i, hd.elem, hd.dtype, little);
     } else if (count > 0) {
         /* Column-major file: element idx lies at sum idx[d] * cstride[d] with cstride[0] = 1.
          * Walk the row-major output order and gather. */
@@ -393,7 +409,7 @@ int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
         for (int d = 1; d < hd.ndim; d++) cstride[d] = cstride[d - 1] * hd.shape[d - 1];
         int64_t src = 0;
         for (int64_t i = 0; i < count; i++) {
-            out->data[i] = load_le(raw, src, hd.elem, little);
+            out->data[i] = load_le(raw, src, hd.elem, hd.dtype, little);
             for (int d = hd.ndim - 1; d >= 0; d--) {
                 src += cstride[d];
                 if (++idx[d] < hd.shape[d]) break;
@@ -406,6 +422,7 @@ int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
     for (int i = 0; i < hd.ndim; i++) out->shape[i] = hd.shape[i];
     out->count = count;
     out->from_f64 = hd.elem == 8;
+    out->dtype = hd.dtype;
     out->fortran_order = hd.fortran;
     out->version = major;
     rc = 0;
@@ -430,6 +447,22 @@ void cg_npy_free(cg_npy *a) {
 
 int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *data, int ndim, const int64_t *shape,
                      char *err, size_t errlen) {
+    return cg_npy_write_tmp_as(path, tmp, tmpcap, data, CG_F32, ndim, shape, err, errlen);
+}
+
+/* The descr written for dtype (numpy's own for float32 and float16; '<V2' for bfloat16,
+ * as numpy saves ml_dtypes.bfloat16), and its element size. */
+static const char *descr_of(int dtype, int *elem) {
+    *elem = dtype == CG_F32 ? 4 : 2;
+    return dtype == CG_F32 ? "<f4" : dtype == CG_F16 ? "<f2" : "<V2";
+}
+
+int cg_npy_write_tmp_as(const char *path, char *tmp, size_t tmpcap, const float *data, int dtype, int ndim,
+                        const int64_t *shape, char *err, size_t errlen) {
+    if (dtype != CG_F32 && dtype != CG_F16 && dtype != CG_BF16) {
+        seterr(err, errlen, "%s: cannot write dtype %d (float32, float16 or bfloat16)", path, dtype);
+        return -1;
+    }
     if (ndim < 0 || ndim > CG_NPY_MAX_DIMS) {
         seterr(err, errlen, "%s: cannot write %d dimensions (0..%d)", path, ndim, CG_NPY_MAX_DIMS);
         return -1;
@@ -448,7 +481,9 @@ int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *da
     }
     /* Preamble (10 bytes) + dict + spaces + '\n', padded to 64 bytes as numpy does. */
     char hdr[256], sb[128];
-    int n = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }",
+    int elem;
+    const char *descr = descr_of(dtype, &elem);
+    int n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
                      cg_npy_shape_str(ndim, shape, sb, sizeof sb));
     size_t total = 10 + (size_t)n + 1;
     size_t padded = (total + 63) / 64 * 64;
@@ -475,7 +510,13 @@ int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *da
     pre[8] = (unsigned char)(hlen & 0xff);
     pre[9] = (unsigned char)(hlen >> 8);
     int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, hlen, f) == hlen;
-    if (ok && count > 0) {
+    if (ok && count > 0 && elem == 2) { /* narrowed once, to nearest even (half.h), little-endian */
+        for (int64_t i = 0; ok && i < count; i++) {
+            uint16_t h = dtype == CG_BF16 ? cg__f32_to_bf16(data[i]) : cg__f32_to_f16(data[i]);
+            unsigned char b[2] = {(unsigned char)(h & 0xff), (unsigned char)(h >> 8)};
+            ok = fwrite(b, 1, 2, f) == 2;
+        }
+    } else if (ok && count > 0) {
         if (host_is_little()) {
             ok = fwrite(data, sizeof(float), (size_t)count, f) == (size_t)count;
         } else {

@@ -1,14 +1,17 @@
-/* npy.h -- read and write NumPy .npy files of float32 arrays (for `chunkgen run`).
+/* npy.h -- read and write NumPy .npy files of float arrays (for `chunkgen run`).
  *
- * Read: format versions 1.0, 2.0 and 3.0; dtype '<f4', or '<f8' converted to float32
+ * Read: format versions 1.0, 2.0 and 3.0; dtype '<f4', '<f2' (float16), '<V2' (bfloat16:
+ * numpy saves ml_dtypes.bfloat16 arrays as 2-byte void), or '<f8' converted to float32
  * (the reader says so in cg_npy.from_f64); fortran_order True is transposed into
  * row-major order; 0 to CG_NPY_MAX_DIMS dimensions. Anything else (big-endian,
  * integers, objects, structured dtypes, a file shorter or longer than its header
  * says) is an error whose message names the file and what was wrong.
- * Write: format 1.0, '<f4', C order. Reads never block on a FIFO or device (the file must
+ * Write: format 1.0, '<f4' (or '<f2', '<V2' with cg_npy_write_tmp_as), C order. Reads never block on a FIFO or device (the file must
  * be regular). */
 #ifndef CG_NPY_H
 #define CG_NPY_H
+
+#include "chunkgen.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,11 +19,13 @@
 #define CG_NPY_MAX_DIMS 4
 
 typedef struct cg_npy {
-    float *data;                     /* owned (cg_npy_free); row-major; never NULL after a read */
+    float *data;                     /* owned (cg_npy_free); row-major; never NULL after a read;
+                                      * float32 values (16-bit ones widened exactly) */
     int ndim;
     int64_t shape[CG_NPY_MAX_DIMS];
     int64_t count;                   /* product of shape (1 for a 0-d array) */
     int from_f64;                    /* the file held float64 values, rounded to float32 */
+    int dtype;                       /* the file's elements: CG_F32, CG_F64, CG_F16 or CG_BF16 */
     int fortran_order;               /* the file was in Fortran order (transposed on read) */
     int version;                     /* format major version of the file (1, 2 or 3) */
 } cg_npy;
@@ -38,6 +43,12 @@ int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *s
  * caller to rename over path (or unlink): `chunkgen run` commits all outputs at once. */
 int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *data, int ndim,
                      const int64_t *shape, char *err, size_t errlen);
+
+/* cg_npy_write_tmp with the elements stored as dtype: CG_F32 '<f4', CG_F16 '<f2' or
+ * CG_BF16 '<V2' (read back with np.load(path).view(ml_dtypes.bfloat16)); 16-bit values
+ * narrowed once, to nearest even (runtime/half.h). */
+int cg_npy_write_tmp_as(const char *path, char *tmp, size_t tmpcap, const float *data, int dtype, int ndim,
+                        const int64_t *shape, char *err, size_t errlen);
 
 /* Release what cg_npy_read allocated; NULL or a zeroed struct is a no-op. */
 void cg_npy_free(cg_npy *a);
