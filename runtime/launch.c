@@ -453,6 +453,7 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
         .ssd_bwd = NAME##_ssd_bwd,                                                                      \
         .sscan_fwd = NAME##_sscan_fwd,                                                                  \
         .sscan_bwd = NAME##_sscan_bwd,                                                                  \
+        .half = CG_DTM_HALF, /* per tensor as each kernel's Lua `half` list allows (refused there) */   \
     };
 
 CG_GEN_BACKEND(emulate, cg__kexec_emu)
