@@ -134,7 +134,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
             why = " (auto: host pointers)";
             if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         }
-        if (host_why[0]) {
+        if (host_why[0] && vt == host) {
             snprintf(auto_why, sizeof auto_why, "%.*s%s)", (int)strlen(why) - 1, why, host_why);
             why = auto_why;
         }

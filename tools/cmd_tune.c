@@ -6,6 +6,7 @@
 #include "cli_common.h"
 #include "fsutil.h"
 #include "../autotune/autotune.h"
+#include "ops.h"
 #include "cuda/kcache.h"
 #include "kbundle.h"
 
@@ -115,6 +116,7 @@ typedef struct tune_cli {
     const char *backend, *shapes_file;
     const char **shape_args; /* argc + 1 slots */
     int nshape_args;
+    const char *dtype;       /* --dtype: the dtype signature of every shape (NULL: f32) */
 } tune_cli;
 
 static int mask_opt(const char *v, const char *a, const char *b, int *mask, char *err, size_t errlen) {
@@ -167,6 +169,9 @@ static const cg_cli_opt k_tune_opts[] = {
     {"--shapes", 0, CG_CLI_STR, TO(shapes_file), "FILE",
      "shapes, one a line in the same syntax (# comments)\n(default: the built-in set; smaller on the CPU backend)", 0, 0,
      NULL},
+    {"--dtype", 0, CG_CLI_STR, TO(dtype), "SIG",
+     "storage of the keys' tensors: f32 (default), bf16, f16, or one input\nset such as bf16-q-k (docs/dtypes.md); "
+     "each dtype is a key of its own", 0, 0, NULL},
     {"--budget", 0, CG_CLI_F64, TO(o.budget_s), "SECONDS",
      "stop starting new work after this long; a key cut short\nis stored as truncated and resumed by the next run", 1e-9,
      1e12, NULL},
@@ -287,6 +292,14 @@ int cg_cmd_tune(int argc, char **argv) {
         const cg_tune_shape *d = cg__tune_default_shapes(backend, &n);
         if (!(shapes = malloc((size_t)n * sizeof *shapes))) rc = cli_fail(cmd, "out of memory");
         else memcpy(shapes, d, (size_t)n * sizeof *shapes), nshapes = n;
+    }
+    for (int i = 0; !rc && t.dtype && i < nshapes; i++) { /* the signature must fit each shape's ops */
+        const cg_op fam = shapes[i].sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD;
+        int dt[CG_OP_MAX_TENSORS];
+        for (int b = 0; !rc && b < 2; b++)
+            if ((o.dir_mask >> b & 1) && cg__op_dtype_unsig(ctx, cg__op_desc((cg_op)(fam + b)), t.dtype, dt) != CG_OK)
+                rc = cli_usage(cmd, "--dtype %s", cg_errmsg(ctx));
+        snprintf(shapes[i].dtype, sizeof shapes[i].dtype, "%s", t.dtype);
     }
     if (!rc) {
         cg_tune_summary sum;
