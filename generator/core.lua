@@ -330,7 +330,7 @@ local function check_dtypes(d, shape)
     if d.backend == "cpu" or not shape.dtypes or shape.dtypes == "" then return true end
     local ok = {}
     for _, t in ipairs(d.half or {}) do ok[t] = true end
-    for name, dt in pairs(M.dtypes(shape)) do
+    for name, dt in string.gmatch(shape.dtypes, "([%w_]+)=([%w_]+)") do -- in order: the first is named
         if dt ~= "bf16" and dt ~= "f16" then
             return fail("EINVAL", "kernel %s: tensor %s has dtype '%s' (expected bf16 or f16)", d.name, name, dt)
         end

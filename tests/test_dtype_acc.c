@@ -16,6 +16,7 @@ static const struct acc_backend {
     unsigned ops;
 } k_backends[] = {
     {CG_BACKEND_REF, 0xf},
+    {CG_BACKEND_EMULATE, 1u << CG_OP_SSCAN_FWD | 1u << CG_OP_SSCAN_BWD}, /* the generated sscan kernels */
 };
 #define NBACKENDS ((int)(sizeof k_backends / sizeof k_backends[0]))
 

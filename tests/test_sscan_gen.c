@@ -14,6 +14,7 @@
 #include "gen.h"
 #include "sscan_params.h"
 #include "ptxas_log.h"
+#include "test_dtype_lib.h"
 
 #define FWD_TOL 1e-5
 #define GRAD_TOL 1e-4
@@ -236,6 +237,13 @@ static void kshape_of(const sg_case *c, int bwd, cg_kshape *ks) {
                 (c->z ? CG_KS_HAS_Z : 0) | (c->bias ? CG_KS_HAS_BIAS : 0) | (c->G ? CG_KS_GROUPED : 0);
     if (!bwd && c->outs) ks->flags |= CG_KS_HT;
     if (bwd && c->dhT) ks->flags |= CG_KS_DHT;
+}
+
+static cg_kshape shape_of_ssd(void) {
+    cg_kshape ks;
+    memset(&ks, 0, sizeof ks);
+    ks.B = 1, ks.T = 9, ks.G = 1, ks.H = 1, ks.dk = 16, ks.dv = 16;
+    return ks;
 }
 
 static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
@@ -652,6 +660,48 @@ static void half_nvrtc(int arch) {
     }
     fprintf(stderr, "  sm_%d: %d 16-bit sscan kernels compiled (%.0f s), max %d registers\n", arch, ncomp,
             (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
+    cg_context_free(ctx);
+}
+
+/* The 16-bit signature is the kernel's: a tensor outside a kernel's `half` list, an
+ * unknown dtype word, and SSD (no 16-bit kernels yet) on the generated backends are
+ * refused by name; f32 and bf16 plans of one config differ in name and source. */
+CG_TEST(sscan_gen_half_refusals) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_kshape ks;
+    kshape_of(&k_cases[1], 0, &ks);
+    cg_plan a, b;
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a));
+    half_dtypes(&k_cases[1], 0, CG_BF16, &ks);
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &b));
+    CG_CHECK(strcmp(a.name, b.name) && strstr(b.name, "_bf16") && !strstr(a.source, "CG_T_X cg_") &&
+                 strstr(b.source, "#define CG_T_Y cg_bf16\n"), "f32 %s vs bf16 %s", a.name, b.name);
+    cg__plan_free(&a);
+    cg__plan_free(&b);
+    snprintf(ks.dtypes, sizeof ks.dtypes, "x=bf16 A=bf16");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a), CG_EUNSUPPORTED, "A as float32 only",
+                     "A is float32 in every kernel");
+    snprintf(ks.dtypes, sizeof ks.dtypes, "x=f8");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a), CG_EINVAL, "expected bf16 or f16",
+                     "an unknown dtype word");
+    cg_kshape ss = shape_of_ssd();
+    snprintf(ss.dtypes, sizeof ss.dtypes, "q=bf16");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_fwd", &ss, &dev, NULL, &a), CG_EUNSUPPORTED, "no 16-bit variant",
+                     "SSD has no 16-bit kernels yet");
+    /* through the API: the emulate backend takes 16-bit tensors, the SSD kernel refuses q */
+    dtt_prob p;
+    int64_t dims[CG_SYM_COUNT] = {0};
+    dims[CG_SYM_B] = 1, dims[CG_SYM_T] = 9, dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 1, dims[CG_SYM_DK] = 16,
+    dims[CG_SYM_DV] = 16;
+    dtt_new(&p, CG_OP_SSD_FWD, dims, 0, 0, CG_BF16, CG_F32, 0);
+    dtt_fill(&p, 5);
+    CG_CHECK_REFUSED(ctx, dtt_run(ctx, &p, CG_BACKEND_EMULATE), CG_EUNSUPPORTED, "takes q as float32 only",
+                     "bf16 SSD on the emulator");
+    dtt_free(&p);
     cg_context_free(ctx);
 }
 
