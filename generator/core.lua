@@ -65,6 +65,9 @@ Each file returns a table:
                                          -- shape symbol of the op (B, T, G, H, dk, dv, L,
                                          -- D, N; int64) or an integer (int64). The C side
                                          -- copies them without knowing what they mean.
+    half     = {"x", "delta", ...},      -- optional (kernels): the op's tensors this
+                                         -- kernel takes as bf16 or f16 (#15); a shape
+                                         -- whose dtypes name another tensor is refused
     defines  = function(p, shape, dev) return {NAME = value, ...} end,  -- optional (kernels)
     fast_math = function(p) return false end,  -- optional (kernels): --use_fast_math
   }
@@ -72,7 +75,11 @@ Each file returns a table:
 p holds the resolved config with typed values (p.chunk == 64, p.precision == "ieee").
 shape: B, T, G, H, dk, dv, L, D, N (integers; 0 when not meaningful for the op) and
 booleans h0, hT, dhT, softplus, has_D, has_z, has_bias, grouped, bwd (bwd: the backward
-is meant; set by the autotuner for the CPU spaces, which cover both directions).
+is meant; set by the autotuner for the CPU spaces, which cover both directions), and
+dtypes: the tensors stored as bf16 or f16, "name=dtype" words ("" when all are float32;
+M.dtypes parses it). A kernel with 16-bit tensors renders `#define CG_T_<NAME> cg_bf16`
+(or cg_f16) for each, its name ends in _bf16 / _f16 when every tensor of its `half`
+list has that dtype, else in _dt<one letter per `half` tensor: f, b (bf16), h (f16)>.
 dev: name, arch (80, 86, 89, 90...), sm_count, smem_per_block (opt-in maximum),
 regs_per_block, emulated (boolean). For a CPU space the autotuner passes dev.name = the
 CPU model and dev.sm_count = the context's thread count (arch, smem, regs: 0).
@@ -207,6 +214,12 @@ local function check_desc(name, d, dir)
     for k in pairs(d.space) do
         if not seen[k] then error(where .. ": space key '" .. k .. "' is missing from order", 0) end
     end
+    if d.half ~= nil then
+        if cpu or type(d.half) ~= "table" then error(where .. ": 'half' is a list of tensor names (kernels only)", 0) end
+        for _, t in ipairs(d.half) do
+            if type(t) ~= "string" then error(where .. ": 'half' is a list of tensor names", 0) end
+        end
+    end
     d.consts = d.consts or (cpu and {} or { "dk", "dv" })
     return d
 end
@@ -303,7 +316,35 @@ local function enumerate(d, fn)
     rec(1)
 end
 
+-- shape.dtypes ("x=bf16 delta=f16") -> { x = "bf16", delta = "f16" }
+function M.dtypes(shape)
+    local t = {}
+    for name, dt in string.gmatch(shape.dtypes or "", "([%w_]+)=([%w_]+)") do t[name] = dt end
+    return t
+end
+
+local DT_LETTER = { f32 = "f", bf16 = "b", f16 = "h" }
+
+-- A kernel takes the 16-bit tensors of shape only when its `half` list names them.
+local function check_dtypes(d, shape)
+    if d.backend == "cpu" or not shape.dtypes or shape.dtypes == "" then return true end
+    local ok = {}
+    for _, t in ipairs(d.half or {}) do ok[t] = true end
+    for name, dt in string.gmatch(shape.dtypes, "([%w_]+)=([%w_]+)") do -- in order: the first is named
+        if dt ~= "bf16" and dt ~= "f16" then
+            return fail("EINVAL", "kernel %s: tensor %s has dtype '%s' (expected bf16 or f16)", d.name, name, dt)
+        end
+        if not ok[name] then
+            return fail("EUNSUPPORTED", "kernel %s takes %s as float32 only (got %s)%s", d.name, name, dt,
+                d.half and "" or ": it has no 16-bit variant")
+        end
+    end
+    return true
+end
+
 local function resolve(d, pins, shape, dev)
+    local okd, dcode, dmsg = check_dtypes(d, shape)
+    if not okd then return nil, dcode, dmsg end
     local pinned, code, msg = parse_pins(d, pins)
     if not pinned then return nil, code, msg end
     local def = d.default(shape, dev)
@@ -361,6 +402,15 @@ function M.kernel_name(d, p, shape)
             parts[#parts + 1] = ((d.abbrev and d.abbrev[k]) or DEFAULT_ABBREV[k] or k) .. tostring(v)
         end
     end
+    if shape.dtypes and shape.dtypes ~= "" then
+        local dts, sig, one = M.dtypes(shape), {}, nil
+        for i, t in ipairs(d.half or {}) do
+            local dt = dts[t] or "f32"
+            sig[i] = DT_LETTER[dt] or "?"
+            if i == 1 then one = dt elseif one ~= dt then one = false end
+        end
+        parts[#parts + 1] = (one and one ~= "f32") and one or ("dt" .. table.concat(sig))
+    end
     return table.concat(parts, "_")
 end
 
@@ -407,6 +457,12 @@ function M.render(d, p, shape, dev)
         else
             out[#out + 1] = string.format("#define CG_P_%s %d", k:upper(), v)
         end
+    end
+    local dts, dnames = M.dtypes(shape), {}
+    for t in pairs(dts) do dnames[#dnames + 1] = t end
+    table.sort(dnames)
+    for _, t in ipairs(dnames) do
+        out[#out + 1] = string.format("#define CG_T_%s %s", t:upper(), dts[t] == "bf16" and "cg_bf16" or "cg_f16")
     end
     if d.defines then
         local defs = d.defines(p, shape, dev) or {}
@@ -539,6 +595,8 @@ end
 function M.space(kname, shape, dev)
     local d, code, msg = kernel(kname)
     if not d then return nil, code, msg end
+    local okd, dcode, dmsg = check_dtypes(d, shape)
+    if not okd then return nil, dcode, dmsg end
     local out = {}
     enumerate(d, function(c)
         if call_valid(d, c, shape, dev) then

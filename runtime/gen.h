@@ -8,11 +8,19 @@
 
 #include "internal.h"
 
+#define CG_KS_DTYPES_CAP 256
+
 /* Shape facts handed to Lua; 0 when not meaningful for the op. */
 typedef struct cg_kshape {
     int64_t B, T, G, H, dk, dv; /* SSD */
     int64_t L, D, N;            /* selective scan (B, G shared with SSD) */
     int flags;                  /* CG_KS_* */
+    /* Storage dtypes of the op's tensors that are not float32 (#15), "" when all are:
+     * "name=dtype" words in the op table's order, one space apart, dtype "bf16" or
+     * "f16" (e.g. "x=bf16 delta=bf16 y=bf16"). A kernel is generated per signature
+     * (Lua's shape.dtypes; generator/core.lua refuses a kernel whose description lists
+     * no such tensors: its `half` field). Fill it with cg__kshape_dtypes. */
+    char dtypes[CG_KS_DTYPES_CAP];
 } cg_kshape;
 #define CG_KS_H0 1       /* h0 given */
 #define CG_KS_HT 2       /* hT wanted */
@@ -36,6 +44,10 @@ extern const cg_kflag_desc cg__kflags[];
 extern const int cg__nkflags;
 /* The flag named name, or 0. */
 int cg__kflag_parse(const char *name);
+
+/* ks->dtypes from the views of prob, a problem of op d (struct cg_op_desc, ops.h). */
+struct cg_op_desc;
+void cg__kshape_dtypes(const struct cg_op_desc *d, const void *prob, cg_kshape *ks);
 
 /* What the kernel will run on. For the emulator, arch is the architecture whose
  * instructions are emulated (80) and emulated = 1. */

@@ -81,7 +81,7 @@ static int cfg_equal(const cg_cfg *a, const cg_cfg *b) {
 
 static int shape_equal(const cg_kshape *a, const cg_kshape *b) {
     return a->B == b->B && a->T == b->T && a->G == b->G && a->H == b->H && a->dk == b->dk && a->dv == b->dv &&
-           a->L == b->L && a->D == b->D && a->N == b->N && a->flags == b->flags;
+           a->L == b->L && a->D == b->D && a->N == b->N && a->flags == b->flags && !strcmp(a->dtypes, b->dtypes);
 }
 
 /* Look the plan's argument names up in the op table and the plan's regions. */
@@ -211,7 +211,7 @@ static cg_status stage_in(cg_context *ctx, const cg_kexec *kx, staged *sv, int n
     cg_status s = CG_OK;
     for (int i = 0; i < n && s == CG_OK; i++) {
         if (!sv[i].v->p) continue;
-        sv[i].bytes = (size_t)cg__view_span(sv[i].v, sv[i].n) * sizeof(float);
+        sv[i].bytes = (size_t)cg__view_span(sv[i].v, sv[i].n) * (sv[i].v->dt == CG_BF16 || sv[i].v->dt == CG_F16 ? 2 : 4);
         s = kx->alloc(ctx, sv[i].bytes, &sv[i].dev);
         /* outputs too: the gaps between their strided elements must survive the copy back */
         if (s == CG_OK) s = kx->copy(ctx, sv[i].dev, sv[i].v->p, sv[i].bytes, 0, stream);
@@ -257,6 +257,20 @@ static void kshape_of(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
     for (int i = 0; i < d->nscalar; i++)
         if (*(const int *)((const char *)prob + d->scalar[i].prob_off)) ks->flags |= d->scalar[i].kflag;
     if (cg__prob_grouped(d, prob)) ks->flags |= CG_KS_GROUPED;
+    cg__kshape_dtypes(d, prob, ks);
+}
+
+void cg__kshape_dtypes(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
+    size_t n = 0;
+    memset(ks->dtypes, 0, sizeof ks->dtypes);
+    for (int i = 0; i < d->nt; i++) {
+        const cg_view *v = cg__prob_view(d, prob, i);
+        if (!v->p || (v->dt != CG_BF16 && v->dt != CG_F16)) continue;
+        int k = snprintf(ks->dtypes + n, sizeof ks->dtypes - n, "%s%s=%s", n ? " " : "", d->t[i].name,
+                         v->dt == CG_BF16 ? "bf16" : "f16");
+        if (k < 0 || (size_t)k >= sizeof ks->dtypes - n) break; /* cannot happen: 24 tensors of short names */
+        n += (size_t)k;
+    }
 }
 
 /* The plan entry of op for prob on kx with cfg (NULL: the default), or the reason in ctx. */
@@ -265,6 +279,9 @@ static cg_status gen_entry(cg_context *ctx, const cg_kexec *kx, const cg_op_desc
     *out = NULL;
     if (!kx || !kx->device)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: this library was built without that kernel executor", d->name);
+    /* the math class: F32 for any mix of float32 and 16-bit tensors (each tensor's
+     * storage dtype is part of the kernel shape, and Lua refuses a kernel that was not
+     * written for a 16-bit tensor it would get), F64 for the reference only */
     if (*(const cg_dtype *)((const char *)prob + d->dtype_off) != CG_F32)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: generated kernels take F32 tensors (got F64)", d->name);
     cg_devinfo dev;
@@ -436,6 +453,7 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
         .ssd_bwd = NAME##_ssd_bwd,                                                                      \
         .sscan_fwd = NAME##_sscan_fwd,                                                                  \
         .sscan_bwd = NAME##_sscan_bwd,                                                                  \
+        .half = CG_DTM_HALF, /* per tensor as each kernel's Lua `half` list allows (refused there) */   \
     };
 
 CG_GEN_BACKEND(emulate, cg__kexec_emu)

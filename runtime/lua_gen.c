@@ -357,7 +357,7 @@ static cg_status gen_result(cg_context *ctx, lua_State *L, const char *kernel) {
 }
 
 static void push_shape(lua_State *L, const cg_kshape *s) {
-    lua_createtable(L, 0, 18);
+    lua_createtable(L, 0, 19);
 #define SET_INT(f) (lua_pushinteger(L, s->f), lua_setfield(L, -2, #f))
     SET_INT(B); SET_INT(T); SET_INT(G); SET_INT(H); SET_INT(dk); SET_INT(dv);
     SET_INT(L); SET_INT(D); SET_INT(N);
@@ -366,6 +366,8 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
         lua_pushboolean(L, (s->flags & cg__kflags[i].flag) != 0);
         lua_setfield(L, -2, cg__kflags[i].name);
     }
+    lua_pushstring(L, s->dtypes);
+    lua_setfield(L, -2, "dtypes");
 }
 
 static void push_dev(lua_State *L, const cg_devinfo *d) {

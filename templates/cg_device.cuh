@@ -15,6 +15,8 @@
 //   c[0] = C[g][2t]   c[1] = C[g][2t+1]   c[2] = C[g+8][2t]   c[3] = C[g+8][2t+1]
 // (cg_mma_tf32_{a,b,c}_{row,col} below give these coordinates.) The tensor core reads
 // only the top 19 bits of each A/B word; round with cg_to_tf32 first.
+// The 16-bit side (bf16/fp16 storage and conversions, 16-byte loads of 8 halves,
+// mma m16n8k16 with fp32 accumulate, ldmatrix) is further down, with its layouts.
 #ifndef CG_DEVICE_CUH
 #define CG_DEVICE_CUH
 
@@ -147,6 +149,240 @@ CG_DEV void cg_mma_3xtf32_16x8x8_f(float d[4], const float a[4], const float b[2
     for (int i = 0; i < 2; i++) cg_split_tf32(b[i], bh[i], bl[i]);
     cg_mma_3xtf32_16x8x8(d, ah, al, bh, bl, c);
 }
+
+// ---------------------------------------------------------------- bf16 and fp16
+// Storage types: the raw 16-bit patterns (2 bytes, 2-byte aligned; distinct types, so
+// overloads pick the conversion). Widening is exact. Narrowing rounds to nearest, ties
+// to even: cvt.rn on the GPU; under the emulator runtime/half.h's functions (appended
+// to emulator/cg_emu.h), the host's one definition. The two agree bit for bit on every
+// input but NaN, which stays a NaN (the GPU's cvt may return a canonical NaN).
+struct cg_bf16 { unsigned short u; };
+struct cg_f16 { unsigned short u; };
+
+CG_DEV float cg_f32(float x) { return x; }
+CG_DEV float cg_f32(cg_bf16 h) { return __uint_as_float((unsigned)h.u << 16); }
+template <class T> CG_DEV T cg_round(float x);
+template <> CG_DEV float cg_round<float>(float x) { return x; }
+#ifdef CG_EMULATE
+CG_DEV float cg_f32(cg_f16 h) { return ::cg__f16_to_f32(h.u); }
+template <> CG_DEV cg_bf16 cg_round<cg_bf16>(float x) { return cg_bf16{::cg__f32_to_bf16(x)}; }
+template <> CG_DEV cg_f16 cg_round<cg_f16>(float x) { return cg_f16{::cg__f32_to_f16(x)}; }
+// Two values in one 32-bit word: lo in bits 0..15, hi in 16..31 (as in mma fragments).
+template <class T> CG_DEV unsigned cg_pack2(float lo, float hi) {
+    return (unsigned)cg_round<T>(lo).u | ((unsigned)cg_round<T>(hi).u << 16);
+}
+#else
+CG_DEV float cg_f32(cg_f16 h) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(r) : "h"(h.u));
+    return r;
+}
+template <> CG_DEV cg_bf16 cg_round<cg_bf16>(float x) {
+    cg_bf16 r;
+    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r.u) : "f"(x));
+    return r;
+}
+template <> CG_DEV cg_f16 cg_round<cg_f16>(float x) {
+    cg_f16 r;
+    asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r.u) : "f"(x));
+    return r;
+}
+// cvt.rn.{bf16,f16}x2.f32 d, a, b puts a in the upper half and b in the lower.
+template <class T> CG_DEV unsigned cg_pack2(float lo, float hi);
+template <> CG_DEV unsigned cg_pack2<cg_bf16>(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+template <> CG_DEV unsigned cg_pack2<cg_f16>(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+#endif
+template <class T> CG_DEV float cg_lo(unsigned w) { return cg_f32(T{(unsigned short)(w & 0xFFFFu)}); }
+template <class T> CG_DEV float cg_hi(unsigned w) { return cg_f32(T{(unsigned short)(w >> 16)}); }
+
+// 8 halves from one 16-byte load (p 16-byte aligned), widened; and 8 floats rounded and
+// stored with one 16-byte store.
+template <class T> CG_DEV void cg_load8(const T *p, float v[8]) {
+    const uint4 w = *reinterpret_cast<const uint4 *>(p);
+    const unsigned u[4] = {w.x, w.y, w.z, w.w};
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = cg_lo<T>(u[i]);
+        v[2 * i + 1] = cg_hi<T>(u[i]);
+    }
+}
+template <class T> CG_DEV void cg_store8(T *p, const float v[8]) {
+    uint4 w;
+    w.x = cg_pack2<T>(v[0], v[1]);
+    w.y = cg_pack2<T>(v[2], v[3]);
+    w.z = cg_pack2<T>(v[4], v[5]);
+    w.w = cg_pack2<T>(v[6], v[7]);
+    *reinterpret_cast<uint4 *>(p) = w;
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32, D[16x8] = A[16x16]
+// B[16x8] + C. Each 32-bit A/B register holds two elements, the lower index in bits
+// 0..15. With g = lane / 4, t = lane % 4 (PTX ISA, "Matrix Fragments for
+// mma.m16n8k16 with floating point type"):
+//   a0,a1 = A[g][2t..2t+1]     a2,a3 = A[g+8][2t..2t+1]
+//   a4,a5 = A[g][2t+8..2t+9]   a6,a7 = A[g+8][2t+8..2t+9]      (registers a[0..3])
+//   b0,b1 = B[2t..2t+1][g]     b2,b3 = B[2t+8..2t+9][g]        (registers b[0..1])
+//   c, d as in m16n8k8 (cg_mma_tf32_c_*).
+// Element i (0..7 of A, 0..3 of B) of lane:
+CG_DEV int cg_mma_h16_a_row(int lane, int i) { return (lane >> 2) + (((i >> 1) & 1) << 3); }
+CG_DEV int cg_mma_h16_a_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1) + ((i >> 2) << 3); }
+CG_DEV int cg_mma_h16_b_row(int lane, int i) { return ((lane & 3) << 1) + (i & 1) + ((i >> 1) << 3); }
+CG_DEV int cg_mma_h16_b_col(int lane, int i) { return (lane >> 2) + 0 * i; }
+
+#ifdef CG_EMULATE
+namespace cg_emu {
+struct mma_h16_rec {
+    const unsigned *a, *b;
+    const float *c;
+    float *d;
+};
+// The whole warp's fragments -> the 16x8x16 product in fp32. A product of two bf16 or
+// two fp16 values is exact in fp32 (at most 22 significant bits), so the sum order
+// (C, then k = 0..15) is the only rounding choice, as in mma_tf32_fn.
+template <class T> static void mma_h16_fn(void *const *args, unsigned) {
+    float A[16][16], B[16][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        const mma_h16_rec *r = static_cast<const mma_h16_rec *>(args[l]);
+        for (int i = 0; i < 8; i++) {
+            const unsigned w = r->a[i >> 1];
+            A[cg_mma_h16_a_row(l, i)][cg_mma_h16_a_col(l, i)] = (i & 1) ? cg_hi<T>(w) : cg_lo<T>(w);
+        }
+        for (int i = 0; i < 4; i++) {
+            const unsigned w = r->b[i >> 1];
+            B[cg_mma_h16_b_row(l, i)][cg_mma_h16_b_col(l, i)] = (i & 1) ? cg_hi<T>(w) : cg_lo<T>(w);
+        }
+        for (int i = 0; i < 4; i++) C[cg_mma_tf32_c_row(l, i)][cg_mma_tf32_c_col(l, i)] = r->c[i];
+    }
+    for (int l = 0; l < 32; l++) {
+        const mma_h16_rec *r = static_cast<const mma_h16_rec *>(args[l]);
+        for (int i = 0; i < 4; i++) {
+            const int m = cg_mma_tf32_c_row(l, i), n = cg_mma_tf32_c_col(l, i);
+            float acc = C[m][n];
+            for (int k = 0; k < 16; k++) acc += A[m][k] * B[k][n];
+            r->d[i] = acc;
+        }
+    }
+}
+template <class T> static void mma_h16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4],
+                                       const char *what) {
+    if (self()->blk->nthreads % 32) fail("%s needs full warps; the block has %d threads", what, self()->blk->nthreads);
+    float out[4];
+    mma_h16_rec rec{a, b, c, out};
+    g_api->warp_sync(self(), 0xFFFFFFFFu, what, 0, &rec, &mma_h16_fn<T>);
+    for (int i = 0; i < 4; i++) d[i] = out[i];
+}
+}  // namespace cg_emu
+#endif
+
+// d = A b + c for one warp (every lane of the warp, converged); d may alias c.
+CG_DEV void cg_mma_bf16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+#ifdef CG_EMULATE
+    ::cg_emu::mma_h16<cg_bf16>(d, a, b, c, "mma.sync.m16n8k16.bf16");
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#endif
+}
+CG_DEV void cg_mma_f16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+#ifdef CG_EMULATE
+    ::cg_emu::mma_h16<cg_f16>(d, a, b, c, "mma.sync.m16n8k16.f16");
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#endif
+}
+// The one for storage type T (cg_bf16 or cg_f16).
+template <class T> CG_DEV void cg_mma_h16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
+template <> CG_DEV void cg_mma_h16_16x8x16<cg_bf16>(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+    cg_mma_bf16_16x8x16(d, a, b, c);
+}
+template <> CG_DEV void cg_mma_h16_16x8x16<cg_f16>(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+    cg_mma_f16_16x8x16(d, a, b, c);
+}
+
+// ------------------------------------------------------------------- ldmatrix
+// ldmatrix.sync.aligned.m8n8.x{1,2,4}{,.trans}.shared.b16: N (1, 2, 4) 8x8 matrices of
+// 16-bit elements from shared memory. Lane l gives the address of row l % 8 of matrix
+// l / 8 (16 bytes, 16-byte aligned; lanes 8N..31 are ignored); every lane of the warp
+// calls it, converged. Register r[m] of lane l holds matrix m's elements
+//   [g][2t], [g][2t+1]        (g = l / 4, t = l % 4; lower element in bits 0..15)
+//   [2t][g], [2t+1][g]        with .trans (the fragment of the transposed matrix).
+#ifdef CG_EMULATE
+namespace cg_emu {
+struct ldmatrix_rec {
+    const unsigned char *row;
+    unsigned *r;
+};
+template <int N, bool TRANS> static void ldmatrix_fn(void *const *args, unsigned) {
+    unsigned short M[4][8][8];
+    for (int l = 0; l < 8 * N; l++) {
+        const unsigned char *p = static_cast<const ldmatrix_rec *>(args[l])->row;
+        if ((uintptr_t)p & 15u) fail("ldmatrix: lane %d's row address %p is not 16-byte aligned", l, (const void *)p);
+        memcpy(M[l >> 3][l & 7], p, 16);
+    }
+    for (int l = 0; l < 32; l++) {
+        const ldmatrix_rec *r = static_cast<const ldmatrix_rec *>(args[l]);
+        const int g = l >> 2, t = l & 3;
+        for (int m = 0; m < N; m++) {
+            const unsigned lo = TRANS ? M[m][2 * t][g] : M[m][g][2 * t];
+            const unsigned hi = TRANS ? M[m][2 * t + 1][g] : M[m][g][2 * t + 1];
+            r->r[m] = lo | (hi << 16);
+        }
+    }
+}
+template <int N, bool TRANS> static void ldmatrix(unsigned *r, const void *row) {
+    if (self()->blk->nthreads % 32) fail("ldmatrix needs full warps; the block has %d threads", self()->blk->nthreads);
+    ldmatrix_rec rec{static_cast<const unsigned char *>(row), r};
+    g_api->warp_sync(self(), 0xFFFFFFFFu, TRANS ? "ldmatrix.trans" : "ldmatrix", 0, &rec, &ldmatrix_fn<N, TRANS>);
+}
+}  // namespace cg_emu
+CG_DEV void cg_ldmatrix_x1(unsigned r[1], const void *row) { ::cg_emu::ldmatrix<1, false>(r, row); }
+CG_DEV void cg_ldmatrix_x2(unsigned r[2], const void *row) { ::cg_emu::ldmatrix<2, false>(r, row); }
+CG_DEV void cg_ldmatrix_x4(unsigned r[4], const void *row) { ::cg_emu::ldmatrix<4, false>(r, row); }
+CG_DEV void cg_ldmatrix_x1_trans(unsigned r[1], const void *row) { ::cg_emu::ldmatrix<1, true>(r, row); }
+CG_DEV void cg_ldmatrix_x2_trans(unsigned r[2], const void *row) { ::cg_emu::ldmatrix<2, true>(r, row); }
+CG_DEV void cg_ldmatrix_x4_trans(unsigned r[4], const void *row) { ::cg_emu::ldmatrix<4, true>(r, row); }
+#else
+#define CG_SMEM_(p) ((unsigned)__cvta_generic_to_shared(p))
+CG_DEV void cg_ldmatrix_x1(unsigned r[1], const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(CG_SMEM_(row)));
+}
+CG_DEV void cg_ldmatrix_x2(unsigned r[2], const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(CG_SMEM_(row)));
+}
+CG_DEV void cg_ldmatrix_x4(unsigned r[4], const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(CG_SMEM_(row)));
+}
+CG_DEV void cg_ldmatrix_x1_trans(unsigned r[1], const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(CG_SMEM_(row)));
+}
+CG_DEV void cg_ldmatrix_x2_trans(unsigned r[2], const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1]) : "r"(CG_SMEM_(row)));
+}
+CG_DEV void cg_ldmatrix_x4_trans(unsigned r[4], const void *row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(CG_SMEM_(row)));
+}
+#undef CG_SMEM_
+#endif
 
 // ------------------------------------------------------------------ cp.async
 // Global -> shared copies of 4, 8 or 16 bytes; both addresses aligned to the size.

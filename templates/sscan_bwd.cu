@@ -2,8 +2,11 @@
 //
 // Rendered by generator/kernels/sscan_bwd.lua, which defines CG_N, CG_G, CG_P_CHUNK,
 // CG_P_DIM_BLOCK, CG_P_WARPS, CG_P_SEGMENT, CG_P_STRATEGY_{SEQ,PAR} (and CG_SMEM_BYTES,
-// checked below). The thread layout and the forward step are those of sscan_fwd.cu
-// (included).
+// checked below), and the storage types of sscan_fwd.cu plus CG_T_DY, CG_T_DX,
+// CG_T_DDELTA, CG_T_DB, CG_T_DC, CG_T_DZ (float when not defined). The thread layout
+// and the forward step are those of sscan_fwd.cu (included). 16-bit outputs are
+// rounded once: dx, ddelta, dz as they are stored, dB and dC (sums over channel
+// blocks) through the float partials pB, pC and the reduce pass.
 //
 // Math, per (b, d) and state n, with dy' the gradient into y
 // (dy' = dy * silu(z) with z), a_t = exp(dt_t A) and g the gradient of the state:
@@ -39,7 +42,36 @@
 #define SSCAN_NO_FWD_ENTRY 1
 #include "sscan_fwd.cu"
 
+#ifndef CG_T_DY
+#define CG_T_DY float
+#endif
+#ifndef CG_T_DX
+#define CG_T_DX float
+#endif
+#ifndef CG_T_DDELTA
+#define CG_T_DDELTA float
+#endif
+#ifndef CG_T_DB
+#define CG_T_DB float
+#endif
+#ifndef CG_T_DC
+#define CG_T_DC float
+#endif
+#ifndef CG_T_DZ
+#define CG_T_DZ float
+#endif
+
 namespace sscan {
+
+typedef CG_T_DY TDY;
+typedef CG_T_DX TDX;
+typedef CG_T_DDELTA TDDELTA;
+typedef CG_T_DB TDB;
+typedef CG_T_DC TDC;
+typedef CG_T_DZ TDZ;
+// dB, dC of 16-bit storage are summed in the float partials, then rounded by the
+// reduce pass (sscan_bwd.lua sizes pB, pC for it: bc_partials()).
+constexpr bool BC_PARTIAL = sizeof(TDB) != 4 || sizeof(TDC) != 4;
 
 constexpr int SEG = CG_P_SEGMENT;
 static_assert(SEG % CHUNK == 0, "segment: a multiple of chunk");
@@ -82,7 +114,7 @@ __device__ __forceinline__ FwdIO bwd_io(const cg_sscan_bwd_params &p) {
 // dy' (dy, times silu(z) when zb) of nt rows (strides dys1, zs1) of the block's
 // channels (strides dys2, zs2; the first live exist) into s_dy ([CHUNK][BD], zero past
 // live and beyond nt), 4 channels per thread and iteration (dvec, zvec: 16-byte loads).
-SSCAN_COPY void copy_dy(float *s_dy, const float *dyb, i64 dys1, i64 dys2, bool dvec, const float *zb, i64 zs1,
+SSCAN_COPY void copy_dy(float *s_dy, const TDY *dyb, i64 dys1, i64 dys2, bool dvec, const TZ *zb, i64 zs1,
                         i64 zs2, bool zvec, int live, int nt) {
     for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
         const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
@@ -102,9 +134,9 @@ SSCAN_COPY void copy_dy(float *s_dy, const float *dyb, i64 dys1, i64 dys2, bool 
 // Stage dy' (the gradient into y: dy, times silu(z) with z) of steps [t0, t0 + nt) of
 // the block's channels into s_dy ([CHUNK][BD], zero outside [0, D) and beyond nt).
 __device__ __forceinline__ void stage_dy(const cg_sscan_bwd_params &p, i64 b, i64 d0, i64 t0, int nt, float *s_dy) {
-    copy_dy(s_dy, p.dy.p + b * p.dy.s0 + t0 * p.dy.s1 + d0 * p.dy.s2, p.dy.s1, p.dy.s2, rows16(p.dy),
-            p.z.p ? p.z.p + b * p.z.s0 + t0 * p.z.s1 + d0 * p.z.s2 : nullptr, p.z.s1, p.z.s2, p.z.p && rows16(p.z),
-            (int)min64(BD, p.n.D - d0), nt);
+    copy_dy(s_dy, tp<const TDY>(p.dy) + b * p.dy.s0 + t0 * p.dy.s1 + d0 * p.dy.s2, p.dy.s1, p.dy.s2,
+            rows16<TDY>(p.dy), p.z.p ? tp<const TZ>(p.z) + b * p.z.s0 + t0 * p.z.s1 + d0 * p.z.s2 : nullptr, p.z.s1,
+            p.z.s2, p.z.p && rows16<TZ>(p.z), (int)min64(BD, p.n.D - d0), nt);
 }
 
 // The reverse recurrence of the state gradient alone over steps tb - 1 down to ta
@@ -114,7 +146,7 @@ __device__ __forceinline__ void gscan_range(const cg_sscan_bwd_params &p, float 
     float *s_dt = sm + F_DT, *s_dy = sm + F_Y, *s_c = sm + F_C;
     for (i64 t0 = ta + (tb - 1 - ta) / CHUNK * CHUNK; t0 >= ta; t0 -= CHUNK) {
         const int nt = (int)min64(CHUNK, tb - t0);
-        stage_bc(p.Cm, b, th, t0, nt, s_c);
+        stage_bc<TC>(p.Cm, b, th, t0, nt, s_c);
         stage_dt_x(p.x, p.delta, p.dbias, p.n, b, d0, t0, nt, s_dt, nullptr, nullptr);
         stage_dy(p, b, d0, t0, nt, s_dy);
         staged();
@@ -141,11 +173,11 @@ __device__ __forceinline__ void get_state(const float *slot, float (&v)[NPT]) {
     for (int k = 0; k < NPT; ++k) v[k] = slot[k * NT + threadIdx.x];
 }
 
-// Where a grads work item sums dB or dC: the output itself (one split) or the split's
-// partial slot viewed as [b, l, g, n].
+// Where a grads work item sums dB or dC: the output itself (one split, float) or the
+// split's partial slot viewed as [b, l, g, n].
 __device__ __forceinline__ cg_ktensor bc_target(const cg_sscan_bwd_params &p, const cg_ktensor &out, float *part,
                                                 i64 split) {
-    if (p.nsplit == 1) return out;
+    if (p.nsplit == 1 && !BC_PARTIAL) return out;
     cg_ktensor t;
     t.p = part + split * N;
     t.s3 = 1;
@@ -186,8 +218,8 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
     put_state(hb, h);
     for (i64 t0 = s0; t0 < s1; t0 += CHUNK) {
         const int nt = (int)min64(CHUNK, s1 - t0);
-        stage_bc(p.Bm, b, th, t0, nt, s_b);
-        if (want_dz) stage_bc(p.Cm, b, th, t0, nt, s_c);
+        stage_bc<TB>(p.Bm, b, th, t0, nt, s_b);
+        if (want_dz) stage_bc<TC>(p.Cm, b, th, t0, nt, s_c);
         stage_dt_x(p.x, p.delta, p.dbias, n, b, d0, t0, nt, s_dt, s_x, nullptr);
         staged();
         for (int t = 0; t < nt; ++t) {
@@ -208,9 +240,11 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
                 yp = chan_sum(yp);
                 if (th.j == 0 && own) {
                     const float yv = fmaf(Dd, xv, yp);
-                    const float zv = p.z.p[b * p.z.s0 + tt * p.z.s1 + th.d * p.z.s2], sg = sigmoid(zv);
-                    const float dyv = p.dy.p[b * p.dy.s0 + tt * p.dy.s1 + th.d * p.dy.s2];
-                    p.dz.p[b * p.dz.s0 + tt * p.dz.s1 + th.d * p.dz.s2] = dyv * yv * sg * (1.f + zv * (1.f - sg));
+                    const float zv = cg_f32(tp<const TZ>(p.z)[b * p.z.s0 + tt * p.z.s1 + th.d * p.z.s2]);
+                    const float sg = sigmoid(zv);
+                    const float dyv = cg_f32(tp<const TDY>(p.dy)[b * p.dy.s0 + tt * p.dy.s1 + th.d * p.dy.s2]);
+                    tp<TDZ>(p.dz)[b * p.dz.s0 + tt * p.dz.s1 + th.d * p.dz.s2] =
+                        cg_round<TDZ>(dyv * yv * sg * (1.f + zv * (1.f - sg)));
                 }
             }
         }
@@ -226,8 +260,8 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
     // the states come back from hb (keeping them in registers costs NPT more)
     for (i64 t0 = s0 + (s1 - 1 - s0) / CHUNK * CHUNK; t0 >= s0; t0 -= CHUNK) {
         const int nt = (int)min64(CHUNK, s1 - t0);
-        stage_bc(p.Bm, b, th, t0, nt, s_b);
-        stage_bc(p.Cm, b, th, t0, nt, s_c);
+        stage_bc<TB>(p.Bm, b, th, t0, nt, s_b);
+        stage_bc<TC>(p.Cm, b, th, t0, nt, s_c);
         stage_dt_x(p.x, p.delta, p.dbias, n, b, d0, t0, nt, s_dt, s_x, s_sg);
         stage_dy(p, b, d0, t0, nt, s_dy);
         staged();
@@ -259,8 +293,8 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
             ddtp = chan_sum(ddtp);
             if (th.j == 0 && own) {
                 const float dxv = fmaf(dxp, dt, Dd * dyv), ddel = ddtp * s_sg[e];
-                p.dx.p[b * p.dx.s0 + tt * p.dx.s1 + th.d * p.dx.s2] = dxv;
-                p.ddelta.p[b * p.ddelta.s0 + tt * p.ddelta.s1 + th.d * p.ddelta.s2] = ddel;
+                tp<TDX>(p.dx)[b * p.dx.s0 + tt * p.dx.s1 + th.d * p.dx.s2] = cg_round<TDX>(dxv);
+                tp<TDDELTA>(p.ddelta)[b * p.ddelta.s0 + tt * p.ddelta.s1 + th.d * p.ddelta.s2] = cg_round<TDDELTA>(ddel);
                 accD = fmaf(dyv, xv, accD);
                 accBias += ddel;
             }
@@ -409,7 +443,7 @@ SSCAN_ENTRY cg_sscan_bwd_reduce(cg_sscan_bwd_params p) {
     using namespace sscan;
     const cg_sscan_dims &n = p.n;
     i64 e = (i64)blockIdx.x * NT + threadIdx.x; // < 2^31 (sscan_bwd.lua)
-    const i64 nbc = p.nsplit > 1 ? n.B * n.L * n.G * N : 0;
+    const i64 nbc = p.nsplit > 1 || BC_PARTIAL ? n.B * n.L * n.G * N : 0;
     if (e < nbc) {
         const i64 s = e % N, r = e / N, gg = umod(r, n.G), r2 = udiv(r, n.G), t = umod(r2, n.L), b = udiv(r2, n.L);
         const float *pb = p.pB + r * p.nsplit * N + s, *pc = p.pC + r * p.nsplit * N + s;
@@ -418,8 +452,8 @@ SSCAN_ENTRY cg_sscan_bwd_reduce(cg_sscan_bwd_params p) {
             sb += pb[q * N];
             sc += pc[q * N];
         }
-        p.dB.p[b * p.dB.s0 + t * p.dB.s1 + gg * p.dB.s2 + s * p.dB.s3] = sb;
-        p.dC.p[b * p.dC.s0 + t * p.dC.s1 + gg * p.dC.s2 + s * p.dC.s3] = sc;
+        tp<TDB>(p.dB)[b * p.dB.s0 + t * p.dB.s1 + gg * p.dB.s2 + s * p.dB.s3] = cg_round<TDB>(sb);
+        tp<TDC>(p.dC)[b * p.dC.s0 + t * p.dC.s1 + gg * p.dC.s2 + s * p.dC.s3] = cg_round<TDC>(sc);
         return;
     }
     e -= nbc;

@@ -8,6 +8,10 @@
 //   CG_P_CHUNK, CG_P_DIM_BLOCK, CG_P_WARPS     time steps staged per iteration,
 //                                              channels per CTA, warps per CTA
 //   CG_P_STRATEGY_{SEQ,PAR}                    (forward only) see below
+//   CG_T_X, CG_T_DELTA, CG_T_B, CG_T_C, CG_T_Z, CG_T_Y   storage type of each of those
+//                                              tensors: float when not defined, else
+//                                              cg_bf16 or cg_f16 (issue #15; the
+//                                              backward adds its dy and gradients)
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
 //
 // Math, per (b, d) and state n:
@@ -22,7 +26,10 @@
 // 16 bytes when the rows are contiguous and 16-byte aligned, 4 bytes otherwise; dt is
 // loaded and transformed), runs the CHUNK steps from shared memory only (32-bit
 // shared-memory indices; the 64-bit offsets are computed once per staged element),
-// then writes y through shared memory. Any D (channels past D compute on zeros and
+// then writes y through shared memory. A 16-bit tensor is widened to float as it is
+// staged (x, B, C: one 16-byte load of 8 halves where rows are contiguous and aligned,
+// 2-byte loads otherwise; delta, z: 8 bytes of 4 halves, or 2) and y is rounded once
+// as it is stored; the math and the states are float32. Any D (channels past D compute on zeros and
 // store nothing), any L (the last chunk is short), any strides, 64-bit offsets.
 // Strategies:
 //   seq  one CTA per (b, channel block) walks all L steps.
@@ -55,7 +62,38 @@ static_assert(NT % BD == 0 && TPC >= 1 && TPC <= 32 && (TPC & (TPC - 1)) == 0,
 
 typedef cg_i64 i64;
 
-static_assert(BD % 4 == 0, "dim_block: a multiple of 4 (16-byte rows of staged x)");
+static_assert(BD % 8 == 0, "dim_block: a multiple of 8 (16-byte rows of staged x, 8 halves)");
+
+// Storage types (cg_device.cuh): float, cg_bf16 or cg_f16.
+#ifndef CG_T_X
+#define CG_T_X float
+#endif
+#ifndef CG_T_DELTA
+#define CG_T_DELTA float
+#endif
+#ifndef CG_T_B
+#define CG_T_B float
+#endif
+#ifndef CG_T_C
+#define CG_T_C float
+#endif
+#ifndef CG_T_Z
+#define CG_T_Z float
+#endif
+#ifndef CG_T_Y
+#define CG_T_Y float
+#endif
+typedef CG_T_X TX;
+typedef CG_T_DELTA TDELTA;
+typedef CG_T_B TB;
+typedef CG_T_C TC;
+typedef CG_T_Z TZ;
+typedef CG_T_Y TY;
+
+// Tensor t's data as T (cg_ktensor holds a float pointer whatever the storage).
+template <class T> __device__ __forceinline__ T *tp(const cg_ktensor &t) { return reinterpret_cast<T *>(t.p); }
+// Elements of T in 16 bytes.
+template <class T> struct Vec { static constexpr int W = 16 / (int)sizeof(T); };
 
 // Groups of B and C one block of channels can meet (the staged rows per step).
 constexpr int GB = G == 1 ? 1 : (G < BD ? G : BD);
@@ -111,37 +149,60 @@ __device__ __forceinline__ Thr thread_coords(const cg_sscan_dims &n, i64 d0) {
     return t;
 }
 
-__device__ __forceinline__ bool align16(const float *p) {
+__device__ __forceinline__ bool align16(const void *p) {
     return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
 }
 
-// A [b, l, d] tensor whose rows over d are contiguous and 16-byte aligned (for every b,
-// l and every d multiple of 4): 4 channels move in one 16-byte access.
-__device__ __forceinline__ bool rows16(const cg_ktensor &t) {
-    return t.s2 == 1 && ((t.s0 | t.s1) & 3) == 0 && align16(t.p);
+// A [b, l, d] tensor of T whose rows over d are contiguous and 16-byte aligned (for
+// every b, l and every d multiple of 16 bytes' worth): 4 float channels or 8 halves
+// move in one 16-byte access.
+template <class T> __device__ __forceinline__ bool rows16(const cg_ktensor &t) {
+    return t.s2 == 1 && ((t.s0 | t.s1) & (Vec<T>::W - 1)) == 0 && align16(t.p);
 }
 
-// Channels c .. c + 3 (those below live) of a row at row (channel stride s) into v
-// (0 for the others); one 16-byte load when vec and all 4 are live.
-__device__ __forceinline__ void ld4(const float *row, i64 s, int c, int live, bool vec, float (&v)[4]) {
+// Channels c .. c + 3 (those below live; c a multiple of 4) of a row at row (channel
+// stride s) into v, widened (0 for the others); one 16-byte load (8 for halves) when
+// vec and all 4 are live.
+template <class T> __device__ __forceinline__ void ld4(const T *row, i64 s, int c, int live, bool vec, float (&v)[4]) {
     if (vec && c + 4 <= live) {
-        const float4 q = *reinterpret_cast<const float4 *>(row + c);
-        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        if constexpr (sizeof(T) == 4) {
+            const float4 q = *reinterpret_cast<const float4 *>(row + c);
+            v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+        } else {
+            const uint2 q = *reinterpret_cast<const uint2 *>(row + c);
+            v[0] = cg_lo<T>(q.x), v[1] = cg_hi<T>(q.x), v[2] = cg_lo<T>(q.y), v[3] = cg_hi<T>(q.y);
+        }
         return;
     }
 #pragma unroll
-    for (int q = 0; q < 4; ++q) v[q] = c + q < live ? row[(c + q) * s] : 0.f;
+    for (int q = 0; q < 4; ++q) v[q] = c + q < live ? cg_f32(row[(c + q) * s]) : 0.f;
 }
 
-// v into channels c .. c + 3 (those below live) of a row, as ld4.
-__device__ __forceinline__ void st4(float *row, i64 s, int c, int live, bool vec, const float (&v)[4]) {
+// v into channels c .. c + 3 (those below live) of a row, rounded to T, as ld4.
+template <class T> __device__ __forceinline__ void st4(T *row, i64 s, int c, int live, bool vec, const float (&v)[4]) {
     if (vec && c + 4 <= live) {
-        *reinterpret_cast<float4 *>(row + c) = make_float4(v[0], v[1], v[2], v[3]);
+        if constexpr (sizeof(T) == 4) {
+            *reinterpret_cast<float4 *>(row + c) = make_float4(v[0], v[1], v[2], v[3]);
+        } else {
+            uint2 q;
+            q.x = cg_pack2<T>(v[0], v[1]);
+            q.y = cg_pack2<T>(v[2], v[3]);
+            *reinterpret_cast<uint2 *>(row + c) = q;
+        }
         return;
     }
 #pragma unroll
     for (int q = 0; q < 4; ++q)
-        if (c + q < live) row[(c + q) * s] = v[q];
+        if (c + q < live) row[(c + q) * s] = cg_round<T>(v[q]);
+}
+
+// 8 values of T widened into shared memory at dst (16-byte aligned) from one 16-byte
+// load at src (16-byte aligned).
+template <class T> __device__ __forceinline__ void ld8_to_smem(float *dst, const T *src) {
+    float v[8];
+    cg_load8(src, v);
+    *reinterpret_cast<float4 *>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4 *>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 // The staging copies are called functions (__noinline__) with scalar arguments: each
@@ -149,61 +210,84 @@ __device__ __forceinline__ void st4(float *row, i64 s, int c, int live, bool vec
 // call costs little next to the copies.
 #define SSCAN_COPY __device__ __noinline__
 
-// cp.async copies of nt rows (stride s1) of ngb groups (stride s2) of N states (stride
-// s3) from base into s ([CHUNK][GB][N]); vec: 16-byte pieces (rows contiguous, aligned).
-SSCAN_COPY void copy_bc(float *s, const float *base, i64 s1, i64 s2, i64 s3, int ngb, int nt, bool vec) {
+// Copies of nt rows (stride s1) of ngb groups (stride s2) of N states (stride s3) of T
+// from base into s ([CHUNK][GB][N]); vec: 16-byte pieces (rows contiguous, aligned).
+// float: cp.async; halves: loaded and widened here.
+template <class T>
+SSCAN_COPY void copy_bc(float *s, const T *base, i64 s1, i64 s2, i64 s3, int ngb, int nt, bool vec) {
+    constexpr int W = Vec<T>::W;
     if (vec) {
-        constexpr int NV = N % 4 == 0 ? N / 4 : 1; // 16-byte pieces of a row
+        constexpr int NV = N % W == 0 ? N / W : 1; // 16-byte pieces of a row
         for (int e = threadIdx.x; e < nt * ngb * NV; e += NT) {
             const int v = e % NV, r = e / NV, gi = G == 1 ? 0 : r % ngb, t = G == 1 ? r : r / ngb;
-            cg_cp_async_ca16(s + (t * GB + gi) * N + 4 * v, base + t * s1 + gi * s2 + 4 * v);
+            if constexpr (sizeof(T) == 4) cg_cp_async_ca16(s + (t * GB + gi) * N + W * v, base + t * s1 + gi * s2 + W * v);
+            else ld8_to_smem(s + (t * GB + gi) * N + W * v, base + t * s1 + gi * s2 + W * v);
         }
     } else {
         for (int e = threadIdx.x; e < nt * ngb * N; e += NT) {
             const int k = e % N, r = e / N, gi = G == 1 ? 0 : r % ngb, t = G == 1 ? r : r / ngb;
-            cg_cp_async_ca4(s + (t * GB + gi) * N + k, base + t * s1 + gi * s2 + k * s3);
+            if constexpr (sizeof(T) == 4) cg_cp_async_ca4(s + (t * GB + gi) * N + k, base + t * s1 + gi * s2 + k * s3);
+            else s[(t * GB + gi) * N + k] = cg_f32(base[t * s1 + gi * s2 + k * s3]);
         }
     }
 }
 
-// Issue the cp.async copies of rows [t0, t0 + nt) of B or C ([b, l, g, n]) for the
+// Issue the copies of rows [t0, t0 + nt) of B or C ([b, l, g, n], stored as T) for the
 // groups [th.g0, th.g0 + th.ngb) into s ([CHUNK][GB][N]). The caller commits, waits and
 // synchronizes (staged()) before reading.
+template <class T>
 __device__ __forceinline__ void stage_bc(const cg_ktensor &m, i64 b, const Thr &th, i64 t0, int nt, float *s) {
-    copy_bc(s, m.p + b * m.s0 + t0 * m.s1 + th.g0 * m.s2, m.s1, m.s2, m.s3, th.ngb, nt,
-            N % 4 == 0 && m.s3 == 1 && ((m.s0 | m.s1 | m.s2) & 3) == 0 && align16(m.p));
+    constexpr int W = Vec<T>::W;
+    copy_bc<T>(s, tp<const T>(m) + b * m.s0 + t0 * m.s1 + th.g0 * m.s2, m.s1, m.s2, m.s3, th.ngb, nt,
+               N % W == 0 && m.s3 == 1 && ((m.s0 | m.s1 | m.s2) & (W - 1)) == 0 && align16(m.p));
 }
 
-// cp.async copies of nt rows (stride s1) of the block's channels (stride s2; the
-// first live of them exist) from base into s_x ([CHUNK][BD]; zero past live; any: a
-// valid address for the zero fills); vec: 16-byte pieces.
-SSCAN_COPY void copy_x(float *s_x, const float *base, const float *any, i64 s1, i64 s2, int live, int nt, bool vec) {
-    if (vec) { // base is 16-byte aligned: d0 is a multiple of 4
-        for (int e = threadIdx.x; e < nt * (BD / 4); e += NT) {
-            const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
+// Copies of nt rows (stride s1) of the block's channels (stride s2; the first live of
+// them exist) of T from base into s_x ([CHUNK][BD]; zero past live; any: a valid
+// address for the zero fills); vec: 16-byte pieces. float: cp.async; halves: loaded
+// and widened here.
+template <class T>
+SSCAN_COPY void copy_x(float *s_x, const T *base, const T *any, i64 s1, i64 s2, int live, int nt, bool vec) {
+    constexpr int W = Vec<T>::W;
+    if (vec) { // base is 16-byte aligned: d0 is a multiple of 8
+        for (int e = threadIdx.x; e < nt * (BD / W); e += NT) {
+            const int t = e / (BD / W), c = W * (e - t * (BD / W));
             float *dst = s_x + t * BD + c;
-            const float *src = base + t * s1 + c;
-            if (c + 4 <= live) {
-                cg_cp_async_ca16(dst, src);
-            } else {
+            const T *src = base + t * s1 + c;
+            if constexpr (sizeof(T) == 4) {
+                if (c + W <= live) {
+                    cg_cp_async_ca16(dst, src);
+                } else {
 #pragma unroll
-                for (int q = 0; q < 4; ++q) cg_cp_async_ca4_zfill(dst + q, c + q < live ? src + q : any, c + q < live ? 4 : 0);
+                    for (int q = 0; q < W; ++q)
+                        cg_cp_async_ca4_zfill(dst + q, c + q < live ? src + q : any, c + q < live ? 4 : 0);
+                }
+            } else {
+                if (c + W <= live) {
+                    ld8_to_smem(dst, src);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < W; ++q) dst[q] = c + q < live ? cg_f32(src[q]) : 0.f;
+                }
             }
         }
     } else {
         for (int e = threadIdx.x; e < nt * BD; e += NT) {
             const int t = e / BD, c = e - t * BD;
             const bool in = c < live;
-            cg_cp_async_ca4_zfill(s_x + e, in ? base + t * s1 + c * s2 : any, in ? 4 : 0);
+            if constexpr (sizeof(T) == 4) cg_cp_async_ca4_zfill(s_x + e, in ? base + t * s1 + c * s2 : any, in ? 4 : 0);
+            else s_x[e] = in ? cg_f32(base[t * s1 + c * s2]) : 0.f;
         }
     }
 }
 
-// Issue the cp.async copies of x at steps [t0, t0 + nt) of the block's channels into
-// s_x ([CHUNK][BD]; zero for channels past D).
+// Issue the copies of x at steps [t0, t0 + nt) of the block's channels into s_x
+// ([CHUNK][BD]; zero for channels past D).
 __device__ __forceinline__ void stage_x(const cg_ktensor &x, const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt,
                                         float *s_x) {
-    copy_x(s_x, x.p + b * x.s0 + t0 * x.s1 + d0 * x.s2, x.p, x.s1, x.s2, (int)min64(BD, n.D - d0), nt, rows16(x));
+    const TX *xp = tp<const TX>(x);
+    copy_x<TX>(s_x, xp + b * x.s0 + t0 * x.s1 + d0 * x.s2, xp, x.s1, x.s2, (int)min64(BD, n.D - d0), nt,
+               rows16<TX>(x));
 }
 
 // The staged copies have landed and every thread sees them.
@@ -227,7 +311,8 @@ __device__ __forceinline__ float dt_of(float raw, bool softplus_on, float *sg) {
 // of delta at base, plus bias (channel stride bs; NULL: none), softplus when sp, into
 // s_dt ([CHUNK][BD]; zero past live and beyond nt) and, with s_sg, the softplus
 // derivative; 4 channels per thread and iteration (vec: one 16-byte load).
-SSCAN_COPY void copy_dt(float *s_dt, float *s_sg, const float *base, i64 s1, i64 s2, const float *bias, i64 bs,
+template <class T>
+SSCAN_COPY void copy_dt(float *s_dt, float *s_sg, const T *base, i64 s1, i64 s2, const float *bias, i64 bs,
                         int live, int nt, bool vec, bool sp) {
     for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
         const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
@@ -255,9 +340,9 @@ __device__ __forceinline__ void stage_dt_x(const cg_ktensor &x, const cg_ktensor
                                            const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt, float *s_dt,
                                            float *s_x, float *s_sg) {
     if (s_x) stage_x(x, n, b, d0, t0, nt, s_x);
-    copy_dt(s_dt, s_sg, delta.p + b * delta.s0 + t0 * delta.s1 + d0 * delta.s2, delta.s1, delta.s2,
-            bias.p ? bias.p + d0 * bias.s0 : nullptr, bias.s0, (int)min64(BD, n.D - d0), nt, rows16(delta),
-            n.softplus != 0);
+    copy_dt<TDELTA>(s_dt, s_sg, tp<const TDELTA>(delta) + b * delta.s0 + t0 * delta.s1 + d0 * delta.s2, delta.s1,
+                    delta.s2, bias.p ? bias.p + d0 * bias.s0 : nullptr, bias.s0, (int)min64(BD, n.D - d0), nt,
+                    rows16<TDELTA>(delta), n.softplus != 0);
 }
 
 // What a forward pass over a range of steps reads and writes.
@@ -288,8 +373,8 @@ __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i
             ++nck;
             next_ck += io.segment;
         }
-        stage_bc(io.Bm, b, th, t0, nt, s_b);
-        if (io.y.p) stage_bc(io.Cm, b, th, t0, nt, s_c);
+        stage_bc<TB>(io.Bm, b, th, t0, nt, s_b);
+        if (io.y.p) stage_bc<TC>(io.Cm, b, th, t0, nt, s_c);
         stage_dt_x(io.x, io.delta, io.dbias, n, b, d0, t0, nt, s_dt, s_x, nullptr);
         staged();
         for (int t = 0; t < nt; ++t) {
@@ -313,19 +398,19 @@ __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i
         __syncthreads();
         if (io.y.p) { // 4 channels per thread and iteration
             const int live = (int)min64(BD, n.D - d0);
-            const bool zvec = io.z.p && rows16(io.z), yvec = rows16(io.y);
+            const bool zvec = io.z.p && rows16<TZ>(io.z), yvec = rows16<TY>(io.y);
             for (int e = threadIdx.x; e < nt * (BD / 4); e += NT) {
                 const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
                 const i64 tt = t0 + t;
                 float yv[4], zv[4];
-                if (io.z.p) ld4(io.z.p + b * io.z.s0 + tt * io.z.s1 + d0 * io.z.s2, io.z.s2, c, live, zvec, zv);
+                if (io.z.p) ld4(tp<const TZ>(io.z) + b * io.z.s0 + tt * io.z.s1 + d0 * io.z.s2, io.z.s2, c, live, zvec, zv);
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                     yv[q] = s_y[t * BD + c + q];
                     if (io.Dv.p && c + q < live) yv[q] = fmaf(io.Dv.p[(d0 + c + q) * io.Dv.s0], s_x[t * BD + c + q], yv[q]);
                     if (io.z.p) yv[q] *= zv[q] * sigmoid(zv[q]);
                 }
-                st4(io.y.p + b * io.y.s0 + tt * io.y.s1 + d0 * io.y.s2, io.y.s2, c, live, yvec, yv);
+                st4(tp<TY>(io.y) + b * io.y.s0 + tt * io.y.s1 + d0 * io.y.s2, io.y.s2, c, live, yvec, yv);
             }
             __syncthreads(); // s_x, s_y are restaged next
         }

@@ -17,6 +17,7 @@ static const struct acc_backend {
 } k_backends[] = {
     {CG_BACKEND_REF, 0xf},
     {CG_BACKEND_CPU, 0xf}, /* issue #15 item 3: runtime/cpu/cpu_half.h */
+    {CG_BACKEND_EMULATE, 1u << CG_OP_SSCAN_FWD | 1u << CG_OP_SSCAN_BWD}, /* the generated sscan kernels */
 };
 #define NBACKENDS ((int)(sizeof k_backends / sizeof k_backends[0]))
 

@@ -13,9 +13,13 @@
 #include "emu/emu.h"
 #include "gen.h"
 #include "sscan_params.h"
+#include "ptxas_log.h"
+#include "test_dtype_lib.h"
 
 #define FWD_TOL 1e-5
 #define GRAD_TOL 1e-4
+#define HALF_TOL_BF16 1e-2 /* docs/dtypes.md */
+#define HALF_TOL_F16 2e-3
 
 typedef struct sg_case {
     int64_t B, L, D, N, G; /* G = 0: ungrouped B/C [B, L, N] */
@@ -98,14 +102,26 @@ static int sg_on(const sg_case *c, int i) {
     }
 }
 
+/* The tensors that may be 16-bit (the op table's CG_TD_HALF ones). */
+static int sg_half(int i) {
+    switch (i) {
+    case T_X: case T_DELTA: case T_B: case T_C: case T_Z: case T_DY: case T_Y:
+    case T_DX: case T_DDELTA: case T_DB: case T_DC: case T_DZ: return 1;
+    default: return 0;
+    }
+}
+
+/* The set in dt; with dt CG_BF16 or CG_F16 the 16-bit-capable tensors only, the others
+ * in CG_F32. */
 static void sg_alloc(sg_set *s, const sg_case *c, cg_dtype dt) {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < T_COUNT; i++) {
         int64_t sh[4];
         int perm[4], permuted;
         const int nd = sg_dims(c, i, sh, perm, &permuted);
+        const cg_dtype ti = dt == CG_F64 || sg_half(i) ? dt : CG_F32;
         s->on[i] = sg_on(c, i);
-        s->t[i] = cg_tbuf_new_perm(dt, nd, sh, permuted && dt == CG_F32 ? perm : NULL);
+        s->t[i] = cg_tbuf_new_perm(ti, nd, sh, permuted && dt != CG_F64 ? perm : NULL);
     }
 }
 
@@ -142,16 +158,19 @@ static void describe(const sg_case *c, char *buf, size_t n) {
              c->bias, c->softplus, c->h0, c->dhT, c->outs, c->strided);
 }
 
-/* A problem in F32 for the kernels and its F64 reference results. */
+/* A problem for the kernels (F32, or its 16-bit-capable tensors in BF16 / F16) and its
+ * F64 reference results on the same (rounded) inputs. */
 typedef struct sg_prob {
     sg_case c;
+    cg_dtype dt;
     sg_set f, d;
 } sg_prob;
 
-static void prob_new(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t seed) {
+static void prob_new_dt(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t seed, cg_dtype dt) {
     g->c = *c;
+    g->dt = dt;
     sg_alloc(&g->d, c, CG_F64);
-    sg_alloc(&g->f, c, CG_F32);
+    sg_alloc(&g->f, c, dt);
     cg_rng r = {seed};
     cg_tbuf *d = g->d.t;
     cg_tbuf_fill(&d[T_X], &r, -1, 1);
@@ -176,6 +195,10 @@ static void prob_new(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t see
     CG_CHECK_OK(ctx, sg_bwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
 }
 
+static void prob_new(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t seed) {
+    prob_new_dt(ctx, g, c, seed, CG_F32);
+}
+
 static void prob_free(sg_prob *g) {
     sg_free(&g->f);
     sg_free(&g->d);
@@ -197,7 +220,10 @@ static int check_op(cg_context *ctx, sg_prob *g, int bwd, cg_backend be, const c
     }
     for (int i = lo; i < hi; i++) {
         if (!g->f.on[i]) continue;
-        const double tol = bwd ? GRAD_TOL : FWD_TOL, err = cg_rel_err(&g->f.t[i], &g->d.t[i]);
+        /* a 16-bit output: rounded once from float32 math (issue #15's targets) */
+        const cg_dtype dt = g->f.t[i].t.dtype;
+        const double tol = dt == CG_BF16 ? HALF_TOL_BF16 : dt == CG_F16 ? HALF_TOL_F16 : bwd ? GRAD_TOL : FWD_TOL;
+        const double err = cg_rel_err(&g->f.t[i], &g->d.t[i]);
         CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e, config %s on %s [%s]", k_names[i], err, tol,
                  config ? config : "default", what, cg_last_dispatch(ctx));
     }
@@ -213,6 +239,13 @@ static void kshape_of(const sg_case *c, int bwd, cg_kshape *ks) {
     if (bwd && c->dhT) ks->flags |= CG_KS_DHT;
 }
 
+static cg_kshape shape_of_ssd(void) {
+    cg_kshape ks;
+    memset(&ks, 0, sizeof ks);
+    ks.B = 1, ks.T = 9, ks.G = 1, ks.H = 1, ks.dk = 16, ks.dv = 16;
+    return ks;
+}
+
 static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
     if (a->n != b->n) return 0;
     for (int j = 0; j < a->n; j++)
@@ -226,9 +259,13 @@ static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
     return 0;
 }
 
+static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
+
 /* Every config of kernel (sscan_fwd or sscan_bwd) accepted for some case, each run once
- * on a rotating choice among the cases that accept it. */
-static void run_space(int bwd, cg_backend be) {
+ * on a rotating choice among the cases that accept it. half (0: float32): the configs in
+ * 16-bit storage, bf16 and f16 taking turns (config q in bf16 when q is even), the
+ * defaults of every case in both (sscan_gen_emu_default16). */
+static void run_space_dt(int bwd, cg_backend be, int half) {
     const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
@@ -247,6 +284,7 @@ static void run_space(int bwd, cg_backend be) {
     for (int i = 0; i < NCASES; i++) {
         cg_kshape ks;
         kshape_of(&k_cases[i], bwd, &ks);
+        if (half) half_dtypes(&k_cases[i], bwd, CG_BF16, &ks); /* the same space for f16 */
         space[i] = NULL;
         nspace[i] = 0;
         CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space[i], &nspace[i]));
@@ -284,39 +322,47 @@ static void run_space(int bwd, cg_backend be) {
         for (int q = 0; plans && q < total; q++) {
             cg_kshape ks;
             kshape_of(&k_cases[pick_of[q]], bwd, &ks);
+            if (half) half_dtypes(&k_cases[pick_of[q]], bwd, q % 2 ? CG_F16 : CG_BF16, &ks);
             if (cg__gen_plan(ctx, kernel, &ks, &dev, cfgs[q], &plans[nplan]) == CG_OK) nplan++;
         }
         if (nplan) CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, nplan));
         for (int q = 0; q < nplan; q++) cg__plan_free(&plans[q]);
         free(plans);
     }
-    sg_prob probs[NCASES];
-    int made[NCASES] = {0};
+    sg_prob probs[2][NCASES];
+    int made[2][NCASES] = {{0}};
     int ran = 0;
     for (int q = 0; q < total; q++) {
-        const int pick = pick_of[q];
-        if (!made[pick]) {
-            prob_new(ctx, &probs[pick], &k_cases[pick], 100 + (uint64_t)pick);
-            made[pick] = 1;
+        const int pick = pick_of[q], h = half && q % 2;
+        if (!made[h][pick]) {
+            prob_new_dt(ctx, &probs[h][pick], &k_cases[pick], 100 + (uint64_t)pick,
+                        !half ? CG_F32 : h ? CG_F16 : CG_BF16);
+            made[h][pick] = 1;
         }
         char text[512];
         cg__cfg_text(cfgs[q], text, sizeof text);
-        ran += check_op(ctx, &probs[pick], bwd, be, text);
+        ran += check_op(ctx, &probs[h][pick], bwd, be, text);
     }
     free(cfgs);
     free(pick_of);
     CG_CHECK(total > 0, "%s: empty space", kernel);
     CG_CHECK(ran == total, "%s: %d of %d configs ran", kernel, ran, total);
-    fprintf(stderr, "sscan_gen: %d %s configs checked on %s\n", ran, kernel, cg_backend_name(be));
+    fprintf(stderr, "sscan_gen: %d %s configs checked on %s%s\n", ran, kernel, cg_backend_name(be),
+            half ? " (16-bit storage, bf16 and f16 in turn)" : "");
     for (int i = 0; i < NCASES; i++) {
-        if (made[i]) prob_free(&probs[i]);
+        for (int h = 0; h < 2; h++)
+            if (made[h][i]) prob_free(&probs[h][i]);
         free(space[i]);
     }
     cg_context_free(ctx);
 }
 
+static void run_space(int bwd, cg_backend be) { run_space_dt(bwd, be, 0); }
+
 CG_TEST(sscan_gen_emu_fwd_space) { run_space(0, CG_BACKEND_EMULATE); }
 CG_TEST(sscan_gen_emu_bwd_space) { run_space(1, CG_BACKEND_EMULATE); }
+CG_TEST(sscan_gen_emu_fwd_space16) { run_space_dt(0, CG_BACKEND_EMULATE, 1); }
+CG_TEST(sscan_gen_emu_bwd_space16) { run_space_dt(1, CG_BACKEND_EMULATE, 1); }
 
 /* The default configs on every case, forward and backward; the dispatch line names the
  * kernel; a second call finds the plan and gives the same bits (deterministic). */
@@ -352,6 +398,45 @@ CG_TEST(sscan_gen_emu_default) {
         }
         prob_free(&g);
     }
+    cg_context_free(ctx);
+}
+
+/* 16-bit storage, the default configs of every case in bf16 and in f16, forward and
+ * backward, against the reference on the same rounded inputs; the kernel is the one
+ * generated for the dtype (named so); a second call gives the same bits. */
+CG_TEST(sscan_gen_emu_default16) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < NCASES; i++) {
+            sg_prob g;
+            prob_new_dt(ctx, &g, &k_cases[i], 400 + (uint64_t)i, h ? CG_F16 : CG_BF16);
+            for (int bwd = 0; bwd < 2; bwd++) {
+                if (!check_op(ctx, &g, bwd, CG_BACKEND_EMULATE, NULL)) continue;
+                const char *d = cg_last_dispatch(ctx);
+                CG_CHECK(strstr(d, bwd ? "kernel=sscan_bwd_n" : "kernel=sscan_fwd_n") &&
+                             strstr(d, !g.c.z ? "_dt" : h ? "_f16" : "_bf16"),
+                         "dispatch line without the 16-bit kernel: %s", d);
+                const int lo = bwd ? T_DX : T_Y, hi = bwd ? T_COUNT : T_DX;
+                const char *first = NULL;
+                cg_tbuf keep[T_COUNT];
+                for (int t = lo; t < hi; t++) {
+                    int64_t sh[4];
+                    int perm[4], permuted;
+                    keep[t] = cg_tbuf_new(CG_F64, sg_dims(&g.c, t, sh, perm, &permuted), sh);
+                    cg_tbuf_copy(&keep[t], &g.f.t[t]);
+                }
+                CG_CHECK_OK(ctx, bwd ? sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL)
+                                     : sg_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL));
+                for (int t = lo; t < hi; t++) {
+                    if (g.f.on[t] && !first && cg_rel_err(&g.f.t[t], &keep[t]) != 0) first = k_names[t];
+                    cg_tbuf_free(&keep[t]);
+                }
+                CG_CHECK(!first, "case %d %s: %s differs on a second run", i, h ? "f16" : "bf16", first);
+            }
+            prob_free(&g);
+        }
     cg_context_free(ctx);
 }
 
@@ -468,6 +553,164 @@ CG_TEST(sscan_gen_bwd_workspace_bound) {
     free(space);
     cg_context_free(ctx);
 }
+
+/* ------------------------------------------------------------ 16-bit tensors */
+
+/* ks->dtypes for case c with its 16-bit-capable tensors (those the case gives) in dt,
+ * as runtime/launch.c writes it (op-table order: x, delta, B, C, z, then y or dy, dx,
+ * ddelta, dB, dC, dz). */
+static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks) {
+    static const char *const fwd[] = {"x", "delta", "B", "C", "z", "y"};
+    static const char *const bwdn[] = {"x", "delta", "B", "C", "z", "dy", "dx", "ddelta", "dB", "dC", "dz"};
+    const char *const *names = bwd ? bwdn : fwd;
+    const int n = bwd ? 11 : 6;
+    size_t k = 0;
+    memset(ks->dtypes, 0, sizeof ks->dtypes);
+    for (int i = 0; i < n; i++) {
+        if (!c->z && (!strcmp(names[i], "z") || !strcmp(names[i], "dz"))) continue;
+        k += (size_t)snprintf(ks->dtypes + k, sizeof ks->dtypes - k, "%s%s=%s", k ? " " : "", names[i],
+                              dt == CG_BF16 ? "bf16" : "f16");
+    }
+}
+
+/* The union of kernel's spaces over the cases for dt (configs in order of first
+ * appearance, each with the case that first accepts it). */
+static int half_union(cg_context *ctx, const char *kernel, int bwd, cg_dtype dt, const cg_devinfo *dev,
+                      cg_cfg **out, int **case_of) {
+    int cap = 0, n = 0;
+    cg_cfg *space[NCASES];
+    int nspace[NCASES];
+    for (int i = 0; i < NCASES; i++) {
+        cg_kshape ks;
+        kshape_of(&k_cases[i], bwd, &ks);
+        half_dtypes(&k_cases[i], bwd, dt, &ks);
+        space[i] = NULL, nspace[i] = 0;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, dev, &space[i], &nspace[i]));
+        cap += nspace[i];
+    }
+    *out = calloc((size_t)cap + 1, sizeof **out);
+    *case_of = calloc((size_t)cap + 1, sizeof **case_of);
+    for (int i = 0; i < NCASES; i++)
+        for (int j = 0; j < nspace[i]; j++)
+            if (!space_has(*out, n, &space[i][j])) {
+                (*case_of)[n] = i;
+                (*out)[n++] = space[i][j];
+            }
+    for (int i = 0; i < NCASES; i++) free(space[i]);
+    return n;
+}
+
+/* Every config of both spaces (as the f32 sweeps: accepted for some case) rendered with
+ * 16-bit tensors and compiled by NVRTC for arch: ptxas reports no spills. bf16 and f16
+ * take turns over the configs (their kernels differ in one conversion instruction per
+ * loaded element: cvt.f32.f16 against a shift, and cvt.rn.{bf16,f16}), and the defaults
+ * of every case compile in both. */
+static void half_nvrtc(int arch) {
+    if (!cg__nvrtc_api(NULL)) {
+        cg_test_skip("libnvrtc cannot be loaded");
+        return;
+    }
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    cg_devinfo dev;
+    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
+    /* CHUNKGEN_TEST_CONFIG_STRIDE=n compiles every n-th config only (local iteration) */
+    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
+    const int stride = env && atoi(env) > 0 ? atoi(env) : 1;
+    int ncomp = 0, maxreg = 0;
+    const double t0 = (double)cg__jit_now_ns() / 1e9;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
+        cg_cfg *cfgs[2];
+        int *case_of[2], n[2];
+        for (int h = 0; h < 2; h++) n[h] = half_union(ctx, kernel, bwd, h ? CG_F16 : CG_BF16, &dev, &cfgs[h], &case_of[h]);
+        CG_CHECK(n[0] == n[1] && n[0] > 0, "%s: %d bf16 and %d f16 configs", kernel, n[0], n[1]);
+        for (int q = 0; q < n[0] + 2 * NCASES; q++) {
+            const int dflt = q >= n[0], h = dflt ? (q - n[0]) % 2 : q % 2;
+            if (!dflt && q % stride) continue;
+            const int ci = dflt ? (q - n[0]) / 2 : case_of[h][q];
+            cg_kshape ks;
+            kshape_of(&k_cases[ci], bwd, &ks);
+            half_dtypes(&k_cases[ci], bwd, h ? CG_F16 : CG_BF16, &ks);
+            cg_plan p;
+            cg_status st = cg__gen_plan(ctx, kernel, &ks, &dev, dflt ? NULL : &cfgs[h][q], &p);
+            CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(ctx));
+            if (st != CG_OK) continue;
+            CG_CHECK(strstr(p.source, h ? "#define CG_T_X cg_f16\n" : "#define CG_T_X cg_bf16\n") &&
+                         (strstr(p.name, h ? "_f16" : "_bf16") || strstr(p.name, h ? "_dthh" : "_dtbb")),
+                     "%s: 16-bit defines and name", p.name);
+            void *bin = NULL;
+            size_t len = 0;
+            char *log = NULL;
+            st = cg__nvrtc_compile_threads(ctx, p.name, p.source, arch, 2, &bin, &len, &log);
+            CG_CHECK(st == CG_OK, "sm_%d %s: %s", arch, p.name, cg_errmsg(ctx));
+            if (st == CG_OK) {
+                cg_ptxas_info info;
+                cg__ptxas_parse(log, &info);
+                CG_CHECK(info.found && info.spill_stores == 0 && info.spill_loads == 0,
+                         "sm_%d %s: spills %lld/%lld bytes", arch, p.name, (long long)info.spill_stores,
+                         (long long)info.spill_loads);
+                if (info.registers > maxreg) maxreg = info.registers;
+                ncomp++;
+            }
+            free(bin);
+            free(log);
+            cg__plan_free(&p);
+        }
+        for (int h = 0; h < 2; h++) {
+            free(cfgs[h]);
+            free(case_of[h]);
+        }
+    }
+    fprintf(stderr, "  sm_%d: %d 16-bit sscan kernels compiled (%.0f s), max %d registers\n", arch, ncomp,
+            (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
+    cg_context_free(ctx);
+}
+
+/* The 16-bit signature is the kernel's: a tensor outside a kernel's `half` list, an
+ * unknown dtype word, and SSD (no 16-bit kernels yet) on the generated backends are
+ * refused by name; f32 and bf16 plans of one config differ in name and source. */
+CG_TEST(sscan_gen_half_refusals) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_kshape ks;
+    kshape_of(&k_cases[1], 0, &ks);
+    cg_plan a, b;
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a));
+    half_dtypes(&k_cases[1], 0, CG_BF16, &ks);
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &b));
+    CG_CHECK(strcmp(a.name, b.name) && strstr(b.name, "_bf16") && !strstr(a.source, "CG_T_X cg_") &&
+                 strstr(b.source, "#define CG_T_Y cg_bf16\n"), "f32 %s vs bf16 %s", a.name, b.name);
+    cg__plan_free(&a);
+    cg__plan_free(&b);
+    snprintf(ks.dtypes, sizeof ks.dtypes, "x=bf16 A=bf16");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a), CG_EUNSUPPORTED, "A as float32 only",
+                     "A is float32 in every kernel");
+    snprintf(ks.dtypes, sizeof ks.dtypes, "x=f8");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a), CG_EINVAL, "expected bf16 or f16",
+                     "an unknown dtype word");
+    cg_kshape ss = shape_of_ssd();
+    snprintf(ss.dtypes, sizeof ss.dtypes, "q=bf16");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_fwd", &ss, &dev, NULL, &a), CG_EUNSUPPORTED, "no 16-bit variant",
+                     "SSD has no 16-bit kernels yet");
+    /* through the API: the emulate backend takes 16-bit tensors, the SSD kernel refuses q */
+    dtt_prob p;
+    int64_t dims[CG_SYM_COUNT] = {0};
+    dims[CG_SYM_B] = 1, dims[CG_SYM_T] = 9, dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 1, dims[CG_SYM_DK] = 16,
+    dims[CG_SYM_DV] = 16;
+    dtt_new(&p, CG_OP_SSD_FWD, dims, 0, 0, CG_BF16, CG_F32, 0);
+    dtt_fill(&p, 5);
+    CG_CHECK_REFUSED(ctx, dtt_run(ctx, &p, CG_BACKEND_EMULATE), CG_EUNSUPPORTED, "takes q as float32 only",
+                     "bf16 SSD on the emulator");
+    dtt_free(&p);
+    cg_context_free(ctx);
+}
+
+CG_TEST(sscan_gen_nvrtc_half_sm80) { half_nvrtc(80); }
+CG_TEST(sscan_gen_nvrtc_half_sm90) { half_nvrtc(90); }
 
 /* Natively on a GPU (skipped without one): the same configs as under the emulator. */
 CG_TEST(sscan_gen_cuda_fwd_space) { run_space(0, CG_BACKEND_CUDA); }

@@ -68,6 +68,13 @@ local function grads_ctas(p, shape, dev) return math.min(work(p, shape).nwork, g
 
 local function r4(n) return (n + 3) // 4 * 4 end
 
+-- dB and dC go through the float partials pB, pC and the reduce pass: when split, and
+-- when either is stored in 16 bits (BC_PARTIAL of the template: rounded once there).
+local function bc_partials(p, shape)
+  local dts = shape.dtypes or "" -- "name=dtype" words of the 16-bit tensors (core.lua)
+  return work(p, shape).nsplit > 1 or dts:find("%f[%w_]dB=") ~= nil or dts:find("%f[%w_]dC=") ~= nil
+end
+
 -- Workspace regions in floats, in order (each rounded up to 16 bytes), named as the
 -- members of cg_sscan_bwd_params in templates/sscan_params.h.
 local REGIONS = { "ckpt", "gst", "sdt", "hbuf", "pB", "pC", "pA", "pD", "pbias" }
@@ -77,7 +84,7 @@ local function ws_floats(p, shape, dev)
   local bblk = shape.B * nblk(p, shape)
   local ns = nseg(p, shape)
   local w = work(p, shape)
-  local bc = w.nsplit > 1 and shape.B * shape.L * shape.G * w.nsplit * shape.N or 0
+  local bc = bc_partials(p, shape) and shape.B * shape.L * shape.G * w.nsplit * shape.N or 0
   return {
     r4(bblk * ns * per),                                    -- ckpt
     r4(bblk * ns * per),                                    -- gst
@@ -89,10 +96,10 @@ local function ws_floats(p, shape, dev)
   }
 end
 
--- Elements of the reduce launch: dB and dC from the split partials (when split), dA,
--- then dD and ddelta_bias.
+-- Elements of the reduce launch: dB and dC from the partials (bc_partials), dA, then dD
+-- and ddelta_bias.
 local function reduce_items(p, shape)
-  local bc = work(p, shape).nsplit > 1 and shape.B * shape.L * shape.G * shape.N or 0
+  local bc = bc_partials(p, shape) and shape.B * shape.L * shape.G * shape.N or 0
   return bc + shape.D * shape.N + shape.D
 end
 
@@ -209,6 +216,8 @@ return {
   op = "sscan_bwd",
   template = "sscan_bwd.cu",
   consts = { "N", "G" },
+  -- tensors that may be bf16 / f16 (CG_T_<NAME> of the template)
+  half = { "x", "delta", "B", "C", "z", "dy", "dx", "ddelta", "dB", "dC", "dz" },
   space = {
     chunk = { 4, 8 },
     dim_block = { 8, 16, 32, 64 },

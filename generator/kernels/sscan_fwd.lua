@@ -152,6 +152,8 @@ return {
   op = "sscan_fwd",
   template = "sscan_fwd.cu",
   consts = { "N", "G" },
+  -- tensors that may be bf16 / f16 (CG_T_<NAME> of the template)
+  half = { "x", "delta", "B", "C", "z", "y" },
   space = {
     chunk = { 4, 8, 16 },
     dim_block = { 8, 16, 32, 64 },

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-/* emulator/cg_emu.h embedded at build time (cmake/emulator.cmake). */
+/* emulator/cg_emu.h and runtime/half.h embedded at build time (cmake/emulator.cmake). */
 extern const char cg__emu_header[] __attribute__((weak));
 extern const size_t cg__emu_header_len __attribute__((weak));
 
@@ -96,13 +96,36 @@ cg_status cg__emu_find_cxx(cg_context *ctx, char *cmd, size_t cmdcap, char *ver,
 }
 
 /* --------------------------------------------------------- header and source */
+/* <root>/emulator/cg_emu.h followed by <root>/runtime/half.h (the bf16/fp16 conversions
+ * the emulated device code calls: one definition for the host and the emulator). */
+static char *emu_header_from(const char *root, size_t *len) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/emulator/cg_emu.h", root);
+    size_t l1 = 0, l2 = 0;
+    char *a = cg__emu_read_file(path, &l1);
+    if (!a) return NULL;
+    snprintf(path, sizeof path, "%s/runtime/half.h", root);
+    char *b = cg__emu_read_file(path, &l2);
+    char *t = b ? realloc(a, l1 + l2 + 1) : NULL;
+    if (!t) {
+        free(a);
+        free(b);
+        return NULL;
+    }
+    memcpy(t + l1, b, l2);
+    t[l1 + l2] = '\0';
+    free(b);
+    *len = l1 + l2;
+    return t;
+}
+
 static cg_status emu_header(cg_context *ctx, char **text, size_t *len) {
     const char *root = getenv("CHUNKGEN_LUA_PATH");
-    char path[4096];
     if (root && root[0]) {
-        snprintf(path, sizeof path, "%s/emulator/cg_emu.h", root);
-        *text = cg__emu_read_file(path, len);
-        if (!*text) return cg__err(ctx, CG_ENOTFOUND, "emulate: cannot read %s (CHUNKGEN_LUA_PATH)", path);
+        *text = emu_header_from(root, len);
+        if (!*text)
+            return cg__err(ctx, CG_ENOTFOUND, "emulate: cannot read %s/emulator/cg_emu.h or %s/runtime/half.h "
+                           "(CHUNKGEN_LUA_PATH)", root, root);
         return CG_OK;
     }
     if (&cg__emu_header_len && cg__emu_header) {
@@ -114,8 +137,7 @@ static cg_status emu_header(cg_context *ctx, char **text, size_t *len) {
         return CG_OK;
     }
 #ifdef CG_SOURCE_DIR
-    snprintf(path, sizeof path, "%s/emulator/cg_emu.h", CG_SOURCE_DIR);
-    *text = cg__emu_read_file(path, len);
+    *text = emu_header_from(CG_SOURCE_DIR, len);
     if (*text) return CG_OK;
 #endif
     return cg__err(ctx, CG_ENOTFOUND, "emulate: emulator/cg_emu.h is neither embedded nor found");
