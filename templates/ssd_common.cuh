@@ -13,6 +13,15 @@ namespace ssdc {
 
 typedef cg_i64 i64;
 
+// The sizes both kernels' traits require (checked where they name Sizes<...>::ok).
+template <int DK, int DV, int CHUNK, int BDV, int WARPS> struct Sizes {
+    static_assert(DK >= 1 && DV >= 1, "dk, dv >= 1");
+    static_assert(CHUNK % 16 == 0 && CHUNK >= 16, "chunk: a multiple of the 16-row mma tile");
+    static_assert(BDV % 16 == 0 && BDV >= 16, "block_dv: a multiple of the 16-column warp tile");
+    static_assert(WARPS >= 1 && WARPS <= 32, "warps: 1..32");
+    static constexpr bool ok = true;
+};
+
 // ------------------------------------------------------------- precision
 // From the generator's CG_P_PRECISION_* define (both SSD kernels have the key):
 // 0 ieee (FFMA), 1 tf32 (one mma per product), 2 3xtf32 (three).

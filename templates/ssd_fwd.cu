@@ -90,10 +90,7 @@ static_assert(SMEM_BYTES == CG_SMEM_BYTES, "ssd_fwd.lua smem_bytes() disagrees w
 static_assert(SMEM_STATES_BYTES == CG_SMEM_STATES, "ssd_fwd.lua smem_states() disagrees with the layout here");
 #endif
 
-static_assert(DK >= 1 && DV >= 1, "dk, dv >= 1");
-static_assert(CHUNK % 16 == 0 && CHUNK >= 16, "chunk: a multiple of the 16-row mma tile");
-static_assert(BDV % 16 == 0 && BDV >= 16, "block_dv: a multiple of the 16-column warp tile");
-static_assert(WARPS >= 1 && NTHREADS <= 1024, "warps: 1..32");
+static_assert(ssdc::Sizes<DK, DV, CHUNK, BDV, WARPS>::ok, "the sizes (ssd_common.cuh)");
 static_assert(STAGES == 1 || STAGES == 2, "stages: 1 or 2");
 static_assert(!THREE_PHASE || STAGES == 1, "3phase: one chunk per CTA, nothing to pipeline");
 static_assert(OFF_STAGE % 4 == 0 && STAGE_FLOATS % 4 == 0 && OFF_P % 4 == 0 && SOFF_V % 4 == 0 && SOFF_LA % 4 == 0,
