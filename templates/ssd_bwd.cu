@@ -156,17 +156,15 @@ __device__ __forceinline__ int chunk_len(const cg_ssd_bwd_params &p, i64 ci) {
 // Which halves a load fills: the first (Q, V), the second (K, dO) or both.
 enum { LD_FIRST = 1, LD_SECOND = 2, LD_BOTH = 3 };
 
+// Loads by cp.async (ssdc::load_tile: 16-byte copies where rows are 16-byte aligned);
+// the caller waits (ssdc::landed) before the barrier after which others read.
 // Q, K rows [t0, t0 + n) of group g (zero beyond n and dk).
 __device__ __forceinline__ void load_qk(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 g, i64 t0, int n,
                                         int which = LD_BOTH) {
     const float *qb = p.q.p + b * p.q.s0 + t0 * p.q.s1 + g * p.q.s2;
     const float *kb = p.k.p + b * p.k.s0 + t0 * p.k.s1 + g * p.k.s2;
-    for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
-        const int r = e / DKP, i = e - r * DKP;
-        const bool in = r < n && i < DK;
-        if (which & LD_FIRST) sm[OFF_Q + r * LDQ + i] = in ? qb[r * p.q.s1 + i] : 0.f;
-        if (which & LD_SECOND) sm[OFF_K + r * LDQ + i] = in ? kb[r * p.k.s1 + i] : 0.f;
-    }
+    if (which & LD_FIRST) ssdc::load_tile<CHUNK, DKP / 4, LDQ, NTHREADS>(sm + OFF_Q, qb, p.q.s1, n, DK);
+    if (which & LD_SECOND) ssdc::load_tile<CHUNK, DKP / 4, LDQ, NTHREADS>(sm + OFF_K, kb, p.k.s1, n, DK);
 }
 
 // V, dO rows [t0, t0 + n), columns [j0, j0 + BDV) of head h (zero beyond n and dv).
@@ -174,17 +172,13 @@ __device__ __forceinline__ void load_vdo(const cg_ssd_bwd_params &p, float *sm, 
                                          int which = LD_BOTH) {
     const float *vb = p.v.p + b * p.v.s0 + t0 * p.v.s1 + h * p.v.s2 + j0;
     const float *ob = p.dout.p + b * p.dout.s0 + t0 * p.dout.s1 + h * p.dout.s2 + j0;
-    for (int e = threadIdx.x; e < CHUNK * BDV; e += NTHREADS) {
-        const int r = e / BDV, j = e - r * BDV;
-        const bool in = r < n && j0 + j < DV;
-        if (which & LD_FIRST) sm[OFF_V + r * LDV + j] = in ? vb[r * p.v.s1 + j] : 0.f;
-        if (which & LD_SECOND) sm[OFF_DO + r * LDV + j] = in ? ob[r * p.dout.s1 + j] : 0.f;
-    }
+    const int w = DV - j0 < BDV ? (int)(DV - j0) : BDV;
+    if (which & LD_FIRST) ssdc::load_tile<CHUNK, BDV / 4, LDV, NTHREADS>(sm + OFF_V, vb, p.v.s1, n, w);
+    if (which & LD_SECOND) ssdc::load_tile<CHUNK, BDV / 4, LDV, NTHREADS>(sm + OFF_DO, ob, p.dout.s1, n, w);
 }
 
 __device__ __forceinline__ void load_la(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 h, i64 t0, int n) {
-    const float *lb = p.la.p + b * p.la.s0 + t0 * p.la.s1 + h * p.la.s2;
-    for (int r = threadIdx.x; r < CHUNK; r += NTHREADS) sm[OFF_LA + r] = r < n ? lb[r * p.la.s1] : 0.f;
+    ssdc::load_column<CHUNK, NTHREADS>(sm + OFF_LA, p.la.p + b * p.la.s0 + t0 * p.la.s1 + h * p.la.s2, p.la.s1, n);
 }
 
 // A = cumsum(la), exp(A), w = exp(A_last - A) of the chunk's log_alpha in smem, by warp 0.
@@ -273,6 +267,7 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
         load_qk(p, sm, b, g, t0, n);
         load_vdo(p, sm, b, h, t0, n, j0);
         load_la(p, sm, b, h, t0, n);
+        ssdc::landed();
         __syncthreads();
         chunk_cumsum(sm);
         __syncthreads();
@@ -350,6 +345,7 @@ __device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *s
     load_qk(p, sm, b, g, t0, n, fwd ? LD_SECOND : LD_FIRST);  // K or Q
     load_vdo(p, sm, b, h, t0, n, j0, fwd ? LD_FIRST : LD_SECOND); // V or dO
     load_la(p, sm, b, h, t0, n);
+    ssdc::landed();
     __syncthreads();
     chunk_cumsum(sm);
     __syncthreads();
@@ -396,6 +392,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
         load_la(p, sm, b, h, t0, n);
         for (int e = threadIdx.x; e < CHUNK * LDQ; e += NTHREADS) DQ[e] = DKs[e] = 0.f;
         for (int e = threadIdx.x; e < CHUNK * LDDP; e += NTHREADS) DP[e] = 0.f;
+        ssdc::landed(); // la (and the first head's Q, K)
         __syncthreads();
         chunk_cumsum(sm);
         __syncthreads();
@@ -432,10 +429,12 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                 __syncthreads(); // back to this chunk's own Q, K, la, A, exp(A), w
                 load_qk(p, sm, b, g, t0, n);
                 load_la(p, sm, b, h, t0, n);
+                ssdc::landed();
                 __syncthreads();
                 chunk_cumsum(sm);
             }
             load_vdo(p, sm, b, h, t0, n, j0);
+            ssdc::landed();
             __syncthreads();
             // Four tile lists, each tile owned by one warp: dV, dP, dQ (state term), dK (state term).
             constexpr int N_DV = TileV::TILES, N_DP = TileDP::TILES, N_DQ = TileQ::TILES;

@@ -189,6 +189,49 @@ __device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
 
 __device__ __forceinline__ void tile_zero(float (&acc)[2][4]) { tile_zero(*reinterpret_cast<float (*)[1][2][4]>(&acc)); }
 
+// ------------------------------------------------------------------- loads
+// Rows [0, ROWS) x columns [0, 4 W4) of a tile at dst (pitch LD floats, 16-byte aligned
+// rows) from src (row pitch ld floats, columns contiguous) by the block's NT threads:
+// rows < n and columns < w are copied, the rest zeroed. 16-byte cp.async (.cg) per 4
+// columns when every source row starts 16-byte aligned and w % 4 == 0; else 4-byte
+// cp.async per element (odd dk, dv or strides). Padding is stored directly. The caller
+// commits and waits (landed()) before the barrier after which others read.
+template <int ROWS, int W4, int LD, int NT>
+__device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, int n, int w) {
+    static_assert(LD % 4 == 0, "16-byte aligned rows");
+    const bool wide = w % 4 == 0 && ld % 4 == 0 && ((unsigned long long)src & 15u) == 0;
+    if (wide) {
+        for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
+            const int r = e / W4, i = (e - r * W4) * 4;
+            float *d = dst + r * LD + i;
+            if (r < n && i < w) cg_cp_async_cg16(d, src + r * ld + i);
+            else *reinterpret_cast<float4 *>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    } else {
+        for (int e = threadIdx.x; e < ROWS * W4 * 4; e += NT) {
+            const int r = e / (W4 * 4), i = e - r * (W4 * 4);
+            float *d = dst + r * LD + i;
+            if (r < n && i < w) cg_cp_async_ca4(d, src + r * ld + i);
+            else *d = 0.f;
+        }
+    }
+}
+
+// dst[r] = src[r * ld] for r < n, 0 for n <= r < ROWS (4-byte cp.async; caller waits).
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_column(float *dst, const float *src, i64 ld, int n) {
+    for (int r = threadIdx.x; r < ROWS; r += NT) {
+        if (r < n) cg_cp_async_ca4(dst + r, src + r * ld);
+        else dst[r] = 0.f;
+    }
+}
+
+// This thread's cp.async copies have landed (a __syncthreads must still follow).
+__device__ __forceinline__ void landed() {
+    cg_cp_async_commit();
+    cg_cp_async_wait_all();
+}
+
 // ------------------------------------------------------------------ chunks
 // Tokens of chunk ci (CHUNK, except the last chunk of T).
 template <int CHUNK>

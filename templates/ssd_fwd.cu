@@ -134,28 +134,9 @@ __device__ __forceinline__ Bufs bufs_states(float *sm) {
     return Bufs{nullptr, sm + SOFF_K, sm + SOFF_V, sm + SOFF_LA, sm + SOFF_A, sm + SOFF_A + CHUNK, sm + SOFF_A + 2 * CHUNK};
 }
 
-// Rows [0, CHUNK) x columns [0, W4 * 4) of a tile at dst (pitch LD) from src (row pitch
-// ld floats, columns contiguous): rows < n and columns < w are copied, the rest zeroed.
-// 16-byte cp.async per 4 columns when every row starts 16-byte aligned and w % 4 == 0;
-// else 4-byte cp.async per element. The caller commits and waits.
 template <int W4, int LD>
 __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, int n, int w) {
-    const bool wide = w % 4 == 0 && ld % 4 == 0 && ((unsigned long long)src & 15u) == 0;
-    if (wide) {
-        for (int e = threadIdx.x; e < CHUNK * W4; e += NTHREADS) {
-            const int r = e / W4, i = (e - r * W4) * 4;
-            float *d = dst + r * LD + i;
-            if (r < n && i < w) cg_cp_async_cg16(d, src + r * ld + i);
-            else *reinterpret_cast<float4 *>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-    } else {
-        for (int e = threadIdx.x; e < CHUNK * W4 * 4; e += NTHREADS) {
-            const int r = e / (W4 * 4), i = e - r * (W4 * 4);
-            float *d = dst + r * LD + i;
-            if (r < n && i < w) cg_cp_async_ca4(d, src + r * ld + i);
-            else *d = 0.f;
-        }
-    }
+    ssdc::load_tile<CHUNK, W4, LD, NTHREADS>(dst, src, ld, n, w);
 }
 
 // Tokens [t0, t0 + n) of a chunk into b (zero beyond n, dk, dv) by cp.async; padding
@@ -169,10 +150,7 @@ __device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta
     load_tile<DKP / 4, LDK>(b.K, kb, p.k.s1, n, DK);
     const int w = DV - c.j0 < BDV ? (int)(DV - c.j0) : BDV;
     load_tile<BDV / 4, LDV>(b.V, vb, p.v.s1, n, w);
-    for (int r = threadIdx.x; r < CHUNK; r += NTHREADS) {
-        if (r < n) cg_cp_async_ca4(b.LA + r, lb + r * p.la.s1);
-        else b.LA[r] = 0.f;
-    }
+    ssdc::load_column<CHUNK, NTHREADS>(b.LA, lb, p.la.s1, n);
 }
 
 // A = cumsum(la), exp(A), w = exp(A_last - A) of the chunk in b, by warp 0.
@@ -300,8 +278,7 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
             cg_cp_async_wait<1>(); // chunk ci has landed (this thread's copies)
         } else {
             load_chunk(p, c, b, t0, n);
-            cg_cp_async_commit();
-            cg_cp_async_wait_all();
+            ssdc::landed();
         }
         __syncthreads();
         chunk_cumsum(b);
@@ -334,8 +311,7 @@ SSD_ENTRY cg_ssd_fwd_states(cg_ssd_fwd_params p) {
     const Cta c = cta_coords(p, dvt, bh);
     const Bufs b = bufs_states(sm);
     load_chunk(p, c, b, ci * CHUNK, chunk_len(p, ci));
-    cg_cp_async_commit();
-    cg_cp_async_wait_all();
+    ssdc::landed();
     __syncthreads();
     chunk_cumsum(b);
     __syncthreads();
