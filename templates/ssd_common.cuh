@@ -68,7 +68,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MM][NN][4], int k0, int k1
     if (PREC_ == 0) {
 #pragma unroll 1
         for (int k = k0; k < k1; k += 8) {
-#pragma unroll
+#pragma unroll 1 // one k pair per trip: deeper unrolling spills the recompute configs
             for (int j = 0; j < 4; ++j) {
                 const int kk = PAIRED ? k + 2 * j : k + j;
                 float2 a[MM][2];
@@ -140,10 +140,12 @@ __device__ __forceinline__ float2 ld_rows(const float *p, int ld, int step) { re
 __device__ __forceinline__ float2 ld_cols(const float *p, int step) { return make_float2(p[0], p[step]); }
 
 // Warp tile for an [M, N] output on W warps (in m16n8 sub-tiles MM x NN): the largest of
-// 32x32, 16x32, 32x16, 16x16 that tiles it and still gives every warp a tile.
+// 32x32, 16x32, 32x16, 16x16 that tiles it and still gives every warp a tile; 16x16
+// always for ieee (PREC 0: the FFMA path holds its operands in registers, and the
+// larger tiles spill in the backward's recompute configs).
 template <int M, int N, int W> struct Tile {
     __host__ __device__ static constexpr bool fits(int mm, int nn) {
-        return M % (16 * mm) == 0 && N % (8 * nn) == 0 && (M / (16 * mm)) * (N / (8 * nn)) >= W;
+        return PREC != 0 && M % (16 * mm) == 0 && N % (8 * nn) == 0 && (M / (16 * mm)) * (N / (8 * nn)) >= W;
     }
     static constexpr int MM = fits(2, 4) ? 2 : fits(1, 4) ? 1 : fits(2, 2) ? 2 : 1;
     static constexpr int NN = fits(2, 4) ? 4 : fits(1, 4) ? 4 : 2;
