@@ -277,8 +277,8 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
             const int m0 = r2 / T::TILES_N * T::TM, n0 = r2 % T::TILES_N * T::TN;
             float acc[T::MM][T::NN][4];
             tile_zero(acc);
-            if (which == 0) chunk_outer(acc, K, W, V, m0, n0); // U = (K .* w)^T V   [DKP, BDV]
-            else chunk_outer(acc, Q, EA, DO, m0, n0);          // R = (Q .* eA)^T dO  [DKP, BDV]
+            // U = (K .* w)^T V or R = (Q .* eA)^T dO   [DKP, BDV] (one call site)
+            chunk_outer(acc, which == 0 ? K : Q, which == 0 ? W : EA, which == 0 ? V : DO, m0, n0);
             float *run = which == 0 ? UACC : RACC;
             float *dst = (which == 0 ? w.S : w.D) + slot * DKDV + j0;
             tile_foreach(acc, [&](int r, int cc, float &x) {
@@ -390,7 +390,11 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
         const i64 bh = b * p.H + h;
         const i64 slot = bh * p.nchunks + ci, sslot = bh * ns + si;
         load_la(p, sm, b, h, t0, n);
+        // The block-wide element loops stay rolled (#pragma unroll 1): unrolled, their
+        // constant trip counts made a third of this entry's compile time.
+#pragma unroll 1
         for (int e = threadIdx.x; e < CHUNK * LDQ; e += NTHREADS) DQ[e] = DKs[e] = 0.f;
+#pragma unroll 1
         for (int e = threadIdx.x; e < CHUNK * LDDP; e += NTHREADS) DP[e] = 0.f;
         ssdc::landed(); // la (and the first head's Q, K)
         __syncthreads();
@@ -415,6 +419,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             const i64 j0 = (i64)dvt * BDV;
             __syncthreads(); // the previous tile's readers are done (and P is complete)
             const float *s0 = w.S + sslot * DKDV + j0, *ds = w.D + sslot * DKDV + j0;
+#pragma unroll 1
             for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
                 const int i = e / BDV, j = e - i * BDV;
                 const bool in = i < DK && j0 + j < DV;
@@ -468,29 +473,25 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
                                    [&](int k, int nn) { return ld_pair(V + (n0 + nn) * LDV + k); });
                     tile_foreach(acc, [&](int r, int cc, float &x) { DP[(m0 + r) * LDDP + n0 + cc] += x; });
-                } else if (tile < N_DV + N_DP + N_DQ) { // dQ += diag(eA) dO S0^T   [CHUNK, DKP]
+                } else { // dQ += diag(eA) dO S0^T or dK += diag(w) V dS^T   [CHUNK, DKP] (one call site, runtime
+                         // operands: less code; dS is k-contiguous here, 2-way conflicted, see LDD)
                     typedef TileQ T;
-                    const int t2 = tile - N_DV - N_DP;
-                    const int m0 = t2 / T::TILES_N * T::TM, n0 = t2 % T::TILES_N * T::TN;
+                    const int t2 = tile - N_DV - N_DP, is_dk = t2 >= N_DQ, t3 = t2 - is_dk * N_DQ;
+                    const int m0 = t3 / T::TILES_N * T::TM, n0 = t3 % T::TILES_N * T::TN;
+                    const float *X = is_dk ? V : DO, *Y = is_dk ? DS : S, *sc = is_dk ? W : EA;
+                    const int ldy = is_dk ? LDD : LDS;
+                    float *dst = is_dk ? DKs : DQ;
                     float acc[T::MM][T::NN][4];
                     tile_zero(acc);
-                    warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
-                                   [&](int k, int nn) { return ld_pair(S + (n0 + nn) * LDS + k); });
-                    tile_foreach(acc, [&](int r, int cc, float &x) { DQ[(m0 + r) * LDQ + n0 + cc] += EA[m0 + r] * x; });
-                } else { // dK += diag(w) V dS^T   [CHUNK, DKP] (dS: k-contiguous, 2-way conflicted, see LDD)
-                    typedef TileQ T;
-                    const int t2 = tile - N_DV - N_DP - N_DQ;
-                    const int m0 = t2 / T::TILES_N * T::TM, n0 = t2 % T::TILES_N * T::TN;
-                    float acc[T::MM][T::NN][4];
-                    tile_zero(acc);
-                    warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(V + (m0 + m) * LDV + k); },
-                                   [&](int k, int nn) { return ld_pair(DS + (n0 + nn) * LDD + k); });
-                    tile_foreach(acc, [&](int r, int cc, float &x) { DKs[(m0 + r) * LDQ + n0 + cc] += W[m0 + r] * x; });
+                    warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
+                                   [&](int k, int nn) { return ld_pair(Y + (n0 + nn) * ldy + k); });
+                    tile_foreach(acc, [&](int r, int cc, float &x) { dst[(m0 + r) * LDQ + n0 + cc] += sc[m0 + r] * x; });
                 }
             }
         }
         __syncthreads();
         // dP .* M (zero above the diagonal; the dP tiles may have written there)
+#pragma unroll 1
         for (int e = threadIdx.x; e < CHUNK * CHUNK; e += NTHREADS) {
             const int i = e / CHUNK, j = e - i * CHUNK;
             DP[i * LDDP + j] = j <= i ? DP[i * LDDP + j] * expf(A[i] - A[j]) : 0.f;
@@ -502,20 +503,26 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             const int which = tile / T::TILES, t2 = tile - which * T::TILES;
             const int m0 = t2 / T::TILES_N * T::TM, n0 = t2 % T::TILES_N * T::TN;
             float *dst = which == 0 ? DQ : DKs;
+            // dQ: dP [m, k] (row m, k-contiguous), k < m0 + TM, times K; dK: dP^T [m, k] = dP [k, m]
+            // (k-strided, 2-way conflicted, see LDDP), k >= m0, times Q. One call site
+            // with the dP strides and operands at run time (less code).
+            const int rs = which == 0 ? LDDP : 1, ks = which == 0 ? 1 : LDDP;
+            const float *Y = which == 0 ? K : Q;
             float acc[T::MM][T::NN][4];
             tile_foreach(acc, [&](int r, int cc, float &x) { x = dst[(m0 + r) * LDQ + n0 + cc]; });
-            if (which == 0)
-                warp_mma<false>(acc, 0, m0 + T::TM, [&](int m, int k) { return ld_cols(DP + (m0 + m) * LDDP + k, 4); },
-                                [&](int k, int nn) { return ld_rows(K + k * LDQ + n0 + nn, LDQ, 4); });
-            else // dP^T: k-strided, 2-way conflicted (see LDDP)
-                warp_mma<false>(acc, m0, CHUNK, [&](int m, int k) { return ld_rows(DP + k * LDDP + m0 + m, LDDP, 4); },
-                                [&](int k, int nn) { return ld_rows(Q + k * LDQ + n0 + nn, LDQ, 4); });
+            warp_mma<false>(acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
+                            [&](int m, int k) {
+                                const float *d = DP + (m0 + m) * rs + k * ks;
+                                return make_float2(d[0], d[4 * ks]);
+                            },
+                            [&](int k, int nn) { return ld_rows(Y + k * LDQ + n0 + nn, LDQ, 4); });
             tile_foreach(acc, [&](int r, int cc, float &x) { dst[(m0 + r) * LDQ + n0 + cc] = x; });
         }
         __syncthreads();
         // q.dq - k.dk per token (head h's own terms)
         for (int t = threadIdx.x; t < CHUNK; t += NTHREADS) {
             float a = 0.f, c = 0.f;
+#pragma unroll 4
             for (int i = 0; i < DKP; ++i) {
                 a = fmaf(Q[t * LDQ + i], DQ[t * LDQ + i], a);
                 c = fmaf(K[t * LDQ + i], DKs[t * LDQ + i], c);
@@ -536,6 +543,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
         for (int t = threadIdx.x; t < n; t += NTHREADS) dlb[t * p.dla.s1] = DT[t];
         if (SPLIT) { // head h's own dq, dk; launch 4 sums the heads
             float *dqb = w.dqp + (bh * p.T + t0) * DK, *dkb = w.dkp + (bh * p.T + t0) * DK;
+#pragma unroll 1
             for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
                 const int r = e / DKP, i = e - r * DKP;
                 if (r >= n || i >= DK) continue;
@@ -546,6 +554,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             float *dqb = p.dq.p + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;
             float *dkb = p.dk.p + b * p.dk.s0 + t0 * p.dk.s1 + g * p.dk.s2;
             const bool first = h == h_begin;
+#pragma unroll 1
             for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
                 const int r = e / DKP, i = e - r * DKP;
                 if (r >= n || i >= DK) continue;

@@ -198,11 +198,26 @@ __device__ __forceinline__ void tile_zero(float (&acc)[2][4]) { tile_zero(*reint
 // columns when every source row starts 16-byte aligned and w % 4 == 0; else 4-byte
 // cp.async per element (odd dk, dv or strides). Padding is stored directly. The caller
 // commits and waits (landed()) before the barrier after which others read.
+// load_tile's 4-byte path, with runtime sizes: one called copy serves every tile of the
+// kernel and its loop stays rolled (an inlined, unrolled copy per tile made a third of a
+// forward entry's compile time, for the path aligned inputs never take).
+__device__ __noinline__ void load_tile_narrow(float *dst, const float *src, i64 ld, int n, int w, int cols, int pitch,
+                                              int total, int nt) {
+#pragma unroll 1
+    for (int e = threadIdx.x; e < total; e += nt) {
+        const int r = e / cols, i = e - r * cols;
+        float *d = dst + r * pitch + i;
+        if (r < n && i < w) cg_cp_async_ca4(d, src + r * ld + i);
+        else *d = 0.f;
+    }
+}
+
 template <int ROWS, int W4, int LD, int NT>
 __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, int n, int w) {
     static_assert(LD % 4 == 0, "16-byte aligned rows");
     const bool wide = w % 4 == 0 && ld % 4 == 0 && ((unsigned long long)src & 15u) == 0;
-    if (wide) {
+    if (wide) { // rolled too (compile time; an unrolled copy per tile saves only the loop branch)
+#pragma unroll 1
         for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
             const int r = e / W4, i = (e - r * W4) * 4;
             float *d = dst + r * LD + i;
@@ -210,12 +225,7 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, 
             else *reinterpret_cast<float4 *>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
         }
     } else {
-        for (int e = threadIdx.x; e < ROWS * W4 * 4; e += NT) {
-            const int r = e / (W4 * 4), i = e - r * (W4 * 4);
-            float *d = dst + r * LD + i;
-            if (r < n && i < w) cg_cp_async_ca4(d, src + r * ld + i);
-            else *d = 0.f;
-        }
+        load_tile_narrow(dst, src, ld, n, w, W4 * 4, LD, ROWS * W4 * 4, NT);
     }
 }
 

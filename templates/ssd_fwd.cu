@@ -226,6 +226,7 @@ __device__ __forceinline__ void chunk_state(const Bufs &b, FI init, FO out) {
 // S tile from a [.., dk, dv] tensor row-block at src (pitch ld, dv contiguous), zero-padded.
 __device__ __forceinline__ void state_load(float *sm, const float *src, i64 ld, i64 j0) {
     float *S = sm + OFF_S;
+#pragma unroll 1 // rolled: compile time
     for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
         const int i = e / BDV, j = e - i * BDV;
         S[i * LDS + j] = (src && i < DK && j0 + j < DV) ? src[i * ld + j] : 0.f;
@@ -234,6 +235,7 @@ __device__ __forceinline__ void state_load(float *sm, const float *src, i64 ld, 
 
 __device__ __forceinline__ void state_store(const float *sm, float *dst, i64 ld, i64 j0) {
     const float *S = sm + OFF_S;
+#pragma unroll 1 // rolled: compile time
     for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
         const int i = e / BDV, j = e - i * BDV;
         if (i < DK && j0 + j < DV) dst[i * ld + j] = S[i * LDS + j];
