@@ -12,12 +12,13 @@ function M.nchunks(p, shape) return M.ceil_div(shape.T, p.chunk) end
 function M.dv_tiles(p, shape) return M.ceil_div(shape.dv, p.block_dv) end
 
 -- Row pitches in floats of the backward's smem tiles, as the traits block of ssd_bwd.cu
--- derives them (bank-conflict padding there): q, k, dq, dk +8, v, dout +8, the state +8,
--- its gradient +4, the scores +8, their gradient +4. (ssd_fwd.lua has its own.)
+-- derives them (bank-conflict padding there, plus a swizzle of the state, its gradient
+-- and the scores' gradient): q, k, dq, dk +8, v, dout +8, the state and its gradient +8,
+-- the scores and their gradient +8. (ssd_fwd.lua has its own.)
 function M.pitches(p, shape)
   local dkp = M.round_up(shape.dk, 16)
-  return { dkp = dkp, ldq = dkp + 8, ldv = p.block_dv + 8, lds = p.block_dv + 8, ldd = p.block_dv + 4,
-           ldp = p.chunk + 8, lddp = p.chunk + 4 }
+  return { dkp = dkp, ldq = dkp + 8, ldv = p.block_dv + 8, lds = p.block_dv + 8, ldd = p.block_dv + 8,
+           ldp = p.chunk + 8, lddp = p.chunk + 8 }
 end
 
 M.GRID_MAX = 2147483647

@@ -82,16 +82,20 @@ constexpr long long DKDV = (long long)DK * DV;
 constexpr int NBLK = (int)((DKDV + NTHREADS - 1) / NTHREADS); // scan blocks per (b, h)
 // Row pitches in floats. A read is free of bank conflicts when the pitch is == 8 mod 16
 // for a k-contiguous operand read in pairs (k, k+1) (64-bit) or a k-strided one read in
-// the mma's k order (rows lane%4), and == 4 mod 8 for the other two combinations. One
-// padding cannot serve every read here (dS is read k-strided next to K and k-contiguous
-// next to V, which the states' (K .* w)^T V ties to one class; likewise dP next to K and
-// Q): those two reads (dK's dS^T, dK's dP^T) stay 2-way conflicted, the other 11 are free.
+// the mma's k order (rows lane%4), and == 4 mod 8 for the other two combinations. dS and
+// S0 (read k-strided in pairs next to K, and k-contiguous in pairs next to V or dO) and
+// dP (read k-contiguous next to K and k-strided next to Q) need both classes: they take
+// pitch == 8 mod 16 plus an XOR swizzle of the column by bit 2 of the row (sd_at, dp_at;
+// checked by the emulator's bank counters), so all 13 operand reads are conflict-free.
 constexpr int LDQ = DKP + 8;    // Q, K, dQ, dK  [CHUNK, DKP]
 constexpr int LDV = BDV + 8;    // V, dO         [CHUNK, BDV]
-constexpr int LDS = BDV + 8;    // S0            [DKP, BDV] (also U, R of the states launch)
-constexpr int LDD = BDV + 4;    // dS            [DKP, BDV]
+constexpr int LDS = BDV + 8;    // S0, dS        [DKP, BDV] (swizzled: sd_at; U, R of the states launch plain)
 constexpr int LDP = CHUNK + 8;  // P             [CHUNK, CHUNK]
-constexpr int LDDP = CHUNK + 4; // dP            [CHUNK, CHUNK]
+constexpr int LDDP = CHUNK + 8; // dP            [CHUNK, CHUNK] (swizzled: dp_at)
+// Element (i, j) of the swizzled tiles (the XOR stays within an aligned 16 (8) columns;
+// BDV and CHUNK are multiples of 16).
+__device__ __forceinline__ int sd_at(int i, int j) { return i * LDS + (j ^ (((i >> 2) & 1) << 3)); }
+__device__ __forceinline__ int dp_at(int i, int j) { return i * LDDP + (j ^ (((i >> 2) & 1) << 2)); }
 
 // Shared memory, in floats. The states launch uses the prefix up to SMEM_STATES.
 constexpr int OFF_Q = 0;
@@ -109,7 +113,7 @@ constexpr int OFF_P = OFF_DK + CHUNK * LDQ;
 constexpr int OFF_DP = OFF_P + CHUNK * LDP;
 constexpr int OFF_S = OFF_DP + CHUNK * LDDP; // S0^c tile
 constexpr int OFF_DS = OFF_S + DKP * LDS;    // dS^c tile
-constexpr int OFF_DT = OFF_DS + DKP * LDD;   // [CHUNK] q.dq - k.dk, then its reverse cumsum
+constexpr int OFF_DT = OFF_DS + DKP * LDS;   // [CHUNK] q.dq - k.dk, then its reverse cumsum
 constexpr int GRADS_FLOATS = OFF_DT + CHUNK;
 // States launch with REC > 1 only (over the grads' dQ region): U and R of the chunks so far.
 constexpr int OFF_UACC = STATES_FLOATS;      // [DKP, LDS]
@@ -124,6 +128,7 @@ static_assert(SMEM_GRADS == CG_SMEM_GRADS, "ssd_bwd.lua smem_grads() disagrees w
 #endif
 
 static_assert(ssdc::Sizes<DK, DV, CHUNK, BDV, WARPS>::ok, "the sizes (ssd_common.cuh)");
+static_assert((OFF_DQ | OFF_DK | OFF_P | OFF_DP | LDQ | LDP | LDDP) % 2 == 0, "8-byte aligned accumulator pairs (f2)");
 static_assert(REC >= 1, "recompute: >= 1 chunks per stored state");
 
 typedef cg_i64 i64;
@@ -138,7 +143,11 @@ using ssdc::ld_cols;
 using ssdc::ld_pair;
 using ssdc::ld_rows;
 using ssdc::tile_foreach;
+using ssdc::tile_foreach2;
 using ssdc::tile_zero;
+// The float2 at p (8-byte aligned: even pitches and offsets): the accumulator epilogues
+// write pairs, which the pitches keep free of bank conflicts (half-warps on 64-bit).
+__device__ __forceinline__ float2 &f2(float *p) { return *reinterpret_cast<float2 *>(p); }
 // Warp tiles of the matmul shapes (ssdc::Tile: the largest giving each of W warps one).
 // dV and dP share one tile list with dQ, dK (the grads' state terms), which keep the
 // warps busy: the largest tiles. P alone: half the warps (causal tiles are skipped).
@@ -330,13 +339,12 @@ SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
 }
 
 // ------------------------------------------------------- 3: chunk gradients
-// REC > 1: carry the [DKP, BDV] tile St (pitch ld) through chunk ci of head h, columns
+// REC > 1: carry the [DKP, BDV] tile St (swizzled: sd_at) through chunk ci of head h, columns
 // [j0, j0 + BDV): St <- gamma St + X^T diag(s) Y with (X, s, Y) = (K, w, V) forward
 // (the state) or (Q, exp(A), dO) backward (its gradient). The chunk is loaded over the
 // CTA's own Q/K, V/dO, la and cumsum buffers; the caller reloads its own afterwards.
 namespace ssdb {
-__device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *sm, float *St, int ld, bool fwd, i64 b,
-                                            i64 g, i64 h, i64 ci, i64 j0) {
+__device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *sm, float *St, bool fwd, i64 b, i64 g, i64 h, i64 ci, i64 j0) {
     typedef TileU T;
     const int warp = threadIdx.x >> 5;
     const i64 t0 = ci * CHUNK;
@@ -357,7 +365,7 @@ __device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *s
         tile_zero(acc);
         chunk_outer(acc, X, sc, Y, m0, n0);
         tile_foreach(acc, [&](int r, int cc, float &x) {
-            float &st = St[(m0 + r) * ld + n0 + cc]; // padding: X, Y zero there, so st stays 0
+            float &st = St[sd_at(m0 + r, n0 + cc)]; // padding: X, Y zero there, so st stays 0
             st = fmaf(gamma, st, x);
         });
     }
@@ -375,7 +383,10 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
     const i64 h_begin = SPLIT ? rest % p.H : rest % p.G * hpg, h_end = SPLIT ? h_begin + 1 : h_begin + hpg;
     const i64 g = h_begin / hpg;
     const int n = chunk_len(p, ci);
-    const int warp = threadIdx.x >> 5;
+    const int warp = threadIdx.x >> 5, tg = threadIdx.x & 3;
+    // The swizzle of dS (sd_at) in dV's read on the mma path: rows step + 2 (lane%4) (+1),
+    // step a multiple of 8, so the XOR is bit 1 of lane%4 (the FFMA path uses sd_at itself).
+    const int xs_rows = ((tg >> 1) & 1) << 3;
     const Ws w = ws_of(p);
     // super-chunk of ci, its stored states and its chunks [c_first, c_last]
     const i64 ns = nsuper(p), si = ci / REC, c_first = si * REC;
@@ -410,9 +421,10 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             if (n0 < m0 + T::TM)
                 warp_mma<true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
                                [&](int k, int nn) { return ld_pair(K + (n0 + nn) * LDQ + k); });
-            tile_foreach(acc, [&](int r, int cc, float &x) {
+            tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
                 const int i = m0 + r, j = n0 + cc;
-                P[i * LDP + j] = j <= i ? x * expf(A[i] - A[j]) : 0.f;
+                f2(P + i * LDP + j) = make_float2(j <= i ? x0 * expf(A[i] - A[j]) : 0.f,
+                                                  j + 1 <= i ? x1 * expf(A[i] - A[j + 1]) : 0.f);
             });
         }
         for (int dvt = 0; dvt < NDVT; ++dvt) {
@@ -423,13 +435,13 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
                 const int i = e / BDV, j = e - i * BDV;
                 const bool in = i < DK && j0 + j < DV;
-                S[i * LDS + j] = in ? s0[(i64)i * DV + j] : 0.f;
-                DS[i * LDD + j] = in ? ds[(i64)i * DV + j] : 0.f;
+                S[sd_at(i, j)] = in ? s0[(i64)i * DV + j] : 0.f;
+                DS[sd_at(i, j)] = in ? ds[(i64)i * DV + j] : 0.f;
             }
             if (carry) { // S0^ci from S0 of the super-chunk, dS^ci from its dS (one call site: less code)
                 for (i64 k = c_first; k < c_last; ++k) {
                     const bool fwd = k < ci; // forward over [c_first, ci), then backward from c_last down to ci + 1
-                    carry_chunk(p, sm, fwd ? S : DS, fwd ? LDS : LDD, fwd, b, g, h, fwd ? k : c_last - (k - ci), j0);
+                    carry_chunk(p, sm, fwd ? S : DS, fwd, b, g, h, fwd ? k : c_last - (k - ci), j0);
                 }
                 __syncthreads(); // back to this chunk's own Q, K, la, A, exp(A), w
                 load_qk(p, sm, b, g, t0, n);
@@ -453,7 +465,10 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     tile_zero(acc);
                     // K (64-bit k pairs) dS (rows k, k+1)
                     warp_mma<true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(K + (m0 + m) * LDQ + k); },
-                                   [&](int k, int nn) { return ld_rows(DS + k * LDD + n0 + nn, LDD, 1); });
+                                   [&](int k, int nn) {
+                                       if (PREC == 0) return make_float2(DS[sd_at(k, n0 + nn)], DS[sd_at(k + 1, n0 + nn)]);
+                                       return ld_rows(DS + k * LDS + ((n0 + nn) ^ xs_rows), LDS, 1);
+                                   });
                     tile_foreach(acc, [&](int r, int, float &x) { x *= W[m0 + r]; });
                     // P^T dO, both k-strided in the mma's k order
                     warp_mma<false>(acc, m0, CHUNK, [&](int m, int k) { return ld_rows(P + k * LDP + m0 + m, LDP, 4); },
@@ -472,20 +487,27 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     tile_zero(acc);
                     warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
                                    [&](int k, int nn) { return ld_pair(V + (n0 + nn) * LDV + k); });
-                    tile_foreach(acc, [&](int r, int cc, float &x) { DP[(m0 + r) * LDDP + n0 + cc] += x; });
+                    tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
+                        float2 &d = f2(DP + dp_at(m0 + r, n0 + cc)); // cc even: the swizzle keeps the pair
+                        d.x += x0;
+                        d.y += x1;
+                    });
                 } else { // dQ += diag(eA) dO S0^T or dK += diag(w) V dS^T   [CHUNK, DKP] (one call site, runtime
-                         // operands: less code; dS is k-contiguous here, 2-way conflicted, see LDD)
+                         // operands: less code)
                     typedef TileQ T;
                     const int t2 = tile - N_DV - N_DP, is_dk = t2 >= N_DQ, t3 = t2 - is_dk * N_DQ;
                     const int m0 = t3 / T::TILES_N * T::TM, n0 = t3 % T::TILES_N * T::TN;
                     const float *X = is_dk ? V : DO, *Y = is_dk ? DS : S, *sc = is_dk ? W : EA;
-                    const int ldy = is_dk ? LDD : LDS;
                     float *dst = is_dk ? DKs : DQ;
                     float acc[T::MM][T::NN][4];
                     tile_zero(acc);
                     warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
-                                   [&](int k, int nn) { return ld_pair(Y + (n0 + nn) * ldy + k); });
-                    tile_foreach(acc, [&](int r, int cc, float &x) { dst[(m0 + r) * LDQ + n0 + cc] += sc[m0 + r] * x; });
+                                   [&](int k, int nn) { return ld_pair(Y + sd_at(n0 + nn, k)); });
+                    tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
+                        float2 &d = f2(dst + (m0 + r) * LDQ + n0 + cc);
+                        d.x += sc[m0 + r] * x0;
+                        d.y += sc[m0 + r] * x1;
+                    });
                 }
             }
         }
@@ -494,7 +516,8 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
 #pragma unroll 1
         for (int e = threadIdx.x; e < CHUNK * CHUNK; e += NTHREADS) {
             const int i = e / CHUNK, j = e - i * CHUNK;
-            DP[i * LDDP + j] = j <= i ? DP[i * LDDP + j] * expf(A[i] - A[j]) : 0.f;
+            float &d = DP[dp_at(i, j)];
+            d = j <= i ? d * expf(A[i] - A[j]) : 0.f;
         }
         __syncthreads();
         // dQ += dP K, dK += dP^T Q   [CHUNK, DKP] each, the mma's k order
@@ -504,28 +527,44 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             const int m0 = t2 / T::TILES_N * T::TM, n0 = t2 % T::TILES_N * T::TN;
             float *dst = which == 0 ? DQ : DKs;
             // dQ: dP [m, k] (row m, k-contiguous), k < m0 + TM, times K; dK: dP^T [m, k] = dP [k, m]
-            // (k-strided, 2-way conflicted, see LDDP), k >= m0, times Q. One call site
-            // with the dP strides and operands at run time (less code).
-            const int rs = which == 0 ? LDDP : 1, ks = which == 0 ? 1 : LDDP;
+            // (k-strided), k >= m0, times Q. One call site with the dP strides and operands
+            // at run time (less code). The lane's k slots are step + lane%4 and + 4 (step a
+            // multiple of 8, which moves neither the swizzle's row bit nor its columns), so
+            // the two elements sit at o0, o1 (fixed per m) plus step * ks.
+            const int ks = which == 0 ? 1 : LDDP;
             const float *Y = which == 0 ? K : Q;
             float acc[T::MM][T::NN][4];
-            tile_foreach(acc, [&](int r, int cc, float &x) { x = dst[(m0 + r) * LDQ + n0 + cc]; });
+            tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
+                const float2 d = f2(dst + (m0 + r) * LDQ + n0 + cc);
+                x0 = d.x;
+                x1 = d.y;
+            });
             warp_mma<false>(acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
                             [&](int m, int k) {
-                                const float *d = DP + (m0 + m) * rs + k * ks;
-                                return make_float2(d[0], d[4 * ks]);
+                                const int r = m0 + m, step = k - tg;
+                                if (PREC == 0) // FFMA: k is any slot (ssdc::warp_mma), the pair (k, k + 4)
+                                    return which == 0 ? make_float2(DP[dp_at(r, k)], DP[dp_at(r, k + 4)])
+                                                      : make_float2(DP[dp_at(k, r)], DP[dp_at(k + 4, r)]);
+                                const int o0 = which == 0 ? dp_at(r, tg) : dp_at(tg, r);
+                                const int o1 = which == 0 ? dp_at(r, tg + 4) : dp_at(tg + 4, r);
+                                return make_float2(DP[o0 + step * ks], DP[o1 + step * ks]);
                             },
                             [&](int k, int nn) { return ld_rows(Y + k * LDQ + n0 + nn, LDQ, 4); });
-            tile_foreach(acc, [&](int r, int cc, float &x) { dst[(m0 + r) * LDQ + n0 + cc] = x; });
+            tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) { f2(dst + (m0 + r) * LDQ + n0 + cc) = make_float2(x0, x1); });
         }
         __syncthreads();
-        // q.dq - k.dk per token (head h's own terms)
+        // q.dq - k.dk per token (head h's own terms). Token t starts at column (t/4) % 8 and
+        // wraps (a fixed order per token): rows t of pitch == 8 mod 32 then hit 32 distinct
+        // banks instead of 4.
         for (int t = threadIdx.x; t < CHUNK; t += NTHREADS) {
             float a = 0.f, c = 0.f;
+            const float *q = Q + t * LDQ, *dq = DQ + t * LDQ, *k = K + t * LDQ, *dk = DKs + t * LDQ;
+            const int rot = (t >> 2) & 7;
 #pragma unroll 4
-            for (int i = 0; i < DKP; ++i) {
-                a = fmaf(Q[t * LDQ + i], DQ[t * LDQ + i], a);
-                c = fmaf(K[t * LDQ + i], DKs[t * LDQ + i], c);
+            for (int ii = 0; ii < DKP; ++ii) {
+                const int i = ii + rot < DKP ? ii + rot : ii + rot - DKP;
+                a = fmaf(q[i], dq[i], a);
+                c = fmaf(k[i], dk[i], c);
             }
             DT[t] = a - c;
         }

@@ -165,6 +165,19 @@ __device__ __forceinline__ void tile_foreach(float (&acc)[MM][NN][4], F f) {
             for (int e = 0; e < 4; ++e) f(mm * 16 + gr + (e >> 1) * 8, nn * 8 + 2 * tg + (e & 1), acc[mm][nn][e]);
 }
 
+// The same by adjacent pairs: f(row, col, x0, x1) for (row, col) and (row, col + 1), col
+// even (a 64-bit shared-memory access where the row pitch and base are even).
+template <int MM, int NN, class F>
+__device__ __forceinline__ void tile_foreach2(float (&acc)[MM][NN][4], F f) {
+    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
+#pragma unroll
+    for (int mm = 0; mm < MM; ++mm)
+#pragma unroll
+        for (int nn = 0; nn < NN; ++nn)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) f(mm * 16 + gr + h * 8, nn * 8 + 2 * tg, acc[mm][nn][2 * h], acc[mm][nn][2 * h + 1]);
+}
+
 template <int MM, int NN>
 __device__ __forceinline__ void tile_zero(float (&acc)[MM][NN][4]) {
 #pragma unroll
