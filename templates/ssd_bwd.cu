@@ -286,8 +286,10 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
             const int m0 = r2 / T::TILES_N * T::TM, n0 = r2 % T::TILES_N * T::TN;
             float acc[T::MM][T::NN][4];
             tile_zero(acc);
-            // U = (K .* w)^T V or R = (Q .* eA)^T dO   [DKP, BDV] (one call site)
-            chunk_outer(acc, which == 0 ? K : Q, which == 0 ? W : EA, which == 0 ? V : DO, m0, n0);
+            // two call sites: compile-time operand bases keep the inner loop at ssdcore's count
+            // (one call site with runtime bases cost 9 more instructions per product)
+            if (which == 0) chunk_outer(acc, K, W, V, m0, n0); // U = (K .* w)^T V   [DKP, BDV]
+            else chunk_outer(acc, Q, EA, DO, m0, n0);          // R = (Q .* eA)^T dO  [DKP, BDV]
             float *run = which == 0 ? UACC : RACC;
             float *dst = (which == 0 ? w.S : w.D) + slot * DKDV + j0;
             tile_foreach(acc, [&](int r, int cc, float &x) {
