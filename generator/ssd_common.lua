@@ -1,6 +1,6 @@
 -- ssd_common.lua -- arithmetic and constraints shared by the SSD kernel descriptions
 -- (generator/kernels/ssd_fwd.lua, ssd_bwd.lua): tile counts, the smem row pitches of
--- the templates' traits blocks (templates/ssd_fwd.cu, ssd_bwd.cu) and the validity
+-- the backward's traits block (templates/ssd_bwd.cu) and the validity
 -- checks both kernels make, with the same messages.
 
 local M = {}
@@ -11,11 +11,14 @@ function M.round_up(a, b) return M.ceil_div(a, b) * b end
 function M.nchunks(p, shape) return M.ceil_div(shape.T, p.chunk) end
 function M.dv_tiles(p, shape) return M.ceil_div(shape.dv, p.block_dv) end
 
--- Row pitches in floats, as the traits blocks derive them: dk padded to the 16-row mma
--- tile (+4), dv tiles (+8) and chunk rows (+4), for bank-conflict-free fragments.
+-- Row pitches in floats of the backward's smem tiles, as the traits block of ssd_bwd.cu
+-- derives them (bank-conflict padding there, plus a swizzle of the state, its gradient
+-- and the scores' gradient): q, k, dq, dk +8, v, dout +8, the state and its gradient +8,
+-- the scores and their gradient +8. (ssd_fwd.lua has its own.)
 function M.pitches(p, shape)
   local dkp = M.round_up(shape.dk, 16)
-  return { dkp = dkp, ldq = dkp + 4, ldv = p.block_dv + 8, lds = p.block_dv + 8, ldp = p.chunk + 4 }
+  return { dkp = dkp, ldq = dkp + 8, ldv = p.block_dv + 8, lds = p.block_dv + 8, ldd = p.block_dv + 8,
+           ldp = p.chunk + 8, lddp = p.chunk + 8 }
 end
 
 M.GRID_MAX = 2147483647

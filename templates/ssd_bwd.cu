@@ -45,7 +45,7 @@
 //             the stored dS backward through the later ones (dS <- gamma_j dS + R_j),
 //             loading each of those chunks where its own chunk lives, then reloads its own.
 //   4 finish  per (b, g, chunk): for each head adds to dla the carry from the later
-//             chunks (their totals, summed from the last chunk down) and <dhT, S_T>;
+//             chunks (their totals) and <dhT, S_T>, summed by the whole block in a fixed order;
 //             heads=split: dq, dk = the sum of the partials in head order.
 // Matmuls are per warp on 16x16 output tiles with the m16n8k8 fragment layout: FFMA for
 // ieee, mma tf32 for tf32, three tf32 mma per product for 3xtf32 (as in ssd_fwd.cu).
@@ -74,25 +74,28 @@ constexpr bool SPLIT = true;
 constexpr bool SPLIT = false;
 #endif
 
-#if defined(CG_P_PRECISION_IEEE)
-constexpr int PREC = 0;
-#elif defined(CG_P_PRECISION_TF32)
-constexpr int PREC = 1;
-#elif defined(CG_P_PRECISION_3XTF32)
-constexpr int PREC = 2;
-#else
-#error "ssd_bwd: no CG_P_PRECISION_* defined"
-#endif
+constexpr int PREC = ssdc::PREC; // from CG_P_PRECISION_* (ssd_common.cuh)
 
 constexpr int DKP = (DK + 15) / 16 * 16;   // dk padded to the 16-row mma tile
 constexpr int NDVT = (DV + BDV - 1) / BDV; // dv tiles
 constexpr long long DKDV = (long long)DK * DV;
 constexpr int NBLK = (int)((DKDV + NTHREADS - 1) / NTHREADS); // scan blocks per (b, h)
-// Row pitches in floats (bank-conflict padding as in ssd_fwd.cu).
-constexpr int LDQ = DKP + 4;   // Q, K, dQ, dK  [CHUNK, DKP]
-constexpr int LDV = BDV + 8;   // V, dO         [CHUNK, BDV]
-constexpr int LDS = BDV + 8;   // S0, dS        [DKP, BDV]
-constexpr int LDP = CHUNK + 4; // P, dP         [CHUNK, CHUNK]
+// Row pitches in floats. A read is free of bank conflicts when the pitch is == 8 mod 16
+// for a k-contiguous operand read in pairs (k, k+1) (64-bit) or a k-strided one read in
+// the mma's k order (rows lane%4), and == 4 mod 8 for the other two combinations. dS and
+// S0 (read k-strided in pairs next to K, and k-contiguous in pairs next to V or dO) and
+// dP (read k-contiguous next to K and k-strided next to Q) need both classes: they take
+// pitch == 8 mod 16 plus an XOR swizzle of the column by bit 2 of the row (sd_at, dp_at;
+// checked by the emulator's bank counters), so all 13 operand reads are conflict-free.
+constexpr int LDQ = DKP + 8;    // Q, K, dQ, dK  [CHUNK, DKP]
+constexpr int LDV = BDV + 8;    // V, dO         [CHUNK, BDV]
+constexpr int LDS = BDV + 8;    // S0, dS        [DKP, BDV] (swizzled: sd_at; U, R of the states launch plain)
+constexpr int LDP = CHUNK + 8;  // P             [CHUNK, CHUNK]
+constexpr int LDDP = CHUNK + 8; // dP            [CHUNK, CHUNK] (swizzled: dp_at)
+// Element (i, j) of the swizzled tiles (the XOR stays within an aligned 16 (8) columns;
+// BDV and CHUNK are multiples of 16).
+__device__ __forceinline__ int sd_at(int i, int j) { return i * LDS + (j ^ (((i >> 2) & 1) << 3)); }
+__device__ __forceinline__ int dp_at(int i, int j) { return i * LDDP + (j ^ (((i >> 2) & 1) << 2)); }
 
 // Shared memory, in floats. The states launch uses the prefix up to SMEM_STATES.
 constexpr int OFF_Q = 0;
@@ -108,7 +111,7 @@ constexpr int OFF_DQ = STATES_FLOATS;        // head h's dQ, dK
 constexpr int OFF_DK = OFF_DQ + CHUNK * LDQ;
 constexpr int OFF_P = OFF_DK + CHUNK * LDQ;
 constexpr int OFF_DP = OFF_P + CHUNK * LDP;
-constexpr int OFF_S = OFF_DP + CHUNK * LDP;  // S0^c tile
+constexpr int OFF_S = OFF_DP + CHUNK * LDDP; // S0^c tile
 constexpr int OFF_DS = OFF_S + DKP * LDS;    // dS^c tile
 constexpr int OFF_DT = OFF_DS + DKP * LDS;   // [CHUNK] q.dq - k.dk, then its reverse cumsum
 constexpr int GRADS_FLOATS = OFF_DT + CHUNK;
@@ -124,22 +127,35 @@ static_assert(SMEM_STATES == CG_SMEM_STATES, "ssd_bwd.lua smem_states() disagree
 static_assert(SMEM_GRADS == CG_SMEM_GRADS, "ssd_bwd.lua smem_grads() disagrees with the layout here");
 #endif
 
-static_assert(DK >= 1 && DV >= 1, "dk, dv >= 1");
-static_assert(CHUNK % 16 == 0 && CHUNK >= 16, "chunk: a multiple of the 16-row mma tile");
-static_assert(BDV % 16 == 0 && BDV >= 16, "block_dv: a multiple of the 16-column warp tile");
-static_assert(WARPS >= 1 && NTHREADS <= 1024, "warps: 1..32");
+static_assert(ssdc::Sizes<DK, DV, CHUNK, BDV, WARPS>::ok, "the sizes (ssd_common.cuh)");
+static_assert((OFF_DQ | OFF_DK | OFF_P | OFF_DP | LDQ | LDP | LDDP) % 2 == 0, "8-byte aligned accumulator pairs (f2)");
 static_assert(REC >= 1, "recompute: >= 1 chunks per stored state");
 
 typedef cg_i64 i64;
 
 // ------------------------------------------------------------- warp matmul
-// ssd_common.cuh at this kernel's precision (the m16n8k8 accumulator layout).
-template <class FA, class FB>
-__device__ __forceinline__ void warp_mma(float (&acc)[2][4], int k0, int k1, FA A, FB B) {
-    ssdc::warp_mma<PREC>(acc, k0, k1, A, B);
+// ssd_common.cuh at this kernel's precision; PAIRED: k pairs (k, k+1), else the mma's k order.
+template <bool PAIRED, int MM, int NN, class FA, class FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[MM][NN][4], int k0, int k1, FA A, FB B) {
+    ssdc::warp_mma<PREC, PAIRED>(acc, k0, k1, A, B);
 }
+using ssdc::ld_cols;
+using ssdc::ld_pair;
+using ssdc::ld_rows;
 using ssdc::tile_foreach;
+using ssdc::tile_foreach2;
 using ssdc::tile_zero;
+// The float2 at p (8-byte aligned: even pitches and offsets): the accumulator epilogues
+// write pairs, which the pitches keep free of bank conflicts (half-warps on 64-bit).
+__device__ __forceinline__ float2 &f2(float *p) { return *reinterpret_cast<float2 *>(p); }
+// Warp tiles of the matmul shapes (ssdc::Tile: the largest giving each of W warps one).
+// dV and dP share one tile list with dQ, dK (the grads' state terms), which keep the
+// warps busy: the largest tiles. P alone: half the warps (causal tiles are skipped).
+typedef ssdc::Tile<DKP, BDV, WARPS> TileU;                                   // U, R, the carries [DKP, BDV]
+typedef ssdc::Tile<CHUNK, CHUNK, (WARPS > 2 ? WARPS / 2 : 1)> TileP;         // P
+typedef ssdc::Tile<CHUNK, CHUNK, 1> TileDP;                                  // dP
+typedef ssdc::Tile<CHUNK, BDV, 1> TileV;                                     // dV
+typedef ssdc::Tile<CHUNK, DKP, WARPS> TileQ;                                 // dQ, dK
 
 // ------------------------------------------------------------------ loads
 __device__ __forceinline__ int chunk_len(const cg_ssd_bwd_params &p, i64 ci) {
@@ -149,17 +165,15 @@ __device__ __forceinline__ int chunk_len(const cg_ssd_bwd_params &p, i64 ci) {
 // Which halves a load fills: the first (Q, V), the second (K, dO) or both.
 enum { LD_FIRST = 1, LD_SECOND = 2, LD_BOTH = 3 };
 
+// Loads by cp.async (ssdc::load_tile: 16-byte copies where rows are 16-byte aligned);
+// the caller waits (ssdc::landed) before the barrier after which others read.
 // Q, K rows [t0, t0 + n) of group g (zero beyond n and dk).
 __device__ __forceinline__ void load_qk(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 g, i64 t0, int n,
                                         int which = LD_BOTH) {
     const float *qb = p.q.p + b * p.q.s0 + t0 * p.q.s1 + g * p.q.s2;
     const float *kb = p.k.p + b * p.k.s0 + t0 * p.k.s1 + g * p.k.s2;
-    for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
-        const int r = e / DKP, i = e - r * DKP;
-        const bool in = r < n && i < DK;
-        if (which & LD_FIRST) sm[OFF_Q + r * LDQ + i] = in ? qb[r * p.q.s1 + i] : 0.f;
-        if (which & LD_SECOND) sm[OFF_K + r * LDQ + i] = in ? kb[r * p.k.s1 + i] : 0.f;
-    }
+    if (which & LD_FIRST) ssdc::load_tile<CHUNK, DKP / 4, LDQ, NTHREADS>(sm + OFF_Q, qb, p.q.s1, n, DK);
+    if (which & LD_SECOND) ssdc::load_tile<CHUNK, DKP / 4, LDQ, NTHREADS>(sm + OFF_K, kb, p.k.s1, n, DK);
 }
 
 // V, dO rows [t0, t0 + n), columns [j0, j0 + BDV) of head h (zero beyond n and dv).
@@ -167,17 +181,13 @@ __device__ __forceinline__ void load_vdo(const cg_ssd_bwd_params &p, float *sm, 
                                          int which = LD_BOTH) {
     const float *vb = p.v.p + b * p.v.s0 + t0 * p.v.s1 + h * p.v.s2 + j0;
     const float *ob = p.dout.p + b * p.dout.s0 + t0 * p.dout.s1 + h * p.dout.s2 + j0;
-    for (int e = threadIdx.x; e < CHUNK * BDV; e += NTHREADS) {
-        const int r = e / BDV, j = e - r * BDV;
-        const bool in = r < n && j0 + j < DV;
-        if (which & LD_FIRST) sm[OFF_V + r * LDV + j] = in ? vb[r * p.v.s1 + j] : 0.f;
-        if (which & LD_SECOND) sm[OFF_DO + r * LDV + j] = in ? ob[r * p.dout.s1 + j] : 0.f;
-    }
+    const int w = DV - j0 < BDV ? (int)(DV - j0) : BDV;
+    if (which & LD_FIRST) ssdc::load_tile<CHUNK, BDV / 4, LDV, NTHREADS>(sm + OFF_V, vb, p.v.s1, n, w);
+    if (which & LD_SECOND) ssdc::load_tile<CHUNK, BDV / 4, LDV, NTHREADS>(sm + OFF_DO, ob, p.dout.s1, n, w);
 }
 
 __device__ __forceinline__ void load_la(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 h, i64 t0, int n) {
-    const float *lb = p.la.p + b * p.la.s0 + t0 * p.la.s1 + h * p.la.s2;
-    for (int r = threadIdx.x; r < CHUNK; r += NTHREADS) sm[OFF_LA + r] = r < n ? lb[r * p.la.s1] : 0.f;
+    ssdc::load_column<CHUNK, NTHREADS>(sm + OFF_LA, p.la.p + b * p.la.s0 + t0 * p.la.s1 + h * p.la.s2, p.la.s1, n);
 }
 
 // A = cumsum(la), exp(A), w = exp(A_last - A) of the chunk's log_alpha in smem, by warp 0.
@@ -188,12 +198,14 @@ __device__ __forceinline__ void chunk_cumsum(float *sm) {
 // Super-chunks of T: the chunk boundaries the workspace keeps states at.
 __device__ __forceinline__ i64 nsuper(const cg_ssd_bwd_params &p) { return (p.nchunks + REC - 1) / REC; }
 
-// One [16, 16] tile (m0, n0) of X^T diag(s) Y over the chunk's rows: X [CHUNK, LDQ]
-// (Q or K), Y [CHUNK, LDV] (dO or V), s [CHUNK] (exp(A) or w). U_c and R_c.
-__device__ __forceinline__ void chunk_outer(float (&acc)[2][4], const float *X, const float *s, const float *Y,
-                                            int m0, int n0) {
-    warp_mma(acc, 0, CHUNK, [&](int m, int k) { return X[k * LDQ + m0 + m] * s[k]; },
-             [&](int k, int nn) { return Y[k * LDV + n0 + nn]; });
+// One TileU tile (m0, n0) of X^T diag(s) Y over the chunk's rows: X [CHUNK, LDQ]
+// (Q or K), Y [CHUNK, LDV] (dO or V), s [CHUNK] (exp(A) or w). U_c and R_c. Both
+// operands k-strided, in the mma's k order.
+__device__ __forceinline__ void chunk_outer(float (&acc)[TileU::MM][TileU::NN][4], const float *X, const float *s,
+                                            const float *Y, int m0, int n0) {
+    warp_mma<false>(acc, 0, CHUNK,
+                    [&](int m, int k) { return make_float2(X[k * LDQ + m0 + m] * s[k], X[(k + 4) * LDQ + m0 + m] * s[k + 4]); },
+                    [&](int k, int nn) { return ld_rows(Y + k * LDV + n0 + nn, LDV, 4); });
 }
 
 // Workspace, in floats: S [B*H, nsuper, DK, DV], D (same), gamma [B*H, nsuper],
@@ -213,6 +225,19 @@ __device__ __forceinline__ Ws ws_of(const cg_ssd_bwd_params &p) {
     w.dqp = w.pdot + p.B * p.H * NBLK;
     w.dkp = w.dqp + p.B * p.H * p.T * DK;
     return w;
+}
+
+// The sum of every thread's x, to every thread, in a fixed order (deterministic): a
+// butterfly within each warp, then the warps' sums in warp order. red: WARPS floats of
+// shared memory; the caller's readers of red from a previous call must be done.
+__device__ __forceinline__ float block_sum(float x, float *red) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
+    __syncthreads();
+    float s = 0.f;
+    for (int k = 0; k < WARPS; ++k) s += red[k];
+    return s;
 }
 
 } // namespace ssdb
@@ -240,7 +265,7 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
     const float *Q = sm + OFF_Q, *K = sm + OFF_K, *V = sm + OFF_V, *DO = sm + OFF_DO;
     const float *EA = sm + OFF_EA, *W = sm + OFF_W;
     float *UACC = sm + OFF_UACC, *RACC = sm + OFF_RACC; // REC > 1 only
-    constexpr int MT = DKP / 16, NT = BDV / 16;
+    typedef TileU T;
     const int warp = threadIdx.x >> 5;
     float gam = 1.f, pre = 1.f; // gamma of the chunks so far; before this chunk (R's weight)
     for (int u = 0; u < nloc; ++u) {
@@ -251,15 +276,18 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
         load_qk(p, sm, b, g, t0, n);
         load_vdo(p, sm, b, h, t0, n, j0);
         load_la(p, sm, b, h, t0, n);
+        ssdc::landed();
         __syncthreads();
         chunk_cumsum(sm);
         __syncthreads();
         const float gc = EA[CHUNK - 1]; // this chunk's gamma
-        for (int tile = warp; tile < 2 * MT * NT; tile += WARPS) {
-            const int which = tile / (MT * NT), r2 = tile - which * (MT * NT);
-            const int m0 = r2 / NT * 16, n0 = r2 % NT * 16;
-            float acc[2][4];
+        for (int tile = warp; tile < 2 * T::TILES; tile += WARPS) {
+            const int which = tile / T::TILES, r2 = tile - which * T::TILES;
+            const int m0 = r2 / T::TILES_N * T::TM, n0 = r2 % T::TILES_N * T::TN;
+            float acc[T::MM][T::NN][4];
             tile_zero(acc);
+            // two call sites: compile-time operand bases keep the inner loop at ssdcore's count
+            // (one call site with runtime bases cost 9 more instructions per product)
             if (which == 0) chunk_outer(acc, K, W, V, m0, n0); // U = (K .* w)^T V   [DKP, BDV]
             else chunk_outer(acc, Q, EA, DO, m0, n0);          // R = (Q .* eA)^T dO  [DKP, BDV]
             float *run = which == 0 ? UACC : RACC;
@@ -283,7 +311,7 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
 // grid NBLK * B * H, blockIdx.x = (b*H + h) * NBLK + block; one thread per state element.
 SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
     using namespace ssdb;
-    __shared__ float red[NTHREADS];
+    __shared__ float red[WARPS];
     const i64 blk = blockIdx.x % NBLK, bh = blockIdx.x / NBLK;
     const i64 b = bh / p.H, h = bh - b * p.H;
     const i64 ij = blk * NTHREADS + threadIdx.x;
@@ -308,24 +336,18 @@ SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
         }
         if (p.dh0.p) p.dh0.p[b * p.dh0.s0 + h * p.dh0.s1 + i * p.dh0.s2 + j] = d;
     }
-    red[threadIdx.x] = dot;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float sum = 0.f;
-        for (int t = 0; t < NTHREADS; ++t) sum += red[t];
-        w.pdot[bh * NBLK + blk] = sum;
-    }
+    const float sum = block_sum(dot, red);
+    if (threadIdx.x == 0) w.pdot[bh * NBLK + blk] = sum;
 }
 
 // ------------------------------------------------------- 3: chunk gradients
-// REC > 1: carry the [DKP, BDV] tile St (pitch LDS) through chunk ci of head h, columns
+// REC > 1: carry the [DKP, BDV] tile St (swizzled: sd_at) through chunk ci of head h, columns
 // [j0, j0 + BDV): St <- gamma St + X^T diag(s) Y with (X, s, Y) = (K, w, V) forward
 // (the state) or (Q, exp(A), dO) backward (its gradient). The chunk is loaded over the
 // CTA's own Q/K, V/dO, la and cumsum buffers; the caller reloads its own afterwards.
 namespace ssdb {
-__device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *sm, float *St, bool fwd, i64 b, i64 g,
-                                            i64 h, i64 ci, i64 j0) {
-    constexpr int MT = DKP / 16, NT = BDV / 16;
+__device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *sm, float *St, bool fwd, i64 b, i64 g, i64 h, i64 ci, i64 j0) {
+    typedef TileU T;
     const int warp = threadIdx.x >> 5;
     const i64 t0 = ci * CHUNK;
     const int n = chunk_len(p, ci);
@@ -333,18 +355,19 @@ __device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *s
     load_qk(p, sm, b, g, t0, n, fwd ? LD_SECOND : LD_FIRST);  // K or Q
     load_vdo(p, sm, b, h, t0, n, j0, fwd ? LD_FIRST : LD_SECOND); // V or dO
     load_la(p, sm, b, h, t0, n);
+    ssdc::landed();
     __syncthreads();
     chunk_cumsum(sm);
     __syncthreads();
     const float *X = sm + (fwd ? OFF_K : OFF_Q), *Y = sm + (fwd ? OFF_V : OFF_DO), *sc = sm + (fwd ? OFF_W : OFF_EA);
     const float gamma = sm[OFF_EA + CHUNK - 1];
-    for (int tile = warp; tile < MT * NT; tile += WARPS) {
-        const int m0 = tile / NT * 16, n0 = tile % NT * 16;
-        float acc[2][4];
+    for (int tile = warp; tile < T::TILES; tile += WARPS) {
+        const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
+        float acc[T::MM][T::NN][4];
         tile_zero(acc);
         chunk_outer(acc, X, sc, Y, m0, n0);
         tile_foreach(acc, [&](int r, int cc, float &x) {
-            float &st = St[(m0 + r) * LDS + n0 + cc]; // padding: X, Y zero there, so st stays 0
+            float &st = St[sd_at(m0 + r, n0 + cc)]; // padding: X, Y zero there, so st stays 0
             st = fmaf(gamma, st, x);
         });
     }
@@ -362,7 +385,10 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
     const i64 h_begin = SPLIT ? rest % p.H : rest % p.G * hpg, h_end = SPLIT ? h_begin + 1 : h_begin + hpg;
     const i64 g = h_begin / hpg;
     const int n = chunk_len(p, ci);
-    const int warp = threadIdx.x >> 5;
+    const int warp = threadIdx.x >> 5, tg = threadIdx.x & 3;
+    // The swizzle of dS (sd_at) in dV's read on the mma path: rows step + 2 (lane%4) (+1),
+    // step a multiple of 8, so the XOR is bit 1 of lane%4 (the FFMA path uses sd_at itself).
+    const int xs_rows = ((tg >> 1) & 1) << 3;
     const Ws w = ws_of(p);
     // super-chunk of ci, its stored states and its chunks [c_first, c_last]
     const i64 ns = nsuper(p), si = ci / REC, c_first = si * REC;
@@ -372,40 +398,47 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
     float *A = sm + OFF_A, *EA = sm + OFF_EA, *W = sm + OFF_W;
     float *DQ = sm + OFF_DQ, *DKs = sm + OFF_DK, *P = sm + OFF_P, *DP = sm + OFF_DP;
     float *S = sm + OFF_S, *DS = sm + OFF_DS, *DT = sm + OFF_DT;
-    constexpr int MT = CHUNK / 16, NT = BDV / 16, KT = DKP / 16;
     load_qk(p, sm, b, g, t0, n);
     for (i64 h = h_begin; h < h_end; ++h) {
         const i64 bh = b * p.H + h;
         const i64 slot = bh * p.nchunks + ci, sslot = bh * ns + si;
         load_la(p, sm, b, h, t0, n);
+        // The block-wide element loops stay rolled (#pragma unroll 1): unrolled, their
+        // constant trip counts made a third of this entry's compile time.
+#pragma unroll 1
         for (int e = threadIdx.x; e < CHUNK * LDQ; e += NTHREADS) DQ[e] = DKs[e] = 0.f;
-        for (int e = threadIdx.x; e < CHUNK * LDP; e += NTHREADS) DP[e] = 0.f;
+#pragma unroll 1
+        for (int e = threadIdx.x; e < CHUNK * LDDP; e += NTHREADS) DP[e] = 0.f;
+        ssdc::landed(); // la (and the first head's Q, K)
         __syncthreads();
         chunk_cumsum(sm);
         __syncthreads();
-        // P = (Q K^T) .* M on the tiles at or below the diagonal (the others are never read)
-        for (int tile = warp; tile < MT * MT; tile += WARPS) {
-            const int mi = tile / MT, ni = tile - mi * MT;
-            if (ni > mi) continue;
-            const int m0 = mi * 16, n0 = ni * 16;
-            float acc[2][4];
+        // P = (Q K^T) .* M (zero above the diagonal: readers' k ranges end at their own
+        // tiles' edges), Q and K read as 64-bit k pairs
+        for (int tile = warp; tile < TileP::TILES; tile += WARPS) {
+            typedef TileP T;
+            const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
+            float acc[T::MM][T::NN][4];
             tile_zero(acc);
-            warp_mma(acc, 0, DKP, [&](int m, int k) { return Q[(m0 + m) * LDQ + k]; },
-                     [&](int k, int nn) { return K[(n0 + nn) * LDQ + k]; });
-            tile_foreach(acc, [&](int r, int cc, float &x) {
+            if (n0 < m0 + T::TM)
+                warp_mma<true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
+                               [&](int k, int nn) { return ld_pair(K + (n0 + nn) * LDQ + k); });
+            tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
                 const int i = m0 + r, j = n0 + cc;
-                P[i * LDP + j] = j <= i ? x * expf(A[i] - A[j]) : 0.f;
+                f2(P + i * LDP + j) = make_float2(j <= i ? x0 * expf(A[i] - A[j]) : 0.f,
+                                                  j + 1 <= i ? x1 * expf(A[i] - A[j + 1]) : 0.f);
             });
         }
         for (int dvt = 0; dvt < NDVT; ++dvt) {
             const i64 j0 = (i64)dvt * BDV;
             __syncthreads(); // the previous tile's readers are done (and P is complete)
             const float *s0 = w.S + sslot * DKDV + j0, *ds = w.D + sslot * DKDV + j0;
+#pragma unroll 1
             for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
                 const int i = e / BDV, j = e - i * BDV;
                 const bool in = i < DK && j0 + j < DV;
-                S[i * LDS + j] = in ? s0[(i64)i * DV + j] : 0.f;
-                DS[i * LDS + j] = in ? ds[(i64)i * DV + j] : 0.f;
+                S[sd_at(i, j)] = in ? s0[(i64)i * DV + j] : 0.f;
+                DS[sd_at(i, j)] = in ? ds[(i64)i * DV + j] : 0.f;
             }
             if (carry) { // S0^ci from S0 of the super-chunk, dS^ci from its dS (one call site: less code)
                 for (i64 k = c_first; k < c_last; ++k) {
@@ -415,80 +448,125 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                 __syncthreads(); // back to this chunk's own Q, K, la, A, exp(A), w
                 load_qk(p, sm, b, g, t0, n);
                 load_la(p, sm, b, h, t0, n);
+                ssdc::landed();
                 __syncthreads();
                 chunk_cumsum(sm);
             }
             load_vdo(p, sm, b, h, t0, n, j0);
+            ssdc::landed();
             __syncthreads();
             // Four tile lists, each tile owned by one warp: dV, dP, dQ (state term), dK (state term).
-            constexpr int N_DV = MT * NT, N_DP = MT * MT, N_DQ = MT * KT;
+            constexpr int N_DV = TileV::TILES, N_DP = TileDP::TILES, N_DQ = TileQ::TILES;
             constexpr int N_ALL = N_DV + N_DP + 2 * N_DQ;
             for (int tile = warp; tile < N_ALL; tile += WARPS) {
-                float acc[2][4];
-                tile_zero(acc);
                 if (tile < N_DV) { // dV = diag(w) K dS + P^T dO   [CHUNK, BDV]
-                    const int m0 = tile / NT * 16, n0 = tile % NT * 16;
+                    typedef TileV T;
+                    const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
                     if (m0 >= n) continue; // only padding rows
-                    warp_mma(acc, 0, DKP, [&](int m, int k) { return K[(m0 + m) * LDQ + k]; },
-                             [&](int k, int nn) { return DS[k * LDS + n0 + nn]; });
+                    float acc[T::MM][T::NN][4];
+                    tile_zero(acc);
+                    // K (64-bit k pairs) dS (rows k, k+1)
+                    warp_mma<true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(K + (m0 + m) * LDQ + k); },
+                                   [&](int k, int nn) {
+                                       if (PREC == 0) return make_float2(DS[sd_at(k, n0 + nn)], DS[sd_at(k + 1, n0 + nn)]);
+                                       return ld_rows(DS + k * LDS + ((n0 + nn) ^ xs_rows), LDS, 1);
+                                   });
                     tile_foreach(acc, [&](int r, int, float &x) { x *= W[m0 + r]; });
-                    warp_mma(acc, m0, CHUNK, [&](int m, int k) { return P[k * LDP + m0 + m]; },
-                             [&](int k, int nn) { return DO[k * LDV + n0 + nn]; });
+                    // P^T dO, both k-strided in the mma's k order
+                    warp_mma<false>(acc, m0, CHUNK, [&](int m, int k) { return ld_rows(P + k * LDP + m0 + m, LDP, 4); },
+                                    [&](int k, int nn) { return ld_rows(DO + k * LDV + n0 + nn, LDV, 4); });
                     float *dvb = p.dv.p + b * p.dv.s0 + t0 * p.dv.s1 + h * p.dv.s2 + j0;
                     tile_foreach(acc, [&](int r, int cc, float &x) {
                         const int i = m0 + r, j = n0 + cc;
                         if (i < n && j0 + j < DV) dvb[i * p.dv.s1 + j] = x;
                     });
-                } else if (tile < N_DV + N_DP) { // dP += dO V^T   [CHUNK, CHUNK], lower tiles
-                    const int t2 = tile - N_DV, mi = t2 / MT, ni = t2 - mi * MT;
-                    if (ni > mi) continue;
-                    const int m0 = mi * 16, n0 = ni * 16;
-                    warp_mma(acc, 0, BDV, [&](int m, int k) { return DO[(m0 + m) * LDV + k]; },
-                             [&](int k, int nn) { return V[(n0 + nn) * LDV + k]; });
-                    tile_foreach(acc, [&](int r, int cc, float &x) { DP[(m0 + r) * LDP + n0 + cc] += x; });
-                } else if (tile < N_DV + N_DP + N_DQ) { // dQ += diag(eA) dO S0^T   [CHUNK, DKP]
-                    const int t2 = tile - N_DV - N_DP, m0 = t2 / KT * 16, n0 = t2 % KT * 16;
-                    warp_mma(acc, 0, BDV, [&](int m, int k) { return DO[(m0 + m) * LDV + k]; },
-                             [&](int k, int nn) { return S[(n0 + nn) * LDS + k]; });
-                    tile_foreach(acc, [&](int r, int cc, float &x) { DQ[(m0 + r) * LDQ + n0 + cc] += EA[m0 + r] * x; });
-                } else { // dK += diag(w) V dS^T   [CHUNK, DKP]
-                    const int t2 = tile - N_DV - N_DP - N_DQ, m0 = t2 / KT * 16, n0 = t2 % KT * 16;
-                    warp_mma(acc, 0, BDV, [&](int m, int k) { return V[(m0 + m) * LDV + k]; },
-                             [&](int k, int nn) { return DS[(n0 + nn) * LDS + k]; });
-                    tile_foreach(acc, [&](int r, int cc, float &x) { DKs[(m0 + r) * LDQ + n0 + cc] += W[m0 + r] * x; });
+                } else if (tile < N_DV + N_DP) { // dP += dO V^T   [CHUNK, CHUNK], tiles touching the lower triangle
+                    typedef TileDP T;
+                    const int t2 = tile - N_DV;
+                    const int m0 = t2 / T::TILES_N * T::TM, n0 = t2 % T::TILES_N * T::TN;
+                    if (n0 >= m0 + T::TM) continue;
+                    float acc[T::MM][T::NN][4];
+                    tile_zero(acc);
+                    warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
+                                   [&](int k, int nn) { return ld_pair(V + (n0 + nn) * LDV + k); });
+                    tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
+                        float2 &d = f2(DP + dp_at(m0 + r, n0 + cc)); // cc even: the swizzle keeps the pair
+                        d.x += x0;
+                        d.y += x1;
+                    });
+                } else { // dQ += diag(eA) dO S0^T or dK += diag(w) V dS^T   [CHUNK, DKP] (one call site, runtime
+                         // operands: less code)
+                    typedef TileQ T;
+                    const int t2 = tile - N_DV - N_DP, is_dk = t2 >= N_DQ, t3 = t2 - is_dk * N_DQ;
+                    const int m0 = t3 / T::TILES_N * T::TM, n0 = t3 % T::TILES_N * T::TN;
+                    const float *X = is_dk ? V : DO, *Y = is_dk ? DS : S, *sc = is_dk ? W : EA;
+                    float *dst = is_dk ? DKs : DQ;
+                    float acc[T::MM][T::NN][4];
+                    tile_zero(acc);
+                    warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
+                                   [&](int k, int nn) { return ld_pair(Y + sd_at(n0 + nn, k)); });
+                    tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
+                        float2 &d = f2(dst + (m0 + r) * LDQ + n0 + cc);
+                        d.x += sc[m0 + r] * x0;
+                        d.y += sc[m0 + r] * x1;
+                    });
                 }
             }
         }
         __syncthreads();
-        // dP .* M on the lower tiles
+        // dP .* M (zero above the diagonal; the dP tiles may have written there)
+#pragma unroll 1
         for (int e = threadIdx.x; e < CHUNK * CHUNK; e += NTHREADS) {
             const int i = e / CHUNK, j = e - i * CHUNK;
-            if ((j >> 4) > (i >> 4)) continue;
-            DP[i * LDP + j] = j <= i ? DP[i * LDP + j] * expf(A[i] - A[j]) : 0.f;
+            float &d = DP[dp_at(i, j)];
+            d = j <= i ? d * expf(A[i] - A[j]) : 0.f;
         }
         __syncthreads();
-        // dQ += dP K, dK += dP^T Q   [CHUNK, DKP] each
-        for (int tile = warp; tile < 2 * MT * KT; tile += WARPS) {
-            const int which = tile / (MT * KT), t2 = tile - which * (MT * KT);
-            const int m0 = t2 / KT * 16, n0 = t2 % KT * 16;
+        // dQ += dP K, dK += dP^T Q   [CHUNK, DKP] each, the mma's k order
+        for (int tile = warp; tile < 2 * TileQ::TILES; tile += WARPS) {
+            typedef TileQ T;
+            const int which = tile / T::TILES, t2 = tile - which * T::TILES;
+            const int m0 = t2 / T::TILES_N * T::TM, n0 = t2 % T::TILES_N * T::TN;
             float *dst = which == 0 ? DQ : DKs;
-            float acc[2][4];
-            tile_foreach(acc, [&](int r, int cc, float &x) { x = dst[(m0 + r) * LDQ + n0 + cc]; });
-            if (which == 0)
-                warp_mma(acc, 0, m0 + 16, [&](int m, int k) { return DP[(m0 + m) * LDP + k]; },
-                         [&](int k, int nn) { return K[k * LDQ + n0 + nn]; });
-            else
-                warp_mma(acc, m0, CHUNK, [&](int m, int k) { return DP[k * LDP + m0 + m]; },
-                         [&](int k, int nn) { return Q[k * LDQ + n0 + nn]; });
-            tile_foreach(acc, [&](int r, int cc, float &x) { dst[(m0 + r) * LDQ + n0 + cc] = x; });
+            // dQ: dP [m, k] (row m, k-contiguous), k < m0 + TM, times K; dK: dP^T [m, k] = dP [k, m]
+            // (k-strided), k >= m0, times Q. One call site with the dP strides and operands
+            // at run time (less code). The lane's k slots are step + lane%4 and + 4 (step a
+            // multiple of 8, which moves neither the swizzle's row bit nor its columns), so
+            // the two elements sit at o0, o1 (fixed per m) plus step * ks.
+            const int ks = which == 0 ? 1 : LDDP;
+            const float *Y = which == 0 ? K : Q;
+            float acc[T::MM][T::NN][4];
+            tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
+                const float2 d = f2(dst + (m0 + r) * LDQ + n0 + cc);
+                x0 = d.x;
+                x1 = d.y;
+            });
+            warp_mma<false>(acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
+                            [&](int m, int k) {
+                                const int r = m0 + m, step = k - tg;
+                                if (PREC == 0) // FFMA: k is any slot (ssdc::warp_mma), the pair (k, k + 4)
+                                    return which == 0 ? make_float2(DP[dp_at(r, k)], DP[dp_at(r, k + 4)])
+                                                      : make_float2(DP[dp_at(k, r)], DP[dp_at(k + 4, r)]);
+                                const int o0 = which == 0 ? dp_at(r, tg) : dp_at(tg, r);
+                                const int o1 = which == 0 ? dp_at(r, tg + 4) : dp_at(tg + 4, r);
+                                return make_float2(DP[o0 + step * ks], DP[o1 + step * ks]);
+                            },
+                            [&](int k, int nn) { return ld_rows(Y + k * LDQ + n0 + nn, LDQ, 4); });
+            tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) { f2(dst + (m0 + r) * LDQ + n0 + cc) = make_float2(x0, x1); });
         }
         __syncthreads();
-        // q.dq - k.dk per token (head h's own terms)
+        // q.dq - k.dk per token (head h's own terms). Token t starts at column (t/4) % 8 and
+        // wraps (a fixed order per token): rows t of pitch == 8 mod 32 then hit 32 distinct
+        // banks instead of 4.
         for (int t = threadIdx.x; t < CHUNK; t += NTHREADS) {
             float a = 0.f, c = 0.f;
-            for (int i = 0; i < DKP; ++i) {
-                a = fmaf(Q[t * LDQ + i], DQ[t * LDQ + i], a);
-                c = fmaf(K[t * LDQ + i], DKs[t * LDQ + i], c);
+            const float *q = Q + t * LDQ, *dq = DQ + t * LDQ, *k = K + t * LDQ, *dk = DKs + t * LDQ;
+            const int rot = (t >> 2) & 7;
+#pragma unroll 4
+            for (int ii = 0; ii < DKP; ++ii) {
+                const int i = ii + rot < DKP ? ii + rot : ii + rot - DKP;
+                a = fmaf(q[i], dq[i], a);
+                c = fmaf(k[i], dk[i], c);
             }
             DT[t] = a - c;
         }
@@ -506,6 +584,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
         for (int t = threadIdx.x; t < n; t += NTHREADS) dlb[t * p.dla.s1] = DT[t];
         if (SPLIT) { // head h's own dq, dk; launch 4 sums the heads
             float *dqb = w.dqp + (bh * p.T + t0) * DK, *dkb = w.dkp + (bh * p.T + t0) * DK;
+#pragma unroll 1
             for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
                 const int r = e / DKP, i = e - r * DKP;
                 if (r >= n || i >= DK) continue;
@@ -516,6 +595,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             float *dqb = p.dq.p + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;
             float *dkb = p.dk.p + b * p.dk.s0 + t0 * p.dk.s1 + g * p.dk.s2;
             const bool first = h == h_begin;
+#pragma unroll 1
             for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
                 const int r = e / DKP, i = e - r * DKP;
                 if (r >= n || i >= DK) continue;
@@ -534,23 +614,23 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
 // of the group = the per-head partials summed in head order.
 SSDB_ENTRY cg_ssd_bwd_finish(cg_ssd_bwd_params p) {
     using namespace ssdb;
-    __shared__ float carry;
+    __shared__ float red[WARPS];
     const i64 ci = blockIdx.x % p.nchunks, bg = blockIdx.x / p.nchunks;
     const i64 g = bg % p.G, b = bg / p.G, hpg = p.H / p.G, t0 = ci * CHUNK;
     const int n = chunk_len(p, ci);
     const Ws w = ws_of(p);
+    const i64 nlater = p.nchunks - 1 - ci; // chunks after ci
     for (i64 h = g * hpg; h < (g + 1) * hpg; ++h) {
         const i64 bh = b * p.H + h;
-        if (threadIdx.x == 0) {
-            float c = 0.f;
-            for (int k = 0; k < NBLK; ++k) c += w.pdot[bh * NBLK + k];
-            for (i64 c2 = p.nchunks - 1; c2 > ci; --c2) c += w.tot[bh * p.nchunks + c2];
-            carry = c;
-        }
-        __syncthreads();
+        // the NBLK partials of <dhT, S_T>, then the totals of chunks ci+1.., strided over
+        // the threads (fixed per thread), then block_sum's fixed order
+        float part = 0.f;
+        for (i64 k = threadIdx.x; k < NBLK + nlater; k += NTHREADS)
+            part += k < NBLK ? w.pdot[bh * NBLK + k] : w.tot[bh * p.nchunks + ci + 1 + (k - NBLK)];
+        const float carry = block_sum(part, red);
         float *dlb = p.dla.p + b * p.dla.s0 + t0 * p.dla.s1 + h * p.dla.s2;
         for (int t = threadIdx.x; t < n; t += NTHREADS) dlb[t * p.dla.s1] += carry;
-        __syncthreads(); // before thread 0 overwrites carry
+        __syncthreads(); // every thread has read red before the next head's block_sum
     }
     if (SPLIT) {
         float *dqb = p.dq.p + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;

@@ -1,8 +1,9 @@
 // ssd_common.cuh -- device code shared by the SSD kernels (ssd_fwd.cu, ssd_bwd.cu):
-// the per-warp 16x16 tile matmul in the three precisions, the accumulator visitor,
+// the precision key, the per-warp tile matmul in the three precisions, the accumulator visitor,
 // the per-chunk decay cumsum and the forward scan of chunk states over the chunks.
 // Each kernel keeps its own traits (sizes, smem layout) and passes what these need
-// (precision, chunk length) as template arguments; nothing here reads a kernel's traits.
+// (chunk length, tile shape) as template arguments; nothing here reads a kernel's traits
+// (only the precision define, which both kernels' spaces have).
 #ifndef CG_SSD_COMMON_CUH
 #define CG_SSD_COMMON_CUH
 #include "cg_device.cuh"
@@ -12,75 +13,248 @@ namespace ssdc {
 
 typedef cg_i64 i64;
 
+// The sizes both kernels' traits require (checked where they name Sizes<...>::ok).
+template <int DK, int DV, int CHUNK, int BDV, int WARPS> struct Sizes {
+    static_assert(DK >= 1 && DV >= 1, "dk, dv >= 1");
+    static_assert(CHUNK % 16 == 0 && CHUNK >= 16, "chunk: a multiple of the 16-row mma tile");
+    static_assert(BDV % 16 == 0 && BDV >= 16, "block_dv: a multiple of the 16-column warp tile");
+    static_assert(WARPS >= 1 && WARPS <= 32, "warps: 1..32");
+    static constexpr bool ok = true;
+};
+
+// ------------------------------------------------------------- precision
+// From the generator's CG_P_PRECISION_* define (both SSD kernels have the key):
+// 0 ieee (FFMA), 1 tf32 (one mma per product), 2 3xtf32 (three).
+#if defined(CG_P_PRECISION_IEEE)
+constexpr int PREC = 0;
+#elif defined(CG_P_PRECISION_TF32)
+constexpr int PREC = 1;
+#elif defined(CG_P_PRECISION_3XTF32)
+constexpr int PREC = 2;
+#else
+#error "ssd: no CG_P_PRECISION_* defined"
+#endif
+
+// mma operand words. The tensor core reads the top 19 bits of an A/B word (the tf32
+// part; cg_device.cuh), so adding half a tf32 ulp to the bits makes its truncation
+// round to nearest, ties away (cvt.rna's result for finite values and quiet NaNs) in
+// one integer add instead of cvt.rna's four instructions on sm_90.
+__device__ __forceinline__ unsigned tf32_word(float x) { return __float_as_uint(x) + 0x1000u; }
+// 3xtf32: hi = x rounded to tf32, lo = x - hi (exact in fp32), truncated to tf32 by the
+// tensor core: |x - hi - lo| < 2^-21 |x|, and the dropped lo*lo term is below 2^-22.
+__device__ __forceinline__ void tf32_split(float x, unsigned &hi, unsigned &lo) {
+    hi = (__float_as_uint(x) + 0x1000u) & 0xFFFFE000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
 // ------------------------------------------------------------- warp matmul
-// acc[nt][0..3] += sum_k A(m, k) B(k, n) over one 16x16 output tile, k in [k0, k1)
-// (multiples of 8). Lane l owns rows {l/4, l/4 + 8} and columns {2(l%4), 2(l%4)+1} of
-// each 8-column half nt: the m16n8k8 accumulator layout, so every precision leaves the
-// same elements in the same lanes and the epilogues are shared.
-// PREC: 0 ieee (FFMA, each lane computes the accumulator elements the mma would give
-// it), 1 tf32 (one mma), 2 3xtf32 (hi*lo + lo*hi + hi*hi).
-template <int PREC, class FA, class FB>
-__device__ __forceinline__ void warp_mma(float (&acc)[2][4], int k0, int k1, FA A, FB B) {
+// acc[mm][nn][0..3] += sum_k A(m, k) B(k, n) over one (16 MM) x (8 NN) output tile of a
+// warp, k in [k0, k1) (multiples of 8). Each m16n8k8 sub-tile (mm, nn) has the mma
+// accumulator layout: lane l owns rows {l/4, l/4 + 8} + 16 mm and columns
+// {2(l%4), 2(l%4)+1} + 8 nn, so every precision leaves the same elements in the same
+// lanes and the epilogues are shared. Each A fragment is loaded and split once per k
+// step and used for NN products, each B fragment for MM.
+// Operands come as pair loaders: A(m, k) returns the lane's two k slots of row m,
+// B(k, n) those of column n. PAIRED: the slots are k and k+1 (a row-major A or a
+// k-contiguous B loads them as one 64-bit word); else k and k+4 (the mma's own k order,
+// for operands strided along k). The k order within a step is free as long as A and B
+// agree, which one flag for both guarantees; warp_mma passes k = step + 2 (lane%4)
+// (PAIRED) or step + lane%4.
+// PREC 0 (ieee): each lane computes the accumulator elements the mma would give it with
+// FFMA, over the same pairs.
+template <int PREC_, bool PAIRED, int MM, int NN, class FA, class FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[MM][NN][4], int k0, int k1, FA A, FB B) {
     const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
-    if (PREC == 0) {
-#pragma unroll 2 // deeper unrolling spills (ptxas caps this loop near 96 registers)
-        for (int k = k0; k < k1; ++k) {
-            const float a0 = A(gr, k), a1 = A(gr + 8, k);
+    if (PREC_ == 0) {
+#pragma unroll 1
+        for (int k = k0; k < k1; k += 8) {
+#pragma unroll 1 // one k pair per trip: deeper unrolling spills the recompute configs
+            for (int j = 0; j < 4; ++j) {
+                const int kk = PAIRED ? k + 2 * j : k + j;
+                float2 a[MM][2];
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                const float b0 = B(k, nt * 8 + 2 * tg), b1 = B(k, nt * 8 + 2 * tg + 1);
-                acc[nt][0] = fmaf(a0, b0, acc[nt][0]);
-                acc[nt][1] = fmaf(a0, b1, acc[nt][1]);
-                acc[nt][2] = fmaf(a1, b0, acc[nt][2]);
-                acc[nt][3] = fmaf(a1, b1, acc[nt][3]);
+                for (int mm = 0; mm < MM; ++mm) {
+                    a[mm][0] = A(mm * 16 + gr, kk);
+                    a[mm][1] = A(mm * 16 + gr + 8, kk);
+                }
+#pragma unroll
+                for (int nn = 0; nn < NN; ++nn) {
+                    const float2 b0 = B(kk, nn * 8 + 2 * tg), b1 = B(kk, nn * 8 + 2 * tg + 1);
+#pragma unroll
+                    for (int mm = 0; mm < MM; ++mm) {
+                        float *c = acc[mm][nn];
+                        c[0] = fmaf(a[mm][0].y, b0.y, fmaf(a[mm][0].x, b0.x, c[0]));
+                        c[1] = fmaf(a[mm][0].y, b1.y, fmaf(a[mm][0].x, b1.x, c[1]));
+                        c[2] = fmaf(a[mm][1].y, b0.y, fmaf(a[mm][1].x, b0.x, c[2]));
+                        c[3] = fmaf(a[mm][1].y, b1.y, fmaf(a[mm][1].x, b1.x, c[3]));
+                    }
+                }
             }
         }
     } else {
+        const int kl = PAIRED ? 2 * tg : tg;
+#pragma unroll 1
         for (int k = k0; k < k1; k += 8) {
-            // A fragment [16 x 8]: a0 (gr, tg), a1 (gr+8, tg), a2 (gr, tg+4), a3 (gr+8, tg+4)
-            const float a[4] = {A(gr, k + tg), A(gr + 8, k + tg), A(gr, k + tg + 4), A(gr + 8, k + tg + 4)};
-            unsigned ahi[4], alo[4];
+            // A fragment [16 x 8]: a0 (gr, s0), a1 (gr+8, s0), a2 (gr, s1), a3 (gr+8, s1)
+            unsigned ahi[MM][4], alo[MM][4];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (PREC == 1) ahi[e] = cg_to_tf32(a[e]);
-                else cg_split_tf32(a[e], ahi[e], alo[e]);
+            for (int mm = 0; mm < MM; ++mm) {
+                const float2 r0 = A(mm * 16 + gr, k + kl), r1 = A(mm * 16 + gr + 8, k + kl);
+                const float a[4] = {r0.x, r1.x, r0.y, r1.y};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if (PREC_ == 1) ahi[mm][e] = tf32_word(a[e]);
+                    else tf32_split(a[e], ahi[mm][e], alo[mm][e]);
+                }
             }
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                // B fragment [8 x 8]: b0 (tg, gr), b1 (tg+4, gr)
-                const float b[2] = {B(k + tg, nt * 8 + gr), B(k + tg + 4, nt * 8 + gr)};
+            for (int nn = 0; nn < NN; ++nn) {
+                // B fragment [8 x 8]: b0 (s0, gr), b1 (s1, gr)
+                const float2 r = B(k + kl, nn * 8 + gr);
+                const float b[2] = {r.x, r.y};
                 unsigned bhi[2], blo[2];
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    if (PREC == 1) bhi[e] = cg_to_tf32(b[e]);
-                    else cg_split_tf32(b[e], bhi[e], blo[e]);
+                    if (PREC_ == 1) bhi[e] = tf32_word(b[e]);
+                    else tf32_split(b[e], bhi[e], blo[e]);
                 }
-                if (PREC == 2) { // small terms first, then the big one
-                    cg_mma_tf32_16x8x8(acc[nt], alo, bhi, acc[nt]);
-                    cg_mma_tf32_16x8x8(acc[nt], ahi, blo, acc[nt]);
+#pragma unroll
+                for (int mm = 0; mm < MM; ++mm) {
+                    if (PREC_ == 2) { // small terms first, then the big one
+                        cg_mma_tf32_16x8x8(acc[mm][nn], alo[mm], bhi, acc[mm][nn]);
+                        cg_mma_tf32_16x8x8(acc[mm][nn], ahi[mm], blo, acc[mm][nn]);
+                    }
+                    cg_mma_tf32_16x8x8(acc[mm][nn], ahi[mm], bhi, acc[mm][nn]);
                 }
-                cg_mma_tf32_16x8x8(acc[nt], ahi, bhi, acc[nt]);
             }
         }
     }
 }
 
-// Visit the accumulator elements of a lane: f(row, col, value&) with row in [0, 16)
-// and col in [0, 16) relative to the tile.
-template <class F>
-__device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
+// The pair loaders for the common operand shapes: X at p, pitch ld floats.
+// Row-major X[r][c] read along c (PAIRED: one 64-bit load; p + r*ld + c must be even).
+__device__ __forceinline__ float2 ld_pair(const float *p) { return *reinterpret_cast<const float2 *>(p); }
+// Two elements `step` rows apart (an operand strided along k).
+__device__ __forceinline__ float2 ld_rows(const float *p, int ld, int step) { return make_float2(p[0], p[step * ld]); }
+// Two elements `step` apart along a row.
+__device__ __forceinline__ float2 ld_cols(const float *p, int step) { return make_float2(p[0], p[step]); }
+
+// Warp tile for an [M, N] output on W warps (in m16n8 sub-tiles MM x NN): the largest of
+// 32x32, 16x32, 32x16, 16x16 that tiles it and still gives every warp a tile; 16x16
+// always for ieee (PREC 0: the FFMA path holds its operands in registers, and the
+// larger tiles spill in the backward's recompute configs).
+template <int M, int N, int W> struct Tile {
+    __host__ __device__ static constexpr bool fits(int mm, int nn) {
+        return PREC != 0 && M % (16 * mm) == 0 && N % (8 * nn) == 0 && (M / (16 * mm)) * (N / (8 * nn)) >= W;
+    }
+    static constexpr int MM = fits(2, 4) ? 2 : fits(1, 4) ? 1 : fits(2, 2) ? 2 : 1;
+    static constexpr int NN = fits(2, 4) ? 4 : fits(1, 4) ? 4 : 2;
+    static constexpr int TM = 16 * MM, TN = 8 * NN;
+    static constexpr int TILES_M = M / TM, TILES_N = N / TN, TILES = TILES_M * TILES_N;
+};
+
+// Visit the accumulator elements of a lane: f(row, col, value&) relative to the tile.
+template <int MM, int NN, class F>
+__device__ __forceinline__ void tile_foreach(float (&acc)[MM][NN][4], F f) {
     const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int mm = 0; mm < MM; ++mm)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) f(gr + (e >> 1) * 8, nt * 8 + 2 * tg + (e & 1), acc[nt][e]);
+        for (int nn = 0; nn < NN; ++nn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) f(mm * 16 + gr + (e >> 1) * 8, nn * 8 + 2 * tg + (e & 1), acc[mm][nn][e]);
 }
 
-__device__ __forceinline__ void tile_zero(float (&acc)[2][4]) {
+// The same by adjacent pairs: f(row, col, x0, x1) for (row, col) and (row, col + 1), col
+// even (a 64-bit shared-memory access where the row pitch and base are even).
+template <int MM, int NN, class F>
+__device__ __forceinline__ void tile_foreach2(float (&acc)[MM][NN][4], F f) {
+    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int mm = 0; mm < MM; ++mm)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+        for (int nn = 0; nn < NN; ++nn)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) f(mm * 16 + gr + h * 8, nn * 8 + 2 * tg, acc[mm][nn][2 * h], acc[mm][nn][2 * h + 1]);
+}
+
+template <int MM, int NN>
+__device__ __forceinline__ void tile_zero(float (&acc)[MM][NN][4]) {
+#pragma unroll
+    for (int mm = 0; mm < MM; ++mm)
+#pragma unroll
+        for (int nn = 0; nn < NN; ++nn)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mm][nn][e] = 0.f;
+}
+
+// The 16x16 tile of scalar element loaders A(m, k), B(k, n) (the backward's interface):
+// the mma's own k order, acc[nt][e] = sub-tile (0, nt).
+template <int PREC_, class FA, class FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[2][4], int k0, int k1, FA A, FB B) {
+    float (&a3)[1][2][4] = *reinterpret_cast<float (*)[1][2][4]>(&acc);
+    warp_mma<PREC_, false>(a3, k0, k1, [&](int m, int k) { return make_float2(A(m, k), A(m, k + 4)); },
+                           [&](int k, int n) { return make_float2(B(k, n), B(k + 4, n)); });
+}
+
+template <class F>
+__device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
+    tile_foreach(*reinterpret_cast<float (*)[1][2][4]>(&acc), f);
+}
+
+__device__ __forceinline__ void tile_zero(float (&acc)[2][4]) { tile_zero(*reinterpret_cast<float (*)[1][2][4]>(&acc)); }
+
+// ------------------------------------------------------------------- loads
+// Rows [0, ROWS) x columns [0, 4 W4) of a tile at dst (pitch LD floats, 16-byte aligned
+// rows) from src (row pitch ld floats, columns contiguous) by the block's NT threads:
+// rows < n and columns < w are copied, the rest zeroed. 16-byte cp.async (.cg) per 4
+// columns when every source row starts 16-byte aligned and w % 4 == 0; else 4-byte
+// cp.async per element (odd dk, dv or strides). Padding is stored directly. The caller
+// commits and waits (landed()) before the barrier after which others read.
+// load_tile's 4-byte path, with runtime sizes: one called copy serves every tile of the
+// kernel and its loop stays rolled (an inlined, unrolled copy per tile made a third of a
+// forward entry's compile time, for the path aligned inputs never take).
+__device__ __noinline__ void load_tile_narrow(float *dst, const float *src, i64 ld, int n, int w, int cols, int pitch,
+                                              int total, int nt) {
+#pragma unroll 1
+    for (int e = threadIdx.x; e < total; e += nt) {
+        const int r = e / cols, i = e - r * cols;
+        float *d = dst + r * pitch + i;
+        if (r < n && i < w) cg_cp_async_ca4(d, src + r * ld + i);
+        else *d = 0.f;
+    }
+}
+
+template <int ROWS, int W4, int LD, int NT>
+__device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, int n, int w) {
+    static_assert(LD % 4 == 0, "16-byte aligned rows");
+    const bool wide = w % 4 == 0 && ld % 4 == 0 && ((unsigned long long)src & 15u) == 0;
+    if (wide) { // rolled too (compile time; an unrolled copy per tile saves only the loop branch)
+#pragma unroll 1
+        for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
+            const int r = e / W4, i = (e - r * W4) * 4;
+            float *d = dst + r * LD + i;
+            if (r < n && i < w) cg_cp_async_cg16(d, src + r * ld + i);
+            else *reinterpret_cast<float4 *>(d) = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    } else {
+        load_tile_narrow(dst, src, ld, n, w, W4 * 4, LD, ROWS * W4 * 4, NT);
+    }
+}
+
+// dst[r] = src[r * ld] for r < n, 0 for n <= r < ROWS (4-byte cp.async; caller waits).
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_column(float *dst, const float *src, i64 ld, int n) {
+    for (int r = threadIdx.x; r < ROWS; r += NT) {
+        if (r < n) cg_cp_async_ca4(dst + r, src + r * ld);
+        else dst[r] = 0.f;
+    }
+}
+
+// This thread's cp.async copies have landed (a __syncthreads must still follow).
+__device__ __forceinline__ void landed() {
+    cg_cp_async_commit();
+    cg_cp_async_wait_all();
 }
 
 // ------------------------------------------------------------------ chunks
@@ -132,8 +306,10 @@ __device__ __forceinline__ void chunk_cumsum(const float *la, float *A, float *E
 // Forward scan of one state element over the chunks: slot c of u (STRIDE floats apart)
 // holds the chunk-local state U_c and ends up holding S0^c, the state entering chunk c
 // (S0^0 = s, S0^{c+1} = gam[c] S0^c + U_c). Returns the state after the last chunk.
+// u and gam are separate regions of the workspace (__restrict__: the next chunk's loads
+// may move above this chunk's store).
 template <long long STRIDE>
-__device__ __forceinline__ float state_scan(float *u, const float *gam, i64 nchunks, float s) {
+__device__ __forceinline__ float state_scan(float *__restrict__ u, const float *__restrict__ gam, i64 nchunks, float s) {
     for (i64 c = 0; c < nchunks; ++c) {
         const float uc = u[c * STRIDE];
         u[c * STRIDE] = s;

@@ -18,9 +18,12 @@
 //   3phase  (1) chunk states U_c = (K .* w)^T V and decays in parallel over chunks,
 //           (2) an elementwise scan over chunks turning U_c into entering states S0^c
 //           (in place in the workspace) and writing hT, (3) outputs in parallel.
-// Matmuls run per warp on 16x16 output tiles with the m16n8k8 fragment layout: FFMA
-// for ieee (each lane computes the accumulator elements the mma would give it), mma
-// tf32 for tf32, and three tf32 mma per product (hi*lo + lo*hi + hi*hi) for 3xtf32.
+// Matmuls run per warp on tiles of up to 32x32 outputs (ssdc::Tile: the largest that
+// gives every warp one) with the m16n8k8 fragment layout, each fragment loaded and
+// converted once per k step and reused across the tile: FFMA for ieee (each lane
+// computes the accumulator elements the mma would give it), mma tf32 for tf32, and
+// three tf32 mma per product (lo*hi + hi*lo + hi*hi) for 3xtf32. Inputs arrive by
+// cp.async, 16 bytes at a time where rows are 16-byte aligned (4 bytes otherwise).
 // Operands come from padded smem tiles, zero beyond dk, dv and the last token, so any
 // dk, dv >= 1 and any T >= 1 work without special cases in the math. The whole dk
 // lives in smem (Q, K rows and S): dk is bounded by the shared memory, which valid()
@@ -40,15 +43,7 @@ constexpr int WARPS = CG_P_WARPS;
 constexpr int STAGES = CG_P_STAGES;
 constexpr int NTHREADS = 32 * WARPS;
 
-#if defined(CG_P_PRECISION_IEEE)
-constexpr int PREC = 0;
-#elif defined(CG_P_PRECISION_TF32)
-constexpr int PREC = 1;
-#elif defined(CG_P_PRECISION_3XTF32)
-constexpr int PREC = 2;
-#else
-#error "ssd_fwd: no CG_P_PRECISION_* defined"
-#endif
+constexpr int PREC = ssdc::PREC; // from CG_P_PRECISION_* (ssd_common.cuh)
 
 #if defined(CG_P_STRATEGY_3PHASE)
 constexpr bool THREE_PHASE = true;
@@ -58,21 +53,24 @@ constexpr bool THREE_PHASE = false;
 
 constexpr int DKP = (DK + 15) / 16 * 16;  // dk padded to the 16-row mma tile
 constexpr int NDVT = (DV + BDV - 1) / BDV; // dv tiles, one CTA each
-// Row pitches in floats. +4 makes the A-fragment pattern (row = lane/4, col = lane%4)
-// hit 32 distinct banks; +8 does the same for the B pattern (row = lane%4, col = lane/4).
-constexpr int LDQ = DKP + 4;
-constexpr int LDK = DKP + 4;
+// Row pitches in floats, chosen so that every operand read of a warp hits 32 distinct
+// banks (64-bit reads: 16 distinct bank pairs per half-warp). Q, K: +8 (== 8 mod 16),
+// read as 64-bit k pairs (Q K^T, Q S: rows lane/4, words 2(lane%4)) and K^T by rows
+// lane%4 (chunk_state: mma k order); V: +8, rows lane%4 (P V, chunk_state); S: +4
+// (== 4 mod 8), rows 2(lane%4) and 2(lane%4)+1 (Q S, paired k order); P: +4, row
+// lane/4, word lane%4 (P V).
+constexpr int LDQ = DKP + 8;
+constexpr int LDK = DKP + 8;
 constexpr int LDV = BDV + 8;
 constexpr int LDP = CHUNK + 4;
-constexpr int LDS = BDV + 8;
+constexpr int LDS = BDV + 4;
 
 // Shared memory, in floats (offsets are multiples of 4: 16-byte aligned).
+// seq and out: S, P, A/EA/W, then STAGES x (Q, K, V, la):
 constexpr int OFF_S = 0;                        // [DKP, BDV] state S (pitch LDS)
 constexpr int OFF_P = OFF_S + DKP * LDS;        // [CHUNK, CHUNK] masked scores P (pitch LDP)
 constexpr int OFF_A = OFF_P + CHUNK * LDP;      // [CHUNK] A = cumsum(la) within the chunk
-constexpr int OFF_EA = OFF_A + CHUNK;           // [CHUNK] exp(A)
-constexpr int OFF_W = OFF_EA + CHUNK;           // [CHUNK] w = exp(A_last - A)
-constexpr int OFF_STAGE = OFF_W + CHUNK;        // STAGES x one chunk of inputs:
+constexpr int OFF_STAGE = OFF_A + 3 * CHUNK;    // STAGES x one chunk of inputs:
 constexpr int ST_Q = 0;                         //   [CHUNK, DKP] q (pitch LDQ)
 constexpr int ST_K = ST_Q + CHUNK * LDQ;        //   [CHUNK, DKP] k (pitch LDK)
 constexpr int ST_V = ST_K + CHUNK * LDK;        //   [CHUNK, BDV] v (pitch LDV)
@@ -80,27 +78,35 @@ constexpr int ST_LA = ST_V + CHUNK * LDV;       //   [CHUNK] log_alpha
 constexpr int STAGE_FLOATS = ST_LA + CHUNK;
 constexpr int SMEM_FLOATS = OFF_STAGE + STAGES * STAGE_FLOATS;
 constexpr long long SMEM_BYTES = 4LL * SMEM_FLOATS;
+// states (3phase phase 1: no S, P or Q; the chunk state goes from registers to the
+// workspace): A/EA/W, K, V, la.
+constexpr int SOFF_A = 0;
+constexpr int SOFF_K = SOFF_A + 3 * CHUNK;
+constexpr int SOFF_V = SOFF_K + CHUNK * LDK;
+constexpr int SOFF_LA = SOFF_V + CHUNK * LDV;
+constexpr long long SMEM_STATES_BYTES = 4LL * (SOFF_LA + CHUNK);
 #ifdef CG_SMEM_BYTES // what generator/kernels/ssd_fwd.lua launches with
 static_assert(SMEM_BYTES == CG_SMEM_BYTES, "ssd_fwd.lua smem_bytes() disagrees with the layout here");
+static_assert(SMEM_STATES_BYTES == CG_SMEM_STATES, "ssd_fwd.lua smem_states() disagrees with the layout here");
 #endif
 
-static_assert(DK >= 1 && DV >= 1, "dk, dv >= 1");
-static_assert(CHUNK % 16 == 0 && CHUNK >= 16, "chunk: a multiple of the 16-row mma tile");
-static_assert(BDV % 16 == 0 && BDV >= 16, "block_dv: a multiple of the 16-column warp tile");
-static_assert(WARPS >= 1 && NTHREADS <= 1024, "warps: 1..32");
+static_assert(ssdc::Sizes<DK, DV, CHUNK, BDV, WARPS>::ok, "the sizes (ssd_common.cuh)");
 static_assert(STAGES == 1 || STAGES == 2, "stages: 1 or 2");
 static_assert(!THREE_PHASE || STAGES == 1, "3phase: one chunk per CTA, nothing to pipeline");
-static_assert(OFF_STAGE % 4 == 0 && STAGE_FLOATS % 4 == 0 && OFF_P % 4 == 0, "16-byte aligned tiles");
+static_assert(OFF_STAGE % 4 == 0 && STAGE_FLOATS % 4 == 0 && OFF_P % 4 == 0 && SOFF_V % 4 == 0 && SOFF_LA % 4 == 0,
+              "16-byte aligned tiles");
 
 typedef cg_i64 i64;
 
 // ------------------------------------------------------------- warp matmul
-// ssd_common.cuh at this kernel's precision (the m16n8k8 accumulator layout).
-template <class FA, class FB>
-__device__ __forceinline__ void warp_mma(float (&acc)[2][4], int k0, int k1, FA A, FB B) {
-    ssdc::warp_mma<PREC>(acc, k0, k1, A, B);
-}
+using ssdc::ld_cols;
+using ssdc::ld_pair;
+using ssdc::ld_rows;
 using ssdc::tile_foreach;
+// Warp tiles of the three matmul shapes (ssd_common.cuh: the largest that gives every warp one).
+typedef ssdc::Tile<CHUNK, CHUNK, WARPS> TileP; // P = Q K^T
+typedef ssdc::Tile<CHUNK, BDV, WARPS> TileO;   // O = Q S + P V
+typedef ssdc::Tile<DKP, BDV, WARPS> TileS;     // S = (K .* w)^T V
 
 // ---------------------------------------------------------------- problem
 struct Cta {
@@ -116,63 +122,54 @@ __device__ __forceinline__ Cta cta_coords(const cg_ssd_fwd_params &p, i64 dvt, i
     return c;
 }
 
-// Load tokens [t0, t0 + n) of a chunk into stage st (zero beyond n, dk, dv). With
-// async, in-range elements go by cp.async (the caller commits and waits); padding is
-// stored directly.
-__device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta &c, float *st, i64 t0, int n,
-                                           bool want_q, bool async) {
-    const int tid = threadIdx.x;
+// One chunk's buffers: its inputs (Q absent in the states launch) and the cumsums.
+struct Bufs {
+    float *Q, *K, *V, *LA, *A, *EA, *W;
+};
+// seq and out: stage st (STAGES of them after the S, P, A tiles).
+__device__ __forceinline__ Bufs bufs_stage(float *sm, float *st) {
+    return Bufs{st + ST_Q, st + ST_K, st + ST_V, st + ST_LA, sm + OFF_A, sm + OFF_A + CHUNK, sm + OFF_A + 2 * CHUNK};
+}
+__device__ __forceinline__ Bufs bufs_states(float *sm) {
+    return Bufs{nullptr, sm + SOFF_K, sm + SOFF_V, sm + SOFF_LA, sm + SOFF_A, sm + SOFF_A + CHUNK, sm + SOFF_A + 2 * CHUNK};
+}
+
+template <int W4, int LD>
+__device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, int n, int w) {
+    ssdc::load_tile<CHUNK, W4, LD, NTHREADS>(dst, src, ld, n, w);
+}
+
+// Tokens [t0, t0 + n) of a chunk into b (zero beyond n, dk, dv) by cp.async; padding
+// is stored directly. The caller commits and waits.
+__device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta &c, const Bufs &b, i64 t0, int n) {
     const float *qb = p.q.p + c.b * p.q.s0 + t0 * p.q.s1 + c.g * p.q.s2;
     const float *kb = p.k.p + c.b * p.k.s0 + t0 * p.k.s1 + c.g * p.k.s2;
     const float *vb = p.v.p + c.b * p.v.s0 + t0 * p.v.s1 + c.h * p.v.s2 + c.j0;
     const float *lb = p.la.p + c.b * p.la.s0 + t0 * p.la.s1 + c.h * p.la.s2;
-    for (int e = tid; e < CHUNK * DKP; e += NTHREADS) {
-        const int r = e / DKP, i = e - r * DKP;
-        const bool in = r < n && i < DK;
-        float *dq = st + ST_Q + r * LDQ + i, *dk = st + ST_K + r * LDK + i;
-        const float *sq = qb + r * p.q.s1 + i, *sk = kb + r * p.k.s1 + i;
-        if (in && async) {
-            if (want_q) cg_cp_async_ca4(dq, sq);
-            cg_cp_async_ca4(dk, sk);
-        } else {
-            if (want_q) *dq = in ? *sq : 0.f;
-            *dk = in ? *sk : 0.f;
-        }
-    }
-    for (int e = tid; e < CHUNK * BDV; e += NTHREADS) {
-        const int r = e / BDV, j = e - r * BDV;
-        const bool in = r < n && c.j0 + j < DV;
-        float *dv = st + ST_V + r * LDV + j;
-        const float *sv = vb + r * p.v.s1 + j;
-        if (in && async) cg_cp_async_ca4(dv, sv);
-        else *dv = in ? *sv : 0.f;
-    }
-    for (int r = tid; r < CHUNK; r += NTHREADS) {
-        const bool in = r < n;
-        const float *sl = lb + r * p.la.s1;
-        if (in && async) cg_cp_async_ca4(st + ST_LA + r, sl);
-        else st[ST_LA + r] = in ? *sl : 0.f;
-    }
+    if (b.Q) load_tile<DKP / 4, LDQ>(b.Q, qb, p.q.s1, n, DK);
+    load_tile<DKP / 4, LDK>(b.K, kb, p.k.s1, n, DK);
+    const int w = DV - c.j0 < BDV ? (int)(DV - c.j0) : BDV;
+    load_tile<BDV / 4, LDV>(b.V, vb, p.v.s1, n, w);
+    ssdc::load_column<CHUNK, NTHREADS>(b.LA, lb, p.la.s1, n);
 }
 
-// A = cumsum(la), exp(A), w = exp(A_last - A) of the chunk in stage st, by warp 0.
-__device__ __forceinline__ void chunk_cumsum(float *sm, const float *st) {
-    ssdc::chunk_cumsum<CHUNK>(st + ST_LA, sm + OFF_A, sm + OFF_EA, sm + OFF_W);
-}
+// A = cumsum(la), exp(A), w = exp(A_last - A) of the chunk in b, by warp 0.
+__device__ __forceinline__ void chunk_cumsum(const Bufs &b) { ssdc::chunk_cumsum<CHUNK>(b.LA, b.A, b.EA, b.W); }
 
-// P = (Q K^T) .* M into smem; tiles strictly above the diagonal are never read.
-__device__ __forceinline__ void chunk_scores(float *sm, const float *st) {
+// P = (Q K^T) .* M into smem (zero above the diagonal: a reader's k range ends at its
+// own tile's last row, which may pass this tile's).
+__device__ __forceinline__ void chunk_scores(float *sm, const Bufs &b) {
+    typedef TileP T;
     const int warp = threadIdx.x >> 5;
-    constexpr int MT = CHUNK / 16;
-    const float *Q = st + ST_Q, *K = st + ST_K, *A = sm + OFF_A;
+    const float *Q = b.Q, *K = b.K, *A = b.A;
     float *P = sm + OFF_P;
-    for (int tile = warp; tile < MT * MT; tile += WARPS) {
-        const int mi = tile / MT, ni = tile - mi * MT;
-        if (ni > mi) continue;
-        const int m0 = mi * 16, n0 = ni * 16;
-        float acc[2][4] = {};
-        warp_mma(acc, 0, DKP, [&](int m, int k) { return Q[(m0 + m) * LDQ + k]; }, // Q [CHUNK, DKP]
-                 [&](int k, int n) { return K[(n0 + n) * LDK + k]; });            // K^T [DKP, CHUNK]
+    for (int tile = warp; tile < T::TILES; tile += WARPS) {
+        const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
+        float acc[T::MM][T::NN][4];
+        ssdc::tile_zero(acc);
+        if (n0 < m0 + T::TM) // Q [CHUNK, DKP] K^T [DKP, CHUNK], both read as 64-bit k pairs
+            ssdc::warp_mma<PREC, true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
+                                       [&](int k, int n) { return ld_pair(K + (n0 + n) * LDK + k); });
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
             P[i * LDP + j] = j <= i ? x * expf(A[i] - A[j]) : 0.f;
@@ -181,24 +178,25 @@ __device__ __forceinline__ void chunk_scores(float *sm, const float *st) {
 }
 
 // O = diag(exp(A)) Q S0 + P V for rows < n, columns < dv; with_state false: S0 = 0.
-__device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const Cta &c, float *sm, const float *st,
+__device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const Cta &c, float *sm, const Bufs &b,
                                              i64 t0, int n, bool with_state) {
+    typedef TileO T;
     const int warp = threadIdx.x >> 5;
-    constexpr int MT = CHUNK / 16, NT = BDV / 16;
-    const float *Q = st + ST_Q, *V = st + ST_V, *S = sm + OFF_S, *P = sm + OFF_P, *EA = sm + OFF_EA;
+    const float *Q = b.Q, *V = b.V, *S = sm + OFF_S, *P = sm + OFF_P, *EA = b.EA;
     float *ob = p.o.p + c.b * p.o.s0 + t0 * p.o.s1 + c.h * p.o.s2 + c.j0;
-    for (int tile = warp; tile < MT * NT; tile += WARPS) {
-        const int mi = tile / NT, ni = tile - mi * NT;
-        const int m0 = mi * 16, n0 = ni * 16;
+    for (int tile = warp; tile < T::TILES; tile += WARPS) {
+        const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
         if (m0 >= n) continue; // only padding rows
-        float acc[2][4] = {};
-        if (with_state) {
-            warp_mma(acc, 0, DKP, [&](int m, int k) { return Q[(m0 + m) * LDQ + k]; }, // Q [CHUNK, DKP]
-                     [&](int k, int nn) { return S[k * LDS + n0 + nn]; });          // S [DKP, BDV]
+        float acc[T::MM][T::NN][4];
+        ssdc::tile_zero(acc);
+        if (with_state) { // Q [CHUNK, DKP] (64-bit k pairs) S [DKP, BDV] (rows k, k+1)
+            ssdc::warp_mma<PREC, true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
+                                       [&](int k, int nn) { return ld_rows(S + k * LDS + n0 + nn, LDS, 1); });
             tile_foreach(acc, [&](int r, int, float &x) { x *= EA[m0 + r]; });
         }
-        warp_mma(acc, 0, m0 + 16, [&](int m, int k) { return P[(m0 + m) * LDP + k]; }, // P [CHUNK, CHUNK]
-                 [&](int k, int nn) { return V[k * LDV + n0 + nn]; });                // V [CHUNK, BDV]
+        // P [CHUNK, CHUNK] V [CHUNK, BDV], the mma's k order
+        ssdc::warp_mma<PREC, false>(acc, 0, m0 + T::TM, [&](int m, int k) { return ld_cols(P + (m0 + m) * LDP + k, 4); },
+                                    [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
             if (i < n && c.j0 + j < DV) ob[i * p.o.s1 + j] = x;
@@ -206,31 +204,29 @@ __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const C
     }
 }
 
-// S = gamma S + (K .* w)^T V over the whole [DKP, BDV] tile (gamma = exp(A_last)).
-__device__ __forceinline__ void chunk_state(float *sm, const float *st, float gamma) {
+// The chunk's state over the whole [DKP, BDV] tile: out(i, j, init(i, j) + ((K .* w)^T V)_ij).
+template <class FI, class FO>
+__device__ __forceinline__ void chunk_state(const Bufs &b, FI init, FO out) {
+    typedef TileS T;
     const int warp = threadIdx.x >> 5;
-    constexpr int MT = DKP / 16, NT = BDV / 16;
-    const float *K = st + ST_K, *V = st + ST_V, *W = sm + OFF_W;
-    float *S = sm + OFF_S;
-    for (int tile = warp; tile < MT * NT; tile += WARPS) {
-        const int mi = tile / NT, ni = tile - mi * NT;
-        const int m0 = mi * 16, n0 = ni * 16;
-        float acc[2][4];
-        const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                acc[nt][e] = gamma * S[(m0 + gr + (e >> 1) * 8) * LDS + n0 + nt * 8 + 2 * tg + (e & 1)];
-        warp_mma(acc, 0, CHUNK, [&](int m, int k) { return K[k * LDK + m0 + m] * W[k]; }, // (K .* w)^T [DKP, CHUNK]
-                 [&](int k, int nn) { return V[k * LDV + n0 + nn]; });                   // V [CHUNK, BDV]
-        tile_foreach(acc, [&](int r, int cc, float &x) { S[(m0 + r) * LDS + n0 + cc] = x; });
+    const float *K = b.K, *V = b.V, *W = b.W;
+    for (int tile = warp; tile < T::TILES; tile += WARPS) {
+        const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
+        float acc[T::MM][T::NN][4];
+        tile_foreach(acc, [&](int r, int cc, float &x) { x = init(m0 + r, n0 + cc); });
+        // (K .* w)^T [DKP, CHUNK] V [CHUNK, BDV], the mma's k order
+        ssdc::warp_mma<PREC, false>(
+            acc, 0, CHUNK,
+            [&](int m, int k) { return make_float2(K[k * LDK + m0 + m] * W[k], K[(k + 4) * LDK + m0 + m] * W[k + 4]); },
+            [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
+        tile_foreach(acc, [&](int r, int cc, float &x) { out(m0 + r, n0 + cc, x); });
     }
 }
 
 // S tile from a [.., dk, dv] tensor row-block at src (pitch ld, dv contiguous), zero-padded.
 __device__ __forceinline__ void state_load(float *sm, const float *src, i64 ld, i64 j0) {
     float *S = sm + OFF_S;
+#pragma unroll 1 // rolled: compile time
     for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
         const int i = e / BDV, j = e - i * BDV;
         S[i * LDS + j] = (src && i < DK && j0 + j < DV) ? src[i * ld + j] : 0.f;
@@ -239,6 +235,7 @@ __device__ __forceinline__ void state_load(float *sm, const float *src, i64 ld, 
 
 __device__ __forceinline__ void state_store(const float *sm, float *dst, i64 ld, i64 j0) {
     const float *S = sm + OFF_S;
+#pragma unroll 1 // rolled: compile time
     for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
         const int i = e / BDV, j = e - i * BDV;
         if (i < DK && j0 + j < DV) dst[i * ld + j] = S[i * LDS + j];
@@ -266,33 +263,37 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
     state_load(sm, h0, p.h0.s2, c.j0);
     float *stage0 = sm + OFF_STAGE;
     if (STAGES == 2) {
-        load_chunk(p, c, stage0, 0, chunk_len(p, 0), true, true);
+        load_chunk(p, c, bufs_stage(sm, stage0), 0, chunk_len(p, 0));
         cg_cp_async_commit();
     }
+    float *S = sm + OFF_S;
     for (i64 ci = 0; ci < p.nchunks; ++ci) {
-        float *st = stage0 + (STAGES == 2 ? (int)(ci & 1) * STAGE_FLOATS : 0);
+        const Bufs b = bufs_stage(sm, stage0 + (STAGES == 2 ? (int)(ci & 1) * STAGE_FLOATS : 0));
         const i64 t0 = ci * CHUNK;
         const int n = chunk_len(p, ci);
         if (STAGES == 2) {
             // The other stage was last read by chunk ci-1, which ended with a barrier.
             if (ci + 1 < p.nchunks)
-                load_chunk(p, c, stage0 + (int)((ci + 1) & 1) * STAGE_FLOATS, t0 + CHUNK, chunk_len(p, ci + 1), true,
-                           true);
+                load_chunk(p, c, bufs_stage(sm, stage0 + (int)((ci + 1) & 1) * STAGE_FLOATS), t0 + CHUNK,
+                           chunk_len(p, ci + 1));
             cg_cp_async_commit();
             cg_cp_async_wait<1>(); // chunk ci has landed (this thread's copies)
         } else {
-            load_chunk(p, c, st, t0, n, true, false);
+            load_chunk(p, c, b, t0, n);
+            ssdc::landed();
         }
         __syncthreads();
-        chunk_cumsum(sm, st);
+        chunk_cumsum(b);
         __syncthreads();
-        chunk_scores(sm, st);
+        chunk_scores(sm, b);
         __syncthreads();
-        chunk_output(p, c, sm, st, t0, n, ci > 0 || h0 != nullptr);
+        chunk_output(p, c, sm, b, t0, n, ci > 0 || h0 != nullptr);
         const bool last = ci + 1 == p.nchunks;
         if (!last || p.hT.p) {
             __syncthreads(); // every warp is done reading S
-            chunk_state(sm, st, sm[OFF_EA + CHUNK - 1]);
+            const float gamma = b.EA[CHUNK - 1];
+            chunk_state(b, [&](int i, int j) { return gamma * S[i * LDS + j]; },
+                        [&](int i, int j, float x) { S[i * LDS + j] = x; });
         }
         __syncthreads();
     }
@@ -302,24 +303,26 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
 // ------------------------------------------------------ three-phase strategy
 // Workspace: states [B*H, nchunks, DK, DV] then decays [B*H, nchunks].
 // Phase 1, grid NDVT * nchunks * B * H, blockIdx.x = ((b*H + h) * nchunks + c) * NDVT + dvt:
-// U_c = (K .* w)^T V into the chunk's state slot, gamma_c = exp(A_last).
+// U_c = (K .* w)^T V into the chunk's state slot, gamma_c = exp(A_last). Its own
+// (smaller) shared memory: K, V and the cumsums only.
 SSD_ENTRY cg_ssd_fwd_states(cg_ssd_fwd_params p) {
     using namespace ssd;
     CG_DYN_SMEM(float, sm);
     const i64 dvt = blockIdx.x % NDVT, rest = blockIdx.x / NDVT;
     const i64 ci = rest % p.nchunks, bh = rest / p.nchunks;
     const Cta c = cta_coords(p, dvt, bh);
-    float *st = sm + OFF_STAGE;
-    load_chunk(p, c, st, ci * CHUNK, chunk_len(p, ci), false, false);
-    state_load(sm, nullptr, 0, c.j0);
+    const Bufs b = bufs_states(sm);
+    load_chunk(p, c, b, ci * CHUNK, chunk_len(p, ci));
+    ssdc::landed();
     __syncthreads();
-    chunk_cumsum(sm, st);
-    __syncthreads();
-    chunk_state(sm, st, 0.f);
+    chunk_cumsum(b);
     __syncthreads();
     const i64 slot = bh * p.nchunks + ci;
-    state_store(sm, p.ws + slot * (i64)(DK * DV) + c.j0, DV, c.j0);
-    if (dvt == 0 && threadIdx.x == 0) p.ws[p.B * p.H * p.nchunks * (i64)(DK * DV) + slot] = sm[OFF_EA + CHUNK - 1];
+    float *u = p.ws + slot * (i64)(DK * DV) + c.j0;
+    chunk_state(b, [](int, int) { return 0.f; }, [&](int i, int j, float x) {
+        if (i < DK && c.j0 + j < DV) u[(i64)i * DV + j] = x;
+    });
+    if (dvt == 0 && threadIdx.x == 0) p.ws[p.B * p.H * p.nchunks * (i64)(DK * DV) + slot] = b.EA[CHUNK - 1];
 }
 
 // Phase 2, one thread per (b, h, i, j): S0^0 = h0, S0^{c+1} = gamma_c S0^c + U_c; the
@@ -344,15 +347,17 @@ SSD_ENTRY cg_ssd_fwd_out(cg_ssd_fwd_params p) {
     const i64 dvt = blockIdx.x % NDVT, rest = blockIdx.x / NDVT;
     const i64 ci = rest % p.nchunks, bh = rest / p.nchunks;
     const Cta c = cta_coords(p, dvt, bh);
-    float *st = sm + OFF_STAGE;
+    const Bufs b = bufs_stage(sm, sm + OFF_STAGE);
     const int n = chunk_len(p, ci);
-    load_chunk(p, c, st, ci * CHUNK, n, true, false);
+    load_chunk(p, c, b, ci * CHUNK, n);
+    cg_cp_async_commit();
     state_load(sm, p.ws + (bh * p.nchunks + ci) * (i64)(DK * DV) + c.j0, DV, c.j0);
+    cg_cp_async_wait_all();
     __syncthreads();
-    chunk_cumsum(sm, st);
+    chunk_cumsum(b);
     __syncthreads();
-    chunk_scores(sm, st);
+    chunk_scores(sm, b);
     __syncthreads();
-    chunk_output(p, c, sm, st, ci * CHUNK, n, true);
+    chunk_output(p, c, sm, b, ci * CHUNK, n, true);
 }
 #endif

@@ -26,10 +26,10 @@ local function nsuper(p, shape) return ceil_div(nchunks(p, shape), p.recompute) 
 -- Shared memory layouts (floats), mirroring the traits block of ssd_bwd.cu.
 local function layout(p, shape)
   local pt = C.pitches(p, shape)
-  local dkp, ldq, ldv, lds, ldp = pt.dkp, pt.ldq, pt.ldv, pt.lds, pt.ldp
+  local dkp, ldq, ldv, lds = pt.dkp, pt.ldq, pt.ldv, pt.lds
   local c = p.chunk
   local states = 2 * c * ldq + 2 * c * ldv + 4 * c
-  local grads = states + 2 * c * ldq + 2 * c * ldp + 2 * dkp * lds + c
+  local grads = states + 2 * c * ldq + c * pt.ldp + c * pt.lddp + dkp * lds + dkp * pt.ldd + c
   -- recompute > 1: the states launch sums a super-chunk's U and R in two [dkp, lds] tiles
   if p.recompute > 1 then states = states + 2 * dkp * lds end
   return states, grads
@@ -105,12 +105,14 @@ local function default(shape, dev)
               precision = dev.arch >= 80 and "3xtf32" or "ieee" }
   if shape.dv <= 16 then p.block_dv = 16 end
   while p.chunk > 16 and p.chunk >= 2 * shape.T do p.chunk = p.chunk // 2 end
+  -- Shrink until it fits (with heads = loop, valid for every G), then choose the heads
+  -- from the final chunk count: a shorter chunk means more (b, group, chunk) CTAs.
+  p = C.shrink(p, shape, dev, valid)
   if shape.G < shape.H and shape.B * shape.G * nchunks(p, shape) < 2 * dev.sm_count
       and 8 * shape.B * shape.H * shape.T * shape.dk <= WS_SPLIT_MAX then
     p.heads = "split"
+    if not valid(p, shape, dev) then p.heads = "loop" end
   end
-  -- Shrink until it fits.
-  p = C.shrink(p, shape, dev, valid)
   local bound = math.max(STATES_FLOOR, inputs_bytes(shape))
   local pick = p.recompute
   for _, k in ipairs(RECOMPUTE) do

@@ -5,14 +5,27 @@
 local C = require("ssd_common")
 local ceil_div, nchunks, dv_tiles = C.ceil_div, C.nchunks, C.dv_tiles
 
--- Dynamic shared memory of one CTA, in bytes (mirrors the traits block of ssd_fwd.cu).
+-- Row pitches in floats, as the traits block of ssd_fwd.cu derives them (bank-conflict-free
+-- operand reads there): q, k +8, v +8, the state +4, the scores +4.
+local function pitches(p, shape)
+  local dkp = C.round_up(shape.dk, 16)
+  return { dkp = dkp, ldq = dkp + 8, ldk = dkp + 8, ldv = p.block_dv + 8, lds = p.block_dv + 4, ldp = p.chunk + 4 }
+end
+
+-- Dynamic shared memory of one CTA, in bytes (mirrors the traits block of ssd_fwd.cu):
+-- seq and 3phase out (state, scores, cumsums, stages of q, k, v, la).
 local function smem_bytes(p, shape)
-  local pt = C.pitches(p, shape)
-  local dkp, ldq, ldk, ldv, lds, ldp = pt.dkp, pt.ldq, pt.ldq, pt.ldv, pt.lds, pt.ldp
+  local pt = pitches(p, shape)
   local c = p.chunk
-  local stage = c * ldq + c * ldk + c * ldv + c
-  local floats = dkp * lds + c * ldp + 3 * c + p.stages * stage
+  local stage = c * pt.ldq + c * pt.ldk + c * pt.ldv + c
+  local floats = pt.dkp * pt.lds + c * pt.ldp + 3 * c + p.stages * stage
   return 4 * floats
+end
+-- 3phase states: cumsums, k, v, la (no state tile, scores or q).
+local function smem_states(p, shape)
+  local pt = pitches(p, shape)
+  local c = p.chunk
+  return 4 * (3 * c + c * pt.ldk + c * pt.ldv + c)
 end
 
 -- Registers per thread we budget for (ptxas reports 32-146 for the current code; the
@@ -41,12 +54,12 @@ local function valid(p, shape, dev)
 end
 
 -- Heuristic for untuned shapes: 64-token chunks, the narrowest dv tile covering dv (at
--- most 64), 4 warps, cp.async double buffering, fp32-accurate 3xtf32 on tensor cores
+-- most 64), 8 warps (two warp tiles of 32x32 or 16x32 per SM quadrant), cp.async double buffering, fp32-accurate 3xtf32 on tensor cores
 -- (ieee below sm_80), and the three-phase strategy when (b, h, dv tile) CTAs alone
 -- would leave most SMs idle, there are enough chunks to spread, and the chunk states
 -- (workspace) stay within WS_DEFAULT_MAX.
 local function default(shape, dev)
-  local p = { chunk = 64, block_dv = 64, warps = 4, stages = 2, strategy = "seq",
+  local p = { chunk = 64, block_dv = 64, warps = 8, stages = 2, strategy = "seq",
               precision = dev.arch >= 80 and "3xtf32" or "ieee" }
   for _, w in ipairs({ 16, 32, 64 }) do
     if shape.dv <= w then p.block_dv = w; break end
@@ -77,7 +90,8 @@ local function launch(p, shape, dev)
   local per_chunk = dv_tiles(p, shape) * nc * bh
   local elems = bh * shape.dk * shape.dv
   return {
-    { entry = "cg_ssd_fwd_states", grid = { per_chunk, 1, 1 }, block = { threads, 1, 1 }, smem = smem },
+    { entry = "cg_ssd_fwd_states", grid = { per_chunk, 1, 1 }, block = { threads, 1, 1 },
+      smem = smem_states(p, shape) },
     { entry = "cg_ssd_fwd_scan", grid = { ceil_div(elems, threads), 1, 1 }, block = { threads, 1, 1 }, smem = 0 },
     { entry = "cg_ssd_fwd_out", grid = { per_chunk, 1, 1 }, block = { threads, 1, 1 }, smem = smem },
   }, { { "ws", 4 * bh * nc * (shape.dk * shape.dv + 1) } }, -- chunk states, then one decay per chunk
@@ -101,5 +115,7 @@ return {
   default = default,
   launch = launch,
   -- The template static_asserts its own layout against this number.
-  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_bytes(p, shape) } end,
+  defines = function(p, shape, dev)
+    return { CG_SMEM_BYTES = smem_bytes(p, shape), CG_SMEM_STATES = smem_states(p, shape) }
+  end,
 }
