@@ -480,6 +480,7 @@ typedef struct job {
     char name[192];
     char cfg[256];
     int shape;
+    int kernel; /* index into cg__gen_kernels' list */
     int threads;
     int64_t dyn_smem;
     /* results */
@@ -563,32 +564,27 @@ static int longer_first(const void *a, const void *b) {
 #define CONFIG_STRIDE 1
 #endif
 
-/* Render every config of every kernel (each config once, with the shapes taking turns,
- * plus each shape's default) and compile them all for arch. */
-static void nvrtc_all_configs(int arch) {
-    if (!cg__nvrtc_api(NULL)) {
-        cg_test_skip("libnvrtc cannot be loaded");
-        return;
-    }
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
-    cg_devinfo dev;
-    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
+/* The jobs of one sweep: every config of every kernel (each config once, with the shapes
+ * taking turns, plus each shape's default), every stride-th config only, and of those the
+ * shard-th of every nshards (counted per kernel, defaults included: every shard holds its
+ * part of every kernel's space, and the shards of one arch together hold every job
+ * exactly once). *nfam gets the number of generated-kernel families. */
+static int sweep_jobs(cg_context *ctx, const cg_devinfo *dev, int stride, int shard, int nshards, job **out,
+                      int *nfam) {
     const char **names;
     int nk = 0;
+    *out = NULL;
+    *nfam = 0;
     CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &nk));
-    /* CHUNKGEN_TEST_CONFIG_STRIDE=n compiles every n-th config only (local iteration) */
-    int stride = CONFIG_STRIDE;
-    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
-    if (env && atoi(env) > 0) stride = atoi(env);
     int cap = 4096, nj = 0;
     job *jobs = calloc((size_t)cap, sizeof *jobs);
+    if (!jobs) return 0;
     /* CHUNKGEN_TEST_KERNELS=a,b restricts the run to those kernels (local iteration) */
     const char *only = getenv("CHUNKGEN_TEST_KERNELS");
-    int nfam = nk;
+    *nfam = nk;
     for (int k = 0; k < nk; k++) {
         if (is_cpu_space(ctx, names[k])) { /* nothing to compile */
-            nfam--;
+            --*nfam;
             continue;
         }
         if (only && *only) {
@@ -604,7 +600,7 @@ static void nvrtc_all_configs(int arch) {
             cg_kshape s = shape_of(si);
             sp[si] = NULL;
             sn[si] = 0;
-            CG_CHECK_OK(ctx, cg__gen_space(ctx, names[k], &s, &dev, &sp[si], &sn[si]));
+            CG_CHECK_OK(ctx, cg__gen_space(ctx, names[k], &s, dev, &sp[si], &sn[si]));
         }
         /* union of the configs, in order of first appearance */
         int seen_cap = 0;
@@ -621,9 +617,11 @@ static void nvrtc_all_configs(int arch) {
             }
         }
         /* each config once, on the (idx mod count)-th shape that accepts it; then defaults */
+        int kept = 0; /* this kernel's jobs before the shard split */
         for (int q = 0; q <= nseen + NSHAPES - 1 && nj < cap; q++) {
             int is_default = q >= nseen;
             if (!is_default && q % stride != 0) continue;
+            if (kept++ % nshards != shard) continue;
             int shape = -1;
             const cg_cfg *pin = NULL;
             if (is_default) {
@@ -645,7 +643,7 @@ static void nvrtc_all_configs(int arch) {
             }
             cg_kshape s = shape_of(shape);
             cg_plan p;
-            cg_status st = cg__gen_plan(ctx, names[k], &s, &dev, pin, &p);
+            cg_status st = cg__gen_plan(ctx, names[k], &s, dev, pin, &p);
             if (is_default && st == CG_EUNSUPPORTED) continue; /* no default for this shape on this arch */
             CG_CHECK(st == CG_OK, "%s: %s", names[k], cg_errmsg(ctx));
             if (st != CG_OK) continue;
@@ -655,6 +653,7 @@ static void nvrtc_all_configs(int arch) {
             snprintf(j->name, sizeof j->name, "%s", p.name);
             cg__cfg_text(&p.params, j->cfg, sizeof j->cfg);
             j->shape = shape;
+            j->kernel = k;
             j->threads = (int)(p.launch[0].block[0] * p.launch[0].block[1] * p.launch[0].block[2]);
             for (int l = 0; l < p.nlaunch; l++) {
                 int t = (int)(p.launch[l].block[0] * p.launch[l].block[1] * p.launch[l].block[2]);
@@ -666,6 +665,37 @@ static void nvrtc_all_configs(int arch) {
         free(seen);
         for (int si = 0; si < NSHAPES; si++) free(sp[si]);
     }
+    *out = jobs;
+    return nj;
+}
+
+static void free_jobs(job *jobs, int nj) {
+    for (int i = 0; i < nj; i++) free(jobs[i].source);
+    free(jobs);
+}
+
+/* CHUNKGEN_TEST_CONFIG_STRIDE=n compiles every n-th config only (local iteration) */
+static int sweep_stride(void) {
+    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
+    return env && atoi(env) > 0 ? atoi(env) : CONFIG_STRIDE;
+}
+
+/* Compile the shard-th of nshards parts of the sweep for arch and check every job's
+ * ptxas facts. ctest runs the parts as separate tests (gen_nvrtc_all_configs_smN_KofS),
+ * so that ctest -j packs them with the other long tests; gen_nvrtc_shards_cover_all
+ * checks that the parts of each arch are the whole sweep. */
+static void nvrtc_all_configs(int arch, int shard, int nshards) {
+    if (!cg__nvrtc_api(NULL)) {
+        cg_test_skip("libnvrtc cannot be loaded");
+        return;
+    }
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    cg_devinfo dev;
+    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
+    int stride = sweep_stride(), nfam = 0;
+    job *jobs;
+    int nj = sweep_jobs(ctx, &dev, stride, shard, nshards, &jobs, &nfam);
     /* Identical sources (configs whose parameters render the same text for the shape
      * they were given) are compiled once: the CUBIN is a function of source, options and
      * arch, so its ptxas facts are the other job's; the per-job limits are checked below. */
@@ -731,17 +761,99 @@ static void nvrtc_all_configs(int arch) {
             if (j->info.registers > maxreg) maxreg = j->info.registers;
         }
     }
-    fprintf(stderr, "  sm_%d: %d kernels compiled by NVRTC (%d kernel families, 1 config in %d + defaults; %d distinct "
-            "sources), max %d registers\n", arch, nj, nfam, stride, nunique, maxreg);
+    fprintf(stderr, "  sm_%d part %d of %d: %d kernels compiled by NVRTC (%d kernel families, 1 config in %d + defaults; "
+            "%d distinct sources), max %d registers\n", arch, shard + 1, nshards, nj, nfam, stride, nunique, maxreg);
     fprintf(stderr, "  sm_%d: %d of them from the kernel cache; %.1f s of compiling in %d threads; slowest:", arch,
             ncached, total_ms / 1000, nthreads);
     for (int r = 0; r < 5 && slow[r] >= 0 && jobs[slow[r]].ms > 0; r++)
         fprintf(stderr, "%s %s %.0f ms", r ? "," : "", jobs[slow[r]].name, jobs[slow[r]].ms);
     fprintf(stderr, "\n");
-    for (int i = 0; i < nj; i++) free(jobs[i].source);
-    free(jobs);
+    /* where the part's compile time went, per kernel family (what the templates cost CI) */
+    const char **names;
+    int nk = 0;
+    if (cg__gen_kernels(ctx, &names, &nk) == CG_OK) {
+        fprintf(stderr, "  sm_%d: compile seconds (jobs) per kernel:", arch);
+        for (int k = 0; k < nk; k++) {
+            double ms = 0;
+            int n = 0;
+            for (int i = 0; i < nj; i++)
+                if (jobs[i].kernel == k) {
+                    ms += jobs[i].ms;
+                    n++;
+                }
+            if (n) fprintf(stderr, " %s %.1f (%d)", names[k], ms / 1000, n);
+        }
+        fprintf(stderr, "\n");
+    }
+    free_jobs(jobs, nj);
     cg_context_free(ctx);
 }
 
-CG_TEST(gen_nvrtc_all_configs_sm80) { nvrtc_all_configs(80); }
-CG_TEST(gen_nvrtc_all_configs_sm90) { nvrtc_all_configs(90); }
+/* The parts of the sweeps (NVRTC_SHARDS per arch; CMakeLists.txt gives them their cost). */
+#define NVRTC_SHARDS 6
+CG_TEST(gen_nvrtc_all_configs_sm80_1of6) { nvrtc_all_configs(80, 0, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm80_2of6) { nvrtc_all_configs(80, 1, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm80_3of6) { nvrtc_all_configs(80, 2, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm80_4of6) { nvrtc_all_configs(80, 3, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm80_5of6) { nvrtc_all_configs(80, 4, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm80_6of6) { nvrtc_all_configs(80, 5, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm90_1of6) { nvrtc_all_configs(90, 0, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm90_2of6) { nvrtc_all_configs(90, 1, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm90_3of6) { nvrtc_all_configs(90, 2, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm90_4of6) { nvrtc_all_configs(90, 3, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm90_5of6) { nvrtc_all_configs(90, 4, NVRTC_SHARDS); }
+CG_TEST(gen_nvrtc_all_configs_sm90_6of6) { nvrtc_all_configs(90, 5, NVRTC_SHARDS); }
+
+/* The parts are the sweep: for each arch, the shards' jobs (rendered, not compiled) are
+ * the unsharded sweep's, each exactly once, and every shard has jobs of every kernel
+ * family the sweep has. Rendering only: no NVRTC needed. */
+static void shards_cover(int arch) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    cg_devinfo dev;
+    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
+    int stride = sweep_stride(), nfam = 0;
+    job *all;
+    int nall = sweep_jobs(ctx, &dev, stride, 0, 1, &all, &nfam);
+    CG_CHECK(nall > 0 && nfam > 0, "sm_%d: an empty sweep (%d jobs, %d families)", arch, nall, nfam);
+    char *hit = calloc((size_t)nall + 1, 1);
+    int per_kernel[64] = {0}; /* the sweep's jobs per kernel family */
+    for (int a = 0; a < nall; a++)
+        if (all[a].kernel < 64) per_kernel[all[a].kernel]++;
+    int total = 0;
+    for (int sh = 0; sh < NVRTC_SHARDS; sh++) {
+        job *part;
+        int f2 = 0, np = sweep_jobs(ctx, &dev, stride, sh, NVRTC_SHARDS, &part, &f2);
+        total += np;
+        int in_part[64] = {0};
+        for (int i = 0; i < np; i++) {
+            int found = -1;
+            for (int a = 0; a < nall && found < 0; a++)
+                if (!hit[a] && all[a].kernel == part[i].kernel && all[a].shape == part[i].shape &&
+                    !strcmp(all[a].name, part[i].name) && !strcmp(all[a].cfg, part[i].cfg) &&
+                    !strcmp(all[a].source, part[i].source))
+                    found = a;
+            CG_CHECK(found >= 0, "sm_%d part %d: %s (%s, shape %d) is not a job of the sweep, or twice in the parts",
+                     arch, sh + 1, part[i].name, part[i].cfg, part[i].shape);
+            if (found >= 0) hit[found] = 1;
+            if (part[i].kernel < 64) in_part[part[i].kernel]++;
+        }
+        /* every family with a job for each part has one in this part */
+        for (int k = 0; k < 64; k++)
+            CG_CHECK(per_kernel[k] < NVRTC_SHARDS || in_part[k] > 0,
+                     "sm_%d part %d: no job of kernel family %d (%d in the sweep)", arch, sh + 1, k, per_kernel[k]);
+        free_jobs(part, np);
+    }
+    CG_CHECK(total == nall, "sm_%d: the parts hold %d jobs, the sweep %d", arch, total, nall);
+    for (int a = 0; a < nall; a++)
+        CG_CHECK(hit[a], "sm_%d: %s (%s, shape %d) is in no part", arch, all[a].name, all[a].cfg, all[a].shape);
+    fprintf(stderr, "  sm_%d: %d jobs of %d kernel families, in %d parts\n", arch, nall, nfam, NVRTC_SHARDS);
+    free(hit);
+    free_jobs(all, nall);
+    cg_context_free(ctx);
+}
+
+CG_TEST(gen_nvrtc_shards_cover_all) {
+    shards_cover(80);
+    shards_cover(90);
+}
