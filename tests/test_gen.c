@@ -847,7 +847,14 @@ static void shards_cover(int arch) {
     CG_CHECK(total == nall, "sm_%d: the parts hold %d jobs, the sweep %d", arch, total, nall);
     for (int a = 0; a < nall; a++)
         CG_CHECK(hit[a], "sm_%d: %s (%s, shape %d) is in no part", arch, all[a].name, all[a].cfg, all[a].shape);
-    fprintf(stderr, "  sm_%d: %d jobs of %d kernel families, in %d parts\n", arch, nall, nfam, NVRTC_SHARDS);
+    fprintf(stderr, "  sm_%d: %d jobs of %d kernel families, in %d parts; jobs per kernel:", arch, nall, nfam,
+            NVRTC_SHARDS);
+    const char **names;
+    int nk = 0;
+    CG_CHECK_OK(ctx, cg__gen_kernels(ctx, &names, &nk));
+    for (int k = 0; k < nk && k < 64; k++)
+        if (per_kernel[k]) fprintf(stderr, " %s %d", names[k], per_kernel[k]);
+    fprintf(stderr, "\n");
     free(hit);
     free_jobs(all, nall);
     cg_context_free(ctx);
