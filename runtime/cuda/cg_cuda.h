@@ -154,7 +154,8 @@ int cg__nvrtc_can_split(void);
  * With CHUNKGEN_NVRTC_TIME_TRACE=DIR set, every compile then writes
  * DIR/<kernel name>-sm<arch>.json, a Chrome trace (front end, NVVM optimizer per
  * function, NVVM codegen, ptxas per entry): a diagnosis for the templates' compile
- * cost (bench/compile_trace.py summarizes them). The CUBIN is the same with and without. */
+ * cost (bench/compile_trace.py summarizes them). The entries' code is the same with and
+ * without it; an existing file of that name in DIR is overwritten. */
 int cg__nvrtc_can_trace(void);
 
 /* Compile source to a CUBIN for sm_<arch>, the module's entries in parallel threads

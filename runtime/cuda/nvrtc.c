@@ -183,7 +183,7 @@ cg_status cg__nvrtc_compile_threads(cg_context *ctx, const char *name, const cha
     char optbuf[512];
     int nopt = options(arch, cg__nvrtc_split_threads(threads), source, opts, optbuf, sizeof optbuf);
     /* CHUNKGEN_NVRTC_TIME_TRACE=DIR: where the compile's time goes (cg_cuda.h). Not in the
-     * cache key: it changes no byte of the CUBIN. */
+     * cache key: the entries' code is the same with it (cuda_nvrtc_time_trace). */
     char trace[1100];
     const char *tdir = getenv("CHUNKGEN_NVRTC_TIME_TRACE");
     if (tdir && *tdir && nopt < CG_NVRTC_MAX_OPTS && cg__nvrtc_can_trace()) {
