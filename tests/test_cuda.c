@@ -10,6 +10,8 @@
 #include "sscan_params.h"
 #include "elf_section.h"
 
+#include <unistd.h>
+
 /* ----------------------------------------------------------------- driver */
 
 CG_TEST(cuda_no_driver_is_enodev) {
@@ -177,6 +179,54 @@ CG_TEST(cuda_nvrtc_split_compile) {
         }
     }
     for (int c = 0; c < 3; c++) free(bins[c]);
+    cg_context_free(ctx);
+}
+
+/* CHUNKGEN_NVRTC_TIME_TRACE=DIR: every compile writes DIR/<name>-sm<arch>.json (front end,
+ * NVVM, ptxas per entry), and the CUBIN's code is the same as without it. */
+CG_TEST(cuda_nvrtc_time_trace) {
+    if (!cg__nvrtc_api(NULL) || !cg__nvrtc_can_trace()) {
+        cg_test_skip("no NVRTC 13 or newer (--fdevice-time-trace)");
+        return;
+    }
+    char dir[] = "/tmp/chunkgen-trace-XXXXXX";
+    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    unsigned char *bins[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    for (int traced = 0; traced < 2; traced++) {
+        if (traced) setenv("CHUNKGEN_NVRTC_TIME_TRACE", dir, 1);
+        char *log = NULL;
+        void *bin = NULL;
+        CG_CHECK_OK(ctx, cg__nvrtc_compile_threads(ctx, "traced", k_split_src, 80, 2, &bin, &lens[traced], &log));
+        bins[traced] = bin;
+        free(log);
+    }
+    unsetenv("CHUNKGEN_NVRTC_TIME_TRACE");
+    char path[256];
+    snprintf(path, sizeof path, "%s/traced-sm80.json", dir);
+    FILE *f = fopen(path, "rb");
+    CG_CHECK(f != NULL, "the trace %s was written", path);
+    if (f) {
+        static char text[1 << 20];
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+        CG_CHECK(strstr(text, "traceEvents") && strstr(text, "CUDA C++ Front-End") && strstr(text, "split_b"),
+                 "a Chrome trace with the front end and the entries (%zu bytes)", n);
+        remove(path);
+    }
+    static const char *const secs[] = {".text.split_a", ".text.split_b", ".text.split_c"};
+    for (int e = 0; e < 3 && bins[0] && bins[1]; e++) {
+        size_t sz0 = 0, sz1 = 0;
+        const unsigned char *t0 = elf_section(bins[0], lens[0], secs[e], &sz0);
+        const unsigned char *t1 = elf_section(bins[1], lens[1], secs[e], &sz1);
+        CG_CHECK(t0 && t1 && sz0 == sz1 && sz0 > 0 && !memcmp(t0, t1, sz0), "%s: the same code with the trace", secs[e]);
+    }
+    rmdir(dir);
+    free(bins[0]);
+    free(bins[1]);
     cg_context_free(ctx);
 }
 

@@ -150,6 +150,13 @@ int cg__nvrtc_split_threads(int threads);
 /* 1 when the loaded NVRTC takes --split-compile (12.4 or newer; older ones compile
  * unsplit, under their own compiler id in the key). */
 int cg__nvrtc_can_split(void);
+/* 1 when the loaded NVRTC writes time traces (--fdevice-time-trace, NVRTC 13 or newer).
+ * With CHUNKGEN_NVRTC_TIME_TRACE=DIR set, every compile then writes
+ * DIR/<kernel name>-sm<arch>.json, a Chrome trace (front end, NVVM optimizer per
+ * function, NVVM codegen, ptxas per entry): a diagnosis for the templates' compile
+ * cost (bench/compile_trace.py summarizes them). The entries' code is the same with and
+ * without it; an existing file of that name in DIR is overwritten. */
+int cg__nvrtc_can_trace(void);
 
 /* Compile source to a CUBIN for sm_<arch>, the module's entries in parallel threads
  * (cg__nvrtc_split_threads(0)). *cubin and *log are malloc'd (log may be returned on

@@ -35,12 +35,17 @@ int cg__nvrtc_split_threads(int threads) {
     return threads < 2 ? 2 : threads > CG_NVRTC_SPLIT_MAX ? CG_NVRTC_SPLIT_MAX : threads;
 }
 
-int cg__nvrtc_can_split(void) {
+/* The loaded NVRTC's version as major * 100 + minor; 0 when none is loaded. */
+static int nvrtc_version(void) {
     const cg_nvrtc_api *nv = cg__nvrtc_api(NULL);
     int major = 0, minor = 0;
     if (!nv || nv->nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return 0;
-    return major > 12 || (major == 12 && minor >= 4);
+    return major * 100 + minor;
 }
+
+int cg__nvrtc_can_split(void) { return nvrtc_version() >= 1204; }
+
+int cg__nvrtc_can_trace(void) { return nvrtc_version() >= 1300; }
 
 /* split > 0: --split-compile=<split> (what the compile passes); split == 0: the
  * count-free "--split-compile" of the cache key (any count >= 2 gives the same SASS). */
@@ -177,6 +182,14 @@ cg_status cg__nvrtc_compile_threads(cg_context *ctx, const char *name, const cha
     const char *opts[CG_NVRTC_MAX_OPTS];
     char optbuf[512];
     int nopt = options(arch, cg__nvrtc_split_threads(threads), source, opts, optbuf, sizeof optbuf);
+    /* CHUNKGEN_NVRTC_TIME_TRACE=DIR: where the compile's time goes (cg_cuda.h). Not in the
+     * cache key: the entries' code is the same with it (cuda_nvrtc_time_trace). */
+    char trace[1100];
+    const char *tdir = getenv("CHUNKGEN_NVRTC_TIME_TRACE");
+    if (tdir && *tdir && nopt < CG_NVRTC_MAX_OPTS && cg__nvrtc_can_trace()) {
+        int k = snprintf(trace, sizeof trace, "--fdevice-time-trace=%s/%.200s-sm%d", tdir, name, arch);
+        if (k > 0 && (size_t)k < sizeof trace) opts[nopt++] = trace;
+    }
     char file[256];
     snprintf(file, sizeof file, "%.200s.cu", name);
     int64_t t0 = cg__jit_now_ns();
