@@ -39,6 +39,18 @@ def np_rel_err(a, b):
     return rel_err(t64(a), t64(b))
 
 
+def check_all(x, outs, outs_r, dtype, grads, g_r):
+    """The output (o / y) in the 16-bit dtype, the state float32, each gradient in its
+    input's dtype; every one within the accuracy rule."""
+    (out, state), (out_r, state_r) = outs, outs_r
+    assert out.dtype == dtype and state.dtype == np.float32
+    err_check("out", out, out_r, False)
+    err_check("state", state, state_r, False)
+    for (n, a), g, gr in zip(x.items(), grads, g_r):
+        assert g.dtype == a.dtype, n
+        err_check("d" + n, g, gr, True)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dt", ["bf16", "f16"])
 @pytest.mark.parametrize("T,dk,layout", [(1, 130, "token"), (37, 7, "head"), (37, 48, "token")])
@@ -65,12 +77,7 @@ def test_ssd_half(backend, dt, T, dk, layout):
         o, hT = call(chunkgen.ssd, **x, backend=backend)
         grads = call(chunkgen.ssd_bwd, x["q"], x["k"], x["v"], x["log_alpha"], do, x["h0"], dhT, backend=backend)
     assert f"backend={backend}" in chunkgen.last_dispatch()
-    assert o.dtype == dtype and hT.dtype == np.float32
-    err_check("o", o, o_r, False)
-    err_check("hT", hT, hT_r, False)
-    for (n, a), g, gr in zip(x.items(), grads, g_r):
-        assert g.dtype == a.dtype, n
-        err_check("d" + n, g, gr, True)
+    check_all(x, (o, hT), (o_r, hT_r), dtype, grads, g_r)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -93,12 +100,7 @@ def test_sscan_half(backend, dt, L, G):
     y, hT = call(chunkgen.sscan, **x, delta_softplus=True, backend=backend)
     grads = call(chunkgen.sscan_bwd, x["x"], x["delta"], x["A"], x["B"], x["C"], dy, x["D"], x["z"],
                  x["delta_bias"], x["h0"], dhT, delta_softplus=True, backend=backend)
-    assert y.dtype == dtype and hT.dtype == np.float32
-    err_check("y", y, y_r, False)
-    err_check("hT", hT, hT_r, False)
-    for (n, a), g, gr in zip(x.items(), grads, g_r):
-        assert g.dtype == a.dtype, n
-        err_check("d" + n, g, gr, True)
+    check_all(x, (y, hT), (y_r, hT_r), dtype, grads, g_r)
 
 
 def test_bad_mix_numpy():
