@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_cpu.sh -- the CPU benchmark, side by side with the PyTorch and JAX peers, in one run.
 #
-#   bench/run_cpu.sh [--save] [--quick] [--no-peers] [-- extra `chunkgen bench` args]
+#   bench/run_cpu.sh [--save] [--quick] [--no-peers] [--dtype bf16|f16] [-- extra `chunkgen bench` args]
 #
 # 1. builds chunkgen (Release) in $BUILD (default build-bench/), unless $CHUNKGEN names a binary;
 # 2. uses the venv $CHUNKGEN_VENV (default ~/.cache/chunkgen-venv, outside the tree; created
@@ -15,19 +15,24 @@
 #    thread pool can lose far more than it gains on a small, busy machine);
 #    CHUNKGEN_CPU_ISA=avx512|avx2|baseline forces chunkgen's CPU variant (recorded as cpu_isa);
 # 5. merges the rows with ratios (bench/merge.py) and draws the charts (bench/plot).
+# 6. with --dtype bf16|f16: bench/cpu_dtype.c (cg_bench_cpu_dtype) on the same cells, float32 and
+#    the 16-bit dtype interleaved call by call, with bytes moved and the time ratios ($out/cpu-dtype.json;
+#    --dtype-only skips steps 3-5).
 # Everything lands in $OUT (default bench/out/cpu-DATE/). --save also copies the merged JSON
 # to bench/results/<device>-<date>-<commit>.json. --quick runs a small subset (seq 512).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-save=0 quick=0 peers=1
+save=0 quick=0 peers=1 dtype="" dtype_only=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --save) save=1 ;;
     --quick) quick=1 ;;
     --no-peers) peers=0 ;;
+    --dtype) shift; dtype="${1:-}"; case "$dtype" in bf16|f16) ;; *) echo "run_cpu: --dtype bf16|f16"; exit 2 ;; esac ;;
+    --dtype-only) dtype_only=1 peers=0 ;;
     --) shift; extra+=("$@"); break ;;
     *) extra+=("$1") ;;
   esac
@@ -46,10 +51,12 @@ if [ -z "${CHUNKGEN:-}" ]; then
   build="${BUILD:-$root/build-bench}"
   echo "== build ($build)"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1
-  cmake --build "$build" -j"$(nproc)" --target chunkgen >>"$out/cmake.log" 2>&1 || {
+  targets=(--target chunkgen); [ -n "$dtype" ] && targets+=(--target cg_bench_cpu_dtype)
+  cmake --build "$build" -j"$(nproc)" "${targets[@]}" >>"$out/cmake.log" 2>&1 || {
     tail -30 "$out/cmake.log"; exit 1; }
   CHUNKGEN="$build/chunkgen"
 fi
+if [ "$dtype_only" = 1 ] && [ -z "$dtype" ]; then echo "run_cpu: --dtype-only needs --dtype bf16|f16"; exit 2; fi
 
 # 2. the peers' environment
 venv="${CHUNKGEN_VENV:-$HOME/.cache/chunkgen-venv}"
@@ -75,7 +82,8 @@ fi
 base=(--backend cpu,ref --threads "$threads" --commit "$commit")
 [ "$quick" = 1 ] && base+=(--min-time 0.3 --repeats 3)
 groups=()
-if printf '%s\n' "${extra[@]:-}" | grep -qE '^--(op|seq|preset|config|ssd-shape|sscan-shape)'; then
+if [ "$dtype_only" = 1 ]; then :
+elif printf '%s\n' "${extra[@]:-}" | grep -qE '^--(op|seq|preset|config|ssd-shape|sscan-shape)'; then
   groups=("all:")
 else
   seqs="512 2048 8192"; [ "$quick" = 1 ] && seqs="512"
@@ -126,8 +134,23 @@ if [ ${#inputs[@]} -gt 0 ]; then
   "$py" bench/plot "$out/merged.json" --out "$out/plots" || echo "run_cpu: plotting failed (matplotlib missing?)"
   "$py" bench/summary.py "$out/merged.json" | tee "$out/summary.txt" || true
 fi
+
+# 6. the 16-bit rows, interleaved with float32 on the same cells
+if [ -n "$dtype" ]; then
+  dbin="${CG_BENCH_CPU_DTYPE:-$(dirname "$CHUNKGEN")/cg_bench_cpu_dtype}"
+  dseq="512,2048"; [ "$quick" = 1 ] && dseq="512"
+  echo "== $dbin --dtype $dtype --seq $dseq --threads $threads"
+  "$dbin" --dtype "$dtype" --seq "$dseq" --threads "$threads" \
+    --reps "${DTYPE_REPS:-7}" --json "$out/cpu-dtype.json" 2>&1 | tee -a "$out/chunkgen.log" || status=1
+fi
+
+cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')"
+if [ "$save" = 1 ] && [ -s "$out/cpu-dtype.json" ]; then
+  isa="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"]["cpu_isa"])' "$out/cpu-dtype.json" 2>/dev/null || echo na)"
+  dest="$root/bench/results/cpu-dtype-$dtype-${cpu:-unknown}-${isa}-${threads}t-$(date -u +%Y%m%d)-${commit}.json"
+  mkdir -p "$root/bench/results" && cp "$out/cpu-dtype.json" "$dest" && echo "== saved $dest"
+fi
 if [ "$save" = 1 ] && [ -s "$out/merged.json" ]; then
-  cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/-$//')"
   isa="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["device"].get("cpu_isa","na"))' "$out/merged.json" 2>/dev/null || echo na)"
   dest="$root/bench/results/cpu-${cpu:-unknown}-${isa}-${threads}t-$(date -u +%Y%m%d)-${commit}.json"
   mkdir -p "$root/bench/results"

@@ -144,8 +144,8 @@ CG_API int cg_version_number(void);
 typedef enum cg_dtype {
     CG_F32 = 0,  /* every backend */
     CG_F64 = 1,  /* the float64 reference backend only */
-    CG_BF16 = 2, /* bfloat16 storage, float32 math (issue #15: being brought up; rejected by validation until then) */
-    CG_F16 = 3   /* IEEE half storage, float32 math (likewise) */
+    CG_BF16 = 2, /* bfloat16 storage, float32 math: the tensors docs/dtypes.md lists (q, k, v, x, B, C, ...) */
+    CG_F16 = 3   /* IEEE half storage, float32 math (likewise); backends without 16-bit kernels refuse them */
 } cg_dtype;
 
 typedef enum cg_backend {

@@ -16,6 +16,6 @@ static int host_supports(cg_context *ctx, cg_op op, const void *prob, const cg_c
     {.name = NAME, .supports = host_supports, .ssd_fwd = cg__ssd_##X##_fwd, .ssd_bwd = cg__ssd_##X##_bwd,        \
      .sscan_fwd = cg__sscan_##X##_fwd, .sscan_bwd = cg__sscan_##X##_bwd, .half = HALF}
 
-/* cpu: float32 only until its kernels read view.dt (issue #15 item 3) */
-const cg_backend_vt cg__backend_cpu = HOST_BACKEND("cpu", cpu, 0);
+/* cpu: bf16 / fp16 tensors read and written by its kernels (runtime/cpu/cpu_half.h) */
+const cg_backend_vt cg__backend_cpu = HOST_BACKEND("cpu", cpu, CG_DTM_HALF);
 const cg_backend_vt cg__backend_ref = HOST_BACKEND("ref", ref, CG_DTM_HALF);

@@ -6,6 +6,7 @@
 #include "cli_testlib.h"
 #include "npy.h"
 
+#include <jansson.h>
 #include <unistd.h>
 
 /* p's tensor i as dir/<file>.npy: float32 through cg_npy_write, 16-bit as raw bytes under
@@ -133,4 +134,39 @@ CG_TEST(dtype_cli_run_16bit) {
             dtt_free(&wantf);
         }
     }
+}
+
+/* `chunkgen bench --dtype bf16`: the rows say their dtype, count each tensor's bytes in
+ * its own dtype (the 16-bit-capable ones at 2 bytes), and the ref row's rel_err is the
+ * rounding's (within the bf16 target). */
+CG_TEST(dtype_bench_rows) {
+    char dir[512];
+    if (mk_tmpdir(dir, sizeof dir)) return;
+    double bytes[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        char out[600];
+        snprintf(out, sizeof out, "%s/b%d.json", dir, k);
+        const char *args[] = {"bench", "--backend", "ref", "--op", "ssd", "--ssd-shape", "t:B=1,G=1,H=2,dk=16,dv=8",
+                              "--seq", "33", "--mode", "fwd", "--repeats", "1", "--min-time", "0", "--no-probe",
+                              "--dtype", k ? "bf16" : "f32", "--out", out, NULL};
+        int rc = run_cli(dir, args);
+        char *se = cli_stderr(dir);
+        CG_CHECK(rc == 0, "bench --dtype %s: exit %d: %s", args[17], rc, se);
+        free(se);
+        json_error_t je;
+        json_t *doc = json_load_file(out, 0, &je);
+        CG_CHECK(doc != NULL, "%s: %s", out, je.text);
+        if (!doc) continue;
+        json_t *row = json_array_get(json_object_get(doc, "results"), 0);
+        const char *dt = json_string_value(json_object_get(row, "dtype"));
+        CG_CHECK(dt && !strcmp(dt, k ? "bf16" : "f32"), "row dtype %s", dt ? dt : "(none)");
+        bytes[k] = json_number_value(json_object_get(row, "bytes"));
+        double re = json_number_value(json_object_get(row, "rel_err"));
+        CG_CHECK(k ? (re > 0 && re <= cg__tol_dtype(CG_TOL_FWD, CG_BF16)) : re <= cg__tol(CG_TOL_FWD), "rel_err %g", re);
+        json_decref(doc);
+    }
+    /* q, k [1, 33, 1, 16], v, o [1, 33, 2, 8] go from 4 to 2 bytes; log_alpha, h0, hT stay */
+    const double half = 2.0 * (2 * 33 * 16 + 2 * 33 * 2 * 8);
+    CG_CHECK(bytes[0] - bytes[1] == half, "bytes f32 %.0f, bf16 %.0f: expected %.0f less", bytes[0], bytes[1], half);
+    rm_tree(dir);
 }

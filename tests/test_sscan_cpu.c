@@ -5,6 +5,7 @@
  * mamba for x/delta/z/dy (and [B, G, N, L] for B/C), several segments and blocks. */
 #include "cg_test.h"
 #include "cpu/cpu_isa.h"
+#include "cpu_half_testlib.h"
 #include "gen.h"
 
 #define FWD_TOL 1e-5
@@ -108,15 +109,20 @@ static void ss_free(ss_set *s) {
 
 static cg_tensor opt(const ss_set *s, int i) { return s->present[i] ? s->t[i].t : k_none; }
 
-static cg_status ss_fwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_exec *ex) {
+static cg_sscan_fwd_args ss_fwd_args(const ss_set *s, const ss_case *c) {
     cg_sscan_fwd_args a = {
         .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
         .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
         .delta_softplus = c->softplus, .y = s->t[T_Y].t, .hT = s->t[T_HT].t};
+    return a;
+}
+
+static cg_status ss_fwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_exec *ex) {
+    cg_sscan_fwd_args a = ss_fwd_args(s, c);
     return cg_sscan_fwd(ctx, &a, ex);
 }
 
-static cg_status ss_bwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_exec *ex) {
+static cg_sscan_bwd_args ss_bwd_args(const ss_set *s, const ss_case *c) {
     cg_sscan_bwd_args a = {
         .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
         .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
@@ -124,6 +130,11 @@ static cg_status ss_bwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_e
         .dx = s->t[T_DX].t, .ddelta = s->t[T_DDELTA].t, .dA = s->t[T_DA].t, .dB = s->t[T_DB].t,
         .dC = s->t[T_DC].t, .dD = opt(s, T_DD), .dz = opt(s, T_DZ), .ddelta_bias = opt(s, T_DBIAS),
         .dh0 = s->t[T_DH0].t};
+    return a;
+}
+
+static cg_status ss_bwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_exec *ex) {
+    cg_sscan_bwd_args a = ss_bwd_args(s, c);
     return cg_sscan_bwd(ctx, &a, ex);
 }
 
@@ -383,4 +394,112 @@ CG_TEST(sscan_cpu_default_from_lua) {
     CG_CHECK(distinct, "the layout reaches the default (%s for both)", first);
     CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
     cg_context_free(ctx);
+}
+
+/* ------------------------------------------------------------ bf16 / fp16
+ * x, delta, B, C, z, dy in bf16 / fp16 (and y, dx, ddelta, dB, dC, dz written in it),
+ * through the kernels' internal entry points (problem views that say so), against the
+ * float32 path run on the same rounded inputs: each 16-bit output is the float32 output
+ * rounded once, bit for bit, each float32 output (hT, dA, dD, ddelta_bias, dh0) the same
+ * bits; and the 16-bit outputs are within the issue's bounds of the float64 reference. */
+static const int k_half_slots[] = {T_X, T_DELTA, T_B, T_C, T_Z, T_DY, T_Y, T_DX, T_DDELTA, T_DB, T_DC, T_DZ};
+
+static cg_view *ss_view(cg_sscan_prob *p, int slot) {
+    cg_view *const v[T_COUNT] = {&p->x,  &p->delta, &p->A,  &p->Bm,  &p->Cm,     &p->Dv, &p->z,  &p->dbias,
+                                 &p->h0, &p->dy,    &p->dhT, &p->y,  &p->hT,     &p->dx, &p->ddelta, &p->dA,
+                                 &p->dB, &p->dC,    &p->dD, &p->dz,  &p->ddbias, &p->dh0};
+    return v[slot];
+}
+
+/* mask: bit i of k_half_slots 16-bit (the others float32) */
+static void ss_check_half(const ss_case *c, cg_dtype dt, unsigned mask, uint64_t seed) {
+    char what[300];
+    ss_describe(c, what, sizeof what);
+    snprintf(what + strlen(what), sizeof what - strlen(what), " %s mask=0x%03x", cht_name(dt), mask);
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ss_set cpu, g, ref; /* float32 run; the 16-bit run's float32 outputs; float64 reference */
+    ss_alloc(&cpu, c, CG_F32, 1);
+    ss_alloc(&g, c, CG_F32, 1);
+    ss_alloc(&ref, c, CG_F64, 0);
+    ss_fill(&cpu, c, seed);
+    uint16_t *h[T_COUNT] = {0};
+    for (unsigned u = 0; u < sizeof k_half_slots / sizeof k_half_slots[0]; u++) {
+        const int i = k_half_slots[u];
+        if (!(mask >> u & 1) || !cpu.present[i]) continue;
+        h[i] = i <= T_DHT ? cht_round(&cpu.t[i], dt) : cht_out(&cpu.t[i]);
+    }
+    for (int i = 0; i <= T_DHT; i++) cg_tbuf_copy(&ref.t[i], &cpu.t[i]);
+    const cg_exec ref_ex = {.backend = CG_BACKEND_REF}, cpu_ex = {.backend = CG_BACKEND_CPU, .config = c->config};
+    CG_CHECK_OK(ctx, ss_fwd(ctx, &ref, c, &ref_ex));
+    CG_CHECK_OK(ctx, ss_bwd(ctx, &ref, c, &ref_ex));
+    cg_cfg cfg;
+    CG_CHECK_OK(ctx, cg__cfg_parse(ctx, c->config ? c->config : "", &cfg));
+
+    const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
+    for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
+        if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
+        char desc[340];
+        snprintf(desc, sizeof desc, "%s isa=%s", what, cg__cpu_isa_name((cg_cpu_isa)isa));
+        CG_CHECK_OK(ctx, ss_fwd(ctx, &cpu, c, &cpu_ex));
+        CG_CHECK_OK(ctx, ss_bwd(ctx, &cpu, c, &cpu_ex));
+        cg_sscan_fwd_args fa = ss_fwd_args(&cpu, c);
+        cg_sscan_bwd_args ba = ss_bwd_args(&cpu, c);
+        cg_sscan_prob pf, pb;
+        CG_CHECK_OK(ctx, cg__sscan_fwd_prob(ctx, &fa, &pf));
+        CG_CHECK_OK(ctx, cg__sscan_bwd_prob(ctx, &ba, &pb));
+        cg_sscan_prob *ps[2] = {&pf, &pb};
+        for (int u = 0; u < 2; u++)
+            for (int i = 0; i < T_COUNT; i++) {
+                cg_view *v = ss_view(ps[u], i);
+                if (!v->p) continue;
+                if (h[i]) v->p = h[i], v->dt = dt;
+                else if (i >= T_Y) v->p = g.t[i].mem; /* float32 outputs of this run */
+            }
+        for (int i = T_Y; i < T_COUNT; i++) /* no stale results */
+            if (g.t[i].mem) memset(g.t[i].mem, 0xff, (size_t)g.t[i].count * sizeof(float));
+        CG_CHECK_OK(ctx, cg__sscan_cpu_fwd(ctx, &pf, &cfg, NULL));
+        CG_CHECK_OK(ctx, cg__sscan_cpu_bwd(ctx, &pb, &cfg, NULL));
+        for (int i = T_Y; i < T_COUNT; i++) {
+            if (!cpu.present[i]) continue;
+            if (!h[i]) {
+                cht_check_same(&g.t[i], &cpu.t[i], k_names[i], desc);
+                continue;
+            }
+            cht_check_rounded(h[i], &cpu.t[i], dt, k_names[i], desc);
+            if (isa == 0) cht_check_ref(h[i], &cpu.t[i], &ref.t[i], dt, k_names[i], desc);
+        }
+    }
+    CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
+    for (int i = 0; i < T_COUNT; i++) free(h[i]);
+    ss_free(&cpu);
+    ss_free(&g);
+    ss_free(&ref);
+    cg_context_free(ctx);
+}
+
+CG_TEST(sscan_cpu_half_odd_shapes) {
+    ss_case c1 = {.B = 2, .L = 1, .D = 5, .N = 7};
+    ss_case c2 = {.B = 2, .L = 37, .D = 19, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+                  .config = "segment=8,block_d=8"};
+    ss_case c3 = {.B = 2, .L = 29, .D = 12, .N = 33, .G = 3, .z = 1, .h0 = 1, .config = "segment=5,block_d=3"};
+    const cg_dtype dts[] = {CG_BF16, CG_F16};
+    for (int d = 0; d < 2; d++) {
+        ss_check_half(&c1, dts[d], 0xfff, 11);
+        ss_check_half(&c2, dts[d], 0xfff, 12);
+        ss_check_half(&c3, dts[d], 0xfff, 13);
+    }
+}
+
+CG_TEST(sscan_cpu_half_strided_and_mixed) {
+    /* mamba's [B, D, L] memory for x / delta / z / dy and [B, G, N, L] for B / C */
+    ss_case c = {.B = 2, .L = 45, .D = 21, .N = 16, .G = 3, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+                 .dhT = 1, .strided = 1, .config = "segment=10"};
+    ss_check_half(&c, CG_BF16, 0xfff, 21);
+    ss_check_half(&c, CG_F16, 0xfff, 22);
+    /* bf16 x, z, dy and their gradients with float32 delta, B, C (a peer's mix) */
+    ss_case u = {.B = 2, .L = 37, .D = 19, .N = 7, .z = 1, .softplus = 1, .config = "segment=8,block_d=8"};
+    ss_check_half(&u, CG_BF16, 0x1 | 0x10 | 0x20 | 0x40 | 0x80 | 0x800, 23);
+    ss_check_half(&u, CG_F16, 0x2 | 0x4 | 0x8 | 0x100 | 0x200 | 0x400, 24);
 }

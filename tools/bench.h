@@ -41,6 +41,7 @@ typedef struct bench_opts {
     custom_shape ssd_custom[MAXLIST], sscan_custom[MAXLIST];
     int nssd_custom, nsscan_custom;
     cg_layout layout;
+    cg_dtype dtype; /* --dtype: storage of the 16-bit-capable tensors (CG_F32 default) */
     int all, threads, repeats, warmup, no_check, no_probe, quiet, verbose;
     double min_time, ref_max_s;
     int64_t ref_seq, emu_max_seq;
@@ -93,7 +94,9 @@ typedef struct btensor {
     int out;          /* written by the op */
     int grad;         /* a gradient (named by the input it is the gradient of) */
     int64_t n[4], s[4], count;
-    float *h;         /* host */
+    cg_dtype dt;      /* storage dtype (the cell's 16-bit dtype for the 16-bit-capable tensors) */
+    float *h;         /* host values (16-bit inputs: rounded once) */
+    uint16_t *st;     /* 16-bit tensors: the call's host memory; NULL for float32 */
     void *d;          /* device (cuda) */
     double *ref;      /* float64 reference values of an output, on the cut, contiguous */
     int64_t rn[4];    /* the cut's shape */
@@ -112,6 +115,7 @@ typedef struct cell {
     int64_t seq;
     int bwd; /* fwd_bwd */
     cg_layout layout;
+    cg_dtype dtype; /* the 16-bit-capable tensors' storage (CG_F32: all float32) */
     btensor t[MAX_T];
     int nt;
     int map[2][MAX_T]; /* the cell tensor of each tensor of the forward [0] and backward [1] op */
@@ -197,8 +201,10 @@ extern const bconfig k_ssd_seed[4], k_sscan_seed[3];
 extern const int64_t k_seed_seqs[3];
 extern const char k_inputs_ssd[], k_inputs_sscan[];
 void bench_cell_define(cell *c);
-/* The tensor's bytes in the call (the whole tensor). */
+/* The tensor's bytes in the call (the whole tensor, in its storage dtype). */
 double bench_tbytes(const btensor *t);
+/* Element off (in t's strides) of what the call wrote or read: st for 16-bit tensors. */
+double bench_tval(const btensor *t, int64_t off);
 int bench_cell_alloc(cell *c, char *err, size_t errlen);
 void bench_cell_free(cell *c);
 /* The forward (bwd 0) or backward (bwd 1) op of the cell's family. */

@@ -62,6 +62,7 @@ static void tdef(cell *c, btensor *t, int bwd, int i, const int64_t dims[CG_SYM_
     t->out = td->role == CG_TD_OUT;
     t->grad = td->grad_of != NULL;
     t->head_perm = c->layout == CG_LAYOUT_HEAD_MAJOR && (td->flags & CG_TD_LAYOUT);
+    t->dt = (td->flags & CG_TD_HALF) ? c->dtype : CG_F32;
 }
 
 /* Strides for a memory order: perm[0] outermost (logical dims). */
@@ -105,7 +106,21 @@ void bench_cell_define(cell *c) {
 }
 
 /* The tensor's bytes in the call (the whole tensor). */
-double bench_tbytes(const btensor *t) { return t->used ? 4.0 * (double)t->count : 0; }
+double bench_tbytes(const btensor *t) { return t->used ? (double)cg__dtype_size(t->dt) * (double)t->count : 0; }
+
+double bench_tval(const btensor *t, int64_t off) {
+    if (!t->st) return t->h[off];
+    return t->dt == CG_BF16 ? cg__bf16_to_f32(t->st[off]) : cg__f16_to_f32(t->st[off]);
+}
+
+/* h into st (16-bit tensors), narrowed once; h then holds the stored values. */
+static void tpack(btensor *t) {
+    if (!t->st) return;
+    for (int64_t i = 0; i < t->count; i++) {
+        t->st[i] = t->dt == CG_BF16 ? cg__f32_to_bf16(t->h[i]) : cg__f32_to_f16(t->h[i]);
+        t->h[i] = (float)bench_tval(t, i);
+    }
+}
 
 /* Deterministic inputs (splitmix64), one stream per tensor and cell. */
 static uint64_t mix64(uint64_t *s) {
@@ -134,7 +149,8 @@ int bench_cell_alloc(cell *c, char *err, size_t errlen) {
         btensor *t = &c->t[i];
         if (!t->used) continue;
         t->h = malloc((size_t)t->count * sizeof(float));
-        if (!t->h) {
+        if (cg__dtype_half(t->dt)) t->st = calloc((size_t)t->count, sizeof *t->st);
+        if (!t->h || (cg__dtype_half(t->dt) && !t->st)) {
             snprintf(err, errlen, "out of host memory for %s (%lld floats)", t->name, (long long)t->count);
             return -1;
         }
@@ -160,14 +176,18 @@ int bench_cell_alloc(cell *c, char *err, size_t errlen) {
         tfill(&t[X_BIAS], seed + 7, -0.5, 0.5);
         if (c->bwd) tfill(&t[X_DY], seed + 8, -1, 1);
     }
+    for (int i = 0; i < c->nt; i++)
+        if (c->t[i].used && !c->t[i].out) tpack(&c->t[i]); /* the reference sees the rounded inputs */
     return 0;
 }
 
 void bench_cell_free(cell *c) {
     for (int i = 0; i < c->nt; i++) {
         free(c->t[i].h);
+        free(c->t[i].st);
         free(c->t[i].ref);
         c->t[i].h = NULL;
+        c->t[i].st = NULL;
         c->t[i].ref = NULL;
     }
 }
@@ -183,7 +203,7 @@ static cg_tensor tview(const btensor *t, void *base, int64_t b, int64_t tt) {
     if (t->has_b && b) n[0] = b;
     if (t->has_t && tt) n[1] = tt;
     x.data = base;
-    x.dtype = CG_F32;
+    x.dtype = t->dt;
     x.ndim = t->nd;
     for (int i = 0; i < t->nd; i++) {
         int d = (t->head_perm && (i == 1 || i == 2)) ? 3 - i : i;
@@ -206,7 +226,7 @@ void bench_cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
 
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt) {
     memset(m, 0, sizeof *m);
-    for (int i = 0; i < c->nt; i++) m->p[i] = c->t[i].used ? c->t[i].h : NULL;
+    for (int i = 0; i < c->nt; i++) m->p[i] = !c->t[i].used ? NULL : c->t[i].st ? (void *)c->t[i].st : (void *)c->t[i].h;
     m->b = b;
     m->tt = tt;
 }
@@ -222,7 +242,7 @@ int bench_cuda_cell_alloc(cell *c, cg_context *ctx, char *err, size_t errlen) {
     for (int i = 0; i < c->nt; i++) {
         btensor *t = &c->t[i];
         if (!t->used) continue;
-        cg_status s = bench_kx->alloc(ctx, (size_t)t->count * sizeof(float), &t->d);
+        cg_status s = bench_kx->alloc(ctx, (size_t)bench_tbytes(t), &t->d);
         if (s != CG_OK) {
             snprintf(err, errlen, "device alloc of %s (%lld floats): %s: %s", t->name, (long long)t->count,
                      cg_status_str(s), cg_errmsg(ctx));
@@ -246,8 +266,9 @@ int bench_cuda_copy(cell *c, cg_context *ctx, int dir, char *err, size_t errlen)
     for (int i = 0; i < c->nt; i++) {
         btensor *t = &c->t[i];
         if (!t->used || (dir == 1 && !t->out)) continue;
-        size_t bytes = (size_t)t->count * sizeof(float);
-        cg_status s = dir == 0 ? bench_kx->copy(ctx, t->d, t->h, bytes, 0, NULL) : bench_kx->copy(ctx, t->h, t->d, bytes, 1, NULL);
+        size_t bytes = (size_t)bench_tbytes(t);
+        void *host = t->st ? (void *)t->st : (void *)t->h;
+        cg_status s = dir == 0 ? bench_kx->copy(ctx, t->d, host, bytes, 0, NULL) : bench_kx->copy(ctx, host, t->d, bytes, 1, NULL);
         if (s == CG_OK) s = bench_kx->sync(ctx, NULL);
         if (s != CG_OK) {
             snprintf(err, errlen, "copy of %s %s: %s: %s", t->name, dir ? "to the host" : "to the device",
@@ -261,5 +282,8 @@ int bench_cuda_copy(cell *c, cg_context *ctx, int dir, char *err, size_t errlen)
 /* Outputs filled with NaN before each impl, so an output it never writes shows. */
 void bench_poison_outputs(cell *c) {
     for (int i = 0; i < c->nt; i++)
-        if (c->t[i].used && c->t[i].out) memset(c->t[i].h, 0xff, (size_t)c->t[i].count * sizeof(float));
+        if (c->t[i].used && c->t[i].out) {
+            memset(c->t[i].h, 0xff, (size_t)c->t[i].count * sizeof(float));
+            if (c->t[i].st) memset(c->t[i].st, 0xff, (size_t)c->t[i].count * sizeof *c->t[i].st); /* NaN too */
+        }
 }

@@ -71,6 +71,7 @@ json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
                                     (json_int_t)c->seq, "dim", (json_int_t)f->D, "state", (json_int_t)f->N);
     json_object_update(r, shape);
     json_decref(shape);
+    json_object_set_new(r, "dtype", json_string(cg__dtype_word(c->dtype))); /* the 16-bit-capable tensors' storage */
     int th = impl == IMPL_REF ? 1 : (impl == IMPL_CPU || impl == IMPL_EMU) ? bn->threads : 0;
     if (th) json_object_set_new(r, "threads", json_integer(th));
     return r;

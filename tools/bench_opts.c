@@ -137,6 +137,13 @@ static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
+static int opt_dtype(void *opts, const char *v, char *err, size_t errlen) {
+    bench_opts *o = opts;
+    for (int dt = CG_F32; dt <= CG_F16; dt++)
+        if (dt != CG_F64 && !strcmp(v, cg__dtype_word((cg_dtype)dt))) return o->dtype = (cg_dtype)dt, 0;
+    return snprintf(err, errlen, "expected f32, bf16 or f16, got '%s'", v), -1;
+}
+
 #define I64(f) offsetof(bench_opts, f)
 static const cg_cli_opt k_bench_opts[] = {
     {"--backend", 0, CG_CLI_FN, 0, "LIST", "cpu, cuda, emulate, ref (default: all that are available)", 0, 0, opt_backend},
@@ -149,6 +156,8 @@ static const cg_cli_opt k_bench_opts[] = {
      "presets; given alone, it also means --op ssd)", 0, 0, opt_ssd_shape},
     {"--sscan-shape", 0, CG_CLI_FN, 0, "NAME:B=N,D=N,N=N", "a custom selective-scan shape (likewise)", 0, 0, opt_sscan_shape},
     {"--layout", 0, CG_CLI_FN, 0, "token|head", "SSD tensor layout (default token: [B,T,heads,dim])", 0, 0, opt_layout},
+    {"--dtype", 0, CG_CLI_FN, 0, "f32|bf16|f16", "storage of the 16-bit-capable tensors (q k v o do ... / x delta B C z\n"
+     "y dy ...; default f32); rows carry dtype and bytes moved", 0, 0, opt_dtype},
     CG_CLI_OPT_CONFIG(bench_opts, config), /* not for chunkgen_cuda_default, which measures the default */
     {"--all", 0, CG_CLI_FLAG, offsetof(bench_opts, all), NULL, "also run the slow cells left out by default", 0, 0, NULL},
     CG_CLI_OPT_THREADS(bench_opts, threads),

@@ -266,7 +266,7 @@ double bench_rel_err_cut(const btensor *t) {
         for (int64_t b = 0; b < rn[1]; b++)
             for (int64_t e = 0; e < rn[2]; e++)
                 for (int64_t f = 0; f < rn[3]; f++) {
-                    double x = t->h[a * t->s[0] + b * t->s[1] + e * t->s[2] + f * t->s[3]], r = t->ref[k++];
+                    double x = bench_tval(t, a * t->s[0] + b * t->s[1] + e * t->s[2] + f * t->s[3]), r = t->ref[k++];
                     double d = fabs(x - r);
                     if (d != d) nan = 1;
                     if (d > emax) emax = d;

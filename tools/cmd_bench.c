@@ -159,6 +159,7 @@ static void run_cell(bench *bn, const bconfig *f, int64_t seq, int bwd) {
     c->seq = seq;
     c->bwd = bwd;
     c->layout = o->layout;
+    c->dtype = o->dtype;
     bench_cell_define(c);
     bench_progress("%s %s seq %lld %s", f->op == OP_SSD ? "ssd" : "sscan", f->name, (long long)seq, bwd ? "fwd_bwd" : "fwd");
     char err[512];

@@ -14,10 +14,12 @@
     cg_status cg__ssd_cpu_bwd_##s(cg_context *, const cg_ssd_prob *, const cg_cfg *, const cg_exec *);      \
     cg_status cg__sscan_cpu_fwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);  \
     cg_status cg__sscan_cpu_bwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);  \
-    void cg__ssd_mul_exp_##s(float *restrict, const float *restrict, int64_t);
+    void cg__ssd_mul_exp_##s(float *restrict, const float *restrict, int64_t);                               \
+    void cg__cpu_ld_row_##s(float *restrict, const void *restrict, cg_dtype, int64_t);                        \
+    void cg__cpu_st_row_##s(void *restrict, cg_dtype, const float *restrict, int64_t);
 #define OPS(e, s)                                                                                          \
     {e, #s, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s,          \
-     cg__ssd_mul_exp_##s}
+     cg__ssd_mul_exp_##s, cg__cpu_ld_row_##s, cg__cpu_st_row_##s}
 
 DECL_VARIANT(baseline)
 #ifdef CG_CPU_ISA_X86 /* CMakeLists.txt builds the x86 variants */
@@ -49,11 +51,13 @@ int cg__cpu_isa_supported(cg_cpu_isa isa) {
     /* libgcc's cpuid checks include the OS's XSAVE support of the ymm / zmm state */
     __builtin_cpu_init();
     switch (isa) {
-    case CG_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    /* F16C: the fp16 conversions (cpu_half.c); every AVX2 CPU made has it */
+    case CG_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     case CG_ISA_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     default: return 1;
     }
 #else
@@ -96,18 +100,63 @@ cg_status cg__cpu_isa_set(cg_cpu_isa isa) {
     return CG_OK;
 }
 
+/* ------------------------------------------------------------- dtypes
+ * The CPU path computes in float32 (the problem's math class CG_F32) and reads or writes
+ * each tensor in its own storage dtype: bf16 / fp16 where the op allows them (cpu_half.h),
+ * float32 for states, log_alpha, A, D, delta_bias and their gradients. */
+typedef struct view_rule {
+    const char *name;
+    const cg_view *v;
+    int may16; /* bf16 / fp16 allowed */
+} view_rule;
+
+static cg_status check_views(cg_context *ctx, const char *what, cg_dtype math, const view_rule *r, int n) {
+    if (math != CG_F32)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math: CG_F32, "
+                       "CG_BF16 or CG_F16 tensors)", what, cg__dtype_name(math));
+    for (int i = 0; i < n; i++) {
+        const cg_dtype dt = r[i].v->dt;
+        if (!r[i].v->p || dt == CG_F32 || (r[i].may16 && cg__dtype_half(dt))) continue;
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: %s: %s tensors are not supported (expected CG_F32%s)", what,
+                       r[i].name, cg__dtype_name(dt), r[i].may16 ? ", CG_BF16 or CG_F16" : "");
+    }
+    return CG_OK;
+}
+
+static cg_status ssd_views(cg_context *ctx, const cg_ssd_prob *p, const char *what) {
+    const view_rule r[] = {{"q", &p->q, 1},      {"k", &p->k, 1},       {"v", &p->v, 1},     {"o", &p->o, 1},
+                           {"dout", &p->dout, 1}, {"dq", &p->dq, 1},     {"dk", &p->dk_, 1},  {"dv", &p->dv_, 1},
+                           {"log_alpha", &p->la, 0}, {"h0", &p->h0, 0}, {"hT", &p->hT, 0}, {"dhT", &p->dhT, 0},
+                           {"dlog_alpha", &p->dla, 0}, {"dh0", &p->dh0, 0}};
+    return check_views(ctx, what, p->dtype, r, (int)(sizeof r / sizeof r[0]));
+}
+
+static cg_status sscan_views(cg_context *ctx, const cg_sscan_prob *p, const char *what) {
+    const view_rule r[] = {{"x", &p->x, 1},     {"delta", &p->delta, 1}, {"B", &p->Bm, 1},    {"C", &p->Cm, 1},
+                           {"z", &p->z, 1},     {"y", &p->y, 1},         {"dy", &p->dy, 1},   {"dx", &p->dx, 1},
+                           {"ddelta", &p->ddelta, 1}, {"dB", &p->dB, 1}, {"dC", &p->dC, 1},   {"dz", &p->dz, 1},
+                           {"A", &p->A, 0},     {"D", &p->Dv, 0},        {"delta_bias", &p->dbias, 0},
+                           {"h0", &p->h0, 0},   {"hT", &p->hT, 0},       {"dhT", &p->dhT, 0}, {"dA", &p->dA, 0},
+                           {"dD", &p->dD, 0},   {"ddelta_bias", &p->ddbias, 0}, {"dh0", &p->dh0, 0}};
+    return check_views(ctx, what, p->dtype, r, (int)(sizeof r / sizeof r[0]));
+}
+
 /* The CPU backend's entry points (internal.h). */
 cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    return cg__cpu_isa_ops()->ssd_fwd(ctx, p, cfg, ex);
+    cg_status st = ssd_views(ctx, p, "cpu ssd forward");
+    return st ? st : cg__cpu_isa_ops()->ssd_fwd(ctx, p, cfg, ex);
 }
 cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    return cg__cpu_isa_ops()->ssd_bwd(ctx, p, cfg, ex);
+    cg_status st = ssd_views(ctx, p, "cpu ssd backward");
+    return st ? st : cg__cpu_isa_ops()->ssd_bwd(ctx, p, cfg, ex);
 }
 cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    return cg__cpu_isa_ops()->sscan_fwd(ctx, p, cfg, ex);
+    cg_status st = sscan_views(ctx, p, "cpu sscan forward");
+    return st ? st : cg__cpu_isa_ops()->sscan_fwd(ctx, p, cfg, ex);
 }
 cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    return cg__cpu_isa_ops()->sscan_bwd(ctx, p, cfg, ex);
+    cg_status st = sscan_views(ctx, p, "cpu sscan backward");
+    return st ? st : cg__cpu_isa_ops()->sscan_bwd(ctx, p, cfg, ex);
 }
 
 typedef struct dflt_entry {

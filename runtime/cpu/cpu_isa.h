@@ -1,7 +1,7 @@
 /* cpu_isa.h -- the instruction-set variants of the CPU path and their dispatch.
  *
  * The files that do the arithmetic (ssd_cpu_gemm.c, ssd_cpu_fwd.c, ssd_cpu_bwd.c,
- * sscan_cpu.c) are compiled once per variant, each time with that variant's compiler
+ * sscan_cpu.c, cpu_half.c) are compiled once per variant, each time with that variant's compiler
  * flags and CG_ISA defined to its name (avx512, avx2 or baseline; see CMakeLists.txt).
  * Included first in those files, this header renames their external symbols with the
  * variant as suffix (cg__ssd_cpu_fwd -> cg__ssd_cpu_fwd_avx2), so the three copies link
@@ -23,14 +23,18 @@
 #define cg__ssd_transpose CG_ISA_CAT(cg__ssd_transpose, CG_ISA)
 #define cg__ssd_mul_exp CG_ISA_CAT(cg__ssd_mul_exp, CG_ISA)
 #define cg__ssd_decay_mask CG_ISA_CAT(cg__ssd_decay_mask, CG_ISA)
+#define cg__cpu_ld_row CG_ISA_CAT(cg__cpu_ld_row, CG_ISA)
+#define cg__cpu_st_row CG_ISA_CAT(cg__cpu_st_row, CG_ISA)
+#define cg__cpu_ld_rows CG_ISA_CAT(cg__cpu_ld_rows, CG_ISA)
+#define cg__cpu_st_rows CG_ISA_CAT(cg__cpu_st_rows, CG_ISA)
 #endif
 
 #include "internal.h"
 
 typedef enum cg_cpu_isa {
     CG_ISA_BASELINE = 0, /* x86-64 (SSE2), or whatever the target's default is */
-    CG_ISA_AVX2 = 1,     /* AVX2 + FMA, 16 ymm registers */
-    CG_ISA_AVX512 = 2,   /* AVX-512 F/DQ/BW/VL, 32 zmm registers */
+    CG_ISA_AVX2 = 1,     /* AVX2 + FMA + F16C, 16 ymm registers */
+    CG_ISA_AVX512 = 2,   /* AVX-512 F/DQ/BW/VL (+ F16C), 32 zmm registers */
     CG_ISA_COUNT
 } cg_cpu_isa;
 
@@ -46,6 +50,9 @@ typedef struct cg_cpu_isa_ops {
     cg_ssd_cpu_fn ssd_fwd, ssd_bwd;
     cg_sscan_cpu_fn sscan_fwd, sscan_bwd;
     void (*ssd_mul_exp)(float *restrict P, const float *restrict X, int64_t n); /* ssd_cpu.h; for the tests */
+    /* bf16 / fp16 rows (cpu_half.h); for the tests */
+    void (*ld_row)(float *restrict dst, const void *restrict src, cg_dtype dt, int64_t n);
+    void (*st_row)(void *restrict dst, cg_dtype dt, const float *restrict src, int64_t n);
 } cg_cpu_isa_ops;
 
 /* The variant this process runs: chosen on first use from cpuid and CHUNKGEN_CPU_ISA

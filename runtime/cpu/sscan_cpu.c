@@ -1,5 +1,6 @@
 /* sscan_cpu.c -- the generic CPU path of the selective scan (Mamba-1 S6), forward and
- * backward, float32 in and out.
+ * backward: float32 math, tensors float32 or (x, delta, B, C, z and their outputs and
+ * gradients) bf16 / fp16, widened in the gathers and rounded in the scatters.
  *
  * Work split: one task per (batch b, group g, block of block_d channels of g), so the
  * channels of a task share one row of B and C per step. Inside a task, channels go 16
@@ -216,120 +217,7 @@ static void ss_plan_init(ss_plan *P, const cg_sscan_prob *p, const cg_sscan_cpu_
     P->lim.hi2 = SS_EXP2_HI;
 }
 
-/* ------------------------------------------------------------ gather/scatter */
-
-/* Prefetch the row piece [p, p + bytes) (write: for a store). */
-static inline void prefetch_row(const void *p, int64_t bytes, int write) {
-    for (int64_t q = 0; q < bytes; q += 64) {
-        if (write) __builtin_prefetch((const char *)p + q, 1);
-        else __builtin_prefetch((const char *)p + q, 0);
-    }
-}
-
-/* out[i][j] = v[b, t0 + i, d0 + j] for i < len, j < nb; zero for nb <= j < ld.
- * The rows of a tile are D floats apart and short: each is a TLB and cache miss, so the
- * copy prefetches SS_PF_ROWS rows ahead to keep several misses in flight. */
-static void gather_bl(const cg_view *v, int64_t b, int64_t t0, int64_t len, int64_t d0, int64_t nb, int64_t ld,
-                      float *restrict out) {
-    const float *base = CG_F32P(*v) + b * v->s[0] + t0 * v->s[1] + d0 * v->s[2];
-    const int64_t s1 = v->s[1], s2 = v->s[2], nfull = nb / SS_W * SS_W;
-    if (s2 != 1 && s1 == 1) { /* [B, D, L] memory: read each channel's steps in order */
-        for (int64_t j = 0; j < nb; j++) {
-            if (j + SS_PF_ROWS < nb) prefetch_row(base + (j + SS_PF_ROWS) * s2, len * (int64_t)sizeof(float), 0);
-            for (int64_t i = 0; i < len; i++) out[i * ld + j] = base[j * s2 + i];
-        }
-        for (int64_t i = 0; i < len; i++)
-            for (int64_t j = nb; j < ld; j++) out[i * ld + j] = 0.0f;
-        return;
-    }
-    for (int64_t i = 0; i < len; i++) {
-        const float *row = base + i * s1;
-        float *o = out + i * ld;
-        if (s2 == 1) {
-            if (i + SS_PF_ROWS < len) prefetch_row(row + SS_PF_ROWS * s1, nb * (int64_t)sizeof(float), 0);
-            for (int64_t j = 0; j < nfull; j += SS_W)
-                for (int l = 0; l < SS_W; l++) o[j + l] = row[j + l];
-            for (int64_t j = nfull; j < nb; j++) o[j] = row[j];
-        } else {
-            for (int64_t j = 0; j < nb; j++) o[j] = row[j * s2];
-        }
-        for (int64_t j = nb; j < ld; j++) o[j] = 0.0f;
-    }
-}
-
-static void scatter_bl(const cg_view *v, int64_t b, int64_t t0, int64_t len, int64_t d0, int64_t nb, int64_t ld,
-                       const float *restrict in) {
-    float *base = CG_F32P(*v) + b * v->s[0] + t0 * v->s[1] + d0 * v->s[2];
-    const int64_t s1 = v->s[1], s2 = v->s[2], nfull = nb / SS_W * SS_W;
-    if (s2 != 1 && s1 == 1) {
-        for (int64_t j = 0; j < nb; j++) {
-            if (j + SS_PF_ROWS < nb) prefetch_row(base + (j + SS_PF_ROWS) * s2, len * (int64_t)sizeof(float), 1);
-            for (int64_t i = 0; i < len; i++) base[j * s2 + i] = in[i * ld + j];
-        }
-        return;
-    }
-    for (int64_t i = 0; i < len; i++) {
-        float *row = base + i * s1;
-        const float *src = in + i * ld;
-        if (s2 == 1) {
-            if (i + SS_PF_ROWS < len) prefetch_row(row + SS_PF_ROWS * s1, nb * (int64_t)sizeof(float), 1);
-            for (int64_t j = 0; j < nfull; j += SS_W)
-                for (int l = 0; l < SS_W; l++) row[j + l] = src[j + l];
-            for (int64_t j = nfull; j < nb; j++) row[j] = src[j];
-        } else {
-            for (int64_t j = 0; j < nb; j++) row[j * s2] = src[j];
-        }
-    }
-}
-
-/* out[i][n] = v[b, t0 + i, g, n] (B or C rows of the group). */
-static void gather_bc(const cg_view *v, int64_t b, int64_t t0, int64_t len, int64_t g, int64_t N, float *restrict out) {
-    const float *base = CG_F32P(*v) + b * v->s[0] + t0 * v->s[1] + g * v->s[2];
-    const int64_t s1 = v->s[1], s3 = v->s[3];
-    for (int64_t i = 0; i < len; i++) {
-        const float *row = base + i * s1;
-        float *o = out + i * N;
-        for (int64_t n = 0; n < N; n++) o[n] = row[n * s3];
-    }
-}
-
-/* Per-channel vector v[d0 + j] (D, delta_bias) into out[ld]; zeros where absent. */
-static void gather_d(const cg_view *v, int64_t d0, int64_t nb, int64_t ld, float *restrict out) {
-    for (int64_t j = 0; j < ld; j++) out[j] = (v->p && j < nb) ? CG_F32P(*v)[(d0 + j) * v->s[0]] : 0.0f;
-}
-
-/* A block transposed to lane chunks and scaled for ss_exp2:
- * At[c][n][l] = A[d0 + c*W + l, n] * log2(e). */
-static void gather_A(const cg_sscan_prob *p, int64_t d0, int64_t nb, int64_t nc, float *restrict At) {
-    const int64_t N = p->N;
-    for (int64_t c = 0; c < nc; c++)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t l = 0; l < SS_W; l++) {
-                int64_t j = c * SS_W + l;
-                At[(c * N + n) * SS_W + l] =
-                    j < nb ? CG_F32P(p->A)[(d0 + j) * p->A.s[0] + n * p->A.s[1]] * SS_LOG2E : 0.0f;
-            }
-}
-
-/* State [b, d0 + c*W + l, n] of h0/hT/dhT/dh0 <-> lane-chunk layout h[c][n][l]. */
-static void gather_state(const cg_view *v, int64_t b, int64_t d0, int64_t nb, int64_t nc, int64_t N,
-                         float *restrict h) {
-    for (int64_t c = 0; c < nc; c++)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t l = 0; l < SS_W; l++) {
-                int64_t j = c * SS_W + l;
-                h[(c * N + n) * SS_W + l] =
-                    (v->p && j < nb) ? CG_F32P(*v)[b * v->s[0] + (d0 + j) * v->s[1] + n * v->s[2]] : 0.0f;
-            }
-}
-
-static void scatter_state(const cg_view *v, int64_t b, int64_t d0, int64_t nb, int64_t nc, int64_t N,
-                          const float *restrict h) {
-    for (int64_t c = 0; c < nc; c++)
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t l = 0; l < SS_W && c * SS_W + l < nb; l++)
-                CG_F32P(*v)[b * v->s[0] + (d0 + c * SS_W + l) * v->s[1] + n * v->s[2]] = h[(c * N + n) * SS_W + l];
-}
+#include "sscan_cpu_tiles.h" /* gathers and scatters of the tiles */
 
 /* dt tile from the delta tile (in place): + bias, softplus when flagged; with sig, also
  * sigmoid(delta + bias) (the softplus derivative). Padding lanes stay 0. */
@@ -541,8 +429,7 @@ static int ss_threads(cg_pool *pool, int threads) {
 
 cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    if (p->dtype != CG_F32)
-        return cg__err(ctx, CG_EUNSUPPORTED, "cpu sscan forward: dtype: expected CG_F32 tensors");
+    /* dtypes: checked by the entry point (cpu_isa.c) */
     cg_sscan_cpu_params prm;
     cg_status s = ss_params(ctx, p, cfg, 0, &prm);
     if (s) return s;
@@ -584,7 +471,7 @@ static void bwd_task(void *arg, int64_t ti, int tid) {
     float *dyy = zs + S * ld, *dxs = dyy + S * ld, *ddts = dxs + S * ld, *ys = ddts + S * ld;
     float *Bs = ys + S * ld, *Cs = Bs + S * N;
     float *accB = Cs + S * N, *accC = accB + S * NW, *ab = accC + S * NW, *hs = ab + S * NW;
-    float *dAseg = hs + (S + 1) * NW;
+    float *dAseg = hs + (S + 1) * NW, *dScr = dAseg + NW;
     float *ck = P->ck + (size_t)ti * (size_t)(P->nseg * nc * NW);
 
     gather_task(P, &t, At, h, bias, Dv);
@@ -649,19 +536,15 @@ static void bwd_task(void *arg, int64_t ti, int tid) {
         /* dB, dC rows of this block: straight to the outputs when the block is the whole
          * group, else to the partial rows reduced later. */
         for (int64_t i = 0; i < len; i++) {
+            /* the sums in a row [2 N] (dB then dC): the partial row, or dScr before the store */
+            float *row = P->nblk == 1 ? dScr : P->pBC + (((t.b * p->G + t.g) * P->nblk + t.blk) * L + t0 + i) * 2 * N;
+            for (int64_t n = 0; n < N; n++) {
+                row[n] = hsum(accB + (i * N + n) * SS_W);
+                row[N + n] = hsum(accC + (i * N + n) * SS_W);
+            }
             if (P->nblk == 1) {
-                float *rb = CG_F32P(p->dB) + t.b * p->dB.s[0] + (t0 + i) * p->dB.s[1] + t.g * p->dB.s[2];
-                float *rc = CG_F32P(p->dC) + t.b * p->dC.s[0] + (t0 + i) * p->dC.s[1] + t.g * p->dC.s[2];
-                for (int64_t n = 0; n < N; n++) {
-                    rb[n * p->dB.s[3]] = hsum(accB + (i * N + n) * SS_W);
-                    rc[n * p->dC.s[3]] = hsum(accC + (i * N + n) * SS_W);
-                }
-            } else {
-                float *row = P->pBC + (((t.b * p->G + t.g) * P->nblk + t.blk) * L + t0 + i) * 2 * N;
-                for (int64_t n = 0; n < N; n++) {
-                    row[n] = hsum(accB + (i * N + n) * SS_W);
-                    row[N + n] = hsum(accC + (i * N + n) * SS_W);
-                }
+                put_bc(&p->dB, t.b, t0 + i, t.g, N, row);
+                put_bc(&p->dC, t.b, t0 + i, t.g, N, row + N);
             }
         }
     }
@@ -684,23 +567,22 @@ static void bc_reduce_task(void *arg, int64_t i, int tid) {
     const int64_t N = p->N, L = p->L, ntile = (L + SS_RED_TILE - 1) / SS_RED_TILE;
     const int64_t bg = i / ntile, t0 = (i % ntile) * SS_RED_TILE, b = bg / p->G, g = bg % p->G;
     const int64_t t1 = t0 + SS_RED_TILE < L ? t0 + SS_RED_TILE : L;
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t n = 0; n < N; n++) {
-            double sb = 0, sc = 0;
-            for (int64_t k = 0; k < P->nblk; k++) {
-                const float *row = P->pBC + ((bg * P->nblk + k) * L + t) * 2 * N;
-                sb += row[n];
-                sc += row[N + n];
-            }
-            CG_F32P(p->dB)[b * p->dB.s[0] + t * p->dB.s[1] + g * p->dB.s[2] + n * p->dB.s[3]] = (float)sb;
-            CG_F32P(p->dC)[b * p->dC.s[0] + t * p->dC.s[1] + g * p->dC.s[2] + n * p->dC.s[3]] = (float)sc;
+    for (int64_t t = t0; t < t1; t++) {
+        /* the sums go into block 0's partial row (read by this task alone), then out */
+        float *out = P->pBC + (bg * P->nblk * L + t) * 2 * N;
+        for (int64_t n = 0; n < 2 * N; n++) {
+            double sum = 0;
+            for (int64_t k = 0; k < P->nblk; k++) sum += P->pBC[((bg * P->nblk + k) * L + t) * 2 * N + n];
+            out[n] = (float)sum;
         }
+        put_bc(&p->dB, b, t, g, N, out);
+        put_bc(&p->dC, b, t, g, N, out + N);
+    }
 }
 
 cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    if (p->dtype != CG_F32)
-        return cg__err(ctx, CG_EUNSUPPORTED, "cpu sscan backward: dtype: expected CG_F32 tensors");
+    /* dtypes: checked by the entry point (cpu_isa.c) */
     cg_sscan_cpu_params prm;
     cg_status s = ss_params(ctx, p, cfg, 1, &prm);
     if (s) return s;
@@ -711,9 +593,9 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     const int nth = ss_threads(pool, prm.threads);
     const int64_t N = p->N, NW = N * SS_W, S = P.seg, ld = P.ld, nc = P.nc;
     /* Per thread (floats): At, h, g [nc NW]; dAtot [2 nc NW]; dDb [4 ld]; bias, Dv [ld];
-     * 9 tiles [S ld]; Bs, Cs [S N]; accB, accC, ab [S NW]; hs [(S+1) NW]; dAseg [NW]. */
+     * 9 tiles [S ld]; Bs, Cs [S N]; accB, accC, ab [S NW]; hs [(S+1) NW]; dAseg [NW]; dScr [2 N]. */
     size_t per = ss_count(5 * nc, NW, 1, 1) + ss_count(6, ld, 1, 1) + ss_count(9 * S, ld, 1, 1) +
-                 ss_count(2 * S, N, 1, 1) + ss_count(4 * S + 2, NW, 1, 1);
+                 ss_count(2 * S + 2, N, 1, 1) + ss_count(4 * S + 2, NW, 1, 1);
     per = (per + 15) / 16 * 16;
     size_t all = ss_count((int64_t)per, nth, 1, 1);
     size_t nck = ss_count(P.ntask, P.nseg, nc, NW);

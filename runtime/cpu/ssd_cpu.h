@@ -9,7 +9,7 @@
 #ifndef CG_SSD_CPU_H
 #define CG_SSD_CPU_H
 
-#include "cpu_isa.h" /* internal.h, and the per-ISA names of the GEMM and transpose */
+#include "cpu_half.h" /* cpu_isa.h, internal.h, the per-ISA names; bf16 / fp16 rows */
 
 #include <stdint.h>
 #include <string.h>
@@ -58,21 +58,15 @@ void cg__ssd_big_free(void *p, size_t bytes);
 #define CG_HOST_WS_KEEP ((size_t)512 << 20)
 void *cg__ctx_host_ws(cg_context *ctx, size_t bytes);
 
-/* Ask for rows [0, rows) of `bytes` each, `stride` floats apart, to be in L2 soon: every
- * cache line they touch (a row need not start on a line). */
-static inline void cg__ssd_prefetch_rows(const float *p, int64_t stride, int64_t rows, int64_t bytes) {
-    for (int64_t i = 0; i < rows; i++) {
-        const uintptr_t a = (uintptr_t)(p + i * stride), e = a + (uintptr_t)bytes;
-        for (uintptr_t x = a & ~(uintptr_t)63; x < e; x += 64) __builtin_prefetch((const char *)x, 0, 2);
-    }
-}
-/* The same for rows about to be written, so that the stores do not wait for the lines: a
- * write prefetch (PREFETCHW) where the variant's flags enable it, else a read prefetch,
- * which brings a line no other core holds in exclusive state all the same. */
-static inline void cg__ssd_prefetchw_rows(float *p, int64_t stride, int64_t rows, int64_t bytes) {
-    for (int64_t i = 0; i < rows; i++) {
-        const uintptr_t a = (uintptr_t)(p + i * stride), e = a + (uintptr_t)bytes;
-        for (uintptr_t x = a & ~(uintptr_t)63; x < e; x += 64) __builtin_prefetch((char *)x, 1, 2);
+/* The lines of [p, p + bytes) soon in L2, for reading (write 0) or writing (write 1: a
+ * write prefetch, PREFETCHW, where the variant's flags enable it, else a read prefetch,
+ * which brings a line no other core holds in exclusive state all the same), so that the
+ * loads or stores do not wait for them. */
+static inline void cg__ssd_prefetch_bytes(const void *p, int64_t bytes, int write) {
+    const uintptr_t a = (uintptr_t)p, e = a + (uintptr_t)bytes;
+    for (uintptr_t x = a & ~(uintptr_t)63; x < e; x += 64) {
+        if (write) __builtin_prefetch((const char *)x, 1, 2);
+        else __builtin_prefetch((const char *)x, 0, 2);
     }
 }
 

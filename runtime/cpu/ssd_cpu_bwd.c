@@ -24,7 +24,11 @@
  *     are often bound by memory bandwidth in the backward.
  *   - chunk-parallel (config bwd_split=1, or few (b, g) pairs): one task per (b, g, chunk)
  *     reads dS_end from WD.
- * Phase 3, one task per (b, h): dlog_alpha_t += (sum of the totals of later chunks) + <dhT, S_T>. */
+ * Phase 3, one task per (b, h): dlog_alpha_t += (sum of the totals of later chunks) + <dhT, S_T>.
+ *
+ * bf16 / fp16 q, k, v, dout (cpu_half.h) are widened into the padded tiles the float32
+ * path copies them to anyway (Qt, Kt, dOt; v into Vr), and those tiles then stand for
+ * them; dq, dk, dv are rounded as they are stored. */
 #include "ssd_cpu.h"
 
 #include <math.h>
@@ -56,13 +60,40 @@ static float chunk_decays(const float *la, int64_t sl, int64_t L, double *restri
     return eA[L - 1];
 }
 
+/* X[i, :] *= s[i] over rows [0, L) of width n. */
+static void scale_rows(float *X, int64_t ld, int64_t L, int64_t n, const float *restrict s) {
+    for (int64_t i = 0; i < L; i++) {
+        float *restrict x = X + i * ld;
+        for (int64_t j = 0; j < n; j++) x[j] *= s[i];
+    }
+}
+
+/* dst[i, j] = s[i] x[i, j] for rows i < L of view x from element off (rows ss apart, any
+ * storage dtype: 16-bit rows widened first), j < w; zero for w <= j < wp. */
+static void load_scaled(float *restrict dst, int64_t ldd, const cg_view *x, int64_t off, int64_t ss, int64_t L,
+                        int64_t w, int64_t wp, const float *restrict s) {
+    if (cg__dtype_half(x->dt)) {
+        cg__cpu_ld_rows(dst, ldd, cg__vat(x, off), x->dt, ss, L, w, wp);
+        scale_rows(dst, ldd, L, w, s);
+        return;
+    }
+    for (int64_t i = 0; i < L; i++) {
+        const float *restrict r = CG_F32P(*x) + off + i * ss;
+        float *restrict d = dst + i * ldd;
+        for (int64_t j = 0; j < w; j++) d[j] = s[i] * r[j];
+        for (int64_t j = w; j < wp; j++) d[j] = 0.0f;
+    }
+}
+
 /* ------------------------------------------------------------ phase 1 */
 
 static size_t p1_floats(const bwd_job *J) {
     const cg_ssd_prob *p = J->p;
     const int64_t C = J->C;
+    const size_t half = (cg__dtype_half(p->v.dt) ? cg__ssd_pad(C * J->ldv) : 0) + /* Vr */
+                        (cg__dtype_half(p->q.dt) ? cg__ssd_pad(C * J->ldk) : 0);  /* Qr */
     return (size_t)(cg__ssd_pad(C * J->ldk) + cg__ssd_pad(C * J->ldv) + cg__ssd_pad(p->dv * J->ldk) +
-                    cg__ssd_pad(p->dk * J->ldv) + cg__ssd_pad(p->dv * J->ldc) + 4 * cg__ssd_pad(C));
+                    cg__ssd_pad(p->dk * J->ldv) + cg__ssd_pad(p->dv * J->ldc) + 4 * cg__ssd_pad(C)) + half;
 }
 
 static void phase1(void *arg, int64_t bh, int tid) {
@@ -81,11 +112,12 @@ static void phase1(void *arg, int64_t bh, int tid) {
     float *restrict eA = VT + cg__ssd_pad(dv * ldc);
     float *restrict wv = eA + cg__ssd_pad(C);
     double *restrict Ad = (double *)(wv + cg__ssd_pad(C));
+    float *restrict Vr = (float *)(Ad + cg__ssd_pad(C));                          /* [C, dvp] v widened */
+    float *restrict Qr = Vr + (cg__dtype_half(p->v.dt) ? cg__ssd_pad(C * ldv) : 0);  /* [C, dkp] q widened */
 
-    const float *q = CG_F32P(p->q) + b * p->q.s[0] + g * p->q.s[2];
-    const float *k = CG_F32P(p->k) + b * p->k.s[0] + g * p->k.s[2];
-    const float *v = CG_F32P(p->v) + b * p->v.s[0] + h * p->v.s[2];
-    const float *dout = CG_F32P(p->dout) + b * p->dout.s[0] + h * p->dout.s[2];
+    /* element offsets: any storage dtype */
+    const int64_t q = b * p->q.s[0] + g * p->q.s[2], k = b * p->k.s[0] + g * p->k.s[2];
+    const int64_t v = b * p->v.s[0] + h * p->v.s[2], dout = b * p->dout.s[0] + h * p->dout.s[2];
     const float *la = CG_F32P(p->la) + b * p->la.s[0] + h * p->la.s[2];
     const int64_t sq = p->q.s[1], sk = p->k.s[1], sv = p->v.s[1], sd = p->dout.s[1], sl = p->la.s[1];
 
@@ -100,13 +132,13 @@ static void phase1(void *arg, int64_t bh, int tid) {
         const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
         memcpy(J->WS + (bh * nc + c) * dv * ldk, ST, (size_t)(dv * ldk) * sizeof(float));
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
-        for (int64_t i = 0; i < L; i++) {
-            const float *restrict kr = k + (t0 + i) * sk;
-            float *restrict d = Kw + i * ldk;
-            for (int64_t j = 0; j < dk; j++) d[j] = wv[i] * kr[j];
-            for (int64_t j = dk; j < dkp; j++) d[j] = 0.0f;
+        load_scaled(Kw, ldk, &p->k, k + t0 * sk, sk, L, dk, dkp, wv);
+        if (cg__dtype_half(p->v.dt)) {
+            cg__cpu_ld_rows(Vr, ldv, cg__vat(&p->v, v + t0 * sv), p->v.dt, sv, L, dv, dv);
+            cg__ssd_transpose(VT, ldc, Vr, ldv, L, dv, J->Cp);
+        } else {
+            cg__ssd_transpose(VT, ldc, CG_F32P(p->v) + v + t0 * sv, sv, L, dv, J->Cp);
         }
-        cg__ssd_transpose(VT, ldc, v + t0 * sv, sv, L, dv, J->Cp);
         cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, VT, ldc, 1, Kw, ldk, ST, ldk, 1, gamma);
     }
     double dot = 0;
@@ -126,13 +158,14 @@ static void phase1(void *arg, int64_t bh, int tid) {
         const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
         memcpy(J->WD + (bh * nc + c) * dk * ldv, dS, (size_t)(dk * ldv) * sizeof(float));
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
-        for (int64_t i = 0; i < L; i++) {
-            const float *restrict dr = dout + (t0 + i) * sd;
-            float *restrict d = eAdO + i * ldv;
-            for (int64_t j = 0; j < dv; j++) d[j] = eA[i] * dr[j];
-            for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
+        load_scaled(eAdO, ldv, &p->dout, dout + t0 * sd, sd, L, dv, dvp, eA);
+        if (cg__dtype_half(p->q.dt)) { /* Q^T as A: q rows widened, read transposed */
+            cg__cpu_ld_rows(Qr, ldk, cg__vat(&p->q, q + t0 * sq), p->q.dt, sq, L, dk, dk);
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, Qr, 1, ldk, eAdO, ldv, dS, ldv, 1, gamma);
+        } else {
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, CG_F32P(p->q) + q + t0 * sq, 1, sq, eAdO, ldv, dS, ldv, 1,
+                              gamma);
         }
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, q + t0 * sq, 1, sq, eAdO, ldv, dS, ldv, 1, gamma);
     }
     if (p->dh0.p) {
         float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
@@ -144,7 +177,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
 
 typedef struct p2_tiles {
     float *Qt, *Kt, *KT, *QT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
-    float *eA, *wv, *E;
+    float *eA, *wv, *E, *Vr;
     double *Ad;
 } p2_tiles;
 
@@ -180,18 +213,25 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     TILE(eA, C);
     TILE(wv, C);
     TILE(E, 2 * C);      /* scratch of the decay masks */
+    TILE(Vr, cg__dtype_half(p->v.dt) ? C * dvp : 0); /* [C, dvp]  v rows widened (bf16 / fp16 v) */
 #undef TILE
     t->Ad = mem ? (double *)(mem + off) : NULL;
     off += 2 * (size_t)cg__ssd_pad(C);
     return off;
 }
 
-/* X[i, :] *= s[i] over rows [0, L) of width n. */
-static void scale_rows(float *X, int64_t ld, int64_t L, int64_t n, const float *restrict s) {
-    for (int64_t i = 0; i < L; i++) {
-        float *restrict x = X + i * ld;
-        for (int64_t j = 0; j < n; j++) x[j] *= s[i];
+/* Rows [0, L) x [0, w) of src (rows *ss elements apart, dtype dt) as float32: widened into
+ * the padded tile (ldt; zeros in [w, wp)) when 16-bit, which then stands for them (*ss =
+ * ldt); else src itself, copied into the tile too when copy. */
+static const float *tile_rows(float *tile, int64_t ldt, const void *src, cg_dtype dt, int64_t *ss, int64_t L,
+                              int64_t w, int64_t wp, int copy) {
+    if (cg__dtype_half(dt)) {
+        cg__cpu_ld_rows(tile, ldt, src, dt, *ss, L, w, wp);
+        *ss = ldt;
+        return tile;
     }
+    if (copy) cg__ssd_copy_rows(tile, ldt, src, *ss, L, w, wp);
+    return src;
 }
 
 /* The gradients of chunk c of group (b, g). dS_end comes from WD, or in the fused mode
@@ -203,31 +243,35 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
     const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
     p2_tiles t = *tp;
 
-    const float *q = CG_F32P(p->q) + b * p->q.s[0] + g * p->q.s[2] + t0 * p->q.s[1];
-    const float *k = CG_F32P(p->k) + b * p->k.s[0] + g * p->k.s[2] + t0 * p->k.s[1];
-    const int64_t sq = p->q.s[1], sk = p->k.s[1];
+    const void *q16 = cg__vat(&p->q, b * p->q.s[0] + g * p->q.s[2] + t0 * p->q.s[1]);
+    const void *k16 = cg__vat(&p->k, b * p->k.s[0] + g * p->k.s[2] + t0 * p->k.s[1]);
+    const float *q, *k;
+    int64_t sq = p->q.s[1], sk = p->k.s[1];
     /* q and k rows as B operands: copied to padded rows (user rows 512 bytes or a page apart
-     * map a B panel's rows onto a few cache sets) */
-    cg__ssd_copy_rows(t.Qt, ldk, q, sq, L, dk, dkp);
-    cg__ssd_copy_rows(t.Kt, ldk, k, sk, L, dk, dkp);
+     * map a B panel's rows onto a few cache sets); 16-bit ones widened there, and the
+     * copies stand for them below */
+    q = tile_rows(t.Qt, ldk, q16, p->q.dt, &sq, L, dk, dkp, 1);
+    k = tile_rows(t.Kt, ldk, k16, p->k.dt, &sk, L, dk, dkp, 1);
     cg__ssd_transpose(t.KT, ldc, k, sk, L, dk, Cp);
     if (J->fused) cg__ssd_transpose(t.QT, ldc, q, sq, L, dk, Cp);
     cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, ldc, t.Praw, ldc, 0);
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
         const int64_t bh = b * p->H + h;
-        const float *v = CG_F32P(p->v) + b * p->v.s[0] + h * p->v.s[2] + t0 * p->v.s[1];
-        const float *dout = CG_F32P(p->dout) + b * p->dout.s[0] + h * p->dout.s[2] + t0 * p->dout.s[1];
+        const void *v16 = cg__vat(&p->v, b * p->v.s[0] + h * p->v.s[2] + t0 * p->v.s[1]);
+        const void *d16 = cg__vat(&p->dout, b * p->dout.s[0] + h * p->dout.s[2] + t0 * p->dout.s[1]);
+        const float *v, *dout;
         const float *la = CG_F32P(p->la) + b * p->la.s[0] + h * p->la.s[2] + t0 * p->la.s[1];
         const float *S0T = J->WS + (bh * nc + c) * dv * ldk;  /* [dv, dkp] */
         float *dSe = J->fused ? t.dS + (h - g * hpg) * dk * ldv : J->WD + (bh * nc + c) * dk * ldv; /* [dk, dvp] */
-        const int64_t sv = p->v.s[1], sd = p->dout.s[1];
+        int64_t sv = p->v.s[1], sd = p->dout.s[1];
         chunk_decays(la, p->la.s[1], L, t.Ad, t.eA, t.wv);
 
-        /* tiles of this head */
+        /* tiles of this head (16-bit v and dout: widened, the tiles stand for them) */
+        v = tile_rows(t.Vr, ldv, v16, p->v.dt, &sv, L, dv, dvp, 0);
         cg__ssd_transpose(t.VT, ldc, v, sv, L, dv, Cp);
         cg__ssd_transpose(t.dSeT, ldk, dSe, ldv, dk, dv, dkp);
-        cg__ssd_copy_rows(t.dOt, ldv, dout, sd, L, dv, dvp);
+        dout = tile_rows(t.dOt, ldv, d16, p->dout.dt, &sd, L, dv, dvp, 1);
 
         /* P and dP, masked */
         for (int64_t i = 0; i < L; i++) memcpy(t.P + i * ldc, t.Praw + i * ldc, (size_t)(i + 1) * sizeof(float));
@@ -245,11 +289,11 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, ldc, t.Qt, ldk, t.dKh, ldk, 1);
 
         /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored */
-        float *dvo = CG_F32P(p->dv_) + b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1];
+        void *dvo = cg__vat(&p->dv_, b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1]);
         cg__ssd_gemm(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, 0);
         scale_rows(t.dVt, ldv, L, dvp, t.wv);
         cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
-        for (int64_t i = 0; i < L; i++) memcpy(dvo + i * p->dv_.s[1], t.dVt + i * ldv, (size_t)dv * sizeof(float));
+        cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
 
         /* r_t = q_t . dQh_t - k_t . dKh_t; in-chunk suffix sums into dlog_alpha */
         float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2] + t0 * p->dla.s[1];
@@ -289,12 +333,10 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             }
         }
     }
-    float *dq = CG_F32P(p->dq) + b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1];
-    float *dkk = CG_F32P(p->dk_) + b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1];
-    for (int64_t i = 0; i < L; i++) {
-        memcpy(dq + i * p->dq.s[1], t.dQa + i * ldk, (size_t)dk * sizeof(float));
-        memcpy(dkk + i * p->dk_.s[1], t.dKa + i * ldk, (size_t)dk * sizeof(float));
-    }
+    cg__cpu_st_rows(cg__vat(&p->dq, b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1]), p->dq.dt, p->dq.s[1], t.dQa,
+                    ldk, L, dk);
+    cg__cpu_st_rows(cg__vat(&p->dk_, b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1]), p->dk_.dt, p->dk_.s[1],
+                    t.dKa, ldk, L, dk);
 }
 
 static void phase2_split(void *arg, int64_t idx, int tid) {
@@ -347,7 +389,7 @@ static void phase3(void *arg, int64_t bh, int tid) {
 }
 
 cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    if (p->dtype != CG_F32) return cg__err(ctx, CG_EUNSUPPORTED, "cpu ssd backward: float32 tensors only");
+    /* dtypes: checked by the entry point (cpu_isa.c) */
     cg_ssd_cpu_run run;
     cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, 1, "cpu ssd backward", &run);
     if (st != CG_OK) return st;

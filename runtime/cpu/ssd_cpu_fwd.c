@@ -16,8 +16,11 @@
  *   R  [dk + C, ldr]      per head: [S; V] (B operand of the output GEMM; S is the state); ldr and
  *                         ldc padded off multiples of 256 bytes (cg__ssd_ld: rows 512 bytes
  *                         apart share cache sets, measured 20% slower state updates)
- *   Ot [C, bdvp]          output rows before the strided store (when bdv is not a multiple of 16)
- *   X  [2 C]              scratch of the decay mask */
+ *   Ot [C, bdvp]          output rows before the strided store (when bdv is not a multiple of 16,
+ *                         or o is 16-bit: rounded as they are stored)
+ *   X  [2 C]              scratch of the decay mask
+ *   Qw, Kw [C, ld(dk)]    q and k rows widened to float32, when they are bf16 / fp16 (cpu_half.h:
+ *                         v is widened as it is copied into R; the float32 path reads q, k in place) */
 #include "ssd_cpu.h"
 
 #include <math.h>
@@ -31,6 +34,7 @@ typedef struct fwd_job {
 
 /* Scratch floats for one task of nh heads. */
 static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv, int64_t nh) {
+    const int qk16 = cg__dtype_half(p->q.dt) || cg__dtype_half(p->k.dt);
     const int64_t Cp = cg__ssd_pad(C), dk = p->dk, wp = cg__ssd_pad(bdv);
     int64_t f = 0;
     f += cg__ssd_pad(dk * cg__ssd_ld(C));               /* KT */
@@ -40,6 +44,7 @@ static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv, in
     f += nh * cg__ssd_pad((dk + C) * cg__ssd_ld(wp));   /* R per head */
     f += cg__ssd_pad(C * wp);                           /* Ot */
     f += 4 * cg__ssd_pad(C);                            /* eA, w, X (2 C) */
+    if (qk16) f += 2 * cg__ssd_pad(C * cg__ssd_ld(dk));  /* Qw, Kw */
     return (size_t)f * sizeof(float) + (size_t)cg__ssd_pad(C) * sizeof(double) + 64;
 }
 
@@ -62,14 +67,18 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
     float *restrict wv = eA + cg__ssd_pad(C);
     float *restrict X = wv + cg__ssd_pad(C);
     double *restrict Ad = (double *)(X + 2 * cg__ssd_pad(C));
+    const int q16 = cg__dtype_half(p->q.dt), k16 = cg__dtype_half(p->k.dt), v16 = cg__dtype_half(p->v.dt),
+              o16 = cg__dtype_half(p->o.dt);
+    const int64_t ldw = cg__ssd_ld(dk);
+    float *restrict Qw = (float *)(Ad + cg__ssd_pad(C)), *restrict Kw = Qw + cg__ssd_pad(C * ldw);
 
-    /* strided views of this (b, g, dv block); per head below */
-    const float *q = CG_F32P(p->q) + b * p->q.s[0] + g * p->q.s[2];
-    const float *k = CG_F32P(p->k) + b * p->k.s[0] + g * p->k.s[2];
-    const float *v0 = CG_F32P(p->v) + b * p->v.s[0] + j0;
+    /* strided views of this (b, g, dv block), as element offsets (any storage dtype); per head below */
+    const int64_t q = b * p->q.s[0] + g * p->q.s[2], k = b * p->k.s[0] + g * p->k.s[2];
+    const int64_t v0 = b * p->v.s[0] + j0, o0 = b * p->o.s[0] + j0;
     const float *la0 = CG_F32P(p->la) + b * p->la.s[0];
-    float *o0 = CG_F32P(p->o) + b * p->o.s[0] + j0;
     const int64_t sq = p->q.s[1], sk = p->k.s[1], sv = p->v.s[1], sl = p->la.s[1], so = p->o.s[1];
+    const int64_t eq = cg__dt_bytes(p->q.dt), ek = cg__dt_bytes(p->k.dt), ev = cg__dt_bytes(p->v.dt),
+                  eo = cg__dt_bytes(p->o.dt);
 
     for (int64_t u = 0; u < nh; u++) {
         float *S = R0 + u * rsz;
@@ -80,30 +89,41 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
             memset(S, 0, (size_t)(dk * ldr) * sizeof(float));
         }
     }
-    /* the output goes straight to o when its rows need no padding */
-    const int direct = (w == wp);
+    /* the output goes straight to o when its rows need no padding (nor rounding) */
+    const int direct = (w == wp) && !o16;
 
     for (int64_t t0 = 0; t0 < T; t0 += C) {
         const int64_t L = cg__ssd_min(C, T - t0);
-        const float *qc = q + t0 * sq;
+        /* q of the chunk: in place, or widened into Qw; likewise k before its transpose */
+        const float *qc = (const float *)cg__vat(&p->q, q + t0 * sq);
+        int64_t sqc = sq;
+        if (q16) {
+            cg__cpu_ld_rows(Qw, ldw, qc, p->q.dt, sq, L, dk, dk);
+            qc = Qw, sqc = ldw;
+        }
+        if (k16) {
+            cg__cpu_ld_rows(Kw, ldw, cg__vat(&p->k, k + t0 * sk), p->k.dt, sk, L, dk, dk);
+            cg__ssd_transpose(KT, ldkt, Kw, ldw, L, dk, Cp);
+        } else {
+            cg__ssd_transpose(KT, ldkt, CG_F32P(p->k) + k + t0 * sk, sk, L, dk, Cp);
+        }
         /* Q K^T of the group (lower triangle, in 16-column steps): into Lt when one head
          * takes it, else once into Praw for all nh */
-        cg__ssd_transpose(KT, ldkt, k + t0 * sk, sk, L, dk, Cp);
-        if (nh > 1) cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sq, 1, KT, ldkt, Praw, Cp, 0);
-        else cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sq, 1, KT, ldkt, Lt + dk, ldl, 0);
+        if (nh > 1) cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sqc, 1, KT, ldkt, Praw, Cp, 0);
+        else cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, qc, sqc, 1, KT, ldkt, Lt + dk, ldl, 0);
         const int64_t tn = t0 + C, Ln = cg__ssd_min(C, T - tn); /* the next chunk */
         for (int64_t i = 0; i < Ln; i++) { /* its rows are read from memory while this chunk computes */
-            cg__ssd_prefetch_rows(q + (tn + i) * sq, 0, 1, dk * 4);
-            cg__ssd_prefetch_rows(k + (tn + i) * sk, 0, 1, dk * 4);
+            cg__ssd_prefetch_bytes(cg__vat(&p->q, q + (tn + i) * sq), dk * eq, 0);
+            cg__ssd_prefetch_bytes(cg__vat(&p->k, k + (tn + i) * sk), dk * ek, 0);
             for (int64_t u = 0; u < nh; u++) {
-                cg__ssd_prefetch_rows(v0 + (hf + u) * p->v.s[2] + (tn + i) * sv, 0, 1, w * 4);
-                cg__ssd_prefetchw_rows(o0 + (hf + u) * p->o.s[2] + (tn + i) * so, 0, 1, w * 4);
+                cg__ssd_prefetch_bytes(cg__vat(&p->v, v0 + (hf + u) * p->v.s[2] + (tn + i) * sv), w * ev, 0);
+                cg__ssd_prefetch_bytes(cg__vat(&p->o, o0 + (hf + u) * p->o.s[2] + (tn + i) * so), w * eo, 1);
             }
         }
         for (int64_t u = 0; u < nh; u++) {
             const int64_t h = hf + u;
-            const float *v = v0 + h * p->v.s[2], *la = la0 + h * p->la.s[2];
-            float *o = o0 + h * p->o.s[2];
+            const float *la = la0 + h * p->la.s[2];
+            const int64_t v = v0 + h * p->v.s[2], o = o0 + h * p->o.s[2];
             float *restrict S = R0 + u * rsz, *restrict V = S + dk * ldr;
             double acc = 0;
             for (int64_t i = 0; i < L; i++) {
@@ -121,19 +141,23 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
             for (int64_t i = 0; i < L; i++) {
                 const float e = eA[i];
                 float *restrict d = Lt + i * ldl;
-                const float *restrict s = qc + i * sq;
+                const float *restrict s = qc + i * sqc;
                 for (int64_t c = 0; c < dk; c++) d[c] = e * s[c];
                 if (nh > 1) memcpy(d + dk, Praw + i * Cp, (size_t)(i + 1) * sizeof(float));
             }
             cg__ssd_decay_mask(Lt + dk, ldl, L, Ad, X); /* the output GEMM reads P[i, 0..i] only */
-            cg__ssd_copy_rows(V, ldr, v + t0 * sv, sv, L, w, wp);
+            if (v16) cg__cpu_ld_rows(V, ldr, cg__vat(&p->v, v + t0 * sv), p->v.dt, sv, L, w, wp);
+            else cg__ssd_copy_rows(V, ldr, CG_F32P(p->v) + v + t0 * sv, sv, L, w, wp);
 
             /* O = [e^A Q | P] [S; V] */
-            float *Out = direct ? o + t0 * so : Ot;
+            float *Out = direct ? CG_F32P(p->o) + o + t0 * so : Ot;
             const int64_t ldo = direct ? so : wp;
             cg__ssd_gemm(CG_SSD_KLOWER, L, wp, dk, Lt, ldl, 1, S, ldr, Out, ldo, 0);
-            if (!direct)
-                for (int64_t i = 0; i < L; i++) memcpy(o + (t0 + i) * so, Ot + i * wp, (size_t)w * sizeof(float));
+            if (o16)
+                cg__cpu_st_rows(cg__vat(&p->o, o + t0 * so), p->o.dt, so, Ot, wp, L, w);
+            else if (!direct)
+                for (int64_t i = 0; i < L; i++)
+                    memcpy(CG_F32P(p->o) + o + (t0 + i) * so, Ot + i * wp, (size_t)w * sizeof(float));
 
             /* S = gamma S + (K diag(w))^T V */
             for (int64_t c = 0; c < dk; c++) {
@@ -154,7 +178,7 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
 
 cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    if (p->dtype != CG_F32) return cg__err(ctx, CG_EUNSUPPORTED, "cpu ssd forward: float32 tensors only");
+    /* dtypes: checked by the entry point (cpu_isa.c) */
     cg_ssd_cpu_run run;
     cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, 0, "cpu ssd forward", &run);
     if (st != CG_OK) return st;
