@@ -21,7 +21,7 @@ fi
 py="$venv/bin/python"
 missing="$("$py" - <<'PY'
 import importlib.util
-mods = {"torch": "torch", "numpy": "numpy", "pytest": "pytest", "scikit_build_core": "scikit-build-core", "jax": "jax"}
+mods = {"torch": "torch", "numpy": "numpy", "pytest": "pytest", "scikit_build_core": "scikit-build-core", "jax": "jax", "ml_dtypes": "ml_dtypes"}
 print(" ".join(pkg for mod, pkg in mods.items() if importlib.util.find_spec(mod) is None))
 PY
 )"

@@ -6,19 +6,28 @@ the C API cannot read the array: the innermost stride is not 1 (and that dimensi
 longer than 1), a stride is negative or not a multiple of the element size, or every
 stride is zero (a broadcast view, which the C API would read as contiguous).
 float64 inputs run on the `ref` backend (the float64 ground truth) when backend is
-"auto". Outputs are new C-contiguous arrays of the inputs' dtype.
+"auto". float16 and bfloat16 (ml_dtypes.bfloat16, as jax and the .npy files of the peers
+use) arrays are taken where the library takes 16-bit tensors (q, k, v; x, delta, B, C, z;
+docs/dtypes.md; it checks the mix). Outputs are new C-contiguous arrays: o / y in q's / x's
+dtype, every gradient in its input's, the states float32 (float64 in a float64 call).
 """
 from __future__ import annotations
 
-import functools
 from typing import Optional
 
 import numpy as np
 
 from . import _C
-from ._ops import OPS, backend_index, layout_flag
+from ._ops import BF16, OPS, backend_index, layout_flag
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+try:  # numpy's bfloat16 is ml_dtypes' (jax brings it)
+    from ml_dtypes import bfloat16 as _bfloat16
+except ImportError:  # pragma: no cover - no ml_dtypes: no bfloat16 arrays either
+    _bfloat16 = None
+
+# cg_dtype order (include/chunkgen.h)
+_NP = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(_bfloat16) if _bfloat16 else None, np.dtype(np.float16))
+_FLOATS = tuple(dt for dt in _NP if dt is not None)
 
 
 def _needs_copy(a: np.ndarray) -> bool:
@@ -36,24 +45,29 @@ def _prep(name: str, a) -> Optional[np.ndarray]:
     if type(a) is not np.ndarray:
         a = np.asarray(a)
     if a.dtype not in _FLOATS:
-        raise ValueError(f"{name}: dtype {a.dtype} but expected float32 or float64")
+        raise ValueError(f"{name}: dtype {a.dtype} but expected float32 or float64, or float16 / bfloat16 (docs/dtypes.md)")
     if a.flags.c_contiguous or a.ndim == 0 or not _needs_copy(a):
         return a
     return np.ascontiguousarray(a)
 
 
-_EMPTY = {dt: functools.partial(np.empty, dtype=dt) for dt in _FLOATS}
+def _arg(a: Optional[np.ndarray]):
+    """What the C call reads: the array (buffer protocol), or for bfloat16, which numpy
+    cannot export as a buffer, its (ptr, cg_dtype, shape, strides) descriptor (the array
+    stays alive in the caller's tuple)."""
+    if a is None or a.dtype != _NP[BF16]:
+        return a
+    return (a.ctypes.data, BF16, a.shape, tuple(s // a.itemsize for s in a.strides))
 
 
 def run(op: str, given: dict, flag: int, backend: str, config: Optional[str], verbose: bool = False):
     """Run `op` on the arrays in `given` (input name -> array or None); return its
     outputs in the op's order: new arrays, or None for the gradient of an absent input."""
     info = OPS[op]
-    ins = tuple([_prep(n, given.get(n)) for n in info.inputs])
-    first = ins[0]
+    arrays = tuple([_prep(n, given.get(n)) for n in info.inputs])
     b = 0 if backend == "auto" else backend_index(backend)  # auto: float64 runs on ref (in C)
-    empty = _EMPTY[first.dtype] if first is not None else _EMPTY[_FLOATS[0]]
-    return _C.call(info.index, ins, -1, flag, b, config, verbose, empty, None, None)
+    return _C.call(info.index, tuple([_arg(a) for a in arrays]), -1, flag, b, config, verbose, np.empty, _NP, None,
+                   None)
 
 
 def ssd(q, k, v, log_alpha, h0=None, *, layout="token", backend="auto", config=None, verbose=False):

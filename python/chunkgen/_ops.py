@@ -34,7 +34,7 @@ class OpInfo:
 
 OPS: Dict[str, OpInfo] = {name: OpInfo(i, name, ts) for i, (name, ts) in enumerate(_C.ops())}
 BACKENDS: Tuple[str, ...] = _C.backends()  # index = cg_backend value
-F32, F64 = 0, 1  # cg_dtype
+F32, F64, BF16, F16 = 0, 1, 2, 3  # cg_dtype (include/chunkgen.h)
 REF = BACKENDS.index("ref")
 
 LAYOUTS = {"token": 0, "head": 1}
@@ -67,3 +67,40 @@ def output_shape(op: str, out: str, shapes: Dict[str, Optional[Shape]], flag: in
     info = OPS[op]
     i = info.outputs.index(out)
     return output_shapes(op, [shapes.get(n) for n in info.inputs], flag, 1 << i)[i]
+
+
+def output_dtypes(op: str, dtypes: Sequence[Optional[int]]) -> Tuple[int, ...]:
+    """The cg_dtype of each of `op`'s outputs (OPS[op].outputs order) from its inputs'
+    (OPS[op].inputs order, None: absent), by the library's own dtype rules (cg__op_dtypes,
+    docs/dtypes.md: o follows v, y follows x, a gradient its input, the states float32;
+    float64 throughout a float64 call). ValueError with the library's message for a mix it
+    rejects."""
+    return _C.output_dtypes(OPS[op].index, tuple(dtypes))
+
+
+def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int], flag: int, backend: int,
+             want: Sequence[str]) -> None:
+    """The library's own validation of a call that is only traced (JAX's abstract
+    evaluation, torch's fake tensors): cg_workspace_size on descriptors of the inputs'
+    shapes and dtypes and the outputs `want` (shapes and dtypes as the call makes them),
+    at distinct, aligned, never-read addresses, contiguous. Raises ValueError with the
+    library's message (a bad shape, a dtype mix it rejects)."""
+    info = OPS[op]
+    out_dt = dict(zip(info.outputs, output_dtypes(op, [dtypes.get(n) for n in info.inputs])))
+    all_shapes = dict(shapes)
+    for n in info.outputs:
+        all_shapes[n] = output_shape(op, n, shapes, flag) if n in want else None
+    descs, addr = [], 1 << 20
+    for n in info.fields:
+        shp = all_shapes.get(n)
+        if shp is None:
+            descs.append(None)
+            continue
+        strides, s = [], 1
+        for d in reversed(shp):
+            strides.append(s)
+            s *= max(int(d), 1)
+        descs.append((addr, dtypes[n] if n in dtypes else out_dt[n], tuple(int(d) for d in shp),
+                      tuple(reversed(strides))))
+        addr += (s * 8 + 4095) // 4096 * 4096 + 4096
+    _C.workspace_size(info.index, tuple(descs), flag, backend, None, None, None, 0, False)

@@ -11,6 +11,11 @@
   residuals are the inputs (no per-token states are saved).
 - float32 runs chunkgen's CPU path (CUDA kernels on a GPU); float64 (jax_enable_x64) runs
   the float64 `ref` backend, so jax.test_util.check_grads can check the VJP.
+- jnp.bfloat16 / jnp.float16 q, k, v (SSD) or x, delta, B, C, z (selective scan) are taken
+  as they are (no cast; each tensor's dtype goes to the library, which checks the mix:
+  docs/dtypes.md): o / y come back in q's / x's dtype, the states hT in float32, every
+  gradient in its input's dtype; log_alpha, A, D, delta_bias and h0 stay float32. Auto
+  dispatch runs them where the library takes them (docs/dtypes.md).
 - Shapes are checked when the call is traced, by the library itself (cg_workspace_size
   on descriptors whose data pointers are never read): a bad shape raises ValueError with
   chunkgen's message before anything is lowered. A failing call at run time raises an
@@ -37,7 +42,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 
 from . import _C
-from ._ops import OPS, REF, layout_flag, output_shape
+from ._ops import BF16, F16, F32, F64, OPS, REF, layout_flag, output_dtypes, output_shape, validate
 from .jax_partition import partitioned
 
 try:
@@ -58,7 +63,10 @@ except Exception:  # pragma: no cover - a jaxlib without the CUDA platform
     pass
 
 _AUTO = 0
-_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # -> cg_dtype
+# numpy dtypes (jnp.bfloat16 is ml_dtypes.bfloat16) -> cg_dtype, and back
+_DTYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): F64, np.dtype(jnp.bfloat16): BF16,
+           np.dtype(np.float16): F16}
+_NP = {c: dt for dt, c in _DTYPES.items()}
 # Tensors without the leading batch axis B (the op table's extents; A, D, delta_bias and
 # their gradients).
 _UNBATCHED = frozenset(n for info in OPS.values() for n, e in info.extents.items() if e[0] != "B")
@@ -76,46 +84,21 @@ def set_cache_dir(path: Optional[str]) -> None:
 
 # ------------------------------------------------------------ the custom call
 
-def _check(op: str, shapes: dict, want: Tuple[str, ...], dtype, flag: int, backend: int) -> None:
-    """Validate the call by the library at trace time: cg_workspace_size on descriptors
-    with distinct, aligned, never-read addresses (contiguous strides)."""
-    info = OPS[op]
-    descs, addr = {}, 1 << 20
-    code = _DTYPES[np.dtype(dtype)]
-    all_shapes = dict(shapes)
-    for n in info.outputs:
-        all_shapes[n] = output_shape(op, n, shapes, flag) if n in want else None
-    for n in info.fields:
-        shp = all_shapes.get(n)
-        if shp is None:
-            descs[n] = None
-            continue
-        strides, s = [], 1
-        for d in reversed(shp):
-            strides.append(s)
-            s *= max(int(d), 1)
-        descs[n] = (addr, code, tuple(int(d) for d in shp), tuple(reversed(strides)))
-        addr += (s * 8 + 4095) // 4096 * 4096 + 4096
-    _C.workspace_size(info.index, tuple(descs[n] for n in info.fields), flag, backend, None, None, None, 0, False)
-
-
-def _dtype_of(op: str, given: dict):
-    info = OPS[op]
-    first = None
-    for n in info.inputs:
+def _dtypes_of(op: str, given: dict) -> dict:
+    """The cg_dtype of each given input (name -> code); whether their mix is allowed is
+    the library's to say (validate)."""
+    codes = {}
+    for n in OPS[op].inputs:
         a = given.get(n)
         if a is None:
             continue
         dt = np.dtype(a.dtype)
         if dt not in _DTYPES:
-            raise ValueError(f"{n}: dtype {dt} but expected float32 or float64")
-        if first is None:
-            first = (n, dt)
-        elif dt != first[1]:
-            raise ValueError(f"{n}: dtype {dt} but expected {first[1]} like {first[0]}")
+            raise ValueError(f"{n}: dtype {dt} but expected float32 or float64, or bfloat16 / float16 (docs/dtypes.md)")
         if a.ndim > 4:
             raise ValueError(f"{n}: {a.ndim} dimensions but expected at most 4")
-    return first[1]
+        codes[n] = _DTYPES[dt]
+    return codes
 
 
 def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arrays):
@@ -123,15 +106,17 @@ def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arr
     returns the outputs `want`, in field order."""
     info = OPS[op]
     given = dict(zip(names, arrays))
-    dtype = _dtype_of(op, given)
-    backend = REF if dtype == np.float64 else _AUTO
+    codes = _dtypes_of(op, given)
+    backend = REF if F64 in codes.values() else _AUTO
     shapes = {n: (tuple(given[n].shape) if n in given else None) for n in info.inputs}
-    _check(op, shapes, want, dtype, flag, backend)
+    validate(op, shapes, codes, flag, backend, want)  # at trace time, the library's messages
+    out_dt = dict(zip(info.outputs, output_dtypes(op, [codes.get(n) for n in info.inputs])))
     present = 0
     for i, n in enumerate(info.fields):
         if n in given or n in want:
             present |= 1 << i
-    out_types = [jax.ShapeDtypeStruct(output_shape(op, n, shapes, flag), dtype) for n in info.outputs if n in want]
+    out_types = [jax.ShapeDtypeStruct(output_shape(op, n, shapes, flag), _NP[out_dt[n]])
+                 for n in info.outputs if n in want]
     call = jax.ffi.ffi_call(TARGET, out_types)
     return tuple(call(*arrays, op=np.int64(info.index), flag=np.int64(flag), present=np.int64(present),
                       backend=np.int64(backend), config=""))

@@ -8,7 +8,8 @@ its signature): parameters as a dict of arrays, no framework.
 
 Each layer: RMS norm, an in-projection to q, k (per group), v, dt (per head) and a gate;
 dt = softplus(dt + dt_bias), log_alpha = -exp(a_log) * dt, v scaled by dt; SSD; the output
-gated by silu(gate), out-projected and added to the residual.
+gated by silu(gate), out-projected and added to the residual. With bfloat16 / float16
+parameters (init(..., dtype=jnp.bfloat16)) q, k, v stay 16-bit and log_alpha is float32.
 """
 from __future__ import annotations
 
@@ -64,7 +65,10 @@ def mixer(p: dict, x, c: Config, ssd=None):
     k = jax.nn.silu(k).reshape(B, T, c.groups, c.dk)
     dt = jax.nn.softplus(dt + p["dt_bias"])  # [B, T, H]
     v = v.reshape(B, T, c.heads, c.dv) * dt[..., None]
-    o, _ = ssd(q, k, v, -jnp.exp(p["a_log"]) * dt)
+    log_alpha = -jnp.exp(p["a_log"]) * dt
+    if log_alpha.dtype in (jnp.bfloat16, jnp.float16):  # chunkgen keeps the decay float32
+        log_alpha = log_alpha.astype(jnp.float32)
+    o, _ = ssd(q, k, v, log_alpha)
     return (o.reshape(B, T, c.heads * c.dv) * jax.nn.silu(gate)) @ p["w_out"]
 
 

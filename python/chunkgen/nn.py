@@ -11,6 +11,13 @@ from . import torch as ct
 
 __all__ = ["Mamba2Mixer"]
 
+_HALF = (torch.bfloat16, torch.float16)
+
+
+def _float32_if_half(t: torch.Tensor) -> torch.Tensor:
+    """t in float32 when it is 16-bit (chunkgen's float32-only tensors); else t as it is."""
+    return t.float() if t.dtype in _HALF else t
+
 
 class Mamba2Mixer(nn.Module):
     """A Mamba-2 style SSD mixer (residual block) over [batch, tokens, d_model].
@@ -21,6 +28,8 @@ class Mamba2Mixer(nn.Module):
     LayerNorm and out_proj, added to the input. No convolution.
     `scan` (default chunkgen.torch.ssd) takes (q, k, v, log_alpha) and returns (o, hT);
     any function of that signature can stand in (e.g. a pure-PyTorch recurrence).
+    In a bfloat16 / float16 module (or under autocast) q, k, v stay 16-bit and the decay
+    log_alpha is computed in float32 (chunkgen keeps it float32, as mamba_ssm keeps dt).
     """
 
     def __init__(self, d_model: int, heads: int = 4, groups: int = 1, d_state: int = 16,
@@ -45,7 +54,7 @@ class Mamba2Mixer(nn.Module):
         z, x, B, C, dt = torch.split(self.in_proj(u), [hp, hp, gn, gn, self.h], dim=-1)
         x = x.reshape(b, t, self.h, self.p)
         dt = F.softplus(dt + self.dt_bias)
-        log_alpha = -dt * torch.exp(self.A_log)
+        log_alpha = -_float32_if_half(dt) * torch.exp(_float32_if_half(self.A_log))
         y, _ = self.scan(C.reshape(b, t, self.g, self.n), B.reshape(b, t, self.g, self.n), x * dt[..., None],
                          log_alpha)
         y = y + x * self.D[:, None]

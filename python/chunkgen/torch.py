@@ -6,6 +6,10 @@ the forward ops with autograd formulas (the backward ops), so torch.compile(full
 True) traces them without a graph break and torch.library.opcheck passes.
 
 - CPU tensors run on chunkgen's CPU path; float64 tensors on the float64 `ref` backend.
+- torch.bfloat16 / torch.float16 q, k, v (SSD) or x, delta, B, C, z (selective scan) are
+  passed as they are (each tensor's own dtype; the library checks the mix, docs/dtypes.md):
+  o / y come back in q's / x's dtype, hT in float32, every gradient in its input's dtype;
+  log_alpha, A, D, delta_bias, h0 stay float32 (math and accumulation are float32).
 - CUDA tensors run on the generated CUDA kernels (backend auto: device pointers) on
   torch.cuda.current_stream(); float64 CUDA tensors run on `ref` on host copies.
 - Tensors are passed with their strides; a copy is made only where the innermost stride
@@ -29,12 +33,13 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from . import _C
-from ._ops import OPS, layout_flag, output_shapes
+from ._ops import OPS, layout_flag, output_shapes, validate
 
 __all__ = ["ssd", "sscan"]
 
 _AUTO = 0
-_C.set_torch_dtypes(torch.float32, torch.float64)
+_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)  # cg_dtype order
+_C.set_torch_dtypes(*_DTYPES)
 
 
 def _run(op: str, ins: tuple, flag: int) -> Tuple[Optional[Tensor], ...]:
@@ -44,7 +49,7 @@ def _run(op: str, ins: tuple, flag: int) -> Tuple[Optional[Tensor], ...]:
     first = ins[0]
     index = OPS[op].index
     if first is not None and not first.is_cuda:
-        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, None, None)
+        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, None, None)
     _C.check_tensors(index, ins)  # (raises for a missing first input)
     dev = first.device
     if first.dtype == torch.float64:  # the float64 reference runs on the host
@@ -53,7 +58,7 @@ def _run(op: str, ins: tuple, flag: int) -> Tuple[Optional[Tensor], ...]:
     with torch.cuda.device(dev):
         stream = torch.cuda.current_stream(dev).cuda_stream
         # the kernels' scratch from PyTorch's caching allocator (stream-ordered reuse)
-        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, stream,
+        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, stream,
                        lambda n: torch.empty(n, dtype=torch.uint8, device=dev))
 
 
@@ -65,10 +70,20 @@ def _op_impl(op: str, ins: tuple, flag: int) -> Tuple[Tensor, ...]:
 
 
 def _fake(op: str, ins: tuple, flag: int) -> Tuple[Tensor, ...]:
-    _C.check_tensors(OPS[op].index, ins)
+    """The outputs' shapes (the op table's) and dtypes (the binding's rule, as _run makes
+    them); with concrete sizes the library validates the call, so a bad shape or dtype
+    mix raises its message when traced, as eagerly."""
+    info = OPS[op]
+    out_dt = _C.check_tensors(info.index, ins)
     first = ins[0]
-    shapes = output_shapes(op, [t.shape if t is not None else None for t in ins], flag)
-    return tuple(first.new_empty(s if s is not None else (0,)) for s in shapes)
+    in_shapes = [t.shape if t is not None else None for t in ins]
+    shapes = output_shapes(op, in_shapes, flag)
+    if all(type(d) is int for s in in_shapes if s is not None for d in s):
+        given = {n: tuple(s) for n, s in zip(info.inputs, in_shapes) if s is not None}
+        validate(op, given, {n: _DTYPES.index(t.dtype) for n, t in zip(info.inputs, ins) if t is not None}, flag,
+                 _AUTO, [n for n, s in zip(info.outputs, shapes) if s is not None])
+    return tuple(first.new_empty(s, dtype=_DTYPES[d]) if s is not None else first.new_empty((0,))
+                 for s, d in zip(shapes, out_dt))
 
 
 def _backward(bwd, fwd_ins: tuple, flag, dy: Optional[Tensor], dhT: Optional[Tensor], dy_like) -> tuple:

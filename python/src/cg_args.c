@@ -4,7 +4,7 @@
 #include <string.h>
 
 static PyObject *s_data_ptr, *s_dtype, *s_shape, *s_stride, *s_device, *s_contiguous;
-static PyObject *torch_f32, *torch_f64; /* borrowed forever (kept alive by chunkgen.torch) */
+static PyObject *torch_dt[CGPY_NDTYPES]; /* owned: torch.float32, float64, bfloat16, float16 */
 
 static int intern(void) {
     if (s_data_ptr) return 0;
@@ -17,11 +17,11 @@ static int intern(void) {
     return s_data_ptr && s_dtype && s_shape && s_stride && s_device && s_contiguous ? 0 : -1;
 }
 
-void cgpy_set_torch_dtypes(PyObject *f32, PyObject *f64) {
-    Py_XINCREF(f32);
-    Py_XINCREF(f64);
-    torch_f32 = f32;
-    torch_f64 = f64;
+void cgpy_set_torch_dtypes(PyObject *const dts[CGPY_NDTYPES]) {
+    for (int k = 0; k < CGPY_NDTYPES; k++) {
+        Py_XINCREF(dts[k]);
+        Py_XSETREF(torch_dt[k], dts[k]);
+    }
 }
 
 const cg_op_desc *cgpy_op(PyObject *o) {
@@ -113,7 +113,8 @@ static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, in
     if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
     if (!strcmp(fmt, "f") && buf->itemsize == 4) t->dtype = CG_F32;
     else if (!strcmp(fmt, "d") && buf->itemsize == 8) t->dtype = CG_F64;
-    else return bad(name, "dtype must be float32 or float64");
+    else if (!strcmp(fmt, "e") && buf->itemsize == 2) t->dtype = CG_F16;
+    else return bad(name, "dtype must be float32, float64 or float16 (bfloat16: a descriptor)");
     if (buf->ndim > CG_MAX_DIMS) return too_many_dims(name, buf->ndim);
     t->data = buf->buf;
     t->ndim = buf->ndim;
@@ -127,9 +128,11 @@ static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, in
 
 /* The cg_dtype of a torch dtype object; -1 with ValueError set. */
 static int torch_dtype(PyObject *dt, const char *name) {
-    if (dt && dt == torch_f32) return CG_F32;
-    if (dt && dt == torch_f64) return CG_F64;
-    if (dt) PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected torch.float32 or torch.float64", name, dt);
+    for (int k = 0; dt && k < CGPY_NDTYPES; k++)
+        if (dt == torch_dt[k]) return k;
+    if (dt)
+        PyErr_Format(PyExc_ValueError,
+                     "%s: dtype %S but expected torch.float32, torch.float64, torch.bfloat16 or torch.float16", name, dt);
     return -1;
 }
 
@@ -180,15 +183,12 @@ int cgpy_read(cgpy_call *c, int i, PyObject *o) {
 static PyObject *s_is_cpu;
 
 /* The torch front end's checks of input i (o, its dtype and shape objects) against the
- * first input (f, its dtype fdt): dtype, device, rank, no empty dimension. */
-static int check_one(const cg_op_desc *d, int i, PyObject *o, PyObject *dt, PyObject *shape, PyObject *f,
-                     PyObject *fdt, int f_cpu) {
+ * first input f: a dtype chunkgen maps (their mix is the library's to check), device,
+ * rank, no empty dimension. Returns the cg_dtype, -1 with ValueError set. */
+static int check_one(const cg_op_desc *d, int i, PyObject *o, PyObject *dt, PyObject *shape, PyObject *f, int f_cpu) {
     const char *name = d->t[i].name, *fname = d->t[0].name;
-    if (torch_dtype(dt, name) < 0) return -1;
-    if (dt != fdt) {
-        PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected %S like %s", name, dt, fdt, fname);
-        return -1;
-    }
+    int code = torch_dtype(dt, name);
+    if (code < 0) return -1;
     if (o != f) {
         /* both on the CPU (a cheap property), else the devices compared */
         int same = 0;
@@ -220,7 +220,7 @@ static int check_one(const cg_op_desc *d, int i, PyObject *o, PyObject *dt, PyOb
             return -1;
         }
     }
-    return 0;
+    return code;
 }
 
 /* Whether the first input is on the CPU (is_cpu; 0 when it cannot say). */
@@ -242,20 +242,22 @@ static int inputs_tuple(const cg_op_desc *d, PyObject *ins) {
     return intern();
 }
 
-int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins) {
+int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins, int *dt_out) {
     if (inputs_tuple(d, ins)) return -1;
-    PyObject *f = PyTuple_GET_ITEM(ins, 0), *fdt = PyObject_GetAttr(f, s_dtype);
-    int r = fdt ? 0 : -1, f_cpu = first_on_cpu(f);
-    for (int i = 0; r == 0 && i < PyTuple_GET_SIZE(ins); i++) {
+    PyObject *f = PyTuple_GET_ITEM(ins, 0);
+    int r = 0, f_cpu = first_on_cpu(f), dts[CG_OP_MAX_TENSORS];
+    for (int i = 0; i < d->nt; i++) dts[i] = -1;
+    for (int i = 0; r >= 0 && i < PyTuple_GET_SIZE(ins); i++) {
         PyObject *o = PyTuple_GET_ITEM(ins, i);
         if (o == Py_None) continue;
         PyObject *dt = PyObject_GetAttr(o, s_dtype), *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
-        r = shape ? check_one(d, i, o, dt, shape, f, fdt, f_cpu) : -1;
+        r = dts[i] = shape ? check_one(d, i, o, dt, shape, f, f_cpu) : -1;
         Py_XDECREF(dt);
         Py_XDECREF(shape);
     }
-    Py_XDECREF(fdt);
-    return r;
+    if (r < 0) return -1;
+    if (dt_out) memcpy(dt_out, dts, sizeof dts);
+    return 0;
 }
 
 /* Whether the C API cannot take these strides: the innermost is not 1 (on a dimension
@@ -268,16 +270,16 @@ static int needs_copy(const cg_tensor *t) {
 }
 
 /* Torch input i: checked, read (one pass over its attributes), copied when needed. */
-static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, PyObject *fdt, int f_cpu) {
+static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, int f_cpu) {
     const char *name = c->d->t[i].name;
     cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
     PyObject *dt = PyObject_GetAttr(o, s_dtype), *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
     PyObject *st = NULL, *ptr = NULL;
-    int r = -1;
-    if (!shape || check_one(c->d, i, o, dt, shape, f, fdt, f_cpu) || !(st = PyObject_CallMethodNoArgs(o, s_stride)) ||
-        read_shape_strides(shape, st, t, name))
+    int r = -1, code = -1;
+    if (!shape || (code = check_one(c->d, i, o, dt, shape, f, f_cpu)) < 0 ||
+        !(st = PyObject_CallMethodNoArgs(o, s_stride)) || read_shape_strides(shape, st, t, name))
         goto out;
-    t->dtype = dt == torch_f64 ? CG_F64 : CG_F32;
+    t->dtype = (cg_dtype)code;
     if (needs_copy(t)) {
         PyObject *copy = PyObject_CallMethodNoArgs(o, s_contiguous);
         if (cgpy_keep(c, copy)) goto out;
@@ -311,24 +313,34 @@ int cgpy_read_inputs(cgpy_call *c, PyObject *ins) {
         return 0;
     }
     if (inputs_tuple(d, ins)) return -1;
-    PyObject *fdt = PyObject_GetAttr(f, s_dtype);
-    int r = fdt ? 0 : -1, f_cpu = first_on_cpu(f);
+    int r = 0, f_cpu = first_on_cpu(f);
     for (int i = 0; r == 0 && i < nin; i++) {
         PyObject *o = PyTuple_GET_ITEM(ins, i);
         if (o == Py_None) memset(cg__args_tensor(d, &c->args, i), 0, sizeof(cg_tensor));
-        else r = read_torch_input(c, i, o, f, fdt, f_cpu);
+        else r = read_torch_input(c, i, o, f, f_cpu);
     }
-    Py_XDECREF(fdt);
     return r;
 }
 
+static size_t dtype_size(int dt) { return dt == CG_F64 ? 8 : dt == CG_BF16 || dt == CG_F16 ? 2 : 4; }
+
 int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const int64_t *shape, int ndim) {
-    if (PyObject_CheckBuffer(out) || PyTuple_Check(out)) return cgpy_read(c, i, out);
+    if (PyTuple_Check(out)) return cgpy_read(c, i, out);
     cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
     memset(t, 0, sizeof *t); /* all-zero strides: contiguous */
     t->dtype = dtype;
     t->ndim = ndim;
-    for (int k = 0; k < ndim; k++) t->shape[k] = shape[k];
+    int64_t numel = 1;
+    for (int k = 0; k < ndim; k++) numel *= t->shape[k] = shape[k];
+    if (PyObject_CheckBuffer(out)) {
+        /* no format asked: numpy exports none for ml_dtypes' bfloat16 */
+        if (PyObject_GetBuffer(out, &c->bufs[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+        c->got[i] = 1;
+        if (c->bufs[i].len != (Py_ssize_t)(numel * (int64_t)dtype_size(dtype)))
+            return bad(c->d->t[i].name, "the allocator's array has the wrong size for its shape and dtype");
+        t->data = c->bufs[i].buf;
+        return 0;
+    }
     PyObject *ptr = PyObject_CallMethodNoArgs(out, s_data_ptr);
     if (ptr) t->data = PyLong_AsVoidPtr(ptr);
     Py_XDECREF(ptr);
@@ -377,3 +389,4 @@ int cgpy_default_want(const cg_op_desc *d, int i, const int present[CG_OP_MAX_TE
     int j = cg__op_tensor(d, of);
     return j >= 0 && present[j];
 }
+

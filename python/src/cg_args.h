@@ -42,19 +42,25 @@ int cgpy_read(cgpy_call *c, int i, PyObject *o);
 /* The op's int flag: layout for SSD (1: head-major), the scalar arguments (delta_softplus). */
 void cgpy_set_flag(cgpy_call *c, int flag);
 
-/* Register the torch dtypes float32, float64 (chunkgen.torch does on import). */
-void cgpy_set_torch_dtypes(PyObject *f32, PyObject *f64);
+/* The cg_dtype values a binding maps (CG_F32, CG_F64, CG_BF16, CG_F16: 0 .. 3). */
+#define CGPY_NDTYPES (CG_F16 + 1)
+
+/* Register the torch dtypes float32, float64, bfloat16, float16 (cg_dtype order; chunkgen.torch
+ * does on import). */
+void cgpy_set_torch_dtypes(PyObject *const dts[CGPY_NDTYPES]);
 /* The torch front end's checks of the inputs ins (a tuple in the op's input order, torch
- * tensors or fake tensors or None): dtype float32/float64 and that of the first, the
- * first's device, at most CG_MAX_DIMS dimensions, no empty dimension. -1: ValueError. */
-int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins);
+ * tensors or fake tensors or None): each dtype float32, float64, bfloat16 or float16, the
+ * first's device, at most CG_MAX_DIMS dimensions, no empty dimension. -1: ValueError.
+ * dt (may be NULL): each tensor's cg_dtype in table order (-1: absent or an output). */
+int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins, int *dt);
 /* Fill c's inputs from ins (the op's inputs in table order). Numpy arrays and descriptors
  * as cgpy_read; torch tensors (when the first input is one) checked as cgpy_check_tensors, read in one pass
  * and copied (o.contiguous()) where the C API cannot take their strides: the innermost
  * stride is not 1, or every stride is zero. */
 int cgpy_read_inputs(cgpy_call *c, PyObject *ins);
-/* Output i from out, made by the caller's allocator in shape: a buffer is read as
- * cgpy_read; a torch tensor is taken as contiguous of dtype (only its data_ptr read). */
+/* Output i from out, made by the caller's allocator in shape and dtype: a descriptor is
+ * read as cgpy_read; a buffer (numpy) or a torch tensor is taken as contiguous of dtype
+ * (only its data pointer read; a buffer's byte length checked). */
 int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const int64_t *shape, int ndim);
 
 /* Which input gives each dimension of tensor i: src[k] = input table index * 8 + the

@@ -8,7 +8,10 @@
  * delta_softplus) and backend, and makes the public C call; all logic, validation and its
  * messages stay in the library (a failing status becomes an XLA error carrying cg_errmsg).
  *
- *   chunkgen_cpu   host buffers; the CPU path (float32) or the ref backend (float64).
+ *   chunkgen_cpu   host buffers; the CPU path (float32; bfloat16/float16 where the library's
+ *                  CPU path takes them, else what auto dispatch picks) or the ref backend
+ *                  (float64). Element types F32, F64, BF16, F16 map to CG_F32 .. CG_F16; the
+ *                  library checks each tensor's against the op's dtype rules.
  *   chunkgen_cuda  device buffers on the stream XLA passes; the generated kernels'
  *                  workspace is an XLA scratch allocation (ScratchAllocator: XLA's own
  *                  device allocator, never a cudaMalloc per call). It needs no CUDA
@@ -80,10 +83,21 @@ cg_context *context(ffi::Error *err) {
 
 /* -------------------------------------------------------------- buffers */
 
+/* The cg_dtype of an XLA element type; -1: none chunkgen takes. */
+int dtype_of(ffi::DataType t) {
+    switch (t) {
+    case ffi::DataType::F32: return CG_F32;
+    case ffi::DataType::F64: return CG_F64;
+    case ffi::DataType::BF16: return CG_BF16;
+    case ffi::DataType::F16: return CG_F16;
+    default: return -1;
+    }
+}
+
 cg_tensor tensor_of(const ffi::AnyBuffer &b) {
     cg_tensor t{};
     t.data = b.untyped_data();
-    t.dtype = b.element_type() == ffi::DataType::F64 ? CG_F64 : CG_F32;
+    t.dtype = (cg_dtype)dtype_of(b.element_type()); /* (checked by fill) */
     auto dims = b.dimensions();
     t.ndim = (int)dims.size();
     for (int i = 0; i < t.ndim && i < CG_MAX_DIMS; i++) t.shape[i] = dims[i];
@@ -111,6 +125,9 @@ ffi::Error fill(int64_t op, int64_t flag, int64_t present, const ffi::RemainingA
         }
         if (t->ndim > CG_MAX_DIMS)
             return ffi::Error::InvalidArgument(std::string(cgov_tensor_name(o, i)) + ": more than 4 dimensions");
+        if ((int)t->dtype < 0)
+            return ffi::Error::InvalidArgument(std::string(cgov_tensor_name(o, i)) +
+                                               ": element type not float32, float64, bfloat16 or float16");
     }
     if (ni != ins.size() || no != outs.size())
         return ffi::Error::InvalidArgument(std::string(cgov_op_name(o)) + ": buffer count does not match attribute present");

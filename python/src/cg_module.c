@@ -78,6 +78,29 @@ static cg_context *thread_ctx(void) {
     return t->ctx;
 }
 
+/* -------------------------------------------------------------- dtypes */
+
+/* Each output's storage dtype from the inputs': dt[i] in table order, the inputs' given
+ * (-1: absent), the outputs' written, by the library's own rules (cg__op_dtypes, which its
+ * validation applies: o follows v, y follows x, a gradient its input, states float32;
+ * docs/dtypes.md). A mix the library rejects raises its message: -1. */
+static cg_context *thread_ctx(void);
+static PyObject *raise_status(cg_status s, cg_context *ctx);
+
+static int resolve_dtypes(const cg_op_desc *d, int dt[CG_OP_MAX_TENSORS]) {
+    cg_context *ctx = thread_ctx();
+    if (!ctx) return -1;
+    cg_dtype want[CG_OP_MAX_TENSORS], math;
+    for (int i = cgpy_ninputs(d); i < d->nt; i++) dt[i] = -1;
+    cg_status s = cg__op_dtypes(ctx, d, dt, want, &math);
+    if (s != CG_OK) {
+        raise_status(s, ctx);
+        return -1;
+    }
+    for (int i = cgpy_ninputs(d); i < d->nt; i++) dt[i] = (int)want[i];
+    return 0;
+}
+
 /* ---------------------------------------------------------- the calls */
 
 typedef cg_status (*op_fn)(cg_context *, const void *, const cg_exec *);
@@ -161,18 +184,33 @@ static PyObject *py_workspace_size(PyObject *self, PyObject *const *a, Py_ssize_
     return PyLong_FromSize_t(bytes);
 }
 
-/* call(op, inputs, want, flag, backend, config, verbose, empty, stream, ws_empty) -> outputs
+/* empty(shape, dtype=dtypes[dt]): one output from the front end's allocator. */
+static PyObject *make_output(PyObject *empty, PyObject *dtypes, int dt, PyObject *shape) {
+    static PyObject *kw;
+    if (!kw && !(kw = Py_BuildValue("(s)", "dtype"))) return NULL;
+    if (!PyTuple_Check(dtypes) || PyTuple_GET_SIZE(dtypes) != CGPY_NDTYPES)
+        return PyErr_Format(PyExc_TypeError, "dtypes: expected a tuple of %d dtypes (cg_dtype order)", CGPY_NDTYPES);
+    PyObject *args[2] = {shape, PyTuple_GET_ITEM(dtypes, dt)};
+    return PyObject_Vectorcall(empty, args, 1, kw);
+}
+
+/* call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty)
+ * -> outputs
  *
  * The front ends' one entry. inputs: the op's inputs in table order (None, numpy arrays,
- * torch tensors). Torch tensors are checked (cgpy_check_tensors) and copied only where the
- * C API cannot take their strides. Each wanted output (want: a bit per output in table
- * order; -1: forward outputs and the gradient of every given input) is made by
- * empty(shape) -- shapes from the op table -- and read like an input; the others come back
- * as None. backend auto with float64 inputs runs `ref`. With a stream (CUDA), ws_empty(n)
- * gives the call's n bytes of workspace (cg_workspace_size) when n > 0. */
+ * torch tensors, descriptors). Torch tensors are checked (dtype, device, rank) and copied
+ * only where the C API cannot take their strides; the library checks the rest. Each wanted
+ * output (want: a bit per output in table order; -1: forward
+ * outputs and the gradient of every given input) is made by empty(shape, dtype=dtypes[dt])
+ * -- shapes from the op table, dt (a cg_dtype) by the library's rules (resolve_dtypes: a
+ * bad dtype mix raises its message here) -- and read like an
+ * input; the others come back as None. backend auto with float64 inputs runs `ref`. With
+ * a stream (CUDA), ws_empty(n) gives the call's n bytes of workspace (cg_workspace_size)
+ * when n > 0. */
 static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != 10)
-        return PyErr_Format(PyExc_TypeError, "call(op, inputs, want, flag, backend, config, verbose, empty, stream, ws_empty)");
+    if (na != 11)
+        return PyErr_Format(PyExc_TypeError,
+                            "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty)");
     const cg_op_desc *d = cgpy_op(a[0]);
     if (!d) return NULL;
     int nin = cgpy_ninputs(d);
@@ -183,13 +221,15 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     cgpy_call_init(&c, d);
     PyObject *result = NULL, *r = NULL;
     if (parse_exec(a[4], a[5], a[6], &c.exec)) goto done;
-    int present[CG_OP_MAX_TENSORS] = {0}, ndim[CG_OP_MAX_TENSORS];
+    int present[CG_OP_MAX_TENSORS] = {0}, ndim[CG_OP_MAX_TENSORS], dt[CG_OP_MAX_TENSORS];
     if (cgpy_read_inputs(&c, a[1])) goto done;
     for (int i = 0; i < d->nt; i++) {
         const cg_tensor *t = cg__args_tensor(d, &c.args, i);
         present[i] = i < nin && t->data;
         ndim[i] = present[i] ? t->ndim : -1;
+        dt[i] = present[i] ? (int)t->dtype : -1;
     }
+    if (resolve_dtypes(d, dt)) goto done;
     const cg_tensor *first = cg__args_tensor(d, &c.args, 0);
     if (c.exec.backend == CG_BACKEND_AUTO && first->data && first->dtype == CG_F64) c.exec.backend = CG_BACKEND_REF;
     cgpy_set_flag(&c, flag);
@@ -207,9 +247,9 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
                 if (!e) Py_CLEAR(shape);
                 else PyTuple_SET_ITEM(shape, k, e);
             }
-            out = shape ? PyObject_CallOneArg(a[7], shape) : NULL;
+            out = shape ? make_output(a[7], a[8], dt[i], shape) : NULL;
             Py_XDECREF(shape);
-            if (!out || cgpy_set_output(&c, i, out, first->dtype, ext, n)) {
+            if (!out || cgpy_set_output(&c, i, out, (cg_dtype)dt[i], ext, n)) {
                 Py_XDECREF(out);
                 goto done;
             }
@@ -218,8 +258,8 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         }
         PyTuple_SET_ITEM(result, i - nin, out);
     }
-    if (a[8] != Py_None) {
-        if (parse_ptr(a[8], &c.exec.stream)) goto done;
+    if (a[9] != Py_None) {
+        if (parse_ptr(a[9], &c.exec.stream)) goto done;
         size_t bytes = 0;
         if (!(r = invoke(&c, &bytes))) goto done;
         Py_CLEAR(r);
@@ -227,7 +267,7 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
             static PyObject *s_data_ptr;
             if (!s_data_ptr && !(s_data_ptr = PyUnicode_InternFromString("data_ptr"))) goto done;
             PyObject *n = PyLong_FromSize_t(bytes);
-            PyObject *ws = n ? PyObject_CallOneArg(a[9], n) : NULL;
+            PyObject *ws = n ? PyObject_CallOneArg(a[10], n) : NULL;
             Py_XDECREF(n);
             if (cgpy_keep(&c, ws)) goto done;
             PyObject *ptr = PyObject_CallMethodNoArgs(ws, s_data_ptr);
@@ -248,12 +288,47 @@ done:
     return NULL;
 }
 
-/* check_tensors(op, inputs): the torch front end's checks (also its fake implementations'). */
+/* The outputs' part of dt (resolve_dtypes) as a tuple of ints. */
+static PyObject *out_dtype_tuple(const cg_op_desc *d, const int dt[CG_OP_MAX_TENSORS]) {
+    int nin = cgpy_ninputs(d);
+    PyObject *r = PyTuple_New(d->nt - nin);
+    for (int i = nin; r && i < d->nt; i++) {
+        PyObject *e = PyLong_FromLong(dt[i]);
+        if (!e) Py_CLEAR(r);
+        else PyTuple_SET_ITEM(r, i - nin, e);
+    }
+    return r;
+}
+
+/* check_tensors(op, inputs) -> the outputs' cg_dtypes: the torch front end's checks (also
+ * its fake implementations', which make their outputs in those dtypes). */
 static PyObject *py_check_tensors(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != 2) return PyErr_Format(PyExc_TypeError, "check_tensors(op, inputs)");
     const cg_op_desc *d = cgpy_op(a[0]);
-    if (!d || cgpy_check_tensors(d, a[1])) return NULL;
-    Py_RETURN_NONE;
+    int dt[CG_OP_MAX_TENSORS];
+    if (!d || cgpy_check_tensors(d, a[1], dt) || resolve_dtypes(d, dt)) return NULL;
+    return out_dtype_tuple(d, dt);
+}
+
+/* output_dtypes(op, dtypes) -> the cg_dtype of each output from the inputs' (ints, None:
+ * absent), by the library's rules; ValueError with its message for a mix it rejects. */
+static PyObject *py_output_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 2) return PyErr_Format(PyExc_TypeError, "output_dtypes(op, dtypes)");
+    const cg_op_desc *d = cgpy_op(a[0]);
+    if (!d) return NULL;
+    int nin = cgpy_ninputs(d), dt[CG_OP_MAX_TENSORS];
+    if (!PyTuple_Check(a[1]) || PyTuple_GET_SIZE(a[1]) != nin)
+        return PyErr_Format(PyExc_TypeError, "%s: expected the dtypes of its %d inputs", d->name, nin);
+    for (int i = 0; i < nin; i++) {
+        PyObject *o = PyTuple_GET_ITEM(a[1], i);
+        long v = o == Py_None ? -1 : PyLong_AsLong(o);
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        if (v < -1 || v >= CGPY_NDTYPES)
+            return PyErr_Format(PyExc_ValueError, "%s: dtype %ld but expected a cg_dtype in [0, %d)", d->t[i].name, v,
+                                CGPY_NDTYPES);
+        dt[i] = (int)v;
+    }
+    return resolve_dtypes(d, dt) ? NULL : out_dtype_tuple(d, dt);
 }
 
 /* output_shapes(op, flag, shapes, want) -> the shape of each output (None where not
@@ -405,8 +480,8 @@ static PyObject *py_ops(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *py_set_torch_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != 2) return PyErr_Format(PyExc_TypeError, "set_torch_dtypes(float32, float64)");
-    cgpy_set_torch_dtypes(a[0], a[1]);
+    if (na != CGPY_NDTYPES) return PyErr_Format(PyExc_TypeError, "set_torch_dtypes(float32, float64, bfloat16, float16)");
+    cgpy_set_torch_dtypes(a);
     Py_RETURN_NONE;
 }
 
@@ -468,12 +543,15 @@ static PyMethodDef methods[] = {
      "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
     {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
     {"call", (PyCFunction)(void (*)(void))py_call, METH_FASTCALL,
-     "call(op, inputs, want, flag, backend, config, verbose, empty, stream, ws_empty) -> outputs"},
-    {"check_tensors", (PyCFunction)(void (*)(void))py_check_tensors, METH_FASTCALL, "check_tensors(op, inputs)"},
+     "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty) -> outputs"},
+    {"check_tensors", (PyCFunction)(void (*)(void))py_check_tensors, METH_FASTCALL,
+     "check_tensors(op, inputs) -> output dtypes"},
+    {"output_dtypes", (PyCFunction)(void (*)(void))py_output_dtypes, METH_FASTCALL,
+     "output_dtypes(op, input_dtypes) -> output dtypes (cg_dtype ints)"},
     {"output_shapes", (PyCFunction)(void (*)(void))py_output_shapes, METH_FASTCALL,
      "output_shapes(op, flag, input_shapes, want) -> output shapes (None: not wanted)"},
     {"set_torch_dtypes", (PyCFunction)(void (*)(void))py_set_torch_dtypes, METH_FASTCALL,
-     "set_torch_dtypes(torch.float32, torch.float64)"},
+     "set_torch_dtypes(torch.float32, torch.float64, torch.bfloat16, torch.float16)"},
     {"set_log_handler", py_set_log_handler, METH_O, "set_log_handler(fn(level, msg) or None): the library's log"},
     {"ops", py_ops, METH_NOARGS, "((name, ((tensor, is_output, extents, layout, grad_of), ...)), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
