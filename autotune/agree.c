@@ -124,19 +124,13 @@ void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks) {
         ks->flags = CG_KS_H0;
     }
     ks->flags |= bwd ? (CG_KS_DHT | CG_KS_BWD) : CG_KS_HT;
-#ifdef CG_KS_DTYPES_CAP
-    /* The kernel shape's 16-bit tensors (gen.h, cg__kshape_dtypes' text: "x=bf16 y=bf16"),
-     * from the shape's dtype signature over the tuner's problem, which has every tensor. */
+    /* The kernel shape's 16-bit tensors, from the shape's dtype signature over the
+     * tuner's problem (which has every tensor), formatted as the launcher formats them. */
     const cg_op_desc *d = cg__op_desc(s->sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD)
                                                : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD));
     int dt[CG_OP_MAX_TENSORS];
     if (cg__op_dtype_unsig(NULL, d, s->dtype[0] ? s->dtype : "f32", dt) != CG_OK) return;
-    size_t n = 0;
-    for (int i = 0; i < d->nt && n < sizeof ks->dtypes; i++)
-        if (cg__dtype_half((cg_dtype)dt[i]))
-            n += (size_t)snprintf(ks->dtypes + n, sizeof ks->dtypes - n, "%s%s=%s", n ? " " : "", d->t[i].name,
-                                  cg__dtype_word((cg_dtype)dt[i]));
-#endif
+    cg__kshape_dtypes_of(d, dt, ks);
 }
 
 static const cg_kexec *kexec_of(const char *backend) {

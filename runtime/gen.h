@@ -48,6 +48,8 @@ int cg__kflag_parse(const char *name);
 /* ks->dtypes from the views of prob, a problem of op d (struct cg_op_desc, ops.h). */
 struct cg_op_desc;
 void cg__kshape_dtypes(const struct cg_op_desc *d, const void *prob, cg_kshape *ks);
+/* The same text from per-tensor dtypes in op-table order (-1: absent), for the tuner. */
+void cg__kshape_dtypes_of(const struct cg_op_desc *d, const int dt[], cg_kshape *ks);
 
 /* What the kernel will run on. For the emulator, arch is the architecture whose
  * instructions are emulated (80) and emulated = 1. */

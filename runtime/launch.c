@@ -260,17 +260,25 @@ static void kshape_of(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
     cg__kshape_dtypes(d, prob, ks);
 }
 
-void cg__kshape_dtypes(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
+void cg__kshape_dtypes_of(const cg_op_desc *d, const int dt[], cg_kshape *ks) {
     size_t n = 0;
     memset(ks->dtypes, 0, sizeof ks->dtypes);
     for (int i = 0; i < d->nt; i++) {
-        const cg_view *v = cg__prob_view(d, prob, i);
-        if (!v->p || (v->dt != CG_BF16 && v->dt != CG_F16)) continue;
+        if (dt[i] < 0 || !cg__dtype_half((cg_dtype)dt[i])) continue;
         int k = snprintf(ks->dtypes + n, sizeof ks->dtypes - n, "%s%s=%s", n ? " " : "", d->t[i].name,
-                         v->dt == CG_BF16 ? "bf16" : "f16");
+                         cg__dtype_word((cg_dtype)dt[i]));
         if (k < 0 || (size_t)k >= sizeof ks->dtypes - n) break; /* cannot happen: 24 tensors of short names */
         n += (size_t)k;
     }
+}
+
+void cg__kshape_dtypes(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
+    int dt[CG_OP_MAX_TENSORS];
+    for (int i = 0; i < d->nt; i++) {
+        const cg_view *v = cg__prob_view(d, prob, i);
+        dt[i] = v->p ? (int)v->dt : -1;
+    }
+    cg__kshape_dtypes_of(d, dt, ks);
 }
 
 /* The plan entry of op for prob on kx with cfg (NULL: the default), or the reason in ctx. */
