@@ -38,10 +38,22 @@ cg_status cg__backend_dtypes(cg_context *ctx, const cg_backend_vt *vt, cg_op op,
     return CG_OK;
 }
 
+/* A packed variable-length problem (docs/varlen.md): the host backends run it one
+ * sequence at a time (runtime/varlen.c); the generated kernels do not take it yet. */
+static cg_status varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                            const cg_exec *exec) {
+    if (!vt->varlen)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: cu_seqlens is given but backend %s does not take variable-length "
+                                             "batches yet (backends cpu and ref do; docs/varlen.md)",
+                       cg__op_desc(op)->name, vt->name);
+    return cg__varlen_run(ctx, vt, op, prob, cfg, exec);
+}
+
 cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                           const cg_exec *exec) {
     cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
     if (s) return s;
+    if (cg__prob_cu(cg__op_desc(op), prob)->p) return varlen_run(ctx, vt, op, prob, cfg, exec);
     switch (op) {
     case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
     case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
@@ -66,6 +78,9 @@ static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
     if (exec->config && *exec->config) return CG_OK;
     memset(cfg, 0, sizeof *cfg);
     *src = CG_SRC_DEFAULT;
+    /* varlen calls have no tuning-key class yet (docs/varlen.md): a key of the packed
+     * length would hand them configs tuned for one long sequence; the default, per sequence */
+    if (cg__prob_cu(cg__op_desc(op), prob)->p) return CG_OK;
     if (vt != &cg__backend_ref && ctx->cfgsrc) return ctx->cfgsrc->lookup(ctx, vt->name, op, prob, cfg, src);
     return CG_OK;
 }
@@ -144,6 +159,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
             return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
                            cg_backend_name(exec.backend));
         if ((s = cg__backend_dtypes(ctx, vt, op, prob)) != CG_OK) return s;
+        if (!vt->varlen && cg__prob_cu(cg__op_desc(op), prob)->p) return varlen_run(ctx, vt, op, prob, NULL, &exec);
         if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob, &cfg)) {
