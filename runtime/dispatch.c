@@ -131,6 +131,9 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         if (cuda && device_pointers(ctx, any_input)) {
             ctx->errmsg[0] = 0;
             int dt_ok = cg__backend_dtypes(ctx, cuda, op, prob) == CG_OK;
+            if (dt_ok && !cuda->varlen && cg__prob_cu(cg__op_desc(op), prob)->p) /* docs/varlen.md */
+                dt_ok = 0, (void)cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: backend %s does not take variable-length batches yet",
+                                          cuda->name);
             if (dt_ok && (s = config_for(ctx, cuda, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             if (dt_ok) ctx->errmsg[0] = 0;
             if (dt_ok && cuda->supports(ctx, op, prob, &cfg)) {

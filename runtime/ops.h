@@ -135,7 +135,8 @@ static inline cg_tensor *cg__args_tensor(const cg_op_desc *d, const void *args, 
 }
 /* Value of symbol s in a validated problem of d (1 for CG_SYM_NONE; 0 when not a symbol of d). */
 int64_t cg__prob_dim(const cg_op_desc *d, const void *prob, cg_sym s);
-/* Logical extents of tensor i in a validated problem (4 values, 1 where absent). */
+/* Logical extents of tensor i in a validated problem (4 values, 1 where absent; a state's
+ * first is N, the number of sequences, when the problem has cu_seqlens). */
 void cg__prob_extents(const cg_op_desc *d, const void *prob, int i, int64_t n[4]);
 /* Whether the problem's B/C are grouped (sscan); 0 for ops without the notion. */
 int cg__prob_grouped(const cg_op_desc *d, const void *prob);

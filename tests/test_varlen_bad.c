@@ -2,6 +2,7 @@
  * the first bad entry; states must be per sequence; the generated-kernel backends refuse
  * variable-length batches until their kernels take them. */
 #include "test_dtype_lib.h"
+#include "gen.h"
 
 #include <string.h>
 
@@ -139,4 +140,33 @@ CG_TEST(varlen_gen_backends_refuse) {
     CG_CHECK(strstr(cg_last_dispatch(ctx), "backend=cpu") != NULL, "auto did not pick cpu: %s", cg_last_dispatch(ctx));
     bad_free(&c);
     cg_context_free(ctx);
+}
+
+CG_TEST(varlen_host_fallback) {
+    /* auto's path for device tensors (q ... on the device, cu_seqlens on the host): the CPU
+     * runner on host copies (runtime/fallback.c, through the emulator's executor, whose
+     * kernel memory is host memory) equals the CPU backend on the tensors themselves */
+    for (int op = 0; op < CG_OP_COUNT; op++) {
+        cg_context *ctx = NULL;
+        CG_CHECK_OK(ctx, cg_context_create(&ctx));
+        bad_case a, b;
+        bad_new(&a, (cg_op)op, 1, 43, 4, CG_I32, 1, V(0, 1, 1, 37, 43));
+        bad_new(&b, (cg_op)op, 1, 43, 4, CG_I32, 1, V(0, 1, 1, 37, 43));
+        CG_CHECK_OK(ctx, bad_run(ctx, &b, CG_BACKEND_CPU));
+        union {
+            cg_ssd_prob ssd;
+            cg_sscan_prob sscan;
+        } p;
+        void *args = (void *)dtt_args(&a.p);
+        *(cg_tensor *)((char *)args + a.p.d->varlen->arg_off) = a.cu.t;
+        CG_CHECK_OK(ctx, cg__op_validate(ctx, a.p.d, args, &p));
+        cg_cfg cfg;
+        memset(&cfg, 0, sizeof cfg);
+        CG_CHECK_OK(ctx, cg__host_fallback(ctx, &cg__kexec_emu, &cg__backend_cpu, (cg_op)op, &p, &cfg, NULL, "test"));
+        const char *diff = dtt_first_diff(&a.p, &b.p);
+        CG_CHECK(diff == NULL, "%s: %s through host copies differs from the CPU backend", a.p.d->name, diff ? diff : "");
+        bad_free(&a);
+        bad_free(&b);
+        cg_context_free(ctx);
+    }
 }
