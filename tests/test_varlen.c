@@ -151,6 +151,19 @@ static void check_packed(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm, 
                  cg_backend_name(be), d->t[i].name, err);
         cg_tbuf_free(&sum[i]);
     }
+    if (be != CG_BACKEND_REF) { /* and the packed call agrees with the float64 reference's */
+        dtt_prob rf;
+        packed_new(&rf, op, dims, hm, k_lens, NLENS, omit);
+        dtt_copy_inputs(&rf, &pk);
+        CG_CHECK_OK(ctx, run_packed(ctx, &rf, CG_BACKEND_REF, &cu));
+        for (int i = 0; i < d->nt; i++) {
+            if (d->t[i].role != CG_TD_OUT || !pk.t[i].t.data) continue;
+            double err = cg_rel_err(&pk.t[i], &rf.t[i]);
+            CG_CHECK(err <= cg__tol(d->t[i].tol), "%s %s packed: %s differs from ref's packed call by %.3g (target %g)",
+                     d->name, cg_backend_name(be), d->t[i].name, err, cg__tol(d->t[i].tol));
+        }
+        dtt_free(&rf);
+    }
     cg_tbuf_free(&cu);
     dtt_free(&pk);
     cg_context_free(ctx);
