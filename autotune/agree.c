@@ -12,6 +12,7 @@
  * entries, never on the order they arrive in, so every rank, shard and merge of the same
  * measurements ends with the same winner, and noise alone cannot flip it. */
 #include "autotune.h"
+#include "ops.h"
 #include "cpu/cpu_isa.h"
 
 #include <math.h>
@@ -123,6 +124,19 @@ void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks) {
         ks->flags = CG_KS_H0;
     }
     ks->flags |= bwd ? (CG_KS_DHT | CG_KS_BWD) : CG_KS_HT;
+#ifdef CG_KS_DTYPES_CAP
+    /* The kernel shape's 16-bit tensors (gen.h, cg__kshape_dtypes' text: "x=bf16 y=bf16"),
+     * from the shape's dtype signature over the tuner's problem, which has every tensor. */
+    const cg_op_desc *d = cg__op_desc(s->sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD)
+                                               : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD));
+    int dt[CG_OP_MAX_TENSORS];
+    if (cg__op_dtype_unsig(NULL, d, s->dtype[0] ? s->dtype : "f32", dt) != CG_OK) return;
+    size_t n = 0;
+    for (int i = 0; i < d->nt && n < sizeof ks->dtypes; i++)
+        if (cg__dtype_half((cg_dtype)dt[i]))
+            n += (size_t)snprintf(ks->dtypes + n, sizeof ks->dtypes - n, "%s%s=%s", n ? " " : "", d->t[i].name,
+                                  cg__dtype_word((cg_dtype)dt[i]));
+#endif
 }
 
 static const cg_kexec *kexec_of(const char *backend) {
@@ -180,6 +194,7 @@ cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, ch
         s.sscan = sscan, s.B = 1, s.T = k->seq_bucket, s.G = k->G;
         s.H = k->H, s.dk = k->dk, s.dv = k->dv, s.D = k->D, s.N = k->N;
     }
+    snprintf(s.dtype, sizeof s.dtype, "%s", k->dtype); /* the key's dtype signature is the entry's */
     cg_kshape ks;
     cg__tune_kshape(&s, bwd, &ks);
     cg_devinfo dev;

@@ -183,3 +183,35 @@ CG_TEST(dtype_tune_problems_16bit) {
         }
     cg_context_free(ctx);
 }
+
+/* The tuner plans 16-bit keys with the kernel shape a call of that dtype gets: its
+ * cg_kshape.dtypes (from the signature) equals what the launcher derives from the
+ * problem's views (cg__kshape_dtypes). Needs the kernel shape's dtypes (issue #15 item 2). */
+CG_TEST(dtype_tune_kshape_dtypes) {
+#ifdef CG_KS_DTYPES_CAP
+    char dir[64] = "/tmp/cg_dtype_tune_XXXXXX";
+    if (!mkdtemp(dir)) abort();
+    cg_context *ctx = tune_test_ctx(dir);
+    const char *sigs[] = {"f32", "bf16", "f16", "bf16-x-B"};
+    for (int k = 0; k < 4; k++)
+        for (int bwd = 0; bwd < 2; bwd++) {
+            cg_tune_shape s;
+            memset(&s, 0, sizeof s);
+            s.sscan = 1, s.B = 1, s.T = 9, s.G = 2, s.D = 6, s.N = 5;
+            snprintf(s.dtype, sizeof s.dtype, "%s", sigs[k]);
+            tenv env = {ctx, "emulate", &cg__backend_ref, NULL};
+            tprob p;
+            CG_CHECK_OK(ctx, cg__tprob_init(&env, &p, &s, bwd, 1, s.T, 0));
+            cg_kshape a, b;
+            memset(&a, 0, sizeof a);
+            cg__kshape_dtypes(cg__op_desc(p.op), &p.prob, &a);
+            cg__tune_kshape(&s, bwd, &b);
+            CG_CHECK(!strcmp(a.dtypes, b.dtypes), "%s %s: tuner \"%s\", launcher \"%s\"", sigs[k], bwd ? "bwd" : "fwd",
+                     b.dtypes, a.dtypes);
+            cg__tprob_free(&env, &p);
+        }
+    cg_context_free(ctx);
+#else
+    cg_test_skip("this build's kernel shape has no dtypes (issue #15 item 2 not merged)");
+#endif
+}
