@@ -78,9 +78,6 @@ static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
     if (exec->config && *exec->config) return CG_OK;
     memset(cfg, 0, sizeof *cfg);
     *src = CG_SRC_DEFAULT;
-    /* varlen calls have no tuning-key class yet (docs/varlen.md): a key of the packed
-     * length would hand them configs tuned for one long sequence; the default, per sequence */
-    if (cg__prob_cu(cg__op_desc(op), prob)->p) return CG_OK;
     if (vt != &cg__backend_ref && ctx->cfgsrc) return ctx->cfgsrc->lookup(ctx, vt->name, op, prob, cfg, src);
     return CG_OK;
 }
