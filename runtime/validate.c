@@ -332,6 +332,16 @@ static cg_status varlen_views(cg_context *ctx, const cg_op_desc *d, const void *
     cu->dt = t->dtype;
     cu->s[0] = t->stride[0] ? t->stride[0] : 1;
     *(int64_t *)((char *)prob + d->nseq_off) = nseq;
+    const uintptr_t lo = (uintptr_t)t->data, hi = lo + (uintptr_t)((nseq * cu->s[0] + 1) * (int64_t)cg__dtype_size(t->dtype));
+    for (int i = 0; i < d->nt; i++) { /* outputs must not overlap the offsets (like any input) */
+        const cg_view *v = cg__prob_view(d, prob, i);
+        if (d->t[i].role != CG_TD_OUT || !v->p) continue;
+        int64_t n[4];
+        cg__prob_extents(d, prob, i, n);
+        const uintptr_t vlo = (uintptr_t)v->p, vhi = vlo + (uintptr_t)cg__view_span(v, n) * cg__dtype_size(v->dt);
+        if (vlo < hi && lo < vhi)
+            return cg__err(ctx, CG_EINVAL, "%s: output memory overlaps input cu_seqlens", d->t[i].name);
+    }
     if (cg__kexec_cuda.owns_ptr(ctx, t->data))
         return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, but variable-length batches run on host tensors "
                                              "only (backends cpu, ref) until the CUDA kernels take them (docs/varlen.md)");

@@ -107,6 +107,33 @@ CG_TEST(varlen_bad_offsets) {
     }
 }
 
+CG_TEST(varlen_output_overlaps_offsets) {
+    /* an output over the offsets' memory would move them under a running call */
+    for (int op = 0; op < CG_OP_COUNT; op++) {
+        cg_context *ctx = NULL;
+        CG_CHECK_OK(ctx, cg_context_create(&ctx));
+        bad_case c;
+        bad_new(&c, (cg_op)op, 1, 10, 2, CG_I32, 1, V(0, 4, 10));
+        const cg_op_desc *d = c.p.d;
+        int o = -1;
+        for (int i = 0; i < d->nt && o < 0; i++)
+            if (d->t[i].role == CG_TD_OUT && !(d->t[i].flags & CG_TD_PERSEQ) && c.p.t[i].t.data) o = i;
+        memset(c.p.t[o].mem, 0, (size_t)c.p.t[o].count * 4);
+        ((int32_t *)c.p.t[o].mem)[1] = 4, ((int32_t *)c.p.t[o].mem)[2] = 10; /* valid offsets, in the output */
+        cg_tensor cu = c.cu.t;
+        cu.data = c.p.t[o].mem;
+        void *args = (void *)dtt_args(&c.p);
+        *(cg_tensor *)((char *)args + d->varlen->arg_off) = cu;
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = CG_BACKEND_CPU;
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s: output memory overlaps input cu_seqlens", d->t[o].name);
+        CG_CHECK_REFUSED(ctx, cg__op_call(ctx, (cg_op)op, args, &ex), CG_EINVAL, msg, d->name);
+        bad_free(&c);
+        cg_context_free(ctx);
+    }
+}
+
 CG_TEST(varlen_index_dtype_elsewhere) {
     /* integer dtypes belong to cu_seqlens only */
     cg_context *ctx = NULL;
