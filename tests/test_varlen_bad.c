@@ -197,3 +197,23 @@ CG_TEST(varlen_host_fallback) {
         cg_context_free(ctx);
     }
 }
+
+CG_TEST(varlen_pinned_config_every_sequence) {
+    /* a pinned config applies to every sequence, the shortest (1) and the 0-length ones too */
+    for (int op = 0; op < CG_OP_COUNT; op++) {
+        cg_context *ctx = NULL;
+        CG_CHECK_OK(ctx, cg_context_create(&ctx));
+        bad_case c;
+        bad_new(&c, (cg_op)op, 1, 200, 5, CG_I32, 1, V(0, 0, 1, 1, 137, 200));
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = CG_BACKEND_CPU;
+        ex.config = strcmp(c.p.d->family, "ssd") ? "segment=64,block_d=2" : "chunk=64,block_dv=4";
+        void *args = (void *)dtt_args(&c.p);
+        *(cg_tensor *)((char *)args + c.p.d->varlen->arg_off) = c.cu.t;
+        CG_CHECK_OK(ctx, cg__op_call(ctx, (cg_op)op, args, &ex));
+        CG_CHECK(strstr(cg_last_dispatch(ctx), ex.config) && strstr(cg_last_dispatch(ctx), "source=pinned"),
+                 "%s: %s", c.p.d->name, cg_last_dispatch(ctx));
+        bad_free(&c);
+        cg_context_free(ctx);
+    }
+}
