@@ -173,8 +173,12 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     const char *opname = cg__op_desc(op)->name, *level = cg__cfg_source_name(src);
     for (int i = 0, n = 0; i < cfg.n && n < (int)sizeof cfgtext; i++)
         n += snprintf(cfgtext + n, sizeof cfgtext - (size_t)n, "%s%s=%s", i ? "," : "", cfg.kv[i].key, cfg.kv[i].val);
-    cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s", opname, vt->name, why,
-                     cfgtext[0] ? cfgtext : "(default)", level);
+    const cg_op_desc *od = cg__op_desc(op);
+    char vl[48] = ""; /* varlen calls say so: "varlen=N sequences" (docs/varlen.md) */
+    if (cg__prob_cu(od, prob)->p)
+        snprintf(vl, sizeof vl, " varlen=%lld sequences", (long long)*(const int64_t *)((const char *)prob + od->nseq_off));
+    cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s%s", opname, vt->name, why,
+                     cfgtext[0] ? cfgtext : "(default)", level, vl);
     s = mode == MODE_RUN ? run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not)
                          : prepare_on(ctx, vt, op, prob, &cfg, &exec, host_copies, mode, bytes);
     /* A stored config (tuned for a nearby seq bucket, or by an older version) that this

@@ -165,6 +165,7 @@ CG_TEST(varlen_gen_backends_refuse) {
     bad_new(&c, CG_OP_SSD_BWD, 1, 10, 2, CG_I32, 1, V(0, 4, 10));
     CG_CHECK_OK(ctx, bad_run(ctx, &c, CG_BACKEND_AUTO));
     CG_CHECK(strstr(cg_last_dispatch(ctx), "backend=cpu") != NULL, "auto did not pick cpu: %s", cg_last_dispatch(ctx));
+    CG_CHECK(strstr(cg_last_dispatch(ctx), " varlen=2 sequences") != NULL, "dispatch line: %s", cg_last_dispatch(ctx));
     bad_free(&c);
     cg_context_free(ctx);
 }
