@@ -40,13 +40,16 @@ static void bad_new(bad_case *c, cg_op op, int64_t b, int64_t total, int64_t row
     }
 }
 
-static cg_status bad_run(cg_context *ctx, bad_case *c, cg_backend be) {
+/* The op on c with backend be, config (NULL: none) and the offsets cu (NULL: c's own). */
+static cg_status bad_call(cg_context *ctx, bad_case *c, cg_backend be, const char *config, const cg_tensor *cu) {
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = be;
+    ex.config = config;
     void *args = (void *)dtt_args(&c->p);
-    *(cg_tensor *)((char *)args + c->p.d->varlen->arg_off) = c->cu.t;
+    *(cg_tensor *)((char *)args + c->p.d->varlen->arg_off) = cu ? *cu : c->cu.t;
     return cg__op_call(ctx, c->p.d->op, args, &ex);
 }
+static cg_status bad_run(cg_context *ctx, bad_case *c, cg_backend be) { return bad_call(ctx, c, be, NULL, NULL); }
 
 static void bad_free(bad_case *c) {
     dtt_free(&c->p);
@@ -122,13 +125,9 @@ CG_TEST(varlen_output_overlaps_offsets) {
         ((int32_t *)c.p.t[o].mem)[1] = 4, ((int32_t *)c.p.t[o].mem)[2] = 10; /* valid offsets, in the output */
         cg_tensor cu = c.cu.t;
         cu.data = c.p.t[o].mem;
-        void *args = (void *)dtt_args(&c.p);
-        *(cg_tensor *)((char *)args + d->varlen->arg_off) = cu;
-        cg_exec ex = CG_EXEC_INIT;
-        ex.backend = CG_BACKEND_CPU;
         char msg[96];
         snprintf(msg, sizeof msg, "%s: output memory overlaps input cu_seqlens", d->t[o].name);
-        CG_CHECK_REFUSED(ctx, cg__op_call(ctx, (cg_op)op, args, &ex), CG_EINVAL, msg, d->name);
+        CG_CHECK_REFUSED(ctx, bad_call(ctx, &c, CG_BACKEND_CPU, NULL, &cu), CG_EINVAL, msg, d->name);
         bad_free(&c);
         cg_context_free(ctx);
     }
@@ -206,13 +205,9 @@ CG_TEST(varlen_pinned_config_every_sequence) {
         CG_CHECK_OK(ctx, cg_context_create(&ctx));
         bad_case c;
         bad_new(&c, (cg_op)op, 1, 200, 5, CG_I32, 1, V(0, 0, 1, 1, 137, 200));
-        cg_exec ex = CG_EXEC_INIT;
-        ex.backend = CG_BACKEND_CPU;
-        ex.config = strcmp(c.p.d->family, "ssd") ? "segment=64,block_d=2" : "chunk=64,block_dv=4";
-        void *args = (void *)dtt_args(&c.p);
-        *(cg_tensor *)((char *)args + c.p.d->varlen->arg_off) = c.cu.t;
-        CG_CHECK_OK(ctx, cg__op_call(ctx, (cg_op)op, args, &ex));
-        CG_CHECK(strstr(cg_last_dispatch(ctx), ex.config) && strstr(cg_last_dispatch(ctx), "source=pinned"),
+        const char *config = strcmp(c.p.d->family, "ssd") ? "segment=64,block_d=2" : "chunk=64,block_dv=4";
+        CG_CHECK_OK(ctx, bad_call(ctx, &c, CG_BACKEND_CPU, config, NULL));
+        CG_CHECK(strstr(cg_last_dispatch(ctx), config) && strstr(cg_last_dispatch(ctx), "source=pinned"),
                  "%s: %s", c.p.d->name, cg_last_dispatch(ctx));
         bad_free(&c);
         cg_context_free(ctx);
