@@ -50,6 +50,9 @@ typedef struct cg_tune_key {
     char nvrtc[32];       /* cuda: NVRTC version; "" otherwise */
     char driver[32];      /* cuda: driver version; "" otherwise */
     char version[16];     /* chunkgen version */
+    int64_t varlen;       /* varlen calls' own class (docs/varlen.md): bucket of the longest sequence,
+                           * seq_bucket then that of the total tokens; 0 (and absent from the key's
+                           * text and JSON): not varlen */
 } cg_tune_key;
 
 /* A problem shape to tune (or the shape a runtime call has). */
@@ -59,6 +62,8 @@ typedef struct cg_tune_shape {
     int64_t D, N;                     /* sscan: D channels, N state size, G groups */
     char name[48];                    /* e.g. "g2h8_d128" (informational) */
     char dtype[32];                   /* dtype signature (cg__op_dtype_sig); "": "f32" */
+    int64_t varlen_max;               /* varlen (cu_seqlens, docs/varlen.md): the longest sequence, T the
+                                       * packed total; 0: not a varlen call */
 } cg_tune_shape;
 
 /* Smallest power of two >= n (1 for n <= 1). */

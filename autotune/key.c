@@ -102,11 +102,24 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
     snprintf(k->dtype, sizeof k->dtype, "%s", s->dtype[0] ? s->dtype : "f32");
     snprintf(k->precision, sizeof k->precision, "fp32");
     k->seq_bucket = cg__tune_bucket(s->T);
+    k->varlen = s->varlen_max > 0 ? cg__tune_bucket(s->varlen_max) : 0;
     if (!strcmp(backend, "cpu")) {
         const int64_t tasks = cg__tune_bucket(s->B * (s->sscan ? s->G : s->H));
         k->par = (int)(tasks < k->threads ? tasks : k->threads);
     }
     return CG_OK;
+}
+
+/* The longest sequence of a varlen problem (its offsets were validated); 0 when not varlen. */
+static int64_t varlen_max(const cg_op_desc *d, const void *prob) {
+    const cg_view *cu = cg__prob_cu(d, prob);
+    const int64_t n = *(const int64_t *)((const char *)prob + d->nseq_off);
+    int64_t m = 0;
+    for (int64_t i = 0; cu->p && i < n; i++) {
+        const int64_t len = cg__cu_at(cu, i + 1) - cg__cu_at(cu, i);
+        if (len > m) m = len;
+    }
+    return cu->p && m == 0 ? 1 : m; /* all empty: still the varlen class */
 }
 
 void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s) {
@@ -126,11 +139,14 @@ void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s) {
         s->sscan = 1;
         s->B = p->B, s->T = p->L, s->D = p->D, s->N = p->N, s->G = p->G;
     }
+    s->varlen_max = varlen_max(d, prob);
 }
 
 void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap) {
-    char seq[40] = "";
+    char seq[80] = "";
     if (with_seq) snprintf(seq, sizeof seq, "seq=%lld;", (long long)k->seq_bucket);
+    if (k->varlen) /* varlen keys only: every other key's text is as before */
+        snprintf(seq + strlen(seq), sizeof seq - strlen(seq), "varlen=%lld;", (long long)k->varlen);
     snprintf(buf, cap,
              "backend=%s;op=%s;dir=%s;dk=%lld;dv=%lld;H=%lld;D=%lld;N=%lld;G=%lld;dtype=%s;precision=%s;%s"
              "device=%s;cc=%d;sm=%d;threads=%d;par=%d;nvrtc=%s;driver=%s;version=%s",
@@ -140,8 +156,9 @@ void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap
 }
 
 void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap) {
-    char dt[40] = ""; /* float32 keys read as before #15 */
+    char dt[80] = ""; /* float32 keys read as before #15 */
     if (k->dtype[0] && strcmp(k->dtype, "f32")) snprintf(dt, sizeof dt, " %s", k->dtype);
+    if (k->varlen) snprintf(dt + strlen(dt), sizeof dt - strlen(dt), " varlen max<=%lld", (long long)k->varlen);
     if (!strcmp(k->op, "sscan"))
         snprintf(buf, cap, "%s sscan %s D%lld N%lld G%lld L<=%lld%s", k->backend, k->dir, (long long)k->D,
                  (long long)k->N, (long long)k->G, (long long)k->seq_bucket, dt);

@@ -233,7 +233,7 @@ typedef struct lookup_memo {
 static __thread lookup_memo t_memo;
 
 static void shape_words(const cg_tune_shape *s, int64_t w[10]) {
-    const int64_t v[10] = {s->sscan, s->B, s->T, s->G, s->H, s->dk, s->dv, s->D, s->N,
+    const int64_t v[10] = {s->sscan | s->varlen_max << 1, s->B, s->T, s->G, s->H, s->dk, s->dv, s->D, s->N,
                            (int64_t)cg__tune_hash(s->dtype, strlen(s->dtype), 0)};
     memcpy(w, v, sizeof v);
 }
@@ -303,7 +303,7 @@ static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, co
     lookup_cached(ctx, backend, op, &s, text, sizeof text, &lv, &keyed, &k);
     if (keyed < 0) return CG_OK;
     const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag("CHUNKGEN_TUNE_ON_MISS");
-    if (lv != CG_SRC_EXACT && !t_tuning && on_miss) {
+    if (lv != CG_SRC_EXACT && !t_tuning && on_miss && !s.varlen_max) { /* no varlen tuner problems yet */
         t_memo.valid = 0;
         if (!keyed && cg__tune_key_make(ctx, backend, &s, cg__op_desc(op)->bwd, &k) != CG_OK) {
             ctx->errmsg[0] = '\0';

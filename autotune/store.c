@@ -123,12 +123,14 @@ int cg__tune_select(const cg_tune_cand *c, int n, double rel_tol, int *runner_up
 static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 static json_t *key_to_json(const cg_tune_key *k) {
-    return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:s}",
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:s}",
                      "backend", k->backend, "op", k->op, "dir", k->dir, "dk", (json_int_t)k->dk, "dv",
                      (json_int_t)k->dv, "H", (json_int_t)k->H, "D", (json_int_t)k->D, "N", (json_int_t)k->N, "G",
                      (json_int_t)k->G, "dtype", k->dtype, "precision", k->precision, "seq_bucket",
                      (json_int_t)k->seq_bucket, "device", k->device, "cc", k->cc, "sm_count", k->sm_count, "threads",
                      k->threads, "par", k->par, "nvrtc", k->nvrtc, "driver", k->driver, "version", k->version);
+    if (o && k->varlen) json_object_set_new(o, "varlen", json_integer((json_int_t)k->varlen)); /* docs/varlen.md */
+    return o;
 }
 
 static json_t *timing_json(const char *cfg, double med, double iqr, int reps) {
@@ -319,8 +321,10 @@ static int key_from_json(json_t *o, cg_tune_key *k, char *why, size_t whycap) {
         get_int(o, "par", 0, 1 << 20, &par, 0, why, whycap) || /* absent in stores before 0.1.x: 0 */
         get_str(o, "nvrtc", k->nvrtc, sizeof k->nvrtc, 1, 0, why, whycap) ||
         get_str(o, "driver", k->driver, sizeof k->driver, 1, 0, why, whycap) ||
-        get_str(o, "version", k->version, sizeof k->version, 1, 1, why, whycap))
+        get_str(o, "version", k->version, sizeof k->version, 1, 1, why, whycap) ||
+        get_int(o, "varlen", 1, (int64_t)1 << 62, &k->varlen, 0, why, whycap)) /* varlen keys only */
         return -1;
+    if (k->varlen & (k->varlen - 1)) return BAD("key.varlen %lld is not a power of two", (long long)k->varlen);
     k->cc = (int)cc, k->sm_count = (int)sm, k->threads = (int)th, k->par = (int)par;
     if (strcmp(k->backend, "cpu") && strcmp(k->backend, "cuda") && strcmp(k->backend, "emulate"))
         return BAD("key.backend \"%s\" is not cpu, cuda or emulate", k->backend);

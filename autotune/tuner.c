@@ -38,8 +38,8 @@ void cg__tune_opts_default(cg_tune_opts *o) {
 
 /* ------------------------------------------------------------ shape sets */
 
-#define SSD_SHAPE(b, t, g, h, k, v, nm) {0, b, t, g, h, k, v, 0, 0, nm, "f32"}
-#define SSCAN_SHAPE(b, l, d, n, nm) {1, b, l, 1, 0, 0, 0, d, n, nm, "f32"}
+#define SSD_SHAPE(b, t, g, h, k, v, nm) {0, b, t, g, h, k, v, 0, 0, nm, "f32", 0}
+#define SSCAN_SHAPE(b, l, d, n, nm) {1, b, l, 1, 0, 0, 0, d, n, nm, "f32", 0}
 
 /* The seeds' four SSD configs at T = 512, 2048, 8192 and the selective scan at batch 4,
  * dim 256/512/1024, state 16. */

@@ -145,7 +145,9 @@ typedef enum cg_dtype {
     CG_F32 = 0,  /* every backend */
     CG_F64 = 1,  /* the float64 reference backend only */
     CG_BF16 = 2, /* bfloat16 storage, float32 math: the tensors docs/dtypes.md lists (q, k, v, x, B, C, ...) */
-    CG_F16 = 3   /* IEEE half storage, float32 math (likewise); backends without 16-bit kernels refuse them */
+    CG_F16 = 3,  /* IEEE half storage, float32 math (likewise); backends without 16-bit kernels refuse them */
+    CG_I32 = 4,  /* int32 index tensor: cu_seqlens only (docs/varlen.md) */
+    CG_I64 = 5   /* int64 index tensor: cu_seqlens only */
 } cg_dtype;
 
 typedef enum cg_backend {
@@ -253,6 +255,10 @@ typedef struct cg_ssd_fwd_args {
     cg_layout layout;
     cg_tensor q, k, v, log_alpha, h0; /* inputs; h0 optional */
     cg_tensor o, hT;                  /* outputs; hT optional */
+    /* optional, appended (growth rule): packed variable-length batch (docs/varlen.md).
+     * CG_I32 or CG_I64 [N + 1], non-decreasing, first 0, last = T; needs B = 1.
+     * With it the states (h0, hT) are per sequence: [N, H, dk, dv]. */
+    cg_tensor cu_seqlens;
 } cg_ssd_fwd_args;
 #define CG_SSD_FWD_ARGS_INIT CG__INIT(cg_ssd_fwd_args)
 
@@ -261,6 +267,10 @@ typedef struct cg_ssd_bwd_args {
     cg_layout layout;
     cg_tensor q, k, v, log_alpha, h0, dout, dhT; /* inputs; h0, dhT optional */
     cg_tensor dq, dk, dv, dlog_alpha, dh0;      /* outputs; dh0 optional. dq, dk sum over the group's heads */
+    /* optional, appended (growth rule): packed variable-length batch (docs/varlen.md).
+     * CG_I32 or CG_I64 [N + 1], non-decreasing, first 0, last = T; needs B = 1.
+     * With it the states (h0, dhT, dh0) are per sequence: [N, H, dk, dv]. */
+    cg_tensor cu_seqlens;
 } cg_ssd_bwd_args;
 #define CG_SSD_BWD_ARGS_INIT CG__INIT(cg_ssd_bwd_args)
 
@@ -281,6 +291,10 @@ typedef struct cg_sscan_fwd_args {
     cg_tensor x, delta, A, B, C, D, z, delta_bias, h0; /* D, z, delta_bias, h0 optional */
     int delta_softplus;
     cg_tensor y, hT;                                   /* hT optional */
+    /* optional, appended (growth rule): packed variable-length batch (docs/varlen.md).
+     * CG_I32 or CG_I64 [N + 1], non-decreasing, first 0, last = L; needs B = 1.
+     * With it the states (h0, hT) are per sequence: [N, D, N]. */
+    cg_tensor cu_seqlens;
 } cg_sscan_fwd_args;
 #define CG_SSCAN_FWD_ARGS_INIT CG__INIT(cg_sscan_fwd_args)
 
@@ -291,6 +305,10 @@ typedef struct cg_sscan_bwd_args {
     /* outputs; dx, ddelta, dA, dB, dC required; dD, dz, ddelta_bias optional and
      * only allowed when D, z, delta_bias are given; dh0 optional. */
     cg_tensor dx, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dh0;
+    /* optional, appended (growth rule): packed variable-length batch (docs/varlen.md).
+     * CG_I32 or CG_I64 [N + 1], non-decreasing, first 0, last = L; needs B = 1.
+     * With it the states (h0, dhT, dh0) are per sequence: [N, D, N]. */
+    cg_tensor cu_seqlens;
 } cg_sscan_bwd_args;
 #define CG_SSCAN_BWD_ARGS_INIT CG__INIT(cg_sscan_bwd_args)
 

@@ -38,10 +38,22 @@ cg_status cg__backend_dtypes(cg_context *ctx, const cg_backend_vt *vt, cg_op op,
     return CG_OK;
 }
 
+/* A packed variable-length problem (docs/varlen.md): the host backends run it one
+ * sequence at a time (runtime/varlen.c); the generated kernels do not take it yet. */
+static cg_status varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                            const cg_exec *exec) {
+    if (!vt->varlen)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: cu_seqlens is given but backend %s does not take variable-length "
+                                             "batches yet (backends cpu and ref do; docs/varlen.md)",
+                       cg__op_desc(op)->name, vt->name);
+    return cg__varlen_run(ctx, vt, op, prob, cfg, exec);
+}
+
 cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                           const cg_exec *exec) {
     cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
     if (s) return s;
+    if (cg__prob_cu(cg__op_desc(op), prob)->p) return varlen_run(ctx, vt, op, prob, cfg, exec);
     switch (op) {
     case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
     case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
@@ -116,6 +128,9 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         if (cuda && device_pointers(ctx, any_input)) {
             ctx->errmsg[0] = 0;
             int dt_ok = cg__backend_dtypes(ctx, cuda, op, prob) == CG_OK;
+            if (dt_ok && !cuda->varlen && cg__prob_cu(cg__op_desc(op), prob)->p) /* docs/varlen.md */
+                dt_ok = 0, (void)cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: backend %s does not take variable-length batches yet",
+                                          cuda->name);
             if (dt_ok && (s = config_for(ctx, cuda, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             if (dt_ok) ctx->errmsg[0] = 0;
             if (dt_ok && cuda->supports(ctx, op, prob, &cfg)) {
@@ -144,6 +159,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
             return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
                            cg_backend_name(exec.backend));
         if ((s = cg__backend_dtypes(ctx, vt, op, prob)) != CG_OK) return s;
+        if (!vt->varlen && cg__prob_cu(cg__op_desc(op), prob)->p) return varlen_run(ctx, vt, op, prob, NULL, &exec);
         if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob, &cfg)) {
@@ -157,8 +173,12 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     const char *opname = cg__op_desc(op)->name, *level = cg__cfg_source_name(src);
     for (int i = 0, n = 0; i < cfg.n && n < (int)sizeof cfgtext; i++)
         n += snprintf(cfgtext + n, sizeof cfgtext - (size_t)n, "%s%s=%s", i ? "," : "", cfg.kv[i].key, cfg.kv[i].val);
-    cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s", opname, vt->name, why,
-                     cfgtext[0] ? cfgtext : "(default)", level);
+    const cg_op_desc *od = cg__op_desc(op);
+    char vl[48] = ""; /* varlen calls say so: "varlen=N sequences" (docs/varlen.md) */
+    if (cg__prob_cu(od, prob)->p)
+        snprintf(vl, sizeof vl, " varlen=%lld sequences", (long long)*(const int64_t *)((const char *)prob + od->nseq_off));
+    cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s%s", opname, vt->name, why,
+                     cfgtext[0] ? cfgtext : "(default)", level, vl);
     s = mode == MODE_RUN ? run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not)
                          : prepare_on(ctx, vt, op, prob, &cfg, &exec, host_copies, mode, bytes);
     /* A stored config (tuned for a nearby seq bucket, or by an older version) that this

@@ -14,7 +14,7 @@ static int host_supports(cg_context *ctx, cg_op op, const void *prob, const cg_c
  * which reads and writes the 16-bit storage dtypes HALF (a CG_DTM mask; 0: float32 only). */
 #define HOST_BACKEND(NAME, X, HALF)                                                                             \
     {.name = NAME, .supports = host_supports, .ssd_fwd = cg__ssd_##X##_fwd, .ssd_bwd = cg__ssd_##X##_bwd,        \
-     .sscan_fwd = cg__sscan_##X##_fwd, .sscan_bwd = cg__sscan_##X##_bwd, .half = HALF}
+     .sscan_fwd = cg__sscan_##X##_fwd, .sscan_bwd = cg__sscan_##X##_bwd, .half = HALF, .varlen = 1}
 
 /* cpu: bf16 / fp16 tensors read and written by its kernels (runtime/cpu/cpu_half.h) */
 const cg_backend_vt cg__backend_cpu = HOST_BACKEND("cpu", cpu, CG_DTM_HALF);

@@ -130,8 +130,12 @@ cg_status cg__cfg_pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, i
 #define CG_DTM_HALF (CG_DTM(CG_BF16) | CG_DTM(CG_F16)) /* the 16-bit ones */
 static inline int cg__dtype_known(cg_dtype dt) { return (unsigned)dt <= (unsigned)CG_F16; }
 static inline int cg__dtype_half(cg_dtype dt) { return dt == CG_BF16 || dt == CG_F16; }
+/* The integer index dtypes (CG_I32, CG_I64): cu_seqlens only (docs/varlen.md). */
+static inline int cg__dtype_index(cg_dtype dt) { return dt == CG_I32 || dt == CG_I64; }
 /* Bytes of one element (also its alignment); 4 for an unknown dtype. */
-static inline size_t cg__dtype_size(cg_dtype dt) { return dt == CG_F64 ? 8 : cg__dtype_half(dt) ? 2 : 4; }
+static inline size_t cg__dtype_size(cg_dtype dt) {
+    return dt == CG_F64 || dt == CG_I64 ? 8 : cg__dtype_half(dt) ? 2 : 4;
+}
 /* "CG_F32", "CG_F64", "CG_BF16", "CG_F16"; "unknown dtype" otherwise. */
 static inline const char *cg__dtype_name(cg_dtype dt) {
     static const char *const k[] = {"CG_F32", "CG_F64", "CG_BF16", "CG_F16"};
@@ -209,6 +213,8 @@ typedef struct cg_ssd_prob {
     cg_view o, hT;             /* forward outputs */
     cg_view dout, dhT;         /* backward inputs */
     cg_view dq, dk_, dv_, dla, dh0; /* backward outputs */
+    int64_t nseq;              /* varlen (docs/varlen.md): N sequences packed along T; 0: none */
+    cg_view cu;                /* cu_seqlens [N + 1] (dt CG_I32 / CG_I64), p NULL when absent */
 } cg_ssd_prob;
 
 /* Selective-scan problem after validation. Logical orders:
@@ -226,6 +232,8 @@ typedef struct cg_sscan_prob {
     cg_view y, hT;                                 /* forward outputs */
     cg_view dy, dhT;                               /* backward inputs */
     cg_view dx, ddelta, dA, dB, dC, dD, dz, ddbias, dh0; /* backward outputs */
+    int64_t nseq;              /* varlen: N sequences packed along L; 0: none */
+    cg_view cu;                /* cu_seqlens [N + 1], p NULL when absent */
 } cg_sscan_prob;
 
 /* Validation: the one place that checks user arguments and builds problems. */
@@ -257,6 +265,9 @@ typedef struct cg_backend_vt {
      * CG_F64 for ref) only. cg__backend_run refuses a problem with a 16-bit tensor outside
      * it, so an entry point never sees a dtype it does not read. */
     unsigned half;
+    /* 1: runs packed variable-length problems (cu_seqlens), one B = 1 sub-problem per
+     * sequence (runtime/varlen.c); 0: cg__backend_run refuses them (CG_EUNSUPPORTED). */
+    int varlen;
 } cg_backend_vt;
 
 extern const cg_backend_vt cg__backend_cpu;

@@ -30,6 +30,7 @@ cg_sym cg__sym_parse(const char *name) {
 #define LC (CG_TD_LAYOUT | CG_TD_CONTIG)
 #define LCH (LC | CG_TD_HALF) /* and 16-bit capable */
 #define HF CG_TD_HALF
+#define PS CG_TD_PERSEQ /* per sequence with cu_seqlens */
 #define IN CG_TD_IN
 #define OUT CG_TD_OUT
 
@@ -45,13 +46,13 @@ cg_sym cg__sym_parse(const char *name) {
     ROW("v", NULL, IN, 0, NULL, NULL, B_, T_, H_, DV, LCH, -1, 1, CG_TOL_NONE, AT, v, cg_ssd_prob, v, 0),       \
     ROW("log_alpha", NULL, IN, 0, NULL, NULL, B_, T_, H_, NO, CG_TD_LAYOUT, -0.3, 0, CG_TOL_NONE, AT,          \
         log_alpha, cg_ssd_prob, la, 0),                                                                        \
-    ROW("h0", NULL, IN, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, AT, h0, cg_ssd_prob, h0, \
+    ROW("h0", NULL, IN, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG | PS, -1, 1, CG_TOL_NONE, AT, h0, cg_ssd_prob, h0, \
         CG_KS_H0)
 
 static const cg_tdesc k_ssd_fwd[] = {
     SSD_INPUTS(cg_ssd_fwd_args),
     ROW("o", NULL, OUT, 0, NULL, NULL, B_, T_, H_, DV, LCH, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, o, cg_ssd_prob, o, 0),
-    ROW("hT", NULL, OUT, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, hT,
+    ROW("hT", NULL, OUT, 1, NULL, NULL, B_, H_, DK, DV, CG_TD_CONTIG | PS, 0, 0, CG_TOL_FWD, cg_ssd_fwd_args, hT,
         cg_ssd_prob, hT, CG_KS_HT),
 };
 
@@ -60,13 +61,13 @@ static const cg_tdesc k_ssd_fwd[] = {
 static const cg_tdesc k_ssd_bwd[] = {
     SSD_INPUTS(cg_ssd_bwd_args),
     SSD_BWD("dout", "do", IN, 0, NULL, B_, T_, H_, DV, LCH, -1, 1, CG_TOL_NONE, dout, dout, 0),
-    SSD_BWD("dhT", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
+    SSD_BWD("dhT", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG | PS, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
     SSD_BWD("dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LCH, 0, 0, CG_TOL_BWD, dq, dq, 0),
     SSD_BWD("dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LCH, 0, 0, CG_TOL_BWD, dk, dk_, 0),
     SSD_BWD("dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LCH, 0, 0, CG_TOL_BWD, dv, dv_, 0),
     SSD_BWD("dlog_alpha", NULL, OUT, 0, "log_alpha", B_, T_, H_, NO, CG_TD_LAYOUT, 0, 0, CG_TOL_BWD, dlog_alpha, dla,
             0),
-    SSD_BWD("dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG, 0, 0, CG_TOL_BWD, dh0, dh0, 0),
+    SSD_BWD("dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG | PS, 0, 0, CG_TOL_BWD, dh0, dh0, 0),
 };
 
 /* Selective scan: x, delta, z, y, dy [B, L, D]; A [D, N]; B, C [B, L, G, N] (G left out when
@@ -83,13 +84,13 @@ static const cg_tdesc k_ssd_bwd[] = {
     SS(AT, "D", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 1, CG_TOL_NONE, D, Dv, CG_KS_HAS_D),                 \
     SS(AT, "z", IN, 1, NULL, NULL, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, z, z, CG_KS_HAS_Z),                  \
     SS(AT, "delta_bias", IN, 1, NULL, NULL, D_, NO, NO, NO, 0, -1, 0, CG_TOL_NONE, delta_bias, dbias, CG_KS_HAS_BIAS), \
-    SS(AT, "h0", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, h0, h0, CG_KS_H0)
+    SS(AT, "h0", IN, 1, NULL, NULL, B_, D_, N_, NO, PS, -1, 1, CG_TOL_NONE, h0, h0, CG_KS_H0)
 
 #define SF cg_sscan_fwd_args
 static const cg_tdesc k_sscan_fwd[] = {
     SSCAN_INPUTS(SF),
     SS(SF, "y", OUT, 0, NULL, NULL, B_, L_, D_, NO, HF, 0, 0, CG_TOL_FWD, y, y, 0),
-    SS(SF, "hT", OUT, 1, NULL, NULL, B_, D_, N_, NO, 0, 0, 0, CG_TOL_FWD, hT, hT, CG_KS_HT),
+    SS(SF, "hT", OUT, 1, NULL, NULL, B_, D_, N_, NO, PS, 0, 0, CG_TOL_FWD, hT, hT, CG_KS_HT),
 };
 
 #define SB cg_sscan_bwd_args
@@ -97,7 +98,7 @@ static const cg_tdesc k_sscan_fwd[] = {
 static const cg_tdesc k_sscan_bwd[] = {
     SSCAN_INPUTS(SB),
     SS(SB, "dy", IN, 0, NULL, NULL, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, dy, dy, 0),
-    SS(SB, "dhT", IN, 1, NULL, NULL, B_, D_, N_, NO, 0, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
+    SS(SB, "dhT", IN, 1, NULL, NULL, B_, D_, N_, NO, PS, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
     SS(SB, "dx", OUT, 0, NULL, "x", B_, L_, D_, NO, HF, 0, 0, BW, dx, dx, 0),
     SS(SB, "ddelta", OUT, 0, NULL, "delta", B_, L_, D_, NO, HF, 0, 0, BW, ddelta, ddelta, 0),
     SS(SB, "dA", OUT, 0, NULL, "A", D_, N_, NO, NO, 0, 0, 0, BW, dA, dA, 0),
@@ -106,7 +107,7 @@ static const cg_tdesc k_sscan_bwd[] = {
     SS(SB, "dD", OUT, 1, "D", "D", D_, NO, NO, NO, 0, 0, 0, BW, dD, dD, 0),
     SS(SB, "dz", OUT, 1, "z", "z", B_, L_, D_, NO, HF, 0, 0, BW, dz, dz, 0),
     SS(SB, "ddelta_bias", OUT, 1, "delta_bias", "delta_bias", D_, NO, NO, NO, 0, 0, 0, BW, ddelta_bias, ddbias, 0),
-    SS(SB, "dh0", OUT, 1, NULL, "h0", B_, D_, N_, NO, 0, 0, 0, BW, dh0, dh0, 0),
+    SS(SB, "dh0", OUT, 1, NULL, "h0", B_, D_, N_, NO, PS, 0, 0, BW, dh0, dh0, 0),
 };
 
 static const cg_scalar_desc k_sscan_fwd_scalars[] = {
@@ -115,6 +116,11 @@ static const cg_scalar_desc k_sscan_fwd_scalars[] = {
 static const cg_scalar_desc k_sscan_bwd_scalars[] = {
     {"delta_softplus", offsetof(cg_sscan_bwd_args, delta_softplus), offsetof(cg_sscan_prob, softplus), CG_KS_SOFTPLUS},
 };
+
+/* cu_seqlens [N + 1] of each op (docs/varlen.md): an optional integer input, not in t[]. */
+#define CU_ROW(AT, PT) ROW("cu_seqlens", NULL, IN, 1, NULL, NULL, NO, NO, NO, NO, CG_TD_INDEX, 0, 0, CG_TOL_NONE, AT, cu_seqlens, PT, cu, 0)
+static const cg_tdesc k_cu[] = {CU_ROW(cg_ssd_fwd_args, cg_ssd_prob), CU_ROW(cg_ssd_bwd_args, cg_ssd_prob),
+                                CU_ROW(cg_sscan_fwd_args, cg_sscan_prob), CU_ROW(cg_sscan_bwd_args, cg_sscan_prob)};
 
 #define NONE_OFF ((size_t)-1)
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -128,18 +134,20 @@ static const cg_scalar_desc k_sscan_bwd_scalars[] = {
 static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
-     offsetof(cg_ssd_fwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}},
+     offsetof(cg_ssd_fwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[0],
+     offsetof(cg_ssd_prob, nseq)},
     {CG_OP_SSD_BWD, "ssd_bwd", "ssd", 1, "cg_ssd_bwd_args", sizeof(cg_ssd_bwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_bwd), k_ssd_bwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
-     offsetof(cg_ssd_bwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}},
+     offsetof(cg_ssd_bwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[1],
+     offsetof(cg_ssd_prob, nseq)},
     {CG_OP_SSCAN_FWD, "sscan_fwd", "sscan", 0, "cg_sscan_fwd_args", sizeof(cg_sscan_fwd_args),
      sizeof(cg_sscan_prob), COUNT(k_sscan_fwd), k_sscan_fwd, COUNT(k_sscan_fwd_scalars), k_sscan_fwd_scalars,
      SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
-     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}},
+     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[2], offsetof(cg_sscan_prob, nseq)},
     {CG_OP_SSCAN_BWD, "sscan_bwd", "sscan", 1, "cg_sscan_bwd_args", sizeof(cg_sscan_bwd_args),
      sizeof(cg_sscan_prob), COUNT(k_sscan_bwd), k_sscan_bwd, COUNT(k_sscan_bwd_scalars), k_sscan_bwd_scalars,
      SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
-     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}},
+     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[3], offsetof(cg_sscan_prob, nseq)},
 };
 
 const cg_op_desc *cg__op_desc(cg_op op) {
@@ -183,6 +191,8 @@ int cg__prob_grouped(const cg_op_desc *d, const void *prob) {
 
 void cg__prob_extents(const cg_op_desc *d, const void *prob, int i, int64_t n[4]) {
     for (int k = 0; k < 4; k++) n[k] = cg__prob_dim(d, prob, d->t[i].ext[k]);
+    const int64_t nseq = *(const int64_t *)((const char *)prob + d->nseq_off);
+    if (nseq && (d->t[i].flags & CG_TD_PERSEQ)) n[0] = nseq; /* varlen: a state per sequence */
 }
 
 /* The caller's order of tensor i: logical index of each given dimension; returns ndim. */

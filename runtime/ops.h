@@ -36,6 +36,8 @@ cg_sym cg__sym_parse(const char *name);
 #define CG_TD_GROUPABLE 2  /* the G dimension is left out when the call is ungrouped (sscan B, C) */
 #define CG_TD_CONTIG 4     /* innermost stride must be 1 */
 #define CG_TD_HALF 8       /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16); else float32 */
+#define CG_TD_INDEX 16     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, the op's `varlen` row */
+#define CG_TD_PERSEQ 32    /* a state: its B dimension is N, one per sequence, when cu_seqlens is given */
 
 /* Accuracy classes of outputs (one tolerance table: cg__tol). */
 typedef enum cg_tol_class { CG_TOL_NONE = 0, CG_TOL_FWD, CG_TOL_BWD } cg_tol_class;
@@ -86,7 +88,32 @@ typedef struct cg_op_desc {
     /* fields of the tuning key besides the seq bucket (symbols) */
     int nkey;
     cg_sym key[4];
+    /* the variable-length batch's offsets (docs/varlen.md): cu_seqlens [N + 1], flags
+     * CG_TD_INDEX, kept out of t[] (every float tensor's loop stays as it is); the
+     * problem's N is at nseq_off. */
+    const cg_tdesc *varlen;
+    size_t nseq_off;
 } cg_op_desc;
+
+/* Varlen (docs/varlen.md, runtime/varlen.c). The problem's cu_seqlens view (p NULL when absent). */
+static inline cg_view *cg__prob_cu(const cg_op_desc *d, const void *prob) {
+    return (cg_view *)((char *)prob + d->varlen->view_off);
+}
+/* Offset i of a cu_seqlens view (CG_I32 or CG_I64). */
+static inline int64_t cg__cu_at(const cg_view *cu, int64_t i) {
+    return cu->dt == CG_I64 ? ((const int64_t *)cu->p)[i * cu->s[0]] : (int64_t)((const int32_t *)cu->p)[i * cu->s[0]];
+}
+/* Validation's varlen part (validate.c): cu_seqlens' dtype, rank and the B = 1 rule into
+ * *nseq (0 when absent), before the tensors' shapes are checked. */
+cg_status cg__varlen_dims(cg_context *ctx, const cg_op_desc *d, const void *args, const int64_t dims[CG_SYM_COUNT],
+                          const int src[CG_SYM_COUNT], int64_t *nseq);
+/* The offsets' values (host-readable cu only): first 0, non-decreasing, last = T (L);
+ * the message names the first bad entry. */
+cg_status cg__varlen_check(cg_context *ctx, const cg_op_desc *d, const void *prob);
+/* Run a varlen problem on host backend vt: one B = 1 sub-problem per sequence over
+ * sub-views (states per sequence; shared gradients dA, dD, ddelta_bias summed). */
+cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                         const cg_exec *exec);
 
 /* The public entry point of op (cg_ssd_fwd ...) on args of its type. */
 cg_status cg__op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
@@ -108,7 +135,8 @@ static inline cg_tensor *cg__args_tensor(const cg_op_desc *d, const void *args, 
 }
 /* Value of symbol s in a validated problem of d (1 for CG_SYM_NONE; 0 when not a symbol of d). */
 int64_t cg__prob_dim(const cg_op_desc *d, const void *prob, cg_sym s);
-/* Logical extents of tensor i in a validated problem (4 values, 1 where absent). */
+/* Logical extents of tensor i in a validated problem (4 values, 1 where absent; a state's
+ * first is N, the number of sequences, when the problem has cu_seqlens). */
 void cg__prob_extents(const cg_op_desc *d, const void *prob, int i, int64_t n[4]);
 /* Whether the problem's B/C are grouped (sscan); 0 for ops without the notion. */
 int cg__prob_grouped(const cg_op_desc *d, const void *prob);

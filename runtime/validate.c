@@ -1,6 +1,7 @@
 /* validate.c -- the one place that checks user arguments and builds problems.
  * Every message names the argument and says what was expected. */
 #include "ops.h"
+#include "gen.h"
 
 #include <string.h>
 
@@ -55,6 +56,9 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
             return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", sp->name, tdims(sp, db));
         return CG_OK;
     }
+    if (cg__dtype_index(t->dtype)) /* integer dtypes are cu_seqlens' only (docs/varlen.md) */
+        return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected CG_F32, CG_F64, CG_BF16 or CG_F16 (integer tensors are for cu_seqlens only)",
+                       sp->name, t->dtype == CG_I32 ? "CG_I32" : "CG_I64");
     if (!cg__dtype_known(t->dtype))
         return cg__err(ctx, CG_EINVAL, "%s: unknown dtype %d (expected CG_F32, CG_F64, CG_BF16 or CG_F16)", sp->name,
                        (int)t->dtype);
@@ -215,6 +219,8 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
     return CG_OK;
 }
 
+static cg_status varlen_views(cg_context *ctx, const cg_op_desc *d, const void *args, int64_t nseq, void *prob);
+
 cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob) {
     memset(prob, 0, d->prob_size);
     if (!args) return cg__err(ctx, CG_EINVAL, "args: null pointer (expected %s)", d->args_type);
@@ -232,6 +238,8 @@ cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args
     if (s) return s;
     for (int k = 1; k < CG_SYM_COUNT; k++)
         if (d->dim_off[k] != (size_t)-1) *(int64_t *)((char *)prob + d->dim_off[k]) = dims[k];
+    int64_t nseq = 0;
+    if ((s = cg__varlen_dims(ctx, d, args, dims, src, &nseq)) != CG_OK) return s;
     if (d->grouped_off != (size_t)-1) *(int *)((char *)prob + d->grouped_off) = grouped;
     for (int k = 0; k < d->nscalar; k++)
         *(int *)((char *)prob + d->scalar[k].prob_off) = *(const int *)((const char *)args + d->scalar[k].arg_off) != 0;
@@ -268,8 +276,11 @@ cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args
         for (int k = 0; k < 4; k++) p->perm[k] = -1;
         for (int j = 0; j < n; j++) p->perm[order[j]] = j;
         views[i] = cg__prob_view(d, prob, i);
+        if (nseq && (td->flags & CG_TD_PERSEQ)) p->shape[0] = nseq; /* states: one per sequence */
     }
-    return check_all(ctx, d, sp, d->nt, views, (cg_dtype *)((char *)prob + d->dtype_off));
+    s = check_all(ctx, d, sp, d->nt, views, (cg_dtype *)((char *)prob + d->dtype_off));
+    if (s || !nseq) return s;
+    return varlen_views(ctx, d, args, nseq, prob);
 }
 
 cg_status cg__ssd_fwd_prob(cg_context *ctx, const cg_ssd_fwd_args *a, cg_ssd_prob *p) {
@@ -283,4 +294,80 @@ cg_status cg__sscan_fwd_prob(cg_context *ctx, const cg_sscan_fwd_args *a, cg_ssc
 }
 cg_status cg__sscan_bwd_prob(cg_context *ctx, const cg_sscan_bwd_args *a, cg_sscan_prob *p) {
     return cg__op_validate(ctx, cg__op_desc(CG_OP_SSCAN_BWD), a, p);
+}
+
+/* ---------------------------------------------------------------- varlen
+ * cu_seqlens (docs/varlen.md): the op's `varlen` row, checked apart from the float tensors. */
+
+cg_status cg__varlen_dims(cg_context *ctx, const cg_op_desc *d, const void *args, const int64_t dims[CG_SYM_COUNT],
+                          const int src[CG_SYM_COUNT], int64_t *nseq) {
+    *nseq = 0;
+    const cg_tensor *t = (const cg_tensor *)((const char *)args + d->varlen->arg_off);
+    if (!t->data) return CG_OK;
+    const char *seq = cg__sym_name(d->seq);
+    if (!cg__dtype_index(t->dtype))
+        return cg__err(ctx, CG_EINVAL, "cu_seqlens: dtype %s but expected CG_I32 or CG_I64 (the offsets [N + 1])",
+                       cg__dtype_known(t->dtype) ? cg__dtype_name(t->dtype) : "unknown");
+    if ((uintptr_t)t->data % cg__dtype_size(t->dtype))
+        return cg__err(ctx, CG_EINVAL, "cu_seqlens: data pointer %p is not aligned to %zu bytes (the size of its dtype)",
+                       t->data, cg__dtype_size(t->dtype));
+    if (t->ndim != 1)
+        return cg__err(ctx, CG_EINVAL, "cu_seqlens: %d dimensions but expected 1: [N + 1]", t->ndim);
+    if (t->shape[0] < 2)
+        return cg__err(ctx, CG_EINVAL, "cu_seqlens: shape (%lld) but expected at least 2 offsets: [N + 1] with N >= 1 sequences",
+                       (long long)t->shape[0]);
+    if (t->stride[0] < 0 || t->stride[0] > INT64_MAX / 8 / t->shape[0])
+        return cg__err(ctx, CG_EINVAL, "cu_seqlens: stride[0] = %lld out of range (expected >= 0)", (long long)t->stride[0]);
+    if (dims[CG_SYM_B] != 1)
+        return cg__err(ctx, CG_EINVAL, "%s: B = %lld but expected 1 with cu_seqlens (the sequences are packed along %s)",
+                       d->t[src[CG_SYM_B]].name, (long long)dims[CG_SYM_B], seq);
+    *nseq = t->shape[0] - 1;
+    return CG_OK;
+}
+
+static cg_status varlen_views(cg_context *ctx, const cg_op_desc *d, const void *args, int64_t nseq, void *prob) {
+    const cg_tensor *t = (const cg_tensor *)((const char *)args + d->varlen->arg_off);
+    cg_view *cu = cg__prob_cu(d, prob);
+    cu->p = t->data;
+    cu->dt = t->dtype;
+    cu->s[0] = t->stride[0] ? t->stride[0] : 1;
+    *(int64_t *)((char *)prob + d->nseq_off) = nseq;
+    const uintptr_t lo = (uintptr_t)t->data, hi = lo + (uintptr_t)((nseq * cu->s[0] + 1) * (int64_t)cg__dtype_size(t->dtype));
+    for (int i = 0; i < d->nt; i++) { /* outputs must not overlap the offsets (like any input) */
+        const cg_view *v = cg__prob_view(d, prob, i);
+        if (d->t[i].role != CG_TD_OUT || !v->p) continue;
+        int64_t n[4];
+        cg__prob_extents(d, prob, i, n);
+        const uintptr_t vlo = (uintptr_t)v->p, vhi = vlo + (uintptr_t)cg__view_span(v, n) * cg__dtype_size(v->dt);
+        if (vlo < hi && lo < vhi)
+            return cg__err(ctx, CG_EINVAL, "%s: output memory overlaps input cu_seqlens", d->t[i].name);
+    }
+    if (cg__kexec_cuda.owns_ptr(ctx, t->data))
+        return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, but variable-length batches run on host tensors "
+                                             "only (backends cpu, ref) until the CUDA kernels take them (docs/varlen.md)");
+    return cg__varlen_check(ctx, d, prob);
+}
+
+cg_status cg__varlen_check(cg_context *ctx, const cg_op_desc *d, const void *prob) {
+    const cg_view *cu = cg__prob_cu(d, prob);
+    const int64_t n1 = *(const int64_t *)((const char *)prob + d->nseq_off) + 1;
+    const int64_t T = cg__prob_dim(d, prob, d->seq);
+    const char *seq = cg__sym_name(d->seq);
+    int64_t prev = 0;
+    for (int64_t i = 0; i < n1; i++) {
+        const int64_t x = cg__cu_at(cu, i);
+        if (i == 0 && x != 0)
+            return cg__err(ctx, CG_EINVAL, "cu_seqlens[0] = %lld but expected 0 (the first offset)", (long long)x);
+        if (x < prev)
+            return cg__err(ctx, CG_EINVAL, "cu_seqlens[%lld] = %lld but expected >= cu_seqlens[%lld] = %lld (offsets are non-decreasing)",
+                           (long long)i, (long long)x, (long long)(i - 1), (long long)prev);
+        if (x > T)
+            return cg__err(ctx, CG_EINVAL, "cu_seqlens[%lld] = %lld but expected <= %s = %lld (the packed length)",
+                           (long long)i, (long long)x, seq, (long long)T);
+        if (i == n1 - 1 && x != T)
+            return cg__err(ctx, CG_EINVAL, "cu_seqlens[%lld] = %lld but expected %s = %lld (the last offset is the packed length)",
+                           (long long)i, (long long)x, seq, (long long)T);
+        prev = x;
+    }
+    return CG_OK;
 }
