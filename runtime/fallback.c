@@ -2,10 +2,10 @@
  * can take (a shape outside every config's constraints, an innermost stride the
  * kernels do not index, a library built without the CUDA executor's kernels).
  *
- * Issue 4's rule: no shape ever fails as "unsupported". So the call runs on the CPU
- * path: every present tensor is copied to host memory (the whole span its strides
- * cover, so the gaps of strided outputs go back unchanged), the CPU backend runs on
- * the host copies, and the outputs are copied back; the stream is synchronized. The
+ * Issue 4's rule: no shape ever fails as "unsupported". So the call runs on a host
+ * backend (cpu; ref for float64 calls): every present tensor is copied to host memory
+ * (the whole span its strides cover, so the gaps of strided outputs go back unchanged),
+ * that backend runs on the host copies, and the outputs are copied back; the stream is synchronized. The
  * first such call in a process prints one warning to stderr, since this path is slow
  * and not capturable in a CUDA graph; every call says so on its dispatch line.
  *
@@ -47,7 +47,7 @@ static int mirrors(const cg_op_desc *d, void *prob, mirror *m) {
 
 static atomic_int g_warned;
 
-cg_status cg__host_fallback(cg_context *ctx, const cg_kexec *kx, const cg_backend_vt *cpu, cg_op op,
+cg_status cg__host_fallback(cg_context *ctx, const cg_kexec *kx, const cg_backend_vt *host, cg_op op,
                             const void *prob, const cg_cfg *cfg, const cg_exec *ex, const char *why) {
     const cg_op_desc *d = cg__op_desc(op);
     union {
@@ -60,9 +60,9 @@ cg_status cg__host_fallback(cg_context *ctx, const cg_kexec *kx, const cg_backen
     void *stream = ex ? ex->stream : NULL;
     if (!atomic_exchange(&g_warned, 1))
         cg__log(CG_LOG_WARN,
-                "device pointers but no CUDA kernel for this call (%s); running on the CPU through host copies "
-                "(slow, synchronizes the stream; said once per process)",
-                why && *why ? why : "no reason given");
+                "device pointers but no CUDA kernel for this call (%s); running on host backend %s through "
+                "host copies (slow, synchronizes the stream; said once per process)",
+                why && *why ? why : "no reason given", host->name);
 
     cg_status s = CG_OK;
     for (int i = 0; i < n && s == CG_OK; i++) {
@@ -80,11 +80,11 @@ cg_status cg__host_fallback(cg_context *ctx, const cg_kexec *kx, const cg_backen
         cg_exec hx;
         memset(&hx, 0, sizeof hx);
         if (ex) hx = *ex;
-        hx.backend = CG_BACKEND_CPU;
+        hx.backend = strcmp(host->name, "ref") == 0 ? CG_BACKEND_REF : CG_BACKEND_CPU;
         hx.stream = NULL;
         hx.workspace = NULL; /* the caller's workspace is device memory */
         hx.workspace_bytes = 0;
-        s = cg__backend_run(ctx, cpu, op, &local, cfg, &hx);
+        s = cg__backend_run(ctx, host, op, &local, cfg, &hx);
     }
     for (int i = 0; i < n && s == CG_OK; i++)
         if (m[i].output) s = kx->copy(ctx, m[i].dev, m[i].host, m[i].bytes, 0, stream);

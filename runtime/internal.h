@@ -283,11 +283,12 @@ cg_status cg__backend_dtypes(cg_context *ctx, const cg_backend_vt *vt, cg_op op,
 cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                           const cg_exec *exec);
 
-/* Run op on backend cpu over host copies of tensors that live in kx's kernel memory
- * (runtime/fallback.c): the auto backend's path for device pointers that no generated
- * kernel can take. why: the reason, for the one-time warning. Synchronizes. */
+/* Run op on the host backend `host` (cpu, or ref for float64 calls) over host copies of
+ * tensors that live in kx's kernel memory (runtime/fallback.c): the auto backend's path
+ * for device pointers that no generated kernel can take. why: the reason, for the
+ * one-time warning, which names the host backend. Synchronizes. */
 struct cg_kexec;
-cg_status cg__host_fallback(cg_context *ctx, const struct cg_kexec *kx, const cg_backend_vt *cpu, cg_op op,
+cg_status cg__host_fallback(cg_context *ctx, const struct cg_kexec *kx, const cg_backend_vt *host, cg_op op,
                             const void *prob, const cg_cfg *cfg, const cg_exec *ex, const char *why);
 
 /* CPU path entry points (runtime/cpu/). */
