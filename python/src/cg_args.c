@@ -5,6 +5,7 @@
 
 static PyObject *s_data_ptr, *s_dtype, *s_shape, *s_stride, *s_device, *s_contiguous;
 static PyObject *torch_dt[CGPY_NDTYPES]; /* owned: torch.float32, float64, bfloat16, float16 */
+static PyObject *torch_idx[2];           /* owned: torch.int32, torch.int64 (cu_seqlens) */
 
 static int intern(void) {
     if (s_data_ptr) return 0;
@@ -21,6 +22,14 @@ void cgpy_set_torch_dtypes(PyObject *const dts[CGPY_NDTYPES]) {
     for (int k = 0; k < CGPY_NDTYPES; k++) {
         Py_XINCREF(dts[k]);
         Py_XSETREF(torch_dt[k], dts[k]);
+    }
+}
+
+void cgpy_set_torch_index_dtypes(PyObject *i32, PyObject *i64) {
+    PyObject *dts[2] = {i32, i64};
+    for (int k = 0; k < 2; k++) {
+        Py_XINCREF(dts[k]);
+        Py_XSETREF(torch_idx[k], dts[k]);
     }
 }
 
@@ -49,6 +58,8 @@ void cgpy_call_release(cgpy_call *c) {
     for (int i = 0; i < CG_OP_MAX_TENSORS; i++)
         if (c->got[i]) PyBuffer_Release(&c->bufs[i]);
     for (int i = 0; i < c->nkeep; i++) Py_DECREF(c->keep[i]);
+    if (c->cu_got) PyBuffer_Release(&c->cu_buf);
+    c->cu_got = 0;
     memset(c->got, 0, sizeof c->got);
     c->nkeep = 0;
 }
@@ -176,6 +187,80 @@ int cgpy_read(cgpy_call *c, int i, PyObject *o) {
     }
     if (all_zero && big) return bad(td->name, "all strides are zero (a broadcast view); pass a copy");
     return 0;
+}
+
+/* ------------------------------------------------------- cu_seqlens */
+
+static int index_dtype_error(const char *name, PyObject *dt) {
+    PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected int32 or int64 (the sequences' offsets)", name, dt);
+    return -1;
+}
+
+static int read_cu_buffer(cgpy_call *c, PyObject *o, cg_tensor *t, const char *name) {
+    if (PyObject_GetBuffer(o, &c->cu_buf, PyBUF_RECORDS_RO) < 0) return -1;
+    c->cu_got = 1;
+    const Py_buffer *b = &c->cu_buf;
+    const char *fmt = b->format ? b->format : "B";
+    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
+    int integer = fmt[0] && !fmt[1] && strchr("ilq", fmt[0]);
+    if (integer && b->itemsize == 4) t->dtype = CG_I32;
+    else if (integer && b->itemsize == 8) t->dtype = CG_I64;
+    else {
+        PyObject *f = PyUnicode_FromString(fmt);
+        if (f) index_dtype_error(name, f);
+        Py_XDECREF(f);
+        return -1;
+    }
+    if (b->ndim > CG_MAX_DIMS) return too_many_dims(name, b->ndim);
+    t->data = b->buf;
+    t->ndim = b->ndim;
+    for (int i = 0; i < b->ndim; i++) {
+        t->shape[i] = b->shape[i];
+        if (b->strides[i] % b->itemsize) return bad(name, "strides must be multiples of the element size");
+        t->stride[i] = b->strides[i] / b->itemsize;
+    }
+    return 0;
+}
+
+static int read_cu_torch(PyObject *o, cg_tensor *t, const char *name) {
+    PyObject *dt = PyObject_GetAttr(o, s_dtype);
+    if (!dt) return -1;
+    int k = dt == torch_idx[0] ? 0 : dt == torch_idx[1] ? 1 : -1;
+    if (k < 0) {
+        index_dtype_error(name, dt);
+        Py_DECREF(dt);
+        return -1;
+    }
+    Py_DECREF(dt);
+    PyObject *ptr = PyObject_CallMethodNoArgs(o, s_data_ptr);
+    PyObject *shape = ptr ? PyObject_GetAttr(o, s_shape) : NULL;
+    PyObject *strides = shape ? PyObject_CallMethodNoArgs(o, s_stride) : NULL;
+    int r = -1;
+    if (strides) {
+        t->data = PyLong_AsVoidPtr(ptr);
+        t->dtype = k ? CG_I64 : CG_I32;
+        if (!PyErr_Occurred()) r = read_shape_strides(shape, strides, t, name);
+    }
+    Py_XDECREF(ptr);
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return r;
+}
+
+int cgpy_read_cu(cgpy_call *c, PyObject *o) {
+    const cg_tdesc *td = c->d->varlen;
+    cg_tensor *t = (cg_tensor *)((char *)&c->args + td->arg_off);
+    memset(t, 0, sizeof *t);
+    if (o == Py_None) return 0;
+    if (intern()) return -1;
+    if (PyTuple_Check(o)) return read_descriptor(o, t, td->name);
+    if (PyObject_CheckBuffer(o)) return read_cu_buffer(c, o, t, td->name);
+    return read_cu_torch(o, t, td->name);
+}
+
+int64_t cgpy_nseq(const cgpy_call *c) {
+    const cg_tensor *t = (const cg_tensor *)((const char *)&c->args + c->d->varlen->arg_off);
+    return t->data && t->ndim == 1 && t->shape[0] > 1 ? t->shape[0] - 1 : 0;
 }
 
 /* ------------------------------------------------------- torch tensors */
