@@ -117,15 +117,8 @@ static int read_descriptor(PyObject *o, cg_tensor *t, const char *name) {
     return read_shape_strides(PyTuple_GET_ITEM(o, 2), PyTuple_GET_ITEM(o, 3), t, name);
 }
 
-static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, int *got, const char *name) {
-    if (PyObject_GetBuffer(o, buf, output ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0) return -1;
-    *got = 1;
-    const char *fmt = buf->format ? buf->format : "B";
-    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
-    if (!strcmp(fmt, "f") && buf->itemsize == 4) t->dtype = CG_F32;
-    else if (!strcmp(fmt, "d") && buf->itemsize == 8) t->dtype = CG_F64;
-    else if (!strcmp(fmt, "e") && buf->itemsize == 2) t->dtype = CG_F16;
-    else return bad(name, "dtype must be float32, float64 or float16 (bfloat16: a descriptor)");
+/* t's data, shape and strides (in elements) from a buffer of t's dtype. */
+static int buffer_view(const Py_buffer *buf, cg_tensor *t, const char *name) {
     if (buf->ndim > CG_MAX_DIMS) return too_many_dims(name, buf->ndim);
     t->data = buf->buf;
     t->ndim = buf->ndim;
@@ -135,6 +128,18 @@ static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, in
         t->stride[i] = buf->strides[i] / buf->itemsize;
     }
     return 0;
+}
+
+static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, int *got, const char *name) {
+    if (PyObject_GetBuffer(o, buf, output ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0) return -1;
+    *got = 1;
+    const char *fmt = buf->format ? buf->format : "B";
+    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
+    if (!strcmp(fmt, "f") && buf->itemsize == 4) t->dtype = CG_F32;
+    else if (!strcmp(fmt, "d") && buf->itemsize == 8) t->dtype = CG_F64;
+    else if (!strcmp(fmt, "e") && buf->itemsize == 2) t->dtype = CG_F16;
+    else return bad(name, "dtype must be float32, float64 or float16 (bfloat16: a descriptor)");
+    return buffer_view(buf, t, name);
 }
 
 /* The cg_dtype of a torch dtype object; -1 with ValueError set. */
@@ -147,14 +152,16 @@ static int torch_dtype(PyObject *dt, const char *name) {
     return -1;
 }
 
-static int read_tensor_like(PyObject *o, cg_tensor *t, const char *name) {
+/* A torch.Tensor-like object's pointer, dtype (by dtype_of: the cg_dtype, or -1 with
+ * ValueError set), shape and strides. */
+static int read_tensor_with(PyObject *o, cg_tensor *t, const char *name, int (*dtype_of)(PyObject *, const char *)) {
     PyObject *ptr = PyObject_CallMethodNoArgs(o, s_data_ptr);
     PyObject *dt = ptr ? PyObject_GetAttr(o, s_dtype) : NULL;
     PyObject *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
     PyObject *strides = shape ? PyObject_CallMethodNoArgs(o, s_stride) : NULL;
     int r = -1;
     if (strides) {
-        int dtype = torch_dtype(dt, name);
+        int dtype = dtype_of(dt, name);
         t->data = PyLong_AsVoidPtr(ptr);
         if (dtype >= 0 && !PyErr_Occurred()) {
             t->dtype = (cg_dtype)dtype;
@@ -166,6 +173,10 @@ static int read_tensor_like(PyObject *o, cg_tensor *t, const char *name) {
     Py_XDECREF(shape);
     Py_XDECREF(strides);
     return r;
+}
+
+static int read_tensor_like(PyObject *o, cg_tensor *t, const char *name) {
+    return read_tensor_with(o, t, name, torch_dtype);
 }
 
 int cgpy_read(cgpy_call *c, int i, PyObject *o) {
@@ -211,40 +222,13 @@ static int read_cu_buffer(cgpy_call *c, PyObject *o, cg_tensor *t, const char *n
         Py_XDECREF(f);
         return -1;
     }
-    if (b->ndim > CG_MAX_DIMS) return too_many_dims(name, b->ndim);
-    t->data = b->buf;
-    t->ndim = b->ndim;
-    for (int i = 0; i < b->ndim; i++) {
-        t->shape[i] = b->shape[i];
-        if (b->strides[i] % b->itemsize) return bad(name, "strides must be multiples of the element size");
-        t->stride[i] = b->strides[i] / b->itemsize;
-    }
-    return 0;
+    return buffer_view(b, t, name);
 }
 
-static int read_cu_torch(PyObject *o, cg_tensor *t, const char *name) {
-    PyObject *dt = PyObject_GetAttr(o, s_dtype);
-    if (!dt) return -1;
-    int k = dt == torch_idx[0] ? 0 : dt == torch_idx[1] ? 1 : -1;
-    if (k < 0) {
-        index_dtype_error(name, dt);
-        Py_DECREF(dt);
-        return -1;
-    }
-    Py_DECREF(dt);
-    PyObject *ptr = PyObject_CallMethodNoArgs(o, s_data_ptr);
-    PyObject *shape = ptr ? PyObject_GetAttr(o, s_shape) : NULL;
-    PyObject *strides = shape ? PyObject_CallMethodNoArgs(o, s_stride) : NULL;
-    int r = -1;
-    if (strides) {
-        t->data = PyLong_AsVoidPtr(ptr);
-        t->dtype = k ? CG_I64 : CG_I32;
-        if (!PyErr_Occurred()) r = read_shape_strides(shape, strides, t, name);
-    }
-    Py_XDECREF(ptr);
-    Py_XDECREF(shape);
-    Py_XDECREF(strides);
-    return r;
+/* The cg_dtype of torch.int32 / torch.int64; -1 with ValueError set. */
+static int torch_index_dtype(PyObject *dt, const char *name) {
+    if (dt && (dt == torch_idx[0] || dt == torch_idx[1])) return dt == torch_idx[0] ? CG_I32 : CG_I64;
+    return dt ? index_dtype_error(name, dt) : -1;
 }
 
 int cgpy_read_cu(cgpy_call *c, PyObject *o) {
@@ -255,7 +239,7 @@ int cgpy_read_cu(cgpy_call *c, PyObject *o) {
     if (intern()) return -1;
     if (PyTuple_Check(o)) return read_descriptor(o, t, td->name);
     if (PyObject_CheckBuffer(o)) return read_cu_buffer(c, o, t, td->name);
-    return read_cu_torch(o, t, td->name);
+    return read_tensor_with(o, t, td->name, torch_index_dtype);
 }
 
 int64_t cgpy_nseq(const cgpy_call *c) {
