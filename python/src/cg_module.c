@@ -18,6 +18,7 @@
  */
 #include "cg_args.h"
 #include "autotune.h"
+#include "cpu/cpu_isa.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -511,6 +512,10 @@ static PyObject *py_backends(PyObject *self, PyObject *unused) {
     return r;
 }
 
+static PyObject *py_cpu_isa(PyObject *self, PyObject *unused) {
+    return PyUnicode_FromString(cg__cpu_isa_ops()->name); /* the CPU path's variant (CHUNKGEN_CPU_ISA) */
+}
+
 static PyObject *py_last_dispatch(PyObject *self, PyObject *unused) {
     cg_context *ctx = thread_ctx();
     return ctx ? PyUnicode_FromString(cg_last_dispatch(ctx)) : NULL;
@@ -577,6 +582,7 @@ static PyMethodDef methods[] = {
     {"set_log_handler", py_set_log_handler, METH_O, "set_log_handler(fn(level, msg) or None): the library's log"},
     {"ops", py_ops, METH_NOARGS, "((name, ((tensor, is_output, extents, layout, grad_of), ...)), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
+    {"cpu_isa", py_cpu_isa, METH_NOARGS, "the CPU path's ISA variant (avx512, avx2, baseline)"},
     {"last_dispatch", py_last_dispatch, METH_NOARGS, "cg_last_dispatch of this thread's context"},
     {"set_threads", py_set_threads, METH_O, "cg_context_set_threads on every context"},
     {"set_cache_dir", py_set_cache_dir, METH_O, "cg_context_set_cache_dir on every context (None: default)"},
