@@ -29,8 +29,20 @@ static cg_op op_of(int sscan, int bwd) {
     return sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD) : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD);
 }
 
-/* The op's tensors at batch B and length T. */
-static int spec_of(const cg_op_desc *d, const cg_tune_shape *s, int64_t B, int64_t T, tspec *t) {
+int64_t cg__tprob_mix(int64_t T, int64_t maxlen, int64_t *cu) {
+    const int64_t m = maxlen < T ? maxlen : T;
+    int64_t n = 0, at = 0;
+    if (cu) cu[0] = 0;
+    while (at < T) {
+        at += m < T - at ? m : T - at;
+        if (cu) cu[n + 1] = at;
+        n++;
+    }
+    return n ? n : 1; /* T = 0 cannot happen (shapes have T >= 1) */
+}
+
+/* The op's tensors at batch B and length T (nseq > 0: the states per sequence). */
+static int spec_of(const cg_op_desc *d, const cg_tune_shape *s, int64_t B, int64_t T, int64_t nseq, tspec *t) {
     int64_t dims[CG_SYM_COUNT] = {0};
     dims[CG_SYM_NONE] = 1;
     dims[CG_SYM_B] = B;
@@ -45,6 +57,7 @@ static int spec_of(const cg_op_desc *d, const cg_tune_shape *s, int64_t B, int64
         memset(&t[i], 0, sizeof t[i]);
         t[i].name = td->name;
         t[i].ndim = cg__op_given_shape(d, i, dims, s->G > 1, 0, t[i].shape);
+        if (nseq && (td->flags & CG_TD_PERSEQ)) t[i].shape[0] = nseq;
         t[i].lo = td->lo, t[i].hi = td->hi;
         t[i].role = td->role;
         t[i].tol = cg__tol(td->tol);
@@ -68,6 +81,7 @@ static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, const int *d
             *cg__args_tensor(d, &a, i) =
                 cg_tensor_contiguous(data[i], dt ? (cg_dtype)dt[i] : CG_F64, p->spec[i].ndim, p->spec[i].shape);
     for (int k = 0; k < d->nscalar; k++) *(int *)((char *)&a + d->scalar[k].arg_off) = 1;
+    if (p->cu) *(cg_tensor *)((char *)&a + d->varlen->arg_off) = cg_tensor_contiguous(p->cu, CG_I64, 1, (int64_t[]){p->nseq + 1});
     return cg__op_validate(ctx, d, &a, prob);
 }
 
@@ -78,6 +92,7 @@ void cg__tprob_free(const tenv *env, tprob *p) {
         free(p->stage[i]);
         free(p->ref[i]);
     }
+    free(p->cu);
     memset(p, 0, sizeof *p);
 }
 
@@ -128,9 +143,23 @@ cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int 
     p->bwd = bwd;
     p->op = op_of(s->sscan, bwd);
     const cg_op_desc *d = cg__op_desc(p->op);
-    p->nt = spec_of(d, s, B, T, p->spec);
+    if (s->varlen_max > 0) { /* the varlen class: B = 1, the length mix packed along T */
+        T *= B;
+        B = 1;
+        /* the (short) verification problem still holds several sequences */
+        const int64_t m = with_ref && s->varlen_max > (T + 2) / 3 ? (T + 2) / 3 : s->varlen_max;
+        p->nseq = cg__tprob_mix(T, m, NULL);
+        if (!(p->cu = malloc((size_t)(p->nseq + 1) * sizeof *p->cu)))
+            return cg__err(ctx, CG_ENOMEM, "tune: out of memory for cu_seqlens");
+        cg__tprob_mix(T, m, p->cu);
+    }
+    p->nt = spec_of(d, s, B, T, p->nseq, p->spec);
     cg_status st = cg__op_dtype_unsig(ctx, d, s->dtype[0] ? s->dtype : "f32", p->dt);
-    if (st != CG_OK) return st;
+    if (st != CG_OK) {
+        free(p->cu);
+        p->cu = NULL;
+        return st;
+    }
     uint64_t seed = 0x5eed ^ (uint64_t)T * 31 ^ (uint64_t)B;
     for (int i = 0; i < p->nt; i++) {
         tspec *t = &p->spec[i];

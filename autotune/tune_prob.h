@@ -34,6 +34,8 @@ typedef struct tprob {
     void *stage[MAXT];     /* 16-bit tensors: host[] in their storage form; NULL otherwise */
     void *mem[MAXT];       /* what the backend reads: host[] for cpu, kernel memory otherwise */
     double *ref[MAXT];     /* float64 reference values (verification problems) */
+    int64_t *cu, nseq;     /* varlen (cg_tune_shape.varlen_max > 0): the offsets [nseq + 1] of
+                            * the length mix (cg__tprob_mix); NULL otherwise */
     tprob_prob prob;       /* the validated problem over mem[] */
 } tprob;
 
@@ -49,6 +51,10 @@ typedef struct mparams {
     int min_reps, max_reps;
 } mparams;
 
+/* The varlen class's length mix for a packed total T and longest sequence maxlen: sequences
+ * of maxlen (capped at T), the last one the remainder. Writes the offsets [n + 1] into cu
+ * (when not NULL) and returns n. */
+int64_t cg__tprob_mix(int64_t T, int64_t maxlen, int64_t *cu);
 /* Monotonic clock, seconds. */
 double cg__tune_now_s(void);
 void cg__tprob_free(const tenv *env, tprob *p);

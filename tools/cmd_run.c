@@ -87,6 +87,7 @@ typedef struct run_opts {
     int threads;            /* -1: library default */
     int dtype;              /* --dtype: the storage of every 16-bit-capable input; -1: each file's */
     const char *in, *out;
+    const char *cu;          /* --cu-seqlens FILE.npy: packed sequences (docs/varlen.md); NULL */
     const char *op, *pos[2]; /* the positional arguments */
     int npos;
 } run_opts;
@@ -132,6 +133,8 @@ static const cg_cli_opt k_run_opts[] = {
     CG_CLI_OPT_THREADS(run_opts, threads),
     CG_CLI_OPT_VERBOSE(run_opts, verbose, "print which backend and config ran"),
     {"--in", 0, CG_CLI_STR, offsetof(run_opts, in), "DIR", "input directory", 0, 0, NULL},
+    {"--cu-seqlens", 0, CG_CLI_STR, offsetof(run_opts, cu), "FILE.npy", "offsets of sequences packed along T (L) with B = 1:\n"
+     "int32/int64 [N + 1]; the states (h0, hT, ...) are then [N, ...] (docs/varlen.md)", 0, 0, NULL},
     {"--out", 0, CG_CLI_STR, offsetof(run_opts, out), "DIR", "output directory", 0, 0, NULL},
     CG_CLI_OPT_END};
 
@@ -437,6 +440,18 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
     run_arr a[CG_OP_MAX_TENSORS];
     memset(a, 0, sizeof a);
     int rc = 0;
+    /* --cu-seqlens: the offsets (int64 in memory, whatever the file's width); the library
+     * checks their values and names the first bad one */
+    cg_npy_index cu;
+    memset(&cu, 0, sizeof cu);
+    cg_tensor cu_t;
+    memset(&cu_t, 0, sizeof cu_t);
+    if (o->cu) {
+        char err[RUN_ERRLEN];
+        if (cg_npy_read_index(o->cu, &cu, err, sizeof err) != 0) return run_fail("--cu-seqlens %s", err);
+        cu_t = tensor_of(cu.v, CG_I64, 1, &cu.n);
+    }
+    const int64_t nseq = cu.n > 1 ? cu.n - 1 : 0; /* the states' first extent */
     const int hm = o->layout == CG_LAYOUT_HEAD_MAJOR;
     union {
         cg_ssd_fwd_args sf;
@@ -469,6 +484,7 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
         if (!a[i].present) continue;
         int64_t want[4];
         int nd = cg__op_given_shape(all, i, dims, grouped, hm, want);
+        if (nseq && (all->t[i].flags & CG_TD_PERSEQ)) want[0] = nseq; /* a state per sequence */
         int ok = a[i].a.ndim == nd;
         for (int k = 0; ok && k < nd; k++) ok = a[i].a.shape[k] == want[k];
         if (ok) continue;
@@ -501,6 +517,7 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
         void *ap = &args[p];
         if (p == 0) memset(ap, 0, sizeof args[0]);
         if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)ap + d->layout_arg_off) = o->layout;
+        *(cg_tensor *)((char *)ap + d->varlen->arg_off) = cu_t;
         for (int k = 0; k < d->nscalar; k++)
             if (!strcmp(d->scalar[k].name, "delta_softplus")) *(int *)((char *)ap + d->scalar[k].arg_off) = o->softplus;
         for (int i = 0; i < d->nt; i++) {
@@ -514,6 +531,7 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
             if (t->optional && t->grad_of && !a[cg__op_tensor(all, t->grad_of)].present) continue;
             int64_t shape[4];
             int nd = cg__op_given_shape(d, i, dims, grouped, hm, shape);
+            if (nseq && (t->flags & CG_TD_PERSEQ)) shape[0] = nseq;
             *cg__args_tensor(d, ap, i) = out_add(os, t->name, out_dtype(d, i, a, all), nd, shape, &oom);
         }
     }
@@ -557,10 +575,13 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
         ts.B = dims[CG_SYM_B], ts.G = dims[CG_SYM_G] > 0 ? dims[CG_SYM_G] : 1;
         if (o->is_ssd) ts.T = dims[CG_SYM_T], ts.H = dims[CG_SYM_H], ts.dk = dims[CG_SYM_DK], ts.dv = dims[CG_SYM_DV];
         else ts.T = dims[CG_SYM_L], ts.D = dims[CG_SYM_D], ts.N = dims[CG_SYM_N];
+        for (int64_t k = 0; k < nseq; k++) /* a varlen key's longest sequence */
+            if (cu.v[k + 1] - cu.v[k] > ts.varlen_max) ts.varlen_max = cu.v[k + 1] - cu.v[k];
         say_dispatch(o, ctx, what, &ts, d->bwd);
     }
 done:
     for (int i = 0; i < CG_OP_MAX_TENSORS; i++) arr_free(&a[i]);
+    cg_npy_index_free(&cu);
     return rc;
 }
 

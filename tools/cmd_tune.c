@@ -117,6 +117,7 @@ typedef struct tune_cli {
     const char **shape_args; /* argc + 1 slots */
     int nshape_args;
     const char *dtype;       /* --dtype: the dtype signature of every shape (NULL: f32) */
+    int64_t varlen;          /* --varlen MAX: every shape as a varlen key (docs/varlen.md); 0: none */
 } tune_cli;
 
 static int mask_opt(const char *v, const char *a, const char *b, int *mask, char *err, size_t errlen) {
@@ -172,6 +173,9 @@ static const cg_cli_opt k_tune_opts[] = {
     {"--dtype", 0, CG_CLI_STR, TO(dtype), "SIG",
      "storage of the keys' tensors: f32 (default), bf16, f16, or one input\nset such as bf16-q-k (docs/dtypes.md); "
      "each dtype is a key of its own", 0, 0, NULL},
+    {"--varlen", 0, CG_CLI_I64, TO(varlen), "MAX",
+     "tune the varlen keys (cu_seqlens, docs/varlen.md) of the shapes:\nB = 1, T the packed total, sequences of "
+     "at most MAX tokens\n(the problem: sequences of MAX, the last the remainder)", 1, (int64_t)1 << 40, NULL},
     {"--budget", 0, CG_CLI_F64, TO(o.budget_s), "SECONDS",
      "stop starting new work after this long; a key cut short\nis stored as truncated and resumed by the next run", 1e-9,
      1e12, NULL},
@@ -292,6 +296,12 @@ int cg_cmd_tune(int argc, char **argv) {
         const cg_tune_shape *d = cg__tune_default_shapes(backend, &n);
         if (!(shapes = malloc((size_t)n * sizeof *shapes))) rc = cli_fail(cmd, "out of memory");
         else memcpy(shapes, d, (size_t)n * sizeof *shapes), nshapes = n;
+    }
+    for (int i = 0; !rc && t.varlen && i < nshapes; i++) { /* varlen keys: B = 1, the longest sequence */
+        if (shapes[i].B != 1)
+            rc = cli_usage(cmd, "--varlen: a shape with B = %lld but expected 1 (the sequences are packed along %s)",
+                           (long long)shapes[i].B, shapes[i].sscan ? "L" : "T");
+        shapes[i].varlen_max = t.varlen < shapes[i].T ? t.varlen : shapes[i].T;
     }
     for (int i = 0; !rc && t.dtype && i < nshapes; i++) { /* the signature must fit each shape's ops */
         const cg_op fam = shapes[i].sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD;

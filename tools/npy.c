@@ -165,12 +165,23 @@ static int parse_shape(hparse *h, int *ndim, int64_t *shape) {
 
 /* The element type of a descr: '<f4' (CG_F32, 4 bytes), '<f8' (CG_F64, 8), '<f2' (CG_F16,
  * 2) or '<V2' / '|V2' (CG_BF16, 2: what numpy writes for ml_dtypes.bfloat16, which has no
- * descr of its own); anything else is refused with the reason. */
-static int check_descr(const char *path, const char *d, int *elem, int *dtype, char *err, size_t errlen) {
+ * descr of its own); anything else is refused with the reason. index: an index array
+ * instead, '<i4' (CG_I32) or '<i8' (CG_I64) only. */
+static int check_descr(const char *path, const char *d, int index, int *elem, int *dtype, char *err, size_t errlen) {
     char order = '<';
     const char *p = d;
     if (*p == '<' || *p == '>' || *p == '=' || *p == '|') order = *p++;
     if (order == '=') order = host_is_little() ? '<' : '>';
+    if (index) {
+        int is_i4 = strcmp(p, "i4") == 0, is_i8 = strcmp(p, "i8") == 0;
+        if ((is_i4 || is_i8) && order == '<') {
+            *elem = is_i4 ? 4 : 8;
+            *dtype = is_i4 ? CG_I32 : CG_I64;
+            return 0;
+        }
+        seterr(err, errlen, "%s: dtype '%s' but expected little-endian int32 '<i4' or int64 '<i8' offsets", path, d);
+        return -1;
+    }
     int is_f4 = strcmp(p, "f4") == 0, is_f8 = strcmp(p, "f8") == 0, is_f2 = strcmp(p, "f2") == 0;
     if ((is_f4 || is_f8 || is_f2) && order == '<') {
         *elem = is_f4 ? 4 : is_f8 ? 8 : 2;
@@ -209,7 +220,7 @@ typedef struct npy_header {
     int64_t shape[CG_NPY_MAX_DIMS];
 } npy_header;
 
-static int parse_header(const char *path, const char *text, size_t len, npy_header *out, char *err,
+static int parse_header(const char *path, const char *text, size_t len, int index, npy_header *out, char *err,
                         size_t errlen) {
     hparse h = {text, text + len, path, err, errlen};
     int have_descr = 0, have_fortran = 0, have_shape = 0;
@@ -251,7 +262,7 @@ static int parse_header(const char *path, const char *text, size_t len, npy_head
                !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
         return -1;
     }
-    return check_descr(path, out->descr, &out->elem, &out->dtype, err, errlen);
+    return check_descr(path, out->descr, index, &out->elem, &out->dtype, err, errlen);
 }
 
 /* ------------------------------------------------------------------- read */
@@ -288,7 +299,8 @@ static float load_le(const unsigned char *raw, int64_t i, int elem, int dtype, i
 
 static int read_exact(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
 
-int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
+/* cg_npy_read, or with idx (cg_npy_read_index) a 1-D int32 / int64 array into idx. */
+static int read_npy(const char *path, cg_npy *out, cg_npy_index *idx, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     char why[256];
     int64_t fsize = 0;
@@ -355,7 +367,13 @@ int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
     htext[hlen] = '\0';
     npy_header hd;
     memset(&hd, 0, sizeof hd);
-    if (parse_header(path, htext, (size_t)hlen, &hd, err, errlen)) goto done;
+    if (parse_header(path, htext, (size_t)hlen, idx != NULL, &hd, err, errlen)) goto done;
+    if (idx && hd.ndim != 1) {
+        char sb[96];
+        seterr(err, errlen, "%s: shape %s but expected one dimension (N + 1 offsets)", path,
+               cg_npy_shape_str(hd.ndim, hd.shape, sb, sizeof sb));
+        goto done;
+    }
 
     int64_t count = 1;
     for (int i = 0; i < hd.ndim; i++) {
@@ -386,7 +404,7 @@ int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
         goto done;
     }
     raw = malloc(need ? (size_t)need : 1);
-    out->data = malloc(count ? (size_t)count * sizeof(float) : sizeof(float));
+    out->data = malloc(count ? (size_t)count * (idx ? sizeof(int64_t) : sizeof(float)) : sizeof(int64_t));
     if (!raw || !out->data) {
         seterr(err, errlen, "%s: out of memory (%lld bytes)", path, (long long)need);
         goto done;
@@ -397,6 +415,21 @@ int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
     }
 
     int little = host_is_little();
+    if (idx) { /* little-endian int32 / int64, widened to int64 */
+        int64_t *v = (int64_t *)(void *)out->data;
+        for (int64_t i = 0; i < count; i++) {
+            const unsigned char *b = raw + i * hd.elem;
+            uint64_t u = 0;
+            for (int j = hd.elem - 1; j >= 0; j--) u = u << 8 | b[j];
+            v[i] = hd.elem == 4 ? (int64_t)(int32_t)(uint32_t)u : (int64_t)u;
+        }
+        idx->v = v;
+        idx->n = count;
+        idx->dtype = hd.dtype;
+        out->data = NULL;
+        rc = 0;
+        goto done;
+    }
     if (!hd.fortran || hd.ndim < 2) {
         if (hd.elem == 4 && little) memcpy(out->data, raw, (size_t)need);
         else
@@ -435,6 +468,20 @@ done:
     free(htext);
     fclose(f);
     return rc;
+}
+
+int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) { return read_npy(path, out, NULL, err, errlen); }
+
+int cg_npy_read_index(const char *path, cg_npy_index *out, char *err, size_t errlen) {
+    cg_npy tmp;
+    memset(out, 0, sizeof *out);
+    return read_npy(path, &tmp, out, err, errlen);
+}
+
+void cg_npy_index_free(cg_npy_index *a) {
+    if (!a) return;
+    free(a->v);
+    memset(a, 0, sizeof *a);
 }
 
 void cg_npy_free(cg_npy *a) {

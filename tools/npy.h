@@ -50,6 +50,18 @@ int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *da
 int cg_npy_write_tmp_as(const char *path, char *tmp, size_t tmpcap, const float *data, int dtype, int ndim,
                         const int64_t *shape, char *err, size_t errlen);
 
+/* A 1-D index array (`chunkgen run --cu-seqlens`): its values widened to int64. */
+typedef struct cg_npy_index {
+    int64_t *v; /* owned (cg_npy_index_free) */
+    int64_t n;
+    int dtype;  /* the file's elements: CG_I32 ('<i4') or CG_I64 ('<i8') */
+} cg_npy_index;
+
+/* Read a 1-D little-endian int32 or int64 .npy file into *out (zeroed first); the same
+ * checks and messages as cg_npy_read, and any other dtype or rank is an error naming path. */
+int cg_npy_read_index(const char *path, cg_npy_index *out, char *err, size_t errlen);
+void cg_npy_index_free(cg_npy_index *a);
+
 /* Release what cg_npy_read allocated; NULL or a zeroed struct is a no-op. */
 void cg_npy_free(cg_npy *a);
 

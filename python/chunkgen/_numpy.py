@@ -60,43 +60,65 @@ def _arg(a: Optional[np.ndarray]):
     return (a.ctypes.data, BF16, a.shape, tuple(s // a.itemsize for s in a.strides))
 
 
-def run(op: str, given: dict, flag: int, backend: str, config: Optional[str], verbose: bool = False):
+def _prep_cu(cu) -> Optional[np.ndarray]:
+    """cu_seqlens as the C call reads it: an int32 or int64 array (any strides; the library
+    checks its rank and values and names the first bad offset)."""
+    if cu is None:
+        return None
+    if type(cu) is not np.ndarray:
+        cu = np.asarray(cu)
+    if cu.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise ValueError(f"cu_seqlens: dtype {cu.dtype} but expected int32 or int64 (the sequences' offsets)")
+    if any(s < 0 or s % cu.itemsize for s in cu.strides):
+        cu = np.ascontiguousarray(cu)
+    return cu
+
+
+def run(op: str, given: dict, flag: int, backend: str, config: Optional[str], verbose: bool = False, cu_seqlens=None):
     """Run `op` on the arrays in `given` (input name -> array or None); return its
-    outputs in the op's order: new arrays, or None for the gradient of an absent input."""
+    outputs in the op's order: new arrays, or None for the gradient of an absent input.
+    cu_seqlens: the packed sequences' offsets [N + 1] (docs/varlen.md) or None."""
     info = OPS[op]
     arrays = tuple([_prep(n, given.get(n)) for n in info.inputs])
     b = 0 if backend == "auto" else backend_index(backend)  # auto: float64 runs on ref (in C)
     return _C.call(info.index, tuple([_arg(a) for a in arrays]), -1, flag, b, config, verbose, np.empty, _NP, None,
-                   None)
+                   None, _prep_cu(cu_seqlens))
 
 
-def ssd(q, k, v, log_alpha, h0=None, *, layout="token", backend="auto", config=None, verbose=False):
+def ssd(q, k, v, log_alpha, h0=None, *, layout="token", backend="auto", config=None, verbose=False,
+        cu_seqlens=None):
     """SSD forward. q, k [B, T, G, dk]; v [B, T, H, dv]; log_alpha [B, T, H]
     (layout="head": T and the heads axis swapped); h0 [B, H, dk, dv] or None.
-    Returns (o [like v], hT [B, H, dk, dv])."""
+    Returns (o [like v], hT [B, H, dk, dv]).
+    cu_seqlens (int32/int64 [N + 1], docs/varlen.md): N sequences packed along T with B = 1;
+    h0 and hT are then per sequence, [N, H, dk, dv]."""
     return run("ssd_fwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0), layout_flag(layout), backend, config,
-               verbose)
+               verbose, cu_seqlens)
 
 
 def ssd_bwd(q, k, v, log_alpha, dout, h0=None, dhT=None, *, layout="token", backend="auto", config=None,
-            verbose=False):
+            verbose=False, cu_seqlens=None):
     """SSD backward. Returns (dq, dk, dv, dlog_alpha, dh0); dh0 is None when h0 is.
-    dq and dk are summed over the heads of each group."""
+    dq and dk are summed over the heads of each group. cu_seqlens as in ssd (h0, dhT, dh0
+    per sequence)."""
     return run("ssd_bwd", dict(q=q, k=k, v=v, log_alpha=log_alpha, h0=h0, dout=dout, dhT=dhT), layout_flag(layout),
-               backend, config, verbose)
+               backend, config, verbose, cu_seqlens)
 
 
 def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, delta_softplus=False, backend="auto",
-          config=None, verbose=False):
+          config=None, verbose=False, cu_seqlens=None):
     """Selective-scan forward. x, delta, z [B, L, D]; A [D, N]; B, C [B, L, N] or
-    [B, L, G, N]; D, delta_bias [D]; h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N])."""
+    [B, L, G, N]; D, delta_bias [D]; h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N]).
+    cu_seqlens (int32/int64 [Nseq + 1]): sequences packed along L with B = 1; h0 and hT
+    are then per sequence, [Nseq, D, N]."""
     return run("sscan_fwd", dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0),
-               int(bool(delta_softplus)), backend, config, verbose)
+               int(bool(delta_softplus)), backend, config, verbose, cu_seqlens)
 
 
 def sscan_bwd(x, delta, A, B, C, dy, D=None, z=None, delta_bias=None, h0=None, dhT=None, *, delta_softplus=False,
-              backend="auto", config=None, verbose=False):
+              backend="auto", config=None, verbose=False, cu_seqlens=None):
     """Selective-scan backward. Returns (dx, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dh0);
-    each of the last four is None when its input is."""
+    each of the last four is None when its input is. cu_seqlens as in sscan (dA, dD,
+    ddelta_bias summed over the sequences)."""
     given = dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0, dy=dy, dhT=dhT)
-    return run("sscan_bwd", given, int(bool(delta_softplus)), backend, config, verbose)
+    return run("sscan_bwd", given, int(bool(delta_softplus)), backend, config, verbose, cu_seqlens)

@@ -34,7 +34,7 @@ class OpInfo:
 
 OPS: Dict[str, OpInfo] = {name: OpInfo(i, name, ts) for i, (name, ts) in enumerate(_C.ops())}
 BACKENDS: Tuple[str, ...] = _C.backends()  # index = cg_backend value
-F32, F64, BF16, F16 = 0, 1, 2, 3  # cg_dtype (include/chunkgen.h)
+F32, F64, BF16, F16, I32, I64 = 0, 1, 2, 3, 4, 5  # cg_dtype (include/chunkgen.h)
 REF = BACKENDS.index("ref")
 
 LAYOUTS = {"token": 0, "head": 1}
@@ -54,19 +54,37 @@ def layout_flag(layout: str) -> int:
         raise ValueError(f"layout: '{layout}' but expected 'token' ([B, T, heads, dim]) or 'head' ([B, heads, T, dim])") from None
 
 
-def output_shapes(op: str, shapes: Sequence[Optional[Shape]], flag: int, want: int = -1) -> Tuple[Optional[Shape], ...]:
+def output_shapes(op: str, shapes: Sequence[Optional[Shape]], flag: int, want: int = -1,
+                  nseq=None) -> Tuple[Optional[Shape], ...]:
     """Shapes of `op`'s outputs (in OPS[op].outputs order) from its inputs' shapes (in
     OPS[op].inputs order, None: absent; ints or symbolic sizes), from the C op table.
     want: a bit per output; -1: the forward outputs and the gradient of every given input
-    (None for the others). An extent an input lacks is 1: the C call names the argument."""
-    return _C.output_shapes(OPS[op].index, flag, tuple(shapes), want)
+    (None for the others). An extent an input lacks is 1: the C call names the argument.
+    nseq: with cu_seqlens, its number of sequences N (len - 1): the states' first extent."""
+    return _C.output_shapes(OPS[op].index, flag, tuple(shapes), want, nseq)
 
 
-def output_shape(op: str, out: str, shapes: Dict[str, Optional[Shape]], flag: int) -> Shape:
+def output_shape(op: str, out: str, shapes: Dict[str, Optional[Shape]], flag: int, nseq=None) -> Shape:
     """Shape of output `out` of `op` given the input shapes by name (None: absent)."""
     info = OPS[op]
     i = info.outputs.index(out)
-    return output_shapes(op, [shapes.get(n) for n in info.inputs], flag, 1 << i)[i]
+    return output_shapes(op, [shapes.get(n) for n in info.inputs], flag, 1 << i, nseq)[i]
+
+
+def seq_len(op: str, shapes: Dict[str, Optional[Shape]], flag: int) -> int:
+    """The packed length (T or L) of a call from its inputs' shapes: the extent of the op's
+    sequence symbol in the first given input that has it (the op table's extents)."""
+    info = OPS[op]
+    seq = "T" if "T" in info.extents[info.inputs[0]] else "L"
+    for n in info.inputs:
+        ext, shp = info.extents[n], shapes.get(n)
+        if shp is None or seq not in ext:
+            continue
+        pos = ext.index(seq)
+        if info.layout[n] and flag and pos in (1, 2):
+            pos = 3 - pos
+        return int(shp[pos])
+    raise ValueError(f"{op}: no input gives {seq}")
 
 
 def output_dtypes(op: str, dtypes: Sequence[Optional[int]]) -> Tuple[int, ...]:
@@ -79,17 +97,28 @@ def output_dtypes(op: str, dtypes: Sequence[Optional[int]]) -> Tuple[int, ...]:
 
 
 def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int], flag: int, backend: int,
-             want: Sequence[str]) -> None:
+             want: Sequence[str], cu=None) -> None:
     """The library's own validation of a call that is only traced (JAX's abstract
     evaluation, torch's fake tensors): cg_workspace_size on descriptors of the inputs'
     shapes and dtypes and the outputs `want` (shapes and dtypes as the call makes them),
     at distinct, aligned, never-read addresses, contiguous. Raises ValueError with the
-    library's message (a bad shape, a dtype mix it rejects)."""
+    library's message (a bad shape, a dtype mix it rejects). cu: with cu_seqlens, its
+    (shape, cg_dtype): the offsets' values are not known when traced, so the call is checked
+    with valid ones of that shape and dtype ([0, ..., 0, T]): the shapes (B = 1, the states
+    per sequence) and the offsets' dtype and rank are the library's to check."""
     info = OPS[op]
     out_dt = dict(zip(info.outputs, output_dtypes(op, [dtypes.get(n) for n in info.inputs])))
+    offsets, nseq = None, None
+    if cu is not None:
+        import numpy as np
+        cu_shape, cu_dt = cu
+        offsets = np.zeros(tuple(int(d) for d in cu_shape), dtype=np.int64 if cu_dt == I64 else np.int32)
+        if offsets.ndim == 1 and offsets.size > 1:
+            offsets[-1] = seq_len(op, shapes, flag)
+            nseq = offsets.size - 1
     all_shapes = dict(shapes)
     for n in info.outputs:
-        all_shapes[n] = output_shape(op, n, shapes, flag) if n in want else None
+        all_shapes[n] = output_shape(op, n, shapes, flag, nseq) if n in want else None
     descs, addr = [], 1 << 20
     for n in info.fields:
         shp = all_shapes.get(n)
@@ -103,4 +132,4 @@ def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int]
         descs.append((addr, dtypes[n] if n in dtypes else out_dt[n], tuple(int(d) for d in shp),
                       tuple(reversed(strides))))
         addr += (s * 8 + 4095) // 4096 * 4096 + 4096
-    _C.workspace_size(info.index, tuple(descs), flag, backend, None, None, None, 0, False)
+    _C.workspace_size(info.index, tuple(descs), flag, backend, None, None, None, 0, False, offsets)

@@ -42,7 +42,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 
 from . import _C
-from ._ops import BF16, F16, F32, F64, OPS, REF, layout_flag, output_dtypes, output_shape, validate
+from ._ops import BF16, F16, F32, F64, I32, I64, OPS, REF, layout_flag, output_dtypes, output_shape, validate
 from .jax_partition import partitioned
 
 try:
@@ -70,6 +70,8 @@ _NP = {c: dt for dt, c in _DTYPES.items()}
 # Tensors without the leading batch axis B (the op table's extents; A, D, delta_bias and
 # their gradients).
 _UNBATCHED = frozenset(n for info in OPS.values() for n, e in info.extents.items() if e[0] != "B")
+CU = "cu_seqlens"  # the op table's `varlen` row: an operand after the inputs (docs/varlen.md)
+_INDEX = {np.dtype(np.int32): I32, np.dtype(np.int64): I64}
 
 
 def set_threads(threads: int) -> None:
@@ -106,16 +108,23 @@ def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arr
     returns the outputs `want`, in field order."""
     info = OPS[op]
     given = dict(zip(names, arrays))
+    cu = given.pop(CU, None)
     codes = _dtypes_of(op, given)
     backend = REF if F64 in codes.values() else _AUTO
     shapes = {n: (tuple(given[n].shape) if n in given else None) for n in info.inputs}
-    validate(op, shapes, codes, flag, backend, want)  # at trace time, the library's messages
+    cu_desc = nseq = None
+    if cu is not None:
+        if np.dtype(cu.dtype) not in _INDEX:
+            raise ValueError(f"cu_seqlens: dtype {cu.dtype} but expected int32 or int64 (the sequences' offsets)")
+        cu_desc = (tuple(cu.shape), _INDEX[np.dtype(cu.dtype)])
+        nseq = cu.shape[0] - 1 if cu.ndim == 1 else None
+    validate(op, shapes, codes, flag, backend, want, cu_desc)  # at trace time, the library's messages
     out_dt = dict(zip(info.outputs, output_dtypes(op, [codes.get(n) for n in info.inputs])))
-    present = 0
+    present = 1 << len(info.fields) if cu is not None else 0
     for i, n in enumerate(info.fields):
         if n in given or n in want:
             present |= 1 << i
-    out_types = [jax.ShapeDtypeStruct(output_shape(op, n, shapes, flag), _NP[out_dt[n]])
+    out_types = [jax.ShapeDtypeStruct(output_shape(op, n, shapes, flag, nseq), _NP[out_dt[n]])
                  for n in info.outputs if n in want]
     call = jax.ffi.ffi_call(TARGET, out_types)
     return tuple(call(*arrays, op=np.int64(info.index), flag=np.int64(flag), present=np.int64(present),
@@ -124,9 +133,11 @@ def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arr
 
 @functools.lru_cache(maxsize=None)
 def _batched_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int):
-    """_raw as a custom_vmap function: under vmap the mapped axis folds into B."""
-    f = custom_vmap(partitioned(op, names, want, flag, functools.partial(_raw, op, names, want, flag)))
-    fold = op.startswith("ssd") or (op == "sscan_fwd")
+    """_raw as a custom_vmap function: under vmap the mapped axis folds into B (not with
+    cu_seqlens: B = 1 there; one call per mapped element then, and no partitioning rule)."""
+    raw = functools.partial(_raw, op, names, want, flag)
+    f = custom_vmap(raw if CU in names else partitioned(op, names, want, flag, raw))
+    fold = (op.startswith("ssd") or (op == "sscan_fwd")) and CU not in names
 
     @f.def_vmap
     def rule(axis_size, in_batched, *arrays):
@@ -151,7 +162,7 @@ def _call(op: str, given: dict, want: Tuple[str, ...], flag: int):
     """Run op on the inputs in `given` (name -> array or None): the outputs `want` as a
     dict."""
     info = OPS[op]
-    names = tuple(n for n in info.inputs if given.get(n) is not None)
+    names = tuple(n for n in info.inputs + (CU,) if given.get(n) is not None)
     want = tuple(n for n in info.outputs if n in want)
     outs = _batched_call(op, names, want, flag)(*(jnp.asarray(given[n]) for n in names))
     return dict(zip(want, outs))
@@ -169,19 +180,21 @@ def _with_vjp(fwd: str, bwd: str):
     cot = tuple(n for n in bi.inputs if n not in fi.inputs)
     assert len(cot) == len(fi.outputs), (fwd, bwd)
 
+    ins = fi.inputs + (CU,)  # cu_seqlens (or None) last; its cotangent is None
+
     @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
     def f(flag, *xs):
-        r = _call(fwd, dict(zip(fi.inputs, xs)), fi.outputs, flag)
+        r = _call(fwd, dict(zip(ins, xs)), fi.outputs, flag)
         return tuple(r[n] for n in fi.outputs)
 
     def f_fwd(flag, *xs):
         return f(flag, *xs), xs
 
     def f_bwd(flag, xs, cts):
-        given = dict(zip(fi.inputs, xs))
+        given = dict(zip(ins, xs))
         given.update(zip(cot, cts))
         g = _call(bwd, given, tuple(grad[n] for n in fi.inputs if given[n] is not None and n in grad), flag)
-        return tuple(g.get(grad.get(n)) for n in fi.inputs)
+        return tuple(g.get(grad.get(n)) for n in fi.inputs) + (None,)
 
     f.defvjp(f_fwd, f_bwd)
     return f
@@ -193,24 +206,29 @@ _sscan = _with_vjp("sscan_fwd", "sscan_bwd")
 
 # -------------------------------------------------------------------- SSD
 
-def ssd(q, k, v, log_alpha, h0=None, *, layout: str = "head"):
+def ssd(q, k, v, log_alpha, h0=None, *, layout: str = "head", cu_seqlens=None):
     """SSD (Mamba-2 chunked gated linear attention), differentiable in every input.
 
     layout="head" (default, probjax's order): q, k [B, G, T, dk]; v [B, H, T, dv];
     log_alpha [B, H, T]. layout="token": q, k [B, T, G, dk]; v [B, T, H, dv];
     log_alpha [B, T, H]. h0 [B, H, dk, dv] or None. H % G == 0.
-    Returns (o [like v], hT [B, H, dk, dv])."""
-    return _ssd(layout_flag(layout), q, k, v, log_alpha, h0)
+    Returns (o [like v], hT [B, H, dk, dv]).
+    cu_seqlens (int32 / int64 [N + 1], docs/varlen.md): N sequences packed along T with
+    B = 1; h0 and hT are then [N, H, dk, dv] (a host call: the CPU platform)."""
+    return _ssd(layout_flag(layout), q, k, v, log_alpha, h0, cu_seqlens)
 
 
 # --------------------------------------------------------- selective scan
 
-def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, delta_softplus: bool = False):
+def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, delta_softplus: bool = False,
+          cu_seqlens=None):
     """Selective scan (Mamba-1 S6), differentiable in every input.
 
     x, delta, z [B, L, D]; A [D, N]; B, C [B, L, N] or grouped [B, L, G, N];
-    D, delta_bias [D]; h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N])."""
-    return _sscan(int(bool(delta_softplus)), x, delta, A, B, C, D, z, delta_bias, h0)
+    D, delta_bias [D]; h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N]).
+    cu_seqlens (int32 / int64 [Nseq + 1]): sequences packed along L with B = 1; h0 and hT
+    are then [Nseq, D, N]."""
+    return _sscan(int(bool(delta_softplus)), x, delta, A, B, C, D, z, delta_bias, h0, cu_seqlens)
 
 
 # --------------------------------------------------------------- sharding

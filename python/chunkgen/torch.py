@@ -33,74 +33,93 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from . import _C
-from ._ops import OPS, layout_flag, output_shapes, validate
+from ._ops import I32, I64, OPS, layout_flag, output_shapes, validate
 
 __all__ = ["ssd", "sscan"]
 
 _AUTO = 0
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)  # cg_dtype order
 _C.set_torch_dtypes(*_DTYPES)
+_C.set_torch_index_dtypes(torch.int32, torch.int64)  # cu_seqlens
 
 
-def _run(op: str, ins: tuple, flag: int) -> Tuple[Optional[Tensor], ...]:
+def _run(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[Optional[Tensor], ...]:
     """Run op on its inputs (OPS[op].inputs order); the outputs in the op's order, None
     for the gradient of an absent input. The checks, the copies where the C API cannot
-    take a tensor's strides, the output shapes and the call are in one C crossing."""
+    take a tensor's strides, the output shapes and the call are in one C crossing.
+    cu: cu_seqlens (int32/int64 [N + 1]) or None (docs/varlen.md)."""
     first = ins[0]
     index = OPS[op].index
     if first is not None and not first.is_cuda:
-        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, None, None)
+        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, None, None, cu)
     _C.check_tensors(index, ins)  # (raises for a missing first input)
     dev = first.device
     if first.dtype == torch.float64:  # the float64 reference runs on the host
-        outs = _run(op, tuple(t.cpu() if t is not None else None for t in ins), flag)
+        outs = _run(op, tuple(t.cpu() if t is not None else None for t in ins), flag,
+                    cu.cpu() if cu is not None else None)
         return tuple(t.to(dev) if t is not None else None for t in outs)
     with torch.cuda.device(dev):
         stream = torch.cuda.current_stream(dev).cuda_stream
         # the kernels' scratch from PyTorch's caching allocator (stream-ordered reuse)
         return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, stream,
-                       lambda n: torch.empty(n, dtype=torch.uint8, device=dev))
+                       lambda n: torch.empty(n, dtype=torch.uint8, device=dev), cu)
 
 
-def _op_impl(op: str, ins: tuple, flag: int) -> Tuple[Tensor, ...]:
+def _op_impl(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[Tensor, ...]:
     """The custom op's implementation: a custom op returns tensors only, so the gradient
     of an absent input is an empty tensor."""
-    outs = _run(op, ins, flag)
+    outs = _run(op, ins, flag, cu)
     return tuple([t if t is not None else ins[0].new_empty(0) for t in outs])
 
 
-def _fake(op: str, ins: tuple, flag: int) -> Tuple[Tensor, ...]:
+def _cu_facts(cu: Optional[Tensor]):
+    """cu_seqlens' number of sequences (a symbolic size when traced) and (shape, cg_dtype)
+    for the traced validation; (None, None) without it."""
+    if cu is None:
+        return None, None
+    if cu.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"cu_seqlens: dtype {cu.dtype} but expected int32 or int64 (the sequences' offsets)")
+    nseq = cu.shape[0] - 1 if cu.dim() == 1 else None
+    return nseq, (tuple(cu.shape), I64 if cu.dtype == torch.int64 else I32)
+
+
+def _fake(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[Tensor, ...]:
     """The outputs' shapes (the op table's) and dtypes (the binding's rule, as _run makes
     them); with concrete sizes the library validates the call, so a bad shape or dtype
-    mix raises its message when traced, as eagerly."""
+    mix raises its message when traced, as eagerly. With cu_seqlens the states have its
+    N sequences (the offsets' values are checked by the call, not when traced)."""
     info = OPS[op]
     out_dt = _C.check_tensors(info.index, ins)
     first = ins[0]
     in_shapes = [t.shape if t is not None else None for t in ins]
-    shapes = output_shapes(op, in_shapes, flag)
-    if all(type(d) is int for s in in_shapes if s is not None for d in s):
+    nseq, cu_desc = _cu_facts(cu)
+    shapes = output_shapes(op, in_shapes, flag, -1, nseq)
+    concrete = [s for s in in_shapes if s is not None] + ([cu.shape] if cu is not None else [])
+    if all(type(d) is int for s in concrete for d in s):
         given = {n: tuple(s) for n, s in zip(info.inputs, in_shapes) if s is not None}
         validate(op, given, {n: _DTYPES.index(t.dtype) for n, t in zip(info.inputs, ins) if t is not None}, flag,
-                 _AUTO, [n for n, s in zip(info.outputs, shapes) if s is not None])
+                 _AUTO, [n for n, s in zip(info.outputs, shapes) if s is not None], cu_desc)
     return tuple(first.new_empty(s, dtype=_DTYPES[d]) if s is not None else first.new_empty((0,))
                  for s, d in zip(shapes, out_dt))
 
 
-def _backward(bwd, fwd_ins: tuple, flag, dy: Optional[Tensor], dhT: Optional[Tensor], dy_like) -> tuple:
-    """Gradients of every forward input (None for absent ones) and of the flag, by the
-    backward op bwd (its inputs: the forward's, dy, dhT; its outputs: the gradients of
-    the forward's inputs in their order)."""
+def _backward(bwd, saved: tuple, flag, dy: Optional[Tensor], dhT: Optional[Tensor], dy_like) -> tuple:
+    """Gradients of every forward input (None for absent ones), of the flag and of
+    cu_seqlens (None), by the backward op bwd (its inputs: the forward's, dy, dhT, the flag,
+    cu_seqlens; its outputs: the gradients of the forward's inputs in their order). saved:
+    the forward's inputs and cu_seqlens."""
+    *fwd_ins, cu = saved
     if dy is None:
         dy = torch.zeros(dy_like[0], dtype=dy_like[1], device=dy_like[2])
-    grads = bwd(*fwd_ins, dy, dhT, flag)
-    return tuple(g if t is not None else None for g, t in zip(grads, fwd_ins)) + (None,)
+    grads = bwd(*fwd_ins, dy, dhT, flag, cu)
+    return tuple(g if t is not None else None for g, t in zip(grads, fwd_ins)) + (None, None)
 
 
 def _setup(ctx, inputs, output):
-    *tensors, flag = inputs
+    *tensors, flag, cu = inputs
     ctx.flag = flag
     ctx.dy_like = (output[0].shape, output[0].dtype, output[0].device)
-    ctx.save_for_backward(*tensors)
+    ctx.save_for_backward(*tensors, cu)
 
 
 def _make_function(fwd: str, bwd: str):
@@ -108,12 +127,12 @@ def _make_function(fwd: str, bwd: str):
     call than the custom op); the same backward formula as the registered op's."""
 
     def direct_bwd(*args):
-        *ins, flag = args
-        return _run(bwd, tuple(ins), flag)
+        *ins, flag, cu = args
+        return _run(bwd, tuple(ins), flag, cu)
 
     def forward(ctx, *args):  # (not setup_context: torch binds its arguments with inspect per call)
-        *ins, flag = args
-        outs = _run(fwd, tuple(ins), flag)
+        *ins, flag, cu = args
+        outs = _run(fwd, tuple(ins), flag, cu)
         _setup(ctx, args, outs)
         return outs
 
@@ -165,26 +184,27 @@ _function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: Tr
 
 @torch.library.custom_op("chunkgen::ssd_fwd", mutates_args=())
 def ssd_fwd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor],
-            layout: str) -> Tuple[Tensor, Tensor]:
+            layout: str, cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """SSD forward: (o, hT)."""
-    return _op_impl("ssd_fwd", (q, k, v, log_alpha, h0), layout_flag(layout))
+    return _op_impl("ssd_fwd", (q, k, v, log_alpha, h0), layout_flag(layout), cu_seqlens)
 
 
 @ssd_fwd.register_fake
-def _(q, k, v, log_alpha, h0, layout):
-    return _fake("ssd_fwd", (q, k, v, log_alpha, h0), layout_flag(layout))
+def _(q, k, v, log_alpha, h0, layout, cu_seqlens=None):
+    return _fake("ssd_fwd", (q, k, v, log_alpha, h0), layout_flag(layout), cu_seqlens)
 
 
 @torch.library.custom_op("chunkgen::ssd_bwd", mutates_args=())
 def ssd_bwd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor], dout: Tensor,
-            dhT: Optional[Tensor], layout: str) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+            dhT: Optional[Tensor], layout: str,
+            cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """SSD backward: (dq, dk, dv, dlog_alpha, dh0); dh0 is empty when h0 is None."""
-    return _op_impl("ssd_bwd", (q, k, v, log_alpha, h0, dout, dhT), layout_flag(layout))
+    return _op_impl("ssd_bwd", (q, k, v, log_alpha, h0, dout, dhT), layout_flag(layout), cu_seqlens)
 
 
 @ssd_bwd.register_fake
-def _(q, k, v, log_alpha, h0, dout, dhT, layout):
-    return _fake("ssd_bwd", (q, k, v, log_alpha, h0, dout, dhT), layout_flag(layout))
+def _(q, k, v, log_alpha, h0, dout, dhT, layout, cu_seqlens=None):
+    return _fake("ssd_bwd", (q, k, v, log_alpha, h0, dout, dhT), layout_flag(layout), cu_seqlens)
 
 
 ssd_fwd.register_autograd(lambda ctx, do, dhT: _backward(ssd_bwd, ctx.saved_tensors, ctx.flag, do, dhT, ctx.dy_like),
@@ -193,49 +213,53 @@ _SsdFunction = _make_function("ssd_fwd", "ssd_bwd")
 
 
 def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor] = None, *,
-        layout: str = "token") -> Tuple[Tensor, Tensor]:
+        layout: str = "token", cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Mamba-2 SSD, differentiable in q, k, v, log_alpha and h0.
 
     Per (b, h), g = h // (H // G):  S_t = exp(log_alpha_t) S_{t-1} + k_t^T v_t,  o_t = q_t S_t.
     layout "token": q, k [B, T, G, dk]; v [B, T, H, dv]; log_alpha [B, T, H].
     layout "head":  q, k [B, G, T, dk]; v [B, H, T, dv]; log_alpha [B, H, T]
     (e.g. token-major tensors given as .transpose(1, 2) views: no copy).
-    h0 [B, H, dk, dv] or None. Returns (o [like v], hT [B, H, dk, dv])."""
+    h0 [B, H, dk, dv] or None. Returns (o [like v], hT [B, H, dk, dv]).
+    cu_seqlens (torch.int32/int64 [N + 1], docs/varlen.md): N sequences packed along T with
+    B = 1, the state reset at each start; h0 and hT are then [N, H, dk, dv]."""
     ins = (q, k, v, log_alpha, h0)
-    path = _path(ins)
+    path = _path(ins + (cu_seqlens,))
     if path == "direct":
-        return _run("ssd_fwd", ins, layout_flag(layout))
+        return _run("ssd_fwd", ins, layout_flag(layout), cu_seqlens)
     if path == "function":
-        return _SsdFunction.apply(*ins, layout_flag(layout))
-    return ssd_fwd(*ins, layout)
+        return _SsdFunction.apply(*ins, layout_flag(layout), cu_seqlens)
+    return ssd_fwd(*ins, layout, cu_seqlens)
 
 
 # ------------------------------------------------------ selective scan
 
 @torch.library.custom_op("chunkgen::sscan_fwd", mutates_args=())
 def sscan_fwd(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor], z: Optional[Tensor],
-              delta_bias: Optional[Tensor], h0: Optional[Tensor], delta_softplus: bool) -> Tuple[Tensor, Tensor]:
+              delta_bias: Optional[Tensor], h0: Optional[Tensor], delta_softplus: bool,
+              cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Selective-scan forward: (y, hT)."""
-    return _op_impl("sscan_fwd", (x, delta, A, B, C, D, z, delta_bias, h0), int(delta_softplus))
+    return _op_impl("sscan_fwd", (x, delta, A, B, C, D, z, delta_bias, h0), int(delta_softplus), cu_seqlens)
 
 
 @sscan_fwd.register_fake
-def _(x, delta, A, B, C, D, z, delta_bias, h0, delta_softplus):
-    return _fake("sscan_fwd", (x, delta, A, B, C, D, z, delta_bias, h0), int(delta_softplus))
+def _(x, delta, A, B, C, D, z, delta_bias, h0, delta_softplus, cu_seqlens=None):
+    return _fake("sscan_fwd", (x, delta, A, B, C, D, z, delta_bias, h0), int(delta_softplus), cu_seqlens)
 
 
 @torch.library.custom_op("chunkgen::sscan_bwd", mutates_args=())
 def sscan_bwd(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor], z: Optional[Tensor],
               delta_bias: Optional[Tensor], h0: Optional[Tensor], dy: Tensor, dhT: Optional[Tensor],
-              delta_softplus: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+              delta_softplus: bool, cu_seqlens: Optional[Tensor] = None
+              ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Selective-scan backward: (dx, ddelta, dA, dB, dC, dD, dz, ddelta_bias, dh0); the
     last four are empty when their input is None."""
-    return _op_impl("sscan_bwd", (x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT), int(delta_softplus))
+    return _op_impl("sscan_bwd", (x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT), int(delta_softplus), cu_seqlens)
 
 
 @sscan_bwd.register_fake
-def _(x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT, delta_softplus):
-    return _fake("sscan_bwd", (x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT), int(delta_softplus))
+def _(x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT, delta_softplus, cu_seqlens=None):
+    return _fake("sscan_bwd", (x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT), int(delta_softplus), cu_seqlens)
 
 
 sscan_fwd.register_autograd(lambda ctx, dy, dhT: _backward(sscan_bwd, ctx.saved_tensors, ctx.flag, dy, dhT,
@@ -245,18 +269,20 @@ _SscanFunction = _make_function("sscan_fwd", "sscan_bwd")
 
 def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor] = None,
           z: Optional[Tensor] = None, delta_bias: Optional[Tensor] = None, h0: Optional[Tensor] = None, *,
-          delta_softplus: bool = False) -> Tuple[Tensor, Tensor]:
+          delta_softplus: bool = False, cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Mamba-1 selective scan, differentiable in every tensor.
 
     dt = delta (+ delta_bias), softplus(dt) if delta_softplus;
     h_t[d,n] = exp(dt_t[d] A[d,n]) h_{t-1}[d,n] + dt_t[d] B_t[n] x_t[d];
     y_t[d] = sum_n C_t[n] h_t[d,n] + D[d] x_t[d], times silu(z_t[d]) if z is given.
     x, delta, z [B, L, D]; A [D, N]; B, C [B, L, N] or [B, L, G, N]; D, delta_bias [D];
-    h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N])."""
+    h0 [B, D, N]. Returns (y [B, L, D], hT [B, D, N]).
+    cu_seqlens (torch.int32/int64 [Nseq + 1]): sequences packed along L with B = 1; h0 and
+    hT are then [Nseq, D, N]; dA, dD, ddelta_bias are summed over the sequences."""
     ins = (x, delta, A, B, C, D, z, delta_bias, h0)
-    path = _path(ins)
+    path = _path(ins + (cu_seqlens,))
     if path == "direct":
-        return _run("sscan_fwd", ins, int(bool(delta_softplus)))
+        return _run("sscan_fwd", ins, int(bool(delta_softplus)), cu_seqlens)
     if path == "function":
-        return _SscanFunction.apply(*ins, int(bool(delta_softplus)))
-    return sscan_fwd(*ins, bool(delta_softplus))
+        return _SscanFunction.apply(*ins, int(bool(delta_softplus)), cu_seqlens)
+    return sscan_fwd(*ins, bool(delta_softplus), cu_seqlens)

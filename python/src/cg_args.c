@@ -5,6 +5,7 @@
 
 static PyObject *s_data_ptr, *s_dtype, *s_shape, *s_stride, *s_device, *s_contiguous;
 static PyObject *torch_dt[CGPY_NDTYPES]; /* owned: torch.float32, float64, bfloat16, float16 */
+static PyObject *torch_idx[2];           /* owned: torch.int32, torch.int64 (cu_seqlens) */
 
 static int intern(void) {
     if (s_data_ptr) return 0;
@@ -21,6 +22,14 @@ void cgpy_set_torch_dtypes(PyObject *const dts[CGPY_NDTYPES]) {
     for (int k = 0; k < CGPY_NDTYPES; k++) {
         Py_XINCREF(dts[k]);
         Py_XSETREF(torch_dt[k], dts[k]);
+    }
+}
+
+void cgpy_set_torch_index_dtypes(PyObject *i32, PyObject *i64) {
+    PyObject *dts[2] = {i32, i64};
+    for (int k = 0; k < 2; k++) {
+        Py_XINCREF(dts[k]);
+        Py_XSETREF(torch_idx[k], dts[k]);
     }
 }
 
@@ -49,6 +58,8 @@ void cgpy_call_release(cgpy_call *c) {
     for (int i = 0; i < CG_OP_MAX_TENSORS; i++)
         if (c->got[i]) PyBuffer_Release(&c->bufs[i]);
     for (int i = 0; i < c->nkeep; i++) Py_DECREF(c->keep[i]);
+    if (c->cu_got) PyBuffer_Release(&c->cu_buf);
+    c->cu_got = 0;
     memset(c->got, 0, sizeof c->got);
     c->nkeep = 0;
 }
@@ -106,15 +117,8 @@ static int read_descriptor(PyObject *o, cg_tensor *t, const char *name) {
     return read_shape_strides(PyTuple_GET_ITEM(o, 2), PyTuple_GET_ITEM(o, 3), t, name);
 }
 
-static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, int *got, const char *name) {
-    if (PyObject_GetBuffer(o, buf, output ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0) return -1;
-    *got = 1;
-    const char *fmt = buf->format ? buf->format : "B";
-    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
-    if (!strcmp(fmt, "f") && buf->itemsize == 4) t->dtype = CG_F32;
-    else if (!strcmp(fmt, "d") && buf->itemsize == 8) t->dtype = CG_F64;
-    else if (!strcmp(fmt, "e") && buf->itemsize == 2) t->dtype = CG_F16;
-    else return bad(name, "dtype must be float32, float64 or float16 (bfloat16: a descriptor)");
+/* t's data, shape and strides (in elements) from a buffer of t's dtype. */
+static int buffer_view(const Py_buffer *buf, cg_tensor *t, const char *name) {
     if (buf->ndim > CG_MAX_DIMS) return too_many_dims(name, buf->ndim);
     t->data = buf->buf;
     t->ndim = buf->ndim;
@@ -124,6 +128,18 @@ static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, in
         t->stride[i] = buf->strides[i] / buf->itemsize;
     }
     return 0;
+}
+
+static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, int *got, const char *name) {
+    if (PyObject_GetBuffer(o, buf, output ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0) return -1;
+    *got = 1;
+    const char *fmt = buf->format ? buf->format : "B";
+    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
+    if (!strcmp(fmt, "f") && buf->itemsize == 4) t->dtype = CG_F32;
+    else if (!strcmp(fmt, "d") && buf->itemsize == 8) t->dtype = CG_F64;
+    else if (!strcmp(fmt, "e") && buf->itemsize == 2) t->dtype = CG_F16;
+    else return bad(name, "dtype must be float32, float64 or float16 (bfloat16: a descriptor)");
+    return buffer_view(buf, t, name);
 }
 
 /* The cg_dtype of a torch dtype object; -1 with ValueError set. */
@@ -136,14 +152,16 @@ static int torch_dtype(PyObject *dt, const char *name) {
     return -1;
 }
 
-static int read_tensor_like(PyObject *o, cg_tensor *t, const char *name) {
+/* A torch.Tensor-like object's pointer, dtype (by dtype_of: the cg_dtype, or -1 with
+ * ValueError set), shape and strides. */
+static int read_tensor_with(PyObject *o, cg_tensor *t, const char *name, int (*dtype_of)(PyObject *, const char *)) {
     PyObject *ptr = PyObject_CallMethodNoArgs(o, s_data_ptr);
     PyObject *dt = ptr ? PyObject_GetAttr(o, s_dtype) : NULL;
     PyObject *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
     PyObject *strides = shape ? PyObject_CallMethodNoArgs(o, s_stride) : NULL;
     int r = -1;
     if (strides) {
-        int dtype = torch_dtype(dt, name);
+        int dtype = dtype_of(dt, name);
         t->data = PyLong_AsVoidPtr(ptr);
         if (dtype >= 0 && !PyErr_Occurred()) {
             t->dtype = (cg_dtype)dtype;
@@ -155,6 +173,10 @@ static int read_tensor_like(PyObject *o, cg_tensor *t, const char *name) {
     Py_XDECREF(shape);
     Py_XDECREF(strides);
     return r;
+}
+
+static int read_tensor_like(PyObject *o, cg_tensor *t, const char *name) {
+    return read_tensor_with(o, t, name, torch_dtype);
 }
 
 int cgpy_read(cgpy_call *c, int i, PyObject *o) {
@@ -176,6 +198,53 @@ int cgpy_read(cgpy_call *c, int i, PyObject *o) {
     }
     if (all_zero && big) return bad(td->name, "all strides are zero (a broadcast view); pass a copy");
     return 0;
+}
+
+/* ------------------------------------------------------- cu_seqlens */
+
+static int index_dtype_error(const char *name, PyObject *dt) {
+    PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected int32 or int64 (the sequences' offsets)", name, dt);
+    return -1;
+}
+
+static int read_cu_buffer(cgpy_call *c, PyObject *o, cg_tensor *t, const char *name) {
+    if (PyObject_GetBuffer(o, &c->cu_buf, PyBUF_RECORDS_RO) < 0) return -1;
+    c->cu_got = 1;
+    const Py_buffer *b = &c->cu_buf;
+    const char *fmt = b->format ? b->format : "B";
+    if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
+    int integer = fmt[0] && !fmt[1] && strchr("ilq", fmt[0]);
+    if (integer && b->itemsize == 4) t->dtype = CG_I32;
+    else if (integer && b->itemsize == 8) t->dtype = CG_I64;
+    else {
+        PyObject *f = PyUnicode_FromString(fmt);
+        if (f) index_dtype_error(name, f);
+        Py_XDECREF(f);
+        return -1;
+    }
+    return buffer_view(b, t, name);
+}
+
+/* The cg_dtype of torch.int32 / torch.int64; -1 with ValueError set. */
+static int torch_index_dtype(PyObject *dt, const char *name) {
+    if (dt && (dt == torch_idx[0] || dt == torch_idx[1])) return dt == torch_idx[0] ? CG_I32 : CG_I64;
+    return dt ? index_dtype_error(name, dt) : -1;
+}
+
+int cgpy_read_cu(cgpy_call *c, PyObject *o) {
+    const cg_tdesc *td = c->d->varlen;
+    cg_tensor *t = (cg_tensor *)((char *)&c->args + td->arg_off);
+    memset(t, 0, sizeof *t);
+    if (o == Py_None) return 0;
+    if (intern()) return -1;
+    if (PyTuple_Check(o)) return read_descriptor(o, t, td->name);
+    if (PyObject_CheckBuffer(o)) return read_cu_buffer(c, o, t, td->name);
+    return read_tensor_with(o, t, td->name, torch_index_dtype);
+}
+
+int64_t cgpy_nseq(const cgpy_call *c) {
+    const cg_tensor *t = (const cg_tensor *)((const char *)&c->args + c->d->varlen->arg_off);
+    return t->data && t->ndim == 1 && t->shape[0] > 1 ? t->shape[0] - 1 : 0;
 }
 
 /* ------------------------------------------------------- torch tensors */

@@ -29,6 +29,8 @@ typedef struct cgpy_call {
     int got[CG_OP_MAX_TENSORS];
     PyObject *keep[CG_OP_MAX_TENSORS + 1]; /* owned references: copies, outputs, workspace */
     int nkeep;
+    Py_buffer cu_buf; /* cu_seqlens when given as a buffer (numpy) */
+    int cu_got;
 } cgpy_call;
 
 void cgpy_call_init(cgpy_call *c, const cg_op_desc *d);
@@ -39,6 +41,15 @@ int cgpy_keep(cgpy_call *c, PyObject *o);
  * object with the buffer protocol (numpy), or a torch.Tensor-like object (data_ptr(),
  * dtype, shape, stride()). 0, or -1 with ValueError set. */
 int cgpy_read(cgpy_call *c, int i, PyObject *o);
+/* The op's cu_seqlens (its op table `varlen` row, docs/varlen.md) from o: None (absent), a
+ * descriptor, an int32/int64 buffer (numpy) or an int32/int64 torch tensor. Its values are
+ * the library's to check. 0, or -1 with ValueError set. */
+int cgpy_read_cu(cgpy_call *c, PyObject *o);
+/* N, the number of sequences of c's cu_seqlens (0 when absent). */
+int64_t cgpy_nseq(const cgpy_call *c);
+/* Register torch.int32 and torch.int64 (the dtypes cu_seqlens may have). */
+void cgpy_set_torch_index_dtypes(PyObject *i32, PyObject *i64);
+
 /* The op's int flag: layout for SSD (1: head-major), the scalar arguments (delta_softplus). */
 void cgpy_set_flag(cgpy_call *c, int flag);
 

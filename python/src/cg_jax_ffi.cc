@@ -3,7 +3,8 @@
  * One handler per platform serves the four ops (attribute "op", cg_op's order, the op
  * table's tensors through cg_op_view.h). Its buffers are the op's tensor fields in table order, inputs
  * as operands and outputs as results, leaving out the absent optional ones: bit i of the
- * attribute "present" says whether field i is given. The handler maps each buffer to a
+ * attribute "present" says whether field i is given; bit nt (one past the fields): a
+ * cu_seqlens operand (int32 / int64, docs/varlen.md) follows the inputs. The handler maps each buffer to a
  * cg_tensor (XLA's default row-major layout: contiguous), sets the op's flag (layout or
  * delta_softplus) and backend, and makes the public C call; all logic, validation and its
  * messages stay in the library (a failing status becomes an XLA error carrying cg_errmsg).
@@ -90,6 +91,8 @@ int dtype_of(ffi::DataType t) {
     case ffi::DataType::F64: return CG_F64;
     case ffi::DataType::BF16: return CG_BF16;
     case ffi::DataType::F16: return CG_F16;
+    case ffi::DataType::S32: return CG_I32; /* cu_seqlens (the library names any other tensor given so) */
+    case ffi::DataType::S64: return CG_I64;
     default: return -1;
     }
 }
@@ -128,6 +131,13 @@ ffi::Error fill(int64_t op, int64_t flag, int64_t present, const ffi::RemainingA
         if ((int)t->dtype < 0)
             return ffi::Error::InvalidArgument(std::string(cgov_tensor_name(o, i)) +
                                                ": element type not float32, float64, bfloat16 or float16");
+    }
+    if (present >> cgov_ntensors(o) & 1) { /* cu_seqlens, after the inputs */
+        auto a = ins.get<ffi::AnyBuffer>(ni++);
+        if (a.has_error()) return a.error();
+        cg_tensor *t = cgov_cu(o, args);
+        *t = tensor_of(*a);
+        if ((int)t->dtype < 0) return ffi::Error::InvalidArgument("cu_seqlens: element type not int32 or int64");
     }
     if (ni != ins.size() || no != outs.size())
         return ffi::Error::InvalidArgument(std::string(cgov_op_name(o)) + ": buffer count does not match attribute present");

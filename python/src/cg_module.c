@@ -18,6 +18,7 @@
  */
 #include "cg_args.h"
 #include "autotune.h"
+#include "cpu/cpu_isa.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -125,13 +126,14 @@ static int parse_ptr(PyObject *o, void **out) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
-/* run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose):
- * tensors is a tuple of every tensor of the op in the op table's order (fields(op)). */
+/* run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens]):
+ * tensors is a tuple of every tensor of the op in the op table's order (fields(op));
+ * cu_seqlens (None when left out) as cgpy_read_cu. */
 static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
     cgpy_call_init(c, NULL);
-    if (na != 9) {
+    if (na != 9 && na != 10) {
         PyErr_SetString(PyExc_TypeError,
-                        "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose)");
+                        "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens])");
         return -1;
     }
     const cg_op_desc *d = cgpy_op(a[0]);
@@ -149,6 +151,7 @@ static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
     if (c->exec.workspace_bytes == (size_t)-1 && PyErr_Occurred()) return -1;
     for (int i = 0; i < d->nt; i++)
         if (cgpy_read(c, i, PyTuple_GET_ITEM(a[1], i))) return -1;
+    if (na == 10 && cgpy_read_cu(c, a[9])) return -1;
     cgpy_set_flag(c, flag);
     return 0;
 }
@@ -194,8 +197,8 @@ static PyObject *make_output(PyObject *empty, PyObject *dtypes, int dt, PyObject
     return PyObject_Vectorcall(empty, args, 1, kw);
 }
 
-/* call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty)
- * -> outputs
+/* call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty[,
+ * cu_seqlens]) -> outputs
  *
  * The front ends' one entry. inputs: the op's inputs in table order (None, numpy arrays,
  * torch tensors, descriptors). Torch tensors are checked (dtype, device, rank) and copied
@@ -206,11 +209,13 @@ static PyObject *make_output(PyObject *empty, PyObject *dtypes, int dt, PyObject
  * bad dtype mix raises its message here) -- and read like an
  * input; the others come back as None. backend auto with float64 inputs runs `ref`. With
  * a stream (CUDA), ws_empty(n) gives the call's n bytes of workspace (cg_workspace_size)
- * when n > 0. */
+ * when n > 0. cu_seqlens (None when left out): the op's offsets (cgpy_read_cu); the states
+ * (CG_TD_PERSEQ outputs) are then made with N = len(cu_seqlens) - 1 in their B dimension,
+ * as the library's validation expects them. */
 static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != 11)
-        return PyErr_Format(PyExc_TypeError,
-                            "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty)");
+    if (na != 11 && na != 12)
+        return PyErr_Format(PyExc_TypeError, "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, "
+                                             "stream, ws_empty[, cu_seqlens])");
     const cg_op_desc *d = cgpy_op(a[0]);
     if (!d) return NULL;
     int nin = cgpy_ninputs(d);
@@ -222,7 +227,8 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     PyObject *result = NULL, *r = NULL;
     if (parse_exec(a[4], a[5], a[6], &c.exec)) goto done;
     int present[CG_OP_MAX_TENSORS] = {0}, ndim[CG_OP_MAX_TENSORS], dt[CG_OP_MAX_TENSORS];
-    if (cgpy_read_inputs(&c, a[1])) goto done;
+    if (cgpy_read_inputs(&c, a[1]) || (na == 12 && cgpy_read_cu(&c, a[11]))) goto done;
+    const int64_t nseq = cgpy_nseq(&c);
     for (int i = 0; i < d->nt; i++) {
         const cg_tensor *t = cg__args_tensor(d, &c.args, i);
         present[i] = i < nin && t->data;
@@ -243,6 +249,7 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
             PyObject *shape = PyTuple_New(n);
             for (int k = 0; shape && k < n; k++) {
                 ext[k] = src[k] < 0 ? 1 : cg__args_tensor(d, &c.args, src[k] / 8)->shape[src[k] % 8];
+                if (k == 0 && nseq && (d->t[i].flags & CG_TD_PERSEQ)) ext[k] = nseq; /* a state per sequence */
                 PyObject *e = PyLong_FromLongLong(ext[k]);
                 if (!e) Py_CLEAR(shape);
                 else PyTuple_SET_ITEM(shape, k, e);
@@ -331,12 +338,14 @@ static PyObject *py_output_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t
     return resolve_dtypes(d, dt) ? NULL : out_dtype_tuple(d, dt);
 }
 
-/* output_shapes(op, flag, shapes, want) -> the shape of each output (None where not
+/* output_shapes(op, flag, shapes, want[, nseq]) -> the shape of each output (None where not
  * wanted, want as in call()), built from the inputs' shapes (tuples of ints or of
  * symbolic sizes: the entries are taken, not read), None for an absent input. An
- * extent an input lacks is 1 (the C call then names the wrong argument). */
+ * extent an input lacks is 1 (the C call then names the wrong argument). nseq (an int or
+ * a symbolic size; None: no cu_seqlens) is the states' (CG_TD_PERSEQ) first extent. */
 static PyObject *py_output_shapes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != 4) return PyErr_Format(PyExc_TypeError, "output_shapes(op, flag, shapes, want)");
+    if (na != 4 && na != 5) return PyErr_Format(PyExc_TypeError, "output_shapes(op, flag, shapes, want[, nseq])");
+    PyObject *nseq = na == 5 && a[4] != Py_None ? a[4] : NULL;
     const cg_op_desc *d = cgpy_op(a[0]);
     if (!d) return NULL;
     int flag = PyObject_IsTrue(a[1]), nin = cgpy_ninputs(d);
@@ -361,7 +370,13 @@ static PyObject *py_output_shapes(PyObject *self, PyObject *const *a, Py_ssize_t
         if (!on) Py_INCREF(shape);
         for (int k = 0; shape && k < n; k++) {
             PyObject *e = src[k] < 0 ? PyLong_FromLong(1) : PyTuple_GET_ITEM(PyTuple_GET_ITEM(a[2], src[k] / 8), src[k] % 8);
-            if (src[k] >= 0) Py_INCREF(e);
+            if (k == 0 && nseq && (d->t[i].flags & CG_TD_PERSEQ)) {
+                if (src[k] < 0) Py_DECREF(e);
+                e = nseq; /* a state per sequence */
+                Py_INCREF(e);
+            } else if (src[k] >= 0) {
+                Py_INCREF(e);
+            }
             PyTuple_SET_ITEM(shape, k, e);
         }
         if (!shape) Py_CLEAR(r);
@@ -485,10 +500,20 @@ static PyObject *py_set_torch_dtypes(PyObject *self, PyObject *const *a, Py_ssiz
     Py_RETURN_NONE;
 }
 
+static PyObject *py_set_torch_index_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    if (na != 2) return PyErr_Format(PyExc_TypeError, "set_torch_index_dtypes(int32, int64)");
+    cgpy_set_torch_index_dtypes(a[0], a[1]);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_backends(PyObject *self, PyObject *unused) {
     PyObject *r = PyTuple_New(CG_BACKEND_REF + 1);
     for (int b = 0; r && b <= CG_BACKEND_REF; b++) PyTuple_SET_ITEM(r, b, PyUnicode_FromString(cg_backend_name((cg_backend)b)));
     return r;
+}
+
+static PyObject *py_cpu_isa(PyObject *self, PyObject *unused) {
+    return PyUnicode_FromString(cg__cpu_isa_ops()->name); /* the CPU path's variant (CHUNKGEN_CPU_ISA) */
 }
 
 static PyObject *py_last_dispatch(PyObject *self, PyObject *unused) {
@@ -537,24 +562,27 @@ static PyObject *py_set_cache_dir(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
-     "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose)"},
+     "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens])"},
     {"configs_changed", py_configs_changed, METH_NOARGS, "drop the cached store indexes (a store was written)"},
     {"workspace_size", (PyCFunction)(void (*)(void))py_workspace_size, METH_FASTCALL,
      "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
     {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
     {"call", (PyCFunction)(void (*)(void))py_call, METH_FASTCALL,
-     "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty) -> outputs"},
+     "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty[, cu_seqlens]) -> outputs"},
     {"check_tensors", (PyCFunction)(void (*)(void))py_check_tensors, METH_FASTCALL,
      "check_tensors(op, inputs) -> output dtypes"},
     {"output_dtypes", (PyCFunction)(void (*)(void))py_output_dtypes, METH_FASTCALL,
      "output_dtypes(op, input_dtypes) -> output dtypes (cg_dtype ints)"},
     {"output_shapes", (PyCFunction)(void (*)(void))py_output_shapes, METH_FASTCALL,
-     "output_shapes(op, flag, input_shapes, want) -> output shapes (None: not wanted)"},
+     "output_shapes(op, flag, input_shapes, want[, nseq]) -> output shapes (None: not wanted)"},
     {"set_torch_dtypes", (PyCFunction)(void (*)(void))py_set_torch_dtypes, METH_FASTCALL,
      "set_torch_dtypes(torch.float32, torch.float64, torch.bfloat16, torch.float16)"},
+    {"set_torch_index_dtypes", (PyCFunction)(void (*)(void))py_set_torch_index_dtypes, METH_FASTCALL,
+     "set_torch_index_dtypes(torch.int32, torch.int64): cu_seqlens' dtypes"},
     {"set_log_handler", py_set_log_handler, METH_O, "set_log_handler(fn(level, msg) or None): the library's log"},
     {"ops", py_ops, METH_NOARGS, "((name, ((tensor, is_output, extents, layout, grad_of), ...)), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
+    {"cpu_isa", py_cpu_isa, METH_NOARGS, "the CPU path's ISA variant (avx512, avx2, baseline)"},
     {"last_dispatch", py_last_dispatch, METH_NOARGS, "cg_last_dispatch of this thread's context"},
     {"set_threads", py_set_threads, METH_O, "cg_context_set_threads on every context"},
     {"set_cache_dir", py_set_cache_dir, METH_O, "cg_context_set_cache_dir on every context (None: default)"},

@@ -12,6 +12,10 @@ cg_tensor *cgov_tensor(cg_op op, cgov_args *args, int i) {
     return (cg_tensor *)((char *)args + cg__op_desc(op)->t[i].arg_off);
 }
 
+cg_tensor *cgov_cu(cg_op op, cgov_args *args) {
+    return (cg_tensor *)((char *)args + cg__op_desc(op)->varlen->arg_off);
+}
+
 void cgov_set_flag(cg_op op, cgov_args *args, int flag) {
     const cg_op_desc *d = cg__op_desc(op);
     if (d->layout_arg_off != (size_t)-1)

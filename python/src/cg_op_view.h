@@ -29,6 +29,8 @@ const char *cgov_tensor_name(cg_op op, int i);
 int cgov_is_output(cg_op op, int i);
 /* Tensor i's slot in args (an args struct of op's type). */
 cg_tensor *cgov_tensor(cg_op op, cgov_args *args, int i);
+/* The op's cu_seqlens slot in args (its op table `varlen` row; docs/varlen.md). */
+cg_tensor *cgov_cu(cg_op op, cgov_args *args);
 /* The op's int flag: layout for SSD (nonzero: head-major), its scalars (delta_softplus). */
 void cgov_set_flag(cg_op op, cgov_args *args, int flag);
 /* The public entry point of op on args (cg_ssd_fwd ...). */
