@@ -77,27 +77,27 @@ def base_opts(arch):
 def cases(arch, srcs):
     b = base_opts(arch)
     out = [
-        ("empty, executor options", EMPTY, b + ["--split-compile=2"]),
+        ("empty, split (the options until 2026-12-02)", EMPTY, b + ["--split-compile=2"]),
         ("empty, no split", EMPTY, b),
-        ("empty, --minimal", EMPTY, b + ["--split-compile=2", "--minimal"]),
+        ("empty, split --minimal (the executor's)", EMPTY, b + ["--split-compile=2", "--minimal"]),
         ("empty, PTX only (compute_%d)" % arch, EMPTY, ["-std=c++17", "--gpu-architecture=compute_%d" % arch]),
-        ("trivial kernel, executor options", TRIVIAL, b + ["--split-compile=2"]),
+        ("trivial kernel, split (until 2026-12-02)", TRIVIAL, b + ["--split-compile=2"]),
         ("trivial kernel, no split", TRIVIAL, b),
-        ("trivial kernel, --minimal", TRIVIAL, b + ["--split-compile=2", "--minimal"]),
+        ("trivial kernel, split --minimal (the executor's)", TRIVIAL, b + ["--split-compile=2", "--minimal"]),
         ("trivial kernel, --pch (automatic PCH)", TRIVIAL, b + ["--split-compile=2", "--pch"]),
     ]
     for name, path in srcs:
         with open(path) as f:
             text = f.read()
-        out.append(("%s, executor options" % name, text, b + ["--split-compile=2"]))
-        out.append(("%s, --minimal" % name, text, b + ["--split-compile=2", "--minimal"]))
+        out.append(("%s, split" % name, text, b + ["--split-compile=2"]))
+        out.append(("%s, split --minimal (the executor's)" % name, text, b + ["--split-compile=2", "--minimal"]))
     return out
 
 
 def first_call(arch, reps):
-    """The first compile of a fresh process (trivial kernel, executor options)."""
+    """The first compile of a fresh process (trivial kernel, the executor's options)."""
     code = ("import sys; sys.path.insert(0, %r); import nvrtc_floor as f, json; nv = f.load_nvrtc(); "
-            "print(json.dumps(f.compile_once(nv, f.TRIVIAL, f.base_opts(%d) + ['--split-compile=2'])))"
+            "print(json.dumps(f.compile_once(nv, f.TRIVIAL, f.base_opts(%d) + ['--split-compile=2', '--minimal'])))"
             % (os.path.dirname(os.path.abspath(__file__)), arch))
     runs = []
     for _ in range(reps):
