@@ -385,3 +385,67 @@ CG_TEST(cuda_cubin_entries_and_params) {
     cg_context_free(ctx);
 }
 
+
+/* The raw NVRTC compile of source with opts; the CUBIN (malloc'd) or NULL. */
+static unsigned char *raw_cubin(const char *source, int nopt, const char **opts, size_t *len) {
+    const cg_nvrtc_api *nv = cg__nvrtc_api(NULL);
+    nvrtcProgram prog;
+    unsigned char *bin = NULL;
+    *len = 0;
+    if (nv->nvrtcCreateProgram(&prog, source, "raw.cu", 0, NULL, NULL) != NVRTC_SUCCESS) return NULL;
+    if (nv->nvrtcCompileProgram(prog, nopt, opts) == NVRTC_SUCCESS && nv->nvrtcGetCUBINSize(prog, len) == NVRTC_SUCCESS &&
+        (bin = malloc(*len ? *len : 1)) && nv->nvrtcGetCUBIN(prog, (char *)bin) != NVRTC_SUCCESS) {
+        free(bin);
+        bin = NULL;
+    }
+    nv->nvrtcDestroyProgram(&prog);
+    return bin;
+}
+
+/* Every compile passes --minimal (NVRTC 12.4+: a cheaper front end), and it changes no
+ * code: a real kernel's entries (sscan_fwd's default plan, the templates' helpers and
+ * all) are byte-identical with and without it. */
+CG_TEST(cuda_nvrtc_minimal) {
+    const char *opts[CG_NVRTC_MAX_OPTS];
+    char buf[512];
+    int n = cg__nvrtc_options(90, k_tiny_src, opts, buf, sizeof buf), minimal = 0;
+    for (int i = 0; i < n; i++) minimal |= !strcmp(opts[i], "--minimal");
+    CG_CHECK(minimal == cg__nvrtc_can_minimal(), "the options name --minimal exactly when NVRTC has it");
+    if (!cg__nvrtc_api(NULL) || !cg__nvrtc_can_minimal()) {
+        cg_test_skip("no NVRTC 12.4 or newer (--minimal)");
+        return;
+    }
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    cg_devinfo dev;
+    CG_CHECK(cg__devinfo_arch(90, &dev), "sm_90 is known");
+    cg_kshape s = {.B = 1, .G = 1, .L = 300, .D = 24, .N = 16, .flags = CG_KS_SOFTPLUS | CG_KS_HAS_D};
+    cg_plan plan;
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &s, &dev, NULL, &plan));
+    void *with = NULL;
+    size_t wlen = 0, olen = 0;
+    char *log = NULL;
+    CG_CHECK_OK(ctx, cg__nvrtc_compile_threads(ctx, plan.name, plan.source, 90, 2, &with, &wlen, &log));
+    free(log);
+    /* the same options, as the compile passes them, less --minimal */
+    n = cg__nvrtc_options(90, plan.source, opts, buf, sizeof buf);
+    const char *raw[CG_NVRTC_MAX_OPTS];
+    int nraw = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(opts[i], "--minimal")) raw[nraw++] = strcmp(opts[i], "--split-compile") ? opts[i] : "--split-compile=2";
+    CG_CHECK(nraw == n - 1, "--minimal dropped once");
+    unsigned char *without = raw_cubin(plan.source, nraw, raw, &olen);
+    CG_CHECK(with && without, "both compiles give a CUBIN");
+    for (int l = 0; with && without && l < plan.nlaunch; l++) {
+        char sec[128];
+        size_t sw = 0, so = 0;
+        snprintf(sec, sizeof sec, ".text.%s", plan.launch[l].entry);
+        const unsigned char *tw = elf_section(with, wlen, sec, &sw), *to = elf_section(without, olen, sec, &so);
+        CG_CHECK(tw && to && sw == so && sw > 0 && !memcmp(tw, to, sw), "%s: %s the same code with and without "
+                 "--minimal (%zu and %zu bytes)", plan.name, sec, sw, so);
+    }
+    free(with);
+    free(without);
+    cg__plan_free(&plan);
+    cg_context_free(ctx);
+}

@@ -136,8 +136,9 @@ cg_status cg__nvrtc_id(cg_context *ctx, char *buf, size_t cap);
 
 /* The NVRTC options for arch (e.g. 80) and a source, as the cache key names them:
  * -std=c++17, --gpu-architecture=sm_XX, --ptxas-options=-v, --split-compile (the
- * compile adds its thread count, see below), and any `// nvrtc-options:` line of the
- * source's header. Writes up to CG_NVRTC_MAX_OPTS pointers into opts (into storage buf). */
+ * compile adds its thread count, see below), --minimal (NVRTC 12.4+), and any
+ * `// nvrtc-options:` line of the source's header. Writes up to CG_NVRTC_MAX_OPTS
+ * pointers into opts (into storage buf). */
 #define CG_NVRTC_MAX_OPTS 12
 int cg__nvrtc_options(int arch, const char *source, const char **opts, char *buf, size_t cap);
 
@@ -157,6 +158,9 @@ int cg__nvrtc_can_split(void);
  * cost (bench/compile_trace.py summarizes them). The entries' code is the same with and
  * without it; an existing file of that name in DIR is overwritten. */
 int cg__nvrtc_can_trace(void);
+/* 1 when the loaded NVRTC takes --minimal (12.4 or newer), which every compile then
+ * passes (it is in the options, so in the cache key). */
+int cg__nvrtc_can_minimal(void);
 
 /* Compile source to a CUBIN for sm_<arch>, the module's entries in parallel threads
  * (cg__nvrtc_split_threads(0)). *cubin and *log are malloc'd (log may be returned on
