@@ -155,6 +155,22 @@ def main():
     def flush():
         tp.write_json(args.out, out)
 
+    def set_rel_err(row, ref, outs, grads, tc, seq):
+        """rel_err of the outputs (and of the named grads, when given) against the reference."""
+        T = lambda x: torch.from_numpy(np.asarray(x))  # noqa: E731
+        ro = {n: tp.rel_err(T(x), ref[n]) for n, x in outs.items()}
+        rg = {}
+        if grads is not None:
+            for n, g in grads:
+                if "d" + n in ref:
+                    rg[n] = tp.rel_err(T(g), ref["d" + n])
+            row["rel_err_grads"] = rg
+        vals = list(ro.values()) + list(rg.values())
+        row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
+        row["rel_err_outputs"] = ro
+        row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the "
+                               "peer rerun on that cut" % (tc, seq))
+
     def sscan_row(impl, cell, ins, bwd):
         name = impl + args.suffix
         row = {"impl": name, "op": "sscan", "mode": cell["mode"], "config": cell["config"],
@@ -184,18 +200,7 @@ def main():
                 return
             r = make_fn(impl, bwd, args.chunk)(*[jnp.asarray(cut[n].numpy()) for n in arg_names("sscan", bwd)])
             (y, hT), grads = (r if bwd else (r, None))
-            T = lambda x: torch.from_numpy(np.asarray(x))  # noqa: E731
-            ro = {"y": tp.rel_err(T(y), ref["y"]), "hT": tp.rel_err(T(hT), ref["hT"])}
-            rg = {}
-            if bwd:
-                for n, g in zip(tp.SSCAN_GRADS, grads):
-                    if "d" + n in ref:
-                        rg[n] = tp.rel_err(T(g), ref["d" + n])
-                row["rel_err_grads"] = rg
-            vals = list(ro.values()) + list(rg.values())
-            row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
-            row["rel_err_outputs"] = ro
-            row["rel_err_note"] = "reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d" % (tc, cell["seq"])
+            set_rel_err(row, ref, {"y": y, "hT": hT}, zip(tp.SSCAN_GRADS, grads) if bwd else None, tc, cell["seq"])
         except Exception as ex:  # a peer that cannot run says why in its row
             row["error"] = "%s: %s" % (type(ex).__name__, str(ex).splitlines()[0] if str(ex) else "")
         finally:
@@ -246,19 +251,8 @@ def main():
                     r = make_fn(impl, bwd, args.chunk)(*[jnp.asarray(cut[n].numpy()) for n in
                                                         ["q", "k", "v", "log_alpha", "h0"] + (["do"] if bwd else [])])
                     (o, hT), grads = (r if bwd else (r, None))
-                    T = lambda x: torch.from_numpy(np.asarray(x))
-                    ro = {"o": tp.rel_err(T(o), ref["o"]), "hT": tp.rel_err(T(hT), ref["hT"])}
-                    rg = {}
-                    if bwd:
-                        for n, g in zip(["q", "k", "v", "log_alpha", "h0"], grads):
-                            if "d" + n in ref:
-                                rg[n] = tp.rel_err(T(g), ref["d" + n])
-                        row["rel_err_grads"] = rg
-                    vals = list(ro.values()) + list(rg.values())
-                    row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
-                    row["rel_err_outputs"] = ro
-                    row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the "
-                                           "peer rerun on that cut" % (tc, cell["seq"]))
+                    set_rel_err(row, ref, {"o": o, "hT": hT},
+                                zip(["q", "k", "v", "log_alpha", "h0"], grads) if bwd else None, tc, cell["seq"])
                 except Exception as e:  # a peer that cannot run says why in its row
                     row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
                 finally:
