@@ -109,7 +109,7 @@ for g in "${groups[@]}"; do
     "$venv/bin/python" bench/peers/torch_peers.py --matrix "$out/chunkgen-$tag.json" --chunkgen "$CHUNKGEN" \
       --threads "$threads" --also-threads 1 --out "$out/peers-$tag.json" 2>&1 | tee -a "$out/peers.log" || status=1
     [ -s "$out/peers-$tag.json" ] && inputs+=("$out/peers-$tag.json")
-    if [ "$op" = ssd ] || [ "$op" = all ]; then
+    if [ -n "$op" ]; then # every op: the SSD peers, and jax_sscan_* on selective-scan cells
       echo "== jax peers ($tag)"
       "$venv/bin/python" bench/peers/jax_peers.py --matrix "$out/chunkgen-$tag.json" --chunkgen "$CHUNKGEN" \
         --threads "$threads" --out "$out/jax-$tag.json" 2>&1 | tee -a "$out/peers.log" || status=1

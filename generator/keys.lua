@@ -20,6 +20,7 @@ return {
     ["sscan_bwd.strategy"] = "seq: the state carried chunk to chunk by one CTA; par: pieces of the sequence in parallel, then their carries",
     segment   = "backward: time steps between checkpointed states (memory against recomputation)",
     heads     = "grouped dq/dk: loop (one CTA owns a group's heads) or split (one CTA per head, per-head buffers summed in a fixed order)",
+    ["ssd_cpu.heads"] = "forward tasks: group (one task per (b, g, dv tile) takes the group's heads in turn: Q K^T once per group) or each (one task per head)",
     recompute = "chunks per stored chunk-boundary state in the backward (1: every boundary stored, nothing recomputed)",
     threads   = "CPU threads for the call (0: all of the context's threads)",
 }

@@ -306,6 +306,7 @@ cg_status cg__sscan_ref_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
 typedef struct cg_ssd_cpu_params {
     int chunk;    /* tokens per chunk */
     int block_dv; /* dv columns per task (state tile width) */
+    int group_heads; /* forward: 1 when a task takes its group's heads in turn (heads=group), 0 one head (each) */
     int threads;  /* 0: context default */
 } cg_ssd_cpu_params;
 

@@ -292,8 +292,8 @@ CG_TEST(gen_cpu_spaces) {
         CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_cpu", &ks, &dev, &cfgs, &n));
         CG_CHECK(n > 4, "ssd_cpu %s: %d configs", bwd ? "bwd" : "fwd", n);
         for (int i = 0; i < n; i++)
-            CG_CHECK(cfgs[i].n == 3 && !strcmp(cfgs[i].kv[0].key, "chunk") && !strcmp(cfgs[i].kv[1].key, "block_dv") &&
-                         !strcmp(cfgs[i].kv[2].key, "threads"),
+            CG_CHECK(cfgs[i].n == 4 && !strcmp(cfgs[i].kv[0].key, "chunk") && !strcmp(cfgs[i].kv[1].key, "block_dv") &&
+                         !strcmp(cfgs[i].kv[2].key, "heads") && !strcmp(cfgs[i].kv[3].key, "threads"),
                      "config %d: keys in the space's order", i);
         CG_CHECK(enumeration_nested(cfgs, n), "ssd_cpu: enumeration is nested in order and has no duplicates");
         /* shape.bwd reaches Lua: the backward has no dv tiling, the forward tries several */
@@ -301,7 +301,7 @@ CG_TEST(gen_cpu_spaces) {
         CG_CHECK(bwd ? nbdv == 1 : nbdv > 1, "%s: %d block_dv values", bwd ? "bwd" : "fwd", nbdv);
         cg_cfg def, got;
         CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def));
-        CG_CHECK(def.n == 3 && cfg_in(&def, cfgs, n), "default is a config of the space");
+        CG_CHECK(def.n == 4 && cfg_in(&def, cfgs, n), "default is a config of the space");
         cg_cfg pin = pins("chunk=32");
         CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, &pin, &got));
         CG_CHECK(!strcmp(param(&got, "chunk"), "32") && cfg_in(&got, cfgs, n), "partial pin resolved in the space");

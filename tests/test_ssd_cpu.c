@@ -486,3 +486,48 @@ CG_TEST(ssd_cpu_default_from_lua) {
     ssdt_set_free(&f);
     cg_context_free(ctx);
 }
+
+CG_TEST(ssd_cpu_heads_group_each) {
+    /* The forward's task choice (config key heads, generator/cpu/ssd_cpu.lua): a task per
+     * group taking its heads in turn, or one per head; both against the reference, with
+     * dv blocks, a partial last chunk and several threads; and the choice that ran is the
+     * one asked for (pinned) or the Lua default's (unpinned). */
+    static const char *cfgs[] = {"heads=group", "heads=each", "heads=group,block_dv=16,chunk=16",
+                                 "heads=each,block_dv=16,chunk=16", "heads=group,threads=2", "heads=each,threads=2"};
+    for (unsigned i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        ssd_cfg c = base_cfg();
+        c.B = 2; c.G = 2; c.H = 6; c.T = 45; c.dk = 24; c.dv = 40; c.config = cfgs[i];
+        c.seed = 90 + i;
+        check_case(&c);
+    }
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    ssd_cfg c = base_cfg();
+    c.B = 1; c.G = 2; c.H = 6; c.T = 45; c.dk = 24; c.dv = 40;
+    ssd_set f;
+    set_alloc(&f, &c, CG_F32);
+    fill_inputs(&f, &c);
+    for (unsigned i = 0; i < 2; i++) {
+        CG_CHECK_OK(ctx, run_fwd(ctx, &f, &c, CG_BACKEND_CPU, cfgs[i]));
+        const char *got = cg_last_dispatch(ctx);
+        CG_CHECK(got && strstr(got, cfgs[i]) && strstr(got, "(pinned)"), "%s: ran '%s'", cfgs[i], got ? got : "(null)");
+    }
+    cg_kshape ks = {0};
+    ks.B = c.B, ks.T = c.T, ks.G = c.G, ks.H = c.H, ks.dk = c.dk, ks.dv = c.dv;
+    cg_devinfo dev;
+    cg__cpu_devinfo(&dev, cg__pool_size(cg__ctx_pool(ctx)));
+    cg_cfg def;
+    CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def));
+    char want[64];
+    snprintf(want, sizeof want, "heads=%s ", cg__cfg_str(&def, "heads", "?"));
+    CG_CHECK_OK(ctx, run_fwd(ctx, &f, &c, CG_BACKEND_CPU, NULL));
+    const char *got = cg_last_dispatch(ctx);
+    CG_CHECK(got && strstr(got, want) && strstr(got, "(default)"), "ran '%s', Lua default %s", got ? got : "(null)", want);
+    /* a word that is neither: refused, naming the key and the two values */
+    CG_CHECK(run_fwd(ctx, &f, &c, CG_BACKEND_CPU, "heads=some") == CG_EINVAL &&
+                 strstr(cg_errmsg(ctx), "heads") && strstr(cg_errmsg(ctx), "group or each"),
+             "heads=some: '%s'", cg_errmsg(ctx));
+    ssdt_set_free(&f);
+    cg_context_free(ctx);
+}

@@ -398,7 +398,9 @@ CG_TEST(tune_cpu_spaces) {
         for (int i = 0; i < n; i++) {
             int64_t chunk = cg__cfg_int(&cfgs[i], "chunk", -1), bdv = cg__cfg_int(&cfgs[i], "block_dv", -1),
                     th = cg__cfg_int(&cfgs[i], "threads", -1);
-            CG_CHECK(cfgs[i].n == 3 && chunk > 0 && bdv > 0 && th >= 0, "config %d complete", i);
+            const char *heads = cg__cfg_str(&cfgs[i], "heads", "");
+            CG_CHECK(cfgs[i].n == 4 && chunk > 0 && bdv > 0 && th >= 0 && (!strcmp(heads, "group") || !strcmp(heads, "each")),
+                     "config %d complete", i);
             CG_CHECK(chunk == 16 || chunk < 2 * ks.T, "chunk %lld pruned for T=100", (long long)chunk);
             CG_CHECK(th == 0 || th == 1 || (th >= 2 && th < 8), "threads %lld", (long long)th);
             if (bwd) CG_CHECK(bdv == bdv0, "backward: block_dv fixed");
@@ -503,7 +505,7 @@ CG_TEST(tune_kill9_resume) {
     cg_cfg cfg;
     const char *level;
     CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSD_BWD, &p, &cfg, &level));
-    CG_CHECK(!strcmp(level, "exact") && (cfg.n == 3 || cfg.n == 0), "lookup after the tune: %s, %d keys", level, cfg.n);
+    CG_CHECK(!strcmp(level, "exact") && (cfg.n == 4 || cfg.n == 0), "lookup after the tune: %s, %d keys", level, cfg.n);
     cg_context_free(ctx);
     rm_tree(dir);
 }

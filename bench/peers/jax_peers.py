@@ -10,6 +10,10 @@
                jit-compiled like the others; opt-in (--impls), it needs the chunkgen package
                with chunkgen._jax_ffi importable (PYTHONPATH or the venv). Its threads are
                set to --threads (chunkgen.jax.set_threads).
+On selective-scan cells (--sscan-impls, bench/peers/jax_sscan_impls.py):
+  jax_sscan_scan     a plain lax.scan over the tokens;
+  jax_sscan_chunked  the chunked CPU form of seed 004 (probjax's chunked CPU path; chunk
+                     --sscan-chunk), written here as the issue allows.
 Each row also gets XLA's compiled-memory figures (xla_temp_mb, xla_arg_mb, xla_out_mb from
 memory_analysis(); chunkgen's own CPU scratch is not XLA memory and is not in them).
 fwd_bwd is jax.vjp of the forward with the output gradient do (as the torch peers'
@@ -40,6 +44,8 @@ def main():
     ap.add_argument("--threads", type=int, help="default: the matrix's")
     ap.add_argument("--impls", default="jax_scan,jax_chunked")
     ap.add_argument("--chunk", type=int, default=64, help="jax_chunked chunk size")
+    ap.add_argument("--sscan-impls", default="jax_sscan_scan,jax_sscan_chunked", help="on selective-scan cells")
+    ap.add_argument("--sscan-chunk", type=int, default=16, help="jax_sscan_chunked chunk size")
     ap.add_argument("--suffix", default="", help="appended to the impl names (e.g. _1t)")
     ap.add_argument("--repeats", type=int)
     ap.add_argument("--min-time", type=float)
@@ -66,8 +72,20 @@ def main():
     jax.config.update("jax_enable_x64", False)
 
     from jax_ssd_impls import ssd_chunk, ssd_scan
+    from jax_sscan_impls import sscan_chunked, sscan_scan
 
     def make_fn(impl, bwd, chunk):
+        if impl in ("jax_sscan_scan", "jax_sscan_chunked"):
+            fwd = sscan_scan if impl == "jax_sscan_scan" else (
+                lambda *a: sscan_chunked(*a, chunk=args.sscan_chunk))  # noqa: E731
+            if not bwd:
+                return jax.jit(fwd)
+
+            def fbs(*a):
+                (y, hT), vjp = jax.vjp(fwd, *a[:-1])
+                return (y, hT), vjp((a[-1], jnp.zeros_like(hT)))
+
+            return jax.jit(fbs)
         if impl == "chunkgen_jax":
             import chunkgen.jax as cj
 
@@ -87,8 +105,13 @@ def main():
 
         return jax.jit(fb)
 
-    def call_of(fn, ins, bwd):
-        names = ["q", "k", "v", "log_alpha", "h0"] + (["do"] if bwd else [])
+    def arg_names(op, bwd):
+        if op == "sscan":
+            return tp.SSCAN_GRADS + (["dy"] if bwd else [])
+        return ["q", "k", "v", "log_alpha", "h0"] + (["do"] if bwd else [])
+
+    def call_of(fn, ins, bwd, op="ssd"):
+        names = arg_names(op, bwd)
         xs = [jnp.asarray(ins[n].detach().cpu().numpy()) for n in names]
 
         def call():
@@ -132,12 +155,72 @@ def main():
     def flush():
         tp.write_json(args.out, out)
 
+    def set_rel_err(row, ref, outs, grads, tc, seq):
+        """rel_err of the outputs (and of the named grads, when given) against the reference."""
+        T = lambda x: torch.from_numpy(np.asarray(x))  # noqa: E731
+        ro = {n: tp.rel_err(T(x), ref[n]) for n, x in outs.items()}
+        rg = {}
+        if grads is not None:
+            for n, g in grads:
+                if "d" + n in ref:
+                    rg[n] = tp.rel_err(T(g), ref["d" + n])
+            row["rel_err_grads"] = rg
+        vals = list(ro.values()) + list(rg.values())
+        row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
+        row["rel_err_outputs"] = ro
+        row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the "
+                               "peer rerun on that cut" % (tc, seq))
+
+    def sscan_row(impl, cell, ins, bwd):
+        name = impl + args.suffix
+        row = {"impl": name, "op": "sscan", "mode": cell["mode"], "config": cell["config"],
+               "shape": {k: cell[k] for k in ("batch", "seq", "dim", "state")}, "threads": threads}
+        if impl == "jax_sscan_chunked":
+            row["chunk"] = args.sscan_chunk
+        out["results"].append(row)
+        print("jax peers: %s sscan %s seq %d %s" % (name, cell["config"], cell["seq"], cell["mode"]),
+              file=sys.stderr, flush=True)
+        try:
+            fn = make_fn(impl, bwd, args.chunk)
+            call = call_of(fn, ins, bwd, "sscan")
+            m = tp.measure(call, lambda: None, repeats, min_time, warmup, args.max_call_s)
+            row.update(m)
+            row.update(xla_memory(fn, call.xs))
+            e = cell["batch"] * cell["seq"] * cell["dim"]
+            row["ns_per_element"] = m["median_ms"] * 1e6 / e
+            row["peak_mb"] = tp.tensor_bytes(row["shape"], bwd) / 2**20
+            tp.add_roofline(row, tp.sscan_flops(row["shape"], bwd), tp.cell_bytes(row["shape"], bwd), peak, bw)
+            if args.no_check:
+                return
+            tc = min(cell["seq"], ref_seq)
+            cut = tp.cut_inputs(cell, ins, tc)
+            ref, why = tp.reference(args.chunkgen, cell, cut, os.path.join(work, "ref"))
+            if ref is None:
+                row.update(rel_err=None, rel_err_note=why)
+                return
+            r = make_fn(impl, bwd, args.chunk)(*[jnp.asarray(cut[n].numpy()) for n in arg_names("sscan", bwd)])
+            (y, hT), grads = (r if bwd else (r, None))
+            set_rel_err(row, ref, {"y": y, "hT": hT}, zip(tp.SSCAN_GRADS, grads) if bwd else None, tc, cell["seq"])
+        except Exception as ex:  # a peer that cannot run says why in its row
+            row["error"] = "%s: %s" % (type(ex).__name__, str(ex).splitlines()[0] if str(ex) else "")
+        finally:
+            if "median_ms" in row:
+                print("jax peers:   median %.3f ms  %.2f ns/element  rel_err %s" % (
+                    row["median_ms"], row["ns_per_element"], row.get("rel_err")), file=sys.stderr, flush=True)
+            elif "error" in row:
+                print("jax peers:   %s" % row["error"], file=sys.stderr, flush=True)
+            flush()
+
     try:
+        sscan_impls = [i for i in args.sscan_impls.split(",") if i]
         for cell in tp.cells_of(doc):
-            if cell["op"] != "ssd":
-                continue
             bwd = cell["mode"] == "fwd_bwd"
             ins = tp.make_inputs(cell, gen, torch.device("cpu"))
+            if cell["op"] == "sscan":
+                for impl in sscan_impls:
+                    sscan_row(impl, cell, ins, bwd)
+                del ins
+                continue
             ref_cache = {}
             for impl in impls:
                 name = impl + args.suffix
@@ -168,19 +251,8 @@ def main():
                     r = make_fn(impl, bwd, args.chunk)(*[jnp.asarray(cut[n].numpy()) for n in
                                                         ["q", "k", "v", "log_alpha", "h0"] + (["do"] if bwd else [])])
                     (o, hT), grads = (r if bwd else (r, None))
-                    T = lambda x: torch.from_numpy(np.asarray(x))
-                    ro = {"o": tp.rel_err(T(o), ref["o"]), "hT": tp.rel_err(T(hT), ref["hT"])}
-                    rg = {}
-                    if bwd:
-                        for n, g in zip(["q", "k", "v", "log_alpha", "h0"], grads):
-                            if "d" + n in ref:
-                                rg[n] = tp.rel_err(T(g), ref["d" + n])
-                        row["rel_err_grads"] = rg
-                    vals = list(ro.values()) + list(rg.values())
-                    row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
-                    row["rel_err_outputs"] = ro
-                    row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the "
-                                           "peer rerun on that cut" % (tc, cell["seq"]))
+                    set_rel_err(row, ref, {"o": o, "hT": hT},
+                                zip(["q", "k", "v", "log_alpha", "h0"], grads) if bwd else None, tc, cell["seq"])
                 except Exception as e:  # a peer that cannot run says why in its row
                     row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
                 finally:

@@ -1,7 +1,7 @@
 -- ssd_cpu.lua -- the parameter space of the SSD CPU path (runtime/cpu/ssd_cpu*.c), for
 -- the autotuner. Same convention as generator/kernels/*.lua (see generator/core.lua)
 -- with backend = "cpu": no template and no launch, the CPU path is C code configured at
--- run time through the config keys chunk, block_dv and threads. The generator core
+-- run time through the config keys chunk, block_dv, heads and threads. The generator core
 -- enumerates it (cg__gen_space) and resolves its default (cg__gen_resolve); cg__gen_plan
 -- refuses it. shape.bwd is true when tuning the backward; dev.sm_count is the CPU
 -- thread count, dev.isa the CPU path's ISA variant (runtime/cpu/cpu_isa.h).
@@ -18,6 +18,10 @@ local SPACE = {
   chunk = { 16, 32, 48, 64, 96, 128 },         -- tokens per chunk
   block_dv = { 16, 32, 64, 128, 256 },          -- dv columns of the state tile per task (forward)
   threads = { 0, 1, 2, 4, 8, 16, 32, 64, 128 }, -- 0: all of the context's threads
+  -- forward tasks: "group" walks a (b, g, dv block) and takes the group's heads in turn
+  -- (Q K^T once per group, q and k read once, all heads' states live); "each" walks one
+  -- (b, h, dv block), with H / G times the tasks (runtime/cpu/ssd_cpu_fwd.c)
+  heads = { "group", "each" },
 }
 
 -- The GEMM micro-tile of each ISA variant (runtime/cpu/ssd_cpu_gemm.c, MR x NVMAX*VW):
@@ -59,12 +63,16 @@ local function valid(p, shape, dev)
   if shape.bwd then
     -- The backward keeps whole dk x dv tiles per (b, h): block_dv does not reach it.
     if p.block_dv ~= covering_block_dv(shape.dv) then return false, "block_dv does not affect the backward" end
+    if p.heads ~= "each" then return false, "heads does not affect the backward" end
   elseif p.block_dv > 16 and p.block_dv >= 2 * shape.dv then
     return false, string.format("block_dv %d: half of it covers dv = %d", p.block_dv, shape.dv)
   elseif p.block_dv < tile_of(dev).nr and p.block_dv < shape.dv then
     -- narrower than the micro-tile: the GEMMs would run a fraction of its columns
     return false, string.format("block_dv %d: narrower than the %s tile's %d columns", p.block_dv,
       dev.isa or "baseline", tile_of(dev).nr)
+  end
+  if p.heads == "group" and shape.H == shape.G then
+    return false, "heads=group: one head per group, the same as heads=each"
   end
   -- Fewer threads than the context has pays off only when there are fewer tasks than
   -- threads (each task is one (b, h) or (b, h, dv tile) walk); then try serial and a
@@ -74,7 +82,10 @@ local function valid(p, shape, dev)
     if p.threads >= cores then return false, "threads >= the context's threads (0 means all)" end
     if p.threads ~= 1 and 4 * p.threads < cores then return false, "fewer than a quarter of the cores" end
     local tasks = shape.B * shape.H
-    if not shape.bwd then tasks = tasks * ((shape.dv + p.block_dv - 1) // p.block_dv) end
+    if not shape.bwd then
+      tasks = tasks * ((shape.dv + p.block_dv - 1) // p.block_dv)
+      if p.heads == "group" then tasks = tasks // (shape.H // shape.G) end
+    end
     if tasks >= cores then return false, string.format("%d tasks keep all %d threads busy", tasks, cores) end
   end
   return true
@@ -87,6 +98,22 @@ local function fit_chunk(want, T)
     if c <= want and not (c > SPACE.chunk[1] and c >= 2 * T) then best = c end
   end
   return best
+end
+
+-- The forward's task: a whole group of heads while the (b, g, dv block) tasks keep every
+-- thread busy and the heads' [S; V] tiles (dk + chunk rows of the padded block, float32)
+-- take at most 8 MB: Q K^T is then computed once per group instead of per head, and q and
+-- k are read once. (Measured on the AVX2 EPYC, 1 thread: g2h8_d128 forward 90-110 ms
+-- against 129-158 per head, g1h24_dk128_dv64 75-98 against 94-147, although 4 and 24
+-- states of 110 and 56 KB exceed its 512 KB L2.) The backward has no such choice.
+local function group_heads(shape, dev, chunk, bdv)
+  local hpg = shape.H // shape.G
+  if shape.bwd or hpg < 2 then return "each" end
+  local w = math.min(bdv, shape.dv)
+  local rbytes = (shape.dk + chunk) * ((w + 15) // 16 * 16) * 4
+  local nblk = (shape.dv + w - 1) // w
+  if hpg * rbytes <= 8 * 1024 * 1024 and shape.B * shape.G * nblk >= dev.sm_count then return "group" end
+  return "each"
 end
 
 -- The variant's chunk; the whole dv in one task (splitting dv repeats Q K^T per block),
@@ -103,7 +130,8 @@ local function default(shape, dev)
     bdv = (shape.dv + want - 1) // want
     bdv = math.max(bdv, 32, tile_of(dev).nr)
   end
-  return { chunk = chunk, block_dv = covering_block_dv(math.min(bdv, shape.dv)), threads = 0 }
+  bdv = covering_block_dv(math.min(bdv, shape.dv))
+  return { chunk = chunk, block_dv = bdv, heads = group_heads(shape, dev, chunk, bdv), threads = 0 }
 end
 
 return {
@@ -112,7 +140,7 @@ return {
   backend = "cpu", -- no template or launch: nothing to render
   consts = {},
   space = SPACE,
-  order = { "chunk", "block_dv", "threads" },
+  order = { "chunk", "block_dv", "heads", "threads" },
   abbrev = { threads = "t" },
   valid = valid,
   default = default,

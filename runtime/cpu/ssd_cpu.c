@@ -58,6 +58,26 @@ void *cg__ctx_host_ws(cg_context *ctx, size_t bytes) {
 
 /* ------------------------------------------------------------- parameters */
 
+/* Config key heads (group | each) into *group (left alone when absent); *set = 1 when given. */
+static cg_status heads_pin(cg_context *ctx, const cg_cfg *cfg, const char *what, int *group, int *set) {
+    const char *s = cg__cfg_str(cfg, "heads", NULL);
+    if (set) *set = 0;
+    if (!s) return CG_OK;
+    if (strcmp(s, "group") && strcmp(s, "each"))
+        return cg__err(ctx, CG_EINVAL, "%s: config heads=%s: expected group or each", what, s);
+    *group = strcmp(s, "group") == 0;
+    if (set) *set = 1;
+    return CG_OK;
+}
+
+/* The generator's default names heads (the forward's task choice is the Lua space's). */
+static cg_status heads_word(cg_context *ctx, const cg_cfg *def, const char *what, int *group) {
+    int set = 0;
+    cg_status st = heads_pin(ctx, def, what, group, &set);
+    if (st == CG_OK && !set) return cg__err(ctx, CG_EINTERNAL, "generator/cpu/ssd_cpu.lua: default without heads");
+    return st;
+}
+
 /* The defaults are generator/cpu/ssd_cpu.lua's default(), the same one the tuner starts
  * from (cg__cpu_space_default, cached per shape). */
 cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int bwd, cg_ssd_cpu_params *out) {
@@ -77,26 +97,29 @@ cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int 
         (st = cg__cfg_pin_int(ctx, &def, "threads", 0, 4096, "ssd_cpu.lua default", &th, NULL)) != CG_OK)
         return st;
     if (!chunk || !bdv) return cg__err(ctx, CG_EINTERNAL, "generator/cpu/ssd_cpu.lua: default without chunk or block_dv");
+    if ((st = heads_word(ctx, &def, "ssd_cpu.lua default", &out->group_heads)) != CG_OK) return st;
     out->chunk = (int)chunk, out->block_dv = (int)bdv, out->threads = (int)th;
     return CG_OK;
 }
 
 cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, int bwd, const char *what,
                               cg_ssd_cpu_run *run) {
-    static const char *const known[] = {"chunk", "block_dv", "threads", "bwd_split"};
-    cg_status st = cg__cfg_only(ctx, cfg, what, known, 4);
+    static const char *const known[] = {"chunk", "block_dv", "heads", "threads", "bwd_split"};
+    cg_status st = cg__cfg_only(ctx, cfg, what, known, 5);
     if (st) return st;
     cg_ssd_cpu_params d;
     if ((st = cg__ssd_cpu_params_default(ctx, p, bwd, &d)) != CG_OK) return st;
     memset(run, 0, sizeof *run);
     int64_t chunk = d.chunk, bdv = d.block_dv, threads = d.threads, split = -1;
-    int pinned_threads, pinned_split;
+    int pinned_threads, pinned_split, pinned_heads, group = d.group_heads;
     if ((st = cg__cfg_pin_int(ctx, cfg, "chunk", 1, 1024, what, &chunk, &run->pinned_chunk)) != CG_OK) return st;
     if ((st = cg__cfg_pin_int(ctx, cfg, "block_dv", 1, INT32_MAX, what, &bdv, &run->pinned_block_dv)) != CG_OK) return st;
     if ((st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, what, &threads, &pinned_threads)) != CG_OK) return st;
     if ((st = cg__cfg_pin_int(ctx, cfg, "bwd_split", 0, 1, what, &split, &pinned_split)) != CG_OK) return st;
+    if ((st = heads_pin(ctx, cfg, what, &group, &pinned_heads)) != CG_OK) return st;
     run->bwd_split = (int)split;
-    run->pinned = run->pinned_chunk || run->pinned_block_dv || pinned_threads || pinned_split;
+    run->group_heads = group;
+    run->pinned = run->pinned_chunk || run->pinned_block_dv || pinned_threads || pinned_split || pinned_heads;
     run->chunk = chunk;
     run->block_dv = cg__ssd_min(bdv, p->dv);
     run->pool = cg__ctx_pool(ctx);

@@ -132,6 +132,7 @@ static inline void cg__ssd_copy_rows(float *restrict dst, int64_t ldd, const flo
 typedef struct cg_ssd_cpu_run {
     int64_t chunk;
     int64_t block_dv;
+    int group_heads; /* forward: a task per (b, g, dv block) taking the group's heads (heads=group) */
     int threads;     /* threads the pool will use */
     int nscratch;    /* per-thread scratch blocks to allocate (pool size) */
     cg_pool *pool;   /* NULL: serial */
@@ -140,7 +141,7 @@ typedef struct cg_ssd_cpu_run {
     int pinned;      /* any key pinned */
 } cg_ssd_cpu_run;
 
-/* Resolve defaults (of the direction bwd) and pins (chunk, block_dv, threads, bwd_split);
+/* Resolve defaults (of the direction bwd) and pins (chunk, block_dv, heads, threads, bwd_split);
  * CG_EINVAL naming a bad pin. */
 cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, int bwd, const char *what,
                               cg_ssd_cpu_run *run);

@@ -190,13 +190,9 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     J.Cp = cg__ssd_pad(J.C);
     J.bdv = run.block_dv; /* the default splits dv when there are fewer (b, h) tasks than threads */
     J.nblk = (p->dv + J.bdv - 1) / J.bdv;
-    /* A task takes a whole group of heads while the (b, g, dv block) tasks keep every
-     * thread busy and the heads' [S; V] tiles take at most 8 MB: Q K^T is then computed
-     * once per group instead of per head, and q and k are read once. (Measured on the AVX2
-     * EPYC, 1 thread: g2h8_d128 forward 90-110 ms against 129-158 per head, g1h24_dk128_dv64
-     * 75-98 against 94-147, although 4 and 24 states of 110 and 56 KB exceed its 512 KB L2.) */
-    const int64_t hpg = p->H / p->G, rbytes = cg__ssd_pad((p->dk + J.C) * cg__ssd_ld(cg__ssd_pad(J.bdv))) * 4;
-    J.nh = hpg > 1 && hpg * rbytes <= ((int64_t)8 << 20) && p->B * p->G * J.nblk >= run.threads ? hpg : 1;
+    /* A task takes a whole group of heads (Q K^T once per group, q and k read once) or one
+     * head: the config's heads = group | each (generator/cpu/ssd_cpu.lua decides the default). */
+    J.nh = run.group_heads && p->H / p->G > 1 ? p->H / p->G : 1;
 
     const size_t per = (fwd_scratch_bytes(p, J.C, J.bdv, J.nh) + 63) / 64 * 64;
     J.scratch.stride = per;
@@ -206,7 +202,7 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
                        per);
     cg__pool_run(run.pool, run.threads, p->B * (p->H / J.nh) * J.nblk, fwd_task, &J);
     cg__aligned_free(J.scratch.mem);
-    cg__dispatch_detail(ctx, "ssd_fwd chunk=%lld block_dv=%lld threads=%d (%s)", (long long)J.C, (long long)J.bdv,
-                     run.threads, run.pinned ? "pinned" : "default");
+    cg__dispatch_detail(ctx, "ssd_fwd chunk=%lld block_dv=%lld heads=%s threads=%d (%s)", (long long)J.C,
+                        (long long)J.bdv, J.nh > 1 ? "group" : "each", run.threads, run.pinned ? "pinned" : "default");
     return CG_OK;
 }
