@@ -141,16 +141,7 @@ static_assert(REC >= 1, "recompute: >= 1 chunks per stored state");
 
 typedef cg_i64 i64;
 
-// Storage types (cg_device.cuh): float, cg_bf16 or cg_f16.
-#ifndef CG_T_Q
-#define CG_T_Q float
-#endif
-#ifndef CG_T_K
-#define CG_T_K float
-#endif
-#ifndef CG_T_V
-#define CG_T_V float
-#endif
+// Storage types (cg_device.cuh): float, cg_bf16 or cg_f16; q, k, v: ssd_common.cuh.
 #ifndef CG_T_DOUT
 #define CG_T_DOUT float
 #endif
@@ -163,13 +154,13 @@ typedef cg_i64 i64;
 #ifndef CG_T_DV
 #define CG_T_DV float
 #endif
-typedef CG_T_Q TQ;
-typedef CG_T_K TK;
-typedef CG_T_V TV;
 typedef CG_T_DOUT TDO;
 typedef CG_T_DQ TDQ;
 typedef CG_T_DK TDK;
 typedef CG_T_DV TDV;
+using ssdc::TK;
+using ssdc::TQ;
+using ssdc::TV;
 using ssdc::tp;
 
 // ------------------------------------------------------------- warp matmul

@@ -3,7 +3,8 @@
 // the per-chunk decay cumsum and the forward scan of chunk states over the chunks.
 // Each kernel keeps its own traits (sizes, smem layout) and passes what these need
 // (chunk length, tile shape) as template arguments; nothing here reads a kernel's traits
-// (only the precision define, which both kernels' spaces have).
+// (only the precision define, which both kernels' spaces have, and the storage types of
+// q, k, v, which both take). Also the 16-bit staging (issue #15).
 #ifndef CG_SSD_COMMON_CUH
 #define CG_SSD_COMMON_CUH
 #include "cg_device.cuh"
@@ -249,6 +250,21 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, 
 // stored to shared memory by the loading thread: no staging buffer, so no shared memory
 // beyond the fp32 layout (the Lua valid() need not know the dtype). The caller's
 // landed() is then a no-op for these tiles; its __syncthreads still orders the stores.
+
+// Storage types of the inputs both kernels stage (cg_device.cuh: float, cg_bf16 or
+// cg_f16; the generator's CG_T_<NAME>, float when not defined); each kernel adds its own.
+#ifndef CG_T_Q
+#define CG_T_Q float
+#endif
+#ifndef CG_T_K
+#define CG_T_K float
+#endif
+#ifndef CG_T_V
+#define CG_T_V float
+#endif
+typedef CG_T_Q TQ;
+typedef CG_T_K TK;
+typedef CG_T_V TV;
 
 // Tensor t's data as T (cg_ktensor holds a float pointer whatever the storage).
 template <class T> __device__ __forceinline__ T *tp(const cg_ktensor &t) { return reinterpret_cast<T *>(t.p); }

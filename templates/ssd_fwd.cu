@@ -104,23 +104,14 @@ static_assert(OFF_STAGE % 4 == 0 && STAGE_FLOATS % 4 == 0 && OFF_P % 4 == 0 && S
 
 typedef cg_i64 i64;
 
-// Storage types (cg_device.cuh): float, cg_bf16 or cg_f16.
-#ifndef CG_T_Q
-#define CG_T_Q float
-#endif
-#ifndef CG_T_K
-#define CG_T_K float
-#endif
-#ifndef CG_T_V
-#define CG_T_V float
-#endif
+// Storage types (cg_device.cuh): float, cg_bf16 or cg_f16; q, k, v: ssd_common.cuh.
 #ifndef CG_T_O
 #define CG_T_O float
 #endif
-typedef CG_T_Q TQ;
-typedef CG_T_K TK;
-typedef CG_T_V TV;
 typedef CG_T_O TO;
+using ssdc::TK;
+using ssdc::TQ;
+using ssdc::TV;
 using ssdc::tp;
 
 // ------------------------------------------------------------- warp matmul

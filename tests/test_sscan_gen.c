@@ -14,6 +14,7 @@
 #include "emu/emu.h"
 #include "gen.h"
 #include "sscan_params.h"
+#include "nvrtc_testlib.h"
 #include "ptxas_log.h"
 #include "test_dtype_lib.h"
 
@@ -652,29 +653,7 @@ static void half_nvrtc(int arch) {
             CG_CHECK(strstr(p.source, h ? "#define CG_T_X cg_f16\n" : "#define CG_T_X cg_bf16\n") &&
                          (strstr(p.name, h ? "_f16" : "_bf16") || strstr(p.name, h ? "_dthh" : "_dtbb")),
                      "%s: 16-bit defines and name", p.name);
-            void *bin = NULL;
-            size_t len = 0;
-            char *log = NULL, *key = NULL;
-            if (kdir && cg__cubin_key(ctx, nvrtc_id, arch, p.name, p.source, &key) == CG_OK &&
-                cg__kcache_get(kdir, p.name, key, &bin, &len, &log) == CG_OK) {
-                st = CG_OK;
-            } else {
-                st = cg__nvrtc_compile_threads(ctx, p.name, p.source, arch, 2, &bin, &len, &log);
-                if (st == CG_OK && key) (void)cg__kcache_put(kdir, p.name, key, bin, len, log);
-            }
-            free(key);
-            CG_CHECK(st == CG_OK, "sm_%d %s: %s", arch, p.name, cg_errmsg(ctx));
-            if (st == CG_OK) {
-                cg_ptxas_info info;
-                cg__ptxas_parse(log, &info);
-                CG_CHECK(info.found && info.spill_stores == 0 && info.spill_loads == 0,
-                         "sm_%d %s: spills %lld/%lld bytes", arch, p.name, (long long)info.spill_stores,
-                         (long long)info.spill_loads);
-                if (info.registers > maxreg) maxreg = info.registers;
-                ncomp++;
-            }
-            free(bin);
-            free(log);
+            ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
             cg__plan_free(&p);
         }
         for (int h = 0; h < 2; h++) {

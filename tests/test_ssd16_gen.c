@@ -21,10 +21,9 @@
 #include "cg_test.h"
 
 #include "cuda/cg_cuda.h"
-#include "cuda/kcache.h"
 #include "emu/emu.h"
 #include "gen.h"
-#include "ptxas_log.h"
+#include "nvrtc_testlib.h"
 #include "test_dtype_lib.h"
 
 #include <string.h>
@@ -357,28 +356,7 @@ static void nvrtc16(int arch) {
             CG_CHECK(strstr(p.source, h ? "#define CG_T_Q cg_f16\n" : "#define CG_T_Q cg_bf16\n") &&
                          strstr(p.name, h ? "_f16" : "_bf16"),
                      "%s: 16-bit defines and name", p.name);
-            void *bin = NULL;
-            size_t len = 0;
-            char *log = NULL, *key = NULL;
-            if (kdir && cg__cubin_key(ctx, nvrtc_id, arch, p.name, p.source, &key) == CG_OK &&
-                cg__kcache_get(kdir, p.name, key, &bin, &len, &log) == CG_OK) {
-                st = CG_OK;
-            } else {
-                st = cg__nvrtc_compile_threads(ctx, p.name, p.source, arch, 2, &bin, &len, &log);
-                if (st == CG_OK && key) (void)cg__kcache_put(kdir, p.name, key, bin, len, log);
-            }
-            free(key);
-            CG_CHECK(st == CG_OK, "sm_%d %s: %s", arch, p.name, cg_errmsg(ctx));
-            if (st == CG_OK) {
-                cg_ptxas_info info;
-                cg__ptxas_parse(log, &info);
-                CG_CHECK(info.found && info.spill_stores == 0 && info.spill_loads == 0, "sm_%d %s: spills %lld/%lld bytes",
-                         arch, p.name, (long long)info.spill_stores, (long long)info.spill_loads);
-                if (info.registers > maxreg) maxreg = info.registers;
-                ncomp++;
-            }
-            free(bin);
-            free(log);
+            ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
             cg__plan_free(&p);
         }
         free(cfgs);
