@@ -13,6 +13,8 @@
  *   ssd16_gen_emu_default          the default of every shape in both dtypes, forward and
  *                                  backward: the kernel named for the dtype, a second call
  *                                  the same bits;
+ *   ssd16_gen_emu_mixed            mixed signatures (q alone bf16, v alone f16);
+ *   ssd16_gen_heads_rounding       heads=loop refused where it would round per head;
  *   ssd16_gen_nvrtc_sm{80,90}      16-bit configs compiled by NVRTC with 0 spills (see
  *                                  nvrtc16 for what is covered).
  * Tolerances: a 16-bit output within its dtype's target (bf16 1e-2, f16 2e-3), plus the
@@ -284,6 +286,44 @@ CG_TEST(ssd16_gen_emu_default) {
                 case_free(&c);
             }
     }
+    cg_context_free(ctx);
+}
+
+/* A mixed signature: q alone bf16 (k, v float32; forward o float32 like v, backward dq
+ * bf16 like q) and v alone f16, on the G < H shape, forward and backward, default config:
+ * each tensor staged or stored in its own type, against the reference. */
+CG_TEST(ssd16_gen_emu_mixed) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    for (int bwd = 0; bwd < 2; bwd++)
+        for (int m = 0; m < 2; m++) {
+            const s16_shape *sh = bwd ? &k_bwd[1] : &k_fwd[1];
+            const char *in = m ? "v" : "q", *out = m ? (bwd ? "dv" : "o") : (bwd ? "dq" : NULL);
+            const cg_dtype dt = m ? CG_F16 : CG_BF16;
+            s16_case c;
+            int64_t dims[CG_SYM_COUNT];
+            dims_of(sh, dims);
+            c.s = sh, c.bwd = bwd, c.dt = dt;
+            dtt_new(&c.p, op_of(bwd), dims, 1, sh->hm, CG_F32, CG_F32, omit_of(bwd, sh));
+            dtt_new(&c.r, op_of(bwd), dims, 1, sh->hm, CG_F64, CG_F64, omit_of(bwd, sh));
+            for (int k = 0; k < 2; k++) {
+                const char *name = k ? out : in;
+                if (!name) continue;
+                cg_tbuf *t = &c.p.t[cg__op_tensor(c.p.d, name)];
+                cg_tbuf h = cg_tbuf_new(dt, t->t.ndim, t->t.shape);
+                cg_tbuf_free(t);
+                *t = h;
+            }
+            dtt_fill(&c.p, 800 + (uint64_t)(2 * bwd + m));
+            dtt_copy_inputs(&c.r, &c.p);
+            CG_CHECK_OK(ctx, dtt_run(ctx, &c.r, CG_BACKEND_REF));
+            if (check_case(ctx, &c, CG_BACKEND_EMULATE, NULL, 0)) {
+                const char *dl = cg_last_dispatch(ctx);
+                CG_CHECK(strstr(dl, "_dt") != NULL, "%s %s alone: dispatch line %s", kernel_of(bwd), in, dl);
+            }
+            case_free(&c);
+        }
     cg_context_free(ctx);
 }
 
