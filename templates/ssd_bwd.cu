@@ -58,9 +58,9 @@
 // to fp32 as they are staged (ssd_common.cuh: load_tile16), dq, dk, dv rounded once as
 // they are stored: dv per tile, dq and dk after the sum over the group's heads (a 16-bit
 // dq or dk with H > G takes heads=split, whose finish rounds the sum of the float
-// partials; ssd_bwd.lua refuses heads=loop there, which would round per head). Deterministic: every output
-// element and every workspace element is written by exactly one thread per launch,
-// and every sum has a fixed order.
+// partials; ssd_bwd.lua refuses heads=loop there, which would round per head).
+// Deterministic: every output element and every workspace element is written by exactly
+// one thread per launch, and every sum has a fixed order.
 #include "cg_device.cuh"
 #include "cg_kernel_params.h"
 #include "ssd_common.cuh"

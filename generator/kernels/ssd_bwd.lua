@@ -117,8 +117,9 @@ local function default(shape, dev)
               precision = dev.arch >= 80 and "3xtf32" or "ieee" }
   if shape.dv <= 16 then p.block_dv = 16 end
   while p.chunk > 16 and p.chunk >= 2 * shape.T do p.chunk = p.chunk // 2 end
-  -- Shrink until it fits (with heads = loop, valid for every G, or the forced split), then choose the heads
-  -- from the final chunk count: a shorter chunk means more (b, group, chunk) CTAs.
+  -- Shrink until it fits (with heads = loop, valid for every G, or the forced split), then
+  -- choose the heads from the final chunk count: a shorter chunk means more (b, group,
+  -- chunk) CTAs.
   p = C.shrink(p, shape, dev, valid)
   if not forced and shape.G < shape.H and shape.B * shape.G * nchunks(p, shape) < 2 * dev.sm_count
       and 8 * shape.B * shape.H * shape.T * shape.dk <= WS_SPLIT_MAX then
