@@ -6,6 +6,10 @@
 //   CG_P_PRECISION_{IEEE,TF32,3XTF32}, CG_P_HEADS_{LOOP,SPLIT}
 //   CG_P_RECOMPUTE                                chunks per stored state (1: all stored)
 //   CG_SMEM_STATES, CG_SMEM_GRADS                 the Lua side's shared-memory sizes
+//   CG_T_Q, CG_T_K, CG_T_V, CG_T_DOUT,            storage type of each of those tensors:
+//   CG_T_DQ, CG_T_DK, CG_T_DV                     float when not defined, else cg_bf16 or
+//                                                 cg_f16 (issue #15; a gradient follows
+//                                                 its input)
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
 //
 // Algorithm (SSD backward; docs/kernels.md has the overview). Per (b, h) and chunk c of CHUNK
@@ -50,9 +54,13 @@
 // Matmuls are per warp on 16x16 output tiles with the m16n8k8 fragment layout: FFMA for
 // ieee, mma tf32 for tf32, three tf32 mma per product for 3xtf32 (as in ssd_fwd.cu).
 // Operands come from padded smem tiles, zero beyond dk, dv and the last token, so any
-// dk, dv >= 1 and any T >= 1 work without special cases. Deterministic: every output
-// element and every workspace element is written by exactly one thread per launch,
-// and every sum has a fixed order.
+// dk, dv >= 1 and any T >= 1 work without special cases. 16-bit q, k, v, dout are widened
+// to fp32 as they are staged (ssd_common.cuh: load_tile16), dq, dk, dv rounded once as
+// they are stored: dv per tile, dq and dk after the sum over the group's heads (a 16-bit
+// dq or dk with H > G takes heads=split, whose finish rounds the sum of the float
+// partials; ssd_bwd.lua refuses heads=loop there, which would round per head).
+// Deterministic: every output element and every workspace element is written by exactly
+// one thread per launch, and every sum has a fixed order.
 #include "cg_device.cuh"
 #include "cg_kernel_params.h"
 #include "ssd_common.cuh"
@@ -133,6 +141,28 @@ static_assert(REC >= 1, "recompute: >= 1 chunks per stored state");
 
 typedef cg_i64 i64;
 
+// Storage types (cg_device.cuh): float, cg_bf16 or cg_f16; q, k, v: ssd_common.cuh.
+#ifndef CG_T_DOUT
+#define CG_T_DOUT float
+#endif
+#ifndef CG_T_DQ
+#define CG_T_DQ float
+#endif
+#ifndef CG_T_DK
+#define CG_T_DK float
+#endif
+#ifndef CG_T_DV
+#define CG_T_DV float
+#endif
+typedef CG_T_DOUT TDO;
+typedef CG_T_DQ TDQ;
+typedef CG_T_DK TDK;
+typedef CG_T_DV TDV;
+using ssdc::TK;
+using ssdc::TQ;
+using ssdc::TV;
+using ssdc::tp;
+
 // ------------------------------------------------------------- warp matmul
 // ssd_common.cuh at this kernel's precision; PAIRED: k pairs (k, k+1), else the mma's k order.
 template <bool PAIRED, int MM, int NN, class FA, class FB>
@@ -165,25 +195,26 @@ __device__ __forceinline__ int chunk_len(const cg_ssd_bwd_params &p, i64 ci) {
 // Which halves a load fills: the first (Q, V), the second (K, dO) or both.
 enum { LD_FIRST = 1, LD_SECOND = 2, LD_BOTH = 3 };
 
-// Loads by cp.async (ssdc::load_tile: 16-byte copies where rows are 16-byte aligned);
-// the caller waits (ssdc::landed) before the barrier after which others read.
+// Loads by cp.async (ssdc::load_tile: 16-byte copies where rows are 16-byte aligned;
+// 16-bit tensors loaded and widened, ssdc::load_tile16); the caller waits
+// (ssdc::landed) before the barrier after which others read.
 // Q, K rows [t0, t0 + n) of group g (zero beyond n and dk).
 __device__ __forceinline__ void load_qk(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 g, i64 t0, int n,
                                         int which = LD_BOTH) {
-    const float *qb = p.q.p + b * p.q.s0 + t0 * p.q.s1 + g * p.q.s2;
-    const float *kb = p.k.p + b * p.k.s0 + t0 * p.k.s1 + g * p.k.s2;
-    if (which & LD_FIRST) ssdc::load_tile<CHUNK, DKP / 4, LDQ, NTHREADS>(sm + OFF_Q, qb, p.q.s1, n, DK);
-    if (which & LD_SECOND) ssdc::load_tile<CHUNK, DKP / 4, LDQ, NTHREADS>(sm + OFF_K, kb, p.k.s1, n, DK);
+    const TQ *qb = tp<const TQ>(p.q) + b * p.q.s0 + t0 * p.q.s1 + g * p.q.s2;
+    const TK *kb = tp<const TK>(p.k) + b * p.k.s0 + t0 * p.k.s1 + g * p.k.s2;
+    if (which & LD_FIRST) ssdc::load_tile_t<CHUNK, DKP / 4, LDQ, NTHREADS, TQ>(sm + OFF_Q, qb, p.q.s1, n, DK);
+    if (which & LD_SECOND) ssdc::load_tile_t<CHUNK, DKP / 4, LDQ, NTHREADS, TK>(sm + OFF_K, kb, p.k.s1, n, DK);
 }
 
 // V, dO rows [t0, t0 + n), columns [j0, j0 + BDV) of head h (zero beyond n and dv).
 __device__ __forceinline__ void load_vdo(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 h, i64 t0, int n, i64 j0,
                                          int which = LD_BOTH) {
-    const float *vb = p.v.p + b * p.v.s0 + t0 * p.v.s1 + h * p.v.s2 + j0;
-    const float *ob = p.dout.p + b * p.dout.s0 + t0 * p.dout.s1 + h * p.dout.s2 + j0;
+    const TV *vb = tp<const TV>(p.v) + b * p.v.s0 + t0 * p.v.s1 + h * p.v.s2 + j0;
+    const TDO *ob = tp<const TDO>(p.dout) + b * p.dout.s0 + t0 * p.dout.s1 + h * p.dout.s2 + j0;
     const int w = DV - j0 < BDV ? (int)(DV - j0) : BDV;
-    if (which & LD_FIRST) ssdc::load_tile<CHUNK, BDV / 4, LDV, NTHREADS>(sm + OFF_V, vb, p.v.s1, n, w);
-    if (which & LD_SECOND) ssdc::load_tile<CHUNK, BDV / 4, LDV, NTHREADS>(sm + OFF_DO, ob, p.dout.s1, n, w);
+    if (which & LD_FIRST) ssdc::load_tile_t<CHUNK, BDV / 4, LDV, NTHREADS, TV>(sm + OFF_V, vb, p.v.s1, n, w);
+    if (which & LD_SECOND) ssdc::load_tile_t<CHUNK, BDV / 4, LDV, NTHREADS, TDO>(sm + OFF_DO, ob, p.dout.s1, n, w);
 }
 
 __device__ __forceinline__ void load_la(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 h, i64 t0, int n) {
@@ -475,10 +506,10 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     // P^T dO, both k-strided in the mma's k order
                     warp_mma<false>(acc, m0, CHUNK, [&](int m, int k) { return ld_rows(P + k * LDP + m0 + m, LDP, 4); },
                                     [&](int k, int nn) { return ld_rows(DO + k * LDV + n0 + nn, LDV, 4); });
-                    float *dvb = p.dv.p + b * p.dv.s0 + t0 * p.dv.s1 + h * p.dv.s2 + j0;
+                    TDV *dvb = tp<TDV>(p.dv) + b * p.dv.s0 + t0 * p.dv.s1 + h * p.dv.s2 + j0;
                     tile_foreach(acc, [&](int r, int cc, float &x) {
                         const int i = m0 + r, j = n0 + cc;
-                        if (i < n && j0 + j < DV) dvb[i * p.dv.s1 + j] = x;
+                        if (i < n && j0 + j < DV) dvb[i * p.dv.s1 + j] = cg_round<TDV>(x); // rounded once
                     });
                 } else if (tile < N_DV + N_DP) { // dP += dO V^T   [CHUNK, CHUNK], tiles touching the lower triangle
                     typedef TileDP T;
@@ -591,17 +622,19 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                 dqb[(i64)r * DK + i] = DQ[r * LDQ + i];
                 dkb[(i64)r * DK + i] = DKs[r * LDQ + i];
             }
-        } else { // dq, dk of the group: the heads in order (this thread wrote the element for the previous head)
-            float *dqb = p.dq.p + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;
-            float *dkb = p.dk.p + b * p.dk.s0 + t0 * p.dk.s1 + g * p.dk.s2;
+        } else { // dq, dk of the group: the heads in order (this thread wrote the element for the previous head;
+                 // a 16-bit dq, dk: one head per group, ssd_bwd.lua, so rounded once)
+            TDQ *dqb = tp<TDQ>(p.dq) + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;
+            TDK *dkb = tp<TDK>(p.dk) + b * p.dk.s0 + t0 * p.dk.s1 + g * p.dk.s2;
             const bool first = h == h_begin;
 #pragma unroll 1
             for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
                 const int r = e / DKP, i = e - r * DKP;
                 if (r >= n || i >= DK) continue;
-                float *oq = dqb + r * p.dq.s1 + i, *ok = dkb + r * p.dk.s1 + i;
-                *oq = (first ? 0.f : *oq) + DQ[r * LDQ + i];
-                *ok = (first ? 0.f : *ok) + DKs[r * LDQ + i];
+                TDQ *oq = dqb + r * p.dq.s1 + i;
+                TDK *ok = dkb + r * p.dk.s1 + i;
+                *oq = cg_round<TDQ>((first ? 0.f : cg_f32(*oq)) + DQ[r * LDQ + i]);
+                *ok = cg_round<TDK>((first ? 0.f : cg_f32(*ok)) + DKs[r * LDQ + i]);
             }
         }
         __syncthreads(); // before the next head overwrites the buffers
@@ -633,8 +666,8 @@ SSDB_ENTRY cg_ssd_bwd_finish(cg_ssd_bwd_params p) {
         __syncthreads(); // every thread has read red before the next head's block_sum
     }
     if (SPLIT) {
-        float *dqb = p.dq.p + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;
-        float *dkb = p.dk.p + b * p.dk.s0 + t0 * p.dk.s1 + g * p.dk.s2;
+        TDQ *dqb = tp<TDQ>(p.dq) + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;
+        TDK *dkb = tp<TDK>(p.dk) + b * p.dk.s0 + t0 * p.dk.s1 + g * p.dk.s2;
         const i64 hstride = p.T * DK;
         const float *pq = w.dqp + ((b * p.H + g * hpg) * p.T + t0) * DK;
         const float *pk = w.dkp + ((b * p.H + g * hpg) * p.T + t0) * DK;
@@ -645,8 +678,8 @@ SSDB_ENTRY cg_ssd_bwd_finish(cg_ssd_bwd_params p) {
                 aq += pq[hh * hstride + e];
                 ak += pk[hh * hstride + e];
             }
-            dqb[r * p.dq.s1 + i] = aq;
-            dkb[r * p.dk.s1 + i] = ak;
+            dqb[r * p.dq.s1 + i] = cg_round<TDQ>(aq); // the sum over heads, rounded once
+            dkb[r * p.dk.s1 + i] = cg_round<TDK>(ak);
         }
     }
 }

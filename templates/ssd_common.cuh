@@ -3,7 +3,8 @@
 // the per-chunk decay cumsum and the forward scan of chunk states over the chunks.
 // Each kernel keeps its own traits (sizes, smem layout) and passes what these need
 // (chunk length, tile shape) as template arguments; nothing here reads a kernel's traits
-// (only the precision define, which both kernels' spaces have).
+// (only the precision define, which both kernels' spaces have, and the storage types of
+// q, k, v, which both take). Also the 16-bit staging (issue #15).
 #ifndef CG_SSD_COMMON_CUH
 #define CG_SSD_COMMON_CUH
 #include "cg_device.cuh"
@@ -240,6 +241,74 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, 
     } else {
         load_tile_narrow(dst, src, ld, n, w, W4 * 4, LD, ROWS * W4 * 4, NT);
     }
+}
+
+// ---------------------------------------------------------- 16-bit staging
+// A tensor stored as bf16 or fp16 (issue #15, docs/dtypes.md) is widened to fp32 as it
+// is staged, into the same fp32 tiles as a float32 tensor's (so the matmul core and
+// every shared-memory pitch are the same for both). Synchronous loads, converted and
+// stored to shared memory by the loading thread: no staging buffer, so no shared memory
+// beyond the fp32 layout (the Lua valid() need not know the dtype). The caller's
+// landed() is then a no-op for these tiles; its __syncthreads still orders the stores.
+
+// Storage types of the inputs both kernels stage (cg_device.cuh: float, cg_bf16 or
+// cg_f16; the generator's CG_T_<NAME>, float when not defined); each kernel adds its own.
+#ifndef CG_T_Q
+#define CG_T_Q float
+#endif
+#ifndef CG_T_K
+#define CG_T_K float
+#endif
+#ifndef CG_T_V
+#define CG_T_V float
+#endif
+typedef CG_T_Q TQ;
+typedef CG_T_K TK;
+typedef CG_T_V TV;
+
+// Tensor t's data as T (cg_ktensor holds a float pointer whatever the storage).
+template <class T> __device__ __forceinline__ T *tp(const cg_ktensor &t) { return reinterpret_cast<T *>(t.p); }
+
+// load_tile16's 2-byte path (odd dk, dv or strides), called (one copy per module and
+// storage type, rolled loop; as load_tile_narrow).
+template <class T>
+__device__ __noinline__ void load_tile16_narrow(float *dst, const T *src, i64 ld, int n, int w, int cols, int pitch,
+                                                int total, int nt) {
+#pragma unroll 1
+    for (int e = threadIdx.x; e < total; e += nt) {
+        const int r = e / cols, i = e - r * cols;
+        dst[r * pitch + i] = r < n && i < w ? cg_f32(src[r * ld + i]) : 0.f;
+    }
+}
+
+// load_tile of 16-bit T: one 16-byte load of 8 halves per 8 columns when every source
+// row starts 16-byte aligned and w % 8 == 0 (W4 * 4 columns: a multiple of 16, so of 8),
+// else 2-byte loads per element; widened and stored (two 16-byte shared stores per 8).
+template <int ROWS, int W4, int LD, int NT, class T>
+__device__ __forceinline__ void load_tile16(float *dst, const T *src, i64 ld, int n, int w) {
+    static_assert(sizeof(T) == 2 && LD % 4 == 0 && W4 % 2 == 0, "8 halves per 16 bytes, 16-byte aligned rows");
+    constexpr int W8 = W4 / 2;
+    const bool wide = w % 8 == 0 && ld % 8 == 0 && ((unsigned long long)src & 15u) == 0;
+    if (wide) {
+#pragma unroll 1
+        for (int e = threadIdx.x; e < ROWS * W8; e += NT) {
+            const int r = e / W8, i = (e - r * W8) * 8;
+            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            if (r < n && i < w) cg_load8(src + r * ld + i, v);
+            float *d = dst + r * LD + i;
+            *reinterpret_cast<float4 *>(d) = make_float4(v[0], v[1], v[2], v[3]);
+            *reinterpret_cast<float4 *>(d + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        }
+    } else {
+        load_tile16_narrow<T>(dst, src, ld, n, w, W4 * 4, LD, ROWS * W4 * 4, NT);
+    }
+}
+
+// The staging of a tile stored as T: float by cp.async (load_tile), 16-bit widened here.
+template <int ROWS, int W4, int LD, int NT, class T>
+__device__ __forceinline__ void load_tile_t(float *dst, const T *src, i64 ld, int n, int w) {
+    if constexpr (sizeof(T) == 4) load_tile<ROWS, W4, LD, NT>(dst, src, ld, n, w);
+    else load_tile16<ROWS, W4, LD, NT, T>(dst, src, ld, n, w);
 }
 
 // dst[r] = src[r * ld] for r < n, 0 for n <= r < ROWS (4-byte cp.async; caller waits).

@@ -5,6 +5,9 @@
 //   CG_P_CHUNK, CG_P_BLOCK_DV, CG_P_WARPS, CG_P_STAGES
 //   CG_P_PRECISION_{IEEE,TF32,3XTF32}, CG_P_STRATEGY_{SEQ,3PHASE}
 //   CG_SMEM_BYTES                                 the Lua side's shared-memory size
+//   CG_T_Q, CG_T_K, CG_T_V, CG_T_O                storage type of each of those tensors:
+//                                                 float when not defined, else cg_bf16 or
+//                                                 cg_f16 (issue #15; o follows v)
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
 //
 // Algorithm (docs/kernels.md has the overview), per (b, h) and a tile of BDV state columns:
@@ -25,7 +28,10 @@
 // three tf32 mma per product (lo*hi + hi*lo + hi*hi) for 3xtf32. Inputs arrive by
 // cp.async, 16 bytes at a time where rows are 16-byte aligned (4 bytes otherwise).
 // Operands come from padded smem tiles, zero beyond dk, dv and the last token, so any
-// dk, dv >= 1 and any T >= 1 work without special cases in the math. The whole dk
+// dk, dv >= 1 and any T >= 1 work without special cases in the math. A 16-bit q, k or v
+// is widened to fp32 as it is staged (16-byte loads of 8 halves where rows are 16-byte
+// aligned, 2-byte loads otherwise; ssd_common.cuh) into the same fp32 tiles, and o is
+// rounded once as it is stored: the math is the float32 kernel's. The whole dk
 // lives in smem (Q, K rows and S): dk is bounded by the shared memory, which valid()
 // checks (dk up to about 1000 on sm_90, 720 on sm_80); larger heads take the CPU path.
 #include "cg_device.cuh"
@@ -98,6 +104,16 @@ static_assert(OFF_STAGE % 4 == 0 && STAGE_FLOATS % 4 == 0 && OFF_P % 4 == 0 && S
 
 typedef cg_i64 i64;
 
+// Storage types (cg_device.cuh): float, cg_bf16 or cg_f16; q, k, v: ssd_common.cuh.
+#ifndef CG_T_O
+#define CG_T_O float
+#endif
+typedef CG_T_O TO;
+using ssdc::TK;
+using ssdc::TQ;
+using ssdc::TV;
+using ssdc::tp;
+
 // ------------------------------------------------------------- warp matmul
 using ssdc::ld_cols;
 using ssdc::ld_pair;
@@ -134,17 +150,17 @@ __device__ __forceinline__ Bufs bufs_states(float *sm) {
     return Bufs{nullptr, sm + SOFF_K, sm + SOFF_V, sm + SOFF_LA, sm + SOFF_A, sm + SOFF_A + CHUNK, sm + SOFF_A + 2 * CHUNK};
 }
 
-template <int W4, int LD>
-__device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, int n, int w) {
-    ssdc::load_tile<CHUNK, W4, LD, NTHREADS>(dst, src, ld, n, w);
+template <int W4, int LD, class T>
+__device__ __forceinline__ void load_tile(float *dst, const T *src, i64 ld, int n, int w) {
+    ssdc::load_tile_t<CHUNK, W4, LD, NTHREADS, T>(dst, src, ld, n, w);
 }
 
-// Tokens [t0, t0 + n) of a chunk into b (zero beyond n, dk, dv) by cp.async; padding
-// is stored directly. The caller commits and waits.
+// Tokens [t0, t0 + n) of a chunk into b (zero beyond n, dk, dv) by cp.async (16-bit
+// tensors: loaded and widened); padding is stored directly. The caller commits and waits.
 __device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta &c, const Bufs &b, i64 t0, int n) {
-    const float *qb = p.q.p + c.b * p.q.s0 + t0 * p.q.s1 + c.g * p.q.s2;
-    const float *kb = p.k.p + c.b * p.k.s0 + t0 * p.k.s1 + c.g * p.k.s2;
-    const float *vb = p.v.p + c.b * p.v.s0 + t0 * p.v.s1 + c.h * p.v.s2 + c.j0;
+    const TQ *qb = tp<const TQ>(p.q) + c.b * p.q.s0 + t0 * p.q.s1 + c.g * p.q.s2;
+    const TK *kb = tp<const TK>(p.k) + c.b * p.k.s0 + t0 * p.k.s1 + c.g * p.k.s2;
+    const TV *vb = tp<const TV>(p.v) + c.b * p.v.s0 + t0 * p.v.s1 + c.h * p.v.s2 + c.j0;
     const float *lb = p.la.p + c.b * p.la.s0 + t0 * p.la.s1 + c.h * p.la.s2;
     if (b.Q) load_tile<DKP / 4, LDQ>(b.Q, qb, p.q.s1, n, DK);
     load_tile<DKP / 4, LDK>(b.K, kb, p.k.s1, n, DK);
@@ -183,7 +199,7 @@ __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const C
     typedef TileO T;
     const int warp = threadIdx.x >> 5;
     const float *Q = b.Q, *V = b.V, *S = sm + OFF_S, *P = sm + OFF_P, *EA = b.EA;
-    float *ob = p.o.p + c.b * p.o.s0 + t0 * p.o.s1 + c.h * p.o.s2 + c.j0;
+    TO *ob = tp<TO>(p.o) + c.b * p.o.s0 + t0 * p.o.s1 + c.h * p.o.s2 + c.j0;
     for (int tile = warp; tile < T::TILES; tile += WARPS) {
         const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
         if (m0 >= n) continue; // only padding rows
@@ -199,7 +215,7 @@ __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const C
                                     [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
-            if (i < n && c.j0 + j < DV) ob[i * p.o.s1 + j] = x;
+            if (i < n && c.j0 + j < DV) ob[i * p.o.s1 + j] = cg_round<TO>(x); // rounded once
         });
     }
 }

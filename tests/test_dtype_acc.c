@@ -17,7 +17,7 @@ static const struct acc_backend {
 } k_backends[] = {
     {CG_BACKEND_REF, 0xf},
     {CG_BACKEND_CPU, 0xf}, /* issue #15 item 3: runtime/cpu/cpu_half.h */
-    {CG_BACKEND_EMULATE, 1u << CG_OP_SSCAN_FWD | 1u << CG_OP_SSCAN_BWD}, /* the generated sscan kernels */
+    {CG_BACKEND_EMULATE, 0xf}, /* the generated kernels: sscan, and SSD (templates/ssd_*.cu, issue #15 item 2) */
 };
 #define NBACKENDS ((int)(sizeof k_backends / sizeof k_backends[0]))
 

@@ -87,53 +87,64 @@ CG_TEST(dtype_npy_16bit_roundtrip) {
     rm_tree(dir);
 }
 
+/* One `chunkgen run ssd|sscan --grad --backend be` (fam 1: sscan) on 16-bit files (mode
+ * 0: dtypes from the files) or float32 files with --dtype (mode 1): the outputs must be
+ * the library's on the same backend bit for bit, in their dtypes. */
+static void cli_run_case(int fam, int mode, cg_backend be) {
+    const cg_dtype H = fam ? CG_F16 : CG_BF16;
+    int64_t dims[CG_SYM_COUNT] = {0};
+    dims[CG_SYM_B] = 2, dims[CG_SYM_G] = 2;
+    if (!fam) dims[CG_SYM_T] = 37, dims[CG_SYM_H] = 4, dims[CG_SYM_DK] = 7, dims[CG_SYM_DV] = 40;
+    else dims[CG_SYM_L] = 37, dims[CG_SYM_D] = 6, dims[CG_SYM_N] = 5;
+    const cg_op op = fam ? CG_OP_SSCAN_BWD : CG_OP_SSD_BWD, fop = fam ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD;
+    dtt_prob files, want, wantf;
+    dtt_new(&files, op, dims, 1, 0, mode ? CG_F32 : H, CG_F32, 0);
+    dtt_new(&want, op, dims, 1, 0, H, CG_F32, 0);
+    dtt_new(&wantf, fop, dims, 1, 0, H, CG_F32, 0);
+    dtt_fill(&files, 40 + (uint64_t)(2 * fam + mode));
+    dtt_copy_inputs(&want, &files); /* rounds once when the files are float32 */
+    dtt_copy_inputs(&wantf, &want);
+    cg_context *ctx = NULL;
+    if (cg_context_create(&ctx) != CG_OK) abort();
+    CG_CHECK_OK(ctx, dtt_run(ctx, &want, be));
+    CG_CHECK_OK(ctx, dtt_run(ctx, &wantf, be));
+    cg_context_free(ctx);
+    char dir[512], out[600];
+    if (mk_tmpdir(dir, sizeof dir)) return;
+    snprintf(out, sizeof out, "%s/out", dir);
+    for (int i = 0; i < files.d->nt; i++)
+        if (files.d->t[i].role == CG_TD_IN) write_tensor(dir, &files, i);
+    const char *args[16] = {"run", fam ? "sscan" : "ssd", "--grad", "--backend", cg_backend_name(be), dir, out};
+    int n = 7;
+    if (fam) args[n++] = "--delta-softplus";
+    if (mode) args[n++] = "--dtype", args[n++] = cg__dtype_word(H);
+    args[n] = NULL;
+    int rc = run_cli(dir, args);
+    char *se = cli_stderr(dir);
+    CG_CHECK(rc == 0, "chunkgen run %s --backend %s (mode %d): exit %d: %s", args[1], args[4], mode, rc, se);
+    free(se);
+    for (int i = 0; rc == 0 && i < want.d->nt; i++)
+        if (want.d->t[i].role == CG_TD_OUT) expect_tensor(out, &want, i);
+    for (int i = 0; rc == 0 && i < wantf.d->nt; i++)
+        if (wantf.d->t[i].role == CG_TD_OUT) expect_tensor(out, &wantf, i);
+    rm_tree(dir);
+    dtt_free(&files);
+    dtt_free(&want);
+    dtt_free(&wantf);
+}
+
 /* `chunkgen run` on 16-bit files (dtypes from the files) and on float32 files with
  * --dtype: the outputs are the library's (ref backend) bit for bit, in their dtypes. */
 CG_TEST(dtype_cli_run_16bit) {
-    for (int fam = 0; fam < 2; fam++) {
-        for (int mode = 0; mode < 2; mode++) { /* 0: 16-bit files; 1: float32 files, --dtype */
-            const cg_dtype H = fam ? CG_F16 : CG_BF16;
-            int64_t dims[CG_SYM_COUNT] = {0};
-            dims[CG_SYM_B] = 2, dims[CG_SYM_G] = 2;
-            if (!fam) dims[CG_SYM_T] = 37, dims[CG_SYM_H] = 4, dims[CG_SYM_DK] = 7, dims[CG_SYM_DV] = 40;
-            else dims[CG_SYM_L] = 37, dims[CG_SYM_D] = 6, dims[CG_SYM_N] = 5;
-            const cg_op op = fam ? CG_OP_SSCAN_BWD : CG_OP_SSD_BWD, fop = fam ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD;
-            dtt_prob files, want, wantf;
-            dtt_new(&files, op, dims, 1, 0, mode ? CG_F32 : H, CG_F32, 0);
-            dtt_new(&want, op, dims, 1, 0, H, CG_F32, 0);
-            dtt_new(&wantf, fop, dims, 1, 0, H, CG_F32, 0);
-            dtt_fill(&files, 40 + (uint64_t)(2 * fam + mode));
-            dtt_copy_inputs(&want, &files); /* rounds once when the files are float32 */
-            dtt_copy_inputs(&wantf, &want);
-            cg_context *ctx = NULL;
-            if (cg_context_create(&ctx) != CG_OK) abort();
-            CG_CHECK_OK(ctx, dtt_run(ctx, &want, CG_BACKEND_REF));
-            CG_CHECK_OK(ctx, dtt_run(ctx, &wantf, CG_BACKEND_REF));
-            cg_context_free(ctx);
-            char dir[512], out[600];
-            if (mk_tmpdir(dir, sizeof dir)) return;
-            snprintf(out, sizeof out, "%s/out", dir);
-            for (int i = 0; i < files.d->nt; i++)
-                if (files.d->t[i].role == CG_TD_IN) write_tensor(dir, &files, i);
-            const char *args[16] = {"run", fam ? "sscan" : "ssd", "--grad", "--backend", "ref", dir, out};
-            int n = 7;
-            if (fam) args[n++] = "--delta-softplus";
-            if (mode) args[n++] = "--dtype", args[n++] = cg__dtype_word(H);
-            args[n] = NULL;
-            int rc = run_cli(dir, args);
-            char *se = cli_stderr(dir);
-            CG_CHECK(rc == 0, "chunkgen run %s (mode %d): exit %d: %s", args[1], mode, rc, se);
-            free(se);
-            for (int i = 0; rc == 0 && i < want.d->nt; i++)
-                if (want.d->t[i].role == CG_TD_OUT) expect_tensor(out, &want, i);
-            for (int i = 0; rc == 0 && i < wantf.d->nt; i++)
-                if (wantf.d->t[i].role == CG_TD_OUT) expect_tensor(out, &wantf, i);
-            rm_tree(dir);
-            dtt_free(&files);
-            dtt_free(&want);
-            dtt_free(&wantf);
-        }
-    }
+    for (int fam = 0; fam < 2; fam++)
+        for (int mode = 0; mode < 2; mode++) cli_run_case(fam, mode, CG_BACKEND_REF);
+}
+
+/* `chunkgen run ssd --grad --dtype bf16 --backend emulate` (the generated 16-bit SSD
+ * kernels, forward and backward, under the emulator; bf16 from float32 files) and on
+ * bf16 files: the library's emulated results bit for bit. */
+CG_TEST(dtype_cli_run_ssd16_emulate) {
+    for (int mode = 0; mode < 2; mode++) cli_run_case(0, mode, CG_BACKEND_EMULATE);
 }
 
 /* `chunkgen bench --dtype bf16`: the rows say their dtype, count each tensor's bytes in

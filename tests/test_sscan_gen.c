@@ -14,6 +14,7 @@
 #include "emu/emu.h"
 #include "gen.h"
 #include "sscan_params.h"
+#include "nvrtc_testlib.h"
 #include "ptxas_log.h"
 #include "test_dtype_lib.h"
 
@@ -652,29 +653,7 @@ static void half_nvrtc(int arch) {
             CG_CHECK(strstr(p.source, h ? "#define CG_T_X cg_f16\n" : "#define CG_T_X cg_bf16\n") &&
                          (strstr(p.name, h ? "_f16" : "_bf16") || strstr(p.name, h ? "_dthh" : "_dtbb")),
                      "%s: 16-bit defines and name", p.name);
-            void *bin = NULL;
-            size_t len = 0;
-            char *log = NULL, *key = NULL;
-            if (kdir && cg__cubin_key(ctx, nvrtc_id, arch, p.name, p.source, &key) == CG_OK &&
-                cg__kcache_get(kdir, p.name, key, &bin, &len, &log) == CG_OK) {
-                st = CG_OK;
-            } else {
-                st = cg__nvrtc_compile_threads(ctx, p.name, p.source, arch, 2, &bin, &len, &log);
-                if (st == CG_OK && key) (void)cg__kcache_put(kdir, p.name, key, bin, len, log);
-            }
-            free(key);
-            CG_CHECK(st == CG_OK, "sm_%d %s: %s", arch, p.name, cg_errmsg(ctx));
-            if (st == CG_OK) {
-                cg_ptxas_info info;
-                cg__ptxas_parse(log, &info);
-                CG_CHECK(info.found && info.spill_stores == 0 && info.spill_loads == 0,
-                         "sm_%d %s: spills %lld/%lld bytes", arch, p.name, (long long)info.spill_stores,
-                         (long long)info.spill_loads);
-                if (info.registers > maxreg) maxreg = info.registers;
-                ncomp++;
-            }
-            free(bin);
-            free(log);
+            ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
             cg__plan_free(&p);
         }
         for (int h = 0; h < 2; h++) {
@@ -688,8 +667,8 @@ static void half_nvrtc(int arch) {
 }
 
 /* The 16-bit signature is the kernel's: a tensor outside a kernel's `half` list, an
- * unknown dtype word, and SSD (no 16-bit kernels yet) on the generated backends are
- * refused by name; f32 and bf16 plans of one config differ in name and source. */
+ * unknown dtype word, and SSD's float32-only log_alpha as 16-bit are refused by name;
+ * f32 and bf16 plans of one config differ in name and source. */
 CG_TEST(sscan_gen_half_refusals) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
@@ -712,20 +691,11 @@ CG_TEST(sscan_gen_half_refusals) {
     snprintf(ks.dtypes, sizeof ks.dtypes, "x=f8");
     CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a), CG_EINVAL, "expected bf16 or f16",
                      "an unknown dtype word");
+    /* SSD's 16-bit kernels (tests/test_ssd16_gen.c) take q, k, v, o, not log_alpha */
     cg_kshape ss = shape_of_ssd();
-    snprintf(ss.dtypes, sizeof ss.dtypes, "q=bf16");
-    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_fwd", &ss, &dev, NULL, &a), CG_EUNSUPPORTED, "no 16-bit variant",
-                     "SSD has no 16-bit kernels yet");
-    /* through the API: the emulate backend takes 16-bit tensors, the SSD kernel refuses q */
-    dtt_prob p;
-    int64_t dims[CG_SYM_COUNT] = {0};
-    dims[CG_SYM_B] = 1, dims[CG_SYM_T] = 9, dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 1, dims[CG_SYM_DK] = 16,
-    dims[CG_SYM_DV] = 16;
-    dtt_new(&p, CG_OP_SSD_FWD, dims, 0, 0, CG_BF16, CG_F32, 0);
-    dtt_fill(&p, 5);
-    CG_CHECK_REFUSED(ctx, dtt_run(ctx, &p, CG_BACKEND_EMULATE), CG_EUNSUPPORTED, "takes q as float32 only",
-                     "bf16 SSD on the emulator");
-    dtt_free(&p);
+    snprintf(ss.dtypes, sizeof ss.dtypes, "q=bf16 log_alpha=bf16");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_fwd", &ss, &dev, NULL, &a), CG_EUNSUPPORTED,
+                     "log_alpha as float32 only", "log_alpha is float32 in every SSD kernel");
     cg_context_free(ctx);
 }
 

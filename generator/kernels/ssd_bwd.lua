@@ -37,6 +37,14 @@ end
 local function smem_states(p, shape) local s = layout(p, shape); return 4 * s end
 local function smem_grads(p, shape) local _, g = layout(p, shape); return 4 * g end
 
+-- A 16-bit dq or dk with several heads per group: heads=loop would round the running sum
+-- over the heads once per head, so only heads=split (float partials, rounded once by the
+-- finish) rounds it once.
+local function half_grads_shared(shape)
+  local dts = shape.dtypes or "" -- "name=dtype" words of the 16-bit tensors (core.lua)
+  return shape.G < shape.H and (dts:find("%f[%w_]dq=") ~= nil or dts:find("%f[%w_]dk=") ~= nil)
+end
+
 local function scan_blocks(p, shape) return ceil_div(shape.dk * shape.dv, 32 * p.warps) end
 
 -- Registers per thread we budget for (ptxas, sm_80 and sm_90: the grads kernel takes
@@ -52,6 +60,9 @@ local function valid(p, shape, dev)
   if not ok then return false, why end
   if p.heads == "split" and shape.G == shape.H then
     return false, "heads=split: one head per group, nothing to split (heads=loop does the same)"
+  end
+  if p.heads == "loop" and half_grads_shared(shape) then
+    return false, "heads=loop: a 16-bit dq or dk summed over the group's heads would be rounded per head (heads=split rounds once)"
   end
   -- A chunk twice as long as T only multiplies zeros, as a dv tile twice as wide as dv.
   if p.chunk > 16 and p.chunk >= 2 * shape.T then
@@ -101,14 +112,16 @@ local RECOMPUTE = { 1, 4 }
 local function states_bytes(p, shape) return 8 * shape.B * shape.H * nsuper(p, shape) * shape.dk * shape.dv end
 local function inputs_bytes(shape) return 8 * shape.B * shape.T * (shape.G * shape.dk + shape.H * shape.dv) end
 local function default(shape, dev)
-  local p = { chunk = 64, block_dv = 32, warps = 4, heads = "loop", recompute = 1,
+  local forced = half_grads_shared(shape) -- heads=split only
+  local p = { chunk = 64, block_dv = 32, warps = 4, heads = forced and "split" or "loop", recompute = 1,
               precision = dev.arch >= 80 and "3xtf32" or "ieee" }
   if shape.dv <= 16 then p.block_dv = 16 end
   while p.chunk > 16 and p.chunk >= 2 * shape.T do p.chunk = p.chunk // 2 end
-  -- Shrink until it fits (with heads = loop, valid for every G), then choose the heads
-  -- from the final chunk count: a shorter chunk means more (b, group, chunk) CTAs.
+  -- Shrink until it fits (with heads = loop, valid for every G, or the forced split), then
+  -- choose the heads from the final chunk count: a shorter chunk means more (b, group,
+  -- chunk) CTAs.
   p = C.shrink(p, shape, dev, valid)
-  if shape.G < shape.H and shape.B * shape.G * nchunks(p, shape) < 2 * dev.sm_count
+  if not forced and shape.G < shape.H and shape.B * shape.G * nchunks(p, shape) < 2 * dev.sm_count
       and 8 * shape.B * shape.H * shape.T * shape.dk <= WS_SPLIT_MAX then
     p.heads = "split"
     if not valid(p, shape, dev) then p.heads = "loop" end
@@ -151,6 +164,9 @@ return {
   name = "ssd_bwd",
   template = "ssd_bwd.cu",
   op = "ssd_bwd",
+  -- tensors that may be bf16 / f16 (CG_T_<NAME> of the template): q, k, v, dout widened
+  -- as they are staged (no extra shared memory), dq, dk, dv rounded once at the store
+  half = { "q", "k", "v", "dout", "dq", "dk", "dv" },
   space = {
     chunk = { 16, 32, 64 },
     block_dv = { 16, 32, 64 },

@@ -102,6 +102,9 @@ return {
   name = "ssd_fwd",
   template = "ssd_fwd.cu",
   op = "ssd_fwd",
+  -- tensors that may be bf16 / f16 (CG_T_<NAME> of the template): widened as they are
+  -- staged into the fp32 tiles (no extra shared memory), o rounded once at the store
+  half = { "q", "k", "v", "o" },
   space = {
     chunk = { 16, 32, 64, 128 },
     block_dv = { 16, 32, 64 },

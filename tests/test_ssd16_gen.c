@@ -1,0 +1,411 @@
+/* test_ssd16_gen.c -- the generated SSD kernels with 16-bit storage (issue #15,
+ * docs/dtypes.md): q, k, v, o (forward) and q, k, v, dout, dq, dk, dv (backward) in bf16
+ * or fp16, log_alpha and the states float32. Under the SIMT emulator against the float64
+ * reference on the same rounded inputs, every output and gradient:
+ *   ssd16_gen_emu_{fwd,bwd}_space  configs of the 16-bit space (accepted for some shape
+ *                                  below), bf16 and f16 taking turns, each on a rotating
+ *                                  choice among the shapes that accept it; CI runs the
+ *                                  configs q = 0 mod STRIDE of the union (CPU budget: all
+ *                                  of them cost about 12 CPU-minutes on the 2-core CI
+ *                                  machine; CHUNKGEN_TEST_CONFIG_STRIDE=1 runs all,
+ *                                  CHUNKGEN_TEST_CONFIG_OFFSET=k the configs q = k mod
+ *                                  the stride);
+ *   ssd16_gen_emu_default          the default of every shape in both dtypes, forward and
+ *                                  backward: the kernel named for the dtype, a second call
+ *                                  the same bits;
+ *   ssd16_gen_emu_mixed            mixed signatures (q alone bf16, v alone f16);
+ *   ssd16_gen_heads_rounding       heads=loop refused where it would round per head;
+ *   ssd16_gen_nvrtc_sm{80,90}      16-bit configs compiled by NVRTC with 0 spills (see
+ *                                  nvrtc16 for what is covered).
+ * Tolerances: a 16-bit output within its dtype's target (bf16 1e-2, f16 2e-3), plus the
+ * tf32 error for precision=tf32; a float32 output (hT, dlog_alpha, dh0) within the
+ * float32 sweeps' tolerances (the inputs are exact in float32, the math is float32). */
+#include "cg_test.h"
+
+#include "cuda/cg_cuda.h"
+#include "emu/emu.h"
+#include "gen.h"
+#include "nvrtc_testlib.h"
+#include "test_dtype_lib.h"
+
+#include <string.h>
+
+#define TOL_FWD 1e-5  /* float32 outputs, ieee and 3xtf32 (test_ssd_gen.c) */
+#define TOL_BWD 1e-4  /* (test_ssd_bwd_gen.c) */
+#define TOL_TF32 5e-3 /* precision=tf32 */
+#define STRIDE 4      /* CI's share of the emulated space per run (CPU budget) */
+
+/* Small odd shapes (those of test_ssd_gen.c / test_ssd_bwd_gen.c in the op table's
+ * terms): T = 1, T not a multiple of the chunk, dk 7 / 40 / 48 / 130 (the 2-byte path,
+ * and 16-byte loads of 8 halves), dv 20 / 33 / 40 / 48 / 72, G < H, both layouts (the
+ * head-major v row pitch dv = 20 is not a multiple of 8 halves: the 2-byte path),
+ * optional states on and off. Long T for chunk 64 and recompute 4. */
+typedef struct s16_shape {
+    int64_t B, T, G, H, dk, dv;
+    int hm;        /* head-major */
+    int h0, state; /* h0 given; hT wanted (forward) or dhT given (backward) */
+    int dh0;       /* backward: dh0 wanted */
+} s16_shape;
+
+static const s16_shape k_fwd[] = {
+    {1, 1, 1, 1, 7, 7, 0, 1, 1, 0},     {2, 37, 2, 4, 48, 40, 1, 0, 1, 0}, {1, 21, 1, 2, 7, 20, 1, 1, 0, 0},
+    {1, 45, 2, 2, 40, 48, 0, 1, 1, 0},  {1, 19, 1, 1, 130, 33, 1, 1, 1, 0}, {1, 70, 1, 1, 48, 72, 1, 1, 0, 0},
+    {1, 29, 1, 3, 40, 130, 0, 0, 1, 0},
+};
+static const s16_shape k_bwd[] = {
+    {1, 1, 1, 1, 7, 7, 0, 1, 1, 1},    {2, 37, 2, 4, 48, 40, 1, 0, 1, 1},   {1, 21, 1, 2, 7, 20, 1, 1, 0, 1},
+    {1, 45, 2, 2, 40, 48, 0, 1, 1, 0}, {1, 70, 1, 1, 48, 33, 1, 0, 0, 1},   {1, 300, 1, 2, 7, 33, 0, 1, 1, 1},
+    {1, 400, 2, 4, 40, 20, 1, 1, 0, 1},
+};
+#define NFWD ((int)(sizeof k_fwd / sizeof k_fwd[0]))
+#define NBWD ((int)(sizeof k_bwd / sizeof k_bwd[0]))
+#define MAXSH 8
+
+static const s16_shape *shapes(int bwd, int *n) {
+    *n = bwd ? NBWD : NFWD;
+    return bwd ? k_bwd : k_fwd;
+}
+
+static const char *kernel_of(int bwd) { return bwd ? "ssd_bwd" : "ssd_fwd"; }
+static cg_op op_of(int bwd) { return bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD; }
+
+/* The optional tensors a shape leaves out (dtt_new's omit bits). */
+static unsigned omit_of(int bwd, const s16_shape *s) {
+    const cg_op_desc *d = cg__op_desc(op_of(bwd));
+    unsigned m = 0;
+    if (!s->h0) m |= 1u << cg__op_tensor(d, "h0");
+    if (!s->state) m |= 1u << cg__op_tensor(d, bwd ? "dhT" : "hT");
+    if (bwd && !s->dh0) m |= 1u << cg__op_tensor(d, "dh0");
+    return m;
+}
+
+static void dims_of(const s16_shape *s, int64_t dims[CG_SYM_COUNT]) {
+    memset(dims, 0, sizeof(int64_t) * CG_SYM_COUNT);
+    dims[CG_SYM_B] = s->B, dims[CG_SYM_T] = s->T, dims[CG_SYM_G] = s->G, dims[CG_SYM_H] = s->H;
+    dims[CG_SYM_DK] = s->dk, dims[CG_SYM_DV] = s->dv;
+}
+
+/* One case: the 16-bit problem (inputs rounded once) and the float64 reference on the
+ * same values. */
+typedef struct s16_case {
+    const s16_shape *s;
+    int bwd;
+    cg_dtype dt;
+    dtt_prob p, r;
+} s16_case;
+
+static void case_new(cg_context *ctx, s16_case *c, int bwd, const s16_shape *s, cg_dtype dt, uint64_t seed) {
+    int64_t dims[CG_SYM_COUNT];
+    dims_of(s, dims);
+    c->s = s, c->bwd = bwd, c->dt = dt;
+    dtt_new(&c->p, op_of(bwd), dims, 1, s->hm, dt, CG_F32, omit_of(bwd, s));
+    dtt_new(&c->r, op_of(bwd), dims, 1, s->hm, CG_F64, CG_F64, omit_of(bwd, s));
+    dtt_fill(&c->p, seed);
+    dtt_copy_inputs(&c->r, &c->p);
+    CG_CHECK_OK(ctx, dtt_run(ctx, &c->r, CG_BACKEND_REF));
+}
+
+static void case_free(s16_case *c) {
+    dtt_free(&c->p);
+    dtt_free(&c->r);
+}
+
+/* The kernel shape of a case (what the launcher derives from the call). */
+static void kshape_of(int bwd, const s16_shape *s, cg_dtype dt, cg_kshape *ks) {
+    memset(ks, 0, sizeof *ks);
+    ks->B = s->B, ks->T = s->T, ks->G = s->G, ks->H = s->H, ks->dk = s->dk, ks->dv = s->dv;
+    ks->flags = (s->h0 ? CG_KS_H0 : 0) | (s->state ? (bwd ? CG_KS_DHT : CG_KS_HT) : 0);
+    const cg_op_desc *d = cg__op_desc(op_of(bwd));
+    int dts[CG_OP_MAX_TENSORS];
+    for (int i = 0; i < d->nt; i++) dts[i] = (d->t[i].flags & CG_TD_HALF) ? (int)dt : (int)CG_F32;
+    cg__kshape_dtypes_of(d, dts, ks);
+}
+
+static cg_status run_case(cg_context *ctx, s16_case *c, cg_backend be, const char *config) {
+    cg_exec ex = {.backend = be, .config = config};
+    const void *a = dtt_args(&c->p);
+    return c->bwd ? cg_ssd_bwd(ctx, a, &ex) : cg_ssd_fwd(ctx, a, &ex);
+}
+
+/* Run config (NULL: the default) on c, every output against the reference. 1: it ran. */
+static int check_case(cg_context *ctx, s16_case *c, cg_backend be, const char *config, int tf32) {
+    const cg_op_desc *d = c->p.d;
+    uint64_t seed = 7;
+    for (int i = 0; i < d->nt; i++) /* poisoned: a kernel that skips an element fails */
+        if (d->t[i].role == CG_TD_OUT && c->p.t[i].t.data) cg_tbuf_fill(&c->p.t[i], &(cg_rng){seed++}, 1e3, 2e3);
+    const cg_status st = run_case(ctx, c, be, config);
+    CG_CHECK(st == CG_OK, "%s %s config %s: %s", d->name, cg__dtype_name(c->dt), config ? config : "(default)",
+             cg_errmsg(ctx));
+    if (st != CG_OK) return 0;
+    for (int i = 0; i < d->nt; i++) {
+        if (d->t[i].role != CG_TD_OUT || !c->p.t[i].t.data) continue;
+        const cg_dtype dt = c->p.t[i].t.dtype;
+        double tol = cg__dtype_half(dt) ? cg__tol_dtype(d->t[i].tol, dt) : c->bwd ? TOL_BWD : TOL_FWD;
+        if (tf32) tol = cg__dtype_half(dt) ? (tol > 2 * TOL_TF32 ? tol : TOL_TF32 + tol) : TOL_TF32;
+        const double e = cg_rel_err(&c->p.t[i], &c->r.t[i]);
+        CG_CHECK(e <= tol, "%s.%s (%s) config %s on B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld %s: rel err %.3g (tol %g) [%s]",
+                 d->name, d->t[i].name, cg__dtype_name(dt), config ? config : "(default)", (long long)c->s->B,
+                 (long long)c->s->T, (long long)c->s->G, (long long)c->s->H, (long long)c->s->dk, (long long)c->s->dv,
+                 c->s->hm ? "head-major" : "token-major", e, tol, cg_last_dispatch(ctx));
+    }
+    return 1;
+}
+
+static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
+    if (a->n != b->n) return 0;
+    for (int j = 0; j < a->n; j++)
+        if (strcmp(a->kv[j].key, b->kv[j].key) || strcmp(a->kv[j].val, b->kv[j].val)) return 0;
+    return 1;
+}
+static int in_list(const cg_cfg *list, int n, const cg_cfg *c) {
+    for (int i = 0; i < n; i++)
+        if (cfg_eq(&list[i], c)) return 1;
+    return 0;
+}
+
+/* The union of the 16-bit spaces of the shapes on dev (bf16; f16's is the same), in
+ * order of first appearance, each with a shape that accepts it (rotating). Returns the
+ * count (*cfgs, *shape_of: caller frees). */
+static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfgs, int **shape_of) {
+    int ns;
+    const s16_shape *sh = shapes(bwd, &ns);
+    cg_cfg *sp[MAXSH];
+    int nsp[MAXSH], cap = 0, n = 0, rot = 0;
+    for (int i = 0; i < ns; i++) {
+        cg_kshape ks;
+        kshape_of(bwd, &sh[i], CG_BF16, &ks);
+        sp[i] = NULL, nsp[i] = 0;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel_of(bwd), &ks, dev, &sp[i], &nsp[i]));
+        CG_CHECK(nsp[i] > 0, "%s: no 16-bit config for shape %d", kernel_of(bwd), i);
+        cap += nsp[i];
+    }
+    *cfgs = calloc((size_t)cap + 1, sizeof **cfgs);
+    *shape_of = calloc((size_t)cap + 1, sizeof **shape_of);
+    for (int i = 0; *cfgs && *shape_of && i < ns; i++)
+        for (int j = 0; j < nsp[i]; j++) {
+            if (in_list(*cfgs, n, &sp[i][j])) continue;
+            int pick = i;
+            for (int t = 0; t < ns; t++) {
+                const int cand = (rot + t) % ns;
+                if (in_list(sp[cand], nsp[cand], &sp[i][j])) {
+                    pick = cand;
+                    break;
+                }
+            }
+            rot = (pick + 1) % ns;
+            (*shape_of)[n] = pick;
+            (*cfgs)[n++] = sp[i][j];
+        }
+    for (int i = 0; i < ns; i++) free(sp[i]);
+    return n;
+}
+
+static int env_stride(int dflt) {
+    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
+    return env && atoi(env) > 0 ? atoi(env) : dflt;
+}
+
+/* Configs q = off, off + stride, ... of the union: config q in bf16 when q / stride is
+ * even, else f16 (so both dtypes meet every residue over successive offsets). */
+static void emu_space(int bwd) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_cfg *cfgs = NULL;
+    int *shape_of = NULL, ns;
+    const s16_shape *sh = shapes(bwd, &ns);
+    const int n = space16(ctx, bwd, &dev, &cfgs, &shape_of);
+    const int stride = env_stride(STRIDE);
+    const char *eo = getenv("CHUNKGEN_TEST_CONFIG_OFFSET");
+    const int off = (eo && atoi(eo) > 0 ? atoi(eo) : 0) % stride;
+    /* compile the modules in parallel first (the runs then hit the disk cache) */
+    cg_plan *plans = calloc((size_t)n + 1, sizeof *plans);
+    int nplan = 0;
+    for (int q = off; plans && q < n; q += stride) {
+        cg_kshape ks;
+        kshape_of(bwd, &sh[shape_of[q]], (q / stride) % 2 ? CG_F16 : CG_BF16, &ks);
+        if (cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cfgs[q], &plans[nplan]) == CG_OK) nplan++;
+    }
+    if (nplan) CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, nplan));
+    for (int q = 0; q < nplan; q++) cg__plan_free(&plans[q]);
+    free(plans);
+    s16_case cases[2][MAXSH];
+    int made[2][MAXSH] = {{0}}, ran = 0, want = 0;
+    for (int q = off; q < n; q += stride) {
+        const int s = shape_of[q], h = (q / stride) % 2;
+        if (!made[h][s]) {
+            case_new(ctx, &cases[h][s], bwd, &sh[s], h ? CG_F16 : CG_BF16, 500 + (uint64_t)s + 50 * (uint64_t)bwd);
+            made[h][s] = 1;
+        }
+        char text[512];
+        cg__cfg_text(&cfgs[q], text, sizeof text);
+        want++;
+        ran += check_case(ctx, &cases[h][s], CG_BACKEND_EMULATE, text, !strcmp(cg__cfg_str(&cfgs[q], "precision", ""), "tf32"));
+    }
+    CG_CHECK(n > 0 && ran == want, "%s: %d of %d configs ran", kernel_of(bwd), ran, want);
+    fprintf(stderr, "ssd16_gen: %d of %d 16-bit %s configs checked on emulate (offset %d, stride %d), bf16 and f16 in turn\n",
+            ran, n, kernel_of(bwd), off, stride);
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < ns; s++)
+            if (made[h][s]) case_free(&cases[h][s]);
+    free(cfgs);
+    free(shape_of);
+    cg_context_free(ctx);
+}
+
+CG_TEST(ssd16_gen_emu_fwd_space) { emu_space(0); }
+CG_TEST(ssd16_gen_emu_bwd_space) { emu_space(1); }
+
+/* The default of every shape in bf16 and f16, forward and backward: the dispatch line
+ * names the kernel generated for the dtype; a second call gives the same bits. */
+CG_TEST(ssd16_gen_emu_default) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        int ns;
+        const s16_shape *sh = shapes(bwd, &ns);
+        for (int h = 0; h < 2; h++)
+            for (int s = 0; s < ns; s++) {
+                s16_case c;
+                case_new(ctx, &c, bwd, &sh[s], h ? CG_F16 : CG_BF16, 700 + (uint64_t)s);
+                if (check_case(ctx, &c, CG_BACKEND_EMULATE, NULL, 0)) {
+                    const char *dl = cg_last_dispatch(ctx);
+                    char want[64];
+                    snprintf(want, sizeof want, "kernel=%s_", kernel_of(bwd));
+                    CG_CHECK(strstr(dl, want) && strstr(dl, h ? "_f16" : "_bf16"), "dispatch line: %s", dl);
+                    const int io = cg__op_tensor(c.p.d, bwd ? "dq" : "o");
+                    cg_tbuf keep = cg_tbuf_new(c.p.t[io].t.dtype, c.p.t[io].t.ndim, c.p.t[io].t.shape);
+                    cg_tbuf_copy(&keep, &c.p.t[io]);
+                    CG_CHECK_OK(ctx, run_case(ctx, &c, CG_BACKEND_EMULATE, NULL));
+                    CG_CHECK(cg_rel_err(&c.p.t[io], &keep) == 0, "%s shape %d: a second run differs", kernel_of(bwd), s);
+                    cg_tbuf_free(&keep);
+                }
+                case_free(&c);
+            }
+    }
+    cg_context_free(ctx);
+}
+
+/* A mixed signature: q alone bf16 (k, v float32; forward o float32 like v, backward dq
+ * bf16 like q) and v alone f16, on the G < H shape, forward and backward, default config:
+ * each tensor staged or stored in its own type, against the reference. */
+CG_TEST(ssd16_gen_emu_mixed) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    for (int bwd = 0; bwd < 2; bwd++)
+        for (int m = 0; m < 2; m++) {
+            const s16_shape *sh = bwd ? &k_bwd[1] : &k_fwd[1];
+            const char *in = m ? "v" : "q", *out = m ? (bwd ? "dv" : "o") : (bwd ? "dq" : NULL);
+            const cg_dtype dt = m ? CG_F16 : CG_BF16;
+            s16_case c;
+            int64_t dims[CG_SYM_COUNT];
+            dims_of(sh, dims);
+            c.s = sh, c.bwd = bwd, c.dt = dt;
+            dtt_new(&c.p, op_of(bwd), dims, 1, sh->hm, CG_F32, CG_F32, omit_of(bwd, sh));
+            dtt_new(&c.r, op_of(bwd), dims, 1, sh->hm, CG_F64, CG_F64, omit_of(bwd, sh));
+            for (int k = 0; k < 2; k++) {
+                const char *name = k ? out : in;
+                if (!name) continue;
+                cg_tbuf *t = &c.p.t[cg__op_tensor(c.p.d, name)];
+                cg_tbuf h = cg_tbuf_new(dt, t->t.ndim, t->t.shape);
+                cg_tbuf_free(t);
+                *t = h;
+            }
+            dtt_fill(&c.p, 800 + (uint64_t)(2 * bwd + m));
+            dtt_copy_inputs(&c.r, &c.p);
+            CG_CHECK_OK(ctx, dtt_run(ctx, &c.r, CG_BACKEND_REF));
+            if (check_case(ctx, &c, CG_BACKEND_EMULATE, NULL, 0)) {
+                const char *dl = cg_last_dispatch(ctx);
+                CG_CHECK(strstr(dl, "_dt") != NULL, "%s %s alone: dispatch line %s", kernel_of(bwd), in, dl);
+            }
+            case_free(&c);
+        }
+    cg_context_free(ctx);
+}
+
+/* A 16-bit dq or dk of a grouped shape (G < H) is summed over the heads in float and
+ * rounded once: heads=loop is refused there (it would round per head), the default
+ * splits; with G = H heads=loop stays. */
+CG_TEST(ssd16_gen_heads_rounding) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_kshape ks;
+    kshape_of(1, &k_bwd[1], CG_BF16, &ks); /* G = 2 < H = 4 */
+    cg_plan p;
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, &dev, &(cg_cfg){.n = 1, .kv = {{"heads", "loop"}}}, &p),
+                     CG_EUNSUPPORTED, "rounded per head", "heads=loop with bf16 dq over 2 heads");
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, &dev, NULL, &p));
+    CG_CHECK(strstr(p.name, "_split_") != NULL, "default %s: expected heads=split", p.name);
+    cg__plan_free(&p);
+    kshape_of(1, &k_bwd[0], CG_BF16, &ks); /* G = H */
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, &dev, NULL, &p));
+    CG_CHECK(strstr(p.name, "_loop_") != NULL, "default %s: expected heads=loop", p.name);
+    cg__plan_free(&p);
+    cg_context_free(ctx);
+}
+
+/* NVRTC for arch: 16-bit configs of both kernels (the unions above on that arch)
+ * rendered and compiled, ptxas reports no spills, plus every shape's default in both
+ * dtypes. CPU budget: a 16-bit SSD module takes about as long to compile as its float32
+ * twin (the f32 sweep of tests/test_gen_nvrtc.c compiles them all), so CI compiles
+ * every NSTRIDE-th config per arch: sm_80 the configs q = 0 mod NSTRIDE, sm_90 those
+ * q = NSTRIDE/2 mod NSTRIDE (disjoint halves of one stride), bf16 and f16 in turn.
+ * CHUNKGEN_TEST_CONFIG_STRIDE=1: every config on both archs. CHUNKGEN_TEST_KCACHE=dir:
+ * CUBINs and ptxas logs keyed as the executor keys them. */
+#define NSTRIDE 8
+static void nvrtc16(int arch) {
+    if (!cg__nvrtc_api(NULL)) {
+        cg_test_skip("libnvrtc cannot be loaded");
+        return;
+    }
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    cg_devinfo dev;
+    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
+    const int stride = env_stride(NSTRIDE), off = arch >= 90 ? stride / 2 : 0;
+    const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
+    const char *kdir = kc && *kc ? kc : NULL;
+    char nvrtc_id[256] = "";
+    if (kdir) CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, nvrtc_id, sizeof nvrtc_id));
+    int ncomp = 0, maxreg = 0, total = 0;
+    const double t0 = (double)cg__jit_now_ns() / 1e9;
+    for (int bwd = 0; bwd < 2; bwd++) {
+        int ns;
+        const s16_shape *sh = shapes(bwd, &ns);
+        cg_cfg *cfgs = NULL;
+        int *shape_of = NULL;
+        const int n = space16(ctx, bwd, &dev, &cfgs, &shape_of);
+        total += n;
+        for (int q = 0; q < n + 2 * ns; q++) {
+            const int dflt = q >= n;
+            if (!dflt && q % stride != off) continue;
+            const int h = dflt ? (q - n) % 2 : (q / stride) % 2, s = dflt ? (q - n) / 2 : shape_of[q];
+            cg_kshape ks;
+            kshape_of(bwd, &sh[s], h ? CG_F16 : CG_BF16, &ks);
+            cg_plan p;
+            cg_status st = cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, dflt ? NULL : &cfgs[q], &p);
+            CG_CHECK(st == CG_OK, "%s: %s", kernel_of(bwd), cg_errmsg(ctx));
+            if (st != CG_OK) continue;
+            CG_CHECK(strstr(p.source, h ? "#define CG_T_Q cg_f16\n" : "#define CG_T_Q cg_bf16\n") &&
+                         strstr(p.name, h ? "_f16" : "_bf16"),
+                     "%s: 16-bit defines and name", p.name);
+            ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
+            cg__plan_free(&p);
+        }
+        free(cfgs);
+        free(shape_of);
+    }
+    fprintf(stderr, "  sm_%d: %d 16-bit SSD kernels compiled (configs q = %d mod %d of %d, and the defaults; %.0f s), max %d registers\n",
+            arch, ncomp, off, stride, total, (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
+    cg_context_free(ctx);
+}
+
+CG_TEST(ssd16_gen_nvrtc_sm80) { nvrtc16(80); }
+CG_TEST(ssd16_gen_nvrtc_sm90) { nvrtc16(90); }
