@@ -358,8 +358,23 @@ def _emu_run(cli, kernel, plan, cfg, sh, t, tmp):
         a["global_requests"] += gl.get("requests", 0)
         a["sectors"] += gl.get("sectors", 0)
         a["ideal_sectors"] += gl.get("ideal_sectors", 0)
+        lines = a.setdefault("_lines", {})
+        for ln in l.get("lines", []):
+            if ln.get("space") != "shared":
+                continue
+            k = (ln.get("file", ""), ln.get("line", 0), ln.get("op", ""), ln.get("width", 0))
+            t = lines.setdefault(k, [0, 0, 0])
+            t[0] += ln.get("requests", 0)
+            t[1] += ln.get("wavefronts", 0)
+            t[2] += ln.get("ideal_wavefronts", 0)
     for a in per.values():
         q = lambda x, y: round(x / y, 4) if y else None  # noqa: E731
+        # the template lines whose shared accesses take more wavefronts than their ideal
+        # (docs/emulator.md: Lines), the largest excess first
+        bad = [(k, t) for k, t in a.pop("_lines").items() if t[1] > t[2]]
+        bad.sort(key=lambda kt: (-(kt[1][1] - kt[1][2]), kt[0]))
+        a["shared_conflict_lines"] = [{"file": k[0], "line": k[1], "op": k[2], "width": k[3], "requests": t[0],
+                                       "wavefronts": t[1], "ideal_wavefronts": t[2]} for k, t in bad[:12]]
         a["wavefronts_per_request"] = q(a["wavefronts"], a["shared_requests"])
         a["bank_conflict_excess"] = q(a["wavefronts"] - a["ideal_wavefronts"], a["ideal_wavefronts"])
         a["sectors_per_request"] = q(a["sectors"], a["global_requests"])

@@ -505,11 +505,13 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     tile_zero(acc);
                     warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
                                    [&](int k, int nn) { return ld_pair(Y + sd_at(n0 + nn, k)); });
-                    tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
-                        float2 &d = f2(dst + (m0 + r) * LDQ + n0 + cc);
-                        d.x += sc[m0 + r] * x0;
-                        d.y += sc[m0 + r] * x1;
-                    });
+                    // sc read once per row (ssd_common.cuh: tile_foreach2_row)
+                    ssdc::tile_foreach2_row(acc, [&](int r) { return sc[m0 + r]; },
+                                            [&](int r, int cc, float x0, float x1, float s) {
+                                                float2 &d = f2(dst + (m0 + r) * LDQ + n0 + cc);
+                                                d.x += s * x0;
+                                                d.y += s * x1;
+                                            });
                 }
             }
         }

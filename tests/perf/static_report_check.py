@@ -133,6 +133,12 @@ def run_checks(cli, tmp):
             if e["shared_requests"]:
                 check(abs(e["wavefronts_per_request"] - e["wavefronts"] / e["shared_requests"]) < 1e-3,
                       tag + " " + l["entry"] + ": wavefronts per request")
+            # the conflicted lines: each over its ideal, largest excess first, within the entry's excess
+            cl = e["shared_conflict_lines"]
+            ex = [x["wavefronts"] - x["ideal_wavefronts"] for x in cl]
+            check(all(x > 0 for x in ex) and ex == sorted(ex, reverse=True)
+                  and sum(ex) <= e["wavefronts"] - e["ideal_wavefronts"],
+                  tag + " " + l["entry"] + ": conflicted lines over their ideal, sorted, within the entry's excess")
         mo = rep["model"]
         for k in tot:
             check(abs(mo[k] - tot[k]) <= 1e-6 * max(1.0, tot[k]), tag + ": op %s = sum over launches" % k)
