@@ -38,6 +38,7 @@ SSD_SEEDS = {"g2h8_d128": (4, 2, 8, 128, 128), "g1h24_dk128_dv64": (2, 1, 24, 12
              "g1h1_d128": (4, 1, 1, 128, 128), "g2h4_dk48_dv40": (4, 2, 4, 48, 40)}
 SSCAN_SEEDS = {"sscan_d256": (4, 256, 16), "sscan_d512": (4, 512, 16), "sscan_d1024": (4, 1024, 16)}
 SEQS = (512, 2048, 8192)
+KERNELS = ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd")  # what --kernels may name
 # The issue's published anchors (H100, bf16): fla chunk_simple_gla B=4, T=8192, H=32, d=128:
 # 2.30 ms fwd, 8.78 ms fwd+bwd; mamba selective_scan_cuda at 65,536 tokens, d_inner 4096,
 # N=16: 4.7-6.6 ms fwd, 27.6-34.4 ms fwd+bwd (here as B=8, L=8192).
@@ -357,8 +358,23 @@ def _emu_run(cli, kernel, plan, cfg, sh, t, tmp):
         a["global_requests"] += gl.get("requests", 0)
         a["sectors"] += gl.get("sectors", 0)
         a["ideal_sectors"] += gl.get("ideal_sectors", 0)
+        lines = a.setdefault("_lines", {})
+        for ln in l.get("lines", []):
+            if ln.get("space") != "shared":
+                continue
+            k = (ln.get("file", ""), ln.get("line", 0), ln.get("op", ""), ln.get("width", 0))
+            t = lines.setdefault(k, [0, 0, 0])
+            t[0] += ln.get("requests", 0)
+            t[1] += ln.get("wavefronts", 0)
+            t[2] += ln.get("ideal_wavefronts", 0)
     for a in per.values():
         q = lambda x, y: round(x / y, 4) if y else None  # noqa: E731
+        # the template lines whose shared accesses take more wavefronts than their ideal
+        # (docs/emulator.md: Lines), the largest excess first
+        bad = [(k, t) for k, t in a.pop("_lines").items() if t[1] > t[2]]
+        bad.sort(key=lambda kt: (-(kt[1][1] - kt[1][2]), kt[0]))
+        a["shared_conflict_lines"] = [{"file": k[0], "line": k[1], "op": k[2], "width": k[3], "requests": t[0],
+                                       "wavefronts": t[1], "ideal_wavefronts": t[2]} for k, t in bad[:12]]
         a["wavefronts_per_request"] = q(a["wavefronts"], a["shared_requests"])
         a["bank_conflict_excess"] = q(a["wavefronts"] - a["ideal_wavefronts"], a["ideal_wavefronts"])
         a["sectors_per_request"] = q(a["sectors"], a["global_requests"])
@@ -406,6 +422,25 @@ def seed_matrix():
         for t in SEQS:
             rows.append((name, "sscan", {"B": b, "L": t, "D": d, "N": n, "G": 1}))
     return rows
+
+
+def row_kernels(rows, wanted=None):
+    """(preset, op, shape, kernel) for every row and kernel to report: the op's fwd and bwd,
+    or those of `wanted` that belong to the row's op (a mixed matrix such as --seeds runs
+    each row's own kernels). ValueError when a wanted kernel is unknown or no row has its op."""
+    if wanted:
+        for k in wanted:
+            if k not in KERNELS:
+                raise ValueError("--kernels %s: not a kernel (expected a comma list of %s)" % (k, ", ".join(KERNELS)))
+            if not any(k.startswith(op + "_") for _, op, _ in rows):
+                raise ValueError("--kernels %s: no %s shape given (the shapes' ops: %s)"
+                                 % (k, k.split("_")[0], ", ".join(sorted({op for _, op, _ in rows}))))
+    jobs = []
+    for preset, op, shape in rows:
+        for k in (wanted or (op + "_fwd", op + "_bwd")):
+            if k.startswith(op + "_"):
+                jobs.append((preset, op, shape, k))
+    return jobs
 
 
 def main(argv=None):
@@ -461,23 +496,23 @@ def main(argv=None):
         rows += [(name, op, shape) for name, op, shape, _ in ANCHORS]
     if not rows:
         die("give --shape, --seeds or --anchors")
+    try:
+        jobs = row_kernels(rows, a.kernels.split(",") if a.kernels else None)
+    except ValueError as e:
+        die(str(e))
     cache = a.cache_dir or tempfile.mkdtemp(prefix="cg-static-report-")
     results, failed = [], 0
-    for preset, op, shape in rows:
-        ks = a.kernels.split(",") if a.kernels else ([op + "_fwd", op + "_bwd"])
-        for k in ks:
-            if not k.startswith(op + "_"):
-                die("--kernels %s: not a kernel of the %s shape %s" % (k, op, shape))
-            for arch in archs:
-                try:
-                    emu = (a.emu_chunkgen or a.chunkgen) if a.emu_counters else None
-                    r = report_one(a.chunkgen, tools, cache, k, shape, arch, a.config, emu)
-                    r["preset"] = preset
-                    results.append(r)
-                    print_row(r)
-                except RuntimeError as e:
-                    failed += 1
-                    print("static_report: %s %s sm_%d: %s" % (k, shape, arch, e), file=sys.stderr)
+    for preset, op, shape, k in jobs:
+        for arch in archs:
+            try:
+                emu = (a.emu_chunkgen or a.chunkgen) if a.emu_counters else None
+                r = report_one(a.chunkgen, tools, cache, k, shape, arch, a.config, emu)
+                r["preset"] = preset
+                results.append(r)
+                print_row(r)
+            except RuntimeError as e:
+                failed += 1
+                print("static_report: %s %s sm_%d: %s" % (k, shape, arch, e), file=sys.stderr)
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True).stdout.strip() or None
     doc = {"kind": "chunkgen-static-report", "commit": commit,

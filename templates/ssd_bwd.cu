@@ -522,8 +522,8 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                                    [&](int k, int nn) { return ld_pair(V + (n0 + nn) * LDV + k); });
                     tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
                         float2 &d = f2(DP + dp_at(m0 + r, n0 + cc)); // cc even: the swizzle keeps the pair
-                        d.x += x0;
-                        d.y += x1;
+                        const float2 o = d; // one 64-bit load and store (d.x += .. reads as two 32-bit
+                        d = make_float2(o.x + x0, o.y + x1); // accesses in the emulator's counts)
                     });
                 } else { // dQ += diag(eA) dO S0^T or dK += diag(w) V dS^T   [CHUNK, DKP] (one call site, runtime
                          // operands: less code)
@@ -536,11 +536,13 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     tile_zero(acc);
                     warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
                                    [&](int k, int nn) { return ld_pair(Y + sd_at(n0 + nn, k)); });
-                    tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
-                        float2 &d = f2(dst + (m0 + r) * LDQ + n0 + cc);
-                        d.x += sc[m0 + r] * x0;
-                        d.y += sc[m0 + r] * x1;
-                    });
+                    // sc read once per row (ssd_common.cuh: tile_foreach2_row)
+                    ssdc::tile_foreach2_row(acc, [&](int r) { return sc[m0 + r]; },
+                                            [&](int r, int cc, float x0, float x1, float s) {
+                                                float2 &d = f2(dst + (m0 + r) * LDQ + n0 + cc);
+                                                const float2 o = d; // 64-bit, as above
+                                                d = make_float2(fmaf(s, x0, o.x), fmaf(s, x1, o.y));
+                                            });
                 }
             }
         }

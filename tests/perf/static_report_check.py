@@ -24,7 +24,28 @@ def check(cond, what):
         print("FAIL: " + what)
 
 
+def check_row_kernels():
+    """--kernels over a mixed matrix (--seeds has ssd and sscan rows): each row runs the named
+    kernels of its own op; a kernel of no row's op or of no op at all is refused."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import static_report as sr
+    rows = sr.seed_matrix()
+    jobs = sr.row_kernels(rows, ["ssd_fwd", "ssd_bwd"])
+    nssd = sum(1 for r in rows if r[1] == "ssd")
+    check(nssd > 0 and nssd < len(rows), "the seeds' matrix has ssd and sscan rows")
+    check(len(jobs) == 2 * nssd and all(op == "ssd" and k.startswith("ssd_") for _, op, _, k in jobs),
+          "--seeds --kernels ssd_fwd,ssd_bwd: the ssd rows' fwd and bwd only (%d jobs)" % len(jobs))
+    check(len(sr.row_kernels(rows)) == 2 * len(rows), "no --kernels: every row's fwd and bwd")
+    for bad in (["ssd_fwd", "nope"], ["sscan_fwd"]):
+        try:
+            sr.row_kernels([r for r in rows if r[1] == "ssd"], bad)
+            check(False, "--kernels %s over ssd rows: refused" % ",".join(bad))
+        except ValueError as e:
+            check(bad[-1] in str(e), "the refusal names %s: %s" % (bad[-1], e))
+
+
 def main():
+    check_row_kernels()
     build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build")
     tmp = tempfile.mkdtemp(prefix="cg-static-report-test-")
     try:
@@ -112,6 +133,12 @@ def run_checks(cli, tmp):
             if e["shared_requests"]:
                 check(abs(e["wavefronts_per_request"] - e["wavefronts"] / e["shared_requests"]) < 1e-3,
                       tag + " " + l["entry"] + ": wavefronts per request")
+            # the conflicted lines: each over its ideal, largest excess first, within the entry's excess
+            cl = e["shared_conflict_lines"]
+            ex = [x["wavefronts"] - x["ideal_wavefronts"] for x in cl]
+            check(all(x > 0 for x in ex) and ex == sorted(ex, reverse=True)
+                  and sum(ex) <= e["wavefronts"] - e["ideal_wavefronts"],
+                  tag + " " + l["entry"] + ": conflicted lines over their ideal, sorted, within the entry's excess")
         mo = rep["model"]
         for k in tot:
             check(abs(mo[k] - tot[k]) <= 1e-6 * max(1.0, tot[k]), tag + ": op %s = sum over launches" % k)
