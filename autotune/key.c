@@ -113,7 +113,7 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
 /* The longest sequence of a varlen problem (its offsets were validated); 0 when not varlen. */
 static int64_t varlen_max(const cg_op_desc *d, const void *prob) {
     const cg_view *cu = cg__prob_cu(d, prob);
-    const int64_t n = *(const int64_t *)((const char *)prob + d->nseq_off);
+    const int64_t n = *cg__prob_nseq(d, prob);
     int64_t m = 0;
     for (int64_t i = 0; cu->p && i < n; i++) {
         const int64_t len = cg__cu_at(cu, i + 1) - cg__cu_at(cu, i);

@@ -176,7 +176,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     const cg_op_desc *od = cg__op_desc(op);
     char vl[48] = ""; /* varlen calls say so: "varlen=N sequences" (docs/varlen.md) */
     if (cg__prob_cu(od, prob)->p)
-        snprintf(vl, sizeof vl, " varlen=%lld sequences", (long long)*(const int64_t *)((const char *)prob + od->nseq_off));
+        snprintf(vl, sizeof vl, " varlen=%lld sequences", (long long)*cg__prob_nseq(od, prob));
     cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s%s", opname, vt->name, why,
                      cfgtext[0] ? cfgtext : "(default)", level, vl);
     s = mode == MODE_RUN ? run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not)

@@ -191,7 +191,7 @@ int cg__prob_grouped(const cg_op_desc *d, const void *prob) {
 
 void cg__prob_extents(const cg_op_desc *d, const void *prob, int i, int64_t n[4]) {
     for (int k = 0; k < 4; k++) n[k] = cg__prob_dim(d, prob, d->t[i].ext[k]);
-    const int64_t nseq = *(const int64_t *)((const char *)prob + d->nseq_off);
+    const int64_t nseq = *cg__prob_nseq(d, prob);
     if (nseq && (d->t[i].flags & CG_TD_PERSEQ)) n[0] = nseq; /* varlen: a state per sequence */
 }
 

@@ -99,6 +99,10 @@ typedef struct cg_op_desc {
 static inline cg_view *cg__prob_cu(const cg_op_desc *d, const void *prob) {
     return (cg_view *)((char *)prob + d->varlen->view_off);
 }
+/* The problem's number of sequences N (0 when cu_seqlens is absent), to read or set. */
+static inline int64_t *cg__prob_nseq(const cg_op_desc *d, const void *prob) {
+    return (int64_t *)((char *)prob + d->nseq_off);
+}
 /* Offset i of a cu_seqlens view (CG_I32 or CG_I64). */
 static inline int64_t cg__cu_at(const cg_view *cu, int64_t i) {
     return cu->dt == CG_I64 ? ((const int64_t *)cu->p)[i * cu->s[0]] : (int64_t)((const int32_t *)cu->p)[i * cu->s[0]];

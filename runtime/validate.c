@@ -331,7 +331,7 @@ static cg_status varlen_views(cg_context *ctx, const cg_op_desc *d, const void *
     cu->p = t->data;
     cu->dt = t->dtype;
     cu->s[0] = t->stride[0] ? t->stride[0] : 1;
-    *(int64_t *)((char *)prob + d->nseq_off) = nseq;
+    *cg__prob_nseq(d, prob) = nseq;
     const uintptr_t lo = (uintptr_t)t->data, hi = lo + (uintptr_t)((nseq * cu->s[0] + 1) * (int64_t)cg__dtype_size(t->dtype));
     for (int i = 0; i < d->nt; i++) { /* outputs must not overlap the offsets (like any input) */
         const cg_view *v = cg__prob_view(d, prob, i);
@@ -350,7 +350,7 @@ static cg_status varlen_views(cg_context *ctx, const cg_op_desc *d, const void *
 
 cg_status cg__varlen_check(cg_context *ctx, const cg_op_desc *d, const void *prob) {
     const cg_view *cu = cg__prob_cu(d, prob);
-    const int64_t n1 = *(const int64_t *)((const char *)prob + d->nseq_off) + 1;
+    const int64_t n1 = *cg__prob_nseq(d, prob) + 1;
     const int64_t T = cg__prob_dim(d, prob, d->seq);
     const char *seq = cg__sym_name(d->seq);
     int64_t prev = 0;

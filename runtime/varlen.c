@@ -51,7 +51,7 @@ cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
                          const cg_exec *exec) {
     const cg_op_desc *d = cg__op_desc(op);
     const cg_view *cu = cg__prob_cu(d, prob);
-    const int64_t nseq = *(const int64_t *)((const char *)prob + d->nseq_off);
+    const int64_t nseq = *cg__prob_nseq(d, prob);
     vl_prob sub;
     CG_ASSERT(d->prob_size <= sizeof sub);
     /* the offsets, read once (validated; an output can never move them under us) */
@@ -74,7 +74,7 @@ cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
         const int64_t t0 = off[q], len = off[q + 1] - off[q];
         memcpy(&sub, prob, d->prob_size);
         cg__prob_cu(d, &sub)->p = NULL;
-        *(int64_t *)((char *)&sub + d->nseq_off) = 0;
+        *cg__prob_nseq(d, &sub) = 0;
         *(int64_t *)((char *)&sub + d->dim_off[d->seq]) = len;
         for (int i = 0; i < d->nt; i++) {
             cg_view *v = cg__prob_view(d, &sub, i);
