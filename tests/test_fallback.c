@@ -19,6 +19,17 @@ static cg_context *new_ctx(void) {
 /* Max |a - b| over two tensors of the same shape (0 when bitwise equal values). */
 static double max_diff(const cg_tbuf *a, const cg_tbuf *b) { return cg_rel_err(a, b); }
 
+/* The backward problem of set a, as validation builds it for a cg_ssd_bwd call. */
+static cg_status bwd_prob(cg_context *ctx, const ssdt_set *a, int layout, cg_ssd_prob *p) {
+    cg_ssd_bwd_args args;
+    memset(&args, 0, sizeof args);
+    args.layout = (cg_layout)layout;
+    args.q = a->q.t, args.k = a->k.t, args.v = a->v.t, args.log_alpha = a->la.t, args.h0 = a->h0.t;
+    args.dout = a->dout.t, args.dhT = a->dhT.t;
+    args.dq = a->dq.t, args.dk = a->dk.t, args.dv = a->dv.t, args.dlog_alpha = a->dla.t, args.dh0 = a->dh0.t;
+    return cg__ssd_bwd_prob(ctx, &args, p);
+}
+
 CG_TEST(fallback_ssd_bwd_host_copies) {
     cg_context *ctx = new_ctx();
     cg_context_set_threads(ctx, 2);
@@ -30,14 +41,8 @@ CG_TEST(fallback_ssd_bwd_host_copies) {
     CG_CHECK_OK(ctx, ssdt_run_bwd(ctx, &b, d.layout, 1, 1, 1, CG_BACKEND_CPU, NULL));
 
     /* a: through the fallback, with the problem as validation builds it. */
-    cg_ssd_bwd_args args;
-    memset(&args, 0, sizeof args);
-    args.layout = (cg_layout)d.layout;
-    args.q = a.q.t, args.k = a.k.t, args.v = a.v.t, args.log_alpha = a.la.t, args.h0 = a.h0.t;
-    args.dout = a.dout.t, args.dhT = a.dhT.t;
-    args.dq = a.dq.t, args.dk = a.dk.t, args.dv = a.dv.t, args.dlog_alpha = a.dla.t, args.dh0 = a.dh0.t;
     cg_ssd_prob p;
-    CG_CHECK_OK(ctx, cg__ssd_bwd_prob(ctx, &args, &p));
+    CG_CHECK_OK(ctx, bwd_prob(ctx, &a, d.layout, &p));
     cg_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     CG_CHECK_OK(ctx, cg__host_fallback(ctx, &cg__kexec_emu, &cg__backend_cpu, CG_OP_SSD_BWD, &p, &cfg, NULL, "test"));
@@ -140,14 +145,8 @@ CG_TEST(fallback_warning_names_host_backend) {
     ssdt_set a, b;
     ssdt_pair_new(&a, &b, d, CG_F32, SSDT_BWD, 7, -0.4, -0.01);
     CG_CHECK_OK(ctx, ssdt_run_bwd(ctx, &b, d.layout, 1, 1, 1, CG_BACKEND_REF, NULL));
-    cg_ssd_bwd_args args;
-    memset(&args, 0, sizeof args);
-    args.layout = (cg_layout)d.layout;
-    args.q = a.q.t, args.k = a.k.t, args.v = a.v.t, args.log_alpha = a.la.t, args.h0 = a.h0.t;
-    args.dout = a.dout.t, args.dhT = a.dhT.t;
-    args.dq = a.dq.t, args.dk = a.dk.t, args.dv = a.dv.t, args.dlog_alpha = a.dla.t, args.dh0 = a.dh0.t;
     cg_ssd_prob p;
-    CG_CHECK_OK(ctx, cg__ssd_bwd_prob(ctx, &args, &p));
+    CG_CHECK_OK(ctx, bwd_prob(ctx, &a, d.layout, &p));
     cg_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cg_set_log_callback(keep_warning, NULL);
