@@ -43,6 +43,11 @@ void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const 
 /* The same, with C = beta C + (the product) when acc (beta = 1 in cg__ssd_gemm). */
 void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
                        int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta);
+/* The same, reading (when acc) and writing only the columns [0, nc) of C, 1 <= nc <= n (the
+ * columns [nc, n) are computed but not stored: C may be user memory with rows of nc floats). */
+void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
+                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
+                     float beta);
 
 /* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
  * Blocks of one vector's width transposed in registers (ssd_cpu_gemm.c). */
