@@ -24,6 +24,7 @@
 #define cg__ssd_transpose CG_ISA_CAT(cg__ssd_transpose, CG_ISA)
 #define cg__ssd_mul_exp CG_ISA_CAT(cg__ssd_mul_exp, CG_ISA)
 #define cg__ssd_decay_mask CG_ISA_CAT(cg__ssd_decay_mask, CG_ISA)
+#define cg__ssd_decay_mask_from CG_ISA_CAT(cg__ssd_decay_mask_from, CG_ISA)
 #define cg__cpu_ld_row CG_ISA_CAT(cg__cpu_ld_row, CG_ISA)
 #define cg__cpu_st_row CG_ISA_CAT(cg__cpu_st_row, CG_ISA)
 #define cg__cpu_ld_rows CG_ISA_CAT(cg__cpu_ld_rows, CG_ISA)

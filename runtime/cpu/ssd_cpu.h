@@ -116,6 +116,10 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n);
  * apart, from the cumulative sums Ad (double); entries above the diagonal are left as
  * they are (the causal GEMMs never read them). E: scratch of 2 L floats. */
 void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E);
+/* The same from a separate source: X[i, j] = Src[i, j] e^{A_i - A_j} for j <= i < L (Src rows
+ * lds apart; Src == X is the in-place form; otherwise the two must not overlap). */
+void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds, int64_t L,
+                             const double *restrict Ad, float *restrict E);
 
 /* log_alpha for the cumulative sums: -inf (a decay of exactly 0) becomes -1e4, so that the
  * differences A_i - A_j of two tokens after it stay finite instead of -inf - -inf = NaN;

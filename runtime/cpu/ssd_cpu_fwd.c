@@ -143,9 +143,10 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
                 float *restrict d = Lt + i * ldl;
                 const float *restrict s = qc + i * sqc;
                 for (int64_t c = 0; c < dk; c++) d[c] = e * s[c];
-                if (nh > 1) memcpy(d + dk, Praw + i * Cp, (size_t)(i + 1) * sizeof(float));
             }
-            cg__ssd_decay_mask(Lt + dk, ldl, L, Ad, X); /* the output GEMM reads P[i, 0..i] only */
+            /* P masked (from the group's Praw, or in place); the output GEMM reads P[i, 0..i] only */
+            if (nh > 1) cg__ssd_decay_mask_from(Lt + dk, ldl, Praw, Cp, L, Ad, X);
+            else cg__ssd_decay_mask(Lt + dk, ldl, L, Ad, X);
             if (v16) cg__cpu_ld_rows(V, ldr, cg__vat(&p->v, v + t0 * sv), p->v.dt, sv, L, w, wp);
             else cg__ssd_copy_rows(V, ldr, CG_F32P(p->v) + v + t0 * sv, sv, L, w, wp);
 

@@ -242,7 +242,8 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n) {
  * grows). Otherwise (strong decay, -inf clamped to -1e4, NaN) each entry's exponent
  * A_i - A_j is taken in double and e^x in vectors, as before: entries that underflow
  * to 0 stay 0 and a NaN stays NaN. */
-void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E) {
+void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds, int64_t L,
+                             const double *restrict Ad, float *restrict E) {
     double lo = Ad[0], hi = Ad[0];
     for (int64_t i = 1; i < L; i++) {
         lo = Ad[i] < lo ? Ad[i] : lo;
@@ -261,17 +262,29 @@ void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict 
             en[i] = (float)exp(M - Ad[i]);
         }
         for (int64_t i = 0; i < L; i++) {
-            float *restrict x = X + i * ld;
             const float s = ep[i];
-            for (int64_t j = 0; j <= i; j++) x[j] *= s * en[j];
+            if (Src == X) {
+                float *restrict x = X + i * ld;
+                for (int64_t j = 0; j <= i; j++) x[j] *= s * en[j];
+            } else {
+                float *restrict x = X + i * ld;
+                const float *restrict y = Src + i * lds;
+                for (int64_t j = 0; j <= i; j++) x[j] = y[j] * (s * en[j]);
+            }
         }
         return;
     }
+    if (Src != X)
+        for (int64_t i = 0; i < L; i++) memcpy(X + i * ld, Src + i * lds, (size_t)(i + 1) * sizeof(float));
     for (int64_t i = 0; i < L; i++) {
         const double Ai = Ad[i];
         for (int64_t j = 0; j <= i; j++) E[j] = (float)(Ai - Ad[j]);
         cg__ssd_mul_exp(X + i * ld, E, i + 1);
     }
+}
+
+void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E) {
+    cg__ssd_decay_mask_from(X, ld, X, ld, L, Ad, E);
 }
 
 /* ------------------------------------------------------------- transpose
