@@ -43,6 +43,11 @@ void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const 
 /* The same, with C = beta C + (the product) when acc (beta = 1 in cg__ssd_gemm). */
 void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
                        int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta);
+/* The same, reading (when acc) and writing only the columns [0, nc) of C, 1 <= nc <= n (the
+ * columns [nc, n) are computed but not stored: C may be user memory with rows of nc floats). */
+void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
+                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
+                     float beta);
 
 /* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
  * Blocks of one vector's width transposed in registers (ssd_cpu_gemm.c). */
@@ -111,6 +116,10 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n);
  * apart, from the cumulative sums Ad (double); entries above the diagonal are left as
  * they are (the causal GEMMs never read them). E: scratch of 2 L floats. */
 void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E);
+/* The same from a separate source: X[i, j] = Src[i, j] e^{A_i - A_j} for j <= i < L (Src rows
+ * lds apart; Src == X is the in-place form; otherwise the two must not overlap). */
+void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds, int64_t L,
+                             const double *restrict Ad, float *restrict E);
 
 /* log_alpha for the cumulative sums: -inf (a decay of exactly 0) becomes -1e4, so that the
  * differences A_i - A_j of two tokens after it stay finite instead of -inf - -inf = NaN;

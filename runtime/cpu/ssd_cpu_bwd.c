@@ -274,8 +274,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         dout = tile_rows(t.dOt, ldv, d16, p->dout.dt, &sd, L, dv, dvp, 1);
 
         /* P and dP, masked */
-        for (int64_t i = 0; i < L; i++) memcpy(t.P + i * ldc, t.Praw + i * ldc, (size_t)(i + 1) * sizeof(float));
-        cg__ssd_decay_mask(t.P, ldc, L, t.Ad, t.E);
+        cg__ssd_decay_mask_from(t.P, ldc, t.Praw, ldc, L, t.Ad, t.E);
         cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, ldc, t.dP, ldc, 0);
         cg__ssd_decay_mask(t.dP, ldc, L, t.Ad, t.E);
 

@@ -16,8 +16,8 @@
  *   R  [dk + C, ldr]      per head: [S; V] (B operand of the output GEMM; S is the state); ldr and
  *                         ldc padded off multiples of 256 bytes (cg__ssd_ld: rows 512 bytes
  *                         apart share cache sets, measured 20% slower state updates)
- *   Ot [C, bdvp]          output rows before the strided store (when bdv is not a multiple of 16,
- *                         or o is 16-bit: rounded as they are stored)
+ *   Ot [C, bdvp]          output rows before the strided store when o is 16-bit (rounded as they
+ *                         are stored; a float32 o is written in place, its w columns only)
  *   X  [2 C]              scratch of the decay mask
  *   Qw, Kw [C, ld(dk)]    q and k rows widened to float32, when they are bf16 / fp16 (cpu_half.h:
  *                         v is widened as it is copied into R; the float32 path reads q, k in place) */
@@ -89,8 +89,8 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
             memset(S, 0, (size_t)(dk * ldr) * sizeof(float));
         }
     }
-    /* the output goes straight to o when its rows need no padding (nor rounding) */
-    const int direct = (w == wp) && !o16;
+    /* the output goes straight to o (its w columns of each row) unless it is rounded to 16 bits */
+    const int direct = !o16;
 
     for (int64_t t0 = 0; t0 < T; t0 += C) {
         const int64_t L = cg__ssd_min(C, T - t0);
@@ -143,21 +143,18 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
                 float *restrict d = Lt + i * ldl;
                 const float *restrict s = qc + i * sqc;
                 for (int64_t c = 0; c < dk; c++) d[c] = e * s[c];
-                if (nh > 1) memcpy(d + dk, Praw + i * Cp, (size_t)(i + 1) * sizeof(float));
             }
-            cg__ssd_decay_mask(Lt + dk, ldl, L, Ad, X); /* the output GEMM reads P[i, 0..i] only */
+            /* P masked (from the group's Praw, or in place); the output GEMM reads P[i, 0..i] only */
+            if (nh > 1) cg__ssd_decay_mask_from(Lt + dk, ldl, Praw, Cp, L, Ad, X);
+            else cg__ssd_decay_mask(Lt + dk, ldl, L, Ad, X);
             if (v16) cg__cpu_ld_rows(V, ldr, cg__vat(&p->v, v + t0 * sv), p->v.dt, sv, L, w, wp);
             else cg__ssd_copy_rows(V, ldr, CG_F32P(p->v) + v + t0 * sv, sv, L, w, wp);
 
             /* O = [e^A Q | P] [S; V] */
             float *Out = direct ? CG_F32P(p->o) + o + t0 * so : Ot;
             const int64_t ldo = direct ? so : wp;
-            cg__ssd_gemm(CG_SSD_KLOWER, L, wp, dk, Lt, ldl, 1, S, ldr, Out, ldo, 0);
-            if (o16)
-                cg__cpu_st_rows(cg__vat(&p->o, o + t0 * so), p->o.dt, so, Ot, wp, L, w);
-            else if (!direct)
-                for (int64_t i = 0; i < L; i++)
-                    memcpy(CG_F32P(p->o) + o + (t0 + i) * so, Ot + i * wp, (size_t)w * sizeof(float));
+            cg__ssd_gemm_nc(CG_SSD_KLOWER, L, wp, w, dk, Lt, ldl, 1, S, ldr, Out, ldo, 0, 1.0f);
+            if (o16) cg__cpu_st_rows(cg__vat(&p->o, o + t0 * so), p->o.dt, so, Ot, wp, L, w);
 
             /* S = gamma S + (K diag(w))^T V */
             for (int64_t c = 0; c < dk; c++) {

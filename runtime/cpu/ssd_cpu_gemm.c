@@ -38,23 +38,51 @@ typedef float cg_vf __attribute__((vector_size(VW * 4), aligned(4), may_alias));
 
 _Static_assert(CG_SSD_VL % VW == 0, "tiles are padded to whole vectors");
 
+/* The first rem (< VW) floats of a vector from / to memory, touching no float after them. */
+#if VW == 16
+#include <immintrin.h>
+static inline cg_vf load_part(const float *p, int rem) {
+    return (cg_vf)_mm512_maskz_loadu_ps((__mmask16)((1u << rem) - 1), p);
+}
+static inline void store_part(float *p, cg_vf x, int rem) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << rem) - 1), (__m512)x); }
+#elif VW == 8
+#include <immintrin.h>
+static inline __m256i part_mask(int rem) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline cg_vf load_part(const float *p, int rem) { return (cg_vf)_mm256_maskload_ps(p, part_mask(rem)); }
+static inline void store_part(float *p, cg_vf x, int rem) { _mm256_maskstore_ps(p, part_mask(rem), (__m256)x); }
+#else
+static inline cg_vf load_part(const float *p, int rem) {
+    cg_vf x = {0};
+    for (int i = 0; i < rem; i++) x[i] = p[i];
+    return x;
+}
+static inline void store_part(float *p, cg_vf x, int rem) {
+    for (int i = 0; i < rem; i++) p[i] = x[i];
+}
+#endif
+
 /* unit: A is row-major (aks == 1), the common case, with simpler addressing.
  * tri: TRI_LOWER leaves the last mr k steps to a triangle (row r takes step mr - 1 - x only
  * when r >= mr - 1 - x: the diagonal block of a lower-triangular A), TRI_UPPER likewise the
  * first mr steps (row r takes step x only when x >= r); zeros above (below) the diagonal
  * are then never multiplied, so an inf or NaN in B there does not reach C.
- * C = beta C + A B when acc, else A B (C not read). */
+ * C = beta C + A B when acc, else A B (C not read). Of the nv vectors of C columns only
+ * the first ns (1..nv VW) floats are read and written (the rest of a row may be someone
+ * else's memory). */
 enum { TRI_NONE, TRI_LOWER, TRI_UPPER };
 static inline __attribute__((always_inline)) void micro(const int mr, const int nv, const int unit, int64_t K,
                                                         const float *restrict A, int64_t ars, int64_t aks,
                                                         const float *restrict B, int64_t ldb,
                                                         float *restrict C, int64_t ldc, int acc, float beta,
-                                                        int tri) {
+                                                        int tri, int ns) {
     cg_vf c[MR][NVMAX];
     for (int r = 0; r < mr; r++)
         for (int v = 0; v < nv; v++) {
             c[r][v] = (cg_vf){0};
-            if (acc) c[r][v] = beta * *(const cg_vf *)(C + r * ldc + v * VW);
+            if (acc && (v + 1) * VW <= ns) c[r][v] = beta * *(const cg_vf *)(C + r * ldc + v * VW);
+            else if (acc && v * VW < ns) c[r][v] = beta * load_part(C + r * ldc + v * VW, ns - v * VW);
         }
     int64_t k = 0, kend = K;
     if (tri == TRI_UPPER) {
@@ -97,18 +125,26 @@ static inline __attribute__((always_inline)) void micro(const int mr, const int 
             }
         }
     }
-    for (int r = 0; r < mr; r++)
-        for (int v = 0; v < nv; v++) *(cg_vf *)(C + r * ldc + v * VW) = c[r][v];
+    if (ns == nv * VW) {
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv; v++) *(cg_vf *)(C + r * ldc + v * VW) = c[r][v];
+    } else {
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv && v * VW < ns; v++) {
+                if ((v + 1) * VW <= ns) *(cg_vf *)(C + r * ldc + v * VW) = c[r][v];
+                else store_part(C + r * ldc + v * VW, c[r][v], ns - v * VW);
+            }
+    }
 }
 
 typedef void (*micro_fn)(int64_t K, const float *restrict A, int64_t ars, int64_t aks, const float *restrict B,
-                         int64_t ldb, float *restrict C, int64_t ldc, int acc, float beta, int tri);
+                         int64_t ldb, float *restrict C, int64_t ldc, int acc, float beta, int tri, int ns);
 
 #define MICRO_DEF(mr, nv, unit)                                                                                 \
     static void micro_##mr##_##nv##_##unit(int64_t K, const float *restrict A, int64_t ars, int64_t aks,       \
                                            const float *restrict B, int64_t ldb, float *restrict C,             \
-                                           int64_t ldc, int acc, float beta, int tri) {                         \
-        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc, beta, tri);                                   \
+                                           int64_t ldc, int acc, float beta, int tri, int ns) {                \
+        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc, beta, tri, ns);                               \
     }
 #if NVMAX == 4
 #define MICRO_ROW(mr, u) MICRO_DEF(mr, 1, u) MICRO_DEF(mr, 2, u) MICRO_DEF(mr, 3, u) MICRO_DEF(mr, 4, u)
@@ -128,13 +164,14 @@ MICRO_ALL(0)
 MICRO_ALL(1)
 static const micro_fn micro_tab[2][MR][NVMAX] = {MICRO_TAB(0), MICRO_TAB(1)};
 
-void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                       int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta) {
-    CG_ASSERT(n % CG_SSD_VL == 0);
+void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
+                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
+                     float beta) {
+    CG_ASSERT(n % CG_SSD_VL == 0 && nc >= 1 && nc <= n);
     const int unit = aks == 1;
     /* Column panels outside, row blocks inside: one panel of B (K x NVMAX VW) is reused by
      * every row block while it is in L1/L2. */
-    for (int64_t j0 = 0; j0 < n; j0 += NVMAX * VW) {
+    for (int64_t j0 = 0; j0 < nc; j0 += NVMAX * VW) {
         for (int64_t i0 = 0; i0 < m; i0 += MR) {
             const int mr = (int)cg__ssd_min(MR, m - i0);
             int64_t nend = n, kbeg = 0, kend = K;
@@ -146,18 +183,26 @@ void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, c
             case CG_SSD_NLOWER: nend = cg__ssd_min(n, cg__ssd_pad(cg__ssd_min(i0 + mr, m))); break;
             }
             if (j0 >= nend) continue;
+            /* the vectors up to nend, all computed (a full-width tile is faster than a narrow
+             * one), and of their columns those below nc stored */
             const int nv = (int)cg__ssd_min(NVMAX, (nend - j0) / VW);
+            const int ns = (int)cg__ssd_min(nv * VW, nc - j0);
             const int64_t kn = kend > kbeg ? kend - kbeg : 0;
             if (kn < mr) tri = TRI_NONE; /* not a triangular block (KUPPER with K < m: not used) */
             micro_tab[unit][mr - 1][nv - 1](kn, A + i0 * ars + kbeg * aks, ars, aks, B + kbeg * ldb + j0, ldb,
-                                            C + i0 * ldc + j0, ldc, acc, beta, tri);
+                                            C + i0 * ldc + j0, ldc, acc, beta, tri, ns);
         }
     }
 }
 
+void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                       int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta) {
+    cg__ssd_gemm_nc(mode, m, n, n, K, A, ars, aks, B, ldb, C, ldc, acc, beta);
+}
+
 void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
                   int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
-    cg__ssd_gemm_beta(mode, m, n, K, A, ars, aks, B, ldb, C, ldc, acc, 1.0f);
+    cg__ssd_gemm_nc(mode, m, n, n, K, A, ars, aks, B, ldb, C, ldc, acc, 1.0f);
 }
 
 /* ------------------------------------------------------------- decay mask
@@ -197,7 +242,8 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n) {
  * grows). Otherwise (strong decay, -inf clamped to -1e4, NaN) each entry's exponent
  * A_i - A_j is taken in double and e^x in vectors, as before: entries that underflow
  * to 0 stay 0 and a NaN stays NaN. */
-void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E) {
+void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds, int64_t L,
+                             const double *restrict Ad, float *restrict E) {
     double lo = Ad[0], hi = Ad[0];
     for (int64_t i = 1; i < L; i++) {
         lo = Ad[i] < lo ? Ad[i] : lo;
@@ -216,17 +262,29 @@ void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict 
             en[i] = (float)exp(M - Ad[i]);
         }
         for (int64_t i = 0; i < L; i++) {
-            float *restrict x = X + i * ld;
             const float s = ep[i];
-            for (int64_t j = 0; j <= i; j++) x[j] *= s * en[j];
+            if (Src == X) {
+                float *restrict x = X + i * ld;
+                for (int64_t j = 0; j <= i; j++) x[j] *= s * en[j];
+            } else {
+                float *restrict x = X + i * ld;
+                const float *restrict y = Src + i * lds;
+                for (int64_t j = 0; j <= i; j++) x[j] = y[j] * (s * en[j]);
+            }
         }
         return;
     }
+    if (Src != X)
+        for (int64_t i = 0; i < L; i++) memcpy(X + i * ld, Src + i * lds, (size_t)(i + 1) * sizeof(float));
     for (int64_t i = 0; i < L; i++) {
         const double Ai = Ad[i];
         for (int64_t j = 0; j <= i; j++) E[j] = (float)(Ai - Ad[j]);
         cg__ssd_mul_exp(X + i * ld, E, i + 1);
     }
+}
+
+void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E) {
+    cg__ssd_decay_mask_from(X, ld, X, ld, L, Ad, E);
 }
 
 /* ------------------------------------------------------------- transpose
