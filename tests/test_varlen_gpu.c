@@ -7,10 +7,11 @@
  *                               grouped B/C and not, [B, L, D] and [B, D, L] memory,
  *                               int32 / int64 offsets, states given and absent
  *   varlen_gpu_sscan_fwd_space  every config of the space (every CHUNKGEN_TEST_CONFIG_STRIDE-th,
- *   varlen_gpu_sscan_bwd_space  default 4 / 8) against the float64 reference's packed call
+ *   varlen_gpu_sscan_bwd_space  default 3 / 7: odd, so both strategies) against the float64 reference's packed call
  *   varlen_gpu_sscan_clamp      offsets that break the contract: no access out of bounds
- *                               (the emulator checks every access), status OK
- *   varlen_gpu_nvrtc_sm80/sm90  the varlen kernels through NVRTC and ptxas: 0 spills
+ *                               (every tensor and the offsets end at a guard page: an
+ *                               access past the end faults), status OK
+ *   varlen_gpu_nvrtc_sm80/sm90  every 12th varlen kernel through NVRTC and ptxas: 0 spills
  *   varlen_gpu_ssd_refused      SSD keeps refusing cu_seqlens on the generated backends */
 #include "varlen_testlib.h"
 
@@ -20,6 +21,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* D = 24 channels in G = 2 groups of 12 (so channel blocks of 8, 16 and 32 meet one or
  * both groups), N = 5 states (masked lanes), packed L = 307. */
@@ -119,8 +122,22 @@ static void run_space(cg_op op, int stride) {
     cg_context_free(ctx);
 }
 
-CG_TEST(varlen_gpu_sscan_fwd_space) { run_space(CG_OP_SSCAN_FWD, stride_of(4)); }
-CG_TEST(varlen_gpu_sscan_bwd_space) { run_space(CG_OP_SSCAN_BWD, stride_of(8)); }
+CG_TEST(varlen_gpu_sscan_fwd_space) { run_space(CG_OP_SSCAN_FWD, stride_of(3)); }
+CG_TEST(varlen_gpu_sscan_bwd_space) { run_space(CG_OP_SSCAN_BWD, stride_of(7)); }
+
+/* A copy of bytes at src ending (16-byte aligned) right before a PROT_NONE page, with one
+ * before the page it starts in; *map, *len: the mapping to unmap. */
+static void *guarded(const void *src, size_t bytes, void **map, size_t *len) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + pg - 1) / pg * pg;
+    *len = body + 2 * pg;
+    char *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) abort();
+    if (mprotect(m, pg, PROT_NONE) || mprotect(m + pg + body, pg, PROT_NONE)) abort();
+    char *d = m + pg + body - (bytes + 15) / 16 * 16;
+    memcpy(d, src, bytes);
+    *map = m;
+    return d;
+}
 
 /* Offsets that break the contract (device offsets are not validated): decreasing, past
  * L, negative, first not 0. The call runs, every access stays in bounds (the emulator
@@ -149,12 +166,22 @@ CG_TEST(varlen_gpu_sscan_clamp) {
                 cg_status s = d->bwd ? cg__sscan_bwd_prob(ctx, args, &sp) : cg__sscan_fwd_prob(ctx, args, &sp);
                 CG_CHECK_OK(ctx, s);
                 CG_CHECK(sp.nseq == VL_NLENS && sp.cu.p == cu.mem, "%s: packed problem", d->name);
-                memcpy(cu.mem, bad[k], sizeof bad[k]);
+                /* every tensor and the offsets moved next to guard pages */
+                void *map[CG_OP_MAX_TENSORS + 1] = {0};
+                size_t len[CG_OP_MAX_TENSORS + 1] = {0};
+                for (int i = 0; i < d->nt; i++) {
+                    cg_view *v = cg__prob_view(d, &sp, i);
+                    CG_CHECK(v->p == pk.t[i].t.data && (!v->p || v->p == pk.t[i].mem), "%s: %s view", d->name, d->t[i].name);
+                    if (v->p) v->p = guarded(pk.t[i].mem, (size_t)pk.t[i].count * 4, &map[i], &len[i]);
+                }
+                sp.cu.p = guarded(bad[k], sizeof bad[k], &map[d->nt], &len[d->nt]);
                 cg_cfg cfg;
                 CG_CHECK_OK(ctx, cg__cfg_parse(ctx, strat ? "strategy=par" : "strategy=seq", &cfg));
                 cg_exec ex = CG_EXEC_INIT;
                 s = d->bwd ? cg__backend_emulate.sscan_bwd(ctx, &sp, &cfg, &ex) : cg__backend_emulate.sscan_fwd(ctx, &sp, &cfg, &ex);
                 CG_CHECK(s == CG_OK, "%s offsets %zu strategy %s: %s", d->name, k, strat ? "par" : "seq", cg_errmsg(ctx));
+                for (int i = 0; i <= d->nt; i++)
+                    if (map[i]) munmap(map[i], len[i]);
                 cg_tbuf_free(&cu);
                 dtt_free(&pk);
             }
@@ -172,7 +199,7 @@ static void varlen_nvrtc(int arch) {
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
-    const int stride = stride_of(6);
+    const int stride = stride_of(12);
     int ncomp = 0, maxreg = 0;
     for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++)
         for (int ug = 0; ug < 2; ug++) {
