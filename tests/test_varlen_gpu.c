@@ -12,6 +12,7 @@
  *                               (every tensor and the offsets end at a guard page: an
  *                               access past the end faults), status OK
  *   varlen_gpu_nvrtc_sm80/sm90  every 12th varlen kernel through NVRTC and ptxas: 0 spills
+ *                               (CHUNKGEN_TEST_KCACHE as the other NVRTC sweeps)
  *   varlen_gpu_ssd_refused      SSD keeps refusing cu_seqlens on the generated backends */
 #include "varlen_testlib.h"
 
@@ -31,6 +32,10 @@ static void dims_of(int64_t dims[CG_SYM_COUNT], int ungrouped) {
     dims[CG_SYM_B] = 1, dims[CG_SYM_D] = 24, dims[CG_SYM_N] = 5, dims[CG_SYM_G] = ungrouped ? 1 : 2;
 }
 
+/* A second length mix: 0-length sequences first and last (offsets 0 and L repeated),
+ * starts 1 and 2 steps apart (several in one chunk), packed L = 203. */
+static const int64_t k_edge[6] = {0, 130, 1, 2, 70, 0};
+
 static unsigned omit_states(cg_op op) {
     const cg_op_desc *d = cg__op_desc(op);
     unsigned omit = 1u << cg__op_tensor(d, "h0");
@@ -47,13 +52,19 @@ CG_TEST(varlen_gpu_sscan_emulate) {
             vl_check_packed((cg_op)op, dims, 0, CG_BACKEND_EMULATE, v & 1 ? CG_I32 : CG_I64, v == 1 ? omit_states((cg_op)op) : 0,
                             31 + (uint64_t)(op * 4 + v), flags);
         }
+    /* 0-length sequences first and last (an offset at L), starts 2 steps apart */
+    for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++) {
+        int64_t dims[CG_SYM_COUNT];
+        dims_of(dims, 0);
+        vl_check_packed_lens((cg_op)op, dims, 0, CG_BACKEND_EMULATE, CG_I64, 0, 41 + (uint64_t)op, 0, k_edge, 6);
+    }
 }
 
 /* The kernel shape validation gives the packed problem (runtime/launch.c: kshape_of). */
 static void kshape_packed(cg_op op, int ungrouped, cg_kshape *ks) {
     memset(ks, 0, sizeof *ks);
     int64_t L = 0;
-    for (int i = 0; i < VL_NLENS; i++) L += vl_lens[i];
+    for (int i = 0; i < VL_NLENS; i++) L += k_edge[i]; /* the shorter mix: its space holds the other's */
     ks->B = 1, ks->L = L, ks->D = 24, ks->N = 5, ks->G = ungrouped ? 1 : 2, ks->nseq = VL_NLENS;
     ks->flags = CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS | (ungrouped ? 0 : CG_KS_GROUPED);
     ks->flags |= cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT;
@@ -72,7 +83,8 @@ static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
 }
 
 /* Every stride-th config of op's space on the packed shape, emulated, against the
- * reference's packed call (itself one B = 1 call per sequence). */
+ * reference's packed call (itself one B = 1 call per sequence); the configs take turns
+ * over the two length mixes (odd strides: both strategies meet both). */
 static void run_space(cg_op op, int stride) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
@@ -87,37 +99,44 @@ static void run_space(cg_op op, int stride) {
     int n = 0;
     CG_CHECK_OK(ctx, cg__gen_space(ctx, d->name, &ks, &dev, &space, &n));
     CG_CHECK(n > 1, "%s: %d configs", d->name, n);
-    dtt_prob pk, rf;
-    vl_packed_new(&pk, op, dims, 0, vl_lens, VL_NLENS, 0, 0);
-    dtt_fill(&pk, 77 + (uint64_t)op);
-    vl_packed_new(&rf, op, dims, 0, vl_lens, VL_NLENS, 0, 0);
-    dtt_copy_inputs(&rf, &pk);
-    cg_tbuf cu = vl_cu_new(CG_I32, vl_lens, VL_NLENS);
-    CG_CHECK_OK(ctx, vl_run_packed(ctx, &rf, CG_BACKEND_REF, &cu, NULL));
+    const int64_t *mix[2] = {vl_lens, k_edge};
+    dtt_prob pk[2], rf[2];
+    cg_tbuf cu[2];
+    for (int m = 0; m < 2; m++) {
+        vl_packed_new(&pk[m], op, dims, 0, mix[m], VL_NLENS, 0, 0);
+        dtt_fill(&pk[m], 77 + (uint64_t)op);
+        vl_packed_new(&rf[m], op, dims, 0, mix[m], VL_NLENS, 0, 0);
+        dtt_copy_inputs(&rf[m], &pk[m]);
+        cu[m] = vl_cu_new(m ? CG_I64 : CG_I32, mix[m], VL_NLENS);
+        CG_CHECK_OK(ctx, vl_run_packed(ctx, &rf[m], CG_BACKEND_REF, &cu[m], NULL));
+    }
     int ran = 0, par = 0;
     for (int q = 0; q < n; q += stride) {
         char cfg[512];
         cfg_text(&space[q], cfg, sizeof cfg);
+        const int m = (q / stride) % 2;
         for (int i = 0; i < d->nt; i++) /* no output of an earlier config survives */
-            if (d->t[i].role == CG_TD_OUT && pk.t[i].t.data) memset(pk.t[i].mem, 0xff, (size_t)pk.t[i].count * 4);
-        cg_status s = vl_run_packed(ctx, &pk, CG_BACKEND_EMULATE, &cu, cfg);
+            if (d->t[i].role == CG_TD_OUT && pk[m].t[i].t.data) memset(pk[m].t[i].mem, 0xff, (size_t)pk[m].t[i].count * 4);
+        cg_status s = vl_run_packed(ctx, &pk[m], CG_BACKEND_EMULATE, &cu[m], cfg);
         CG_CHECK(s == CG_OK, "%s config %s: %s", d->name, cfg, cg_errmsg(ctx));
         if (s != CG_OK) continue;
         CG_CHECK(strstr(cg_last_dispatch(ctx), "varlen=6 sequences") != NULL, "dispatch line: %s", cg_last_dispatch(ctx));
         ran++;
         par += strstr(cfg, "strategy=par") != NULL;
         for (int i = 0; i < d->nt; i++) {
-            if (d->t[i].role != CG_TD_OUT || !pk.t[i].t.data) continue;
-            double err = cg_rel_err(&pk.t[i], &rf.t[i]);
-            CG_CHECK(err <= cg__tol(d->t[i].tol), "%s config %s packed: %s differs from ref's by %.3g (target %g)",
-                     d->name, cfg, d->t[i].name, err, cg__tol(d->t[i].tol));
+            if (d->t[i].role != CG_TD_OUT || !pk[m].t[i].t.data) continue;
+            double err = cg_rel_err(&pk[m].t[i], &rf[m].t[i]);
+            CG_CHECK(err <= cg__tol(d->t[i].tol), "%s config %s packed (lengths %d): %s differs from ref's by %.3g (target %g)",
+                     d->name, cfg, m, d->t[i].name, err, cg__tol(d->t[i].tol));
         }
     }
     CG_CHECK(par > 0 && par < ran, "%s: the sweep covers both strategies (%d of %d par)", d->name, par, ran);
     fprintf(stderr, "  %s: %d of %d varlen configs emulated (stride %d)\n", d->name, ran, n, stride);
-    cg_tbuf_free(&cu);
-    dtt_free(&pk);
-    dtt_free(&rf);
+    for (int m = 0; m < 2; m++) {
+        cg_tbuf_free(&cu[m]);
+        dtt_free(&pk[m]);
+        dtt_free(&rf[m]);
+    }
     free(space);
     cg_context_free(ctx);
 }
@@ -191,14 +210,11 @@ CG_TEST(varlen_gpu_sscan_clamp) {
 /* The varlen kernels (CG_VARLEN) of every stride-th config, both directions, grouped and
  * not, through NVRTC for sm_arch: no spills (the f32 sweeps render nseq = 0 only). */
 static void varlen_nvrtc(int arch) {
-    if (!cg__nvrtc_api(NULL)) {
-        cg_test_skip("libnvrtc cannot be loaded");
-        return;
-    }
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
+    const char *kdir;
+    char nvrtc_id[256];
+    cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
+    if (!ctx) return;
     const int stride = stride_of(12);
     int ncomp = 0, maxreg = 0;
     for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++)
@@ -216,7 +232,7 @@ static void varlen_nvrtc(int arch) {
                 CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(ctx));
                 if (st != CG_OK) continue;
                 CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") != NULL, "%s: varlen define", p.name);
-                ncomp += cg_test_nvrtc_nospill(ctx, NULL, "", arch, &p, &maxreg);
+                ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
                 cg__plan_free(&p);
             }
             free(space);

@@ -84,16 +84,16 @@ cg_tbuf vl_cu_new(cg_dtype dt, const int64_t *lens, int n) {
 }
 
 /* One packed call of op on backend be against its per-sequence calls. */
-void vl_check_packed(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
-                     unsigned omit, uint64_t seed, int flags) {
+void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
+                          unsigned omit, uint64_t seed, int flags, const int64_t *lens, int nlens) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     int64_t dims[CG_SYM_COUNT];
     memcpy(dims, dims_in, sizeof dims);
     dtt_prob pk;
-    vl_packed_new(&pk, op, dims, hm, vl_lens, VL_NLENS, omit, flags);
+    vl_packed_new(&pk, op, dims, hm, lens, nlens, omit, flags);
     dtt_fill(&pk, seed);
-    cg_tbuf cu = vl_cu_new(cudt, vl_lens, VL_NLENS);
+    cg_tbuf cu = vl_cu_new(cudt, lens, nlens);
     CG_CHECK_OK(ctx, vl_run_packed(ctx, &pk, be, &cu, NULL));
     const cg_op_desc *d = pk.d;
     /* the sums of the shared gradients (dA, dD, ddelta_bias) over the sequences */
@@ -104,8 +104,8 @@ void vl_check_packed(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm, cg_b
             sum[i] = cg_tbuf_new(CG_F64, pk.t[i].t.ndim, pk.t[i].t.shape);
     char what[160];
     int64_t t0 = 0;
-    for (int q = 0; q < VL_NLENS; t0 += vl_lens[q], q++) {
-        const int64_t len = vl_lens[q];
+    for (int q = 0; q < nlens; t0 += lens[q], q++) {
+        const int64_t len = lens[q];
         if (len == 0) { /* passes its state through: hT = h0, dh0 = dhT (0 when absent) */
             const int o = cg__op_tensor(d, d->bwd ? "dh0" : "hT"), in = cg__op_tensor(d, d->bwd ? "dhT" : "h0");
             if (!pk.t[o].t.data) continue;
@@ -160,7 +160,7 @@ void vl_check_packed(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm, cg_b
     }
     if (be != CG_BACKEND_REF) { /* and the packed call agrees with the float64 reference's */
         dtt_prob rf;
-        vl_packed_new(&rf, op, dims, hm, vl_lens, VL_NLENS, omit, flags);
+        vl_packed_new(&rf, op, dims, hm, lens, nlens, omit, flags);
         dtt_copy_inputs(&rf, &pk);
         CG_CHECK_OK(ctx, vl_run_packed(ctx, &rf, CG_BACKEND_REF, &cu, NULL));
         for (int i = 0; i < d->nt; i++) {
@@ -176,3 +176,8 @@ void vl_check_packed(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm, cg_b
     cg_context_free(ctx);
 }
 
+
+void vl_check_packed(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt, unsigned omit,
+                     uint64_t seed, int flags) {
+    vl_check_packed_lens(op, dims, hm, be, cudt, omit, seed, flags, vl_lens, VL_NLENS);
+}

@@ -25,5 +25,8 @@ cg_status vl_run_packed(cg_context *ctx, dtt_prob *p, cg_backend be, const cg_tb
  * reference's packed call. */
 void vl_check_packed(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
                      unsigned omit, uint64_t seed, int flags);
+/* The same on lengths lens[0 .. nlens - 1]. */
+void vl_check_packed_lens(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
+                          unsigned omit, uint64_t seed, int flags, const int64_t *lens, int nlens);
 
 #endif
