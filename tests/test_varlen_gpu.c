@@ -6,8 +6,9 @@
  *                               states per sequence, lengths [1, 37, 64, 200, 0, 5],
  *                               grouped B/C and not, [B, L, D] and [B, D, L] memory,
  *                               int32 / int64 offsets, states given and absent
- *   varlen_gpu_sscan_fwd_space  every config of the space (every CHUNKGEN_TEST_CONFIG_STRIDE-th,
- *   varlen_gpu_sscan_bwd_space  default 3 / 7: odd, so both strategies) against the float64 reference's packed call
+ *   varlen_gpu_sscan_fwd_space  every config of the space (every CHUNKGEN_TEST_CONFIG_STRIDE-th
+ *   varlen_gpu_sscan_bwd_space  of each strategy, default 3 / 7) against the float64
+ *                               reference's packed call
  *   varlen_gpu_sscan_clamp      offsets that break the contract: no access out of bounds
  *                               (every tensor and the offsets end at a guard page: an
  *                               access past the end faults), status OK
@@ -83,8 +84,8 @@ static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
 }
 
 /* Every stride-th config of op's space on the packed shape, emulated, against the
- * reference's packed call (itself one B = 1 call per sequence); the configs take turns
- * over the two length mixes (odd strides: both strategies meet both). */
+ * reference's packed call (itself one B = 1 call per sequence): every stride-th config of
+ * each strategy, taking turns over the two length mixes. */
 static void run_space(cg_op op, int stride) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
@@ -110,11 +111,13 @@ static void run_space(cg_op op, int stride) {
         cu[m] = vl_cu_new(m ? CG_I64 : CG_I32, mix[m], VL_NLENS);
         CG_CHECK_OK(ctx, vl_run_packed(ctx, &rf[m], CG_BACKEND_REF, &cu[m], NULL));
     }
-    int ran = 0, par = 0;
-    for (int q = 0; q < n; q += stride) {
+    int ran = 0, par = 0, seen[2] = {0, 0};
+    for (int q = 0; q < n; q++) {
         char cfg[512];
         cfg_text(&space[q], cfg, sizeof cfg);
-        const int m = (q / stride) % 2;
+        const int sp = strstr(cfg, "strategy=par") != NULL; /* every stride-th of each strategy */
+        if (seen[sp]++ % stride) continue;
+        const int m = (seen[sp] / stride) % 2;
         for (int i = 0; i < d->nt; i++) /* no output of an earlier config survives */
             if (d->t[i].role == CG_TD_OUT && pk[m].t[i].t.data) memset(pk[m].t[i].mem, 0xff, (size_t)pk[m].t[i].count * 4);
         cg_status s = vl_run_packed(ctx, &pk[m], CG_BACKEND_EMULATE, &cu[m], cfg);
@@ -122,7 +125,7 @@ static void run_space(cg_op op, int stride) {
         if (s != CG_OK) continue;
         CG_CHECK(strstr(cg_last_dispatch(ctx), "varlen=6 sequences") != NULL, "dispatch line: %s", cg_last_dispatch(ctx));
         ran++;
-        par += strstr(cfg, "strategy=par") != NULL;
+        par += sp;
         for (int i = 0; i < d->nt; i++) {
             if (d->t[i].role != CG_TD_OUT || !pk[m].t[i].t.data) continue;
             double err = cg_rel_err(&pk[m].t[i], &rf[m].t[i]);
