@@ -117,7 +117,7 @@ local GRID_MAX = { 2147483647, 65535, 65535 }
 local MAX_LAUNCH = 4
 local MAX_REGIONS = 12  -- CG_PLAN_MAX_REGIONS of runtime/gen.h
 local MAX_ARGS = 64     -- CG_PLAN_MAX_ARGS
-local ARG_KINDS = { tensor = "word", ws = "word", sym = "word", int = "integer" }
+local ARG_KINDS = { tensor = "word", ws = "word", sym = "word", int = "integer", cu = "word" }
 
 local function fail(code, fmt, ...)
     return nil, code, string.format(fmt, ...)
@@ -539,7 +539,7 @@ local function check_args(d, regions, args)
         end
         if not kind then
             error(string.format("%s: argument %d must be one of {tensor = name}, {ws = region}, {sym = symbol}, "
-                .. "{int = integer}", where, i), 0)
+                .. "{int = integer}, {cu = \"cu_seqlens\"}", where, i), 0)
         end
         if (ARG_KINDS[kind] == "word" and not is_word(val)) or (kind == "int" and not is_int(val)) then
             error(string.format("%s: argument %d: %s = %s", where, i, kind, tostring(val)), 0)

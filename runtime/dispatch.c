@@ -38,13 +38,16 @@ cg_status cg__backend_dtypes(cg_context *ctx, const cg_backend_vt *vt, cg_op op,
     return CG_OK;
 }
 
+/* 1 when backend vt's kernels take op's cu_seqlens themselves (docs/varlen.md). */
+static int varlen_kernels(const cg_backend_vt *vt, cg_op op) { return vt && (vt->varlen_kernels & (1u << op)) != 0; }
+
 /* A packed variable-length problem (docs/varlen.md): the host backends run it one
- * sequence at a time (runtime/varlen.c); the generated kernels do not take it yet. */
+ * sequence at a time (runtime/varlen.c); the generated sscan kernels take it whole. */
 static cg_status varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                             const cg_exec *exec) {
     if (!vt->varlen)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: cu_seqlens is given but backend %s does not take variable-length "
-                                             "batches yet (backends cpu and ref do; docs/varlen.md)",
+                                             "batches of this op yet (backends cpu and ref do; docs/varlen.md)",
                        cg__op_desc(op)->name, vt->name);
     return cg__varlen_run(ctx, vt, op, prob, cfg, exec);
 }
@@ -53,7 +56,7 @@ cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, co
                           const cg_exec *exec) {
     cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
     if (s) return s;
-    if (cg__prob_cu(cg__op_desc(op), prob)->p) return varlen_run(ctx, vt, op, prob, cfg, exec);
+    if (cg__prob_cu(cg__op_desc(op), prob)->p && !varlen_kernels(vt, op)) return varlen_run(ctx, vt, op, prob, cfg, exec);
     switch (op) {
     case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
     case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
@@ -110,6 +113,17 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         return cg__err(ctx, CG_EINVAL, "dtype: CG_F64 tensors are accepted by the ref backend only (expected CG_F32 for backend %s)",
                        cg_backend_name(exec.backend));
 
+    /* A device cu_seqlens is read by kernels only (the host runner would dereference it):
+     * the cuda backend's own varlen kernels, or a refusal (docs/varlen.md). */
+    const cg_view *cuv = cg__prob_cu(cg__op_desc(op), prob);
+    if (cuv->p && cg__kexec_cuda.owns_ptr && cg__kexec_cuda.owns_ptr(ctx, cuv->p) &&
+        ((exec.backend != CG_BACKEND_AUTO && exec.backend != CG_BACKEND_CUDA) ||
+         !varlen_kernels(backend_vt(CG_BACKEND_CUDA), op) ||
+         (exec.backend == CG_BACKEND_AUTO && !device_pointers(ctx, any_input))))
+        return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, but %s takes device offsets on backend cuda "
+                                             "only, with device tensors (the selective scan's kernels; docs/varlen.md)",
+                       cg__op_desc(op)->name);
+
     const cg_backend_vt *vt = NULL;
     const char *why = "";
     char why_not[CG_ERRMSG_CAP] = "", auto_why[256];
@@ -128,7 +142,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         if (cuda && device_pointers(ctx, any_input)) {
             ctx->errmsg[0] = 0;
             int dt_ok = cg__backend_dtypes(ctx, cuda, op, prob) == CG_OK;
-            if (dt_ok && !cuda->varlen && cg__prob_cu(cg__op_desc(op), prob)->p) /* docs/varlen.md */
+            if (dt_ok && !cuda->varlen && !varlen_kernels(cuda, op) && cg__prob_cu(cg__op_desc(op), prob)->p) /* docs/varlen.md */
                 dt_ok = 0, (void)cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: backend %s does not take variable-length batches yet",
                                           cuda->name);
             if (dt_ok && (s = config_for(ctx, cuda, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
@@ -138,6 +152,10 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
                 why = " (auto: device pointers)";
             } else {
                 /* No shape is ever "unsupported": the CPU path (or ref) on host copies. */
+                if (cuv->p && cg__kexec_cuda.owns_ptr(ctx, cuv->p))
+                    return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, and backend cuda cannot run this "
+                                                         "problem (%s): no host path reads device offsets",
+                                   ctx->errmsg[0] ? ctx->errmsg : "no valid config");
                 snprintf(why_not, sizeof why_not, "%s", ctx->errmsg[0] ? ctx->errmsg : "no valid config");
                 vt = host;
                 host_copies = 1;
@@ -159,7 +177,8 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
             return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
                            cg_backend_name(exec.backend));
         if ((s = cg__backend_dtypes(ctx, vt, op, prob)) != CG_OK) return s;
-        if (!vt->varlen && cg__prob_cu(cg__op_desc(op), prob)->p) return varlen_run(ctx, vt, op, prob, NULL, &exec);
+        if (!vt->varlen && !varlen_kernels(vt, op) && cg__prob_cu(cg__op_desc(op), prob)->p)
+            return varlen_run(ctx, vt, op, prob, NULL, &exec);
         if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob, &cfg)) {

@@ -15,6 +15,8 @@ typedef struct cg_kshape {
     int64_t B, T, G, H, dk, dv; /* SSD */
     int64_t L, D, N;            /* selective scan (B, G shared with SSD) */
     int flags;                  /* CG_KS_* */
+    int64_t nseq;               /* varlen (docs/varlen.md): N sequences packed along T (L); 0: none.
+                                 * Lua's shape.nseq (the generated sscan kernels take cu_seqlens) */
     /* Storage dtypes of the op's tensors that are not float32 (#15), "" when all are:
      * "name=dtype" words in the op table's order, one space apart, dtype "bf16" or
      * "f16" (e.g. "x=bf16 delta=bf16 y=bf16"). A kernel is generated per signature
@@ -83,7 +85,9 @@ typedef struct cg_region {
  * workspace region, a shape symbol or an integer. The launcher packs them; it does not
  * know what they mean. */
 #define CG_PLAN_MAX_ARGS 64
-typedef enum cg_karg_kind { CG_KARG_TENSOR, CG_KARG_WS, CG_KARG_SYM, CG_KARG_INT } cg_karg_kind;
+typedef enum cg_karg_kind { CG_KARG_TENSOR, CG_KARG_WS, CG_KARG_SYM, CG_KARG_INT, CG_KARG_CU } cg_karg_kind;
+/* CG_KARG_CU: the op's cu_seqlens (docs/varlen.md) as three slots, cg_kcu of
+ * templates/cg_kernel_params.h: pointer (NULL when absent), stride, 1 when int64. */
 typedef struct cg_karg {
     cg_karg_kind kind;
     char name[32];            /* tensor, region or symbol name ("" for an integer) */

@@ -268,6 +268,10 @@ typedef struct cg_backend_vt {
     /* 1: runs packed variable-length problems (cu_seqlens), one B = 1 sub-problem per
      * sequence (runtime/varlen.c); 0: cg__backend_run refuses them (CG_EUNSUPPORTED). */
     int varlen;
+    /* The ops (bit 1 << cg_op) whose kernels take cu_seqlens themselves (the generated
+     * selective scan, docs/varlen.md): such a call goes to the entry point whole, and its
+     * cu_seqlens may be device memory (the kernels clamp every offset they read). */
+    unsigned varlen_kernels;
 } cg_backend_vt;
 
 extern const cg_backend_vt cg__backend_cpu;

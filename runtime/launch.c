@@ -81,7 +81,8 @@ static int cfg_equal(const cg_cfg *a, const cg_cfg *b) {
 
 static int shape_equal(const cg_kshape *a, const cg_kshape *b) {
     return a->B == b->B && a->T == b->T && a->G == b->G && a->H == b->H && a->dk == b->dk && a->dv == b->dv &&
-           a->L == b->L && a->D == b->D && a->N == b->N && a->flags == b->flags && !strcmp(a->dtypes, b->dtypes);
+           a->L == b->L && a->D == b->D && a->N == b->N && a->flags == b->flags && a->nseq == b->nseq &&
+           !strcmp(a->dtypes, b->dtypes);
 }
 
 /* Look the plan's argument names up in the op table and the plan's regions. */
@@ -104,6 +105,7 @@ static cg_status bind_args(cg_context *ctx, const cg_op_desc *d, plan_entry *e) 
             break;
         }
         case CG_KARG_INT: k = 0; break;
+        case CG_KARG_CU: k = !strcmp(a->name, "cu_seqlens") && d->varlen ? 0 : -1; break;
         }
         if (k < 0)
             return cg__err(ctx, CG_ELUA, "generator: kernel %s: argument %d names '%s', which op %s does not have",
@@ -257,6 +259,7 @@ static void kshape_of(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
     for (int i = 0; i < d->nscalar; i++)
         if (*(const int *)((const char *)prob + d->scalar[i].prob_off)) ks->flags |= d->scalar[i].kflag;
     if (cg__prob_grouped(d, prob)) ks->flags |= CG_KS_GROUPED;
+    if (d->varlen && cg__prob_cu(d, prob)->p) ks->nseq = *(const int64_t *)((const char *)prob + d->nseq_off);
     cg__kshape_dtypes(d, prob, ks);
 }
 
@@ -314,9 +317,10 @@ static int gen_supports(cg_context *ctx, const cg_kexec *kx, cg_op op, const voi
     return cfg && cfg->n && gen_entry(ctx, kx, d, prob, NULL, &e) == CG_OK;
 }
 
-/* Pack the plan's arguments in order into buf (int64 slots; *n of them). */
+/* Pack the plan's arguments in order into buf (int64 slots; *n of them); cu: the
+ * kernel-addressable cu_seqlens (or NULL). */
 static void pack_args(const plan_entry *e, const cg_op_desc *d, const void *prob, float *const *ptr, void *ws,
-                      int64_t *buf, size_t *n) {
+                      const void *cu, int64_t *buf, size_t *n) {
     size_t k = 0;
     for (int i = 0; i < e->plan.narg; i++) {
         const cg_karg *a = &e->plan.arg[i];
@@ -337,6 +341,13 @@ static void pack_args(const plan_entry *e, const cg_op_desc *d, const void *prob
         }
         case CG_KARG_SYM: buf[k++] = cg__prob_dim(d, prob, (cg_sym)x); break;
         case CG_KARG_INT: buf[k++] = a->value; break;
+        case CG_KARG_CU: {
+            const cg_view *v = cg__prob_cu(d, prob);
+            cg_kcu c = {cu, v->s[0], v->dt == CG_I64};
+            memcpy(buf + k, &c, sizeof c);
+            k += sizeof c / sizeof *buf;
+            break;
+        }
         }
     }
     *n = k;
@@ -410,16 +421,28 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
     void *stream = ex ? ex->stream : NULL;
     int stage = 0;
     s = stage_in(ctx, kx, sv, d->nt, stream, ptr, &stage);
+    /* cu_seqlens (a varlen call) stages like the tensors when the kernels cannot address it */
+    const cg_view *cuv = d->varlen ? cg__prob_cu(d, prob) : NULL;
+    const void *cu = cuv ? cuv->p : NULL;
+    void *cu_dev = NULL;
+    if (s == CG_OK && cu && !(kx->owns_ptr && kx->owns_ptr(ctx, cu))) {
+        const size_t bytes = (size_t)(*(const int64_t *)((const char *)prob + d->nseq_off) * cuv->s[0] + 1) *
+                             cg__dtype_size(cuv->dt);
+        if ((s = kx->alloc(ctx, bytes, &cu_dev)) == CG_OK) s = kx->copy(ctx, cu_dev, cu, bytes, 0, stream);
+        cu = cu_dev;
+        stage = 1;
+    }
     void *ws = NULL;
     if (s == CG_OK) s = workspace_get(ctx, kx, ex, (size_t)e->plan.workspace_bytes, &ws);
     if (s == CG_OK) {
         int64_t buf[CG_PLAN_MAX_ARGS * sizeof(cg_ktensor) / sizeof(int64_t)];
         size_t n = 0;
-        pack_args(e, d, prob, ptr, ws, buf, &n);
+        pack_args(e, d, prob, ptr, ws, cu, buf, &n);
         for (int i = 0; i < e->plan.nlaunch && s == CG_OK; i++)
             s = kx->launch(ctx, e->module, &e->plan.launch[i], buf, n * sizeof *buf, stream);
     }
     if (stage) s = stage_out(ctx, kx, sv, d->nt, stream, s);
+    if (cu_dev) kx->free(ctx, cu_dev); /* stage_out synchronized */
     if (s == CG_OK) {
         cg__dispatch_detail(ctx, "kernel=%s%s kernel_from=%s", e->plan.name,
                             stage ? " (staged through kernel memory)" : "", e->origin[0] ? e->origin : "process");
@@ -462,6 +485,7 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
         .sscan_fwd = NAME##_sscan_fwd,                                                                  \
         .sscan_bwd = NAME##_sscan_bwd,                                                                  \
         .half = CG_DTM_HALF, /* per tensor as each kernel's Lua `half` list allows (refused there) */   \
+        .varlen_kernels = 1u << CG_OP_SSCAN_FWD | 1u << CG_OP_SSCAN_BWD, /* sscan_*.lua: shape.nseq */ \
     };
 
 CG_GEN_BACKEND(emulate, cg__kexec_emu)

@@ -360,7 +360,7 @@ static void push_shape(lua_State *L, const cg_kshape *s) {
     lua_createtable(L, 0, 19);
 #define SET_INT(f) (lua_pushinteger(L, s->f), lua_setfield(L, -2, #f))
     SET_INT(B); SET_INT(T); SET_INT(G); SET_INT(H); SET_INT(dk); SET_INT(dv);
-    SET_INT(L); SET_INT(D); SET_INT(N);
+    SET_INT(L); SET_INT(D); SET_INT(N); SET_INT(nseq);
 #undef SET_INT
     for (int i = 0; i < cg__nkflags; i++) {
         lua_pushboolean(L, (s->flags & cg__kflags[i].flag) != 0);
@@ -511,12 +511,12 @@ cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *sha
     out->narg = (int)lua_rawlen(L, -1);
     CG_ASSERT(out->narg >= 1 && out->narg <= CG_PLAN_MAX_ARGS);
     for (int i = 0; i < out->narg; i++) {
-        static const char *const kinds[] = {"tensor", "ws", "sym", "int"};
+        static const char *const kinds[] = {"tensor", "ws", "sym", "int", "cu"};
         cg_karg *a = &out->arg[i];
         lua_rawgeti(L, -1, i + 1);
         lua_getfield(L, -1, "kind");
         const char *k = lua_tostring(L, -1);
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 5; j++)
             if (k && !strcmp(k, kinds[j])) a->kind = (cg_karg_kind)j;
         lua_pop(L, 1);
         lua_getfield(L, -1, "name");

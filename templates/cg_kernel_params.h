@@ -28,6 +28,14 @@ typedef struct cg_ktensor {
     cg_i64 s0, s1, s2, s3;
 } cg_ktensor;
 
+/* A variable-length batch's offsets (docs/varlen.md): cu_seqlens [nseq + 1], int32 or
+ * (wide = 1) int64, element i at p[i * s0]; the generator's {cu = "cu_seqlens"} argument
+ * (runtime/launch.c packs it). The kernels clamp every value they read. */
+typedef struct cg_kcu {
+    const void *p;
+    cg_i64 s0, wide;
+} cg_kcu;
+
 /* SSD forward (templates/ssd_fwd.cu). Logical orders, as in runtime/internal.h:
  *   q, k [b, t, g, i]; v, o [b, t, h, j]; la [b, t, h] (s2 unused);
  *   h0, hT [b, h, i, j].

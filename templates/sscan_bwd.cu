@@ -39,6 +39,17 @@
 //     ddelta_bias = the (b, segment) partials, b-major.
 // Memory: ckpt, gst, pA B*D*N*nseg each; hbuf per grads CTA (a grid capped per SM);
 // the dB/dC partials B*L*G*N*nsplit with nsplit <= 8. Nothing grows with L*D*N.
+// Varlen (CG_VARLEN, docs/varlen.md; the offsets read and clamped as in sscan_fwd.cu):
+// B = 1, the segments stay on the time grid of the packed row, so the workspace is that
+// of one row. ckpt of a segment holds the state entering it of the sequence holding its
+// first step, gst the state gradient entering its last step of the sequence holding that
+// step (dhT[n] when the sequence ends there). seq: the states pass runs per (sequence,
+// channel block) and writes dh0[n]. par: local restarts at every sequence start (from 0,
+// forward and backward: sdt since the last start, and sdt of the head, the part of the
+// first sequence, in the second half of sdt); carry restarts from h0 / dhT at the
+// sequences' ends and writes dh0 of the 0-length sequences. grads resets h to h0[n] at
+// each start and g to dhT[n] at each end inside its segment (and, par, writes dh0[n] at
+// the start). dA, dD, ddelta_bias are sums over all steps: unchanged.
 #define SSCAN_NO_FWD_ENTRY 1
 #include "sscan_fwd.cu"
 
@@ -216,6 +227,10 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
     // ---- forward: hb[i] = the state entering step s0 + i (i = 0 .. s1 - s0: the last
     // slot is the state after the segment); dz needs y, so it is done here
     put_state(hb, h);
+#ifdef CG_VARLEN // the next sequence start in the segment (nxt > s1: none)
+    i64 vn = cu_upper(p.cu, p.nseq, n.L, s0 - 1);
+    i64 nxt = vn < p.nseq ? cu_at(p.cu, vn, n.L) : n.L + 1;
+#endif
     for (i64 t0 = s0; t0 < s1; t0 += CHUNK) {
         const int nt = (int)min64(CHUNK, s1 - t0);
         stage_bc<TB>(p.Bm, b, th, t0, nt, s_b);
@@ -227,6 +242,13 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
             const i64 tt = t0 + t;
             const float *Bt = s_b + (t * GB + th.gi) * N + th.j, *Ct = s_c + (t * GB + th.gi) * N + th.j;
             float yp = 0.f;
+#ifdef CG_VARLEN
+            if (tt == nxt) { // a sequence starts: from its h0
+                vn = cu_upper(p.cu, p.nseq, n.L, tt);
+                load_state(p.h0, vn - 1, th, h);
+                nxt = vn < p.nseq ? cu_at(p.cu, vn, n.L) : n.L + 1;
+            }
+#endif
 #pragma unroll
             for (int q = 0; q < NPT; ++q) {
                 const int s = th.j + TPC * q;
@@ -258,6 +280,10 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
 
     // ---- reverse walk, one chunk at a time (chunks start at s0 + multiples of CHUNK);
     // the states come back from hb (keeping them in registers costs NPT more)
+#ifdef CG_VARLEN // the sequence holding the current step and its start (-1: none)
+    i64 vq = cu_upper(p.cu, p.nseq, n.L, s1 - 1) - 1;
+    i64 vst = vq >= 0 ? cu_at(p.cu, vq, n.L) : -1;
+#endif
     for (i64 t0 = s0 + (s1 - 1 - s0) / CHUNK * CHUNK; t0 >= s0; t0 -= CHUNK) {
         const int nt = (int)min64(CHUNK, s1 - t0);
         stage_bc<TB>(p.Bm, b, th, t0, nt, s_b);
@@ -273,11 +299,20 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
             const float *hp = hb + (tt - s0) * PER + tid, *hc = hp + PER;
             float *rb = s_rb + e * NP, *rc = s_rc + e * NP;
             float dxp = 0.f, ddtp = 0.f;
+#ifdef CG_VARLEN
+            const bool at_start = tt == vst; // the state entering tt is h0 of its sequence
+            const float *h0p = at_start && p.h0.p ? p.h0.p + vq * p.h0.s0 + th.dd * p.h0.s1 : nullptr;
+#endif
 #pragma unroll
             for (int q = 0; q < NPT; ++q) {
                 const int s = th.j + TPC * q;
                 if (FULL || s < N) {
+#ifdef CG_VARLEN
+                    const float hprev = at_start ? (h0p ? h0p[s * p.h0.s2] : 0.f) : hp[q * NT];
+                    const float Bv = Bt[TPC * q], Cv = Ct[TPC * q];
+#else
                     const float hprev = hp[q * NT], Bv = Bt[TPC * q], Cv = Ct[TPC * q];
+#endif
                     const float a = expf(dt * A[q]);
                     rc[s] = dyv * hc[q * NT];
                     g[q] = fmaf(Cv, dyv, g[q]);
@@ -289,6 +324,21 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
                     g[q] *= a;
                 }
             }
+#ifdef CG_VARLEN
+            if (at_start) { // g is dh0 of the sequence; the step before ends the previous one
+#if defined(CG_P_STRATEGY_PAR)
+                if (own) store_state(p.dh0, vq, th, g);
+#endif
+                vq = cu_upper(p.cu, p.nseq, n.L, tt - 1) - 1;
+                vst = vq >= 0 ? cu_at(p.cu, vq, n.L) : -1;
+                const i64 gq = vq < 0 ? 0 : vq;
+                if (p.dhT.p) load_state(p.dhT, gq, th, g);
+                else {
+#pragma unroll
+                    for (int q = 0; q < NPT; ++q) g[q] = 0.f;
+                }
+            }
+#endif
             dxp = chan_sum(dxp);
             ddtp = chan_sum(ddtp);
             if (th.j == 0 && own) {
@@ -338,7 +388,39 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
 
 } // namespace sscan
 
-#if defined(CG_P_STRATEGY_SEQ)
+#if defined(CG_P_STRATEGY_SEQ) && defined(CG_VARLEN)
+// Launch 1 (seq, varlen), grid nseq * nblk, blockIdx.x = sequence * nblk + channel block:
+// the sequence's steps, cut at the segment boundaries, forward from h0[n] (ckpt of the
+// segments starting inside it), then backward from dhT[n] (gst of the segments whose last
+// step is inside it); dh0[n] (a 0-length sequence: dhT[n]).
+SSCAN_ENTRY cg_sscan_bwd_states(cg_sscan_bwd_params p) {
+    using namespace sscan;
+    CG_DYN_SMEM(float, sm);
+    const cg_sscan_dims &n = p.n;
+    const i64 sq = udiv(blockIdx.x, n.nblk), blk = umod(blockIdx.x, n.nblk), d0 = blk * BD;
+    const Thr th = thread_coords(n, d0);
+    i64 ta, tb;
+    seq_range(p.cu, sq, n.L, &ta, &tb);
+    float A[NPT], h[NPT];
+    load_A(p.A, th, A);
+    const FwdIO io = bwd_io(p);
+    const i64 sa = udiv(ta, SEG), sb = tb > ta ? udiv(tb - 1, SEG) : sa - 1; // segments it meets
+    float *ck = p.ckpt + blk * n.nseg * PER, *gs = p.gst + blk * n.nseg * PER;
+    load_state(p.h0, sq, th, h);
+    for (i64 sgi = sa; sgi <= sb; ++sgi) {
+        const i64 s0 = sgi * SEG;
+        if (s0 >= ta) put_state(ck + sgi * PER, h);
+        scan_range(io, sm, 0, d0, th, A, h, max64(ta, s0), min64(tb, s0 + SEG));
+    }
+    load_state(p.dhT, sq, th, h); // h is dead: reuse it for g
+    for (i64 sgi = sb; sgi >= sa; --sgi) {
+        const i64 s0 = sgi * SEG, s1 = min64(n.L, s0 + SEG);
+        if (tb >= s1) put_state(gs + sgi * PER, h);
+        gscan_range(p, sm, 0, d0, th, A, h, max64(ta, s0), min64(tb, s1));
+    }
+    store_state(p.dh0, sq, th, h);
+}
+#elif defined(CG_P_STRATEGY_SEQ)
 // Launch 1 (seq), grid B * nblk, blockIdx.x = b * nblk + channel block.
 SSCAN_ENTRY cg_sscan_bwd_states(cg_sscan_bwd_params p) {
     using namespace sscan;
@@ -377,12 +459,26 @@ SSCAN_ENTRY cg_sscan_bwd_local(cg_sscan_bwd_params p) {
     load_A(p.A, th, A);
 #pragma unroll
     for (int k = 0; k < NPT; ++k) v[k] = 0.f;
+#ifdef CG_VARLEN // from 0 at each sequence start; the head's sum of dt in sdt's second half
+    cg_ktensor none;
+    none.p = nullptr;
+    float head;
+    const float sdt = scan_seqs(bwd_io(p), p.cu, p.nseq, none, none, sm, d0, th, A, v, s0, s1, &head);
+    if (th.j == 0) p.sdt[n.nblk * n.nseg * BD + (i64)blockIdx.x * BD + th.ch] = head;
+#else
     const float sdt = scan_range(bwd_io(p), sm, b, d0, th, A, v, s0, s1);
+#endif
     put_state(p.ckpt + (i64)blockIdx.x * PER, v);
     if (th.j == 0) p.sdt[(i64)blockIdx.x * BD + th.ch] = sdt;
 #pragma unroll
     for (int k = 0; k < NPT; ++k) v[k] = 0.f;
+#ifdef CG_VARLEN // backward over the head only (g of the later sequences restarts at their ends)
+    const i64 q0 = cu_upper(p.cu, p.nseq, n.L, s0);
+    const i64 e0 = q0 < p.nseq ? cu_at(p.cu, q0, n.L) : n.L;
+    gscan_range(p, sm, 0, d0, th, A, v, s0, e0 > s0 && e0 < s1 ? e0 : s1);
+#else
     gscan_range(p, sm, b, d0, th, A, v, s0, s1);
+#endif
     put_state(p.gst + (i64)blockIdx.x * PER, v);
 }
 
@@ -404,8 +500,44 @@ SSCAN_ENTRY cg_sscan_bwd_carry(cg_sscan_bwd_params p) {
     for (i64 sgi = 0; sgi < ns; ++sgi) {
         const float u = ck[sgi * PER];
         ck[sgi * PER] = st;
+#ifdef CG_VARLEN // a segment with a start carries from h0 of its last sequence
+        i64 last;
+        if (starts_in(p.cu, p.nseq, n.L, sgi * SEG, min64(n.L, sgi * SEG + SEG), &last))
+            st = p.h0.p ? p.h0.p[last * p.h0.s0 + d * p.h0.s1 + s * p.h0.s2] : 0.f;
+#endif
         st = fmaf(expf(a * sdt[sgi * BD]), st, u);
     }
+#ifdef CG_VARLEN
+    // Backward: E = g entering a segment's last step (dhT of its sequence where that step
+    // ends one), g at a segment's first step = exp(A sdt_head) X + V, X = E when the head
+    // reaches the segment's end, else dhT of the head's sequence.
+    const float *shd = sdt + n.nblk * ns * BD;
+    float gin = 0.f;
+    for (i64 sgi = ns - 1; sgi >= 0; --sgi) {
+        const i64 s0 = sgi * SEG, s1 = min64(n.L, s0 + SEG);
+        const i64 qe = cu_upper(p.cu, p.nseq, n.L, s1 - 1); // first start after s1 - 1
+        float gt = gin;
+        if (s1 == n.L || (qe < p.nseq && cu_at(p.cu, qe, n.L) == s1)) { // s1 - 1 ends its sequence
+            const i64 q = qe - 1 < 0 ? 0 : qe - 1;
+            gt = p.dhT.p ? p.dhT.p[q * p.dhT.s0 + d * p.dhT.s1 + s * p.dhT.s2] : 0.f;
+        }
+        const float v = gs[sgi * PER];
+        gs[sgi * PER] = gt;
+        const i64 q0 = cu_upper(p.cu, p.nseq, n.L, s0); // first start after s0
+        if (q0 < p.nseq && cu_at(p.cu, q0, n.L) < s1) { // the head ends inside: from dhT of its sequence
+            const i64 q = q0 - 1 < 0 ? 0 : q0 - 1;
+            gt = p.dhT.p ? p.dhT.p[q * p.dhT.s0 + d * p.dhT.s1 + s * p.dhT.s2] : 0.f;
+        }
+        gin = fmaf(expf(a * shd[sgi * BD]), gt, v);
+    }
+    // dh0 of the 0-length sequences (the others: the grads pass, at their starts)
+    if (p.dh0.p)
+        for (i64 q = 0; q < p.nseq; ++q) {
+            i64 qa, qb;
+            seq_range(p.cu, q, n.L, &qa, &qb);
+            if (qa == qb) p.dh0.p[q * p.dh0.s0 + d * p.dh0.s1 + s * p.dh0.s2] = p.dhT.p ? p.dhT.p[q * p.dhT.s0 + d * p.dhT.s1 + s * p.dhT.s2] : 0.f;
+        }
+#else
     float gt = p.dhT.p ? p.dhT.p[b * p.dhT.s0 + d * p.dhT.s1 + s * p.dhT.s2] : 0.f;
     for (i64 sgi = ns - 1; sgi >= 0; --sgi) {
         const float v = gs[sgi * PER];
@@ -413,6 +545,7 @@ SSCAN_ENTRY cg_sscan_bwd_carry(cg_sscan_bwd_params p) {
         gt = fmaf(expf(a * sdt[sgi * BD]), gt, v);
     }
     if (p.dh0.p) p.dh0.p[b * p.dh0.s0 + d * p.dh0.s1 + s * p.dh0.s2] = gt;
+#endif
 }
 #endif
 

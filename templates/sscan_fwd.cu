@@ -38,6 +38,13 @@
 //        sum(dt) (the piece's decay is exp(A sum(dt))), (2) a carry pass per (b, d, n):
 //        S_{p+1} = exp(A sdt_p) S_p + U_p from h0 (writes hT), (3) per piece the scan
 //        again from S_p, writing y.
+// Varlen (CG_VARLEN, docs/varlen.md): B = 1 and nseq sequences packed along L, their
+// offsets read on the device (cu_at: every one clamped to [0, L], each end to [start,
+// L]). seq: one CTA per (sequence, channel block) scans the sequence from h0[n] and
+// writes hT[n]. par: the pieces stay on the time grid; (1) and (3) restart the state at
+// every sequence start inside the piece (scan_seqs), (2) carries only into a piece with
+// no start, else from h0 of its last sequence; (3) writes hT of the sequences ending in
+// the piece (and of the 0-length ones starting there).
 #include "cg_device.cuh"
 #include "sscan_params.h"
 
@@ -444,6 +451,75 @@ __device__ __forceinline__ void store_state(const cg_ktensor &hT, i64 b, const T
     }
 }
 
+#ifdef CG_VARLEN
+// Offset i (0 <= i <= nseq) of cu_seqlens, clamped to [0, L]: whatever the values, the
+// kernels address only inside the tensors (the results of offsets that break the
+// contract are unspecified).
+__device__ __forceinline__ i64 cu_at(const cg_kcu &c, i64 i, i64 L) {
+    const i64 v = c.wide ? reinterpret_cast<const i64 *>(c.p)[i * c.s0] : (i64)reinterpret_cast<const int *>(c.p)[i * c.s0];
+    return v < 0 ? 0 : (v > L ? L : v);
+}
+// Starts cu[0 .. nseq - 1] that are <= t (a binary search over the clamped offsets): the
+// sequence holding step t is this minus 1 (the last of repeated offsets, so never a
+// 0-length one); any values give an index in [0, nseq].
+__device__ __forceinline__ i64 cu_upper(const cg_kcu &c, i64 nseq, i64 L, i64 t) {
+    i64 lo = 0, hi = nseq;
+    while (lo < hi) {
+        const i64 m = (lo + hi) >> 1;
+        if (cu_at(c, m, L) <= t) lo = m + 1;
+        else hi = m;
+    }
+    return lo;
+}
+// Sequence n's steps [*ta, *tb), the end clamped to [start, L].
+__device__ __forceinline__ void seq_range(const cg_kcu &c, i64 n, i64 L, i64 *ta, i64 *tb) {
+    *ta = cu_at(c, n, L);
+    const i64 e = cu_at(c, n + 1, L);
+    *tb = e < *ta ? *ta : e;
+}
+
+// The recurrence of this CTA's channels over steps [ta, tb) of the packed row (b = 0),
+// the state restarting at every sequence start in the range: from h0[n] with h0.p, else
+// from 0. h enters as the state at ta (used when ta starts no sequence) and leaves as
+// the state after tb - 1. With hT.p: writes hT[n] of each sequence that ends in (ta,
+// tb]. Returns sum(dt) since the last start (or ta) for channel t.d; *head: sum(dt)
+// over the first sequence's part of the range ([ta, the next start or tb)).
+__device__ __forceinline__ float scan_seqs(const FwdIO &io, const cg_kcu &cu, i64 nseq, const cg_ktensor &h0,
+                                           const cg_ktensor &hT, float *sm, i64 d0, const Thr &th,
+                                           const float (&A)[NPT], float (&h)[NPT], i64 ta, i64 tb, float *head) {
+    const i64 L = io.n.L;
+    float sdt = 0.f;
+    bool first = true;
+    for (i64 t = ta; t < tb;) {
+        const i64 n = cu_upper(cu, nseq, L, t) - 1; // the sequence holding t (-1: before cu[0])
+        if (n >= 0 && cu_at(cu, n, L) == t) {       // it starts here
+            if (h0.p) load_state(h0, n, th, h);
+            else {
+#pragma unroll
+                for (int k = 0; k < NPT; ++k) h[k] = 0.f;
+            }
+            sdt = 0.f;
+        }
+        i64 e = cu_at(cu, n + 1, L);
+        const bool ends = e > t && e <= tb;
+        if (!ends) e = tb; // past the range, or offsets out of order: the rest of the range
+        sdt += scan_range(io, sm, 0, d0, th, A, h, t, e);
+        if (first) *head = sdt;
+        first = false;
+        if (ends && n >= 0) store_state(hT, n, th, h);
+        t = e;
+    }
+    if (first) *head = 0.f;
+    return sdt;
+}
+
+// 1 when a sequence starts in [ta, tb) (tb > ta); *last: the sequence holding tb - 1.
+__device__ __forceinline__ bool starts_in(const cg_kcu &cu, i64 nseq, i64 L, i64 ta, i64 tb, i64 *last) {
+    *last = cu_upper(cu, nseq, L, tb - 1) - 1;
+    return *last >= 0 && cu_at(cu, *last, L) >= ta;
+}
+#endif
+
 } // namespace sscan
 
 #if defined(CG_EMULATE)
@@ -465,7 +541,23 @@ __device__ __forceinline__ FwdIO fwd_io(const cg_sscan_fwd_params &p) {
 }
 } // namespace sscan
 
-#if !defined(CG_P_STRATEGY_PAR)
+#if !defined(CG_P_STRATEGY_PAR) && defined(CG_VARLEN)
+// grid: nseq * nblk CTAs, blockIdx.x = sequence * nblk + channel block: the sequence's
+// steps from h0[n] (0-length: hT[n] = h0[n]).
+SSCAN_ENTRY cg_sscan_fwd(cg_sscan_fwd_params p) {
+    using namespace sscan;
+    CG_DYN_SMEM(float, sm);
+    const i64 sq = udiv(blockIdx.x, p.n.nblk), d0 = umod(blockIdx.x, p.n.nblk) * BD;
+    const Thr th = thread_coords(p.n, d0);
+    i64 ta, tb;
+    seq_range(p.cu, sq, p.n.L, &ta, &tb);
+    float A[NPT], h[NPT];
+    load_A(p.A, th, A);
+    load_state(p.h0, sq, th, h);
+    scan_range(fwd_io(p), sm, 0, d0, th, A, h, ta, tb);
+    store_state(p.hT, sq, th, h);
+}
+#elif !defined(CG_P_STRATEGY_PAR)
 // grid: B * nblk CTAs, blockIdx.x = b * nblk + channel block.
 SSCAN_ENTRY cg_sscan_fwd(cg_sscan_fwd_params p) {
     using namespace sscan;
@@ -495,7 +587,14 @@ SSCAN_ENTRY cg_sscan_fwd_local(cg_sscan_fwd_params p) {
     FwdIO io = fwd_io(p);
     io.y.p = nullptr;
     const i64 ta = piece * p.n.segment;
+#ifdef CG_VARLEN // restarting from 0 at each sequence start: sdt since the last one
+    cg_ktensor none;
+    none.p = nullptr;
+    float head;
+    const float sdt = scan_seqs(io, p.cu, p.nseq, none, none, sm, d0, th, A, h, ta, min64(p.n.L, ta + p.n.segment), &head);
+#else
     const float sdt = scan_range(io, sm, b, d0, th, A, h, ta, min64(p.n.L, ta + p.n.segment));
+#endif
     float *u = p.ws + (bblk * np + piece) * (i64)(NPT * NT) + threadIdx.x;
 #pragma unroll
     for (int k = 0; k < NPT; ++k) u[k * NT] = h[k];
@@ -520,9 +619,16 @@ SSCAN_ENTRY cg_sscan_fwd_carry(cg_sscan_fwd_params p) {
     for (i64 pc = 0; pc < np; ++pc) {
         const float uc = u[pc * per];
         u[pc * per] = st;
+#ifdef CG_VARLEN // a piece with a start carries from h0 of its last sequence (0 without h0)
+        i64 last;
+        if (starts_in(p.cu, p.nseq, p.n.L, pc * p.n.segment, min64(p.n.L, (pc + 1) * p.n.segment), &last))
+            st = p.h0.p ? p.h0.p[last * p.h0.s0 + d * p.h0.s1 + s * p.h0.s2] : 0.f;
+#endif
         st = fmaf(expf(a * sdt[pc * BD]), st, uc);
     }
+#ifndef CG_VARLEN // varlen: phase 3 writes hT per sequence
     if (p.hT.p) p.hT.p[b * p.hT.s0 + d * p.hT.s1 + s * p.hT.s2] = st;
+#endif
 }
 
 // Phase 3, grid as phase 1: y of each piece from its entering state.
@@ -538,7 +644,24 @@ SSCAN_ENTRY cg_sscan_fwd_out(cg_sscan_fwd_params p) {
 #pragma unroll
     for (int k = 0; k < NPT; ++k) h[k] = u[k * NT];
     const i64 ta = piece * p.n.segment;
+#ifdef CG_VARLEN
+    const i64 tb = min64(p.n.L, ta + p.n.segment);
+    float head;
+    scan_seqs(fwd_io(p), p.cu, p.nseq, p.h0, p.hT, sm, d0, th, A, h, ta, tb, &head);
+    // 0-length sequences starting in the piece (or at L, by the last piece): hT = h0
+    if (p.hT.p)
+        for (i64 q = cu_upper(p.cu, p.nseq, p.n.L, ta - 1); q < p.nseq; ++q) {
+            i64 qa, qb;
+            seq_range(p.cu, q, p.n.L, &qa, &qb);
+            if (qa >= tb && !(tb == p.n.L && qa == tb)) break;
+            if (qa == qb) {
+                load_state(p.h0, q, th, h);
+                store_state(p.hT, q, th, h);
+            }
+        }
+#else
     scan_range(fwd_io(p), sm, b, d0, th, A, h, ta, min64(p.n.L, ta + p.n.segment));
+#endif
 }
 #endif
 #endif // SSCAN_NO_FWD_ENTRY

@@ -12,7 +12,10 @@
  *   Bm, Cm, dB, dC                      [b, l, g, n]    (s0..s3; ungrouped: G = 1, s2 = 0)
  *   Dv, dbias, dD, ddbias               [d]             (s0)
  *   h0, hT, dhT, dh0                    [b, d, n]       (s0, s1, s2)
- * An optional tensor is absent when its pointer is NULL. */
+ * An optional tensor is absent when its pointer is NULL.
+ * Varlen (docs/varlen.md; the generator defines CG_VARLEN when shape.nseq > 0): B = 1,
+ * nseq sequences packed along l, the states [nseq, d, n]; the params end in cu_seqlens
+ * and nseq (CG_SSCAN_VARLEN_ARGS), so the other kernels' params are unchanged. */
 #ifndef CG_SSCAN_PARAMS_H
 #define CG_SSCAN_PARAMS_H
 
@@ -28,6 +31,18 @@ typedef struct cg_sscan_dims {
     cg_i64 nseg;          /* ceil(L / segment) checkpoints per (b, d); 0 in the forward */
 } cg_sscan_dims;
 
+/* The varlen members, last: cu_seqlens [nseq + 1] and nseq (sscan_*.lua: {cu =
+ * "cu_seqlens"}, {int = nseq}). The sscan strategy seq grids over (sequence, channel
+ * block); strategy par keeps its time grid and resets the state at every sequence start
+ * inside a piece (segment). */
+#ifdef CG_VARLEN
+#define CG_SSCAN_VARLEN_ARGS \
+    cg_kcu cu;               \
+    cg_i64 nseq;
+#else
+#define CG_SSCAN_VARLEN_ARGS
+#endif
+
 /* The forward's `par` strategy splits time in pieces of this many chunks. */
 #define CG_SSCAN_PIECE_CHUNKS 16
 
@@ -38,6 +53,7 @@ typedef struct cg_sscan_fwd_params {
     float *ws; /* strategy par: [B * nblk, npiece, NPT, NT] piece states, then
                 * [B * nblk, npiece, BD] sums of dt; NULL for seq */
     cg_sscan_dims n; /* par: segment = the piece length, nseg = npiece */
+    CG_SSCAN_VARLEN_ARGS
 } cg_sscan_fwd_params;
 
 /* Backward (cg_sscan_bwd_*), see templates/sscan_bwd.cu. Workspace regions, in floats,
@@ -64,6 +80,7 @@ typedef struct cg_sscan_bwd_params {
      * items, grid-strided over its CTAs. */
     cg_i64 gpu, nunit, nsplit, nwork;
     cg_sscan_dims n;
+    CG_SSCAN_VARLEN_ARGS
 } cg_sscan_bwd_params;
 
 /* The grads pass splits a unit's channel blocks so that about this many work items

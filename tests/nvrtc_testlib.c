@@ -33,3 +33,23 @@ int cg_test_nvrtc_nospill(cg_context *ctx, const char *kdir, const char *nvrtc_i
     free(log);
     return st == CG_OK;
 }
+
+cg_context *cg_test_nvrtc_begin(int arch, cg_devinfo *dev, const char **kdir, char *nvrtc_id, size_t cap) {
+    if (!cg__nvrtc_api(NULL)) {
+        cg_test_skip("libnvrtc cannot be loaded");
+        return NULL;
+    }
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return NULL;
+    if (!cg__devinfo_arch(arch, dev)) {
+        CG_CHECK(0, "arch %d", arch);
+        cg_context_free(ctx);
+        return NULL;
+    }
+    const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
+    *kdir = kc && *kc ? kc : NULL;
+    nvrtc_id[0] = 0;
+    if (*kdir) CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, nvrtc_id, cap));
+    return ctx;
+}

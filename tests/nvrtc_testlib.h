@@ -14,4 +14,9 @@
 int cg_test_nvrtc_nospill(cg_context *ctx, const char *kdir, const char *nvrtc_id, int arch, const cg_plan *p,
                           int *maxreg);
 
+/* The start of an NVRTC sweep for sm_arch: a context and *dev, the kernel cache of
+ * CHUNKGEN_TEST_KCACHE (*kdir NULL when unset) and its nvrtc_id; NULL (the test skipped
+ * or failed) when NVRTC cannot be loaded or arch is unknown. */
+cg_context *cg_test_nvrtc_begin(int arch, cg_devinfo *dev, const char **kdir, char *nvrtc_id, size_t cap);
+
 #endif

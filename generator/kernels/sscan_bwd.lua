@@ -16,7 +16,7 @@
 -- ddelta, dz and sums dB/dC over each group's channels inside one CTA.
 
 local F = require("kernels.sscan_fwd").lib
-local ceil_div, layout, nblk = F.ceil_div, F.layout, F.nblk
+local ceil_div, layout, nblk, varlen, rows = F.ceil_div, F.layout, F.nblk, F.varlen, F.rows
 
 local SPLIT_TARGET = 1024      -- CG_SSCAN_SPLIT_TARGET of templates/sscan_params.h
 local SPLIT_MAX = 8            -- CG_SSCAN_SPLIT_MAX
@@ -88,7 +88,8 @@ local function ws_floats(p, shape, dev)
   return {
     r4(bblk * ns * per),                                    -- ckpt
     r4(bblk * ns * per),                                    -- gst
-    p.strategy == "par" and r4(bblk * ns * p.dim_block) or 0, -- sdt
+    -- sdt (varlen: then the sums over each segment's head, templates/sscan_bwd.cu)
+    p.strategy == "par" and r4(bblk * ns * p.dim_block * (varlen(shape) and 2 or 1)) or 0,
     hb_smem(p, shape) and 0 or r4(grads_ctas(p, shape, dev) * (p.segment + 1) * per), -- hbuf
     r4(bc), r4(bc),                                         -- pB, pC
     r4(shape.B * ns * shape.D * shape.N),                   -- pA
@@ -168,7 +169,7 @@ local function default(shape, dev)
   end
   p = best.p
   local q = { chunk = p.chunk, dim_block = p.dim_block, warps = p.warps, segment = p.segment, strategy = "par" }
-  if shape.B * nblk(p, shape) * 2 < dev.sm_count and nseg(q, shape) >= 4 and valid(q, shape, dev) then
+  if rows(shape) * nblk(p, shape) * 2 < dev.sm_count and nseg(q, shape) >= 4 and valid(q, shape, dev) then
     return q
   end
   return p
@@ -200,7 +201,9 @@ local function launch(p, shape, dev)
   }
   local head
   if p.strategy == "seq" then
-    head = { { entry = "cg_sscan_bwd_states", grid = { bblk, 1, 1 }, block = { nt, 1, 1 }, smem = smem_s } }
+    -- varlen: one CTA per (sequence, channel block)
+    head = { { entry = "cg_sscan_bwd_states", grid = { rows(shape) * nblk(p, shape), 1, 1 }, block = { nt, 1, 1 },
+               smem = smem_s } }
   else
     head = {
       { entry = "cg_sscan_bwd_local", grid = { bblk * nseg(p, shape), 1, 1 }, block = { nt, 1, 1 }, smem = smem_s },
@@ -231,6 +234,6 @@ return {
   default = default,
   launch = launch,
   defines = function(p, shape, dev)
-    return { CG_SMEM_BYTES = smem_grads(p, shape), CG_SSCAN_HB_SMEM = hb_smem(p, shape) and 1 or 0 }
+    return F.varlen_defines(shape, { CG_SMEM_BYTES = smem_grads(p, shape), CG_SSCAN_HB_SMEM = hb_smem(p, shape) and 1 or 0 })
   end,
 }

@@ -24,6 +24,12 @@ end
 
 local function nblk(p, shape) return ceil_div(shape.D, p.dim_block) end
 
+-- Varlen (docs/varlen.md): shape.nseq > 0 sequences packed along L (B = 1). The kernels
+-- then read cu_seqlens (CG_VARLEN); strategy seq grids over (sequence, channel block),
+-- so its parallelism is nseq, not B.
+local function varlen(shape) return (shape.nseq or 0) > 0 end
+local function rows(shape) return varlen(shape) and shape.nseq or shape.B end
+
 -- Checks shared by forward and backward.
 local function common_valid(p, shape, dev)
   if shape.B < 1 or shape.L < 1 or shape.D < 1 or shape.N < 1 or shape.G < 1 then
@@ -52,7 +58,8 @@ local function common_valid(p, shape, dev)
   end
   -- Kernels split indices below 2^31 with 32-bit divisions (64-bit offsets stay 64-bit).
   if shape.L > GRID_MAX or shape.D > GRID_MAX then return false, "L and D must be below 2^31" end
-  if shape.B * nblk(p, shape) > GRID_MAX then return false, "grid of B * channel blocks too large" end
+  if rows(shape) * nblk(p, shape) > GRID_MAX then return false, "grid of B (sequences) * channel blocks too large" end
+  if varlen(shape) and shape.B ~= 1 then return false, "cu_seqlens: B must be 1" end
   return true
 end
 
@@ -103,7 +110,7 @@ local function default(shape, dev)
   end
   local p = first_valid(cands, shape, dev) or cands[1]
   local q = { chunk = p.chunk, dim_block = p.dim_block, warps = p.warps, strategy = "par" }
-  if shape.B * nblk(p, shape) * 2 < dev.sm_count and npiece(q, shape) >= 4 and valid(q, shape, dev) then
+  if rows(shape) * nblk(p, shape) * 2 < dev.sm_count and npiece(q, shape) >= 4 and valid(q, shape, dev) then
     return q
   end
   return p
@@ -121,7 +128,16 @@ local function dims_args(a, p, shape, segment, nseg)
   for _, v in ipairs({ shape.D // shape.G, shape.softplus and 1 or 0, nblk(p, shape), segment, nseg }) do
     a[#a + 1] = { int = v }
   end
+  if varlen(shape) then -- CG_SSCAN_VARLEN_ARGS
+    a[#a + 1] = { cu = "cu_seqlens" }
+    a[#a + 1] = { int = shape.nseq }
+  end
   return a
+end
+-- Defines shared by both directions: CG_VARLEN for a varlen shape.
+local function varlen_defines(shape, defs)
+  if varlen(shape) then defs.CG_VARLEN = 1 end
+  return defs
 end
 
 -- cg_sscan_fwd_params: inputs (D, z, delta_bias, h0 optional), outputs (hT optional).
@@ -134,6 +150,7 @@ local function launch(p, shape, dev)
   local args = tensor_args(TENSORS)
   args[#args + 1] = { ws = "ws" }
   if p.strategy == "seq" then
+    ctas = rows(shape) * nblk(p, shape)
     return { { entry = "cg_sscan_fwd", grid = { ctas, 1, 1 }, block = { nt, 1, 1 }, smem = smem } },
       { { "ws", 0 } }, dims_args(args, p, shape, 0, 0)
   end
@@ -165,9 +182,10 @@ return {
   valid = valid,
   default = default,
   launch = launch,
-  defines = function(p, shape, dev) return { CG_SMEM_BYTES = smem_bytes(p, shape) } end,
+  defines = function(p, shape, dev) return varlen_defines(shape, { CG_SMEM_BYTES = smem_bytes(p, shape) }) end,
   -- for sscan_bwd.lua
   lib = { layout = layout, nblk = nblk, common_valid = common_valid, ceil_div = ceil_div, GRID_MAX = GRID_MAX,
-          tensor_args = tensor_args, dims_args = dims_args,
+          tensor_args = tensor_args, dims_args = dims_args, varlen = varlen, rows = rows,
+          varlen_defines = varlen_defines,
           smem_bytes = smem_bytes, groups_per_block = groups_per_block },
 }

@@ -1,0 +1,264 @@
+/* test_varlen_gpu.c -- the generated selective-scan kernels on packed batches: cu_seqlens
+ * read on the device (docs/varlen.md, "Backends"), run by the SIMT emulator (the same
+ * source and launcher as the cuda backend) and compiled by NVRTC.
+ *   varlen_gpu_sscan_emulate    the default configs: packed = the per-sequence calls
+ *                               (emulated too) concatenated, forward and every gradient,
+ *                               states per sequence, lengths [1, 37, 64, 200, 0, 5],
+ *                               grouped B/C and not, [B, L, D] and [B, D, L] memory,
+ *                               int32 / int64 offsets, states given and absent
+ *   varlen_gpu_sscan_fwd_space  every config of the space (every CHUNKGEN_TEST_CONFIG_STRIDE-th
+ *   varlen_gpu_sscan_bwd_space  of each strategy, default 3 / 7) against the float64
+ *                               reference's packed call
+ *   varlen_gpu_sscan_clamp      offsets that break the contract: no access out of bounds
+ *                               (every tensor and the offsets end at a guard page: an
+ *                               access past the end faults), status OK
+ *   varlen_gpu_nvrtc_sm80/sm90  every 12th varlen kernel through NVRTC and ptxas: 0 spills
+ *                               (CHUNKGEN_TEST_KCACHE as the other NVRTC sweeps)
+ *   varlen_gpu_ssd_refused      SSD keeps refusing cu_seqlens on the generated backends */
+#include "varlen_testlib.h"
+
+#include "cuda/cg_cuda.h"
+#include "gen.h"
+#include "nvrtc_testlib.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* D = 24 channels in G = 2 groups of 12 (so channel blocks of 8, 16 and 32 meet one or
+ * both groups), N = 5 states (masked lanes), packed L = 307. */
+static void dims_of(int64_t dims[CG_SYM_COUNT], int ungrouped) {
+    memset(dims, 0, sizeof(int64_t) * CG_SYM_COUNT);
+    dims[CG_SYM_B] = 1, dims[CG_SYM_D] = 24, dims[CG_SYM_N] = 5, dims[CG_SYM_G] = ungrouped ? 1 : 2;
+}
+
+/* A second length mix: 0-length sequences first and last (offsets 0 and L repeated),
+ * starts 1 and 2 steps apart (several in one chunk), packed L = 203. */
+static const int64_t k_edge[6] = {0, 130, 1, 2, 70, 0};
+
+static unsigned omit_states(cg_op op) {
+    const cg_op_desc *d = cg__op_desc(op);
+    unsigned omit = 1u << cg__op_tensor(d, "h0");
+    if (d->bwd) omit |= 1u << cg__op_tensor(d, "dhT");
+    return omit;
+}
+
+CG_TEST(varlen_gpu_sscan_emulate) {
+    for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++)
+        for (int v = 0; v < 4; v++) { /* bit 0: ungrouped, bit 1: [B, D, L] memory */
+            int64_t dims[CG_SYM_COUNT];
+            const int flags = (v & 1 ? VL_UNGROUPED : 0) | (v & 2 ? VL_SEQ_MAJOR : 0);
+            dims_of(dims, v & 1);
+            vl_check_packed((cg_op)op, dims, 0, CG_BACKEND_EMULATE, v & 1 ? CG_I32 : CG_I64, v == 1 ? omit_states((cg_op)op) : 0,
+                            31 + (uint64_t)(op * 4 + v), flags);
+        }
+    /* 0-length sequences first and last (an offset at L), starts 2 steps apart */
+    for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++) {
+        int64_t dims[CG_SYM_COUNT];
+        dims_of(dims, 0);
+        vl_check_packed_lens((cg_op)op, dims, 0, CG_BACKEND_EMULATE, CG_I64, 0, 41 + (uint64_t)op, 0, k_edge, 6);
+    }
+}
+
+/* The kernel shape validation gives the packed problem (runtime/launch.c: kshape_of). */
+static void kshape_packed(cg_op op, int ungrouped, cg_kshape *ks) {
+    memset(ks, 0, sizeof *ks);
+    int64_t L = 0;
+    for (int i = 0; i < VL_NLENS; i++) L += k_edge[i]; /* the shorter mix: its space holds the other's */
+    ks->B = 1, ks->L = L, ks->D = 24, ks->N = 5, ks->G = ungrouped ? 1 : 2, ks->nseq = VL_NLENS;
+    ks->flags = CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS | (ungrouped ? 0 : CG_KS_GROUPED);
+    ks->flags |= cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT;
+}
+
+static int stride_of(int dflt) {
+    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
+    return env && atoi(env) > 0 ? atoi(env) : dflt;
+}
+
+static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < c->n && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", i ? "," : "", c->kv[i].key, c->kv[i].val);
+}
+
+/* Every stride-th config of op's space on the packed shape, emulated, against the
+ * reference's packed call (itself one B = 1 call per sequence): every stride-th config of
+ * each strategy, taking turns over the two length mixes. */
+static void run_space(cg_op op, int stride) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    const cg_op_desc *d = cg__op_desc(op);
+    int64_t dims[CG_SYM_COUNT];
+    dims_of(dims, 0);
+    cg_kshape ks;
+    kshape_packed(op, 0, &ks);
+    cg_cfg *space = NULL;
+    int n = 0;
+    CG_CHECK_OK(ctx, cg__gen_space(ctx, d->name, &ks, &dev, &space, &n));
+    CG_CHECK(n > 1, "%s: %d configs", d->name, n);
+    const int64_t *mix[2] = {vl_lens, k_edge};
+    dtt_prob pk[2], rf[2];
+    cg_tbuf cu[2];
+    for (int m = 0; m < 2; m++) {
+        vl_packed_new(&pk[m], op, dims, 0, mix[m], VL_NLENS, 0, 0);
+        dtt_fill(&pk[m], 77 + (uint64_t)op);
+        vl_packed_new(&rf[m], op, dims, 0, mix[m], VL_NLENS, 0, 0);
+        dtt_copy_inputs(&rf[m], &pk[m]);
+        cu[m] = vl_cu_new(m ? CG_I64 : CG_I32, mix[m], VL_NLENS);
+        CG_CHECK_OK(ctx, vl_run_packed(ctx, &rf[m], CG_BACKEND_REF, &cu[m], NULL));
+    }
+    int ran = 0, par = 0, seen[2] = {0, 0};
+    for (int q = 0; q < n; q++) {
+        char cfg[512];
+        cfg_text(&space[q], cfg, sizeof cfg);
+        const int sp = strstr(cfg, "strategy=par") != NULL; /* every stride-th of each strategy */
+        if (seen[sp]++ % stride) continue;
+        const int m = (seen[sp] / stride) % 2;
+        for (int i = 0; i < d->nt; i++) /* no output of an earlier config survives */
+            if (d->t[i].role == CG_TD_OUT && pk[m].t[i].t.data) memset(pk[m].t[i].mem, 0xff, (size_t)pk[m].t[i].count * 4);
+        cg_status s = vl_run_packed(ctx, &pk[m], CG_BACKEND_EMULATE, &cu[m], cfg);
+        CG_CHECK(s == CG_OK, "%s config %s: %s", d->name, cfg, cg_errmsg(ctx));
+        if (s != CG_OK) continue;
+        CG_CHECK(strstr(cg_last_dispatch(ctx), "varlen=6 sequences") != NULL, "dispatch line: %s", cg_last_dispatch(ctx));
+        ran++;
+        par += sp;
+        for (int i = 0; i < d->nt; i++) {
+            if (d->t[i].role != CG_TD_OUT || !pk[m].t[i].t.data) continue;
+            double err = cg_rel_err(&pk[m].t[i], &rf[m].t[i]);
+            CG_CHECK(err <= cg__tol(d->t[i].tol), "%s config %s packed (lengths %d): %s differs from ref's by %.3g (target %g)",
+                     d->name, cfg, m, d->t[i].name, err, cg__tol(d->t[i].tol));
+        }
+    }
+    CG_CHECK(par > 0 && par < ran, "%s: the sweep covers both strategies (%d of %d par)", d->name, par, ran);
+    fprintf(stderr, "  %s: %d of %d varlen configs emulated (stride %d)\n", d->name, ran, n, stride);
+    for (int m = 0; m < 2; m++) {
+        cg_tbuf_free(&cu[m]);
+        dtt_free(&pk[m]);
+        dtt_free(&rf[m]);
+    }
+    free(space);
+    cg_context_free(ctx);
+}
+
+CG_TEST(varlen_gpu_sscan_fwd_space) { run_space(CG_OP_SSCAN_FWD, stride_of(3)); }
+CG_TEST(varlen_gpu_sscan_bwd_space) { run_space(CG_OP_SSCAN_BWD, stride_of(7)); }
+
+/* A copy of bytes at src ending (16-byte aligned) right before a PROT_NONE page, with one
+ * before the page it starts in; *map, *len: the mapping to unmap. */
+static void *guarded(const void *src, size_t bytes, void **map, size_t *len) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = (bytes + pg - 1) / pg * pg;
+    *len = body + 2 * pg;
+    char *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) abort();
+    if (mprotect(m, pg, PROT_NONE) || mprotect(m + pg + body, pg, PROT_NONE)) abort();
+    char *d = m + pg + body - (bytes + 15) / 16 * 16;
+    memcpy(d, src, bytes);
+    *map = m;
+    return d;
+}
+
+/* Offsets that break the contract (device offsets are not validated): decreasing, past
+ * L, negative, first not 0. The call runs, every access stays in bounds (the emulator
+ * fails the launch on any out-of-bounds access); the values are unspecified. */
+CG_TEST(varlen_gpu_sscan_clamp) {
+    static const int64_t bad[][VL_NLENS + 1] = {
+        {0, 40, 10, 500, -7, 300, 307}, {5, 5, 5, 5, 5, 5, 5}, {0, 1000, 1000, 2000, 3000, 4000, 5000},
+        {-100, -50, 0, 10, 9, 8, -1}};
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++)
+        for (int strat = 0; strat < 2; strat++)
+            for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+                int64_t dims[CG_SYM_COUNT];
+                dims_of(dims, 0);
+                dtt_prob pk;
+                vl_packed_new(&pk, (cg_op)op, dims, 0, vl_lens, VL_NLENS, 0, 0);
+                dtt_fill(&pk, 3);
+                cg_tbuf cu = vl_cu_new(CG_I64, vl_lens, VL_NLENS);
+                /* host offsets are validated: validate good ones, then run the kernels
+                 * directly on bad ones, as on device offsets (which are not read) */
+                const cg_op_desc *d = pk.d;
+                void *args = (void *)dtt_args(&pk);
+                *(cg_tensor *)((char *)args + d->varlen->arg_off) = cu.t;
+                cg_sscan_prob sp;
+                cg_status s = d->bwd ? cg__sscan_bwd_prob(ctx, args, &sp) : cg__sscan_fwd_prob(ctx, args, &sp);
+                CG_CHECK_OK(ctx, s);
+                CG_CHECK(sp.nseq == VL_NLENS && sp.cu.p == cu.mem, "%s: packed problem", d->name);
+                /* every tensor and the offsets moved next to guard pages */
+                void *map[CG_OP_MAX_TENSORS + 1] = {0};
+                size_t len[CG_OP_MAX_TENSORS + 1] = {0};
+                for (int i = 0; i < d->nt; i++) {
+                    cg_view *v = cg__prob_view(d, &sp, i);
+                    CG_CHECK(v->p == pk.t[i].t.data && (!v->p || v->p == pk.t[i].mem), "%s: %s view", d->name, d->t[i].name);
+                    if (v->p) v->p = guarded(pk.t[i].mem, (size_t)pk.t[i].count * 4, &map[i], &len[i]);
+                }
+                sp.cu.p = guarded(bad[k], sizeof bad[k], &map[d->nt], &len[d->nt]);
+                cg_cfg cfg;
+                CG_CHECK_OK(ctx, cg__cfg_parse(ctx, strat ? "strategy=par" : "strategy=seq", &cfg));
+                cg_exec ex = CG_EXEC_INIT;
+                s = d->bwd ? cg__backend_emulate.sscan_bwd(ctx, &sp, &cfg, &ex) : cg__backend_emulate.sscan_fwd(ctx, &sp, &cfg, &ex);
+                CG_CHECK(s == CG_OK, "%s offsets %zu strategy %s: %s", d->name, k, strat ? "par" : "seq", cg_errmsg(ctx));
+                for (int i = 0; i <= d->nt; i++)
+                    if (map[i]) munmap(map[i], len[i]);
+                cg_tbuf_free(&cu);
+                dtt_free(&pk);
+            }
+    cg_context_free(ctx);
+}
+
+/* The varlen kernels (CG_VARLEN) of every stride-th config, both directions, grouped and
+ * not, through NVRTC for sm_arch: no spills (the f32 sweeps render nseq = 0 only). */
+static void varlen_nvrtc(int arch) {
+    cg_devinfo dev;
+    const char *kdir;
+    char nvrtc_id[256];
+    cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
+    if (!ctx) return;
+    const int stride = stride_of(12);
+    int ncomp = 0, maxreg = 0;
+    for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++)
+        for (int ug = 0; ug < 2; ug++) {
+            cg_kshape ks;
+            kshape_packed((cg_op)op, ug, &ks);
+            ks.L = 4096, ks.D = 256, ks.N = 16; /* a realistic shape: every config of the space is valid */
+            cg_cfg *space = NULL;
+            int n = 0;
+            const char *kernel = cg__op_desc((cg_op)op)->name;
+            CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space, &n));
+            for (int q = ug; q < n; q += stride) {
+                cg_plan p;
+                cg_status st = cg__gen_plan(ctx, kernel, &ks, &dev, &space[q], &p);
+                CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(ctx));
+                if (st != CG_OK) continue;
+                CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") != NULL, "%s: varlen define", p.name);
+                ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
+                cg__plan_free(&p);
+            }
+            free(space);
+        }
+    fprintf(stderr, "  sm_%d: %d varlen sscan kernels compiled, max %d registers\n", arch, ncomp, maxreg);
+    cg_context_free(ctx);
+}
+CG_TEST(varlen_gpu_nvrtc_sm80) { varlen_nvrtc(80); }
+CG_TEST(varlen_gpu_nvrtc_sm90) { varlen_nvrtc(90); }
+
+/* SSD keeps refusing cu_seqlens on the generated backends (its kernels do not take them). */
+CG_TEST(varlen_gpu_ssd_refused) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    int64_t dims[CG_SYM_COUNT] = {0};
+    dims[CG_SYM_B] = 1, dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 2, dims[CG_SYM_DK] = 8, dims[CG_SYM_DV] = 8;
+    dtt_prob pk;
+    vl_packed_new(&pk, CG_OP_SSD_FWD, dims, 0, vl_lens, VL_NLENS, 0, 0);
+    cg_tbuf cu = vl_cu_new(CG_I32, vl_lens, VL_NLENS);
+    cg_status s = vl_run_packed(ctx, &pk, CG_BACKEND_EMULATE, &cu, NULL);
+    CG_CHECK(s == CG_EUNSUPPORTED && strstr(cg_errmsg(ctx), "does not take variable-length"), "ssd_fwd emulate: %d %s",
+             (int)s, cg_errmsg(ctx));
+    cg_tbuf_free(&cu);
+    dtt_free(&pk);
+    cg_context_free(ctx);
+}
