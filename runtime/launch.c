@@ -259,7 +259,7 @@ static void kshape_of(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
     for (int i = 0; i < d->nscalar; i++)
         if (*(const int *)((const char *)prob + d->scalar[i].prob_off)) ks->flags |= d->scalar[i].kflag;
     if (cg__prob_grouped(d, prob)) ks->flags |= CG_KS_GROUPED;
-    if (d->varlen && cg__prob_cu(d, prob)->p) ks->nseq = *(const int64_t *)((const char *)prob + d->nseq_off);
+    if (d->varlen && cg__prob_cu(d, prob)->p) ks->nseq = *cg__prob_nseq(d, prob);
     cg__kshape_dtypes(d, prob, ks);
 }
 
@@ -426,7 +426,7 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
     const void *cu = cuv ? cuv->p : NULL;
     void *cu_dev = NULL;
     if (s == CG_OK && cu && !(kx->owns_ptr && kx->owns_ptr(ctx, cu))) {
-        const size_t bytes = (size_t)(*(const int64_t *)((const char *)prob + d->nseq_off) * cuv->s[0] + 1) *
+        const size_t bytes = (size_t)(*cg__prob_nseq(d, prob) * cuv->s[0] + 1) *
                              cg__dtype_size(cuv->dt);
         if ((s = kx->alloc(ctx, bytes, &cu_dev)) == CG_OK) s = kx->copy(ctx, cu_dev, cu, bytes, 0, stream);
         cu = cu_dev;
