@@ -96,6 +96,9 @@ void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm,
     cg_tbuf cu = vl_cu_new(cudt, lens, nlens);
     CG_CHECK_OK(ctx, vl_run_packed(ctx, &pk, be, &cu, NULL));
     const cg_op_desc *d = pk.d;
+    if (be == CG_BACKEND_EMULATE || be == CG_BACKEND_CUDA) /* one packed call of the generated kernels */
+        CG_CHECK(strstr(cg_last_dispatch(ctx), "kernel=") && strstr(cg_last_dispatch(ctx), " varlen="),
+                 "%s: dispatch line %s", d->name, cg_last_dispatch(ctx));
     /* the sums of the shared gradients (dA, dD, ddelta_bias) over the sequences */
     cg_tbuf sum[CG_OP_MAX_TENSORS];
     memset(sum, 0, sizeof sum);
