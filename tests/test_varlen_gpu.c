@@ -15,6 +15,8 @@
  *   varlen_gpu_ssd_emulate      the SSD's default configs as sscan_emulate, forward and every
  *                               gradient: G = 2 < H = 4 and G = H = 4, dk = 5, dv = 7, both
  *                               layouts, int32 / int64, states given and absent, both mixes
+ *   varlen_gpu_ssd_pinned      a pinned config for the packed and the per-sequence calls: equal
+ *                               exactly, float32 and bf16 q, k, v (dout), both strategies / heads
  *   varlen_gpu_ssd_fwd_space    every config of the SSD forward's (backward's) space, every
  *   varlen_gpu_ssd_bwd_space    stride-th of each strategy (heads), default 2 (3), against the
  *                               reference's packed call
@@ -96,6 +98,28 @@ CG_TEST(varlen_gpu_ssd_emulate) {
             ssd_dims_of(dims, 0);
             vl_check_packed_lens(op, dims, hm, CG_BACKEND_EMULATE, CG_I64, 0, 61 + (uint64_t)(o * 2 + hm), 0, k_edge, 6);
         }
+    }
+}
+
+/* With one config pinned, the packed call runs the per-sequence calls' kernels on the same
+ * chunks (every chunk starts at a sequence start): the results agree bit for bit, 16-bit
+ * inputs too (the widening, the rounding of o / dq, dk, dv once). */
+CG_TEST(varlen_gpu_ssd_pinned) {
+    static const struct {
+        cg_op op;
+        int flags;
+        const char *config;
+    } k_runs[] = {
+        {CG_OP_SSD_FWD, 0, "chunk=16,block_dv=16,warps=2,stages=2,precision=3xtf32,strategy=seq"},
+        {CG_OP_SSD_FWD, VL_BF16, "chunk=16,block_dv=16,warps=2,stages=1,precision=tf32,strategy=3phase"},
+        {CG_OP_SSD_BWD, VL_BF16, "chunk=16,block_dv=16,warps=2,precision=3xtf32,heads=split,recompute=1"},
+        {CG_OP_SSD_BWD, 0, "chunk=16,block_dv=16,warps=4,precision=ieee,heads=loop,recompute=1"},
+    };
+    for (size_t r = 0; r < sizeof k_runs / sizeof k_runs[0]; r++) {
+        int64_t dims[CG_SYM_COUNT];
+        ssd_dims_of(dims, 0);
+        vl_check_packed_cfg(k_runs[r].op, dims, (int)(r & 1), CG_BACKEND_EMULATE, CG_I32, 0, 71 + (uint64_t)r,
+                            k_runs[r].flags, k_runs[r].config);
     }
 }
 
