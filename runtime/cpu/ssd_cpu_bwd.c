@@ -123,14 +123,17 @@ static void phase1(void *arg, int64_t bh, int tid) {
 
     /* forward over the chunks: S^T = e^{A_last} S^T + V^T diag(w) K, with V^T a transposed
      * copy (read in place, each k step of the GEMM would be a token row of v, a page apart
-     * in the token-major layout: measured slower by TLB misses) */
+     * in the token-major layout: measured slower by TLB misses). The states live in WS:
+     * chunk c's GEMM reads WS[c] and writes WS[c + 1] (no copy), the last one the final
+     * state into ST, which only <dhT, S_T> needs (skipped without dhT). */
+    float *W0 = J->WS + bh * nc * dv * ldk, *S0 = nc > 0 ? W0 : ST; /* T = 0: no chunk, S_T = h0 */
     if (p->h0.p)
-        cg__ssd_transpose(ST, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
+        cg__ssd_transpose(S0, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
     else
-        memset(ST, 0, (size_t)(dv * ldk) * sizeof(float));
-    for (int64_t c = 0; c < nc; c++) {
+        memset(S0, 0, (size_t)(dv * ldk) * sizeof(float));
+    const int64_t nupd = p->dhT.p ? nc : nc - 1;
+    for (int64_t c = 0; c < nupd; c++) {
         const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
-        memcpy(J->WS + (bh * nc + c) * dv * ldk, ST, (size_t)(dv * ldk) * sizeof(float));
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
         load_scaled(Kw, ldk, &p->k, k + t0 * sk, sk, L, dk, dkp, wv);
         if (cg__dtype_half(p->v.dt)) {
@@ -139,7 +142,9 @@ static void phase1(void *arg, int64_t bh, int tid) {
         } else {
             cg__ssd_transpose(VT, ldc, CG_F32P(p->v) + v + t0 * sv, sv, L, dv, J->Cp);
         }
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, VT, ldc, 1, Kw, ldk, ST, ldk, 1, gamma);
+        float *dst = c + 1 < nc ? W0 + (c + 1) * dv * ldk : ST;
+        cg__ssd_gemm_ex(CG_SSD_DENSE, dv, dkp, dkp, L, VT, ldc, 1, Kw, ldk, dst, ldk, 1, gamma, W0 + c * dv * ldk,
+                        ldk, NULL);
     }
     double dot = 0;
     if (p->dhT.p) {
@@ -255,6 +260,11 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
     cg__ssd_transpose(t.KT, ldc, k, sk, L, dk, Cp);
     if (J->fused) cg__ssd_transpose(t.QT, ldc, q, sq, L, dk, Cp);
     cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, ldc, t.Praw, ldc, 0);
+    /* float32 dq and dk: this chunk's rows in the user's tensors, written once (see the sums) */
+    float *dq32 = p->dq.dt == CG_F32 ? CG_F32P(p->dq) + b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1] : NULL;
+    float *dk32 =
+        p->dk_.dt == CG_F32 ? CG_F32P(p->dk_) + b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1] : NULL;
+    const int direct = hpg == 1 && dq32 && dk32; /* one head: its products go straight there */
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
         const int64_t bh = b * p->H + h;
@@ -278,28 +288,34 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, ldc, t.dP, ldc, 0);
         cg__ssd_decay_mask(t.dP, ldc, L, t.Ad, t.E);
 
-        /* dQh = diag(e^A) (dO S0^T) + dP K */
-        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, 0);
-        scale_rows(t.dQh, ldk, L, dkp, t.eA);
-        cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, ldc, 1, t.Kt, ldk, t.dQh, ldk, 1);
+        /* dQh = diag(e^A) (dO S0^T) + dP K (the row scales applied by the GEMM; with one
+         * head per group and float32 dq, the sum goes straight into dq, its dk columns) */
+        float *dQo = direct ? dq32 : t.dQh, *dKo = direct ? dk32 : t.dKh;
+        const int64_t sdq = direct ? p->dq.s[1] : ldk, sdk = direct ? p->dk_.s[1] : ldk, nq = direct ? dk : dkp;
+        cg__ssd_gemm_ex(CG_SSD_DENSE, L, dkp, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, 0, 1.0f, NULL, 0, t.eA);
+        cg__ssd_gemm_ex(CG_SSD_KLOWER, L, dkp, nq, 0, t.dP, ldc, 1, t.Kt, ldk, dQo, sdq, 1, 1.0f, t.dQh, ldk, NULL);
         /* dKh = diag(w) (V dS_end^T) + dP^T Q, dP read transposed */
-        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, 0);
-        scale_rows(t.dKh, ldk, L, dkp, t.wv);
-        cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, ldc, t.Qt, ldk, t.dKh, ldk, 1);
+        cg__ssd_gemm_ex(CG_SSD_DENSE, L, dkp, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, 0, 1.0f, NULL, 0, t.wv);
+        cg__ssd_gemm_ex(CG_SSD_KUPPER, L, dkp, nq, L, t.dP, 1, ldc, t.Qt, ldk, dKo, sdk, 1, 1.0f, t.dKh, ldk, NULL);
 
-        /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored */
+        /* dV = diag(w) (K dS_end) + P^T dO: in padded rows, the second product's sum stored
+         * straight into a float32 dv (its dv columns), else rounded as it is stored */
         void *dvo = cg__vat(&p->dv_, b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1]);
-        cg__ssd_gemm(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, 0);
-        scale_rows(t.dVt, ldv, L, dvp, t.wv);
-        cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
-        cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
+        cg__ssd_gemm_ex(CG_SSD_DENSE, L, dvp, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, 0, 1.0f, NULL, 0, t.wv);
+        if (p->dv_.dt == CG_F32) {
+            cg__ssd_gemm_ex(CG_SSD_KUPPER, L, dvp, dv, L, t.P, 1, ldc, t.dOt, ldv, (float *)dvo, p->dv_.s[1], 1, 1.0f,
+                            t.dVt, ldv, NULL);
+        } else {
+            cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
+            cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
+        }
 
         /* r_t = q_t . dQh_t - k_t . dKh_t; in-chunk suffix sums into dlog_alpha */
         float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2] + t0 * p->dla.s[1];
         double suffix = 0;
         for (int64_t i = L - 1; i >= 0; i--) {
             const float *restrict qi = q + i * sq, *restrict ki = k + i * sk;
-            const float *restrict dqi = t.dQh + i * ldk, *restrict dki = t.dKh + i * ldk;
+            const float *restrict dqi = dQo + i * sdq, *restrict dki = dKo + i * sdk;
             float r = 0;
             for (int64_t j = 0; j < dk; j++) r += qi[j] * dqi[j] - ki[j] * dki[j];
             suffix += (double)r;
@@ -318,13 +334,21 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, t.QT, ldc, 1, t.eAdO, ldv, dSe, ldv, 1, gamma);
         }
 
-        /* the group's sums, in head order */
-        if (hpg == 1) {
+        /* the group's sums, in head order: the first head's tiles become the sums (swapped, not
+         * copied); a float32 dq and dk take the last head's sum straight from the add */
+        if (direct) continue;
+        if (h == g * hpg) {
             float *tmp = t.dQa; t.dQa = t.dQh; t.dQh = tmp;
             tmp = t.dKa; t.dKa = t.dKh; t.dKh = tmp;
-        } else if (h == g * hpg) {
-            memcpy(t.dQa, t.dQh, (size_t)(L * ldk) * sizeof(float));
-            memcpy(t.dKa, t.dKh, (size_t)(L * ldk) * sizeof(float));
+        } else if (h == (g + 1) * hpg - 1 && dq32 && dk32) {
+            for (int64_t i = 0; i < L; i++) {
+                float *restrict oq = dq32 + i * p->dq.s[1], *restrict ok = dk32 + i * p->dk_.s[1];
+                const float *restrict aq = t.dQa + i * ldk, *restrict hq = t.dQh + i * ldk;
+                const float *restrict ak = t.dKa + i * ldk, *restrict hk = t.dKh + i * ldk;
+                for (int64_t j = 0; j < dk; j++) oq[j] = aq[j] + hq[j];
+                for (int64_t j = 0; j < dk; j++) ok[j] = ak[j] + hk[j];
+            }
+            return;
         } else {
             for (int64_t x = 0; x < L * ldk; x++) {
                 t.dQa[x] += t.dQh[x];
@@ -332,6 +356,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             }
         }
     }
+    if (direct) return;
     cg__cpu_st_rows(cg__vat(&p->dq, b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1]), p->dq.dt, p->dq.s[1], t.dQa,
                     ldk, L, dk);
     cg__cpu_st_rows(cg__vat(&p->dk_, b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1]), p->dk_.dt, p->dk_.s[1],
