@@ -254,8 +254,9 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n) {
     for (; j < n; j++) P[j] *= cg__ssd_exp(X[j]);
 }
 
-/* The decay mask e^{A_i - A_j} factors as e^{A_i - M} e^{M - A_j}: 2L exponentials (in
- * double, rounded once) instead of L(L+1)/2, and a product per entry. With M the middle
+/* The decay mask e^{A_i - A_j} factors as e^{A_i - M} e^{M - A_j}: L exponentials and L
+ * reciprocals (in double, each factor rounded once) instead of L(L+1)/2 exponentials, and
+ * a product per entry. With M the middle
  * of the chunk's range of A and that range at most 80, both factors lie in [e^-40, e^40]:
  * normal floats, the product within 2 ulp of the exact mask (at most e^80 where log_alpha
  * grows). Otherwise (strong decay, -inf clamped to -1e4, NaN) each entry's exponent
@@ -276,9 +277,10 @@ void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds
     }
     if (factored) {
         float *restrict ep = E, *restrict en = E + L;
-        for (int64_t i = 0; i < L; i++) {
-            ep[i] = (float)exp(Ad[i] - M);
-            en[i] = (float)exp(M - Ad[i]);
+        for (int64_t i = 0; i < L; i++) { /* e^{M - A_i} as 1 / e^{A_i - M}: one exp, the same float */
+            const double e = exp(Ad[i] - M);
+            ep[i] = (float)e;
+            en[i] = (float)(1.0 / e);
         }
         for (int64_t i = 0; i < L; i++) {
             const float s = ep[i];
