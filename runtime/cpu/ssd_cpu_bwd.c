@@ -122,8 +122,10 @@ static void phase1(void *arg, int64_t bh, int tid) {
     const int64_t sq = p->q.s[1], sk = p->k.s[1], sv = p->v.s[1], sd = p->dout.s[1], sl = p->la.s[1];
 
     /* forward over the chunks: S^T = e^{A_last} S^T + V^T diag(w) K, with V^T a transposed
-     * copy (read in place, each k step of the GEMM would be a token row of v, a page apart
-     * in the token-major layout: measured slower by TLB misses). The states live in WS:
+     * copy where v's token rows are 256 bytes or a multiple of that apart (read in place,
+     * each k step of the GEMM would be a token row of v, a page apart in the token-major
+     * layout, all on one L1 set: measured slower); else v read transposed in place (the A
+     * operand: broadcast scalars). The states live in WS:
      * chunk c's GEMM reads WS[c] and writes WS[c + 1] (no copy), the last one the final
      * state into ST, which only <dhT, S_T> needs (skipped without dhT). */
     float *W0 = J->WS + bh * nc * dv * ldk, *S0 = nc > 0 ? W0 : ST; /* T = 0: no chunk, S_T = h0 */
@@ -132,18 +134,25 @@ static void phase1(void *arg, int64_t bh, int tid) {
     else
         memset(S0, 0, (size_t)(dv * ldk) * sizeof(float));
     const int64_t nupd = p->dhT.p ? nc : nc - 1;
+    /* a float32 v whose token rows are not a multiple of 256 bytes apart (and less than a
+     * page) is read in place: its rows then spread over the L1 sets, a chunk's over a few pages */
+    const int v_in_place = !cg__dtype_half(p->v.dt) && (sv * 4) % 256 != 0 && sv * 4 < 4096;
     for (int64_t c = 0; c < nupd; c++) {
         const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
         load_scaled(Kw, ldk, &p->k, k + t0 * sk, sk, L, dk, dkp, wv);
+        const float *A = VT;
+        int64_t ars = ldc, aks = 1;
         if (cg__dtype_half(p->v.dt)) {
             cg__cpu_ld_rows(Vr, ldv, cg__vat(&p->v, v + t0 * sv), p->v.dt, sv, L, dv, dv);
             cg__ssd_transpose(VT, ldc, Vr, ldv, L, dv, J->Cp);
+        } else if (v_in_place) {
+            A = CG_F32P(p->v) + v + t0 * sv, ars = 1, aks = sv;
         } else {
             cg__ssd_transpose(VT, ldc, CG_F32P(p->v) + v + t0 * sv, sv, L, dv, J->Cp);
         }
         float *dst = c + 1 < nc ? W0 + (c + 1) * dv * ldk : ST;
-        cg__ssd_gemm_ex(CG_SSD_DENSE, dv, dkp, dkp, L, VT, ldc, 1, Kw, ldk, dst, ldk, 1, gamma, W0 + c * dv * ldk,
+        cg__ssd_gemm_ex(CG_SSD_DENSE, dv, dkp, dkp, L, A, ars, aks, Kw, ldk, dst, ldk, 1, gamma, W0 + c * dv * ldk,
                         ldk, NULL);
     }
     double dot = 0;
