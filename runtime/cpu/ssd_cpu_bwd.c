@@ -190,7 +190,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
 /* ------------------------------------------------------------ phase 2 */
 
 typedef struct p2_tiles {
-    float *Qt, *Kt, *KT, *QT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
+    float *Qt, *Kt, *KT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
     float *eA, *wv, *E, *Vr;
     double *Ad;
 } p2_tiles;
@@ -207,10 +207,10 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
         t->name = mem ? mem + off : NULL;               \
         off += (size_t)cg__ssd_pad(n);                  \
     } while (0)
-    TILE(Qt, C * dkp);   /* [C, dkp]  q rows (B operand: user rows may be a page apart) */
+    TILE(Qt, C * dkp);   /* [C, dkp]  q rows (B operand: user rows may be a page apart; fused mode: read
+                            transposed in place as the A operand Q^T of the dS updates) */
     TILE(Kt, C * dkp);   /* [C, dkp]  k rows */
     TILE(KT, dk * Cp);   /* [dk, Cp]  k transposed */
-    TILE(QT, J->fused ? dk * Cp : 0); /* [dk, Cp]  q transposed (fused mode: A of the dS updates) */
     TILE(Praw, C * Cp);  /* [C, Cp]   Q K^T, shared by the group's heads */
     TILE(P, C * Cp);     /* [C, Cp]   masked; read transposed in place as P^T */
     TILE(dP, C * Cp);    /* [C, Cp]   likewise */
@@ -267,7 +267,6 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
     q = tile_rows(t.Qt, ldk, q16, p->q.dt, &sq, L, dk, dkp, 1);
     k = tile_rows(t.Kt, ldk, k16, p->k.dt, &sk, L, dk, dkp, 1);
     cg__ssd_transpose(t.KT, ldc, k, sk, L, dk, Cp);
-    if (J->fused) cg__ssd_transpose(t.QT, ldc, q, sq, L, dk, Cp);
     cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, ldc, t.Praw, ldc, 0);
     /* float32 dq and dk: this chunk's rows in the user's tensors, written once (see the sums) */
     float *dq32 = p->dq.dt == CG_F32 ? CG_F32P(p->dq) + b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1] : NULL;
@@ -340,7 +339,8 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
                 for (int64_t j = 0; j < dv; j++) d[j] = t.eA[i] * dr[j];
                 for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
             }
-            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, t.QT, ldc, 1, t.eAdO, ldv, dSe, ldv, 1, gamma);
+            /* Q^T as the A operand: the padded q rows read transposed in place */
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, t.Qt, 1, ldk, t.eAdO, ldv, dSe, ldv, 1, gamma);
         }
 
         /* the group's sums, in head order: the first head's tiles become the sums (swapped, not
