@@ -125,9 +125,9 @@ static void phase1(void *arg, int64_t bh, int tid) {
      * copy where v's token rows are 256 bytes or a multiple of that apart (read in place,
      * each k step of the GEMM would be a token row of v, a page apart in the token-major
      * layout, all on one L1 set: measured slower); else v read transposed in place (the A
-     * operand: broadcast scalars). The states live in WS:
-     * chunk c's GEMM reads WS[c] and writes WS[c + 1] (no copy), the last one the final
-     * state into ST, which only <dhT, S_T> needs (skipped without dhT). */
+     * operand: broadcast scalars). The states live in WS: chunk c's GEMM reads WS[c] and
+     * writes WS[c + 1] (no copy), the last one the final state into ST, which only
+     * <dhT, S_T> needs (skipped without dhT). */
     float *W0 = J->WS + bh * nc * dv * ldk, *S0 = nc > 0 ? W0 : ST; /* T = 0: no chunk, S_T = h0 */
     if (p->h0.p)
         cg__ssd_transpose(S0, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
@@ -268,11 +268,10 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
     k = tile_rows(t.Kt, ldk, k16, p->k.dt, &sk, L, dk, dkp, 1);
     cg__ssd_transpose(t.KT, ldc, k, sk, L, dk, Cp);
     cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, ldc, t.Praw, ldc, 0);
-    /* float32 dq and dk: this chunk's rows in the user's tensors, written once (see the sums) */
+    /* float32 dq and dk: this chunk's rows in the user's tensors (see the sums) */
     float *dq32 = p->dq.dt == CG_F32 ? CG_F32P(p->dq) + b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1] : NULL;
     float *dk32 =
         p->dk_.dt == CG_F32 ? CG_F32P(p->dk_) + b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1] : NULL;
-    const int direct = hpg == 1 && dq32 && dk32; /* one head: its products go straight there */
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
         const int64_t bh = b * p->H + h;
@@ -296,34 +295,26 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, ldc, t.dP, ldc, 0);
         cg__ssd_decay_mask(t.dP, ldc, L, t.Ad, t.E);
 
-        /* dQh = diag(e^A) (dO S0^T) + dP K (the row scales applied by the GEMM; with one
-         * head per group and float32 dq, the sum goes straight into dq, its dk columns) */
-        float *dQo = direct ? dq32 : t.dQh, *dKo = direct ? dk32 : t.dKh;
-        const int64_t sdq = direct ? p->dq.s[1] : ldk, sdk = direct ? p->dk_.s[1] : ldk, nq = direct ? dk : dkp;
+        /* dQh = diag(e^A) (dO S0^T) + dP K (the row scales applied by the GEMM) */
         cg__ssd_gemm_ex(CG_SSD_DENSE, L, dkp, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, 0, 1.0f, NULL, 0, t.eA);
-        cg__ssd_gemm_ex(CG_SSD_KLOWER, L, dkp, nq, 0, t.dP, ldc, 1, t.Kt, ldk, dQo, sdq, 1, 1.0f, t.dQh, ldk, NULL);
+        cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, ldc, 1, t.Kt, ldk, t.dQh, ldk, 1);
         /* dKh = diag(w) (V dS_end^T) + dP^T Q, dP read transposed */
         cg__ssd_gemm_ex(CG_SSD_DENSE, L, dkp, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, 0, 1.0f, NULL, 0, t.wv);
-        cg__ssd_gemm_ex(CG_SSD_KUPPER, L, dkp, nq, L, t.dP, 1, ldc, t.Qt, ldk, dKo, sdk, 1, 1.0f, t.dKh, ldk, NULL);
+        cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, ldc, t.Qt, ldk, t.dKh, ldk, 1);
 
-        /* dV = diag(w) (K dS_end) + P^T dO: in padded rows, the second product's sum stored
-         * straight into a float32 dv (its dv columns), else rounded as it is stored */
+        /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored (the GEMM storing
+         * into dv itself measured slower: its stores then wait for dv's lines from memory) */
         void *dvo = cg__vat(&p->dv_, b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1]);
         cg__ssd_gemm_ex(CG_SSD_DENSE, L, dvp, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, 0, 1.0f, NULL, 0, t.wv);
-        if (p->dv_.dt == CG_F32) {
-            cg__ssd_gemm_ex(CG_SSD_KUPPER, L, dvp, dv, L, t.P, 1, ldc, t.dOt, ldv, (float *)dvo, p->dv_.s[1], 1, 1.0f,
-                            t.dVt, ldv, NULL);
-        } else {
-            cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
-            cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
-        }
+        cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
+        cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
 
         /* r_t = q_t . dQh_t - k_t . dKh_t; in-chunk suffix sums into dlog_alpha */
         float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2] + t0 * p->dla.s[1];
         double suffix = 0;
         for (int64_t i = L - 1; i >= 0; i--) {
             const float *restrict qi = q + i * sq, *restrict ki = k + i * sk;
-            const float *restrict dqi = dQo + i * sdq, *restrict dki = dKo + i * sdk;
+            const float *restrict dqi = t.dQh + i * ldk, *restrict dki = t.dKh + i * ldk;
             float r = 0;
             for (int64_t j = 0; j < dk; j++) r += qi[j] * dqi[j] - ki[j] * dki[j];
             suffix += (double)r;
@@ -345,7 +336,6 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
 
         /* the group's sums, in head order: the first head's tiles become the sums (swapped, not
          * copied); a float32 dq and dk take the last head's sum straight from the add */
-        if (direct) continue;
         if (h == g * hpg) {
             float *tmp = t.dQa; t.dQa = t.dQh; t.dQh = tmp;
             tmp = t.dKa; t.dKa = t.dKh; t.dKh = tmp;
@@ -365,7 +355,6 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             }
         }
     }
-    if (direct) return;
     cg__cpu_st_rows(cg__vat(&p->dq, b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1]), p->dq.dt, p->dq.s[1], t.dQa,
                     ldk, L, dk);
     cg__cpu_st_rows(cg__vat(&p->dk_, b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1]), p->dk_.dt, p->dk_.s[1],
