@@ -127,8 +127,9 @@ static void phase1(void *arg, int64_t bh, int tid) {
      * layout, all on one L1 set: measured slower); else v read transposed in place (the A
      * operand: broadcast scalars). The state is updated in ST (in cache) and copied to WS per
      * chunk: the GEMM writing WS[c + 1] itself from WS[c] (cg__ssd_gemm_ex, no copy) measured
-     * 10% slower on g2h8_d128 fwd_bwd (75 MB of WS: the GEMM's stores wait for its lines from
-     * memory). The last chunk's update only serves <dhT, S_T>: skipped without dhT. */
+     * no faster on g2h8_d128 fwd_bwd (75 MB of WS: the GEMM's stores then wait for its lines
+     * from memory; 12% slower in one loaded A/B, equal in the next). The last chunk's update
+     * only serves <dhT, S_T>: skipped without dhT. */
     if (p->h0.p)
         cg__ssd_transpose(ST, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
     else
@@ -303,7 +304,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, ldc, t.Qt, ldk, t.dKh, ldk, 1);
 
         /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored (the GEMM storing
-         * into dv itself measured slower: its stores then wait for dv's lines from memory) */
+         * into dv itself measured no faster: its stores then wait for dv's lines from memory) */
         void *dvo = cg__vat(&p->dv_, b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1]);
         cg__ssd_gemm_ex(CG_SSD_DENSE, L, dvp, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, 0, 1.0f, NULL, 0, t.wv);
         cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
