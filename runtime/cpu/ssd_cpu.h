@@ -49,13 +49,10 @@ void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, in
                      int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
                      float beta);
 
-/* The general form: C = beta Cs + diag(rs) (the product) when acc, else diag(rs) (the product),
- * with Cs (rows ldcs apart; NULL: C itself) read and C written in the columns [0, nc) only, and
- * rs[i] scaling row i of the product (NULL: no scaling). Cs may be C; otherwise the two must not
- * overlap (e.g. the next chunk's state from this one's, with no copy). */
-void cg__ssd_gemm_ex(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
-                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
-                     float beta, const float *Cs, int64_t ldcs, const float *rs);
+/* C = diag(rs) (the product): row i of the product scaled by rs[i] as it is stored (no
+ * pass over C afterwards). */
+void cg__ssd_gemm_rs(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, const float *rs);
 
 /* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
  * Blocks of one vector's width transposed in registers (ssd_cpu_gemm.c). */

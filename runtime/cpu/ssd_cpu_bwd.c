@@ -126,7 +126,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
      * each k step of the GEMM would be a token row of v, a page apart in the token-major
      * layout, all on one L1 set: measured slower); else v read transposed in place (the A
      * operand: broadcast scalars). The state is updated in ST (in cache) and copied to WS per
-     * chunk: the GEMM writing WS[c + 1] itself from WS[c] (cg__ssd_gemm_ex, no copy) measured
+     * chunk: the GEMM writing WS[c + 1] itself from WS[c] (a GEMM with a separate C source, no copy) measured
      * no faster on g2h8_d128 fwd_bwd (75 MB of WS: the GEMM's stores then wait for its lines
      * from memory; 12% slower in one loaded A/B, equal in the next). The last chunk's update
      * only serves <dhT, S_T>: skipped without dhT. */
@@ -297,16 +297,16 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         cg__ssd_decay_mask(t.dP, ldc, L, t.Ad, t.E);
 
         /* dQh = diag(e^A) (dO S0^T) + dP K (the row scales applied by the GEMM) */
-        cg__ssd_gemm_ex(CG_SSD_DENSE, L, dkp, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, 0, 1.0f, NULL, 0, t.eA);
+        cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, t.eA);
         cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, ldc, 1, t.Kt, ldk, t.dQh, ldk, 1);
         /* dKh = diag(w) (V dS_end^T) + dP^T Q, dP read transposed */
-        cg__ssd_gemm_ex(CG_SSD_DENSE, L, dkp, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, 0, 1.0f, NULL, 0, t.wv);
+        cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, t.wv);
         cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, ldc, t.Qt, ldk, t.dKh, ldk, 1);
 
         /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored (the GEMM storing
          * into dv itself measured no faster: its stores then wait for dv's lines from memory) */
         void *dvo = cg__vat(&p->dv_, b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1]);
-        cg__ssd_gemm_ex(CG_SSD_DENSE, L, dvp, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, 0, 1.0f, NULL, 0, t.wv);
+        cg__ssd_gemm_rs(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, t.wv);
         cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
         cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
 

@@ -68,8 +68,8 @@ static inline void store_part(float *p, cg_vf x, int rem) {
  * when r >= mr - 1 - x: the diagonal block of a lower-triangular A), TRI_UPPER likewise the
  * first mr steps (row r takes step x only when x >= r); zeros above (below) the diagonal
  * are then never multiplied, so an inf or NaN in B there does not reach C.
- * C = beta Cs + diag(rs) A B when acc, else diag(rs) A B (Cs not read); no rs: a scale of 1
- * (Cs may be C itself: read before it is written). Of the nv vectors of C columns only
+ * C = beta C + diag(rs) A B when acc, else diag(rs) A B (C not read); no rs: a scale of 1.
+ * Of the nv vectors of C columns only
  * the first ns (1..nv VW) floats are read and written (the rest of a row may be someone
  * else's memory). */
 enum { TRI_NONE, TRI_LOWER, TRI_UPPER };
@@ -80,12 +80,12 @@ static inline __attribute__((always_inline)) void micro(const int mr, const int 
                                                         const float *restrict A, int64_t ars, int64_t aks,
                                                         const float *restrict B, int64_t ldb, float *C,
                                                         int64_t ldc, int acc, float beta, int tri, int ns,
-                                                        const float *Cs, int64_t ldcs, const float *restrict rs) {
+                                                        const float *restrict rs) {
     cg_vf c[MR][NVMAX];
     for (int r = 0; r < mr; r++)
         for (int v = 0; v < nv; v++) {
             c[r][v] = (cg_vf){0};
-            if (acc && !rs && v * VW < ns) c[r][v] = beta * load_ns(Cs + r * ldcs, v, ns);
+            if (acc && !rs && v * VW < ns) c[r][v] = beta * load_ns(C + r * ldc, v, ns);
         }
     int64_t k = 0, kend = K;
     if (tri == TRI_UPPER) {
@@ -132,7 +132,7 @@ static inline __attribute__((always_inline)) void micro(const int mr, const int 
         for (int r = 0; r < mr; r++)
             for (int v = 0; v < nv; v++) {
                 c[r][v] *= rs[r];
-                if (acc && v * VW < ns) c[r][v] += beta * load_ns(Cs + r * ldcs, v, ns);
+                if (acc && v * VW < ns) c[r][v] += beta * load_ns(C + r * ldc, v, ns);
             }
     if (ns == nv * VW) {
         for (int r = 0; r < mr; r++)
@@ -147,15 +147,14 @@ static inline __attribute__((always_inline)) void micro(const int mr, const int 
 }
 
 typedef void (*micro_fn)(int64_t K, const float *restrict A, int64_t ars, int64_t aks, const float *restrict B,
-                         int64_t ldb, float *C, int64_t ldc, int acc, float beta, int tri, int ns, const float *Cs,
-                         int64_t ldcs, const float *restrict rs);
+                         int64_t ldb, float *C, int64_t ldc, int acc, float beta, int tri, int ns,
+                         const float *restrict rs);
 
 #define MICRO_DEF(mr, nv, unit)                                                                                 \
     static void micro_##mr##_##nv##_##unit(int64_t K, const float *restrict A, int64_t ars, int64_t aks,       \
                                            const float *restrict B, int64_t ldb, float *C, int64_t ldc,        \
-                                           int acc, float beta, int tri, int ns, const float *Cs, int64_t ldcs, \
-                                           const float *restrict rs) {                                          \
-        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc, beta, tri, ns, Cs, ldcs, rs);                 \
+                                           int acc, float beta, int tri, int ns, const float *restrict rs) {    \
+        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc, beta, tri, ns, rs);                           \
     }
 #if NVMAX == 4
 #define MICRO_ROW(mr, u) MICRO_DEF(mr, 1, u) MICRO_DEF(mr, 2, u) MICRO_DEF(mr, 3, u) MICRO_DEF(mr, 4, u)
@@ -175,11 +174,10 @@ MICRO_ALL(0)
 MICRO_ALL(1)
 static const micro_fn micro_tab[2][MR][NVMAX] = {MICRO_TAB(0), MICRO_TAB(1)};
 
-void cg__ssd_gemm_ex(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
-                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
-                     float beta, const float *Cs, int64_t ldcs, const float *rs) {
+static void gemm_run(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A, int64_t ars,
+                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta,
+                     const float *rs) {
     CG_ASSERT(n % CG_SSD_VL == 0 && nc >= 1 && nc <= n);
-    if (!Cs) Cs = C, ldcs = ldc;
     const int unit = aks == 1;
     /* Column panels outside, row blocks inside: one panel of B (K x NVMAX VW) is reused by
      * every row block while it is in L1/L2. */
@@ -202,8 +200,7 @@ void cg__ssd_gemm_ex(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, in
             const int64_t kn = kend > kbeg ? kend - kbeg : 0;
             if (kn < mr) tri = TRI_NONE; /* not a triangular block (KUPPER with K < m: not used) */
             micro_tab[unit][mr - 1][nv - 1](kn, A + i0 * ars + kbeg * aks, ars, aks, B + kbeg * ldb + j0, ldb,
-                                            C + i0 * ldc + j0, ldc, acc, beta, tri, ns, Cs + i0 * ldcs + j0, ldcs,
-                                            rs ? rs + i0 : NULL);
+                                            C + i0 * ldc + j0, ldc, acc, beta, tri, ns, rs ? rs + i0 : NULL);
         }
     }
 }
@@ -211,7 +208,12 @@ void cg__ssd_gemm_ex(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, in
 void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
                      int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
                      float beta) {
-    cg__ssd_gemm_ex(mode, m, n, nc, K, A, ars, aks, B, ldb, C, ldc, acc, beta, NULL, 0, NULL);
+    gemm_run(mode, m, n, nc, K, A, ars, aks, B, ldb, C, ldc, acc, beta, NULL);
+}
+
+void cg__ssd_gemm_rs(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, const float *rs) {
+    gemm_run(mode, m, n, n, K, A, ars, aks, B, ldb, C, ldc, 0, 1.0f, rs);
 }
 
 void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
