@@ -21,6 +21,7 @@
 #define cg__ssd_gemm CG_ISA_CAT(cg__ssd_gemm, CG_ISA)
 #define cg__ssd_gemm_beta CG_ISA_CAT(cg__ssd_gemm_beta, CG_ISA)
 #define cg__ssd_gemm_nc CG_ISA_CAT(cg__ssd_gemm_nc, CG_ISA)
+#define cg__ssd_gemm_rs CG_ISA_CAT(cg__ssd_gemm_rs, CG_ISA)
 #define cg__ssd_transpose CG_ISA_CAT(cg__ssd_transpose, CG_ISA)
 #define cg__ssd_mul_exp CG_ISA_CAT(cg__ssd_mul_exp, CG_ISA)
 #define cg__ssd_decay_mask CG_ISA_CAT(cg__ssd_decay_mask, CG_ISA)

@@ -49,6 +49,11 @@ void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, in
                      int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
                      float beta);
 
+/* C = diag(rs) (the product): row i of the product scaled by rs[i] as it is stored (no
+ * pass over C afterwards). */
+void cg__ssd_gemm_rs(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, const float *rs);
+
 /* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
  * Blocks of one vector's width transposed in registers (ssd_cpu_gemm.c). */
 void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss, int64_t rows,

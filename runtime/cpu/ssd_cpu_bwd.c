@@ -122,24 +122,39 @@ static void phase1(void *arg, int64_t bh, int tid) {
     const int64_t sq = p->q.s[1], sk = p->k.s[1], sv = p->v.s[1], sd = p->dout.s[1], sl = p->la.s[1];
 
     /* forward over the chunks: S^T = e^{A_last} S^T + V^T diag(w) K, with V^T a transposed
-     * copy (read in place, each k step of the GEMM would be a token row of v, a page apart
-     * in the token-major layout: measured slower by TLB misses) */
+     * copy where v's token rows are 256 bytes or a multiple of that apart (read in place,
+     * each k step of the GEMM would be a token row of v, a page apart in the token-major
+     * layout, all on one L1 set: measured slower); else v read transposed in place (the A
+     * operand: broadcast scalars). The state is updated in ST (in cache) and copied to WS per
+     * chunk: the GEMM writing WS[c + 1] itself from WS[c] (a GEMM with a separate C source, no copy) measured
+     * no faster on g2h8_d128 fwd_bwd (75 MB of WS: the GEMM's stores then wait for its lines
+     * from memory; 12% slower in one loaded A/B, equal in the next). The last chunk's update
+     * only serves <dhT, S_T>: skipped without dhT. */
     if (p->h0.p)
         cg__ssd_transpose(ST, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
     else
         memset(ST, 0, (size_t)(dv * ldk) * sizeof(float));
+    const int64_t nupd = p->dhT.p ? nc : nc - 1;
+    /* a float32 v whose token rows are not a multiple of 256 bytes apart (and less than a
+     * page) is read in place: its rows then spread over the L1 sets, a chunk's over a few pages */
+    const int v_in_place = !cg__dtype_half(p->v.dt) && (sv * 4) % 256 != 0 && sv * 4 < 4096;
     for (int64_t c = 0; c < nc; c++) {
         const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
         memcpy(J->WS + (bh * nc + c) * dv * ldk, ST, (size_t)(dv * ldk) * sizeof(float));
+        if (c >= nupd) break;
         const float gamma = chunk_decays(la + t0 * sl, sl, L, Ad, eA, wv);
         load_scaled(Kw, ldk, &p->k, k + t0 * sk, sk, L, dk, dkp, wv);
+        const float *A = VT;
+        int64_t ars = ldc, aks = 1;
         if (cg__dtype_half(p->v.dt)) {
             cg__cpu_ld_rows(Vr, ldv, cg__vat(&p->v, v + t0 * sv), p->v.dt, sv, L, dv, dv);
             cg__ssd_transpose(VT, ldc, Vr, ldv, L, dv, J->Cp);
+        } else if (v_in_place) {
+            A = CG_F32P(p->v) + v + t0 * sv, ars = 1, aks = sv;
         } else {
             cg__ssd_transpose(VT, ldc, CG_F32P(p->v) + v + t0 * sv, sv, L, dv, J->Cp);
         }
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, VT, ldc, 1, Kw, ldk, ST, ldk, 1, gamma);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, A, ars, aks, Kw, ldk, ST, ldk, 1, gamma);
     }
     double dot = 0;
     if (p->dhT.p) {
@@ -176,7 +191,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
 /* ------------------------------------------------------------ phase 2 */
 
 typedef struct p2_tiles {
-    float *Qt, *Kt, *KT, *QT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
+    float *Qt, *Kt, *KT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
     float *eA, *wv, *E, *Vr;
     double *Ad;
 } p2_tiles;
@@ -193,10 +208,10 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
         t->name = mem ? mem + off : NULL;               \
         off += (size_t)cg__ssd_pad(n);                  \
     } while (0)
-    TILE(Qt, C * dkp);   /* [C, dkp]  q rows (B operand: user rows may be a page apart) */
+    TILE(Qt, C * dkp);   /* [C, dkp]  q rows (B operand: user rows may be a page apart; fused mode: read
+                            transposed in place as the A operand Q^T of the dS updates) */
     TILE(Kt, C * dkp);   /* [C, dkp]  k rows */
     TILE(KT, dk * Cp);   /* [dk, Cp]  k transposed */
-    TILE(QT, J->fused ? dk * Cp : 0); /* [dk, Cp]  q transposed (fused mode: A of the dS updates) */
     TILE(Praw, C * Cp);  /* [C, Cp]   Q K^T, shared by the group's heads */
     TILE(P, C * Cp);     /* [C, Cp]   masked; read transposed in place as P^T */
     TILE(dP, C * Cp);    /* [C, Cp]   likewise */
@@ -253,8 +268,11 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
     q = tile_rows(t.Qt, ldk, q16, p->q.dt, &sq, L, dk, dkp, 1);
     k = tile_rows(t.Kt, ldk, k16, p->k.dt, &sk, L, dk, dkp, 1);
     cg__ssd_transpose(t.KT, ldc, k, sk, L, dk, Cp);
-    if (J->fused) cg__ssd_transpose(t.QT, ldc, q, sq, L, dk, Cp);
     cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, ldc, t.Praw, ldc, 0);
+    /* float32 dq and dk: this chunk's rows in the user's tensors (see the sums) */
+    float *dq32 = p->dq.dt == CG_F32 ? CG_F32P(p->dq) + b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1] : NULL;
+    float *dk32 =
+        p->dk_.dt == CG_F32 ? CG_F32P(p->dk_) + b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1] : NULL;
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
         const int64_t bh = b * p->H + h;
@@ -278,19 +296,17 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, ldc, t.dP, ldc, 0);
         cg__ssd_decay_mask(t.dP, ldc, L, t.Ad, t.E);
 
-        /* dQh = diag(e^A) (dO S0^T) + dP K */
-        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, 0);
-        scale_rows(t.dQh, ldk, L, dkp, t.eA);
+        /* dQh = diag(e^A) (dO S0^T) + dP K (the row scales applied by the GEMM) */
+        cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, t.eA);
         cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, ldc, 1, t.Kt, ldk, t.dQh, ldk, 1);
         /* dKh = diag(w) (V dS_end^T) + dP^T Q, dP read transposed */
-        cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, 0);
-        scale_rows(t.dKh, ldk, L, dkp, t.wv);
+        cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, t.wv);
         cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, ldc, t.Qt, ldk, t.dKh, ldk, 1);
 
-        /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored */
+        /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored (the GEMM storing
+         * into dv itself measured no faster: its stores then wait for dv's lines from memory) */
         void *dvo = cg__vat(&p->dv_, b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1]);
-        cg__ssd_gemm(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, 0);
-        scale_rows(t.dVt, ldv, L, dvp, t.wv);
+        cg__ssd_gemm_rs(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, t.wv);
         cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
         cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
 
@@ -315,16 +331,24 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
                 for (int64_t j = 0; j < dv; j++) d[j] = t.eA[i] * dr[j];
                 for (int64_t j = dv; j < dvp; j++) d[j] = 0.0f;
             }
-            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, t.QT, ldc, 1, t.eAdO, ldv, dSe, ldv, 1, gamma);
+            /* Q^T as the A operand: the padded q rows read transposed in place */
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, t.Qt, 1, ldk, t.eAdO, ldv, dSe, ldv, 1, gamma);
         }
 
-        /* the group's sums, in head order */
-        if (hpg == 1) {
+        /* the group's sums, in head order: the first head's tiles become the sums (swapped, not
+         * copied); a float32 dq and dk take the last head's sum straight from the add */
+        if (h == g * hpg) {
             float *tmp = t.dQa; t.dQa = t.dQh; t.dQh = tmp;
             tmp = t.dKa; t.dKa = t.dKh; t.dKh = tmp;
-        } else if (h == g * hpg) {
-            memcpy(t.dQa, t.dQh, (size_t)(L * ldk) * sizeof(float));
-            memcpy(t.dKa, t.dKh, (size_t)(L * ldk) * sizeof(float));
+        } else if (h == (g + 1) * hpg - 1 && dq32 && dk32) {
+            for (int64_t i = 0; i < L; i++) {
+                float *restrict oq = dq32 + i * p->dq.s[1], *restrict ok = dk32 + i * p->dk_.s[1];
+                const float *restrict aq = t.dQa + i * ldk, *restrict hq = t.dQh + i * ldk;
+                const float *restrict ak = t.dKa + i * ldk, *restrict hk = t.dKh + i * ldk;
+                for (int64_t j = 0; j < dk; j++) oq[j] = aq[j] + hq[j];
+                for (int64_t j = 0; j < dk; j++) ok[j] = ak[j] + hk[j];
+            }
+            return;
         } else {
             for (int64_t x = 0; x < L * ldk; x++) {
                 t.dQa[x] += t.dQh[x];

@@ -68,21 +68,24 @@ static inline void store_part(float *p, cg_vf x, int rem) {
  * when r >= mr - 1 - x: the diagonal block of a lower-triangular A), TRI_UPPER likewise the
  * first mr steps (row r takes step x only when x >= r); zeros above (below) the diagonal
  * are then never multiplied, so an inf or NaN in B there does not reach C.
- * C = beta C + A B when acc, else A B (C not read). Of the nv vectors of C columns only
+ * C = beta C + diag(rs) A B when acc, else diag(rs) A B (C not read); no rs: a scale of 1.
+ * Of the nv vectors of C columns only
  * the first ns (1..nv VW) floats are read and written (the rest of a row may be someone
  * else's memory). */
 enum { TRI_NONE, TRI_LOWER, TRI_UPPER };
+static inline __attribute__((always_inline)) cg_vf load_ns(const float *p, int v, int ns) {
+    return (v + 1) * VW <= ns ? *(const cg_vf *)(p + v * VW) : load_part(p + v * VW, ns - v * VW);
+}
 static inline __attribute__((always_inline)) void micro(const int mr, const int nv, const int unit, int64_t K,
                                                         const float *restrict A, int64_t ars, int64_t aks,
-                                                        const float *restrict B, int64_t ldb,
-                                                        float *restrict C, int64_t ldc, int acc, float beta,
-                                                        int tri, int ns) {
+                                                        const float *restrict B, int64_t ldb, float *C,
+                                                        int64_t ldc, int acc, float beta, int tri, int ns,
+                                                        const float *restrict rs) {
     cg_vf c[MR][NVMAX];
     for (int r = 0; r < mr; r++)
         for (int v = 0; v < nv; v++) {
             c[r][v] = (cg_vf){0};
-            if (acc && (v + 1) * VW <= ns) c[r][v] = beta * *(const cg_vf *)(C + r * ldc + v * VW);
-            else if (acc && v * VW < ns) c[r][v] = beta * load_part(C + r * ldc + v * VW, ns - v * VW);
+            if (acc && !rs && v * VW < ns) c[r][v] = beta * load_ns(C + r * ldc, v, ns);
         }
     int64_t k = 0, kend = K;
     if (tri == TRI_UPPER) {
@@ -125,6 +128,12 @@ static inline __attribute__((always_inline)) void micro(const int mr, const int 
             }
         }
     }
+    if (rs)
+        for (int r = 0; r < mr; r++)
+            for (int v = 0; v < nv; v++) {
+                c[r][v] *= rs[r];
+                if (acc && v * VW < ns) c[r][v] += beta * load_ns(C + r * ldc, v, ns);
+            }
     if (ns == nv * VW) {
         for (int r = 0; r < mr; r++)
             for (int v = 0; v < nv; v++) *(cg_vf *)(C + r * ldc + v * VW) = c[r][v];
@@ -138,13 +147,14 @@ static inline __attribute__((always_inline)) void micro(const int mr, const int 
 }
 
 typedef void (*micro_fn)(int64_t K, const float *restrict A, int64_t ars, int64_t aks, const float *restrict B,
-                         int64_t ldb, float *restrict C, int64_t ldc, int acc, float beta, int tri, int ns);
+                         int64_t ldb, float *C, int64_t ldc, int acc, float beta, int tri, int ns,
+                         const float *restrict rs);
 
 #define MICRO_DEF(mr, nv, unit)                                                                                 \
     static void micro_##mr##_##nv##_##unit(int64_t K, const float *restrict A, int64_t ars, int64_t aks,       \
-                                           const float *restrict B, int64_t ldb, float *restrict C,             \
-                                           int64_t ldc, int acc, float beta, int tri, int ns) {                \
-        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc, beta, tri, ns);                               \
+                                           const float *restrict B, int64_t ldb, float *C, int64_t ldc,        \
+                                           int acc, float beta, int tri, int ns, const float *restrict rs) {    \
+        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc, beta, tri, ns, rs);                           \
     }
 #if NVMAX == 4
 #define MICRO_ROW(mr, u) MICRO_DEF(mr, 1, u) MICRO_DEF(mr, 2, u) MICRO_DEF(mr, 3, u) MICRO_DEF(mr, 4, u)
@@ -164,9 +174,9 @@ MICRO_ALL(0)
 MICRO_ALL(1)
 static const micro_fn micro_tab[2][MR][NVMAX] = {MICRO_TAB(0), MICRO_TAB(1)};
 
-void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
-                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
-                     float beta) {
+static void gemm_run(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A, int64_t ars,
+                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta,
+                     const float *rs) {
     CG_ASSERT(n % CG_SSD_VL == 0 && nc >= 1 && nc <= n);
     const int unit = aks == 1;
     /* Column panels outside, row blocks inside: one panel of B (K x NVMAX VW) is reused by
@@ -190,9 +200,20 @@ void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, in
             const int64_t kn = kend > kbeg ? kend - kbeg : 0;
             if (kn < mr) tri = TRI_NONE; /* not a triangular block (KUPPER with K < m: not used) */
             micro_tab[unit][mr - 1][nv - 1](kn, A + i0 * ars + kbeg * aks, ars, aks, B + kbeg * ldb + j0, ldb,
-                                            C + i0 * ldc + j0, ldc, acc, beta, tri, ns);
+                                            C + i0 * ldc + j0, ldc, acc, beta, tri, ns, rs ? rs + i0 : NULL);
         }
     }
+}
+
+void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
+                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
+                     float beta) {
+    gemm_run(mode, m, n, nc, K, A, ars, aks, B, ldb, C, ldc, acc, beta, NULL);
+}
+
+void cg__ssd_gemm_rs(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
+                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, const float *rs) {
+    gemm_run(mode, m, n, n, K, A, ars, aks, B, ldb, C, ldc, 0, 1.0f, rs);
 }
 
 void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
@@ -235,8 +256,9 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n) {
     for (; j < n; j++) P[j] *= cg__ssd_exp(X[j]);
 }
 
-/* The decay mask e^{A_i - A_j} factors as e^{A_i - M} e^{M - A_j}: 2L exponentials (in
- * double, rounded once) instead of L(L+1)/2, and a product per entry. With M the middle
+/* The decay mask e^{A_i - A_j} factors as e^{A_i - M} e^{M - A_j}: L exponentials and L
+ * reciprocals (in double, each factor rounded once) instead of L(L+1)/2 exponentials, and
+ * a product per entry. With M the middle
  * of the chunk's range of A and that range at most 80, both factors lie in [e^-40, e^40]:
  * normal floats, the product within 2 ulp of the exact mask (at most e^80 where log_alpha
  * grows). Otherwise (strong decay, -inf clamped to -1e4, NaN) each entry's exponent
@@ -257,9 +279,10 @@ void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds
     }
     if (factored) {
         float *restrict ep = E, *restrict en = E + L;
-        for (int64_t i = 0; i < L; i++) {
-            ep[i] = (float)exp(Ad[i] - M);
-            en[i] = (float)exp(M - Ad[i]);
+        for (int64_t i = 0; i < L; i++) { /* e^{M - A_i} as 1 / e^{A_i - M}: one exp, the same float */
+            const double e = exp(Ad[i] - M);
+            ep[i] = (float)e;
+            en[i] = (float)(1.0 / e);
         }
         for (int64_t i = 0; i < L; i++) {
             const float s = ep[i];
