@@ -351,6 +351,47 @@ CG_TEST(ssd16_gen_heads_rounding) {
     cg_context_free(ctx);
 }
 
+/* The mma16 kernels' ldmatrix reads of the raw 16-bit tiles (pitch width + 8 halves,
+ * templates/ssd_mma16.cuh) are free of bank conflicts: under the emulator's access
+ * statistics, every 16-byte shared load counted at a line of ssd_mma16.cuh (the ldmatrix
+ * rows, one per lane) takes its ideal wavefronts, forward and backward (defaults, bf16,
+ * dk 48: dkp + 8 = 56 halves, dv 40 and the dv tiles 64 / 32 + 8). */
+CG_TEST(ssd16_gen_emu_ldmatrix_banks) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    CG_CHECK_OK(ctx, cg__emu_stats_enable(ctx, 1));
+    static const s16_shape sh = {1, 37, 1, 2, 48, 40, 0, 1, 1, 1};
+    for (int bwd = 0; bwd < 2; bwd++) {
+        s16_case c;
+        case_new(ctx, &c, bwd, &sh, CG_BF16, 900 + (uint64_t)bwd);
+        const int first = cg__emu_stats_count(ctx);
+        if (check_case(ctx, &c, CG_BACKEND_EMULATE, NULL, 0)) {
+            CG_CHECK(strstr(cg_last_dispatch(ctx), "_mma16_") != NULL, "default: %s", cg_last_dispatch(ctx));
+            uint64_t req = 0, bad = 0;
+            for (int i = first; i < cg__emu_stats_count(ctx); i++) {
+                const cg_emu_launch_stats *L = cg__emu_stats_get(ctx, i);
+                for (int j = 0; L && j < L->nlines; j++) {
+                    const cg_emu_line_stat *l = &L->lines[j];
+                    if (strcmp(l->file, "ssd_mma16.cuh") || l->space != CG_EMU_SPACE_SHARED || l->store || l->width != 16)
+                        continue;
+                    req += l->requests;
+                    bad += l->units != l->ideal;
+                    CG_CHECK(l->units == l->ideal, "%s: ssd_mma16.cuh:%d: %llu wavefronts for %llu requests, ideal %llu",
+                             L->kernel, l->line, (unsigned long long)l->units, (unsigned long long)l->requests,
+                             (unsigned long long)l->ideal);
+                }
+            }
+            CG_CHECK(req > 0, "%s: no ldmatrix reads counted in ssd_mma16.cuh", kernel_of(bwd));
+            if (!bad)
+                fprintf(stderr, "  %s: %llu ldmatrix requests, all at their ideal wavefronts\n", kernel_of(bwd),
+                        (unsigned long long)req);
+        }
+        case_free(&c);
+    }
+    cg_context_free(ctx);
+}
+
 /* NVRTC for arch: 16-bit configs of both kernels (the unions above on that arch)
  * rendered and compiled, ptxas reports no spills, plus every shape's default in both
  * dtypes. CPU budget: a 16-bit SSD module takes about as long to compile as its float32
