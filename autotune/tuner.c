@@ -336,10 +336,12 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         return st;
     }
     /* A backend without a kernel for this op (yet), or that does not take its 16-bit
-     * tensors, skips the key. */
-    if (s->varlen_max && !env->vt->varlen)
+     * tensors, skips the key; so does one that runs no varlen problems of the op (neither
+     * the host runner nor kernels reading cu_seqlens: docs/varlen.md). */
+    const int no_varlen = s->varlen_max && !env->vt->varlen && !(env->vt->varlen_kernels & (1u << ver.op));
+    if (no_varlen)
         cg__err(ctx, CG_EUNSUPPORTED, "backend %s does not take variable-length batches yet", env->backend);
-    if ((s->varlen_max && !env->vt->varlen) || cg__backend_dtypes(ctx, env->vt, ver.op, &ver.prob) != CG_OK ||
+    if (no_varlen || cg__backend_dtypes(ctx, env->vt, ver.op, &ver.prob) != CG_OK ||
         !env->vt->supports(ctx, ver.op, &ver.prob, NULL)) {
         ui_line(ts->ui, "tune: [%d/%d] %s (%s): skipped: %s", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name,
                 ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");

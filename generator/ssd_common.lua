@@ -8,7 +8,14 @@ local M = {}
 function M.ceil_div(a, b) return (a + b - 1) // b end
 function M.round_up(a, b) return M.ceil_div(a, b) * b end
 
-function M.nchunks(p, shape) return M.ceil_div(shape.T, p.chunk) end
+-- Varlen (docs/varlen.md): shape.nseq > 0 sequences packed along T (B = 1); the kernels
+-- read cu_seqlens on the device (CG_VARLEN). Chunks then start at every sequence start,
+-- numbered by slots below ceil(T / chunk) + nseq (templates/ssd_common.cuh): nchunks is
+-- that bound, so the grids and workspaces need no offsets.
+function M.varlen(shape) return (shape.nseq or 0) > 0 end
+function M.nchunks(p, shape) return M.ceil_div(shape.T, p.chunk) + (M.varlen(shape) and shape.nseq or 0) end
+-- The state rows: the batch, or the sequences of a varlen call.
+function M.rows(shape) return M.varlen(shape) and shape.nseq or shape.B end
 function M.dv_tiles(p, shape) return M.ceil_div(shape.dv, p.block_dv) end
 
 -- Row pitches in floats of the backward's smem tiles, as the traits block of ssd_bwd.cu
@@ -29,6 +36,7 @@ function M.check_shape(p, shape)
     return false, "empty shape"
   end
   if shape.H % shape.G ~= 0 then return false, "G must divide H" end
+  if M.varlen(shape) and shape.B ~= 1 then return false, "cu_seqlens: B must be 1" end
   if p.chunk % 16 ~= 0 then return false, "chunk must be a multiple of 16" end
   if p.block_dv % 16 ~= 0 then return false, "block_dv must be a multiple of 16" end
   return true
@@ -107,14 +115,25 @@ end
 
 -- The ordered arguments of an SSD kernel (the members of cg_ssd_fwd_params and
 -- cg_ssd_bwd_params, templates/cg_kernel_params.h): the op's tensors by their op-table
--- names, the workspace (one region "ws"), the shape, the chunk count.
+-- names, the workspace (one region "ws"), the shape, the chunk count; varlen: the
+-- offsets and nseq (CG_VARLEN_ARGS).
 function M.args(tensors, p, shape)
   local a = {}
   for _, t in ipairs(tensors) do a[#a + 1] = { tensor = t } end
   a[#a + 1] = { ws = "ws" }
   for _, s in ipairs({ "B", "T", "G", "H", "dk", "dv" }) do a[#a + 1] = { sym = s } end
   a[#a + 1] = { int = M.nchunks(p, shape) }
+  if M.varlen(shape) then
+    a[#a + 1] = { cu = "cu_seqlens" }
+    a[#a + 1] = { int = shape.nseq }
+  end
   return a
+end
+
+-- The defines of a varlen shape (added to a kernel's own).
+function M.varlen_defines(shape, defs)
+  if M.varlen(shape) then defs.CG_VARLEN = 1 end
+  return defs
 end
 
 return M

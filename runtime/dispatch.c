@@ -121,7 +121,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
          !varlen_kernels(backend_vt(CG_BACKEND_CUDA), op) ||
          (exec.backend == CG_BACKEND_AUTO && !device_pointers(ctx, any_input))))
         return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, but %s takes device offsets on backend cuda "
-                                             "only, with device tensors (the selective scan's kernels; docs/varlen.md)",
+                                             "only, with device tensors (the generated kernels read them; docs/varlen.md)",
                        cg__op_desc(op)->name);
 
     const cg_backend_vt *vt = NULL;

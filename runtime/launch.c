@@ -485,7 +485,7 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
         .sscan_fwd = NAME##_sscan_fwd,                                                                  \
         .sscan_bwd = NAME##_sscan_bwd,                                                                  \
         .half = CG_DTM_HALF, /* per tensor as each kernel's Lua `half` list allows (refused there) */   \
-        .varlen_kernels = 1u << CG_OP_SSCAN_FWD | 1u << CG_OP_SSCAN_BWD, /* sscan_*.lua: shape.nseq */ \
+        .varlen_kernels = 1u << CG_OP_SSD_FWD | 1u << CG_OP_SSD_BWD | 1u << CG_OP_SSCAN_FWD | 1u << CG_OP_SSCAN_BWD, \
     };
 
 CG_GEN_BACKEND(emulate, cg__kexec_emu)

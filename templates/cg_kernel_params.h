@@ -36,6 +36,17 @@ typedef struct cg_kcu {
     cg_i64 s0, wide;
 } cg_kcu;
 
+/* The varlen members, last in a params struct (the generator's {cu = "cu_seqlens"},
+ * {int = nseq} arguments, rendered with CG_VARLEN only: every other kernel's params are
+ * unchanged). B = 1 then, nseq sequences packed along the time axis. */
+#ifdef CG_VARLEN
+#define CG_VARLEN_ARGS \
+    cg_kcu cu;         \
+    cg_i64 nseq;
+#else
+#define CG_VARLEN_ARGS
+#endif
+
 /* SSD forward (templates/ssd_fwd.cu). Logical orders, as in runtime/internal.h:
  *   q, k [b, t, g, i]; v, o [b, t, h, j]; la [b, t, h] (s2 unused);
  *   h0, hT [b, h, i, j].
@@ -46,7 +57,8 @@ typedef struct cg_ssd_fwd_params {
     cg_ktensor o, hT;           /* outputs; hT.p NULL: not wanted */
     float *ws;                  /* [B*H, nchunks, dk, dv] states, then [B*H, nchunks] decays */
     cg_i64 B, T, G, H, dk, dv;  /* dk, dv repeat the compiled CG_DK, CG_DV (checked) */
-    cg_i64 nchunks;             /* ceil(T / chunk) */
+    cg_i64 nchunks;             /* ceil(T / chunk); varlen: the chunk slots, ceil(T / chunk) + nseq */
+    CG_VARLEN_ARGS              /* varlen (ssd_common.cuh): h0, hT [nseq, h, i, j] */
 } cg_ssd_fwd_params;
 
 /* SSD backward (templates/ssd_bwd.cu). Logical orders as for the forward, and
@@ -60,6 +72,7 @@ typedef struct cg_ssd_bwd_params {
     float *ws;
     cg_i64 B, T, G, H, dim_k, dim_v;       /* dim_k, dim_v repeat the compiled CG_DK, CG_DV */
     cg_i64 nchunks;                        /* ceil(T / chunk) */
+    CG_VARLEN_ARGS                         /* varlen: h0, dhT, dh0 [nseq, h, i, j] */
 } cg_ssd_bwd_params;
 
 #endif /* CG_KERNEL_PARAMS_H */

@@ -47,6 +47,9 @@
 // the piece (and of the 0-length ones starting there).
 #include "cg_device.cuh"
 #include "sscan_params.h"
+#ifdef CG_VARLEN
+#include "cg_varlen.cuh"
+#endif
 
 namespace sscan {
 
@@ -452,31 +455,9 @@ __device__ __forceinline__ void store_state(const cg_ktensor &hT, i64 b, const T
 }
 
 #ifdef CG_VARLEN
-// Offset i (0 <= i <= nseq) of cu_seqlens, clamped to [0, L]: whatever the values, the
-// kernels address only inside the tensors (the results of offsets that break the
-// contract are unspecified).
-__device__ __forceinline__ i64 cu_at(const cg_kcu &c, i64 i, i64 L) {
-    const i64 v = c.wide ? reinterpret_cast<const i64 *>(c.p)[i * c.s0] : (i64)reinterpret_cast<const int *>(c.p)[i * c.s0];
-    return v < 0 ? 0 : (v > L ? L : v);
-}
-// Starts cu[0 .. nseq - 1] that are <= t (a binary search over the clamped offsets): the
-// sequence holding step t is this minus 1 (the last of repeated offsets, so never a
-// 0-length one); any values give an index in [0, nseq].
-__device__ __forceinline__ i64 cu_upper(const cg_kcu &c, i64 nseq, i64 L, i64 t) {
-    i64 lo = 0, hi = nseq;
-    while (lo < hi) {
-        const i64 m = (lo + hi) >> 1;
-        if (cu_at(c, m, L) <= t) lo = m + 1;
-        else hi = m;
-    }
-    return lo;
-}
-// Sequence n's steps [*ta, *tb), the end clamped to [start, L].
-__device__ __forceinline__ void seq_range(const cg_kcu &c, i64 n, i64 L, i64 *ta, i64 *tb) {
-    *ta = cu_at(c, n, L);
-    const i64 e = cu_at(c, n + 1, L);
-    *tb = e < *ta ? *ta : e;
-}
+using cgvl::cu_at; // cg_varlen.cuh: the clamped offsets, the sequence of a step
+using cgvl::cu_upper;
+using cgvl::seq_range;
 
 // The recurrence of this CTA's channels over steps [ta, tb) of the packed row (b = 0),
 // the state restarting at every sequence start in the range: from h0[n] with h0.p, else

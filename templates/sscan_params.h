@@ -35,13 +35,7 @@ typedef struct cg_sscan_dims {
  * "cu_seqlens"}, {int = nseq}). The sscan strategy seq grids over (sequence, channel
  * block); strategy par keeps its time grid and resets the state at every sequence start
  * inside a piece (segment). */
-#ifdef CG_VARLEN
-#define CG_SSCAN_VARLEN_ARGS \
-    cg_kcu cu;               \
-    cg_i64 nseq;
-#else
-#define CG_SSCAN_VARLEN_ARGS
-#endif
+#define CG_SSCAN_VARLEN_ARGS CG_VARLEN_ARGS /* cg_kernel_params.h */
 
 /* The forward's `par` strategy splits time in pieces of this many chunks. */
 #define CG_SSCAN_PIECE_CHUNKS 16

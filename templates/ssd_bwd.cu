@@ -51,6 +51,12 @@
 //   4 finish  per (b, g, chunk): for each head adds to dla the carry from the later
 //             chunks (their totals) and <dhT, S_T>, summed by the whole block in a fixed order;
 //             heads=split: dq, dk = the sum of the partials in head order.
+// Varlen (CG_VARLEN, docs/varlen.md): B = 1, nseq sequences packed along T, cu_seqlens
+// read on the device; recompute = 1 (ssd_bwd.lua). Launches 1, 3 and 4 run over the chunk
+// slots of ssd_common.cuh (chunks start at every sequence start; an unused slot exits);
+// launch 2 runs per (sequence n, h): its slots forward from h0[n], backward from dhT[n],
+// dh0[n], and <dhT[n], S_T[n]> per sequence; launch 4 carries the totals of the later
+// chunks of the same sequence only.
 // Matmuls are per warp on 16x16 output tiles with the m16n8k8 fragment layout: FFMA for
 // ieee, mma tf32 for tf32, three tf32 mma per product for 3xtf32 (as in ssd_fwd.cu).
 // Operands come from padded smem tiles, zero beyond dk, dv and the last token, so any
@@ -78,6 +84,9 @@ constexpr int BDV = CG_P_BLOCK_DV;
 constexpr int WARPS = CG_P_WARPS;
 constexpr int NTHREADS = 32 * WARPS;
 constexpr int REC = CG_P_RECOMPUTE; // chunks per stored state
+#ifdef CG_VARLEN
+static_assert(REC == 1, "varlen: recompute 1 (a super-chunk would straddle sequences)");
+#endif
 
 #if defined(CG_P_HEADS_SPLIT)
 constexpr bool SPLIT = true;
@@ -281,8 +290,8 @@ __device__ __forceinline__ void chunk_outer(float (&acc)[TileU::MM][TileU::NN][4
 }
 
 // Workspace, in floats: S [B*H, nsuper, DK, DV], D (same), gamma [B*H, nsuper],
-// chunk totals of q.dq - k.dk [B*H, nchunks], partial <dhT, S_T> [B*H, NBLK], and for
-// heads=split the per-head dq, dk [B*H, T, DK] each.
+// chunk totals of q.dq - k.dk [B*H, nchunks], partial <dhT, S_T> [B*H, NBLK] (varlen:
+// [nseq*H, NBLK], per sequence), and for heads=split the per-head dq, dk [B*H, T, DK] each.
 struct Ws {
     float *S, *D, *gam, *tot, *pdot, *dqp, *dkp;
 };
@@ -294,7 +303,11 @@ __device__ __forceinline__ Ws ws_of(const cg_ssd_bwd_params &p) {
     w.gam = w.D + bhs * DKDV;
     w.tot = w.gam + bhs;
     w.pdot = w.tot + bhc;
+#ifdef CG_VARLEN
+    w.dqp = w.pdot + p.nseq * p.H * NBLK;
+#else
     w.dqp = w.pdot + p.B * p.H * NBLK;
+#endif
     w.dkp = w.dqp + p.B * p.H * p.T * DK;
     return w;
 }
@@ -341,8 +354,15 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
     const int warp = threadIdx.x >> 5;
     float gam = 1.f, pre = 1.f; // gamma of the chunks so far; before this chunk (R's weight)
     for (int u = 0; u < nloc; ++u) {
+#ifdef CG_VARLEN
+        const i64 ci = c_begin + u; // REC = 1: the slot
+        i64 t0;
+        const int n = ssdc::slot_tokens<CHUNK>(p, ci, &t0);
+        if (n == 0) return; // an unused slot: the scan reads only its sequences' slots
+#else
         const i64 ci = c_begin + u, t0 = ci * CHUNK;
         const int n = chunk_len(p, ci);
+#endif
         const bool first = u == 0, last = u == nloc - 1;
         if (!first) __syncthreads(); // the previous chunk's readers are done
         load_qk(p, sm, b, g, t0, n);
@@ -381,6 +401,8 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
 
 // ------------------------------------------------------------- 2: scans
 // grid NBLK * B * H, blockIdx.x = (b*H + h) * NBLK + block; one thread per state element.
+// Varlen: b is the sequence (grid NBLK * nseq * H), over its slots (B = 1: the workspace
+// rows of S, D and gamma are the heads).
 SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
     using namespace ssdb;
     __shared__ float red[WARPS];
@@ -392,16 +414,22 @@ SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
     float dot = 0.f;
     if (ij < DKDV) {
         const i64 i = ij / DV, j = ij - i * DV;
-        const float *gam = w.gam + bh * ns;
+#ifdef CG_VARLEN
+        const ssdc::VSeq sq = ssdc::seq_chunks<CHUNK>(p.cu, b, p.T);
+        const i64 row = h * ns + sq.base, nsl = sq.nch; // sequence b's first slot in head h's row
+#else
+        const i64 row = bh * ns, nsl = ns;
+#endif
+        const float *gam = w.gam + row;
         // forward: slot s holds U_s, then S0^s (entering super-chunk s); s ends as S_T
         float s = p.h0.p ? p.h0.p[b * p.h0.s0 + h * p.h0.s1 + i * p.h0.s2 + j] : 0.f;
-        float *u = w.S + bh * ns * DKDV + ij;
-        s = ssdc::state_scan<DKDV>(u, gam, ns, s);
+        float *u = w.S + row * DKDV + ij;
+        s = ssdc::state_scan<DKDV>(u, gam, nsl, s);
         // reverse: slot s holds R_s, then dS^s (the gradient of the state leaving super-chunk s)
         float d = p.dhT.p ? p.dhT.p[b * p.dhT.s0 + h * p.dhT.s1 + i * p.dhT.s2 + j] : 0.f;
         dot = d * s;
-        float *r = w.D + bh * ns * DKDV + ij;
-        for (i64 c = ns - 1; c >= 0; --c) {
+        float *r = w.D + row * DKDV + ij;
+        for (i64 c = nsl - 1; c >= 0; --c) {
             const float rc = r[c * DKDV];
             r[c * DKDV] = d;
             d = fmaf(gam[c], d, rc);
@@ -452,11 +480,20 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
     using namespace ssdb;
     CG_DYN_SMEM(float, sm);
     const i64 ci = blockIdx.x % p.nchunks, rest = blockIdx.x / p.nchunks;
+#ifdef CG_VARLEN
+    const i64 hpg = p.H / p.G;
+    i64 t0; // of slot ci
+    const int n = ssdc::slot_tokens<CHUNK>(p, ci, &t0);
+    if (n == 0) return; // an unused slot
+#else
     const i64 hpg = p.H / p.G, t0 = ci * CHUNK;
+#endif
     const i64 b = SPLIT ? rest / p.H : rest / p.G;
     const i64 h_begin = SPLIT ? rest % p.H : rest % p.G * hpg, h_end = SPLIT ? h_begin + 1 : h_begin + hpg;
     const i64 g = h_begin / hpg;
+#ifndef CG_VARLEN
     const int n = chunk_len(p, ci);
+#endif
     const int warp = threadIdx.x >> 5, tg = threadIdx.x & 3;
     // The swizzle of dS (sd_at) in dV's read on the mma path: rows step + 2 (lane%4) (+1),
     // step a multiple of 8, so the XOR is bit 1 of lane%4 (the FFMA path uses sd_at itself).
@@ -698,22 +735,38 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
 // ----------------------------------------------------------------- 4: finish
 // grid nchunks * B * G, blockIdx.x = (b*G + g) * nchunks + c. Per head of the group:
 // dla += <dhT, S_T> + the later chunks' totals (last chunk first). heads=split: dq, dk
-// of the group = the per-head partials summed in head order.
+// of the group = the per-head partials summed in head order. Varlen: c is a slot, the
+// later chunks and <dhT, S_T> those of its sequence.
 SSDB_ENTRY cg_ssd_bwd_finish(cg_ssd_bwd_params p) {
     using namespace ssdb;
     __shared__ float red[WARPS];
     const i64 ci = blockIdx.x % p.nchunks, bg = blockIdx.x / p.nchunks;
+#ifdef CG_VARLEN
+    const i64 g = bg % p.G, b = bg / p.G, hpg = p.H / p.G;
+    const ssdc::VChunk v = ssdc::slot_chunk<CHUNK>(p.cu, p.nseq, p.T, ci);
+    if (v.len == 0) return; // an unused slot
+    const i64 t0 = v.t0;
+    const int n = v.len;
+    const Ws w = ws_of(p);
+    const i64 nlater = v.last - ci; // the later chunks of its sequence
+#else
     const i64 g = bg % p.G, b = bg / p.G, hpg = p.H / p.G, t0 = ci * CHUNK;
     const int n = chunk_len(p, ci);
     const Ws w = ws_of(p);
     const i64 nlater = p.nchunks - 1 - ci; // chunks after ci
+#endif
     for (i64 h = g * hpg; h < (g + 1) * hpg; ++h) {
         const i64 bh = b * p.H + h;
+#ifdef CG_VARLEN
+        const i64 pbh = v.n * p.H + h; // the <dhT, S_T> partials of its sequence
+#else
+        const i64 pbh = bh;
+#endif
         // the NBLK partials of <dhT, S_T>, then the totals of chunks ci+1.., strided over
         // the threads (fixed per thread), then block_sum's fixed order
         float part = 0.f;
         for (i64 k = threadIdx.x; k < NBLK + nlater; k += NTHREADS)
-            part += k < NBLK ? w.pdot[bh * NBLK + k] : w.tot[bh * p.nchunks + ci + 1 + (k - NBLK)];
+            part += k < NBLK ? w.pdot[pbh * NBLK + k] : w.tot[bh * p.nchunks + ci + 1 + (k - NBLK)];
         const float carry = block_sum(part, red);
         float *dlb = p.dla.p + b * p.dla.s0 + t0 * p.dla.s1 + h * p.dla.s2;
         for (int t = threadIdx.x; t < n; t += NTHREADS) dlb[t * p.dla.s1] += carry;

@@ -21,6 +21,11 @@
 //   3phase  (1) chunk states U_c = (K .* w)^T V and decays in parallel over chunks,
 //           (2) an elementwise scan over chunks turning U_c into entering states S0^c
 //           (in place in the workspace) and writing hT, (3) outputs in parallel.
+// Varlen (CG_VARLEN, docs/varlen.md): B = 1, nseq sequences packed along T, cu_seqlens
+// read on the device. seq: one CTA per (sequence, h, dv tile) walks its sequence's
+// chunks from h0[n] and writes hT[n]. 3phase: phases 1 and 3 run over the chunk slots
+// of ssd_common.cuh (chunks start at every sequence start; a CTA finds its chunk from
+// its slot), phase 2 scans each sequence's slots from h0[n] and writes hT[n].
 // Matmuls run per warp on tiles of up to 32x32 outputs (ssdc::Tile: the largest that
 // gives every warp one) with the m16n8k8 fragment layout, each fragment loaded and
 // converted once per k step and reused across the tile: FFMA for ieee (each lane
@@ -294,6 +299,11 @@ __device__ __forceinline__ int chunk_len(const cg_ssd_fwd_params &p, i64 ci) {
     return ssdc::chunk_len<CHUNK>(p.T, ci);
 }
 
+// 3phase phases 1 and 3: the tokens of chunk (varlen: slot) ci (ssd_common.cuh).
+__device__ __forceinline__ int slot_tokens(const cg_ssd_fwd_params &p, i64 ci, i64 *t0) {
+    return ssdc::slot_tokens<CHUNK>(p, ci, t0);
+}
+
 } // namespace ssd
 
 // minBlocks 1: without it ptxas caps some configs near 80-96 registers and spills.
@@ -306,24 +316,33 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
     using namespace ssd;
     CG_DYN_SMEM(float, sm);
     const i64 dvt = blockIdx.x % NDVT, bh = blockIdx.x / NDVT;
+#ifdef CG_VARLEN
+    // grid NDVT * nseq * H (B = 1): sequence sn's tokens [ta, ta + tlen), its state h0[sn], hT[sn]
+    const i64 sn = bh / p.H;
+    const Cta c = cta_coords(p, dvt, bh - sn * p.H);
+    const ssdc::VSeq sq = ssdc::seq_chunks<CHUNK>(p.cu, sn, p.T);
+    const i64 ta = sq.start, tlen = sq.end - sq.start, nch = sq.nch;
+#else
     const Cta c = cta_coords(p, dvt, bh);
-    const float *h0 = p.h0.p ? p.h0.p + c.b * p.h0.s0 + c.h * p.h0.s1 + c.j0 : nullptr;
+    const i64 sn = c.b, ta = 0, tlen = p.T, nch = p.nchunks;
+#endif
+    const float *h0 = p.h0.p ? p.h0.p + sn * p.h0.s0 + c.h * p.h0.s1 + c.j0 : nullptr;
     state_load(sm, h0, p.h0.s2, c.j0);
     float *stage0 = sm + OFF_STAGE;
     if (STAGES == 2) {
-        load_chunk(p, c, bufs_stage(sm, stage0), 0, chunk_len(p, 0));
+        load_chunk(p, c, bufs_stage(sm, stage0), ta, ssdc::chunk_len<CHUNK>(tlen, 0));
         cg_cp_async_commit();
     }
     float *S = sm + OFF_S;
-    for (i64 ci = 0; ci < p.nchunks; ++ci) {
+    for (i64 ci = 0; ci < nch; ++ci) {
         const Bufs b = bufs_stage(sm, stage0 + (STAGES == 2 ? (int)(ci & 1) * STAGE_FLOATS : 0));
-        const i64 t0 = ci * CHUNK;
-        const int n = chunk_len(p, ci);
+        const i64 t0 = ta + ci * CHUNK;
+        const int n = ssdc::chunk_len<CHUNK>(tlen, ci);
         if (STAGES == 2) {
             // The other stage was last read by chunk ci-1, which ended with a barrier.
-            if (ci + 1 < p.nchunks)
+            if (ci + 1 < nch)
                 load_chunk(p, c, bufs_stage(sm, stage0 + (int)((ci + 1) & 1) * STAGE_FLOATS), t0 + CHUNK,
-                           chunk_len(p, ci + 1));
+                           ssdc::chunk_len<CHUNK>(tlen, ci + 1));
             cg_cp_async_commit();
             cg_cp_async_wait<1>(); // chunk ci has landed (this thread's copies)
         } else {
@@ -336,7 +355,7 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
         chunk_scores(sm, b);
         __syncthreads();
         chunk_output(p, c, sm, b, t0, n, ci > 0 || h0 != nullptr);
-        const bool last = ci + 1 == p.nchunks;
+        const bool last = ci + 1 == nch;
         if (!last || p.hT.p) {
             __syncthreads(); // every warp is done reading S
             const float gamma = b.EA[CHUNK - 1];
@@ -345,7 +364,7 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
         }
         __syncthreads();
     }
-    if (p.hT.p) state_store(sm, p.hT.p + c.b * p.hT.s0 + c.h * p.hT.s1 + c.j0, p.hT.s2, c.j0);
+    if (p.hT.p) state_store(sm, p.hT.p + sn * p.hT.s0 + c.h * p.hT.s1 + c.j0, p.hT.s2, c.j0);
 }
 #else
 // ------------------------------------------------------ three-phase strategy
@@ -360,7 +379,12 @@ SSD_ENTRY cg_ssd_fwd_states(cg_ssd_fwd_params p) {
     const i64 ci = rest % p.nchunks, bh = rest / p.nchunks;
     const Cta c = cta_coords(p, dvt, bh);
     const Bufs b = bufs_states(sm);
-    load_chunk(p, c, b, ci * CHUNK, chunk_len(p, ci));
+    i64 t0;
+    const int n = slot_tokens(p, ci, &t0);
+#ifdef CG_VARLEN
+    if (n == 0) return; // an unused slot: the scan reads only its sequences' slots
+#endif
+    load_chunk(p, c, b, t0, n);
     ssdc::landed();
     __syncthreads();
     chunk_cumsum(b);
@@ -375,16 +399,31 @@ SSD_ENTRY cg_ssd_fwd_states(cg_ssd_fwd_params p) {
 
 // Phase 2, one thread per (b, h, i, j): S0^0 = h0, S0^{c+1} = gamma_c S0^c + U_c; the
 // slot of chunk c ends up holding S0^c; hT = the state after the last chunk.
+// Varlen: one thread per (sequence b, h, i, j) over that sequence's slots (B = 1: the
+// workspace rows are the heads), from h0[b] (0-length: hT[b] = h0[b]).
 SSD_ENTRY cg_ssd_fwd_scan(cg_ssd_fwd_params p) {
     using namespace ssd;
     const i64 e = (i64)blockIdx.x * NTHREADS + threadIdx.x;
-    if (e >= p.B * p.H * (i64)(DK * DV)) return;
+#ifdef CG_VARLEN
+    const i64 nb = p.nseq;
+#else
+    const i64 nb = p.B;
+#endif
+    if (e >= nb * p.H * (i64)(DK * DV)) return;
     const i64 bh = e / (DK * DV), ij = e - bh * (DK * DV);
     const i64 i = ij / DV, j = ij - i * DV, b = bh / p.H, h = bh - b * p.H;
     float s = p.h0.p ? p.h0.p[b * p.h0.s0 + h * p.h0.s1 + i * p.h0.s2 + j] : 0.f;
+#ifdef CG_VARLEN
+    const ssdc::VSeq sq = ssdc::seq_chunks<CHUNK>(p.cu, b, p.T);
+    const i64 row = h * p.nchunks + sq.base; // sequence b's first slot in head h's row
+    float *u = p.ws + row * (i64)(DK * DV) + ij;
+    const float *gam = p.ws + p.H * p.nchunks * (i64)(DK * DV) + row;
+    s = ssdc::state_scan<DK * DV>(u, gam, sq.nch, s);
+#else
     float *u = p.ws + bh * p.nchunks * (i64)(DK * DV) + ij;
     const float *gam = p.ws + p.B * p.H * p.nchunks * (i64)(DK * DV) + bh * p.nchunks;
     s = ssdc::state_scan<DK * DV>(u, gam, p.nchunks, s);
+#endif
     if (p.hT.p) p.hT.p[b * p.hT.s0 + h * p.hT.s1 + i * p.hT.s2 + j] = s;
 }
 
@@ -396,8 +435,12 @@ SSD_ENTRY cg_ssd_fwd_out(cg_ssd_fwd_params p) {
     const i64 ci = rest % p.nchunks, bh = rest / p.nchunks;
     const Cta c = cta_coords(p, dvt, bh);
     const Bufs b = bufs_stage(sm, sm + OFF_STAGE);
-    const int n = chunk_len(p, ci);
-    load_chunk(p, c, b, ci * CHUNK, n);
+    i64 t0;
+    const int n = slot_tokens(p, ci, &t0);
+#ifdef CG_VARLEN
+    if (n == 0) return; // an unused slot
+#endif
+    load_chunk(p, c, b, t0, n);
     cg_cp_async_commit();
     state_load(sm, p.ws + (bh * p.nchunks + ci) * (i64)(DK * DV) + c.j0, DV, c.j0);
     cg_cp_async_wait_all();
@@ -406,6 +449,6 @@ SSD_ENTRY cg_ssd_fwd_out(cg_ssd_fwd_params p) {
     __syncthreads();
     chunk_scores(sm, b);
     __syncthreads();
-    chunk_output(p, c, sm, b, ci * CHUNK, n, true);
+    chunk_output(p, c, sm, b, t0, n, true);
 }
 #endif

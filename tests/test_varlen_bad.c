@@ -149,16 +149,9 @@ CG_TEST(varlen_index_dtype_elsewhere) {
 }
 
 CG_TEST(varlen_gen_backends_refuse) {
-    /* until the SSD kernels take cu_seqlens: CG_EUNSUPPORTED naming it (the selective
-     * scan's take them: tests/test_varlen_gpu.c) */
-    for (int op = CG_OP_SSD_FWD; op <= CG_OP_SSD_BWD; op++)
-        for (cg_backend be = CG_BACKEND_CUDA; be <= CG_BACKEND_EMULATE; be = (cg_backend)(be + 1)) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "%s: cu_seqlens is given but backend %s does not take variable-length batches",
-                     cg__op_desc((cg_op)op)->name, cg_backend_name(be));
-            expect((cg_op)op, 1, 10, 2, CG_I32, 1, V(0, 4, 10), be, CG_EUNSUPPORTED, msg);
-        }
-    /* auto on host tensors runs them on the CPU path */
+    /* (every op's generated kernels take cu_seqlens now: tests/test_varlen_gpu.c; the
+     * refusal of a backend without varlen is varlen_gpu's concern no more.) auto on host
+     * tensors runs a varlen call on the CPU path */
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     bad_case c;

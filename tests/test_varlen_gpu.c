@@ -1,6 +1,6 @@
-/* test_varlen_gpu.c -- the generated selective-scan kernels on packed batches: cu_seqlens
- * read on the device (docs/varlen.md, "Backends"), run by the SIMT emulator (the same
- * source and launcher as the cuda backend) and compiled by NVRTC.
+/* test_varlen_gpu.c -- the generated selective-scan and SSD kernels on packed batches:
+ * cu_seqlens read on the device (docs/varlen.md, "Backends"), run by the SIMT emulator
+ * (the same source and launcher as the cuda backend) and compiled by NVRTC.
  *   varlen_gpu_sscan_emulate    the default configs: packed = the per-sequence calls
  *                               (emulated too) concatenated, forward and every gradient,
  *                               states per sequence, lengths [1, 37, 64, 200, 0, 5],
@@ -12,9 +12,19 @@
  *   varlen_gpu_sscan_clamp      offsets that break the contract: no access out of bounds
  *                               (every tensor and the offsets end at a guard page: an
  *                               access past the end faults), status OK
- *   varlen_gpu_nvrtc_sm80/sm90  every 12th varlen kernel through NVRTC and ptxas: 0 spills
- *                               (CHUNKGEN_TEST_KCACHE as the other NVRTC sweeps)
- *   varlen_gpu_ssd_refused      SSD keeps refusing cu_seqlens on the generated backends */
+ *   varlen_gpu_ssd_emulate      the SSD's default configs as sscan_emulate, forward and every
+ *                               gradient: G = 2 < H = 4 and G = H = 4, dk = 5, dv = 7, both
+ *                               layouts, int32 / int64, states given and absent, both mixes
+ *   varlen_gpu_ssd_pinned      a pinned config for the packed and the per-sequence calls: equal
+ *                               exactly, float32 and bf16 q, k, v (dout), both strategies / heads
+ *   varlen_gpu_ssd_fwd_space    every config of the SSD forward's (backward's) space, every
+ *   varlen_gpu_ssd_bwd_space    stride-th of each strategy (heads), default 2 (3), against the
+ *                               reference's packed call
+ *   varlen_gpu_ssd_clamp        as sscan_clamp, the SSD forward's seq and 3phase, the
+ *                               backward's heads=loop and split
+ *   varlen_gpu_nvrtc_sm80/sm90  every 12th varlen kernel (sscan and SSD, both directions)
+ *                               through NVRTC and ptxas: 0 spills (CHUNKGEN_TEST_KCACHE as
+ *                               the other NVRTC sweeps) */
 #include "varlen_testlib.h"
 
 #include "cuda/cg_cuda.h"
@@ -31,6 +41,19 @@
 static void dims_of(int64_t dims[CG_SYM_COUNT], int ungrouped) {
     memset(dims, 0, sizeof(int64_t) * CG_SYM_COUNT);
     dims[CG_SYM_B] = 1, dims[CG_SYM_D] = 24, dims[CG_SYM_N] = 5, dims[CG_SYM_G] = ungrouped ? 1 : 2;
+}
+
+/* The SSD's: G = 2 groups of H = 4 heads (ungrouped: G = H), dk = 5, dv = 7 (padded
+ * tiles, the 4-byte loads). */
+static void ssd_dims_of(int64_t dims[CG_SYM_COUNT], int ungrouped) {
+    memset(dims, 0, sizeof(int64_t) * CG_SYM_COUNT);
+    dims[CG_SYM_B] = 1, dims[CG_SYM_G] = ungrouped ? 4 : 2, dims[CG_SYM_H] = 4, dims[CG_SYM_DK] = 5, dims[CG_SYM_DV] = 7;
+}
+#define TOL_TF32 5e-3 /* SSD precision=tf32 (one tf32 product per matmul) */
+static int is_ssd(cg_op op) { return op == CG_OP_SSD_FWD || op == CG_OP_SSD_BWD; }
+static void op_dims(cg_op op, int64_t dims[CG_SYM_COUNT], int ungrouped) {
+    if (is_ssd(op)) ssd_dims_of(dims, ungrouped);
+    else dims_of(dims, ungrouped);
 }
 
 /* A second length mix: 0-length sequences first and last (offsets 0 and L repeated),
@@ -61,11 +84,58 @@ CG_TEST(varlen_gpu_sscan_emulate) {
     }
 }
 
+CG_TEST(varlen_gpu_ssd_emulate) {
+    for (int o = CG_OP_SSD_FWD; o <= CG_OP_SSD_BWD; o++) {
+        const cg_op op = (cg_op)o;
+        for (int v = 0; v < 4; v++) { /* bit 0: G = H, bit 1: head-major layout */
+            int64_t dims[CG_SYM_COUNT];
+            ssd_dims_of(dims, v & 1);
+            vl_check_packed(op, dims, v >> 1, CG_BACKEND_EMULATE, v & 1 ? CG_I32 : CG_I64, v == 1 ? omit_states(op) : 0,
+                            51 + (uint64_t)(o * 4 + v), 0);
+        }
+        for (int hm = 0; hm < 2; hm++) { /* 0-length sequences first and last, starts 1 and 2 steps apart */
+            int64_t dims[CG_SYM_COUNT];
+            ssd_dims_of(dims, 0);
+            vl_check_packed_lens(op, dims, hm, CG_BACKEND_EMULATE, CG_I64, 0, 61 + (uint64_t)(o * 2 + hm), 0, k_edge, 6);
+        }
+    }
+}
+
+/* With one config pinned, the packed call runs the per-sequence calls' kernels on the same
+ * chunks (every chunk starts at a sequence start): the results agree bit for bit, 16-bit
+ * inputs too (the widening, the rounding of o / dq, dk, dv once). */
+CG_TEST(varlen_gpu_ssd_pinned) {
+    static const struct {
+        cg_op op;
+        int flags;
+        const char *config;
+    } k_runs[] = {
+        {CG_OP_SSD_FWD, 0, "chunk=16,block_dv=16,warps=2,stages=2,precision=3xtf32,strategy=seq"},
+        {CG_OP_SSD_FWD, VL_BF16, "chunk=16,block_dv=16,warps=2,stages=1,precision=mma16,strategy=3phase"},
+        {CG_OP_SSD_BWD, VL_BF16, "chunk=16,block_dv=16,warps=2,precision=mma16,heads=split,recompute=1"},
+        {CG_OP_SSD_BWD, 0, "chunk=16,block_dv=16,warps=4,precision=ieee,heads=loop,recompute=1"},
+    };
+    for (size_t r = 0; r < sizeof k_runs / sizeof k_runs[0]; r++) {
+        int64_t dims[CG_SYM_COUNT];
+        ssd_dims_of(dims, 0);
+        vl_check_packed_cfg(k_runs[r].op, dims, (int)(r & 1), CG_BACKEND_EMULATE, CG_I32, 0, 71 + (uint64_t)r,
+                            k_runs[r].flags, k_runs[r].config);
+    }
+}
+
 /* The kernel shape validation gives the packed problem (runtime/launch.c: kshape_of). */
 static void kshape_packed(cg_op op, int ungrouped, cg_kshape *ks) {
     memset(ks, 0, sizeof *ks);
     int64_t L = 0;
     for (int i = 0; i < VL_NLENS; i++) L += k_edge[i]; /* the shorter mix: its space holds the other's */
+    if (is_ssd(op)) {
+        int64_t dims[CG_SYM_COUNT];
+        ssd_dims_of(dims, ungrouped);
+        ks->B = 1, ks->T = L, ks->G = dims[CG_SYM_G], ks->H = dims[CG_SYM_H], ks->dk = dims[CG_SYM_DK];
+        ks->dv = dims[CG_SYM_DV], ks->nseq = VL_NLENS;
+        ks->flags = CG_KS_H0 | (cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT);
+        return;
+    }
     ks->B = 1, ks->L = L, ks->D = 24, ks->N = 5, ks->G = ungrouped ? 1 : 2, ks->nseq = VL_NLENS;
     ks->flags = CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS | (ungrouped ? 0 : CG_KS_GROUPED);
     ks->flags |= cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT;
@@ -93,9 +163,11 @@ static void run_space(cg_op op, int stride) {
     cg__devinfo_emulated(&dev);
     const cg_op_desc *d = cg__op_desc(op);
     int64_t dims[CG_SYM_COUNT];
-    dims_of(dims, 0);
+    op_dims(op, dims, 0);
     cg_kshape ks;
     kshape_packed(op, 0, &ks);
+    /* the other strategy (the SSD backward's: its heads) */
+    const char *alt = op == CG_OP_SSD_BWD ? "heads=split" : is_ssd(op) ? "strategy=3phase" : "strategy=par";
     cg_cfg *space = NULL;
     int n = 0;
     CG_CHECK_OK(ctx, cg__gen_space(ctx, d->name, &ks, &dev, &space, &n));
@@ -115,7 +187,7 @@ static void run_space(cg_op op, int stride) {
     for (int q = 0; q < n; q++) {
         char cfg[512];
         cfg_text(&space[q], cfg, sizeof cfg);
-        const int sp = strstr(cfg, "strategy=par") != NULL; /* every stride-th of each strategy */
+        const int sp = strstr(cfg, alt) != NULL; /* every stride-th of each strategy */
         if (seen[sp]++ % stride) continue;
         const int m = (seen[sp] / stride) % 2;
         for (int i = 0; i < d->nt; i++) /* no output of an earlier config survives */
@@ -129,11 +201,13 @@ static void run_space(cg_op op, int stride) {
         for (int i = 0; i < d->nt; i++) {
             if (d->t[i].role != CG_TD_OUT || !pk[m].t[i].t.data) continue;
             double err = cg_rel_err(&pk[m].t[i], &rf[m].t[i]);
-            CG_CHECK(err <= cg__tol(d->t[i].tol), "%s config %s packed (lengths %d): %s differs from ref's by %.3g (target %g)",
-                     d->name, cfg, m, d->t[i].name, err, cg__tol(d->t[i].tol));
+            /* plain tf32 products (SSD): the SSD tests' tf32 tolerance (tests/test_ssd_gen.c) */
+            const double tol = strstr(cfg, "precision=tf32") ? TOL_TF32 : cg__tol(d->t[i].tol);
+            CG_CHECK(err <= tol, "%s config %s packed (lengths %d): %s differs from ref's by %.3g (target %g)", d->name,
+                     cfg, m, d->t[i].name, err, tol);
         }
     }
-    CG_CHECK(par > 0 && par < ran, "%s: the sweep covers both strategies (%d of %d par)", d->name, par, ran);
+    CG_CHECK(par > 0 && par < ran, "%s: the sweep covers both strategies (%d of %d %s)", d->name, par, ran, alt);
     fprintf(stderr, "  %s: %d of %d varlen configs emulated (stride %d)\n", d->name, ran, n, stride);
     for (int m = 0; m < 2; m++) {
         cg_tbuf_free(&cu[m]);
@@ -146,6 +220,8 @@ static void run_space(cg_op op, int stride) {
 
 CG_TEST(varlen_gpu_sscan_fwd_space) { run_space(CG_OP_SSCAN_FWD, stride_of(3)); }
 CG_TEST(varlen_gpu_sscan_bwd_space) { run_space(CG_OP_SSCAN_BWD, stride_of(7)); }
+CG_TEST(varlen_gpu_ssd_fwd_space) { run_space(CG_OP_SSD_FWD, stride_of(2)); }
+CG_TEST(varlen_gpu_ssd_bwd_space) { run_space(CG_OP_SSD_BWD, stride_of(3)); }
 
 /* A copy of bytes at src ending (16-byte aligned) right before a PROT_NONE page, with one
  * before the page it starts in; *map, *len: the mapping to unmap. */
@@ -164,54 +240,79 @@ static void *guarded(const void *src, size_t bytes, void **map, size_t *len) {
 /* Offsets that break the contract (device offsets are not validated): decreasing, past
  * L, negative, first not 0. The call runs, every access stays in bounds (the emulator
  * fails the launch on any out-of-bounds access); the values are unspecified. */
-CG_TEST(varlen_gpu_sscan_clamp) {
+static void clamp_run(cg_op op, const char *const strat[2]) {
     static const int64_t bad[][VL_NLENS + 1] = {
         {0, 40, 10, 500, -7, 300, 307}, {5, 5, 5, 5, 5, 5, 5}, {0, 1000, 1000, 2000, 3000, 4000, 5000},
         {-100, -50, 0, 10, 9, 8, -1}};
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++)
-        for (int strat = 0; strat < 2; strat++)
-            for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-                int64_t dims[CG_SYM_COUNT];
-                dims_of(dims, 0);
-                dtt_prob pk;
-                vl_packed_new(&pk, (cg_op)op, dims, 0, vl_lens, VL_NLENS, 0, 0);
-                dtt_fill(&pk, 3);
-                cg_tbuf cu = vl_cu_new(CG_I64, vl_lens, VL_NLENS);
-                /* host offsets are validated: validate good ones, then run the kernels
-                 * directly on bad ones, as on device offsets (which are not read) */
-                const cg_op_desc *d = pk.d;
-                void *args = (void *)dtt_args(&pk);
-                *(cg_tensor *)((char *)args + d->varlen->arg_off) = cu.t;
-                cg_sscan_prob sp;
-                cg_status s = d->bwd ? cg__sscan_bwd_prob(ctx, args, &sp) : cg__sscan_fwd_prob(ctx, args, &sp);
-                CG_CHECK_OK(ctx, s);
-                CG_CHECK(sp.nseq == VL_NLENS && sp.cu.p == cu.mem, "%s: packed problem", d->name);
-                /* every tensor and the offsets moved next to guard pages */
-                void *map[CG_OP_MAX_TENSORS + 1] = {0};
-                size_t len[CG_OP_MAX_TENSORS + 1] = {0};
-                for (int i = 0; i < d->nt; i++) {
-                    cg_view *v = cg__prob_view(d, &sp, i);
-                    CG_CHECK(v->p == pk.t[i].t.data && (!v->p || v->p == pk.t[i].mem), "%s: %s view", d->name, d->t[i].name);
-                    if (v->p) v->p = guarded(pk.t[i].mem, (size_t)pk.t[i].count * 4, &map[i], &len[i]);
-                }
-                sp.cu.p = guarded(bad[k], sizeof bad[k], &map[d->nt], &len[d->nt]);
-                cg_cfg cfg;
-                CG_CHECK_OK(ctx, cg__cfg_parse(ctx, strat ? "strategy=par" : "strategy=seq", &cfg));
-                cg_exec ex = CG_EXEC_INIT;
-                s = d->bwd ? cg__backend_emulate.sscan_bwd(ctx, &sp, &cfg, &ex) : cg__backend_emulate.sscan_fwd(ctx, &sp, &cfg, &ex);
-                CG_CHECK(s == CG_OK, "%s offsets %zu strategy %s: %s", d->name, k, strat ? "par" : "seq", cg_errmsg(ctx));
-                for (int i = 0; i <= d->nt; i++)
-                    if (map[i]) munmap(map[i], len[i]);
-                cg_tbuf_free(&cu);
-                dtt_free(&pk);
+    for (int st = 0; st < 2; st++)
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            int64_t dims[CG_SYM_COUNT];
+            op_dims(op, dims, 0);
+            dtt_prob pk;
+            vl_packed_new(&pk, op, dims, 0, vl_lens, VL_NLENS, 0, 0);
+            dtt_fill(&pk, 3);
+            cg_tbuf cu = vl_cu_new(CG_I64, vl_lens, VL_NLENS);
+            /* host offsets are validated: validate good ones, then run the kernels
+             * directly on bad ones, as on device offsets (which are not read) */
+            const cg_op_desc *d = pk.d;
+            void *args = (void *)dtt_args(&pk);
+            *(cg_tensor *)((char *)args + d->varlen->arg_off) = cu.t;
+            union {
+                cg_sscan_prob sc;
+                cg_ssd_prob sd;
+            } u;
+            cg_status s = op == CG_OP_SSCAN_FWD ? cg__sscan_fwd_prob(ctx, args, &u.sc)
+                          : op == CG_OP_SSCAN_BWD ? cg__sscan_bwd_prob(ctx, args, &u.sc)
+                          : op == CG_OP_SSD_FWD   ? cg__ssd_fwd_prob(ctx, args, &u.sd)
+                                                  : cg__ssd_bwd_prob(ctx, args, &u.sd);
+            CG_CHECK_OK(ctx, s);
+            cg_view *cuv = cg__prob_cu(d, &u);
+            CG_CHECK(*cg__prob_nseq(d, &u) == VL_NLENS && cuv->p == cu.mem, "%s: packed problem", d->name);
+            /* every tensor and the offsets moved next to guard pages */
+            void *map[CG_OP_MAX_TENSORS + 1] = {0};
+            size_t len[CG_OP_MAX_TENSORS + 1] = {0};
+            for (int i = 0; i < d->nt; i++) {
+                cg_view *v = cg__prob_view(d, &u, i);
+                CG_CHECK(v->p == pk.t[i].t.data && (!v->p || v->p == pk.t[i].mem), "%s: %s view", d->name, d->t[i].name);
+                if (v->p) v->p = guarded(pk.t[i].mem, (size_t)pk.t[i].count * 4, &map[i], &len[i]);
             }
+            cuv->p = guarded(bad[k], sizeof bad[k], &map[d->nt], &len[d->nt]);
+            cg_cfg cfg;
+            CG_CHECK_OK(ctx, cg__cfg_parse(ctx, strat[st], &cfg));
+            cg_exec ex = CG_EXEC_INIT;
+            const cg_backend_vt *vt = &cg__backend_emulate;
+            s = op == CG_OP_SSCAN_FWD ? vt->sscan_fwd(ctx, &u.sc, &cfg, &ex)
+                : op == CG_OP_SSCAN_BWD ? vt->sscan_bwd(ctx, &u.sc, &cfg, &ex)
+                : op == CG_OP_SSD_FWD   ? vt->ssd_fwd(ctx, &u.sd, &cfg, &ex)
+                                        : vt->ssd_bwd(ctx, &u.sd, &cfg, &ex);
+            CG_CHECK(s == CG_OK, "%s offsets %zu %s: %s", d->name, k, strat[st], cg_errmsg(ctx));
+            for (int i = 0; i <= d->nt; i++)
+                if (map[i]) munmap(map[i], len[i]);
+            cg_tbuf_free(&cu);
+            dtt_free(&pk);
+        }
     cg_context_free(ctx);
 }
 
-/* The varlen kernels (CG_VARLEN) of every stride-th config, both directions, grouped and
- * not, through NVRTC for sm_arch: no spills (the f32 sweeps render nseq = 0 only). */
+CG_TEST(varlen_gpu_sscan_clamp) {
+    static const char *const strat[2] = {"strategy=seq", "strategy=par"};
+    for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++) clamp_run((cg_op)op, strat);
+}
+
+/* The SSD forward's strategies (stages = 2: the prefetch of a sequence's next chunk), the
+ * backward's heads. */
+CG_TEST(varlen_gpu_ssd_clamp) {
+    static const char *const fwd[2] = {"strategy=seq,stages=2", "strategy=3phase,stages=1"};
+    static const char *const bwd[2] = {"heads=loop", "heads=split"};
+    clamp_run(CG_OP_SSD_FWD, fwd);
+    clamp_run(CG_OP_SSD_BWD, bwd);
+}
+
+/* The varlen kernels (CG_VARLEN) of every stride-th config, the sscan's and the SSD's
+ * both directions, grouped and not, through NVRTC for sm_arch: no spills (the f32
+ * sweeps render nseq = 0 only). */
 static void varlen_nvrtc(int arch) {
     cg_devinfo dev;
     const char *kdir;
@@ -220,14 +321,17 @@ static void varlen_nvrtc(int arch) {
     if (!ctx) return;
     const int stride = stride_of(12);
     int ncomp = 0, maxreg = 0;
-    for (int op = CG_OP_SSCAN_FWD; op <= CG_OP_SSCAN_BWD; op++)
+    static const cg_op ops[] = {CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD, CG_OP_SSD_FWD, CG_OP_SSD_BWD};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (int ug = 0; ug < 2; ug++) {
+            const cg_op op = ops[o];
             cg_kshape ks;
-            kshape_packed((cg_op)op, ug, &ks);
-            ks.L = 4096, ks.D = 256, ks.N = 16; /* a realistic shape: every config of the space is valid */
+            kshape_packed(op, ug, &ks);
+            if (is_ssd(op)) ks.T = 4096, ks.H = 8, ks.G = ug ? 8 : 2, ks.dk = ks.dv = 64; /* realistic shapes: */
+            else ks.L = 4096, ks.D = 256, ks.N = 16; /* every config of the space is valid */
             cg_cfg *space = NULL;
             int n = 0;
-            const char *kernel = cg__op_desc((cg_op)op)->name;
+            const char *kernel = cg__op_desc(op)->name;
             CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space, &n));
             for (int q = ug; q < n; q += stride) {
                 cg_plan p;
@@ -240,25 +344,8 @@ static void varlen_nvrtc(int arch) {
             }
             free(space);
         }
-    fprintf(stderr, "  sm_%d: %d varlen sscan kernels compiled, max %d registers\n", arch, ncomp, maxreg);
+    fprintf(stderr, "  sm_%d: %d varlen kernels compiled, max %d registers\n", arch, ncomp, maxreg);
     cg_context_free(ctx);
 }
 CG_TEST(varlen_gpu_nvrtc_sm80) { varlen_nvrtc(80); }
 CG_TEST(varlen_gpu_nvrtc_sm90) { varlen_nvrtc(90); }
-
-/* SSD keeps refusing cu_seqlens on the generated backends (its kernels do not take them). */
-CG_TEST(varlen_gpu_ssd_refused) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    int64_t dims[CG_SYM_COUNT] = {0};
-    dims[CG_SYM_B] = 1, dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 2, dims[CG_SYM_DK] = 8, dims[CG_SYM_DV] = 8;
-    dtt_prob pk;
-    vl_packed_new(&pk, CG_OP_SSD_FWD, dims, 0, vl_lens, VL_NLENS, 0, 0);
-    cg_tbuf cu = vl_cu_new(CG_I32, vl_lens, VL_NLENS);
-    cg_status s = vl_run_packed(ctx, &pk, CG_BACKEND_EMULATE, &cu, NULL);
-    CG_CHECK(s == CG_EUNSUPPORTED && strstr(cg_errmsg(ctx), "does not take variable-length"), "ssd_fwd emulate: %d %s",
-             (int)s, cg_errmsg(ctx));
-    cg_tbuf_free(&cu);
-    dtt_free(&pk);
-    cg_context_free(ctx);
-}

@@ -24,7 +24,7 @@ void vl_packed_new(dtt_prob *p, cg_op op, int64_t dims[CG_SYM_COUNT], int hm, co
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += lens[i];
     dims[cg__op_desc(op)->seq] = total;
-    dtt_new(p, op, dims, !(flags & VL_UNGROUPED), hm, CG_F32, CG_F32, omit);
+    dtt_new(p, op, dims, !(flags & VL_UNGROUPED), hm, flags & VL_BF16 ? CG_BF16 : CG_F32, CG_F32, omit);
     for (int i = 0; i < p->d->nt; i++) {
         if ((flags & VL_SEQ_MAJOR) && is_token(p->d, i) && p->t[i].t.data && p->t[i].t.ndim == 3 &&
             p->d->t[i].ext[2] == CG_SYM_D) { /* sscan [B, D, L] memory (mamba's) */
@@ -83,9 +83,10 @@ cg_tbuf vl_cu_new(cg_dtype dt, const int64_t *lens, int n) {
     return cu;
 }
 
-/* One packed call of op on backend be against its per-sequence calls. */
-void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
-                          unsigned omit, uint64_t seed, int flags, const int64_t *lens, int nlens) {
+/* One packed call of op on backend be against its per-sequence calls; config: pinned for
+ * every call (then the per-sequence calls must agree exactly), NULL: the defaults. */
+static void check_packed(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
+                         unsigned omit, uint64_t seed, int flags, const int64_t *lens, int nlens, const char *config) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     int64_t dims[CG_SYM_COUNT];
@@ -94,8 +95,11 @@ void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm,
     vl_packed_new(&pk, op, dims, hm, lens, nlens, omit, flags);
     dtt_fill(&pk, seed);
     cg_tbuf cu = vl_cu_new(cudt, lens, nlens);
-    CG_CHECK_OK(ctx, vl_run_packed(ctx, &pk, be, &cu, NULL));
+    CG_CHECK_OK(ctx, vl_run_packed(ctx, &pk, be, &cu, config));
     const cg_op_desc *d = pk.d;
+    if (be == CG_BACKEND_EMULATE || be == CG_BACKEND_CUDA) /* one packed call of the generated kernels */
+        CG_CHECK(strstr(cg_last_dispatch(ctx), "kernel=") && strstr(cg_last_dispatch(ctx), " varlen="),
+                 "%s: dispatch line %s", d->name, cg_last_dispatch(ctx));
     /* the sums of the shared gradients (dA, dD, ddelta_bias) over the sequences */
     cg_tbuf sum[CG_OP_MAX_TENSORS];
     memset(sum, 0, sizeof sum);
@@ -121,7 +125,7 @@ void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm,
         memcpy(sd, dims, sizeof sd);
         sd[d->seq] = len;
         dtt_prob one;
-        dtt_new(&one, op, sd, !(flags & VL_UNGROUPED), hm, CG_F32, CG_F32, omit);
+        dtt_new(&one, op, sd, !(flags & VL_UNGROUPED), hm, flags & VL_BF16 ? CG_BF16 : CG_F32, CG_F32, omit);
         for (int i = 0; i < d->nt; i++) {
             if (d->t[i].role != CG_TD_IN || !one.t[i].t.data) continue;
             FOR_EACH_INDEX(&one.t[i], idx) {
@@ -130,7 +134,9 @@ void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm,
                 cg_tbuf_set(&one.t[i], idx, cg_tbuf_get(&pk.t[i], pidx));
             }
         }
-        CG_CHECK_OK(ctx, dtt_run(ctx, &one, be));
+        CG_CHECK_OK(ctx, vl_run_packed(ctx, &one, be, NULL, config));
+        if (config) /* the same kernels on the same chunks */
+            CG_CHECK(strstr(cg_last_dispatch(ctx), "source=pinned"), "%s: %s", d->name, cg_last_dispatch(ctx));
         for (int i = 0; i < d->nt; i++) {
             if (d->t[i].role != CG_TD_OUT || !one.t[i].t.data) continue;
             if (sum[i].t.data) {
@@ -146,7 +152,8 @@ void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm,
             snprintf(what, sizeof what, "%s %s %s cu %s: sequence %d (length %lld) %s", d->name, cg_backend_name(be),
                      hm ? "head-major" : "token-major", cudt == CG_I64 ? "int64" : "int32", q, (long long)len,
                      d->t[i].name);
-            CG_CHECK(cg__erracc_value(&e) <= 1e-6, "%s: packed differs from the sequence's own call by %.3g", what,
+            const double tol = config ? 0.0 : 1e-6;
+            CG_CHECK(cg__erracc_value(&e) <= tol, "%s: packed differs from the sequence's own call by %.3g", what,
                      cg__erracc_value(&e));
         }
         dtt_free(&one);
@@ -158,7 +165,7 @@ void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm,
                  cg_backend_name(be), d->t[i].name, err);
         cg_tbuf_free(&sum[i]);
     }
-    if (be != CG_BACKEND_REF) { /* and the packed call agrees with the float64 reference's */
+    if (be != CG_BACKEND_REF && !(flags & VL_BF16)) { /* and the packed call agrees with the float64 reference's */
         dtt_prob rf;
         vl_packed_new(&rf, op, dims, hm, lens, nlens, omit, flags);
         dtt_copy_inputs(&rf, &pk);
@@ -176,6 +183,16 @@ void vl_check_packed_lens(cg_op op, const int64_t dims_in[CG_SYM_COUNT], int hm,
     cg_context_free(ctx);
 }
 
+
+void vl_check_packed_lens(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
+                          unsigned omit, uint64_t seed, int flags, const int64_t *lens, int nlens) {
+    check_packed(op, dims, hm, be, cudt, omit, seed, flags, lens, nlens, NULL);
+}
+
+void vl_check_packed_cfg(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
+                         unsigned omit, uint64_t seed, int flags, const char *config) {
+    check_packed(op, dims, hm, be, cudt, omit, seed, flags, vl_lens, VL_NLENS, config);
+}
 
 void vl_check_packed(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt, unsigned omit,
                      uint64_t seed, int flags) {

@@ -12,6 +12,7 @@ extern const int64_t vl_lens[VL_NLENS];
 /* flags of vl_packed_new / vl_check_packed */
 #define VL_UNGROUPED 1 /* sscan B, C as [B, L, N] (else [B, L, G, N]) */
 #define VL_SEQ_MAJOR 2 /* sscan x, delta, z, y and their gradients in [B, D, L] memory */
+#define VL_BF16 4      /* the 16-bit-capable tensors in bf16 (no comparison with the reference) */
 
 /* The packed problem: dims with B = 1 and the seq symbol = sum of lens; states [n, ...]. */
 void vl_packed_new(dtt_prob *p, cg_op op, int64_t dims[CG_SYM_COUNT], int hm, const int64_t *lens, int n,
@@ -25,6 +26,10 @@ cg_status vl_run_packed(cg_context *ctx, dtt_prob *p, cg_backend be, const cg_tb
  * reference's packed call. */
 void vl_check_packed(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
                      unsigned omit, uint64_t seed, int flags);
+/* The same with config pinned for the packed and every per-sequence call: they must agree
+ * exactly (the same kernels on the same chunks). */
+void vl_check_packed_cfg(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
+                         unsigned omit, uint64_t seed, int flags, const char *config);
 /* The same on lengths lens[0 .. nlens - 1]. */
 void vl_check_packed_lens(cg_op op, const int64_t dims[CG_SYM_COUNT], int hm, cg_backend be, cg_dtype cudt,
                           unsigned omit, uint64_t seed, int flags, const int64_t *lens, int nlens);

@@ -18,7 +18,7 @@
 -- dv tile). recompute = 1 stores every chunk boundary and recomputes nothing.
 
 local C = require("ssd_common")
-local ceil_div, nchunks, dv_tiles = C.ceil_div, C.nchunks, C.dv_tiles
+local ceil_div, nchunks, dv_tiles, rows = C.ceil_div, C.nchunks, C.dv_tiles, C.rows
 
 -- Super-chunks: the chunk boundaries whose states the workspace keeps.
 local function nsuper(p, shape) return ceil_div(nchunks(p, shape), p.recompute) end
@@ -65,6 +65,8 @@ local function valid(p, shape, dev)
   if not ok then return false, why end
   ok, why = C.check_precision_mma16(p, shape, dev, MMA16_INPUTS)
   if not ok then return false, why end
+  -- Varlen (ssd_common.lua): super-chunks of chunk slots would straddle sequences.
+  if C.varlen(shape) and p.recompute ~= 1 then return false, "cu_seqlens: recompute must be 1" end
   if p.heads == "split" and shape.G == shape.H then
     return false, "heads=split: one head per group, nothing to split (heads=loop does the same)"
   end
@@ -91,7 +93,7 @@ local function valid(p, shape, dev)
   ok, why = C.check_block(p, dev, smem_grads(p, shape) + 4 * threads + 16, REGS_PER_THREAD)
   if not ok then return false, why end
   local bh, nc = shape.B * shape.H, nchunks(p, shape)
-  local grids = { dv_tiles(p, shape) * nsuper(p, shape) * bh, scan_blocks(p, shape) * bh, nc * bh,
+  local grids = { dv_tiles(p, shape) * nsuper(p, shape) * bh, scan_blocks(p, shape) * rows(shape) * shape.H, nc * bh,
                   nc * shape.B * shape.G }
   for _, g in ipairs(grids) do
     if g > C.GRID_MAX then return false, string.format("grid of %d CTAs too large", g) end
@@ -158,13 +160,15 @@ local function launch(p, shape, dev)
   local blk = { threads, 1, 1 }
   local ns = nsuper(p, shape)
   -- S, D [B*H, ns, dk, dv], gamma [B*H, ns], chunk totals [B*H, nc], <dhT, S_T> partials
-  local ws = 2 * bh * ns * shape.dk * shape.dv + bh * ns + bh * nc + bh * scan_blocks(p, shape)
+  -- (varlen: per sequence and head; nc, ns the chunk slots)
+  local rh = rows(shape) * shape.H
+  local ws = 2 * bh * ns * shape.dk * shape.dv + bh * ns + bh * nc + rh * scan_blocks(p, shape)
   if p.heads == "split" then ws = ws + 2 * bh * shape.T * shape.dk end
   local grads_ctas = nc * (p.heads == "split" and bh or shape.B * shape.G)
   return {
     { entry = "cg_ssd_bwd_states", grid = { dv_tiles(p, shape) * ns * bh, 1, 1 }, block = blk,
       smem = smem_states(p, shape) },
-    { entry = "cg_ssd_bwd_scan", grid = { scan_blocks(p, shape) * bh, 1, 1 }, block = blk, smem = 0 },
+    { entry = "cg_ssd_bwd_scan", grid = { scan_blocks(p, shape) * rh, 1, 1 }, block = blk, smem = 0 },
     { entry = "cg_ssd_bwd_grads", grid = { grads_ctas, 1, 1 }, block = blk, smem = smem_grads(p, shape) },
     { entry = "cg_ssd_bwd_finish", grid = { nc * shape.B * shape.G, 1, 1 }, block = blk, smem = 0 },
   }, { { "ws", 4 * ws } }, C.args(TENSORS, p, shape)
@@ -192,6 +196,6 @@ return {
   launch = launch,
   -- The template static_asserts its own layout against these numbers.
   defines = function(p, shape, dev)
-    return { CG_SMEM_STATES = smem_states(p, shape), CG_SMEM_GRADS = smem_grads(p, shape) }
+    return C.varlen_defines(shape, { CG_SMEM_STATES = smem_states(p, shape), CG_SMEM_GRADS = smem_grads(p, shape) })
   end,
 }

@@ -3,7 +3,7 @@
 -- same shared-memory layout as smem_bytes() below; keep the two in step.
 
 local C = require("ssd_common")
-local ceil_div, nchunks, dv_tiles = C.ceil_div, C.nchunks, C.dv_tiles
+local ceil_div, nchunks, dv_tiles, rows = C.ceil_div, C.nchunks, C.dv_tiles, C.rows
 
 -- Row pitches in floats, as the traits block of ssd_fwd.cu derives them (bank-conflict-free
 -- operand reads there): q, k +8, v +8, the state +4, the scores +4.
@@ -54,8 +54,8 @@ local function valid(p, shape, dev)
   if not ok then return false, why end
   ok, why = C.check_block(p, dev, smem_bytes(p, shape), REGS_PER_THREAD)
   if not ok then return false, why end
-  local ctas = dv_tiles(p, shape) * shape.B * shape.H
-  if p.strategy == "3phase" then ctas = ctas * nchunks(p, shape) end
+  local ctas = dv_tiles(p, shape) * rows(shape) * shape.H
+  if p.strategy == "3phase" then ctas = dv_tiles(p, shape) * shape.B * shape.H * nchunks(p, shape) end
   if ctas > C.GRID_MAX then return false, string.format("grid of %d CTAs too large", ctas) end
   return true
 end
@@ -75,7 +75,7 @@ local function default(shape, dev)
     if shape.dv <= w then p.block_dv = w; break end
   end
   while p.chunk > 16 and p.chunk >= 2 * shape.T do p.chunk = p.chunk // 2 end
-  local seq_ctas = dv_tiles(p, shape) * shape.B * shape.H
+  local seq_ctas = dv_tiles(p, shape) * rows(shape) * shape.H
   local ws = 4 * shape.B * shape.H * nchunks(p, shape) * (shape.dk * shape.dv + 1)
   if seq_ctas * 2 < dev.sm_count and nchunks(p, shape) >= 4 and ws <= WS_DEFAULT_MAX then
     p.strategy, p.stages = "3phase", 1
@@ -92,13 +92,13 @@ local function launch(p, shape, dev)
   local smem = smem_bytes(p, shape)
   local bh = shape.B * shape.H
   local args = C.args(TENSORS, p, shape)
-  if p.strategy == "seq" then
-    return { { entry = "cg_ssd_fwd_seq", grid = { dv_tiles(p, shape) * bh, 1, 1 }, block = { threads, 1, 1 },
-               smem = smem } }, { { "ws", 0 } }, args
+  if p.strategy == "seq" then -- varlen: one CTA per (sequence, h, dv tile)
+    return { { entry = "cg_ssd_fwd_seq", grid = { dv_tiles(p, shape) * rows(shape) * shape.H, 1, 1 },
+               block = { threads, 1, 1 }, smem = smem } }, { { "ws", 0 } }, args
   end
-  local nc = nchunks(p, shape)
+  local nc = nchunks(p, shape) -- varlen: the chunk slots (an unused one exits at once)
   local per_chunk = dv_tiles(p, shape) * nc * bh
-  local elems = bh * shape.dk * shape.dv
+  local elems = rows(shape) * shape.H * shape.dk * shape.dv -- the scan: per (sequence,) h, i, j
   return {
     { entry = "cg_ssd_fwd_states", grid = { per_chunk, 1, 1 }, block = { threads, 1, 1 },
       smem = smem_states(p, shape) },
@@ -129,6 +129,6 @@ return {
   launch = launch,
   -- The template static_asserts its own layout against this number.
   defines = function(p, shape, dev)
-    return { CG_SMEM_BYTES = smem_bytes(p, shape), CG_SMEM_STATES = smem_states(p, shape) }
+    return C.varlen_defines(shape, { CG_SMEM_BYTES = smem_bytes(p, shape), CG_SMEM_STATES = smem_states(p, shape) })
   end,
 }

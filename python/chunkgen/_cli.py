@@ -36,6 +36,18 @@ def cli(*args: str, input: Optional[str] = None) -> str:
     return p.stdout
 
 
+def main() -> int:
+    """The `chunkgen` console script (and `python -m chunkgen`): the package's CLI binary with
+    this process's arguments, exec'd in place (same exit status, stdin/stdout/stderr)."""
+    import sys
+
+    if not os.access(CLI, os.X_OK):
+        print(f"chunkgen: CLI binary not found at {CLI} (reinstall the package)", file=sys.stderr)
+        return 127
+    os.execv(CLI, [CLI, *sys.argv[1:]])
+    return 127  # not reached
+
+
 def _shape_arg(op: str, s: ShapeLike) -> str:
     text = s if isinstance(s, str) else ",".join(str(int(d)) for d in s)
     return f"{op}:{text}" if op in ("ssd", "sscan") and ":" not in text else text

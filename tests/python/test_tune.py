@@ -45,3 +45,20 @@ def test_cli_errors_raise(cache):
         chunkgen.tune("ssd", ["1,2,3"], backend="cpu")
     with pytest.raises(RuntimeError, match="import"):
         chunkgen.import_configs(str(cache / "missing.json"))
+
+
+def test_console_script_runs_the_cli(cache):
+    """`chunkgen` on PATH (pyproject's [project.scripts]) and `python -m chunkgen` are the
+    package's CLI: same version line, the CLI's exit status for a bad command."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(sys.executable), "chunkgen")
+    want = subprocess.run([chunkgen._cli.CLI, "--version"], capture_output=True, text=True)
+    assert want.returncode == 0 and want.stdout.strip()
+    for cmd in ([script], [sys.executable, "-m", "chunkgen"]):
+        got = subprocess.run(cmd + ["--version"], capture_output=True, text=True)
+        assert (got.returncode, got.stdout) == (0, want.stdout), (cmd, got.stderr)
+        bad = subprocess.run(cmd + ["no-such-command"], capture_output=True, text=True)
+        assert bad.returncode != 0 and "no-such-command" in bad.stderr, (cmd, bad.stderr)
