@@ -13,7 +13,7 @@ return {
     dim_block = "channels (of D) one CTA owns",
     warps     = "warps per CTA (32 threads each)",
     stages    = "chunks in flight per CTA: 2 overlaps the next chunk's loads with this one's math",
-    precision = "matmul arithmetic: ieee (fp32 FMA), tf32 (tensor cores, ~1e-3), 3xtf32 (tensor cores, fp32-accurate)",
+    precision = "matmul arithmetic: ieee (fp32 FMA), tf32 (tensor cores, ~1e-3), 3xtf32 (tensor cores, fp32-accurate), mma16 (16-bit q, k [, v, dout]: their products by bf16/f16 mma m16n8k16, the rest 3xtf32; the only one for such calls on sm_80+)",
     strategy  = "how the chunks are scanned",
     ["ssd_fwd.strategy"]   = "seq: one CTA walks every chunk of a (b, h, dv tile); 3phase: chunk states, a scan over them, outputs (more CTAs, a workspace)",
     ["sscan_fwd.strategy"] = "seq: the state carried chunk to chunk by one CTA; par: pieces of the sequence in parallel, then their carries",

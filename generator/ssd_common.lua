@@ -54,6 +54,29 @@ function M.check_precision_tile(p, shape, dev)
   return true
 end
 
+-- precision=mma16 (docs/dtypes.md, templates/ssd_mma16.cuh): the products of two staged
+-- 16-bit inputs by mma m16n8k16 (fp32 accumulate), the other products 3xtf32. `inputs`
+-- names those products' operands (forward q, k). mma16 is valid exactly when every one
+-- of them is 16-bit; and then, on sm_80+, it is the only precision: the inputs are exact
+-- in tf32 and fp32, so ieee and 3xtf32 compute the same products less fast, and tf32
+-- would round the fp32-computed operands (P, S, ...) too coarsely for fp16's target.
+-- (Below sm_80 the 16-bit call keeps ieee; check_precision_tile refuses the mma precisions.)
+function M.check_precision_mma16(p, shape, dev, inputs)
+  local dts, all = shape.dtypes or "", true -- "name=dtype" words of the 16-bit tensors (core.lua)
+  for _, t in ipairs(inputs) do
+    if not dts:find("%f[%w_]" .. t .. "=") then all = false end
+  end
+  local names = table.concat(inputs, ", ")
+  if p.precision == "mma16" and not all then
+    return false, string.format("precision mma16 needs 16-bit %s (bf16 or f16)", names)
+  end
+  if p.precision ~= "mma16" and all and dev.arch >= 80 then
+    return false, string.format("precision %s: with 16-bit %s the precision is mma16 (docs/dtypes.md)",
+      p.precision, names)
+  end
+  return true
+end
+
 -- Every warp should own at least one of the largest matmul's `tiles` 16x16 tiles.
 function M.check_warps(p, tiles)
   if p.warps > 2 and p.warps > tiles then

@@ -328,7 +328,9 @@ struct ldmatrix_rec {
     const unsigned char *row;
     unsigned *r;
 };
-template <int N, bool TRANS> static void ldmatrix_fn(void *const *args, unsigned) {
+// NOSAN: the copy below is the whole warp's, made by whichever lane arrived last; each
+// lane's own row read is what ldmatrix() reports to the race check and the statistics.
+template <int N, bool TRANS> CG_EMU_NOSAN static void ldmatrix_fn(void *const *args, unsigned) {
     unsigned short M[4][8][8];
     for (int l = 0; l < 8 * N; l++) {
         const unsigned char *p = static_cast<const ldmatrix_rec *>(args[l])->row;
@@ -345,8 +347,13 @@ template <int N, bool TRANS> static void ldmatrix_fn(void *const *args, unsigned
         }
     }
 }
-template <int N, bool TRANS> static void ldmatrix(unsigned *r, const void *row) {
+template <int N, bool TRANS> __attribute__((noinline)) static void ldmatrix(unsigned *r, const void *row) {
     if (self()->blk->nthreads % 32) fail("ldmatrix needs full warps; the block has %d threads", self()->blk->nthreads);
+#ifdef CG_EMU_RACECHECK
+    // As on the GPU, lane l < 8N reads its 16-byte row: one shared load per lane at the
+    // caller's line (bank-conflict counts of the warp-wide request, race check).
+    if (self()->lane < 8 * N) access(row, 16, 0, __builtin_return_address(0));
+#endif
     ldmatrix_rec rec{static_cast<const unsigned char *>(row), r};
     g_api->warp_sync(self(), 0xFFFFFFFFu, TRANS ? "ldmatrix.trans" : "ldmatrix", 0, &rec, &ldmatrix_fn<N, TRANS>);
 }

@@ -3,7 +3,7 @@
 // Rendered by generator/kernels/ssd_bwd.lua, which defines before this text:
 //   CG_DK, CG_DV                                  head sizes (any >= 1)
 //   CG_P_CHUNK, CG_P_BLOCK_DV, CG_P_WARPS
-//   CG_P_PRECISION_{IEEE,TF32,3XTF32}, CG_P_HEADS_{LOOP,SPLIT}
+//   CG_P_PRECISION_{IEEE,TF32,3XTF32,MMA16}, CG_P_HEADS_{LOOP,SPLIT}
 //   CG_P_RECOMPUTE                                chunks per stored state (1: all stored)
 //   CG_SMEM_STATES, CG_SMEM_GRADS                 the Lua side's shared-memory sizes
 //   CG_T_Q, CG_T_K, CG_T_V, CG_T_DOUT,            storage type of each of those tensors:
@@ -70,6 +70,9 @@
 #include "cg_device.cuh"
 #include "cg_kernel_params.h"
 #include "ssd_common.cuh"
+#if defined(CG_P_PRECISION_MMA16)
+#include "ssd_mma16.cuh"
+#endif
 
 // ------------------------------------------------------------------- traits
 namespace ssdb {
@@ -138,7 +141,19 @@ constexpr int OFF_RACC = OFF_UACC + DKP * LDS; // [DKP, LDS]
 constexpr int STATES_LAUNCH_FLOATS = REC > 1 ? OFF_RACC + DKP * LDS : STATES_FLOATS;
 static_assert(STATES_LAUNCH_FLOATS <= GRADS_FLOATS, "the grads launch has the most shared memory");
 constexpr long long SMEM_STATES = 4LL * STATES_LAUNCH_FLOATS;
-constexpr long long SMEM_GRADS = 4LL * GRADS_FLOATS;
+#if defined(CG_P_PRECISION_MMA16) // grads launch: the operands of P and dP again, raw 16-bit (ssd_mma16.cuh)
+constexpr int LDQ16 = ssdc::Pitch16<DKP>::LD;      // row pitches in halves
+constexpr int LDV16 = ssdc::Pitch16<BDV>::LD;
+constexpr int OFF_Q16 = GRADS_FLOATS;              // [CHUNK, DKP] q as stored (pitch LDQ16 halves)
+constexpr int OFF_K16 = OFF_Q16 + CHUNK * LDQ16 / 2; // [CHUNK, DKP] k
+constexpr int OFF_V16 = OFF_K16 + CHUNK * LDQ16 / 2; // [CHUNK, BDV] v (pitch LDV16 halves)
+constexpr int OFF_DO16 = OFF_V16 + CHUNK * LDV16 / 2; // [CHUNK, BDV] dout
+constexpr int GRADS_LAUNCH_FLOATS = OFF_DO16 + CHUNK * LDV16 / 2;
+static_assert(OFF_Q16 % 4 == 0 && OFF_V16 % 4 == 0 && OFF_DO16 % 4 == 0, "16-byte aligned raw tiles");
+#else
+constexpr int GRADS_LAUNCH_FLOATS = GRADS_FLOATS;
+#endif
+constexpr long long SMEM_GRADS = 4LL * GRADS_LAUNCH_FLOATS;
 #ifdef CG_SMEM_GRADS // what generator/kernels/ssd_bwd.lua launches with
 static_assert(SMEM_STATES == CG_SMEM_STATES, "ssd_bwd.lua smem_states() disagrees with the layout here");
 static_assert(SMEM_GRADS == CG_SMEM_GRADS, "ssd_bwd.lua smem_grads() disagrees with the layout here");
@@ -208,20 +223,46 @@ enum { LD_FIRST = 1, LD_SECOND = 2, LD_BOTH = 3 };
 // 16-bit tensors loaded and widened, ssdc::load_tile16); the caller waits
 // (ssdc::landed) before the barrier after which others read.
 // Q, K rows [t0, t0 + n) of group g (zero beyond n and dk).
+// RAW (mma16, grads launch): also the raw 16-bit copies P and dP read (ssd_mma16.cuh).
+#if defined(CG_P_PRECISION_MMA16)
+static_assert(sizeof(TQ) == 2 && sizeof(TK) == 2 && sizeof(TV) == 2 && sizeof(TDO) == 2,
+              "mma16: 16-bit q, k, v and dout (ssd_bwd.lua valid())");
+template <class T> __device__ __forceinline__ T *raw16(float *sm, int off) { return reinterpret_cast<T *>(sm + off); }
+#endif
+template <bool RAW = false>
 __device__ __forceinline__ void load_qk(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 g, i64 t0, int n,
                                         int which = LD_BOTH) {
     const TQ *qb = tp<const TQ>(p.q) + b * p.q.s0 + t0 * p.q.s1 + g * p.q.s2;
     const TK *kb = tp<const TK>(p.k) + b * p.k.s0 + t0 * p.k.s1 + g * p.k.s2;
+#if defined(CG_P_PRECISION_MMA16)
+    if (RAW) {
+        if (which & LD_FIRST)
+            ssdc::load_tile16_raw<CHUNK, DKP / 4, LDQ, LDQ16, NTHREADS, TQ>(sm + OFF_Q, raw16<TQ>(sm, OFF_Q16), qb, p.q.s1, n, DK);
+        if (which & LD_SECOND)
+            ssdc::load_tile16_raw<CHUNK, DKP / 4, LDQ, LDQ16, NTHREADS, TK>(sm + OFF_K, raw16<TK>(sm, OFF_K16), kb, p.k.s1, n, DK);
+        return;
+    }
+#endif
     if (which & LD_FIRST) ssdc::load_tile_t<CHUNK, DKP / 4, LDQ, NTHREADS, TQ>(sm + OFF_Q, qb, p.q.s1, n, DK);
     if (which & LD_SECOND) ssdc::load_tile_t<CHUNK, DKP / 4, LDQ, NTHREADS, TK>(sm + OFF_K, kb, p.k.s1, n, DK);
 }
 
 // V, dO rows [t0, t0 + n), columns [j0, j0 + BDV) of head h (zero beyond n and dv).
+template <bool RAW = false>
 __device__ __forceinline__ void load_vdo(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 h, i64 t0, int n, i64 j0,
                                          int which = LD_BOTH) {
     const TV *vb = tp<const TV>(p.v) + b * p.v.s0 + t0 * p.v.s1 + h * p.v.s2 + j0;
     const TDO *ob = tp<const TDO>(p.dout) + b * p.dout.s0 + t0 * p.dout.s1 + h * p.dout.s2 + j0;
     const int w = DV - j0 < BDV ? (int)(DV - j0) : BDV;
+#if defined(CG_P_PRECISION_MMA16)
+    if (RAW) {
+        if (which & LD_FIRST)
+            ssdc::load_tile16_raw<CHUNK, BDV / 4, LDV, LDV16, NTHREADS, TV>(sm + OFF_V, raw16<TV>(sm, OFF_V16), vb, p.v.s1, n, w);
+        if (which & LD_SECOND)
+            ssdc::load_tile16_raw<CHUNK, BDV / 4, LDV, LDV16, NTHREADS, TDO>(sm + OFF_DO, raw16<TDO>(sm, OFF_DO16), ob, p.dout.s1, n, w);
+        return;
+    }
+#endif
     if (which & LD_FIRST) ssdc::load_tile_t<CHUNK, BDV / 4, LDV, NTHREADS, TV>(sm + OFF_V, vb, p.v.s1, n, w);
     if (which & LD_SECOND) ssdc::load_tile_t<CHUNK, BDV / 4, LDV, NTHREADS, TDO>(sm + OFF_DO, ob, p.dout.s1, n, w);
 }
@@ -466,7 +507,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
     float *A = sm + OFF_A, *EA = sm + OFF_EA, *W = sm + OFF_W;
     float *DQ = sm + OFF_DQ, *DKs = sm + OFF_DK, *P = sm + OFF_P, *DP = sm + OFF_DP;
     float *S = sm + OFF_S, *DS = sm + OFF_DS, *DT = sm + OFF_DT;
-    load_qk(p, sm, b, g, t0, n);
+    load_qk<ssdc::MMA16>(p, sm, b, g, t0, n);
     for (i64 h = h_begin; h < h_end; ++h) {
         const i64 bh = b * p.H + h;
         const i64 slot = bh * p.nchunks + ci, sslot = bh * ns + si;
@@ -488,9 +529,15 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
             float acc[T::MM][T::NN][4];
             tile_zero(acc);
+#if defined(CG_P_PRECISION_MMA16) // the raw 16-bit q, k by m16n8k16, ldmatrix fragments
+            if (n0 < m0 + T::TM)
+                ssdc::warp_mma16_abt<TQ, LDQ16, LDQ16>(acc, raw16<TQ>(sm, OFF_Q16) + m0 * LDQ16,
+                                                       raw16<TK>(sm, OFF_K16) + n0 * LDQ16, 0, DKP);
+#else
             if (n0 < m0 + T::TM)
                 warp_mma<true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
                                [&](int k, int nn) { return ld_pair(K + (n0 + nn) * LDQ + k); });
+#endif
             tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
                 const int i = m0 + r, j = n0 + cc;
                 f2(P + i * LDP + j) = make_float2(j <= i ? x0 * expf(A[i] - A[j]) : 0.f,
@@ -514,13 +561,13 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     carry_chunk(p, sm, fwd ? S : DS, fwd, b, g, h, fwd ? k : c_last - (k - ci), j0);
                 }
                 __syncthreads(); // back to this chunk's own Q, K, la, A, exp(A), w
-                load_qk(p, sm, b, g, t0, n);
+                load_qk<ssdc::MMA16>(p, sm, b, g, t0, n);
                 load_la(p, sm, b, h, t0, n);
                 ssdc::landed();
                 __syncthreads();
                 chunk_cumsum(sm);
             }
-            load_vdo(p, sm, b, h, t0, n, j0);
+            load_vdo<ssdc::MMA16>(p, sm, b, h, t0, n, j0);
             ssdc::landed();
             __syncthreads();
             // Four tile lists, each tile owned by one warp: dV, dP, dQ (state term), dK (state term).
@@ -555,8 +602,13 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     if (n0 >= m0 + T::TM) continue;
                     float acc[T::MM][T::NN][4];
                     tile_zero(acc);
+#if defined(CG_P_PRECISION_MMA16) // the raw 16-bit dout, v by m16n8k16
+                    ssdc::warp_mma16_abt<TDO, LDV16, LDV16>(acc, raw16<TDO>(sm, OFF_DO16) + m0 * LDV16,
+                                                            raw16<TV>(sm, OFF_V16) + n0 * LDV16, 0, BDV);
+#else
                     warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
                                    [&](int k, int nn) { return ld_pair(V + (n0 + nn) * LDV + k); });
+#endif
                     tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
                         float2 &d = f2(DP + dp_at(m0 + r, n0 + cc)); // cc even: the swizzle keeps the pair
                         const float2 o = d; // one 64-bit load and store (d.x += .. reads as two 32-bit

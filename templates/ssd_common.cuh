@@ -28,15 +28,23 @@ template <int DK, int DV, int CHUNK, int BDV, int WARPS> struct Sizes {
 
 // ------------------------------------------------------------- precision
 // From the generator's CG_P_PRECISION_* define (both SSD kernels have the key):
-// 0 ieee (FFMA), 1 tf32 (one mma per product), 2 3xtf32 (three).
+// 0 ieee (FFMA), 1 tf32 (one mma per product), 2 3xtf32 (three); mma16 (16-bit inputs):
+// PREC 2 and MMA16.
 #if defined(CG_P_PRECISION_IEEE)
 constexpr int PREC = 0;
 #elif defined(CG_P_PRECISION_TF32)
 constexpr int PREC = 1;
 #elif defined(CG_P_PRECISION_3XTF32)
 constexpr int PREC = 2;
+#elif defined(CG_P_PRECISION_MMA16)
+constexpr int PREC = 2; // mma16: the 16-bit input x input products by m16n8k16 (ssd_mma16.cuh), the rest 3xtf32
 #else
 #error "ssd: no CG_P_PRECISION_* defined"
+#endif
+#if defined(CG_P_PRECISION_MMA16)
+constexpr bool MMA16 = true;
+#else
+constexpr bool MMA16 = false;
 #endif
 
 // mma operand words. The tensor core reads the top 19 bits of an A/B word (the tf32

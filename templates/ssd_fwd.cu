@@ -3,7 +3,7 @@
 // Rendered by generator/kernels/ssd_fwd.lua, which defines before this text:
 //   CG_DK, CG_DV                                  head sizes (any >= 1)
 //   CG_P_CHUNK, CG_P_BLOCK_DV, CG_P_WARPS, CG_P_STAGES
-//   CG_P_PRECISION_{IEEE,TF32,3XTF32}, CG_P_STRATEGY_{SEQ,3PHASE}
+//   CG_P_PRECISION_{IEEE,TF32,3XTF32,MMA16}, CG_P_STRATEGY_{SEQ,3PHASE}
 //   CG_SMEM_BYTES                                 the Lua side's shared-memory size
 //   CG_T_Q, CG_T_K, CG_T_V, CG_T_O                storage type of each of those tensors:
 //                                                 float when not defined, else cg_bf16 or
@@ -42,6 +42,9 @@
 #include "cg_device.cuh"
 #include "cg_kernel_params.h"
 #include "ssd_common.cuh"
+#if defined(CG_P_PRECISION_MMA16)
+#include "ssd_mma16.cuh"
+#endif
 
 // ------------------------------------------------------------------- traits
 namespace ssd {
@@ -86,7 +89,14 @@ constexpr int ST_Q = 0;                         //   [CHUNK, DKP] q (pitch LDQ)
 constexpr int ST_K = ST_Q + CHUNK * LDQ;        //   [CHUNK, DKP] k (pitch LDK)
 constexpr int ST_V = ST_K + CHUNK * LDK;        //   [CHUNK, BDV] v (pitch LDV)
 constexpr int ST_LA = ST_V + CHUNK * LDV;       //   [CHUNK] log_alpha
+#if defined(CG_P_PRECISION_MMA16) // the scores' operands again, raw 16-bit (ssd_mma16.cuh)
+constexpr int LDQ16 = ssdc::Pitch16<DKP>::LD;   //   row pitch in halves
+constexpr int ST_Q16 = ST_LA + CHUNK;           //   [CHUNK, DKP] q as stored (pitch LDQ16 halves)
+constexpr int ST_K16 = ST_Q16 + CHUNK * LDQ16 / 2; // [CHUNK, DKP] k as stored
+constexpr int STAGE_FLOATS = ST_K16 + CHUNK * LDQ16 / 2;
+#else
 constexpr int STAGE_FLOATS = ST_LA + CHUNK;
+#endif
 constexpr int SMEM_FLOATS = OFF_STAGE + STAGES * STAGE_FLOATS;
 constexpr long long SMEM_BYTES = 4LL * SMEM_FLOATS;
 // states (3phase phase 1: no S, P or Q; the chunk state goes from registers to the
@@ -155,6 +165,15 @@ __device__ __forceinline__ Bufs bufs_states(float *sm) {
     return Bufs{nullptr, sm + SOFF_K, sm + SOFF_V, sm + SOFF_LA, sm + SOFF_A, sm + SOFF_A + CHUNK, sm + SOFF_A + 2 * CHUNK};
 }
 
+#if defined(CG_P_PRECISION_MMA16)
+static_assert(sizeof(TQ) == 2 && sizeof(TK) == 2, "mma16: 16-bit q and k (ssd_fwd.lua valid())");
+static_assert(ST_Q16 % 4 == 0 && ST_K16 % 4 == 0 && LDQ16 % 8 == 0, "16-byte aligned raw tiles");
+// The raw 16-bit tile `off` floats past a stage's Q tile.
+template <class T> __device__ __forceinline__ T *raw16(const float *q, int off) {
+    return reinterpret_cast<T *>(const_cast<float *>(q) + off);
+}
+#endif
+
 template <int W4, int LD, class T>
 __device__ __forceinline__ void load_tile(float *dst, const T *src, i64 ld, int n, int w) {
     ssdc::load_tile_t<CHUNK, W4, LD, NTHREADS, T>(dst, src, ld, n, w);
@@ -167,8 +186,15 @@ __device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta
     const TK *kb = tp<const TK>(p.k) + c.b * p.k.s0 + t0 * p.k.s1 + c.g * p.k.s2;
     const TV *vb = tp<const TV>(p.v) + c.b * p.v.s0 + t0 * p.v.s1 + c.h * p.v.s2 + c.j0;
     const float *lb = p.la.p + c.b * p.la.s0 + t0 * p.la.s1 + c.h * p.la.s2;
+#if defined(CG_P_PRECISION_MMA16) // with the scores (b.Q): q, k also as stored, for m16n8k16
+    if (b.Q) {
+        ssdc::load_tile16_raw<CHUNK, DKP / 4, LDQ, LDQ16, NTHREADS, TQ>(b.Q, raw16<TQ>(b.Q, ST_Q16 - ST_Q), qb, p.q.s1, n, DK);
+        ssdc::load_tile16_raw<CHUNK, DKP / 4, LDK, LDQ16, NTHREADS, TK>(b.K, raw16<TK>(b.Q, ST_K16 - ST_Q), kb, p.k.s1, n, DK);
+    } else load_tile<DKP / 4, LDK>(b.K, kb, p.k.s1, n, DK);
+#else
     if (b.Q) load_tile<DKP / 4, LDQ>(b.Q, qb, p.q.s1, n, DK);
     load_tile<DKP / 4, LDK>(b.K, kb, p.k.s1, n, DK);
+#endif
     const int w = DV - c.j0 < BDV ? (int)(DV - c.j0) : BDV;
     load_tile<BDV / 4, LDV>(b.V, vb, p.v.s1, n, w);
     ssdc::load_column<CHUNK, NTHREADS>(b.LA, lb, p.la.s1, n);
@@ -188,9 +214,15 @@ __device__ __forceinline__ void chunk_scores(float *sm, const Bufs &b) {
         const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
         float acc[T::MM][T::NN][4];
         ssdc::tile_zero(acc);
+#if defined(CG_P_PRECISION_MMA16) // the raw 16-bit q, k by m16n8k16, ldmatrix fragments
+        if (n0 < m0 + T::TM)
+            ssdc::warp_mma16_abt<TQ, LDQ16, LDQ16>(acc, raw16<TQ>(Q, ST_Q16 - ST_Q) + m0 * LDQ16,
+                                                   raw16<TK>(Q, ST_K16 - ST_Q) + n0 * LDQ16, 0, DKP);
+#else
         if (n0 < m0 + T::TM) // Q [CHUNK, DKP] K^T [DKP, CHUNK], both read as 64-bit k pairs
             ssdc::warp_mma<PREC, true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
                                        [&](int k, int n) { return ld_pair(K + (n0 + n) * LDK + k); });
+#endif
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
             P[i * LDP + j] = j <= i ? x * expf(A[i] - A[j]) : 0.f;

@@ -2,19 +2,17 @@
  * docs/dtypes.md): q, k, v, o (forward) and q, k, v, dout, dq, dk, dv (backward) in bf16
  * or fp16, log_alpha and the states float32. Under the SIMT emulator against the float64
  * reference on the same rounded inputs, every output and gradient:
- *   ssd16_gen_emu_{fwd,bwd}_space  configs of the 16-bit space (accepted for some shape
- *                                  below), bf16 and f16 taking turns, each on a rotating
- *                                  choice among the shapes that accept it; CI runs the
- *                                  configs q = 0 mod STRIDE of the union (CPU budget: all
- *                                  of them cost about 12 CPU-minutes on the 2-core CI
- *                                  machine; CHUNKGEN_TEST_CONFIG_STRIDE=1 runs all,
- *                                  CHUNKGEN_TEST_CONFIG_OFFSET=k the configs q = k mod
- *                                  the stride);
+ *   ssd16_gen_emu_{fwd,bwd}_space  every config of the 16-bit space (accepted for some
+ *                                  shape below; precision=mma16 only, docs/dtypes.md),
+ *                                  bf16 and f16 taking turns, each on a rotating choice
+ *                                  among the shapes that accept it (CHUNKGEN_TEST_CONFIG_
+ *                                  STRIDE=s / _OFFSET=k: the configs q = k mod s only);
  *   ssd16_gen_emu_default          the default of every shape in both dtypes, forward and
  *                                  backward: the kernel named for the dtype, a second call
  *                                  the same bits;
  *   ssd16_gen_emu_mixed            mixed signatures (q alone bf16, v alone f16);
  *   ssd16_gen_heads_rounding       heads=loop refused where it would round per head;
+ *   ssd16_gen_emu_ldmatrix_banks   the mma16 kernels' ldmatrix reads are conflict-free;
  *   ssd16_gen_nvrtc_sm{80,90}      16-bit configs compiled by NVRTC with 0 spills (see
  *                                  nvrtc16 for what is covered).
  * Tolerances: a 16-bit output within its dtype's target (bf16 1e-2, f16 2e-3), plus the
@@ -33,7 +31,7 @@
 #define TOL_FWD 1e-5  /* float32 outputs, ieee and 3xtf32 (test_ssd_gen.c) */
 #define TOL_BWD 1e-4  /* (test_ssd_bwd_gen.c) */
 #define TOL_TF32 5e-3 /* precision=tf32 */
-#define STRIDE 4      /* CI's share of the emulated space per run (CPU budget) */
+#define STRIDE 1      /* CI's share of the emulated space per run: all of it (mma16 only) */
 
 /* Small odd shapes (those of test_ssd_gen.c / test_ssd_bwd_gen.c in the op table's
  * terms): T = 1, T not a multiple of the chunk, dk 7 / 40 / 48 / 130 (the 2-byte path,
@@ -351,15 +349,101 @@ CG_TEST(ssd16_gen_heads_rounding) {
     cg_context_free(ctx);
 }
 
-/* NVRTC for arch: 16-bit configs of both kernels (the unions above on that arch)
- * rendered and compiled, ptxas reports no spills, plus every shape's default in both
- * dtypes. CPU budget: a 16-bit SSD module takes about as long to compile as its float32
- * twin (the f32 sweep of tests/test_gen_nvrtc.c compiles them all), so CI compiles
- * every NSTRIDE-th config per arch: sm_80 the configs q = 0 mod NSTRIDE, sm_90 those
- * q = NSTRIDE/2 mod NSTRIDE (disjoint halves of one stride), bf16 and f16 in turn.
- * CHUNKGEN_TEST_CONFIG_STRIDE=1: every config on both archs. CHUNKGEN_TEST_KCACHE=dir:
- * CUBINs and ptxas logs keyed as the executor keys them. */
-#define NSTRIDE 8
+/* precision=mma16 is the 16-bit call's precision: valid() accepts only it when the
+ * products' operands are all 16-bit (forward q, k; backward q, k, v, dout), refuses it
+ * for float32 and for a mixed call whose operands are not all 16-bit (those keep ieee /
+ * tf32 / 3xtf32), and every config of the 16-bit spaces has it. */
+CG_TEST(ssd16_gen_mma16_precision) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    for (int bwd = 0; bwd < 2; bwd++) {
+        const s16_shape *sh = bwd ? &k_bwd[1] : &k_fwd[1];
+        cg_kshape ks;
+        cg_plan p;
+        const cg_cfg c3 = {.n = 1, .kv = {{"precision", "3xtf32"}}}, cm = {.n = 1, .kv = {{"precision", "mma16"}}};
+        kshape_of(bwd, sh, CG_BF16, &ks);
+        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &c3, &p), CG_EUNSUPPORTED,
+                         "the precision is mma16", "3xtf32 for a bf16 call");
+        cg_status st = cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cm, &p);
+        CG_CHECK(st == CG_OK && strstr(p.name, "_mma16_"), "%s bf16 mma16: %s", kernel_of(bwd), cg_errmsg(ctx));
+        if (st == CG_OK) cg__plan_free(&p);
+        kshape_of(bwd, sh, CG_F32, &ks);
+        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cm, &p), CG_EUNSUPPORTED,
+                         "needs 16-bit", "mma16 for a float32 call");
+        /* q alone 16-bit: the products' other operand is float32 */
+        const cg_op_desc *d = cg__op_desc(op_of(bwd));
+        int dts[CG_OP_MAX_TENSORS];
+        for (int i = 0; i < d->nt; i++) dts[i] = CG_F32;
+        dts[cg__op_tensor(d, "q")] = CG_BF16;
+        if (bwd) dts[cg__op_tensor(d, "dq")] = CG_BF16;
+        cg__kshape_dtypes_of(d, dts, &ks);
+        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cm, &p), CG_EUNSUPPORTED,
+                         "needs 16-bit", "mma16 with q alone bf16");
+        st = cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &c3, &p);
+        CG_CHECK(st == CG_OK, "%s q alone bf16, 3xtf32: %s", kernel_of(bwd), cg_errmsg(ctx));
+        if (st == CG_OK) cg__plan_free(&p);
+        cg_cfg *cfgs = NULL;
+        int *shape_of = NULL, bad = 0;
+        const int n = space16(ctx, bwd, &dev, &cfgs, &shape_of);
+        for (int q = 0; q < n; q++) bad += strcmp(cg__cfg_str(&cfgs[q], "precision", ""), "mma16") != 0;
+        CG_CHECK(n > 0 && bad == 0, "%s: %d of the %d 16-bit configs are not mma16", kernel_of(bwd), bad, n);
+        free(cfgs);
+        free(shape_of);
+    }
+    cg_context_free(ctx);
+}
+
+/* The mma16 kernels' ldmatrix reads of the raw 16-bit tiles (pitch width + 8 halves,
+ * templates/ssd_mma16.cuh) are free of bank conflicts: under the emulator's access
+ * statistics, every 16-byte shared load counted at a line of ssd_mma16.cuh (the ldmatrix
+ * rows, one per lane) takes its ideal wavefronts, forward and backward (defaults, bf16,
+ * dk 48: dkp + 8 = 56 halves, dv 40 and the dv tiles 64 / 32 + 8). */
+CG_TEST(ssd16_gen_emu_ldmatrix_banks) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (!ctx) return;
+    CG_CHECK_OK(ctx, cg__emu_stats_enable(ctx, 1));
+    static const s16_shape sh = {1, 37, 1, 2, 48, 40, 0, 1, 1, 1};
+    for (int bwd = 0; bwd < 2; bwd++) {
+        s16_case c;
+        case_new(ctx, &c, bwd, &sh, CG_BF16, 900 + (uint64_t)bwd);
+        const int first = cg__emu_stats_count(ctx);
+        if (check_case(ctx, &c, CG_BACKEND_EMULATE, NULL, 0)) {
+            CG_CHECK(strstr(cg_last_dispatch(ctx), "_mma16_") != NULL, "default: %s", cg_last_dispatch(ctx));
+            uint64_t req = 0, bad = 0;
+            for (int i = first; i < cg__emu_stats_count(ctx); i++) {
+                const cg_emu_launch_stats *L = cg__emu_stats_get(ctx, i);
+                for (int j = 0; L && j < L->nlines; j++) {
+                    const cg_emu_line_stat *l = &L->lines[j];
+                    if (strcmp(l->file, "ssd_mma16.cuh") || l->space != CG_EMU_SPACE_SHARED || l->store || l->width != 16)
+                        continue;
+                    req += l->requests;
+                    bad += l->units != l->ideal;
+                    CG_CHECK(l->units == l->ideal, "%s: ssd_mma16.cuh:%d: %llu wavefronts for %llu requests, ideal %llu",
+                             L->kernel, l->line, (unsigned long long)l->units, (unsigned long long)l->requests,
+                             (unsigned long long)l->ideal);
+                }
+            }
+            CG_CHECK(req > 0, "%s: no ldmatrix reads counted in ssd_mma16.cuh", kernel_of(bwd));
+            if (!bad)
+                fprintf(stderr, "  %s: %llu ldmatrix requests, all at their ideal wavefronts\n", kernel_of(bwd),
+                        (unsigned long long)req);
+        }
+        case_free(&c);
+    }
+    cg_context_free(ctx);
+}
+
+/* NVRTC for arch: every config of both kernels' 16-bit spaces (the unions above on that
+ * arch; mma16 only) rendered and compiled, bf16 and f16 in turn, ptxas reports no
+ * spills, plus every shape's default in both dtypes. CPU (2026-12-02): 216 modules on
+ * sm_80, 399 CPU-s; 231 on sm_90, 484 CPU-s. CHUNKGEN_TEST_CONFIG_STRIDE=s: every s-th config, sm_80
+ * the configs q = 0 mod s, sm_90 those q = s/2 mod s (disjoint halves of one stride).
+ * CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them. */
+#define NSTRIDE 1
 static void nvrtc16(int arch) {
     if (!cg__nvrtc_api(NULL)) {
         cg_test_skip("libnvrtc cannot be loaded");

@@ -111,8 +111,8 @@ CG_TEST(varlen_gpu_ssd_pinned) {
         const char *config;
     } k_runs[] = {
         {CG_OP_SSD_FWD, 0, "chunk=16,block_dv=16,warps=2,stages=2,precision=3xtf32,strategy=seq"},
-        {CG_OP_SSD_FWD, VL_BF16, "chunk=16,block_dv=16,warps=2,stages=1,precision=tf32,strategy=3phase"},
-        {CG_OP_SSD_BWD, VL_BF16, "chunk=16,block_dv=16,warps=2,precision=3xtf32,heads=split,recompute=1"},
+        {CG_OP_SSD_FWD, VL_BF16, "chunk=16,block_dv=16,warps=2,stages=1,precision=mma16,strategy=3phase"},
+        {CG_OP_SSD_BWD, VL_BF16, "chunk=16,block_dv=16,warps=2,precision=mma16,heads=split,recompute=1"},
         {CG_OP_SSD_BWD, 0, "chunk=16,block_dv=16,warps=4,precision=ieee,heads=loop,recompute=1"},
     };
     for (size_t r = 0; r < sizeof k_runs / sizeof k_runs[0]; r++) {

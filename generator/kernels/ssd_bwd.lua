@@ -30,6 +30,8 @@ local function layout(p, shape)
   local c = p.chunk
   local states = 2 * c * ldq + 2 * c * ldv + 4 * c
   local grads = states + 2 * c * ldq + c * pt.ldp + c * pt.lddp + dkp * lds + dkp * pt.ldd + c
+  -- mma16: the grads launch's raw 16-bit q, k, v, dout (pitch width + 8 halves, ssd_mma16.cuh)
+  if p.precision == "mma16" then grads = grads + c * (dkp + 8) + c * (p.block_dv + 8) end
   -- recompute > 1: the states launch sums a super-chunk's U and R in two [dkp, lds] tiles
   if p.recompute > 1 then states = states + 2 * dkp * lds end
   return states, grads
@@ -52,11 +54,16 @@ local function scan_blocks(p, shape) return ceil_div(shape.dk * shape.dv, 32 * p
 -- to 244 with recompute 4, for its carry loops); refuses blocks an SM could not hold.
 local REGS_PER_THREAD = 248
 
+-- The operands of P = Q K^T and dP = dO V^T, the products precision=mma16 runs by m16n8k16.
+local MMA16_INPUTS = { "q", "k", "v", "dout" }
+
 local function valid(p, shape, dev)
   local threads = 32 * p.warps
   local ok, why = C.check_shape(p, shape)
   if not ok then return false, why end
   ok, why = C.check_precision_tile(p, shape, dev)
+  if not ok then return false, why end
+  ok, why = C.check_precision_mma16(p, shape, dev, MMA16_INPUTS)
   if not ok then return false, why end
   -- Varlen (ssd_common.lua): super-chunks of chunk slots would straddle sequences.
   if C.varlen(shape) and p.recompute ~= 1 then return false, "cu_seqlens: recompute must be 1" end
@@ -117,6 +124,9 @@ local function default(shape, dev)
   local forced = half_grads_shared(shape) -- heads=split only
   local p = { chunk = 64, block_dv = 32, warps = 4, heads = forced and "split" or "loop", recompute = 1,
               precision = dev.arch >= 80 and "3xtf32" or "ieee" }
+  if dev.arch >= 80 and C.check_precision_mma16({ precision = "mma16" }, shape, dev, MMA16_INPUTS) then
+    p.precision = "mma16" -- 16-bit q, k, v, dout: the only precision valid() accepts
+  end
   if shape.dv <= 16 then p.block_dv = 16 end
   while p.chunk > 16 and p.chunk >= 2 * shape.T do p.chunk = p.chunk // 2 end
   -- Shrink until it fits (with heads = loop, valid for every G, or the forced split), then
@@ -175,7 +185,7 @@ return {
     chunk = { 16, 32, 64 },
     block_dv = { 16, 32, 64 },
     warps = { 2, 4, 8 },
-    precision = { "ieee", "tf32", "3xtf32" },
+    precision = { "ieee", "tf32", "3xtf32", "mma16" },
     heads = { "loop", "split" },
     recompute = RECOMPUTE,
   },

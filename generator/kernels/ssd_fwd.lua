@@ -18,6 +18,8 @@ local function smem_bytes(p, shape)
   local pt = pitches(p, shape)
   local c = p.chunk
   local stage = c * pt.ldq + c * pt.ldk + c * pt.ldv + c
+  -- mma16: raw 16-bit copies of q and k per stage, pitch dkp + 8 halves (ssd_mma16.cuh)
+  if p.precision == "mma16" then stage = stage + 2 * c * (pt.dkp + 8) // 2 end
   local floats = pt.dkp * pt.lds + c * pt.ldp + 3 * c + p.stages * stage
   return 4 * floats
 end
@@ -34,6 +36,9 @@ local REGS_PER_THREAD = 168
 -- The default takes the three-phase strategy only when its chunk states fit in this.
 local WS_DEFAULT_MAX = 1 << 30
 
+-- The operands of the scores Q K^T, the product precision=mma16 runs by m16n8k16.
+local MMA16_INPUTS = { "q", "k" }
+
 local function valid(p, shape, dev)
   local ok, why = C.check_shape(p, shape)
   if not ok then return false, why end
@@ -41,6 +46,8 @@ local function valid(p, shape, dev)
     return false, "3phase runs one chunk per CTA: stages must be 1"
   end
   ok, why = C.check_precision_tile(p, shape, dev)
+  if not ok then return false, why end
+  ok, why = C.check_precision_mma16(p, shape, dev, MMA16_INPUTS)
   if not ok then return false, why end
   local tiles = math.max((p.chunk // 16) * (p.block_dv // 16), ceil_div(shape.dk, 16) * (p.block_dv // 16))
   ok, why = C.check_warps(p, tiles)
@@ -61,6 +68,9 @@ end
 local function default(shape, dev)
   local p = { chunk = 64, block_dv = 64, warps = 8, stages = 2, strategy = "seq",
               precision = dev.arch >= 80 and "3xtf32" or "ieee" }
+  if dev.arch >= 80 and C.check_precision_mma16({ precision = "mma16" }, shape, dev, MMA16_INPUTS) then
+    p.precision = "mma16" -- 16-bit q, k: the only precision valid() accepts
+  end
   for _, w in ipairs({ 16, 32, 64 }) do
     if shape.dv <= w then p.block_dv = w; break end
   end
@@ -110,7 +120,7 @@ return {
     block_dv = { 16, 32, 64 },
     warps = { 2, 4, 8 },
     stages = { 1, 2 },
-    precision = { "ieee", "tf32", "3xtf32" },
+    precision = { "ieee", "tf32", "3xtf32", "mma16" },
     strategy = { "seq", "3phase" },
   },
   order = { "chunk", "block_dv", "warps", "stages", "precision", "strategy" },
