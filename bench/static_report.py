@@ -150,24 +150,38 @@ def ptxas_spills(log):
 SASS_LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[0-9T]\s+)?([A-Z][A-Z0-9_.]*)")
 
 
+# Opcodes after which control may leave the straight line: a basic block ends there.
+BRANCHES = ("BRA", "BRX", "JMP", "JMX", "RET", "EXIT", "CALL")
+
+
 def disassemble(nvdisasm, cubin):
-    """{function: [(opcode with modifiers, block index)]}; a block starts at a label."""
-    out = run([nvdisasm, "-c", cubin])
-    fns, fn, block = {}, None, 0
+    """{function: [(opcode with modifiers, basic block, label block)]}: a basic block starts
+    at a label (a branch target) and after a branch instruction (BRANCHES, predicated or
+    not); a label block only at a label (nvdisasm's labels: the code after a loop's
+    back-branch, up to the next label, is in the loop's label block)."""
+    return parse_disasm(run([nvdisasm, "-c", cubin]))
+
+
+def parse_disasm(out):
+    """disassemble()'s reading of nvdisasm -c text."""
+    fns, fn, block, lblock = {}, None, 0, 0
     for line in out.splitlines():
         m = re.match(r"^\.text\.(\S+):", line)
         if m:
-            fn, block = m.group(1), 0
+            fn, block, lblock = m.group(1), 0, 0
             fns[fn] = []
             continue
         if fn is None:
             continue
         if re.match(r"^\.L_x_\d+:", line) or re.match(r"^\.L\w*:", line):
             block += 1
+            lblock += 1
             continue
         m = SASS_LINE.match(line)
         if m:
-            fns[fn].append((m.group(2), block))
+            fns[fn].append((m.group(2), block, lblock))
+            if m.group(2).split(".")[0] in BRANCHES:
+                block += 1
     return fns
 
 
@@ -183,7 +197,7 @@ def mix_of(ops):
     mix = {"total": len(ops), "other": 0}
     for k in MIX_KEYS:
         mix[k] = 0 if k not in ("LDG", "STG", "LDS", "STS", "LDGSTS") else {}
-    for op, _ in ops:
+    for op in (o[0] for o in ops):
         parts = op.split(".")
         base = parts[0]
         if base in ("LDG", "STG", "LDS", "STS", "LDGSTS"):
@@ -207,16 +221,20 @@ def mix_sum(mix):
 
 def per_product(ops, mma_per_product):
     """Instructions per useful mma product (one m16n8k8 product of the matmul; 3xtf32
-    issues 3 HMMA per product): over the whole function, and over the basic blocks that
-    hold an HMMA (the matmul core). Static counts: a loop body counts once."""
+    issues 3 HMMA per product): over the whole function; over the basic blocks that hold
+    an HMMA (the matmul core: the loop bodies); over the label blocks that do (the core
+    with the code that follows each loop up to the next label: epilogues). Static counts:
+    a loop body counts once."""
     ops = [o for o in ops if o[0] != "NOP"]
-    h = sum(1 for op, _ in ops if op.startswith("HMMA"))
+    h = sum(1 for o in ops if o[0].startswith("HMMA"))
     if not h or not mma_per_product:
-        return None, None
-    blocks = {b for op, b in ops if op.startswith("HMMA")}
-    core = sum(1 for _, b in ops if b in blocks)
+        return None, None, None
     products = h / mma_per_product
-    return round(len(ops) / products, 2), round(core / products, 2)
+
+    def over(i):
+        blocks = {o[i] for o in ops if o[0].startswith("HMMA")}
+        return round(sum(1 for o in ops if o[i] in blocks) / products, 2)
+    return round(len(ops) / products, 2), over(1), over(2)
 
 
 # ------------------------------------------------------------------ one report row
@@ -264,7 +282,7 @@ def report_one(cli, tools, cache, kernel, shape, arch, config, emu):
         ctas = l["grid"][0] * l["grid"][1] * l["grid"][2]
         occ = perf_model.occupancy(lim, r["regs"], threads, sp["smem_static"], l["smem"])
         ops = sass.get(e, [])
-        ipp, ipp_core = per_product(ops, mpp)
+        ipp, ipp_core, ipp_labels = per_product(ops, mpp)
         m = model["launches"].get(e, {})
         row = {"entry": e, "grid": l["grid"], "block": l["block"], "ctas": ctas, "threads": threads,
                "regs": r["regs"], "smem_static": sp["smem_static"], "smem_dynamic": l["smem"],
@@ -273,6 +291,7 @@ def report_one(cli, tools, cache, kernel, shape, arch, config, emu):
                "spill_loads": sp["spill_loads"], "occupancy": occ,
                "waves": perf_model.waves(ctas, occ["ctas_per_sm"], lim["sms"]),
                "sass": mix_of(ops), "instr_per_mma_product": ipp, "instr_per_mma_product_core": ipp_core,
+               "instr_per_mma_product_core_labels": ipp_labels,
                "model": m}
         launches.append(row)
     emu_res = emu_counters(emu, kernel, shape, plan, cache) if emu else None
@@ -540,7 +559,7 @@ def summary(path, arch=90):
     print("static report %s (commit %s), sm_%d; model = roofline ms on H200 ceilings, ideal = useful FLOPs "
           "and tensor bytes only" % (os.path.basename(path), doc.get("commit"), arch))
     print("| shape | kernel | T | config | model ms | ideal ms | launch: warps/SM (limiter), instr/product "
-          "(core), LDG, LDGSTS, LDS widths |")
+          "(core/label blocks), LDG, LDGSTS, LDS widths |")
     print("|---|---|---|---|---|---|---|")
     for r in doc["reports"]:
         if r["arch"] != arch:
@@ -548,7 +567,8 @@ def summary(path, arch=90):
         parts = []
         for l in r["launches"]:
             o, sa = l["occupancy"], l["sass"]
-            ipp = " %.1f" % l["instr_per_mma_product_core"] if l["instr_per_mma_product_core"] else ""
+            ipp = (" %.1f/%.1f" % (l["instr_per_mma_product_core"], l.get("instr_per_mma_product_core_labels") or 0)
+                   if l["instr_per_mma_product_core"] else "")
             parts.append("%s %d (%s)%s LDG %s LDGSTS %s LDS %s" % (
                 l["entry"].replace("cg_", ""), o["warps_per_sm"], o["limiter"], ipp, widths(sa["LDG"]),
                 widths(sa["LDGSTS"]), widths(sa["LDS"])))
@@ -578,9 +598,10 @@ def print_row(r):
     for l in r["launches"]:
         o, s = l["occupancy"], l["sass"]
         print("   %-22s regs %3d smem %6d+%-6d spill %s/%s  %2d CTA %2d warps/SM (%s)  waves %.2f  sass %5d hmma %4d "
-              "ipp %s" % (l["entry"], l["regs"], l["smem_static"], l["smem_dynamic"], l["spill_stores"],
+              "ipp %s/%s" % (l["entry"], l["regs"], l["smem_static"], l["smem_dynamic"], l["spill_stores"],
                           l["spill_loads"], o["ctas_per_sm"], o["warps_per_sm"], o["limiter"], l["waves"]["waves"],
-                          s["total"], s["HMMA"], l["instr_per_mma_product_core"]), file=sys.stderr)
+                          s["total"], s["HMMA"], l["instr_per_mma_product_core"],
+                          l["instr_per_mma_product_core_labels"]), file=sys.stderr)
 
 
 if __name__ == "__main__":

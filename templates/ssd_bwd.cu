@@ -189,10 +189,14 @@ using ssdc::tp;
 
 // ------------------------------------------------------------- warp matmul
 // ssd_common.cuh at this kernel's precision; PAIRED: k pairs (k, k+1), else the mma's k order.
-template <bool PAIRED, int MM, int NN, class FA, class FB>
+// RND: the operands stored by ssdc::mma_store (RND_A, RND_B, RND_AB).
+template <bool PAIRED, int RND = 0, int MM, int NN, class FA, class FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[MM][NN][4], int k0, int k1, FA A, FB B) {
-    ssdc::warp_mma<PREC, PAIRED>(acc, k0, k1, A, B);
+    ssdc::warp_mma<PREC, PAIRED, RND>(acc, k0, k1, A, B);
 }
+using ssdc::RND_A;
+using ssdc::RND_AB;
+using ssdc::RND_B;
 using ssdc::ld_cols;
 using ssdc::ld_pair;
 using ssdc::ld_rows;
@@ -279,14 +283,21 @@ __device__ __forceinline__ void chunk_cumsum(float *sm) {
 // Super-chunks of T: the chunk boundaries the workspace keeps states at.
 __device__ __forceinline__ i64 nsuper(const cg_ssd_bwd_params &p) { return (p.nchunks + REC - 1) / REC; }
 
-// One TileU tile (m0, n0) of X^T diag(s) Y over the chunk's rows: X [CHUNK, LDQ]
-// (Q or K), Y [CHUNK, LDV] (dO or V), s [CHUNK] (exp(A) or w). U_c and R_c. Both
-// operands k-strided, in the mma's k order.
-__device__ __forceinline__ void chunk_outer(float (&acc)[TileU::MM][TileU::NN][4], const float *X, const float *s,
-                                            const float *Y, int m0, int n0) {
-    warp_mma<false>(acc, 0, CHUNK,
-                    [&](int m, int k) { return make_float2(X[k * LDQ + m0 + m] * s[k], X[(k + 4) * LDQ + m0 + m] * s[k + 4]); },
-                    [&](int k, int nn) { return ld_rows(Y + k * LDV + n0 + nn, LDV, 4); });
+// One TileU tile (m0, n0) of X^T Y over the chunk's rows: X [CHUNK, LDQ] (Q .* exp(A) or
+// K .* w, stored so by outer_operands), Y [CHUNK, LDV] (dO or V, rounded by it). U_c and
+// R_c. Both operands k-strided, in the mma's k order.
+__device__ __forceinline__ void chunk_outer(float (&acc)[TileU::MM][TileU::NN][4], const float *X, const float *Y,
+                                            int m0, int n0) {
+    warp_mma<false, RND_AB>(acc, 0, CHUNK, [&](int m, int k) { return ld_rows(X + k * LDQ + m0 + m, LDQ, 4); },
+                            [&](int k, int nn) { return ld_rows(Y + k * LDV + n0 + nn, LDV, 4); });
+}
+
+// chunk_outer's operands stored once (ssdc::scale_rows, round_tile): X .* s in place of X,
+// Y rounded to tf32 (tf32 only), by the block between barriers after the cumsum.
+template <class TY>
+__device__ __forceinline__ void outer_operands(float *X, const float *s, float *Y) {
+    ssdc::scale_rows<CHUNK, DKP / 4, LDQ, NTHREADS>(X, s);
+    ssdc::round_tile<CHUNK, BDV / 4, LDV, NTHREADS, TY>(Y);
 }
 
 // Workspace, in floats: S [B*H, nsuper, DK, DV], D (same), gamma [B*H, nsuper],
@@ -347,7 +358,7 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
     const int nloc = REC == 1 ? 1 : (int)((c_begin + REC < p.nchunks ? c_begin + REC : p.nchunks) - c_begin);
     const Ws w = ws_of(p);
     const i64 slot = bh * ns + si;
-    const float *Q = sm + OFF_Q, *K = sm + OFF_K, *V = sm + OFF_V, *DO = sm + OFF_DO;
+    float *Q = sm + OFF_Q, *K = sm + OFF_K, *V = sm + OFF_V, *DO = sm + OFF_DO;
     const float *EA = sm + OFF_EA, *W = sm + OFF_W;
     float *UACC = sm + OFF_UACC, *RACC = sm + OFF_RACC; // REC > 1 only
     typedef TileU T;
@@ -372,6 +383,9 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
         __syncthreads();
         chunk_cumsum(sm);
         __syncthreads();
+        outer_operands<TV>(K, W, V); // K .* w, V
+        outer_operands<TDO>(Q, EA, DO); // Q .* exp(A), dO
+        __syncthreads();
         const float gc = EA[CHUNK - 1]; // this chunk's gamma
         for (int tile = warp; tile < 2 * T::TILES; tile += WARPS) {
             const int which = tile / T::TILES, r2 = tile - which * T::TILES;
@@ -380,8 +394,8 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
             tile_zero(acc);
             // two call sites: compile-time operand bases keep the inner loop at ssdcore's count
             // (one call site with runtime bases cost 9 more instructions per product)
-            if (which == 0) chunk_outer(acc, K, W, V, m0, n0); // U = (K .* w)^T V   [DKP, BDV]
-            else chunk_outer(acc, Q, EA, DO, m0, n0);          // R = (Q .* eA)^T dO  [DKP, BDV]
+            if (which == 0) chunk_outer(acc, K, V, m0, n0); // U = (K .* w)^T V   [DKP, BDV]
+            else chunk_outer(acc, Q, DO, m0, n0);          // R = (Q .* eA)^T dO  [DKP, BDV]
             float *run = which == 0 ? UACC : RACC;
             float *dst = (which == 0 ? w.S : w.D) + slot * DKDV + j0;
             tile_foreach(acc, [&](int r, int cc, float &x) {
@@ -459,13 +473,17 @@ __device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *s
     __syncthreads();
     chunk_cumsum(sm);
     __syncthreads();
-    const float *X = sm + (fwd ? OFF_K : OFF_Q), *Y = sm + (fwd ? OFF_V : OFF_DO), *sc = sm + (fwd ? OFF_W : OFF_EA);
+    float *X = sm + (fwd ? OFF_K : OFF_Q), *Y = sm + (fwd ? OFF_V : OFF_DO);
+    const float *sc = sm + (fwd ? OFF_W : OFF_EA);
+    if (fwd) outer_operands<TV>(X, sc, Y); // over the loaded chunk's buffers (the caller reloads its own)
+    else outer_operands<TDO>(X, sc, Y);
+    __syncthreads();
     const float gamma = sm[OFF_EA + CHUNK - 1];
     for (int tile = warp; tile < T::TILES; tile += WARPS) {
         const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
         float acc[T::MM][T::NN][4];
         tile_zero(acc);
-        chunk_outer(acc, X, sc, Y, m0, n0);
+        chunk_outer(acc, X, Y, m0, n0);
         tile_foreach(acc, [&](int r, int cc, float &x) {
             float &st = St[sd_at(m0 + r, n0 + cc)]; // padding: X, Y zero there, so st stays 0
             st = fmaf(gamma, st, x);
@@ -540,8 +558,8 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
 #endif
             tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
                 const int i = m0 + r, j = n0 + cc;
-                f2(P + i * LDP + j) = make_float2(j <= i ? x0 * expf(A[i] - A[j]) : 0.f,
-                                                  j + 1 <= i ? x1 * expf(A[i] - A[j + 1]) : 0.f);
+                f2(P + i * LDP + j) = make_float2(j <= i ? ssdc::mma_store(x0 * expf(A[i] - A[j])) : 0.f, // read by dV only
+                                                  j + 1 <= i ? ssdc::mma_store(x1 * expf(A[i] - A[j + 1])) : 0.f);
             });
         }
         for (int dvt = 0; dvt < NDVT; ++dvt) {
@@ -552,8 +570,9 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
                 const int i = e / BDV, j = e - i * BDV;
                 const bool in = i < DK && j0 + j < DV;
-                S[sd_at(i, j)] = in ? s0[(i64)i * DV + j] : 0.f;
-                DS[sd_at(i, j)] = in ? ds[(i64)i * DV + j] : 0.f;
+                const float x = in ? s0[(i64)i * DV + j] : 0.f, y = in ? ds[(i64)i * DV + j] : 0.f;
+                S[sd_at(i, j)] = carry ? x : ssdc::mma_store(x); // read by the mma only (carry: rounded after it)
+                DS[sd_at(i, j)] = carry ? y : ssdc::mma_store(y);
             }
             if (carry) { // S0^ci from S0 of the super-chunk, dS^ci from its dS (one call site: less code)
                 for (i64 k = c_first; k < c_last; ++k) {
@@ -561,6 +580,8 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     carry_chunk(p, sm, fwd ? S : DS, fwd, b, g, h, fwd ? k : c_last - (k - ci), j0);
                 }
                 __syncthreads(); // back to this chunk's own Q, K, la, A, exp(A), w
+                ssdc::round_tile<DKP, BDV / 4, LDS, NTHREADS>(S); // the carried S0, dS: read by the mma only now
+                ssdc::round_tile<DKP, BDV / 4, LDS, NTHREADS>(DS);
                 load_qk<ssdc::MMA16>(p, sm, b, g, t0, n);
                 load_la(p, sm, b, h, t0, n);
                 ssdc::landed();
@@ -570,6 +591,9 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
             load_vdo<ssdc::MMA16>(p, sm, b, h, t0, n, j0);
             ssdc::landed();
             __syncthreads();
+            ssdc::round_tile<CHUNK, BDV / 4, LDV, NTHREADS, TV>(V); // V, dO: read by the mma only here
+            ssdc::round_tile<CHUNK, BDV / 4, LDV, NTHREADS, TDO>(DO);
+            if (PREC == 1) __syncthreads();
             // Four tile lists, each tile owned by one warp: dV, dP, dQ (state term), dK (state term).
             constexpr int N_DV = TileV::TILES, N_DP = TileDP::TILES, N_DQ = TileQ::TILES;
             constexpr int N_ALL = N_DV + N_DP + 2 * N_DQ;
@@ -581,14 +605,14 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     float acc[T::MM][T::NN][4];
                     tile_zero(acc);
                     // K (64-bit k pairs) dS (rows k, k+1)
-                    warp_mma<true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(K + (m0 + m) * LDQ + k); },
+                    warp_mma<true, RND_B>(acc, 0, DKP, [&](int m, int k) { return ld_pair(K + (m0 + m) * LDQ + k); },
                                    [&](int k, int nn) {
                                        if (PREC == 0) return make_float2(DS[sd_at(k, n0 + nn)], DS[sd_at(k + 1, n0 + nn)]);
                                        return ld_rows(DS + k * LDS + ((n0 + nn) ^ xs_rows), LDS, 1);
                                    });
                     tile_foreach(acc, [&](int r, int, float &x) { x *= W[m0 + r]; });
                     // P^T dO, both k-strided in the mma's k order
-                    warp_mma<false>(acc, m0, CHUNK, [&](int m, int k) { return ld_rows(P + k * LDP + m0 + m, LDP, 4); },
+                    warp_mma<false, RND_AB>(acc, m0, CHUNK, [&](int m, int k) { return ld_rows(P + k * LDP + m0 + m, LDP, 4); },
                                     [&](int k, int nn) { return ld_rows(DO + k * LDV + n0 + nn, LDV, 4); });
                     TDV *dvb = tp<TDV>(p.dv) + b * p.dv.s0 + t0 * p.dv.s1 + h * p.dv.s2 + j0;
                     tile_foreach(acc, [&](int r, int cc, float &x) {
@@ -606,7 +630,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     ssdc::warp_mma16_abt<TDO, LDV16, LDV16>(acc, raw16<TDO>(sm, OFF_DO16) + m0 * LDV16,
                                                             raw16<TV>(sm, OFF_V16) + n0 * LDV16, 0, BDV);
 #else
-                    warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
+                    warp_mma<true, RND_AB>(acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
                                    [&](int k, int nn) { return ld_pair(V + (n0 + nn) * LDV + k); });
 #endif
                     tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
@@ -623,7 +647,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     float *dst = is_dk ? DKs : DQ;
                     float acc[T::MM][T::NN][4];
                     tile_zero(acc);
-                    warp_mma<true>(acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
+                    warp_mma<true, RND_AB>(acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
                                    [&](int k, int nn) { return ld_pair(Y + sd_at(n0 + nn, k)); });
                     // sc read once per row (ssd_common.cuh: tile_foreach2_row)
                     ssdc::tile_foreach2_row(acc, [&](int r) { return sc[m0 + r]; },
@@ -641,7 +665,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
         for (int e = threadIdx.x; e < CHUNK * CHUNK; e += NTHREADS) {
             const int i = e / CHUNK, j = e - i * CHUNK;
             float &d = DP[dp_at(i, j)];
-            d = j <= i ? d * expf(A[i] - A[j]) : 0.f;
+            d = j <= i ? ssdc::mma_store(d * expf(A[i] - A[j])) : 0.f; // read by the mma only
         }
         __syncthreads();
         // dQ += dP K, dK += dP^T Q   [CHUNK, DKP] each, the mma's k order
@@ -663,7 +687,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                 x0 = d.x;
                 x1 = d.y;
             });
-            warp_mma<false>(acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
+            warp_mma<false, RND_A>(acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
                             [&](int m, int k) {
                                 const int r = m0 + m, step = k - tg;
                                 if (PREC == 0) // FFMA: k is any slot (ssdc::warp_mma), the pair (k, k + 4)

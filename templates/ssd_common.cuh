@@ -71,6 +71,18 @@ __device__ __forceinline__ void tf32_split_trunc(float x, unsigned &hi, unsigned
     lo = __float_as_uint(x - __uint_as_float(hi));
 }
 
+// tf32 operands rounded once where they are stored (issue #14): an operand tile read
+// only by the mma is rounded to tf32 as it is staged or written (round_tile, mma_store),
+// and warp_mma's RND flags skip its rounding of that operand. Identical to rounding at
+// every use (cvt.rna's result is a function of the value); ieee and 3xtf32 store the
+// fp32 value (3xtf32 splits it at use). A 16-bit input widened to fp32 is already a
+// tf32 value (8 or 10 mantissa bits), so its tiles are left as they are.
+__device__ __forceinline__ float tf32_round(float x) {
+    return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u);
+}
+__device__ __forceinline__ float mma_store(float x) { return PREC == 1 ? tf32_round(x) : x; }
+enum { RND_A = 1, RND_B = 2, RND_AB = 3 }; // warp_mma: which operands were stored by mma_store
+
 // ------------------------------------------------------------- warp matmul
 // acc[mm][nn][0..3] += sum_k A(m, k) B(k, n) over one (16 MM) x (8 NN) output tile of a
 // warp, k in [k0, k1) (multiples of 8). Each m16n8k8 sub-tile (mm, nn) has the mma
@@ -84,9 +96,11 @@ __device__ __forceinline__ void tf32_split_trunc(float x, unsigned &hi, unsigned
 // for operands strided along k). The k order within a step is free as long as A and B
 // agree, which one flag for both guarantees; warp_mma passes k = step + 2 (lane%4)
 // (PAIRED) or step + lane%4.
+// RND (RND_A, RND_B): operands whose values were stored by mma_store (tf32: already
+// tf32, used as they are; the other precisions: no difference).
 // PREC 0 (ieee): each lane computes the accumulator elements the mma would give it with
 // FFMA, over the same pairs.
-template <int PREC_, bool PAIRED, int MM, int NN, class FA, class FB>
+template <int PREC_, bool PAIRED, int RND = 0, int MM, int NN, class FA, class FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[MM][NN][4], int k0, int k1, FA A, FB B) {
     const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
     if (PREC_ == 0) {
@@ -127,7 +141,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MM][NN][4], int k0, int k1
                 const float a[4] = {r0.x, r1.x, r0.y, r1.y};
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    if (PREC_ == 1) ahi[mm][e] = tf32_word(a[e]);
+                    if (PREC_ == 1) ahi[mm][e] = (RND & RND_A) ? __float_as_uint(a[e]) : tf32_word(a[e]);
                     else tf32_split(a[e], ahi[mm][e], alo[mm][e]);
                 }
             }
@@ -139,7 +153,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MM][NN][4], int k0, int k1
                 unsigned bhi[2], blo[2];
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    if (PREC_ == 1) bhi[e] = tf32_word(b[e]);
+                    if (PREC_ == 1) bhi[e] = (RND & RND_B) ? __float_as_uint(b[e]) : tf32_word(b[e]);
                     else tf32_split_trunc(b[e], bhi[e], blo[e]);
                 }
 #pragma unroll
@@ -280,6 +294,36 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, 
         }
     } else {
         load_tile_narrow(dst, src, ld, n, w, W4 * 4, LD, ROWS * W4 * 4, NT);
+    }
+}
+
+// Rows [0, ROWS) x columns [0, 4 W4) of a staged fp32 tile (pitch LD) rounded in place by
+// mma_store, by the block's NT threads (tf32 only; a no-op otherwise). After the barrier
+// that follows the tile's landing; a barrier must follow before the mma reads it.
+template <int ROWS, int W4, int LD, int NT, class T = float>
+__device__ __forceinline__ void round_tile(float *t) {
+    if (PREC != 1 || sizeof(T) != 4) return;
+#pragma unroll 1
+    for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
+        const int r = e / W4, i = (e - r * W4) * 4;
+        float4 &v = *reinterpret_cast<float4 *>(t + r * LD + i);
+        const float4 x = v;
+        v = make_float4(tf32_round(x.x), tf32_round(x.y), tf32_round(x.z), tf32_round(x.w));
+    }
+}
+
+// t[r][c] = mma_store(t[r][c] * s[r]) over rows [0, ROWS) x columns [0, 4 W4) in place:
+// an operand (K .* w, Q .* exp(A)) computed once instead of at every use (the same fp32
+// product). As round_tile: between two barriers, s complete.
+template <int ROWS, int W4, int LD, int NT>
+__device__ __forceinline__ void scale_rows(float *t, const float *s) {
+#pragma unroll 1
+    for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
+        const int r = e / W4, i = (e - r * W4) * 4;
+        float4 &v = *reinterpret_cast<float4 *>(t + r * LD + i);
+        const float4 x = v;
+        const float f = s[r];
+        v = make_float4(mma_store(x.x * f), mma_store(x.y * f), mma_store(x.z * f), mma_store(x.w * f));
     }
 }
 

@@ -28,7 +28,8 @@
 // its slot), phase 2 scans each sequence's slots from h0[n] and writes hT[n].
 // Matmuls run per warp on tiles of up to 32x32 outputs (ssdc::Tile: the largest that
 // gives every warp one) with the m16n8k8 fragment layout, each fragment loaded and
-// converted once per k step and reused across the tile: FFMA for ieee (each lane
+// converted once per k step and reused across the tile (tf32: operands read only by the
+// mma stored already rounded, ssdc::round_tile / mma_store): FFMA for ieee (each lane
 // computes the accumulator elements the mma would give it), mma tf32 for tf32, and
 // three tf32 mma per product (lo*hi + hi*lo + hi*hi) for 3xtf32. Inputs arrive by
 // cp.async, 16 bytes at a time where rows are 16-byte aligned (4 bytes otherwise).
@@ -203,6 +204,23 @@ __device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta
 // A = cumsum(la), exp(A), w = exp(A_last - A) of the chunk in b, by warp 0.
 __device__ __forceinline__ void chunk_cumsum(const Bufs &b) { ssdc::chunk_cumsum<CHUNK>(b.LA, b.A, b.EA, b.W); }
 
+// The operand stores (ssdc::round_tile, scale_rows; docs/perf-model.md): the chunk's tiles
+// that only the mma reads rounded to tf32 once (tf32; a no-op otherwise), between the
+// barriers after the cumsum. Q and V always; K too in the out launch, where nothing but
+// Q K^T reads it (seq and states: K becomes K .* w, kw_store).
+__device__ __forceinline__ void round_inputs(const Bufs &b) {
+    if (b.Q) ssdc::round_tile<CHUNK, DKP / 4, LDQ, NTHREADS, TQ>(b.Q);
+    if (THREE_PHASE && b.Q) ssdc::round_tile<CHUNK, DKP / 4, LDK, NTHREADS, TK>(b.K);
+    ssdc::round_tile<CHUNK, BDV / 4, LDV, NTHREADS, TV>(b.V);
+}
+// K .* w in place of K (chunk_state's operand, computed once), after the last read of K
+// by Q K^T and before the barrier ahead of chunk_state; the cumsum (w) is complete.
+__device__ __forceinline__ void kw_store(const Bufs &b) { ssdc::scale_rows<CHUNK, DKP / 4, LDK, NTHREADS>(b.K, b.W); }
+// warp_mma's RND flags: Q K^T (K rounded in the out launch only), Q S (S rounded as the
+// out launch loads it; seq's S is the running state, read in fp32 too).
+constexpr int RND_QK = THREE_PHASE ? ssdc::RND_AB : ssdc::RND_A;
+constexpr int RND_QS = THREE_PHASE ? ssdc::RND_AB : ssdc::RND_A;
+
 // P = (Q K^T) .* M into smem (zero above the diagonal: a reader's k range ends at its
 // own tile's last row, which may pass this tile's).
 __device__ __forceinline__ void chunk_scores(float *sm, const Bufs &b) {
@@ -220,12 +238,12 @@ __device__ __forceinline__ void chunk_scores(float *sm, const Bufs &b) {
                                                    raw16<TK>(Q, ST_K16 - ST_Q) + n0 * LDQ16, 0, DKP);
 #else
         if (n0 < m0 + T::TM) // Q [CHUNK, DKP] K^T [DKP, CHUNK], both read as 64-bit k pairs
-            ssdc::warp_mma<PREC, true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
+            ssdc::warp_mma<PREC, true, RND_QK>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
                                        [&](int k, int n) { return ld_pair(K + (n0 + n) * LDK + k); });
 #endif
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
-            P[i * LDP + j] = j <= i ? x * expf(A[i] - A[j]) : 0.f;
+            P[i * LDP + j] = j <= i ? ssdc::mma_store(x * expf(A[i] - A[j])) : 0.f; // read by P V only
         });
     }
 }
@@ -243,13 +261,13 @@ __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const C
         float acc[T::MM][T::NN][4];
         ssdc::tile_zero(acc);
         if (with_state) { // Q [CHUNK, DKP] (64-bit k pairs) S [DKP, BDV] (rows k, k+1)
-            ssdc::warp_mma<PREC, true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
-                                       [&](int k, int nn) { return ld_rows(S + k * LDS + n0 + nn, LDS, 1); });
+            ssdc::warp_mma<PREC, true, RND_QS>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
+                                               [&](int k, int nn) { return ld_rows(S + k * LDS + n0 + nn, LDS, 1); });
             tile_foreach(acc, [&](int r, int, float &x) { x *= EA[m0 + r]; });
         }
         // P [CHUNK, CHUNK] V [CHUNK, BDV], the mma's k order
-        ssdc::warp_mma<PREC, false>(acc, 0, m0 + T::TM, [&](int m, int k) { return ld_cols(P + (m0 + m) * LDP + k, 4); },
-                                    [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
+        ssdc::warp_mma<PREC, false, ssdc::RND_AB>(acc, 0, m0 + T::TM, [&](int m, int k) { return ld_cols(P + (m0 + m) * LDP + k, 4); },
+                                                  [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
             if (i < n && c.j0 + j < DV) ob[i * p.o.s1 + j] = cg_round<TO>(x); // rounded once
@@ -257,21 +275,20 @@ __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const C
     }
 }
 
-// The chunk's state over the whole [DKP, BDV] tile: out(i, j, init(i, j) + ((K .* w)^T V)_ij).
+// The chunk's state over the whole [DKP, BDV] tile: out(i, j, init(i, j) + ((K .* w)^T V)_ij),
+// with K .* w already in the K tile (kw_store) and V stored by mma_store.
 template <class FI, class FO>
 __device__ __forceinline__ void chunk_state(const Bufs &b, FI init, FO out) {
     typedef TileS T;
     const int warp = threadIdx.x >> 5;
-    const float *K = b.K, *V = b.V, *W = b.W;
+    const float *K = b.K, *V = b.V;
     for (int tile = warp; tile < T::TILES; tile += WARPS) {
         const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
         float acc[T::MM][T::NN][4];
         tile_foreach(acc, [&](int r, int cc, float &x) { x = init(m0 + r, n0 + cc); });
         // (K .* w)^T [DKP, CHUNK] V [CHUNK, BDV], the mma's k order
-        ssdc::warp_mma<PREC, false>(
-            acc, 0, CHUNK,
-            [&](int m, int k) { return make_float2(K[k * LDK + m0 + m] * W[k], K[(k + 4) * LDK + m0 + m] * W[k + 4]); },
-            [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
+        ssdc::warp_mma<PREC, false, ssdc::RND_AB>(acc, 0, CHUNK, [&](int m, int k) { return ld_rows(K + k * LDK + m0 + m, LDK, 4); },
+                                                  [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
         tile_foreach(acc, [&](int r, int cc, float &x) { out(m0 + r, n0 + cc, x); });
     }
 }
@@ -282,7 +299,8 @@ __device__ __forceinline__ void state_load(float *sm, const float *src, i64 ld, 
 #pragma unroll 1 // rolled: compile time
     for (int e = threadIdx.x; e < DKP * BDV; e += NTHREADS) {
         const int i = e / BDV, j = e - i * BDV;
-        S[i * LDS + j] = (src && i < DK && j0 + j < DV) ? src[i * ld + j] : 0.f;
+        const float x = (src && i < DK && j0 + j < DV) ? src[i * ld + j] : 0.f;
+        S[i * LDS + j] = THREE_PHASE ? ssdc::mma_store(x) : x; // out: read by Q S only
     }
 }
 
@@ -351,9 +369,11 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
         }
         __syncthreads();
         chunk_cumsum(b);
+        round_inputs(b);
         __syncthreads();
         chunk_scores(sm, b);
         __syncthreads();
+        kw_store(b); // K's last reader (chunk_scores) is done; the barrier below orders it
         chunk_output(p, c, sm, b, t0, n, ci > 0 || h0 != nullptr);
         const bool last = ci + 1 == nch;
         if (!last || p.hT.p) {
@@ -388,6 +408,9 @@ SSD_ENTRY cg_ssd_fwd_states(cg_ssd_fwd_params p) {
     ssdc::landed();
     __syncthreads();
     chunk_cumsum(b);
+    round_inputs(b); // V
+    __syncthreads();
+    kw_store(b);
     __syncthreads();
     const i64 slot = bh * p.nchunks + ci;
     float *u = p.ws + slot * (i64)(DK * DV) + c.j0;
@@ -446,6 +469,7 @@ SSD_ENTRY cg_ssd_fwd_out(cg_ssd_fwd_params p) {
     cg_cp_async_wait_all();
     __syncthreads();
     chunk_cumsum(b);
+    round_inputs(b);
     __syncthreads();
     chunk_scores(sm, b);
     __syncthreads();
