@@ -11,6 +11,8 @@
  *                                  backward: the kernel named for the dtype, a second call
  *                                  the same bits;
  *   ssd16_gen_emu_mixed            mixed signatures (q alone bf16, v alone f16);
+ *   ssd16_gen_emu_mixed_space      a mixed signature's space (float32 precisions on widened
+ *                                  16-bit tiles), every 6th config;
  *   ssd16_gen_heads_rounding       heads=loop refused where it would round per head;
  *   ssd16_gen_emu_ldmatrix_banks   the mma16 kernels' ldmatrix reads are conflict-free;
  *   ssd16_gen_nvrtc_sm{80,90}      16-bit configs compiled by NVRTC with 0 spills (see
@@ -92,15 +94,26 @@ typedef struct s16_case {
     dtt_prob p, r;
 } s16_case;
 
-static void case_new(cg_context *ctx, s16_case *c, int bwd, const s16_shape *s, cg_dtype dt, uint64_t seed) {
+static void case_sig(cg_context *ctx, s16_case *c, int bwd, const s16_shape *s, cg_dtype dt, const char *const *only,
+                     uint64_t seed) {
     int64_t dims[CG_SYM_COUNT];
     dims_of(s, dims);
     c->s = s, c->bwd = bwd, c->dt = dt;
-    dtt_new(&c->p, op_of(bwd), dims, 1, s->hm, dt, CG_F32, omit_of(bwd, s));
+    dtt_new(&c->p, op_of(bwd), dims, 1, s->hm, only ? CG_F32 : dt, CG_F32, omit_of(bwd, s));
+    for (; only && *only; only++) { /* a mixed signature: these tensors alone in dt */
+        cg_tbuf *t = &c->p.t[cg__op_tensor(c->p.d, *only)];
+        cg_tbuf h = cg_tbuf_new(dt, t->t.ndim, t->t.shape);
+        cg_tbuf_free(t);
+        *t = h;
+    }
     dtt_new(&c->r, op_of(bwd), dims, 1, s->hm, CG_F64, CG_F64, omit_of(bwd, s));
     dtt_fill(&c->p, seed);
     dtt_copy_inputs(&c->r, &c->p);
     CG_CHECK_OK(ctx, dtt_run(ctx, &c->r, CG_BACKEND_REF));
+}
+
+static void case_new(cg_context *ctx, s16_case *c, int bwd, const s16_shape *s, cg_dtype dt, uint64_t seed) {
+    case_sig(ctx, c, bwd, s, dt, NULL, seed);
 }
 
 static void case_free(s16_case *c) {
@@ -108,16 +121,28 @@ static void case_free(s16_case *c) {
     dtt_free(&c->r);
 }
 
+/* only: the tensors stored in dt (NULL: every 16-bit-capable one; else a NULL-ended list of
+ * names, a mixed signature, the rest float32). */
+static int in_only(const char *const *only, const char *name) {
+    if (!only) return 1;
+    for (; *only; only++)
+        if (!strcmp(*only, name)) return 1;
+    return 0;
+}
+
 /* The kernel shape of a case (what the launcher derives from the call). */
-static void kshape_of(int bwd, const s16_shape *s, cg_dtype dt, cg_kshape *ks) {
+static void kshape_sig(int bwd, const s16_shape *s, cg_dtype dt, const char *const *only, cg_kshape *ks) {
     memset(ks, 0, sizeof *ks);
     ks->B = s->B, ks->T = s->T, ks->G = s->G, ks->H = s->H, ks->dk = s->dk, ks->dv = s->dv;
     ks->flags = (s->h0 ? CG_KS_H0 : 0) | (s->state ? (bwd ? CG_KS_DHT : CG_KS_HT) : 0);
     const cg_op_desc *d = cg__op_desc(op_of(bwd));
     int dts[CG_OP_MAX_TENSORS];
-    for (int i = 0; i < d->nt; i++) dts[i] = (d->t[i].flags & CG_TD_HALF) ? (int)dt : (int)CG_F32;
+    for (int i = 0; i < d->nt; i++)
+        dts[i] = (d->t[i].flags & CG_TD_HALF) && in_only(only, d->t[i].name) ? (int)dt : (int)CG_F32;
     cg__kshape_dtypes_of(d, dts, ks);
 }
+
+static void kshape_of(int bwd, const s16_shape *s, cg_dtype dt, cg_kshape *ks) { kshape_sig(bwd, s, dt, NULL, ks); }
 
 static cg_status run_case(cg_context *ctx, s16_case *c, cg_backend be, const char *config) {
     cg_exec ex = {.backend = be, .config = config};
@@ -164,14 +189,15 @@ static int in_list(const cg_cfg *list, int n, const cg_cfg *c) {
 /* The union of the 16-bit spaces of the shapes on dev (bf16; f16's is the same), in
  * order of first appearance, each with a shape that accepts it (rotating). Returns the
  * count (*cfgs, *shape_of: caller frees). */
-static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfgs, int **shape_of) {
+static int space_sig(cg_context *ctx, int bwd, const cg_devinfo *dev, const char *const *only, cg_cfg **cfgs,
+                     int **shape_of) {
     int ns;
     const s16_shape *sh = shapes(bwd, &ns);
     cg_cfg *sp[MAXSH];
     int nsp[MAXSH], cap = 0, n = 0, rot = 0;
     for (int i = 0; i < ns; i++) {
         cg_kshape ks;
-        kshape_of(bwd, &sh[i], CG_BF16, &ks);
+        kshape_sig(bwd, &sh[i], CG_BF16, only, &ks);
         sp[i] = NULL, nsp[i] = 0;
         CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel_of(bwd), &ks, dev, &sp[i], &nsp[i]));
         CG_CHECK(nsp[i] > 0, "%s: no 16-bit config for shape %d", kernel_of(bwd), i);
@@ -198,6 +224,10 @@ static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfg
     return n;
 }
 
+static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfgs, int **shape_of) {
+    return space_sig(ctx, bwd, dev, NULL, cfgs, shape_of);
+}
+
 static int env_stride(int dflt) {
     const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
     return env && atoi(env) > 0 ? atoi(env) : dflt;
@@ -205,7 +235,7 @@ static int env_stride(int dflt) {
 
 /* Configs q = off, off + stride, ... of the union: config q in bf16 when q / stride is
  * even, else f16 (so both dtypes meet every residue over successive offsets). */
-static void emu_space(int bwd) {
+static void emu_space_sig(int bwd, const char *const *only, int dflt_stride) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     if (!ctx) return;
@@ -214,8 +244,8 @@ static void emu_space(int bwd) {
     cg_cfg *cfgs = NULL;
     int *shape_of = NULL, ns;
     const s16_shape *sh = shapes(bwd, &ns);
-    const int n = space16(ctx, bwd, &dev, &cfgs, &shape_of);
-    const int stride = env_stride(STRIDE);
+    const int n = space_sig(ctx, bwd, &dev, only, &cfgs, &shape_of);
+    const int stride = env_stride(dflt_stride);
     const char *eo = getenv("CHUNKGEN_TEST_CONFIG_OFFSET");
     const int off = (eo && atoi(eo) > 0 ? atoi(eo) : 0) % stride;
     /* compile the modules in parallel first (the runs then hit the disk cache) */
@@ -223,7 +253,7 @@ static void emu_space(int bwd) {
     int nplan = 0;
     for (int q = off; plans && q < n; q += stride) {
         cg_kshape ks;
-        kshape_of(bwd, &sh[shape_of[q]], (q / stride) % 2 ? CG_F16 : CG_BF16, &ks);
+        kshape_sig(bwd, &sh[shape_of[q]], (q / stride) % 2 ? CG_F16 : CG_BF16, only, &ks);
         if (cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cfgs[q], &plans[nplan]) == CG_OK) nplan++;
     }
     if (nplan) CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, nplan));
@@ -234,7 +264,8 @@ static void emu_space(int bwd) {
     for (int q = off; q < n; q += stride) {
         const int s = shape_of[q], h = (q / stride) % 2;
         if (!made[h][s]) {
-            case_new(ctx, &cases[h][s], bwd, &sh[s], h ? CG_F16 : CG_BF16, 500 + (uint64_t)s + 50 * (uint64_t)bwd);
+            case_sig(ctx, &cases[h][s], bwd, &sh[s], h ? CG_F16 : CG_BF16, only,
+                     500 + (uint64_t)s + 50 * (uint64_t)bwd + (only ? 25 : 0));
             made[h][s] = 1;
         }
         char text[512];
@@ -243,8 +274,8 @@ static void emu_space(int bwd) {
         ran += check_case(ctx, &cases[h][s], CG_BACKEND_EMULATE, text, !strcmp(cg__cfg_str(&cfgs[q], "precision", ""), "tf32"));
     }
     CG_CHECK(n > 0 && ran == want, "%s: %d of %d configs ran", kernel_of(bwd), ran, want);
-    fprintf(stderr, "ssd16_gen: %d of %d 16-bit %s configs checked on emulate (offset %d, stride %d), bf16 and f16 in turn\n",
-            ran, n, kernel_of(bwd), off, stride);
+    fprintf(stderr, "ssd16_gen: %d of %d 16-bit %s configs%s checked on emulate (offset %d, stride %d), bf16 and f16 in turn\n",
+            ran, n, kernel_of(bwd), only ? " of a mixed signature" : "", off, stride);
     for (int h = 0; h < 2; h++)
         for (int s = 0; s < ns; s++)
             if (made[h][s]) case_free(&cases[h][s]);
@@ -253,8 +284,21 @@ static void emu_space(int bwd) {
     cg_context_free(ctx);
 }
 
-CG_TEST(ssd16_gen_emu_fwd_space) { emu_space(0); }
-CG_TEST(ssd16_gen_emu_bwd_space) { emu_space(1); }
+CG_TEST(ssd16_gen_emu_fwd_space) { emu_space_sig(0, NULL, STRIDE); }
+CG_TEST(ssd16_gen_emu_bwd_space) { emu_space_sig(1, NULL, STRIDE); }
+
+/* A mixed signature's space: v (and o, which follows it) 16-bit with q, k float32 forward,
+ * q (and dq) 16-bit with k, v, dout float32 backward. mma16 needs all its inputs 16-bit, so
+ * these run the float32 precisions (ieee, tf32, 3xtf32) on widened 16-bit tiles
+ * (ssdc::load_tile16): every MIXED_STRIDE-th config, bf16 and f16 in turn (offsets as
+ * above). */
+#define MIXED_STRIDE 6
+static const char *const k_mixed_fwd[] = {"v", "o", NULL};
+static const char *const k_mixed_bwd[] = {"q", "dq", NULL};
+CG_TEST(ssd16_gen_emu_mixed_space) {
+    emu_space_sig(0, k_mixed_fwd, MIXED_STRIDE);
+    emu_space_sig(1, k_mixed_bwd, MIXED_STRIDE);
+}
 
 /* The default of every shape in bf16 and f16, forward and backward: the dispatch line
  * names the kernel generated for the dtype; a second call gives the same bits. */
