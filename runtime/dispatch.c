@@ -42,7 +42,7 @@ cg_status cg__backend_dtypes(cg_context *ctx, const cg_backend_vt *vt, cg_op op,
 static int varlen_kernels(const cg_backend_vt *vt, cg_op op) { return vt && (vt->varlen_kernels & (1u << op)) != 0; }
 
 /* A packed variable-length problem (docs/varlen.md): the host backends run it one
- * sequence at a time (runtime/varlen.c); the generated sscan kernels take it whole. */
+ * sequence at a time (runtime/varlen.c); the generated SSD and sscan kernels take it whole. */
 static cg_status varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                             const cg_exec *exec) {
     if (!vt->varlen)

@@ -16,7 +16,7 @@ typedef struct cg_kshape {
     int64_t L, D, N;            /* selective scan (B, G shared with SSD) */
     int flags;                  /* CG_KS_* */
     int64_t nseq;               /* varlen (docs/varlen.md): N sequences packed along T (L); 0: none.
-                                 * Lua's shape.nseq (the generated sscan kernels take cu_seqlens) */
+                                 * Lua's shape.nseq (the generated kernels take cu_seqlens) */
     /* Storage dtypes of the op's tensors that are not float32 (#15), "" when all are:
      * "name=dtype" words in the op table's order, one space apart, dtype "bf16" or
      * "f16" (e.g. "x=bf16 delta=bf16 y=bf16"). A kernel is generated per signature

@@ -269,7 +269,7 @@ typedef struct cg_backend_vt {
      * sequence (runtime/varlen.c); 0: cg__backend_run refuses them (CG_EUNSUPPORTED). */
     int varlen;
     /* The ops (bit 1 << cg_op) whose kernels take cu_seqlens themselves (the generated
-     * selective scan, docs/varlen.md): such a call goes to the entry point whole, and its
+     * SSD and selective-scan kernels, docs/varlen.md): such a call goes to the entry point whole, and its
      * cu_seqlens may be device memory (the kernels clamp every offset they read). */
     unsigned varlen_kernels;
 } cg_backend_vt;
