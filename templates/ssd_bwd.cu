@@ -615,9 +615,10 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     warp_mma<false, RND_AB>(acc, m0, CHUNK, [&](int m, int k) { return ld_rows(P + k * LDP + m0 + m, LDP, 4); },
                                     [&](int k, int nn) { return ld_rows(DO + k * LDV + n0 + nn, LDV, 4); });
                     TDV *dvb = tp<TDV>(p.dv) + b * p.dv.s0 + t0 * p.dv.s1 + h * p.dv.s2 + j0;
+                    const int nr = n - m0; // as fwd's chunk_output: compile-time column test when DV % BDV == 0
                     tile_foreach(acc, [&](int r, int cc, float &x) {
-                        const int i = m0 + r, j = n0 + cc;
-                        if (i < n && j0 + j < DV) dvb[i * p.dv.s1 + j] = cg_round<TDV>(x); // rounded once
+                        const int j = n0 + cc;
+                        if (r < nr && (DV % BDV == 0 || j0 + j < DV)) dvb[(m0 + r) * p.dv.s1 + j] = cg_round<TDV>(x); // rounded once
                     });
                 } else if (tile < N_DV + N_DP) { // dP += dO V^T   [CHUNK, CHUNK], tiles touching the lower triangle
                     typedef TileDP T;
