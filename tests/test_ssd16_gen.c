@@ -245,7 +245,7 @@ static void emu_space_sig(int bwd, const char *const *only, int dflt_stride) {
     int *shape_of = NULL, ns;
     const s16_shape *sh = shapes(bwd, &ns);
     const int n = space_sig(ctx, bwd, &dev, only, &cfgs, &shape_of);
-    const int stride = env_stride(dflt_stride);
+    const int stride = cg_test_sweep_stride(dflt_stride);
     const char *eo = getenv("CHUNKGEN_TEST_CONFIG_OFFSET");
     const int off = (eo && atoi(eo) > 0 ? atoi(eo) : 0) % stride;
     /* compile the modules in parallel first (the runs then hit the disk cache) */

@@ -87,9 +87,9 @@ static int bshape_flags(const bshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->d
  * config of the union. */
 SSDT_RUN_SPACE(bshape_flags, "ssd_bwd", "ssd_bwd_gen")
 
-CG_TEST(ssd_bwd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, 1); }
-CG_TEST(ssd_bwd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE, 1); }
-CG_TEST(ssd_bwd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE, 1); }
+CG_TEST(ssd_bwd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
+CG_TEST(ssd_bwd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
+CG_TEST(ssd_bwd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
 
 /* The default config (fp32-accurate) on every shape; the dispatch line names the
  * kernel; a second call hits the plan table and gives the same bits (deterministic). */

@@ -68,9 +68,9 @@ static int gshape_flags(const gshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->h
  * config of the union (NVRTC compiles cost seconds each on the GPU machine). */
 SSDT_RUN_SPACE(gshape_flags, "ssd_fwd", "ssd_gen")
 
-CG_TEST(ssd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, 1); }
-CG_TEST(ssd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE, 1); }
-CG_TEST(ssd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE, 1); }
+CG_TEST(ssd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
+CG_TEST(ssd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
+CG_TEST(ssd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
 
 /* The default config (fp32-accurate) on every shape, and the dispatch line names it;
  * a second call gives the same bits. */

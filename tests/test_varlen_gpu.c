@@ -218,10 +218,10 @@ static void run_space(cg_op op, int stride) {
     cg_context_free(ctx);
 }
 
-CG_TEST(varlen_gpu_sscan_fwd_space) { run_space(CG_OP_SSCAN_FWD, stride_of(3)); }
-CG_TEST(varlen_gpu_sscan_bwd_space) { run_space(CG_OP_SSCAN_BWD, stride_of(7)); }
-CG_TEST(varlen_gpu_ssd_fwd_space) { run_space(CG_OP_SSD_FWD, stride_of(2)); }
-CG_TEST(varlen_gpu_ssd_bwd_space) { run_space(CG_OP_SSD_BWD, stride_of(3)); }
+CG_TEST(varlen_gpu_sscan_fwd_space) { run_space(CG_OP_SSCAN_FWD, cg_test_sweep_stride(3)); }
+CG_TEST(varlen_gpu_sscan_bwd_space) { run_space(CG_OP_SSCAN_BWD, cg_test_sweep_stride(7)); }
+CG_TEST(varlen_gpu_ssd_fwd_space) { run_space(CG_OP_SSD_FWD, cg_test_sweep_stride(2)); }
+CG_TEST(varlen_gpu_ssd_bwd_space) { run_space(CG_OP_SSD_BWD, cg_test_sweep_stride(3)); }
 
 /* A copy of bytes at src ending (16-byte aligned) right before a PROT_NONE page, with one
  * before the page it starts in; *map, *len: the mapping to unmap. */
