@@ -101,10 +101,7 @@ static int longer_first(const void *a, const void *b) {
 #endif
 
 /* CHUNKGEN_TEST_CONFIG_STRIDE=n compiles every n-th config only (local iteration) */
-static int sweep_stride(void) {
-    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
-    return env && atoi(env) > 0 ? atoi(env) : CONFIG_STRIDE;
-}
+static int sweep_stride(void) { return cg_test_sweep_stride(CONFIG_STRIDE); }
 
 /* The jobs of one sweep: every config of every kernel (each config once, with the shapes
  * taking turns, plus each shape's default), every stride-th config only, and of those the

@@ -316,11 +316,11 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
             pick_of[total++] = pick;
         }
     }
-    /* under the emulator, compile the modules in parallel first (the loads then hit the
-     * disk cache; a plan that differs from the dispatched one only costs time) */
     /* every stride-th config of the union (cg_test_sweep_stride: all of them unless
      * CHUNKGEN_TEST_CONFIG_STRIDE says otherwise); with 16-bit storage bf16 and f16 take turns */
     const int stride = be == CG_BACKEND_EMULATE ? cg_test_sweep_stride(1) : 1;
+    /* under the emulator, compile the modules in parallel first (the loads then hit the
+     * disk cache; a plan that differs from the dispatched one only costs time) */
     if (be == CG_BACKEND_EMULATE && total) {
         cg_plan *plans = calloc((size_t)total, sizeof *plans);
         int nplan = 0;
@@ -622,11 +622,10 @@ static void half_nvrtc(int arch) {
     /* CHUNKGEN_TEST_CONFIG_STRIDE=n compiles every n-th config only (local iteration).
      * Under the sanitizers the release run has compiled every config already: there,
      * as in tests/test_gen_nvrtc.c, every 8th (and every default). */
-    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
-    const int stride = env && atoi(env) > 0 ? atoi(env) : 8;
+    const int stride = cg_test_sweep_stride(8);
 #else
-    const int stride = env && atoi(env) > 0 ? atoi(env) : 1;
+    const int stride = cg_test_sweep_stride(1);
 #endif
     /* CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them
      * (scripts/test.sh shares one between the release and sanitizer runs) */

@@ -228,11 +228,6 @@ static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfg
     return space_sig(ctx, bwd, dev, NULL, cfgs, shape_of);
 }
 
-static int env_stride(int dflt) {
-    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
-    return env && atoi(env) > 0 ? atoi(env) : dflt;
-}
-
 /* Configs q = off, off + stride, ... of the union: config q in bf16 when q / stride is
  * even, else f16 (so both dtypes meet every residue over successive offsets). */
 static void emu_space_sig(int bwd, const char *const *only, int dflt_stride) {
@@ -497,7 +492,7 @@ static void nvrtc16(int arch) {
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
-    const int stride = env_stride(NSTRIDE), off = arch >= 90 ? stride / 2 : 0;
+    const int stride = cg_test_sweep_stride(NSTRIDE), off = arch >= 90 ? stride / 2 : 0;
     const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
     const char *kdir = kc && *kc ? kc : NULL;
     char nvrtc_id[256] = "";

@@ -141,11 +141,6 @@ static void kshape_packed(cg_op op, int ungrouped, cg_kshape *ks) {
     ks->flags |= cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT;
 }
 
-static int stride_of(int dflt) {
-    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
-    return env && atoi(env) > 0 ? atoi(env) : dflt;
-}
-
 static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
     size_t n = 0;
     buf[0] = 0;
@@ -319,7 +314,7 @@ static void varlen_nvrtc(int arch) {
     char nvrtc_id[256];
     cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
     if (!ctx) return;
-    const int stride = stride_of(12);
+    const int stride = cg_test_sweep_stride(12);
     int ncomp = 0, maxreg = 0;
     static const cg_op ops[] = {CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD, CG_OP_SSD_FWD, CG_OP_SSD_BWD};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
