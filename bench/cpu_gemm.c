@@ -23,6 +23,7 @@
 #include "chunkgen.h"
 #include "cpu/cpu_isa.h"
 #include "cpu/ssd_cpu.h"
+#include "gen.h"
 
 #include <dlfcn.h>
 #include <libxsmm.h>
@@ -71,11 +72,25 @@ typedef struct gemm_case {
 
 typedef struct preset {
     const char *name;
-    int64_t dk, dv;
+    int64_t B, G, H, dk, dv;
 } preset;
 static const preset k_presets[] = {
-    {"g2h8_d128", 128, 128}, {"g1h24_dk128_dv64", 128, 64}, {"g2h4_dk48_dv40", 48, 40}};
+    {"g2h8_d128", 4, 2, 8, 128, 128}, {"g1h24_dk128_dv64", 2, 1, 24, 128, 64}, {"g2h4_dk48_dv40", 4, 2, 4, 48, 40}};
 enum { NPRESETS = sizeof k_presets / sizeof k_presets[0] };
+
+/* The CPU path's default forward chunk for the preset at T = 2048 on 1 thread and the
+ * running variant: generator/cpu/ssd_cpu.lua's default(), as the library resolves it. */
+static int64_t default_chunk(cg_context *ctx, const preset *ps) {
+    cg_kshape ks;
+    memset(&ks, 0, sizeof ks);
+    ks.B = ps->B, ks.T = 2048, ks.G = ps->G, ks.H = ps->H, ks.dk = ps->dk, ks.dv = ps->dv;
+    cg_cfg def;
+    if (cg__cpu_space_default(ctx, "ssd_cpu", &ks, &def) != CG_OK) {
+        fprintf(stderr, "cg_bench_cpu_gemm: no default config for %s: %s\n", ps->name, cg_errmsg(ctx));
+        exit(1);
+    }
+    return cg__cfg_int(&def, "chunk", 0);
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -219,6 +234,11 @@ int main(int argc, char **argv) {
     }
     if (rounds < 1) rounds = 1;
     const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
+    cg_context *ctx = NULL;
+    if (cg_context_create(&ctx) != CG_OK || cg_context_set_threads(ctx, 1) != CG_OK) {
+        fprintf(stderr, "cg_bench_cpu_gemm: cannot create a chunkgen context\n");
+        return 1;
+    }
     cg_gemm_fn cgf = isa->isa == CG_ISA_AVX512 ? cg__ssd_gemm_avx512
                      : isa->isa == CG_ISA_AVX2 ? cg__ssd_gemm_avx2
                                                : cg__ssd_gemm_baseline;
@@ -255,10 +275,7 @@ int main(int argc, char **argv) {
     int first = 1;
     for (int p = 0; p < NPRESETS; p++) {
         const preset *ps = &k_presets[p];
-        /* the default chunk of the running variant for this shape (generator/cpu/ssd_cpu.lua) */
-        const int64_t L = isa->isa == CG_ISA_AVX512 ? 64
-                          : isa->isa == CG_ISA_AVX2 ? (ps->dk >= 128 && ps->dv >= 128 ? 64 : 48)
-                                                    : 32;
+        const int64_t L = default_chunk(ctx, ps);
         const gemm_case cases[] = {
             {"fwd_state", "S += (K diag w)^T V", ps->dk, ps->dv, L, 0, 1, T_DENSE, 0},
             {"fwd_out", "O = [e^A Q | P] [S; V]", L, ps->dv, ps->dk + L, 0, 0, T_KLOWER, ps->dk},
@@ -348,5 +365,6 @@ int main(int argc, char **argv) {
         fclose(jf);
     }
     libxsmm_finalize();
+    cg_context_free(ctx);
     return 0;
 }

@@ -12,12 +12,13 @@
 #    against it: the SSD chunk's GEMMs at the seeds' shapes, chunkgen (the variant cpuid
 #    picks; CHUNKGEN_CPU_ISA forces one) against BLIS, OpenBLAS and libxsmm, each result
 #    checked against float64 before it is timed, the candidates interleaved ($OUT/gemm.json);
-# 3. end to end (unless --hybrid-rounds 0): HEAD with bench/cpu_gemm_hybrid.patch applied
-#    (the dense, unscaled GEMMs of the CPU path -- the state update and its gradient --
-#    handed to libxsmm; the causal and row-scaled ones stay chunkgen's), built beside
-#    HEAD, and `chunkgen bench --backend cpu --op ssd --seq 2048 --threads 1` of the two
-#    builds alternating, N rounds each (default 4) ($OUT/hybrid.json: per cell, every
-#    round's median and the ratio of the two builds' fastest rounds).
+# 3. end to end (unless --hybrid-rounds 0): the tree's tracked files with
+#    bench/cpu_gemm_hybrid.patch applied (the dense, unscaled GEMMs of the CPU path -- the
+#    state update and its gradient -- handed to libxsmm; the causal and row-scaled ones
+#    stay chunkgen's), built beside step 2's chunkgen ("head"), and `chunkgen bench
+#    --backend cpu --op ssd --seq 2048 --threads 1` of the two builds alternating, N rounds
+#    each (default 4) ($OUT/hybrid.json: per cell, every round's median and the ratio of
+#    the two builds' fastest rounds).
 # --save copies the combined JSON to bench/results/cpu-gemm-<cpu>-<isa>-1t-<date>-<commit>.json.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -62,35 +63,29 @@ echo "== build ($build)"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1
 cmake --build "$build" -j"$(nproc)" --target chunkgen chunkgen_static >>"$out/cmake.log" 2>&1 || {
   tail -30 "$out/cmake.log"; exit 1; }
-cc -std=c11 -D_GNU_SOURCE -O2 -I "$root/include" -I "$root/runtime" -I "$root/templates" \
+cc -std=c11 -D_GNU_SOURCE -O2 -I "$root/include" -I "$root/runtime" -I "$root/templates" -I /usr/include/lua5.4 \
   -o "$out/cg_bench_cpu_gemm" "$root/bench/cpu_gemm.c" "$build/libchunkgen.a" $xsmm_libs
 echo "== GEMMs, 1 thread, $rounds rounds"
 "$out/cg_bench_cpu_gemm" --rounds "$rounds" --json "$out/gemm.json" | tee "$out/gemm.txt"
 
-# 3. end to end: HEAD and HEAD + the libxsmm patch, alternating
+# 3. end to end: step 2's chunkgen and the same tree + the libxsmm patch, alternating
 if [ "$hrounds" -gt 0 ]; then
   src="$out/hybrid-src"
   rm -rf "$src" && mkdir -p "$src"
-  git -C "$root" archive HEAD | tar -x -C "$src"
+  git -C "$root" ls-files -z | tar -C "$root" --null -T - -cf - | tar -x -C "$src"
   (cd "$src" && patch -p1 -s <"$root/bench/cpu_gemm_hybrid.patch")
-  base="$out/head-src"
-  rm -rf "$base" && mkdir -p "$base"
-  git -C "$root" archive HEAD | tar -x -C "$base"
-  for v in head hybrid; do
-    echo "== build $v"
-    extra=()
-    [ "$v" = hybrid ] && extra=(-DCMAKE_C_STANDARD_LIBRARIES="$xsmm_libs")
-    cmake -S "$out/$v-src" -B "$out/$v-build" -DCMAKE_BUILD_TYPE=Release -DCHUNKGEN_BUILD_TESTS=OFF \
-      "${extra[@]}" >>"$out/cmake.log" 2>&1
-    cmake --build "$out/$v-build" -j"$(nproc)" --target chunkgen >>"$out/cmake.log" 2>&1 || {
-      tail -30 "$out/cmake.log"; exit 1; }
-  done
+  echo "== build hybrid"
+  cmake -S "$src" -B "$out/hybrid-build" -DCMAKE_BUILD_TYPE=Release -DCHUNKGEN_BUILD_TESTS=OFF \
+    -DCMAKE_C_STANDARD_LIBRARIES="$xsmm_libs" >>"$out/cmake.log" 2>&1
+  cmake --build "$out/hybrid-build" -j"$(nproc)" --target chunkgen >>"$out/cmake.log" 2>&1 || {
+    tail -30 "$out/cmake.log"; exit 1; }
+  declare -A bin=([head]="$build/chunkgen" [hybrid]="$out/hybrid-build/chunkgen")
   export CHUNKGEN_CACHE_DIR="$out/cache"
   for i in $(seq 1 "$hrounds"); do
     for v in head hybrid; do
       [ $((i % 2)) = 0 ] && v=$([ "$v" = head ] && echo hybrid || echo head) # alternate who goes first
       echo "== round $i: $v"
-      "$out/$v-build/chunkgen" bench --backend cpu --op ssd --seq 2048 --threads 1 --quiet \
+      "${bin[$v]}" bench --backend cpu --op ssd --seq 2048 --threads 1 --quiet \
         --commit "$commit-$v" --out "$out/e2e-$v-$i.json"
     done
   done
@@ -110,7 +105,7 @@ rows = []
 for c in cells.values():
     c["hybrid_over_head_min"] = round(min(c["hybrid_median_ms"]) / min(c["head_median_ms"]), 4)
     rows.append(c)
-json.dump({"what": "chunkgen bench --backend cpu --op ssd --seq 2048 --threads 1, HEAD against HEAD + "
+json.dump({"what": "chunkgen bench --backend cpu --op ssd --seq 2048 --threads 1, the tree against the tree + "
            "bench/cpu_gemm_hybrid.patch (dense unscaled GEMMs through libxsmm), alternating rounds",
            "rounds": n, "device": device, "cells": rows}, open(f"{out}/hybrid.json", "w"), indent=1)
 for c in rows:
