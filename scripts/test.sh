@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# test.sh -- the test command: set up, build, run the whole suite, then again under
-# AddressSanitizer and UndefinedBehaviorSanitizer, then the fuzz targets for a bounded
-# time when clang is present (scripts/fuzz.sh). Exit status 0 only if all pass.
+# test.sh -- the test command: set up, build, run the whole suite (the generated kernels'
+# spaces on their covering sample: docs/testing.md), rehearse the GPU check
+# (tests/perf/device_check_rehearsal.sh), run the suite again under AddressSanitizer and
+# UndefinedBehaviorSanitizer, then the fuzz targets for a bounded time when clang is
+# present (scripts/fuzz.sh), then the Python tests. Exit status 0 only if all pass.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="$(nproc)"
@@ -18,6 +20,8 @@ echo "== build (release)"
 "$root/scripts/setup.sh" "$root/build"
 echo "== tests (release)"
 (cd "$root/build" && ctest -j"$jobs" --output-on-failure)
+echo "== the GPU check's rehearsal (Lua and jansson hidden, no network, no GPU: docs/bench.md)"
+"$root/tests/perf/device_check_rehearsal.sh"
 
 echo "== build (ASan + UBSan)"
 "$root/scripts/setup.sh" "$root/build-asan" -DCHUNKGEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -29,10 +29,6 @@ void cg_test_fail(const char *file, int line, const char *fmt, ...)
 /* Mark the running test skipped with a reason (e.g. no GPU). */
 void cg_test_skip(const char *reason);
 
-/* The config stride of a sweep (emulator or NVRTC): CHUNKGEN_TEST_CONFIG_STRIDE when set
- * (local iteration: every n-th config of the space), else the sweep's own `dflt`. The one
- * reader of that variable. */
-int cg_test_sweep_stride(int dflt);
 
 /* Print the failed condition (not counted; cg_test_fail that follows counts). */
 void cg_test_cond(const char *file, int line, const char *cond);

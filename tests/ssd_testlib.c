@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "sweep_sample.h"
+
 cg_tbuf ssdt_mk(ssdt_dims d, cg_dtype dt, int64_t heads, int64_t dim) {
     static const int perm4[4] = {0, 2, 1, 3}, perm3[3] = {0, 2, 1};
     const int swap = dt == CG_F32 && d.swapped;
@@ -146,7 +148,7 @@ static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
 
 enum { MAX_SHAPES = 16 };
 
-void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int stride, double tol_fp32,
+void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, double tol_fp32,
                     double tol_tf32) {
     CG_CHECK(sp->nshapes <= MAX_SHAPES, "%d shapes, at most %d", sp->nshapes, MAX_SHAPES);
     if (sp->nshapes > MAX_SHAPES) return;
@@ -171,18 +173,20 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int s
         CG_CHECK_OK(ctx, cg__gen_space(ctx, sp->kernel, &ks, &dev, &space[i], &nspace[i]));
         CG_CHECK(nspace[i] > 0, "no config accepted for shape %d", i);
     }
-    int made[MAX_SHAPES] = {0};
-    int ran = 0, total = 0, rot = 0;
-    const double tol = strcmp(prec, "tf32") == 0 ? tol_tf32 : tol_fp32;
-    /* the union of the spaces, in order of first appearance */
-    for (int i = 0; i < ns; i++) {
+    /* the union of the spaces (configs of precision prec), in order of first appearance,
+     * each on a rotating choice among the shapes that accept it */
+    int cap = 0;
+    for (int i = 0; i < ns; i++) cap += nspace[i];
+    const cg_cfg **cfgs = calloc((size_t)cap + 1, sizeof *cfgs);
+    int *pick_of = calloc((size_t)cap + 1, sizeof *pick_of);
+    int total = 0, rot = 0;
+    for (int i = 0; cfgs && pick_of && i < ns; i++) {
         for (int j = 0; j < nspace[i]; j++) {
             const cg_cfg *cf = &space[i][j];
             if (strcmp(cg__cfg_str(cf, "precision", ""), prec)) continue;
             int seen = 0;
             for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
             if (seen) continue;
-            if (total++ % stride) continue;
             int pick = -1;
             for (int t = 0; t < ns && pick < 0; t++) {
                 int cand = (rot + t) % ns;
@@ -191,19 +195,34 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int s
             CG_CHECK(pick >= 0, "a config of the union not in any space");
             if (pick < 0) continue;
             rot = (pick + 1) % ns;
-            if (!made[pick]) {
-                sp->make(sp->user, ctx, pick, 1000 + (uint64_t)pick);
-                made[pick] = 1;
-            }
-            char text[512];
-            cg__cfg_text(cf, text, sizeof text);
-            ran += sp->check(sp->user, ctx, pick, be, text, tol);
+            cfgs[total] = cf;
+            pick_of[total++] = pick;
         }
     }
+    cg_sweep_sel sel;
+    cg_sweep_select(cfgs, total, CG_SWEEP_PAIRS, &sel);
+    int made[MAX_SHAPES] = {0};
+    int ran = 0;
+    const double tol = strcmp(prec, "tf32") == 0 ? tol_tf32 : tol_fp32;
+    for (int q = 0; q < total; q++) {
+        if (!cg_sweep_keeps(&sel, q)) continue;
+        const int pick = pick_of[q];
+        if (!made[pick]) {
+            sp->make(sp->user, ctx, pick, 1000 + (uint64_t)pick);
+            made[pick] = 1;
+        }
+        char text[512];
+        cg__cfg_text(cfgs[q], text, sizeof text);
+        ran += sp->check(sp->user, ctx, pick, be, text, tol);
+    }
     CG_CHECK(total > 0, "no %s config in the space", prec);
-    const int want = (total + stride - 1) / stride;
-    CG_CHECK(ran == want, "%d of %d %s configs ran", ran, want, prec);
-    fprintf(stderr, "%s: %d of %d %s configs checked on %s\n", sp->label, ran, total, prec, cg_backend_name(be));
+    CG_CHECK(ran == sel.nkept && sel.nkept > 0, "%d of %d %s configs ran", ran, sel.nkept, prec);
+    char what[96];
+    fprintf(stderr, "%s: %s configs checked on %s: %s\n", sp->label, prec, cg_backend_name(be),
+            cg_sweep_describe(&sel, what, sizeof what));
+    cg_sweep_sel_free(&sel);
+    free(cfgs);
+    free(pick_of);
     for (int i = 0; i < ns; i++) {
         if (made[i]) sp->drop(sp->user, i);
         free(space[i]);
@@ -227,9 +246,4 @@ void ssdt_run_default(const ssdt_space *sp, double tol) {
         sp->drop(sp->user, i);
     }
     cg_context_free(ctx);
-}
-
-int ssdt_cuda_stride(void) {
-    const char *e = getenv("CHUNKGEN_TEST_ALL_CONFIGS");
-    return e && e[0] == '1' ? 1 : 4;
 }

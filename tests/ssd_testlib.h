@@ -72,10 +72,11 @@ typedef struct ssdt_space {
     void (*again)(void *user, cg_context *ctx, int shape);
 } ssdt_space;
 
-/* Every config with precision prec accepted for any shape, each run once on a rotating
- * choice among the shapes that accept it; with stride > 1 only every stride-th config
- * of the union. tol_tf32 for tf32, tol_fp32 otherwise. Skips without a CUDA device. */
-void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, int stride, double tol_fp32,
+/* The configs with precision prec accepted for any shape that cg_sweep_select keeps (the
+ * covering sample; every one under CHUNKGEN_TEST_SWEEP=full: tests/sweep_sample.h), each
+ * run once on a rotating choice among the shapes that accept it. tol_tf32 for tf32,
+ * tol_fp32 otherwise. Skips without a CUDA device. */
+void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, double tol_fp32,
                     double tol_tf32);
 
 /* Emulated, the default config (fp32-accurate) on every shape (cases of seed 2000 + i):
@@ -102,7 +103,7 @@ void ssdt_run_default(const ssdt_space *sp, double tol);
         ssdt_set_free(&g->d);                                                                                  \
     }
 
-/* A test's run_space(prec, be, stride) and run_default() over its `k_shapes[NSHAPES]`
+/* A test's run_space(prec, be) and run_default() over its `k_shapes[NSHAPES]`
  * (SSDT_CASES): cases checked by check_config(ctx, case, be, config, tol) and
  * check_again(ctx, case, shape) of the test; FLAGS(c) are the CG_KS_* flags of shape c. */
 #define SSDT_RUN_SPACE(FLAGS, kernel, label)                                                                   \
@@ -121,12 +122,10 @@ void ssdt_run_default(const ssdt_space *sp, double tol);
     static void sp_again(void *u, cg_context *ctx, int i) { check_again(ctx, &((tcase *)u)[i], i); }           \
     static const ssdt_space k_space = {kernel, label, NSHAPES, g_cases, sp_kshape, sp_make,                    \
                                        sp_drop, sp_check,   sp_again};                                         \
-    static void run_space(const char *prec, cg_backend be, int stride) {                                       \
-        ssdt_run_space(&k_space, prec, be, stride, TOL_FP32, TOL_TF32);                                        \
+    static void run_space(const char *prec, cg_backend be) {                                                   \
+        ssdt_run_space(&k_space, prec, be, TOL_FP32, TOL_TF32);                                                \
     }                                                                                                          \
     static void run_default(void) { ssdt_run_default(&k_space, TOL_FP32); }
 
-/* The config stride of the native CUDA runs: 4 (CHUNKGEN_TEST_ALL_CONFIGS=1: 1). */
-int ssdt_cuda_stride(void);
 
 #endif

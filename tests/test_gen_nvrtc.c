@@ -6,6 +6,7 @@
 #include "ptxas_log.h"
 #include "gen.h"
 #include "gen_shapes.h"
+#include "sweep_sample.h"
 
 #include <pthread.h>
 
@@ -91,26 +92,19 @@ static int longer_first(const void *a, const void *b) {
     return li != lj ? (li < lj ? 1 : -1) : (i > j) - (i < j);
 }
 
-/* Under the sanitizers the release run has already compiled every config: compiling
- * them all again checks nothing new in our code and doubles the suite's time, so
- * there only every 8th config (and every default) is compiled. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
-#define CONFIG_STRIDE 8
-#else
-#define CONFIG_STRIDE 1
-#endif
-
-/* CHUNKGEN_TEST_CONFIG_STRIDE=n compiles every n-th config only (local iteration) */
-static int sweep_stride(void) { return cg_test_sweep_stride(CONFIG_STRIDE); }
-
-/* The jobs of one sweep: every config of every kernel (each config once, with the shapes
- * taking turns, plus each shape's default), every stride-th config only, and of those the
- * shard-th of every nshards (counted per kernel, defaults included: every shard holds its
- * part of every kernel's space, and the shards of one arch together hold every job
- * exactly once). *nfam gets the number of generated-kernel families. */
-static int sweep_jobs(cg_context *ctx, int arch, int shard, int nshards, cg_devinfo *dev, job **out, int *nfam) {
+/* The jobs of one sweep: the configs of every kernel that cg_sweep_select keeps (the
+ * covering sample in CI, every config under CHUNKGEN_TEST_SWEEP=full; each config once,
+ * with the shapes taking turns, plus each shape's default), and of those the shard-th of
+ * every nshards (counted per kernel, defaults included: every shard holds its part of
+ * every kernel's space, and the shards of one arch together hold every job exactly once).
+ * The release and sanitizer runs select the same jobs, so the second compiles nothing
+ * (CHUNKGEN_TEST_KCACHE). *nfam gets the number of generated-kernel families; *nunion
+ * (when not NULL) the configs before the selection, over every kernel. */
+static int sweep_jobs(cg_context *ctx, int arch, int shard, int nshards, cg_devinfo *dev, job **out, int *nfam,
+                      int *nunion) {
     const char **names;
-    int nk = 0, stride = sweep_stride();
+    int nk = 0;
+    if (nunion) *nunion = 0;
     *out = NULL;
     *nfam = 0;
     CG_CHECK(cg__devinfo_arch(arch, dev), "arch %d", arch);
@@ -145,21 +139,28 @@ static int sweep_jobs(cg_context *ctx, int arch, int shard, int nshards, cg_devi
         int seen_cap = 0;
         for (int si = 0; si < NSHAPES; si++) seen_cap += sn[si];
         char (*seen)[256] = calloc((size_t)seen_cap + 1, 256);
+        const cg_cfg **seenc = calloc((size_t)seen_cap + 1, sizeof *seenc);
         int nseen = 0;
-        for (int si = 0; si < NSHAPES; si++) {
+        for (int si = 0; seen && seenc && si < NSHAPES; si++) {
             for (int i = 0; i < sn[si]; i++) {
                 char t[256];
                 cg__cfg_text(&sp[si][i], t, sizeof t);
                 int dup = 0;
                 for (int q = 0; q < nseen && !dup; q++) dup = !strcmp(seen[q], t);
-                if (!dup) snprintf(seen[nseen++], 256, "%s", t);
+                if (!dup) {
+                    seenc[nseen] = &sp[si][i];
+                    snprintf(seen[nseen++], 256, "%s", t);
+                }
             }
         }
+        cg_sweep_sel sel;
+        cg_sweep_select(seenc, nseen, CG_SWEEP_PAIRS, &sel);
+        if (nunion) *nunion += nseen;
         /* each config once, on the (idx mod count)-th shape that accepts it; then defaults */
         int kept = 0; /* this kernel's jobs before the shard split */
         for (int q = 0; q <= nseen + NSHAPES - 1 && nj < cap; q++) {
             int is_default = q >= nseen;
-            if (!is_default && q % stride != 0) continue;
+            if (!is_default && !cg_sweep_keeps(&sel, q)) continue;
             if (kept++ % nshards != shard) continue;
             int shape = -1;
             const cg_cfg *pin = NULL;
@@ -201,6 +202,8 @@ static int sweep_jobs(cg_context *ctx, int arch, int shard, int nshards, cg_devi
             }
             cg__plan_free(&p);
         }
+        cg_sweep_sel_free(&sel);
+        free(seenc);
         free(seen);
         for (int si = 0; si < NSHAPES; si++) free(sp[si]);
     }
@@ -227,7 +230,7 @@ static void nvrtc_all_configs(int arch, int shard, int nshards) {
     CG_CHECK_OK(NULL, cg_context_create(&ctx));
     cg_devinfo dev;
     job *jobs;
-    int nfam = 0, stride = sweep_stride(), nj = sweep_jobs(ctx, arch, shard, nshards, &dev, &jobs, &nfam);
+    int nfam = 0, nunion = 0, nj = sweep_jobs(ctx, arch, shard, nshards, &dev, &jobs, &nfam, &nunion);
     /* Identical sources (configs whose parameters render the same text for the shape
      * they were given) are compiled once: the CUBIN is a function of source, options and
      * arch, so its ptxas facts are the other job's; the per-job limits are checked below. */
@@ -293,8 +296,9 @@ static void nvrtc_all_configs(int arch, int shard, int nshards) {
             if (j->info.registers > maxreg) maxreg = j->info.registers;
         }
     }
-    fprintf(stderr, "  sm_%d part %d of %d: %d kernels compiled by NVRTC (%d kernel families, 1 config in %d + defaults; "
-            "%d distinct sources), max %d registers\n", arch, shard + 1, nshards, nj, nfam, stride, nunique, maxreg);
+    fprintf(stderr, "  sm_%d part %d of %d: %d kernels compiled by NVRTC (%d kernel families; %s of %d configs + defaults; "
+            "%d distinct sources), max %d registers\n", arch, shard + 1, nshards, nj, nfam,
+            cg_sweep_full() ? "all" : "a sample", nunion, nunique, maxreg);
     fprintf(stderr, "  sm_%d: %d of them from the kernel cache; %.1f s of compiling in %d threads; slowest:", arch,
             ncached, total_ms / 1000, nthreads);
     for (int r = 0; r < 5 && slow[r] >= 0 && jobs[slow[r]].ms > 0; r++)
@@ -354,7 +358,7 @@ static void shards_cover(int arch, int nparts) {
     CG_CHECK_OK(NULL, cg_context_create(&ctx));
     cg_devinfo dev;
     job *all;
-    int nfam = 0, nall = sweep_jobs(ctx, arch, 0, 1, &dev, &all, &nfam);
+    int nfam = 0, nall = sweep_jobs(ctx, arch, 0, 1, &dev, &all, &nfam, NULL);
     CG_CHECK(nall > 0 && nfam > 0, "sm_%d: an empty sweep (%d jobs, %d families)", arch, nall, nfam);
     char *hit = calloc((size_t)nall + 1, 1);
     int per_kernel[64] = {0}; /* the sweep's jobs per kernel family */
@@ -363,7 +367,7 @@ static void shards_cover(int arch, int nparts) {
     int total = 0;
     for (int sh = 0; sh < nparts; sh++) {
         job *part;
-        int f2 = 0, np = sweep_jobs(ctx, arch, sh, nparts, &dev, &part, &f2);
+        int f2 = 0, np = sweep_jobs(ctx, arch, sh, nparts, &dev, &part, &f2, NULL);
         total += np;
         int in_part[64] = {0};
         for (int i = 0; i < np; i++) {
@@ -403,7 +407,7 @@ static void shards_cover(int arch, int nparts) {
 /* CHUNKGEN_TEST_PARTS=N: the number of parts ctest runs (CMakeLists.txt sets it). */
 CG_TEST(gen_nvrtc_shards_cover_all) {
     const char *e = getenv("CHUNKGEN_TEST_PARTS");
-    int n = e && *e ? atoi(e) : 6;
+    int n = e && *e ? atoi(e) : 2;
     CG_CHECK(n >= 1, "CHUNKGEN_TEST_PARTS=\"%s\": expected a count >= 1", e ? e : "");
     if (n < 1) return;
     shards_cover(80, n);

@@ -33,12 +33,6 @@ void cg_test_cond(const char *file, int line, const char *cond) {
 
 void cg_test_skip(const char *reason) { g_skip = reason; }
 
-int cg_test_sweep_stride(int dflt) {
-    const char *env = getenv("CHUNKGEN_TEST_CONFIG_STRIDE");
-    if (env && atoi(env) > 0) return atoi(env);
-    return dflt < 1 ? 1 : dflt;
-}
-
 static int cmp_tests(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }

@@ -17,6 +17,7 @@
 #include "nvrtc_testlib.h"
 #include "ptxas_log.h"
 #include "test_dtype_lib.h"
+#include "sweep_sample.h"
 
 #define FWD_TOL 1e-5
 #define GRAD_TOL 1e-4
@@ -263,9 +264,10 @@ static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
 
 static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
 
-/* Every config of kernel (sscan_fwd or sscan_bwd) accepted for some case, each run once
- * on a rotating choice among the cases that accept it. half (0: float32): the configs in
- * 16-bit storage, bf16 and f16 taking turns (config q in bf16 when q is even), the
+/* The configs of kernel (sscan_fwd or sscan_bwd) accepted for some case that the sweep's
+ * selection keeps (sweep_sample.h), each run once on a rotating choice among the cases
+ * that accept it. half (0: float32): the configs in 16-bit storage, bf16 and f16 taking
+ * turns over the kept ones, the
  * defaults of every case in both (sscan_gen_emu_default16). */
 static void run_space_dt(int bwd, cg_backend be, int half) {
     const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
@@ -316,18 +318,23 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
             pick_of[total++] = pick;
         }
     }
-    /* every stride-th config of the union (cg_test_sweep_stride: all of them unless
-     * CHUNKGEN_TEST_CONFIG_STRIDE says otherwise); with 16-bit storage bf16 and f16 take turns */
-    const int stride = be == CG_BACKEND_EMULATE ? cg_test_sweep_stride(1) : 1;
+    /* the configs cg_sweep_select keeps (the covering sample; every one under
+     * CHUNKGEN_TEST_SWEEP=full: sweep_sample.h); with 16-bit storage bf16 and f16 take
+     * turns over the kept ones */
+    cg_sweep_sel sel;
+    /* 16-bit storage is a variant of the float32 space (the same precisions): each value */
+    cg_sweep_select(cfgs, total, half ? CG_SWEEP_VALUES : CG_SWEEP_PAIRS, &sel);
     /* under the emulator, compile the modules in parallel first (the loads then hit the
      * disk cache; a plan that differs from the dispatched one only costs time) */
     if (be == CG_BACKEND_EMULATE && total) {
         cg_plan *plans = calloc((size_t)total, sizeof *plans);
-        int nplan = 0;
-        for (int q = 0; plans && q < total; q += stride) {
+        int nplan = 0, k = 0;
+        for (int q = 0; plans && q < total; q++) {
+            if (!cg_sweep_keeps(&sel, q)) continue;
             cg_kshape ks;
             kshape_of(&k_cases[pick_of[q]], bwd, &ks);
-            if (half) half_dtypes(&k_cases[pick_of[q]], bwd, (q / stride) % 2 ? CG_F16 : CG_BF16, &ks);
+            if (half) half_dtypes(&k_cases[pick_of[q]], bwd, k % 2 ? CG_F16 : CG_BF16, &ks);
+            k++;
             if (cg__gen_plan(ctx, kernel, &ks, &dev, cfgs[q], &plans[nplan]) == CG_OK) nplan++;
         }
         if (nplan) CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, nplan));
@@ -337,8 +344,10 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
     sg_prob probs[2][NCASES];
     int made[2][NCASES] = {{0}};
     int ran = 0, want = 0;
-    for (int q = 0; q < total; q += stride, want++) {
-        const int pick = pick_of[q], h = half && (q / stride) % 2;
+    for (int q = 0; q < total; q++) {
+        if (!cg_sweep_keeps(&sel, q)) continue;
+        const int pick = pick_of[q], h = half && want % 2;
+        want++;
         if (!made[h][pick]) {
             prob_new_dt(ctx, &probs[h][pick], &k_cases[pick], 100 + (uint64_t)pick,
                         !half ? CG_F32 : h ? CG_F16 : CG_BF16);
@@ -351,9 +360,11 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
     free(cfgs);
     free(pick_of);
     CG_CHECK(total > 0, "%s: empty space", kernel);
-    CG_CHECK(ran == want, "%s: %d of %d configs ran", kernel, ran, want);
-    fprintf(stderr, "sscan_gen: %d of %d %s configs checked on %s (stride %d)%s\n", ran, total, kernel,
-            cg_backend_name(be), stride, half ? " (16-bit storage, bf16 and f16 in turn)" : "");
+    CG_CHECK(ran == want && want > 0, "%s: %d of %d configs ran", kernel, ran, want);
+    char what[96];
+    fprintf(stderr, "sscan_gen: %s configs checked on %s: %s%s\n", kernel, cg_backend_name(be),
+            cg_sweep_describe(&sel, what, sizeof what), half ? " (16-bit storage, bf16 and f16 in turn)" : "");
+    cg_sweep_sel_free(&sel);
     for (int i = 0; i < NCASES; i++) {
         for (int h = 0; h < 2; h++)
             if (made[h][i]) prob_free(&probs[h][i]);
@@ -605,9 +616,10 @@ static int half_union(cg_context *ctx, const char *kernel, int bwd, cg_dtype dt,
     return n;
 }
 
-/* Every config of both spaces (as the f32 sweeps: accepted for some case) rendered with
- * 16-bit tensors and compiled by NVRTC for arch: ptxas reports no spills. bf16 and f16
- * take turns over the configs (their kernels differ in one conversion instruction per
+/* The selected configs of both spaces (as the f32 sweeps: accepted for some case; the
+ * covering sample of sweep_sample.h, every one under CHUNKGEN_TEST_SWEEP=full) rendered
+ * with 16-bit tensors and compiled by NVRTC for arch: ptxas reports no spills. bf16 and
+ * f16 take turns over the configs (their kernels differ in one conversion instruction per
  * loaded element: cvt.f32.f16 against a shift, and cvt.rn.{bf16,f16}), and the defaults
  * of every case compile in both. */
 static void half_nvrtc(int arch) {
@@ -619,14 +631,8 @@ static void half_nvrtc(int arch) {
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
-    /* CHUNKGEN_TEST_CONFIG_STRIDE=n compiles every n-th config only (local iteration).
-     * Under the sanitizers the release run has compiled every config already: there,
-     * as in tests/test_gen_nvrtc.c, every 8th (and every default). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
-    const int stride = cg_test_sweep_stride(8);
-#else
-    const int stride = cg_test_sweep_stride(1);
-#endif
+    /* the configs cg_sweep_select keeps (sweep_sample.h): the covering sample, the same in
+     * the release and sanitizer runs (the second hits the kernel cache) */
     /* CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them
      * (scripts/test.sh shares one between the release and sanitizer runs) */
     const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
@@ -641,9 +647,12 @@ static void half_nvrtc(int arch) {
         int *case_of[2], n[2];
         for (int h = 0; h < 2; h++) n[h] = half_union(ctx, kernel, bwd, h ? CG_F16 : CG_BF16, &dev, &cfgs[h], &case_of[h]);
         CG_CHECK(n[0] == n[1] && n[0] > 0, "%s: %d bf16 and %d f16 configs", kernel, n[0], n[1]);
-        for (int q = 0; q < n[0] + 2 * NCASES; q++) {
-            const int dflt = q >= n[0], h = dflt ? (q - n[0]) % 2 : q % 2;
-            if (!dflt && q % stride) continue;
+        cg_sweep_sel sel;
+        cg_sweep_select_array(cfgs[0], n[0], CG_SWEEP_VALUES, &sel); /* a variant: sweep_sample.h */
+        for (int q = 0, k = 0; q < n[0] + 2 * NCASES; q++) {
+            const int dflt = q >= n[0];
+            if (!dflt && !cg_sweep_keeps(&sel, q)) continue;
+            const int h = dflt ? (q - n[0]) % 2 : k++ % 2;
             const int ci = dflt ? (q - n[0]) / 2 : case_of[h][q];
             cg_kshape ks;
             kshape_of(&k_cases[ci], bwd, &ks);
@@ -658,6 +667,7 @@ static void half_nvrtc(int arch) {
             ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
             cg__plan_free(&p);
         }
+        cg_sweep_sel_free(&sel);
         for (int h = 0; h < 2; h++) {
             free(cfgs[h]);
             free(case_of[h]);

@@ -2,17 +2,17 @@
  * docs/dtypes.md): q, k, v, o (forward) and q, k, v, dout, dq, dk, dv (backward) in bf16
  * or fp16, log_alpha and the states float32. Under the SIMT emulator against the float64
  * reference on the same rounded inputs, every output and gradient:
- *   ssd16_gen_emu_{fwd,bwd}_space  every config of the 16-bit space (accepted for some
- *                                  shape below; precision=mma16 only, docs/dtypes.md),
- *                                  bf16 and f16 taking turns, each on a rotating choice
- *                                  among the shapes that accept it (CHUNKGEN_TEST_CONFIG_
- *                                  STRIDE=s / _OFFSET=k: the configs q = k mod s only);
+ *   ssd16_gen_emu_{fwd,bwd}_space  the configs of the 16-bit space (accepted for some
+ *                                  shape below; precision=mma16 only, docs/dtypes.md)
+ *                                  that sweep_sample.h selects (every one under
+ *                                  CHUNKGEN_TEST_SWEEP=full), bf16 and f16 taking turns,
+ *                                  each on a rotating choice among the shapes that accept it;
  *   ssd16_gen_emu_default          the default of every shape in both dtypes, forward and
  *                                  backward: the kernel named for the dtype, a second call
  *                                  the same bits;
  *   ssd16_gen_emu_mixed            mixed signatures (q alone bf16, v alone f16);
  *   ssd16_gen_emu_mixed_space      a mixed signature's space (float32 precisions on widened
- *                                  16-bit tiles), every 6th config;
+ *                                  16-bit tiles), selected likewise;
  *   ssd16_gen_heads_rounding       heads=loop refused where it would round per head;
  *   ssd16_gen_emu_ldmatrix_banks   the mma16 kernels' ldmatrix reads are conflict-free;
  *   ssd16_gen_nvrtc_sm{80,90}      16-bit configs compiled by NVRTC with 0 spills (see
@@ -27,13 +27,13 @@
 #include "gen.h"
 #include "nvrtc_testlib.h"
 #include "test_dtype_lib.h"
+#include "sweep_sample.h"
 
 #include <string.h>
 
 #define TOL_FWD 1e-5  /* float32 outputs, ieee and 3xtf32 (test_ssd_gen.c) */
 #define TOL_BWD 1e-4  /* (test_ssd_bwd_gen.c) */
 #define TOL_TF32 5e-3 /* precision=tf32 */
-#define STRIDE 1      /* CI's share of the emulated space per run: all of it (mma16 only) */
 
 /* Small odd shapes (those of test_ssd_gen.c / test_ssd_bwd_gen.c in the op table's
  * terms): T = 1, T not a multiple of the chunk, dk 7 / 40 / 48 / 130 (the 2-byte path,
@@ -228,27 +228,37 @@ static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfg
     return space_sig(ctx, bwd, dev, NULL, cfgs, shape_of);
 }
 
-/* Configs q = off, off + stride, ... of the union: config q in bf16 when q / stride is
- * even, else f16 (so both dtypes meet every residue over successive offsets). */
-static void emu_space_sig(int bwd, const char *const *only, int dflt_stride) {
+/* The configs of the union that cg_sweep_select keeps (sweep_sample.h): the k-th kept
+ * one in bf16 when k is even, else f16; on backend be (emulate, or cuda: the device's
+ * space, skipped without one). */
+static void space_sig_run(int bwd, const char *const *only, cg_backend be) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     if (!ctx) return;
     cg_devinfo dev;
-    cg__devinfo_emulated(&dev);
+    const cg_kexec *volatile cuda = &cg__kexec_cuda; /* weak: NULL in a build without it */
+    if (be == CG_BACKEND_EMULATE) {
+        cg__devinfo_emulated(&dev);
+    } else if (!cuda || cuda->device(ctx, &dev) != CG_OK) {
+        cg_test_skip("no CUDA device");
+        cg_context_free(ctx);
+        return;
+    }
     cg_cfg *cfgs = NULL;
     int *shape_of = NULL, ns;
     const s16_shape *sh = shapes(bwd, &ns);
     const int n = space_sig(ctx, bwd, &dev, only, &cfgs, &shape_of);
-    const int stride = cg_test_sweep_stride(dflt_stride);
-    const char *eo = getenv("CHUNKGEN_TEST_CONFIG_OFFSET");
-    const int off = (eo && atoi(eo) > 0 ? atoi(eo) : 0) % stride;
-    /* compile the modules in parallel first (the runs then hit the disk cache) */
-    cg_plan *plans = calloc((size_t)n + 1, sizeof *plans);
+    cg_sweep_sel sel;
+    /* mma16 (only) is a code path of its own: pairs; a mixed signature runs the float32
+     * precisions on widened tiles, a variant of the float32 space: each value */
+    cg_sweep_select_array(cfgs, n, only ? CG_SWEEP_VALUES : CG_SWEEP_PAIRS, &sel);
+    /* emulated: compile the modules in parallel first (the runs then hit the disk cache) */
+    cg_plan *plans = be == CG_BACKEND_EMULATE ? calloc((size_t)n + 1, sizeof *plans) : NULL;
     int nplan = 0;
-    for (int q = off; plans && q < n; q += stride) {
+    for (int q = 0, k = 0; plans && q < n; q++) {
+        if (!cg_sweep_keeps(&sel, q)) continue;
         cg_kshape ks;
-        kshape_sig(bwd, &sh[shape_of[q]], (q / stride) % 2 ? CG_F16 : CG_BF16, only, &ks);
+        kshape_sig(bwd, &sh[shape_of[q]], k++ % 2 ? CG_F16 : CG_BF16, only, &ks);
         if (cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cfgs[q], &plans[nplan]) == CG_OK) nplan++;
     }
     if (nplan) CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, nplan));
@@ -256,8 +266,9 @@ static void emu_space_sig(int bwd, const char *const *only, int dflt_stride) {
     free(plans);
     s16_case cases[2][MAXSH];
     int made[2][MAXSH] = {{0}}, ran = 0, want = 0;
-    for (int q = off; q < n; q += stride) {
-        const int s = shape_of[q], h = (q / stride) % 2;
+    for (int q = 0; q < n; q++) {
+        if (!cg_sweep_keeps(&sel, q)) continue;
+        const int s = shape_of[q], h = want % 2;
         if (!made[h][s]) {
             case_sig(ctx, &cases[h][s], bwd, &sh[s], h ? CG_F16 : CG_BF16, only,
                      500 + (uint64_t)s + 50 * (uint64_t)bwd + (only ? 25 : 0));
@@ -266,11 +277,13 @@ static void emu_space_sig(int bwd, const char *const *only, int dflt_stride) {
         char text[512];
         cg__cfg_text(&cfgs[q], text, sizeof text);
         want++;
-        ran += check_case(ctx, &cases[h][s], CG_BACKEND_EMULATE, text, !strcmp(cg__cfg_str(&cfgs[q], "precision", ""), "tf32"));
+        ran += check_case(ctx, &cases[h][s], be, text, !strcmp(cg__cfg_str(&cfgs[q], "precision", ""), "tf32"));
     }
-    CG_CHECK(n > 0 && ran == want, "%s: %d of %d configs ran", kernel_of(bwd), ran, want);
-    fprintf(stderr, "ssd16_gen: %d of %d 16-bit %s configs%s checked on emulate (offset %d, stride %d), bf16 and f16 in turn\n",
-            ran, n, kernel_of(bwd), only ? " of a mixed signature" : "", off, stride);
+    CG_CHECK(n > 0 && want > 0 && ran == want, "%s: %d of %d configs ran", kernel_of(bwd), ran, want);
+    char what[96];
+    fprintf(stderr, "ssd16_gen: 16-bit %s configs%s checked on %s: %s, bf16 and f16 in turn\n", kernel_of(bwd),
+            only ? " of a mixed signature" : "", cg_backend_name(be), cg_sweep_describe(&sel, what, sizeof what));
+    cg_sweep_sel_free(&sel);
     for (int h = 0; h < 2; h++)
         for (int s = 0; s < ns; s++)
             if (made[h][s]) case_free(&cases[h][s]);
@@ -279,20 +292,22 @@ static void emu_space_sig(int bwd, const char *const *only, int dflt_stride) {
     cg_context_free(ctx);
 }
 
-CG_TEST(ssd16_gen_emu_fwd_space) { emu_space_sig(0, NULL, STRIDE); }
-CG_TEST(ssd16_gen_emu_bwd_space) { emu_space_sig(1, NULL, STRIDE); }
+CG_TEST(ssd16_gen_emu_fwd_space) { space_sig_run(0, NULL, CG_BACKEND_EMULATE); }
+CG_TEST(ssd16_gen_emu_bwd_space) { space_sig_run(1, NULL, CG_BACKEND_EMULATE); }
+/* Natively on a GPU (skipped without one): the mma m16n8k16 and ldmatrix kernels, the
+ * same selection of the device's 16-bit space, bf16 and f16. */
+CG_TEST(ssd16_gen_cuda_fwd_space) { space_sig_run(0, NULL, CG_BACKEND_CUDA); }
+CG_TEST(ssd16_gen_cuda_bwd_space) { space_sig_run(1, NULL, CG_BACKEND_CUDA); }
 
 /* A mixed signature's space: v (and o, which follows it) 16-bit with q, k float32 forward,
  * q (and dq) 16-bit with k, v, dout float32 backward. mma16 needs all its inputs 16-bit, so
  * these run the float32 precisions (ieee, tf32, 3xtf32) on widened 16-bit tiles
- * (ssdc::load_tile16): every MIXED_STRIDE-th config, bf16 and f16 in turn (offsets as
- * above). */
-#define MIXED_STRIDE 6
+ * (ssdc::load_tile16): the selected configs, bf16 and f16 in turn. */
 static const char *const k_mixed_fwd[] = {"v", "o", NULL};
 static const char *const k_mixed_bwd[] = {"q", "dq", NULL};
 CG_TEST(ssd16_gen_emu_mixed_space) {
-    emu_space_sig(0, k_mixed_fwd, MIXED_STRIDE);
-    emu_space_sig(1, k_mixed_bwd, MIXED_STRIDE);
+    space_sig_run(0, k_mixed_fwd, CG_BACKEND_EMULATE);
+    space_sig_run(1, k_mixed_bwd, CG_BACKEND_EMULATE);
 }
 
 /* The default of every shape in bf16 and f16, forward and backward: the dispatch line
@@ -476,13 +491,12 @@ CG_TEST(ssd16_gen_emu_ldmatrix_banks) {
     cg_context_free(ctx);
 }
 
-/* NVRTC for arch: every config of both kernels' 16-bit spaces (the unions above on that
- * arch; mma16 only) rendered and compiled, bf16 and f16 in turn, ptxas reports no
- * spills, plus every shape's default in both dtypes. CPU (2026-12-02): 216 modules on
- * sm_80, 399 CPU-s; 231 on sm_90, 484 CPU-s. CHUNKGEN_TEST_CONFIG_STRIDE=s: every s-th config, sm_80
- * the configs q = 0 mod s, sm_90 those q = s/2 mod s (disjoint halves of one stride).
+/* NVRTC for arch: the selected configs of both kernels' 16-bit spaces (the unions above
+ * on that arch; mma16 only; sweep_sample.h: the covering sample, every one under
+ * CHUNKGEN_TEST_SWEEP=full) rendered and compiled, bf16 and f16 in turn, ptxas reports no
+ * spills, plus every shape's default in both dtypes. CPU (2026-12-02), all configs: 216
+ * modules on sm_80, 399 CPU-s; 231 on sm_90, 484 CPU-s.
  * CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them. */
-#define NSTRIDE 1
 static void nvrtc16(int arch) {
     if (!cg__nvrtc_api(NULL)) {
         cg_test_skip("libnvrtc cannot be loaded");
@@ -492,12 +506,11 @@ static void nvrtc16(int arch) {
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
-    const int stride = cg_test_sweep_stride(NSTRIDE), off = arch >= 90 ? stride / 2 : 0;
     const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
     const char *kdir = kc && *kc ? kc : NULL;
     char nvrtc_id[256] = "";
     if (kdir) CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, nvrtc_id, sizeof nvrtc_id));
-    int ncomp = 0, maxreg = 0, total = 0;
+    int ncomp = 0, maxreg = 0, total = 0, nkept = 0;
     const double t0 = (double)cg__jit_now_ns() / 1e9;
     for (int bwd = 0; bwd < 2; bwd++) {
         int ns;
@@ -506,10 +519,13 @@ static void nvrtc16(int arch) {
         int *shape_of = NULL;
         const int n = space16(ctx, bwd, &dev, &cfgs, &shape_of);
         total += n;
-        for (int q = 0; q < n + 2 * ns; q++) {
+        cg_sweep_sel sel;
+        cg_sweep_select_array(cfgs, n, CG_SWEEP_PAIRS, &sel); /* mma16: a code path of its own */
+        nkept += sel.nkept;
+        for (int q = 0, k = 0; q < n + 2 * ns; q++) {
             const int dflt = q >= n;
-            if (!dflt && q % stride != off) continue;
-            const int h = dflt ? (q - n) % 2 : (q / stride) % 2, s = dflt ? (q - n) / 2 : shape_of[q];
+            if (!dflt && !cg_sweep_keeps(&sel, q)) continue;
+            const int h = dflt ? (q - n) % 2 : k++ % 2, s = dflt ? (q - n) / 2 : shape_of[q];
             cg_kshape ks;
             kshape_of(bwd, &sh[s], h ? CG_F16 : CG_BF16, &ks);
             cg_plan p;
@@ -522,11 +538,12 @@ static void nvrtc16(int arch) {
             ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
             cg__plan_free(&p);
         }
+        cg_sweep_sel_free(&sel);
         free(cfgs);
         free(shape_of);
     }
-    fprintf(stderr, "  sm_%d: %d 16-bit SSD kernels compiled (configs q = %d mod %d of %d, and the defaults; %.0f s), max %d registers\n",
-            arch, ncomp, off, stride, total, (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
+    fprintf(stderr, "  sm_%d: %d 16-bit SSD kernels compiled (%d of %d configs, and the defaults; %.0f s), max %d registers\n",
+            arch, ncomp, nkept, total, (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
     cg_context_free(ctx);
 }
 

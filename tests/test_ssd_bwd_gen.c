@@ -1,9 +1,9 @@
 /* test_ssd_bwd_gen.c -- the generated SSD backward kernels under the SIMT emulator
- * against the float64 reference: every config the Lua constraints accept, on small odd
- * shapes (T = 1, T not a multiple of the chunk, dk/dv 7, 40, 48, G = 2 < H = 4, both
- * layouts, strided views, h0, dhT and dh0 present and absent), every gradient. Each
- * config runs at least once per test run; the shapes rotate over the configs so the
- * whole space stays within a few minutes. The same checks run natively with
+ * against the float64 reference: the configs the Lua constraints accept (the covering
+ * sample of tests/sweep_sample.h in CI, every one under CHUNKGEN_TEST_SWEEP=full), on
+ * small odd shapes (T = 1, T not a multiple of the chunk, dk/dv 7, 40, 48, G = 2 < H = 4,
+ * both layouts, strided views, h0, dhT and dh0 present and absent), every gradient; the
+ * shapes rotate over the configs. The same checks run natively with
  * CG_BACKEND_CUDA when a GPU is present. recompute > 1 (states stored every few
  * chunks only): the two long shapes span several super-chunks at every chunk length,
  * the last one partial, and a test pins recompute = 4 on one of them for every chunk
@@ -81,15 +81,15 @@ static void check_again(cg_context *ctx, tcase *g, int i) {
 
 static int bshape_flags(const bshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->dhT ? CG_KS_DHT : 0); }
 
-/* The config-space loop of ssd_testlib.c over k_shapes: run_space(prec, be, stride).
- * Every config with precision `prec` accepted for any test shape, each run once on a
- * rotating choice among the shapes that accept it; with stride > 1 only every stride-th
- * config of the union. */
+/* The config-space loop of ssd_testlib.c over k_shapes: run_space(prec, be). The configs
+ * with precision `prec` accepted for any test shape that the sweep's selection keeps (the
+ * covering sample in CI, all of them under CHUNKGEN_TEST_SWEEP=full: sweep_sample.h), each
+ * run once on a rotating choice among the shapes that accept it. */
 SSDT_RUN_SPACE(bshape_flags, "ssd_bwd", "ssd_bwd_gen")
 
-CG_TEST(ssd_bwd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
-CG_TEST(ssd_bwd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
-CG_TEST(ssd_bwd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
+CG_TEST(ssd_bwd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE); }
+CG_TEST(ssd_bwd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE); }
+CG_TEST(ssd_bwd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE); }
 
 /* The default config (fp32-accurate) on every shape; the dispatch line names the
  * kernel; a second call hits the plan table and gives the same bits (deterministic). */
@@ -226,8 +226,8 @@ CG_TEST(ssd_bwd_gen_emu_bad_config) {
     cg_context_free(ctx);
 }
 
-/* Natively on a GPU (skipped without one): every 4th config of the device's space
- * (CHUNKGEN_TEST_ALL_CONFIGS=1: all of them). Host tensors: the launcher stages them. */
-CG_TEST(ssd_bwd_gen_cuda_ieee) { run_space("ieee", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
-CG_TEST(ssd_bwd_gen_cuda_tf32) { run_space("tf32", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
-CG_TEST(ssd_bwd_gen_cuda_3xtf32) { run_space("3xtf32", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
+/* Natively on a GPU (skipped without one): the same selection of the device's space
+ * (CHUNKGEN_TEST_SWEEP=full: all of it). Host tensors: the launcher stages them. */
+CG_TEST(ssd_bwd_gen_cuda_ieee) { run_space("ieee", CG_BACKEND_CUDA); }
+CG_TEST(ssd_bwd_gen_cuda_tf32) { run_space("tf32", CG_BACKEND_CUDA); }
+CG_TEST(ssd_bwd_gen_cuda_3xtf32) { run_space("3xtf32", CG_BACKEND_CUDA); }

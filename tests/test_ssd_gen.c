@@ -1,8 +1,8 @@
 /* test_ssd_gen.c -- the generated SSD forward kernel under the SIMT emulator against the
- * float64 reference: every config its Lua constraints accept, on small odd shapes (T = 1,
- * T not a multiple of the chunk, dk/dv 7, 40, 48, 130, G < H, both layouts, strided
- * views, h0 present and absent). Each config runs at least once per test run; the
- * shapes rotate over the configs so the whole space stays within a few minutes.
+ * float64 reference: the configs its Lua constraints accept (the covering sample of
+ * tests/sweep_sample.h in CI, every one under CHUNKGEN_TEST_SWEEP=full), on small odd
+ * shapes (T = 1, T not a multiple of the chunk, dk/dv 7, 40, 48, 130, G < H, both layouts,
+ * strided views, h0 present and absent); the shapes rotate over the configs.
  * The same checks run natively with CG_BACKEND_CUDA when a GPU is present. */
 #include "ssd_testlib.h"
 
@@ -62,15 +62,15 @@ static void check_again(cg_context *ctx, tcase *g, int i) {
 
 static int gshape_flags(const gshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->hT ? CG_KS_HT : 0); }
 
-/* The config-space loop of ssd_testlib.c over k_shapes: run_space(prec, be, stride).
- * Every config with precision `prec` accepted for any test shape, each run once on a
- * rotating choice among the shapes that accept it; with stride > 1 only every stride-th
- * config of the union (NVRTC compiles cost seconds each on the GPU machine). */
+/* The config-space loop of ssd_testlib.c over k_shapes: run_space(prec, be). The configs
+ * with precision `prec` accepted for any test shape that the sweep's selection keeps (the
+ * covering sample in CI, all of them under CHUNKGEN_TEST_SWEEP=full: sweep_sample.h), each
+ * run once on a rotating choice among the shapes that accept it. */
 SSDT_RUN_SPACE(gshape_flags, "ssd_fwd", "ssd_gen")
 
-CG_TEST(ssd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
-CG_TEST(ssd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
-CG_TEST(ssd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE, cg_test_sweep_stride(1)); }
+CG_TEST(ssd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE); }
+CG_TEST(ssd_gen_emu_tf32) { run_space("tf32", CG_BACKEND_EMULATE); }
+CG_TEST(ssd_gen_emu_3xtf32) { run_space("3xtf32", CG_BACKEND_EMULATE); }
 
 /* The default config (fp32-accurate) on every shape, and the dispatch line names it;
  * a second call gives the same bits. */
@@ -89,8 +89,8 @@ CG_TEST(ssd_gen_emu_bad_config) {
     cg_context_free(ctx);
 }
 
-/* Natively on a GPU (skipped without one): every 4th config of the device's space
- * (CHUNKGEN_TEST_ALL_CONFIGS=1: all of them). Host tensors: the launcher stages them. */
-CG_TEST(ssd_gen_cuda_ieee) { run_space("ieee", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
-CG_TEST(ssd_gen_cuda_tf32) { run_space("tf32", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
-CG_TEST(ssd_gen_cuda_3xtf32) { run_space("3xtf32", CG_BACKEND_CUDA, ssdt_cuda_stride()); }
+/* Natively on a GPU (skipped without one): the same selection of the device's space
+ * (CHUNKGEN_TEST_SWEEP=full: all of it). Host tensors: the launcher stages them. */
+CG_TEST(ssd_gen_cuda_ieee) { run_space("ieee", CG_BACKEND_CUDA); }
+CG_TEST(ssd_gen_cuda_tf32) { run_space("tf32", CG_BACKEND_CUDA); }
+CG_TEST(ssd_gen_cuda_3xtf32) { run_space("3xtf32", CG_BACKEND_CUDA); }

@@ -6,9 +6,9 @@
  *                               states per sequence, lengths [1, 37, 64, 200, 0, 5],
  *                               grouped B/C and not, [B, L, D] and [B, D, L] memory,
  *                               int32 / int64 offsets, states given and absent
- *   varlen_gpu_sscan_fwd_space  every config of the space (every CHUNKGEN_TEST_CONFIG_STRIDE-th
- *   varlen_gpu_sscan_bwd_space  of each strategy, default 3 / 7) against the float64
- *                               reference's packed call
+ *   varlen_gpu_sscan_fwd_space  the configs of the space that sweep_sample.h selects
+ *   varlen_gpu_sscan_bwd_space  (every one under CHUNKGEN_TEST_SWEEP=full) against the
+ *                               float64 reference's packed call
  *   varlen_gpu_sscan_clamp      offsets that break the contract: no access out of bounds
  *                               (every tensor and the offsets end at a guard page: an
  *                               access past the end faults), status OK
@@ -17,15 +17,15 @@
  *                               layouts, int32 / int64, states given and absent, both mixes
  *   varlen_gpu_ssd_pinned      a pinned config for the packed and the per-sequence calls: equal
  *                               exactly, float32 and bf16 q, k, v (dout), both strategies / heads
- *   varlen_gpu_ssd_fwd_space    every config of the SSD forward's (backward's) space, every
- *   varlen_gpu_ssd_bwd_space    stride-th of each strategy (heads), default 2 (3), against the
- *                               reference's packed call
+ *   varlen_gpu_ssd_fwd_space    the selected configs of the SSD forward's (backward's) space,
+ *   varlen_gpu_ssd_bwd_space    both strategies (heads), against the reference's packed call
  *   varlen_gpu_ssd_clamp        as sscan_clamp, the SSD forward's seq and 3phase, the
  *                               backward's heads=loop and split
- *   varlen_gpu_nvrtc_sm80/sm90  every 12th varlen kernel (sscan and SSD, both directions)
+ *   varlen_gpu_nvrtc_sm80/sm90  the selected varlen kernels (sscan and SSD, both directions)
  *                               through NVRTC and ptxas: 0 spills (CHUNKGEN_TEST_KCACHE as
  *                               the other NVRTC sweeps) */
 #include "varlen_testlib.h"
+#include "sweep_sample.h"
 
 #include "cuda/cg_cuda.h"
 #include "gen.h"
@@ -148,14 +148,22 @@ static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
         n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", i ? "," : "", c->kv[i].key, c->kv[i].val);
 }
 
-/* Every stride-th config of op's space on the packed shape, emulated, against the
- * reference's packed call (itself one B = 1 call per sequence): every stride-th config of
- * each strategy, taking turns over the two length mixes. */
-static void run_space(cg_op op, int stride) {
+/* The configs of op's space on the packed shape that cg_sweep_select keeps (the covering
+ * sample, every one under CHUNKGEN_TEST_SWEEP=full: sweep_sample.h), emulated, against the
+ * reference's packed call (itself one B = 1 call per sequence), taking turns over the two
+ * length mixes. */
+static void run_space_on(cg_op op, cg_backend be) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    cg__devinfo_emulated(&dev);
+    const cg_kexec *volatile cuda = &cg__kexec_cuda; /* weak: NULL in a build without it */
+    if (be == CG_BACKEND_EMULATE) {
+        cg__devinfo_emulated(&dev);
+    } else if (!cuda || cuda->device(ctx, &dev) != CG_OK) {
+        cg_test_skip("no CUDA device");
+        cg_context_free(ctx);
+        return;
+    }
     const cg_op_desc *d = cg__op_desc(op);
     int64_t dims[CG_SYM_COUNT];
     op_dims(op, dims, 0);
@@ -178,16 +186,17 @@ static void run_space(cg_op op, int stride) {
         cu[m] = vl_cu_new(m ? CG_I64 : CG_I32, mix[m], VL_NLENS);
         CG_CHECK_OK(ctx, vl_run_packed(ctx, &rf[m], CG_BACKEND_REF, &cu[m], NULL));
     }
-    int ran = 0, par = 0, seen[2] = {0, 0};
+    cg_sweep_sel sel;
+    cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* the varlen build: a variant (sweep_sample.h) */
+    int ran = 0, par = 0, kept = 0;
     for (int q = 0; q < n; q++) {
+        if (!cg_sweep_keeps(&sel, q)) continue;
         char cfg[512];
         cfg_text(&space[q], cfg, sizeof cfg);
-        const int sp = strstr(cfg, alt) != NULL; /* every stride-th of each strategy */
-        if (seen[sp]++ % stride) continue;
-        const int m = (seen[sp] / stride) % 2;
+        const int sp = strstr(cfg, alt) != NULL, m = kept++ % 2;
         for (int i = 0; i < d->nt; i++) /* no output of an earlier config survives */
             if (d->t[i].role == CG_TD_OUT && pk[m].t[i].t.data) memset(pk[m].t[i].mem, 0xff, (size_t)pk[m].t[i].count * 4);
-        cg_status s = vl_run_packed(ctx, &pk[m], CG_BACKEND_EMULATE, &cu[m], cfg);
+        cg_status s = vl_run_packed(ctx, &pk[m], be, &cu[m], cfg);
         CG_CHECK(s == CG_OK, "%s config %s: %s", d->name, cfg, cg_errmsg(ctx));
         if (s != CG_OK) continue;
         CG_CHECK(strstr(cg_last_dispatch(ctx), "varlen=6 sequences") != NULL, "dispatch line: %s", cg_last_dispatch(ctx));
@@ -203,7 +212,11 @@ static void run_space(cg_op op, int stride) {
         }
     }
     CG_CHECK(par > 0 && par < ran, "%s: the sweep covers both strategies (%d of %d %s)", d->name, par, ran, alt);
-    fprintf(stderr, "  %s: %d of %d varlen configs emulated (stride %d)\n", d->name, ran, n, stride);
+    CG_CHECK(ran == sel.nkept, "%s: %d of %d configs ran", d->name, ran, sel.nkept);
+    char what[96];
+    fprintf(stderr, "  %s: varlen configs run on %s: %s\n", d->name, cg_backend_name(be),
+            cg_sweep_describe(&sel, what, sizeof what));
+    cg_sweep_sel_free(&sel);
     for (int m = 0; m < 2; m++) {
         cg_tbuf_free(&cu[m]);
         dtt_free(&pk[m]);
@@ -213,10 +226,18 @@ static void run_space(cg_op op, int stride) {
     cg_context_free(ctx);
 }
 
-CG_TEST(varlen_gpu_sscan_fwd_space) { run_space(CG_OP_SSCAN_FWD, cg_test_sweep_stride(3)); }
-CG_TEST(varlen_gpu_sscan_bwd_space) { run_space(CG_OP_SSCAN_BWD, cg_test_sweep_stride(7)); }
-CG_TEST(varlen_gpu_ssd_fwd_space) { run_space(CG_OP_SSD_FWD, cg_test_sweep_stride(2)); }
-CG_TEST(varlen_gpu_ssd_bwd_space) { run_space(CG_OP_SSD_BWD, cg_test_sweep_stride(3)); }
+static void run_space(cg_op op) { run_space_on(op, CG_BACKEND_EMULATE); }
+
+CG_TEST(varlen_gpu_sscan_fwd_space) { run_space(CG_OP_SSCAN_FWD); }
+CG_TEST(varlen_gpu_sscan_bwd_space) { run_space(CG_OP_SSCAN_BWD); }
+CG_TEST(varlen_gpu_ssd_fwd_space) { run_space(CG_OP_SSD_FWD); }
+CG_TEST(varlen_gpu_ssd_bwd_space) { run_space(CG_OP_SSD_BWD); }
+/* Natively on a GPU (skipped without one): the varlen kernels reading cu_seqlens on the
+ * device, the same selection of the device's space, against the float64 reference. */
+CG_TEST(varlen_gpu_cuda_sscan_fwd) { run_space_on(CG_OP_SSCAN_FWD, CG_BACKEND_CUDA); }
+CG_TEST(varlen_gpu_cuda_sscan_bwd) { run_space_on(CG_OP_SSCAN_BWD, CG_BACKEND_CUDA); }
+CG_TEST(varlen_gpu_cuda_ssd_fwd) { run_space_on(CG_OP_SSD_FWD, CG_BACKEND_CUDA); }
+CG_TEST(varlen_gpu_cuda_ssd_bwd) { run_space_on(CG_OP_SSD_BWD, CG_BACKEND_CUDA); }
 
 /* A copy of bytes at src ending (16-byte aligned) right before a PROT_NONE page, with one
  * before the page it starts in; *map, *len: the mapping to unmap. */
@@ -305,16 +326,15 @@ CG_TEST(varlen_gpu_ssd_clamp) {
     clamp_run(CG_OP_SSD_BWD, bwd);
 }
 
-/* The varlen kernels (CG_VARLEN) of every stride-th config, the sscan's and the SSD's
- * both directions, grouped and not, through NVRTC for sm_arch: no spills (the f32
- * sweeps render nseq = 0 only). */
+/* The varlen kernels (CG_VARLEN) of the selected configs (sweep_sample.h), the sscan's
+ * and the SSD's both directions, grouped and not, through NVRTC for sm_arch: no spills
+ * (the f32 sweeps render nseq = 0 only). */
 static void varlen_nvrtc(int arch) {
     cg_devinfo dev;
     const char *kdir;
     char nvrtc_id[256];
     cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
     if (!ctx) return;
-    const int stride = cg_test_sweep_stride(12);
     int ncomp = 0, maxreg = 0;
     static const cg_op ops[] = {CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD, CG_OP_SSD_FWD, CG_OP_SSD_BWD};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
@@ -328,7 +348,10 @@ static void varlen_nvrtc(int arch) {
             int n = 0;
             const char *kernel = cg__op_desc(op)->name;
             CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space, &n));
-            for (int q = ug; q < n; q += stride) {
+            cg_sweep_sel sel;
+            cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* a variant (sweep_sample.h) */
+            for (int q = 0; q < n; q++) {
+                if (!cg_sweep_keeps(&sel, q)) continue;
                 cg_plan p;
                 cg_status st = cg__gen_plan(ctx, kernel, &ks, &dev, &space[q], &p);
                 CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(ctx));
@@ -337,6 +360,7 @@ static void varlen_nvrtc(int arch) {
                 ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
                 cg__plan_free(&p);
             }
+            cg_sweep_sel_free(&sel);
             free(space);
         }
     fprintf(stderr, "  sm_%d: %d varlen kernels compiled, max %d registers\n", arch, ncomp, maxreg);
