@@ -219,3 +219,74 @@ CG_TEST(api_f64_only_for_ref) {
     cg_tbuf_free(&q); cg_tbuf_free(&k); cg_tbuf_free(&v); cg_tbuf_free(&la); cg_tbuf_free(&o);
     cg_context_free(ctx);
 }
+
+/* cg_validate checks a call's arguments as the call does, before its outputs exist
+ * (issue #39 item 8: a binding validates before it allocates the outputs from the
+ * inputs' extents), and runs nothing. */
+CG_TEST(api_validate_before_outputs) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    ssd_fix f;
+    ssd_fix_new(&f, 1, 9, 1, 2, 4, 3);
+    cg_ssd_fwd_args a0 = ssd_fwd_args(&f), a = a0;
+    a0.o.data = a0.hT.data = NULL; /* not allocated yet */
+    CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &k_cpu));
+    const char *before = strcmp(cg_last_dispatch(ctx), "") ? "ran" : "";
+    a = a0;
+    CG_CHECK_OK(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu));
+    CG_CHECK_OK(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, NULL));
+    CG_CHECK(before[0] && strstr(cg_last_dispatch(ctx), "backend=cpu"), "cg_validate changed the dispatch line: %s",
+             cg_last_dispatch(ctx));
+    /* the call itself still wants its outputs */
+    EXPECT_ERR(ctx, cg_ssd_fwd(ctx, &a, &k_cpu), CG_EINVAL, "o:", "null data pointer");
+    /* a huge q (all-zero strides: contiguous; never read) and a k of another T: the k message */
+    a = a0;
+    a.q.shape[1] = (int64_t)1 << 40;
+    memset(a.q.stride, 0, sizeof a.q.stride);
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "k: shape", "but expected (1, 1099511627776, 1, 4)");
+    /* the byte size of an input that overflows 64 bits names it */
+    a = a0;
+    a.q.shape[1] = (int64_t)1 << 62;
+    a.k.shape[1] = a.v.shape[1] = a.log_alpha.shape[1] = a.q.shape[1];
+    memset(a.q.stride, 0, sizeof a.q.stride);
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "q:", "overflows 64 bits");
+    /* outputs that are given are checked, overlaps included */
+    a = a0;
+    a.o = f.o.t;
+    a.o.shape[2] = 3;
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "o: shape", NULL);
+    a = a0;
+    a.hT = f.hT.t;
+    a.hT.data = f.v.t.data;
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "hT", "overlaps input v");
+    /* the exec rules the call applies before choosing a config */
+    cg_exec bad = {.backend = (cg_backend)99};
+    a = a0;
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &bad), CG_EINVAL, "exec.backend", NULL);
+    cg_exec badcfg = {.config = "chunk"};
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &badcfg), CG_EINVAL, "config", NULL);
+    a.q.dtype = a.k.dtype = CG_F64; /* (the pointers are never read) */
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, NULL, NULL);
+    /* cu_seqlens: its host offsets are read and checked */
+    int32_t cu[3] = {0, 5, 4};
+    int64_t ncu = 3;
+    a = a0;
+    a.h0.data = NULL; /* (one state per sequence) */
+    a.cu_seqlens = cg_tensor_contiguous(cu, CG_I32, 1, &ncu);
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "cu_seqlens[2] = 4", NULL);
+    cu[2] = 9;
+    CG_CHECK_OK(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu));
+    /* the op and the args themselves */
+    EXPECT_ERR(ctx, cg_validate(ctx, (cg_op)7, &a, &k_cpu), CG_EINVAL, "op", NULL);
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, NULL, &k_cpu), CG_EINVAL, "args", NULL);
+    CG_CHECK(cg_validate(NULL, CG_OP_SSD_FWD, &a, &k_cpu) == CG_EINVAL, "no context");
+    /* backward: the gradients are outputs; dh0 given without h0 is fine, a bad dout is not */
+    cg_ssd_bwd_args b = ssd_bwd_args(&f);
+    b.dq.data = b.dk.data = b.dv.data = b.dlog_alpha.data = b.dh0.data = NULL;
+    CG_CHECK_OK(ctx, cg_validate(ctx, CG_OP_SSD_BWD, &b, &k_cpu));
+    b.dout.shape[3] = 2;
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_BWD, &b, &k_cpu), CG_EINVAL, "dout: shape", NULL);
+    ssd_fix_free(&f);
+    cg_context_free(ctx);
+}
+
