@@ -184,6 +184,18 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
                 if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             }
         } else {
+            /* A CUDA stream with tensors that are not device memory: where CUDA cannot be
+             * used, device tensors look like host memory too and would be read as such, so
+             * the reason is said instead (issue #33: a failed CUDA load is never silent). */
+            if (exec.stream && cuda && cg__kexec_cuda.device) {
+                cg_devinfo dev;
+                if (cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
+                    char reason[CG_ERRMSG_CAP];
+                    snprintf(reason, sizeof reason, "%s", ctx->errmsg);
+                    return cg__err(ctx, CG_ENODEV, "exec.stream: a CUDA stream is given but CUDA cannot be used (%s), "
+                                                   "so device tensors cannot be told from host memory", reason);
+                }
+            }
             vt = host;
             why = " (auto: host pointers)";
             if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;

@@ -34,6 +34,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Optional, Tuple
 
 import jax
@@ -57,10 +58,24 @@ __all__ = ["ssd", "sscan", "shard_ssd", "shard_sscan", "set_threads", "set_cache
 TARGET = "chunkgen"
 _targets = _jax_ffi.targets()
 jax.ffi.register_ffi_target(TARGET, _targets["cpu"], platform="cpu")
-try:
-    jax.ffi.register_ffi_target(TARGET, _targets["cuda"], platform="CUDA")
-except Exception:  # pragma: no cover - a jaxlib without the CUDA platform
-    pass
+
+
+def _register_cuda(register=jax.ffi.register_ffi_target) -> Optional[str]:
+    """Register the CUDA handler (jaxlib defers it to a CUDA plugin when there is one;
+    without one it is accepted and never used). A failure is never swallowed: a
+    RuntimeWarning names its cause (CPU calls are unaffected; a call on a GPU then fails
+    in XLA, which names the missing target). Returns the cause, None on success."""
+    try:
+        register(TARGET, _targets["cuda"], platform="CUDA")
+        return None
+    except Exception as e:  # noqa: BLE001 - every cause is reported, none swallowed
+        cause = f"{type(e).__name__}: {e}"
+        warnings.warn(f"chunkgen.jax: the CUDA FFI handler could not be registered ({cause}); calls on a GPU "
+                      f"will fail, calls on the CPU are unaffected", RuntimeWarning, stacklevel=2)
+        return cause
+
+
+CUDA_REGISTRATION_ERROR = _register_cuda()  # None, or why the CUDA handler is not registered
 
 _AUTO = 0
 # numpy dtypes (jnp.bfloat16 is ml_dtypes.bfloat16) -> cg_dtype, and back
