@@ -133,7 +133,7 @@ def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arr
             raise ValueError(f"cu_seqlens: dtype {cu.dtype} but expected int32 or int64 (the sequences' offsets)")
         cu_desc = (tuple(cu.shape), _INDEX[np.dtype(cu.dtype)])
         nseq = cu.shape[0] - 1 if cu.ndim == 1 else None
-    validate(op, shapes, codes, flag, backend, want, cu_desc)  # at trace time, the library's messages
+    validate(op, shapes, codes, flag, backend, cu_desc)  # at trace time, the library's messages
     out_dt = dict(zip(info.outputs, output_dtypes(op, [codes.get(n) for n in info.inputs])))
     present = 1 << len(info.fields) if cu is not None else 0
     for i, n in enumerate(info.fields):

@@ -93,12 +93,12 @@ def _fake(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[
     first = ins[0]
     in_shapes = [t.shape if t is not None else None for t in ins]
     nseq, cu_desc = _cu_facts(cu)
-    shapes = output_shapes(op, in_shapes, flag, -1, nseq)
     concrete = [s for s in in_shapes if s is not None] + ([cu.shape] if cu is not None else [])
-    if all(type(d) is int for s in concrete for d in s):
+    if all(type(d) is int for s in concrete for d in s):  # checked before any output is made
         given = {n: tuple(s) for n, s in zip(info.inputs, in_shapes) if s is not None}
         validate(op, given, {n: _DTYPES.index(t.dtype) for n, t in zip(info.inputs, ins) if t is not None}, flag,
-                 _AUTO, [n for n, s in zip(info.outputs, shapes) if s is not None], cu_desc)
+                 _AUTO, cu_desc)
+    shapes = output_shapes(op, in_shapes, flag, -1, nseq)
     return tuple(first.new_empty(s, dtype=_DTYPES[d]) if s is not None else first.new_empty((0,))
                  for s, d in zip(shapes, out_dt))
 
