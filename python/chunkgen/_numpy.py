@@ -8,7 +8,7 @@ stride is zero (a broadcast view, which the C API would read as contiguous).
 float64 inputs run on the `ref` backend (the float64 ground truth) when backend is
 "auto". float16 and bfloat16 (ml_dtypes.bfloat16, as jax and the .npy files of the peers
 use) arrays are taken where the library takes 16-bit tensors (q, k, v; x, delta, B, C, z;
-docs/dtypes.md; it checks the mix). Outputs are new C-contiguous arrays: o / y in q's / x's
+docs/dtypes.md; it checks the mix). Outputs are new C-contiguous arrays: o / y in v's / x's
 dtype, every gradient in its input's, the states float32 (float64 in a float64 call).
 """
 from __future__ import annotations

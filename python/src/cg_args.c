@@ -247,6 +247,24 @@ static int torch_index_dtype(PyObject *dt, const char *name) {
     return dt ? index_dtype_error(name, dt) : -1;
 }
 
+/* A torch cu_seqlens whose data_ptr() is 0 is given, never absent (a NULL pointer is the C
+ * API's "absent"): with no elements it gets an aligned placeholder address (never read),
+ * so that the library refuses its shape with its own message, as for numpy and JAX; with
+ * elements it has no data on the host or a device (the meta device): ValueError. */
+static int cu_without_data(PyObject *o, cg_tensor *t, const char *name) {
+    static int64_t placeholder;
+    for (int k = 0; k < t->ndim; k++)
+        if (t->shape[k] == 0) {
+            t->data = &placeholder;
+            return 0;
+        }
+    PyObject *dev = PyObject_GetAttr(o, s_device);
+    if (dev) PyErr_Format(PyExc_ValueError, "%s: on %S, without data, but expected the offsets in memory (on the inputs' device)",
+                          name, dev);
+    Py_XDECREF(dev);
+    return -1;
+}
+
 int cgpy_read_cu(cgpy_call *c, PyObject *o) {
     const cg_tdesc *td = c->d->varlen;
     cg_tensor *t = (cg_tensor *)((char *)&c->args + td->arg_off);
@@ -255,7 +273,8 @@ int cgpy_read_cu(cgpy_call *c, PyObject *o) {
     if (intern()) return -1;
     if (PyTuple_Check(o)) return read_descriptor(o, t, td->name);
     if (PyObject_CheckBuffer(o)) return read_cu_buffer(c, o, t, td->name);
-    return read_tensor_with(o, t, td->name, torch_index_dtype);
+    if (read_tensor_with(o, t, td->name, torch_index_dtype)) return -1;
+    return t->data ? 0 : cu_without_data(o, t, td->name);
 }
 
 int64_t cgpy_nseq(const cgpy_call *c) {
