@@ -75,7 +75,8 @@
  *     module): atomic flags, said once per process.
  *   - the log callback (cg_set_log_callback): one per process, used by every context.
  *   - thread pools are per context (created lazily by the first CPU call, freed by
- *     cg_context_free), as are loaded modules, scratch buffers and the last error.
+ *     cg_context_free; in a child after fork() each context makes a new one on its next
+ *     CPU call), as are loaded modules, scratch buffers and the last error.
  *   Calls on different contexts may run concurrently from different threads; one
  *   context must not be used by two threads at once.
  */
