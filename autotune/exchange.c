@@ -162,15 +162,29 @@ static int visit_store(void *arg, const char *path, const cg_tune_entry *e, cons
     return 0;
 }
 
-/* A store directory: DIR/configs when it exists (a cache directory), else DIR. */
+/* Whether path's last component is "configs" (a store's own directory, maybe empty). */
+static int named_configs(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    return n >= 7 && !strncmp(path + n - 7, "configs", 7) && (n == 7 || path[n - 8] == '/');
+}
+
+/* A store directory: DIR/configs when it exists (a cache directory), else DIR itself when
+ * it holds entry files or is named configs (a store's own directory). Any other directory
+ * is refused by name: importing it would report success having found nothing. */
 static cg_status collect_dir(cg_context *ctx, import_set *is, const char *path) {
     char dir[4200];
     struct stat st;
     snprintf(dir, sizeof dir, "%s/configs", path);
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) snprintf(dir, sizeof dir, "%s", path);
+    const int cache = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!cache) snprintf(dir, sizeof dir, "%s", path);
     dir_visit dv = {ctx, is};
-    if (cg__tune_store_scan(dir, visit_store, &dv) < 0)
-        return cg__err(ctx, CG_EINVAL, "%s: cannot read the store directory", dir);
+    const int n = cg__tune_store_scan(dir, visit_store, &dv);
+    if (n < 0) return cg__err(ctx, CG_EINVAL, "%s: cannot read the store directory", dir);
+    if (n == 0 && !cache && !named_configs(path))
+        return cg__err(ctx, CG_EINVAL, "%s: not a store directory (no configs/ in it and no tuned-config entry); "
+                                       "expected a cache directory, its configs/, or a file written by chunkgen export",
+                       path);
     return CG_OK;
 }
 

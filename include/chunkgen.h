@@ -75,7 +75,8 @@
  *     module): atomic flags, said once per process.
  *   - the log callback (cg_set_log_callback): one per process, used by every context.
  *   - thread pools are per context (created lazily by the first CPU call, freed by
- *     cg_context_free), as are loaded modules, scratch buffers and the last error.
+ *     cg_context_free; in a child after fork() each context makes a new one on its next
+ *     CPU call), as are loaded modules, scratch buffers and the last error.
  *   Calls on different contexts may run concurrently from different threads; one
  *   context must not be used by two threads at once.
  */
@@ -344,6 +345,17 @@ CG_API cg_status cg_workspace_size(cg_context *ctx, cg_op op, const void *args, 
  * (The host-copy fallback of the auto backend always synchronizes: a call that takes it,
  * see cg_last_dispatch, cannot be captured.) */
 CG_API cg_status cg_prepare(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, size_t *bytes);
+
+/* Checks the arguments of the call cg_<op>(ctx, args, exec) as the call does (the same
+ * checks and messages: shapes, dtypes and their mix, strides, overlaps, cu_seqlens, the
+ * F64 and 16-bit rules of a backend asked for), and nothing more: it chooses no backend
+ * or config, plans, compiles, allocates and writes nothing, and reads no tensor data but
+ * host cu_seqlens offsets. An output whose data pointer is NULL is not checked (the
+ * given ones are, overlaps included), so a caller that makes the outputs from the
+ * inputs' extents (a language binding) checks the inputs first and allocates nothing for
+ * a call that would be refused. exec may be NULL. CG_OK, or the call's status and
+ * cg_errmsg. */
+CG_API cg_status cg_validate(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
 
 #ifdef __cplusplus
 }

@@ -202,6 +202,10 @@ void cg__dispatch_detail(cg_context *ctx, const char *fmt, ...) {
 }
 
 cg_pool *cg__ctx_pool(cg_context *ctx) {
+    if (ctx->pool && cg__pool_stale(ctx->pool)) { /* a forked child: the parent's pool has no workers here */
+        cg__pool_free(ctx->pool);
+        ctx->pool = NULL;
+    }
     if (!ctx->pool) {
         int n = ctx->threads > 0 ? ctx->threads : cg__online_cores();
         ctx->pool = cg__pool_create(n);

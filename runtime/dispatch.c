@@ -89,7 +89,8 @@ static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
 typedef enum run_mode {
     MODE_RUN = 0,  /* the call */
     MODE_PREPARE,  /* cg_prepare: plan, compile, load, allocate; *bytes */
-    MODE_SIZE      /* cg_workspace_size: plan only; *bytes */
+    MODE_SIZE,     /* cg_workspace_size: plan only; *bytes */
+    MODE_CHECK     /* cg_validate: the arguments only (no backend or config chosen) */
 } run_mode;
 
 static cg_status prepare_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
@@ -97,6 +98,22 @@ static cg_status prepare_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
     *bytes = 0;
     if (host_copies || !vt->prepare) return CG_OK; /* the CPU path (also on host copies) keeps its own scratch */
     return vt->prepare(ctx, op, prob, cfg, exec, mode == MODE_PREPARE, bytes);
+}
+
+/* The backend a call names (not auto) into *out, with what that backend refuses before
+ * a config is chosen: not built in, a 16-bit dtype it does not take, cu_seqlens on an op
+ * it has no variable-length path for. */
+static cg_status named_backend(cg_context *ctx, cg_op op, const void *prob, const cg_exec *exec,
+                               const cg_backend_vt **out) {
+    const cg_backend_vt *vt = *out = backend_vt(exec->backend);
+    if (!vt)
+        return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
+                       cg_backend_name(exec->backend));
+    cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
+    if (s) return s;
+    if (!vt->varlen && !varlen_kernels(vt, op) && cg__prob_cu(cg__op_desc(op), prob)->p)
+        return varlen_run(ctx, vt, op, prob, NULL, exec); /* (the refusal: vt has no varlen path) */
+    return CG_OK;
 }
 
 static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype, const void *any_input,
@@ -123,6 +140,10 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, but %s takes device offsets on backend cuda "
                                              "only, with device tensors (the generated kernels read them; docs/varlen.md)",
                        cg__op_desc(op)->name);
+    if (mode == MODE_CHECK) { /* cg_validate: what the call refuses before it picks a config */
+        const cg_backend_vt *named;
+        return exec.backend == CG_BACKEND_AUTO ? CG_OK : named_backend(ctx, op, prob, &exec, &named);
+    }
 
     const cg_backend_vt *vt = NULL;
     const char *why = "";
@@ -163,6 +184,18 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
                 if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             }
         } else {
+            /* A CUDA stream with tensors that are not device memory: where CUDA cannot be
+             * used, device tensors look like host memory too and would be read as such, so
+             * the reason is said instead (issue #33: a failed CUDA load is never silent). */
+            if (exec.stream && cuda && cg__kexec_cuda.device) {
+                cg_devinfo dev;
+                if (cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
+                    char reason[CG_ERRMSG_CAP];
+                    snprintf(reason, sizeof reason, "%s", ctx->errmsg);
+                    return cg__err(ctx, CG_ENODEV, "exec.stream: a CUDA stream is given but CUDA cannot be used (%s), "
+                                                   "so device tensors cannot be told from host memory", reason);
+                }
+            }
             vt = host;
             why = " (auto: host pointers)";
             if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
@@ -172,13 +205,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
             why = auto_why;
         }
     } else {
-        vt = backend_vt(exec.backend);
-        if (!vt)
-            return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
-                           cg_backend_name(exec.backend));
-        if ((s = cg__backend_dtypes(ctx, vt, op, prob)) != CG_OK) return s;
-        if (!vt->varlen && !varlen_kernels(vt, op) && cg__prob_cu(cg__op_desc(op), prob)->p)
-            return varlen_run(ctx, vt, op, prob, NULL, &exec);
+        if ((s = named_backend(ctx, op, prob, &exec, &vt)) != CG_OK) return s;
         if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob, &cfg)) {
@@ -223,11 +250,12 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
     if (!ctx) return CG_EINVAL;
     const cg_op_desc *d = cg__op_desc(op);
     /* the call's name for the owner check's message: static, no formatting per call */
-    static const char *const k_fn[3][CG_OP_COUNT] = {
+    static const char *const k_fn[4][CG_OP_COUNT] = {
         {"cg_ssd_fwd", "cg_ssd_bwd", "cg_sscan_fwd", "cg_sscan_bwd"},
         {"cg_prepare(ssd_fwd)", "cg_prepare(ssd_bwd)", "cg_prepare(sscan_fwd)", "cg_prepare(sscan_bwd)"},
         {"cg_workspace_size(ssd_fwd)", "cg_workspace_size(ssd_bwd)", "cg_workspace_size(sscan_fwd)",
-         "cg_workspace_size(sscan_bwd)"}};
+         "cg_workspace_size(sscan_bwd)"},
+        {"cg_validate(ssd_fwd)", "cg_validate(ssd_bwd)", "cg_validate(sscan_fwd)", "cg_validate(sscan_bwd)"}};
     if (cg__ctx_enter(ctx, k_fn[mode][op]) != CG_OK) return CG_EINVAL; /* owner check: one thread at a time */
     union {
         cg_ssd_prob ssd;
@@ -240,7 +268,7 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
         cg_sscan_bwd_args sscan_bwd;
     } a; /* the caller's struct in this header's layout (abi.h) */
     cg_status s = cg__abi_in(ctx, "args", &a, d->args_size, args);
-    if (!s) s = cg__op_validate(ctx, d, args ? &a : NULL, &p);
+    if (!s) s = cg__op_validate_ex(ctx, d, args ? &a : NULL, &p, mode == MODE_CHECK);
     if (!s) {
         const cg_dtype dtype = *(const cg_dtype *)((const char *)&p + d->dtype_off);
         s = run(ctx, op, &p, dtype, cg__prob_view(d, &p, 0)->p, exec, mode, bytes); /* tensor 0: a required input */
@@ -278,4 +306,8 @@ cg_status cg_workspace_size(cg_context *ctx, cg_op op, const void *args, const c
 
 cg_status cg_prepare(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, size_t *bytes) {
     return ahead(ctx, op, args, exec, MODE_PREPARE, bytes);
+}
+
+cg_status cg_validate(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
+    return ahead(ctx, op, args, exec, MODE_CHECK, NULL);
 }

@@ -36,6 +36,9 @@ cg_pool *cg__pool_create(int threads);
 void cg__pool_free(cg_pool *pool);
 int cg__pool_size(const cg_pool *pool);
 void cg__pool_run(cg_pool *pool, int threads, int64_t n, cg_task_fn fn, void *arg);
+/* Whether pool was made before a fork() of this process (its workers are not here; it
+ * must not be run): cg__ctx_pool replaces such a pool, cg__pool_free only frees its memory. */
+int cg__pool_stale(const cg_pool *pool);
 int cg__online_cores(void);
 
 /* ---------------------------------------------------------------- context */

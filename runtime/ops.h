@@ -181,6 +181,9 @@ int cg__prob_half(const cg_op_desc *d, const void *prob);
 
 /* Validate args of op d and build its problem (memset first). The one argument checker. */
 cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob);
+/* As cg__op_validate; with outputs_optional, an output whose data pointer is NULL is not
+ * checked (absent, as an optional tensor): cg_validate, before the outputs exist. */
+cg_status cg__op_validate_ex(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob, int outputs_optional);
 
 /* Accuracy target (max |out - ref| / max |ref|) of an output class for an fp32 result. */
 double cg__tol(cg_tol_class c);

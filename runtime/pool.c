@@ -1,6 +1,14 @@
 /* pool.c -- a small persistent thread pool for parallel-for loops.
  * Work items are handed out in order through an atomic counter; which thread runs an
- * item never changes results, because each item writes disjoint memory. */
+ * item never changes results, because each item writes disjoint memory.
+ *
+ * fork(): a child process has only the thread that forked, so a pool made before the
+ * fork has no workers there (and its mutex and condition variables may be in any state).
+ * A pthread_atfork child handler bumps a process-wide fork generation; a pool remembers
+ * the generation it was made in, and a pool of an older one is stale: cg__ctx_pool
+ * abandons it (frees its memory without touching its threads, mutex or condition
+ * variables) and makes a new one, so a forked child's first call runs (every context's
+ * pool, each on its next use). */
 #include "internal.h"
 
 #include <pthread.h>
@@ -9,6 +17,7 @@
 
 struct cg_pool {
     int size;
+    uint64_t fork_gen;   /* g_fork_gen when made: another value means made before a fork */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
@@ -22,6 +31,24 @@ struct cg_pool {
     atomic_int_fast64_t next;
     int quit;
 };
+
+/* ------------------------------------------------------------ fork */
+
+static atomic_uint_fast64_t g_fork_gen;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+static void after_fork_child(void) { atomic_fetch_add(&g_fork_gen, 1); }
+static void atfork_register(void) { (void)pthread_atfork(NULL, NULL, after_fork_child); }
+
+int cg__pool_stale(const cg_pool *p) { return p && p->fork_gen != atomic_load(&g_fork_gen); }
+
+/* A pool of the parent seen in a forked child: its workers do not exist here, and its
+ * mutex and condition variables may be held or waited on by those (absent) threads, so
+ * they are neither joined, locked nor destroyed: only the memory is freed. */
+static void pool_abandon(cg_pool *p) {
+    free(p->threads);
+    free(p);
+}
 
 /* Read once per process: glibc's sysconf(_SC_NPROCESSORS_ONLN) opens and parses
  * /sys/devices/system/cpu/online on every call, and every CPU-path call asks for its
@@ -69,9 +96,11 @@ static void *worker(void *a) {
 
 cg_pool *cg__pool_create(int threads) {
     if (threads < 1) threads = 1;
+    pthread_once(&g_atfork_once, atfork_register); /* before the first worker exists */
     cg_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->size = threads;
+    p->fork_gen = atomic_load(&g_fork_gen);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -94,6 +123,10 @@ cg_pool *cg__pool_create(int threads) {
 
 void cg__pool_free(cg_pool *p) {
     if (!p) return;
+    if (cg__pool_stale(p)) { /* made before a fork: its threads are not in this process */
+        pool_abandon(p);
+        return;
+    }
     pthread_mutex_lock(&p->mu);
     p->quit = 1;
     pthread_cond_broadcast(&p->wake);

@@ -222,6 +222,10 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
 static cg_status varlen_views(cg_context *ctx, const cg_op_desc *d, const void *args, int64_t nseq, void *prob);
 
 cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob) {
+    return cg__op_validate_ex(ctx, d, args, prob, 0);
+}
+
+cg_status cg__op_validate_ex(cg_context *ctx, const cg_op_desc *d, const void *args, void *prob, int outputs_optional) {
     memset(prob, 0, d->prob_size);
     if (!args) return cg__err(ctx, CG_EINVAL, "args: null pointer (expected %s)", d->args_type);
     int hm = 0;
@@ -262,7 +266,7 @@ cg_status cg__op_validate(cg_context *ctx, const cg_op_desc *d, const void *args
         memset(p, 0, sizeof *p);
         p->name = td->name;
         p->t = cg__args_tensor(d, args, i);
-        p->required = !td->optional;
+        p->required = !td->optional && !(outputs_optional && td->role == CG_TD_OUT);
         p->output = td->role == CG_TD_OUT;
         p->inner_contig = (td->flags & CG_TD_CONTIG) != 0;
         int order[4];

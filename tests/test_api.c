@@ -1,6 +1,10 @@
 /* test_api.c -- bad input gets a status and a message naming the argument; NaN and
  * Inf propagate; contexts and statuses behave. */
 #include "cg_test.h"
+#include "cuda/cg_cuda.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct ssd_fix {
     cg_tbuf q, k, v, la, h0, o, hT, dout, dhT, dq, dk, dv, dla, dh0;
@@ -218,4 +222,108 @@ CG_TEST(api_f64_only_for_ref) {
     CG_CHECK(strstr(cg_last_dispatch(ctx), "ref") != NULL, "dispatch line names the backend: %s", cg_last_dispatch(ctx));
     cg_tbuf_free(&q); cg_tbuf_free(&k); cg_tbuf_free(&v); cg_tbuf_free(&la); cg_tbuf_free(&o);
     cg_context_free(ctx);
+}
+
+/* cg_validate checks a call's arguments as the call does, before its outputs exist
+ * (issue #39 item 8: a binding validates before it allocates the outputs from the
+ * inputs' extents), and runs nothing. */
+CG_TEST(api_validate_before_outputs) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    ssd_fix f;
+    ssd_fix_new(&f, 1, 9, 1, 2, 4, 3);
+    cg_ssd_fwd_args a0 = ssd_fwd_args(&f), a = a0;
+    a0.o.data = a0.hT.data = NULL; /* not allocated yet */
+    CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &a, &k_cpu));
+    const char *before = strcmp(cg_last_dispatch(ctx), "") ? "ran" : "";
+    a = a0;
+    CG_CHECK_OK(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu));
+    CG_CHECK_OK(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, NULL));
+    CG_CHECK(before[0] && strstr(cg_last_dispatch(ctx), "backend=cpu"), "cg_validate changed the dispatch line: %s",
+             cg_last_dispatch(ctx));
+    /* the call itself still wants its outputs */
+    EXPECT_ERR(ctx, cg_ssd_fwd(ctx, &a, &k_cpu), CG_EINVAL, "o:", "null data pointer");
+    /* a huge q (all-zero strides: contiguous; never read) and a k of another T: the k message */
+    a = a0;
+    a.q.shape[1] = (int64_t)1 << 40;
+    memset(a.q.stride, 0, sizeof a.q.stride);
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "k: shape", "but expected (1, 1099511627776, 1, 4)");
+    /* the byte size of an input that overflows 64 bits names it */
+    a = a0;
+    a.q.shape[1] = (int64_t)1 << 62;
+    a.k.shape[1] = a.v.shape[1] = a.log_alpha.shape[1] = a.q.shape[1];
+    memset(a.q.stride, 0, sizeof a.q.stride);
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "q:", "overflows 64 bits");
+    /* outputs that are given are checked, overlaps included */
+    a = a0;
+    a.o = f.o.t;
+    a.o.shape[2] = 3;
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "o: shape", NULL);
+    a = a0;
+    a.hT = f.hT.t;
+    a.hT.data = f.v.t.data;
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "hT", "overlaps input v");
+    /* the exec rules the call applies before choosing a config */
+    cg_exec bad = {.backend = (cg_backend)99};
+    a = a0;
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &bad), CG_EINVAL, "exec.backend", NULL);
+    cg_exec badcfg = {.config = "chunk"};
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &badcfg), CG_EINVAL, "config", NULL);
+    a.q.dtype = a.k.dtype = CG_F64; /* (the pointers are never read) */
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, NULL, NULL);
+    /* cu_seqlens: its host offsets are read and checked */
+    int32_t cu[3] = {0, 5, 4};
+    int64_t ncu = 3;
+    a = a0;
+    a.h0.data = NULL; /* (one state per sequence) */
+    a.cu_seqlens = cg_tensor_contiguous(cu, CG_I32, 1, &ncu);
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu), CG_EINVAL, "cu_seqlens[2] = 4", NULL);
+    cu[2] = 9;
+    CG_CHECK_OK(ctx, cg_validate(ctx, CG_OP_SSD_FWD, &a, &k_cpu));
+    /* the op and the args themselves */
+    EXPECT_ERR(ctx, cg_validate(ctx, (cg_op)7, &a, &k_cpu), CG_EINVAL, "op", NULL);
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_FWD, NULL, &k_cpu), CG_EINVAL, "args", NULL);
+    CG_CHECK(cg_validate(NULL, CG_OP_SSD_FWD, &a, &k_cpu) == CG_EINVAL, "no context");
+    /* backward: the gradients are outputs; dh0 given without h0 is fine, a bad dout is not */
+    cg_ssd_bwd_args b = ssd_bwd_args(&f);
+    b.dq.data = b.dk.data = b.dv.data = b.dlog_alpha.data = b.dh0.data = NULL;
+    CG_CHECK_OK(ctx, cg_validate(ctx, CG_OP_SSD_BWD, &b, &k_cpu));
+    b.dout.shape[3] = 2;
+    EXPECT_ERR(ctx, cg_validate(ctx, CG_OP_SSD_BWD, &b, &k_cpu), CG_EINVAL, "dout: shape", NULL);
+    ssd_fix_free(&f);
+    cg_context_free(ctx);
+}
+
+/* A call given a CUDA stream where the CUDA driver cannot be loaded says so (issue #33: a
+ * failed CUDA load is never silent): device tensors cannot be told from host memory
+ * there, so running on the host path would read them as host memory. In a child with
+ * CHUNKGEN_LIBCUDA naming no file (the driver is loaded once per process). */
+CG_TEST(api_stream_without_driver) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("CHUNKGEN_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+        const char *why = NULL;
+        if (cg__cu_api(&why)) _exit(77); /* loaded before the fork: cannot test here */
+        cg_context *ctx;
+        if (cg_context_create(&ctx) != CG_OK) _exit(2);
+        ssd_fix f;
+        ssd_fix_new(&f, 1, 9, 1, 2, 4, 3);
+        cg_ssd_fwd_args a = ssd_fwd_args(&f);
+        cg_exec ex = {.stream = (void *)(uintptr_t)0x1000};
+        cg_status s = cg_ssd_fwd(ctx, &a, &ex);
+        int ok = s == CG_ENODEV && strstr(cg_errmsg(ctx), "exec.stream") && strstr(cg_errmsg(ctx), "/nonexistent/libcuda.so.1");
+        if (!ok) fprintf(stderr, "  status %s: %s\n", cg_status_str(s), cg_errmsg(ctx));
+        ex.stream = NULL; /* host tensors without a stream: the CPU path, as always */
+        ok &= cg_ssd_fwd(ctx, &a, &ex) == CG_OK;
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    CG_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid, "fork/wait");
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+        cg_test_skip("the CUDA driver was loaded before the fork");
+        return;
+    }
+    CG_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a stream without a driver: not refused by name (exit %d)",
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }

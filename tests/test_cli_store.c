@@ -8,6 +8,8 @@
 
 #include <jansson.h>
 
+#include <sys/stat.h>
+
 /* dir/stdout.txt of the last run_cli as JSON (NULL with a failed check). */
 static json_t *cli_json(const char *dir, const char *what) {
     char p[4096];
@@ -100,5 +102,42 @@ CG_TEST(cli_store_show_and_cache) {
     const char *u4[] = {"cache", "stats", "verify", NULL};
     const char *m4[] = {"one action", NULL};
     expect_cli(dir, u4, 2, 1, m4, "two actions");
+    rm_tree(dir);
+}
+
+/* `chunkgen import DIR` of a directory that holds no store is refused naming it (issue
+ * #39 item 11: it reported "0 added" and exit 0); a cache directory whose store is empty,
+ * a store's own configs/ and a store with an entry are taken. */
+CG_TEST(cli_store_import_not_a_store) {
+    char dir[512], cache[1024], empty[1024], into[1024], sub[1200];
+    if (mk_tmpdir_with(dir, sizeof dir, cache, sizeof cache, "cache")) return;
+    join(empty, sizeof empty, dir, "nothing");
+    join(into, sizeof into, dir, "into");
+    mkdir(empty, 0755);
+    mkdir(into, 0755);
+    const char *a1[] = {"import", empty, "--cache-dir", into, NULL};
+    const char *n1[] = {empty, "not a store directory", NULL};
+    expect_cli(dir, a1, 1, 1, n1, "import of a directory without a store");
+    join(sub, sizeof sub, empty, "notes.txt"); /* other files: still no store */
+    FILE *f = fopen(sub, "w");
+    if (f) fclose(f);
+    expect_cli(dir, a1, 1, 1, n1, "import of a directory with other files");
+    /* a cache directory with an empty store, and that store's configs/ itself */
+    join(sub, sizeof sub, empty, "configs");
+    mkdir(sub, 0755);
+    const char *n2[] = {"0 added", NULL};
+    expect_cli(dir, a1, 0, 1, n2, "import of a cache directory whose store is empty");
+    const char *a2[] = {"import", sub, "--cache-dir", into, NULL};
+    expect_cli(dir, a2, 0, 1, n2, "import of an empty configs/");
+    /* a store with one entry */
+    cg_context *ctx = tune_test_ctx(cache);
+    cg_tune_entry e;
+    tune_test_entry(ctx, &e, 64, 16, 0, "chunk=16,block_dv=16,threads=1", 1, 0.5, 0.01);
+    CG_CHECK_OK(ctx, cg__tune_store_put(ctx, cg__tune_store_dir(ctx), &e));
+    cg__tune_entry_free(&e);
+    cg_context_free(ctx);
+    const char *a3[] = {"import", cache, "--cache-dir", into, NULL};
+    const char *n3[] = {"1 added", NULL};
+    expect_cli(dir, a3, 0, 1, n3, "import of a store");
     rm_tree(dir);
 }

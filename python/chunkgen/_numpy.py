@@ -8,7 +8,7 @@ stride is zero (a broadcast view, which the C API would read as contiguous).
 float64 inputs run on the `ref` backend (the float64 ground truth) when backend is
 "auto". float16 and bfloat16 (ml_dtypes.bfloat16, as jax and the .npy files of the peers
 use) arrays are taken where the library takes 16-bit tensors (q, k, v; x, delta, B, C, z;
-docs/dtypes.md; it checks the mix). Outputs are new C-contiguous arrays: o / y in q's / x's
+docs/dtypes.md; it checks the mix). Outputs are new C-contiguous arrays: o / y in v's / x's
 dtype, every gradient in its input's, the states float32 (float64 in a float64 call).
 """
 from __future__ import annotations
@@ -40,15 +40,24 @@ def _needs_copy(a: np.ndarray) -> bool:
 
 
 def _prep(name: str, a) -> Optional[np.ndarray]:
+    """An input as an array of a float dtype (not copied yet: _copy_needed)."""
     if a is None:
         return None
     if type(a) is not np.ndarray:
         a = np.asarray(a)
     if a.dtype not in _FLOATS:
         raise ValueError(f"{name}: dtype {a.dtype} but expected float32 or float64, or float16 / bfloat16 (docs/dtypes.md)")
-    if a.flags.c_contiguous or a.ndim == 0 or not _needs_copy(a):
-        return a
-    return np.ascontiguousarray(a)
+    return a
+
+
+def _copy_needed(a: Optional[np.ndarray]) -> bool:
+    return a is not None and not a.flags.c_contiguous and a.ndim > 0 and _needs_copy(a)
+
+
+def _as_copied(a: np.ndarray):
+    """What the library will be given for an array it gets a copy of: a contiguous
+    descriptor (strides None) at an aligned address that is never read."""
+    return (1 << 20, _NP.index(a.dtype), a.shape, None)
 
 
 def _arg(a: Optional[np.ndarray]):
@@ -81,8 +90,15 @@ def run(op: str, given: dict, flag: int, backend: str, config: Optional[str], ve
     info = OPS[op]
     arrays = tuple([_prep(n, given.get(n)) for n in info.inputs])
     b = 0 if backend == "auto" else backend_index(backend)  # auto: float64 runs on ref (in C)
+    cu = _prep_cu(cu_seqlens)
+    if any(_copy_needed(a) for a in arrays):
+        # the library checks the call before any copy is made (that of a broadcast input
+        # can be huge): a bad argument raises its message, not a failed allocation
+        descs = tuple(_as_copied(a) if _copy_needed(a) else _arg(a) for a in arrays)
+        _C.validate(info.index, descs + (None,) * len(info.outputs), flag, b, config, None, None, 0, False, cu)
+        arrays = tuple(np.ascontiguousarray(a) if _copy_needed(a) else a for a in arrays)
     return _C.call(info.index, tuple([_arg(a) for a in arrays]), -1, flag, b, config, verbose, np.empty, _NP, None,
-                   None, _prep_cu(cu_seqlens))
+                   None, cu)
 
 
 def ssd(q, k, v, log_alpha, h0=None, *, layout="token", backend="auto", config=None, verbose=False,

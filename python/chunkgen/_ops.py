@@ -97,39 +97,24 @@ def output_dtypes(op: str, dtypes: Sequence[Optional[int]]) -> Tuple[int, ...]:
 
 
 def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int], flag: int, backend: int,
-             want: Sequence[str], cu=None) -> None:
-    """The library's own validation of a call that is only traced (JAX's abstract
-    evaluation, torch's fake tensors): cg_workspace_size on descriptors of the inputs'
-    shapes and dtypes and the outputs `want` (shapes and dtypes as the call makes them),
-    at distinct, aligned, never-read addresses, contiguous. Raises ValueError with the
-    library's message (a bad shape, a dtype mix it rejects). cu: with cu_seqlens, its
-    (shape, cg_dtype): the offsets' values are not known when traced, so the call is checked
-    with valid ones of that shape and dtype ([0, ..., 0, T]): the shapes (B = 1, the states
-    per sequence) and the offsets' dtype and rank are the library's to check."""
+             cu=None) -> None:
+    """The library's own check of a call that is only traced (JAX's abstract evaluation,
+    torch's fake tensors): cg_validate on descriptors of the inputs' shapes and dtypes,
+    contiguous (the library computes the strides and checks their 64-bit range), at an
+    aligned address that is never read; the outputs, which the binding makes from the op
+    table's shapes, are left out. Raises ValueError with the library's message (a bad
+    shape, a dtype mix it rejects, a size that overflows 64 bits). cu: with cu_seqlens,
+    its (shape, cg_dtype): the offsets' values are not known when traced, so the call is
+    checked with valid ones of that shape and dtype ([0, ..., 0, T]): the shapes (B = 1,
+    the states per sequence) and the offsets' dtype and rank are the library's to check."""
     info = OPS[op]
-    out_dt = dict(zip(info.outputs, output_dtypes(op, [dtypes.get(n) for n in info.inputs])))
-    offsets, nseq = None, None
+    offsets = None
     if cu is not None:
         import numpy as np
         cu_shape, cu_dt = cu
         offsets = np.zeros(tuple(int(d) for d in cu_shape), dtype=np.int64 if cu_dt == I64 else np.int32)
-        if offsets.ndim == 1 and offsets.size > 1:
-            offsets[-1] = seq_len(op, shapes, flag)
-            nseq = offsets.size - 1
-    all_shapes = dict(shapes)
-    for n in info.outputs:
-        all_shapes[n] = output_shape(op, n, shapes, flag, nseq) if n in want else None
-    descs, addr = [], 1 << 20
-    for n in info.fields:
-        shp = all_shapes.get(n)
-        if shp is None:
-            descs.append(None)
-            continue
-        strides, s = [], 1
-        for d in reversed(shp):
-            strides.append(s)
-            s *= max(int(d), 1)
-        descs.append((addr, dtypes[n] if n in dtypes else out_dt[n], tuple(int(d) for d in shp),
-                      tuple(reversed(strides))))
-        addr += (s * 8 + 4095) // 4096 * 4096 + 4096
-    _C.workspace_size(info.index, tuple(descs), flag, backend, None, None, None, 0, False, offsets)
+        if offsets.ndim == 1 and offsets.size > 1:  # (a T the dtype cannot hold: the last offset is refused)
+            offsets[-1] = min(seq_len(op, shapes, flag), np.iinfo(offsets.dtype).max)
+    descs = tuple((1 << 20, dtypes[n], tuple(int(d) for d in shapes[n]), None) if shapes.get(n) is not None else None
+                  for n in info.fields)
+    _C.validate(info.index, descs, flag, backend, None, None, None, 0, False, offsets)

@@ -13,13 +13,18 @@
   the float64 `ref` backend, so jax.test_util.check_grads can check the VJP.
 - jnp.bfloat16 / jnp.float16 q, k, v (SSD) or x, delta, B, C, z (selective scan) are taken
   as they are (no cast; each tensor's dtype goes to the library, which checks the mix:
-  docs/dtypes.md): o / y come back in q's / x's dtype, the states hT in float32, every
-  gradient in its input's dtype; log_alpha, A, D, delta_bias and h0 stay float32. Auto
-  dispatch runs them where the library takes them (docs/dtypes.md).
-- Shapes are checked when the call is traced, by the library itself (cg_workspace_size
-  on descriptors whose data pointers are never read): a bad shape raises ValueError with
-  chunkgen's message before anything is lowered. A failing call at run time raises an
-  XLA error carrying cg_errmsg.
+  docs/dtypes.md): o / y come back in v's / x's dtype (o follows v, y follows x), the
+  states hT in float32, every gradient in its input's dtype; log_alpha, A, D, delta_bias
+  and h0 stay float32. Auto dispatch runs them where the library takes them.
+- Shapes are checked when the call is traced, by the library itself (cg_validate on
+  descriptors whose data pointers are never read): a bad shape, or one whose size
+  overflows 64 bits, raises ValueError with chunkgen's message before anything is
+  lowered. A failing call at run time raises an XLA error carrying cg_errmsg.
+- Gradients are first order, reverse mode (jax.grad, jax.vjp, jax.jacrev): chunkgen's
+  backward is not differentiable, so jax.grad or jax.jacrev of a gradient raises
+  NotImplementedError saying so; forward mode (jax.jvp, jax.jacfwd, jax.hessian) is
+  refused by JAX itself (TypeError: "can't apply forward-mode autodiff (jvp) to a
+  custom_vjp function").
 - vmap: a batching rule (jax.custom_batching.custom_vmap) folds the mapped axis into the
   batch axis B -- one custom call for the whole batch, never a loop. The selective scan's
   unbatched parameters (A, D, delta_bias) and its backward (whose dA, dD, ddelta_bias sum
@@ -34,6 +39,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Optional, Tuple
 
 import jax
@@ -57,10 +63,24 @@ __all__ = ["ssd", "sscan", "shard_ssd", "shard_sscan", "set_threads", "set_cache
 TARGET = "chunkgen"
 _targets = _jax_ffi.targets()
 jax.ffi.register_ffi_target(TARGET, _targets["cpu"], platform="cpu")
-try:
-    jax.ffi.register_ffi_target(TARGET, _targets["cuda"], platform="CUDA")
-except Exception:  # pragma: no cover - a jaxlib without the CUDA platform
-    pass
+
+
+def _register_cuda(register=jax.ffi.register_ffi_target) -> Optional[str]:
+    """Register the CUDA handler (jaxlib defers it to a CUDA plugin when there is one;
+    without one it is accepted and never used). A failure is never swallowed: a
+    RuntimeWarning names its cause (CPU calls are unaffected; a call on a GPU then fails
+    in XLA, which names the missing target). Returns the cause, None on success."""
+    try:
+        register(TARGET, _targets["cuda"], platform="CUDA")
+        return None
+    except Exception as e:  # noqa: BLE001 - every cause is reported, none swallowed
+        cause = f"{type(e).__name__}: {e}"
+        warnings.warn(f"chunkgen.jax: the CUDA FFI handler could not be registered ({cause}); calls on a GPU "
+                      f"will fail, calls on the CPU are unaffected", RuntimeWarning, stacklevel=2)
+        return cause
+
+
+CUDA_REGISTRATION_ERROR = _register_cuda()  # None, or why the CUDA handler is not registered
 
 _AUTO = 0
 # numpy dtypes (jnp.bfloat16 is ml_dtypes.bfloat16) -> cg_dtype, and back
@@ -118,7 +138,7 @@ def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arr
             raise ValueError(f"cu_seqlens: dtype {cu.dtype} but expected int32 or int64 (the sequences' offsets)")
         cu_desc = (tuple(cu.shape), _INDEX[np.dtype(cu.dtype)])
         nseq = cu.shape[0] - 1 if cu.ndim == 1 else None
-    validate(op, shapes, codes, flag, backend, want, cu_desc)  # at trace time, the library's messages
+    validate(op, shapes, codes, flag, backend, cu_desc)  # at trace time, the library's messages
     out_dt = dict(zip(info.outputs, output_dtypes(op, [codes.get(n) for n in info.inputs])))
     present = 1 << len(info.fields) if cu is not None else 0
     for i, n in enumerate(info.fields):
@@ -158,13 +178,35 @@ def _batched_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: 
     return f
 
 
+def _not_differentiable(op: str) -> str:
+    public = op[:op.rindex("_")]
+    return (f"chunkgen's backward is not differentiable: the gradients of chunkgen.jax.{public} cannot be "
+            f"differentiated again (second-order gradients: jax.grad or jax.jacrev of a gradient); only "
+            f"first-order reverse-mode gradients are supported (README, \"Second-order gradients\")")
+
+
+@functools.lru_cache(maxsize=None)
+def _backward_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int):
+    """_batched_call of a backward op as a jax.custom_jvp function whose derivative rule
+    raises: differentiating chunkgen's gradients (a second-order gradient) says so by
+    name (the rule runs only when a tangent is nonzero)."""
+    f = jax.custom_jvp(_batched_call(op, names, want, flag))
+
+    @f.defjvp
+    def refuse(primals, tangents):
+        raise NotImplementedError(_not_differentiable(op))
+
+    return f
+
+
 def _call(op: str, given: dict, want: Tuple[str, ...], flag: int):
     """Run op on the inputs in `given` (name -> array or None): the outputs `want` as a
-    dict."""
+    dict. A backward op is not differentiable (_backward_call)."""
     info = OPS[op]
     names = tuple(n for n in info.inputs + (CU,) if given.get(n) is not None)
     want = tuple(n for n in info.outputs if n in want)
-    outs = _batched_call(op, names, want, flag)(*(jnp.asarray(given[n]) for n in names))
+    call = _backward_call if info.grad_of else _batched_call
+    outs = call(op, names, want, flag)(*(jnp.asarray(given[n]) for n in names))
     return dict(zip(want, outs))
 
 

@@ -8,8 +8,9 @@ True) traces them without a graph break and torch.library.opcheck passes.
 - CPU tensors run on chunkgen's CPU path; float64 tensors on the float64 `ref` backend.
 - torch.bfloat16 / torch.float16 q, k, v (SSD) or x, delta, B, C, z (selective scan) are
   passed as they are (each tensor's own dtype; the library checks the mix, docs/dtypes.md):
-  o / y come back in q's / x's dtype, hT in float32, every gradient in its input's dtype;
-  log_alpha, A, D, delta_bias, h0 stay float32 (math and accumulation are float32).
+  o / y come back in v's / x's dtype (o follows v, y follows x), hT in float32, every
+  gradient in its input's dtype; log_alpha, A, D, delta_bias, h0 stay float32 (math and
+  accumulation are float32).
 - CUDA tensors run on the generated CUDA kernels (backend auto: device pointers) on
   torch.cuda.current_stream(); float64 CUDA tensors run on `ref` on host copies.
 - Tensors are passed with their strides; a copy is made only where the innermost stride
@@ -23,14 +24,25 @@ True) traces them without a graph break and torch.library.opcheck passes.
 - One C crossing per call (chunkgen._C.call): the tensors' pointers, dtypes, shapes and
   strides are read in C, the checks and the output shapes come from the op table.
 - Grouped q/k (and B/C) gradients are summed over each group's heads by the C backward.
+- Arguments are checked by the library (cg_validate) before any output or copy is made:
+  a bad shape raises its message, never a huge allocation.
+- Meta tensors (eager or under FakeTensorMode) give meta outputs of the right shapes and
+  dtypes, the call checked by the library as when traced; nothing runs.
+- Gradients are first order: chunkgen's backward is not differentiable, so a backward
+  through gradients taken with create_graph=True (or torch.func.hessian, a grad of a
+  grad) raises RuntimeError saying so, never a silent None or zero.
+- torch.func: grad, vjp, jacrev and torch.vmap work (vmap folds the mapped axis into the
+  batch: one call; with cu_seqlens, or a mapped A / D / delta_bias, or the selective
+  scan's backward, one call per mapped element). Forward-mode AD (torch.func.jvp,
+  jacfwd, hessian, torch.autograd.forward_ad) raises RuntimeError naming it.
 """
 from __future__ import annotations
 
 from typing import Optional, Tuple
 
 import torch
+import torch.autograd.forward_ad as _fwad
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from . import _C
 from ._ops import I32, I64, OPS, layout_flag, output_shapes, validate
@@ -51,6 +63,8 @@ def _run(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[O
     first = ins[0]
     index = OPS[op].index
     if first is not None and not first.is_cuda:
+        if first.is_meta:  # eager meta tensors: the outputs' shapes and dtypes, checked (_fake)
+            return _fake(op, ins, flag, cu)
         return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, None, None, cu)
     _C.check_tensors(index, ins)  # (raises for a missing first input)
     dev = first.device
@@ -93,12 +107,12 @@ def _fake(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[
     first = ins[0]
     in_shapes = [t.shape if t is not None else None for t in ins]
     nseq, cu_desc = _cu_facts(cu)
-    shapes = output_shapes(op, in_shapes, flag, -1, nseq)
     concrete = [s for s in in_shapes if s is not None] + ([cu.shape] if cu is not None else [])
-    if all(type(d) is int for s in concrete for d in s):
+    if all(type(d) is int for s in concrete for d in s):  # checked before any output is made
         given = {n: tuple(s) for n, s in zip(info.inputs, in_shapes) if s is not None}
         validate(op, given, {n: _DTYPES.index(t.dtype) for n, t in zip(info.inputs, ins) if t is not None}, flag,
-                 _AUTO, [n for n, s in zip(info.outputs, shapes) if s is not None], cu_desc)
+                 _AUTO, cu_desc)
+    shapes = output_shapes(op, in_shapes, flag, -1, nseq)
     return tuple(first.new_empty(s, dtype=_DTYPES[d]) if s is not None else first.new_empty((0,))
                  for s, d in zip(shapes, out_dt))
 
@@ -122,13 +136,45 @@ def _setup(ctx, inputs, output):
     ctx.save_for_backward(*tensors, cu)
 
 
+def _not_differentiable(op: str) -> str:
+    return (f"chunkgen's backward is not differentiable: the gradients of chunkgen.torch.{op} cannot be differentiated "
+            f"again (second-order gradients: a backward through gradients taken with create_graph=True, "
+            f"torch.func.hessian, jacrev of a grad); only first-order gradients are supported (README, "
+            f"\"Second-order gradients\")")
+
+
+def _refuse_second_order(op: str):
+    """The autograd formula of a backward op (chunkgen::ssd_bwd, sscan_bwd): raises."""
+
+    def backward(ctx, *grads):
+        raise RuntimeError(_not_differentiable(op))
+
+    return backward
+
+
 def _make_function(fwd: str, bwd: str):
     """The eager autograd path (an autograd.Function: no dispatcher, tens of us less per
-    call than the custom op); the same backward formula as the registered op's."""
+    call than the custom op); the same backward formula as the registered op's. With
+    create_graph=True the gradients are made by a node whose own backward raises (a
+    second differentiation reaches it through the forward's inputs and the incoming
+    gradients), never a silent None or a missing term."""
+    public = fwd[:-len("_fwd")]
 
     def direct_bwd(*args):
         *ins, flag, cu = args
         return _run(bwd, tuple(ins), flag, cu)
+
+    def refuse(ctx, *grads):
+        raise RuntimeError(_not_differentiable(public))
+
+    # its graph node: SsdBwdFunctionBackward (named at creation)
+    Backward = type(bwd.title().replace("_", "") + "Function", (torch.autograd.Function,),
+                    {"forward": staticmethod(lambda ctx, *args: direct_bwd(*args)), "backward": staticmethod(refuse)})
+
+    def graph_bwd(*args):
+        if torch.is_grad_enabled():  # create_graph=True: the gradients are tied to a refusing node
+            return Backward.apply(*args)
+        return direct_bwd(*args)
 
     def forward(ctx, *args):  # (not setup_context: torch binds its arguments with inspect per call)
         *ins, flag, cu = args
@@ -136,9 +182,8 @@ def _make_function(fwd: str, bwd: str):
         _setup(ctx, args, outs)
         return outs
 
-    @once_differentiable
     def backward(ctx, dy, dhT):
-        return _backward(direct_bwd, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
+        return _backward(graph_bwd, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
 
     # named at creation: the graph node is <Name>Backward (e.g. SsdFwdFunctionBackward)
     name = fwd.title().replace("_", "") + "Function"
@@ -146,13 +191,53 @@ def _make_function(fwd: str, bwd: str):
                                                     "backward": staticmethod(backward)})
 
 
+def _no_forward_ad(op: str) -> str:
+    return (f"chunkgen.torch.{op}: forward-mode AD (torch.func.jvp, torch.func.jacfwd, torch.func.hessian, "
+            f"torch.autograd.forward_ad) is not supported: chunkgen has no JVP formula; use reverse mode "
+            f"(backward, torch.autograd.grad, torch.func.grad / vjp / jacrev; README, \"torch.func\")")
+
+
+def _make_func_function(fwd_op, bwd_op, public: str):
+    """The path under torch.func transforms and forward-mode AD: an autograd.Function with
+    setup_context (what functorch requires) over the registered ops, whose vmap rules
+    (_vmap_rule) serve torch.vmap; generate_vmap_rule lets functorch batch the Function
+    through those ops. torch.func.grad / vjp / jacrev work (first order); a JVP is
+    refused by name (no forward formula), and so is differentiating the gradients (the
+    backward's own Function refuses, as on the eager path)."""
+
+    def refuse_jvp(ctx, *tangents):
+        raise RuntimeError(_no_forward_ad(public))
+
+    def refuse_backward(ctx, *grads):
+        raise RuntimeError(_not_differentiable(public))
+
+    bwd_fn = type(f"{public.title()}BwdFuncFunction", (torch.autograd.Function,), {
+        "generate_vmap_rule": True,
+        "forward": staticmethod(lambda *args: bwd_op(*args)),
+        "setup_context": staticmethod(lambda ctx, inputs, output: None),
+        "backward": staticmethod(refuse_backward), "jvp": staticmethod(refuse_jvp)})
+
+    def backward(ctx, dy, dhT):
+        return _backward(bwd_fn.apply, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
+
+    return type(f"{public.title()}FwdFuncFunction", (torch.autograd.Function,), {
+        "generate_vmap_rule": True,
+        "forward": staticmethod(lambda *args: fwd_op(*args)),
+        "setup_context": staticmethod(_setup),
+        "backward": staticmethod(backward), "jvp": staticmethod(refuse_jvp)})
+
+
 def _path(tensors) -> str:
     """"direct": an eager call that needs neither autograd nor tracing nor a dispatch
     mode (plain tensors, none requiring grad or grad mode off, not compiling) runs the
     implementation directly; "function": the same but with gradients, through an
-    autograd.Function; "op": everything else, through the registered custom op."""
+    autograd.Function; "func": under torch.func transforms (vmap, grad, jvp, ...) or
+    forward-mode AD, through an autograd.Function functorch takes (_make_func_function);
+    "op": everything else, through the registered custom op."""
     if torch.compiler.is_compiling():  # first: dynamo must not trace the mode queries
         return "op"
+    if _functorch_active() or _forward_ad_active():
+        return "func"
     if _dispatch_mode is None or _dispatch_mode() is not None or _function_mode():
         return "op"
     grad = torch.is_grad_enabled()
@@ -178,6 +263,55 @@ try:  # without these (private) queries every call takes the registered op
 except ImportError:
     _dispatch_mode = None
 _function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: True)
+# torch.func transforms (functorch's interpreter stack) and torch.autograd.forward_ad levels:
+# the tensors there have no storage of their own, or carry tangents the C call cannot see.
+# (Without these private queries every call takes the "func" path: slower, never wrong.)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
+_forward_ad_active = ((lambda: _fwad._current_level >= 0) if hasattr(_fwad, "_current_level") else (lambda: True))
+
+
+# ------------------------------------------------------------ torch.vmap
+
+# Tensors without the leading batch axis B (the op table's extents: A, D, delta_bias and
+# their gradients): a vmapped call cannot fold the mapped axis into B when one of them is
+# mapped.
+_UNBATCHED = frozenset(n for info in OPS.values() for n, e in info.extents.items() if e[0] != "B")
+
+
+def _vmap_rule(op: str, opfn):
+    """The torch.vmap rule of a registered op: the mapped axis folds into the batch axis
+    B, one call for the whole batch (as chunkgen.jax does), when every mapped tensor has
+    B and there is no cu_seqlens (B = 1 there) and the op's outputs split back by B (not
+    sscan_bwd: dA, dD, ddelta_bias sum over B); otherwise one call per mapped element."""
+    info = OPS[op]
+    nin = len(info.inputs)
+    foldable = op != "sscan_bwd"
+
+    def rule(vinfo, in_dims, *args, **kw):
+        n = vinfo.batch_size
+        if len(args) == nin + 1:  # cu_seqlens, left at its default, is not passed
+            args += (kw.pop("cu_seqlens", None),)
+        in_dims = tuple(in_dims) + (None,) * (len(args) - len(in_dims))
+        tensors, rest, dims = args[:nin], args[nin:], in_dims[:nin]
+        fold = foldable and args[-1] is None and not any(
+            d is not None for name, d in zip(info.inputs, dims) if name in _UNBATCHED)
+        if fold:
+            folded = []
+            for name, t, d in zip(info.inputs, tensors, dims):
+                if t is not None and name not in _UNBATCHED:
+                    t = t.movedim(d, 0) if d is not None else t.expand(n, *t.shape)
+                    t = t.reshape(n * t.shape[1], *t.shape[2:])
+                folded.append(t)
+            outs = opfn(*folded, *rest)
+            return (tuple(o.reshape(n, o.shape[0] // n, *o.shape[1:]) if o.numel() else o for o in outs),
+                    tuple(0 if o.numel() else None for o in outs))
+        per = []
+        for i in range(n):  # one call per mapped element
+            pick = [t.select(d, i) if t is not None and d is not None else t for t, d in zip(args, in_dims)]
+            per.append(opfn(*pick))
+        return tuple(torch.stack(o) for o in zip(*per)), (0,) * len(per[0])
+
+    return rule
 
 
 # ------------------------------------------------------------------ SSD
@@ -209,7 +343,11 @@ def _(q, k, v, log_alpha, h0, dout, dhT, layout, cu_seqlens=None):
 
 ssd_fwd.register_autograd(lambda ctx, do, dhT: _backward(ssd_bwd, ctx.saved_tensors, ctx.flag, do, dhT, ctx.dy_like),
                           setup_context=_setup)
+ssd_bwd.register_autograd(_refuse_second_order("ssd"), setup_context=lambda ctx, inputs, output: None)
+ssd_fwd.register_vmap(_vmap_rule("ssd_fwd", ssd_fwd))
+ssd_bwd.register_vmap(_vmap_rule("ssd_bwd", ssd_bwd))
 _SsdFunction = _make_function("ssd_fwd", "ssd_bwd")
+_SsdFuncFunction = _make_func_function(ssd_fwd, ssd_bwd, "ssd")
 
 
 def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor] = None, *,
@@ -229,6 +367,9 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
         return _run("ssd_fwd", ins, layout_flag(layout), cu_seqlens)
     if path == "function":
         return _SsdFunction.apply(*ins, layout_flag(layout), cu_seqlens)
+    if path == "func":
+        layout_flag(layout)  # (a bad layout: its message)
+        return _SsdFuncFunction.apply(*ins, layout, cu_seqlens)
     return ssd_fwd(*ins, layout, cu_seqlens)
 
 
@@ -264,7 +405,11 @@ def _(x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT, delta_softplus, cu_seqle
 
 sscan_fwd.register_autograd(lambda ctx, dy, dhT: _backward(sscan_bwd, ctx.saved_tensors, ctx.flag, dy, dhT,
                                                            ctx.dy_like), setup_context=_setup)
+sscan_bwd.register_autograd(_refuse_second_order("sscan"), setup_context=lambda ctx, inputs, output: None)
+sscan_fwd.register_vmap(_vmap_rule("sscan_fwd", sscan_fwd))
+sscan_bwd.register_vmap(_vmap_rule("sscan_bwd", sscan_bwd))
 _SscanFunction = _make_function("sscan_fwd", "sscan_bwd")
+_SscanFuncFunction = _make_func_function(sscan_fwd, sscan_bwd, "sscan")
 
 
 def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor] = None,
@@ -285,4 +430,6 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
         return _run("sscan_fwd", ins, int(bool(delta_softplus)), cu_seqlens)
     if path == "function":
         return _SscanFunction.apply(*ins, int(bool(delta_softplus)), cu_seqlens)
+    if path == "func":
+        return _SscanFuncFunction.apply(*ins, bool(delta_softplus), cu_seqlens)
     return sscan_fwd(*ins, bool(delta_softplus), cu_seqlens)

@@ -89,22 +89,36 @@ static int too_many_dims(const char *name, Py_ssize_t nd) {
     return -1;
 }
 
-/* n int64 values from a tuple (or torch.Size) of Python ints. */
-static int int64s(PyObject *o, int64_t *out, Py_ssize_t n, const char *name) {
+/* n int64 values from a tuple (or torch.Size) of Python ints; one beyond 64 bits is a
+ * ValueError naming the tensor (the library checks the rest). */
+static int int64s(PyObject *o, int64_t *out, Py_ssize_t n, const char *name, const char *what) {
     if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) != n) return bad(name, "shape/strides must be tuples of ndim ints");
     for (Py_ssize_t i = 0; i < n; i++) {
         out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(o, i));
-        if (out[i] == -1 && PyErr_Occurred()) return -1;
+        if (out[i] == -1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError, "%s: %s[%zd] = %S out of range (expected a signed 64-bit value)", name, what,
+                         i, PyTuple_GET_ITEM(o, i));
+            return -1;
+        }
     }
     return 0;
 }
 
+/* strides None (descriptors only): contiguous, which the library computes (and checks for
+ * overflow) from the shape: all-zero strides. */
 static int read_shape_strides(PyObject *shape, PyObject *strides, cg_tensor *t, const char *name) {
     if (!PyTuple_Check(shape)) return bad(name, "shape must be a tuple");
     Py_ssize_t nd = PyTuple_GET_SIZE(shape);
     if (nd > CG_MAX_DIMS) return too_many_dims(name, nd);
     t->ndim = (int)nd;
-    return int64s(shape, t->shape, nd, name) || int64s(strides, t->stride, nd, name) ? -1 : 0;
+    if (int64s(shape, t->shape, nd, name, "shape")) return -1;
+    if (strides == Py_None) {
+        memset(t->stride, 0, sizeof t->stride);
+        return 0;
+    }
+    return int64s(strides, t->stride, nd, name, "stride");
 }
 
 static int read_descriptor(PyObject *o, cg_tensor *t, const char *name) {
@@ -185,8 +199,10 @@ int cgpy_read(cgpy_call *c, int i, PyObject *o) {
     memset(t, 0, sizeof *t);
     int r;
     if (o == Py_None) return 0;
-    if (PyTuple_Check(o)) r = read_descriptor(o, t, td->name);
-    else if (PyObject_CheckBuffer(o)) r = read_buffer(o, td->role == CG_TD_OUT, t, &c->bufs[i], &c->got[i], td->name);
+    if (PyTuple_Check(o)) {
+        r = read_descriptor(o, t, td->name);
+        if (!r && PyTuple_GET_ITEM(o, 3) == Py_None) return 0; /* contiguous by its owner's word */
+    } else if (PyObject_CheckBuffer(o)) r = read_buffer(o, td->role == CG_TD_OUT, t, &c->bufs[i], &c->got[i], td->name);
     else r = read_tensor_like(o, t, td->name);
     if (r) return -1;
     /* The C API reads all-zero strides as "contiguous": a broadcast view must be copied
@@ -231,6 +247,24 @@ static int torch_index_dtype(PyObject *dt, const char *name) {
     return dt ? index_dtype_error(name, dt) : -1;
 }
 
+/* A torch cu_seqlens whose data_ptr() is 0 is given, never absent (a NULL pointer is the C
+ * API's "absent"): with no elements it gets an aligned placeholder address (never read),
+ * so that the library refuses its shape with its own message, as for numpy and JAX; with
+ * elements it has no data on the host or a device (the meta device): ValueError. */
+static int cu_without_data(PyObject *o, cg_tensor *t, const char *name) {
+    static int64_t placeholder;
+    for (int k = 0; k < t->ndim; k++)
+        if (t->shape[k] == 0) {
+            t->data = &placeholder;
+            return 0;
+        }
+    PyObject *dev = PyObject_GetAttr(o, s_device);
+    if (dev) PyErr_Format(PyExc_ValueError, "%s: on %S, without data, but expected the offsets in memory (on the inputs' device)",
+                          name, dev);
+    Py_XDECREF(dev);
+    return -1;
+}
+
 int cgpy_read_cu(cgpy_call *c, PyObject *o) {
     const cg_tdesc *td = c->d->varlen;
     cg_tensor *t = (cg_tensor *)((char *)&c->args + td->arg_off);
@@ -239,7 +273,8 @@ int cgpy_read_cu(cgpy_call *c, PyObject *o) {
     if (intern()) return -1;
     if (PyTuple_Check(o)) return read_descriptor(o, t, td->name);
     if (PyObject_CheckBuffer(o)) return read_cu_buffer(c, o, t, td->name);
-    return read_tensor_with(o, t, td->name, torch_index_dtype);
+    if (read_tensor_with(o, t, td->name, torch_index_dtype)) return -1;
+    return t->data ? 0 : cu_without_data(o, t, td->name);
 }
 
 int64_t cgpy_nseq(const cgpy_call *c) {
@@ -338,7 +373,9 @@ static int needs_copy(const cg_tensor *t) {
     return (t->shape[t->ndim - 1] > 1 && t->stride[t->ndim - 1] != 1) || (!any && numel > 1);
 }
 
-/* Torch input i: checked, read (one pass over its attributes), copied when needed. */
+/* Torch input i: checked, read (one pass over its attributes). One the C API cannot take
+ * as it is is left for cgpy_copy_pending (after the library checked the call): described
+ * as contiguous (all-zero strides), as its copy will be. */
 static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, int f_cpu) {
     const char *name = c->d->t[i].name;
     cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
@@ -350,11 +387,8 @@ static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, int f
         goto out;
     t->dtype = (cg_dtype)code;
     if (needs_copy(t)) {
-        PyObject *copy = PyObject_CallMethodNoArgs(o, s_contiguous);
-        if (cgpy_keep(c, copy)) goto out;
-        o = copy;
-        Py_DECREF(st);
-        if (!(st = PyObject_CallMethodNoArgs(o, s_stride)) || int64s(st, t->stride, t->ndim, name)) goto out;
+        c->pending[i] = o; /* (borrowed: the inputs tuple outlives the call) */
+        memset(t->stride, 0, sizeof t->stride);
     }
     if ((ptr = PyObject_CallMethodNoArgs(o, s_data_ptr))) {
         t->data = PyLong_AsVoidPtr(ptr);
@@ -389,6 +423,21 @@ int cgpy_read_inputs(cgpy_call *c, PyObject *ins) {
         else r = read_torch_input(c, i, o, f, f_cpu);
     }
     return r;
+}
+
+int cgpy_copy_pending(cgpy_call *c) {
+    for (int i = 0; i < CG_OP_MAX_TENSORS; i++) {
+        if (!c->pending[i]) continue;
+        PyObject *copy = PyObject_CallMethodNoArgs(c->pending[i], s_contiguous);
+        c->pending[i] = NULL;
+        if (cgpy_keep(c, copy)) return -1;
+        PyObject *ptr = PyObject_CallMethodNoArgs(copy, s_data_ptr);
+        if (!ptr) return -1;
+        cg__args_tensor(c->d, &c->args, i)->data = PyLong_AsVoidPtr(ptr); /* strides: all zero, contiguous */
+        Py_DECREF(ptr);
+        if (PyErr_Occurred()) return -1;
+    }
+    return 0;
 }
 
 static size_t dtype_size(int dt) { return dt == CG_F64 ? 8 : dt == CG_BF16 || dt == CG_F16 ? 2 : 4; }

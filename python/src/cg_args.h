@@ -29,6 +29,7 @@ typedef struct cgpy_call {
     int got[CG_OP_MAX_TENSORS];
     PyObject *keep[CG_OP_MAX_TENSORS + 1]; /* owned references: copies, outputs, workspace */
     int nkeep;
+    PyObject *pending[CG_OP_MAX_TENSORS]; /* borrowed: torch inputs to copy (cgpy_copy_pending) */
     Py_buffer cu_buf; /* cu_seqlens when given as a buffer (numpy) */
     int cu_got;
 } cgpy_call;
@@ -37,7 +38,8 @@ void cgpy_call_init(cgpy_call *c, const cg_op_desc *d);
 void cgpy_call_release(cgpy_call *c);
 /* Keep a new reference until cgpy_call_release (steals o; o may be NULL: returns -1). */
 int cgpy_keep(cgpy_call *c, PyObject *o);
-/* Fill tensor i of c's op from o: None, a (ptr, dtype, shape, strides) descriptor, an
+/* Fill tensor i of c's op from o: None, a (ptr, dtype, shape, strides) descriptor
+ * (strides in elements, or None: contiguous, the library computing them from the shape), an
  * object with the buffer protocol (numpy), or a torch.Tensor-like object (data_ptr(),
  * dtype, shape, stride()). 0, or -1 with ValueError set. */
 int cgpy_read(cgpy_call *c, int i, PyObject *o);
@@ -65,10 +67,13 @@ void cgpy_set_torch_dtypes(PyObject *const dts[CGPY_NDTYPES]);
  * dt (may be NULL): each tensor's cg_dtype in table order (-1: absent or an output). */
 int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins, int *dt);
 /* Fill c's inputs from ins (the op's inputs in table order). Numpy arrays and descriptors
- * as cgpy_read; torch tensors (when the first input is one) checked as cgpy_check_tensors, read in one pass
- * and copied (o.contiguous()) where the C API cannot take their strides: the innermost
- * stride is not 1, or every stride is zero. */
+ * as cgpy_read; torch tensors (when the first input is one) checked as cgpy_check_tensors, read in one pass;
+ * one the C API cannot take as it is (the innermost stride is not 1, or every stride is
+ * zero) is described as contiguous and copied (o.contiguous()) by cgpy_copy_pending, so
+ * that the library checks the call before any copy is made. */
 int cgpy_read_inputs(cgpy_call *c, PyObject *ins);
+/* Make the copies cgpy_read_inputs left pending and point their tensors at them. 0 or -1. */
+int cgpy_copy_pending(cgpy_call *c);
 /* Output i from out, made by the caller's allocator in shape and dtype: a descriptor is
  * read as cgpy_read; a buffer (numpy) or a torch tensor is taken as contiguous of dtype
  * (only its data pointer read; a buffer's byte length checked). */

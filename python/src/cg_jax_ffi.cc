@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -237,7 +238,10 @@ static PyObject *py_set_threads(PyObject *, PyObject *arg) {
 
 static PyObject *py_set_cache_dir(PyObject *, PyObject *arg) {
     const char *dir = nullptr;
-    if (arg != Py_None && !(dir = PyUnicode_AsUTF8(arg))) return nullptr;
+    Py_ssize_t len = 0;
+    if (arg != Py_None && !(dir = PyUnicode_AsUTF8AndSize(arg, &len))) return nullptr;
+    if (dir && std::strlen(dir) != (size_t)len) /* the C string would end at the NUL: another directory */
+        return PyErr_Format(PyExc_ValueError, "path: %R contains a NUL character but expected a path without one", arg);
     ffi::Error err;
     cg_context *ctx = context(&err);
     cg_status s = ctx ? cg_context_set_cache_dir(ctx, dir) : CG_ENOMEM;

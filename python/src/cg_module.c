@@ -156,6 +156,23 @@ static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
     return 0;
 }
 
+/* backend auto with float64 inputs (tensor 0) runs the float64 reference, `ref`: the
+ * front ends' rule for call() and validate(). */
+static void auto_f64_ref(cgpy_call *c) {
+    const cg_tensor *first = cg__args_tensor(c->d, &c->args, 0);
+    if (c->exec.backend == CG_BACKEND_AUTO && first->data && first->dtype == CG_F64) c->exec.backend = CG_BACKEND_REF;
+}
+
+/* The library's check of c's arguments (cg_validate: outputs not yet made are not
+ * checked), with the GIL held (no tensor data is read but host cu_seqlens offsets). */
+static PyObject *check_args(cgpy_call *c) {
+    cg_context *ctx = thread_ctx();
+    if (!ctx) return NULL;
+    cg_status s = cg_validate(ctx, c->d->op, &c->args, &c->exec);
+    if (s != CG_OK) return raise_status(s, ctx);
+    Py_RETURN_NONE;
+}
+
 /* The op's call (or its workspace size when bytes != NULL) with the GIL released. */
 static PyObject *invoke(cgpy_call *c, size_t *bytes) {
     cg_context *ctx = thread_ctx();
@@ -187,6 +204,21 @@ static PyObject *py_workspace_size(PyObject *self, PyObject *const *a, Py_ssize_
     return PyLong_FromSize_t(bytes);
 }
 
+/* validate(*run_args) -> None: cg_validate of the call (outputs given as None are not
+ * checked; backend auto with float64 inputs is `ref`, as in call()): the front ends'
+ * check of a call's inputs (shapes, dtypes, cu_seqlens) by the library before anything
+ * is copied or allocated, on descriptors whose data is never read. */
+static PyObject *py_validate(PyObject *self, PyObject *const *a, Py_ssize_t na) {
+    cgpy_call c;
+    PyObject *r = NULL;
+    if (!parse_call(a, na, &c)) {
+        auto_f64_ref(&c);
+        r = check_args(&c);
+    }
+    cgpy_call_release(&c);
+    return r;
+}
+
 /* empty(shape, dtype=dtypes[dt]): one output from the front end's allocator. */
 static PyObject *make_output(PyObject *empty, PyObject *dtypes, int dt, PyObject *shape) {
     static PyObject *kw;
@@ -207,7 +239,8 @@ static PyObject *make_output(PyObject *empty, PyObject *dtypes, int dt, PyObject
  * outputs and the gradient of every given input) is made by empty(shape, dtype=dtypes[dt])
  * -- shapes from the op table, dt (a cg_dtype) by the library's rules (resolve_dtypes: a
  * bad dtype mix raises its message here) -- and read like an
- * input; the others come back as None. backend auto with float64 inputs runs `ref`. With
+ * input; the others come back as None. The library checks the inputs (cg_validate) before
+ * any output is made. backend auto with float64 inputs runs `ref`. With
  * a stream (CUDA), ws_empty(n) gives the call's n bytes of workspace (cg_workspace_size)
  * when n > 0. cu_seqlens (None when left out): the op's offsets (cgpy_read_cu); the states
  * (CG_TD_PERSEQ outputs) are then made with N = len(cu_seqlens) - 1 in their B dimension,
@@ -236,9 +269,13 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         dt[i] = present[i] ? (int)t->dtype : -1;
     }
     if (resolve_dtypes(d, dt)) goto done;
-    const cg_tensor *first = cg__args_tensor(d, &c.args, 0);
-    if (c.exec.backend == CG_BACKEND_AUTO && first->data && first->dtype == CG_F64) c.exec.backend = CG_BACKEND_REF;
+    auto_f64_ref(&c);
     cgpy_set_flag(&c, flag);
+    /* the library checks the inputs before any output is made from their extents: a bad
+     * shape raises its message, never an allocation of a huge output (issue #39 item 8) */
+    if (!(r = check_args(&c))) goto done;
+    Py_CLEAR(r);
+    if (cgpy_copy_pending(&c)) goto done; /* the copies of torch inputs the C API cannot take as they are */
     if (!(result = PyTuple_New(d->nt - nin))) goto done;
     for (int i = nin; i < d->nt; i++) {
         int on = want == -1 ? cgpy_default_want(d, i, present) : (int)((want >> (i - nin)) & 1);
@@ -546,7 +583,10 @@ static PyObject *py_set_tune_on_miss(PyObject *self, PyObject *arg) {
 
 static PyObject *py_set_cache_dir(PyObject *self, PyObject *arg) {
     const char *dir = NULL;
-    if (arg != Py_None && !(dir = PyUnicode_AsUTF8(arg))) return NULL;
+    Py_ssize_t len = 0;
+    if (arg != Py_None && !(dir = PyUnicode_AsUTF8AndSize(arg, &len))) return NULL;
+    if (dir && strlen(dir) != (size_t)len) /* the C string would end at the NUL: another directory */
+        return PyErr_Format(PyExc_ValueError, "path: %R contains a NUL character but expected a path without one", arg);
     cg_context *ctx = thread_ctx();
     if (!ctx) return NULL;
     cg_status s = cg_context_set_cache_dir(ctx, dir);
@@ -566,6 +606,9 @@ static PyMethodDef methods[] = {
     {"configs_changed", py_configs_changed, METH_NOARGS, "drop the cached store indexes (a store was written)"},
     {"workspace_size", (PyCFunction)(void (*)(void))py_workspace_size, METH_FASTCALL,
      "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
+    {"validate", (PyCFunction)(void (*)(void))py_validate, METH_FASTCALL,
+     "validate(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens]): "
+     "cg_validate (outputs given as None are not checked)"},
     {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
     {"call", (PyCFunction)(void (*)(void))py_call, METH_FASTCALL,
      "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty[, cu_seqlens]) -> outputs"},

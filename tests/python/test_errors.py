@@ -1,5 +1,7 @@
 """Bad input raises ValueError (CG_EINVAL) or RuntimeError carrying the library's message;
 NaN inputs propagate without a crash. Both front ends (numpy and torch)."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -140,3 +142,75 @@ def test_missing_first_input():
         ct.ssd(None, tk, tv, tla)
     with pytest.raises(ValueError, match="q: .*null data pointer"):
         chunkgen.ssd(None, tk.numpy(), tv.numpy(), tla.numpy())
+
+
+# ------------------------------------------------ checked before any allocation (#39 item 8)
+
+def _huge_q(front, T, all_zero):
+    """A q of T tokens (G = 1, dk = 64) that takes no memory: a broadcast view, with every
+    stride zero (a copy would be made) or only the token strides zero (taken as it is;
+    the outputs would be made from its T)."""
+    if front == "numpy":
+        base = np.ones(64, np.float32)
+        if all_zero:
+            return np.broadcast_to(np.float32(1), (1, T, 1, 64))
+        return np.lib.stride_tricks.as_strided(base, (1, T, 1, 64), (0, 0, 0, 4), writeable=False)
+    return torch.ones(1).expand(1, T, 1, 64) if all_zero else torch.ones(64).expand(1, T, 1, 64)
+
+
+@pytest.mark.parametrize("all_zero", [True, False], ids=["copied", "taken"])
+@pytest.mark.parametrize("front", ["numpy", "torch"])
+def test_checked_before_outputs_and_copies(front, all_zero):
+    # before: a 64 GiB (numpy) / 256 GiB (torch) allocation failure, the copy of q or o
+    T = (1 << 28) if front == "numpy" else (1 << 30)
+    q = _huge_q(front, T, all_zero)
+    k, v, la = (np.ones(s, np.float32) for s in ((1, 8, 1, 64), (1, 8, 1, 64), (1, 8, 1)))
+    if front == "torch":
+        k, v, la = (torch.from_numpy(a) for a in (k, v, la))
+    f = chunkgen.ssd if front == "numpy" else ct.ssd
+    with pytest.raises(ValueError, match=rf"k: shape \(1, 8, 1, 64\) but expected \(1, {T}, 1, 64\)"):
+        f(q, k, v, la)
+
+
+def test_checked_before_copies_sscan():
+    x = np.broadcast_to(np.float32(1), (1, 1 << 28, 64))
+    d = np.ones((1, 8, 64), np.float32)
+    with pytest.raises(ValueError, match=r"delta: shape \(1, 8, 64\) but expected"):
+        chunkgen.sscan(x, d, -np.ones((64, 4), np.float32), np.ones((1, 8, 4), np.float32),
+                       np.ones((1, 8, 4), np.float32))
+
+
+# ---------------------------------------------------- settings and the store (#39 items 10, 11)
+
+def test_cache_dir_with_nul_refused(tmp_path):
+    chunkgen.set_cache_dir(str(tmp_path))
+    try:
+        with pytest.raises(ValueError, match=r"path: 'a\\x00b' contains a NUL character"):
+            chunkgen.set_cache_dir("a\x00b")  # before: accepted, and cut to "a"
+        assert chunkgen.get_cache_dir() == str(tmp_path)
+    finally:
+        chunkgen.set_cache_dir(None)
+
+
+def test_import_configs_of_a_directory_without_a_store(tmp_path):
+    nothing = tmp_path / "nothing"
+    nothing.mkdir()
+    (nothing / "notes.txt").write_text("not a store")
+    with pytest.raises(RuntimeError, match=re.escape(str(nothing)) + ": not a store directory"):
+        chunkgen.import_configs(str(nothing))  # before: an empty report, no error
+    (nothing / "configs").mkdir()  # a cache directory whose store is empty: no error
+    chunkgen.import_configs(str(nothing), dry_run=True)
+
+
+# ----------------------------------------------------- CUDA that cannot be used (#33)
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is usable here")
+def test_stream_without_usable_cuda_is_said():
+    from chunkgen import _C
+    from chunkgen._numpy import _NP
+    from chunkgen._ops import OPS
+    q, k, v, la = ssd_np()
+    # what chunkgen.torch passes for CUDA tensors: a stream; where CUDA cannot be used the
+    # tensors cannot be told from host memory, so the library says why instead of running
+    with pytest.raises(RuntimeError, match=r"exec.stream: a CUDA stream is given but CUDA cannot be used \(.+\)"):
+        _C.call(OPS["ssd_fwd"].index, (q, k, v, la, None), -1, 0, 0, None, False, np.empty, _NP, 0x1000, None)

@@ -210,3 +210,49 @@ def test_runtime_error_carries_errmsg(monkeypatch):
         jax.block_until_ready(compiled(**x))
     monkeypatch.delenv("CHUNKGEN_CONFIG")
     assert np.isfinite(np.asarray(compiled(**x)[0])).all()
+
+
+def test_second_order_refused_by_name():
+    # before: NotImplementedError "Differentiation rule for 'custom_partitioning' not implemented"
+    x = ssd_inputs(60, B=1, G=1, H=2, T=9, dk=3, dv=2, h0=False)
+    f = lambda q: (cj.ssd(q, x["k"], x["v"], x["log_alpha"])[0] ** 2).sum()  # noqa: E731
+    assert np.isfinite(np.asarray(jax.grad(f)(x["q"]))).all()  # first order: fine
+    for second in (jax.grad(lambda q: jax.grad(f)(q).sum()), jax.jacrev(jax.grad(f))):
+        with pytest.raises(NotImplementedError, match="chunkgen's backward is not differentiable"):
+            second(x["q"])
+    for fwd_mode in (jax.hessian(f), jax.jacfwd(jax.grad(f))):  # forward mode: JAX's own refusal
+        with pytest.raises(TypeError, match="forward-mode autodiff"):
+            fwd_mode(x["q"])
+    s = sscan_inputs(61, B=1, L=7, D=3, N=2, full=False)
+    g = lambda A: (cj.sscan(s["x"], s["delta"], A, s["B"], s["C"])[0] ** 2).sum()  # noqa: E731
+    with pytest.raises(NotImplementedError, match="gradients of chunkgen.jax.sscan cannot be differentiated"):
+        jax.grad(lambda A: jax.grad(g)(A).sum())(s["A"])
+
+
+def test_size_overflow_at_trace_time_names_the_tensor():
+    # before: a bare OverflowError from the binding's descriptors
+    T = 1 << 62
+    S = jax.ShapeDtypeStruct
+    ins = (S((1, 1, T, 1), jnp.float32), S((1, 1, T, 1), jnp.float32), S((1, 1, T, 1), jnp.float32),
+           S((1, 1, T), jnp.float32))
+    with pytest.raises(ValueError, match=r"q: byte size of shape \(1, 1, 4611686018427387904, 1\) overflows 64 bits"):
+        jax.eval_shape(lambda q, k, v, la: cj.ssd(q, k, v, la), *ins)
+    with pytest.raises(ValueError, match=r"q: shape\[2\] = 36893488147419103232 out of range"):
+        jax.eval_shape(lambda q, k, v, la: cj.ssd(q, k, v, la), S((1, 1, 1 << 65, 1), jnp.float32), *ins[1:])
+
+
+def test_cache_dir_with_nul_refused():
+    with pytest.raises(ValueError, match=r"path: 'a\\x00b' contains a NUL character"):
+        cj.set_cache_dir("a\x00b")  # before: accepted, and cut to "a"
+
+
+def test_failed_cuda_registration_is_a_warning():
+    # before: `except Exception: pass`
+    assert cj.CUDA_REGISTRATION_ERROR is None  # (registration is deferred without a CUDA plugin)
+
+    def broken(*a, **kw):
+        raise RuntimeError("no such platform: CUDA")
+
+    with pytest.warns(RuntimeWarning, match=r"CUDA FFI handler could not be registered \(RuntimeError: no such "
+                                            r"platform: CUDA\)"):
+        assert cj._register_cuda(broken) == "RuntimeError: no such platform: CUDA"

@@ -113,3 +113,26 @@ def test_bad_mix_numpy():
         chunkgen.ssd(q, k, v, la.astype(np.float16), backend="ref")
     with pytest.raises(ValueError, match="q: dtype int8 but expected float32 or float64, or float16 / bfloat16"):
         chunkgen.ssd(q.astype(np.int8), k, v, la)
+
+
+def test_o_follows_v_as_documented():
+    """o comes back in v's dtype (docs/dtypes.md), and every front end's docstring says so
+    (issue #39 item 12: they said q's)."""
+    import importlib
+    import re
+    for mod in ("chunkgen._numpy", "chunkgen.torch", "chunkgen.jax"):
+        doc = " ".join(importlib.import_module(mod).__doc__.split())
+        said = re.findall(r"o / y (?:come back )?in (\w)'s / (\w)'s", doc)
+        assert said == [("v", "x")], (mod, said)
+    rng = np.random.default_rng(3)
+    q, k = (rng.standard_normal((1, 5, 1, 4)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((1, 5, 2, 3)).astype(DTYPES["bf16"])
+    la = -rng.random((1, 5, 2)).astype(np.float32)
+    o, _ = call(chunkgen.ssd, q, k, v, la, backend="ref")  # float32 q, bf16 v
+    assert o.dtype == DTYPES["bf16"]
+    o16, _ = call(chunkgen.ssd, q.astype(DTYPES["f16"]), k, v.astype(np.float32), la, backend="ref")
+    assert o16.dtype == np.float32  # f16 q, float32 v: o float32
+    import chunkgen.torch as ct
+    ot, _ = ct.ssd(*(torch.from_numpy(a) for a in (q, k)), torch.from_numpy(v.astype(np.float32)).bfloat16(),
+                   torch.from_numpy(la))
+    assert ot.dtype == torch.bfloat16
