@@ -2,12 +2,26 @@
 #include "cuda_testlib.h"
 #include "cg_test.h"
 #include "cuda/cg_cuda.h"
+#include "gen.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+int cg_test_device(cg_context *ctx, cg_backend be, cg_devinfo *dev) {
+    if (be == CG_BACKEND_EMULATE) {
+        cg__devinfo_emulated(dev);
+        return 1;
+    }
+    const cg_kexec *volatile cuda = &cg__kexec_cuda; /* weak: NULL in a build without it */
+    if (cuda && cuda->device(ctx, dev) == CG_OK) return 1;
+    static char why[600];
+    snprintf(why, sizeof why, "no CUDA device: %s", cg_errmsg(ctx));
+    cg_test_skip(why);
+    return 0;
+}
 
 void rm_rf(const char *dir) {
     char cmd[1100];

@@ -4,10 +4,19 @@
 #ifndef CG_CUDA_TESTLIB_H
 #define CG_CUDA_TESTLIB_H
 
+#include "chunkgen.h"
+
 /* A new directory /tmp/cg_kcacheXXXXXX (caller frees the name); NULL on failure. */
 char *tmpdir(void);
 /* chmod -R u+w and rm -rf dir (the tests make read-only directories). */
 void rm_rf(const char *dir);
+
+/* The device a test runs backend be on into *dev: the emulated one for emulate, the GPU
+ * for cuda. Returns 1, or 0 with the running test skipped ("no CUDA device: why") when
+ * there is no GPU. */
+struct cg_context;
+struct cg_devinfo;
+int cg_test_device(struct cg_context *ctx, cg_backend be, struct cg_devinfo *dev);
 
 /* One kernel, `tiny`, doubling p[threadIdx.x]. */
 extern const char k_tiny_src[];

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "cuda_testlib.h"
 #include "sweep_sample.h"
 
 cg_tbuf ssdt_mk(ssdt_dims d, cg_dtype dt, int64_t heads, int64_t dim) {
@@ -155,10 +156,7 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, doubl
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    if (be == CG_BACKEND_EMULATE) {
-        cg__devinfo_emulated(&dev);
-    } else if (cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
-        cg_test_skip("no CUDA device");
+    if (!cg_test_device(ctx, be, &dev)) {
         cg_context_free(ctx);
         return;
     }

@@ -11,19 +11,10 @@
 #include "varlen_testlib.h"
 
 #include "cuda/cg_cuda.h"
+#include "cuda_testlib.h"
 #include "gen.h"
 
 #include <string.h>
-
-static int have_gpu(cg_context *ctx) {
-    const cg_kexec *volatile cuda = &cg__kexec_cuda; /* weak: NULL in a build without it */
-    cg_devinfo dev;
-    if (cuda && cuda->device(ctx, &dev) == CG_OK) return 1;
-    static char why[600];
-    snprintf(why, sizeof why, "no CUDA device: %s", cg_errmsg(ctx));
-    cg_test_skip(why);
-    return 0;
-}
 
 /* Odd small extents: T and L not a multiple of any chunk, dk / dv / D / N not powers of
  * two, G = 1 < H = 2. */
@@ -66,7 +57,8 @@ static void check_op(cg_context *ctx, cg_op op, cg_dtype half, uint64_t seed) {
 CG_TEST(cuda_gpu_each_kernel) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx || !have_gpu(ctx)) {
+    cg_devinfo dev;
+    if (!ctx || !cg_test_device(ctx, CG_BACKEND_CUDA, &dev)) {
         cg_context_free(ctx);
         return;
     }

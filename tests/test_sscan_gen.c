@@ -10,6 +10,7 @@
 #include "cg_test.h"
 
 #include "cuda/cg_cuda.h"
+#include "cuda_testlib.h"
 #include "cuda/kcache.h"
 #include "emu/emu.h"
 #include "gen.h"
@@ -275,11 +276,7 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     if (!ctx) return;
     cg_devinfo dev;
-    const cg_kexec *volatile cuda = &cg__kexec_cuda; /* weak: NULL in a build without it */
-    if (be == CG_BACKEND_EMULATE) {
-        cg__devinfo_emulated(&dev);
-    } else if (!cuda || cuda->device(ctx, &dev) != CG_OK) {
-        cg_test_skip("no CUDA device");
+    if (!cg_test_device(ctx, be, &dev)) {
         cg_context_free(ctx);
         return;
     }

@@ -23,6 +23,7 @@
 #include "cg_test.h"
 
 #include "cuda/cg_cuda.h"
+#include "cuda_testlib.h"
 #include "emu/emu.h"
 #include "gen.h"
 #include "nvrtc_testlib.h"
@@ -236,11 +237,7 @@ static void space_sig_run(int bwd, const char *const *only, cg_backend be) {
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     if (!ctx) return;
     cg_devinfo dev;
-    const cg_kexec *volatile cuda = &cg__kexec_cuda; /* weak: NULL in a build without it */
-    if (be == CG_BACKEND_EMULATE) {
-        cg__devinfo_emulated(&dev);
-    } else if (!cuda || cuda->device(ctx, &dev) != CG_OK) {
-        cg_test_skip("no CUDA device");
+    if (!cg_test_device(ctx, be, &dev)) {
         cg_context_free(ctx);
         return;
     }

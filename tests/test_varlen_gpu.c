@@ -28,6 +28,7 @@
 #include "sweep_sample.h"
 
 #include "cuda/cg_cuda.h"
+#include "cuda_testlib.h"
 #include "gen.h"
 #include "nvrtc_testlib.h"
 
@@ -156,11 +157,7 @@ static void run_space_on(cg_op op, cg_backend be) {
     cg_context *ctx = NULL;
     CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    const cg_kexec *volatile cuda = &cg__kexec_cuda; /* weak: NULL in a build without it */
-    if (be == CG_BACKEND_EMULATE) {
-        cg__devinfo_emulated(&dev);
-    } else if (!cuda || cuda->device(ctx, &dev) != CG_OK) {
-        cg_test_skip("no CUDA device");
+    if (!cg_test_device(ctx, be, &dev)) {
         cg_context_free(ctx);
         return;
     }
