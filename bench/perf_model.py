@@ -127,10 +127,8 @@ def ssd_bwd(shape, cfg, entries):
     split = cfg.get("heads") == "split"
     grads_io = F * (2 * C * dk + 2 * C * dv + 2 * C) + 2 * F * dk * dv + F * (2 * C * dk + C * dv)
     out["cg_ssd_bwd_grads"] = _launch(t, f, BH * nc * grads_io)
-    fin = B * G * nc * F * C * (H // G) * 2       # dla read + write
-    if split:
-        fin += B * nc * F * C * dk * 2 * (H + G)  # per-head dq, dk partials read, sums written
-    out["cg_ssd_bwd_finish"] = _launch(0, 0, fin)
+    if split:  # the finish: per-head dq, dk partials read, sums written (heads=loop has none)
+        out["cg_ssd_bwd_finish"] = _launch(0, 0, B * nc * F * C * dk * 2 * (H + G))
     useful = BH * nc * (3 * 2.0 * C * C * dk + 2 * 2.0 * C * C * dv + 3 * 2.0 * C * dk * dv + 2 * 2.0 * C * dk * dv)
     unique = F * (B * T * G * 4 * dk + B * T * H * (4 * dv + 2))
     return {k: v for k, v in out.items() if k in entries}, useful, unique

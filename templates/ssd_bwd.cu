@@ -22,8 +22,14 @@
 //   dP  = (dO V^T) .* M
 //   dQ  = dP K + diag(eA) dO S0^T
 //   dK  = dP^T Q + diag(w) V (dS^c)^T
-//   dla_t = sum_{s >= t} (q_s . dq_s^(h) - k_s . dk_s^(h)) + <dhT, S_T>
-// with dq^(h), dk^(h) head h's own terms, before the sum over the group's heads.
+//   dla_t = gamma <dS^c, S0^c> + sum_{i >= t} q_i . dQs_i + sum_{j < t} k_j . dKs_j
+//           + sum_{i >= t > j} P_ij (dO V^T)_ij
+// with gamma = exp(A_last), dQs = diag(eA) dO S0^T and dKs = diag(w) V (dS^c)^T the state
+// terms of head h's dq and dk: exp(la_t) <G_t, S_{t-1}> expanded over the chunk, so each
+// chunk's dla needs nothing from the other chunks but S0^c and dS^c, and no term is a
+// difference of sums (exact zeros at a reset; a NaN reaches only the tokens whose exact
+// gradient it reaches). The A_i - A_j are formed exactly (ssd_common.cuh: chunk_cumsum,
+// seg_sum), and a masked product runs as a select wherever a zero could meet an Inf or NaN.
 //
 // Memory against time: the workspace keeps S0 and dS at every RECOMPUTE-th chunk
 // boundary only. A super-chunk s is chunks [s*RECOMPUTE, (s+1)*RECOMPUTE) (the last one
@@ -32,31 +38,27 @@
 //   U <- gamma_j U + U_j,   R <- R + (gamma_first ... gamma_{j-1}) R_j,   gamma <- gamma gamma_j.
 // With RECOMPUTE = 1 super-chunks are chunks and nothing below is recomputed.
 //
-// Four launches, one stream:
+// Four launches (three with heads=loop), one stream:
 //   1 states  per (b, h, super-chunk, dv tile): U_s = (K .* w)^T V and R_s = (Q .* eA)^T dO
 //             into the workspace, gamma_s = exp(A_last) (over the super-chunk).
 //   2 scan    per (b, h, block of state elements): forward over the super-chunks turns
-//             U_s into S0^s (in place), reverse turns R_s into dS^s (in place); dh0;
-//             partial sums of dhT .* S_T (fixed order within the block).
+//             U_s into S0^s (in place), reverse turns R_s into dS^s (in place); dh0.
 //   3 grads   heads=loop: per (b, g, chunk), one CTA owns every head of the group and
 //             sums dq, dk over the heads in head order; heads=split: per (b, h, chunk),
 //             head h's dq, dk go to per-head partial buffers in the workspace. Per head
 //             it loops over the dv tiles (dV complete per tile, dP, dQ, dK accumulated
-//             in smem), then writes the chunk-local reverse cumulative sum of
-//             q.dq - k.dk into dla and its chunk total into the workspace. RECOMPUTE > 1:
+//             in smem), then dla of its tokens (the formula above). RECOMPUTE > 1:
 //             per dv tile it first carries the stored S0 of its super-chunk forward
 //             through the earlier chunks of the super-chunk (S <- gamma_j S + U_j) and
 //             the stored dS backward through the later ones (dS <- gamma_j dS + R_j),
 //             loading each of those chunks where its own chunk lives, then reloads its own.
-//   4 finish  per (b, g, chunk): for each head adds to dla the carry from the later
-//             chunks (their totals) and <dhT, S_T>, summed by the whole block in a fixed order;
-//             heads=split: dq, dk = the sum of the partials in head order.
+//   4 finish  heads=split only, per (b, g, chunk): dq, dk = the sum of the partials in
+//             head order.
 // Varlen (CG_VARLEN, docs/varlen.md): B = 1, nseq sequences packed along T, cu_seqlens
 // read on the device; recompute = 1 (ssd_bwd.lua). Launches 1, 3 and 4 run over the chunk
 // slots of ssd_common.cuh (chunks start at every sequence start; an unused slot exits);
 // launch 2 runs per (sequence n, h): its slots forward from h0[n], backward from dhT[n],
-// dh0[n], and <dhT[n], S_T[n]> per sequence; launch 4 carries the totals of the later
-// chunks of the same sequence only.
+// and dh0[n].
 // Matmuls are per warp on 16x16 output tiles with the m16n8k8 fragment layout: FFMA for
 // ieee, mma tf32 for tf32, three tf32 mma per product for 3xtf32 (as in ssd_fwd.cu).
 // Operands come from padded smem tiles, zero beyond dk, dv and the last token, so any
@@ -300,39 +302,50 @@ __device__ __forceinline__ void outer_operands(float *X, const float *s, float *
     ssdc::round_tile<CHUNK, BDV / 4, LDV, NTHREADS, TY>(Y);
 }
 
-// Workspace, in floats: S [B*H, nsuper, DK, DV], D (same), gamma [B*H, nsuper],
-// chunk totals of q.dq - k.dk [B*H, nchunks], partial <dhT, S_T> [B*H, NBLK] (varlen:
-// [nseq*H, NBLK], per sequence), and for heads=split the per-head dq, dk [B*H, T, DK] each.
+// Workspace, in floats: S [B*H, nsuper, DK, DV], D (same), gamma [B*H, nsuper], and for
+// heads=split the per-head dq, dk [B*H, T, DK] each.
 struct Ws {
-    float *S, *D, *gam, *tot, *pdot, *dqp, *dkp;
+    float *S, *D, *gam, *dqp, *dkp;
 };
 __device__ __forceinline__ Ws ws_of(const cg_ssd_bwd_params &p) {
     Ws w;
-    const i64 bhs = p.B * p.H * nsuper(p), bhc = p.B * p.H * p.nchunks;
+    const i64 bhs = p.B * p.H * nsuper(p);
     w.S = p.ws;
     w.D = w.S + bhs * DKDV;
     w.gam = w.D + bhs * DKDV;
-    w.tot = w.gam + bhs;
-    w.pdot = w.tot + bhc;
-#ifdef CG_VARLEN
-    w.dqp = w.pdot + p.nseq * p.H * NBLK;
-#else
-    w.dqp = w.pdot + p.B * p.H * NBLK;
-#endif
+    w.dqp = w.gam + bhs;
     w.dkp = w.dqp + p.B * p.H * p.T * DK;
     return w;
 }
 
-// The sum of every thread's x, to every thread, in a fixed order (deterministic): a
-// butterfly within each warp, then the warps' sums in warp order. red: WARPS floats of
-// shared memory; the caller's readers of red from a previous call must be done.
-__device__ __forceinline__ float block_sum(float x, float *red) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
-    __syncthreads();
+// This thread's share of sum S .* D over two [DKP, BDV] tiles of the same layout (pitch
+// LDS, swizzled alike): the elements ssdc::round_tile gives it, in a fixed order.
+__device__ __forceinline__ float tile_dot(const float *S, const float *D) {
     float s = 0.f;
-    for (int k = 0; k < WARPS; ++k) s += red[k];
+#pragma unroll 1
+    for (int e = threadIdx.x; e < DKP * (BDV / 4); e += NTHREADS) {
+        const int r = e / (BDV / 4), i = (e - r * (BDV / 4)) * 4;
+        const float4 x = *reinterpret_cast<const float4 *>(S + r * LDS + i);
+        const float4 y = *reinterpret_cast<const float4 *>(D + r * LDS + i);
+        s = fmaf(x.w, y.w, fmaf(x.z, y.z, fmaf(x.y, y.y, fmaf(x.x, y.x, s))));
+    }
+    return s;
+}
+
+// Element (m, j) of dV as the exact sum (a select where the mma multiplies by P's zeros):
+// w_m (K dS)_mj + sum over i >= m of P_im dO_ij, by FFMA from the grads launch's tiles. The
+// mma's P^T dO runs i over the whole diagonal tile, so it also multiplies P's zeros with
+// the rows i < m of dO; 0 x Inf or NaN is NaN, so a NaN or Inf in dout at token i turned
+// rows m > i of its tile to NaN, rows that do not depend on it (issue #39). Only an
+// element that came out non-finite is recomputed this way.
+__device__ __noinline__ float dv_exact(const float *K, const float *DS, const float *W, const float *P,
+                                       const float *DO, int m, int j) {
+    float s = 0.f;
+#pragma unroll 1
+    for (int k = 0; k < DKP; ++k) s = fmaf(K[m * LDQ + k], DS[sd_at(k, j)], s);
+    s *= W[m];
+#pragma unroll 1
+    for (int i = m; i < CHUNK; ++i) s = fmaf(P[i * LDP + m], DO[i * LDV + j], s);
     return s;
 }
 
@@ -419,13 +432,11 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
 // rows of S, D and gamma are the heads).
 SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
     using namespace ssdb;
-    __shared__ float red[WARPS];
     const i64 blk = blockIdx.x % NBLK, bh = blockIdx.x / NBLK;
     const i64 b = bh / p.H, h = bh - b * p.H;
     const i64 ij = blk * NTHREADS + threadIdx.x;
     const Ws w = ws_of(p);
     const i64 ns = nsuper(p);
-    float dot = 0.f;
     if (ij < DKDV) {
         const i64 i = ij / DV, j = ij - i * DV;
 #ifdef CG_VARLEN
@@ -438,10 +449,9 @@ SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
         // forward: slot s holds U_s, then S0^s (entering super-chunk s); s ends as S_T
         float s = p.h0.p ? p.h0.p[b * p.h0.s0 + h * p.h0.s1 + i * p.h0.s2 + j] : 0.f;
         float *u = w.S + row * DKDV + ij;
-        s = ssdc::state_scan<DKDV>(u, gam, nsl, s);
+        ssdc::state_scan<DKDV>(u, gam, nsl, s);
         // reverse: slot s holds R_s, then dS^s (the gradient of the state leaving super-chunk s)
         float d = p.dhT.p ? p.dhT.p[b * p.dhT.s0 + h * p.dhT.s1 + i * p.dhT.s2 + j] : 0.f;
-        dot = d * s;
         float *r = w.D + row * DKDV + ij;
         for (i64 c = nsl - 1; c >= 0; --c) {
             const float rc = r[c * DKDV];
@@ -450,8 +460,6 @@ SSDB_ENTRY cg_ssd_bwd_scan(cg_ssd_bwd_params p) {
         }
         if (p.dh0.p) p.dh0.p[b * p.dh0.s0 + h * p.dh0.s1 + i * p.dh0.s2 + j] = d;
     }
-    const float sum = block_sum(dot, red);
-    if (threadIdx.x == 0) w.pdot[bh * NBLK + blk] = sum;
 }
 
 // ------------------------------------------------------- 3: chunk gradients
@@ -522,13 +530,13 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
     const i64 c_last = c_first + REC - 1 < p.nchunks - 1 ? c_first + REC - 1 : p.nchunks - 1;
     const bool carry = REC > 1 && c_first < c_last;
     float *Q = sm + OFF_Q, *K = sm + OFF_K, *V = sm + OFF_V, *DO = sm + OFF_DO;
-    float *A = sm + OFF_A, *EA = sm + OFF_EA, *W = sm + OFF_W;
+    float *A = sm + OFF_A, *EA = sm + OFF_EA, *W = sm + OFF_W, *LO = sm + OFF_LA; // LO: the cumsum's low parts
     float *DQ = sm + OFF_DQ, *DKs = sm + OFF_DK, *P = sm + OFF_P, *DP = sm + OFF_DP;
     float *S = sm + OFF_S, *DS = sm + OFF_DS, *DT = sm + OFF_DT;
     load_qk<ssdc::MMA16>(p, sm, b, g, t0, n);
     for (i64 h = h_begin; h < h_end; ++h) {
         const i64 bh = b * p.H + h;
-        const i64 slot = bh * p.nchunks + ci, sslot = bh * ns + si;
+        const i64 sslot = bh * ns + si;
         load_la(p, sm, b, h, t0, n);
         // The block-wide element loops stay rolled (#pragma unroll 1): unrolled, their
         // constant trip counts made a third of this entry's compile time.
@@ -557,11 +565,13 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                                [&](int k, int nn) { return ld_pair(K + (n0 + nn) * LDQ + k); });
 #endif
             tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
-                const int i = m0 + r, j = n0 + cc;
-                f2(P + i * LDP + j) = make_float2(j <= i ? ssdc::mma_store(x0 * expf(A[i] - A[j])) : 0.f, // read by dV only
-                                                  j + 1 <= i ? ssdc::mma_store(x1 * expf(A[i] - A[j + 1])) : 0.f);
+                const int i = m0 + r, j = n0 + cc; // selects: above the diagonal exp(positive) may be Inf
+                f2(P + i * LDP + j) = make_float2(j <= i ? ssdc::mma_store(x0 * expf(ssdc::seg_sum(A, LO, i, j))) : 0.f,
+                                                  j + 1 <= i ? ssdc::mma_store(x1 * expf(ssdc::seg_sum(A, LO, i, j + 1)))
+                                                             : 0.f); // read by dV (and the dla pairs) only
             });
         }
+        float sdot = 0.f; // this thread's share of <S0, dS> over the dv tiles (dlog_alpha's chunk term)
         for (int dvt = 0; dvt < NDVT; ++dvt) {
             const i64 j0 = (i64)dvt * BDV;
             __syncthreads(); // the previous tile's readers are done (and P is complete)
@@ -573,6 +583,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                 const float x = in ? s0[(i64)i * DV + j] : 0.f, y = in ? ds[(i64)i * DV + j] : 0.f;
                 S[sd_at(i, j)] = carry ? x : ssdc::mma_store(x); // read by the mma only (carry: rounded after it)
                 DS[sd_at(i, j)] = carry ? y : ssdc::mma_store(y);
+                if (!carry) sdot = fmaf(x, y, sdot);
             }
             if (carry) { // S0^ci from S0 of the super-chunk, dS^ci from its dS (one call site: less code)
                 for (i64 k = c_first; k < c_last; ++k) {
@@ -580,6 +591,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     carry_chunk(p, sm, fwd ? S : DS, fwd, b, g, h, fwd ? k : c_last - (k - ci), j0);
                 }
                 __syncthreads(); // back to this chunk's own Q, K, la, A, exp(A), w
+                sdot += tile_dot(S, DS); // the elements round_tile gives this thread, before it rounds them
                 ssdc::round_tile<DKP, BDV / 4, LDS, NTHREADS>(S); // the carried S0, dS: read by the mma only now
                 ssdc::round_tile<DKP, BDV / 4, LDS, NTHREADS>(DS);
                 load_qk<ssdc::MMA16>(p, sm, b, g, t0, n);
@@ -616,10 +628,25 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                                     [&](int k, int nn) { return ld_rows(DO + k * LDV + n0 + nn, LDV, 4); });
                     TDV *dvb = tp<TDV>(p.dv) + b * p.dv.s0 + t0 * p.dv.s1 + h * p.dv.s2 + j0;
                     const int nr = n - m0; // as fwd's chunk_output: compile-time column test when DV % BDV == 0
+                    bool bad = false; // an element came out Inf or NaN
                     tile_foreach(acc, [&](int r, int cc, float &x) {
                         const int j = n0 + cc;
-                        if (r < nr && (DV % BDV == 0 || j0 + j < DV)) dvb[(m0 + r) * p.dv.s1 + j] = cg_round<TDV>(x); // rounded once
+                        if (r < nr && (DV % BDV == 0 || j0 + j < DV)) {
+                            dvb[(m0 + r) * p.dv.s1 + j] = cg_round<TDV>(x); // rounded once
+                            bad |= !ssdc::finite(x);
+                        }
                     });
+                    if (bad) { // rare: the lane's non-finite elements again, exactly (dv_exact)
+                        const int lane = threadIdx.x & 31;
+#pragma unroll 1
+                        for (int e = 0; e < T::MM * T::NN * 4; ++e) {
+                            const int r = e / (T::NN * 4) * 16 + (lane >> 2) + (e >> 1 & 1) * 8;
+                            const int j = n0 + e / 4 % T::NN * 8 + 2 * (lane & 3) + (e & 1);
+                            if (r >= nr || j0 + j >= DV) continue;
+                            TDV &o = dvb[(m0 + r) * p.dv.s1 + j];
+                            if (!ssdc::finite(cg_f32(o))) o = cg_round<TDV>(dv_exact(K, DS, W, P, DO, m0 + r, j));
+                        }
+                    }
                 } else if (tile < N_DV + N_DP) { // dP += dO V^T   [CHUNK, CHUNK], tiles touching the lower triangle
                     typedef TileDP T;
                     const int t2 = tile - N_DV;
@@ -660,51 +687,38 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                 }
             }
         }
+        // dlog_alpha, per token t of the chunk, without per-token states and without a sum
+        // over the sequence (issue #39): exp(la_t) <G_t, S_{t-1}> (G_t the gradient of the
+        // state after t) expands over the chunk's own terms into
+        //   dla_t = gamma <dS, S0> + sum_{i >= t} x_i + sum_{j < t} y_j + sum_{i >= t > j} Z_ij
+        // with gamma = exp(A_last), x_i = q_i . dQs_i and y_j = k_j . dKs_j (dQs, dKs: the state
+        // terms of dq and dk, which DQ and DKs hold now), Z_ij = P_ij (dO V^T)_ij (the pairs
+        // whose decay spans t). Every term is a sum of products, no difference of sums: a
+        // reset (log_alpha -inf) makes each term 0 exactly where it should (dla_t = 0 at it),
+        // and a non-finite input reaches exactly the tokens whose exact gradient it reaches
+        // (the telescoping sum over s >= t of q_s . dq_s - k_s . dk_s it replaces spread a
+        // NaN at token s to every t <= s).
+        const float gam = EA[CHUNK - 1]; // (EA is reused below)
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) sdot += __shfl_xor_sync(0xffffffffu, sdot, off);
+        if ((threadIdx.x & 31) == 0) DT[warp] = sdot; // the warps' partials (DT: no other use now)
         __syncthreads();
-        // dP .* M (zero above the diagonal; the dP tiles may have written there)
+        // P (dV, its reader, is done) becomes Z = P .* dP (lower triangle), dP becomes dP .* M
+        // (zero above the diagonal, where the dP tiles may have written): selects, not products
+        // (above the diagonal exp(A_i - A_j) may be Inf, and dP there NaN).
 #pragma unroll 1
         for (int e = threadIdx.x; e < CHUNK * CHUNK; e += NTHREADS) {
             const int i = e / CHUNK, j = e - i * CHUNK;
             float &d = DP[dp_at(i, j)];
-            d = j <= i ? ssdc::mma_store(d * expf(A[i] - A[j])) : 0.f; // read by the mma only
+            const float dpv = d;
+            if (j <= i) P[i * LDP + j] *= dpv;
+            d = j <= i ? ssdc::mma_store(dpv * expf(ssdc::seg_sum(A, LO, i, j))) : 0.f; // read by the mma only
         }
-        __syncthreads();
-        // dQ += dP K, dK += dP^T Q   [CHUNK, DKP] each, the mma's k order
-        for (int tile = warp; tile < 2 * TileQ::TILES; tile += WARPS) {
-            typedef TileQ T;
-            const int which = tile / T::TILES, t2 = tile - which * T::TILES;
-            const int m0 = t2 / T::TILES_N * T::TM, n0 = t2 % T::TILES_N * T::TN;
-            float *dst = which == 0 ? DQ : DKs;
-            // dQ: dP [m, k] (row m, k-contiguous), k < m0 + TM, times K; dK: dP^T [m, k] = dP [k, m]
-            // (k-strided), k >= m0, times Q. One call site with the dP strides and operands
-            // at run time (less code). The lane's k slots are step + lane%4 and + 4 (step a
-            // multiple of 8, which moves neither the swizzle's row bit nor its columns), so
-            // the two elements sit at o0, o1 (fixed per m) plus step * ks.
-            const int ks = which == 0 ? 1 : LDDP;
-            const float *Y = which == 0 ? K : Q;
-            float acc[T::MM][T::NN][4];
-            tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
-                const float2 d = f2(dst + (m0 + r) * LDQ + n0 + cc);
-                x0 = d.x;
-                x1 = d.y;
-            });
-            warp_mma<false, RND_A>(acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
-                            [&](int m, int k) {
-                                const int r = m0 + m, step = k - tg;
-                                if (PREC == 0) // FFMA: k is any slot (ssdc::warp_mma), the pair (k, k + 4)
-                                    return which == 0 ? make_float2(DP[dp_at(r, k)], DP[dp_at(r, k + 4)])
-                                                      : make_float2(DP[dp_at(k, r)], DP[dp_at(k + 4, r)]);
-                                const int o0 = which == 0 ? dp_at(r, tg) : dp_at(tg, r);
-                                const int o1 = which == 0 ? dp_at(r, tg + 4) : dp_at(tg + 4, r);
-                                return make_float2(DP[o0 + step * ks], DP[o1 + step * ks]);
-                            },
-                            [&](int k, int nn) { return ld_rows(Y + k * LDQ + n0 + nn, LDQ, 4); });
-            tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) { f2(dst + (m0 + r) * LDQ + n0 + cc) = make_float2(x0, x1); });
-        }
-        __syncthreads();
-        // q.dq - k.dk per token (head h's own terms). Token t starts at column (t/4) % 8 and
-        // wraps (a fixed order per token): rows t of pitch == 8 mod 32 then hit 32 distinct
-        // banks instead of 4.
+        // x_t, y_t into EA, W (their readers, the dv tiles, are done). Token t starts at column
+        // (t/4) % 8 and wraps (a fixed order per token): rows t of pitch == 8 mod 32 then hit 32
+        // distinct banks instead of 4. A non-finite x or y flags a non-finite q or k row (or
+        // state term) for dQ += dP K, dK += dP^T Q below.
+        bool nonfin = false;
         for (int t = threadIdx.x; t < CHUNK; t += NTHREADS) {
             float a = 0.f, c = 0.f;
             const float *q = Q + t * LDQ, *dq = DQ + t * LDQ, *k = K + t * LDQ, *dk = DKs + t * LDQ;
@@ -715,20 +729,102 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                 a = fmaf(q[i], dq[i], a);
                 c = fmaf(k[i], dk[i], c);
             }
-            DT[t] = a - c;
+            EA[t] = a;
+            W[t] = c;
+            nonfin |= !(ssdc::finite(a) && ssdc::finite(c));
         }
-        __syncthreads();
-        if (threadIdx.x == 0) { // chunk-local reverse cumulative sum, fixed order
+        // dQ += dP K and dK += dP^T Q multiply dP's zeros above the diagonal with K's rows
+        // after a row of dQ and Q's rows before a row of dK: with a non-finite q or k in the
+        // chunk (rare) they run as selects by FFMA instead of the mma (0 x Inf is NaN).
+        const bool exact = __syncthreads_or(nonfin);
+        // Z's column sums from the bottom: Z_ij <- sum_{i' >= i} Z_i'j for i > j (column j:
+        // CHUNK - 1 - j steps), and in place the suffix sums of x and the prefix sums of y
+        // (sum_{j < t}), in a fixed order, by the threads of the two shortest columns
+        // (NTHREADS >= 64 >= CHUNK), so no thread runs more than about CHUNK steps
+#pragma unroll 1
+        for (int j = threadIdx.x; j < CHUNK; j += NTHREADS) {
             float run = 0.f;
-            for (int t = CHUNK - 1; t >= 0; --t) {
-                run += DT[t];
-                DT[t] = run;
+#pragma unroll 1
+            for (int i = CHUNK - 1; i > j; --i) run = P[i * LDP + j] += run;
+        }
+        static_assert(NTHREADS >= CHUNK, "the x, y scans' threads");
+        if (threadIdx.x == CHUNK - 1) {
+            float run = 0.f;
+#pragma unroll 1
+            for (int t = CHUNK - 1; t >= 0; --t) run = EA[t] += run;
+        } else if (threadIdx.x == CHUNK - 2) {
+            float run = 0.f;
+#pragma unroll 1
+            for (int t = 0; t < CHUNK; ++t) {
+                const float y = W[t];
+                W[t] = run;
+                run += y;
             }
-            w.tot[slot] = run;
+        }
+        if (exact) {
+#pragma unroll 1
+            for (int e = threadIdx.x; e < CHUNK * DKP; e += NTHREADS) {
+                const int r = e / DKP, c = e - r * DKP;
+                float xq = DQ[r * LDQ + c], xk = DKs[r * LDQ + c];
+#pragma unroll 1
+                for (int j = 0; j <= r; ++j) xq = fmaf(DP[dp_at(r, j)], K[j * LDQ + c], xq);
+#pragma unroll 1
+                for (int i = r; i < CHUNK; ++i) xk = fmaf(DP[dp_at(i, r)], Q[i * LDQ + c], xk);
+                DQ[r * LDQ + c] = xq;
+                DKs[r * LDQ + c] = xk;
+            }
+        } else {
+            // dQ += dP K, dK += dP^T Q   [CHUNK, DKP] each, the mma's k order
+            for (int tile = warp; tile < 2 * TileQ::TILES; tile += WARPS) {
+                typedef TileQ T;
+                const int which = tile / T::TILES, t2 = tile - which * T::TILES;
+                const int m0 = t2 / T::TILES_N * T::TM, n0 = t2 % T::TILES_N * T::TN;
+                float *dst = which == 0 ? DQ : DKs;
+                // dQ: dP [m, k] (row m, k-contiguous), k < m0 + TM, times K; dK: dP^T [m, k] = dP [k, m]
+                // (k-strided), k >= m0, times Q. One call site with the dP strides and operands
+                // at run time (less code). The lane's k slots are step + lane%4 and + 4 (step a
+                // multiple of 8, which moves neither the swizzle's row bit nor its columns), so
+                // the two elements sit at o0, o1 (fixed per m) plus step * ks.
+                const int ks = which == 0 ? 1 : LDDP;
+                const float *Y = which == 0 ? K : Q;
+                float acc[T::MM][T::NN][4];
+                tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
+                    const float2 d = f2(dst + (m0 + r) * LDQ + n0 + cc);
+                    x0 = d.x;
+                    x1 = d.y;
+                });
+                warp_mma<false, RND_A>(acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
+                                [&](int m, int k) {
+                                    const int r = m0 + m, step = k - tg;
+                                    if (PREC == 0) // FFMA: k is any slot (ssdc::warp_mma), the pair (k, k + 4)
+                                        return which == 0 ? make_float2(DP[dp_at(r, k)], DP[dp_at(r, k + 4)])
+                                                          : make_float2(DP[dp_at(k, r)], DP[dp_at(k + 4, r)]);
+                                    const int o0 = which == 0 ? dp_at(r, tg) : dp_at(tg, r);
+                                    const int o1 = which == 0 ? dp_at(r, tg + 4) : dp_at(tg + 4, r);
+                                    return make_float2(DP[o0 + step * ks], DP[o1 + step * ks]);
+                                },
+                                [&](int k, int nn) { return ld_rows(Y + k * LDQ + n0 + nn, LDQ, 4); });
+                tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) { f2(dst + (m0 + r) * LDQ + n0 + cc) = make_float2(x0, x1); });
+            }
         }
         __syncthreads();
+        // dla_t = gamma <dS, S0> + (x's suffix sum) + (y's prefix sum) + sum_{j < t} (the column
+        // sums of Z at row t: the pairs spanning t). Row t starts at column (t/4) % 8 (mod t)
+        // and wraps, a fixed order per token, so a warp's rows (pitch == 8 mod 32) hit 32
+        // distinct banks instead of 4.
         float *dlb = p.dla.p + b * p.dla.s0 + t0 * p.dla.s1 + h * p.dla.s2;
-        for (int t = threadIdx.x; t < n; t += NTHREADS) dlb[t * p.dla.s1] = DT[t];
+        for (int t = threadIdx.x; t < n; t += NTHREADS) {
+            float sd = 0.f, z = 0.f;
+            for (int k = 0; k < WARPS; ++k) sd += DT[k];
+            const float *zr = P + t * LDP;
+            int j = t > 0 ? ((t >> 2) & 7) % t : 0;
+#pragma unroll 1
+            for (int jj = 0; jj < t; ++jj) {
+                z += zr[j];
+                j = j + 1 == t ? 0 : j + 1;
+            }
+            dlb[t * p.dla.s1] = gam * sd + EA[t] + W[t] + z;
+        }
         if (SPLIT) { // head h's own dq, dk; launch 4 sums the heads
             float *dqb = w.dqp + (bh * p.T + t0) * DK, *dkb = w.dkp + (bh * p.T + t0) * DK;
 #pragma unroll 1
@@ -758,60 +854,37 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
 }
 
 // ----------------------------------------------------------------- 4: finish
-// grid nchunks * B * G, blockIdx.x = (b*G + g) * nchunks + c. Per head of the group:
-// dla += <dhT, S_T> + the later chunks' totals (last chunk first). heads=split: dq, dk
-// of the group = the per-head partials summed in head order. Varlen: c is a slot, the
-// later chunks and <dhT, S_T> those of its sequence.
+// heads=split only: grid nchunks * B * G, blockIdx.x = (b*G + g) * nchunks + c: dq, dk of
+// the group = the per-head partials summed in head order. Varlen: c is a slot.
+#if defined(CG_P_HEADS_SPLIT)
 SSDB_ENTRY cg_ssd_bwd_finish(cg_ssd_bwd_params p) {
     using namespace ssdb;
-    __shared__ float red[WARPS];
     const i64 ci = blockIdx.x % p.nchunks, bg = blockIdx.x / p.nchunks;
-#ifdef CG_VARLEN
     const i64 g = bg % p.G, b = bg / p.G, hpg = p.H / p.G;
+#ifdef CG_VARLEN
     const ssdc::VChunk v = ssdc::slot_chunk<CHUNK>(p.cu, p.nseq, p.T, ci);
     if (v.len == 0) return; // an unused slot
     const i64 t0 = v.t0;
     const int n = v.len;
-    const Ws w = ws_of(p);
-    const i64 nlater = v.last - ci; // the later chunks of its sequence
 #else
-    const i64 g = bg % p.G, b = bg / p.G, hpg = p.H / p.G, t0 = ci * CHUNK;
+    const i64 t0 = ci * CHUNK;
     const int n = chunk_len(p, ci);
+#endif
     const Ws w = ws_of(p);
-    const i64 nlater = p.nchunks - 1 - ci; // chunks after ci
-#endif
-    for (i64 h = g * hpg; h < (g + 1) * hpg; ++h) {
-        const i64 bh = b * p.H + h;
-#ifdef CG_VARLEN
-        const i64 pbh = v.n * p.H + h; // the <dhT, S_T> partials of its sequence
-#else
-        const i64 pbh = bh;
-#endif
-        // the NBLK partials of <dhT, S_T>, then the totals of chunks ci+1.., strided over
-        // the threads (fixed per thread), then block_sum's fixed order
-        float part = 0.f;
-        for (i64 k = threadIdx.x; k < NBLK + nlater; k += NTHREADS)
-            part += k < NBLK ? w.pdot[pbh * NBLK + k] : w.tot[bh * p.nchunks + ci + 1 + (k - NBLK)];
-        const float carry = block_sum(part, red);
-        float *dlb = p.dla.p + b * p.dla.s0 + t0 * p.dla.s1 + h * p.dla.s2;
-        for (int t = threadIdx.x; t < n; t += NTHREADS) dlb[t * p.dla.s1] += carry;
-        __syncthreads(); // every thread has read red before the next head's block_sum
-    }
-    if (SPLIT) {
-        TDQ *dqb = tp<TDQ>(p.dq) + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;
-        TDK *dkb = tp<TDK>(p.dk) + b * p.dk.s0 + t0 * p.dk.s1 + g * p.dk.s2;
-        const i64 hstride = p.T * DK;
-        const float *pq = w.dqp + ((b * p.H + g * hpg) * p.T + t0) * DK;
-        const float *pk = w.dkp + ((b * p.H + g * hpg) * p.T + t0) * DK;
-        for (int e = threadIdx.x; e < n * DK; e += NTHREADS) {
-            const int r = e / DK, i = e - r * DK;
-            float aq = 0.f, ak = 0.f;
-            for (i64 hh = 0; hh < hpg; ++hh) {
-                aq += pq[hh * hstride + e];
-                ak += pk[hh * hstride + e];
-            }
-            dqb[r * p.dq.s1 + i] = cg_round<TDQ>(aq); // the sum over heads, rounded once
-            dkb[r * p.dk.s1 + i] = cg_round<TDK>(ak);
+    TDQ *dqb = tp<TDQ>(p.dq) + b * p.dq.s0 + t0 * p.dq.s1 + g * p.dq.s2;
+    TDK *dkb = tp<TDK>(p.dk) + b * p.dk.s0 + t0 * p.dk.s1 + g * p.dk.s2;
+    const i64 hstride = p.T * DK;
+    const float *pq = w.dqp + ((b * p.H + g * hpg) * p.T + t0) * DK;
+    const float *pk = w.dkp + ((b * p.H + g * hpg) * p.T + t0) * DK;
+    for (int e = threadIdx.x; e < n * DK; e += NTHREADS) {
+        const int r = e / DK, i = e - r * DK;
+        float aq = 0.f, ak = 0.f;
+        for (i64 hh = 0; hh < hpg; ++hh) {
+            aq += pq[hh * hstride + e];
+            ak += pk[hh * hstride + e];
         }
+        dqb[r * p.dq.s1 + i] = cg_round<TDQ>(aq); // the sum over heads, rounded once
+        dkb[r * p.dk.s1 + i] = cg_round<TDK>(ak);
     }
 }
+#endif

@@ -487,43 +487,69 @@ template <int CHUNK, class P> __device__ __forceinline__ int slot_tokens(const P
 #endif
 }
 
+// log_alpha below LA_MIN counts as LA_MIN in the cumulative sums: exp of any sum holding
+// it is 0 in float32 as it would be, and the sums stay finite (-inf would make the
+// difference of two sums after it -inf - -inf = NaN). The CPU path clamps at the same
+// value (runtime/cpu/ssd_cpu.h: cg__ssd_clamp_la). NaN passes (the comparison is false).
+constexpr float LA_MIN = -1.0e4f;
+
 // From la[0, CHUNK): A = inclusive cumsum of la over the chunk, EA = exp(A) and
 // W = exp(A_last - A), by warp 0 (padding tokens have la = 0, so A_last is A at the
-// chunk's last real token).
+// chunk's last real token). The sums run in double and are kept as two floats,
+// A[t] = float(sum) and LO[t] = float(sum - A[t]), with LO in place of la (each lane
+// reads its own tokens' la before writing): A_i - A_j then comes out to float rounding of
+// the difference itself (seg_sum), where a difference of float running sums loses
+// |A| * 2^-24 to cancellation: one token of log_alpha -1e4 ahead of both tokens gave
+// decays 6e-4 off, -1e10 40% (issue #39).
 template <int CHUNK>
-__device__ __forceinline__ void chunk_cumsum(const float *la, float *A, float *EA, float *W) {
+__device__ __forceinline__ void chunk_cumsum(float *la, float *A, float *EA, float *W) {
     if ((threadIdx.x >> 5) != 0) return;
     static_assert(CHUNK <= 32 * 8, "cumsum: at most 8 tokens per lane");
     constexpr int PER = (CHUNK + 31) / 32;
     const int lane = threadIdx.x & 31;
-    float part[PER];
-    float run = 0.f;
+    double part[PER];
+    double run = 0.0;
 #pragma unroll
     for (int u = 0; u < PER; ++u) {
         const int t = lane * PER + u;
-        run += t < CHUNK ? la[t] : 0.f;
+        const float x = t < CHUNK ? la[t] : 0.f;
+        run += x < LA_MIN ? LA_MIN : x;
         part[u] = run;
     }
-    float incl = run; // inclusive scan of the lanes' totals
+    double incl = run; // inclusive scan of the lanes' totals
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
-        const float o = __shfl_up_sync(0xffffffffu, incl, off);
+        const double o = __shfl_up_sync(0xffffffffu, incl, off);
         if (lane >= off) incl += o;
     }
-    float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane == 0) excl = 0.f;
-    const float last = __shfl_sync(0xffffffffu, incl, 31);
+    double excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0) excl = 0.0;
+    const double last = __shfl_sync(0xffffffffu, incl, 31);
 #pragma unroll
     for (int u = 0; u < PER; ++u) {
         const int t = lane * PER + u;
         if (t < CHUNK) {
-            const float a = excl + part[u];
-            A[t] = a;
-            EA[t] = expf(a);
-            W[t] = expf(last - a); // difference first, then exp
+            const double a = excl + part[u];
+            const float hi = (float)a;
+            A[t] = hi;
+            la[t] = (float)(a - (double)hi); // LO
+            EA[t] = expf(hi);
+            W[t] = expf((float)(last - a)); // difference first (in double), then exp
         }
     }
 }
+
+// A_i - A_j (i >= j: the sum of la over tokens j+1 .. i, <= 0 for gates) from chunk_cumsum's
+// two parts. Each float subtraction errs by at most half an ulp of its own result, and
+// A_i - A_j differs from A[i] - A[j] only by LO[i] - LO[j], so the error is about 2^-24
+// |A_i - A_j| plus 2^-48 |A|: exp of it is accurate to float rounding, and 0 for a
+// segment holding a log_alpha <= LA_MIN.
+__device__ __forceinline__ float seg_sum(const float *A, const float *LO, int i, int j) {
+    return (A[i] - A[j]) + (LO[i] - LO[j]);
+}
+
+// x is neither Inf nor NaN (exponent bits not all ones; one LOP and compare, no libm).
+__device__ __forceinline__ bool finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 
 // Forward scan of one state element over the chunks: slot c of u (STRIDE floats apart)
 // holds the chunk-local state U_c and ends up holding S0^c, the state entering chunk c

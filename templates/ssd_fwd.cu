@@ -226,7 +226,7 @@ constexpr int RND_QS = THREE_PHASE ? ssdc::RND_AB : ssdc::RND_A;
 __device__ __forceinline__ void chunk_scores(float *sm, const Bufs &b) {
     typedef TileP T;
     const int warp = threadIdx.x >> 5;
-    const float *Q = b.Q, *K = b.K, *A = b.A;
+    const float *Q = b.Q, *K = b.K, *A = b.A, *LO = b.LA; // LO: the cumsum's low parts, over la
     float *P = sm + OFF_P;
     for (int tile = warp; tile < T::TILES; tile += WARPS) {
         const int m0 = tile / T::TILES_N * T::TM, n0 = tile % T::TILES_N * T::TN;
@@ -243,9 +243,30 @@ __device__ __forceinline__ void chunk_scores(float *sm, const Bufs &b) {
 #endif
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
-            P[i * LDP + j] = j <= i ? ssdc::mma_store(x * expf(A[i] - A[j])) : 0.f; // read by P V only
+            // a select, not a product: above the diagonal x * exp(positive) may be Inf or NaN
+            P[i * LDP + j] = j <= i ? ssdc::mma_store(x * expf(ssdc::seg_sum(A, LO, i, j))) : 0.f; // read by P V only
         });
     }
+}
+
+// Element (i, j) of O as the exact sum (a select where the mma multiplies by P's zeros):
+// exp(A_i) (Q S0)_ij + sum over k <= i of P_ik V_kj, by FFMA from the tiles chunk_output
+// reads. The mma's P V runs k over the whole diagonal tile, so it also multiplies P's
+// zeros above the diagonal with the rows k > i of V; 0 x Inf or NaN is NaN, so a NaN or
+// Inf in v at token k turned rows i < k of its tile to NaN, rows that do not depend on it
+// (issue #39). Only an output that came out non-finite is recomputed this way (a finite
+// one met no non-finite V row), so the common path pays one test per output.
+__device__ __noinline__ float output_exact(const float *Q, const float *S, const float *P, const float *V,
+                                           const float *EA, int i, int j, bool with_state) {
+    float s = 0.f;
+    if (with_state) {
+#pragma unroll 1
+        for (int k = 0; k < DKP; ++k) s = fmaf(Q[i * LDQ + k], S[k * LDS + j], s);
+        s *= EA[i];
+    }
+#pragma unroll 1
+    for (int k = 0; k <= i; ++k) s = fmaf(P[i * LDP + k], V[k * LDV + j], s);
+    return s;
 }
 
 // O = diag(exp(A)) Q S0 + P V for rows < n, columns < dv; with_state false: S0 = 0.
@@ -268,10 +289,25 @@ __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const C
         // P [CHUNK, CHUNK] V [CHUNK, BDV], the mma's k order
         ssdc::warp_mma<PREC, false, ssdc::RND_AB>(acc, 0, m0 + T::TM, [&](int m, int k) { return ld_cols(P + (m0 + m) * LDP + k, 4); },
                                                   [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
+        bool bad = false; // an output came out Inf or NaN
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
-            if (i < n && c.j0 + j < DV) ob[i * p.o.s1 + j] = cg_round<TO>(x); // rounded once
+            if (i < n && c.j0 + j < DV) {
+                ob[i * p.o.s1 + j] = cg_round<TO>(x); // rounded once
+                bad |= !ssdc::finite(x);
+            }
         });
+        if (bad) { // rare: the lane's non-finite outputs again, exactly (output_exact)
+            const int lane = threadIdx.x & 31;
+#pragma unroll 1
+            for (int e = 0; e < T::MM * T::NN * 4; ++e) {
+                const int i = m0 + e / (T::NN * 4) * 16 + (lane >> 2) + (e >> 1 & 1) * 8;
+                const int j = n0 + e / 4 % T::NN * 8 + 2 * (lane & 3) + (e & 1);
+                if (i >= n || c.j0 + j >= DV) continue;
+                TO &o = ob[i * p.o.s1 + j];
+                if (!ssdc::finite(cg_f32(o))) o = cg_round<TO>(output_exact(Q, S, P, V, EA, i, j, with_state));
+            }
+        }
     }
 }
 

@@ -3,8 +3,7 @@
  * (and, in the chunk-parallel mode, the boundary state gradient) in a workspace.
  *
  * Phase 1, one task per (b, h), sequential over chunks:
- *   forward:  S0^c for every chunk (S0^0 = h0), stored transposed: WS[c] = (S0^c)^T [dv, ldk];
- *             at the end <dhT, S_T> (the constant term of dlog_alpha).
+ *   forward:  S0^c for every chunk (S0^0 = h0), stored transposed: WS[c] = (S0^c)^T [dv, ldk].
  *   reverse (chunk-parallel mode only): dS_end^c stored as WD[c] [dk, ldv], from
  *             dS_end of the last chunk = dhT or 0 and
  *             dS0^c = e^{A_last} dS_end^c + Q^T diag(e^A) dO;  dh0 = dS0^0.
@@ -15,8 +14,12 @@
  *   dQh = diag(e^A) dO S0^T + dP K                             [L, dk]
  *   dKh = diag(w) V dS_end^T + dP^T Q                          [L, dk]  (dP read transposed in place)
  *   dV  = diag(w) K dS_end + P^T dO                            [L, dv]  (P likewise)
- *   r_t = q_t . dQh_t - k_t . dKh_t; dlog_alpha_t gets the in-chunk suffix sum of r,
- *   and the chunk total goes to a table.
+ *   dlog_alpha_t = gamma <dS_end, S0> + sum_{i >= t} q_i . dQs_i + sum_{j < t} k_j . dKs_j
+ *                  + sum_{i >= t > j} (Q K^T)_ij dP_ij
+ *   with dQs, dKs the state terms of dQh, dKh (their first GEMMs): exp(la_t) <G_t, S_{t-1}>
+ *   expanded over the chunk (templates/ssd_bwd.cu has the same), so no sum runs across
+ *   chunks and no term is a difference of sums: exact zeros at a reset (log_alpha -inf),
+ *   and a NaN reaches only the tokens whose exact gradient it reaches.
  *   Two ways to schedule it:
  *   - fused (default when there are enough (b, g) pairs for the threads): one task per
  *     (b, g) walks the chunks in reverse and carries dS of each head of the group in
@@ -24,7 +27,6 @@
  *     are often bound by memory bandwidth in the backward.
  *   - chunk-parallel (config bwd_split=1, or few (b, g) pairs): one task per (b, g, chunk)
  *     reads dS_end from WD.
- * Phase 3, one task per (b, h): dlog_alpha_t += (sum of the totals of later chunks) + <dhT, S_T>.
  *
  * bf16 / fp16 q, k, v, dout (cpu_half.h) are widened into the padded tiles the float32
  * path copies them to anyway (Qt, Kt, dOt; v into Vr), and those tiles then stand for
@@ -39,8 +41,6 @@ typedef struct bwd_job {
     int64_t ldk, ldv, ldc; /* leading dimensions of the [., dkp], [., dvp], [., Cp] tiles (cg__ssd_ld) */
     int fused;
     float *WS, *WD;  /* [B*H*nc] x (dv*ldk), x (dk*ldv) (WD: chunk-parallel mode only) */
-    double *tot;     /* [B*H*nc] chunk totals of r */
-    double *sT;      /* [B*H] <dhT, S_T> */
     cg_ssd_scratch scratch;
 } bwd_job;
 
@@ -58,6 +58,28 @@ static float chunk_decays(const float *la, int64_t sl, int64_t L, double *restri
         wv[i] = cg__ssd_exp((float)(Alast - Ad[i]));
     }
     return eA[L - 1];
+}
+
+/* sum_{j < dv} a[j, 0..dk) . b[j, 0..dk) (rows ld apart) in 16 float lanes: element (j, i)
+ * goes to lane i mod 16 (independent chains, one vector of 16 -- a zmm, two ymm or four
+ * xmm -- where one running sum would be a chain of dk dv dependent adds), then the lanes
+ * are added pairwise (8 + 8, 4 + 4, ...): a fixed order, the same on every ISA. */
+typedef float cg_l16 __attribute__((vector_size(64), aligned(4), may_alias));
+static float tile_dot(const float *restrict a, const float *restrict b, int64_t ld, int64_t dv, int64_t dk) {
+    cg_l16 s = {0};
+    float t[16] = {0};
+    for (int64_t j = 0; j < dv; j++) {
+        const float *restrict x = a + j * ld, *restrict y = b + j * ld;
+        int64_t i = 0;
+        for (; i + 16 <= dk; i += 16) s += *(const cg_l16 *)(x + i) * *(const cg_l16 *)(y + i);
+        for (int l = 0; i < dk; i++, l++) t[l] += x[i] * y[i];
+    }
+    float r[16];
+    memcpy(r, &s, sizeof r);
+    for (int l = 0; l < 16; l++) r[l] += t[l];
+    for (int w = 8; w > 0; w >>= 1)
+        for (int l = 0; l < w; l++) r[l] += r[l + w];
+    return r[0];
 }
 
 /* X[i, :] *= s[i] over rows [0, L) of width n. */
@@ -129,12 +151,12 @@ static void phase1(void *arg, int64_t bh, int tid) {
      * chunk: the GEMM writing WS[c + 1] itself from WS[c] (a GEMM with a separate C source, no copy) measured
      * no faster on g2h8_d128 fwd_bwd (75 MB of WS: the GEMM's stores then wait for its lines
      * from memory; 12% slower in one loaded A/B, equal in the next). The last chunk's update
-     * only serves <dhT, S_T>: skipped without dhT. */
+     * (S_T) serves nothing: skipped. */
     if (p->h0.p)
         cg__ssd_transpose(ST, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
     else
         memset(ST, 0, (size_t)(dv * ldk) * sizeof(float));
-    const int64_t nupd = p->dhT.p ? nc : nc - 1;
+    const int64_t nupd = nc - 1;
     /* a float32 v whose token rows are not a multiple of 256 bytes apart (and less than a
      * page) is read in place: its rows then spread over the L1 sets, a chunk's over a few pages */
     const int v_in_place = !cg__dtype_half(p->v.dt) && (sv * 4) % 256 != 0 && sv * 4 < 4096;
@@ -156,17 +178,11 @@ static void phase1(void *arg, int64_t bh, int tid) {
         }
         cg__ssd_gemm_beta(CG_SSD_DENSE, dv, dkp, L, A, ars, aks, Kw, ldk, ST, ldk, 1, gamma);
     }
-    double dot = 0;
-    if (p->dhT.p) {
-        const float *dhT = CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1];
-        for (int64_t i = 0; i < dk; i++)
-            for (int64_t j = 0; j < dv; j++) dot += (double)dhT[i * p->dhT.s[2] + j] * (double)ST[j * ldk + i];
-        cg__ssd_copy_rows(dS, ldv, dhT, p->dhT.s[2], dk, dv, dvp);
-    } else {
-        memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
-    }
-    J->sT[bh] = dot;
     if (J->fused) return;
+    if (p->dhT.p)
+        cg__ssd_copy_rows(dS, ldv, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
+    else
+        memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
 
     /* reverse over the chunks: dS_end of each chunk; dS = e^{A_last} dS + Q^T diag(e^A) dO */
     for (int64_t c = nc - 1; c >= 0; c--) {
@@ -193,7 +209,8 @@ static void phase1(void *arg, int64_t bh, int tid) {
 typedef struct p2_tiles {
     float *Qt, *Kt, *KT, *Praw, *P, *dP, *VT, *dOt, *dSeT, *dQh, *dKh, *dQa, *dKa, *dVt, *eAdO, *dS;
     float *eA, *wv, *E, *Vr;
-    double *Ad;
+    float *Zc;
+    double *Ad, *Xs;
 } p2_tiles;
 
 /* Lays the tiles out from mem (NULL: just count); returns the floats used. */
@@ -231,6 +248,10 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     TILE(Vr, cg__dtype_half(p->v.dt) ? C * dvp : 0); /* [C, dvp]  v rows widened (bf16 / fp16 v) */
 #undef TILE
     t->Ad = mem ? (double *)(mem + off) : NULL;
+    off += 2 * (size_t)cg__ssd_pad(C);
+    t->Zc = mem ? mem + off : NULL; /* [C] the dlog_alpha pairs' sums per token */
+    off += (size_t)cg__ssd_pad(C);
+    t->Xs = mem ? (double *)(mem + off) : NULL; /* [C] the suffix sums of x */
     off += 2 * (size_t)cg__ssd_pad(C);
     return off;
 }
@@ -296,11 +317,27 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dv, dout, sd, 1, t.VT, ldc, t.dP, ldc, 0);
         cg__ssd_decay_mask(t.dP, ldc, L, t.Ad, t.E);
 
-        /* dQh = diag(e^A) (dO S0^T) + dP K (the row scales applied by the GEMM) */
+        /* the state terms: dQh = diag(e^A) (dO S0^T), dKh = diag(w) (V dS_end^T) (the row
+         * scales applied by the GEMMs) */
         cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, dout, sd, 1, S0T, ldk, t.dQh, ldk, t.eA);
-        cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, ldc, 1, t.Kt, ldk, t.dQh, ldk, 1);
-        /* dKh = diag(w) (V dS_end^T) + dP^T Q, dP read transposed */
         cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, v, sv, 1, t.dSeT, ldk, t.dKh, ldk, t.wv);
+        /* dlog_alpha's chunk term gamma <dS_end, S0>, and x_t = q_t . dQs_t, y_t = k_t . dKs_t
+         * in the scratch E (2 C floats) before the intra-chunk GEMMs add to dQh, dKh */
+        const double base = (double)t.eA[L - 1] * (double)tile_dot(t.dSeT, S0T, ldk, dv, dk); /* both [dv, ldk] */
+        float *restrict xs = t.E, *restrict ys = t.E + C;
+        for (int64_t i = 0; i < L; i++) {
+            const float *restrict qi = q + i * sq, *restrict ki = k + i * sk;
+            const float *restrict dqi = t.dQh + i * ldk, *restrict dki = t.dKh + i * ldk;
+            float a = 0, c2 = 0;
+            for (int64_t j = 0; j < dk; j++) {
+                a += qi[j] * dqi[j];
+                c2 += ki[j] * dki[j];
+            }
+            xs[i] = a;
+            ys[i] = c2;
+        }
+        /* dQh += dP K, dKh += dP^T Q (dP read transposed in place) */
+        cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, t.dP, ldc, 1, t.Kt, ldk, t.dQh, ldk, 1);
         cg__ssd_gemm(CG_SSD_KUPPER, L, dkp, L, t.dP, 1, ldc, t.Qt, ldk, t.dKh, ldk, 1);
 
         /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored (the GEMM storing
@@ -310,19 +347,34 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
         cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
 
-        /* r_t = q_t . dQh_t - k_t . dKh_t; in-chunk suffix sums into dlog_alpha */
-        float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2] + t0 * p->dla.s[1];
-        double suffix = 0;
-        for (int64_t i = L - 1; i >= 0; i--) {
-            const float *restrict qi = q + i * sq, *restrict ki = k + i * sk;
-            const float *restrict dqi = t.dQh + i * ldk, *restrict dki = t.dKh + i * ldk;
-            float r = 0;
-            for (int64_t j = 0; j < dk; j++) r += qi[j] * dqi[j] - ki[j] * dki[j];
-            suffix += (double)r;
-            dla[i * p->dla.s[1]] = (float)suffix;
+        /* dlog_alpha_t = base + sum_{i >= t} x_i + sum_{j < t} y_j + sum_{i >= t > j} Z_ij,
+         * Z = (Q K^T) .* dP (masked). The pairs' sums without a sum across a row (they would
+         * not vectorize): dP (its GEMMs are done) becomes the column sums from the bottom,
+         * dP[t, j] = sum_{i >= t} Z_ij for j < t, rows of vectors; P (dV's GEMM is done) its
+         * transpose; then Zr[t] = sum_{j < t} P[j, t], vectors along t. */
+        for (int64_t i = L - 1; i >= 1; i--) {
+            const float *restrict zr = t.Praw + i * ldc, *restrict nx = t.dP + (i + 1) * ldc;
+            float *restrict dr = t.dP + i * ldc;
+            if (i == L - 1)
+                for (int64_t j = 0; j < i; j++) dr[j] *= zr[j];
+            else
+                for (int64_t j = 0; j < i; j++) dr[j] = zr[j] * dr[j] + nx[j];
         }
-        J->tot[bh * nc + c] = suffix;
-
+        cg__ssd_transpose(t.P, ldc, t.dP, ldc, L, L, J->Cp);
+        float *restrict Zr = t.Zc;
+        for (int64_t i = 0; i < L; i++) Zr[i] = 0;
+        for (int64_t j = 0; j + 1 < L; j++) {
+            const float *restrict pr = t.P + j * ldc;
+            for (int64_t i = j + 1; i < L; i++) Zr[i] += pr[i];
+        }
+        float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2] + t0 * p->dla.s[1];
+        double *restrict xhi = t.Xs, run = 0; /* sum_{i >= t} x_i */
+        for (int64_t i = L - 1; i >= 0; i--) xhi[i] = run += xs[i];
+        run = 0; /* sum_{j < t} y_j */
+        for (int64_t i = 0; i < L; i++) {
+            dla[i * p->dla.s[1]] = (float)(base + xhi[i] + run + (double)Zr[i]);
+            run += ys[i];
+        }
         if (J->fused) { /* dS_end of chunk c - 1 */
             const float gamma = t.eA[L - 1];
             for (int64_t i = 0; i < L; i++) {
@@ -394,23 +446,6 @@ static void phase2_fused(void *arg, int64_t idx, int tid) {
         }
 }
 
-/* ------------------------------------------------------------ phase 3 */
-
-static void phase3(void *arg, int64_t bh, int tid) {
-    (void)tid;
-    const bwd_job *J = arg;
-    const cg_ssd_prob *p = J->p;
-    const int64_t b = bh / p->H, h = bh % p->H, sl = p->dla.s[1];
-    float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2];
-    double off = J->sT[bh];
-    for (int64_t c = J->nc - 1; c >= 0; c--) {
-        const int64_t t0 = c * J->C, L = cg__ssd_min(J->C, p->T - t0);
-        if (off != 0.0)
-            for (int64_t i = 0; i < L; i++) dla[(t0 + i) * sl] = (float)((double)dla[(t0 + i) * sl] + off);
-        off += J->tot[bh * J->nc + c];
-    }
-}
-
 cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     /* dtypes: checked by the entry point (cpu_isa.c) */
     cg_ssd_cpu_run run;
@@ -433,7 +468,7 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
 
     const int64_t nbh = p->B * p->H, nent = nbh * J.nc;
     const size_t ws_f = (size_t)nent * (size_t)(p->dv * J.ldk + (J.fused ? 0 : p->dk * J.ldv));
-    const size_t ws_bytes = ws_f * sizeof(float) + (size_t)(nent + nbh) * sizeof(double);
+    const size_t ws_bytes = ws_f * sizeof(float);
     void *own = NULL, *ws;
     if (ex && ex->workspace && ex->workspace_bytes >= ws_bytes + 64) {
         ws = (void *)(((uintptr_t)ex->workspace + 63) / 64 * 64);
@@ -443,9 +478,7 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
             return cg__err(ctx, CG_ENOMEM, "cpu ssd backward: out of memory for %zu bytes of chunk-state workspace",
                            ws_bytes);
     }
-    J.tot = ws;
-    J.sT = J.tot + nent;
-    J.WS = (float *)(J.sT + nbh);
+    J.WS = ws;
     J.WD = J.fused ? NULL : J.WS + (size_t)nent * (size_t)(p->dv * J.ldk);
 
     size_t per = p1_floats(&J);
@@ -464,7 +497,6 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
         cg__pool_run(run.pool, run.threads, ngroups, phase2_fused, &J);
     else
         cg__pool_run(run.pool, run.threads, ngroups * J.nc, phase2_split, &J);
-    cg__pool_run(run.pool, run.threads, nbh, phase3, &J);
     cg__aligned_free(J.scratch.mem);
     cg__ssd_big_free(own, ws_bytes);
     cg__dispatch_detail(ctx, "ssd_bwd chunk=%lld bwd_split=%d threads=%d (%s)", (long long)J.C, !J.fused,
