@@ -13,24 +13,28 @@ export CHUNKGEN_CACHE_DIR="${CHUNKGEN_CACHE_DIR:-$(mktemp -d /tmp/chunkgen-test-
 # source, options, compiler build and arch: the sanitizer run's sweep compiles nothing
 # the release run's did.
 export CHUNKGEN_TEST_KCACHE="${CHUNKGEN_TEST_KCACHE:-$CHUNKGEN_CACHE_DIR/sweep-kernels}"
+t0=$(date +%s)
+# each stage's line carries the minutes since the start (CI's 30-minute line: README)
+stage() { echo "== [$(( ($(date +%s) - t0) / 60 ))m$(( ($(date +%s) - t0) % 60 ))s] $*"; }
 
-echo "== test environment (Python venv, disassemblers for the static report)"
+stage "test environment (Python venv, disassemblers for the static report)"
 "$root/scripts/test-python.sh" --setup-only
-echo "== build (release)"
+stage "build (release)"
 "$root/scripts/setup.sh" "$root/build"
-echo "== tests (release)"
+stage "tests (release)"
 (cd "$root/build" && ctest -j"$jobs" --output-on-failure)
-echo "== the GPU check's rehearsal (Lua and jansson hidden, no network, no GPU: docs/bench.md)"
+stage "the GPU check's rehearsal (Lua and jansson hidden, no network, no GPU: docs/bench.md)"
 "$root/tests/perf/device_check_rehearsal.sh"
 
-echo "== build (ASan + UBSan)"
+stage "build (ASan + UBSan)"
 "$root/scripts/setup.sh" "$root/build-asan" -DCHUNKGEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-echo "== tests (ASan + UBSan)"
+stage "tests (ASan + UBSan)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd "$root/build-asan" && ctest -j"$jobs" --output-on-failure)
 
-echo "== fuzz (libFuzzer, 25 s per target; skipped without clang)"
+stage "fuzz (libFuzzer, 25 s per target; skipped without clang)"
 "$root/scripts/fuzz.sh" "$root/build" 25
-echo "== Python package and tests"
+stage "Python package and tests"
 "$root/scripts/test-python.sh"
+stage "done"
