@@ -125,13 +125,13 @@ cmake_deps=()
 if [ ! -f /usr/include/lua5.4/lua.h ] && [ -f "$deps/include/lua5.4/lua.h" ]; then
   cmake_deps+=(-DLUA_INCLUDE_DIR="$deps/include/lua5.4" -DLUA_STATIC_LIB="$deps/lib/liblua5.4.a"
     -DLUA_SHARED_LIB="$deps/lib/liblua5.4.so.0" -DCG_PY_LUA_LIB="$deps/lib/liblua5.4.so.0")
-  export LD_LIBRARY_PATH="$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 if [ ! -f /usr/include/jansson.h ] && [ -f "$deps/include/jansson.h" ]; then
   cmake_deps+=(-DJANSSON_INCLUDE_DIR="$deps/include" -DJANSSON_STATIC_LIB="$deps/lib/libjansson.a"
     -DJANSSON_SHARED_LIB="$deps/lib/libjansson.so.4" -DCG_PY_JANSSON_LIB="$deps/lib/libjansson.so.4")
-  case ":${LD_LIBRARY_PATH:-}:" in *":$deps/lib:"*) ;; *) export LD_LIBRARY_PATH="$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ;; esac
 fi
+# the Python modules load the staged shared libraries at import
+[ ${#cmake_deps[@]} -eq 0 ] || export LD_LIBRARY_PATH="$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONPATH="$work/py:$pyd:$root/tests/python${PYTHONPATH:+:$PYTHONPATH}"
 
 # The GPU: nvidia-smi names it, or nothing does.

@@ -43,12 +43,16 @@ static int varlen_kernels(const cg_backend_vt *vt, cg_op op) { return vt && (vt-
 
 /* A packed variable-length problem (docs/varlen.md): the host backends run it one
  * sequence at a time (runtime/varlen.c); the generated SSD and sscan kernels take it whole. */
+/* cu_seqlens on a backend with no variable-length path for op. */
+static cg_status varlen_refused(cg_context *ctx, const cg_backend_vt *vt, cg_op op) {
+    return cg__err(ctx, CG_EUNSUPPORTED, "%s: cu_seqlens is given but backend %s does not take variable-length "
+                                         "batches of this op yet (backends cpu and ref do; docs/varlen.md)",
+                   cg__op_desc(op)->name, vt->name);
+}
+
 static cg_status varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                             const cg_exec *exec) {
-    if (!vt->varlen)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: cu_seqlens is given but backend %s does not take variable-length "
-                                             "batches of this op yet (backends cpu and ref do; docs/varlen.md)",
-                       cg__op_desc(op)->name, vt->name);
+    if (!vt->varlen) return varlen_refused(ctx, vt, op);
     return cg__varlen_run(ctx, vt, op, prob, cfg, exec);
 }
 
@@ -103,16 +107,13 @@ static cg_status prepare_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
 /* The backend a call names (not auto) into *out, with what that backend refuses before
  * a config is chosen: not built in, a 16-bit dtype it does not take, cu_seqlens on an op
  * it has no variable-length path for. */
-static cg_status named_backend(cg_context *ctx, cg_op op, const void *prob, const cg_exec *exec,
-                               const cg_backend_vt **out) {
-    const cg_backend_vt *vt = *out = backend_vt(exec->backend);
-    if (!vt)
-        return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library",
-                       cg_backend_name(exec->backend));
+static cg_status named_backend(cg_context *ctx, cg_op op, const void *prob, cg_backend be, const cg_backend_vt **out) {
+    const cg_backend_vt *vt = *out = backend_vt(be);
+    if (!vt) return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library", cg_backend_name(be));
     cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
     if (s) return s;
     if (!vt->varlen && !varlen_kernels(vt, op) && cg__prob_cu(cg__op_desc(op), prob)->p)
-        return varlen_run(ctx, vt, op, prob, NULL, exec); /* (the refusal: vt has no varlen path) */
+        return varlen_refused(ctx, vt, op);
     return CG_OK;
 }
 
@@ -142,7 +143,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
                        cg__op_desc(op)->name);
     if (mode == MODE_CHECK) { /* cg_validate: what the call refuses before it picks a config */
         const cg_backend_vt *named;
-        return exec.backend == CG_BACKEND_AUTO ? CG_OK : named_backend(ctx, op, prob, &exec, &named);
+        return exec.backend == CG_BACKEND_AUTO ? CG_OK : named_backend(ctx, op, prob, exec.backend, &named);
     }
 
     const cg_backend_vt *vt = NULL;
@@ -205,7 +206,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
             why = auto_why;
         }
     } else {
-        if ((s = named_backend(ctx, op, prob, &exec, &vt)) != CG_OK) return s;
+        if ((s = named_backend(ctx, op, prob, exec.backend, &vt)) != CG_OK) return s;
         if ((s = config_for(ctx, vt, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob, &cfg)) {

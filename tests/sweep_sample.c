@@ -19,7 +19,7 @@ static int env_stride(void) {
 
 /* The facts a sample must cover, interned: each config lists the ids of its facts. */
 typedef struct facts {
-    char **text; /* sorted on demand: a plain list, searched linearly per insert (small) */
+    char **text; /* a plain list, searched linearly per insert (a few hundred facts) */
     int n, cap;
 } facts;
 
@@ -64,7 +64,7 @@ static int is_int(const char *s) {
     return 1;
 }
 
-static int same_cfg(const cg_cfg *a, const cg_cfg *b) {
+int cg_sweep_same_cfg(const cg_cfg *a, const cg_cfg *b) {
     if (a->n != b->n) return 0;
     for (int j = 0; j < a->n; j++)
         if (strcmp(a->kv[j].key, b->kv[j].key) || strcmp(a->kv[j].val, b->kv[j].val)) return 0;
@@ -73,7 +73,7 @@ static int same_cfg(const cg_cfg *a, const cg_cfg *b) {
 
 static int in_union(const cg_cfg *const *cfgs, int n, const cg_cfg *c) {
     for (int i = 0; i < n; i++)
-        if (same_cfg(cfgs[i], c)) return 1;
+        if (cg_sweep_same_cfg(cfgs[i], c)) return 1;
     return 0;
 }
 
@@ -95,13 +95,8 @@ static int next_value(const cg_cfg *const *cfgs, int n, const char *key, long lo
 
 /* Greedy cover of the facts of kind `which` (0 boundary, 1 pairs): add to keep the config
  * with the most uncovered facts of that kind (ties: most uncovered of the other kind,
- * then the earlier config) until none is left. */
-static void cover(const idlist *const lists[2], int n, int nfacts, unsigned char *keep, unsigned char *covered,
-                  int which) {
-    for (int i = 0; i < n; i++)
-        if (keep[i])
-            for (int w = 0; w < 2; w++)
-                for (int f = 0; f < lists[w][i].n; f++) covered[lists[w][i].id[f]] = 1;
+ * then the earlier config) until none is left. covered: the facts of the kept configs. */
+static void cover(const idlist *const lists[2], int n, unsigned char *keep, unsigned char *covered, int which) {
     for (;;) {
         int best = -1, bmain = 0, bother = 0;
         for (int i = 0; i < n; i++) {
@@ -116,7 +111,6 @@ static void cover(const idlist *const lists[2], int n, int nfacts, unsigned char
         for (int w = 0; w < 2; w++)
             for (int f = 0; f < lists[w][best].n; f++) covered[lists[w][best].id[f]] = 1;
     }
-    (void)nfacts;
 }
 
 static void sample(const cg_cfg *const *cfgs, int n, cg_sweep_strength st, unsigned char *keep) {
@@ -156,8 +150,8 @@ static void sample(const cg_cfg *const *cfgs, int n, cg_sweep_strength st, unsig
         memset(keep, 1, (size_t)n);
     } else {
         const idlist *lists[2] = {bound, pairs};
-        cover(lists, n, fs.n, keep, covered, 0);
-        cover(lists, n, fs.n, keep, covered, 1);
+        cover(lists, n, keep, covered, 0);
+        cover(lists, n, keep, covered, 1);
     }
     free(covered);
     for (int i = 0; i < n; i++) {

@@ -47,6 +47,8 @@ void cg_sweep_sel_free(cg_sweep_sel *s);
 int cg_sweep_keeps(const cg_sweep_sel *s, int i);
 /* "12 of 340 configs (sample)" into buf. */
 const char *cg_sweep_describe(const cg_sweep_sel *s, char *buf, size_t cap);
+/* 1 when a and b are the same config (the same keys and values in the same order). */
+int cg_sweep_same_cfg(const cg_cfg *a, const cg_cfg *b);
 /* 1 under CHUNKGEN_TEST_SWEEP=full (a test with its own notion of "all" reads this). */
 int cg_sweep_full(void);
 

@@ -315,11 +315,10 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
             pick_of[total++] = pick;
         }
     }
-    /* the configs cg_sweep_select keeps (the covering sample; every one under
-     * CHUNKGEN_TEST_SWEEP=full: sweep_sample.h); with 16-bit storage bf16 and f16 take
-     * turns over the kept ones */
+    /* the configs cg_sweep_select keeps (sweep_sample.h; every one under
+     * CHUNKGEN_TEST_SWEEP=full): pairs, or each value for 16-bit storage, a variant of the
+     * float32 space (the same precisions), where bf16 and f16 take turns over the kept ones */
     cg_sweep_sel sel;
-    /* 16-bit storage is a variant of the float32 space (the same precisions): each value */
     cg_sweep_select(cfgs, total, half ? CG_SWEEP_VALUES : CG_SWEEP_PAIRS, &sel);
     /* under the emulator, compile the modules in parallel first (the loads then hit the
      * disk cache; a plan that differs from the dispatched one only costs time) */

@@ -11,13 +11,6 @@
 
 #include <string.h>
 
-static int same(const cg_cfg *a, const cg_cfg *b) {
-    if (a->n != b->n) return 0;
-    for (int j = 0; j < a->n; j++)
-        if (strcmp(a->kv[j].key, b->kv[j].key) || strcmp(a->kv[j].val, b->kv[j].val)) return 0;
-    return 1;
-}
-
 static int is_num(const char *s) { return *s && strspn(s, "-0123456789") == strlen(s); }
 
 /* c sits on the constraint boundary of key j in direction dir: the nearest value of key j
@@ -35,7 +28,7 @@ static int on_edge(const cg_cfg *u, int n, const cg_cfg *c, int j, int dir) {
     cg_cfg nb = *c;
     snprintf(nb.kv[j].val, sizeof nb.kv[j].val, "%lld", best);
     for (int i = 0; i < n; i++)
-        if (same(&u[i], &nb)) return 0;
+        if (cg_sweep_same_cfg(&u[i], &nb)) return 0;
     return 1;
 }
 
@@ -93,7 +86,7 @@ static int union_of(cg_context *ctx, const char *kernel, const cg_devinfo *dev, 
         if (cg__gen_space(ctx, kernel, &s, dev, &sp, &ns) != CG_OK) continue;
         for (int i = 0; i < ns; i++) {
             int dup = 0;
-            for (int k = 0; k < n && !dup; k++) dup = same(&(*out)[k], &sp[i]);
+            for (int k = 0; k < n && !dup; k++) dup = cg_sweep_same_cfg(&(*out)[k], &sp[i]);
             if (dup) continue;
             if (n == cap) {
                 cap = cap ? 2 * cap : 256;

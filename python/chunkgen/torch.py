@@ -144,7 +144,8 @@ def _not_differentiable(op: str) -> str:
 
 
 def _refuse_second_order(op: str):
-    """The autograd formula of a backward op (chunkgen::ssd_bwd, sscan_bwd): raises."""
+    """The backward of chunkgen's backward (the registered ssd_bwd / sscan_bwd ops and the
+    Functions that compute the gradients): raises."""
 
     def backward(ctx, *grads):
         raise RuntimeError(_not_differentiable(op))
@@ -164,12 +165,10 @@ def _make_function(fwd: str, bwd: str):
         *ins, flag, cu = args
         return _run(bwd, tuple(ins), flag, cu)
 
-    def refuse(ctx, *grads):
-        raise RuntimeError(_not_differentiable(public))
-
     # its graph node: SsdBwdFunctionBackward (named at creation)
     Backward = type(bwd.title().replace("_", "") + "Function", (torch.autograd.Function,),
-                    {"forward": staticmethod(lambda ctx, *args: direct_bwd(*args)), "backward": staticmethod(refuse)})
+                    {"forward": staticmethod(lambda ctx, *args: direct_bwd(*args)),
+                     "backward": staticmethod(_refuse_second_order(public))})
 
     def graph_bwd(*args):
         if torch.is_grad_enabled():  # create_graph=True: the gradients are tied to a refusing node
@@ -208,14 +207,11 @@ def _make_func_function(fwd_op, bwd_op, public: str):
     def refuse_jvp(ctx, *tangents):
         raise RuntimeError(_no_forward_ad(public))
 
-    def refuse_backward(ctx, *grads):
-        raise RuntimeError(_not_differentiable(public))
-
     bwd_fn = type(f"{public.title()}BwdFuncFunction", (torch.autograd.Function,), {
         "generate_vmap_rule": True,
         "forward": staticmethod(lambda *args: bwd_op(*args)),
         "setup_context": staticmethod(lambda ctx, inputs, output: None),
-        "backward": staticmethod(refuse_backward), "jvp": staticmethod(refuse_jvp)})
+        "backward": staticmethod(_refuse_second_order(public)), "jvp": staticmethod(refuse_jvp)})
 
     def backward(ctx, dy, dhT):
         return _backward(bwd_fn.apply, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
