@@ -34,15 +34,20 @@ static void expect_cli(const char *dir, const char *const *args, int want, int e
     free(text);
 }
 
-CG_TEST(cli_store_show_and_cache) {
-    char dir[512], cache[1024];
-    if (mk_tmpdir_with(dir, sizeof dir, cache, sizeof cache, "cache")) return;
+/* One tuned entry (ssd, dk 64, dv 16) into the store of cache directory cache. */
+static void put_one_entry(const char *cache) {
     cg_context *ctx = tune_test_ctx(cache);
     cg_tune_entry e;
     tune_test_entry(ctx, &e, 64, 16, 0, "chunk=16,block_dv=16,threads=1", 1, 0.5, 0.01);
     CG_CHECK_OK(ctx, cg__tune_store_put(ctx, cg__tune_store_dir(ctx), &e));
     cg__tune_entry_free(&e);
     cg_context_free(ctx);
+}
+
+CG_TEST(cli_store_show_and_cache) {
+    char dir[512], cache[1024];
+    if (mk_tmpdir_with(dir, sizeof dir, cache, sizeof cache, "cache")) return;
+    put_one_entry(cache);
 
     /* --help: the usage text and every option of the table */
     const char *h1[] = {"show", "--help", NULL};
@@ -130,12 +135,7 @@ CG_TEST(cli_store_import_not_a_store) {
     const char *a2[] = {"import", sub, "--cache-dir", into, NULL};
     expect_cli(dir, a2, 0, 1, n2, "import of an empty configs/");
     /* a store with one entry */
-    cg_context *ctx = tune_test_ctx(cache);
-    cg_tune_entry e;
-    tune_test_entry(ctx, &e, 64, 16, 0, "chunk=16,block_dv=16,threads=1", 1, 0.5, 0.01);
-    CG_CHECK_OK(ctx, cg__tune_store_put(ctx, cg__tune_store_dir(ctx), &e));
-    cg__tune_entry_free(&e);
-    cg_context_free(ctx);
+    put_one_entry(cache);
     const char *a3[] = {"import", cache, "--cache-dir", into, NULL};
     const char *n3[] = {"1 added", NULL};
     expect_cli(dir, a3, 0, 1, n3, "import of a store");
