@@ -28,8 +28,8 @@ static const cg_env_desc k_env[CG_ENV_COUNT] = {
     ROW(CG_ENV_TUNE_BUDGET, "CHUNKGEN_TUNE_BUDGET", CG_ENV_PER_CALL, "60",
         "the budget in seconds of a tune on miss"),
     ROW(CG_ENV_TUNE_FAKE_TIMING, "CHUNKGEN_TUNE_FAKE_TIMING", CG_ENV_PER_CALL, "off",
-        "set and not 0: the tuner's timings are a hash of the key and the config instead of measurements "
-        "(tests of the tuner's bookkeeping)"),
+        "set and not 0: the tuner skips timing (verification still runs) and takes a fixed function of (key, "
+        "config) as each candidate's median; for the tests of sharded tunes and their merge, never a real tune"),
     /* CUDA (runtime/cuda/) */
     ROW(CG_ENV_LIBCUDA, "CHUNKGEN_LIBCUDA", CG_ENV_ONCE, "libcuda.so.1, else libcuda.so",
         "the path of the CUDA driver library to dlopen (the tests' mock driver), at the first CUDA use"),
@@ -42,7 +42,8 @@ static const cg_env_desc k_env[CG_ENV_COUNT] = {
     ROW(CG_ENV_CUDA_PATH, "CUDA_PATH", CG_ENV_ONCE, "not looked in",
         "stands for CUDA_HOME when that is unset"),
     ROW(CG_ENV_NVRTC_TIME_TRACE, "CHUNKGEN_NVRTC_TIME_TRACE", CG_ENV_PER_CALL, "off",
-        "a directory: each NVRTC compile writes its --fdevice-time-trace there (<kernel>-sm<arch>)"),
+        "a directory: every NVRTC compile writes its --fdevice-time-trace there, as <kernel>-sm<arch>.json (NVRTC 13 "
+        "or newer; not in the kernel cache's key)"),
     /* CPU path (runtime/cpu/) */
     ROW(CG_ENV_CPU_ISA, "CHUNKGEN_CPU_ISA", CG_ENV_ONCE, "the best variant this CPU runs (cpuid)",
         "avx512, avx2 or baseline: the CPU path's kernel variant; one the CPU cannot run is refused with a warning"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cycles.py -- ctest arch_no_import_circle: no circle among the library's files.
 
-  python3 tests/arch/cycles.py BUILD_DIR [--graph]
+  python3 tests/arch/cycles.py BUILD_DIR [--nm NM] [--graph]
 
 1. Files: the dependency graph between the library's compiled files, measured from the
    build's object files (chunkgen_lib's and the CPU ISA variants' objects, read with
@@ -48,9 +48,12 @@ def objects(build):
     return out
 
 
+NM = ["nm"]
+
+
 def symbols(obj):
     """(defined, used): the global symbols obj defines and the ones it uses."""
-    res = subprocess.run(["nm", "-P", obj], capture_output=True, text=True, check=True)
+    res = subprocess.run(NM + ["-P", obj], capture_output=True, text=True, check=True)
     defined, used = set(), set()
     for line in res.stdout.splitlines():
         f = line.split()
@@ -175,6 +178,8 @@ def main(argv):
         print(__doc__)
         return 2
     build = argv[0]
+    if "--nm" in argv and argv.index("--nm") + 1 < len(argv):
+        NM[0] = argv[argv.index("--nm") + 1]
     graph = file_graph(build)
     if graph is None:
         print("FAIL arch_no_import_circle: no object files under %s/CMakeFiles/chunkgen_lib.dir (build first)" % build)
