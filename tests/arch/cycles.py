@@ -15,12 +15,18 @@
    its comment): the check drops the listed dependencies and then fails on any circle
    left; and it fails on a listed dependency that no longer closes a circle (gone, or no
    longer inside one), so the list only shrinks.
-2. Headers: the #include graph among the library's headers (runtime/, autotune/,
+2. Layers: docs/architecture.md's "Layers" section has a table of the layers, top (1)
+   to bottom, each with its files (`path` or a glob, `<build>/generated/...` for the
+   generated sources). Every compiled file is in exactly one layer, every name there
+   matches a file, and every dependency goes to its own layer or one below -- but for
+   the ones listed in cycles_allow.txt. So the document's picture is the measured one.
+3. Headers: the #include graph among the library's headers (runtime/, autotune/,
    templates/, emulator/, include/) must have no circle at all (no allow-list).
 
 --graph prints the file graph's components in dependency order (a file after all it
 uses), one line each: what docs/architecture.md's picture is drawn from.
 Exit 0 pass, 1 fail."""
+import fnmatch
 import os
 import re
 import subprocess
@@ -142,6 +148,49 @@ def describe_circle(comp, graph):
     return "; ".join(parts)
 
 
+# ------------------------------------------------------------------- layers
+ARCH_DOC = "docs/architecture.md"
+
+
+def doc_layers():
+    """[(number, name, [pattern, ...])] of the layer table in ARCH_DOC's "## Layers"."""
+    text = archlib.read(ARCH_DOC)
+    start = text.find("\n## Layers")
+    end = text.find("\n## ", start + 1)
+    out = []
+    for line in text[start:end if end > 0 else None].splitlines():
+        m = re.match(r"\|\s*(\d+)\s+([^|]*?)\s*\|(.*)\|\s*$", line)
+        if m:
+            out.append((int(m.group(1)), m.group(2), re.findall(r"`([^`]+)`", m.group(3))))
+    return sorted(out) if start >= 0 else []
+
+
+def check_layers(graph, allowed):
+    """The failures of the layer table against the measured graph."""
+    layers = doc_layers()
+    if not layers:
+        return ["%s: no layer table in its \"## Layers\" section" % ARCH_DOC]
+    fails = []
+    where = {}
+    for f in sorted(graph):
+        hits = [(n, name) for n, name, pats in layers if any(fnmatch.fnmatchcase(f, p) for p in pats)]
+        if len(hits) != 1:
+            fails.append("%s is in %s of %s's layer table (expected exactly one): add it to the layer its "
+                         "dependencies put it in" % (f, "no layer" if not hits else "layers %s" % hits, ARCH_DOC))
+        else:
+            where[f] = hits[0]
+    for n, name, pats in layers:
+        for p in pats:
+            if not any(fnmatch.fnmatchcase(f, p) for f in graph):
+                fails.append("%s: layer %d %s names %s, which is no compiled file of the library" % (ARCH_DOC, n, name, p))
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            if a in where and b in where and where[b][0] < where[a][0] and (a, b) not in allowed:
+                fails.append("%s (layer %d %s) uses %s (layer %d %s, above it): %s" % (
+                    a, where[a][0], where[a][1], b, where[b][0], where[b][1], ", ".join(sorted(graph[a][b])[:4])))
+    return fails
+
+
 # ------------------------------------------------------------------ headers
 HEADER_DIRS = ("include", "runtime", "runtime/cpu", "runtime/cuda", "runtime/emu", "runtime/ref", "autotune",
                "templates", "emulator")
@@ -210,6 +259,10 @@ def main(argv):
     rc = archlib.settle("arch_no_import_circle", found, allow_path)
     print("arch_no_import_circle: %d files, %d components, %d circle(s) (%d left after the listed dependencies)"
           % (len(graph), len(comps), sum(len(c) > 1 for c in comps), len(left)))
+    lfails = check_layers(graph, allowed)
+    for f in lfails:
+        print("FAIL arch_no_import_circle: " + f)
+    print("arch_no_import_circle: %d layer problem(s) against %s" % (len(lfails), ARCH_DOC))
 
     hg = header_graph()
     hbad = 0
@@ -219,7 +272,7 @@ def main(argv):
             print("FAIL arch_no_import_circle: the headers include each other in a circle: %s"
                   % describe_circle(c, hg))
     print("arch_no_import_circle: %d headers, %d include circle(s)" % (len(hg), hbad))
-    return 1 if rc or hbad else 0
+    return 1 if rc or hbad or lfails else 0
 
 
 if __name__ == "__main__":
