@@ -102,6 +102,21 @@ def settle(name, found, allow_path, match=None):
     return 1 if bad or stale else 0
 
 
+def path_or_key(key, entry):
+    """An allow-list match: the entry is the violation's key (`path:what`) or its path."""
+    return key == entry or key.split(":", 1)[0] == entry
+
+
+def listed_check(name, found, allow_file, argv, match=path_or_key):
+    """A check's exit status over found ({`path:what`: [message]}) against
+    tests/arch/<allow_file>; with --list in argv, print the keys (the list's format)."""
+    if "--list" in argv:
+        for k in sorted(found):
+            print(k)
+        return 0
+    return settle(name, found, os.path.join(ROOT, "tests/arch", allow_file), match)
+
+
 def main_guard(fn):
     try:
         sys.exit(fn(sys.argv[1:]))

@@ -98,12 +98,9 @@ def header_list():
 
 
 def main(argv):
-    found = readers()
+    rc = archlib.listed_check("arch_env", readers(), "env_allow.txt", argv)
     if "--list" in argv:
-        for k in sorted(found):
-            print(k)
-        return 0
-    rc = archlib.settle("arch_env", found, os.path.join(archlib.ROOT, "tests/arch/env_allow.txt"))
+        return rc
 
     fails = []
     rows = table()

@@ -72,18 +72,8 @@ def violations():
     return found
 
 
-def match(key, entry):
-    return key == entry or key.split(":", 1)[0] == entry
-
-
 def main(argv):
-    found = violations()
-    if "--list" in argv:
-        for k in sorted(found):
-            print(k)
-        return 0
-    return archlib.settle("arch_front_door", found, os.path.join(archlib.ROOT, "tests/arch/frontdoor_allow.txt"),
-                          match)
+    return archlib.listed_check("arch_front_door", violations(), "frontdoor_allow.txt", argv)
 
 
 if __name__ == "__main__":

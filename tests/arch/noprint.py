@@ -66,17 +66,8 @@ def violations():
     return found
 
 
-def match(key, entry):
-    return key == entry or key.split(":", 1)[0] == entry
-
-
 def main(argv):
-    found = violations()
-    if "--list" in argv:
-        for k in sorted(found):
-            print(k)
-        return 0
-    return archlib.settle("arch_no_print", found, os.path.join(archlib.ROOT, "tests/arch/noprint_allow.txt"), match)
+    return archlib.listed_check("arch_no_print", violations(), "noprint_allow.txt", argv)
 
 
 if __name__ == "__main__":
