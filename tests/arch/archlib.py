@@ -73,7 +73,7 @@ def load_allow(path):
     return entries
 
 
-def settle(name, found, allow_path, match=None):
+def settle(name, found, allow_path, match=None, gone="no longer occurs"):
     """Report a check's result. found: {key: [description, ...]} of today's violations; a
     violation is allowed when match(key, entry) holds for a listed entry (default: the key
     is the entry). Returns the exit status: 0 when every violation is listed and every
@@ -94,8 +94,8 @@ def settle(name, found, allow_path, match=None):
             print("FAIL %s: %s" % (name, what))
     stale = sorted(set(allow) - used, key=lambda e: allow[e])
     for e in stale:
-        print("FAIL %s: %s:%d lists '%s', which no longer occurs: remove the line (the list only shrinks)"
-              % (name, rel, allow[e], e))
+        print("FAIL %s: %s:%d lists '%s', which %s: remove the line (the list only shrinks)"
+              % (name, rel, allow[e], e, gone))
     n_allowed = sum(len(found[k]) for k in found if k not in bad)
     print("%s: %d violation(s) not allowed, %d allowed by %s (%d entries), %d stale entr%s"
           % (name, len(bad), n_allowed, rel, len(allow), len(stale), "y" if len(stale) == 1 else "ies"))
