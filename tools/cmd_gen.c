@@ -7,8 +7,6 @@
 
 #include <jansson.h>
 
-#include <dirent.h>
-
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,47 +330,59 @@ int cg_cmd_gen(int argc, char **argv) {
     return rc;
 }
 
-/* The kernel cache's CUBINs per target arch, and how many `chunkgen import` brought. */
-static void cubin_census(const char *dir) {
-    DIR *dh = opendir(dir);
-    if (!dh) return;
-    int arch[64] = {0}, count[64] = {0}, na = 0, bundled = 0, other = 0;
-    struct dirent *e;
-    char path[4400];
-    while ((e = readdir(dh))) {
-        size_t nl = strlen(e->d_name);
-        if (e->d_name[0] == '.' || nl < 5 || strcmp(e->d_name + nl - 4, ".cgk")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        void *d;
-        size_t n, klen, plen, llen;
-        const char *key, *log, *t;
-        const void *pl;
-        int a = 0;
-        const char *head = CG_CUBIN_KEY_HEAD "\nkind cubin\ntarget sm_";
-        if (cg__kcache_read_file(path, &d, &n, NULL, 0) != 0) continue;
-        if (cg__kcache_parse(d, n, &key, &klen, &pl, &plen, &log, &llen, NULL, 0) == 0 &&
-            klen > strlen(head) && !strncmp(key, head, strlen(head)) && (t = key + strlen(head), (a = atoi(t)) > 0)) {
-            int i = 0;
-            while (i < na && arch[i] != a) i++;
-            if (i == na && na < 64) arch[na++] = a;
-            if (i < na) count[i]++;
-            bundled += llen >= strlen(CG_BUNDLE_LOG_TAG) && !memcmp(log, CG_BUNDLE_LOG_TAG, strlen(CG_BUNDLE_LOG_TAG));
-        } else {
-            other++; /* emulator objects, other chunkgen versions, damaged entries */
-        }
-        free(d);
+/* The kernel cache: its entries and bytes, its CUBINs per target arch, how many
+ * `chunkgen import` brought. */
+static void cache_census(cg_context *ctx) {
+    char dir[4200];
+    int n = 0;
+    cg_kcache_entry *es = NULL;
+    if (cg_kcache_dir(ctx, dir, sizeof dir) != CG_OK || cg_kcache_list(ctx, NULL, NULL, 0, &n) != CG_OK ||
+        (n && !(es = calloc((size_t)n, sizeof *es))) || (n && cg_kcache_list(ctx, NULL, es, n, &n) != CG_OK)) {
+        printf("cache:   %s\n", cg_errmsg(ctx));
+        free(es);
+        return;
     }
-    closedir(dh);
+    int arch[64] = {0}, count[64] = {0}, na = 0, bundled = 0, other = 0;
+    int64_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        const cg_kcache_entry *e = &es[i];
+        bytes += e->bytes;
+        if (!e->usable || strcmp(e->kind, "cubin") || e->arch <= 0) {
+            other++; /* emulator objects, other chunkgen versions, damaged entries */
+            continue;
+        }
+        int k = 0;
+        while (k < na && arch[k] != e->arch) k++;
+        if (k == na && na < 64) arch[na++] = e->arch;
+        if (k < na) count[k]++;
+        bundled += e->bundled;
+    }
+    free(es);
+    printf("cache:   %s (%d entries, %.1f MiB)\n", dir, n, (double)bytes / (1024.0 * 1024.0));
     printf("cubins: ");
     for (int i = 0; i < na; i++) printf(" sm_%d: %d%s", arch[i], count[i], i + 1 < na ? "," : "");
     printf("%s (%d from bundles); %d other entries\n", na ? "" : " none", bundled, other);
 }
 
+/* The driver, the device and NVRTC, or why each is absent. */
+static void toolchain_lines(const cg_device_info *d) {
+    if (d->driver_version) printf("driver:  CUDA %d.%d\n", d->driver_version / 1000, d->driver_version % 1000 / 10);
+    else printf("driver:  none (%s)\n", d->driver_why);
+    if (d->gpu)
+        printf("device:  %s (sm_%d, %d SMs, %lld bytes shared memory per block, %d registers per block)\n", d->gpu_name,
+               d->gpu_arch, d->gpu_sm_count, (long long)d->gpu_smem_per_block, d->gpu_regs_per_block);
+    else printf("device:  none: %s\n", d->gpu_why);
+    if (d->nvrtc_id[0]) printf("nvrtc:   %s\n", d->nvrtc_id);
+    else printf("nvrtc:   none: %s\n", d->nvrtc_why);
+    printf("cpu:     %s (%d cores; CPU path %s, this CPU runs %s)\n", d->cpu_model, d->cpu_cores, d->cpu_isa,
+           d->cpu_isas);
+}
+
 int cg_cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: chunkgen info   print the device, driver, NVRTC and the kernel cache (its CUBINs per\n"
-                   "arch, how many came from bundles). Per call, `--verbose` of run/bench prints kernel_from=:\n"
+            printf("usage: chunkgen info   print the device, driver, NVRTC, the CPU and the kernel cache (its CUBINs\n"
+                   "per arch, how many came from bundles). Per call, `--verbose` of run/bench prints kernel_from=:\n"
                    "compiled / disk-cache / bundle / process, with render, compile and load times.\n");
             return 0;
         }
@@ -385,20 +395,15 @@ int cg_cmd_info(int argc, char **argv) {
         return 1;
     }
     printf("chunkgen %s\n", cg_version());
-    char text[4096];
-    cg__cuda_describe(ctx, text, sizeof text);
-    fputs(text, stdout);
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/kernels", cg__cache_dir(ctx));
-    int64_t files, bytes;
-    cg__kcache_stat(dir, &files, &bytes);
-    printf("cache:   %s (%lld entries, %.1f MiB)\n", dir, (long long)files, (double)bytes / (1024.0 * 1024.0));
-    cubin_census(dir);
+    cg_device_info dev = CG_DEVICE_INFO_INIT;
+    if (cg_device_query(ctx, CG_BACKEND_CUDA, &dev) == CG_OK) toolchain_lines(&dev);
+    else printf("device:  %s\n", cg_errmsg(ctx));
+    cache_census(ctx);
     const char *lp = getenv("CHUNKGEN_LUA_PATH");
     printf("lua:     %s\n", lp && *lp ? lp : "embedded generator and templates");
-    const char **names;
+    const char *const *names;
     int n;
-    if (cg__gen_kernels(ctx, &names, &n) == CG_OK) {
+    if (cg_kernel_list(ctx, &names, &n) == CG_OK) {
         printf("kernels:");
         for (int i = 0; i < n; i++) printf(" %s", names[i]);
         printf("\n");
