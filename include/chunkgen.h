@@ -393,10 +393,11 @@ typedef struct cg_device_info {
 } cg_device_info;
 #define CG_DEVICE_INFO_INIT CG__INIT(cg_device_info)
 
-/* Fill *out (caller-owned; its .size set or 0) with the host CPU, the toolchain and the
- * GPU of backend: CG_BACKEND_CUDA (the driver's device, or why there is none) or
- * CG_BACKEND_EMULATE (the emulator's stand-in, sm_80). No GPU, driver or NVRTC is not
- * an error (gpu = 0 and the _why fields); CG_EINVAL for another backend. */
+/* Fill *out (caller-owned; its .size set or 0) with the host CPU, and for backend
+ * CG_BACKEND_CUDA (the driver's device, or why there is none) or CG_BACKEND_EMULATE (the
+ * emulator's stand-in, sm_80) also the toolchain (driver, NVRTC) and that GPU;
+ * CG_BACKEND_CPU: the host CPU only (no driver, NVRTC or GPU is looked at). No GPU,
+ * driver or NVRTC is not an error (gpu = 0 and the _why fields); CG_EINVAL for auto, ref. */
 CG_API cg_status cg_device_query(cg_context *ctx, cg_backend backend, cg_device_info *out);
 
 /* The kernels and CPU spaces there are: *names a NULL-terminated array of *n names,

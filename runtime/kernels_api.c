@@ -55,8 +55,9 @@ cg_status cg_device_query(cg_context *ctx, cg_backend backend, cg_device_info *o
     cg_device_info o;
     cg_status st = CG_OK;
     if (!out) st = cg__err(ctx, CG_EINVAL, "cg_device_query: out is NULL (expected a cg_device_info to fill)");
-    else if (backend != CG_BACKEND_CUDA && backend != CG_BACKEND_EMULATE)
-        st = cg__err(ctx, CG_EINVAL, "cg_device_query: backend: expected cuda or emulate (the GPU to describe), got %s",
+    else if (backend != CG_BACKEND_CUDA && backend != CG_BACKEND_EMULATE && backend != CG_BACKEND_CPU)
+        st = cg__err(ctx, CG_EINVAL,
+                     "cg_device_query: backend: expected cpu, cuda or emulate (the device to describe), got %s",
                      cg_backend_name(backend));
     size_t size = out && out->size ? out->size : sizeof o;
     if (st == CG_OK && size < sizeof(size_t))
@@ -64,10 +65,12 @@ cg_status cg_device_query(cg_context *ctx, cg_backend backend, cg_device_info *o
     if (st == CG_OK) {
         memset(&o, 0, sizeof o);
         cpu_fields(&o);
-        toolchain(ctx, &o);
+        if (backend != CG_BACKEND_CPU) toolchain(ctx, &o);
         cg_devinfo d;
         const cg_kexec *kx = backend == CG_BACKEND_CUDA ? &cg__kexec_cuda : &cg__kexec_emu;
-        if (kx->device && kx->device(ctx, &d) == CG_OK) {
+        if (backend == CG_BACKEND_CPU) {
+            snprintf(o.gpu_why, sizeof o.gpu_why, "the cpu backend was asked about");
+        } else if (kx->device && kx->device(ctx, &d) == CG_OK) {
             gpu_fields(&d, &o);
             cg_cuda_props pr;
             if (backend == CG_BACKEND_CUDA && cg__cuda_props(0, &pr) == CG_OK) {

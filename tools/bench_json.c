@@ -3,7 +3,6 @@
  * device's bounds), the device and config blocks, and the atomic write. */
 #include "bench.h"
 #include "fsutil.h"
-#include "cpu/cpu_isa.h"
 
 #include <errno.h>
 #include <math.h>
@@ -167,7 +166,7 @@ json_t *bench_device_block(const bench *bn) {
     int gpu_run = gi->ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
     json_t *d = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:o, s:o, s:o}", "backend", gpu_run ? "cuda" : "cpu",
                           "device_kind", gpu_run ? gi->name : "cpu", "cpu", ci->model, "cores", ci->cores, "threads",
-                          bn->threads, "simd", ci->simd, "cpu_isa", cg__cpu_isa_ops()->name, /* the CPU path's variant */
+                          bn->threads, "simd", ci->simd, "cpu_isa", ci->isa, /* the CPU path's variant */
                           "cpu_mhz", bench_jnum(ci->mhz), "fma_peak_gflops_nominal", bench_jnum(ci->peak_nominal),
                           "fma_peak_gflops_measured", bench_jnum(ci->peak_meas), "mem_bw_gbs_measured",
                           bench_jnum(ci->bw_meas));

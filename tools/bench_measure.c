@@ -8,6 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The device the cuda impls run on: the CUDA driver, or (test hook, for machines without
+ * a GPU) the SIMT emulator when CHUNKGEN_BENCH_FAKE_CUDA=emulate, so that the device-memory
+ * path (alloc, copies, sync, cut reruns) runs somewhere. */
+const cg_kexec *bench_kx;
+cg_backend bench_cuda_backend = CG_BACKEND_CUDA;
+int bench_fake_cuda;
+
+void bench_kexec_select(void) {
+    const char *fake = getenv("CHUNKGEN_BENCH_FAKE_CUDA");
+    bench_kx = &cg__kexec_cuda;
+    if (fake && !strcmp(fake, "emulate")) {
+        bench_kx = &cg__kexec_emu;
+        bench_cuda_backend = CG_BACKEND_EMULATE;
+        bench_fake_cuda = 1;
+    }
+}
+
 int bench_runner_fail(runner *r, cg_status s, const char *what) {
     r->skipped = s == CG_EUNSUPPORTED || s == CG_ENODEV;
     snprintf(r->msg, sizeof r->msg, "%s: %s: %s", what, cg_status_str(s), cg_errmsg(r->ctx));
