@@ -405,7 +405,8 @@ CG_API cg_status cg_device_query(cg_context *ctx, cg_backend backend, cg_device_
 CG_API cg_status cg_kernel_list(cg_context *ctx, const char *const **names, int *n);
 
 /* A kernel's description: its backend, its config keys (one line each: "  name  type
- * values, ...  meaning") and constraints. *text is the caller's (cg_free). */
+ * values, ...  meaning") and constraints. *text is the caller's (cg_free). CG_ENOTFOUND
+ * for an unknown kernel (the message lists the kernels). */
 CG_API cg_status cg_kernel_describe(cg_context *ctx, const char *kernel, char **text);
 
 /* ---------------------------------------------------- kernels: the kernel cache
