@@ -243,6 +243,102 @@ typedef struct cg_exec {
 } cg_exec;
 #define CG_EXEC_INIT CG__INIT(cg_exec)
 
+/* ---------------------------------------------------------------- kernels
+ * The generated kernels, the compiled-kernel cache and the machine, for tools (the
+ * chunkgen CLI's gen, info and build-kernels, export/import of kernels, benchmarks).
+ * Text and arrays these calls hand to the caller are malloc'd by the library: release
+ * them with cg_free. A kernel is named as cg_kernel_list says: a generated CUDA kernel
+ * (ssd_fwd, ssd_bwd, sscan_fwd, sscan_bwd, ...) or a CPU space (ssd_cpu, sscan_cpu). */
+
+/* Release memory a cg_ call handed to the caller (text, arrays, images). NULL is a no-op. */
+CG_API void cg_free(void *p);
+
+/* The host CPU, a GPU and the toolchain, as one report (cg_device_query). Fields that
+ * do not apply or are unknown are 0 or "". */
+typedef struct cg_device_info {
+    size_t size;              /* sizeof(cg_device_info) of the caller's header, or 0 (see the growth rule) */
+    char cpu_model[128];      /* e.g. "AMD EPYC 7B13" */
+    int cpu_cores;            /* online cores */
+    char cpu_isa[16];         /* the CPU path's variant this process runs: "avx512", "avx2" or "baseline" */
+    char cpu_isas[64];        /* every variant this build and CPU can run, best first: "avx2,baseline" */
+    int gpu;                  /* 1: the gpu_ fields describe a device; 0: none, gpu_why says why */
+    char gpu_why[256];
+    char gpu_name[128];
+    int gpu_arch;             /* 80, 86, 90, ... */
+    int gpu_sm_count;
+    int64_t gpu_smem_per_block; /* opt-in maximum of shared memory per block, bytes */
+    int gpu_regs_per_block;
+    int gpu_emulated;         /* 1: the SIMT emulator's stand-in device (CG_BACKEND_EMULATE) */
+    double gpu_clock_mhz, gpu_mem_clock_mhz, gpu_bus_bits, gpu_mem_gb; /* from the driver; 0 unknown */
+    int driver_version;       /* CUDA driver, cuDriverGetVersion's 1000*major + 10*minor; 0: none */
+    char driver_why[256];     /* no driver: why (what was tried) */
+    int nvrtc_version;        /* NVRTC, 1000*major + 10*minor; 0: none, nvrtc_why says why */
+    char nvrtc_why[256];
+    char nvrtc_id[1024];      /* the NVRTC build as the kernel cache keys name it */
+} cg_device_info;
+#define CG_DEVICE_INFO_INIT CG__INIT(cg_device_info)
+
+/* Fill *out (caller-owned; its .size set or 0) with the host CPU, and for backend
+ * CG_BACKEND_CUDA (the driver's device, or why there is none) or CG_BACKEND_EMULATE (the
+ * emulator's stand-in, sm_80) also the toolchain (driver, NVRTC) and that GPU;
+ * CG_BACKEND_CPU: the host CPU only (no driver, NVRTC or GPU is looked at). No GPU,
+ * driver or NVRTC is not an error (gpu = 0 and the _why fields); CG_EINVAL for auto, ref. */
+CG_API cg_status cg_device_query(cg_context *ctx, cg_backend backend, cg_device_info *out);
+
+/* The kernels and CPU spaces there are: *names a NULL-terminated array of *n names,
+ * owned by ctx (valid until cg_context_free). n may be NULL. */
+CG_API cg_status cg_kernel_list(cg_context *ctx, const char *const **names, int *n);
+
+/* A kernel's description: its backend, its config keys (one line each: "  name  type
+ * values, ...  meaning") and constraints. *text is the caller's (cg_free). CG_ENOTFOUND
+ * for an unknown kernel (the message lists the kernels). */
+CG_API cg_status cg_kernel_describe(cg_context *ctx, const char *kernel, char **text);
+
+/* ---------------------------------------------------- kernels: the kernel cache
+ * Compiled kernels on disk (CUBINs for cuda, shared objects for the emulator), one
+ * self-checking entry file per kernel ("<name>-<hash>.cgk"), keyed by everything the
+ * binary depends on (chunkgen version, target arch, compiler build, options, source).
+ * A directory argument `dir` may be NULL: ctx's, <cache dir>/kernels. */
+
+/* ctx's kernel cache directory (<cache dir>/kernels) into buf (cap bytes, caller-owned);
+ * CG_EINVAL when it does not fit. */
+CG_API cg_status cg_kcache_dir(cg_context *ctx, char *buf, size_t cap);
+
+/* One entry of a kernel cache (cg_kcache_list). */
+typedef struct cg_kcache_entry {
+    size_t size;        /* sizeof(cg_kcache_entry) of the caller's header, or 0 (see the growth rule) */
+    char file[256];     /* the entry's file name in the directory */
+    int64_t bytes;      /* the file's size */
+    int usable;         /* 1: intact and built by this chunkgen version; else why says why not */
+    char why[256];
+    char kind[16];      /* "cubin", "emulate", ... (from its key; "" when unusable) */
+    int arch;           /* a cubin's target, e.g. 90; 0 otherwise */
+    char name[192];     /* the kernel's name, e.g. ssd_fwd_dk48_dv40_c64_w4_ieee */
+    int bundled;        /* 1: written by cg_kcache_import (from a bundle) */
+} cg_kcache_entry;
+#define CG_KCACHE_ENTRY_INIT CG__INIT(cg_kcache_entry)
+
+/* The entries of dir, in file-name order: the first cap of them into entries (a
+ * caller-owned array of cap structs, each of the size entries[0].size says, 0: this
+ * header's; NULL when cap is 0) and their number into *n (may exceed cap: call again
+ * with a larger array). A missing directory has no entries. */
+CG_API cg_status cg_kcache_list(cg_context *ctx, const char *dir, cg_kcache_entry *entries, int cap, int *n);
+
+/* The whole entry file `file` (a name from cg_kcache_list) of dir, checked, into *image
+ * (the caller's, cg_free) of *len bytes: the unit cg_kcache_import takes on another
+ * machine. CG_ENOTFOUND when absent, CG_EINVAL when file is not an entry name or the
+ * entry is damaged (the message says how). */
+CG_API cg_status cg_kcache_read(cg_context *ctx, const char *dir, const char *file, void **image, size_t *len);
+
+/* Write an entry image (from cg_kcache_read; caller-owned, len bytes) into dir under
+ * the name its key hashes to, its log tagged with `origin` (caller's text, e.g. the
+ * bundle's file, may be NULL) so that later loads count as bundle hits. Refused with
+ * CG_EINVAL and the reason when the image is damaged or was built by another chunkgen
+ * version or kind. *added (may be NULL): 1 written, 0 dir already held that key. dry:
+ * check only, write nothing. CG_EIO when dir cannot be written. */
+CG_API cg_status cg_kcache_import(cg_context *ctx, const char *dir, const void *image, size_t len, const char *origin,
+                                  int dry, int *added);
+
 /* -------------------------------------------------------------------- SSD
  * Per (b, h), with g = h / (H / G) and a state S of dk x dv (S before token 0 = h0 or 0):
  *   S_t = exp(log_alpha_t) * S_{t-1} + k_t^T v_t,   o_t = q_t S_t.
@@ -357,102 +453,6 @@ CG_API cg_status cg_prepare(cg_context *ctx, cg_op op, const void *args, const c
  * cg_errmsg. */
 CG_API cg_status cg_validate(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
 
-
-/* ---------------------------------------------------------------- kernels
- * The generated kernels, the compiled-kernel cache and the machine, for tools (the
- * chunkgen CLI's gen, info and build-kernels, export/import of kernels, benchmarks).
- * Text and arrays these calls hand to the caller are malloc'd by the library: release
- * them with cg_free. A kernel is named as cg_kernel_list says: a generated CUDA kernel
- * (ssd_fwd, ssd_bwd, sscan_fwd, sscan_bwd, ...) or a CPU space (ssd_cpu, sscan_cpu). */
-
-/* Release memory a cg_ call handed to the caller (text, arrays, images). NULL is a no-op. */
-CG_API void cg_free(void *p);
-
-/* The host CPU, a GPU and the toolchain, as one report (cg_device_query). Fields that
- * do not apply or are unknown are 0 or "". */
-typedef struct cg_device_info {
-    size_t size;              /* sizeof(cg_device_info) of the caller's header, or 0 (see the growth rule) */
-    char cpu_model[128];      /* e.g. "AMD EPYC 7B13" */
-    int cpu_cores;            /* online cores */
-    char cpu_isa[16];         /* the CPU path's variant this process runs: "avx512", "avx2" or "baseline" */
-    char cpu_isas[64];        /* every variant this build and CPU can run, best first: "avx2,baseline" */
-    int gpu;                  /* 1: the gpu_ fields describe a device; 0: none, gpu_why says why */
-    char gpu_why[256];
-    char gpu_name[128];
-    int gpu_arch;             /* 80, 86, 90, ... */
-    int gpu_sm_count;
-    int64_t gpu_smem_per_block; /* opt-in maximum of shared memory per block, bytes */
-    int gpu_regs_per_block;
-    int gpu_emulated;         /* 1: the SIMT emulator's stand-in device (CG_BACKEND_EMULATE) */
-    double gpu_clock_mhz, gpu_mem_clock_mhz, gpu_bus_bits, gpu_mem_gb; /* from the driver; 0 unknown */
-    int driver_version;       /* CUDA driver, cuDriverGetVersion's 1000*major + 10*minor; 0: none */
-    char driver_why[256];     /* no driver: why (what was tried) */
-    int nvrtc_version;        /* NVRTC, 1000*major + 10*minor; 0: none, nvrtc_why says why */
-    char nvrtc_why[256];
-    char nvrtc_id[1024];      /* the NVRTC build as the kernel cache keys name it */
-} cg_device_info;
-#define CG_DEVICE_INFO_INIT CG__INIT(cg_device_info)
-
-/* Fill *out (caller-owned; its .size set or 0) with the host CPU, and for backend
- * CG_BACKEND_CUDA (the driver's device, or why there is none) or CG_BACKEND_EMULATE (the
- * emulator's stand-in, sm_80) also the toolchain (driver, NVRTC) and that GPU;
- * CG_BACKEND_CPU: the host CPU only (no driver, NVRTC or GPU is looked at). No GPU,
- * driver or NVRTC is not an error (gpu = 0 and the _why fields); CG_EINVAL for auto, ref. */
-CG_API cg_status cg_device_query(cg_context *ctx, cg_backend backend, cg_device_info *out);
-
-/* The kernels and CPU spaces there are: *names a NULL-terminated array of *n names,
- * owned by ctx (valid until cg_context_free). n may be NULL. */
-CG_API cg_status cg_kernel_list(cg_context *ctx, const char *const **names, int *n);
-
-/* A kernel's description: its backend, its config keys (one line each: "  name  type
- * values, ...  meaning") and constraints. *text is the caller's (cg_free). CG_ENOTFOUND
- * for an unknown kernel (the message lists the kernels). */
-CG_API cg_status cg_kernel_describe(cg_context *ctx, const char *kernel, char **text);
-
-/* ---------------------------------------------------- kernels: the kernel cache
- * Compiled kernels on disk (CUBINs for cuda, shared objects for the emulator), one
- * self-checking entry file per kernel ("<name>-<hash>.cgk"), keyed by everything the
- * binary depends on (chunkgen version, target arch, compiler build, options, source).
- * A directory argument `dir` may be NULL: ctx's, <cache dir>/kernels. */
-
-/* ctx's kernel cache directory (<cache dir>/kernels) into buf (cap bytes, caller-owned);
- * CG_EINVAL when it does not fit. */
-CG_API cg_status cg_kcache_dir(cg_context *ctx, char *buf, size_t cap);
-
-/* One entry of a kernel cache (cg_kcache_list). */
-typedef struct cg_kcache_entry {
-    size_t size;        /* sizeof(cg_kcache_entry) of the caller's header, or 0 (see the growth rule) */
-    char file[256];     /* the entry's file name in the directory */
-    int64_t bytes;      /* the file's size */
-    int usable;         /* 1: intact and built by this chunkgen version; else why says why not */
-    char why[256];
-    char kind[16];      /* "cubin", "emulate", ... (from its key; "" when unusable) */
-    int arch;           /* a cubin's target, e.g. 90; 0 otherwise */
-    char name[192];     /* the kernel's name, e.g. ssd_fwd_dk48_dv40_c64_w4_ieee */
-    int bundled;        /* 1: written by cg_kcache_import (from a bundle) */
-} cg_kcache_entry;
-#define CG_KCACHE_ENTRY_INIT CG__INIT(cg_kcache_entry)
-
-/* The entries of dir, in file-name order: the first cap of them into entries (a
- * caller-owned array of cap structs, each of the size entries[0].size says, 0: this
- * header's; NULL when cap is 0) and their number into *n (may exceed cap: call again
- * with a larger array). A missing directory has no entries. */
-CG_API cg_status cg_kcache_list(cg_context *ctx, const char *dir, cg_kcache_entry *entries, int cap, int *n);
-
-/* The whole entry file `file` (a name from cg_kcache_list) of dir, checked, into *image
- * (the caller's, cg_free) of *len bytes: the unit cg_kcache_import takes on another
- * machine. CG_ENOTFOUND when absent, CG_EINVAL when file is not an entry name or the
- * entry is damaged (the message says how). */
-CG_API cg_status cg_kcache_read(cg_context *ctx, const char *dir, const char *file, void **image, size_t *len);
-
-/* Write an entry image (from cg_kcache_read; caller-owned, len bytes) into dir under
- * the name its key hashes to, its log tagged with `origin` (caller's text, e.g. the
- * bundle's file, may be NULL) so that later loads count as bundle hits. Refused with
- * CG_EINVAL and the reason when the image is damaged or was built by another chunkgen
- * version or kind. *added (may be NULL): 1 written, 0 dir already held that key. dry:
- * check only, write nothing. CG_EIO when dir cannot be written. */
-CG_API cg_status cg_kcache_import(cg_context *ctx, const char *dir, const void *image, size_t len, const char *origin,
-                                  int dry, int *added);
 
 #ifdef __cplusplus
 }
