@@ -622,6 +622,87 @@ CG_API cg_status cg_shape_of(cg_context *ctx, cg_op op, const void *args, cg_sha
  * cu_seqlens gets CG_I32 [nseq + 1] (CG_I64 works as well). */
 CG_API cg_status cg_shape_tensor(cg_context *ctx, const cg_shape *shape, int i, cg_tensor *tensor);
 
+/* ------------------------------------------- kernels: plans, configs, ahead of time
+ * A kernel is asked about for a shape (cg_shape: the op, its extents, dtypes, optional
+ * tensors and options) on a target arch: 0 is the emulator's device (sm_80 features,
+ * generous limits), else sm_<arch> with that architecture's limits (75, 80, 86, 87, 89,
+ * 90, 100, 103, 120) and a typical part's SM count. kernel is a name of cg_kernel_list
+ * that serves shape->op (ssd_fwd for ssd_fwd; the CPU space ssd_cpu for ssd_fwd and
+ * ssd_bwd), or NULL for the generated kernel of shape->op. A CPU space ignores arch: it
+ * is resolved for ctx's threads and the CPU path's ISA variant. config: "k=v,k=v" pins
+ * (NULL or "": none); keys not pinned come from the default for the shape. Configs are
+ * handed out as that text. shape and config are caller-owned and only read. */
+
+#define CG_KERNEL_MAX_LAUNCH 4
+/* One launch of a plan. */
+typedef struct cg_kernel_launch {
+    char entry[64];              /* the extern "C" __global__ function */
+    unsigned grid[3], block[3];
+    int64_t smem;                /* dynamic shared memory, bytes */
+} cg_kernel_launch;
+
+/* A generated kernel instantiated for one shape, config and target (cg_kernel_plan_make). */
+typedef struct cg_kernel_plan {
+    size_t size;                 /* sizeof(cg_kernel_plan) of the caller's header, or 0 (see the growth rule) */
+    char kernel[32];             /* "ssd_fwd" */
+    char name[192];              /* e.g. ssd_fwd_dk48_dv40_c64_w4_ieee: names its kernel cache entry */
+    char config[512];            /* the config, every key of the space */
+    char *source;                /* the rendered, self-contained CUDA C++; owned by the plan (cg_kernel_plan_free) */
+    int64_t workspace_bytes;     /* scratch the launches take */
+    int nlaunch;
+    cg_kernel_launch launch[CG_KERNEL_MAX_LAUNCH]; /* run in this order on one stream */
+} cg_kernel_plan;
+#define CG_KERNEL_PLAN_INIT CG__INIT(cg_kernel_plan)
+
+/* Plan kernel for shape on arch with config into *out (caller-owned, .size set or 0):
+ * the launches and the source. CG_EINVAL for a key or value outside the kernel's space,
+ * CG_EUNSUPPORTED with the constraint's reason when the config does not fit the shape
+ * or arch, and for a CPU space (nothing is rendered: see cg_kernel_config). Release
+ * out->source with cg_kernel_plan_free. */
+CG_API cg_status cg_kernel_plan_make(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch,
+                                     const char *config, cg_kernel_plan *out);
+/* Release what a plan owns (its source; the struct is the caller's). NULL is a no-op. */
+CG_API void cg_kernel_plan_free(cg_kernel_plan *plan);
+
+/* The config a call of shape would run with config's pins: the pins completed from the
+ * default and checked as cg_kernel_plan_make checks them. *out is the caller's text
+ * (cg_free). Works for the CPU spaces too. */
+CG_API cg_status cg_kernel_config(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch,
+                                  const char *config, char **out);
+
+/* Every config the kernel's constraints accept for shape on arch: *configs the caller's
+ * text (cg_free), one config per line, *n lines. */
+CG_API cg_status cg_kernel_configs(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch,
+                                   char **configs, int *n);
+
+/* What cg_kernel_build did. */
+typedef struct cg_kernel_build_info {
+    size_t size;                 /* sizeof(cg_kernel_build_info) of the caller's header, or 0 (see the growth rule) */
+    char name[192];              /* the kernel's name, which names its cache entry */
+    char config[512];
+    int arch;
+    int source_lines;
+    int cached;                  /* 1: the cache held it, nothing was compiled */
+    double render_ms;            /* planning and rendering the source */
+    double lookup_ms;            /* looking in the cache */
+    double compile_ms;           /* NVRTC, wall time (0 when cached) */
+    double compile_cpu_ms;       /* NVRTC, the calling thread's CPU time */
+    double compile_process_cpu_ms; /* NVRTC, the process's CPU time (its split-compile threads too) */
+    char *log;                   /* the compile log (ptxas resource usage), also on CG_ECOMPILE, or the
+                                  * cached entry's; the caller's (cg_free); NULL when none */
+} cg_kernel_build_info;
+#define CG_KERNEL_BUILD_INFO_INIT CG__INIT(cg_kernel_build_info)
+
+/* Compile kernel for shape with config to a CUBIN for sm_<arch> (NVRTC needed, no GPU)
+ * into ctx's kernel cache, keyed exactly as the cuda backend looks it up, so that a
+ * process on such a GPU loads it and compiles nothing. An entry the cache holds is kept
+ * (cached = 1) unless force. nvrtc_threads: NVRTC's threads for this module (0: the
+ * online cores; at least 2). *out caller-owned (.size set or 0), filled also on failure
+ * as far as it got. CG_ENODEV without NVRTC; CG_ECOMPILE with the log; CG_EIO when the
+ * cache cannot be written. */
+CG_API cg_status cg_kernel_build(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch,
+                                 const char *config, int force, int nvrtc_threads, cg_kernel_build_info *out);
+
 #ifdef __cplusplus
 }
 /* C++: the CG_..._INIT value (every member zero, .size set), without

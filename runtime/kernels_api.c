@@ -2,6 +2,7 @@
  * about the machine and the generator: cg_free, cg_device_query, cg_kernel_list,
  * cg_kernel_describe. (The kernel cache: cuda/kcache_api.c; plans, configs and builds
  * ahead of time: kernel_plan_api.c.) */
+#include "abi.h"
 #include "cpu/cpu_isa.h"
 #include "cuda/cg_cuda.h"
 #include "gen.h"
@@ -53,17 +54,13 @@ static void cpu_fields(cg_device_info *o) {
 cg_status cg_device_query(cg_context *ctx, cg_backend backend, cg_device_info *out) {
     if (!ctx || cg__ctx_enter(ctx, "cg_device_query") != CG_OK) return CG_EINVAL;
     cg_device_info o;
-    cg_status st = CG_OK;
-    if (!out) st = cg__err(ctx, CG_EINVAL, "cg_device_query: out is NULL (expected a cg_device_info to fill)");
-    else if (backend != CG_BACKEND_CUDA && backend != CG_BACKEND_EMULATE && backend != CG_BACKEND_CPU)
+    memset(&o, 0, sizeof o);
+    cg_status st = cg__abi_out(ctx, "cg_device_query: out", out, &o, sizeof o); /* checked (and cleared) first */
+    if (st == CG_OK && backend != CG_BACKEND_CUDA && backend != CG_BACKEND_EMULATE && backend != CG_BACKEND_CPU)
         st = cg__err(ctx, CG_EINVAL,
                      "cg_device_query: backend: expected cpu, cuda or emulate (the device to describe), got %s",
                      cg_backend_name(backend));
-    size_t size = out && out->size ? out->size : sizeof o;
-    if (st == CG_OK && size < sizeof(size_t))
-        st = cg__err(ctx, CG_EINVAL, "cg_device_query: out->size: %zu but expected 0 or the struct's sizeof", size);
     if (st == CG_OK) {
-        memset(&o, 0, sizeof o);
         cpu_fields(&o);
         if (backend != CG_BACKEND_CPU) toolchain(ctx, &o);
         cg_devinfo d;
@@ -82,10 +79,7 @@ cg_status cg_device_query(cg_context *ctx, cg_backend backend, cg_device_info *o
                      kx->device ? cg_errmsg(ctx) : "the CUDA backend is not built into this chunkgen");
         }
         ctx->errmsg[0] = '\0'; /* no device is an answer here, not an error */
-        /* the caller's struct: its size's worth (members are only ever appended) */
-        memcpy(out, &o, size < sizeof o ? size : sizeof o);
-        if (size > sizeof o) memset((unsigned char *)out + sizeof o, 0, size - sizeof o);
-        memcpy(out, &size, sizeof size);
+        st = cg__abi_out(ctx, "cg_device_query: out", out, &o, sizeof o);
     }
     cg__ctx_leave(ctx);
     return st;
