@@ -298,6 +298,32 @@ CG_API cg_status cg_kernel_list(cg_context *ctx, const char *const **names, int 
  * for an unknown kernel (the message lists the kernels). */
 CG_API cg_status cg_kernel_describe(cg_context *ctx, const char *kernel, char **text);
 
+/* ------------------------------------------------ kernels: device memory and timers
+ * Memory the kernels of a backend address, copies, waits and timers on a stream, for
+ * tools that run the cuda backend on buffers of their own (benchmarks, tests). backend:
+ * CG_BACKEND_CUDA (device memory; stream a CUstream, NULL the default stream) or
+ * CG_BACKEND_EMULATE (the emulator's stand-in: host memory its kernels address, timed
+ * with the host clock); else CG_EINVAL. CG_ENODEV without a driver or device. */
+
+/* bytes of the backend's memory into *ptr; the caller's, released with cg_device_free. */
+CG_API cg_status cg_device_alloc(cg_context *ctx, cg_backend backend, size_t bytes, void **ptr);
+/* Release memory of cg_device_alloc (same ctx and backend). NULL is a no-op. */
+CG_API void cg_device_free(cg_context *ctx, cg_backend backend, void *ptr);
+/* Copy bytes between caller-owned host memory and the backend's: to_host 0, host src to
+ * device dst; 1, device src to host dst. Enqueued on stream: cg_device_sync waits for it. */
+CG_API cg_status cg_device_copy(cg_context *ctx, cg_backend backend, void *dst, const void *src, size_t bytes,
+                                int to_host, void *stream);
+/* Wait until the work enqueued on stream is done. */
+CG_API cg_status cg_device_sync(cg_context *ctx, cg_backend backend, void *stream);
+/* Time the work enqueued on stream between the two calls: start hands out *token (owned by
+ * ctx; at most 4 outstanding per context); stop waits for the stream to reach its mark,
+ * writes the milliseconds into *ms and releases the token, also on failure. */
+CG_API cg_status cg_device_timer_start(cg_context *ctx, cg_backend backend, void *stream, void **token);
+CG_API cg_status cg_device_timer_stop(cg_context *ctx, cg_backend backend, void *stream, void *token, double *ms);
+/* Enqueue on stream a write of a ctx-owned buffer larger than the device's L2 cache, so
+ * that the next timed work starts cold (a no-op for emulate). */
+CG_API cg_status cg_device_flush_l2(cg_context *ctx, cg_backend backend, void *stream);
+
 /* ---------------------------------------------------- kernels: the kernel cache
  * Compiled kernels on disk (CUBINs for cuda, shared objects for the emulator), one
  * self-checking entry file per kernel ("<name>-<hash>.cgk"), keyed by everything the

@@ -272,3 +272,51 @@ CG_TEST(kernels_api_kcache_read_import) {
     cg_context_free(ctx);
     rm_tree(root);
 }
+
+/* ------------------------------------------------- device memory and timers */
+
+CG_TEST(kernels_api_device_memory) {
+    cg_context *ctx;
+    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    cg_device_info e = CG_DEVICE_INFO_INIT;
+    CG_CHECK_OK(ctx, cg_device_query(ctx, CG_BACKEND_EMULATE, &e));
+    if (!e.gpu) {
+        cg_test_skip("the emulator has no C++ compiler here");
+        cg_context_free(ctx);
+        return;
+    }
+    /* emulate: host memory its kernels address; a round trip through it */
+    const cg_backend be = CG_BACKEND_EMULATE;
+    float in[64], out[64];
+    for (int i = 0; i < 64; i++) in[i] = (float)i * 0.5f, out[i] = -1.0f;
+    void *d = NULL;
+    CG_CHECK_OK(ctx, cg_device_alloc(ctx, be, sizeof in, &d));
+    CG_CHECK_OK(ctx, cg_device_copy(ctx, be, d, in, sizeof in, 0, NULL));
+    CG_CHECK_OK(ctx, cg_device_copy(ctx, be, out, d, sizeof out, 1, NULL));
+    CG_CHECK_OK(ctx, cg_device_sync(ctx, be, NULL));
+    CG_CHECK(d && !memcmp(in, out, sizeof in), "the round trip changed the data");
+    void *tok = NULL;
+    double ms = -1;
+    CG_CHECK_OK(ctx, cg_device_flush_l2(ctx, be, NULL));
+    CG_CHECK_OK(ctx, cg_device_timer_start(ctx, be, NULL, &tok));
+    CG_CHECK_OK(ctx, cg_device_timer_stop(ctx, be, NULL, tok, &ms));
+    CG_CHECK(ms >= 0 && ms < 1e4, "timed %g ms", ms);
+    /* the timers are a context's few: the fifth outstanding one is refused, all released */
+    void *t[5] = {0};
+    int got = 0;
+    for (int i = 0; i < 5; i++) got += cg_device_timer_start(ctx, be, NULL, &t[i]) == CG_OK;
+    CG_CHECK(got == 4 && strstr(cg_errmsg(ctx), "timers"), "%d timers started: %s", got, cg_errmsg(ctx));
+    for (int i = 0; i < 4; i++) CG_CHECK_OK(ctx, cg_device_timer_stop(ctx, be, NULL, t[i], &ms));
+    cg_device_free(ctx, be, d);
+    cg_device_free(ctx, be, NULL);
+    /* bad input: named */
+    CG_CHECK_REFUSED(ctx, cg_device_alloc(ctx, CG_BACKEND_CPU, 16, &d), CG_EINVAL, "backend", "the cpu backend");
+    CG_CHECK_REFUSED(ctx, cg_device_alloc(ctx, be, 16, NULL), CG_EINVAL, "ptr", "NULL ptr");
+    CG_CHECK_REFUSED(ctx, cg_device_copy(ctx, be, NULL, in, sizeof in, 0, NULL), CG_EINVAL, "dst", "NULL dst");
+    CG_CHECK_REFUSED(ctx, cg_device_copy(ctx, be, out, NULL, sizeof in, 1, NULL), CG_EINVAL, "src", "NULL src");
+    CG_CHECK_REFUSED(ctx, cg_device_timer_start(ctx, be, NULL, NULL), CG_EINVAL, "token", "NULL token");
+    CG_CHECK_REFUSED(ctx, cg_device_sync(ctx, CG_BACKEND_REF, NULL), CG_EINVAL, "backend", "the ref backend");
+    if (!cg__cu_api(NULL)) /* cuda without a driver: said, not crashed */
+        CG_CHECK_REFUSED(ctx, cg_device_alloc(ctx, CG_BACKEND_CUDA, 16, &d), CG_ENODEV, "libcuda", "no driver");
+    cg_context_free(ctx);
+}

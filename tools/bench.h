@@ -167,9 +167,8 @@ int bench_hwm_reset(void);
 
 /* ----------------------------------------------------------------- bench_probe.c */
 /* (bench_probe.h: bench_cpu_probe, bench_gpu_probe) */
-/* The device the cuda impls run on: the CUDA driver, or (test hook, for machines without
- * a GPU) the SIMT emulator when CHUNKGEN_BENCH_FAKE_CUDA=emulate (bench_measure.c). */
-extern const cg_kexec *bench_kx;
+/* The backend the cuda impls run on (its memory through cg_device_*): cuda, or (test hook,
+ * for machines without a GPU) emulate when CHUNKGEN_BENCH_FAKE_CUDA=emulate (bench_measure.c). */
 extern cg_backend bench_cuda_backend;
 extern int bench_fake_cuda;
 void bench_kexec_select(void);
