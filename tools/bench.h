@@ -14,7 +14,6 @@
 
 #include "chunkgen.h"
 #include "bench_probe.h"
-#include "gen.h"
 #include "internal.h"
 #include "ops.h"
 
