@@ -3,6 +3,7 @@
 #include "chunkgen.h"
 #include "cli.h"
 #include "cli_args.h"
+#include "kbundle.h"
 #include "kernel_shape.h"
 
 #include <jansson.h>
@@ -270,8 +271,7 @@ static void cache_census(cg_context *ctx) {
     char dir[4200];
     int n = 0;
     cg_kcache_entry *es = NULL;
-    if (cg_kcache_dir(ctx, dir, sizeof dir) != CG_OK || cg_kcache_list(ctx, NULL, NULL, 0, &n) != CG_OK ||
-        (n && !(es = calloc((size_t)n, sizeof *es))) || (n && cg_kcache_list(ctx, NULL, es, n, &n) != CG_OK)) {
+    if (cg_kcache_dir(ctx, dir, sizeof dir) != CG_OK || cg_bundle_list(ctx, NULL, &es, &n) != CG_OK) {
         printf("cache:   %s\n", cg_errmsg(ctx));
         free(es);
         return;

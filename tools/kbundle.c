@@ -62,6 +62,22 @@ static int arch_listed(const char *archs, int arch) {
     return 0;
 }
 
+cg_status cg_bundle_list(cg_context *ctx, const char *dir, cg_kcache_entry **es, int *n) {
+    *es = NULL;
+    *n = 0;
+    for (int cap = 0;;) { /* the count, then the entries; again while other processes add some */
+        int count = 0;
+        cg_status st = cg_kcache_list(ctx, dir, *es, cap, &count);
+        if (st != CG_OK || count <= cap) {
+            *n = st == CG_OK ? count : 0;
+            return st;
+        }
+        free(*es);
+        cap = count + 16;
+        if (!(*es = calloc((size_t)cap, sizeof **es))) return CG_ENOMEM;
+    }
+}
+
 int cg_bundle_add_kernels(json_t *doc, const char *kdir, const char *archs) {
     json_t *arr = json_array();
     if (!arr || json_object_set_new(doc, "kernels", arr)) return -1;
@@ -69,12 +85,7 @@ int cg_bundle_add_kernels(json_t *doc, const char *kdir, const char *archs) {
     if (cg_context_create(&ctx) != CG_OK) return -1;
     int n = 0, added = 0;
     cg_kcache_entry *es = NULL;
-    /* the count, then the entries (a concurrent writer may add some: those wait) */
-    if (cg_kcache_list(ctx, kdir, NULL, 0, &n) != CG_OK || (n && !(es = calloc((size_t)n, sizeof *es))) ||
-        (n && cg_kcache_list(ctx, kdir, es, n, &n) != CG_OK)) {
-        added = -1;
-        n = 0;
-    }
+    if (cg_bundle_list(ctx, kdir, &es, &n) != CG_OK) added = -1;
     for (int i = 0; i < n && added >= 0; i++) {
         const cg_kcache_entry *e = &es[i];
         if (!e->usable || strcmp(e->kind, "cubin") || !arch_listed(archs, e->arch)) continue;
