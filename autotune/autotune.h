@@ -1,5 +1,9 @@
-/* autotune.h -- the autotuner and its config store (private to the library, the CLI's
- * tools/cmd_tune.c and the tests).
+/* autotune.h -- the autotuner and its config store (private to the library and the
+ * tests; callers use the public API of include/chunkgen.h: cg_tune, cg_config_*, cg_cache_*).
+ *
+ * The files depend on each other one way (no circle): api.c, cache_admin.c -> source.c ->
+ * lookup.c -> tuner.c -> tune_prob.c, exchange.c -> agree.c -> cpu_space.c, store.c ->
+ * key.c (docs/tuning.md, "Layers").
  *
  * A tuned config is stored under a key (cg_tune_key): op, direction, the shape fields
  * that change the best config (SSD: dk, dv, G, H; selective scan: D, N, G), dtype,
@@ -19,7 +23,6 @@
 #include "internal.h"
 #include "gen.h"
 
-#include <stdio.h>
 
 #define CG_TUNE_SCHEMA 1            /* schema of store entries and exports */
 #define CG_TUNE_CFG_TEXT 256        /* "k=v,k=v" of a config */
@@ -173,10 +176,13 @@ cg_status cg__tune_store_read(const char *path, cg_tune_entry *e, char *why, siz
  * not visited. Returns the number of files visited, or -1 when dir cannot be opened. */
 typedef int (*cg_tune_visit_fn)(void *arg, const char *path, const cg_tune_entry *e, const char *why);
 int cg__tune_store_scan(const char *dir, cg_tune_visit_fn fn, void *arg);
-/* Print "chunkgen: warning: ..." once per (path) per process. */
+/* Send "ignoring tuned-config entry PATH: WHY" to the log callback once per path per process. */
 void cg__tune_warn_once(const char *path, const char *why);
-/* Forget the in-process lookup index of dir (after writing into it). */
-void cg__tune_index_invalidate(const char *dir); /* dir NULL: every directory */
+/* The store's write generation in this process: bumped by every write, removal or
+ * cg__tune_store_changed; the lookup index (lookup.c) reloads when it moved. */
+unsigned cg__tune_store_gen(void);
+/* Something changed a store (another process, a removal): bump the generation. */
+void cg__tune_store_changed(void);
 /* Atomic write of bytes to dir/name (temp in dir, fsync, rename). */
 cg_status cg__tune_write_atomic(cg_context *ctx, const char *dir, const char *name, const void *data, size_t n);
 /* mkdir -p. 0 on success. */
@@ -232,12 +238,8 @@ typedef struct cg_tune_opts {
     double min_time_s;      /* measure each candidate at least this long (0: backend default) */
     int min_reps, max_reps; /* 0: defaults */
     int force;              /* retune keys that have a complete entry */
-    int progress;           /* 1: bar (TTY), 0: plain lines, -1: quiet */
-    FILE *out;              /* progress/log stream (NULL: stderr) */
     int64_t verify_T;       /* seq length of the verification problem (0: automatic) */
     int max_candidates;     /* 0: all */
-    /* Tests: stop (as if killed) after this many measured candidates; 0: never. */
-    int stop_after;
     int shard, nshards;     /* tune only the keys with cg__tune_shard_of(key, nshards) == shard */
 } cg_tune_opts;
 
@@ -261,25 +263,26 @@ cg_status cg__tune_shape_parse(cg_context *ctx, const char *text, int sscan, cg_
 
 /* ---------------------------------------------------------------- import
  * Merge entries from an export document ({"schema", "kind", "entries": [...]}), an array
- * of entries or one entry object into the store. Every rejected entry gets one line on
- * msg (malformed, unfinished, measured on a foreign device, refused by the constraints);
+ * of entries or one entry object into the store. Every rejected entry gets one
+ * CG_PROGRESS_MESSAGE on ctx's progress callback (malformed, unfinished, measured on a
+ * foreign device, refused by the constraints);
  * when the store holds the key already, the merge rule (cg__tune_entry_pick) decides. CG_EINVAL (message in ctx) when the file is
  * not JSON or not one of those shapes. */
 typedef struct cg_tune_import_stats {
     int added, replaced, kept, rejected;
-    int messages; /* per-entry messages (the first 20 are printed) */
+    int messages; /* per-entry messages sent */
 } cg_tune_import_stats;
 cg_status cg__tune_import_json(cg_context *ctx, struct json_t *doc, const char *what, int allow_foreign, int dry_run,
-                               FILE *msg, cg_tune_import_stats *s);
+                               cg_tune_import_stats *s);
 /* Several sources at once (files, "-" for stdin, or store directories: a cache directory
  * or its configs/): all entries of a key and the store's are merged in one choice
  * (cg__tune_entry_pick), so the result does not depend on the order of the sources.
  * Imported configs must pass the Lua constraints of their key (like tuned ones).
  * Nothing is written when a source cannot be read (CG_EINVAL). */
 cg_status cg__tune_import_files(cg_context *ctx, const char *const *paths, int npaths, int allow_foreign, int dry_run,
-                                FILE *msg, cg_tune_import_stats *s);
+                                cg_tune_import_stats *s);
 /* path "-" reads stdin. */
-cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run, FILE *msg,
+cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run,
                                cg_tune_import_stats *s);
 
 /* Lookup without the dispatcher (tests, `chunkgen show`): cfg text and level. */

@@ -57,6 +57,7 @@ typedef struct store_index {
     int loaded;
     int missing;                 /* dir did not exist at the last stat() */
     struct timespec mtime;       /* of dir when loaded */
+    unsigned store_gen;          /* cg__tune_store_gen() when loaded */
     int recheck;                 /* dir changed within the mtime granularity of the load */
     double checked;              /* monotonic time of the last stat() */
     idx_item *items;
@@ -72,14 +73,6 @@ static void index_clear(store_index *x) {
     for (int i = 0; i < x->n; i++) free(x->items[i].family);
     x->n = 0;
     x->loaded = 0;
-}
-
-void cg__tune_index_invalidate(const char *dir) {
-    pthread_mutex_lock(&g_mu);
-    for (store_index *x = g_indexes; x; x = x->next)
-        if (!dir || !strcmp(x->dir, dir)) x->loaded = x->missing = 0;
-    atomic_fetch_add(&g_gen, 1);
-    pthread_mutex_unlock(&g_mu);
 }
 
 static int add_item(void *arg, const char *path, const cg_tune_entry *e, const char *why) {
@@ -127,6 +120,10 @@ static store_index *index_get(const char *dir) {
     clock_gettime(CLOCK_MONOTONIC, &mono);
     double tnow = (double)mono.tv_sec + 1e-9 * (double)mono.tv_nsec;
     /* (a missing store is looked for again after a second too: no stat per call) */
+    /* This process's writes show at once: the store's generation moved. */
+    const unsigned sgen = cg__tune_store_gen();
+    if (x->store_gen != sgen) x->loaded = x->missing = 0;
+    x->store_gen = sgen;
     if ((x->loaded || x->missing) && !x->recheck && tnow - x->checked < 1.0) return x->missing ? NULL : x;
     x->checked = tnow;
     struct stat st;
@@ -197,7 +194,6 @@ static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const 
     cg__tune_opts_default(&o);
     o.op_mask = s->sscan ? 2 : 1;
     o.dir_mask = (op == CG_OP_SSD_BWD || op == CG_OP_SSCAN_BWD) ? 2 : 1;
-    o.progress = 0;
     const char *b = getenv("CHUNKGEN_TUNE_BUDGET");
     o.budget_s = b && *b ? atof(b) : 60.0;
     cg_tune_shape shape = *s;
@@ -224,7 +220,7 @@ typedef struct lookup_memo {
     const char *backend;
     cg_op op;
     int64_t shape[10];
-    unsigned gen;
+    unsigned gen, sgen; /* g_gen and cg__tune_store_gen() */
     double t;
     char dir[1024];
     char text[CG_TUNE_CFG_TEXT];
@@ -252,10 +248,10 @@ static void lookup_cached(cg_context *ctx, const char *backend, cg_op op, const 
     shape_words(s, w);
     const char *dir = cg__cache_dir(ctx);
     double now = mono_s();
-    unsigned gen = atomic_load(&g_gen);
+    unsigned gen = atomic_load(&g_gen), sgen = cg__tune_store_gen();
     const void *isa = cg__cpu_isa_ops();
     if (m->valid && m->ctx == ctx && m->threads == ctx->threads && m->isa == isa && !strcmp(m->backend, backend) && m->op == op &&
-        !memcmp(m->shape, w, sizeof w) && m->gen == gen && now - m->t < 0.25 && !strcmp(m->dir, dir)) {
+        !memcmp(m->shape, w, sizeof w) && m->gen == gen && m->sgen == sgen && now - m->t < 0.25 && !strcmp(m->dir, dir)) {
         size_t n = strnlen(m->text, cap - 1);
         memcpy(text, m->text, n);
         text[n] = '\0';
@@ -275,7 +271,7 @@ static void lookup_cached(cg_context *ctx, const char *backend, cg_op op, const 
         cg__tune_lookup_key(ctx, k, text, cap, lv);
     }
     if (strlen(dir) >= sizeof m->dir || strlen(text) >= sizeof m->text) return;
-    *m = (lookup_memo){.valid = 1, .ctx = ctx, .threads = ctx->threads, .isa = isa, .backend = backend, .op = op, .gen = gen,
+    *m = (lookup_memo){.valid = 1, .ctx = ctx, .threads = ctx->threads, .isa = isa, .backend = backend, .op = op, .gen = gen, .sgen = sgen,
                        .t = now, .lv = *lv};
     memcpy(m->shape, w, sizeof w);
     snprintf(m->dir, sizeof m->dir, "%s", dir);

@@ -523,7 +523,7 @@ cg_status cg__tune_store_put(cg_context *ctx, const char *dir, const cg_tune_ent
     cg__tune_entry_file(&e->key, name, sizeof name);
     cg_status st = cg__tune_write_atomic(ctx, dir, name, buf, n + 1);
     free(buf);
-    if (st == CG_OK) cg__tune_index_invalidate(dir);
+    if (st == CG_OK) cg__tune_store_changed();
     return st;
 }
 
@@ -636,6 +636,14 @@ int cg__tune_store_scan(const char *dir, cg_tune_visit_fn fn, void *arg) {
     free(names);
     return visited;
 }
+
+/* ------------------------------------------------------------ generation */
+
+static atomic_uint g_store_gen;
+
+unsigned cg__tune_store_gen(void) { return atomic_load(&g_store_gen); }
+
+void cg__tune_store_changed(void) { atomic_fetch_add(&g_store_gen, 1); }
 
 /* ------------------------------------------------------------ warn once */
 

@@ -202,6 +202,13 @@ typedef void (*cg_log_fn)(cg_log_level level, const char *msg, void *user);
 /* Install fn (with its user pointer) for the whole process; NULL restores the default.
  * Safe to call at any time from any thread. */
 CG_API void cg_set_log_callback(cg_log_fn fn, void *user);
+/* Logger off: cg_set_log_callback(cg_log_silent, NULL) makes the library write nothing
+ * anywhere (it then prints nothing at all: progress goes to cg_context_set_progress, which
+ * is off until set). cg_log_silent drops every message. The default (no callback set, or
+ * after cg_set_log_callback(NULL, NULL)) stays cg_log_stderr, as it always was. */
+CG_API void cg_log_silent(cg_log_level level, const char *msg, void *user);
+/* The default callback: "chunkgen: [error: |warning: ]TEXT" and a newline on stderr. */
+CG_API void cg_log_stderr(cg_log_level level, const char *msg, void *user);
 
 /* ---------------------------------------------------------------- context */
 
@@ -356,6 +363,165 @@ CG_API cg_status cg_prepare(cg_context *ctx, cg_op op, const void *args, const c
  * a call that would be refused. exec may be NULL. CG_OK, or the call's status and
  * cg_errmsg. */
 CG_API cg_status cg_validate(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
+
+/* ------------------------------------------------------------------ progress
+ * Long work -- a tune (cg_tune, and a tune on a miss inside an op call), an import, the
+ * cache administration -- reports through the context's progress callback, never by
+ * printing: the caller draws its bar and lines from the events (the CLI does). Without a
+ * callback (the default) the events are dropped. The callback runs on the thread that
+ * called the library, during that call; the event and its strings are valid during the
+ * callback only, and it must not call into the library with the same context. */
+typedef enum cg_progress_kind {
+    CG_PROGRESS_START = 0,  /* a task starts: task; index of count; total = its steps (0: unknown) */
+    CG_PROGRESS_STEP = 1,   /* done of total steps of the task; text: its state (e.g. the best so far) */
+    CG_PROGRESS_DONE = 2,   /* the task ended; text: its result in one line; level WARN/ERROR when it failed */
+    CG_PROGRESS_MESSAGE = 3 /* one line (text) about subject: a key skipped, an entry rejected, a file left */
+} cg_progress_kind;
+typedef struct cg_progress {
+    size_t size;            /* sizeof(cg_progress) of the library that sends it */
+    cg_progress_kind kind;
+    cg_log_level level;     /* CG_LOG_INFO, or WARN (rejected, skipped, bad) / ERROR (failed) */
+    const char *task;       /* what the event is about, e.g. "cpu ssd fwd T=2048"; "" when none */
+    const char *subject;    /* a file, an entry or a shape's name; "" when none */
+    const char *text;       /* the message or the result; "" when none */
+    int index, count;       /* the task's place in its run, 1-based, and the run's tasks; 0 when none */
+    int64_t done, total;    /* CG_PROGRESS_START/STEP: steps done and in all */
+} cg_progress;
+typedef void (*cg_progress_fn)(const cg_progress *event, void *user);
+/* Send ctx's progress events to fn(event, user); NULL (the default) drops them. The
+ * caller owns user. */
+CG_API cg_status cg_context_set_progress(cg_context *ctx, cg_progress_fn fn, void *user);
+/* The resolved cache directory of ctx (cg_context_set_cache_dir, else the environment,
+ * see the top of this file); owned by the library, valid until the next call on this thread. */
+CG_API const char *cg_context_cache_dir(cg_context *ctx);
+/* Release memory the library returned to the caller (cg_config_export's text). NULL: no-op. */
+CG_API void cg_free(void *p);
+
+/* --------------------------------------------------------- the config store
+ * Tuned configs live in <cache dir>/configs, one entry per tuning key (op, direction, the
+ * shape's key extents, dtype, seq bucket, device, threads, versions; docs/tuning.md). The
+ * library alone reads and writes it: these calls list, export and import entries. */
+
+/* Which entries: each NULL member matches all ("all" too); device matches a substring. */
+typedef struct cg_config_filter {
+    size_t size;             /* sizeof(cg_config_filter) of the caller's header, or 0 (growth rule) */
+    const char *backend;     /* "cpu", "cuda", "emulate" */
+    const char *op;          /* an op family: "ssd", "sscan" */
+    const char *dir;         /* "fwd", "bwd" */
+    const char *device;      /* entries whose device name contains this text */
+    int partial;             /* 1: also unfinished (interrupted) tunes */
+} cg_config_filter;
+#define CG_CONFIG_FILTER_INIT CG__INIT(cg_config_filter)
+
+/* One stored entry, read-only, as cg_config_visit shows it (strings owned by the library,
+ * valid during the visit's callback). */
+typedef struct cg_config_entry {
+    size_t size;             /* sizeof(cg_config_entry) of the library */
+    const char *key;         /* one line, e.g. "cpu ssd fwd dk128 dv128 G2 H8 T<=2048" */
+    const char *backend, *op, *dir;
+    const char *device;      /* GPU name, or the CPU model and the CPU path's variant */
+    int cc, sm_count;        /* cuda: compute capability x10 and SMs; 0 otherwise */
+    int threads;             /* CPU threads of the key; 0 for GPUs */
+    const char *nvrtc, *driver, *version; /* NVRTC, driver ("" on CPU) and chunkgen versions */
+    int complete, truncated; /* a finished tune; one the budget cut short */
+    const char *config;      /* the winner ("" = the default config); NULL when none passed */
+    double median_ms;        /* the winner's median time */
+    double default_ms;       /* the default config's median; 0 when not measured */
+    int ncandidates;         /* configs measured (the entry's JSON lists each) */
+    const char *created, *host; /* UTC ISO 8601 time and host name of the tune */
+    const char *path;        /* the entry's file */
+    const char *json;        /* the entry as cg_config_export writes it (compact JSON) */
+} cg_config_entry;
+/* Return nonzero to stop the visit. */
+typedef int (*cg_config_visit_fn)(const cg_config_entry *entry, void *user);
+/* Visit ctx's store entries that match filter (NULL: every finished one), in key order
+ * (backend, device, op, extents, fwd before bwd, seq bucket, version). A bad file is
+ * skipped with a CG_PROGRESS_MESSAGE (level WARN, subject its path) and counted in *bad
+ * (may be NULL). CG_ENOTFOUND (message) when the store directory does not exist. */
+CG_API cg_status cg_config_visit(cg_context *ctx, const cg_config_filter *filter, cg_config_visit_fn fn, void *user,
+                                 int *bad);
+/* The store directory of ctx, "<cache dir>/configs" (owned by the library, valid until the
+ * next call on this thread). */
+CG_API const char *cg_config_store_dir(cg_context *ctx);
+/* The matching entries as one JSON document {"schema": 1, "kind": "chunkgen-configs",
+ * "chunkgen": VERSION, "exported": TIME, "entries": [...]} (docs/tuning.md), indented,
+ * into *json (the caller frees it with cg_free; *len without the final NUL, may be NULL);
+ * *count: the entries written (may be NULL). A missing store exports no entries. */
+CG_API cg_status cg_config_export(cg_context *ctx, const cg_config_filter *filter, char **json, size_t *len,
+                                  int *count);
+/* Write n bytes to path as the library writes its own files: a temp file in the same
+ * directory, fsync'ed and renamed over path (a reader never sees half a file; a symlink
+ * planted at the temp name is not followed). CG_EIO with the reason otherwise. */
+CG_API cg_status cg_write_file(cg_context *ctx, const char *path, const void *data, size_t n);
+
+typedef struct cg_import_options {
+    size_t size;             /* sizeof(cg_import_options) of the caller's header, or 0 (growth rule) */
+    int allow_foreign;       /* 1: keep entries measured on another device */
+    int dry_run;             /* 1: check and report, write nothing */
+} cg_import_options;
+#define CG_IMPORT_OPTIONS_INIT CG__INIT(cg_import_options)
+typedef struct cg_import_stats {
+    size_t size;             /* sizeof(cg_import_stats) of the caller's header, or 0 (growth rule) */
+    int added, replaced;     /* entries written: new keys, and keys whose entry they replaced */
+    int kept;                /* entries the merge rule did not take (the store's, or another, won) */
+    int rejected;            /* malformed, unfinished, foreign, refused by the constraints, or not written */
+    int messages;            /* CG_PROGRESS_MESSAGE events sent, one per entry not simply added */
+} cg_import_stats;
+#define CG_IMPORT_STATS_INIT CG__INIT(cg_import_stats)
+/* Merge tuned configs into ctx's store. Each source is a file written by cg_config_export
+ * (or one entry object, or an array of them), "-" for stdin, or a store directory (a cache
+ * directory or its configs/). Every entry is validated; each one rejected or not taken
+ * gets a CG_PROGRESS_MESSAGE (subject: "SOURCE: entry I" or the file; level WARN for a
+ * rejection). All entries of a key, the store's and every source's, are merged in one
+ * deterministic choice (docs/tuning.md), whatever the order of the sources. Nothing is
+ * written when a source cannot be read (CG_EINVAL naming it). opts, stats may be NULL. */
+CG_API cg_status cg_config_import(cg_context *ctx, const char *const *sources, int nsources,
+                                  const cg_import_options *opts, cg_import_stats *stats);
+/* As cg_config_import, from a document in memory (json, len bytes); what names it in the
+ * messages (NULL: "json"). */
+CG_API cg_status cg_config_import_json(cg_context *ctx, const char *json, size_t len, const char *what,
+                                       const cg_import_options *opts, cg_import_stats *stats);
+
+/* ------------------------------------------------------------------ the caches
+ * The cache directory holds chunkgen's own files only in its areas (the config store, the
+ * kernel cache, kept sources of failed emulator compiles). Prune and clear remove only
+ * files the library recognizes as its own by name and content (a file of another kind is
+ * never opened blocking, a symlink never followed) and report the rest. Per-file details
+ * are CG_PROGRESS_MESSAGE events: a bad entry (level WARN, task the area, subject the
+ * path, text why), a file left because it is not chunkgen's (INFO, task the area or ""
+ * for the cache directory itself, subject the path), a removal that failed (ERROR, subject
+ * the path, text the reason). */
+/* (An area is a member of cg_cache_report; new areas are appended there, and
+ * cg_cache_area itself never grows.) */
+typedef struct cg_cache_area {
+    const char *name;        /* its subdirectory: "configs", "kernels", "emu-failed" */
+    int64_t entries, bytes;  /* valid entries; bytes of every file the area holds */
+    int64_t bad;             /* entries that fail their check (JSON, schema, checksum, key; kernel format) */
+    int64_t temp_files;      /* leftovers of interrupted writes */
+    int64_t removed, removed_bytes, failed, left; /* prune/clear: removed, could not remove, not ours */
+} cg_cache_area;
+typedef struct cg_cache_report {
+    size_t size;             /* sizeof(cg_cache_report) of the caller's header, or 0 (growth rule) */
+    int store_exists;        /* the config store's directory exists */
+    int64_t complete, unfinished; /* config entries: finished tunes and interrupted ones */
+    int64_t removed_version, removed_old; /* prune: entries of another chunkgen version, older than the limit */
+    int64_t left_root;       /* clear with all: other files in the cache directory itself */
+    cg_cache_area configs, kernels, emu_failed;
+} cg_cache_report;
+#define CG_CACHE_REPORT_INIT CG__INIT(cg_cache_report)
+/* Count the config store's entries (complete, unfinished, bad, temp files, bytes). */
+CG_API cg_status cg_cache_stats(cg_context *ctx, cg_cache_report *report);
+/* Check every config entry and every kernel cache entry; a bad one is a message. */
+CG_API cg_status cg_cache_verify(cg_context *ctx, cg_cache_report *report);
+/* Remove bad entries (both stores), leftovers of interrupted writes older than 10 minutes,
+ * config entries of other chunkgen versions, and (older_than_days > 0) entries older than that. */
+CG_API cg_status cg_cache_prune(cg_context *ctx, double older_than_days, cg_cache_report *report);
+/* Remove every config entry; all = 1: also the kernel cache and the kept emulator sources. */
+CG_API cg_status cg_cache_clear(cg_context *ctx, int all, cg_cache_report *report);
+/* fn(name, path, files, bytes, user) for each subdirectory of the cache directory but the
+ * config store (files and bytes of its tree; nothing is opened). Nonzero from fn stops. */
+typedef int (*cg_cache_dir_fn)(const char *name, const char *path, int64_t files, int64_t bytes, void *user);
+CG_API cg_status cg_cache_dirs(cg_context *ctx, cg_cache_dir_fn fn, void *user);
 
 #ifdef __cplusplus
 }
