@@ -160,6 +160,9 @@ cg_status cg__tune_entry_from_json(struct json_t *obj, int require_checksum, cg_
 
 /* ------------------------------------------------------------------ store */
 
+/* The library's result src into the caller's public struct out (growth rule; api.c). */
+void cg__tune_abi_out(void *out, const void *src, size_t src_size);
+
 /* <cache dir>/configs (static per thread buffer; valid until the next call). */
 const char *cg__tune_store_dir(cg_context *ctx);
 /* File name (no directory) of key's entry: "<16 hex of hash(key text)>.json". */

@@ -158,7 +158,7 @@ static cg_status cache_enter(cg_context *ctx, const char *fn, cg_cache_report *r
 }
 
 static cg_status cache_leave(cg_context *ctx, const cg_cache_report *r, cg_cache_report *out) {
-    cg__abi_out(out, r, sizeof *r);
+    cg__tune_abi_out(out, r, sizeof *r);
     cg__ctx_leave(ctx);
     return CG_OK;
 }

@@ -26,14 +26,3 @@ cg_status cg__abi_in(cg_context *ctx, const char *what, void *out, size_t out_si
     memcpy(out, &out_size, sizeof out_size);
     return CG_OK;
 }
-
-void cg__abi_out(void *out, const void *src, size_t src_size) {
-    if (!out) return;
-    size_t size;
-    memcpy(&size, out, sizeof size);
-    if (size == 0) size = src_size;
-    if (size <= sizeof size) return;
-    const size_t n = size < src_size ? size : src_size;
-    memcpy((char *)out + sizeof size, (const char *)src + sizeof size, n - sizeof size);
-    if (size > n) memset((char *)out + n, 0, size - n); /* a newer caller's members: absent */
-}

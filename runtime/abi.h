@@ -10,9 +10,5 @@
  * out_size). A larger size whose extra bytes are not all zero is CG_EUNSUPPORTED; a size
  * below sizeof(size_t) is CG_EINVAL. `what` names the argument in the message. */
 cg_status cg__abi_in(cg_context *ctx, const char *what, void *out, size_t out_size, const void *in);
-/* Copy the library's result src (src_size bytes, its first member `size_t size`) into the
- * caller's struct out (NULL: nothing), as far as the caller's out->size says (0: the
- * header's layout, src_size); out->size is kept. The output half of the growth rule. */
-void cg__abi_out(void *out, const void *src, size_t src_size);
 
 #endif
