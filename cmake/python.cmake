@@ -19,7 +19,7 @@ find_library(CG_PY_JANSSON_LIB NAMES jansson REQUIRED)
 # The library's objects (not the target: it would bring the static Lua/jansson).
 Python_add_library(_C MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_module.c
   ${PROJECT_SOURCE_DIR}/python/src/cg_args.c
-  ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c
+  ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c ${PROJECT_SOURCE_DIR}/python/src/cg_store_py.c
   $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
 # runtime/: the op table (ops.h), whose accessors the module links with the library's objects.
 target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime

@@ -74,28 +74,28 @@ def tune(op: str = "all", shapes: Optional[Iterable[ShapeLike]] = None, *, dir: 
 
 
 def export_configs(path: Optional[str] = None, **filters: str):
-    """Export tuned entries (`chunkgen export`). With path: write that file and return
-    None; without: return the document as a dict. filters: backend, op, dir, device."""
-    args = ["export", "--json", path if path is not None else "-"]
-    for k, v in filters.items():
-        args += [f"--{k}", str(v)]
-    out = cli(*args)
-    return None if path is not None else json.loads(out)
+    """Export tuned entries (the library's cg_config_export, as `chunkgen export`). With
+    path: write that file and return None; without: return the document as a dict.
+    filters: backend, op, dir, device."""
+    unknown = set(filters) - {"backend", "op", "dir", "device"}
+    if unknown:
+        raise TypeError(f"export_configs: unknown filter(s) {sorted(unknown)} (expected backend, op, dir, device)")
+    args = [None if filters.get(k) is None else str(filters[k]) for k in ("backend", "op", "dir", "device")]
+    text = _C.config_export(None if path is None else os.fspath(path), *args)
+    return None if path is not None else json.loads(text)
 
 
 def import_configs(src, *, allow_foreign: bool = False, dry_run: bool = False) -> str:
-    """Merge entries written by export_configs (a file path, or the dict it returned)
-    into the store (`chunkgen import`). Returns the CLI's report; raises RuntimeError
-    when any entry was rejected."""
-    args = ["import"]
-    text = None
+    """Merge entries written by export_configs (a file path, a store directory, or the dict
+    it returned) into the store (the library's cg_config_import, as `chunkgen import`).
+    Returns the report; raises RuntimeError when any entry was rejected."""
     if isinstance(src, (dict, list)):
-        args.append("-")
-        text = json.dumps(src)
+        added, replaced, kept, rejected, messages = _C.config_import(None, json.dumps(src), allow_foreign, dry_run)
     else:
-        args.append(os.fspath(src))
-    if allow_foreign:
-        args.append("--allow-foreign")
-    if dry_run:
-        args.append("--dry-run")
-    return cli(*args, input=text)
+        added, replaced, kept, rejected, messages = _C.config_import((os.fspath(src),), None, allow_foreign, dry_run)
+    report = "".join(f"chunkgen import: {m}\n" for m in messages) + (
+        f"chunkgen import: {'(dry run) ' if dry_run else ''}{added} added, {replaced} replaced, {kept} kept "
+        f"(the merge rule kept another entry), {rejected} rejected\n")
+    if rejected:
+        raise RuntimeError(f"chunkgen import: {rejected} entr{'y' if rejected == 1 else 'ies'} rejected:\n{report}")
+    return report

@@ -17,6 +17,7 @@
  * and applied to a thread's context before its next call.
  */
 #include "cg_args.h"
+#include "cg_store_py.h"
 #include "autotune.h"
 #include "cpu/cpu_isa.h"
 
@@ -78,6 +79,8 @@ static cg_context *thread_ctx(void) {
     }
     return t->ctx;
 }
+
+cg_context *cgpy_thread_ctx(void) { return thread_ctx(); }
 
 /* -------------------------------------------------------------- dtypes */
 
@@ -491,7 +494,7 @@ static PyObject *py_set_log_handler(PyObject *self, PyObject *arg) {
 static PyObject *py_configs_changed(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    cg__tune_index_invalidate(NULL);
+    cg__tune_store_changed(); /* (until chunkgen.tune runs in this process too) */
     Py_RETURN_NONE;
 }
 
@@ -604,6 +607,7 @@ static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
      "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens])"},
     {"configs_changed", py_configs_changed, METH_NOARGS, "drop the cached store indexes (a store was written)"},
+    CGPY_STORE_METHODS,
     {"workspace_size", (PyCFunction)(void (*)(void))py_workspace_size, METH_FASTCALL,
      "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
     {"validate", (PyCFunction)(void (*)(void))py_validate, METH_FASTCALL,
