@@ -67,6 +67,8 @@ typedef struct cg_tune_shape {
     char dtype[32];                   /* dtype signature (cg__op_dtype_sig); "": "f32" */
     int64_t varlen_max;               /* varlen (cu_seqlens, docs/varlen.md): the longest sequence, T the
                                        * packed total; 0: not a varlen call */
+    int dirs;                         /* cg__tune_run: the directions of this shape (1 fwd, 2 bwd, 3 both);
+                                       * 0: the options' dir_mask */
 } cg_tune_shape;
 
 /* Smallest power of two >= n (1 for n <= 1). */
@@ -246,18 +248,18 @@ typedef struct cg_tune_opts {
     int shard, nshards;     /* tune only the keys with cg__tune_shard_of(key, nshards) == shard */
 } cg_tune_opts;
 
-typedef struct cg_tune_summary {
+typedef struct cg_tune_sum {
     int keys, tuned, cached, resumed, failed, skipped_budget, unsupported;
     int other_shards;       /* keys of other shards (--shard) */
     int kept_other;         /* finished by another process with a result the merge rule keeps */
     int candidates, rejected;
     double seconds;
-} cg_tune_summary;
+} cg_tune_sum;
 
 void cg__tune_opts_default(cg_tune_opts *o);
 /* Tune every (shape, direction) of shapes on backend ("cpu", "cuda", "emulate"). */
 cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape *shapes, int nshapes,
-                       const cg_tune_opts *o, cg_tune_summary *sum);
+                       const cg_tune_opts *o, cg_tune_sum *sum);
 /* The built-in default shape set for backend; *n shapes in a static array. */
 const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n);
 
@@ -288,6 +290,11 @@ cg_status cg__tune_import_files(cg_context *ctx, const char *const *paths, int n
 cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run,
                                cg_tune_import_stats *s);
 
+/* The store's answer for shape s of op on backend, as a call would get it without tuning
+ * on a miss ($CHUNKGEN_CONFIG pins, exact key, nearest bucket, default): cfg text, its
+ * source and the key (cg_config_lookup). */
+cg_status cg__tune_lookup_shape(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s, char *cfg,
+                                size_t cap, cg_cfg_source *src, cg_tune_key *k);
 /* Lookup without the dispatcher (tests, `chunkgen show`): cfg text and level. */
 cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, size_t cap, cg_cfg_source *src);
 /* The config source the autotuner installs in every context (lookup.c). */

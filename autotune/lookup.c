@@ -198,7 +198,7 @@ static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const 
     o.budget_s = b && *b ? atof(b) : 60.0;
     cg_tune_shape shape = *s;
     snprintf(shape.name, sizeof shape.name, "first call");
-    cg_tune_summary sum;
+    cg_tune_sum sum;
     cg__log(CG_LOG_INFO, "no tuned config for this %s call: tuning it (CHUNKGEN_TUNE_ON_MISS=1)", cg__op_desc(op)->name);
     t_tuning = 1;
     cg_status st = cg__tune_run(ctx, backend, &shape, 1, &o, &sum);
@@ -322,6 +322,23 @@ static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, co
     }
     *src = lv;
     return CG_OK;
+}
+
+cg_status cg__tune_lookup_shape(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s, char *cfg,
+                                size_t cap, cg_cfg_source *src, cg_tune_key *k) {
+    cfg[0] = '\0';
+    *src = CG_SRC_DEFAULT;
+    cg_status st = cg__tune_key_make(ctx, backend, s, cg__op_desc(op)->bwd, k);
+    if (st != CG_OK) return st; /* no device identity here: nothing tuned applies */
+    cg_cfg pin;
+    int pinned;
+    if ((st = env_pin(ctx, op, &pin, &pinned)) != CG_OK) return st;
+    if (pinned) {
+        cg__cfg_text(&pin, cfg, cap);
+        *src = CG_SRC_PINNED_ENV;
+        return CG_OK;
+    }
+    return cg__tune_lookup_key(ctx, k, cfg, cap, src);
 }
 
 /* The autotuner's config source: $CHUNKGEN_CONFIG pins, then the store, then tune on miss. */

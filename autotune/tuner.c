@@ -37,8 +37,8 @@ void cg__tune_opts_default(cg_tune_opts *o) {
 
 /* ------------------------------------------------------------ shape sets */
 
-#define SSD_SHAPE(b, t, g, h, k, v, nm) {0, b, t, g, h, k, v, 0, 0, nm, "f32", 0}
-#define SSCAN_SHAPE(b, l, d, n, nm) {1, b, l, 1, 0, 0, 0, d, n, nm, "f32", 0}
+#define SSD_SHAPE(b, t, g, h, k, v, nm) {0, b, t, g, h, k, v, 0, 0, nm, "f32", 0, 0}
+#define SSCAN_SHAPE(b, l, d, n, nm) {1, b, l, 1, 0, 0, 0, d, n, nm, "f32", 0, 0}
 
 /* The seeds' four SSD configs at T = 512, 2048, 8192 and the selective scan at batch 4,
  * dim 256/512/1024, state 16. */
@@ -141,7 +141,7 @@ typedef struct tstate {
     const cg_tune_opts *o;
     const char *dir;
     double deadline;          /* whole tune; 0: none */
-    cg_tune_summary *sum;
+    cg_tune_sum *sum;
     int ikey, nkeys;          /* the key's place in the run, 1-based */
     char what[200];           /* the key: "cpu ssd fwd T=2048" */
     const char *name;         /* the shape's name */
@@ -536,8 +536,10 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
 
 /* ------------------------------------------------------------------- run */
 
+static int dirs_of(const cg_tune_opts *o, const cg_tune_shape *s) { return s->dirs ? s->dirs : o->dir_mask; }
+
 cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape *shapes, int nshapes,
-                       const cg_tune_opts *o, cg_tune_summary *sum) {
+                       const cg_tune_opts *o, cg_tune_sum *sum) {
     memset(sum, 0, sizeof *sum);
     tenv env;
     memset(&env, 0, sizeof env);
@@ -571,13 +573,13 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
     if (o->budget_s > 0) ts.deadline = t0 + o->budget_s;
     for (int i = 0; i < nshapes; i++)
         for (int d = 0; d < 2; d++)
-            if ((o->dir_mask >> d & 1) && (o->op_mask >> shapes[i].sscan & 1)) sum->keys++;
+            if ((dirs_of(o, &shapes[i]) >> d & 1) && (o->op_mask >> shapes[i].sscan & 1)) sum->keys++;
     cg_status first_err = CG_OK;
     char first_msg[CG_ERRMSG_CAP] = "";
     int k = 0;
     for (int i = 0; i < nshapes; i++) {
         for (int d = 0; d < 2; d++) {
-            if (!(o->dir_mask >> d & 1) || !(o->op_mask >> shapes[i].sscan & 1)) continue;
+            if (!(dirs_of(o, &shapes[i]) >> d & 1) || !(o->op_mask >> shapes[i].sscan & 1)) continue;
             k++;
             ts.ikey = k;
             ts.nkeys = sum->keys;

@@ -167,7 +167,7 @@ CG_TEST(agree_tune_force_retunes) {
     cg_tune_opts o;
     cg__tune_opts_default(&o);
     o.op_mask = 1, o.dir_mask = 1, o.max_candidates = 3;
-    cg_tune_summary sum;
+    cg_tune_sum sum;
     CG_CHECK_OK(ctx, cg__tune_run(ctx, "cpu", &s, 1, &o, &sum));
     CG_CHECK(sum.tuned == 1, "first tune: %d tuned", sum.tuned);
     CG_CHECK_OK(ctx, cg__tune_run(ctx, "cpu", &s, 1, &o, &sum));

@@ -101,7 +101,7 @@ CG_TEST(quiet_library_prints_nothing) {
     o.op_mask = 1, o.dir_mask = 1, o.max_candidates = 3;
     cg_tune_shape s;
     cg_status st_tune = cg__tune_shape_parse(ctx, "1,64,1,2,8,8", 0, &s);
-    cg_tune_summary sum, sum2;
+    cg_tune_sum sum, sum2;
     if (st_tune == CG_OK) st_tune = cg__tune_run(ctx, "cpu", &s, 1, &o, &sum);
     cg_status st_tune2 = cg__tune_run(ctx, "cpu", &s, 1, &o, &sum2);
 

@@ -450,7 +450,7 @@ CG_TEST(tune_kill9_resume) {
     if (pid == 0) {
         cg_context *cc = ctx_in(dir);
         cg_context_set_threads(cc, 2);
-        cg_tune_summary sum;
+        cg_tune_sum sum;
         cg_status st = cg__tune_run(cc, "cpu", &s, 1, &o, &sum);
         _exit(st == CG_OK ? 0 : 1);
     }
@@ -477,7 +477,7 @@ CG_TEST(tune_kill9_resume) {
     if (nbefore) cg__tune_entry_free(&before);
 
     /* resume */
-    cg_tune_summary sum;
+    cg_tune_sum sum;
     CG_CHECK_OK(ctx, cg__tune_run(ctx, "cpu", &s, 1, &o, &sum));
     CG_CHECK(sum.resumed + sum.cached >= 1 && sum.tuned + sum.cached == 2 && sum.failed == 0,
              "resumed %d, tuned %d, cached %d, failed %d", sum.resumed, sum.tuned, sum.cached, sum.failed);
@@ -519,7 +519,7 @@ CG_TEST(tune_verdicts_consistent) {
     cg_tune_opts o;
     small_opts(&o);
     o.dir_mask = 2;
-    cg_tune_summary sum;
+    cg_tune_sum sum;
     CG_CHECK_OK(ctx, cg__tune_run(ctx, "cpu", &s, 1, &o, &sum));
     cg_tune_key k;
     cg_tune_entry e;

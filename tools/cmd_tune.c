@@ -259,7 +259,7 @@ int cg_cmd_tune(int argc, char **argv) {
         snprintf(shapes[i].dtype, sizeof shapes[i].dtype, "%s", t.dtype);
     }
     if (!rc) {
-        cg_tune_summary sum;
+        cg_tune_sum sum;
         if (progress >= 0)
             fprintf(stderr, "chunkgen tune: %d shape(s) on %s, store %s\n", nshapes, backend, cg__tune_store_dir(ctx));
         tune_ui ui = {.f = stderr, .mode = progress, .prefix = "tune"};
