@@ -19,20 +19,6 @@ const char *cg_config_store_dir(cg_context *ctx) { return ctx ? cg__tune_store_d
 
 void cg_free(void *p) { free(p); }
 
-/* The output half of the growth rule until runtime/abi.h has one (helper `shape` adds
- * cg__abi_out): src (src_size bytes) into the caller's out as far as out->size says (0:
- * src_size), newer members zeroed, out->size kept; NULL out: nothing. */
-void cg__tune_abi_out(void *out, const void *src, size_t src_size) {
-    if (!out) return;
-    size_t size;
-    memcpy(&size, out, sizeof size);
-    if (size == 0) size = src_size;
-    if (size <= sizeof size) return;
-    const size_t n = size < src_size ? size : src_size;
-    memcpy((char *)out + sizeof size, (const char *)src + sizeof size, n - sizeof size);
-    if (size > n) memset((char *)out + n, 0, size - n);
-}
-
 cg_status cg_write_file(cg_context *ctx, const char *path, const void *data, size_t n) {
     if (!ctx) return CG_EINVAL;
     if (!path || !*path) return cg__err(ctx, CG_EINVAL, "path: expected a file name");
@@ -230,7 +216,7 @@ cg_status cg_config_import(cg_context *ctx, const char *const *sources, int nsou
     if (st == CG_OK) st = cg__tune_import_files(ctx, sources, nsources, o.allow_foreign, o.dry_run, &s);
     cg_import_stats out = {.size = sizeof out, .added = s.added, .replaced = s.replaced, .kept = s.kept,
                            .rejected = s.rejected, .messages = s.messages};
-    cg__tune_abi_out(stats, &out, sizeof out);
+    if (stats && cg__abi_out(ctx, "stats", stats, &out, sizeof out) != CG_OK && st == CG_OK) st = CG_EINVAL;
     cg__ctx_leave(ctx);
     return st;
 }
@@ -255,7 +241,7 @@ cg_status cg_config_import_json(cg_context *ctx, const char *json, size_t len, c
     json_decref(doc);
     cg_import_stats out = {.size = sizeof out, .added = s.added, .replaced = s.replaced, .kept = s.kept,
                            .rejected = s.rejected, .messages = s.messages};
-    cg__tune_abi_out(stats, &out, sizeof out);
+    if (stats && cg__abi_out(ctx, "stats", stats, &out, sizeof out) != CG_OK && st == CG_OK) st = CG_EINVAL;
     cg__ctx_leave(ctx);
     return st;
 }

@@ -162,9 +162,6 @@ cg_status cg__tune_entry_from_json(struct json_t *obj, int require_checksum, cg_
 
 /* ------------------------------------------------------------------ store */
 
-/* The library's result src into the caller's public struct out (growth rule; api.c). */
-void cg__tune_abi_out(void *out, const void *src, size_t src_size);
-
 /* <cache dir>/configs (static per thread buffer; valid until the next call). */
 const char *cg__tune_store_dir(cg_context *ctx);
 /* File name (no directory) of key's entry: "<16 hex of hash(key text)>.json". */
@@ -260,11 +257,7 @@ void cg__tune_opts_default(cg_tune_opts *o);
 /* Tune every (shape, direction) of shapes on backend ("cpu", "cuda", "emulate"). */
 cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape *shapes, int nshapes,
                        const cg_tune_opts *o, cg_tune_sum *sum);
-/* The built-in default shape set for backend; *n shapes in a static array. */
-const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n);
 
-/* Parse "B,T,G,H,dk,dv" (SSD) or "B,L,D,N[,G]" (sscan) into s. */
-cg_status cg__tune_shape_parse(cg_context *ctx, const char *text, int sscan, cg_tune_shape *s);
 
 /* ---------------------------------------------------------------- import
  * Merge entries from an export document ({"schema", "kind", "entries": [...]}), an array

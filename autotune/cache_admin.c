@@ -158,9 +158,9 @@ static cg_status cache_enter(cg_context *ctx, const char *fn, cg_cache_report *r
 }
 
 static cg_status cache_leave(cg_context *ctx, const cg_cache_report *r, cg_cache_report *out) {
-    cg__tune_abi_out(out, r, sizeof *r);
+    cg_status st = out ? cg__abi_out(ctx, "report", out, r, sizeof *r) : CG_OK;
     cg__ctx_leave(ctx);
-    return CG_OK;
+    return st;
 }
 
 cg_status cg_cache_clear(cg_context *ctx, int all, cg_cache_report *report) {

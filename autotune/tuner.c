@@ -35,49 +35,6 @@ void cg__tune_opts_default(cg_tune_opts *o) {
     o->dir_mask = 3;
 }
 
-/* ------------------------------------------------------------ shape sets */
-
-#define SSD_SHAPE(b, t, g, h, k, v, nm) {0, b, t, g, h, k, v, 0, 0, nm, "f32", 0, 0}
-#define SSCAN_SHAPE(b, l, d, n, nm) {1, b, l, 1, 0, 0, 0, d, n, nm, "f32", 0, 0}
-
-/* The seeds' four SSD configs at T = 512, 2048, 8192 and the selective scan at batch 4,
- * dim 256/512/1024, state 16. */
-static const cg_tune_shape k_gpu_shapes[] = {
-    SSD_SHAPE(4, 512, 2, 8, 128, 128, "g2h8_d128"),        SSD_SHAPE(4, 2048, 2, 8, 128, 128, "g2h8_d128"),
-    SSD_SHAPE(4, 8192, 2, 8, 128, 128, "g2h8_d128"),       SSD_SHAPE(2, 512, 1, 24, 128, 64, "g1h24_dk128_dv64"),
-    SSD_SHAPE(2, 2048, 1, 24, 128, 64, "g1h24_dk128_dv64"), SSD_SHAPE(2, 8192, 1, 24, 128, 64, "g1h24_dk128_dv64"),
-    SSD_SHAPE(4, 512, 1, 1, 128, 128, "g1h1_d128"),        SSD_SHAPE(4, 2048, 1, 1, 128, 128, "g1h1_d128"),
-    SSD_SHAPE(4, 8192, 1, 1, 128, 128, "g1h1_d128"),       SSD_SHAPE(4, 512, 2, 4, 48, 40, "g2h4_dk48_dv40"),
-    SSD_SHAPE(4, 2048, 2, 4, 48, 40, "g2h4_dk48_dv40"),    SSD_SHAPE(4, 8192, 2, 4, 48, 40, "g2h4_dk48_dv40"),
-    SSCAN_SHAPE(4, 512, 256, 16, "d256_n16"),              SSCAN_SHAPE(4, 2048, 256, 16, "d256_n16"),
-    SSCAN_SHAPE(4, 8192, 256, 16, "d256_n16"),             SSCAN_SHAPE(4, 512, 512, 16, "d512_n16"),
-    SSCAN_SHAPE(4, 2048, 512, 16, "d512_n16"),             SSCAN_SHAPE(4, 8192, 512, 16, "d512_n16"),
-    SSCAN_SHAPE(4, 512, 1024, 16, "d1024_n16"),            SSCAN_SHAPE(4, 2048, 1024, 16, "d1024_n16"),
-    SSCAN_SHAPE(4, 8192, 1024, 16, "d1024_n16"),
-};
-
-/* The CPU backend: the seeds' CPU runs (001 SSD, 004 selective scan) with their batches
- * (the key's par field tells batch x heads against the threads apart, and the best
- * config depends on it), at T = 512 and 2048 (the 8192 bucket is reached by
- * nearest-bucket lookup). */
-static const cg_tune_shape k_cpu_shapes[] = {
-    SSD_SHAPE(4, 512, 2, 8, 128, 128, "g2h8_d128"),        SSD_SHAPE(4, 2048, 2, 8, 128, 128, "g2h8_d128"),
-    SSD_SHAPE(2, 512, 1, 24, 128, 64, "g1h24_dk128_dv64"), SSD_SHAPE(2, 2048, 1, 24, 128, 64, "g1h24_dk128_dv64"),
-    SSD_SHAPE(4, 512, 1, 1, 128, 128, "g1h1_d128"),        SSD_SHAPE(4, 2048, 1, 1, 128, 128, "g1h1_d128"),
-    SSD_SHAPE(4, 512, 2, 4, 48, 40, "g2h4_dk48_dv40"),     SSD_SHAPE(4, 2048, 2, 4, 48, 40, "g2h4_dk48_dv40"),
-    SSCAN_SHAPE(4, 2048, 256, 16, "d256_n16"),             SSCAN_SHAPE(4, 2048, 512, 16, "d512_n16"),
-    SSCAN_SHAPE(4, 2048, 1024, 16, "d1024_n16"),
-};
-
-const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n) {
-    if (!strcmp(backend, "cpu")) {
-        *n = (int)(sizeof k_cpu_shapes / sizeof k_cpu_shapes[0]);
-        return k_cpu_shapes;
-    }
-    *n = (int)(sizeof k_gpu_shapes / sizeof k_gpu_shapes[0]);
-    return k_gpu_shapes;
-}
-
 /* ------------------------------------------------------------ compile ahead
  * Generated backends: worker threads, each with its own context on the same cache
  * directory, instantiate and load every candidate once, so that the binary cache is warm

@@ -691,6 +691,70 @@ CG_API cg_status cg_shape_of(cg_context *ctx, cg_op op, const void *args, cg_sha
  * cu_seqlens gets CG_I32 [nseq + 1] (CG_I64 works as well). */
 CG_API cg_status cg_shape_tensor(cg_context *ctx, const cg_shape *shape, int i, cg_tensor *tensor);
 
+
+/* ------------------------------------------------------------------- tuning
+ * A tune enumerates a backend's parameter space for each shape (op, extents, dtype),
+ * verifies every candidate against the float64 reference on a reduced problem, times it on
+ * the full shape and stores the fastest under the shape's tuning key (docs/tuning.md).
+ * Progress: the context's progress callback (a task per key: START, a STEP per candidate,
+ * DONE with its result). An interrupted tune keeps what it measured; a rerun resumes. */
+typedef struct cg_tune_options {
+    size_t size;             /* sizeof(cg_tune_options) of the caller's header, or 0 (growth rule) */
+    cg_backend backend;      /* CG_BACKEND_CPU, _CUDA, _EMULATE; _AUTO: cuda when a device is there, else cpu */
+    int directions;          /* 0: each shape's own op; 1 forward, 2 backward, 3 both: the ops of its family */
+    const char *family;      /* the built-in set (no shapes given): only this op family ("ssd", "sscan"); NULL all */
+    double budget_s;         /* stop starting new work after this long (a key cut short is stored as
+                              * truncated and resumed by the next tune); <= 0: none */
+    int jobs;                /* compile workers for cuda/emulate; 0: every core */
+    double min_time_s;       /* time each candidate at least this long; 0: the backend's default */
+    int max_candidates;      /* only the first N configs of each space; 0: all */
+    int force;               /* 1: retune keys that are tuned already */
+    int64_t verify_T;        /* sequence length of the verification problem; 0: automatic */
+    int shard, nshards;      /* nshards > 1: only the keys of shard `shard` (0-based; by a hash of the key's
+                              * shape, so any count works); import the shards' stores together after */
+} cg_tune_options;
+#define CG_TUNE_OPTIONS_INIT CG__INIT(cg_tune_options)
+typedef struct cg_tune_summary {
+    size_t size;             /* sizeof(cg_tune_summary) of the caller's header, or 0 (growth rule) */
+    cg_backend backend;      /* the backend tuned (CG_BACKEND_AUTO resolved) */
+    int keys;                /* keys of the run (shape x direction) */
+    int tuned, resumed;      /* keys tuned now, of which resumed from an interrupted tune */
+    int cached;              /* tuned already (or finished by another process meanwhile) */
+    int unsupported;         /* keys the backend cannot run (no kernel, dtype, varlen) */
+    int failed;              /* keys whose tune failed (the first failure is the call's status) */
+    int skipped_budget;      /* keys the budget left for a rerun */
+    int other_shards;        /* keys of other shards */
+    int candidates, rejected; /* configs measured, and rejected (compile, resources, launch, wrong, timeout) */
+    double seconds;
+} cg_tune_summary;
+#define CG_TUNE_SUMMARY_INIT CG__INIT(cg_tune_summary)
+/* Tune shapes[0 .. nshapes) on opts->backend into ctx's store (nshapes 0: the backend's
+ * built-in set); opts may be NULL. A shape's layout, optional tensors and scalar options
+ * do not matter (the tuner's problems have every tensor); a varlen shape (nseq > 0) needs
+ * B = 1 and its longest sequence. CG_OK when every key was tuned, skipped or cached;
+ * else the first failure's status and message (the others went to the progress callback). */
+CG_API cg_status cg_tune(cg_context *ctx, const cg_shape *shapes, int nshapes, const cg_tune_options *opts,
+                         cg_tune_summary *summary);
+
+/* The config a call of this shape on backend would take from the store (no tune on a miss). */
+typedef struct cg_tuned_config {
+    size_t size;             /* sizeof(cg_tuned_config) of the caller's header, or 0 (growth rule) */
+    char config[256];        /* "k=v,..."; "" when the backend's default config runs */
+    const char *source;      /* "pinned-env" ($CHUNKGEN_CONFIG), "exact", "nearest-bucket" or "default"; static */
+    char key[200];           /* the tuning key in one line, e.g. "cpu ssd fwd dk8 dv8 G1 H2 T<=64" */
+    char path[4400];         /* the file of the exact key's entry (whether it exists or not) */
+} cg_tuned_config;
+/* Look up shape's config on backend (CG_BACKEND_CPU, _CUDA, _EMULATE) into *out. CG_ENODEV
+ * (message) when the backend has no device here: nothing tuned applies then. */
+CG_API cg_status cg_config_lookup(cg_context *ctx, cg_backend backend, const cg_shape *shape, cg_tuned_config *out);
+/* The backend's built-in shape set (the seeds' shapes; a smaller set on the CPU), forward
+ * ops (tune them with directions 3 for both): into shapes[0 .. cap) (the stride is
+ * shapes[0].size, 0: this header's sizeof), *n the set's size (which may exceed cap). */
+CG_API cg_status cg_tune_builtin_shapes(cg_context *ctx, cg_backend backend, cg_shape *shapes, int cap, int *n);
+/* The backend a tune with backend runs on, into *out: CG_BACKEND_AUTO resolved (cuda when
+ * a device is here, else cpu); CG_EINVAL for one that cannot be tuned (ref). */
+CG_API cg_status cg_tune_backend(cg_context *ctx, cg_backend backend, cg_backend *out);
+
 #ifdef __cplusplus
 }
 /* C++: the CG_..._INIT value (every member zero, .size set), without

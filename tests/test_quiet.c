@@ -96,14 +96,13 @@ CG_TEST(quiet_library_prints_nothing) {
 
     /* 1. a tune with progress on (a key, then the same key again: already tuned) */
     tune_test_listen(ctx, &ev_tune);
-    cg_tune_opts o;
-    cg__tune_opts_default(&o);
-    o.op_mask = 1, o.dir_mask = 1, o.max_candidates = 3;
-    cg_tune_shape s;
-    cg_status st_tune = cg__tune_shape_parse(ctx, "1,64,1,2,8,8", 0, &s);
-    cg_tune_sum sum, sum2;
-    if (st_tune == CG_OK) st_tune = cg__tune_run(ctx, "cpu", &s, 1, &o, &sum);
-    cg_status st_tune2 = cg__tune_run(ctx, "cpu", &s, 1, &o, &sum2);
+    cg_tune_options o = CG_TUNE_OPTIONS_INIT;
+    o.backend = CG_BACKEND_CPU, o.max_candidates = 3;
+    cg_shape s = {.size = sizeof s};
+    cg_status st_tune = cg_shape_parse(ctx, "ssd_fwd:B=1,T=64,G=1,H=2,dk=8,dv=8", &s);
+    cg_tune_summary sum = CG_TUNE_SUMMARY_INIT, sum2 = CG_TUNE_SUMMARY_INIT;
+    if (st_tune == CG_OK) st_tune = cg_tune(ctx, &s, 1, &o, &sum);
+    cg_status st_tune2 = cg_tune(ctx, &s, 1, &o, &sum2);
 
     /* 2. a tune on a miss inside an op call */
     tune_test_listen(ctx, &ev_miss);

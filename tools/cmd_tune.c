@@ -4,12 +4,9 @@
 #include "cmd_tune.h"
 #include "cli_args.h"
 #include "cli_common.h"
-#include "fsutil.h"
-#include "../autotune/autotune.h"
-#include "ops.h"
-#include "cuda/kcache.h"
 #include "kbundle.h"
 #include "tune_ui.h"
+#include "tune_shapes.h"
 
 #include <jansson.h>
 
@@ -58,7 +55,8 @@ static const char k_tune_usage[] =
 
 /* The options of `chunkgen tune` (the CLI's argument table, tools/cli_args.h). */
 typedef struct tune_cli {
-    cg_tune_opts o;
+    cg_tune_options o;
+    int op_mask, dir_mask;   /* --op, --dir: 1, 2, or 3 (all) */
     cli_common c;
     int quiet;
     const char *backend, *shapes_file;
@@ -76,10 +74,10 @@ static int mask_opt(const char *v, const char *a, const char *b, int *mask, char
     return 0;
 }
 static int op_opt(void *opts, const char *v, char *err, size_t errlen) {
-    return mask_opt(v, "ssd", "sscan", &((tune_cli *)opts)->o.op_mask, err, errlen);
+    return mask_opt(v, "ssd", "sscan", &((tune_cli *)opts)->op_mask, err, errlen);
 }
 static int dir_opt(void *opts, const char *v, char *err, size_t errlen) {
-    return mask_opt(v, "fwd", "bwd", &((tune_cli *)opts)->o.dir_mask, err, errlen);
+    return mask_opt(v, "fwd", "bwd", &((tune_cli *)opts)->dir_mask, err, errlen);
 }
 static int backend_opt(void *opts, const char *v, char *err, size_t errlen) {
     if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "emulate"))
@@ -113,8 +111,9 @@ static const cg_cli_opt k_tune_opts[] = {
     {"--backend", 0, CG_CLI_FN, 0, "auto|cpu|cuda|emulate", "(default auto: cuda when a GPU is present, else cpu)", 0, 0,
      backend_opt},
     {"--shape", 0, CG_CLI_FN, 0, "S",
-     "a shape, repeatable: B,T,G,H,dk,dv for ssd or B,L,D,N[,G]\nfor sscan (prefix ssd: or sscan: to be explicit)", 0, 0,
-     shape_opt},
+     "a shape, repeatable, in the shape syntax of every command:\nOP:B=..,T=..,... (ssd_fwd:B=8,T=4096,G=2,H=8,dk=64,dv=64), or\n"
+     "FAMILY:... (ssd:, sscan:) for the ops of --dir, or without a\nprefix with --op; deprecated: positional B,T,G,H,dk,dv (ssd)\n"
+     "or B,L,D,N[,G] (sscan)", 0, 0, shape_opt},
     {"--shapes", 0, CG_CLI_STR, TO(shapes_file), "FILE",
      "shapes, one a line in the same syntax (# comments)\n(default: the built-in set; smaller on the CPU backend)", 0, 0,
      NULL},
@@ -147,65 +146,12 @@ static const cg_cli_opt k_tune_opts[] = {
 #undef TO
 static const cg_cli_cmd k_tune_cmd = {"tune", k_tune_usage, k_tune_opts, NULL, NULL};
 
-static int add_shape(const char *cmd, cg_context *ctx, const char *text, int op_mask, cg_tune_shape **v, int *n) {
-    int sscan = -1;
-    if (!strncmp(text, "ssd:", 4)) sscan = 0, text += 4;
-    else if (!strncmp(text, "sscan:", 6)) sscan = 1, text += 6;
-    if (sscan < 0) {
-        int commas = 0;
-        for (const char *c = text; *c; c++) commas += *c == ',';
-        sscan = commas == 5 ? 0 : 1;
-        if (sscan && op_mask == 1) sscan = 0; /* --op ssd: report the ssd syntax */
-    }
-    cg_tune_shape s;
-    if (cg__tune_shape_parse(ctx, text, sscan, &s) != CG_OK) return cli_usage(cmd, "%s", cg_errmsg(ctx));
-    cg_tune_shape *nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
-    if (!nv) return cli_fail(cmd, "out of memory");
-    *v = nv;
-    nv[(*n)++] = s;
-    return 0;
-}
-
-static int read_shapes(const char *cmd, cg_context *ctx, const char *path, int op_mask, cg_tune_shape **v, int *n) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
-    if (!f) return cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
-    char line[1024];
-    int lineno = 0, rc = 0;
-    while (!rc && fgets(line, sizeof line, f)) {
-        lineno++;
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *tok[3];
-        int nt = 0;
-        for (char *t = strtok(line, " \t\r\n"); t && nt < 3; t = strtok(NULL, " \t\r\n")) tok[nt++] = t;
-        if (!nt) continue;
-        char buf[1100];
-        const char *spec = tok[0];
-        const char *name = nt > 1 ? tok[1] : NULL;
-        if (!strcmp(tok[0], "ssd") || !strcmp(tok[0], "sscan")) {
-            if (nt < 2) {
-                rc = cli_usage(cmd, "%s:%d: expected numbers after '%s'", path, lineno, tok[0]);
-                break;
-            }
-            snprintf(buf, sizeof buf, "%s:%s", tok[0], tok[1]);
-            spec = buf;
-            name = nt > 2 ? tok[2] : NULL;
-        }
-        if ((rc = add_shape(cmd, ctx, spec, op_mask, v, n)) != 0) {
-            fprintf(stderr, "  (in %s, line %d)\n", path, lineno);
-            break;
-        }
-        if (name) snprintf((*v)[*n - 1].name, sizeof (*v)[*n - 1].name, "%s", name);
-    }
-    if (f != stdin) fclose(f);
-    return rc;
-}
-
 int cg_cmd_tune(int argc, char **argv) {
     const char *cmd = "tune";
     tune_cli t;
     memset(&t, 0, sizeof t);
-    cg__tune_opts_default(&t.o);
+    t.o = (cg_tune_options)CG_TUNE_OPTIONS_INIT;
+    t.op_mask = t.dir_mask = 3;
     t.backend = "auto";
     if (!(t.shape_args = calloc((size_t)argc + 1, sizeof *t.shape_args))) return cli_fail(cmd, "out of memory");
     int rc = cg_cli_parse(&k_tune_cmd, argc, argv, &t);
@@ -213,58 +159,39 @@ int cg_cmd_tune(int argc, char **argv) {
         free(t.shape_args);
         return rc < 0 ? 0 : rc; /* -1: --help */
     }
-    cg_tune_opts o = t.o;
+    cg_tune_options o = t.o;
     const int progress = t.quiet ? -1 : isatty(fileno(stderr)) ? 1 : 0; /* a bar, lines, nothing */
-    const char *backend = t.backend, *shapes_file = t.shapes_file;
-    const char **shape_args = t.shape_args;
-    const int nshape_args = t.nshape_args;
-    if (!rc && shapes_file && nshape_args) rc = cli_usage(cmd, "give --shapes FILE or --shape, not both");
+    if (t.shapes_file && t.nshape_args) rc = cli_usage(cmd, "give --shapes FILE or --shape, not both");
     cg_context *ctx = rc ? NULL : cli_make_ctx(cmd, &t.c);
     if (!rc && !ctx) rc = 1;
-    cg_tune_shape *shapes = NULL;
-    int nshapes = 0;
-    for (int i = 0; !rc && i < nshape_args; i++) rc = add_shape(cmd, ctx, shape_args[i], o.op_mask, &shapes, &nshapes);
-    if (!rc && shapes_file) rc = read_shapes(cmd, ctx, shapes_file, o.op_mask, &shapes, &nshapes);
-    free(shape_args);
-    if (!rc && !strcmp(backend, "auto")) {
-        cg_tune_key k;
-        backend = cg__tune_device_key(ctx, "cuda", &k) == CG_OK ? "cuda" : "cpu";
-        if (progress >= 0) fprintf(stderr, "chunkgen tune: backend %s\n", backend);
-    }
-    if (!rc && !nshapes && !shapes_file) {
+    cg_backend want = CG_BACKEND_AUTO;
+    cg_backend_parse(t.backend, &want);
+    if (!rc && cg_tune_backend(ctx, want, &o.backend) != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
+    if (!rc && want == CG_BACKEND_AUTO && progress >= 0)
+        fprintf(stderr, "chunkgen tune: backend %s\n", cg_backend_name(o.backend));
+    const tune_shape_opts so = {t.op_mask == 1 ? "ssd" : t.op_mask == 2 ? "sscan" : NULL, t.dir_mask, t.dtype, t.varlen};
+    tune_shapes shapes = {0};
+    for (int i = 0; !rc && i < t.nshape_args; i++) rc = tune_shapes_add(cmd, ctx, t.shape_args[i], &so, &shapes);
+    if (!rc && t.shapes_file) rc = tune_shapes_read(cmd, ctx, t.shapes_file, &so, &shapes);
+    free(t.shape_args);
+    if (!rc && !t.nshape_args && !t.shapes_file) {
         /* The built-in CPU set must finish within 5 minutes on a small machine, also when
          * it is busy: without --budget, keys share 280 s (a key cut short is stored as
          * truncated and a rerun continues it). */
-        if (!strcmp(backend, "cpu") && !(o.budget_s > 0)) {
+        if (o.backend == CG_BACKEND_CPU && !(o.budget_s > 0)) {
             o.budget_s = 280;
             if (progress >= 0) fprintf(stderr, "chunkgen tune: built-in CPU set: budget %.0f s (--budget changes it)\n", o.budget_s);
         }
-        int n;
-        const cg_tune_shape *d = cg__tune_default_shapes(backend, &n);
-        if (!(shapes = malloc((size_t)n * sizeof *shapes))) rc = cli_fail(cmd, "out of memory");
-        else memcpy(shapes, d, (size_t)n * sizeof *shapes), nshapes = n;
-    }
-    for (int i = 0; !rc && t.varlen && i < nshapes; i++) { /* varlen keys: B = 1, the longest sequence */
-        if (shapes[i].B != 1)
-            rc = cli_usage(cmd, "--varlen: a shape with B = %lld but expected 1 (the sequences are packed along %s)",
-                           (long long)shapes[i].B, shapes[i].sscan ? "L" : "T");
-        shapes[i].varlen_max = t.varlen < shapes[i].T ? t.varlen : shapes[i].T;
-    }
-    for (int i = 0; !rc && t.dtype && i < nshapes; i++) { /* the signature must fit each shape's ops */
-        const cg_op fam = shapes[i].sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD;
-        int dt[CG_OP_MAX_TENSORS];
-        for (int b = 0; !rc && b < 2; b++)
-            if ((o.dir_mask >> b & 1) && cg__op_dtype_unsig(ctx, cg__op_desc((cg_op)(fam + b)), t.dtype, dt) != CG_OK)
-                rc = cli_usage(cmd, "--dtype %s", cg_errmsg(ctx));
-        snprintf(shapes[i].dtype, sizeof shapes[i].dtype, "%s", t.dtype);
+        rc = tune_shapes_builtin(cmd, ctx, o.backend, &so, &shapes);
     }
     if (!rc) {
-        cg_tune_sum sum;
         if (progress >= 0)
-            fprintf(stderr, "chunkgen tune: %d shape(s) on %s, store %s\n", nshapes, backend, cg__tune_store_dir(ctx));
+            fprintf(stderr, "chunkgen tune: %d shape(s) on %s, store %s\n", shapes.n, cg_backend_name(o.backend),
+                    cg_config_store_dir(ctx));
         tune_ui ui = {.f = stderr, .mode = progress, .prefix = "tune"};
         cg_context_set_progress(ctx, tune_ui_event, &ui);
-        cg_status st = cg__tune_run(ctx, backend, shapes, nshapes, &o, &sum);
+        cg_tune_summary sum = CG_TUNE_SUMMARY_INIT;
+        cg_status st = shapes.n ? cg_tune(ctx, shapes.v, shapes.n, &o, &sum) : CG_OK;
         tune_ui_end(&ui);
         char shard_note[64] = "";
         if (o.nshards > 1)
@@ -274,11 +201,11 @@ int cg_cmd_tune(int argc, char **argv) {
             fprintf(stderr,
                     "chunkgen tune: %d key(s): %d tuned (%d resumed), %d already tuned, %d not supported by the "
                     "backend, %d failed, %d left for a rerun%s; %d candidates measured, %d rejected; %.1f s\n",
-                    sum.keys, sum.tuned, sum.resumed, sum.cached + sum.kept_other, sum.unsupported, sum.failed,
-                    sum.skipped_budget, shard_note, sum.candidates, sum.rejected, sum.seconds);
+                    sum.keys, sum.tuned, sum.resumed, sum.cached, sum.unsupported, sum.failed, sum.skipped_budget,
+                    shard_note, sum.candidates, sum.rejected, sum.seconds);
         if (st != CG_OK) rc = cli_fail(cmd, "%s: %s", cg_status_str(st), cg_errmsg(ctx));
     }
-    free(shapes);
+    free(shapes.v);
     cg_context_free(ctx);
     return rc;
 }
