@@ -103,3 +103,88 @@ PyObject *cgpy_config_import(PyObject *self, PyObject *args) {
     free(m.text);
     return r;
 }
+
+/* tune(shapes, backend, family, dirs, budget, force, threads, max_candidates): each shape
+ * a text "OP:ITEM,..." (cg_shape_parse); none: the backend's built-in set of family (None:
+ * all) for dirs (1 fwd, 2 bwd, 3 both). threads >= 0: a context of that many threads on
+ * the same store. */
+PyObject *cgpy_tune(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *texts;
+    const char *backend = "auto", *family = NULL;
+    int dirs = 3, force = 0, threads = -1, max_candidates = 0;
+    double budget = 0;
+    if (!PyArg_ParseTuple(args, "Oszidpii", &texts, &backend, &family, &dirs, &budget, &force, &threads,
+                          &max_candidates))
+        return NULL;
+    if (!PyTuple_Check(texts)) return PyErr_Format(PyExc_TypeError, "shapes: expected a tuple of shape texts");
+    cg_context *tctx = cgpy_thread_ctx();
+    if (!tctx) return NULL;
+    cg_context *ctx = tctx;
+    if (threads >= 0) { /* the thread count is part of a CPU key: a context of its own */
+        cg_status s = cg_context_create(&ctx);
+        if (s == CG_OK) s = cg_context_set_cache_dir(ctx, cg_context_cache_dir(tctx));
+        if (s == CG_OK) s = cg_context_set_threads(ctx, threads);
+        if (s != CG_OK) {
+            PyObject *r = fail(s, ctx ? ctx : tctx, "chunkgen tune");
+            cg_context_free(ctx);
+            return r;
+        }
+    }
+    const Py_ssize_t nt = PyTuple_GET_SIZE(texts);
+    const int nops = cg_op_count();
+    cg_shape *shapes = calloc((size_t)(nt * nops) + 1, sizeof *shapes); /* a family: one shape per op */
+    int n = 0;
+    cg_tune_options o = CG_TUNE_OPTIONS_INIT;
+    cg_status s = shapes ? cg_backend_parse(backend, &o.backend) : CG_ENOMEM;
+    if (s == CG_EINVAL)
+        s = (cg_status)(PyErr_Format(PyExc_RuntimeError, "chunkgen tune: backend '%s' (expected auto, cpu, cuda or "
+                                     "emulate)", backend), -100);
+    for (Py_ssize_t i = 0; s == CG_OK && i < nt; i++) {
+        const char *t = PyUnicode_AsUTF8(PyTuple_GET_ITEM(texts, i));
+        if (!t) {
+            s = (cg_status)-100;
+            break;
+        }
+        /* "FAMILY:ITEMS" stands for the family's ops of dirs; anything else is one shape */
+        const char *colon = strchr(t, ':');
+        char fam[64] = "";
+        if (colon && (size_t)(colon - t) < sizeof fam) memcpy(fam, t, (size_t)(colon - t));
+        int expanded = 0;
+        for (int k = 0; s == CG_OK && fam[0] && k < nops; k++) {
+            cg_op_info in = {.size = sizeof in};
+            if (cg_op_describe(NULL, (cg_op)k, &in) != CG_OK || strcmp(in.family, fam)) continue;
+            expanded = 1;
+            if (!(dirs >> in.bwd & 1)) continue;
+            char text[1400];
+            snprintf(text, sizeof text, "%s%s", in.name, colon);
+            shapes[n].size = sizeof shapes[n];
+            if ((s = cg_shape_parse(ctx, text, &shapes[n])) != CG_OK) fail(s, ctx, "chunkgen tune"), s = (cg_status)-100;
+            else n++;
+        }
+        if (s == CG_OK && !expanded) {
+            shapes[n].size = sizeof shapes[n];
+            if ((s = cg_shape_parse(ctx, t, &shapes[n])) != CG_OK) fail(s, ctx, "chunkgen tune"), s = (cg_status)-100;
+            else n++;
+        }
+    }
+    o.directions = nt ? 0 : dirs, o.family = family, o.budget_s = budget, o.force = force;
+    o.max_candidates = max_candidates;
+    cg_tune_summary sum = CG_TUNE_SUMMARY_INIT;
+    if (s == CG_OK) {
+        Py_BEGIN_ALLOW_THREADS
+        s = cg_tune(ctx, shapes, n, &o, &sum);
+        Py_END_ALLOW_THREADS
+        if (s != CG_OK) fail(s, ctx, "chunkgen tune");
+    } else if (s == CG_ENOMEM) {
+        PyErr_NoMemory();
+    }
+    free(shapes);
+    if (ctx != tctx) cg_context_free(ctx);
+    if (s != CG_OK) return NULL;
+    return Py_BuildValue("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:d}", "backend",
+                         cg_backend_name(sum.backend), "keys", sum.keys, "tuned", sum.tuned, "resumed", sum.resumed,
+                         "cached", sum.cached, "unsupported", sum.unsupported, "failed", sum.failed, "skipped_budget",
+                         sum.skipped_budget, "candidates", sum.candidates, "rejected", sum.rejected, "seconds",
+                         sum.seconds);
+}
