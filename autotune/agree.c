@@ -178,11 +178,13 @@ static int cfg_same(const cg_cfg *a, const cg_cfg *b) {
 cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, char *why, size_t cap) {
     if (e->best < 0 || !e->cand[e->best].cfg[0]) return CG_OK; /* the default config */
     const cg_tune_key *k = &e->key;
-    int sscan = !strcmp(k->op, "sscan"), bwd = !strcmp(k->dir, "bwd");
-    /* The measured shape when it fits the key, else the key's own (batch 1, T = bucket). */
+    const cg_op_desc *d = cg__tune_key_family(k); /* validated with the key: known */
+    const int sscan = d->seq == CG_SYM_L, bwd = !strcmp(k->dir, "bwd");
+    /* The measured shape when it fits the key (the op table's key column), else the key's
+     * own (batch 1, T = bucket). */
     cg_tune_shape s = e->shape;
-    int fits = s.sscan == sscan && s.B >= 1 && s.T >= 1 && s.T <= k->seq_bucket && cg__tune_bucket(s.T) == k->seq_bucket &&
-               s.G == k->G && (sscan ? (s.D == k->D && s.N == k->N) : (s.H == k->H && s.dk == k->dk && s.dv == k->dv));
+    int fits = s.sscan == sscan && s.B >= 1 && s.T >= 1 && s.T <= k->seq_bucket && cg__tune_bucket(s.T) == k->seq_bucket;
+    for (int i = 0; i < d->nkey; i++) fits &= cg__tune_shape_dim(&s, d->key[i]) == cg__tune_key_dim(k, d->key[i]);
     if (!fits) {
         memset(&s, 0, sizeof s);
         s.sscan = sscan, s.B = 1, s.T = k->seq_bucket, s.G = k->G;

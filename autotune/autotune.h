@@ -71,6 +71,13 @@ typedef struct cg_tune_shape {
                                        * 0: the options' dir_mask */
 } cg_tune_shape;
 
+/* The extent of symbol s in a key (its fields are the op table's key column; 0 when the
+ * key has no such field) and in a tuner's shape (T is the sequence, T or L). */
+int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s);
+int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s);
+/* The forward op of a shape's family, and of a key's op (NULL for an unknown op). */
+const struct cg_op_desc *cg__tune_family(const cg_tune_shape *s);
+const struct cg_op_desc *cg__tune_key_family(const cg_tune_key *k);
 /* Smallest power of two >= n (1 for n <= 1). */
 int64_t cg__tune_bucket(int64_t n);
 /* Canonical text of the key ("backend=cpu;op=ssd;..."); with_seq = 0 leaves the seq
