@@ -225,8 +225,11 @@ int cg__tune_shard_of(const cg_tune_key *k, int n);
  * reps) -- for tests of the merge and shard logic only; verification still runs. */
 int cg__tune_fake_timing(void);
 void cg__tune_fake_measure(const cg_tune_key *k, const char *cfg, cg_tune_cand *c);
-/* Space kernel name of backend/op/direction ("ssd_cpu", "ssd_fwd", ...). */
-const char *cg__tune_space_kernel(const char *backend, int sscan, int bwd);
+/* Space kernel name of backend and op: the op's name for generated kernels ("ssd_fwd"),
+ * "<family>_cpu" for the CPU path (valid until the next call on this thread). */
+const char *cg__tune_space_kernel(const char *backend, const struct cg_op_desc *op);
+/* The op of a tuner's shape's family in direction bwd. */
+const struct cg_op_desc *cg__tune_op(const cg_tune_shape *s, int bwd);
 /* The generator's shape of a tune shape. */
 void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks);
 /* The configs of kernel's space for ks on key's backend (CPU: the key's device and

@@ -192,8 +192,7 @@ static int env_flag(const char *name) {
 static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s) {
     cg_tune_opts o;
     cg__tune_opts_default(&o);
-    o.op_mask = s->sscan ? 2 : 1;
-    o.dir_mask = (op == CG_OP_SSD_BWD || op == CG_OP_SSCAN_BWD) ? 2 : 1;
+    o.dir_mask = cg__op_desc(op)->bwd ? 2 : 1;
     const char *b = getenv("CHUNKGEN_TUNE_BUDGET");
     o.budget_s = b && *b ? atof(b) : 60.0;
     cg_tune_shape shape = *s;

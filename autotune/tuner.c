@@ -202,8 +202,9 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     const tenv *env = ts->env;
     cg_context *ctx = env->ctx;
     const cg_tune_opts *o = ts->o;
-    snprintf(ts->what, sizeof ts->what, "%s %s %s %s=%lld", env->backend, s->sscan ? "sscan" : "ssd",
-             bwd ? "bwd" : "fwd", s->sscan ? "L" : "T", (long long)s->T);
+    const cg_op_desc *opd = cg__tune_op(s, bwd);
+    snprintf(ts->what, sizeof ts->what, "%s %s %s %s=%lld", env->backend, opd->family, bwd ? "bwd" : "fwd",
+             cg_sym_name(opd->seq), (long long)s->T);
     ts->name = s->name;
     cg_tune_key key;
     cg_status st = cg__tune_key_make(ctx, env->backend, s, bwd, &key);
@@ -243,7 +244,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     e.best = -1;
     e.complete = 0;
     e.truncated = 0;
-    snprintf(e.kernel, sizeof e.kernel, "%s", cg__tune_space_kernel(env->backend, s->sscan, bwd));
+    snprintf(e.kernel, sizeof e.kernel, "%s", cg__tune_space_kernel(env->backend, cg__tune_op(s, bwd)));
 
     /* The space */
     cg_kshape ks;
@@ -273,7 +274,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     /* Problems: verification (batch 1, short T, with the reference) and the full one. */
     int64_t maxc = 0;
     for (int i = 0; i < ncfg; i++) {
-        int64_t c = cg__cfg_int(&cfgs[i], s->sscan ? "segment" : "chunk", 0);
+        /* the chunk (SSD spaces) or the segment (selective-scan spaces) the config runs */
+        int64_t c = cg__cfg_int(&cfgs[i], "chunk", cg__cfg_int(&cfgs[i], "segment", 0));
         if (c > maxc) maxc = c;
     }
     int64_t vT = o->verify_T > 0 ? o->verify_T : (2 * maxc + 3 > 67 ? 2 * maxc + 3 : 67);
