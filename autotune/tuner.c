@@ -101,7 +101,8 @@ typedef struct tstate {
     cg_tune_sum *sum;
     int ikey, nkeys;          /* the key's place in the run, 1-based */
     char what[200];           /* the key: "cpu ssd fwd T=2048" */
-    const char *name;         /* the shape's name */
+    const char *name;         /* the shape's name, else the key's extents */
+    char keyname[200];
 } tstate;
 
 static void event(tstate *ts, cg_progress_kind kind, cg_log_level level, const char *fmt, ...) CG_PRINTF(4, 5);
@@ -211,6 +212,16 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     if (st != CG_OK) return st;
     char brief[200];
     cg__tune_key_brief(&key, brief, sizeof brief);
+    if (!s->name[0]) { /* a shape without a name: its key's extents ("dk8 dv8 G1 H2 bf16") tell it apart */
+        const cg_op_desc *fam = cg__tune_key_family(&key);
+        ts->keyname[0] = '\0';
+        for (int i = 0; fam && i < fam->nkey; i++)
+            snprintf(ts->keyname + strlen(ts->keyname), sizeof ts->keyname - strlen(ts->keyname), "%s%s%lld",
+                     i ? " " : "", cg_sym_name(fam->key[i]), (long long)cg__tune_key_dim(&key, fam->key[i]));
+        if (strcmp(key.dtype, "f32"))
+            snprintf(ts->keyname + strlen(ts->keyname), sizeof ts->keyname - strlen(ts->keyname), " %s", key.dtype);
+        ts->name = ts->keyname;
+    }
     event(ts, CG_PROGRESS_START, CG_LOG_INFO, "%s", brief);
 
     cg_tune_entry e;
