@@ -12,6 +12,7 @@
  * entries, never on the order they arrive in, so every rank, shard and merge of the same
  * measurements ends with the same winner, and noise alone cannot flip it. */
 #include "autotune.h"
+#include "env.h"
 #include "ops.h"
 #include "cpu/cpu_isa.h"
 
@@ -90,7 +91,7 @@ int cg__tune_shard_of(const cg_tune_key *k, int n) {
 /* ------------------------------------------------------------ fake timing */
 
 int cg__tune_fake_timing(void) {
-    const char *v = getenv("CHUNKGEN_TUNE_FAKE_TIMING");
+    const char *v = cg__env(CG_ENV_TUNE_FAKE_TIMING);
     return v && *v && strcmp(v, "0");
 }
 

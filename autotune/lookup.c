@@ -11,6 +11,7 @@
  * entry write is a rename into it; checked at most once a second) or this process wrote
  * into it. A lookup after the first is a clock read and a scan of the index. */
 #include "autotune.h"
+#include "env.h"
 #include "ops.h"
 #include "cpu/cpu_isa.h"
 
@@ -28,7 +29,7 @@
  * that applies wins. */
 static cg_status env_pin(cg_context *ctx, cg_op op, cg_cfg *cfg, int *found) {
     *found = 0;
-    const char *env = getenv("CHUNKGEN_CONFIG");
+    const char *env = cg__env(CG_ENV_CONFIG);
     if (!env || !*env) return CG_OK;
     char part[CG_CFG_MAX * 66 + 32], why[CG_ERRMSG_CAP];
     const int r = cg__cfg_scope(env, op, part, sizeof part, why, sizeof why);
@@ -184,8 +185,8 @@ cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, 
 
 static __thread int t_tuning; /* no lookup-triggered tune inside a tune */
 
-static int env_flag(const char *name) {
-    const char *v = getenv(name);
+static int env_flag(cg_env_var name) {
+    const char *v = cg__env(name);
     return v && (!strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "on"));
 }
 
@@ -193,7 +194,7 @@ static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const 
     cg_tune_opts o;
     cg__tune_opts_default(&o);
     o.dir_mask = cg__op_desc(op)->bwd ? 2 : 1;
-    const char *b = getenv("CHUNKGEN_TUNE_BUDGET");
+    const char *b = cg__env(CG_ENV_TUNE_BUDGET);
     o.budget_s = b && *b ? atof(b) : 60.0;
     cg_tune_shape shape = *s;
     snprintf(shape.name, sizeof shape.name, "first call");
@@ -297,7 +298,7 @@ static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, co
     int keyed;
     lookup_cached(ctx, backend, op, &s, text, sizeof text, &lv, &keyed, &k);
     if (keyed < 0) return CG_OK;
-    const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag("CHUNKGEN_TUNE_ON_MISS");
+    const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag(CG_ENV_TUNE_ON_MISS);
     if (lv != CG_SRC_EXACT && !t_tuning && on_miss && !s.varlen_max) { /* no varlen tuner problems yet */
         t_memo.valid = 0;
         if (!keyed && cg__tune_key_make(ctx, backend, &s, cg__op_desc(op)->bwd, &k) != CG_OK) {
