@@ -441,7 +441,8 @@ typedef int (*cg_config_visit_fn)(const cg_config_entry *entry, void *user);
 /* Visit ctx's store entries that match filter (NULL: every finished one), in key order
  * (backend, device, op, extents, fwd before bwd, seq bucket, version). A bad file is
  * skipped with a CG_PROGRESS_MESSAGE (level WARN, subject its path) and counted in *bad
- * (may be NULL). CG_ENOTFOUND (message) when the store directory does not exist. */
+ * (may be NULL). CG_ENOTFOUND (message) when the store directory does not exist. The entry
+ * fn gets is the library's, valid during that call only; user is the caller's. */
 CG_API cg_status cg_config_visit(cg_context *ctx, const cg_config_filter *filter, cg_config_visit_fn fn, void *user,
                                  int *bad);
 /* The store directory of ctx, "<cache dir>/configs" (owned by the library, valid until the
@@ -455,7 +456,8 @@ CG_API cg_status cg_config_export(cg_context *ctx, const cg_config_filter *filte
                                   int *count);
 /* Write n bytes to path as the library writes its own files: a temp file in the same
  * directory, fsync'ed and renamed over path (a reader never sees half a file; a symlink
- * planted at the temp name is not followed). CG_EIO with the reason otherwise. */
+ * planted at the temp name is not followed). CG_EIO with the reason otherwise. data stays
+ * the caller's (not kept). */
 CG_API cg_status cg_write_file(cg_context *ctx, const char *path, const void *data, size_t n);
 
 typedef struct cg_import_options {
@@ -478,7 +480,8 @@ typedef struct cg_import_stats {
  * gets a CG_PROGRESS_MESSAGE (subject: "SOURCE: entry I" or the file; level WARN for a
  * rejection). All entries of a key, the store's and every source's, are merged in one
  * deterministic choice (docs/tuning.md), whatever the order of the sources. Nothing is
- * written when a source cannot be read (CG_EINVAL naming it). opts, stats may be NULL. */
+ * written when a source cannot be read (CG_EINVAL naming it). opts, stats may be NULL;
+ * everything passed in stays the caller's (nothing is kept), *stats is filled. */
 CG_API cg_status cg_config_import(cg_context *ctx, const char *const *sources, int nsources,
                                   const cg_import_options *opts, cg_import_stats *stats);
 /* As cg_config_import, from a document in memory (json, len bytes); what names it in the
@@ -513,7 +516,8 @@ typedef struct cg_cache_report {
     cg_cache_area configs, kernels, emu_failed;
 } cg_cache_report;
 #define CG_CACHE_REPORT_INIT CG__INIT(cg_cache_report)
-/* Count the config store's entries (complete, unfinished, bad, temp files, bytes). */
+/* Each of these fills the caller's *report (may be NULL; its area names are static strings).
+ * Count the config store's entries (complete, unfinished, bad, temp files, bytes). */
 CG_API cg_status cg_cache_stats(cg_context *ctx, cg_cache_report *report);
 /* Check every config entry and every kernel cache entry; a bad one is a message. */
 CG_API cg_status cg_cache_verify(cg_context *ctx, cg_cache_report *report);
@@ -736,7 +740,8 @@ typedef struct cg_tune_summary {
  * built-in set); opts may be NULL. A shape's layout, optional tensors and scalar options
  * do not matter (the tuner's problems have every tensor); a varlen shape (nseq > 0) needs
  * B = 1 and its longest sequence. CG_OK when every key was tuned, skipped or cached;
- * else the first failure's status and message (the others went to the progress callback). */
+ * else the first failure's status and message (the others went to the progress callback).
+ * shapes and opts stay the caller's (not kept); *summary (may be NULL) is filled. */
 CG_API cg_status cg_tune(cg_context *ctx, const cg_shape *shapes, int nshapes, const cg_tune_options *opts,
                          cg_tune_summary *summary);
 
