@@ -1,8 +1,8 @@
 /* api.c -- the public front door of the config store (include/chunkgen.h, "the config
  * store"): list its entries, export them, import entries, and the few helpers a caller
- * needs around them (the cache directory, writing a file as the library does, freeing
- * what it returned). Everything here goes through store.c and exchange.c; nothing else in
- * the library calls into this file. */
+ * needs around them (the cache directory, writing a file as the library does).
+ * Everything here goes through store.c and exchange.c; nothing else in the library calls
+ * into this file. */
 #include "autotune.h"
 #include "abi.h"
 #include "fsutil.h"
@@ -17,7 +17,6 @@ const char *cg_context_cache_dir(cg_context *ctx) { return ctx ? cg__cache_dir(c
 
 const char *cg_config_store_dir(cg_context *ctx) { return ctx ? cg__tune_store_dir(ctx) : NULL; }
 
-void cg_free(void *p) { free(p); }
 
 cg_status cg_write_file(cg_context *ctx, const char *path, const void *data, size_t n) {
     if (!ctx) return CG_EINVAL;
