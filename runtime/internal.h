@@ -71,6 +71,8 @@ struct cg_context {
     const struct cg_config_source *cfgsrc; /* NULL: defaults only (see "config sources" below) */
     _Atomic uintptr_t owner; /* thread inside a public call (cg__ctx_enter), 0: none */
     int owner_depth;        /* nested public calls of the owner */
+    cg_progress_fn progress; /* cg_context_set_progress; NULL: events dropped */
+    void *progress_user;
 };
 /* Owner check of every public call taking a context: enter marks ctx as used by this
  * thread (nested calls from the same thread are fine). A second thread gets CG_EINVAL,
@@ -84,6 +86,9 @@ void cg__ctx_leave(cg_context *ctx);
 /* Send a message to the log callback (log.c); the only way the library says anything. */
 void cg__log(cg_log_level level, const char *fmt, ...) CG_PRINTF(2, 3);
 void cg__logv(cg_log_level level, const char *fmt, va_list ap);
+/* Send ev (its size set here) to ctx's progress callback, if any (log.c). NULL strings
+ * become "". The library's only way to report progress. */
+void cg__progress(cg_context *ctx, cg_progress ev);
 
 /* Record a message on ctx and return status (printf-style). */
 cg_status cg__err(cg_context *ctx, cg_status status, const char *fmt, ...) CG_PRINTF(3, 4);
