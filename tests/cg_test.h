@@ -49,6 +49,13 @@ void cg_test_cond(const char *file, int line, const char *cond);
                          cg_status_str(st_), cg_errmsg(ctx));                      \
     } while (0)
 
+/* Declares the test's context ctx; a failure, and a return from the (void) test, when it
+ * cannot be created. */
+#define CG_TEST_CONTEXT(ctx)                                                       \
+    cg_context *ctx = NULL;                                                        \
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));                                     \
+    if (!ctx) return
+
 /* The call expr was refused: its status is want and, with word not NULL, the message
  * names word; what labels the call in a failure. */
 #define CG_CHECK_REFUSED(ctx, expr, want, word, what)                                                    \

@@ -378,9 +378,7 @@ static void ssd_cli_case(const ssd_case *c, const char *const *extra_args, int f
     if (c->dhT) write_tb(dir, "dhT", &dhT.f);
 
     /* Reference in float64 on the same values. */
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_tbuf o = f64_new(4, vs), hT = f64_new(4, hs);
     cg_tbuf dq = f64_new(4, qs), dk = f64_new(4, qs), dv = f64_new(4, vs), dla = f64_new(3, las), dh0 = f64_new(4, hs);
     cg_ssd_fwd_args fa;
@@ -491,9 +489,7 @@ static void sscan_cli_case(const sscan_case *c) {
         write_tb(dir, "dhT", &dhT.f);
     }
 
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_tbuf y = f64_new(3, xs), hT = f64_new(3, hs);
     cg_tbuf dx = f64_new(3, xs), ddelta = f64_new(3, xs), dA = f64_new(2, as), dB = f64_new(bnd, bs),
             dC = f64_new(bnd, bs), dD = f64_new(1, ds), dz = f64_new(3, xs), dbias = f64_new(1, ds),

@@ -47,9 +47,7 @@ static void run_case(const hcase *c, cg_dtype dt, unsigned m) {
     snprintf(desc, sizeof desc, "%s layout=%s%s %s mask=0x%02x config=%s", ssdt_dims_str(c->d, dims, sizeof dims),
              c->d.layout == CG_LAYOUT_HEAD_MAJOR ? "bhtd" : "bthd", c->d.swapped ? "(swapped)" : "", cht_name(dt), m,
              c->config ? c->config : "(default)");
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ssdt_set f, g, r; /* f: float32 run; g: the 16-bit run's float32 outputs; r: float64 reference */
     ssdt_set_alloc(&f, c->d, CG_F32, SSDT_FWD | SSDT_BWD);
     ssdt_set_alloc(&g, c->d, CG_F32, SSDT_FWD | SSDT_BWD);

@@ -149,9 +149,7 @@ static void ss_describe(const ss_case *c, char *buf, size_t n) {
 static void ss_check_case(const ss_case *c, uint64_t seed) {
     char what[256];
     ss_describe(c, what, sizeof what);
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ss_set ref, cpu;
     ss_alloc(&ref, c, CG_F64, 0);
     ss_alloc(&cpu, c, CG_F32, 1);
@@ -265,9 +263,7 @@ CG_TEST(sscan_cpu_default_config) {
 CG_TEST(sscan_cpu_deterministic_threads) {
     ss_case c = {.B = 3, .L = 70, .D = 37, .N = 9, .G = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
                  .dhT = 1, .strided = 1};
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     CG_CHECK_OK(ctx, cg_context_set_threads(ctx, 2));
     ss_set s[2];
     static const char *const cfgs[2] = {"threads=1,segment=8,block_d=5", "threads=2,segment=8,block_d=5"};
@@ -293,9 +289,7 @@ CG_TEST(sscan_cpu_deterministic_threads) {
 CG_TEST(sscan_cpu_nan_inf) {
     ss_case c = {.B = 2, .L = 12, .D = 20, .N = 7, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
                  .config = "segment=5,block_d=16"};
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ss_set s;
     ss_alloc(&s, &c, CG_F32, 1);
     ss_fill(&s, &c, 40);
@@ -323,9 +317,7 @@ CG_TEST(sscan_cpu_nan_inf) {
 
 CG_TEST(sscan_cpu_bad_config) {
     ss_case c = {.B = 1, .L = 4, .D = 3, .N = 2};
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ss_set s;
     ss_alloc(&s, &c, CG_F32, 0);
     ss_fill(&s, &c, 50);
@@ -351,9 +343,7 @@ CG_TEST(sscan_cpu_bad_config) {
 CG_TEST(sscan_cpu_default_from_lua) {
     /* An unpinned call runs generator/cpu/sscan_cpu.lua's default for the running variant,
      * the layout (shape.seq_major) and the direction. */
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
     int distinct = 0;
     char first[64] = "";
@@ -416,9 +406,7 @@ static void ss_check_half(const ss_case *c, cg_dtype dt, unsigned mask, uint64_t
     char what[300];
     ss_describe(c, what, sizeof what);
     snprintf(what + strlen(what), sizeof what - strlen(what), " %s mask=0x%03x", cht_name(dt), mask);
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ss_set cpu, g, ref; /* float32 run; the 16-bit run's float32 outputs; float64 reference */
     ss_alloc(&cpu, c, CG_F32, 1);
     ss_alloc(&g, c, CG_F32, 1);

@@ -272,9 +272,7 @@ static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
  * defaults of every case in both (sscan_gen_emu_default16). */
 static void run_space_dt(int bwd, cg_backend be, int half) {
     const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     if (!cg_test_device(ctx, be, &dev)) {
         cg_context_free(ctx);
@@ -379,9 +377,7 @@ CG_TEST(sscan_gen_emu_bwd_space16) { run_space_dt(1, CG_BACKEND_EMULATE, 1); }
 /* The default configs on every case, forward and backward; the dispatch line names the
  * kernel; a second call finds the plan and gives the same bits (deterministic). */
 CG_TEST(sscan_gen_emu_default) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int i = 0; i < NCASES; i++) {
         sg_prob g;
         prob_new(ctx, &g, &k_cases[i], 200 + (uint64_t)i);
@@ -417,9 +413,7 @@ CG_TEST(sscan_gen_emu_default) {
  * backward, against the reference on the same rounded inputs; the kernel is the one
  * generated for the dtype (named so); a second call gives the same bits. */
 CG_TEST(sscan_gen_emu_default16) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int h = 0; h < 2; h++)
         for (int i = 0; i < NCASES; i++) {
             sg_prob g;
@@ -454,9 +448,7 @@ CG_TEST(sscan_gen_emu_default16) {
 
 /* Pins outside the space, or rejected by the constraints, fail with a reason. */
 CG_TEST(sscan_gen_emu_bad_config) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     sg_prob g;
     prob_new(ctx, &g, &k_cases[4], 300); /* N = 256 */
     CG_CHECK_REFUSED(ctx, sg_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=5"), CG_EINVAL, "chunk", "chunk=5 (outside the space)");
@@ -511,9 +503,7 @@ static int bwd_plan_ws(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *d
  * channel, which the per-block dB/dC partials did), and from L = 4096 to 8192 by at
  * most the per-segment and per-token terms. */
 CG_TEST(sscan_gen_bwd_workspace_bound) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(90, &dev), "sm_90 is known");
     cg_kshape base;
@@ -619,22 +609,14 @@ static int half_union(cg_context *ctx, const char *kernel, int bwd, cg_dtype dt,
  * loaded element: cvt.f32.f16 against a shift, and cvt.rn.{bf16,f16}), and the defaults
  * of every case compile in both. */
 static void half_nvrtc(int arch) {
-    if (!cg__nvrtc_api(NULL)) {
-        cg_test_skip("libnvrtc cannot be loaded");
-        return;
-    }
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    cg_devinfo dev;
-    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
     /* the configs cg_sweep_select keeps (sweep_sample.h): the covering sample, the same in
-     * the release and sanitizer runs (the second hits the kernel cache) */
-    /* CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them
-     * (scripts/test.sh shares one between the release and sanitizer runs) */
-    const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
-    const char *kdir = kc && *kc ? kc : NULL;
-    char nvrtc_id[256] = "";
-    if (kdir) CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, nvrtc_id, sizeof nvrtc_id));
+     * the release and sanitizer runs (the second hits the kernel cache of
+     * CHUNKGEN_TEST_KCACHE, which scripts/test.sh shares between them) */
+    cg_devinfo dev;
+    const char *kdir;
+    char nvrtc_id[256];
+    cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
+    if (!ctx) return;
     int ncomp = 0, maxreg = 0;
     const double t0 = (double)cg__jit_now_ns() / 1e9;
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -678,9 +660,7 @@ static void half_nvrtc(int arch) {
  * unknown dtype word, and SSD's float32-only log_alpha as 16-bit are refused by name;
  * f32 and bf16 plans of one config differ in name and source. */
 CG_TEST(sscan_gen_half_refusals) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     cg_kshape ks;

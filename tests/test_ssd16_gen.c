@@ -233,9 +233,7 @@ static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfg
  * one in bf16 when k is even, else f16; on backend be (emulate, or cuda: the device's
  * space, skipped without one). */
 static void space_sig_run(int bwd, const char *const *only, cg_backend be) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     if (!cg_test_device(ctx, be, &dev)) {
         cg_context_free(ctx);
@@ -310,9 +308,7 @@ CG_TEST(ssd16_gen_emu_mixed_space) {
 /* The default of every shape in bf16 and f16, forward and backward: the dispatch line
  * names the kernel generated for the dtype; a second call gives the same bits. */
 CG_TEST(ssd16_gen_emu_default) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int bwd = 0; bwd < 2; bwd++) {
         int ns;
         const s16_shape *sh = shapes(bwd, &ns);
@@ -342,9 +338,7 @@ CG_TEST(ssd16_gen_emu_default) {
  * bf16 like q) and v alone f16, on the G < H shape, forward and backward, default config:
  * each tensor staged or stored in its own type, against the reference. */
 CG_TEST(ssd16_gen_emu_mixed) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int bwd = 0; bwd < 2; bwd++)
         for (int m = 0; m < 2; m++) {
             const s16_shape *sh = bwd ? &k_bwd[1] : &k_fwd[1];
@@ -380,9 +374,7 @@ CG_TEST(ssd16_gen_emu_mixed) {
  * rounded once: heads=loop is refused there (it would round per head), the default
  * splits; with G = H heads=loop stays. */
 CG_TEST(ssd16_gen_heads_rounding) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     cg_kshape ks;
@@ -405,9 +397,7 @@ CG_TEST(ssd16_gen_heads_rounding) {
  * for float32 and for a mixed call whose operands are not all 16-bit (those keep ieee /
  * tf32 / 3xtf32), and every config of the 16-bit spaces has it. */
 CG_TEST(ssd16_gen_mma16_precision) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -453,9 +443,7 @@ CG_TEST(ssd16_gen_mma16_precision) {
  * rows, one per lane) takes its ideal wavefronts, forward and backward (defaults, bf16,
  * dk 48: dkp + 8 = 56 halves, dv 40 and the dv tiles 64 / 32 + 8). */
 CG_TEST(ssd16_gen_emu_ldmatrix_banks) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     CG_CHECK_OK(ctx, cg__emu_stats_enable(ctx, 1));
     static const s16_shape sh = {1, 37, 1, 2, 48, 40, 0, 1, 1, 1};
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -495,18 +483,11 @@ CG_TEST(ssd16_gen_emu_ldmatrix_banks) {
  * modules on sm_80, 399 CPU-s; 231 on sm_90, 484 CPU-s.
  * CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them. */
 static void nvrtc16(int arch) {
-    if (!cg__nvrtc_api(NULL)) {
-        cg_test_skip("libnvrtc cannot be loaded");
-        return;
-    }
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
-    const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
-    const char *kdir = kc && *kc ? kc : NULL;
-    char nvrtc_id[256] = "";
-    if (kdir) CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, nvrtc_id, sizeof nvrtc_id));
+    const char *kdir;
+    char nvrtc_id[256];
+    cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
+    if (!ctx) return;
     int ncomp = 0, maxreg = 0, total = 0, nkept = 0;
     const double t0 = (double)cg__jit_now_ns() / 1e9;
     for (int bwd = 0; bwd < 2; bwd++) {
