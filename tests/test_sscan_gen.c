@@ -612,18 +612,14 @@ static void half_nvrtc(int arch) {
     /* the configs cg_sweep_select keeps (sweep_sample.h): the covering sample, the same in
      * the release and sanitizer runs (the second hits the kernel cache of
      * CHUNKGEN_TEST_KCACHE, which scripts/test.sh shares between them) */
-    cg_devinfo dev;
-    const char *kdir;
-    char nvrtc_id[256];
-    cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
-    if (!ctx) return;
-    int ncomp = 0, maxreg = 0;
-    const double t0 = (double)cg__jit_now_ns() / 1e9;
+    cg_test_nvrtc nv;
+    if (!cg_test_nvrtc_begin(&nv, arch)) return;
     for (int bwd = 0; bwd < 2; bwd++) {
         const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
         cg_cfg *cfgs[2];
         int *case_of[2], n[2];
-        for (int h = 0; h < 2; h++) n[h] = half_union(ctx, kernel, bwd, h ? CG_F16 : CG_BF16, &dev, &cfgs[h], &case_of[h]);
+        for (int h = 0; h < 2; h++)
+            n[h] = half_union(nv.ctx, kernel, bwd, h ? CG_F16 : CG_BF16, &nv.dev, &cfgs[h], &case_of[h]);
         CG_CHECK(n[0] == n[1] && n[0] > 0, "%s: %d bf16 and %d f16 configs", kernel, n[0], n[1]);
         cg_sweep_sel sel;
         cg_sweep_select_array(cfgs[0], n[0], CG_SWEEP_VALUES, &sel); /* a variant: sweep_sample.h */
@@ -636,14 +632,11 @@ static void half_nvrtc(int arch) {
             kshape_of(&k_cases[ci], bwd, &ks);
             half_dtypes(&k_cases[ci], bwd, h ? CG_F16 : CG_BF16, &ks);
             cg_plan p;
-            cg_status st = cg__gen_plan(ctx, kernel, &ks, &dev, dflt ? NULL : &cfgs[h][q], &p);
-            CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(ctx));
-            if (st != CG_OK) continue;
+            if (!cg_test_nvrtc_plan(&nv, kernel, &ks, dflt ? NULL : &cfgs[h][q], &p)) continue;
             CG_CHECK(strstr(p.source, h ? "#define CG_T_X cg_f16\n" : "#define CG_T_X cg_bf16\n") &&
                          (strstr(p.name, h ? "_f16" : "_bf16") || strstr(p.name, h ? "_dthh" : "_dtbb")),
                      "%s: 16-bit defines and name", p.name);
-            ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
-            cg__plan_free(&p);
+            cg_test_nvrtc_nospill(&nv, &p);
         }
         cg_sweep_sel_free(&sel);
         for (int h = 0; h < 2; h++) {
@@ -651,9 +644,7 @@ static void half_nvrtc(int arch) {
             free(case_of[h]);
         }
     }
-    fprintf(stderr, "  sm_%d: %d 16-bit sscan kernels compiled (%.0f s), max %d registers\n", arch, ncomp,
-            (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
-    cg_context_free(ctx);
+    cg_test_nvrtc_end(&nv, "16-bit sscan", "");
 }
 
 /* The 16-bit signature is the kernel's: a tensor outside a kernel's `half` list, an

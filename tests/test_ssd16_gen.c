@@ -483,19 +483,15 @@ CG_TEST(ssd16_gen_emu_ldmatrix_banks) {
  * modules on sm_80, 399 CPU-s; 231 on sm_90, 484 CPU-s.
  * CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them. */
 static void nvrtc16(int arch) {
-    cg_devinfo dev;
-    const char *kdir;
-    char nvrtc_id[256];
-    cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
-    if (!ctx) return;
-    int ncomp = 0, maxreg = 0, total = 0, nkept = 0;
-    const double t0 = (double)cg__jit_now_ns() / 1e9;
+    cg_test_nvrtc nv;
+    if (!cg_test_nvrtc_begin(&nv, arch)) return;
+    int total = 0, nkept = 0;
     for (int bwd = 0; bwd < 2; bwd++) {
         int ns;
         const s16_shape *sh = shapes(bwd, &ns);
         cg_cfg *cfgs = NULL;
         int *shape_of = NULL;
-        const int n = space16(ctx, bwd, &dev, &cfgs, &shape_of);
+        const int n = space16(nv.ctx, bwd, &nv.dev, &cfgs, &shape_of);
         total += n;
         cg_sweep_sel sel;
         cg_sweep_select_array(cfgs, n, CG_SWEEP_PAIRS, &sel); /* mma16: a code path of its own */
@@ -507,22 +503,19 @@ static void nvrtc16(int arch) {
             cg_kshape ks;
             kshape_of(bwd, &sh[s], h ? CG_F16 : CG_BF16, &ks);
             cg_plan p;
-            cg_status st = cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, dflt ? NULL : &cfgs[q], &p);
-            CG_CHECK(st == CG_OK, "%s: %s", kernel_of(bwd), cg_errmsg(ctx));
-            if (st != CG_OK) continue;
+            if (!cg_test_nvrtc_plan(&nv, kernel_of(bwd), &ks, dflt ? NULL : &cfgs[q], &p)) continue;
             CG_CHECK(strstr(p.source, h ? "#define CG_T_Q cg_f16\n" : "#define CG_T_Q cg_bf16\n") &&
                          strstr(p.name, h ? "_f16" : "_bf16"),
                      "%s: 16-bit defines and name", p.name);
-            ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
-            cg__plan_free(&p);
+            cg_test_nvrtc_nospill(&nv, &p);
         }
         cg_sweep_sel_free(&sel);
         free(cfgs);
         free(shape_of);
     }
-    fprintf(stderr, "  sm_%d: %d 16-bit SSD kernels compiled (%d of %d configs, and the defaults; %.0f s), max %d registers\n",
-            arch, ncomp, nkept, total, (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
-    cg_context_free(ctx);
+    char note[96];
+    snprintf(note, sizeof note, "%d of %d configs, and the defaults", nkept, total);
+    cg_test_nvrtc_end(&nv, "16-bit SSD", note);
 }
 
 CG_TEST(ssd16_gen_nvrtc_sm80) { nvrtc16(80); }
