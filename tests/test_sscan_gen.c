@@ -18,6 +18,7 @@
 #include "nvrtc_testlib.h"
 #include "ptxas_log.h"
 #include "test_dtype_lib.h"
+#include "sscan_testlib.h"
 #include "sweep_sample.h"
 
 #define FWD_TOL 1e-5
@@ -25,86 +26,26 @@
 #define HALF_TOL_BF16 1e-2 /* docs/dtypes.md */
 #define HALF_TOL_F16 2e-3
 
-typedef struct sg_case {
-    int64_t B, L, D, N, G; /* G = 0: ungrouped B/C [B, L, N] */
-    int z, Dv, bias, softplus, h0, dhT;
-    int outs;              /* hT and dh0 requested */
-    int strided;           /* [B, D, L] memory for [B, L, D] tensors, [B, (G,) N, L] for B/C */
-} sg_case;
 
 /* Together these accept every config of both spaces (checked against a wide sweep of
  * shapes with `chunkgen gen sscan_fwd|sscan_bwd --configs`): N = 256 needs the narrowest
  * block, the par strategy and segment 256 need a long L, dim_block 64 needs D > 32. */
-static const sg_case k_cases[] = {
-    {2, 1, 5, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0},
-    {1, 37, 19, 16, 0, 1, 1, 1, 1, 1, 1, 1, 1},
-    {2, 29, 12, 33, 3, 1, 0, 0, 0, 1, 0, 1, 0},
-    {1, 23, 40, 7, 2, 0, 1, 1, 1, 0, 1, 0, 0},
-    {1, 9, 3, 256, 0, 0, 1, 0, 0, 1, 1, 1, 0},
-    {1, 300, 6, 1, 6, 1, 0, 0, 1, 0, 1, 1, 1},
-    {1, 150, 33, 4, 3, 1, 1, 1, 1, 1, 1, 1, 0},
-    {2, 70, 65, 16, 5, 0, 1, 1, 0, 1, 0, 1, 1},
+static const sst_case k_cases[] = {
+    {2, 1, 5, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0, NULL},
+    {1, 37, 19, 16, 0, 1, 1, 1, 1, 1, 1, 1, 1, NULL},
+    {2, 29, 12, 33, 3, 1, 0, 0, 0, 1, 0, 1, 0, NULL},
+    {1, 23, 40, 7, 2, 0, 1, 1, 1, 0, 1, 0, 0, NULL},
+    {1, 9, 3, 256, 0, 0, 1, 0, 0, 1, 1, 1, 0, NULL},
+    {1, 300, 6, 1, 6, 1, 0, 0, 1, 0, 1, 1, 1, NULL},
+    {1, 150, 33, 4, 3, 1, 1, 1, 1, 1, 1, 1, 0, NULL},
+    {2, 70, 65, 16, 5, 0, 1, 1, 0, 1, 0, 1, 1, NULL},
     /* chunk 16 with the par strategy and segment 256 with narrow blocks need a long L and
      * enough channels for blocks of 16 to 64 */
-    {1, 600, 40, 7, 2, 1, 1, 0, 1, 0, 1, 1, 0},
+    {1, 600, 40, 7, 2, 1, 1, 0, 1, 0, 1, 1, 0, NULL},
 };
 #define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
-enum { T_X, T_DELTA, T_A, T_B, T_C, T_D, T_Z, T_BIAS, T_H0, T_DY, T_DHT, T_Y, T_HT,
-       T_DX, T_DDELTA, T_DA, T_DB, T_DC, T_DD, T_DZ, T_DBIAS, T_DH0, T_COUNT };
-static const char *const k_names[T_COUNT] = {"x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "dy",
-                                              "dhT", "y", "hT", "dx", "ddelta", "dA", "dB", "dC", "dD", "dz",
-                                              "ddelta_bias", "dh0"};
 
-typedef struct sg_set {
-    cg_tbuf t[T_COUNT];
-    int on[T_COUNT];
-} sg_set;
-
-static const cg_tensor k_absent;
-
-static int sg_dims(const sg_case *c, int i, int64_t *sh, int *perm, int *permuted) {
-    *permuted = 0;
-    switch (i) {
-    case T_X: case T_DELTA: case T_Z: case T_DY: case T_Y: case T_DX: case T_DDELTA: case T_DZ:
-        sh[0] = c->B, sh[1] = c->L, sh[2] = c->D;
-        perm[0] = 0, perm[1] = 2, perm[2] = 1;
-        *permuted = c->strided;
-        return 3;
-    case T_A: case T_DA:
-        sh[0] = c->D, sh[1] = c->N;
-        return 2;
-    case T_B: case T_C: case T_DB: case T_DC:
-        sh[0] = c->B, sh[1] = c->L;
-        *permuted = c->strided;
-        if (c->G) {
-            sh[2] = c->G, sh[3] = c->N;
-            perm[0] = 0, perm[1] = 2, perm[2] = 3, perm[3] = 1;
-            return 4;
-        }
-        sh[2] = c->N;
-        perm[0] = 0, perm[1] = 2, perm[2] = 1;
-        return 3;
-    case T_D: case T_BIAS: case T_DD: case T_DBIAS:
-        sh[0] = c->D;
-        return 1;
-    default: /* h0, dhT, hT, dh0 */
-        sh[0] = c->B, sh[1] = c->D, sh[2] = c->N;
-        return 3;
-    }
-}
-
-static int sg_on(const sg_case *c, int i) {
-    switch (i) {
-    case T_Z: case T_DZ: return c->z;
-    case T_D: case T_DD: return c->Dv;
-    case T_BIAS: case T_DBIAS: return c->bias;
-    case T_H0: return c->h0;
-    case T_DHT: return c->dhT;
-    case T_HT: case T_DH0: return c->outs;
-    default: return 1;
-    }
-}
 
 /* The tensors that may be 16-bit (the op table's CG_TD_HALF ones). */
 static int sg_half(int i) {
@@ -117,46 +58,32 @@ static int sg_half(int i) {
 
 /* The set in dt; with dt CG_BF16 or CG_F16 the 16-bit-capable tensors only, the others
  * in CG_F32. */
-static void sg_alloc(sg_set *s, const sg_case *c, cg_dtype dt) {
+static void sg_alloc(sst_set *s, const sst_case *c, cg_dtype dt) {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < T_COUNT; i++) {
         int64_t sh[4];
         int perm[4], permuted;
-        const int nd = sg_dims(c, i, sh, perm, &permuted);
+        const int nd = sst_dims(c, i, sh, perm, &permuted);
         const cg_dtype ti = dt == CG_F64 || sg_half(i) ? dt : CG_F32;
-        s->on[i] = sg_on(c, i);
+        s->on[i] = sst_on(c, i);
         s->t[i] = cg_tbuf_new_perm(ti, nd, sh, permuted && dt != CG_F64 ? perm : NULL);
     }
 }
 
-static void sg_free(sg_set *s) {
-    for (int i = 0; i < T_COUNT; i++) cg_tbuf_free(&s->t[i]);
-}
 
-static cg_tensor opt(const sg_set *s, int i) { return s->on[i] ? s->t[i].t : k_absent; }
-
-static cg_status sg_fwd(cg_context *ctx, sg_set *s, const sg_case *c, cg_backend be, const char *config) {
-    cg_sscan_fwd_args a = {
-        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
-        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
-        .delta_softplus = c->softplus, .y = s->t[T_Y].t, .hT = opt(s, T_HT)};
+static cg_status sg_fwd(cg_context *ctx, sst_set *s, const sst_case *c, cg_backend be, const char *config) {
+    cg_sscan_fwd_args a = sst_fwd_args(s, c);
     const cg_exec ex = {.backend = be, .config = config};
     return cg_sscan_fwd(ctx, &a, &ex);
 }
 
-static cg_status sg_bwd(cg_context *ctx, sg_set *s, const sg_case *c, cg_backend be, const char *config) {
-    cg_sscan_bwd_args a = {
-        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
-        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
-        .dy = s->t[T_DY].t, .dhT = opt(s, T_DHT), .delta_softplus = c->softplus,
-        .dx = s->t[T_DX].t, .ddelta = s->t[T_DDELTA].t, .dA = s->t[T_DA].t, .dB = s->t[T_DB].t,
-        .dC = s->t[T_DC].t, .dD = opt(s, T_DD), .dz = opt(s, T_DZ), .ddelta_bias = opt(s, T_DBIAS),
-        .dh0 = opt(s, T_DH0)};
+static cg_status sg_bwd(cg_context *ctx, sst_set *s, const sst_case *c, cg_backend be, const char *config) {
+    cg_sscan_bwd_args a = sst_bwd_args(s, c);
     const cg_exec ex = {.backend = be, .config = config};
     return cg_sscan_bwd(ctx, &a, &ex);
 }
 
-static void describe(const sg_case *c, char *buf, size_t n) {
+static void describe(const sst_case *c, char *buf, size_t n) {
     snprintf(buf, n, "B=%lld L=%lld D=%lld N=%lld G=%lld z=%d D=%d bias=%d softplus=%d h0=%d dhT=%d outs=%d strided=%d",
              (long long)c->B, (long long)c->L, (long long)c->D, (long long)c->N, (long long)c->G, c->z, c->Dv,
              c->bias, c->softplus, c->h0, c->dhT, c->outs, c->strided);
@@ -165,12 +92,12 @@ static void describe(const sg_case *c, char *buf, size_t n) {
 /* A problem for the kernels (F32, or its 16-bit-capable tensors in BF16 / F16) and its
  * F64 reference results on the same (rounded) inputs. */
 typedef struct sg_prob {
-    sg_case c;
+    sst_case c;
     cg_dtype dt;
-    sg_set f, d;
+    sst_set f, d;
 } sg_prob;
 
-static void prob_new_dt(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t seed, cg_dtype dt) {
+static void prob_new_dt(cg_context *ctx, sg_prob *g, const sst_case *c, uint64_t seed, cg_dtype dt) {
     g->c = *c;
     g->dt = dt;
     sg_alloc(&g->d, c, CG_F64);
@@ -199,13 +126,13 @@ static void prob_new_dt(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t 
     CG_CHECK_OK(ctx, sg_bwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
 }
 
-static void prob_new(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t seed) {
+static void prob_new(cg_context *ctx, sg_prob *g, const sst_case *c, uint64_t seed) {
     prob_new_dt(ctx, g, c, seed, CG_F32);
 }
 
 static void prob_free(sg_prob *g) {
-    sg_free(&g->f);
-    sg_free(&g->d);
+    sst_free(&g->f);
+    sst_free(&g->d);
 }
 
 /* Runs op (0 forward, 1 backward) of g with be and config; checks every output it
@@ -228,13 +155,13 @@ static int check_op(cg_context *ctx, sg_prob *g, int bwd, cg_backend be, const c
         const cg_dtype dt = g->f.t[i].t.dtype;
         const double tol = dt == CG_BF16 ? HALF_TOL_BF16 : dt == CG_F16 ? HALF_TOL_F16 : bwd ? GRAD_TOL : FWD_TOL;
         const double err = cg_rel_err(&g->f.t[i], &g->d.t[i]);
-        CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e, config %s on %s [%s]", k_names[i], err, tol,
+        CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e, config %s on %s [%s]", sst_names[i], err, tol,
                  config ? config : "default", what, cg_last_dispatch(ctx));
     }
     return 1;
 }
 
-static void kshape_of(const sg_case *c, int bwd, cg_kshape *ks) {
+static void kshape_of(const sst_case *c, int bwd, cg_kshape *ks) {
     memset(ks, 0, sizeof *ks);
     ks->B = c->B, ks->L = c->L, ks->D = c->D, ks->N = c->N, ks->G = c->G ? c->G : 1;
     ks->flags = (c->h0 ? CG_KS_H0 : 0) | (c->softplus ? CG_KS_SOFTPLUS : 0) | (c->Dv ? CG_KS_HAS_D : 0) |
@@ -263,7 +190,7 @@ static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
     return 0;
 }
 
-static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
+static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
 
 /* The configs of kernel (sscan_fwd or sscan_bwd) accepted for some case that the sweep's
  * selection keeps (sweep_sample.h), each run once on a rotating choice among the cases
@@ -391,7 +318,7 @@ CG_TEST(sscan_gen_emu_default) {
             for (int t = lo; t < hi; t++) {
                 int64_t sh[4];
                 int perm[4], permuted;
-                const int nd = sg_dims(&g.c, t, sh, perm, &permuted);
+                const int nd = sst_dims(&g.c, t, sh, perm, &permuted);
                 keep[t] = cg_tbuf_new(CG_F32, nd, sh);
                 cg_tbuf_copy(&keep[t], &g.f.t[t]);
             }
@@ -400,7 +327,7 @@ CG_TEST(sscan_gen_emu_default) {
             for (int t = lo; t < hi; t++) {
                 if (g.f.on[t])
                     CG_CHECK(cg_rel_err(&g.f.t[t], &keep[t]) == 0, "case %d: %s differs on a second run", i,
-                             k_names[t]);
+                             sst_names[t]);
                 cg_tbuf_free(&keep[t]);
             }
         }
@@ -430,13 +357,13 @@ CG_TEST(sscan_gen_emu_default16) {
                 for (int t = lo; t < hi; t++) {
                     int64_t sh[4];
                     int perm[4], permuted;
-                    keep[t] = cg_tbuf_new(CG_F64, sg_dims(&g.c, t, sh, perm, &permuted), sh);
+                    keep[t] = cg_tbuf_new(CG_F64, sst_dims(&g.c, t, sh, perm, &permuted), sh);
                     cg_tbuf_copy(&keep[t], &g.f.t[t]);
                 }
                 CG_CHECK_OK(ctx, bwd ? sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL)
                                      : sg_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL));
                 for (int t = lo; t < hi; t++) {
-                    if (g.f.on[t] && !first && cg_rel_err(&g.f.t[t], &keep[t]) != 0) first = k_names[t];
+                    if (g.f.on[t] && !first && cg_rel_err(&g.f.t[t], &keep[t]) != 0) first = sst_names[t];
                     cg_tbuf_free(&keep[t]);
                 }
                 CG_CHECK(!first, "case %d %s: %s differs on a second run", i, h ? "f16" : "bf16", first);
@@ -561,7 +488,7 @@ CG_TEST(sscan_gen_bwd_workspace_bound) {
 /* ks->dtypes for case c with its 16-bit-capable tensors (those the case gives) in dt,
  * as runtime/launch.c writes it (op-table order: x, delta, B, C, z, then y or dy, dx,
  * ddelta, dB, dC, dz). */
-static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks) {
+static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_kshape *ks) {
     static const char *const fwd[] = {"x", "delta", "B", "C", "z", "y"};
     static const char *const bwdn[] = {"x", "delta", "B", "C", "z", "dy", "dx", "ddelta", "dB", "dC", "dz"};
     const char *const *names = bwd ? bwdn : fwd;
