@@ -153,13 +153,9 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, doubl
                     double tol_tf32) {
     CG_CHECK(sp->nshapes <= MAX_SHAPES, "%d shapes, at most %d", sp->nshapes, MAX_SHAPES);
     if (sp->nshapes > MAX_SHAPES) return;
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    if (!cg_test_device(ctx, be, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
     const int ns = sp->nshapes;
     cg_cfg *space[MAX_SHAPES];
     int nspace[MAX_SHAPES];

@@ -199,12 +199,9 @@ static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
  * defaults of every case in both (sscan_gen_emu_default16). */
 static void run_space_dt(int bwd, cg_backend be, int half) {
     const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
-    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
-    if (!cg_test_device(ctx, be, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
     cg_cfg *space[NCASES];
     int nspace[NCASES];
     for (int i = 0; i < NCASES; i++) {

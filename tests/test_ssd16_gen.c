@@ -233,12 +233,9 @@ static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfg
  * one in bf16 when k is even, else f16; on backend be (emulate, or cuda: the device's
  * space, skipped without one). */
 static void space_sig_run(int bwd, const char *const *only, cg_backend be) {
-    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
-    if (!cg_test_device(ctx, be, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
     cg_cfg *cfgs = NULL;
     int *shape_of = NULL, ns;
     const s16_shape *sh = shapes(bwd, &ns);

@@ -81,10 +81,7 @@ static void check_again(cg_context *ctx, tcase *g, int i) {
 
 static int bshape_flags(const bshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->dhT ? CG_KS_DHT : 0); }
 
-/* The config-space loop of ssd_testlib.c over k_shapes: run_space(prec, be). The configs
- * with precision `prec` accepted for any test shape that the sweep's selection keeps (the
- * covering sample in CI, all of them under CHUNKGEN_TEST_SWEEP=full: sweep_sample.h), each
- * run once on a rotating choice among the shapes that accept it. */
+/* run_space(prec, be) and run_default() over k_shapes (ssd_testlib.h). */
 SSDT_RUN_SPACE(bshape_flags, "ssd_bwd", "ssd_bwd_gen")
 
 CG_TEST(ssd_bwd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE); }

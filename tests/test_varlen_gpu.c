@@ -154,13 +154,9 @@ static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
  * reference's packed call (itself one B = 1 call per sequence), taking turns over the two
  * length mixes. */
 static void run_space_on(cg_op op, cg_backend be) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    if (!cg_test_device(ctx, be, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
     const cg_op_desc *d = cg__op_desc(op);
     int64_t dims[CG_SYM_COUNT];
     op_dims(op, dims, 0);
