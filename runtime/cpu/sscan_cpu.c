@@ -427,22 +427,37 @@ static int ss_threads(cg_pool *pool, int threads) {
     return (threads <= 0 || threads > size) ? size : threads;
 }
 
+/* A call's config (prm), plan and thread count (nth: per-thread scratch). The dtypes were
+ * checked by the entry point (cpu_isa.c). */
+static cg_status ss_begin(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, int bwd,
+                          cg_sscan_cpu_params *prm, ss_plan *P, int *nth) {
+    cg_status s = ss_params(ctx, p, cfg, bwd, prm);
+    if (s) return s;
+    ss_plan_init(P, p, prm);
+    *nth = ss_threads(cg__ctx_pool(ctx), prm->threads);
+    return CG_OK;
+}
+
+/* The scratch floats of all threads: *per (one thread's) rounded up to 16 (64 bytes),
+ * times nth; 0 when that overflows. */
+static size_t ss_scratch(size_t *per, int nth) {
+    *per = (*per + 15) / 16 * 16;
+    return ss_count((int64_t)*per, nth, 1, 1);
+}
+
 cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    /* dtypes: checked by the entry point (cpu_isa.c) */
     cg_sscan_cpu_params prm;
-    cg_status s = ss_params(ctx, p, cfg, 0, &prm);
-    if (s) return s;
     ss_plan P;
-    ss_plan_init(&P, p, &prm);
+    int nth;
+    cg_status s = ss_begin(ctx, p, cfg, 0, &prm, &P, &nth);
+    if (s) return s;
     P.tile = ss_fwd_tile(p) < p->L ? ss_fwd_tile(p) : p->L;
     cg_pool *pool = cg__ctx_pool(ctx);
-    const int nth = ss_threads(pool, prm.threads);
     /* At, h [nc N W]; bias, Dv [ld]; xs, dts, ys, zs [T ld]; Bs, Cs [T N] */
     size_t per = ss_count(2 * P.nc, p->N, SS_W, 1) + ss_count(P.ld, 2 + 4 * P.tile, 1, 1) +
                  ss_count(2 * P.tile, p->N, 1, 1);
-    per = (per + 15) / 16 * 16;
-    size_t all = ss_count((int64_t)per, nth, 1, 1);
+    size_t all = ss_scratch(&per, nth);
     if (!all || !(P.scratch = cg__aligned_alloc(all * sizeof(float))))
         return cg__err(ctx, CG_ENOMEM, "cpu sscan forward: out of memory for %d x %zu floats of scratch", nth, per);
     P.scr = per;
@@ -582,22 +597,19 @@ static void bc_reduce_task(void *arg, int64_t i, int tid) {
 
 cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    /* dtypes: checked by the entry point (cpu_isa.c) */
     cg_sscan_cpu_params prm;
-    cg_status s = ss_params(ctx, p, cfg, 1, &prm);
-    if (s) return s;
     ss_plan P;
-    ss_plan_init(&P, p, &prm);
+    int nth;
+    cg_status s = ss_begin(ctx, p, cfg, 1, &prm, &P, &nth);
+    if (s) return s;
     P.tile = P.seg;
     cg_pool *pool = cg__ctx_pool(ctx);
-    const int nth = ss_threads(pool, prm.threads);
     const int64_t N = p->N, NW = N * SS_W, S = P.seg, ld = P.ld, nc = P.nc;
     /* Per thread (floats): At, h, g [nc NW]; dAtot [2 nc NW]; dDb [4 ld]; bias, Dv [ld];
      * 9 tiles [S ld]; Bs, Cs [S N]; accB, accC, ab [S NW]; hs [(S+1) NW]; dAseg [NW]; dScr [2 N]. */
     size_t per = ss_count(5 * nc, NW, 1, 1) + ss_count(6, ld, 1, 1) + ss_count(9 * S, ld, 1, 1) +
                  ss_count(2 * S + 2, N, 1, 1) + ss_count(4 * S + 2, NW, 1, 1);
-    per = (per + 15) / 16 * 16;
-    size_t all = ss_count((int64_t)per, nth, 1, 1);
+    size_t all = ss_scratch(&per, nth);
     size_t nck = ss_count(P.ntask, P.nseg, nc, NW);
     size_t nbc = P.nblk > 1 ? ss_count(p->B * p->G * P.nblk, p->L, 2 * N, 1) : 1;
     size_t npa = ss_count(p->B, p->D, N, 1), npd = ss_count(p->B, p->D, 2, 1);
