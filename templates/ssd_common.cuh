@@ -191,20 +191,9 @@ template <int M, int N, int W> struct Tile {
     static constexpr int TILES_M = M / TM, TILES_N = N / TN, TILES = TILES_M * TILES_N;
 };
 
-// Visit the accumulator elements of a lane: f(row, col, value&) relative to the tile.
-template <int MM, int NN, class F>
-__device__ __forceinline__ void tile_foreach(float (&acc)[MM][NN][4], F f) {
-    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
-#pragma unroll
-    for (int mm = 0; mm < MM; ++mm)
-#pragma unroll
-        for (int nn = 0; nn < NN; ++nn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) f(mm * 16 + gr + (e >> 1) * 8, nn * 8 + 2 * tg + (e & 1), acc[mm][nn][e]);
-}
-
-// The same by adjacent pairs: f(row, col, x0, x1) for (row, col) and (row, col + 1), col
-// even (a 64-bit shared-memory access where the row pitch and base are even).
+// Visit the accumulator elements of a lane by adjacent pairs, relative to the tile:
+// f(row, col, x0, x1) for (row, col) and (row, col + 1), col even (a 64-bit shared-memory
+// access where the row pitch and base are even).
 template <int MM, int NN, class F>
 __device__ __forceinline__ void tile_foreach2(float (&acc)[MM][NN][4], F f) {
     const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
@@ -214,6 +203,15 @@ __device__ __forceinline__ void tile_foreach2(float (&acc)[MM][NN][4], F f) {
         for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
             for (int h = 0; h < 2; ++h) f(mm * 16 + gr + h * 8, nn * 8 + 2 * tg, acc[mm][nn][2 * h], acc[mm][nn][2 * h + 1]);
+}
+
+// The same one element at a time: f(row, col, value&), in the order of the pairs.
+template <int MM, int NN, class F>
+__device__ __forceinline__ void tile_foreach(float (&acc)[MM][NN][4], F f) {
+    tile_foreach2(acc, [&](int r, int c, float &x0, float &x1) {
+        f(r, c, x0);
+        f(r, c + 1, x1);
+    });
 }
 
 // tile_foreach2 with a per-row value: v = fr(row) once per row of the lane, then
