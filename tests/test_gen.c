@@ -123,8 +123,7 @@ static cg_cfg pins(const char *text) {
 }
 
 CG_TEST(gen_pins) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     cg_kshape s = shape_of(0); /* dk = dv = 7 */

@@ -152,8 +152,7 @@ static int64_t plan_ws(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *d
 }
 
 CG_TEST(ssd_bwd_gen_recompute_workspace) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     /* B*H = 24, T = 8192 (128 chunks of 64), dk = dv = 128: 2*24*128*128*128 floats of states */
@@ -207,8 +206,7 @@ CG_TEST(ssd_bwd_gen_recompute_workspace) {
 
 /* Pins outside the space or rejected by the constraints fail with a reason. */
 CG_TEST(ssd_bwd_gen_emu_bad_config) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     tcase g;
     case_new(ctx, &g, &k_shapes[0], 3000);
     CG_CHECK_REFUSED(ctx, run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=48"), CG_EINVAL, "chunk", "chunk=48 (outside the space)");

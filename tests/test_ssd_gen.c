@@ -75,8 +75,7 @@ CG_TEST(ssd_gen_emu_default) { run_default(); }
 
 /* Pins outside the space or rejected by the constraints fail with a reason. */
 CG_TEST(ssd_gen_emu_bad_config) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     tcase g;
     case_new(ctx, &g, &k_shapes[1], 3000);
     CG_CHECK_REFUSED(ctx, run_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=48"), CG_EINVAL, "chunk", "chunk=48 (outside the space)");
