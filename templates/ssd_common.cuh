@@ -258,6 +258,14 @@ __device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
 __device__ __forceinline__ void tile_zero(float (&acc)[2][4]) { tile_zero(*reinterpret_cast<float (*)[1][2][4]>(&acc)); }
 
 // ------------------------------------------------------------------- loads
+// Whether every row of a w-wide source of row pitch ld elements starts 16-byte aligned
+// and w fills whole 16-byte vectors of E elements (E = 4 floats, 8 halves): the vector
+// paths of the loads below.
+template <int E, class T>
+__device__ __forceinline__ bool rows_aligned16(const T *src, i64 ld, int w) {
+    return w % E == 0 && ld % E == 0 && ((unsigned long long)src & 15u) == 0;
+}
+
 // Rows [0, ROWS) x columns [0, 4 W4) of a tile at dst (pitch LD floats, 16-byte aligned
 // rows) from src (row pitch ld floats, columns contiguous) by the block's NT threads:
 // rows < n and columns < w are copied, the rest zeroed. 16-byte cp.async (.cg) per 4
@@ -281,8 +289,8 @@ __device__ __noinline__ void load_tile_narrow(float *dst, const float *src, i64 
 template <int ROWS, int W4, int LD, int NT>
 __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, int n, int w) {
     static_assert(LD % 4 == 0, "16-byte aligned rows");
-    const bool wide = w % 4 == 0 && ld % 4 == 0 && ((unsigned long long)src & 15u) == 0;
-    if (wide) { // rolled too (compile time; an unrolled copy per tile saves only the loop branch)
+    // rolled too (compile time; an unrolled copy per tile saves only the loop branch)
+    if (rows_aligned16<4>(src, ld, w)) {
 #pragma unroll 1
         for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
             const int r = e / W4, i = (e - r * W4) * 4;
@@ -370,8 +378,7 @@ template <int ROWS, int W4, int LD, int NT, class T>
 __device__ __forceinline__ void load_tile16(float *dst, const T *src, i64 ld, int n, int w) {
     static_assert(sizeof(T) == 2 && LD % 4 == 0 && W4 % 2 == 0, "8 halves per 16 bytes, 16-byte aligned rows");
     constexpr int W8 = W4 / 2;
-    const bool wide = w % 8 == 0 && ld % 8 == 0 && ((unsigned long long)src & 15u) == 0;
-    if (wide) {
+    if (rows_aligned16<8>(src, ld, w)) {
 #pragma unroll 1
         for (int e = threadIdx.x; e < ROWS * W8; e += NT) {
             const int r = e / W8, i = (e - r * W8) * 8;

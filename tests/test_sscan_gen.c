@@ -177,19 +177,6 @@ static cg_kshape shape_of_ssd(void) {
     return ks;
 }
 
-static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
-    if (a->n != b->n) return 0;
-    for (int j = 0; j < a->n; j++)
-        if (strcmp(a->kv[j].key, b->kv[j].key) || strcmp(a->kv[j].val, b->kv[j].val)) return 0;
-    return 1;
-}
-
-static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
-    for (int i = 0; i < n; i++)
-        if (cfg_eq(&list[i], c)) return 1;
-    return 0;
-}
-
 static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
 
 /* The configs of kernel (sscan_fwd or sscan_bwd) accepted for some case that the sweep's
@@ -213,30 +200,10 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
         CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space[i], &nspace[i]));
         CG_CHECK(nspace[i] > 0, "%s: no config accepted for case %d", kernel, i);
     }
-    /* the union of the spaces in order of first appearance, each on a rotating choice
-     * among the cases that accept it */
-    int cap = 0;
-    for (int i = 0; i < NCASES; i++) cap += nspace[i];
-    const cg_cfg **cfgs = calloc((size_t)cap + 1, sizeof *cfgs);
-    int *pick_of = calloc((size_t)cap + 1, sizeof *pick_of);
-    int total = 0, rot = 0;
-    for (int i = 0; cfgs && pick_of && i < NCASES; i++) {
-        for (int j = 0; j < nspace[i]; j++) {
-            const cg_cfg *cf = &space[i][j];
-            int seen = 0;
-            for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
-            if (seen) continue;
-            int pick = -1;
-            for (int t = 0; t < NCASES && pick < 0; t++) {
-                const int cand = (rot + t) % NCASES;
-                if (space_has(space[cand], nspace[cand], cf)) pick = cand;
-            }
-            if (pick < 0) continue; /* cannot happen: case i has it */
-            rot = (pick + 1) % NCASES;
-            cfgs[total] = cf;
-            pick_of[total++] = pick;
-        }
-    }
+    /* the union of the spaces, each on a rotating choice among the cases that accept it */
+    const cg_cfg **cfgs;
+    int *pick_of;
+    const int total = cg_sweep_union(space, nspace, NCASES, NULL, &cfgs, &pick_of);
     /* the configs cg_sweep_select keeps (sweep_sample.h; every one under
      * CHUNKGEN_TEST_SWEEP=full): pairs, or each value for 16-bit storage, a variant of the
      * float32 space (the same precisions), where bf16 and f16 take turns over the kept ones */
@@ -518,7 +485,7 @@ static int half_union(cg_context *ctx, const char *kernel, int bwd, cg_dtype dt,
     *case_of = calloc((size_t)cap + 1, sizeof **case_of);
     for (int i = 0; i < NCASES; i++)
         for (int j = 0; j < nspace[i]; j++)
-            if (!space_has(*out, n, &space[i][j])) {
+            if (!cg_sweep_cfg_in(*out, n, &space[i][j])) {
                 (*case_of)[n] = i;
                 (*out)[n++] = space[i][j];
             }

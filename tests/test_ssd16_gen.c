@@ -175,18 +175,6 @@ static int check_case(cg_context *ctx, s16_case *c, cg_backend be, const char *c
     return 1;
 }
 
-static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
-    if (a->n != b->n) return 0;
-    for (int j = 0; j < a->n; j++)
-        if (strcmp(a->kv[j].key, b->kv[j].key) || strcmp(a->kv[j].val, b->kv[j].val)) return 0;
-    return 1;
-}
-static int in_list(const cg_cfg *list, int n, const cg_cfg *c) {
-    for (int i = 0; i < n; i++)
-        if (cfg_eq(&list[i], c)) return 1;
-    return 0;
-}
-
 /* The union of the 16-bit spaces of the shapes on dev (bf16; f16's is the same), in
  * order of first appearance, each with a shape that accepts it (rotating). Returns the
  * count (*cfgs, *shape_of: caller frees). */
@@ -208,11 +196,11 @@ static int space_sig(cg_context *ctx, int bwd, const cg_devinfo *dev, const char
     *shape_of = calloc((size_t)cap + 1, sizeof **shape_of);
     for (int i = 0; *cfgs && *shape_of && i < ns; i++)
         for (int j = 0; j < nsp[i]; j++) {
-            if (in_list(*cfgs, n, &sp[i][j])) continue;
+            if (cg_sweep_cfg_in(*cfgs, n, &sp[i][j])) continue;
             int pick = i;
             for (int t = 0; t < ns; t++) {
                 const int cand = (rot + t) % ns;
-                if (in_list(sp[cand], nsp[cand], &sp[i][j])) {
+                if (cg_sweep_cfg_in(sp[cand], nsp[cand], &sp[i][j])) {
                     pick = cand;
                     break;
                 }
