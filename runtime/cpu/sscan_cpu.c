@@ -395,13 +395,18 @@ static inline float hsum(const float *v) {
 
 /* --------------------------------------------------------------- forward */
 
-static void fwd_task(void *arg, int64_t ti, int tid) {
+/* Runs body on task ti of the plan arg with thread tid's scratch (a cg__pool_run task). */
+static inline void ss_run_task(void *arg, int64_t ti, int tid,
+                               void (*body)(const ss_plan *, int64_t, const ss_task, float *)) {
     const ss_plan *P = arg;
+    body(P, ti, ss_decode(P, ti), P->scratch + (size_t)tid * P->scr);
+}
+
+static void fwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
+    (void)ti;
     const cg_sscan_prob *p = P->p;
-    const ss_task t = ss_decode(P, ti);
     const ss_lim lim = P->lim;
     const int64_t N = p->N, ld = P->ld, nc = P->nc, T = P->tile, NW = N * SS_W;
-    float *s = P->scratch + (size_t)tid * P->scr;
     float *At = s, *h = At + nc * NW, *bias = h + nc * NW, *Dv = bias + ld;
     float *xs = Dv + ld, *dts = xs + T * ld, *ys = dts + T * ld, *zs = ys + T * ld;
     float *Bs = zs + T * ld, *Cs = Bs + T * N;
@@ -425,6 +430,7 @@ static void fwd_task(void *arg, int64_t ti, int tid) {
     }
     if (p->hT.p) scatter_state(&p->hT, t.b, t.d0, t.nb, nc, N, h);
 }
+static void fwd_task(void *arg, int64_t ti, int tid) { ss_run_task(arg, ti, tid, fwd_body); }
 
 /* Thread count the pool will use, for per-thread scratch. */
 static int ss_threads(cg_pool *pool, int threads) {
@@ -474,13 +480,10 @@ cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
 
 /* -------------------------------------------------------------- backward */
 
-static void bwd_task(void *arg, int64_t ti, int tid) {
-    const ss_plan *P = arg;
+static void bwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
     const cg_sscan_prob *p = P->p;
-    const ss_task t = ss_decode(P, ti);
     const ss_lim lim = P->lim;
     const int64_t N = p->N, L = p->L, ld = P->ld, nc = P->nc, S = P->seg, NW = N * SS_W;
-    float *s = P->scratch + (size_t)tid * P->scr;
     /* [nc NW]: At, h, g; dAtot (double) takes 2 nc NW floats */
     float *At = s, *h = At + nc * NW, *g = h + nc * NW;
     double *dAtot = (double *)(g + nc * NW);
@@ -577,6 +580,7 @@ static void bwd_task(void *arg, int64_t ti, int tid) {
         P->pDb[(t.b * p->D + d) * 2 + 1] = dDb[2 * j + 1];
     }
 }
+static void bwd_task(void *arg, int64_t ti, int tid) { ss_run_task(arg, ti, tid, bwd_body); }
 
 /* dB, dC rows of (b, g, 64-step tile) summed over the channel blocks in order. */
 #define SS_RED_TILE 64
