@@ -357,6 +357,175 @@ CG_API cg_status cg_prepare(cg_context *ctx, cg_op op, const void *args, const c
  * cg_errmsg. */
 CG_API cg_status cg_validate(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
 
+/* ------------------------------------------------- ops by number: describe and run
+ * Every op is one row of the library's op table; these calls expose that table, so that
+ * a caller (a language binding, a command line) handles any op without naming one. The
+ * strings they return are static (owned by the library, valid for the process). */
+
+/* Run op on args, an args struct of op's type (cg_ssd_fwd_args for CG_OP_SSD_FWD ...):
+ * the same as calling cg_<op>(ctx, args, exec). CG_EINVAL for an unknown op. */
+CG_API cg_status cg_run(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
+
+/* Number of ops: they are 0 .. cg_op_count() - 1. */
+CG_API int cg_op_count(void);
+/* Name of op ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"), static; NULL for an unknown op. */
+CG_API const char *cg_op_name(cg_op op);
+/* The op named name into *op; CG_EINVAL for an unknown name (nothing is written then). */
+CG_API cg_status cg_op_parse(const char *name, cg_op *op);
+
+/* The symbols a shape is made of: a tensor's logical extents are symbols, e.g. q is
+ * [B, T, G, dk]. Values only ever appended (new ops add symbols); at most
+ * CG_SHAPE_MAX_SYMS, the capacity of every array indexed by a cg_sym. */
+#define CG_SHAPE_MAX_SYMS 16
+typedef enum cg_sym {
+    CG_SYM_NONE = 0, /* no dimension (extent 1) */
+    CG_SYM_B = 1,    /* batch (SSD and selective scan) */
+    CG_SYM_T = 2,    /* SSD sequence length */
+    CG_SYM_G = 3,    /* groups: SSD q/k heads; selective scan B/C groups */
+    CG_SYM_H = 4,    /* SSD v heads */
+    CG_SYM_DK = 5,   /* SSD head dimension of q and k ("dk") */
+    CG_SYM_DV = 6,   /* SSD head dimension of v ("dv") */
+    CG_SYM_L = 7,    /* selective-scan sequence length */
+    CG_SYM_D = 8,    /* selective-scan channels */
+    CG_SYM_N = 9,    /* selective-scan state size */
+    CG_SYM_COUNT     /* this header's number of symbols (grows, never above CG_SHAPE_MAX_SYMS) */
+} cg_sym;
+/* Name of a symbol ("B", "T", "G", "H", "dk", "dv", "L", "D", "N"), static; "" for
+ * CG_SYM_NONE or an unknown value. */
+CG_API const char *cg_sym_name(cg_sym sym);
+/* The symbol named name (case-sensitive: "dk", "D") into *sym; CG_EINVAL for an unknown name. */
+CG_API cg_status cg_sym_parse(const char *name, cg_sym *sym);
+
+/* Flags of a tensor (cg_tensor_info.flags). */
+#define CG_TENSOR_LAYOUT 1     /* SSD per-token tensor: head-major layout swaps logical dims 1 and 2 */
+#define CG_TENSOR_GROUPABLE 2  /* its G dimension is left out when the call is ungrouped (sscan B, C) */
+#define CG_TENSOR_CONTIG 4     /* the innermost stride must be 1 */
+#define CG_TENSOR_HALF 8       /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16) */
+#define CG_TENSOR_INDEX 16     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens */
+#define CG_TENSOR_PER_SEQ 32   /* a state: its first extent is the number of sequences with cu_seqlens */
+
+/* The outputs and inputs of one op, and how they are laid out (cg_op_describe). */
+#define CG_OP_MAX_SCALARS 8
+typedef struct cg_op_info {
+    size_t size;            /* sizeof(cg_op_info) of the caller's header, or 0 (see the growth rule) */
+    cg_op op;
+    const char *name;       /* "ssd_fwd" */
+    const char *family;     /* "ssd", "sscan": the tuning key's op */
+    int bwd;                /* 1 for a backward op */
+    const char *args_type;  /* "cg_ssd_fwd_args" */
+    size_t args_size;       /* sizeof of that struct in the library */
+    int ntensors;           /* the float tensors are 0 .. ntensors-1, in the op table's order (the
+                             * args struct's, inputs first); cu_seqlens, when has_varlen, is
+                             * tensor ntensors */
+    int nsyms;              /* the op's symbols, in cg_sym order */
+    cg_sym syms[CG_SHAPE_MAX_SYMS];
+    cg_sym seq;             /* the sequence symbol (T or L) */
+    cg_sym divisible, divisor; /* divisible % divisor == 0 is required (H % G, D % G); NONE: no rule */
+    int nkey;               /* the symbols of the tuning key (besides the sequence's bucket) */
+    cg_sym key[CG_SHAPE_MAX_SYMS];
+    int nscalars;           /* integer options of the args struct (cg_op_args_scalar) */
+    const char *scalars[CG_OP_MAX_SCALARS]; /* their names: "delta_softplus" */
+    int has_layout;         /* the args struct has a cg_layout (cg_op_args_layout) */
+    int has_varlen;         /* the args struct has cu_seqlens (tensor ntensors) */
+    int groupable;          /* the op has CG_TENSOR_GROUPABLE tensors (grouped or not: cg_shape.grouped) */
+} cg_op_info;
+/* Describe op into *info (info->size set by the caller, or 0). CG_EINVAL for an unknown op.
+ * ctx may be NULL (then no message is kept). */
+CG_API cg_status cg_op_describe(cg_context *ctx, cg_op op, cg_op_info *info);
+
+/* One tensor of an op (cg_op_tensor_info). */
+typedef struct cg_tensor_info {
+    size_t size;            /* sizeof(cg_tensor_info) of the caller's header, or 0 (see the growth rule) */
+    const char *name;       /* the member of the args struct: "log_alpha", "cu_seqlens" */
+    const char *file;       /* `chunkgen run`'s .npy base name ("do" for dout; else the name) */
+    int output;             /* 1: an output, 0: an input */
+    int optional;           /* 1: may be absent (data NULL) */
+    const char *requires;   /* an optional output allowed only with this input (dD: "D"); NULL */
+    const char *grad_of;    /* a backward output: the input it is the gradient of (dq: "q"); NULL */
+    int ndim;               /* logical rank: ext[0 .. ndim-1] are its symbols (G counted) */
+    cg_sym ext[CG_MAX_DIMS];/* logical extents, token-major, grouped; CG_SYM_NONE past ndim */
+    unsigned flags;         /* CG_TENSOR_* */
+    double lo, hi;          /* inputs: the value range of generated test and tuning data */
+    double tol_f32, tol_bf16, tol_f16; /* outputs: accuracy target, max |out - ref| / max |ref|,
+                             * when stored in that dtype; 0 for inputs */
+} cg_tensor_info;
+/* Describe tensor i of op (0 <= i < ntensors, or ntensors for cu_seqlens when the op has
+ * it) into *info. CG_EINVAL naming i for one out of range. ctx may be NULL. */
+CG_API cg_status cg_op_tensor_info(cg_context *ctx, cg_op op, int i, cg_tensor_info *info);
+
+/* The symbols of tensor i's dimensions in the order a caller gives them (layout: SSD's
+ * head-major swaps T and the heads; grouped 0: the selective scan's B and C without G;
+ * ignored by ops without the notion) into syms; returns the rank, 0 for a bad op or i
+ * (cu_seqlens: 1, with CG_SYM_NONE: its extent is the number of sequences + 1). */
+CG_API int cg_op_tensor_dims(cg_op op, int i, cg_layout layout, int grouped, cg_sym syms[CG_MAX_DIMS]);
+
+/* The dtype rules of docs/dtypes.md for a call of op: dt[i] is the storage dtype of
+ * tensor i (table order, cg_op_info.ntensors entries; -1 absent; the outputs' entries may
+ * be -1). Writes want[i] for every tensor: the dtype it must have (a given input: its
+ * own; an output: the dtype to make it in; an absent input: CG_F32 or CG_F64, what it
+ * would have to be). A mix the library refuses
+ * is CG_EINVAL, cg_errmsg naming the tensor and the dtype expected. The one
+ * implementation: the calls' validation applies the same. */
+CG_API cg_status cg_op_dtypes(cg_context *ctx, cg_op op, const int *dt, cg_dtype *want);
+
+/* The cg_tensor of tensor i (as numbered by cg_op_tensor_info, cu_seqlens included) in
+ * args, an args struct of op's type in this header's layout; NULL for a bad op or i.
+ * The pointer is into args (owned by the caller). */
+CG_API cg_tensor *cg_op_args_tensor(cg_op op, void *args, int i);
+/* The int of scalar option k (cg_op_info.scalars[k], e.g. delta_softplus) in args; NULL
+ * for a bad op or k. Into args. */
+CG_API int *cg_op_args_scalar(cg_op op, void *args, int k);
+/* The cg_layout of args; NULL when op has none (has_layout 0). Into args. */
+CG_API cg_layout *cg_op_args_layout(cg_op op, void *args);
+
+/* ------------------------------------------------------------------- shapes
+ * One value for everything a call's shape decides: which kernel, which tuned config,
+ * which cached plan. Made from text (cg_shape_parse, the syntax of docs/shapes.md and
+ * of every `chunkgen` command) or from a call's args (cg_shape_of); compared with
+ * cg_shape_equal; written back with cg_shape_format; turned into each tensor's extents
+ * with cg_shape_tensor. Values made by those calls are canonical: equal shapes have
+ * equal members. Tensors are numbered as by cg_op_tensor_info. */
+#define CG_SHAPE_TEXT_MAX 512 /* room for any canonical text, NUL included */
+typedef struct cg_shape {
+    size_t size;            /* sizeof(cg_shape) of the caller's header, or 0 (see the growth rule) */
+    cg_op op;
+    cg_layout layout;       /* ops with a layout (SSD); CG_LAYOUT_TOKEN_MAJOR for the others */
+    int64_t dim[CG_SHAPE_MAX_SYMS]; /* extent of each symbol of the op, by cg_sym; 0 for the
+                             * symbols the op lacks (and CG_SYM_NONE). Ungrouped sscan: G = 1 */
+    cg_dtype dtype;         /* CG_F32, CG_F64, or the call's 16-bit storage dtype (CG_BF16, CG_F16) */
+    uint64_t half;          /* bit i: tensor i is stored in dtype (16-bit calls; outputs follow their
+                             * inputs as docs/dtypes.md says); 0 for F32 and F64 */
+    uint64_t given;         /* bit i: optional tensor i is given (required tensors: no bit) */
+    uint32_t scalars;       /* bit k: scalar option k is set (nonzero) */
+    int grouped;            /* ops with groupable tensors: B/C carry the G dimension (1) or not (0) */
+    int64_t nseq;           /* varlen: number of sequences packed along T (L) (cu_seqlens [nseq + 1]); 0: none */
+    int64_t longest;        /* varlen: the longest sequence; 0 when not known (or not varlen) */
+} cg_shape;
+
+/* Parse text into *shape (shape->size set by the caller, or 0). Syntax (docs/shapes.md):
+ *   OP:ITEM,ITEM,...  e.g. "ssd_fwd:B=2,T=512,G=2,H=8,dk=128,dv=128,dtype=bf16,layout=head,h0,hT"
+ * ITEM: SYM=N (every symbol of the op; sscan's G only when B/C are grouped), dtype=f32|f64|
+ * bf16|f16|bf16-NAME-NAME..., layout=token|head, varlen=N, longest=N, or the name of an
+ * optional tensor given or of a scalar option set. On error CG_EINVAL and cg_errmsg names
+ * the offending word and lists what was expected. */
+CG_API cg_status cg_shape_parse(cg_context *ctx, const char *text, cg_shape *shape);
+/* The canonical text of shape into buf (cap bytes; CG_SHAPE_TEXT_MAX is always enough): it
+ * parses back to an equal shape. CG_EINVAL when shape is not a valid shape or cap is too
+ * small. ctx may be NULL. */
+CG_API cg_status cg_shape_format(cg_context *ctx, const cg_shape *shape, char *buf, size_t cap);
+/* 1 when a and b are the same shape (every member above compared), else 0. The one
+ * equality of shapes. */
+CG_API int cg_shape_equal(const cg_shape *a, const cg_shape *b);
+/* The shape of the call cg_run(ctx, op, args, ...) into *shape, args checked as
+ * cg_validate checks them (outputs with NULL data are taken as wanted when required,
+ * absent when optional). longest is read from host cu_seqlens offsets (0 for device ones). */
+CG_API cg_status cg_shape_of(cg_context *ctx, cg_op op, const void *args, cg_shape *shape);
+/* Tensor i of shape into *tensor: data NULL, its dtype, ndim and shape in the caller's
+ * order (the layout's; ungrouped B/C without G; states per sequence when varlen), zero
+ * strides. An absent optional tensor (and cu_seqlens when not varlen) gets ndim 0.
+ * cu_seqlens gets CG_I32 [nseq + 1] (CG_I64 works as well). */
+CG_API cg_status cg_shape_tensor(cg_context *ctx, const cg_shape *shape, int i, cg_tensor *tensor);
+
 #ifdef __cplusplus
 }
 /* C++: the CG_..._INIT value (every member zero, .size set), without

@@ -26,3 +26,18 @@ cg_status cg__abi_in(cg_context *ctx, const char *what, void *out, size_t out_si
     memcpy(out, &out_size, sizeof out_size);
     return CG_OK;
 }
+
+cg_status cg__abi_out(cg_context *ctx, const char *what, void *out, const void *full, size_t full_size) {
+    if (!out) return cg__err(ctx, CG_EINVAL, "%s: null pointer (expected a struct to write to)", what);
+    size_t size;
+    memcpy(&size, out, sizeof size);
+    if (size == 0) size = full_size;
+    if (size < sizeof(size_t))
+        return cg__err(ctx, CG_EINVAL, "%s.size: %zu but expected 0 or the struct's sizeof (at least %zu)", what, size,
+                       sizeof(size_t));
+    /* a newer caller's members this library does not know: zero (their "old behaviour") */
+    if (size > full_size) memset((char *)out + full_size, 0, size - full_size);
+    memcpy((char *)out + sizeof size, (const char *)full + sizeof size, (size < full_size ? size : full_size) - sizeof size);
+    memcpy(out, &size, sizeof size);
+    return CG_OK;
+}

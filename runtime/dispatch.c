@@ -312,3 +312,8 @@ cg_status cg_prepare(cg_context *ctx, cg_op op, const void *args, const cg_exec 
 cg_status cg_validate(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
     return ahead(ctx, op, args, exec, MODE_CHECK, NULL);
 }
+
+/* The one dispatch by op number (chunkgen.h): the call cg_<op> makes, for any op. */
+cg_status cg_run(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
+    return ahead(ctx, op, args, exec, MODE_RUN, NULL);
+}

@@ -100,8 +100,8 @@ static cg_status bind_args(cg_context *ctx, const cg_op_desc *d, plan_entry *e) 
                 if (!strcmp(pl->region[r].name, a->name)) k = r;
             break;
         case CG_KARG_SYM: {
-            cg_sym s = cg__sym_parse(a->name);
-            k = s != CG_SYM_NONE && d->dim_off[s] != (size_t)-1 ? (int)s : -1;
+            cg_sym s;
+            k = cg_sym_parse(a->name, &s) == CG_OK && d->dim_off[s] != (size_t)-1 ? (int)s : -1;
             break;
         }
         case CG_KARG_INT: k = 0; break;

@@ -5,13 +5,17 @@
 #include <string.h>
 
 static const char *const k_sym_names[CG_SYM_COUNT] = {"", "B", "T", "G", "H", "dk", "dv", "L", "D", "N"};
+_Static_assert(CG_SYM_COUNT <= CG_SHAPE_MAX_SYMS, "cg_sym grows within CG_SHAPE_MAX_SYMS");
 
-const char *cg__sym_name(cg_sym s) { return (unsigned)s < CG_SYM_COUNT ? k_sym_names[s] : ""; }
+const char *cg_sym_name(cg_sym s) { return (unsigned)s < CG_SYM_COUNT ? k_sym_names[s] : ""; }
 
-cg_sym cg__sym_parse(const char *name) {
+cg_status cg_sym_parse(const char *name, cg_sym *out) {
     for (int s = 1; s < CG_SYM_COUNT; s++)
-        if (name && !strcmp(name, k_sym_names[s])) return (cg_sym)s;
-    return CG_SYM_NONE;
+        if (name && !strcmp(name, k_sym_names[s])) {
+            if (out) *out = (cg_sym)s;
+            return CG_OK;
+        }
+    return CG_EINVAL;
 }
 
 /* ------------------------------------------------------------------ table */
@@ -155,16 +159,6 @@ const cg_op_desc *cg__op_desc(cg_op op) {
     return &k_ops[op];
 }
 
-cg_status cg__op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
-    switch (op) {
-    case CG_OP_SSD_FWD: return cg_ssd_fwd(ctx, args, exec);
-    case CG_OP_SSD_BWD: return cg_ssd_bwd(ctx, args, exec);
-    case CG_OP_SSCAN_FWD: return cg_sscan_fwd(ctx, args, exec);
-    case CG_OP_SSCAN_BWD: return cg_sscan_bwd(ctx, args, exec);
-    }
-    return cg__err(ctx, CG_EINVAL, "op %d: expected one of the cg_op values", (int)op);
-}
-
 const cg_op_desc *cg__op_find(const char *name) {
     for (int i = 0; i < COUNT(k_ops); i++)
         if (name && !strcmp(k_ops[i].name, name)) return &k_ops[i];
@@ -225,7 +219,7 @@ void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf
     int n = cg__op_given_order(d, i, grouped, hm, order);
     size_t m = (size_t)snprintf(buf, cap, "[");
     for (int k = 0; k < n && m < cap; k++)
-        m += (size_t)snprintf(buf + m, cap - m, "%s%s", k ? ", " : "", cg__sym_name(d->t[i].ext[order[k]]));
+        m += (size_t)snprintf(buf + m, cap - m, "%s%s", k ? ", " : "", cg_sym_name(d->t[i].ext[order[k]]));
     if (m < cap) snprintf(buf + m, cap - m, "]");
 }
 

@@ -16,28 +16,19 @@
 
 #include <stddef.h>
 
-/* Symbols of a problem's shape. */
-typedef enum cg_sym {
-    CG_SYM_NONE = 0,
-    CG_SYM_B, CG_SYM_T, CG_SYM_G, CG_SYM_H, CG_SYM_DK, CG_SYM_DV, /* SSD (B, G shared) */
-    CG_SYM_L, CG_SYM_D, CG_SYM_N,                                 /* selective scan */
-    CG_SYM_COUNT
-} cg_sym;
-/* "B", "T", "G", "H", "dk", "dv", "L", "D", "N"; "" for CG_SYM_NONE. */
-const char *cg__sym_name(cg_sym s);
-/* The symbol named name, or CG_SYM_NONE. */
-cg_sym cg__sym_parse(const char *name);
+/* The symbols of a problem's shape are the public cg_sym (chunkgen.h): cg_sym_name,
+ * cg_sym_parse. */
 
 #define CG_TD_IN 1
 #define CG_TD_OUT 2
 
-/* Flags of a tensor. */
-#define CG_TD_LAYOUT 1     /* per-token SSD tensor: head-major layout gives logical dims 1, 2 swapped */
-#define CG_TD_GROUPABLE 2  /* the G dimension is left out when the call is ungrouped (sscan B, C) */
-#define CG_TD_CONTIG 4     /* innermost stride must be 1 */
-#define CG_TD_HALF 8       /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16); else float32 */
-#define CG_TD_INDEX 16     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, the op's `varlen` row */
-#define CG_TD_PERSEQ 32    /* a state: its B dimension is N, one per sequence, when cu_seqlens is given */
+/* Flags of a tensor: the public CG_TENSOR_* (chunkgen.h, cg_tensor_info.flags). */
+#define CG_TD_LAYOUT CG_TENSOR_LAYOUT       /* per-token SSD tensor: head-major layout gives logical dims 1, 2 swapped */
+#define CG_TD_GROUPABLE CG_TENSOR_GROUPABLE /* the G dimension is left out when the call is ungrouped (sscan B, C) */
+#define CG_TD_CONTIG CG_TENSOR_CONTIG       /* innermost stride must be 1 */
+#define CG_TD_HALF CG_TENSOR_HALF           /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16); else float32 */
+#define CG_TD_INDEX CG_TENSOR_INDEX         /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, the op's `varlen` row */
+#define CG_TD_PERSEQ CG_TENSOR_PER_SEQ      /* a state: its B dimension is N, one per sequence, when cu_seqlens is given */
 
 /* Accuracy classes of outputs (one tolerance table: cg__tol). */
 typedef enum cg_tol_class { CG_TOL_NONE = 0, CG_TOL_FWD, CG_TOL_BWD } cg_tol_class;
@@ -118,9 +109,6 @@ cg_status cg__varlen_check(cg_context *ctx, const cg_op_desc *d, const void *pro
  * sub-views (states per sequence; shared gradients dA, dD, ddelta_bias summed). */
 cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                          const cg_exec *exec);
-
-/* The public entry point of op (cg_ssd_fwd ...) on args of its type. */
-cg_status cg__op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
 
 /* The descriptor of op (never NULL for a valid op). */
 const cg_op_desc *cg__op_desc(cg_op op);

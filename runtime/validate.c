@@ -204,7 +204,7 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
         cg_sym s = (cg_sym)order_of[j];
         if (dims[s] <= 0)
             return cg__err(ctx, CG_EINVAL, "%s: dimension %s = %lld but expected >= 1", d->t[src[s]].name,
-                           cg__sym_name(s), (long long)dims[s]);
+                           cg_sym_name(s), (long long)dims[s]);
     }
     if (d->divisible != CG_SYM_NONE) {
         cg_sym a = d->divisible, b = d->divisor;
@@ -212,8 +212,8 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
             /* name the tensor that supplied the later of the two */
             int later = src[a] > src[b] ? src[a] : src[b];
             return cg__err(ctx, CG_EINVAL, "%s: %s = %lld is not a multiple of %s = %lld (expected %s %% %s == 0)",
-                           d->t[later].name, cg__sym_name(a), (long long)dims[a], cg__sym_name(b), (long long)dims[b],
-                           cg__sym_name(a), cg__sym_name(b));
+                           d->t[later].name, cg_sym_name(a), (long long)dims[a], cg_sym_name(b), (long long)dims[b],
+                           cg_sym_name(a), cg_sym_name(b));
         }
     }
     return CG_OK;
@@ -308,7 +308,7 @@ cg_status cg__varlen_dims(cg_context *ctx, const cg_op_desc *d, const void *args
     *nseq = 0;
     const cg_tensor *t = (const cg_tensor *)((const char *)args + d->varlen->arg_off);
     if (!t->data) return CG_OK;
-    const char *seq = cg__sym_name(d->seq);
+    const char *seq = cg_sym_name(d->seq);
     if (!cg__dtype_index(t->dtype))
         return cg__err(ctx, CG_EINVAL, "cu_seqlens: dtype %s but expected CG_I32 or CG_I64 (the offsets [N + 1])",
                        cg__dtype_known(t->dtype) ? cg__dtype_name(t->dtype) : "unknown");
@@ -356,7 +356,7 @@ cg_status cg__varlen_check(cg_context *ctx, const cg_op_desc *d, const void *pro
     const cg_view *cu = cg__prob_cu(d, prob);
     const int64_t n1 = *cg__prob_nseq(d, prob) + 1;
     const int64_t T = cg__prob_dim(d, prob, d->seq);
-    const char *seq = cg__sym_name(d->seq);
+    const char *seq = cg_sym_name(d->seq);
     int64_t prev = 0;
     for (int64_t i = 0; i < n1; i++) {
         const int64_t x = cg__cu_at(cu, i);

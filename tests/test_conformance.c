@@ -94,7 +94,7 @@ static void run_case(cg_context *ctx, cg_op op, const conf_case *c, cg_backend b
         *(int *)((char *)&a64 + d->scalar[k].arg_off) = c->all;
     }
     cg_exec ref = {.backend = CG_BACKEND_REF};
-    CG_CHECK_OK(ctx, cg__op_call(ctx, op, &a64, &ref));
+    CG_CHECK_OK(ctx, cg_run(ctx, op, &a64, &ref));
 
     cg_status st = CG_OK;
     if (kx) { /* device copies of every tensor, outputs as NaN too */
@@ -110,7 +110,7 @@ static void run_case(cg_context *ctx, cg_op op, const conf_case *c, cg_backend b
     }
     cg_exec ex = {.backend = backend};
     if (st == CG_OK) {
-        st = cg__op_call(ctx, op, &a32, &ex);
+        st = cg_run(ctx, op, &a32, &ex);
         CG_CHECK(st == CG_OK, "%s %s on %s: %s: %s", d->name, c->name, cg_backend_name(backend), cg_status_str(st),
                  cg_errmsg(ctx));
     }

@@ -72,7 +72,7 @@ const void *dtt_args(dtt_prob *p) {
 cg_status dtt_run(cg_context *ctx, dtt_prob *p, cg_backend be) {
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = be;
-    return cg__op_call(ctx, p->d->op, dtt_args(p), &ex);
+    return cg_run(ctx, p->d->op, dtt_args(p), &ex);
 }
 
 void dtt_free(dtt_prob *p) {

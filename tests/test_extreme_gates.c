@@ -221,7 +221,7 @@ static cg_status run_op(cg_context *ctx, dtt_prob *p, cg_backend be, const char 
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = be;
     ex.config = config;
-    return cg__op_call(ctx, p->d->op, dtt_args(p), &ex);
+    return cg_run(ctx, p->d->op, dtt_args(p), &ex);
 }
 
 static double tol_of(const dtt_prob *p, int i, const xg_run *run) {

@@ -47,7 +47,7 @@ static cg_status bad_call(cg_context *ctx, bad_case *c, cg_backend be, const cha
     ex.config = config;
     void *args = (void *)dtt_args(&c->p);
     *(cg_tensor *)((char *)args + c->p.d->varlen->arg_off) = cu ? *cu : c->cu.t;
-    return cg__op_call(ctx, c->p.d->op, args, &ex);
+    return cg_run(ctx, c->p.d->op, args, &ex);
 }
 static cg_status bad_run(cg_context *ctx, bad_case *c, cg_backend be) { return bad_call(ctx, c, be, NULL, NULL); }
 

@@ -113,7 +113,7 @@ static void check_against_library(vcase *c, const cg_op_desc *d, int wide) {
     cg_exec ex;
     memset(&ex, 0, sizeof ex);
     ex.backend = CG_BACKEND_REF;
-    cg_status st = cg__op_call(ctx, d->op, &args, &ex);
+    cg_status st = cg_run(ctx, d->op, &args, &ex);
     CG_CHECK(st == CG_OK, "%s: %s", d->name, cg_errmsg(ctx));
     for (int i = 0; st == CG_OK && i < d->nt; i++) {
         if (d->t[i].role != CG_TD_OUT) continue;

@@ -69,7 +69,7 @@ cg_status vl_run_packed(cg_context *ctx, dtt_prob *p, cg_backend be, const cg_tb
     ex.config = config;
     void *args = (void *)dtt_args(p);
     if (cu) *(cg_tensor *)((char *)args + p->d->varlen->arg_off) = cu->t;
-    return cg__op_call(ctx, p->d->op, args, &ex);
+    return cg_run(ctx, p->d->op, args, &ex);
 }
 
 cg_tbuf vl_cu_new(cg_dtype dt, const int64_t *lens, int n) {

@@ -27,7 +27,7 @@ int bench_run_call(runner *r, const bptrs *m) {
         } args;
         bench_cell_args(c, m, bwd, &args);
         r->ex.config = r->config[bwd];
-        cg_status s = cg__op_call(r->ctx, d->op, &args, &r->ex);
+        cg_status s = cg_run(r->ctx, d->op, &args, &r->ex);
         if (s != CG_OK) {
             char what[64];
             snprintf(what, sizeof what, "cg_%s", d->name);

@@ -110,7 +110,7 @@ static cg_status ref_calls(cg_context *ctx, const cell *c, double *const *in, co
     cg_status s = CG_OK;
     for (int bwd = 0; bwd <= c->bwd && s == CG_OK; bwd++) {
         ref_args(c, bwd, in, sl, &args);
-        s = cg__op_call(ctx, bench_cell_op(c, bwd)->op, &args, &ex);
+        s = cg_run(ctx, bench_cell_op(c, bwd)->op, &args, &ex);
     }
     return s;
 }

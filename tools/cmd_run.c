@@ -410,7 +410,7 @@ static void expect_from(const cg_op_desc *d, int i, const run_arr *a, const int 
             cg_sym sy = t->ext[k];
             if (sy == CG_SYM_NONE || src[sy] != j) continue;
             n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", first ? (n ? "; " : "(") : ", ",
-                                  cg__sym_name(sy));
+                                  cg_sym_name(sy));
             first = 0;
         }
         if (!first) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, " like %s.npy",

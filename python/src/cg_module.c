@@ -503,7 +503,7 @@ static PyObject *py_configs_changed(PyObject *self, PyObject *unused) {
  * backward output is the gradient of, or None. */
 static PyObject *tensor_facts(const cg_tdesc *t) {
     PyObject *ext = PyTuple_New(4);
-    for (int k = 0; ext && k < 4; k++) PyTuple_SET_ITEM(ext, k, PyUnicode_FromString(cg__sym_name(t->ext[k])));
+    for (int k = 0; ext && k < 4; k++) PyTuple_SET_ITEM(ext, k, PyUnicode_FromString(cg_sym_name(t->ext[k])));
     if (!ext) return NULL;
     return Py_BuildValue("(sNNNz)", t->name, PyBool_FromLong(t->role == CG_TD_OUT), ext,
                          PyBool_FromLong((t->flags & CG_TD_LAYOUT) != 0), t->grad_of);

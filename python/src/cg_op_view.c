@@ -24,5 +24,5 @@ void cgov_set_flag(cg_op op, cgov_args *args, int flag) {
 }
 
 cg_status cgov_call(cg_context *ctx, cg_op op, const cgov_args *args, const cg_exec *exec) {
-    return cg__op_call(ctx, op, args, exec);
+    return cg_run(ctx, op, args, exec);
 }
