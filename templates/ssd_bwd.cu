@@ -154,6 +154,7 @@ constexpr int GRADS_LAUNCH_FLOATS = OFF_DO16 + CHUNK * LDV16 / 2;
 static_assert(OFF_Q16 % 4 == 0 && OFF_V16 % 4 == 0 && OFF_DO16 % 4 == 0, "16-byte aligned raw tiles");
 #else
 constexpr int GRADS_LAUNCH_FLOATS = GRADS_FLOATS;
+constexpr int LDQ16 = 0, LDV16 = 0, OFF_Q16 = 0, OFF_K16 = 0, OFF_V16 = 0, OFF_DO16 = 0; // no raw tiles
 #endif
 constexpr long long SMEM_GRADS = 4LL * GRADS_LAUNCH_FLOATS;
 #ifdef CG_SMEM_GRADS // what generator/kernels/ssd_bwd.lua launches with
@@ -228,29 +229,36 @@ enum { LD_FIRST = 1, LD_SECOND = 2, LD_BOTH = 3 };
 // Loads by cp.async (ssdc::load_tile: 16-byte copies where rows are 16-byte aligned;
 // 16-bit tensors loaded and widened, ssdc::load_tile16); the caller waits
 // (ssdc::landed) before the barrier after which others read.
-// Q, K rows [t0, t0 + n) of group g (zero beyond n and dk).
-// RAW (mma16, grads launch): also the raw 16-bit copies P and dP read (ssd_mma16.cuh).
 #if defined(CG_P_PRECISION_MMA16)
 static_assert(sizeof(TQ) == 2 && sizeof(TK) == 2 && sizeof(TV) == 2 && sizeof(TDO) == 2,
               "mma16: 16-bit q, k, v and dout (ssd_bwd.lua valid())");
 template <class T> __device__ __forceinline__ T *raw16(float *sm, int off) { return reinterpret_cast<T *>(sm + off); }
 #endif
+
+// One tile of a load: rows [0, n) and columns [0, w) of src (row pitch ld, storage T) widened
+// into sm + off (pitch LDF floats, W4 * 4 columns); RAW (mma16) also its raw 16-bit copy at
+// off16 (pitch LDH halves).
+template <bool RAW, int W4, int LDF, int LDH, class T>
+__device__ __forceinline__ void load_one(float *sm, int off, int off16, const T *src, i64 ld, int n, int w) {
+#if defined(CG_P_PRECISION_MMA16)
+    if (RAW) {
+        ssdc::load_tile16_raw<CHUNK, W4, LDF, LDH, NTHREADS, T>(sm + off, raw16<T>(sm, off16), src, ld, n, w);
+        return;
+    }
+#endif
+    (void)off16;
+    ssdc::load_tile_t<CHUNK, W4, LDF, NTHREADS, T>(sm + off, src, ld, n, w);
+}
+
+// Q, K rows [t0, t0 + n) of group g (zero beyond n and dk).
+// RAW (mma16, grads launch): also the raw 16-bit copies P and dP read (ssd_mma16.cuh).
 template <bool RAW = false>
 __device__ __forceinline__ void load_qk(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 g, i64 t0, int n,
                                         int which = LD_BOTH) {
     const TQ *qb = tp<const TQ>(p.q) + b * p.q.s0 + t0 * p.q.s1 + g * p.q.s2;
     const TK *kb = tp<const TK>(p.k) + b * p.k.s0 + t0 * p.k.s1 + g * p.k.s2;
-#if defined(CG_P_PRECISION_MMA16)
-    if (RAW) {
-        if (which & LD_FIRST)
-            ssdc::load_tile16_raw<CHUNK, DKP / 4, LDQ, LDQ16, NTHREADS, TQ>(sm + OFF_Q, raw16<TQ>(sm, OFF_Q16), qb, p.q.s1, n, DK);
-        if (which & LD_SECOND)
-            ssdc::load_tile16_raw<CHUNK, DKP / 4, LDQ, LDQ16, NTHREADS, TK>(sm + OFF_K, raw16<TK>(sm, OFF_K16), kb, p.k.s1, n, DK);
-        return;
-    }
-#endif
-    if (which & LD_FIRST) ssdc::load_tile_t<CHUNK, DKP / 4, LDQ, NTHREADS, TQ>(sm + OFF_Q, qb, p.q.s1, n, DK);
-    if (which & LD_SECOND) ssdc::load_tile_t<CHUNK, DKP / 4, LDQ, NTHREADS, TK>(sm + OFF_K, kb, p.k.s1, n, DK);
+    if (which & LD_FIRST) load_one<RAW, DKP / 4, LDQ, LDQ16>(sm, OFF_Q, OFF_Q16, qb, p.q.s1, n, DK);
+    if (which & LD_SECOND) load_one<RAW, DKP / 4, LDQ, LDQ16>(sm, OFF_K, OFF_K16, kb, p.k.s1, n, DK);
 }
 
 // V, dO rows [t0, t0 + n), columns [j0, j0 + BDV) of head h (zero beyond n and dv).
@@ -260,17 +268,8 @@ __device__ __forceinline__ void load_vdo(const cg_ssd_bwd_params &p, float *sm, 
     const TV *vb = tp<const TV>(p.v) + b * p.v.s0 + t0 * p.v.s1 + h * p.v.s2 + j0;
     const TDO *ob = tp<const TDO>(p.dout) + b * p.dout.s0 + t0 * p.dout.s1 + h * p.dout.s2 + j0;
     const int w = DV - j0 < BDV ? (int)(DV - j0) : BDV;
-#if defined(CG_P_PRECISION_MMA16)
-    if (RAW) {
-        if (which & LD_FIRST)
-            ssdc::load_tile16_raw<CHUNK, BDV / 4, LDV, LDV16, NTHREADS, TV>(sm + OFF_V, raw16<TV>(sm, OFF_V16), vb, p.v.s1, n, w);
-        if (which & LD_SECOND)
-            ssdc::load_tile16_raw<CHUNK, BDV / 4, LDV, LDV16, NTHREADS, TDO>(sm + OFF_DO, raw16<TDO>(sm, OFF_DO16), ob, p.dout.s1, n, w);
-        return;
-    }
-#endif
-    if (which & LD_FIRST) ssdc::load_tile_t<CHUNK, BDV / 4, LDV, NTHREADS, TV>(sm + OFF_V, vb, p.v.s1, n, w);
-    if (which & LD_SECOND) ssdc::load_tile_t<CHUNK, BDV / 4, LDV, NTHREADS, TDO>(sm + OFF_DO, ob, p.dout.s1, n, w);
+    if (which & LD_FIRST) load_one<RAW, BDV / 4, LDV, LDV16>(sm, OFF_V, OFF_V16, vb, p.v.s1, n, w);
+    if (which & LD_SECOND) load_one<RAW, BDV / 4, LDV, LDV16>(sm, OFF_DO, OFF_DO16, ob, p.dout.s1, n, w);
 }
 
 __device__ __forceinline__ void load_la(const cg_ssd_bwd_params &p, float *sm, i64 b, i64 h, i64 t0, int n) {
