@@ -1,7 +1,7 @@
-/* emu_race.c -- the SIMT runtime's shared-memory race checker and the access hook of
- * the statistics (emu_stats.c): a shadow per byte of shared memory records who wrote and
- * read it since the last barrier (emu_rt.h: emu_shadow); an access that no barrier or
- * __syncwarp orders against another thread's fails the block with both threads named. */
+/* emu_race.c -- the SIMT runtime's shared-memory race checker: a shadow per byte of
+ * shared memory records who wrote and read it since the last barrier (emu_rt.h:
+ * emu_shadow); an access that no barrier or __syncwarp orders against another thread's is
+ * a race, described (both threads named) for emu_rt.c, which fails the block with it. */
 #include "emu_rt.h"
 
 #include <dlfcn.h>
@@ -39,7 +39,7 @@ static int ordered(const emu_fiber *f, int other_warp, unsigned other_sync) {
     return other_warp == f->pub.warp && (uint16_t)f->pub.nsync_warp != (uint16_t)other_sync;
 }
 
-static void race_report(emu_fiber *f, const char *kind, const char *other, int tid, const char *where, size_t off,
+static int race_report(emu_fiber *f, const char *kind, const char *other, int tid, const char *where, size_t off,
                         const void *pc) {
     Dl_info di;
     char at[600] = "";
@@ -51,21 +51,23 @@ static void race_report(emu_fiber *f, const char *kind, const char *other, int t
             snprintf(at, sizeof at, " at %s+0x%zx", base ? base + 1 : di.dli_fname,
                      (size_t)((const char *)pc - (const char *)di.dli_fbase));
     }
+    char *m = f->w->race_msg;
+    const size_t cap = sizeof f->w->race_msg;
     if (tid < 0)
-        cg__emu_fiber_fail(f, "shared-memory race: %s of %s byte %zu%s after reads by threads of several warps since the "
-                      "last barrier", kind, where, off, at);
+        return snprintf(m, cap, "shared-memory race: %s of %s byte %zu%s after reads by threads of several warps since the "
+                      "last barrier", kind, where, off, at), 1;
     if (tid & EMU_ASYNC)
-        cg__emu_fiber_fail(f, "shared-memory race: %s of %s byte %zu%s while a cp.async of thread %d is still in flight "
+        return snprintf(m, cap, "shared-memory race: %s of %s byte %zu%s while a cp.async of thread %d is still in flight "
                       "(no cp.async wait before it, or no __syncthreads after the wait)", kind, where, off, at,
-                   tid & 0x3FF);
-    cg__emu_fiber_fail(f, "shared-memory race: %s of %s byte %zu%s after a %s by thread %d since the last barrier", kind, where,
-               off, at, other, tid);
+                   tid & 0x3FF), 1;
+    return snprintf(m, cap, "shared-memory race: %s of %s byte %zu%s after a %s by thread %d since the last barrier", kind, where,
+               off, at, other, tid), 1;
 }
 
 /* Where the n bytes at a lie in shared memory: 1 with their shadow index (base),
  * the offset of their region in the shadow (shift) and its name; 0 when a is not in
  * shared memory. n is clipped to the static region's end. */
-static int smem_where(const emu_worker *w, const unsigned char *a, size_t *n, size_t *base, size_t *shift,
+int cg__emu_smem_where(const emu_worker *w, const unsigned char *a, size_t *n, size_t *base, size_t *shift,
                       const char **where) {
     if (a >= w->blk.dyn_smem && a < w->blk.dyn_smem + w->blk.dyn_smem_bytes) {
         *base = (size_t)(a - w->blk.dyn_smem);
@@ -85,15 +87,17 @@ static int smem_where(const emu_worker *w, const unsigned char *a, size_t *n, si
 
 /* A load or store of n bytes at p by f; a store records `as` as its writer (f's tid,
  * or tid | EMU_ASYNC for a cp.async in flight). */
-void cg__emu_race_access(emu_fiber *f, const void *p, size_t n, int is_write, uint16_t as, const void *pc) {
+int cg__emu_race_access(emu_fiber *f, const void *p, size_t n, int is_write, uint16_t as, const void *pc) {
     emu_worker *w = f->w;
     const unsigned char *a = p;
     size_t base, shift;
     const char *where;
-    if (!smem_where(w, a, &n, &base, &shift, &where)) return;
+    if (!cg__emu_smem_where(w, a, &n, &base, &shift, &where)) return 0;
     if (shift == 0 && n > (size_t)(w->blk.dyn_smem + w->blk.dyn_smem_bytes - a))
-        cg__emu_fiber_fail(f, "access of %zu bytes runs past the end of dynamic shared memory (%zu bytes)", n,
-                   w->blk.dyn_smem_bytes);
+        return snprintf(w->race_msg, sizeof w->race_msg,
+                        "access of %zu bytes runs past the end of dynamic shared memory (%zu bytes)", n,
+                        w->blk.dyn_smem_bytes),
+               1;
     const uint32_t E = w->epoch;
     const int tid = f->pub.tid;
     const uint16_t sync = (uint16_t)f->pub.nsync_warp;
@@ -102,14 +106,14 @@ void cg__emu_race_access(emu_fiber *f, const void *p, size_t n, int is_write, ui
         emu_shadow *s = &w->shadow[base + i];
         const size_t off = base + i - shift;
         if (s->wepoch == E && s->writer != tid && !ordered(f, s->writer / 32, s->wsync))
-            race_report(f, kind, "write", s->writer, where, off, pc);
+            return race_report(f, kind, "write", s->writer, where, off, pc);
         if (is_write) {
             if (s->repoch == E) {
                 if (s->reader != tid && !ordered(f, s->reader / 32, s->rsync))
-                    race_report(f, kind, "read", s->reader, where, off, pc);
-                if (s->owarp == EMU_MANY) race_report(f, kind, "read", -1, where, off, pc);
+                    return race_report(f, kind, "read", s->reader, where, off, pc);
+                if (s->owarp == EMU_MANY) return race_report(f, kind, "read", -1, where, off, pc);
                 if (s->owarp != EMU_NONE && !ordered(f, s->owarp, s->osync))
-                    race_report(f, kind, "read", s->owarp * 32, where, off, pc);
+                    return race_report(f, kind, "read", s->owarp * 32, where, off, pc);
             }
             s->wepoch = E;
             s->writer = as;
@@ -134,6 +138,7 @@ void cg__emu_race_access(emu_fiber *f, const void *p, size_t n, int is_write, ui
             s->rsync = sync;
         }
     }
+    return 0;
 }
 
 /* Record f's write `as` of n bytes at p in this interval, unchecked (a cp.async that
@@ -142,32 +147,11 @@ void cg__emu_race_mark(emu_fiber *f, const void *p, size_t n, uint16_t as) {
     emu_worker *w = f->w;
     size_t base, shift;
     const char *where;
-    if (!smem_where(w, p, &n, &base, &shift, &where)) return;
+    if (!cg__emu_smem_where(w, p, &n, &base, &shift, &where)) return;
     for (size_t i = 0; i < n && base + i < w->shadow_cap; i++) {
         emu_shadow *s = &w->shadow[base + i];
         s->wepoch = w->epoch;
         s->writer = as;
         s->wsync = (uint16_t)f->pub.nsync_warp;
     }
-}
-
-/* Statistics: log an access unless it is to a fiber's stack, the runtime's records,
- * the launch parameters or the module's own data. */
-void cg__emu_stats_access(emu_worker *w, const emu_fiber *f, const void *p, size_t n, int is_write, const void *pc) {
-    const unsigned char *a = p;
-    size_t base, shift;
-    const char *where;
-    int space = CG_EMU_SPACE_SHARED;
-    if (!smem_where(w, a, &n, &base, &shift, &where)) {
-        const size_t span = (size_t)EMU_CHUNK * CG_EMU_STACK_REGION;
-        for (int c = 0; c < w->nfib / EMU_CHUNK; c++)
-            if ((uintptr_t)(a - (const unsigned char *)w->chunks[c]) < span) return;
-        const cg_emu_grid *g = w->g;
-        if ((uintptr_t)(a - (const unsigned char *)w) < sizeof *w) return;
-        if ((uintptr_t)(a - (const unsigned char *)&cg__emu_api) < sizeof cg__emu_api) return;
-        if ((uintptr_t)(a - (const unsigned char *)g->params) < g->params_size) return;
-        if (a >= (const unsigned char *)g->img_lo && a < (const unsigned char *)g->img_hi) return;
-        space = CG_EMU_SPACE_GLOBAL;
-    }
-    cg__emu_wstats_log(w->ws, f->pub.tid, pc, p, n, space, is_write);
 }

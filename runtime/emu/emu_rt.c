@@ -1,6 +1,6 @@
 /* emu_rt.c -- the SIMT runtime: fibers, the block scheduler, barriers, warp
- * collectives and asynchronous cp.async (the shared-memory race checker and the access
- * hook of the statistics: emu_race.c; the records both use: emu_rt.h).
+ * collectives, asynchronous cp.async and the access hook of the statistics (emu_stats.c)
+ * (the shared-memory race checker: emu_race.c; the records both use: emu_rt.h).
  *
  * Each OS thread that runs blocks owns a worker: fiber stacks (regions of
  * CG_EMU_STACK_REGION bytes aligned to their size, the fiber record in the first
@@ -208,7 +208,8 @@ static void block_fail(emu_worker *w, const char *fmt, ...) {
 }
 
 /* Stop the block from inside fiber f: back to the scheduler for good. */
-void cg__emu_fiber_fail(emu_fiber *f, const char *fmt, ...) {
+static void fiber_fail(emu_fiber *f, const char *fmt, ...) CG_PRINTF(2, 3) __attribute__((noreturn));
+static void fiber_fail(emu_fiber *f, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     worker_msg(f->w, f, fmt, ap);
@@ -241,13 +242,13 @@ static void fiber_main(emu_fiber *f) {
     f->state = F_DONE;
     w->ndone++;
     if (w->nbar && w->nbar + w->ndone == w->n)
-        cg__emu_fiber_fail(f, "exited while other threads wait at %s in line %d (divergent barrier)", w->bar_what,
+        fiber_fail(f, "exited while other threads wait at %s in line %d (divergent barrier)", w->bar_what,
                    w->bar_line);
     const int base = f->pub.warp * 32;
     for (int l = 0; l < 32 && base + l < w->n; l++) {
         emu_fiber *g = w->fib[base + l];
         if (g->state == F_WARP && (g->wmask >> f->pub.lane & 1))
-            cg__emu_fiber_fail(f, "exited while lane %d of its warp waits for it at %s in line %d (mask 0x%08x)",
+            fiber_fail(f, "exited while lane %d of its warp waits for it at %s in line %d (mask 0x%08x)",
                        g->pub.lane, g->what, g->line, g->wmask);
     }
     switch_to(w, f, next_ready(w, f->pub.tid), 1);
@@ -279,11 +280,33 @@ static void describe_deadlock(emu_worker *w) {
     block_fail(w, "deadlock: %s", buf);
 }
 
+/* Statistics: log an access unless it is to a fiber's stack, the runtime's records,
+ * the launch parameters or the module's own data. */
+static void stats_access(emu_worker *w, const emu_fiber *f, const void *p, size_t n, int is_write, const void *pc) {
+    const unsigned char *a = p;
+    size_t base, shift;
+    const char *where;
+    int space = CG_EMU_SPACE_SHARED;
+    if (!cg__emu_smem_where(w, a, &n, &base, &shift, &where)) {
+        const size_t span = (size_t)EMU_CHUNK * CG_EMU_STACK_REGION;
+        for (int c = 0; c < w->nfib / EMU_CHUNK; c++)
+            if ((uintptr_t)(a - (const unsigned char *)w->chunks[c]) < span) return;
+        const cg_emu_grid *g = w->g;
+        if ((uintptr_t)(a - (const unsigned char *)w) < sizeof *w) return;
+        if ((uintptr_t)(a - (const unsigned char *)&cg__emu_api) < sizeof cg__emu_api) return;
+        if ((uintptr_t)(a - (const unsigned char *)g->params) < g->params_size) return;
+        if (a >= (const unsigned char *)g->img_lo && a < (const unsigned char *)g->img_hi) return;
+        space = CG_EMU_SPACE_GLOBAL;
+    }
+    cg__emu_wstats_log(w->ws, f->pub.tid, pc, p, n, space, is_write);
+}
+
 static void rt_access(const cg_emu_thread *t, const void *p, size_t n, int is_write, const void *pc) {
     emu_fiber *f = (emu_fiber *)(uintptr_t)t;
     emu_worker *w = f->w;
-    if (w->blk.stats) cg__emu_stats_access(w, f, p, n, is_write, pc);
-    if (w->blk.racecheck) cg__emu_race_access(f, p, n, is_write, (uint16_t)t->tid, pc);
+    if (w->blk.stats) stats_access(w, f, p, n, is_write, pc);
+    if (w->blk.racecheck && cg__emu_race_access(f, p, n, is_write, (uint16_t)t->tid, pc))
+        fiber_fail(f, "%s", w->race_msg);
 }
 
 /* -------------------------------------------------------------- cp.async */
@@ -291,14 +314,15 @@ static void rt_cp_async(const cg_emu_thread *t, void *dst, const void *src, int 
     emu_fiber *f = (emu_fiber *)(uintptr_t)t;
     emu_worker *w = f->w;
     if (w->blk.stats) {
-        if (src_bytes > 0) cg__emu_stats_access(w, f, src, (size_t)src_bytes, 0, pc);
-        cg__emu_stats_access(w, f, dst, (size_t)size, 1, pc);
+        if (src_bytes > 0) stats_access(w, f, src, (size_t)src_bytes, 0, pc);
+        stats_access(w, f, dst, (size_t)size, 1, pc);
     }
-    if (w->blk.racecheck) cg__emu_race_access(f, dst, (size_t)size, 1, (uint16_t)(t->tid | EMU_ASYNC), pc);
+    if (w->blk.racecheck && cg__emu_race_access(f, dst, (size_t)size, 1, (uint16_t)(t->tid | EMU_ASYNC), pc))
+        fiber_fail(f, "%s", w->race_msg);
     if (f->ncpa == f->cpa_cap) {
         int cap = f->cpa_cap ? f->cpa_cap * 2 : 64;
         emu_cpa *c = realloc(f->cpa, (size_t)cap * sizeof *c);
-        if (!c) cg__emu_fiber_fail(f, "out of memory for %d cp.async in flight", f->ncpa + 1);
+        if (!c) fiber_fail(f, "out of memory for %d cp.async in flight", f->ncpa + 1);
         f->cpa = c;
         w->cpa_own[f->slot] = c;
         f->cpa_cap = cap;
@@ -338,7 +362,7 @@ static int bar_arrive(emu_fiber *f, const char *what, int line, int op, int pred
         w->bar_line = line;
         w->bar_tid = f->pub.tid;
     } else if (w->bar_line != line || strcmp(w->bar_what, what) != 0) {
-        cg__emu_fiber_fail(f, "divergent barrier: reached %s in line %d while thread %d waits at %s in line %d", what, line,
+        fiber_fail(f, "divergent barrier: reached %s in line %d while thread %d waits at %s in line %d", what, line,
                    w->bar_tid, w->bar_what, w->bar_line);
     }
     f->state = F_BAR;
@@ -351,7 +375,7 @@ static int bar_arrive(emu_fiber *f, const char *what, int line, int op, int pred
         return w->bar_result;
     }
     if (w->ndone)
-        cg__emu_fiber_fail(f, "%s in line %d: %d thread(s) of the block exited without reaching it (divergent barrier)", what,
+        fiber_fail(f, "%s in line %d: %d thread(s) of the block exited without reaching it (divergent barrier)", what,
                    line, w->ndone);
     if (w->blk.stats) cg__emu_wstats_flush(w->ws, 0, w->n);
     int count = 0;
@@ -387,7 +411,7 @@ static void rt_warp_sync(const cg_emu_thread *t, unsigned mask, const char *what
     const int nl = w->n - base < 32 ? w->n - base : 32;
     const unsigned exist = nl == 32 ? 0xFFFFFFFFu : ((1u << nl) - 1u);
     if (!(mask >> t->lane & 1))
-        cg__emu_fiber_fail(f, "%s in line %d: the mask 0x%08x does not include the calling lane %d", what, line, mask, t->lane);
+        fiber_fail(f, "%s in line %d: the mask 0x%08x does not include the calling lane %d", what, line, mask, t->lane);
     const unsigned group = mask & exist;
     f->state = F_WARP;
     f->what = what;
@@ -399,7 +423,7 @@ static void rt_warp_sync(const cg_emu_thread *t, unsigned mask, const char *what
         if (!(group >> l & 1)) continue;
         emu_fiber *g = w->fib[base + l];
         if (g->state == F_DONE)
-            cg__emu_fiber_fail(f, "%s in line %d: lane %d of the mask 0x%08x has exited", what, line, l, mask);
+            fiber_fail(f, "%s in line %d: lane %d of the mask 0x%08x has exited", what, line, l, mask);
     }
     for (int l = 0; l < nl; l++) {
         if (!(group >> l & 1)) continue;
@@ -414,7 +438,7 @@ static void rt_warp_sync(const cg_emu_thread *t, unsigned mask, const char *what
         if (!(group >> l & 1)) continue;
         emu_fiber *g = w->fib[base + l];
         if (g->wfn != fn)
-            cg__emu_fiber_fail(f, "lanes of one warp collective disagree: lane %d at %s in line %d, lane %d at %s in line %d",
+            fiber_fail(f, "lanes of one warp collective disagree: lane %d at %s in line %d, lane %d at %s in line %d",
                        t->lane, what, line, l, g->what, g->line);
         args[l] = g->warg;
     }
@@ -447,7 +471,7 @@ static void rt_yield(const cg_emu_thread *t) {
 }
 
 static void rt_fail(const cg_emu_thread *t, const char *msg) {
-    cg__emu_fiber_fail((emu_fiber *)(uintptr_t)t, "%s", msg);
+    fiber_fail((emu_fiber *)(uintptr_t)t, "%s", msg);
 }
 
 const cg_emu_api cg__emu_api = {

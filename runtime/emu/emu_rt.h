@@ -1,6 +1,6 @@
 /* emu_rt.h -- the SIMT runtime's own records, shared by emu_rt.c (fibers, scheduling,
- * barriers, collectives, cp.async) and emu_race.c (the shared-memory race checker and
- * the statistics' access hook). Private to runtime/emu/. */
+ * barriers, collectives, cp.async, the statistics' access hook) and emu_race.c (the
+ * shared-memory race checker, which emu_rt.c calls). Private to runtime/emu/. */
 #ifndef CG_EMU_RT_H
 #define CG_EMU_RT_H
 
@@ -97,6 +97,7 @@ struct emu_worker {
     int bar_line, bar_tid, bar_result;
     int failed;
     char msg[1024];
+    char race_msg[768];        /* the race checker's finding (emu_race.c), for fiber_fail */
     /* race checking */
     uint32_t epoch;
     emu_shadow *shadow;        /* [dyn smem bytes + tls bytes] */
@@ -106,21 +107,21 @@ struct emu_worker {
     cg_emu_wstats *ws;         /* access statistics, when a grid counts */
 };
 
-/* Stop the block from inside fiber f: back to the scheduler for good (emu_rt.c). */
-void cg__emu_fiber_fail(emu_fiber *f, const char *fmt, ...) CG_PRINTF(2, 3) __attribute__((noreturn));
-
-/* emu_race.c */
+/* emu_race.c (it calls nothing in emu_rt.c: a finding comes back as a message) */
 /* The block's static __shared__ range (the module's TLS) when it checks races or counts. */
 void cg__emu_race_reset_ranges(emu_worker *w);
 /* A shadow for the block's shared memory; -1 when out of memory. */
 int cg__emu_race_shadow(emu_worker *w);
 /* A load or store of n bytes at p by f; a store records `as` as its writer (f's tid,
- * or tid | EMU_ASYNC for a cp.async in flight). Fails the block on a race. */
-void cg__emu_race_access(emu_fiber *f, const void *p, size_t n, int is_write, uint16_t as, const void *pc);
+ * or tid | EMU_ASYNC for a cp.async in flight). 1 on a race (or an access past the end of
+ * dynamic shared memory), described in w->race_msg; else 0. */
+int cg__emu_race_access(emu_fiber *f, const void *p, size_t n, int is_write, uint16_t as, const void *pc);
 /* Record f's write `as` of n bytes at p in this interval, unchecked. */
 void cg__emu_race_mark(emu_fiber *f, const void *p, size_t n, uint16_t as);
-/* Statistics: log an access unless it is to a fiber's stack, the runtime's records, the
- * launch parameters or the module's own data. */
-void cg__emu_stats_access(emu_worker *w, const emu_fiber *f, const void *p, size_t n, int is_write, const void *pc);
+/* Where the n bytes at a lie in shared memory: 1 with their shadow index (base), the
+ * offset of their region in the shadow (shift) and its name; 0 when a is not in shared
+ * memory. n is clipped to the static region's end. */
+int cg__emu_smem_where(const emu_worker *w, const unsigned char *a, size_t *n, size_t *base, size_t *shift,
+                       const char **where);
 
 #endif

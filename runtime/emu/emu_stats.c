@@ -4,7 +4,7 @@
  * the JSON schema.
  *
  * Only instrumented modules count (CHUNKGEN_EMU_STATS or cg__emu_stats_enable): every
- * load and store of such a module reaches the runtime's access hook (emu_race.c), which logs it here
+ * load and store of such a module reaches emu_rt.c's access hook, which logs it here
  * per thread. A block's threads are fibers run one after another, so a warp's lanes
  * are matched afterwards: at a point where the whole warp stands at one place (a
  * __syncthreads, a full-warp collective, the block's end) the k-th execution of an
