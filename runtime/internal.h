@@ -209,19 +209,21 @@ static inline void cg__vstore(const cg_view *v, int64_t i0, int64_t i1, int64_t 
 }
 
 /* SSD problem after validation. Logical orders:
- *   q, k, dq, dk       [b, t, g, i]   (i < dk)
- *   v, o, dout, dv     [b, t, h, j]   (j < dv)
- *   la, dla            [b, t, h, -]
- *   h0, hT, dhT, dh0   [b, h, i, j]
+ *   q, k, grad_q, grad_k     [b, t, g, i]   (i < dk)
+ *   v, o, dout, grad_v       [b, t, h, j]   (j < dv)
+ *   la, grad_la              [b, t, h, -]
+ *   h0, hT, dhT, grad_h0     [b, h, i, j]
+ * dk and dv are the head dimensions; grad_* are the gradients the public args call dq, dk,
+ * dv, dlog_alpha, dh0 (docs/architecture.md, "Names").
  * dtype: the math class (CG_F32, or CG_F64 for the reference); each view's dt its storage
- * (q, k, v, o, dout, dq, dk, dv may be 16-bit: the op table's CG_TD_HALF). */
+ * (q, k, v, o, dout and the grad_ of q, k, v may be 16-bit: the op table's CG_TD_HALF). */
 typedef struct cg_ssd_prob {
     int64_t B, T, G, H, dk, dv;
     cg_dtype dtype;
     cg_view q, k, v, la, h0;   /* inputs */
     cg_view o, hT;             /* forward outputs */
     cg_view dout, dhT;         /* backward inputs */
-    cg_view dq, dk_, dv_, dla, dh0; /* backward outputs */
+    cg_view grad_q, grad_k, grad_v, grad_la, grad_h0; /* backward outputs */
     int64_t nseq;              /* varlen (docs/varlen.md): N sequences packed along T; 0: none */
     cg_view cu;                /* cu_seqlens [N + 1] (dt CG_I32 / CG_I64), p NULL when absent */
 } cg_ssd_prob;

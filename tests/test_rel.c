@@ -520,8 +520,7 @@ static void *race_main(void *arg) {
 /* One context used from two threads at once: refused with a message, never a crash, a
  * deadlock or a wrong output. */
 CG_TEST(rel_context_two_threads) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     CG_CHECK_OK(ctx, cg_context_set_threads(ctx, 1));
     const int64_t B = 2, T = 512, H = 4, dk = 32, dv = 32;
     const int64_t sq[] = {B, T, 1, dk}, sv[] = {B, T, H, dv}, sl[] = {B, T, H};
