@@ -84,6 +84,10 @@ typedef struct cg_op_desc {
      * problem's N is at nseq_off. */
     const cg_tdesc *varlen;
     size_t nseq_off;
+    /* the CPU tuning key's `par` (autotune/key.c): the tasks the CPU path can run at once
+     * are B times this symbol's extent (H: one per batch and head; G: per batch and
+     * group), bucketed and capped at the thread count */
+    cg_sym par;
 } cg_op_desc;
 
 /* Varlen (docs/varlen.md, runtime/varlen.c). The problem's cu_seqlens view (p NULL when absent). */
