@@ -135,23 +135,37 @@ static const cg_tdesc k_cu[] = {CU_ROW(cg_ssd_fwd_args, cg_ssd_prob), CU_ROW(cg_
     {NONE_OFF, offsetof(cg_sscan_prob, B), NONE_OFF, offsetof(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF, \
      offsetof(cg_sscan_prob, L), offsetof(cg_sscan_prob, D), offsetof(cg_sscan_prob, N)}
 
+/* Built-in tuning shapes: the seeds' four SSD configs at T = 512, 2048 and 8192 (the CPU
+ * at 512 and 2048: the 8192 bucket is reached by nearest-bucket lookup; the key's par field
+ * tells batch x heads against the threads apart); the selective scan at batch 4, dim
+ * 256/512/1024, state 16 (the CPU at L = 2048). */
+static const cg_tune_seed k_ssd_seeds[] = {{"B=4,G=2,H=8,dk=128,dv=128", "g2h8_d128"},
+                                           {"B=2,G=1,H=24,dk=128,dv=64", "g1h24_dk128_dv64"},
+                                           {"B=4,G=1,H=1,dk=128,dv=128", "g1h1_d128"},
+                                           {"B=4,G=2,H=4,dk=48,dv=40", "g2h4_dk48_dv40"},
+                                           {NULL, NULL}};
+static const cg_tune_seed k_sscan_seeds[] = {
+    {"B=4,D=256,N=16", "d256_n16"}, {"B=4,D=512,N=16", "d512_n16"}, {"B=4,D=1024,N=16", "d1024_n16"}, {NULL, NULL}};
+#define NO_SEEDS NULL, {0}, {0}
+
 static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
      offsetof(cg_ssd_fwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[0],
-     offsetof(cg_ssd_prob, nseq), H_},
+     offsetof(cg_ssd_prob, nseq), H_, k_ssd_seeds, {512, 2048, 8192}, {512, 2048}},
     {CG_OP_SSD_BWD, "ssd_bwd", "ssd", 1, "cg_ssd_bwd_args", sizeof(cg_ssd_bwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_bwd), k_ssd_bwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
      offsetof(cg_ssd_bwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[1],
-     offsetof(cg_ssd_prob, nseq), H_},
+     offsetof(cg_ssd_prob, nseq), H_, NO_SEEDS},
     {CG_OP_SSCAN_FWD, "sscan_fwd", "sscan", 0, "cg_sscan_fwd_args", sizeof(cg_sscan_fwd_args),
      sizeof(cg_sscan_prob), COUNT(k_sscan_fwd), k_sscan_fwd, COUNT(k_sscan_fwd_scalars), k_sscan_fwd_scalars,
      SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
-     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[2], offsetof(cg_sscan_prob, nseq), G_},
+     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[2], offsetof(cg_sscan_prob, nseq), G_,
+     k_sscan_seeds, {512, 2048, 8192}, {2048}},
     {CG_OP_SSCAN_BWD, "sscan_bwd", "sscan", 1, "cg_sscan_bwd_args", sizeof(cg_sscan_bwd_args),
      sizeof(cg_sscan_prob), COUNT(k_sscan_bwd), k_sscan_bwd, COUNT(k_sscan_bwd_scalars), k_sscan_bwd_scalars,
      SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
-     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[3], offsetof(cg_sscan_prob, nseq), G_},
+     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[3], offsetof(cg_sscan_prob, nseq), G_, NO_SEEDS},
 };
 
 const cg_op_desc *cg__op_desc(cg_op op) {

@@ -58,6 +58,14 @@ typedef struct cg_scalar_desc {
 
 #define CG_OP_MAX_TENSORS 24
 
+/* One built-in tuning shape of an op family (cg_tune_builtin_shapes, autotune/api_tune.c):
+ * the shape syntax's items without the op and the sequence (docs/shapes.md), and a name
+ * (the store's shape.name). */
+typedef struct cg_tune_seed {
+    const char *items;    /* "B=4,G=2,H=8,dk=128,dv=128"; NULL ends a list */
+    const char *name;     /* "g2h8_d128" */
+} cg_tune_seed;
+
 typedef struct cg_op_desc {
     cg_op op;
     const char *name;      /* "ssd_fwd" */
@@ -88,6 +96,11 @@ typedef struct cg_op_desc {
      * are B times this symbol's extent (H: one per batch and head; G: per batch and
      * group), bucketed and capped at the thread count */
     cg_sym par;
+    /* the family's built-in tuning shapes (forward rows; NULL on backward ones): each seed at
+     * each sequence length of seq_gpu (generated kernels) or seq_cpu (the CPU path), in
+     * this order; 0 ends a list */
+    const cg_tune_seed *seeds;
+    int64_t seq_gpu[4], seq_cpu[4];
 } cg_op_desc;
 
 /* Varlen (docs/varlen.md, runtime/varlen.c). The problem's cu_seqlens view (p NULL when absent). */
