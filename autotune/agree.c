@@ -194,16 +194,16 @@ cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, ch
     if (e->best < 0 || !e->cand[e->best].cfg[0]) return CG_OK; /* the default config */
     const cg_tune_key *k = &e->key;
     const cg_op_desc *d = cg__tune_key_family(k); /* validated with the key: known */
-    const int sscan = d->seq == CG_SYM_L, bwd = !strcmp(k->dir, "bwd");
+    const int fam = cg__tune_family_index(d), bwd = !strcmp(k->dir, "bwd");
     /* The measured shape when it fits the key (the op table's key column), else the key's
      * own (batch 1, T = bucket). */
     cg_tune_shape s = e->shape;
-    int fits = s.sscan == sscan && s.B >= 1 && s.T >= 1 && s.T <= k->seq_bucket && cg__tune_bucket(s.T) == k->seq_bucket;
+    int fits = s.fam == fam && s.B >= 1 && s.T >= 1 && s.T <= k->seq_bucket && cg__tune_bucket(s.T) == k->seq_bucket;
     for (int i = 0; i < d->nkey; i++) fits &= cg__tune_shape_dim(&s, d->key[i]) == cg__tune_key_dim(k, d->key[i]);
     if (!fits) {
         memset(&s, 0, sizeof s);
-        s.sscan = sscan, s.B = 1, s.T = k->seq_bucket, s.G = k->G;
-        s.H = k->H, s.dk = k->dk, s.dv = k->dv, s.D = k->D, s.N = k->N;
+        s.fam = fam, s.B = 1, s.T = k->seq_bucket;
+        for (int i = 0; i < d->nkey; i++) *cg__tune_shape_field(&s, d->key[i]) = cg__tune_key_dim(k, d->key[i]);
     }
     snprintf(s.dtype, sizeof s.dtype, "%s", k->dtype); /* the key's dtype signature is the entry's */
     cg_kshape ks;

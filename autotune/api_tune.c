@@ -19,11 +19,10 @@ static cg_status tune_shape_of(cg_context *ctx, const char *what, const cg_shape
         return cg__err(ctx, CG_EINVAL, "%s.op: %d is not an op (expected 0 .. %d)", what, (int)sh.op, CG_OP_COUNT - 1);
     const cg_op_desc *d = cg__op_desc(sh.op);
     memset(s, 0, sizeof *s);
-    /* (cg_tune_shape still keeps each family's extents in members of their own) */
-    s->sscan = d->seq == CG_SYM_L;
-    s->B = sh.dim[CG_SYM_B], s->T = sh.dim[d->seq], s->G = sh.dim[CG_SYM_G] > 0 ? sh.dim[CG_SYM_G] : 1;
-    s->H = sh.dim[CG_SYM_H], s->dk = sh.dim[CG_SYM_DK], s->dv = sh.dim[CG_SYM_DV];
-    s->D = sh.dim[CG_SYM_D], s->N = sh.dim[CG_SYM_N];
+    s->fam = cg__tune_family_index(d);
+    for (int i = 1; i < CG_SYM_COUNT; i++) /* the op's symbols (T keeps the sequence) */
+        if (d->dim_off[i] != (size_t)-1) *cg__tune_shape_field(s, (cg_sym)i) = sh.dim[i];
+    if (s->G < 1) s->G = 1; /* ungrouped: one group */
     for (int i = 0; i < d->nkey; i++)
         if (sh.dim[d->key[i]] < 1)
             return cg__err(ctx, CG_EINVAL, "%s: %s = %lld but expected a positive extent", what,
@@ -49,39 +48,34 @@ static cg_status tune_shape_of(cg_context *ctx, const char *what, const cg_shape
 }
 
 /* ------------------------------------------------------------ shape sets
- * The built-in sets, in the shape syntax: the seeds' four SSD configs at T = 512, 2048 and
- * 8192 and the selective scan at batch 4, dim 256/512/1024, state 16; on the CPU the seeds'
- * CPU runs at T = 512 and 2048 (the 8192 bucket is reached by nearest-bucket lookup; the
- * key's par field tells batch x heads against the threads apart). */
-typedef struct builtin {
-    const char *text, *name;
-} builtin;
-#define SSD3(b, g, h, k, v, nm)                                                                                    \
-    {"ssd_fwd:B=" #b ",T=512,G=" #g ",H=" #h ",dk=" #k ",dv=" #v, nm},                                           \
-        {"ssd_fwd:B=" #b ",T=2048,G=" #g ",H=" #h ",dk=" #k ",dv=" #v, nm},                                      \
-        {"ssd_fwd:B=" #b ",T=8192,G=" #g ",H=" #h ",dk=" #k ",dv=" #v, nm}
-#define SSCAN3(d, nm) {"sscan_fwd:B=4,L=512,D=" #d ",N=16", nm}, {"sscan_fwd:B=4,L=2048,D=" #d ",N=16", nm}, \
-                      {"sscan_fwd:B=4,L=8192,D=" #d ",N=16", nm}
-static const builtin k_gpu_set[] = {
-    SSD3(4, 2, 8, 128, 128, "g2h8_d128"), SSD3(2, 1, 24, 128, 64, "g1h24_dk128_dv64"), SSD3(4, 1, 1, 128, 128, "g1h1_d128"),
-    SSD3(4, 2, 4, 48, 40, "g2h4_dk48_dv40"), SSCAN3(256, "d256_n16"), SSCAN3(512, "d512_n16"), SSCAN3(1024, "d1024_n16"),
-};
-static const builtin k_cpu_set[] = {
-    {"ssd_fwd:B=4,T=512,G=2,H=8,dk=128,dv=128", "g2h8_d128"},      {"ssd_fwd:B=4,T=2048,G=2,H=8,dk=128,dv=128", "g2h8_d128"},
-    {"ssd_fwd:B=2,T=512,G=1,H=24,dk=128,dv=64", "g1h24_dk128_dv64"}, {"ssd_fwd:B=2,T=2048,G=1,H=24,dk=128,dv=64", "g1h24_dk128_dv64"},
-    {"ssd_fwd:B=4,T=512,G=1,H=1,dk=128,dv=128", "g1h1_d128"},      {"ssd_fwd:B=4,T=2048,G=1,H=1,dk=128,dv=128", "g1h1_d128"},
-    {"ssd_fwd:B=4,T=512,G=2,H=4,dk=48,dv=40", "g2h4_dk48_dv40"},   {"ssd_fwd:B=4,T=2048,G=2,H=4,dk=48,dv=40", "g2h4_dk48_dv40"},
-    {"sscan_fwd:B=4,L=2048,D=256,N=16", "d256_n16"},               {"sscan_fwd:B=4,L=2048,D=512,N=16", "d512_n16"},
-    {"sscan_fwd:B=4,L=2048,D=1024,N=16", "d1024_n16"},
-};
+ * The built-in sets are the op table's data (cg_op_desc.seeds, seq_gpu, seq_cpu: each
+ * family's row says its own): every family in the table's order, each seed at each of the
+ * family's sequence lengths for the backend. */
 
-static const builtin *builtin_set(cg_backend b, int *n) {
-    if (b == CG_BACKEND_CPU) {
-        *n = (int)(sizeof k_cpu_set / sizeof k_cpu_set[0]);
-        return k_cpu_set;
+/* Built-in shape i of backend b's set as shape text into buf (its name in *name); 0 past
+ * the end. */
+static int builtin_at(cg_backend b, int i, char *buf, size_t cap, const char **name) {
+    const cg_op_desc *d;
+    for (int f = 0; (d = cg__tune_family_at(f)) != NULL; f++) {
+        const int64_t *seq = b == CG_BACKEND_CPU ? d->seq_cpu : d->seq_gpu;
+        for (int k = 0; d->seeds && d->seeds[k].items; k++)
+            for (int q = 0; q < 4 && seq[q]; q++)
+                if (i-- == 0) {
+                    snprintf(buf, cap, "%s:%s,%s=%lld", d->name, d->seeds[k].items, cg_sym_name(d->seq),
+                             (long long)seq[q]);
+                    *name = d->seeds[k].name;
+                    return 1;
+                }
     }
-    *n = (int)(sizeof k_gpu_set / sizeof k_gpu_set[0]);
-    return k_gpu_set;
+    return 0;
+}
+
+static int builtin_count(cg_backend b) {
+    char text[CG_SHAPE_TEXT_MAX];
+    const char *name;
+    int n = 0;
+    while (builtin_at(b, n, text, sizeof text, &name)) n++;
+    return n;
 }
 
 static const char *tune_backend(cg_context *ctx, cg_backend b) {
@@ -132,19 +126,21 @@ static cg_status tune(cg_context *ctx, const cg_shape *shapes, int nshapes, cons
             n++;
         }
     } else { /* the built-in set, of one family or both */
-        int nb = 0;
         cg_backend bk = CG_BACKEND_CPU;
         cg_backend_parse(backend, &bk);
-        const builtin *set = builtin_set(bk, &nb);
+        const int nb = builtin_count(bk);
         if (!(ts = calloc((size_t)nb, sizeof *ts))) return cg__err(ctx, CG_ENOMEM, "cg_tune: out of memory");
         for (int i = 0; st == CG_OK && i < nb; i++) {
             cg_shape sh = {.size = sizeof sh};
             int dir = 0;
             cg_op op;
-            if ((st = cg_shape_parse(ctx, set[i].text, &sh)) != CG_OK) break;
+            char text[CG_SHAPE_TEXT_MAX];
+            const char *name = "";
+            builtin_at(bk, i, text, sizeof text, &name);
+            if ((st = cg_shape_parse(ctx, text, &sh)) != CG_OK) break;
             if (o.family && strcmp(o.family, "all") && strcmp(o.family, cg__op_desc(sh.op)->family)) continue;
             if ((st = tune_shape_of(ctx, "built-in shape", &sh, &ts[n], &dir, &op)) != CG_OK) break;
-            snprintf(ts[n].name, sizeof ts[n].name, "%s", set[i].name);
+            snprintf(ts[n].name, sizeof ts[n].name, "%s", name);
             n++;
         }
         if (st == CG_OK && !n && o.family)
@@ -178,7 +174,7 @@ cg_status cg_config_lookup(cg_context *ctx, cg_backend backend, const cg_shape *
     cg_tuned_config r = {.size = sizeof r, .source = "default"};
     cg_tune_shape s;
     int dir = 0;
-    cg_op op = CG_OP_SSD_FWD;
+    cg_op op = (cg_op)0;
     cg_status st = tune_shape_of(ctx, "shape", shape, &s, &dir, &op);
     if (st == CG_OK && backend != CG_BACKEND_CPU && backend != CG_BACKEND_CUDA && backend != CG_BACKEND_EMULATE)
         st = cg__err(ctx, CG_EINVAL, "backend: %s keeps no tuned configs (expected cpu, cuda or emulate)",
@@ -209,13 +205,15 @@ cg_status cg_tune_builtin_shapes(cg_context *ctx, cg_backend backend, cg_shape *
     if (st == CG_OK) {
         cg_backend bk = CG_BACKEND_CPU;
         cg_backend_parse(b, &bk);
-        int nb = 0;
-        const builtin *set = builtin_set(bk, &nb);
+        const int nb = builtin_count(bk);
         const size_t stride = cap && shapes[0].size ? shapes[0].size : sizeof(cg_shape);
         for (int i = 0; st == CG_OK && i < nb && i < cap; i++) {
             cg_shape *out = (cg_shape *)((char *)shapes + (size_t)i * stride);
+            char text[CG_SHAPE_TEXT_MAX];
+            const char *name;
+            builtin_at(bk, i, text, sizeof text, &name);
             out->size = stride;
-            st = cg_shape_parse(ctx, set[i].text, out);
+            st = cg_shape_parse(ctx, text, out);
         }
         *n = nb;
     }

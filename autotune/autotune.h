@@ -5,8 +5,8 @@
  * lookup.c -> tuner.c -> tune_prob.c, exchange.c -> agree.c -> cpu_space.c, store.c ->
  * key.c (docs/tuning.md, "Layers").
  *
- * A tuned config is stored under a key (cg_tune_key): op, direction, the shape fields
- * that change the best config (SSD: dk, dv, G, H; selective scan: D, N, G), dtype,
+ * A tuned config is stored under a key (cg_tune_key): op family, direction, the shape
+ * fields that change the best config (the op table's key column), dtype,
  * precision class, seq bucket (next power of two of T or L), the device identity (GPU
  * name, compute capability, SM count, NVRTC and driver versions; or the CPU model and
  * thread count) and the chunkgen version. Runtime lookup (lookup.c): exact key, then
@@ -47,8 +47,8 @@ typedef struct cg_tune_key {
     int cc;               /* compute capability x10 (cuda); 0 otherwise */
     int sm_count;         /* cuda; 0 otherwise */
     int threads;          /* CPU threads; 0 for GPU backends */
-    int par;              /* CPU: tasks that can run at once, min(bucket(B H) (SSD) or bucket(B G)
-                           * (sscan), threads): whether the batch keeps every thread busy
+    int par;              /* CPU: tasks that can run at once, min(bucket(B x the op table's par
+                           * symbol), threads): whether the batch keeps every thread busy
                            * changes the best config; 0 for GPU backends */
     char nvrtc[32];       /* cuda: NVRTC version; "" otherwise */
     char driver[32];      /* cuda: driver version; "" otherwise */
@@ -60,9 +60,15 @@ typedef struct cg_tune_key {
 
 /* A problem shape to tune (or the shape a runtime call has). */
 typedef struct cg_tune_shape {
-    int sscan;                        /* 0: SSD, 1: selective scan */
-    int64_t B, T, G, H, dk, dv;       /* SSD (T is L for sscan) */
-    int64_t D, N;                     /* sscan: D channels, N state size, G groups */
+    union {
+        int fam;                      /* the op family: its index f in the op table (cg__tune_family_at) */
+        int sscan;                    /* the same member under its old name, for tools/cmd_run.c only (it
+                                       * sets it to 1 for the second family); goes when cmd_run.c asks
+                                       * cg_config_lookup for its key. Nothing in autotune/ reads it. */
+    };
+    int64_t B, T, G, H, dk, dv;       /* the extents of the family's symbols, 0 for the others (T holds
+                                       * the sequence, whichever symbol the op calls it) */
+    int64_t D, N;
     char name[48];                    /* e.g. "g2h8_d128" (informational) */
     char dtype[32];                   /* dtype signature (cg__op_dtype_sig); "": "f32" */
     int64_t varlen_max;               /* varlen (cu_seqlens, docs/varlen.md): the longest sequence, T the
@@ -75,7 +81,15 @@ typedef struct cg_tune_shape {
  * key has no such field) and in a tuner's shape (T is the sequence, T or L). */
 int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s);
 int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s);
-/* The forward op of a shape's family, and of a key's op (NULL for an unknown op). */
+/* The member of sh that keeps symbol s (to set it); NULL for CG_SYM_NONE. */
+int64_t *cg__tune_shape_field(cg_tune_shape *sh, cg_sym s);
+/* The op families, in the op table's order of first appearance (the store's and the
+ * options' numbering: cg_tune_shape.fam, cg_tune_opts.op_mask): the forward op of family
+ * f (NULL past the last), and the family index of an op. */
+const struct cg_op_desc *cg__tune_family_at(int f);
+int cg__tune_family_index(const struct cg_op_desc *d);
+/* The forward op of a shape's family (NULL for a bad cg_tune_shape.fam), and of a key's op
+ * (NULL for an unknown op). */
 const struct cg_op_desc *cg__tune_family(const cg_tune_shape *s);
 const struct cg_op_desc *cg__tune_key_family(const cg_tune_key *k);
 /* Smallest power of two >= n (1 for n <= 1). */
@@ -243,7 +257,7 @@ cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, ch
 /* ------------------------------------------------------------------ tuner */
 
 typedef struct cg_tune_opts {
-    int op_mask;            /* 1: SSD, 2: sscan */
+    int op_mask;            /* bit f: op family f (cg__tune_family_at); default every family */
     int dir_mask;           /* 1: fwd, 2: bwd */
     double budget_s;        /* whole tune; <= 0: none */
     int jobs;               /* compile workers for generated backends; 0: cores */

@@ -61,25 +61,43 @@ int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s) {
     return f ? *f : 0;
 }
 
-/* The extent of symbol s in a tuner's shape (T holds the sequence: T or L). */
-int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s) {
+/* Where a tuner's shape keeps symbol s (T holds the sequence: T or L); NULL for none. */
+int64_t *cg__tune_shape_field(cg_tune_shape *sh, cg_sym s) {
     switch (s) {
-    case CG_SYM_B: return sh->B;
+    case CG_SYM_B: return &sh->B;
     case CG_SYM_T:
-    case CG_SYM_L: return sh->T;
-    case CG_SYM_G: return sh->G;
-    case CG_SYM_H: return sh->H;
-    case CG_SYM_DK: return sh->dk;
-    case CG_SYM_DV: return sh->dv;
-    case CG_SYM_D: return sh->D;
-    case CG_SYM_N: return sh->N;
-    default: return 0;
+    case CG_SYM_L: return &sh->T;
+    case CG_SYM_G: return &sh->G;
+    case CG_SYM_H: return &sh->H;
+    case CG_SYM_DK: return &sh->dk;
+    case CG_SYM_DV: return &sh->dv;
+    case CG_SYM_D: return &sh->D;
+    case CG_SYM_N: return &sh->N;
+    default: return NULL;
     }
 }
 
-const cg_op_desc *cg__tune_family(const cg_tune_shape *s) {
-    return cg__op_desc(s->sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD); /* the one place a shape's flag picks its op */
+int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s) {
+    const int64_t *f = cg__tune_shape_field((cg_tune_shape *)sh, s);
+    return f ? *f : 0;
 }
+
+const cg_op_desc *cg__tune_family_at(int f) {
+    for (int i = 0, n = 0; f >= 0 && i < CG_OP_COUNT; i++) {
+        const cg_op_desc *d = cg__op_desc((cg_op)i);
+        if (!d->bwd && n++ == f) return d;
+    }
+    return NULL;
+}
+
+int cg__tune_family_index(const cg_op_desc *d) {
+    const cg_op_desc *x;
+    for (int f = 0; (x = cg__tune_family_at(f)) != NULL; f++)
+        if (!strcmp(x->family, d->family)) return f;
+    return -1;
+}
+
+const cg_op_desc *cg__tune_family(const cg_tune_shape *s) { return cg__tune_family_at(s->fam); }
 
 const cg_op_desc *cg__tune_key_family(const cg_tune_key *k) {
     for (int i = 0; i < CG_OP_COUNT; i++)
@@ -135,6 +153,8 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
     cg_status st = cg__tune_device_key(ctx, backend, k);
     if (st != CG_OK) return st;
     const cg_op_desc *d = cg__tune_family(s);
+    if (!d) return cg__err(ctx, CG_EINVAL, "shape.fam: %d is not an op family (expected 0 .. %d)", s->fam,
+                           cg__tune_family_index(cg__op_desc((cg_op)(CG_OP_COUNT - 1))));
     snprintf(k->op, sizeof k->op, "%s", d->family);
     snprintf(k->dir, sizeof k->dir, "%s", bwd ? "bwd" : "fwd");
     for (int i = 0; i < d->nkey; i++) /* the op table's key column */
@@ -144,7 +164,7 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
     k->seq_bucket = cg__tune_bucket(s->T);
     k->varlen = s->varlen_max > 0 ? cg__tune_bucket(s->varlen_max) : 0;
     if (!strcmp(backend, "cpu")) {
-        const int64_t tasks = cg__tune_bucket(s->B * (s->sscan ? s->G : s->H));
+        const int64_t tasks = cg__tune_bucket(s->B * cg__tune_shape_dim(s, d->par)); /* the op table's par column */
         k->par = (int)(tasks < k->threads ? tasks : k->threads);
     }
     return CG_OK;
@@ -171,7 +191,7 @@ void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s) {
         dt[i] = v->p ? (int)v->dt : -1;
     }
     cg__op_dtype_sig(d, dt, s->dtype, sizeof s->dtype);
-    s->sscan = d->seq == CG_SYM_L; /* (cg_tune_shape: the family as a flag) */
+    s->fam = cg__tune_family_index(d);
     s->B = cg__prob_dim(d, prob, CG_SYM_B), s->T = cg__prob_dim(d, prob, d->seq), s->G = cg__prob_dim(d, prob, CG_SYM_G);
     s->H = cg__prob_dim(d, prob, CG_SYM_H), s->dk = cg__prob_dim(d, prob, CG_SYM_DK);
     s->dv = cg__prob_dim(d, prob, CG_SYM_DV), s->D = cg__prob_dim(d, prob, CG_SYM_D), s->N = cg__prob_dim(d, prob, CG_SYM_N);

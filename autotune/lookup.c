@@ -229,7 +229,7 @@ typedef struct lookup_memo {
 static __thread lookup_memo t_memo;
 
 static void shape_words(const cg_tune_shape *s, int64_t w[10]) {
-    const int64_t v[10] = {s->sscan | s->varlen_max << 1, s->B, s->T, s->G, s->H, s->dk, s->dv, s->D, s->N,
+    const int64_t v[10] = {(int64_t)s->fam | s->varlen_max << 16, s->B, s->T, s->G, s->H, s->dk, s->dv, s->D, s->N,
                            (int64_t)cg__tune_hash(s->dtype, strlen(s->dtype), 0)};
     memcpy(w, v, sizeof v);
 }

@@ -123,6 +123,17 @@ int cg__tune_select(const cg_tune_cand *c, int n, double rel_tol, int *runner_up
 
 static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
+/* The shape's op family in schema 1: a boolean member named by each family but the op
+ * table's first (cg__tune_family_at(f), f >= 1), true for the shape's own -- for today's
+ * table the one member written since schema 1 began. (The key's "op" names the family
+ * too; the shape is informational: cg__tune_entry_check_space uses the key's own shape
+ * when the two disagree.) */
+static void shape_family_to_json(json_t *sj, int fam) {
+    const cg_op_desc *d;
+    for (int f = 1; sj && (d = cg__tune_family_at(f)) != NULL; f++)
+        json_object_set_new(sj, d->family, json_boolean(fam == f));
+}
+
 static json_t *key_to_json(const cg_tune_key *k) {
     json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:s}",
                      "backend", k->backend, "op", k->op, "dir", k->dir, "dk", (json_int_t)k->dk, "dv",
@@ -183,11 +194,11 @@ json_t *cg__tune_entry_to_json(const cg_tune_entry *e) {
     json_object_set_new(o, "complete", json_boolean(e->complete));
     json_object_set_new(o, "truncated", json_boolean(e->truncated));
     json_object_set_new(o, "kernel", json_string(e->kernel));
-    json_object_set_new(o, "shape",
-                        json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name", s->name, "sscan",
-                                  s->sscan, "B", (json_int_t)s->B, "T", (json_int_t)s->T, "G", (json_int_t)s->G, "H",
-                                  (json_int_t)s->H, "dk", (json_int_t)s->dk, "dv", (json_int_t)s->dv, "D",
-                                  (json_int_t)s->D, "N", (json_int_t)s->N));
+    json_t *sj = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name", s->name, "B", (json_int_t)s->B, "T",
+                           (json_int_t)s->T, "G", (json_int_t)s->G, "H", (json_int_t)s->H, "dk", (json_int_t)s->dk,
+                           "dv", (json_int_t)s->dv, "D", (json_int_t)s->D, "N", (json_int_t)s->N);
+    shape_family_to_json(sj, s->fam);
+    json_object_set_new(o, "shape", sj);
     if (s->dtype[0] && strcmp(s->dtype, "f32")) /* f32 shapes are written as before #15 */
         json_object_set_new(json_object_get(o, "shape"), "dtype", json_string(s->dtype));
     json_object_set_new(o, "verify_T", json_integer(e->verify_T));
@@ -287,6 +298,20 @@ static int get_bool(json_t *o, const char *name, int *dst, char *why, size_t why
     }
     if (!json_is_boolean(v)) return BAD("\"%s\" must be true or false", name);
     *dst = json_is_true(v);
+    return 0;
+}
+
+/* The shape's family from its boolean members (shape_family_to_json); absent ones are false,
+ * all false is the first family. */
+static int shape_family_from_json(json_t *sj, int *fam, char *why, size_t whycap) {
+    const cg_op_desc *d;
+    *fam = 0;
+    for (int f = 1; (d = cg__tune_family_at(f)) != NULL; f++) {
+        int on = 0;
+        if (get_bool(sj, d->family, &on, why, whycap)) return -1;
+        if (on && *fam) return BAD("\"shape\": more than one op family is true");
+        if (on) *fam = f;
+    }
     return 0;
 }
 
@@ -395,7 +420,7 @@ cg_status cg__tune_entry_from_json(json_t *o, int require_checksum, cg_tune_entr
         cg_tune_shape *s = &e->shape;
         const int64_t DIM = (int64_t)1 << 40;
         if (get_str(sh, "name", s->name, sizeof s->name, 0, 0, why, whycap) ||
-            get_bool(sh, "sscan", &s->sscan, why, whycap) || get_int(sh, "B", 0, DIM, &s->B, 0, why, whycap) ||
+            shape_family_from_json(sh, &s->fam, why, whycap) || get_int(sh, "B", 0, DIM, &s->B, 0, why, whycap) ||
             get_int(sh, "T", 0, DIM, &s->T, 0, why, whycap) || get_int(sh, "G", 0, DIM, &s->G, 0, why, whycap) ||
             get_int(sh, "H", 0, DIM, &s->H, 0, why, whycap) || get_int(sh, "dk", 0, DIM, &s->dk, 0, why, whycap) ||
             get_int(sh, "dv", 0, DIM, &s->dv, 0, why, whycap) || get_int(sh, "D", 0, DIM, &s->D, 0, why, whycap) ||

@@ -18,13 +18,6 @@ double cg__tune_now_s(void) {
  * token-major order, with the values' ranges and the outputs' accuracy targets from the
  * op table. Every option is on (h0, dhT, D, z, delta_bias, delta_softplus). */
 
-typedef union tprob_args {
-    cg_ssd_fwd_args ssd_fwd;
-    cg_ssd_bwd_args ssd_bwd;
-    cg_sscan_fwd_args sscan_fwd;
-    cg_sscan_bwd_args sscan_bwd;
-} tprob_args;
-
 int64_t cg__tprob_mix(int64_t T, int64_t maxlen, int64_t *cu) {
     const int64_t m = maxlen < T ? maxlen : T;
     int64_t n = 0, at = 0;
@@ -65,9 +58,9 @@ static int64_t numel(const tspec *t) {
 }
 
 /* Build the validated problem over data[] (each tensor's dtype dt[i]; NULL: all CG_F64). */
-static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, const int *dt, tprob_prob *prob) {
+static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, const int *dt, cg_prob_any *prob) {
     const cg_op_desc *d = cg__op_desc(p->op);
-    tprob_args a;
+    cg_args_any a;
     memset(&a, 0, sizeof a);
     for (int i = 0; i < p->nt; i++)
         if (p->used[i])
@@ -189,7 +182,7 @@ cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int 
         }
     }
     if (with_ref) {
-        tprob_prob rp;
+        cg_prob_any rp;
         if ((st = tprob_bind(ctx, p, (void **)p->ref, NULL, &rp)) != CG_OK) goto fail;
         cg_cfg none;
         memset(&none, 0, sizeof none);

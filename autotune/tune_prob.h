@@ -18,11 +18,6 @@ typedef struct tspec {
 
 #define MAXT CG_OP_MAX_TENSORS
 
-typedef union tprob_prob {
-    cg_ssd_prob ssd;
-    cg_sscan_prob sscan;
-} tprob_prob;
-
 typedef struct tprob {
     cg_op op;
     int bwd, nt;
@@ -36,7 +31,7 @@ typedef struct tprob {
     double *ref[MAXT];     /* float64 reference values (verification problems) */
     int64_t *cu, nseq;     /* varlen (cg_tune_shape.varlen_max > 0): the offsets [nseq + 1] of
                             * the length mix (cg__tprob_mix); NULL otherwise */
-    tprob_prob prob;       /* the validated problem over mem[] */
+    cg_prob_any prob;      /* the validated problem over mem[] (any op's: op_list.h) */
 } tprob;
 
 typedef struct tenv {

@@ -31,7 +31,7 @@
 
 void cg__tune_opts_default(cg_tune_opts *o) {
     memset(o, 0, sizeof *o);
-    o->op_mask = 3;
+    o->op_mask = -1; /* every family */
     o->dir_mask = 3;
 }
 
@@ -533,6 +533,10 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
         cg_status st = env.kx->device(ctx, &dev);
         if (st != CG_OK) return st;
     }
+    for (int i = 0; i < nshapes; i++)
+        if (!cg__tune_family(&shapes[i]))
+            return cg__err(ctx, CG_EINVAL, "tune: shapes[%d].fam: %d is not an op family of the op table", i,
+                           shapes[i].fam);
     tstate ts = {.env = &env, .o = o, .dir = cg__tune_store_dir(ctx), .sum = sum};
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", ts.dir);
@@ -543,13 +547,13 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
     if (o->budget_s > 0) ts.deadline = t0 + o->budget_s;
     for (int i = 0; i < nshapes; i++)
         for (int d = 0; d < 2; d++)
-            if ((dirs_of(o, &shapes[i]) >> d & 1) && (o->op_mask >> shapes[i].sscan & 1)) sum->keys++;
+            if ((dirs_of(o, &shapes[i]) >> d & 1) && ((unsigned)o->op_mask >> shapes[i].fam & 1)) sum->keys++;
     cg_status first_err = CG_OK;
     char first_msg[CG_ERRMSG_CAP] = "";
     int k = 0;
     for (int i = 0; i < nshapes; i++) {
         for (int d = 0; d < 2; d++) {
-            if (!(dirs_of(o, &shapes[i]) >> d & 1) || !(o->op_mask >> shapes[i].sscan & 1)) continue;
+            if (!(dirs_of(o, &shapes[i]) >> d & 1) || !((unsigned)o->op_mask >> shapes[i].fam & 1)) continue;
             k++;
             ts.ikey = k;
             ts.nkeys = sum->keys;

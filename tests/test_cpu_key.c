@@ -4,13 +4,14 @@
 
 #include "../autotune/autotune.h"
 #include "cpu/cpu_isa.h"
+#include "ops.h"
 
 #include <string.h>
 
 static cg_tune_key key_of(cg_context *ctx, int64_t B, int64_t H, int sscan) {
     cg_tune_shape s;
     memset(&s, 0, sizeof s);
-    s.sscan = sscan;
+    s.fam = cg__tune_family_index(cg__op_desc(sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD));
     s.B = B, s.T = 300, s.G = 1;
     if (sscan) s.D = 64, s.N = 16;
     else s.H = H, s.dk = 48, s.dv = 40;

@@ -159,7 +159,8 @@ CG_TEST(dtype_tune_problems_16bit) {
         for (int k = 0; k < 3; k++) {
             cg_tune_shape s;
             memset(&s, 0, sizeof s);
-            s.sscan = fam, s.B = 1, s.T = 19, s.G = 2;
+            s.fam = cg__tune_family_index(cg__op_desc(fam ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD));
+            s.B = 1, s.T = 19, s.G = 2;
             if (fam) s.D = 6, s.N = 5;
             else s.H = 4, s.dk = 7, s.dv = 12;
             snprintf(s.dtype, sizeof s.dtype, "%s", k == 0 ? "bf16" : k == 1 ? "f16" : fam ? "bf16-x-C" : "f16-v");
@@ -197,7 +198,8 @@ CG_TEST(dtype_tune_kshape_dtypes) {
         for (int bwd = 0; bwd < 2; bwd++) {
             cg_tune_shape s;
             memset(&s, 0, sizeof s);
-            s.sscan = 1, s.B = 1, s.T = 9, s.G = 2, s.D = 6, s.N = 5;
+            s.fam = cg__tune_family_index(cg__op_desc(CG_OP_SSCAN_FWD));
+            s.B = 1, s.T = 9, s.G = 2, s.D = 6, s.N = 5;
             snprintf(s.dtype, sizeof s.dtype, "%s", sigs[k]);
             tenv env = {ctx, "emulate", &cg__backend_ref, NULL};
             tprob p;
