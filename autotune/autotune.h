@@ -34,15 +34,15 @@
 
 typedef struct cg_tune_key {
     char backend[16];     /* "cpu", "cuda", "emulate" */
-    char op[8];           /* "ssd", "sscan" */
+    char op[8];           /* the op family (cg_op_desc.family) */
     char dir[4];          /* "fwd", "bwd" */
-    int64_t dk, dv, H;    /* SSD; 0 for sscan */
-    int64_t D, N;         /* sscan; 0 for SSD */
-    int64_t G;            /* both */
+    int64_t dk, dv, H;    /* the extents of the op table's key column (cg_op_desc.key), by symbol; */
+    int64_t D, N;         /* 0 for the symbols not in it (the store's schema-1 names) */
+    int64_t G;
     char dtype[32];       /* the dtype signature (cg__op_dtype_sig): "f32" (every store before #15),
                            * "bf16", "f16", or "bf16-q-k"; configs never cross dtypes */
     char precision[8];    /* accuracy class: "fp32" (outputs within the fp32 targets) */
-    int64_t seq_bucket;   /* next power of two >= T (SSD) or L (sscan) */
+    int64_t seq_bucket;   /* next power of two >= the sequence (cg_op_desc.seq: T or L) */
     char device[128];     /* GPU name, or the CPU model name and the CPU path's ISA variant ("... [avx2]") */
     int cc;               /* compute capability x10 (cuda); 0 otherwise */
     int sm_count;         /* cuda; 0 otherwise */
