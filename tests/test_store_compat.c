@@ -59,8 +59,7 @@ CG_TEST(tune_store_compat_corpus) {
         if (json_is_array(list))
             for (size_t i = 0; i < json_array_size(list); i++, n++)
                 check_entry(ctx, json_array_get(list, i), files[f], (int)i, &fams);
-        else
-            check_entry(ctx, list, files[f], 0, &fams), n++;
+        else check_entry(ctx, list, files[f], 0, &fams), n++;
         json_decref(doc);
     }
     const int nfam = cg__tune_family_index(cg__op_desc((cg_op)(CG_OP_COUNT - 1))) + 1;
