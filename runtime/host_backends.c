@@ -1,7 +1,8 @@
 /* host_backends.c -- the two host backends behind the backend vtable: the generic CPU
  * path (runtime/cpu/) and the float64 reference (runtime/ref/). Both run every shape.
  * Each op's entry point, cg__cpu_run_<op> and cg__ref_run_<op>, is defined in the op's
- * own file of that backend (CG_HOST_OP_ENTRY); the tables here are made from the op list. */
+ * own file of that backend, or for the cpu kernels built per ISA variant in runtime/cpu/cpu_isa.c
+ * (CG_HOST_OP_ENTRY); the tables here are made from the op list. */
 #include "internal.h"
 
 static int host_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) {

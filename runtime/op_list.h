@@ -5,7 +5,8 @@
  * name is the op's name: the op table's row (runtime/ops.c, cg_op_name) and the public
  * entry point cg_<name> (runtime/dispatch.c defines them all from this list; the public
  * header declares each). A host backend's entry point for the op is cg__<backend>_run_<name>,
- * defined in the op's own file of that backend with CG_HOST_OP_ENTRY (internal.h). The
+ * defined in the op's own file of that backend (runtime/cpu/cpu_isa.c for the cpu kernels
+ * built per ISA variant) with CG_HOST_OP_ENTRY (internal.h). The
  * lines are in cg_op's order (include/chunkgen.h), which the compiler checks below;
  * tests/test_op_list.c checks each line against its op table row. A new op adds its
  * line(s) here: docs/architecture.md, "Adding an op". */

@@ -554,32 +554,51 @@ SSCAN_ENTRY cg_sscan_fwd(cg_sscan_fwd_params p) {
 #else
 // Workspace p.ws: U [B * nblk, npiece, NPT, NT] end states of each piece
 // from zero, then sdt [B * nblk, npiece, BD] sums of dt; n.segment = PIECE, n.nseg = npiece.
-// Phase 1, grid B * nblk * npiece, blockIdx.x = (b * nblk + blk) * npiece + piece.
+namespace sscan {
+// The piece of a phase-1 or phase-3 CTA, blockIdx.x = (b * nblk + blk) * npiece + piece,
+// and this thread's NPT x NT slot of U (stride NT) for it.
+struct Piece {
+    i64 np, piece, bblk, b, d0;
+    Thr th;
+    float *u;
+};
+
+// The CTA's piece, A of this thread's channel and h: zero (phase 1) or the state entering
+// the piece (phase 3, from the slot phase 2 left it in).
+__device__ __forceinline__ Piece piece_begin(const cg_sscan_fwd_params &p, bool entering, float (&A)[NPT],
+                                             float (&h)[NPT]) {
+    Piece c;
+    c.np = p.n.nseg, c.piece = umod(blockIdx.x, c.np), c.bblk = udiv(blockIdx.x, c.np);
+    c.b = udiv(c.bblk, p.n.nblk), c.d0 = umod(c.bblk, p.n.nblk) * BD;
+    c.th = thread_coords(p.n, c.d0);
+    c.u = p.ws + (c.bblk * c.np + c.piece) * (i64)(NPT * NT) + threadIdx.x;
+    load_A(p.A, c.th, A);
+#pragma unroll
+    for (int k = 0; k < NPT; ++k) h[k] = entering ? c.u[k * NT] : 0.f;
+    return c;
+}
+} // namespace sscan
+
+// Phase 1, grid B * nblk * npiece.
 SSCAN_ENTRY cg_sscan_fwd_local(cg_sscan_fwd_params p) {
     using namespace sscan;
     CG_DYN_SMEM(float, sm);
-    const i64 np = p.n.nseg, piece = umod(blockIdx.x, np), bblk = udiv(blockIdx.x, np);
-    const i64 b = udiv(bblk, p.n.nblk), d0 = umod(bblk, p.n.nblk) * BD;
-    const Thr th = thread_coords(p.n, d0);
     float A[NPT], h[NPT];
-    load_A(p.A, th, A);
-#pragma unroll
-    for (int k = 0; k < NPT; ++k) h[k] = 0.f;
+    const Piece pc = piece_begin(p, false, A, h);
     FwdIO io = fwd_io(p);
     io.y.p = nullptr;
-    const i64 ta = piece * p.n.segment;
+    const i64 ta = pc.piece * p.n.segment;
 #ifdef CG_VARLEN // restarting from 0 at each sequence start: sdt since the last one
     cg_ktensor none;
     none.p = nullptr;
     float head;
-    const float sdt = scan_seqs(io, p.cu, p.nseq, none, none, sm, d0, th, A, h, ta, min64(p.n.L, ta + p.n.segment), &head);
+    const float sdt = scan_seqs(io, p.cu, p.nseq, none, none, sm, pc.d0, pc.th, A, h, ta, min64(p.n.L, ta + p.n.segment), &head);
 #else
-    const float sdt = scan_range(io, sm, b, d0, th, A, h, ta, min64(p.n.L, ta + p.n.segment));
+    const float sdt = scan_range(io, sm, pc.b, pc.d0, pc.th, A, h, ta, min64(p.n.L, ta + p.n.segment));
 #endif
-    float *u = p.ws + (bblk * np + piece) * (i64)(NPT * NT) + threadIdx.x;
 #pragma unroll
-    for (int k = 0; k < NPT; ++k) u[k * NT] = h[k];
-    if (th.j == 0) p.ws[p.n.B * p.n.nblk * np * (i64)(NPT * NT) + (bblk * np + piece) * BD + th.ch] = sdt;
+    for (int k = 0; k < NPT; ++k) pc.u[k * NT] = h[k];
+    if (pc.th.j == 0) p.ws[p.n.B * p.n.nblk * pc.np * (i64)(NPT * NT) + (pc.bblk * pc.np + pc.piece) * BD + pc.th.ch] = sdt;
 }
 
 // Phase 2, one thread per (b, block, state slot k, thread): S_0 = h0, the slot of
@@ -616,19 +635,13 @@ SSCAN_ENTRY cg_sscan_fwd_carry(cg_sscan_fwd_params p) {
 SSCAN_ENTRY cg_sscan_fwd_out(cg_sscan_fwd_params p) {
     using namespace sscan;
     CG_DYN_SMEM(float, sm);
-    const i64 np = p.n.nseg, piece = umod(blockIdx.x, np), bblk = udiv(blockIdx.x, np);
-    const i64 b = udiv(bblk, p.n.nblk), d0 = umod(bblk, p.n.nblk) * BD;
-    const Thr th = thread_coords(p.n, d0);
     float A[NPT], h[NPT];
-    load_A(p.A, th, A);
-    const float *u = p.ws + (bblk * np + piece) * (i64)(NPT * NT) + threadIdx.x;
-#pragma unroll
-    for (int k = 0; k < NPT; ++k) h[k] = u[k * NT];
-    const i64 ta = piece * p.n.segment;
+    const Piece pc = piece_begin(p, true, A, h);
+    const i64 ta = pc.piece * p.n.segment, d0 = pc.d0;
 #ifdef CG_VARLEN
     const i64 tb = min64(p.n.L, ta + p.n.segment);
     float head;
-    scan_seqs(fwd_io(p), p.cu, p.nseq, p.h0, p.hT, sm, d0, th, A, h, ta, tb, &head);
+    scan_seqs(fwd_io(p), p.cu, p.nseq, p.h0, p.hT, sm, d0, pc.th, A, h, ta, tb, &head);
     // 0-length sequences starting in the piece (or at L, by the last piece): hT = h0
     if (p.hT.p)
         for (i64 q = cu_upper(p.cu, p.nseq, p.n.L, ta - 1); q < p.nseq; ++q) {
@@ -636,12 +649,12 @@ SSCAN_ENTRY cg_sscan_fwd_out(cg_sscan_fwd_params p) {
             seq_range(p.cu, q, p.n.L, &qa, &qb);
             if (qa >= tb && !(tb == p.n.L && qa == tb)) break;
             if (qa == qb) {
-                load_state(p.h0, q, th, h);
-                store_state(p.hT, q, th, h);
+                load_state(p.h0, q, pc.th, h);
+                store_state(p.hT, q, pc.th, h);
             }
         }
 #else
-    scan_range(fwd_io(p), sm, b, d0, th, A, h, ta, min64(p.n.L, ta + p.n.segment));
+    scan_range(fwd_io(p), sm, pc.b, d0, pc.th, A, h, ta, min64(p.n.L, ta + p.n.segment));
 #endif
 }
 #endif

@@ -13,14 +13,31 @@ static cg_context *new_ctx(void) {
     return ctx;
 }
 
-static void ssd_dims(int64_t dims[CG_SYM_COUNT], int64_t T, int64_t dk, int64_t dv) {
-    memset(dims, 0, sizeof(int64_t) * CG_SYM_COUNT);
-    dims[CG_SYM_B] = 2, dims[CG_SYM_T] = T, dims[CG_SYM_G] = 2, dims[CG_SYM_H] = 4;
-    dims[CG_SYM_DK] = dk, dims[CG_SYM_DV] = dv;
+/* The symbol values (by cg_sym) of an SSD or a selective-scan problem, B = 2, G = 2. */
+typedef struct dtt_dims {
+    int64_t v[CG_SYM_COUNT];
+} dtt_dims;
+static dtt_dims ssd_dims(int64_t T, int64_t dk, int64_t dv) {
+    dtt_dims d = {{0}};
+    d.v[CG_SYM_B] = 2, d.v[CG_SYM_T] = T, d.v[CG_SYM_G] = 2, d.v[CG_SYM_H] = 4, d.v[CG_SYM_DK] = dk, d.v[CG_SYM_DV] = dv;
+    return d;
 }
-static void sscan_dims(int64_t dims[CG_SYM_COUNT], int64_t L, int64_t D, int64_t N) {
-    memset(dims, 0, sizeof(int64_t) * CG_SYM_COUNT);
-    dims[CG_SYM_B] = 2, dims[CG_SYM_L] = L, dims[CG_SYM_D] = D, dims[CG_SYM_N] = N, dims[CG_SYM_G] = 2;
+static dtt_dims sscan_dims(int64_t L, int64_t D, int64_t N) {
+    dtt_dims d = {{0}};
+    d.v[CG_SYM_B] = 2, d.v[CG_SYM_L] = L, d.v[CG_SYM_D] = D, d.v[CG_SYM_N] = N, d.v[CG_SYM_G] = 2;
+    return d;
+}
+
+/* A new context and a, b: one bf16 problem of op twice, the same inputs (seed; dtt_pair,
+ * token-major); pair_close frees the three. */
+static cg_context *pair_open(dtt_prob *a, dtt_prob *b, cg_op op, dtt_dims dims, uint64_t seed) {
+    dtt_pair(a, b, op, dims.v, 0, CG_BF16, seed);
+    return new_ctx();
+}
+static void pair_close(cg_context *ctx, dtt_prob *a, dtt_prob *b) {
+    dtt_free(a);
+    dtt_free(b);
+    cg_context_free(ctx);
 }
 
 /* Validate p's args; the problem into prob. */
@@ -61,14 +78,13 @@ CG_TEST(dtype_table_marks_16bit_tensors) {
 
 CG_TEST(dtype_rules_ssd) {
     cg_context *ctx = new_ctx();
-    int64_t dims[CG_SYM_COUNT];
-    ssd_dims(dims, 5, 7, 6);
+    const dtt_dims dims = ssd_dims(5, 7, 6);
     cg_ssd_prob pr;
     for (int h = 0; h < 2; h++) {
         const cg_dtype H = h ? CG_F16 : CG_BF16, other = h ? CG_BF16 : CG_F16;
         const char *Hn = h ? "CG_F16" : "CG_BF16";
         dtt_prob p;
-        dtt_new(&p, CG_OP_SSD_FWD, dims, 1, h, H, CG_F32, 0);
+        dtt_new(&p, CG_OP_SSD_FWD, dims.v, 1, h, H, CG_F32, 0);
         CG_CHECK_OK(ctx, validate(ctx, &p, &pr));
         CG_CHECK(pr.dtype == CG_F32, "math class %d, expected CG_F32", (int)pr.dtype);
         CG_CHECK(pr.q.dt == H && pr.o.dt == H && pr.la.dt == CG_F32 && pr.hT.dt == CG_F32, "views' storage dtypes");
@@ -114,7 +130,7 @@ CG_TEST(dtype_rules_ssd) {
         dtt_free(&p);
 
         /* backward: a gradient has its input's dtype; dh0 without h0 is float32 */
-        dtt_new(&p, CG_OP_SSD_BWD, dims, 1, h, H, CG_F32, 1u << cg__op_tensor(cg__op_desc(CG_OP_SSD_BWD), "h0"));
+        dtt_new(&p, CG_OP_SSD_BWD, dims.v, 1, h, H, CG_F32, 1u << cg__op_tensor(cg__op_desc(CG_OP_SSD_BWD), "h0"));
         CG_CHECK_OK(ctx, validate(ctx, &p, &pr));
         CG_CHECK(pr.grad_q.dt == H && pr.grad_la.dt == CG_F32 && pr.grad_h0.dt == CG_F32 && pr.dout.dt == H, "bwd views");
         retype(&p, "dv", CG_F32);
@@ -130,11 +146,10 @@ CG_TEST(dtype_rules_ssd) {
 
 CG_TEST(dtype_rules_sscan) {
     cg_context *ctx = new_ctx();
-    int64_t dims[CG_SYM_COUNT];
-    sscan_dims(dims, 6, 4, 3);
+    const dtt_dims dims = sscan_dims(6, 4, 3);
     cg_sscan_prob pr;
     dtt_prob p;
-    dtt_new(&p, CG_OP_SSCAN_BWD, dims, 1, 0, CG_BF16, CG_F32, 0);
+    dtt_new(&p, CG_OP_SSCAN_BWD, dims.v, 1, 0, CG_BF16, CG_F32, 0);
     CG_CHECK_OK(ctx, validate(ctx, &p, &pr));
     CG_CHECK(pr.x.dt == CG_BF16 && pr.dB.dt == CG_BF16 && pr.A.dt == CG_F32 && pr.dA.dt == CG_F32, "views");
     /* the mix: bf16 x with float32 delta (then ddelta follows delta) */
@@ -154,7 +169,7 @@ CG_TEST(dtype_rules_sscan) {
     CG_CHECK_REFUSED(ctx, validate(ctx, &p, &pr), CG_EINVAL, "dC: dtype CG_F16", "dC f16 in a bf16 call");
     dtt_free(&p);
     /* ungrouped B, C in f16 with f32 x: y follows x */
-    dtt_new(&p, CG_OP_SSCAN_FWD, dims, 0, 0, CG_F16, CG_F32, 0);
+    dtt_new(&p, CG_OP_SSCAN_FWD, dims.v, 0, 0, CG_F16, CG_F32, 0);
     retype(&p, "x", CG_F32);
     CG_CHECK_REFUSED(ctx, validate(ctx, &p, &pr), CG_EINVAL, "y: dtype CG_F16 but expected CG_F32 like x", "y follows x");
     retype(&p, "y", CG_F32);
@@ -166,11 +181,8 @@ CG_TEST(dtype_rules_sscan) {
 
 /* The float32-only backends refuse 16-bit tensors by name; auto never picks them. */
 CG_TEST(dtype_backends_refuse_by_name) {
-    cg_context *ctx = new_ctx();
-    int64_t dims[CG_SYM_COUNT];
-    ssd_dims(dims, 5, 7, 6);
     dtt_prob p, r;
-    dtt_pair(&p, &r, CG_OP_SSD_FWD, dims, 0, CG_BF16, 3);
+    cg_context *ctx = pair_open(&p, &r, CG_OP_SSD_FWD, ssd_dims(5, 7, 6), 3);
     const cg_backend_vt *vts[] = {&cg__backend_cpu, &cg__backend_emulate, &cg__backend_cuda};
     const cg_backend bes[] = {CG_BACKEND_CPU, CG_BACKEND_EMULATE, CG_BACKEND_CUDA};
     for (int b = 0; b < 3; b++) {
@@ -188,9 +200,7 @@ CG_TEST(dtype_backends_refuse_by_name) {
         const char *bad = dtt_first_diff(&p, &r);
         CG_CHECK(!bad, "%s: auto (ref) differs from ref", bad);
     }
-    dtt_free(&p);
-    dtt_free(&r);
-    cg_context_free(ctx);
+    pair_close(ctx, &p, &r);
 }
 
 /* cg__vstore rounds a double once: no double rounding through float32. */
@@ -242,14 +252,12 @@ CG_TEST(dtype_vstore_rounds_once) {
 CG_TEST(dtype_ref_rounds_its_f64_results) {
     cg_context *ctx = new_ctx();
     for (int op = 0; op < CG_OP_COUNT; op++) {
-        int64_t dims[CG_SYM_COUNT];
         const cg_op_desc *d = cg__op_desc((cg_op)op);
-        if (!strcmp(d->family, "ssd")) ssd_dims(dims, 37, 7, 40);
-        else sscan_dims(dims, 37, 6, 5);
+        const dtt_dims dims = !strcmp(d->family, "ssd") ? ssd_dims(37, 7, 40) : sscan_dims(37, 6, 5);
         for (int h = 0; h < 2; h++) {
             dtt_prob p, r;
-            dtt_new(&p, (cg_op)op, dims, 1, h, h ? CG_F16 : CG_BF16, CG_F32, 0);
-            dtt_new(&r, (cg_op)op, dims, 1, h, CG_F64, CG_F64, 0);
+            dtt_new(&p, (cg_op)op, dims.v, 1, h, h ? CG_F16 : CG_BF16, CG_F32, 0);
+            dtt_new(&r, (cg_op)op, dims.v, 1, h, CG_F64, CG_F64, 0);
             dtt_fill(&p, 10 + (uint64_t)op);
             dtt_copy_inputs(&r, &p);
             CG_CHECK_OK(ctx, dtt_run(ctx, &p, CG_BACKEND_REF));
@@ -273,11 +281,8 @@ CG_TEST(dtype_ref_rounds_its_f64_results) {
 /* The auto backend's host copies carry 2-byte elements: the reference on host copies of
  * emulator kernel memory equals the reference on the tensors themselves. */
 CG_TEST(dtype_fallback_copies_16bit) {
-    cg_context *ctx = new_ctx();
-    int64_t dims[CG_SYM_COUNT];
-    sscan_dims(dims, 13, 6, 5);
     dtt_prob a, b;
-    dtt_pair(&a, &b, CG_OP_SSCAN_BWD, dims, 0, CG_BF16, 21);
+    cg_context *ctx = pair_open(&a, &b, CG_OP_SSCAN_BWD, sscan_dims(13, 6, 5), 21);
     CG_CHECK_OK(ctx, dtt_run(ctx, &b, CG_BACKEND_REF));
     cg_sscan_prob p;
     CG_CHECK_OK(ctx, validate(ctx, &a, &p));
@@ -290,7 +295,5 @@ CG_TEST(dtype_fallback_copies_16bit) {
     if (!(cg__backend_cpu.half & CG_DTM(CG_BF16)))
         CG_CHECK_REFUSED(ctx, cg__host_fallback(ctx, &cg__kexec_emu, &cg__backend_cpu, CG_OP_SSCAN_BWD, &p, &cfg, NULL, "t"),
                          CG_EUNSUPPORTED, "backend cpu", "cpu on host copies");
-    dtt_free(&a);
-    dtt_free(&b);
-    cg_context_free(ctx);
+    pair_close(ctx, &a, &b);
 }

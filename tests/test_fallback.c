@@ -30,34 +30,43 @@ static cg_status bwd_prob(cg_context *ctx, const ssdt_set *a, int layout, cg_ssd
     return cg__ssd_bwd_prob(ctx, &args, p);
 }
 
+/* a and b: one float32 backward problem twice (seed); b run by backend `be` directly; p: a's
+ * problem as validation builds it, for the fallback; cfg: empty. */
+static void bwd_setup(cg_context *ctx, ssdt_dims d, uint64_t seed, cg_backend be, ssdt_set *a, ssdt_set *b,
+                      cg_ssd_prob *p, cg_cfg *cfg) {
+    ssdt_pair_new(a, b, d, CG_F32, SSDT_BWD, seed, -0.4, -0.01);
+    CG_CHECK_OK(ctx, ssdt_run_bwd(ctx, b, d.layout, 1, 1, 1, be, NULL));
+    CG_CHECK_OK(ctx, bwd_prob(ctx, a, d.layout, p));
+    memset(cfg, 0, sizeof *cfg);
+}
+
+/* a's gradients (through the fallback) equal b's (backend `what`) bit for bit; frees both. */
+static void bwd_same_free(ssdt_set *a, ssdt_set *b, const char *what) {
+    const cg_tbuf *out_a[] = {&a->dq, &a->dk, &a->dv, &a->dla, &a->dh0};
+    const cg_tbuf *out_b[] = {&b->dq, &b->dk, &b->dv, &b->dla, &b->dh0};
+    const char *names[] = {"dq", "dk", "dv", "dlog_alpha", "dh0"};
+    for (int i = 0; i < 5; i++) {
+        double e = max_diff(out_a[i], out_b[i]);
+        CG_CHECK(e == 0.0, "%s: fallback differs from %s by %g", names[i], what, e);
+    }
+    ssdt_set_free(a);
+    ssdt_set_free(b);
+}
+
 CG_TEST(fallback_ssd_bwd_host_copies) {
     cg_context *ctx = new_ctx();
     cg_context_set_threads(ctx, 2);
     ssdt_dims d = {2, 37, 2, 4, 40, 24, CG_LAYOUT_TOKEN_MAJOR, 1};
     ssdt_set a, b;
-    ssdt_pair_new(&a, &b, d, CG_F32, SSDT_BWD, 11, -0.4, -0.01);
-
-    /* b: the CPU backend directly. */
-    CG_CHECK_OK(ctx, ssdt_run_bwd(ctx, &b, d.layout, 1, 1, 1, CG_BACKEND_CPU, NULL));
-
-    /* a: through the fallback, with the problem as validation builds it. */
     cg_ssd_prob p;
-    CG_CHECK_OK(ctx, bwd_prob(ctx, &a, d.layout, &p));
     cg_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
+    /* b: the CPU backend directly; a: through the fallback, below. */
+    bwd_setup(ctx, d, 11, CG_BACKEND_CPU, &a, &b, &p, &cfg);
     CG_CHECK_OK(ctx, cg__host_fallback(ctx, &cg__kexec_emu, &cg__backend_cpu, CG_OP_SSD_BWD, &p, &cfg, NULL, "test"));
     /* The caller's views are left pointing at its own memory. */
     CG_CHECK(p.grad_q.p == a.dq.t.data, "problem views repointed");
 
-    const cg_tbuf *out_a[] = {&a.dq, &a.dk, &a.dv, &a.dla, &a.dh0};
-    const cg_tbuf *out_b[] = {&b.dq, &b.dk, &b.dv, &b.dla, &b.dh0};
-    const char *names[] = {"dq", "dk", "dv", "dlog_alpha", "dh0"};
-    for (int i = 0; i < 5; i++) {
-        double e = max_diff(out_a[i], out_b[i]);
-        CG_CHECK(e == 0.0, "%s: fallback differs from the CPU backend by %g", names[i], e);
-    }
-    ssdt_set_free(&a);
-    ssdt_set_free(&b);
+    bwd_same_free(&a, &b, "the CPU backend");
     cg_context_free(ctx);
 }
 
@@ -143,21 +152,14 @@ CG_TEST(fallback_warning_names_host_backend) {
     cg_context *ctx = new_ctx();
     ssdt_dims d = {1, 5, 2, 4, 3, 6, CG_LAYOUT_HEAD_MAJOR, 1};
     ssdt_set a, b;
-    ssdt_pair_new(&a, &b, d, CG_F32, SSDT_BWD, 7, -0.4, -0.01);
-    CG_CHECK_OK(ctx, ssdt_run_bwd(ctx, &b, d.layout, 1, 1, 1, CG_BACKEND_REF, NULL));
     cg_ssd_prob p;
-    CG_CHECK_OK(ctx, bwd_prob(ctx, &a, d.layout, &p));
     cg_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
+    bwd_setup(ctx, d, 7, CG_BACKEND_REF, &a, &b, &p, &cfg);
     cg_set_log_callback(keep_warning, NULL);
     CG_CHECK_OK(ctx, cg__host_fallback(ctx, &cg__kexec_emu, &cg__backend_ref, CG_OP_SSD_BWD, &p, &cfg, NULL, "test"));
     cg_set_log_callback(NULL, NULL);
     CG_CHECK(strstr(g_warning, "host backend ref") != NULL, "warning does not name backend ref: \"%s\"", g_warning);
     CG_CHECK(strstr(g_warning, "(test)") != NULL, "warning does not give the reason: \"%s\"", g_warning);
-    const cg_tbuf *out_a[] = {&a.dq, &a.dk, &a.dv, &a.dla, &a.dh0};
-    const cg_tbuf *out_b[] = {&b.dq, &b.dk, &b.dv, &b.dla, &b.dh0};
-    for (int i = 0; i < 5; i++) CG_CHECK(max_diff(out_a[i], out_b[i]) == 0.0, "output %d: fallback differs from ref", i);
-    ssdt_set_free(&a);
-    ssdt_set_free(&b);
+    bwd_same_free(&a, &b, "ref");
     cg_context_free(ctx);
 }

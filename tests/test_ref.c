@@ -43,6 +43,36 @@ static void fd_check(const char *what, cg_tbuf *x, const cg_tbuf *an, loss_fn lo
     cg_tbuf_free(&fd);
 }
 
+/* A buffer and the range its values are drawn from. */
+typedef struct fill_rule {
+    cg_tbuf *b;
+    double lo, hi;
+} fill_rule;
+
+/* From r, in this order: the inputs in[n], the initial state h0 (when the case has one) and
+ * the cotangents W of the output and W2 of the final state (W2 when the case has dhT). */
+static void fill_case(const fill_rule *in, size_t n, cg_tbuf *h0, cg_tbuf *W, cg_tbuf *W2, int has_h0, int has_dhT,
+                      cg_rng *r) {
+    for (size_t i = 0; i < n; i++) cg_tbuf_fill(in[i].b, r, in[i].lo, in[i].hi);
+    if (has_h0) cg_tbuf_fill(h0, r, -1, 1);
+    cg_tbuf_fill(W, r, -1, 1);
+    if (has_dhT) cg_tbuf_fill(W2, r, -1, 1);
+}
+
+static void free_bufs(cg_tbuf *const *all, size_t n) {
+    for (size_t i = 0; i < n; i++) cg_tbuf_free(all[i]);
+}
+
+/* The loss whose gradients the backward gives: <out, W> (+ <hT, W2> when hT is not NULL),
+ * after the forward that returned st. */
+static double cot_loss(cg_context *ctx, cg_status st, const char *what, const cg_tbuf *out, const cg_tbuf *W,
+                       const cg_tbuf *hT, const cg_tbuf *W2) {
+    CG_CHECK(st == CG_OK, "%s forward: %s", what, cg_errmsg(ctx));
+    double l = dot_flat(out, W);
+    if (hT) l += dot_flat(hT, W2);
+    return l;
+}
+
 /* ------------------------------------------------------------------------ SSD */
 
 typedef struct ssd_case {
@@ -65,8 +95,9 @@ static cg_tbuf ssd_buf(const ssd_case *c, int64_t heads, int64_t dim) {
     return cg_tbuf_new(CG_F64, dim ? 4 : 3, sh);
 }
 
-/* s's buffers for c on ctx (s zeroed first), the inputs and the cotangents filled from r. */
-static void ssd_alloc(ssd_bufs *s, cg_context *ctx, const ssd_case *c, cg_rng *r) {
+/* s's buffers for c on ctx (s zeroed first), the inputs and the cotangents drawn from seed. */
+static void ssd_alloc(ssd_bufs *s, cg_context *ctx, const ssd_case *c, uint64_t seed) {
+    cg_rng rng = {seed}, *r = &rng;
     int64_t st[4] = {c->B, c->H, c->dk, c->dv};
     memset(s, 0, sizeof *s);
     s->ctx = ctx;
@@ -85,20 +116,15 @@ static void ssd_alloc(ssd_bufs *s, cg_context *ctx, const ssd_case *c, cg_rng *r
     s->hT = cg_tbuf_new(CG_F64, 4, st);
     s->W2 = cg_tbuf_new(CG_F64, 4, st);
     s->dh0 = cg_tbuf_new(CG_F64, 4, st);
-    cg_tbuf_fill(&s->q, r, -1, 1);
-    cg_tbuf_fill(&s->k, r, -1, 1);
-    cg_tbuf_fill(&s->v, r, -1, 1);
-    cg_tbuf_fill(&s->la, r, -0.8, 0.1);
-    if (c->h0) cg_tbuf_fill(&s->h0, r, -1, 1);
-    cg_tbuf_fill(&s->W, r, -1, 1);
-    if (c->dhT) cg_tbuf_fill(&s->W2, r, -1, 1);
+    const fill_rule in[] = {{&s->q, -1, 1}, {&s->k, -1, 1}, {&s->v, -1, 1}, {&s->la, -0.8, 0.1}};
+    fill_case(in, sizeof in / sizeof in[0], &s->h0, &s->W, &s->W2, c->h0, c->dhT, r);
     s->use_h0 = c->h0;
 }
 
 static void ssd_free(ssd_bufs *s) {
     cg_tbuf *all[] = {&s->q, &s->k, &s->v, &s->la, &s->h0, &s->o, &s->hT, &s->W, &s->W2,
                       &s->dq, &s->dk, &s->dv, &s->dla, &s->dh0};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+    free_bufs(all, sizeof all / sizeof all[0]);
 }
 
 static const cg_exec ref_exec = {.backend = CG_BACKEND_REF};
@@ -113,17 +139,12 @@ static cg_status ssd_forward(ssd_bufs *s, int want_hT) {
 
 static double ssd_loss(void *arg) {
     ssd_bufs *s = arg;
-    cg_status st = ssd_forward(s, 1);
-    CG_CHECK(st == CG_OK, "ssd forward: %s", cg_errmsg(s->ctx));
-    double l = dot_flat(&s->o, &s->W);
-    if (s->c->dhT) l += dot_flat(&s->hT, &s->W2);
-    return l;
+    return cot_loss(s->ctx, ssd_forward(s, 1), "ssd", &s->o, &s->W, s->c->dhT ? &s->hT : NULL, &s->W2);
 }
 
 static void ssd_fd_case(cg_context *ctx, const ssd_case *c, uint64_t seed) {
-    cg_rng r = {seed};
     ssd_bufs s;
-    ssd_alloc(&s, ctx, c, &r);
+    ssd_alloc(&s, ctx, c, seed);
     cg_ssd_bwd_args a = {.layout = c->layout, .q = s.q.t, .k = s.k.t, .v = s.v.t, .log_alpha = s.la.t,
                          .h0 = c->h0 ? s.h0.t : no_tensor, .dout = s.W.t, .dhT = c->dhT ? s.W2.t : no_tensor,
                          .dq = s.dq.t, .dk = s.dk.t, .dv = s.dv.t, .dlog_alpha = s.dla.t, .dh0 = s.dh0.t};
@@ -172,9 +193,8 @@ CG_TEST(ref_ssd_fwd_by_hand) {
     CG_TEST_CONTEXT(ctx);
     for (int64_t T = 1; T <= 2; T++) {
         const ssd_case c = {2, T, 1, 2, 2, 3, 1, 1, CG_LAYOUT_TOKEN_MAJOR};
-        cg_rng r = {7 + (uint64_t)T};
         ssd_bufs s;
-        ssd_alloc(&s, ctx, &c, &r);
+        ssd_alloc(&s, ctx, &c, 7 + (uint64_t)T);
         CG_CHECK_OK(ctx, ssd_forward(&s, 1));
         double maxerr = 0;
         for (int64_t b = 0; b < c.B; b++)
@@ -231,7 +251,8 @@ static cg_tbuf bc(const sscan_case *c) {
 }
 
 /* As ssd_alloc. */
-static void sscan_alloc(sscan_bufs *s, cg_context *ctx, const sscan_case *c, cg_rng *r) {
+static void sscan_alloc(sscan_bufs *s, cg_context *ctx, const sscan_case *c, uint64_t seed) {
+    cg_rng rng = {seed}, *r = &rng;
     int64_t sa[2] = {c->D, c->N}, sd[1] = {c->D}, sh[3] = {c->B, c->D, c->N};
     memset(s, 0, sizeof *s);
     s->ctx = ctx;
@@ -244,18 +265,9 @@ static void sscan_alloc(sscan_bufs *s, cg_context *ctx, const sscan_case *c, cg_
     s->bias = cg_tbuf_new(CG_F64, 1, sd); s->dbias = cg_tbuf_new(CG_F64, 1, sd);
     s->h0 = cg_tbuf_new(CG_F64, 3, sh); s->hT = cg_tbuf_new(CG_F64, 3, sh);
     s->W2 = cg_tbuf_new(CG_F64, 3, sh); s->dh0 = cg_tbuf_new(CG_F64, 3, sh);
-    cg_tbuf_fill(&s->x, r, -1, 1);
-    if (c->softplus) cg_tbuf_fill(&s->delta, r, -1.5, 1);
-    else cg_tbuf_fill(&s->delta, r, 0.2, 1);
-    cg_tbuf_fill(&s->A, r, -1.5, -0.2);
-    cg_tbuf_fill(&s->Bm, r, -1, 1);
-    cg_tbuf_fill(&s->Cm, r, -1, 1);
-    cg_tbuf_fill(&s->Dv, r, -1, 1);
-    cg_tbuf_fill(&s->z, r, -2, 2);
-    cg_tbuf_fill(&s->bias, r, -0.15, 0.15);
-    if (c->h0) cg_tbuf_fill(&s->h0, r, -1, 1);
-    cg_tbuf_fill(&s->W, r, -1, 1);
-    if (c->dhT) cg_tbuf_fill(&s->W2, r, -1, 1);
+    const fill_rule in[] = {{&s->x, -1, 1},  {&s->delta, c->softplus ? -1.5 : 0.2, 1}, {&s->A, -1.5, -0.2},
+                            {&s->Bm, -1, 1}, {&s->Cm, -1, 1}, {&s->Dv, -1, 1}, {&s->z, -2, 2}, {&s->bias, -0.15, 0.15}};
+    fill_case(in, sizeof in / sizeof in[0], &s->h0, &s->W, &s->W2, c->h0, c->dhT, r);
     s->use_h0 = c->h0;
 }
 
@@ -263,7 +275,7 @@ static void sscan_free(sscan_bufs *s) {
     cg_tbuf *all[] = {&s->x, &s->delta, &s->A, &s->Bm, &s->Cm, &s->Dv, &s->z, &s->bias, &s->h0,
                       &s->y, &s->hT, &s->W, &s->W2, &s->dx, &s->ddelta, &s->dA, &s->dB, &s->dC,
                       &s->dD, &s->dz, &s->dbias, &s->dh0};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+    free_bufs(all, sizeof all / sizeof all[0]);
 }
 
 static cg_status sscan_forward(sscan_bufs *s) {
@@ -278,17 +290,12 @@ static cg_status sscan_forward(sscan_bufs *s) {
 
 static double sscan_loss(void *arg) {
     sscan_bufs *s = arg;
-    cg_status st = sscan_forward(s);
-    CG_CHECK(st == CG_OK, "sscan forward: %s", cg_errmsg(s->ctx));
-    double l = dot_flat(&s->y, &s->W);
-    if (s->c->dhT) l += dot_flat(&s->hT, &s->W2);
-    return l;
+    return cot_loss(s->ctx, sscan_forward(s), "sscan", &s->y, &s->W, s->c->dhT ? &s->hT : NULL, &s->W2);
 }
 
 static void sscan_fd_case(cg_context *ctx, const sscan_case *c, uint64_t seed) {
-    cg_rng r = {seed};
     sscan_bufs s;
-    sscan_alloc(&s, ctx, c, &r);
+    sscan_alloc(&s, ctx, c, seed);
     cg_sscan_bwd_args a = {.x = s.x.t, .delta = s.delta.t, .A = s.A.t, .B = s.Bm.t, .C = s.Cm.t,
                            .D = c->Dv ? s.Dv.t : no_tensor, .z = c->z ? s.z.t : no_tensor,
                            .delta_bias = c->bias ? s.bias.t : no_tensor, .h0 = c->h0 ? s.h0.t : no_tensor,
@@ -345,9 +352,8 @@ CG_TEST(ref_sscan_fwd_by_hand) {
     CG_TEST_CONTEXT(ctx);
     for (int64_t L = 1; L <= 2; L++) {
         const sscan_case c = {2, L, 4, 3, 2, 1, 1, 1, 1, 1, 1, 0};
-        cg_rng r = {31 + (uint64_t)L};
         sscan_bufs s;
-        sscan_alloc(&s, ctx, &c, &r);
+        sscan_alloc(&s, ctx, &c, 31 + (uint64_t)L);
         CG_CHECK_OK(ctx, sscan_forward(&s));
         double maxerr = 0;
         for (int64_t b = 0; b < c.B; b++)
@@ -396,14 +402,26 @@ static cg_tbuf to_f32(const cg_tbuf *src, int permuted) {
     return d;
 }
 
+/* The F32 outputs out[n] agree with the F64 ones out64 (the forward's two closer, 1e-5, than
+ * the gradients, 1e-4); then in[n] and out[n] are freed. */
+static void f32_agree_free(const char *what, cg_tbuf *in, cg_tbuf *out, cg_tbuf *const *out64, int n) {
+    for (int i = 0; i < n; i++) {
+        double err = cg_rel_err(&out[i], out64[i]), tol = i < 2 ? 1e-5 : 1e-4;
+        CG_CHECK(err <= tol, "%s f32 output %d: rel err %.3g", what, i, err);
+    }
+    for (int i = 0; i < n; i++) {
+        cg_tbuf_free(&in[i]);
+        cg_tbuf_free(&out[i]);
+    }
+}
+
 /* The reference reads and writes F32 views of any strides; results agree with F64. */
 CG_TEST(ref_f32_views) {
     CG_TEST_CONTEXT(ctx);
     {
         const ssd_case c = {2, 6, 2, 4, 3, 5, 1, 1, CG_LAYOUT_TOKEN_MAJOR};
-        cg_rng r = {5};
         ssd_bufs s;
-        ssd_alloc(&s, ctx, &c, &r);
+        ssd_alloc(&s, ctx, &c, 5);
         CG_CHECK_OK(ctx, ssd_forward(&s, 1));
         cg_ssd_bwd_args a = {.layout = c.layout, .q = s.q.t, .k = s.k.t, .v = s.v.t, .log_alpha = s.la.t,
                              .h0 = s.h0.t, .dout = s.W.t, .dhT = s.W2.t, .dq = s.dq.t, .dk = s.dk.t,
@@ -424,18 +442,13 @@ CG_TEST(ref_f32_views) {
                              .dv = out[4].t, .dlog_alpha = out[5].t, .dh0 = out[6].t};
         for (int i = 2; i < 7; i++) memset(out[i].mem, 0, (size_t)out[i].count * sizeof(float));
         CG_CHECK_OK(ctx, cg_ssd_bwd(ctx, &b, &ref_exec));
-        for (int i = 0; i < 7; i++) {
-            double err = cg_rel_err(&out[i], out64[i]), tol = i < 2 ? 1e-5 : 1e-4;
-            CG_CHECK(err <= tol, "ssd f32 output %d: rel err %.3g", i, err);
-        }
-        for (int i = 0; i < 7; i++) { cg_tbuf_free(&in[i]); cg_tbuf_free(&out[i]); }
+        f32_agree_free("ssd", in, out, out64, 7);
         ssd_free(&s);
     }
     {
         const sscan_case c = {2, 7, 4, 3, 2, 1, 1, 1, 1, 1, 1, 0};
-        cg_rng r = {6};
         sscan_bufs s;
-        sscan_alloc(&s, ctx, &c, &r);
+        sscan_alloc(&s, ctx, &c, 6);
         CG_CHECK_OK(ctx, sscan_forward(&s));
         cg_tbuf *in64[] = {&s.x, &s.delta, &s.A, &s.Bm, &s.Cm, &s.Dv, &s.z, &s.bias, &s.h0, &s.W, &s.W2};
         cg_tbuf *out64[] = {&s.y, &s.hT, &s.dx, &s.ddelta, &s.dA, &s.dB, &s.dC, &s.dD, &s.dz, &s.dbias, &s.dh0};
@@ -459,11 +472,7 @@ CG_TEST(ref_f32_views) {
                                .dA = out[4].t, .dB = out[5].t, .dC = out[6].t, .dD = out[7].t, .dz = out[8].t,
                                .ddelta_bias = out[9].t, .dh0 = out[10].t};
         CG_CHECK_OK(ctx, cg_sscan_bwd(ctx, &b, &ref_exec));
-        for (int i = 0; i < 11; i++) {
-            double err = cg_rel_err(&out[i], out64[i]), tol = i < 2 ? 1e-5 : 1e-4;
-            CG_CHECK(err <= tol, "sscan f32 output %d: rel err %.3g", i, err);
-        }
-        for (int i = 0; i < 11; i++) { cg_tbuf_free(&in[i]); cg_tbuf_free(&out[i]); }
+        f32_agree_free("sscan", in, out, out64, 11);
         sscan_free(&s);
     }
     cg_context_free(ctx);
@@ -474,9 +483,8 @@ CG_TEST(ref_nan_propagates) {
     CG_TEST_CONTEXT(ctx);
     {
         const ssd_case c = {2, 4, 1, 2, 2, 3, 0, 1, CG_LAYOUT_TOKEN_MAJOR};
-        cg_rng r = {9};
         ssd_bufs s;
-        ssd_alloc(&s, ctx, &c, &r);
+        ssd_alloc(&s, ctx, &c, 9);
         int64_t iv[4] = {1, 2, 1, 0}; /* b=1, t=2, h=1 */
         cg_tbuf_set(&s.v, iv, NAN);
         CG_CHECK_OK(ctx, ssd_forward(&s, 1));
@@ -492,9 +500,8 @@ CG_TEST(ref_nan_propagates) {
     }
     {
         const sscan_case c = {2, 4, 2, 2, 0, 1, 1, 1, 1, 0, 1, 0};
-        cg_rng r = {10};
         sscan_bufs s;
-        sscan_alloc(&s, ctx, &c, &r);
+        sscan_alloc(&s, ctx, &c, 10);
         int64_t ix[3] = {0, 1, 1};
         cg_tbuf_set(&s.delta, ix, INFINITY);
         int64_t ix2[3] = {1, 2, 0};

@@ -56,18 +56,28 @@ static void bad_free(bad_case *c) {
     cg_tbuf_free(&c->cu);
 }
 
+/* A new context and the case c as bad_new makes it; bad_close frees both. */
+static cg_context *bad_open(bad_case *c, cg_op op, int64_t b, int64_t total, int64_t rows, cg_dtype cudt, int ndim,
+                            const int64_t *vals, int n) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    bad_new(c, op, b, total, rows, cudt, ndim, vals, n);
+    return ctx;
+}
+static void bad_close(cg_context *ctx, bad_case *c) {
+    bad_free(c);
+    cg_context_free(ctx);
+}
+
 /* The call with cu vals is refused with want and a message containing msg. */
 static void expect(cg_op op, int64_t b, int64_t total, int64_t rows, cg_dtype cudt, int ndim, const int64_t *vals,
                    int n, cg_backend be, cg_status want, const char *msg) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     bad_case c;
-    bad_new(&c, op, b, total, rows, cudt, ndim, vals, n);
+    cg_context *ctx = bad_open(&c, op, b, total, rows, cudt, ndim, vals, n);
     char what[128];
     snprintf(what, sizeof what, "%s on %s, expecting \"%s\"", cg__op_desc(op)->name, cg_backend_name(be), msg);
     CG_CHECK_REFUSED(ctx, bad_run(ctx, &c, be), want, msg, what);
-    bad_free(&c);
-    cg_context_free(ctx);
+    bad_close(ctx, &c);
 }
 
 #define V(...) ((const int64_t[]){__VA_ARGS__}), (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
@@ -100,23 +110,18 @@ CG_TEST(varlen_bad_offsets) {
         expect((cg_op)op, 1, 10, 1, CG_I32, 1, V(0, 4, 10), be, CG_EINVAL,
                ssd ? "h0: shape (1, 2, 3, 4) but expected (2, 2, 3, 4)" : "h0: shape (1, 4, 3) but expected (2, 4, 3)");
         /* a good call passes (the same builder) */
-        cg_context *ctx = NULL;
-        CG_CHECK_OK(ctx, cg_context_create(&ctx));
         bad_case c;
-        bad_new(&c, (cg_op)op, 1, 10, 3, CG_I64, 1, V(0, 4, 4, 10));
+        cg_context *ctx = bad_open(&c, (cg_op)op, 1, 10, 3, CG_I64, 1, V(0, 4, 4, 10));
         CG_CHECK_OK(ctx, bad_run(ctx, &c, be));
-        bad_free(&c);
-        cg_context_free(ctx);
+        bad_close(ctx, &c);
     }
 }
 
 CG_TEST(varlen_output_overlaps_offsets) {
     /* an output over the offsets' memory would move them under a running call */
     for (int op = 0; op < CG_OP_COUNT; op++) {
-        cg_context *ctx = NULL;
-        CG_CHECK_OK(ctx, cg_context_create(&ctx));
         bad_case c;
-        bad_new(&c, (cg_op)op, 1, 10, 2, CG_I32, 1, V(0, 4, 10));
+        cg_context *ctx = bad_open(&c, (cg_op)op, 1, 10, 2, CG_I32, 1, V(0, 4, 10));
         const cg_op_desc *d = c.p.d;
         int o = -1;
         for (int i = 0; i < d->nt && o < 0; i++)
@@ -128,39 +133,32 @@ CG_TEST(varlen_output_overlaps_offsets) {
         char msg[96];
         snprintf(msg, sizeof msg, "%s: output memory overlaps input cu_seqlens", d->t[o].name);
         CG_CHECK_REFUSED(ctx, bad_call(ctx, &c, CG_BACKEND_CPU, NULL, &cu), CG_EINVAL, msg, d->name);
-        bad_free(&c);
-        cg_context_free(ctx);
+        bad_close(ctx, &c);
     }
 }
 
 CG_TEST(varlen_index_dtype_elsewhere) {
     /* integer dtypes belong to cu_seqlens only */
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     bad_case c;
-    bad_new(&c, CG_OP_SSD_FWD, 1, 10, 2, CG_I32, 1, V(0, 4, 10));
+    cg_context *ctx = bad_open(&c, CG_OP_SSD_FWD, 1, 10, 2, CG_I32, 1, V(0, 4, 10));
     int q = dtt_idx(&c.p, "q");
     c.p.t[q].t.dtype = CG_I32;
     CG_CHECK_REFUSED(ctx, bad_run(ctx, &c, CG_BACKEND_CPU), CG_EINVAL,
                      "q: dtype CG_I32 but expected CG_F32, CG_F64, CG_BF16 or CG_F16 (integer tensors are for cu_seqlens only)",
                      "q as CG_I32");
-    bad_free(&c);
-    cg_context_free(ctx);
+    bad_close(ctx, &c);
 }
 
 CG_TEST(varlen_gen_backends_refuse) {
     /* (every op's generated kernels take cu_seqlens now: tests/test_varlen_gpu.c; the
      * refusal of a backend without varlen is varlen_gpu's concern no more.) auto on host
      * tensors runs a varlen call on the CPU path */
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     bad_case c;
-    bad_new(&c, CG_OP_SSD_BWD, 1, 10, 2, CG_I32, 1, V(0, 4, 10));
+    cg_context *ctx = bad_open(&c, CG_OP_SSD_BWD, 1, 10, 2, CG_I32, 1, V(0, 4, 10));
     CG_CHECK_OK(ctx, bad_run(ctx, &c, CG_BACKEND_AUTO));
     CG_CHECK(strstr(cg_last_dispatch(ctx), "backend=cpu") != NULL, "auto did not pick cpu: %s", cg_last_dispatch(ctx));
     CG_CHECK(strstr(cg_last_dispatch(ctx), " varlen=2 sequences") != NULL, "dispatch line: %s", cg_last_dispatch(ctx));
-    bad_free(&c);
-    cg_context_free(ctx);
+    bad_close(ctx, &c);
 }
 
 CG_TEST(varlen_host_fallback) {
@@ -195,15 +193,12 @@ CG_TEST(varlen_host_fallback) {
 CG_TEST(varlen_pinned_config_every_sequence) {
     /* a pinned config applies to every sequence, the shortest (1) and the 0-length ones too */
     for (int op = 0; op < CG_OP_COUNT; op++) {
-        cg_context *ctx = NULL;
-        CG_CHECK_OK(ctx, cg_context_create(&ctx));
         bad_case c;
-        bad_new(&c, (cg_op)op, 1, 200, 5, CG_I32, 1, V(0, 0, 1, 1, 137, 200));
+        cg_context *ctx = bad_open(&c, (cg_op)op, 1, 200, 5, CG_I32, 1, V(0, 0, 1, 1, 137, 200));
         const char *config = strcmp(c.p.d->family, "ssd") ? "segment=64,block_d=2" : "chunk=64,block_dv=4";
         CG_CHECK_OK(ctx, bad_call(ctx, &c, CG_BACKEND_CPU, config, NULL));
         CG_CHECK(strstr(cg_last_dispatch(ctx), config) && strstr(cg_last_dispatch(ctx), "source=pinned"),
                  "%s: %s", c.p.d->name, cg_last_dispatch(ctx));
-        bad_free(&c);
-        cg_context_free(ctx);
+        bad_close(ctx, &c);
     }
 }

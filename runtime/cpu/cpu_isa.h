@@ -6,8 +6,8 @@
  * Included first in those files, this header renames their external symbols with the
  * variant as suffix (cg__ssd_cpu_fwd -> cg__ssd_cpu_fwd_avx2), so the three copies link
  * side by side. The rest of the library is built for baseline x86-64 and reaches them
- * through the table cg__cpu_isa_ops() picks once per process (cpu_isa.c) from cpuid,
- * or from CHUNKGEN_CPU_ISA=avx512|avx2|baseline. */
+ * through the table of cpu_isa.c, at the variant chosen once per process (cpu_choice.c)
+ * from cpuid, or from CHUNKGEN_CPU_ISA=avx512|avx2|baseline. */
 #ifndef CG_CPU_ISA_H
 #define CG_CPU_ISA_H
 
@@ -62,6 +62,8 @@ typedef struct cg_cpu_isa_ops {
  * (a forced variant the CPU lacks, or an unknown name, is refused with a warning on
  * stderr and the best supported one is used instead). Thread-safe. */
 const cg_cpu_isa_ops *cg__cpu_isa_ops(void);
+/* That variant's number (cpu_choice.c; cg__cpu_isa_ops is cpu_isa.c's table at it). */
+cg_cpu_isa cg__cpu_isa_chosen(void);
 /* Whether this build has variant isa and this CPU (and OS) can run it. */
 int cg__cpu_isa_supported(cg_cpu_isa isa);
 /* The name of isa, or NULL when out of range; the variant of a name, or -1. */

@@ -29,13 +29,22 @@ static inline void prefetch_row(const void *p, int64_t bytes, int write) {
     } while (0)
 #define SS_INLINE static inline __attribute__((always_inline))
 
+/* dst[j] = src[j] for j < n: SS_W at a time, then the rest (a float32 row of a gather or
+ * a scatter). */
+SS_INLINE void copy_f32(float *restrict dst, const float *restrict src, int64_t n) {
+    const int64_t nfull = n / SS_W * SS_W;
+    for (int64_t j = 0; j < nfull; j += SS_W)
+        for (int l = 0; l < SS_W; l++) dst[j + l] = src[j + l];
+    for (int64_t j = nfull; j < n; j++) dst[j] = src[j];
+}
+
 /* out[i][j] = v[b, t0 + i, d0 + j] for i < len, j < nb; zero for nb <= j < ld.
  * The rows of a tile are D floats apart and short: each is a TLB and cache miss, so the
  * copy prefetches SS_PF_ROWS rows ahead to keep several misses in flight. */
 SS_INLINE void gather_bl_dt(const cg_view *v, int64_t b, int64_t t0, int64_t len, int64_t d0, int64_t nb, int64_t ld,
                             float *restrict out, cg_dtype dt) {
     const char *base = cg__vat(v, b * v->s[0] + t0 * v->s[1] + d0 * v->s[2]);
-    const int64_t s1 = v->s[1], s2 = v->s[2], nfull = nb / SS_W * SS_W, es = cg__dt_bytes(dt);
+    const int64_t s1 = v->s[1], s2 = v->s[2], es = cg__dt_bytes(dt);
     if (s2 != 1 && s1 == 1) { /* [B, D, L] memory: read each channel's steps in order */
         for (int64_t j = 0; j < nb; j++) {
             if (j + SS_PF_ROWS < nb) prefetch_row(base + (j + SS_PF_ROWS) * s2 * es, len * es, 0);
@@ -51,14 +60,8 @@ SS_INLINE void gather_bl_dt(const cg_view *v, int64_t b, int64_t t0, int64_t len
         float *o = out + i * ld;
         if (s2 == 1) {
             if (i + SS_PF_ROWS < len) prefetch_row(row + SS_PF_ROWS * s1 * es, nb * es, 0);
-            if (dt == CG_F32) {
-                const float *r = (const float *)row;
-                for (int64_t j = 0; j < nfull; j += SS_W)
-                    for (int l = 0; l < SS_W; l++) o[j + l] = r[j + l];
-                for (int64_t j = nfull; j < nb; j++) o[j] = r[j];
-            } else {
-                cg__cpu_ld_row(o, row, dt, nb);
-            }
+            if (dt == CG_F32) copy_f32(o, (const float *)row, nb);
+            else cg__cpu_ld_row(o, row, dt, nb);
         } else {
             for (int64_t j = 0; j < nb; j++) o[j] = cg__ld1(row, j * s2, dt);
         }
@@ -73,7 +76,7 @@ static void gather_bl(const cg_view *v, int64_t b, int64_t t0, int64_t len, int6
 SS_INLINE void scatter_bl_dt(const cg_view *v, int64_t b, int64_t t0, int64_t len, int64_t d0, int64_t nb, int64_t ld,
                              const float *restrict in, cg_dtype dt) {
     char *base = cg__vat(v, b * v->s[0] + t0 * v->s[1] + d0 * v->s[2]);
-    const int64_t s1 = v->s[1], s2 = v->s[2], nfull = nb / SS_W * SS_W, es = cg__dt_bytes(dt);
+    const int64_t s1 = v->s[1], s2 = v->s[2], es = cg__dt_bytes(dt);
     if (s2 != 1 && s1 == 1) {
         for (int64_t j = 0; j < nb; j++) {
             if (j + SS_PF_ROWS < nb) prefetch_row(base + (j + SS_PF_ROWS) * s2 * es, len * es, 1);
@@ -87,14 +90,8 @@ SS_INLINE void scatter_bl_dt(const cg_view *v, int64_t b, int64_t t0, int64_t le
         const float *src = in + i * ld;
         if (s2 == 1) {
             if (i + SS_PF_ROWS < len) prefetch_row(row + SS_PF_ROWS * s1 * es, nb * es, 1);
-            if (dt == CG_F32) {
-                float *r = (float *)row;
-                for (int64_t j = 0; j < nfull; j += SS_W)
-                    for (int l = 0; l < SS_W; l++) r[j + l] = src[j + l];
-                for (int64_t j = nfull; j < nb; j++) r[j] = src[j];
-            } else {
-                cg__cpu_st_row(row, dt, src, nb);
-            }
+            if (dt == CG_F32) copy_f32((float *)row, src, nb);
+            else cg__cpu_st_row(row, dt, src, nb);
         } else {
             for (int64_t j = 0; j < nb; j++) cg__st1(row, j * s2, dt, src[j]);
         }

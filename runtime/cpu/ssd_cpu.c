@@ -120,7 +120,8 @@ cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cf
     run->bwd_split = (int)split;
     run->group_heads = group;
     run->pinned = run->pinned_chunk || run->pinned_block_dv || pinned_threads || pinned_split || pinned_heads;
-    run->chunk = chunk;
+    run->chunk = cg__ssd_min(chunk, p->T > 0 ? p->T : 1);
+    run->chunk_pad = cg__ssd_pad(run->chunk);
     run->block_dv = cg__ssd_min(bdv, p->dv);
     run->pool = cg__ctx_pool(ctx);
     const int size = cg__pool_size(run->pool);
@@ -128,8 +129,3 @@ cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cf
     run->threads = (threads <= 0 || threads > size) ? size : (int)threads;
     return CG_OK;
 }
-
-/* The cpu backend's entry points for the SSD ops (host_backends.c): cg__ssd_cpu_fwd and
- * _bwd check the views and run the process's ISA variant (cpu_isa.c). */
-CG_HOST_OP_ENTRY(cpu, ssd_fwd, cg_ssd_prob, cg__ssd_cpu_fwd)
-CG_HOST_OP_ENTRY(cpu, ssd_bwd, cg_ssd_prob, cg__ssd_cpu_bwd)

@@ -144,7 +144,8 @@ static inline void cg__ssd_copy_rows(float *restrict dst, int64_t ldd, const flo
 
 /* Run parameters after defaults and pins. */
 typedef struct cg_ssd_cpu_run {
-    int64_t chunk;
+    int64_t chunk;     /* the chunk length, at most T (1 when T is 0) */
+    int64_t chunk_pad; /* chunk rounded up to the vector length (cg__ssd_pad) */
     int64_t block_dv;
     int group_heads; /* forward: a task per (b, g, dv block) taking the group's heads (heads=group) */
     int threads;     /* threads the pool will use */

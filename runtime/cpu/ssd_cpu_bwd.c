@@ -452,11 +452,7 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, 1, "cpu ssd backward", &run);
     if (st != CG_OK) return st;
 
-    bwd_job J;
-    memset(&J, 0, sizeof J);
-    J.p = p;
-    J.C = cg__ssd_min(run.chunk, p->T > 0 ? p->T : 1);
-    J.Cp = cg__ssd_pad(J.C);
+    bwd_job J = {.p = p, .C = run.chunk, .Cp = run.chunk_pad};
     J.nc = (p->T + J.C - 1) / J.C;
     J.dkp = cg__ssd_pad(p->dk);
     J.dvp = cg__ssd_pad(p->dv);

@@ -180,11 +180,7 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     cg_status st = cg__ssd_cpu_resolve(ctx, p, cfg, 0, "cpu ssd forward", &run);
     if (st != CG_OK) return st;
 
-    fwd_job J;
-    memset(&J, 0, sizeof J);
-    J.p = p;
-    J.C = cg__ssd_min(run.chunk, p->T > 0 ? p->T : 1);
-    J.Cp = cg__ssd_pad(J.C);
+    fwd_job J = {.p = p, .C = run.chunk, .Cp = run.chunk_pad};
     J.bdv = run.block_dv; /* the default splits dv when there are fewer (b, h) tasks than threads */
     J.nblk = (p->dv + J.bdv - 1) / J.bdv;
     /* A task takes a whole group of heads (Q K^T once per group, q and k read once) or one

@@ -5,13 +5,19 @@ struct emu_race_params {
     float *out;
 };
 
+// Every thread stages x[t] in s[t]; after a barrier, the slot k ahead (mod the block).
+__device__ float staged_neighbour(float *s, const float *x, int k) {
+    const int t = threadIdx.x;
+    s[t] = x[t];
+    __syncthreads();
+    return s[(t + k) % blockDim.x];
+}
+
 // Race free: barriers between phases, and a warp-synchronous tail with __syncwarp.
 extern "C" __global__ void emu_race_free(emu_race_params p) {
     extern __shared__ float s[];
     const int t = threadIdx.x;
-    s[t] = p.x[t];
-    __syncthreads();
-    float v = s[(t + 1) % blockDim.x];
+    float v = staged_neighbour(s, p.x, 1);
     __syncthreads();
     s[t] = v;
     __syncthreads();
@@ -49,9 +55,7 @@ extern "C" __global__ void emu_race_ww(emu_race_params p) {
 extern "C" __global__ void emu_race_war(emu_race_params p) {
     extern __shared__ float s[];
     const int t = threadIdx.x;
-    s[t] = p.x[t];
-    __syncthreads();
-    float v = s[(t + 40) % blockDim.x];
+    float v = staged_neighbour(s, p.x, 40);
     s[t] = v * 2.f;
     p.out[t] = v;
 }
