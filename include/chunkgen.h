@@ -428,6 +428,9 @@ typedef struct cg_op_info {
     int has_layout;         /* the args struct has a cg_layout (cg_op_args_layout) */
     int has_varlen;         /* the args struct has cu_seqlens (tensor ntensors) */
     int groupable;          /* the op has CG_TENSOR_GROUPABLE tensors (grouped or not: cg_shape.grouped) */
+    int sym_from[CG_SHAPE_MAX_SYMS]; /* by cg_sym: the tensor whose extent gives the symbol's value in
+                             * a call (the first required input that has it); -1 for symbols the
+                             * op lacks. A call's other tensors are checked against these */
 } cg_op_info;
 /* Describe op into *info (info->size set by the caller, or 0). CG_EINVAL for an unknown op.
  * ctx may be NULL (then no message is kept). */
