@@ -354,6 +354,62 @@ static int64_t longest_of(cg_context *ctx, const cg_op_desc *d, const void *prob
 #define ARGS_MAX 4096
 #define PROB_MAX 4096
 
+void cg__shape_of_prob(const cg_op_desc *d, const void *prob, cg_shape *s) {
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    s->op = d->op;
+    for (int k = 1; k < CG_SYM_COUNT; k++)
+        if (d->dim_off[k] != (size_t)-1) s->dim[k] = cg__prob_dim(d, prob, (cg_sym)k);
+    s->grouped = cg__prob_grouped(d, prob);
+    for (int i = 0; i < d->nt; i++)
+        if (d->t[i].optional && cg__prob_view(d, prob, i)->p) s->given |= BIT(i);
+    for (int k = 0; k < d->nscalar; k++)
+        if (*(const int *)((const char *)prob + d->scalar[k].prob_off)) s->scalars |= 1u << k;
+    s->dtype = *(const cg_dtype *)((const char *)prob + d->dtype_off);
+    const int h = cg__prob_half(d, prob);
+    if (h >= 0) { /* the present tensors' bits (validation checked the outputs' dtypes) */
+        s->dtype = cg__prob_view(d, prob, h)->dt;
+        int outputs_made = 1;
+        for (int i = 0; i < d->nt; i++) {
+            const cg_view *v = cg__prob_view(d, prob, i);
+            if (v->p && v->dt == s->dtype) s->half |= BIT(i);
+            if (!v->p && !d->t[i].optional) outputs_made = 0; /* cg_shape_of: outputs not made yet */
+        }
+        uint64_t mask; /* their bits as they will be (a validated problem: always CG_OK) */
+        if (!outputs_made && half_mask(NULL, d, s, &mask) == CG_OK) s->half = mask;
+    }
+    s->nseq = *cg__prob_nseq(d, prob);
+}
+
+void cg__kshape_of(const cg_shape *s, int flags, cg_kshape *ks) {
+    const cg_op_desc *d = cg__op_desc(s->op);
+    memset(ks, 0, sizeof *ks);
+    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N};
+    for (int k = 1; k < CG_SYM_COUNT; k++) *f[k] = s->dim[k];
+    ks->flags = flags | (s->grouped ? CG_KS_GROUPED : 0);
+    int dt[CG_OP_MAX_TENSORS];
+    for (int i = 0; i < d->nt; i++) { /* the op table's kflag column: an optional tensor given */
+        if ((s->given & BIT(i)) && d->t[i].kflag) ks->flags |= d->t[i].kflag;
+        dt[i] = !present(d, s, i) ? -1 : (s->half & BIT(i)) ? (int)s->dtype : s->dtype == CG_F64 ? CG_F64 : CG_F32;
+    }
+    for (int k = 0; k < d->nscalar; k++) /* ... or a scalar option set */
+        if (s->scalars & (1u << k)) ks->flags |= d->scalar[k].kflag;
+    ks->nseq = s->nseq;
+    cg__kshape_dtypes_of(d, dt, ks);
+}
+
+void cg__kshape_dtypes_of(const cg_op_desc *d, const int dt[], cg_kshape *ks) {
+    size_t n = 0;
+    memset(ks->dtypes, 0, sizeof ks->dtypes);
+    for (int i = 0; i < d->nt; i++) {
+        if (dt[i] < 0 || !cg__dtype_half((cg_dtype)dt[i])) continue;
+        int k = snprintf(ks->dtypes + n, sizeof ks->dtypes - n, "%s%s=%s", n ? " " : "", d->t[i].name,
+                         cg__dtype_word((cg_dtype)dt[i]));
+        if (k < 0 || (size_t)k >= sizeof ks->dtypes - n) break; /* cannot happen: 24 tensors of short names */
+        n += (size_t)k;
+    }
+}
+
 cg_status cg_shape_of(cg_context *ctx, cg_op op, const void *args, cg_shape *out) {
     const cg_op_desc *d = cg__op_checked(ctx, op);
     if (!d) return CG_EINVAL;
@@ -363,27 +419,8 @@ cg_status cg_shape_of(cg_context *ctx, cg_op op, const void *args, cg_shape *out
     if (st) return st;
     if ((st = cg__op_validate_ex(ctx, d, args ? a : NULL, prob, 1)) != CG_OK) return st;
     cg_shape s;
-    memset(&s, 0, sizeof s);
-    s.size = sizeof s;
-    s.op = op;
+    cg__shape_of_prob(d, prob, &s);
     if (d->layout_arg_off != (size_t)-1) s.layout = *(const cg_layout *)(a + d->layout_arg_off);
-    for (int k = 1; k < CG_SYM_COUNT; k++)
-        if (d->dim_off[k] != (size_t)-1) s.dim[k] = cg__prob_dim(d, prob, (cg_sym)k);
-    s.grouped = cg__prob_grouped(d, prob);
-    for (int i = 0; i < d->nt; i++)
-        if (d->t[i].optional && cg__prob_view(d, prob, i)->p) s.given |= BIT(i);
-    for (int k = 0; k < d->nscalar; k++)
-        if (*(const int *)(prob + d->scalar[k].prob_off)) s.scalars |= 1u << k;
-    s.dtype = *(const cg_dtype *)(prob + d->dtype_off);
-    const int h = cg__prob_half(d, prob);
-    if (h >= 0) {
-        s.dtype = cg__prob_view(d, prob, h)->dt;
-        for (int i = 0; i < d->nt; i++)
-            if (d->t[i].role == CG_TD_IN && cg__prob_view(d, prob, i)->p && cg__prob_view(d, prob, i)->dt == s.dtype)
-                s.half |= BIT(i);
-        if ((st = half_mask(ctx, d, &s, &s.half)) != CG_OK) return st;
-    }
-    s.nseq = *cg__prob_nseq(d, prob);
     s.longest = longest_of(ctx, d, prob);
     return cg__abi_out(ctx, "shape", out, &s, sizeof s);
 }
