@@ -151,6 +151,21 @@ typedef enum cg_dtype {
     CG_I64 = 5   /* int64 index tensor: cu_seqlens only */
 } cg_dtype;
 
+/* "f32", "f64", "bf16", "f16", "i32", "i64": the dtype's word (the shape syntax's, the
+ * CLI's --dtype, the tuning key's); static. NULL for an unknown value. */
+CG_API const char *cg_dtype_name(cg_dtype dtype);
+/* The dtype whose word is name into *dtype; CG_EINVAL for an unknown word. */
+CG_API cg_status cg_dtype_parse(const char *name, cg_dtype *dtype);
+/* Bytes of one element (also its alignment); 0 for an unknown value. */
+CG_API size_t cg_dtype_size(cg_dtype dtype);
+/* The library's one bfloat16 / IEEE half conversion (every host backend's): narrowing
+ * rounds to nearest, ties to even, NaN stays a quiet NaN with its sign, overflow gives
+ * +-inf, half subnormals are exact; widening is exact. */
+CG_API float cg_bf16_to_f32(uint16_t h);
+CG_API uint16_t cg_f32_to_bf16(float x);
+CG_API float cg_f16_to_f32(uint16_t h);
+CG_API uint16_t cg_f32_to_f16(float x);
+
 typedef enum cg_backend {
     /* CUDA when the pointers are device pointers and a kernel exists; else CPU (device
      * pointers then go through host copies: slow, synchronizing, warned once) */

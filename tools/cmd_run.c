@@ -109,7 +109,7 @@ static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
 static int opt_dtype(void *opts, const char *v, char *err, size_t errlen) {
     run_opts *o = opts;
     for (int dt = CG_F32; dt <= CG_F16; dt++)
-        if (dt != CG_F64 && !strcmp(v, cg__dtype_word((cg_dtype)dt))) return o->dtype = dt, 0;
+        if (dt != CG_F64 && !strcmp(v, cg_dtype_name((cg_dtype)dt))) return o->dtype = dt, 0;
     return snprintf(err, errlen, "unknown dtype '%s' (expected f32, bf16 or f16)", v), -1;
 }
 
@@ -185,17 +185,19 @@ typedef struct run_arr {
     uint16_t *half;    /* 16-bit storage (a.data narrowed); NULL for float32 */
 } run_arr;
 
+static int is_half(cg_dtype dt) { return dt == CG_BF16 || dt == CG_F16; }
+
 /* "float32", "bfloat16", "float16" (numpy's names, for the messages). */
 static const char *np_name(int dt) { return dt == CG_BF16 ? "bfloat16" : dt == CG_F16 ? "float16" : dt == CG_F64 ? "float64" : "float32"; }
 
 /* Store r as dt: 16-bit values narrowed once (exact for a file of that dtype). -1: OOM. */
 static int arr_store(run_arr *r, cg_dtype dt) {
     r->dt = dt;
-    if (!cg__dtype_half(dt)) return 0;
+    if (!is_half(dt)) return 0;
     r->half = malloc((size_t)(r->a.count ? r->a.count : 1) * sizeof *r->half);
     if (!r->half) return -1;
     for (int64_t i = 0; i < r->a.count; i++)
-        r->half[i] = dt == CG_BF16 ? cg__f32_to_bf16(r->a.data[i]) : cg__f32_to_f16(r->a.data[i]);
+        r->half[i] = dt == CG_BF16 ? cg_f32_to_bf16(r->a.data[i]) : cg_f32_to_f16(r->a.data[i]);
     return 0;
 }
 
@@ -304,7 +306,7 @@ static cg_tensor out_add(run_outs *os, const char *name, cg_dtype dt, int ndim, 
         return tensor_of(NULL, dt, ndim, shape);
     }
     o->count = count;
-    o->data = calloc(count > 0 ? (size_t)count : 1, cg__dtype_size(dt));
+    o->data = calloc(count > 0 ? (size_t)count : 1, cg_dtype_size(dt));
     if (!o->data) *oom = 1;
     return tensor_of(o->data, dt, ndim, shape);
 }
@@ -329,14 +331,14 @@ static int outs_write(const run_opts *opt, const run_outs *os) {
         char err[RUN_ERRLEN];
         arr_path(opt->out, o->name, path[i], sizeof path[i]);
         float *vals = o->data; /* 16-bit outputs widened (exact), written back narrowed: the same bits */
-        if (cg__dtype_half(o->dt)) {
+        if (is_half(o->dt)) {
             vals = malloc((size_t)(o->count ? o->count : 1) * sizeof *vals);
             if (!vals) {
                 rc = run_fail("out of memory writing %s; no output written", path[i]);
                 break;
             }
             const uint16_t *h = o->data;
-            for (int64_t j = 0; j < o->count; j++) vals[j] = o->dt == CG_BF16 ? cg__bf16_to_f32(h[j]) : cg__f16_to_f32(h[j]);
+            for (int64_t j = 0; j < o->count; j++) vals[j] = o->dt == CG_BF16 ? cg_bf16_to_f32(h[j]) : cg_f16_to_f32(h[j]);
         }
         int w = cg_npy_write_tmp_as(path[i], tmp[i], sizeof tmp[i], vals, o->dt, o->ndim, o->shape, err, sizeof err);
         if (vals != o->data) free(vals);
@@ -541,11 +543,11 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
         if (!a[i].present) continue;
         const int cap16 = (all->t[i].flags & CG_TENSOR_HALF) != 0;
         cg_dtype dt = cap16 && o->dtype >= 0 ? (cg_dtype)o->dtype
-                      : cap16 && cg__dtype_half((cg_dtype)a[i].a.dtype) ? (cg_dtype)a[i].a.dtype : CG_F32;
+                      : cap16 && is_half((cg_dtype)a[i].a.dtype) ? (cg_dtype)a[i].a.dtype : CG_F32;
         if (arr_store(&a[i], dt)) rc = run_fail("out of memory for %s", a[i].path);
         else if (a[i].a.dtype != (int)dt && a[i].a.dtype != CG_F64)
             fprintf(stderr, "chunkgen run: note: %s holds %s values; %s to %s%s\n", a[i].path, np_name(a[i].a.dtype),
-                    cg__dtype_half(dt) ? "rounded" : "widened", np_name(dt), cap16 ? "" : " (this tensor stays float32)");
+                    is_half(dt) ? "rounded" : "widened", np_name(dt), cap16 ? "" : " (this tensor stays float32)");
     }
     if (rc) goto done;
 

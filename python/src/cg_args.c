@@ -492,8 +492,6 @@ int cgpy_copy_pending(cgpy_call *c) {
     return 0;
 }
 
-static size_t dtype_size(int dt) { return dt == CG_F64 ? 8 : dt == CG_BF16 || dt == CG_F16 ? 2 : 4; }
-
 int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const int64_t *shape, int ndim) {
     if (PyTuple_Check(out)) return cgpy_read(c, i, out);
     cg_tensor *t = CGPY_T(c, i);
@@ -506,7 +504,7 @@ int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const in
         /* no format asked: numpy exports none for ml_dtypes' bfloat16 */
         if (PyObject_GetBuffer(out, &c->bufs[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
         c->got[i] = 1;
-        if (c->bufs[i].len != (Py_ssize_t)(numel * (int64_t)dtype_size(dtype)))
+        if (c->bufs[i].len != (Py_ssize_t)(numel * (int64_t)cg_dtype_size(dtype)))
             return bad(c->d->t[i].name, "the allocator's array has the wrong size for its shape and dtype");
         t->data = c->bufs[i].buf;
         return 0;
