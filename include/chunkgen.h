@@ -37,7 +37,8 @@
  *     compiled with (check cg_version_number() at run time if you need a newer call).
  *   - Only `cg_` symbols are exported from libchunkgen.so; each is declared CG_API here.
  *
- * Environment variables the library reads (each call reads them afresh unless noted)
+ * Environment variables the library reads (each call reads them afresh unless noted; an
+ * empty value is an unset one; the one table: runtime/env.c, docs/environment.md)
  *   CHUNKGEN_CACHE_DIR     the on-disk caches (tuned configs, compiled kernels); else
  *                          $XDG_CACHE_HOME/chunkgen, else $HOME/.cache/chunkgen
  *                          (cg_context_set_cache_dir overrides all three)
@@ -46,13 +47,15 @@
  *                          (an op or a family, the first part that applies wins)
  *   CHUNKGEN_TUNE_ON_MISS  1/yes/true/on: tune an exact key on its first miss (see
  *                          cg_context_set_tune_on_miss); CHUNKGEN_TUNE_BUDGET: that
- *                          tune's budget in seconds (default 60)
+ *                          tune's budget in seconds (default 60);
+ *                          CHUNKGEN_TUNE_FAKE_TIMING: tests only, no real timing
  *   CHUNKGEN_LIBCUDA       path of the CUDA driver library to dlopen instead of
  *                          libcuda.so.1 (read once per process, at the first CUDA use)
- *   CHUNKGEN_NVRTC         path of the NVRTC library (read once per process); else
- *                          libnvrtc.so.<driver major> and newer/older sonames in
- *                          $CUDA_HOME/lib64 (or $CUDA_PATH/lib64), the loader path,
- *                          /usr/local/cuda/lib64
+ *   CHUNKGEN_NVRTC         path of the NVRTC library; else libnvrtc.so.<driver major>
+ *                          and newer/older sonames in $CUDA_HOME/lib64 (or
+ *                          $CUDA_PATH/lib64), the loader path, /usr/local/cuda/lib64
+ *                          (all three read once per process)
+ *   CHUNKGEN_NVRTC_TIME_TRACE  a directory for every NVRTC compile's time trace
  *   CHUNKGEN_CPU_ISA       avx512, avx2 or baseline: the CPU path's kernel variant
  *                          (default: the best this CPU runs, from cpuid; one it cannot
  *                          run is refused with a warning). Read once per process.
@@ -60,9 +63,10 @@
  *                          emulator/cg_emu.h from disk instead of the embedded copies
  *   CXX                    the host C++ compiler of the emulate backend (else g++,
  *                          else c++); CHUNKGEN_EMU_CXXFLAGS: extra flags for it;
- *                          CHUNKGEN_EMU_RACECHECK=1: the emulator's race checker
- *                          (read when a context first uses the emulator); TMPDIR: its
- *                          temporary build directories
+ *                          CHUNKGEN_EMU_RACECHECK=1: the emulator's race checker;
+ *                          CHUNKGEN_EMU_STATS=FILE: its access statistics, written at
+ *                          cg_context_free (these two read when a context first uses
+ *                          the emulator); TMPDIR: its temporary build directories
  *
  * Process-wide state (everything else lives in a cg_context)
  *   - the CUDA driver and NVRTC libraries: dlopen'ed once per process (pthread_once),

@@ -1,5 +1,6 @@
 /* context.c -- contexts, status codes, messages, config pins. */
 #include "internal.h"
+#include "env.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -161,15 +162,15 @@ cg_status cg_context_set_cache_dir(cg_context *ctx, const char *dir) {
 const char *cg__cache_dir(cg_context *ctx) {
     static __thread char buf[4096];
     if (ctx->cache_dir) return ctx->cache_dir;
-    const char *env = getenv("CHUNKGEN_CACHE_DIR");
-    if (env && *env) return env;
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (xdg && *xdg) {
+    const char *env = cg__env(CG_ENV_CACHE_DIR);
+    if (env) return env;
+    const char *xdg = cg__env(CG_ENV_XDG_CACHE_HOME);
+    if (xdg) {
         snprintf(buf, sizeof buf, "%s/chunkgen", xdg);
         return buf;
     }
-    const char *home = getenv("HOME");
-    snprintf(buf, sizeof buf, "%s/.cache/chunkgen", home && *home ? home : "/tmp");
+    const char *home = cg__env(CG_ENV_HOME);
+    snprintf(buf, sizeof buf, "%s/.cache/chunkgen", home ? home : "/tmp");
     return buf;
 }
 

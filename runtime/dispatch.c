@@ -2,6 +2,7 @@
 #include "ops.h"
 #include "gen.h"
 #include "abi.h"
+#include "backend.h"
 
 #include <string.h>
 
@@ -25,49 +26,6 @@ static const cg_backend_vt *backend_vt(cg_backend b) {
 /* The pointers the caller gave are device pointers (kernel memory of the CUDA driver). */
 static int device_pointers(cg_context *ctx, const void *any_input) {
     return cg__kexec_cuda.owns_ptr(ctx, any_input);
-}
-
-cg_status cg__backend_dtypes(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob) {
-    const cg_op_desc *d = cg__op_desc(op);
-    for (int i = 0; i < d->nt; i++) {
-        const cg_view *v = cg__prob_view(d, prob, i);
-        if (v->p && cg__dtype_half(v->dt) && !(vt->half & CG_DTM(v->dt)))
-            return cg__err(ctx, CG_EUNSUPPORTED, "%s: %s is %s but backend %s does not take %s tensors yet", d->name,
-                           d->t[i].name, cg__dtype_name(v->dt), vt->name, cg__dtype_name(v->dt));
-    }
-    return CG_OK;
-}
-
-/* 1 when backend vt's kernels take op's cu_seqlens themselves (docs/varlen.md). */
-static int varlen_kernels(const cg_backend_vt *vt, cg_op op) { return vt && (vt->varlen_kernels & (1u << op)) != 0; }
-
-/* A packed variable-length problem (docs/varlen.md): the host backends run it one
- * sequence at a time (runtime/varlen.c); the generated SSD and sscan kernels take it whole. */
-/* cu_seqlens on a backend with no variable-length path for op. */
-static cg_status varlen_refused(cg_context *ctx, const cg_backend_vt *vt, cg_op op) {
-    return cg__err(ctx, CG_EUNSUPPORTED, "%s: cu_seqlens is given but backend %s does not take variable-length "
-                                         "batches of this op yet (backends cpu and ref do; docs/varlen.md)",
-                   cg__op_desc(op)->name, vt->name);
-}
-
-static cg_status varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
-                            const cg_exec *exec) {
-    if (!vt->varlen) return varlen_refused(ctx, vt, op);
-    return cg__varlen_run(ctx, vt, op, prob, cfg, exec);
-}
-
-cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
-                          const cg_exec *exec) {
-    cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
-    if (s) return s;
-    if (cg__prob_cu(cg__op_desc(op), prob)->p && !varlen_kernels(vt, op)) return varlen_run(ctx, vt, op, prob, cfg, exec);
-    switch (op) {
-    case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
-    case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
-    case CG_OP_SSCAN_FWD: return vt->sscan_fwd(ctx, prob, cfg, exec);
-    case CG_OP_SSCAN_BWD: return vt->sscan_bwd(ctx, prob, cfg, exec);
-    }
-    return cg__err(ctx, CG_EINTERNAL, "op %d", (int)op);
 }
 
 static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
@@ -112,8 +70,8 @@ static cg_status named_backend(cg_context *ctx, cg_op op, const void *prob, cg_b
     if (!vt) return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library", cg_backend_name(be));
     cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
     if (s) return s;
-    if (!vt->varlen && !varlen_kernels(vt, op) && cg__prob_cu(cg__op_desc(op), prob)->p)
-        return varlen_refused(ctx, vt, op);
+    if (!vt->varlen && !cg__backend_varlen_kernels(vt, op) && cg__prob_cu(cg__op_desc(op), prob)->p)
+        return cg__backend_varlen_refused(ctx, vt, op);
     return CG_OK;
 }
 
@@ -136,7 +94,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     const cg_view *cuv = cg__prob_cu(cg__op_desc(op), prob);
     if (cuv->p && cg__kexec_cuda.owns_ptr && cg__kexec_cuda.owns_ptr(ctx, cuv->p) &&
         ((exec.backend != CG_BACKEND_AUTO && exec.backend != CG_BACKEND_CUDA) ||
-         !varlen_kernels(backend_vt(CG_BACKEND_CUDA), op) ||
+         !cg__backend_varlen_kernels(backend_vt(CG_BACKEND_CUDA), op) ||
          (exec.backend == CG_BACKEND_AUTO && !device_pointers(ctx, any_input))))
         return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, but %s takes device offsets on backend cuda "
                                              "only, with device tensors (the generated kernels read them; docs/varlen.md)",
@@ -164,7 +122,7 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         if (cuda && device_pointers(ctx, any_input)) {
             ctx->errmsg[0] = 0;
             int dt_ok = cg__backend_dtypes(ctx, cuda, op, prob) == CG_OK;
-            if (dt_ok && !cuda->varlen && !varlen_kernels(cuda, op) && cg__prob_cu(cg__op_desc(op), prob)->p) /* docs/varlen.md */
+            if (dt_ok && !cuda->varlen && !cg__backend_varlen_kernels(cuda, op) && cg__prob_cu(cg__op_desc(op), prob)->p) /* docs/varlen.md */
                 dt_ok = 0, (void)cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: backend %s does not take variable-length batches yet",
                                           cuda->name);
             if (dt_ok && (s = config_for(ctx, cuda, op, prob, &exec, &cfg, &src)) != CG_OK) return s;

@@ -5,6 +5,7 @@
  * source checkout on disk when CHUNKGEN_LUA_PATH names one. Every call into Lua goes
  * through gen_pcall, whose traceback ends up in the context's message (CG_ELUA). */
 #include "gen.h"
+#include "env.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -85,8 +86,7 @@ static int gen_file(const char *root, const char *rel, const char **data, size_t
 }
 
 static const char *lua_root(void) {
-    const char *r = getenv("CHUNKGEN_LUA_PATH");
-    return (r && r[0]) ? r : NULL;
+    return cg__env(CG_ENV_LUA_PATH);
 }
 
 /* For other parts (e.g. the emulator): a malloc'd NUL-terminated copy of an embedded

@@ -5,6 +5,7 @@
  * index; the gradients of the shared parameters (dA, dD, ddelta_bias) are summed over
  * the sequences in float64 and stored once. A 0-length sequence passes its state
  * through (hT = h0, dh0 = dhT; zero when absent). */
+#include "backend.h"
 #include "ops.h"
 
 #include <stdlib.h>
@@ -97,7 +98,7 @@ cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
             empty_seq(d, &sub);
             continue;
         }
-        if ((s = cg__backend_run(ctx, vt, op, &sub, cfg, exec)) != CG_OK) break;
+        if ((s = cg__backend_entry(ctx, vt, op, &sub, cfg, exec)) != CG_OK) break;
         for (int i = 0; i < d->nt; i++) {
             if (!acc[i]) continue;
             const cg_view *v = cg__prob_view(d, &sub, i);

@@ -3,6 +3,7 @@
 #include "cpu_isa.h"
 
 #include "gen.h"
+#include "env.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -75,8 +76,8 @@ static void choose(void) {
             best = i;
             break;
         }
-    const char *env = getenv("CHUNKGEN_CPU_ISA");
-    if (env && *env) {
+    const char *env = cg__env(CG_ENV_CPU_ISA);
+    if (env) {
         const int want = cg__cpu_isa_parse(env);
         if (want < 0)
             cg__log(CG_LOG_WARN, "CHUNKGEN_CPU_ISA='%s' is not one of avx512, avx2, baseline; using %s", env, names[best]);

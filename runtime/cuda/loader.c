@@ -1,5 +1,6 @@
 /* loader.c -- dlopen NVRTC and the CUDA driver once per process; the check helpers. */
 #include "cg_cuda.h"
+#include "env.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -24,9 +25,9 @@ static int sym(void *lib, const char *name, void *fnptr) {
 
 static void load_cu(void) {
     /* CHUNKGEN_LIBCUDA: another driver library file (tests run a mock driver with it). */
-    const char *explicit_path = getenv("CHUNKGEN_LIBCUDA");
+    const char *explicit_path = cg__env(CG_ENV_LIBCUDA);
     void *lib = NULL;
-    if (explicit_path && *explicit_path) {
+    if (explicit_path) {
         lib = dlopen(explicit_path, RTLD_NOW | RTLD_LOCAL);
     } else {
         lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -117,8 +118,8 @@ static void load_nv(void) {
     void *lib = NULL;
     char tried[700] = "";
     /* An explicit library wins and is the only one tried. */
-    const char *explicit_path = getenv("CHUNKGEN_NVRTC");
-    if (explicit_path && *explicit_path) {
+    const char *explicit_path = cg__env(CG_ENV_NVRTC);
+    if (explicit_path) {
         lib = dlopen(explicit_path, RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
             const char *e = dlerror();
@@ -143,10 +144,10 @@ static void load_nv(void) {
     for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++)
         if (strcmp(k_names[i], driver_name) != 0) names[nn++] = k_names[i];
     /* Directories: $CUDA_HOME (or $CUDA_PATH), the loader path, /usr/local/cuda. */
-    const char *cuda_home = getenv("CUDA_HOME");
-    if (!cuda_home || !*cuda_home) cuda_home = getenv("CUDA_PATH");
+    const char *cuda_home = cg__env(CG_ENV_CUDA_HOME);
+    if (!cuda_home) cuda_home = cg__env(CG_ENV_CUDA_PATH);
     char home_lib[960] = "";
-    if (cuda_home && *cuda_home) snprintf(home_lib, sizeof home_lib, "%.900s/lib64/", cuda_home);
+    if (cuda_home) snprintf(home_lib, sizeof home_lib, "%.900s/lib64/", cuda_home);
     const char *dirs[] = {home_lib, "", "/usr/local/cuda/lib64/", "/usr/local/cuda/lib/"};
     char path[1024];
     for (size_t d = 0; !lib && d < sizeof dirs / sizeof dirs[0]; d++) {

@@ -1,5 +1,6 @@
 /* nvrtc.c -- compile rendered kernels straight to CUBIN with NVRTC. */
 #include "cg_cuda.h"
+#include "env.h"
 
 #include "kcache.h"
 
@@ -193,8 +194,8 @@ cg_status cg__nvrtc_compile_threads(cg_context *ctx, const char *name, const cha
     /* CHUNKGEN_NVRTC_TIME_TRACE=DIR: where the compile's time goes (cg_cuda.h). Not in the
      * cache key: the entries' code is the same with it (cuda_nvrtc_time_trace). */
     char trace[1100];
-    const char *tdir = getenv("CHUNKGEN_NVRTC_TIME_TRACE");
-    if (tdir && *tdir && nopt < CG_NVRTC_MAX_OPTS && cg__nvrtc_can_trace()) {
+    const char *tdir = cg__env(CG_ENV_NVRTC_TIME_TRACE);
+    if (tdir && nopt < CG_NVRTC_MAX_OPTS && cg__nvrtc_can_trace()) {
         int k = snprintf(trace, sizeof trace, "--fdevice-time-trace=%s/%.200s-sm%d", tdir, name, arch);
         if (k > 0 && (size_t)k < sizeof trace) opts[nopt++] = trace;
     }

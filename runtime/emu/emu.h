@@ -121,8 +121,11 @@ enum { CG_EMU_MOD_RACECHECK = 1, CG_EMU_MOD_STATS = 2 };
 cg_status cg__emu_module_key(cg_context *ctx, const cg_plan *plan, int mode, cg_emu_modkey *k);
 void cg__emu_key_free(cg_emu_modkey *k);
 
-/* The context's emulator state (created on first use); NULL when out of memory. */
+/* The context's emulator state (emu_state.c: created on first use, freed with the
+ * context); NULL when out of memory. */
 cg_emu_state *cg__emu_state(cg_context *ctx);
+/* dlclose m, remove its kept copy, free it (emu_state.c). */
+void cg__emu_module_free(cg_emu_module *m);
 /* The kexec load: the module of plan, from this context, the disk cache or the compiler. */
 cg_status cg__emu_load(cg_context *ctx, const cg_plan *plan, void **module);
 
@@ -180,20 +183,23 @@ int cg__emu_gstats_n(cg_emu_gstats *gs);
 void cg__emu_gstats_at(const cg_emu_gstats *gs, int i, uintptr_t *pc, int *space, int *write, unsigned *width,
                        uint64_t c[3]);
 void cg__emu_gstats_totals(const cg_emu_gstats *gs, uint64_t *blocks, uint64_t *dropped);
-/* The launch's statistics from gs, lines resolved, appended to the context's list. */
-cg_status cg__emu_stats_finish(cg_context *ctx, const cg_emu_module *m, const cg_emu_grid *g, cg_emu_gstats *gs);
+/* The launch's statistics from gs, lines resolved, appended to st's list (st: the
+ * context's state, cg__emu_state; ctx for messages). */
+cg_status cg__emu_stats_finish(cg_context *ctx, cg_emu_state *st, const cg_emu_module *m, const cg_emu_grid *g,
+                               cg_emu_gstats *gs);
 /* Rendered-line map of a plan's source (for modules that count); 0, or -1 out of memory. */
 int cg__emu_linemap_build(cg_emu_linemap *lm, const char *plan_name, const char *source);
 void cg__emu_linemap_free(cg_emu_linemap *lm);
 void cg__emu_stats_free_launches(cg_emu_state *st);
 
 /* The internal API for reports (tools): turn counting on or off for the modules this
- * context loads from now on (CHUNKGEN_EMU_STATS=FILE turns it on at the context's first
- * emulator use); the launches counted so far; the JSON of docs/emulator.md. */
+ * context loads from now on (emu_state.c; CHUNKGEN_EMU_STATS=FILE turns it on at the
+ * context's first emulator use); the launches counted so far; the JSON of
+ * docs/emulator.md of st's launches (written at context free for CHUNKGEN_EMU_STATS). */
 cg_status cg__emu_stats_enable(cg_context *ctx, int on);
 int cg__emu_stats_count(cg_context *ctx);
 const cg_emu_launch_stats *cg__emu_stats_get(cg_context *ctx, int i);
 void cg__emu_stats_clear(cg_context *ctx);
-cg_status cg__emu_stats_write_json(cg_context *ctx, const char *path);
+cg_status cg__emu_stats_write_json(cg_context *ctx, const cg_emu_state *st, const char *path);
 
 #endif /* CG_EMU_PRIV_H */

@@ -92,7 +92,10 @@ static cg_status emu_launch(cg_context *ctx, void *module, const cg_launch *l, c
         cg__emu_gstats_free(g.stats);
         return cg__err(ctx, CG_ELAUNCH, "emulate: %s: %s", l->entry, job.msg);
     }
-    cg_status st = g.stats ? cg__emu_stats_finish(ctx, m, &g, g.stats) : CG_OK;
+    cg_emu_state *es = g.stats ? cg__emu_state(ctx) : NULL;
+    cg_status st = !g.stats ? CG_OK
+                   : es     ? cg__emu_stats_finish(ctx, es, m, &g, g.stats)
+                            : cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
     cg__emu_gstats_free(g.stats);
     return st;
 }

@@ -7,6 +7,7 @@
  * dlopen'ed from there. An entry that does not load is a miss, rebuilt with one
  * warning. The module also carries its key hash (cg_emu_key), checked after dlopen. */
 #include "emu.h"
+#include "env.h"
 #include "cuda/kcache.h"
 #include "fsutil.h"
 
@@ -35,51 +36,6 @@ static void shell_quote(char *dst, size_t cap, const char *s) {
     }
     if (k + 1 < cap) dst[k++] = '\'';
     dst[k] = '\0';
-}
-
-/* -------------------------------------------------------------------- state */
-static void emu_ctx_free(cg_context *ctx);
-
-/* dlclose, and remove the copy kept for addr2line (statistics). */
-static void module_free(cg_emu_module *m) {
-    if (m->dl) dlclose(m->dl);
-    if (m->so_path[0]) {
-        unlink(m->so_path);
-        char *slash = strrchr(m->so_path, '/');
-        if (slash) *slash = '\0';
-        rmdir(m->so_path);
-    }
-    cg__emu_linemap_free(&m->lines);
-    free(m);
-}
-
-cg_emu_state *cg__emu_state(cg_context *ctx) {
-    if (!ctx->part[CG_PART_EMU].p) {
-        cg_emu_state *st = calloc(1, sizeof *st);
-        if (!st) return NULL;
-        const char *r = getenv("CHUNKGEN_EMU_RACECHECK");
-        st->racecheck = r && r[0] && strcmp(r, "0") != 0;
-        const char *sp = getenv("CHUNKGEN_EMU_STATS");
-        if (sp && sp[0]) {
-            st->stats = 1;
-            snprintf(st->stats_path, sizeof st->stats_path, "%s", sp);
-        }
-        ctx->part[CG_PART_EMU].p = st;
-        ctx->part[CG_PART_EMU].free = emu_ctx_free;
-    }
-    return ctx->part[CG_PART_EMU].p;
-}
-
-static void emu_ctx_free(cg_context *ctx) {
-    cg_emu_state *st = ctx->part[CG_PART_EMU].p;
-    if (!st) return;
-    if (st->stats_path[0] && cg__emu_stats_write_json(ctx, st->stats_path) != CG_OK)
-        cg__log(CG_LOG_WARN, "%s", cg_errmsg(ctx));
-    cg__emu_stats_free_launches(st);
-    for (int i = 0; i < st->n; i++) module_free(st->mods[i]);
-    free(st->mods);
-    free(st);
-    ctx->part[CG_PART_EMU].p = NULL;
 }
 
 /* --------------------------------------------------------------- modules */
@@ -166,8 +122,8 @@ static atomic_uint g_tmp_counter;
 
 /* A private temporary directory for one compile or load; "" on failure. */
 static void tmp_dir(char *dir, size_t cap) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, cap, "%s/chunkgen-emu-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    const char *tmp = cg__env(CG_ENV_TMPDIR);
+    snprintf(dir, cap, "%s/chunkgen-emu-XXXXXX", tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) dir[0] = '\0';
 }
 
@@ -354,7 +310,7 @@ loaded:
         int cap = st->cap ? st->cap * 2 : 16;
         cg_emu_module **nm = realloc(st->mods, (size_t)cap * sizeof *nm);
         if (!nm) {
-            module_free(m);
+            cg__emu_module_free(m);
             return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
         }
         st->mods = nm;

@@ -4,6 +4,7 @@
  * (compiler version line, flags, ABI and that text). cg_emu_module.c compiles and loads
  * modules, emu_kexec.c is the executor. */
 #include "emu.h"
+#include "env.h"
 #include "fsutil.h"
 #include "cuda/kcache.h"
 
@@ -67,7 +68,7 @@ static char g_cxx_ver[512];  /* first line of --version */
 
 /* The host C++ compiler: $CXX, else g++, else c++. */
 cg_status cg__emu_find_cxx(cg_context *ctx, char *cmd, size_t cmdcap, char *ver, size_t vercap) {
-    const char *env = getenv("CXX");
+    const char *env = cg__env(CG_ENV_CXX);
     if (!env) env = "";
     pthread_mutex_lock(&g_cxx_mu);
     if (!g_cxx[0] || strcmp(env, g_cxx_env) != 0) {
@@ -127,8 +128,8 @@ static char *emu_header_from(const char *root, size_t *len) {
 }
 
 static cg_status emu_header(cg_context *ctx, char **text, size_t *len) {
-    const char *root = getenv("CHUNKGEN_LUA_PATH");
-    if (root && root[0]) {
+    const char *root = cg__env(CG_ENV_LUA_PATH);
+    if (root) {
         *text = emu_header_from(root, len);
         if (!*text)
             return cg__err(ctx, CG_ENOTFOUND, "emulate: cannot read %s/emulator/cg_emu.h or %s/runtime/half.h "
@@ -383,7 +384,7 @@ cg_status cg__emu_module_key(cg_context *ctx, const cg_plan *plan, int mode, cg_
     memset(k, 0, sizeof *k);
     cg_status s = cg__emu_find_cxx(ctx, k->cxx, sizeof k->cxx, ver, sizeof ver);
     if (s != CG_OK) return s;
-    const char *extra = getenv("CHUNKGEN_EMU_CXXFLAGS");
+    const char *extra = cg__env(CG_ENV_EMU_CXXFLAGS);
     /* race checking and statistics both need every access instrumented; statistics
      * also the line tables (-g1), and a float4 or float2 access kept as one access, as
      * CUDA makes it (scalar replacement of aggregates would split it per field) */

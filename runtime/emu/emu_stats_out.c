@@ -185,9 +185,8 @@ static int line_cmp(const void *a, const void *b) {
     return (x->width > y->width) - (x->width < y->width);
 }
 
-cg_status cg__emu_stats_finish(cg_context *ctx, const cg_emu_module *m, const cg_emu_grid *g, cg_emu_gstats *gs) {
-    cg_emu_state *st = cg__emu_state(ctx);
-    if (!st) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
+cg_status cg__emu_stats_finish(cg_context *ctx, cg_emu_state *st, const cg_emu_module *m, const cg_emu_grid *g,
+                               cg_emu_gstats *gs) {
     const int n = cg__emu_gstats_n(gs);
     cg_emu_launch_stats L;
     memset(&L, 0, sizeof L);
@@ -265,13 +264,6 @@ void cg__emu_stats_free_launches(cg_emu_state *st) {
     st->nlaunches = st->launches_cap = 0;
 }
 
-cg_status cg__emu_stats_enable(cg_context *ctx, int on) {
-    cg_emu_state *st = cg__emu_state(ctx);
-    if (!st) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
-    st->stats = on != 0;
-    return CG_OK;
-}
-
 int cg__emu_stats_count(cg_context *ctx) {
     cg_emu_state *st = ctx->part[CG_PART_EMU].p;
     return st ? st->nlaunches : 0;
@@ -305,9 +297,7 @@ static json_t *uint3_json(const unsigned v[3]) {
     return json_pack("[iii]", (int)v[0], (int)v[1], (int)v[2]);
 }
 
-cg_status cg__emu_stats_write_json(cg_context *ctx, const char *path) {
-    cg_emu_state *st = cg__emu_state(ctx);
-    if (!st) return cg__err(ctx, CG_ENOMEM, "emulate: out of memory");
+cg_status cg__emu_stats_write_json(cg_context *ctx, const cg_emu_state *st, const char *path) {
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "schema", json_string("chunkgen-emu-stats/1"));
     json_object_set_new(root, "model", json_pack("{s:i,s:i,s:i,s:{s:i,s:i,s:i}}", "banks", 32, "bank_bytes", 4,

@@ -1,0 +1,28 @@
+/* backend.h -- one backend's side of a call, below the dispatcher (runtime/backend.c):
+ * what a backend takes (its dtypes, its variable-length path) and its entry point by op.
+ * cg__backend_dtypes and cg__backend_run are declared in internal.h. */
+#ifndef CG_BACKEND_H
+#define CG_BACKEND_H
+
+#include "internal.h"
+
+/* vt's entry point for op, called as it is: no dtype or variable-length check (for
+ * cg__backend_run, and for runtime/varlen.c's per-sequence problems, which it has
+ * checked). An inline switch over the vtable, so that it depends on no file. */
+static inline cg_status cg__backend_entry(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob,
+                                          const cg_cfg *cfg, const cg_exec *exec) {
+    switch (op) {
+    case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
+    case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
+    case CG_OP_SSCAN_FWD: return vt->sscan_fwd(ctx, prob, cfg, exec);
+    case CG_OP_SSCAN_BWD: return vt->sscan_bwd(ctx, prob, cfg, exec);
+    }
+    return cg__err(ctx, CG_EINTERNAL, "op %d", (int)op);
+}
+
+/* 1 when vt's kernels take op's cu_seqlens themselves (docs/varlen.md). */
+int cg__backend_varlen_kernels(const cg_backend_vt *vt, cg_op op);
+/* CG_EUNSUPPORTED: cu_seqlens on a backend with no variable-length path for op. */
+cg_status cg__backend_varlen_refused(cg_context *ctx, const cg_backend_vt *vt, cg_op op);
+
+#endif
