@@ -52,12 +52,21 @@ int cg__kflag_parse(const char *name);
  * the 16-bit tensors (dtypes) and, through the op table's kflag column, the flag of each
  * optional tensor given and scalar option set; flags adds what is no part of a call's
  * shape (CG_KS_BWD, CG_KS_SEQ_MAJOR: the CPU spaces). The one place a cg_kshape is made
- * from a shape; a call's shape is compared with cg_shape_equal, never its kernel shape. */
+ * from a shape; a call's shape is compared with cg_shape_equal, never its kernel shape
+ * (runtime/kshape.c, below the dispatcher: the launcher and the CPU path use them). */
 void cg__kshape_of(const cg_shape *s, int flags, cg_kshape *ks);
 /* The shape of a validated problem of op d (struct cg_op_desc, ops.h): layout token-major
  * and longest 0 (no kernel depends on them; cg_shape_of sets both). */
 struct cg_op_desc;
 void cg__shape_of_prob(const struct cg_op_desc *d, const void *prob, cg_shape *s);
+/* A shape's canonical 16-bit mask (cg_shape.half): its inputs' bits and each present
+ * output that follows a 16-bit input (the dtype rules, cg__op_dtypes; a mix they refuse:
+ * its status and message). */
+cg_status cg__shape_half_mask(cg_context *ctx, const struct cg_op_desc *d, const cg_shape *s, uint64_t *mask);
+/* Whether tensor i of d is present in s: required, or optional and given. */
+int cg__shape_present(const struct cg_op_desc *d, const cg_shape *s, int i);
+/* The storage dtype of each input of d in s (outputs and absent tensors -1). */
+void cg__shape_input_dtypes(const struct cg_op_desc *d, const cg_shape *s, int dt[]);
 /* ks->dtypes from per-tensor dtypes in op-table order (-1: absent): cg__kshape_of's, and
  * the tuner's until it takes a cg_shape. */
 void cg__kshape_dtypes_of(const struct cg_op_desc *d, const int dt[], cg_kshape *ks);
