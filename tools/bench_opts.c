@@ -161,7 +161,7 @@ static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
 static int opt_dtype(void *opts, const char *v, char *err, size_t errlen) {
     bench_opts *o = opts;
     for (int dt = CG_F32; dt <= CG_F16; dt++)
-        if (dt != CG_F64 && !strcmp(v, cg__dtype_word((cg_dtype)dt))) return o->dtype = (cg_dtype)dt, 0;
+        if (dt != CG_F64 && !strcmp(v, cg_dtype_name((cg_dtype)dt))) return o->dtype = (cg_dtype)dt, 0;
     return snprintf(err, errlen, "expected f32, bf16 or f16, got '%s'", v), -1;
 }
 
