@@ -10,8 +10,6 @@
  * Usage: cg_bench_cpu_dtype [--json FILE] [--seq LIST] [--dtype bf16|f16] [--reps N]
  *        [--threads N] [--op ssd|sscan] [--mode fwd|fwd_bwd]   (bench/run_cpu.sh --dtype) */
 #include "chunkgen.h"
-#include "cpu/cpu_isa.h"
-#include "half.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +42,31 @@ typedef struct bset {
     cg_dtype H;
 } bset;
 
+/* 16-bit storage of a finite float, rounded to nearest even, and back (this program uses
+ * the public API only: it does its own conversions). */
+static uint16_t to16(cg_dtype dt, float x) {
+    if (dt == CG_F16) {
+        _Float16 h = (_Float16)x;
+        uint16_t u;
+        memcpy(&u, &h, 2);
+        return u;
+    }
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static float from16(cg_dtype dt, uint16_t v) {
+    if (dt == CG_F16) {
+        _Float16 h;
+        memcpy(&h, &v, 2);
+        return (float)h;
+    }
+    uint32_t u = (uint32_t)v << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
 static uint64_t rng_next(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -70,8 +93,8 @@ static int mk(bset *s, int half, int in, double lo, double hi, int ndim, int64_t
         for (int64_t i = 0; i < t->n; i++) {
             float x = (float)(lo + (hi - lo) * ((double)(rng_next(&st) >> 11) * 0x1p-53));
             if (half) {
-                h[i] = s->H == CG_BF16 ? cg__f32_to_bf16(x) : cg__f32_to_f16(x);
-                x = s->H == CG_BF16 ? cg__bf16_to_f32(h[i]) : cg__f16_to_f32(h[i]);
+                h[i] = to16(s->H, x);
+                x = from16(s->H, h[i]);
             }
             f[i] = x;
         }
@@ -228,12 +251,15 @@ int main(int argc, char **argv) {
     if (!out) return fprintf(stderr, "cpu_dtype: cannot write %s\n", json), 1;
     double load[3];
     loadavg(load);
-    const char *isa = cg__cpu_isa_ops()->name, *hn = H == CG_BF16 ? "bf16" : "f16";
+    cg_device_info dev = CG_DEVICE_INFO_INIT;
+    if (cg_device_query(ctx, CG_BACKEND_CPU, &dev) != CG_OK)
+        return fprintf(stderr, "cpu_dtype: %s\n", cg_errmsg(ctx)), 1;
+    const char *isa = dev.cpu_isa, *hn = H == CG_BF16 ? "bf16" : "f16";
     fprintf(out, "{\"device\": {\"cpu_model\": \"%s\", \"cpu_isa\": \"%s\", \"simd\": \"%s\", \"threads\": %d,\n"
                  " \"loadavg_start\": [%.2f, %.2f, %.2f]},\n \"method\": \"interleaved: per repetition the float32 "
                  "call then the %s call (order alternating), medians of %d; ratio_vs_f32 = median %s / median f32\",\n"
                  " \"rows\": [\n",
-            cg__cpu_model(), isa, isa, threads, load[0], load[1], load[2], hn, reps, hn);
+            dev.cpu_model, isa, isa, threads, load[0], load[1], load[2], hn, reps, hn);
     int first = 1, status = 0;
     for (unsigned pi = 0; pi < sizeof k_presets / sizeof k_presets[0]; pi++) {
         const preset *p = &k_presets[pi];

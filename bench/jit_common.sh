@@ -1,4 +1,5 @@
-# jit_common.sh -- sourced by bench/compile_latency.sh and bench/dispatch_overhead.sh:
+# jit_common.sh -- sourced by bench/compile_latency.sh, bench/aot_bundle.sh and
+# tests/perf/dispatch_overhead.sh:
 # jit_bench_setup NAME TOOL BUILD_DIR TAG sets root, build, tmp (removed on exit; also
 # CHUNKGEN_CACHE_DIR=$tmp/cache, empty) and out (bench/results/NAME-<cpu>-<date>-<rev>[-TAG].json),
 # after checking that BUILD_DIR/TOOL was built.

@@ -27,7 +27,7 @@ cg_status cg__backend_varlen_refused(cg_context *ctx, const cg_backend_vt *vt, c
 }
 
 /* A packed variable-length problem (docs/varlen.md): the host backends run it one
- * sequence at a time (runtime/varlen.c); the generated SSD and sscan kernels take it whole. */
+ * sequence at a time (runtime/varlen.c); the generated kernels take it whole. */
 cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                           const cg_exec *exec) {
     cg_status s = cg__backend_dtypes(ctx, vt, op, prob);

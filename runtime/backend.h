@@ -8,16 +8,11 @@
 
 /* vt's entry point for op, called as it is: no dtype or variable-length check (for
  * cg__backend_run, and for runtime/varlen.c's per-sequence problems, which it has
- * checked). An inline switch over the vtable, so that it depends on no file. */
+ * checked). Inline, so that it depends on no file. */
 static inline cg_status cg__backend_entry(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob,
                                           const cg_cfg *cfg, const cg_exec *exec) {
-    switch (op) {
-    case CG_OP_SSD_FWD: return vt->ssd_fwd(ctx, prob, cfg, exec);
-    case CG_OP_SSD_BWD: return vt->ssd_bwd(ctx, prob, cfg, exec);
-    case CG_OP_SSCAN_FWD: return vt->sscan_fwd(ctx, prob, cfg, exec);
-    case CG_OP_SSCAN_BWD: return vt->sscan_bwd(ctx, prob, cfg, exec);
-    }
-    return cg__err(ctx, CG_EINTERNAL, "op %d", (int)op);
+    if ((unsigned)op >= CG_OP_COUNT) return cg__err(ctx, CG_EINTERNAL, "op %d", (int)op);
+    return vt->run(ctx, op, prob, cfg, exec);
 }
 
 /* 1 when vt's kernels take op's cu_seqlens themselves (docs/varlen.md). */

@@ -1,9 +1,27 @@
 /* cfg_scope.c -- the scoped config syntax, one parser for CHUNKGEN_CONFIG and the CLI's
- * --config: "k=v,k=v" applies to every op; "ssd_fwd:k=v;sscan:k=v" scopes a part to an op
- * (ssd_fwd, ssd_bwd, sscan_fwd, sscan_bwd) or a family (ssd, sscan). */
+ * --config: "k=v,k=v" applies to every op; "OP:k=v;FAMILY:k=v" scopes a part to an op or
+ * a family (the op table's names and families, runtime/ops.c). */
 #include "ops.h"
 
 #include <string.h>
+
+/* The scopes, for the message: "ssd, sscan, ssd_fwd, ssd_bwd, sscan_fwd or sscan_bwd"
+ * (every family once, then every op, as the op table lists them). */
+static void scope_names(char *buf, size_t cap) {
+    const char *name[2 * CG_OP_COUNT];
+    int n = 0;
+    for (int k = 0; k < CG_OP_COUNT; k++) {
+        const char *f = cg__op_desc((cg_op)k)->family;
+        int seen = 0;
+        for (int j = 0; j < n; j++) seen |= !strcmp(name[j], f);
+        if (!seen) name[n++] = f;
+    }
+    for (int k = 0; k < CG_OP_COUNT; k++) name[n++] = cg__op_desc((cg_op)k)->name;
+    size_t m = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && m < cap; i++)
+        m += (size_t)snprintf(buf + m, cap - m, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", name[i]);
+}
 
 int cg__cfg_scope(const char *text, cg_op op, char *out, size_t cap, char *err, size_t errcap) {
     const cg_op_desc *d = cg__op_desc(op);
@@ -23,10 +41,9 @@ int cg__cfg_scope(const char *text, cg_op op, char *out, size_t cap, char *err, 
             int family = 0;
             for (int k = 0; k < CG_OP_COUNT; k++) family |= !strcmp(scope, cg__op_desc((cg_op)k)->family);
             if (sl >= sizeof scope || (!named && !family)) {
-                snprintf(err, errcap,
-                         "unknown scope \"%.*s\" (expected ssd, sscan, ssd_fwd, ssd_bwd, sscan_fwd or sscan_bwd "
-                         "before ':')",
-                         (int)sl, s);
+                char scopes[512];
+                scope_names(scopes, sizeof scopes);
+                snprintf(err, errcap, "unknown scope \"%.*s\" (expected %s before ':')", (int)sl, s, scopes);
                 return -1;
             }
             applies = named ? named == d : !strcmp(scope, d->family);

@@ -4,6 +4,7 @@
 #include "abi.h"
 #include "backend.h"
 
+#include <pthread.h>
 #include <string.h>
 
 static const char *const k_src_names[] = {"pinned", "pinned-env", "exact", "nearest-bucket", "tuned-on-miss",
@@ -203,29 +204,29 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     return s;
 }
 
+/* The call's name for the owner check's message ("cg_ssd_fwd", "cg_prepare(ssd_fwd)"...),
+ * from the op table's names: made once, so that a call formats nothing. */
+static char g_fn[4][CG_OP_COUNT][64];
+static pthread_once_t g_fn_once = PTHREAD_ONCE_INIT;
+static void fn_names(void) {
+    static const char *const k_around[4][2] = {{"cg_", ""}, {"cg_prepare(", ")"}, {"cg_workspace_size(", ")"},
+                                               {"cg_validate(", ")"}}; /* by run_mode */
+    for (int m = 0; m < 4; m++)
+        for (int op = 0; op < CG_OP_COUNT; op++)
+            snprintf(g_fn[m][op], sizeof g_fn[m][op], "%s%s%s", k_around[m][0], cg__op_desc((cg_op)op)->name,
+                     k_around[m][1]);
+}
+
 /* Validate args of op against the op table, then run (or prepare, or size) it. */
 static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, run_mode mode,
                          size_t *bytes) {
     if (!ctx) return CG_EINVAL;
     const cg_op_desc *d = cg__op_desc(op);
-    /* the call's name for the owner check's message: static, no formatting per call */
-    static const char *const k_fn[4][CG_OP_COUNT] = {
-        {"cg_ssd_fwd", "cg_ssd_bwd", "cg_sscan_fwd", "cg_sscan_bwd"},
-        {"cg_prepare(ssd_fwd)", "cg_prepare(ssd_bwd)", "cg_prepare(sscan_fwd)", "cg_prepare(sscan_bwd)"},
-        {"cg_workspace_size(ssd_fwd)", "cg_workspace_size(ssd_bwd)", "cg_workspace_size(sscan_fwd)",
-         "cg_workspace_size(sscan_bwd)"},
-        {"cg_validate(ssd_fwd)", "cg_validate(ssd_bwd)", "cg_validate(sscan_fwd)", "cg_validate(sscan_bwd)"}};
-    if (cg__ctx_enter(ctx, k_fn[mode][op]) != CG_OK) return CG_EINVAL; /* owner check: one thread at a time */
-    union {
-        cg_ssd_prob ssd;
-        cg_sscan_prob sscan;
-    } p;
-    union {
-        cg_ssd_fwd_args ssd_fwd;
-        cg_ssd_bwd_args ssd_bwd;
-        cg_sscan_fwd_args sscan_fwd;
-        cg_sscan_bwd_args sscan_bwd;
-    } a; /* the caller's struct in this header's layout (abi.h) */
+    pthread_once(&g_fn_once, fn_names);
+    if (cg__ctx_enter(ctx, g_fn[mode][op]) != CG_OK) return CG_EINVAL; /* owner check: one thread at a time */
+    cg_prob_any p;
+    cg_args_any a; /* the caller's struct in this header's layout (abi.h) */
+    CG_ASSERT(d->args_size <= sizeof a && d->prob_size <= sizeof p); /* op_list.h lists the op's structs */
     cg_status s = cg__abi_in(ctx, "args", &a, d->args_size, args);
     if (!s) s = cg__op_validate_ex(ctx, d, args ? &a : NULL, &p, mode == MODE_CHECK);
     if (!s) {
@@ -236,25 +237,20 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
     return s;
 }
 
-cg_status cg_ssd_fwd(cg_context *ctx, const cg_ssd_fwd_args *args, const cg_exec *exec) {
-    return op_call(ctx, CG_OP_SSD_FWD, args, exec, MODE_RUN, NULL);
-}
-cg_status cg_ssd_bwd(cg_context *ctx, const cg_ssd_bwd_args *args, const cg_exec *exec) {
-    return op_call(ctx, CG_OP_SSD_BWD, args, exec, MODE_RUN, NULL);
-}
-cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, const cg_exec *exec) {
-    return op_call(ctx, CG_OP_SSCAN_FWD, args, exec, MODE_RUN, NULL);
-}
-cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec) {
-    return op_call(ctx, CG_OP_SSCAN_BWD, args, exec, MODE_RUN, NULL);
-}
+/* The public entry points cg_<op> (chunkgen.h), one per line of the op list. */
+#define OP_ENTRY_POINT(name, E, AT, PT)                                                                        \
+    cg_status cg_##name(cg_context *ctx, const AT *args, const cg_exec *exec) {                                \
+        return op_call(ctx, E, args, exec, MODE_RUN, NULL);                                                    \
+    }
+CG_OP_LIST(OP_ENTRY_POINT)
 
 static cg_status ahead(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, run_mode mode,
                        size_t *bytes) {
     if (!ctx) return CG_EINVAL;
     size_t local;
     if ((unsigned)op >= CG_OP_COUNT)
-        return cg__err(ctx, CG_EINVAL, "op: %d but expected a cg_op value (CG_OP_SSD_FWD ... CG_OP_SSCAN_BWD)", (int)op);
+        return cg__err(ctx, CG_EINVAL, "op: %d but expected a cg_op value (%s ... %s)", (int)op, cg__op_const(0),
+                       cg__op_const((cg_op)(CG_OP_COUNT - 1)));
     return op_call(ctx, op, args, exec, mode, bytes ? bytes : &local);
 }
 

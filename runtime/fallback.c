@@ -50,10 +50,8 @@ static atomic_int g_warned;
 cg_status cg__host_fallback(cg_context *ctx, const cg_kexec *kx, const cg_backend_vt *host, cg_op op,
                             const void *prob, const cg_cfg *cfg, const cg_exec *ex, const char *why) {
     const cg_op_desc *d = cg__op_desc(op);
-    union {
-        cg_ssd_prob ssd;
-        cg_sscan_prob sscan;
-    } local;
+    cg_prob_any local;
+    CG_ASSERT(d->prob_size <= sizeof local);
     memcpy(&local, prob, d->prob_size);
     mirror m[CG_OP_MAX_TENSORS];
     int n = mirrors(d, &local, m);

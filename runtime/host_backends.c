@@ -1,5 +1,7 @@
 /* host_backends.c -- the two host backends behind the backend vtable: the generic CPU
- * path (runtime/cpu/) and the float64 reference (runtime/ref/). Both run every shape. */
+ * path (runtime/cpu/) and the float64 reference (runtime/ref/). Both run every shape.
+ * Each op's entry point, cg__cpu_run_<op> and cg__ref_run_<op>, is defined in the op's
+ * own file of that backend (CG_HOST_OP_ENTRY); the tables here are made from the op list. */
 #include "internal.h"
 
 static int host_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) {
@@ -10,12 +12,18 @@ static int host_supports(cg_context *ctx, cg_op op, const void *prob, const cg_c
     return 1;
 }
 
-/* A host backend named NAME whose entry points are cg__ssd_X_fwd ... cg__sscan_X_bwd and
- * which reads and writes the 16-bit storage dtypes HALF (a CG_DTM mask; 0: float32 only). */
+/* A host backend named NAME whose entry point for op `name` is cg__X_run_<name> and which
+ * reads and writes the 16-bit storage dtypes HALF (a CG_DTM mask; 0: float32 only). */
+#define HOST_SLOT_cpu(name, E, AT, PT) [E] = cg__cpu_run_##name,
+#define HOST_SLOT_ref(name, E, AT, PT) [E] = cg__ref_run_##name,
 #define HOST_BACKEND(NAME, X, HALF)                                                                             \
-    {.name = NAME, .supports = host_supports, .ssd_fwd = cg__ssd_##X##_fwd, .ssd_bwd = cg__ssd_##X##_bwd,        \
-     .sscan_fwd = cg__sscan_##X##_fwd, .sscan_bwd = cg__sscan_##X##_bwd, .half = HALF, .varlen = 1}
+    static const cg_op_entry X##_entries[CG_OP_COUNT] = {CG_OP_LIST(HOST_SLOT_##X)};                           \
+    static cg_status X##_run(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg, const cg_exec *ex) { \
+        return X##_entries[op](ctx, prob, cfg, ex); /* op < CG_OP_COUNT: cg__backend_entry */                  \
+    }                                                                                                           \
+    const cg_backend_vt cg__backend_##X = {.name = NAME, .supports = host_supports, .run = X##_run, .half = HALF, \
+                                           .varlen = 1}
 
 /* cpu: bf16 / fp16 tensors read and written by its kernels (runtime/cpu/cpu_half.h) */
-const cg_backend_vt cg__backend_cpu = HOST_BACKEND("cpu", cpu, CG_DTM_HALF);
-const cg_backend_vt cg__backend_ref = HOST_BACKEND("ref", ref, CG_DTM_HALF);
+HOST_BACKEND("cpu", cpu, CG_DTM_HALF);
+HOST_BACKEND("ref", ref, CG_DTM_HALF);

@@ -96,8 +96,9 @@ cg_pool *cg__ctx_pool(cg_context *ctx);
 const char *cg__cache_dir(cg_context *ctx);
 
 /* -------------------------------------------------------------------- ops */
-/* cg_op (include/chunkgen.h): CG_OP_SSD_FWD ... CG_OP_SSCAN_BWD. */
-#define CG_OP_COUNT 4 /* the op table (ops.h) has one descriptor each */
+/* cg_op (include/chunkgen.h); CG_OP_COUNT and the list every op-generic place is made
+ * from: op_list.h. */
+#include "op_list.h"
 
 /* ---------------------------------------------------------- config pins
  * "k=v,k=v" with integer values or words; parsed once per call. */
@@ -257,10 +258,10 @@ typedef struct cg_backend_vt {
      * allocate. NULL: nothing to prepare, no workspace. */
     cg_status (*prepare)(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg, const cg_exec *ex, int load,
                          size_t *bytes);
-    cg_status (*ssd_fwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
-    cg_status (*ssd_bwd)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
-    cg_status (*sscan_fwd)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
-    cg_status (*sscan_bwd)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+    /* Run op on its validated problem prob (the op's problem struct, op_list.h) with cfg.
+     * Host backends run each op through its entry point cg__<backend>_run_<op>
+     * (CG_HOST_OP_ENTRY); generated backends through the op's generated kernels. */
+    cg_status (*run)(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg, const cg_exec *ex);
     /* The 16-bit storage dtypes (CG_DTM mask) this backend reads and writes; 0: CG_F32 (and
      * CG_F64 for ref) only. cg__backend_run refuses a problem with a 16-bit tensor outside
      * it, so an entry point never sees a dtype it does not read. */
@@ -269,10 +270,33 @@ typedef struct cg_backend_vt {
      * sequence (runtime/varlen.c); 0: cg__backend_run refuses them (CG_EUNSUPPORTED). */
     int varlen;
     /* The ops (bit 1 << cg_op) whose kernels take cu_seqlens themselves (the generated
-     * SSD and selective-scan kernels, docs/varlen.md): such a call goes to the entry point whole, and its
+     * kernels of every op, CG_OP_MASK_ALL, docs/varlen.md): such a call goes to the entry point whole, and its
      * cu_seqlens may be device memory (the kernels clamp every offset they read). */
     unsigned varlen_kernels;
 } cg_backend_vt;
+
+/* A problem of any op, and an args struct of any op (op_list.h): room for either. */
+#define CG__OP_PROB_MEMBER(name, E, AT, PT) PT name;
+#define CG__OP_ARGS_MEMBER(name, E, AT, PT) AT name;
+typedef union cg_prob_any { CG_OP_LIST(CG__OP_PROB_MEMBER) } cg_prob_any;
+typedef union cg_args_any { CG_OP_LIST(CG__OP_ARGS_MEMBER) } cg_args_any;
+#undef CG__OP_PROB_MEMBER
+#undef CG__OP_ARGS_MEMBER
+
+/* A host backend's entry point for one op: cg_status cg__BE_run_NAME(ctx, prob, cfg, ex),
+ * prob of the op's problem struct PT; the backend's run finds it by the op list
+ * (host_backends.c). Written once, in the op's own file of that backend, by
+ * CG_HOST_OP_ENTRY(BE, NAME, PT, FN): FN is the op's typed entry point. */
+typedef cg_status (*cg_op_entry)(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex);
+#define CG_HOST_OP_ENTRY(BE, NAME, PT, FN)                                                                     \
+    cg_status cg__##BE##_run_##NAME(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex) { \
+        return FN(ctx, (const PT *)prob, cfg, ex);                                                             \
+    }
+#define CG__HOST_OP_DECL(name, E, AT, PT)                                                                      \
+    cg_status cg__cpu_run_##name(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex);     \
+    cg_status cg__ref_run_##name(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex);
+CG_OP_LIST(CG__HOST_OP_DECL)
+#undef CG__HOST_OP_DECL
 
 extern const cg_backend_vt cg__backend_cpu;
 extern const cg_backend_vt cg__backend_ref;

@@ -421,30 +421,16 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
                                     const cg_exec *ex, int load, size_t *bytes) {                       \
         return gen_prepare(ctx, &KX, op, prob, cfg, ex, load, bytes);                                   \
     }                                                                                                   \
-    static cg_status NAME##_ssd_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c, const cg_exec *e) { \
-        return gen_run(ctx, &KX, CG_OP_SSD_FWD, p, c, e);                                               \
-    }                                                                                                   \
-    static cg_status NAME##_ssd_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c, const cg_exec *e) { \
-        return gen_run(ctx, &KX, CG_OP_SSD_BWD, p, c, e);                                               \
-    }                                                                                                   \
-    static cg_status NAME##_sscan_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *c,         \
-                                      const cg_exec *e) {                                               \
-        return gen_run(ctx, &KX, CG_OP_SSCAN_FWD, p, c, e);                                             \
-    }                                                                                                   \
-    static cg_status NAME##_sscan_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *c,         \
-                                      const cg_exec *e) {                                               \
-        return gen_run(ctx, &KX, CG_OP_SSCAN_BWD, p, c, e);                                             \
+    static cg_status NAME##_run(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *c, const cg_exec *e) { \
+        return gen_run(ctx, &KX, op, prob, c, e);                                                       \
     }                                                                                                   \
     const cg_backend_vt cg__backend_##NAME = {                                                          \
         .name = #NAME,                                                                                  \
         .supports = NAME##_supports,                                                                    \
         .prepare = NAME##_prepare,                                                                      \
-        .ssd_fwd = NAME##_ssd_fwd,                                                                      \
-        .ssd_bwd = NAME##_ssd_bwd,                                                                      \
-        .sscan_fwd = NAME##_sscan_fwd,                                                                  \
-        .sscan_bwd = NAME##_sscan_bwd,                                                                  \
+        .run = NAME##_run,                                                                              \
         .half = CG_DTM_HALF, /* per tensor as each kernel's Lua `half` list allows (refused there) */   \
-        .varlen_kernels = 1u << CG_OP_SSD_FWD | 1u << CG_OP_SSD_BWD | 1u << CG_OP_SSCAN_FWD | 1u << CG_OP_SSCAN_BWD, \
+        .varlen_kernels = CG_OP_MASK_ALL, /* every op's kernels take cu_seqlens (docs/varlen.md) */      \
     };
 
 CG_GEN_BACKEND(emulate, cg__kexec_emu)

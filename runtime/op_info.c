@@ -18,8 +18,8 @@ cg_status cg_op_parse(const char *name, cg_op *op) {
 
 const cg_op_desc *cg__op_checked(cg_context *ctx, cg_op op) {
     if ((unsigned)op < CG_OP_COUNT) return cg__op_desc(op);
-    (void)cg__err(ctx, CG_EINVAL, "op: %d but expected a cg_op value (0 .. %d: CG_OP_SSD_FWD ...)", (int)op,
-                  CG_OP_COUNT - 1);
+    (void)cg__err(ctx, CG_EINVAL, "op: %d but expected a cg_op value (0 .. %d: %s ...)", (int)op, CG_OP_COUNT - 1,
+                  cg__op_const(0));
     return NULL;
 }
 

@@ -11,10 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef union vl_prob {
-    cg_ssd_prob ssd;
-    cg_sscan_prob sscan;
-} vl_prob;
 
 /* How tensor i of d is cut into sequences. */
 typedef enum vl_kind { VL_TOKEN, VL_STATE, VL_SHARED_IN, VL_SHARED_OUT } vl_kind;
@@ -53,7 +49,7 @@ cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
     const cg_op_desc *d = cg__op_desc(op);
     const cg_view *cu = cg__prob_cu(d, prob);
     const int64_t nseq = *cg__prob_nseq(d, prob);
-    vl_prob sub;
+    cg_prob_any sub;
     CG_ASSERT(d->prob_size <= sizeof sub);
     /* the offsets, read once (validated; an output can never move them under us) */
     int64_t *off = malloc((size_t)(nseq + 1) * sizeof *off);

@@ -13,7 +13,7 @@
 #define CG_BENCH_H
 
 #include "chunkgen.h"
-#include "gen.h"
+#include "bench_probe.h"
 #include "internal.h"
 #include "ops.h"
 
@@ -48,28 +48,6 @@ typedef struct bench_opts {
     const char *commit, *out;
     const char *config; /* --config: pinned for the chunkgen impls except chunkgen_cuda_default */
 } bench_opts;
-
-typedef struct cpu_info {
-    char model[128];
-    double mhz;          /* nominal clock from /proc/cpuinfo */
-    int cores;           /* online */
-    int lanes;           /* fp32 lanes of the widest FMA the CPU has (16 AVX-512, 8 AVX2) */
-    const char *simd;
-    double peak_nominal; /* GFLOP/s: threads * GHz * 2 FMA units * lanes * 2 */
-    double peak_meas;    /* GFLOP/s of an FMA loop on `threads` threads */
-    double bw_meas;      /* GB/s of a triad a = b + s c on `threads` threads */
-} cpu_info;
-
-typedef struct gpu_info {
-    int ok;
-    char why[256];
-    char name[128];
-    int arch, sm_count, driver;
-    double clock_mhz, mem_clock_mhz, bus_bits, mem_gb;
-    double fp32_peak_gflops; /* sm_count * fp32 lanes/SM * 2 * clock */
-    double bw_peak_gbs;      /* 2 * mem clock * bus width / 8 */
-    cg_devinfo dev;
-} gpu_info;
 
 typedef enum { OP_SSD = 1, OP_SSCAN = 2 } op_kind;
 
@@ -187,14 +165,12 @@ int64_t bench_proc_status_kb(const char *key);
 int bench_hwm_reset(void);
 
 /* ----------------------------------------------------------------- bench_probe.c */
-void bench_cpu_probe(cpu_info *ci, int threads, int measure_peaks);
-/* The device the cuda impls run on: the CUDA driver, or (test hook, for machines without
- * a GPU) the SIMT emulator when CHUNKGEN_BENCH_FAKE_CUDA=emulate. */
-extern const cg_kexec *bench_kx;
+/* (bench_probe.h: bench_cpu_probe, bench_gpu_probe) */
+/* The backend the cuda impls run on (its memory through cg_device_*): cuda, or (test hook,
+ * for machines without a GPU) emulate when CHUNKGEN_BENCH_FAKE_CUDA=emulate (bench_measure.c). */
 extern cg_backend bench_cuda_backend;
 extern int bench_fake_cuda;
 void bench_kexec_select(void);
-void bench_gpu_probe(cg_context *ctx, gpu_info *gi);
 
 /* ------------------------------------------------------------------ bench_cell.c */
 extern const bconfig k_ssd_seed[4], k_sscan_seed[3];

@@ -242,7 +242,7 @@ int bench_cuda_cell_alloc(cell *c, cg_context *ctx, char *err, size_t errlen) {
     for (int i = 0; i < c->nt; i++) {
         btensor *t = &c->t[i];
         if (!t->used) continue;
-        cg_status s = bench_kx->alloc(ctx, (size_t)bench_tbytes(t), &t->d);
+        cg_status s = cg_device_alloc(ctx, bench_cuda_backend, (size_t)bench_tbytes(t), &t->d);
         if (s != CG_OK) {
             snprintf(err, errlen, "device alloc of %s (%lld floats): %s: %s", t->name, (long long)t->count,
                      cg_status_str(s), cg_errmsg(ctx));
@@ -255,7 +255,7 @@ int bench_cuda_cell_alloc(cell *c, cg_context *ctx, char *err, size_t errlen) {
 void bench_cuda_cell_free(cell *c, cg_context *ctx) {
     for (int i = 0; i < c->nt; i++)
         if (c->t[i].d) {
-            bench_kx->free(ctx, c->t[i].d);
+            cg_device_free(ctx, bench_cuda_backend, c->t[i].d);
             c->t[i].d = NULL;
         }
 }
@@ -268,8 +268,9 @@ int bench_cuda_copy(cell *c, cg_context *ctx, int dir, char *err, size_t errlen)
         if (!t->used || (dir == 1 && !t->out)) continue;
         size_t bytes = (size_t)bench_tbytes(t);
         void *host = t->st ? (void *)t->st : (void *)t->h;
-        cg_status s = dir == 0 ? bench_kx->copy(ctx, t->d, host, bytes, 0, NULL) : bench_kx->copy(ctx, host, t->d, bytes, 1, NULL);
-        if (s == CG_OK) s = bench_kx->sync(ctx, NULL);
+        cg_status s = dir == 0 ? cg_device_copy(ctx, bench_cuda_backend, t->d, host, bytes, 0, NULL)
+                                 : cg_device_copy(ctx, bench_cuda_backend, host, t->d, bytes, 1, NULL);
+        if (s == CG_OK) s = cg_device_sync(ctx, bench_cuda_backend, NULL);
         if (s != CG_OK) {
             snprintf(err, errlen, "copy of %s %s: %s: %s", t->name, dir ? "to the host" : "to the device",
                      cg_status_str(s), cg_errmsg(ctx));

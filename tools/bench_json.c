@@ -3,7 +3,6 @@
  * device's bounds), the device and config blocks, and the atomic write. */
 #include "bench.h"
 #include "fsutil.h"
-#include "cpu/cpu_isa.h"
 
 #include <errno.h>
 #include <math.h>
@@ -118,19 +117,27 @@ void bench_add_rel_err(const cell *c, json_t *row) {
     if (note[0]) json_object_set_new(row, "rel_err_note", json_string(note));
 }
 
+/* The CPU path's default chunk for the cell (ssd_cpu's config, cg_kernel_config), or 0. */
+static int64_t cpu_default_chunk(cg_context *ctx, const bconfig *f, const cell *c) {
+    char text[256], *cfg = NULL;
+    snprintf(text, sizeof text, "%s:B=%lld,T=%lld,G=%lld,H=%lld,dk=%lld,dv=%lld", c->bwd ? "ssd_bwd" : "ssd_fwd",
+             (long long)f->B, (long long)c->seq, (long long)f->G, (long long)f->H, (long long)f->dk, (long long)f->dv);
+    cg_shape s = {.size = sizeof s};
+    int64_t chunk = 0;
+    if (cg_shape_parse(ctx, text, &s) == CG_OK && cg_kernel_config(ctx, "ssd_cpu", &s, 0, NULL, &cfg) == CG_OK)
+        for (const char *p = cfg; p && *p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+            if (!strncmp(p, "chunk=", 6)) chunk = strtoll(p + 6, NULL, 10);
+    cg_free(cfg);
+    return chunk;
+}
+
 void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, const meas *m,
                          json_t *row) {
     const bconfig *f = c->cfg;
     double flops;
     if (f->op == OP_SSD) {
         int64_t chunk = bench_dispatch_chunk(dispatch);
-        if (chunk <= 0 && impl == IMPL_CPU) {
-            cg_ssd_prob p;
-            memset(&p, 0, sizeof p);
-            p.B = f->B, p.T = c->seq, p.G = f->G, p.H = f->H, p.dk = f->dk, p.dv = f->dv;
-            cg_ssd_cpu_params d;
-            if (cg__ssd_cpu_params_default(bn->ctx_cpu, &p, c->bwd, &d) == CG_OK) chunk = d.chunk;
-        }
+        if (chunk <= 0 && impl == IMPL_CPU) chunk = cpu_default_chunk(bn->ctx_cpu, f, c);
         if (chunk <= 0) chunk = 64;
         flops = bench_ssd_flops(f, c->seq, chunk, c->bwd);
         json_object_set_new(row, "flops_chunk", json_integer(chunk));
@@ -167,7 +174,7 @@ json_t *bench_device_block(const bench *bn) {
     int gpu_run = gi->ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
     json_t *d = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:o, s:o, s:o}", "backend", gpu_run ? "cuda" : "cpu",
                           "device_kind", gpu_run ? gi->name : "cpu", "cpu", ci->model, "cores", ci->cores, "threads",
-                          bn->threads, "simd", ci->simd, "cpu_isa", cg__cpu_isa_ops()->name, /* the CPU path's variant */
+                          bn->threads, "simd", ci->simd, "cpu_isa", ci->isa, /* the CPU path's variant */
                           "cpu_mhz", bench_jnum(ci->mhz), "fma_peak_gflops_nominal", bench_jnum(ci->peak_nominal),
                           "fma_peak_gflops_measured", bench_jnum(ci->peak_meas), "mem_bw_gbs_measured",
                           bench_jnum(ci->bw_meas));

@@ -8,6 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The device the cuda impls run on: the CUDA driver, or (test hook, for machines without
+ * a GPU) the SIMT emulator when CHUNKGEN_BENCH_FAKE_CUDA=emulate, so that the device-memory
+ * path (alloc, copies, sync, cut reruns) runs somewhere. */
+cg_backend bench_cuda_backend = CG_BACKEND_CUDA;
+int bench_fake_cuda;
+
+void bench_kexec_select(void) {
+    const char *fake = getenv("CHUNKGEN_BENCH_FAKE_CUDA");
+    if (fake && !strcmp(fake, "emulate")) {
+        bench_cuda_backend = CG_BACKEND_EMULATE;
+        bench_fake_cuda = 1;
+    }
+}
+
 int bench_runner_fail(runner *r, cg_status s, const char *what) {
     r->skipped = s == CG_EUNSUPPORTED || s == CG_ENODEV;
     snprintf(r->msg, sizeof r->msg, "%s: %s: %s", what, cg_status_str(s), cg_errmsg(r->ctx));
@@ -39,32 +53,30 @@ int bench_run_call(runner *r, const bptrs *m) {
 
 int bench_run_sync(runner *r) {
     if (!r->cuda) return 0;
-    cg_status s = bench_kx->sync(r->ctx, NULL);
+    cg_status s = cg_device_sync(r->ctx, bench_cuda_backend, NULL);
     return s == CG_OK ? 0 : bench_runner_fail(r, s, "stream sync");
 }
 
 #define MAX_SAMPLES 200
 
 /* Device timing (cuda, or its emulate stand-in): the executor's L2 flush and timer. */
-static int gpu_timed(const runner *r) {
-    return r->cuda && bench_kx->flush_l2 && bench_kx->timer_start && bench_kx->timer_stop;
-}
+static int gpu_timed(const runner *r) { return r->cuda; }
 
 /* One device sample of `inner` calls: L2 flushed outside the timed region, then the
  * executor's timer (CUDA events on the call's stream) around the calls. */
 static int run_timed_gpu(runner *r, const bptrs *m, int inner, double *sec) {
     void *tok = NULL;
     double ms = 0;
-    cg_status s = bench_kx->flush_l2(r->ctx, r->ex.stream);
+    cg_status s = cg_device_flush_l2(r->ctx, bench_cuda_backend, r->ex.stream);
     if (s != CG_OK) return bench_runner_fail(r, s, "L2 flush");
-    if ((s = bench_kx->timer_start(r->ctx, r->ex.stream, &tok)) != CG_OK) return bench_runner_fail(r, s, "device timer start");
+    if ((s = cg_device_timer_start(r->ctx, bench_cuda_backend, r->ex.stream, &tok)) != CG_OK) return bench_runner_fail(r, s, "device timer start");
     for (int i = 0; i < inner; i++) {
         if (bench_run_call(r, m)) {
-            (void)bench_kx->timer_stop(r->ctx, r->ex.stream, tok, &ms); /* releases the timer; r->msg kept */
+            (void)cg_device_timer_stop(r->ctx, bench_cuda_backend, r->ex.stream, tok, &ms); /* releases the timer; r->msg kept */
             return -1;
         }
     }
-    if ((s = bench_kx->timer_stop(r->ctx, r->ex.stream, tok, &ms)) != CG_OK) return bench_runner_fail(r, s, "device timer stop");
+    if ((s = cg_device_timer_stop(r->ctx, bench_cuda_backend, r->ex.stream, tok, &ms)) != CG_OK) return bench_runner_fail(r, s, "device timer stop");
     *sec = 1e-3 * ms;
     return 0;
 }

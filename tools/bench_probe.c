@@ -1,14 +1,14 @@
 /* bench_probe.c -- the machine's bounds for the roofline: the CPU's model, clock and SIMD
- * width, a measured FMA peak and triad bandwidth; the GPU's clocks and memory through the
- * runtime's driver interface (runtime/cuda/props.c). */
-#include "bench.h"
-#include "cuda/cg_cuda.h"
+ * width, a measured FMA peak and triad bandwidth; the GPU's clocks and memory as the
+ * library reports them (cg_device_query). */
+#include "bench_probe.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -86,23 +86,36 @@ static void *triad_thread(void *p) {
     return NULL;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Run fn on nt threads with args[i]; wall seconds. */
 static double run_threads(int nt, void *(*fn)(void *), probe_arg *args) {
     pthread_t th[64];
-    double t0 = bench_now_s();
+    double t0 = now_s();
     int started = 0;
     for (int i = 1; i < nt; i++)
         if (pthread_create(&th[i], NULL, fn, &args[i]) == 0) started = i;
         else break;
     fn(&args[0]);
     for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
-    return bench_now_s() - t0;
+    return now_s() - t0;
 }
 
 void bench_cpu_probe(cpu_info *ci, int threads, int measure_peaks) {
     memset(ci, 0, sizeof *ci);
     cpu_model(ci);
-    ci->cores = cg__online_cores();
+    cg_context *ctx;
+    cg_device_info d = CG_DEVICE_INFO_INIT;
+    if (cg_context_create(&ctx) == CG_OK && cg_device_query(ctx, CG_BACKEND_CPU, &d) == CG_OK) {
+        ci->cores = d.cpu_cores;
+        snprintf(ci->isa, sizeof ci->isa, "%s", d.cpu_isa);
+    }
+    cg_context_free(ctx);
+    if (ci->cores < 1) ci->cores = 1;
     ci->lanes = 4;
     ci->simd = "sse";
 #if defined(__x86_64__)
@@ -152,47 +165,25 @@ void bench_cpu_probe(cpu_info *ci, int threads, int measure_peaks) {
     ci->bw_meas = best;
 }
 
-/* What the driver says about device 0, read through dlopen (the library keeps its own
- * handles; these are only attribute queries). */
-/* The device the cuda impls run on: the CUDA driver, or (test hook, for machines without
- * a GPU) the SIMT emulator when CHUNKGEN_BENCH_FAKE_CUDA=emulate, so that the device-memory
- * path of this file (alloc, copies, sync, cut reruns) runs somewhere. */
-const cg_kexec *bench_kx;
-cg_backend bench_cuda_backend = CG_BACKEND_CUDA;
-int bench_fake_cuda;
-
-void bench_kexec_select(void) {
-    const char *fake = getenv("CHUNKGEN_BENCH_FAKE_CUDA");
-    bench_kx = &cg__kexec_cuda;
-    if (fake && !strcmp(fake, "emulate")) {
-        bench_kx = &cg__kexec_emu;
-        bench_cuda_backend = CG_BACKEND_EMULATE;
-        bench_fake_cuda = 1;
-    }
-}
-
-void bench_gpu_probe(cg_context *ctx, gpu_info *gi) {
+void bench_gpu_probe(cg_context *ctx, cg_backend backend, gpu_info *gi) {
     memset(gi, 0, sizeof *gi);
     gi->fp32_peak_gflops = gi->bw_peak_gbs = NAN;
-    if (!bench_kx->device) {
-        snprintf(gi->why, sizeof gi->why, "the CUDA backend is not built into this chunkgen");
+    cg_device_info d = CG_DEVICE_INFO_INIT;
+    if (cg_device_query(ctx, backend, &d) != CG_OK) {
+        snprintf(gi->why, sizeof gi->why, "%s", cg_errmsg(ctx));
         return;
     }
-    cg_status s = bench_kx->device(ctx, &gi->dev);
-    if (s != CG_OK) {
-        snprintf(gi->why, sizeof gi->why, "no CUDA device: %s", cg_errmsg(ctx));
+    if (!d.gpu) {
+        snprintf(gi->why, sizeof gi->why, "no CUDA device: %.230s", d.gpu_why);
         return;
     }
     gi->ok = 1;
-    snprintf(gi->name, sizeof gi->name, "%s", gi->dev.name);
-    gi->arch = gi->dev.arch;
-    gi->sm_count = gi->dev.sm_count;
-    /* Clocks, bus and memory from the runtime's driver (not the emulator's stand-in). */
-    cg_cuda_props pr;
-    if (!bench_fake_cuda && cg__cuda_props(0, &pr) == CG_OK) {
-        gi->clock_mhz = pr.clock_mhz, gi->mem_clock_mhz = pr.mem_clock_mhz, gi->bus_bits = pr.bus_bits;
-        gi->mem_gb = pr.mem_gb, gi->driver = pr.driver;
-    }
+    snprintf(gi->name, sizeof gi->name, "%s", d.gpu_name);
+    gi->arch = d.gpu_arch;
+    gi->sm_count = d.gpu_sm_count;
+    /* Clocks, bus and memory from the driver (0 for the emulator's stand-in). */
+    gi->clock_mhz = d.gpu_clock_mhz, gi->mem_clock_mhz = d.gpu_mem_clock_mhz, gi->bus_bits = d.gpu_bus_bits;
+    gi->mem_gb = d.gpu_mem_gb, gi->driver = d.gpu_emulated ? 0 : d.driver_version;
     /* FP32 lanes per SM: 64 on sm_80 (A100) and sm_60/70, 128 on sm_86, sm_89, sm_90, sm_100+. */
     int lanes = (gi->arch == 80 || gi->arch < 75) ? 64 : 128;
     if (gi->clock_mhz > 0 && gi->sm_count > 0) gi->fp32_peak_gflops = gi->sm_count * lanes * 2.0 * gi->clock_mhz * 1e-3;

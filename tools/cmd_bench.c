@@ -282,7 +282,7 @@ int cg_cmd_bench(int argc, char **argv) {
     cg_context_set_threads(bn.ctx_ref, 1);
 
     /* What can run here. */
-    bench_gpu_probe(bn.ctx_cuda, &bn.gi);
+    bench_gpu_probe(bn.ctx_cuda, bench_cuda_backend, &bn.gi);
     if (!bn.gi.ok) {
         for (int i = IMPL_CUDA; i <= IMPL_CUDA_DEF; i++) {
             if (!explicit_impls) bn.want[i] = 0;

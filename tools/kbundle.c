@@ -1,9 +1,8 @@
 /* kbundle.c -- compiled kernels in an export document (kbundle.h). */
 #include "kbundle.h"
-#include "cuda/cg_cuda.h"
-#include "cuda/kcache.h"
+#include "chunkgen.h"
 
-#include <dirent.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,82 +53,57 @@ static unsigned char *b64_decode(const char *s, size_t *n) {
     return out;
 }
 
-/* The value of a "NAME value" line of a key (up to the first "source" line), into buf. */
-static int key_line(const char *key, size_t klen, const char *name, char *buf, size_t cap) {
-    size_t nl = strlen(name);
-    for (const char *p = key, *end = key + klen; p < end;) {
-        const char *e = memchr(p, '\n', (size_t)(end - p));
-        if (!e) e = end;
-        if ((size_t)(e - p) > nl && !memcmp(p, name, nl) && p[nl] == ' ') {
-            snprintf(buf, cap, "%.*s", (int)(e - p - (ptrdiff_t)nl - 1), p + nl + 1);
-            return 1;
-        }
-        if (!strncmp(p, "source ", 7)) break;
-        p = e + 1;
-    }
-    return 0;
-}
-
-static int arch_listed(const char *archs, const char *target) {
+static int arch_listed(const char *archs, int arch) {
     if (!archs) return 1;
     char buf[128];
     snprintf(buf, sizeof buf, "%s", archs);
-    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        char want[40];
-        snprintf(want, sizeof want, "sm_%s", t);
-        if (!strcmp(want, target)) return 1;
-    }
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (atoi(t) == arch) return 1;
     return 0;
 }
 
-/* Why an entry image cannot be imported (or NULL), with its key and label. */
-static const char *check_entry(const unsigned char *d, size_t n, const char **key, size_t *klen, const void **pl,
-                               size_t *plen, const char **log, size_t *llen, char *why, size_t cap) {
-    if (cg__kcache_parse(d, n, key, klen, pl, plen, log, llen, why, cap) != 0) return why;
-    const char *head = CG_CUBIN_KEY_HEAD "\nkind cubin\n";
-    if (*klen < strlen(head) || memcmp(*key, head, strlen(head)) != 0) {
-        snprintf(why, cap, "built by another chunkgen version or kind (ours: \"%s\", its: \"%.*s\")", CG_CUBIN_KEY_HEAD,
-                 (int)(memchr(*key, '\n', *klen) ? (const char *)memchr(*key, '\n', *klen) - *key : 0), *key);
-        return why;
+cg_status cg_bundle_list(cg_context *ctx, const char *dir, cg_kcache_entry **es, int *n) {
+    *es = NULL;
+    *n = 0;
+    for (int cap = 0;;) { /* the count, then the entries; again while other processes add some */
+        int count = 0;
+        cg_status st = cg_kcache_list(ctx, dir, *es, cap, &count);
+        if (st != CG_OK || count <= cap) {
+            *n = st == CG_OK ? count : 0;
+            return st;
+        }
+        free(*es);
+        cap = count + 16;
+        if (!(*es = calloc((size_t)cap, sizeof **es))) return CG_ENOMEM;
     }
-    return NULL;
 }
 
 int cg_bundle_add_kernels(json_t *doc, const char *kdir, const char *archs) {
     json_t *arr = json_array();
     if (!arr || json_object_set_new(doc, "kernels", arr)) return -1;
-    DIR *dh = opendir(kdir);
-    if (!dh) return 0;
-    int added = 0;
-    struct dirent *e;
-    char path[4400], why[256];
-    while ((e = readdir(dh))) {
-        size_t nl = strlen(e->d_name);
-        if (e->d_name[0] == '.' || nl < 5 || strcmp(e->d_name + nl - 4, ".cgk")) continue;
-        snprintf(path, sizeof path, "%s/%s", kdir, e->d_name);
+    cg_context *ctx;
+    if (cg_context_create(&ctx) != CG_OK) return -1;
+    int n = 0, added = 0;
+    cg_kcache_entry *es = NULL;
+    if (cg_bundle_list(ctx, kdir, &es, &n) != CG_OK) added = -1;
+    for (int i = 0; i < n && added >= 0; i++) {
+        const cg_kcache_entry *e = &es[i];
+        if (!e->usable || strcmp(e->kind, "cubin") || !arch_listed(archs, e->arch)) continue;
         void *d;
-        size_t n;
-        if (cg__kcache_read_file(path, &d, &n, why, sizeof why) != 0) continue;
-        const char *key, *log;
-        const void *pl;
-        size_t klen, plen, llen;
-        char target[32] = "";
-        if (!check_entry(d, n, &key, &klen, &pl, &plen, &log, &llen, why, sizeof why) &&
-            key_line(key, klen, "target", target, sizeof target) && arch_listed(archs, target)) {
-            char *text = b64_encode(d, n);
-            if (!text || json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "file", e->d_name, "target", target,
-                                                              "data", text))) {
-                free(text);
-                free(d);
-                closedir(dh);
-                return -1;
-            }
-            free(text);
+        size_t len;
+        if (cg_kcache_read(ctx, kdir, e->file, &d, &len) != CG_OK) continue; /* removed or damaged since */
+        char target[32], *text = b64_encode(d, len);
+        snprintf(target, sizeof target, "sm_%d", e->arch);
+        if (!text || json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "file", e->file, "target", target, "data",
+                                                          text)))
+            added = -1;
+        else
             added++;
-        }
-        free(d);
+        free(text);
+        cg_free(d);
     }
-    closedir(dh);
+    free(es);
+    cg_context_free(ctx);
     return added;
 }
 
@@ -142,54 +116,35 @@ void cg_bundle_import_kernels(const json_t *doc, const char *what, const char *k
         s->rejected++;
         return;
     }
+    cg_context *ctx;
+    if (cg_context_create(&ctx) != CG_OK) {
+        fprintf(msgs, "%s: cannot create a context\n", what);
+        s->rejected += (int)json_array_size(arr);
+        return;
+    }
     size_t i;
     const json_t *k;
     json_array_foreach(arr, i, k) {
         const char *file = json_string_value(json_object_get(k, "file"));
         const char *data = json_string_value(json_object_get(k, "data"));
-        char why[512];
         size_t n = 0;
         unsigned char *d = data ? b64_decode(data, &n) : NULL;
-        const char *key, *log;
-        const void *pl;
-        size_t klen, plen, llen;
-        char label[200] = "";
-        const char *bad = !file || !data ? "needs \"file\" and \"data\" strings"
-                          : !d           ? "\"data\" is not base64"
-                                         : check_entry(d, n, &key, &klen, &pl, &plen, &log, &llen, why, sizeof why);
-        if (!bad && !key_line(key, klen, "name", label, sizeof label)) bad = "its key names no kernel";
-        if (bad) {
-            fprintf(msgs, "%s: kernel %zu (%s) rejected: %s\n", what, i + 1, file ? file : "?", bad);
+        const char *bad = !file || !data ? "needs \"file\" and \"data\" strings" : !d ? "\"data\" is not base64" : NULL;
+        int added = 0;
+        cg_status st = bad ? CG_EINVAL : cg_kcache_import(ctx, kdir, d, n, file, dry, &added);
+        if (st == CG_OK) {
+            if (added) s->added++;
+            else s->kept++; /* the same key holds the same CUBIN: nothing to write */
+        } else if (st == CG_EIO) {
+            fprintf(msgs, "%s: kernel %s: cannot write %s\n", what, file, kdir);
             s->rejected++;
-            free(d);
-            continue;
-        }
-        /* the log says where the entry came from (the executor counts bundle hits by it) */
-        size_t tl = strlen(CG_BUNDLE_LOG_TAG) + strlen(file) + 1;
-        int tagged = llen >= strlen(CG_BUNDLE_LOG_TAG) && !memcmp(log, CG_BUNDLE_LOG_TAG, strlen(CG_BUNDLE_LOG_TAG));
-        char *kz = malloc(klen + 1), *lz = malloc(llen + tl + 1);
-        if (kz && lz) {
-            memcpy(kz, key, klen);
-            kz[klen] = '\0';
-            size_t o = tagged ? 0 : (size_t)snprintf(lz, tl + 1, "%s%s\n", CG_BUNDLE_LOG_TAG, file);
-            memcpy(lz + o, log, llen);
-            lz[o + llen] = '\0';
-            void *old = NULL;
-            size_t oldlen = 0;
-            if (cg__kcache_get(kdir, label, kz, &old, &oldlen, NULL) == CG_OK) {
-                s->kept++; /* the same key holds the same CUBIN: nothing to write */
-            } else if (dry || cg__kcache_put(kdir, label, kz, pl, plen, lz) == CG_OK) {
-                s->added++;
-            } else {
-                fprintf(msgs, "%s: kernel %s: cannot write %s\n", what, file, kdir);
-                s->rejected++;
-            }
-            free(old);
         } else {
+            /* the library's reason, without its "cg_kcache_import: image: " prefix */
+            const char *why = bad ? bad : cg_errmsg(ctx), *colon = bad ? NULL : strstr(why, "image: ");
+            fprintf(msgs, "%s: kernel %zu (%s) rejected: %s\n", what, i + 1, file ? file : "?", colon ? colon + 7 : why);
             s->rejected++;
         }
-        free(kz);
-        free(lz);
         free(d);
     }
+    cg_context_free(ctx);
 }

@@ -13,6 +13,8 @@
 #ifndef CG_KBUNDLE_H
 #define CG_KBUNDLE_H
 
+#include "chunkgen.h"
+
 #include <jansson.h>
 #include <stdio.h>
 
@@ -20,6 +22,10 @@
  * "kernels" (archs: a "80,90" list or NULL for all). Returns the number added, -1 on
  * out of memory. */
 int cg_bundle_add_kernels(json_t *doc, const char *kdir, const char *archs);
+
+/* Every entry of the kernel cache dir (NULL: ctx's) into *es (malloc'd: free it), *n of
+ * them; CG_OK, else the status (cg_errmsg(ctx); CG_ENOMEM without a message). */
+cg_status cg_bundle_list(cg_context *ctx, const char *dir, cg_kcache_entry **es, int *n);
 
 typedef struct cg_bundle_stats {
     int added, kept, rejected;

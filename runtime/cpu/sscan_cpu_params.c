@@ -1,6 +1,6 @@
 /* sscan_cpu_params.c -- the selective scan CPU path's default parameters: those of
  * generator/cpu/sscan_cpu.lua's default(), the same the tuner starts from (asked through
- * cg__cpu_space_default, cached per shape). */
+ * cg__cpu_space_default, cached per shape), and the path's entry points for the cpu backend. */
 #include "sscan_cpu.h"
 
 #include "gen.h"
@@ -27,3 +27,8 @@ cg_status cg__sscan_cpu_params_default(cg_context *ctx, const cg_sscan_prob *p, 
     out->segment = (int)seg, out->block_d = (int)bd, out->threads = (int)th;
     return CG_OK;
 }
+
+/* The cpu backend's entry points for the selective-scan ops (host_backends.c):
+ * cg__sscan_cpu_fwd and _bwd check the views and run the process's ISA variant (cpu_isa.c). */
+CG_HOST_OP_ENTRY(cpu, sscan_fwd, cg_sscan_prob, cg__sscan_cpu_fwd)
+CG_HOST_OP_ENTRY(cpu, sscan_bwd, cg_sscan_prob, cg__sscan_cpu_bwd)

@@ -127,3 +127,8 @@ cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cf
     run->threads = (threads <= 0 || threads > size) ? size : (int)threads;
     return CG_OK;
 }
+
+/* The cpu backend's entry points for the SSD ops (host_backends.c): cg__ssd_cpu_fwd and
+ * _bwd check the views and run the process's ISA variant (cpu_isa.c). */
+CG_HOST_OP_ENTRY(cpu, ssd_fwd, cg_ssd_prob, cg__ssd_cpu_fwd)
+CG_HOST_OP_ENTRY(cpu, ssd_bwd, cg_ssd_prob, cg__ssd_cpu_bwd)

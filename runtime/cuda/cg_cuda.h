@@ -190,7 +190,4 @@ cg_status cg__cubin_key(cg_context *ctx, const char *nvrtc_id, int arch, const c
  * arch is unknown. */
 int cg__devinfo_arch(int arch, cg_devinfo *out);
 
-/* Text for `chunkgen info`: driver, device or why there is none, NVRTC. */
-void cg__cuda_describe(cg_context *ctx, char *buf, size_t cap);
-
 #endif /* CG_CUDA_H */

@@ -602,23 +602,3 @@ static void cuda_ctx_free(cg_context *ctx) {
     free(s);
     ctx->part[CG_PART_CUDA].p = NULL;
 }
-
-void cg__cuda_describe(cg_context *ctx, char *buf, size_t cap) {
-    size_t n = 0;
-#define OUT(...) (n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__), n = n < cap ? n : cap)
-    const char *why;
-    const cg_cu_api *cu = cg__cu_api(&why);
-    int ver = 0;
-    if (!cu) OUT("driver:  none (%s)\n", why);
-    else if (cu->cuDriverGetVersion(&ver) == CUDA_SUCCESS) OUT("driver:  CUDA %d.%d\n", ver / 1000, ver % 1000 / 10);
-    else OUT("driver:  libcuda loaded, version unknown\n");
-    cg_devinfo d;
-    if (cuda_device(ctx, &d) == CG_OK)
-        OUT("device:  %s (sm_%d, %d SMs, %lld bytes shared memory per block, %d registers per block)\n", d.name,
-            d.arch, d.sm_count, (long long)d.smem_per_block, d.regs_per_block);
-    else OUT("device:  none: %s\n", cg_errmsg(ctx));
-    char id[1024];
-    if (cg__nvrtc_id(ctx, id, sizeof id) == CG_OK) OUT("nvrtc:   %s\n", id);
-    else OUT("nvrtc:   none: %s\n", cg_errmsg(ctx));
-#undef OUT
-}

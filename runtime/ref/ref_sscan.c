@@ -141,3 +141,7 @@ cg_status cg__sscan_ref_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     free(mem);
     return CG_OK;
 }
+
+/* The ref backend's entry points for the selective-scan ops (host_backends.c). */
+CG_HOST_OP_ENTRY(ref, sscan_fwd, cg_sscan_prob, cg__sscan_ref_fwd)
+CG_HOST_OP_ENTRY(ref, sscan_bwd, cg_sscan_prob, cg__sscan_ref_bwd)

@@ -166,3 +166,7 @@ cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     free(mem);
     return CG_OK;
 }
+
+/* The ref backend's entry points for the SSD ops (host_backends.c). */
+CG_HOST_OP_ENTRY(ref, ssd_fwd, cg_ssd_prob, cg__ssd_ref_fwd)
+CG_HOST_OP_ENTRY(ref, ssd_bwd, cg_ssd_prob, cg__ssd_ref_bwd)

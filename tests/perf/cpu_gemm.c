@@ -19,7 +19,9 @@
  * Timing: for each row the candidates take turns, ROUNDS times, each turn a batch of
  * calls of about 20 ms; the row keeps each candidate's fastest batch (us per call).
  *
- * Usage: cg_bench_cpu_gemm [--json FILE] [--rounds N]   (bench/cpu_gemm.sh) */
+ * Usage: cg_bench_cpu_gemm [--json FILE] [--rounds N]   (tests/perf/cpu_gemm.sh)
+ * A lab measurement of the library's internals (the micro-kernels themselves), so it
+ * lives with the tests, which may use internal headers (docs/bench.md). */
 #include "chunkgen.h"
 #include "cpu/cpu_isa.h"
 #include "cpu/ssd_cpu.h"

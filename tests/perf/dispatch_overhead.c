@@ -7,7 +7,8 @@
  * CHUNKGEN_LIBCUDA names the mock driver of tests/cuda_mock, the CUDA launch path
  * through a driver that runs nothing (so: host cost only).
  * Usage: cg_bench_dispatch [--json FILE] [--calls N] [--only cpu|emulate|cuda]
- * (bench/dispatch_overhead.sh) */
+ * (tests/perf/dispatch_overhead.sh). It counts the generator's Lua calls and allocates
+ * device memory through the executor, internals, so it lives with the tests (docs/bench.md). */
 #include "chunkgen.h"
 #include "cuda/cg_cuda.h"
 #include "gen.h"

@@ -3,12 +3,12 @@
 # Deliver 1: "if a well-kept small-GEMM library does this better, measure it against your
 # own kernels in the same run and take the faster"), on 1 thread.
 #
-#   bench/cpu_gemm.sh [--save] [--rounds N] [--hybrid-rounds N]
+#   tests/perf/cpu_gemm.sh [--save] [--rounds N] [--hybrid-rounds N]
 #
 # 1. installs from Debian what is missing of libxsmm-dev, libblis-serial-dev and
 #    libopenblas-serial-dev (apt-get, as root; libxsmm is needed, a missing BLAS is
 #    reported as not measured);
-# 2. builds libchunkgen.a (Release) in $BUILD (default build-bench/) and bench/cpu_gemm.c
+# 2. builds libchunkgen.a (Release) in $BUILD (default build-bench/) and tests/perf/cpu_gemm.c
 #    against it: the SSD chunk's GEMMs at the seeds' shapes, chunkgen (the variant cpuid
 #    picks; CHUNKGEN_CPU_ISA forces one) against BLIS, OpenBLAS and libxsmm, each result
 #    checked against float64 before it is timed, the candidates interleaved ($OUT/gemm.json);
@@ -21,7 +21,7 @@
 #    the two builds' fastest rounds).
 # --save copies the combined JSON to bench/results/cpu-gemm-<cpu>-<isa>-1t-<date>-<commit>.json.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 
 save=0 rounds=7 hrounds=4
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     --save) save=1 ;;
     --rounds) shift; rounds="${1:?--rounds N}" ;;
     --hybrid-rounds) shift; hrounds="${1:?--hybrid-rounds N}" ;;
-    *) echo "usage: bench/cpu_gemm.sh [--save] [--rounds N] [--hybrid-rounds N]"; exit 2 ;;
+    *) echo "usage: tests/perf/cpu_gemm.sh [--save] [--rounds N] [--hybrid-rounds N]"; exit 2 ;;
   esac
   shift
 done
@@ -64,7 +64,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1
 cmake --build "$build" -j"$(nproc)" --target chunkgen chunkgen_static >>"$out/cmake.log" 2>&1 || {
   tail -30 "$out/cmake.log"; exit 1; }
 cc -std=c11 -D_GNU_SOURCE -O2 -I "$root/include" -I "$root/runtime" -I "$root/templates" -I /usr/include/lua5.4 \
-  -o "$out/cg_bench_cpu_gemm" "$root/bench/cpu_gemm.c" "$build/libchunkgen.a" $xsmm_libs
+  -o "$out/cg_bench_cpu_gemm" "$root/tests/perf/cpu_gemm.c" "$build/libchunkgen.a" $xsmm_libs
 echo "== GEMMs, 1 thread, $rounds rounds"
 "$out/cg_bench_cpu_gemm" --rounds "$rounds" --json "$out/gemm.json" | tee "$out/gemm.txt"
 
