@@ -12,6 +12,7 @@
  * entries, never on the order they arrive in, so every rank, shard and merge of the same
  * measurements ends with the same winner, and noise alone cannot flip it. */
 #include "autotune.h"
+#include "env.h"
 #include "ops.h"
 #include "cpu/cpu_isa.h"
 
@@ -90,7 +91,7 @@ int cg__tune_shard_of(const cg_tune_key *k, int n) {
 /* ------------------------------------------------------------ fake timing */
 
 int cg__tune_fake_timing(void) {
-    const char *v = getenv("CHUNKGEN_TUNE_FAKE_TIMING");
+    const char *v = cg__env(CG_ENV_TUNE_FAKE_TIMING);
     return v && *v && strcmp(v, "0");
 }
 
@@ -107,27 +108,41 @@ void cg__tune_fake_measure(const cg_tune_key *k, const char *cfg, cg_tune_cand *
 
 /* ------------------------------------------------------------------ spaces */
 
-const char *cg__tune_space_kernel(const char *backend, int sscan, int bwd) {
-    if (!strcmp(backend, "cpu")) return sscan ? "sscan_cpu" : "ssd_cpu";
-    if (sscan) return bwd ? "sscan_bwd" : "sscan_fwd";
-    return bwd ? "ssd_bwd" : "ssd_fwd";
+const char *cg__tune_space_kernel(const char *backend, const cg_op_desc *op) {
+    if (strcmp(backend, "cpu")) return op->name; /* a generated kernel per op: "ssd_fwd" */
+    /* the CPU path's space covers both directions of the family: generator/cpu/<family>_cpu.lua */
+    static __thread char name[48];
+    snprintf(name, sizeof name, "%s_cpu", op->family);
+    return name;
 }
 
+const cg_op_desc *cg__tune_op(const cg_tune_shape *s, int bwd) {
+    const cg_op_desc *fam = cg__tune_family(s);
+    for (int i = 0; i < CG_OP_COUNT; i++) {
+        const cg_op_desc *d = cg__op_desc((cg_op)i);
+        if (!strcmp(d->family, fam->family) && d->bwd == !!bwd) return d;
+    }
+    return fam;
+}
+
+/* The kernel shape of the tuner's problem, which has every tensor and every scalar option
+ * set: the op table's kflag columns, its groupable tensors, and the direction. */
 void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks) {
     memset(ks, 0, sizeof *ks);
-    ks->B = s->B, ks->G = s->G;
-    if (s->sscan) {
-        ks->L = s->T, ks->D = s->D, ks->N = s->N;
-        ks->flags = CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS | (s->G > 1 ? CG_KS_GROUPED : 0);
-    } else {
-        ks->T = s->T, ks->H = s->H, ks->dk = s->dk, ks->dv = s->dv;
-        ks->flags = CG_KS_H0;
+    const cg_op_desc *d = cg__tune_op(s, bwd);
+    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N};
+    for (int i = 1; i < CG_SYM_COUNT; i++)
+        if (d->dim_off[i] != (size_t)-1) *f[i] = cg__tune_shape_dim(s, (cg_sym)i);
+    int groupable = 0;
+    for (int i = 0; i < d->nt; i++) {
+        ks->flags |= d->t[i].kflag;
+        groupable |= (d->t[i].flags & CG_TD_GROUPABLE) != 0;
     }
-    ks->flags |= bwd ? (CG_KS_DHT | CG_KS_BWD) : CG_KS_HT;
+    for (int i = 0; i < d->nscalar; i++) ks->flags |= d->scalar[i].kflag;
+    if (groupable && s->G > 1) ks->flags |= CG_KS_GROUPED;
+    if (bwd) ks->flags |= CG_KS_BWD;
     /* The kernel shape's 16-bit tensors, from the shape's dtype signature over the
-     * tuner's problem (which has every tensor), formatted as the launcher formats them. */
-    const cg_op_desc *d = cg__op_desc(s->sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD)
-                                               : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD));
+     * tuner's problem, formatted as the launcher formats them. */
     int dt[CG_OP_MAX_TENSORS];
     if (cg__op_dtype_unsig(NULL, d, s->dtype[0] ? s->dtype : "f32", dt) != CG_OK) return;
     cg__kshape_dtypes_of(d, dt, ks);
@@ -178,11 +193,13 @@ static int cfg_same(const cg_cfg *a, const cg_cfg *b) {
 cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, char *why, size_t cap) {
     if (e->best < 0 || !e->cand[e->best].cfg[0]) return CG_OK; /* the default config */
     const cg_tune_key *k = &e->key;
-    int sscan = !strcmp(k->op, "sscan"), bwd = !strcmp(k->dir, "bwd");
-    /* The measured shape when it fits the key, else the key's own (batch 1, T = bucket). */
+    const cg_op_desc *d = cg__tune_key_family(k); /* validated with the key: known */
+    const int sscan = d->seq == CG_SYM_L, bwd = !strcmp(k->dir, "bwd");
+    /* The measured shape when it fits the key (the op table's key column), else the key's
+     * own (batch 1, T = bucket). */
     cg_tune_shape s = e->shape;
-    int fits = s.sscan == sscan && s.B >= 1 && s.T >= 1 && s.T <= k->seq_bucket && cg__tune_bucket(s.T) == k->seq_bucket &&
-               s.G == k->G && (sscan ? (s.D == k->D && s.N == k->N) : (s.H == k->H && s.dk == k->dk && s.dv == k->dv));
+    int fits = s.sscan == sscan && s.B >= 1 && s.T >= 1 && s.T <= k->seq_bucket && cg__tune_bucket(s.T) == k->seq_bucket;
+    for (int i = 0; i < d->nkey; i++) fits &= cg__tune_shape_dim(&s, d->key[i]) == cg__tune_key_dim(k, d->key[i]);
     if (!fits) {
         memset(&s, 0, sizeof s);
         s.sscan = sscan, s.B = 1, s.T = k->seq_bucket, s.G = k->G;
@@ -194,7 +211,7 @@ cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, ch
     cg_devinfo dev;
     cg_cfg *cfgs = NULL, def, want;
     int n = 0;
-    const char *kernel = cg__tune_space_kernel(k->backend, sscan, bwd);
+    const char *kernel = cg__tune_space_kernel(k->backend, cg__tune_op(&s, bwd));
     cg_status st = cg__tune_space(ctx, k, kernel, &ks, &dev, &cfgs, &n, &def);
     if (st != CG_OK) {
         snprintf(why, cap, "cannot check config %s against the %s constraints: %s", e->cand[e->best].cfg, kernel,

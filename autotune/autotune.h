@@ -1,5 +1,9 @@
-/* autotune.h -- the autotuner and its config store (private to the library, the CLI's
- * tools/cmd_tune.c and the tests).
+/* autotune.h -- the autotuner and its config store (private to the library and the
+ * tests; callers use the public API of include/chunkgen.h: cg_tune, cg_config_*, cg_cache_*).
+ *
+ * The files depend on each other one way (no circle): api.c, cache_admin.c -> source.c ->
+ * lookup.c -> tuner.c -> tune_prob.c, exchange.c -> agree.c -> cpu_space.c, store.c ->
+ * key.c (docs/tuning.md, "Layers").
  *
  * A tuned config is stored under a key (cg_tune_key): op, direction, the shape fields
  * that change the best config (SSD: dk, dv, G, H; selective scan: D, N, G), dtype,
@@ -19,7 +23,6 @@
 #include "internal.h"
 #include "gen.h"
 
-#include <stdio.h>
 
 #define CG_TUNE_SCHEMA 1            /* schema of store entries and exports */
 #define CG_TUNE_CFG_TEXT 256        /* "k=v,k=v" of a config */
@@ -64,8 +67,17 @@ typedef struct cg_tune_shape {
     char dtype[32];                   /* dtype signature (cg__op_dtype_sig); "": "f32" */
     int64_t varlen_max;               /* varlen (cu_seqlens, docs/varlen.md): the longest sequence, T the
                                        * packed total; 0: not a varlen call */
+    int dirs;                         /* cg__tune_run: the directions of this shape (1 fwd, 2 bwd, 3 both);
+                                       * 0: the options' dir_mask */
 } cg_tune_shape;
 
+/* The extent of symbol s in a key (its fields are the op table's key column; 0 when the
+ * key has no such field) and in a tuner's shape (T is the sequence, T or L). */
+int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s);
+int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s);
+/* The forward op of a shape's family, and of a key's op (NULL for an unknown op). */
+const struct cg_op_desc *cg__tune_family(const cg_tune_shape *s);
+const struct cg_op_desc *cg__tune_key_family(const cg_tune_key *k);
 /* Smallest power of two >= n (1 for n <= 1). */
 int64_t cg__tune_bucket(int64_t n);
 /* Canonical text of the key ("backend=cpu;op=ssd;..."); with_seq = 0 leaves the seq
@@ -173,10 +185,13 @@ cg_status cg__tune_store_read(const char *path, cg_tune_entry *e, char *why, siz
  * not visited. Returns the number of files visited, or -1 when dir cannot be opened. */
 typedef int (*cg_tune_visit_fn)(void *arg, const char *path, const cg_tune_entry *e, const char *why);
 int cg__tune_store_scan(const char *dir, cg_tune_visit_fn fn, void *arg);
-/* Print "chunkgen: warning: ..." once per (path) per process. */
+/* Send "ignoring tuned-config entry PATH: WHY" to the log callback once per path per process. */
 void cg__tune_warn_once(const char *path, const char *why);
-/* Forget the in-process lookup index of dir (after writing into it). */
-void cg__tune_index_invalidate(const char *dir); /* dir NULL: every directory */
+/* The store's write generation in this process: bumped by every write, removal or
+ * cg__tune_store_changed; the lookup index (lookup.c) reloads when it moved. */
+unsigned cg__tune_store_gen(void);
+/* Something changed a store (another process, a removal): bump the generation. */
+void cg__tune_store_changed(void);
 /* Atomic write of bytes to dir/name (temp in dir, fsync, rename). */
 cg_status cg__tune_write_atomic(cg_context *ctx, const char *dir, const char *name, const void *data, size_t n);
 /* mkdir -p. 0 on success. */
@@ -210,8 +225,11 @@ int cg__tune_shard_of(const cg_tune_key *k, int n);
  * reps) -- for tests of the merge and shard logic only; verification still runs. */
 int cg__tune_fake_timing(void);
 void cg__tune_fake_measure(const cg_tune_key *k, const char *cfg, cg_tune_cand *c);
-/* Space kernel name of backend/op/direction ("ssd_cpu", "ssd_fwd", ...). */
-const char *cg__tune_space_kernel(const char *backend, int sscan, int bwd);
+/* Space kernel name of backend and op: the op's name for generated kernels ("ssd_fwd"),
+ * "<family>_cpu" for the CPU path (valid until the next call on this thread). */
+const char *cg__tune_space_kernel(const char *backend, const struct cg_op_desc *op);
+/* The op of a tuner's shape's family in direction bwd. */
+const struct cg_op_desc *cg__tune_op(const cg_tune_shape *s, int bwd);
 /* The generator's shape of a tune shape. */
 void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks);
 /* The configs of kernel's space for ks on key's backend (CPU: the key's device and
@@ -232,56 +250,54 @@ typedef struct cg_tune_opts {
     double min_time_s;      /* measure each candidate at least this long (0: backend default) */
     int min_reps, max_reps; /* 0: defaults */
     int force;              /* retune keys that have a complete entry */
-    int progress;           /* 1: bar (TTY), 0: plain lines, -1: quiet */
-    FILE *out;              /* progress/log stream (NULL: stderr) */
     int64_t verify_T;       /* seq length of the verification problem (0: automatic) */
     int max_candidates;     /* 0: all */
-    /* Tests: stop (as if killed) after this many measured candidates; 0: never. */
-    int stop_after;
     int shard, nshards;     /* tune only the keys with cg__tune_shard_of(key, nshards) == shard */
 } cg_tune_opts;
 
-typedef struct cg_tune_summary {
+typedef struct cg_tune_sum {
     int keys, tuned, cached, resumed, failed, skipped_budget, unsupported;
     int other_shards;       /* keys of other shards (--shard) */
     int kept_other;         /* finished by another process with a result the merge rule keeps */
     int candidates, rejected;
     double seconds;
-} cg_tune_summary;
+} cg_tune_sum;
 
 void cg__tune_opts_default(cg_tune_opts *o);
 /* Tune every (shape, direction) of shapes on backend ("cpu", "cuda", "emulate"). */
 cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape *shapes, int nshapes,
-                       const cg_tune_opts *o, cg_tune_summary *sum);
-/* The built-in default shape set for backend; *n shapes in a static array. */
-const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n);
+                       const cg_tune_opts *o, cg_tune_sum *sum);
 
-/* Parse "B,T,G,H,dk,dv" (SSD) or "B,L,D,N[,G]" (sscan) into s. */
-cg_status cg__tune_shape_parse(cg_context *ctx, const char *text, int sscan, cg_tune_shape *s);
 
 /* ---------------------------------------------------------------- import
  * Merge entries from an export document ({"schema", "kind", "entries": [...]}), an array
- * of entries or one entry object into the store. Every rejected entry gets one line on
- * msg (malformed, unfinished, measured on a foreign device, refused by the constraints);
+ * of entries or one entry object into the store. Every rejected entry gets one
+ * CG_PROGRESS_MESSAGE on ctx's progress callback (malformed, unfinished, measured on a
+ * foreign device, refused by the constraints);
  * when the store holds the key already, the merge rule (cg__tune_entry_pick) decides. CG_EINVAL (message in ctx) when the file is
  * not JSON or not one of those shapes. */
 typedef struct cg_tune_import_stats {
     int added, replaced, kept, rejected;
-    int messages; /* per-entry messages (the first 20 are printed) */
+    int messages; /* per-entry messages sent */
 } cg_tune_import_stats;
 cg_status cg__tune_import_json(cg_context *ctx, struct json_t *doc, const char *what, int allow_foreign, int dry_run,
-                               FILE *msg, cg_tune_import_stats *s);
+                               cg_tune_import_stats *s);
 /* Several sources at once (files, "-" for stdin, or store directories: a cache directory
  * or its configs/): all entries of a key and the store's are merged in one choice
  * (cg__tune_entry_pick), so the result does not depend on the order of the sources.
  * Imported configs must pass the Lua constraints of their key (like tuned ones).
  * Nothing is written when a source cannot be read (CG_EINVAL). */
 cg_status cg__tune_import_files(cg_context *ctx, const char *const *paths, int npaths, int allow_foreign, int dry_run,
-                                FILE *msg, cg_tune_import_stats *s);
+                                cg_tune_import_stats *s);
 /* path "-" reads stdin. */
-cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run, FILE *msg,
+cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run,
                                cg_tune_import_stats *s);
 
+/* The store's answer for shape s of op on backend, as a call would get it without tuning
+ * on a miss ($CHUNKGEN_CONFIG pins, exact key, nearest bucket, default): cfg text, its
+ * source and the key (cg_config_lookup). */
+cg_status cg__tune_lookup_shape(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s, char *cfg,
+                                size_t cap, cg_cfg_source *src, cg_tune_key *k);
 /* Lookup without the dispatcher (tests, `chunkgen show`): cfg text and level. */
 cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, size_t cap, cg_cfg_source *src);
 /* The config source the autotuner installs in every context (lookup.c). */

@@ -16,17 +16,21 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Per-entry messages of one import: the first CG_IMPORT_MSG_CAP, then one line saying how
- * many were left out (a huge import must not flood the terminal). */
-#define CG_IMPORT_MSG_CAP 20
-
-static void say(FILE *msg, cg_tune_import_stats *s, const char *fmt, ...) CG_PRINTF(3, 4);
-static void say(FILE *msg, cg_tune_import_stats *s, const char *fmt, ...) {
-    if (s->messages++ >= CG_IMPORT_MSG_CAP) return;
+/* One message about an entry: a CG_PROGRESS_MESSAGE (subject: where it came from; task:
+ * the key in brief, "" when unknown) on the context's progress callback. */
+static void say(cg_context *ctx, cg_tune_import_stats *s, cg_log_level level, const char *where, const char *brief,
+                const char *fmt, ...) CG_PRINTF(6, 7);
+static void say(cg_context *ctx, cg_tune_import_stats *s, cg_log_level level, const char *where, const char *brief,
+                const char *fmt, ...) {
+    s->messages++;
+    if (!ctx->progress) return;
+    char text[1200];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(msg, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    cg__progress(ctx, (cg_progress){.kind = CG_PROGRESS_MESSAGE, .level = level, .task = brief, .subject = where,
+                                    .text = text});
 }
 
 typedef struct incoming {
@@ -39,7 +43,6 @@ typedef struct import_set {
     incoming *v;
     int n, cap;
     int allow_foreign;
-    FILE *msg;
     cg_tune_import_stats *s;
 } import_set;
 
@@ -49,7 +52,7 @@ static void admit(cg_context *ctx, import_set *is, cg_tune_entry *e, const char 
     char brief[200], why[400];
     cg__tune_key_brief(&e->key, brief, sizeof brief);
     if (!e->complete) {
-        say(is->msg, s, "chunkgen import: %s (%s): rejected: an unfinished tune\n", where, brief);
+        say(ctx, s, CG_LOG_WARN, where, brief, "rejected: an unfinished tune");
         goto reject;
     }
     /* Foreign: another CPU model, or another GPU (name, compute capability, SM count).
@@ -62,20 +65,20 @@ static void admit(cg_context *ctx, import_set *is, cg_tune_entry *e, const char 
                   (strcmp(e->key.backend, "cpu") && (here.cc != e->key.cc || here.sm_count != e->key.sm_count));
     if (foreign && !is->allow_foreign) {
         if (st != CG_OK)
-            say(is->msg, s, "chunkgen import: %s (%s): rejected: measured on \"%s\" and this machine has no %s device (%s)\n",
-                where, brief, e->key.device, e->key.backend, cg_errmsg(ctx));
+            say(ctx, s, CG_LOG_WARN, where, brief, "rejected: measured on \"%s\" and this machine has no %s device (%s)",
+                e->key.device, e->key.backend, cg_errmsg(ctx));
         else
-            say(is->msg, s,
-                "chunkgen import: %s (%s): rejected: measured on a foreign device \"%s\" (this machine: \"%s\"); "
-                "--allow-foreign imports it anyway\n",
-                where, brief, e->key.device, here.device);
+            say(ctx, s, CG_LOG_WARN, where, brief,
+                "rejected: measured on a foreign device \"%s\" (this machine: \"%s\"); allow foreign entries "
+                "(--allow-foreign) to import it anyway",
+                e->key.device, here.device);
         ctx->errmsg[0] = '\0';
         goto reject;
     }
     ctx->errmsg[0] = '\0';
     /* The same Lua validity check as a tuned config. */
     if (cg__tune_entry_check_space(ctx, e, why, sizeof why) != CG_OK) {
-        say(is->msg, s, "chunkgen import: %s (%s): rejected: %s\n", where, brief, why);
+        say(ctx, s, CG_LOG_WARN, where, brief, "rejected: %s", why);
         ctx->errmsg[0] = '\0';
         goto reject;
     }
@@ -83,7 +86,7 @@ static void admit(cg_context *ctx, import_set *is, cg_tune_entry *e, const char 
         int nc = is->cap ? 2 * is->cap : 16;
         incoming *nv = realloc(is->v, (size_t)nc * sizeof *nv);
         if (!nv) {
-            say(is->msg, s, "chunkgen import: %s: rejected: out of memory\n", where);
+            say(ctx, s, CG_LOG_WARN, where, brief, "rejected: out of memory");
             goto reject;
         }
         is->v = nv;
@@ -103,7 +106,7 @@ static void admit_json(cg_context *ctx, import_set *is, json_t *j, const char *w
     cg_tune_entry e;
     char why[320];
     if (cg__tune_entry_from_json(j, 0, &e, why, sizeof why) != CG_OK) {
-        say(is->msg, is->s, "chunkgen import: %s: rejected: %s\n", where, why);
+        say(ctx, is->s, CG_LOG_WARN, where, "", "rejected: %s", why);
         is->s->rejected++;
         return;
     }
@@ -149,7 +152,7 @@ typedef struct dir_visit {
 static int visit_store(void *arg, const char *path, const cg_tune_entry *e, const char *why) {
     dir_visit *dv = arg;
     if (!e) {
-        say(dv->is->msg, dv->is->s, "chunkgen import: %s: rejected: %s\n", path, why);
+        say(dv->ctx, dv->is->s, CG_LOG_WARN, path, "", "rejected: %s", why);
         dv->is->s->rejected++;
         return 0;
     }
@@ -218,22 +221,21 @@ static void commit(cg_context *ctx, import_set *is, int dry) {
             double om = old.best >= 0 ? old.cand[old.best].median_ms : NAN;
             for (int i = a; i < b; i++) {
                 const cg_tune_entry *e = &is->v[i].e;
-                say(is->msg, s,
-                    "chunkgen import: %s (%s): kept the store's entry (%.4g ms vs %.4g ms: faster, or within the "
-                    "noise and first by the tie rule)\n",
-                    is->v[i].where, brief, om, e->best >= 0 ? e->cand[e->best].median_ms : NAN);
+                say(ctx, s, CG_LOG_INFO, is->v[i].where, brief,
+                    "kept the store's entry (%.4g ms vs %.4g ms: faster, or within the noise and first by the tie "
+                    "rule)",
+                    om, e->best >= 0 ? e->cand[e->best].median_ms : NAN);
                 s->kept++;
             }
         } else {
             int wi = a + w - have_old;
             for (int i = a; i < b; i++)
                 if (i != wi) {
-                    say(is->msg, s, "chunkgen import: %s (%s): superseded by %s\n", is->v[i].where, brief,
-                        is->v[wi].where);
+                    say(ctx, s, CG_LOG_INFO, is->v[i].where, brief, "superseded by %s", is->v[wi].where);
                     s->kept++;
                 }
             if (!dry && cg__tune_store_put(ctx, dir, &is->v[wi].e) != CG_OK) {
-                say(is->msg, s, "chunkgen import: %s (%s): not written: %s\n", is->v[wi].where, brief, cg_errmsg(ctx));
+                say(ctx, s, CG_LOG_ERROR, is->v[wi].where, brief, "not written: %s", cg_errmsg(ctx));
                 s->rejected++; /* counted once: the write failed */
                 ctx->errmsg[0] = '\0';
             } else if (have_old) {
@@ -252,26 +254,20 @@ static void set_free(import_set *is) {
     free(is->v);
 }
 
-static void finish_messages(import_set *is) {
-    if (is->s->messages > CG_IMPORT_MSG_CAP)
-        fprintf(is->msg, "chunkgen import: %d more message(s) not shown\n", is->s->messages - CG_IMPORT_MSG_CAP);
-}
-
 cg_status cg__tune_import_json(cg_context *ctx, json_t *doc, const char *what, int allow_foreign, int dry_run,
-                               FILE *msg, cg_tune_import_stats *s) {
+                               cg_tune_import_stats *s) {
     memset(s, 0, sizeof *s);
-    import_set is = {NULL, 0, 0, allow_foreign, msg, s};
+    import_set is = {NULL, 0, 0, allow_foreign, s};
     cg_status st = collect_json(ctx, &is, doc, what);
     if (st == CG_OK) commit(ctx, &is, dry_run);
-    finish_messages(&is);
     set_free(&is);
     return st;
 }
 
 cg_status cg__tune_import_files(cg_context *ctx, const char *const *paths, int npaths, int allow_foreign, int dry_run,
-                                FILE *msg, cg_tune_import_stats *s) {
+                                cg_tune_import_stats *s) {
     memset(s, 0, sizeof *s);
-    import_set is = {NULL, 0, 0, allow_foreign, msg, s};
+    import_set is = {NULL, 0, 0, allow_foreign, s};
     cg_status st = CG_OK;
     for (int i = 0; st == CG_OK && i < npaths; i++) {
         const char *path = paths[i];
@@ -297,12 +293,11 @@ cg_status cg__tune_import_files(cg_context *ctx, const char *const *paths, int n
     }
     /* nothing is written when a source cannot be read */
     if (st == CG_OK) commit(ctx, &is, dry_run);
-    finish_messages(&is);
     set_free(&is);
     return st;
 }
 
-cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run, FILE *msg,
+cg_status cg__tune_import_file(cg_context *ctx, const char *path, int allow_foreign, int dry_run,
                                cg_tune_import_stats *s) {
-    return cg__tune_import_files(ctx, &path, 1, allow_foreign, dry_run, msg, s);
+    return cg__tune_import_files(ctx, &path, 1, allow_foreign, dry_run, s);
 }

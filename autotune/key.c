@@ -41,6 +41,52 @@ uint64_t cg__tune_hash(const void *data, size_t n, uint64_t seed) {
     return h;
 }
 
+/* ------------------------------------------------ symbols <-> key fields
+ * The key's extents are the op table's key column (cg_op_desc.key): each symbol has its
+ * field in cg_tune_key, the names of the store's format (schema 1: dk, dv, H, D, N, G). */
+static int64_t *key_field(cg_tune_key *k, cg_sym s) {
+    switch (s) {
+    case CG_SYM_DK: return &k->dk;
+    case CG_SYM_DV: return &k->dv;
+    case CG_SYM_H: return &k->H;
+    case CG_SYM_D: return &k->D;
+    case CG_SYM_N: return &k->N;
+    case CG_SYM_G: return &k->G;
+    default: return NULL;
+    }
+}
+
+int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s) {
+    int64_t *f = key_field((cg_tune_key *)k, s);
+    return f ? *f : 0;
+}
+
+/* The extent of symbol s in a tuner's shape (T holds the sequence: T or L). */
+int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s) {
+    switch (s) {
+    case CG_SYM_B: return sh->B;
+    case CG_SYM_T:
+    case CG_SYM_L: return sh->T;
+    case CG_SYM_G: return sh->G;
+    case CG_SYM_H: return sh->H;
+    case CG_SYM_DK: return sh->dk;
+    case CG_SYM_DV: return sh->dv;
+    case CG_SYM_D: return sh->D;
+    case CG_SYM_N: return sh->N;
+    default: return 0;
+    }
+}
+
+const cg_op_desc *cg__tune_family(const cg_tune_shape *s) {
+    return cg__op_desc(s->sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD); /* the one place a shape's flag picks its op */
+}
+
+const cg_op_desc *cg__tune_key_family(const cg_tune_key *k) {
+    for (int i = 0; i < CG_OP_COUNT; i++)
+        if (!cg__op_desc((cg_op)i)->bwd && !strcmp(cg__op_desc((cg_op)i)->family, k->op)) return cg__op_desc((cg_op)i);
+    return NULL;
+}
+
 int cg__tune_cpu_threads(cg_context *ctx) { return ctx->threads > 0 ? ctx->threads : cg__online_cores(); }
 
 cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key *k) {
@@ -88,17 +134,11 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
     memset(k, 0, sizeof *k);
     cg_status st = cg__tune_device_key(ctx, backend, k);
     if (st != CG_OK) return st;
-    snprintf(k->op, sizeof k->op, "%s", s->sscan ? "sscan" : "ssd");
+    const cg_op_desc *d = cg__tune_family(s);
+    snprintf(k->op, sizeof k->op, "%s", d->family);
     snprintf(k->dir, sizeof k->dir, "%s", bwd ? "bwd" : "fwd");
-    if (s->sscan) {
-        k->D = s->D;
-        k->N = s->N;
-    } else {
-        k->dk = s->dk;
-        k->dv = s->dv;
-        k->H = s->H;
-    }
-    k->G = s->G;
+    for (int i = 0; i < d->nkey; i++) /* the op table's key column */
+        if (key_field(k, d->key[i])) *key_field(k, d->key[i]) = cg__tune_shape_dim(s, d->key[i]);
     snprintf(k->dtype, sizeof k->dtype, "%s", s->dtype[0] ? s->dtype : "f32");
     snprintf(k->precision, sizeof k->precision, "fp32");
     k->seq_bucket = cg__tune_bucket(s->T);
@@ -131,14 +171,10 @@ void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s) {
         dt[i] = v->p ? (int)v->dt : -1;
     }
     cg__op_dtype_sig(d, dt, s->dtype, sizeof s->dtype);
-    if (op == CG_OP_SSD_FWD || op == CG_OP_SSD_BWD) {
-        const cg_ssd_prob *p = prob;
-        s->B = p->B, s->T = p->T, s->G = p->G, s->H = p->H, s->dk = p->dk, s->dv = p->dv;
-    } else {
-        const cg_sscan_prob *p = prob;
-        s->sscan = 1;
-        s->B = p->B, s->T = p->L, s->D = p->D, s->N = p->N, s->G = p->G;
-    }
+    s->sscan = d->seq == CG_SYM_L; /* (cg_tune_shape: the family as a flag) */
+    s->B = cg__prob_dim(d, prob, CG_SYM_B), s->T = cg__prob_dim(d, prob, d->seq), s->G = cg__prob_dim(d, prob, CG_SYM_G);
+    s->H = cg__prob_dim(d, prob, CG_SYM_H), s->dk = cg__prob_dim(d, prob, CG_SYM_DK);
+    s->dv = cg__prob_dim(d, prob, CG_SYM_DV), s->D = cg__prob_dim(d, prob, CG_SYM_D), s->N = cg__prob_dim(d, prob, CG_SYM_N);
     s->varlen_max = varlen_max(d, prob);
 }
 
@@ -159,57 +195,12 @@ void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap) {
     char dt[80] = ""; /* float32 keys read as before #15 */
     if (k->dtype[0] && strcmp(k->dtype, "f32")) snprintf(dt, sizeof dt, " %s", k->dtype);
     if (k->varlen) snprintf(dt + strlen(dt), sizeof dt - strlen(dt), " varlen max<=%lld", (long long)k->varlen);
-    if (!strcmp(k->op, "sscan"))
-        snprintf(buf, cap, "%s sscan %s D%lld N%lld G%lld L<=%lld%s", k->backend, k->dir, (long long)k->D,
-                 (long long)k->N, (long long)k->G, (long long)k->seq_bucket, dt);
-    else
-        snprintf(buf, cap, "%s ssd %s dk%lld dv%lld G%lld H%lld T<=%lld%s", k->backend, k->dir, (long long)k->dk,
-                 (long long)k->dv, (long long)k->G, (long long)k->H, (long long)k->seq_bucket, dt);
-}
-
-static int parse_list(const char *text, int64_t *v, int max) {
-    int n = 0;
-    const char *s = text;
-    while (*s) {
-        if (n == max) return -1;
-        char *end;
-        long long x = strtoll(s, &end, 10);
-        if (end == s || x < 1 || x > ((int64_t)1 << 40)) return -1;
-        v[n++] = x;
-        s = end;
-        if (*s == ',') {
-            s++;
-            if (!*s) return -1;
-        } else if (*s) {
-            return -1;
-        }
-    }
-    return n;
-}
-
-cg_status cg__tune_shape_parse(cg_context *ctx, const char *text, int sscan, cg_tune_shape *s) {
-    memset(s, 0, sizeof *s);
-    int64_t v[6];
-    int n = parse_list(text, v, 6);
-    if (sscan) {
-        if (n != 4 && n != 5)
-            return cg__err(ctx, CG_EINVAL, "shape \"%s\": expected B,L,D,N or B,L,D,N,G (positive integers) for sscan",
-                           text);
-        s->sscan = 1;
-        s->B = v[0], s->T = v[1], s->D = v[2], s->N = v[3], s->G = n == 5 ? v[4] : 1;
-        if (s->D % s->G)
-            return cg__err(ctx, CG_EINVAL, "shape \"%s\": G = %lld must divide D = %lld", text, (long long)s->G,
-                           (long long)s->D);
-        snprintf(s->name, sizeof s->name, "d%lld_n%lld_g%lld", (long long)s->D, (long long)s->N, (long long)s->G);
-    } else {
-        if (n != 6)
-            return cg__err(ctx, CG_EINVAL, "shape \"%s\": expected B,T,G,H,dk,dv (positive integers) for ssd", text);
-        s->B = v[0], s->T = v[1], s->G = v[2], s->H = v[3], s->dk = v[4], s->dv = v[5];
-        if (s->H % s->G)
-            return cg__err(ctx, CG_EINVAL, "shape \"%s\": G = %lld must divide H = %lld", text, (long long)s->G,
-                           (long long)s->H);
-        snprintf(s->name, sizeof s->name, "g%lldh%lld_dk%lld_dv%lld", (long long)s->G, (long long)s->H,
-                 (long long)s->dk, (long long)s->dv);
-    }
-    return CG_OK;
+    /* "cpu ssd fwd dk128 dv128 G2 H8 T<=2048": the key column's extents, then the sequence's bucket */
+    const cg_op_desc *d = cg__tune_key_family(k);
+    char ext[160] = "";
+    for (int i = 0; d && i < d->nkey; i++)
+        snprintf(ext + strlen(ext), sizeof ext - strlen(ext), " %s%lld", cg_sym_name(d->key[i]),
+                 (long long)cg__tune_key_dim(k, d->key[i]));
+    snprintf(buf, cap, "%s %s %s%s %s<=%lld%s", k->backend, k->op, k->dir, ext, d ? cg_sym_name(d->seq) : "T",
+             (long long)k->seq_bucket, dt);
 }

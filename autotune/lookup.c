@@ -11,6 +11,7 @@
  * entry write is a rename into it; checked at most once a second) or this process wrote
  * into it. A lookup after the first is a clock read and a scan of the index. */
 #include "autotune.h"
+#include "env.h"
 #include "ops.h"
 #include "cpu/cpu_isa.h"
 
@@ -28,7 +29,7 @@
  * that applies wins. */
 static cg_status env_pin(cg_context *ctx, cg_op op, cg_cfg *cfg, int *found) {
     *found = 0;
-    const char *env = getenv("CHUNKGEN_CONFIG");
+    const char *env = cg__env(CG_ENV_CONFIG);
     if (!env || !*env) return CG_OK;
     char part[CG_CFG_MAX * 66 + 32], why[CG_ERRMSG_CAP];
     const int r = cg__cfg_scope(env, op, part, sizeof part, why, sizeof why);
@@ -57,6 +58,7 @@ typedef struct store_index {
     int loaded;
     int missing;                 /* dir did not exist at the last stat() */
     struct timespec mtime;       /* of dir when loaded */
+    unsigned store_gen;          /* cg__tune_store_gen() when loaded */
     int recheck;                 /* dir changed within the mtime granularity of the load */
     double checked;              /* monotonic time of the last stat() */
     idx_item *items;
@@ -72,14 +74,6 @@ static void index_clear(store_index *x) {
     for (int i = 0; i < x->n; i++) free(x->items[i].family);
     x->n = 0;
     x->loaded = 0;
-}
-
-void cg__tune_index_invalidate(const char *dir) {
-    pthread_mutex_lock(&g_mu);
-    for (store_index *x = g_indexes; x; x = x->next)
-        if (!dir || !strcmp(x->dir, dir)) x->loaded = x->missing = 0;
-    atomic_fetch_add(&g_gen, 1);
-    pthread_mutex_unlock(&g_mu);
 }
 
 static int add_item(void *arg, const char *path, const cg_tune_entry *e, const char *why) {
@@ -127,6 +121,10 @@ static store_index *index_get(const char *dir) {
     clock_gettime(CLOCK_MONOTONIC, &mono);
     double tnow = (double)mono.tv_sec + 1e-9 * (double)mono.tv_nsec;
     /* (a missing store is looked for again after a second too: no stat per call) */
+    /* This process's writes show at once: the store's generation moved. */
+    const unsigned sgen = cg__tune_store_gen();
+    if (x->store_gen != sgen) x->loaded = x->missing = 0;
+    x->store_gen = sgen;
     if ((x->loaded || x->missing) && !x->recheck && tnow - x->checked < 1.0) return x->missing ? NULL : x;
     x->checked = tnow;
     struct stat st;
@@ -187,22 +185,20 @@ cg_status cg__tune_lookup_key(cg_context *ctx, const cg_tune_key *k, char *cfg, 
 
 static __thread int t_tuning; /* no lookup-triggered tune inside a tune */
 
-static int env_flag(const char *name) {
-    const char *v = getenv(name);
+static int env_flag(cg_env_var name) {
+    const char *v = cg__env(name);
     return v && (!strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "on"));
 }
 
 static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s) {
     cg_tune_opts o;
     cg__tune_opts_default(&o);
-    o.op_mask = s->sscan ? 2 : 1;
-    o.dir_mask = (op == CG_OP_SSD_BWD || op == CG_OP_SSCAN_BWD) ? 2 : 1;
-    o.progress = 0;
-    const char *b = getenv("CHUNKGEN_TUNE_BUDGET");
+    o.dir_mask = cg__op_desc(op)->bwd ? 2 : 1;
+    const char *b = cg__env(CG_ENV_TUNE_BUDGET);
     o.budget_s = b && *b ? atof(b) : 60.0;
     cg_tune_shape shape = *s;
     snprintf(shape.name, sizeof shape.name, "first call");
-    cg_tune_summary sum;
+    cg_tune_sum sum;
     cg__log(CG_LOG_INFO, "no tuned config for this %s call: tuning it (CHUNKGEN_TUNE_ON_MISS=1)", cg__op_desc(op)->name);
     t_tuning = 1;
     cg_status st = cg__tune_run(ctx, backend, &shape, 1, &o, &sum);
@@ -224,7 +220,7 @@ typedef struct lookup_memo {
     const char *backend;
     cg_op op;
     int64_t shape[10];
-    unsigned gen;
+    unsigned gen, sgen; /* g_gen and cg__tune_store_gen() */
     double t;
     char dir[1024];
     char text[CG_TUNE_CFG_TEXT];
@@ -252,10 +248,10 @@ static void lookup_cached(cg_context *ctx, const char *backend, cg_op op, const 
     shape_words(s, w);
     const char *dir = cg__cache_dir(ctx);
     double now = mono_s();
-    unsigned gen = atomic_load(&g_gen);
+    unsigned gen = atomic_load(&g_gen), sgen = cg__tune_store_gen();
     const void *isa = cg__cpu_isa_ops();
     if (m->valid && m->ctx == ctx && m->threads == ctx->threads && m->isa == isa && !strcmp(m->backend, backend) && m->op == op &&
-        !memcmp(m->shape, w, sizeof w) && m->gen == gen && now - m->t < 0.25 && !strcmp(m->dir, dir)) {
+        !memcmp(m->shape, w, sizeof w) && m->gen == gen && m->sgen == sgen && now - m->t < 0.25 && !strcmp(m->dir, dir)) {
         size_t n = strnlen(m->text, cap - 1);
         memcpy(text, m->text, n);
         text[n] = '\0';
@@ -275,7 +271,7 @@ static void lookup_cached(cg_context *ctx, const char *backend, cg_op op, const 
         cg__tune_lookup_key(ctx, k, text, cap, lv);
     }
     if (strlen(dir) >= sizeof m->dir || strlen(text) >= sizeof m->text) return;
-    *m = (lookup_memo){.valid = 1, .ctx = ctx, .threads = ctx->threads, .isa = isa, .backend = backend, .op = op, .gen = gen,
+    *m = (lookup_memo){.valid = 1, .ctx = ctx, .threads = ctx->threads, .isa = isa, .backend = backend, .op = op, .gen = gen, .sgen = sgen,
                        .t = now, .lv = *lv};
     memcpy(m->shape, w, sizeof w);
     snprintf(m->dir, sizeof m->dir, "%s", dir);
@@ -302,7 +298,7 @@ static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, co
     int keyed;
     lookup_cached(ctx, backend, op, &s, text, sizeof text, &lv, &keyed, &k);
     if (keyed < 0) return CG_OK;
-    const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag("CHUNKGEN_TUNE_ON_MISS");
+    const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag(CG_ENV_TUNE_ON_MISS);
     if (lv != CG_SRC_EXACT && !t_tuning && on_miss && !s.varlen_max) { /* no varlen tuner problems yet */
         t_memo.valid = 0;
         if (!keyed && cg__tune_key_make(ctx, backend, &s, cg__op_desc(op)->bwd, &k) != CG_OK) {
@@ -326,6 +322,23 @@ static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, co
     }
     *src = lv;
     return CG_OK;
+}
+
+cg_status cg__tune_lookup_shape(cg_context *ctx, const char *backend, cg_op op, const cg_tune_shape *s, char *cfg,
+                                size_t cap, cg_cfg_source *src, cg_tune_key *k) {
+    cfg[0] = '\0';
+    *src = CG_SRC_DEFAULT;
+    cg_status st = cg__tune_key_make(ctx, backend, s, cg__op_desc(op)->bwd, k);
+    if (st != CG_OK) return st; /* no device identity here: nothing tuned applies */
+    cg_cfg pin;
+    int pinned;
+    if ((st = env_pin(ctx, op, &pin, &pinned)) != CG_OK) return st;
+    if (pinned) {
+        cg__cfg_text(&pin, cfg, cap);
+        *src = CG_SRC_PINNED_ENV;
+        return CG_OK;
+    }
+    return cg__tune_lookup_key(ctx, k, cfg, cap, src);
 }
 
 /* The autotuner's config source: $CHUNKGEN_CONFIG pins, then the store, then tune on miss. */

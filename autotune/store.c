@@ -11,6 +11,7 @@
  * NFS (rename is atomic there, and close-to-open consistency covers the data). */
 #include "autotune.h"
 #include "fsutil.h"
+#include "ops.h"
 
 #include <jansson.h>
 
@@ -328,11 +329,21 @@ static int key_from_json(json_t *o, cg_tune_key *k, char *why, size_t whycap) {
     k->cc = (int)cc, k->sm_count = (int)sm, k->threads = (int)th, k->par = (int)par;
     if (strcmp(k->backend, "cpu") && strcmp(k->backend, "cuda") && strcmp(k->backend, "emulate"))
         return BAD("key.backend \"%s\" is not cpu, cuda or emulate", k->backend);
-    if (strcmp(k->op, "ssd") && strcmp(k->op, "sscan")) return BAD("key.op \"%s\" is not ssd or sscan", k->op);
+    const cg_op_desc *d = cg__tune_key_family(k);
+    if (!d) return BAD("key.op \"%s\" is not an op family of this chunkgen", k->op);
     if (strcmp(k->dir, "fwd") && strcmp(k->dir, "bwd")) return BAD("key.dir \"%s\" is not fwd or bwd", k->dir);
     if (k->seq_bucket & (k->seq_bucket - 1)) return BAD("key.seq_bucket %lld is not a power of two", (long long)k->seq_bucket);
-    if (!strcmp(k->op, "ssd") ? (k->dk < 1 || k->dv < 1 || k->H < 1 || k->H % k->G || k->D || k->N)
-                              : (k->D < 1 || k->N < 1 || k->D % k->G || k->dk || k->dv || k->H))
+    /* the op table's key column: its extents >= 1 (and its divisibility rule), every other field 0 */
+    static const cg_sym k_fields[] = {CG_SYM_DK, CG_SYM_DV, CG_SYM_H, CG_SYM_D, CG_SYM_N, CG_SYM_G};
+    int fits = d->divisible == CG_SYM_NONE || !cg__tune_key_dim(k, d->divisor) ||
+               cg__tune_key_dim(k, d->divisible) % cg__tune_key_dim(k, d->divisor) == 0;
+    for (size_t i = 0; i < sizeof k_fields / sizeof k_fields[0]; i++) {
+        int in_key = 0;
+        for (int j = 0; j < d->nkey; j++) in_key |= d->key[j] == k_fields[i];
+        const int64_t v = cg__tune_key_dim(k, k_fields[i]);
+        fits &= in_key ? v >= 1 : v == 0;
+    }
+    if (!fits)
         return BAD("key: dimensions do not fit op %s (dk=%lld dv=%lld H=%lld D=%lld N=%lld G=%lld)", k->op,
                    (long long)k->dk, (long long)k->dv, (long long)k->H, (long long)k->D, (long long)k->N,
                    (long long)k->G);
@@ -523,7 +534,7 @@ cg_status cg__tune_store_put(cg_context *ctx, const char *dir, const cg_tune_ent
     cg__tune_entry_file(&e->key, name, sizeof name);
     cg_status st = cg__tune_write_atomic(ctx, dir, name, buf, n + 1);
     free(buf);
-    if (st == CG_OK) cg__tune_index_invalidate(dir);
+    if (st == CG_OK) cg__tune_store_changed();
     return st;
 }
 
@@ -636,6 +647,14 @@ int cg__tune_store_scan(const char *dir, cg_tune_visit_fn fn, void *arg) {
     free(names);
     return visited;
 }
+
+/* ------------------------------------------------------------ generation */
+
+static atomic_uint g_store_gen;
+
+unsigned cg__tune_store_gen(void) { return atomic_load(&g_store_gen); }
+
+void cg__tune_store_changed(void) { atomic_fetch_add(&g_store_gen, 1); }
 
 /* ------------------------------------------------------------ warn once */
 

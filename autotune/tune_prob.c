@@ -25,10 +25,6 @@ typedef union tprob_args {
     cg_sscan_bwd_args sscan_bwd;
 } tprob_args;
 
-static cg_op op_of(int sscan, int bwd) {
-    return sscan ? (bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD) : (bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD);
-}
-
 int64_t cg__tprob_mix(int64_t T, int64_t maxlen, int64_t *cu) {
     const int64_t m = maxlen < T ? maxlen : T;
     int64_t n = 0, at = 0;
@@ -44,14 +40,11 @@ int64_t cg__tprob_mix(int64_t T, int64_t maxlen, int64_t *cu) {
 /* The op's tensors at batch B and length T (nseq > 0: the states per sequence). */
 static int spec_of(const cg_op_desc *d, const cg_tune_shape *s, int64_t B, int64_t T, int64_t nseq, tspec *t) {
     int64_t dims[CG_SYM_COUNT] = {0};
+    for (int i = 1; i < CG_SYM_COUNT; i++) /* the op's symbols; B and the sequence as asked */
+        if (d->dim_off[i] != (size_t)-1) dims[i] = cg__tune_shape_dim(s, (cg_sym)i);
     dims[CG_SYM_NONE] = 1;
     dims[CG_SYM_B] = B;
-    dims[CG_SYM_G] = s->G;
-    if (s->sscan) {
-        dims[CG_SYM_L] = T, dims[CG_SYM_D] = s->D, dims[CG_SYM_N] = s->N;
-    } else {
-        dims[CG_SYM_T] = T, dims[CG_SYM_H] = s->H, dims[CG_SYM_DK] = s->dk, dims[CG_SYM_DV] = s->dv;
-    }
+    dims[d->seq] = T;
     for (int i = 0; i < d->nt; i++) {
         const cg_tdesc *td = &d->t[i];
         memset(&t[i], 0, sizeof t[i]);
@@ -139,9 +132,8 @@ cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int 
                             int with_ref) {
     cg_context *ctx = env->ctx;
     memset(p, 0, sizeof *p);
-    p->sscan = s->sscan;
     p->bwd = bwd;
-    p->op = op_of(s->sscan, bwd);
+    p->op = cg__tune_op(s, bwd)->op;
     const cg_op_desc *d = cg__op_desc(p->op);
     if (s->varlen_max > 0) { /* the varlen class: B = 1, the length mix packed along T */
         T *= B;

@@ -25,7 +25,7 @@ typedef union tprob_prob {
 
 typedef struct tprob {
     cg_op op;
-    int sscan, bwd, nt;
+    int bwd, nt;
     tspec spec[MAXT];
     int used[MAXT];
     int64_t count[MAXT];

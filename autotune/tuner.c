@@ -33,50 +33,6 @@ void cg__tune_opts_default(cg_tune_opts *o) {
     memset(o, 0, sizeof *o);
     o->op_mask = 3;
     o->dir_mask = 3;
-    o->progress = 0;
-}
-
-/* ------------------------------------------------------------ shape sets */
-
-#define SSD_SHAPE(b, t, g, h, k, v, nm) {0, b, t, g, h, k, v, 0, 0, nm, "f32", 0}
-#define SSCAN_SHAPE(b, l, d, n, nm) {1, b, l, 1, 0, 0, 0, d, n, nm, "f32", 0}
-
-/* The seeds' four SSD configs at T = 512, 2048, 8192 and the selective scan at batch 4,
- * dim 256/512/1024, state 16. */
-static const cg_tune_shape k_gpu_shapes[] = {
-    SSD_SHAPE(4, 512, 2, 8, 128, 128, "g2h8_d128"),        SSD_SHAPE(4, 2048, 2, 8, 128, 128, "g2h8_d128"),
-    SSD_SHAPE(4, 8192, 2, 8, 128, 128, "g2h8_d128"),       SSD_SHAPE(2, 512, 1, 24, 128, 64, "g1h24_dk128_dv64"),
-    SSD_SHAPE(2, 2048, 1, 24, 128, 64, "g1h24_dk128_dv64"), SSD_SHAPE(2, 8192, 1, 24, 128, 64, "g1h24_dk128_dv64"),
-    SSD_SHAPE(4, 512, 1, 1, 128, 128, "g1h1_d128"),        SSD_SHAPE(4, 2048, 1, 1, 128, 128, "g1h1_d128"),
-    SSD_SHAPE(4, 8192, 1, 1, 128, 128, "g1h1_d128"),       SSD_SHAPE(4, 512, 2, 4, 48, 40, "g2h4_dk48_dv40"),
-    SSD_SHAPE(4, 2048, 2, 4, 48, 40, "g2h4_dk48_dv40"),    SSD_SHAPE(4, 8192, 2, 4, 48, 40, "g2h4_dk48_dv40"),
-    SSCAN_SHAPE(4, 512, 256, 16, "d256_n16"),              SSCAN_SHAPE(4, 2048, 256, 16, "d256_n16"),
-    SSCAN_SHAPE(4, 8192, 256, 16, "d256_n16"),             SSCAN_SHAPE(4, 512, 512, 16, "d512_n16"),
-    SSCAN_SHAPE(4, 2048, 512, 16, "d512_n16"),             SSCAN_SHAPE(4, 8192, 512, 16, "d512_n16"),
-    SSCAN_SHAPE(4, 512, 1024, 16, "d1024_n16"),            SSCAN_SHAPE(4, 2048, 1024, 16, "d1024_n16"),
-    SSCAN_SHAPE(4, 8192, 1024, 16, "d1024_n16"),
-};
-
-/* The CPU backend: the seeds' CPU runs (001 SSD, 004 selective scan) with their batches
- * (the key's par field tells batch x heads against the threads apart, and the best
- * config depends on it), at T = 512 and 2048 (the 8192 bucket is reached by
- * nearest-bucket lookup). */
-static const cg_tune_shape k_cpu_shapes[] = {
-    SSD_SHAPE(4, 512, 2, 8, 128, 128, "g2h8_d128"),        SSD_SHAPE(4, 2048, 2, 8, 128, 128, "g2h8_d128"),
-    SSD_SHAPE(2, 512, 1, 24, 128, 64, "g1h24_dk128_dv64"), SSD_SHAPE(2, 2048, 1, 24, 128, 64, "g1h24_dk128_dv64"),
-    SSD_SHAPE(4, 512, 1, 1, 128, 128, "g1h1_d128"),        SSD_SHAPE(4, 2048, 1, 1, 128, 128, "g1h1_d128"),
-    SSD_SHAPE(4, 512, 2, 4, 48, 40, "g2h4_dk48_dv40"),     SSD_SHAPE(4, 2048, 2, 4, 48, 40, "g2h4_dk48_dv40"),
-    SSCAN_SHAPE(4, 2048, 256, 16, "d256_n16"),             SSCAN_SHAPE(4, 2048, 512, 16, "d512_n16"),
-    SSCAN_SHAPE(4, 2048, 1024, 16, "d1024_n16"),
-};
-
-const cg_tune_shape *cg__tune_default_shapes(const char *backend, int *n) {
-    if (!strcmp(backend, "cpu")) {
-        *n = (int)(sizeof k_cpu_shapes / sizeof k_cpu_shapes[0]);
-        return k_cpu_shapes;
-    }
-    *n = (int)(sizeof k_gpu_shapes / sizeof k_gpu_shapes[0]);
-    return k_gpu_shapes;
 }
 
 /* ------------------------------------------------------------ compile ahead
@@ -103,7 +59,7 @@ typedef struct ahead {
 static void *ahead_main(void *arg) {
     ahead *a = arg;
     cg_context *w = NULL;
-    if (cg_context_create(&w) != CG_OK) return NULL;
+    if (cg__context_new(&w) != CG_OK) return NULL; /* compiles only: no config source */
     cg_context_set_cache_dir(w, a->cache_dir);
     cg_context_set_threads(w, 1);
     for (;;) {
@@ -133,40 +89,44 @@ static void ahead_stop(ahead *a) {
     a->started = 0;
 }
 
-/* ------------------------------------------------------------------ output */
+/* ------------------------------------------------------------------ output
+ * Nothing is printed: each key is a task of the context's progress events (START, a STEP
+ * per candidate, DONE with its result; MESSAGE for what happens on the way). */
 
-typedef struct tui {
-    FILE *f;
-    int mode;        /* 1 bar, 0 lines, -1 quiet */
-    int ikey, nkeys;
-    char what[200];
-} tui;
+typedef struct tstate {
+    const struct tenv *env;
+    const cg_tune_opts *o;
+    const char *dir;
+    double deadline;          /* whole tune; 0: none */
+    cg_tune_sum *sum;
+    int ikey, nkeys;          /* the key's place in the run, 1-based */
+    char what[200];           /* the key: "cpu ssd fwd T=2048" */
+    const char *name;         /* the shape's name, else the key's extents */
+    char keyname[200];
+} tstate;
 
-static void ui_line(tui *u, const char *fmt, ...) CG_PRINTF(2, 3);
-static void ui_line(tui *u, const char *fmt, ...) {
-    if (u->mode < 0) return;
-    if (u->mode == 1) fputs("\r\033[K", u->f);
+static void event(tstate *ts, cg_progress_kind kind, cg_log_level level, const char *fmt, ...) CG_PRINTF(4, 5);
+static void event(tstate *ts, cg_progress_kind kind, cg_log_level level, const char *fmt, ...) {
+    if (!ts->env->ctx->progress) return;
+    char text[CG_TUNE_CFG_TEXT + 400];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(u->f, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    fputc('\n', u->f);
-    fflush(u->f);
+    cg__progress(ts->env->ctx, (cg_progress){.kind = kind, .level = level, .task = ts->what, .subject = ts->name,
+                                             .text = text, .index = ts->ikey, .count = ts->nkeys});
 }
 
-static void ui_bar(tui *u, int done, int total, const cg_tune_entry *e) {
-    if (u->mode != 1) return;
-    char bar[21];
-    int fill = total > 0 ? done * 20 / total : 0;
-    for (int i = 0; i < 20; i++) bar[i] = i < fill ? '#' : '.';
-    bar[20] = '\0';
+static void step(tstate *ts, int done, int total, const cg_tune_entry *e) {
+    cg_context *ctx = ts->env->ctx;
+    if (!ctx->progress) return;
     char best[CG_TUNE_CFG_TEXT + 40] = "";
     int b = cg__tune_select(e->cand, e->ncand, CG_TUNE_TIE_REL, NULL);
     if (b >= 0)
-        snprintf(best, sizeof best, "  best %.3f ms %s", e->cand[b].median_ms,
-                 e->cand[b].cfg[0] ? e->cand[b].cfg : "(default)");
-    fprintf(u->f, "\r\033[K[%d/%d] %s [%s] %d/%d%s", u->ikey, u->nkeys, u->what, bar, done, total, best);
-    fflush(u->f);
+        snprintf(best, sizeof best, "best %.3f ms %s", e->cand[b].median_ms, e->cand[b].cfg[0] ? e->cand[b].cfg : "(default)");
+    cg__progress(ctx, (cg_progress){.kind = CG_PROGRESS_STEP, .level = CG_LOG_INFO, .task = ts->what,
+                                    .subject = ts->name, .text = best, .index = ts->ikey, .count = ts->nkeys,
+                                    .done = done, .total = total});
 }
 
 #define CONFIRM_TOP 3
@@ -239,26 +199,30 @@ static int memory_ok(const cg_cfg *def, const cg_cfg *c) {
     return 1;
 }
 
-typedef struct tstate {
-    const tenv *env;
-    const cg_tune_opts *o;
-    tui *ui;
-    const char *dir;
-    double deadline;          /* whole tune; 0: none */
-    cg_tune_summary *sum;
-} tstate;
-
 static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_left) {
     const tenv *env = ts->env;
     cg_context *ctx = env->ctx;
     const cg_tune_opts *o = ts->o;
+    const cg_op_desc *opd = cg__tune_op(s, bwd);
+    snprintf(ts->what, sizeof ts->what, "%s %s %s %s=%lld", env->backend, opd->family, bwd ? "bwd" : "fwd",
+             cg_sym_name(opd->seq), (long long)s->T);
+    ts->name = s->name;
     cg_tune_key key;
     cg_status st = cg__tune_key_make(ctx, env->backend, s, bwd, &key);
     if (st != CG_OK) return st;
     char brief[200];
     cg__tune_key_brief(&key, brief, sizeof brief);
-    snprintf(ts->ui->what, sizeof ts->ui->what, "%s %s %s %s=%lld", env->backend, s->sscan ? "sscan" : "ssd",
-             bwd ? "bwd" : "fwd", s->sscan ? "L" : "T", (long long)s->T);
+    if (!s->name[0]) { /* a shape without a name: its key's extents ("dk8 dv8 G1 H2 bf16") tell it apart */
+        const cg_op_desc *fam = cg__tune_key_family(&key);
+        ts->keyname[0] = '\0';
+        for (int i = 0; fam && i < fam->nkey; i++)
+            snprintf(ts->keyname + strlen(ts->keyname), sizeof ts->keyname - strlen(ts->keyname), "%s%s%lld",
+                     i ? " " : "", cg_sym_name(fam->key[i]), (long long)cg__tune_key_dim(&key, fam->key[i]));
+        if (strcmp(key.dtype, "f32"))
+            snprintf(ts->keyname + strlen(ts->keyname), sizeof ts->keyname - strlen(ts->keyname), " %s", key.dtype);
+        ts->name = ts->keyname;
+    }
+    event(ts, CG_PROGRESS_START, CG_LOG_INFO, "%s", brief);
 
     cg_tune_entry e;
     int resumed = 0;
@@ -266,8 +230,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     st = cg__tune_store_get(ctx, ts->dir, &key, &e);
     if (st == CG_OK) {
         if (e.complete && !e.truncated && !o->force) {
-            ui_line(ts->ui, "tune: [%d/%d] %s (%s): already tuned, %s", ts->ui->ikey, ts->ui->nkeys, ts->ui->what,
-                    s->name, e.best >= 0 && e.cand[e.best].cfg[0] ? e.cand[e.best].cfg : "(default)");
+            event(ts, CG_PROGRESS_DONE, CG_LOG_INFO, "already tuned, %s",
+                  e.best >= 0 && e.cand[e.best].cfg[0] ? e.cand[e.best].cfg : "(default)");
             cg__tune_entry_free(&e);
             ts->sum->cached++;
             return CG_OK;
@@ -291,7 +255,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     e.best = -1;
     e.complete = 0;
     e.truncated = 0;
-    snprintf(e.kernel, sizeof e.kernel, "%s", cg__tune_space_kernel(env->backend, s->sscan, bwd));
+    snprintf(e.kernel, sizeof e.kernel, "%s", cg__tune_space_kernel(env->backend, cg__tune_op(s, bwd)));
 
     /* The space */
     cg_kshape ks;
@@ -301,8 +265,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     int ncfg = 0;
     st = cg__tune_space(ctx, &key, e.kernel, &ks, &dev, &cfgs, &ncfg, &def);
     if (st == CG_ENOTFOUND && env->kx) { /* no generated kernel for this op (yet) */
-        ui_line(ts->ui, "tune: [%d/%d] %s (%s): skipped: %s", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name,
-                ctx->errmsg);
+        event(ts, CG_PROGRESS_DONE, CG_LOG_WARN, "skipped: %s", ctx->errmsg);
         ctx->errmsg[0] = '\0';
         ts->sum->unsupported++;
         cg__tune_entry_free(&e);
@@ -322,7 +285,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     /* Problems: verification (batch 1, short T, with the reference) and the full one. */
     int64_t maxc = 0;
     for (int i = 0; i < ncfg; i++) {
-        int64_t c = cg__cfg_int(&cfgs[i], s->sscan ? "segment" : "chunk", 0);
+        /* the chunk (SSD spaces) or the segment (selective-scan spaces) the config runs */
+        int64_t c = cg__cfg_int(&cfgs[i], "chunk", cg__cfg_int(&cfgs[i], "segment", 0));
         if (c > maxc) maxc = c;
     }
     int64_t vT = o->verify_T > 0 ? o->verify_T : (2 * maxc + 3 > 67 ? 2 * maxc + 3 : 67);
@@ -343,8 +307,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         cg__err(ctx, CG_EUNSUPPORTED, "backend %s does not take variable-length batches yet", env->backend);
     if (no_varlen || cg__backend_dtypes(ctx, env->vt, ver.op, &ver.prob) != CG_OK ||
         !env->vt->supports(ctx, ver.op, &ver.prob, NULL)) {
-        ui_line(ts->ui, "tune: [%d/%d] %s (%s): skipped: %s", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name,
-                ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");
+        event(ts, CG_PROGRESS_DONE, CG_LOG_WARN, "skipped: %s", ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");
         ctx->errmsg[0] = '\0';
         ts->sum->unsupported++;
         cg__tprob_free(env, &ver);
@@ -395,8 +358,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         if (cg__tune_entry_find(&e, t)) done++;
     }
     if (resumed)
-        ui_line(ts->ui, "tune: [%d/%d] %s (%s): resuming, %d of %d candidates done", ts->ui->ikey, ts->ui->nkeys,
-                ts->ui->what, s->name, done, ncfg + 1);
+        event(ts, CG_PROGRESS_MESSAGE, CG_LOG_INFO, "resuming, %d of %d candidates done", done, ncfg + 1);
     int truncated = 0, adopted = 0;
     const int fake = cg__tune_fake_timing(); /* tests: fixed timings, no confirmation */
     for (int j = 0; j <= ncfg; j++) {
@@ -426,8 +388,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         if (c.verdict != CG_TV_OK) {
             rejected++;
             if (!j)
-                ui_line(ts->ui, "tune: warning: %s: the default config is rejected (%s: %s)", brief,
-                        cg__tune_verdict_name(c.verdict), c.detail);
+                event(ts, CG_PROGRESS_MESSAGE, CG_LOG_WARN, "the default config is rejected (%s: %s)",
+                      cg__tune_verdict_name(c.verdict), c.detail);
         }
         measured++;
         if ((st = cg__tune_entry_add(&e, &c)) != CG_OK) break;
@@ -449,7 +411,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         }
         ctx->errmsg[0] = '\0';
         if ((st = cg__tune_store_put(ctx, ts->dir, &e)) != CG_OK) break;
-        ui_bar(ts->ui, done, ncfg + 1, &e);
+        step(ts, done, ncfg + 1, &e);
     }
     if (st == CG_OK && adopted) {
         if (ah.started) ahead_stop(&ah);
@@ -457,8 +419,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         cg__tprob_free(env, &ver);
         free(cfgs);
         cg__tune_entry_free(&e);
-        ui_line(ts->ui, "tune: [%d/%d] %s (%s): finished by another process meanwhile", ts->ui->ikey, ts->ui->nkeys,
-                ts->ui->what, s->name);
+        event(ts, CG_PROGRESS_DONE, CG_LOG_INFO, "finished by another process meanwhile");
         ts->sum->cached++;
         return CG_OK;
     }
@@ -515,8 +476,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     }
     ctx->errmsg[0] = '\0';
     if (keep_other) {
-        ui_line(ts->ui, "tune: [%d/%d] %s (%s): another process finished it meanwhile with a result the merge rule "
-                "keeps", ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name);
+        event(ts, CG_PROGRESS_DONE, CG_LOG_INFO, "another process finished it meanwhile with a result the merge rule keeps");
         ts->sum->kept_other++;
         ts->sum->candidates += measured;
         cg__tune_entry_free(&e);
@@ -532,13 +492,13 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         if (e.best >= 0 && e.default_ms > 0)
             snprintf(speed, sizeof speed, ", default %.3f ms: %.2fx", e.default_ms, e.default_ms / e.cand[e.best].median_ms);
         if (e.best >= 0)
-            ui_line(ts->ui, "tune: [%d/%d] %s (%s): %d candidates, %d rejected%s; best %s %.3f ms%s%s", ts->ui->ikey,
-                    ts->ui->nkeys, ts->ui->what, s->name, e.ncand, rejected, truncated ? " (budget: truncated)" : "",
-                    e.cand[e.best].cfg[0] ? e.cand[e.best].cfg : "(default)", e.cand[e.best].median_ms, speed,
-                    t_setup > 5 ? " [slow reference setup]" : "");
+            event(ts, CG_PROGRESS_DONE, CG_LOG_INFO, "%d candidates, %d rejected%s; best %s %.3f ms%s%s", e.ncand,
+                  rejected, truncated ? " (budget: truncated)" : "",
+                  e.cand[e.best].cfg[0] ? e.cand[e.best].cfg : "(default)", e.cand[e.best].median_ms, speed,
+                  t_setup > 5 ? " [slow reference setup]" : "");
         else
-            ui_line(ts->ui, "tune: [%d/%d] %s (%s): no candidate passed (%d rejected); the default config stays",
-                    ts->ui->ikey, ts->ui->nkeys, ts->ui->what, s->name, rejected);
+            event(ts, CG_PROGRESS_DONE, CG_LOG_WARN, "no candidate passed (%d rejected); the default config stays",
+                  rejected);
     }
     cg__tune_entry_free(&e);
     return st;
@@ -546,8 +506,10 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
 
 /* ------------------------------------------------------------------- run */
 
+static int dirs_of(const cg_tune_opts *o, const cg_tune_shape *s) { return s->dirs ? s->dirs : o->dir_mask; }
+
 cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape *shapes, int nshapes,
-                       const cg_tune_opts *o, cg_tune_summary *sum) {
+                       const cg_tune_opts *o, cg_tune_sum *sum) {
     memset(sum, 0, sizeof *sum);
     tenv env;
     memset(&env, 0, sizeof env);
@@ -571,11 +533,7 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
         cg_status st = env.kx->device(ctx, &dev);
         if (st != CG_OK) return st;
     }
-    tui ui;
-    memset(&ui, 0, sizeof ui);
-    ui.f = o->out ? o->out : stderr;
-    ui.mode = o->progress;
-    tstate ts = {.env = &env, .o = o, .ui = &ui, .dir = cg__tune_store_dir(ctx), .sum = sum};
+    tstate ts = {.env = &env, .o = o, .dir = cg__tune_store_dir(ctx), .sum = sum};
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", ts.dir);
     ts.dir = dir;
@@ -585,16 +543,16 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
     if (o->budget_s > 0) ts.deadline = t0 + o->budget_s;
     for (int i = 0; i < nshapes; i++)
         for (int d = 0; d < 2; d++)
-            if ((o->dir_mask >> d & 1) && (o->op_mask >> shapes[i].sscan & 1)) sum->keys++;
+            if ((dirs_of(o, &shapes[i]) >> d & 1) && (o->op_mask >> shapes[i].sscan & 1)) sum->keys++;
     cg_status first_err = CG_OK;
     char first_msg[CG_ERRMSG_CAP] = "";
     int k = 0;
     for (int i = 0; i < nshapes; i++) {
         for (int d = 0; d < 2; d++) {
-            if (!(o->dir_mask >> d & 1) || !(o->op_mask >> shapes[i].sscan & 1)) continue;
+            if (!(dirs_of(o, &shapes[i]) >> d & 1) || !(o->op_mask >> shapes[i].sscan & 1)) continue;
             k++;
-            ui.ikey = k;
-            ui.nkeys = sum->keys;
+            ts.ikey = k;
+            ts.nkeys = sum->keys;
             if (o->nshards > 1) {
                 cg_tune_key key;
                 if (cg__tune_key_make(ctx, backend, &shapes[i], d, &key) == CG_OK &&
@@ -611,8 +569,7 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
             cg_status st = tune_key(&ts, &shapes[i], d, sum->keys - k + 1);
             if (st != CG_OK) {
                 sum->failed++;
-                ui_line(&ui, "tune: [%d/%d] %s %s %s: failed: %s", k, sum->keys, backend, shapes[i].name,
-                        d ? "bwd" : "fwd", ctx->errmsg);
+                event(&ts, CG_PROGRESS_DONE, CG_LOG_ERROR, "failed: %s", ctx->errmsg);
                 if (first_err == CG_OK) {
                     first_err = st;
                     snprintf(first_msg, sizeof first_msg, "%s", ctx->errmsg);
@@ -622,8 +579,11 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
         }
     }
     sum->seconds = cg__tune_now_s() - t0;
-    if (sum->skipped_budget)
-        ui_line(&ui, "tune: the budget ran out: %d key(s) not tuned; rerun to continue", sum->skipped_budget);
+    if (sum->skipped_budget) {
+        ts.what[0] = '\0', ts.name = "", ts.ikey = ts.nkeys = 0;
+        event(&ts, CG_PROGRESS_MESSAGE, CG_LOG_WARN, "the budget ran out: %d key(s) not tuned; rerun to continue",
+              sum->skipped_budget);
+    }
     if (first_err != CG_OK) return cg__err(ctx, first_err, "%s", first_msg);
     return CG_OK;
 }

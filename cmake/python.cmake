@@ -3,8 +3,8 @@
 # (pyproject.toml sets it for `pip install .`).
 #
 # Only the install COMPONENT "python" goes into the wheel (pyproject.toml:
-# install.components): the module, the `chunkgen` CLI (used by chunkgen.tune/export/
-# import) and nothing of the C library's own install rules.
+# install.components): the module, the `chunkgen` CLI (the console script) and nothing
+# of the C library's own install rules.
 option(CHUNKGEN_PYTHON "Build the Python extension module chunkgen._C" OFF)
 if(NOT CHUNKGEN_PYTHON)
   return()
@@ -19,12 +19,11 @@ find_library(CG_PY_JANSSON_LIB NAMES jansson REQUIRED)
 # The library's objects (not the target: it would bring the static Lua/jansson).
 Python_add_library(_C MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_module.c
   ${PROJECT_SOURCE_DIR}/python/src/cg_args.c
-  ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c
+  ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c ${PROJECT_SOURCE_DIR}/python/src/cg_store_py.c
   $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
-# runtime/ and autotune/: only for cg__tune_index_invalidate and the CPU path's ISA name, until
-# the public API offers both (issue #34); the ops come from include/chunkgen.h.
-target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime
-  ${PROJECT_SOURCE_DIR}/autotune)
+# runtime/: only for the CPU path's ISA name (cpu/cpu_isa.h), until the public API offers
+# it (issue #34); the ops come from include/chunkgen.h.
+target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
 target_compile_options(_C PRIVATE ${CG_WARN})
 target_link_libraries(_C PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::Threads ${CMAKE_DL_LIBS} m)
 # Keep the library's symbols inside the module.

@@ -140,6 +140,14 @@ cg_status cg_context_set_tune_on_miss(cg_context *ctx, int on) {
     return s;
 }
 
+cg_status cg_context_set_progress(cg_context *ctx, cg_progress_fn fn, void *user) {
+    if (!ctx || cg__ctx_enter(ctx, "cg_context_set_progress") != CG_OK) return CG_EINVAL;
+    ctx->progress = fn;
+    ctx->progress_user = fn ? user : NULL;
+    cg__ctx_leave(ctx);
+    return CG_OK;
+}
+
 static cg_status set_cache_dir(cg_context *ctx, const char *dir) {
     char *copy = NULL;
     if (dir) {

@@ -71,6 +71,8 @@ struct cg_context {
     const struct cg_config_source *cfgsrc; /* NULL: defaults only (see "config sources" below) */
     _Atomic uintptr_t owner; /* thread inside a public call (cg__ctx_enter), 0: none */
     int owner_depth;        /* nested public calls of the owner */
+    cg_progress_fn progress; /* cg_context_set_progress; NULL: events dropped */
+    void *progress_user;
 };
 /* Owner check of every public call taking a context: enter marks ctx as used by this
  * thread (nested calls from the same thread are fine). A second thread gets CG_EINVAL,
@@ -84,6 +86,9 @@ void cg__ctx_leave(cg_context *ctx);
 /* Send a message to the log callback (log.c); the only way the library says anything. */
 void cg__log(cg_log_level level, const char *fmt, ...) CG_PRINTF(2, 3);
 void cg__logv(cg_log_level level, const char *fmt, va_list ap);
+/* Send ev (its size set here) to ctx's progress callback, if any (log.c). NULL strings
+ * become "". The library's only way to report progress. */
+void cg__progress(cg_context *ctx, cg_progress ev);
 
 /* Record a message on ctx and return status (printf-style). */
 cg_status cg__err(cg_context *ctx, cg_status status, const char *fmt, ...) CG_PRINTF(3, 4);
@@ -201,19 +206,21 @@ static inline void cg__vstore(const cg_view *v, int64_t i0, int64_t i1, int64_t 
 }
 
 /* SSD problem after validation. Logical orders:
- *   q, k, dq, dk       [b, t, g, i]   (i < dk)
- *   v, o, dout, dv     [b, t, h, j]   (j < dv)
- *   la, dla            [b, t, h, -]
- *   h0, hT, dhT, dh0   [b, h, i, j]
+ *   q, k, grad_q, grad_k     [b, t, g, i]   (i < dk)
+ *   v, o, dout, grad_v       [b, t, h, j]   (j < dv)
+ *   la, grad_la              [b, t, h, -]
+ *   h0, hT, dhT, grad_h0     [b, h, i, j]
+ * dk and dv are the head dimensions; grad_* are the gradients the public args call dq, dk,
+ * dv, dlog_alpha, dh0 (docs/architecture.md, "Names").
  * dtype: the math class (CG_F32, or CG_F64 for the reference); each view's dt its storage
- * (q, k, v, o, dout, dq, dk, dv may be 16-bit: the op table's CG_TD_HALF). */
+ * (q, k, v, o, dout and the grad_ of q, k, v may be 16-bit: the op table's CG_TD_HALF). */
 typedef struct cg_ssd_prob {
     int64_t B, T, G, H, dk, dv;
     cg_dtype dtype;
     cg_view q, k, v, la, h0;   /* inputs */
     cg_view o, hT;             /* forward outputs */
     cg_view dout, dhT;         /* backward inputs */
-    cg_view dq, dk_, dv_, dla, dh0; /* backward outputs */
+    cg_view grad_q, grad_k, grad_v, grad_la, grad_h0; /* backward outputs */
     int64_t nseq;              /* varlen (docs/varlen.md): N sequences packed along T; 0: none */
     cg_view cu;                /* cu_seqlens [N + 1] (dt CG_I32 / CG_I64), p NULL when absent */
 } cg_ssd_prob;

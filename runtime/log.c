@@ -8,11 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static void default_log(cg_log_level level, const char *msg, void *user) {
+void cg_log_stderr(cg_log_level level, const char *msg, void *user) {
     (void)user;
     fprintf(stderr, "chunkgen: %s%s\n", level == CG_LOG_ERROR ? "error: " : level == CG_LOG_WARN ? "warning: " : "",
             msg);
 }
+
+void cg_log_silent(cg_log_level level, const char *msg, void *user) {
+    (void)level, (void)msg, (void)user;
+}
+
+#define default_log cg_log_stderr
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static cg_log_fn g_fn = default_log;
@@ -40,6 +46,15 @@ void cg__logv(cg_log_level level, const char *fmt, va_list ap) {
     void *user = g_user;
     pthread_mutex_unlock(&g_lock);
     fn(level, msg, user);
+}
+
+void cg__progress(cg_context *ctx, cg_progress ev) {
+    if (!ctx || !ctx->progress) return;
+    ev.size = sizeof ev;
+    if (!ev.task) ev.task = "";
+    if (!ev.subject) ev.subject = "";
+    if (!ev.text) ev.text = "";
+    ctx->progress(&ev, ctx->progress_user);
 }
 
 _Noreturn void cg__assert_fail(const char *file, int line, const char *expr) {

@@ -66,12 +66,12 @@ static const cg_tdesc k_ssd_bwd[] = {
     SSD_INPUTS(cg_ssd_bwd_args),
     SSD_BWD("dout", "do", IN, 0, NULL, B_, T_, H_, DV, LCH, -1, 1, CG_TOL_NONE, dout, dout, 0),
     SSD_BWD("dhT", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG | PS, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
-    SSD_BWD("dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LCH, 0, 0, CG_TOL_BWD, dq, dq, 0),
-    SSD_BWD("dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LCH, 0, 0, CG_TOL_BWD, dk, dk_, 0),
-    SSD_BWD("dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LCH, 0, 0, CG_TOL_BWD, dv, dv_, 0),
-    SSD_BWD("dlog_alpha", NULL, OUT, 0, "log_alpha", B_, T_, H_, NO, CG_TD_LAYOUT, 0, 0, CG_TOL_BWD, dlog_alpha, dla,
+    SSD_BWD("dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LCH, 0, 0, CG_TOL_BWD, dq, grad_q, 0),
+    SSD_BWD("dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LCH, 0, 0, CG_TOL_BWD, dk, grad_k, 0),
+    SSD_BWD("dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LCH, 0, 0, CG_TOL_BWD, dv, grad_v, 0),
+    SSD_BWD("dlog_alpha", NULL, OUT, 0, "log_alpha", B_, T_, H_, NO, CG_TD_LAYOUT, 0, 0, CG_TOL_BWD, dlog_alpha, grad_la,
             0),
-    SSD_BWD("dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG | PS, 0, 0, CG_TOL_BWD, dh0, dh0, 0),
+    SSD_BWD("dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG | PS, 0, 0, CG_TOL_BWD, dh0, grad_h0, 0),
 };
 
 /* Selective scan: x, delta, z, y, dy [B, L, D]; A [D, N]; B, C [B, L, G, N] (G left out when

@@ -9,7 +9,7 @@ build="${1:-$root/build}"
 shift || true
 
 need=()
-for pkg in cmake g++ make liblua5.4-dev libjansson-dev; do
+for pkg in cmake g++ make liblua5.4-dev libjansson-dev clang-format; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

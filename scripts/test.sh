@@ -19,6 +19,11 @@ stage() { echo "== [$(( ($(date +%s) - t0) / 60 ))m$(( ($(date +%s) - t0) % 60 )
 
 stage "test environment (Python venv, disassemblers for the static report)"
 "$root/scripts/test-python.sh" --setup-only
+# The formatting check (.clang-format, scripts/format.sh): enabled by the integrator after
+# the tree is formatted (#34 item 5; on 2026-12-07 the config would change about 2500 of
+# 46500 lines, in 166 of 204 files).
+# stage "formatting (scripts/format.sh --check)"
+# "$root/scripts/format.sh" --check
 stage "build (release)"
 "$root/scripts/setup.sh" "$root/build"
 stage "tests (release)"

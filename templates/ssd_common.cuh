@@ -191,20 +191,9 @@ template <int M, int N, int W> struct Tile {
     static constexpr int TILES_M = M / TM, TILES_N = N / TN, TILES = TILES_M * TILES_N;
 };
 
-// Visit the accumulator elements of a lane: f(row, col, value&) relative to the tile.
-template <int MM, int NN, class F>
-__device__ __forceinline__ void tile_foreach(float (&acc)[MM][NN][4], F f) {
-    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
-#pragma unroll
-    for (int mm = 0; mm < MM; ++mm)
-#pragma unroll
-        for (int nn = 0; nn < NN; ++nn)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) f(mm * 16 + gr + (e >> 1) * 8, nn * 8 + 2 * tg + (e & 1), acc[mm][nn][e]);
-}
-
-// The same by adjacent pairs: f(row, col, x0, x1) for (row, col) and (row, col + 1), col
-// even (a 64-bit shared-memory access where the row pitch and base are even).
+// Visit the accumulator elements of a lane by adjacent pairs, relative to the tile:
+// f(row, col, x0, x1) for (row, col) and (row, col + 1), col even (a 64-bit shared-memory
+// access where the row pitch and base are even).
 template <int MM, int NN, class F>
 __device__ __forceinline__ void tile_foreach2(float (&acc)[MM][NN][4], F f) {
     const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
@@ -214,6 +203,15 @@ __device__ __forceinline__ void tile_foreach2(float (&acc)[MM][NN][4], F f) {
         for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
             for (int h = 0; h < 2; ++h) f(mm * 16 + gr + h * 8, nn * 8 + 2 * tg, acc[mm][nn][2 * h], acc[mm][nn][2 * h + 1]);
+}
+
+// The same one element at a time: f(row, col, value&), in the order of the pairs.
+template <int MM, int NN, class F>
+__device__ __forceinline__ void tile_foreach(float (&acc)[MM][NN][4], F f) {
+    tile_foreach2(acc, [&](int r, int c, float &x0, float &x1) {
+        f(r, c, x0);
+        f(r, c + 1, x1);
+    });
 }
 
 // tile_foreach2 with a per-row value: v = fr(row) once per row of the lane, then
@@ -260,6 +258,14 @@ __device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
 __device__ __forceinline__ void tile_zero(float (&acc)[2][4]) { tile_zero(*reinterpret_cast<float (*)[1][2][4]>(&acc)); }
 
 // ------------------------------------------------------------------- loads
+// Whether every row of a w-wide source of row pitch ld elements starts 16-byte aligned
+// and w fills whole 16-byte vectors of E elements (E = 4 floats, 8 halves): the vector
+// paths of the loads below.
+template <int E, class T>
+__device__ __forceinline__ bool rows_aligned16(const T *src, i64 ld, int w) {
+    return w % E == 0 && ld % E == 0 && ((unsigned long long)src & 15u) == 0;
+}
+
 // Rows [0, ROWS) x columns [0, 4 W4) of a tile at dst (pitch LD floats, 16-byte aligned
 // rows) from src (row pitch ld floats, columns contiguous) by the block's NT threads:
 // rows < n and columns < w are copied, the rest zeroed. 16-byte cp.async (.cg) per 4
@@ -283,8 +289,8 @@ __device__ __noinline__ void load_tile_narrow(float *dst, const float *src, i64 
 template <int ROWS, int W4, int LD, int NT>
 __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, int n, int w) {
     static_assert(LD % 4 == 0, "16-byte aligned rows");
-    const bool wide = w % 4 == 0 && ld % 4 == 0 && ((unsigned long long)src & 15u) == 0;
-    if (wide) { // rolled too (compile time; an unrolled copy per tile saves only the loop branch)
+    // rolled too (compile time; an unrolled copy per tile saves only the loop branch)
+    if (rows_aligned16<4>(src, ld, w)) {
 #pragma unroll 1
         for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
             const int r = e / W4, i = (e - r * W4) * 4;
@@ -372,8 +378,7 @@ template <int ROWS, int W4, int LD, int NT, class T>
 __device__ __forceinline__ void load_tile16(float *dst, const T *src, i64 ld, int n, int w) {
     static_assert(sizeof(T) == 2 && LD % 4 == 0 && W4 % 2 == 0, "8 halves per 16 bytes, 16-byte aligned rows");
     constexpr int W8 = W4 / 2;
-    const bool wide = w % 8 == 0 && ld % 8 == 0 && ((unsigned long long)src & 15u) == 0;
-    if (wide) {
+    if (rows_aligned16<8>(src, ld, w)) {
 #pragma unroll 1
         for (int e = threadIdx.x; e < ROWS * W8; e += NT) {
             const int r = e / W8, i = (e - r * W8) * 8;

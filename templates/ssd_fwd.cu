@@ -269,6 +269,17 @@ __device__ __noinline__ float output_exact(const float *Q, const float *S, const
     return s;
 }
 
+// A chunk whose loads have landed (this thread's copies): after a barrier its cumsums and
+// rounded inputs, then P (chunk_scores), each step ended by a barrier.
+__device__ __forceinline__ void chunk_prepare(float *sm, const Bufs &b) {
+    __syncthreads();
+    chunk_cumsum(b);
+    round_inputs(b);
+    __syncthreads();
+    chunk_scores(sm, b);
+    __syncthreads();
+}
+
 // O = diag(exp(A)) Q S0 + P V for rows < n, columns < dv; with_state false: S0 = 0.
 __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const Cta &c, float *sm, const Bufs &b,
                                              i64 t0, int n, bool with_state) {
@@ -403,12 +414,7 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
             load_chunk(p, c, b, t0, n);
             ssdc::landed();
         }
-        __syncthreads();
-        chunk_cumsum(b);
-        round_inputs(b);
-        __syncthreads();
-        chunk_scores(sm, b);
-        __syncthreads();
+        chunk_prepare(sm, b);
         kw_store(b); // K's last reader (chunk_scores) is done; the barrier below orders it
         chunk_output(p, c, sm, b, t0, n, ci > 0 || h0 != nullptr);
         const bool last = ci + 1 == nch;
@@ -503,12 +509,7 @@ SSD_ENTRY cg_ssd_fwd_out(cg_ssd_fwd_params p) {
     cg_cp_async_commit();
     state_load(sm, p.ws + (bh * p.nchunks + ci) * (i64)(DK * DV) + c.j0, DV, c.j0);
     cg_cp_async_wait_all();
-    __syncthreads();
-    chunk_cumsum(b);
-    round_inputs(b);
-    __syncthreads();
-    chunk_scores(sm, b);
-    __syncthreads();
+    chunk_prepare(sm, b);
     chunk_output(p, c, sm, b, t0, n, true);
 }
 #endif

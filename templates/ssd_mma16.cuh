@@ -78,8 +78,7 @@ template <int ROWS, int W4, int LD, int LD16, int NT, class T>
 __device__ __forceinline__ void load_tile16_raw(float *dst, T *dst16, const T *src, i64 ld, int n, int w) {
     static_assert(sizeof(T) == 2 && LD % 4 == 0 && LD16 % 8 == 0 && W4 % 2 == 0, "16-byte aligned rows");
     constexpr int W8 = W4 / 2;
-    const bool wide = w % 8 == 0 && ld % 8 == 0 && ((unsigned long long)src & 15u) == 0;
-    if (wide) {
+    if (rows_aligned16<8>(src, ld, w)) {
 #pragma unroll 1
         for (int e = threadIdx.x; e < ROWS * W8; e += NT) {
             const int r = e / W8, i = (e - r * W8) * 8;

@@ -49,6 +49,13 @@ void cg_test_cond(const char *file, int line, const char *cond);
                          cg_status_str(st_), cg_errmsg(ctx));                      \
     } while (0)
 
+/* Declares the test's context ctx; a failure, and a return from the (void) test, when it
+ * cannot be created. */
+#define CG_TEST_CONTEXT(ctx)                                                       \
+    cg_context *ctx = NULL;                                                        \
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));                                     \
+    if (!ctx) return
+
 /* The call expr was refused: its status is want and, with word not NULL, the message
  * names word; what labels the call in a failure. */
 #define CG_CHECK_REFUSED(ctx, expr, want, word, what)                                                    \
@@ -63,6 +70,13 @@ void cg_test_cond(const char *file, int line, const char *cond);
 /* A new context and the generator's kernel and CPU-space names (*names NULL-terminated,
  * owned by the context); NULL after a failed check. */
 cg_context *cg_test_gen_kernels(const char ***names, int *n);
+/* Declares names, n and ctx from cg_test_gen_kernels; returns from the (void) test
+ * when it failed. */
+#define CG_TEST_KERNELS(ctx, names, n)                                             \
+    const char **names;                                                            \
+    int n;                                                                         \
+    cg_context *ctx = cg_test_gen_kernels(&names, &n);                             \
+    if (!ctx) return
 
 /* Deterministic pseudo-random numbers (splitmix64). */
 typedef struct cg_rng { uint64_t s; } cg_rng;

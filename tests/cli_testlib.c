@@ -2,6 +2,7 @@
  * the CLI tests (test_cli.c, test_rel.c). */
 #include "cli_testlib.h"
 #include "cg_test.h"
+#include "npy.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -136,3 +137,10 @@ char *cli_stderr(const char *dir) {
     return slurp(p);
 }
 
+void write_npy(const char *dir, const char *name, const cg_tbuf *b) {
+    char p[4096], err[512], file[64];
+    snprintf(file, sizeof file, "%s.npy", name);
+    join(p, sizeof p, dir, file);
+    if (cg_npy_write(p, (const float *)b->mem, b->t.ndim, b->t.shape, err, sizeof err) != 0)
+        cg_test_fail(__FILE__, __LINE__, "cg_npy_write: %s", err);
+}

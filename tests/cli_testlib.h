@@ -22,6 +22,9 @@ char *slurp(const char *path);
 /* Write a .npy file from raw parts: format major version, header text (used as is),
  * data bytes. For headers the writer never produces. */
 void write_raw(const char *path, int major, const char *header, const void *data, size_t nbytes);
+/* dir/NAME.npy from b's float32 data (cg_npy_write); a test failure when it fails. */
+struct cg_tbuf;
+void write_npy(const char *dir, const char *name, const struct cg_tbuf *b);
 /* Run `chunkgen args...` with stdout/stderr to dir/stdout.txt, dir/stderr.txt; the exit
  * code (128 + signal when killed). */
 int run_cli(const char *dir, const char *const *args);

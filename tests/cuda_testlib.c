@@ -23,6 +23,16 @@ int cg_test_device(cg_context *ctx, cg_backend be, cg_devinfo *dev) {
     return 0;
 }
 
+cg_context *cg_test_device_context(cg_backend be, cg_devinfo *dev) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    if (ctx && !cg_test_device(ctx, be, dev)) {
+        cg_context_free(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
+
 void rm_rf(const char *dir) {
     char cmd[1100];
     snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", dir, dir);

@@ -17,6 +17,9 @@ void rm_rf(const char *dir);
 struct cg_context;
 struct cg_devinfo;
 int cg_test_device(struct cg_context *ctx, cg_backend be, struct cg_devinfo *dev);
+/* A new context and cg_test_device's *dev for be: NULL (a failure, or the test skipped,
+ * and nothing to free) when either is missing. */
+struct cg_context *cg_test_device_context(cg_backend be, struct cg_devinfo *dev);
 
 /* One kernel, `tiny`, doubling p[threadIdx.x]. */
 extern const char k_tiny_src[];

@@ -5,10 +5,11 @@
 #include "cuda/kcache.h"
 #include "ptxas_log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-int cg_test_nvrtc_nospill(cg_context *ctx, const char *kdir, const char *nvrtc_id, int arch, const cg_plan *p,
-                          int *maxreg) {
+static int nospill(cg_context *ctx, const char *kdir, const char *nvrtc_id, int arch, const cg_plan *p, int *maxreg) {
     void *bin = NULL;
     size_t len = 0;
     char *log = NULL, *key = NULL;
@@ -34,22 +35,40 @@ int cg_test_nvrtc_nospill(cg_context *ctx, const char *kdir, const char *nvrtc_i
     return st == CG_OK;
 }
 
-cg_context *cg_test_nvrtc_begin(int arch, cg_devinfo *dev, const char **kdir, char *nvrtc_id, size_t cap) {
+int cg_test_nvrtc_begin(cg_test_nvrtc *n, int arch) {
+    memset(n, 0, sizeof *n);
+    n->arch = arch;
     if (!cg__nvrtc_api(NULL)) {
         cg_test_skip("libnvrtc cannot be loaded");
-        return NULL;
+        return 0;
     }
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return NULL;
-    if (!cg__devinfo_arch(arch, dev)) {
+    CG_CHECK_OK(n->ctx, cg_context_create(&n->ctx));
+    if (!n->ctx) return 0;
+    if (!cg__devinfo_arch(arch, &n->dev)) {
         CG_CHECK(0, "arch %d", arch);
-        cg_context_free(ctx);
-        return NULL;
+        cg_context_free(n->ctx);
+        return 0;
     }
     const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
-    *kdir = kc && *kc ? kc : NULL;
-    nvrtc_id[0] = 0;
-    if (*kdir) CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, nvrtc_id, cap));
-    return ctx;
+    n->kdir = kc && *kc ? kc : NULL;
+    if (n->kdir) CG_CHECK_OK(n->ctx, cg__nvrtc_id(n->ctx, n->nvrtc_id, sizeof n->nvrtc_id));
+    n->t0 = (double)cg__jit_now_ns() / 1e9;
+    return 1;
+}
+
+int cg_test_nvrtc_plan(cg_test_nvrtc *n, const char *kernel, const cg_kshape *ks, const cg_cfg *cfg, cg_plan *p) {
+    cg_status st = cg__gen_plan(n->ctx, kernel, ks, &n->dev, cfg, p);
+    CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(n->ctx));
+    return st == CG_OK;
+}
+
+void cg_test_nvrtc_nospill(cg_test_nvrtc *n, cg_plan *p) {
+    n->ncomp += nospill(n->ctx, n->kdir, n->nvrtc_id, n->arch, p, &n->maxreg);
+    cg__plan_free(p);
+}
+
+void cg_test_nvrtc_end(cg_test_nvrtc *n, const char *what, const char *note) {
+    fprintf(stderr, "  sm_%d: %d %s kernels compiled (%s%s%.0f s), max %d registers\n", n->arch, n->ncomp, what, note,
+            *note ? "; " : "", (double)cg__jit_now_ns() / 1e9 - n->t0, n->maxreg);
+    cg_context_free(n->ctx);
 }

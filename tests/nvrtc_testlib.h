@@ -7,16 +7,34 @@
 
 #include "gen.h"
 
-/* Compile p for sm_arch (2 NVRTC threads, as the executor splits), or take the CUBIN and
- * its ptxas log from the kernel cache kdir (NULL: none; keyed as the executor keys
- * CUBINs, with nvrtc_id; a compile fills it). A test failure when it does not compile or
- * ptxas reports spills. Returns 1 when it compiled (*maxreg raised to its registers). */
-int cg_test_nvrtc_nospill(cg_context *ctx, const char *kdir, const char *nvrtc_id, int arch, const cg_plan *p,
-                          int *maxreg);
+/* An NVRTC sweep for sm_arch: its context and device, the kernel cache of
+ * CHUNKGEN_TEST_KCACHE (kdir NULL when unset; keyed as the executor keys CUBINs, with
+ * nvrtc_id; a compile fills it) and what it reports at its end. */
+typedef struct cg_test_nvrtc {
+    int arch;
+    cg_context *ctx;
+    cg_devinfo dev;
+    const char *kdir;
+    char nvrtc_id[256];
+    int ncomp, maxreg; /* kernels compiled, their most registers */
+    double t0;         /* start, seconds */
+} cg_test_nvrtc;
 
-/* The start of an NVRTC sweep for sm_arch: a context and *dev, the kernel cache of
- * CHUNKGEN_TEST_KCACHE (*kdir NULL when unset) and its nvrtc_id; NULL (the test skipped
- * or failed) when NVRTC cannot be loaded or arch is unknown. */
-cg_context *cg_test_nvrtc_begin(int arch, cg_devinfo *dev, const char **kdir, char *nvrtc_id, size_t cap);
+/* Starts the sweep; 0 (the test skipped or failed, nothing to end) when NVRTC cannot be
+ * loaded or arch is unknown. */
+int cg_test_nvrtc_begin(cg_test_nvrtc *n, int arch);
+
+/* Plans kernel for ks with cfg (NULL: the default) into *p; 0 (a test failure) when the
+ * generator refuses. */
+int cg_test_nvrtc_plan(cg_test_nvrtc *n, const char *kernel, const cg_kshape *ks, const cg_cfg *cfg, cg_plan *p);
+
+/* Compiles p (2 NVRTC threads, as the executor splits) or takes its CUBIN and ptxas log
+ * from the kernel cache, then frees p. A test failure when it does not compile or ptxas
+ * reports spills; counted in ncomp and maxreg when it compiled. */
+void cg_test_nvrtc_nospill(cg_test_nvrtc *n, cg_plan *p);
+
+/* Ends the sweep: "sm_ARCH: N WHAT kernels compiled (NOTE; S s), max R registers" on
+ * stderr (note may be ""), and frees the context. */
+void cg_test_nvrtc_end(cg_test_nvrtc *n, const char *what, const char *note);
 
 #endif

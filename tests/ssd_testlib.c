@@ -136,30 +136,15 @@ int ssdt_ran(cg_context *ctx, cg_status s, const char *config, ssdt_dims d) {
     return 0;
 }
 
-static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
-    for (int i = 0; i < n; i++) {
-        if (list[i].n != c->n) continue;
-        int eq = 1;
-        for (int j = 0; j < c->n && eq; j++)
-            eq = !strcmp(list[i].kv[j].key, c->kv[j].key) && !strcmp(list[i].kv[j].val, c->kv[j].val);
-        if (eq) return 1;
-    }
-    return 0;
-}
-
 enum { MAX_SHAPES = 16 };
 
 void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, double tol_fp32,
                     double tol_tf32) {
     CG_CHECK(sp->nshapes <= MAX_SHAPES, "%d shapes, at most %d", sp->nshapes, MAX_SHAPES);
     if (sp->nshapes > MAX_SHAPES) return;
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    if (!cg_test_device(ctx, be, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
     const int ns = sp->nshapes;
     cg_cfg *space[MAX_SHAPES];
     int nspace[MAX_SHAPES];
@@ -171,32 +156,11 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, doubl
         CG_CHECK_OK(ctx, cg__gen_space(ctx, sp->kernel, &ks, &dev, &space[i], &nspace[i]));
         CG_CHECK(nspace[i] > 0, "no config accepted for shape %d", i);
     }
-    /* the union of the spaces (configs of precision prec), in order of first appearance,
-     * each on a rotating choice among the shapes that accept it */
-    int cap = 0;
-    for (int i = 0; i < ns; i++) cap += nspace[i];
-    const cg_cfg **cfgs = calloc((size_t)cap + 1, sizeof *cfgs);
-    int *pick_of = calloc((size_t)cap + 1, sizeof *pick_of);
-    int total = 0, rot = 0;
-    for (int i = 0; cfgs && pick_of && i < ns; i++) {
-        for (int j = 0; j < nspace[i]; j++) {
-            const cg_cfg *cf = &space[i][j];
-            if (strcmp(cg__cfg_str(cf, "precision", ""), prec)) continue;
-            int seen = 0;
-            for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
-            if (seen) continue;
-            int pick = -1;
-            for (int t = 0; t < ns && pick < 0; t++) {
-                int cand = (rot + t) % ns;
-                if (space_has(space[cand], nspace[cand], cf)) pick = cand;
-            }
-            CG_CHECK(pick >= 0, "a config of the union not in any space");
-            if (pick < 0) continue;
-            rot = (pick + 1) % ns;
-            cfgs[total] = cf;
-            pick_of[total++] = pick;
-        }
-    }
+    /* the union of the spaces (configs of precision prec), each on a rotating choice among
+     * the shapes that accept it */
+    const cg_cfg **cfgs;
+    int *pick_of;
+    const int total = cg_sweep_union(space, nspace, ns, prec, &cfgs, &pick_of);
     cg_sweep_sel sel;
     cg_sweep_select(cfgs, total, CG_SWEEP_PAIRS, &sel);
     int made[MAX_SHAPES] = {0};

@@ -105,7 +105,12 @@ void ssdt_run_default(const ssdt_space *sp, double tol);
 
 /* A test's run_space(prec, be) and run_default() over its `k_shapes[NSHAPES]`
  * (SSDT_CASES): cases checked by check_config(ctx, case, be, config, tol) and
- * check_again(ctx, case, shape) of the test; FLAGS(c) are the CG_KS_* flags of shape c. */
+ * check_again(ctx, case, shape) of the test; FLAGS(c) are the CG_KS_* flags of shape c.
+ * run_space: the configs with precision `prec` accepted for any test shape that the
+ * sweep's selection keeps (the covering sample in CI, all of them under
+ * CHUNKGEN_TEST_SWEEP=full: sweep_sample.h), each run once on a rotating choice among the
+ * shapes that accept it. run_default: the default config on every shape, and a second
+ * call (check_again). */
 #define SSDT_RUN_SPACE(FLAGS, kernel, label)                                                                   \
     static tcase g_cases[NSHAPES];                                                                             \
     static void sp_kshape(void *u, int i, cg_kshape *ks) {                                                     \

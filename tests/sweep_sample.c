@@ -71,6 +71,47 @@ int cg_sweep_same_cfg(const cg_cfg *a, const cg_cfg *b) {
     return 1;
 }
 
+int cg_sweep_cfg_in(const cg_cfg *list, int n, const cg_cfg *c) {
+    for (int i = 0; i < n; i++)
+        if (cg_sweep_same_cfg(&list[i], c)) return 1;
+    return 0;
+}
+
+int cg_sweep_union(cg_cfg *const *space, const int *nspace, int ns, const char *prec, const cg_cfg ***cfgs,
+                   int **pick_of) {
+    int cap = 0;
+    for (int i = 0; i < ns; i++) cap += nspace[i];
+    *cfgs = calloc((size_t)cap + 1, sizeof **cfgs);
+    *pick_of = calloc((size_t)cap + 1, sizeof **pick_of);
+    if (!*cfgs || !*pick_of) {
+        free(*cfgs);
+        free(*pick_of);
+        *cfgs = NULL;
+        *pick_of = NULL;
+        return 0;
+    }
+    int total = 0, rot = 0;
+    for (int i = 0; i < ns; i++) {
+        for (int j = 0; j < nspace[i]; j++) {
+            const cg_cfg *cf = &space[i][j];
+            if (prec && strcmp(cg__cfg_str(cf, "precision", ""), prec)) continue;
+            int seen = 0;
+            for (int a = 0; a < i && !seen; a++) seen = cg_sweep_cfg_in(space[a], nspace[a], cf);
+            if (seen) continue;
+            int pick = -1;
+            for (int t = 0; t < ns && pick < 0; t++) {
+                const int cand = (rot + t) % ns;
+                if (cg_sweep_cfg_in(space[cand], nspace[cand], cf)) pick = cand;
+            }
+            if (pick < 0) continue; /* cannot happen: space i holds it */
+            rot = (pick + 1) % ns;
+            (*cfgs)[total] = cf;
+            (*pick_of)[total++] = pick;
+        }
+    }
+    return total;
+}
+
 static int in_union(const cg_cfg *const *cfgs, int n, const cg_cfg *c) {
     for (int i = 0; i < n; i++)
         if (cg_sweep_same_cfg(cfgs[i], c)) return 1;

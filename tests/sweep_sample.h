@@ -49,6 +49,15 @@ int cg_sweep_keeps(const cg_sweep_sel *s, int i);
 const char *cg_sweep_describe(const cg_sweep_sel *s, char *buf, size_t cap);
 /* 1 when a and b are the same config (the same keys and values in the same order). */
 int cg_sweep_same_cfg(const cg_cfg *a, const cg_cfg *b);
+/* 1 when list[0..n) holds c (cg_sweep_same_cfg). */
+int cg_sweep_cfg_in(const cg_cfg *list, int n, const cg_cfg *c);
+/* The union of the spaces space[0..ns) (nspace[i] configs each) in order of first
+ * appearance, without the configs whose precision is not prec (NULL: every config), each
+ * with its pick: a rotating choice among the spaces that hold it. Returns the count, with
+ * *cfgs (pointers into the spaces) and *pick_of, which the caller frees (0 and NULLs when
+ * out of memory). */
+int cg_sweep_union(cg_cfg *const *space, const int *nspace, int ns, const char *prec, const cg_cfg ***cfgs,
+                   int **pick_of);
 /* 1 under CHUNKGEN_TEST_SWEEP=full (a test with its own notion of "all" reads this). */
 int cg_sweep_full(void);
 

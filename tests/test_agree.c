@@ -58,14 +58,12 @@ CG_TEST(agree_import_checks_constraints) {
         cg_tune_entry e;
         entry_cfg(ctx, &e, bad[i], 1, 0.4, 0.004);
         json_t *j = cg__tune_entry_to_json(&e);
-        FILE *msg = tmpfile();
+        tune_test_events ev;
+        tune_test_listen(ctx, &ev);
         cg_tune_import_stats s;
-        CG_CHECK_OK(ctx, cg__tune_import_json(ctx, j, "bad", 0, 0, msg, &s));
-        char text[2048] = "";
-        rewind(msg);
-        size_t n = fread(text, 1, sizeof text - 1, msg);
-        text[n] = '\0';
-        fclose(msg);
+        CG_CHECK_OK(ctx, cg__tune_import_json(ctx, j, "bad", 0, 0, &s));
+        tune_test_listen(ctx, NULL);
+        const char *text = ev.text;
         CG_CHECK(s.rejected == 1 && s.replaced == 0 && s.added == 0, "%s: rejected (%d rejected, %d replaced)", bad[i],
                  s.rejected, s.replaced);
         CG_CHECK(strstr(text, "constraints") != NULL, "%s: the message names the constraints: %s", bad[i], text);
@@ -106,10 +104,9 @@ CG_TEST(agree_merge_rule_deterministic) {
         char d[4300];
         snprintf(d, sizeof d, "%s/store%d", S, p);
         cg_context *ctx = ctx_in(d);
-        FILE *msg = tmpfile();
         cg_tune_import_stats s;
         const char *paths[3] = {files[perm[p][0]], files[perm[p][1]], files[perm[p][2]]};
-        CG_CHECK_OK(ctx, cg__tune_import_files(ctx, paths, 3, 0, 0, msg, &s));
+        CG_CHECK_OK(ctx, cg__tune_import_files(ctx, paths, 3, 0, 0, &s));
         CG_CHECK(s.added == 1 && s.kept == 2 && s.rejected == 0, "perm %d: %d added %d kept", p, s.added, s.kept);
         char cfg[CG_TUNE_CFG_TEXT];
         double ms;
@@ -119,10 +116,9 @@ CG_TEST(agree_merge_rule_deterministic) {
         char d2[4300];
         snprintf(d2, sizeof d2, "%s/seq%d", S, p);
         cg_context *c2 = ctx_in(d2);
-        for (int i = 0; i < 3; i++) CG_CHECK_OK(c2, cg__tune_import_file(c2, paths[i], 0, 0, msg, &s));
+        for (int i = 0; i < 3; i++) CG_CHECK_OK(c2, cg__tune_import_file(c2, paths[i], 0, 0, &s));
         stored_best(c2, &e[0].key, cfg, sizeof cfg, &ms);
         CG_CHECK(!strcmp(cfg, e[1].cand[0].cfg), "perm %d: imports one by one keep b, got %s", p, cfg);
-        fclose(msg);
         cg_context_free(ctx);
         cg_context_free(c2);
     }
@@ -134,19 +130,17 @@ CG_TEST(agree_merge_rule_deterministic) {
     cg_tune_entry n;
     entry_cfg(ctx, &n, "chunk=96,block_dv=32,threads=0", 12, 1.012 * 0.99, 0.011);
     json_t *j = cg__tune_entry_to_json(&n);
-    FILE *msg = tmpfile();
     cg_tune_import_stats s;
-    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, j, "noise", 0, 0, msg, &s));
+    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, j, "noise", 0, 0, &s));
     CG_CHECK(s.kept == 1 && s.replaced == 0, "a win within the noise does not replace (%d replaced)", s.replaced);
     json_decref(j);
     /* a win by more than the noise does */
     cg__tune_entry_free(&n);
     entry_cfg(ctx, &n, "chunk=96,block_dv=32,threads=0", 12, 0.8, 0.008);
     j = cg__tune_entry_to_json(&n);
-    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, j, "faster", 0, 0, msg, &s));
+    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, j, "faster", 0, 0, &s));
     CG_CHECK(s.replaced == 1, "a clear win replaces (%d replaced)", s.replaced);
     json_decref(j);
-    fclose(msg);
     cg__tune_entry_free(&n);
     for (int i = 0; i < 3; i++) cg__tune_entry_free(&e[i]);
     cg_context_free(ctx);
@@ -172,8 +166,8 @@ CG_TEST(agree_tune_force_retunes) {
     cg_tune_shape s = small_ssd(64, 16);
     cg_tune_opts o;
     cg__tune_opts_default(&o);
-    o.op_mask = 1, o.dir_mask = 1, o.progress = -1, o.max_candidates = 3;
-    cg_tune_summary sum;
+    o.op_mask = 1, o.dir_mask = 1, o.max_candidates = 3;
+    cg_tune_sum sum;
     CG_CHECK_OK(ctx, cg__tune_run(ctx, "cpu", &s, 1, &o, &sum));
     CG_CHECK(sum.tuned == 1, "first tune: %d tuned", sum.tuned);
     CG_CHECK_OK(ctx, cg__tune_run(ctx, "cpu", &s, 1, &o, &sum));

@@ -74,8 +74,7 @@ CG_TEST(api_status_strings) {
 }
 
 CG_TEST(api_ssd_bad_shapes) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     ssd_fix f;
     ssd_fix_new(&f, 2, 5, 2, 4, 3, 2);
     cg_ssd_fwd_args a = ssd_fwd_args(&f);
@@ -144,8 +143,7 @@ CG_TEST(api_ssd_bad_shapes) {
 }
 
 CG_TEST(api_ssd_nan_propagates) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     ssd_fix f;
     ssd_fix_new(&f, 1, 7, 1, 2, 5, 3);
     int64_t i0[] = {0, 2, 0, 1};
@@ -164,8 +162,7 @@ CG_TEST(api_ssd_nan_propagates) {
 }
 
 CG_TEST(api_sscan_bad_shapes) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     cg_rng r = {7};
     int64_t sx[] = {2, 5, 6}, sa[] = {6, 3}, sb[] = {2, 5, 3}, sbg[] = {2, 5, 4, 3}, sd[] = {6}, sh[] = {2, 6, 3};
     cg_tbuf x = cg_tbuf_new(CG_F32, 3, sx), dl = cg_tbuf_new(CG_F32, 3, sx), A = cg_tbuf_new(CG_F32, 2, sa);
@@ -208,8 +205,7 @@ CG_TEST(api_sscan_bad_shapes) {
 }
 
 CG_TEST(api_f64_only_for_ref) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     int64_t sq[] = {1, 3, 1, 2}, sl[] = {1, 3, 1};
     cg_tbuf q = cg_tbuf_new(CG_F64, 4, sq), k = cg_tbuf_new(CG_F64, 4, sq), v = cg_tbuf_new(CG_F64, 4, sq);
     cg_tbuf la = cg_tbuf_new(CG_F64, 3, sl), o = cg_tbuf_new(CG_F64, 4, sq);
@@ -228,8 +224,7 @@ CG_TEST(api_f64_only_for_ref) {
  * (issue #39 item 8: a binding validates before it allocates the outputs from the
  * inputs' extents), and runs nothing. */
 CG_TEST(api_validate_before_outputs) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     ssd_fix f;
     ssd_fix_new(&f, 1, 9, 1, 2, 4, 3);
     cg_ssd_fwd_args a0 = ssd_fwd_args(&f), a = a0;

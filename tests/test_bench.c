@@ -65,7 +65,7 @@ CG_TEST(bench_cli_tiny_matrix) {
                           "--repeats", "2", "--ref-seq", "20", "--no-probe", "--quiet", "--out", out, NULL};
     int rc = run_cli(dir, args);
     char *msg = cli_stderr(dir);
-    CG_CHECK(rc == 0, "chunkgen bench exited %d (is `bench` wired into tools/chunkgen.c?): %s", rc, msg);
+    CG_CHECK(rc == 0, "chunkgen bench exited %d (is `bench` wired into tools/main.c?): %s", rc, msg);
     free(msg);
     json_error_t je;
     json_t *doc = json_load_file(out, 0, &je);

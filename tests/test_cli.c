@@ -41,14 +41,6 @@ static void pair_free(pair *p) {
     cg_tbuf_free(&p->d);
 }
 
-static void write_tb(const char *dir, const char *name, const cg_tbuf *b) {
-    char p[4096], err[512], file[64];
-    snprintf(file, sizeof file, "%s.npy", name);
-    join(p, sizeof p, dir, file);
-    if (cg_npy_write(p, (const float *)b->mem, b->t.ndim, b->t.shape, err, sizeof err) != 0)
-        cg_test_fail(__FILE__, __LINE__, "cg_npy_write: %s", err);
-}
-
 /* The header of a float64 or Fortran-order file for tensor b. */
 static void header_for(char *h, size_t len, const char *descr, int fortran, const cg_tbuf *b) {
     char sb[96];
@@ -369,18 +361,16 @@ static void ssd_cli_case(const ssd_case *c, const char *const *extra_args, int f
     pair la = pair_new(&r, 3, las, -1.0, -0.02);
     pair h0 = pair_new(&r, 4, hs, -1, 1), dout = pair_new(&r, 4, vs, -1, 1), dhT = pair_new(&r, 4, hs, -1, 1);
     if (f64_q) write_tb_f64(dir, "q", &q.f);
-    else write_tb(dir, "q", &q.f);
-    write_tb(dir, "k", &k.f);
-    write_tb(dir, "v", &v.f);
-    write_tb(dir, "log_alpha", &la.f);
-    if (c->h0) write_tb(dir, "h0", &h0.f);
-    write_tb(dir, "do", &dout.f);
-    if (c->dhT) write_tb(dir, "dhT", &dhT.f);
+    else write_npy(dir, "q", &q.f);
+    write_npy(dir, "k", &k.f);
+    write_npy(dir, "v", &v.f);
+    write_npy(dir, "log_alpha", &la.f);
+    if (c->h0) write_npy(dir, "h0", &h0.f);
+    write_npy(dir, "do", &dout.f);
+    if (c->dhT) write_npy(dir, "dhT", &dhT.f);
 
     /* Reference in float64 on the same values. */
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_tbuf o = f64_new(4, vs), hT = f64_new(4, hs);
     cg_tbuf dq = f64_new(4, qs), dk = f64_new(4, qs), dv = f64_new(4, vs), dla = f64_new(3, las), dh0 = f64_new(4, hs);
     cg_ssd_fwd_args fa;
@@ -477,23 +467,21 @@ static void sscan_cli_case(const sscan_case *c) {
             p[i] = 0.05f + 0.5f * (p[i] + 1.0f);
             ((double *)delta.d.mem)[i] = p[i];
         }
-    write_tb(dir, "x", &x.f);
-    write_tb(dir, "delta", &delta.f);
+    write_npy(dir, "x", &x.f);
+    write_npy(dir, "delta", &delta.f);
     write_tb_fortran2(dir, "A", &A.f); /* Fortran order on purpose */
-    write_tb(dir, "B", &Bm.f);
-    write_tb(dir, "C", &Cm.f);
-    write_tb(dir, "dy", &dy.f);
+    write_npy(dir, "B", &Bm.f);
+    write_npy(dir, "C", &Cm.f);
+    write_npy(dir, "dy", &dy.f);
     if (c->with_opt) {
-        write_tb(dir, "D", &Dv.f);
-        write_tb(dir, "z", &z.f);
-        write_tb(dir, "delta_bias", &bias.f);
-        write_tb(dir, "h0", &h0.f);
-        write_tb(dir, "dhT", &dhT.f);
+        write_npy(dir, "D", &Dv.f);
+        write_npy(dir, "z", &z.f);
+        write_npy(dir, "delta_bias", &bias.f);
+        write_npy(dir, "h0", &h0.f);
+        write_npy(dir, "dhT", &dhT.f);
     }
 
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_tbuf y = f64_new(3, xs), hT = f64_new(3, hs);
     cg_tbuf dx = f64_new(3, xs), ddelta = f64_new(3, xs), dA = f64_new(2, as), dB = f64_new(bnd, bs),
             dC = f64_new(bnd, bs), dD = f64_new(1, ds), dz = f64_new(3, xs), dbias = f64_new(1, ds),
@@ -565,11 +553,11 @@ static void write_ssd_inputs(const char *dir) {
     cg_tbuf_fill(&q, &r, -1, 1);
     cg_tbuf_fill(&v, &r, -1, 1);
     cg_tbuf_fill(&la, &r, -1, -0.1);
-    write_tb(dir, "q", &q);
-    write_tb(dir, "k", &q);
-    write_tb(dir, "v", &v);
-    write_tb(dir, "do", &v);
-    write_tb(dir, "log_alpha", &la);
+    write_npy(dir, "q", &q);
+    write_npy(dir, "k", &q);
+    write_npy(dir, "v", &v);
+    write_npy(dir, "do", &v);
+    write_npy(dir, "log_alpha", &la);
     cg_tbuf_free(&q);
     cg_tbuf_free(&v);
     cg_tbuf_free(&la);
@@ -603,7 +591,7 @@ CG_TEST(cli_run_shape_mismatch) {
     write_ssd_inputs(dir);
     int64_t bad[4] = {2, 5, 3, 7};
     cg_tbuf k = cg_tbuf_new(CG_F32, 4, bad);
-    write_tb(dir, "k", &k);
+    write_npy(dir, "k", &k);
     const char *args[] = {"run", "ssd", "--in", dir, NULL};
     const char *needles[] = {"k.npy", "(2, 5, 3, 7)", "(2, 5, 2, 7)", "[B, T, G, dk]", NULL};
     expect_cli_error(dir, args, 1, needles, "k mismatch");
@@ -612,7 +600,7 @@ CG_TEST(cli_run_shape_mismatch) {
     write_ssd_inputs(dir);
     int64_t la2[2] = {2, 5};
     cg_tbuf la = cg_tbuf_new(CG_F32, 2, la2);
-    write_tb(dir, "log_alpha", &la);
+    write_npy(dir, "log_alpha", &la);
     const char *needles2[] = {"log_alpha.npy", "(2, 5)", "(2, 5, 4)", NULL};
     expect_cli_error(dir, args, 1, needles2, "log_alpha rank");
     cg_tbuf_free(&la);
@@ -620,7 +608,7 @@ CG_TEST(cli_run_shape_mismatch) {
     write_ssd_inputs(dir);
     int64_t v3[4] = {2, 5, 3, 5};
     cg_tbuf v = cg_tbuf_new(CG_F32, 4, v3);
-    write_tb(dir, "v", &v);
+    write_npy(dir, "v", &v);
     const char *needles3[] = {"v.npy", "not a multiple", NULL};
     expect_cli_error(dir, args, 1, needles3, "H % G");
     cg_tbuf_free(&v);
@@ -635,16 +623,16 @@ CG_TEST(cli_run_sscan_shape_mismatch) {
     cg_tbuf x = cg_tbuf_new(CG_F32, 3, xs), A = cg_tbuf_new(CG_F32, 2, as), Bm = cg_tbuf_new(CG_F32, 3, bs),
             Cm = cg_tbuf_new(CG_F32, 3, cs), Dv = cg_tbuf_new(CG_F32, 1, ds);
     cg_tbuf_fill(&x, &r, -1, 1);
-    write_tb(dir, "x", &x);
-    write_tb(dir, "delta", &x);
-    write_tb(dir, "A", &A);
-    write_tb(dir, "B", &Bm);
-    write_tb(dir, "C", &Cm);
+    write_npy(dir, "x", &x);
+    write_npy(dir, "delta", &x);
+    write_npy(dir, "A", &A);
+    write_npy(dir, "B", &Bm);
+    write_npy(dir, "C", &Cm);
     const char *args[] = {"run", "sscan", dir, NULL};
     const char *needles[] = {"C.npy", "(1, 4, 2)", "(1, 4, 3)", "like B.npy", NULL};
     expect_cli_error(dir, args, 1, needles, "C mismatch");
-    write_tb(dir, "C", &Bm);
-    write_tb(dir, "D", &Dv);
+    write_npy(dir, "C", &Bm);
+    write_npy(dir, "D", &Dv);
     const char *needles2[] = {"D.npy", "(5,)", "(6,)", NULL};
     expect_cli_error(dir, args, 1, needles2, "D mismatch");
     cg_tbuf *bufs[] = {&x, &A, &Bm, &Cm, &Dv};

@@ -54,9 +54,7 @@ static void check_op(cg_context *ctx, cg_op op, const int64_t dims[CG_SYM_COUNT]
 
 /* Every shape of the set x variant (SSD: layout; sscan: grouped) x dtype x direction. */
 static void sweep(int ssd) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     static const int64_t ssd_shapes[][2] = {{1, 7}, {37, 7}, {37, 48}, {37, 130}, {1, 130}}; /* T, dk */
     static const int64_t ss_shapes[][2] = {{1, 7}, {37, 16}, {37, 33}};                       /* L, N */
     const int n = ssd ? 5 : 3;
@@ -88,9 +86,7 @@ CG_TEST(cpu_half_api_sscan) { sweep(0); }
  * state, log_alpha or A (the validation never builds one; a caller of the internal
  * entry points could), and float64 math. */
 CG_TEST(cpu_half_refuses_float32_only_tensors) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     int64_t dims[CG_SYM_COUNT] = {0};
     dims[CG_SYM_B] = 1, dims[CG_SYM_T] = 5, dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 2, dims[CG_SYM_DK] = 7, dims[CG_SYM_DV] = 6;
     dims[CG_SYM_L] = 5, dims[CG_SYM_D] = 4, dims[CG_SYM_N] = 3;

@@ -47,9 +47,7 @@ static void run_case(const hcase *c, cg_dtype dt, unsigned m) {
     snprintf(desc, sizeof desc, "%s layout=%s%s %s mask=0x%02x config=%s", ssdt_dims_str(c->d, dims, sizeof dims),
              c->d.layout == CG_LAYOUT_HEAD_MAJOR ? "bhtd" : "bthd", c->d.swapped ? "(swapped)" : "", cht_name(dt), m,
              c->config ? c->config : "(default)");
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ssdt_set f, g, r; /* f: float32 run; g: the 16-bit run's float32 outputs; r: float64 reference */
     ssdt_set_alloc(&f, c->d, CG_F32, SSDT_FWD | SSDT_BWD);
     ssdt_set_alloc(&g, c->d, CG_F32, SSDT_FWD | SSDT_BWD);
@@ -85,14 +83,14 @@ static void run_case(const hcase *c, cg_dtype dt, unsigned m) {
             else pf.o.p = g.o.mem;
             pf.hT.p = g.hT.mem;
             if (dout) set16(&pb.dout, dout, dt);
-            if (m & H_DQ) set16(&pb.dq, dq, dt);
-            else pb.dq.p = g.dq.mem;
-            if (m & H_DK) set16(&pb.dk_, dk, dt);
-            else pb.dk_.p = g.dk.mem;
-            if (m & H_DV) set16(&pb.dv_, dv, dt);
-            else pb.dv_.p = g.dv.mem;
-            pb.dla.p = g.dla.mem;
-            if (pb.dh0.p) pb.dh0.p = g.dh0.mem;
+            if (m & H_DQ) set16(&pb.grad_q, dq, dt);
+            else pb.grad_q.p = g.dq.mem;
+            if (m & H_DK) set16(&pb.grad_k, dk, dt);
+            else pb.grad_k.p = g.dk.mem;
+            if (m & H_DV) set16(&pb.grad_v, dv, dt);
+            else pb.grad_v.p = g.dv.mem;
+            pb.grad_la.p = g.dla.mem;
+            if (pb.grad_h0.p) pb.grad_h0.p = g.dh0.mem;
             ssdt_poison_outputs(&g, SSDT_FWD | SSDT_BWD);
             cg_cfg cfg;
             CG_CHECK_OK(ctx, cg__cfg_parse(ctx, config, &cfg));

@@ -21,9 +21,7 @@ static cg_tune_key key_of(cg_context *ctx, int64_t B, int64_t H, int sscan) {
 }
 
 CG_TEST(tune_cpu_key_par_isa) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     CG_CHECK_OK(ctx, cg_context_set_threads(ctx, 4));
     char t1[1024], t2[1024];
     /* B x H below, at and above the 4 threads */

@@ -55,13 +55,9 @@ static void check_op(cg_context *ctx, cg_op op, cg_dtype half, uint64_t seed) {
 }
 
 CG_TEST(cuda_gpu_each_kernel) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    if (!ctx || !cg_test_device(ctx, CG_BACKEND_CUDA, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(CG_BACKEND_CUDA, &dev);
+    if (!ctx) return;
     static const cg_dtype dts[] = {CG_F32, CG_BF16, CG_F16};
     for (int op = 0; op < CG_OP_COUNT; op++) {
         for (int k = 0; k < 3; k++) check_op(ctx, (cg_op)op, dts[k], 11 + 7 * (uint64_t)op + (uint64_t)k);

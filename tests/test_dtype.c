@@ -116,7 +116,7 @@ CG_TEST(dtype_rules_ssd) {
         /* backward: a gradient has its input's dtype; dh0 without h0 is float32 */
         dtt_new(&p, CG_OP_SSD_BWD, dims, 1, h, H, CG_F32, 1u << cg__op_tensor(cg__op_desc(CG_OP_SSD_BWD), "h0"));
         CG_CHECK_OK(ctx, validate(ctx, &p, &pr));
-        CG_CHECK(pr.dq.dt == H && pr.dla.dt == CG_F32 && pr.dh0.dt == CG_F32 && pr.dout.dt == H, "bwd views");
+        CG_CHECK(pr.grad_q.dt == H && pr.grad_la.dt == CG_F32 && pr.grad_h0.dt == CG_F32 && pr.dout.dt == H, "bwd views");
         retype(&p, "dv", CG_F32);
         CG_CHECK_REFUSED(ctx, validate(ctx, &p, &pr), CG_EINVAL, "dv: dtype CG_F32", "dv f32 with v 16-bit");
         CG_CHECK(strstr(cg_errmsg(ctx), "gradient has its input's dtype"), "message: %s", cg_errmsg(ctx));

@@ -22,115 +22,95 @@ typedef struct emu_basic_params {
 
 static const char *const k_basic[] = {"emu_block_sum", "emu_dyn_reverse", "emu_indices", "emu_atomics"};
 
-CG_TEST(emu_block_reduce) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    void *mod = emu_module(ctx, "basic.cu", k_basic, 4);
-    if (mod) {
-        const long long n = 1000; /* 8 blocks of 16 x 8 threads, the last ones partial */
-        const unsigned grid[3] = {4, 2, 1}, block[3] = {16, 8, 1};
-        float *x = malloc(1024 * sizeof *x), out[8];
-        int cnt[8];
-        cg_rng r = {11};
-        for (int i = 0; i < 1024; i++) x[i] = (float)cg_rng_uniform(&r, -1, 1);
-        emu_basic_params p = {x, out, cnt, n};
-        CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_block_sum", grid, block, 0, &p, sizeof p));
-        for (int b = 0; b < 8; b++) {
-            float s[128];
-            int c = 0;
-            for (int t = 0; t < 128; t++) {
-                long long i = b * 128 + t;
-                s[t] = i < n ? x[i] : 0.f;
-                c += i < n && x[i] > 0.f;
-            }
-            for (int h = 64; h > 0; h /= 2)
-                for (int t = 0; t < h; t++) s[t] += s[t + h];
-            CG_CHECK(out[b] == s[0], "block %d: sum %.9g, expected %.9g", b, out[b], s[0]);
-            CG_CHECK(cnt[b] == c, "block %d: __syncthreads_count %d, expected %d", b, cnt[b], c);
+static void emu_block_reduce_body(cg_context *ctx, void *mod) {
+    const long long n = 1000; /* 8 blocks of 16 x 8 threads, the last ones partial */
+    const unsigned grid[3] = {4, 2, 1}, block[3] = {16, 8, 1};
+    float *x = malloc(1024 * sizeof *x), out[8];
+    int cnt[8];
+    cg_rng r = {11};
+    for (int i = 0; i < 1024; i++) x[i] = (float)cg_rng_uniform(&r, -1, 1);
+    emu_basic_params p = {x, out, cnt, n};
+    CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_block_sum", grid, block, 0, &p, sizeof p));
+    for (int b = 0; b < 8; b++) {
+        float s[128];
+        int c = 0;
+        for (int t = 0; t < 128; t++) {
+            long long i = b * 128 + t;
+            s[t] = i < n ? x[i] : 0.f;
+            c += i < n && x[i] > 0.f;
         }
-        free(x);
+        for (int h = 64; h > 0; h /= 2)
+            for (int t = 0; t < h; t++) s[t] += s[t + h];
+        CG_CHECK(out[b] == s[0], "block %d: sum %.9g, expected %.9g", b, out[b], s[0]);
+        CG_CHECK(cnt[b] == c, "block %d: __syncthreads_count %d, expected %d", b, cnt[b], c);
     }
-    cg_context_free(ctx);
+    free(x);
 }
+CG_TEST(emu_block_reduce) { emu_with_module("basic.cu", k_basic, 4, emu_block_reduce_body); }
 
-CG_TEST(emu_dyn_smem) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    void *mod = emu_module(ctx, "basic.cu", k_basic, 4);
-    if (mod) {
-        const int nt = 96, nb = 5; /* 3 warps; 65 KiB of dynamic shared memory */
-        const unsigned grid[3] = {nb, 1, 1}, block[3] = {nt, 1, 1};
-        float *x = malloc(nt * nb * sizeof *x), *out = malloc(nt * nb * sizeof *out);
-        for (int i = 0; i < nt * nb; i++) x[i] = (float)(i * 3 % 101) - 50.f;
-        emu_basic_params p = {x, out, NULL, nt * nb};
-        CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_dyn_reverse", grid, block, (16384 + nt) * 4, &p, sizeof p));
-        int bad = 0;
-        for (int b = 0; b < nb; b++)
-            for (int t = 0; t < nt; t++) bad += out[b * nt + t] != x[b * nt + nt - 1 - t];
-        CG_CHECK(bad == 0, "%d reversed elements wrong", bad);
-        /* too much shared memory is refused */
-        cg_status st = emu_launch(ctx, mod, "emu_dyn_reverse", grid, block, 1 << 30, &p, sizeof p);
-        CG_CHECK(st == CG_EINVAL, "1 GiB of shared memory: %s", cg_status_str(st));
-        st = emu_launch(ctx, mod, "emu_dyn_reverse", grid, block, 0, &p, sizeof p - 8);
-        CG_CHECK(st == CG_EINVAL && strstr(cg_errmsg(ctx), "params_size"), "wrong params size: %s", cg_errmsg(ctx));
-        free(x);
-        free(out);
-    }
-    cg_context_free(ctx);
+static void emu_dyn_smem_body(cg_context *ctx, void *mod) {
+    const int nt = 96, nb = 5; /* 3 warps; 65 KiB of dynamic shared memory */
+    const unsigned grid[3] = {nb, 1, 1}, block[3] = {nt, 1, 1};
+    float *x = malloc(nt * nb * sizeof *x), *out = malloc(nt * nb * sizeof *out);
+    for (int i = 0; i < nt * nb; i++) x[i] = (float)(i * 3 % 101) - 50.f;
+    emu_basic_params p = {x, out, NULL, nt * nb};
+    CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_dyn_reverse", grid, block, (16384 + nt) * 4, &p, sizeof p));
+    int bad = 0;
+    for (int b = 0; b < nb; b++)
+        for (int t = 0; t < nt; t++) bad += out[b * nt + t] != x[b * nt + nt - 1 - t];
+    CG_CHECK(bad == 0, "%d reversed elements wrong", bad);
+    /* too much shared memory is refused */
+    cg_status st = emu_launch(ctx, mod, "emu_dyn_reverse", grid, block, 1 << 30, &p, sizeof p);
+    CG_CHECK(st == CG_EINVAL, "1 GiB of shared memory: %s", cg_status_str(st));
+    st = emu_launch(ctx, mod, "emu_dyn_reverse", grid, block, 0, &p, sizeof p - 8);
+    CG_CHECK(st == CG_EINVAL && strstr(cg_errmsg(ctx), "params_size"), "wrong params size: %s", cg_errmsg(ctx));
+    free(x);
+    free(out);
 }
+CG_TEST(emu_dyn_smem) { emu_with_module("basic.cu", k_basic, 4, emu_dyn_smem_body); }
 
-CG_TEST(emu_grid_indices) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    void *mod = emu_module(ctx, "basic.cu", k_basic, 4);
-    if (mod) {
-        const unsigned grid[3] = {3, 2, 2}, block[3] = {5, 3, 2}; /* 30 threads: a partial warp */
-        const int nthr = 12 * 30;
-        int *rec = malloc((size_t)nthr * 12 * sizeof *rec);
-        for (int i = 0; i < nthr * 12; i++) rec[i] = -1;
-        emu_basic_params p = {NULL, NULL, rec, 0};
-        CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_indices", grid, block, 0, &p, sizeof p));
-        int bad = 0;
-        for (int bz = 0; bz < 2; bz++)
-            for (int by = 0; by < 2; by++)
-                for (int bx = 0; bx < 3; bx++)
-                    for (int tz = 0; tz < 2; tz++)
-                        for (int ty = 0; ty < 3; ty++)
-                            for (int tx = 0; tx < 5; tx++) {
-                                int g = ((bz * 2 + by) * 3 + bx) * 30 + (tz * 3 + ty) * 5 + tx;
-                                const int want[12] = {tx, ty, tz, bx, by, bz, 5, 3, 2, 3, 2, 2};
-                                bad += memcmp(rec + g * 12, want, sizeof want) != 0;
-                            }
-        CG_CHECK(bad == 0, "%d threads saw wrong index variables", bad);
-        free(rec);
-    }
-    cg_context_free(ctx);
+static void emu_grid_indices_body(cg_context *ctx, void *mod) {
+    const unsigned grid[3] = {3, 2, 2}, block[3] = {5, 3, 2}; /* 30 threads: a partial warp */
+    const int nthr = 12 * 30;
+    int *rec = malloc((size_t)nthr * 12 * sizeof *rec);
+    for (int i = 0; i < nthr * 12; i++) rec[i] = -1;
+    emu_basic_params p = {NULL, NULL, rec, 0};
+    CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_indices", grid, block, 0, &p, sizeof p));
+    int bad = 0;
+    for (int bz = 0; bz < 2; bz++)
+        for (int by = 0; by < 2; by++)
+            for (int bx = 0; bx < 3; bx++)
+                for (int tz = 0; tz < 2; tz++)
+                    for (int ty = 0; ty < 3; ty++)
+                        for (int tx = 0; tx < 5; tx++) {
+                            int g = ((bz * 2 + by) * 3 + bx) * 30 + (tz * 3 + ty) * 5 + tx;
+                            const int want[12] = {tx, ty, tz, bx, by, bz, 5, 3, 2, 3, 2, 2};
+                            bad += memcmp(rec + g * 12, want, sizeof want) != 0;
+                        }
+    CG_CHECK(bad == 0, "%d threads saw wrong index variables", bad);
+    free(rec);
 }
+CG_TEST(emu_grid_indices) { emu_with_module("basic.cu", k_basic, 4, emu_grid_indices_body); }
 
-CG_TEST(emu_atomics) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    void *mod = emu_module(ctx, "basic.cu", k_basic, 4);
-    if (mod) {
-        const long long n = 777;
-        const unsigned grid[3] = {13, 1, 1}, block[3] = {64, 1, 1};
-        int cnt[5] = {0, INT_MIN, INT_MAX, 0, 0};
-        float acc = 0.f;
-        emu_basic_params p = {NULL, &acc, cnt, n};
-        CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_atomics", grid, block, 0, &p, sizeof p));
-        int mx = INT_MIN, mn = INT_MAX;
-        for (long long i = 0; i < n; i++) {
-            int v = (int)(i * 7 % 1000);
-            if (v > mx) mx = v;
-            if (v - 500 < mn) mn = v - 500;
-        }
-        CG_CHECK(cnt[0] == n, "atomicAdd count %d, expected %lld", cnt[0], n);
-        CG_CHECK(cnt[1] == mx && cnt[2] == mn, "atomicMax %d (want %d), atomicMin %d (want %d)", cnt[1], mx, cnt[2], mn);
-        CG_CHECK(cnt[4] == 1 && cnt[3] >= 1 && cnt[3] <= n, "atomicCAS: %d winners, value %d", cnt[4], cnt[3]);
-        CG_CHECK(acc == 0.5f * (float)n, "float atomicAdd %.9g, expected %.9g", acc, 0.5 * n);
+static void emu_atomics_body(cg_context *ctx, void *mod) {
+    const long long n = 777;
+    const unsigned grid[3] = {13, 1, 1}, block[3] = {64, 1, 1};
+    int cnt[5] = {0, INT_MIN, INT_MAX, 0, 0};
+    float acc = 0.f;
+    emu_basic_params p = {NULL, &acc, cnt, n};
+    CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_atomics", grid, block, 0, &p, sizeof p));
+    int mx = INT_MIN, mn = INT_MAX;
+    for (long long i = 0; i < n; i++) {
+        int v = (int)(i * 7 % 1000);
+        if (v > mx) mx = v;
+        if (v - 500 < mn) mn = v - 500;
     }
-    cg_context_free(ctx);
+    CG_CHECK(cnt[0] == n, "atomicAdd count %d, expected %lld", cnt[0], n);
+    CG_CHECK(cnt[1] == mx && cnt[2] == mn, "atomicMax %d (want %d), atomicMin %d (want %d)", cnt[1], mx, cnt[2], mn);
+    CG_CHECK(cnt[4] == 1 && cnt[3] >= 1 && cnt[3] <= n, "atomicCAS: %d winners, value %d", cnt[4], cnt[3]);
+    CG_CHECK(acc == 0.5f * (float)n, "float atomicAdd %.9g, expected %.9g", acc, 0.5 * n);
 }
+CG_TEST(emu_atomics) { emu_with_module("basic.cu", k_basic, 4, emu_atomics_body); }
 
 /* ------------------------------------------------------------------- warp.cu */
 typedef struct emu_warp_params {
@@ -153,62 +133,59 @@ static int ref_shfl(const int *v, int lane, int kind, int b, int width) {
     return v[src];
 }
 
-CG_TEST(emu_warp_collectives) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    static const char *const ent[] = {"emu_warp"};
-    void *mod = emu_module(ctx, "warp.cu", ent, 1);
-    if (mod) {
-        const int nb = 2, nt = 64, N = nb * nt;
-        const unsigned grid[3] = {nb, 1, 1}, block[3] = {nt, 1, 1};
-        int *x = malloc(N * sizeof *x), *out = malloc((size_t)N * EMU_WARP_K * sizeof *out);
-        float *fout = malloc(N * sizeof *fout);
-        cg_rng r = {5};
-        for (int i = 0; i < N; i++) x[i] = (int)(cg_rng_next(&r) % 16);
-        x[32] = 3; /* warp 1 has no 7 at all, warp 2 several */
-        for (int i = 32; i < 64; i++) if (x[i] == 7) x[i] = 8;
-        x[70] = 7;
-        emu_warp_params p = {x, out, fout};
-        CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_warp", grid, block, 0, &p, sizeof p));
-        int bad = 0;
-        for (int w = 0; w < N / 32; w++) {
-            const int *v = x + w * 32;
-            unsigned ballot = 0, sum = 0;
-            int any7 = 0;
-            for (int l = 0; l < 32; l++) {
-                ballot |= (unsigned)(v[l] & 1) << l;
-                sum += (unsigned)v[l];
-                any7 |= v[l] == 7;
-            }
-            float f[32];
-            for (int l = 0; l < 32; l++) f[l] = (float)v[l] * 0.25f;
-            for (int m = 16; m > 0; m >>= 1) {
-                float g[32];
-                for (int l = 0; l < 32; l++) g[l] = f[l] + f[l ^ m];
-                memcpy(f, g, sizeof f);
-            }
-            for (int l = 0; l < 32; l++) {
-                const int *o = out + (size_t)(w * 32 + l) * EMU_WARP_K;
-                const int want[EMU_WARP_K] = {
-                    ref_shfl(v, l, 3, 5, 32), ref_shfl(v, l, 2, 3, 32), ref_shfl(v, l, 1, 2, 32),
-                    ref_shfl(v, l, 0, l * 7 % 32, 32), ref_shfl(v, l, 3, 1, 8), ref_shfl(v, l, 2, 3, 16),
-                    ref_shfl(v, l, 1, 2, 8), ref_shfl(v, l, 0, 3, 8), (int)ballot, any7, 1, (int)sum,
-                    l < 16 ? v[l ^ 4] : ref_shfl(v, l, 2, 2, 16), v[l ^ 12], -1, v[(l + 40) % 32]};
-                for (int k = 0; k < EMU_WARP_K; k++) {
-                    if (o[k] != want[k]) {
-                        if (bad < 5) fprintf(stderr, "  warp %d lane %d item %d: %d, expected %d\n", w, l, k, o[k], want[k]);
-                        bad++;
-                    }
-                }
-                if (fout[w * 32 + l] != f[l]) bad++;
-            }
+static void emu_warp_collectives_body(cg_context *ctx, void *mod) {
+    const int nb = 2, nt = 64, N = nb * nt;
+    const unsigned grid[3] = {nb, 1, 1}, block[3] = {nt, 1, 1};
+    int *x = malloc(N * sizeof *x), *out = malloc((size_t)N * EMU_WARP_K * sizeof *out);
+    float *fout = malloc(N * sizeof *fout);
+    cg_rng r = {5};
+    for (int i = 0; i < N; i++) x[i] = (int)(cg_rng_next(&r) % 16);
+    x[32] = 3; /* warp 1 has no 7 at all, warp 2 several */
+    for (int i = 32; i < 64; i++) if (x[i] == 7) x[i] = 8;
+    x[70] = 7;
+    emu_warp_params p = {x, out, fout};
+    CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_warp", grid, block, 0, &p, sizeof p));
+    int bad = 0;
+    for (int w = 0; w < N / 32; w++) {
+        const int *v = x + w * 32;
+        unsigned ballot = 0, sum = 0;
+        int any7 = 0;
+        for (int l = 0; l < 32; l++) {
+            ballot |= (unsigned)(v[l] & 1) << l;
+            sum += (unsigned)v[l];
+            any7 |= v[l] == 7;
         }
-        CG_CHECK(bad == 0, "%d warp collective results wrong", bad);
-        free(x);
-        free(out);
-        free(fout);
+        float f[32];
+        for (int l = 0; l < 32; l++) f[l] = (float)v[l] * 0.25f;
+        for (int m = 16; m > 0; m >>= 1) {
+            float g[32];
+            for (int l = 0; l < 32; l++) g[l] = f[l] + f[l ^ m];
+            memcpy(f, g, sizeof f);
+        }
+        for (int l = 0; l < 32; l++) {
+            const int *o = out + (size_t)(w * 32 + l) * EMU_WARP_K;
+            const int want[EMU_WARP_K] = {
+                ref_shfl(v, l, 3, 5, 32), ref_shfl(v, l, 2, 3, 32), ref_shfl(v, l, 1, 2, 32),
+                ref_shfl(v, l, 0, l * 7 % 32, 32), ref_shfl(v, l, 3, 1, 8), ref_shfl(v, l, 2, 3, 16),
+                ref_shfl(v, l, 1, 2, 8), ref_shfl(v, l, 0, 3, 8), (int)ballot, any7, 1, (int)sum,
+                l < 16 ? v[l ^ 4] : ref_shfl(v, l, 2, 2, 16), v[l ^ 12], -1, v[(l + 40) % 32]};
+            for (int k = 0; k < EMU_WARP_K; k++) {
+                if (o[k] != want[k]) {
+                    if (bad < 5) fprintf(stderr, "  warp %d lane %d item %d: %d, expected %d\n", w, l, k, o[k], want[k]);
+                    bad++;
+                }
+            }
+            if (fout[w * 32 + l] != f[l]) bad++;
+        }
     }
-    cg_context_free(ctx);
+    CG_CHECK(bad == 0, "%d warp collective results wrong", bad);
+    free(x);
+    free(out);
+    free(fout);
+}
+CG_TEST(emu_warp_collectives) {
+    static const char *const ent[] = {"emu_warp"};
+    emu_with_module("warp.cu", ent, 1, emu_warp_collectives_body);
 }
 
 /* -------------------------------------------------------------------- mma.cu */
@@ -250,120 +227,105 @@ static float u2f(uint32_t u) {
     return f;
 }
 
-CG_TEST(emu_mma_tf32) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    void *mod = emu_module(ctx, "mma.cu", k_mma, 3);
-    if (mod) {
-        const int tiles = 4; /* 2 blocks of 2 warps, one 16x8 tile with K = 16 per warp */
-        const unsigned grid[3] = {2, 1, 1}, block[3] = {64, 1, 1};
-        float *A = malloc(tiles * 256 * sizeof *A), *B = malloc(tiles * 128 * sizeof *B);
-        float *C = malloc(tiles * 128 * sizeof *C), *D = malloc(tiles * 128 * sizeof *D);
-        float *D3 = malloc(tiles * 128 * sizeof *D3);
-        cg_rng r = {77};
-        for (int i = 0; i < tiles * 256; i++) A[i] = (float)cg_rng_uniform(&r, -1, 1);
-        for (int i = 0; i < tiles * 128; i++) B[i] = (float)cg_rng_uniform(&r, -1, 1);
-        for (int i = 0; i < tiles * 128; i++) C[i] = (float)cg_rng_uniform(&r, -1, 1);
-        emu_mma_params p;
-        memset(&p, 0, sizeof p);
-        p.A = A, p.B = B, p.C = C, p.D = D, p.D3 = D3;
-        CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_mma", grid, block, 0, &p, sizeof p));
-        int bad = 0;
-        double err3 = 0, errt = 0, mref = 0;
-        for (int t = 0; t < tiles; t++)
-            for (int m = 0; m < 16; m++)
-                for (int n = 0; n < 8; n++) {
-                    float acc = C[t * 128 + m * 8 + n];
-                    double exact = acc;
-                    for (int k = 0; k < 16; k++) {
-                        float a = A[t * 256 + m * 16 + k], b = B[t * 128 + k * 8 + n];
-                        acc += ref_tf32(a) * ref_tf32(b);
-                        exact += (double)a * b;
-                    }
-                    float d = D[t * 128 + m * 8 + n];
-                    if (f2u(d) != f2u(acc)) {
-                        if (bad < 4) fprintf(stderr, "  tile %d (%d,%d): %.9g, expected %.9g\n", t, m, n, d, acc);
-                        bad++;
-                    }
-                    err3 = fmax(err3, fabs(D3[t * 128 + m * 8 + n] - exact));
-                    errt = fmax(errt, fabs(d - exact));
-                    mref = fmax(mref, fabs(exact));
+static void emu_mma_tf32_body(cg_context *ctx, void *mod) {
+    const int tiles = 4; /* 2 blocks of 2 warps, one 16x8 tile with K = 16 per warp */
+    const unsigned grid[3] = {2, 1, 1}, block[3] = {64, 1, 1};
+    float *A = malloc(tiles * 256 * sizeof *A), *B = malloc(tiles * 128 * sizeof *B);
+    float *C = malloc(tiles * 128 * sizeof *C), *D = malloc(tiles * 128 * sizeof *D);
+    float *D3 = malloc(tiles * 128 * sizeof *D3);
+    cg_rng r = {77};
+    for (int i = 0; i < tiles * 256; i++) A[i] = (float)cg_rng_uniform(&r, -1, 1);
+    for (int i = 0; i < tiles * 128; i++) B[i] = (float)cg_rng_uniform(&r, -1, 1);
+    for (int i = 0; i < tiles * 128; i++) C[i] = (float)cg_rng_uniform(&r, -1, 1);
+    emu_mma_params p;
+    memset(&p, 0, sizeof p);
+    p.A = A, p.B = B, p.C = C, p.D = D, p.D3 = D3;
+    CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_mma", grid, block, 0, &p, sizeof p));
+    int bad = 0;
+    double err3 = 0, errt = 0, mref = 0;
+    for (int t = 0; t < tiles; t++)
+        for (int m = 0; m < 16; m++)
+            for (int n = 0; n < 8; n++) {
+                float acc = C[t * 128 + m * 8 + n];
+                double exact = acc;
+                for (int k = 0; k < 16; k++) {
+                    float a = A[t * 256 + m * 16 + k], b = B[t * 128 + k * 8 + n];
+                    acc += ref_tf32(a) * ref_tf32(b);
+                    exact += (double)a * b;
                 }
-        CG_CHECK(bad == 0, "%d tf32 mma results differ from the scalar tf32 product", bad);
-        CG_CHECK(err3 / mref <= 2e-6, "3xtf32 rel err %.3g > 2e-6", err3 / mref);
-        CG_CHECK(errt / mref > 1e-5 && errt > 20 * err3, "tf32 rel err %.3g vs 3xtf32 %.3g: not tf32 precision",
-                 errt / mref, err3 / mref);
-        free(A); free(B); free(C); free(D); free(D3);
-    }
-    cg_context_free(ctx);
-}
-
-CG_TEST(emu_cvt_tf32) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    void *mod = emu_module(ctx, "mma.cu", k_mma, 3);
-    if (mod) {
-        enum { N = 64 };
-        float in[N];
-        unsigned out[N];
-        const uint32_t special[] = {
-            0x3F801000u, /* 1 + half a tf32 ulp: a tie, away from zero */
-            0xBF801000u, 0x3F803000u, 0x3F800FFFu, 0x3F801001u, 0x3F7FF000u, /* tie that carries */
-            0x7F7FF000u, /* rounds past FLT_MAX to infinity */
-            0x00001000u, 0x80003000u, 0x00000FFFu, /* subnormals */
-            0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u};
-        const int ns = (int)(sizeof special / sizeof special[0]);
-        for (int i = 0; i < ns; i++) in[i] = u2f(special[i]);
-        cg_rng r = {3};
-        for (int i = ns; i < N; i++) in[i] = (float)cg_rng_uniform(&r, -1e3, 1e3);
-        emu_mma_params p;
-        memset(&p, 0, sizeof p);
-        p.cvt_in = in, p.cvt_out = out, p.ncvt = N;
-        const unsigned grid[3] = {2, 1, 1}, block[3] = {32, 1, 1};
-        CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_cvt", grid, block, 0, &p, sizeof p));
-        int bad = 0;
-        for (int i = 0; i < N; i++) {
-            float want = ref_tf32(in[i]);
-            int ok = isnan(want) ? isnan(u2f(out[i])) : out[i] == f2u(want);
-            ok &= (out[i] & 0x1FFFu) == 0 || isnan(want);
-            if (!ok) {
-                fprintf(stderr, "  cvt.rna.tf32 of 0x%08x: 0x%08x, expected 0x%08x\n", f2u(in[i]), out[i], f2u(want));
-                bad++;
+                float d = D[t * 128 + m * 8 + n];
+                if (f2u(d) != f2u(acc)) {
+                    if (bad < 4) fprintf(stderr, "  tile %d (%d,%d): %.9g, expected %.9g\n", t, m, n, d, acc);
+                    bad++;
+                }
+                err3 = fmax(err3, fabs(D3[t * 128 + m * 8 + n] - exact));
+                errt = fmax(errt, fabs(d - exact));
+                mref = fmax(mref, fabs(exact));
             }
-        }
-        CG_CHECK(bad == 0, "%d tf32 conversions wrong", bad);
-    }
-    cg_context_free(ctx);
+    CG_CHECK(bad == 0, "%d tf32 mma results differ from the scalar tf32 product", bad);
+    CG_CHECK(err3 / mref <= 2e-6, "3xtf32 rel err %.3g > 2e-6", err3 / mref);
+    CG_CHECK(errt / mref > 1e-5 && errt > 20 * err3, "tf32 rel err %.3g vs 3xtf32 %.3g: not tf32 precision",
+             errt / mref, err3 / mref);
+    free(A); free(B); free(C); free(D); free(D3);
 }
+CG_TEST(emu_mma_tf32) { emu_with_module("mma.cu", k_mma, 3, emu_mma_tf32_body); }
 
-CG_TEST(emu_cp_async) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    void *mod = emu_module(ctx, "mma.cu", k_mma, 3);
-    if (mod) {
-        float *src = NULL, dst[320];
-        CG_CHECK_OK(ctx, cg__kexec_emu.alloc(ctx, 272 * sizeof(float), (void **)&src));
-        for (int i = 0; i < 272; i++) src[i] = (float)i + 0.5f;
-        emu_mma_params p;
-        memset(&p, 0, sizeof p);
-        p.src = src, p.dst = dst;
-        const unsigned grid[3] = {1, 1, 1}, block[3] = {64, 1, 1};
-        CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_cp_async", grid, block, 0, &p, sizeof p));
-        int bad = 0;
-        for (int i = 0; i < 256; i++) bad += dst[i] != src[i];
-        for (int t = 0; t < 16; t++) {
-            int nb = t > 4 ? 16 : t * 4; /* zfill: the first nb bytes copied, the rest 0 */
-            for (int k = 0; k < 4; k++) bad += dst[256 + t * 4 + k] != (k * 4 < nb ? src[t * 4 + k] : 0.f);
+static void emu_cvt_tf32_body(cg_context *ctx, void *mod) {
+    enum { N = 64 };
+    float in[N];
+    unsigned out[N];
+    const uint32_t special[] = {
+        0x3F801000u, /* 1 + half a tf32 ulp: a tie, away from zero */
+        0xBF801000u, 0x3F803000u, 0x3F800FFFu, 0x3F801001u, 0x3F7FF000u, /* tie that carries */
+        0x7F7FF000u, /* rounds past FLT_MAX to infinity */
+        0x00001000u, 0x80003000u, 0x00000FFFu, /* subnormals */
+        0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u};
+    const int ns = (int)(sizeof special / sizeof special[0]);
+    for (int i = 0; i < ns; i++) in[i] = u2f(special[i]);
+    cg_rng r = {3};
+    for (int i = ns; i < N; i++) in[i] = (float)cg_rng_uniform(&r, -1e3, 1e3);
+    emu_mma_params p;
+    memset(&p, 0, sizeof p);
+    p.cvt_in = in, p.cvt_out = out, p.ncvt = N;
+    const unsigned grid[3] = {2, 1, 1}, block[3] = {32, 1, 1};
+    CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_cvt", grid, block, 0, &p, sizeof p));
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        float want = ref_tf32(in[i]);
+        int ok = isnan(want) ? isnan(u2f(out[i])) : out[i] == f2u(want);
+        ok &= (out[i] & 0x1FFFu) == 0 || isnan(want);
+        if (!ok) {
+            fprintf(stderr, "  cvt.rna.tf32 of 0x%08x: 0x%08x, expected 0x%08x\n", f2u(in[i]), out[i], f2u(want));
+            bad++;
         }
-        CG_CHECK(bad == 0, "%d staged values wrong", bad);
-        p.misalign = 1;
-        cg_status st = emu_launch(ctx, mod, "emu_cp_async", grid, block, 0, &p, sizeof p);
-        CG_CHECK(st == CG_ELAUNCH && strstr(cg_errmsg(ctx), "misaligned"), "misaligned cp.async: %s: %s",
-                 cg_status_str(st), cg_errmsg(ctx));
-        cg__kexec_emu.free(ctx, src);
     }
-    cg_context_free(ctx);
+    CG_CHECK(bad == 0, "%d tf32 conversions wrong", bad);
 }
+CG_TEST(emu_cvt_tf32) { emu_with_module("mma.cu", k_mma, 3, emu_cvt_tf32_body); }
+
+static void emu_cp_async_body(cg_context *ctx, void *mod) {
+    float *src = NULL, dst[320];
+    CG_CHECK_OK(ctx, cg__kexec_emu.alloc(ctx, 272 * sizeof(float), (void **)&src));
+    for (int i = 0; i < 272; i++) src[i] = (float)i + 0.5f;
+    emu_mma_params p;
+    memset(&p, 0, sizeof p);
+    p.src = src, p.dst = dst;
+    const unsigned grid[3] = {1, 1, 1}, block[3] = {64, 1, 1};
+    CG_CHECK_OK(ctx, emu_launch(ctx, mod, "emu_cp_async", grid, block, 0, &p, sizeof p));
+    int bad = 0;
+    for (int i = 0; i < 256; i++) bad += dst[i] != src[i];
+    for (int t = 0; t < 16; t++) {
+        int nb = t > 4 ? 16 : t * 4; /* zfill: the first nb bytes copied, the rest 0 */
+        for (int k = 0; k < 4; k++) bad += dst[256 + t * 4 + k] != (k * 4 < nb ? src[t * 4 + k] : 0.f);
+    }
+    CG_CHECK(bad == 0, "%d staged values wrong", bad);
+    p.misalign = 1;
+    cg_status st = emu_launch(ctx, mod, "emu_cp_async", grid, block, 0, &p, sizeof p);
+    CG_CHECK(st == CG_ELAUNCH && strstr(cg_errmsg(ctx), "misaligned"), "misaligned cp.async: %s: %s",
+             cg_status_str(st), cg_errmsg(ctx));
+    cg__kexec_emu.free(ctx, src);
+}
+CG_TEST(emu_cp_async) { emu_with_module("mma.cu", k_mma, 3, emu_cp_async_body); }
 
 /* ----------------------------------------------------------------- errors.cu */
 CG_TEST(emu_bad_kernels) {
@@ -477,12 +439,19 @@ static void emu_tiny_plan(cg_plan *plan, const char *body) {
     snprintf(plan->launch[0].entry, sizeof plan->launch[0].entry, "emu_tiny");
 }
 
-CG_TEST(emu_disk_cache) {
+/* emu_ctx with its cache in dir, made by mkdtemp from its template (the test removes it). */
+static cg_context *emu_ctx_cache(char *dir) {
     cg_context *ctx = emu_ctx();
-    if (!ctx) return;
-    char dir[] = "/tmp/cg-emu-cache-XXXXXX";
+    if (!ctx) return NULL;
     CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     cg_context_set_cache_dir(ctx, dir);
+    return ctx;
+}
+
+CG_TEST(emu_disk_cache) {
+    char dir[] = "/tmp/cg-emu-cache-XXXXXX";
+    cg_context *ctx = emu_ctx_cache(dir);
+    if (!ctx) return;
     cg_plan plan;
     char body[256];
     snprintf(body, sizeof body, "struct P { int *o; };\nextern \"C\" __global__ void emu_tiny(P p) { p.o[threadIdx.x] = %d; }\n",
@@ -542,11 +511,9 @@ CG_TEST(emu_disk_cache) {
 }
 
 CG_TEST(emu_compile_error) {
-    cg_context *ctx = emu_ctx();
-    if (!ctx) return;
     char dir[] = "/tmp/cg-emu-cache-XXXXXX";
-    CG_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    cg_context_set_cache_dir(ctx, dir);
+    cg_context *ctx = emu_ctx_cache(dir);
+    if (!ctx) return;
     cg_plan plan;
     emu_tiny_plan(&plan, "struct P { int *o; };\nextern \"C\" __global__ void emu_tiny(P p) { p.o[0] = undeclared_name; }\n");
     void *m = NULL;

@@ -36,6 +36,14 @@ cg_context *emu_ctx(void) {
     return ctx;
 }
 
+void emu_with_module(const char *file, const char *const *entries, int n, void (*body)(cg_context *ctx, void *mod)) {
+    cg_context *ctx = emu_ctx();
+    if (!ctx) return;
+    void *mod = emu_module(ctx, file, entries, n);
+    if (mod) body(ctx, mod);
+    cg_context_free(ctx);
+}
+
 /* Load tests/emu_kernels/<file> (after cg_device.cuh) with the given entries. */
 void *emu_module(cg_context *ctx, const char *file, const char *const *entries, int n) {
     char rel[256];

@@ -11,6 +11,10 @@ char *emu_slurp(const char *rel);
 cg_context *emu_ctx(void);
 /* Load tests/emu_kernels/<file> (after cg_device.cuh) with the given entries. */
 void *emu_module(cg_context *ctx, const char *file, const char *const *entries, int n);
+/* The test body with a context (emu_ctx) and the module of file's entries loaded
+ * (emu_module): skipped without a compiler, not run when the module does not load (a
+ * failure), the context freed after it. */
+void emu_with_module(const char *file, const char *const *entries, int n, void (*body)(cg_context *ctx, void *mod));
 cg_status emu_launch(cg_context *ctx, void *mod, const char *entry, const unsigned grid[3], const unsigned block[3],
                      int64_t smem, const void *params, size_t psize);
 

@@ -303,9 +303,7 @@ static void check_run(cg_context *ctx, const xg_run *run) {
 }
 
 static void check_runs(const xg_run *runs, int n) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int i = 0; i < n; i++) check_run(ctx, &runs[i]);
     cg_context_free(ctx);
 }

@@ -47,7 +47,7 @@ CG_TEST(fallback_ssd_bwd_host_copies) {
     memset(&cfg, 0, sizeof cfg);
     CG_CHECK_OK(ctx, cg__host_fallback(ctx, &cg__kexec_emu, &cg__backend_cpu, CG_OP_SSD_BWD, &p, &cfg, NULL, "test"));
     /* The caller's views are left pointing at its own memory. */
-    CG_CHECK(p.dq.p == a.dq.t.data, "problem views repointed");
+    CG_CHECK(p.grad_q.p == a.dq.t.data, "problem views repointed");
 
     const cg_tbuf *out_a[] = {&a.dq, &a.dk, &a.dv, &a.dla, &a.dh0};
     const cg_tbuf *out_b[] = {&b.dq, &b.dk, &b.dv, &b.dla, &b.dh0};

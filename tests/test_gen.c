@@ -22,10 +22,7 @@ static const char *param(const cg_cfg *c, const char *key) {
 /* ----------------------------------------------------------- rendering */
 
 CG_TEST(gen_kernels_listed) {
-    const char **names;
-    int n;
-    cg_context *ctx = cg_test_gen_kernels(&names, &n);
-    if (!ctx) return;
+    CG_TEST_KERNELS(ctx, names, n);
     int found = 0;
     for (int i = 0; i < n; i++) found |= !strcmp(names[i], "ssd_fwd");
     CG_CHECK(found, "ssd_fwd missing from %d kernels", n);
@@ -126,8 +123,7 @@ static cg_cfg pins(const char *text) {
 }
 
 CG_TEST(gen_pins) {
-    cg_context *ctx;
-    CG_CHECK_OK(NULL, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     cg_kshape s = shape_of(0); /* dk = dv = 7 */
@@ -175,10 +171,7 @@ CG_TEST(gen_pins) {
 }
 
 CG_TEST(gen_space_plans) {
-    const char **names;
-    int nk;
-    cg_context *ctx = cg_test_gen_kernels(&names, &nk);
-    if (!ctx) return;
+    CG_TEST_KERNELS(ctx, names, nk);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     for (int k = 0; k < nk; k++) {
@@ -261,10 +254,7 @@ static int distinct_values(const cg_cfg *c, int n, const char *key) {
 /* generator/cpu/ descriptions: listed, described, enumerable and resolvable through the
  * generator core like kernels, but never planned. */
 CG_TEST(gen_cpu_spaces) {
-    const char **names;
-    int nk;
-    cg_context *ctx = cg_test_gen_kernels(&names, &nk);
-    if (!ctx) return;
+    CG_TEST_KERNELS(ctx, names, nk);
     int have_ssd = 0, have_sscan = 0, ncpu = 0;
     for (int k = 0; k < nk; k++) {
         have_ssd |= !strcmp(names[k], "ssd_cpu");

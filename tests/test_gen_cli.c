@@ -34,10 +34,7 @@ static int gen_cli(const char *args, char **out) {
 }
 
 CG_TEST(gen_space_keys_documented) {
-    const char **names;
-    int n;
-    cg_context *ctx = cg_test_gen_kernels(&names, &n);
-    if (!ctx) return;
+    CG_TEST_KERNELS(ctx, names, n);
     int cpu = 0;
     for (int i = 0; i < n; i++) {
         char *text = NULL;

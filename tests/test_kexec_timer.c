@@ -162,9 +162,7 @@ CG_TEST(kexec_timer_emu) {
         return;
 
     /* ---- emulate: host monotonic clock; flush_l2 does nothing and succeeds */
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_context_set_threads(ctx, 2);
     kt_tokens(emu, ctx);
     {

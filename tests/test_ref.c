@@ -145,9 +145,7 @@ static void ssd_fd_case(cg_context *ctx, const ssd_case *c, uint64_t seed) {
 }
 
 CG_TEST(ref_ssd_grad_fd) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     const ssd_case cases[] = {
         {2, 5, 2, 4, 3, 2, 1, 1, CG_LAYOUT_TOKEN_MAJOR},
         {2, 5, 2, 4, 3, 2, 0, 0, CG_LAYOUT_TOKEN_MAJOR},
@@ -171,9 +169,7 @@ static double at4(const cg_tbuf *b, int64_t i0, int64_t i1, int64_t i2, int64_t 
  *   T=1: o_0 = q_0 (e^{a0} h0 + k_0^T v_0)
  *   T=2: hT = e^{a0+a1} h0 + e^{a1} k_0^T v_0 + k_1^T v_1, o_1 = q_1 hT. */
 CG_TEST(ref_ssd_fwd_by_hand) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int64_t T = 1; T <= 2; T++) {
         const ssd_case c = {2, T, 1, 2, 2, 3, 1, 1, CG_LAYOUT_TOKEN_MAJOR};
         cg_rng r = {7 + (uint64_t)T};
@@ -323,9 +319,7 @@ static void sscan_fd_case(cg_context *ctx, const sscan_case *c, uint64_t seed) {
 }
 
 CG_TEST(ref_sscan_grad_fd) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     const sscan_case cases[] = {
         /* B  L  D  N  G  sp z  D  bi h0 dhT perm */
         {2, 6, 4, 3, 2, 1, 1, 1, 1, 1, 1, 0},
@@ -348,9 +342,7 @@ static double sp_hand(double v) { return log(1.0 + exp(v)); }
  *   T=2: h_1 = a_1 a_0 h0 + a_1 dt_0 B_0 x_0 + dt_1 B_1 x_1
  *   y_t = (C_t . h_t + D x_t) * z_t / (1 + e^{-z_t}). */
 CG_TEST(ref_sscan_fwd_by_hand) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int64_t L = 1; L <= 2; L++) {
         const sscan_case c = {2, L, 4, 3, 2, 1, 1, 1, 1, 1, 1, 0};
         cg_rng r = {31 + (uint64_t)L};
@@ -406,9 +398,7 @@ static cg_tbuf to_f32(const cg_tbuf *src, int permuted) {
 
 /* The reference reads and writes F32 views of any strides; results agree with F64. */
 CG_TEST(ref_f32_views) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     {
         const ssd_case c = {2, 6, 2, 4, 3, 5, 1, 1, CG_LAYOUT_TOKEN_MAJOR};
         cg_rng r = {5};
@@ -481,9 +471,7 @@ CG_TEST(ref_f32_views) {
 
 /* A NaN in one input reaches exactly the outputs that depend on it; nothing crashes. */
 CG_TEST(ref_nan_propagates) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     {
         const ssd_case c = {2, 4, 1, 2, 2, 3, 0, 1, CG_LAYOUT_TOKEN_MAJOR};
         cg_rng r = {9};

@@ -7,86 +7,26 @@
 #include "cpu/cpu_isa.h"
 #include "cpu_half_testlib.h"
 #include "gen.h"
+#include "sscan_testlib.h"
 
 #define FWD_TOL 1e-5
 #define GRAD_TOL 1e-4
 
-typedef struct ss_case {
-    int64_t B, L, D, N, G; /* G = 0: ungrouped B/C [B, L, N] */
-    int z, Dv, bias, softplus, h0, dhT;
-    int strided;           /* [B, D, L] memory for the [B, L, D] tensors, [B, G, N, L] for B/C */
-    const char *config;    /* CPU config pins */
-} ss_case;
+/* The CPU tests always request hT and dh0. */
+static int ss_present(const sst_case *c, int i) { return i == T_HT || i == T_DH0 || sst_on(c, i); }
 
-/* Tensor slots: inputs, forward outputs, backward outputs. */
-enum { T_X, T_DELTA, T_A, T_B, T_C, T_D, T_Z, T_BIAS, T_H0, T_DY, T_DHT, T_Y, T_HT,
-       T_DX, T_DDELTA, T_DA, T_DB, T_DC, T_DD, T_DZ, T_DBIAS, T_DH0, T_COUNT };
-static const char *const k_names[T_COUNT] = {"x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "dy",
-                                              "dhT", "y", "hT", "dx", "ddelta", "dA", "dB", "dC", "dD", "dz",
-                                              "ddelta_bias", "dh0"};
-
-typedef struct ss_set {
-    cg_tbuf t[T_COUNT];
-    int present[T_COUNT];
-} ss_set;
-
-static const cg_tensor k_none;
-
-/* Shape (and memory order when strided) of slot i. */
-static int ss_shape(const ss_case *c, int i, int64_t *sh, int *perm, int *use_perm) {
-    *use_perm = 0;
-    switch (i) {
-    case T_X: case T_DELTA: case T_Z: case T_DY: case T_Y: case T_DX: case T_DDELTA: case T_DZ:
-        sh[0] = c->B; sh[1] = c->L; sh[2] = c->D;
-        perm[0] = 0; perm[1] = 2; perm[2] = 1;
-        *use_perm = c->strided;
-        return 3;
-    case T_A: case T_DA:
-        sh[0] = c->D; sh[1] = c->N;
-        return 2;
-    case T_B: case T_C: case T_DB: case T_DC:
-        sh[0] = c->B; sh[1] = c->L;
-        *use_perm = c->strided;
-        if (c->G) {
-            sh[2] = c->G; sh[3] = c->N;
-            perm[0] = 0; perm[1] = 2; perm[2] = 3; perm[3] = 1;
-            return 4;
-        }
-        sh[2] = c->N;
-        perm[0] = 0; perm[1] = 2; perm[2] = 1;
-        return 3;
-    case T_D: case T_BIAS: case T_DD: case T_DBIAS:
-        sh[0] = c->D;
-        return 1;
-    default: /* h0, dhT, hT, dh0 */
-        sh[0] = c->B; sh[1] = c->D; sh[2] = c->N;
-        return 3;
-    }
-}
-
-static int ss_present(const ss_case *c, int i) {
-    switch (i) {
-    case T_Z: case T_DZ: return c->z;
-    case T_D: case T_DD: return c->Dv;
-    case T_BIAS: case T_DBIAS: return c->bias;
-    case T_H0: return c->h0;
-    case T_DHT: return c->dhT;
-    default: return 1; /* hT and dh0 are always requested */
-    }
-}
-
-static void ss_alloc(ss_set *s, const ss_case *c, cg_dtype dt, int strided_ok) {
+static void ss_alloc(sst_set *s, const sst_case *c, cg_dtype dt, int strided_ok) {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < T_COUNT; i++) {
         int64_t sh[4];
         int perm[4], use_perm;
-        int nd = ss_shape(c, i, sh, perm, &use_perm);
-        s->present[i] = ss_present(c, i);
+        int nd = sst_dims(c, i, sh, perm, &use_perm);
+        s->on[i] = ss_present(c, i);
         s->t[i] = cg_tbuf_new_perm(dt, nd, sh, use_perm && strided_ok ? perm : NULL);
     }
 }
 
-static void ss_fill(ss_set *s, const ss_case *c, uint64_t seed) {
+static void ss_fill(sst_set *s, const sst_case *c, uint64_t seed) {
     cg_rng r = {seed};
     cg_tbuf_fill(&s->t[T_X], &r, -1, 1);
     if (c->softplus) cg_tbuf_fill(&s->t[T_DELTA], &r, -2.5, 1);
@@ -103,42 +43,20 @@ static void ss_fill(ss_set *s, const ss_case *c, uint64_t seed) {
     cg_tbuf_fill(&s->t[T_DHT], &r, -1, 1);
 }
 
-static void ss_free(ss_set *s) {
-    for (int i = 0; i < T_COUNT; i++) cg_tbuf_free(&s->t[i]);
-}
 
-static cg_tensor opt(const ss_set *s, int i) { return s->present[i] ? s->t[i].t : k_none; }
 
-static cg_sscan_fwd_args ss_fwd_args(const ss_set *s, const ss_case *c) {
-    cg_sscan_fwd_args a = {
-        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
-        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
-        .delta_softplus = c->softplus, .y = s->t[T_Y].t, .hT = s->t[T_HT].t};
-    return a;
-}
-
-static cg_status ss_fwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_exec *ex) {
-    cg_sscan_fwd_args a = ss_fwd_args(s, c);
+static cg_status ss_fwd(cg_context *ctx, sst_set *s, const sst_case *c, const cg_exec *ex) {
+    cg_sscan_fwd_args a = sst_fwd_args(s, c);
     return cg_sscan_fwd(ctx, &a, ex);
 }
 
-static cg_sscan_bwd_args ss_bwd_args(const ss_set *s, const ss_case *c) {
-    cg_sscan_bwd_args a = {
-        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
-        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
-        .dy = s->t[T_DY].t, .dhT = opt(s, T_DHT), .delta_softplus = c->softplus,
-        .dx = s->t[T_DX].t, .ddelta = s->t[T_DDELTA].t, .dA = s->t[T_DA].t, .dB = s->t[T_DB].t,
-        .dC = s->t[T_DC].t, .dD = opt(s, T_DD), .dz = opt(s, T_DZ), .ddelta_bias = opt(s, T_DBIAS),
-        .dh0 = s->t[T_DH0].t};
-    return a;
-}
 
-static cg_status ss_bwd(cg_context *ctx, ss_set *s, const ss_case *c, const cg_exec *ex) {
-    cg_sscan_bwd_args a = ss_bwd_args(s, c);
+static cg_status ss_bwd(cg_context *ctx, sst_set *s, const sst_case *c, const cg_exec *ex) {
+    cg_sscan_bwd_args a = sst_bwd_args(s, c);
     return cg_sscan_bwd(ctx, &a, ex);
 }
 
-static void ss_describe(const ss_case *c, char *buf, size_t n) {
+static void ss_describe(const sst_case *c, char *buf, size_t n) {
     snprintf(buf, n, "B=%lld L=%lld D=%lld N=%lld G=%lld z=%d D=%d bias=%d softplus=%d h0=%d dhT=%d strided=%d "
              "config=%s",
              (long long)c->B, (long long)c->L, (long long)c->D, (long long)c->N, (long long)c->G, c->z, c->Dv,
@@ -146,13 +64,11 @@ static void ss_describe(const ss_case *c, char *buf, size_t n) {
 }
 
 /* Runs the case on the CPU (float32) and the reference (float64), checks every output. */
-static void ss_check_case(const ss_case *c, uint64_t seed) {
+static void ss_check_case(const sst_case *c, uint64_t seed) {
     char what[256];
     ss_describe(c, what, sizeof what);
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
-    ss_set ref, cpu;
+    CG_TEST_CONTEXT(ctx);
+    sst_set ref, cpu;
     ss_alloc(&ref, c, CG_F64, 0);
     ss_alloc(&cpu, c, CG_F32, 1);
     ss_fill(&ref, c, seed);
@@ -167,64 +83,64 @@ static void ss_check_case(const ss_case *c, uint64_t seed) {
     for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
         if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
         for (int i = T_Y; i < T_COUNT; i++) /* no stale results of another variant */
-            if (cpu.present[i] && cpu.t[i].mem) memset(cpu.t[i].mem, 0, (size_t)cpu.t[i].count * sizeof(float));
+            if (cpu.on[i] && cpu.t[i].mem) memset(cpu.t[i].mem, 0, (size_t)cpu.t[i].count * sizeof(float));
         CG_CHECK_OK(ctx, ss_fwd(ctx, &cpu, c, &cpu_ex));
         CG_CHECK_OK(ctx, ss_bwd(ctx, &cpu, c, &cpu_ex));
         for (int i = T_Y; i < T_COUNT; i++) {
-            if (!ref.present[i]) continue;
+            if (!ref.on[i]) continue;
             double tol = i <= T_HT ? FWD_TOL : GRAD_TOL;
             double err = cg_rel_err(&cpu.t[i], &ref.t[i]);
-            CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e (%s isa=%s)", k_names[i], err, tol, what,
+            CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e (%s isa=%s)", sst_names[i], err, tol, what,
                      cg__cpu_isa_name((cg_cpu_isa)isa));
         }
     }
     CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
-    ss_free(&ref);
-    ss_free(&cpu);
+    sst_free(&ref);
+    sst_free(&cpu);
     cg_context_free(ctx);
 }
 
 CG_TEST(sscan_cpu_l1) {
-    ss_case c = {.B = 2, .L = 1, .D = 5, .N = 7};
+    sst_case c = {.B = 2, .L = 1, .D = 5, .N = 7};
     ss_check_case(&c, 1);
-    ss_case c2 = {.B = 1, .L = 1, .D = 9, .N = 16, .G = 3, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+    sst_case c2 = {.B = 1, .L = 1, .D = 9, .N = 16, .G = 3, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
                   .dhT = 1, .config = "segment=4,block_d=2"};
     ss_check_case(&c2, 2);
 }
 
 CG_TEST(sscan_cpu_ungrouped_all_options) {
     /* L = 37 is not a multiple of the segment; block_d = 8 gives several blocks per group. */
-    ss_case c = {.B = 2, .L = 37, .D = 19, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+    sst_case c = {.B = 2, .L = 37, .D = 19, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
                  .config = "segment=8,block_d=8"};
     ss_check_case(&c, 3);
 }
 
 CG_TEST(sscan_cpu_ungrouped_plain) {
-    ss_case c = {.B = 3, .L = 45, .D = 21, .N = 7, .config = "segment=10"};
+    sst_case c = {.B = 3, .L = 45, .D = 21, .N = 7, .config = "segment=10"};
     ss_check_case(&c, 4);
 }
 
 CG_TEST(sscan_cpu_grouped) {
     /* 3 groups of 4 channels, 2 blocks per group, N = 33. */
-    ss_case c = {.B = 2, .L = 29, .D = 12, .N = 33, .G = 3, .z = 1, .h0 = 1, .config = "segment=5,block_d=3"};
+    sst_case c = {.B = 2, .L = 29, .D = 12, .N = 33, .G = 3, .z = 1, .h0 = 1, .config = "segment=5,block_d=3"};
     ss_check_case(&c, 5);
-    ss_case c2 = {.B = 1, .L = 23, .D = 40, .N = 7, .G = 2, .Dv = 1, .bias = 1, .softplus = 1, .dhT = 1,
+    sst_case c2 = {.B = 1, .L = 23, .D = 40, .N = 7, .G = 2, .Dv = 1, .bias = 1, .softplus = 1, .dhT = 1,
                   .config = "segment=6,block_d=16"};
     ss_check_case(&c2, 6);
 }
 
 CG_TEST(sscan_cpu_group_per_channel) {
-    ss_case c = {.B = 2, .L = 13, .D = 6, .N = 5, .G = 6, .z = 1, .Dv = 1, .h0 = 1, .dhT = 1,
+    sst_case c = {.B = 2, .L = 13, .D = 6, .N = 5, .G = 6, .z = 1, .Dv = 1, .h0 = 1, .dhT = 1,
                  .config = "segment=4"};
     ss_check_case(&c, 7);
 }
 
 CG_TEST(sscan_cpu_strided_layout) {
     /* mamba's memory: x, delta, z, dy [B, D, L]; B, C [B, N, L] and [B, G, N, L]. */
-    ss_case c = {.B = 2, .L = 50, .D = 33, .N = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+    sst_case c = {.B = 2, .L = 50, .D = 33, .N = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
                  .strided = 1, .config = "segment=16,block_d=20"};
     ss_check_case(&c, 8);
-    ss_case c2 = {.B = 1, .L = 64, .D = 40, .N = 7, .G = 2, .z = 1, .softplus = 1, .dhT = 1, .strided = 1,
+    sst_case c2 = {.B = 1, .L = 64, .D = 40, .N = 7, .G = 2, .z = 1, .softplus = 1, .dhT = 1, .strided = 1,
                   .config = "segment=64,block_d=16"};
     ss_check_case(&c2, 9);
 }
@@ -233,7 +149,7 @@ CG_TEST(sscan_cpu_segment_sizes) {
     static const char *const cfgs[] = {"segment=1", "segment=2", "segment=3", "segment=7,block_d=1",
                                        "segment=31", "segment=32", "segment=1000,block_d=64"};
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        ss_case c = {.B = 1, .L = 31, .D = 17, .N = 16, .G = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+        sst_case c = {.B = 1, .L = 31, .D = 17, .N = 16, .G = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
                      .dhT = 1, .config = cfgs[i]};
         ss_check_case(&c, 10 + i);
     }
@@ -242,34 +158,32 @@ CG_TEST(sscan_cpu_segment_sizes) {
 CG_TEST(sscan_cpu_long_sequence) {
     /* Decays as slow as exp(-0.0005) over 2000 steps: errors of the fast exp must not
      * pile up in the long products of decays. */
-    ss_case c = {.B = 1, .L = 2000, .D = 20, .N = 8, .Dv = 1, .h0 = 1, .dhT = 1, .config = "segment=64"};
+    sst_case c = {.B = 1, .L = 2000, .D = 20, .N = 8, .Dv = 1, .h0 = 1, .dhT = 1, .config = "segment=64"};
     ss_check_case(&c, 22);
 }
 
 CG_TEST(sscan_cpu_large_n) {
-    ss_case c = {.B = 1, .L = 9, .D = 3, .N = 256, .Dv = 1, .h0 = 1, .dhT = 1, .config = "segment=4"};
+    sst_case c = {.B = 1, .L = 9, .D = 3, .N = 256, .Dv = 1, .h0 = 1, .dhT = 1, .config = "segment=4"};
     ss_check_case(&c, 20);
 }
 
 CG_TEST(sscan_cpu_default_config) {
     /* Default segment and block, more channels than one block, a longer sequence. */
-    ss_case c = {.B = 2, .L = 200, .D = 70, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1};
+    sst_case c = {.B = 2, .L = 200, .D = 70, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1};
     ss_check_case(&c, 21);
     /* sequence-major memory picks other defaults (longer tiles, smaller blocks) */
-    ss_case c2 = {.B = 2, .L = 300, .D = 70, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+    sst_case c2 = {.B = 2, .L = 300, .D = 70, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
                   .strided = 1};
     ss_check_case(&c2, 23);
 }
 
 /* Every output byte of a run with threads=1 equals that of threads=2. */
 CG_TEST(sscan_cpu_deterministic_threads) {
-    ss_case c = {.B = 3, .L = 70, .D = 37, .N = 9, .G = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+    sst_case c = {.B = 3, .L = 70, .D = 37, .N = 9, .G = 1, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
                  .dhT = 1, .strided = 1};
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     CG_CHECK_OK(ctx, cg_context_set_threads(ctx, 2));
-    ss_set s[2];
+    sst_set s[2];
     static const char *const cfgs[2] = {"threads=1,segment=8,block_d=5", "threads=2,segment=8,block_d=5"};
     for (int r = 0; r < 2; r++) {
         ss_alloc(&s[r], &c, CG_F32, 1);
@@ -281,22 +195,20 @@ CG_TEST(sscan_cpu_deterministic_threads) {
     for (int i = T_Y; i < T_COUNT; i++) {
         size_t bytes = (size_t)s[0].t[i].count * sizeof(float);
         CG_CHECK(memcmp(s[0].t[i].mem, s[1].t[i].mem, bytes) == 0, "%s differs between threads=1 and threads=2",
-                 k_names[i]);
+                 sst_names[i]);
     }
-    ss_free(&s[0]);
-    ss_free(&s[1]);
+    sst_free(&s[0]);
+    sst_free(&s[1]);
     cg_context_free(ctx);
 }
 
 /* NaN in x and Inf in delta reach the outputs of their channel; nothing crashes, other
  * batches stay finite. */
 CG_TEST(sscan_cpu_nan_inf) {
-    ss_case c = {.B = 2, .L = 12, .D = 20, .N = 7, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+    sst_case c = {.B = 2, .L = 12, .D = 20, .N = 7, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
                  .config = "segment=5,block_d=16"};
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
-    ss_set s;
+    CG_TEST_CONTEXT(ctx);
+    sst_set s;
     ss_alloc(&s, &c, CG_F32, 1);
     ss_fill(&s, &c, 40);
     int64_t ix[3] = {0, 3, 2}, id[3] = {0, 6, 17};
@@ -317,16 +229,14 @@ CG_TEST(sscan_cpu_nan_inf) {
             nonfinite += !isfinite(cg_tbuf_get(&s.t[T_Y], i1)) || !isfinite(cg_tbuf_get(&s.t[T_DX], i1));
         }
     CG_CHECK(nonfinite == 0, "%d non-finite values in batch 1, which has none in its inputs", nonfinite);
-    ss_free(&s);
+    sst_free(&s);
     cg_context_free(ctx);
 }
 
 CG_TEST(sscan_cpu_bad_config) {
-    ss_case c = {.B = 1, .L = 4, .D = 3, .N = 2};
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
-    ss_set s;
+    sst_case c = {.B = 1, .L = 4, .D = 3, .N = 2};
+    CG_TEST_CONTEXT(ctx);
+    sst_set s;
     ss_alloc(&s, &c, CG_F32, 0);
     ss_fill(&s, &c, 50);
     static const char *const bad[] = {"segment=0", "block_d=0", "threads=-1", "segment=-5", "segment=abc",
@@ -344,23 +254,21 @@ CG_TEST(sscan_cpu_bad_config) {
     cg_status st = ss_fwd(ctx, &s, &c, &typo);
     CG_CHECK(st == CG_EINVAL && strstr(cg_errmsg(ctx), "segmnet") && strstr(cg_errmsg(ctx), "segment"),
              "unknown key: got %s, message '%s'", cg_status_str(st), cg_errmsg(ctx));
-    ss_free(&s);
+    sst_free(&s);
     cg_context_free(ctx);
 }
 
 CG_TEST(sscan_cpu_default_from_lua) {
     /* An unpinned call runs generator/cpu/sscan_cpu.lua's default for the running variant,
      * the layout (shape.seq_major) and the direction. */
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     const cg_cpu_isa chosen = cg__cpu_isa_ops()->isa;
     int distinct = 0;
     char first[64] = "";
     for (int strided = 0; strided < 2; strided++) {
-        ss_case c = {.B = 1, .L = 300, .D = 600, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+        sst_case c = {.B = 1, .L = 300, .D = 600, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
                      .dhT = 1, .strided = strided};
-        ss_set s;
+        sst_set s;
         ss_alloc(&s, &c, CG_F32, 1);
         ss_fill(&s, &c, 31);
         for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
@@ -389,7 +297,7 @@ CG_TEST(sscan_cpu_default_from_lua) {
                 else if (bwd && strcmp(first, want)) distinct = 1;
             }
         }
-        ss_free(&s);
+        sst_free(&s);
     }
     CG_CHECK(distinct, "the layout reaches the default (%s for both)", first);
     CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
@@ -412,14 +320,12 @@ static cg_view *ss_view(cg_sscan_prob *p, int slot) {
 }
 
 /* mask: bit i of k_half_slots 16-bit (the others float32) */
-static void ss_check_half(const ss_case *c, cg_dtype dt, unsigned mask, uint64_t seed) {
+static void ss_check_half(const sst_case *c, cg_dtype dt, unsigned mask, uint64_t seed) {
     char what[300];
     ss_describe(c, what, sizeof what);
     snprintf(what + strlen(what), sizeof what - strlen(what), " %s mask=0x%03x", cht_name(dt), mask);
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
-    ss_set cpu, g, ref; /* float32 run; the 16-bit run's float32 outputs; float64 reference */
+    CG_TEST_CONTEXT(ctx);
+    sst_set cpu, g, ref; /* float32 run; the 16-bit run's float32 outputs; float64 reference */
     ss_alloc(&cpu, c, CG_F32, 1);
     ss_alloc(&g, c, CG_F32, 1);
     ss_alloc(&ref, c, CG_F64, 0);
@@ -427,7 +333,7 @@ static void ss_check_half(const ss_case *c, cg_dtype dt, unsigned mask, uint64_t
     uint16_t *h[T_COUNT] = {0};
     for (unsigned u = 0; u < sizeof k_half_slots / sizeof k_half_slots[0]; u++) {
         const int i = k_half_slots[u];
-        if (!(mask >> u & 1) || !cpu.present[i]) continue;
+        if (!(mask >> u & 1) || !cpu.on[i]) continue;
         h[i] = i <= T_DHT ? cht_round(&cpu.t[i], dt) : cht_out(&cpu.t[i]);
     }
     for (int i = 0; i <= T_DHT; i++) cg_tbuf_copy(&ref.t[i], &cpu.t[i]);
@@ -444,8 +350,8 @@ static void ss_check_half(const ss_case *c, cg_dtype dt, unsigned mask, uint64_t
         snprintf(desc, sizeof desc, "%s isa=%s", what, cg__cpu_isa_name((cg_cpu_isa)isa));
         CG_CHECK_OK(ctx, ss_fwd(ctx, &cpu, c, &cpu_ex));
         CG_CHECK_OK(ctx, ss_bwd(ctx, &cpu, c, &cpu_ex));
-        cg_sscan_fwd_args fa = ss_fwd_args(&cpu, c);
-        cg_sscan_bwd_args ba = ss_bwd_args(&cpu, c);
+        cg_sscan_fwd_args fa = sst_fwd_args(&cpu, c);
+        cg_sscan_bwd_args ba = sst_bwd_args(&cpu, c);
         cg_sscan_prob pf, pb;
         CG_CHECK_OK(ctx, cg__sscan_fwd_prob(ctx, &fa, &pf));
         CG_CHECK_OK(ctx, cg__sscan_bwd_prob(ctx, &ba, &pb));
@@ -462,28 +368,28 @@ static void ss_check_half(const ss_case *c, cg_dtype dt, unsigned mask, uint64_t
         CG_CHECK_OK(ctx, cg__sscan_cpu_fwd(ctx, &pf, &cfg, NULL));
         CG_CHECK_OK(ctx, cg__sscan_cpu_bwd(ctx, &pb, &cfg, NULL));
         for (int i = T_Y; i < T_COUNT; i++) {
-            if (!cpu.present[i]) continue;
+            if (!cpu.on[i]) continue;
             if (!h[i]) {
-                cht_check_same(&g.t[i], &cpu.t[i], k_names[i], desc);
+                cht_check_same(&g.t[i], &cpu.t[i], sst_names[i], desc);
                 continue;
             }
-            cht_check_rounded(h[i], &cpu.t[i], dt, k_names[i], desc);
-            if (isa == 0) cht_check_ref(h[i], &cpu.t[i], &ref.t[i], dt, k_names[i], desc);
+            cht_check_rounded(h[i], &cpu.t[i], dt, sst_names[i], desc);
+            if (isa == 0) cht_check_ref(h[i], &cpu.t[i], &ref.t[i], dt, sst_names[i], desc);
         }
     }
     CG_CHECK(cg__cpu_isa_set(chosen) == CG_OK, "restore the ISA variant");
     for (int i = 0; i < T_COUNT; i++) free(h[i]);
-    ss_free(&cpu);
-    ss_free(&g);
-    ss_free(&ref);
+    sst_free(&cpu);
+    sst_free(&g);
+    sst_free(&ref);
     cg_context_free(ctx);
 }
 
 CG_TEST(sscan_cpu_half_odd_shapes) {
-    ss_case c1 = {.B = 2, .L = 1, .D = 5, .N = 7};
-    ss_case c2 = {.B = 2, .L = 37, .D = 19, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
+    sst_case c1 = {.B = 2, .L = 1, .D = 5, .N = 7};
+    sst_case c2 = {.B = 2, .L = 37, .D = 19, .N = 16, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1, .dhT = 1,
                   .config = "segment=8,block_d=8"};
-    ss_case c3 = {.B = 2, .L = 29, .D = 12, .N = 33, .G = 3, .z = 1, .h0 = 1, .config = "segment=5,block_d=3"};
+    sst_case c3 = {.B = 2, .L = 29, .D = 12, .N = 33, .G = 3, .z = 1, .h0 = 1, .config = "segment=5,block_d=3"};
     const cg_dtype dts[] = {CG_BF16, CG_F16};
     for (int d = 0; d < 2; d++) {
         ss_check_half(&c1, dts[d], 0xfff, 11);
@@ -494,12 +400,12 @@ CG_TEST(sscan_cpu_half_odd_shapes) {
 
 CG_TEST(sscan_cpu_half_strided_and_mixed) {
     /* mamba's [B, D, L] memory for x / delta / z / dy and [B, G, N, L] for B / C */
-    ss_case c = {.B = 2, .L = 45, .D = 21, .N = 16, .G = 3, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
+    sst_case c = {.B = 2, .L = 45, .D = 21, .N = 16, .G = 3, .z = 1, .Dv = 1, .bias = 1, .softplus = 1, .h0 = 1,
                  .dhT = 1, .strided = 1, .config = "segment=10"};
     ss_check_half(&c, CG_BF16, 0xfff, 21);
     ss_check_half(&c, CG_F16, 0xfff, 22);
     /* bf16 x, z, dy and their gradients with float32 delta, B, C (a peer's mix) */
-    ss_case u = {.B = 2, .L = 37, .D = 19, .N = 7, .z = 1, .softplus = 1, .config = "segment=8,block_d=8"};
+    sst_case u = {.B = 2, .L = 37, .D = 19, .N = 7, .z = 1, .softplus = 1, .config = "segment=8,block_d=8"};
     ss_check_half(&u, CG_BF16, 0x1 | 0x10 | 0x20 | 0x40 | 0x80 | 0x800, 23);
     ss_check_half(&u, CG_F16, 0x2 | 0x4 | 0x8 | 0x100 | 0x200 | 0x400, 24);
 }

@@ -18,6 +18,7 @@
 #include "nvrtc_testlib.h"
 #include "ptxas_log.h"
 #include "test_dtype_lib.h"
+#include "sscan_testlib.h"
 #include "sweep_sample.h"
 
 #define FWD_TOL 1e-5
@@ -25,86 +26,26 @@
 #define HALF_TOL_BF16 1e-2 /* docs/dtypes.md */
 #define HALF_TOL_F16 2e-3
 
-typedef struct sg_case {
-    int64_t B, L, D, N, G; /* G = 0: ungrouped B/C [B, L, N] */
-    int z, Dv, bias, softplus, h0, dhT;
-    int outs;              /* hT and dh0 requested */
-    int strided;           /* [B, D, L] memory for [B, L, D] tensors, [B, (G,) N, L] for B/C */
-} sg_case;
 
 /* Together these accept every config of both spaces (checked against a wide sweep of
  * shapes with `chunkgen gen sscan_fwd|sscan_bwd --configs`): N = 256 needs the narrowest
  * block, the par strategy and segment 256 need a long L, dim_block 64 needs D > 32. */
-static const sg_case k_cases[] = {
-    {2, 1, 5, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0},
-    {1, 37, 19, 16, 0, 1, 1, 1, 1, 1, 1, 1, 1},
-    {2, 29, 12, 33, 3, 1, 0, 0, 0, 1, 0, 1, 0},
-    {1, 23, 40, 7, 2, 0, 1, 1, 1, 0, 1, 0, 0},
-    {1, 9, 3, 256, 0, 0, 1, 0, 0, 1, 1, 1, 0},
-    {1, 300, 6, 1, 6, 1, 0, 0, 1, 0, 1, 1, 1},
-    {1, 150, 33, 4, 3, 1, 1, 1, 1, 1, 1, 1, 0},
-    {2, 70, 65, 16, 5, 0, 1, 1, 0, 1, 0, 1, 1},
+static const sst_case k_cases[] = {
+    {2, 1, 5, 7, 0, 0, 0, 0, 0, 0, 0, 1, 0, NULL},
+    {1, 37, 19, 16, 0, 1, 1, 1, 1, 1, 1, 1, 1, NULL},
+    {2, 29, 12, 33, 3, 1, 0, 0, 0, 1, 0, 1, 0, NULL},
+    {1, 23, 40, 7, 2, 0, 1, 1, 1, 0, 1, 0, 0, NULL},
+    {1, 9, 3, 256, 0, 0, 1, 0, 0, 1, 1, 1, 0, NULL},
+    {1, 300, 6, 1, 6, 1, 0, 0, 1, 0, 1, 1, 1, NULL},
+    {1, 150, 33, 4, 3, 1, 1, 1, 1, 1, 1, 1, 0, NULL},
+    {2, 70, 65, 16, 5, 0, 1, 1, 0, 1, 0, 1, 1, NULL},
     /* chunk 16 with the par strategy and segment 256 with narrow blocks need a long L and
      * enough channels for blocks of 16 to 64 */
-    {1, 600, 40, 7, 2, 1, 1, 0, 1, 0, 1, 1, 0},
+    {1, 600, 40, 7, 2, 1, 1, 0, 1, 0, 1, 1, 0, NULL},
 };
 #define NCASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
-enum { T_X, T_DELTA, T_A, T_B, T_C, T_D, T_Z, T_BIAS, T_H0, T_DY, T_DHT, T_Y, T_HT,
-       T_DX, T_DDELTA, T_DA, T_DB, T_DC, T_DD, T_DZ, T_DBIAS, T_DH0, T_COUNT };
-static const char *const k_names[T_COUNT] = {"x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0", "dy",
-                                              "dhT", "y", "hT", "dx", "ddelta", "dA", "dB", "dC", "dD", "dz",
-                                              "ddelta_bias", "dh0"};
 
-typedef struct sg_set {
-    cg_tbuf t[T_COUNT];
-    int on[T_COUNT];
-} sg_set;
-
-static const cg_tensor k_absent;
-
-static int sg_dims(const sg_case *c, int i, int64_t *sh, int *perm, int *permuted) {
-    *permuted = 0;
-    switch (i) {
-    case T_X: case T_DELTA: case T_Z: case T_DY: case T_Y: case T_DX: case T_DDELTA: case T_DZ:
-        sh[0] = c->B, sh[1] = c->L, sh[2] = c->D;
-        perm[0] = 0, perm[1] = 2, perm[2] = 1;
-        *permuted = c->strided;
-        return 3;
-    case T_A: case T_DA:
-        sh[0] = c->D, sh[1] = c->N;
-        return 2;
-    case T_B: case T_C: case T_DB: case T_DC:
-        sh[0] = c->B, sh[1] = c->L;
-        *permuted = c->strided;
-        if (c->G) {
-            sh[2] = c->G, sh[3] = c->N;
-            perm[0] = 0, perm[1] = 2, perm[2] = 3, perm[3] = 1;
-            return 4;
-        }
-        sh[2] = c->N;
-        perm[0] = 0, perm[1] = 2, perm[2] = 1;
-        return 3;
-    case T_D: case T_BIAS: case T_DD: case T_DBIAS:
-        sh[0] = c->D;
-        return 1;
-    default: /* h0, dhT, hT, dh0 */
-        sh[0] = c->B, sh[1] = c->D, sh[2] = c->N;
-        return 3;
-    }
-}
-
-static int sg_on(const sg_case *c, int i) {
-    switch (i) {
-    case T_Z: case T_DZ: return c->z;
-    case T_D: case T_DD: return c->Dv;
-    case T_BIAS: case T_DBIAS: return c->bias;
-    case T_H0: return c->h0;
-    case T_DHT: return c->dhT;
-    case T_HT: case T_DH0: return c->outs;
-    default: return 1;
-    }
-}
 
 /* The tensors that may be 16-bit (the op table's CG_TD_HALF ones). */
 static int sg_half(int i) {
@@ -117,46 +58,32 @@ static int sg_half(int i) {
 
 /* The set in dt; with dt CG_BF16 or CG_F16 the 16-bit-capable tensors only, the others
  * in CG_F32. */
-static void sg_alloc(sg_set *s, const sg_case *c, cg_dtype dt) {
+static void sg_alloc(sst_set *s, const sst_case *c, cg_dtype dt) {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < T_COUNT; i++) {
         int64_t sh[4];
         int perm[4], permuted;
-        const int nd = sg_dims(c, i, sh, perm, &permuted);
+        const int nd = sst_dims(c, i, sh, perm, &permuted);
         const cg_dtype ti = dt == CG_F64 || sg_half(i) ? dt : CG_F32;
-        s->on[i] = sg_on(c, i);
+        s->on[i] = sst_on(c, i);
         s->t[i] = cg_tbuf_new_perm(ti, nd, sh, permuted && dt != CG_F64 ? perm : NULL);
     }
 }
 
-static void sg_free(sg_set *s) {
-    for (int i = 0; i < T_COUNT; i++) cg_tbuf_free(&s->t[i]);
-}
 
-static cg_tensor opt(const sg_set *s, int i) { return s->on[i] ? s->t[i].t : k_absent; }
-
-static cg_status sg_fwd(cg_context *ctx, sg_set *s, const sg_case *c, cg_backend be, const char *config) {
-    cg_sscan_fwd_args a = {
-        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
-        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
-        .delta_softplus = c->softplus, .y = s->t[T_Y].t, .hT = opt(s, T_HT)};
+static cg_status sg_fwd(cg_context *ctx, sst_set *s, const sst_case *c, cg_backend be, const char *config) {
+    cg_sscan_fwd_args a = sst_fwd_args(s, c);
     const cg_exec ex = {.backend = be, .config = config};
     return cg_sscan_fwd(ctx, &a, &ex);
 }
 
-static cg_status sg_bwd(cg_context *ctx, sg_set *s, const sg_case *c, cg_backend be, const char *config) {
-    cg_sscan_bwd_args a = {
-        .x = s->t[T_X].t, .delta = s->t[T_DELTA].t, .A = s->t[T_A].t, .B = s->t[T_B].t, .C = s->t[T_C].t,
-        .D = opt(s, T_D), .z = opt(s, T_Z), .delta_bias = opt(s, T_BIAS), .h0 = opt(s, T_H0),
-        .dy = s->t[T_DY].t, .dhT = opt(s, T_DHT), .delta_softplus = c->softplus,
-        .dx = s->t[T_DX].t, .ddelta = s->t[T_DDELTA].t, .dA = s->t[T_DA].t, .dB = s->t[T_DB].t,
-        .dC = s->t[T_DC].t, .dD = opt(s, T_DD), .dz = opt(s, T_DZ), .ddelta_bias = opt(s, T_DBIAS),
-        .dh0 = opt(s, T_DH0)};
+static cg_status sg_bwd(cg_context *ctx, sst_set *s, const sst_case *c, cg_backend be, const char *config) {
+    cg_sscan_bwd_args a = sst_bwd_args(s, c);
     const cg_exec ex = {.backend = be, .config = config};
     return cg_sscan_bwd(ctx, &a, &ex);
 }
 
-static void describe(const sg_case *c, char *buf, size_t n) {
+static void describe(const sst_case *c, char *buf, size_t n) {
     snprintf(buf, n, "B=%lld L=%lld D=%lld N=%lld G=%lld z=%d D=%d bias=%d softplus=%d h0=%d dhT=%d outs=%d strided=%d",
              (long long)c->B, (long long)c->L, (long long)c->D, (long long)c->N, (long long)c->G, c->z, c->Dv,
              c->bias, c->softplus, c->h0, c->dhT, c->outs, c->strided);
@@ -165,12 +92,12 @@ static void describe(const sg_case *c, char *buf, size_t n) {
 /* A problem for the kernels (F32, or its 16-bit-capable tensors in BF16 / F16) and its
  * F64 reference results on the same (rounded) inputs. */
 typedef struct sg_prob {
-    sg_case c;
+    sst_case c;
     cg_dtype dt;
-    sg_set f, d;
+    sst_set f, d;
 } sg_prob;
 
-static void prob_new_dt(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t seed, cg_dtype dt) {
+static void prob_new_dt(cg_context *ctx, sg_prob *g, const sst_case *c, uint64_t seed, cg_dtype dt) {
     g->c = *c;
     g->dt = dt;
     sg_alloc(&g->d, c, CG_F64);
@@ -199,13 +126,13 @@ static void prob_new_dt(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t 
     CG_CHECK_OK(ctx, sg_bwd(ctx, &g->d, c, CG_BACKEND_REF, NULL));
 }
 
-static void prob_new(cg_context *ctx, sg_prob *g, const sg_case *c, uint64_t seed) {
+static void prob_new(cg_context *ctx, sg_prob *g, const sst_case *c, uint64_t seed) {
     prob_new_dt(ctx, g, c, seed, CG_F32);
 }
 
 static void prob_free(sg_prob *g) {
-    sg_free(&g->f);
-    sg_free(&g->d);
+    sst_free(&g->f);
+    sst_free(&g->d);
 }
 
 /* Runs op (0 forward, 1 backward) of g with be and config; checks every output it
@@ -228,13 +155,13 @@ static int check_op(cg_context *ctx, sg_prob *g, int bwd, cg_backend be, const c
         const cg_dtype dt = g->f.t[i].t.dtype;
         const double tol = dt == CG_BF16 ? HALF_TOL_BF16 : dt == CG_F16 ? HALF_TOL_F16 : bwd ? GRAD_TOL : FWD_TOL;
         const double err = cg_rel_err(&g->f.t[i], &g->d.t[i]);
-        CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e, config %s on %s [%s]", k_names[i], err, tol,
+        CG_CHECK(err <= tol, "%s: rel err %.3g > %.0e, config %s on %s [%s]", sst_names[i], err, tol,
                  config ? config : "default", what, cg_last_dispatch(ctx));
     }
     return 1;
 }
 
-static void kshape_of(const sg_case *c, int bwd, cg_kshape *ks) {
+static void kshape_of(const sst_case *c, int bwd, cg_kshape *ks) {
     memset(ks, 0, sizeof *ks);
     ks->B = c->B, ks->L = c->L, ks->D = c->D, ks->N = c->N, ks->G = c->G ? c->G : 1;
     ks->flags = (c->h0 ? CG_KS_H0 : 0) | (c->softplus ? CG_KS_SOFTPLUS : 0) | (c->Dv ? CG_KS_HAS_D : 0) |
@@ -250,20 +177,7 @@ static cg_kshape shape_of_ssd(void) {
     return ks;
 }
 
-static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
-    if (a->n != b->n) return 0;
-    for (int j = 0; j < a->n; j++)
-        if (strcmp(a->kv[j].key, b->kv[j].key) || strcmp(a->kv[j].val, b->kv[j].val)) return 0;
-    return 1;
-}
-
-static int space_has(const cg_cfg *list, int n, const cg_cfg *c) {
-    for (int i = 0; i < n; i++)
-        if (cfg_eq(&list[i], c)) return 1;
-    return 0;
-}
-
-static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
+static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
 
 /* The configs of kernel (sscan_fwd or sscan_bwd) accepted for some case that the sweep's
  * selection keeps (sweep_sample.h), each run once on a rotating choice among the cases
@@ -272,14 +186,9 @@ static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
  * defaults of every case in both (sscan_gen_emu_default16). */
 static void run_space_dt(int bwd, cg_backend be, int half) {
     const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
     cg_devinfo dev;
-    if (!cg_test_device(ctx, be, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
     cg_cfg *space[NCASES];
     int nspace[NCASES];
     for (int i = 0; i < NCASES; i++) {
@@ -291,30 +200,10 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
         CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space[i], &nspace[i]));
         CG_CHECK(nspace[i] > 0, "%s: no config accepted for case %d", kernel, i);
     }
-    /* the union of the spaces in order of first appearance, each on a rotating choice
-     * among the cases that accept it */
-    int cap = 0;
-    for (int i = 0; i < NCASES; i++) cap += nspace[i];
-    const cg_cfg **cfgs = calloc((size_t)cap + 1, sizeof *cfgs);
-    int *pick_of = calloc((size_t)cap + 1, sizeof *pick_of);
-    int total = 0, rot = 0;
-    for (int i = 0; cfgs && pick_of && i < NCASES; i++) {
-        for (int j = 0; j < nspace[i]; j++) {
-            const cg_cfg *cf = &space[i][j];
-            int seen = 0;
-            for (int a = 0; a < i && !seen; a++) seen = space_has(space[a], nspace[a], cf);
-            if (seen) continue;
-            int pick = -1;
-            for (int t = 0; t < NCASES && pick < 0; t++) {
-                const int cand = (rot + t) % NCASES;
-                if (space_has(space[cand], nspace[cand], cf)) pick = cand;
-            }
-            if (pick < 0) continue; /* cannot happen: case i has it */
-            rot = (pick + 1) % NCASES;
-            cfgs[total] = cf;
-            pick_of[total++] = pick;
-        }
-    }
+    /* the union of the spaces, each on a rotating choice among the cases that accept it */
+    const cg_cfg **cfgs;
+    int *pick_of;
+    const int total = cg_sweep_union(space, nspace, NCASES, NULL, &cfgs, &pick_of);
     /* the configs cg_sweep_select keeps (sweep_sample.h; every one under
      * CHUNKGEN_TEST_SWEEP=full): pairs, or each value for 16-bit storage, a variant of the
      * float32 space (the same precisions), where bf16 and f16 take turns over the kept ones */
@@ -379,9 +268,7 @@ CG_TEST(sscan_gen_emu_bwd_space16) { run_space_dt(1, CG_BACKEND_EMULATE, 1); }
 /* The default configs on every case, forward and backward; the dispatch line names the
  * kernel; a second call finds the plan and gives the same bits (deterministic). */
 CG_TEST(sscan_gen_emu_default) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int i = 0; i < NCASES; i++) {
         sg_prob g;
         prob_new(ctx, &g, &k_cases[i], 200 + (uint64_t)i);
@@ -395,7 +282,7 @@ CG_TEST(sscan_gen_emu_default) {
             for (int t = lo; t < hi; t++) {
                 int64_t sh[4];
                 int perm[4], permuted;
-                const int nd = sg_dims(&g.c, t, sh, perm, &permuted);
+                const int nd = sst_dims(&g.c, t, sh, perm, &permuted);
                 keep[t] = cg_tbuf_new(CG_F32, nd, sh);
                 cg_tbuf_copy(&keep[t], &g.f.t[t]);
             }
@@ -404,7 +291,7 @@ CG_TEST(sscan_gen_emu_default) {
             for (int t = lo; t < hi; t++) {
                 if (g.f.on[t])
                     CG_CHECK(cg_rel_err(&g.f.t[t], &keep[t]) == 0, "case %d: %s differs on a second run", i,
-                             k_names[t]);
+                             sst_names[t]);
                 cg_tbuf_free(&keep[t]);
             }
         }
@@ -417,9 +304,7 @@ CG_TEST(sscan_gen_emu_default) {
  * backward, against the reference on the same rounded inputs; the kernel is the one
  * generated for the dtype (named so); a second call gives the same bits. */
 CG_TEST(sscan_gen_emu_default16) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int h = 0; h < 2; h++)
         for (int i = 0; i < NCASES; i++) {
             sg_prob g;
@@ -436,13 +321,13 @@ CG_TEST(sscan_gen_emu_default16) {
                 for (int t = lo; t < hi; t++) {
                     int64_t sh[4];
                     int perm[4], permuted;
-                    keep[t] = cg_tbuf_new(CG_F64, sg_dims(&g.c, t, sh, perm, &permuted), sh);
+                    keep[t] = cg_tbuf_new(CG_F64, sst_dims(&g.c, t, sh, perm, &permuted), sh);
                     cg_tbuf_copy(&keep[t], &g.f.t[t]);
                 }
                 CG_CHECK_OK(ctx, bwd ? sg_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL)
                                      : sg_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, NULL));
                 for (int t = lo; t < hi; t++) {
-                    if (g.f.on[t] && !first && cg_rel_err(&g.f.t[t], &keep[t]) != 0) first = k_names[t];
+                    if (g.f.on[t] && !first && cg_rel_err(&g.f.t[t], &keep[t]) != 0) first = sst_names[t];
                     cg_tbuf_free(&keep[t]);
                 }
                 CG_CHECK(!first, "case %d %s: %s differs on a second run", i, h ? "f16" : "bf16", first);
@@ -454,9 +339,7 @@ CG_TEST(sscan_gen_emu_default16) {
 
 /* Pins outside the space, or rejected by the constraints, fail with a reason. */
 CG_TEST(sscan_gen_emu_bad_config) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     sg_prob g;
     prob_new(ctx, &g, &k_cases[4], 300); /* N = 256 */
     CG_CHECK_REFUSED(ctx, sg_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=5"), CG_EINVAL, "chunk", "chunk=5 (outside the space)");
@@ -511,9 +394,7 @@ static int bwd_plan_ws(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *d
  * channel, which the per-block dB/dC partials did), and from L = 4096 to 8192 by at
  * most the per-segment and per-token terms. */
 CG_TEST(sscan_gen_bwd_workspace_bound) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(90, &dev), "sm_90 is known");
     cg_kshape base;
@@ -571,7 +452,7 @@ CG_TEST(sscan_gen_bwd_workspace_bound) {
 /* ks->dtypes for case c with its 16-bit-capable tensors (those the case gives) in dt,
  * as runtime/launch.c writes it (op-table order: x, delta, B, C, z, then y or dy, dx,
  * ddelta, dB, dC, dz). */
-static void half_dtypes(const sg_case *c, int bwd, cg_dtype dt, cg_kshape *ks) {
+static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_kshape *ks) {
     static const char *const fwd[] = {"x", "delta", "B", "C", "z", "y"};
     static const char *const bwdn[] = {"x", "delta", "B", "C", "z", "dy", "dx", "ddelta", "dB", "dC", "dz"};
     const char *const *names = bwd ? bwdn : fwd;
@@ -604,7 +485,7 @@ static int half_union(cg_context *ctx, const char *kernel, int bwd, cg_dtype dt,
     *case_of = calloc((size_t)cap + 1, sizeof **case_of);
     for (int i = 0; i < NCASES; i++)
         for (int j = 0; j < nspace[i]; j++)
-            if (!space_has(*out, n, &space[i][j])) {
+            if (!cg_sweep_cfg_in(*out, n, &space[i][j])) {
                 (*case_of)[n] = i;
                 (*out)[n++] = space[i][j];
             }
@@ -619,29 +500,17 @@ static int half_union(cg_context *ctx, const char *kernel, int bwd, cg_dtype dt,
  * loaded element: cvt.f32.f16 against a shift, and cvt.rn.{bf16,f16}), and the defaults
  * of every case compile in both. */
 static void half_nvrtc(int arch) {
-    if (!cg__nvrtc_api(NULL)) {
-        cg_test_skip("libnvrtc cannot be loaded");
-        return;
-    }
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    cg_devinfo dev;
-    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
     /* the configs cg_sweep_select keeps (sweep_sample.h): the covering sample, the same in
-     * the release and sanitizer runs (the second hits the kernel cache) */
-    /* CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them
-     * (scripts/test.sh shares one between the release and sanitizer runs) */
-    const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
-    const char *kdir = kc && *kc ? kc : NULL;
-    char nvrtc_id[256] = "";
-    if (kdir) CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, nvrtc_id, sizeof nvrtc_id));
-    int ncomp = 0, maxreg = 0;
-    const double t0 = (double)cg__jit_now_ns() / 1e9;
+     * the release and sanitizer runs (the second hits the kernel cache of
+     * CHUNKGEN_TEST_KCACHE, which scripts/test.sh shares between them) */
+    cg_test_nvrtc nv;
+    if (!cg_test_nvrtc_begin(&nv, arch)) return;
     for (int bwd = 0; bwd < 2; bwd++) {
         const char *kernel = bwd ? "sscan_bwd" : "sscan_fwd";
         cg_cfg *cfgs[2];
         int *case_of[2], n[2];
-        for (int h = 0; h < 2; h++) n[h] = half_union(ctx, kernel, bwd, h ? CG_F16 : CG_BF16, &dev, &cfgs[h], &case_of[h]);
+        for (int h = 0; h < 2; h++)
+            n[h] = half_union(nv.ctx, kernel, bwd, h ? CG_F16 : CG_BF16, &nv.dev, &cfgs[h], &case_of[h]);
         CG_CHECK(n[0] == n[1] && n[0] > 0, "%s: %d bf16 and %d f16 configs", kernel, n[0], n[1]);
         cg_sweep_sel sel;
         cg_sweep_select_array(cfgs[0], n[0], CG_SWEEP_VALUES, &sel); /* a variant: sweep_sample.h */
@@ -654,14 +523,11 @@ static void half_nvrtc(int arch) {
             kshape_of(&k_cases[ci], bwd, &ks);
             half_dtypes(&k_cases[ci], bwd, h ? CG_F16 : CG_BF16, &ks);
             cg_plan p;
-            cg_status st = cg__gen_plan(ctx, kernel, &ks, &dev, dflt ? NULL : &cfgs[h][q], &p);
-            CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(ctx));
-            if (st != CG_OK) continue;
+            if (!cg_test_nvrtc_plan(&nv, kernel, &ks, dflt ? NULL : &cfgs[h][q], &p)) continue;
             CG_CHECK(strstr(p.source, h ? "#define CG_T_X cg_f16\n" : "#define CG_T_X cg_bf16\n") &&
                          (strstr(p.name, h ? "_f16" : "_bf16") || strstr(p.name, h ? "_dthh" : "_dtbb")),
                      "%s: 16-bit defines and name", p.name);
-            ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
-            cg__plan_free(&p);
+            cg_test_nvrtc_nospill(&nv, &p);
         }
         cg_sweep_sel_free(&sel);
         for (int h = 0; h < 2; h++) {
@@ -669,18 +535,14 @@ static void half_nvrtc(int arch) {
             free(case_of[h]);
         }
     }
-    fprintf(stderr, "  sm_%d: %d 16-bit sscan kernels compiled (%.0f s), max %d registers\n", arch, ncomp,
-            (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
-    cg_context_free(ctx);
+    cg_test_nvrtc_end(&nv, "16-bit sscan", "");
 }
 
 /* The 16-bit signature is the kernel's: a tensor outside a kernel's `half` list, an
  * unknown dtype word, and SSD's float32-only log_alpha as 16-bit are refused by name;
  * f32 and bf16 plans of one config differ in name and source. */
 CG_TEST(sscan_gen_half_refusals) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     cg_kshape ks;

@@ -175,18 +175,6 @@ static int check_case(cg_context *ctx, s16_case *c, cg_backend be, const char *c
     return 1;
 }
 
-static int cfg_eq(const cg_cfg *a, const cg_cfg *b) {
-    if (a->n != b->n) return 0;
-    for (int j = 0; j < a->n; j++)
-        if (strcmp(a->kv[j].key, b->kv[j].key) || strcmp(a->kv[j].val, b->kv[j].val)) return 0;
-    return 1;
-}
-static int in_list(const cg_cfg *list, int n, const cg_cfg *c) {
-    for (int i = 0; i < n; i++)
-        if (cfg_eq(&list[i], c)) return 1;
-    return 0;
-}
-
 /* The union of the 16-bit spaces of the shapes on dev (bf16; f16's is the same), in
  * order of first appearance, each with a shape that accepts it (rotating). Returns the
  * count (*cfgs, *shape_of: caller frees). */
@@ -208,11 +196,11 @@ static int space_sig(cg_context *ctx, int bwd, const cg_devinfo *dev, const char
     *shape_of = calloc((size_t)cap + 1, sizeof **shape_of);
     for (int i = 0; *cfgs && *shape_of && i < ns; i++)
         for (int j = 0; j < nsp[i]; j++) {
-            if (in_list(*cfgs, n, &sp[i][j])) continue;
+            if (cg_sweep_cfg_in(*cfgs, n, &sp[i][j])) continue;
             int pick = i;
             for (int t = 0; t < ns; t++) {
                 const int cand = (rot + t) % ns;
-                if (in_list(sp[cand], nsp[cand], &sp[i][j])) {
+                if (cg_sweep_cfg_in(sp[cand], nsp[cand], &sp[i][j])) {
                     pick = cand;
                     break;
                 }
@@ -233,14 +221,9 @@ static int space16(cg_context *ctx, int bwd, const cg_devinfo *dev, cg_cfg **cfg
  * one in bf16 when k is even, else f16; on backend be (emulate, or cuda: the device's
  * space, skipped without one). */
 static void space_sig_run(int bwd, const char *const *only, cg_backend be) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
     cg_devinfo dev;
-    if (!cg_test_device(ctx, be, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
     cg_cfg *cfgs = NULL;
     int *shape_of = NULL, ns;
     const s16_shape *sh = shapes(bwd, &ns);
@@ -310,9 +293,7 @@ CG_TEST(ssd16_gen_emu_mixed_space) {
 /* The default of every shape in bf16 and f16, forward and backward: the dispatch line
  * names the kernel generated for the dtype; a second call gives the same bits. */
 CG_TEST(ssd16_gen_emu_default) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int bwd = 0; bwd < 2; bwd++) {
         int ns;
         const s16_shape *sh = shapes(bwd, &ns);
@@ -342,9 +323,7 @@ CG_TEST(ssd16_gen_emu_default) {
  * bf16 like q) and v alone f16, on the G < H shape, forward and backward, default config:
  * each tensor staged or stored in its own type, against the reference. */
 CG_TEST(ssd16_gen_emu_mixed) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     for (int bwd = 0; bwd < 2; bwd++)
         for (int m = 0; m < 2; m++) {
             const s16_shape *sh = bwd ? &k_bwd[1] : &k_fwd[1];
@@ -380,9 +359,7 @@ CG_TEST(ssd16_gen_emu_mixed) {
  * rounded once: heads=loop is refused there (it would round per head), the default
  * splits; with G = H heads=loop stays. */
 CG_TEST(ssd16_gen_heads_rounding) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     cg_kshape ks;
@@ -405,9 +382,7 @@ CG_TEST(ssd16_gen_heads_rounding) {
  * for float32 and for a mixed call whose operands are not all 16-bit (those keep ieee /
  * tf32 / 3xtf32), and every config of the 16-bit spaces has it. */
 CG_TEST(ssd16_gen_mma16_precision) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -453,9 +428,7 @@ CG_TEST(ssd16_gen_mma16_precision) {
  * rows, one per lane) takes its ideal wavefronts, forward and backward (defaults, bf16,
  * dk 48: dkp + 8 = 56 halves, dv 40 and the dv tiles 64 / 32 + 8). */
 CG_TEST(ssd16_gen_emu_ldmatrix_banks) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     CG_CHECK_OK(ctx, cg__emu_stats_enable(ctx, 1));
     static const s16_shape sh = {1, 37, 1, 2, 48, 40, 0, 1, 1, 1};
     for (int bwd = 0; bwd < 2; bwd++) {
@@ -495,26 +468,15 @@ CG_TEST(ssd16_gen_emu_ldmatrix_banks) {
  * modules on sm_80, 399 CPU-s; 231 on sm_90, 484 CPU-s.
  * CHUNKGEN_TEST_KCACHE=dir: CUBINs and ptxas logs keyed as the executor keys them. */
 static void nvrtc16(int arch) {
-    if (!cg__nvrtc_api(NULL)) {
-        cg_test_skip("libnvrtc cannot be loaded");
-        return;
-    }
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    cg_devinfo dev;
-    CG_CHECK(cg__devinfo_arch(arch, &dev), "arch %d", arch);
-    const char *kc = getenv("CHUNKGEN_TEST_KCACHE");
-    const char *kdir = kc && *kc ? kc : NULL;
-    char nvrtc_id[256] = "";
-    if (kdir) CG_CHECK_OK(ctx, cg__nvrtc_id(ctx, nvrtc_id, sizeof nvrtc_id));
-    int ncomp = 0, maxreg = 0, total = 0, nkept = 0;
-    const double t0 = (double)cg__jit_now_ns() / 1e9;
+    cg_test_nvrtc nv;
+    if (!cg_test_nvrtc_begin(&nv, arch)) return;
+    int total = 0, nkept = 0;
     for (int bwd = 0; bwd < 2; bwd++) {
         int ns;
         const s16_shape *sh = shapes(bwd, &ns);
         cg_cfg *cfgs = NULL;
         int *shape_of = NULL;
-        const int n = space16(ctx, bwd, &dev, &cfgs, &shape_of);
+        const int n = space16(nv.ctx, bwd, &nv.dev, &cfgs, &shape_of);
         total += n;
         cg_sweep_sel sel;
         cg_sweep_select_array(cfgs, n, CG_SWEEP_PAIRS, &sel); /* mma16: a code path of its own */
@@ -526,22 +488,19 @@ static void nvrtc16(int arch) {
             cg_kshape ks;
             kshape_of(bwd, &sh[s], h ? CG_F16 : CG_BF16, &ks);
             cg_plan p;
-            cg_status st = cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, dflt ? NULL : &cfgs[q], &p);
-            CG_CHECK(st == CG_OK, "%s: %s", kernel_of(bwd), cg_errmsg(ctx));
-            if (st != CG_OK) continue;
+            if (!cg_test_nvrtc_plan(&nv, kernel_of(bwd), &ks, dflt ? NULL : &cfgs[q], &p)) continue;
             CG_CHECK(strstr(p.source, h ? "#define CG_T_Q cg_f16\n" : "#define CG_T_Q cg_bf16\n") &&
                          strstr(p.name, h ? "_f16" : "_bf16"),
                      "%s: 16-bit defines and name", p.name);
-            ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
-            cg__plan_free(&p);
+            cg_test_nvrtc_nospill(&nv, &p);
         }
         cg_sweep_sel_free(&sel);
         free(cfgs);
         free(shape_of);
     }
-    fprintf(stderr, "  sm_%d: %d 16-bit SSD kernels compiled (%d of %d configs, and the defaults; %.0f s), max %d registers\n",
-            arch, ncomp, nkept, total, (double)cg__jit_now_ns() / 1e9 - t0, maxreg);
-    cg_context_free(ctx);
+    char note[96];
+    snprintf(note, sizeof note, "%d of %d configs, and the defaults", nkept, total);
+    cg_test_nvrtc_end(&nv, "16-bit SSD", note);
 }
 
 CG_TEST(ssd16_gen_nvrtc_sm80) { nvrtc16(80); }

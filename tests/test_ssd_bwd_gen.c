@@ -81,10 +81,7 @@ static void check_again(cg_context *ctx, tcase *g, int i) {
 
 static int bshape_flags(const bshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->dhT ? CG_KS_DHT : 0); }
 
-/* The config-space loop of ssd_testlib.c over k_shapes: run_space(prec, be). The configs
- * with precision `prec` accepted for any test shape that the sweep's selection keeps (the
- * covering sample in CI, all of them under CHUNKGEN_TEST_SWEEP=full: sweep_sample.h), each
- * run once on a rotating choice among the shapes that accept it. */
+/* run_space(prec, be) and run_default() over k_shapes (ssd_testlib.h). */
 SSDT_RUN_SPACE(bshape_flags, "ssd_bwd", "ssd_bwd_gen")
 
 CG_TEST(ssd_bwd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE); }
@@ -155,8 +152,7 @@ static int64_t plan_ws(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *d
 }
 
 CG_TEST(ssd_bwd_gen_recompute_workspace) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     /* B*H = 24, T = 8192 (128 chunks of 64), dk = dv = 128: 2*24*128*128*128 floats of states */
@@ -210,8 +206,7 @@ CG_TEST(ssd_bwd_gen_recompute_workspace) {
 
 /* Pins outside the space or rejected by the constraints fail with a reason. */
 CG_TEST(ssd_bwd_gen_emu_bad_config) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     tcase g;
     case_new(ctx, &g, &k_shapes[0], 3000);
     CG_CHECK_REFUSED(ctx, run_bwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=48"), CG_EINVAL, "chunk", "chunk=48 (outside the space)");

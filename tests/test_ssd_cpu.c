@@ -63,9 +63,7 @@ static void check_err(const char *what, const cg_tbuf *got, const cg_tbuf *ref, 
 static void check_case(const ssd_cfg *c) {
     char desc[400];
     describe(c, desc, sizeof desc);
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ssd_set f, d;
     set_alloc(&f, c, CG_F32);
     set_alloc(&d, c, CG_F64);
@@ -236,9 +234,7 @@ static void run_outputs(cg_context *ctx, ssd_set *f, const ssd_cfg *c, const cha
 
 CG_TEST(ssd_cpu_deterministic_threads) {
     static const char *names[7] = {"o", "hT", "dq", "dk", "dv", "dlog_alpha", "dh0"};
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     CG_CHECK_OK(ctx, cg_context_set_threads(ctx, 3)); /* a pool of 3 even on a smaller machine */
     ssd_cfg c = base_cfg();
     c.B = 2; c.G = 2; c.H = 4; c.T = 70; c.dk = 40; c.dv = 48;
@@ -263,9 +259,7 @@ CG_TEST(ssd_cpu_config_errors) {
     static const char *bad[][2] = {{"chunk=0", "chunk"},       {"chunk=abc", "chunk"}, {"block_dv=0", "block_dv"},
                                    {"threads=-1", "threads"},  {"chunk=99999", "chunk"}, {"blockdv=4", "blockdv"},
                                    {"bwd_split=2", "bwd_split"}};
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ssd_cfg c = base_cfg();
     c.T = 5; c.dk = 7; c.dv = 7;
     ssd_set f;
@@ -454,9 +448,7 @@ CG_TEST(ssd_cpu_isa_dispatch) {
 CG_TEST(ssd_cpu_default_from_lua) {
     /* An unpinned call runs generator/cpu/ssd_cpu.lua's default for the running variant
      * (the tuner's starting point), in both directions. */
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ssd_cfg c = base_cfg();
     c.B = 1; c.H = 1; c.T = 300; c.dk = 40; c.dv = 48; c.h0 = c.dhT = c.dh0 = 0;
     ssd_set f;
@@ -500,9 +492,7 @@ CG_TEST(ssd_cpu_heads_group_each) {
         c.seed = 90 + i;
         check_case(&c);
     }
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    if (!ctx) return;
+    CG_TEST_CONTEXT(ctx);
     ssd_cfg c = base_cfg();
     c.B = 1; c.G = 2; c.H = 6; c.T = 45; c.dk = 24; c.dv = 40;
     ssd_set f;

@@ -62,10 +62,7 @@ static void check_again(cg_context *ctx, tcase *g, int i) {
 
 static int gshape_flags(const gshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->hT ? CG_KS_HT : 0); }
 
-/* The config-space loop of ssd_testlib.c over k_shapes: run_space(prec, be). The configs
- * with precision `prec` accepted for any test shape that the sweep's selection keeps (the
- * covering sample in CI, all of them under CHUNKGEN_TEST_SWEEP=full: sweep_sample.h), each
- * run once on a rotating choice among the shapes that accept it. */
+/* run_space(prec, be) and run_default() over k_shapes (ssd_testlib.h). */
 SSDT_RUN_SPACE(gshape_flags, "ssd_fwd", "ssd_gen")
 
 CG_TEST(ssd_gen_emu_ieee) { run_space("ieee", CG_BACKEND_EMULATE); }
@@ -78,8 +75,7 @@ CG_TEST(ssd_gen_emu_default) { run_default(); }
 
 /* Pins outside the space or rejected by the constraints fail with a reason. */
 CG_TEST(ssd_gen_emu_bad_config) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     tcase g;
     case_new(ctx, &g, &k_shapes[1], 3000);
     CG_CHECK_REFUSED(ctx, run_fwd(ctx, &g.f, &g.c, CG_BACKEND_EMULATE, "chunk=48"), CG_EINVAL, "chunk", "chunk=48 (outside the space)");

@@ -372,8 +372,7 @@ CG_TEST(tune_store_8_processes) {
 static void small_opts(cg_tune_opts *o) {
     cg__tune_opts_default(o);
     o->op_mask = 1;
-    o->progress = -1;
-    o->min_time_s = 0.01;
+        o->min_time_s = 0.01;
     o->min_reps = 3;
     o->max_reps = 20;
 }
@@ -451,7 +450,7 @@ CG_TEST(tune_kill9_resume) {
     if (pid == 0) {
         cg_context *cc = ctx_in(dir);
         cg_context_set_threads(cc, 2);
-        cg_tune_summary sum;
+        cg_tune_sum sum;
         cg_status st = cg__tune_run(cc, "cpu", &s, 1, &o, &sum);
         _exit(st == CG_OK ? 0 : 1);
     }
@@ -478,7 +477,7 @@ CG_TEST(tune_kill9_resume) {
     if (nbefore) cg__tune_entry_free(&before);
 
     /* resume */
-    cg_tune_summary sum;
+    cg_tune_sum sum;
     CG_CHECK_OK(ctx, cg__tune_run(ctx, "cpu", &s, 1, &o, &sum));
     CG_CHECK(sum.resumed + sum.cached >= 1 && sum.tuned + sum.cached == 2 && sum.failed == 0,
              "resumed %d, tuned %d, cached %d, failed %d", sum.resumed, sum.tuned, sum.cached, sum.failed);
@@ -520,7 +519,7 @@ CG_TEST(tune_verdicts_consistent) {
     cg_tune_opts o;
     small_opts(&o);
     o.dir_mask = 2;
-    cg_tune_summary sum;
+    cg_tune_sum sum;
     CG_CHECK_OK(ctx, cg__tune_run(ctx, "cpu", &s, 1, &o, &sum));
     cg_tune_key k;
     cg_tune_entry e;
@@ -559,12 +558,13 @@ CG_TEST(tune_import_corpus) {
         files++;
         char path[8300];
         snprintf(path, sizeof path, "%s/%s", cdir, de->d_name);
-        FILE *msg = tmpfile();
+        tune_test_events ev;
+        tune_test_listen(ctx, &ev);
         cg_tune_import_stats s;
         ctx->errmsg[0] = 0;
-        cg_status st = cg__tune_import_file(ctx, path, 0, 0, msg, &s);
-        long len = ftell(msg);
-        fclose(msg);
+        cg_status st = cg__tune_import_file(ctx, path, 0, 0, &s);
+        tune_test_listen(ctx, NULL);
+        const size_t len = strlen(ev.text);
         if (st != CG_OK) CG_CHECK(cg_errmsg(ctx)[0] != 0, "%s: a message for the failure", de->d_name);
         else CG_CHECK(s.rejected > 0 && len > 0, "%s: rejected with a message (%d rejected)", de->d_name, s.rejected);
         CG_CHECK(s.added == 0 && s.replaced == 0, "%s: nothing imported", de->d_name);
@@ -584,7 +584,6 @@ CG_TEST(tune_import_merge) {
     tmpdir(dir, sizeof dir);
     tmpdir(dir2, sizeof dir2);
     cg_context *ctx = ctx_in(dir);
-    FILE *msg = tmpfile();
     cg_tune_entry fast, slow;
     fake_entry(ctx, &fast, 1024, 32, 0, 1.0, "chunk=32,block_dv=32,threads=0");
     fake_entry(ctx, &slow, 1024, 32, 0, 2.0, "chunk=64,block_dv=32,threads=0");
@@ -592,15 +591,15 @@ CG_TEST(tune_import_merge) {
     json_array_append_new(arr, cg__tune_entry_to_json(&slow));
     json_t *doc = json_pack("{s:i, s:s, s:o}", "schema", CG_TUNE_SCHEMA, "kind", "chunkgen-configs", "entries", arr);
     cg_tune_import_stats s;
-    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, doc, "doc", 0, 0, msg, &s));
+    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, doc, "doc", 0, 0, &s));
     CG_CHECK(s.added == 1 && s.rejected == 0, "added %d rejected %d", s.added, s.rejected);
     json_decref(doc);
     json_t *one = cg__tune_entry_to_json(&fast);
-    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, one, "one", 0, 0, msg, &s));
+    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, one, "one", 0, 0, &s));
     CG_CHECK(s.replaced == 1, "the faster entry replaces the slower (%d)", s.replaced);
     json_decref(one);
     one = cg__tune_entry_to_json(&slow);
-    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, one, "one", 0, 0, msg, &s));
+    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, one, "one", 0, 0, &s));
     CG_CHECK(s.kept == 1 && s.replaced == 0, "the slower one does not replace (%d kept)", s.kept);
     json_decref(one);
     cg_tune_entry r;
@@ -610,13 +609,12 @@ CG_TEST(tune_import_merge) {
     /* a foreign device is refused unless allowed */
     snprintf(slow.key.device, sizeof slow.key.device, "Imaginary CPU 9000");
     one = cg__tune_entry_to_json(&slow);
-    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, one, "one", 0, 0, msg, &s));
+    CG_CHECK_OK(ctx, cg__tune_import_json(ctx, one, "one", 0, 0, &s));
     CG_CHECK(s.rejected == 1 && s.added == 0, "foreign refused");
     cg_context *ctx2 = ctx_in(dir2);
-    CG_CHECK_OK(ctx2, cg__tune_import_json(ctx2, one, "one", 1, 0, msg, &s));
+    CG_CHECK_OK(ctx2, cg__tune_import_json(ctx2, one, "one", 1, 0, &s));
     CG_CHECK(s.added == 1, "foreign allowed with --allow-foreign");
     json_decref(one);
-    fclose(msg);
     cg__tune_entry_free(&fast);
     cg__tune_entry_free(&slow);
     cg_context_free(ctx);

@@ -26,14 +26,6 @@ static void tensor_shape(const cg_op_desc *d, int i, const int64_t *dims, int64_
     if (d->t[i].flags & CG_TD_PERSEQ) shape[0] = NSEQ;
 }
 
-static void write_f32(const char *dir, const char *name, const cg_tbuf *b) {
-    char p[4096], err[512], file[64];
-    snprintf(file, sizeof file, "%s.npy", name);
-    join(p, sizeof p, dir, file);
-    if (cg_npy_write(p, (const float *)b->mem, b->t.ndim, b->t.shape, err, sizeof err) != 0)
-        cg_test_fail(__FILE__, __LINE__, "cg_npy_write: %s", err);
-}
-
 /* The offsets of k_lens as a '<i4' or '<i8' file (or '<f4' with bad_dtype), last entry
  * moved by last_off. */
 static void write_cu(const char *path, int wide, int bad_dtype, int64_t last_off) {
@@ -76,7 +68,7 @@ static int vcase_new(vcase *c, const char *family) {
         tensor_shape(c->bwd, i, c->dims, shape, &nd);
         c->t[i] = cg_tbuf_new(CG_F32, nd, shape);
         cg_tbuf_fill(&c->t[i], &r, t->lo, t->hi);
-        write_f32(c->dir, t->file ? t->file : t->name, &c->t[i]);
+        write_npy(c->dir, t->file ? t->file : t->name, &c->t[i]);
     }
     return 0;
 }
@@ -190,7 +182,7 @@ CG_TEST(varlen_cli_errors) {
     expect_error(&c, cu, "cu_seqlens[4] = 40 but expected T = 43", "last offset");
     write_cu(cu, 0, 0, 0);
     cg_tbuf h0 = cg_tbuf_new(CG_F32, 4, (int64_t[]){1, 4, 5, 7}); /* one state, not one per sequence */
-    write_f32(c.dir, "h0", &h0);
+    write_npy(c.dir, "h0", &h0);
     expect_error(&c, cu, "h0.npy: shape (1, 4, 5, 7) but expected (4, 4, 5, 7)", "h0 per sequence");
     cg_tbuf_free(&h0);
     vcase_free(&c);

@@ -154,13 +154,9 @@ static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
  * reference's packed call (itself one B = 1 call per sequence), taking turns over the two
  * length mixes. */
 static void run_space_on(cg_op op, cg_backend be) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
     cg_devinfo dev;
-    if (!cg_test_device(ctx, be, &dev)) {
-        cg_context_free(ctx);
-        return;
-    }
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
     const cg_op_desc *d = cg__op_desc(op);
     int64_t dims[CG_SYM_COUNT];
     op_dims(op, dims, 0);
@@ -324,12 +320,8 @@ CG_TEST(varlen_gpu_ssd_clamp) {
  * and the SSD's both directions, grouped and not, through NVRTC for sm_arch: no spills
  * (the f32 sweeps render nseq = 0 only). */
 static void varlen_nvrtc(int arch) {
-    cg_devinfo dev;
-    const char *kdir;
-    char nvrtc_id[256];
-    cg_context *ctx = cg_test_nvrtc_begin(arch, &dev, &kdir, nvrtc_id, sizeof nvrtc_id);
-    if (!ctx) return;
-    int ncomp = 0, maxreg = 0;
+    cg_test_nvrtc nv;
+    if (!cg_test_nvrtc_begin(&nv, arch)) return;
     static const cg_op ops[] = {CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD, CG_OP_SSD_FWD, CG_OP_SSD_BWD};
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (int ug = 0; ug < 2; ug++) {
@@ -341,24 +333,20 @@ static void varlen_nvrtc(int arch) {
             cg_cfg *space = NULL;
             int n = 0;
             const char *kernel = cg__op_desc(op)->name;
-            CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space, &n));
+            CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernel, &ks, &nv.dev, &space, &n));
             cg_sweep_sel sel;
             cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* a variant (sweep_sample.h) */
             for (int q = 0; q < n; q++) {
                 if (!cg_sweep_keeps(&sel, q)) continue;
                 cg_plan p;
-                cg_status st = cg__gen_plan(ctx, kernel, &ks, &dev, &space[q], &p);
-                CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(ctx));
-                if (st != CG_OK) continue;
+                if (!cg_test_nvrtc_plan(&nv, kernel, &ks, &space[q], &p)) continue;
                 CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") != NULL, "%s: varlen define", p.name);
-                ncomp += cg_test_nvrtc_nospill(ctx, kdir, nvrtc_id, arch, &p, &maxreg);
-                cg__plan_free(&p);
+                cg_test_nvrtc_nospill(&nv, &p);
             }
             cg_sweep_sel_free(&sel);
             free(space);
         }
-    fprintf(stderr, "  sm_%d: %d varlen kernels compiled, max %d registers\n", arch, ncomp, maxreg);
-    cg_context_free(ctx);
+    cg_test_nvrtc_end(&nv, "varlen", "");
 }
 CG_TEST(varlen_gpu_nvrtc_sm80) { varlen_nvrtc(80); }
 CG_TEST(varlen_gpu_nvrtc_sm90) { varlen_nvrtc(90); }

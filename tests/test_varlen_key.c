@@ -34,8 +34,7 @@ static void key_of(cg_context *ctx, cg_op op, int64_t total, const int64_t *cu, 
 }
 
 CG_TEST(varlen_tune_key_class) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     cg_tune_shape s;
     char a[1024], b[1024], c[1024], ba[200], bb[200], bc[200];
     const int64_t cu[] = {0, 1, 38, 102, 302, 302, 307}; /* lengths 1, 37, 64, 200, 0, 5 */

@@ -36,3 +36,19 @@ void tune_test_entry(cg_context *ctx, cg_tune_entry *e, int64_t T, int64_t dv, i
     cg__tune_entry_add(e, &c);
     e->best = 0;
 }
+
+static void listen_fn(const cg_progress *e, void *user) {
+    tune_test_events *ev = user;
+    static const char *const kinds[] = {"start", "step", "done", "message"};
+    int *count[] = {&ev->start, &ev->step, &ev->done, &ev->message};
+    if ((unsigned)e->kind < 4) (*count[e->kind])++;
+    ev->n++;
+    size_t n = strlen(ev->text);
+    snprintf(ev->text + n, sizeof ev->text - n, "%s|%d|%s|%s|%s\n", (unsigned)e->kind < 4 ? kinds[e->kind] : "?",
+             (int)e->level, e->task, e->subject, e->text);
+}
+
+void tune_test_listen(cg_context *ctx, tune_test_events *ev) {
+    if (ev) memset(ev, 0, sizeof *ev);
+    cg_context_set_progress(ctx, ev ? listen_fn : NULL, ev);
+}

@@ -13,4 +13,12 @@ cg_tune_cand tune_test_cand(const char *cfg, int order, cg_tune_verdict v, doubl
 void tune_test_entry(cg_context *ctx, cg_tune_entry *e, int64_t T, int64_t dv, int bwd, const char *cfg, int order,
                      double ms, double iqr);
 
+/* The progress events of a context, as text: "KIND|level|task|subject|text" lines. */
+typedef struct tune_test_events {
+    char text[16384];
+    int n, start, step, done, message;
+} tune_test_events;
+/* Send ctx's progress events into ev (cleared first); NULL ev: stop. */
+void tune_test_listen(cg_context *ctx, tune_test_events *ev);
+
 #endif

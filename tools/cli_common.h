@@ -4,11 +4,10 @@
 #define CG_CLI_COMMON_H
 
 #include "chunkgen.h"
-#include "internal.h"
 #include "cli_args.h"
 
 /* "chunkgen CMD: message" on stderr; returns 1 (the failure exit code). */
-int cli_fail(const char *cmd, const char *fmt, ...) CG_PRINTF(2, 3);
+int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same plus a pointer to --help; returns 2 (the usage exit code): the CLI's one
  * usage-error printer (tools/cli_args.h). */
 #define cli_usage cg_cli_usage_err

@@ -4,11 +4,9 @@
 #include "cmd_tune.h"
 #include "cli_args.h"
 #include "cli_common.h"
-#include "fsutil.h"
-#include "../autotune/autotune.h"
-#include "ops.h"
-#include "cuda/kcache.h"
 #include "kbundle.h"
+#include "tune_ui.h"
+#include "tune_shapes.h"
 
 #include <jansson.h>
 
@@ -24,22 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Entry filters shared by show and export. */
-typedef struct filter {
-    const char *backend, *op, *dir, *device;
-    int partial; /* include unfinished tunes */
-} filter;
-
-static int filter_match(const filter *f, const cg_tune_entry *e) {
-    if (!e->complete && !f->partial) return 0;
-    if (f->backend && strcmp(f->backend, "all") && strcmp(f->backend, e->key.backend)) return 0;
-    if (f->op && strcmp(f->op, "all") && strcmp(f->op, e->key.op)) return 0;
-    if (f->dir && strcmp(f->dir, "all") && strcmp(f->dir, e->key.dir)) return 0;
-    if (f->device && !strstr(e->key.device, f->device)) return 0;
-    return 1;
-}
-
-/* The filters as rows of a cg_cli_opt table over the filter `fld` of options struct T. */
+/* The filters of show and export as rows of a cg_cli_opt table over the cg_config_filter
+ * `fld` of options struct T. */
 #define CLI_FILTER_ROWS(T, fld)                                                                                  \
     {"--backend", 0, CG_CLI_STR, offsetof(T, fld.backend), "cpu|cuda|emulate", "only entries of this backend", 0,   \
      0, NULL},                                                                                                   \
@@ -50,50 +34,11 @@ static int filter_match(const filter *f, const cg_tune_entry *e) {
     {"--partial", 0, CG_CLI_FLAG, offsetof(T, fld.partial), NULL, "include unfinished (interrupted) tunes", 0, 0, \
      NULL}
 
-/* Every valid entry of the store, in file-name order. */
-typedef struct entry_list {
-    cg_tune_entry *e;
-    int n, cap, bad;
-    const filter *f;
-    int warn;
-} entry_list;
-
-static int collect(void *arg, const char *path, const cg_tune_entry *e, const char *why) {
-    entry_list *l = arg;
-    if (!e) {
-        l->bad++;
-        if (l->warn) fprintf(stderr, "chunkgen: warning: ignoring bad entry %s: %s\n", path, why);
-        return 0;
-    }
-    if (l->f && !filter_match(l->f, e)) return 0;
-    if (l->n == l->cap) {
-        int nc = l->cap ? 2 * l->cap : 32;
-        cg_tune_entry *ne = realloc(l->e, (size_t)nc * sizeof *ne);
-        if (!ne) return 1;
-        l->e = ne;
-        l->cap = nc;
-    }
-    if (cg__tune_entry_copy(&l->e[l->n], e) != CG_OK) return 1;
-    l->n++;
-    return 0;
-}
-
-static void list_free(entry_list *l) {
-    for (int i = 0; i < l->n; i++) cg__tune_entry_free(&l->e[i]);
-    free(l->e);
-}
-
-static int cmp_entries(const void *a, const void *b) {
-    const cg_tune_key *x = &((const cg_tune_entry *)a)->key, *y = &((const cg_tune_entry *)b)->key;
-    int c;
-    if ((c = strcmp(x->backend, y->backend)) || (c = strcmp(x->device, y->device)) || (c = strcmp(x->op, y->op)))
-        return c;
-    int64_t dx[] = {x->dk, x->dv, x->G, x->H, x->D, x->N, x->threads}, dy[] = {y->dk, y->dv, y->G, y->H, y->D, y->N, y->threads};
-    for (int i = 0; i < 7; i++)
-        if (dx[i] != dy[i]) return dx[i] < dy[i] ? -1 : 1;
-    if ((c = strcmp(x->dir, y->dir))) return -c; /* fwd before bwd */
-    if (x->seq_bucket != y->seq_bucket) return x->seq_bucket < y->seq_bucket ? -1 : 1;
-    return strcmp(x->version, y->version);
+/* A bad store entry the library skipped (show, export). */
+static void warn_bad(const cg_progress *ev, void *user) {
+    (void)user;
+    if (ev->kind == CG_PROGRESS_MESSAGE && ev->level >= CG_LOG_WARN)
+        fprintf(stderr, "chunkgen: warning: ignoring bad entry %s: %s\n", ev->subject, ev->text);
 }
 
 /* ---------------------------------------------------------------- tune */
@@ -110,7 +55,8 @@ static const char k_tune_usage[] =
 
 /* The options of `chunkgen tune` (the CLI's argument table, tools/cli_args.h). */
 typedef struct tune_cli {
-    cg_tune_opts o;
+    cg_tune_options o;
+    int op_mask, dir_mask;   /* --op, --dir: 1, 2, or 3 (all) */
     cli_common c;
     int quiet;
     const char *backend, *shapes_file;
@@ -128,10 +74,10 @@ static int mask_opt(const char *v, const char *a, const char *b, int *mask, char
     return 0;
 }
 static int op_opt(void *opts, const char *v, char *err, size_t errlen) {
-    return mask_opt(v, "ssd", "sscan", &((tune_cli *)opts)->o.op_mask, err, errlen);
+    return mask_opt(v, "ssd", "sscan", &((tune_cli *)opts)->op_mask, err, errlen);
 }
 static int dir_opt(void *opts, const char *v, char *err, size_t errlen) {
-    return mask_opt(v, "fwd", "bwd", &((tune_cli *)opts)->o.dir_mask, err, errlen);
+    return mask_opt(v, "fwd", "bwd", &((tune_cli *)opts)->dir_mask, err, errlen);
 }
 static int backend_opt(void *opts, const char *v, char *err, size_t errlen) {
     if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "emulate"))
@@ -165,8 +111,9 @@ static const cg_cli_opt k_tune_opts[] = {
     {"--backend", 0, CG_CLI_FN, 0, "auto|cpu|cuda|emulate", "(default auto: cuda when a GPU is present, else cpu)", 0, 0,
      backend_opt},
     {"--shape", 0, CG_CLI_FN, 0, "S",
-     "a shape, repeatable: B,T,G,H,dk,dv for ssd or B,L,D,N[,G]\nfor sscan (prefix ssd: or sscan: to be explicit)", 0, 0,
-     shape_opt},
+     "a shape, repeatable, in the shape syntax of every command:\nOP:B=..,T=..,... (ssd_fwd:B=8,T=4096,G=2,H=8,dk=64,dv=64), or\n"
+     "FAMILY:... (ssd:, sscan:) for the ops of --dir, or without a\nprefix with --op; deprecated: positional B,T,G,H,dk,dv (ssd)\n"
+     "or B,L,D,N[,G] (sscan)", 0, 0, shape_opt},
     {"--shapes", 0, CG_CLI_STR, TO(shapes_file), "FILE",
      "shapes, one a line in the same syntax (# comments)\n(default: the built-in set; smaller on the CPU backend)", 0, 0,
      NULL},
@@ -199,66 +146,12 @@ static const cg_cli_opt k_tune_opts[] = {
 #undef TO
 static const cg_cli_cmd k_tune_cmd = {"tune", k_tune_usage, k_tune_opts, NULL, NULL};
 
-static int add_shape(const char *cmd, cg_context *ctx, const char *text, int op_mask, cg_tune_shape **v, int *n) {
-    int sscan = -1;
-    if (!strncmp(text, "ssd:", 4)) sscan = 0, text += 4;
-    else if (!strncmp(text, "sscan:", 6)) sscan = 1, text += 6;
-    if (sscan < 0) {
-        int commas = 0;
-        for (const char *c = text; *c; c++) commas += *c == ',';
-        sscan = commas == 5 ? 0 : 1;
-        if (sscan && op_mask == 1) sscan = 0; /* --op ssd: report the ssd syntax */
-    }
-    cg_tune_shape s;
-    if (cg__tune_shape_parse(ctx, text, sscan, &s) != CG_OK) return cli_usage(cmd, "%s", cg_errmsg(ctx));
-    cg_tune_shape *nv = realloc(*v, (size_t)(*n + 1) * sizeof *nv);
-    if (!nv) return cli_fail(cmd, "out of memory");
-    *v = nv;
-    nv[(*n)++] = s;
-    return 0;
-}
-
-static int read_shapes(const char *cmd, cg_context *ctx, const char *path, int op_mask, cg_tune_shape **v, int *n) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
-    if (!f) return cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
-    char line[1024];
-    int lineno = 0, rc = 0;
-    while (!rc && fgets(line, sizeof line, f)) {
-        lineno++;
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *tok[3];
-        int nt = 0;
-        for (char *t = strtok(line, " \t\r\n"); t && nt < 3; t = strtok(NULL, " \t\r\n")) tok[nt++] = t;
-        if (!nt) continue;
-        char buf[1100];
-        const char *spec = tok[0];
-        const char *name = nt > 1 ? tok[1] : NULL;
-        if (!strcmp(tok[0], "ssd") || !strcmp(tok[0], "sscan")) {
-            if (nt < 2) {
-                rc = cli_usage(cmd, "%s:%d: expected numbers after '%s'", path, lineno, tok[0]);
-                break;
-            }
-            snprintf(buf, sizeof buf, "%s:%s", tok[0], tok[1]);
-            spec = buf;
-            name = nt > 2 ? tok[2] : NULL;
-        }
-        if ((rc = add_shape(cmd, ctx, spec, op_mask, v, n)) != 0) {
-            fprintf(stderr, "  (in %s, line %d)\n", path, lineno);
-            break;
-        }
-        if (name) snprintf((*v)[*n - 1].name, sizeof (*v)[*n - 1].name, "%s", name);
-    }
-    if (f != stdin) fclose(f);
-    return rc;
-}
-
 int cg_cmd_tune(int argc, char **argv) {
     const char *cmd = "tune";
     tune_cli t;
     memset(&t, 0, sizeof t);
-    cg__tune_opts_default(&t.o);
-    t.o.progress = isatty(fileno(stderr)) ? 1 : 0;
+    t.o = (cg_tune_options)CG_TUNE_OPTIONS_INIT;
+    t.op_mask = t.dir_mask = 3;
     t.backend = "auto";
     if (!(t.shape_args = calloc((size_t)argc + 1, sizeof *t.shape_args))) return cli_fail(cmd, "out of memory");
     int rc = cg_cli_parse(&k_tune_cmd, argc, argv, &t);
@@ -266,69 +159,53 @@ int cg_cmd_tune(int argc, char **argv) {
         free(t.shape_args);
         return rc < 0 ? 0 : rc; /* -1: --help */
     }
-    cg_tune_opts o = t.o;
-    if (t.quiet) o.progress = -1;
-    const char *backend = t.backend, *shapes_file = t.shapes_file;
-    const char **shape_args = t.shape_args;
-    const int nshape_args = t.nshape_args;
-    if (!rc && shapes_file && nshape_args) rc = cli_usage(cmd, "give --shapes FILE or --shape, not both");
+    cg_tune_options o = t.o;
+    const int progress = t.quiet ? -1 : isatty(fileno(stderr)) ? 1 : 0; /* a bar, lines, nothing */
+    if (t.shapes_file && t.nshape_args) rc = cli_usage(cmd, "give --shapes FILE or --shape, not both");
     cg_context *ctx = rc ? NULL : cli_make_ctx(cmd, &t.c);
     if (!rc && !ctx) rc = 1;
-    cg_tune_shape *shapes = NULL;
-    int nshapes = 0;
-    for (int i = 0; !rc && i < nshape_args; i++) rc = add_shape(cmd, ctx, shape_args[i], o.op_mask, &shapes, &nshapes);
-    if (!rc && shapes_file) rc = read_shapes(cmd, ctx, shapes_file, o.op_mask, &shapes, &nshapes);
-    free(shape_args);
-    if (!rc && !strcmp(backend, "auto")) {
-        cg_tune_key k;
-        backend = cg__tune_device_key(ctx, "cuda", &k) == CG_OK ? "cuda" : "cpu";
-        if (o.progress >= 0) fprintf(stderr, "chunkgen tune: backend %s\n", backend);
-    }
-    if (!rc && !nshapes && !shapes_file) {
+    cg_backend want = CG_BACKEND_AUTO;
+    cg_backend_parse(t.backend, &want);
+    if (!rc && cg_tune_backend(ctx, want, &o.backend) != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
+    if (!rc && want == CG_BACKEND_AUTO && progress >= 0)
+        fprintf(stderr, "chunkgen tune: backend %s\n", cg_backend_name(o.backend));
+    const tune_shape_opts so = {t.op_mask == 1 ? "ssd" : t.op_mask == 2 ? "sscan" : NULL, t.dir_mask, t.dtype, t.varlen};
+    tune_shapes shapes = {0};
+    for (int i = 0; !rc && i < t.nshape_args; i++) rc = tune_shapes_add(cmd, ctx, t.shape_args[i], &so, &shapes);
+    if (!rc && t.shapes_file) rc = tune_shapes_read(cmd, ctx, t.shapes_file, &so, &shapes);
+    free(t.shape_args);
+    if (!rc && !t.nshape_args && !t.shapes_file) {
         /* The built-in CPU set must finish within 5 minutes on a small machine, also when
          * it is busy: without --budget, keys share 280 s (a key cut short is stored as
          * truncated and a rerun continues it). */
-        if (!strcmp(backend, "cpu") && !(o.budget_s > 0)) {
+        if (o.backend == CG_BACKEND_CPU && !(o.budget_s > 0)) {
             o.budget_s = 280;
-            if (o.progress >= 0) fprintf(stderr, "chunkgen tune: built-in CPU set: budget %.0f s (--budget changes it)\n", o.budget_s);
+            if (progress >= 0) fprintf(stderr, "chunkgen tune: built-in CPU set: budget %.0f s (--budget changes it)\n", o.budget_s);
         }
-        int n;
-        const cg_tune_shape *d = cg__tune_default_shapes(backend, &n);
-        if (!(shapes = malloc((size_t)n * sizeof *shapes))) rc = cli_fail(cmd, "out of memory");
-        else memcpy(shapes, d, (size_t)n * sizeof *shapes), nshapes = n;
-    }
-    for (int i = 0; !rc && t.varlen && i < nshapes; i++) { /* varlen keys: B = 1, the longest sequence */
-        if (shapes[i].B != 1)
-            rc = cli_usage(cmd, "--varlen: a shape with B = %lld but expected 1 (the sequences are packed along %s)",
-                           (long long)shapes[i].B, shapes[i].sscan ? "L" : "T");
-        shapes[i].varlen_max = t.varlen < shapes[i].T ? t.varlen : shapes[i].T;
-    }
-    for (int i = 0; !rc && t.dtype && i < nshapes; i++) { /* the signature must fit each shape's ops */
-        const cg_op fam = shapes[i].sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD;
-        int dt[CG_OP_MAX_TENSORS];
-        for (int b = 0; !rc && b < 2; b++)
-            if ((o.dir_mask >> b & 1) && cg__op_dtype_unsig(ctx, cg__op_desc((cg_op)(fam + b)), t.dtype, dt) != CG_OK)
-                rc = cli_usage(cmd, "--dtype %s", cg_errmsg(ctx));
-        snprintf(shapes[i].dtype, sizeof shapes[i].dtype, "%s", t.dtype);
+        rc = tune_shapes_builtin(cmd, ctx, o.backend, &so, &shapes);
     }
     if (!rc) {
-        cg_tune_summary sum;
-        if (o.progress >= 0)
-            fprintf(stderr, "chunkgen tune: %d shape(s) on %s, store %s\n", nshapes, backend, cg__tune_store_dir(ctx));
-        cg_status st = cg__tune_run(ctx, backend, shapes, nshapes, &o, &sum);
+        if (progress >= 0)
+            fprintf(stderr, "chunkgen tune: %d shape(s) on %s, store %s\n", shapes.n, cg_backend_name(o.backend),
+                    cg_config_store_dir(ctx));
+        tune_ui ui = {.f = stderr, .mode = progress, .prefix = "tune"};
+        cg_context_set_progress(ctx, tune_ui_event, &ui);
+        cg_tune_summary sum = CG_TUNE_SUMMARY_INIT;
+        cg_status st = shapes.n ? cg_tune(ctx, shapes.v, shapes.n, &o, &sum) : CG_OK;
+        tune_ui_end(&ui);
         char shard_note[64] = "";
         if (o.nshards > 1)
             snprintf(shard_note, sizeof shard_note, ", %d of other shards (shard %d/%d)", sum.other_shards, o.shard,
                      o.nshards);
-        if (o.progress >= 0)
+        if (progress >= 0)
             fprintf(stderr,
                     "chunkgen tune: %d key(s): %d tuned (%d resumed), %d already tuned, %d not supported by the "
                     "backend, %d failed, %d left for a rerun%s; %d candidates measured, %d rejected; %.1f s\n",
-                    sum.keys, sum.tuned, sum.resumed, sum.cached + sum.kept_other, sum.unsupported, sum.failed,
-                    sum.skipped_budget, shard_note, sum.candidates, sum.rejected, sum.seconds);
+                    sum.keys, sum.tuned, sum.resumed, sum.cached, sum.unsupported, sum.failed, sum.skipped_budget,
+                    shard_note, sum.candidates, sum.rejected, sum.seconds);
         if (st != CG_OK) rc = cli_fail(cmd, "%s: %s", cg_status_str(st), cg_errmsg(ctx));
     }
-    free(shapes);
+    free(shapes.v);
     cg_context_free(ctx);
     return rc;
 }
@@ -343,7 +220,7 @@ static const char k_show_usage[] =
 
 typedef struct show_opts {
     cli_common c;
-    filter f;
+    cg_config_filter f;
     int json, verbose;
 } show_opts;
 
@@ -356,15 +233,62 @@ static const cg_cli_opt k_show_opts[] = {
 };
 static const cg_cli_cmd k_show_cmd = {"show", k_show_usage, k_show_opts, NULL, NULL};
 
+/* Every matching entry, copied out of the visit (show prints a table whose widths depend
+ * on all of them). */
+typedef struct shown {
+    char key[200], group[400], config[300], status[64];
+    double median_ms, default_ms;
+    int has_best;
+    char *json;
+} shown;
+typedef struct shown_list {
+    shown *v;
+    int n, cap, oom;
+} shown_list;
+
+static int keep_entry(const cg_config_entry *e, void *user) {
+    shown_list *l = user;
+    if (l->n == l->cap) {
+        int nc = l->cap ? 2 * l->cap : 32;
+        shown *nv = realloc(l->v, (size_t)nc * sizeof *nv);
+        if (!nv) return l->oom = 1;
+        l->v = nv, l->cap = nc;
+    }
+    shown *x = &l->v[l->n];
+    memset(x, 0, sizeof *x);
+    const char *sp = strchr(e->key, ' '); /* the backend is in the group header */
+    snprintf(x->key, sizeof x->key, "%s", sp ? sp + 1 : e->key);
+    if (!strcmp(e->backend, "cuda"))
+        snprintf(x->group, sizeof x->group, "cuda: %s (sm_%d, %d SMs), NVRTC %s, driver %s, chunkgen %s", e->device,
+                 e->cc, e->sm_count, e->nvrtc, e->driver, e->version);
+    else
+        snprintf(x->group, sizeof x->group, "%s: %s, %d threads, chunkgen %s", e->backend, e->device, e->threads,
+                 e->version);
+    x->has_best = e->config != NULL;
+    snprintf(x->config, sizeof x->config, "%s", !e->config ? "(none passed)" : e->config[0] ? e->config : "(default)");
+    if (!e->complete) snprintf(x->status, sizeof x->status, "  (unfinished: %d candidates)", e->ncandidates);
+    else if (e->truncated) snprintf(x->status, sizeof x->status, "  (truncated by the budget)");
+    x->median_ms = e->median_ms;
+    x->default_ms = e->default_ms;
+    if (!(x->json = strdup(e->json))) return l->oom = 1;
+    l->n++;
+    return 0;
+}
+
+static void shown_free(shown_list *l) {
+    for (int i = 0; i < l->n; i++) free(l->v[i].json);
+    free(l->v);
+}
+
 /* --json: {"store": DIR, "exists": bool, "entries": [...], "bad": N}. */
-static int show_json(const char *dir, int exists, const entry_list *l) {
+static int show_json(const char *dir, int exists, const shown_list *l, int bad) {
     json_t *arr = json_array();
     for (int i = 0; arr && i < l->n; i++)
-        if (json_array_append_new(arr, cg__tune_entry_to_json(&l->e[i]))) {
+        if (json_array_append_new(arr, json_loads(l->v[i].json, 0, NULL))) {
             json_decref(arr);
             arr = NULL;
         }
-    json_t *doc = arr ? json_pack("{s:s, s:b, s:o, s:i}", "store", dir, "exists", exists, "entries", arr, "bad", l->bad)
+    json_t *doc = arr ? json_pack("{s:s, s:b, s:o, s:i}", "store", dir, "exists", exists, "entries", arr, "bad", bad)
                       : NULL;
     int rc = !doc || json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) != 0;
     if (!rc) putchar('\n');
@@ -372,89 +296,75 @@ static int show_json(const char *dir, int exists, const entry_list *l) {
     return rc ? cli_fail("show", "out of memory") : 0;
 }
 
-/* -v: the candidates of e under its line. */
-static void show_cands(const cg_tune_entry *e) {
-    for (int j = 0; j < e->ncand; j++) {
-        const cg_tune_cand *c = &e->cand[j];
-        printf("      %c %-40s %-8s", j == e->best ? '*' : ' ', c->cfg[0] ? c->cfg : "(default)",
-               cg__tune_verdict_name(c->verdict));
-        if (c->verdict == CG_TV_OK) printf(" %10.3f ms (IQR %.3f, %d reps)", c->median_ms, c->iqr_ms, c->reps);
+/* -v: the candidates of an entry (its JSON, the export format) under its line. */
+static void show_cands(const char *json) {
+    json_t *e = json_loads(json, 0, NULL);
+    const char *best = json_string_value(json_object_get(json_object_get(e, "best"), "config"));
+    json_t *cands = json_object_get(e, "candidates");
+    for (size_t j = 0; j < json_array_size(cands); j++) {
+        json_t *c = json_array_get(cands, j);
+        const char *cfg = json_string_value(json_object_get(c, "config")),
+                   *verdict = json_string_value(json_object_get(c, "verdict"));
+        cfg = cfg ? cfg : "";
+        printf("      %c %-40s %-8s", best && !strcmp(best, cfg) ? '*' : ' ', cfg[0] ? cfg : "(default)",
+               verdict ? verdict : "?");
+        if (verdict && !strcmp(verdict, "ok"))
+            printf(" %10.3f ms (IQR %.3f, %d reps)", json_number_value(json_object_get(c, "median_ms")),
+                   json_number_value(json_object_get(c, "iqr_ms")), (int)json_integer_value(json_object_get(c, "reps")));
         putchar('\n');
     }
+    json_decref(e);
 }
 
 int cg_cmd_show(int argc, char **argv) {
     show_opts o = {0};
     int rc = cg_cli_parse(&k_show_cmd, argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    const filter *f = &o.f;
+    const cg_config_filter *f = &o.f;
     cg_context *ctx = cli_make_ctx(k_show_cmd.name, &o.c);
     if (!ctx) return 1;
-    const char *dir = cg__tune_store_dir(ctx);
-    entry_list l;
-    memset(&l, 0, sizeof l);
-    l.f = f;
-    l.warn = 1;
-    int exists = cg__tune_store_scan(dir, collect, &l) >= 0;
-    if (l.n) qsort(l.e, (size_t)l.n, sizeof *l.e, cmp_entries);
-    if (o.json || !exists) {
-        rc = o.json ? show_json(dir, exists, &l) : 0;
-        if (!o.json) printf("no tuned configs (%s does not exist; run `chunkgen tune`)\n", dir);
-        list_free(&l);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", cg_config_store_dir(ctx));
+    shown_list l = {0};
+    int bad = 0;
+    cg_context_set_progress(ctx, warn_bad, NULL);
+    cg_status st = cg_config_visit(ctx, f, keep_entry, &l, &bad);
+    const int exists = st != CG_ENOTFOUND;
+    if (st != CG_OK && st != CG_ENOTFOUND) rc = cli_fail("show", "%s", cg_errmsg(ctx));
+    else if (l.oom) rc = cli_fail("show", "out of memory");
+    else if (o.json) rc = show_json(dir, exists, &l, bad);
+    else if (!exists) printf("no tuned configs (%s does not exist; run `chunkgen tune`)\n", dir);
+    if (rc || o.json || !exists) {
+        shown_free(&l);
         cg_context_free(ctx);
         return rc;
     }
     printf("tuned configs in %s\n", dir);
     int wk = 3, wc = 6; /* column widths */
     for (int i = 0; i < l.n; i++) {
-        char brief[200];
-        cg__tune_key_brief(&l.e[i].key, brief, sizeof brief);
-        const char *sp = strchr(brief, ' ');
-        int n = (int)strlen(sp ? sp + 1 : brief);
-        if (n > wk) wk = n;
-        n = l.e[i].best >= 0 && l.e[i].cand[l.e[i].best].cfg[0] ? (int)strlen(l.e[i].cand[l.e[i].best].cfg) : 9;
-        if (n > wc) wc = n;
+        if ((int)strlen(l.v[i].key) > wk) wk = (int)strlen(l.v[i].key);
+        if ((int)strlen(l.v[i].config) > wc && l.v[i].has_best) wc = (int)strlen(l.v[i].config);
     }
-    const char *last_dev = NULL;
     for (int i = 0; i < l.n; i++) {
-        const cg_tune_entry *e = &l.e[i];
-        const cg_tune_key *k = &e->key;
-        char dev[300];
-        if (!strcmp(k->backend, "cuda"))
-            snprintf(dev, sizeof dev, "cuda: %s (sm_%d, %d SMs), NVRTC %s, driver %s, chunkgen %s", k->device, k->cc,
-                     k->sm_count, k->nvrtc, k->driver, k->version);
-        else
-            snprintf(dev, sizeof dev, "%s: %s, %d threads, chunkgen %s", k->backend, k->device, k->threads, k->version);
-        if (!last_dev || strcmp(last_dev, dev)) {
-            printf("\n%s\n  %-*s  %-*s %10s %10s %8s\n", dev, wk, "key", wc, "config", "median ms", "default ms",
+        const shown *e = &l.v[i];
+        if (!i || strcmp(l.v[i - 1].group, e->group))
+            printf("\n%s\n  %-*s  %-*s %10s %10s %8s\n", e->group, wk, "key", wc, "config", "median ms", "default ms",
                    "speed-up");
-            static char keep[300];
-            snprintf(keep, sizeof keep, "%s", dev);
-            last_dev = keep;
-        }
-        char brief[200];
-        cg__tune_key_brief(k, brief, sizeof brief);
-        const char *sp = strchr(brief, ' '); /* the backend is in the group header */
-        char status[48] = "";
-        if (!e->complete) snprintf(status, sizeof status, "  (unfinished: %d candidates)", e->ncand);
-        else if (e->truncated) snprintf(status, sizeof status, "  (truncated by the budget)");
-        if (e->best >= 0) {
-            const cg_tune_cand *b = &e->cand[e->best];
+        if (e->has_best) {
             char def[16] = "-", speed[16] = "-";
             if (e->default_ms > 0) {
                 snprintf(def, sizeof def, "%.3f", e->default_ms);
-                snprintf(speed, sizeof speed, "%.2fx", e->default_ms / b->median_ms);
+                snprintf(speed, sizeof speed, "%.2fx", e->default_ms / e->median_ms);
             }
-            printf("  %-*s  %-*s %10.3f %10s %8s%s\n", wk, sp ? sp + 1 : brief, wc, b->cfg[0] ? b->cfg : "(default)",
-                   b->median_ms, def, speed, status);
+            printf("  %-*s  %-*s %10.3f %10s %8s%s\n", wk, e->key, wc, e->config, e->median_ms, def, speed, e->status);
         } else {
-            printf("  %-*s  %-*s %10s %10s %8s%s\n", wk, sp ? sp + 1 : brief, wc, "(none passed)", "-", "-", "-", status);
+            printf("  %-*s  %-*s %10s %10s %8s%s\n", wk, e->key, wc, e->config, "-", "-", "-", e->status);
         }
-        if (o.verbose) show_cands(e);
+        if (o.verbose) show_cands(e->json);
     }
     if (!l.n) printf("  (none%s)\n", f->backend || f->op || f->dir || f->device ? " match the filters" : "");
-    if (l.bad) printf("\n%d bad entr%s ignored (`chunkgen cache verify` lists them)\n", l.bad, l.bad == 1 ? "y" : "ies");
-    list_free(&l);
+    if (bad) printf("\n%d bad entr%s ignored (`chunkgen cache verify` lists them)\n", bad, bad == 1 ? "y" : "ies");
+    shown_free(&l);
     cg_context_free(ctx);
     return 0;
 }
@@ -473,7 +383,7 @@ static const char k_export_usage[] =
     "cache without a GPU).\n";
 
 typedef struct export_opts {
-    filter f;
+    cg_config_filter f;
     cli_common c;
     const char *out, *archs;
     int with_kernels;
@@ -502,64 +412,39 @@ int cg_cmd_export(int argc, char **argv) {
     if (archs && !with_kernels) return cli_usage(cmd, "--arch selects the kernels of --with-kernels");
     cg_context *ctx = cli_make_ctx(cmd, &o.c);
     if (!ctx) return 1;
-    const char *dir = cg__tune_store_dir(ctx);
-    entry_list l;
-    memset(&l, 0, sizeof l);
-    l.f = &o.f;
-    l.warn = 1;
-    cg__tune_store_scan(dir, collect, &l); /* a missing store exports no entries */
-    if (l.n) qsort(l.e, (size_t)l.n, sizeof *l.e, cmp_entries);
-    json_t *arr = json_array();
-    int rc = 0;
-    for (int i = 0; arr && i < l.n; i++) {
-        json_t *j = cg__tune_entry_to_json(&l.e[i]);
-        if (!j || json_array_append_new(arr, j)) {
-            rc = cli_fail(cmd, "out of memory");
-            break;
-        }
-    }
-    char when[32];
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    json_t *doc = arr ? json_pack("{s:i, s:s, s:s, s:s, s:o}", "schema", CG_TUNE_SCHEMA, "kind", "chunkgen-configs",
-                                  "chunkgen", cg_version(), "exported", when, "entries", arr)
-                      : NULL;
-    if (!rc && !doc) rc = cli_fail(cmd, "out of memory");
-    int nkernels = 0;
-    if (!rc && with_kernels) {
+    cg_context_set_progress(ctx, warn_bad, NULL);
+    char *text = NULL;
+    size_t len = 0;
+    int count = 0, nkernels = 0, rc = 0, mine = 0; /* mine: text is this file's, not the library's */
+    if (cg_config_export(ctx, &o.f, &text, &len, &count) != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
+    if (!rc && with_kernels) { /* the bundle: the kernel cache's entries added to the document */
+        json_t *doc = json_loadb(text, len, 0, NULL);
         char kdir[4200];
-        snprintf(kdir, sizeof kdir, "%s/kernels", cg__cache_dir(ctx));
-        if ((nkernels = cg_bundle_add_kernels(doc, kdir, archs)) < 0) rc = cli_fail(cmd, "out of memory");
-    }
-    if (!rc) {
-        int flags = JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII;
-        int bad;
-        char why[4800] = "";
-        if (!strcmp(out, "-")) {
-            bad = json_dumpf(doc, stdout, flags) != 0;
-            if (!bad) putchar('\n');
-        } else {
-            char *text = json_dumps(doc, flags);
-            bad = !text;
-            if (text) {
-                /* temp (O_EXCL|O_NOFOLLOW) + rename: a reader never sees half a file and a
-                 * planted symlink cannot redirect the write */
-                size_t len = strlen(text);
-                text[len] = '\n'; /* json_dumps's NUL becomes the final newline */
-                bad = cg__write_file_atomic(out, text, len + 1, 1, why, sizeof why) != 0;
-                free(text);
-            }
+        snprintf(kdir, sizeof kdir, "%s/kernels", cg_context_cache_dir(ctx));
+        if (!doc || (nkernels = cg_bundle_add_kernels(doc, kdir, archs)) < 0) rc = cli_fail(cmd, "out of memory");
+        char *t2 = rc ? NULL : json_dumps(doc, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
+        json_decref(doc);
+        cg_free(text);
+        text = NULL;
+        mine = 1;
+        if (!rc && !t2) rc = cli_fail(cmd, "out of memory");
+        if (t2) {
+            len = strlen(t2);
+            if ((text = realloc(t2, len + 2))) text[len++] = '\n', text[len] = '\0';
+            else rc = cli_fail(cmd, "out of memory"), free(t2);
         }
-        if (bad) rc = cli_fail(cmd, "cannot write %s: %s", out, why[0] ? why : strerror(errno));
-        else if (strcmp(out, "-"))
-            fprintf(stderr, "chunkgen export: %d entr%s written to %s\n", l.n, l.n == 1 ? "y" : "ies", out);
-        if (with_kernels && strcmp(out, "-"))
+    }
+    if (!rc && !strcmp(out, "-")) {
+        if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) rc = cli_fail(cmd, "cannot write to stdout");
+    } else if (!rc) {
+        /* as the library writes its files: temp + rename, no symlink followed */
+        if (cg_write_file(ctx, out, text, len) != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
+        else fprintf(stderr, "chunkgen export: %d entr%s written to %s\n", count, count == 1 ? "y" : "ies", out);
+        if (!rc && with_kernels)
             fprintf(stderr, "chunkgen export: %d compiled kernel%s bundled\n", nkernels, nkernels == 1 ? "" : "s");
     }
-    json_decref(doc);
-    list_free(&l);
+    if (mine) free(text);
+    else cg_free(text);
     cg_context_free(ctx);
     return rc;
 }
@@ -621,8 +506,13 @@ int cg_cmd_import(int argc, char **argv) {
     }
     const char **files = o.files;
     const int nfiles = o.nfiles, allow_foreign = o.allow_foreign, dry = o.dry;
-    cg_tune_import_stats s;
-    cg_status st = cg__tune_import_files(ctx, files, nfiles, allow_foreign, dry, stderr, &s);
+    tune_ui ui = {.f = stderr, .mode = 0, .prefix = "chunkgen import", .subject_first = 1, .cap = 20};
+    cg_context_set_progress(ctx, tune_ui_event, &ui);
+    cg_import_options io = CG_IMPORT_OPTIONS_INIT;
+    io.allow_foreign = allow_foreign, io.dry_run = dry;
+    cg_import_stats s = CG_IMPORT_STATS_INIT;
+    cg_status st = cg_config_import(ctx, files, nfiles, &io, &s);
+    tune_ui_end(&ui);
     if (st != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
     else {
         fprintf(stderr, "chunkgen import: %s%d added, %d replaced, %d kept (the merge rule kept another entry), %d rejected\n",
@@ -630,7 +520,7 @@ int cg_cmd_import(int argc, char **argv) {
         if (s.rejected) rc = 1;
         /* the bundles' compiled kernels (a file source: stdin was read once above) */
         char kdir[4200];
-        snprintf(kdir, sizeof kdir, "%s/kernels", cg__cache_dir(ctx));
+        snprintf(kdir, sizeof kdir, "%s/kernels", cg_context_cache_dir(ctx));
         cg_bundle_stats ks = {0};
         for (int i = 0; i < nfiles; i++) {
             struct stat sb;

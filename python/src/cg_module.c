@@ -17,7 +17,7 @@
  * and applied to a thread's context before its next call.
  */
 #include "cg_args.h"
-#include "autotune.h"
+#include "cg_store_py.h"
 #include "cpu/cpu_isa.h"
 
 #include <limits.h>
@@ -78,6 +78,8 @@ static cg_context *thread_ctx(void) {
     }
     return t->ctx;
 }
+
+cg_context *cgpy_thread_ctx(void) { return thread_ctx(); }
 
 /* -------------------------------------------------------------- dtypes */
 
@@ -478,16 +480,6 @@ static PyObject *py_set_log_handler(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* configs_changed(): another process (the CLI run by chunkgen.tune/import_configs) wrote a
- * store: drop the process's store indexes so the next call sees it at once, not within the
- * second the library otherwise takes to notice. */
-static PyObject *py_configs_changed(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    cg__tune_index_invalidate(NULL);
-    Py_RETURN_NONE;
-}
-
 /* ------------------------------------------------------------ the rest */
 
 /* One tensor of the op table: (name, is_output, extents, layout, grad_of). extents: the
@@ -598,7 +590,7 @@ static PyObject *py_set_cache_dir(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
      "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens])"},
-    {"configs_changed", py_configs_changed, METH_NOARGS, "drop the cached store indexes (a store was written)"},
+    CGPY_STORE_METHODS,
     {"workspace_size", (PyCFunction)(void (*)(void))py_workspace_size, METH_FASTCALL,
      "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
     {"validate", (PyCFunction)(void (*)(void))py_validate, METH_FASTCALL,

@@ -126,9 +126,9 @@ static cg_status check_views(cg_context *ctx, const char *what, cg_dtype math, c
 
 static cg_status ssd_views(cg_context *ctx, const cg_ssd_prob *p, const char *what) {
     const view_rule r[] = {{"q", &p->q, 1},      {"k", &p->k, 1},       {"v", &p->v, 1},     {"o", &p->o, 1},
-                           {"dout", &p->dout, 1}, {"dq", &p->dq, 1},     {"dk", &p->dk_, 1},  {"dv", &p->dv_, 1},
+                           {"dout", &p->dout, 1}, {"dq", &p->grad_q, 1}, {"dk", &p->grad_k, 1}, {"dv", &p->grad_v, 1},
                            {"log_alpha", &p->la, 0}, {"h0", &p->h0, 0}, {"hT", &p->hT, 0}, {"dhT", &p->dhT, 0},
-                           {"dlog_alpha", &p->dla, 0}, {"dh0", &p->dh0, 0}};
+                           {"dlog_alpha", &p->grad_la, 0}, {"dh0", &p->grad_h0, 0}};
     return check_views(ctx, what, p->dtype, r, (int)(sizeof r / sizeof r[0]));
 }
 

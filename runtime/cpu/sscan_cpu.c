@@ -50,6 +50,15 @@ typedef struct ss_lim {
 #define SS_LOG2E 1.44269504088896341f
 #define SS_LN2 0.693147180559945309f
 
+/* q * 2^(n-1), where nbits are the bits of the float n + 1.5 * 2^23 (the magic-number
+ * rounding of ss_exp, ss_exp2). */
+static inline float ss_times_pow2(float q, uint32_t nbits) {
+    uint32_t sbits = (nbits - 0x4B400000u + 126u) << 23; /* 2^(n-1) */
+    float s;
+    memcpy(&s, &sbits, sizeof s);
+    return q * s;
+}
+
 /* e^x: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, degree-6 Taylor polynomial of
  * 2 e^r (truncation < 1.3e-7 relative), times 2^(n-1), so that n = 128 stays finite.
  * x is first clamped to [SS_EXP_LO, SS_EXP_HI]: above the float range the product
@@ -74,10 +83,7 @@ static inline float ss_exp(float x, ss_lim k) {
     q = q * r + 1.0f;
     q = q * r + 2.0f;
     q = q * r + 2.0f;
-    uint32_t sbits = (nbits - 0x4B400000u + 126u) << 23; /* 2^(n-1) */
-    float s;
-    memcpy(&s, &sbits, sizeof s);
-    return q * s;
+    return ss_times_pow2(q, nbits);
 }
 
 /* 2^t for the decays exp(dt A) = 2^(dt A log2(e)) of the state updates, the hot loop:
@@ -102,10 +108,7 @@ static inline float ss_exp2(float t, ss_lim k) {
     q = q * f + 0.4804530139182014f;
     q = q * f + 1.3862943611198906f;
     q = q * f + 2.0f;
-    uint32_t sbits = (nbits - 0x4B400000u + 126u) << 23; /* 2^(n-1) */
-    float s;
-    memcpy(&s, &sbits, sizeof s);
-    return q * s;
+    return ss_times_pow2(q, nbits);
 }
 
 /* log(1 + u) for u in [0, 1]: 2 atanh(s), s = u / (2 + u) <= 1/3, odd series to s^13. */
@@ -149,6 +152,9 @@ typedef struct ss_plan {
     float *pBC;      /* backward, nblk > 1: [b][g][blk][L][2][N] partial rows of dB, dC */
     double *pA;      /* backward: [b][D][N] */
     double *pDb;     /* backward: [b][D][2] (dD, ddelta_bias) */
+    cg_sscan_cpu_params prm; /* the call's config */
+    cg_pool *pool;
+    int nth;         /* threads the pool uses: the per-thread scratch */
 } ss_plan;
 
 typedef struct ss_task {
@@ -260,17 +266,23 @@ static void gather_x_dt_b(const ss_plan *P, const ss_task *t, int64_t t0, int64_
  * One lane chunk (16 channels) over `len` steps. Tiles are [step][ld] with the chunk's
  * columns at offset 0 (the caller passes shifted pointers); B, C rows are [step][N]. */
 
+/* One step's dt and dt x of the SS_W lanes (a row of the dts and xs tiles). */
+static inline void ss_step_dt(const float *restrict dts, const float *restrict xs, float *restrict dt,
+                              float *restrict dtx) {
+    for (int l = 0; l < SS_W; l++) {
+        dt[l] = dts[l];
+        dtx[l] = dt[l] * xs[l];
+    }
+}
+
 /* Forward: h[n][l] advances len steps; ys[i][l] = sum_n C h (without the D term). */
 static void fwd_chunk(ss_lim k, int64_t len, int64_t N, int64_t ld, float *restrict h, const float *restrict At,
                       const float *restrict xs, const float *restrict dts, const float *restrict Bs,
                       const float *restrict Cs, float *restrict ys) {
     for (int64_t i = 0; i < len; i++) {
         float dt[SS_W], dtx[SS_W], y[SS_W];
-        for (int l = 0; l < SS_W; l++) {
-            dt[l] = dts[i * ld + l];
-            dtx[l] = dt[l] * xs[i * ld + l];
-            y[l] = 0.0f;
-        }
+        ss_step_dt(dts + i * ld, xs + i * ld, dt, dtx);
+        for (int l = 0; l < SS_W; l++) y[l] = 0.0f;
         const float *Bi = Bs + i * N, *Ci = Cs + i * N;
         for (int64_t n = 0; n < N; n++) {
             const float bn = Bi[n], cn = Ci[n];
@@ -291,10 +303,7 @@ static void state_chunk(ss_lim k, int64_t len, int64_t N, int64_t ld, float *res
                         const float *restrict xs, const float *restrict dts, const float *restrict Bs) {
     for (int64_t i = 0; i < len; i++) {
         float dt[SS_W], dtx[SS_W];
-        for (int l = 0; l < SS_W; l++) {
-            dt[l] = dts[i * ld + l];
-            dtx[l] = dt[l] * xs[i * ld + l];
-        }
+        ss_step_dt(dts + i * ld, xs + i * ld, dt, dtx);
         const float *Bi = Bs + i * N;
         for (int64_t n = 0; n < N; n++) {
             const float bn = Bi[n];
@@ -313,10 +322,7 @@ static void recompute_chunk(ss_lim k, int64_t len, int64_t N, int64_t ld, float 
     const int64_t NW = N * SS_W;
     for (int64_t i = 0; i < len; i++) {
         float dt[SS_W], dtx[SS_W];
-        for (int l = 0; l < SS_W; l++) {
-            dt[l] = dts[i * ld + l];
-            dtx[l] = dt[l] * xs[i * ld + l];
-        }
+        ss_step_dt(dts + i * ld, xs + i * ld, dt, dtx);
         const float *Bi = Bs + i * N;
         const float *hp = hs + i * NW;
         float *hc = hs + (i + 1) * NW, *ai = ab + i * NW;
@@ -389,13 +395,18 @@ static inline float hsum(const float *v) {
 
 /* --------------------------------------------------------------- forward */
 
-static void fwd_task(void *arg, int64_t ti, int tid) {
+/* Runs body on task ti of the plan arg with thread tid's scratch (a cg__pool_run task). */
+static inline void ss_run_task(void *arg, int64_t ti, int tid,
+                               void (*body)(const ss_plan *, int64_t, const ss_task, float *)) {
     const ss_plan *P = arg;
+    body(P, ti, ss_decode(P, ti), P->scratch + (size_t)tid * P->scr);
+}
+
+static void fwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
+    (void)ti;
     const cg_sscan_prob *p = P->p;
-    const ss_task t = ss_decode(P, ti);
     const ss_lim lim = P->lim;
     const int64_t N = p->N, ld = P->ld, nc = P->nc, T = P->tile, NW = N * SS_W;
-    float *s = P->scratch + (size_t)tid * P->scr;
     float *At = s, *h = At + nc * NW, *bias = h + nc * NW, *Dv = bias + ld;
     float *xs = Dv + ld, *dts = xs + T * ld, *ys = dts + T * ld, *zs = ys + T * ld;
     float *Bs = zs + T * ld, *Cs = Bs + T * N;
@@ -419,6 +430,7 @@ static void fwd_task(void *arg, int64_t ti, int tid) {
     }
     if (p->hT.p) scatter_state(&p->hT, t.b, t.d0, t.nb, nc, N, h);
 }
+static void fwd_task(void *arg, int64_t ti, int tid) { ss_run_task(arg, ti, tid, fwd_body); }
 
 /* Thread count the pool will use, for per-thread scratch. */
 static int ss_threads(cg_pool *pool, int threads) {
@@ -427,40 +439,51 @@ static int ss_threads(cg_pool *pool, int threads) {
     return (threads <= 0 || threads > size) ? size : threads;
 }
 
+/* A call's plan: its config, tiles (ss_fwd_tile forward, the segment backward) and
+ * threads. The dtypes were checked by the entry point (cpu_isa.c). */
+static cg_status ss_begin(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, int bwd, ss_plan *P) {
+    cg_sscan_cpu_params prm;
+    cg_status s = ss_params(ctx, p, cfg, bwd, &prm);
+    if (s) return s;
+    ss_plan_init(P, p, &prm);
+    P->prm = prm;
+    P->pool = cg__ctx_pool(ctx);
+    P->nth = ss_threads(P->pool, prm.threads);
+    P->tile = bwd ? P->seg : ss_fwd_tile(p) < p->L ? ss_fwd_tile(p) : p->L;
+    return CG_OK;
+}
+
+/* The scratch floats of all threads: *per (one thread's) rounded up to 16 (64 bytes),
+ * times nth; 0 when that overflows. */
+static size_t ss_scratch(size_t *per, int nth) {
+    *per = (*per + 15) / 16 * 16;
+    return ss_count((int64_t)*per, nth, 1, 1);
+}
+
 cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    /* dtypes: checked by the entry point (cpu_isa.c) */
-    cg_sscan_cpu_params prm;
-    cg_status s = ss_params(ctx, p, cfg, 0, &prm);
-    if (s) return s;
     ss_plan P;
-    ss_plan_init(&P, p, &prm);
-    P.tile = ss_fwd_tile(p) < p->L ? ss_fwd_tile(p) : p->L;
-    cg_pool *pool = cg__ctx_pool(ctx);
-    const int nth = ss_threads(pool, prm.threads);
+    cg_status s = ss_begin(ctx, p, cfg, 0, &P);
+    if (s) return s;
     /* At, h [nc N W]; bias, Dv [ld]; xs, dts, ys, zs [T ld]; Bs, Cs [T N] */
     size_t per = ss_count(2 * P.nc, p->N, SS_W, 1) + ss_count(P.ld, 2 + 4 * P.tile, 1, 1) +
                  ss_count(2 * P.tile, p->N, 1, 1);
-    per = (per + 15) / 16 * 16;
-    size_t all = ss_count((int64_t)per, nth, 1, 1);
+    size_t all = ss_scratch(&per, P.nth);
     if (!all || !(P.scratch = cg__aligned_alloc(all * sizeof(float))))
-        return cg__err(ctx, CG_ENOMEM, "cpu sscan forward: out of memory for %d x %zu floats of scratch", nth, per);
+        return cg__err(ctx, CG_ENOMEM, "cpu sscan forward: out of memory for %d x %zu floats of scratch", P.nth, per);
     P.scr = per;
-    cg__pool_run(pool, prm.threads, P.ntask, fwd_task, &P);
+    cg__pool_run(P.pool, P.prm.threads, P.ntask, fwd_task, &P);
     cg__aligned_free(P.scratch);
-    cg__dispatch_detail(ctx, "sscan_fwd block_d=%d threads=%d", prm.block_d, nth);
+    cg__dispatch_detail(ctx, "sscan_fwd block_d=%d threads=%d", P.prm.block_d, P.nth);
     return CG_OK;
 }
 
 /* -------------------------------------------------------------- backward */
 
-static void bwd_task(void *arg, int64_t ti, int tid) {
-    const ss_plan *P = arg;
+static void bwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
     const cg_sscan_prob *p = P->p;
-    const ss_task t = ss_decode(P, ti);
     const ss_lim lim = P->lim;
     const int64_t N = p->N, L = p->L, ld = P->ld, nc = P->nc, S = P->seg, NW = N * SS_W;
-    float *s = P->scratch + (size_t)tid * P->scr;
     /* [nc NW]: At, h, g; dAtot (double) takes 2 nc NW floats */
     float *At = s, *h = At + nc * NW, *g = h + nc * NW;
     double *dAtot = (double *)(g + nc * NW);
@@ -557,6 +580,7 @@ static void bwd_task(void *arg, int64_t ti, int tid) {
         P->pDb[(t.b * p->D + d) * 2 + 1] = dDb[2 * j + 1];
     }
 }
+static void bwd_task(void *arg, int64_t ti, int tid) { ss_run_task(arg, ti, tid, bwd_body); }
 
 /* dB, dC rows of (b, g, 64-step tile) summed over the channel blocks in order. */
 #define SS_RED_TILE 64
@@ -582,22 +606,15 @@ static void bc_reduce_task(void *arg, int64_t i, int tid) {
 
 cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    /* dtypes: checked by the entry point (cpu_isa.c) */
-    cg_sscan_cpu_params prm;
-    cg_status s = ss_params(ctx, p, cfg, 1, &prm);
-    if (s) return s;
     ss_plan P;
-    ss_plan_init(&P, p, &prm);
-    P.tile = P.seg;
-    cg_pool *pool = cg__ctx_pool(ctx);
-    const int nth = ss_threads(pool, prm.threads);
+    cg_status s = ss_begin(ctx, p, cfg, 1, &P);
+    if (s) return s;
     const int64_t N = p->N, NW = N * SS_W, S = P.seg, ld = P.ld, nc = P.nc;
     /* Per thread (floats): At, h, g [nc NW]; dAtot [2 nc NW]; dDb [4 ld]; bias, Dv [ld];
      * 9 tiles [S ld]; Bs, Cs [S N]; accB, accC, ab [S NW]; hs [(S+1) NW]; dAseg [NW]; dScr [2 N]. */
     size_t per = ss_count(5 * nc, NW, 1, 1) + ss_count(6, ld, 1, 1) + ss_count(9 * S, ld, 1, 1) +
                  ss_count(2 * S + 2, N, 1, 1) + ss_count(4 * S + 2, NW, 1, 1);
-    per = (per + 15) / 16 * 16;
-    size_t all = ss_count((int64_t)per, nth, 1, 1);
+    size_t all = ss_scratch(&per, P.nth);
     size_t nck = ss_count(P.ntask, P.nseg, nc, NW);
     size_t nbc = P.nblk > 1 ? ss_count(p->B * p->G * P.nblk, p->L, 2 * N, 1) : 1;
     size_t npa = ss_count(p->B, p->D, N, 1), npd = ss_count(p->B, p->D, 2, 1);
@@ -615,12 +632,12 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
         st = cg__err(ctx, CG_ENOMEM,
                      "cpu sscan backward: out of memory (checkpoints: %zu floats for segment=%lld; scratch: %d x %zu "
                      "floats)",
-                     nck, (long long)S, nth, per);
+                     nck, (long long)S, P.nth, per);
         goto done;
     }
-    cg__pool_run(pool, prm.threads, P.ntask, bwd_task, &P);
+    cg__pool_run(P.pool, P.prm.threads, P.ntask, bwd_task, &P);
     if (P.nblk > 1)
-        cg__pool_run(pool, prm.threads, p->B * p->G * ((p->L + SS_RED_TILE - 1) / SS_RED_TILE), bc_reduce_task, &P);
+        cg__pool_run(P.pool, P.prm.threads, p->B * p->G * ((p->L + SS_RED_TILE - 1) / SS_RED_TILE), bc_reduce_task, &P);
     /* Batch sums in order b = 0, 1, ... */
     for (int64_t d = 0; d < p->D; d++) {
         for (int64_t n = 0; n < N; n++) {
@@ -636,7 +653,7 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
         if (p->dD.p) CG_F32P(p->dD)[d * p->dD.s[0]] = (float)sd;
         if (p->ddbias.p) CG_F32P(p->ddbias)[d * p->ddbias.s[0]] = (float)sb;
     }
-    cg__dispatch_detail(ctx, "sscan_bwd segment=%d block_d=%d threads=%d", prm.segment, prm.block_d, nth);
+    cg__dispatch_detail(ctx, "sscan_bwd segment=%d block_d=%d threads=%d", P.prm.segment, P.prm.block_d, P.nth);
 done:
     cg__aligned_free(P.scratch);
     cg__aligned_free(P.ck);

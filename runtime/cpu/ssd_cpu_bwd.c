@@ -198,9 +198,9 @@ static void phase1(void *arg, int64_t bh, int tid) {
                               gamma);
         }
     }
-    if (p->dh0.p) {
-        float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
-        for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->dh0.s[2], dS + i * ldv, (size_t)dv * sizeof(float));
+    if (p->grad_h0.p) {
+        float *dh0 = CG_F32P(p->grad_h0) + b * p->grad_h0.s[0] + h * p->grad_h0.s[1];
+        for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->grad_h0.s[2], dS + i * ldv, (size_t)dv * sizeof(float));
     }
 }
 
@@ -291,9 +291,9 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
     cg__ssd_transpose(t.KT, ldc, k, sk, L, dk, Cp);
     cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, ldc, t.Praw, ldc, 0);
     /* float32 dq and dk: this chunk's rows in the user's tensors (see the sums) */
-    float *dq32 = p->dq.dt == CG_F32 ? CG_F32P(p->dq) + b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1] : NULL;
+    float *dq32 = p->grad_q.dt == CG_F32 ? CG_F32P(p->grad_q) + b * p->grad_q.s[0] + g * p->grad_q.s[2] + t0 * p->grad_q.s[1] : NULL;
     float *dk32 =
-        p->dk_.dt == CG_F32 ? CG_F32P(p->dk_) + b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1] : NULL;
+        p->grad_k.dt == CG_F32 ? CG_F32P(p->grad_k) + b * p->grad_k.s[0] + g * p->grad_k.s[2] + t0 * p->grad_k.s[1] : NULL;
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
         const int64_t bh = b * p->H + h;
@@ -342,10 +342,10 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
 
         /* dV = diag(w) (K dS_end) + P^T dO, in padded rows, then stored (the GEMM storing
          * into dv itself measured no faster: its stores then wait for dv's lines from memory) */
-        void *dvo = cg__vat(&p->dv_, b * p->dv_.s[0] + h * p->dv_.s[2] + t0 * p->dv_.s[1]);
+        void *dvo = cg__vat(&p->grad_v, b * p->grad_v.s[0] + h * p->grad_v.s[2] + t0 * p->grad_v.s[1]);
         cg__ssd_gemm_rs(CG_SSD_DENSE, L, dvp, dk, k, sk, 1, dSe, ldv, t.dVt, ldv, t.wv);
         cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t.P, 1, ldc, t.dOt, ldv, t.dVt, ldv, 1);
-        cg__cpu_st_rows(dvo, p->dv_.dt, p->dv_.s[1], t.dVt, ldv, L, dv);
+        cg__cpu_st_rows(dvo, p->grad_v.dt, p->grad_v.s[1], t.dVt, ldv, L, dv);
 
         /* dlog_alpha_t = base + sum_{i >= t} x_i + sum_{j < t} y_j + sum_{i >= t > j} Z_ij,
          * Z = (Q K^T) .* dP (masked). The pairs' sums without a sum across a row (they would
@@ -367,12 +367,12 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             const float *restrict pr = t.P + j * ldc;
             for (int64_t i = j + 1; i < L; i++) Zr[i] += pr[i];
         }
-        float *dla = CG_F32P(p->dla) + b * p->dla.s[0] + h * p->dla.s[2] + t0 * p->dla.s[1];
+        float *dla = CG_F32P(p->grad_la) + b * p->grad_la.s[0] + h * p->grad_la.s[2] + t0 * p->grad_la.s[1];
         double *restrict xhi = t.Xs, run = 0; /* sum_{i >= t} x_i */
         for (int64_t i = L - 1; i >= 0; i--) xhi[i] = run += xs[i];
         run = 0; /* sum_{j < t} y_j */
         for (int64_t i = 0; i < L; i++) {
-            dla[i * p->dla.s[1]] = (float)(base + xhi[i] + run + (double)Zr[i]);
+            dla[i * p->grad_la.s[1]] = (float)(base + xhi[i] + run + (double)Zr[i]);
             run += ys[i];
         }
         if (J->fused) { /* dS_end of chunk c - 1 */
@@ -394,7 +394,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             tmp = t.dKa; t.dKa = t.dKh; t.dKh = tmp;
         } else if (h == (g + 1) * hpg - 1 && dq32 && dk32) {
             for (int64_t i = 0; i < L; i++) {
-                float *restrict oq = dq32 + i * p->dq.s[1], *restrict ok = dk32 + i * p->dk_.s[1];
+                float *restrict oq = dq32 + i * p->grad_q.s[1], *restrict ok = dk32 + i * p->grad_k.s[1];
                 const float *restrict aq = t.dQa + i * ldk, *restrict hq = t.dQh + i * ldk;
                 const float *restrict ak = t.dKa + i * ldk, *restrict hk = t.dKh + i * ldk;
                 for (int64_t j = 0; j < dk; j++) oq[j] = aq[j] + hq[j];
@@ -408,9 +408,9 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             }
         }
     }
-    cg__cpu_st_rows(cg__vat(&p->dq, b * p->dq.s[0] + g * p->dq.s[2] + t0 * p->dq.s[1]), p->dq.dt, p->dq.s[1], t.dQa,
+    cg__cpu_st_rows(cg__vat(&p->grad_q, b * p->grad_q.s[0] + g * p->grad_q.s[2] + t0 * p->grad_q.s[1]), p->grad_q.dt, p->grad_q.s[1], t.dQa,
                     ldk, L, dk);
-    cg__cpu_st_rows(cg__vat(&p->dk_, b * p->dk_.s[0] + g * p->dk_.s[2] + t0 * p->dk_.s[1]), p->dk_.dt, p->dk_.s[1],
+    cg__cpu_st_rows(cg__vat(&p->grad_k, b * p->grad_k.s[0] + g * p->grad_k.s[2] + t0 * p->grad_k.s[1]), p->grad_k.dt, p->grad_k.s[1],
                     t.dKa, ldk, L, dk);
 }
 
@@ -437,12 +437,12 @@ static void phase2_fused(void *arg, int64_t idx, int tid) {
             memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
     }
     for (int64_t c = J->nc - 1; c >= 0; c--) chunk_grads(J, &t, b, g, c);
-    if (p->dh0.p)
+    if (p->grad_h0.p)
         for (int64_t u = 0; u < J->hpg; u++) {
             const int64_t h = g * J->hpg + u;
-            float *dh0 = CG_F32P(p->dh0) + b * p->dh0.s[0] + h * p->dh0.s[1];
+            float *dh0 = CG_F32P(p->grad_h0) + b * p->grad_h0.s[0] + h * p->grad_h0.s[1];
             for (int64_t i = 0; i < dk; i++)
-                memcpy(dh0 + i * p->dh0.s[2], t.dS + u * dk * ldv + i * ldv, (size_t)dv * sizeof(float));
+                memcpy(dh0 + i * p->grad_h0.s[2], t.dS + u * dk * ldv + i * ldv, (size_t)dv * sizeof(float));
         }
 }
 

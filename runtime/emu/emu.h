@@ -4,7 +4,7 @@
  * it with the host C++ compiler into a shared object (cached on disk) and loads it,
  * emu_kexec.c is the executor that runs grids; emu_rt.c is the SIMT runtime those
  * modules call into: fibers, the block scheduler, barriers, warp collectives and the
- * shared-memory race checker. The module side is emulator/cg_emu.h. */
+ * shared-memory race checker (emu_race.c). The module side is emulator/cg_emu.h. */
 #ifndef CG_EMU_PRIV_H
 #define CG_EMU_PRIV_H
 

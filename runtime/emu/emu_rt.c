@@ -1,6 +1,6 @@
 /* emu_rt.c -- the SIMT runtime: fibers, the block scheduler, barriers, warp
- * collectives, asynchronous cp.async, the shared-memory race checker and the access
- * hook of the statistics (emu_stats.c).
+ * collectives, asynchronous cp.async and the access hook of the statistics (emu_stats.c)
+ * (the shared-memory race checker: emu_race.c; the records both use: emu_rt.h).
  *
  * Each OS thread that runs blocks owns a worker: fiber stacks (regions of
  * CG_EMU_STACK_REGION bytes aligned to their size, the fiber record in the first
@@ -10,112 +10,14 @@
  * runnable fiber. The last thread to arrive at a barrier releases the others and
  * runs on. When no fiber can run and some have not exited, the block is deadlocked:
  * that (and a divergent barrier) is reported as an error, never a hang. */
-#include "emu.h"
+#include "emu_rt.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#if defined(__x86_64__) && !defined(CG_EMU_UCONTEXT)
-#define EMU_ASM_SWITCH 1
-#else
-#include <ucontext.h>
-#endif
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#define EMU_ASAN 1
-#endif
-
-enum { F_READY, F_BAR, F_WARP, F_DONE };
-
-typedef struct emu_worker emu_worker;
-
-/* A cp.async in flight: the bytes it lands at the issuing thread's wait. */
-typedef struct emu_cpa {
-    unsigned char *dst;
-    unsigned group;    /* the thread's commit count when issued */
-    unsigned size;
-    unsigned char data[16];
-} emu_cpa;
-
-typedef struct emu_fiber {
-    cg_emu_thread pub; /* first: the module reads it */
-    emu_worker *w;
-    void *sp;          /* saved stack pointer while switched out */
-    int state;
-    const char *what;  /* where it waits */
-    int line;
-    int pred;          /* __syncthreads_{count,and,or} operand */
-    unsigned wmask;    /* warp collective */
-    void *warg;
-    cg_emu_warp_fn wfn;
-    emu_cpa *cpa;      /* cp.async in flight, in issue order */
-    int ncpa, cpa_cap;
-    int slot;          /* index in the worker's fib[] */
-    unsigned ncommit;  /* cp.async groups committed */
-#ifndef EMU_ASM_SWITCH
-    ucontext_t uc;
-#endif
-} emu_fiber;
-
-/* Race shadow, per byte of shared memory: who wrote and read it in the current
- * barrier interval (epoch), with the warp-barrier counts of the accessors then (two
- * lanes of one warp are ordered when a __syncwarp came between). Readers: the latest
- * one, and a summary of the others (their warp, or several; their largest count). */
-typedef struct emu_shadow {
-    uint32_t wepoch, repoch;
-    uint16_t writer, wsync;
-    uint16_t reader, rsync;
-    uint16_t owarp, osync; /* other readers; owarp EMU_NONE or EMU_MANY */
-} emu_shadow;
-#define EMU_NONE 0xFFFEu
-#define EMU_MANY 0xFFFFu
-#define EMU_ASYNC 0x8000u /* writer: a cp.async of thread (writer & 0x3FF) still in flight */
-
-#define EMU_CHUNK 32 /* fibers per stack mapping */
-#define EMU_MAX_THREADS 1024
-
-struct emu_worker {
-    char *chunks[EMU_MAX_THREADS / EMU_CHUNK];
-    int nfib;                  /* fibers allocated */
-    emu_fiber *fib[EMU_MAX_THREADS];
-    /* fib[i]->cpa again: the fibers live in mmapped stacks, which LeakSanitizer does not
-     * scan, so the owner of each buffer is kept (and freed) here */
-    void *cpa_own[EMU_MAX_THREADS];
-    size_t page;
-#ifdef EMU_ASM_SWITCH
-    void *sched_sp;
-#else
-    ucontext_t sched_uc;
-#endif
-#ifdef EMU_ASAN
-    const void *sched_bottom;
-    size_t sched_size;
-#endif
-    cg_emu_block blk;
-    unsigned char *smem;
-    size_t smem_cap;
-    const cg_emu_grid *g;
-    /* the block in flight */
-    int n, ndone, nbar;
-    const char *bar_what;
-    int bar_line, bar_tid, bar_result;
-    int failed;
-    char msg[1024];
-    /* race checking */
-    uint32_t epoch;
-    emu_shadow *shadow;        /* [dyn smem bytes + tls bytes] */
-    size_t shadow_cap;
-    unsigned char *tls_lo;
-    size_t tls_n;
-    cg_emu_wstats *ws;         /* access statistics, when a grid counts */
-};
 
 /* ------------------------------------------------------------ context switch */
 #ifdef EMU_ASM_SWITCH
@@ -378,148 +280,6 @@ static void describe_deadlock(emu_worker *w) {
     block_fail(w, "deadlock: %s", buf);
 }
 
-/* ------------------------------------------------------------ race checking */
-static void race_reset_ranges(emu_worker *w) {
-    w->tls_lo = NULL;
-    w->tls_n = 0;
-    const cg_emu_grid *g = w->g;
-    if ((g->racecheck || g->stats) && g->tls_size && g->tls_touch) {
-        void *p = NULL;
-        g->tls_touch();
-        if (dlinfo(g->dl, RTLD_DI_TLS_DATA, &p) == 0 && p) {
-            w->tls_lo = p;
-            w->tls_n = g->tls_size;
-        }
-    }
-}
-
-static int race_shadow(emu_worker *w) {
-    size_t need = w->blk.dyn_smem_bytes + w->tls_n;
-    if (need <= w->shadow_cap) return 0;
-    emu_shadow *s = calloc(need, sizeof *s); /* epoch 0 never matches */
-    if (!s) return -1;
-    free(w->shadow);
-    w->shadow = s;
-    w->shadow_cap = need;
-    return 0;
-}
-
-static int ordered(const emu_fiber *f, int other_warp, unsigned other_sync) {
-    return other_warp == f->pub.warp && (uint16_t)f->pub.nsync_warp != (uint16_t)other_sync;
-}
-
-static void race_report(emu_fiber *f, const char *kind, const char *other, int tid, const char *where, size_t off,
-                        const void *pc) {
-    Dl_info di;
-    char at[600] = "";
-    if (pc && dladdr(pc, &di) && di.dli_fname) {
-        const char *base = strrchr(di.dli_fname, '/');
-        if (di.dli_sname)
-            snprintf(at, sizeof at, " at %s+0x%zx", di.dli_sname, (size_t)((const char *)pc - (const char *)di.dli_saddr));
-        else /* kernel code is hidden: addr2line -e <module> <offset> */
-            snprintf(at, sizeof at, " at %s+0x%zx", base ? base + 1 : di.dli_fname,
-                     (size_t)((const char *)pc - (const char *)di.dli_fbase));
-    }
-    if (tid < 0)
-        fiber_fail(f, "shared-memory race: %s of %s byte %zu%s after reads by threads of several warps since the "
-                      "last barrier", kind, where, off, at);
-    if (tid & EMU_ASYNC)
-        fiber_fail(f, "shared-memory race: %s of %s byte %zu%s while a cp.async of thread %d is still in flight "
-                      "(no cp.async wait before it, or no __syncthreads after the wait)", kind, where, off, at,
-                   tid & 0x3FF);
-    fiber_fail(f, "shared-memory race: %s of %s byte %zu%s after a %s by thread %d since the last barrier", kind, where,
-               off, at, other, tid);
-}
-
-/* Where the n bytes at a lie in shared memory: 1 with their shadow index (base),
- * the offset of their region in the shadow (shift) and its name; 0 when a is not in
- * shared memory. n is clipped to the static region's end. */
-static int smem_where(const emu_worker *w, const unsigned char *a, size_t *n, size_t *base, size_t *shift,
-                      const char **where) {
-    if (a >= w->blk.dyn_smem && a < w->blk.dyn_smem + w->blk.dyn_smem_bytes) {
-        *base = (size_t)(a - w->blk.dyn_smem);
-        *shift = 0;
-        *where = "dynamic shared memory";
-        return 1;
-    }
-    if (w->tls_lo && a >= w->tls_lo && a < w->tls_lo + w->tls_n) {
-        *base = w->blk.dyn_smem_bytes + (size_t)(a - w->tls_lo);
-        *shift = w->blk.dyn_smem_bytes;
-        *where = "static __shared__ memory";
-        if (*n > (size_t)(w->tls_lo + w->tls_n - a)) *n = (size_t)(w->tls_lo + w->tls_n - a);
-        return 1;
-    }
-    return 0;
-}
-
-/* A load or store of n bytes at p by f; a store records `as` as its writer (f's tid,
- * or tid | EMU_ASYNC for a cp.async in flight). */
-static void race_access(emu_fiber *f, const void *p, size_t n, int is_write, uint16_t as, const void *pc) {
-    emu_worker *w = f->w;
-    const unsigned char *a = p;
-    size_t base, shift;
-    const char *where;
-    if (!smem_where(w, a, &n, &base, &shift, &where)) return;
-    if (shift == 0 && n > (size_t)(w->blk.dyn_smem + w->blk.dyn_smem_bytes - a))
-        fiber_fail(f, "access of %zu bytes runs past the end of dynamic shared memory (%zu bytes)", n,
-                   w->blk.dyn_smem_bytes);
-    const uint32_t E = w->epoch;
-    const int tid = f->pub.tid;
-    const uint16_t sync = (uint16_t)f->pub.nsync_warp;
-    const char *kind = is_write ? "write" : "read";
-    for (size_t i = 0; i < n; i++) {
-        emu_shadow *s = &w->shadow[base + i];
-        const size_t off = base + i - shift;
-        if (s->wepoch == E && s->writer != tid && !ordered(f, s->writer / 32, s->wsync))
-            race_report(f, kind, "write", s->writer, where, off, pc);
-        if (is_write) {
-            if (s->repoch == E) {
-                if (s->reader != tid && !ordered(f, s->reader / 32, s->rsync))
-                    race_report(f, kind, "read", s->reader, where, off, pc);
-                if (s->owarp == EMU_MANY) race_report(f, kind, "read", -1, where, off, pc);
-                if (s->owarp != EMU_NONE && !ordered(f, s->owarp, s->osync))
-                    race_report(f, kind, "read", s->owarp * 32, where, off, pc);
-            }
-            s->wepoch = E;
-            s->writer = as;
-            s->wsync = sync;
-        } else if (s->repoch != E) {
-            s->repoch = E;
-            s->reader = (uint16_t)tid;
-            s->rsync = sync;
-            s->owarp = EMU_NONE;
-        } else if (s->reader == tid) {
-            s->rsync = sync;
-        } else {
-            const uint16_t rw = (uint16_t)(s->reader / 32);
-            if (s->owarp == EMU_NONE) {
-                s->owarp = rw;
-                s->osync = s->rsync;
-            } else {
-                if (s->owarp != rw) s->owarp = EMU_MANY;
-                if ((uint16_t)(s->rsync - s->osync) < 0x8000u) s->osync = s->rsync;
-            }
-            s->reader = (uint16_t)tid;
-            s->rsync = sync;
-        }
-    }
-}
-
-/* Record f's write `as` of n bytes at p in this interval, unchecked (a cp.async that
- * lands, or one still in flight across a barrier). */
-static void race_mark(emu_fiber *f, const void *p, size_t n, uint16_t as) {
-    emu_worker *w = f->w;
-    size_t base, shift;
-    const char *where;
-    if (!smem_where(w, p, &n, &base, &shift, &where)) return;
-    for (size_t i = 0; i < n && base + i < w->shadow_cap; i++) {
-        emu_shadow *s = &w->shadow[base + i];
-        s->wepoch = w->epoch;
-        s->writer = as;
-        s->wsync = (uint16_t)f->pub.nsync_warp;
-    }
-}
-
 /* Statistics: log an access unless it is to a fiber's stack, the runtime's records,
  * the launch parameters or the module's own data. */
 static void stats_access(emu_worker *w, const emu_fiber *f, const void *p, size_t n, int is_write, const void *pc) {
@@ -527,7 +287,7 @@ static void stats_access(emu_worker *w, const emu_fiber *f, const void *p, size_
     size_t base, shift;
     const char *where;
     int space = CG_EMU_SPACE_SHARED;
-    if (!smem_where(w, a, &n, &base, &shift, &where)) {
+    if (!cg__emu_smem_where(w, a, &n, &base, &shift, &where)) {
         const size_t span = (size_t)EMU_CHUNK * CG_EMU_STACK_REGION;
         for (int c = 0; c < w->nfib / EMU_CHUNK; c++)
             if ((uintptr_t)(a - (const unsigned char *)w->chunks[c]) < span) return;
@@ -545,7 +305,8 @@ static void rt_access(const cg_emu_thread *t, const void *p, size_t n, int is_wr
     emu_fiber *f = (emu_fiber *)(uintptr_t)t;
     emu_worker *w = f->w;
     if (w->blk.stats) stats_access(w, f, p, n, is_write, pc);
-    if (w->blk.racecheck) race_access(f, p, n, is_write, (uint16_t)t->tid, pc);
+    if (w->blk.racecheck && cg__emu_race_access(f, p, n, is_write, (uint16_t)t->tid, pc))
+        fiber_fail(f, "%s", w->race_msg);
 }
 
 /* -------------------------------------------------------------- cp.async */
@@ -556,7 +317,8 @@ static void rt_cp_async(const cg_emu_thread *t, void *dst, const void *src, int 
         if (src_bytes > 0) stats_access(w, f, src, (size_t)src_bytes, 0, pc);
         stats_access(w, f, dst, (size_t)size, 1, pc);
     }
-    if (w->blk.racecheck) race_access(f, dst, (size_t)size, 1, (uint16_t)(t->tid | EMU_ASYNC), pc);
+    if (w->blk.racecheck && cg__emu_race_access(f, dst, (size_t)size, 1, (uint16_t)(t->tid | EMU_ASYNC), pc))
+        fiber_fail(f, "%s", w->race_msg);
     if (f->ncpa == f->cpa_cap) {
         int cap = f->cpa_cap ? f->cpa_cap * 2 : 64;
         emu_cpa *c = realloc(f->cpa, (size_t)cap * sizeof *c);
@@ -584,7 +346,7 @@ static void rt_cp_async_wait(const cg_emu_thread *t, int n) {
     for (; k < f->ncpa && f->cpa[k].group < lim; k++) {
         const emu_cpa *c = &f->cpa[k];
         memcpy(c->dst, c->data, c->size);
-        if (f->w->blk.racecheck) race_mark(f, c->dst, c->size, (uint16_t)t->tid);
+        if (f->w->blk.racecheck) cg__emu_race_mark(f, c->dst, c->size, (uint16_t)t->tid);
     }
     if (k) {
         memmove(f->cpa, f->cpa + k, (size_t)(f->ncpa - k) * sizeof *f->cpa);
@@ -628,7 +390,7 @@ static int bar_arrive(emu_fiber *f, const char *what, int line, int op, int pred
         for (int i = 0; i < w->n; i++) {
             emu_fiber *g = w->fib[i];
             for (int k = 0; k < g->ncpa; k++)
-                race_mark(g, g->cpa[k].dst, g->cpa[k].size, (uint16_t)(g->pub.tid | EMU_ASYNC));
+                cg__emu_race_mark(g, g->cpa[k].dst, g->cpa[k].size, (uint16_t)(g->pub.tid | EMU_ASYNC));
         }
     return w->bar_result;
 }
@@ -797,8 +559,8 @@ int cg__emu_run_blocks(const cg_emu_grid *g, int64_t b0, int64_t b1, char *msg, 
     b->nthreads = n;
     b->racecheck = g->racecheck;
     b->stats = g->stats != NULL;
-    if (g->racecheck || g->stats) race_reset_ranges(w);
-    if (g->racecheck && race_shadow(w) != 0) {
+    if (g->racecheck || g->stats) cg__emu_race_reset_ranges(w);
+    if (g->racecheck && cg__emu_race_shadow(w) != 0) {
         snprintf(msg, cap, "out of memory for the race shadow");
         return -1;
     }

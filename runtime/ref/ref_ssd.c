@@ -143,23 +143,23 @@ cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
                         for (int64_t j = 0; j < dv; j++) {
                             double a = 0;
                             for (int64_t i = 0; i < dk; i++) a += k[i] * G[i * dv + j];
-                            cg__vstore(&p->dv_, b, t, h, j, a);
+                            cg__vstore(&p->grad_v, b, t, h, j, a);
                         }
                         /* dla = exp(la) <G, S_{t-1}>, then G passes to t-1 */
                         double dot = 0;
                         for (int64_t e = 0; e < ss; e++) dot += G[e] * Sprev[e];
-                        cg__vstore(&p->dla, b, t, h, 0, decay * dot);
+                        cg__vstore(&p->grad_la, b, t, h, 0, decay * dot);
                         for (int64_t e = 0; e < ss; e++) G[e] *= decay;
                     }
                 }
-                if (p->dh0.p)
+                if (p->grad_h0.p)
                     for (int64_t i = 0; i < dk; i++)
-                        for (int64_t j = 0; j < dv; j++) cg__vstore(&p->dh0, b, h, i, j, G[i * dv + j]);
+                        for (int64_t j = 0; j < dv; j++) cg__vstore(&p->grad_h0, b, h, i, j, G[i * dv + j]);
             }
             for (int64_t t = 0; t < T; t++)
                 for (int64_t i = 0; i < dk; i++) {
-                    cg__vstore(&p->dq, b, t, g, i, dq[t * dk + i]);
-                    cg__vstore(&p->dk_, b, t, g, i, dkacc[t * dk + i]);
+                    cg__vstore(&p->grad_q, b, t, g, i, dq[t * dk + i]);
+                    cg__vstore(&p->grad_k, b, t, g, i, dkacc[t * dk + i]);
                 }
         }
     }

@@ -1,4 +1,4 @@
-/* chunkgen.c -- the command-line tool: one table of subcommands. */
+/* main.c -- the command-line tool: one table of subcommands. */
 #include "chunkgen.h"
 #include "cli.h"
 #include "cmd_bench.h"
