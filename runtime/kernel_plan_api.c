@@ -24,30 +24,11 @@ typedef struct target {
     cg_cfg pin;
 } target;
 
-/* The kernel shape of s (checked by cg_shape_format): its symbols, and the shape flags of
- * its given optional tensors and set scalars (the op table's kflag columns), as the
- * launcher makes it from a call; for a CPU space the direction and grouping only, as
- * the CPU path makes it. */
+/* The kernel shape of s (checked by cg_shape_format), as the launcher and the CPU path make
+ * it from a call: cg__kshape_of (runtime/kshape.c, the one place), with the direction for
+ * a CPU space. */
 static void kshape_of(const cg_op_desc *d, const cg_shape *s, int cpu, cg_kshape *ks) {
-    memset(ks, 0, sizeof *ks);
-    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N};
-    for (int y = 1; y < CG_SYM_COUNT; y++)
-        if (d->dim_off[y] != (size_t)-1) *f[y] = s->dim[y];
-    if (d->grouped_off != (size_t)-1 && s->grouped) ks->flags |= CG_KS_GROUPED;
-    if (cpu) {
-        if (d->bwd) ks->flags |= CG_KS_BWD;
-        return;
-    }
-    int dt[CG_OP_MAX_TENSORS];
-    for (int i = 0; i < d->nt; i++) {
-        int given = !d->t[i].optional || (s->given >> i & 1);
-        if (given && d->t[i].optional) ks->flags |= d->t[i].kflag;
-        dt[i] = !given ? -1 : (s->half >> i & 1) ? (int)s->dtype : (int)CG_F32;
-    }
-    for (int k = 0; k < d->nscalar; k++)
-        if (s->scalars >> k & 1) ks->flags |= d->scalar[k].kflag;
-    ks->nseq = s->nseq;
-    cg__kshape_dtypes_of(d, dt, ks);
+    cg__kshape_of(s, cpu && d->bwd ? CG_KS_BWD : 0, ks);
 }
 
 /* The known architectures, for messages: "75 80 86 ...". */

@@ -124,40 +124,6 @@ CG_TEST(gen_space_cli_json) {
     CG_CHECK(rc == 2, "an unknown option exited %d", rc);
 }
 
-CG_TEST(gen_cli_shape_syntax) {
-    cg_cli_shape s;
-    char err[256];
-    const unsigned ssd = CG_SHAPE_B | CG_SHAPE_T | CG_SHAPE_G | CG_SHAPE_H | CG_SHAPE_DK | CG_SHAPE_DV;
-    CG_CHECK(cg_cli_shape_parse("dv=40,B=2,T=7,G=2,H=6,dk=48", NULL, ssd, ssd, 0, &s, err, sizeof err) == 0 && s.B == 2 &&
-                 s.T == 7 && s.G == 2 && s.H == 6 && s.dk == 48 && s.dv == 40 && !s.name[0],
-             "named keys: %s", err);
-    CG_CHECK(cg_cli_shape_parse("odd=2,2,6,7,5", "B,G,H,dk,dv", ssd & ~CG_SHAPE_T, ssd & ~CG_SHAPE_T, 1, &s, err,
-                                sizeof err) == 0 && !strcmp(s.name, "odd") && s.B == 2 && s.G == 2 && s.H == 6 &&
-                 s.dk == 7 && s.dv == 5,
-             "positional with a name: %s", err);
-    CG_CHECK(cg_cli_shape_parse("odd:B=2,G=2,H=6,dk=7,dv=5", "B,G,H,dk,dv", ssd, CG_SHAPE_B, 1, &s, err, sizeof err) == 0 &&
-                 !strcmp(s.name, "odd") && s.dv == 5,
-             "named with a name: %s", err);
-    CG_CHECK(cg_cli_shape_parse("B=2,L=64,D=32,N=8", NULL, CG_SHAPE_B | CG_SHAPE_T | CG_SHAPE_D | CG_SHAPE_N | CG_SHAPE_G,
-                                0, -1, &s, err, sizeof err) == 0 && s.T == 64 && s.D == 32,
-             "L is T: %s", err);
-    CG_CHECK(cg_cli_shape_parse("B=2,H=6,G=4", NULL, ssd, 0, 0, &s, err, sizeof err) != 0 && strstr(err, "multiple"),
-             "H %% G: %s", err);
-    CG_CHECK(cg_cli_shape_parse("B=2,B=3", NULL, ssd, 0, 0, &s, err, sizeof err) != 0 && strstr(err, "twice"), "twice: %s",
-             err);
-    CG_CHECK(cg_cli_shape_parse("B=0", NULL, ssd, 0, 0, &s, err, sizeof err) != 0 && strstr(err, "B = '0'"), "zero: %s",
-             err);
-    CG_CHECK(cg_cli_shape_parse("B=2", NULL, ssd, CG_SHAPE_DK, 0, &s, err, sizeof err) != 0 && strstr(err, "missing dk"),
-             "missing: %s", err);
-    CG_CHECK(cg_cli_shape_parse("x:B=2", NULL, ssd, 0, -1, &s, err, sizeof err) != 0 && strstr(err, "NAME"), "prefix: %s",
-             err);
-    CG_CHECK(cg_cli_shape_parse("2,3", NULL, ssd, 0, 0, &s, err, sizeof err) != 0, "positional without an order");
-    char txt[128];
-    cg_cli_shape_parse("dv=40,B=2,T=7,G=2,H=6,dk=48", NULL, ssd, ssd, 0, &s, err, sizeof err);
-    cg_cli_shape_format(&s, 0, txt, sizeof txt);
-    CG_CHECK(!strcmp(txt, "B=2,T=7,G=2,H=6,dk=48,dv=40"), "format: %s", txt);
-}
-
 /* The scoped --config syntax shared by run and bench. */
 CG_TEST(gen_cli_config_scopes) {
     char buf[128], err[256];

@@ -1,6 +1,6 @@
 /* cli_args.c -- the CLI's argument table and shape syntax (tools/cli_args.h). */
 #include "cli_args.h"
-#include "ops.h"
+#include "ops.h" /* cg__cfg_scope (the scoped --config parser: the library's own) */
 
 #include <errno.h>
 #include <math.h>
@@ -141,142 +141,10 @@ int cg_cli_config_for(const char *cfg, const char *op, char *buf, size_t cap, co
                       size_t errlen) {
     *out = NULL;
     if (!cfg) return 0;
-    const cg_op_desc *d = cg__op_find(op);
-    if (!d) return snprintf(err, errlen, "unknown op \"%s\"", op), -1;
-    const int r = cg__cfg_scope(cfg, d->op, buf, cap, err, errlen); /* the one scoped-config parser */
+    cg_op o;
+    if (cg_op_parse(op, &o) != CG_OK) return snprintf(err, errlen, "unknown op \"%s\"", op), -1;
+    const int r = cg__cfg_scope(cfg, o, buf, cap, err, errlen); /* the one scoped-config parser */
     if (r < 0) return -1;
     *out = r ? buf : NULL;
     return 0;
-}
-
-/* ----------------------------------------------------------------------- shapes */
-
-typedef struct shape_key {
-    const char *name, *alt;
-    unsigned bit;
-    size_t off;
-} shape_key;
-
-static const shape_key k_keys[] = {
-    {"B", NULL, CG_SHAPE_B, offsetof(cg_cli_shape, B)},     {"T", "L", CG_SHAPE_T, offsetof(cg_cli_shape, T)},
-    {"G", NULL, CG_SHAPE_G, offsetof(cg_cli_shape, G)},     {"H", NULL, CG_SHAPE_H, offsetof(cg_cli_shape, H)},
-    {"dk", "DK", CG_SHAPE_DK, offsetof(cg_cli_shape, dk)},  {"dv", "DV", CG_SHAPE_DV, offsetof(cg_cli_shape, dv)},
-    {"D", NULL, CG_SHAPE_D, offsetof(cg_cli_shape, D)},     {"N", NULL, CG_SHAPE_N, offsetof(cg_cli_shape, N)},
-};
-#define NKEYS (sizeof k_keys / sizeof k_keys[0])
-
-static const shape_key *key_of(const char *s, size_t len) {
-    for (size_t k = 0; k < NKEYS; k++)
-        if ((strlen(k_keys[k].name) == len && !strncmp(k_keys[k].name, s, len)) ||
-            (k_keys[k].alt && strlen(k_keys[k].alt) == len && !strncmp(k_keys[k].alt, s, len)))
-            return &k_keys[k];
-    return NULL;
-}
-
-static void keys_text(unsigned keys, char *out, size_t cap) {
-    size_t n = 0;
-    out[0] = '\0';
-    for (size_t k = 0; k < NKEYS && n < cap; k++)
-        if (keys & k_keys[k].bit) n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " " : "", k_keys[k].name);
-}
-
-static int shape_value(const char *s, size_t len, int64_t *out) {
-    char buf[32];
-    if (len == 0 || len >= sizeof buf) return -1;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *end;
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (errno || *end || v < 1 || v > ((long long)1 << 40)) return -1;
-    *out = v;
-    return 0;
-}
-
-int cg_cli_shape_parse(const char *text, const char *positional, unsigned keys, unsigned need, int name,
-                       cg_cli_shape *s, char *err, size_t errlen) {
-    memset(s, 0, sizeof *s);
-    char allowed[64];
-    keys_text(keys, allowed, sizeof allowed);
-    const char *body = text, *colon = strchr(text, ':');
-    int named_legacy = 0;
-    if (colon) {
-        if (name < 0) return snprintf(err, errlen, "'%s': no NAME: prefix here (expected KEY=N,... with keys %s)", text, allowed), -1;
-        if (colon == text || (size_t)(colon - text) >= sizeof s->name)
-            return snprintf(err, errlen, "'%s': the name before ':' must be 1 to %zu characters", text, sizeof s->name - 1), -1;
-        memcpy(s->name, text, (size_t)(colon - text));
-        body = colon + 1;
-    } else if (name > 0) {
-        /* the positional form NAME=v,v,... */
-        const char *eq = strchr(text, '=');
-        if (!positional || !eq || eq == text || (size_t)(eq - text) >= sizeof s->name || strspn(eq + 1, "0123456789,") != strlen(eq + 1))
-            return snprintf(err, errlen, "'%s': expected NAME:KEY=N,... with keys %s%s%s", text, allowed,
-                            positional ? ", or NAME=" : "", positional ? positional : ""), -1;
-        memcpy(s->name, text, (size_t)(eq - text));
-        body = eq + 1;
-        named_legacy = 1;
-    }
-    int pos_form = named_legacy || (*body && !strchr(body, '='));
-    if (pos_form && !positional)
-        return snprintf(err, errlen, "'%s': expected KEY=N,... with keys %s", text, allowed), -1;
-    const char *pk = positional;
-    int idx = 0;
-    for (const char *p = body;;) {
-        const char *c = strchr(p, ',');
-        size_t len = c ? (size_t)(c - p) : strlen(p);
-        const shape_key *k;
-        const char *v;
-        size_t vlen;
-        if (pos_form) {
-            if (!pk || !*pk)
-                return snprintf(err, errlen, "'%s': too many values (expected %s)", text, positional), -1;
-            size_t kl = strcspn(pk, ",");
-            k = key_of(pk, kl);
-            pk += kl + (pk[kl] == ',');
-            v = p, vlen = len;
-        } else {
-            const char *eq = memchr(p, '=', len);
-            k = eq ? key_of(p, (size_t)(eq - p)) : NULL;
-            if (!k || !(keys & k->bit))
-                return snprintf(err, errlen, "'%s': unknown key '%.*s' (expected KEY=N with keys %s)", text,
-                                (int)(eq ? (size_t)(eq - p) : len), p, allowed), -1;
-            v = eq + 1, vlen = len - (size_t)(eq + 1 - p);
-        }
-        if (!k) return snprintf(err, errlen, "internal: bad positional order '%s'", positional), -1;
-        if (s->given & k->bit) return snprintf(err, errlen, "'%s': %s given twice", text, k->name), -1;
-        if (shape_value(v, vlen, (int64_t *)((char *)s + k->off)))
-            return snprintf(err, errlen, "'%s': %s = '%.*s', expected an integer in [1, 2^40]", text, k->name, (int)vlen,
-                            v), -1;
-        s->given |= k->bit;
-        idx++;
-        if (!c) break;
-        p = c + 1;
-    }
-    unsigned missing = need & ~s->given;
-    if (missing) {
-        char m[64];
-        keys_text(missing, m, sizeof m);
-        return snprintf(err, errlen, "'%s': missing %s (expected %s%s%s)", text, m, pos_form ? positional : "KEY=N,... with keys ",
-                        pos_form ? "" : allowed, ""), -1;
-    }
-    if ((s->given & CG_SHAPE_G) && (s->given & CG_SHAPE_H) && s->H % s->G)
-        return snprintf(err, errlen, "'%s': heads H = %lld is not a multiple of groups G = %lld", text, (long long)s->H,
-                        (long long)s->G), -1;
-    if ((s->given & CG_SHAPE_G) && (s->given & CG_SHAPE_D) && s->D % s->G)
-        return snprintf(err, errlen, "'%s': groups G = %lld must divide D = %lld", text, (long long)s->G, (long long)s->D), -1;
-    (void)idx;
-    return 0;
-}
-
-void cg_cli_shape_format(const cg_cli_shape *s, int sscan, char *out, size_t cap) {
-    static const char *const ssd[] = {"B", "T", "G", "H", "dk", "dv"}, *const ss[] = {"B", "L", "D", "N", "G"};
-    const char *const *names = sscan ? ss : ssd;
-    int n = sscan ? 5 : 6;
-    size_t w = 0;
-    out[0] = '\0';
-    for (int i = 0; i < n && w < cap; i++) {
-        const shape_key *k = key_of(names[i], strlen(names[i]));
-        if (!(s->given & k->bit)) continue;
-        w += (size_t)snprintf(out + w, cap - w, "%s%s=%lld", w ? "," : "", names[i], (long long)*(const int64_t *)((const char *)s + k->off));
-    }
 }

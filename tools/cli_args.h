@@ -1,4 +1,4 @@
-/* cli_args.h -- the CLI's one argument table and one shape syntax.
+/* cli_args.h -- the CLI's one argument table.
  *
  * A command describes its options as a table of cg_cli_opt rows (name, kind, where the
  * value goes in the command's options struct, placeholder, help). cg_cli_parse reads
@@ -7,13 +7,8 @@
  * cg_cli_help prints the usage text generated from the same table. Options that mean
  * the same in every command come from the CG_CLI_OPT_* rows below.
  *
- * Shapes (one syntax in every command): "KEY=N,KEY=N,..." with the keys of
- * cg_cli_shape (B T G H dk dv for SSD; B L D N G for the selective scan, L and T being
- * the same key), in any order, optionally prefixed "NAME:" where a command names its
- * shapes. A command may also accept its historical positional form ("2,64,1,4,16,16"),
- * given as the key order `positional` to cg_cli_shape_parse.
- * (`chunkgen tune` parses its options with this table but keeps its own shape syntax,
- * "[ssd:|sscan:]B,T,G,H,dk,dv" / "B,L,D,N[,G]" (cg__tune_shape_parse).) */
+ * Shapes: the one syntax of docs/shapes.md, parsed by the library (cg_shape_parse,
+ * include/chunkgen.h) for every command that takes one. */
 #ifndef CG_CLI_ARGS_H
 #define CG_CLI_ARGS_H
 
@@ -87,27 +82,5 @@ int cg_cli_config_for(const char *cfg, const char *op, char *buf, size_t cap, co
     {"--cache-dir", 0, CG_CLI_STR, offsetof(type, field), "DIR",                                                   \
      "the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)", 0, 0, NULL}
 #define CG_CLI_OPT_END {NULL, 0, CG_CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}
-
-/* ----------------------------------------------------------------------- shapes */
-enum {
-    CG_SHAPE_B = 1 << 0, CG_SHAPE_T = 1 << 1, CG_SHAPE_G = 1 << 2, CG_SHAPE_H = 1 << 3,
-    CG_SHAPE_DK = 1 << 4, CG_SHAPE_DV = 1 << 5, CG_SHAPE_D = 1 << 6, CG_SHAPE_N = 1 << 7
-};
-
-typedef struct cg_cli_shape {
-    char name[48];                   /* "NAME:" prefix, "" when none */
-    int64_t B, T, G, H, dk, dv, D, N; /* T is also the selective scan's L */
-    unsigned given;                  /* CG_SHAPE_* bits of the keys that were given */
-} cg_cli_shape;
-
-/* Parse text into *s (zeroed first). `positional`: the key order of the accepted
- * positional form (e.g. "B,G,H,dk,dv"), or NULL. `keys`: the CG_SHAPE_* bits allowed;
- * `need`: those required. `name`: -1 forbids a NAME: prefix, 1 requires it (a
- * positional form then writes it NAME=v,v,...), 0 allows it. Values are integers in
- * [1, 2^40]. 0 on success, else err names the key and what was expected. */
-int cg_cli_shape_parse(const char *text, const char *positional, unsigned keys, unsigned need, int name,
-                       cg_cli_shape *s, char *err, size_t errlen);
-/* "B=2,T=64,..." of the given keys, in the order of the SSD / sscan key lists. */
-void cg_cli_shape_format(const cg_cli_shape *s, int sscan, char *out, size_t cap);
 
 #endif
