@@ -21,7 +21,8 @@ Python_add_library(_C MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_modu
   ${PROJECT_SOURCE_DIR}/python/src/cg_args.c
   ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c ${PROJECT_SOURCE_DIR}/python/src/cg_store_py.c
   $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
-# runtime/: the op table (ops.h), whose accessors the module links with the library's objects.
+# runtime/: only for the CPU path's ISA name (cpu_isa.h), until the public API offers it
+# (issue #34); the ops come from include/chunkgen.h.
 target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
 target_compile_options(_C PRIVATE ${CG_WARN})
 target_link_libraries(_C PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::Threads ${CMAKE_DL_LIBS} m)
@@ -41,7 +42,7 @@ if(CG_JAX_FFI_INCLUDE AND EXISTS "${CG_JAX_FFI_INCLUDE}/xla/ffi/api/ffi.h")
   message(STATUS "chunkgen: JAX FFI module with headers from ${CG_JAX_FFI_INCLUDE}")
   Python_add_library(_jax_ffi MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_jax_ffi.cc
     ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
-  target_include_directories(_jax_ffi PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
+  target_include_directories(_jax_ffi PRIVATE ${PROJECT_SOURCE_DIR}/include)
   target_include_directories(_jax_ffi SYSTEM PRIVATE ${CG_JAX_FFI_INCLUDE})
   target_compile_options(_jax_ffi PRIVATE ${CG_WARN})
   target_link_libraries(_jax_ffi PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::Threads ${CMAKE_DL_LIBS} m)

@@ -155,6 +155,21 @@ typedef enum cg_dtype {
     CG_I64 = 5   /* int64 index tensor: cu_seqlens only */
 } cg_dtype;
 
+/* "f32", "f64", "bf16", "f16", "i32", "i64": the dtype's word (the shape syntax's, the
+ * CLI's --dtype, the tuning key's); static. NULL for an unknown value. */
+CG_API const char *cg_dtype_name(cg_dtype dtype);
+/* The dtype whose word is name into *dtype; CG_EINVAL for an unknown word. */
+CG_API cg_status cg_dtype_parse(const char *name, cg_dtype *dtype);
+/* Bytes of one element (also its alignment); 0 for an unknown value. */
+CG_API size_t cg_dtype_size(cg_dtype dtype);
+/* The library's one bfloat16 / IEEE half conversion (every host backend's): narrowing
+ * rounds to nearest, ties to even, NaN stays a quiet NaN with its sign, overflow gives
+ * +-inf, half subnormals are exact; widening is exact. */
+CG_API float cg_bf16_to_f32(uint16_t h);
+CG_API uint16_t cg_f32_to_bf16(float x);
+CG_API float cg_f16_to_f32(uint16_t h);
+CG_API uint16_t cg_f32_to_f16(float x);
+
 typedef enum cg_backend {
     /* CUDA when the pointers are device pointers and a kernel exists; else CPU (device
      * pointers then go through host copies: slow, synchronizing, warned once) */
@@ -656,14 +671,16 @@ CG_API cg_status cg_cache_dirs(cg_context *ctx, cg_cache_dir_fn fn, void *user);
  * strings they return are static (owned by the library, valid for the process). */
 
 /* Run op on args, an args struct of op's type (cg_ssd_fwd_args for CG_OP_SSD_FWD ...):
- * the same as calling cg_<op>(ctx, args, exec). CG_EINVAL for an unknown op. */
+ * the same as calling cg_<op>(ctx, args, exec). CG_EINVAL for an unknown op. args, exec
+ * and the tensors' memory stay the caller's (read or written during the call only). */
 CG_API cg_status cg_run(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec);
 
 /* Number of ops: they are 0 .. cg_op_count() - 1. */
 CG_API int cg_op_count(void);
 /* Name of op ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"), static; NULL for an unknown op. */
 CG_API const char *cg_op_name(cg_op op);
-/* The op named name into *op; CG_EINVAL for an unknown name (nothing is written then). */
+/* The op named name into *op (the caller's); CG_EINVAL for an unknown name (nothing is
+ * written then). name is only read. */
 CG_API cg_status cg_op_parse(const char *name, cg_op *op);
 
 /* The symbols a shape is made of: a tensor's logical extents are symbols, e.g. q is
@@ -686,7 +703,8 @@ typedef enum cg_sym {
 /* Name of a symbol ("B", "T", "G", "H", "dk", "dv", "L", "D", "N"), static; "" for
  * CG_SYM_NONE or an unknown value. */
 CG_API const char *cg_sym_name(cg_sym sym);
-/* The symbol named name (case-sensitive: "dk", "D") into *sym; CG_EINVAL for an unknown name. */
+/* The symbol named name (case-sensitive: "dk", "D") into *sym (the caller's); CG_EINVAL
+ * for an unknown name. */
 CG_API cg_status cg_sym_parse(const char *name, cg_sym *sym);
 
 /* Flags of a tensor (cg_tensor_info.flags). */
@@ -721,9 +739,13 @@ typedef struct cg_op_info {
     int has_layout;         /* the args struct has a cg_layout (cg_op_args_layout) */
     int has_varlen;         /* the args struct has cu_seqlens (tensor ntensors) */
     int groupable;          /* the op has CG_TENSOR_GROUPABLE tensors (grouped or not: cg_shape.grouped) */
+    int sym_from[CG_SHAPE_MAX_SYMS]; /* by cg_sym: the tensor whose extent gives the symbol's value in
+                             * a call (the first required input that has it); -1 for symbols the
+                             * op lacks. A call's other tensors are checked against these */
 } cg_op_info;
-/* Describe op into *info (info->size set by the caller, or 0). CG_EINVAL for an unknown op.
- * ctx may be NULL (then no message is kept). */
+/* Describe op into *info (the caller's; info->size set by the caller, or 0); its strings
+ * are static (the library's). CG_EINVAL for an unknown op. ctx may be NULL (then no
+ * message is kept). */
 CG_API cg_status cg_op_describe(cg_context *ctx, cg_op op, cg_op_info *info);
 
 /* One tensor of an op (cg_op_tensor_info). */
@@ -743,13 +765,15 @@ typedef struct cg_tensor_info {
                              * when stored in that dtype; 0 for inputs */
 } cg_tensor_info;
 /* Describe tensor i of op (0 <= i < ntensors, or ntensors for cu_seqlens when the op has
- * it) into *info. CG_EINVAL naming i for one out of range. ctx may be NULL. */
+ * it) into *info (the caller's; its strings static). CG_EINVAL naming i for one out of
+ * range. ctx may be NULL. */
 CG_API cg_status cg_op_tensor_info(cg_context *ctx, cg_op op, int i, cg_tensor_info *info);
 
 /* The symbols of tensor i's dimensions in the order a caller gives them (layout: SSD's
  * head-major swaps T and the heads; grouped 0: the selective scan's B and C without G;
  * ignored by ops without the notion) into syms; returns the rank, 0 for a bad op or i
- * (cu_seqlens: 1, with CG_SYM_NONE: its extent is the number of sequences + 1). */
+ * (cu_seqlens: 1, with CG_SYM_NONE: its extent is the number of sequences + 1). syms is
+ * the caller's array. */
 CG_API int cg_op_tensor_dims(cg_op op, int i, cg_layout layout, int grouped, cg_sym syms[CG_MAX_DIMS]);
 
 /* The dtype rules of docs/dtypes.md for a call of op: dt[i] is the storage dtype of
@@ -758,7 +782,8 @@ CG_API int cg_op_tensor_dims(cg_op op, int i, cg_layout layout, int grouped, cg_
  * own; an output: the dtype to make it in; an absent input: CG_F32 or CG_F64, what it
  * would have to be). A mix the library refuses
  * is CG_EINVAL, cg_errmsg naming the tensor and the dtype expected. The one
- * implementation: the calls' validation applies the same. */
+ * implementation: the calls' validation applies the same. dt is read, want written:
+ * both the caller's. */
 CG_API cg_status cg_op_dtypes(cg_context *ctx, cg_op op, const int *dt, cg_dtype *want);
 
 /* The cg_tensor of tensor i (as numbered by cg_op_tensor_info, cu_seqlens included) in
@@ -766,9 +791,10 @@ CG_API cg_status cg_op_dtypes(cg_context *ctx, cg_op op, const int *dt, cg_dtype
  * The pointer is into args (owned by the caller). */
 CG_API cg_tensor *cg_op_args_tensor(cg_op op, void *args, int i);
 /* The int of scalar option k (cg_op_info.scalars[k], e.g. delta_softplus) in args; NULL
- * for a bad op or k. Into args. */
+ * for a bad op or k. The pointer is into args (the caller's). */
 CG_API int *cg_op_args_scalar(cg_op op, void *args, int k);
-/* The cg_layout of args; NULL when op has none (has_layout 0). Into args. */
+/* The cg_layout of args; NULL when op has none (has_layout 0). The pointer is into args
+ * (the caller's). */
 CG_API cg_layout *cg_op_args_layout(cg_op op, void *args);
 
 /* ------------------------------------------------------------------- shapes
@@ -800,23 +826,27 @@ typedef struct cg_shape {
  * ITEM: SYM=N (every symbol of the op; sscan's G only when B/C are grouped), dtype=f32|f64|
  * bf16|f16|bf16-NAME-NAME..., layout=token|head, varlen=N, longest=N, or the name of an
  * optional tensor given or of a scalar option set. On error CG_EINVAL and cg_errmsg names
- * the offending word and lists what was expected. */
+ * the offending word and lists what was expected. text is only read; *shape is the
+ * caller's (nothing in it points anywhere). */
 CG_API cg_status cg_shape_parse(cg_context *ctx, const char *text, cg_shape *shape);
 /* The canonical text of shape into buf (cap bytes; CG_SHAPE_TEXT_MAX is always enough): it
  * parses back to an equal shape. CG_EINVAL when shape is not a valid shape or cap is too
- * small. ctx may be NULL. */
+ * small. ctx may be NULL. buf is the caller's. */
 CG_API cg_status cg_shape_format(cg_context *ctx, const cg_shape *shape, char *buf, size_t cap);
 /* 1 when a and b are the same shape (every member above compared), else 0. The one
- * equality of shapes. */
+ * equality of shapes. Both are only read. */
 CG_API int cg_shape_equal(const cg_shape *a, const cg_shape *b);
 /* The shape of the call cg_run(ctx, op, args, ...) into *shape, args checked as
  * cg_validate checks them (outputs with NULL data are taken as wanted when required,
- * absent when optional). longest is read from host cu_seqlens offsets (0 for device ones). */
+ * absent when optional). longest is read from host cu_seqlens offsets (0 for device ones).
+ * args (and its tensors' memory, never read but host cu_seqlens) stay the caller's; so does
+ * *shape. */
 CG_API cg_status cg_shape_of(cg_context *ctx, cg_op op, const void *args, cg_shape *shape);
 /* Tensor i of shape into *tensor: data NULL, its dtype, ndim and shape in the caller's
  * order (the layout's; ungrouped B/C without G; states per sequence when varlen), zero
  * strides. An absent optional tensor (and cu_seqlens when not varlen) gets ndim 0.
- * cu_seqlens gets CG_I32 [nseq + 1] (CG_I64 works as well). */
+ * cu_seqlens gets CG_I32 [nseq + 1] (CG_I64 works as well). *tensor is the caller's; the
+ * caller gives it data before a call. */
 CG_API cg_status cg_shape_tensor(cg_context *ctx, const cg_shape *shape, int i, cg_tensor *tensor);
 
 

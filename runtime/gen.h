@@ -10,7 +10,8 @@
 
 #define CG_KS_DTYPES_CAP 256
 
-/* Shape facts handed to Lua; 0 when not meaningful for the op. */
+/* Shape facts handed to Lua (its `shape.*` fields); 0 when not meaningful for the op. A
+ * derivative of a call's cg_shape, made in one place (cg__kshape_of). */
 typedef struct cg_kshape {
     int64_t B, T, G, H, dk, dv; /* SSD */
     int64_t L, D, N;            /* selective scan (B, G shared with SSD) */
@@ -21,7 +22,7 @@ typedef struct cg_kshape {
      * "name=dtype" words in the op table's order, one space apart, dtype "bf16" or
      * "f16" (e.g. "x=bf16 delta=bf16 y=bf16"). A kernel is generated per signature
      * (Lua's shape.dtypes; generator/core.lua refuses a kernel whose description lists
-     * no such tensors: its `half` field). Fill it with cg__kshape_dtypes. */
+     * no such tensors: its `half` field). Made by cg__kshape_of. */
     char dtypes[CG_KS_DTYPES_CAP];
 } cg_kshape;
 #define CG_KS_H0 1       /* h0 given */
@@ -47,10 +48,27 @@ extern const int cg__nkflags;
 /* The flag named name, or 0. */
 int cg__kflag_parse(const char *name);
 
-/* ks->dtypes from the views of prob, a problem of op d (struct cg_op_desc, ops.h). */
+/* The kernel shape of a call's shape (cg_shape, chunkgen.h): its symbols, grouped, nseq,
+ * the 16-bit tensors (dtypes) and, through the op table's kflag column, the flag of each
+ * optional tensor given and scalar option set; flags adds what is no part of a call's
+ * shape (CG_KS_BWD, CG_KS_SEQ_MAJOR: the CPU spaces). The one place a cg_kshape is made
+ * from a shape; a call's shape is compared with cg_shape_equal, never its kernel shape
+ * (runtime/kshape.c, below the dispatcher: the launcher and the CPU path use them). */
+void cg__kshape_of(const cg_shape *s, int flags, cg_kshape *ks);
+/* The shape of a validated problem of op d (struct cg_op_desc, ops.h): layout token-major
+ * and longest 0 (no kernel depends on them; cg_shape_of sets both). */
 struct cg_op_desc;
-void cg__kshape_dtypes(const struct cg_op_desc *d, const void *prob, cg_kshape *ks);
-/* The same text from per-tensor dtypes in op-table order (-1: absent), for the tuner. */
+void cg__shape_of_prob(const struct cg_op_desc *d, const void *prob, cg_shape *s);
+/* A shape's canonical 16-bit mask (cg_shape.half): its inputs' bits and each present
+ * output that follows a 16-bit input (the dtype rules, cg__op_dtypes; a mix they refuse:
+ * its status and message). */
+cg_status cg__shape_half_mask(cg_context *ctx, const struct cg_op_desc *d, const cg_shape *s, uint64_t *mask);
+/* Whether tensor i of d is present in s: required, or optional and given. */
+int cg__shape_present(const struct cg_op_desc *d, const cg_shape *s, int i);
+/* The storage dtype of each input of d in s (outputs and absent tensors -1). */
+void cg__shape_input_dtypes(const struct cg_op_desc *d, const cg_shape *s, int dt[]);
+/* ks->dtypes from per-tensor dtypes in op-table order (-1: absent): cg__kshape_of's, and
+ * the tuner's until it takes a cg_shape. */
 void cg__kshape_dtypes_of(const struct cg_op_desc *d, const int dt[], cg_kshape *ks);
 
 /* What the kernel will run on. For the emulator, arch is the architecture whose

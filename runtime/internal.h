@@ -151,10 +151,7 @@ static inline const char *cg__dtype_name(cg_dtype dt) {
     return cg__dtype_known(dt) ? k[dt] : "unknown dtype";
 }
 /* "f32", "f64", "bf16", "f16" (the CLI's --dtype words, .npy kinds, tuning-key text); "" otherwise. */
-static inline const char *cg__dtype_word(cg_dtype dt) {
-    static const char *const k[] = {"f32", "f64", "bf16", "f16"};
-    return cg__dtype_known(dt) ? k[dt] : "";
-}
+static inline const char *cg__dtype_word(cg_dtype dt) { return cg__dtype_known(dt) ? cg_dtype_name(dt) : ""; }
 
 /* x rounded to float32 with round-to-odd: narrowing that to bf16/f16 (8 or 11 bits, at
  * least 2 fewer than float32's 24) then rounds x once, as if directly (no double rounding). */

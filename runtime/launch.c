@@ -38,7 +38,7 @@ _Static_assert(sizeof(cg_ktensor) == 5 * sizeof(int64_t) && sizeof(void *) == si
 typedef struct plan_entry {
     const cg_kexec *kx;
     char kernel[32];
-    cg_kshape shape;
+    cg_shape shape;       /* the call's shape (cg__shape_of_prob): the key, by cg_shape_equal */
     cg_cfg pin;
     cg_status status;     /* CG_OK, or why no plan exists (cached so `supports` stays cheap) */
     char why[CG_ERRMSG_CAP];
@@ -79,12 +79,6 @@ static int cfg_equal(const cg_cfg *a, const cg_cfg *b) {
     return 1;
 }
 
-static int shape_equal(const cg_kshape *a, const cg_kshape *b) {
-    return a->B == b->B && a->T == b->T && a->G == b->G && a->H == b->H && a->dk == b->dk && a->dv == b->dv &&
-           a->L == b->L && a->D == b->D && a->N == b->N && a->flags == b->flags && a->nseq == b->nseq &&
-           !strcmp(a->dtypes, b->dtypes);
-}
-
 /* Look the plan's argument names up in the op table and the plan's regions. */
 static cg_status bind_args(cg_context *ctx, const cg_op_desc *d, plan_entry *e) {
     const cg_plan *pl = &e->plan;
@@ -118,7 +112,7 @@ static cg_status bind_args(cg_context *ctx, const cg_op_desc *d, plan_entry *e) 
 /* The entry of (kx, kernel, shape, pin): found, or made now (Lua). NULL only when out of
  * memory; a plan that cannot exist is an entry with status != CG_OK. */
 static plan_entry *plan_get(cg_context *ctx, const cg_kexec *kx, const cg_devinfo *dev, const cg_op_desc *d,
-                            const cg_kshape *shape, const cg_cfg *pin) {
+                            const cg_shape *shape, const cg_cfg *pin) {
     static const cg_cfg no_pin;
     if (!pin) pin = &no_pin;
     plans_state *st = ctx->part[CG_PART_PLANS].p;
@@ -129,7 +123,7 @@ static plan_entry *plan_get(cg_context *ctx, const cg_kexec *kx, const cg_devinf
         ctx->part[CG_PART_PLANS].free = plans_ctx_free;
     }
     for (plan_entry *e = st->head; e; e = e->next)
-        if (e->kx == kx && !strcmp(e->kernel, d->name) && shape_equal(&e->shape, shape) && cfg_equal(&e->pin, pin))
+        if (e->kx == kx && !strcmp(e->kernel, d->name) && cg_shape_equal(&e->shape, shape) && cfg_equal(&e->pin, pin))
             return e;
     plan_entry *e = calloc(1, sizeof *e);
     if (!e) return NULL;
@@ -138,7 +132,9 @@ static plan_entry *plan_get(cg_context *ctx, const cg_kexec *kx, const cg_devinf
     e->shape = *shape;
     e->pin = *pin;
     int64_t t0 = cg__jit_now_ns();
-    e->status = cg__gen_plan(ctx, d->name, shape, dev, pin, &e->plan);
+    cg_kshape ks;
+    cg__kshape_of(shape, 0, &ks);
+    e->status = cg__gen_plan(ctx, d->name, &ks, dev, pin, &e->plan);
     e->render_ms = (double)(cg__jit_now_ns() - t0) / 1e6;
     if (e->status == CG_OK && (e->status = bind_args(ctx, d, e)) != CG_OK) cg__plan_free(&e->plan);
     if (e->status != CG_OK) snprintf(e->why, sizeof e->why, "%s", ctx->errmsg);
@@ -247,43 +243,6 @@ static cg_status stage_out(cg_context *ctx, const cg_kexec *kx, staged *sv, int 
 
 /* ------------------------------------------------------------------ the op */
 
-/* The kernel shape of a problem: its symbols and shape flags, the flags Lua sees as
- * shape.h0, shape.has_D, ... (gen.h): an optional tensor given, or a scalar set (the op
- * table's kflag columns). */
-static void kshape_of(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
-    memset(ks, 0, sizeof *ks);
-    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N};
-    for (int s = 1; s < CG_SYM_COUNT; s++) *f[s] = cg__prob_dim(d, prob, (cg_sym)s);
-    for (int i = 0; i < d->nt; i++)
-        if (d->t[i].kflag && cg__prob_view(d, prob, i)->p) ks->flags |= d->t[i].kflag;
-    for (int i = 0; i < d->nscalar; i++)
-        if (*(const int *)((const char *)prob + d->scalar[i].prob_off)) ks->flags |= d->scalar[i].kflag;
-    if (cg__prob_grouped(d, prob)) ks->flags |= CG_KS_GROUPED;
-    if (d->varlen && cg__prob_cu(d, prob)->p) ks->nseq = *cg__prob_nseq(d, prob);
-    cg__kshape_dtypes(d, prob, ks);
-}
-
-void cg__kshape_dtypes_of(const cg_op_desc *d, const int dt[], cg_kshape *ks) {
-    size_t n = 0;
-    memset(ks->dtypes, 0, sizeof ks->dtypes);
-    for (int i = 0; i < d->nt; i++) {
-        if (dt[i] < 0 || !cg__dtype_half((cg_dtype)dt[i])) continue;
-        int k = snprintf(ks->dtypes + n, sizeof ks->dtypes - n, "%s%s=%s", n ? " " : "", d->t[i].name,
-                         cg__dtype_word((cg_dtype)dt[i]));
-        if (k < 0 || (size_t)k >= sizeof ks->dtypes - n) break; /* cannot happen: 24 tensors of short names */
-        n += (size_t)k;
-    }
-}
-
-void cg__kshape_dtypes(const cg_op_desc *d, const void *prob, cg_kshape *ks) {
-    int dt[CG_OP_MAX_TENSORS];
-    for (int i = 0; i < d->nt; i++) {
-        const cg_view *v = cg__prob_view(d, prob, i);
-        dt[i] = v->p ? (int)v->dt : -1;
-    }
-    cg__kshape_dtypes_of(d, dt, ks);
-}
-
 /* The plan entry of op for prob on kx with cfg (NULL: the default), or the reason in ctx. */
 static cg_status gen_entry(cg_context *ctx, const cg_kexec *kx, const cg_op_desc *d, const void *prob,
                            const cg_cfg *cfg, plan_entry **out) {
@@ -298,9 +257,9 @@ static cg_status gen_entry(cg_context *ctx, const cg_kexec *kx, const cg_op_desc
     cg_devinfo dev;
     cg_status s = kx->device(ctx, &dev);
     if (s) return s;
-    cg_kshape ks;
-    kshape_of(d, prob, &ks);
-    plan_entry *e = plan_get(ctx, kx, &dev, d, &ks, cfg);
+    cg_shape shape;
+    cg__shape_of_prob(d, prob, &shape);
+    plan_entry *e = plan_get(ctx, kx, &dev, d, &shape, cfg);
     if (!e) return cg__err(ctx, CG_ENOMEM, "%s: out of memory for a plan", d->name);
     if (e->status != CG_OK) return cg__err(ctx, e->status, "%s", e->why);
     *out = e;

@@ -55,6 +55,10 @@ cg_status cg_op_describe(cg_context *ctx, cg_op op, cg_op_info *info) {
     o.has_layout = d->layout_arg_off != (size_t)-1;
     o.has_varlen = d->varlen != NULL;
     for (int i = 0; i < d->nt; i++) o.groupable |= (d->t[i].flags & CG_TD_GROUPABLE) != 0;
+    for (int s = 0; s < CG_SHAPE_MAX_SYMS; s++) o.sym_from[s] = -1;
+    for (int i = d->nt - 1; i >= 0; i--) /* the first required input that has the symbol (cg__op_derive_dims) */
+        for (int k = 0; k < 4 && d->t[i].role == CG_TD_IN && !d->t[i].optional; k++)
+            if (d->t[i].ext[k] != CG_SYM_NONE && d->dim_off[d->t[i].ext[k]] != (size_t)-1) o.sym_from[d->t[i].ext[k]] = i;
     return cg__abi_out(ctx, "info", info, &o, sizeof o);
 }
 

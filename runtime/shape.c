@@ -12,38 +12,6 @@
 /* Bit i of a 64-bit mask. */
 #define BIT(i) ((uint64_t)1 << (i))
 
-/* Whether tensor i of d is present in s: required, or optional and given. */
-static int present(const cg_op_desc *d, const cg_shape *s, int i) {
-    return !d->t[i].optional || (s->given & BIT(i));
-}
-
-/* The storage dtype of every tensor of d in s (-1 absent): inputs from s->dtype and the
- * input bits of s->half; outputs -1 (cg__op_dtypes then says what they must be). */
-static void input_dtypes(const cg_op_desc *d, const cg_shape *s, int dt[]) {
-    for (int i = 0; i < d->nt; i++) {
-        dt[i] = -1;
-        if (!present(d, s, i) || d->t[i].role != CG_TD_IN) continue;
-        dt[i] = s->dtype == CG_F64 ? CG_F64 : (s->half & BIT(i)) ? (int)s->dtype : CG_F32;
-    }
-}
-
-/* The canonical half mask of s: its inputs' bits, and each present output whose dtype
- * follows a 16-bit input (cg__op_dtypes). */
-static cg_status half_mask(cg_context *ctx, const cg_op_desc *d, const cg_shape *s, uint64_t *mask) {
-    int dt[CG_OP_MAX_TENSORS];
-    cg_dtype want[CG_OP_MAX_TENSORS], math;
-    input_dtypes(d, s, dt);
-    cg_status st = cg__op_dtypes(ctx, d, dt, want, &math);
-    if (st) return st;
-    *mask = 0;
-    for (int i = 0; i < d->nt; i++) {
-        if (!present(d, s, i)) continue;
-        const int x = d->t[i].role == CG_TD_IN ? dt[i] : (int)want[i];
-        if (cg__dtype_half((cg_dtype)x)) *mask |= BIT(i);
-    }
-    return CG_OK;
-}
-
 /* Every rule a shape obeys (those of validation, said of the shape), checked on s, a
  * shape of this header's layout. */
 static cg_status shape_check(cg_context *ctx, const cg_shape *s, const cg_op_desc **out) {
@@ -76,7 +44,7 @@ static cg_status shape_check(cg_context *ctx, const cg_shape *s, const cg_op_des
         if (i >= d->nt || !d->t[i].optional)
             return cg__err(ctx, CG_EINVAL, "shape.given: bit %d but expected bits of optional tensors of %s only", i, d->name);
         const int r = d->t[i].requires ? cg__op_tensor(d, d->t[i].requires) : -1;
-        if (r >= 0 && !present(d, s, r))
+        if (r >= 0 && !cg__shape_present(d, s, r))
             return cg__err(ctx, CG_EINVAL, "shape: %s is given but %s is not (expected %s only with %s)", d->t[i].name,
                            d->t[r].name, d->t[i].name, d->t[r].name);
     }
@@ -86,7 +54,7 @@ static cg_status shape_check(cg_context *ctx, const cg_shape *s, const cg_op_des
     if (s->dtype != CG_F32 && s->dtype != CG_F64 && !cg__dtype_half(s->dtype))
         return cg__err(ctx, CG_EINVAL, "shape.dtype: %d but expected CG_F32, CG_F64, CG_BF16 or CG_F16", (int)s->dtype);
     uint64_t h = 0;
-    cg_status st = cg__dtype_half(s->dtype) ? half_mask(ctx, d, s, &h) : CG_OK;
+    cg_status st = cg__dtype_half(s->dtype) ? cg__shape_half_mask(ctx, d, s, &h) : CG_OK;
     if (st) return st;
     if (s->half != h || (cg__dtype_half(s->dtype) && !h))
         return cg__err(ctx, CG_EINVAL, "shape.half: %#llx but expected %#llx (the 16-bit inputs, and the outputs that "
@@ -165,7 +133,7 @@ static cg_status parse_dtype(cg_context *ctx, const char *text, const cg_op_desc
     s->half = 0;
     if (!cg__dtype_half(s->dtype)) return CG_OK;
     for (int i = 0; i < d->nt; i++)
-        if (!w[len] && d->t[i].role == CG_TD_IN && (d->t[i].flags & CG_TD_HALF) && present(d, s, i)) s->half |= BIT(i);
+        if (!w[len] && d->t[i].role == CG_TD_IN && (d->t[i].flags & CG_TD_HALF) && cg__shape_present(d, s, i)) s->half |= BIT(i);
     for (const char *p = w[len] ? w + len + 1 : ""; *p;) {
         const size_t n = strcspn(p, "-");
         char name[64];
@@ -174,7 +142,7 @@ static cg_status parse_dtype(cg_context *ctx, const char *text, const cg_op_desc
         if (i < 0 || d->t[i].role != CG_TD_IN || !(d->t[i].flags & CG_TD_HALF))
             return cg__err(ctx, CG_EINVAL, "shape \"%s\": dtype=%s: '%s' is not a 16-bit-capable input of %s "
                                            "(expected some of %s)", text, w, name, d->name, names);
-        if (!present(d, s, i))
+        if (!cg__shape_present(d, s, i))
             return cg__err(ctx, CG_EINVAL, "shape \"%s\": dtype=%s: '%s' is not given (expected %s in the shape too)",
                            text, w, name, name);
         s->half |= BIT(i);
@@ -184,7 +152,7 @@ static cg_status parse_dtype(cg_context *ctx, const char *text, const cg_op_desc
         return cg__err(ctx, CG_EINVAL, "shape \"%s\": dtype=%s: no 16-bit-capable input is given (expected one of %s)",
                        text, w, names);
     uint64_t h;
-    cg_status st = half_mask(ctx, d, s, &h);
+    cg_status st = cg__shape_half_mask(ctx, d, s, &h);
     if (st) return st;
     s->half = h;
     return CG_OK;
@@ -306,7 +274,7 @@ cg_status cg_shape_format(cg_context *ctx, const cg_shape *shape, char *buf, siz
     if (s.dtype != CG_F32) {
         int dt[CG_OP_MAX_TENSORS];
         char sig[256];
-        input_dtypes(d, &s, dt);
+        cg__shape_input_dtypes(d, &s, dt);
         if (s.dtype == CG_F64) snprintf(sig, sizeof sig, "f64");
         else cg__op_dtype_sig(d, dt, sig, sizeof sig);
         ADD(",dtype=%s", sig);
@@ -322,18 +290,6 @@ cg_status cg_shape_format(cg_context *ctx, const cg_shape *shape, char *buf, siz
         return cg__err(ctx, CG_EINVAL, "cap: %zu bytes but the text takes %zu (expected CG_SHAPE_TEXT_MAX)", cap, n + 1);
     memcpy(buf, t, n + 1);
     return CG_OK;
-}
-
-/* --------------------------------------------------------------- equal */
-
-int cg_shape_equal(const cg_shape *a, const cg_shape *b) {
-    cg_shape x, y;
-    if (!a || !b) return a == b;
-    if (cg__abi_in(NULL, "a", &x, sizeof x, a) || cg__abi_in(NULL, "b", &y, sizeof y, b)) return 0;
-    if (x.op != y.op || x.layout != y.layout || x.dtype != y.dtype || x.half != y.half || x.given != y.given ||
-        x.scalars != y.scalars || x.grouped != y.grouped || x.nseq != y.nseq || x.longest != y.longest)
-        return 0;
-    return !memcmp(x.dim, y.dim, sizeof x.dim);
 }
 
 /* ------------------------------------------------------ of args, tensor */
@@ -363,27 +319,8 @@ cg_status cg_shape_of(cg_context *ctx, cg_op op, const void *args, cg_shape *out
     if (st) return st;
     if ((st = cg__op_validate_ex(ctx, d, args ? a : NULL, prob, 1)) != CG_OK) return st;
     cg_shape s;
-    memset(&s, 0, sizeof s);
-    s.size = sizeof s;
-    s.op = op;
+    cg__shape_of_prob(d, prob, &s);
     if (d->layout_arg_off != (size_t)-1) s.layout = *(const cg_layout *)(a + d->layout_arg_off);
-    for (int k = 1; k < CG_SYM_COUNT; k++)
-        if (d->dim_off[k] != (size_t)-1) s.dim[k] = cg__prob_dim(d, prob, (cg_sym)k);
-    s.grouped = cg__prob_grouped(d, prob);
-    for (int i = 0; i < d->nt; i++)
-        if (d->t[i].optional && cg__prob_view(d, prob, i)->p) s.given |= BIT(i);
-    for (int k = 0; k < d->nscalar; k++)
-        if (*(const int *)(prob + d->scalar[k].prob_off)) s.scalars |= 1u << k;
-    s.dtype = *(const cg_dtype *)(prob + d->dtype_off);
-    const int h = cg__prob_half(d, prob);
-    if (h >= 0) {
-        s.dtype = cg__prob_view(d, prob, h)->dt;
-        for (int i = 0; i < d->nt; i++)
-            if (d->t[i].role == CG_TD_IN && cg__prob_view(d, prob, i)->p && cg__prob_view(d, prob, i)->dt == s.dtype)
-                s.half |= BIT(i);
-        if ((st = half_mask(ctx, d, &s, &s.half)) != CG_OK) return st;
-    }
-    s.nseq = *cg__prob_nseq(d, prob);
     s.longest = longest_of(ctx, d, prob);
     return cg__abi_out(ctx, "shape", out, &s, sizeof s);
 }
@@ -406,7 +343,7 @@ cg_status cg_shape_tensor(cg_context *ctx, const cg_shape *shape, int i, cg_tens
         if (s.nseq) tensor->ndim = 1, tensor->shape[0] = s.nseq + 1;
         return CG_OK;
     }
-    if (!present(d, &s, i)) return CG_OK;
+    if (!cg__shape_present(d, &s, i)) return CG_OK;
     int64_t dims[CG_SYM_COUNT];
     for (int k = 0; k < CG_SYM_COUNT; k++) dims[k] = k ? s.dim[k] : 1;
     tensor->ndim = cg__op_given_shape(d, i, dims, d->grouped_off == (size_t)-1 || s.grouped,

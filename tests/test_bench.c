@@ -60,8 +60,8 @@ CG_TEST(bench_cli_tiny_matrix) {
     if (mk_tmpdir_with(dir, sizeof dir, out, sizeof out, "b.json")) return;
     /* T = 1, and T = 37 beyond the reference cut of 20 tokens; G = 2 < H = 6; dk 7, dv 5;
      * head-major layout; sscan with D = 6 channels and N = 3. */
-    const char *args[] = {"bench", "--backend", "cpu,ref", "--ssd-shape", "odd=2,2,6,7,5", "--sscan-shape",
-                          "sodd=2,6,3", "--seq", "1,37", "--layout", "head", "--min-time", "0.002",
+    const char *args[] = {"bench", "--backend", "cpu,ref", "--ssd-shape", "odd:B=2,G=2,H=6,dk=7,dv=5", "--sscan-shape",
+                          "sodd:B=2,D=6,N=3", "--seq", "1,37", "--layout", "head", "--min-time", "0.002",
                           "--repeats", "2", "--ref-seq", "20", "--no-probe", "--quiet", "--out", out, NULL};
     int rc = run_cli(dir, args);
     char *msg = cli_stderr(dir);
@@ -113,10 +113,21 @@ CG_TEST(bench_cli_bad_args) {
     char *m = cli_stderr(dir);
     CG_CHECK(strstr(m, "--seq") != NULL, "message does not name --seq: %s", m);
     free(m);
-    const char *a2[] = {"bench", "--ssd-shape", "x=2,3,4,8,8", NULL}; /* heads 4 % groups 3 */
+    const char *a2[] = {"bench", "--ssd-shape", "x:B=2,G=3,H=4,dk=8,dv=8", NULL}; /* heads 4 % groups 3 */
     CG_CHECK(run_cli(dir, a2) == 2, "heads not a multiple of groups accepted");
     m = cli_stderr(dir);
-    CG_CHECK(strstr(m, "groups") != NULL, "message does not name the groups: %s", m);
+    CG_CHECK(strstr(m, "H = 4 is not a multiple of G = 3") != NULL, "message does not name the groups: %s", m);
+    free(m);
+    /* the shape syntax of every command: the bad word named, and the sequence left to --seq */
+    const char *as[] = {"bench", "--ssd-shape", "x:B=2,G=1,H=4,dk=8,dv=8,T=64", NULL};
+    CG_CHECK(run_cli(dir, as) == 2, "a shape with T accepted");
+    m = cli_stderr(dir);
+    CG_CHECK(strstr(m, "'T=64'") && strstr(m, "--seq"), "message does not send T to --seq: %s", m);
+    free(m);
+    const char *aw[] = {"bench", "--sscan-shape", "s:B=2,D=6,N=3,dstate=4", NULL};
+    CG_CHECK(run_cli(dir, aw) == 2, "an unknown word accepted");
+    m = cli_stderr(dir);
+    CG_CHECK(strstr(m, "'dstate=4' is unknown") && strstr(m, "N=N"), "message does not name the word: %s", m);
     free(m);
     const char *a3[] = {"bench", "--config", "no_such_config", NULL};
     CG_CHECK(run_cli(dir, a3) == 2, "an unknown config accepted");
@@ -128,7 +139,7 @@ CG_TEST(bench_cli_bad_args) {
 CG_TEST(bench_cli_device_path_emulated) {
     char dir[512], out[1024];
     if (mk_tmpdir_with(dir, sizeof dir, out, sizeof out, "b.json")) return;
-    const char *args[] = {"bench", "--backend", "cuda", "--ssd-shape", "dev=2,1,2,16,24", "--seq", "40", "--mode", "fwd",
+    const char *args[] = {"bench", "--backend", "cuda", "--ssd-shape", "dev:B=2,G=1,H=2,dk=16,dv=24", "--seq", "40", "--mode", "fwd",
                           "--ref-seq", "30", "--min-time", "0.001", "--repeats", "2", "--no-probe", "--quiet", "--out",
                           out, NULL};
     setenv("CHUNKGEN_BENCH_FAKE_CUDA", "emulate", 1);

@@ -186,7 +186,7 @@ CG_TEST(dtype_tune_problems_16bit) {
 
 /* The tuner plans 16-bit keys with the kernel shape a call of that dtype gets: its
  * cg_kshape.dtypes (from the signature) equals what the launcher derives from the
- * problem's views (cg__kshape_dtypes). Needs the kernel shape's dtypes (issue #15 item 2). */
+ * problem's views (cg__shape_of_prob, cg__kshape_of). Needs the kernel shape's dtypes (issue #15 item 2). */
 CG_TEST(dtype_tune_kshape_dtypes) {
 #ifdef CG_KS_DTYPES_CAP
     char dir[64] = "/tmp/cg_dtype_tune_XXXXXX";
@@ -203,8 +203,9 @@ CG_TEST(dtype_tune_kshape_dtypes) {
             tprob p;
             CG_CHECK_OK(ctx, cg__tprob_init(&env, &p, &s, bwd, 1, s.T, 0));
             cg_kshape a, b;
-            memset(&a, 0, sizeof a);
-            cg__kshape_dtypes(cg__op_desc(p.op), &p.prob, &a);
+            cg_shape sh;
+            cg__shape_of_prob(cg__op_desc(p.op), &p.prob, &sh);
+            cg__kshape_of(&sh, 0, &a);
             cg__tune_kshape(&s, bwd, &b);
             CG_CHECK(!strcmp(a.dtypes, b.dtypes), "%s %s: tuner \"%s\", launcher \"%s\"", sigs[k], bwd ? "bwd" : "fwd",
                      b.dtypes, a.dtypes);

@@ -2,6 +2,7 @@
  * conversions for fp16, and a nearest-of-two-neighbours rule in double for bf16. */
 #include "cg_test.h"
 #include "half.h"
+#include "internal.h"
 
 #include <math.h>
 
@@ -76,4 +77,28 @@ CG_TEST(half_narrowing_rounds_to_nearest_even) {
     /* a stride through all of float32 */
     for (uint64_t u = 0; u < (1ull << 32); u += 9973) check_f32(cg__bits_f32((uint32_t)u), &fails);
     CG_CHECK(fails == 0, "%d conversion mismatches", fails);
+}
+
+/* The public helpers (chunkgen.h) are the library's own: the same bits as half.h over every
+ * 16-bit pattern and a sweep of floats, and the dtype words round trip. */
+CG_TEST(half_public_helpers) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float b = cg_bf16_to_f32((uint16_t)h), f = cg_f16_to_f32((uint16_t)h);
+        CG_CHECK(cg__f32_bits(b) == cg__f32_bits(cg__bf16_to_f32((uint16_t)h)), "bf16 %#x", h);
+        CG_CHECK(cg__f32_bits(f) == cg__f32_bits(cg__f16_to_f32((uint16_t)h)), "f16 %#x", h);
+    }
+    for (uint64_t u = 0; u < 0x100000000ull; u += 0x10001ull) {
+        const float x = cg__bits_f32((uint32_t)u);
+        CG_CHECK(cg_f32_to_bf16(x) == cg__f32_to_bf16(x) && cg_f32_to_f16(x) == cg__f32_to_f16(x), "narrowing %#llx",
+                 (unsigned long long)u);
+    }
+    for (int dt = CG_F32; dt <= CG_I64; dt++) {
+        cg_dtype back = (cg_dtype)-1;
+        CG_CHECK(cg_dtype_name((cg_dtype)dt) && cg_dtype_parse(cg_dtype_name((cg_dtype)dt), &back) == CG_OK &&
+                     back == (cg_dtype)dt && cg_dtype_size((cg_dtype)dt) == cg__dtype_size((cg_dtype)dt),
+                 "dtype %d", dt);
+    }
+    CG_CHECK(!cg_dtype_name((cg_dtype)99) && cg_dtype_size((cg_dtype)99) == 0 &&
+                 cg_dtype_parse("float32", &(cg_dtype){0}) == CG_EINVAL,
+             "unknown dtypes");
 }

@@ -28,6 +28,18 @@ CG_TEST(shape_describe) {
         int has_seq = 0;
         for (int k = 0; k < in.nsyms; k++) has_seq |= in.syms[k] == in.seq;
         CG_CHECK(has_seq, "%s: seq %s not among its symbols", in.name, cg_sym_name(in.seq));
+        for (int k = 0; k < in.nsyms; k++) { /* each symbol from the first required input that has it */
+            const cg_sym sy = in.syms[k];
+            int first = -1;
+            for (int i = 0; i < in.ntensors && first < 0; i++) {
+                cg_tensor_info ti = {0};
+                cg_op_tensor_info(NULL, (cg_op)op, i, &ti);
+                for (int e = 0; e < ti.ndim && !ti.output && !ti.optional; e++)
+                    if (ti.ext[e] == sy) first = i;
+            }
+            CG_CHECK(first >= 0 && in.sym_from[sy] == first, "%s: %s from tensor %d, expected %d", in.name,
+                     cg_sym_name(sy), in.sym_from[sy], first);
+        }
         unsigned char args[ARGS_BYTES];
         size_t off_seen[64];
         for (int i = 0; i < in.ntensors + in.has_varlen; i++) {

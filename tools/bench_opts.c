@@ -2,6 +2,7 @@
  * and the checks across options. */
 #include "bench.h"
 #include "cli_args.h"
+#include "cli_op.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,8 +20,8 @@ static const char bench_usage[] =
     "         (seq <= --emu-max-seq), ref (float64 scan; skipped where too slow)\n"
     "Filters narrow the matrix; with none it runs all of it, except that a run without\n"
     "the cuda backend leaves out fwd_bwd at seq > 2048 unless --all is given.\n"
-    "LIST = comma-separated values. Shapes: NAME:KEY=N,... (the shape syntax of every\n"
-    "command; the seq comes from --seq), or the positional NAME=B,G,H,DK,DV / NAME=B,D,N.\n";
+    "LIST = comma-separated values. Shapes: NAME:SYM=N,... (the shape syntax of every\n"
+    "command, docs/shapes.md, without the op; the seq comes from --seq).\n";
 
 int bench_usage_err(const char *fmt, ...) {
     char msg[1024];
@@ -110,17 +111,37 @@ static int opt_seq(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
-/* A custom shape (--ssd-shape / --sscan-shape) appended to its list. */
+/* A custom shape (--ssd-shape / --sscan-shape) appended to its list: NAME:ITEMS, ITEMS the
+ * shape syntax of every command (docs/shapes.md, cg_shape_parse) for the family's forward
+ * op, without its sequence symbol (the bench's lengths come from --seq) and without
+ * layout, dtype or optional tensors (--layout, --dtype). */
 static int add_custom(bench_opts *o, const char *v, int sscan, char *err, size_t errlen) {
     int *n = sscan ? &o->nsscan_custom : &o->nssd_custom;
     custom_shape *cs = (sscan ? o->sscan_custom : o->ssd_custom) + *n;
     if (*n >= MAXLIST) return snprintf(err, errlen, "at most %d shapes", MAXLIST), -1;
-    cg_cli_shape s;
-    const unsigned keys = sscan ? (CG_SHAPE_B | CG_SHAPE_D | CG_SHAPE_N)
-                                : (CG_SHAPE_B | CG_SHAPE_G | CG_SHAPE_H | CG_SHAPE_DK | CG_SHAPE_DV);
-    if (cg_cli_shape_parse(v, sscan ? "B,D,N" : "B,G,H,dk,dv", keys, keys, 1, &s, err, errlen)) return -1;
-    snprintf(cs->name, sizeof cs->name, "%s", s.name);
-    const int64_t d[2][5] = {{s.B, s.G, s.H, s.dk, s.dv}, {s.B, s.D, s.N, 0, 0}};
+    cli_op fwd;
+    const char *colon = strchr(v, ':');
+    if (cli_op_find(sscan ? "sscan" : "ssd", 0, &fwd)) return snprintf(err, errlen, "no such op in this library"), -1;
+    const char *seq = cg_sym_name(fwd.in.seq);
+    if (!colon || colon == v || (size_t)(colon - v) >= sizeof cs->name)
+        return snprintf(err, errlen, "expected NAME:ITEM,... (e.g. %s), got '%s'",
+                        sscan ? "s1:B=4,D=512,N=16" : "g2:B=4,G=2,H=8,dk=128,dv=128", v), -1;
+    for (const char *p = colon + 1; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) /* each item */
+        if (!strncmp(p, seq, strlen(seq)) && p[strlen(seq)] == '=')
+            return snprintf(err, errlen, "'%.*s': the sequence lengths come from --seq", (int)strcspn(p, ","), p), -1;
+    static cg_context *ctx; /* the parse's messages */
+    if (!ctx && cg_context_create(&ctx) != CG_OK) return snprintf(err, errlen, "cannot create a context"), -1;
+    char text[CG_SHAPE_TEXT_MAX * 2];
+    snprintf(text, sizeof text, "%s:%s,%s=1", fwd.in.name, colon + 1, seq);
+    cg_shape s;
+    memset(&s, 0, sizeof s);
+    if (cg_shape_parse(ctx, text, &s) != CG_OK) return snprintf(err, errlen, "%s", cg_errmsg(ctx)), -1;
+    if (s.dtype != CG_F32 || s.layout != CG_LAYOUT_TOKEN_MAJOR || s.given || s.scalars || s.nseq || s.grouped)
+        return snprintf(err, errlen, "'%s': only the extents %s (layout and dtype: --layout, --dtype)", v,
+                        sscan ? "B, D, N" : "B, G, H, dk, dv"), -1;
+    snprintf(cs->name, sizeof cs->name, "%.*s", (int)(colon - v), v);
+    const int64_t d[2][5] = {{s.dim[CG_SYM_B], s.dim[CG_SYM_G], s.dim[CG_SYM_H], s.dim[CG_SYM_DK], s.dim[CG_SYM_DV]},
+                             {s.dim[CG_SYM_B], s.dim[CG_SYM_D], s.dim[CG_SYM_N], 0, 0}};
     memcpy(cs->d, d[sscan], sizeof cs->d);
     (*n)++;
     return 0;
@@ -140,7 +161,7 @@ static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
 static int opt_dtype(void *opts, const char *v, char *err, size_t errlen) {
     bench_opts *o = opts;
     for (int dt = CG_F32; dt <= CG_F16; dt++)
-        if (dt != CG_F64 && !strcmp(v, cg__dtype_word((cg_dtype)dt))) return o->dtype = (cg_dtype)dt, 0;
+        if (dt != CG_F64 && !strcmp(v, cg_dtype_name((cg_dtype)dt))) return o->dtype = (cg_dtype)dt, 0;
     return snprintf(err, errlen, "expected f32, bf16 or f16, got '%s'", v), -1;
 }
 

@@ -7,13 +7,11 @@
  * cg_cli_help prints the usage text generated from the same table. Options that mean
  * the same in every command come from the CG_CLI_OPT_* rows below.
  *
- * Shapes (one syntax in every command): "KEY=N,KEY=N,..." with the keys of
- * cg_cli_shape (B T G H dk dv for SSD; B L D N G for the selective scan, L and T being
- * the same key), in any order, optionally prefixed "NAME:" where a command names its
- * shapes. A command may also accept its historical positional form ("2,64,1,4,16,16"),
- * given as the key order `positional` to cg_cli_shape_parse.
- * (`chunkgen tune` parses its options with this table but keeps its own shape syntax,
- * "[ssd:|sscan:]B,T,G,H,dk,dv" / "B,L,D,N[,G]" (cg__tune_shape_parse).) */
+ * Shapes: the one syntax of docs/shapes.md, parsed by the library (cg_shape_parse,
+ * include/chunkgen.h): `bench` parses its shapes with it (`run` gets its call's shape from
+ * the arrays, cg_shape_of). cg_cli_shape below is what is left of
+ * the CLI's older keyed form, for `gen` and `build-kernels` (tools/cmd_gen.c, which fill
+ * the generator's kernel shape) until they take a cg_shape too. */
 #ifndef CG_CLI_ARGS_H
 #define CG_CLI_ARGS_H
 

@@ -1,4 +1,4 @@
-/* cmd_run.c -- `chunkgen run ssd|sscan`: run one op on .npy files.
+/* cmd_run.c -- `chunkgen run FAMILY` (ssd, sscan): run one op on .npy files.
  *
  * Inputs are .npy files (float32, float16, bfloat16 as ml_dtypes saves it, float64
  * converted) named after the op's arguments in the input directory; outputs are written
@@ -7,14 +7,15 @@
  * --dtype; the float32-only ones (log_alpha, states, A, D, delta_bias) are float32. Every shape comes from
  * the arrays: the defining arrays (q and v for SSD, x, A and B for the selective scan)
  * fix the dimensions and every other array is checked against them, so a mismatch is
- * reported in terms of files before the library sees anything. */
+ * reported in terms of files. The ops, their tensors, shapes and dtypes come from the
+ * public header (cg_op_describe, cg_shape_of, cg_op_tensor_dims, cg_op_dtypes, cg_run). */
 #include "chunkgen.h"
 #include "cli.h"
 #include "cli_args.h"
 #include "cli_common.h"
 #include "npy.h"
 #include "fsutil.h"
-#include "ops.h"
+#include "cli_op.h"
 #include "../autotune/autotune.h"
 
 #include <errno.h>
@@ -40,17 +41,16 @@ static const char run_usage[] =
 /* The files of each op from the op table: "  ssd   reads  q k v log_alpha [h0] (and do
  * [dhT] with --grad)" and the same for the outputs; [x]: optional, or written only when
  * its input is given. */
-static void run_files(FILE *f, const cg_op_desc *fwd, const cg_op_desc *bwd, int role) {
+static void run_files(FILE *f, const cli_op *fwd, const cli_op *bwd, int output) {
     for (int w = 0; w < 2; w++) {
-        const cg_op_desc *d = w ? bwd : fwd;
+        const cli_op *d = w ? bwd : fwd;
         int n = 0;
-        for (int i = 0; i < d->nt; i++) {
-            const cg_tdesc *t = &d->t[i];
-            if (t->role != role || (w && role == CG_TD_IN && cg__op_tensor(fwd, t->name) >= 0)) continue;
-            int g = cg__op_tensor(d, t->grad_of ? t->grad_of : "");
-            int opt = role == CG_TD_IN ? t->optional : t->requires || (g >= 0 && d->t[g].optional);
-            fprintf(f, "%s%s%s%s", n++ ? " " : w ? " (and " : "", opt ? "[" : "", t->file ? t->file : t->name,
-                    opt ? "]" : "");
+        for (int i = 0; i < d->in.ntensors; i++) {
+            const cg_tensor_info *t = &d->t[i];
+            if (t->output != output || (w && !output && cli_op_tensor(fwd, t->name) >= 0)) continue;
+            int g = cli_op_tensor(d, t->grad_of);
+            int opt = !output ? t->optional : t->requires || (g >= 0 && d->t[g].optional);
+            fprintf(f, "%s%s%s%s", n++ ? " " : w ? " (and " : "", opt ? "[" : "", t->file, opt ? "]" : "");
         }
         if (w && n) fputs(" with --grad)", f);
     }
@@ -58,13 +58,13 @@ static void run_files(FILE *f, const cg_op_desc *fwd, const cg_op_desc *bwd, int
 }
 
 static void run_usage_more(FILE *f) {
-    static const cg_op fam[][2] = {{CG_OP_SSD_FWD, CG_OP_SSD_BWD}, {CG_OP_SSCAN_FWD, CG_OP_SSCAN_BWD}};
-    for (int k = 0; k < 2; k++) {
-        const cg_op_desc *fwd = cg__op_desc(fam[k][0]), *bwd = cg__op_desc(fam[k][1]);
-        fprintf(f, "  %-5s reads  ", fwd->family);
-        run_files(f, fwd, bwd, CG_TD_IN);
+    for (int op = 0; op < cg_op_count(); op++) { /* each family: its forward and backward */
+        cli_op fwd, bwd;
+        if (cli_op_load((cg_op)op, &fwd) || fwd.in.bwd || cli_op_find(fwd.in.family, 1, &bwd)) continue;
+        fprintf(f, "  %-5s reads  ", fwd.in.family);
+        run_files(f, &fwd, &bwd, 0);
         fputs("        writes ", f);
-        run_files(f, fwd, bwd, CG_TD_OUT);
+        run_files(f, &fwd, &bwd, 1);
     }
     fputs("Gradients are written only for the inputs that were given. The shapes come from the\n"
           "arrays.\n", f);
@@ -78,7 +78,7 @@ static void run_usage_more(FILE *f) {
 /* ----------------------------------------------------------------- options */
 
 typedef struct run_opts {
-    int is_ssd;
+    cli_op fwd, bwd;        /* the family's ops (the first positional argument) */
     cg_backend backend;
     int grad, softplus, verbose;
     cg_layout layout;
@@ -109,7 +109,7 @@ static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
 static int opt_dtype(void *opts, const char *v, char *err, size_t errlen) {
     run_opts *o = opts;
     for (int dt = CG_F32; dt <= CG_F16; dt++)
-        if (dt != CG_F64 && !strcmp(v, cg__dtype_word((cg_dtype)dt))) return o->dtype = dt, 0;
+        if (dt != CG_F64 && !strcmp(v, cg_dtype_name((cg_dtype)dt))) return o->dtype = dt, 0;
     return snprintf(err, errlen, "unknown dtype '%s' (expected f32, bf16 or f16)", v), -1;
 }
 
@@ -152,8 +152,8 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     const char *op = o->op, *const *pos = o->pos;
     int npos = o->npos;
     if (!op) return run_usage_err("missing the op: ssd or sscan");
-    if (strcmp(op, "ssd") == 0) o->is_ssd = 1;
-    else if (strcmp(op, "sscan") != 0) return run_usage_err("unknown op '%s' (expected ssd or sscan)", op);
+    if (cli_op_find(op, 0, &o->fwd) || cli_op_find(op, 1, &o->bwd))
+        return run_usage_err("unknown op '%s' (expected ssd or sscan)", op);
     if (npos > 0) {
         if (o->in) return run_usage_err("input directory given twice ('%s' and --in %s)", pos[0], o->in);
         o->in = pos[0];
@@ -164,8 +164,10 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     }
     if (!o->in) return run_usage_err("missing the input directory (--in DIR)");
     if (!o->out) o->out = o->in;
-    if (o->is_ssd && o->softplus) return run_usage_err("--delta-softplus applies to sscan only");
-    if (!o->is_ssd && o->layout_given && o->layout != CG_LAYOUT_TOKEN_MAJOR)
+    int softplus = 0;
+    for (int k = 0; k < o->fwd.in.nscalars; k++) softplus |= !strcmp(o->fwd.in.scalars[k], "delta_softplus");
+    if (o->softplus && !softplus) return run_usage_err("--delta-softplus applies to sscan only");
+    if (!o->fwd.in.has_layout && o->layout_given && o->layout != CG_LAYOUT_TOKEN_MAJOR)
         return run_usage_err("--layout head applies to ssd only (sscan arrays are [B, L, D] etc.)");
     return 0;
 }
@@ -183,17 +185,19 @@ typedef struct run_arr {
     uint16_t *half;    /* 16-bit storage (a.data narrowed); NULL for float32 */
 } run_arr;
 
+static int is_half(cg_dtype dt) { return dt == CG_BF16 || dt == CG_F16; }
+
 /* "float32", "bfloat16", "float16" (numpy's names, for the messages). */
 static const char *np_name(int dt) { return dt == CG_BF16 ? "bfloat16" : dt == CG_F16 ? "float16" : dt == CG_F64 ? "float64" : "float32"; }
 
 /* Store r as dt: 16-bit values narrowed once (exact for a file of that dtype). -1: OOM. */
 static int arr_store(run_arr *r, cg_dtype dt) {
     r->dt = dt;
-    if (!cg__dtype_half(dt)) return 0;
+    if (!is_half(dt)) return 0;
     r->half = malloc((size_t)(r->a.count ? r->a.count : 1) * sizeof *r->half);
     if (!r->half) return -1;
     for (int64_t i = 0; i < r->a.count; i++)
-        r->half[i] = dt == CG_BF16 ? cg__f32_to_bf16(r->a.data[i]) : cg__f32_to_f16(r->a.data[i]);
+        r->half[i] = dt == CG_BF16 ? cg_f32_to_bf16(r->a.data[i]) : cg_f32_to_f16(r->a.data[i]);
     return 0;
 }
 
@@ -302,7 +306,7 @@ static cg_tensor out_add(run_outs *os, const char *name, cg_dtype dt, int ndim, 
         return tensor_of(NULL, dt, ndim, shape);
     }
     o->count = count;
-    o->data = calloc(count > 0 ? (size_t)count : 1, cg__dtype_size(dt));
+    o->data = calloc(count > 0 ? (size_t)count : 1, cg_dtype_size(dt));
     if (!o->data) *oom = 1;
     return tensor_of(o->data, dt, ndim, shape);
 }
@@ -327,14 +331,14 @@ static int outs_write(const run_opts *opt, const run_outs *os) {
         char err[RUN_ERRLEN];
         arr_path(opt->out, o->name, path[i], sizeof path[i]);
         float *vals = o->data; /* 16-bit outputs widened (exact), written back narrowed: the same bits */
-        if (cg__dtype_half(o->dt)) {
+        if (is_half(o->dt)) {
             vals = malloc((size_t)(o->count ? o->count : 1) * sizeof *vals);
             if (!vals) {
                 rc = run_fail("out of memory writing %s; no output written", path[i]);
                 break;
             }
             const uint16_t *h = o->data;
-            for (int64_t j = 0; j < o->count; j++) vals[j] = o->dt == CG_BF16 ? cg__bf16_to_f32(h[j]) : cg__f16_to_f32(h[j]);
+            for (int64_t j = 0; j < o->count; j++) vals[j] = o->dt == CG_BF16 ? cg_bf16_to_f32(h[j]) : cg_f16_to_f32(h[j]);
         }
         int w = cg_npy_write_tmp_as(path[i], tmp[i], sizeof tmp[i], vals, o->dt, o->ndim, o->shape, err, sizeof err);
         if (vals != o->data) free(vals);
@@ -390,54 +394,122 @@ static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what, c
 
 
 /* Where the sizes tensor i is checked against come from: "like q.npy" when an earlier
- * given tensor has the same extents, else "(B, T like q.npy; H like v.npy)". */
-static void expect_from(const cg_op_desc *d, int i, const run_arr *a, const int src[CG_SYM_COUNT], char *buf,
-                        size_t cap) {
-    const cg_tdesc *t = &d->t[i];
+ * given input has the same extents, else "(B, T like q.npy; H like v.npy)": the inputs that
+ * give the symbols (cg_op_info.sym_from). */
+static void expect_from(const cli_op *d, int i, const run_arr *a, char *buf, size_t cap) {
+    const cg_tensor_info *t = &d->t[i];
     for (int j = 0; j < i; j++) {
-        if (!a[j].present || d->t[j].role != CG_TD_IN || memcmp(d->t[j].ext, t->ext, sizeof t->ext) ||
-            (d->t[j].flags & CG_TD_GROUPABLE) != (t->flags & CG_TD_GROUPABLE))
+        const cg_tensor_info *u = &d->t[j];
+        if (!a[j].present || u->output || u->ndim != t->ndim || memcmp(u->ext, t->ext, sizeof t->ext) ||
+            (u->flags & CG_TENSOR_GROUPABLE) != (t->flags & CG_TENSOR_GROUPABLE))
             continue;
-        snprintf(buf, cap, "like %s.npy", d->t[j].file ? d->t[j].file : d->t[j].name);
+        snprintf(buf, cap, "like %s.npy", u->file);
         return;
     }
     size_t n = 0;
     buf[0] = 0;
-    for (int j = 0; j < d->nt; j++) { /* each supplying tensor once, with its symbols */
+    for (int j = 0; j < d->in.ntensors; j++) { /* each supplying tensor once, with its symbols */
         if (j == i) continue;
         int first = 1;
-        for (int k = 0; k < 4; k++) {
-            cg_sym sy = t->ext[k];
-            if (sy == CG_SYM_NONE || src[sy] != j) continue;
+        for (int k = 0; k < t->ndim; k++) {
+            if (d->in.sym_from[t->ext[k]] != j) continue;
             n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", first ? (n ? "; " : "(") : ", ",
-                                  cg_sym_name(sy));
+                                  cg_sym_name(t->ext[k]));
             first = 0;
         }
-        if (!first) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, " like %s.npy",
-                                          d->t[j].file ? d->t[j].file : d->t[j].name);
+        if (!first) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, " like %s.npy", d->t[j].file);
     }
     if (n && n < cap) snprintf(buf + n, cap - n, ")");
 }
 
-/* The dtype output i of d gets from the inputs' (cg__op_dtypes: the library's rule); a
- * bad mix is left for the call to report. */
-static cg_dtype out_dtype(const cg_op_desc *d, int i, const run_arr *a, const cg_op_desc *all) {
-    int dt[CG_OP_MAX_TENSORS];
-    cg_dtype want[CG_OP_MAX_TENSORS], math;
-    for (int j = 0; j < d->nt; j++) {
-        int k = cg__op_tensor(all, d->t[j].name);
-        dt[j] = d->t[j].role == CG_TD_IN && k >= 0 && a[k].present ? (int)a[k].dt : -1;
+/* The extents tensor i of d has in a call of sh's symbols (the caller's order); its rank. */
+static int want_shape(const cli_op *d, int i, const cg_shape *sh, int64_t want[4]) {
+    cg_sym syms[CG_MAX_DIMS];
+    const int nd = cg_op_tensor_dims(d->op, i, sh->layout, sh->grouped, syms);
+    for (int k = 0; k < nd; k++)
+        want[k] = k == 0 && sh->nseq && (d->t[i].flags & CG_TENSOR_PER_SEQ) ? sh->nseq : sh->dim[syms[k]];
+    return nd;
+}
+
+/* After the library refused the inputs (cg_shape_of): the first given file whose shape
+ * differs from what the files that give the symbols say, as a message naming files; else
+ * the library's message, its leading tensor name ("q: ...") made the file's path. */
+static int shape_fail(cg_context *ctx, const cli_op *d, const run_arr *a, cg_layout layout, int64_t nseq) {
+    cg_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.layout = layout;
+    sh.grouped = 1;
+    sh.nseq = nseq;
+    int ok = 1;
+    for (int i = 0; i < d->in.ntensors; i++) /* grouped unless a groupable input leaves G out */
+        if (!d->t[i].output && !d->t[i].optional && (d->t[i].flags & CG_TENSOR_GROUPABLE) && a[i].present)
+            sh.grouped = a[i].a.ndim == d->t[i].ndim;
+    for (int k = 0; k < d->in.nsyms && ok; k++) { /* each symbol from its file */
+        const cg_sym sy = d->in.syms[k];
+        const int j = d->in.sym_from[sy];
+        cg_sym syms[CG_MAX_DIMS];
+        const int nd = cg_op_tensor_dims(d->op, j, layout, sh.grouped, syms);
+        ok = a[j].present && a[j].a.ndim == nd;
+        sh.dim[sy] = sy == CG_SYM_G && !sh.grouped ? 1 : 0;
+        for (int p = 0; p < nd && ok; p++)
+            if (syms[p] == sy) sh.dim[sy] = a[j].a.shape[p];
+        ok = ok && sh.dim[sy] > 0;
     }
-    return cg__op_dtypes(NULL, d, dt, want, &math) == CG_OK ? want[i] : CG_F32;
+    if (ok && d->in.divisible != CG_SYM_NONE) /* the symbols' own rule (H % G) is the library's to say */
+        ok = sh.dim[d->in.divisible] % sh.dim[d->in.divisor] == 0;
+    for (int i = 0; i < d->in.ntensors && ok; i++) { /* every other input against those sizes */
+        if (!a[i].present) continue;
+        int64_t want[4];
+        const int nd = want_shape(d, i, &sh, want);
+        int same = a[i].a.ndim == nd;
+        for (int k = 0; same && k < nd; k++) same = a[i].a.shape[k] == want[k];
+        if (same) continue;
+        char got[96], exp[96], dt[64], from[256];
+        expect_from(d, i, a, from, sizeof from);
+        return run_fail("%s: shape %s but expected %s %s %s", a[i].path,
+                        cg_npy_shape_str(a[i].a.ndim, a[i].a.shape, got, sizeof got),
+                        cg_npy_shape_str(nd, want, exp, sizeof exp),
+                        cli_op_dims_text(d, i, layout, sh.grouped, dt, sizeof dt), from);
+    }
+    const char *m = cg_errmsg(ctx), *colon = strchr(m, ':');
+    for (int i = 0; colon && i < d->in.ntensors; i++)
+        if (a[i].present && strlen(d->t[i].name) == (size_t)(colon - m) && !strncmp(m, d->t[i].name, (size_t)(colon - m)))
+            return run_fail("%s%s", a[i].path, colon);
+    return run_fail("%s", m);
+}
+
+/* The tuned-config key's shape of the call of op d on args (for --verbose; the dtype
+ * signature is the canonical shape text's dtype word). */
+static void tune_shape_of(cg_context *ctx, const cli_op *d, const void *args, cg_tune_shape *ts) {
+    memset(ts, 0, sizeof *ts);
+    cg_shape sh;
+    memset(&sh, 0, sizeof sh);
+    char text[CG_SHAPE_TEXT_MAX] = "";
+    if (cg_shape_of(ctx, d->op, args, &sh) != CG_OK || cg_shape_format(ctx, &sh, text, sizeof text) != CG_OK) return;
+    const char *w = strstr(text, ",dtype=");
+    snprintf(ts->dtype, sizeof ts->dtype, "%.*s", w ? (int)strcspn(w + 7, ",") : 3, w ? w + 7 : "f32");
+    ts->sscan = !strcmp(d->in.family, "sscan");
+    ts->B = sh.dim[CG_SYM_B], ts->G = sh.dim[CG_SYM_G] > 0 ? sh.dim[CG_SYM_G] : 1, ts->T = sh.dim[d->in.seq];
+    ts->H = sh.dim[CG_SYM_H], ts->dk = sh.dim[CG_SYM_DK], ts->dv = sh.dim[CG_SYM_DV];
+    ts->D = sh.dim[CG_SYM_D], ts->N = sh.dim[CG_SYM_N];
+    ts->varlen_max = sh.longest;
+}
+
+/* Set the layout, the scalar options and cu_seqlens of an args struct of d. */
+static void args_common(const run_opts *o, const cli_op *d, void *args, const cg_tensor *cu) {
+    cg_layout *layout = cg_op_args_layout(d->op, args);
+    if (layout) *layout = o->layout;
+    for (int k = 0; k < d->in.nscalars; k++)
+        if (!strcmp(d->in.scalars[k], "delta_softplus")) *cg_op_args_scalar(d->op, args, k) = o->softplus;
+    if (d->in.has_varlen) *cg_op_args_tensor(d->op, args, d->in.ntensors) = *cu;
 }
 
 /* Run the op family's forward (and with --grad its backward) on the arrays of o->in. The
- * tensors, their shapes and which outputs exist come from the op table (runtime/ops.h). */
+ * tensors, their shapes and which outputs exist come from the op table (cg_op_describe). */
 static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_outs *os) {
-    const cg_op_desc *fwd = cg__op_find(o->is_ssd ? "ssd_fwd" : "sscan_fwd");
-    const cg_op_desc *bwd = cg__op_find(o->is_ssd ? "ssd_bwd" : "sscan_bwd");
-    const cg_op_desc *all = o->grad ? bwd : fwd; /* its inputs include the forward's */
-    run_arr a[CG_OP_MAX_TENSORS];
+    const cli_op *fwd = &o->fwd, *bwd = &o->bwd;
+    const cli_op *all = o->grad ? bwd : fwd; /* its inputs include the forward's */
+    run_arr a[CLI_OP_MAXT];
     memset(a, 0, sizeof a);
     int rc = 0;
     /* --cu-seqlens: the offsets (int64 in memory, whatever the file's width); the library
@@ -452,87 +524,59 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
         cu_t = tensor_of(cu.v, CG_I64, 1, &cu.n);
     }
     const int64_t nseq = cu.n > 1 ? cu.n - 1 : 0; /* the states' first extent */
-    const int hm = o->layout == CG_LAYOUT_HEAD_MAJOR;
-    union {
-        cg_ssd_fwd_args sf;
-        cg_ssd_bwd_args sb;
-        cg_sscan_fwd_args cf;
-        cg_sscan_bwd_args cb;
-    } args[2];
+    cli_args args[2];
     memset(args, 0, sizeof args);
     /* inputs, by the name of their file */
-    for (int i = 0; i < all->nt && !rc; i++) {
-        const cg_tdesc *t = &all->t[i];
-        if (t->role != CG_TD_IN) continue;
-        const int grad_only = cg__op_tensor(fwd, t->name) < 0;
-        rc = arr_load(o, &a[i], t->file ? t->file : t->name, !t->optional, grad_only ? " (needed by --grad)" : NULL);
-        *cg__args_tensor(all, &args[0], i) = in_tensor(&a[i]);
+    for (int i = 0; i < all->in.ntensors && !rc; i++) {
+        const cg_tensor_info *t = &all->t[i];
+        if (t->output) continue;
+        const int grad_only = cli_op_tensor(fwd, t->name) < 0;
+        rc = arr_load(o, &a[i], t->file, !t->optional, grad_only ? " (needed by --grad)" : NULL);
+        *cg_op_args_tensor(all->op, &args[0], i) = in_tensor(&a[i]);
     }
-    int64_t dims[CG_SYM_COUNT];
-    int src[CG_SYM_COUNT], grouped = 0;
-    if (!rc && all->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)&args[0] + all->layout_arg_off) = o->layout;
-    if (!rc && cg__op_derive_dims(ctx, all, &args[0], hm, dims, src, &grouped) != CG_OK) {
-        /* "q: ..." -> "DIR/q.npy: ..." */
-        const char *m = cg_errmsg(ctx), *colon = strchr(m, ':');
-        int k = -1;
-        for (int i = 0; colon && i < all->nt; i++)
-            if (a[i].present && strlen(all->t[i].name) == (size_t)(colon - m) && !strncmp(m, all->t[i].name, (size_t)(colon - m)))
-                k = i;
-        rc = k >= 0 ? run_fail("%s%s", a[k].path, colon) : run_fail("%s", m);
-    }
-    for (int i = 0; i < all->nt && !rc; i++) { /* every other input against the derived sizes */
+    /* the library checks the inputs (outputs not made yet) and says the call's shape */
+    cg_shape sh;
+    memset(&sh, 0, sizeof sh);
+    if (!rc) args_common(o, all, &args[0], &cu_t);
+    if (!rc && cg_shape_of(ctx, all->op, &args[0], &sh) != CG_OK) rc = shape_fail(ctx, all, a, o->layout, nseq);
+    for (int i = 0; i < all->in.ntensors && !rc; i++) { /* storage: --dtype or the file's (16-bit capable), else float32 */
         if (!a[i].present) continue;
-        int64_t want[4];
-        int nd = cg__op_given_shape(all, i, dims, grouped, hm, want);
-        if (nseq && (all->t[i].flags & CG_TD_PERSEQ)) want[0] = nseq; /* a state per sequence */
-        int ok = a[i].a.ndim == nd;
-        for (int k = 0; ok && k < nd; k++) ok = a[i].a.shape[k] == want[k];
-        if (ok) continue;
-        char got[96], exp[96], dt[64], from[256];
-        cg__op_dims_text(all, i, grouped, hm, dt, sizeof dt);
-        expect_from(all, i, a, src, from, sizeof from);
-        rc = run_fail("%s: shape %s but expected %s %s %s", a[i].path,
-                      cg_npy_shape_str(a[i].a.ndim, a[i].a.shape, got, sizeof got), cg_npy_shape_str(nd, want, exp, sizeof exp),
-                      dt, from);
-    }
-    for (int i = 0; i < all->nt && !rc; i++) { /* storage: --dtype or the file's (16-bit capable), else float32 */
-        if (!a[i].present) continue;
-        const int cap16 = (all->t[i].flags & CG_TD_HALF) != 0;
+        const int cap16 = (all->t[i].flags & CG_TENSOR_HALF) != 0;
         cg_dtype dt = cap16 && o->dtype >= 0 ? (cg_dtype)o->dtype
-                      : cap16 && cg__dtype_half((cg_dtype)a[i].a.dtype) ? (cg_dtype)a[i].a.dtype : CG_F32;
+                      : cap16 && is_half((cg_dtype)a[i].a.dtype) ? (cg_dtype)a[i].a.dtype : CG_F32;
         if (arr_store(&a[i], dt)) rc = run_fail("out of memory for %s", a[i].path);
         else if (a[i].a.dtype != (int)dt && a[i].a.dtype != CG_F64)
             fprintf(stderr, "chunkgen run: note: %s holds %s values; %s to %s%s\n", a[i].path, np_name(a[i].a.dtype),
-                    cg__dtype_half(dt) ? "rounded" : "widened", np_name(dt), cap16 ? "" : " (this tensor stays float32)");
-        *cg__args_tensor(all, &args[0], i) = in_tensor(&a[i]);
+                    is_half(dt) ? "rounded" : "widened", np_name(dt), cap16 ? "" : " (this tensor stays float32)");
     }
     if (rc) goto done;
 
     /* both passes' args: the inputs, the scalars, the outputs that exist */
     int oom = 0;
-    const cg_op_desc *pass[2] = {fwd, bwd};
+    const cli_op *pass[2] = {fwd, bwd};
     const int npass = o->grad ? 2 : 1;
     for (int p = 0; p < npass; p++) {
-        const cg_op_desc *d = pass[p];
+        const cli_op *d = pass[p];
         void *ap = &args[p];
-        if (p == 0) memset(ap, 0, sizeof args[0]);
-        if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)ap + d->layout_arg_off) = o->layout;
-        *(cg_tensor *)((char *)ap + d->varlen->arg_off) = cu_t;
-        for (int k = 0; k < d->nscalar; k++)
-            if (!strcmp(d->scalar[k].name, "delta_softplus")) *(int *)((char *)ap + d->scalar[k].arg_off) = o->softplus;
-        for (int i = 0; i < d->nt; i++) {
-            const cg_tdesc *t = &d->t[i];
-            int j = cg__op_tensor(all, t->name);
-            if (t->role == CG_TD_IN) {
-                *cg__args_tensor(d, ap, i) = in_tensor(&a[j]);
-                continue;
-            }
+        memset(ap, 0, sizeof args[p]);
+        args_common(o, d, ap, &cu_t);
+        int dt[CLI_OP_MAXT];
+        cg_dtype want[CLI_OP_MAXT];
+        for (int i = 0; i < d->in.ntensors; i++) {
+            const int j = cli_op_tensor(all, d->t[i].name);
+            dt[i] = !d->t[i].output && a[j].present ? (int)a[j].dt : -1;
+            if (!d->t[i].output) *cg_op_args_tensor(d->op, ap, i) = in_tensor(&a[j]);
+        }
+        if (cg_op_dtypes(NULL, d->op, dt, want) != CG_OK) /* a bad mix: the call reports it */
+            for (int i = 0; i < d->in.ntensors; i++) want[i] = CG_F32;
+        for (int i = 0; i < d->in.ntensors; i++) {
+            const cg_tensor_info *t = &d->t[i];
+            if (!t->output) continue;
             /* optional outputs: gradients only of the inputs given; others (hT) always */
-            if (t->optional && t->grad_of && !a[cg__op_tensor(all, t->grad_of)].present) continue;
+            if (t->optional && t->grad_of && !a[cli_op_tensor(all, t->grad_of)].present) continue;
             int64_t shape[4];
-            int nd = cg__op_given_shape(d, i, dims, grouped, hm, shape);
-            if (nseq && (t->flags & CG_TD_PERSEQ)) shape[0] = nseq;
-            *cg__args_tensor(d, ap, i) = out_add(os, t->name, out_dtype(d, i, a, all), nd, shape, &oom);
+            const int nd = want_shape(d, i, &sh, shape);
+            *cg_op_args_tensor(d->op, ap, i) = out_add(os, t->name, want[i], nd, shape, &oom);
         }
     }
     if (oom) {
@@ -540,47 +584,28 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
         goto done;
     }
     for (int p = 0; p < npass && !rc; p++) {
-        const cg_op_desc *d = pass[p];
-        char cbuf[1024], what[32];
-        snprintf(what, sizeof what, "%s %s", d->family, d->bwd ? "backward" : "forward");
+        const cli_op *d = pass[p];
+        char cbuf[1024], what[32], why[512];
+        snprintf(what, sizeof what, "%s %s", d->in.family, d->in.bwd ? "backward" : "forward");
         cg_exec px = *ex;
-        char why[512];
-        const int r = cg__cfg_scope(ex->config, d->op, cbuf, sizeof cbuf, why, sizeof why);
-        if (r < 0) {
+        if (cg_cli_config_for(ex->config, d->in.name, cbuf, sizeof cbuf, &px.config, why, sizeof why) < 0) {
             rc = 2;
             run_fail("--config: %s", why);
             break;
         }
-        px.config = r ? cbuf : NULL;
-        cg_status st;
-        switch (d->op) {
-        case CG_OP_SSD_FWD: st = cg_ssd_fwd(ctx, &args[p].sf, &px); break;
-        case CG_OP_SSD_BWD: st = cg_ssd_bwd(ctx, &args[p].sb, &px); break;
-        case CG_OP_SSCAN_FWD: st = cg_sscan_fwd(ctx, &args[p].cf, &px); break;
-        default: st = cg_sscan_bwd(ctx, &args[p].cb, &px); break;
-        }
+        cg_status st = cg_run(ctx, d->op, &args[p], &px);
         if (st != CG_OK) {
             rc = lib_fail(ctx, what, st, ex);
             break;
         }
-        cg_tune_shape ts; /* the tuned-config key the call looked up, for --verbose */
-        memset(&ts, 0, sizeof ts);
-        ts.sscan = !o->is_ssd;
-        int tdt[CG_OP_MAX_TENSORS];
-        for (int i = 0; i < d->nt; i++) {
-            const cg_tensor *t = cg__args_tensor(d, &args[p], i);
-            tdt[i] = t->data ? (int)t->dtype : -1;
+        if (o->verbose) {
+            cg_tune_shape ts; /* the tuned-config key the call looked up */
+            tune_shape_of(ctx, d, &args[p], &ts);
+            say_dispatch(o, ctx, what, &ts, d->in.bwd);
         }
-        cg__op_dtype_sig(d, tdt, ts.dtype, sizeof ts.dtype);
-        ts.B = dims[CG_SYM_B], ts.G = dims[CG_SYM_G] > 0 ? dims[CG_SYM_G] : 1;
-        if (o->is_ssd) ts.T = dims[CG_SYM_T], ts.H = dims[CG_SYM_H], ts.dk = dims[CG_SYM_DK], ts.dv = dims[CG_SYM_DV];
-        else ts.T = dims[CG_SYM_L], ts.D = dims[CG_SYM_D], ts.N = dims[CG_SYM_N];
-        for (int64_t k = 0; k < nseq; k++) /* a varlen key's longest sequence */
-            if (cu.v[k + 1] - cu.v[k] > ts.varlen_max) ts.varlen_max = cu.v[k + 1] - cu.v[k];
-        say_dispatch(o, ctx, what, &ts, d->bwd);
     }
 done:
-    for (int i = 0; i < CG_OP_MAX_TENSORS; i++) arr_free(&a[i]);
+    for (int i = 0; i < CLI_OP_MAXT; i++) arr_free(&a[i]);
     cg_npy_index_free(&cu);
     return rc;
 }

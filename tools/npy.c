@@ -10,7 +10,6 @@
  * whitespace, keys in any order) and nothing else. */
 #include "npy.h"
 #include "fsutil.h"
-#include "half.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -285,7 +284,7 @@ static float load_le(const unsigned char *raw, int64_t i, int elem, int dtype, i
     if (elem == 2) {
         uint16_t h;
         memcpy(&h, b, 2);
-        return dtype == CG_BF16 ? cg__bf16_to_f32(h) : cg__f16_to_f32(h);
+        return dtype == CG_BF16 ? cg_bf16_to_f32(h) : cg_f16_to_f32(h);
     }
     if (elem == 4) {
         float f;
@@ -559,7 +558,7 @@ int cg_npy_write_tmp_as(const char *path, char *tmp, size_t tmpcap, const float 
     int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, hlen, f) == hlen;
     if (ok && count > 0 && elem == 2) { /* narrowed once, to nearest even (half.h), little-endian */
         for (int64_t i = 0; ok && i < count; i++) {
-            uint16_t h = dtype == CG_BF16 ? cg__f32_to_bf16(data[i]) : cg__f32_to_f16(data[i]);
+            uint16_t h = dtype == CG_BF16 ? cg_f32_to_bf16(data[i]) : cg_f32_to_f16(data[i]);
             unsigned char b[2] = {(unsigned char)(h & 0xff), (unsigned char)(h >> 8)};
             ok = fwrite(b, 1, 2, f) == 2;
         }

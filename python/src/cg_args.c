@@ -1,6 +1,7 @@
 /* cg_args.c -- one C call's argument struct from Python objects (cg_args.h). */
 #include "cg_args.h"
 
+#include <limits.h>
 #include <string.h>
 
 static PyObject *s_data_ptr, *s_dtype, *s_shape, *s_stride, *s_device, *s_contiguous;
@@ -33,29 +34,79 @@ void cgpy_set_torch_index_dtypes(PyObject *i32, PyObject *i64) {
     }
 }
 
-const cg_op_desc *cgpy_op(PyObject *o) {
-    long op = PyLong_AsLong(o);
-    if (op == -1 && PyErr_Occurred()) return NULL;
-    if (op < 0 || op >= CGPY_NOPS) {
-        PyErr_Format(PyExc_ValueError, "op: %ld but expected an op index in [0, %d)", op, CGPY_NOPS);
+/* The ops, read from the public header on first use (with the GIL held). */
+static cgpy_opdesc ops[16];
+static int nops = -1;
+
+static int load_ops(void) {
+    if (nops >= 0) return 0;
+    const int n = cg_op_count();
+    if (n > (int)(sizeof ops / sizeof ops[0])) {
+        PyErr_Format(PyExc_RuntimeError, "chunkgen._C: the library has %d ops, this module takes %d", n,
+                     (int)(sizeof ops / sizeof ops[0]));
+        return -1;
+    }
+    for (int o = 0; o < n; o++) {
+        cgpy_opdesc *d = &ops[o];
+        cg_op_info in = CG__INIT(cg_op_info);
+        if (cg_op_describe(NULL, (cg_op)o, &in) != CG_OK || !cgov_ok((cg_op)o) ||
+            in.ntensors + in.has_varlen > CGPY_MAXT) {
+            PyErr_Format(PyExc_RuntimeError, "chunkgen._C: op %d does not fit this module", o);
+            return -1;
+        }
+        d->op = (cg_op)o;
+        d->name = in.name;
+        d->nt = in.ntensors;
+        d->has_varlen = in.has_varlen;
+        memcpy(d->sym_from, in.sym_from, sizeof d->sym_from);
+        d->nin = 0;
+        for (int i = 0; i < in.ntensors + in.has_varlen; i++) {
+            d->t[i] = (cg_tensor_info)CG__INIT(cg_tensor_info);
+            if (cg_op_tensor_info(NULL, (cg_op)o, i, &d->t[i]) != CG_OK) {
+                PyErr_Format(PyExc_RuntimeError, "chunkgen._C: tensor %d of op %s", i, in.name);
+                return -1;
+            }
+            if (i < in.ntensors && !d->t[i].output) d->nin++;
+        }
+    }
+    nops = n;
+    return 0;
+}
+
+int cgpy_nops(void) { return load_ops() ? -1 : nops; }
+
+const cgpy_opdesc *cgpy_op_at(int op) {
+    if (load_ops()) return NULL;
+    if (op < 0 || op >= nops) {
+        PyErr_Format(PyExc_ValueError, "op: %d but expected an op index in [0, %d)", op, nops);
         return NULL;
     }
-    return intern() ? NULL : cg__op_desc((cg_op)op);
+    return intern() ? NULL : &ops[op];
 }
 
-int cgpy_ninputs(const cg_op_desc *d) {
-    int n = 0;
-    while (n < d->nt && d->t[n].role == CG_TD_IN) n++;
-    return n;
+const cgpy_opdesc *cgpy_op(PyObject *o) {
+    long op = PyLong_AsLong(o);
+    if (op == -1 && PyErr_Occurred()) return NULL;
+    if (op < INT_MIN || op > INT_MAX) op = -1;
+    return cgpy_op_at((int)op);
 }
 
-void cgpy_call_init(cgpy_call *c, const cg_op_desc *d) {
+int cgpy_ninputs(const cgpy_opdesc *d) { return d->nin; }
+
+/* Index of the tensor named name in d, or -1. */
+static int tensor_index(const cgpy_opdesc *d, const char *name) {
+    for (int i = 0; name && i < d->nt; i++)
+        if (!strcmp(d->t[i].name, name)) return i;
+    return -1;
+}
+
+void cgpy_call_init(cgpy_call *c, const cgpy_opdesc *d) {
     memset(c, 0, sizeof *c);
     c->d = d;
 }
 
 void cgpy_call_release(cgpy_call *c) {
-    for (int i = 0; i < CG_OP_MAX_TENSORS; i++)
+    for (int i = 0; i < CGPY_MAXT; i++)
         if (c->got[i]) PyBuffer_Release(&c->bufs[i]);
     for (int i = 0; i < c->nkeep; i++) Py_DECREF(c->keep[i]);
     if (c->cu_got) PyBuffer_Release(&c->cu_buf);
@@ -194,15 +245,15 @@ static int read_tensor_like(PyObject *o, cg_tensor *t, const char *name) {
 }
 
 int cgpy_read(cgpy_call *c, int i, PyObject *o) {
-    const cg_tdesc *td = &c->d->t[i];
-    cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
+    const cg_tensor_info *td = &c->d->t[i];
+    cg_tensor *t = CGPY_T(c, i);
     memset(t, 0, sizeof *t);
     int r;
     if (o == Py_None) return 0;
     if (PyTuple_Check(o)) {
         r = read_descriptor(o, t, td->name);
         if (!r && PyTuple_GET_ITEM(o, 3) == Py_None) return 0; /* contiguous by its owner's word */
-    } else if (PyObject_CheckBuffer(o)) r = read_buffer(o, td->role == CG_TD_OUT, t, &c->bufs[i], &c->got[i], td->name);
+    } else if (PyObject_CheckBuffer(o)) r = read_buffer(o, td->output, t, &c->bufs[i], &c->got[i], td->name);
     else r = read_tensor_like(o, t, td->name);
     if (r) return -1;
     /* The C API reads all-zero strides as "contiguous": a broadcast view must be copied
@@ -266,8 +317,9 @@ static int cu_without_data(PyObject *o, cg_tensor *t, const char *name) {
 }
 
 int cgpy_read_cu(cgpy_call *c, PyObject *o) {
-    const cg_tdesc *td = c->d->varlen;
-    cg_tensor *t = (cg_tensor *)((char *)&c->args + td->arg_off);
+    const cg_tensor_info *td = &c->d->t[c->d->nt];
+    cg_tensor *t = CGPY_T(c, c->d->nt);
+    if (!c->d->has_varlen) return 0;
     memset(t, 0, sizeof *t);
     if (o == Py_None) return 0;
     if (intern()) return -1;
@@ -278,8 +330,8 @@ int cgpy_read_cu(cgpy_call *c, PyObject *o) {
 }
 
 int64_t cgpy_nseq(const cgpy_call *c) {
-    const cg_tensor *t = (const cg_tensor *)((const char *)&c->args + c->d->varlen->arg_off);
-    return t->data && t->ndim == 1 && t->shape[0] > 1 ? t->shape[0] - 1 : 0;
+    const cg_tensor *t = c->d->has_varlen ? cg_op_args_tensor(c->d->op, (void *)&c->args, c->d->nt) : NULL;
+    return t && t->data && t->ndim == 1 && t->shape[0] > 1 ? t->shape[0] - 1 : 0;
 }
 
 /* ------------------------------------------------------- torch tensors */
@@ -289,7 +341,7 @@ static PyObject *s_is_cpu;
 /* The torch front end's checks of input i (o, its dtype and shape objects) against the
  * first input f: a dtype chunkgen maps (their mix is the library's to check), device,
  * rank, no empty dimension. Returns the cg_dtype, -1 with ValueError set. */
-static int check_one(const cg_op_desc *d, int i, PyObject *o, PyObject *dt, PyObject *shape, PyObject *f, int f_cpu) {
+static int check_one(const cgpy_opdesc *d, int i, PyObject *o, PyObject *dt, PyObject *shape, PyObject *f, int f_cpu) {
     const char *name = d->t[i].name, *fname = d->t[0].name;
     int code = torch_dtype(dt, name);
     if (code < 0) return -1;
@@ -335,7 +387,7 @@ static int first_on_cpu(PyObject *f) {
     return c == Py_True;
 }
 
-static int inputs_tuple(const cg_op_desc *d, PyObject *ins) {
+static int inputs_tuple(const cgpy_opdesc *d, PyObject *ins) {
     int nin = cgpy_ninputs(d);
     if (!PyTuple_Check(ins) || PyTuple_GET_SIZE(ins) != nin) {
         PyErr_Format(PyExc_TypeError, "%s: expected a tuple of its %d inputs", d->name, nin);
@@ -346,10 +398,10 @@ static int inputs_tuple(const cg_op_desc *d, PyObject *ins) {
     return intern();
 }
 
-int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins, int *dt_out) {
+int cgpy_check_tensors(const cgpy_opdesc *d, PyObject *ins, int *dt_out) {
     if (inputs_tuple(d, ins)) return -1;
     PyObject *f = PyTuple_GET_ITEM(ins, 0);
-    int r = 0, f_cpu = first_on_cpu(f), dts[CG_OP_MAX_TENSORS];
+    int r = 0, f_cpu = first_on_cpu(f), dts[CGPY_MAXT];
     for (int i = 0; i < d->nt; i++) dts[i] = -1;
     for (int i = 0; r >= 0 && i < PyTuple_GET_SIZE(ins); i++) {
         PyObject *o = PyTuple_GET_ITEM(ins, i);
@@ -378,7 +430,7 @@ static int needs_copy(const cg_tensor *t) {
  * as contiguous (all-zero strides), as its copy will be. */
 static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, int f_cpu) {
     const char *name = c->d->t[i].name;
-    cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
+    cg_tensor *t = CGPY_T(c, i);
     PyObject *dt = PyObject_GetAttr(o, s_dtype), *shape = dt ? PyObject_GetAttr(o, s_shape) : NULL;
     PyObject *st = NULL, *ptr = NULL;
     int r = -1, code = -1;
@@ -403,7 +455,7 @@ out:
 }
 
 int cgpy_read_inputs(cgpy_call *c, PyObject *ins) {
-    const cg_op_desc *d = c->d;
+    const cgpy_opdesc *d = c->d;
     int nin = cgpy_ninputs(d);
     if (!PyTuple_Check(ins) || PyTuple_GET_SIZE(ins) != nin) {
         PyErr_Format(PyExc_TypeError, "%s: expected a tuple of its %d inputs", d->name, nin);
@@ -419,32 +471,30 @@ int cgpy_read_inputs(cgpy_call *c, PyObject *ins) {
     int r = 0, f_cpu = first_on_cpu(f);
     for (int i = 0; r == 0 && i < nin; i++) {
         PyObject *o = PyTuple_GET_ITEM(ins, i);
-        if (o == Py_None) memset(cg__args_tensor(d, &c->args, i), 0, sizeof(cg_tensor));
+        if (o == Py_None) memset(CGPY_T(c, i), 0, sizeof(cg_tensor));
         else r = read_torch_input(c, i, o, f, f_cpu);
     }
     return r;
 }
 
 int cgpy_copy_pending(cgpy_call *c) {
-    for (int i = 0; i < CG_OP_MAX_TENSORS; i++) {
+    for (int i = 0; i < CGPY_MAXT; i++) {
         if (!c->pending[i]) continue;
         PyObject *copy = PyObject_CallMethodNoArgs(c->pending[i], s_contiguous);
         c->pending[i] = NULL;
         if (cgpy_keep(c, copy)) return -1;
         PyObject *ptr = PyObject_CallMethodNoArgs(copy, s_data_ptr);
         if (!ptr) return -1;
-        cg__args_tensor(c->d, &c->args, i)->data = PyLong_AsVoidPtr(ptr); /* strides: all zero, contiguous */
+        CGPY_T(c, i)->data = PyLong_AsVoidPtr(ptr); /* strides: all zero, contiguous */
         Py_DECREF(ptr);
         if (PyErr_Occurred()) return -1;
     }
     return 0;
 }
 
-static size_t dtype_size(int dt) { return dt == CG_F64 ? 8 : dt == CG_BF16 || dt == CG_F16 ? 2 : 4; }
-
 int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const int64_t *shape, int ndim) {
     if (PyTuple_Check(out)) return cgpy_read(c, i, out);
-    cg_tensor *t = cg__args_tensor(c->d, &c->args, i);
+    cg_tensor *t = CGPY_T(c, i);
     memset(t, 0, sizeof *t); /* all-zero strides: contiguous */
     t->dtype = dtype;
     t->ndim = ndim;
@@ -454,7 +504,7 @@ int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const in
         /* no format asked: numpy exports none for ml_dtypes' bfloat16 */
         if (PyObject_GetBuffer(out, &c->bufs[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
         c->got[i] = 1;
-        if (c->bufs[i].len != (Py_ssize_t)(numel * (int64_t)dtype_size(dtype)))
+        if (c->bufs[i].len != (Py_ssize_t)(numel * (int64_t)cg_dtype_size(dtype)))
             return bad(c->d->t[i].name, "the allocator's array has the wrong size for its shape and dtype");
         t->data = c->bufs[i].buf;
         return 0;
@@ -467,44 +517,38 @@ int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const in
 
 /* ------------------------------------------------------- output shapes */
 
-/* Whether input table index i has its G dimension (grouped) given its rank. */
-static int grouped_of(const cg_op_desc *d, const int in_ndim[CG_OP_MAX_TENSORS]) {
+/* Whether the call is grouped (the groupable inputs have their G dimension) given the
+ * inputs' ranks; 1 for ops without groupable tensors. */
+static int grouped_of(const cgpy_opdesc *d, const int in_ndim[CGPY_MAXT]) {
     for (int i = 0; i < d->nt; i++) {
-        const cg_tdesc *td = &d->t[i];
-        if (td->role != CG_TD_IN || td->optional || !(td->flags & CG_TD_GROUPABLE)) continue;
-        int full = 0;
-        for (int k = 0; k < 4; k++) full += td->ext[k] != CG_SYM_NONE;
-        return in_ndim[i] != full - 1; /* as cg__op_derive_dims: grouped unless G is left out */
+        const cg_tensor_info *td = &d->t[i];
+        if (td->output || td->optional || !(td->flags & CG_TENSOR_GROUPABLE)) continue;
+        return in_ndim[i] != td->ndim - 1; /* as the library: grouped unless G is left out */
     }
     return 1;
 }
 
-int cgpy_shape_recipe(const cg_op_desc *d, int i, int hm, const int in_ndim[CG_OP_MAX_TENSORS], int src[4]) {
-    int grouped = grouped_of(d, in_ndim), order[4];
-    int n = cg__op_given_order(d, i, grouped, hm, order);
+int cgpy_shape_recipe(const cgpy_opdesc *d, int i, int hm, const int in_ndim[CGPY_MAXT], int src[4]) {
+    const cg_layout layout = hm ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
+    const int grouped = grouped_of(d, in_ndim);
+    cg_sym syms[CG_MAX_DIMS];
+    int n = cg_op_tensor_dims(d->op, i, layout, grouped, syms);
     for (int k = 0; k < n; k++) {
-        cg_sym s = d->t[i].ext[order[k]];
+        /* the symbol's value comes from the input the op table says (cg_op_info.sym_from);
+         * an extent of 1 when that input lacks the dimension */
+        const int j = d->sym_from[syms[k]];
+        cg_sym sj[CG_MAX_DIMS];
+        const int nj = j >= 0 ? cg_op_tensor_dims(d->op, j, layout, grouped, sj) : 0;
         src[k] = -1;
-        /* the symbol's value comes from the first required input that has it (as in
-         * cg__op_derive_dims); an extent of 1 when that input lacks the dimension */
-        for (int j = 0, found = 0; !found && j < d->nt; j++) {
-            const cg_tdesc *tj = &d->t[j];
-            if (tj->role != CG_TD_IN || tj->optional || d->dim_off[s] == (size_t)-1) continue;
-            int oj[4], nj = cg__op_given_order(d, j, grouped, hm, oj);
-            for (int p = 0; !found && p < nj; p++)
-                if (tj->ext[oj[p]] == s) {
-                    found = 1;
-                    if (p < in_ndim[j]) src[k] = j * 8 + p;
-                }
-        }
+        for (int p = 0; p < nj && src[k] < 0; p++)
+            if (sj[p] == syms[k] && p < in_ndim[j]) src[k] = j * 8 + p;
     }
     return n;
 }
 
-int cgpy_default_want(const cg_op_desc *d, int i, const int present[CG_OP_MAX_TENSORS]) {
+int cgpy_default_want(const cgpy_opdesc *d, int i, const int present[CGPY_MAXT]) {
     const char *of = d->t[i].grad_of;
     if (!of) return 1;
-    int j = cg__op_tensor(d, of);
+    int j = tensor_index(d, of);
     return j >= 0 && present[j];
 }
-

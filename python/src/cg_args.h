@@ -2,8 +2,9 @@
  *
  * Everything about an op's tensors (their names, order, roles, where each lives in the
  * op's args struct, which input gives each output extent) comes from the library's op
- * table (runtime/ops.h, linked into the module with the library's objects); this file
- * and the Python package list no tensor by name. */
+ * table through the public header (cg_op_describe, cg_op_tensor_info, cg_op_tensor_dims,
+ * cg_op_args_tensor: include/chunkgen.h); this file and the Python package list no
+ * tensor by name. */
 #ifndef CG_PY_ARGS_H
 #define CG_PY_ARGS_H
 
@@ -11,30 +12,46 @@
 #include <Python.h>
 
 #include "cg_op_view.h"
-#include "ops.h"
 
-#define CGPY_NOPS (CG_OP_SSCAN_BWD + 1)
+#define CGPY_MAXT 32 /* tensors of an op (cg_op_info.ntensors), cu_seqlens included */
+
+/* One op as the public header describes it, read once (cgpy_op). */
+typedef struct cgpy_opdesc {
+    cg_op op;
+    const char *name; /* "ssd_fwd" */
+    int nt;           /* the float tensors, inputs first (cg_op_info.ntensors) */
+    int nin;          /* the inputs among them */
+    int has_varlen;   /* t[nt] is cu_seqlens */
+    int sym_from[CG_SHAPE_MAX_SYMS]; /* cg_op_info.sym_from: the input that gives each symbol */
+    cg_tensor_info t[CGPY_MAXT];
+} cgpy_opdesc;
 
 /* The op at Python index o (cg_op order); NULL with an exception set. */
-const cg_op_desc *cgpy_op(PyObject *o);
-/* Number of input (role CG_TD_IN) tensors of d; inputs come first in the table. */
-int cgpy_ninputs(const cg_op_desc *d);
+const cgpy_opdesc *cgpy_op(PyObject *o);
+/* The op of index op (0 <= op < cg_op_count()); NULL with an exception set. */
+const cgpy_opdesc *cgpy_op_at(int op);
+/* Number of ops. */
+int cgpy_nops(void);
+/* Number of input tensors of d; inputs come first in the table. */
+int cgpy_ninputs(const cgpy_opdesc *d);
+/* Tensor i's slot in c's args struct (cu_seqlens: i = d->nt). */
+#define CGPY_T(c, i) cg_op_args_tensor((c)->d->op, &(c)->args, (i))
 
 /* One call being built. Owns the buffers it took, the copies and outputs it made. */
 typedef struct cgpy_call {
-    const cg_op_desc *d;
+    const cgpy_opdesc *d;
     cgov_args args;
     cg_exec exec;
-    Py_buffer bufs[CG_OP_MAX_TENSORS];
-    int got[CG_OP_MAX_TENSORS];
-    PyObject *keep[CG_OP_MAX_TENSORS + 1]; /* owned references: copies, outputs, workspace */
+    Py_buffer bufs[CGPY_MAXT];
+    int got[CGPY_MAXT];
+    PyObject *keep[CGPY_MAXT + 1]; /* owned references: copies, outputs, workspace */
     int nkeep;
-    PyObject *pending[CG_OP_MAX_TENSORS]; /* borrowed: torch inputs to copy (cgpy_copy_pending) */
+    PyObject *pending[CGPY_MAXT]; /* borrowed: torch inputs to copy (cgpy_copy_pending) */
     Py_buffer cu_buf; /* cu_seqlens when given as a buffer (numpy) */
     int cu_got;
 } cgpy_call;
 
-void cgpy_call_init(cgpy_call *c, const cg_op_desc *d);
+void cgpy_call_init(cgpy_call *c, const cgpy_opdesc *d);
 void cgpy_call_release(cgpy_call *c);
 /* Keep a new reference until cgpy_call_release (steals o; o may be NULL: returns -1). */
 int cgpy_keep(cgpy_call *c, PyObject *o);
@@ -65,7 +82,7 @@ void cgpy_set_torch_dtypes(PyObject *const dts[CGPY_NDTYPES]);
  * tensors or fake tensors or None): each dtype float32, float64, bfloat16 or float16, the
  * first's device, at most CG_MAX_DIMS dimensions, no empty dimension. -1: ValueError.
  * dt (may be NULL): each tensor's cg_dtype in table order (-1: absent or an output). */
-int cgpy_check_tensors(const cg_op_desc *d, PyObject *ins, int *dt);
+int cgpy_check_tensors(const cgpy_opdesc *d, PyObject *ins, int *dt);
 /* Fill c's inputs from ins (the op's inputs in table order). Numpy arrays and descriptors
  * as cgpy_read; torch tensors (when the first input is one) checked as cgpy_check_tensors, read in one pass;
  * one the C API cannot take as it is (the innermost stride is not 1, or every stride is
@@ -82,9 +99,9 @@ int cgpy_set_output(cgpy_call *c, int i, PyObject *out, cg_dtype dtype, const in
 /* Which input gives each dimension of tensor i: src[k] = input table index * 8 + the
  * dimension's position, -1 for an extent of 1; ndims of the inputs (-1: absent) decide
  * whether grouped tensors have their G dimension. Returns tensor i's rank. */
-int cgpy_shape_recipe(const cg_op_desc *d, int i, int hm, const int in_ndim[CG_OP_MAX_TENSORS], int src[4]);
+int cgpy_shape_recipe(const cgpy_opdesc *d, int i, int hm, const int in_ndim[CGPY_MAXT], int src[4]);
 /* Whether output i is computed by default: forward outputs always; a gradient when its
  * input is given (present[] by input table index). */
-int cgpy_default_want(const cg_op_desc *d, int i, const int present[CG_OP_MAX_TENSORS]);
+int cgpy_default_want(const cgpy_opdesc *d, int i, const int present[CGPY_MAXT]);
 
 #endif

@@ -111,7 +111,7 @@ cg_tensor tensor_of(const ffi::AnyBuffer &b) {
 /* Fill args from the call's buffers (op's tensors in the op table's order). */
 ffi::Error fill(int64_t op, int64_t flag, int64_t present, const ffi::RemainingArgs &ins,
                 const ffi::RemainingRets &outs, cgov_args *args) {
-    if (op < 0 || op >= CGOV_NOPS) return ffi::Error::InvalidArgument("op: unknown op index " + std::to_string(op));
+    if (op < 0 || op >= cgov_nops() || !cgov_ok((cg_op)op)) return ffi::Error::InvalidArgument("op: unknown op index " + std::to_string(op));
     cg_op o = (cg_op)op;
     *args = cgov_args{}; /* every size 0: this header's layout */
     size_t ni = 0, no = 0;

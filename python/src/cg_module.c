@@ -7,7 +7,7 @@
  * a tuple of every tensor of the op, each None, a buffer (numpy), a torch tensor or a raw
  * (ptr, dtype, shape, strides) descriptor (strides in elements), for callers with their
  * own memory (JAX, the overhead bench). The order of an op's tensors, their names and
- * roles come from the library's op table (ops(): runtime/ops.h); nothing here lists them.
+ * roles come from the library's op table (ops(): cg_op_describe); nothing here lists them.
  * Every failing status raises ValueError (CG_EINVAL) or RuntimeError carrying cg_errmsg.
  * The library's log goes to a Python handler (set_log_handler; chunkgen's is the
  * "chunkgen" logger).
@@ -84,18 +84,18 @@ cg_context *cgpy_thread_ctx(void) { return thread_ctx(); }
 /* -------------------------------------------------------------- dtypes */
 
 /* Each output's storage dtype from the inputs': dt[i] in table order, the inputs' given
- * (-1: absent), the outputs' written, by the library's own rules (cg__op_dtypes, which its
+ * (-1: absent), the outputs' written, by the library's own rules (cg_op_dtypes, which its
  * validation applies: o follows v, y follows x, a gradient its input, states float32;
  * docs/dtypes.md). A mix the library rejects raises its message: -1. */
 static cg_context *thread_ctx(void);
 static PyObject *raise_status(cg_status s, cg_context *ctx);
 
-static int resolve_dtypes(const cg_op_desc *d, int dt[CG_OP_MAX_TENSORS]) {
+static int resolve_dtypes(const cgpy_opdesc *d, int dt[CGPY_MAXT]) {
     cg_context *ctx = thread_ctx();
     if (!ctx) return -1;
-    cg_dtype want[CG_OP_MAX_TENSORS], math;
+    cg_dtype want[CGPY_MAXT];
     for (int i = cgpy_ninputs(d); i < d->nt; i++) dt[i] = -1;
-    cg_status s = cg__op_dtypes(ctx, d, dt, want, &math);
+    cg_status s = cg_op_dtypes(ctx, d->op, dt, want);
     if (s != CG_OK) {
         raise_status(s, ctx);
         return -1;
@@ -105,13 +105,6 @@ static int resolve_dtypes(const cg_op_desc *d, int dt[CG_OP_MAX_TENSORS]) {
 }
 
 /* ---------------------------------------------------------- the calls */
-
-typedef cg_status (*op_fn)(cg_context *, const void *, const cg_exec *);
-static cg_status call_ssd_fwd(cg_context *c, const void *a, const cg_exec *e) { return cg_ssd_fwd(c, a, e); }
-static cg_status call_ssd_bwd(cg_context *c, const void *a, const cg_exec *e) { return cg_ssd_bwd(c, a, e); }
-static cg_status call_sscan_fwd(cg_context *c, const void *a, const cg_exec *e) { return cg_sscan_fwd(c, a, e); }
-static cg_status call_sscan_bwd(cg_context *c, const void *a, const cg_exec *e) { return cg_sscan_bwd(c, a, e); }
-static const op_fn op_fns[CGPY_NOPS] = {call_ssd_fwd, call_ssd_bwd, call_sscan_fwd, call_sscan_bwd}; /* cg_op order */
 
 /* The exec arguments of every entry: backend, config (str or None), verbose. */
 static int parse_exec(PyObject *backend, PyObject *config, PyObject *verbose, cg_exec *e) {
@@ -138,7 +131,7 @@ static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
                         "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens])");
         return -1;
     }
-    const cg_op_desc *d = cgpy_op(a[0]);
+    const cgpy_opdesc *d = cgpy_op(a[0]);
     if (!d) return -1;
     c->d = d;
     if (!PyTuple_Check(a[1]) || PyTuple_GET_SIZE(a[1]) != d->nt) {
@@ -161,7 +154,7 @@ static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
 /* backend auto with float64 inputs (tensor 0) runs the float64 reference, `ref`: the
  * front ends' rule for call() and validate(). */
 static void auto_f64_ref(cgpy_call *c) {
-    const cg_tensor *first = cg__args_tensor(c->d, &c->args, 0);
+    const cg_tensor *first = CGPY_T(c, 0);
     if (c->exec.backend == CG_BACKEND_AUTO && first->data && first->dtype == CG_F64) c->exec.backend = CG_BACKEND_REF;
 }
 
@@ -181,7 +174,7 @@ static PyObject *invoke(cgpy_call *c, size_t *bytes) {
     if (!ctx) return NULL;
     cg_status s;
     Py_BEGIN_ALLOW_THREADS
-    s = bytes ? cg_workspace_size(ctx, c->d->op, &c->args, &c->exec, bytes) : op_fns[c->d->op](ctx, &c->args, &c->exec);
+    s = bytes ? cg_workspace_size(ctx, c->d->op, &c->args, &c->exec, bytes) : cg_run(ctx, c->d->op, &c->args, &c->exec);
     Py_END_ALLOW_THREADS
     if (s != CG_OK) return raise_status(s, ctx);
     Py_RETURN_NONE;
@@ -245,13 +238,13 @@ static PyObject *make_output(PyObject *empty, PyObject *dtypes, int dt, PyObject
  * any output is made. backend auto with float64 inputs runs `ref`. With
  * a stream (CUDA), ws_empty(n) gives the call's n bytes of workspace (cg_workspace_size)
  * when n > 0. cu_seqlens (None when left out): the op's offsets (cgpy_read_cu); the states
- * (CG_TD_PERSEQ outputs) are then made with N = len(cu_seqlens) - 1 in their B dimension,
+ * (CG_TENSOR_PER_SEQ outputs) are then made with N = len(cu_seqlens) - 1 in their B dimension,
  * as the library's validation expects them. */
 static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != 11 && na != 12)
         return PyErr_Format(PyExc_TypeError, "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, "
                                              "stream, ws_empty[, cu_seqlens])");
-    const cg_op_desc *d = cgpy_op(a[0]);
+    const cgpy_opdesc *d = cgpy_op(a[0]);
     if (!d) return NULL;
     int nin = cgpy_ninputs(d);
     long want = PyLong_AsLong(a[2]);
@@ -261,11 +254,11 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     cgpy_call_init(&c, d);
     PyObject *result = NULL, *r = NULL;
     if (parse_exec(a[4], a[5], a[6], &c.exec)) goto done;
-    int present[CG_OP_MAX_TENSORS] = {0}, ndim[CG_OP_MAX_TENSORS], dt[CG_OP_MAX_TENSORS];
+    int present[CGPY_MAXT] = {0}, ndim[CGPY_MAXT], dt[CGPY_MAXT];
     if (cgpy_read_inputs(&c, a[1]) || (na == 12 && cgpy_read_cu(&c, a[11]))) goto done;
     const int64_t nseq = cgpy_nseq(&c);
     for (int i = 0; i < d->nt; i++) {
-        const cg_tensor *t = cg__args_tensor(d, &c.args, i);
+        const cg_tensor *t = CGPY_T(&c, i);
         present[i] = i < nin && t->data;
         ndim[i] = present[i] ? t->ndim : -1;
         dt[i] = present[i] ? (int)t->dtype : -1;
@@ -287,8 +280,8 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
             int64_t ext[4];
             PyObject *shape = PyTuple_New(n);
             for (int k = 0; shape && k < n; k++) {
-                ext[k] = src[k] < 0 ? 1 : cg__args_tensor(d, &c.args, src[k] / 8)->shape[src[k] % 8];
-                if (k == 0 && nseq && (d->t[i].flags & CG_TD_PERSEQ)) ext[k] = nseq; /* a state per sequence */
+                ext[k] = src[k] < 0 ? 1 : CGPY_T(&c, src[k] / 8)->shape[src[k] % 8];
+                if (k == 0 && nseq && (d->t[i].flags & CG_TENSOR_PER_SEQ)) ext[k] = nseq; /* a state per sequence */
                 PyObject *e = PyLong_FromLongLong(ext[k]);
                 if (!e) Py_CLEAR(shape);
                 else PyTuple_SET_ITEM(shape, k, e);
@@ -335,7 +328,7 @@ done:
 }
 
 /* The outputs' part of dt (resolve_dtypes) as a tuple of ints. */
-static PyObject *out_dtype_tuple(const cg_op_desc *d, const int dt[CG_OP_MAX_TENSORS]) {
+static PyObject *out_dtype_tuple(const cgpy_opdesc *d, const int dt[CGPY_MAXT]) {
     int nin = cgpy_ninputs(d);
     PyObject *r = PyTuple_New(d->nt - nin);
     for (int i = nin; r && i < d->nt; i++) {
@@ -350,8 +343,8 @@ static PyObject *out_dtype_tuple(const cg_op_desc *d, const int dt[CG_OP_MAX_TEN
  * its fake implementations', which make their outputs in those dtypes). */
 static PyObject *py_check_tensors(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != 2) return PyErr_Format(PyExc_TypeError, "check_tensors(op, inputs)");
-    const cg_op_desc *d = cgpy_op(a[0]);
-    int dt[CG_OP_MAX_TENSORS];
+    const cgpy_opdesc *d = cgpy_op(a[0]);
+    int dt[CGPY_MAXT];
     if (!d || cgpy_check_tensors(d, a[1], dt) || resolve_dtypes(d, dt)) return NULL;
     return out_dtype_tuple(d, dt);
 }
@@ -360,9 +353,9 @@ static PyObject *py_check_tensors(PyObject *self, PyObject *const *a, Py_ssize_t
  * absent), by the library's rules; ValueError with its message for a mix it rejects. */
 static PyObject *py_output_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != 2) return PyErr_Format(PyExc_TypeError, "output_dtypes(op, dtypes)");
-    const cg_op_desc *d = cgpy_op(a[0]);
+    const cgpy_opdesc *d = cgpy_op(a[0]);
     if (!d) return NULL;
-    int nin = cgpy_ninputs(d), dt[CG_OP_MAX_TENSORS];
+    int nin = cgpy_ninputs(d), dt[CGPY_MAXT];
     if (!PyTuple_Check(a[1]) || PyTuple_GET_SIZE(a[1]) != nin)
         return PyErr_Format(PyExc_TypeError, "%s: expected the dtypes of its %d inputs", d->name, nin);
     for (int i = 0; i < nin; i++) {
@@ -381,18 +374,18 @@ static PyObject *py_output_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t
  * wanted, want as in call()), built from the inputs' shapes (tuples of ints or of
  * symbolic sizes: the entries are taken, not read), None for an absent input. An
  * extent an input lacks is 1 (the C call then names the wrong argument). nseq (an int or
- * a symbolic size; None: no cu_seqlens) is the states' (CG_TD_PERSEQ) first extent. */
+ * a symbolic size; None: no cu_seqlens) is the states' (CG_TENSOR_PER_SEQ) first extent. */
 static PyObject *py_output_shapes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != 4 && na != 5) return PyErr_Format(PyExc_TypeError, "output_shapes(op, flag, shapes, want[, nseq])");
     PyObject *nseq = na == 5 && a[4] != Py_None ? a[4] : NULL;
-    const cg_op_desc *d = cgpy_op(a[0]);
+    const cgpy_opdesc *d = cgpy_op(a[0]);
     if (!d) return NULL;
     int flag = PyObject_IsTrue(a[1]), nin = cgpy_ninputs(d);
     long want = PyLong_AsLong(a[3]);
     if (flag < 0 || (want == -1 && PyErr_Occurred())) return NULL;
     if (!PyTuple_Check(a[2]) || PyTuple_GET_SIZE(a[2]) != nin)
         return PyErr_Format(PyExc_TypeError, "%s: expected the shapes of its %d inputs", d->name, nin);
-    int present[CG_OP_MAX_TENSORS] = {0}, ndim[CG_OP_MAX_TENSORS];
+    int present[CGPY_MAXT] = {0}, ndim[CGPY_MAXT];
     for (int i = 0; i < d->nt; i++) ndim[i] = -1;
     for (int i = 0; i < nin; i++) {
         PyObject *s = PyTuple_GET_ITEM(a[2], i);
@@ -409,7 +402,7 @@ static PyObject *py_output_shapes(PyObject *self, PyObject *const *a, Py_ssize_t
         if (!on) Py_INCREF(shape);
         for (int k = 0; shape && k < n; k++) {
             PyObject *e = src[k] < 0 ? PyLong_FromLong(1) : PyTuple_GET_ITEM(PyTuple_GET_ITEM(a[2], src[k] / 8), src[k] % 8);
-            if (k == 0 && nseq && (d->t[i].flags & CG_TD_PERSEQ)) {
+            if (k == 0 && nseq && (d->t[i].flags & CG_TENSOR_PER_SEQ)) {
                 if (src[k] < 0) Py_DECREF(e);
                 e = nseq; /* a state per sequence */
                 Py_INCREF(e);
@@ -442,11 +435,11 @@ static PyObject *py_bench(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     cg_status s = CG_OK;
     double wall = 0, cpu = 0;
     if (parse_call(a + 1, na - 1, &c) == 0 && (ctx = thread_ctx())) {
-        op_fn fn = op_fns[c.d->op];
+        const cg_op op = c.d->op;
         Py_BEGIN_ALLOW_THREADS
         wall = secs(CLOCK_MONOTONIC);
         cpu = secs(CLOCK_PROCESS_CPUTIME_ID);
-        for (long r = 0; r < reps && s == CG_OK; r++) s = fn(ctx, &c.args, &c.exec);
+        for (long r = 0; r < reps && s == CG_OK; r++) s = cg_run(ctx, op, &c.args, &c.exec);
         wall = (secs(CLOCK_MONOTONIC) - wall) / (double)reps;
         cpu = (secs(CLOCK_PROCESS_CPUTIME_ID) - cpu) / (double)reps;
         Py_END_ALLOW_THREADS
@@ -493,21 +486,23 @@ static PyObject *py_set_log_handler(PyObject *self, PyObject *arg) {
  * symbol names of its logical (token-major) dimensions ("B", "T", "G", "dk", ...; "" for
  * an extent of 1); layout: head-major swaps dimensions 1 and 2; grad_of: the input a
  * backward output is the gradient of, or None. */
-static PyObject *tensor_facts(const cg_tdesc *t) {
+static PyObject *tensor_facts(const cg_tensor_info *t) {
     PyObject *ext = PyTuple_New(4);
     for (int k = 0; ext && k < 4; k++) PyTuple_SET_ITEM(ext, k, PyUnicode_FromString(cg_sym_name(t->ext[k])));
     if (!ext) return NULL;
-    return Py_BuildValue("(sNNNz)", t->name, PyBool_FromLong(t->role == CG_TD_OUT), ext,
-                         PyBool_FromLong((t->flags & CG_TD_LAYOUT) != 0), t->grad_of);
+    return Py_BuildValue("(sNNNz)", t->name, PyBool_FromLong(t->output), ext,
+                         PyBool_FromLong((t->flags & CG_TENSOR_LAYOUT) != 0), t->grad_of);
 }
 
-/* ops() -> ((name, (tensor facts, ...)), ...) in cg_op order, from the op table: the
- * order run()'s tensors tuple follows, inputs (call()'s inputs) first. */
+/* ops() -> ((name, (tensor facts, ...)), ...) in cg_op order, from the op table
+ * (cg_op_describe, cg_op_tensor_info): the order run()'s tensors tuple follows, inputs
+ * (call()'s inputs) first. */
 static PyObject *py_ops(PyObject *self, PyObject *unused) {
-    PyObject *r = PyTuple_New(CGPY_NOPS);
-    for (int o = 0; r && o < CGPY_NOPS; o++) {
-        const cg_op_desc *d = cg__op_desc((cg_op)o);
-        PyObject *ts = PyTuple_New(d->nt), *e = NULL;
+    const int nops = cgpy_nops();
+    PyObject *r = nops < 0 ? NULL : PyTuple_New(nops);
+    for (int o = 0; r && o < nops; o++) {
+        const cgpy_opdesc *d = cgpy_op_at(o);
+        PyObject *ts = d ? PyTuple_New(d->nt) : NULL, *e = NULL;
         for (int i = 0; ts && i < d->nt; i++) {
             PyObject *f = tensor_facts(&d->t[i]);
             if (!f) Py_CLEAR(ts);

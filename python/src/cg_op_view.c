@@ -1,26 +1,31 @@
-/* cg_op_view.c -- the op table through cg_op_view.h's plain C interface. */
+/* cg_op_view.c -- the op table through cg_op_view.h's few calls, over the public API. */
 #include "cg_op_view.h"
 
-#include "ops.h"
-
-const char *cgov_op_name(cg_op op) { return cg__op_desc(op)->name; }
-int cgov_ntensors(cg_op op) { return cg__op_desc(op)->nt; }
-const char *cgov_tensor_name(cg_op op, int i) { return cg__op_desc(op)->t[i].name; }
-int cgov_is_output(cg_op op, int i) { return cg__op_desc(op)->t[i].role == CG_TD_OUT; }
-
-cg_tensor *cgov_tensor(cg_op op, cgov_args *args, int i) {
-    return (cg_tensor *)((char *)args + cg__op_desc(op)->t[i].arg_off);
+static cg_op_info info_of(cg_op op) {
+    cg_op_info in = CG__INIT(cg_op_info);
+    if (cg_op_describe(NULL, op, &in) != CG_OK) in.ntensors = 0;
+    return in;
 }
 
-cg_tensor *cgov_cu(cg_op op, cgov_args *args) {
-    return (cg_tensor *)((char *)args + cg__op_desc(op)->varlen->arg_off);
+static cg_tensor_info tensor_of(cg_op op, int i) {
+    cg_tensor_info t = CG__INIT(cg_tensor_info);
+    if (cg_op_tensor_info(NULL, op, i, &t) != CG_OK) t.name = "?";
+    return t;
 }
+
+int cgov_nops(void) { return cg_op_count(); }
+int cgov_ok(cg_op op) { return cg_op_name(op) && info_of(op).args_size <= CGOV_ARGS_BYTES; }
+const char *cgov_op_name(cg_op op) { return cg_op_name(op); }
+int cgov_ntensors(cg_op op) { return info_of(op).ntensors; }
+const char *cgov_tensor_name(cg_op op, int i) { return tensor_of(op, i).name; }
+int cgov_is_output(cg_op op, int i) { return tensor_of(op, i).output; }
+cg_tensor *cgov_tensor(cg_op op, cgov_args *args, int i) { return cg_op_args_tensor(op, args, i); }
+cg_tensor *cgov_cu(cg_op op, cgov_args *args) { return cg_op_args_tensor(op, args, info_of(op).ntensors); }
 
 void cgov_set_flag(cg_op op, cgov_args *args, int flag) {
-    const cg_op_desc *d = cg__op_desc(op);
-    if (d->layout_arg_off != (size_t)-1)
-        *(cg_layout *)((char *)args + d->layout_arg_off) = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
-    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = flag != 0;
+    cg_layout *layout = cg_op_args_layout(op, args);
+    if (layout) *layout = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
+    for (int k = 0, *p; (p = cg_op_args_scalar(op, args, k)); k++) *p = flag != 0;
 }
 
 cg_status cgov_call(cg_context *ctx, cg_op op, const cgov_args *args, const cg_exec *exec) {

@@ -1,11 +1,13 @@
-/* cg_op_view.h -- the library's op table (runtime/ops.h) seen through a plain C interface
- * that C++ can include (ops.h pulls in C11 headers C++ does not take). Used by the XLA FFI
- * shim (cg_jax_ffi.cc) and by the CPython module's argument builder (cg_args.c): neither
- * lists an op's tensors itself. Tensor i is in the op table's order: inputs first. */
+/* cg_op_view.h -- the op table as the public header describes it (cg_op_describe,
+ * cg_op_tensor_info, cg_op_args_tensor ...), in the few calls the XLA FFI shim
+ * (cg_jax_ffi.cc) and the CPython module's argument builder (cg_args.c) need: neither
+ * lists an op's tensors itself, and neither names an op. Tensor i is in the op table's
+ * order: inputs first. */
 #ifndef CG_OP_VIEW_H
 #define CG_OP_VIEW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "chunkgen.h"
 
@@ -13,27 +15,31 @@
 extern "C" {
 #endif
 
-/* Every op's args struct fits this (a union of the four). */
-typedef union cgov_args {
-    cg_ssd_fwd_args ssd_fwd;
-    cg_ssd_bwd_args ssd_bwd;
-    cg_sscan_fwd_args sscan_fwd;
-    cg_sscan_bwd_args sscan_bwd;
+/* Room for any op's args struct (cg_op_info.args_size, checked by cgov_ok). */
+#define CGOV_ARGS_BYTES 4096
+typedef struct cgov_args {
+    union {
+        unsigned char bytes[CGOV_ARGS_BYTES]; /* first: cgov_args{} zeroes it all */
+        int64_t align_;
+        void *align_p_;
+    } u;
 } cgov_args;
 
-#define CGOV_NOPS (CG_OP_SSCAN_BWD + 1)
-
+/* Number of ops (cg_op_count). */
+int cgov_nops(void);
+/* Whether op is an op whose args struct fits a cgov_args. */
+int cgov_ok(cg_op op);
 const char *cgov_op_name(cg_op op);
 int cgov_ntensors(cg_op op);
 const char *cgov_tensor_name(cg_op op, int i);
 int cgov_is_output(cg_op op, int i);
 /* Tensor i's slot in args (an args struct of op's type). */
 cg_tensor *cgov_tensor(cg_op op, cgov_args *args, int i);
-/* The op's cu_seqlens slot in args (its op table `varlen` row; docs/varlen.md). */
+/* The op's cu_seqlens slot in args (tensor ntensors; docs/varlen.md). */
 cg_tensor *cgov_cu(cg_op op, cgov_args *args);
 /* The op's int flag: layout for SSD (nonzero: head-major), its scalars (delta_softplus). */
 void cgov_set_flag(cg_op op, cgov_args *args, int flag);
-/* The public entry point of op on args (cg_ssd_fwd ...). */
+/* The op's call on args (cg_run). */
 cg_status cgov_call(cg_context *ctx, cg_op op, const cgov_args *args, const cg_exec *exec);
 
 #ifdef __cplusplus

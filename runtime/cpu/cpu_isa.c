@@ -162,8 +162,8 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
 
 typedef struct dflt_entry {
     char kernel[16];
-    cg_kshape ks;
-    int threads, isa, used;
+    cg_shape shape;
+    int flags, threads, isa, used;
     cg_cfg cfg;
 } dflt_entry;
 
@@ -172,19 +172,14 @@ static dflt_entry dflt_tab[DFLT_SLOTS];
 static unsigned dflt_next;
 static pthread_mutex_t dflt_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int ks_equal(const cg_kshape *a, const cg_kshape *b) {
-    return a->B == b->B && a->T == b->T && a->G == b->G && a->H == b->H && a->dk == b->dk && a->dv == b->dv &&
-           a->L == b->L && a->D == b->D && a->N == b->N && a->flags == b->flags;
-}
-
-cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_kshape *shape, cg_cfg *out) {
+cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, cg_cfg *out) {
     const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
     const int threads = cg__pool_size(cg__ctx_pool(ctx));
     pthread_mutex_lock(&dflt_lock);
     for (int i = 0; i < DFLT_SLOTS; i++) {
         const dflt_entry *e = &dflt_tab[i];
-        if (e->used && e->threads == threads && e->isa == (int)isa->isa && !strcmp(e->kernel, kernel) &&
-            ks_equal(&e->ks, shape)) {
+        if (e->used && e->threads == threads && e->isa == (int)isa->isa && e->flags == flags &&
+            !strcmp(e->kernel, kernel) && cg_shape_equal(&e->shape, shape)) {
             *out = e->cfg;
             pthread_mutex_unlock(&dflt_lock);
             return CG_OK;
@@ -193,13 +188,15 @@ cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_ks
     pthread_mutex_unlock(&dflt_lock);
     cg_devinfo dev;
     cg__cpu_devinfo(&dev, threads);
-    cg_status st = cg__gen_resolve(ctx, kernel, shape, &dev, NULL, out);
+    cg_kshape ks;
+    cg__kshape_of(shape, flags, &ks);
+    cg_status st = cg__gen_resolve(ctx, kernel, &ks, &dev, NULL, out);
     if (st != CG_OK) return st;
     pthread_mutex_lock(&dflt_lock);
     dflt_entry *e = &dflt_tab[dflt_next++ % DFLT_SLOTS];
     memset(e, 0, sizeof *e);
     snprintf(e->kernel, sizeof e->kernel, "%s", kernel);
-    e->ks = *shape, e->threads = threads, e->isa = (int)isa->isa, e->cfg = *out, e->used = 1;
+    e->shape = *shape, e->flags = flags, e->threads = threads, e->isa = (int)isa->isa, e->cfg = *out, e->used = 1;
     pthread_mutex_unlock(&dflt_lock);
     return CG_OK;
 }

@@ -4,6 +4,7 @@
 #include "sscan_cpu.h"
 
 #include "gen.h"
+#include "ops.h"
 
 #include <string.h>
 
@@ -11,12 +12,11 @@ cg_status cg__sscan_cpu_params_default(cg_context *ctx, const cg_sscan_prob *p, 
     memset(out, 0, sizeof *out);
     out->segment = 64, out->block_d = 16; /* an empty problem: nothing runs */
     if (p->B < 1 || p->L < 1 || p->D < 1 || p->N < 1 || p->G < 1) return CG_OK;
-    cg_kshape ks;
-    memset(&ks, 0, sizeof ks);
-    ks.B = p->B, ks.L = p->L, ks.D = p->D, ks.N = p->N, ks.G = p->G;
-    ks.flags = (bwd ? CG_KS_BWD : 0) | (p->grouped ? CG_KS_GROUPED : 0) | (cg__sscan_seq_major(p) ? CG_KS_SEQ_MAJOR : 0);
+    cg_shape shape;
+    cg__shape_of_prob(cg__op_desc(bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD), p, &shape);
     cg_cfg def;
-    cg_status st = cg__cpu_space_default(ctx, "sscan_cpu", &ks, &def);
+    cg_status st = cg__cpu_space_default(ctx, "sscan_cpu", &shape,
+                                         (bwd ? CG_KS_BWD : 0) | (cg__sscan_seq_major(p) ? CG_KS_SEQ_MAJOR : 0), &def);
     if (st != CG_OK) return st;
     int64_t seg = 0, bd = 0, th = 0;
     if ((st = cg__cfg_pin_int(ctx, &def, "segment", 1, 1 << 20, "sscan_cpu.lua default", &seg, NULL)) != CG_OK ||

@@ -5,6 +5,7 @@
 #include "ssd_cpu.h"
 
 #include "gen.h"
+#include "ops.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -84,12 +85,10 @@ cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int 
     memset(out, 0, sizeof *out);
     out->chunk = 64, out->block_dv = (int)(p->dv > 0 ? p->dv : 1); /* an empty problem: nothing runs */
     if (p->B < 1 || p->T < 1 || p->H < 1 || p->G < 1 || p->dk < 1 || p->dv < 1) return CG_OK;
-    cg_kshape ks;
-    memset(&ks, 0, sizeof ks);
-    ks.B = p->B, ks.T = p->T, ks.G = p->G, ks.H = p->H, ks.dk = p->dk, ks.dv = p->dv;
-    ks.flags = bwd ? CG_KS_BWD : 0;
+    cg_shape shape;
+    cg__shape_of_prob(cg__op_desc(bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD), p, &shape);
     cg_cfg def;
-    cg_status st = cg__cpu_space_default(ctx, "ssd_cpu", &ks, &def);
+    cg_status st = cg__cpu_space_default(ctx, "ssd_cpu", &shape, bwd ? CG_KS_BWD : 0, &def);
     if (st != CG_OK) return st;
     int64_t chunk = 0, bdv = 0, th = 0;
     if ((st = cg__cfg_pin_int(ctx, &def, "chunk", 1, 1024, "ssd_cpu.lua default", &chunk, NULL)) != CG_OK ||

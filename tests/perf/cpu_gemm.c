@@ -83,11 +83,12 @@ enum { NPRESETS = sizeof k_presets / sizeof k_presets[0] };
 /* The CPU path's default forward chunk for the preset at T = 2048 on 1 thread and the
  * running variant: generator/cpu/ssd_cpu.lua's default(), as the library resolves it. */
 static int64_t default_chunk(cg_context *ctx, const preset *ps) {
-    cg_kshape ks;
-    memset(&ks, 0, sizeof ks);
-    ks.B = ps->B, ks.T = 2048, ks.G = ps->G, ks.H = ps->H, ks.dk = ps->dk, ks.dv = ps->dv;
+    char text[CG_SHAPE_TEXT_MAX];
+    snprintf(text, sizeof text, "ssd_fwd:B=%lld,T=2048,G=%lld,H=%lld,dk=%lld,dv=%lld", (long long)ps->B,
+             (long long)ps->G, (long long)ps->H, (long long)ps->dk, (long long)ps->dv);
+    cg_shape shape = CG__INIT(cg_shape);
     cg_cfg def;
-    if (cg__cpu_space_default(ctx, "ssd_cpu", &ks, &def) != CG_OK) {
+    if (cg_shape_parse(ctx, text, &shape) != CG_OK || cg__cpu_space_default(ctx, "ssd_cpu", &shape, 0, &def) != CG_OK) {
         fprintf(stderr, "cg_bench_cpu_gemm: no default config for %s: %s\n", ps->name, cg_errmsg(ctx));
         exit(1);
     }
