@@ -14,8 +14,6 @@
 
 #include "chunkgen.h"
 #include "bench_probe.h"
-#include "internal.h"
-#include "ops.h"
 
 #include <jansson.h>
 
@@ -87,6 +85,23 @@ enum { S_Q, S_K, S_V, S_LA, S_H0, S_O, S_HT, S_DO, S_DHT, S_DQ, S_DK, S_DV, S_DL
 enum { X_X, X_DELTA, X_A, X_B, X_C, X_D, X_Z, X_BIAS, X_H0, X_Y, X_HT, X_DY, X_DHT, X_DX, X_DDELTA, X_DA, X_DB, X_DC,
        X_DD, X_DZ, X_DBIAS, X_DH0, X_COUNT };
 #define MAX_T 24
+
+/* An op as the bench sees it: the public description (cg_op_describe, cg_op_tensor_info)
+ * and each tensor's dims in the order a caller gives them, token-major and ungrouped
+ * (cg_op_tensor_dims). */
+typedef struct bop {
+    cg_op op;
+    cg_op_info in;
+    cg_tensor_info t[MAX_T];
+    int nd[MAX_T];
+    cg_sym dims[MAX_T][CG_MAX_DIMS];
+} bop;
+
+/* Room for any op's args struct (checked against cg_op_info.args_size). */
+typedef union bench_args {
+    max_align_t align;
+    unsigned char b[4096];
+} bench_args;
 
 typedef struct cell {
     const bconfig *cfg;
@@ -184,7 +199,15 @@ double bench_tval(const btensor *t, int64_t off);
 int bench_cell_alloc(cell *c, char *err, size_t errlen);
 void bench_cell_free(cell *c);
 /* The forward (bwd 0) or backward (bwd 1) op of the cell's family. */
-const cg_op_desc *bench_cell_op(const cell *c, int bwd);
+const bop *bench_cell_op(const cell *c, int bwd);
+/* The index of d's tensor named name, or -1. */
+int bench_op_tensor(const bop *d, const char *name);
+/* Print what failed and abort: a broken invariant of the bench itself. */
+#define BENCH_CHECK(cond)                                                                                   \
+    do {                                                                                                   \
+        if (!(cond)) bench_die(__FILE__, __LINE__, #cond);                                                 \
+    } while (0)
+void bench_die(const char *file, int line, const char *what) __attribute__((noreturn));
 /* The args struct (of the op's type) of the cell's forward (bwd 0) or backward op over m:
  * every tensor of the op (an unused one absent), the layout, every scalar flag on
  * (delta_softplus). */

@@ -3,6 +3,7 @@
  * the device copies. */
 #include "bench.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,48 @@ const bconfig k_sscan_seed[3] = {
 };
 const int64_t k_seed_seqs[3] = {512, 2048, 8192};
 
-const cg_op_desc *bench_cell_op(const cell *c, int bwd) {
-    if (c->cfg->op == OP_SSD) return cg__op_desc(bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD);
-    return cg__op_desc(bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD);
+void bench_die(const char *file, int line, const char *what) {
+    fprintf(stderr, "chunkgen bench: internal error at %s:%d: %s\n", file, line, what);
+    abort();
+}
+
+/* Every op's public description, read once (before any thread of the reference runs). */
+#define BENCH_MAX_OPS 32
+static bop k_ops[BENCH_MAX_OPS];
+static int k_nops;
+static pthread_once_t k_ops_once = PTHREAD_ONCE_INIT;
+
+static void ops_load(void) {
+    k_nops = cg_op_count();
+    BENCH_CHECK(k_nops > 0 && k_nops <= BENCH_MAX_OPS);
+    for (int o = 0; o < k_nops; o++) {
+        bop *d = &k_ops[o];
+        d->op = (cg_op)o;
+        d->in.size = sizeof d->in;
+        BENCH_CHECK(cg_op_describe(NULL, d->op, &d->in) == CG_OK);
+        BENCH_CHECK(d->in.ntensors <= MAX_T && d->in.args_size <= sizeof(bench_args));
+        for (int i = 0; i < d->in.ntensors; i++) {
+            d->t[i].size = sizeof d->t[i];
+            BENCH_CHECK(cg_op_tensor_info(NULL, d->op, i, &d->t[i]) == CG_OK);
+            d->nd[i] = cg_op_tensor_dims(d->op, i, CG_LAYOUT_TOKEN_MAJOR, 0, d->dims[i]);
+        }
+    }
+}
+
+/* The op of family fam, forward (bwd 0) or backward. */
+static const bop *op_of(const char *fam, int bwd) {
+    pthread_once(&k_ops_once, ops_load);
+    for (int o = 0; o < k_nops; o++)
+        if (!strcmp(k_ops[o].in.family, fam) && k_ops[o].in.bwd == bwd) return &k_ops[o];
+    bench_die(__FILE__, __LINE__, "no such op");
+}
+
+const bop *bench_cell_op(const cell *c, int bwd) { return op_of(c->cfg->op == OP_SSD ? "ssd" : "sscan", bwd); }
+
+int bench_op_tensor(const bop *d, const char *name) {
+    for (int i = 0; name && i < d->in.ntensors; i++)
+        if (!strcmp(d->t[i].name, name)) return i;
+    return -1;
 }
 
 /* Which optional tensors a cell gives (k_inputs_ssd, k_inputs_sscan): the initial state
@@ -31,38 +71,37 @@ const cg_op_desc *bench_cell_op(const cell *c, int bwd) {
  * given (hT; dh0 when h0 is, dD when D is ...). */
 static int cell_states_given(const cell *c) { return c->cfg->op == OP_SSD; }
 
-static int cell_uses(const cell *c, int bwd, const cg_tdesc *td) {
+static int cell_uses(const cell *c, int bwd, const cg_tensor_info *td) {
     if (bwd && !c->bwd) return 0;
     if (!td->optional) return 1;
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    if (td->role == CG_TD_IN) {
+    const bop *d = bench_cell_op(c, bwd);
+    if (!td->output) {
         if (bwd) return 0;
-        int state = td->ext[0] == CG_SYM_B && td->ext[1] != d->seq;
+        int state = td->ext[0] == CG_SYM_B && td->ext[1] != d->in.seq;
         return !state || cell_states_given(c);
     }
     const char *in = td->requires ? td->requires : td->grad_of;
     if (!in) return 1;
-    int j = cg__op_tensor(d, in);
+    int j = bench_op_tensor(d, in);
     return j >= 0 && c->t[c->map[bwd][j]].used;
 }
 
 /* Tensor i of the op as a cell tensor (logical dims: SSD token-major, sscan B, C
  * ungrouped); its name the one of `chunkgen run` (a gradient: its input's name). */
-static void tdef(cell *c, btensor *t, int bwd, int i, const int64_t dims[CG_SYM_COUNT]) {
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    const cg_tdesc *td = &d->t[i];
+static void tdef(cell *c, btensor *t, int bwd, int i, const int64_t dims[CG_SHAPE_MAX_SYMS]) {
+    const bop *d = bench_cell_op(c, bwd);
+    const cg_tensor_info *td = &d->t[i];
     memset(t, 0, sizeof *t);
     t->name = td->grad_of ? td->grad_of : td->file ? td->file : td->name;
     t->used = cell_uses(c, bwd, td);
-    int order[4];
-    t->nd = cg__op_given_order(d, i, 0, 0, order);
-    for (int k = 0; k < 4; k++) t->n[k] = k < t->nd ? dims[td->ext[order[k]]] : 1;
+    t->nd = d->nd[i];
+    for (int k = 0; k < 4; k++) t->n[k] = k < t->nd ? dims[d->dims[i][k]] : 1;
     t->has_b = td->ext[0] == CG_SYM_B;
-    t->has_t = td->ext[1] == d->seq;
-    t->out = td->role == CG_TD_OUT;
+    t->has_t = td->ext[1] == d->in.seq;
+    t->out = td->output;
     t->grad = td->grad_of != NULL;
-    t->head_perm = c->layout == CG_LAYOUT_HEAD_MAJOR && (td->flags & CG_TD_LAYOUT);
-    t->dt = (td->flags & CG_TD_HALF) ? c->dtype : CG_F32;
+    t->head_perm = c->layout == CG_LAYOUT_HEAD_MAJOR && (td->flags & CG_TENSOR_LAYOUT);
+    t->dt = (td->flags & CG_TENSOR_HALF) ? c->dtype : CG_F32;
 }
 
 /* Strides for a memory order: perm[0] outermost (logical dims). */
@@ -79,45 +118,45 @@ static void tlayout(btensor *t, const int *perm) {
 
 void bench_cell_define(cell *c) {
     const bconfig *f = c->cfg;
-    int64_t dims[CG_SYM_COUNT] = {1};
+    int64_t dims[CG_SHAPE_MAX_SYMS] = {1};
     dims[CG_SYM_B] = f->B;
     dims[CG_SYM_T] = dims[CG_SYM_L] = c->seq;
     dims[CG_SYM_G] = f->G, dims[CG_SYM_H] = f->H, dims[CG_SYM_DK] = f->dk, dims[CG_SYM_DV] = f->dv;
     dims[CG_SYM_D] = f->D, dims[CG_SYM_N] = f->N;
     c->nt = 0;
     for (int bwd = 0; bwd < 2; bwd++) {
-        const cg_op_desc *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->nt; i++) {
-            int j = bwd ? cg__op_tensor(bench_cell_op(c, 0), d->t[i].name) : -1;
+        const bop *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->in.ntensors; i++) {
+            int j = bwd ? bench_op_tensor(bench_cell_op(c, 0), d->t[i].name) : -1;
             if (j >= 0) {
                 c->map[1][i] = c->map[0][j];
                 continue;
             }
-            CG_ASSERT(c->nt < MAX_T);
+            BENCH_CHECK(c->nt < MAX_T);
             c->map[bwd][i] = c->nt;
             tdef(c, &c->t[c->nt], bwd, i, dims);
             c->nt++;
         }
     }
-    CG_ASSERT(c->nt == (f->op == OP_SSD ? S_COUNT : X_COUNT));
+    BENCH_CHECK(c->nt == (f->op == OP_SSD ? S_COUNT : X_COUNT));
     static const int head4[4] = {0, 2, 1, 3}, head3[3] = {0, 2, 1};
     for (int i = 0; i < c->nt; i++)
         tlayout(&c->t[i], c->t[i].head_perm ? (c->t[i].nd == 4 ? head4 : head3) : NULL);
 }
 
 /* The tensor's bytes in the call (the whole tensor). */
-double bench_tbytes(const btensor *t) { return t->used ? (double)cg__dtype_size(t->dt) * (double)t->count : 0; }
+double bench_tbytes(const btensor *t) { return t->used ? (double)cg_dtype_size(t->dt) * (double)t->count : 0; }
 
 double bench_tval(const btensor *t, int64_t off) {
     if (!t->st) return t->h[off];
-    return t->dt == CG_BF16 ? cg__bf16_to_f32(t->st[off]) : cg__f16_to_f32(t->st[off]);
+    return t->dt == CG_BF16 ? cg_bf16_to_f32(t->st[off]) : cg_f16_to_f32(t->st[off]);
 }
 
 /* h into st (16-bit tensors), narrowed once; h then holds the stored values. */
 static void tpack(btensor *t) {
     if (!t->st) return;
     for (int64_t i = 0; i < t->count; i++) {
-        t->st[i] = t->dt == CG_BF16 ? cg__f32_to_bf16(t->h[i]) : cg__f32_to_f16(t->h[i]);
+        t->st[i] = t->dt == CG_BF16 ? cg_f32_to_bf16(t->h[i]) : cg_f32_to_f16(t->h[i]);
         t->h[i] = (float)bench_tval(t, i);
     }
 }
@@ -149,8 +188,8 @@ int bench_cell_alloc(cell *c, char *err, size_t errlen) {
         btensor *t = &c->t[i];
         if (!t->used) continue;
         t->h = malloc((size_t)t->count * sizeof(float));
-        if (cg__dtype_half(t->dt)) t->st = calloc((size_t)t->count, sizeof *t->st);
-        if (!t->h || (cg__dtype_half(t->dt) && !t->st)) {
+        if ((t->dt == CG_BF16 || t->dt == CG_F16)) t->st = calloc((size_t)t->count, sizeof *t->st);
+        if (!t->h || ((t->dt == CG_BF16 || t->dt == CG_F16) && !t->st)) {
             snprintf(err, errlen, "out of host memory for %s (%lld floats)", t->name, (long long)t->count);
             return -1;
         }
@@ -214,14 +253,15 @@ static cg_tensor tview(const btensor *t, void *base, int64_t b, int64_t tt) {
 }
 
 void bench_cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    memset(args, 0, d->args_size);
-    if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)args + d->layout_arg_off) = c->layout;
-    for (int i = 0; i < d->nt; i++) {
+    const bop *d = bench_cell_op(c, bwd);
+    memset(args, 0, d->in.args_size);
+    cg_layout *layout = cg_op_args_layout(d->op, args);
+    if (layout) *layout = c->layout;
+    for (int i = 0; i < d->in.ntensors; i++) {
         int j = c->map[bwd][i];
-        *cg__args_tensor(d, args, i) = tview(&c->t[j], m->p[j], m->b, m->tt);
+        *cg_op_args_tensor(d->op, args, i) = tview(&c->t[j], m->p[j], m->b, m->tt);
     }
-    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
+    for (int k = 0; k < d->in.nscalars; k++) *cg_op_args_scalar(d->op, args, k) = 1;
 }
 
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt) {

@@ -2,7 +2,6 @@
  * row fields, rel_err, the roofline model (flops and bytes per call, fractions of the
  * device's bounds), the device and config blocks, and the atomic write. */
 #include "bench.h"
-#include "fsutil.h"
 
 #include <errno.h>
 #include <math.h>
@@ -43,8 +42,8 @@ double bench_sscan_flops(const bconfig *f, int64_t L, int bwd) {
 double bench_cell_bytes(const cell *c) {
     double bytes = 0;
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
-        const cg_op_desc *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->nt; i++) bytes += bench_tbytes(&c->t[c->map[bwd][i]]);
+        const bop *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->in.ntensors; i++) bytes += bench_tbytes(&c->t[c->map[bwd][i]]);
     }
     return bytes;
 }
@@ -70,7 +69,7 @@ json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
                                     (json_int_t)c->seq, "dim", (json_int_t)f->D, "state", (json_int_t)f->N);
     json_object_update(r, shape);
     json_decref(shape);
-    json_object_set_new(r, "dtype", json_string(cg__dtype_word(c->dtype))); /* the 16-bit-capable tensors' storage */
+    json_object_set_new(r, "dtype", json_string(cg_dtype_name(c->dtype))); /* the 16-bit-capable tensors' storage */
     int th = impl == IMPL_REF ? 1 : (impl == IMPL_CPU || impl == IMPL_EMU) ? bn->threads : 0;
     if (th) json_object_set_new(r, "threads", json_integer(th));
     return r;
@@ -297,14 +296,16 @@ json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const
 }
 
 /* Write the document (atomically for a file: a fresh temp file that a planted symlink
- * cannot redirect, then rename; runtime/fsutil.h). */
+ * cannot redirect, then rename; cg_write_file). */
 int bench_write_doc(const bench *bn) {
     const char *out = bn->o->out;
     size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(10);
     if (!out || !strcmp(out, "-")) return 0; /* stdout: once, at the end */
-    char *text = json_dumps(bn->doc, flags), why[4800];
-    int bad = !text || cg__write_file_atomic(out, text, strlen(text), 0, why, sizeof why) != 0;
-    if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, text ? why : "out of memory");
+    char *text = json_dumps(bn->doc, flags);
+    cg_context *ctx = NULL;
+    int bad = !text || cg_context_create(&ctx) != CG_OK || cg_write_file(ctx, out, text, strlen(text)) != CG_OK;
+    if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, !text ? "out of memory" : ctx ? cg_errmsg(ctx) : "cannot create a context");
+    cg_context_free(ctx);
     free(text);
     return bad ? -1 : 0;
 }

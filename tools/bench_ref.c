@@ -66,20 +66,21 @@ typedef struct ref_slice {
  * slice of it; NULL: all), token-major: inputs from in[], outputs into their references;
  * every scalar flag on (bench_cell_args). */
 static void ref_args(const cell *c, int bwd, double *const *in, const ref_slice *sl, void *args) {
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    memset(args, 0, d->args_size);
-    if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)args + d->layout_arg_off) = CG_LAYOUT_TOKEN_MAJOR;
-    for (int i = 0; i < d->nt; i++) {
+    const bop *d = bench_cell_op(c, bwd);
+    memset(args, 0, d->in.args_size);
+    cg_layout *layout = cg_op_args_layout(d->op, args);
+    if (layout) *layout = CG_LAYOUT_TOKEN_MAJOR;
+    for (int i = 0; i < d->in.ntensors; i++) {
         const int j = c->map[bwd][i];
         const btensor *t = &c->t[j];
         if (!t->used) continue;
-        int order[4], grouped = 0;
+        int grouped = 0;
         int64_t rn[4], st[4] = {0, 0, 0, 0}, e = 1, off = 0;
         cut_shape(c, t, rn);
-        const int nd = cg__op_given_order(d, i, 0, 0, order);
+        const int nd = d->nd[i];
         for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
         for (int k = 0; sl && k < nd; k++) {
-            const cg_sym sym = d->t[i].ext[order[k]];
+            const cg_sym sym = d->dims[i][k];
             if (sym != CG_SYM_G && sym != CG_SYM_H) continue;
             off += (sym == CG_SYM_G ? sl->g : sl->h) * st[k];
             grouped |= sym == CG_SYM_G;
@@ -91,22 +92,15 @@ static void ref_args(const cell *c, int bwd, double *const *in, const ref_slice 
             for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
             base = sl->part[j] + sl->h * e, off = 0;
         }
-        *cg__args_tensor(d, args, i) = f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
+        *cg_op_args_tensor(d->op, args, i) = f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
     }
-    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
+    for (int k = 0; k < d->in.nscalars; k++) *cg_op_args_scalar(d->op, args, k) = 1;
 }
-
-typedef union ref_args_buf {
-    cg_ssd_fwd_args sf;
-    cg_ssd_bwd_args sb;
-    cg_sscan_fwd_args xf;
-    cg_sscan_bwd_args xb;
-} ref_args_buf;
 
 /* The op's calls (forward, and backward for fwd_bwd) on one slice (NULL: the whole cut). */
 static cg_status ref_calls(cg_context *ctx, const cell *c, double *const *in, const ref_slice *sl) {
     cg_exec ex = {.backend = CG_BACKEND_REF};
-    ref_args_buf args;
+    bench_args args;
     cg_status s = CG_OK;
     for (int bwd = 0; bwd <= c->bwd && s == CG_OK; bwd++) {
         ref_args(c, bwd, in, sl, &args);
@@ -119,13 +113,14 @@ typedef struct ssd_ref_job {
     cell *c;
     double *in[MAX_T];     /* float64 cut copies of the inputs */
     double *part[MAX_T];   /* outputs with G (dq, dk): per-head partials [H][cut / G] */
-    cg_context *ctx[64];   /* one per thread of the pool */
+    cg_context *ctx[64];   /* one per worker thread */
+    atomic_long next;      /* the next head to run */
     atomic_int failed;
     char err[512];
     pthread_mutex_t mu;
 } ssd_ref_job;
 
-/* A pool task: head h of the cut on thread tid's context. */
+/* Head h of the cut on worker tid's context. */
 static void ssd_ref_head(void *arg, int64_t h, int tid) {
     ssd_ref_job *j = arg;
     const cell *c = j->c;
@@ -140,6 +135,35 @@ static void ssd_ref_head(void *arg, int64_t h, int tid) {
         atomic_store(&j->failed, 1);
         pthread_mutex_unlock(&j->mu);
     }
+}
+
+typedef struct ref_worker {
+    ssd_ref_job *j;
+    int tid;
+} ref_worker;
+
+/* Worker tid: the next head not taken yet, until none is left. */
+static void *ref_worker_main(void *arg) {
+    const ref_worker *w = arg;
+    for (int64_t h; (h = atomic_fetch_add(&w->j->next, 1)) < w->j->c->cfg->H;) ssd_ref_head(w->j, h, w->tid);
+    return NULL;
+}
+
+/* Every head of the cut on nt workers (the caller's thread is worker 0); returns the
+ * number of workers that ran (a thread that cannot start leaves its heads to the others). */
+static int ref_workers(ssd_ref_job *j, int nt) {
+    pthread_t th[64];
+    ref_worker w[64];
+    int started = 1;
+    atomic_store(&j->next, 0);
+    for (int i = 1; i < nt; i++) {
+        w[started] = (ref_worker){j, started};
+        if (pthread_create(&th[started], NULL, ref_worker_main, &w[started]) == 0) started++;
+    }
+    w[0] = (ref_worker){j, 0};
+    ref_worker_main(&w[0]);
+    for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
+    return started;
 }
 
 /* The cut of every used tensor of c: a float64 copy of each input into in[i], a zeroed
@@ -176,13 +200,11 @@ int bench_ssd_reference(cell *c, int threads) {
     int gpos[MAX_T]; /* the G dimension's position in each output with G, else -1 */
     for (int i = 0; i < MAX_T; i++) gpos[i] = -1;
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
-        const cg_op_desc *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->nt; i++) {
+        const bop *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->in.ntensors; i++) {
             const int x = c->map[bwd][i];
-            int order[4];
-            const int nd = cg__op_given_order(d, i, 0, 0, order);
-            for (int k = 0; c->t[x].used && c->t[x].out && k < nd; k++)
-                if (d->t[i].ext[order[k]] == CG_SYM_G) gpos[x] = k;
+            for (int k = 0; c->t[x].used && c->t[x].out && k < d->nd[i]; k++)
+                if (d->dims[i][k] == CG_SYM_G) gpos[x] = k;
             if (gpos[x] >= 0 && !j.part[x] && !(j.part[x] = calloc((size_t)(prod4(c->t[x].rn) / G * H), sizeof(double))))
                 goto oom;
         }
@@ -191,17 +213,13 @@ int bench_ssd_reference(cell *c, int threads) {
         int nt = threads < H ? threads : (int)H;
         if (nt < 1) nt = 1;
         if (nt > 64) nt = 64;
-        cg_pool *pool = cg__pool_create(nt);
-        if (!pool) goto oom;
-        nt = cg__pool_size(pool);
         for (int i = 0; i < nt; i++)
             if (cg_context_create(&j.ctx[i]) != CG_OK) atomic_store(&j.failed, 1);
         double t0 = bench_now_s();
-        if (!atomic_load(&j.failed)) cg__pool_run(pool, nt, H, ssd_ref_head, &j);
+        if (!atomic_load(&j.failed)) nt = ref_workers(&j, nt);
         double wall = bench_now_s() - t0;
         c->ref_rate = bench_ref_work(c, 1, Tc) / (wall * nt);
-        for (int i = 0; i < nt; i++) cg_context_free(j.ctx[i]);
-        cg__pool_free(pool);
+        for (int i = 0; i < 64; i++) cg_context_free(j.ctx[i]);
     }
     if (atomic_load(&j.failed)) {
         snprintf(c->ref_err, sizeof c->ref_err, "%s", j.err[0] ? j.err : "reference failed (context creation)");

@@ -33,6 +33,15 @@ static double cell_tensor_mb(const cell *c) {
     return b / (1024.0 * 1024.0);
 }
 
+/* The host's online cores, as the library counts them (cg_device_query); at least 1. */
+static int online_cores(void) {
+    cg_device_info di = CG_DEVICE_INFO_INIT;
+    cg_context *ctx = NULL;
+    int n = cg_context_create(&ctx) == CG_OK && cg_device_query(ctx, CG_BACKEND_CPU, &di) == CG_OK ? di.cpu_cores : 1;
+    cg_context_free(ctx);
+    return n > 0 ? n : 1;
+}
+
 static cg_context *impl_ctx(bench *bn, impl_kind impl) {
     switch (impl) {
     case IMPL_CPU: return bn->ctx_cpu;
@@ -107,7 +116,7 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
         bench_row_fail(bn, row, r.skipped, r.msg);
         return;
     }
-    char dispatch[CG_DISPATCH_CAP];
+    char dispatch[512];
     snprintf(dispatch, sizeof dispatch, "%s", cg_last_dispatch(r.ctx));
     json_object_set_new(row, "compile_s", bench_jnum(ms.compile_s));
     json_object_set_new(row, "inner", json_integer(ms.inner));
@@ -263,7 +272,7 @@ int cg_cmd_bench(int argc, char **argv) {
     bench bn;
     memset(&bn, 0, sizeof bn);
     bn.o = &o;
-    bn.threads = o.threads > 0 ? o.threads : cg__online_cores();
+    bn.threads = o.threads > 0 ? o.threads : online_cores();
     bn.want[IMPL_CPU] = o.want_cpu;
     bn.want[IMPL_CUDA] = o.want_cuda;
     bn.want[IMPL_CUDA_DEF] = o.want_cuda_def;
