@@ -109,6 +109,7 @@ typedef struct cell {
     int bwd; /* fwd_bwd */
     cg_layout layout;
     cg_dtype dtype; /* the 16-bit-capable tensors' storage (CG_F32: all float32) */
+    int64_t dims[CG_SHAPE_MAX_SYMS]; /* each symbol's extent (by cg_sym); 0: not given (sscan's G) */
     btensor t[MAX_T];
     int nt;
     int map[2][MAX_T]; /* the cell tensor of each tensor of the forward [0] and backward [1] op */
@@ -198,6 +199,9 @@ double bench_tbytes(const btensor *t);
 double bench_tval(const btensor *t, int64_t off);
 int bench_cell_alloc(cell *c, char *err, size_t errlen);
 void bench_cell_free(cell *c);
+/* The shape of the cell's forward (bwd 0) or backward call, its extents only (token-major,
+ * float32, no optional tensor): CG_OK, or the status of cg_shape_parse (message in ctx). */
+cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s);
 /* The forward (bwd 0) or backward (bwd 1) op of the cell's family. */
 const bop *bench_cell_op(const cell *c, int bwd);
 /* The index of d's tensor named name, or -1. */

@@ -65,6 +65,19 @@ int bench_op_tensor(const bop *d, const char *name) {
     return -1;
 }
 
+cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s) {
+    const bop *d = bench_cell_op(c, bwd);
+    char text[CG_SHAPE_TEXT_MAX];
+    size_t n = (size_t)snprintf(text, sizeof text, "%s:", d->in.name);
+    for (int k = 0; k < d->in.nsyms && n < sizeof text; k++)
+        if (c->dims[d->in.syms[k]] > 0)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s=%lld", text[n - 1] == ':' ? "" : ",", cg_sym_name(d->in.syms[k]),
+                                  (long long)c->dims[d->in.syms[k]]);
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    return cg_shape_parse(ctx, text, s);
+}
+
 /* Which optional tensors a cell gives (k_inputs_ssd, k_inputs_sscan): the initial state
  * for SSD only; the other optional inputs of the forward (sscan D, z, delta_bias) always;
  * no optional input of the backward alone (dhT); every optional output whose input is
@@ -118,7 +131,9 @@ static void tlayout(btensor *t, const int *perm) {
 
 void bench_cell_define(cell *c) {
     const bconfig *f = c->cfg;
-    int64_t dims[CG_SHAPE_MAX_SYMS] = {1};
+    int64_t *dims = c->dims;
+    memset(c->dims, 0, sizeof c->dims);
+    dims[CG_SYM_NONE] = 1;
     dims[CG_SYM_B] = f->B;
     dims[CG_SYM_T] = dims[CG_SYM_L] = c->seq;
     dims[CG_SYM_G] = f->G, dims[CG_SYM_H] = f->H, dims[CG_SYM_DK] = f->dk, dims[CG_SYM_DV] = f->dv;

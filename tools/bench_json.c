@@ -14,29 +14,6 @@
 const char *const k_impl_names[IMPL_COUNT] = {"chunkgen_cpu", "chunkgen_cuda", "chunkgen_cuda_default",
                                               "chunkgen_emulate", "ref"};
 
-/* Flops of the chunked algorithm with chunk C (see docs/bench.md): per (b, h) and chunk of
- * c tokens, forward c(c+1)(dk+dv) for the causal halves of Q K^T and P V plus 4 c dk dv for
- * Q S0 and the chunk state; backward c(c+1)(3dk+2dv) + 10 c dk dv + 4 c dk. */
-double bench_ssd_flops(const bconfig *f, int64_t T, int64_t C, int bwd) {
-    double dk = (double)f->dk, dv = (double)f->dv, tot = 0;
-    for (int part = 0; part < 2; part++) {
-        double c = (double)(part ? T % C : C), nchunks = (double)(part ? (T % C ? 1 : 0) : T / C);
-        if (nchunks == 0) continue;
-        double fw = c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
-        double bw = c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk;
-        tot += nchunks * (fw + (bwd ? bw : 0));
-    }
-    return tot * (double)f->B * (double)f->H;
-}
-
-/* Selective scan: per (b, l, d, n) 7 flops forward and 24 backward (recompute included),
- * per (b, l, d) 11 forward and 20 backward; exp, softplus and sigmoid count as one. */
-double bench_sscan_flops(const bconfig *f, int64_t L, int bwd) {
-    double e = (double)f->B * (double)L * (double)f->D;
-    double fw = e * (7.0 * f->N + 11), bw = e * (24.0 * f->N + 20);
-    return fw + (bwd ? bw : 0);
-}
-
 /* Bytes every call must move at least: each input read once, each output written once
  * (fwd_bwd: the forward's and the backward's, each reading the inputs). */
 double bench_cell_bytes(const cell *c) {
@@ -48,12 +25,12 @@ double bench_cell_bytes(const cell *c) {
     return bytes;
 }
 
-/* The chunk named in a dispatch line ("... config=chunk=64,..."), or 0. */
-int64_t bench_dispatch_chunk(const char *line) {
-    const char *p = line ? strstr(line, "chunk=") : NULL;
-    if (!p) return 0;
-    if (p > line && p[-1] != '=' && p[-1] != ',' && p[-1] != ' ') return 0;
-    return strtoll(p + 6, NULL, 10);
+/* The value of KEY=N in a dispatch line or a config text ("... config=chunk=64,..."), or 0. */
+static int64_t line_value(const char *line, const char *key) {
+    const size_t n = strlen(key);
+    for (const char *p = line; p && (p = strstr(p, key)); p += n)
+        if ((p == line || p[-1] == '=' || p[-1] == ',' || p[-1] == ' ') && p[n] == '=') return strtoll(p + n + 1, NULL, 10);
+    return 0;
 }
 
 json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
@@ -116,33 +93,60 @@ void bench_add_rel_err(const cell *c, json_t *row) {
     if (note[0]) json_object_set_new(row, "rel_err_note", json_string(note));
 }
 
-/* The CPU path's default chunk for the cell (ssd_cpu's config, cg_kernel_config), or 0. */
-static int64_t cpu_default_chunk(cg_context *ctx, const bconfig *f, const cell *c) {
-    char text[256], *cfg = NULL;
-    snprintf(text, sizeof text, "%s:B=%lld,T=%lld,G=%lld,H=%lld,dk=%lld,dv=%lld", c->bwd ? "ssd_bwd" : "ssd_fwd",
-             (long long)f->B, (long long)c->seq, (long long)f->G, (long long)f->H, (long long)f->dk, (long long)f->dv);
-    cg_shape s = {.size = sizeof s};
-    int64_t chunk = 0;
-    if (cg_shape_parse(ctx, text, &s) == CG_OK && cg_kernel_config(ctx, "ssd_cpu", &s, 0, NULL, &cfg) == CG_OK)
-        for (const char *p = cfg; p && *p; p = strchr(p, ','), p = p ? p + 1 : NULL)
-            if (!strncmp(p, "chunk=", 6)) chunk = strtoll(p + 6, NULL, 10);
+/* The CPU path's default config for the cell's call (its family's CPU space, cg_kernel_config)
+ * into buf; "" when there is none. */
+static void cpu_default_config(cg_context *ctx, const cell *c, char *buf, size_t cap) {
+    char space[64], *cfg = NULL;
+    cg_shape s;
+    buf[0] = '\0';
+    snprintf(space, sizeof space, "%s_cpu", bench_cell_op(c, c->bwd)->in.family);
+    if (bench_cell_shape(c, c->bwd, ctx, &s) == CG_OK && cg_kernel_config(ctx, space, &s, 0, NULL, &cfg) == CG_OK && cfg)
+        snprintf(buf, cap, "%s", cfg);
     cg_free(cfg);
-    return chunk;
+}
+
+/* The flops of the cell's calls by each op's model (cg_op_flops). The model's parameter
+ * (its name: what cg_op_flops reports using, e.g. the chunk) is taken from the dispatch
+ * line, else (CPU) from the CPU path's default config, else the model's default; it goes
+ * to the row as flops_KEY. NaN (and a progress line) when the library refuses. */
+static double cell_flops(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, json_t *row) {
+    cg_context *ctx = bn->ctx_cpu;
+    char cfg[128] = "", used[64] = "", key[64] = "";
+    double flops = 0, f;
+    cg_shape s;
+    for (int bwd = 0; bwd <= c->bwd; bwd++) {
+        if (bench_cell_shape(c, bwd, ctx, &s) != CG_OK || cg_op_flops(ctx, &s, NULL, &f, used, sizeof used) != CG_OK)
+            goto fail;
+        if (strchr(used, '=')) snprintf(key, sizeof key, "%.*s", (int)(strchr(used, '=') - used), used);
+    }
+    if (key[0]) {
+        int64_t v = line_value(dispatch, key);
+        if (v <= 0 && impl == IMPL_CPU) {
+            char def[512];
+            cpu_default_config(ctx, c, def, sizeof def);
+            v = line_value(def, key);
+        }
+        if (v > 0) snprintf(cfg, sizeof cfg, "%s=%lld", key, (long long)v);
+    }
+    for (int bwd = 0; bwd <= c->bwd; bwd++) {
+        if (bench_cell_shape(c, bwd, ctx, &s) != CG_OK || cg_op_flops(ctx, &s, cfg, &f, used, sizeof used) != CG_OK)
+            goto fail;
+        flops += f;
+    }
+    if (key[0]) {
+        char field[80];
+        snprintf(field, sizeof field, "flops_%s", key);
+        json_object_set_new(row, field, json_integer(line_value(used, key)));
+    }
+    return flops;
+fail:
+    bench_progress("flops of the %s cell: %s", bench_cell_op(c, c->bwd)->in.name, cg_errmsg(ctx));
+    return NAN;
 }
 
 void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, const meas *m,
-                         json_t *row) {
-    const bconfig *f = c->cfg;
-    double flops;
-    if (f->op == OP_SSD) {
-        int64_t chunk = bench_dispatch_chunk(dispatch);
-        if (chunk <= 0 && impl == IMPL_CPU) chunk = cpu_default_chunk(bn->ctx_cpu, f, c);
-        if (chunk <= 0) chunk = 64;
-        flops = bench_ssd_flops(f, c->seq, chunk, c->bwd);
-        json_object_set_new(row, "flops_chunk", json_integer(chunk));
-    } else {
-        flops = bench_sscan_flops(f, c->seq, c->bwd);
-    }
+                        json_t *row) {
+    double flops = cell_flops(bn, c, impl, dispatch, row);
     double bytes = bench_cell_bytes(c), sec = m->median_ms * 1e-3;
     json_object_update_new(row, json_pack("{s:o, s:o, s:o, s:o}", "flops", bench_jnum(flops), "bytes", bench_jnum(bytes),
                                           "gflops", bench_jnum(flops / sec * 1e-9), "gbs", bench_jnum(bytes / sec * 1e-9)));
