@@ -69,6 +69,8 @@ typedef struct btensor {
     int head_perm;    /* head-major: the API's dims 1 and 2 are logical 2 and 1 */
     int out;          /* written by the op */
     int grad;         /* a gradient (named by the input it is the gradient of) */
+    int ramp;         /* an input filled with -(i + 1) along its last extent, not drawn */
+    double lo, hi;    /* an input's range: the op table's, or the seeds' (bench_cell.c) */
     int64_t n[4], s[4], count;
     cg_dtype dt;      /* storage dtype (the cell's 16-bit dtype for the 16-bit-capable tensors) */
     float *h;         /* host values (16-bit inputs: rounded once) */
@@ -78,12 +80,9 @@ typedef struct btensor {
     int64_t rn[4];    /* the cut's shape */
 } btensor;
 
-/* A cell's tensors are built from the op table (runtime/ops.c): the forward op's tensors
- * in its order, then the backward op's that the forward lacks. These indices follow that
- * order (bench_cell_define checks the count); the ones a cell does not use stay unused. */
-enum { S_Q, S_K, S_V, S_LA, S_H0, S_O, S_HT, S_DO, S_DHT, S_DQ, S_DK, S_DV, S_DLA, S_DH0, S_COUNT };
-enum { X_X, X_DELTA, X_A, X_B, X_C, X_D, X_Z, X_BIAS, X_H0, X_Y, X_HT, X_DY, X_DHT, X_DX, X_DDELTA, X_DA, X_DB, X_DC,
-       X_DD, X_DZ, X_DBIAS, X_DH0, X_COUNT };
+/* A cell's tensors are built from the op table (cg_op_describe): the forward op's tensors
+ * in its order, then the backward op's that the forward lacks; the ones a cell does not
+ * use stay unused. */
 #define MAX_T 24
 
 /* An op as the bench sees it: the public description (cg_op_describe, cg_op_tensor_info)

@@ -78,6 +78,16 @@ cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s)
     return cg_shape_parse(ctx, text, s);
 }
 
+/* The seeds' input distributions where they differ from the op table's range of generated
+ * data (cg_tensor_info lo, hi), by tensor name, kept so that results stay comparable with
+ * bench/results; ramp: -(i + 1) along the last extent. docs/bench.md and the config
+ * block's "inputs" (below) say the same. */
+static const struct {
+    const char *name;
+    double lo, hi;
+    int ramp;
+} k_seed_ranges[] = {{"log_alpha", -0.5, -0.001, 0}, {"delta", -4, -1, 0}, {"delta_bias", -0.5, 0.5, 0}, {"A", 0, 0, 1}};
+
 /* Which optional tensors a cell gives (k_inputs_ssd, k_inputs_sscan): the initial state
  * for SSD only; the other optional inputs of the forward (sscan D, z, delta_bias) always;
  * no optional input of the backward alone (dhT); every optional output whose input is
@@ -115,6 +125,10 @@ static void tdef(cell *c, btensor *t, int bwd, int i, const int64_t dims[CG_SHAP
     t->grad = td->grad_of != NULL;
     t->head_perm = c->layout == CG_LAYOUT_HEAD_MAJOR && (td->flags & CG_TENSOR_LAYOUT);
     t->dt = (td->flags & CG_TENSOR_HALF) ? c->dtype : CG_F32;
+    t->lo = td->lo, t->hi = td->hi;
+    for (size_t k = 0; k < sizeof k_seed_ranges / sizeof *k_seed_ranges; k++)
+        if (!strcmp(td->name, k_seed_ranges[k].name))
+            t->lo = k_seed_ranges[k].lo, t->hi = k_seed_ranges[k].hi, t->ramp = k_seed_ranges[k].ramp;
 }
 
 /* Strides for a memory order: perm[0] outermost (logical dims). */
@@ -153,7 +167,6 @@ void bench_cell_define(cell *c) {
             c->nt++;
         }
     }
-    BENCH_CHECK(c->nt == (f->op == OP_SSD ? S_COUNT : X_COUNT));
     static const int head4[4] = {0, 2, 1, 3}, head3[3] = {0, 2, 1};
     for (int i = 0; i < c->nt; i++)
         tlayout(&c->t[i], c->t[i].head_perm ? (c->t[i].nd == 4 ? head4 : head3) : NULL);
@@ -197,8 +210,9 @@ const char k_inputs_sscan[] =
     "A[d, n] = -(n + 1); B, C [B, L, N] (ungrouped) ~ U(-1, 1); D ~ U(-1, 1); h0 absent, hT returned";
 
 int bench_cell_alloc(cell *c, char *err, size_t errlen) {
-    uint64_t seed = 0x5eedull * (uint64_t)(c->seq + 1) + (uint64_t)c->cfg->B * 131 + (uint64_t)c->cfg->dk * 7 +
-                    (uint64_t)c->cfg->D * 11 + (uint64_t)c->cfg->H;
+    const int64_t *x = c->dims;
+    uint64_t seed = 0x5eedull * (uint64_t)(c->seq + 1) + (uint64_t)x[CG_SYM_B] * 131 + (uint64_t)x[CG_SYM_DK] * 7 +
+                    (uint64_t)x[CG_SYM_D] * 11 + (uint64_t)x[CG_SYM_H];
     for (int i = 0; i < c->nt; i++) {
         btensor *t = &c->t[i];
         if (!t->used) continue;
@@ -210,25 +224,16 @@ int bench_cell_alloc(cell *c, char *err, size_t errlen) {
         }
         if (t->out) memset(t->h, 0, (size_t)t->count * sizeof(float)); /* resident before measuring */
     }
-    btensor *t = c->t;
-    if (c->cfg->op == OP_SSD) {
-        tfill(&t[S_Q], seed + 1, -1, 1);
-        tfill(&t[S_K], seed + 2, -1, 1);
-        tfill(&t[S_V], seed + 3, -1, 1);
-        tfill(&t[S_LA], seed + 4, -0.5, -0.001);
-        tfill(&t[S_H0], seed + 5, -1, 1);
-        if (c->bwd) tfill(&t[S_DO], seed + 6, -1, 1);
-    } else {
-        tfill(&t[X_X], seed + 1, -1, 1);
-        tfill(&t[X_DELTA], seed + 2, -4, -1);
-        for (int64_t d = 0; d < c->cfg->D; d++)
-            for (int64_t n = 0; n < c->cfg->N; n++) t[X_A].h[d * c->cfg->N + n] = -(float)(n + 1);
-        tfill(&t[X_B], seed + 3, -1, 1);
-        tfill(&t[X_C], seed + 4, -1, 1);
-        tfill(&t[X_D], seed + 5, -1, 1);
-        tfill(&t[X_Z], seed + 6, -1, 1);
-        tfill(&t[X_BIAS], seed + 7, -0.5, 0.5);
-        if (c->bwd) tfill(&t[X_DY], seed + 8, -1, 1);
+    /* every used input in the cell's order: its own stream (seed + 1, + 2, ...) over its
+     * range, or the ramp */
+    uint64_t k = 0;
+    for (int i = 0; i < c->nt; i++) {
+        btensor *t = &c->t[i];
+        if (!t->used || t->out) continue;
+        if (t->ramp)
+            for (int64_t j = 0; j < t->count; j++) t->h[j] = -(float)(j % t->n[t->nd - 1] + 1);
+        else
+            tfill(t, seed + ++k, t->lo, t->hi);
     }
     for (int i = 0; i < c->nt; i++)
         if (c->t[i].used && !c->t[i].out) tpack(&c->t[i]); /* the reference sees the rounded inputs */
