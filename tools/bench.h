@@ -115,7 +115,7 @@ typedef struct cell {
     int64_t cut_t; /* tokens of the reference cut */
     int have_ref;
     char ref_err[512];
-    double ref_rate; /* reference flop/s per thread, measured */
+    double ref_s_per_bt; /* the reference's seconds per (batch element x token) on one thread, measured; 0: not */
 } cell;
 
 /* Memory (host or device) and the cut of one run. */
@@ -225,10 +225,10 @@ int bench_cuda_copy(cell *c, cg_context *ctx, int dir, char *err, size_t errlen)
 void bench_poison_outputs(cell *c);
 
 /* ------------------------------------------------------------------- bench_ref.c */
-/* Reference flops of a call (a model of the sequential scan's work). */
-double bench_ref_work(const cell *c, int64_t batch, int64_t tokens);
-int bench_ssd_reference(cell *c, int threads);
-int bench_sscan_reference(cell *c);
+/* The float64 reference of the cell's cut: one call per slice of the op's divisible
+ * symbol (cg_op_info.divisible: SSD's heads, the selective scan's channels) on up to
+ * threads workers; 0, or -1 with c->ref_err. */
+int bench_reference(cell *c, int threads);
 /* max |a - ref| / max |ref| over the cut of t; NaN when a holds a NaN. */
 double bench_rel_err_cut(const btensor *t);
 
@@ -241,6 +241,10 @@ int bench_measure(runner *r, const bptrs *m, const bench_opts *o, meas *out);
 
 /* ------------------------------------------------------------------ bench_json.c */
 json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl);
+/* The flops of the cell's calls (forward, and backward for fwd_bwd) by each op's model
+ * (cg_op_flops) with the model's parameter from cfg (NULL: its default); used: the
+ * parameter taken ("chunk=64", "" for none). NaN (message in ctx) when refused. */
+double bench_model_flops(cg_context *ctx, const cell *c, const char *cfg, char *used, size_t cap);
 void bench_row_fail(bench *bn, json_t *row, int skipped, const char *msg);
 /* Whether an impl's rel_err needs its own run on the cut (not the timed run's outputs). */
 int bench_needs_cut_run(const cell *c);

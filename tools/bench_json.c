@@ -109,16 +109,21 @@ static void cpu_default_config(cg_context *ctx, const cell *c, char *buf, size_t
  * (its name: what cg_op_flops reports using, e.g. the chunk) is taken from the dispatch
  * line, else (CPU) from the CPU path's default config, else the model's default; it goes
  * to the row as flops_KEY. NaN (and a progress line) when the library refuses. */
-static double cell_flops(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, json_t *row) {
-    cg_context *ctx = bn->ctx_cpu;
-    char cfg[128] = "", used[64] = "", key[64] = "";
+double bench_model_flops(cg_context *ctx, const cell *c, const char *cfg, char *used, size_t cap) {
     double flops = 0, f;
     cg_shape s;
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
-        if (bench_cell_shape(c, bwd, ctx, &s) != CG_OK || cg_op_flops(ctx, &s, NULL, &f, used, sizeof used) != CG_OK)
-            goto fail;
-        if (strchr(used, '=')) snprintf(key, sizeof key, "%.*s", (int)(strchr(used, '=') - used), used);
+        if (bench_cell_shape(c, bwd, ctx, &s) != CG_OK || cg_op_flops(ctx, &s, cfg, &f, used, cap) != CG_OK) return NAN;
+        flops += f;
     }
+    return flops;
+}
+
+static double cell_flops(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, json_t *row) {
+    cg_context *ctx = bn->ctx_cpu;
+    char cfg[128] = "", used[64] = "", key[64] = "";
+    if (isnan(bench_model_flops(ctx, c, NULL, used, sizeof used))) goto fail;
+    if (strchr(used, '=')) snprintf(key, sizeof key, "%.*s", (int)(strchr(used, '=') - used), used);
     if (key[0]) {
         int64_t v = line_value(dispatch, key);
         if (v <= 0 && impl == IMPL_CPU) {
@@ -128,11 +133,8 @@ static double cell_flops(const bench *bn, const cell *c, impl_kind impl, const c
         }
         if (v > 0) snprintf(cfg, sizeof cfg, "%s=%lld", key, (long long)v);
     }
-    for (int bwd = 0; bwd <= c->bwd; bwd++) {
-        if (bench_cell_shape(c, bwd, ctx, &s) != CG_OK || cg_op_flops(ctx, &s, cfg, &f, used, sizeof used) != CG_OK)
-            goto fail;
-        flops += f;
-    }
+    double flops = bench_model_flops(ctx, c, cfg, used, sizeof used);
+    if (isnan(flops)) goto fail;
     if (key[0]) {
         char field[80];
         snprintf(field, sizeof field, "flops_%s", key);

@@ -64,8 +64,9 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
         return;
     }
     if (impl == IMPL_REF) {
-        double rate = c->ref_rate > 0 ? c->ref_rate : 5e8;
-        double pred = bench_ref_work(c, c->cfg->B, c->seq) / rate;
+        /* from the reference's time on the cut, else (--no-check) the op's flops at 5e8/s */
+        const double bt = (double)c->dims[CG_SYM_B] * (double)c->seq;
+        double pred = c->ref_s_per_bt > 0 ? c->ref_s_per_bt * bt : bench_model_flops(bn->ctx_cpu, c, NULL, NULL, 0) / 5e8;
         if (pred > o->ref_max_s) {
             char why[256];
             snprintf(why, sizeof why, "too slow: about %.0f s per call predicted from the reference cut (--ref-max-s %g)",
@@ -191,8 +192,7 @@ static void run_cell(bench *bn, const bconfig *f, int64_t seq, int bwd) {
     if (!o->no_check) {
         c->cut_t = seq < o->ref_seq ? seq : o->ref_seq;
         double t0 = bench_now_s();
-        if (f->op == OP_SSD) bench_ssd_reference(c, bn->threads);
-        else bench_sscan_reference(c);
+        bench_reference(c, bn->threads);
         bench_progress("  reference on batch 0, %lld tokens: %.2f s%s%s", (long long)c->cut_t, bench_now_s() - t0,
                  c->ref_err[0] ? ": " : "", c->ref_err);
     }
