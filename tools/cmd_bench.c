@@ -10,8 +10,8 @@
  *
  * Accuracy: rel_err = max|out - ref| / max|ref| against the float64 reference run on the
  * SAME inputs. The reference is computed once per cell, on batch element 0 and at most
- * --ref-seq tokens (rel_err_note says when a row was cut); per (batch, head) slices run
- * on all threads. Timing: warm-up, then samples of `inner` back-to-back calls until both
+ * --ref-seq tokens (rel_err_note says when a row was cut); one call per slice of the op's
+ * divisible symbol (heads, channels) on all threads. Timing: warm-up, then samples of `inner` back-to-back calls until both
  * --repeats samples and --min-time seconds are reached; median and quartiles per call.
  * docs/bench.md describes every field and the assumptions behind the roofline. */
 #include "bench.h"
