@@ -14,6 +14,7 @@
 
 #include "chunkgen.h"
 #include "bench_probe.h"
+#include "cli_op.h"
 
 #include <jansson.h>
 
@@ -22,22 +23,29 @@
 
 #define MAXLIST 16
 
-typedef struct custom_shape {
+/* One shape of the matrix: the op family's (cg_op_info.family) extents by symbol (cg_sym),
+ * all but the sequence's (--seq gives those); 0 for a symbol not given (an ungrouped
+ * scan's G). states: the family's optional state inputs are given (the seeds': SSD's h0). */
+typedef struct bconfig {
+    char family[16];
     char name[48];
-    int64_t d[5];
-} custom_shape;
+    int64_t dims[CG_SHAPE_MAX_SYMS];
+    int states;
+} bconfig;
 
 typedef struct bench_opts {
     int want_cpu, want_cuda, want_emu, want_ref, want_cuda_def; /* -1 unset */
     int backend_given, impls_given;
-    int op; /* 0 both, 1 ssd, 2 sscan */
+    int op; /* --op: 0 every family, else the choice's index (1-based) */
+    const char *family; /* --op's family, or NULL */
+    char family_buf[16];
     char presets[MAXLIST][48]; /* --preset: names of the seeds' shapes */
     int npresets;
     int64_t seqs[MAXLIST];
     int nseqs;
     int mode; /* 0 both, 1 fwd, 2 fwd_bwd */
-    custom_shape ssd_custom[MAXLIST], sscan_custom[MAXLIST];
-    int nssd_custom, nsscan_custom;
+    bconfig custom[2 * MAXLIST]; /* --ssd-shape, --sscan-shape, in their order */
+    int ncustom;
     cg_layout layout;
     cg_dtype dtype; /* --dtype: storage of the 16-bit-capable tensors (CG_F32 default) */
     int all, threads, repeats, warmup, no_check, no_probe, quiet, verbose;
@@ -47,14 +55,6 @@ typedef struct bench_opts {
     const char *config; /* --config: pinned for the chunkgen impls except chunkgen_cuda_default */
 } bench_opts;
 
-typedef enum { OP_SSD = 1, OP_SSCAN = 2 } op_kind;
-
-typedef struct bconfig {
-    op_kind op;
-    char name[48];
-    int64_t B, G, H, dk, dv; /* SSD */
-    int64_t D, N;            /* selective scan (B shared) */
-} bconfig;
 
 typedef enum { IMPL_CPU, IMPL_CUDA, IMPL_CUDA_DEF, IMPL_EMU, IMPL_REF, IMPL_COUNT } impl_kind;
 extern const char *const k_impl_names[IMPL_COUNT];
@@ -85,22 +85,13 @@ typedef struct btensor {
  * use stay unused. */
 #define MAX_T 24
 
-/* An op as the bench sees it: the public description (cg_op_describe, cg_op_tensor_info)
- * and each tensor's dims in the order a caller gives them, token-major and ungrouped
- * (cg_op_tensor_dims). */
+/* An op as the bench sees it: the public description (tools/cli_op.h) and each tensor's
+ * dims in the order a caller gives them, token-major and ungrouped (cg_op_tensor_dims). */
 typedef struct bop {
-    cg_op op;
-    cg_op_info in;
-    cg_tensor_info t[MAX_T];
-    int nd[MAX_T];
-    cg_sym dims[MAX_T][CG_MAX_DIMS];
+    cli_op o;
+    int nd[CLI_OP_MAXT];
+    cg_sym dims[CLI_OP_MAXT][CG_MAX_DIMS];
 } bop;
-
-/* Room for any op's args struct (checked against cg_op_info.args_size). */
-typedef union bench_args {
-    max_align_t align;
-    unsigned char b[4096];
-} bench_args;
 
 typedef struct cell {
     const bconfig *cfg;
@@ -163,6 +154,9 @@ typedef struct bench {
 /* 0 ok, -1 --help printed, 2 usage error printed. */
 int bench_parse_opts(int argc, char **argv, bench_opts *o);
 int bench_usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The shapes of the run into cfgs (at most max): each family's (--op's) custom shapes, or
+ * its presets (--preset's). The count, or -1 after a usage error printed. */
+int bench_matrix(const bench_opts *o, bconfig *cfgs, int max);
 
 /* ------------------------------------------------------------------ bench_util.c */
 double bench_now_s(void);
@@ -188,9 +182,7 @@ extern int bench_fake_cuda;
 void bench_kexec_select(void);
 
 /* ------------------------------------------------------------------ bench_cell.c */
-extern const bconfig k_ssd_seed[4], k_sscan_seed[3];
 extern const int64_t k_seed_seqs[3];
-extern const char k_inputs_ssd[], k_inputs_sscan[];
 void bench_cell_define(cell *c);
 /* The tensor's bytes in the call (the whole tensor, in its storage dtype). */
 double bench_tbytes(const btensor *t);
@@ -203,8 +195,6 @@ void bench_cell_free(cell *c);
 cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s);
 /* The forward (bwd 0) or backward (bwd 1) op of the cell's family. */
 const bop *bench_cell_op(const cell *c, int bwd);
-/* The index of d's tensor named name, or -1. */
-int bench_op_tensor(const bop *d, const char *name);
 /* Print what failed and abort: a broken invariant of the bench itself. */
 #define BENCH_CHECK(cond)                                                                                   \
     do {                                                                                                   \

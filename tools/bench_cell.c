@@ -8,17 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const bconfig k_ssd_seed[4] = {
-    {OP_SSD, "g2h8_d128", 4, 2, 8, 128, 128, 0, 0},
-    {OP_SSD, "g1h24_dk128_dv64", 2, 1, 24, 128, 64, 0, 0},
-    {OP_SSD, "g1h1_d128", 4, 1, 1, 128, 128, 0, 0},
-    {OP_SSD, "g2h4_dk48_dv40", 4, 2, 4, 48, 40, 0, 0},
-};
-const bconfig k_sscan_seed[3] = {
-    {OP_SSCAN, "sscan_d256", 4, 0, 0, 0, 0, 256, 16},
-    {OP_SSCAN, "sscan_d512", 4, 0, 0, 0, 0, 512, 16},
-    {OP_SSCAN, "sscan_d1024", 4, 0, 0, 0, 0, 1024, 16},
-};
 const int64_t k_seed_seqs[3] = {512, 2048, 8192};
 
 void bench_die(const char *file, int line, const char *what) {
@@ -37,15 +26,8 @@ static void ops_load(void) {
     BENCH_CHECK(k_nops > 0 && k_nops <= BENCH_MAX_OPS);
     for (int o = 0; o < k_nops; o++) {
         bop *d = &k_ops[o];
-        d->op = (cg_op)o;
-        d->in.size = sizeof d->in;
-        BENCH_CHECK(cg_op_describe(NULL, d->op, &d->in) == CG_OK);
-        BENCH_CHECK(d->in.ntensors <= MAX_T && d->in.args_size <= sizeof(bench_args));
-        for (int i = 0; i < d->in.ntensors; i++) {
-            d->t[i].size = sizeof d->t[i];
-            BENCH_CHECK(cg_op_tensor_info(NULL, d->op, i, &d->t[i]) == CG_OK);
-            d->nd[i] = cg_op_tensor_dims(d->op, i, CG_LAYOUT_TOKEN_MAJOR, 0, d->dims[i]);
-        }
+        BENCH_CHECK(cli_op_load((cg_op)o, &d->o) == 0 && d->o.in.ntensors <= MAX_T);
+        for (int i = 0; i < d->o.in.ntensors; i++) d->nd[i] = cg_op_tensor_dims(d->o.op, i, CG_LAYOUT_TOKEN_MAJOR, 0, d->dims[i]);
     }
 }
 
@@ -53,26 +35,21 @@ static void ops_load(void) {
 static const bop *op_of(const char *fam, int bwd) {
     pthread_once(&k_ops_once, ops_load);
     for (int o = 0; o < k_nops; o++)
-        if (!strcmp(k_ops[o].in.family, fam) && k_ops[o].in.bwd == bwd) return &k_ops[o];
+        if (!strcmp(k_ops[o].o.in.family, fam) && k_ops[o].o.in.bwd == bwd) return &k_ops[o];
     bench_die(__FILE__, __LINE__, "no such op");
 }
 
-const bop *bench_cell_op(const cell *c, int bwd) { return op_of(c->cfg->op == OP_SSD ? "ssd" : "sscan", bwd); }
+const bop *bench_cell_op(const cell *c, int bwd) { return op_of(c->cfg->family, bwd); }
 
-int bench_op_tensor(const bop *d, const char *name) {
-    for (int i = 0; name && i < d->in.ntensors; i++)
-        if (!strcmp(d->t[i].name, name)) return i;
-    return -1;
-}
 
 cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s) {
     const bop *d = bench_cell_op(c, bwd);
     char text[CG_SHAPE_TEXT_MAX];
-    size_t n = (size_t)snprintf(text, sizeof text, "%s:", d->in.name);
-    for (int k = 0; k < d->in.nsyms && n < sizeof text; k++)
-        if (c->dims[d->in.syms[k]] > 0)
-            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s=%lld", text[n - 1] == ':' ? "" : ",", cg_sym_name(d->in.syms[k]),
-                                  (long long)c->dims[d->in.syms[k]]);
+    size_t n = (size_t)snprintf(text, sizeof text, "%s:", d->o.in.name);
+    for (int k = 0; k < d->o.in.nsyms && n < sizeof text; k++)
+        if (c->dims[d->o.in.syms[k]] > 0)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s=%lld", text[n - 1] == ':' ? "" : ",", cg_sym_name(d->o.in.syms[k]),
+                                  (long long)c->dims[d->o.in.syms[k]]);
     memset(s, 0, sizeof *s);
     s->size = sizeof *s;
     return cg_shape_parse(ctx, text, s);
@@ -88,24 +65,22 @@ static const struct {
     int ramp;
 } k_seed_ranges[] = {{"log_alpha", -0.5, -0.001, 0}, {"delta", -4, -1, 0}, {"delta_bias", -0.5, 0.5, 0}, {"A", 0, 0, 1}};
 
-/* Which optional tensors a cell gives (k_inputs_ssd, k_inputs_sscan): the initial state
- * for SSD only; the other optional inputs of the forward (sscan D, z, delta_bias) always;
- * no optional input of the backward alone (dhT); every optional output whose input is
- * given (hT; dh0 when h0 is, dD when D is ...). */
-static int cell_states_given(const cell *c) { return c->cfg->op == OP_SSD; }
-
+/* Which optional tensors a cell gives (the config block's "inputs"): the initial state
+ * when the shape says so (bconfig.states); the other optional inputs of the forward (sscan
+ * D, z, delta_bias) always; no optional input of the backward alone (dhT); every optional
+ * output whose input is given (hT; dh0 when h0 is, dD when D is ...). */
 static int cell_uses(const cell *c, int bwd, const cg_tensor_info *td) {
     if (bwd && !c->bwd) return 0;
     if (!td->optional) return 1;
     const bop *d = bench_cell_op(c, bwd);
     if (!td->output) {
         if (bwd) return 0;
-        int state = td->ext[0] == CG_SYM_B && td->ext[1] != d->in.seq;
-        return !state || cell_states_given(c);
+        int state = td->ext[0] == CG_SYM_B && td->ext[1] != d->o.in.seq;
+        return !state || c->cfg->states;
     }
     const char *in = td->requires ? td->requires : td->grad_of;
     if (!in) return 1;
-    int j = bench_op_tensor(d, in);
+    int j = cli_op_tensor(&d->o, in);
     return j >= 0 && c->t[c->map[bwd][j]].used;
 }
 
@@ -113,14 +88,14 @@ static int cell_uses(const cell *c, int bwd, const cg_tensor_info *td) {
  * ungrouped); its name the one of `chunkgen run` (a gradient: its input's name). */
 static void tdef(cell *c, btensor *t, int bwd, int i, const int64_t dims[CG_SHAPE_MAX_SYMS]) {
     const bop *d = bench_cell_op(c, bwd);
-    const cg_tensor_info *td = &d->t[i];
+    const cg_tensor_info *td = &d->o.t[i];
     memset(t, 0, sizeof *t);
     t->name = td->grad_of ? td->grad_of : td->file ? td->file : td->name;
     t->used = cell_uses(c, bwd, td);
     t->nd = d->nd[i];
     for (int k = 0; k < 4; k++) t->n[k] = k < t->nd ? dims[d->dims[i][k]] : 1;
     t->has_b = td->ext[0] == CG_SYM_B;
-    t->has_t = td->ext[1] == d->in.seq;
+    t->has_t = td->ext[1] == d->o.in.seq;
     t->out = td->output;
     t->grad = td->grad_of != NULL;
     t->head_perm = c->layout == CG_LAYOUT_HEAD_MAJOR && (td->flags & CG_TENSOR_LAYOUT);
@@ -144,19 +119,15 @@ static void tlayout(btensor *t, const int *perm) {
 }
 
 void bench_cell_define(cell *c) {
-    const bconfig *f = c->cfg;
     int64_t *dims = c->dims;
-    memset(c->dims, 0, sizeof c->dims);
+    memcpy(dims, c->cfg->dims, sizeof c->dims);
     dims[CG_SYM_NONE] = 1;
-    dims[CG_SYM_B] = f->B;
-    dims[CG_SYM_T] = dims[CG_SYM_L] = c->seq;
-    dims[CG_SYM_G] = f->G, dims[CG_SYM_H] = f->H, dims[CG_SYM_DK] = f->dk, dims[CG_SYM_DV] = f->dv;
-    dims[CG_SYM_D] = f->D, dims[CG_SYM_N] = f->N;
+    dims[bench_cell_op(c, 0)->o.in.seq] = c->seq;
     c->nt = 0;
     for (int bwd = 0; bwd < 2; bwd++) {
         const bop *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->in.ntensors; i++) {
-            int j = bwd ? bench_op_tensor(bench_cell_op(c, 0), d->t[i].name) : -1;
+        for (int i = 0; i < d->o.in.ntensors; i++) {
+            int j = bwd ? cli_op_tensor(&bench_cell_op(c, 0)->o, d->o.t[i].name) : -1;
             if (j >= 0) {
                 c->map[1][i] = c->map[0][j];
                 continue;
@@ -201,13 +172,6 @@ static void tfill(btensor *t, uint64_t seed, double lo, double hi) {
     uint64_t s = seed;
     for (int64_t i = 0; i < t->count; i++) t->h[i] = (float)(lo + (hi - lo) * ((double)(mix64(&s) >> 11) * 0x1p-53));
 }
-
-/* Inputs' value ranges; docs/bench.md and the config block repeat them. */
-const char k_inputs_ssd[] =
-    "q, k, v, do, h0 ~ U(-1, 1); log_alpha ~ U(-0.5, -0.001); h0 given, hT returned, dhT absent";
-const char k_inputs_sscan[] =
-    "x, z, dy ~ U(-1, 1); delta ~ U(-4, -1) with delta_softplus and delta_bias ~ U(-0.5, 0.5); "
-    "A[d, n] = -(n + 1); B, C [B, L, N] (ungrouped) ~ U(-1, 1); D ~ U(-1, 1); h0 absent, hT returned";
 
 int bench_cell_alloc(cell *c, char *err, size_t errlen) {
     const int64_t *x = c->dims;
@@ -274,14 +238,14 @@ static cg_tensor tview(const btensor *t, void *base, int64_t b, int64_t tt) {
 
 void bench_cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
     const bop *d = bench_cell_op(c, bwd);
-    memset(args, 0, d->in.args_size);
-    cg_layout *layout = cg_op_args_layout(d->op, args);
+    memset(args, 0, d->o.in.args_size);
+    cg_layout *layout = cg_op_args_layout(d->o.op, args);
     if (layout) *layout = c->layout;
-    for (int i = 0; i < d->in.ntensors; i++) {
+    for (int i = 0; i < d->o.in.ntensors; i++) {
         int j = c->map[bwd][i];
-        *cg_op_args_tensor(d->op, args, i) = tview(&c->t[j], m->p[j], m->b, m->tt);
+        *cg_op_args_tensor(d->o.op, args, i) = tview(&c->t[j], m->p[j], m->b, m->tt);
     }
-    for (int k = 0; k < d->in.nscalars; k++) *cg_op_args_scalar(d->op, args, k) = 1;
+    for (int k = 0; k < d->o.in.nscalars; k++) *cg_op_args_scalar(d->o.op, args, k) = 1;
 }
 
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt) {

@@ -20,7 +20,7 @@ double bench_cell_bytes(const cell *c) {
     double bytes = 0;
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
         const bop *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->in.ntensors; i++) bytes += bench_tbytes(&c->t[c->map[bwd][i]]);
+        for (int i = 0; i < d->o.in.ntensors; i++) bytes += bench_tbytes(&c->t[c->map[bwd][i]]);
     }
     return bytes;
 }
@@ -33,19 +33,54 @@ static int64_t line_value(const char *line, const char *key) {
     return 0;
 }
 
+/* The seeds' schema (bench/results, ../shared/seeds) of a family's shape: the row's fields
+ * by symbol (in this order; a symbol of another op: its own name), flat in the row or
+ * nested in "shape"; the config block's key and field list (configs_fields). */
+static const struct {
+    cg_sym sym;
+    const char *field;
+} k_shape_fields[] = {{CG_SYM_B, "batch"}, {CG_SYM_G, "groups"}, {CG_SYM_H, "heads"}, {CG_SYM_T, "seq"}, {CG_SYM_L, "seq"},
+                      {CG_SYM_DK, "dk"},   {CG_SYM_DV, "dv"},     {CG_SYM_D, "dim"},   {CG_SYM_N, "state"}};
+static const struct {
+    const char *family, *configs, *fields;
+    int nested;
+} k_schema[] = {{"ssd", "configs", "[batch, groups, heads, dk, dv]", 0},
+                {"sscan", "sscan_configs", "[batch, dim, state]", 1}};
+
+/* A family's schema entry; a new op: its own family's name, flat. */
+static int schema_of(const char *family) {
+    for (size_t i = 0; i < sizeof k_schema / sizeof *k_schema; i++)
+        if (!strcmp(k_schema[i].family, family)) return (int)i;
+    return -1;
+}
+
+/* The shape's extents (the sequence's: seq; 0 leaves it out) as the schema's fields into
+ * obj, or their values into the array arr, in the schema's order. */
+static void shape_fields(const bconfig *f, const cg_op_info *in, int64_t seq, json_t *obj, json_t *arr) {
+    int done[CG_SHAPE_MAX_SYMS] = {0};
+    for (size_t k = 0; k <= sizeof k_shape_fields / sizeof *k_shape_fields; k++)
+        for (int j = 0; j < in->nsyms; j++) {
+            const cg_sym s = in->syms[j];
+            const int last = k == sizeof k_shape_fields / sizeof *k_shape_fields; /* the rest: by name */
+            if (done[s] || (last ? 0 : s != k_shape_fields[k].sym)) continue;
+            const int64_t v = s == in->seq ? seq : f->dims[s];
+            if (v <= 0) continue;
+            if (arr) json_array_append_new(arr, json_integer(v));
+            else json_object_set_new(obj, last ? cg_sym_name(s) : k_shape_fields[k].field, json_integer(v));
+            done[s] = 1;
+        }
+}
+
 json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
     const bconfig *f = c->cfg;
-    json_t *r = json_pack("{s:s, s:s, s:s, s:s}", "impl", k_impl_names[impl], "op", f->op == OP_SSD ? "ssd" : "sscan",
-                          "mode", c->bwd ? "fwd_bwd" : "fwd", "config", f->name);
-    json_t *shape = f->op == OP_SSD
-                        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "batch", (json_int_t)f->B, "groups",
-                                    (json_int_t)f->G, "heads", (json_int_t)f->H, "seq", (json_int_t)c->seq, "dk",
-                                    (json_int_t)f->dk, "dv", (json_int_t)f->dv, "layout",
-                                    c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token")
-                        : json_pack("{s:{s:I, s:I, s:I, s:I}}", "shape", "batch", (json_int_t)f->B, "seq",
-                                    (json_int_t)c->seq, "dim", (json_int_t)f->D, "state", (json_int_t)f->N);
-    json_object_update(r, shape);
-    json_decref(shape);
+    const cg_op_info *in = &bench_cell_op(c, 0)->o.in;
+    json_t *r = json_pack("{s:s, s:s, s:s, s:s}", "impl", k_impl_names[impl], "op", f->family, "mode",
+                          c->bwd ? "fwd_bwd" : "fwd", "config", f->name);
+    const int sc = schema_of(f->family);
+    json_t *shape = sc >= 0 && k_schema[sc].nested ? json_object() : r;
+    shape_fields(f, in, c->seq, shape, NULL);
+    if (shape != r) json_object_set_new(r, "shape", shape);
+    if (in->has_layout) json_object_set_new(r, "layout", json_string(c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token"));
     json_object_set_new(r, "dtype", json_string(cg_dtype_name(c->dtype))); /* the 16-bit-capable tensors' storage */
     int th = impl == IMPL_REF ? 1 : (impl == IMPL_CPU || impl == IMPL_EMU) ? bn->threads : 0;
     if (th) json_object_set_new(r, "threads", json_integer(th));
@@ -61,7 +96,10 @@ void bench_row_fail(bench *bn, json_t *row, int skipped, const char *msg) {
 /* Whether an impl's rel_err needs its own run on the cut (not the timed run's outputs). */
 int bench_needs_cut_run(const cell *c) {
     if (c->cut_t < c->seq) return 1;
-    return c->cfg->op == OP_SSCAN && c->bwd && c->cfg->B > 1; /* dA, dD, ddelta_bias sum over the batch */
+    if (!c->bwd || c->dims[CG_SYM_B] <= 1) return 0;
+    for (int i = 0; i < c->nt; i++) /* an output summed over the batch (the scan's dA, dD, ddelta_bias) */
+        if (c->t[i].used && c->t[i].out && !c->t[i].has_b) return 1;
+    return 0;
 }
 
 void bench_add_rel_err(const cell *c, json_t *row) {
@@ -81,7 +119,7 @@ void bench_add_rel_err(const cell *c, json_t *row) {
     else json_decref(grads);
     json_object_set_new(row, "rel_err_outputs", outs);
     char note[256] = "";
-    const int64_t B = c->cfg->B;
+    const int64_t B = c->dims[CG_SYM_B];
     if (c->cut_t < c->seq)
         snprintf(note, sizeof note, "reference on batch[0:1], seq[0:%lld] of %lld; the impl rerun on that cut",
                  (long long)c->cut_t, (long long)c->seq);
@@ -99,7 +137,7 @@ static void cpu_default_config(cg_context *ctx, const cell *c, char *buf, size_t
     char space[64], *cfg = NULL;
     cg_shape s;
     buf[0] = '\0';
-    snprintf(space, sizeof space, "%s_cpu", bench_cell_op(c, c->bwd)->in.family);
+    snprintf(space, sizeof space, "%s_cpu", bench_cell_op(c, c->bwd)->o.in.family);
     if (bench_cell_shape(c, c->bwd, ctx, &s) == CG_OK && cg_kernel_config(ctx, space, &s, 0, NULL, &cfg) == CG_OK && cfg)
         snprintf(buf, cap, "%s", cfg);
     cg_free(cfg);
@@ -142,7 +180,7 @@ static double cell_flops(const bench *bn, const cell *c, impl_kind impl, const c
     }
     return flops;
 fail:
-    bench_progress("flops of the %s cell: %s", bench_cell_op(c, c->bwd)->in.name, cg_errmsg(ctx));
+    bench_progress("flops of the %s cell: %s", bench_cell_op(c, c->bwd)->o.in.name, cg_errmsg(ctx));
     return NAN;
 }
 
@@ -219,30 +257,35 @@ json_t *bench_device_block(const bench *bn) {
     return d;
 }
 
+/* Inputs' value ranges; docs/bench.md and the config block repeat them. */
+static const char k_inputs_ssd[] =
+    "q, k, v, do, h0 ~ U(-1, 1); log_alpha ~ U(-0.5, -0.001); h0 given, hT returned, dhT absent";
+static const char k_inputs_sscan[] =
+    "x, z, dy ~ U(-1, 1); delta ~ U(-4, -1) with delta_softplus and delta_bias ~ U(-0.5, 0.5); "
+    "A[d, n] = -(n + 1); B, C [B, L, N] (ungrouped) ~ U(-1, 1); D ~ U(-1, 1); h0 absent, hT returned";
+
 json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const int64_t *seqs, int nseqs, int argc,
                             char **argv) {
     const bench_opts *o = bn->o;
     json_t *c = json_object();
     int gpu_run = bn->gi.ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
     json_object_set_new(c, "device", json_string(gpu_run ? "gpu" : "cpu"));
-    json_t *sc = json_object(), *xc = json_object();
-    for (int i = 0; i < ncfg; i++) {
-        const bconfig *f = &cfgs[i];
-        json_t *a = json_array();
-        if (f->op == OP_SSD) {
-            int64_t v[5] = {f->B, f->G, f->H, f->dk, f->dv};
-            for (int k = 0; k < 5; k++) json_array_append_new(a, json_integer(v[k]));
-            json_object_set_new(sc, f->name, a);
-        } else {
-            int64_t v[3] = {f->B, f->D, f->N};
-            for (int k = 0; k < 3; k++) json_array_append_new(a, json_integer(v[k]));
-            json_object_set_new(xc, f->name, a);
+    /* each family's shapes as arrays in its schema's field order (the seeds': every family
+     * of the schema, empty when none ran) */
+    for (size_t s = 0; s < sizeof k_schema / sizeof *k_schema; s++) {
+        json_t *sc = json_object();
+        for (int i = 0; i < ncfg; i++) {
+            if (strcmp(cfgs[i].family, k_schema[s].family)) continue;
+            json_t *a = json_array();
+            cell probe = {.cfg = &cfgs[i]};
+            shape_fields(&cfgs[i], &bench_cell_op(&probe, 0)->o.in, 0, NULL, a);
+            json_object_set_new(sc, cfgs[i].name, a);
         }
+        char name[64];
+        json_object_set_new(c, k_schema[s].configs, sc);
+        snprintf(name, sizeof name, "%s_fields", k_schema[s].configs);
+        json_object_set_new(c, name, json_string(k_schema[s].fields));
     }
-    json_object_set_new(c, "configs", sc);
-    json_object_set_new(c, "configs_fields", json_string("[batch, groups, heads, dk, dv]"));
-    json_object_set_new(c, "sscan_configs", xc);
-    json_object_set_new(c, "sscan_configs_fields", json_string("[batch, dim, state]"));
     json_t *sl = json_array();
     for (int i = 0; i < nseqs; i++) json_array_append_new(sl, json_integer(seqs[i]));
     json_object_set_new(c, "seq_lens", sl);

@@ -33,13 +33,13 @@ int bench_run_call(runner *r, const bptrs *m) {
     cell *c = r->c;
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
         const bop *d = bench_cell_op(c, bwd);
-        bench_args args;
+        cli_args args;
         bench_cell_args(c, m, bwd, &args);
         r->ex.config = r->config[bwd];
-        cg_status s = cg_run(r->ctx, d->op, &args, &r->ex);
+        cg_status s = cg_run(r->ctx, d->o.op, &args, &r->ex);
         if (s != CG_OK) {
             char what[64];
-            snprintf(what, sizeof what, "cg_%s", d->in.name);
+            snprintf(what, sizeof what, "cg_%s", d->o.in.name);
             return bench_runner_fail(r, s, what);
         }
     }

@@ -62,10 +62,10 @@ typedef struct ref_slice {
  * every scalar flag on (bench_cell_args). */
 static void ref_args(const cell *c, int bwd, double *const *in, const ref_slice *sl, void *args) {
     const bop *d = bench_cell_op(c, bwd);
-    memset(args, 0, d->in.args_size);
-    cg_layout *layout = cg_op_args_layout(d->op, args);
+    memset(args, 0, d->o.in.args_size);
+    cg_layout *layout = cg_op_args_layout(d->o.op, args);
     if (layout) *layout = CG_LAYOUT_TOKEN_MAJOR;
-    for (int i = 0; i < d->in.ntensors; i++) {
+    for (int i = 0; i < d->o.in.ntensors; i++) {
         const int j = c->map[bwd][i];
         const btensor *t = &c->t[j];
         if (!t->used) continue;
@@ -75,8 +75,8 @@ static void ref_args(const cell *c, int bwd, double *const *in, const ref_slice 
         for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
         for (int k = 0; sl && k < nd; k++) {
             const cg_sym sym = d->dims[i][k];
-            if (sym != d->in.divisor && sym != d->in.divisible) continue;
-            off += (sym == d->in.divisor ? sl->g : sl->h) * st[k];
+            if (sym != d->o.in.divisor && sym != d->o.in.divisible) continue;
+            off += (sym == d->o.in.divisor ? sl->g : sl->h) * st[k];
             rn[k] = 1;
         }
         double *base = t->out ? t->ref : in[j];
@@ -85,19 +85,19 @@ static void ref_args(const cell *c, int bwd, double *const *in, const ref_slice 
             for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
             base = sl->part[j] + sl->h * e, off = 0;
         }
-        *cg_op_args_tensor(d->op, args, i) = f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
+        *cg_op_args_tensor(d->o.op, args, i) = f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
     }
-    for (int k = 0; k < d->in.nscalars; k++) *cg_op_args_scalar(d->op, args, k) = 1;
+    for (int k = 0; k < d->o.in.nscalars; k++) *cg_op_args_scalar(d->o.op, args, k) = 1;
 }
 
 /* The op's calls (forward, and backward for fwd_bwd) on one slice. */
 static cg_status ref_calls(cg_context *ctx, const cell *c, double *const *in, const ref_slice *sl) {
     cg_exec ex = {.backend = CG_BACKEND_REF};
-    bench_args args;
+    cli_args args;
     cg_status s = CG_OK;
     for (int bwd = 0; bwd <= c->bwd && s == CG_OK; bwd++) {
         ref_args(c, bwd, in, sl, &args);
-        s = cg_run(ctx, bench_cell_op(c, bwd)->op, &args, &ex);
+        s = cg_run(ctx, bench_cell_op(c, bwd)->o.op, &args, &ex);
     }
     return s;
 }
@@ -188,8 +188,8 @@ static int64_t slice_elems(const cell *c, const bop *d, int i, int x, int *gpos)
     int64_t e = 1;
     *gpos = -1;
     for (int k = 0; k < d->nd[i]; k++)
-        if (d->dims[i][k] == d->in.divisor) *gpos = k;
-        else if (d->dims[i][k] != d->in.divisible) e *= c->t[x].rn[k];
+        if (d->dims[i][k] == d->o.in.divisor) *gpos = k;
+        else if (d->dims[i][k] != d->o.in.divisible) e *= c->t[x].rn[k];
     return e;
 }
 
@@ -198,16 +198,16 @@ int bench_reference(cell *c, int threads) {
     ref_job j;
     memset(&j, 0, sizeof j);
     j.c = c;
-    j.sym = d0->in.divisible;
+    j.sym = d0->o.in.divisible;
     j.n = c->dims[j.sym];
-    j.groups = c->dims[d0->in.divisor] > 0 ? c->dims[d0->in.divisor] : 1;
+    j.groups = c->dims[d0->o.in.divisor] > 0 ? c->dims[d0->o.in.divisor] : 1;
     pthread_mutex_init(&j.mu, NULL);
     int rc = -1;
     if (cut_buffers(c, j.in)) goto oom;
     int gpos[MAX_T]; /* the divisor's position in each output with a partial, else -1 */
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
         const bop *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->in.ntensors; i++) {
+        for (int i = 0; i < d->o.in.ntensors; i++) {
             const int x = c->map[bwd][i];
             int has = 0;
             for (int k = 0; k < d->nd[i]; k++) has |= d->dims[i][k] == j.sym;

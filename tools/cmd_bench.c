@@ -85,12 +85,10 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
     r.cuda = impl == IMPL_CUDA || impl == IMPL_CUDA_DEF;
     /* --config pins every chunkgen impl but the one that measures the default config. */
     if (impl != IMPL_CUDA_DEF && impl != IMPL_REF) {
-        const char *fam = c->cfg->op == OP_SSD ? "ssd" : "sscan";
-        char op[2][16], err[256];
-        snprintf(op[0], sizeof op[0], "%s_fwd", fam);
-        snprintf(op[1], sizeof op[1], "%s_bwd", fam);
+        char err[256];
         for (int k = 0; k < 2; k++) /* the scopes were checked with the options */
-            if (cg_cli_config_for(o->config, op[k], r.config_buf[k], sizeof r.config_buf[k], &r.config[k], err, sizeof err))
+            if (cg_cli_config_for(o->config, bench_cell_op(c, k)->o.in.name, r.config_buf[k], sizeof r.config_buf[k],
+                                  &r.config[k], err, sizeof err))
                 r.config[k] = NULL;
     }
     char err[512];
@@ -171,7 +169,7 @@ static void run_cell(bench *bn, const bconfig *f, int64_t seq, int bwd) {
     c->layout = o->layout;
     c->dtype = o->dtype;
     bench_cell_define(c);
-    bench_progress("%s %s seq %lld %s", f->op == OP_SSD ? "ssd" : "sscan", f->name, (long long)seq, bwd ? "fwd_bwd" : "fwd");
+    bench_progress("%s %s seq %lld %s", f->family, f->name, (long long)seq, bwd ? "fwd_bwd" : "fwd");
     char err[512];
     int impls[IMPL_COUNT], n = 0;
     for (int i = 0; i < IMPL_COUNT; i++) {
@@ -216,13 +214,6 @@ static void rm_tree(const char *dir) {
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static int name_selected(const bench_opts *o, const char *name) {
-    if (!o->npresets) return 1;
-    for (int i = 0; i < o->npresets; i++)
-        if (!strcmp(o->presets[i], name)) return 1;
-    return 0;
-}
-
 int cg_cmd_bench(int argc, char **argv) {
     bench_opts o;
     int rc = bench_parse_opts(argc, argv, &o);
@@ -230,44 +221,10 @@ int cg_cmd_bench(int argc, char **argv) {
     bench_quiet = o.quiet;
     bench_kexec_select();
 
-    /* The configs of the run. */
+    /* The shapes of the run. */
     bconfig cfgs[64];
-    int ncfg = 0;
-    if (o.op != 2) {
-        if (o.nssd_custom) {
-            for (int i = 0; i < o.nssd_custom; i++) {
-                const custom_shape *cs = &o.ssd_custom[i];
-                bconfig f = {OP_SSD, "", cs->d[0], cs->d[1], cs->d[2], cs->d[3], cs->d[4], 0, 0};
-                snprintf(f.name, sizeof f.name, "%s", cs->name);
-                cfgs[ncfg++] = f;
-            }
-        } else {
-            for (size_t i = 0; i < sizeof k_ssd_seed / sizeof *k_ssd_seed; i++)
-                if (name_selected(&o, k_ssd_seed[i].name)) cfgs[ncfg++] = k_ssd_seed[i];
-        }
-    }
-    if (o.op != 1) {
-        if (o.nsscan_custom) {
-            for (int i = 0; i < o.nsscan_custom; i++) {
-                const custom_shape *cs = &o.sscan_custom[i];
-                bconfig f = {OP_SSCAN, "", cs->d[0], 0, 0, 0, 0, cs->d[1], cs->d[2]};
-                snprintf(f.name, sizeof f.name, "%s", cs->name);
-                cfgs[ncfg++] = f;
-            }
-        } else {
-            for (size_t i = 0; i < sizeof k_sscan_seed / sizeof *k_sscan_seed; i++)
-                if (name_selected(&o, k_sscan_seed[i].name)) cfgs[ncfg++] = k_sscan_seed[i];
-        }
-    }
-    for (int i = 0; i < o.npresets; i++) {
-        int found = 0;
-        for (int k = 0; k < ncfg; k++) found |= !strcmp(cfgs[k].name, o.presets[i]);
-        if (!found && !o.nssd_custom && !o.nsscan_custom)
-            return bench_usage_err("--preset: no preset named '%s' for the chosen op (ssd: g2h8_d128, g1h24_dk128_dv64, "
-                             "g1h1_d128, g2h4_dk48_dv40; sscan: sscan_d256, sscan_d512, sscan_d1024)",
-                             o.presets[i]);
-    }
-    if (!ncfg) return bench_usage_err("no config left after the filters");
+    const int ncfg = bench_matrix(&o, cfgs, 64);
+    if (ncfg < 0) return 2;
 
     bench bn;
     memset(&bn, 0, sizeof bn);
