@@ -1,7 +1,7 @@
 /* bench.h -- the pieces of `chunkgen bench` (tools/cmd_bench.c and tools/bench_*.c): the
  * options, the matrix, a cell's tensors, the measurement and the JSON document. Each
  * bench_*.c file has one job:
- *   bench_opts.c     the option table (tools/cli_args.h) and its checks
+ *   bench_opts.c     the option table (tools/cli_args.h), its checks, the presets and the matrix
  *   bench_util.c     clocks, percentiles, progress lines, JSON numbers, memory counters
  *   bench_probe.c    the CPU's and the GPU's bounds for the roofline
  *   bench_cell.c     a cell's tensors, inputs, API argument structs and device copies
@@ -54,7 +54,6 @@ typedef struct bench_opts {
     const char *commit, *out;
     const char *config; /* --config: pinned for the chunkgen impls except chunkgen_cuda_default */
 } bench_opts;
-
 
 typedef enum { IMPL_CPU, IMPL_CUDA, IMPL_CUDA_DEF, IMPL_EMU, IMPL_REF, IMPL_COUNT } impl_kind;
 extern const char *const k_impl_names[IMPL_COUNT];

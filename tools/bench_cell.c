@@ -58,7 +58,7 @@ cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s)
 /* The seeds' input distributions where they differ from the op table's range of generated
  * data (cg_tensor_info lo, hi), by tensor name, kept so that results stay comparable with
  * bench/results; ramp: -(i + 1) along the last extent. docs/bench.md and the config
- * block's "inputs" (below) say the same. */
+ * block's "inputs" (bench_json.c) say the same. */
 static const struct {
     const char *name;
     double lo, hi;
