@@ -38,7 +38,8 @@ cg_status cg_op_flops(cg_context *ctx, const cg_shape *shape, const char *config
         return cg__err(ctx, CG_EINVAL, "cg_op_flops: config: '%s' but expected %s=N with N a positive integer", config,
                        d->flops_param);
     if (used) {
-        int need = d->flops_param ? snprintf(used, cap, "%s=%lld", d->flops_param, (long long)p) : snprintf(used, cap, "%s", "");
+        int need = d->flops_param ? snprintf(used, cap, "%s=%lld", d->flops_param, (long long)p)
+                                  : snprintf(used, cap, "%s", "");
         if ((size_t)need >= cap)
             return cg__err(ctx, CG_EINVAL, "cg_op_flops: used: %zu bytes but %d are needed", cap, need + 1);
     }

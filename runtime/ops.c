@@ -157,7 +157,8 @@ static double ssd_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { re
  * forward included), per (b, l, d) 11 forward and 20 backward; exp, softplus and sigmoid
  * count as one. No parameter. */
 static double sscan_flops(const int64_t dim[CG_SYM_COUNT], double per_n, double per_d) {
-    return (double)dim[CG_SYM_B] * (double)dim[CG_SYM_L] * (double)dim[CG_SYM_D] * (per_n * (double)dim[CG_SYM_N] + per_d);
+    return (double)dim[CG_SYM_B] * (double)dim[CG_SYM_L] * (double)dim[CG_SYM_D] *
+           (per_n * (double)dim[CG_SYM_N] + per_d);
 }
 static double sscan_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, sscan_flops(dim, 7, 11); }
 static double sscan_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, sscan_flops(dim, 24, 20); }

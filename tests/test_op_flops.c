@@ -26,7 +26,8 @@ static double ssd_formula(double B, double T, double H, double dk, double dv, do
     double tot = 0;
     for (double t0 = 0; t0 < T; t0 += C) {
         double c = T - t0 < C ? T - t0 : C;
-        tot += bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk : c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
+        tot += bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk
+                   : c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
     }
     return tot * B * H;
 }

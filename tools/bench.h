@@ -36,7 +36,7 @@ typedef struct bconfig {
 typedef struct bench_opts {
     int want_cpu, want_cuda, want_emu, want_ref, want_cuda_def; /* -1 unset */
     int backend_given, impls_given;
-    int op; /* --op: 0 every family, else the choice's index (1-based) */
+    int op;             /* --op: 0 every family, else the choice's index (1-based) */
     const char *family; /* --op's family, or NULL */
     char family_buf[16];
     char presets[MAXLIST][48]; /* --preset: names of the seeds' shapes */
@@ -195,9 +195,9 @@ cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s)
 /* The forward (bwd 0) or backward (bwd 1) op of the cell's family. */
 const bop *bench_cell_op(const cell *c, int bwd);
 /* Print what failed and abort: a broken invariant of the bench itself. */
-#define BENCH_CHECK(cond)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) bench_die(__FILE__, __LINE__, #cond);                                                 \
+#define BENCH_CHECK(cond)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) bench_die(__FILE__, __LINE__, #cond);                                                             \
     } while (0)
 void bench_die(const char *file, int line, const char *what) __attribute__((noreturn));
 /* The args struct (of the op's type) of the cell's forward (bwd 0) or backward op over m:

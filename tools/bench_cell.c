@@ -27,7 +27,8 @@ static void ops_load(void) {
     for (int o = 0; o < k_nops; o++) {
         bop *d = &k_ops[o];
         BENCH_CHECK(cli_op_load((cg_op)o, &d->o) == 0 && d->o.in.ntensors <= MAX_T);
-        for (int i = 0; i < d->o.in.ntensors; i++) d->nd[i] = cg_op_tensor_dims(d->o.op, i, CG_LAYOUT_TOKEN_MAJOR, 0, d->dims[i]);
+        for (int i = 0; i < d->o.in.ntensors; i++)
+            d->nd[i] = cg_op_tensor_dims(d->o.op, i, CG_LAYOUT_TOKEN_MAJOR, 0, d->dims[i]);
     }
 }
 
@@ -41,15 +42,14 @@ static const bop *op_of(const char *fam, int bwd) {
 
 const bop *bench_cell_op(const cell *c, int bwd) { return op_of(c->cfg->family, bwd); }
 
-
 cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s) {
     const bop *d = bench_cell_op(c, bwd);
     char text[CG_SHAPE_TEXT_MAX];
     size_t n = (size_t)snprintf(text, sizeof text, "%s:", d->o.in.name);
     for (int k = 0; k < d->o.in.nsyms && n < sizeof text; k++)
         if (c->dims[d->o.in.syms[k]] > 0)
-            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s=%lld", text[n - 1] == ':' ? "" : ",", cg_sym_name(d->o.in.syms[k]),
-                                  (long long)c->dims[d->o.in.syms[k]]);
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s=%lld", text[n - 1] == ':' ? "" : ",",
+                                  cg_sym_name(d->o.in.syms[k]), (long long)c->dims[d->o.in.syms[k]]);
     memset(s, 0, sizeof *s);
     s->size = sizeof *s;
     return cg_shape_parse(ctx, text, s);
@@ -63,7 +63,8 @@ static const struct {
     const char *name;
     double lo, hi;
     int ramp;
-} k_seed_ranges[] = {{"log_alpha", -0.5, -0.001, 0}, {"delta", -4, -1, 0}, {"delta_bias", -0.5, 0.5, 0}, {"A", 0, 0, 1}};
+} k_seed_ranges[] = {
+    {"log_alpha", -0.5, -0.001, 0}, {"delta", -4, -1, 0}, {"delta_bias", -0.5, 0.5, 0}, {"A", 0, 0, 1}};
 
 /* Which optional tensors a cell gives (the config block's "inputs"): the initial state
  * when the shape says so (bconfig.states); the other optional inputs of the forward (sscan
@@ -196,8 +197,7 @@ int bench_cell_alloc(cell *c, char *err, size_t errlen) {
         if (!t->used || t->out) continue;
         if (t->ramp)
             for (int64_t j = 0; j < t->count; j++) t->h[j] = -(float)(j % t->n[t->nd - 1] + 1);
-        else
-            tfill(t, seed + ++k, t->lo, t->hi);
+        else tfill(t, seed + ++k, t->lo, t->hi);
     }
     for (int i = 0; i < c->nt; i++)
         if (c->t[i].used && !c->t[i].out) tpack(&c->t[i]); /* the reference sees the rounded inputs */

@@ -29,7 +29,8 @@ double bench_cell_bytes(const cell *c) {
 static int64_t line_value(const char *line, const char *key) {
     const size_t n = strlen(key);
     for (const char *p = line; p && (p = strstr(p, key)); p += n)
-        if ((p == line || p[-1] == '=' || p[-1] == ',' || p[-1] == ' ') && p[n] == '=') return strtoll(p + n + 1, NULL, 10);
+        if ((p == line || p[-1] == '=' || p[-1] == ',' || p[-1] == ' ') && p[n] == '=')
+            return strtoll(p + n + 1, NULL, 10);
     return 0;
 }
 
@@ -39,8 +40,9 @@ static int64_t line_value(const char *line, const char *key) {
 static const struct {
     cg_sym sym;
     const char *field;
-} k_shape_fields[] = {{CG_SYM_B, "batch"}, {CG_SYM_G, "groups"}, {CG_SYM_H, "heads"}, {CG_SYM_T, "seq"}, {CG_SYM_L, "seq"},
-                      {CG_SYM_DK, "dk"},   {CG_SYM_DV, "dv"},     {CG_SYM_D, "dim"},   {CG_SYM_N, "state"}};
+} k_shape_fields[] = {{CG_SYM_B, "batch"}, {CG_SYM_G, "groups"}, {CG_SYM_H, "heads"},
+                      {CG_SYM_T, "seq"},   {CG_SYM_L, "seq"},    {CG_SYM_DK, "dk"},
+                      {CG_SYM_DV, "dv"},   {CG_SYM_D, "dim"},    {CG_SYM_N, "state"}};
 static const struct {
     const char *family, *configs, *fields;
     int nested;
@@ -80,7 +82,8 @@ json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
     json_t *shape = sc >= 0 && k_schema[sc].nested ? json_object() : r;
     shape_fields(f, in, c->seq, shape, NULL);
     if (shape != r) json_object_set_new(r, "shape", shape);
-    if (in->has_layout) json_object_set_new(r, "layout", json_string(c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token"));
+    if (in->has_layout)
+        json_object_set_new(r, "layout", json_string(c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token"));
     json_object_set_new(r, "dtype", json_string(cg_dtype_name(c->dtype))); /* the 16-bit-capable tensors' storage */
     int th = impl == IMPL_REF ? 1 : (impl == IMPL_CPU || impl == IMPL_EMU) ? bn->threads : 0;
     if (th) json_object_set_new(r, "threads", json_integer(th));
@@ -138,7 +141,8 @@ static void cpu_default_config(cg_context *ctx, const cell *c, char *buf, size_t
     cg_shape s;
     buf[0] = '\0';
     snprintf(space, sizeof space, "%s_cpu", bench_cell_op(c, c->bwd)->o.in.family);
-    if (bench_cell_shape(c, c->bwd, ctx, &s) == CG_OK && cg_kernel_config(ctx, space, &s, 0, NULL, &cfg) == CG_OK && cfg)
+    if (bench_cell_shape(c, c->bwd, ctx, &s) == CG_OK && cg_kernel_config(ctx, space, &s, 0, NULL, &cfg) == CG_OK &&
+        cfg)
         snprintf(buf, cap, "%s", cfg);
     cg_free(cfg);
 }
@@ -353,7 +357,8 @@ int bench_write_doc(const bench *bn) {
     char *text = json_dumps(bn->doc, flags);
     cg_context *ctx = NULL;
     int bad = !text || cg_context_create(&ctx) != CG_OK || cg_write_file(ctx, out, text, strlen(text)) != CG_OK;
-    if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, !text ? "out of memory" : ctx ? cg_errmsg(ctx) : "cannot create a context");
+    if (bad && text && ctx) fprintf(stderr, "chunkgen bench: %s\n", cg_errmsg(ctx)); /* "cannot write OUT: why" */
+    else if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, text ? "no context" : "out of memory");
     cg_context_free(ctx);
     free(text);
     return bad ? -1 : 0;

@@ -118,6 +118,7 @@ static const struct {
     const char *family, *name, *items;
     int states;
 } k_presets[] = {
+    /* clang-format off */
     {"ssd", "g2h8_d128", "B=4,G=2,H=8,dk=128,dv=128", 1},
     {"ssd", "g1h24_dk128_dv64", "B=2,G=1,H=24,dk=128,dv=64", 1},
     {"ssd", "g1h1_d128", "B=4,G=1,H=1,dk=128,dv=128", 1},
@@ -125,6 +126,7 @@ static const struct {
     {"sscan", "sscan_d256", "B=4,D=256,N=16", 0},
     {"sscan", "sscan_d512", "B=4,D=512,N=16", 0},
     {"sscan", "sscan_d1024", "B=4,D=1024,N=16", 0},
+    /* clang-format on */
 };
 #define NPRESETS ((int)(sizeof k_presets / sizeof *k_presets))
 
@@ -154,10 +156,12 @@ static int config_parse(const char *family, const char *name, const char *items,
     if (cg_shape_parse(ctx, text, &s) != CG_OK) return snprintf(err, errlen, "%s", cg_errmsg(ctx)), -1;
     for (int k = 0; k < fwd.in.nsyms; k++) /* the extents a shape gives: the op's but the sequence's, ungrouped */
         if (fwd.in.syms[k] != fwd.in.seq && !(fwd.in.groupable && fwd.in.syms[k] == fwd.in.divisor))
-            snprintf(syms + strlen(syms), sizeof syms - strlen(syms), "%s%s", syms[0] ? ", " : "", cg_sym_name(fwd.in.syms[k]));
+            snprintf(syms + strlen(syms), sizeof syms - strlen(syms), "%s%s", syms[0] ? ", " : "",
+                     cg_sym_name(fwd.in.syms[k]));
     if (s.dtype != CG_F32 || s.layout != CG_LAYOUT_TOKEN_MAJOR || s.given || s.scalars || s.nseq || s.grouped)
         return snprintf(err, errlen, "'%s:%s': only the extents %s (layout and dtype: --layout, --dtype)", name, items,
-                        syms), -1;
+                        syms),
+               -1;
     memset(f, 0, sizeof *f);
     snprintf(f->family, sizeof f->family, "%s", family);
     snprintf(f->name, sizeof f->name, "%s", name);
@@ -176,7 +180,8 @@ static int add_custom(bench_opts *o, const char *v, const char *family, char *er
     const int p = preset_of(family);
     if (!colon || colon == v || (size_t)(colon - v) >= sizeof o->custom[0].name)
         return snprintf(err, errlen, "expected NAME:ITEM,... (e.g. %s:%s), got '%s'", p >= 0 ? k_presets[p].name : "x",
-                        p >= 0 ? k_presets[p].items : "B=1", v), -1;
+                        p >= 0 ? k_presets[p].items : "B=1", v),
+               -1;
     char name[48];
     snprintf(name, sizeof name, "%.*s", (int)(colon - v), v);
     if (config_parse(family, name, colon + 1, &o->custom[o->ncustom], err, errlen)) return -1;
@@ -184,8 +189,12 @@ static int add_custom(bench_opts *o, const char *v, const char *family, char *er
     return 0;
 }
 
-static int opt_ssd_shape(void *opts, const char *v, char *err, size_t errlen) { return add_custom(opts, v, "ssd", err, errlen); }
-static int opt_sscan_shape(void *opts, const char *v, char *err, size_t errlen) { return add_custom(opts, v, "sscan", err, errlen); }
+static int opt_ssd_shape(void *opts, const char *v, char *err, size_t errlen) {
+    return add_custom(opts, v, "ssd", err, errlen);
+}
+static int opt_sscan_shape(void *opts, const char *v, char *err, size_t errlen) {
+    return add_custom(opts, v, "sscan", err, errlen);
+}
 
 static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
     bench_opts *o = opts;
@@ -301,7 +310,10 @@ int bench_matrix(const bench_opts *o, bconfig *cfgs, int max) {
         char names[512] = "";
         for (int k = 0; k < NPRESETS; k++) {
             const int first = k == 0 || strcmp(k_presets[k - 1].family, k_presets[k].family);
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s%s%s", k && first ? "; " : k ? ", " : "",
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s%s%s",
+                     k && first ? "; "
+                     : k        ? ", "
+                                : "",
                      first ? k_presets[k].family : "", first ? ": " : "", k_presets[k].name);
         }
         return bench_usage_err("--preset: no preset named '%s' for the chosen op (%s)", o->presets[i], names), -1;

@@ -85,7 +85,8 @@ static void ref_args(const cell *c, int bwd, double *const *in, const ref_slice 
             for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
             base = sl->part[j] + sl->h * e, off = 0;
         }
-        *cg_op_args_tensor(d->o.op, args, i) = f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
+        *cg_op_args_tensor(d->o.op, args, i) =
+            f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
     }
     for (int k = 0; k < d->o.in.nscalars; k++) *cg_op_args_scalar(d->o.op, args, k) = 1;
 }
@@ -123,9 +124,8 @@ static void ref_slice_run(ref_job *j, int64_t h, int tid) {
     if (s != CG_OK) {
         pthread_mutex_lock(&j->mu);
         if (!atomic_load(&j->failed))
-            snprintf(j->err, sizeof j->err, "reference failed on slice %s=%lld: %s: %s", cg_sym_name(j->sym), (long long)h,
-                     cg_status_str(s),
-                     cg_errmsg(j->ctx[tid]));
+            snprintf(j->err, sizeof j->err, "reference failed on slice %s=%lld: %s: %s", cg_sym_name(j->sym),
+                     (long long)h, cg_status_str(s), cg_errmsg(j->ctx[tid]));
         atomic_store(&j->failed, 1);
         pthread_mutex_unlock(&j->mu);
     }

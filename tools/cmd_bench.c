@@ -66,7 +66,8 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
     if (impl == IMPL_REF) {
         /* from the reference's time on the cut, else (--no-check) the op's flops at 5e8/s */
         const double bt = (double)c->dims[CG_SYM_B] * (double)c->seq;
-        double pred = c->ref_s_per_bt > 0 ? c->ref_s_per_bt * bt : bench_model_flops(bn->ctx_cpu, c, NULL, NULL, 0) / 5e8;
+        double pred =
+            c->ref_s_per_bt > 0 ? c->ref_s_per_bt * bt : bench_model_flops(bn->ctx_cpu, c, NULL, NULL, 0) / 5e8;
         if (pred > o->ref_max_s) {
             char why[256];
             snprintf(why, sizeof why, "too slow: about %.0f s per call predicted from the reference cut (--ref-max-s %g)",
