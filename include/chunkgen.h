@@ -849,6 +849,17 @@ CG_API cg_status cg_shape_of(cg_context *ctx, cg_op op, const void *args, cg_sha
  * caller gives it data before a call. */
 CG_API cg_status cg_shape_tensor(cg_context *ctx, const cg_shape *shape, int i, cg_tensor *tensor);
 
+/* The floating-point operations of one call of shape, by the op's own model of its work
+ * (the op table's; docs/bench.md), for GFLOP/s and fractions of a peak. Some ops' work
+ * depends on a config parameter (SSD: the chunk): config (NULL or "": the model's
+ * default) gives it as items KEY=N separated by commas or spaces ("chunk=64,threads=2";
+ * other keys are ignored). *flops the count; used (NULL, or cap bytes) the parameter the
+ * count took, "chunk=64", or "" for an op without one. CG_EINVAL naming the argument for
+ * a shape that is not valid (cg_shape_format's check), a parameter that is not a
+ * positive integer, a NULL flops or a used too small. ctx may be NULL. */
+CG_API cg_status cg_op_flops(cg_context *ctx, const cg_shape *shape, const char *config, double *flops, char *used,
+                             size_t cap);
+
 
 /* ------------------------------------------------------------------- tuning
  * A tune enumerates a backend's parameter space for each shape (op, extents, dtype),

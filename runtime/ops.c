@@ -147,25 +147,52 @@ static const cg_tune_seed k_ssd_seeds[] = {{"B=4,G=2,H=8,dk=128,dv=128", "g2h8_d
 static const cg_tune_seed k_sscan_seeds[] = {
     {"B=4,D=256,N=16", "d256_n16"}, {"B=4,D=512,N=16", "d512_n16"}, {"B=4,D=1024,N=16", "d1024_n16"}, {NULL, NULL}};
 #define NO_SEEDS NULL, {0}, {0}
+/* Each op's model of its work (the flops column, cg_op_flops; docs/bench.md). SSD: the
+ * chunked algorithm with chunk C per (b, h) and chunk of c tokens: forward c(c+1)(dk+dv)
+ * for the causal halves of Q K^T and P V plus 4 c dk dv for Q S0 and the chunk state;
+ * backward c(c+1)(3dk+2dv) + 10 c dk dv + 4 c dk. A varlen batch counts as one sequence. */
+static double ssd_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd) {
+    const double dk = (double)dim[CG_SYM_DK], dv = (double)dim[CG_SYM_DV];
+    const int64_t T = dim[CG_SYM_T];
+    double tot = 0;
+    for (int part = 0; part < 2; part++) {
+        double c = (double)(part ? T % C : C), nchunks = (double)(part ? (T % C ? 1 : 0) : T / C);
+        if (nchunks == 0) continue;
+        tot += nchunks * (bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk
+                              : c * (c + 1) * (dk + dv) + 4 * c * dk * dv);
+    }
+    return tot * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_H];
+}
+static double ssd_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { return ssd_flops(dim, chunk, 0); }
+static double ssd_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { return ssd_flops(dim, chunk, 1); }
+/* Selective scan: per (b, l, d, n) 7 flops forward and 24 backward (its recompute of the
+ * forward included), per (b, l, d) 11 forward and 20 backward; exp, softplus and sigmoid
+ * count as one. No parameter. */
+static double sscan_flops(const int64_t dim[CG_SYM_COUNT], double per_n, double per_d) {
+    return (double)dim[CG_SYM_B] * (double)dim[CG_SYM_L] * (double)dim[CG_SYM_D] *
+           (per_n * (double)dim[CG_SYM_N] + per_d);
+}
+static double sscan_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, sscan_flops(dim, 7, 11); }
+static double sscan_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, sscan_flops(dim, 24, 20); }
 
 static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
      offsetof(cg_ssd_fwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[0],
-     offsetof(cg_ssd_prob, nseq), H_, k_ssd_seeds, {512, 2048, 8192}, {512, 2048}},
+     offsetof(cg_ssd_prob, nseq), H_, k_ssd_seeds, {512, 2048, 8192}, {512, 2048}, ssd_fwd_flops, "chunk", 64},
     {CG_OP_SSD_BWD, "ssd_bwd", "ssd", 1, "cg_ssd_bwd_args", sizeof(cg_ssd_bwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_bwd), k_ssd_bwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
      offsetof(cg_ssd_bwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[1],
-     offsetof(cg_ssd_prob, nseq), H_, NO_SEEDS},
+     offsetof(cg_ssd_prob, nseq), H_, NO_SEEDS, ssd_bwd_flops, "chunk", 64},
     {CG_OP_SSCAN_FWD, "sscan_fwd", "sscan", 0, "cg_sscan_fwd_args", sizeof(cg_sscan_fwd_args),
      sizeof(cg_sscan_prob), COUNT(k_sscan_fwd), k_sscan_fwd, COUNT(k_sscan_fwd_scalars), k_sscan_fwd_scalars,
      SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
      offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[2], offsetof(cg_sscan_prob, nseq), G_,
-     k_sscan_seeds, {512, 2048, 8192}, {2048}},
+     k_sscan_seeds, {512, 2048, 8192}, {2048}, sscan_fwd_flops, NULL, 0},
     {CG_OP_SSCAN_BWD, "sscan_bwd", "sscan", 1, "cg_sscan_bwd_args", sizeof(cg_sscan_bwd_args),
      sizeof(cg_sscan_prob), COUNT(k_sscan_bwd), k_sscan_bwd, COUNT(k_sscan_bwd_scalars), k_sscan_bwd_scalars,
      SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
-     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[3], offsetof(cg_sscan_prob, nseq), G_, NO_SEEDS},
+     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[3], offsetof(cg_sscan_prob, nseq), G_, NO_SEEDS, sscan_bwd_flops, NULL, 0},
 };
 
 const cg_op_desc *cg__op_desc(cg_op op) {

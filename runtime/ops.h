@@ -101,6 +101,12 @@ typedef struct cg_op_desc {
      * this order; 0 ends a list */
     const cg_tune_seed *seeds;
     int64_t seq_gpu[4], seq_cpu[4];
+    /* the op's model of its work (cg_op_flops): the flops of one call with the symbols'
+     * extents dim[] (by cg_sym) and the model's parameter p (the config key flops_param,
+     * e.g. the chunk; flops_default when the config has none; ignored when NULL) */
+    double (*flops)(const int64_t dim[CG_SYM_COUNT], int64_t p);
+    const char *flops_param;
+    int64_t flops_default;
 } cg_op_desc;
 
 /* Varlen (docs/varlen.md, runtime/varlen.c). The problem's cu_seqlens view (p NULL when absent). */

@@ -1,7 +1,7 @@
 /* bench.h -- the pieces of `chunkgen bench` (tools/cmd_bench.c and tools/bench_*.c): the
  * options, the matrix, a cell's tensors, the measurement and the JSON document. Each
  * bench_*.c file has one job:
- *   bench_opts.c     the option table (tools/cli_args.h) and its checks
+ *   bench_opts.c     the option table (tools/cli_args.h), its checks, the presets and the matrix
  *   bench_util.c     clocks, percentiles, progress lines, JSON numbers, memory counters
  *   bench_probe.c    the CPU's and the GPU's bounds for the roofline
  *   bench_cell.c     a cell's tensors, inputs, API argument structs and device copies
@@ -14,8 +14,7 @@
 
 #include "chunkgen.h"
 #include "bench_probe.h"
-#include "internal.h"
-#include "ops.h"
+#include "cli_op.h"
 
 #include <jansson.h>
 
@@ -24,22 +23,29 @@
 
 #define MAXLIST 16
 
-typedef struct custom_shape {
+/* One shape of the matrix: the op family's (cg_op_info.family) extents by symbol (cg_sym),
+ * all but the sequence's (--seq gives those); 0 for a symbol not given (an ungrouped
+ * scan's G). states: the family's optional state inputs are given (the seeds': SSD's h0). */
+typedef struct bconfig {
+    char family[16];
     char name[48];
-    int64_t d[5];
-} custom_shape;
+    int64_t dims[CG_SHAPE_MAX_SYMS];
+    int states;
+} bconfig;
 
 typedef struct bench_opts {
     int want_cpu, want_cuda, want_emu, want_ref, want_cuda_def; /* -1 unset */
     int backend_given, impls_given;
-    int op; /* 0 both, 1 ssd, 2 sscan */
+    int op;             /* --op: 0 every family, else the choice's index (1-based) */
+    const char *family; /* --op's family, or NULL */
+    char family_buf[16];
     char presets[MAXLIST][48]; /* --preset: names of the seeds' shapes */
     int npresets;
     int64_t seqs[MAXLIST];
     int nseqs;
     int mode; /* 0 both, 1 fwd, 2 fwd_bwd */
-    custom_shape ssd_custom[MAXLIST], sscan_custom[MAXLIST];
-    int nssd_custom, nsscan_custom;
+    bconfig custom[2 * MAXLIST]; /* --ssd-shape, --sscan-shape, in their order */
+    int ncustom;
     cg_layout layout;
     cg_dtype dtype; /* --dtype: storage of the 16-bit-capable tensors (CG_F32 default) */
     int all, threads, repeats, warmup, no_check, no_probe, quiet, verbose;
@@ -48,15 +54,6 @@ typedef struct bench_opts {
     const char *commit, *out;
     const char *config; /* --config: pinned for the chunkgen impls except chunkgen_cuda_default */
 } bench_opts;
-
-typedef enum { OP_SSD = 1, OP_SSCAN = 2 } op_kind;
-
-typedef struct bconfig {
-    op_kind op;
-    char name[48];
-    int64_t B, G, H, dk, dv; /* SSD */
-    int64_t D, N;            /* selective scan (B shared) */
-} bconfig;
 
 typedef enum { IMPL_CPU, IMPL_CUDA, IMPL_CUDA_DEF, IMPL_EMU, IMPL_REF, IMPL_COUNT } impl_kind;
 extern const char *const k_impl_names[IMPL_COUNT];
@@ -71,6 +68,8 @@ typedef struct btensor {
     int head_perm;    /* head-major: the API's dims 1 and 2 are logical 2 and 1 */
     int out;          /* written by the op */
     int grad;         /* a gradient (named by the input it is the gradient of) */
+    int ramp;         /* an input filled with -(i + 1) along its last extent, not drawn */
+    double lo, hi;    /* an input's range: the op table's, or the seeds' (bench_cell.c) */
     int64_t n[4], s[4], count;
     cg_dtype dt;      /* storage dtype (the cell's 16-bit dtype for the 16-bit-capable tensors) */
     float *h;         /* host values (16-bit inputs: rounded once) */
@@ -80,13 +79,18 @@ typedef struct btensor {
     int64_t rn[4];    /* the cut's shape */
 } btensor;
 
-/* A cell's tensors are built from the op table (runtime/ops.c): the forward op's tensors
- * in its order, then the backward op's that the forward lacks. These indices follow that
- * order (bench_cell_define checks the count); the ones a cell does not use stay unused. */
-enum { S_Q, S_K, S_V, S_LA, S_H0, S_O, S_HT, S_DO, S_DHT, S_DQ, S_DK, S_DV, S_DLA, S_DH0, S_COUNT };
-enum { X_X, X_DELTA, X_A, X_B, X_C, X_D, X_Z, X_BIAS, X_H0, X_Y, X_HT, X_DY, X_DHT, X_DX, X_DDELTA, X_DA, X_DB, X_DC,
-       X_DD, X_DZ, X_DBIAS, X_DH0, X_COUNT };
+/* A cell's tensors are built from the op table (cg_op_describe): the forward op's tensors
+ * in its order, then the backward op's that the forward lacks; the ones a cell does not
+ * use stay unused. */
 #define MAX_T 24
+
+/* An op as the bench sees it: the public description (tools/cli_op.h) and each tensor's
+ * dims in the order a caller gives them, token-major and ungrouped (cg_op_tensor_dims). */
+typedef struct bop {
+    cli_op o;
+    int nd[CLI_OP_MAXT];
+    cg_sym dims[CLI_OP_MAXT][CG_MAX_DIMS];
+} bop;
 
 typedef struct cell {
     const bconfig *cfg;
@@ -94,13 +98,14 @@ typedef struct cell {
     int bwd; /* fwd_bwd */
     cg_layout layout;
     cg_dtype dtype; /* the 16-bit-capable tensors' storage (CG_F32: all float32) */
+    int64_t dims[CG_SHAPE_MAX_SYMS]; /* each symbol's extent (by cg_sym); 0: not given (sscan's G) */
     btensor t[MAX_T];
     int nt;
     int map[2][MAX_T]; /* the cell tensor of each tensor of the forward [0] and backward [1] op */
     int64_t cut_t; /* tokens of the reference cut */
     int have_ref;
     char ref_err[512];
-    double ref_rate; /* reference flop/s per thread, measured */
+    double ref_s_per_bt; /* the reference's seconds per (batch element x token) on one thread, measured; 0: not */
 } cell;
 
 /* Memory (host or device) and the cut of one run. */
@@ -148,6 +153,9 @@ typedef struct bench {
 /* 0 ok, -1 --help printed, 2 usage error printed. */
 int bench_parse_opts(int argc, char **argv, bench_opts *o);
 int bench_usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The shapes of the run into cfgs (at most max): each family's (--op's) custom shapes, or
+ * its presets (--preset's). The count, or -1 after a usage error printed. */
+int bench_matrix(const bench_opts *o, bconfig *cfgs, int max);
 
 /* ------------------------------------------------------------------ bench_util.c */
 double bench_now_s(void);
@@ -173,9 +181,7 @@ extern int bench_fake_cuda;
 void bench_kexec_select(void);
 
 /* ------------------------------------------------------------------ bench_cell.c */
-extern const bconfig k_ssd_seed[4], k_sscan_seed[3];
 extern const int64_t k_seed_seqs[3];
-extern const char k_inputs_ssd[], k_inputs_sscan[];
 void bench_cell_define(cell *c);
 /* The tensor's bytes in the call (the whole tensor, in its storage dtype). */
 double bench_tbytes(const btensor *t);
@@ -183,8 +189,17 @@ double bench_tbytes(const btensor *t);
 double bench_tval(const btensor *t, int64_t off);
 int bench_cell_alloc(cell *c, char *err, size_t errlen);
 void bench_cell_free(cell *c);
+/* The shape of the cell's forward (bwd 0) or backward call, its extents only (token-major,
+ * float32, no optional tensor): CG_OK, or the status of cg_shape_parse (message in ctx). */
+cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s);
 /* The forward (bwd 0) or backward (bwd 1) op of the cell's family. */
-const cg_op_desc *bench_cell_op(const cell *c, int bwd);
+const bop *bench_cell_op(const cell *c, int bwd);
+/* Print what failed and abort: a broken invariant of the bench itself. */
+#define BENCH_CHECK(cond)                                                                                              \
+    do {                                                                                                               \
+        if (!(cond)) bench_die(__FILE__, __LINE__, #cond);                                                             \
+    } while (0)
+void bench_die(const char *file, int line, const char *what) __attribute__((noreturn));
 /* The args struct (of the op's type) of the cell's forward (bwd 0) or backward op over m:
  * every tensor of the op (an unused one absent), the layout, every scalar flag on
  * (delta_softplus). */
@@ -199,10 +214,10 @@ int bench_cuda_copy(cell *c, cg_context *ctx, int dir, char *err, size_t errlen)
 void bench_poison_outputs(cell *c);
 
 /* ------------------------------------------------------------------- bench_ref.c */
-/* Reference flops of a call (a model of the sequential scan's work). */
-double bench_ref_work(const cell *c, int64_t batch, int64_t tokens);
-int bench_ssd_reference(cell *c, int threads);
-int bench_sscan_reference(cell *c);
+/* The float64 reference of the cell's cut: one call per slice of the op's divisible
+ * symbol (cg_op_info.divisible: SSD's heads, the selective scan's channels) on up to
+ * threads workers; 0, or -1 with c->ref_err. */
+int bench_reference(cell *c, int threads);
 /* max |a - ref| / max |ref| over the cut of t; NaN when a holds a NaN. */
 double bench_rel_err_cut(const btensor *t);
 
@@ -215,6 +230,10 @@ int bench_measure(runner *r, const bptrs *m, const bench_opts *o, meas *out);
 
 /* ------------------------------------------------------------------ bench_json.c */
 json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl);
+/* The flops of the cell's calls (forward, and backward for fwd_bwd) by each op's model
+ * (cg_op_flops) with the model's parameter from cfg (NULL: its default); used: the
+ * parameter taken ("chunk=64", "" for none). NaN (message in ctx) when refused. */
+double bench_model_flops(cg_context *ctx, const cell *c, const char *cfg, char *used, size_t cap);
 void bench_row_fail(bench *bn, json_t *row, int skipped, const char *msg);
 /* Whether an impl's rel_err needs its own run on the cut (not the timed run's outputs). */
 int bench_needs_cut_run(const cell *c);

@@ -3,66 +3,108 @@
  * the device copies. */
 #include "bench.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-const bconfig k_ssd_seed[4] = {
-    {OP_SSD, "g2h8_d128", 4, 2, 8, 128, 128, 0, 0},
-    {OP_SSD, "g1h24_dk128_dv64", 2, 1, 24, 128, 64, 0, 0},
-    {OP_SSD, "g1h1_d128", 4, 1, 1, 128, 128, 0, 0},
-    {OP_SSD, "g2h4_dk48_dv40", 4, 2, 4, 48, 40, 0, 0},
-};
-const bconfig k_sscan_seed[3] = {
-    {OP_SSCAN, "sscan_d256", 4, 0, 0, 0, 0, 256, 16},
-    {OP_SSCAN, "sscan_d512", 4, 0, 0, 0, 0, 512, 16},
-    {OP_SSCAN, "sscan_d1024", 4, 0, 0, 0, 0, 1024, 16},
-};
 const int64_t k_seed_seqs[3] = {512, 2048, 8192};
 
-const cg_op_desc *bench_cell_op(const cell *c, int bwd) {
-    if (c->cfg->op == OP_SSD) return cg__op_desc(bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD);
-    return cg__op_desc(bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD);
+void bench_die(const char *file, int line, const char *what) {
+    fprintf(stderr, "chunkgen bench: internal error at %s:%d: %s\n", file, line, what);
+    abort();
 }
 
-/* Which optional tensors a cell gives (k_inputs_ssd, k_inputs_sscan): the initial state
- * for SSD only; the other optional inputs of the forward (sscan D, z, delta_bias) always;
- * no optional input of the backward alone (dhT); every optional output whose input is
- * given (hT; dh0 when h0 is, dD when D is ...). */
-static int cell_states_given(const cell *c) { return c->cfg->op == OP_SSD; }
+/* Every op's public description, read once (before any thread of the reference runs). */
+#define BENCH_MAX_OPS 32
+static bop k_ops[BENCH_MAX_OPS];
+static int k_nops;
+static pthread_once_t k_ops_once = PTHREAD_ONCE_INIT;
 
-static int cell_uses(const cell *c, int bwd, const cg_tdesc *td) {
+static void ops_load(void) {
+    k_nops = cg_op_count();
+    BENCH_CHECK(k_nops > 0 && k_nops <= BENCH_MAX_OPS);
+    for (int o = 0; o < k_nops; o++) {
+        bop *d = &k_ops[o];
+        BENCH_CHECK(cli_op_load((cg_op)o, &d->o) == 0 && d->o.in.ntensors <= MAX_T);
+        for (int i = 0; i < d->o.in.ntensors; i++)
+            d->nd[i] = cg_op_tensor_dims(d->o.op, i, CG_LAYOUT_TOKEN_MAJOR, 0, d->dims[i]);
+    }
+}
+
+/* The op of family fam, forward (bwd 0) or backward. */
+static const bop *op_of(const char *fam, int bwd) {
+    pthread_once(&k_ops_once, ops_load);
+    for (int o = 0; o < k_nops; o++)
+        if (!strcmp(k_ops[o].o.in.family, fam) && k_ops[o].o.in.bwd == bwd) return &k_ops[o];
+    bench_die(__FILE__, __LINE__, "no such op");
+}
+
+const bop *bench_cell_op(const cell *c, int bwd) { return op_of(c->cfg->family, bwd); }
+
+cg_status bench_cell_shape(const cell *c, int bwd, cg_context *ctx, cg_shape *s) {
+    const bop *d = bench_cell_op(c, bwd);
+    char text[CG_SHAPE_TEXT_MAX];
+    size_t n = (size_t)snprintf(text, sizeof text, "%s:", d->o.in.name);
+    for (int k = 0; k < d->o.in.nsyms && n < sizeof text; k++)
+        if (c->dims[d->o.in.syms[k]] > 0)
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s%s=%lld", text[n - 1] == ':' ? "" : ",",
+                                  cg_sym_name(d->o.in.syms[k]), (long long)c->dims[d->o.in.syms[k]]);
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    return cg_shape_parse(ctx, text, s);
+}
+
+/* The seeds' input distributions where they differ from the op table's range of generated
+ * data (cg_tensor_info lo, hi), by tensor name, kept so that results stay comparable with
+ * bench/results; ramp: -(i + 1) along the last extent. docs/bench.md and the config
+ * block's "inputs" (bench_json.c) say the same. */
+static const struct {
+    const char *name;
+    double lo, hi;
+    int ramp;
+} k_seed_ranges[] = {
+    {"log_alpha", -0.5, -0.001, 0}, {"delta", -4, -1, 0}, {"delta_bias", -0.5, 0.5, 0}, {"A", 0, 0, 1}};
+
+/* Which optional tensors a cell gives (the config block's "inputs"): the initial state
+ * when the shape says so (bconfig.states); the other optional inputs of the forward (sscan
+ * D, z, delta_bias) always; no optional input of the backward alone (dhT); every optional
+ * output whose input is given (hT; dh0 when h0 is, dD when D is ...). */
+static int cell_uses(const cell *c, int bwd, const cg_tensor_info *td) {
     if (bwd && !c->bwd) return 0;
     if (!td->optional) return 1;
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    if (td->role == CG_TD_IN) {
+    const bop *d = bench_cell_op(c, bwd);
+    if (!td->output) {
         if (bwd) return 0;
-        int state = td->ext[0] == CG_SYM_B && td->ext[1] != d->seq;
-        return !state || cell_states_given(c);
+        int state = td->ext[0] == CG_SYM_B && td->ext[1] != d->o.in.seq;
+        return !state || c->cfg->states;
     }
     const char *in = td->requires ? td->requires : td->grad_of;
     if (!in) return 1;
-    int j = cg__op_tensor(d, in);
+    int j = cli_op_tensor(&d->o, in);
     return j >= 0 && c->t[c->map[bwd][j]].used;
 }
 
 /* Tensor i of the op as a cell tensor (logical dims: SSD token-major, sscan B, C
  * ungrouped); its name the one of `chunkgen run` (a gradient: its input's name). */
-static void tdef(cell *c, btensor *t, int bwd, int i, const int64_t dims[CG_SYM_COUNT]) {
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    const cg_tdesc *td = &d->t[i];
+static void tdef(cell *c, btensor *t, int bwd, int i, const int64_t dims[CG_SHAPE_MAX_SYMS]) {
+    const bop *d = bench_cell_op(c, bwd);
+    const cg_tensor_info *td = &d->o.t[i];
     memset(t, 0, sizeof *t);
     t->name = td->grad_of ? td->grad_of : td->file ? td->file : td->name;
     t->used = cell_uses(c, bwd, td);
-    int order[4];
-    t->nd = cg__op_given_order(d, i, 0, 0, order);
-    for (int k = 0; k < 4; k++) t->n[k] = k < t->nd ? dims[td->ext[order[k]]] : 1;
+    t->nd = d->nd[i];
+    for (int k = 0; k < 4; k++) t->n[k] = k < t->nd ? dims[d->dims[i][k]] : 1;
     t->has_b = td->ext[0] == CG_SYM_B;
-    t->has_t = td->ext[1] == d->seq;
-    t->out = td->role == CG_TD_OUT;
+    t->has_t = td->ext[1] == d->o.in.seq;
+    t->out = td->output;
     t->grad = td->grad_of != NULL;
-    t->head_perm = c->layout == CG_LAYOUT_HEAD_MAJOR && (td->flags & CG_TD_LAYOUT);
-    t->dt = (td->flags & CG_TD_HALF) ? c->dtype : CG_F32;
+    t->head_perm = c->layout == CG_LAYOUT_HEAD_MAJOR && (td->flags & CG_TENSOR_LAYOUT);
+    t->dt = (td->flags & CG_TENSOR_HALF) ? c->dtype : CG_F32;
+    t->lo = td->lo, t->hi = td->hi;
+    for (size_t k = 0; k < sizeof k_seed_ranges / sizeof *k_seed_ranges; k++)
+        if (!strcmp(td->name, k_seed_ranges[k].name))
+            t->lo = k_seed_ranges[k].lo, t->hi = k_seed_ranges[k].hi, t->ramp = k_seed_ranges[k].ramp;
 }
 
 /* Strides for a memory order: perm[0] outermost (logical dims). */
@@ -78,46 +120,43 @@ static void tlayout(btensor *t, const int *perm) {
 }
 
 void bench_cell_define(cell *c) {
-    const bconfig *f = c->cfg;
-    int64_t dims[CG_SYM_COUNT] = {1};
-    dims[CG_SYM_B] = f->B;
-    dims[CG_SYM_T] = dims[CG_SYM_L] = c->seq;
-    dims[CG_SYM_G] = f->G, dims[CG_SYM_H] = f->H, dims[CG_SYM_DK] = f->dk, dims[CG_SYM_DV] = f->dv;
-    dims[CG_SYM_D] = f->D, dims[CG_SYM_N] = f->N;
+    int64_t *dims = c->dims;
+    memcpy(dims, c->cfg->dims, sizeof c->dims);
+    dims[CG_SYM_NONE] = 1;
+    dims[bench_cell_op(c, 0)->o.in.seq] = c->seq;
     c->nt = 0;
     for (int bwd = 0; bwd < 2; bwd++) {
-        const cg_op_desc *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->nt; i++) {
-            int j = bwd ? cg__op_tensor(bench_cell_op(c, 0), d->t[i].name) : -1;
+        const bop *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->o.in.ntensors; i++) {
+            int j = bwd ? cli_op_tensor(&bench_cell_op(c, 0)->o, d->o.t[i].name) : -1;
             if (j >= 0) {
                 c->map[1][i] = c->map[0][j];
                 continue;
             }
-            CG_ASSERT(c->nt < MAX_T);
+            BENCH_CHECK(c->nt < MAX_T);
             c->map[bwd][i] = c->nt;
             tdef(c, &c->t[c->nt], bwd, i, dims);
             c->nt++;
         }
     }
-    CG_ASSERT(c->nt == (f->op == OP_SSD ? S_COUNT : X_COUNT));
     static const int head4[4] = {0, 2, 1, 3}, head3[3] = {0, 2, 1};
     for (int i = 0; i < c->nt; i++)
         tlayout(&c->t[i], c->t[i].head_perm ? (c->t[i].nd == 4 ? head4 : head3) : NULL);
 }
 
 /* The tensor's bytes in the call (the whole tensor). */
-double bench_tbytes(const btensor *t) { return t->used ? (double)cg__dtype_size(t->dt) * (double)t->count : 0; }
+double bench_tbytes(const btensor *t) { return t->used ? (double)cg_dtype_size(t->dt) * (double)t->count : 0; }
 
 double bench_tval(const btensor *t, int64_t off) {
     if (!t->st) return t->h[off];
-    return t->dt == CG_BF16 ? cg__bf16_to_f32(t->st[off]) : cg__f16_to_f32(t->st[off]);
+    return t->dt == CG_BF16 ? cg_bf16_to_f32(t->st[off]) : cg_f16_to_f32(t->st[off]);
 }
 
 /* h into st (16-bit tensors), narrowed once; h then holds the stored values. */
 static void tpack(btensor *t) {
     if (!t->st) return;
     for (int64_t i = 0; i < t->count; i++) {
-        t->st[i] = t->dt == CG_BF16 ? cg__f32_to_bf16(t->h[i]) : cg__f32_to_f16(t->h[i]);
+        t->st[i] = t->dt == CG_BF16 ? cg_f32_to_bf16(t->h[i]) : cg_f32_to_f16(t->h[i]);
         t->h[i] = (float)bench_tval(t, i);
     }
 }
@@ -135,46 +174,30 @@ static void tfill(btensor *t, uint64_t seed, double lo, double hi) {
     for (int64_t i = 0; i < t->count; i++) t->h[i] = (float)(lo + (hi - lo) * ((double)(mix64(&s) >> 11) * 0x1p-53));
 }
 
-/* Inputs' value ranges; docs/bench.md and the config block repeat them. */
-const char k_inputs_ssd[] =
-    "q, k, v, do, h0 ~ U(-1, 1); log_alpha ~ U(-0.5, -0.001); h0 given, hT returned, dhT absent";
-const char k_inputs_sscan[] =
-    "x, z, dy ~ U(-1, 1); delta ~ U(-4, -1) with delta_softplus and delta_bias ~ U(-0.5, 0.5); "
-    "A[d, n] = -(n + 1); B, C [B, L, N] (ungrouped) ~ U(-1, 1); D ~ U(-1, 1); h0 absent, hT returned";
-
 int bench_cell_alloc(cell *c, char *err, size_t errlen) {
-    uint64_t seed = 0x5eedull * (uint64_t)(c->seq + 1) + (uint64_t)c->cfg->B * 131 + (uint64_t)c->cfg->dk * 7 +
-                    (uint64_t)c->cfg->D * 11 + (uint64_t)c->cfg->H;
+    const int64_t *x = c->dims;
+    uint64_t seed = 0x5eedull * (uint64_t)(c->seq + 1) + (uint64_t)x[CG_SYM_B] * 131 + (uint64_t)x[CG_SYM_DK] * 7 +
+                    (uint64_t)x[CG_SYM_D] * 11 + (uint64_t)x[CG_SYM_H];
     for (int i = 0; i < c->nt; i++) {
         btensor *t = &c->t[i];
         if (!t->used) continue;
         t->h = malloc((size_t)t->count * sizeof(float));
-        if (cg__dtype_half(t->dt)) t->st = calloc((size_t)t->count, sizeof *t->st);
-        if (!t->h || (cg__dtype_half(t->dt) && !t->st)) {
+        if ((t->dt == CG_BF16 || t->dt == CG_F16)) t->st = calloc((size_t)t->count, sizeof *t->st);
+        if (!t->h || ((t->dt == CG_BF16 || t->dt == CG_F16) && !t->st)) {
             snprintf(err, errlen, "out of host memory for %s (%lld floats)", t->name, (long long)t->count);
             return -1;
         }
         if (t->out) memset(t->h, 0, (size_t)t->count * sizeof(float)); /* resident before measuring */
     }
-    btensor *t = c->t;
-    if (c->cfg->op == OP_SSD) {
-        tfill(&t[S_Q], seed + 1, -1, 1);
-        tfill(&t[S_K], seed + 2, -1, 1);
-        tfill(&t[S_V], seed + 3, -1, 1);
-        tfill(&t[S_LA], seed + 4, -0.5, -0.001);
-        tfill(&t[S_H0], seed + 5, -1, 1);
-        if (c->bwd) tfill(&t[S_DO], seed + 6, -1, 1);
-    } else {
-        tfill(&t[X_X], seed + 1, -1, 1);
-        tfill(&t[X_DELTA], seed + 2, -4, -1);
-        for (int64_t d = 0; d < c->cfg->D; d++)
-            for (int64_t n = 0; n < c->cfg->N; n++) t[X_A].h[d * c->cfg->N + n] = -(float)(n + 1);
-        tfill(&t[X_B], seed + 3, -1, 1);
-        tfill(&t[X_C], seed + 4, -1, 1);
-        tfill(&t[X_D], seed + 5, -1, 1);
-        tfill(&t[X_Z], seed + 6, -1, 1);
-        tfill(&t[X_BIAS], seed + 7, -0.5, 0.5);
-        if (c->bwd) tfill(&t[X_DY], seed + 8, -1, 1);
+    /* every used input in the cell's order: its own stream (seed + 1, + 2, ...) over its
+     * range, or the ramp */
+    uint64_t k = 0;
+    for (int i = 0; i < c->nt; i++) {
+        btensor *t = &c->t[i];
+        if (!t->used || t->out) continue;
+        if (t->ramp)
+            for (int64_t j = 0; j < t->count; j++) t->h[j] = -(float)(j % t->n[t->nd - 1] + 1);
+        else tfill(t, seed + ++k, t->lo, t->hi);
     }
     for (int i = 0; i < c->nt; i++)
         if (c->t[i].used && !c->t[i].out) tpack(&c->t[i]); /* the reference sees the rounded inputs */
@@ -214,14 +237,15 @@ static cg_tensor tview(const btensor *t, void *base, int64_t b, int64_t tt) {
 }
 
 void bench_cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    memset(args, 0, d->args_size);
-    if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)args + d->layout_arg_off) = c->layout;
-    for (int i = 0; i < d->nt; i++) {
+    const bop *d = bench_cell_op(c, bwd);
+    memset(args, 0, d->o.in.args_size);
+    cg_layout *layout = cg_op_args_layout(d->o.op, args);
+    if (layout) *layout = c->layout;
+    for (int i = 0; i < d->o.in.ntensors; i++) {
         int j = c->map[bwd][i];
-        *cg__args_tensor(d, args, i) = tview(&c->t[j], m->p[j], m->b, m->tt);
+        *cg_op_args_tensor(d->o.op, args, i) = tview(&c->t[j], m->p[j], m->b, m->tt);
     }
-    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
+    for (int k = 0; k < d->o.in.nscalars; k++) *cg_op_args_scalar(d->o.op, args, k) = 1;
 }
 
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt) {

@@ -2,7 +2,6 @@
  * row fields, rel_err, the roofline model (flops and bytes per call, fractions of the
  * device's bounds), the device and config blocks, and the atomic write. */
 #include "bench.h"
-#include "fsutil.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,62 +14,77 @@
 const char *const k_impl_names[IMPL_COUNT] = {"chunkgen_cpu", "chunkgen_cuda", "chunkgen_cuda_default",
                                               "chunkgen_emulate", "ref"};
 
-/* Flops of the chunked algorithm with chunk C (see docs/bench.md): per (b, h) and chunk of
- * c tokens, forward c(c+1)(dk+dv) for the causal halves of Q K^T and P V plus 4 c dk dv for
- * Q S0 and the chunk state; backward c(c+1)(3dk+2dv) + 10 c dk dv + 4 c dk. */
-double bench_ssd_flops(const bconfig *f, int64_t T, int64_t C, int bwd) {
-    double dk = (double)f->dk, dv = (double)f->dv, tot = 0;
-    for (int part = 0; part < 2; part++) {
-        double c = (double)(part ? T % C : C), nchunks = (double)(part ? (T % C ? 1 : 0) : T / C);
-        if (nchunks == 0) continue;
-        double fw = c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
-        double bw = c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk;
-        tot += nchunks * (fw + (bwd ? bw : 0));
-    }
-    return tot * (double)f->B * (double)f->H;
-}
-
-/* Selective scan: per (b, l, d, n) 7 flops forward and 24 backward (recompute included),
- * per (b, l, d) 11 forward and 20 backward; exp, softplus and sigmoid count as one. */
-double bench_sscan_flops(const bconfig *f, int64_t L, int bwd) {
-    double e = (double)f->B * (double)L * (double)f->D;
-    double fw = e * (7.0 * f->N + 11), bw = e * (24.0 * f->N + 20);
-    return fw + (bwd ? bw : 0);
-}
-
 /* Bytes every call must move at least: each input read once, each output written once
  * (fwd_bwd: the forward's and the backward's, each reading the inputs). */
 double bench_cell_bytes(const cell *c) {
     double bytes = 0;
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
-        const cg_op_desc *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->nt; i++) bytes += bench_tbytes(&c->t[c->map[bwd][i]]);
+        const bop *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->o.in.ntensors; i++) bytes += bench_tbytes(&c->t[c->map[bwd][i]]);
     }
     return bytes;
 }
 
-/* The chunk named in a dispatch line ("... config=chunk=64,..."), or 0. */
-int64_t bench_dispatch_chunk(const char *line) {
-    const char *p = line ? strstr(line, "chunk=") : NULL;
-    if (!p) return 0;
-    if (p > line && p[-1] != '=' && p[-1] != ',' && p[-1] != ' ') return 0;
-    return strtoll(p + 6, NULL, 10);
+/* The value of KEY=N in a dispatch line or a config text ("... config=chunk=64,..."), or 0. */
+static int64_t line_value(const char *line, const char *key) {
+    const size_t n = strlen(key);
+    for (const char *p = line; p && (p = strstr(p, key)); p += n)
+        if ((p == line || p[-1] == '=' || p[-1] == ',' || p[-1] == ' ') && p[n] == '=')
+            return strtoll(p + n + 1, NULL, 10);
+    return 0;
+}
+
+/* The seeds' schema (bench/results, ../shared/seeds) of a family's shape: the row's fields
+ * by symbol (in this order; a symbol of another op: its own name), flat in the row or
+ * nested in "shape"; the config block's key and field list (configs_fields). */
+static const struct {
+    cg_sym sym;
+    const char *field;
+} k_shape_fields[] = {{CG_SYM_B, "batch"}, {CG_SYM_G, "groups"}, {CG_SYM_H, "heads"},
+                      {CG_SYM_T, "seq"},   {CG_SYM_L, "seq"},    {CG_SYM_DK, "dk"},
+                      {CG_SYM_DV, "dv"},   {CG_SYM_D, "dim"},    {CG_SYM_N, "state"}};
+static const struct {
+    const char *family, *configs, *fields;
+    int nested;
+} k_schema[] = {{"ssd", "configs", "[batch, groups, heads, dk, dv]", 0},
+                {"sscan", "sscan_configs", "[batch, dim, state]", 1}};
+
+/* A family's schema entry; a new op: its own family's name, flat. */
+static int schema_of(const char *family) {
+    for (size_t i = 0; i < sizeof k_schema / sizeof *k_schema; i++)
+        if (!strcmp(k_schema[i].family, family)) return (int)i;
+    return -1;
+}
+
+/* The shape's extents (the sequence's: seq; 0 leaves it out) as the schema's fields into
+ * obj, or their values into the array arr, in the schema's order. */
+static void shape_fields(const bconfig *f, const cg_op_info *in, int64_t seq, json_t *obj, json_t *arr) {
+    int done[CG_SHAPE_MAX_SYMS] = {0};
+    for (size_t k = 0; k <= sizeof k_shape_fields / sizeof *k_shape_fields; k++)
+        for (int j = 0; j < in->nsyms; j++) {
+            const cg_sym s = in->syms[j];
+            const int last = k == sizeof k_shape_fields / sizeof *k_shape_fields; /* the rest: by name */
+            if (done[s] || (last ? 0 : s != k_shape_fields[k].sym)) continue;
+            const int64_t v = s == in->seq ? seq : f->dims[s];
+            if (v <= 0) continue;
+            if (arr) json_array_append_new(arr, json_integer(v));
+            else json_object_set_new(obj, last ? cg_sym_name(s) : k_shape_fields[k].field, json_integer(v));
+            done[s] = 1;
+        }
 }
 
 json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
     const bconfig *f = c->cfg;
-    json_t *r = json_pack("{s:s, s:s, s:s, s:s}", "impl", k_impl_names[impl], "op", f->op == OP_SSD ? "ssd" : "sscan",
-                          "mode", c->bwd ? "fwd_bwd" : "fwd", "config", f->name);
-    json_t *shape = f->op == OP_SSD
-                        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "batch", (json_int_t)f->B, "groups",
-                                    (json_int_t)f->G, "heads", (json_int_t)f->H, "seq", (json_int_t)c->seq, "dk",
-                                    (json_int_t)f->dk, "dv", (json_int_t)f->dv, "layout",
-                                    c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token")
-                        : json_pack("{s:{s:I, s:I, s:I, s:I}}", "shape", "batch", (json_int_t)f->B, "seq",
-                                    (json_int_t)c->seq, "dim", (json_int_t)f->D, "state", (json_int_t)f->N);
-    json_object_update(r, shape);
-    json_decref(shape);
-    json_object_set_new(r, "dtype", json_string(cg__dtype_word(c->dtype))); /* the 16-bit-capable tensors' storage */
+    const cg_op_info *in = &bench_cell_op(c, 0)->o.in;
+    json_t *r = json_pack("{s:s, s:s, s:s, s:s}", "impl", k_impl_names[impl], "op", f->family, "mode",
+                          c->bwd ? "fwd_bwd" : "fwd", "config", f->name);
+    const int sc = schema_of(f->family);
+    json_t *shape = sc >= 0 && k_schema[sc].nested ? json_object() : r;
+    shape_fields(f, in, c->seq, shape, NULL);
+    if (shape != r) json_object_set_new(r, "shape", shape);
+    if (in->has_layout)
+        json_object_set_new(r, "layout", json_string(c->layout == CG_LAYOUT_HEAD_MAJOR ? "head" : "token"));
+    json_object_set_new(r, "dtype", json_string(cg_dtype_name(c->dtype))); /* the 16-bit-capable tensors' storage */
     int th = impl == IMPL_REF ? 1 : (impl == IMPL_CPU || impl == IMPL_EMU) ? bn->threads : 0;
     if (th) json_object_set_new(r, "threads", json_integer(th));
     return r;
@@ -85,7 +99,10 @@ void bench_row_fail(bench *bn, json_t *row, int skipped, const char *msg) {
 /* Whether an impl's rel_err needs its own run on the cut (not the timed run's outputs). */
 int bench_needs_cut_run(const cell *c) {
     if (c->cut_t < c->seq) return 1;
-    return c->cfg->op == OP_SSCAN && c->bwd && c->cfg->B > 1; /* dA, dD, ddelta_bias sum over the batch */
+    if (!c->bwd || c->dims[CG_SYM_B] <= 1) return 0;
+    for (int i = 0; i < c->nt; i++) /* an output summed over the batch (the scan's dA, dD, ddelta_bias) */
+        if (c->t[i].used && c->t[i].out && !c->t[i].has_b) return 1;
+    return 0;
 }
 
 void bench_add_rel_err(const cell *c, json_t *row) {
@@ -105,7 +122,7 @@ void bench_add_rel_err(const cell *c, json_t *row) {
     else json_decref(grads);
     json_object_set_new(row, "rel_err_outputs", outs);
     char note[256] = "";
-    const int64_t B = c->cfg->B;
+    const int64_t B = c->dims[CG_SYM_B];
     if (c->cut_t < c->seq)
         snprintf(note, sizeof note, "reference on batch[0:1], seq[0:%lld] of %lld; the impl rerun on that cut",
                  (long long)c->cut_t, (long long)c->seq);
@@ -117,33 +134,63 @@ void bench_add_rel_err(const cell *c, json_t *row) {
     if (note[0]) json_object_set_new(row, "rel_err_note", json_string(note));
 }
 
-/* The CPU path's default chunk for the cell (ssd_cpu's config, cg_kernel_config), or 0. */
-static int64_t cpu_default_chunk(cg_context *ctx, const bconfig *f, const cell *c) {
-    char text[256], *cfg = NULL;
-    snprintf(text, sizeof text, "%s:B=%lld,T=%lld,G=%lld,H=%lld,dk=%lld,dv=%lld", c->bwd ? "ssd_bwd" : "ssd_fwd",
-             (long long)f->B, (long long)c->seq, (long long)f->G, (long long)f->H, (long long)f->dk, (long long)f->dv);
-    cg_shape s = {.size = sizeof s};
-    int64_t chunk = 0;
-    if (cg_shape_parse(ctx, text, &s) == CG_OK && cg_kernel_config(ctx, "ssd_cpu", &s, 0, NULL, &cfg) == CG_OK)
-        for (const char *p = cfg; p && *p; p = strchr(p, ','), p = p ? p + 1 : NULL)
-            if (!strncmp(p, "chunk=", 6)) chunk = strtoll(p + 6, NULL, 10);
+/* The CPU path's default config for the cell's call (its family's CPU space, cg_kernel_config)
+ * into buf; "" when there is none. */
+static void cpu_default_config(cg_context *ctx, const cell *c, char *buf, size_t cap) {
+    char space[64], *cfg = NULL;
+    cg_shape s;
+    buf[0] = '\0';
+    snprintf(space, sizeof space, "%s_cpu", bench_cell_op(c, c->bwd)->o.in.family);
+    if (bench_cell_shape(c, c->bwd, ctx, &s) == CG_OK && cg_kernel_config(ctx, space, &s, 0, NULL, &cfg) == CG_OK &&
+        cfg)
+        snprintf(buf, cap, "%s", cfg);
     cg_free(cfg);
-    return chunk;
+}
+
+/* The flops of the cell's calls by each op's model (cg_op_flops). The model's parameter
+ * (its name: what cg_op_flops reports using, e.g. the chunk) is taken from the dispatch
+ * line, else (CPU) from the CPU path's default config, else the model's default; it goes
+ * to the row as flops_KEY. NaN (and a progress line) when the library refuses. */
+double bench_model_flops(cg_context *ctx, const cell *c, const char *cfg, char *used, size_t cap) {
+    double flops = 0, f;
+    cg_shape s;
+    for (int bwd = 0; bwd <= c->bwd; bwd++) {
+        if (bench_cell_shape(c, bwd, ctx, &s) != CG_OK || cg_op_flops(ctx, &s, cfg, &f, used, cap) != CG_OK) return NAN;
+        flops += f;
+    }
+    return flops;
+}
+
+static double cell_flops(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, json_t *row) {
+    cg_context *ctx = bn->ctx_cpu;
+    char cfg[128] = "", used[64] = "", key[64] = "";
+    if (isnan(bench_model_flops(ctx, c, NULL, used, sizeof used))) goto fail;
+    if (strchr(used, '=')) snprintf(key, sizeof key, "%.*s", (int)(strchr(used, '=') - used), used);
+    if (key[0]) {
+        int64_t v = line_value(dispatch, key);
+        if (v <= 0 && impl == IMPL_CPU) {
+            char def[512];
+            cpu_default_config(ctx, c, def, sizeof def);
+            v = line_value(def, key);
+        }
+        if (v > 0) snprintf(cfg, sizeof cfg, "%s=%lld", key, (long long)v);
+    }
+    double flops = bench_model_flops(ctx, c, cfg, used, sizeof used);
+    if (isnan(flops)) goto fail;
+    if (key[0]) {
+        char field[80];
+        snprintf(field, sizeof field, "flops_%s", key);
+        json_object_set_new(row, field, json_integer(line_value(used, key)));
+    }
+    return flops;
+fail:
+    bench_progress("flops of the %s cell: %s", bench_cell_op(c, c->bwd)->o.in.name, cg_errmsg(ctx));
+    return NAN;
 }
 
 void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const char *dispatch, const meas *m,
-                         json_t *row) {
-    const bconfig *f = c->cfg;
-    double flops;
-    if (f->op == OP_SSD) {
-        int64_t chunk = bench_dispatch_chunk(dispatch);
-        if (chunk <= 0 && impl == IMPL_CPU) chunk = cpu_default_chunk(bn->ctx_cpu, f, c);
-        if (chunk <= 0) chunk = 64;
-        flops = bench_ssd_flops(f, c->seq, chunk, c->bwd);
-        json_object_set_new(row, "flops_chunk", json_integer(chunk));
-    } else {
-        flops = bench_sscan_flops(f, c->seq, c->bwd);
-    }
+                        json_t *row) {
+    double flops = cell_flops(bn, c, impl, dispatch, row);
     double bytes = bench_cell_bytes(c), sec = m->median_ms * 1e-3;
     json_object_update_new(row, json_pack("{s:o, s:o, s:o, s:o}", "flops", bench_jnum(flops), "bytes", bench_jnum(bytes),
                                           "gflops", bench_jnum(flops / sec * 1e-9), "gbs", bench_jnum(bytes / sec * 1e-9)));
@@ -214,30 +261,35 @@ json_t *bench_device_block(const bench *bn) {
     return d;
 }
 
+/* Inputs' value ranges; docs/bench.md and the config block repeat them. */
+static const char k_inputs_ssd[] =
+    "q, k, v, do, h0 ~ U(-1, 1); log_alpha ~ U(-0.5, -0.001); h0 given, hT returned, dhT absent";
+static const char k_inputs_sscan[] =
+    "x, z, dy ~ U(-1, 1); delta ~ U(-4, -1) with delta_softplus and delta_bias ~ U(-0.5, 0.5); "
+    "A[d, n] = -(n + 1); B, C [B, L, N] (ungrouped) ~ U(-1, 1); D ~ U(-1, 1); h0 absent, hT returned";
+
 json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const int64_t *seqs, int nseqs, int argc,
                             char **argv) {
     const bench_opts *o = bn->o;
     json_t *c = json_object();
     int gpu_run = bn->gi.ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
     json_object_set_new(c, "device", json_string(gpu_run ? "gpu" : "cpu"));
-    json_t *sc = json_object(), *xc = json_object();
-    for (int i = 0; i < ncfg; i++) {
-        const bconfig *f = &cfgs[i];
-        json_t *a = json_array();
-        if (f->op == OP_SSD) {
-            int64_t v[5] = {f->B, f->G, f->H, f->dk, f->dv};
-            for (int k = 0; k < 5; k++) json_array_append_new(a, json_integer(v[k]));
-            json_object_set_new(sc, f->name, a);
-        } else {
-            int64_t v[3] = {f->B, f->D, f->N};
-            for (int k = 0; k < 3; k++) json_array_append_new(a, json_integer(v[k]));
-            json_object_set_new(xc, f->name, a);
+    /* each family's shapes as arrays in its schema's field order (the seeds': every family
+     * of the schema, empty when none ran) */
+    for (size_t s = 0; s < sizeof k_schema / sizeof *k_schema; s++) {
+        json_t *sc = json_object();
+        for (int i = 0; i < ncfg; i++) {
+            if (strcmp(cfgs[i].family, k_schema[s].family)) continue;
+            json_t *a = json_array();
+            cell probe = {.cfg = &cfgs[i]};
+            shape_fields(&cfgs[i], &bench_cell_op(&probe, 0)->o.in, 0, NULL, a);
+            json_object_set_new(sc, cfgs[i].name, a);
         }
+        char name[64];
+        json_object_set_new(c, k_schema[s].configs, sc);
+        snprintf(name, sizeof name, "%s_fields", k_schema[s].configs);
+        json_object_set_new(c, name, json_string(k_schema[s].fields));
     }
-    json_object_set_new(c, "configs", sc);
-    json_object_set_new(c, "configs_fields", json_string("[batch, groups, heads, dk, dv]"));
-    json_object_set_new(c, "sscan_configs", xc);
-    json_object_set_new(c, "sscan_configs_fields", json_string("[batch, dim, state]"));
     json_t *sl = json_array();
     for (int i = 0; i < nseqs; i++) json_array_append_new(sl, json_integer(seqs[i]));
     json_object_set_new(c, "seq_lens", sl);
@@ -297,14 +349,17 @@ json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const
 }
 
 /* Write the document (atomically for a file: a fresh temp file that a planted symlink
- * cannot redirect, then rename; runtime/fsutil.h). */
+ * cannot redirect, then rename; cg_write_file). */
 int bench_write_doc(const bench *bn) {
     const char *out = bn->o->out;
     size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(10);
     if (!out || !strcmp(out, "-")) return 0; /* stdout: once, at the end */
-    char *text = json_dumps(bn->doc, flags), why[4800];
-    int bad = !text || cg__write_file_atomic(out, text, strlen(text), 0, why, sizeof why) != 0;
-    if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, text ? why : "out of memory");
+    char *text = json_dumps(bn->doc, flags);
+    cg_context *ctx = NULL;
+    int bad = !text || cg_context_create(&ctx) != CG_OK || cg_write_file(ctx, out, text, strlen(text)) != CG_OK;
+    if (bad && text && ctx) fprintf(stderr, "chunkgen bench: %s\n", cg_errmsg(ctx)); /* "cannot write OUT: why" */
+    else if (bad) fprintf(stderr, "chunkgen bench: cannot write %s: %s\n", out, text ? "no context" : "out of memory");
+    cg_context_free(ctx);
     free(text);
     return bad ? -1 : 0;
 }

@@ -32,19 +32,14 @@ int bench_runner_fail(runner *r, cg_status s, const char *what) {
 int bench_run_call(runner *r, const bptrs *m) {
     cell *c = r->c;
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
-        const cg_op_desc *d = bench_cell_op(c, bwd);
-        union {
-            cg_ssd_fwd_args sf;
-            cg_ssd_bwd_args sb;
-            cg_sscan_fwd_args xf;
-            cg_sscan_bwd_args xb;
-        } args;
+        const bop *d = bench_cell_op(c, bwd);
+        cli_args args;
         bench_cell_args(c, m, bwd, &args);
         r->ex.config = r->config[bwd];
-        cg_status s = cg_run(r->ctx, d->op, &args, &r->ex);
+        cg_status s = cg_run(r->ctx, d->o.op, &args, &r->ex);
         if (s != CG_OK) {
             char what[64];
-            snprintf(what, sizeof what, "cg_%s", d->name);
+            snprintf(what, sizeof what, "cg_%s", d->o.in.name);
             return bench_runner_fail(r, s, what);
         }
     }

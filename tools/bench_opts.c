@@ -1,5 +1,5 @@
 /* bench_opts.c -- `chunkgen bench`'s options: one table (tools/cli_args.h), its --help,
- * and the checks across options. */
+ * and the checks across options; the seeds' presets and the matrix of shapes they give. */
 #include "bench.h"
 #include "cli_args.h"
 #include "cli_op.h"
@@ -111,44 +111,90 @@ static int opt_seq(void *opts, const char *v, char *err, size_t errlen) {
     return 0;
 }
 
-/* A custom shape (--ssd-shape / --sscan-shape) appended to its list: NAME:ITEMS, ITEMS the
- * shape syntax of every command (docs/shapes.md, cg_shape_parse) for the family's forward
- * op, without its sequence symbol (the bench's lengths come from --seq) and without
- * layout, dtype or optional tensors (--layout, --dtype). */
-static int add_custom(bench_opts *o, const char *v, int sscan, char *err, size_t errlen) {
-    int *n = sscan ? &o->nsscan_custom : &o->nssd_custom;
-    custom_shape *cs = (sscan ? o->sscan_custom : o->ssd_custom) + *n;
-    if (*n >= MAXLIST) return snprintf(err, errlen, "at most %d shapes", MAXLIST), -1;
+/* The seeds' shapes (--preset; the matrix without filters): a family, a name and the
+ * extents in the shape syntax without the sequence's (--seq gives those); states: the
+ * family's optional state inputs are given (custom shapes of the family do the same). */
+static const struct {
+    const char *family, *name, *items;
+    int states;
+} k_presets[] = {
+    /* clang-format off */
+    {"ssd", "g2h8_d128", "B=4,G=2,H=8,dk=128,dv=128", 1},
+    {"ssd", "g1h24_dk128_dv64", "B=2,G=1,H=24,dk=128,dv=64", 1},
+    {"ssd", "g1h1_d128", "B=4,G=1,H=1,dk=128,dv=128", 1},
+    {"ssd", "g2h4_dk48_dv40", "B=4,G=2,H=4,dk=48,dv=40", 1},
+    {"sscan", "sscan_d256", "B=4,D=256,N=16", 0},
+    {"sscan", "sscan_d512", "B=4,D=512,N=16", 0},
+    {"sscan", "sscan_d1024", "B=4,D=1024,N=16", 0},
+    /* clang-format on */
+};
+#define NPRESETS ((int)(sizeof k_presets / sizeof *k_presets))
+
+/* The family's first preset (its example and its states), or -1. */
+static int preset_of(const char *family) {
+    for (int i = 0; i < NPRESETS; i++)
+        if (!strcmp(k_presets[i].family, family)) return i;
+    return -1;
+}
+
+/* Shape NAME of family's forward op from items (the shape syntax of every command,
+ * docs/shapes.md, cg_shape_parse, without the sequence symbol and without layout, dtype
+ * or optional tensors: --layout, --dtype) into *f. */
+static int config_parse(const char *family, const char *name, const char *items, bconfig *f, char *err, size_t errlen) {
     cli_op fwd;
-    const char *colon = strchr(v, ':');
-    if (cli_op_find(sscan ? "sscan" : "ssd", 0, &fwd)) return snprintf(err, errlen, "no such op in this library"), -1;
+    if (cli_op_find(family, 0, &fwd)) return snprintf(err, errlen, "no such op in this library"), -1;
     const char *seq = cg_sym_name(fwd.in.seq);
-    if (!colon || colon == v || (size_t)(colon - v) >= sizeof cs->name)
-        return snprintf(err, errlen, "expected NAME:ITEM,... (e.g. %s), got '%s'",
-                        sscan ? "s1:B=4,D=512,N=16" : "g2:B=4,G=2,H=8,dk=128,dv=128", v), -1;
-    for (const char *p = colon + 1; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) /* each item */
+    for (const char *p = items; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) /* each item */
         if (!strncmp(p, seq, strlen(seq)) && p[strlen(seq)] == '=')
             return snprintf(err, errlen, "'%.*s': the sequence lengths come from --seq", (int)strcspn(p, ","), p), -1;
     static cg_context *ctx; /* the parse's messages */
     if (!ctx && cg_context_create(&ctx) != CG_OK) return snprintf(err, errlen, "cannot create a context"), -1;
-    char text[CG_SHAPE_TEXT_MAX * 2];
-    snprintf(text, sizeof text, "%s:%s,%s=1", fwd.in.name, colon + 1, seq);
+    char text[CG_SHAPE_TEXT_MAX * 2], syms[128] = "";
+    snprintf(text, sizeof text, "%s:%s,%s=1", fwd.in.name, items, seq);
     cg_shape s;
     memset(&s, 0, sizeof s);
     if (cg_shape_parse(ctx, text, &s) != CG_OK) return snprintf(err, errlen, "%s", cg_errmsg(ctx)), -1;
+    for (int k = 0; k < fwd.in.nsyms; k++) /* the extents a shape gives: the op's but the sequence's, ungrouped */
+        if (fwd.in.syms[k] != fwd.in.seq && !(fwd.in.groupable && fwd.in.syms[k] == fwd.in.divisor))
+            snprintf(syms + strlen(syms), sizeof syms - strlen(syms), "%s%s", syms[0] ? ", " : "",
+                     cg_sym_name(fwd.in.syms[k]));
     if (s.dtype != CG_F32 || s.layout != CG_LAYOUT_TOKEN_MAJOR || s.given || s.scalars || s.nseq || s.grouped)
-        return snprintf(err, errlen, "'%s': only the extents %s (layout and dtype: --layout, --dtype)", v,
-                        sscan ? "B, D, N" : "B, G, H, dk, dv"), -1;
-    snprintf(cs->name, sizeof cs->name, "%.*s", (int)(colon - v), v);
-    const int64_t d[2][5] = {{s.dim[CG_SYM_B], s.dim[CG_SYM_G], s.dim[CG_SYM_H], s.dim[CG_SYM_DK], s.dim[CG_SYM_DV]},
-                             {s.dim[CG_SYM_B], s.dim[CG_SYM_D], s.dim[CG_SYM_N], 0, 0}};
-    memcpy(cs->d, d[sscan], sizeof cs->d);
-    (*n)++;
+        return snprintf(err, errlen, "'%s:%s': only the extents %s (layout and dtype: --layout, --dtype)", name, items,
+                        syms),
+               -1;
+    memset(f, 0, sizeof *f);
+    snprintf(f->family, sizeof f->family, "%s", family);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    for (int k = 0; k < fwd.in.nsyms; k++) f->dims[fwd.in.syms[k]] = s.dim[fwd.in.syms[k]];
+    f->dims[fwd.in.seq] = 0;
+    if (fwd.in.groupable) f->dims[fwd.in.divisor] = 0; /* ungrouped: B, C without G */
+    const int p = preset_of(family);
+    f->states = p >= 0 && k_presets[p].states;
     return 0;
 }
 
-static int opt_ssd_shape(void *opts, const char *v, char *err, size_t errlen) { return add_custom(opts, v, 0, err, errlen); }
-static int opt_sscan_shape(void *opts, const char *v, char *err, size_t errlen) { return add_custom(opts, v, 1, err, errlen); }
+/* A custom shape (--ssd-shape / --sscan-shape) of family appended to the list: NAME:ITEMS. */
+static int add_custom(bench_opts *o, const char *v, const char *family, char *err, size_t errlen) {
+    if (o->ncustom >= 2 * MAXLIST) return snprintf(err, errlen, "at most %d shapes", 2 * MAXLIST), -1;
+    const char *colon = strchr(v, ':');
+    const int p = preset_of(family);
+    if (!colon || colon == v || (size_t)(colon - v) >= sizeof o->custom[0].name)
+        return snprintf(err, errlen, "expected NAME:ITEM,... (e.g. %s:%s), got '%s'", p >= 0 ? k_presets[p].name : "x",
+                        p >= 0 ? k_presets[p].items : "B=1", v),
+               -1;
+    char name[48];
+    snprintf(name, sizeof name, "%.*s", (int)(colon - v), v);
+    if (config_parse(family, name, colon + 1, &o->custom[o->ncustom], err, errlen)) return -1;
+    o->ncustom++;
+    return 0;
+}
+
+static int opt_ssd_shape(void *opts, const char *v, char *err, size_t errlen) {
+    return add_custom(opts, v, "ssd", err, errlen);
+}
+static int opt_sscan_shape(void *opts, const char *v, char *err, size_t errlen) {
+    return add_custom(opts, v, "sscan", err, errlen);
+}
 
 static int opt_layout(void *opts, const char *v, char *err, size_t errlen) {
     bench_opts *o = opts;
@@ -215,14 +261,63 @@ int bench_parse_opts(int argc, char **argv, bench_opts *o) {
      * are --preset (what an older `bench --config NAME` meant). */
     char buf[512], err[256];
     const char *part;
-    if (o->config && cg_cli_config_for(o->config, "ssd_fwd", buf, sizeof buf, &part, err, sizeof err))
-        return bench_usage_err("--config: %s", err);
+    if (o->config && cg_cli_config_for(o->config, cg_op_name((cg_op)0), buf, sizeof buf, &part, err, sizeof err))
+        return bench_usage_err("--config: %s", err); /* an unknown scope (any op checks them all) */
     if (o->config && !strchr(o->config, '='))
         return bench_usage_err("--config: expected k=v,... (a kernel config, as in `chunkgen run`), got '%s'; the "
                                "seeds' shapes by name are --preset %s", o->config, o->config);
-    /* Custom shapes of one op only: run that op only. */
-    if (!o->op && o->nssd_custom && !o->nsscan_custom) o->op = 1;
-    if (!o->op && o->nsscan_custom && !o->nssd_custom) o->op = 2;
+    if (o->op) { /* --op's family: the op'th word of its choices */
+        const cg_cli_opt *op = k_bench_opts;
+        while (strcmp(op->name, "--op")) op++;
+        const char *w = op->meta;
+        for (int k = 1; k < o->op; k++) w += strcspn(w, "|") + 1;
+        snprintf(o->family_buf, sizeof o->family_buf, "%.*s", (int)strcspn(w, "|"), w);
+        o->family = o->family_buf;
+    }
     if (!o->backend_given && !o->impls_given) o->want_cpu = o->want_cuda = o->want_cuda_def = o->want_emu = o->want_ref = 1;
     return 0;
+}
+
+static int name_selected(const bench_opts *o, const char *name) {
+    if (!o->npresets) return 1;
+    for (int i = 0; i < o->npresets; i++)
+        if (!strcmp(o->presets[i], name)) return 1;
+    return 0;
+}
+
+int bench_matrix(const bench_opts *o, bconfig *cfgs, int max) {
+    int n = 0;
+    char err[512];
+    for (int op = 0; op < cg_op_count(); op++) { /* the families, in the op table's order */
+        cli_op fo;
+        if (cli_op_load((cg_op)op, &fo) || fo.in.bwd || (o->family && strcmp(o->family, fo.in.family))) continue;
+        int ncust = 0;
+        for (int i = 0; i < o->ncustom; i++) ncust += !strcmp(o->custom[i].family, fo.in.family);
+        if (!o->family && o->ncustom && !ncust) continue; /* custom shapes of some families only: those */
+        for (int i = 0; i < o->ncustom && n < max; i++)
+            if (!strcmp(o->custom[i].family, fo.in.family)) cfgs[n++] = o->custom[i];
+        for (int i = 0; !ncust && i < NPRESETS && n < max; i++) {
+            if (strcmp(k_presets[i].family, fo.in.family) || !name_selected(o, k_presets[i].name)) continue;
+            if (config_parse(k_presets[i].family, k_presets[i].name, k_presets[i].items, &cfgs[n], err, sizeof err))
+                return bench_usage_err("preset %s: %s", k_presets[i].name, err), -1;
+            n++;
+        }
+    }
+    for (int i = 0; i < o->npresets && !o->ncustom; i++) {
+        int found = 0;
+        for (int k = 0; k < n; k++) found |= !strcmp(cfgs[k].name, o->presets[i]);
+        if (found) continue;
+        char names[512] = "";
+        for (int k = 0; k < NPRESETS; k++) {
+            const int first = k == 0 || strcmp(k_presets[k - 1].family, k_presets[k].family);
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s%s%s",
+                     k && first ? "; "
+                     : k        ? ", "
+                                : "",
+                     first ? k_presets[k].family : "", first ? ": " : "", k_presets[k].name);
+        }
+        return bench_usage_err("--preset: no preset named '%s' for the chosen op (%s)", o->presets[i], names), -1;
+    }
+    if (!n) return bench_usage_err("no config left after the filters"), -1;
+    return n;
 }

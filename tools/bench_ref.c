@@ -1,6 +1,7 @@
 /* bench_ref.c -- the float64 reference of a cell: the sequential scan (ref backend) on
- * batch element 0 and at most --ref-seq tokens, per (batch, head) slice on all threads;
- * and the relative error of an impl's outputs against it. */
+ * batch element 0 and at most --ref-seq tokens, one call per slice of the op's divisible
+ * symbol (heads, channels) on all threads; and the relative error of an impl's outputs
+ * against it. */
 #include "bench.h"
 
 #include <math.h>
@@ -46,17 +47,11 @@ static cg_tensor f64_view(double *p, int nd, int64_t n0, int64_t n1, int64_t n2,
     return x;
 }
 
-/* Reference flops per token and head (SSD) or per (token, channel, state) (sscan): a
- * model of the sequential scan's work, used only to predict the ref row's run time. */
-double bench_ref_work(const cell *c, int64_t batch, int64_t tokens) {
-    const bconfig *f = c->cfg;
-    if (f->op == OP_SSD) return (double)batch * tokens * f->H * f->dk * f->dv * (c->bwd ? 17.0 : 4.0);
-    return (double)batch * tokens * f->D * f->N * (c->bwd ? 31.0 : 7.0);
-}
-
-/* One (group, head) slice of an SSD cut: the symbols G and H fixed at g and h (extent
- * 1); an output with G (dq, dk: the sum over the group's heads is taken afterwards)
- * goes to its per-head partial part[i] + h x (its cut elements / G). */
+/* One slice of a cut: the op's divisible symbol (SSD's H, the selective scan's D) fixed at
+ * h and its divisor (G) at g = h / (divisible / divisor), each of extent 1. An output
+ * without the divisible symbol (SSD's dq, dk; the ungrouped scan's dB, dC: the sum over
+ * the group's slices is taken afterwards) goes to its per-slice partial part[i] + h x
+ * (the slice's elements). */
 typedef struct ref_slice {
     int64_t g, h;
     double *const *part;
@@ -66,80 +61,103 @@ typedef struct ref_slice {
  * slice of it; NULL: all), token-major: inputs from in[], outputs into their references;
  * every scalar flag on (bench_cell_args). */
 static void ref_args(const cell *c, int bwd, double *const *in, const ref_slice *sl, void *args) {
-    const cg_op_desc *d = bench_cell_op(c, bwd);
-    memset(args, 0, d->args_size);
-    if (d->layout_arg_off != (size_t)-1) *(cg_layout *)((char *)args + d->layout_arg_off) = CG_LAYOUT_TOKEN_MAJOR;
-    for (int i = 0; i < d->nt; i++) {
+    const bop *d = bench_cell_op(c, bwd);
+    memset(args, 0, d->o.in.args_size);
+    cg_layout *layout = cg_op_args_layout(d->o.op, args);
+    if (layout) *layout = CG_LAYOUT_TOKEN_MAJOR;
+    for (int i = 0; i < d->o.in.ntensors; i++) {
         const int j = c->map[bwd][i];
         const btensor *t = &c->t[j];
         if (!t->used) continue;
-        int order[4], grouped = 0;
         int64_t rn[4], st[4] = {0, 0, 0, 0}, e = 1, off = 0;
         cut_shape(c, t, rn);
-        const int nd = cg__op_given_order(d, i, 0, 0, order);
+        const int nd = d->nd[i];
         for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
         for (int k = 0; sl && k < nd; k++) {
-            const cg_sym sym = d->t[i].ext[order[k]];
-            if (sym != CG_SYM_G && sym != CG_SYM_H) continue;
-            off += (sym == CG_SYM_G ? sl->g : sl->h) * st[k];
-            grouped |= sym == CG_SYM_G;
+            const cg_sym sym = d->dims[i][k];
+            if (sym != d->o.in.divisor && sym != d->o.in.divisible) continue;
+            off += (sym == d->o.in.divisor ? sl->g : sl->h) * st[k];
             rn[k] = 1;
         }
         double *base = t->out ? t->ref : in[j];
-        if (t->out && grouped) { /* contiguous per-head partial of the slice's shape */
+        if (t->out && sl && sl->part[j]) { /* contiguous per-slice partial of the slice's shape */
             e = 1;
             for (int k = nd - 1; k >= 0; k--) st[k] = e, e *= rn[k];
             base = sl->part[j] + sl->h * e, off = 0;
         }
-        *cg__args_tensor(d, args, i) = f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
+        *cg_op_args_tensor(d->o.op, args, i) =
+            f64_view(base + off, nd, rn[0], rn[1], rn[2], rn[3], st[0], st[1], st[2], st[3]);
     }
-    for (int k = 0; k < d->nscalar; k++) *(int *)((char *)args + d->scalar[k].arg_off) = 1;
+    for (int k = 0; k < d->o.in.nscalars; k++) *cg_op_args_scalar(d->o.op, args, k) = 1;
 }
 
-typedef union ref_args_buf {
-    cg_ssd_fwd_args sf;
-    cg_ssd_bwd_args sb;
-    cg_sscan_fwd_args xf;
-    cg_sscan_bwd_args xb;
-} ref_args_buf;
-
-/* The op's calls (forward, and backward for fwd_bwd) on one slice (NULL: the whole cut). */
+/* The op's calls (forward, and backward for fwd_bwd) on one slice. */
 static cg_status ref_calls(cg_context *ctx, const cell *c, double *const *in, const ref_slice *sl) {
     cg_exec ex = {.backend = CG_BACKEND_REF};
-    ref_args_buf args;
+    cli_args args;
     cg_status s = CG_OK;
     for (int bwd = 0; bwd <= c->bwd && s == CG_OK; bwd++) {
         ref_args(c, bwd, in, sl, &args);
-        s = cg_run(ctx, bench_cell_op(c, bwd)->op, &args, &ex);
+        s = cg_run(ctx, bench_cell_op(c, bwd)->o.op, &args, &ex);
     }
     return s;
 }
 
-typedef struct ssd_ref_job {
+typedef struct ref_job {
     cell *c;
+    cg_sym sym;            /* the sliced symbol (the op's divisible one) */
+    int64_t n, groups;     /* its extent; the divisor's (1 when the call is ungrouped) */
     double *in[MAX_T];     /* float64 cut copies of the inputs */
-    double *part[MAX_T];   /* outputs with G (dq, dk): per-head partials [H][cut / G] */
-    cg_context *ctx[64];   /* one per thread of the pool */
+    double *part[MAX_T];   /* outputs without sym: per-slice partials [n][slice elements] */
+    cg_context *ctx[64];   /* one per worker thread */
+    atomic_long next;      /* the next head to run */
     atomic_int failed;
     char err[512];
     pthread_mutex_t mu;
-} ssd_ref_job;
+} ref_job;
 
-/* A pool task: head h of the cut on thread tid's context. */
-static void ssd_ref_head(void *arg, int64_t h, int tid) {
-    ssd_ref_job *j = arg;
-    const cell *c = j->c;
+/* Slice h of the cut on worker tid's context. */
+static void ref_slice_run(ref_job *j, int64_t h, int tid) {
     if (atomic_load(&j->failed)) return;
-    const ref_slice sl = {h / (c->cfg->H / c->cfg->G), h, j->part};
-    cg_status s = ref_calls(j->ctx[tid], c, j->in, &sl);
+    const ref_slice sl = {h / (j->n / j->groups), h, j->part};
+    cg_status s = ref_calls(j->ctx[tid], j->c, j->in, &sl);
     if (s != CG_OK) {
         pthread_mutex_lock(&j->mu);
         if (!atomic_load(&j->failed))
-            snprintf(j->err, sizeof j->err, "reference failed on head %lld: %s: %s", (long long)h, cg_status_str(s),
-                     cg_errmsg(j->ctx[tid]));
+            snprintf(j->err, sizeof j->err, "reference failed on slice %s=%lld: %s: %s", cg_sym_name(j->sym),
+                     (long long)h, cg_status_str(s), cg_errmsg(j->ctx[tid]));
         atomic_store(&j->failed, 1);
         pthread_mutex_unlock(&j->mu);
     }
+}
+
+typedef struct ref_worker {
+    ref_job *j;
+    int tid;
+} ref_worker;
+
+/* Worker tid: the next head not taken yet, until none is left. */
+static void *ref_worker_main(void *arg) {
+    const ref_worker *w = arg;
+    for (int64_t h; (h = atomic_fetch_add(&w->j->next, 1)) < w->j->n;) ref_slice_run(w->j, h, w->tid);
+    return NULL;
+}
+
+/* Every slice of the cut on nt workers (the caller's thread is worker 0); returns the
+ * number of workers that ran (a thread that cannot start leaves its heads to the others). */
+static int ref_workers(ref_job *j, int nt) {
+    pthread_t th[64];
+    ref_worker w[64];
+    int started = 1;
+    atomic_store(&j->next, 0);
+    for (int i = 1; i < nt; i++) {
+        w[started] = (ref_worker){j, started};
+        if (pthread_create(&th[started], NULL, ref_worker_main, &w[started]) == 0) started++;
+    }
+    w[0] = (ref_worker){j, 0};
+    ref_worker_main(&w[0]);
+    for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
+    return started;
 }
 
 /* The cut of every used tensor of c: a float64 copy of each input into in[i], a zeroed
@@ -164,53 +182,62 @@ static int ref_oom(cell *c) {
     return -1;
 }
 
-int bench_ssd_reference(cell *c, int threads) {
-    const bconfig *f = c->cfg;
-    const int64_t Tc = c->cut_t, H = f->H, G = f->G, hpg = H / G;
-    ssd_ref_job j;
+/* Elements of output x's slice (the divisor's and sym's extents 1) and the position of the
+ * divisor (G) in its dims (-1: none). */
+static int64_t slice_elems(const cell *c, const bop *d, int i, int x, int *gpos) {
+    int64_t e = 1;
+    *gpos = -1;
+    for (int k = 0; k < d->nd[i]; k++)
+        if (d->dims[i][k] == d->o.in.divisor) *gpos = k;
+        else if (d->dims[i][k] != d->o.in.divisible) e *= c->t[x].rn[k];
+    return e;
+}
+
+int bench_reference(cell *c, int threads) {
+    const bop *d0 = bench_cell_op(c, 0);
+    ref_job j;
     memset(&j, 0, sizeof j);
     j.c = c;
+    j.sym = d0->o.in.divisible;
+    j.n = c->dims[j.sym];
+    j.groups = c->dims[d0->o.in.divisor] > 0 ? c->dims[d0->o.in.divisor] : 1;
     pthread_mutex_init(&j.mu, NULL);
     int rc = -1;
     if (cut_buffers(c, j.in)) goto oom;
-    int gpos[MAX_T]; /* the G dimension's position in each output with G, else -1 */
-    for (int i = 0; i < MAX_T; i++) gpos[i] = -1;
+    int gpos[MAX_T]; /* the divisor's position in each output with a partial, else -1 */
     for (int bwd = 0; bwd <= c->bwd; bwd++) {
-        const cg_op_desc *d = bench_cell_op(c, bwd);
-        for (int i = 0; i < d->nt; i++) {
+        const bop *d = bench_cell_op(c, bwd);
+        for (int i = 0; i < d->o.in.ntensors; i++) {
             const int x = c->map[bwd][i];
-            int order[4];
-            const int nd = cg__op_given_order(d, i, 0, 0, order);
-            for (int k = 0; c->t[x].used && c->t[x].out && k < nd; k++)
-                if (d->t[i].ext[order[k]] == CG_SYM_G) gpos[x] = k;
-            if (gpos[x] >= 0 && !j.part[x] && !(j.part[x] = calloc((size_t)(prod4(c->t[x].rn) / G * H), sizeof(double))))
-                goto oom;
+            int has = 0;
+            for (int k = 0; k < d->nd[i]; k++) has |= d->dims[i][k] == j.sym;
+            if (!c->t[x].used || !c->t[x].out || has || j.part[x]) continue;
+            const int64_t e = slice_elems(c, d, i, x, &gpos[x]);
+            if (!(j.part[x] = calloc((size_t)(e * j.n), sizeof(double)))) goto oom;
         }
     }
     {
-        int nt = threads < H ? threads : (int)H;
+        int nt = threads < j.n ? threads : (int)j.n;
         if (nt < 1) nt = 1;
         if (nt > 64) nt = 64;
-        cg_pool *pool = cg__pool_create(nt);
-        if (!pool) goto oom;
-        nt = cg__pool_size(pool);
         for (int i = 0; i < nt; i++)
             if (cg_context_create(&j.ctx[i]) != CG_OK) atomic_store(&j.failed, 1);
         double t0 = bench_now_s();
-        if (!atomic_load(&j.failed)) cg__pool_run(pool, nt, H, ssd_ref_head, &j);
+        if (!atomic_load(&j.failed)) nt = ref_workers(&j, nt);
         double wall = bench_now_s() - t0;
-        c->ref_rate = bench_ref_work(c, 1, Tc) / (wall * nt);
-        for (int i = 0; i < nt; i++) cg_context_free(j.ctx[i]);
-        cg__pool_free(pool);
+        c->ref_s_per_bt = wall * nt / (double)c->cut_t; /* the work is linear in batch x tokens */
+        for (int i = 0; i < 64; i++) cg_context_free(j.ctx[i]);
     }
     if (atomic_load(&j.failed)) {
         snprintf(c->ref_err, sizeof c->ref_err, "%s", j.err[0] ? j.err : "reference failed (context creation)");
         goto out;
     }
-    /* dq, dk of a group: the sum over its heads in head order, in float64 */
+    /* an output with partials (dq, dk of a group; dB, dC): the sum over the group's slices
+     * in order, in float64 */
+    const int64_t per = j.n / j.groups;
     for (int x = 0; x < c->nt; x++) {
-        if (gpos[x] < 0) continue;
-        int64_t outer = 1, inner = 1;
+        if (!j.part[x]) continue;
+        int64_t outer = 1, inner = 1, G = gpos[x] >= 0 ? j.groups : 1;
         for (int k = 0; k < c->t[x].nd; k++)
             if (k < gpos[x]) outer *= c->t[x].rn[k];
             else if (k > gpos[x]) inner *= c->t[x].rn[k];
@@ -219,7 +246,7 @@ int bench_ssd_reference(cell *c, int threads) {
             for (int64_t g = 0; g < G; g++)
                 for (int64_t i = 0; i < inner; i++) {
                     double sum = 0;
-                    for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) sum += j.part[x][(h * outer + o) * inner + i];
+                    for (int64_t h = g * per; h < (g + 1) * per; h++) sum += j.part[x][(h * outer + o) * inner + i];
                     ref[(o * G + g) * inner + i] = sum;
                 }
     }
@@ -231,27 +258,6 @@ oom:
 out:
     for (int i = 0; i < MAX_T; i++) free(j.in[i]), free(j.part[i]);
     pthread_mutex_destroy(&j.mu);
-    return rc;
-}
-
-/* The selective scan's reference: the whole cut in one call per direction. */
-int bench_sscan_reference(cell *c) {
-    double *in[MAX_T] = {0};
-    cg_context *ctx = NULL;
-    int rc = cut_buffers(c, in) || cg_context_create(&ctx) != CG_OK ? ref_oom(c) : 0;
-    if (!rc) {
-        double t0 = bench_now_s();
-        cg_status s = ref_calls(ctx, c, in, NULL);
-        c->ref_rate = bench_ref_work(c, 1, c->cut_t) / (bench_now_s() - t0);
-        if (s != CG_OK) {
-            snprintf(c->ref_err, sizeof c->ref_err, "reference failed: %s: %s", cg_status_str(s), cg_errmsg(ctx));
-            rc = -1;
-        } else {
-            c->have_ref = 1;
-        }
-    }
-    for (int i = 0; i < MAX_T; i++) free(in[i]);
-    cg_context_free(ctx);
     return rc;
 }
 

@@ -10,8 +10,8 @@
  *
  * Accuracy: rel_err = max|out - ref| / max|ref| against the float64 reference run on the
  * SAME inputs. The reference is computed once per cell, on batch element 0 and at most
- * --ref-seq tokens (rel_err_note says when a row was cut); per (batch, head) slices run
- * on all threads. Timing: warm-up, then samples of `inner` back-to-back calls until both
+ * --ref-seq tokens (rel_err_note says when a row was cut); one call per slice of the op's
+ * divisible symbol (heads, channels) on all threads. Timing: warm-up, then samples of `inner` back-to-back calls until both
  * --repeats samples and --min-time seconds are reached; median and quartiles per call.
  * docs/bench.md describes every field and the assumptions behind the roofline. */
 #include "bench.h"
@@ -31,6 +31,15 @@ static double cell_tensor_mb(const cell *c) {
     double b = 0;
     for (int i = 0; i < c->nt; i++) b += bench_tbytes(&c->t[i]);
     return b / (1024.0 * 1024.0);
+}
+
+/* The host's online cores, as the library counts them (cg_device_query); at least 1. */
+static int online_cores(void) {
+    cg_device_info di = CG_DEVICE_INFO_INIT;
+    cg_context *ctx = NULL;
+    int n = cg_context_create(&ctx) == CG_OK && cg_device_query(ctx, CG_BACKEND_CPU, &di) == CG_OK ? di.cpu_cores : 1;
+    cg_context_free(ctx);
+    return n > 0 ? n : 1;
 }
 
 static cg_context *impl_ctx(bench *bn, impl_kind impl) {
@@ -55,8 +64,10 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
         return;
     }
     if (impl == IMPL_REF) {
-        double rate = c->ref_rate > 0 ? c->ref_rate : 5e8;
-        double pred = bench_ref_work(c, c->cfg->B, c->seq) / rate;
+        /* from the reference's time on the cut, else (--no-check) the op's flops at 5e8/s */
+        const double bt = (double)c->dims[CG_SYM_B] * (double)c->seq;
+        double pred =
+            c->ref_s_per_bt > 0 ? c->ref_s_per_bt * bt : bench_model_flops(bn->ctx_cpu, c, NULL, NULL, 0) / 5e8;
         if (pred > o->ref_max_s) {
             char why[256];
             snprintf(why, sizeof why, "too slow: about %.0f s per call predicted from the reference cut (--ref-max-s %g)",
@@ -75,12 +86,10 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
     r.cuda = impl == IMPL_CUDA || impl == IMPL_CUDA_DEF;
     /* --config pins every chunkgen impl but the one that measures the default config. */
     if (impl != IMPL_CUDA_DEF && impl != IMPL_REF) {
-        const char *fam = c->cfg->op == OP_SSD ? "ssd" : "sscan";
-        char op[2][16], err[256];
-        snprintf(op[0], sizeof op[0], "%s_fwd", fam);
-        snprintf(op[1], sizeof op[1], "%s_bwd", fam);
+        char err[256];
         for (int k = 0; k < 2; k++) /* the scopes were checked with the options */
-            if (cg_cli_config_for(o->config, op[k], r.config_buf[k], sizeof r.config_buf[k], &r.config[k], err, sizeof err))
+            if (cg_cli_config_for(o->config, bench_cell_op(c, k)->o.in.name, r.config_buf[k], sizeof r.config_buf[k],
+                                  &r.config[k], err, sizeof err))
                 r.config[k] = NULL;
     }
     char err[512];
@@ -107,7 +116,7 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
         bench_row_fail(bn, row, r.skipped, r.msg);
         return;
     }
-    char dispatch[CG_DISPATCH_CAP];
+    char dispatch[512];
     snprintf(dispatch, sizeof dispatch, "%s", cg_last_dispatch(r.ctx));
     json_object_set_new(row, "compile_s", bench_jnum(ms.compile_s));
     json_object_set_new(row, "inner", json_integer(ms.inner));
@@ -161,7 +170,7 @@ static void run_cell(bench *bn, const bconfig *f, int64_t seq, int bwd) {
     c->layout = o->layout;
     c->dtype = o->dtype;
     bench_cell_define(c);
-    bench_progress("%s %s seq %lld %s", f->op == OP_SSD ? "ssd" : "sscan", f->name, (long long)seq, bwd ? "fwd_bwd" : "fwd");
+    bench_progress("%s %s seq %lld %s", f->family, f->name, (long long)seq, bwd ? "fwd_bwd" : "fwd");
     char err[512];
     int impls[IMPL_COUNT], n = 0;
     for (int i = 0; i < IMPL_COUNT; i++) {
@@ -182,8 +191,7 @@ static void run_cell(bench *bn, const bconfig *f, int64_t seq, int bwd) {
     if (!o->no_check) {
         c->cut_t = seq < o->ref_seq ? seq : o->ref_seq;
         double t0 = bench_now_s();
-        if (f->op == OP_SSD) bench_ssd_reference(c, bn->threads);
-        else bench_sscan_reference(c);
+        bench_reference(c, bn->threads);
         bench_progress("  reference on batch 0, %lld tokens: %.2f s%s%s", (long long)c->cut_t, bench_now_s() - t0,
                  c->ref_err[0] ? ": " : "", c->ref_err);
     }
@@ -207,13 +215,6 @@ static void rm_tree(const char *dir) {
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static int name_selected(const bench_opts *o, const char *name) {
-    if (!o->npresets) return 1;
-    for (int i = 0; i < o->npresets; i++)
-        if (!strcmp(o->presets[i], name)) return 1;
-    return 0;
-}
-
 int cg_cmd_bench(int argc, char **argv) {
     bench_opts o;
     int rc = bench_parse_opts(argc, argv, &o);
@@ -221,49 +222,15 @@ int cg_cmd_bench(int argc, char **argv) {
     bench_quiet = o.quiet;
     bench_kexec_select();
 
-    /* The configs of the run. */
+    /* The shapes of the run. */
     bconfig cfgs[64];
-    int ncfg = 0;
-    if (o.op != 2) {
-        if (o.nssd_custom) {
-            for (int i = 0; i < o.nssd_custom; i++) {
-                const custom_shape *cs = &o.ssd_custom[i];
-                bconfig f = {OP_SSD, "", cs->d[0], cs->d[1], cs->d[2], cs->d[3], cs->d[4], 0, 0};
-                snprintf(f.name, sizeof f.name, "%s", cs->name);
-                cfgs[ncfg++] = f;
-            }
-        } else {
-            for (size_t i = 0; i < sizeof k_ssd_seed / sizeof *k_ssd_seed; i++)
-                if (name_selected(&o, k_ssd_seed[i].name)) cfgs[ncfg++] = k_ssd_seed[i];
-        }
-    }
-    if (o.op != 1) {
-        if (o.nsscan_custom) {
-            for (int i = 0; i < o.nsscan_custom; i++) {
-                const custom_shape *cs = &o.sscan_custom[i];
-                bconfig f = {OP_SSCAN, "", cs->d[0], 0, 0, 0, 0, cs->d[1], cs->d[2]};
-                snprintf(f.name, sizeof f.name, "%s", cs->name);
-                cfgs[ncfg++] = f;
-            }
-        } else {
-            for (size_t i = 0; i < sizeof k_sscan_seed / sizeof *k_sscan_seed; i++)
-                if (name_selected(&o, k_sscan_seed[i].name)) cfgs[ncfg++] = k_sscan_seed[i];
-        }
-    }
-    for (int i = 0; i < o.npresets; i++) {
-        int found = 0;
-        for (int k = 0; k < ncfg; k++) found |= !strcmp(cfgs[k].name, o.presets[i]);
-        if (!found && !o.nssd_custom && !o.nsscan_custom)
-            return bench_usage_err("--preset: no preset named '%s' for the chosen op (ssd: g2h8_d128, g1h24_dk128_dv64, "
-                             "g1h1_d128, g2h4_dk48_dv40; sscan: sscan_d256, sscan_d512, sscan_d1024)",
-                             o.presets[i]);
-    }
-    if (!ncfg) return bench_usage_err("no config left after the filters");
+    const int ncfg = bench_matrix(&o, cfgs, 64);
+    if (ncfg < 0) return 2;
 
     bench bn;
     memset(&bn, 0, sizeof bn);
     bn.o = &o;
-    bn.threads = o.threads > 0 ? o.threads : cg__online_cores();
+    bn.threads = o.threads > 0 ? o.threads : online_cores();
     bn.want[IMPL_CPU] = o.want_cpu;
     bn.want[IMPL_CUDA] = o.want_cuda;
     bn.want[IMPL_CUDA_DEF] = o.want_cuda_def;
