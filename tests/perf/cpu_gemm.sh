@@ -13,7 +13,7 @@
 #    picks; CHUNKGEN_CPU_ISA forces one) against BLIS, OpenBLAS and libxsmm, each result
 #    checked against float64 before it is timed, the candidates interleaved ($OUT/gemm.json);
 # 3. end to end (unless --hybrid-rounds 0): the tree's tracked files with
-#    bench/cpu_gemm_hybrid.patch applied (the dense, unscaled GEMMs of the CPU path -- the
+#    tests/perf/cpu_gemm_hybrid.patch applied (the dense, unscaled GEMMs of the CPU path -- the
 #    state update and its gradient -- handed to libxsmm; the causal and row-scaled ones
 #    stay chunkgen's), built beside step 2's chunkgen ("head"), and `chunkgen bench
 #    --backend cpu --op ssd --seq 2048 --threads 1` of the two builds alternating, N rounds
@@ -73,7 +73,7 @@ if [ "$hrounds" -gt 0 ]; then
   src="$out/hybrid-src"
   rm -rf "$src" && mkdir -p "$src"
   git -C "$root" ls-files -z | tar -C "$root" --null -T - -cf - | tar -x -C "$src"
-  (cd "$src" && patch -p1 -s <"$root/bench/cpu_gemm_hybrid.patch")
+  (cd "$src" && patch -p1 -s <"$root/tests/perf/cpu_gemm_hybrid.patch")
   echo "== build hybrid"
   cmake -S "$src" -B "$out/hybrid-build" -DCMAKE_BUILD_TYPE=Release -DCHUNKGEN_BUILD_TESTS=OFF \
     -DCMAKE_C_STANDARD_LIBRARIES="$xsmm_libs" >>"$out/cmake.log" 2>&1
@@ -106,7 +106,7 @@ for c in cells.values():
     c["hybrid_over_head_min"] = round(min(c["hybrid_median_ms"]) / min(c["head_median_ms"]), 4)
     rows.append(c)
 json.dump({"what": "chunkgen bench --backend cpu --op ssd --seq 2048 --threads 1, the tree against the tree + "
-           "bench/cpu_gemm_hybrid.patch (dense unscaled GEMMs through libxsmm), alternating rounds",
+           "tests/perf/cpu_gemm_hybrid.patch (dense unscaled GEMMs through libxsmm), alternating rounds",
            "rounds": n, "device": device, "cells": rows}, open(f"{out}/hybrid.json", "w"), indent=1)
 for c in rows:
     print(f"{c['config']:18s} {c['mode']:8s} head {min(c['head_median_ms']):8.1f} ms  hybrid "
