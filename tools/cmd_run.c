@@ -14,9 +14,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "npy.h"
-#include "fsutil.h"
 #include "cli_op.h"
-#include "../autotune/autotune.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -316,12 +314,32 @@ static void outs_free(run_outs *os) {
     os->n = 0;
 }
 
+/* mkdir -p path (mode 0755): 0 (also when it is a directory already), else an errno
+ * value (ENOTDIR when path or a parent is not a directory). */
+static int mkdirs(const char *path) {
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0) return ENOENT;
+    if (n >= sizeof buf) return ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) return errno;
+    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
 /* Write every output to a temp file next to its final name, then rename them all into
  * place: a failure part-way (full disk, read-only directory) leaves the previous run's
  * files as they were and no temp files. The output directory is created with its
  * parents. */
 static int outs_write(const run_opts *opt, const run_outs *os) {
-    int e = cg__mkdirs(opt->out);
+    int e = mkdirs(opt->out);
     if (e == ENOTDIR) return run_fail("output path %s is not a directory", opt->out);
     if (e) return run_fail("cannot create output directory %s: %s", opt->out, strerror(e));
     char path[RUN_MAX_OUT][PATH_MAX], tmp[RUN_MAX_OUT][PATH_MAX + 200];
@@ -373,23 +391,25 @@ static int lib_fail(cg_context *ctx, const char *what, cg_status st, const cg_ex
 
 /* --verbose: the dispatch line, and the tuned-config key the call looked up (the CPU
  * key holds the thread count: --threads 1 and --threads 2 use different entries). */
-static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what, const cg_tune_shape *s, int bwd) {
+static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what, cg_op op, const void *args) {
     if (!o->verbose) return;
     const char *d = cg_last_dispatch(ctx);
     fprintf(stderr, "chunkgen run: %s: %s\n", what, d);
     const char *b = strstr(d, "backend=");
-    char backend[16] = "";
-    if (b) sscanf(b + 8, "%15[a-z]", backend);
-    if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "emulate")) return;
-    cg_tune_key k;
-    if (cg__tune_key_make(ctx, backend, s, bwd, &k) != CG_OK) return;
-    char brief[200], file[64], dev[200];
-    cg__tune_key_brief(&k, brief, sizeof brief);
-    cg__tune_entry_file(&k, file, sizeof file);
-    if (!strcmp(backend, "cpu")) snprintf(dev, sizeof dev, "%d threads, %s", k.threads, k.device);
-    else snprintf(dev, sizeof dev, "%s sm_%d", k.device, k.cc);
-    fprintf(stderr, "chunkgen run: %s: tuned-config key %s (%s, chunkgen %s): %s/%s\n", what, brief, dev, k.version,
-            cg__tune_store_dir(ctx), file);
+    char name[16] = "";
+    cg_backend backend;
+    if (b) sscanf(b + 8, "%15[a-z]", name);
+    if (cg_backend_parse(name, &backend) != CG_OK ||
+        (backend != CG_BACKEND_CPU && backend != CG_BACKEND_CUDA && backend != CG_BACKEND_EMULATE))
+        return;
+    cg_shape sh = {.size = sizeof sh};
+    cg_tuned_config tc = {.size = sizeof tc};
+    if (cg_shape_of(ctx, op, args, &sh) != CG_OK || cg_config_lookup(ctx, backend, &sh, &tc) != CG_OK) return;
+    char dev[200];
+    if (backend == CG_BACKEND_CPU) snprintf(dev, sizeof dev, "%d threads, %s", tc.threads, tc.device);
+    else snprintf(dev, sizeof dev, "%s sm_%d", tc.device, tc.cc);
+    fprintf(stderr, "chunkgen run: %s: tuned-config key %s (%s, chunkgen %s): %s\n", what, tc.key, dev, cg_version(),
+            tc.path);
 }
 
 
@@ -476,23 +496,6 @@ static int shape_fail(cg_context *ctx, const cli_op *d, const run_arr *a, cg_lay
         if (a[i].present && strlen(d->t[i].name) == (size_t)(colon - m) && !strncmp(m, d->t[i].name, (size_t)(colon - m)))
             return run_fail("%s%s", a[i].path, colon);
     return run_fail("%s", m);
-}
-
-/* The tuned-config key's shape of the call of op d on args (for --verbose; the dtype
- * signature is the canonical shape text's dtype word). */
-static void tune_shape_of(cg_context *ctx, const cli_op *d, const void *args, cg_tune_shape *ts) {
-    memset(ts, 0, sizeof *ts);
-    cg_shape sh;
-    memset(&sh, 0, sizeof sh);
-    char text[CG_SHAPE_TEXT_MAX] = "";
-    if (cg_shape_of(ctx, d->op, args, &sh) != CG_OK || cg_shape_format(ctx, &sh, text, sizeof text) != CG_OK) return;
-    const char *w = strstr(text, ",dtype=");
-    snprintf(ts->dtype, sizeof ts->dtype, "%.*s", w ? (int)strcspn(w + 7, ",") : 3, w ? w + 7 : "f32");
-    ts->sscan = !strcmp(d->in.family, "sscan");
-    ts->B = sh.dim[CG_SYM_B], ts->G = sh.dim[CG_SYM_G] > 0 ? sh.dim[CG_SYM_G] : 1, ts->T = sh.dim[d->in.seq];
-    ts->H = sh.dim[CG_SYM_H], ts->dk = sh.dim[CG_SYM_DK], ts->dv = sh.dim[CG_SYM_DV];
-    ts->D = sh.dim[CG_SYM_D], ts->N = sh.dim[CG_SYM_N];
-    ts->varlen_max = sh.longest;
 }
 
 /* Set the layout, the scalar options and cu_seqlens of an args struct of d. */
@@ -598,11 +601,7 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
             rc = lib_fail(ctx, what, st, ex);
             break;
         }
-        if (o->verbose) {
-            cg_tune_shape ts; /* the tuned-config key the call looked up */
-            tune_shape_of(ctx, d, &args[p], &ts);
-            say_dispatch(o, ctx, what, &ts, d->in.bwd);
-        }
+        say_dispatch(o, ctx, what, d->op, &args[p]);
     }
 done:
     for (int i = 0; i < CLI_OP_MAXT; i++) arr_free(&a[i]);
