@@ -914,7 +914,7 @@ typedef struct cg_tuned_config {
     char key[200];           /* the tuning key in one line, e.g. "cpu ssd fwd dk8 dv8 G1 H2 T<=64" */
     char path[4400];         /* the file of the exact key's entry (whether it exists or not) */
     char device[128];        /* the key's device: the GPU's name, or the CPU model and ISA ("... [avx2]") */
-    int threads;             /* cpu: the key's thread count (ctx's threads); 0 for GPU backends */
+    int threads;             /* cpu, emulate: the key's thread count (ctx's threads); 0 for cuda */
     int cc;                  /* cuda, emulate: the key's compute capability x10 (80: sm_80); 0 on the CPU */
 } cg_tuned_config;
 /* Look up shape's config on backend (CG_BACKEND_CPU, _CUDA, _EMULATE) into *out. CG_ENODEV
