@@ -28,13 +28,34 @@
 
 #define RUN_ERRLEN 1024
 
-static const char run_usage[] =
-    "usage: chunkgen run ssd|sscan [options] --in DIR [--out DIR]\n"
-    "       chunkgen run ssd|sscan [options] IN_DIR [OUT_DIR]\n"
-    "\n"
-    "Runs one op on .npy files named after its inputs (float32, float16 '<f2', bfloat16\n"
-    "'<V2' as numpy saves ml_dtypes.bfloat16, float64 converted) and writes .npy files named\n"
-    "after its outputs (OUT_DIR defaults to IN_DIR and is created if missing).\n";
+/* The families of the op table, each once (in the table's order), as "A|B" (sep "|") or "A or B" (sep " or "). */
+static void run_families(const char *sep, char *buf, size_t cap) {
+    size_t m = 0;
+    buf[0] = '\0';
+    for (int op = 0; op < cg_op_count(); op++) {
+        cli_op d, e;
+        int seen = cli_op_load((cg_op)op, &d) != 0;
+        for (int j = 0; j < op && !seen; j++) seen = !cli_op_load((cg_op)j, &e) && !strcmp(e.in.family, d.in.family);
+        if (seen) continue;
+        m += (size_t)snprintf(buf + m, m < cap ? cap - m : 0, "%s%s", m ? sep : "", d.in.family);
+    }
+}
+
+/* The usage text, its families from the op table (filled by cg_cmd_run). */
+static char run_usage[1024];
+
+static void run_usage_fill(void) {
+    char fam[256];
+    run_families("|", fam, sizeof fam);
+    snprintf(run_usage, sizeof run_usage,
+             "usage: chunkgen run %s [options] --in DIR [--out DIR]\n"
+             "       chunkgen run %s [options] IN_DIR [OUT_DIR]\n"
+             "\n"
+             "Runs one op on .npy files named after its inputs (float32, float16 '<f2', bfloat16\n"
+             "'<V2' as numpy saves ml_dtypes.bfloat16, float64 converted) and writes .npy files named\n"
+             "after its outputs (OUT_DIR defaults to IN_DIR and is created if missing).\n",
+             fam, fam);
+}
 
 /* The files of each op from the op table: "  ssd   reads  q k v log_alpha [h0] (and do
  * [dhT] with --grad)" and the same for the outputs; [x]: optional, or written only when
@@ -149,9 +170,11 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     if (rc) return rc;
     const char *op = o->op, *const *pos = o->pos;
     int npos = o->npos;
-    if (!op) return run_usage_err("missing the op: ssd or sscan");
+    char fam[256];
+    run_families(" or ", fam, sizeof fam);
+    if (!op) return run_usage_err("missing the op: %s", fam);
     if (cli_op_find(op, 0, &o->fwd) || cli_op_find(op, 1, &o->bwd))
-        return run_usage_err("unknown op '%s' (expected ssd or sscan)", op);
+        return run_usage_err("unknown op '%s' (expected %s)", op, fam);
     if (npos > 0) {
         if (o->in) return run_usage_err("input directory given twice ('%s' and --in %s)", pos[0], o->in);
         o->in = pos[0];
@@ -611,6 +634,7 @@ done:
 
 int cg_cmd_run(int argc, char **argv) {
     run_opts o;
+    run_usage_fill();
     int rc = parse_opts(argc, argv, &o);
     if (rc < 0) return 0; /* --help */
     if (rc) return rc;
