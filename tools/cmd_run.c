@@ -28,7 +28,8 @@
 
 #define RUN_ERRLEN 1024
 
-/* The families of the op table, each once (in the table's order), as "A|B" (sep "|") or "A or B" (sep " or "). */
+/* The families of the op table, each once (in the table's order), as "A|B" (sep "|")
+ * or "A or B" (sep " or "). */
 static void run_families(const char *sep, char *buf, size_t cap) {
     size_t m = 0;
     buf[0] = '\0';
