@@ -188,6 +188,8 @@ cg_status cg_config_lookup(cg_context *ctx, cg_backend backend, const cg_shape *
         char name[64];
         cg__tune_entry_file(&k, name, sizeof name);
         snprintf(r.path, sizeof r.path, "%s/%s", cg__tune_store_dir(ctx), name);
+        snprintf(r.device, sizeof r.device, "%s", k.device);
+        r.threads = k.threads, r.cc = k.cc;
         st = cg__abi_out(ctx, "out", out, &r, sizeof r);
     }
     cg__ctx_leave(ctx);

@@ -60,12 +60,7 @@ typedef struct cg_tune_key {
 
 /* A problem shape to tune (or the shape a runtime call has). */
 typedef struct cg_tune_shape {
-    union {
-        int fam;                      /* the op family: its index f in the op table (cg__tune_family_at) */
-        int sscan;                    /* the same member under its old name, for tools/cmd_run.c only (it
-                                       * sets it to 1 for the second family); goes when cmd_run.c asks
-                                       * cg_config_lookup for its key. Nothing in autotune/ reads it. */
-    };
+    int fam;                          /* the op family: its index f in the op table (cg__tune_family_at) */
     int64_t B, T, G, H, dk, dv;       /* the extents of the family's symbols, 0 for the others (T holds
                                        * the sequence, whichever symbol the op calls it) */
     int64_t D, N;

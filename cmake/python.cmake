@@ -21,9 +21,8 @@ Python_add_library(_C MODULE WITH_SOABI ${PROJECT_SOURCE_DIR}/python/src/cg_modu
   ${PROJECT_SOURCE_DIR}/python/src/cg_args.c
   ${PROJECT_SOURCE_DIR}/python/src/cg_op_view.c ${PROJECT_SOURCE_DIR}/python/src/cg_store_py.c
   $<TARGET_OBJECTS:chunkgen_lib> ${CG_CPU_ISA_OBJECTS})
-# runtime/: only for the CPU path's ISA name (cpu/cpu_isa.h), until the public API offers
-# it (issue #34); the ops come from include/chunkgen.h.
-target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/runtime)
+# The public header only (issue #34).
+target_include_directories(_C PRIVATE ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(_C PRIVATE ${CG_WARN})
 target_link_libraries(_C PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::Threads ${CMAKE_DL_LIBS} m)
 # Keep the library's symbols inside the module.

@@ -195,10 +195,19 @@ typedef struct cg_tuned_config {
     const char *source;      /* "pinned-env" ($CHUNKGEN_CONFIG), "exact", "nearest-bucket" or "default"; static */
     char key[200];           /* the tuning key in one line, e.g. "cpu ssd fwd dk8 dv8 G1 H2 T<=64" */
     char path[4400];         /* the file of the exact key's entry (whether it exists or not) */
+    char device[128];        /* the key's device: the GPU's name, or the CPU model and ISA ("... [avx2]") */
+    int threads;             /* cpu, emulate: the key's thread count (ctx's threads); 0 for cuda */
+    int cc;                  /* cuda, emulate: the key's compute capability x10 (80: sm_80); 0 on the CPU */
 } cg_tuned_config;
 /* Look up shape's config on backend (CG_BACKEND_CPU, _CUDA, _EMULATE) into *out. CG_ENODEV
  * (message) when the backend has no device here: nothing tuned applies then. */
 CG_API cg_status cg_config_lookup(cg_context *ctx, cg_backend backend, const cg_shape *shape, cg_tuned_config *out);
+/* The part of a scoped config text (the syntax of $CHUNKGEN_CONFIG and the CLI's --config:
+ * "k=v,..." for every op, or "ssd_fwd:k=v;sscan:k=v" with parts scoped to an op or a
+ * family) that applies to op, into out[0 .. cap): CG_OK when one applies (the first that
+ * does), CG_ENOTFOUND when none does (out ""), CG_EINVAL for an unknown op or scope or a
+ * part longer than cap (the reason in err[0 .. errcap)). Every part's scope is checked. */
+CG_API cg_status cg_config_scope(const char *text, cg_op op, char *out, size_t cap, char *err, size_t errcap);
 /* The backend's built-in shape set (the seeds' shapes; a smaller set on the CPU), forward
  * ops (tune them with directions 3 for both): into shapes[0 .. cap) (the stride is
  * shapes[0].size, 0: this header's sizeof), *n the set's size (which may exceed cap). */

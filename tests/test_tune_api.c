@@ -130,3 +130,53 @@ CG_TEST(tune_api_tune_lookup_visit_export_import) {
     rm_tree(a);
     rm_tree(b);
 }
+
+/* The key's facts the CLI's --verbose line shows: the CPU key's thread count and device
+ * (the CPU model and its ISA variant), the emulator's compute capability (its key holds
+ * the host's threads too: its speed is the host's). */
+CG_TEST(tune_api_lookup_key_facts) {
+    const char *dir = "/tmp/cg_test_tune_api_facts";
+    cg_context *ctx = ctx_at(dir);
+    cg_shape s = {.size = sizeof s};
+    CG_CHECK_OK(ctx, cg_shape_parse(ctx, "ssd_fwd:B=1,T=64,G=1,H=2,dk=8,dv=8", &s));
+    cg_device_info di = CG_DEVICE_INFO_INIT;
+    CG_CHECK_OK(ctx, cg_device_query(ctx, CG_BACKEND_CPU, &di));
+    char isa[32];
+    snprintf(isa, sizeof isa, "[%s]", di.cpu_isa);
+    for (int th = 1; th <= 3; th += 2) {
+        CG_CHECK_OK(ctx, cg_context_set_threads(ctx, th));
+        cg_tuned_config tc = {.size = sizeof tc};
+        CG_CHECK_OK(ctx, cg_config_lookup(ctx, CG_BACKEND_CPU, &s, &tc));
+        CG_CHECK(tc.threads == th && tc.cc == 0 && strstr(tc.device, isa) && strstr(tc.key, "cpu ssd fwd"),
+                 "cpu, %d threads: %d threads, cc %d, device \"%s\" (want %s), key %s", th, tc.threads, tc.cc,
+                 tc.device, isa, tc.key);
+    }
+    cg_tuned_config te = {.size = sizeof te};
+    CG_CHECK_OK(ctx, cg_config_lookup(ctx, CG_BACKEND_EMULATE, &s, &te));
+    CG_CHECK(te.cc == 80 && te.threads == 3 && te.device[0], "emulate: cc %d, %d threads, device \"%s\"", te.cc,
+             te.threads, te.device);
+    cg_context_free(ctx);
+}
+
+/* The scoped config syntax through the front door: the part for an op, none, refusals. */
+CG_TEST(tune_api_config_scope) {
+    cg_op fwd, bwd, scan;
+    CG_CHECK(cg_op_parse("ssd_fwd", &fwd) == CG_OK && cg_op_parse("ssd_bwd", &bwd) == CG_OK &&
+                 cg_op_parse("sscan_fwd", &scan) == CG_OK, "ops");
+    char out[32], err[512] = "";
+    const char *text = "ssd_fwd:chunk=64;ssd:chunk=32";
+    CG_CHECK(cg_config_scope(text, fwd, out, sizeof out, err, sizeof err) == CG_OK && !strcmp(out, "chunk=64"),
+             "the op's own part first: %s", out);
+    CG_CHECK(cg_config_scope(text, bwd, out, sizeof out, err, sizeof err) == CG_OK && !strcmp(out, "chunk=32"),
+             "the family's part: %s", out);
+    CG_CHECK(cg_config_scope(text, scan, out, sizeof out, err, sizeof err) == CG_ENOTFOUND && !out[0],
+             "no part for sscan_fwd: \"%s\"", out);
+    CG_CHECK(cg_config_scope("chunk=16", scan, out, sizeof out, err, sizeof err) == CG_OK && !strcmp(out, "chunk=16"),
+             "unscoped: %s", out);
+    CG_CHECK(cg_config_scope("sdd:chunk=64", fwd, out, sizeof out, err, sizeof err) == CG_EINVAL &&
+                 strstr(err, "\"sdd\""), "unknown scope: %s", err);
+    CG_CHECK(cg_config_scope("chunk=64", (cg_op)cg_op_count(), out, sizeof out, err, sizeof err) == CG_EINVAL &&
+                 strstr(err, "op:"), "unknown op: %s", err);
+    CG_CHECK(cg_config_scope("chunk=64,threads=2", fwd, out, 8, err, sizeof err) == CG_EINVAL &&
+                 strstr(err, "too long"), "a part past cap: %s", err);
+}

@@ -1,6 +1,6 @@
 /* cli_args.c -- the CLI's argument table and shape syntax (tools/cli_args.h). */
 #include "cli_args.h"
-#include "ops.h" /* cg__cfg_scope (the scoped --config parser: the library's own) */
+#include "chunkgen.h"
 
 #include <errno.h>
 #include <math.h>
@@ -143,8 +143,8 @@ int cg_cli_config_for(const char *cfg, const char *op, char *buf, size_t cap, co
     if (!cfg) return 0;
     cg_op o;
     if (cg_op_parse(op, &o) != CG_OK) return snprintf(err, errlen, "unknown op \"%s\"", op), -1;
-    const int r = cg__cfg_scope(cfg, o, buf, cap, err, errlen); /* the one scoped-config parser */
-    if (r < 0) return -1;
-    *out = r ? buf : NULL;
+    const cg_status st = cg_config_scope(cfg, o, buf, cap, err, errlen); /* the one scoped-config parser */
+    if (st != CG_OK && st != CG_ENOTFOUND) return -1;
+    *out = st == CG_OK ? buf : NULL;
     return 0;
 }

@@ -66,7 +66,7 @@ void cg_cli_vmsg(const char *cmd, const char *fmt, va_list ap);
     "pin a kernel/CPU config, e.g. chunk=64,threads=2 (the keys:\n"              \
     "`chunkgen gen KERNEL --space`); per op with scopes, e.g.\n"                  \
     "'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part whose scope is\n"     \
-    "the op, its family ssd|sscan, or none, applies)"
+    "the op, its family (see chunkgen run --help), or none, applies)"
 /* The part of a --config value that applies to op ("ssd_fwd", "ssd_bwd", "sscan_fwd",
  * "sscan_bwd"): the whole value when it has no scopes; else the first ';'-separated part
  * whose scope ("op:" or the family "ssd:"/"sscan:") matches or that has none, copied into

@@ -14,9 +14,7 @@
 #include "cli_args.h"
 #include "cli_common.h"
 #include "npy.h"
-#include "fsutil.h"
 #include "cli_op.h"
-#include "../autotune/autotune.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -30,13 +28,35 @@
 
 #define RUN_ERRLEN 1024
 
-static const char run_usage[] =
-    "usage: chunkgen run ssd|sscan [options] --in DIR [--out DIR]\n"
-    "       chunkgen run ssd|sscan [options] IN_DIR [OUT_DIR]\n"
-    "\n"
-    "Runs one op on .npy files named after its inputs (float32, float16 '<f2', bfloat16\n"
-    "'<V2' as numpy saves ml_dtypes.bfloat16, float64 converted) and writes .npy files named\n"
-    "after its outputs (OUT_DIR defaults to IN_DIR and is created if missing).\n";
+/* The families of the op table, each once (in the table's order), as "A|B" (sep "|")
+ * or "A or B" (sep " or "). */
+static void run_families(const char *sep, char *buf, size_t cap) {
+    size_t m = 0;
+    buf[0] = '\0';
+    for (int op = 0; op < cg_op_count(); op++) {
+        cli_op d, e;
+        int seen = cli_op_load((cg_op)op, &d) != 0;
+        for (int j = 0; j < op && !seen; j++) seen = !cli_op_load((cg_op)j, &e) && !strcmp(e.in.family, d.in.family);
+        if (seen) continue;
+        m += (size_t)snprintf(buf + m, m < cap ? cap - m : 0, "%s%s", m ? sep : "", d.in.family);
+    }
+}
+
+/* The usage text, its families from the op table (filled by cg_cmd_run). */
+static char run_usage[1024];
+
+static void run_usage_fill(void) {
+    char fam[256];
+    run_families("|", fam, sizeof fam);
+    snprintf(run_usage, sizeof run_usage,
+             "usage: chunkgen run %s [options] --in DIR [--out DIR]\n"
+             "       chunkgen run %s [options] IN_DIR [OUT_DIR]\n"
+             "\n"
+             "Runs one op on .npy files named after its inputs (float32, float16 '<f2', bfloat16\n"
+             "'<V2' as numpy saves ml_dtypes.bfloat16, float64 converted) and writes .npy files named\n"
+             "after its outputs (OUT_DIR defaults to IN_DIR and is created if missing).\n",
+             fam, fam);
+}
 
 /* The files of each op from the op table: "  ssd   reads  q k v log_alpha [h0] (and do
  * [dhT] with --grad)" and the same for the outputs; [x]: optional, or written only when
@@ -151,9 +171,11 @@ static int parse_opts(int argc, char **argv, run_opts *o) {
     if (rc) return rc;
     const char *op = o->op, *const *pos = o->pos;
     int npos = o->npos;
-    if (!op) return run_usage_err("missing the op: ssd or sscan");
+    char fam[256];
+    run_families(" or ", fam, sizeof fam);
+    if (!op) return run_usage_err("missing the op: %s", fam);
     if (cli_op_find(op, 0, &o->fwd) || cli_op_find(op, 1, &o->bwd))
-        return run_usage_err("unknown op '%s' (expected ssd or sscan)", op);
+        return run_usage_err("unknown op '%s' (expected %s)", op, fam);
     if (npos > 0) {
         if (o->in) return run_usage_err("input directory given twice ('%s' and --in %s)", pos[0], o->in);
         o->in = pos[0];
@@ -316,12 +338,32 @@ static void outs_free(run_outs *os) {
     os->n = 0;
 }
 
+/* mkdir -p path (mode 0755): 0 (also when it is a directory already), else an errno
+ * value (ENOTDIR when path or a parent is not a directory). */
+static int mkdirs(const char *path) {
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0) return ENOENT;
+    if (n >= sizeof buf) return ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) return errno;
+    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
 /* Write every output to a temp file next to its final name, then rename them all into
  * place: a failure part-way (full disk, read-only directory) leaves the previous run's
  * files as they were and no temp files. The output directory is created with its
  * parents. */
 static int outs_write(const run_opts *opt, const run_outs *os) {
-    int e = cg__mkdirs(opt->out);
+    int e = mkdirs(opt->out);
     if (e == ENOTDIR) return run_fail("output path %s is not a directory", opt->out);
     if (e) return run_fail("cannot create output directory %s: %s", opt->out, strerror(e));
     char path[RUN_MAX_OUT][PATH_MAX], tmp[RUN_MAX_OUT][PATH_MAX + 200];
@@ -373,23 +415,25 @@ static int lib_fail(cg_context *ctx, const char *what, cg_status st, const cg_ex
 
 /* --verbose: the dispatch line, and the tuned-config key the call looked up (the CPU
  * key holds the thread count: --threads 1 and --threads 2 use different entries). */
-static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what, const cg_tune_shape *s, int bwd) {
+static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what, cg_op op, const void *args) {
     if (!o->verbose) return;
     const char *d = cg_last_dispatch(ctx);
     fprintf(stderr, "chunkgen run: %s: %s\n", what, d);
     const char *b = strstr(d, "backend=");
-    char backend[16] = "";
-    if (b) sscanf(b + 8, "%15[a-z]", backend);
-    if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "emulate")) return;
-    cg_tune_key k;
-    if (cg__tune_key_make(ctx, backend, s, bwd, &k) != CG_OK) return;
-    char brief[200], file[64], dev[200];
-    cg__tune_key_brief(&k, brief, sizeof brief);
-    cg__tune_entry_file(&k, file, sizeof file);
-    if (!strcmp(backend, "cpu")) snprintf(dev, sizeof dev, "%d threads, %s", k.threads, k.device);
-    else snprintf(dev, sizeof dev, "%s sm_%d", k.device, k.cc);
-    fprintf(stderr, "chunkgen run: %s: tuned-config key %s (%s, chunkgen %s): %s/%s\n", what, brief, dev, k.version,
-            cg__tune_store_dir(ctx), file);
+    char name[16] = "";
+    cg_backend backend;
+    if (b) sscanf(b + 8, "%15[a-z]", name);
+    if (cg_backend_parse(name, &backend) != CG_OK ||
+        (backend != CG_BACKEND_CPU && backend != CG_BACKEND_CUDA && backend != CG_BACKEND_EMULATE))
+        return;
+    cg_shape sh = {.size = sizeof sh};
+    cg_tuned_config tc = {.size = sizeof tc};
+    if (cg_shape_of(ctx, op, args, &sh) != CG_OK || cg_config_lookup(ctx, backend, &sh, &tc) != CG_OK) return;
+    char dev[200];
+    if (backend == CG_BACKEND_CPU) snprintf(dev, sizeof dev, "%d threads, %s", tc.threads, tc.device);
+    else snprintf(dev, sizeof dev, "%s sm_%d", tc.device, tc.cc);
+    fprintf(stderr, "chunkgen run: %s: tuned-config key %s (%s, chunkgen %s): %s\n", what, tc.key, dev, cg_version(),
+            tc.path);
 }
 
 
@@ -476,23 +520,6 @@ static int shape_fail(cg_context *ctx, const cli_op *d, const run_arr *a, cg_lay
         if (a[i].present && strlen(d->t[i].name) == (size_t)(colon - m) && !strncmp(m, d->t[i].name, (size_t)(colon - m)))
             return run_fail("%s%s", a[i].path, colon);
     return run_fail("%s", m);
-}
-
-/* The tuned-config key's shape of the call of op d on args (for --verbose; the dtype
- * signature is the canonical shape text's dtype word). */
-static void tune_shape_of(cg_context *ctx, const cli_op *d, const void *args, cg_tune_shape *ts) {
-    memset(ts, 0, sizeof *ts);
-    cg_shape sh;
-    memset(&sh, 0, sizeof sh);
-    char text[CG_SHAPE_TEXT_MAX] = "";
-    if (cg_shape_of(ctx, d->op, args, &sh) != CG_OK || cg_shape_format(ctx, &sh, text, sizeof text) != CG_OK) return;
-    const char *w = strstr(text, ",dtype=");
-    snprintf(ts->dtype, sizeof ts->dtype, "%.*s", w ? (int)strcspn(w + 7, ",") : 3, w ? w + 7 : "f32");
-    ts->sscan = !strcmp(d->in.family, "sscan");
-    ts->B = sh.dim[CG_SYM_B], ts->G = sh.dim[CG_SYM_G] > 0 ? sh.dim[CG_SYM_G] : 1, ts->T = sh.dim[d->in.seq];
-    ts->H = sh.dim[CG_SYM_H], ts->dk = sh.dim[CG_SYM_DK], ts->dv = sh.dim[CG_SYM_DV];
-    ts->D = sh.dim[CG_SYM_D], ts->N = sh.dim[CG_SYM_N];
-    ts->varlen_max = sh.longest;
 }
 
 /* Set the layout, the scalar options and cu_seqlens of an args struct of d. */
@@ -598,11 +625,7 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
             rc = lib_fail(ctx, what, st, ex);
             break;
         }
-        if (o->verbose) {
-            cg_tune_shape ts; /* the tuned-config key the call looked up */
-            tune_shape_of(ctx, d, &args[p], &ts);
-            say_dispatch(o, ctx, what, &ts, d->in.bwd);
-        }
+        say_dispatch(o, ctx, what, d->op, &args[p]);
     }
 done:
     for (int i = 0; i < CLI_OP_MAXT; i++) arr_free(&a[i]);
@@ -612,6 +635,7 @@ done:
 
 int cg_cmd_run(int argc, char **argv) {
     run_opts o;
+    run_usage_fill();
     int rc = parse_opts(argc, argv, &o);
     if (rc < 0) return 0; /* --help */
     if (rc) return rc;

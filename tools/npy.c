@@ -9,15 +9,18 @@
  * that accepts what numpy writes (either quote style, optional trailing commas, any
  * whitespace, keys in any order) and nothing else. */
 #include "npy.h"
-#include "fsutil.h"
+#include <fcntl.h>
 
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NPY_MAGIC "\x93NUMPY"
@@ -296,6 +299,66 @@ static float load_le(const unsigned char *raw, int64_t i, int elem, int dtype, i
     return (float)d;
 }
 
+/* Open path read-only without blocking on a FIFO, a tty or a device (O_NONBLOCK, then
+ * cleared) and check that it is a regular file: the fd and *size, or -1 with errno set and
+ * the reason in why. */
+static int open_regular(const char *path, int64_t *size, char *why, size_t whycap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        snprintf(why, whycap, "cannot %s: %s", fd < 0 ? "open" : "stat", strerror(e));
+        if (fd >= 0) close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, whycap, "not a regular file (%s)",
+                 S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+                 : S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device" : "not a regular file");
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *size = (int64_t)st.st_size;
+    return fd;
+}
+
+static atomic_uint tmp_counter;
+
+/* A new temp file "<dir>/.tmp.<host>.<pid>.<16 hex>.<name>" next to final_path (the same
+ * directory, so the rename is atomic), created O_CREAT|O_EXCL|O_NOFOLLOW: never follows a
+ * planted symlink, never reuses a file. The fd (O_WRONLY) and its path in tmp, or -1 with
+ * errno set. */
+static int tmp_create(const char *final_path, char *tmp, size_t tmpcap) {
+    char host[64] = "host";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "host");
+    host[sizeof host - 1] = '\0';
+    for (char *c = host; *c; c++)
+        if (*c == '/' || *c == '.') *c = '_';
+    const char *slash = strrchr(final_path, '/');
+    int dlen = !slash ? 1 : slash == final_path ? 0 : (int)(slash - final_path); /* "/name": the root */
+    const char *dir = slash ? final_path : ".", *base = slash ? slash + 1 : final_path;
+    for (int attempt = 0; attempt < 16; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long long r = ((unsigned long long)ts.tv_nsec << 20) ^ (unsigned long long)ts.tv_sec ^
+                               ((unsigned long long)atomic_fetch_add(&tmp_counter, 1) << 44) ^
+                               (unsigned long long)(uintptr_t)&ts;
+        int w = snprintf(tmp, tmpcap, "%.*s/.tmp.%s.%ld.%016llx.%s", dlen, dir, host, (long)getpid(), r, base);
+        if (w < 0 || (size_t)w >= tmpcap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 static int read_exact(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
 
 /* cg_npy_read, or with idx (cg_npy_read_index) a 1-D int32 / int64 array into idx. */
@@ -303,7 +366,7 @@ static int read_npy(const char *path, cg_npy *out, cg_npy_index *idx, char *err,
     memset(out, 0, sizeof *out);
     char why[256];
     int64_t fsize = 0;
-    int fd = cg__open_regular(path, 0, &fsize, why, sizeof why); /* a FIFO must not hang */
+    int fd = open_regular(path, &fsize, why, sizeof why); /* a FIFO must not hang */
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         if (fd >= 0) {
@@ -539,7 +602,7 @@ int cg_npy_write_tmp_as(const char *path, char *tmp, size_t tmpcap, const float 
 
     /* A fresh temp file next to path (O_EXCL|O_NOFOLLOW: a planted symlink cannot
      * redirect the write), renamed over path by the caller. */
-    int fd = cg__tmp_create(path, tmp, tmpcap);
+    int fd = tmp_create(path, tmp, tmpcap);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         seterr(err, errlen, "%s: cannot create a temp file next to it: %s", path, strerror(errno));

@@ -18,7 +18,6 @@
  */
 #include "cg_args.h"
 #include "cg_store_py.h"
-#include "cpu/cpu_isa.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -537,7 +536,11 @@ static PyObject *py_backends(PyObject *self, PyObject *unused) {
 }
 
 static PyObject *py_cpu_isa(PyObject *self, PyObject *unused) {
-    return PyUnicode_FromString(cg__cpu_isa_ops()->name); /* the CPU path's variant (CHUNKGEN_CPU_ISA) */
+    cg_context *ctx = thread_ctx();
+    if (!ctx) return NULL;
+    cg_device_info d = CG_DEVICE_INFO_INIT; /* the CPU path's variant (CHUNKGEN_CPU_ISA) */
+    cg_status s = cg_device_query(ctx, CG_BACKEND_CPU, &d);
+    return s == CG_OK ? PyUnicode_FromString(d.cpu_isa) : raise_status(s, ctx);
 }
 
 static PyObject *py_last_dispatch(PyObject *self, PyObject *unused) {
