@@ -34,5 +34,6 @@ cg_status cg__backend_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, co
     if (s) return s;
     if (cg__prob_cu(cg__op_desc(op), prob)->p && !cg__backend_varlen_kernels(vt, op))
         return vt->varlen ? cg__varlen_run(ctx, vt, op, prob, cfg, exec) : cg__backend_varlen_refused(ctx, vt, op);
-    return cg__backend_entry(ctx, vt, op, prob, cfg, exec);
+    if ((unsigned)op >= CG_OP_COUNT) return cg__err(ctx, CG_EINTERNAL, "op %d", (int)op);
+    return vt->run(ctx, vt, op, prob, cfg, exec); /* gen_run (launch.c) or a host backend's table */
 }

@@ -7,12 +7,12 @@
 #include "internal.h"
 
 /* vt's entry point for op, called as it is: no dtype or variable-length check (for
- * cg__backend_run, and for runtime/varlen.c's per-sequence problems, which it has
- * checked). Inline, so that it depends on no file. */
+ * runtime/varlen.c's per-sequence problems, which it has checked; cg__backend_run calls
+ * vt->run itself, one hop less on the launch path). Inline, so that it depends on no file. */
 static inline cg_status cg__backend_entry(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob,
                                           const cg_cfg *cfg, const cg_exec *exec) {
     if ((unsigned)op >= CG_OP_COUNT) return cg__err(ctx, CG_EINTERNAL, "op %d", (int)op);
-    return vt->run(ctx, op, prob, cfg, exec);
+    return vt->run(ctx, vt, op, prob, cfg, exec);
 }
 
 /* 1 when vt's kernels take op's cu_seqlens themselves (docs/varlen.md). */

@@ -29,12 +29,6 @@ static int device_pointers(cg_context *ctx, const void *any_input) {
     return cg__kexec_cuda.owns_ptr(ctx, any_input);
 }
 
-static cg_status run_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
-                        const cg_exec *exec, int host_copies, const char *why_not) {
-    if (host_copies) return cg__host_fallback(ctx, &cg__kexec_cuda, vt, op, prob, cfg, exec, why_not);
-    return cg__backend_run(ctx, vt, op, prob, cfg, exec);
-}
-
 /* The config a call runs on vt (into *cfg, *src): the caller's pin (exec->config, already
  * parsed into *cfg), else what the config source gives for vt (empty: the default). Asked
  * before vt->supports, which then makes the plan of that config: one resolve per call. */
@@ -185,20 +179,23 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         snprintf(vl, sizeof vl, " varlen=%lld sequences", (long long)*cg__prob_nseq(od, prob));
     cg__set_dispatch(ctx, "%s backend=%s%s config=%s source=%s%s", opname, vt->name, why,
                      cfgtext[0] ? cfgtext : "(default)", level, vl);
-    s = mode == MODE_RUN ? run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not)
-                         : prepare_on(ctx, vt, op, prob, &cfg, &exec, host_copies, mode, bytes);
-    /* A stored config (tuned for a nearby seq bucket, or by an older version) that this
-     * problem's constraints refuse: the backend says so before any work; run with the
-     * default config instead and say so on the dispatch line. */
-    if ((s == CG_EINVAL || s == CG_EUNSUPPORTED) && cfg.n && src != CG_SRC_PINNED && src != CG_SRC_PINNED_ENV) {
+    /* The call on vt: on host copies of device tensors (fallback.c), else on vt itself.
+     * A stored config (tuned for a nearby seq bucket, or by an older version) that this
+     * problem's constraints refuse: the backend says so before any work; run once more
+     * with the default config instead and say so on the dispatch line. */
+    for (int retry = 0;; retry = 1) {
+        s = mode != MODE_RUN ? prepare_on(ctx, vt, op, prob, &cfg, &exec, host_copies, mode, bytes)
+            : host_copies    ? cg__host_fallback(ctx, &cg__kexec_cuda, vt, op, prob, &cfg, &exec, why_not)
+                             : cg__backend_run(ctx, vt, op, prob, &cfg, &exec);
+        if (retry || !(s == CG_EINVAL || s == CG_EUNSUPPORTED) || !cfg.n || src == CG_SRC_PINNED ||
+            src == CG_SRC_PINNED_ENV)
+            break;
         char refused[CG_ERRMSG_CAP];
         snprintf(refused, sizeof refused, "%s", ctx->errmsg);
         memset(&cfg, 0, sizeof cfg);
         cg__set_dispatch(ctx, "%s backend=%s%s config=(default) source=default (the %s config %s was refused: %s)",
                          opname, vt->name, why, level, cfgtext, refused);
         ctx->errmsg[0] = 0;
-        s = mode == MODE_RUN ? run_on(ctx, vt, op, prob, &cfg, &exec, host_copies, why_not)
-                             : prepare_on(ctx, vt, op, prob, &cfg, &exec, host_copies, mode, bytes);
     }
     if (s == CG_OK && exec.verbose) cg__log(CG_LOG_INFO, "%s", ctx->dispatch);
     return s;
@@ -244,14 +241,19 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
     }
 CG_OP_LIST(OP_ENTRY_POINT)
 
+/* CG_EINVAL unless op is a cg_op value (the calls that take op as a number). */
+static cg_status op_number(cg_context *ctx, cg_op op) {
+    if ((unsigned)op < CG_OP_COUNT) return CG_OK;
+    return cg__err(ctx, CG_EINVAL, "op: %d but expected a cg_op value (%s ... %s)", (int)op, cg__op_const(0),
+                   cg__op_const((cg_op)(CG_OP_COUNT - 1)));
+}
+
 static cg_status ahead(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, run_mode mode,
                        size_t *bytes) {
     if (!ctx) return CG_EINVAL;
     size_t local;
-    if ((unsigned)op >= CG_OP_COUNT)
-        return cg__err(ctx, CG_EINVAL, "op: %d but expected a cg_op value (%s ... %s)", (int)op, cg__op_const(0),
-                       cg__op_const((cg_op)(CG_OP_COUNT - 1)));
-    return op_call(ctx, op, args, exec, mode, bytes ? bytes : &local);
+    cg_status s = op_number(ctx, op);
+    return s ? s : op_call(ctx, op, args, exec, mode, bytes ? bytes : &local);
 }
 
 cg_status cg_workspace_size(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, size_t *bytes) {
@@ -269,5 +271,7 @@ cg_status cg_validate(cg_context *ctx, cg_op op, const void *args, const cg_exec
 
 /* The one dispatch by op number (chunkgen.h): the call cg_<op> makes, for any op. */
 cg_status cg_run(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec) {
-    return ahead(ctx, op, args, exec, MODE_RUN, NULL);
+    if (!ctx) return CG_EINVAL;
+    cg_status s = op_number(ctx, op);
+    return s ? s : op_call(ctx, op, args, exec, MODE_RUN, NULL); /* a run writes no bytes */
 }

@@ -265,10 +265,15 @@ typedef struct cg_backend_vt {
      * allocate. NULL: nothing to prepare, no workspace. */
     cg_status (*prepare)(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg, const cg_exec *ex, int load,
                          size_t *bytes);
-    /* Run op on its validated problem prob (the op's problem struct, op_list.h) with cfg.
-     * Host backends run each op through its entry point cg__<backend>_run_<op>
-     * (CG_HOST_OP_ENTRY); generated backends through the op's generated kernels. */
-    cg_status (*run)(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg, const cg_exec *ex);
+    /* Run op on its validated problem prob (the op's problem struct, op_list.h) with cfg;
+     * vt: this vtable (a generated backend finds its executor kx in it). Host backends
+     * run each op through its entry point cg__<backend>_run_<op> (CG_HOST_OP_ENTRY);
+     * generated backends through the op's generated kernels (gen_run, runtime/launch.c). */
+    cg_status (*run)(cg_context *ctx, const struct cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
+                     const cg_exec *ex);
+    /* The kernel executor of a generated-kernel backend (runtime/launch.c: "cuda",
+     * "emulate"), which its run (gen_run, given vt) launches on; NULL for host backends. */
+    const struct cg_kexec *kx;
     /* The 16-bit storage dtypes (CG_DTM mask) this backend reads and writes; 0: CG_F32 (and
      * CG_F64 for ref) only. cg__backend_run refuses a problem with a 16-bit tensor outside
      * it, so an entry point never sees a dtype it does not read. */

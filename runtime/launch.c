@@ -359,8 +359,10 @@ static cg_status gen_prepare(cg_context *ctx, const cg_kexec *kx, cg_op op, cons
     return s;
 }
 
-static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const void *prob, const cg_cfg *cfg,
+/* The run of both generated backends (their vtable's run): vt->kx is the executor. */
+static cg_status gen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
                          const cg_exec *ex) {
+    const cg_kexec *kx = vt->kx;
     const cg_op_desc *d = cg__op_desc(op);
     plan_entry *e;
     cg_status s = gen_entry(ctx, kx, d, prob, cfg, &e);
@@ -421,14 +423,12 @@ static cg_status gen_run(cg_context *ctx, const cg_kexec *kx, cg_op op, const vo
                                     const cg_exec *ex, int load, size_t *bytes) {                       \
         return gen_prepare(ctx, &KX, op, prob, cfg, ex, load, bytes);                                   \
     }                                                                                                   \
-    static cg_status NAME##_run(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *c, const cg_exec *e) { \
-        return gen_run(ctx, &KX, op, prob, c, e);                                                       \
-    }                                                                                                   \
     const cg_backend_vt cg__backend_##NAME = {                                                          \
         .name = #NAME,                                                                                  \
         .supports = NAME##_supports,                                                                    \
         .prepare = NAME##_prepare,                                                                      \
-        .run = NAME##_run,                                                                              \
+        .run = gen_run, /* no trampoline: gen_run finds KX in the vtable */                             \
+        .kx = &KX,                                                                                      \
         .half = CG_DTM_HALF, /* per tensor as each kernel's Lua `half` list allows (refused there) */   \
         .varlen_kernels = CG_OP_MASK_ALL, /* every op's kernels take cu_seqlens (docs/varlen.md) */      \
     };

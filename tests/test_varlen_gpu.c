@@ -292,7 +292,7 @@ static void clamp_run(cg_op op, const char *const strat[2]) {
             CG_CHECK_OK(ctx, cg__cfg_parse(ctx, strat[st], &cfg));
             cg_exec ex = CG_EXEC_INIT;
             const cg_backend_vt *vt = &cg__backend_emulate;
-            s = vt->run(ctx, op, &u, &cfg, &ex);
+            s = vt->run(ctx, vt, op, &u, &cfg, &ex);
             CG_CHECK(s == CG_OK, "%s offsets %zu %s: %s", d->name, k, strat[st], cg_errmsg(ctx));
             for (int i = 0; i <= d->nt; i++)
                 if (map[i]) munmap(map[i], len[i]);

@@ -324,37 +324,42 @@ static cg_status check_params(cg_context *ctx, cuda_fn *f, size_t params_size) {
     return CG_OK;
 }
 
-static cg_status launch_in_ctx(cg_context *ctx, cuda_state *s, cuda_mod *m, const cg_launch *l, const void *params,
-                               size_t params_size, void *stream) {
-    const cg_cu_api *cg__cu = cg__cu_api(NULL);
-    cuda_fn *f = NULL;
-    for (int i = 0; i < m->nfn; i++)
-        if (strcmp(m->fn[i].entry, l->entry) == 0) f = &m->fn[i];
-    if (!f) return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s was not loaded with its plan", l->entry);
-    cg_status st = allow_smem(ctx, s, f, l->smem);
-    if (st == CG_OK) st = check_params(ctx, f, params_size);
-    if (st != CG_OK) return st;
-    /* kernelParams: one pointer per parameter, to its value; the driver copies the
-     * struct when the launch is enqueued (or captured), so params may be on the stack. */
-    void *args[1] = {(void *)params};
-    CUresult r = cg__cu->cuLaunchKernel(f->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
-                                        l->block[2], (unsigned)l->smem, (CUstream)stream, args, NULL);
-    if (r != CUDA_SUCCESS) {
-        char call[320];
-        snprintf(call, sizeof call, "cuLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u, %lld bytes smem, stream %p)",
-                 l->entry, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                 (long long)l->smem, stream);
-        return cg__cu_check(ctx, r, CG_ELAUNCH, call, __FILE__, __LINE__);
-    }
-    return CG_OK;
-}
-
-static cg_status cuda_launch(cg_context *ctx, void *module, const cg_launch *launch, const void *params,
+/* Launch l's entry of module on stream with the packed params, the primary context
+ * current for the call (pushed and popped here, as WITH_CTX does for the other calls). */
+static cg_status cuda_launch(cg_context *ctx, void *module, const cg_launch *l, const void *params,
                              size_t params_size, void *stream) {
     cuda_state *s = ctx ? (cuda_state *)ctx->part[CG_PART_CUDA].p : NULL;
     if (!s || !s->retained || !module)
         return cg__err(ctx, CG_ENODEV, "CUDA: launch before a module was loaded");
-    WITH_CTX(ctx, s, launch_in_ctx(ctx, s, (cuda_mod *)module, launch, params, params_size, stream));
+    const cg_cu_api *cg__cu = cg__cu_api(NULL);
+    cuda_mod *m = (cuda_mod *)module;
+    cuda_fn *f = NULL;
+    for (int i = 0; i < m->nfn; i++)
+        if (strcmp(m->fn[i].entry, l->entry) == 0) f = &m->fn[i];
+    if (!f) return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s was not loaded with its plan", l->entry);
+    cg_status st = cg__cu_check(ctx, cg__cu->cuCtxPushCurrent(s->cuctx), CG_ELAUNCH, "cuCtxPushCurrent(ctx)",
+                                __FILE__, __LINE__);
+    if (st != CG_OK) return st;
+    st = allow_smem(ctx, s, f, l->smem);
+    if (st == CG_OK) st = check_params(ctx, f, params_size);
+    if (st == CG_OK) {
+        /* kernelParams: one pointer per parameter, to its value; the driver copies the
+         * struct when the launch is enqueued (or captured), so params may be on the stack. */
+        void *args[1] = {(void *)params};
+        CUresult r = cg__cu->cuLaunchKernel(f->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                                            l->block[2], (unsigned)l->smem, (CUstream)stream, args, NULL);
+        if (r != CUDA_SUCCESS) {
+            char call[320];
+            snprintf(call, sizeof call,
+                     "cuLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u, %lld bytes smem, stream %p)", l->entry,
+                     l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], (long long)l->smem,
+                     stream);
+            st = cg__cu_check(ctx, r, CG_ELAUNCH, call, __FILE__, __LINE__);
+        }
+    }
+    CUcontext popped;
+    cg__cu->cuCtxPopCurrent(&popped);
+    return st;
 }
 
 /* ----------------------------------------------------------------- memory */
