@@ -19,9 +19,12 @@ stage() { echo "== [$(( ($(date +%s) - t0) / 60 ))m$(( ($(date +%s) - t0) % 60 )
 
 stage "test environment (Python venv, disassemblers for the static report)"
 "$root/scripts/test-python.sh" --setup-only
-# The formatting check (.clang-format, scripts/format.sh): enabled by the integrator after
-# the tree is formatted (#34 item 5; on 2026-12-07 the config would change about 2500 of
-# 46500 lines, in 166 of 204 files).
+# The formatting check (.clang-format, scripts/format.sh): not on yet (#34 item 5). Formatting
+# the tree (2026-12-07: 4257 lines added, 2771 removed in 195 files; the sweeps and the suite
+# pass on it) doubles `duplicates` (21 -> 40 pairs: clang-format 14 puts each C designated
+# initializer of a long braced list on its own line and wraps long calls into same-shaped
+# runs; 25 pairs with tests/ left out). It goes on, after setup.sh (which installs
+# clang-format), once the config or those blocks are changed so that it does not:
 # stage "formatting (scripts/format.sh --check)"
 # "$root/scripts/format.sh" --check
 stage "build (release)"
