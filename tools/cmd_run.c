@@ -338,32 +338,12 @@ static void outs_free(run_outs *os) {
     os->n = 0;
 }
 
-/* mkdir -p path (mode 0755): 0 (also when it is a directory already), else an errno
- * value (ENOTDIR when path or a parent is not a directory). */
-static int mkdirs(const char *path) {
-    char buf[PATH_MAX];
-    size_t n = strlen(path);
-    if (n == 0) return ENOENT;
-    if (n >= sizeof buf) return ENAMETOOLONG;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
-        buf[i] = c;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) return errno;
-    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-}
-
 /* Write every output to a temp file next to its final name, then rename them all into
  * place: a failure part-way (full disk, read-only directory) leaves the previous run's
  * files as they were and no temp files. The output directory is created with its
  * parents. */
 static int outs_write(const run_opts *opt, const run_outs *os) {
-    int e = mkdirs(opt->out);
+    int e = cg_npy_mkdirs(opt->out);
     if (e == ENOTDIR) return run_fail("output path %s is not a directory", opt->out);
     if (e) return run_fail("cannot create output directory %s: %s", opt->out, strerror(e));
     char path[RUN_MAX_OUT][PATH_MAX], tmp[RUN_MAX_OUT][PATH_MAX + 200];

@@ -664,3 +664,23 @@ int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *s
     }
     return 0;
 }
+
+/* (npy.h) mkdir -p path (mode 0755): 0 (also when it is a directory already), else an errno
+ * value (ENOTDIR when path or a parent is not a directory). */
+int cg_npy_mkdirs(const char *path) {
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0) return ENOENT;
+    if (n >= sizeof buf) return ENAMETOOLONG;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
+        buf[i] = c;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) return errno;
+    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}

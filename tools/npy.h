@@ -64,6 +64,9 @@ void cg_npy_index_free(cg_npy_index *a);
 
 /* Release what cg_npy_read allocated; NULL or a zeroed struct is a no-op. */
 void cg_npy_free(cg_npy *a);
+/* mkdir -p path (mode 0755), for the directory the .npy files go to: 0 (also when it is a
+ * directory already), else an errno value (ENOTDIR when path or a parent is not one). */
+int cg_npy_mkdirs(const char *path);
 
 /* Format a shape as Python does: "()", "(5,)", "(2, 3)". Returns buf. */
 char *cg_npy_shape_str(int ndim, const int64_t *shape, char *buf, size_t buflen);
