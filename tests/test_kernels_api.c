@@ -183,7 +183,9 @@ CG_TEST(kernels_api_kcache_list) {
     CG_CHECK_OK(ctx, cg_kcache_list(ctx, dir, two, 2, &m));
     CG_CHECK(m == 5 && !strcmp(two[1].file, es[1].file), "cap 2: n %d, second %s", m, two[1].file);
     /* an older caller's smaller struct: its stride, nothing past its members */
-    const size_t small = offsetof(cg_kcache_entry, kind);
+    /* (an older header's struct ending at `why`: its sizeof, padded to the struct's alignment) */
+    const size_t al = _Alignof(cg_kcache_entry);
+    const size_t small = (offsetof(cg_kcache_entry, kind) + al - 1) / al * al;
     unsigned char *old = malloc(small * 5 + 1);
     if (old) {
         memset(old, 0xAB, small * 5 + 1);
