@@ -1,6 +1,6 @@
 --[[ core.lua -- the kernel generator: Lua decides and renders, C compiles and runs.
 
-runtime/lua_gen.c calls M.kernels, M.plan, M.space, M.resolve and M.describe (and
+runtime/lua_gen.c calls M.kernels, M.plan, M.space, M.resolve, M.info and M.describe (and
 nothing else). Errors the caller can cause come back as `nil, code, message` (code
 "EINVAL", "EUNSUPPORTED", "ENOTFOUND"); a Lua error (error()) means a bug in a script
 and reaches the C side with a traceback as CG_ELUA.
@@ -623,6 +623,14 @@ function M.resolve(kname, shape, dev, pins)
 end
 
 -- describe(kernel) -> text listing the space (for `chunkgen gen --list`)
+-- The op (or family) a kernel serves and its backend ("cpu" for a CPU space, "" for a
+-- generated kernel): the catalog's facts, for cg__gen_kernel_info.
+function M.info(kname)
+    local d, code, msg = kernel(kname)
+    if not d then return nil, code, msg end
+    return { op = d.op, backend = d.backend or "" }
+end
+
 function M.describe(kname)
     local d, code, msg = kernel(kname)
     if not d then return nil, code, msg end

@@ -176,6 +176,9 @@ cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n);
 
 /* Human-readable description of a kernel's space (for `chunkgen gen --list`); *text malloc'd. */
 cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text);
+/* The op (or family, for a CPU space) kernel serves, into op[0 .. cap), and *cpu = 1 when it
+ * is a CPU space (backend "cpu" in its description), 0 for a generated kernel. */
+cg_status cg__gen_kernel_info(cg_context *ctx, const char *kernel, char *op, size_t cap, int *cpu);
 
 /* An embedded generator/template file by relative path (or the CHUNKGEN_LUA_PATH copy);
  * *text malloc'd and NUL-terminated, *len its length. */

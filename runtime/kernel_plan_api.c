@@ -40,25 +40,6 @@ static void known_archs(char *buf, size_t cap) {
         if (cg__devinfo_arch(a, &d)) n += (size_t)snprintf(buf + n, cap - n, "%s%d", n ? " " : "", a);
 }
 
-/* The op (or family) a kernel serves and whether it is a CPU space, from the first line
- * of its description: "ssd_fwd (op ssd_fwd, template ...)", "ssd_cpu (op ssd, backend cpu: ...)". */
-static cg_status kernel_kind(cg_context *ctx, const char *fn, const char *kernel, char *op, size_t cap, int *cpu) {
-    char *text = NULL;
-    cg_status st = cg__gen_describe(ctx, kernel, &text);
-    if (st != CG_OK) return st;
-    const char *p = strstr(text, "(op "), *nl = strchr(text, '\n');
-    if (!p || (nl && p > nl)) {
-        free(text);
-        return cg__err(ctx, CG_EINTERNAL, "%s: the description of kernel %s names no op", fn, kernel);
-    }
-    p += 4;
-    size_t len = strcspn(p, ",)");
-    snprintf(op, cap, "%.*s", (int)len, p);
-    *cpu = strstr(p, "backend cpu") && (!nl || strstr(p, "backend cpu") < nl);
-    free(text);
-    return CG_OK;
-}
-
 /* ctx's message of a failed call of the generator or the shape, prefixed with the
  * public call and the argument it is about; st. */
 static cg_status rewrap(cg_context *ctx, cg_status st, const char *fn, const char *arg) {
@@ -79,7 +60,7 @@ static cg_status target_of(cg_context *ctx, const char *fn, const char *kernel, 
     if (st != CG_OK) return rewrap(ctx, st, fn, "shape");
     const cg_op_desc *d = cg__op_desc(shape->op);
     t->kernel = kernel ? kernel : d->name;
-    if ((st = kernel_kind(ctx, fn, t->kernel, op, sizeof op, &t->cpu)) != CG_OK) {
+    if ((st = cg__gen_kernel_info(ctx, t->kernel, op, sizeof op, &t->cpu)) != CG_OK) {
         return st == CG_ENOTFOUND ? rewrap(ctx, st, fn, "kernel") : st;
     }
     size_t ol = strlen(op);

@@ -644,6 +644,26 @@ cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n) {
     return CG_OK;
 }
 
+/* gen.h: the op a kernel serves and whether it is a CPU space, from the catalog. */
+cg_status cg__gen_kernel_info(cg_context *ctx, const char *kernel, char *op, size_t cap, int *cpu) {
+    gen_state *gs;
+    cg_status st = gen_state_get(ctx, &gs);
+    if (st != CG_OK) return st;
+    lua_State *L = gs->L;
+    int top = lua_gettop(L);
+    push_core_fn(gs, "info");
+    lua_pushstring(L, kernel);
+    if ((st = gen_pcall(ctx, L, 1, 3, kernel)) == CG_OK && (st = gen_result(ctx, L, kernel)) == CG_OK) {
+        lua_getfield(L, -1, "op");
+        lua_getfield(L, -2, "backend");
+        const char *o = lua_tostring(L, -2), *b = lua_tostring(L, -1);
+        snprintf(op, cap, "%s", o ? o : "");
+        *cpu = b && !strcmp(b, "cpu");
+    }
+    lua_settop(L, top);
+    return st;
+}
+
 /* Text describing a kernel's space (for `chunkgen gen --list`); malloc'd. */
 cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text) {
     gen_state *gs;
