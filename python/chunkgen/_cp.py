@@ -1,0 +1,153 @@
+"""Context parallelism, framework-neutral parts (docs/context_parallel.md): how a packed
+sequence is split over P devices, the small descriptor every rank exchanges before the
+state exchange (so that ranks that disagree fail with a message, never hang or compute a
+wrong result), and the communication formula.
+
+The recurrences plug in as a table (RECURRENCES): what one device's (transition, state)
+pair is made of. SSD's transition is a scalar per head (M = exp(sum log_alpha)), the
+selective scan's is diagonal (M[d, n] = exp(A[d, n] sum dt[d]), the state's shape), the
+gated delta rule's (MATH_GDN.md 6.2) is a dk x dk matrix per head: its entry will be
+("matrix", dk * dk) and the combine's `apply` a matmul.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import _C
+
+# name -> (transition kind, how the local pass is fixed for the entering state)
+#   "scalar": M [B, H], "diagonal": M like the state, "matrix": M [B, H, dk, dk]
+#   "correct": add the entering state's contribution to the outputs (cheap for SSD);
+#   "rerun":   run the local pass again from the entering state
+RECURRENCES = {"ssd": ("scalar", "correct"), "sscan": ("diagonal", "rerun")}
+
+MAGIC = 0x43474350  # "CGCP"
+_VERSION = _C.version
+
+
+def split_sizes(total: int, parts: int) -> List[int]:
+    """The split chosen for `total` tokens over `parts` devices when the caller does not
+    choose one: ceil(total / parts) tokens on every device but the last ones, which take
+    what remains (possibly 0). JAX pads the stream to parts * ceil(total / parts) tokens
+    (the padded tokens leave every state unchanged: docs/context_parallel.md); PyTorch
+    ranks may hold any contiguous split, this one included."""
+    if parts < 1:
+        raise ValueError(f"parts: {parts} but expected >= 1 (the number of devices)")
+    if total < 0:
+        raise ValueError(f"total: {total} but expected >= 0 (the number of tokens)")
+    per = -(-total // parts)
+    return [max(0, min(per, total - r * per)) for r in range(parts)]
+
+
+def pair_floats(kind: str, state: int, heads_or_rows: int, dk: int = 0) -> int:
+    """Floats one device contributes to the exchange per batch row: the transition (1 per
+    head for "scalar", the state's size for "diagonal", dk * dk per head for "matrix")
+    plus the state."""
+    trans = {"scalar": heads_or_rows, "diagonal": state, "matrix": heads_or_rows * dk * dk}[kind]
+    return trans + state
+
+
+def exchange_bytes(payload_bytes: int, devices: int) -> Dict[str, int]:
+    """Bytes per device per direction of one all-gather of `payload_bytes` per device over
+    `devices` devices (ring or any algorithm that delivers every other device's payload
+    once): sent = received = (P - 1) * payload. The backward's reverse exchange (a
+    reduce-scatter of the gathered pairs' cotangents) moves the same."""
+    return {"payload": payload_bytes, "sent": (devices - 1) * payload_bytes, "received": (devices - 1) * payload_bytes}
+
+
+# ------------------------------------------------------------- the descriptor
+
+DESC_LEN = 128
+
+
+def _version_number() -> int:
+    parts = (_VERSION.split("+")[0].split("-")[0].split(".") + ["0", "0", "0"])[:3]
+    try:
+        return int(parts[0]) * 10000 + int(parts[1]) * 100 + int(parts[2])
+    except ValueError:
+        return sum(ord(c) * 31 ** i for i, c in enumerate(_VERSION)) % (1 << 40)
+
+
+def _hash_ints(values: Sequence[int]) -> int:
+    h = 1469598103934665603
+    for v in values:
+        h = ((h ^ (int(v) & 0xFFFFFFFFFFFFFFFF)) * 1099511628211) & 0x7FFFFFFFFFFFFFFF
+    return h
+
+
+def describe(op: str, options: Sequence[int], tensors: Sequence[Tuple[str, Optional[Tuple[int, ...]], int]],
+             seq_dims: Dict[str, int], cu_values: Optional[Sequence[int]], local_len: int) -> List[int]:
+    """The descriptor of one rank's call: fields (name, values) flattened to DESC_LEN
+    int64s. tensors: (name, shape or None, dtype code); the dimension seq_dims[name] (the
+    local token count, which ranks may legitimately differ in) is left out of the
+    comparison and sent as `local_len`."""
+    fields: List[Tuple[str, List[int]]] = [("magic", [MAGIC]), ("chunkgen version", [_version_number()]),
+                                           ("op", [sum(ord(c) << (8 * i) for i, c in enumerate(op[:7]))]),
+                                           ("options", list(options))]
+    for name, shape, code in tensors:
+        if shape is None:
+            fields.append((name, [-1]))
+            continue
+        shp = [(-2 if i == seq_dims.get(name) else int(d)) for i, d in enumerate(shape)]
+        fields.append((name, [code, len(shp)] + shp))
+    if cu_values is None:
+        fields.append(("cu_seqlens", [-1]))
+    else:
+        fields.append(("cu_seqlens", [len(cu_values), _hash_ints(cu_values)]))
+    flat = [local_len]
+    for _, vals in fields:
+        flat += vals
+    if len(flat) > DESC_LEN:
+        raise ValueError(f"context parallel descriptor: {len(flat)} fields but at most {DESC_LEN}")
+    return flat + [0] * (DESC_LEN - len(flat)), fields
+
+
+def _decode(flat: Sequence[int], fields) -> List[Tuple[str, List[int]]]:
+    out, i = [], 1
+    for name, vals in fields:
+        n = len(vals)
+        # a differing layout (absent vs present, other ndim) changes the length: read as many
+        if name not in ("magic", "chunkgen version", "op", "options", "cu_seqlens"):
+            if flat[i] == -1:
+                n = 1
+            else:
+                n = 2 + int(flat[i + 1]) if 0 <= int(flat[i + 1]) <= 8 else len(vals)
+        out.append((name, [int(v) for v in flat[i:i + n]]))
+        i += n
+    return out
+
+
+def _show(name: str, vals: List[int], dtypes: Sequence[str]) -> str:
+    if name in ("magic", "op", "options"):
+        return f"{name} {vals}"
+    if name == "chunkgen version":
+        return f"chunkgen version {vals[0]}"
+    if name == "cu_seqlens":
+        return "no cu_seqlens" if vals[0] == -1 else f"cu_seqlens of {vals[0]} offsets (values hash {vals[1]:x})"
+    if vals[0] == -1:
+        return f"{name} absent"
+    code, shape = vals[0], ["T_local" if d == -2 else d for d in vals[2:]]
+    dt = dtypes[code] if 0 <= code < len(dtypes) else str(code)
+    return f"{name} {dt} shape ({', '.join(map(str, shape))})"
+
+
+def check_descriptors(what: str, gathered: Sequence[Sequence[int]], fields, dtypes: Sequence[str]) -> List[int]:
+    """Compare every rank's descriptor (gathered: one row per rank) with rank 0's; raise
+    ValueError naming the first field that differs, the same message on every rank.
+    Returns the ranks' local token counts."""
+    rows = [[int(v) for v in row] for row in gathered]
+    base = rows[0]
+    for r, row in enumerate(rows[1:], 1):
+        if row[1:] == base[1:]:
+            continue
+        a, b = _decode(base, fields), _decode(row, fields)
+        for (name, va), (_, vb) in zip(a, b):
+            if va != vb:
+                raise ValueError(f"{what}: the ranks disagree: rank {r} has {_show(name, vb, dtypes)} but rank 0 has "
+                                 f"{_show(name, va, dtypes)} (every rank must call with the same options, dtypes, "
+                                 f"chunkgen version and shapes but for the local token count)")
+        raise ValueError(f"{what}: the ranks disagree: rank {r}'s call descriptor differs from rank 0's")
+    lens = [row[0] for row in rows]
+    if any(n < 0 for n in lens):
+        raise ValueError(f"{what}: local token counts {lens} but expected >= 0 on every rank")
+    return lens

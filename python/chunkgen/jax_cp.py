@@ -1,0 +1,344 @@
+"""Context parallelism in JAX: one sequence (or a packed stream) split along T over a mesh
+axis, exact (docs/context_parallel.md, MATH_GDN.md section 6).
+
+Inside shard_map (the arrays are each device's contiguous piece of the sequence axis):
+
+    o, hT = chunkgen.jax_cp.ssd(q, k, v, log_alpha, h0=None, *, axis_name, layout="head",
+                                cu_seqlens=None)
+    y, hT = chunkgen.jax_cp.sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None,
+                                  h0=None, *, axis_name, delta_softplus=False, cu_seqlens=None)
+
+On global arrays, under jax.jit with inputs sharded over T (and over batch / heads on a
+2-D mesh): shard_ssd(mesh, seq_axis, batch_axis, head_axis) and shard_sscan(mesh,
+seq_axis, batch_axis) return functions with the ops' arguments; they pad T to a multiple
+of the device count (padded tokens leave every state unchanged) and return the global
+outputs and final states.
+
+Per device: (1) the local chunked pass from a zero state (device 0 from h0) gives the
+outputs and the state N_r at the segment's end; (2) one all_gather exchanges the
+(transition M_r, state N_r) pairs, O(heads x state) floats per device; (3) each device
+folds the pairs of the devices before it (S <- M_j S + N_j) into its entering state S_r;
+(4) SSD adds the entering state's contribution o_t += exp(sum_{i<=t} log_alpha_i) q_t S_r
+(2 dk dv FLOPs per token and head, a fraction of a second pass); the selective scan,
+whose correction would cost as much as the scan, runs its local pass again from S_r.
+Every gradient is JAX's reverse mode through these steps: the all_gather's transpose
+(a reduce-scatter of the pairs' cotangents) is the reverse exchange, chunkgen's backward
+runs for the local passes.
+
+Within the per-device calls:
+- h0 ([B, H, dk, dv] / [B, D, N], or [Nseq, ...] with cu_seqlens) is the global
+  initial state; only the device where a sequence starts reads it, and its gradient is
+  that device's (sum it over axis_name if h0 is replicated; the shard_* wrappers do).
+- hT without cu_seqlens is the state at the end of this device's segment (the last
+  device's is the sequence's final state); with cu_seqlens [Nseq, ...] holds the final
+  state of each sequence that ends on this device, zeros elsewhere (their sum over the
+  axis is every sequence's final state).
+- cu_seqlens (global offsets, B = 1, replicated) may put sequence boundaries anywhere: a
+  sequence crossing a device boundary gets its state from the device(s) before it; a
+  sequence may span any number of devices. Each device runs the library's varlen call on
+  its pieces (global offsets clipped to its range: empty pieces pass their state).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from . import jax as cj
+from ._ops import layout_flag
+
+__all__ = ["ssd", "sscan", "shard_ssd", "shard_sscan"]
+
+_F32 = jnp.float32
+_HI = jax.lax.Precision.HIGHEST
+
+# Tests only: a function applied to the gathered pairs (to see the tests fail when the
+# exchanged state is wrong). Never set in real use.
+_PERTURB = None
+
+
+# ------------------------------------------------------------- shared steps
+
+def _exchange(M, N, axis_name):
+    """One all_gather of the packed (transition, state) pairs: returns M_all [P, *M.shape],
+    N_all [P, *N.shape] (float32)."""
+    b = N.shape[0]
+    payload = jnp.concatenate([M.reshape(b, -1).astype(_F32), N.reshape(b, -1).astype(_F32)], axis=-1)
+    g = jax.lax.all_gather(payload, axis_name)
+    if _PERTURB is not None:
+        g = _PERTURB(g)
+    m = M.size // b
+    return g[..., :m].reshape((-1,) + M.shape), g[..., m:].reshape((-1,) + N.shape)
+
+
+def _enter(M_all, N_all, r, apply):
+    """The state entering device r: S = 0; S <- M_j S + N_j for j < r (a scan over the P
+    gathered pairs, masked: differentiable, no dynamic trip count)."""
+    js = jnp.arange(M_all.shape[0])
+
+    def step(S, xs):
+        j, M, N = xs
+        return jnp.where(j < r, apply(M, S) + N, S), None
+
+    S, _ = jax.lax.scan(step, jnp.zeros(N_all.shape[1:], _F32), (js, M_all, N_all))
+    return S
+
+
+def _pieces(cu, s, tl):
+    """Facts of device [s, s + tl) about the global sequences cu (offsets [N + 1]):
+    the local offsets, which sequences start before s, the one entering (crossing s), the
+    one leaving (crossing s + tl), the entering one's local length, and which end here."""
+    starts, ends = cu[:-1], cu[1:]
+    e = s + tl
+    before = starts < s
+    enter = before & (ends > s)
+    leave = (starts < e) & (ends > e)
+    local = jnp.clip(cu - s, 0, tl).astype(cu.dtype)
+    len_in = jnp.sum(jnp.where(enter, jnp.clip(ends - s, 0, tl), 0))
+    ends_here = jnp.where(ends > 0, (ends > s) & (ends <= e), s == 0)
+    return local, before, enter, leave, len_in, ends_here
+
+
+def _bcast(mask, like):
+    return mask.reshape(mask.shape + (1,) * (like.ndim - mask.ndim))
+
+
+# --------------------------------------------------------------------- SSD
+
+def _ssd_correction(q, S, acum, head: bool, tmask=None):
+    """exp(acum_t) q_t S for every local token (float32), in v's layout: S [B, H, dk, dv],
+    acum [B, H, T] (the inclusive cumsum of log_alpha from the segment start)."""
+    b, h, dk, dv = S.shape
+    g = q.shape[1] if head else q.shape[2]
+    Sg = S.reshape(b, g, h // g, dk, dv)
+    w = jnp.exp(acum)
+    if tmask is not None:
+        w = jnp.where(tmask[:, None, :], w, 0.0)
+    t = acum.shape[-1]
+    if head:
+        c = jnp.einsum("bgtk,bgrkv->bgrtv", q.astype(_F32), Sg, precision=_HI)
+        return (c * w.reshape(b, g, h // g, t, 1)).reshape(b, h, t, dv)
+    c = jnp.einsum("btgk,bgrkv->btgrv", q.astype(_F32), Sg, precision=_HI)
+    return (c * jnp.swapaxes(w, 1, 2).reshape(b, t, g, h // g, 1)).reshape(b, t, h, dv)
+
+
+def _scalar_apply(M, S):
+    return M[..., None, None] * S
+
+
+def ssd(q, k, v, log_alpha, h0=None, *, axis_name, layout: str = "head", cu_seqlens=None):
+    """chunkgen.jax.ssd on this device's piece of a sequence sharded along T over mesh axis
+    `axis_name` (call inside shard_map). Returns (o, hT): o exact for the whole sequence,
+    hT as the module docstring says."""
+    head = bool(layout_flag(layout))
+    r = jax.lax.axis_index(axis_name)
+    la = log_alpha.astype(_F32)
+    acum = jnp.cumsum(la if head else jnp.swapaxes(la, 1, 2), axis=-1)  # [B, H, T]
+    tl = acum.shape[-1]
+    if cu_seqlens is None:
+        h0_loc = None if h0 is None else jnp.where(r == 0, h0, 0.0).astype(h0.dtype)
+        o0, N = cj.ssd(q, k, v, log_alpha, h0_loc, layout=layout)
+        M = jnp.exp(acum[..., -1])
+        S = _enter(*_exchange(M, N, axis_name), r, _scalar_apply)
+        o = (o0.astype(_F32) + _ssd_correction(q, S, acum, head)).astype(o0.dtype)
+        return o, M[..., None, None] * S + N
+    cu = jnp.asarray(cu_seqlens)
+    local, before, enter, leave, len_in, ends_here = _pieces(cu, r * tl, tl)
+    h0_loc = None if h0 is None else jnp.where(_bcast(before, h0), 0.0, h0).astype(h0.dtype)
+    o0, hT0 = cj.ssd(q, k, v, log_alpha, h0_loc, layout=layout, cu_seqlens=local)
+    M = jnp.where(jnp.any(enter & leave), jnp.exp(acum[..., -1]), 0.0)  # [1, H]
+    N = jnp.einsum("n,nhkv->hkv", leave.astype(_F32), hT0, precision=_HI)[None]
+    S = _enter(*_exchange(M, N, axis_name), r, _scalar_apply) * jnp.any(enter)
+    tmask = (jnp.arange(tl) < len_in)[None]
+    o = (o0.astype(_F32) + _ssd_correction(q, S, acum, head, tmask)).astype(o0.dtype)
+    lam_in = jnp.exp(acum[0, :, jnp.clip(len_in - 1, 0, tl - 1)])  # [H]: the entering piece's decay
+    hT = hT0 + _bcast(enter, hT0) * (lam_in[:, None, None] * S[0])[None]
+    return o, jnp.where(_bcast(ends_here, hT), hT, 0.0)
+
+
+# ---------------------------------------------------------- selective scan
+
+def _dt(delta, delta_bias, softplus: bool):
+    dt = delta.astype(_F32)
+    if delta_bias is not None:
+        dt = dt + delta_bias.astype(_F32)
+    return jax.nn.softplus(dt) if softplus else dt
+
+
+def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, axis_name, delta_softplus: bool = False,
+          cu_seqlens=None, valid_len: Optional[int] = None):
+    """chunkgen.jax.sscan on this device's piece of a sequence sharded along L over mesh
+    axis `axis_name` (call inside shard_map). valid_len: the global number of real tokens
+    when the stream was padded at its end (the padded tokens get dt = 0, which leaves the
+    state unchanged); None: no padding (or cu_seqlens, where padding is its own sequence).
+    Returns (y, hT) as the module docstring says."""
+    r = jax.lax.axis_index(axis_name)
+    tl = x.shape[1]
+    dt = _dt(delta, delta_bias, delta_softplus)  # [B, L, D] float32: the transitions' exponents
+    if valid_len is not None and cu_seqlens is None:
+        dt = jnp.where((r * tl + jnp.arange(tl) < valid_len)[None, :, None], dt, 0.0)
+        # the library gets dt itself, so that the padded tokens' dt is exactly 0
+        run = functools.partial(cj.sscan, x, dt.astype(delta.dtype), A, B, C, D, z, None,
+                                delta_softplus=False)
+    else:
+        run = functools.partial(cj.sscan, x, delta, A, B, C, D, z, delta_bias, delta_softplus=delta_softplus)
+    M_full = jnp.exp(A.astype(_F32)[None] * jnp.sum(dt, axis=1)[..., None])  # [B, D, N]
+    if cu_seqlens is None:
+        h0_loc = None if h0 is None else jnp.where(r == 0, h0, 0.0).astype(h0.dtype)
+        _, N = run(h0_loc)
+        S = _enter(*_exchange(M_full, N, axis_name), r, jnp.multiply)
+        return run(S if h0_loc is None else S + h0_loc)
+    cu = jnp.asarray(cu_seqlens)
+    local, before, enter, leave, _, ends_here = _pieces(cu, r * tl, tl)
+    h0_loc = None if h0 is None else jnp.where(_bcast(before, h0), 0.0, h0).astype(h0.dtype)
+    _, hT0 = run(h0_loc, cu_seqlens=local)
+    M = jnp.where(jnp.any(enter & leave), M_full, 0.0)
+    N = jnp.einsum("n,ndk->dk", leave.astype(_F32), hT0, precision=_HI)[None]
+    S = _enter(*_exchange(M, N, axis_name), r, jnp.multiply) * jnp.any(enter)
+    h0_2 = _bcast(enter, hT0) * S + (0.0 if h0_loc is None else h0_loc)
+    y, hT = run(h0_2, cu_seqlens=local)
+    return y, jnp.where(_bcast(ends_here, hT), hT, 0.0)
+
+
+# ------------------------------------------------ global arrays under jax.jit
+
+def _pad_t(a, axis, pad):
+    if a is None or not pad:
+        return a
+    widths = [(0, 0)] * a.ndim
+    widths[axis] = (0, pad)
+    return jnp.pad(a, widths)
+
+
+def _varlen_pad(cu, h0, total):
+    """A padded stream's extra tokens as one more (dummy) sequence: cu_seqlens gets the
+    padded length appended, h0 a zero state."""
+    cu = jnp.concatenate([jnp.asarray(cu), jnp.asarray([total], dtype=jnp.asarray(cu).dtype)])
+    if h0 is not None:
+        h0 = jnp.concatenate([h0, jnp.zeros((1,) + h0.shape[1:], h0.dtype)])
+    return cu, h0
+
+
+def _run_sharded(mesh, body, args, specs, out_specs):
+    return jax.shard_map(body, mesh=mesh, in_specs=tuple(specs), out_specs=out_specs, check_vma=False)(*args)
+
+
+def _finish_state(hT, varlen: bool, nseq: Optional[int]):
+    """[P, ...] per-device states -> the global final states: the last device's (one
+    sequence per row), or the sum over devices of the per-sequence ones (each sequence's
+    final state is nonzero on exactly one device)."""
+    return hT.sum(0)[:nseq] if varlen else hT[-1]
+
+
+def shard_ssd(mesh, seq_axis: str, batch_axis=None, head_axis=None, *, layout: str = "head"):
+    """ssd over global arrays whose T is split over mesh axis `seq_axis` (and batch over
+    `batch_axis`, groups/heads over `head_axis`, either may be None). Returns
+    f(q, k, v, log_alpha, h0=None, cu_seqlens=None) -> (o, hT), exact, for use under
+    jax.jit. T need not divide by the axis size: the stream is padded at its end to
+    ceil(T / P) tokens per device (docs/context_parallel.md)."""
+    from jax.sharding import PartitionSpec as P
+
+    head = bool(layout_flag(layout))
+    tax = 2 if head else 1
+    if head:
+        seq, st = P(batch_axis, head_axis, seq_axis, None), P(batch_axis, head_axis, seq_axis)
+    else:
+        seq, st = P(batch_axis, seq_axis, head_axis, None), P(batch_axis, seq_axis, head_axis)
+    n_dev = mesh.shape[seq_axis]
+
+    def f(q, k, v, log_alpha, h0=None, cu_seqlens=None):
+        t = q.shape[tax]
+        tl = -(-t // n_dev)
+        pad = tl * n_dev - t
+        q, k, v, log_alpha = (_pad_t(a, tax, pad) for a in (q, k, v, log_alpha))
+        varlen = cu_seqlens is not None
+        nseq = None
+        if varlen:
+            nseq = cu_seqlens.shape[0] - 1
+            if pad:
+                cu_seqlens, h0 = _varlen_pad(cu_seqlens, h0, tl * n_dev)
+        rows = None if varlen else batch_axis
+        state = P(seq_axis, rows, head_axis, None, None)
+        args, specs = [q, k, v, log_alpha], [seq, seq, seq, st]
+        if h0 is not None:  # one copy per device along seq_axis: its gradient sums over them
+            args.append(jnp.broadcast_to(h0[None], (n_dev,) + h0.shape))
+            specs.append(state)
+        if varlen:
+            args.append(jnp.asarray(cu_seqlens))
+            specs.append(P())
+
+        def body(q, k, v, la, *rest):
+            rest = list(rest)
+            h = rest.pop(0)[0] if h0 is not None else None
+            cu = rest.pop(0) if varlen else None
+            o, hT = ssd(q, k, v, la, h, axis_name=seq_axis, layout=layout, cu_seqlens=cu)
+            return o, hT[None]
+
+        o, hT = _run_sharded(mesh, body, args, specs, (seq, state))
+        if pad:
+            o = jax.lax.slice_in_dim(o, 0, t, axis=tax)
+        return o, _finish_state(hT, varlen, nseq)
+
+    return f
+
+
+def shard_sscan(mesh, seq_axis: str, batch_axis=None, *, delta_softplus: bool = False):
+    """sscan over global arrays whose L is split over mesh axis `seq_axis` (batch over
+    `batch_axis` or None; A, D, delta_bias replicated). Returns
+    f(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, cu_seqlens=None)
+    -> (y, hT), exact, for use under jax.jit; L is padded as in shard_ssd."""
+    from jax.sharding import PartitionSpec as P
+
+    n_dev = mesh.shape[seq_axis]
+    b3, b4 = P(batch_axis, seq_axis, None), P(batch_axis, seq_axis, None, None)
+    names = ("x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0")
+    params = ("A", "D", "delta_bias")
+
+    def f(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, cu_seqlens=None):
+        given = dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0)
+        length = x.shape[1]
+        tl = -(-length // n_dev)
+        pad = tl * n_dev - length
+        varlen = cu_seqlens is not None
+        nseq = None
+        for n in ("x", "delta", "B", "C", "z"):
+            given[n] = _pad_t(given[n], 1, pad)
+        if varlen:
+            nseq = cu_seqlens.shape[0] - 1
+            if pad:
+                cu_seqlens, given["h0"] = _varlen_pad(cu_seqlens, given["h0"], tl * n_dev)
+        rows = None if varlen else batch_axis
+        state = P(seq_axis, rows, None, None)
+        present = [n for n in names if given[n] is not None]
+        args, specs = [], []
+        for n in present:
+            a = given[n]
+            if n in params:  # replicated, their gradients summed over the devices by shard_map
+                specs.append(P())
+            elif n == "h0":
+                a = jnp.broadcast_to(a[None], (n_dev,) + a.shape)
+                specs.append(state)
+            else:
+                specs.append(b4 if a.ndim == 4 else b3)
+            args.append(a)
+        if varlen:
+            args.append(jnp.asarray(cu_seqlens))
+            specs.append(P())
+
+        def body(*a):
+            kw = dict(zip(present, a))
+            if "h0" in kw:
+                kw["h0"] = kw["h0"][0]
+            cu = a[len(present)] if varlen else None
+            y, hT = sscan(**kw, axis_name=seq_axis, delta_softplus=delta_softplus, cu_seqlens=cu,
+                          valid_len=length if pad else None)
+            return y, hT[None]
+
+        y, hT = _run_sharded(mesh, body, args, specs, (b3, state))
+        if pad:
+            y = y[:, :length]
+        return y, _finish_state(hT, varlen, nseq)
+
+    return f

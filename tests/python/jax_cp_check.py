@@ -1,0 +1,139 @@
+"""Run by test_cp_jax.py in a fresh process with 4 host CPU devices
+(XLA_FLAGS=--xla_force_host_platform_device_count=4 must be set before jax is imported):
+chunkgen.jax_cp (context parallelism: T split over a mesh axis) against one device's
+chunkgen.jax call, float32, forward, final state and every gradient within 1e-5 relative,
+on odd shapes (dk 48, dv 40, T not a multiple of the chunk nor of the devices, a
+sequence spanning three devices, grouped heads, both layouts, 2-D meshes, varlen); then
+the same with the exchanged state perturbed, which must fail."""
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+import chunkgen.jax as cj  # noqa: E402
+import chunkgen.jax_cp as cp  # noqa: E402
+
+assert jax.device_count() == 4, jax.devices()
+rng = np.random.default_rng(0)
+TOL = 1e-5
+
+
+def r(*s, scale=0.5):
+    return jnp.asarray(rng.standard_normal(s) * scale, jnp.float32)
+
+
+def fit(spec, shape, mesh):
+    """spec without the mesh axes that do not divide their dimension (JAX refuses uneven
+    shardings: a T that does not divide by the devices comes in unsplit, and the wrapper
+    pads and splits it under jit)."""
+    axes = tuple(spec) + (None,) * (len(shape) - len(spec))
+    return P(*(a if a is None or shape[i] % mesh.shape[a] == 0 else None for i, a in enumerate(axes)))
+
+
+def errors(f_cp, f_one, args, shardings, mesh):
+    """Max relative error of the outputs and of every gradient (a random linear loss of
+    every output), f_cp under jit with sharded inputs against f_one on one device."""
+    outs = jax.eval_shape(f_one, *args)
+    ws = [r(*o.shape) for o in outs]
+
+    def loss(f):
+        return lambda *a: sum(jnp.sum(o.astype(jnp.float32) * w) for o, w in zip(f(*a), ws))
+
+    diff = tuple(i for i, a in enumerate(args) if a is not None and jnp.issubdtype(a.dtype, jnp.floating))
+    placed = [jax.device_put(a, NamedSharding(mesh, fit(s, a.shape, mesh))) if a is not None else None
+              for a, s in zip(args, shardings)]
+    got = jax.jit(f_cp)(*placed)
+    want = f_one(*args)
+    g_got = jax.jit(jax.grad(loss(f_cp), argnums=diff))(*placed)
+    g_want = jax.grad(loss(f_one), argnums=diff)(*args)
+    errs = {}
+    for name, a, b in [(f"out{i}", a, b) for i, (a, b) in enumerate(zip(got, want))] + \
+            [(f"grad{i}", a, b) for i, a, b in zip(diff, g_got, g_want)]:
+        errs[name] = float(jnp.abs(a - b).max() / (jnp.abs(b).max() + 1e-30))
+    return errs
+
+
+def check(name, f_cp, f_one, args, shardings, mesh, expect_fail=False):
+    errs = errors(f_cp, f_one, args, shardings, mesh)
+    worst = max(errs.values())
+    ok = worst < TOL
+    print(f"{name}: worst {worst:.2e} {errs if not ok or expect_fail else ''}")
+    if expect_fail:
+        assert not ok, (name, "the perturbed exchange went unnoticed", errs)
+    else:
+        assert ok, (name, errs)
+
+
+def ssd_case(name, mesh, seq_axis, batch_axis, head_axis, layout, B, T, G, H, dk, dv, h0=True, cu=None,
+             expect_fail=False):
+    head = layout == "head"
+    qs = (B, G, T, dk) if head else (B, T, G, dk)
+    vs = (B, H, T, dv) if head else (B, T, H, dv)
+    ls = (B, H, T) if head else (B, T, H)
+    nst = (len(cu) - 1) if cu is not None else B
+    q, k, v = r(*qs), r(*qs), r(*vs)
+    la = -jnp.abs(r(*ls, scale=0.01))  # weak decay: the state crosses devices
+    hh = r(nst, H, dk, dv) if h0 else None
+    cuj = jnp.asarray(cu, jnp.int32) if cu is not None else None
+    one = lambda q, k, v, la, h, c: cj.ssd(q, k, v, la, h, layout=layout, cu_seqlens=c)  # noqa: E731
+    sh = cp.shard_ssd(mesh, seq_axis, batch_axis, head_axis, layout=layout)
+    if head:
+        sq, sl = P(batch_axis, head_axis, seq_axis, None), P(batch_axis, head_axis, seq_axis)
+    else:
+        sq, sl = P(batch_axis, seq_axis, head_axis, None), P(batch_axis, seq_axis, head_axis)
+    check(name, lambda *a: sh(*a), one, (q, k, v, la, hh, cuj), (sq, sq, sq, sl, P(), P()), mesh, expect_fail)
+
+
+def sscan_case(name, mesh, seq_axis, batch_axis, B, L, D, N, G=None, cu=None, softplus=True, full=True):
+    bc = (B, L, G, N) if G else (B, L, N)
+    nst = (len(cu) - 1) if cu is not None else B
+    x, delta, z = r(B, L, D), r(B, L, D, scale=0.3), r(B, L, D)
+    A = -0.02 * jnp.exp(r(D, N, scale=0.5))  # weak decay: the state crosses devices
+    Bm, Cm = r(*bc), r(*bc)
+    Dp, bias = (r(D), r(D, scale=0.2)) if full else (None, None)
+    h0 = r(nst, D, N)
+    cuj = jnp.asarray(cu, jnp.int32) if cu is not None else None
+    if not softplus:
+        delta = jnp.abs(delta)
+
+    def one(x, delta, A, Bm, Cm, Dp, z, bias, h0, c):
+        return cj.sscan(x, delta, A, Bm, Cm, Dp, z if full else None, bias, h0, delta_softplus=softplus, cu_seqlens=c)
+
+    sh = cp.shard_sscan(mesh, seq_axis, batch_axis, delta_softplus=softplus)
+
+    def many(x, delta, A, Bm, Cm, Dp, z, bias, h0, c):
+        return sh(x, delta, A, Bm, Cm, Dp, z if full else None, bias, h0, c)
+
+    s3 = P(batch_axis, seq_axis, None)
+    s4 = P(batch_axis, seq_axis, None, None)
+    sbc = s4 if G else s3
+    check(name, many, one, (x, delta, A, Bm, Cm, Dp, z, bias, h0, cuj),
+          (s3, s3, P(), sbc, sbc, P(), s3, P(), P(), P()), mesh)
+
+
+devs = np.array(jax.devices())
+m1 = Mesh(devs, ("sp",))
+m2 = Mesh(devs.reshape(2, 2), ("dp", "sp"))
+which = sys.argv[1] if len(sys.argv) > 1 else "all"
+
+if which in ("all", "ssd"):
+    # T = 203: not a multiple of the chunk (64) nor of 4 devices; grouped heads G=1, H=2
+    ssd_case("ssd head 1-D h0", m1, "sp", None, None, "head", 2, 203, 1, 2, 48, 40)
+    ssd_case("ssd token 2-D batch", m2, "sp", "dp", None, "token", 2, 130, 2, 4, 48, 40, h0=False)
+    ssd_case("ssd head 2-D heads", m2, "sp", None, "dp", "head", 1, 97, 2, 4, 48, 40)
+    # a sequence [17, 150) spanning devices 0..2 (51 tokens each), an empty one, padding
+    ssd_case("ssd varlen token", m1, "sp", None, None, "token", 1, 203, 1, 2, 48, 40, cu=[0, 17, 17, 150, 203])
+    ssd_case("ssd varlen head boundary at a device edge", m1, "sp", None, None, "head", 1, 200, 2, 2, 48, 40,
+             cu=[0, 50, 120, 200], h0=False)
+if which in ("all", "sscan"):
+    sscan_case("sscan 1-D padded", m1, "sp", None, 2, 203, 40, 12)
+    sscan_case("sscan 2-D grouped, no softplus", m2, "sp", "dp", 2, 96, 24, 7, G=2, softplus=False, full=False)
+    sscan_case("sscan varlen", m1, "sp", None, 1, 203, 40, 12, cu=[0, 17, 17, 150, 203])
+if which in ("all", "perturb"):
+    cp._PERTURB = lambda g: g * (1.0 + 1e-3)
+    ssd_case("ssd with the exchange perturbed", m1, "sp", None, None, "head", 2, 203, 1, 2, 48, 40,
+             expect_fail=True)
+    cp._PERTURB = None
+print("ALL OK")
