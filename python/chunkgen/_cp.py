@@ -26,17 +26,33 @@ _VERSION = _C.version
 
 
 def split_sizes(total: int, parts: int) -> List[int]:
-    """The split chosen for `total` tokens over `parts` devices when the caller does not
-    choose one: ceil(total / parts) tokens on every device but the last ones, which take
-    what remains (possibly 0). JAX pads the stream to parts * ceil(total / parts) tokens
-    (the padded tokens leave every state unchanged: docs/context_parallel.md); PyTorch
-    ranks may hold any contiguous split, this one included."""
+    """The balanced split of `total` tokens over `parts` ranks (PyTorch, where ranks may
+    hold any contiguous split of at least one token each): the first total % parts ranks
+    get one token more than the others. (JAX pads the stream at its end to
+    parts * ceil(total / parts) tokens instead, since shard_map splits evenly; the padded
+    tokens leave every state unchanged: docs/context_parallel.md.)"""
     if parts < 1:
         raise ValueError(f"parts: {parts} but expected >= 1 (the number of devices)")
-    if total < 0:
-        raise ValueError(f"total: {total} but expected >= 0 (the number of tokens)")
-    per = -(-total // parts)
-    return [max(0, min(per, total - r * per)) for r in range(parts)]
+    if total < parts:
+        raise ValueError(f"total: {total} tokens but expected >= parts = {parts} (every rank holds at least one)")
+    base, extra = divmod(total, parts)
+    return [base + (r < extra) for r in range(parts)]
+
+
+def pieces(cu: Sequence[int], s: int, tl: int):
+    """Facts of the rank holding tokens [s, s + tl) about the global sequences cu (offsets
+    [N + 1], Python ints): the local offsets, which sequences start before s, the one
+    entering (crossing s) or None, the one leaving (crossing s + tl) or None, the entering
+    one's local length, and which sequences end here (where their final state is)."""
+    e = s + tl
+    n = len(cu) - 1
+    local = [min(max(c - s, 0), tl) for c in cu]
+    before = [cu[i] < s for i in range(n)]
+    enter = next((i for i in range(n) if cu[i] < s < cu[i + 1]), None)
+    leave = next((i for i in range(n) if cu[i] < e < cu[i + 1]), None)
+    len_in = min(cu[enter + 1] - s, tl) if enter is not None else 0
+    ends_here = [(s < cu[i + 1] <= e) if cu[i + 1] > 0 else s == 0 for i in range(n)]
+    return local, before, enter, leave, len_in, ends_here
 
 
 def pair_floats(kind: str, state: int, heads_or_rows: int, dk: int = 0) -> int:
@@ -75,15 +91,16 @@ def _hash_ints(values: Sequence[int]) -> int:
     return h
 
 
-def describe(op: str, options: Sequence[int], tensors: Sequence[Tuple[str, Optional[Tuple[int, ...]], int]],
-             seq_dims: Dict[str, int], cu_values: Optional[Sequence[int]], local_len: int) -> List[int]:
+def describe(op: str, options: Dict[str, int], tensors: Sequence[Tuple[str, Optional[Tuple[int, ...]], int]],
+             seq_dims: Dict[str, int], cu_values: Optional[Sequence[int]], local_len: int):
     """The descriptor of one rank's call: fields (name, values) flattened to DESC_LEN
-    int64s. tensors: (name, shape or None, dtype code); the dimension seq_dims[name] (the
+    int64s (and the fields, to decode a differing one). options: name -> int. tensors:
+    (name, shape or None, dtype code); the dimension seq_dims[name] (the
     local token count, which ranks may legitimately differ in) is left out of the
     comparison and sent as `local_len`."""
     fields: List[Tuple[str, List[int]]] = [("magic", [MAGIC]), ("chunkgen version", [_version_number()]),
-                                           ("op", [sum(ord(c) << (8 * i) for i, c in enumerate(op[:7]))]),
-                                           ("options", list(options))]
+                                           ("op", [sum(ord(c) << (8 * i) for i, c in enumerate(op[:7]))])]
+    fields += [(f"option {k}", [int(v)]) for k, v in options.items()]
     for name, shape, code in tensors:
         if shape is None:
             fields.append((name, [-1]))
@@ -107,7 +124,7 @@ def _decode(flat: Sequence[int], fields) -> List[Tuple[str, List[int]]]:
     for name, vals in fields:
         n = len(vals)
         # a differing layout (absent vs present, other ndim) changes the length: read as many
-        if name not in ("magic", "chunkgen version", "op", "options", "cu_seqlens"):
+        if name not in ("magic", "chunkgen version", "op", "cu_seqlens") and not name.startswith("option "):
             if flat[i] == -1:
                 n = 1
             else:
@@ -118,8 +135,8 @@ def _decode(flat: Sequence[int], fields) -> List[Tuple[str, List[int]]]:
 
 
 def _show(name: str, vals: List[int], dtypes: Sequence[str]) -> str:
-    if name in ("magic", "op", "options"):
-        return f"{name} {vals}"
+    if name in ("magic", "op") or name.startswith("option "):
+        return f"{name} = {vals[0]}"
     if name == "chunkgen version":
         return f"chunkgen version {vals[0]}"
     if name == "cu_seqlens":
