@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from . import jax as cj
+from ._cp import check_descriptors, describe
 from ._ops import layout_flag
 
 __all__ = ["ssd", "sscan", "shard_ssd", "shard_sscan"]
@@ -204,6 +205,47 @@ def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, axis_n
 
 # ------------------------------------------------ global arrays under jax.jit
 
+_DTYPE_NAMES = ("float32", "float64", "bfloat16", "float16")
+
+
+_CALLS = [0]
+
+
+def _host_allgather(flat):
+    """Every process's int list, through jax.distributed's key-value store (host only: this
+    runs while the caller is traced, where no device computation may run). Every process
+    traces the same calls in the same order, so the n-th call's keys meet."""
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    n, me, procs = _CALLS[0], jax.process_index(), jax.process_count()
+    _CALLS[0] += 1
+    client.key_value_set(f"chunkgen_cp/{n}/{me}", ",".join(map(str, flat)))
+    rows = [[int(x) for x in client.blocking_key_value_get(f"chunkgen_cp/{n}/{p}", 60_000).split(",")]
+            for p in range(procs)]
+    return rows
+
+
+def _agree(what: str, op: str, options, tensors, seq_dims, cu) -> None:
+    """Multi-controller JAX (jax.process_count() > 1): every process traces its own
+    program, and processes whose calls differ would compile collectives that never meet.
+    Exchange the call's descriptor between the processes when it is traced (a host
+    all-gather) and raise ValueError on every process, naming the first difference.
+    (cu_seqlens is compared by length: its values may be traced.) One process: shapes
+    agree by construction, nothing is exchanged."""
+    if jax.process_count() == 1:
+        return
+    import numpy as np
+
+    given = [(n, None, -1) if t is None else (n, tuple(t.shape), cj._DTYPES.get(np.dtype(t.dtype), 99))
+             for n, t in tensors]
+    cu_vals = None if cu is None else list(range(cu.shape[0]))
+    flat, fields = describe(op, options, given, seq_dims, cu_vals, 0)
+    rows = _host_allgather(flat)
+    check_descriptors(what + " (processes are ranks here)", rows, fields,
+                      _DTYPE_NAMES)
+
+
 def _pad_t(a, axis, pad):
     if a is None or not pad:
         return a
@@ -249,6 +291,8 @@ def shard_ssd(mesh, seq_axis: str, batch_axis=None, head_axis=None, *, layout: s
     n_dev = mesh.shape[seq_axis]
 
     def f(q, k, v, log_alpha, h0=None, cu_seqlens=None):
+        _agree("chunkgen.jax_cp.shard_ssd", "ssd", {"layout (0 token, 1 head)": int(head), "devices": n_dev},
+               [("q", q), ("k", k), ("v", v), ("log_alpha", log_alpha), ("h0", h0)], {}, cu_seqlens)
         t = q.shape[tax]
         tl = -(-t // n_dev)
         pad = tl * n_dev - t
@@ -298,6 +342,8 @@ def shard_sscan(mesh, seq_axis: str, batch_axis=None, *, delta_softplus: bool = 
 
     def f(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, cu_seqlens=None):
         given = dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, h0=h0)
+        _agree("chunkgen.jax_cp.shard_sscan", "sscan", {"delta_softplus": int(bool(delta_softplus)),
+                                                         "devices": n_dev}, list(given.items()), {}, cu_seqlens)
         length = x.shape[1]
         tl = -(-length // n_dev)
         pad = tl * n_dev - length
