@@ -50,9 +50,11 @@ __all__ = ["ssd", "sscan", "split_sizes", "STATS"]
 
 _DTYPE_NAMES = ("float32", "float64", "bfloat16", "float16")
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
-# Bytes this process passed to the collectives: descriptor and pair exchanges, forward and
-# backward ("sent": the tensors it contributed; "received": what it got from the others).
-STATS = {"descriptor_calls": 0, "exchange_calls": 0, "reverse_calls": 0, "sent": 0, "received": 0}
+# The collectives this process called and the bytes of the tensors it passed in and got
+# back: gather_* (the descriptor and the pairs' all-gather), reverse_* (the backward's
+# reduce-scatter, an all-reduce of the whole gathered cotangent on gloo).
+STATS = {"descriptor_calls": 0, "exchange_calls": 0, "reverse_calls": 0, "gather_in": 0, "gather_out": 0,
+         "reverse_in": 0, "reverse_out": 0}
 # Tests only: functions applied to the gathered pairs (forward) and to the reduced pair
 # cotangents (backward), to see the tests fail when either exchange is wrong.
 _PERTURB = None
@@ -70,25 +72,23 @@ def _all_gather(t: Tensor, group) -> Tensor:
         dist.all_gather_into_tensor(out, t, group=group)
     else:
         dist.all_gather(list(out.unbind(0)), t, group=group)
-    STATS["sent"] += t.numel() * t.element_size()
-    STATS["received"] += (world - 1) * t.numel() * t.element_size()
+    STATS["gather_in"] += t.numel() * t.element_size()
+    STATS["gather_out"] += out.numel() * out.element_size()
     return out
 
 
 def _reduce_scatter(g: Tensor, group) -> Tensor:
     """Row `rank` of the sum over ranks of g [P, ...]."""
     world, rank = dist.get_world_size(group), dist.get_rank(group)
-    row = g[0].numel() * g.element_size()
     STATS["reverse_calls"] += 1
+    STATS["reverse_in"] += g.numel() * g.element_size()
     if dist.get_backend(group) == "nccl":
         out = g.new_empty(g.shape[1:])
         dist.reduce_scatter_tensor(out, g, group=group)
-        STATS["sent"] += (world - 1) * row
-        STATS["received"] += (world - 1) * row
+        STATS["reverse_out"] += out.numel() * out.element_size()
         return out
-    dist.all_reduce(g, group=group)  # (gloo: no reduce-scatter) a ring all-reduce moves 2 (P - 1) rows
-    STATS["sent"] += 2 * (world - 1) * row
-    STATS["received"] += 2 * (world - 1) * row
+    dist.all_reduce(g, group=group)  # (gloo has no reduce-scatter: a ring all-reduce moves 2 (P - 1) rows)
+    STATS["reverse_out"] += g.numel() * g.element_size()
     return g[rank].clone()
 
 
