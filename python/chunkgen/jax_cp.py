@@ -26,6 +26,9 @@ Every gradient is JAX's reverse mode through these steps: the all_gather's trans
 runs for the local passes.
 
 Within the per-device calls:
+- Use shard_map(..., check_vma=False), as chunkgen.jax.shard_ssd does: the forward passes
+  JAX's varying-axis checks, but chunkgen.jax's custom_vjp backward returns its gradients
+  without the varying-axis type (a chunkgen.jax matter, python/chunkgen/jax.py's f_bwd).
 - h0 ([B, H, dk, dv] / [B, D, N], or [Nseq, ...] with cu_seqlens) is the global
   initial state; only the device where a sequence starts reads it, and its gradient is
   that device's (sum it over axis_name if h0 is replicated; the shard_* wrappers do).
@@ -83,7 +86,9 @@ def _enter(M_all, N_all, r, apply):
         j, M, N = xs
         return jnp.where(j < r, apply(M, S) + N, S), None
 
-    S, _ = jax.lax.scan(step, jnp.zeros(N_all.shape[1:], _F32), (js, M_all, N_all))
+    # (+ 0 r: the carry varies over the axis from the start, as shard_map's check_vma wants)
+    S0 = jnp.zeros(N_all.shape[1:], _F32) + (r * 0).astype(_F32)
+    S, _ = jax.lax.scan(step, S0, (js, M_all, N_all))
     return S
 
 
