@@ -133,13 +133,16 @@ def _enter(M_all: Tensor, N_all: Tensor, rank: int, apply) -> Tensor:
     return S
 
 
-def _agree(what: str, op: str, options, tensors, seq_dims, cu: Optional[Tensor], local_len: int, group) -> List[int]:
+def _agree(what: str, op: str, options, tensors, seq_dims, cu: Optional[Tensor], local_len: int, group,
+           err: Optional[Exception] = None) -> List[int]:
     """Exchange the call's descriptor (DESC_LEN int64s) and check that the ranks agree;
     returns every rank's local token count. A rank whose arguments cannot be described
-    still takes part (all -1) so that no rank hangs; every rank then raises."""
+    (or that already failed: err) still takes part (all -1) so that no rank hangs; every
+    rank then raises."""
     cu_vals = None
-    err = None
     try:
+        if err is not None:
+            raise err
         if cu is not None:
             if cu.dtype not in (torch.int32, torch.int64) or cu.dim() != 1:
                 raise ValueError(f"cu_seqlens: dtype {cu.dtype}, {cu.dim()} dimensions but expected int32 or int64 "
@@ -202,14 +205,17 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     """chunkgen.torch.ssd on this rank's piece of a sequence split along T over `group`
     (None: the default group). Returns (o, hT), o exact for the whole sequence, hT as the
     module docstring says."""
-    flag = layout_flag(layout)
-    head = bool(flag)
+    try:  # (a bad layout on one rank: raised on every rank after the descriptor exchange)
+        flag, bad = layout_flag(layout), None
+    except ValueError as e:
+        flag, bad = -1, e
+    head = bool(flag == 1)
     tax = 2 if head else 1
     rank = dist.get_rank(group)
     names = ("q", "k", "v", "log_alpha", "h0")
     ts = (q, k, v, log_alpha, h0)
     lens = _agree("chunkgen.torch_cp.ssd", "ssd", {"layout (0 token, 1 head)": flag}, list(zip(names, ts)),
-                  {n: tax for n in names[:4]}, cu_seqlens, q.shape[tax] if q.dim() > tax else -1, group)
+                  {n: tax for n in names[:4]}, cu_seqlens, q.shape[tax] if q.dim() > tax else -1, group, bad)
     s, tl = sum(lens[:rank]), lens[rank]
     la = log_alpha.float()
     acum = torch.cumsum(la if head else la.transpose(1, 2), dim=-1)  # [B, H, T]

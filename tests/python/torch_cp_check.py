@@ -154,6 +154,8 @@ def faults(rank):
         cpc._version_number = lambda: real() + 1
     expect_error("one rank with another chunkgen version", rank, call, "rank 3 has chunkgen version")
     cpc._version_number = real
+    expect_error("one rank with a bad layout", rank, lambda: call(layout="tokens" if rank == 1 else "token"),
+                 "could not describe" if rank != 1 else "layout: 'tokens'")
     expect_error("an empty rank", rank, lambda: call(T=0 if rank == 1 else 10), "local token counts [10, 0, 10, 10]")
     call()  # the group still works after the errors (no rank is left waiting)
 
