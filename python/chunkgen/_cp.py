@@ -3,23 +3,17 @@ sequence is split over P devices, the small descriptor every rank exchanges befo
 state exchange (so that ranks that disagree fail with a message, never hang or compute a
 wrong result), and the communication formula.
 
-The recurrences plug in as a table (RECURRENCES): what one device's (transition, state)
-pair is made of. SSD's transition is a scalar per head (M = exp(sum log_alpha)), the
-selective scan's is diagonal (M[d, n] = exp(A[d, n] sum dt[d]), the state's shape), the
-gated delta rule's (MATH_GDN.md 6.2) is a dk x dk matrix per head: its entry will be
-("matrix", dk * dk) and the combine's `apply` a matmul.
+The recurrence-specific parts (what a device's transition is, how its pass is fixed for
+the entering state) are in jax_cp.py / torch_cp.py; the exchange, the combine (which takes
+the transition's `apply`: a scalar per head, elementwise, or, for the gated delta rule, a
+dk x dk matmul), the pieces and the descriptor here and there are generic
+(docs/context_parallel.md, "The gated delta rule (later)").
 """
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import _C
-
-# name -> (transition kind, how the local pass is fixed for the entering state)
-#   "scalar": M [B, H], "diagonal": M like the state, "matrix": M [B, H, dk, dk]
-#   "correct": add the entering state's contribution to the outputs (cheap for SSD);
-#   "rerun":   run the local pass again from the entering state
-RECURRENCES = {"ssd": ("scalar", "correct"), "sscan": ("diagonal", "rerun")}
 
 MAGIC = 0x43474350  # "CGCP"
 _VERSION = _C.version
@@ -53,22 +47,6 @@ def pieces(cu: Sequence[int], s: int, tl: int):
     len_in = min(cu[enter + 1] - s, tl) if enter is not None else 0
     ends_here = [(s < cu[i + 1] <= e) if cu[i + 1] > 0 else s == 0 for i in range(n)]
     return local, before, enter, leave, len_in, ends_here
-
-
-def pair_floats(kind: str, state: int, heads_or_rows: int, dk: int = 0) -> int:
-    """Floats one device contributes to the exchange per batch row: the transition (1 per
-    head for "scalar", the state's size for "diagonal", dk * dk per head for "matrix")
-    plus the state."""
-    trans = {"scalar": heads_or_rows, "diagonal": state, "matrix": heads_or_rows * dk * dk}[kind]
-    return trans + state
-
-
-def exchange_bytes(payload_bytes: int, devices: int) -> Dict[str, int]:
-    """Bytes per device per direction of one all-gather of `payload_bytes` per device over
-    `devices` devices (ring or any algorithm that delivers every other device's payload
-    once): sent = received = (P - 1) * payload. The backward's reverse exchange (a
-    reduce-scatter of the gathered pairs' cotangents) moves the same."""
-    return {"payload": payload_bytes, "sent": (devices - 1) * payload_bytes, "received": (devices - 1) * payload_bytes}
 
 
 # ------------------------------------------------------------- the descriptor
