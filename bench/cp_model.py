@@ -106,7 +106,8 @@ def main():
     print(f"{'P':>4} {'link':>10} {'local':>8} {'corr':>7} {'xchg':>7} {'step':>8} {'overlap':>8} {'hidden f/b':>10} "
           f"{'eff':>5} {'2-level':>8}")
     for r in rows:
-        print(f"{r['P']:>4} {r['link']:>10} {r['t_local_ms']:8.2f} {r['t_correction_ms']:7.2f} {r['t_exchange_ms']:7.3f} "
+        print(f"{r['P']:>4} {r['link']:>10} {r['t_local_ms']:8.2f} {r['t_correction_ms']:7.2f} "
+              f"{r['t_exchange_ms']:7.3f} "
               f"{r['step_ms']:8.2f} {r['step_overlapped_ms']:8.2f} {str(r['comm_hidden_forward'])[0]}/"
               f"{str(r['comm_hidden_backward'])[0]:>8} {r['efficiency']:5.2f} {r['t_exchange_two_level_ms']:8.3f}")
     print("wrote", out)

@@ -236,7 +236,8 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     S = _enter(*_exchange(M, N, group), rank, lambda m, x: m[..., None, None] * x)
     if enter is None:  # (0 * S: the exchange stays in this rank's graph, its backward collective runs)
         dep = 0.0 * S.sum()
-        return o0 + dep.to(o0.dtype), torch.where(_mask(ends_here, hT0, 4), hT0, torch.zeros((), device=hT0.device)) + dep
+        hT = torch.where(_mask(ends_here, hT0, 4), hT0, torch.zeros((), device=hT0.device))
+        return o0 + dep.to(o0.dtype), hT + dep
     o = (o0.float() + _ssd_correction(q, S, acum, head, len_in)).to(o0.dtype)
     fix = torch.exp(acum[0, :, len_in - 1])[:, None, None] * S[0]
     hT = hT0 + _mask([i == enter for i in range(hT0.shape[0])], hT0, 4) * fix[None]
@@ -253,9 +254,9 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     rank = dist.get_rank(group)
     names = ("x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0")
     ts = (x, delta, A, B, C, D, z, delta_bias, h0)
-    lens = _agree("chunkgen.torch_cp.sscan", "sscan", {"delta_softplus": int(bool(delta_softplus))}, list(zip(names, ts)),
-                  {n: 1 for n in ("x", "delta", "B", "C", "z")}, cu_seqlens, x.shape[1] if x.dim() > 1 else -1,
-                  group)
+    lens = _agree("chunkgen.torch_cp.sscan", "sscan", {"delta_softplus": int(bool(delta_softplus))},
+                  list(zip(names, ts)), {n: 1 for n in ("x", "delta", "B", "C", "z")}, cu_seqlens,
+                  x.shape[1] if x.dim() > 1 else -1, group)
     s, tl = sum(lens[:rank]), lens[rank]
     dt = delta.float() + (delta_bias.float() if delta_bias is not None else 0.0)
     if delta_softplus:
