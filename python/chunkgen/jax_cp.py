@@ -115,23 +115,31 @@ def _bcast(mask, like):
 
 def _ssd_correction(q, S, acum, head: bool, tmask=None):
     """exp(acum_t) q_t S for every local token (float32), in v's layout: S [B, H, dk, dv],
-    acum [B, H, T] (the inclusive cumsum of log_alpha from the segment start)."""
+    acum [B, H, T] (the inclusive cumsum of log_alpha from the segment start); tmask [B, T]:
+    the tokens that get it (a select after the product: no 0 x NaN for the others)."""
     b, h, dk, dv = S.shape
     g = q.shape[1] if head else q.shape[2]
     Sg = S.reshape(b, g, h // g, dk, dv)
     w = jnp.exp(acum)
-    if tmask is not None:
-        w = jnp.where(tmask[:, None, :], w, 0.0)
     t = acum.shape[-1]
     if head:
         c = jnp.einsum("bgtk,bgrkv->bgrtv", q.astype(_F32), Sg, precision=_HI)
-        return (c * w.reshape(b, g, h // g, t, 1)).reshape(b, h, t, dv)
+        c = (c * w.reshape(b, g, h // g, t, 1)).reshape(b, h, t, dv)
+        return c if tmask is None else jnp.where(tmask[:, None, :, None], c, 0.0)
     c = jnp.einsum("btgk,bgrkv->btgrv", q.astype(_F32), Sg, precision=_HI)
-    return (c * jnp.swapaxes(w, 1, 2).reshape(b, t, g, h // g, 1)).reshape(b, t, h, dv)
+    c = (c * jnp.swapaxes(w, 1, 2).reshape(b, t, g, h // g, 1)).reshape(b, t, h, dv)
+    return c if tmask is None else jnp.where(tmask[:, :, None, None], c, 0.0)
 
 
 def _scalar_apply(M, S):
-    return M[..., None, None] * S
+    return _diagonal_apply(M[..., None, None], S)
+
+
+def _diagonal_apply(M, S):
+    """M S for a diagonal (elementwise) transition; M = 0 (a sequence starts inside the
+    segment) cuts the chain even where S is not finite, so that a NaN or inf in one
+    sequence's state never reaches another's (as in the one-device call)."""
+    return jnp.where(M == 0, 0.0, M * S)
 
 
 def ssd(q, k, v, log_alpha, h0=None, *, axis_name, layout: str = "head", cu_seqlens=None):
@@ -155,12 +163,12 @@ def ssd(q, k, v, log_alpha, h0=None, *, axis_name, layout: str = "head", cu_seql
     h0_loc = None if h0 is None else jnp.where(_bcast(before, h0), 0.0, h0).astype(h0.dtype)
     o0, hT0 = cj.ssd(q, k, v, log_alpha, h0_loc, layout=layout, cu_seqlens=local)
     M = jnp.where(jnp.any(enter & leave), jnp.exp(acum[..., -1]), 0.0)  # [1, H]
-    N = jnp.einsum("n,nhkv->hkv", leave.astype(_F32), hT0, precision=_HI)[None]
-    S = _enter(*_exchange(M, N, axis_name), r, _scalar_apply) * jnp.any(enter)
+    N = jnp.sum(jnp.where(_bcast(leave, hT0), hT0, 0.0), axis=0)[None]  # (a select: no 0 x NaN)
+    S = jnp.where(jnp.any(enter), _enter(*_exchange(M, N, axis_name), r, _scalar_apply), 0.0)
     tmask = (jnp.arange(tl) < len_in)[None]
     o = (o0.astype(_F32) + _ssd_correction(q, S, acum, head, tmask)).astype(o0.dtype)
     lam_in = jnp.exp(acum[0, :, jnp.clip(len_in - 1, 0, tl - 1)])  # [H]: the entering piece's decay
-    hT = hT0 + _bcast(enter, hT0) * (lam_in[:, None, None] * S[0])[None]
+    hT = jnp.where(_bcast(enter, hT0), hT0 + (lam_in[:, None, None] * S[0])[None], hT0)
     return o, jnp.where(_bcast(ends_here, hT), hT, 0.0)
 
 
@@ -194,16 +202,16 @@ def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, axis_n
     if cu_seqlens is None:
         h0_loc = None if h0 is None else jnp.where(r == 0, h0, 0.0).astype(h0.dtype)
         _, N = run(h0_loc)
-        S = _enter(*_exchange(M_full, N, axis_name), r, jnp.multiply)
+        S = _enter(*_exchange(M_full, N, axis_name), r, _diagonal_apply)
         return run(S if h0_loc is None else S + h0_loc)
     cu = jnp.asarray(cu_seqlens)
     local, before, enter, leave, _, ends_here = _pieces(cu, r * tl, tl)
     h0_loc = None if h0 is None else jnp.where(_bcast(before, h0), 0.0, h0).astype(h0.dtype)
     _, hT0 = run(h0_loc, cu_seqlens=local)
     M = jnp.where(jnp.any(enter & leave), M_full, 0.0)
-    N = jnp.einsum("n,ndk->dk", leave.astype(_F32), hT0, precision=_HI)[None]
-    S = _enter(*_exchange(M, N, axis_name), r, jnp.multiply) * jnp.any(enter)
-    h0_2 = _bcast(enter, hT0) * S + (0.0 if h0_loc is None else h0_loc)
+    N = jnp.sum(jnp.where(_bcast(leave, hT0), hT0, 0.0), axis=0)[None]
+    S = jnp.where(jnp.any(enter), _enter(*_exchange(M, N, axis_name), r, _diagonal_apply), 0.0)
+    h0_2 = jnp.where(_bcast(enter, hT0), S, 0.0) + (0.0 if h0_loc is None else h0_loc)
     y, hT = run(h0_2, cu_seqlens=local)
     return y, jnp.where(_bcast(ends_here, hT), hT, 0.0)
 

@@ -124,10 +124,34 @@ def _exchange(M: Tensor, N: Tensor, group):
     return g[..., :m].reshape((-1,) + tuple(M.shape)), g[..., m:].reshape((-1,) + tuple(N.shape))
 
 
+class _Zero(torch.autograd.Function):
+    """Zeros like x that keep x in the graph (a zero gradient flows back to it), without
+    computing 0 * x (which is NaN where x is not finite)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.zeros_like(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.zeros_like(g)
+
+
+def _diagonal_apply(m: Tensor, x: Tensor) -> Tensor:
+    """m x for a diagonal (elementwise) transition; m = 0 (a sequence starts inside the
+    segment) cuts the chain even where x is not finite, so that a NaN or inf in one
+    sequence's state never reaches another's (as in the one-process call)."""
+    return torch.where(m == 0, torch.zeros((), dtype=x.dtype, device=x.device), m * x)
+
+
+def _scalar_apply(m: Tensor, x: Tensor) -> Tensor:
+    return _diagonal_apply(m[..., None, None], x)
+
+
 def _enter(M_all: Tensor, N_all: Tensor, rank: int, apply) -> Tensor:
-    """S = 0; S <- M_j S + N_j for j < rank. (Starts from 0 * N_all[0], so that the
+    """S = 0; S <- M_j S + N_j for j < rank. (Starts from zeros tied to N_all, so that the
     exchange is in every rank's graph and its backward collective runs on every rank.)"""
-    S = N_all[0] * 0.0
+    S = _Zero.apply(N_all[0])
     for j in range(rank):
         S = apply(M_all[j], S) + N_all[j]
     return S
@@ -185,14 +209,14 @@ def _mask(values, like: Tensor, ndim: int) -> Tensor:
 
 # --------------------------------------------------------------------- SSD
 
-def _ssd_correction(q: Tensor, S: Tensor, acum: Tensor, head: bool, len_in: Optional[int] = None) -> Tensor:
+def _ssd_correction(q: Tensor, S: Tensor, acum: Tensor, head: bool) -> Tensor:
+    """exp(acum_t) q_t S for every token of q (float32), in v's layout: S [B, H, dk, dv],
+    acum [B, H, T] (the inclusive cumsum of log_alpha from the segment start)."""
     b, h, dk, dv = S.shape
     g = q.shape[1] if head else q.shape[2]
     t = acum.shape[-1]
     Sg = S.reshape(b, g, h // g, dk, dv)
     w = torch.exp(acum)
-    if len_in is not None:
-        w = torch.where(torch.arange(t, device=w.device) < len_in, w, torch.zeros((), device=w.device))
     if head:
         c = torch.einsum("bgtk,bgrkv->bgrtv", q.float(), Sg)
         return (c * w.reshape(b, g, h // g, t, 1)).reshape(b, h, t, dv)
@@ -222,7 +246,7 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     if cu_seqlens is None:
         o0, N = cgt.ssd(q, k, v, log_alpha, h0 if rank == 0 else None, layout=layout)
         M = torch.exp(acum[..., -1])
-        S = _enter(*_exchange(M, N, group), rank, lambda m, x: m[..., None, None] * x)
+        S = _enter(*_exchange(M, N, group), rank, _scalar_apply)
         o = (o0.float() + _ssd_correction(q, S, acum, head)).to(o0.dtype)
         return o, M[..., None, None] * S + N
     local, before, enter, leave, len_in, ends_here = pieces([int(c) for c in cu_seqlens.tolist()], s, tl)
@@ -233,14 +257,17 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     through = enter is not None and enter == leave
     M = torch.exp(acum[..., -1]) * float(through)  # [1, H]
     N = hT0[leave][None] if leave is not None else torch.zeros_like(hT0[:1])
-    S = _enter(*_exchange(M, N, group), rank, lambda m, x: m[..., None, None] * x)
+    S = _enter(*_exchange(M, N, group), rank, _scalar_apply)
     if enter is None:  # (0 * S: the exchange stays in this rank's graph, its backward collective runs)
-        dep = 0.0 * S.sum()
+        dep = _Zero.apply(S.sum())
         hT = torch.where(_mask(ends_here, hT0, 4), hT0, torch.zeros((), device=hT0.device))
         return o0 + dep.to(o0.dtype), hT + dep
-    o = (o0.float() + _ssd_correction(q, S, acum, head, len_in)).to(o0.dtype)
+    # only the entering sequence's tokens [0, len_in) get the correction
+    first = (o0.narrow(tax, 0, len_in).float() + _ssd_correction(q.narrow(tax, 0, len_in), S, acum[..., :len_in],
+                                                                 head)).to(o0.dtype)
+    o = torch.cat([first, o0.narrow(tax, len_in, tl - len_in)], dim=tax) if len_in < tl else first
     fix = torch.exp(acum[0, :, len_in - 1])[:, None, None] * S[0]
-    hT = hT0 + _mask([i == enter for i in range(hT0.shape[0])], hT0, 4) * fix[None]
+    hT = torch.where(_mask([i == enter for i in range(hT0.shape[0])], hT0, 4), hT0 + fix[None], hT0)
     return o, torch.where(_mask(ends_here, hT, 4), hT, torch.zeros((), device=hT.device))
 
 
@@ -269,7 +296,7 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     if cu_seqlens is None:
         h0_loc = h0 if rank == 0 else None
         _, N = run(h0_loc)
-        S = _enter(*_exchange(M_full, N, group), rank, torch.mul)
+        S = _enter(*_exchange(M_full, N, group), rank, _diagonal_apply)
         return run(S if h0_loc is None else S + h0_loc)
     local, before, enter, leave, _, ends_here = pieces([int(c) for c in cu_seqlens.tolist()], s, tl)
     h0_loc = None if h0 is None else torch.where(_mask(before, h0, 3), torch.zeros((), dtype=h0.dtype,
@@ -279,7 +306,8 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     through = enter is not None and enter == leave
     M = M_full * float(through)
     N = hT0[leave][None] if leave is not None else torch.zeros_like(hT0[:1])
-    S = _enter(*_exchange(M, N, group), rank, torch.mul)
-    h2 = _mask([i == enter for i in range(hT0.shape[0])], hT0, 3) * S
+    S = _enter(*_exchange(M, N, group), rank, _diagonal_apply)
+    h2 = torch.where(_mask([i == enter for i in range(hT0.shape[0])], hT0, 3), S,
+                     torch.zeros((), dtype=S.dtype, device=S.device))
     y, hT = run(h2 if h0_loc is None else h2 + h0_loc, cu_loc)
     return y, torch.where(_mask(ends_here, hT, 3), hT, torch.zeros((), device=hT.device))

@@ -136,6 +136,25 @@ if which in ("all", "ssd"):
     ssd_case("ssd varlen token", m1, "sp", None, None, "token", 1, 203, 1, 2, 48, 40, cu=[0, 17, 17, 150, 203])
     ssd_case("ssd varlen head boundary at a device edge", m1, "sp", None, None, "head", 1, 200, 2, 2, 48, 40,
              cu=[0, 50, 120, 200], h0=False)
+def nan_isolation():
+    """A NaN in sequence 0 (which crosses device 0 -> 1, where sequence 1 starts) must not
+    reach sequence 1, as in the one-device call (the chain is cut, never 0 x NaN)."""
+    T = 203
+    q, v = r(1, T, 1, 48), np.array(r(1, T, 2, 40))
+    v[0, 5] = np.nan
+    v = jnp.asarray(v)
+    la = -jnp.abs(r(1, T, 2, scale=0.01))
+    cu = jnp.asarray([0, 60, 203], jnp.int32)
+    o, hT = jax.jit(cp.shard_ssd(m1, "sp", layout="token"))(q, q, v, la, None, cu)
+    o1, h1 = cj.ssd(q, q, v, la, layout="token", cu_seqlens=cu)
+    assert bool(jnp.isnan(o[0, :60]).any()) and not bool(jnp.isnan(o[0, 60:]).any())
+    err = float(jnp.abs(o[0, 60:] - o1[0, 60:]).max() / jnp.abs(o1[0, 60:]).max())
+    assert err < TOL and float(jnp.abs(hT[1] - h1[1]).max() / jnp.abs(h1[1]).max()) < TOL, err
+    print(f"ssd varlen, a NaN in the sequence before: isolated, worst {err:.2e}")
+
+
+if which in ("all", "ssd"):
+    nan_isolation()
 if which in ("all", "sscan"):
     sscan_case("sscan 1-D padded", m1, "sp", None, 2, 203, 40, 12)
     sscan_case("sscan 2-D grouped, no softplus", m2, "sp", "dp", 2, 96, 24, 7, G=2, softplus=False, full=False)

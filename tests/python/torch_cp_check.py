@@ -122,6 +122,29 @@ def sscan_case(name, rank, B, L, D, N, split, G=None, cu=None, softplus=True):
     compare(name, rank, pairs)
 
 
+def nan_isolation(rank, split):
+    """A NaN in sequence 0 (crossing rank 0 -> 1, where sequence 1 starts) must not reach
+    sequence 1 on the later ranks, as in the one-process call."""
+    import chunkgen.torch as cgt
+    import chunkgen.torch_cp as cp
+
+    T = 203
+    q, v, la = gen(1, 1, T, 1, 48), gen(3, 1, T, 2, 40), -gen(4, 1, T, 2, scale=0.01).abs()
+    v[0, 5] = float("nan")
+    cu = torch.tensor([0, 60, 203], dtype=torch.int32)
+    o, hT = cgt.ssd(q, q, v, la, cu_seqlens=cu)
+    b = bounds(split)
+    sl = lambda t: t.narrow(1, b[rank], split[rank])  # noqa: E731
+    o_r, hT_r = cp.ssd(sl(q), sl(q), sl(v), sl(la), cu_seqlens=cu)
+    keep = torch.arange(b[rank], b[rank + 1]) >= 60
+    assert not torch.isnan(o_r[0, keep]).any(), (rank, "the NaN crossed into the next sequence")
+    if keep.any():
+        assert rel(o_r[0, keep], sl(o)[0, keep]) < TOL
+    if rank == WORLD - 1:
+        assert rel(hT_r[1], hT[1]) < TOL
+        print("ssd varlen, a NaN in the sequence before: isolated", flush=True)
+
+
 def expect_error(name, rank, fn, *words):
     try:
         fn()
@@ -171,6 +194,7 @@ def worker(rank, path, which):
         ssd_case("ssd head uneven split", rank, "head", 1, 203, 2, 4, 48, 40, [60, 10, 100, 33], h0=False)
         # sequence [17, 150) spans ranks 0, 1, 2; an empty sequence
         ssd_case("ssd varlen", rank, "token", 1, 203, 1, 2, 48, 40, bal, cu=[0, 17, 17, 150, 203])
+        nan_isolation(rank, bal)
     if which in ("all", "exact", "sscan"):
         sscan_case("sscan balanced", rank, 2, 203, 40, 12, bal)
         sscan_case("sscan varlen grouped", rank, 1, 203, 40, 12, [70, 3, 100, 30], G=2, cu=[0, 17, 17, 150, 203])
