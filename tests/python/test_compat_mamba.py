@@ -201,6 +201,8 @@ def test_selective_scan_fn_seqlen_1_and_errors():
         cm.selective_scan_fn(t["u"], t["delta"], t["A"].to(torch.complex64), t["B"], t["C"])
     with pytest.raises(ValueError, match=r"^delta: shape"):
         cm.selective_scan_fn(t["u"], t["delta"][:, :4], t["A"], t["B"], t["C"])
+    with pytest.raises(ValueError, match=r"^A: shape \(4, 3\) but expected \(5, dstate\)"):
+        cm.selective_scan_fn(t["u"], t["delta"], t["A"][:4], t["B"], t["C"])
 
 
 def _step_inputs(batch=3, nheads=6, dim=8, dstate=7, ngroups=2, tied=True, heads=True, seed=0):

@@ -177,7 +177,8 @@ def selective_scan_fn(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor,
     if A.is_complex():
         raise ValueError("A: complex but chunkgen's selective scan is real (complex A, B, C are refused)")
     args.expect("delta", tuple(delta.shape), (batch, dim, L), "(batch, dim, seqlen) like u")
-    args.expect("A", tuple(A.shape), (dim, A.shape[-1]) if A.dim() == 2 else (dim, 0), "(dim, dstate)")
+    if A.dim() != 2 or A.shape[0] != dim:
+        raise ValueError(f"A: shape {tuple(A.shape)} but expected ({dim}, dstate) (dim, dstate)")
     args.expect("z", None if z is None else tuple(z.shape), (batch, dim, L), "(batch, dim, seqlen) like u")
     for name, t in (("D", D), ("delta_bias", delta_bias)):
         args.expect(name, None if t is None else tuple(t.shape), (dim,), "(dim,)")
