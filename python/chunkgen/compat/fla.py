@@ -10,11 +10,14 @@ tests/python/refs/fla_ref.py holds its naive references, which the tests compare
 against). fla's tensors are [B, T, H, D] (chunkgen's token-major layout, no copy) and its
 state [N, H, K, V] is chunkgen's [B, H, dk, dv] as it is.
 
-The helpers below (_scaled_q, _state_in, _state_out, _varlen_check, _hints) hold what every
-fla op shares (scale default K^-0.5, state_v_first, cu_seqlens with batch 1, chunk_size as
-a hint), so that an op on another chunkgen kernel -- chunk_gated_delta_rule and
-fused_recurrent_gated_delta_rule once chunkgen's gated delta rule op exists -- is one
-short function over them.
+The helpers below (_scale / _scaled_q, _state_in, _state_out, _varlen_check, _hints) hold
+what every fla op shares (scale default K^-0.5, state_v_first, cu_seqlens with batch 1,
+chunk_size as a hint), so that an op on another chunkgen kernel is one short function over
+them: chunk_gated_delta_rule, once chunkgen's gated delta rule op exists (its contract takes
+q, k [B, T, H, K], v [B, T, HV, V], g, beta [B, T, HV], h0 [N, HV, K, V], a scale and
+use_qk_l2norm, and cu_seqlens, as fla), is _hints + _varlen_check + the op with
+scale=_scale(scale, k) and h0=_state_in(...), returning (o.to(q.dtype), _state_out(...));
+fused_recurrent_gated_delta_rule is the same call (or the decode step op's).
 """
 from __future__ import annotations
 
@@ -40,11 +43,15 @@ def _hints(op: str, kwargs: dict) -> None:
                         f"takes fla 0.6.0's arguments; chunk_size is accepted as a hint)")
 
 
+def _scale(scale: Optional[float], k: Tensor) -> float:
+    """fla's scale: K^-0.5 by default (K = k's last extent)."""
+    return k.shape[-1] ** -0.5 if scale is None else scale
+
+
 def _scaled_q(q: Tensor, k: Tensor, scale: Optional[float]) -> Tensor:
-    """q * scale (default K^-0.5, K = k's last extent), in float32 for 16-bit q (chunkgen
-    takes a float32 q with 16-bit k, v: the scale is not rounded into q)."""
-    if scale is None:
-        scale = k.shape[-1] ** -0.5
+    """q * scale (for ops without a scale argument: chunkgen.torch.ssd), in float32 for
+    16-bit q (chunkgen takes a float32 q with 16-bit k, v: the scale is not rounded into q)."""
+    scale = _scale(scale, k)
     if scale == 1:
         return q
     wide = q.float() if q.dtype in (torch.bfloat16, torch.float16) else q
