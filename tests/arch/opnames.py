@@ -25,7 +25,7 @@ Python files are read with the tokenize module (comments and docstrings left out
 C++ files with archlib.strip_c.
 
 The files checked: runtime/ (but for the op's own files: ops.c, op_list.h, internal.h,
-cpu/, ref/), autotune/, tools/, python/src/ and python/chunkgen/. Today's exceptions
+cpu/, ref/; and python/chunkgen/compat/, the drop-in adapters), autotune/, tools/, python/src/ and python/chunkgen/. Today's exceptions
 are in tests/arch/opnames_allow.txt: `path` or `path:word` (word: the identifier or the
 op word of the string), `# why` after it. A violation not listed fails, and so does a
 listed entry that no longer occurs (the list only shrinks). --list prints today's
@@ -44,7 +44,9 @@ OP_LIST = "runtime/op_list.h"
 CHECKED = ("runtime", "autotune", "tools", "python/src", "python/chunkgen")
 # An op's own files (docs/architecture.md, "Adding an op").
 OWN = ("runtime/ops.c", OP_LIST, "runtime/internal.h")
-OWN_DIRS = ("runtime/cpu/", "runtime/ref/")
+# python/chunkgen/compat/: the drop-in adapters (docs/compat.md) map another library's
+# call (mamba_ssm's, fla's) onto one op each, so every function there is that op's own.
+OWN_DIRS = ("runtime/cpu/", "runtime/ref/", "python/chunkgen/compat/")
 LINE_RE = re.compile(r"\bX\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)")
 IDENT_RE = re.compile(r"[A-Za-z_]\w*")
 WORD_RE = re.compile(r"\w+")
