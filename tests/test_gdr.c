@@ -5,6 +5,7 @@
  * given scale, long memory), in float32, bfloat16 and float16 storage; bitwise equal
  * results for 1 and 3 threads; bad input refused with a message naming the argument. */
 #include "test_dtype_lib.h"
+#include "cli_testlib.h"
 
 #include <math.h>
 #include <string.h>
@@ -221,4 +222,34 @@ CG_TEST(gdr_scale_default) {
     CG_CHECK(e01 <= 1e-15 && e12 <= 1e-14, "scale 0 vs dk^-1/2: %.3g; o(2s) - 2 o(s): %.3g", e01, e12);
     dtt_free(&p0), dtt_free(&p1), dtt_free(&p2);
     cg_context_free(ctx);
+}
+
+/* Tuning a gdr shape on the cpu: tuned through the CPU space when there is one (cg_kernel_list
+ * names gdr_cpu), else each key skipped as one the backend has no space for -- never a
+ * failure; the calls then run the default. */
+CG_TEST(gdr_tune_cpu) {
+    char dir[4096];
+    if (mk_tmpdir(dir, sizeof dir)) return;
+    setenv("CHUNKGEN_TUNE_FAKE_TIMING", "1", 1);
+    cg_context *ctx = new_ctx(1);
+    CG_CHECK_OK(ctx, cg_context_set_cache_dir(ctx, dir));
+    cg_shape s = {.size = sizeof(cg_shape)};
+    CG_CHECK_OK(ctx, cg_shape_parse(ctx, "gdr_fwd:B=1,T=40,G=1,H=2,dk=8,dv=8", &s));
+    const char *const *names;
+    int n = 0, space = 0;
+    CG_CHECK_OK(ctx, cg_kernel_list(ctx, &names, &n));
+    for (int i = 0; i < n; i++) space |= !strcmp(names[i], "gdr_cpu");
+    cg_tune_options o = CG_TUNE_OPTIONS_INIT;
+    o.backend = CG_BACKEND_CPU, o.max_candidates = 2, o.directions = 3;
+    cg_tune_summary sum = CG_TUNE_SUMMARY_INIT;
+    CG_CHECK_OK(ctx, cg_tune(ctx, &s, 1, &o, &sum));
+    CG_CHECK(sum.keys == 2 && sum.failed == 0 && (space ? sum.tuned : sum.unsupported) == 2,
+             "space %d: %d keys, %d tuned, %d unsupported, %d failed", space, sum.keys, sum.tuned, sum.unsupported,
+             sum.failed);
+    cg_tuned_config tc = {.size = sizeof tc};
+    CG_CHECK_OK(ctx, cg_config_lookup(ctx, CG_BACKEND_CPU, &s, &tc));
+    CG_CHECK(!strcmp(tc.source, space ? "exact" : "default"), "lookup: %s", tc.source);
+    unsetenv("CHUNKGEN_TUNE_FAKE_TIMING");
+    cg_context_free(ctx);
+    rm_tree(dir);
 }
