@@ -253,3 +253,20 @@ CG_TEST(gdr_tune_cpu) {
     cg_context_free(ctx);
     rm_tree(dir);
 }
+
+/* The real argument seen from outside (cg_op_describe, cg_op_args_real), as the int options
+ * are: a binding or a CLI sets scale without naming the op. */
+CG_TEST(gdr_real_argument_public) {
+    for (int op = 0; op < CG_OP_COUNT; op++) {
+        cg_op_info in = {.size = sizeof in};
+        CG_CHECK_OK(NULL, cg_op_describe(NULL, (cg_op)op, &in));
+        const int gdr = op == CG_OP_GDR_FWD || op == CG_OP_GDR_BWD;
+        CG_CHECK(in.nreals == gdr && (!gdr || !strcmp(in.reals[0], "scale")), "%s: %d reals", in.name, in.nreals);
+    }
+    cg_gdr_fwd_args a = CG_GDR_FWD_ARGS_INIT;
+    cg_gdr_bwd_args b = CG_GDR_BWD_ARGS_INIT;
+    CG_CHECK(cg_op_args_real(CG_OP_GDR_FWD, &a, 0) == &a.scale && cg_op_args_real(CG_OP_GDR_BWD, &b, 0) == &b.scale &&
+                 !cg_op_args_real(CG_OP_GDR_FWD, &a, 1) && !cg_op_args_real(CG_OP_SSD_FWD, &a, 0) &&
+                 !cg_op_args_real((cg_op)CG_OP_COUNT, &a, 0),
+             "cg_op_args_real");
+}
