@@ -99,9 +99,10 @@ static void check_case(const gcase *c, cg_op op, cg_dtype half) {
     dtt_prob p, r, p3;
     cg_tbuf cu;
     gnew(&p, &cu, op, c, half, CG_F32, seed);
+    cg_tbuf_free(&cu);
     gnew(&p3, &cu, op, c, half, CG_F32, seed);
     cg_tbuf_free(&cu);
-    gnew(&r, &cu, op, c, CG_F64, CG_F64, seed);
+    gnew(&r, &cu, op, c, CG_F64, CG_F64, seed); /* (its offsets are the ones the calls take) */
     dtt_copy_inputs(&r, &p); /* the rounded inputs */
     const char *dn = cg_dtype_name(half);
     cg_status st = grun(ctx, &p, &cu, c, CG_BACKEND_CPU);
