@@ -308,3 +308,151 @@ CG_TEST(step_op_table) {
         }
     }
 }
+
+/* -------------------------------------------------------- selective scan */
+
+enum { XB = 4, XL = 5, XD = 6, XN = 5, XG = 2, XS = 9 };
+
+typedef struct sscan_data {
+    cg_tbuf x, delta, A, Bm, Cm, D, z, bias, cache0;
+} sscan_data;
+
+static sscan_data sscan_data_new(cg_rng *r, cg_dtype cache_dt) {
+    sscan_data d;
+    d.x = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.delta = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.A = rand_buf(r, CG_F32, 2, (int64_t[]){XD, XN}, -2, -0.1);
+    d.Bm = rand_buf(r, CG_F32, 4, (int64_t[]){XB, XL, XG, XN}, -1, 1);
+    d.Cm = rand_buf(r, CG_F32, 4, (int64_t[]){XB, XL, XG, XN}, -1, 1);
+    d.D = rand_buf(r, CG_F32, 1, (int64_t[]){XD}, -1, 1);
+    d.z = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.bias = rand_buf(r, CG_F32, 1, (int64_t[]){XD}, -1, 0);
+    d.cache0 = rand_buf(r, cache_dt, 3, (int64_t[]){XS, XD, XN}, -1, 1);
+    return d;
+}
+static void sscan_data_free(sscan_data *d) {
+    cg_tbuf *all[] = {&d->x, &d->delta, &d->A, &d->Bm, &d->Cm, &d->D, &d->z, &d->bias, &d->cache0};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+}
+
+static cg_sscan_step_args sscan_args(const sscan_data *d, int64_t t0, int64_t n, cg_tbuf *cache, cg_tbuf *idx,
+                                     cg_tbuf *dst, cg_tensor y) {
+    cg_sscan_step_args a = CG_SSCAN_STEP_ARGS_INIT;
+    a.x = token(&d->x, t0), a.delta = token(&d->delta, t0), a.B = token(&d->Bm, t0), a.C = token(&d->Cm, t0);
+    a.z = token(&d->z, t0);
+    a.x.shape[1] = a.delta.shape[1] = a.B.shape[1] = a.C.shape[1] = a.z.shape[1] = n;
+    a.A = d->A.t, a.D = d->D.t, a.delta_bias = d->bias.t, a.delta_softplus = 1;
+    a.cache = cache->t;
+    a.state_indices = idx->t;
+    if (dst) a.dst_indices = dst->t;
+    a.y = y;
+    return a;
+}
+
+static void sscan_consistency(cg_backend be) {
+    CG_TEST_CONTEXT(ctx);
+    cg_rng r = {361};
+    sscan_data d = sscan_data_new(&r, CG_F32);
+    cg_exec ex = CG_EXEC_INIT;
+    ex.backend = be;
+    cg_tbuf idx = idx_buf(1, (int64_t[]){XB}, k_slots);
+    cg_tbuf cache = cg_tbuf_new(CG_F32, 3, d.cache0.t.shape), y = cg_tbuf_new(CG_F32, 3, d.x.t.shape);
+    memcpy(cache.mem, d.cache0.mem, tbuf_bytes(&cache));
+    cg_tbuf_fill(&y, &r, NAN, NAN);
+    for (int64_t t = 0; t < XL; t++) {
+        cg_sscan_step_args a = sscan_args(&d, t, 1, &cache, &idx, NULL, token(&y, t));
+        CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
+    }
+    /* the chunked forward from h0 = the slots' states */
+    const size_t state = (size_t)XD * XN * sizeof(float);
+    cg_tbuf h0 = cg_tbuf_new(CG_F32, 3, (int64_t[]){XB, XD, XN}), hT = cg_tbuf_new(CG_F32, 3, h0.t.shape);
+    cg_tbuf yf = cg_tbuf_new(CG_F32, 3, y.t.shape);
+    for (int b = 0; b < XB; b++)
+        if (k_slots[b] >= 0) memcpy((float *)h0.mem + b * XD * XN, (float *)d.cache0.mem + k_slots[b] * XD * XN, state);
+    cg_sscan_fwd_args f = CG_SSCAN_FWD_ARGS_INIT;
+    f.x = d.x.t, f.delta = d.delta.t, f.A = d.A.t, f.B = d.Bm.t, f.C = d.Cm.t, f.D = d.D.t, f.z = d.z.t;
+    f.delta_bias = d.bias.t, f.delta_softplus = 1, f.h0 = h0.t, f.y = yf.t, f.hT = hT.t;
+    cg_exec fx = CG_EXEC_INIT;
+    fx.backend = CG_BACKEND_CPU;
+    CG_CHECK_OK(ctx, cg_sscan_fwd(ctx, &f, &fx));
+    for (int b = 0; b < XB; b++) {
+        if (k_slots[b] < 0) {
+            CG_CHECK(rows_zero(&y, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
+            continue;
+        }
+        double ey = rows_err(&y, b, &yf, b), eh = rows_err(&cache, k_slots[b], &hT, b);
+        CG_CHECK(ey <= 1e-5 && eh <= 1e-5, "%s: entry %d: y err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
+                 b, ey, eh);
+    }
+    for (int s = 0; s < XS; s++) {
+        int named = 0;
+        for (int b = 0; b < XB; b++) named |= k_slots[b] == s;
+        if (!named)
+            CG_CHECK(!memcmp((float *)cache.mem + s * XD * XN, (float *)d.cache0.mem + s * XD * XN, state),
+                     "%s: slot %d changed", cg_backend_name(be), s);
+    }
+    /* one call of L tokens, each token's state to its own slot: the last ones equal the above */
+    const int64_t dv[XB * XL] = {-1, -1, -1, -1, 1, 0, 0, 0, 0, 0, -1, -1, 2, -1, 4, -1, -1, -1, -1, 7};
+    cg_tbuf dst = idx_buf(2, (int64_t[]){XB, XL}, dv);
+    cg_tbuf cache2 = cg_tbuf_new(CG_F32, 3, d.cache0.t.shape), y2 = cg_tbuf_new(CG_F32, 3, y.t.shape);
+    memcpy(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2));
+    cg_sscan_step_args a2 = sscan_args(&d, 0, XL, &cache2, &idx, &dst, y2.t);
+    CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a2, &ex));
+    CG_CHECK(cg_rel_err(&y2, &y) <= 1e-6, "%s: L tokens in one call: y %.3g", cg_backend_name(be), cg_rel_err(&y2, &y));
+    const int64_t last[XB][2] = {{3, 1}, {-1, 0}, {0, 4}, {7, 7}}; /* (the slot it read, the slot of its last state) */
+    for (int b = 0; b < XB; b++)
+        if (last[b][0] >= 0)
+            CG_CHECK(rows_err(&cache2, last[b][1], &cache, last[b][0]) <= 1e-6, "%s: entry %d: dst state", cg_backend_name(be), b);
+    CG_CHECK(!memcmp((float *)cache2.mem + 3 * XD * XN, (float *)d.cache0.mem + 3 * XD * XN, state),
+             "%s: a slot read but not in dst_indices was written", cg_backend_name(be));
+    /* bad input: a slot written twice, a cache of another dtype: refused, the cache untouched */
+    memcpy(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2));
+    const int64_t twice[XB] = {2, -1, 2, 5};
+    cg_tbuf idx2 = idx_buf(1, (int64_t[]){XB}, twice);
+    cg_sscan_step_args bad = sscan_args(&d, 0, 1, &cache2, &idx2, NULL, token(&y2, 0));
+    CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "state_indices[2] = 2", "a slot written twice");
+    bad = sscan_args(&d, 0, 1, &cache2, &idx, NULL, token(&y2, 0));
+    bad.cache.dtype = CG_F64;
+    CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "cache: dtype", "a float64 cache");
+    bad.cache.dtype = CG_F32, bad.cache.shape[2] = XN + 1;
+    CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "cache: shape", "a cache of another N");
+    CG_CHECK(!memcmp(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2)), "%s: a refused call changed the cache", cg_backend_name(be));
+    cg_tbuf *all[] = {&idx, &cache, &y, &h0, &hT, &yf, &dst, &cache2, &y2, &idx2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+    sscan_data_free(&d);
+    cg_context_free(ctx);
+}
+
+CG_TEST(step_sscan_consistency_cpu) { sscan_consistency(CG_BACKEND_CPU); }
+CG_TEST(step_sscan_consistency_ref) { sscan_consistency(CG_BACKEND_REF); }
+
+/* A bfloat16 cache with bf16 x, delta, B, C, z, y on the cpu against the float64 reference. */
+CG_TEST(step_sscan_bf16_cache) {
+    CG_TEST_CONTEXT(ctx);
+    cg_rng r = {8};
+    sscan_data d = sscan_data_new(&r, CG_BF16);
+    cg_tbuf *half[] = {&d.x, &d.delta, &d.Bm, &d.Cm, &d.z};
+    for (int i = 0; i < 5; i++) {
+        cg_tbuf x = cg_tbuf_new(CG_BF16, half[i]->t.ndim, half[i]->t.shape);
+        cg_tbuf_copy(&x, half[i]);
+        cg_tbuf_free(half[i]);
+        *half[i] = x;
+    }
+    cg_tbuf idx = idx_buf(1, (int64_t[]){XB}, k_slots);
+    cg_tbuf c[2], y[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = cg_tbuf_new(CG_BF16, 3, d.cache0.t.shape);
+        memcpy(c[i].mem, d.cache0.mem, tbuf_bytes(&c[i]));
+        y[i] = cg_tbuf_new(CG_BF16, 3, d.x.t.shape);
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = i ? CG_BACKEND_REF : CG_BACKEND_CPU;
+        cg_sscan_step_args a = sscan_args(&d, 0, XL, &c[i], &idx, NULL, y[i].t);
+        CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
+    }
+    CG_CHECK(cg_rel_err(&y[0], &y[1]) <= 1e-2 && cg_rel_err(&c[0], &c[1]) <= 1e-2, "bf16: y %.3g, cache %.3g",
+             cg_rel_err(&y[0], &y[1]), cg_rel_err(&c[0], &c[1]));
+    for (int i = 0; i < 2; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&y[i]);
+    cg_tbuf_free(&idx);
+    sscan_data_free(&d);
+    cg_context_free(ctx);
+}
