@@ -104,3 +104,71 @@ def test_ssd_step_float_indices_refused():
     q, k, v, la, cache = _ssd_data(5)
     with pytest.raises(ValueError, match="state_indices"):
         cgt.ssd_step(q[:, :1], k[:, :1], v[:, :1], la[:, :1], cache, torch.tensor(SLOTS, dtype=torch.float32))
+
+
+# ------------------------------------------------------------------ JAX
+
+def test_jax_ssd_step_equals_chunked_forward_donated():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import numpy as np
+    cgj = pytest.importorskip("chunkgen.jax")
+    q, k, v, la, cache0 = (jnp.asarray(t.numpy()) for t in _ssd_data(6))
+    idx = jnp.asarray(np.array(SLOTS, dtype=np.int32))
+    step = jax.jit(cgj.ssd_step, donate_argnums=(4,))
+    cache = jnp.array(cache0)  # a copy: donated below
+    os = []
+    for t in range(T):
+        o, cache = step(q[:, t:t + 1], k[:, t:t + 1], v[:, t:t + 1], la[:, t:t + 1], cache, idx)
+        os.append(o)
+    o = jnp.concatenate(os, 1)
+    h0 = _h0(torch.from_numpy(np.array(cache0)), SLOTS, (B, H, DK, DV)).numpy()
+    of, hT = cgj.ssd(q, k, v, la, jnp.asarray(h0), layout="token")
+    for b, s in enumerate(SLOTS):
+        if s < 0:
+            assert np.all(np.asarray(o[b]) == 0)
+            continue
+        np.testing.assert_allclose(o[b], of[b], rtol=0, atol=1e-5 * float(jnp.abs(of).max()))
+        np.testing.assert_allclose(cache[s], hT[b], rtol=0, atol=1e-5 * float(jnp.abs(hT).max()))
+    untouched = [s for s in range(S) if s not in SLOTS]
+    np.testing.assert_array_equal(np.asarray(cache)[untouched], np.asarray(cache0)[untouched])
+
+
+def test_jax_step_keeps_the_operand_without_donation():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import numpy as np
+    cgj = pytest.importorskip("chunkgen.jax")
+    q, k, v, la, cache0 = (jnp.asarray(t.numpy()) for t in _ssd_data(7))
+    idx = jnp.asarray(np.array(SLOTS, dtype=np.int64))
+    before = np.asarray(cache0).copy()
+    _, new = jax.jit(cgj.ssd_step)(q[:, :1], k[:, :1], v[:, :1], la[:, :1], cache0, idx)
+    np.testing.assert_array_equal(np.asarray(cache0), before)  # not donated: XLA copied it
+    assert not np.array_equal(np.asarray(new)[SLOTS[0]], before[SLOTS[0]])
+
+
+def test_jax_sscan_step_runs():
+    pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import numpy as np
+    cgj = pytest.importorskip("chunkgen.jax")
+    rng = np.random.default_rng(0)
+    D, N = 6, 5
+    x, delta = (jnp.asarray(rng.uniform(-1, 1, (B, 1, D)).astype(np.float32)) for _ in range(2))
+    A = jnp.asarray(-rng.uniform(0.1, 2, (D, N)).astype(np.float32))
+    Bm, Cm = (jnp.asarray(rng.uniform(-1, 1, (B, 1, N)).astype(np.float32)) for _ in range(2))
+    cache = jnp.asarray(rng.uniform(-1, 1, (S, D, N)).astype(np.float32))
+    idx = jnp.asarray(np.array(SLOTS, dtype=np.int32))
+    y, new = cgj.sscan_step(x, delta, A, Bm, Cm, cache, idx, delta_softplus=True)
+    # against chunkgen.jax.sscan over the one token from h0 = the slots' states
+    h0 = np.zeros((B, D, N), np.float32)
+    for b, s in enumerate(SLOTS):
+        if s >= 0:
+            h0[b] = np.asarray(cache)[s]
+    yf, hT = cgj.sscan(x, delta, A, Bm, Cm, h0=jnp.asarray(h0), delta_softplus=True)
+    for b, s in enumerate(SLOTS):
+        if s < 0:
+            assert np.all(np.asarray(y[b]) == 0)
+            continue
+        np.testing.assert_allclose(y[b], yf[b], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(new[s], hT[b], rtol=0, atol=1e-5)
