@@ -184,6 +184,8 @@ static void ssd_consistency(cg_backend be) {
 
 CG_TEST(step_ssd_consistency_cpu) { ssd_consistency(CG_BACKEND_CPU); }
 CG_TEST(step_ssd_consistency_ref) { ssd_consistency(CG_BACKEND_REF); }
+/* the generated kernel (templates/ssd_step.cu) under the SIMT emulator */
+CG_TEST(step_ssd_consistency_emulate) { ssd_consistency(CG_BACKEND_EMULATE); }
 
 /* A bfloat16 cache (and bf16 q, k, v, o) on the cpu against the float64 reference. */
 CG_TEST(step_ssd_bf16_cache) {
@@ -198,19 +200,21 @@ CG_TEST(step_ssd_bf16_cache) {
         *half[i] = x;
     }
     cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_slots);
-    cg_tbuf c[2], o[2];
-    for (int i = 0; i < 2; i++) {
+    cg_tbuf c[3], o[3];
+    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
+    for (int i = 0; i < 3; i++) {
         c[i] = cg_tbuf_new(CG_BF16, 4, d.cache0.t.shape);
         memcpy(c[i].mem, d.cache0.mem, tbuf_bytes(&c[i]));
         o[i] = cg_tbuf_new(CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV});
         cg_exec ex = CG_EXEC_INIT;
-        ex.backend = i ? CG_BACKEND_REF : CG_BACKEND_CPU;
+        ex.backend = bes[i];
         cg_ssd_step_args a = ssd_args(&d, 0, ST, &c[i], &idx, NULL, &o[i]);
         CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a, &ex));
     }
-    CG_CHECK(cg_rel_err(&o[0], &o[1]) <= 1e-2 && cg_rel_err(&c[0], &c[1]) <= 1e-2, "bf16: o %.3g, cache %.3g",
-             cg_rel_err(&o[0], &o[1]), cg_rel_err(&c[0], &c[1]));
-    for (int i = 0; i < 2; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
+    for (int i = 1; i < 3; i++)
+        CG_CHECK(cg_rel_err(&o[i], &o[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: o %.3g, cache %.3g",
+                 cg_backend_name(bes[i]), cg_rel_err(&o[i], &o[0]), cg_rel_err(&c[i], &c[0]));
+    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
     cg_tbuf_free(&idx);
     ssd_data_free(&d);
     cg_context_free(ctx);
@@ -274,10 +278,14 @@ CG_TEST(step_ssd_bad_input) {
     bad.o.stride[0] = bad.o.stride[1] = bad.o.stride[2] = bad.o.stride[3] = 0;
     CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "overlaps", "an output over the cache");
     CG_CHECK(!memcmp(cache.mem, d.cache0.mem, tbuf_bytes(&cache)), "the cache changed");
-    /* no generated kernel: the emulator says so, and changes nothing */
+    /* the generated kernel on device indices reads any index; a host one is checked first */
     ex.backend = CG_BACKEND_EMULATE;
-    CG_CHECK(cg_ssd_step(ctx, &a, &ex) != CG_OK, "emulate ran a step without a kernel");
+    bad = a;
+    cg_tbuf far = idx_buf(1, (int64_t[]){SB}, (int64_t[]){0, SS, 1, 2});
+    bad.state_indices = far.t;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "state_indices[1] = 9", "emulate: index = S");
     CG_CHECK(!memcmp(cache.mem, d.cache0.mem, tbuf_bytes(&cache)), "the cache changed");
+    cg_tbuf_free(&far);
     cg_tbuf_free(&idx), cg_tbuf_free(&cache), cg_tbuf_free(&o);
     ssd_data_free(&d);
     cg_context_free(ctx);
@@ -417,6 +425,11 @@ static void sscan_consistency(cg_backend be) {
     bad.cache.dtype = CG_F32, bad.cache.shape[2] = XN + 1;
     CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "cache: shape", "a cache of another N");
     CG_CHECK(!memcmp(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2)), "%s: a refused call changed the cache", cg_backend_name(be));
+    /* no generated kernel for this step yet: the emulator says so and changes nothing */
+    ex.backend = CG_BACKEND_EMULATE;
+    bad = sscan_args(&d, 0, 1, &cache2, &idx, NULL, token(&y2, 0));
+    CG_CHECK(cg_sscan_step(ctx, &bad, &ex) == CG_EUNSUPPORTED, "emulate ran a selective-scan step without a kernel");
+    CG_CHECK(!memcmp(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2)), "the cache changed");
     cg_tbuf *all[] = {&idx, &cache, &y, &h0, &hT, &yf, &dst, &cache2, &y2, &idx2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
     sscan_data_free(&d);
