@@ -84,4 +84,13 @@ typedef struct cg_ssd_step_params {
     cg_i64 B, T, G, H, dk, dv, S;
 } cg_ssd_step_params;
 
+/* Selective-scan decode step (templates/sscan_step.cu, issue #36). Logical orders as the
+ * selective scan's: x, delta, z, y [b, t, d]; A [d, n]; Bm, Cm [b, t, g, n]; Dv, dbias
+ * [d]; cache [slot, d, n]; idx [b] and dst [b, t] as in cg_ssd_step_params. */
+typedef struct cg_sscan_step_params {
+    cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias, cache, idx, dst, y;
+    cg_i64 nb, L, nd, N, G, S; /* the symbols B, L, D, N, G, S */
+    cg_i64 softplus;
+} cg_sscan_step_params;
+
 #endif /* CG_KERNEL_PARAMS_H */

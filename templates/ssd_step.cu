@@ -17,8 +17,7 @@
 // refuses calls whose slots would race (two writes to a slot, a slot read by one entry
 // and written by another); device indices are not read by it, so an index out of range
 // is taken as padding (src) or as no write (dst) here.
-#include "cg_device.cuh"
-#include "cg_kernel_params.h"
+#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; slot indices, ld, st
 
 #ifndef CG_T_Q
 #define CG_T_Q float
@@ -43,22 +42,7 @@ constexpr int BDV = CG_P_BLOCK_DV;
 static_assert(DK >= 1 && DK <= 256, "dk: 1..256");
 static_assert(BDV >= 1 && BDV <= 1024, "block_dv: 1..1024");
 
-typedef cg_i64 i64;
-
-// Element (a, c) of an index tensor: int32, or int64 when its s3 is 1.
-__device__ __forceinline__ i64 index_at(const cg_ktensor &t, i64 a, i64 c) {
-    const i64 off = a * t.s0 + c * t.s1;
-    return t.s3 ? reinterpret_cast<const long long *>(t.p)[off] : (i64) reinterpret_cast<const int *>(t.p)[off];
-}
-
-// The slot an index names, or -1.
-__device__ __forceinline__ i64 slot(const cg_ktensor &t, i64 a, i64 c, i64 S) {
-    const i64 x = index_at(t, a, c);
-    return x >= 0 && x < S ? x : -1;
-}
-
-template <class T> __device__ __forceinline__ float ld(const cg_ktensor &t, i64 off) { return cg_f32(reinterpret_cast<const T *>(t.p)[off]); }
-template <class T> __device__ __forceinline__ void st(const cg_ktensor &t, i64 off, float x) { reinterpret_cast<T *>(t.p)[off] = cg_round<T>(x); }
+using namespace stepc;
 
 } // namespace ssd_step
 
