@@ -6,7 +6,8 @@
  * chunkgen computes two chunked linear recurrences, forward and backward:
  *   - SSD (Mamba-2 style gated linear attention, grouped q/k, scalar decay per head)
  *   - selective scan (Mamba-1 S6)
- * on a CPU path (any shape), a float64 reference, and generated CUDA kernels.
+ * on a CPU path (any shape), a float64 reference, and generated CUDA kernels; and their
+ * decode steps over a cache of states (cg_ssd_step, cg_sscan_step: serving).
  *
  * Conventions
  *   - Every call returns a cg_status: CG_OK (0) or a negative code. The detailed
@@ -480,7 +481,8 @@ CG_API cg_status cg_run(cg_context *ctx, cg_op op, const void *args, const cg_ex
 
 /* Number of ops: they are 0 .. cg_op_count() - 1. */
 CG_API int cg_op_count(void);
-/* Name of op ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"), static; NULL for an unknown op. */
+/* Name of op ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd", "ssd_step", "sscan_step"), static; NULL for
+ * an unknown op. */
 CG_API const char *cg_op_name(cg_op op);
 /* The op named name into *op (the caller's); CG_EINVAL for an unknown name (nothing is
  * written then). name is only read. */
@@ -516,7 +518,7 @@ CG_API cg_status cg_sym_parse(const char *name, cg_sym *sym);
 #define CG_TENSOR_GROUPABLE 2  /* its G dimension is left out when the call is ungrouped (sscan B, C) */
 #define CG_TENSOR_CONTIG 4     /* the innermost stride must be 1 */
 #define CG_TENSOR_HALF 8       /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16) */
-#define CG_TENSOR_INDEX 16     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens */
+#define CG_TENSOR_INDEX 16     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, a decode step's slot indices */
 #define CG_TENSOR_PER_SEQ 32   /* a state: its first extent is the number of sequences with cu_seqlens */
 #define CG_TENSOR_INPLACE 64   /* an input the call also writes, in place: a decode step's state cache */
 
