@@ -2,7 +2,7 @@
 // selective_state_update), one specialization per (N, config).
 //
 // Rendered by generator/kernels/sscan_step.lua, which defines before this text:
-//   CG_N                            state size (1..256)
+//   CG_N                            state size (1..64: sscan_step.lua)
 //   CG_P_BLOCK_D                    threads per CTA: one channel each
 //   CG_T_X, CG_T_DELTA, CG_T_B, CG_T_C, CG_T_Z, CG_T_CACHE, CG_T_Y   storage type of
 //                                   each (float when not defined, else cg_bf16 or cg_f16)

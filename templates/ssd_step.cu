@@ -1,7 +1,7 @@
 // ssd_step.cu -- the SSD decode step (issue #36), one specialization per (dk, config).
 //
 // Rendered by generator/kernels/ssd_step.lua, which defines before this text:
-//   CG_DK                           head dimension of q and k (1..256)
+//   CG_DK                           head dimension of q and k (1..136: ssd_step.lua)
 //   CG_P_BLOCK_DV                   threads per CTA: one column of the state each
 //   CG_T_Q, CG_T_K, CG_T_V, CG_T_CACHE, CG_T_O   storage type of each (float when not
 //                                   defined, else cg_bf16 or cg_f16)

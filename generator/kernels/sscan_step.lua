@@ -9,7 +9,8 @@ local function ceil_div(a, b) return (a + b - 1) // b end
 local GRID_MAX = 2147483647
 
 local function valid(p, shape, dev)
-  if shape.N > 256 then return false, "N > 256: a thread keeps its channel's state in registers" end
+  -- a thread keeps its channel's state and A row (2 N floats) in registers
+  if shape.N > 64 then return false, "N > 64: a thread keeps its channel's state in registers" end
   if (shape.nseq or 0) > 0 then return false, "no cu_seqlens" end
   local ctas = ceil_div(shape.D, p.block_d) * shape.B
   if ctas > GRID_MAX then return false, string.format("grid of %d CTAs too large", ctas) end
