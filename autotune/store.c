@@ -132,7 +132,8 @@ static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json
 static void shape_family_to_json(json_t *sj, int fam) {
     const cg_op_desc *d;
     for (int f = 1; sj && (d = cg__tune_family_at(f)) != NULL; f++)
-        if (f == 1 || fam == f) json_object_set_new(sj, d->family, json_boolean(fam == f));
+        if (f == 1 || fam == f) /* a later family's member only when true (absent reads as false): */
+            json_object_set_new(sj, d->family, json_boolean(fam == f)); /* entries stay as they were written */
 }
 
 static json_t *key_to_json(const cg_tune_key *k) {

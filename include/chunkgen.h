@@ -6,7 +6,8 @@
  * chunkgen computes two chunked linear recurrences, forward and backward:
  *   - SSD (Mamba-2 style gated linear attention, grouped q/k, scalar decay per head)
  *   - selective scan (Mamba-1 S6)
- * on a CPU path (any shape), a float64 reference, and generated CUDA kernels.
+ * on a CPU path (any shape), a float64 reference, and generated CUDA kernels; and their
+ * decode steps over a cache of states (cg_ssd_step, cg_sscan_step: serving).
  *
  * Conventions
  *   - Every call returns a cg_status: CG_OK (0) or a negative code. The detailed
@@ -153,8 +154,8 @@ typedef enum cg_dtype {
     CG_F64 = 1,  /* the float64 reference backend only */
     CG_BF16 = 2, /* bfloat16 storage, float32 math: the tensors docs/dtypes.md lists (q, k, v, x, B, C, ...) */
     CG_F16 = 3,  /* IEEE half storage, float32 math (likewise); backends without 16-bit kernels refuse them */
-    CG_I32 = 4,  /* int32 index tensor: cu_seqlens only (docs/varlen.md) */
-    CG_I64 = 5   /* int64 index tensor: cu_seqlens only */
+    CG_I32 = 4,  /* int32 index tensor: cu_seqlens (docs/varlen.md), a decode step's slot indices */
+    CG_I64 = 5   /* int64 index tensor: likewise */
 } cg_dtype;
 
 /* "f32", "f64", "bf16", "f16", "i32", "i64": the dtype's word (the shape syntax's, the
@@ -391,6 +392,54 @@ CG_API cg_status cg_gdr_fwd(cg_context *ctx, const cg_gdr_fwd_args *args, const 
 /* Gated-delta-rule backward (recomputes the states; stores nothing per token). */
 CG_API cg_status cg_gdr_bwd(cg_context *ctx, const cg_gdr_bwd_args *args, const cg_exec *exec);
 
+/* ------------------------------------------------------------ decode steps
+ * Serving: T tokens (usually 1) per batch entry of the recurrence above, from and into a
+ * cache of states that the call updates in place. Entry b reads the state of slot
+ * src = state_indices[b] (CG_I32 or CG_I64 [B]); src = -1 marks a padding entry: its
+ * outputs are zero and no state is read or written. Without dst_indices the state after
+ * the entry's last token is written back to slot src; with dst_indices ([B, T]) the state
+ * after token t is written to slot dst_indices[b, t] when that is not -1, and slot src is
+ * left alone unless it is one of those (prefix caching, speculative decoding's one state
+ * per accepted prefix). Refused before anything is written (CG_EINVAL, the message naming
+ * the argument): an index < -1 or >= S, two writes to one slot, a slot written by one
+ * entry and read by another (the result would depend on the order), a cache of the wrong
+ * shape or dtype. The cache may be CG_F32 or the call's 16-bit dtype (math in float32;
+ * rounded once per token written). Host index tensors are read by the checks; T steps
+ * equal the chunked forward over the same T tokens from h0 = the slot's state.
+ *
+ * SSD step (per (b, h), the state S [dk, dv] of cache[src, h]):
+ *   S = exp(log_alpha_t) S + k_t^T v_t,   o_t = q_t S
+ *   q, k [B, T, G, dk]; v, o [B, T, H, dv]; log_alpha [B, T, H]; cache [S, H, dk, dv]. */
+typedef struct cg_ssd_step_args {
+    size_t size; /* sizeof(cg_ssd_step_args) of the caller's header, or 0 (see the growth rule) */
+    cg_tensor q, k, v, log_alpha;   /* inputs, token-major */
+    cg_tensor cache;                /* [S, H, dk, dv], read and written in place */
+    cg_tensor state_indices;        /* [B] CG_I32 / CG_I64: the slot entry b reads; -1 padding */
+    cg_tensor dst_indices;          /* optional [B, T]: the slot the state after token t goes to; -1 none */
+    cg_tensor o;                    /* output */
+} cg_ssd_step_args;
+#define CG_SSD_STEP_ARGS_INIT CG__INIT(cg_ssd_step_args)
+
+/* Selective-scan step (mamba's selective_state_update; per (b, d), the state h [N] of
+ * cache[src, d]), as cg_sscan_fwd over the T tokens:
+ *   x, delta, z, y [B, T, D] (T is the symbol L); A [D, N]; B, C [B, T, N] or [B, T, G, N];
+ *   D, delta_bias [D]; cache [S, D, N]; state_indices [B]; dst_indices [B, T]. */
+typedef struct cg_sscan_step_args {
+    size_t size; /* sizeof(cg_sscan_step_args) of the caller's header, or 0 (see the growth rule) */
+    cg_tensor x, delta, A, B, C, D, z, delta_bias; /* D, z, delta_bias optional */
+    int delta_softplus;
+    cg_tensor cache;                /* [S, D, N], read and written in place */
+    cg_tensor state_indices;        /* [B] CG_I32 / CG_I64; -1 padding */
+    cg_tensor dst_indices;          /* optional [B, L] */
+    cg_tensor y;                    /* output */
+} cg_sscan_step_args;
+#define CG_SSCAN_STEP_ARGS_INIT CG__INIT(cg_sscan_step_args)
+
+/* SSD decode step over a state cache (updated in place). */
+CG_API cg_status cg_ssd_step(cg_context *ctx, const cg_ssd_step_args *args, const cg_exec *exec);
+/* Selective-scan decode step over a state cache (updated in place). */
+CG_API cg_status cg_sscan_step(cg_context *ctx, const cg_sscan_step_args *args, const cg_exec *exec);
+
 /* ------------------------------------------------ ahead of time: prepare, workspace
  * The ops by number, for the calls that take any op's args struct. */
 typedef enum cg_op {
@@ -399,7 +448,10 @@ typedef enum cg_op {
     CG_OP_SSCAN_FWD = 2, /* args: cg_sscan_fwd_args */
     CG_OP_SSCAN_BWD = 3, /* args: cg_sscan_bwd_args */
     CG_OP_GDR_FWD = 4,   /* args: cg_gdr_fwd_args */
-    CG_OP_GDR_BWD = 5    /* args: cg_gdr_bwd_args */
+    CG_OP_GDR_BWD = 5,   /* args: cg_gdr_bwd_args */
+    /* decode steps (issue #36) */
+    CG_OP_SSD_STEP = 6,  /* args: cg_ssd_step_args */
+    CG_OP_SSCAN_STEP = 7 /* args: cg_sscan_step_args */
 } cg_op;
 
 /* Bytes of scratch the call cg_<op>(ctx, args, exec) would take from exec->workspace
@@ -475,7 +527,8 @@ CG_API cg_status cg_run(cg_context *ctx, cg_op op, const void *args, const cg_ex
 
 /* Number of ops: they are 0 .. cg_op_count() - 1. */
 CG_API int cg_op_count(void);
-/* Name of op ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd"), static; NULL for an unknown op. */
+/* Name of op ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd", "ssd_step", "sscan_step"), static; NULL for
+ * an unknown op. */
 CG_API const char *cg_op_name(cg_op op);
 /* The op named name into *op (the caller's); CG_EINVAL for an unknown name (nothing is
  * written then). name is only read. */
@@ -496,6 +549,7 @@ typedef enum cg_sym {
     CG_SYM_L = 7,    /* selective-scan sequence length */
     CG_SYM_D = 8,    /* selective-scan channels */
     CG_SYM_N = 9,    /* selective-scan state size */
+    CG_SYM_S = 10,   /* decode steps: the slots of a state cache ("S") */
     CG_SYM_COUNT     /* this header's number of symbols (grows, never above CG_SHAPE_MAX_SYMS) */
 } cg_sym;
 /* Name of a symbol ("B", "T", "G", "H", "dk", "dv", "L", "D", "N"), static; "" for
@@ -510,8 +564,9 @@ CG_API cg_status cg_sym_parse(const char *name, cg_sym *sym);
 #define CG_TENSOR_GROUPABLE 2  /* its G dimension is left out when the call is ungrouped (sscan B, C) */
 #define CG_TENSOR_CONTIG 4     /* the innermost stride must be 1 */
 #define CG_TENSOR_HALF 8       /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16) */
-#define CG_TENSOR_INDEX 16     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens */
+#define CG_TENSOR_INDEX 16     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, a decode step's slot indices */
 #define CG_TENSOR_PER_SEQ 32   /* a state: its first extent is the number of sequences with cu_seqlens */
+#define CG_TENSOR_INPLACE 64   /* an input the call also writes, in place: a decode step's state cache */
 
 /* The outputs and inputs of one op, and how they are laid out (cg_op_describe). */
 #define CG_OP_MAX_SCALARS 8

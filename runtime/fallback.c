@@ -38,7 +38,7 @@ static int mirrors(const cg_op_desc *d, void *prob, mirror *m) {
         mirror *x = &m[k++];
         memset(x, 0, sizeof *x);
         x->v = v;
-        x->output = d->t[i].role == CG_TD_OUT;
+        x->output = d->t[i].role == CG_TD_OUT || (d->t[i].flags & CG_TD_INPLACE); /* copied back */
         x->dev = v->p;
         x->bytes = (size_t)cg__view_span(v, n) * cg__dtype_size(v->dt); /* the storage dtype's bytes */
     }

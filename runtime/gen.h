@@ -24,6 +24,7 @@ typedef struct cg_kshape {
      * (Lua's shape.dtypes; generator/core.lua refuses a kernel whose description lists
      * no such tensors: its `half` field). Made by cg__kshape_of. */
     char dtypes[CG_KS_DTYPES_CAP];
+    int64_t S;                  /* decode steps: the state cache's slots */
 } cg_kshape;
 #define CG_KS_H0 1       /* h0 given */
 #define CG_KS_HT 2       /* hT wanted */

@@ -262,6 +262,31 @@ typedef struct cg_gdr_prob {
     cg_view cu;          /* cu_seqlens [N + 1], p NULL when absent */
 } cg_gdr_prob;
 
+/* Decode-step problems (issue #36) after validation. Logical orders as the chunked ops'
+ * (T / L the tokens of each entry); cache [slot, h, i, j] (SSD) or [slot, d, n, -]
+ * (sscan); idx [b, -, -, -] and dst [b, t, -, -] are CG_I32 / CG_I64 (cg__idx_at).
+ * Entries whose idx is -1 are padding. nseq is always 0 (no cu_seqlens). */
+typedef struct cg_ssd_step_prob {
+    int64_t B, T, G, H, dk, dv, S;
+    cg_dtype dtype;
+    cg_view q, k, v, la, cache, idx, dst; /* inputs (cache also written) */
+    cg_view o;                            /* output */
+    int64_t nseq;
+} cg_ssd_step_prob;
+typedef struct cg_sscan_step_prob {
+    int64_t B, L, D, N, G, S;
+    int grouped;
+    int softplus;
+    cg_dtype dtype;
+    cg_view x, delta, A, Bm, Cm, Dv, z, dbias, cache, idx, dst; /* inputs (cache also written) */
+    cg_view y;                                                   /* output */
+    int64_t nseq;
+} cg_sscan_step_prob;
+/* Element (i0, i1) of an index view (CG_I32 or CG_I64). */
+static inline int64_t cg__idx_at(const cg_view *v, int64_t i0, int64_t i1) {
+    const int64_t off = i0 * v->s[0] + i1 * v->s[1];
+    return v->dt == CG_I64 ? ((const int64_t *)v->p)[off] : (int64_t)((const int32_t *)v->p)[off];
+}
 /* Validation: the one place that checks user arguments and builds problems. */
 cg_status cg__ssd_fwd_prob(cg_context *ctx, const cg_ssd_fwd_args *a, cg_ssd_prob *p);
 cg_status cg__ssd_bwd_prob(cg_context *ctx, const cg_ssd_bwd_args *a, cg_ssd_prob *p);
@@ -367,6 +392,11 @@ cg_status cg__sscan_ref_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
 cg_status cg__gdr_ref_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__gdr_ref_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 
+/* Decode steps: CPU path (runtime/cpu/step_cpu.c) and float64 reference (runtime/ref/ref_step.c). */
+cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 /* ----------------------------------------------------- CPU path defaults */
 typedef struct cg_ssd_cpu_params {
     int chunk;    /* tokens per chunk */

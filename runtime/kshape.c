@@ -91,7 +91,7 @@ void cg__shape_of_prob(const cg_op_desc *d, const void *prob, cg_shape *s) {
 void cg__kshape_of(const cg_shape *s, int flags, cg_kshape *ks) {
     const cg_op_desc *d = cg__op_desc(s->op);
     memset(ks, 0, sizeof *ks);
-    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N};
+    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N, &ks->S};
     for (int k = 1; k < CG_SYM_COUNT; k++) *f[k] = s->dim[k];
     ks->flags = flags | (s->grouped ? CG_KS_GROUPED : 0);
     int dt[CG_OP_MAX_TENSORS];

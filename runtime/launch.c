@@ -288,6 +288,7 @@ static void pack_args(const plan_entry *e, const cg_op_desc *d, const void *prob
         case CG_KARG_TENSOR: {
             const cg_view *v = cg__prob_view(d, prob, x);
             cg_ktensor t = {ptr[x], v->s[0], v->s[1], v->s[2], v->s[3]};
+            if (d->t[x].flags & CG_TD_INDEX) t.s3 = v->dt == CG_I64; /* an index tensor (rank <= 2): its width */
             memcpy(buf + k, &t, sizeof t);
             k += sizeof t / sizeof *buf;
             break;
@@ -377,7 +378,7 @@ static cg_status gen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
         memset(&sv[i], 0, sizeof sv[i]);
         sv[i].v = cg__prob_view(d, prob, i);
         cg__prob_extents(d, prob, i, sv[i].n);
-        sv[i].output = d->t[i].role == CG_TD_OUT;
+        sv[i].output = d->t[i].role == CG_TD_OUT || (d->t[i].flags & CG_TD_INPLACE); /* staged back */
     }
     void *stream = ex ? ex->stream : NULL;
     int stage = 0;

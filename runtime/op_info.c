@@ -83,7 +83,7 @@ cg_status cg_op_tensor_info(cg_context *ctx, cg_op op, int i, cg_tensor_info *in
     o.grad_of = t->grad_of;
     for (int k = 0; k < 4; k++)
         if (t->ext[k] != CG_SYM_NONE) o.ext[o.ndim++] = t->ext[k];
-    if (t->flags & CG_TD_INDEX) o.ndim = 1; /* cu_seqlens [N + 1]: no symbol of its own */
+    if ((t->flags & CG_TD_INDEX) && !o.ndim) o.ndim = 1; /* cu_seqlens [N + 1]: no symbol of its own */
     o.flags = (unsigned)t->flags;
     o.lo = t->lo;
     o.hi = t->hi;

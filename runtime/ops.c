@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const k_sym_names[CG_SYM_COUNT] = {"", "B", "T", "G", "H", "dk", "dv", "L", "D", "N"};
+static const char *const k_sym_names[CG_SYM_COUNT] = {"", "B", "T", "G", "H", "dk", "dv", "L", "D", "N", "S"};
 _Static_assert(CG_SYM_COUNT <= CG_SHAPE_MAX_SYMS, "cg_sym grows within CG_SHAPE_MAX_SYMS");
 
 const char *cg_sym_name(cg_sym s) { return (unsigned)s < CG_SYM_COUNT ? k_sym_names[s] : ""; }
@@ -176,17 +176,69 @@ static const cg_tdesc k_cu[] = {CU_ROW(cg_ssd_fwd_args, cg_ssd_prob), CU_ROW(cg_
                                 CU_ROW(cg_sscan_fwd_args, cg_sscan_prob), CU_ROW(cg_sscan_bwd_args, cg_sscan_prob),
                                 CU_ROW(cg_gdr_fwd_args, cg_gdr_prob), CU_ROW(cg_gdr_bwd_args, cg_gdr_prob)};
 
+/* Decode steps (issue #36): the chunked ops' tensors for T (L) tokens per entry, a state
+ * cache [S, ...] read and written in place (CG_TD_INPLACE), the slot indices (CG_TD_INDEX:
+ * state_indices [B], dst_indices [B, T]; cg_slot_desc below). Token-major only. */
+#define S_ CG_SYM_S
+#define IX CG_TD_INDEX
+#define CH (CG_TD_CONTIG | CG_TD_HALF)
+#define ST(nm, role, opt, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                                             \
+    ROW(nm, NULL, role, opt, NULL, NULL, e0, e1, e2, e3, fl, lo, hi, tol, cg_ssd_step_args, af, cg_ssd_step_prob, vf, 0)
+static const cg_tdesc k_ssd_step[] = {
+    ST("q", IN, 0, B_, T_, G_, DK, CH, -1, 1, CG_TOL_NONE, q, q),
+    ST("k", IN, 0, B_, T_, G_, DK, CH, -1, 1, CG_TOL_NONE, k, k),
+    ST("v", IN, 0, B_, T_, H_, DV, CH, -1, 1, CG_TOL_NONE, v, v),
+    ST("log_alpha", IN, 0, B_, T_, H_, NO, 0, -0.3, 0, CG_TOL_NONE, log_alpha, la),
+    ST("cache", IN, 0, S_, H_, DK, DV, CH | CG_TD_INPLACE, -1, 1, CG_TOL_FWD, cache, cache),
+    ST("state_indices", IN, 0, B_, NO, NO, NO, IX, 0, 0, CG_TOL_NONE, state_indices, idx),
+    ST("dst_indices", IN, 1, B_, T_, NO, NO, IX, 0, 0, CG_TOL_NONE, dst_indices, dst),
+    ST("o", OUT, 0, B_, T_, H_, DV, CH, 0, 0, CG_TOL_FWD, o, o),
+};
+#define SST(nm, role, opt, e0, e1, e2, e3, fl, lo, hi, tol, af, vf, kf)                                        \
+    ROW(nm, NULL, role, opt, NULL, NULL, e0, e1, e2, e3, fl, lo, hi, tol, cg_sscan_step_args, af, cg_sscan_step_prob, vf, kf)
+static const cg_tdesc k_sscan_step[] = {
+    SST("x", IN, 0, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, x, x, 0),
+    SST("delta", IN, 0, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, delta, delta, 0),
+    SST("A", IN, 0, D_, N_, NO, NO, 0, -2, -0.1, CG_TOL_NONE, A, A, 0),
+    SST("B", IN, 0, B_, L_, G_, N_, GR | HF, -1, 1, CG_TOL_NONE, B, Bm, 0),
+    SST("C", IN, 0, B_, L_, G_, N_, GR | HF, -1, 1, CG_TOL_NONE, C, Cm, 0),
+    SST("D", IN, 1, D_, NO, NO, NO, 0, -1, 1, CG_TOL_NONE, D, Dv, CG_KS_HAS_D),
+    SST("z", IN, 1, B_, L_, D_, NO, HF, -1, 1, CG_TOL_NONE, z, z, CG_KS_HAS_Z),
+    SST("delta_bias", IN, 1, D_, NO, NO, NO, 0, -1, 0, CG_TOL_NONE, delta_bias, dbias, CG_KS_HAS_BIAS),
+    SST("cache", IN, 0, S_, D_, N_, NO, CH | CG_TD_INPLACE, -1, 1, CG_TOL_FWD, cache, cache, 0),
+    SST("state_indices", IN, 0, B_, NO, NO, NO, IX, 0, 0, CG_TOL_NONE, state_indices, idx, 0),
+    SST("dst_indices", IN, 1, B_, L_, NO, NO, IX, 0, 0, CG_TOL_NONE, dst_indices, dst, 0),
+    SST("y", OUT, 0, B_, L_, D_, NO, HF, 0, 0, CG_TOL_FWD, y, y, 0),
+};
+static const cg_scalar_desc k_sscan_step_scalars[] = {
+    {"delta_softplus", offsetof(cg_sscan_step_args, delta_softplus), offsetof(cg_sscan_step_prob, softplus),
+     CG_KS_SOFTPLUS},
+};
+/* state_indices and dst_indices are tensors 5 and 6 of the SSD step, 9 and 10 of the scan's */
+static const cg_slot_desc k_ssd_step_slots = {5, 6, CG_SYM_S}, k_sscan_step_slots = {9, 10, CG_SYM_S};
+
 #define NONE_OFF ((size_t)-1)
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define SSD_DIMS                                                                                               \
     {NONE_OFF, offsetof(cg_ssd_prob, B), offsetof(cg_ssd_prob, T), offsetof(cg_ssd_prob, G),                   \
-     offsetof(cg_ssd_prob, H), offsetof(cg_ssd_prob, dk), offsetof(cg_ssd_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF}
+     offsetof(cg_ssd_prob, H), offsetof(cg_ssd_prob, dk), offsetof(cg_ssd_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF, \
+     NONE_OFF}
 #define GDR_DIMS                                                                                               \
     {NONE_OFF, offsetof(cg_gdr_prob, B), offsetof(cg_gdr_prob, T), offsetof(cg_gdr_prob, G),                   \
-     offsetof(cg_gdr_prob, H), offsetof(cg_gdr_prob, dk), offsetof(cg_gdr_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF}
+     offsetof(cg_gdr_prob, H), offsetof(cg_gdr_prob, dk), offsetof(cg_gdr_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF, \
+     NONE_OFF}
 #define SSCAN_DIMS                                                                                             \
     {NONE_OFF, offsetof(cg_sscan_prob, B), NONE_OFF, offsetof(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF, \
-     offsetof(cg_sscan_prob, L), offsetof(cg_sscan_prob, D), offsetof(cg_sscan_prob, N)}
+     offsetof(cg_sscan_prob, L), offsetof(cg_sscan_prob, D), offsetof(cg_sscan_prob, N), NONE_OFF}
+
+#define SSD_STEP_DIMS                                                                                          \
+    {NONE_OFF, offsetof(cg_ssd_step_prob, B), offsetof(cg_ssd_step_prob, T), offsetof(cg_ssd_step_prob, G),     \
+     offsetof(cg_ssd_step_prob, H), offsetof(cg_ssd_step_prob, dk), offsetof(cg_ssd_step_prob, dv), NONE_OFF,   \
+     NONE_OFF, NONE_OFF, offsetof(cg_ssd_step_prob, S)}
+#define SSCAN_STEP_DIMS                                                                                        \
+    {NONE_OFF, offsetof(cg_sscan_step_prob, B), NONE_OFF, offsetof(cg_sscan_step_prob, G), NONE_OFF, NONE_OFF,  \
+     NONE_OFF, offsetof(cg_sscan_step_prob, L), offsetof(cg_sscan_step_prob, D), offsetof(cg_sscan_step_prob, N), \
+     offsetof(cg_sscan_step_prob, S)}
 
 /* Built-in tuning shapes: the seeds' four SSD configs at T = 512, 2048 and 8192 (the CPU
  * at 512 and 2048: the 8192 bucket is reached by nearest-bucket lookup; the key's par field
@@ -251,6 +303,13 @@ static double gdr_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { re
 static double sscan_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, sscan_flops(dim, 7, 11); }
 static double sscan_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, sscan_flops(dim, 24, 20); }
 
+/* Decode steps: per token and (b, h) 5 dk dv (the decay, the update, the output); the
+ * scan's per token as the forward's. No parameter. */
+static double ssd_step_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) {
+    return (void)p, 5.0 * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_T] * (double)dim[CG_SYM_H] *
+                        (double)dim[CG_SYM_DK] * (double)dim[CG_SYM_DV];
+}
+
 static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
@@ -279,6 +338,15 @@ static const cg_op_desc k_ops[] = {
      COUNT(k_gdr_bwd), k_gdr_bwd, COUNT(k_gdr_bwd_scalars), k_gdr_bwd_scalars, GDR_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
      offsetof(cg_gdr_bwd_args, layout), NONE_OFF, offsetof(cg_gdr_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[5],
      offsetof(cg_gdr_prob, nseq), H_, NO_SEEDS, gdr_bwd_flops, "chunk", 64, COUNT(k_gdr_bwd_reals), k_gdr_bwd_reals},
+    {CG_OP_SSD_STEP, "ssd_step", "ssd_decode", 0, "cg_ssd_step_args", sizeof(cg_ssd_step_args),
+     sizeof(cg_ssd_step_prob), COUNT(k_ssd_step), k_ssd_step, 0, NULL, SSD_STEP_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
+     NONE_OFF, NONE_OFF, offsetof(cg_ssd_step_prob, dtype), 4, {DK, DV, G_, H_}, NULL,
+     offsetof(cg_ssd_step_prob, nseq), H_, NO_SEEDS, ssd_step_flops, NULL, 0, 0, NULL},
+    {CG_OP_SSCAN_STEP, "sscan_step", "sscan_decode", 0, "cg_sscan_step_args", sizeof(cg_sscan_step_args),
+     sizeof(cg_sscan_step_prob), COUNT(k_sscan_step), k_sscan_step, COUNT(k_sscan_step_scalars), k_sscan_step_scalars,
+     SSCAN_STEP_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_step_prob, grouped),
+     offsetof(cg_sscan_step_prob, dtype), 3, {D_, N_, G_, NO}, NULL, offsetof(cg_sscan_step_prob, nseq), D_,
+     NO_SEEDS, sscan_fwd_flops, NULL, 0, 0, NULL},
 };
 
 const cg_op_desc *cg__op_desc(cg_op op) {
@@ -290,6 +358,16 @@ const cg_op_desc *cg__op_find(const char *name) {
     for (int i = 0; i < COUNT(k_ops); i++)
         if (name && !strcmp(k_ops[i].name, name)) return &k_ops[i];
     return NULL;
+}
+
+const cg_view cg__view_absent;
+
+const cg_slot_desc *cg__op_slots(const cg_op_desc *d) {
+    switch (d->op) {
+    case CG_OP_SSD_STEP: return &k_ssd_step_slots;
+    case CG_OP_SSCAN_STEP: return &k_sscan_step_slots;
+    default: return NULL;
+    }
 }
 
 int cg__op_tensor(const cg_op_desc *d, const char *name) {
@@ -383,7 +461,7 @@ static const char *half_names(const cg_op_desc *d, char *buf, size_t cap) {
 cg_status cg__op_dtypes(cg_context *ctx, const cg_op_desc *d, const int dt[], cg_dtype want[], cg_dtype *math) {
     int first = -1, half = -1;
     for (int i = 0; i < d->nt; i++) {
-        if (dt[i] < 0) continue;
+        if (dt[i] < 0 || (d->t[i].flags & CG_TD_INDEX)) continue; /* index tensors: their own rule (validate.c) */
         if (!cg__dtype_known((cg_dtype)dt[i]))
             return cg__err(ctx, CG_EINVAL, "%s: unknown dtype %d (expected CG_F32, CG_F64, CG_BF16 or CG_F16)",
                            d->t[i].name, dt[i]);
@@ -397,7 +475,8 @@ cg_status cg__op_dtypes(cg_context *ctx, const cg_op_desc *d, const int dt[], cg
         const int like = cg__op_dtype_like(d, i);
         want[i] = *math;
         if (like >= 0 && dt[like] >= 0 && *math == CG_F32) want[i] = (cg_dtype)dt[like];
-        if (dt[i] < 0) continue;
+        if (t->flags & CG_TD_INDEX) want[i] = dt[i] == CG_I64 ? CG_I64 : CG_I32;
+        if (dt[i] < 0 || (t->flags & CG_TD_INDEX)) continue;
         const cg_dtype x = (cg_dtype)dt[i];
         if (*math == CG_F64 || x == CG_F64) {
             if (x != *math)

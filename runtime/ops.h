@@ -29,6 +29,7 @@
 #define CG_TD_HALF CG_TENSOR_HALF           /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16); else float32 */
 #define CG_TD_INDEX CG_TENSOR_INDEX         /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, the op's `varlen` row */
 #define CG_TD_PERSEQ CG_TENSOR_PER_SEQ      /* a state: its B dimension is N, one per sequence, when cu_seqlens is given */
+#define CG_TD_INPLACE CG_TENSOR_INPLACE     /* an input the call also writes (a state cache): checked as an output too */
 
 /* Accuracy classes of outputs (one tolerance table: cg__tol). */
 typedef enum cg_tol_class { CG_TOL_NONE = 0, CG_TOL_FWD, CG_TOL_BWD } cg_tol_class;
@@ -123,9 +124,21 @@ typedef struct cg_op_desc {
     const cg_real_desc *real;
 } cg_op_desc;
 
+/* Decode steps (issue #36): the index tensors that choose a state cache's slots, by
+ * tensor index in the op's t[] -- src [B] (the slot each entry reads; -1 padding), dst
+ * [B, T] (optional: the slot each token's state goes to; -1 none) -- and the symbol of the
+ * number of slots. Validation checks their values (cg__slots_check). */
+typedef struct cg_slot_desc {
+    int src, dst;
+    cg_sym slots;
+} cg_slot_desc;
+/* d's slot description; NULL for an op without a state cache. */
+const cg_slot_desc *cg__op_slots(const cg_op_desc *d);
+
 /* Varlen (docs/varlen.md, runtime/varlen.c). The problem's cu_seqlens view (p NULL when absent). */
+extern const cg_view cg__view_absent; /* an absent view (p NULL): the cu_seqlens of an op without them */
 static inline cg_view *cg__prob_cu(const cg_op_desc *d, const void *prob) {
-    return (cg_view *)((char *)prob + d->varlen->view_off);
+    return d->varlen ? (cg_view *)((char *)prob + d->varlen->view_off) : (cg_view *)&cg__view_absent;
 }
 /* The problem's number of sequences N (0 when cu_seqlens is absent), to read or set. */
 static inline int64_t *cg__prob_nseq(const cg_op_desc *d, const void *prob) {
@@ -142,6 +155,10 @@ cg_status cg__varlen_dims(cg_context *ctx, const cg_op_desc *d, const void *args
 /* The offsets' values (host-readable cu only): first 0, non-decreasing, last = T (L);
  * the message names the first bad entry. */
 cg_status cg__varlen_check(cg_context *ctx, const cg_op_desc *d, const void *prob);
+/* Validation's slot part (decode steps, cg__op_slots(d) set; validate.c): every index of a
+ * host slot_src / slot_dst in [-1, S); no slot written twice; no slot written by one entry
+ * and read by another. A message names the index tensor and the entry. */
+cg_status cg__slots_check(cg_context *ctx, const cg_op_desc *d, const void *prob);
 /* Run a varlen problem on host backend vt: one B = 1 sub-problem per sequence over
  * sub-views (states per sequence; shared gradients dA, dD, ddelta_bias summed). */
 cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,

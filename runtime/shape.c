@@ -350,5 +350,6 @@ cg_status cg_shape_tensor(cg_context *ctx, const cg_shape *shape, int i, cg_tens
                                       s.layout == CG_LAYOUT_HEAD_MAJOR, tensor->shape);
     if (s.nseq && (t->flags & CG_TD_PERSEQ)) tensor->shape[0] = s.nseq;
     tensor->dtype = s.dtype == CG_F64 ? CG_F64 : (s.half & BIT(i)) ? s.dtype : CG_F32;
+    if (t->flags & CG_TD_INDEX) tensor->dtype = CG_I32; /* a decode step's slot indices (CG_I64 works as well) */
     return CG_OK;
 }

@@ -15,6 +15,7 @@ typedef struct tspec {
     const cg_op_desc *d;  /* for the "[B, T, G, dk]" text of messages (tdims): */
     int idx, grouped, hm; /* formatted only when a message needs it (no snprintf per call) */
     int inner_contig;     /* innermost stride must be 1 */
+    int index;            /* an index tensor (CG_TD_INDEX): CG_I32 or CG_I64 */
     int perm[4];          /* logical index k takes the caller's dim perm[k]; -1: none */
 } tspec;
 
@@ -56,10 +57,13 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
             return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", sp->name, tdims(sp, db));
         return CG_OK;
     }
-    if (cg__dtype_index(t->dtype)) /* integer dtypes are cu_seqlens' only (docs/varlen.md) */
+    if (sp->index && !cg__dtype_index(t->dtype))
+        return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected CG_I32 or CG_I64 (an index tensor %s)", sp->name,
+                       cg__dtype_name(t->dtype), tdims(sp, db));
+    if (cg__dtype_index(t->dtype) && !sp->index) /* integer dtypes are cu_seqlens' and the index tensors' only */
         return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected CG_F32, CG_F64, CG_BF16 or CG_F16 (integer tensors are for cu_seqlens only)",
                        sp->name, t->dtype == CG_I32 ? "CG_I32" : "CG_I64");
-    if (!cg__dtype_known(t->dtype))
+    if (!sp->index && !cg__dtype_known(t->dtype))
         return cg__err(ctx, CG_EINVAL, "%s: unknown dtype %d (expected CG_F32, CG_F64, CG_BF16 or CG_F16)", sp->name,
                        (int)t->dtype);
     if ((uintptr_t)t->data % cg__dtype_size(t->dtype)) /* misaligned data would be read misaligned (UB) */
@@ -280,7 +284,8 @@ cg_status cg__op_validate_ex(cg_context *ctx, const cg_op_desc *d, const void *a
         p->name = td->name;
         p->t = cg__args_tensor(d, args, i);
         p->required = !td->optional && !(outputs_optional && td->role == CG_TD_OUT);
-        p->output = td->role == CG_TD_OUT;
+        p->output = td->role == CG_TD_OUT || (td->flags & CG_TD_INPLACE); /* written: no overlaps */
+        p->index = (td->flags & CG_TD_INDEX) != 0;
         p->inner_contig = (td->flags & CG_TD_CONTIG) != 0;
         int order[4];
         p->ndim = cg__op_given_shape(d, i, dims, grouped, hm, p->shape);
@@ -296,6 +301,7 @@ cg_status cg__op_validate_ex(cg_context *ctx, const cg_op_desc *d, const void *a
         if (nseq && (td->flags & CG_TD_PERSEQ)) p->shape[0] = nseq; /* states: one per sequence */
     }
     s = check_all(ctx, d, sp, d->nt, views, (cg_dtype *)((char *)prob + d->dtype_off));
+    if (!s && cg__op_slots(d) && !outputs_optional) s = cg__slots_check(ctx, d, prob); /* values: the call's */
     if (s || !nseq) return s;
     return varlen_views(ctx, d, args, nseq, prob);
 }
@@ -319,6 +325,7 @@ cg_status cg__sscan_bwd_prob(cg_context *ctx, const cg_sscan_bwd_args *a, cg_ssc
 cg_status cg__varlen_dims(cg_context *ctx, const cg_op_desc *d, const void *args, const int64_t dims[CG_SYM_COUNT],
                           const int src[CG_SYM_COUNT], int64_t *nseq) {
     *nseq = 0;
+    if (!d->varlen) return CG_OK; /* an op without cu_seqlens */
     const cg_tensor *t = (const cg_tensor *)((const char *)args + d->varlen->arg_off);
     if (!t->data) return CG_OK;
     const char *seq = cg_sym_name(d->seq);
@@ -387,4 +394,86 @@ cg_status cg__varlen_check(cg_context *ctx, const cg_op_desc *d, const void *pro
         prev = x;
     }
     return CG_OK;
+}
+
+/* ------------------------------------------------------------------ slots
+ * A decode step's slot indices (ops.h, cg_slot_desc): checked on the host before anything
+ * is written. Device indices are not read (no copy that would synchronize): the kernels
+ * skip an index out of range. */
+
+/* "state_indices[3]" or "dst_indices[3, 1]" into buf. */
+static const char *slot_name(const cg_op_desc *d, int i, int64_t b, int64_t t, int two, char *buf, size_t cap) {
+    if (two) snprintf(buf, cap, "%s[%lld, %lld]", d->t[i].name, (long long)b, (long long)t);
+    else snprintf(buf, cap, "%s[%lld]", d->t[i].name, (long long)b);
+    return buf;
+}
+
+/* The entry (b, t) of the destination list that writes slot x, the first one; 0 when none. */
+static int slot_writer(const cg_view *src, const cg_view *dst, int64_t B, int64_t T, int64_t x, int64_t *wb,
+                       int64_t *wt) {
+    for (int64_t b = 0; b < B; b++) {
+        if (cg__idx_at(src, b, 0) < 0) continue;
+        for (int64_t t = 0; t < (dst->p ? T : 1); t++)
+            if ((dst->p ? cg__idx_at(dst, b, t) : cg__idx_at(src, b, 0)) == x) return *wb = b, *wt = t, 1;
+    }
+    return 0;
+}
+
+cg_status cg__slots_check(cg_context *ctx, const cg_op_desc *d, const void *prob) {
+    const cg_slot_desc *sd = cg__op_slots(d);
+    const cg_view *src = cg__prob_view(d, prob, sd->src), *dst = cg__prob_view(d, prob, sd->dst);
+    if (!src->p || cg__kexec_cuda.owns_ptr(ctx, src->p) || (dst->p && cg__kexec_cuda.owns_ptr(ctx, dst->p)))
+        return CG_OK;
+    const int64_t S = cg__prob_dim(d, prob, sd->slots), B = cg__prob_dim(d, prob, CG_SYM_B);
+    const int64_t T = dst->p ? cg__prob_dim(d, prob, d->seq) : 1;
+    const char *sn = cg_sym_name(sd->slots);
+    char at[96], other[96];
+    for (int64_t b = 0; b < B; b++) { /* the range of every index */
+        const int64_t x = cg__idx_at(src, b, 0);
+        if (x < -1 || x >= S)
+            return cg__err(ctx, CG_EINVAL, "%s = %lld but expected -1 (padding) or a slot 0 .. %s-1 = %lld (the cache's first extent)",
+                           slot_name(d, sd->src, b, 0, 0, at, sizeof at), (long long)x, sn, (long long)(S - 1));
+        for (int64_t t = 0; dst->p && t < T; t++) {
+            const int64_t y = cg__idx_at(dst, b, t);
+            if (y < -1 || y >= S)
+                return cg__err(ctx, CG_EINVAL, "%s = %lld but expected -1 (no write) or a slot 0 .. %s-1 = %lld (the cache's first extent)",
+                               slot_name(d, sd->dst, b, t, 1, at, sizeof at), (long long)y, sn, (long long)(S - 1));
+        }
+    }
+    /* one bit per slot: written by this call */
+    uint64_t local[512], *bits = local;
+    const size_t words = (size_t)((S + 63) / 64);
+    if (words > sizeof local / sizeof local[0] && !(bits = calloc(words, sizeof *bits)))
+        return cg__err(ctx, CG_ENOMEM, "%s: out of memory for the check of %lld slots", d->name, (long long)S);
+    if (bits == local) memset(local, 0, words * sizeof *bits);
+    cg_status s = CG_OK;
+    const int wi = dst->p ? sd->dst : sd->src;
+    for (int64_t b = 0; b < B && !s; b++) {
+        if (cg__idx_at(src, b, 0) < 0) continue; /* padding: nothing read or written */
+        for (int64_t t = 0; t < T && !s; t++) {
+            const int64_t x = dst->p ? cg__idx_at(dst, b, t) : cg__idx_at(src, b, 0);
+            if (x < 0) continue;
+            if (bits[x / 64] >> (x % 64) & 1) {
+                int64_t ob = 0, ot = 0;
+                slot_writer(src, dst, B, T, x, &ob, &ot);
+                s = cg__err(ctx, CG_EINVAL, "%s = %lld but %s = %lld too: a slot written twice in one call (expected distinct slots)",
+                            slot_name(d, wi, b, t, dst->p != NULL, at, sizeof at), (long long)x,
+                            slot_name(d, wi, ob, ot, dst->p != NULL, other, sizeof other), (long long)x);
+            }
+            bits[x / 64] |= 1ull << (x % 64);
+        }
+    }
+    for (int64_t b = 0; b < B && !s && dst->p; b++) { /* a slot read by one entry and written by another */
+        const int64_t x = cg__idx_at(src, b, 0);
+        if (x < 0 || !(bits[x / 64] >> (x % 64) & 1)) continue;
+        int64_t wb = 0, wt = 0;
+        slot_writer(src, dst, B, T, x, &wb, &wt);
+        if (wb != b)
+            s = cg__err(ctx, CG_EINVAL, "%s = %lld but %s = %lld: a slot read by one entry and written by another "
+                                        "(the result would depend on their order; expected distinct slots)",
+                        slot_name(d, sd->src, b, 0, 0, at, sizeof at), (long long)x,
+                        slot_name(d, sd->dst, wb, wt, 1, other, sizeof other), (long long)x);
+    }
+    if (bits != local) free(bits);
+    return s;
 }

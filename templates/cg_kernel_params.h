@@ -75,4 +75,22 @@ typedef struct cg_ssd_bwd_params {
     CG_VARLEN_ARGS                         /* varlen: h0, dhT, dh0 [nseq, h, i, j] */
 } cg_ssd_bwd_params;
 
+/* SSD decode step (templates/ssd_step.cu, issue #36). Logical orders: q, k [b, t, g, i];
+ * v, o [b, t, h, j]; la [b, t, h]; cache [slot, h, i, j]; the slot indices idx [b] and dst
+ * [b, t] (dst.p NULL: absent) are int32, or int64 when their s3 is 1 (runtime/launch.c:
+ * an index tensor's rank is at most 2, so s3 carries its width). */
+typedef struct cg_ssd_step_params {
+    cg_ktensor q, k, v, la, cache, idx, dst, o;
+    cg_i64 B, T, G, H, dk, dv, S;
+} cg_ssd_step_params;
+
+/* Selective-scan decode step (templates/sscan_step.cu, issue #36). Logical orders as the
+ * selective scan's: x, delta, z, y [b, t, d]; A [d, n]; Bm, Cm [b, t, g, n]; Dv, dbias
+ * [d]; cache [slot, d, n]; idx [b] and dst [b, t] as in cg_ssd_step_params. */
+typedef struct cg_sscan_step_params {
+    cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias, cache, idx, dst, y;
+    cg_i64 nb, L, nd, N, G, S; /* the symbols B, L, D, N, G, S */
+    cg_i64 softplus;
+} cg_sscan_step_params;
+
 #endif /* CG_KERNEL_PARAMS_H */

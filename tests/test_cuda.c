@@ -286,6 +286,8 @@ CG_TEST(cuda_cubin_entries_and_params) {
         {"ssd_bwd", sizeof(cg_ssd_bwd_params), 0},
         {"sscan_fwd", sizeof(cg_sscan_fwd_params), 1},
         {"sscan_bwd", sizeof(cg_sscan_bwd_params), 1},
+        {"ssd_step", sizeof(cg_ssd_step_params), 0},
+        {"sscan_step", sizeof(cg_sscan_step_params), 1},
     };
     cg_context *ctx;
     CG_CHECK_OK(NULL, cg_context_create(&ctx));
@@ -309,10 +311,10 @@ CG_TEST(cuda_cubin_entries_and_params) {
     for (size_t ki = 0; ki < sizeof k / sizeof k[0]; ki++) {
         cg_kshape s = {.B = 1, .G = 1, .flags = CG_KS_H0};
         if (k[ki].sscan) {
-            s.L = 300, s.D = 24, s.N = 16; /* L long enough for sscan_fwd's par strategy */
+            s.L = 300, s.D = 24, s.N = 16, s.S = 5; /* L long enough for sscan_fwd's par strategy */
             s.flags |= CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS;
         } else {
-            s.T = 70, s.H = 2, s.dk = 40, s.dv = 48;
+            s.T = 70, s.H = 2, s.dk = 40, s.dv = 48, s.S = 5;
         }
         s.flags |= strstr(k[ki].kernel, "bwd") ? CG_KS_DHT : CG_KS_HT;
         cg_cfg *cfgs = NULL;

@@ -57,7 +57,8 @@ CG_TEST(dtype_table_marks_16bit_tensors) {
     /* the tensors peers take in 16 bits (issue #15 item 1), and only those */
     const char *half[CG_OP_COUNT] = {"q k v o", "q k v dout dq dk dv", "x delta B C z y",
                                      "x delta B C z dy dx ddelta dB dC dz", "q k v beta o",
-                                     "q k v beta dout dq dk dv dbeta"};
+                                     "q k v beta dout dq dk dv dbeta", "q k v cache o",
+                                     "x delta B C z cache y"};
     for (int op = 0; op < CG_OP_COUNT; op++) {
         const cg_op_desc *d = cg__op_desc((cg_op)op);
         char got[256] = "";
@@ -254,6 +255,7 @@ CG_TEST(dtype_ref_rounds_its_f64_results) {
     cg_context *ctx = new_ctx();
     for (int op = 0; op < CG_OP_COUNT; op++) {
         const cg_op_desc *d = cg__op_desc((cg_op)op);
+        if (cg__op_slots(d)) continue; /* decode steps (slot indices): tests/test_step.c */
         const dtt_dims dims = d->seq == CG_SYM_T ? ssd_dims(37, 7, 40) : sscan_dims(37, 6, 5); /* ssd, gdr */
         for (int h = 0; h < 2; h++) {
             dtt_prob p, r;

@@ -37,7 +37,7 @@ CG_TEST(shape_kernel_flags) {
             CG_CHECK_OK(ctx, cg_shape_parse(ctx, text, &s));
             cg__kshape_of(&s, CG_KS_BWD, &ks);
             CG_CHECK(ks.flags == (want | CG_KS_BWD), "%s: flags %#x, want %#x", text, ks.flags, want | CG_KS_BWD);
-            const int64_t got[CG_SYM_COUNT] = {0, ks.B, ks.T, ks.G, ks.H, ks.dk, ks.dv, ks.L, ks.D, ks.N};
+            const int64_t got[CG_SYM_COUNT] = {0, ks.B, ks.T, ks.G, ks.H, ks.dk, ks.dv, ks.L, ks.D, ks.N, ks.S};
             for (int k = 1; k < CG_SYM_COUNT; k++)
                 CG_CHECK(got[k] == s.dim[k], "%s: %s = %lld, shape %lld", text, cg_sym_name((cg_sym)k), (long long)got[k],
                          (long long)s.dim[k]);

@@ -28,14 +28,15 @@
 
 #define RUN_ERRLEN 1024
 
-/* The families of the op table, each once (in the table's order), as "A|B" (sep "|")
- * or "A or B" (sep " or "). */
+/* The families of the op table that `run` takes (a forward and a backward op: not the
+ * decode steps, whose state cache it does not write back yet), each once (in the table's
+ * order), as "A|B" (sep "|") or "A or B" (sep " or "). */
 static void run_families(const char *sep, char *buf, size_t cap) {
     size_t m = 0;
     buf[0] = '\0';
     for (int op = 0; op < cg_op_count(); op++) {
         cli_op d, e;
-        int seen = cli_op_load((cg_op)op, &d) != 0;
+        int seen = cli_op_load((cg_op)op, &d) != 0 || cli_op_find(d.in.family, 1, &e) != 0;
         for (int j = 0; j < op && !seen; j++) seen = !cli_op_load((cg_op)j, &e) && !strcmp(e.in.family, d.in.family);
         if (seen) continue;
         m += (size_t)snprintf(buf + m, m < cap ? cap - m : 0, "%s%s", m ? sep : "", d.in.family);

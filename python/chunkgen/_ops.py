@@ -19,7 +19,7 @@ class OpInfo:
     its extents (symbol names of the token-major dimensions, "" for 1; `layout` tensors
     swap dimensions 1 and 2 in head-major) and, for backward outputs, the input it is the
     gradient of."""
-    __slots__ = ("index", "name", "fields", "inputs", "outputs", "extents", "layout", "grad_of")
+    __slots__ = ("index", "name", "fields", "inputs", "outputs", "extents", "layout", "grad_of", "inplace")
 
     def __init__(self, index: int, name: str, tensors):
         self.index = index
@@ -30,6 +30,7 @@ class OpInfo:
         self.extents = {t[0]: t[2] for t in tensors}
         self.layout = {t[0]: t[3] for t in tensors}
         self.grad_of = {t[0]: t[4] for t in tensors if t[4] is not None}
+        self.inplace = tuple(t[0] for t in tensors if t[5])  # inputs the call also writes (a state cache)
 
 
 OPS: Dict[str, OpInfo] = {name: OpInfo(i, name, ts) for i, (name, ts) in enumerate(_C.ops())}
@@ -96,6 +97,13 @@ def output_dtypes(op: str, dtypes: Sequence[Optional[int]]) -> Tuple[int, ...]:
     return _C.output_dtypes(OPS[op].index, tuple(dtypes))
 
 
+def _prod(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
 def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int], flag: int, backend: int,
              cu=None) -> None:
     """The library's own check of a call that is only traced (JAX's abstract evaluation,
@@ -115,7 +123,15 @@ def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int]
         offsets = np.zeros(tuple(int(d) for d in cu_shape), dtype=np.int64 if cu_dt == I64 else np.int32)
         if offsets.ndim == 1 and offsets.size > 1:  # (a T the dtype cannot hold: the last offset is refused)
             offsets[-1] = min(seq_len(op, shapes, flag), np.iinfo(offsets.dtype).max)
-    descs = tuple((1 << 20, dtypes[n], tuple(int(d) for d in shapes[n]), None) if shapes.get(n) is not None else None
+    addr = {n: 1 << 20 for n in info.fields}
+    if info.inplace:  # an input the call writes is checked as an output is: placed past every other one
+        size = {F32: 4, F64: 8, BF16: 2, F16: 2, I32: 4, I64: 8}
+        nbytes = {n: size.get(dtypes.get(n), 8) * _prod(shapes[n]) for n in info.fields if shapes.get(n) is not None}
+        end = (1 << 20) + max([b for n, b in nbytes.items() if n not in info.inplace] or [0])
+        for n in info.inplace:
+            addr[n] = end = (end + 63) // 64 * 64
+            end += nbytes.get(n, 0)
+    descs = tuple((addr[n], dtypes[n], tuple(int(d) for d in shapes[n]), None) if shapes.get(n) is not None else None
                   for n in info.fields)
     _C.validate(info.index, descs, flag, backend, None, None, None, 0, False, offsets)
 

@@ -341,3 +341,64 @@ def shard_sscan(mesh, batch_axis=None, *, delta_softplus: bool = False):
             *(args[n] for n in names))
 
     return f
+
+
+# ------------------------------------------------------------ decode steps (issue #36)
+
+def _step(op: str, given: dict, flag: int):
+    """One decode-step call: the present inputs (name -> array) in field order as operands;
+    the results, in field order, are the in-place inputs' new values (each aliased to its
+    operand by input_output_aliases: XLA writes into the operand's buffer when it is
+    donated, else copies it once) and the outputs. Returns (outputs..., new in-place
+    inputs...)."""
+    info = OPS[op]
+    codes = {}
+    for n, a in given.items():
+        dt = np.dtype(a.dtype)
+        if dt not in _DTYPES and dt not in _INDEX:
+            raise ValueError(f"{n}: dtype {dt} but expected float32, float64, bfloat16 / float16, or int32 / int64 "
+                             f"(slot indices)")
+        codes[n] = _INDEX.get(dt, _DTYPES.get(dt))
+    backend = REF if F64 in codes.values() else _AUTO
+    shapes = {n: (tuple(given[n].shape) if n in given else None) for n in info.inputs}
+    validate(op, shapes, codes, flag, backend)  # shapes and dtypes at trace time; the indices' values: the call's
+    out_dt = dict(zip(info.outputs, output_dtypes(op, [codes.get(n) for n in info.inputs])))
+    names = [n for n in info.fields if n in given]
+    present, results, aliases = 0, [], {}
+    for i, n in enumerate(info.fields):
+        if n in given or n in info.outputs:
+            present |= 1 << i
+        if n in info.inplace:
+            aliases[names.index(n)] = len(results)
+            results.append(jax.ShapeDtypeStruct(given[n].shape, given[n].dtype))
+        elif n in info.outputs:
+            results.append(jax.ShapeDtypeStruct(output_shape(op, n, shapes, flag), _NP[out_dt[n]]))
+    call = jax.ffi.ffi_call(TARGET, results, input_output_aliases=aliases)
+    outs = call(*[given[n] for n in names], op=np.int64(info.index), flag=np.int64(flag), present=np.int64(present),
+                backend=np.int64(backend), config="")
+    by_name = dict(zip([n for n in info.fields if n in info.inplace or n in info.outputs], outs))
+    return tuple(by_name[n] for n in info.outputs) + tuple(by_name[n] for n in info.inplace)
+
+
+def ssd_step(q, k, v, log_alpha, cache, state_indices, dst_indices=None):
+    """One decode step of SSD (T tokens per entry, usually 1) from a state cache:
+    returns (o [B, T, H, dv], new cache). q, k [B, T, G, dk]; v [B, T, H, dv]; log_alpha
+    [B, T, H]; cache [S, H, dk, dv]; state_indices int32/int64 [B] (-1: padding, o zero, no
+    slot touched); dst_indices [B, T] or None (the slot each token's state goes to, -1
+    none; else the last state goes back to state_indices[b]). The new cache aliases the
+    old one (input_output_aliases): donate it (jax.jit(..., donate_argnums)) and the
+    update is in place. Not differentiable."""
+    given = dict(q=q, k=k, v=v, log_alpha=log_alpha, cache=cache, state_indices=state_indices)
+    if dst_indices is not None:
+        given["dst_indices"] = dst_indices
+    return _step("ssd_step", given, 0)
+
+
+def sscan_step(x, delta, A, B, C, cache, state_indices, D=None, z=None, delta_bias=None, dst_indices=None, *,
+               delta_softplus: bool = False):
+    """One decode step of the selective scan (mamba's selective_state_update) from a state
+    cache: returns (y [B, L, D], new cache). x, delta, z [B, L, D]; A [D, N]; B, C [B, L, N]
+    or [B, L, G, N]; D, delta_bias [D]; cache [S, D, N]; indices as in ssd_step."""
+    given = dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, cache=cache,
+                 state_indices=state_indices, dst_indices=dst_indices)
+    return _step("sscan_step", {n: a for n, a in given.items() if a is not None}, int(bool(delta_softplus)))

@@ -49,7 +49,7 @@ from torch import Tensor
 from . import _C
 from ._ops import I32, I64, OPS, layout_flag, output_shapes, scale_factor, validate
 
-__all__ = ["ssd", "sscan", "gdr"]
+__all__ = ["ssd", "sscan", "gdr", "ssd_step", "sscan_step"]
 
 _AUTO = 0
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)  # cg_dtype order
@@ -491,3 +491,61 @@ def gdr(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[T
     else:
         o, hT = gdr_fwd(*ins, flag, cu_seqlens)
     return (o if mul == 1 else o * mul), hT
+
+
+# ------------------------------------------------------------ decode steps (issue #36)
+
+@torch.library.custom_op("chunkgen::ssd_step", mutates_args=("cache",))
+def ssd_step_op(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, cache: Tensor, state_indices: Tensor,
+                dst_indices: Optional[Tensor] = None) -> Tensor:
+    """SSD decode step: o; cache updated in place (declared to torch.library)."""
+    return _run("ssd_step", (q, k, v, log_alpha, cache, state_indices, dst_indices), 0)[0]
+
+
+@ssd_step_op.register_fake
+def _(q, k, v, log_alpha, cache, state_indices, dst_indices=None):
+    return v.new_empty(v.shape)  # o [B, T, H, dv] in v's dtype
+
+
+@torch.library.custom_op("chunkgen::sscan_step", mutates_args=("cache",))
+def sscan_step_op(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor],
+                  z: Optional[Tensor], delta_bias: Optional[Tensor], cache: Tensor, state_indices: Tensor,
+                  dst_indices: Optional[Tensor], delta_softplus: bool) -> Tensor:
+    """Selective-scan decode step: y; cache updated in place (declared to torch.library)."""
+    return _run("sscan_step", (x, delta, A, B, C, D, z, delta_bias, cache, state_indices, dst_indices),
+                int(delta_softplus))[0]
+
+
+@sscan_step_op.register_fake
+def _(x, delta, A, B, C, D, z, delta_bias, cache, state_indices, dst_indices, delta_softplus):
+    return x.new_empty(x.shape)  # y [B, L, D] in x's dtype
+
+
+def ssd_step(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, cache: Tensor, state_indices: Tensor,
+             dst_indices: Optional[Tensor] = None) -> Tensor:
+    """One decode step of SSD (or T tokens per entry) from a state cache, updated in place.
+
+    q, k [B, T, G, dk]; v [B, T, H, dv]; log_alpha [B, T, H] (T = 1 for plain decoding);
+    cache [S, H, dk, dv] (float32, or q/k/v's 16-bit dtype); state_indices int32/int64 [B]:
+    the slot entry b reads (-1: padding, its o is zero, no slot touched); dst_indices
+    int32/int64 [B, T] or None: the slot the state after token t goes to (-1: none), else
+    the state after the last token goes back to state_indices[b]. Returns o [B, T, H, dv].
+    Not differentiable. Bad indices (out of range, a slot written twice, a slot written by
+    one entry and read by another) raise ValueError before the cache is touched."""
+    ins = (q, k, v, log_alpha, cache, state_indices, dst_indices)
+    if _path(ins) == "direct":
+        return _run("ssd_step", ins, 0)[0]
+    return ssd_step_op(*ins)
+
+
+def sscan_step(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, cache: Tensor, state_indices: Tensor,
+               D: Optional[Tensor] = None, z: Optional[Tensor] = None, delta_bias: Optional[Tensor] = None,
+               dst_indices: Optional[Tensor] = None, *, delta_softplus: bool = False) -> Tensor:
+    """One decode step of the selective scan (mamba's selective_state_update) from a state
+    cache, updated in place: x, delta, z [B, L, D] (L = 1 for plain decoding); A [D, N];
+    B, C [B, L, N] or [B, L, G, N]; D, delta_bias [D]; cache [S, D, N]; state_indices [B];
+    dst_indices [B, L] or None, as in ssd_step. Returns y [B, L, D]."""
+    ins = (x, delta, A, B, C, D, z, delta_bias, cache, state_indices, dst_indices)
+    if _path(ins) == "direct":
+        return _run("sscan_step", ins, int(bool(delta_softplus)))[0]
+    return sscan_step_op(*ins, bool(delta_softplus))

@@ -195,11 +195,19 @@ static int buffer_view(const Py_buffer *buf, cg_tensor *t, const char *name) {
     return 0;
 }
 
-static int read_buffer(PyObject *o, int output, cg_tensor *t, Py_buffer *buf, int *got, const char *name) {
+static int torch_slot_dtype(PyObject *dt, const char *name);
+
+static int read_buffer(PyObject *o, int output, int index, cg_tensor *t, Py_buffer *buf, int *got, const char *name) {
     if (PyObject_GetBuffer(o, buf, output ? PyBUF_RECORDS : PyBUF_RECORDS_RO) < 0) return -1;
     *got = 1;
     const char *fmt = buf->format ? buf->format : "B";
     if (fmt[0] == '<' || fmt[0] == '=' || fmt[0] == '@') fmt++;
+    const int integer = fmt[0] && !fmt[1] && strchr("ilq", fmt[0]);
+    if (index) { /* a decode step's slot indices (CG_TENSOR_INDEX) */
+        if (integer && (buf->itemsize == 4 || buf->itemsize == 8)) t->dtype = buf->itemsize == 4 ? CG_I32 : CG_I64;
+        else return bad(name, "dtype must be int32 or int64 (slot indices)");
+        return buffer_view(buf, t, name);
+    }
     if (!strcmp(fmt, "f") && buf->itemsize == 4) t->dtype = CG_F32;
     else if (!strcmp(fmt, "d") && buf->itemsize == 8) t->dtype = CG_F64;
     else if (!strcmp(fmt, "e") && buf->itemsize == 2) t->dtype = CG_F16;
@@ -253,8 +261,10 @@ int cgpy_read(cgpy_call *c, int i, PyObject *o) {
     if (PyTuple_Check(o)) {
         r = read_descriptor(o, t, td->name);
         if (!r && PyTuple_GET_ITEM(o, 3) == Py_None) return 0; /* contiguous by its owner's word */
-    } else if (PyObject_CheckBuffer(o)) r = read_buffer(o, td->output, t, &c->bufs[i], &c->got[i], td->name);
-    else r = read_tensor_like(o, t, td->name);
+    } else if (PyObject_CheckBuffer(o)) /* a tensor written in place (a state cache) is asked for writable */
+        r = read_buffer(o, td->output || (td->flags & CG_TENSOR_INPLACE), (td->flags & CG_TENSOR_INDEX) != 0, t,
+                        &c->bufs[i], &c->got[i], td->name);
+    else r = (td->flags & CG_TENSOR_INDEX) ? read_tensor_with(o, t, td->name, torch_slot_dtype) : read_tensor_like(o, t, td->name);
     if (r) return -1;
     /* The C API reads all-zero strides as "contiguous": a broadcast view must be copied
      * by the caller (the torch path does, read_torch_input; numpy's in Python). */
@@ -290,6 +300,13 @@ static int read_cu_buffer(cgpy_call *c, PyObject *o, cg_tensor *t, const char *n
         return -1;
     }
     return buffer_view(b, t, name);
+}
+
+/* The cg_dtype of torch.int32 / torch.int64 for a decode step's slot indices; -1 with ValueError set. */
+static int torch_slot_dtype(PyObject *dt, const char *name) {
+    if (dt && (dt == torch_idx[0] || dt == torch_idx[1])) return dt == torch_idx[0] ? CG_I32 : CG_I64;
+    if (dt) PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected torch.int32 or torch.int64 (slot indices)", name, dt);
+    return -1;
 }
 
 /* The cg_dtype of torch.int32 / torch.int64; -1 with ValueError set. */
@@ -343,7 +360,7 @@ static PyObject *s_is_cpu;
  * rank, no empty dimension. Returns the cg_dtype, -1 with ValueError set. */
 static int check_one(const cgpy_opdesc *d, int i, PyObject *o, PyObject *dt, PyObject *shape, PyObject *f, int f_cpu) {
     const char *name = d->t[i].name, *fname = d->t[0].name;
-    int code = torch_dtype(dt, name);
+    int code = (d->t[i].flags & CG_TENSOR_INDEX) ? torch_slot_dtype(dt, name) : torch_dtype(dt, name);
     if (code < 0) return -1;
     if (o != f) {
         /* both on the CPU (a cheap property), else the devices compared */
@@ -438,6 +455,11 @@ static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, int f
         !(st = PyObject_CallMethodNoArgs(o, s_stride)) || read_shape_strides(shape, st, t, name))
         goto out;
     t->dtype = (cg_dtype)code;
+    if (needs_copy(t) && (c->d->t[i].flags & CG_TENSOR_INPLACE)) { /* a copy would take the call's writes */
+        PyErr_Format(PyExc_ValueError, "%s: written in place, but its strides need a copy (expected the last "
+                                       "dimension contiguous, not a broadcast view)", name);
+        goto out;
+    }
     if (needs_copy(t)) {
         c->pending[i] = o; /* (borrowed: the inputs tuple outlives the call) */
         memset(t->stride, 0, sizeof t->stride);

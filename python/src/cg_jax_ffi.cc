@@ -92,7 +92,7 @@ int dtype_of(ffi::DataType t) {
     case ffi::DataType::F64: return CG_F64;
     case ffi::DataType::BF16: return CG_BF16;
     case ffi::DataType::F16: return CG_F16;
-    case ffi::DataType::S32: return CG_I32; /* cu_seqlens (the library names any other tensor given so) */
+    case ffi::DataType::S32: return CG_I32; /* cu_seqlens, slot indices (the library names any other tensor given so) */
     case ffi::DataType::S64: return CG_I64;
     default: return -1;
     }
@@ -118,7 +118,15 @@ ffi::Error fill(int64_t op, int64_t flag, int64_t present, const ffi::RemainingA
     for (int i = 0; i < cgov_ntensors(o); i++) {
         if (!(present >> i & 1)) continue;
         cg_tensor *t = cgov_tensor(o, args, i);
-        if (cgov_is_output(o, i)) {
+        if (cgov_is_inplace(o, i)) { /* the operand, and the result aliased to it (input_output_aliases):
+                                      * the call writes the result's buffer, which XLA gave the operand's
+                                      * contents (its own memory when the operand is donated) */
+            auto a = ins.get<ffi::AnyBuffer>(ni++);
+            auto r = outs.get<ffi::AnyBuffer>(no++);
+            if (a.has_error()) return a.error();
+            if (r.has_error()) return r.error();
+            *t = tensor_of(**r);
+        } else if (cgov_is_output(o, i)) {
             auto r = outs.get<ffi::AnyBuffer>(no++);
             if (r.has_error()) return r.error();
             *t = tensor_of(**r);

@@ -373,7 +373,8 @@ static PyObject *py_output_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t
         PyObject *o = PyTuple_GET_ITEM(a[1], i);
         long v = o == Py_None ? -1 : PyLong_AsLong(o);
         if (v == -1 && PyErr_Occurred()) return NULL;
-        if (v < -1 || v >= CGPY_NDTYPES)
+        const int index = (d->t[i].flags & CG_TENSOR_INDEX) && (v == CG_I32 || v == CG_I64); /* slot indices */
+        if (v < -1 || (v >= CGPY_NDTYPES && !index))
             return PyErr_Format(PyExc_ValueError, "%s: dtype %ld but expected a cg_dtype in [0, %d)", d->t[i].name, v,
                                 CGPY_NDTYPES);
         dt[i] = (int)v;
@@ -493,16 +494,18 @@ static PyObject *py_set_log_handler(PyObject *self, PyObject *arg) {
 
 /* ------------------------------------------------------------ the rest */
 
-/* One tensor of the op table: (name, is_output, extents, layout, grad_of). extents: the
- * symbol names of its logical (token-major) dimensions ("B", "T", "G", "dk", ...; "" for
+/* One tensor of the op table: (name, is_output, extents, layout, grad_of, inplace). extents:
+ * the symbol names of its logical (token-major) dimensions ("B", "T", "G", "dk", ...; "" for
  * an extent of 1); layout: head-major swaps dimensions 1 and 2; grad_of: the input a
- * backward output is the gradient of, or None. */
+ * backward output is the gradient of, or None; inplace: an input the call also writes (a
+ * decode step's state cache). */
 static PyObject *tensor_facts(const cg_tensor_info *t) {
     PyObject *ext = PyTuple_New(4);
     for (int k = 0; ext && k < 4; k++) PyTuple_SET_ITEM(ext, k, PyUnicode_FromString(cg_sym_name(t->ext[k])));
     if (!ext) return NULL;
-    return Py_BuildValue("(sNNNz)", t->name, PyBool_FromLong(t->output), ext,
-                         PyBool_FromLong((t->flags & CG_TENSOR_LAYOUT) != 0), t->grad_of);
+    return Py_BuildValue("(sNNNzN)", t->name, PyBool_FromLong(t->output), ext,
+                         PyBool_FromLong((t->flags & CG_TENSOR_LAYOUT) != 0), t->grad_of,
+                         PyBool_FromLong((t->flags & CG_TENSOR_INPLACE) != 0));
 }
 
 /* ops() -> ((name, (tensor facts, ...)), ...) in cg_op order, from the op table

@@ -19,6 +19,7 @@ const char *cgov_op_name(cg_op op) { return cg_op_name(op); }
 int cgov_ntensors(cg_op op) { return info_of(op).ntensors; }
 const char *cgov_tensor_name(cg_op op, int i) { return tensor_of(op, i).name; }
 int cgov_is_output(cg_op op, int i) { return tensor_of(op, i).output; }
+int cgov_is_inplace(cg_op op, int i) { return (tensor_of(op, i).flags & CG_TENSOR_INPLACE) != 0; }
 cg_tensor *cgov_tensor(cg_op op, cgov_args *args, int i) { return cg_op_args_tensor(op, args, i); }
 cg_tensor *cgov_cu(cg_op op, cgov_args *args) { return cg_op_args_tensor(op, args, info_of(op).ntensors); }
 

@@ -33,6 +33,8 @@ const char *cgov_op_name(cg_op op);
 int cgov_ntensors(cg_op op);
 const char *cgov_tensor_name(cg_op op, int i);
 int cgov_is_output(cg_op op, int i);
+/* Whether tensor i is an input the call writes in place (CG_TENSOR_INPLACE: a decode step's cache). */
+int cgov_is_inplace(cg_op op, int i);
 /* Tensor i's slot in args (an args struct of op's type). */
 cg_tensor *cgov_tensor(cg_op op, cgov_args *args, int i);
 /* The op's cu_seqlens slot in args (tensor ntensors; docs/varlen.md). */

@@ -1,0 +1,231 @@
+/* step_cpu.c -- the CPU path of the decode steps (issue #36): per batch entry, T (L) tokens
+ * of the recurrence from a cache slot's state, written back in place (internal.h,
+ * cg_ssd_step_prob / cg_sscan_step_prob; the semantics: runtime/ref/ref_step.c).
+ *
+ * Memory bound: each task reads its part of the state once from the cache, runs the
+ * tokens on a float32 copy in a stack buffer (L1/L2), and writes it once per destination.
+ * SSD: a task is (b, h, block of dv columns), the state block [dk, bw] (columns are
+ * independent); per token the row update S = a S + k_i v and the output o += q_i S are
+ * loops over the block's columns that the compiler vectorizes. Selective scan: a task is
+ * (b, block of channels), per channel the state [N] and its loop over n (the exp is
+ * cg__ssd_exp, branch-free, so that it vectorizes). Rows of 16-bit tensors and caches
+ * are widened and narrowed by the running ISA variant's row converters (cpu_half.h).
+ * Threads over the tasks through the context's pool; a small call runs on the calling
+ * thread. No allocation per call. Pins: threads, block (SSD columns / scan channels). */
+#include "ssd_cpu.h" /* cg__ssd_exp; cpu_half.h, cpu_isa.h, internal.h */
+
+#include <math.h>
+#include <string.h>
+
+#define STEP_BUF 16384 /* floats of a task's state block on the stack (64 KiB) */
+#define STEP_ROW 4096  /* floats of a token row (q, k; v, o per block; sscan's B, C, A) */
+
+typedef void (*ld_fn)(float *restrict, const void *restrict, cg_dtype, int64_t);
+typedef void (*st_fn)(void *restrict, cg_dtype, const float *restrict, int64_t);
+
+/* The slot an index names, or -1 (padding, no write, or out of range: device indices are
+ * not checked by validation). */
+static int64_t slot_of(const cg_view *v, int64_t b, int64_t t, int64_t S) {
+    const int64_t x = cg__idx_at(v, b, t);
+    return x >= 0 && x < S ? x : -1;
+}
+
+/* The address of element (i0, i1, i2, i3) of view v. */
+static void *at4(const cg_view *v, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return cg__vat(v, i0 * v->s[0] + i1 * v->s[1] + i2 * v->s[2] + i3 * v->s[3]);
+}
+
+/* The threads a call uses: the pin, else about one per 256 KiB of state traffic (a small
+ * call stays on the calling thread: waking the pool costs more than it saves). */
+static cg_status step_threads(cg_context *ctx, const cg_cfg *cfg, const char *what, double bytes, int64_t tasks,
+                              int64_t *block, int64_t block_max, cg_pool **pool, int *threads) {
+    static const char *const known[] = {"threads", "block"};
+    int64_t th = 0;
+    int pinned = 0;
+    cg_status st = cg__cfg_only(ctx, cfg, what, known, 2);
+    if (!st) st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, what, &th, &pinned);
+    if (!st) st = cg__cfg_pin_int(ctx, cfg, "block", 1, block_max, what, block, NULL);
+    if (st) return st;
+    int want = pinned ? (int)th : (int)(bytes / (256.0 * 1024) + 1);
+    if (want == 1 || tasks <= 1) {
+        *pool = NULL, *threads = 1;
+        return CG_OK;
+    }
+    if (!(*pool = cg__ctx_pool(ctx))) return cg__err(ctx, CG_ENOMEM, "%s: no thread pool", what);
+    *threads = want <= 0 || want > cg__pool_size(*pool) ? cg__pool_size(*pool) : want;
+    return CG_OK;
+}
+
+/* ------------------------------------------------------------------- SSD */
+
+typedef struct ssd_run {
+    const cg_ssd_step_prob *p;
+    int64_t bw, nblk;
+    ld_fn ld;
+    st_fn st;
+} ssd_run;
+
+/* The state block [dk, w] of slot x, head h, columns j0.. into S (rows bw apart), or back. */
+static void ssd_block_io(const ssd_run *r, float *S, int64_t x, int64_t h, int64_t j0, int64_t w, int store) {
+    const cg_ssd_step_prob *p = r->p;
+    for (int64_t i = 0; i < p->dk; i++) {
+        void *row = at4(&p->cache, x, h, i, j0);
+        if (store) r->st(row, p->cache.dt, S + i * r->bw, w);
+        else r->ld(S + i * r->bw, row, p->cache.dt, w);
+    }
+}
+
+static void ssd_task(void *arg, int64_t task, int tid) {
+    (void)tid;
+    const ssd_run *r = arg;
+    const cg_ssd_step_prob *p = r->p;
+    const int64_t blk = task % r->nblk, bh = task / r->nblk, b = bh / p->H, h = bh % p->H;
+    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk, bw = r->bw;
+    const int64_t src = slot_of(&p->idx, b, 0, p->S), g = h / (p->H / p->G);
+    if (src < 0) { /* padding: zeros (all-zero bits in every float dtype) */
+        for (int64_t t = 0; t < p->T; t++) memset(at4(&p->o, b, t, h, j0), 0, (size_t)(w * cg__dt_bytes(p->o.dt)));
+        return;
+    }
+    float S[STEP_BUF], q[STEP_ROW], k[STEP_ROW], v[STEP_ROW], o[STEP_ROW];
+    ssd_block_io(r, S, src, h, j0, w, 0);
+    for (int64_t t = 0; t < p->T; t++) {
+        const float a = expf(((const float *)p->la.p)[b * p->la.s[0] + t * p->la.s[1] + h * p->la.s[2]]);
+        r->ld(q, at4(&p->q, b, t, g, 0), p->q.dt, dk);
+        r->ld(k, at4(&p->k, b, t, g, 0), p->k.dt, dk);
+        r->ld(v, at4(&p->v, b, t, h, j0), p->v.dt, w);
+        for (int64_t j = 0; j < w; j++) o[j] = 0.0f;
+        for (int64_t i = 0; i < dk; i++) {
+            float *restrict s = S + i * bw;
+            const float ki = k[i], qi = q[i];
+            for (int64_t j = 0; j < w; j++) {
+                s[j] = a * s[j] + ki * v[j];
+                o[j] += qi * s[j];
+            }
+        }
+        r->st(at4(&p->o, b, t, h, j0), p->o.dt, o, w);
+        const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
+        if (dst >= 0) ssd_block_io(r, S, dst, h, j0, w, 1);
+    }
+}
+
+cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)ex;
+    const char *what = "cpu ssd step";
+    if (p->dtype != CG_F32)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
+                       cg__dtype_name(p->dtype));
+    if (p->dk > STEP_ROW || p->dk * 8 > STEP_BUF)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)p->dk,
+                       STEP_BUF / 8);
+    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
+    ssd_run r = {p, 0, 0, isa->ld_row, isa->st_row};
+    int64_t bmax = STEP_BUF / p->dk;
+    bmax = bmax > STEP_ROW ? STEP_ROW : bmax;
+    int64_t bw = p->dv < bmax ? p->dv : bmax;
+    /* fewer tasks than about two per thread: narrower column blocks (multiples of 16) */
+    cg_pool *pool;
+    int threads;
+    const double bytes = 2.0 * (double)(p->B * p->H) * (double)(p->dk * p->dv) * (double)cg__dt_bytes(p->cache.dt);
+    int64_t pin = 0;
+    cg_status st = step_threads(ctx, cfg, what, bytes, p->B * p->H * ((p->dv + 15) / 16), &pin, bmax, &pool, &threads);
+    if (st) return st;
+    if (pin) bw = pin < p->dv ? pin : p->dv;
+    else if (threads > 1 && p->B * p->H < 2 * threads) {
+        int64_t split = (2 * threads + p->B * p->H - 1) / (p->B * p->H);
+        int64_t w = ((p->dv + split - 1) / split + 15) / 16 * 16;
+        if (w < bw) bw = w;
+    }
+    r.bw = bw;
+    r.nblk = (p->dv + bw - 1) / bw;
+    cg__dispatch_detail(ctx, " cpu ssd step block=%lld threads=%d", (long long)bw, threads);
+    cg__pool_run(pool, threads, p->B * p->H * r.nblk, ssd_task, &r);
+    return CG_OK;
+}
+
+/* ------------------------------------------------------- selective scan */
+
+typedef struct sscan_run {
+    const cg_sscan_step_prob *p;
+    int64_t bd, nblk;
+    ld_fn ld;
+    st_fn st;
+} sscan_run;
+
+static float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+static void sscan_task(void *arg, int64_t task, int tid) {
+    (void)tid;
+    const sscan_run *r = arg;
+    const cg_sscan_step_prob *p = r->p;
+    const int64_t b = task / r->nblk, d0 = task % r->nblk * r->bd, N = p->N;
+    const int64_t d1 = d0 + r->bd < p->D ? d0 + r->bd : p->D, dpg = p->D / p->G;
+    const int64_t src = slot_of(&p->idx, b, 0, p->S);
+    if (src < 0) { /* padding */
+        for (int64_t t = 0; t < p->L; t++)
+            for (int64_t d = d0; d < d1; d++) memset(at4(&p->y, b, t, d, 0), 0, (size_t)cg__dt_bytes(p->y.dt));
+        return;
+    }
+    float h[STEP_ROW], A[STEP_ROW], Bv[STEP_ROW], Cv[STEP_ROW];
+    for (int64_t d = d0; d < d1; d++) {
+        const int64_t g = d / dpg;
+        const float Dd = p->Dv.p ? ((const float *)p->Dv.p)[d * p->Dv.s[0]] : 0.0f;
+        const float bias = p->dbias.p ? ((const float *)p->dbias.p)[d * p->dbias.s[0]] : 0.0f;
+        for (int64_t n = 0; n < N; n++) A[n] = ((const float *)p->A.p)[d * p->A.s[0] + n * p->A.s[1]];
+        r->ld(h, at4(&p->cache, src, d, 0, 0), p->cache.dt, N);
+        for (int64_t t = 0; t < p->L; t++) {
+            float dt = cg__ld1(at4(&p->delta, b, t, d, 0), 0, p->delta.dt) + bias;
+            if (p->softplus) dt = softplusf(dt);
+            const float x = cg__ld1(at4(&p->x, b, t, d, 0), 0, p->x.dt), dtx = dt * x;
+            const cg_view *Bm = &p->Bm, *Cm = &p->Cm;
+            if (Bm->s[3] == 1 && Bm->dt == CG_F32) memcpy(Bv, at4(Bm, b, t, g, 0), (size_t)N * sizeof(float));
+            else for (int64_t n = 0; n < N; n++) Bv[n] = cg__ld1(Bm->p, b * Bm->s[0] + t * Bm->s[1] + g * Bm->s[2] + n * Bm->s[3], Bm->dt);
+            if (Cm->s[3] == 1 && Cm->dt == CG_F32) memcpy(Cv, at4(Cm, b, t, g, 0), (size_t)N * sizeof(float));
+            else for (int64_t n = 0; n < N; n++) Cv[n] = cg__ld1(Cm->p, b * Cm->s[0] + t * Cm->s[1] + g * Cm->s[2] + n * Cm->s[3], Cm->dt);
+            float y = 0.0f;
+            for (int64_t n = 0; n < N; n++) {
+                h[n] = cg__ssd_exp(dt * A[n]) * h[n] + dtx * Bv[n];
+                y += Cv[n] * h[n];
+            }
+            y += Dd * x;
+            if (p->z.p) {
+                const float z = cg__ld1(at4(&p->z, b, t, d, 0), 0, p->z.dt);
+                y *= z / (1.0f + expf(-z));
+            }
+            cg__st1(at4(&p->y, b, t, d, 0), 0, p->y.dt, y);
+            const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->L - 1 ? src : -1;
+            if (dst >= 0) r->st(at4(&p->cache, dst, d, 0, 0), p->cache.dt, h, N);
+        }
+    }
+}
+
+cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)ex;
+    const char *what = "cpu sscan step";
+    if (p->dtype != CG_F32)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
+                       cg__dtype_name(p->dtype));
+    if (p->N > STEP_ROW)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: N = %lld but the CPU path takes N <= %d", what, (long long)p->N,
+                       STEP_ROW);
+    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
+    sscan_run r = {p, 0, 0, isa->ld_row, isa->st_row};
+    cg_pool *pool;
+    int threads;
+    const double bytes = 2.0 * (double)(p->B * p->D) * (double)p->N * (double)cg__dt_bytes(p->cache.dt);
+    int64_t bd = 0;
+    cg_status st = step_threads(ctx, cfg, what, bytes, p->B * ((p->D + 63) / 64), &bd, p->D, &pool, &threads);
+    if (st) return st;
+    if (!bd) { /* about four tasks per thread, at least 64 channels each, at most 1024 */
+        bd = (p->B * p->D + 4 * threads - 1) / (4 * threads) / (p->B > 0 ? p->B : 1);
+        bd = bd < 64 ? 64 : bd > 1024 ? 1024 : bd;
+        if (bd > p->D) bd = p->D;
+    }
+    r.bd = bd;
+    r.nblk = (p->D + bd - 1) / bd;
+    cg__dispatch_detail(ctx, " cpu sscan step block=%lld threads=%d", (long long)bd, threads);
+    cg__pool_run(pool, threads, p->B * r.nblk, sscan_task, &r);
+    return CG_OK;
+}
+
+CG_HOST_OP_ENTRY(cpu, ssd_step, cg_ssd_step_prob, cg__ssd_step_cpu)
+CG_HOST_OP_ENTRY(cpu, sscan_step, cg_sscan_step_prob, cg__sscan_step_cpu)

@@ -1,0 +1,106 @@
+/* ref_step.c -- float64 reference of the decode steps (issue #36): per batch entry, the
+ * chunked ops' sequential recurrence over its T (L) tokens from the state of a cache slot.
+ *
+ * Entry b reads slot src = state_indices[b]; src = -1 (or any index outside the cache,
+ * which validation refuses for host indices) is padding: its outputs are zero, nothing is
+ * read or written. The running state stays float64; it is stored (rounded once to the
+ * cache's dtype) to slot dst_indices[b, t] after token t when dst_indices is given and
+ * that index is a slot, else to slot src after the last token. Entries run in order;
+ * validation refuses the calls whose result would depend on that order. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The slot an index names, or -1 (padding, no write, or out of range). */
+static int64_t slot_of(const cg_view *v, int64_t b, int64_t t, int64_t S) {
+    const int64_t x = cg__idx_at(v, b, t);
+    return x >= 0 && x < S ? x : -1;
+}
+
+cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)cfg;
+    (void)ex;
+    const int64_t dk = p->dk, dv = p->dv, hpg = p->H / p->G;
+    double *S = malloc((size_t)(dk * dv) * sizeof(double));
+    if (!S) return cg__err(ctx, CG_ENOMEM, "ref ssd step: out of memory for the state (dk=%lld, dv=%lld)",
+                           (long long)dk, (long long)dv);
+    for (int64_t b = 0; b < p->B; b++) {
+        const int64_t src = slot_of(&p->idx, b, 0, p->S);
+        for (int64_t h = 0; h < p->H; h++) {
+            if (src < 0) { /* padding */
+                for (int64_t t = 0; t < p->T; t++)
+                    for (int64_t j = 0; j < dv; j++) cg__vstore(&p->o, b, t, h, j, 0.0);
+                continue;
+            }
+            const int64_t g = h / hpg;
+            for (int64_t i = 0; i < dk; i++)
+                for (int64_t j = 0; j < dv; j++) S[i * dv + j] = cg__vload(&p->cache, src, h, i, j);
+            for (int64_t t = 0; t < p->T; t++) {
+                const double a = exp(cg__vload(&p->la, b, t, h, 0));
+                for (int64_t i = 0; i < dk; i++) {
+                    const double ki = cg__vload(&p->k, b, t, g, i);
+                    for (int64_t j = 0; j < dv; j++) S[i * dv + j] = a * S[i * dv + j] + ki * cg__vload(&p->v, b, t, h, j);
+                }
+                for (int64_t j = 0; j < dv; j++) {
+                    double acc = 0;
+                    for (int64_t i = 0; i < dk; i++) acc += cg__vload(&p->q, b, t, g, i) * S[i * dv + j];
+                    cg__vstore(&p->o, b, t, h, j, acc);
+                }
+                const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
+                if (dst >= 0)
+                    for (int64_t i = 0; i < dk; i++)
+                        for (int64_t j = 0; j < dv; j++) cg__vstore(&p->cache, dst, h, i, j, S[i * dv + j]);
+            }
+        }
+    }
+    free(S);
+    return CG_OK;
+}
+
+static double softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+
+cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)cfg;
+    (void)ex;
+    const int64_t N = p->N, dpg = p->D / p->G;
+    double *h = malloc((size_t)N * sizeof(double));
+    if (!h) return cg__err(ctx, CG_ENOMEM, "ref sscan step: out of memory (N=%lld)", (long long)N);
+    for (int64_t b = 0; b < p->B; b++) {
+        const int64_t src = slot_of(&p->idx, b, 0, p->S);
+        for (int64_t d = 0; d < p->D; d++) {
+            if (src < 0) { /* padding */
+                for (int64_t t = 0; t < p->L; t++) cg__vstore(&p->y, b, t, d, 0, 0.0);
+                continue;
+            }
+            const int64_t g = d / dpg;
+            const double Dd = p->Dv.p ? cg__vload(&p->Dv, d, 0, 0, 0) : 0.0;
+            for (int64_t n = 0; n < N; n++) h[n] = cg__vload(&p->cache, src, d, n, 0);
+            for (int64_t t = 0; t < p->L; t++) {
+                double dt = cg__vload(&p->delta, b, t, d, 0);
+                if (p->dbias.p) dt += cg__vload(&p->dbias, d, 0, 0, 0);
+                if (p->softplus) dt = softplus(dt);
+                const double x = cg__vload(&p->x, b, t, d, 0);
+                double y = 0;
+                for (int64_t n = 0; n < N; n++) {
+                    h[n] = exp(dt * cg__vload(&p->A, d, n, 0, 0)) * h[n] + dt * cg__vload(&p->Bm, b, t, g, n) * x;
+                    y += cg__vload(&p->Cm, b, t, g, n) * h[n];
+                }
+                y += Dd * x;
+                if (p->z.p) {
+                    const double z = cg__vload(&p->z, b, t, d, 0);
+                    y *= z / (1.0 + exp(-z));
+                }
+                cg__vstore(&p->y, b, t, d, 0, y);
+                const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->L - 1 ? src : -1;
+                if (dst >= 0)
+                    for (int64_t n = 0; n < N; n++) cg__vstore(&p->cache, dst, d, n, 0, h[n]);
+            }
+        }
+    }
+    free(h);
+    return CG_OK;
+}
+
+CG_HOST_OP_ENTRY(ref, ssd_step, cg_ssd_step_prob, cg__ssd_step_ref)
+CG_HOST_OP_ENTRY(ref, sscan_step, cg_sscan_step_prob, cg__sscan_step_ref)

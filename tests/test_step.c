@@ -1,0 +1,470 @@
+/* test_step.c -- the decode steps (issue #36): cg_ssd_step and cg_sscan_step over a state
+ * cache, on the cpu and ref backends.
+ *   - consistency: T calls of one token each from the cache equal the chunked forward
+ *     (cg_ssd_fwd / cg_sscan_fwd, h0 = the slots' states, hT) over the same T tokens, with
+ *     a padding entry in the batch (its outputs zero, no slot touched), on odd shapes;
+ *     one call of T tokens equals the T calls, and with dst_indices each token's state
+ *     lands in its own slot;
+ *   - a bfloat16 cache against the float64 reference on the same cache;
+ *   - bad input (indices out of range, two writes to a slot, a slot read by one entry and
+ *     written by another, a cache of the wrong shape or dtype, float indices): a status, a
+ *     message naming the argument, and the cache bit-identical afterwards. */
+#include "cg_test.h"
+#include "ops.h"
+
+#define MAXB 8
+
+/* Token t of a [B, T, ...] buffer as a [B, 1, ...] tensor (same strides). */
+static cg_tensor token(const cg_tbuf *b, int64_t t) {
+    cg_tensor x = b->t;
+    x.data = (char *)b->mem + t * b->t.stride[1] * (int64_t)cg_dtype_size(b->t.dtype);
+    x.shape[1] = 1;
+    return x;
+}
+
+static cg_tbuf idx_buf(int ndim, const int64_t *shape, const int64_t *vals) {
+    cg_tbuf b = cg_tbuf_new(CG_I32, ndim, shape);
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int64_t i = 0; i < n; i++) ((int32_t *)b.mem)[i] = (int32_t)vals[i];
+    return b;
+}
+
+static size_t tbuf_bytes(const cg_tbuf *b) { return (size_t)b->count * cg_dtype_size(b->t.dtype); }
+
+static cg_tbuf rand_buf(cg_rng *r, cg_dtype dt, int ndim, const int64_t *shape, double lo, double hi) {
+    cg_tbuf b = cg_tbuf_new(dt, ndim, shape);
+    cg_tbuf_fill(&b, r, lo, hi);
+    return b;
+}
+
+/* Elements [b, ...] of a [B, ...] buffer: the relative error of a against ref over entry b's rows. */
+static double rows_err(const cg_tbuf *a, int64_t ia, const cg_tbuf *ref, int64_t ir) {
+    int64_t n = 1;
+    for (int i = 1; i < a->t.ndim; i++) n *= a->t.shape[i];
+    cg_erracc e = {0};
+    for (int64_t k = 0; k < n; k++) {
+        int64_t ix[4] = {ia, 0, 0, 0}, rx[4] = {ir, 0, 0, 0};
+        for (int64_t r = k, i = a->t.ndim - 1; i >= 1; i--) ix[i] = rx[i] = r % a->t.shape[i], r /= a->t.shape[i];
+        cg__erracc_add(&e, cg_tbuf_get(a, ix), cg_tbuf_get(ref, rx));
+    }
+    return cg__erracc_value(&e);
+}
+
+/* Whether entry b's rows of a [B, ...] buffer are all exactly zero. */
+static int rows_zero(const cg_tbuf *a, int64_t b) {
+    int64_t n = 1;
+    for (int i = 1; i < a->t.ndim; i++) n *= a->t.shape[i];
+    for (int64_t k = 0; k < n; k++) {
+        int64_t ix[4] = {b, 0, 0, 0};
+        for (int64_t r = k, i = a->t.ndim - 1; i >= 1; i--) ix[i] = r % a->t.shape[i], r /= a->t.shape[i];
+        if (cg_tbuf_get(a, ix) != 0.0) return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------- SSD */
+
+enum { SB = 4, ST = 5, SG = 2, SH = 6, SDK = 48, SDV = 40, SS = 9 };
+static const int64_t k_slots[SB] = {3, -1, 0, 7}; /* entry 1 is padding */
+
+typedef struct ssd_data {
+    cg_tbuf q, k, v, la, cache0;
+} ssd_data;
+
+static ssd_data ssd_data_new(cg_rng *r, cg_dtype cache_dt) {
+    ssd_data d;
+    d.q = rand_buf(r, CG_F32, 4, (int64_t[]){SB, ST, SG, SDK}, -1, 1);
+    d.k = rand_buf(r, CG_F32, 4, (int64_t[]){SB, ST, SG, SDK}, -1, 1);
+    d.v = rand_buf(r, CG_F32, 4, (int64_t[]){SB, ST, SH, SDV}, -1, 1);
+    d.la = rand_buf(r, CG_F32, 3, (int64_t[]){SB, ST, SH}, -0.3, 0);
+    d.cache0 = rand_buf(r, cache_dt, 4, (int64_t[]){SS, SH, SDK, SDV}, -1, 1);
+    return d;
+}
+static void ssd_data_free(ssd_data *d) {
+    cg_tbuf_free(&d->q), cg_tbuf_free(&d->k), cg_tbuf_free(&d->v), cg_tbuf_free(&d->la), cg_tbuf_free(&d->cache0);
+}
+
+/* Tokens t0 .. t0+n-1 of d into one step call. */
+static cg_ssd_step_args ssd_args(const ssd_data *d, int64_t t0, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                                 cg_tbuf *o) {
+    cg_ssd_step_args a = CG_SSD_STEP_ARGS_INIT;
+    a.q = token(&d->q, t0), a.k = token(&d->k, t0), a.v = token(&d->v, t0), a.log_alpha = token(&d->la, t0);
+    a.q.shape[1] = a.k.shape[1] = a.v.shape[1] = a.log_alpha.shape[1] = n;
+    a.cache = cache->t;
+    a.state_indices = idx->t;
+    if (dst) a.dst_indices = dst->t;
+    a.o = o->t;
+    return a;
+}
+
+static void ssd_consistency(cg_backend be) {
+    CG_TEST_CONTEXT(ctx);
+    cg_rng r = {36};
+    ssd_data d = ssd_data_new(&r, CG_F32);
+    cg_exec ex = CG_EXEC_INIT;
+    ex.backend = be;
+    cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_slots);
+    /* T calls of one token */
+    cg_tbuf cache = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape);
+    memcpy(cache.mem, d.cache0.mem, tbuf_bytes(&cache));
+    cg_tbuf o = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, ST, SH, SDV});
+    cg_tbuf_fill(&o, &r, NAN, NAN); /* an element not written fails */
+    cg_tbuf prefix[ST]; /* the cache after each token */
+    for (int64_t t = 0; t < ST; t++) {
+        cg_tbuf ot = o;
+        ot.t = token(&o, t);
+        cg_ssd_step_args a = ssd_args(&d, t, 1, &cache, &idx, NULL, &ot);
+        CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a, &ex));
+        prefix[t] = cg_tbuf_new(CG_F32, 4, cache.t.shape);
+        memcpy(prefix[t].mem, cache.mem, tbuf_bytes(&cache));
+    }
+    /* the chunked forward from h0 = the slots' states (zero for the padding entry) */
+    cg_tbuf h0 = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, SH, SDK, SDV}), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
+    cg_tbuf of = cg_tbuf_new(CG_F32, 4, o.t.shape);
+    const size_t state = (size_t)SH * SDK * SDV * sizeof(float);
+    for (int b = 0; b < SB; b++)
+        if (k_slots[b] >= 0) memcpy((float *)h0.mem + b * SH * SDK * SDV, (float *)d.cache0.mem + k_slots[b] * SH * SDK * SDV, state);
+    cg_ssd_fwd_args f = CG_SSD_FWD_ARGS_INIT;
+    f.q = d.q.t, f.k = d.k.t, f.v = d.v.t, f.log_alpha = d.la.t, f.h0 = h0.t, f.o = of.t, f.hT = hT.t;
+    cg_exec fx = CG_EXEC_INIT;
+    fx.backend = CG_BACKEND_CPU;
+    CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &f, &fx));
+    for (int b = 0; b < SB; b++) {
+        if (k_slots[b] < 0) {
+            CG_CHECK(rows_zero(&o, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
+            continue;
+        }
+        double eo = rows_err(&o, b, &of, b), eh = rows_err(&cache, k_slots[b], &hT, b);
+        CG_CHECK(eo <= 1e-5 && eh <= 1e-5, "%s: entry %d: o err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
+                 b, eo, eh);
+    }
+    /* slots no entry names: bit-identical */
+    for (int s = 0; s < SS; s++) {
+        int named = 0;
+        for (int b = 0; b < SB; b++) named |= k_slots[b] == s;
+        if (!named)
+            CG_CHECK(!memcmp((float *)cache.mem + s * SH * SDK * SDV, (float *)d.cache0.mem + s * SH * SDK * SDV, state),
+                     "%s: slot %d changed", cg_backend_name(be), s);
+    }
+    /* one call of T tokens: the same outputs and final states */
+    cg_tbuf cache2 = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o2 = cg_tbuf_new(CG_F32, 4, o.t.shape);
+    memcpy(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2));
+    cg_ssd_step_args a2 = ssd_args(&d, 0, ST, &cache2, &idx, NULL, &o2);
+    CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a2, &ex));
+    CG_CHECK(cg_rel_err(&o2, &o) <= 1e-6 && cg_rel_err(&cache2, &cache) <= 1e-6, "%s: T tokens in one call: o %.3g, cache %.3g",
+             cg_backend_name(be), cg_rel_err(&o2, &o), cg_rel_err(&cache2, &cache));
+    /* dst_indices [B, T]: the state after token t of entry b in its own slot (entry 2 writes
+     * only tokens 1 and 3; the padding entry's row is ignored) */
+    const int64_t dv[SB * ST] = {1, 2, 4, 5, 6, 0, 0, 0, 0, 0, -1, 8, -1, 3, -1, 7, -1, -1, -1, -1};
+    const int64_t src[SB] = {0, -1, 3, 7};
+    cg_tbuf dst = idx_buf(2, (int64_t[]){SB, ST}, dv), isrc = idx_buf(1, (int64_t[]){SB}, src);
+    cg_tbuf cache3 = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o3 = cg_tbuf_new(CG_F32, 4, o.t.shape);
+    /* slots 0, 3, 7 hold the states entries 0, 2, 3 start from above (3, 0, 7) */
+    memcpy(cache3.mem, d.cache0.mem, tbuf_bytes(&cache3));
+    const int64_t from[SB] = {3, -1, 0, 7};
+    for (int b = 0; b < SB; b++)
+        if (src[b] >= 0) memcpy((float *)cache3.mem + src[b] * SH * SDK * SDV, (float *)d.cache0.mem + from[b] * SH * SDK * SDV, state);
+    cg_ssd_step_args a3 = ssd_args(&d, 0, ST, &cache3, &isrc, &dst, &o3);
+    CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a3, &ex));
+    CG_CHECK(cg_rel_err(&o3, &o) <= 1e-6, "%s: dst_indices: o %.3g", cg_backend_name(be), cg_rel_err(&o3, &o));
+    for (int b = 0; b < SB; b++)
+        for (int t = 0; t < ST; t++) {
+            const int64_t y = dv[b * ST + t];
+            if (src[b] < 0 || y < 0) continue;
+            double e = rows_err(&cache3, y, &prefix[t], from[b]);
+            CG_CHECK(e <= 1e-6, "%s: dst_indices[%d, %d] = %lld: state err %.3g", cg_backend_name(be), b, t, (long long)y, e);
+        }
+    for (int t = 0; t < ST; t++) cg_tbuf_free(&prefix[t]);
+    cg_tbuf *all[] = {&idx, &cache, &o, &h0, &hT, &of, &cache2, &o2, &dst, &isrc, &cache3, &o3};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+    ssd_data_free(&d);
+    cg_context_free(ctx);
+}
+
+CG_TEST(step_ssd_consistency_cpu) { ssd_consistency(CG_BACKEND_CPU); }
+CG_TEST(step_ssd_consistency_ref) { ssd_consistency(CG_BACKEND_REF); }
+/* the generated kernel (templates/ssd_step.cu) under the SIMT emulator */
+CG_TEST(step_ssd_consistency_emulate) { ssd_consistency(CG_BACKEND_EMULATE); }
+
+/* A bfloat16 cache (and bf16 q, k, v, o) on the cpu against the float64 reference. */
+CG_TEST(step_ssd_bf16_cache) {
+    CG_TEST_CONTEXT(ctx);
+    cg_rng r = {7};
+    ssd_data d = ssd_data_new(&r, CG_BF16);
+    cg_tbuf *half[] = {&d.q, &d.v};
+    for (int i = 0; i < 2; i++) {
+        cg_tbuf x = cg_tbuf_new(CG_BF16, 4, half[i]->t.shape);
+        cg_tbuf_copy(&x, half[i]);
+        cg_tbuf_free(half[i]);
+        *half[i] = x;
+    }
+    cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_slots);
+    cg_tbuf c[3], o[3];
+    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
+    for (int i = 0; i < 3; i++) {
+        c[i] = cg_tbuf_new(CG_BF16, 4, d.cache0.t.shape);
+        memcpy(c[i].mem, d.cache0.mem, tbuf_bytes(&c[i]));
+        o[i] = cg_tbuf_new(CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV});
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = bes[i];
+        cg_ssd_step_args a = ssd_args(&d, 0, ST, &c[i], &idx, NULL, &o[i]);
+        CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a, &ex));
+    }
+    for (int i = 1; i < 3; i++)
+        CG_CHECK(cg_rel_err(&o[i], &o[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: o %.3g, cache %.3g",
+                 cg_backend_name(bes[i]), cg_rel_err(&o[i], &o[0]), cg_rel_err(&c[i], &c[0]));
+    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
+    cg_tbuf_free(&idx);
+    ssd_data_free(&d);
+    cg_context_free(ctx);
+}
+
+/* Bad input: refused before anything is written. */
+CG_TEST(step_ssd_bad_input) {
+    CG_TEST_CONTEXT(ctx);
+    cg_rng r = {5};
+    ssd_data d = ssd_data_new(&r, CG_F32);
+    cg_tbuf cache = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, 1, SH, SDV});
+    memcpy(cache.mem, d.cache0.mem, tbuf_bytes(&cache));
+    struct {
+        const char *what;
+        int64_t src[SB];
+        int use_dst;
+        int64_t dst[SB];
+        const char *word;
+    } k_bad[] = {
+        {"index = S", {0, 1, SS, 2}, 0, {0}, "state_indices[2] = 9"},
+        {"index < -1", {0, -2, 1, 2}, 0, {0}, "state_indices[1] = -2"},
+        {"duplicate slot in place", {4, -1, 2, 4}, 0, {0}, "state_indices[3] = 4"},
+        {"duplicate dst", {0, 1, 2, 3}, 1, {5, 6, 5, -1}, "dst_indices[2, 0] = 5"},
+        {"dst out of range", {0, 1, 2, 3}, 1, {5, 6, SS, -1}, "dst_indices[2, 0] = 9"},
+        {"slot read by one entry, written by another", {0, 1, 2, 3}, 1, {1, 6, 7, 8}, "state_indices[1] = 1"},
+    };
+    cg_exec ex = CG_EXEC_INIT;
+    for (int be = 0; be < 2; be++) {
+        ex.backend = be ? CG_BACKEND_REF : CG_BACKEND_CPU;
+        for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+            cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_bad[i].src), dst = idx_buf(2, (int64_t[]){SB, 1}, k_bad[i].dst);
+            cg_ssd_step_args a = ssd_args(&d, 0, 1, &cache, &idx, k_bad[i].use_dst ? &dst : NULL, &o);
+            CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &a, &ex), CG_EINVAL, k_bad[i].word, k_bad[i].what);
+            CG_CHECK(!memcmp(cache.mem, d.cache0.mem, tbuf_bytes(&cache)), "%s: the cache changed", k_bad[i].what);
+            cg_tbuf_free(&idx), cg_tbuf_free(&dst);
+        }
+    }
+    /* the cache's shape and dtype, the indices' dtype */
+    cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_slots);
+    cg_ssd_step_args a = ssd_args(&d, 0, 1, &cache, &idx, NULL, &o);
+    cg_ssd_step_args bad = a;
+    bad.cache.shape[2] = SDK - 1;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "cache: shape", "cache of the wrong shape");
+    bad = a;
+    bad.cache.ndim = 3;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "cache", "cache of the wrong rank");
+    bad = a;
+    bad.cache.dtype = CG_I32;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "cache: dtype", "an integer cache");
+    bad = a;
+    bad.cache.dtype = CG_F64;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "cache: dtype", "a float64 cache in a float32 call");
+    bad = a;
+    bad.state_indices.dtype = CG_F32;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "state_indices: dtype", "float indices");
+    bad = a;
+    bad.state_indices.shape[0] = SB + 1;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "state_indices: shape", "indices of the wrong length");
+    bad = a;
+    bad.o.data = (float *)cache.mem + 8; /* an output over the cache */
+    bad.o.stride[0] = bad.o.stride[1] = bad.o.stride[2] = bad.o.stride[3] = 0;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "overlaps", "an output over the cache");
+    CG_CHECK(!memcmp(cache.mem, d.cache0.mem, tbuf_bytes(&cache)), "the cache changed");
+    /* the generated kernel on device indices reads any index; a host one is checked first */
+    ex.backend = CG_BACKEND_EMULATE;
+    bad = a;
+    cg_tbuf far = idx_buf(1, (int64_t[]){SB}, (int64_t[]){0, SS, 1, 2});
+    bad.state_indices = far.t;
+    CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "state_indices[1] = 9", "emulate: index = S");
+    CG_CHECK(!memcmp(cache.mem, d.cache0.mem, tbuf_bytes(&cache)), "the cache changed");
+    cg_tbuf_free(&far);
+    cg_tbuf_free(&idx), cg_tbuf_free(&cache), cg_tbuf_free(&o);
+    ssd_data_free(&d);
+    cg_context_free(ctx);
+}
+
+/* The op table's slot rows name the index tensors; every symbol an op keeps in its problem
+ * is an extent of one of its tensors (a DIMS row that misses a new symbol's NONE_OFF would
+ * put it at offset 0). */
+CG_TEST(step_op_table) {
+    for (int op = 0; op < CG_OP_COUNT; op++) {
+        const cg_op_desc *d = cg__op_desc((cg_op)op);
+        const cg_slot_desc *sd = cg__op_slots(d);
+        if (sd) {
+            CG_CHECK(!strcmp(d->t[sd->src].name, "state_indices") && (d->t[sd->src].flags & CG_TD_INDEX) &&
+                         !d->t[sd->src].optional, "%s: slot src", d->name);
+            CG_CHECK(!strcmp(d->t[sd->dst].name, "dst_indices") && (d->t[sd->dst].flags & CG_TD_INDEX) &&
+                         d->t[sd->dst].optional, "%s: slot dst", d->name);
+            int cache = 0;
+            for (int i = 0; i < d->nt; i++) cache += (d->t[i].flags & CG_TD_INPLACE) && d->t[i].ext[0] == sd->slots;
+            CG_CHECK(cache == 1 && !d->varlen, "%s: one cache [%s, ...], no cu_seqlens", d->name, cg_sym_name(sd->slots));
+        }
+        for (int s = 1; s < CG_SYM_COUNT; s++) {
+            if (d->dim_off[s] == (size_t)-1) continue;
+            int used = 0;
+            for (int i = 0; i < d->nt; i++)
+                for (int k = 0; k < 4; k++) used |= d->t[i].ext[k] == (cg_sym)s;
+            CG_CHECK(used, "%s: symbol %s in the problem but in no tensor", d->name, cg_sym_name((cg_sym)s));
+        }
+    }
+}
+
+/* -------------------------------------------------------- selective scan */
+
+enum { XB = 4, XL = 5, XD = 6, XN = 5, XG = 2, XS = 9 };
+
+typedef struct sscan_data {
+    cg_tbuf x, delta, A, Bm, Cm, D, z, bias, cache0;
+} sscan_data;
+
+static sscan_data sscan_data_new(cg_rng *r, cg_dtype cache_dt) {
+    sscan_data d;
+    d.x = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.delta = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.A = rand_buf(r, CG_F32, 2, (int64_t[]){XD, XN}, -2, -0.1);
+    d.Bm = rand_buf(r, CG_F32, 4, (int64_t[]){XB, XL, XG, XN}, -1, 1);
+    d.Cm = rand_buf(r, CG_F32, 4, (int64_t[]){XB, XL, XG, XN}, -1, 1);
+    d.D = rand_buf(r, CG_F32, 1, (int64_t[]){XD}, -1, 1);
+    d.z = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.bias = rand_buf(r, CG_F32, 1, (int64_t[]){XD}, -1, 0);
+    d.cache0 = rand_buf(r, cache_dt, 3, (int64_t[]){XS, XD, XN}, -1, 1);
+    return d;
+}
+static void sscan_data_free(sscan_data *d) {
+    cg_tbuf *all[] = {&d->x, &d->delta, &d->A, &d->Bm, &d->Cm, &d->D, &d->z, &d->bias, &d->cache0};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+}
+
+static cg_sscan_step_args sscan_args(const sscan_data *d, int64_t t0, int64_t n, cg_tbuf *cache, cg_tbuf *idx,
+                                     cg_tbuf *dst, cg_tensor y) {
+    cg_sscan_step_args a = CG_SSCAN_STEP_ARGS_INIT;
+    a.x = token(&d->x, t0), a.delta = token(&d->delta, t0), a.B = token(&d->Bm, t0), a.C = token(&d->Cm, t0);
+    a.z = token(&d->z, t0);
+    a.x.shape[1] = a.delta.shape[1] = a.B.shape[1] = a.C.shape[1] = a.z.shape[1] = n;
+    a.A = d->A.t, a.D = d->D.t, a.delta_bias = d->bias.t, a.delta_softplus = 1;
+    a.cache = cache->t;
+    a.state_indices = idx->t;
+    if (dst) a.dst_indices = dst->t;
+    a.y = y;
+    return a;
+}
+
+static void sscan_consistency(cg_backend be) {
+    CG_TEST_CONTEXT(ctx);
+    cg_rng r = {361};
+    sscan_data d = sscan_data_new(&r, CG_F32);
+    cg_exec ex = CG_EXEC_INIT;
+    ex.backend = be;
+    cg_tbuf idx = idx_buf(1, (int64_t[]){XB}, k_slots);
+    cg_tbuf cache = cg_tbuf_new(CG_F32, 3, d.cache0.t.shape), y = cg_tbuf_new(CG_F32, 3, d.x.t.shape);
+    memcpy(cache.mem, d.cache0.mem, tbuf_bytes(&cache));
+    cg_tbuf_fill(&y, &r, NAN, NAN);
+    for (int64_t t = 0; t < XL; t++) {
+        cg_sscan_step_args a = sscan_args(&d, t, 1, &cache, &idx, NULL, token(&y, t));
+        CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
+    }
+    /* the chunked forward from h0 = the slots' states */
+    const size_t state = (size_t)XD * XN * sizeof(float);
+    cg_tbuf h0 = cg_tbuf_new(CG_F32, 3, (int64_t[]){XB, XD, XN}), hT = cg_tbuf_new(CG_F32, 3, h0.t.shape);
+    cg_tbuf yf = cg_tbuf_new(CG_F32, 3, y.t.shape);
+    for (int b = 0; b < XB; b++)
+        if (k_slots[b] >= 0) memcpy((float *)h0.mem + b * XD * XN, (float *)d.cache0.mem + k_slots[b] * XD * XN, state);
+    cg_sscan_fwd_args f = CG_SSCAN_FWD_ARGS_INIT;
+    f.x = d.x.t, f.delta = d.delta.t, f.A = d.A.t, f.B = d.Bm.t, f.C = d.Cm.t, f.D = d.D.t, f.z = d.z.t;
+    f.delta_bias = d.bias.t, f.delta_softplus = 1, f.h0 = h0.t, f.y = yf.t, f.hT = hT.t;
+    cg_exec fx = CG_EXEC_INIT;
+    fx.backend = CG_BACKEND_CPU;
+    CG_CHECK_OK(ctx, cg_sscan_fwd(ctx, &f, &fx));
+    for (int b = 0; b < XB; b++) {
+        if (k_slots[b] < 0) {
+            CG_CHECK(rows_zero(&y, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
+            continue;
+        }
+        double ey = rows_err(&y, b, &yf, b), eh = rows_err(&cache, k_slots[b], &hT, b);
+        CG_CHECK(ey <= 1e-5 && eh <= 1e-5, "%s: entry %d: y err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
+                 b, ey, eh);
+    }
+    for (int s = 0; s < XS; s++) {
+        int named = 0;
+        for (int b = 0; b < XB; b++) named |= k_slots[b] == s;
+        if (!named)
+            CG_CHECK(!memcmp((float *)cache.mem + s * XD * XN, (float *)d.cache0.mem + s * XD * XN, state),
+                     "%s: slot %d changed", cg_backend_name(be), s);
+    }
+    /* one call of L tokens, each token's state to its own slot: the last ones equal the above */
+    const int64_t dv[XB * XL] = {-1, -1, -1, -1, 1, 0, 0, 0, 0, 0, -1, -1, 2, -1, 4, -1, -1, -1, -1, 7};
+    cg_tbuf dst = idx_buf(2, (int64_t[]){XB, XL}, dv);
+    cg_tbuf cache2 = cg_tbuf_new(CG_F32, 3, d.cache0.t.shape), y2 = cg_tbuf_new(CG_F32, 3, y.t.shape);
+    memcpy(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2));
+    cg_sscan_step_args a2 = sscan_args(&d, 0, XL, &cache2, &idx, &dst, y2.t);
+    CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a2, &ex));
+    CG_CHECK(cg_rel_err(&y2, &y) <= 1e-6, "%s: L tokens in one call: y %.3g", cg_backend_name(be), cg_rel_err(&y2, &y));
+    const int64_t last[XB][2] = {{3, 1}, {-1, 0}, {0, 4}, {7, 7}}; /* (the slot it read, the slot of its last state) */
+    for (int b = 0; b < XB; b++)
+        if (last[b][0] >= 0)
+            CG_CHECK(rows_err(&cache2, last[b][1], &cache, last[b][0]) <= 1e-6, "%s: entry %d: dst state", cg_backend_name(be), b);
+    CG_CHECK(!memcmp((float *)cache2.mem + 3 * XD * XN, (float *)d.cache0.mem + 3 * XD * XN, state),
+             "%s: a slot read but not in dst_indices was written", cg_backend_name(be));
+    /* bad input: a slot written twice, a cache of another dtype: refused, the cache untouched */
+    memcpy(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2));
+    const int64_t twice[XB] = {2, -1, 2, 5};
+    cg_tbuf idx2 = idx_buf(1, (int64_t[]){XB}, twice);
+    cg_sscan_step_args bad = sscan_args(&d, 0, 1, &cache2, &idx2, NULL, token(&y2, 0));
+    CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "state_indices[2] = 2", "a slot written twice");
+    bad = sscan_args(&d, 0, 1, &cache2, &idx, NULL, token(&y2, 0));
+    bad.cache.dtype = CG_F64;
+    CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "cache: dtype", "a float64 cache");
+    bad.cache.dtype = CG_F32, bad.cache.shape[2] = XN + 1;
+    CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "cache: shape", "a cache of another N");
+    CG_CHECK(!memcmp(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2)), "%s: a refused call changed the cache", cg_backend_name(be));
+
+    cg_tbuf *all[] = {&idx, &cache, &y, &h0, &hT, &yf, &dst, &cache2, &y2, &idx2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+    sscan_data_free(&d);
+    cg_context_free(ctx);
+}
+
+CG_TEST(step_sscan_consistency_cpu) { sscan_consistency(CG_BACKEND_CPU); }
+CG_TEST(step_sscan_consistency_ref) { sscan_consistency(CG_BACKEND_REF); }
+CG_TEST(step_sscan_consistency_emulate) { sscan_consistency(CG_BACKEND_EMULATE); }
+
+/* A bfloat16 cache with bf16 x, delta, B, C, z, y on the cpu against the float64 reference. */
+CG_TEST(step_sscan_bf16_cache) {
+    CG_TEST_CONTEXT(ctx);
+    cg_rng r = {8};
+    sscan_data d = sscan_data_new(&r, CG_BF16);
+    cg_tbuf *half[] = {&d.x, &d.delta, &d.Bm, &d.Cm, &d.z};
+    for (int i = 0; i < 5; i++) {
+        cg_tbuf x = cg_tbuf_new(CG_BF16, half[i]->t.ndim, half[i]->t.shape);
+        cg_tbuf_copy(&x, half[i]);
+        cg_tbuf_free(half[i]);
+        *half[i] = x;
+    }
+    cg_tbuf idx = idx_buf(1, (int64_t[]){XB}, k_slots);
+    cg_tbuf c[3], y[3];
+    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
+    for (int i = 0; i < 3; i++) {
+        c[i] = cg_tbuf_new(CG_BF16, 3, d.cache0.t.shape);
+        memcpy(c[i].mem, d.cache0.mem, tbuf_bytes(&c[i]));
+        y[i] = cg_tbuf_new(CG_BF16, 3, d.x.t.shape);
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = bes[i];
+        cg_sscan_step_args a = sscan_args(&d, 0, XL, &c[i], &idx, NULL, y[i].t);
+        CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
+    }
+    for (int i = 1; i < 3; i++)
+        CG_CHECK(cg_rel_err(&y[i], &y[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: y %.3g, cache %.3g",
+                 cg_backend_name(bes[i]), cg_rel_err(&y[i], &y[0]), cg_rel_err(&c[i], &c[0]));
+    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&y[i]);
+    cg_tbuf_free(&idx);
+    sscan_data_free(&d);
+    cg_context_free(ctx);
+}
