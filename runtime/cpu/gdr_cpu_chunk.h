@@ -1,0 +1,132 @@
+/* gdr_cpu_chunk.h -- private pieces of the gated delta rule's chunked CPU path
+ * (gdr_cpu_chunk*.c; the math: /work/shared/MATH_GDN.md sections 2-3, the WY / UT form).
+ *
+ * Files, one job each:
+ *   gdr_cpu_chunk.c       compiled once: config (chunk, threads), scratch sizes, the
+ *                         entry points cg__gdr_cpu_chunk_fwd / _bwd, which run the
+ *                         variant of the running ISA (cpu_isa.h)
+ *   gdr_cpu_chunk_prep.c  per ISA: one chunk's shared quantities (q, k normalised, the
+ *                         decays, K K^T, the triangular solve A = (I + L)^{-1}, W, U, Vn)
+ *   gdr_cpu_chunk_fwd.c   per ISA: the forward (one task per (b, value head))
+ *   gdr_cpu_chunk_bwd.c   per ISA: the backward (one task per (b, q/k group))
+ *
+ * Tiles are row-major floats, columns zero-padded to 16 (ssd_cpu.h), leading dimensions
+ * from cg__ssd_ld. Everything is float32 but the chunk-local cumulative sums of g, kept
+ * in double and rounded once per exponential (as the SSD path does). */
+#ifndef CG_GDR_CPU_CHUNK_H
+#define CG_GDR_CPU_CHUNK_H
+
+#ifdef CG_ISA /* the per-ISA symbols (cpu_isa.h renames the SSD ones the same way) */
+#define cg__gdr_chunk_fwd_isa CG_ISA_CAT(cg__gdr_chunk_fwd_isa, CG_ISA)
+#define cg__gdr_chunk_bwd_isa CG_ISA_CAT(cg__gdr_chunk_bwd_isa, CG_ISA)
+#define cg__gdr_prep_dims CG_ISA_CAT(cg__gdr_prep_dims, CG_ISA)
+#define cg__gdr_prep_chunk CG_ISA_CAT(cg__gdr_prep_chunk, CG_ISA)
+#define cg__gdr_prep_vn CG_ISA_CAT(cg__gdr_prep_vn, CG_ISA)
+#define cg__gdr_load_qk CG_ISA_CAT(cg__gdr_load_qk, CG_ISA)
+#define cg__gdr_prep_floats CG_ISA_CAT(cg__gdr_prep_floats, CG_ISA)
+#define cg__gdr_prep_layout CG_ISA_CAT(cg__gdr_prep_layout, CG_ISA)
+#endif
+
+#include "ssd_cpu.h" /* GEMM tiles, pads, exp, decay masks, cpu_half.h */
+
+#include "gdr_prob_tmp.h" /* TEMPORARY until the gdr branch's internal.h */
+
+/* Resolved run parameters (gdr_cpu_chunk.c). */
+typedef struct cg_gdr_run {
+    int64_t chunk;  /* chunk length, min(config chunk, T) */
+    int threads;    /* threads the pool runs */
+    int nscratch;   /* per-thread scratch blocks (the pool's size) */
+    cg_pool *pool;
+} cg_gdr_run;
+
+/* Tile dimensions of one problem and chunk length. */
+typedef struct cg_gdr_dims {
+    int64_t C, Cp;          /* chunk, padded */
+    int64_t dk, dv, dkp, dvp;
+    int64_t ldk, ldv, ldc;  /* leading dims of [., dkp], [., dvp], [., Cp] tiles */
+    int64_t ldwu;           /* of [., dkp + dvp] tiles (RHS, dW|dU) */
+} cg_gdr_dims;
+
+/* One chunk of one (b, value head), filled by cg__gdr_prep_chunk. Pointers are into the
+ * caller's scratch (cg__gdr_prep_floats floats at `base`), except K, which the caller
+ * places (the backward stacks it under S0^T). */
+typedef struct cg_gdr_chunk {
+    int64_t L;             /* tokens of this chunk, 1..C */
+    float *Q;              /* [C, ldk]  s * l2norm(q) (NULL: not loaded) */
+    float *K;              /* [C, ldk]  l2norm(k) (placed by the caller) */
+    float *KT;             /* [dk, ldc] K transposed, columns L..Cp zero */
+    float *Kw;             /* [C, ldk]  exp(G_L - G_r) k_r */
+    float *KK;             /* [C, ldc]  K K^T, lower triangle with the diagonal */
+    float *Lm;             /* [C, ldc]  L_ij = beta_i (k_i.k_j) e^{G_i - G_j}, j < i */
+    float *A;              /* [C, ldc]  (I + L)^{-1}, unit lower, zero above up to Cp */
+    float *Vr;             /* [C, ldv]  v rows (float32, zero-padded) */
+    float *RHS;            /* [C, ldwu] [-diag(beta gam) K | diag(beta) V] at columns 0 and dkp */
+    float *Wn;             /* [C, ldk]  -W = A (-diag(beta gam) K) */
+    float *gam, *wdec, *beta; /* [C] e^{G_r}, e^{G_L - G_r}, beta_r */
+    float *X;              /* [2 C] decay-mask scratch */
+    double *Ad;            /* [C] G_r, chunk-local cumulative sum of g (double) */
+    float gamC;            /* e^{G_L} */
+} cg_gdr_chunk;
+
+void cg__gdr_prep_dims(const cg_gdr_prob *p, int64_t C, cg_gdr_dims *d);
+/* Floats of scratch cg__gdr_prep_chunk needs (all tiles above but K). */
+size_t cg__gdr_prep_floats(const cg_gdr_dims *d);
+/* Lay the tiles out from base (64-byte aligned; returns the float after them). */
+float *cg__gdr_prep_layout(const cg_gdr_dims *d, float *base, cg_gdr_chunk *c);
+
+/* Rows [t0, t0 + L) of q (or k) of (b, group g), widened, L2-normalised when p->l2norm,
+ * times mul, into dst [L, ld] (columns dk..ld-ish zero up to dkp). */
+void cg__gdr_load_qk(const cg_gdr_prob *p, const cg_view *x, int64_t b, int64_t g, int64_t t0, int64_t L,
+                     float mul, float *dst, int64_t ld, const cg_gdr_dims *d);
+/* Everything of the chunk [t0, t0 + L) of (b, value head h) that does not depend on the
+ * entering state: Q (when want_q), K (into c->K, set by the caller), KT, Kw, KK, Lm, A,
+ * Vr, RHS, Wn and the decays. */
+void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t h, int64_t t0, int64_t L,
+                        int want_q, cg_gdr_chunk *c);
+/* Vn = U + Wn S0 = A diag(beta) V - W S0 into Vn [L, ldvn] (columns dv..dvp zero);
+ * S0 [dk, ldv]. */
+void cg__gdr_prep_vn(const cg_gdr_dims *d, const cg_gdr_chunk *c, const float *S0, float *Vn, int64_t ldvn);
+
+/* A scalar of g or beta (any storage dtype) at element off. */
+static inline float cg__gdr_ld(const cg_view *v, int64_t off) {
+    switch (v->dt) {
+    case CG_BF16: return cg__bf16_to_f32(((const uint16_t *)v->p)[off]);
+    case CG_F16: return cg__f16_to_f32(((const uint16_t *)v->p)[off]);
+    default: return ((const float *)v->p)[off];
+    }
+}
+static inline void cg__gdr_st(const cg_view *v, int64_t off, float x) { cg__st1(v->p, off, v->dt, x); }
+
+/* sum_{x < n} a[x] b[x], n a multiple of 16 (zero-padded tile rows): element x in lane
+ * x mod 16, the lanes added pairwise (8 + 8, 4 + 4, ...): a fixed order on every ISA, and
+ * independent chains instead of one of n dependent adds. */
+typedef float cg_gdr_l16 __attribute__((vector_size(64), aligned(4), may_alias));
+static inline float cg__gdr_dot16(const float *a, const float *b, int64_t n) {
+    cg_gdr_l16 s = {0};
+    for (int64_t x = 0; x < n; x += 16) s += *(const cg_gdr_l16 *)(a + x) * *(const cg_gdr_l16 *)(b + x);
+    float r[16];
+    memcpy(r, &s, sizeof r);
+    for (int w = 8; w > 0; w >>= 1)
+        for (int l = 0; l < w; l++) r[l] += r[l + w];
+    return r[0];
+}
+
+/* Per-thread scratch blocks. */
+typedef struct cg_gdr_scratch {
+    char *mem;
+    size_t stride;
+} cg_gdr_scratch;
+static inline float *cg__gdr_scratch_at(const cg_gdr_scratch *s, int tid) {
+    return (float *)(s->mem + (size_t)tid * s->stride);
+}
+static inline int64_t cg__gdr_al(int64_t n) { return (n + 15) / 16 * 16; } /* floats, to 64 bytes */
+
+/* The chunked path's entry points (the contract's; internal.h once the gdr op is merged). */
+cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+
+/* The per-ISA kernels (the entry points in gdr_cpu_chunk.c resolve the run first). */
+cg_status cg__gdr_chunk_fwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run);
+cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run);
+
+#endif /* CG_GDR_CPU_CHUNK_H */
