@@ -11,15 +11,15 @@
 #define GDR_CHUNK_MAX 256
 
 #define DECL_VARIANT(s)                                                                                       \
-    cg_status cg__gdr_chunk_fwd_isa_##s(cg_context *, const cg_gdr_prob *, const cg_gdr_run *);              \
-    cg_status cg__gdr_chunk_bwd_isa_##s(cg_context *, const cg_gdr_prob *, const cg_gdr_run *);
+    cg_status cg__gdr_chunk_fwd_isa_##s(cg_context *, const cg_gdr_prob *, const cg_gdr_run *, const cg_exec *);              \
+    cg_status cg__gdr_chunk_bwd_isa_##s(cg_context *, const cg_gdr_prob *, const cg_gdr_run *, const cg_exec *);
 DECL_VARIANT(baseline)
 #ifdef CG_CPU_ISA_X86
 DECL_VARIANT(avx2)
 DECL_VARIANT(avx512)
 #endif
 
-typedef cg_status (*gdr_kernel)(cg_context *, const cg_gdr_prob *, const cg_gdr_run *);
+typedef cg_status (*gdr_kernel)(cg_context *, const cg_gdr_prob *, const cg_gdr_run *, const cg_exec *);
 static const gdr_kernel k_fwd[CG_ISA_COUNT] = {
     cg__gdr_chunk_fwd_isa_baseline,
 #ifdef CG_CPU_ISA_X86
@@ -72,24 +72,23 @@ static cg_status resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cf
     return CG_OK;
 }
 
-static cg_status run_kernel(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const gdr_kernel *tab,
+static cg_status run_kernel(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex,
+                            const gdr_kernel *tab,
                             const char *what, const char *op) {
     cg_gdr_run run;
     cg_status st = resolve(ctx, p, cfg, what, &run);
     if (st != CG_OK) return st;
     if (p->B < 1 || p->T < 1 || p->H < 1) return CG_OK; /* nothing to compute */
-    if ((st = tab[cg__cpu_isa_chosen()](ctx, p, &run)) != CG_OK) return st;
+    if ((st = tab[cg__cpu_isa_chosen()](ctx, p, &run, ex)) != CG_OK) return st;
     cg__dispatch_detail(ctx, "%s chunked chunk=%lld threads=%d isa=%s", op, (long long)run.chunk, run.threads,
                         cg__cpu_isa_name(cg__cpu_isa_chosen()));
     return CG_OK;
 }
 
 cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    (void)ex;
-    return run_kernel(ctx, p, cfg, k_fwd, "cpu gdr forward (chunked)", "gdr_fwd");
+    return run_kernel(ctx, p, cfg, ex, k_fwd, "cpu gdr forward (chunked)", "gdr_fwd");
 }
 
 cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    (void)ex;
-    return run_kernel(ctx, p, cfg, k_bwd, "cpu gdr backward (chunked)", "gdr_bwd");
+    return run_kernel(ctx, p, cfg, ex, k_bwd, "cpu gdr backward (chunked)", "gdr_bwd");
 }

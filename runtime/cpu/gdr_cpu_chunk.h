@@ -111,6 +111,20 @@ static inline float cg__gdr_dot16(const float *a, const float *b, int64_t n) {
     return r[0];
 }
 
+/* Rows [t0, t0 + L) of the chunk a task reads next (q, k of head h's group, v, and dout
+ * when bwd), soon in L2, so that its loads do not wait on memory. */
+static inline void cg__gdr_prefetch(const cg_gdr_prob *p, int64_t b, int64_t h, int64_t t0, int64_t L, int bwd) {
+    const int64_t g = h / (p->H / p->G);
+    for (int64_t i = t0; i < t0 + L; i++) {
+        cg__ssd_prefetch_bytes(cg__vat(&p->q, b * p->q.s[0] + i * p->q.s[1] + g * p->q.s[2]), p->dk * cg__dt_bytes(p->q.dt), 0);
+        cg__ssd_prefetch_bytes(cg__vat(&p->k, b * p->k.s[0] + i * p->k.s[1] + g * p->k.s[2]), p->dk * cg__dt_bytes(p->k.dt), 0);
+        cg__ssd_prefetch_bytes(cg__vat(&p->v, b * p->v.s[0] + i * p->v.s[1] + h * p->v.s[2]), p->dv * cg__dt_bytes(p->v.dt), 0);
+        if (bwd)
+            cg__ssd_prefetch_bytes(cg__vat(&p->dout, b * p->dout.s[0] + i * p->dout.s[1] + h * p->dout.s[2]),
+                                   p->dv * cg__dt_bytes(p->dout.dt), 0);
+    }
+}
+
 /* Per-thread scratch blocks. */
 typedef struct cg_gdr_scratch {
     char *mem;
@@ -125,8 +139,19 @@ static inline int64_t cg__gdr_al(int64_t n) { return (n + 15) / 16 * 16; } /* fl
 cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 
+/* Scratch of `bytes` (64-byte aligned): the caller's workspace (ex) when large enough, else
+ * the context's kept one (cg__ctx_host_ws: no page faults on every call), else a mapping
+ * of its own (*own; cg__ssd_big_free it after). NULL when out of memory. */
+static inline void *cg__gdr_ws(cg_context *ctx, const cg_exec *ex, size_t bytes, void **own) {
+    *own = NULL;
+    if (ex && ex->workspace && ex->workspace_bytes >= bytes + 64)
+        return (void *)(((uintptr_t)ex->workspace + 63) / 64 * 64);
+    void *w = cg__ctx_host_ws(ctx, bytes);
+    return w ? w : (*own = cg__ssd_big_alloc(bytes));
+}
+
 /* The per-ISA kernels (the entry points in gdr_cpu_chunk.c resolve the run first). */
-cg_status cg__gdr_chunk_fwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run);
-cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run);
+cg_status cg__gdr_chunk_fwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex);
+cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex);
 
 #endif /* CG_GDR_CPU_CHUNK_H */

@@ -115,6 +115,7 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
 
     c->K = t->R2 + dvp * ldk;
     cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, c);
+    if (t0 > 0) cg__gdr_prefetch(p, b, h, t0 - d->C, d->C, 1); /* the chunk before, next in the reverse pass */
     cg__gdr_prep_vn(d, c, S0, t->Vn, ldv);
     const int64_t sd = p->dout.s[1];
     cg__cpu_ld_rows(t->dOr, ldv, cg__vat(&p->dout, b * p->dout.s[0] + t0 * sd + h * p->dout.s[2]), p->dout.dt, sd,
@@ -286,6 +287,7 @@ static void bwd_task(void *arg, int64_t idx, int tid) {
             float *Sn = S + dk * ldv;
             c.K = K1;
             cg__gdr_prep_chunk(p, d, b, h, t0, L, 0, &c);
+            if (ci + 2 < J->nc) cg__gdr_prefetch(p, b, h, t0 + C, C, 0);
             cg__gdr_prep_vn(d, &c, S, t.Vn, ldv);
             memcpy(Sn, S, (size_t)(dk * ldv) * sizeof(float));
             cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c.Kw, 1, d->ldk, t.Vn, ldv, Sn, ldv, 1, c.gamC);
@@ -311,19 +313,18 @@ static void bwd_task(void *arg, int64_t idx, int tid) {
     }
 }
 
-cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run) {
+cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex) {
     bwd_job J = {.p = p};
     cg__gdr_prep_dims(p, run->chunk, &J.d);
     J.nc = (p->T + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;
-    const size_t per = (bwd_floats(&J) * sizeof(float) + 63) / 64 * 64;
-    const size_t bytes = per * (size_t)run->nscratch;
+    const size_t per = (bwd_floats(&J) * sizeof(float) + 63) / 64 * 64, bytes = per * (size_t)run->nscratch;
+    void *own;
     J.scratch.stride = per;
-    J.scratch.mem = cg__ssd_big_alloc(bytes);
-    if (!J.scratch.mem)
+    if (!(J.scratch.mem = cg__gdr_ws(ctx, ex, bytes, &own)))
         return cg__err(ctx, CG_ENOMEM, "cpu gdr backward: out of memory for %d x %zu bytes of scratch", run->nscratch,
                        per);
     cg__pool_run(run->pool, run->threads, p->B * p->G, bwd_task, &J);
-    cg__ssd_big_free(J.scratch.mem, bytes);
+    cg__ssd_big_free(own, bytes);
     return CG_OK;
 }

@@ -55,6 +55,7 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
     for (int64_t t0 = 0; t0 < p->T; t0 += d->C) {
         const int64_t L = cg__ssd_min(d->C, p->T - t0);
         cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, &c);
+        if (t0 + d->C < p->T) cg__gdr_prefetch(p, b, h, t0 + d->C, cg__ssd_min(d->C, p->T - t0 - d->C), 0);
         cg__gdr_prep_vn(d, &c, S, Vn, ldv);
         /* Lt = [e^G Q | (Q K^T) . Dm] */
         for (int64_t i = 0; i < L; i++) {
@@ -78,16 +79,16 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
     }
 }
 
-cg_status cg__gdr_chunk_fwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run) {
+cg_status cg__gdr_chunk_fwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex) {
     fwd_job J = {.p = p};
     cg__gdr_prep_dims(p, run->chunk, &J.d);
-    const size_t per = (fwd_floats(&J.d) * sizeof(float) + 63) / 64 * 64;
+    const size_t per = (fwd_floats(&J.d) * sizeof(float) + 63) / 64 * 64, bytes = per * (size_t)run->nscratch;
+    void *own;
     J.scratch.stride = per;
-    J.scratch.mem = cg__aligned_alloc(per * (size_t)run->nscratch);
-    if (!J.scratch.mem)
+    if (!(J.scratch.mem = cg__gdr_ws(ctx, ex, bytes, &own)))
         return cg__err(ctx, CG_ENOMEM, "cpu gdr forward: out of memory for %d x %zu bytes of scratch", run->nscratch,
                        per);
     cg__pool_run(run->pool, run->threads, p->B * p->H, fwd_task, &J);
-    cg__aligned_free(J.scratch.mem);
+    cg__ssd_big_free(own, bytes);
     return CG_OK;
 }

@@ -70,18 +70,24 @@ void cg__gdr_load_qk(const cg_gdr_prob *p, const cg_view *x, int64_t b, int64_t 
 }
 
 /* A = (I + L)^{-1}, rows [0, L) of [0, Cp): row i is e_i - sum_{j<i} L_ij A_j, where A_j
- * is zero past column j; the update runs over whole 16-float blocks (the zeros past j
- * add nothing, and column i of A_j, j < i, is zero, so A_ii stays 1). */
+ * is zero past column j. Per row, blocks of 64 columns in four 16-float vectors kept in
+ * registers over the sum (a running row in memory would wait on its own stores), each
+ * block taking only the rows j that reach it (j >= its first column); the zeros past j
+ * add nothing, and column i of A_j, j < i, is zero, so A_ii stays 1. */
+typedef float cg_v16 __attribute__((vector_size(64), aligned(4), may_alias));
 static void solve_unit_lower(float *restrict A, const float *restrict Lm, int64_t ld, int64_t L, int64_t Cp) {
     for (int64_t i = 0; i < L; i++) {
         float *restrict a = A + i * ld;
-        for (int64_t c = 0; c < Cp; c++) a[c] = 0.0f;
         const float *restrict l = Lm + i * ld;
-        for (int64_t j = 0; j < i; j++) {
-            const float lij = l[j];
-            const float *restrict aj = A + j * ld;
-            const int64_t n = (j + 16) / 16 * 16;
-            for (int64_t c = 0; c < n; c++) a[c] -= lij * aj[c];
+        for (int64_t c0 = 0; c0 < Cp; c0 += 64) {
+            const int nv = (int)((Cp - c0) / 16 < 4 ? (Cp - c0) / 16 : 4);
+            cg_v16 acc[4] = {{0}, {0}, {0}, {0}};
+            for (int64_t j = c0; j < i; j++) {
+                const float lij = l[j];
+                const float *restrict aj = A + j * ld + c0;
+                for (int v = 0; v < nv; v++) acc[v] -= lij * *(const cg_v16 *)(aj + 16 * v);
+            }
+            for (int v = 0; v < nv; v++) *(cg_v16 *)(a + c0 + 16 * v) = acc[v];
         }
         a[i] = 1.0f;
     }
