@@ -124,14 +124,15 @@ int cg__tune_select(const cg_tune_cand *c, int n, double rel_tol, int *runner_up
 static json_t *real_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
 /* The shape's op family in schema 1: a boolean member named by each family but the op
- * table's first (cg__tune_family_at(f), f >= 1), true for the shape's own -- for today's
- * table the one member written since schema 1 began. (The key's "op" names the family
- * too; the shape is informational: cg__tune_entry_check_space uses the key's own shape
- * when the two disagree.) */
+ * table's first (cg__tune_family_at(f), f >= 1), true for the shape's own. The second
+ * family's member is always written (schema 1 began with two families and wrote it, true
+ * or false: old files write back as they were read); a later family's only when true.
+ * (The key's "op" names the family too; the shape is informational:
+ * cg__tune_entry_check_space uses the key's own shape when the two disagree.) */
 static void shape_family_to_json(json_t *sj, int fam) {
     const cg_op_desc *d;
     for (int f = 1; sj && (d = cg__tune_family_at(f)) != NULL; f++)
-        json_object_set_new(sj, d->family, json_boolean(fam == f));
+        if (f == 1 || fam == f) json_object_set_new(sj, d->family, json_boolean(fam == f));
 }
 
 static json_t *key_to_json(const cg_tune_key *k) {

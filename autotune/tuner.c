@@ -264,7 +264,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     cg_cfg *cfgs = NULL, def;
     int ncfg = 0;
     st = cg__tune_space(ctx, &key, e.kernel, &ks, &dev, &cfgs, &ncfg, &def);
-    if (st == CG_ENOTFOUND && env->kx) { /* no generated kernel for this op (yet) */
+    if (st == CG_ENOTFOUND) { /* no generated kernel or CPU space for this op (yet): its calls run the default */
         event(ts, CG_PROGRESS_DONE, CG_LOG_WARN, "skipped: %s", ctx->errmsg);
         ctx->errmsg[0] = '\0';
         ts->sum->unsupported++;

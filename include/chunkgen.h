@@ -346,13 +346,60 @@ CG_API cg_status cg_sscan_fwd(cg_context *ctx, const cg_sscan_fwd_args *args, co
 /* Selective-scan backward (recomputes states from checkpoints every `segment` steps). */
 CG_API cg_status cg_sscan_bwd(cg_context *ctx, const cg_sscan_bwd_args *args, const cg_exec *exec);
 
+/* ------------------------------------------------------- gated delta rule
+ * fla's gated delta rule (chunk_gated_delta_rule; docs/gdr.md). Per value head h, with
+ * q/k head g = h / (H / G) and a float32 state S of dk x dv (h0 or 0 before token 0):
+ *   S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,
+ *   o_t = S_t^T (scale q_t).
+ * With use_qk_l2norm, q_t and k_t are first divided by sqrt(sum x^2 + 1e-6) over dk (the
+ * gradient flows through it). scale 0 means dk^-1/2; otherwise finite and > 0.
+ * fla's names: G is fla's H (q/k heads), H is fla's HV (value heads), dk = K, dv = V.
+ * Shapes, in the order of `layout` (token-major shown; head-major swaps T and heads):
+ *   q, k [B, T, G, dk]; v, o, dout [B, T, H, dv]; g, beta [B, T, H];
+ *   h0, hT, dhT, dh0 [B, H, dk, dv] (float32; same in both layouts).
+ * q, k, v, beta (and o, dout and the gradients of q, k, v, beta) may be one 16-bit dtype;
+ * g and the states stay float32. The innermost dimension must have stride 1. */
+typedef struct cg_gdr_fwd_args {
+    size_t size; /* sizeof(cg_gdr_fwd_args) of the caller's header, or 0 (see the growth rule) */
+    cg_layout layout;
+    cg_tensor q, k, v, g, beta, h0; /* inputs; h0 optional */
+    double scale;                   /* 0: dk^-1/2 */
+    int use_qk_l2norm;              /* 1: L2-normalise q and k over dk inside the op */
+    cg_tensor o, hT;                /* outputs; hT optional */
+    /* optional: packed variable-length batch (docs/varlen.md). CG_I32 or CG_I64 [N + 1],
+     * non-decreasing, first 0, last = T; needs B = 1. With it the states (h0, hT) are per
+     * sequence: [N, H, dk, dv]. */
+    cg_tensor cu_seqlens;
+} cg_gdr_fwd_args;
+#define CG_GDR_FWD_ARGS_INIT CG__INIT(cg_gdr_fwd_args)
+
+typedef struct cg_gdr_bwd_args {
+    size_t size; /* sizeof(cg_gdr_bwd_args) of the caller's header, or 0 (see the growth rule) */
+    cg_layout layout;
+    cg_tensor q, k, v, g, beta, h0, dout, dhT; /* inputs; h0, dhT optional */
+    double scale;                              /* as the forward's */
+    int use_qk_l2norm;
+    /* outputs; dh0 optional. dq, dk sum over the group's value heads */
+    cg_tensor dq, dk, dv, dg, dbeta, dh0;
+    /* optional: packed variable-length batch, as the forward's (h0, dhT, dh0 per sequence). */
+    cg_tensor cu_seqlens;
+} cg_gdr_bwd_args;
+#define CG_GDR_BWD_ARGS_INIT CG__INIT(cg_gdr_bwd_args)
+
+/* Gated-delta-rule forward. */
+CG_API cg_status cg_gdr_fwd(cg_context *ctx, const cg_gdr_fwd_args *args, const cg_exec *exec);
+/* Gated-delta-rule backward (recomputes the states; stores nothing per token). */
+CG_API cg_status cg_gdr_bwd(cg_context *ctx, const cg_gdr_bwd_args *args, const cg_exec *exec);
+
 /* ------------------------------------------------ ahead of time: prepare, workspace
  * The ops by number, for the calls that take any op's args struct. */
 typedef enum cg_op {
     CG_OP_SSD_FWD = 0,   /* args: cg_ssd_fwd_args */
     CG_OP_SSD_BWD = 1,   /* args: cg_ssd_bwd_args */
     CG_OP_SSCAN_FWD = 2, /* args: cg_sscan_fwd_args */
-    CG_OP_SSCAN_BWD = 3  /* args: cg_sscan_bwd_args */
+    CG_OP_SSCAN_BWD = 3, /* args: cg_sscan_bwd_args */
+    CG_OP_GDR_FWD = 4,   /* args: cg_gdr_fwd_args */
+    CG_OP_GDR_BWD = 5    /* args: cg_gdr_bwd_args */
 } cg_op;
 
 /* Bytes of scratch the call cg_<op>(ctx, args, exec) would take from exec->workspace

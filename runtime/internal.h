@@ -244,6 +244,24 @@ typedef struct cg_sscan_prob {
     cg_view cu;                /* cu_seqlens [N + 1], p NULL when absent */
 } cg_sscan_prob;
 
+/* Gated-delta-rule problem after validation. Logical orders:
+ *   q, k, grad_q, grad_k                 [b, t, g, dk]
+ *   v, o, dout, grad_v                   [b, t, h, dv]
+ *   g, beta, grad_g, grad_beta           [b, t, h, -]
+ *   h0, hT, dhT, grad_h0                 [b, h, dk, dv]   (float32) */
+typedef struct cg_gdr_prob {
+    int64_t B, T, G, H, dk, dv;
+    cg_dtype dtype;
+    double scale;        /* resolved: never 0 */
+    int l2norm;          /* use_qk_l2norm */
+    cg_view q, k, v, g, beta, h0;                       /* inputs */
+    cg_view o, hT;                                      /* forward outputs */
+    cg_view dout, dhT;                                  /* backward inputs */
+    cg_view grad_q, grad_k, grad_v, grad_g, grad_beta, grad_h0; /* backward outputs */
+    int64_t nseq;        /* varlen: N sequences packed along T; 0: none */
+    cg_view cu;          /* cu_seqlens [N + 1], p NULL when absent */
+} cg_gdr_prob;
+
 /* Validation: the one place that checks user arguments and builds problems. */
 cg_status cg__ssd_fwd_prob(cg_context *ctx, const cg_ssd_fwd_args *a, cg_ssd_prob *p);
 cg_status cg__ssd_bwd_prob(cg_context *ctx, const cg_ssd_bwd_args *a, cg_ssd_prob *p);
@@ -336,11 +354,18 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
 cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+/* The gated delta rule's cpu entry points and its sequential float32 path (runtime/cpu/gdr_cpu.c). */
+cg_status cg__gdr_cpu_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__gdr_cpu_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__gdr_cpu_seq_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__gdr_cpu_seq_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 /* Reference entry points (runtime/ref/): float64 sequential scans; F32 or F64 views. */
 cg_status cg__ssd_ref_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__sscan_ref_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__sscan_ref_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__gdr_ref_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__gdr_ref_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 
 /* ----------------------------------------------------- CPU path defaults */
 typedef struct cg_ssd_cpu_params {

@@ -19,7 +19,9 @@
     X(ssd_fwd, CG_OP_SSD_FWD, cg_ssd_fwd_args, cg_ssd_prob)                                                    \
     X(ssd_bwd, CG_OP_SSD_BWD, cg_ssd_bwd_args, cg_ssd_prob)                                                    \
     X(sscan_fwd, CG_OP_SSCAN_FWD, cg_sscan_fwd_args, cg_sscan_prob)                                            \
-    X(sscan_bwd, CG_OP_SSCAN_BWD, cg_sscan_bwd_args, cg_sscan_prob)
+    X(sscan_bwd, CG_OP_SSCAN_BWD, cg_sscan_bwd_args, cg_sscan_prob)                                            \
+    X(gdr_fwd, CG_OP_GDR_FWD, cg_gdr_fwd_args, cg_gdr_prob)                                                    \
+    X(gdr_bwd, CG_OP_GDR_BWD, cg_gdr_bwd_args, cg_gdr_prob)
 
 /* CG_OP_COUNT: the number of ops (the op table has one row each). */
 #define CG__OP_INDEX(name, E, AT, PT) CG__OP_INDEX_##name,

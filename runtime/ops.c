@@ -2,6 +2,7 @@
 #include "ops.h"
 #include "gen.h"
 
+#include <math.h>
 #include <string.h>
 
 static const char *const k_sym_names[CG_SYM_COUNT] = {"", "B", "T", "G", "H", "dk", "dv", "L", "D", "N"};
@@ -121,16 +122,68 @@ static const cg_scalar_desc k_sscan_bwd_scalars[] = {
     {"delta_softplus", offsetof(cg_sscan_bwd_args, delta_softplus), offsetof(cg_sscan_prob, softplus), CG_KS_SOFTPLUS},
 };
 
+/* Gated delta rule: q, k [B, T, G, dk]; v, o, dout [B, T, H, dv]; g, beta [B, T, H]; states
+ * [B, H, dk, dv] float32. Test and tuning data: k in [-0.15, 0.15] and beta in [0, 1] keep
+ * the unnormalised recurrence contractive up to dk = 256 (beta |k|^2 < 2); g as SSD's decay. */
+#define GDR(AT, nm, file, role, opt, gof, e0, e1, e2, e3, fl, lo, hi, tol, af, vf, kf)                      \
+    ROW(nm, file, role, opt, NULL, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, cg_gdr_prob, vf, kf)
+#define GDR_INPUTS(AT)                                                                                         \
+    GDR(AT, "q", NULL, IN, 0, NULL, B_, T_, G_, DK, LCH, -1, 1, CG_TOL_NONE, q, q, 0),                          \
+    GDR(AT, "k", NULL, IN, 0, NULL, B_, T_, G_, DK, LCH, -0.15, 0.15, CG_TOL_NONE, k, k, 0),                    \
+    GDR(AT, "v", NULL, IN, 0, NULL, B_, T_, H_, DV, LCH, -1, 1, CG_TOL_NONE, v, v, 0),                          \
+    GDR(AT, "g", NULL, IN, 0, NULL, B_, T_, H_, NO, CG_TD_LAYOUT, -0.3, 0, CG_TOL_NONE, g, g, 0),               \
+    GDR(AT, "beta", NULL, IN, 0, NULL, B_, T_, H_, NO, CG_TD_LAYOUT | HF, 0, 1, CG_TOL_NONE, beta, beta, 0),    \
+    GDR(AT, "h0", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG | PS, -1, 1, CG_TOL_NONE, h0, h0, CG_KS_H0)
+
+#define GF cg_gdr_fwd_args
+static const cg_tdesc k_gdr_fwd[] = {
+    GDR_INPUTS(GF),
+    GDR(GF, "o", NULL, OUT, 0, NULL, B_, T_, H_, DV, LCH, 0, 0, CG_TOL_FWD, o, o, 0),
+    GDR(GF, "hT", NULL, OUT, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG | PS, 0, 0, CG_TOL_FWD, hT, hT, CG_KS_HT),
+};
+
+#define GB cg_gdr_bwd_args
+static const cg_tdesc k_gdr_bwd[] = {
+    GDR_INPUTS(GB),
+    GDR(GB, "dout", "do", IN, 0, NULL, B_, T_, H_, DV, LCH, -1, 1, CG_TOL_NONE, dout, dout, 0),
+    GDR(GB, "dhT", NULL, IN, 1, NULL, B_, H_, DK, DV, CG_TD_CONTIG | PS, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
+    GDR(GB, "dq", NULL, OUT, 0, "q", B_, T_, G_, DK, LCH, 0, 0, BW, dq, grad_q, 0),
+    GDR(GB, "dk", NULL, OUT, 0, "k", B_, T_, G_, DK, LCH, 0, 0, BW, dk, grad_k, 0),
+    GDR(GB, "dv", NULL, OUT, 0, "v", B_, T_, H_, DV, LCH, 0, 0, BW, dv, grad_v, 0),
+    GDR(GB, "dg", NULL, OUT, 0, "g", B_, T_, H_, NO, CG_TD_LAYOUT, 0, 0, BW, dg, grad_g, 0),
+    GDR(GB, "dbeta", NULL, OUT, 0, "beta", B_, T_, H_, NO, CG_TD_LAYOUT | HF, 0, 0, BW, dbeta, grad_beta, 0),
+    GDR(GB, "dh0", NULL, OUT, 1, "h0", B_, H_, DK, DV, CG_TD_CONTIG | PS, 0, 0, BW, dh0, grad_h0, 0),
+};
+
+static const cg_scalar_desc k_gdr_fwd_scalars[] = {
+    {"use_qk_l2norm", offsetof(cg_gdr_fwd_args, use_qk_l2norm), offsetof(cg_gdr_prob, l2norm), 0},
+};
+static const cg_scalar_desc k_gdr_bwd_scalars[] = {
+    {"use_qk_l2norm", offsetof(cg_gdr_bwd_args, use_qk_l2norm), offsetof(cg_gdr_prob, l2norm), 0},
+};
+/* scale: 0 is fla's default, dk^-1/2 */
+static double gdr_scale_default(const int64_t dim[CG_SYM_COUNT]) { return 1.0 / sqrt((double)dim[CG_SYM_DK]); }
+static const cg_real_desc k_gdr_fwd_reals[] = {
+    {"scale", offsetof(cg_gdr_fwd_args, scale), offsetof(cg_gdr_prob, scale), 0, HUGE_VAL, gdr_scale_default, "dk^-1/2"},
+};
+static const cg_real_desc k_gdr_bwd_reals[] = {
+    {"scale", offsetof(cg_gdr_bwd_args, scale), offsetof(cg_gdr_prob, scale), 0, HUGE_VAL, gdr_scale_default, "dk^-1/2"},
+};
+
 /* cu_seqlens [N + 1] of each op (docs/varlen.md): an optional integer input, not in t[]. */
 #define CU_ROW(AT, PT) ROW("cu_seqlens", NULL, IN, 1, NULL, NULL, NO, NO, NO, NO, CG_TD_INDEX, 0, 0, CG_TOL_NONE, AT, cu_seqlens, PT, cu, 0)
 static const cg_tdesc k_cu[] = {CU_ROW(cg_ssd_fwd_args, cg_ssd_prob), CU_ROW(cg_ssd_bwd_args, cg_ssd_prob),
-                                CU_ROW(cg_sscan_fwd_args, cg_sscan_prob), CU_ROW(cg_sscan_bwd_args, cg_sscan_prob)};
+                                CU_ROW(cg_sscan_fwd_args, cg_sscan_prob), CU_ROW(cg_sscan_bwd_args, cg_sscan_prob),
+                                CU_ROW(cg_gdr_fwd_args, cg_gdr_prob), CU_ROW(cg_gdr_bwd_args, cg_gdr_prob)};
 
 #define NONE_OFF ((size_t)-1)
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define SSD_DIMS                                                                                               \
     {NONE_OFF, offsetof(cg_ssd_prob, B), offsetof(cg_ssd_prob, T), offsetof(cg_ssd_prob, G),                   \
      offsetof(cg_ssd_prob, H), offsetof(cg_ssd_prob, dk), offsetof(cg_ssd_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF}
+#define GDR_DIMS                                                                                               \
+    {NONE_OFF, offsetof(cg_gdr_prob, B), offsetof(cg_gdr_prob, T), offsetof(cg_gdr_prob, G),                   \
+     offsetof(cg_gdr_prob, H), offsetof(cg_gdr_prob, dk), offsetof(cg_gdr_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF}
 #define SSCAN_DIMS                                                                                             \
     {NONE_OFF, offsetof(cg_sscan_prob, B), NONE_OFF, offsetof(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF, \
      offsetof(cg_sscan_prob, L), offsetof(cg_sscan_prob, D), offsetof(cg_sscan_prob, N)}
@@ -143,6 +196,12 @@ static const cg_tune_seed k_ssd_seeds[] = {{"B=4,G=2,H=8,dk=128,dv=128", "g2h8_d
                                            {"B=2,G=1,H=24,dk=128,dv=64", "g1h24_dk128_dv64"},
                                            {"B=4,G=1,H=1,dk=128,dv=128", "g1h1_d128"},
                                            {"B=4,G=2,H=4,dk=48,dv=40", "g2h4_dk48_dv40"},
+                                           {NULL, NULL}};
+/* issue #35's cells, [B, T, fla H, fla HV, dk, dv]: Qwen3-Next's layer [1, 4096, 16, 32, 128,
+ * 128], [4, 2048, 4, 4, 128, 128] and [2, 1000, 2, 6, 48, 40] (T from seq_gpu / seq_cpu) */
+static const cg_tune_seed k_gdr_seeds[] = {{"B=1,G=16,H=32,dk=128,dv=128", "g16h32_d128"},
+                                           {"B=4,G=4,H=4,dk=128,dv=128", "g4h4_d128"},
+                                           {"B=2,G=2,H=6,dk=48,dv=40", "g2h6_dk48_dv40"},
                                            {NULL, NULL}};
 static const cg_tune_seed k_sscan_seeds[] = {
     {"B=4,D=256,N=16", "d256_n16"}, {"B=4,D=512,N=16", "d512_n16"}, {"B=4,D=1024,N=16", "d1024_n16"}, {NULL, NULL}};
@@ -172,6 +231,23 @@ static double sscan_flops(const int64_t dim[CG_SYM_COUNT], double per_n, double 
     return (double)dim[CG_SYM_B] * (double)dim[CG_SYM_L] * (double)dim[CG_SYM_D] *
            (per_n * (double)dim[CG_SYM_N] + per_d);
 }
+/* Gated delta rule (MATH_GDN.md 2.5 and 3.2): the chunked algorithm, dense, per value head
+ * and chunk of c tokens: forward 6 c dk dv + 6 c^2 dk + 4 c^2 dv + c^3/3 (the solve);
+ * backward 16 c dk dv + 18 c^2 dk + 10 c^2 dv + 4 c^3. */
+static double gdr_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd) {
+    const double dk = (double)dim[CG_SYM_DK], dv = (double)dim[CG_SYM_DV];
+    const int64_t T = dim[CG_SYM_T];
+    double tot = 0;
+    for (int part = 0; part < 2; part++) {
+        double c = (double)(part ? T % C : C), nchunks = (double)(part ? (T % C ? 1 : 0) : T / C);
+        if (nchunks == 0) continue;
+        tot += nchunks * (bwd ? 16 * c * dk * dv + 18 * c * c * dk + 10 * c * c * dv + 4 * c * c * c
+                              : 6 * c * dk * dv + 6 * c * c * dk + 4 * c * c * dv + c * c * c / 3);
+    }
+    return tot * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_H];
+}
+static double gdr_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { return gdr_flops(dim, chunk, 0); }
+static double gdr_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { return gdr_flops(dim, chunk, 1); }
 static double sscan_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, sscan_flops(dim, 7, 11); }
 static double sscan_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, sscan_flops(dim, 24, 20); }
 
@@ -179,20 +255,30 @@ static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
      offsetof(cg_ssd_fwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[0],
-     offsetof(cg_ssd_prob, nseq), H_, k_ssd_seeds, {512, 2048, 8192}, {512, 2048}, ssd_fwd_flops, "chunk", 64},
+     offsetof(cg_ssd_prob, nseq), H_, k_ssd_seeds, {512, 2048, 8192}, {512, 2048}, ssd_fwd_flops, "chunk", 64, 0, NULL},
     {CG_OP_SSD_BWD, "ssd_bwd", "ssd", 1, "cg_ssd_bwd_args", sizeof(cg_ssd_bwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_bwd), k_ssd_bwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
      offsetof(cg_ssd_bwd_args, layout), NONE_OFF, offsetof(cg_ssd_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[1],
-     offsetof(cg_ssd_prob, nseq), H_, NO_SEEDS, ssd_bwd_flops, "chunk", 64},
+     offsetof(cg_ssd_prob, nseq), H_, NO_SEEDS, ssd_bwd_flops, "chunk", 64, 0, NULL},
     {CG_OP_SSCAN_FWD, "sscan_fwd", "sscan", 0, "cg_sscan_fwd_args", sizeof(cg_sscan_fwd_args),
      sizeof(cg_sscan_prob), COUNT(k_sscan_fwd), k_sscan_fwd, COUNT(k_sscan_fwd_scalars), k_sscan_fwd_scalars,
      SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
      offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[2], offsetof(cg_sscan_prob, nseq), G_,
-     k_sscan_seeds, {512, 2048, 8192}, {2048}, sscan_fwd_flops, NULL, 0},
+     k_sscan_seeds, {512, 2048, 8192}, {2048}, sscan_fwd_flops, NULL, 0, 0, NULL},
     {CG_OP_SSCAN_BWD, "sscan_bwd", "sscan", 1, "cg_sscan_bwd_args", sizeof(cg_sscan_bwd_args),
      sizeof(cg_sscan_prob), COUNT(k_sscan_bwd), k_sscan_bwd, COUNT(k_sscan_bwd_scalars), k_sscan_bwd_scalars,
      SSCAN_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_prob, grouped),
-     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[3], offsetof(cg_sscan_prob, nseq), G_, NO_SEEDS, sscan_bwd_flops, NULL, 0},
+     offsetof(cg_sscan_prob, dtype), 3, {D_, N_, G_, NO}, &k_cu[3], offsetof(cg_sscan_prob, nseq), G_, NO_SEEDS, sscan_bwd_flops, NULL, 0,
+     0, NULL},
+    {CG_OP_GDR_FWD, "gdr_fwd", "gdr", 0, "cg_gdr_fwd_args", sizeof(cg_gdr_fwd_args), sizeof(cg_gdr_prob),
+     COUNT(k_gdr_fwd), k_gdr_fwd, COUNT(k_gdr_fwd_scalars), k_gdr_fwd_scalars, GDR_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
+     offsetof(cg_gdr_fwd_args, layout), NONE_OFF, offsetof(cg_gdr_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[4],
+     offsetof(cg_gdr_prob, nseq), H_, k_gdr_seeds, {512, 2048, 8192}, {512, 2048}, gdr_fwd_flops, "chunk", 64,
+     COUNT(k_gdr_fwd_reals), k_gdr_fwd_reals},
+    {CG_OP_GDR_BWD, "gdr_bwd", "gdr", 1, "cg_gdr_bwd_args", sizeof(cg_gdr_bwd_args), sizeof(cg_gdr_prob),
+     COUNT(k_gdr_bwd), k_gdr_bwd, COUNT(k_gdr_bwd_scalars), k_gdr_bwd_scalars, GDR_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
+     offsetof(cg_gdr_bwd_args, layout), NONE_OFF, offsetof(cg_gdr_prob, dtype), 4, {DK, DV, G_, H_}, &k_cu[5],
+     offsetof(cg_gdr_prob, nseq), H_, NO_SEEDS, gdr_bwd_flops, "chunk", 64, COUNT(k_gdr_bwd_reals), k_gdr_bwd_reals},
 };
 
 const cg_op_desc *cg__op_desc(cg_op op) {

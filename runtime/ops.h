@@ -56,6 +56,17 @@ typedef struct cg_scalar_desc {
     int kflag;            /* shape flag (CG_KS_*) the kernel shape gets when the scalar is nonzero; 0 */
 } cg_scalar_desc;
 
+/* A real scalar argument (a double in the args struct and in the problem: gdr's scale),
+ * no part of the kernel shape or the tuning key. Validation takes it when it is finite and
+ * in [lo, hi]; 0 stands for dflt(dims) when dflt is given (said in messages as dflt_text). */
+typedef struct cg_real_desc {
+    const char *name;     /* e.g. "scale" */
+    size_t arg_off, prob_off;
+    double lo, hi;
+    double (*dflt)(const int64_t dim[CG_SYM_COUNT]); /* NULL: 0 stays 0 */
+    const char *dflt_text; /* "dk^-1/2" */
+} cg_real_desc;
+
 #define CG_OP_MAX_TENSORS 24
 
 /* One built-in tuning shape of an op family (cg_tune_builtin_shapes, autotune/api_tune.c):
@@ -107,6 +118,9 @@ typedef struct cg_op_desc {
     double (*flops)(const int64_t dim[CG_SYM_COUNT], int64_t p);
     const char *flops_param;
     int64_t flops_default;
+    /* the real scalar arguments (cg_real_desc); 0 and NULL for ops without */
+    int nreal;
+    const cg_real_desc *real;
 } cg_op_desc;
 
 /* Varlen (docs/varlen.md, runtime/varlen.c). The problem's cu_seqlens view (p NULL when absent). */

@@ -247,6 +247,19 @@ cg_status cg__op_validate_ex(cg_context *ctx, const cg_op_desc *d, const void *a
     if (d->grouped_off != (size_t)-1) *(int *)((char *)prob + d->grouped_off) = grouped;
     for (int k = 0; k < d->nscalar; k++)
         *(int *)((char *)prob + d->scalar[k].prob_off) = *(const int *)((const char *)args + d->scalar[k].arg_off) != 0;
+    for (int k = 0; k < d->nreal; k++) { /* real scalars: finite, in range; 0 is the default */
+        const cg_real_desc *r = &d->real[k];
+        double x = *(const double *)((const char *)args + r->arg_off);
+        if (!(x >= r->lo && x <= r->hi && x - x == 0)) {
+            char range[64];
+            if (r->hi - r->hi != 0) snprintf(range, sizeof range, ">= %g", r->lo);
+            else snprintf(range, sizeof range, "in [%g, %g]", r->lo, r->hi);
+            return cg__err(ctx, CG_EINVAL, "%s: %g but expected a finite value %s%s%s%s", r->name, x, range,
+                           r->dflt ? " (0: " : "", r->dflt ? r->dflt_text : "", r->dflt ? ")" : "");
+        }
+        if (x == 0 && r->dflt) x = r->dflt(dims);
+        *(double *)((char *)prob + r->prob_off) = x;
+    }
     /* optional outputs allowed only with their input */
     for (int i = 0; i < d->nt; i++) {
         const cg_tdesc *td = &d->t[i];

@@ -56,7 +56,8 @@ static void retype(dtt_prob *p, const char *name, cg_dtype dt) {
 CG_TEST(dtype_table_marks_16bit_tensors) {
     /* the tensors peers take in 16 bits (issue #15 item 1), and only those */
     const char *half[CG_OP_COUNT] = {"q k v o", "q k v dout dq dk dv", "x delta B C z y",
-                                     "x delta B C z dy dx ddelta dB dC dz"};
+                                     "x delta B C z dy dx ddelta dB dC dz", "q k v beta o",
+                                     "q k v beta dout dq dk dv dbeta"};
     for (int op = 0; op < CG_OP_COUNT; op++) {
         const cg_op_desc *d = cg__op_desc((cg_op)op);
         char got[256] = "";
@@ -253,7 +254,7 @@ CG_TEST(dtype_ref_rounds_its_f64_results) {
     cg_context *ctx = new_ctx();
     for (int op = 0; op < CG_OP_COUNT; op++) {
         const cg_op_desc *d = cg__op_desc((cg_op)op);
-        const dtt_dims dims = !strcmp(d->family, "ssd") ? ssd_dims(37, 7, 40) : sscan_dims(37, 6, 5);
+        const dtt_dims dims = d->seq == CG_SYM_T ? ssd_dims(37, 7, 40) : sscan_dims(37, 6, 5); /* ssd, gdr */
         for (int h = 0; h < 2; h++) {
             dtt_prob p, r;
             dtt_new(&p, (cg_op)op, dims.v, 1, h, h ? CG_F16 : CG_BF16, CG_F32, 0);

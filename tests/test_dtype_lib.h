@@ -12,12 +12,7 @@ typedef struct dtt_prob {
     int64_t dims[CG_SYM_COUNT];
     int grouped, hm;
     cg_tbuf t[CG_OP_MAX_TENSORS]; /* t[i].t.data NULL: absent */
-    union {
-        cg_ssd_fwd_args ssd_fwd;
-        cg_ssd_bwd_args ssd_bwd;
-        cg_sscan_fwd_args sscan_fwd;
-        cg_sscan_bwd_args sscan_bwd;
-    } args;
+    cg_args_any args; /* any op's args struct (op_list.h) */
 } dtt_prob;
 
 /* Every tensor of op with the symbol values dims (by cg_sym), grouped B/C (sscan) and

@@ -223,6 +223,136 @@ CG_TEST(ref_ssd_fwd_by_hand) {
     cg_context_free(ctx);
 }
 
+/* ---------------------------------------------------------- gated delta rule */
+
+typedef struct gdr_case {
+    ssd_case s;      /* shapes, h0 / dhT present, layout (the SSD buffers' shapes) */
+    int l2norm;
+    double scale;    /* 0: dk^-1/2 */
+} gdr_case;
+
+typedef struct gdr_bufs {
+    const gdr_case *c;
+    cg_context *ctx;
+    cg_tbuf q, k, v, g, beta, h0, o, hT, W, W2;
+    cg_tbuf dq, dk, dv, dg, dbeta, dh0;
+    int use_h0;
+} gdr_bufs;
+
+/* As ssd_alloc; k small enough without the norm that the recurrence stays tame, beta in
+ * (0, 2) (fla's allow_neg_eigval range), g of either sign. */
+static void gdr_alloc(gdr_bufs *s, cg_context *ctx, const gdr_case *gc, uint64_t seed) {
+    const ssd_case *c = &gc->s;
+    cg_rng rng = {seed}, *r = &rng;
+    int64_t st[4] = {c->B, c->H, c->dk, c->dv};
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
+    s->c = gc;
+    s->q = ssd_buf(c, c->G, c->dk), s->k = ssd_buf(c, c->G, c->dk), s->v = ssd_buf(c, c->H, c->dv);
+    s->g = ssd_buf(c, c->H, 0), s->beta = ssd_buf(c, c->H, 0);
+    s->o = ssd_buf(c, c->H, c->dv), s->W = ssd_buf(c, c->H, c->dv);
+    s->dq = ssd_buf(c, c->G, c->dk), s->dk = ssd_buf(c, c->G, c->dk), s->dv = ssd_buf(c, c->H, c->dv);
+    s->dg = ssd_buf(c, c->H, 0), s->dbeta = ssd_buf(c, c->H, 0);
+    s->h0 = cg_tbuf_new(CG_F64, 4, st), s->hT = cg_tbuf_new(CG_F64, 4, st);
+    s->W2 = cg_tbuf_new(CG_F64, 4, st), s->dh0 = cg_tbuf_new(CG_F64, 4, st);
+    const double kr = gc->l2norm ? 1 : 0.5;
+    const fill_rule in[] = {{&s->q, -1, 1}, {&s->k, -kr, kr}, {&s->v, -1, 1}, {&s->g, -0.8, 0.1}, {&s->beta, 0.05, 1.95}};
+    fill_case(in, sizeof in / sizeof in[0], &s->h0, &s->W, &s->W2, c->h0, c->dhT, r);
+    s->use_h0 = c->h0;
+}
+
+static void gdr_free(gdr_bufs *s) {
+    cg_tbuf *all[] = {&s->q, &s->k, &s->v, &s->g, &s->beta, &s->h0, &s->o, &s->hT, &s->W, &s->W2,
+                      &s->dq, &s->dk, &s->dv, &s->dg, &s->dbeta, &s->dh0};
+    free_bufs(all, sizeof all / sizeof all[0]);
+}
+
+static cg_status gdr_forward(gdr_bufs *s, int want_hT) {
+    cg_gdr_fwd_args a = {.layout = s->c->s.layout, .q = s->q.t, .k = s->k.t, .v = s->v.t, .g = s->g.t,
+                         .beta = s->beta.t, .h0 = s->use_h0 ? s->h0.t : no_tensor, .scale = s->c->scale,
+                         .use_qk_l2norm = s->c->l2norm, .o = s->o.t, .hT = want_hT ? s->hT.t : no_tensor};
+    return cg_gdr_fwd(s->ctx, &a, &ref_exec);
+}
+
+static double gdr_loss(void *arg) {
+    gdr_bufs *s = arg;
+    return cot_loss(s->ctx, gdr_forward(s, 1), "gdr", &s->o, &s->W, s->c->s.dhT ? &s->hT : NULL, &s->W2);
+}
+
+static void gdr_fd_case(cg_context *ctx, const gdr_case *gc, uint64_t seed) {
+    const ssd_case *c = &gc->s;
+    gdr_bufs s;
+    gdr_alloc(&s, ctx, gc, seed);
+    cg_gdr_bwd_args a = {.layout = c->layout, .q = s.q.t, .k = s.k.t, .v = s.v.t, .g = s.g.t, .beta = s.beta.t,
+                         .h0 = c->h0 ? s.h0.t : no_tensor, .dout = s.W.t, .dhT = c->dhT ? s.W2.t : no_tensor,
+                         .scale = gc->scale, .use_qk_l2norm = gc->l2norm, .dq = s.dq.t, .dk = s.dk.t,
+                         .dv = s.dv.t, .dg = s.dg.t, .dbeta = s.dbeta.t, .dh0 = s.dh0.t};
+    CG_CHECK_OK(ctx, cg_gdr_bwd(ctx, &a, &ref_exec));
+    char name[200];
+#define GDR_FD(x, g)                                                                                           \
+    snprintf(name, sizeof name, "gdr B%lld T%lld G%lld H%lld dk%lld dv%lld h0=%d dhT=%d layout=%d l2norm=%d scale=%g: %s", \
+             (long long)c->B, (long long)c->T, (long long)c->G, (long long)c->H, (long long)c->dk,             \
+             (long long)c->dv, c->h0, c->dhT, (int)c->layout, gc->l2norm, gc->scale, #g);                     \
+    fd_check(name, &s.x, &s.g, gdr_loss, &s)
+    GDR_FD(q, dq);
+    GDR_FD(k, dk);
+    GDR_FD(v, dv);
+    GDR_FD(g, dg);
+    GDR_FD(beta, dbeta);
+    s.use_h0 = 1; /* h0 absent: its values are zeros, the gradient is taken there */
+    GDR_FD(h0, dh0);
+#undef GDR_FD
+    gdr_free(&s);
+}
+
+/* Every gradient of the gated delta rule against central differences: grouped heads,
+ * both layouts, T = 1, h0 / dhT on and off, the L2 norm on and off, a given scale. */
+CG_TEST(ref_gdr_grad_fd) {
+    CG_TEST_CONTEXT(ctx);
+    const gdr_case cases[] = {
+        {{2, 5, 2, 4, 3, 2, 1, 1, CG_LAYOUT_TOKEN_MAJOR}, 1, 0},
+        {{2, 5, 2, 4, 3, 2, 0, 0, CG_LAYOUT_TOKEN_MAJOR}, 0, 0},
+        {{2, 5, 1, 3, 4, 2, 1, 0, CG_LAYOUT_HEAD_MAJOR}, 1, 0.7},
+        {{1, 7, 1, 2, 2, 3, 0, 1, CG_LAYOUT_HEAD_MAJOR}, 0, 1.3},
+        {{2, 1, 2, 4, 3, 2, 1, 1, CG_LAYOUT_TOKEN_MAJOR}, 1, 0},
+        {{1, 1, 1, 1, 1, 1, 0, 0, CG_LAYOUT_TOKEN_MAJOR}, 0, 0},
+        {{1, 6, 2, 6, 5, 1, 1, 1, CG_LAYOUT_TOKEN_MAJOR}, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) gdr_fd_case(ctx, &cases[i], 300 + i);
+    cg_context_free(ctx);
+}
+
+/* One token, written out (MATH_GDN.md 1.1): with S' = e^{g0} h0, kn, qn the normalised
+ * rows and s = dk^-1/2,  hT = S' + beta kn (v - S'^T kn)^T,  o_0 = s hT^T qn. */
+CG_TEST(ref_gdr_fwd_by_hand) {
+    CG_TEST_CONTEXT(ctx);
+    const gdr_case gc = {{2, 1, 1, 2, 3, 2, 1, 1, CG_LAYOUT_TOKEN_MAJOR}, 1, 0};
+    const ssd_case *c = &gc.s;
+    gdr_bufs s;
+    gdr_alloc(&s, ctx, &gc, 11);
+    CG_CHECK_OK(ctx, gdr_forward(&s, 1));
+    double maxerr = 0, nq = 1e-6, nk = 1e-6;
+    for (int64_t i = 0; i < c->dk; i++) nq += at4(&s.q, 0, 0, 0, i) * at4(&s.q, 0, 0, 0, i);
+    for (int64_t i = 0; i < c->dk; i++) nk += at4(&s.k, 0, 0, 0, i) * at4(&s.k, 0, 0, 0, i);
+    for (int64_t h = 0; h < c->H; h++) { /* b = 0 */
+        const double a = exp(at4(&s.g, 0, 0, h, 0)), beta = at4(&s.beta, 0, 0, h, 0);
+        for (int64_t j = 0; j < c->dv; j++) {
+            double pj = 0, o = 0;
+            for (int64_t i = 0; i < c->dk; i++) pj += a * at4(&s.h0, 0, h, i, j) * at4(&s.k, 0, 0, 0, i) / sqrt(nk);
+            for (int64_t i = 0; i < c->dk; i++) {
+                const double kn = at4(&s.k, 0, 0, 0, i) / sqrt(nk), qn = at4(&s.q, 0, 0, 0, i) / sqrt(nq);
+                const double want = a * at4(&s.h0, 0, h, i, j) + beta * kn * (at4(&s.v, 0, 0, h, j) - pj);
+                maxerr = fmax(maxerr, fabs(at4(&s.hT, 0, h, i, j) - want));
+                o += want * qn / sqrt((double)c->dk);
+            }
+            maxerr = fmax(maxerr, fabs(at4(&s.o, 0, 0, h, j) - o));
+        }
+    }
+    CG_CHECK(maxerr <= 1e-13, "max abs err %.3g against the hand formula", maxerr);
+    gdr_free(&s);
+    cg_context_free(ctx);
+}
+
 /* ------------------------------------------------------------- selective scan */
 
 typedef struct sscan_case {

@@ -62,7 +62,8 @@ CG_TEST(tune_store_compat_corpus) {
         else check_entry(ctx, list, files[f], 0, &fams), n++;
         json_decref(doc);
     }
-    const int nfam = cg__tune_family_index(cg__op_desc((cg_op)(CG_OP_COUNT - 1))) + 1;
+    /* the families the corpus was written with (ssd, sscan; the gated delta rule came later) */
+    const int nfam = 2;
     CG_CHECK(n >= nfam && fams == (1u << nfam) - 1, "%d entries, families seen 0x%x of %d", n, fams, nfam);
     cg_context_free(ctx);
 }

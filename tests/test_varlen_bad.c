@@ -16,7 +16,7 @@ static void bad_new(bad_case *c, cg_op op, int64_t b, int64_t total, int64_t row
                     const int64_t *vals, int n) {
     int64_t dims[CG_SYM_COUNT] = {0};
     const cg_op_desc *d = cg__op_desc(op);
-    if (!strcmp(d->family, "ssd")) dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 2, dims[CG_SYM_DK] = 3, dims[CG_SYM_DV] = 4;
+    if (d->seq == CG_SYM_T) dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 2, dims[CG_SYM_DK] = 3, dims[CG_SYM_DV] = 4;
     else dims[CG_SYM_D] = 4, dims[CG_SYM_N] = 3, dims[CG_SYM_G] = 1;
     dims[CG_SYM_B] = b;
     dims[d->seq] = total;
@@ -85,7 +85,7 @@ static void expect(cg_op op, int64_t b, int64_t total, int64_t rows, cg_dtype cu
 CG_TEST(varlen_bad_offsets) {
     for (int op = 0; op < CG_OP_COUNT; op++) {
         const cg_op_desc *d = cg__op_desc((cg_op)op);
-        const int ssd = !strcmp(d->family, "ssd");
+        const int ssd = d->seq == CG_SYM_T; /* ssd and gdr: T, H, dk, dv */
         const cg_backend be = op % 2 ? CG_BACKEND_REF : CG_BACKEND_CPU;
         /* the offsets themselves, int32 and int64 */
         for (cg_dtype dt = CG_I32; dt <= CG_I64; dt = (cg_dtype)(dt + 1)) {
@@ -195,7 +195,8 @@ CG_TEST(varlen_pinned_config_every_sequence) {
     for (int op = 0; op < CG_OP_COUNT; op++) {
         bad_case c;
         cg_context *ctx = bad_open(&c, (cg_op)op, 1, 200, 5, CG_I32, 1, V(0, 0, 1, 1, 137, 200));
-        const char *config = strcmp(c.p.d->family, "ssd") ? "segment=64,block_d=2" : "chunk=64,block_dv=4";
+        const char *fam = c.p.d->family;
+        const char *config = !strcmp(fam, "ssd") ? "chunk=64,block_dv=4" : !strcmp(fam, "sscan") ? "segment=64,block_d=2" : "threads=2";
         CG_CHECK_OK(ctx, bad_call(ctx, &c, CG_BACKEND_CPU, config, NULL));
         CG_CHECK(strstr(cg_last_dispatch(ctx), config) && strstr(cg_last_dispatch(ctx), "source=pinned"),
                  "%s: %s", c.p.d->name, cg_last_dispatch(ctx));

@@ -1,0 +1,255 @@
+/* test_gdr.c -- the gated delta rule (#35): the cpu backend against the float64 reference
+ * on the test matrix of MATH_GDN.md 4.3 (T = 1, T not a multiple of a chunk, dk / dv not
+ * powers of two, grouped heads, both layouts, a varlen batch of 3 sequences with a
+ * 1-token one, h0 / hT / dhT on and off, the L2 norm on and off, beta near 0, 1 and 2, a
+ * given scale, long memory), in float32, bfloat16 and float16 storage; bitwise equal
+ * results for 1 and 3 threads; bad input refused with a message naming the argument. */
+#include "test_dtype_lib.h"
+#include "cli_testlib.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct gcase {
+    const char *name;
+    int64_t B, T, G, H, dk, dv;
+    int hm, l2norm, states;  /* head-major; use_qk_l2norm; h0, hT, dhT and dh0 given */
+    double blo, bhi;         /* beta's range (0, 0: the table's) */
+    double glo, ghi;         /* g's range (0, 0: the table's) */
+    double scale;            /* 0: dk^-1/2 */
+    int nseq;                /* varlen: sequences (B = 1); offsets in cu */
+    int64_t cu[4];
+} gcase;
+
+static const gcase k_cases[] = {
+    {"t1", 1, 1, 1, 1, 8, 8, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}},
+    {"t37_g2h6_dk48_dv40_head", 2, 37, 2, 6, 48, 40, 1, 1, 1, 0, 0, 0, 0, 0, 0, {0}},
+    {"t37_h3_dk7_dv5_bare", 1, 37, 1, 3, 7, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}},
+    {"beta_near0", 1, 50, 1, 2, 16, 12, 0, 1, 1, 0, 0.01, 0, 0, 0, 0, {0}},
+    {"beta_near1", 1, 50, 1, 2, 16, 12, 1, 1, 1, 0.99, 1, 0, 0, 0, 0, {0}},
+    {"beta_near2", 1, 50, 2, 2, 16, 12, 0, 1, 1, 1.9, 1.999, 0, 0, 0, 0, {0}},
+    {"scale_l2off", 2, 20, 1, 1, 32, 16, 0, 0, 1, 0, 0, 0, 0, 0.3, 0, {0}},
+    {"varlen_1_37_70", 1, 108, 2, 4, 16, 24, 0, 1, 1, 0, 0, 0, 0, 0, 3, {0, 1, 38, 108}},
+    {"varlen_head_bare", 1, 108, 1, 2, 9, 6, 1, 0, 0, 0, 0, 0, 0, 0, 3, {0, 70, 71, 108}},
+    {"long_memory_t2048", 1, 2048, 1, 2, 24, 20, 0, 1, 1, 0, 0, -2e-3, 0, 0, 0, {0}},
+};
+
+static cg_context *new_ctx(int threads) {
+    cg_context *ctx = NULL;
+    if (cg_context_create(&ctx) != CG_OK || cg_context_set_threads(ctx, threads) != CG_OK) abort();
+    return ctx;
+}
+
+/* The problem of case c for op: tensors in `half` (the 16-bit-capable ones) and `other`,
+ * states per sequence when varlen, inputs drawn from seed (beta's and g's ranges the case's),
+ * the case's options and offsets in its args. */
+static void gnew(dtt_prob *p, cg_tbuf *cu, cg_op op, const gcase *c, cg_dtype half, cg_dtype other, uint64_t seed) {
+    const cg_op_desc *d = cg__op_desc(op);
+    int64_t dims[CG_SYM_COUNT] = {0};
+    dims[CG_SYM_B] = c->B, dims[CG_SYM_T] = c->T, dims[CG_SYM_G] = c->G, dims[CG_SYM_H] = c->H;
+    dims[CG_SYM_DK] = c->dk, dims[CG_SYM_DV] = c->dv;
+    unsigned omit = 0;
+    for (int i = 0; i < d->nt; i++)
+        if (d->t[i].optional && !c->states) omit |= 1u << i;
+    dtt_new(p, op, dims, 1, c->hm, half, other, omit);
+    for (int i = 0; i < d->nt && c->nseq; i++) {
+        if (!(d->t[i].flags & CG_TD_PERSEQ) || !p->t[i].t.data) continue;
+        int64_t shape[4];
+        int nd = cg__op_given_shape(d, i, p->dims, 1, c->hm, shape);
+        shape[0] = c->nseq;
+        cg_dtype dt = p->t[i].t.dtype;
+        cg_tbuf_free(&p->t[i]);
+        p->t[i] = cg_tbuf_new(dt, nd, shape);
+    }
+    dtt_fill(p, seed);
+    cg_rng r = {seed ^ 0x9d7};
+    if (c->bhi > 0) cg_tbuf_fill(&p->t[dtt_idx(p, "beta")], &r, c->blo, c->bhi);
+    if (c->glo < 0) cg_tbuf_fill(&p->t[dtt_idx(p, "g")], &r, c->glo, c->ghi);
+    memset(cu, 0, sizeof *cu);
+    if (c->nseq) {
+        int64_t n1 = c->nseq + 1;
+        *cu = cg_tbuf_new(CG_I64, 1, &n1);
+        memcpy(cu->mem, c->cu, (size_t)n1 * sizeof(int64_t));
+    }
+}
+
+/* Run p on backend be with the case's options (threads: the context's). */
+static cg_status grun(cg_context *ctx, dtt_prob *p, const cg_tbuf *cu, const gcase *c, cg_backend be) {
+    void *args = (void *)dtt_args(p);
+    if (p->d->op == CG_OP_GDR_FWD) {
+        cg_gdr_fwd_args *a = args;
+        a->use_qk_l2norm = c->l2norm, a->scale = c->scale;
+        if (c->nseq) a->cu_seqlens = cu->t;
+    } else {
+        cg_gdr_bwd_args *a = args;
+        a->use_qk_l2norm = c->l2norm, a->scale = c->scale;
+        if (c->nseq) a->cu_seqlens = cu->t;
+    }
+    cg_exec ex = CG_EXEC_INIT;
+    ex.backend = be;
+    return cg_run(ctx, p->d->op, args, &ex);
+}
+
+/* Case c of op in storage dtype half on the cpu backend against the reference on the same
+ * (rounded) inputs: every output within its tolerance for its dtype; then the same call
+ * with another thread count, bit for bit. */
+static void check_case(const gcase *c, cg_op op, cg_dtype half) {
+    cg_context *ctx = new_ctx(1), *ctx3 = new_ctx(3);
+    const uint64_t seed = 1000 + (uint64_t)(c - k_cases) * 7 + (uint64_t)op;
+    dtt_prob p, r, p3;
+    cg_tbuf cu;
+    gnew(&p, &cu, op, c, half, CG_F32, seed);
+    gnew(&p3, &cu, op, c, half, CG_F32, seed);
+    cg_tbuf_free(&cu);
+    gnew(&r, &cu, op, c, CG_F64, CG_F64, seed);
+    dtt_copy_inputs(&r, &p); /* the rounded inputs */
+    const char *dn = cg_dtype_name(half);
+    cg_status st = grun(ctx, &p, &cu, c, CG_BACKEND_CPU);
+    CG_CHECK(st == CG_OK, "%s %s %s: cpu: %s", p.d->name, c->name, dn, cg_errmsg(ctx));
+    st = grun(ctx, &r, &cu, c, CG_BACKEND_REF);
+    CG_CHECK(st == CG_OK, "%s %s %s: ref: %s", p.d->name, c->name, dn, cg_errmsg(ctx));
+    for (int i = 0; i < p.d->nt; i++) {
+        const cg_tdesc *t = &p.d->t[i];
+        if (t->role != CG_TD_OUT || !p.t[i].t.data) continue;
+        const double err = cg_rel_err(&p.t[i], &r.t[i]), tol = cg__tol_dtype(t->tol, p.t[i].t.dtype);
+        CG_CHECK(err <= tol, "%s %s %s: %s rel err %.3g > %.0e", p.d->name, c->name, dn, t->name, err, tol);
+    }
+    st = grun(ctx3, &p3, &cu, c, CG_BACKEND_CPU);
+    CG_CHECK(st == CG_OK, "%s %s %s: cpu, 3 threads: %s", p.d->name, c->name, dn, cg_errmsg(ctx3));
+    const char *diff = dtt_first_diff(&p, &p3);
+    CG_CHECK(!diff, "%s %s %s: %s differs between 1 and 3 threads", p.d->name, c->name, dn, diff);
+    dtt_free(&p), dtt_free(&p3), dtt_free(&r);
+    cg_tbuf_free(&cu);
+    cg_context_free(ctx);
+    cg_context_free(ctx3);
+}
+
+static void check_all(cg_dtype half) {
+    for (size_t k = 0; k < sizeof k_cases / sizeof k_cases[0]; k++)
+        for (int op = CG_OP_GDR_FWD; op <= CG_OP_GDR_BWD; op++) check_case(&k_cases[k], (cg_op)op, half);
+}
+
+CG_TEST(gdr_cpu_f32_matrix) { check_all(CG_F32); }
+CG_TEST(gdr_cpu_bf16_matrix) { check_all(CG_BF16); }
+CG_TEST(gdr_cpu_f16_matrix) { check_all(CG_F16); }
+
+/* Bad arguments: a status and a message naming the argument and what was expected. */
+CG_TEST(gdr_bad_inputs) {
+    cg_context *ctx = new_ctx(1);
+    for (int op = CG_OP_GDR_FWD; op <= CG_OP_GDR_BWD; op++) {
+        const gcase c = {"bad", 2, 5, 2, 4, 6, 5, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}};
+        dtt_prob p;
+        cg_tbuf cu;
+        gnew(&p, &cu, (cg_op)op, &c, CG_F32, CG_F32, 5);
+        const char *name = p.d->name;
+        CG_CHECK_OK(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU));
+        /* H % G != 0: v with 3 heads for G = 2 */
+        const int iv = dtt_idx(&p, "v"), ig = dtt_idx(&p, "g"), ib = dtt_idx(&p, "beta");
+        cg_tbuf keep = p.t[iv];
+        int64_t sv[4] = {2, 5, 3, 5};
+        p.t[iv] = cg_tbuf_new(CG_F32, 4, sv);
+        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
+                         "H = 3 is not a multiple of G = 2 (expected H % G == 0)", name);
+        cg_tbuf_free(&p.t[iv]);
+        p.t[iv] = keep;
+        /* g of the wrong shape */
+        keep = p.t[ig];
+        int64_t sg[3] = {2, 5, 3};
+        p.t[ig] = cg_tbuf_new(CG_F32, 3, sg);
+        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
+                         "g: shape (2, 5, 3) but expected (2, 5, 4) [B, T, H]", name);
+        cg_tbuf_free(&p.t[ig]);
+        /* g stays float32 */
+        int64_t sg4[3] = {2, 5, 4};
+        p.t[ig] = cg_tbuf_new(CG_BF16, 3, sg4);
+        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
+                         "g: dtype CG_BF16 but expected CG_F32 (g stays float32", name);
+        cg_tbuf_free(&p.t[ig]);
+        p.t[ig] = keep;
+        /* beta: a 16-bit dtype other than q's, and float64 in a float32 call */
+        keep = p.t[ib];
+        int64_t sb[3] = {2, 5, 4};
+        p.t[ib] = cg_tbuf_new(CG_F64, 3, sb);
+        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL, "beta: dtype CG_F64 but expected CG_F32",
+                         name);
+        cg_tbuf_free(&p.t[ib]);
+        p.t[ib] = keep;
+        /* scale: negative, NaN, infinite */
+        const double bad[] = {-1, NAN, INFINITY};
+        for (int k = 0; k < 3; k++) {
+            gcase cs = c;
+            cs.scale = bad[k];
+            CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &cs, CG_BACKEND_CPU), CG_EINVAL,
+                             "but expected a finite value >= 0 (0: dk^-1/2)", name);
+            CG_CHECK(!strncmp(cg_errmsg(ctx), "scale: ", 7), "%s: message does not start with scale: %s", name,
+                     cg_errmsg(ctx));
+        }
+        dtt_free(&p);
+    }
+    /* beta in another 16-bit dtype than q's */
+    const gcase c = {"bad16", 1, 3, 1, 1, 4, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, {0}};
+    dtt_prob p;
+    cg_tbuf cu;
+    gnew(&p, &cu, CG_OP_GDR_FWD, &c, CG_BF16, CG_F32, 9);
+    const int ib = dtt_idx(&p, "beta");
+    cg_tbuf_free(&p.t[ib]);
+    int64_t sb[3] = {1, 3, 1};
+    p.t[ib] = cg_tbuf_new(CG_F16, 3, sb);
+    CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
+                     "beta: dtype CG_F16 but expected CG_BF16 like q", "gdr_fwd");
+    dtt_free(&p);
+    cg_context_free(ctx);
+}
+
+/* The resolved scale: 0 is dk^-1/2 (the output scales linearly in it: o(2 s) = 2 o(s)). */
+CG_TEST(gdr_scale_default) {
+    cg_context *ctx = new_ctx(1);
+    const gcase c0 = {"s0", 1, 4, 1, 1, 9, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}};
+    gcase c1 = c0, c2 = c0;
+    c1.scale = 1.0 / 3, c2.scale = 2.0 / 3;
+    dtt_prob p0, p1, p2;
+    cg_tbuf cu;
+    gnew(&p0, &cu, CG_OP_GDR_FWD, &c0, CG_F64, CG_F64, 3);
+    gnew(&p1, &cu, CG_OP_GDR_FWD, &c1, CG_F64, CG_F64, 3);
+    gnew(&p2, &cu, CG_OP_GDR_FWD, &c2, CG_F64, CG_F64, 3);
+    CG_CHECK_OK(ctx, grun(ctx, &p0, &cu, &c0, CG_BACKEND_REF));
+    CG_CHECK_OK(ctx, grun(ctx, &p1, &cu, &c1, CG_BACKEND_REF));
+    CG_CHECK_OK(ctx, grun(ctx, &p2, &cu, &c2, CG_BACKEND_REF));
+    const int io = dtt_idx(&p0, "o");
+    const double *o0 = p0.t[io].mem, *o1 = p1.t[io].mem, *o2 = p2.t[io].mem;
+    double e01 = 0, e12 = 0;
+    for (int64_t i = 0; i < p0.t[io].count; i++) e01 = fmax(e01, fabs(o0[i] - o1[i])), e12 = fmax(e12, fabs(2 * o1[i] - o2[i]));
+    CG_CHECK(e01 <= 1e-15 && e12 <= 1e-14, "scale 0 vs dk^-1/2: %.3g; o(2s) - 2 o(s): %.3g", e01, e12);
+    dtt_free(&p0), dtt_free(&p1), dtt_free(&p2);
+    cg_context_free(ctx);
+}
+
+/* Tuning a gdr shape on the cpu: tuned through the CPU space when there is one (cg_kernel_list
+ * names gdr_cpu), else each key skipped as one the backend has no space for -- never a
+ * failure; the calls then run the default. */
+CG_TEST(gdr_tune_cpu) {
+    char dir[4096];
+    if (mk_tmpdir(dir, sizeof dir)) return;
+    setenv("CHUNKGEN_TUNE_FAKE_TIMING", "1", 1);
+    cg_context *ctx = new_ctx(1);
+    CG_CHECK_OK(ctx, cg_context_set_cache_dir(ctx, dir));
+    cg_shape s = {.size = sizeof(cg_shape)};
+    CG_CHECK_OK(ctx, cg_shape_parse(ctx, "gdr_fwd:B=1,T=40,G=1,H=2,dk=8,dv=8", &s));
+    const char *const *names;
+    int n = 0, space = 0;
+    CG_CHECK_OK(ctx, cg_kernel_list(ctx, &names, &n));
+    for (int i = 0; i < n; i++) space |= !strcmp(names[i], "gdr_cpu");
+    cg_tune_options o = CG_TUNE_OPTIONS_INIT;
+    o.backend = CG_BACKEND_CPU, o.max_candidates = 2, o.directions = 3;
+    cg_tune_summary sum = CG_TUNE_SUMMARY_INIT;
+    CG_CHECK_OK(ctx, cg_tune(ctx, &s, 1, &o, &sum));
+    CG_CHECK(sum.keys == 2 && sum.failed == 0 && (space ? sum.tuned : sum.unsupported) == 2,
+             "space %d: %d keys, %d tuned, %d unsupported, %d failed", space, sum.keys, sum.tuned, sum.unsupported,
+             sum.failed);
+    cg_tuned_config tc = {.size = sizeof tc};
+    CG_CHECK_OK(ctx, cg_config_lookup(ctx, CG_BACKEND_CPU, &s, &tc));
+    CG_CHECK(!strcmp(tc.source, space ? "exact" : "default"), "lookup: %s", tc.source);
+    unsetenv("CHUNKGEN_TUNE_FAKE_TIMING");
+    cg_context_free(ctx);
+    rm_tree(dir);
+}
