@@ -27,9 +27,7 @@
 #define cg__gdr_prep_layout CG_ISA_CAT(cg__gdr_prep_layout, CG_ISA)
 #endif
 
-#include "ssd_cpu.h" /* GEMM tiles, pads, exp, decay masks, cpu_half.h */
-
-#include "gdr_prob_tmp.h" /* TEMPORARY until the gdr branch's internal.h */
+#include "ssd_cpu.h" /* GEMM tiles, pads, exp, decay masks, cpu_half.h, internal.h (cg_gdr_prob) */
 
 /* Resolved run parameters (gdr_cpu_chunk.c). */
 typedef struct cg_gdr_run {
@@ -134,10 +132,6 @@ static inline float *cg__gdr_scratch_at(const cg_gdr_scratch *s, int tid) {
     return (float *)(s->mem + (size_t)tid * s->stride);
 }
 static inline int64_t cg__gdr_al(int64_t n) { return (n + 15) / 16 * 16; } /* floats, to 64 bytes */
-
-/* The chunked path's entry points (the contract's; internal.h once the gdr op is merged). */
-cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
-cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 
 /* Scratch of `bytes` (64-byte aligned): the caller's workspace (ex) when large enough, else
  * the context's kept one (cg__ctx_host_ws: no page faults on every call), else a mapping
