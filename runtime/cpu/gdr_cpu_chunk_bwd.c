@@ -2,7 +2,9 @@
  * form (MATH_GDN.md section 3). Built once per ISA variant.
  *
  * One task per (b, q/k group) takes the group's value heads in order (so dq and dk sum
- * over them in a fixed order: deterministic, no atomics). Per head:
+ * over them in a fixed order: deterministic, no atomics); with fewer (b, g) pairs than
+ * threads, a task per (b, value head) keeps its dq, dk apart and a second pass adds them
+ * in the same order (the same bits). Per head:
  *   forward:  the state entering every chunk, S0[c], into a workspace (S0[0] = h0);
  *             nothing else is stored.
  *   reverse:  chunks last to first, dS = dhT (or 0) the gradient of the state at the end
@@ -34,6 +36,8 @@ typedef struct bwd_job {
     cg_gdr_dims d;
     int64_t nc;  /* chunks per sequence */
     int64_t ldd; /* of Ld [C, dvp + Cp] */
+    int split;   /* a task per (b, value head), dq and dk per head in HQ, HK, summed after */
+    float *HQ, *HK; /* split: [B * H] x [T, ldk] */
     cg_gdr_scratch scratch;
 } bwd_job;
 
@@ -49,7 +53,7 @@ typedef struct bwd_tiles {
     float *dS, *dST;       /* [dk, ldv], [dv, ldk] */
     float *dG, *dB, *cs, *kd, *pd; /* [C] */
     float *WS;             /* [nc, dk * ldv] chunk-entering states */
-    float *DQ, *DK;        /* [T, ldk] accumulators over the group's heads */
+    float *DQ, *DK;        /* [T, ldk] accumulators over the group's heads (split: one head's) */
     float *Xq;             /* [C, ldk] rows for the final L2-norm backward */
 } bwd_tiles;
 
@@ -83,8 +87,8 @@ static size_t layout(const bwd_job *J, float *f, bwd_tiles *t) {
     TAKE(kd, C);
     TAKE(pd, C);
     TAKE(WS, J->nc * d->dk * d->ldv);
-    TAKE(DQ, J->p->T * d->ldk);
-    TAKE(DK, J->p->T * d->ldk);
+    TAKE(DQ, J->split ? 0 : J->p->T * d->ldk); /* split: the head's slice of HQ, HK instead */
+    TAKE(DK, J->split ? 0 : J->p->T * d->ldk);
     TAKE(Xq, C * d->ldk);
 #undef TAKE
     return off;
@@ -241,7 +245,8 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
 }
 
 /* dx of rows [t0, t0 + L) of q or k of (b, g) from the accumulated gradient of the
- * scaled, normalised rows: times mul (the scale for q), then the L2-norm backward. */
+ * scaled, normalised rows (acc: rows t0.., ldk apart): times mul (the scale for q), then
+ * the L2-norm backward. */
 static void store_dqk(const bwd_job *J, bwd_tiles *t, const cg_view *x, const cg_view *dx, const float *acc,
                       int64_t b, int64_t g, int64_t t0, int64_t L, float mul) {
     const cg_gdr_prob *p = J->p;
@@ -250,7 +255,7 @@ static void store_dqk(const bwd_job *J, bwd_tiles *t, const cg_view *x, const cg
     cg__cpu_ld_rows(t->Xq, ldk, cg__vat(x, b * x->s[0] + t0 * sx + g * x->s[2]), x->dt, sx, L, d->dk, dkp);
     for (int64_t i = 0; i < L; i++) {
         float *restrict r = t->Xq + i * ldk;
-        const float *restrict a = acc + (t0 + i) * ldk;
+        const float *restrict a = acc + i * ldk;
         if (p->l2norm) {
             const float rstd = 1.0f / sqrtf(cg__gdr_dot16(r, r, dkp) + 1e-6f);
             for (int64_t c = 0; c < dkp; c++) r[c] *= rstd; /* y */
@@ -264,53 +269,100 @@ static void store_dqk(const bwd_job *J, bwd_tiles *t, const cg_view *x, const cg
     cg__cpu_st_rows(cg__vat(dx, b * dx->s[0] + t0 * sd + g * dx->s[2]), dx->dt, sd, t->Xq, ldk, L, d->dk);
 }
 
+/* One value head h of batch b: its chunk-entering states by a forward pass, then the
+ * reverse pass; dq, dk into t->DQ, t->DK (set, or added to when not first). */
+static void run_head(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t h, int first) {
+    const cg_gdr_prob *p = J->p;
+    const cg_gdr_dims *d = &J->d;
+    const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, C = d->C, T = p->T;
+    float *K1 = t->R2 + dvp * d->ldk; /* where prep puts K (bwd_chunk uses the same place) */
+    float *S = t->WS;
+    if (p->h0.p) cg__ssd_copy_rows(S, ldv, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dvp);
+    else memset(S, 0, (size_t)(dk * ldv) * sizeof(float));
+    for (int64_t ci = 0; ci + 1 < J->nc; ci++) {
+        const int64_t t0 = ci * C, L = C; /* every chunk but the last is full */
+        float *Sn = S + dk * ldv;
+        c->K = K1;
+        cg__gdr_prep_chunk(p, d, b, h, t0, L, 0, c);
+        if (ci + 2 < J->nc) cg__gdr_prefetch(p, b, h, t0 + C, C, 0);
+        cg__gdr_prep_vn(d, c, S, t->Vn, ldv);
+        memcpy(Sn, S, (size_t)(dk * ldv) * sizeof(float));
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c->Kw, 1, d->ldk, t->Vn, ldv, Sn, ldv, 1, c->gamC);
+        S = Sn;
+    }
+    if (p->dhT.p)
+        cg__ssd_copy_rows(t->dS, ldv, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
+    else memset(t->dS, 0, (size_t)(dk * ldv) * sizeof(float));
+    for (int64_t ci = J->nc - 1; ci >= 0; ci--) {
+        const int64_t t0 = ci * C, L = cg__ssd_min(C, T - t0);
+        bwd_chunk(J, t, c, b, h, t0, L, t->WS + ci * dk * ldv, first);
+    }
+    if (p->grad_h0.p) {
+        float *dh0 = CG_F32P(p->grad_h0) + b * p->grad_h0.s[0] + h * p->grad_h0.s[1];
+        for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->grad_h0.s[2], t->dS + i * ldv, (size_t)dv * sizeof(float));
+    }
+}
+
+static float *task_tiles(const bwd_job *J, int tid, cg_gdr_chunk *c, bwd_tiles *t) {
+    float *f = cg__gdr_prep_layout(&J->d, cg__gdr_scratch_at(&J->scratch, tid), c);
+    layout(J, f, t);
+    return f;
+}
+
+/* A task per (b, g): the group's heads in order, then dq, dk stored. */
 static void bwd_task(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
     const cg_gdr_prob *p = J->p;
-    const cg_gdr_dims *d = &J->d;
-    const int64_t b = idx / p->G, g = idx % p->G, grp = p->H / p->G;
-    const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, C = d->C, T = p->T;
+    const int64_t b = idx / p->G, g = idx % p->G, grp = p->H / p->G, C = J->d.C, ldk = J->d.ldk;
     cg_gdr_chunk c;
     bwd_tiles t;
-    float *f = cg__gdr_prep_layout(d, cg__gdr_scratch_at(&J->scratch, tid), &c);
-    layout(J, f, &t);
-    float *K1 = t.R2 + dvp * d->ldk; /* where prep puts K (the forward pass uses the same place) */
+    task_tiles(J, tid, &c, &t);
+    for (int64_t u = 0; u < grp; u++) run_head(J, &t, &c, b, g * grp + u, u == 0);
+    for (int64_t t0 = 0; t0 < p->T; t0 += C) {
+        const int64_t L = cg__ssd_min(C, p->T - t0);
+        store_dqk(J, &t, &p->q, &p->grad_q, t.DQ + t0 * ldk, b, g, t0, L, (float)p->scale);
+        store_dqk(J, &t, &p->k, &p->grad_k, t.DK + t0 * ldk, b, g, t0, L, 1.0f);
+    }
+}
 
-    for (int64_t u = 0; u < grp; u++) {
-        const int64_t h = g * grp + u;
-        /* forward: the chunk-entering states */
-        float *S = t.WS;
-        if (p->h0.p) cg__ssd_copy_rows(S, ldv, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dvp);
-        else memset(S, 0, (size_t)(dk * ldv) * sizeof(float));
-        for (int64_t ci = 0; ci + 1 < J->nc; ci++) {
-            const int64_t t0 = ci * C, L = C; /* every chunk but the last is full */
-            float *Sn = S + dk * ldv;
-            c.K = K1;
-            cg__gdr_prep_chunk(p, d, b, h, t0, L, 0, &c);
-            if (ci + 2 < J->nc) cg__gdr_prefetch(p, b, h, t0 + C, C, 0);
-            cg__gdr_prep_vn(d, &c, S, t.Vn, ldv);
-            memcpy(Sn, S, (size_t)(dk * ldv) * sizeof(float));
-            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c.Kw, 1, d->ldk, t.Vn, ldv, Sn, ldv, 1, c.gamC);
-            S = Sn;
-        }
-        /* reverse */
-        if (p->dhT.p)
-            cg__ssd_copy_rows(t.dS, ldv, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
-        else memset(t.dS, 0, (size_t)(dk * ldv) * sizeof(float));
-        for (int64_t ci = J->nc - 1; ci >= 0; ci--) {
-            const int64_t t0 = ci * C, L = cg__ssd_min(C, T - t0);
-            bwd_chunk(J, &t, &c, b, h, t0, L, t.WS + ci * dk * ldv, u == 0);
-        }
-        if (p->grad_h0.p) {
-            float *dh0 = CG_F32P(p->grad_h0) + b * p->grad_h0.s[0] + h * p->grad_h0.s[1];
-            for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->grad_h0.s[2], t.dS + i * ldv, (size_t)dv * sizeof(float));
+/* Split mode, when there are fewer (b, g) pairs than threads: a task per (b, h) ... */
+static void head_task(void *arg, int64_t idx, int tid) {
+    const bwd_job *J = arg;
+    const int64_t slice = J->p->T * J->d.ldk;
+    cg_gdr_chunk c;
+    bwd_tiles t;
+    task_tiles(J, tid, &c, &t);
+    t.DQ = J->HQ + idx * slice, t.DK = J->HK + idx * slice;
+    run_head(J, &t, &c, idx / J->p->H, idx % J->p->H, 1);
+}
+
+/* ... then one per (b, g, chunk) adds the group's heads in head order (the same float
+ * operations as bwd_task's accumulators: bitwise the same result) and stores dq, dk. */
+static void sum_task(void *arg, int64_t idx, int tid) {
+    const bwd_job *J = arg;
+    const cg_gdr_prob *p = J->p;
+    const int64_t b = idx / (p->G * J->nc), g = idx / J->nc % p->G, ci = idx % J->nc, grp = p->H / p->G;
+    const int64_t C = J->d.C, ldk = J->d.ldk, dkp = J->d.dkp, t0 = ci * C, L = cg__ssd_min(C, p->T - t0);
+    cg_gdr_chunk c;
+    bwd_tiles t;
+    task_tiles(J, tid, &c, &t);
+    for (int w = 0; w < 2; w++) {
+        const float *H = w ? J->HK : J->HQ;
+        float *sum = w ? t.dK : t.dQ;
+        for (int64_t u = 0; u < grp; u++) {
+            const float *src = H + ((b * p->H + g * grp + u) * p->T + t0) * ldk;
+            for (int64_t i = 0; i < L; i++) {
+                float *restrict sr = sum + i * ldk;
+                const float *restrict hr = src + i * ldk;
+                if (u == 0)
+                    for (int64_t x = 0; x < dkp; x++) sr[x] = hr[x];
+                else
+                    for (int64_t x = 0; x < dkp; x++) sr[x] += hr[x];
+            }
         }
     }
-    for (int64_t t0 = 0; t0 < T; t0 += C) {
-        const int64_t L = cg__ssd_min(C, T - t0);
-        store_dqk(J, &t, &p->q, &p->grad_q, t.DQ, b, g, t0, L, (float)p->scale);
-        store_dqk(J, &t, &p->k, &p->grad_k, t.DK, b, g, t0, L, 1.0f);
-    }
+    store_dqk(J, &t, &p->q, &p->grad_q, t.dQ, b, g, t0, L, (float)p->scale);
+    store_dqk(J, &t, &p->k, &p->grad_k, t.dK, b, g, t0, L, 1.0f);
 }
 
 cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex) {
@@ -318,13 +370,23 @@ cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_
     cg__gdr_prep_dims(p, run->chunk, &J.d);
     J.nc = (p->T + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;
-    const size_t per = (bwd_floats(&J) * sizeof(float) + 63) / 64 * 64, bytes = per * (size_t)run->nscratch;
+    /* fewer (b, g) pairs than threads, and heads to share them: a task per head (the
+     * results are bitwise those of the grouped tasks, see sum_task) */
+    J.split = p->B * p->G < run->threads && p->H > p->G;
+    const size_t per = (bwd_floats(&J) * sizeof(float) + 63) / 64 * 64, sbytes = per * (size_t)run->nscratch;
+    const size_t hfl = J.split ? (size_t)(p->B * p->H) * (size_t)(p->T * J.d.ldk) : 0;
+    const size_t bytes = sbytes + 2 * hfl * sizeof(float);
     void *own;
     J.scratch.stride = per;
     if (!(J.scratch.mem = cg__gdr_ws(ctx, ex, bytes, &own)))
-        return cg__err(ctx, CG_ENOMEM, "cpu gdr backward: out of memory for %d x %zu bytes of scratch", run->nscratch,
-                       per);
-    cg__pool_run(run->pool, run->threads, p->B * p->G, bwd_task, &J);
+        return cg__err(ctx, CG_ENOMEM, "cpu gdr backward: out of memory for %zu bytes of workspace", bytes);
+    if (J.split) {
+        J.HQ = (float *)(J.scratch.mem + sbytes), J.HK = J.HQ + hfl;
+        cg__pool_run(run->pool, run->threads, p->B * p->H, head_task, &J);
+        cg__pool_run(run->pool, run->threads, p->B * p->G * J.nc, sum_task, &J);
+    } else {
+        cg__pool_run(run->pool, run->threads, p->B * p->G, bwd_task, &J);
+    }
     cg__ssd_big_free(own, bytes);
     return CG_OK;
 }

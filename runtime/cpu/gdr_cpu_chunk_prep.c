@@ -81,7 +81,19 @@ static void solve_unit_lower(float *restrict A, const float *restrict Lm, int64_
         const float *restrict l = Lm + i * ld;
         for (int64_t c0 = 0; c0 < Cp; c0 += 64) {
             const int nv = (int)((Cp - c0) / 16 < 4 ? (Cp - c0) / 16 : 4);
-            cg_v16 acc[4] = {{0}, {0}, {0}, {0}};
+            if (nv == 4) { /* four named vectors: a variable count would keep them in memory */
+                cg_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+                for (int64_t j = c0; j < i; j++) {
+                    const float lij = l[j];
+                    const float *restrict aj = A + j * ld + c0;
+                    a0 -= lij * *(const cg_v16 *)aj, a1 -= lij * *(const cg_v16 *)(aj + 16);
+                    a2 -= lij * *(const cg_v16 *)(aj + 32), a3 -= lij * *(const cg_v16 *)(aj + 48);
+                }
+                *(cg_v16 *)(a + c0) = a0, *(cg_v16 *)(a + c0 + 16) = a1;
+                *(cg_v16 *)(a + c0 + 32) = a2, *(cg_v16 *)(a + c0 + 48) = a3;
+                continue;
+            }
+            cg_v16 acc[3] = {{0}, {0}, {0}};
             for (int64_t j = c0; j < i; j++) {
                 const float lij = l[j];
                 const float *restrict aj = A + j * ld + c0;
