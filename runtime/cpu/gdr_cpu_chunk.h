@@ -77,10 +77,11 @@ float *cg__gdr_prep_layout(const cg_gdr_dims *d, float *base, cg_gdr_chunk *c);
 void cg__gdr_load_qk(const cg_gdr_prob *p, const cg_view *x, int64_t b, int64_t g, int64_t t0, int64_t L,
                      float mul, float *dst, int64_t ld, const cg_gdr_dims *d);
 /* Everything of the chunk [t0, t0 + L) of (b, value head h) that does not depend on the
- * entering state: Q (when want_q), K (into c->K, set by the caller), KT, Kw, KK, Lm, A,
- * Vr, RHS, Wn and the decays. */
+ * entering state: Q (when want_q), K (into c->K, set by the caller), KT, Kw, Vr, RHS, the
+ * decays, and when solve KK, Lm, A and Wn (solve 0: the caller points KK, A, Wn at those
+ * of an earlier call on the same chunk). */
 void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t h, int64_t t0, int64_t L,
-                        int want_q, cg_gdr_chunk *c);
+                        int want_q, int solve, cg_gdr_chunk *c);
 /* Vn = U + Wn S0 = A diag(beta) V - W S0 into Vn [L, ldvn] (columns dv..dvp zero);
  * S0 [dk, ldv]. */
 void cg__gdr_prep_vn(const cg_gdr_dims *d, const cg_gdr_chunk *c, const float *S0, float *Vn, int64_t ldvn);

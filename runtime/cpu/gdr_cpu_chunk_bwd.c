@@ -5,11 +5,11 @@
  * over them in a fixed order: deterministic, no atomics); with fewer (b, g) pairs than
  * threads, a task per (b, value head) keeps its dq, dk apart and a second pass adds them
  * in the same order (the same bits). Per head:
- *   forward:  the state entering every chunk, S0[c], into a workspace (S0[0] = h0);
- *             nothing else is stored.
+ *   forward:  the state entering every chunk, S0[c], into a workspace (S0[0] = h0), and
+ *             the chunk's K K^T, A, Wn and Vn (per-thread scratch, reused per head).
  *   reverse:  chunks last to first, dS = dhT (or 0) the gradient of the state at the end
- *             of the chunk; the chunk's Q, K, A, Wn, U are recomputed (gdr_cpu_chunk_prep.c),
- *             Vn = U + Wn S0, then (Q scaled by s; P = (Q K^T) . Dm, Dm_ij = e^{G_i - G_j}, j <= i):
+ *             of the chunk; its Q, K and the right-hand sides are reloaded (gdr_cpu_chunk_prep.c),
+ *             then (Q scaled by s; P = (Q K^T) . Dm, Dm_ij = e^{G_i - G_j}, j <= i):
  *     dVn = P^T dO + Kw dS                      Kw = diag(e^{G_L - G}) K
  *     dK  = diag(e^{G_L - G}) Vn dS^T + dP^T Q  dP = (dO Vn^T) . Dm
  *     dQ  = [diag(e^G) dO | dP] [S0^T; K]       (one GEMM, causal in k)
@@ -36,6 +36,7 @@ typedef struct bwd_job {
     cg_gdr_dims d;
     int64_t nc;  /* chunks per sequence */
     int64_t ldd; /* of Ld [C, dvp + Cp] */
+    int64_t cs;  /* floats per chunk of the forward pass's store (CS) */
     int split;   /* a task per (b, value head), dq and dk per head in HQ, HK, summed after */
     float *HQ, *HK; /* split: [B * H] x [T, ldk] */
     cg_gdr_scratch scratch;
@@ -44,7 +45,7 @@ typedef struct bwd_job {
 /* The task's tiles beside the prep ones. */
 typedef struct bwd_tiles {
     float *R2;             /* [dvp + C, ldk]  S0^T over K (the dQ GEMM's B operand) */
-    float *Vn, *VnT, *dOr; /* [C, ldv], [dv, ldc], [C, ldv] (dO rows; then dv) */
+    float *VnT, *dOr;      /* [dv, ldc], [C, ldv] (dO rows; then dv) */
     float *Pm, *dAm, *M1, *M2, *AT; /* [C, ldc] */
     float *Ld;             /* [C, ldd]  [e^G dO | dP] */
     float *DWU, *DKV;      /* [C, ldwu] [dWn | dVn], A^T of it */
@@ -53,6 +54,7 @@ typedef struct bwd_tiles {
     float *dS, *dST;       /* [dk, ldv], [dv, ldk] */
     float *dG, *dB, *cs, *kd, *pd; /* [C] */
     float *WS;             /* [nc, dk * ldv] chunk-entering states */
+    float *CS;             /* [nc, cs] per chunk from the forward pass: KK, A [C, ldc], Wn [C, ldk], Vn [C, ldv] */
     float *DQ, *DK;        /* [T, ldk] accumulators over the group's heads (split: one head's) */
     float *Xq;             /* [C, ldk] rows for the final L2-norm backward */
 } bwd_tiles;
@@ -64,7 +66,6 @@ static size_t layout(const bwd_job *J, float *f, bwd_tiles *t) {
     size_t off = 0;
 #define TAKE(ptr, n) (t->ptr = f ? f + off : NULL, off += (size_t)cg__gdr_al(n))
     TAKE(R2, (d->dvp + C) * d->ldk);
-    TAKE(Vn, C * d->ldv);
     TAKE(VnT, d->dv * d->ldc);
     TAKE(dOr, C * d->ldv);
     TAKE(Pm, C * d->ldc);
@@ -87,6 +88,7 @@ static size_t layout(const bwd_job *J, float *f, bwd_tiles *t) {
     TAKE(kd, C);
     TAKE(pd, C);
     TAKE(WS, J->nc * d->dk * d->ldv);
+    TAKE(CS, J->nc * J->cs);
     TAKE(DQ, J->split ? 0 : J->p->T * d->ldk); /* split: the head's slice of HQ, HK instead */
     TAKE(DK, J->split ? 0 : J->p->T * d->ldk);
     TAKE(Xq, C * d->ldk);
@@ -106,11 +108,21 @@ static float tile_dot(const float *a, const float *b, int64_t ld, int64_t rows, 
     return s;
 }
 
+/* Point c's KK, A, Wn (and *Vn) at chunk ci's part of the store. */
+static void chunk_store(const bwd_job *J, const bwd_tiles *t, int64_t ci, cg_gdr_chunk *c, float **Vn) {
+    const cg_gdr_dims *d = &J->d;
+    float *f = t->CS + ci * J->cs;
+    c->KK = f, f += cg__gdr_al(d->C * d->ldc);
+    c->A = f, f += cg__gdr_al(d->C * d->ldc);
+    c->Wn = f, f += cg__gdr_al(d->C * d->ldk);
+    *Vn = f;
+}
+
 /* The gradients of one chunk of head h; dS (the gradient of the state after the chunk)
  * becomes that of the state before it. first: the group's first head (the dq, dk
  * accumulators are set, not added to). */
-static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t h, int64_t t0, int64_t L,
-                      const float *S0, int first) {
+static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t h, int64_t ci, int64_t t0,
+                      int64_t L, const float *S0, int first) {
     const cg_gdr_prob *p = J->p;
     const cg_gdr_dims *d = &J->d;
     const int64_t dk = d->dk, dv = d->dv, dkp = d->dkp, dvp = d->dvp, ldk = d->ldk, ldv = d->ldv, ldc = d->ldc;
@@ -118,9 +130,10 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
     float *restrict dVn = t->DWU + dkp;
 
     c->K = t->R2 + dvp * ldk;
-    cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, c);
+    float *Vn;
+    chunk_store(J, t, ci, c, &Vn); /* KK, A, Wn and Vn of the forward pass */
+    cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, 0, c);
     if (t0 > 0) cg__gdr_prefetch(p, b, h, t0 - d->C, d->C, 1); /* the chunk before, next in the reverse pass */
-    cg__gdr_prep_vn(d, c, S0, t->Vn, ldv);
     const int64_t sd = p->dout.s[1];
     cg__cpu_ld_rows(t->dOr, ldv, cg__vat(&p->dout, b * p->dout.s[0] + t0 * sd + h * p->dout.s[2]), p->dout.dt, sd,
                     L, dv, dvp);
@@ -136,9 +149,9 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
 
     /* dKs = diag(wdec) Vn dS^T (the state part of dK) and its rows' k . dKs */
     cg__ssd_transpose(t->dST, ldk, t->dS, ldv, dk, dv, dkp);
-    cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, t->Vn, ldv, 1, t->dST, ldk, t->dKs, ldk, c->wdec);
+    cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, Vn, ldv, 1, t->dST, ldk, t->dKs, ldk, c->wdec);
     for (int64_t i = 0; i < L; i++) t->kd[i] = cg__gdr_dot16(c->K + i * ldk, t->dKs + i * ldk, dkp);
-    cg__ssd_transpose(t->VnT, ldc, t->Vn, ldv, L, dv, Cp);
+    cg__ssd_transpose(t->VnT, ldc, Vn, ldv, L, dv, Cp);
     for (int64_t i = 0; i < L; i++) {
         const float e = c->gam[i];
         const float *restrict o = t->dOr + i * ldv;
@@ -279,15 +292,18 @@ static void run_head(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b,
     float *S = t->WS;
     if (p->h0.p) cg__ssd_copy_rows(S, ldv, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dvp);
     else memset(S, 0, (size_t)(dk * ldv) * sizeof(float));
-    for (int64_t ci = 0; ci + 1 < J->nc; ci++) {
-        const int64_t t0 = ci * C, L = C; /* every chunk but the last is full */
-        float *Sn = S + dk * ldv;
+    for (int64_t ci = 0; ci < J->nc; ci++) { /* KK, A, Wn, Vn stored for the reverse pass */
+        const int64_t t0 = ci * C, L = cg__ssd_min(C, T - t0);
+        float *Vn;
+        chunk_store(J, t, ci, c, &Vn);
         c->K = K1;
-        cg__gdr_prep_chunk(p, d, b, h, t0, L, 0, c);
-        if (ci + 2 < J->nc) cg__gdr_prefetch(p, b, h, t0 + C, C, 0);
-        cg__gdr_prep_vn(d, c, S, t->Vn, ldv);
+        cg__gdr_prep_chunk(p, d, b, h, t0, L, 0, 1, c);
+        if (t0 + C < T) cg__gdr_prefetch(p, b, h, t0 + C, cg__ssd_min(C, T - t0 - C), 0);
+        cg__gdr_prep_vn(d, c, S, Vn, ldv);
+        if (ci + 1 == J->nc) break;
+        float *Sn = S + dk * ldv;
         memcpy(Sn, S, (size_t)(dk * ldv) * sizeof(float));
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c->Kw, 1, d->ldk, t->Vn, ldv, Sn, ldv, 1, c->gamC);
+        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c->Kw, 1, d->ldk, Vn, ldv, Sn, ldv, 1, c->gamC);
         S = Sn;
     }
     if (p->dhT.p)
@@ -295,7 +311,7 @@ static void run_head(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b,
     else memset(t->dS, 0, (size_t)(dk * ldv) * sizeof(float));
     for (int64_t ci = J->nc - 1; ci >= 0; ci--) {
         const int64_t t0 = ci * C, L = cg__ssd_min(C, T - t0);
-        bwd_chunk(J, t, c, b, h, t0, L, t->WS + ci * dk * ldv, first);
+        bwd_chunk(J, t, c, b, h, ci, t0, L, t->WS + ci * dk * ldv, first);
     }
     if (p->grad_h0.p) {
         float *dh0 = CG_F32P(p->grad_h0) + b * p->grad_h0.s[0] + h * p->grad_h0.s[1];
@@ -370,6 +386,7 @@ cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_
     cg__gdr_prep_dims(p, run->chunk, &J.d);
     J.nc = (p->T + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;
+    J.cs = 2 * cg__gdr_al(J.d.C * J.d.ldc) + cg__gdr_al(J.d.C * J.d.ldk) + cg__gdr_al(J.d.C * J.d.ldv);
     /* fewer (b, g) pairs than threads, and heads to share them: a task per head (the
      * results are bitwise those of the grouped tasks, see sum_task) */
     J.split = p->B * p->G < run->threads && p->H > p->G;

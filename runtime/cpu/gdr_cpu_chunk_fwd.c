@@ -54,7 +54,7 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
     const int64_t so = p->o.s[1], o0 = b * p->o.s[0] + h * p->o.s[2];
     for (int64_t t0 = 0; t0 < p->T; t0 += d->C) {
         const int64_t L = cg__ssd_min(d->C, p->T - t0);
-        cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, &c);
+        cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, 1, &c);
         if (t0 + d->C < p->T) cg__gdr_prefetch(p, b, h, t0 + d->C, cg__ssd_min(d->C, p->T - t0 - d->C), 0);
         cg__gdr_prep_vn(d, &c, S, Vn, ldv);
         /* Lt = [e^G Q | (Q K^T) . Dm] */

@@ -106,7 +106,7 @@ static void solve_unit_lower(float *restrict A, const float *restrict Lm, int64_
 }
 
 void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t h, int64_t t0, int64_t L,
-                        int want_q, cg_gdr_chunk *c) {
+                        int want_q, int solve, cg_gdr_chunk *c) {
     const int64_t dk = d->dk, dv = d->dv, dkp = d->dkp, dvp = d->dvp, ldk = d->ldk, ldc = d->ldc, Cp = d->Cp;
     const int64_t grp = p->H / p->G, g = h / grp;
     c->L = L;
@@ -136,17 +136,7 @@ void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, i
         for (int64_t x = 0; x < dkp; x++) kw[x] = w * k[x];
     }
 
-    /* K K^T, L, A */
-    cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, c->K, ldk, 1, c->KT, ldc, c->KK, ldc, 0);
-    cg__ssd_decay_mask_from(c->Lm, ldc, c->KK, ldc, L, c->Ad, c->X);
-    for (int64_t i = 0; i < L; i++) {
-        float *restrict l = c->Lm + i * ldc;
-        const float bi = c->beta[i];
-        for (int64_t j = 0; j < i; j++) l[j] *= bi;
-    }
-    solve_unit_lower(c->A, c->Lm, ldc, L, Cp);
-
-    /* v, the right-hand sides, W and U (U into the caller's Vn: cg__gdr_prep_vn) */
+    /* v and the right-hand sides */
     const int64_t sv = p->v.s[1];
     cg__cpu_ld_rows(c->Vr, d->ldv, cg__vat(&p->v, b * p->v.s[0] + t0 * sv + h * p->v.s[2]), p->v.dt, sv, L, dv,
                     dvp);
@@ -157,6 +147,16 @@ void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, i
         for (int64_t x = 0; x < dkp; x++) r[x] = bk * k[x];
         for (int64_t x = 0; x < dvp; x++) r[dkp + x] = bv * v[x];
     }
+    if (!solve) return; /* KK, A, Wn: the caller's from an earlier call */
+    /* K K^T, L, A */
+    cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, c->K, ldk, 1, c->KT, ldc, c->KK, ldc, 0);
+    cg__ssd_decay_mask_from(c->Lm, ldc, c->KK, ldc, L, c->Ad, c->X);
+    for (int64_t i = 0; i < L; i++) {
+        float *restrict l = c->Lm + i * ldc;
+        const float bi = c->beta[i];
+        for (int64_t j = 0; j < i; j++) l[j] *= bi;
+    }
+    solve_unit_lower(c->A, c->Lm, ldc, L, Cp);
     cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, c->A, ldc, 1, c->RHS, d->ldwu, c->Wn, ldk, 0);
 }
 
