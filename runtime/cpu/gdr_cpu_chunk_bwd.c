@@ -31,12 +31,17 @@
 
 #include <math.h>
 
+#ifndef GDR_KEEP_BYTES
+#define GDR_KEEP_BYTES ((size_t)64 << 20)
+#endif
+
 typedef struct bwd_job {
     const cg_gdr_prob *p;
     cg_gdr_dims d;
     int64_t nc;  /* chunks per sequence */
     int64_t ldd; /* of Ld [C, dvp + Cp] */
     int64_t cs;  /* floats per chunk of the forward pass's store (CS) */
+    int keep;    /* CS holds every chunk (else one: the reverse pass solves again) */
     int split;   /* a task per (b, value head), dq and dk per head in HQ, HK, summed after */
     float *HQ, *HK; /* split: [B * H] x [T, ldk] */
     cg_gdr_scratch scratch;
@@ -88,7 +93,7 @@ static size_t layout(const bwd_job *J, float *f, bwd_tiles *t) {
     TAKE(kd, C);
     TAKE(pd, C);
     TAKE(WS, J->nc * d->dk * d->ldv);
-    TAKE(CS, J->nc * J->cs);
+    TAKE(CS, (J->keep ? J->nc : 1) * J->cs);
     TAKE(DQ, J->split ? 0 : J->p->T * d->ldk); /* split: the head's slice of HQ, HK instead */
     TAKE(DK, J->split ? 0 : J->p->T * d->ldk);
     TAKE(Xq, C * d->ldk);
@@ -111,7 +116,7 @@ static float tile_dot(const float *a, const float *b, int64_t ld, int64_t rows, 
 /* Point c's KK, A, Wn (and *Vn) at chunk ci's part of the store. */
 static void chunk_store(const bwd_job *J, const bwd_tiles *t, int64_t ci, cg_gdr_chunk *c, float **Vn) {
     const cg_gdr_dims *d = &J->d;
-    float *f = t->CS + ci * J->cs;
+    float *f = t->CS + (J->keep ? ci : 0) * J->cs;
     c->KK = f, f += cg__gdr_al(d->C * d->ldc);
     c->A = f, f += cg__gdr_al(d->C * d->ldc);
     c->Wn = f, f += cg__gdr_al(d->C * d->ldk);
@@ -131,9 +136,10 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
 
     c->K = t->R2 + dvp * ldk;
     float *Vn;
-    chunk_store(J, t, ci, c, &Vn); /* KK, A, Wn and Vn of the forward pass */
-    cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, 0, c);
+    chunk_store(J, t, ci, c, &Vn); /* KK, A, Wn and Vn of the forward pass (or solved again) */
+    cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, !J->keep, c);
     if (t0 > 0) cg__gdr_prefetch(p, b, h, t0 - d->C, d->C, 1); /* the chunk before, next in the reverse pass */
+    if (!J->keep) cg__gdr_prep_vn(d, c, S0, Vn, ldv);
     const int64_t sd = p->dout.s[1];
     cg__cpu_ld_rows(t->dOr, ldv, cg__vat(&p->dout, b * p->dout.s[0] + t0 * sd + h * p->dout.s[2]), p->dout.dt, sd,
                     L, dv, dvp);
@@ -387,6 +393,9 @@ cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_
     J.nc = (p->T + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;
     J.cs = 2 * cg__gdr_al(J.d.C * J.d.ldc) + cg__gdr_al(J.d.C * J.d.ldk) + cg__gdr_al(J.d.C * J.d.ldv);
+    /* the per-chunk store up to 64 MiB per thread (about T = 36k at dk = dv = 128, C = 64);
+     * longer sequences solve each chunk again in the reverse pass */
+    J.keep = (size_t)(J.nc * J.cs) * sizeof(float) <= GDR_KEEP_BYTES;
     /* fewer (b, g) pairs than threads, and heads to share them: a task per head (the
      * results are bitwise those of the grouped tasks, see sum_task) */
     J.split = p->B * p->G < run->threads && p->H > p->G;
