@@ -21,6 +21,8 @@
 #define cg__gdr_chunk_bwd_isa CG_ISA_CAT(cg__gdr_chunk_bwd_isa, CG_ISA)
 #define cg__gdr_prep_dims CG_ISA_CAT(cg__gdr_prep_dims, CG_ISA)
 #define cg__gdr_prep_chunk CG_ISA_CAT(cg__gdr_prep_chunk, CG_ISA)
+#define cg__gdr_prep_qk CG_ISA_CAT(cg__gdr_prep_qk, CG_ISA)
+#define cg__gdr_prep_head CG_ISA_CAT(cg__gdr_prep_head, CG_ISA)
 #define cg__gdr_prep_vn CG_ISA_CAT(cg__gdr_prep_vn, CG_ISA)
 #define cg__gdr_load_qk CG_ISA_CAT(cg__gdr_load_qk, CG_ISA)
 #define cg__gdr_prep_floats CG_ISA_CAT(cg__gdr_prep_floats, CG_ISA)
@@ -76,7 +78,15 @@ float *cg__gdr_prep_layout(const cg_gdr_dims *d, float *base, cg_gdr_chunk *c);
  * times mul, into dst [L, ld] (columns dk..ld-ish zero up to dkp). */
 void cg__gdr_load_qk(const cg_gdr_prob *p, const cg_view *x, int64_t b, int64_t g, int64_t t0, int64_t L,
                      float mul, float *dst, int64_t ld, const cg_gdr_dims *d);
-/* Everything of the chunk [t0, t0 + L) of (b, value head h) that does not depend on the
+/* The q/k group g's part of the chunk [t0, t0 + L) (shared by its value heads): Q (when
+ * want_q), K (into c->K, set by the caller), KT, and KK (when want_kk). */
+void cg__gdr_prep_qk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t g, int64_t t0, int64_t L,
+                     int want_q, int want_kk, cg_gdr_chunk *c);
+/* Value head h's part, after cg__gdr_prep_qk of its group: the decays, Kw, Vr, RHS, and
+ * when solve Lm, A and Wn. */
+void cg__gdr_prep_head(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t h, int64_t t0, int solve,
+                       cg_gdr_chunk *c);
+/* Both, for one head: everything of the chunk [t0, t0 + L) of (b, value head h) that does not depend on the
  * entering state: Q (when want_q), K (into c->K, set by the caller), KT, Kw, Vr, RHS, the
  * decays, and when solve KK, Lm, A and Wn (solve 0: the caller points KK, A, Wn at those
  * of an earlier call on the same chunk). */

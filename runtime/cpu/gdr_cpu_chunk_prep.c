@@ -105,11 +105,19 @@ static void solve_unit_lower(float *restrict A, const float *restrict Lm, int64_
     }
 }
 
-void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t h, int64_t t0, int64_t L,
-                        int want_q, int solve, cg_gdr_chunk *c) {
-    const int64_t dk = d->dk, dv = d->dv, dkp = d->dkp, dvp = d->dvp, ldk = d->ldk, ldc = d->ldc, Cp = d->Cp;
-    const int64_t grp = p->H / p->G, g = h / grp;
+void cg__gdr_prep_qk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t g, int64_t t0, int64_t L,
+                     int want_q, int want_kk, cg_gdr_chunk *c) {
+    const int64_t dk = d->dk, ldk = d->ldk, ldc = d->ldc, Cp = d->Cp;
     c->L = L;
+    if (want_q) cg__gdr_load_qk(p, &p->q, b, g, t0, L, (float)p->scale, c->Q, ldk, d);
+    cg__gdr_load_qk(p, &p->k, b, g, t0, L, 1.0f, c->K, ldk, d);
+    cg__ssd_transpose(c->KT, ldc, c->K, ldk, L, dk, Cp);
+    if (want_kk) cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, c->K, ldk, 1, c->KT, ldc, c->KK, ldc, 0);
+}
+
+void cg__gdr_prep_head(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t h, int64_t t0, int solve,
+                       cg_gdr_chunk *c) {
+    const int64_t L = c->L, dv = d->dv, dkp = d->dkp, dvp = d->dvp, ldk = d->ldk, ldc = d->ldc, Cp = d->Cp;
     /* decays and beta */
     const int64_t og = b * p->g.s[0] + h * p->g.s[2], ob = b * p->beta.s[0] + h * p->beta.s[2];
     double acc = 0;
@@ -124,12 +132,7 @@ void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, i
         c->wdec[i] = cg__ssd_exp((float)(GL - c->Ad[i]));
     }
     c->gamC = c->gam[L - 1];
-
-    /* q, k (normalised), K^T, e^{G_L - G} K */
-    if (want_q) cg__gdr_load_qk(p, &p->q, b, g, t0, L, (float)p->scale, c->Q, ldk, d);
-    cg__gdr_load_qk(p, &p->k, b, g, t0, L, 1.0f, c->K, ldk, d);
-    cg__ssd_transpose(c->KT, ldc, c->K, ldk, L, dk, Cp);
-    for (int64_t i = 0; i < L; i++) {
+    for (int64_t i = 0; i < L; i++) { /* e^{G_L - G} K */
         const float w = c->wdec[i];
         const float *restrict k = c->K + i * ldk;
         float *restrict kw = c->Kw + i * ldk;
@@ -147,9 +150,8 @@ void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, i
         for (int64_t x = 0; x < dkp; x++) r[x] = bk * k[x];
         for (int64_t x = 0; x < dvp; x++) r[dkp + x] = bv * v[x];
     }
-    if (!solve) return; /* KK, A, Wn: the caller's from an earlier call */
-    /* K K^T, L, A */
-    cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, c->K, ldk, 1, c->KT, ldc, c->KK, ldc, 0);
+    if (!solve) return; /* A, Wn: the caller's from an earlier call */
+    /* L from K K^T, A, W */
     cg__ssd_decay_mask_from(c->Lm, ldc, c->KK, ldc, L, c->Ad, c->X);
     for (int64_t i = 0; i < L; i++) {
         float *restrict l = c->Lm + i * ldc;
@@ -158,6 +160,12 @@ void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, i
     }
     solve_unit_lower(c->A, c->Lm, ldc, L, Cp);
     cg__ssd_gemm(CG_SSD_KLOWER, L, dkp, 0, c->A, ldc, 1, c->RHS, d->ldwu, c->Wn, ldk, 0);
+}
+
+void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t h, int64_t t0, int64_t L,
+                        int want_q, int solve, cg_gdr_chunk *c) {
+    cg__gdr_prep_qk(p, d, b, h / (p->H / p->G), t0, L, want_q, solve, c);
+    cg__gdr_prep_head(p, d, b, h, t0, solve, c);
 }
 
 void cg__gdr_prep_vn(const cg_gdr_dims *d, const cg_gdr_chunk *c, const float *S0, float *Vn, int64_t ldvn) {
