@@ -12,7 +12,8 @@
  *   backward  16 C K V + 18 C^2 K + 10 C^2 V + 4 C^3
  * (the GEMMs skip the triangles' zero halves, so the flops executed are fewer).
  *
- * Usage: cg_bench_gdr_cpu [--threads 1,2] [--min-time S] [--out FILE] [--quick] */
+ * Usage: cg_bench_gdr_cpu [--threads 1,2] [--min-time S] [--out FILE] [--quick] [--seq] [--crossover]
+ *                         [--config chunk=N] */
 #include "bench_probe.h"
 #include "cpu/gdr_cpu_chunk.h"
 
@@ -83,7 +84,7 @@ static int cmp_d(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int threads[8] = {1, 2}, nth = 2, quick = 0, seq = 0, crossover = 0;
     double min_time = 2.0;
-    const char *out = NULL;
+    const char *out = NULL, *config = "";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             nth = 0;
@@ -92,9 +93,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1, min_time = 0.5;
         else if (!strcmp(argv[i], "--seq")) seq = 1;
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
         else if (!strcmp(argv[i], "--crossover")) crossover = 1, seq = 1;
         else {
-            fprintf(stderr, "usage: %s [--threads 1,2] [--min-time S] [--out FILE] [--quick] [--seq] [--crossover]\n",
+            fprintf(stderr, "usage: %s [--threads 1,2] [--min-time S] [--out FILE] [--quick] [--seq] [--crossover] [--config k=v,..]\n",
                     argv[0]);
             return 2;
         }
@@ -115,7 +117,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "threads %d: FMA peak measured %.1f GFLOP/s (per CPU-second x threads %.1f; nominal %.1f), %s, "
                 "isa %s\n", nt, ci.peak_meas, ci.peak_meas_cpu, ci.peak_nominal, ci.model, ci.isa);
         cg_context *ctx;
-        if (cg_context_create(&ctx) != CG_OK || cg_context_set_threads(ctx, nt) != CG_OK) return 1;
+        cg_cfg cfg; /* the chunked path's pins (chunk=, threads=) */
+        if (cg_context_create(&ctx) != CG_OK || cg_context_set_threads(ctx, nt) != CG_OK ||
+            cg__cfg_parse(ctx, config, &cfg) != CG_OK) {
+            fprintf(stderr, "--config %s: %s\n", config, ctx ? cg_errmsg(ctx) : "no context");
+            return 1;
+        }
         const gcell *cells = crossover ? k_short : k_cells;
         const size_t ncells = crossover ? sizeof k_short / sizeof k_short[0] : sizeof k_cells / sizeof k_cells[0];
         for (size_t ci_ = 0; ci_ < ncells; ci_++) {
@@ -149,8 +156,9 @@ int main(int argc, char **argv) {
                 double t_all = 0;
                 for (int r = 0; r < 256 && (r < 3 || t_all < min_time); r++) { /* run 0: warm-up */
                     const double t0 = clock_s(CLOCK_MONOTONIC), u0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-                    cg_status st = k_impls[im].fwd(ctx, &p, NULL, NULL);
-                    if (st == CG_OK && mode) st = k_impls[im].bwd(ctx, &p, NULL, NULL);
+                    const cg_cfg *pc = im == 0 ? &cfg : NULL;
+                    cg_status st = k_impls[im].fwd(ctx, &p, pc, NULL);
+                    if (st == CG_OK && mode) st = k_impls[im].bwd(ctx, &p, pc, NULL);
                     const double t = clock_s(CLOCK_MONOTONIC) - t0, u = clock_s(CLOCK_PROCESS_CPUTIME_ID) - u0;
                     if (st != CG_OK) {
                         fprintf(stderr, "%s: %s\n", c->name, cg_errmsg(ctx));
@@ -204,14 +212,14 @@ int main(int argc, char **argv) {
     json_t *dev = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:f, s:o}", "backend", "cpu", "device_kind", "cpu", "cpu",
                             ci0.model, "cores", ci0.cores, "simd", ci0.simd, "cpu_isa", ci0.isa, "cpu_mhz", ci0.mhz,
                             "peaks_by_threads", devs);
-    json_t *cfg = json_pack("{s:s, s:s, s:f, s:b}", "flops",
+    json_t *jcfg = json_pack("{s:s, s:s, s:s, s:f, s:b}", "pins", config, "flops",
                             "MATH_GDN.md dense count per chunk and value head: fwd 6CKV + 6C^2K + 4C^2V + C^3/3, "
-                            "bwd 16CKV + 18C^2K + 10C^2V + 4C^3 (C = 64)",
+                            "bwd 16CKV + 18C^2K + 10C^2V + 4C^3 (C = 64, whatever the chunk pin)",
                             "inputs",
                             "q, k, v, h0, dout ~ U(-1, 1), g ~ U(-0.5, -0.01), beta ~ U(0, 1); l2norm on, h0 given, "
                             "hT returned, dhT absent; fwd_bwd = one forward + one backward call",
                             "min_time_s", min_time, "quick", quick);
-    json_t *top = json_pack("{s:o, s:o, s:o}", "device", dev, "config", cfg, "results", results);
+    json_t *top = json_pack("{s:o, s:o, s:o}", "device", dev, "config", jcfg, "results", results);
     if (out) {
         if (json_dump_file(top, out, JSON_INDENT(1)) != 0) return 1;
     } else {
