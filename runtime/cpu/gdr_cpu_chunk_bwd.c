@@ -4,12 +4,13 @@
  * One task per (b, q/k group) takes the group's value heads in order (so dq and dk sum
  * over them in a fixed order: deterministic, no atomics); with fewer (b, g) pairs than
  * threads, a task per (b, value head) keeps its dq, dk apart and a second pass adds them
- * in the same order (the same bits). Per head:
- *   forward:  the state entering every chunk, S0[c], into a workspace (S0[0] = h0), and
- *             the chunk's K K^T, A, Wn and Vn (per-thread scratch, reused per head).
+ * in the same order (the same bits). The task's heads go through the chunks together, so
+ * q, k, K K^T and Q K^T are made once per chunk for them (gdr_cpu_chunk_prep.c). Per head:
+ *   forward:  the state entering every chunk, S0[c], into per-thread scratch (S0[0] = h0),
+ *             and the chunk's A, Wn and Vn (K K^T once for the group).
  *   reverse:  chunks last to first, dS = dhT (or 0) the gradient of the state at the end
- *             of the chunk; its Q, K and the right-hand sides are reloaded (gdr_cpu_chunk_prep.c),
- *             then (Q scaled by s; P = (Q K^T) . Dm, Dm_ij = e^{G_i - G_j}, j <= i):
+ *             of the chunk; its Q, K and the right-hand sides are reloaded, then (Q scaled
+ *             by s; P = (Q K^T) . Dm, Dm_ij = e^{G_i - G_j}, j <= i):
  *     dVn = P^T dO + Kw dS                      Kw = diag(e^{G_L - G}) K
  *     dK  = diag(e^{G_L - G}) Vn dS^T + dP^T Q  dP = (dO Vn^T) . Dm
  *     dQ  = [diag(e^G) dO | dP] [S0^T; K]       (one GEMM, causal in k)
@@ -40,7 +41,8 @@ typedef struct bwd_job {
     cg_gdr_dims d;
     int64_t nc;  /* chunks per sequence */
     int64_t ldd; /* of Ld [C, dvp + Cp] */
-    int64_t cs;  /* floats per chunk of the forward pass's store (CS) */
+    int64_t cs;  /* floats per chunk and head of the forward pass's store (CS) */
+    int64_t nh;  /* value heads per task: the group's, or 1 (split) */
     int keep;    /* CS holds every chunk (else one: the reverse pass solves again) */
     int split;   /* a task per (b, value head), dq and dk per head in HQ, HK, summed after */
     float *HQ, *HK; /* split: [B * H] x [T, ldk] */
@@ -51,15 +53,16 @@ typedef struct bwd_job {
 typedef struct bwd_tiles {
     float *R2;             /* [dvp + C, ldk]  S0^T over K (the dQ GEMM's B operand) */
     float *VnT, *dOr;      /* [dv, ldc], [C, ldv] (dO rows; then dv) */
-    float *Pm, *dAm, *M1, *M2, *AT; /* [C, ldc] */
+    float *Praw, *Pm, *dAm, *M1, *M2, *AT; /* [C, ldc] (Praw = Q K^T, shared by the heads) */
     float *Ld;             /* [C, ldd]  [e^G dO | dP] */
     float *DWU, *DKV;      /* [C, ldwu] [dWn | dVn], A^T of it */
     float *RHST;           /* [dkp + dvp, ldc] */
     float *dQ, *dK, *dKs;  /* [C, ldk] */
-    float *dS, *dST;       /* [dk, ldv], [dv, ldk] */
+    float *dS, *dST;       /* [nh] x [dk, ldv] (per head), [dv, ldk] */
     float *dG, *dB, *cs, *kd, *pd; /* [C] */
-    float *WS;             /* [nc, dk * ldv] chunk-entering states */
-    float *CS;             /* [nc, cs] per chunk from the forward pass: KK, A [C, ldc], Wn [C, ldk], Vn [C, ldv] */
+    float *WS;             /* [nh] x [nc, dk * ldv] chunk-entering states */
+    float *KKs;            /* [nc, C * ldc] K K^T per chunk (the group's) */
+    float *CS;             /* [nh] x [nc, cs] per chunk from the forward pass: A [C, ldc], Wn [C, ldk], Vn [C, ldv] */
     float *DQ, *DK;        /* [T, ldk] accumulators over the group's heads (split: one head's) */
     float *Xq;             /* [C, ldk] rows for the final L2-norm backward */
 } bwd_tiles;
@@ -73,6 +76,7 @@ static size_t layout(const bwd_job *J, float *f, bwd_tiles *t) {
     TAKE(R2, (d->dvp + C) * d->ldk);
     TAKE(VnT, d->dv * d->ldc);
     TAKE(dOr, C * d->ldv);
+    TAKE(Praw, C * d->ldc);
     TAKE(Pm, C * d->ldc);
     TAKE(dAm, C * d->ldc);
     TAKE(M1, C * d->ldc);
@@ -85,15 +89,16 @@ static size_t layout(const bwd_job *J, float *f, bwd_tiles *t) {
     TAKE(dQ, C * d->ldk);
     TAKE(dK, C * d->ldk);
     TAKE(dKs, C * d->ldk);
-    TAKE(dS, d->dk * d->ldv);
+    TAKE(dS, J->nh * cg__gdr_al(d->dk * d->ldv));
     TAKE(dST, d->dv * d->ldk);
     TAKE(dG, C);
     TAKE(dB, C);
     TAKE(cs, C);
     TAKE(kd, C);
     TAKE(pd, C);
-    TAKE(WS, J->nc * d->dk * d->ldv);
-    TAKE(CS, (J->keep ? J->nc : 1) * J->cs);
+    TAKE(WS, J->nh * J->nc * d->dk * d->ldv);
+    TAKE(KKs, (J->keep ? J->nc : 1) * cg__gdr_al(C * d->ldc));
+    TAKE(CS, J->nh * (J->keep ? J->nc : 1) * J->cs);
     TAKE(DQ, J->split ? 0 : J->p->T * d->ldk); /* split: the head's slice of HQ, HK instead */
     TAKE(DK, J->split ? 0 : J->p->T * d->ldk);
     TAKE(Xq, C * d->ldk);
@@ -113,32 +118,31 @@ static float tile_dot(const float *a, const float *b, int64_t ld, int64_t rows, 
     return s;
 }
 
-/* Point c's KK, A, Wn (and *Vn) at chunk ci's part of the store. */
-static void chunk_store(const bwd_job *J, const bwd_tiles *t, int64_t ci, cg_gdr_chunk *c, float **Vn) {
+/* Point c's A, Wn (and *Vn) at head u's part of chunk ci's store. */
+static void chunk_store(const bwd_job *J, const bwd_tiles *t, int64_t u, int64_t ci, cg_gdr_chunk *c, float **Vn) {
     const cg_gdr_dims *d = &J->d;
-    float *f = t->CS + (J->keep ? ci : 0) * J->cs;
-    c->KK = f, f += cg__gdr_al(d->C * d->ldc);
+    const int64_t slots = J->keep ? J->nc : 1;
+    float *f = t->CS + (u * slots + (J->keep ? ci : 0)) * J->cs;
     c->A = f, f += cg__gdr_al(d->C * d->ldc);
     c->Wn = f, f += cg__gdr_al(d->C * d->ldk);
     *Vn = f;
 }
 
-/* The gradients of one chunk of head h; dS (the gradient of the state after the chunk)
- * becomes that of the state before it. first: the group's first head (the dq, dk
- * accumulators are set, not added to). */
-static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t h, int64_t ci, int64_t t0,
-                      int64_t L, const float *S0, int first) {
+/* The gradients of one chunk of head h (the task's u-th), after the group's part of the
+ * chunk (cg__gdr_prep_qk, Praw); dS (the gradient of the state after the chunk) becomes
+ * that of the state before it. first: the group's first head (the dq, dk accumulators are
+ * set, not added to). */
+static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t h, int64_t u, int64_t ci,
+                      int64_t t0, int64_t L, const float *S0, float *dS, int first) {
     const cg_gdr_prob *p = J->p;
     const cg_gdr_dims *d = &J->d;
     const int64_t dk = d->dk, dv = d->dv, dkp = d->dkp, dvp = d->dvp, ldk = d->ldk, ldv = d->ldv, ldc = d->ldc;
     const int64_t Cp = d->Cp, ldwu = d->ldwu, ldd = J->ldd;
     float *restrict dVn = t->DWU + dkp;
 
-    c->K = t->R2 + dvp * ldk;
     float *Vn;
-    chunk_store(J, t, ci, c, &Vn); /* KK, A, Wn and Vn of the forward pass (or solved again) */
-    cg__gdr_prep_chunk(p, d, b, h, t0, L, 1, !J->keep, c);
-    if (t0 > 0) cg__gdr_prefetch(p, b, h, t0 - d->C, d->C, 1); /* the chunk before, next in the reverse pass */
+    chunk_store(J, t, u, ci, c, &Vn); /* A, Wn and Vn of the forward pass (or solved again) */
+    cg__gdr_prep_head(p, d, b, h, t0, !J->keep, c);
     if (!J->keep) cg__gdr_prep_vn(d, c, S0, Vn, ldv);
     const int64_t sd = p->dout.s[1];
     cg__cpu_ld_rows(t->dOr, ldv, cg__vat(&p->dout, b * p->dout.s[0] + t0 * sd + h * p->dout.s[2]), p->dout.dt, sd,
@@ -148,13 +152,12 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
     memset(t->R2 + dv * ldk, 0, (size_t)((dvp - dv) * ldk) * sizeof(float));
 
     /* P, dVn = P^T dO + Kw dS */
-    cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, c->Q, ldk, 1, c->KT, ldc, t->Pm, ldc, 0);
-    cg__ssd_decay_mask(t->Pm, ldc, L, c->Ad, c->X);
+    cg__ssd_decay_mask_from(t->Pm, ldc, t->Praw, ldc, L, c->Ad, c->X);
     cg__ssd_gemm(CG_SSD_KUPPER, L, dvp, L, t->Pm, 1, ldc, t->dOr, ldv, dVn, ldwu, 0);
-    cg__ssd_gemm(CG_SSD_DENSE, L, dvp, dk, c->Kw, ldk, 1, t->dS, ldv, dVn, ldwu, 1);
+    cg__ssd_gemm(CG_SSD_DENSE, L, dvp, dk, c->Kw, ldk, 1, dS, ldv, dVn, ldwu, 1);
 
     /* dKs = diag(wdec) Vn dS^T (the state part of dK) and its rows' k . dKs */
-    cg__ssd_transpose(t->dST, ldk, t->dS, ldv, dk, dv, dkp);
+    cg__ssd_transpose(t->dST, ldk, dS, ldv, dk, dv, dkp);
     cg__ssd_gemm_rs(CG_SSD_DENSE, L, dkp, dv, Vn, ldv, 1, t->dST, ldk, t->dKs, ldk, c->wdec);
     for (int64_t i = 0; i < L; i++) t->kd[i] = cg__gdr_dot16(c->K + i * ldk, t->dKs + i * ldk, dkp);
     cg__ssd_transpose(t->VnT, ldc, Vn, ldv, L, dv, Cp);
@@ -184,7 +187,7 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
             dki[x] += pd * q[x] + ks[x];
         }
     }
-    t->dG[L - 1] += c->gamC * tile_dot(S0, t->dS, ldv, dk, dvp);
+    t->dG[L - 1] += c->gamC * tile_dot(S0, dS, ldv, dk, dvp);
 
     /* WY backward: [dWn | dU], A^T of it */
     cg__ssd_gemm(CG_SSD_DENSE, L, dkp, dv, dVn, ldwu, 1, t->R2, ldk, t->DWU, ldwu, 0);
@@ -259,8 +262,8 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
     }
 
     /* dS = e^{G_L} dS + Q^T (e^G dO) + Wn^T dVn */
-    cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c->Q, 1, ldk, t->Ld, ldd, t->dS, ldv, 1, c->gamC);
-    cg__ssd_gemm(CG_SSD_DENSE, dk, dvp, L, c->Wn, 1, ldk, dVn, ldwu, t->dS, ldv, 1);
+    cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c->Q, 1, ldk, t->Ld, ldd, dS, ldv, 1, c->gamC);
+    cg__ssd_gemm(CG_SSD_DENSE, dk, dvp, L, c->Wn, 1, ldk, dVn, ldwu, dS, ldv, 1);
 }
 
 /* dx of rows [t0, t0 + L) of q or k of (b, g) from the accumulated gradient of the
@@ -288,41 +291,59 @@ static void store_dqk(const bwd_job *J, bwd_tiles *t, const cg_view *x, const cg
     cg__cpu_st_rows(cg__vat(dx, b * dx->s[0] + t0 * sd + g * dx->s[2]), dx->dt, sd, t->Xq, ldk, L, d->dk);
 }
 
-/* One value head h of batch b: its chunk-entering states by a forward pass, then the
- * reverse pass; dq, dk into t->DQ, t->DK (set, or added to when not first). */
-static void run_head(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t h, int first) {
+/* Value heads [hf, hf + nh) of q/k group g of batch b (nh = J->nh): their chunk-entering
+ * states by a forward pass, then the reverse pass, chunk by chunk with the group's part
+ * (q, k, K K^T, Q K^T) made once per chunk; dq, dk into t->DQ, t->DK (set by the first
+ * head, added to by the others, in head order). */
+static void run_group(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t g, int64_t hf) {
     const cg_gdr_prob *p = J->p;
     const cg_gdr_dims *d = &J->d;
-    const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, C = d->C, T = p->T;
-    float *K1 = t->R2 + dvp * d->ldk; /* where prep puts K (bwd_chunk uses the same place) */
-    float *S = t->WS;
-    if (p->h0.p) cg__ssd_copy_rows(S, ldv, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dvp);
-    else memset(S, 0, (size_t)(dk * ldv) * sizeof(float));
-    for (int64_t ci = 0; ci < J->nc; ci++) { /* KK, A, Wn, Vn stored for the reverse pass */
+    const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, ldk = d->ldk, C = d->C, T = p->T, nh = J->nh;
+    const int64_t nc = J->nc, ssz = dk * ldv, dsz = cg__gdr_al(dk * ldv), kks = cg__gdr_al(C * d->ldc);
+    float *K1 = t->R2 + dvp * ldk; /* where the group's part puts K (below S0^T: bwd_chunk's B operand) */
+    for (int64_t u = 0; u < nh; u++) {
+        float *S = t->WS + u * nc * ssz;
+        const int64_t h = hf + u;
+        if (p->h0.p) cg__ssd_copy_rows(S, ldv, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dvp);
+        else memset(S, 0, (size_t)ssz * sizeof(float));
+    }
+    for (int64_t ci = 0; ci < nc; ci++) { /* forward: K K^T, A, Wn, Vn stored for the reverse pass */
         const int64_t t0 = ci * C, L = cg__ssd_min(C, T - t0);
-        float *Vn;
-        chunk_store(J, t, ci, c, &Vn);
-        c->K = K1;
-        cg__gdr_prep_chunk(p, d, b, h, t0, L, 0, 1, c);
-        if (t0 + C < T) cg__gdr_prefetch(p, b, h, t0 + C, cg__ssd_min(C, T - t0 - C), 0);
-        cg__gdr_prep_vn(d, c, S, Vn, ldv);
-        if (ci + 1 == J->nc) break;
-        float *Sn = S + dk * ldv;
-        memcpy(Sn, S, (size_t)(dk * ldv) * sizeof(float));
-        cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c->Kw, 1, d->ldk, Vn, ldv, Sn, ldv, 1, c->gamC);
-        S = Sn;
+        c->K = K1, c->KK = t->KKs + (J->keep ? ci : 0) * kks;
+        cg__gdr_prep_qk(p, d, b, g, t0, L, 0, 1, c);
+        for (int64_t u = 0; u < nh && t0 + C < T; u++) cg__gdr_prefetch(p, b, hf + u, t0 + C, cg__ssd_min(C, T - t0 - C), 0);
+        for (int64_t u = 0; u < nh; u++) {
+            float *S = t->WS + (u * nc + ci) * ssz, *Vn;
+            chunk_store(J, t, u, ci, c, &Vn);
+            cg__gdr_prep_head(p, d, b, hf + u, t0, 1, c);
+            cg__gdr_prep_vn(d, c, S, Vn, ldv);
+            if (ci + 1 == nc) continue;
+            memcpy(S + ssz, S, (size_t)ssz * sizeof(float));
+            cg__ssd_gemm_beta(CG_SSD_DENSE, dk, dvp, L, c->Kw, 1, ldk, Vn, ldv, S + ssz, ldv, 1, c->gamC);
+        }
     }
-    if (p->dhT.p)
-        cg__ssd_copy_rows(t->dS, ldv, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
-    else memset(t->dS, 0, (size_t)(dk * ldv) * sizeof(float));
-    for (int64_t ci = J->nc - 1; ci >= 0; ci--) {
+    for (int64_t u = 0; u < nh; u++) {
+        float *dS = t->dS + u * dsz;
+        const int64_t h = hf + u;
+        if (p->dhT.p)
+            cg__ssd_copy_rows(dS, ldv, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
+        else memset(dS, 0, (size_t)ssz * sizeof(float));
+    }
+    for (int64_t ci = nc - 1; ci >= 0; ci--) { /* reverse */
         const int64_t t0 = ci * C, L = cg__ssd_min(C, T - t0);
-        bwd_chunk(J, t, c, b, h, ci, t0, L, t->WS + ci * dk * ldv, first);
+        c->K = K1, c->KK = t->KKs + (J->keep ? ci : 0) * kks;
+        cg__gdr_prep_qk(p, d, b, g, t0, L, 1, !J->keep, c);
+        cg__ssd_gemm(CG_SSD_NLOWER, L, d->Cp, dk, c->Q, ldk, 1, c->KT, d->ldc, t->Praw, d->ldc, 0);
+        for (int64_t u = 0; u < nh && t0 > 0; u++) cg__gdr_prefetch(p, b, hf + u, t0 - C, C, 1); /* next in this pass */
+        for (int64_t u = 0; u < nh; u++)
+            bwd_chunk(J, t, c, b, hf + u, u, ci, t0, L, t->WS + (u * nc + ci) * ssz, t->dS + u * dsz, u == 0);
     }
-    if (p->grad_h0.p) {
-        float *dh0 = CG_F32P(p->grad_h0) + b * p->grad_h0.s[0] + h * p->grad_h0.s[1];
-        for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->grad_h0.s[2], t->dS + i * ldv, (size_t)dv * sizeof(float));
-    }
+    if (p->grad_h0.p)
+        for (int64_t u = 0; u < nh; u++) {
+            float *dh0 = CG_F32P(p->grad_h0) + b * p->grad_h0.s[0] + (hf + u) * p->grad_h0.s[1];
+            const float *dS = t->dS + u * dsz;
+            for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->grad_h0.s[2], dS + i * ldv, (size_t)dv * sizeof(float));
+        }
 }
 
 static float *task_tiles(const bwd_job *J, int tid, cg_gdr_chunk *c, bwd_tiles *t) {
@@ -339,7 +360,7 @@ static void bwd_task(void *arg, int64_t idx, int tid) {
     cg_gdr_chunk c;
     bwd_tiles t;
     task_tiles(J, tid, &c, &t);
-    for (int64_t u = 0; u < grp; u++) run_head(J, &t, &c, b, g * grp + u, u == 0);
+    run_group(J, &t, &c, b, g, g * grp);
     for (int64_t t0 = 0; t0 < p->T; t0 += C) {
         const int64_t L = cg__ssd_min(C, p->T - t0);
         store_dqk(J, &t, &p->q, &p->grad_q, t.DQ + t0 * ldk, b, g, t0, L, (float)p->scale);
@@ -355,7 +376,8 @@ static void head_task(void *arg, int64_t idx, int tid) {
     bwd_tiles t;
     task_tiles(J, tid, &c, &t);
     t.DQ = J->HQ + idx * slice, t.DK = J->HK + idx * slice;
-    run_head(J, &t, &c, idx / J->p->H, idx % J->p->H, 1);
+    const int64_t h = idx % J->p->H;
+    run_group(J, &t, &c, idx / J->p->H, h / (J->p->H / J->p->G), h);
 }
 
 /* ... then one per (b, g, chunk) adds the group's heads in head order (the same float
@@ -392,13 +414,14 @@ cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_
     cg__gdr_prep_dims(p, run->chunk, &J.d);
     J.nc = (p->T + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;
-    J.cs = 2 * cg__gdr_al(J.d.C * J.d.ldc) + cg__gdr_al(J.d.C * J.d.ldk) + cg__gdr_al(J.d.C * J.d.ldv);
-    /* the per-chunk store up to 64 MiB per thread (about T = 36k at dk = dv = 128, C = 64);
-     * longer sequences solve each chunk again in the reverse pass */
-    J.keep = (size_t)(J.nc * J.cs) * sizeof(float) <= GDR_KEEP_BYTES;
     /* fewer (b, g) pairs than threads, and heads to share them: a task per head (the
      * results are bitwise those of the grouped tasks, see sum_task) */
     J.split = p->B * p->G < run->threads && p->H > p->G;
+    J.nh = J.split ? 1 : p->H / p->G;
+    J.cs = cg__gdr_al(J.d.C * J.d.ldc) + cg__gdr_al(J.d.C * J.d.ldk) + cg__gdr_al(J.d.C * J.d.ldv);
+    /* the per-chunk store up to 64 MiB per thread (about T = 36k / nh at dk = dv = 128,
+     * C = 64); longer sequences solve each chunk again in the reverse pass */
+    J.keep = (size_t)(J.nc * (J.nh * J.cs + cg__gdr_al(J.d.C * J.d.ldc))) * sizeof(float) <= GDR_KEEP_BYTES;
     const size_t per = (bwd_floats(&J) * sizeof(float) + 63) / 64 * 64, sbytes = per * (size_t)run->nscratch;
     const size_t hfl = J.split ? (size_t)(p->B * p->H) * (size_t)(p->T * J.d.ldk) : 0;
     const size_t bytes = sbytes + 2 * hfl * sizeof(float);
