@@ -81,7 +81,7 @@ def seq_len(op: str, shapes: Dict[str, Optional[Shape]], flag: int) -> int:
         if shp is None or seq not in ext:
             continue
         pos = ext.index(seq)
-        if info.layout[n] and flag and pos in (1, 2):
+        if info.layout[n] and flag & 1 and pos in (1, 2):
             pos = 3 - pos
         return int(shp[pos])
     raise ValueError(f"{op}: no input gives {seq}")
@@ -118,3 +118,14 @@ def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int]
     descs = tuple((1 << 20, dtypes[n], tuple(int(d) for d in shapes[n]), None) if shapes.get(n) is not None else None
                   for n in info.fields)
     _C.validate(info.index, descs, flag, backend, None, None, None, 0, False, offsets)
+
+
+def scale_factor(scale, dk) -> float:
+    """The factor of an output that is linear in a scale whose default (None or 0) is
+    dk^-1/2, against that default; ValueError for a scale that is not finite and >= 0."""
+    if scale is None:
+        return 1.0
+    scale = float(scale)
+    if not (scale >= 0 and scale != float("inf")):
+        raise ValueError(f"scale: {scale} but expected a finite value >= 0 (0 or None: dk^-1/2)")
+    return scale * float(dk) ** 0.5 if scale else 1.0

@@ -1,4 +1,4 @@
-"""JAX ops: chunkgen.jax.ssd and chunkgen.jax.sscan through the XLA FFI.
+"""JAX ops: chunkgen.jax.ssd, chunkgen.jax.sscan and chunkgen.jax.gdr through the XLA FFI.
 
     o, hT = chunkgen.jax.ssd(q, k, v, log_alpha, h0=None, *, layout="head")
     y, hT = chunkgen.jax.sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None,
@@ -48,7 +48,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 
 from . import _C
-from ._ops import BF16, F16, F32, F64, I32, I64, OPS, REF, layout_flag, output_dtypes, output_shape, validate
+from ._ops import BF16, F16, F32, F64, I32, I64, OPS, REF, layout_flag, output_dtypes, output_shape, scale_factor, validate
 from .jax_partition import partitioned
 
 try:
@@ -157,7 +157,8 @@ def _batched_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: 
     cu_seqlens: B = 1 there; one call per mapped element then, and no partitioning rule)."""
     raw = functools.partial(_raw, op, names, want, flag)
     f = custom_vmap(raw if CU in names else partitioned(op, names, want, flag, raw))
-    fold = (op.startswith("ssd") or (op == "sscan_fwd")) and CU not in names
+    # the outputs split back by B when every one has it (not sscan_bwd's dA, dD, ddelta_bias)
+    fold = all(OPS[op].extents[n][:1] == ("B",) for n in OPS[op].outputs) and CU not in names
 
     @f.def_vmap
     def rule(axis_size, in_batched, *arrays):
@@ -244,6 +245,7 @@ def _with_vjp(fwd: str, bwd: str):
 
 _ssd = _with_vjp("ssd_fwd", "ssd_bwd")
 _sscan = _with_vjp("sscan_fwd", "sscan_bwd")
+_gdr = _with_vjp("gdr_fwd", "gdr_bwd")
 
 
 # -------------------------------------------------------------------- SSD
@@ -271,6 +273,27 @@ def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, delta_
     cu_seqlens (int32 / int64 [Nseq + 1]): sequences packed along L with B = 1; h0 and hT
     are then [Nseq, D, N]."""
     return _sscan(int(bool(delta_softplus)), x, delta, A, B, C, D, z, delta_bias, h0, cu_seqlens)
+
+
+# ------------------------------------------------------- gated delta rule
+
+def gdr(q, k, v, g, beta, h0=None, *, scale=None, use_qk_l2norm: bool = False, layout: str = "token",
+        cu_seqlens=None):
+    """The gated delta rule as fla defines it (docs/gdr.md), differentiable in every input.
+
+    Per value head h, q/k head h // (H // G), float32 state S [dk, dv]:
+    S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,  o_t = S_t^T (scale q_t);
+    with use_qk_l2norm q and k are first divided by sqrt(sum x^2 + 1e-6) over dk.
+    layout="token" (default, fla's order): q, k [B, T, G, dk]; v [B, T, H, dv]; g, beta
+    [B, T, H] (G is fla's H, H fla's HV). layout="head": q, k [B, G, T, dk]; v [B, H, T, dv];
+    g, beta [B, H, T]. h0 [B, H, dk, dv] or None; scale None: dk^-1/2 (another scale
+    multiplies o, which is linear in it). Returns (o [like v], hT [B, H, dk, dv]).
+    cu_seqlens (int32 / int64 [N + 1]): N sequences packed along T with B = 1; h0 and hT
+    are then [N, H, dk, dv]. (No partitioning rule yet: sharded inputs are gathered.)"""
+    mul = scale_factor(scale, q.shape[-1])
+    flag = layout_flag(layout) | (2 if use_qk_l2norm else 0)
+    o, hT = _gdr(flag, q, k, v, g, beta, h0, cu_seqlens)
+    return (o if mul == 1.0 else o * jnp.asarray(mul, o.dtype)), hT
 
 
 # --------------------------------------------------------------- sharding

@@ -1,7 +1,9 @@
-"""PyTorch ops: chunkgen.torch.ssd and chunkgen.torch.sscan, differentiable in every input.
+"""PyTorch ops: chunkgen.torch.ssd, chunkgen.torch.sscan and chunkgen.torch.gdr, differentiable
+in every input.
 
 Registered with torch.library.custom_op as chunkgen::ssd_fwd, chunkgen::ssd_bwd,
-chunkgen::sscan_fwd and chunkgen::sscan_bwd, each with a fake (meta) implementation and
+chunkgen::sscan_fwd, chunkgen::sscan_bwd, chunkgen::gdr_fwd and chunkgen::gdr_bwd, each
+with a fake (meta) implementation and
 the forward ops with autograd formulas (the backward ops), so torch.compile(fullgraph=
 True) traces them without a graph break and torch.library.opcheck passes.
 
@@ -45,9 +47,9 @@ import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
 from . import _C
-from ._ops import I32, I64, OPS, layout_flag, output_shapes, validate
+from ._ops import I32, I64, OPS, layout_flag, output_shapes, scale_factor, validate
 
-__all__ = ["ssd", "sscan"]
+__all__ = ["ssd", "sscan", "gdr"]
 
 _AUTO = 0
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)  # cg_dtype order
@@ -310,6 +312,18 @@ def _vmap_rule(op: str, opfn):
     return rule
 
 
+def _register(fwd_op, bwd_op, public: str):
+    """The registered ops' autograd formula (the backward op; its own backward refuses) and
+    vmap rules; returns the eager autograd.Function and the one for torch.func."""
+    fwd, bwd = public + "_fwd", public + "_bwd"
+    fwd_op.register_autograd(lambda ctx, dy, dhT: _backward(bwd_op, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like),
+                             setup_context=_setup)
+    bwd_op.register_autograd(_refuse_second_order(public), setup_context=lambda ctx, inputs, output: None)
+    fwd_op.register_vmap(_vmap_rule(fwd, fwd_op))
+    bwd_op.register_vmap(_vmap_rule(bwd, bwd_op))
+    return _make_function(fwd, bwd), _make_func_function(fwd_op, bwd_op, public)
+
+
 # ------------------------------------------------------------------ SSD
 
 @torch.library.custom_op("chunkgen::ssd_fwd", mutates_args=())
@@ -337,13 +351,7 @@ def _(q, k, v, log_alpha, h0, dout, dhT, layout, cu_seqlens=None):
     return _fake("ssd_bwd", (q, k, v, log_alpha, h0, dout, dhT), layout_flag(layout), cu_seqlens)
 
 
-ssd_fwd.register_autograd(lambda ctx, do, dhT: _backward(ssd_bwd, ctx.saved_tensors, ctx.flag, do, dhT, ctx.dy_like),
-                          setup_context=_setup)
-ssd_bwd.register_autograd(_refuse_second_order("ssd"), setup_context=lambda ctx, inputs, output: None)
-ssd_fwd.register_vmap(_vmap_rule("ssd_fwd", ssd_fwd))
-ssd_bwd.register_vmap(_vmap_rule("ssd_bwd", ssd_bwd))
-_SsdFunction = _make_function("ssd_fwd", "ssd_bwd")
-_SsdFuncFunction = _make_func_function(ssd_fwd, ssd_bwd, "ssd")
+_SsdFunction, _SsdFuncFunction = _register(ssd_fwd, ssd_bwd, "ssd")
 
 
 def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor] = None, *,
@@ -399,13 +407,7 @@ def _(x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT, delta_softplus, cu_seqle
     return _fake("sscan_bwd", (x, delta, A, B, C, D, z, delta_bias, h0, dy, dhT), int(delta_softplus), cu_seqlens)
 
 
-sscan_fwd.register_autograd(lambda ctx, dy, dhT: _backward(sscan_bwd, ctx.saved_tensors, ctx.flag, dy, dhT,
-                                                           ctx.dy_like), setup_context=_setup)
-sscan_bwd.register_autograd(_refuse_second_order("sscan"), setup_context=lambda ctx, inputs, output: None)
-sscan_fwd.register_vmap(_vmap_rule("sscan_fwd", sscan_fwd))
-sscan_bwd.register_vmap(_vmap_rule("sscan_bwd", sscan_bwd))
-_SscanFunction = _make_function("sscan_fwd", "sscan_bwd")
-_SscanFuncFunction = _make_func_function(sscan_fwd, sscan_bwd, "sscan")
+_SscanFunction, _SscanFuncFunction = _register(sscan_fwd, sscan_bwd, "sscan")
 
 
 def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional[Tensor] = None,
@@ -429,3 +431,63 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     if path == "func":
         return _SscanFuncFunction.apply(*ins, bool(delta_softplus), cu_seqlens)
     return sscan_fwd(*ins, bool(delta_softplus), cu_seqlens)
+
+
+# ------------------------------------------------------ gated delta rule
+
+@torch.library.custom_op("chunkgen::gdr_fwd", mutates_args=())
+def gdr_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[Tensor], flag: int,
+            cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """Gated-delta-rule forward: (o, hT). flag: bit 0 head-major, bit 1 use_qk_l2norm."""
+    return _op_impl("gdr_fwd", (q, k, v, g, beta, h0), flag, cu_seqlens)
+
+
+@gdr_fwd.register_fake
+def _(q, k, v, g, beta, h0, flag, cu_seqlens=None):
+    return _fake("gdr_fwd", (q, k, v, g, beta, h0), flag, cu_seqlens)
+
+
+@torch.library.custom_op("chunkgen::gdr_bwd", mutates_args=())
+def gdr_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[Tensor], dout: Tensor,
+            dhT: Optional[Tensor], flag: int,
+            cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Gated-delta-rule backward: (dq, dk, dv, dg, dbeta, dh0); dh0 is empty when h0 is None."""
+    return _op_impl("gdr_bwd", (q, k, v, g, beta, h0, dout, dhT), flag, cu_seqlens)
+
+
+@gdr_bwd.register_fake
+def _(q, k, v, g, beta, h0, dout, dhT, flag, cu_seqlens=None):
+    return _fake("gdr_bwd", (q, k, v, g, beta, h0, dout, dhT), flag, cu_seqlens)
+
+
+_GdrFunction, _GdrFuncFunction = _register(gdr_fwd, gdr_bwd, "gdr")
+
+
+def gdr(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[Tensor] = None, *,
+        scale: Optional[float] = None, use_qk_l2norm: bool = False, layout: str = "token",
+        cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """The gated delta rule as fla defines it (chunk_gated_delta_rule; docs/gdr.md),
+    differentiable in q, k, v, g, beta and h0.
+
+    Per value head h, q/k head h // (H // G), float32 state S [dk, dv]:
+    S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T,  o_t = S_t^T (scale q_t);
+    with use_qk_l2norm q and k are first divided by sqrt(sum x^2 + 1e-6) over dk.
+    layout "token": q, k [B, T, G, dk]; v [B, T, H, dv]; g, beta [B, T, H] (fla's order:
+    G is fla's H, H is fla's HV). layout "head": q, k [B, G, T, dk]; v [B, H, T, dv];
+    g, beta [B, H, T]. h0 [B, H, dk, dv] float32 or None. scale: None is dk^-1/2.
+    Returns (o [like v], hT [B, H, dk, dv] float32). cu_seqlens (int32/int64 [N + 1]):
+    N sequences packed along T with B = 1; h0 and hT are then [N, H, dk, dv].
+    The library computes with dk^-1/2; another scale multiplies o (o is linear in it)."""
+    flag = layout_flag(layout) | (2 if use_qk_l2norm else 0)
+    mul = scale_factor(scale, q.shape[-1])
+    ins = (q, k, v, g, beta, h0)
+    path = _path(ins + (cu_seqlens,))
+    if path == "direct":
+        o, hT = _run("gdr_fwd", ins, flag, cu_seqlens)
+    elif path == "function":
+        o, hT = _GdrFunction.apply(*ins, flag, cu_seqlens)
+    elif path == "func":
+        o, hT = _GdrFuncFunction.apply(*ins, flag, cu_seqlens)
+    else:
+        o, hT = gdr_fwd(*ins, flag, cu_seqlens)
+    return (o if mul == 1 else o * mul), hT

@@ -69,7 +69,7 @@ int64_t cgpy_nseq(const cgpy_call *c);
 /* Register torch.int32 and torch.int64 (the dtypes cu_seqlens may have). */
 void cgpy_set_torch_index_dtypes(PyObject *i32, PyObject *i64);
 
-/* The op's int flag: layout for SSD (1: head-major), the scalar arguments (delta_softplus). */
+/* The op's int flag (cgov_set_flag): the layout bit, then a bit per scalar option. */
 void cgpy_set_flag(cgpy_call *c, int flag);
 
 /* The cg_dtype values a binding maps (CG_F32, CG_F64, CG_BF16, CG_F16: 0 .. 3). */

@@ -120,6 +120,18 @@ static int parse_ptr(PyObject *o, void **out) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* An op's int flag (cgov_set_flag: the layout bit, then a bit per scalar option) into *flag. */
+static int parse_flag(PyObject *o, int *flag) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0 || v > 0xffff) {
+        PyErr_Format(PyExc_ValueError, "flag: %ld but expected bits: the layout, then each scalar option", v);
+        return -1;
+    }
+    *flag = (int)v;
+    return 0;
+}
+
 /* run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens]):
  * tensors is a tuple of every tensor of the op in the op table's order (fields(op));
  * cu_seqlens (None when left out) as cgpy_read_cu. */
@@ -137,8 +149,8 @@ static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
         PyErr_Format(PyExc_TypeError, "%s: expected a tuple of %d tensors", d->name, d->nt);
         return -1;
     }
-    int flag = PyObject_IsTrue(a[2]);
-    if (flag < 0 || parse_exec(a[3], a[4], a[8], &c->exec) || parse_ptr(a[5], &c->exec.stream) ||
+    int flag = 0;
+    if (parse_flag(a[2], &flag) || parse_exec(a[3], a[4], a[8], &c->exec) || parse_ptr(a[5], &c->exec.stream) ||
         parse_ptr(a[6], &c->exec.workspace))
         return -1;
     c->exec.workspace_bytes = PyLong_AsSize_t(a[7]);
@@ -247,8 +259,8 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (!d) return NULL;
     int nin = cgpy_ninputs(d);
     long want = PyLong_AsLong(a[2]);
-    int flag = PyObject_IsTrue(a[3]);
-    if ((want == -1 && PyErr_Occurred()) || flag < 0) return NULL;
+    int flag = 0;
+    if ((want == -1 && PyErr_Occurred()) || parse_flag(a[3], &flag)) return NULL;
     cgpy_call c;
     cgpy_call_init(&c, d);
     PyObject *result = NULL, *r = NULL;
@@ -275,7 +287,7 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
         int on = want == -1 ? cgpy_default_want(d, i, present) : (int)((want >> (i - nin)) & 1);
         PyObject *out = Py_None;
         if (on) {
-            int src[4], n = cgpy_shape_recipe(d, i, flag, ndim, src);
+            int src[4], n = cgpy_shape_recipe(d, i, flag & 1, ndim, src);
             int64_t ext[4];
             PyObject *shape = PyTuple_New(n);
             for (int k = 0; shape && k < n; k++) {
@@ -379,9 +391,9 @@ static PyObject *py_output_shapes(PyObject *self, PyObject *const *a, Py_ssize_t
     PyObject *nseq = na == 5 && a[4] != Py_None ? a[4] : NULL;
     const cgpy_opdesc *d = cgpy_op(a[0]);
     if (!d) return NULL;
-    int flag = PyObject_IsTrue(a[1]), nin = cgpy_ninputs(d);
+    int flag = 0, nin = cgpy_ninputs(d);
     long want = PyLong_AsLong(a[3]);
-    if (flag < 0 || (want == -1 && PyErr_Occurred())) return NULL;
+    if ((want == -1 && PyErr_Occurred()) || parse_flag(a[1], &flag)) return NULL;
     if (!PyTuple_Check(a[2]) || PyTuple_GET_SIZE(a[2]) != nin)
         return PyErr_Format(PyExc_TypeError, "%s: expected the shapes of its %d inputs", d->name, nin);
     int present[CGPY_MAXT] = {0}, ndim[CGPY_MAXT];
@@ -396,7 +408,7 @@ static PyObject *py_output_shapes(PyObject *self, PyObject *const *a, Py_ssize_t
     PyObject *r = PyTuple_New(d->nt - nin);
     for (int i = nin; r && i < d->nt; i++) {
         int on = want == -1 ? cgpy_default_want(d, i, present) : (int)((want >> (i - nin)) & 1);
-        int src[4], n = on ? cgpy_shape_recipe(d, i, flag, ndim, src) : 0;
+        int src[4], n = on ? cgpy_shape_recipe(d, i, flag & 1, ndim, src) : 0;
         PyObject *shape = on ? PyTuple_New(n) : Py_None;
         if (!on) Py_INCREF(shape);
         for (int k = 0; shape && k < n; k++) {

@@ -24,8 +24,9 @@ cg_tensor *cgov_cu(cg_op op, cgov_args *args) { return cg_op_args_tensor(op, arg
 
 void cgov_set_flag(cg_op op, cgov_args *args, int flag) {
     cg_layout *layout = cg_op_args_layout(op, args);
-    if (layout) *layout = flag ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
-    for (int k = 0, *p; (p = cg_op_args_scalar(op, args, k)); k++) *p = flag != 0;
+    int bit = 0;
+    if (layout) *layout = (flag >> bit++) & 1 ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
+    for (int k = 0, *p; (p = cg_op_args_scalar(op, args, k)); k++) *p = (flag >> bit++) & 1;
 }
 
 cg_status cgov_call(cg_context *ctx, cg_op op, const cgov_args *args, const cg_exec *exec) {

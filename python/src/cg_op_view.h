@@ -37,7 +37,9 @@ int cgov_is_output(cg_op op, int i);
 cg_tensor *cgov_tensor(cg_op op, cgov_args *args, int i);
 /* The op's cu_seqlens slot in args (tensor ntensors; docs/varlen.md). */
 cg_tensor *cgov_cu(cg_op op, cgov_args *args);
-/* The op's int flag: layout for SSD (nonzero: head-major), its scalars (delta_softplus). */
+/* The op's int flag: bit 0 its layout when it has one (1: head-major), then a bit per
+ * scalar option in cg_op_info.scalars order (sscan: bit 0 delta_softplus; gdr: bit 0 the
+ * layout, bit 1 use_qk_l2norm). */
 void cgov_set_flag(cg_op op, cgov_args *args, int flag);
 /* The op's call on args (cg_run). */
 cg_status cgov_call(cg_context *ctx, cg_op op, const cgov_args *args, const cg_exec *exec);

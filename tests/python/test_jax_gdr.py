@@ -1,0 +1,101 @@
+"""chunkgen.jax.gdr (the gated delta rule, #35) against a float64 lax.scan of fla's
+recurrence (MATH_GDN.md 4.1): forward and every gradient (jax.grad, check_grads), the L2
+norm, a scale, both layouts; jit, vmap (one folded custom call), float32."""
+import re
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+from jax.test_util import check_grads  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import chunkgen.jax as cj  # noqa: E402
+from jax_ref import rel_err  # noqa: E402
+
+
+def gdr_scan(q, k, v, g, beta, h0=None, scale=None, l2norm=False):
+    """Token-major q, k [B, T, G, dk]; v [B, T, H, dv]; g, beta [B, T, H]; h0 [B, H, dk, dv]."""
+    B, T, G, dk = q.shape
+    H, dv = v.shape[2], v.shape[3]
+    if l2norm:
+        q = q / jnp.sqrt((q * q).sum(-1, keepdims=True) + 1e-6)
+        k = k / jnp.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
+    s = dk ** -0.5 if not scale else scale
+    qh, kh = jnp.repeat(q, H // G, axis=2), jnp.repeat(k, H // G, axis=2)
+    S0 = h0 if h0 is not None else jnp.zeros((B, H, dk, dv), q.dtype)
+
+    def step(S, xs):
+        qt, kt, vt, gt, bt = xs
+        S = jnp.exp(gt)[..., None, None] * S
+        u = bt[..., None] * (vt - jnp.einsum("bhkv,bhk->bhv", S, kt))
+        S = S + kt[..., :, None] * u[..., None, :]
+        return S, jnp.einsum("bhkv,bhk->bhv", S, s * qt)
+
+    ST, o = jax.lax.scan(step, S0, tuple(jnp.moveaxis(a, 1, 0) for a in (qh, kh, v, g, beta)))
+    return jnp.moveaxis(o, 0, 1), ST
+
+
+def inputs(seed, B=2, T=11, G=2, H=4, dk=5, dv=3, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    r = lambda *s: jnp.asarray(rng.standard_normal(s).astype(dtype))  # noqa: E731
+    return dict(q=r(B, T, G, dk), k=r(B, T, G, dk), v=r(B, T, H, dv),
+                g=jnp.asarray(-rng.random((B, T, H)).astype(dtype) * 0.5),
+                beta=jnp.asarray(rng.random((B, T, H)).astype(dtype) * 1.8 + 0.1), h0=r(B, H, dk, dv))
+
+
+NAMES = ("q", "k", "v", "g", "beta", "h0")
+
+
+@pytest.mark.parametrize("layout", ["token", "head"])
+@pytest.mark.parametrize("scale", [None, 0.6])
+def test_gdr_float64_vs_scan(layout, scale):
+    x = inputs(1)
+    args = tuple(x[n] for n in NAMES)
+
+    def ours(q, k, v, g, beta, h0):
+        if layout == "head":
+            t = lambda a: jnp.swapaxes(a, 1, 2)  # noqa: E731
+            o, hT = cj.gdr(t(q), t(k), t(v), t(g), t(beta), h0, scale=scale, use_qk_l2norm=True, layout="head")
+            return t(o), hT
+        return cj.gdr(q, k, v, g, beta, h0, scale=scale, use_qk_l2norm=True)
+
+    ref = lambda *a: gdr_scan(*a, scale=scale, l2norm=True)  # noqa: E731
+    o, hT = jax.jit(ours)(*args)
+    o_r, hT_r = ref(*args)
+    assert rel_err(o, o_r) < 1e-12 and rel_err(hT, hT_r) < 1e-12
+    loss = lambda f: lambda *a: (f(*a)[0] ** 2).sum() + f(*a)[1].sum()  # noqa: E731
+    g = jax.grad(loss(ours), argnums=tuple(range(6)))(*args)
+    g_r = jax.grad(loss(ref), argnums=tuple(range(6)))(*args)
+    for a, b in zip(g, g_r):
+        assert rel_err(a, b) < 1e-12
+    small = tuple(inputs(2, B=1, T=4, G=1, H=2, dk=3, dv=2)[n] for n in NAMES)
+    check_grads(lambda *a: cj.gdr(*a, use_qk_l2norm=True), small, order=1, modes=["rev"])
+
+
+def test_gdr_float32_and_vmap():
+    x64 = inputs(3, T=37, dk=16, dv=8)
+    x = {n: a.astype(jnp.float32) for n, a in x64.items()}
+    o, hT = cj.gdr(**x, use_qk_l2norm=True)
+    o_r, hT_r = gdr_scan(**x64, l2norm=True)
+    assert o.dtype == jnp.float32 and rel_err(o, o_r) < 1e-5 and rel_err(hT, hT_r) < 1e-5
+    xs = [inputs(10 + i) for i in range(3)]
+    st = tuple(jnp.stack([x[n] for x in xs]) for n in NAMES)
+    f = jax.vmap(lambda *a: cj.gdr(*a, use_qk_l2norm=True))
+    o, hT = jax.jit(f)(*st)
+    for i, x in enumerate(xs):
+        o_r, hT_r = gdr_scan(**x, l2norm=True)
+        assert rel_err(o[i], o_r) < 1e-12 and rel_err(hT[i], hT_r) < 1e-12
+    text = str(jax.make_jaxpr(f)(*st))
+    assert text.count("target_name=chunkgen") == 1 and not re.search(r"\b(scan|while)\[", text)
+
+
+def test_gdr_errors_at_trace_time():
+    x = inputs(4)
+    with pytest.raises(ValueError, match="H = 3 is not a multiple of G = 2"):
+        jax.jit(lambda q, k, v, g, beta: cj.gdr(q, k, v, g, beta))(x["q"], x["k"], x["v"][:, :, :3], x["g"][:, :, :3],
+                                                                   x["beta"][:, :, :3])
+    with pytest.raises(ValueError, match="scale: nan but expected a finite value >= 0"):
+        cj.gdr(*(x[n] for n in NAMES), scale=float("nan"))
