@@ -2,9 +2,9 @@
  * (gdr_cpu_chunk*.c; the math: /work/shared/MATH_GDN.md sections 2-3, the WY / UT form).
  *
  * Files, one job each:
- *   gdr_cpu_chunk.c       compiled once: config (chunk, threads), scratch sizes, the
- *                         entry points cg__gdr_cpu_chunk_fwd / _bwd, which run the
- *                         variant of the running ISA (cpu_isa.h)
+ *   gdr_cpu_chunk.c       compiled once: config (chunk, threads); the entry points
+ *                         cg__gdr_cpu_chunk_fwd / _bwd are cpu_isa.c's, which run the
+ *                         variant of the running ISA (cpu_isa.h renames the per-ISA symbols)
  *   gdr_cpu_chunk_prep.c  per ISA: one chunk's shared quantities (q, k normalised, the
  *                         decays, K K^T, the triangular solve A = (I + L)^{-1}, W, U, Vn)
  *   gdr_cpu_chunk_fwd.c   per ISA: the forward (one task per (b, value head))
@@ -15,19 +15,6 @@
  * in double and rounded once per exponential (as the SSD path does). */
 #ifndef CG_GDR_CPU_CHUNK_H
 #define CG_GDR_CPU_CHUNK_H
-
-#ifdef CG_ISA /* the per-ISA symbols (cpu_isa.h renames the SSD ones the same way) */
-#define cg__gdr_chunk_fwd_isa CG_ISA_CAT(cg__gdr_chunk_fwd_isa, CG_ISA)
-#define cg__gdr_chunk_bwd_isa CG_ISA_CAT(cg__gdr_chunk_bwd_isa, CG_ISA)
-#define cg__gdr_prep_dims CG_ISA_CAT(cg__gdr_prep_dims, CG_ISA)
-#define cg__gdr_prep_chunk CG_ISA_CAT(cg__gdr_prep_chunk, CG_ISA)
-#define cg__gdr_prep_qk CG_ISA_CAT(cg__gdr_prep_qk, CG_ISA)
-#define cg__gdr_prep_head CG_ISA_CAT(cg__gdr_prep_head, CG_ISA)
-#define cg__gdr_prep_vn CG_ISA_CAT(cg__gdr_prep_vn, CG_ISA)
-#define cg__gdr_load_qk CG_ISA_CAT(cg__gdr_load_qk, CG_ISA)
-#define cg__gdr_prep_floats CG_ISA_CAT(cg__gdr_prep_floats, CG_ISA)
-#define cg__gdr_prep_layout CG_ISA_CAT(cg__gdr_prep_layout, CG_ISA)
-#endif
 
 #include "ssd_cpu.h" /* GEMM tiles, pads, exp, decay masks, cpu_half.h, internal.h (cg_gdr_prob) */
 
@@ -155,8 +142,11 @@ static inline void *cg__gdr_ws(cg_context *ctx, const cg_exec *ex, size_t bytes,
     return w ? w : (*own = cg__ssd_big_alloc(bytes));
 }
 
-/* The per-ISA kernels (the entry points in gdr_cpu_chunk.c resolve the run first). */
-cg_status cg__gdr_chunk_fwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex);
-cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex);
+/* Config pins (chunk, threads) into run; CG_EINVAL naming a bad one (gdr_cpu_chunk.c,
+ * compiled once; the kernels of every variant call it). */
+cg_status cg__gdr_chunk_resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const char *what,
+                                cg_gdr_run *run);
+/* The kernels' dispatch line (backend detail of cg_last_dispatch). */
+void cg__gdr_chunk_detail(cg_context *ctx, const char *op, const cg_gdr_run *run);
 
 #endif /* CG_GDR_CPU_CHUNK_H */

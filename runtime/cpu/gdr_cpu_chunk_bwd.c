@@ -409,7 +409,12 @@ static void sum_task(void *arg, int64_t idx, int tid) {
     store_dqk(J, &t, &p->k, &p->grad_k, t.dK, b, g, t0, L, 1.0f);
 }
 
-cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex) {
+cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    cg_gdr_run rs;
+    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, "cpu gdr backward (chunked)", &rs);
+    if (st != CG_OK) return st;
+    if (p->B < 1 || p->T < 1 || p->H < 1) return CG_OK; /* nothing to compute */
+    const cg_gdr_run *run = &rs;
     bwd_job J = {.p = p};
     cg__gdr_prep_dims(p, run->chunk, &J.d);
     J.nc = (p->T + J.d.C - 1) / J.d.C;
@@ -437,5 +442,6 @@ cg_status cg__gdr_chunk_bwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_
         cg__pool_run(run->pool, run->threads, p->B * p->G, bwd_task, &J);
     }
     cg__ssd_big_free(own, bytes);
+    cg__gdr_chunk_detail(ctx, "gdr_bwd", run);
     return CG_OK;
 }

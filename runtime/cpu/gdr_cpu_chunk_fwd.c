@@ -96,7 +96,12 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
         }
 }
 
-cg_status cg__gdr_chunk_fwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_gdr_run *run, const cg_exec *ex) {
+cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    cg_gdr_run rs;
+    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, "cpu gdr forward (chunked)", &rs);
+    if (st != CG_OK) return st;
+    if (p->B < 1 || p->T < 1 || p->H < 1) return CG_OK; /* nothing to compute */
+    const cg_gdr_run *run = &rs;
     fwd_job J = {.p = p};
     cg__gdr_prep_dims(p, run->chunk, &J.d);
     /* a task per (b, q/k group) when those keep the threads busy, else per (b, value head):
@@ -110,5 +115,6 @@ cg_status cg__gdr_chunk_fwd_isa(cg_context *ctx, const cg_gdr_prob *p, const cg_
                        per);
     cg__pool_run(run->pool, run->threads, p->B * p->H / J.nh, fwd_task, &J);
     cg__ssd_big_free(own, bytes);
+    cg__gdr_chunk_detail(ctx, "gdr_fwd", run);
     return CG_OK;
 }
