@@ -1,14 +1,16 @@
 /* gdr_cpu_chunk.h -- private pieces of the gated delta rule's chunked CPU path
- * (gdr_cpu_chunk*.c; the math: /work/shared/MATH_GDN.md sections 2-3, the WY / UT form).
+ * (gdr_cpu_chunk*.c; the math: MATH_GDN.md sections 2-3 of the issue's brief, the WY / UT
+ * form; the entry points cg__gdr_cpu_chunk_fwd / _bwd are declared in internal.h).
  *
  * Files, one job each:
- *   gdr_cpu_chunk.c       compiled once: config (chunk, threads); the entry points
- *                         cg__gdr_cpu_chunk_fwd / _bwd are cpu_isa.c's, which run the
- *                         variant of the running ISA (cpu_isa.h renames the per-ISA symbols)
- *   gdr_cpu_chunk_prep.c  per ISA: one chunk's shared quantities (q, k normalised, the
- *                         decays, K K^T, the triangular solve A = (I + L)^{-1}, W, U, Vn)
- *   gdr_cpu_chunk_fwd.c   per ISA: the forward (one task per (b, value head))
- *   gdr_cpu_chunk_bwd.c   per ISA: the backward (one task per (b, q/k group))
+ *   gdr_cpu_chunk.c       compiled once: the config pins (chunk, threads), the dispatch line
+ *   gdr_cpu_chunk_prep.c  per ISA: one chunk's quantities that do not depend on the state
+ *                         (q, k normalised, the decays, K K^T, the triangular solve
+ *                         A = (I + L)^{-1}, W, U, Vn), the q/k group's part apart
+ *   gdr_cpu_chunk_fwd.c   per ISA: the forward (a task per (b, q/k group) or (b, value head))
+ *   gdr_cpu_chunk_bwd.c   per ISA: the backward (likewise)
+ * The per-ISA entry points are reached through cpu_isa.c's variant table (cpu_isa.h
+ * renames the per-ISA symbols, these files' helpers included).
  *
  * Tiles are row-major floats, columns zero-padded to 16 (ssd_cpu.h), leading dimensions
  * from cg__ssd_ld. Everything is float32 but the chunk-local cumulative sums of g, kept
