@@ -540,6 +540,10 @@ typedef struct cg_op_info {
     int sym_from[CG_SHAPE_MAX_SYMS]; /* by cg_sym: the tensor whose extent gives the symbol's value in
                              * a call (the first required input that has it); -1 for symbols the
                              * op lacks. A call's other tensors are checked against these */
+    /* appended (growth rule): the real (double) arguments of the args struct
+     * (cg_op_args_real), e.g. gdr's "scale"; no part of a shape or a tuning key */
+    int nreals;
+    const char *reals[CG_OP_MAX_SCALARS];
 } cg_op_info;
 /* Describe op into *info (the caller's; info->size set by the caller, or 0); its strings
  * are static (the library's). CG_EINVAL for an unknown op. ctx may be NULL (then no
@@ -591,6 +595,9 @@ CG_API cg_tensor *cg_op_args_tensor(cg_op op, void *args, int i);
 /* The int of scalar option k (cg_op_info.scalars[k], e.g. delta_softplus) in args; NULL
  * for a bad op or k. The pointer is into args (the caller's). */
 CG_API int *cg_op_args_scalar(cg_op op, void *args, int k);
+/* The double of real argument k (cg_op_info.reals[k], e.g. scale) in args; NULL for a bad
+ * op or k. The pointer is into args (the caller's). */
+CG_API double *cg_op_args_real(cg_op op, void *args, int k);
 /* The cg_layout of args; NULL when op has none (has_layout 0). The pointer is into args
  * (the caller's). */
 CG_API cg_layout *cg_op_args_layout(cg_op op, void *args);

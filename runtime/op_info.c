@@ -52,6 +52,9 @@ cg_status cg_op_describe(cg_context *ctx, cg_op op, cg_op_info *info) {
     CG_ASSERT(d->nscalar <= CG_OP_MAX_SCALARS);
     o.nscalars = d->nscalar;
     for (int k = 0; k < d->nscalar; k++) o.scalars[k] = d->scalar[k].name;
+    CG_ASSERT(d->nreal <= CG_OP_MAX_SCALARS);
+    o.nreals = d->nreal;
+    for (int k = 0; k < d->nreal; k++) o.reals[k] = d->real[k].name;
     o.has_layout = d->layout_arg_off != (size_t)-1;
     o.has_varlen = d->varlen != NULL;
     for (int i = 0; i < d->nt; i++) o.groupable |= (d->t[i].flags & CG_TD_GROUPABLE) != 0;
@@ -101,6 +104,12 @@ int *cg_op_args_scalar(cg_op op, void *args, int k) {
     if ((unsigned)op >= CG_OP_COUNT || !args) return NULL;
     const cg_op_desc *d = cg__op_desc(op);
     return k >= 0 && k < d->nscalar ? (int *)((char *)args + d->scalar[k].arg_off) : NULL;
+}
+
+double *cg_op_args_real(cg_op op, void *args, int k) {
+    if ((unsigned)op >= CG_OP_COUNT || !args) return NULL;
+    const cg_op_desc *d = cg__op_desc(op);
+    return k >= 0 && k < d->nreal ? (double *)((char *)args + d->real[k].arg_off) : NULL;
 }
 
 cg_layout *cg_op_args_layout(cg_op op, void *args) {

@@ -99,9 +99,10 @@ static void check_case(const gcase *c, cg_op op, cg_dtype half) {
     dtt_prob p, r, p3;
     cg_tbuf cu;
     gnew(&p, &cu, op, c, half, CG_F32, seed);
+    cg_tbuf_free(&cu);
     gnew(&p3, &cu, op, c, half, CG_F32, seed);
     cg_tbuf_free(&cu);
-    gnew(&r, &cu, op, c, CG_F64, CG_F64, seed);
+    gnew(&r, &cu, op, c, CG_F64, CG_F64, seed); /* (its offsets are the ones the calls take) */
     dtt_copy_inputs(&r, &p); /* the rounded inputs */
     const char *dn = cg_dtype_name(half);
     cg_status st = grun(ctx, &p, &cu, c, CG_BACKEND_CPU);
@@ -252,4 +253,38 @@ CG_TEST(gdr_tune_cpu) {
     unsetenv("CHUNKGEN_TUNE_FAKE_TIMING");
     cg_context_free(ctx);
     rm_tree(dir);
+}
+
+/* The real argument seen from outside (cg_op_describe, cg_op_args_real), as the int options
+ * are: a binding or a CLI sets scale without naming the op. */
+CG_TEST(gdr_real_argument_public) {
+    for (int op = 0; op < CG_OP_COUNT; op++) {
+        cg_op_info in = {.size = sizeof in};
+        CG_CHECK_OK(NULL, cg_op_describe(NULL, (cg_op)op, &in));
+        const int gdr = op == CG_OP_GDR_FWD || op == CG_OP_GDR_BWD;
+        CG_CHECK(in.nreals == gdr && (!gdr || !strcmp(in.reals[0], "scale")), "%s: %d reals", in.name, in.nreals);
+    }
+    cg_gdr_fwd_args a = CG_GDR_FWD_ARGS_INIT;
+    cg_gdr_bwd_args b = CG_GDR_BWD_ARGS_INIT;
+    CG_CHECK(cg_op_args_real(CG_OP_GDR_FWD, &a, 0) == &a.scale && cg_op_args_real(CG_OP_GDR_BWD, &b, 0) == &b.scale &&
+                 !cg_op_args_real(CG_OP_GDR_FWD, &a, 1) && !cg_op_args_real(CG_OP_SSD_FWD, &a, 0) &&
+                 !cg_op_args_real((cg_op)CG_OP_COUNT, &a, 0),
+             "cg_op_args_real");
+}
+
+/* Backend auto: host tensors run on the cpu (no generated kernel needed); emulate refuses
+ * the op by name (no kernel 'gdr_fwd') -- conformance_emulate checks every case so. */
+CG_TEST(gdr_auto_runs_on_cpu) {
+    cg_context *ctx = new_ctx(1);
+    const gcase c = {"auto", 1, 9, 1, 2, 4, 3, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}};
+    for (int op = CG_OP_GDR_FWD; op <= CG_OP_GDR_BWD; op++) {
+        dtt_prob p;
+        cg_tbuf cu;
+        gnew(&p, &cu, (cg_op)op, &c, CG_F32, CG_F32, 21);
+        CG_CHECK_OK(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_AUTO));
+        CG_CHECK(strstr(cg_last_dispatch(ctx), "backend=cpu (auto: host pointers)") != NULL, "%s", cg_last_dispatch(ctx));
+        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_EMULATE), CG_EUNSUPPORTED, "no kernel", p.d->name);
+        dtt_free(&p);
+    }
+    cg_context_free(ctx);
 }
