@@ -9,10 +9,13 @@
     cg_status cg__sscan_cpu_bwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);  \
     void cg__ssd_mul_exp_##s(float *restrict, const float *restrict, int64_t);                               \
     void cg__cpu_ld_row_##s(float *restrict, const void *restrict, cg_dtype, int64_t);                        \
-    void cg__cpu_st_row_##s(void *restrict, cg_dtype, const float *restrict, int64_t);
+    void cg__cpu_st_row_##s(void *restrict, cg_dtype, const float *restrict, int64_t);                       \
+    cg_status cg__gdr_cpu_chunk_fwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);  \
+    cg_status cg__gdr_cpu_chunk_bwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);
 #define OPS(e, s)                                                                                          \
     {e, #s, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s,          \
-     cg__ssd_mul_exp_##s, cg__cpu_ld_row_##s, cg__cpu_st_row_##s}
+     cg__ssd_mul_exp_##s, cg__cpu_ld_row_##s, cg__cpu_st_row_##s, cg__gdr_cpu_chunk_fwd_##s,                 \
+     cg__gdr_cpu_chunk_bwd_##s}
 
 DECL_VARIANT(baseline)
 #ifdef CG_CPU_ISA_X86 /* CMakeLists.txt builds the x86 variants */
@@ -71,6 +74,17 @@ static cg_status sscan_views(cg_context *ctx, const cg_sscan_prob *p, const char
     return check_views(ctx, what, p->dtype, r, (int)(sizeof r / sizeof r[0]));
 }
 
+/* The gated delta rule's chunked path: q, k, v, beta, g, o and their gradients in float32
+ * / bf16 / fp16, the states and their gradients in float32. */
+static cg_status gdr_views(cg_context *ctx, const cg_gdr_prob *p, const char *what) {
+    const view_rule r[] = {{"q", &p->q, 1},      {"k", &p->k, 1},         {"v", &p->v, 1},       {"g", &p->g, 1},
+                           {"beta", &p->beta, 1}, {"o", &p->o, 1},         {"dout", &p->dout, 1}, {"dq", &p->grad_q, 1},
+                           {"dk", &p->grad_k, 1}, {"dv", &p->grad_v, 1},   {"dg", &p->grad_g, 1},
+                           {"dbeta", &p->grad_beta, 1}, {"h0", &p->h0, 0}, {"hT", &p->hT, 0}, {"dhT", &p->dhT, 0},
+                           {"dh0", &p->grad_h0, 0}};
+    return check_views(ctx, what, p->dtype, r, (int)(sizeof r / sizeof r[0]));
+}
+
 /* The CPU backend's entry points (internal.h): the op's dtype rule, then the variant. */
 #define ENTRY(fn, prob, views, what, slot)                                                 \
     cg_status fn(cg_context *ctx, const prob *p, const cg_cfg *cfg, const cg_exec *ex) { \
@@ -81,6 +95,8 @@ ENTRY(cg__ssd_cpu_fwd, cg_ssd_prob, ssd_views, "cpu ssd forward", ssd_fwd)
 ENTRY(cg__ssd_cpu_bwd, cg_ssd_prob, ssd_views, "cpu ssd backward", ssd_bwd)
 ENTRY(cg__sscan_cpu_fwd, cg_sscan_prob, sscan_views, "cpu sscan forward", sscan_fwd)
 ENTRY(cg__sscan_cpu_bwd, cg_sscan_prob, sscan_views, "cpu sscan backward", sscan_bwd)
+ENTRY(cg__gdr_cpu_chunk_fwd, cg_gdr_prob, gdr_views, "cpu gdr forward (chunked)", gdr_fwd)
+ENTRY(cg__gdr_cpu_chunk_bwd, cg_gdr_prob, gdr_views, "cpu gdr backward (chunked)", gdr_bwd)
 
 /* The cpu backend's entry points for the ops whose kernels are built per variant
  * (host_backends.c); here, above the kernels, which call ssd_cpu.c / sscan_cpu_params.c. */

@@ -1,7 +1,7 @@
 /* cpu_isa.h -- the instruction-set variants of the CPU path and their dispatch.
  *
  * The files that do the arithmetic (ssd_cpu_gemm.c, ssd_cpu_fwd.c, ssd_cpu_bwd.c,
- * sscan_cpu.c, cpu_half.c) are compiled once per variant, each time with that variant's compiler
+ * sscan_cpu.c, cpu_half.c, gdr_cpu_chunk_{prep,fwd,bwd}.c) are compiled once per variant, each time with that variant's compiler
  * flags and CG_ISA defined to its name (avx512, avx2 or baseline; see CMakeLists.txt).
  * Included first in those files, this header renames their external symbols with the
  * variant as suffix (cg__ssd_cpu_fwd -> cg__ssd_cpu_fwd_avx2), so the three copies link
@@ -30,6 +30,17 @@
 #define cg__cpu_st_row CG_ISA_CAT(cg__cpu_st_row, CG_ISA)
 #define cg__cpu_ld_rows CG_ISA_CAT(cg__cpu_ld_rows, CG_ISA)
 #define cg__cpu_st_rows CG_ISA_CAT(cg__cpu_st_rows, CG_ISA)
+/* the gated delta rule's chunked path (gdr_cpu_chunk_*.c) */
+#define cg__gdr_cpu_chunk_fwd CG_ISA_CAT(cg__gdr_cpu_chunk_fwd, CG_ISA)
+#define cg__gdr_cpu_chunk_bwd CG_ISA_CAT(cg__gdr_cpu_chunk_bwd, CG_ISA)
+#define cg__gdr_prep_dims CG_ISA_CAT(cg__gdr_prep_dims, CG_ISA)
+#define cg__gdr_prep_chunk CG_ISA_CAT(cg__gdr_prep_chunk, CG_ISA)
+#define cg__gdr_prep_qk CG_ISA_CAT(cg__gdr_prep_qk, CG_ISA)
+#define cg__gdr_prep_head CG_ISA_CAT(cg__gdr_prep_head, CG_ISA)
+#define cg__gdr_prep_vn CG_ISA_CAT(cg__gdr_prep_vn, CG_ISA)
+#define cg__gdr_load_qk CG_ISA_CAT(cg__gdr_load_qk, CG_ISA)
+#define cg__gdr_prep_floats CG_ISA_CAT(cg__gdr_prep_floats, CG_ISA)
+#define cg__gdr_prep_layout CG_ISA_CAT(cg__gdr_prep_layout, CG_ISA)
 #endif
 
 #include "internal.h"
@@ -44,6 +55,7 @@ typedef enum cg_cpu_isa {
 typedef cg_status (*cg_ssd_cpu_fn)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 typedef cg_status (*cg_sscan_cpu_fn)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg,
                                      const cg_exec *ex);
+typedef cg_status (*cg_gdr_cpu_fn)(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 
 /* One variant's entry points. (Its GEMM micro-tile, which the tuner's space needs, is
  * described in generator/cpu/ssd_cpu.lua, by the name.) */
@@ -56,6 +68,7 @@ typedef struct cg_cpu_isa_ops {
     /* bf16 / fp16 rows (cpu_half.h); for the tests */
     void (*ld_row)(float *restrict dst, const void *restrict src, cg_dtype dt, int64_t n);
     void (*st_row)(void *restrict dst, cg_dtype dt, const float *restrict src, int64_t n);
+    cg_gdr_cpu_fn gdr_fwd, gdr_bwd; /* the gated delta rule's chunked path */
 } cg_cpu_isa_ops;
 
 /* The variant this process runs: chosen on first use from cpuid and CHUNKGEN_CPU_ISA
