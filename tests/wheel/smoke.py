@@ -167,6 +167,27 @@ if r.returncode != 0:
     failures.append("cli info")
     print(r.stderr[-2000:])
 
+# NVRTC from the nvidia-cuda-nvrtc wheel (the toolkit is hidden): one kernel compiled, no GPU
+import glob  # noqa: E402
+import importlib.util  # noqa: E402
+
+spec = importlib.util.find_spec("nvidia")
+libs = sorted(f for d in (spec.submodule_search_locations if spec else []) for f in
+              glob.glob(os.path.join(d, "cu*", "lib", "libnvrtc.so.*")) + glob.glob(os.path.join(d, "cuda_nvrtc", "lib", "libnvrtc.so.*"))
+              if "builtins" not in f and "alt" not in f)
+if libs:
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([cli, "build-kernels", "--shape", "sscan_fwd:B=1,L=64,D=16,N=4", "--arch", "80"],
+                           env=dict(os.environ, CHUNKGEN_NVRTC=libs[-1], CHUNKGEN_CACHE_DIR=d),
+                           capture_output=True, text=True, timeout=300)
+        ok = r.returncode == 0 and " compiled " in r.stdout
+        print(f"  {'ok  ' if ok else 'FAIL'} CHUNKGEN_NVRTC={libs[-1]} chunkgen build-kernels sscan_fwd --arch 80: "
+              f"exit {r.returncode}{'' if ok else chr(10) + r.stdout[-1000:] + r.stderr[-2000:]}")
+        if not ok:
+            failures.append("nvrtc wheel")
+else:
+    print("  (no nvidia-cuda-nvrtc wheel in the test environment: NVRTC from it not tried)")
+
 if failures:
     sys.exit(f"smoke.py: {len(failures)} checks failed: {', '.join(failures)}")
 print("smoke.py: all checks passed")
