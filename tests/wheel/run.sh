@@ -82,8 +82,8 @@ hide_re='^(cc|c\+\+|cpp.*|gcc.*|g\+\+.*|clang.*|tcc|ld|ld\.(bfd|gold|lld.*)|ld64
 grep -q liblua "$tmp/hidden.txt" && grep -q libjansson "$tmp/hidden.txt" || fail "no Lua/jansson files to hide (dpkg -L)"
 emptied="/usr/lib/gcc /usr/include"
 for d in /usr/local/cuda*; do [ -d "$d" ] && emptied="$emptied $(readlink -f "$d")"; done
-case "$venv $(readlink -f "$py")" in
-  "$root"/* | *" $root"/*) echo "== (the environments are inside the checkout: it stays visible)" ;;
+case " $venv $("$py" -c 'import sys; print(sys.prefix)') $(tr '\n' ' ' <"$site/test-env.pth")" in
+  *" $root"/*) echo "== (an environment is inside the checkout: the checkout stays visible)" ;;
   *) emptied="$emptied $root" ;;
 esac
 emptied="$(printf '%s\n' $emptied | sort -u | tr '\n' ' ')"
