@@ -28,6 +28,19 @@ target_link_libraries(_C PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::
 # Keep the library's symbols inside the module.
 target_link_options(_C PRIVATE -Wl,--exclude-libs,ALL)
 
+# Relocatable: the package (a wheel: scripts/wheel.sh) carries no path of this checkout or
+# build tree. __FILE__ in the library's messages becomes relative to the checkout, and the
+# emulator's fallback to <checkout>/emulator/cg_emu.h (CG_SOURCE_DIR) goes: the header is
+# embedded (cmake/emulator.cmake), and CHUNKGEN_LUA_PATH still reads a checkout on request.
+# The CPU variants keep their portable per-ISA flags (no -march=native unless CHUNKGEN_NATIVE).
+get_target_property(CG_PY_LIB_DEFS chunkgen_lib COMPILE_DEFINITIONS)
+list(FILTER CG_PY_LIB_DEFS EXCLUDE REGEX "^CG_SOURCE_DIR=")
+set_property(TARGET chunkgen_lib PROPERTY COMPILE_DEFINITIONS "${CG_PY_LIB_DEFS}")
+set(CG_PY_PREFIX_MAP -ffile-prefix-map=${PROJECT_SOURCE_DIR}/= -ffile-prefix-map=${PROJECT_BINARY_DIR}/=)
+foreach(t chunkgen_lib ${CG_CPU_ISA_LIBS} chunkgen _C)
+  target_compile_options(${t} PRIVATE ${CG_PY_PREFIX_MAP})
+endforeach()
+
 install(TARGETS _C LIBRARY DESTINATION chunkgen COMPONENT python)
 install(PROGRAMS $<TARGET_FILE:chunkgen> DESTINATION chunkgen/bin COMPONENT python)
 
@@ -46,6 +59,7 @@ if(CG_JAX_FFI_INCLUDE AND EXISTS "${CG_JAX_FFI_INCLUDE}/xla/ffi/api/ffi.h")
   target_compile_options(_jax_ffi PRIVATE ${CG_WARN})
   target_link_libraries(_jax_ffi PRIVATE ${CG_PY_LUA_LIB} ${CG_PY_JANSSON_LIB} Threads::Threads ${CMAKE_DL_LIBS} m)
   target_link_options(_jax_ffi PRIVATE -Wl,--exclude-libs,ALL)
+  target_compile_options(_jax_ffi PRIVATE ${CG_PY_PREFIX_MAP})
   install(TARGETS _jax_ffi LIBRARY DESTINATION chunkgen COMPONENT python)
 else()
   message(STATUS "chunkgen: no jaxlib in ${Python_EXECUTABLE}: chunkgen.jax not built")

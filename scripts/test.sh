@@ -3,7 +3,9 @@
 # spaces on their covering sample: docs/testing.md), rehearse the GPU check
 # (tests/perf/device_check_rehearsal.sh), run the suite again under AddressSanitizer and
 # UndefinedBehaviorSanitizer, then the fuzz targets for a bounded time when clang is
-# present (scripts/fuzz.sh), then the Python tests. Exit status 0 only if all pass.
+# present (scripts/fuzz.sh), then the Python tests, then the wheel (built from the same
+# build-py/, installed into a fresh environment and run where no compiler, CMake, Lua or
+# jansson is: tests/wheel/run.sh). Exit status 0 only if all pass.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="$(nproc)"
@@ -45,4 +47,6 @@ stage "fuzz (libFuzzer, 25 s per target; skipped without clang)"
 "$root/scripts/fuzz.sh" "$root/build" 25
 stage "Python package and tests"
 "$root/scripts/test-python.sh"
+stage "wheel (scripts/wheel.sh; installed and run where no compiler, CMake, Lua or jansson is: tests/wheel/run.sh)"
+"$root/tests/wheel/run.sh"
 stage "done"
