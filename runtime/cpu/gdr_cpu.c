@@ -297,16 +297,15 @@ cg_status cg__gdr_cpu_seq_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cf
 
 /* ----------------------------------------------------------- entry points */
 
-static const char *const k_seq_keys[] = {"threads"};
-
+/* The cpu backend runs the chunked path (gdr_cpu_chunk*.c: keys chunk and threads), faster
+ * than the sequential one above at every length measured, T = 1 included (docs/bench.md);
+ * the sequential path stays for the benchmark's side-by-side rows (tests/perf/gdr_cpu.c). */
 cg_status cg__gdr_cpu_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    cg_status st = cg__cfg_only(ctx, cfg, "gdr_fwd (cpu)", k_seq_keys, 1);
-    return st ? st : cg__gdr_cpu_seq_fwd(ctx, p, cfg, ex);
+    return cg__gdr_cpu_chunk_fwd(ctx, p, cfg, ex);
 }
 
 cg_status cg__gdr_cpu_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    cg_status st = cg__cfg_only(ctx, cfg, "gdr_bwd (cpu)", k_seq_keys, 1);
-    return st ? st : cg__gdr_cpu_seq_bwd(ctx, p, cfg, ex);
+    return cg__gdr_cpu_chunk_bwd(ctx, p, cfg, ex);
 }
 
 /* The cpu backend's entry points for the gated delta rule (host_backends.c). */
