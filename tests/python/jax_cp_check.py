@@ -75,23 +75,32 @@ def check(name, f_cp, f_one, args, shardings, mesh, expect_fail=False):
         assert ok, (name, errs)
 
 
-def ssd_case(name, mesh, seq_axis, batch_axis, head_axis, layout, B, T, G, H, dk, dv, h0=True, cu=None,
-             expect_fail=False):
+def shapes(layout, B, T, G, H, dk, dv, cu):
+    """(head-major?, q/k shape, v shape, per-head gate shape, number of states)"""
     head = layout == "head"
     qs = (B, G, T, dk) if head else (B, T, G, dk)
     vs = (B, H, T, dv) if head else (B, T, H, dv)
     ls = (B, H, T) if head else (B, T, H)
-    nst = (len(cu) - 1) if cu is not None else B
+    return head, qs, vs, ls, (len(cu) - 1) if cu is not None else B
+
+
+def specs(head, seq_axis, batch_axis, head_axis):
+    """The shardings of q, k, v and of the per-head gates."""
+    if head:
+        return P(batch_axis, head_axis, seq_axis, None), P(batch_axis, head_axis, seq_axis)
+    return P(batch_axis, seq_axis, head_axis, None), P(batch_axis, seq_axis, head_axis)
+
+
+def ssd_case(name, mesh, seq_axis, batch_axis, head_axis, layout, B, T, G, H, dk, dv, h0=True, cu=None,
+             expect_fail=False):
+    head, qs, vs, ls, nst = shapes(layout, B, T, G, H, dk, dv, cu)
     q, k, v = r(*qs), r(*qs), r(*vs)
     la = -jnp.abs(r(*ls, scale=0.01))  # weak decay: the state crosses devices
     hh = r(nst, H, dk, dv) if h0 else None
     cuj = jnp.asarray(cu, jnp.int32) if cu is not None else None
     one = lambda q, k, v, la, h, c: cj.ssd(q, k, v, la, h, layout=layout, cu_seqlens=c)  # noqa: E731
     sh = cp.shard_ssd(mesh, seq_axis, batch_axis, head_axis, layout=layout)
-    if head:
-        sq, sl = P(batch_axis, head_axis, seq_axis, None), P(batch_axis, head_axis, seq_axis)
-    else:
-        sq, sl = P(batch_axis, seq_axis, head_axis, None), P(batch_axis, seq_axis, head_axis)
+    sq, sl = specs(head, seq_axis, batch_axis, head_axis)
     check(name, lambda *a: sh(*a), one, (q, k, v, la, hh, cuj), (sq, sq, sq, sl, P(), P()), mesh, expect_fail)
 
 
@@ -138,11 +147,7 @@ if which in ("all", "ssd"):
              cu=[0, 50, 120, 200], h0=False)
 def gdr_case(name, mesh, seq_axis, batch_axis, head_axis, layout, B, T, G, H, dk, dv, h0=True, cu=None,
              l2=True, scale=None, expect_fail=False):
-    head = layout == "head"
-    qs = (B, G, T, dk) if head else (B, T, G, dk)
-    vs = (B, H, T, dv) if head else (B, T, H, dv)
-    ls = (B, H, T) if head else (B, T, H)
-    nst = (len(cu) - 1) if cu is not None else B
+    head, qs, vs, ls, nst = shapes(layout, B, T, G, H, dk, dv, cu)
     q, k, v = r(*qs), r(*qs), r(*vs)
     g = -jnp.abs(r(*ls, scale=0.02))  # weak decay: the state crosses devices
     beta = jax.nn.sigmoid(r(*ls, scale=1.0))
@@ -153,10 +158,7 @@ def gdr_case(name, mesh, seq_axis, batch_axis, head_axis, layout, B, T, G, H, dk
         return cj.gdr(q, k, v, g, beta, h, scale=scale, use_qk_l2norm=l2, layout=layout, cu_seqlens=c)
 
     sh = cp.shard_gdr(mesh, seq_axis, batch_axis, head_axis, scale=scale, use_qk_l2norm=l2, layout=layout)
-    if head:
-        sq, sl = P(batch_axis, head_axis, seq_axis, None), P(batch_axis, head_axis, seq_axis)
-    else:
-        sq, sl = P(batch_axis, seq_axis, head_axis, None), P(batch_axis, seq_axis, head_axis)
+    sq, sl = specs(head, seq_axis, batch_axis, head_axis)
     check(name, lambda *a: sh(*a), one, (q, k, v, g, beta, hh, cuj), (sq, sq, sq, sl, sl, P(), P()), mesh,
           expect_fail)
 

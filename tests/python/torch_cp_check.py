@@ -57,16 +57,20 @@ def summed(t, like=None):
     return t
 
 
+def shapes(layout, B, T, G, H, dk, dv, cu):
+    """(head-major?, T's axis, q/k shape, v shape, per-head gate shape, number of states)"""
+    head = layout == "head"
+    qs = (B, G, T, dk) if head else (B, T, G, dk)
+    vs = (B, H, T, dv) if head else (B, T, H, dv)
+    ls = (B, H, T) if head else (B, T, H)
+    return head, 2 if head else 1, qs, vs, ls, len(cu) - 1 if cu is not None else B
+
+
 def ssd_case(name, rank, layout, B, T, G, H, dk, dv, split, h0=True, cu=None, expect_fail=False):
     import chunkgen.torch as cgt
     import chunkgen.torch_cp as cp
 
-    head = layout == "head"
-    tax = 2 if head else 1
-    qs = (B, G, T, dk) if head else (B, T, G, dk)
-    vs = (B, H, T, dv) if head else (B, T, H, dv)
-    ls = (B, H, T) if head else (B, T, H)
-    nst = len(cu) - 1 if cu is not None else B
+    head, tax, qs, vs, ls, nst = shapes(layout, B, T, G, H, dk, dv, cu)
     q, k, v = gen(1, *qs), gen(2, *qs), gen(3, *vs)
     la = -gen(4, *ls, scale=0.01).abs()
     hh = gen(5, nst, H, dk, dv) if h0 else None
@@ -97,12 +101,7 @@ def gdr_case(name, rank, layout, B, T, G, H, dk, dv, split, h0=True, cu=None, l2
     import chunkgen.torch as cgt
     import chunkgen.torch_cp as cp
 
-    head = layout == "head"
-    tax = 2 if head else 1
-    qs = (B, G, T, dk) if head else (B, T, G, dk)
-    vs = (B, H, T, dv) if head else (B, T, H, dv)
-    ls = (B, H, T) if head else (B, T, H)
-    nst = len(cu) - 1 if cu is not None else B
+    head, tax, qs, vs, ls, nst = shapes(layout, B, T, G, H, dk, dv, cu)
     ins = [gen(31, *qs), gen(32, *qs), gen(33, *vs), -gen(34, *ls, scale=0.02).abs(), gen(35, *ls, scale=1.0).sigmoid(),
            gen(36, nst, H, dk, dv) if h0 else None]
     wo, wh = gen(37, *vs), gen(38, nst, H, dk, dv)
