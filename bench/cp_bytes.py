@@ -4,13 +4,13 @@ the formula of docs/context_parallel.md.
 
 - PyTorch (chunkgen.torch_cp over P gloo processes): chunkgen.torch_cp.STATS counts, per
   collective call, the bytes of the tensor a rank passes in and of what it gets back; one
-  forward + backward of SSD and of the selective scan, at two sequence lengths (the
+  forward + backward of SSD, the selective scan and the gated delta rule, at two sequence lengths (the
   exchange must not depend on T).
-- JAX (chunkgen.jax_cp.shard_ssd / shard_sscan on P simulated CPU devices): the collectives
+- JAX (chunkgen.jax_cp.shard_ssd / shard_sscan / shard_gdr on P simulated CPU devices): the collectives
   of the compiled forward and gradient programs, read from XLA's optimized HLO (operand and
   result shapes).
 Formula per device and exchange: payload m = B x (transition + state) floats x 4 bytes
-(SSD: H + H dk dv per row; selective scan: 2 D N); the all-gather passes m in and gets
+(SSD: H + H dk dv per row; selective scan: 2 D N; gated delta rule: H dk (dk + dv)); the all-gather passes m in and gets
 P m back, the reverse exchange (reduce-scatter) passes P m in and gets m back; on the wire
 a ring moves (P - 1) m per device per direction. The descriptor (torch) is 128 int64s.
 
@@ -26,13 +26,16 @@ import subprocess
 import sys
 import tempfile
 
-SHAPES = {"ssd": dict(B=1, G=1, H=4, dk=48, dv=40), "sscan": dict(B=1, D=40, N=12)}
+SHAPES = {"ssd": dict(B=1, G=1, H=4, dk=48, dv=40), "sscan": dict(B=1, D=40, N=12),
+          "gdr": dict(B=1, G=1, H=4, dk=48, dv=40)}
 LENGTHS = (256, 2048)
 
 
 def payload(op, s):
     if op == "ssd":
         return s["B"] * (s["H"] + s["H"] * s["dk"] * s["dv"]) * 4
+    if op == "gdr":
+        return s["B"] * s["H"] * s["dk"] * (s["dk"] + s["dv"]) * 4
     return s["B"] * 2 * s["D"] * s["N"] * 4
 
 
@@ -63,6 +66,11 @@ def torch_worker(rank, world, path, q):
                 v = torch.randn(s["B"], tl, s["H"], s["dv"], requires_grad=True)
                 la = (-torch.rand(s["B"], tl, s["H"]) * 0.01).requires_grad_()
                 o, hT = cp.ssd(q_, q_, v, la, group=None)
+            elif op == "gdr":
+                q_ = torch.randn(s["B"], tl, s["G"], s["dk"], requires_grad=True)
+                v = torch.randn(s["B"], tl, s["H"], s["dv"], requires_grad=True)
+                g = (-torch.rand(s["B"], tl, s["H"]) * 0.01).requires_grad_()
+                o, hT = cp.gdr(q_, q_, v, g, g.detach().sigmoid(), group=None, use_qk_l2norm=True)
             else:
                 x = torch.randn(s["B"], tl, s["D"], requires_grad=True)
                 A = (-torch.rand(s["D"], s["N"])).requires_grad_()
@@ -118,6 +126,11 @@ for op, s in shapes.items():
             f = cp.shard_ssd(mesh, "sp")
             args = (jnp.ones((s["B"], s["G"], T, s["dk"])), jnp.ones((s["B"], s["G"], T, s["dk"])),
                     jnp.ones((s["B"], s["H"], T, s["dv"])), -0.01 * jnp.ones((s["B"], s["H"], T)))
+        elif op == "gdr":
+            f = cp.shard_gdr(mesh, "sp", use_qk_l2norm=True)
+            args = (jnp.ones((s["B"], T, s["G"], s["dk"])), jnp.ones((s["B"], T, s["G"], s["dk"])),
+                    jnp.ones((s["B"], T, s["H"], s["dv"])), -0.01 * jnp.ones((s["B"], T, s["H"])),
+                    0.5 * jnp.ones((s["B"], T, s["H"])))
         else:
             f = cp.shard_sscan(mesh, "sp")
             args = (jnp.ones((s["B"], T, s["D"])), 0.1 * jnp.ones((s["B"], T, s["D"])), -jnp.ones((s["D"], s["N"])),

@@ -11,6 +11,7 @@ dk x dk matmul), the pieces and the descriptor here and there are generic
 """
 from __future__ import annotations
 
+import struct
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import _C
@@ -50,6 +51,16 @@ def pieces(cu: Sequence[int], s: int, tl: int):
 
 
 # ------------------------------------------------------------- the descriptor
+
+REAL = " (float64 bits)"  # an option named "... (float64 bits)" holds real_bits(value)
+
+
+def real_bits(x) -> int:
+    """A real option as an int64 for the descriptor: its float64 bits; None or 0 (the
+    op's default) -1."""
+    if x is None or float(x) == 0.0:
+        return -1
+    return struct.unpack("<q", struct.pack("<d", float(x)))[0]
 
 DESC_LEN = 128
 
@@ -113,6 +124,9 @@ def _decode(flat: Sequence[int], fields) -> List[Tuple[str, List[int]]]:
 
 
 def _show(name: str, vals: List[int], dtypes: Sequence[str]) -> str:
+    if name.endswith(REAL):
+        real = "the default" if vals[0] == -1 else repr(struct.unpack("<d", struct.pack("<q", vals[0]))[0])
+        return f"{name[:-len(REAL)]} = {real}"
     if name in ("magic", "op") or name.startswith("option "):
         return f"{name} = {vals[0]}"
     if name == "chunkgen version":

@@ -7,10 +7,13 @@ Inside shard_map (the arrays are each device's contiguous piece of the sequence 
                                 cu_seqlens=None)
     y, hT = chunkgen.jax_cp.sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None,
                                   h0=None, *, axis_name, delta_softplus=False, cu_seqlens=None)
+    o, hT = chunkgen.jax_cp.gdr(q, k, v, g, beta, h0=None, *, axis_name, scale=None,
+                                use_qk_l2norm=False, layout="token", cu_seqlens=None)
 
 On global arrays, under jax.jit with inputs sharded over T (and over batch / heads on a
-2-D mesh): shard_ssd(mesh, seq_axis, batch_axis, head_axis) and shard_sscan(mesh,
-seq_axis, batch_axis) return functions with the ops' arguments; they pad T to a multiple
+2-D mesh): shard_ssd(mesh, seq_axis, batch_axis, head_axis), shard_gdr(mesh, seq_axis, batch_axis,
+head_axis, scale=, use_qk_l2norm=, layout=) and shard_sscan(mesh, seq_axis, batch_axis)
+return functions with the ops' arguments; they pad T to a multiple
 of the device count (padded tokens leave every state unchanged) and return the global
 outputs and final states.
 
@@ -20,7 +23,11 @@ outputs and the state N_r at the segment's end; (2) one all_gather exchanges the
 folds the pairs of the devices before it (S <- M_j S + N_j) into its entering state S_r;
 (4) SSD adds the entering state's contribution o_t += exp(sum_{i<=t} log_alpha_i) q_t S_r
 (2 dk dv FLOPs per token and head, a fraction of a second pass); the selective scan,
-whose correction would cost as much as the scan, runs its local pass again from S_r.
+whose correction would cost as much as the scan, runs its local pass again from S_r; the
+gated delta rule's transition is a dk x dk matrix per (row, value head), and one call of
+the op with dk extra zero value columns (the state's extra columns starting at the
+identity) gives the outputs, N_r, M_r and the correction's P_t = scale qn_t^T M_{1..t}:
+o_t += P_t S_r (docs/context_parallel.md, "The gated delta rule").
 Every gradient is JAX's reverse mode through these steps: the all_gather's transpose
 (a reduce-scatter of the pairs' cotangents) is the reverse exchange, chunkgen's backward
 runs for the local passes.
@@ -50,10 +57,10 @@ import jax
 import jax.numpy as jnp
 
 from . import jax as cj
-from ._cp import check_descriptors, describe
+from ._cp import check_descriptors, describe, real_bits as _real_bits
 from ._ops import layout_flag
 
-__all__ = ["ssd", "sscan", "shard_ssd", "shard_sscan"]
+__all__ = ["ssd", "sscan", "gdr", "shard_ssd", "shard_sscan", "shard_gdr"]
 
 _F32 = jnp.float32
 _HI = jax.lax.Precision.HIGHEST
@@ -216,6 +223,75 @@ def sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None, *, axis_n
     return y, jnp.where(_bcast(ends_here, hT), hT, 0.0)
 
 
+# ------------------------------------------------------ gated delta rule
+
+def _matrix_apply(M, S):
+    """M S for a dk x dk transition per (row, head); an all-zero M (a sequence starts
+    inside the segment) cuts the chain even where S is not finite."""
+    cut = jnp.all(M == 0, axis=(-2, -1), keepdims=True)
+    return jnp.where(cut, 0.0, jnp.einsum("...ij,...jv->...iv", M, S, precision=_HI))
+
+
+def _gdr_extended(q, k, v, g, beta, h0, eye_rows, *, scale, use_qk_l2norm, layout, cu_seqlens):
+    """One call of the op with dk more value columns: v gets zeros there, the state's extra
+    columns start at the identity in the rows eye_rows [rows] marks (0 elsewhere). The
+    columns of the state evolve independently, so the call returns at once the outputs and
+    final states from h0 (the first dv columns) and, in the extra ones, the segment's
+    transition M (the final state's) and P_t = scale qn_t^T M_{1..t} (the output's): the
+    entering state S adds P_t S to o_t (docs/context_parallel.md, "The gated delta rule").
+    Returns (o0, P, N, M)."""
+    dk, dv = q.shape[-1], v.shape[-1]
+    rows = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else v.shape[0]
+    h = v.shape[1] if layout == "head" else v.shape[2]
+    vx = jnp.concatenate([v, jnp.zeros(v.shape[:-1] + (dk,), v.dtype)], axis=-1)
+    eye = jnp.where(eye_rows[:, None, None, None], jnp.eye(dk, dtype=_F32), 0.0)
+    h_in = jnp.zeros((rows, h, dk, dv), _F32) if h0 is None else h0.astype(_F32)
+    hx = jnp.concatenate([h_in, jnp.broadcast_to(eye, (rows, h, dk, dk))], axis=-1)
+    o, hT = cj.gdr(q, k, vx, g, beta, hx, scale=scale, use_qk_l2norm=use_qk_l2norm, layout=layout,
+                   cu_seqlens=cu_seqlens)
+    return o[..., :dv], o[..., dv:], hT[..., :dv], hT[..., dv:]
+
+
+def _gdr_correction(P, S, head: bool, tmask=None):
+    """P_t S for every local token (float32), in v's layout; tmask [B, T]: the tokens that
+    get it (a select after the product)."""
+    c = jnp.einsum("bhtk,bhkv->bhtv" if head else "bthk,bhkv->bthv", P.astype(_F32), S, precision=_HI)
+    if tmask is None:
+        return c
+    return jnp.where(tmask[:, None, :, None] if head else tmask[:, :, None, None], c, 0.0)
+
+
+def gdr(q, k, v, g, beta, h0=None, *, axis_name, scale=None, use_qk_l2norm: bool = False, layout: str = "token",
+        cu_seqlens=None):
+    """chunkgen.jax.gdr on this device's piece of a sequence sharded along T over mesh axis
+    `axis_name` (call inside shard_map). Returns (o, hT): o exact for the whole sequence,
+    hT as the module docstring says."""
+    head = bool(layout_flag(layout))
+    r = jax.lax.axis_index(axis_name)
+    tl = q.shape[2 if head else 1]
+    run = functools.partial(_gdr_extended, q, k, v, g, beta, scale=scale, use_qk_l2norm=use_qk_l2norm,
+                            layout=layout)
+    if cu_seqlens is None:
+        h0_loc = None if h0 is None else jnp.where(r == 0, h0, 0.0).astype(h0.dtype)
+        o0, P, N, M = run(h0_loc, jnp.ones((v.shape[0],), bool), cu_seqlens=None)
+        S = _enter(*_exchange(M, N, axis_name), r, _matrix_apply)
+        o = (o0.astype(_F32) + _gdr_correction(P, S, head)).astype(o0.dtype)
+        return o, _matrix_apply(M, S) + N
+    cu = jnp.asarray(cu_seqlens)
+    local, before, enter, leave, len_in, ends_here = _pieces(cu, r * tl, tl)
+    h0_loc = None if h0 is None else jnp.where(_bcast(before, h0), 0.0, h0).astype(h0.dtype)
+    o0, P, hT0, Ms = run(h0_loc, enter, cu_seqlens=local)
+    # (selects, never 0 x NaN: a sequence's NaN stays in it)
+    M = jnp.where(jnp.any(enter & leave), jnp.sum(jnp.where(_bcast(leave, Ms), Ms, 0.0), axis=0), 0.0)[None]
+    N = jnp.sum(jnp.where(_bcast(leave, hT0), hT0, 0.0), axis=0)[None]
+    S = jnp.where(jnp.any(enter), _enter(*_exchange(M, N, axis_name), r, _matrix_apply), 0.0)
+    tmask = (jnp.arange(tl) < len_in)[None]
+    o = (o0.astype(_F32) + _gdr_correction(P, S, head, tmask)).astype(o0.dtype)
+    M_in = jnp.sum(jnp.where(_bcast(enter, Ms), Ms, 0.0), axis=0)  # [H, dk, dk]: the entering piece's
+    hT = jnp.where(_bcast(enter, hT0), hT0 + _matrix_apply(M_in, S[0])[None], hT0)
+    return o, jnp.where(_bcast(ends_here, hT), hT, 0.0)
+
+
 # ------------------------------------------------ global arrays under jax.jit
 
 _DTYPE_NAMES = ("float32", "float64", "bfloat16", "float16")
@@ -287,12 +363,11 @@ def _finish_state(hT, varlen: bool, nseq: Optional[int]):
     return hT.sum(0)[:nseq] if varlen else hT[-1]
 
 
-def shard_ssd(mesh, seq_axis: str, batch_axis=None, head_axis=None, *, layout: str = "head"):
-    """ssd over global arrays whose T is split over mesh axis `seq_axis` (and batch over
-    `batch_axis`, groups/heads over `head_axis`, either may be None). Returns
-    f(q, k, v, log_alpha, h0=None, cu_seqlens=None) -> (o, hT), exact, for use under
-    jax.jit. T need not divide by the axis size: the stream is padded at its end to
-    ceil(T / P) tokens per device (docs/context_parallel.md)."""
+def _shard_heads(mesh, seq_axis, batch_axis, head_axis, layout, what, op, options, gates, local):
+    """The global form of an op with q, k [.., G, .., dk], v [.., H, .., dv], per-head
+    gates (names `gates`, [B, T, H] / [B, H, T]), h0 and cu_seqlens, its T split over
+    `seq_axis` (and batch over `batch_axis`, groups/heads over `head_axis`): pads T, runs
+    local(q, k, v, *gates, h0, axis_name=, cu_seqlens=) under shard_map, returns (o, hT)."""
     from jax.sharding import PartitionSpec as P
 
     head = bool(layout_flag(layout))
@@ -302,14 +377,17 @@ def shard_ssd(mesh, seq_axis: str, batch_axis=None, head_axis=None, *, layout: s
     else:
         seq, st = P(batch_axis, seq_axis, head_axis, None), P(batch_axis, seq_axis, head_axis)
     n_dev = mesh.shape[seq_axis]
+    ng = len(gates)
 
-    def f(q, k, v, log_alpha, h0=None, cu_seqlens=None):
-        _agree("chunkgen.jax_cp.shard_ssd", "ssd", {"layout (0 token, 1 head)": int(head), "devices": n_dev},
-               [("q", q), ("k", k), ("v", v), ("log_alpha", log_alpha), ("h0", h0)], {}, cu_seqlens)
+    def f(q, k, v, *gh, cu_seqlens=None):
+        gs, h0 = list(gh[:ng]), gh[ng] if len(gh) > ng else None
+        _agree(what, op, dict(options, **{"layout (0 token, 1 head)": int(head), "devices": n_dev}),
+               [("q", q), ("k", k), ("v", v)] + list(zip(gates, gs)) + [("h0", h0)], {}, cu_seqlens)
         t = q.shape[tax]
         tl = -(-t // n_dev)
         pad = tl * n_dev - t
-        q, k, v, log_alpha = (_pad_t(a, tax, pad) for a in (q, k, v, log_alpha))
+        q, k, v = (_pad_t(a, tax, pad) for a in (q, k, v))
+        gs = [_pad_t(a, tax, pad) for a in gs]
         varlen = cu_seqlens is not None
         nseq = None
         if varlen:
@@ -318,7 +396,7 @@ def shard_ssd(mesh, seq_axis: str, batch_axis=None, head_axis=None, *, layout: s
                 cu_seqlens, h0 = _varlen_pad(cu_seqlens, h0, tl * n_dev)
         rows = None if varlen else batch_axis
         state = P(seq_axis, rows, head_axis, None, None)
-        args, specs = [q, k, v, log_alpha], [seq, seq, seq, st]
+        args, specs = [q, k, v] + gs, [seq, seq, seq] + [st] * ng
         if h0 is not None:  # one copy per device along seq_axis: its gradient sums over them
             args.append(jnp.broadcast_to(h0[None], (n_dev,) + h0.shape))
             specs.append(state)
@@ -326,17 +404,48 @@ def shard_ssd(mesh, seq_axis: str, batch_axis=None, head_axis=None, *, layout: s
             args.append(jnp.asarray(cu_seqlens))
             specs.append(P())
 
-        def body(q, k, v, la, *rest):
-            rest = list(rest)
+        def body(*a):
+            rest = list(a[3 + ng:])
             h = rest.pop(0)[0] if h0 is not None else None
             cu = rest.pop(0) if varlen else None
-            o, hT = ssd(q, k, v, la, h, axis_name=seq_axis, layout=layout, cu_seqlens=cu)
+            o, hT = local(*a[:3 + ng], h, axis_name=seq_axis, cu_seqlens=cu)
             return o, hT[None]
 
         o, hT = _run_sharded(mesh, body, args, specs, (seq, state))
         if pad:
             o = jax.lax.slice_in_dim(o, 0, t, axis=tax)
         return o, _finish_state(hT, varlen, nseq)
+
+    return f
+
+
+def shard_ssd(mesh, seq_axis: str, batch_axis=None, head_axis=None, *, layout: str = "head"):
+    """ssd over global arrays whose T is split over mesh axis `seq_axis` (and batch over
+    `batch_axis`, groups/heads over `head_axis`, either may be None). Returns
+    f(q, k, v, log_alpha, h0=None, cu_seqlens=None) -> (o, hT), exact, for use under
+    jax.jit. T need not divide by the axis size: the stream is padded at its end to
+    ceil(T / P) tokens per device (docs/context_parallel.md)."""
+    run = _shard_heads(mesh, seq_axis, batch_axis, head_axis, layout, "chunkgen.jax_cp.shard_ssd", "ssd", {},
+                       ("log_alpha",), functools.partial(ssd, layout=layout))
+
+    def f(q, k, v, log_alpha, h0=None, cu_seqlens=None):
+        return run(q, k, v, log_alpha, h0, cu_seqlens=cu_seqlens)
+
+    return f
+
+
+def shard_gdr(mesh, seq_axis: str, batch_axis=None, head_axis=None, *, scale=None, use_qk_l2norm: bool = False,
+              layout: str = "token"):
+    """gdr over global arrays whose T is split over mesh axis `seq_axis` (and batch over
+    `batch_axis`, groups/heads over `head_axis`, either may be None). Returns
+    f(q, k, v, g, beta, h0=None, cu_seqlens=None) -> (o, hT), exact, for use under
+    jax.jit; T is padded as in shard_ssd (a padded token has g = beta = 0: the identity)."""
+    opts = {"use_qk_l2norm": int(bool(use_qk_l2norm)), "scale (float64 bits)": _real_bits(scale)}
+    run = _shard_heads(mesh, seq_axis, batch_axis, head_axis, layout, "chunkgen.jax_cp.shard_gdr", "gdr", opts,
+                       ("g", "beta"), functools.partial(gdr, scale=scale, use_qk_l2norm=use_qk_l2norm, layout=layout))
+
+    def f(q, k, v, g, beta, h0=None, cu_seqlens=None):
+        return run(q, k, v, g, beta, h0, cu_seqlens=cu_seqlens)
 
     return f
 

@@ -7,6 +7,8 @@ the ranks of a torch.distributed process group, exact, autograd included
     y, hT = chunkgen.torch_cp.sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None,
                                     h0=None, *, group=None, delta_softplus=False,
                                     cu_seqlens=None)
+    o, hT = chunkgen.torch_cp.gdr(q, k, v, g, beta, h0=None, *, group=None, scale=None,
+                                  use_qk_l2norm=False, layout="token", cu_seqlens=None)
 
 Each rank passes its own contiguous piece of the sequence axis, in rank order (rank r
 holds the tokens after rank r - 1's); the pieces may have any lengths >= 1
@@ -18,7 +20,10 @@ all-gathered first and a disagreement raises ValueError on every rank, naming it
   one all-gather over the group exchanges the (transition, state) pairs, O(heads x state)
   floats per rank; each rank folds the pairs of the ranks before it into its entering
   state. SSD corrects its outputs (o_t += exp(cumsum log_alpha)_t q_t S, float32); the
-  selective scan runs its local pass again from the entering state.
+  selective scan runs its local pass again from the entering state. The gated delta
+  rule's transition is a dk x dk matrix per (row, value head): one call of the op with dk
+  extra zero value columns (the state's extra columns starting at the identity) gives the
+  outputs, the state, the transition and the correction's P_t (o_t += P_t S, float32).
 - Autograd: the exchange is an autograd.Function whose backward is the reverse exchange
   (reduce-scatter of the gathered pairs' cotangents; all-reduce where the backend has no
   reduce-scatter, e.g. gloo). Every rank must run backward through its outputs (as with
@@ -43,10 +48,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import torch as cgt
-from ._cp import DESC_LEN, MAGIC, check_descriptors, describe, pieces, split_sizes
-from ._ops import layout_flag
+from ._cp import DESC_LEN, MAGIC, REAL, check_descriptors, describe, pieces, real_bits, split_sizes
+from ._ops import layout_flag, scale_factor
 
-__all__ = ["ssd", "sscan", "split_sizes", "STATS"]
+__all__ = ["ssd", "sscan", "gdr", "split_sizes", "STATS"]
 
 _DTYPE_NAMES = ("float32", "float64", "bfloat16", "float16")
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -311,3 +316,83 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
                      torch.zeros((), dtype=S.dtype, device=S.device))
     y, hT = run(h2 if h0_loc is None else h2 + h0_loc, cu_loc)
     return y, torch.where(_mask(ends_here, hT, 3), hT, torch.zeros((), device=hT.device))
+
+
+# ------------------------------------------------------ gated delta rule
+
+def _matrix_apply(m: Tensor, x: Tensor) -> Tensor:
+    """m x for a dk x dk transition per (row, head); an all-zero m (a sequence starts
+    inside the segment) cuts the chain even where x is not finite."""
+    cut = (m == 0).all(dim=-1, keepdim=True).all(dim=-2, keepdim=True)
+    return torch.where(cut, torch.zeros((), dtype=x.dtype, device=x.device), m @ x)
+
+
+def _gdr_extended(q, k, v, g, beta, h0, eye_rows: List[bool], head: bool, cu, **opts):
+    """One call of the op with dk more value columns: v gets zeros there, the state's extra
+    columns start at the identity in the rows eye_rows marks (0 elsewhere). The columns of
+    the state evolve independently, so the call gives the outputs and final states from h0
+    (the first dv columns) and, in the extra ones, the segment's transition M (the final
+    state's) and P_t = scale qn_t^T M_{1..t} (the output's). Returns (o0, P, N, M)."""
+    dk, dv = q.shape[-1], v.shape[-1]
+    h = v.shape[1] if head else v.shape[2]
+    vx = torch.cat([v, v.new_zeros(v.shape[:-1] + (dk,))], dim=-1)
+    rows = len(eye_rows)
+    eye = torch.eye(dk, device=v.device)[None, None] * _mask(eye_rows, v, 4).float()
+    h_in = torch.zeros(rows, h, dk, dv, device=v.device) if h0 is None else h0.float()
+    hx = torch.cat([h_in, eye.expand(rows, h, dk, dk)], dim=-1)
+    o, hT = cgt.gdr(q, k, vx, g, beta, hx, layout="head" if head else "token", cu_seqlens=cu, **opts)
+    return o[..., :dv], o[..., dv:], hT[..., :dv], hT[..., dv:]
+
+
+def _gdr_correction(P: Tensor, S: Tensor, head: bool) -> Tensor:
+    return torch.einsum("bhtk,bhkv->bhtv" if head else "bthk,bhkv->bthv", P.float(), S)
+
+
+def gdr(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[Tensor] = None, *, group=None,
+        scale: Optional[float] = None, use_qk_l2norm: bool = False, layout: str = "token",
+        cu_seqlens: Optional[Tensor] = None):
+    """chunkgen.torch.gdr on this rank's piece of a sequence split along T over `group`
+    (None: the default group). Returns (o, hT), o exact for the whole sequence, hT as the
+    module docstring says."""
+    try:  # (a bad option on one rank: raised on every rank after the descriptor exchange)
+        flag, bad = layout_flag(layout), None
+        scale_factor(scale, q.shape[-1])
+        sbits = real_bits(scale)
+    except (ValueError, TypeError) as e:
+        flag, bad, sbits = -1, e, -2
+    head = bool(flag == 1)
+    tax = 2 if head else 1
+    rank = dist.get_rank(group)
+    names = ("q", "k", "v", "g", "beta", "h0")
+    ts = (q, k, v, g, beta, h0)
+    opts = {"layout (0 token, 1 head)": flag, "use_qk_l2norm": int(bool(use_qk_l2norm)),
+            "scale" + REAL: sbits}
+    lens = _agree("chunkgen.torch_cp.gdr", "gdr", opts, list(zip(names, ts)), {n: tax for n in names[:5]},
+                  cu_seqlens, q.shape[tax] if q.dim() > tax else -1, group, bad)
+    s, tl = sum(lens[:rank]), lens[rank]
+    run = lambda h, rows, cu=None: _gdr_extended(q, k, v, g, beta, h, rows, head, cu,  # noqa: E731
+                                                 scale=scale, use_qk_l2norm=use_qk_l2norm)
+    if cu_seqlens is None:
+        o0, P, N, M = run(h0 if rank == 0 else None, [True] * v.shape[0])
+        S = _enter(*_exchange(M, N, group), rank, _matrix_apply)
+        return (o0.float() + _gdr_correction(P, S, head)).to(o0.dtype), _matrix_apply(M, S) + N
+    local, before, enter, leave, len_in, ends_here = pieces([int(c) for c in cu_seqlens.tolist()], s, tl)
+    h0_loc = None if h0 is None else torch.where(_mask(before, h0, h0.dim()), torch.zeros((), dtype=h0.dtype,
+                                                                                              device=h0.device), h0)
+    cu_loc = torch.tensor(local, dtype=cu_seqlens.dtype, device=cu_seqlens.device)
+    o0, P, hT0, Ms = run(h0_loc, [i == enter for i in range(len(local) - 1)], cu_loc)
+    through = enter is not None and enter == leave
+    # (zeros tied to the local pass: the exchange is in every rank's graph, its backward runs everywhere)
+    M = Ms[leave][None] if through else _Zero.apply(Ms[:1])
+    N = hT0[leave][None] if leave is not None else _Zero.apply(hT0[:1])
+    S = _enter(*_exchange(M, N, group), rank, _matrix_apply)
+    if enter is None:  # (the exchange stays in this rank's graph, its backward collective runs)
+        dep = _Zero.apply(S.sum())
+        hT = torch.where(_mask(ends_here, hT0, 4), hT0, torch.zeros((), device=hT0.device))
+        return o0 + dep.to(o0.dtype), hT + dep
+    # only the entering sequence's tokens [0, len_in) get the correction
+    first = (o0.narrow(tax, 0, len_in).float() + _gdr_correction(P.narrow(tax, 0, len_in), S, head)).to(o0.dtype)
+    o = torch.cat([first, o0.narrow(tax, len_in, tl - len_in)], dim=tax) if len_in < tl else first
+    fix = _matrix_apply(Ms[enter], S[0])
+    hT = torch.where(_mask([i == enter for i in range(hT0.shape[0])], hT0, 4), hT0 + fix[None], hT0)
+    return o, torch.where(_mask(ends_here, hT, 4), hT, torch.zeros((), device=hT.device))

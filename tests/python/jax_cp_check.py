@@ -75,23 +75,32 @@ def check(name, f_cp, f_one, args, shardings, mesh, expect_fail=False):
         assert ok, (name, errs)
 
 
-def ssd_case(name, mesh, seq_axis, batch_axis, head_axis, layout, B, T, G, H, dk, dv, h0=True, cu=None,
-             expect_fail=False):
+def shapes(layout, B, T, G, H, dk, dv, cu):
+    """(head-major?, q/k shape, v shape, per-head gate shape, number of states)"""
     head = layout == "head"
     qs = (B, G, T, dk) if head else (B, T, G, dk)
     vs = (B, H, T, dv) if head else (B, T, H, dv)
     ls = (B, H, T) if head else (B, T, H)
-    nst = (len(cu) - 1) if cu is not None else B
+    return head, qs, vs, ls, (len(cu) - 1) if cu is not None else B
+
+
+def specs(head, seq_axis, batch_axis, head_axis):
+    """The shardings of q, k, v and of the per-head gates."""
+    if head:
+        return P(batch_axis, head_axis, seq_axis, None), P(batch_axis, head_axis, seq_axis)
+    return P(batch_axis, seq_axis, head_axis, None), P(batch_axis, seq_axis, head_axis)
+
+
+def ssd_case(name, mesh, seq_axis, batch_axis, head_axis, layout, B, T, G, H, dk, dv, h0=True, cu=None,
+             expect_fail=False):
+    head, qs, vs, ls, nst = shapes(layout, B, T, G, H, dk, dv, cu)
     q, k, v = r(*qs), r(*qs), r(*vs)
     la = -jnp.abs(r(*ls, scale=0.01))  # weak decay: the state crosses devices
     hh = r(nst, H, dk, dv) if h0 else None
     cuj = jnp.asarray(cu, jnp.int32) if cu is not None else None
     one = lambda q, k, v, la, h, c: cj.ssd(q, k, v, la, h, layout=layout, cu_seqlens=c)  # noqa: E731
     sh = cp.shard_ssd(mesh, seq_axis, batch_axis, head_axis, layout=layout)
-    if head:
-        sq, sl = P(batch_axis, head_axis, seq_axis, None), P(batch_axis, head_axis, seq_axis)
-    else:
-        sq, sl = P(batch_axis, seq_axis, head_axis, None), P(batch_axis, seq_axis, head_axis)
+    sq, sl = specs(head, seq_axis, batch_axis, head_axis)
     check(name, lambda *a: sh(*a), one, (q, k, v, la, hh, cuj), (sq, sq, sq, sl, P(), P()), mesh, expect_fail)
 
 
@@ -136,6 +145,24 @@ if which in ("all", "ssd"):
     ssd_case("ssd varlen token", m1, "sp", None, None, "token", 1, 203, 1, 2, 48, 40, cu=[0, 17, 17, 150, 203])
     ssd_case("ssd varlen head boundary at a device edge", m1, "sp", None, None, "head", 1, 200, 2, 2, 48, 40,
              cu=[0, 50, 120, 200], h0=False)
+def gdr_case(name, mesh, seq_axis, batch_axis, head_axis, layout, B, T, G, H, dk, dv, h0=True, cu=None,
+             l2=True, scale=None, expect_fail=False):
+    head, qs, vs, ls, nst = shapes(layout, B, T, G, H, dk, dv, cu)
+    q, k, v = r(*qs), r(*qs), r(*vs)
+    g = -jnp.abs(r(*ls, scale=0.02))  # weak decay: the state crosses devices
+    beta = jax.nn.sigmoid(r(*ls, scale=1.0))
+    hh = r(nst, H, dk, dv) if h0 else None
+    cuj = jnp.asarray(cu, jnp.int32) if cu is not None else None
+
+    def one(q, k, v, g, beta, h, c):
+        return cj.gdr(q, k, v, g, beta, h, scale=scale, use_qk_l2norm=l2, layout=layout, cu_seqlens=c)
+
+    sh = cp.shard_gdr(mesh, seq_axis, batch_axis, head_axis, scale=scale, use_qk_l2norm=l2, layout=layout)
+    sq, sl = specs(head, seq_axis, batch_axis, head_axis)
+    check(name, lambda *a: sh(*a), one, (q, k, v, g, beta, hh, cuj), (sq, sq, sq, sl, sl, P(), P()), mesh,
+          expect_fail)
+
+
 def nan_isolation():
     """A NaN in sequence 0 (which crosses device 0 -> 1, where sequence 1 starts) must not
     reach sequence 1, as in the one-device call (the chain is cut, never 0 x NaN)."""
@@ -159,9 +186,17 @@ if which in ("all", "sscan"):
     sscan_case("sscan 1-D padded", m1, "sp", None, 2, 203, 40, 12)
     sscan_case("sscan 2-D grouped, no softplus", m2, "sp", "dp", 2, 96, 24, 7, G=2, softplus=False, full=False)
     sscan_case("sscan varlen", m1, "sp", None, 1, 203, 40, 12, cu=[0, 17, 17, 150, 203])
+if which in ("all", "gdr"):
+    # T = 203 (not a multiple of the chunk nor of 4 devices), dk 48, dv 40, L2 norm, G = 1, H = 2
+    gdr_case("gdr token 1-D h0 l2norm", m1, "sp", None, None, "token", 2, 203, 1, 2, 48, 40, scale=0.3)
+    gdr_case("gdr head 2-D batch", m2, "sp", "dp", None, "head", 2, 130, 2, 4, 48, 40, h0=False)
+    # a sequence [17, 150) spanning devices 0..2 (51 tokens each), an empty one, padding
+    gdr_case("gdr varlen token", m1, "sp", None, None, "token", 1, 203, 1, 2, 48, 40, cu=[0, 17, 17, 150, 203])
 if which in ("all", "perturb"):
     cp._PERTURB = lambda g: g * (1.0 + 1e-3)
     ssd_case("ssd with the exchange perturbed", m1, "sp", None, None, "head", 2, 203, 1, 2, 48, 40,
+             expect_fail=True)
+    gdr_case("gdr with the exchange perturbed", m1, "sp", None, None, "token", 1, 203, 1, 2, 48, 40,
              expect_fail=True)
     cp._PERTURB = None
 print("ALL OK")

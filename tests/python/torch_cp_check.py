@@ -57,16 +57,20 @@ def summed(t, like=None):
     return t
 
 
+def shapes(layout, B, T, G, H, dk, dv, cu):
+    """(head-major?, T's axis, q/k shape, v shape, per-head gate shape, number of states)"""
+    head = layout == "head"
+    qs = (B, G, T, dk) if head else (B, T, G, dk)
+    vs = (B, H, T, dv) if head else (B, T, H, dv)
+    ls = (B, H, T) if head else (B, T, H)
+    return head, 2 if head else 1, qs, vs, ls, len(cu) - 1 if cu is not None else B
+
+
 def ssd_case(name, rank, layout, B, T, G, H, dk, dv, split, h0=True, cu=None, expect_fail=False):
     import chunkgen.torch as cgt
     import chunkgen.torch_cp as cp
 
-    head = layout == "head"
-    tax = 2 if head else 1
-    qs = (B, G, T, dk) if head else (B, T, G, dk)
-    vs = (B, H, T, dv) if head else (B, T, H, dv)
-    ls = (B, H, T) if head else (B, T, H)
-    nst = len(cu) - 1 if cu is not None else B
+    head, tax, qs, vs, ls, nst = shapes(layout, B, T, G, H, dk, dv, cu)
     q, k, v = gen(1, *qs), gen(2, *qs), gen(3, *vs)
     la = -gen(4, *ls, scale=0.01).abs()
     hh = gen(5, nst, H, dk, dv) if h0 else None
@@ -89,6 +93,35 @@ def ssd_case(name, rank, layout, B, T, G, H, dk, dv, split, h0=True, cu=None, ex
     pairs += [(f"d{n}", sl_t.grad, sl(f.grad)) for n, sl_t, f in zip(("q", "k", "v", "log_alpha"), mine, full)]
     if h0:
         pairs.append(("dh0", summed(mine[4].grad, mine[4]), full[4].grad))
+    compare(name, rank, pairs, expect_fail)
+
+
+def gdr_case(name, rank, layout, B, T, G, H, dk, dv, split, h0=True, cu=None, l2=True, scale=None,
+             expect_fail=False):
+    import chunkgen.torch as cgt
+    import chunkgen.torch_cp as cp
+
+    head, tax, qs, vs, ls, nst = shapes(layout, B, T, G, H, dk, dv, cu)
+    ins = [gen(31, *qs), gen(32, *qs), gen(33, *vs), -gen(34, *ls, scale=0.02).abs(), gen(35, *ls, scale=1.0).sigmoid(),
+           gen(36, nst, H, dk, dv) if h0 else None]
+    wo, wh = gen(37, *vs), gen(38, nst, H, dk, dv)
+    cut = torch.tensor(cu, dtype=torch.int32) if cu is not None else None
+    opts = dict(scale=scale, use_qk_l2norm=l2, layout=layout)
+    full = [t.clone().requires_grad_() if t is not None else None for t in ins]
+    o, hT = cgt.gdr(*full, cu_seqlens=cut, **opts)
+    ((o * wo).sum() + (hT * wh).sum()).backward()
+    b = bounds(split)
+    sl = lambda t: t.narrow(tax, b[rank], split[rank])  # noqa: E731
+    mine = [sl(t).clone().requires_grad_() for t in ins[:5]] + [ins[5].clone().requires_grad_() if h0 else None]
+    o_r, hT_r = cp.gdr(*mine, cu_seqlens=cut, **opts)
+    last = cu is not None or rank == WORLD - 1
+    ((o_r * sl(wo)).sum() + ((hT_r * wh).sum() if last else 0.0)).backward()
+    pairs = [("o", o_r.detach(), sl(o.detach()))]
+    if last:
+        pairs.append(("hT", summed(hT_r) if cu is not None else hT_r.detach(), hT.detach()))
+    pairs += [(f"d{n}", m.grad, sl(f.grad)) for n, m, f in zip(("q", "k", "v", "g", "beta"), mine, full)]
+    if h0:
+        pairs.append(("dh0", summed(mine[5].grad, mine[5]), full[5].grad))
     compare(name, rank, pairs, expect_fail)
 
 
@@ -180,6 +213,19 @@ def faults(rank):
     expect_error("one rank with a bad layout", rank, lambda: call(layout="tokens" if rank == 1 else "token"),
                  "could not describe" if rank != 1 else "layout: 'tokens'")
     expect_error("an empty rank", rank, lambda: call(T=0 if rank == 1 else 10), "local token counts [10, 0, 10, 10]")
+    def call_gdr(scale=None, l2=True):
+        q = gen(1, 1, 10, 1, 48)
+        v = gen(3, 1, 10, 2, 40)
+        g = -gen(4, 1, 10, 2).abs()
+        return cp.gdr(q, q, v, g, g.sigmoid(), scale=scale, use_qk_l2norm=l2)
+
+    expect_error("gdr: one rank with another scale", rank, lambda: call_gdr(scale=0.5 if rank == 1 else None),
+                 "rank 1 has option scale = 0.5 but rank 0 has option scale = the default")
+    expect_error("gdr: one rank without the L2 norm", rank, lambda: call_gdr(l2=rank != 2),
+                 "rank 2 has option use_qk_l2norm = 0 but rank 0 has option use_qk_l2norm = 1")
+    expect_error("gdr: one rank with a bad scale", rank, lambda: call_gdr(scale=-1.0 if rank == 3 else None),
+                 "could not describe" if rank != 3 else "scale: -1.0")
+    call_gdr()
     call()  # the group still works after the errors (no rank is left waiting)
 
 
@@ -198,12 +244,21 @@ def worker(rank, path, which):
     if which in ("all", "exact", "sscan"):
         sscan_case("sscan balanced", rank, 2, 203, 40, 12, bal)
         sscan_case("sscan varlen grouped", rank, 1, 203, 40, 12, [70, 3, 100, 30], G=2, cu=[0, 17, 17, 150, 203])
+    if which in ("all", "exact", "gdr"):
+        # dk 48, dv 40, T = 203, L2 norm; varlen: sequence [17, 150) spans ranks 0, 1, 2
+        gdr_case("gdr token h0 l2norm balanced", rank, "token", 2, 203, 1, 2, 48, 40, bal, scale=0.3)
+        gdr_case("gdr head grouped uneven", rank, "head", 1, 203, 2, 4, 48, 40, [60, 10, 100, 33], h0=False)
+        gdr_case("gdr varlen", rank, "token", 1, 203, 1, 2, 48, 40, bal, cu=[0, 17, 17, 150, 203])
     if which in ("all", "faults", "perturb"):
         cp._PERTURB = lambda g: g * (1 + 1e-3)
         ssd_case("ssd, exchanged state perturbed", rank, "token", 2, 203, 1, 2, 48, 40, bal, expect_fail=True)
         cp._PERTURB, cp._PERTURB_GRAD = None, (lambda g: g * (1 + 1e-3))
         ssd_case("ssd, the exchange's gradient perturbed", rank, "token", 2, 203, 1, 2, 48, 40, bal, expect_fail=True)
         cp._PERTURB_GRAD = None
+        cp._PERTURB = lambda g: g * (1 + 1e-3)
+        gdr_case("gdr, exchanged state perturbed", rank, "token", 1, 203, 1, 2, 48, 40, bal, cu=[0, 17, 17, 150, 203],
+                 expect_fail=True)
+        cp._PERTURB = None
     if which in ("all", "faults"):
         faults(rank)
     dist.barrier()
