@@ -215,6 +215,8 @@ CG_TEST(step_gdr_bad_input) {
     bad = a;
     bad.g.shape[2] = GH - 1;
     CG_CHECK_REFUSED(ctx, cg_gdr_step(ctx, &bad, &ex), CG_EINVAL, "g: shape", "g of the wrong shape");
+    ex.backend = CG_BACKEND_EMULATE; /* no generated kernel yet: refused by name */
+    CG_CHECK_REFUSED(ctx, cg_gdr_step(ctx, &a, &ex), CG_EUNSUPPORTED, "no kernel", "emulate");
     CG_CHECK(!memcmp(cache.mem, d.cache0.mem, cg_step_bytes(&cache)), "the cache changed");
     cg_tbuf_free(&idx), cg_tbuf_free(&cache), cg_tbuf_free(&o);
     gdr_data_free(&d);
