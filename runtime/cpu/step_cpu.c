@@ -80,6 +80,23 @@ static cg_status cols_plan(cg_context *ctx, const cg_cfg *cfg, const char *what,
     return CG_OK;
 }
 
+/* The state block [dk, w] of slot x, head h, columns j0.. of a [S, H, dk, dv] cache:
+ * opened into buf (rows bw apart, *rs = bw), or, when direct (a float32 cache, one token,
+ * no dst_indices: the block goes back where it came from), the cache's own memory
+ * (*rs = its row stride), which saves a copy in and out. */
+static float *block_open(const cg_view *c, ld_fn ld, float *buf, int64_t bw, int64_t x, int64_t h, int64_t j0,
+                         int64_t w, int64_t dk, int direct, int64_t *rs) {
+    if (direct) return *rs = c->s[2], (float *)at4(c, x, h, 0, j0);
+    for (int64_t i = 0; i < dk; i++) ld(buf + i * bw, at4(c, x, h, i, j0), c->dt, w);
+    return *rs = bw, buf;
+}
+/* The block S (rows rs apart) into slot x (nothing when direct: it is there). */
+static void block_store(const cg_view *c, st_fn st, const float *S, int64_t rs, int64_t x, int64_t h, int64_t j0,
+                        int64_t w, int64_t dk, int direct) {
+    if (direct) return;
+    for (int64_t i = 0; i < dk; i++) st(at4(c, x, h, i, j0), c->dt, S + i * rs, w);
+}
+
 /* ------------------------------------------------------------------- SSD */
 
 typedef struct ssd_run {
@@ -89,29 +106,21 @@ typedef struct ssd_run {
     st_fn st;
 } ssd_run;
 
-/* The state block [dk, w] of slot x, head h, columns j0.. into S (rows bw apart), or back. */
-static void ssd_block_io(const ssd_run *r, float *S, int64_t x, int64_t h, int64_t j0, int64_t w, int store) {
-    const cg_ssd_step_prob *p = r->p;
-    for (int64_t i = 0; i < p->dk; i++) {
-        void *row = at4(&p->cache, x, h, i, j0);
-        if (store) r->st(row, p->cache.dt, S + i * r->bw, w);
-        else r->ld(S + i * r->bw, row, p->cache.dt, w);
-    }
-}
-
 static void ssd_task(void *arg, int64_t task, int tid) {
     (void)tid;
     const ssd_run *r = arg;
     const cg_ssd_step_prob *p = r->p;
     const int64_t blk = task % r->nblk, bh = task / r->nblk, b = bh / p->H, h = bh % p->H;
-    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk, bw = r->bw;
+    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk;
     const int64_t src = slot_of(&p->idx, b, 0, p->S), g = h / (p->H / p->G);
     if (src < 0) { /* padding: zeros (all-zero bits in every float dtype) */
         for (int64_t t = 0; t < p->T; t++) memset(at4(&p->o, b, t, h, j0), 0, (size_t)(w * cg__dt_bytes(p->o.dt)));
         return;
     }
-    float S[STEP_BUF], q[STEP_ROW], k[STEP_ROW], v[STEP_ROW], o[STEP_ROW];
-    ssd_block_io(r, S, src, h, j0, w, 0);
+    float Sb[STEP_BUF], q[STEP_ROW], k[STEP_ROW], v[STEP_ROW], o[STEP_ROW];
+    const int direct = p->cache.dt == CG_F32 && p->T == 1 && !p->dst.p;
+    int64_t bw;
+    float *S = block_open(&p->cache, r->ld, Sb, r->bw, src, h, j0, w, dk, direct, &bw);
     for (int64_t t = 0; t < p->T; t++) {
         const float a = expf(((const float *)p->la.p)[b * p->la.s[0] + t * p->la.s[1] + h * p->la.s[2]]);
         r->ld(q, at4(&p->q, b, t, g, 0), p->q.dt, dk);
@@ -128,7 +137,7 @@ static void ssd_task(void *arg, int64_t task, int tid) {
         }
         r->st(at4(&p->o, b, t, h, j0), p->o.dt, o, w);
         const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
-        if (dst >= 0) ssd_block_io(r, S, dst, h, j0, w, 1);
+        if (dst >= 0) block_store(&p->cache, r->st, S, bw, dst, h, j0, w, dk, direct);
     }
 }
 
@@ -249,16 +258,6 @@ typedef struct gdr_run {
     st_fn st;
 } gdr_run;
 
-/* The state block [dk, w] of slot x, head h, columns j0.. into S (rows bw apart), or back. */
-static void gdr_block_io(const gdr_run *r, float *S, int64_t x, int64_t h, int64_t j0, int64_t w, int store) {
-    const cg_gdr_step_prob *p = r->p;
-    for (int64_t i = 0; i < p->dk; i++) {
-        void *row = at4(&p->cache, x, h, i, j0);
-        if (store) r->st(row, p->cache.dt, S + i * r->bw, w);
-        else r->ld(S + i * r->bw, row, p->cache.dt, w);
-    }
-}
-
 /* x[0, dk) times mul, divided by its norm sqrt(x.x + 1e-6) when l2 (gdr_fwd's L2 norm). */
 static void gdr_norm(float *x, int64_t dk, int l2, float mul) {
     if (l2) {
@@ -274,14 +273,16 @@ static void gdr_task(void *arg, int64_t task, int tid) {
     const gdr_run *r = arg;
     const cg_gdr_step_prob *p = r->p;
     const int64_t blk = task % r->nblk, bh = task / r->nblk, b = bh / p->H, h = bh % p->H;
-    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk, bw = r->bw;
+    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk;
     const int64_t src = slot_of(&p->idx, b, 0, p->S), g = h / (p->H / p->G);
     if (src < 0) { /* padding: zeros (all-zero bits in every float dtype) */
         for (int64_t t = 0; t < p->T; t++) memset(at4(&p->o, b, t, h, j0), 0, (size_t)(w * cg__dt_bytes(p->o.dt)));
         return;
     }
-    float S[STEP_BUF], q[STEP_ROW], k[STEP_ROW], u[STEP_ROW], o[STEP_ROW];
-    gdr_block_io(r, S, src, h, j0, w, 0);
+    float Sb[STEP_BUF], q[STEP_ROW], k[STEP_ROW], u[STEP_ROW], o[STEP_ROW];
+    const int direct = p->cache.dt == CG_F32 && p->T == 1 && !p->dst.p;
+    int64_t bw;
+    float *S = block_open(&p->cache, r->ld, Sb, r->bw, src, h, j0, w, dk, direct, &bw);
     for (int64_t t = 0; t < p->T; t++) {
         const float a = expf(((const float *)p->g.p)[b * p->g.s[0] + t * p->g.s[1] + h * p->g.s[2]]);
         const float beta = cg__ld1(at4(&p->beta, b, t, h, 0), 0, p->beta.dt);
@@ -307,7 +308,7 @@ static void gdr_task(void *arg, int64_t task, int tid) {
         }
         r->st(at4(&p->o, b, t, h, j0), p->o.dt, o, w);
         const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
-        if (dst >= 0) gdr_block_io(r, S, dst, h, j0, w, 1);
+        if (dst >= 0) block_store(&p->cache, r->st, S, bw, dst, h, j0, w, dk, direct);
     }
 }
 
