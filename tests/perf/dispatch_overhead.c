@@ -1,7 +1,7 @@
 /* dispatch_overhead.c -- the host-side cost of a warm call (validation, config lookup,
  * plan lookup, launch arguments) on a tiny shape (SSD T = 1, dk = dv = 8; selective scan
- * L = 1, D = 8, N = 8; the decode steps on the same, issue #36), per call, and the Lua calls a warm call makes (cg__gen_stats:
- * must be 0). Paths: the CPU backend (host pointers; the tiny op's arithmetic is part
+ * L = 1, D = 8, N = 8; the decode steps on the same, issue #36), per call, and the Lua
+ * calls a warm call makes (cg__gen_stats: must be 0). Paths: the CPU backend (host pointers; the tiny op's arithmetic is part
  * of it), the emulator's launch path (the launcher of generated kernels with the SIMT
  * emulator as executor: includes running the tiny kernel on the CPU), and, when
  * CHUNKGEN_LIBCUDA names the mock driver of tests/cuda_mock, the CUDA launch path
