@@ -7,7 +7,7 @@
  *   - SSD (Mamba-2 style gated linear attention, grouped q/k, scalar decay per head)
  *   - selective scan (Mamba-1 S6)
  * on a CPU path (any shape), a float64 reference, and generated CUDA kernels; and their
- * decode steps over a cache of states (cg_ssd_step, cg_sscan_step: serving).
+ * decode steps over a cache of states (cg_ssd_step, cg_sscan_step, cg_gdr_step: serving).
  *
  * Conventions
  *   - Every call returns a cg_status: CG_OK (0) or a negative code. The detailed
@@ -440,6 +440,25 @@ CG_API cg_status cg_ssd_step(cg_context *ctx, const cg_ssd_step_args *args, cons
 /* Selective-scan decode step over a state cache (updated in place). */
 CG_API cg_status cg_sscan_step(cg_context *ctx, const cg_sscan_step_args *args, const cg_exec *exec);
 
+/* Gated-delta-rule step (fla's fused_recurrent_gated_delta_rule over a cache, vLLM's GDN
+ * decode; per (b, value head h), q/k head h / (H / G), the state S [dk, dv] of
+ * cache[src, h]), as cg_gdr_fwd over the T tokens (scale, use_qk_l2norm as there):
+ *   S = exp(g_t) S;  u = beta_t (v_t - S^T k_t);  S += k_t u^T;  o_t = S^T (scale q_t)
+ *   q, k [B, T, G, dk]; v, o [B, T, H, dv]; g, beta [B, T, H]; cache [S, H, dk, dv]. */
+typedef struct cg_gdr_step_args {
+    size_t size; /* sizeof(cg_gdr_step_args) of the caller's header, or 0 (see the growth rule) */
+    cg_tensor q, k, v, g, beta;     /* inputs, token-major */
+    double scale;                   /* 0: dk^-1/2 */
+    int use_qk_l2norm;              /* 1: L2-normalise q and k over dk */
+    cg_tensor cache;                /* [S, H, dk, dv], read and written in place */
+    cg_tensor state_indices;        /* [B] CG_I32 / CG_I64: the slot entry b reads; -1 padding */
+    cg_tensor dst_indices;          /* optional [B, T]: the slot the state after token t goes to; -1 none */
+    cg_tensor o;                    /* output */
+} cg_gdr_step_args;
+#define CG_GDR_STEP_ARGS_INIT CG__INIT(cg_gdr_step_args)
+/* Gated-delta-rule decode step over a state cache (updated in place). */
+CG_API cg_status cg_gdr_step(cg_context *ctx, const cg_gdr_step_args *args, const cg_exec *exec);
+
 /* ------------------------------------------------ ahead of time: prepare, workspace
  * The ops by number, for the calls that take any op's args struct. */
 typedef enum cg_op {
@@ -451,7 +470,8 @@ typedef enum cg_op {
     CG_OP_GDR_BWD = 5,   /* args: cg_gdr_bwd_args */
     /* decode steps (issue #36) */
     CG_OP_SSD_STEP = 6,  /* args: cg_ssd_step_args */
-    CG_OP_SSCAN_STEP = 7 /* args: cg_sscan_step_args */
+    CG_OP_SSCAN_STEP = 7, /* args: cg_sscan_step_args */
+    CG_OP_GDR_STEP = 8   /* args: cg_gdr_step_args */
 } cg_op;
 
 /* Bytes of scratch the call cg_<op>(ctx, args, exec) would take from exec->workspace
@@ -527,7 +547,7 @@ CG_API cg_status cg_run(cg_context *ctx, cg_op op, const void *args, const cg_ex
 
 /* Number of ops: they are 0 .. cg_op_count() - 1. */
 CG_API int cg_op_count(void);
-/* Name of op ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd", "ssd_step", "sscan_step"), static; NULL for
+/* Name of op ("ssd_fwd", "ssd_bwd", "sscan_fwd", "sscan_bwd", "ssd_step", "sscan_step", "gdr_step"), static; NULL for
  * an unknown op. */
 CG_API const char *cg_op_name(cg_op op);
 /* The op named name into *op (the caller's); CG_EINVAL for an unknown name (nothing is

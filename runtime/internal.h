@@ -282,6 +282,15 @@ typedef struct cg_sscan_step_prob {
     cg_view y;                                                   /* output */
     int64_t nseq;
 } cg_sscan_step_prob;
+typedef struct cg_gdr_step_prob {
+    int64_t B, T, G, H, dk, dv, S;
+    cg_dtype dtype;
+    double scale; /* resolved: never 0 */
+    int l2norm;   /* use_qk_l2norm */
+    cg_view q, k, v, g, beta, cache, idx, dst; /* inputs (cache also written) */
+    cg_view o;                                 /* output */
+    int64_t nseq;
+} cg_gdr_step_prob;
 /* Element (i0, i1) of an index view (CG_I32 or CG_I64). */
 static inline int64_t cg__idx_at(const cg_view *v, int64_t i0, int64_t i1) {
     const int64_t off = i0 * v->s[0] + i1 * v->s[1];
@@ -401,6 +410,9 @@ cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_
 cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+/* The gated delta rule's step: CPU path (runtime/cpu/gdr_step_cpu.c), reference (runtime/ref/ref_gdr_step.c). */
+cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__gdr_step_ref(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 /* ----------------------------------------------------- CPU path defaults */
 typedef struct cg_ssd_cpu_params {
     int chunk;    /* tokens per chunk */

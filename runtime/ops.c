@@ -216,6 +216,28 @@ static const cg_scalar_desc k_sscan_step_scalars[] = {
 };
 /* state_indices and dst_indices are tensors 5 and 6 of the SSD step, 9 and 10 of the scan's */
 static const cg_slot_desc k_ssd_step_slots = {5, 6, CG_SYM_S}, k_sscan_step_slots = {9, 10, CG_SYM_S};
+/* The gated delta rule's step (issue #36): gdr_fwd's tensors (token-major) over a cache. */
+#define GST(nm, role, opt, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                                            \
+    ROW(nm, NULL, role, opt, NULL, NULL, e0, e1, e2, e3, fl, lo, hi, tol, cg_gdr_step_args, af, cg_gdr_step_prob, vf, 0)
+static const cg_tdesc k_gdr_step[] = {
+    GST("q", IN, 0, B_, T_, G_, DK, CH, -1, 1, CG_TOL_NONE, q, q),
+    GST("k", IN, 0, B_, T_, G_, DK, CH, -0.15, 0.15, CG_TOL_NONE, k, k),
+    GST("v", IN, 0, B_, T_, H_, DV, CH, -1, 1, CG_TOL_NONE, v, v),
+    GST("g", IN, 0, B_, T_, H_, NO, 0, -0.3, 0, CG_TOL_NONE, g, g),
+    GST("beta", IN, 0, B_, T_, H_, NO, HF, 0, 1, CG_TOL_NONE, beta, beta),
+    GST("cache", IN, 0, S_, H_, DK, DV, CH | CG_TD_INPLACE, -1, 1, CG_TOL_FWD, cache, cache),
+    GST("state_indices", IN, 0, B_, NO, NO, NO, IX, 0, 0, CG_TOL_NONE, state_indices, idx),
+    GST("dst_indices", IN, 1, B_, T_, NO, NO, IX, 0, 0, CG_TOL_NONE, dst_indices, dst),
+    GST("o", OUT, 0, B_, T_, H_, DV, CH, 0, 0, CG_TOL_FWD, o, o),
+};
+static const cg_scalar_desc k_gdr_step_scalars[] = {
+    {"use_qk_l2norm", offsetof(cg_gdr_step_args, use_qk_l2norm), offsetof(cg_gdr_step_prob, l2norm), 0},
+};
+static const cg_real_desc k_gdr_step_reals[] = {
+    {"scale", offsetof(cg_gdr_step_args, scale), offsetof(cg_gdr_step_prob, scale), 0, HUGE_VAL, gdr_scale_default,
+     "dk^-1/2"},
+};
+static const cg_slot_desc k_gdr_step_slots = {6, 7, CG_SYM_S};
 
 #define NONE_OFF ((size_t)-1)
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -235,6 +257,10 @@ static const cg_slot_desc k_ssd_step_slots = {5, 6, CG_SYM_S}, k_sscan_step_slot
     {NONE_OFF, offsetof(cg_ssd_step_prob, B), offsetof(cg_ssd_step_prob, T), offsetof(cg_ssd_step_prob, G),     \
      offsetof(cg_ssd_step_prob, H), offsetof(cg_ssd_step_prob, dk), offsetof(cg_ssd_step_prob, dv), NONE_OFF,   \
      NONE_OFF, NONE_OFF, offsetof(cg_ssd_step_prob, S)}
+#define GDR_STEP_DIMS                                                                                          \
+    {NONE_OFF, offsetof(cg_gdr_step_prob, B), offsetof(cg_gdr_step_prob, T), offsetof(cg_gdr_step_prob, G),     \
+     offsetof(cg_gdr_step_prob, H), offsetof(cg_gdr_step_prob, dk), offsetof(cg_gdr_step_prob, dv), NONE_OFF,   \
+     NONE_OFF, NONE_OFF, offsetof(cg_gdr_step_prob, S)}
 #define SSCAN_STEP_DIMS                                                                                        \
     {NONE_OFF, offsetof(cg_sscan_step_prob, B), NONE_OFF, offsetof(cg_sscan_step_prob, G), NONE_OFF, NONE_OFF,  \
      NONE_OFF, offsetof(cg_sscan_step_prob, L), offsetof(cg_sscan_step_prob, D), offsetof(cg_sscan_step_prob, N), \
@@ -309,6 +335,11 @@ static double ssd_step_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) {
     return (void)p, 5.0 * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_T] * (double)dim[CG_SYM_H] *
                         (double)dim[CG_SYM_DK] * (double)dim[CG_SYM_DV];
 }
+/* The gated delta rule's step: per token and (b, h) about 7 dk dv (MATH_GDN.md 5.3). */
+static double gdr_step_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) {
+    return (void)p, 7.0 * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_T] * (double)dim[CG_SYM_H] *
+                        (double)dim[CG_SYM_DK] * (double)dim[CG_SYM_DV];
+}
 
 static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
@@ -347,6 +378,11 @@ static const cg_op_desc k_ops[] = {
      SSCAN_STEP_DIMS, CG_SYM_L, CG_SYM_D, CG_SYM_G, NONE_OFF, offsetof(cg_sscan_step_prob, grouped),
      offsetof(cg_sscan_step_prob, dtype), 3, {D_, N_, G_, NO}, NULL, offsetof(cg_sscan_step_prob, nseq), D_,
      NO_SEEDS, sscan_fwd_flops, NULL, 0, 0, NULL},
+    {CG_OP_GDR_STEP, "gdr_step", "gdr_decode", 0, "cg_gdr_step_args", sizeof(cg_gdr_step_args),
+     sizeof(cg_gdr_step_prob), COUNT(k_gdr_step), k_gdr_step, COUNT(k_gdr_step_scalars), k_gdr_step_scalars,
+     GDR_STEP_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G, NONE_OFF, NONE_OFF, offsetof(cg_gdr_step_prob, dtype), 4,
+     {DK, DV, G_, H_}, NULL, offsetof(cg_gdr_step_prob, nseq), H_, NO_SEEDS, gdr_step_flops, NULL, 0,
+     COUNT(k_gdr_step_reals), k_gdr_step_reals},
 };
 
 const cg_op_desc *cg__op_desc(cg_op op) {
@@ -366,6 +402,7 @@ const cg_slot_desc *cg__op_slots(const cg_op_desc *d) {
     switch (d->op) {
     case CG_OP_SSD_STEP: return &k_ssd_step_slots;
     case CG_OP_SSCAN_STEP: return &k_sscan_step_slots;
+    case CG_OP_GDR_STEP: return &k_gdr_step_slots;
     default: return NULL;
     }
 }

@@ -261,7 +261,7 @@ CG_TEST(gdr_real_argument_public) {
     for (int op = 0; op < CG_OP_COUNT; op++) {
         cg_op_info in = {.size = sizeof in};
         CG_CHECK_OK(NULL, cg_op_describe(NULL, (cg_op)op, &in));
-        const int gdr = op == CG_OP_GDR_FWD || op == CG_OP_GDR_BWD;
+        const int gdr = op == CG_OP_GDR_FWD || op == CG_OP_GDR_BWD || op == CG_OP_GDR_STEP;
         CG_CHECK(in.nreals == gdr && (!gdr || !strcmp(in.reals[0], "scale")), "%s: %d reals", in.name, in.nreals);
     }
     cg_gdr_fwd_args a = CG_GDR_FWD_ARGS_INIT;

@@ -9,59 +9,10 @@
  *   - bad input (indices out of range, two writes to a slot, a slot read by one entry and
  *     written by another, a cache of the wrong shape or dtype, float indices): a status, a
  *     message naming the argument, and the cache bit-identical afterwards. */
-#include "cg_test.h"
 #include "ops.h"
+#include "step_testlib.h"
 
 #define MAXB 8
-
-/* Token t of a [B, T, ...] buffer as a [B, 1, ...] tensor (same strides). */
-static cg_tensor token(const cg_tbuf *b, int64_t t) {
-    cg_tensor x = b->t;
-    x.data = (char *)b->mem + t * b->t.stride[1] * (int64_t)cg_dtype_size(b->t.dtype);
-    x.shape[1] = 1;
-    return x;
-}
-
-static cg_tbuf idx_buf(int ndim, const int64_t *shape, const int64_t *vals) {
-    cg_tbuf b = cg_tbuf_new(CG_I32, ndim, shape);
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    for (int64_t i = 0; i < n; i++) ((int32_t *)b.mem)[i] = (int32_t)vals[i];
-    return b;
-}
-
-static size_t tbuf_bytes(const cg_tbuf *b) { return (size_t)b->count * cg_dtype_size(b->t.dtype); }
-
-static cg_tbuf rand_buf(cg_rng *r, cg_dtype dt, int ndim, const int64_t *shape, double lo, double hi) {
-    cg_tbuf b = cg_tbuf_new(dt, ndim, shape);
-    cg_tbuf_fill(&b, r, lo, hi);
-    return b;
-}
-
-/* Elements [b, ...] of a [B, ...] buffer: the relative error of a against ref over entry b's rows. */
-static double rows_err(const cg_tbuf *a, int64_t ia, const cg_tbuf *ref, int64_t ir) {
-    int64_t n = 1;
-    for (int i = 1; i < a->t.ndim; i++) n *= a->t.shape[i];
-    cg_erracc e = {0};
-    for (int64_t k = 0; k < n; k++) {
-        int64_t ix[4] = {ia, 0, 0, 0}, rx[4] = {ir, 0, 0, 0};
-        for (int64_t r = k, i = a->t.ndim - 1; i >= 1; i--) ix[i] = rx[i] = r % a->t.shape[i], r /= a->t.shape[i];
-        cg__erracc_add(&e, cg_tbuf_get(a, ix), cg_tbuf_get(ref, rx));
-    }
-    return cg__erracc_value(&e);
-}
-
-/* Whether entry b's rows of a [B, ...] buffer are all exactly zero. */
-static int rows_zero(const cg_tbuf *a, int64_t b) {
-    int64_t n = 1;
-    for (int i = 1; i < a->t.ndim; i++) n *= a->t.shape[i];
-    for (int64_t k = 0; k < n; k++) {
-        int64_t ix[4] = {b, 0, 0, 0};
-        for (int64_t r = k, i = a->t.ndim - 1; i >= 1; i--) ix[i] = r % a->t.shape[i], r /= a->t.shape[i];
-        if (cg_tbuf_get(a, ix) != 0.0) return 0;
-    }
-    return 1;
-}
 
 /* ------------------------------------------------------------------- SSD */
 
@@ -74,11 +25,11 @@ typedef struct ssd_data {
 
 static ssd_data ssd_data_new(cg_rng *r, cg_dtype cache_dt) {
     ssd_data d;
-    d.q = rand_buf(r, CG_F32, 4, (int64_t[]){SB, ST, SG, SDK}, -1, 1);
-    d.k = rand_buf(r, CG_F32, 4, (int64_t[]){SB, ST, SG, SDK}, -1, 1);
-    d.v = rand_buf(r, CG_F32, 4, (int64_t[]){SB, ST, SH, SDV}, -1, 1);
-    d.la = rand_buf(r, CG_F32, 3, (int64_t[]){SB, ST, SH}, -0.3, 0);
-    d.cache0 = rand_buf(r, cache_dt, 4, (int64_t[]){SS, SH, SDK, SDV}, -1, 1);
+    d.q = cg_step_rand(r, CG_F32, 4, (int64_t[]){SB, ST, SG, SDK}, -1, 1);
+    d.k = cg_step_rand(r, CG_F32, 4, (int64_t[]){SB, ST, SG, SDK}, -1, 1);
+    d.v = cg_step_rand(r, CG_F32, 4, (int64_t[]){SB, ST, SH, SDV}, -1, 1);
+    d.la = cg_step_rand(r, CG_F32, 3, (int64_t[]){SB, ST, SH}, -0.3, 0);
+    d.cache0 = cg_step_rand(r, cache_dt, 4, (int64_t[]){SS, SH, SDK, SDV}, -1, 1);
     return d;
 }
 static void ssd_data_free(ssd_data *d) {
@@ -89,7 +40,7 @@ static void ssd_data_free(ssd_data *d) {
 static cg_ssd_step_args ssd_args(const ssd_data *d, int64_t t0, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
                                  cg_tbuf *o) {
     cg_ssd_step_args a = CG_SSD_STEP_ARGS_INIT;
-    a.q = token(&d->q, t0), a.k = token(&d->k, t0), a.v = token(&d->v, t0), a.log_alpha = token(&d->la, t0);
+    a.q = cg_step_token(&d->q, t0), a.k = cg_step_token(&d->k, t0), a.v = cg_step_token(&d->v, t0), a.log_alpha = cg_step_token(&d->la, t0);
     a.q.shape[1] = a.k.shape[1] = a.v.shape[1] = a.log_alpha.shape[1] = n;
     a.cache = cache->t;
     a.state_indices = idx->t;
@@ -104,20 +55,20 @@ static void ssd_consistency(cg_backend be) {
     ssd_data d = ssd_data_new(&r, CG_F32);
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = be;
-    cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_slots);
+    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){SB}, k_slots);
     /* T calls of one token */
     cg_tbuf cache = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape);
-    memcpy(cache.mem, d.cache0.mem, tbuf_bytes(&cache));
+    memcpy(cache.mem, d.cache0.mem, cg_step_bytes(&cache));
     cg_tbuf o = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, ST, SH, SDV});
     cg_tbuf_fill(&o, &r, NAN, NAN); /* an element not written fails */
     cg_tbuf prefix[ST]; /* the cache after each token */
     for (int64_t t = 0; t < ST; t++) {
         cg_tbuf ot = o;
-        ot.t = token(&o, t);
+        ot.t = cg_step_token(&o, t);
         cg_ssd_step_args a = ssd_args(&d, t, 1, &cache, &idx, NULL, &ot);
         CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a, &ex));
         prefix[t] = cg_tbuf_new(CG_F32, 4, cache.t.shape);
-        memcpy(prefix[t].mem, cache.mem, tbuf_bytes(&cache));
+        memcpy(prefix[t].mem, cache.mem, cg_step_bytes(&cache));
     }
     /* the chunked forward from h0 = the slots' states (zero for the padding entry) */
     cg_tbuf h0 = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, SH, SDK, SDV}), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
@@ -132,10 +83,10 @@ static void ssd_consistency(cg_backend be) {
     CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &f, &fx));
     for (int b = 0; b < SB; b++) {
         if (k_slots[b] < 0) {
-            CG_CHECK(rows_zero(&o, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
+            CG_CHECK(cg_step_rows_zero(&o, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
             continue;
         }
-        double eo = rows_err(&o, b, &of, b), eh = rows_err(&cache, k_slots[b], &hT, b);
+        double eo = cg_step_rows_err(&o, b, &of, b), eh = cg_step_rows_err(&cache, k_slots[b], &hT, b);
         CG_CHECK(eo <= 1e-5 && eh <= 1e-5, "%s: entry %d: o err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
                  b, eo, eh);
     }
@@ -149,7 +100,7 @@ static void ssd_consistency(cg_backend be) {
     }
     /* one call of T tokens: the same outputs and final states */
     cg_tbuf cache2 = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o2 = cg_tbuf_new(CG_F32, 4, o.t.shape);
-    memcpy(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2));
+    memcpy(cache2.mem, d.cache0.mem, cg_step_bytes(&cache2));
     cg_ssd_step_args a2 = ssd_args(&d, 0, ST, &cache2, &idx, NULL, &o2);
     CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a2, &ex));
     CG_CHECK(cg_rel_err(&o2, &o) <= 1e-6 && cg_rel_err(&cache2, &cache) <= 1e-6, "%s: T tokens in one call: o %.3g, cache %.3g",
@@ -158,10 +109,10 @@ static void ssd_consistency(cg_backend be) {
      * only tokens 1 and 3; the padding entry's row is ignored) */
     const int64_t dv[SB * ST] = {1, 2, 4, 5, 6, 0, 0, 0, 0, 0, -1, 8, -1, 3, -1, 7, -1, -1, -1, -1};
     const int64_t src[SB] = {0, -1, 3, 7};
-    cg_tbuf dst = idx_buf(2, (int64_t[]){SB, ST}, dv), isrc = idx_buf(1, (int64_t[]){SB}, src);
+    cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){SB, ST}, dv), isrc = cg_step_idx_buf(1, (int64_t[]){SB}, src);
     cg_tbuf cache3 = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o3 = cg_tbuf_new(CG_F32, 4, o.t.shape);
     /* slots 0, 3, 7 hold the states entries 0, 2, 3 start from above (3, 0, 7) */
-    memcpy(cache3.mem, d.cache0.mem, tbuf_bytes(&cache3));
+    memcpy(cache3.mem, d.cache0.mem, cg_step_bytes(&cache3));
     const int64_t from[SB] = {3, -1, 0, 7};
     for (int b = 0; b < SB; b++)
         if (src[b] >= 0) memcpy((float *)cache3.mem + src[b] * SH * SDK * SDV, (float *)d.cache0.mem + from[b] * SH * SDK * SDV, state);
@@ -172,7 +123,7 @@ static void ssd_consistency(cg_backend be) {
         for (int t = 0; t < ST; t++) {
             const int64_t y = dv[b * ST + t];
             if (src[b] < 0 || y < 0) continue;
-            double e = rows_err(&cache3, y, &prefix[t], from[b]);
+            double e = cg_step_rows_err(&cache3, y, &prefix[t], from[b]);
             CG_CHECK(e <= 1e-6, "%s: dst_indices[%d, %d] = %lld: state err %.3g", cg_backend_name(be), b, t, (long long)y, e);
         }
     for (int t = 0; t < ST; t++) cg_tbuf_free(&prefix[t]);
@@ -199,12 +150,12 @@ CG_TEST(step_ssd_bf16_cache) {
         cg_tbuf_free(half[i]);
         *half[i] = x;
     }
-    cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_slots);
+    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){SB}, k_slots);
     cg_tbuf c[3], o[3];
     const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
     for (int i = 0; i < 3; i++) {
         c[i] = cg_tbuf_new(CG_BF16, 4, d.cache0.t.shape);
-        memcpy(c[i].mem, d.cache0.mem, tbuf_bytes(&c[i]));
+        memcpy(c[i].mem, d.cache0.mem, cg_step_bytes(&c[i]));
         o[i] = cg_tbuf_new(CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV});
         cg_exec ex = CG_EXEC_INIT;
         ex.backend = bes[i];
@@ -226,7 +177,7 @@ CG_TEST(step_ssd_bad_input) {
     cg_rng r = {5};
     ssd_data d = ssd_data_new(&r, CG_F32);
     cg_tbuf cache = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, 1, SH, SDV});
-    memcpy(cache.mem, d.cache0.mem, tbuf_bytes(&cache));
+    memcpy(cache.mem, d.cache0.mem, cg_step_bytes(&cache));
     struct {
         const char *what;
         int64_t src[SB];
@@ -245,15 +196,15 @@ CG_TEST(step_ssd_bad_input) {
     for (int be = 0; be < 2; be++) {
         ex.backend = be ? CG_BACKEND_REF : CG_BACKEND_CPU;
         for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
-            cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_bad[i].src), dst = idx_buf(2, (int64_t[]){SB, 1}, k_bad[i].dst);
+            cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){SB}, k_bad[i].src), dst = cg_step_idx_buf(2, (int64_t[]){SB, 1}, k_bad[i].dst);
             cg_ssd_step_args a = ssd_args(&d, 0, 1, &cache, &idx, k_bad[i].use_dst ? &dst : NULL, &o);
             CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &a, &ex), CG_EINVAL, k_bad[i].word, k_bad[i].what);
-            CG_CHECK(!memcmp(cache.mem, d.cache0.mem, tbuf_bytes(&cache)), "%s: the cache changed", k_bad[i].what);
+            CG_CHECK(!memcmp(cache.mem, d.cache0.mem, cg_step_bytes(&cache)), "%s: the cache changed", k_bad[i].what);
             cg_tbuf_free(&idx), cg_tbuf_free(&dst);
         }
     }
     /* the cache's shape and dtype, the indices' dtype */
-    cg_tbuf idx = idx_buf(1, (int64_t[]){SB}, k_slots);
+    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){SB}, k_slots);
     cg_ssd_step_args a = ssd_args(&d, 0, 1, &cache, &idx, NULL, &o);
     cg_ssd_step_args bad = a;
     bad.cache.shape[2] = SDK - 1;
@@ -277,14 +228,14 @@ CG_TEST(step_ssd_bad_input) {
     bad.o.data = (float *)cache.mem + 8; /* an output over the cache */
     bad.o.stride[0] = bad.o.stride[1] = bad.o.stride[2] = bad.o.stride[3] = 0;
     CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "overlaps", "an output over the cache");
-    CG_CHECK(!memcmp(cache.mem, d.cache0.mem, tbuf_bytes(&cache)), "the cache changed");
+    CG_CHECK(!memcmp(cache.mem, d.cache0.mem, cg_step_bytes(&cache)), "the cache changed");
     /* the generated kernel on device indices reads any index; a host one is checked first */
     ex.backend = CG_BACKEND_EMULATE;
     bad = a;
-    cg_tbuf far = idx_buf(1, (int64_t[]){SB}, (int64_t[]){0, SS, 1, 2});
+    cg_tbuf far = cg_step_idx_buf(1, (int64_t[]){SB}, (int64_t[]){0, SS, 1, 2});
     bad.state_indices = far.t;
     CG_CHECK_REFUSED(ctx, cg_ssd_step(ctx, &bad, &ex), CG_EINVAL, "state_indices[1] = 9", "emulate: index = S");
-    CG_CHECK(!memcmp(cache.mem, d.cache0.mem, tbuf_bytes(&cache)), "the cache changed");
+    CG_CHECK(!memcmp(cache.mem, d.cache0.mem, cg_step_bytes(&cache)), "the cache changed");
     cg_tbuf_free(&far);
     cg_tbuf_free(&idx), cg_tbuf_free(&cache), cg_tbuf_free(&o);
     ssd_data_free(&d);
@@ -327,15 +278,15 @@ typedef struct sscan_data {
 
 static sscan_data sscan_data_new(cg_rng *r, cg_dtype cache_dt) {
     sscan_data d;
-    d.x = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
-    d.delta = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
-    d.A = rand_buf(r, CG_F32, 2, (int64_t[]){XD, XN}, -2, -0.1);
-    d.Bm = rand_buf(r, CG_F32, 4, (int64_t[]){XB, XL, XG, XN}, -1, 1);
-    d.Cm = rand_buf(r, CG_F32, 4, (int64_t[]){XB, XL, XG, XN}, -1, 1);
-    d.D = rand_buf(r, CG_F32, 1, (int64_t[]){XD}, -1, 1);
-    d.z = rand_buf(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
-    d.bias = rand_buf(r, CG_F32, 1, (int64_t[]){XD}, -1, 0);
-    d.cache0 = rand_buf(r, cache_dt, 3, (int64_t[]){XS, XD, XN}, -1, 1);
+    d.x = cg_step_rand(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.delta = cg_step_rand(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.A = cg_step_rand(r, CG_F32, 2, (int64_t[]){XD, XN}, -2, -0.1);
+    d.Bm = cg_step_rand(r, CG_F32, 4, (int64_t[]){XB, XL, XG, XN}, -1, 1);
+    d.Cm = cg_step_rand(r, CG_F32, 4, (int64_t[]){XB, XL, XG, XN}, -1, 1);
+    d.D = cg_step_rand(r, CG_F32, 1, (int64_t[]){XD}, -1, 1);
+    d.z = cg_step_rand(r, CG_F32, 3, (int64_t[]){XB, XL, XD}, -1, 1);
+    d.bias = cg_step_rand(r, CG_F32, 1, (int64_t[]){XD}, -1, 0);
+    d.cache0 = cg_step_rand(r, cache_dt, 3, (int64_t[]){XS, XD, XN}, -1, 1);
     return d;
 }
 static void sscan_data_free(sscan_data *d) {
@@ -346,8 +297,8 @@ static void sscan_data_free(sscan_data *d) {
 static cg_sscan_step_args sscan_args(const sscan_data *d, int64_t t0, int64_t n, cg_tbuf *cache, cg_tbuf *idx,
                                      cg_tbuf *dst, cg_tensor y) {
     cg_sscan_step_args a = CG_SSCAN_STEP_ARGS_INIT;
-    a.x = token(&d->x, t0), a.delta = token(&d->delta, t0), a.B = token(&d->Bm, t0), a.C = token(&d->Cm, t0);
-    a.z = token(&d->z, t0);
+    a.x = cg_step_token(&d->x, t0), a.delta = cg_step_token(&d->delta, t0), a.B = cg_step_token(&d->Bm, t0), a.C = cg_step_token(&d->Cm, t0);
+    a.z = cg_step_token(&d->z, t0);
     a.x.shape[1] = a.delta.shape[1] = a.B.shape[1] = a.C.shape[1] = a.z.shape[1] = n;
     a.A = d->A.t, a.D = d->D.t, a.delta_bias = d->bias.t, a.delta_softplus = 1;
     a.cache = cache->t;
@@ -363,12 +314,12 @@ static void sscan_consistency(cg_backend be) {
     sscan_data d = sscan_data_new(&r, CG_F32);
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = be;
-    cg_tbuf idx = idx_buf(1, (int64_t[]){XB}, k_slots);
+    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){XB}, k_slots);
     cg_tbuf cache = cg_tbuf_new(CG_F32, 3, d.cache0.t.shape), y = cg_tbuf_new(CG_F32, 3, d.x.t.shape);
-    memcpy(cache.mem, d.cache0.mem, tbuf_bytes(&cache));
+    memcpy(cache.mem, d.cache0.mem, cg_step_bytes(&cache));
     cg_tbuf_fill(&y, &r, NAN, NAN);
     for (int64_t t = 0; t < XL; t++) {
-        cg_sscan_step_args a = sscan_args(&d, t, 1, &cache, &idx, NULL, token(&y, t));
+        cg_sscan_step_args a = sscan_args(&d, t, 1, &cache, &idx, NULL, cg_step_token(&y, t));
         CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
     }
     /* the chunked forward from h0 = the slots' states */
@@ -385,10 +336,10 @@ static void sscan_consistency(cg_backend be) {
     CG_CHECK_OK(ctx, cg_sscan_fwd(ctx, &f, &fx));
     for (int b = 0; b < XB; b++) {
         if (k_slots[b] < 0) {
-            CG_CHECK(rows_zero(&y, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
+            CG_CHECK(cg_step_rows_zero(&y, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
             continue;
         }
-        double ey = rows_err(&y, b, &yf, b), eh = rows_err(&cache, k_slots[b], &hT, b);
+        double ey = cg_step_rows_err(&y, b, &yf, b), eh = cg_step_rows_err(&cache, k_slots[b], &hT, b);
         CG_CHECK(ey <= 1e-5 && eh <= 1e-5, "%s: entry %d: y err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
                  b, ey, eh);
     }
@@ -401,30 +352,30 @@ static void sscan_consistency(cg_backend be) {
     }
     /* one call of L tokens, each token's state to its own slot: the last ones equal the above */
     const int64_t dv[XB * XL] = {-1, -1, -1, -1, 1, 0, 0, 0, 0, 0, -1, -1, 2, -1, 4, -1, -1, -1, -1, 7};
-    cg_tbuf dst = idx_buf(2, (int64_t[]){XB, XL}, dv);
+    cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){XB, XL}, dv);
     cg_tbuf cache2 = cg_tbuf_new(CG_F32, 3, d.cache0.t.shape), y2 = cg_tbuf_new(CG_F32, 3, y.t.shape);
-    memcpy(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2));
+    memcpy(cache2.mem, d.cache0.mem, cg_step_bytes(&cache2));
     cg_sscan_step_args a2 = sscan_args(&d, 0, XL, &cache2, &idx, &dst, y2.t);
     CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a2, &ex));
     CG_CHECK(cg_rel_err(&y2, &y) <= 1e-6, "%s: L tokens in one call: y %.3g", cg_backend_name(be), cg_rel_err(&y2, &y));
     const int64_t last[XB][2] = {{3, 1}, {-1, 0}, {0, 4}, {7, 7}}; /* (the slot it read, the slot of its last state) */
     for (int b = 0; b < XB; b++)
         if (last[b][0] >= 0)
-            CG_CHECK(rows_err(&cache2, last[b][1], &cache, last[b][0]) <= 1e-6, "%s: entry %d: dst state", cg_backend_name(be), b);
+            CG_CHECK(cg_step_rows_err(&cache2, last[b][1], &cache, last[b][0]) <= 1e-6, "%s: entry %d: dst state", cg_backend_name(be), b);
     CG_CHECK(!memcmp((float *)cache2.mem + 3 * XD * XN, (float *)d.cache0.mem + 3 * XD * XN, state),
              "%s: a slot read but not in dst_indices was written", cg_backend_name(be));
     /* bad input: a slot written twice, a cache of another dtype: refused, the cache untouched */
-    memcpy(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2));
+    memcpy(cache2.mem, d.cache0.mem, cg_step_bytes(&cache2));
     const int64_t twice[XB] = {2, -1, 2, 5};
-    cg_tbuf idx2 = idx_buf(1, (int64_t[]){XB}, twice);
-    cg_sscan_step_args bad = sscan_args(&d, 0, 1, &cache2, &idx2, NULL, token(&y2, 0));
+    cg_tbuf idx2 = cg_step_idx_buf(1, (int64_t[]){XB}, twice);
+    cg_sscan_step_args bad = sscan_args(&d, 0, 1, &cache2, &idx2, NULL, cg_step_token(&y2, 0));
     CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "state_indices[2] = 2", "a slot written twice");
-    bad = sscan_args(&d, 0, 1, &cache2, &idx, NULL, token(&y2, 0));
+    bad = sscan_args(&d, 0, 1, &cache2, &idx, NULL, cg_step_token(&y2, 0));
     bad.cache.dtype = CG_F64;
     CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "cache: dtype", "a float64 cache");
     bad.cache.dtype = CG_F32, bad.cache.shape[2] = XN + 1;
     CG_CHECK_REFUSED(ctx, cg_sscan_step(ctx, &bad, &ex), CG_EINVAL, "cache: shape", "a cache of another N");
-    CG_CHECK(!memcmp(cache2.mem, d.cache0.mem, tbuf_bytes(&cache2)), "%s: a refused call changed the cache", cg_backend_name(be));
+    CG_CHECK(!memcmp(cache2.mem, d.cache0.mem, cg_step_bytes(&cache2)), "%s: a refused call changed the cache", cg_backend_name(be));
 
     cg_tbuf *all[] = {&idx, &cache, &y, &h0, &hT, &yf, &dst, &cache2, &y2, &idx2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
@@ -448,12 +399,12 @@ CG_TEST(step_sscan_bf16_cache) {
         cg_tbuf_free(half[i]);
         *half[i] = x;
     }
-    cg_tbuf idx = idx_buf(1, (int64_t[]){XB}, k_slots);
+    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){XB}, k_slots);
     cg_tbuf c[3], y[3];
     const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
     for (int i = 0; i < 3; i++) {
         c[i] = cg_tbuf_new(CG_BF16, 3, d.cache0.t.shape);
-        memcpy(c[i].mem, d.cache0.mem, tbuf_bytes(&c[i]));
+        memcpy(c[i].mem, d.cache0.mem, cg_step_bytes(&c[i]));
         y[i] = cg_tbuf_new(CG_BF16, 3, d.x.t.shape);
         cg_exec ex = CG_EXEC_INIT;
         ex.backend = bes[i];

@@ -402,3 +402,15 @@ def sscan_step(x, delta, A, B, C, cache, state_indices, D=None, z=None, delta_bi
     given = dict(x=x, delta=delta, A=A, B=B, C=C, D=D, z=z, delta_bias=delta_bias, cache=cache,
                  state_indices=state_indices, dst_indices=dst_indices)
     return _step("sscan_step", {n: a for n, a in given.items() if a is not None}, int(bool(delta_softplus)))
+
+
+def gdr_step(q, k, v, g, beta, cache, state_indices, dst_indices=None, *, scale=None, use_qk_l2norm: bool = False):
+    """One decode step of the gated delta rule from a state cache: returns (o [B, T, H, dv],
+    new cache). q, k [B, T, G, dk]; v [B, T, H, dv]; g, beta [B, T, H]; cache [S, H, dk, dv];
+    indices as in ssd_step; scale (None: dk^-1/2) and use_qk_l2norm as in gdr."""
+    mul = scale_factor(scale, q.shape[-1])
+    given = dict(q=q, k=k, v=v, g=g, beta=beta, cache=cache, state_indices=state_indices)
+    if dst_indices is not None:
+        given["dst_indices"] = dst_indices
+    o, new = _step("gdr_step", given, int(bool(use_qk_l2norm)))
+    return (o if mul == 1 else (o * mul).astype(o.dtype)), new

@@ -5,6 +5,8 @@ its signature): parameters as a dict of arrays, no framework.
     params = init(jax.random.key(0), cfg)
     y = apply(params, x, cfg)                  # x [B, T, d_model]; ssd = chunkgen.jax.ssd
     y = apply(params, x, cfg, ssd=my_ssd)      # my_ssd(q, k, v, log_alpha) token-major
+    caches = [jnp.zeros(cache_shape(cfg, slots))] * cfg.layers  # decoding (chunkgen.jax.ssd_step)
+    y, caches = apply_step(params, x1, cfg, caches, slot_ids)  # x1 [B, 1, d_model]
 
 Each layer: RMS norm, an in-projection to q, k (per group), v, dt (per head) and a gate;
 dt = softplus(dt + dt_bias), log_alpha = -exp(a_log) * dt, v scaled by dt; SSD; the output
@@ -18,7 +20,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Config", "init", "apply"]
+__all__ = ["Config", "init", "apply", "cache_shape", "mixer_step", "apply_step"]
 
 
 class Config(NamedTuple):
@@ -55,8 +57,43 @@ def _ssd_token(q, k, v, log_alpha):
 
 def mixer(p: dict, x, c: Config, ssd=None):
     """One Mamba-2 style SSD mixer on x [B, T, d_model] (no residual)."""
+    return _mix(p, x, c, lambda q, k, v, la: (ssd or _ssd_token)(q, k, v, la)[0])
+
+
+def cache_shape(c: Config, slots: int):
+    """The shape of one layer's state cache of `slots` sequences: [slots, heads, dk, dv]."""
+    return (slots, c.heads, c.dk, c.dv)
+
+
+def mixer_step(p: dict, x, c: Config, cache, state_indices, dst_indices=None):
+    """Decoding: the mixer on x [B, T, d_model] (T = 1 per step) from the states
+    cache[state_indices[b]] (chunkgen.jax.ssd_step; -1 a padding entry). Returns (out, new
+    cache); the new cache aliases the old one (donate it for an in-place update)."""
+    from . import jax as cj
+
+    new = []
+
+    def run(q, k, v, la):
+        o, cache2 = cj.ssd_step(q, k, v, la, cache, state_indices, dst_indices)
+        new.append(cache2)
+        return o
+
+    return _mix(p, x, c, run), new[0]
+
+
+def apply_step(params: dict, x, c: Config, caches, state_indices, dst_indices=None):
+    """The model's decode step: x [B, T, d_model], caches one per layer (cache_shape);
+    returns (out, new caches). T steps equal apply over the same T tokens from zero states."""
+    out = []
+    for p, cache in zip(params["layers"], caches):
+        y, cache = mixer_step(p, x, c, cache, state_indices, dst_indices)
+        x = x + y
+        out.append(cache)
+    return x, out
+
+
+def _mix(p: dict, x, c: Config, run):
     B, T, _ = x.shape
-    ssd = ssd or _ssd_token
     h = x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6) * p["norm"]
     sizes = _in_sizes(c)
     cuts = [sum(sizes[:i + 1]) for i in range(len(sizes) - 1)]
@@ -68,7 +105,7 @@ def mixer(p: dict, x, c: Config, ssd=None):
     log_alpha = -jnp.exp(p["a_log"]) * dt
     if log_alpha.dtype in (jnp.bfloat16, jnp.float16):  # chunkgen keeps the decay float32
         log_alpha = log_alpha.astype(jnp.float32)
-    o, _ = ssd(q, k, v, log_alpha)
+    o = run(q, k, v, log_alpha)
     return (o.reshape(B, T, c.heads * c.dv) * jax.nn.silu(gate)) @ p["w_out"]
 
 

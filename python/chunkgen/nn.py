@@ -1,7 +1,7 @@
 """torch.nn modules on chunkgen's ops."""
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -49,14 +49,29 @@ class Mamba2Mixer(nn.Module):
         self.scan = scan if scan is not None else ct.ssd
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return self._mix(u, lambda q, k, v, la: self.scan(q, k, v, la)[0])
+
+    def cache_shape(self, slots: int) -> Tuple[int, int, int, int]:
+        """The shape of a state cache of `slots` sequences for step: [slots, heads, d_state, head_dim]."""
+        return (slots, self.h, self.n, self.p)
+
+    def step(self, u: torch.Tensor, cache: torch.Tensor, state_indices: torch.Tensor,
+             dst_indices: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Decoding: the block on u [B, T, d_model] (T = 1 per step; more for speculative
+        decoding) from the states cache[state_indices[b]] (chunkgen.torch.ssd_step; -1 a
+        padding entry), written back in place (or to dst_indices [B, T]). cache:
+        cache_shape(slots), float32 (zeros for a new sequence). T steps equal forward over
+        the same T tokens from zero states."""
+        return self._mix(u, lambda q, k, v, la: ct.ssd_step(q, k, v, la, cache, state_indices, dst_indices))
+
+    def _mix(self, u: torch.Tensor, run: Callable) -> torch.Tensor:
         b, t, _ = u.shape
         hp, gn = self.h * self.p, self.g * self.n
         z, x, B, C, dt = torch.split(self.in_proj(u), [hp, hp, gn, gn, self.h], dim=-1)
         x = x.reshape(b, t, self.h, self.p)
         dt = F.softplus(dt + self.dt_bias)
         log_alpha = -_float32_if_half(dt) * torch.exp(_float32_if_half(self.A_log))
-        y, _ = self.scan(C.reshape(b, t, self.g, self.n), B.reshape(b, t, self.g, self.n), x * dt[..., None],
-                         log_alpha)
+        y = run(C.reshape(b, t, self.g, self.n), B.reshape(b, t, self.g, self.n), x * dt[..., None], log_alpha)
         y = y + x * self.D[:, None]
         y = self.norm(y.reshape(b, t, hp) * F.silu(z))
         return u + self.out_proj(y)

@@ -49,7 +49,7 @@ from torch import Tensor
 from . import _C
 from ._ops import I32, I64, OPS, layout_flag, output_shapes, scale_factor, validate
 
-__all__ = ["ssd", "sscan", "gdr", "ssd_step", "sscan_step"]
+__all__ = ["ssd", "sscan", "gdr", "ssd_step", "sscan_step", "gdr_step"]
 
 _AUTO = 0
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)  # cg_dtype order
@@ -549,3 +549,32 @@ def sscan_step(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, cache:
     if _path(ins) == "direct":
         return _run("sscan_step", ins, int(bool(delta_softplus)))[0]
     return sscan_step_op(*ins, bool(delta_softplus))
+
+
+@torch.library.custom_op("chunkgen::gdr_step", mutates_args=("cache",))
+def gdr_step_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, cache: Tensor, state_indices: Tensor,
+                dst_indices: Optional[Tensor], use_qk_l2norm: bool) -> Tensor:
+    """Gated-delta-rule decode step (scale dk^-1/2): o; cache updated in place (declared to torch.library)."""
+    return _run("gdr_step", (q, k, v, g, beta, cache, state_indices, dst_indices), int(use_qk_l2norm))[0]
+
+
+@gdr_step_op.register_fake
+def _(q, k, v, g, beta, cache, state_indices, dst_indices, use_qk_l2norm):
+    return v.new_empty(v.shape)  # o [B, T, H, dv] in v's dtype
+
+
+def gdr_step(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, cache: Tensor, state_indices: Tensor,
+             dst_indices: Optional[Tensor] = None, *, scale: Optional[float] = None,
+             use_qk_l2norm: bool = False) -> Tensor:
+    """One decode step of the gated delta rule (fla's fused_recurrent over a cache, vLLM's
+    GDN decode) from a state cache, updated in place: q, k [B, T, G, dk]; v [B, T, H, dv];
+    g, beta [B, T, H] (T = 1 for plain decoding); cache [S, H, dk, dv]; state_indices,
+    dst_indices as in ssd_step; scale (None: dk^-1/2) and use_qk_l2norm as in gdr.
+    Returns o [B, T, H, dv]. Not differentiable."""
+    mul = scale_factor(scale, q.shape[-1])
+    ins = (q, k, v, g, beta, cache, state_indices, dst_indices)
+    if _path(ins) == "direct":
+        o = _run("gdr_step", ins, int(bool(use_qk_l2norm)))[0]
+    else:
+        o = gdr_step_op(*ins, bool(use_qk_l2norm))
+    return o if mul == 1 else o * mul

@@ -1,4 +1,5 @@
-/* step_cpu.c -- the CPU path of the decode steps (issue #36): per batch entry, T (L) tokens
+/* step_cpu.c -- the CPU path of the decode steps (issue #36; the gated delta rule's below
+ * SSD's, with the same column blocks): per batch entry, T (L) tokens
  * of the recurrence from a cache slot's state, written back in place (internal.h,
  * cg_ssd_step_prob / cg_sscan_step_prob; the semantics: runtime/ref/ref_step.c).
  *
@@ -56,6 +57,46 @@ static cg_status step_threads(cg_context *ctx, const cg_cfg *cfg, const char *wh
     return CG_OK;
 }
 
+/* The column blocks of a [dk, dv] state per (b, h) (SSD's and the gated delta rule's
+ * columns are independent) and the threads: the widest block that fits the stack buffer,
+ * narrower (multiples of 16) when there are fewer tasks than about two per thread; the
+ * pin `block` wins. Logs the choice. */
+static cg_status cols_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, int64_t bh, int64_t dk, int64_t dv,
+                           cg_dtype cdt, int64_t *bw_out, cg_pool **pool, int *threads) {
+    int64_t bmax = STEP_BUF / dk;
+    bmax = bmax > STEP_ROW ? STEP_ROW : bmax;
+    int64_t bw = dv < bmax ? dv : bmax, pin = 0;
+    const double bytes = 2.0 * (double)bh * (double)(dk * dv) * (double)cg__dt_bytes(cdt);
+    cg_status st = step_threads(ctx, cfg, what, bytes, bh * ((dv + 15) / 16), &pin, bmax, pool, threads);
+    if (st) return st;
+    if (pin) bw = pin < dv ? pin : dv;
+    else if (*threads > 1 && bh < 2 * *threads) {
+        int64_t split = (2 * *threads + bh - 1) / bh;
+        int64_t w = ((dv + split - 1) / split + 15) / 16 * 16;
+        if (w < bw) bw = w;
+    }
+    *bw_out = bw;
+    cg__dispatch_detail(ctx, " %s block=%lld threads=%d", what, (long long)bw, *threads);
+    return CG_OK;
+}
+
+/* The state block [dk, w] of slot x, head h, columns j0.. of a [S, H, dk, dv] cache:
+ * opened into buf (rows bw apart, *rs = bw), or, when direct (a float32 cache, one token,
+ * no dst_indices: the block goes back where it came from), the cache's own memory
+ * (*rs = its row stride), which saves a copy in and out. */
+static float *block_open(const cg_view *c, ld_fn ld, float *buf, int64_t bw, int64_t x, int64_t h, int64_t j0,
+                         int64_t w, int64_t dk, int direct, int64_t *rs) {
+    if (direct) return *rs = c->s[2], (float *)at4(c, x, h, 0, j0);
+    for (int64_t i = 0; i < dk; i++) ld(buf + i * bw, at4(c, x, h, i, j0), c->dt, w);
+    return *rs = bw, buf;
+}
+/* The block S (rows rs apart) into slot x (nothing when direct: it is there). */
+static void block_store(const cg_view *c, st_fn st, const float *S, int64_t rs, int64_t x, int64_t h, int64_t j0,
+                        int64_t w, int64_t dk, int direct) {
+    if (direct) return;
+    for (int64_t i = 0; i < dk; i++) st(at4(c, x, h, i, j0), c->dt, S + i * rs, w);
+}
+
 /* ------------------------------------------------------------------- SSD */
 
 typedef struct ssd_run {
@@ -65,29 +106,21 @@ typedef struct ssd_run {
     st_fn st;
 } ssd_run;
 
-/* The state block [dk, w] of slot x, head h, columns j0.. into S (rows bw apart), or back. */
-static void ssd_block_io(const ssd_run *r, float *S, int64_t x, int64_t h, int64_t j0, int64_t w, int store) {
-    const cg_ssd_step_prob *p = r->p;
-    for (int64_t i = 0; i < p->dk; i++) {
-        void *row = at4(&p->cache, x, h, i, j0);
-        if (store) r->st(row, p->cache.dt, S + i * r->bw, w);
-        else r->ld(S + i * r->bw, row, p->cache.dt, w);
-    }
-}
-
 static void ssd_task(void *arg, int64_t task, int tid) {
     (void)tid;
     const ssd_run *r = arg;
     const cg_ssd_step_prob *p = r->p;
     const int64_t blk = task % r->nblk, bh = task / r->nblk, b = bh / p->H, h = bh % p->H;
-    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk, bw = r->bw;
+    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk;
     const int64_t src = slot_of(&p->idx, b, 0, p->S), g = h / (p->H / p->G);
     if (src < 0) { /* padding: zeros (all-zero bits in every float dtype) */
         for (int64_t t = 0; t < p->T; t++) memset(at4(&p->o, b, t, h, j0), 0, (size_t)(w * cg__dt_bytes(p->o.dt)));
         return;
     }
-    float S[STEP_BUF], q[STEP_ROW], k[STEP_ROW], v[STEP_ROW], o[STEP_ROW];
-    ssd_block_io(r, S, src, h, j0, w, 0);
+    float Sb[STEP_BUF], q[STEP_ROW], k[STEP_ROW], v[STEP_ROW], o[STEP_ROW];
+    const int direct = p->cache.dt == CG_F32 && p->T == 1 && !p->dst.p;
+    int64_t bw;
+    float *S = block_open(&p->cache, r->ld, Sb, r->bw, src, h, j0, w, dk, direct, &bw);
     for (int64_t t = 0; t < p->T; t++) {
         const float a = expf(((const float *)p->la.p)[b * p->la.s[0] + t * p->la.s[1] + h * p->la.s[2]]);
         r->ld(q, at4(&p->q, b, t, g, 0), p->q.dt, dk);
@@ -104,7 +137,7 @@ static void ssd_task(void *arg, int64_t task, int tid) {
         }
         r->st(at4(&p->o, b, t, h, j0), p->o.dt, o, w);
         const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
-        if (dst >= 0) ssd_block_io(r, S, dst, h, j0, w, 1);
+        if (dst >= 0) block_store(&p->cache, r->st, S, bw, dst, h, j0, w, dk, direct);
     }
 }
 
@@ -119,25 +152,11 @@ cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_
                        STEP_BUF / 8);
     const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
     ssd_run r = {p, 0, 0, isa->ld_row, isa->st_row};
-    int64_t bmax = STEP_BUF / p->dk;
-    bmax = bmax > STEP_ROW ? STEP_ROW : bmax;
-    int64_t bw = p->dv < bmax ? p->dv : bmax;
-    /* fewer tasks than about two per thread: narrower column blocks (multiples of 16) */
     cg_pool *pool;
     int threads;
-    const double bytes = 2.0 * (double)(p->B * p->H) * (double)(p->dk * p->dv) * (double)cg__dt_bytes(p->cache.dt);
-    int64_t pin = 0;
-    cg_status st = step_threads(ctx, cfg, what, bytes, p->B * p->H * ((p->dv + 15) / 16), &pin, bmax, &pool, &threads);
+    cg_status st = cols_plan(ctx, cfg, what, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
     if (st) return st;
-    if (pin) bw = pin < p->dv ? pin : p->dv;
-    else if (threads > 1 && p->B * p->H < 2 * threads) {
-        int64_t split = (2 * threads + p->B * p->H - 1) / (p->B * p->H);
-        int64_t w = ((p->dv + split - 1) / split + 15) / 16 * 16;
-        if (w < bw) bw = w;
-    }
-    r.bw = bw;
-    r.nblk = (p->dv + bw - 1) / bw;
-    cg__dispatch_detail(ctx, " cpu ssd step block=%lld threads=%d", (long long)bw, threads);
+    r.nblk = (p->dv + r.bw - 1) / r.bw;
     cg__pool_run(pool, threads, p->B * p->H * r.nblk, ssd_task, &r);
     return CG_OK;
 }
@@ -227,5 +246,92 @@ cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const
     return CG_OK;
 }
 
+/* ------------------------------------------------------- gated delta rule
+ * As SSD's (a task per (b, h, block of dv columns), the block [dk, bw] on the stack), per
+ * token: p = S^T k (a pass reading the block), u = beta (v - exp(g) p), then one pass
+ * S = exp(g) S + k u^T, o += q S; q, k normalised (use_qk_l2norm) and q scaled first. */
+
+typedef struct gdr_run {
+    const cg_gdr_step_prob *p;
+    int64_t bw, nblk;
+    ld_fn ld;
+    st_fn st;
+} gdr_run;
+
+/* x[0, dk) times mul, divided by its norm sqrt(x.x + 1e-6) when l2 (gdr_fwd's L2 norm). */
+static void gdr_norm(float *x, int64_t dk, int l2, float mul) {
+    if (l2) {
+        float ss = 0.0f;
+        for (int64_t i = 0; i < dk; i++) ss += x[i] * x[i];
+        mul /= sqrtf(ss + 1e-6f);
+    }
+    for (int64_t i = 0; i < dk; i++) x[i] *= mul;
+}
+
+static void gdr_task(void *arg, int64_t task, int tid) {
+    (void)tid;
+    const gdr_run *r = arg;
+    const cg_gdr_step_prob *p = r->p;
+    const int64_t blk = task % r->nblk, bh = task / r->nblk, b = bh / p->H, h = bh % p->H;
+    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk;
+    const int64_t src = slot_of(&p->idx, b, 0, p->S), g = h / (p->H / p->G);
+    if (src < 0) { /* padding: zeros (all-zero bits in every float dtype) */
+        for (int64_t t = 0; t < p->T; t++) memset(at4(&p->o, b, t, h, j0), 0, (size_t)(w * cg__dt_bytes(p->o.dt)));
+        return;
+    }
+    float Sb[STEP_BUF], q[STEP_ROW], k[STEP_ROW], u[STEP_ROW], o[STEP_ROW];
+    const int direct = p->cache.dt == CG_F32 && p->T == 1 && !p->dst.p;
+    int64_t bw;
+    float *S = block_open(&p->cache, r->ld, Sb, r->bw, src, h, j0, w, dk, direct, &bw);
+    for (int64_t t = 0; t < p->T; t++) {
+        const float a = expf(((const float *)p->g.p)[b * p->g.s[0] + t * p->g.s[1] + h * p->g.s[2]]);
+        const float beta = cg__ld1(at4(&p->beta, b, t, h, 0), 0, p->beta.dt);
+        r->ld(q, at4(&p->q, b, t, g, 0), p->q.dt, dk);
+        r->ld(k, at4(&p->k, b, t, g, 0), p->k.dt, dk);
+        gdr_norm(q, dk, p->l2norm, (float)p->scale);
+        gdr_norm(k, dk, p->l2norm, 1.0f);
+        r->ld(u, at4(&p->v, b, t, h, j0), p->v.dt, w);
+        for (int64_t j = 0; j < w; j++) o[j] = 0.0f;
+        for (int64_t i = 0; i < dk; i++) { /* o as the accumulator of S^T k */
+            const float *restrict s = S + i * bw;
+            const float ki = k[i];
+            for (int64_t j = 0; j < w; j++) o[j] += ki * s[j];
+        }
+        for (int64_t j = 0; j < w; j++) u[j] = beta * (u[j] - a * o[j]), o[j] = 0.0f;
+        for (int64_t i = 0; i < dk; i++) {
+            float *restrict s = S + i * bw;
+            const float ki = k[i], qi = q[i];
+            for (int64_t j = 0; j < w; j++) {
+                s[j] = a * s[j] + ki * u[j];
+                o[j] += qi * s[j];
+            }
+        }
+        r->st(at4(&p->o, b, t, h, j0), p->o.dt, o, w);
+        const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
+        if (dst >= 0) block_store(&p->cache, r->st, S, bw, dst, h, j0, w, dk, direct);
+    }
+}
+
+cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)ex;
+    const char *what = "cpu gdr step";
+    if (p->dtype != CG_F32)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
+                       cg__dtype_name(p->dtype));
+    if (p->dk > STEP_ROW || p->dk * 8 > STEP_BUF)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)p->dk,
+                       STEP_BUF / 8);
+    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
+    gdr_run r = {p, 0, 0, isa->ld_row, isa->st_row};
+    cg_pool *pool;
+    int threads;
+    cg_status st = cols_plan(ctx, cfg, what, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
+    if (st) return st;
+    r.nblk = (p->dv + r.bw - 1) / r.bw;
+    cg__pool_run(pool, threads, p->B * p->H * r.nblk, gdr_task, &r);
+    return CG_OK;
+}
+
 CG_HOST_OP_ENTRY(cpu, ssd_step, cg_ssd_step_prob, cg__ssd_step_cpu)
 CG_HOST_OP_ENTRY(cpu, sscan_step, cg_sscan_step_prob, cg__sscan_step_cpu)
+CG_HOST_OP_ENTRY(cpu, gdr_step, cg_gdr_step_prob, cg__gdr_step_cpu)

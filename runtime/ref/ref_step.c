@@ -1,4 +1,4 @@
-/* ref_step.c -- float64 reference of the decode steps (issue #36): per batch entry, the
+/* ref_step.c -- float64 reference of the decode steps (issue #36: ssd, sscan, gdr): per batch entry, the
  * chunked ops' sequential recurrence over its T (L) tokens from the state of a cache slot.
  *
  * Entry b reads slot src = state_indices[b]; src = -1 (or any index outside the cache,
@@ -102,5 +102,69 @@ cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const
     return CG_OK;
 }
 
+/* q or k at (b, t, g) into x, L2-normalised over dk when the problem says so (gdr_fwd's). */
+static void gdr_load_qk(const cg_gdr_step_prob *p, const cg_view *v, int64_t b, int64_t t, int64_t g, double *x) {
+    double ss = 0;
+    for (int64_t i = 0; i < p->dk; i++) {
+        x[i] = cg__vload(v, b, t, g, i);
+        ss += x[i] * x[i];
+    }
+    if (!p->l2norm) return;
+    const double r = 1 / sqrt(ss + 1e-6);
+    for (int64_t i = 0; i < p->dk; i++) x[i] *= r;
+}
+
+/* The gated delta rule's step (ref_gdr.c's forward loop over a cache slot):
+ * S = exp(g) S; u = beta (v - S^T k); S += k u^T; o = S^T (scale q). */
+cg_status cg__gdr_step_ref(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)cfg;
+    (void)ex;
+    const int64_t dk = p->dk, dv = p->dv, hpg = p->H / p->G;
+    double *S = malloc((size_t)(dk * dv + 2 * dk + 2 * dv) * sizeof(double));
+    if (!S) return cg__err(ctx, CG_ENOMEM, "ref gdr step: out of memory for the state (dk=%lld, dv=%lld)",
+                           (long long)dk, (long long)dv);
+    double *q = S + dk * dv, *k = q + dk, *pv = k + dk, *u = pv + dv;
+    for (int64_t b = 0; b < p->B; b++) {
+        const int64_t src = slot_of(&p->idx, b, 0, p->S);
+        for (int64_t h = 0; h < p->H; h++) {
+            if (src < 0) { /* padding */
+                for (int64_t t = 0; t < p->T; t++)
+                    for (int64_t j = 0; j < dv; j++) cg__vstore(&p->o, b, t, h, j, 0.0);
+                continue;
+            }
+            const int64_t g = h / hpg;
+            for (int64_t i = 0; i < dk; i++)
+                for (int64_t j = 0; j < dv; j++) S[i * dv + j] = cg__vload(&p->cache, src, h, i, j);
+            for (int64_t t = 0; t < p->T; t++) {
+                gdr_load_qk(p, &p->q, b, t, g, q);
+                gdr_load_qk(p, &p->k, b, t, g, k);
+                const double a = exp(cg__vload(&p->g, b, t, h, 0)), beta = cg__vload(&p->beta, b, t, h, 0);
+                for (int64_t j = 0; j < dv; j++) pv[j] = 0;
+                for (int64_t i = 0; i < dk; i++)
+                    for (int64_t j = 0; j < dv; j++) {
+                        S[i * dv + j] *= a;
+                        pv[j] += k[i] * S[i * dv + j];
+                    }
+                for (int64_t j = 0; j < dv; j++) u[j] = beta * (cg__vload(&p->v, b, t, h, j) - pv[j]);
+                for (int64_t j = 0; j < dv; j++) {
+                    double acc = 0;
+                    for (int64_t i = 0; i < dk; i++) {
+                        S[i * dv + j] += k[i] * u[j];
+                        acc += q[i] * S[i * dv + j];
+                    }
+                    cg__vstore(&p->o, b, t, h, j, p->scale * acc);
+                }
+                const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
+                if (dst >= 0)
+                    for (int64_t i = 0; i < dk; i++)
+                        for (int64_t j = 0; j < dv; j++) cg__vstore(&p->cache, dst, h, i, j, S[i * dv + j]);
+            }
+        }
+    }
+    free(S);
+    return CG_OK;
+}
+
 CG_HOST_OP_ENTRY(ref, ssd_step, cg_ssd_step_prob, cg__ssd_step_ref)
 CG_HOST_OP_ENTRY(ref, sscan_step, cg_sscan_step_prob, cg__sscan_step_ref)
+CG_HOST_OP_ENTRY(ref, gdr_step, cg_gdr_step_prob, cg__gdr_step_ref)

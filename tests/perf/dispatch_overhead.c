@@ -1,7 +1,7 @@
 /* dispatch_overhead.c -- the host-side cost of a warm call (validation, config lookup,
  * plan lookup, launch arguments) on a tiny shape (SSD T = 1, dk = dv = 8; selective scan
- * L = 1, D = 8, N = 8), per call, and the Lua calls a warm call makes (cg__gen_stats:
- * must be 0). Paths: the CPU backend (host pointers; the tiny op's arithmetic is part
+ * L = 1, D = 8, N = 8; the decode steps on the same, issue #36), per call, and the Lua
+ * calls a warm call makes (cg__gen_stats: must be 0). Paths: the CPU backend (host pointers; the tiny op's arithmetic is part
  * of it), the emulator's launch path (the launcher of generated kernels with the SIMT
  * emulator as executor: includes running the tiny kernel on the CPU), and, when
  * CHUNKGEN_LIBCUDA names the mock driver of tests/cuda_mock, the CUDA launch path
@@ -63,7 +63,7 @@ typedef struct result {
 static void measure(cg_context *ctx, cg_op op, const void *args, const cg_exec *ex, int n, result *r) {
     cg_status st = CG_OK;
     for (int i = 0; i < 10 && st == CG_OK; i++)
-        st = op == CG_OP_SSD_FWD ? cg_ssd_fwd(ctx, args, ex) : cg_sscan_fwd(ctx, args, ex);
+        st = cg_run(ctx, op, args, ex);
     r->st = st;
     if (st != CG_OK) {
         snprintf(r->msg, sizeof r->msg, "%s", cg_errmsg(ctx));
@@ -74,13 +74,57 @@ static void measure(cg_context *ctx, cg_op op, const void *args, const cg_exec *
     double best = 1e30;
     for (int b = 0; b < 5; b++) {
         double t0 = now_us();
-        for (int i = 0; i < n; i++) (void)(op == CG_OP_SSD_FWD ? cg_ssd_fwd(ctx, args, ex) : cg_sscan_fwd(ctx, args, ex));
+        for (int i = 0; i < n; i++) (void)cg_run(ctx, op, args, ex);
         double per = (now_us() - t0) / n;
         if (per < best) best = per;
     }
     cg__gen_stats(ctx, &g1);
     r->us_per_call = best;
     r->lua_calls_per_call = (double)(g1.resolves - g0.resolves + g1.spaces - g0.spaces) / (5.0 * n);
+}
+
+/* The decode steps (issue #36) on the same tiny shapes, one token, a cache of 2 slots, entry
+ * 0 reading slot 1: ssd_step and gdr_step (dk = dv = 8), sscan_step (D = N = 8). gdr_step
+ * has no generated kernel: the cpu path only. */
+static void run_steps(cg_context *ctx, cg_backend be, const char *path, int n, result *out, int *nout) {
+    bufs b = {.cuda = be == CG_BACKEND_CUDA};
+    cg_exec ex = CG_EXEC_INIT;
+    ex.backend = be;
+    const int64_t qk[4] = {1, 1, 1, 8}, g[3] = {1, 1, 1}, cache[4] = {2, 1, 8, 8}, one[1] = {1};
+    int32_t host_idx = 1;
+    void *idx = &host_idx;
+    if (b.cuda && (cg__kexec_cuda.alloc(ctx, sizeof host_idx, &idx) != CG_OK ||
+                   cg__kexec_cuda.copy(ctx, idx, &host_idx, sizeof host_idx, 0, NULL) != CG_OK))
+        idx = NULL;
+    const cg_tensor slots = cg_tensor_contiguous(idx, CG_I32, 1, one);
+    cg_ssd_step_args d = CG_SSD_STEP_ARGS_INIT;
+    d.q = tens(ctx, &b, 4, qk), d.k = tens(ctx, &b, 4, qk), d.v = tens(ctx, &b, 4, qk);
+    d.log_alpha = tens(ctx, &b, 3, g), d.cache = tens(ctx, &b, 4, cache), d.o = tens(ctx, &b, 4, qk);
+    d.state_indices = slots;
+    result *r = &out[(*nout)++];
+    r->path = path, r->op = "ssd_step";
+    measure(ctx, CG_OP_SSD_STEP, &d, &ex, n, r);
+    bufs_free(ctx, &b);
+    if (be == CG_BACKEND_CPU) {
+        cg_gdr_step_args a = CG_GDR_STEP_ARGS_INIT;
+        a.q = tens(ctx, &b, 4, qk), a.k = tens(ctx, &b, 4, qk), a.v = tens(ctx, &b, 4, qk);
+        a.g = tens(ctx, &b, 3, g), a.beta = tens(ctx, &b, 3, g), a.cache = tens(ctx, &b, 4, cache);
+        a.o = tens(ctx, &b, 4, qk), a.state_indices = slots;
+        r = &out[(*nout)++];
+        r->path = path, r->op = "gdr_step";
+        measure(ctx, CG_OP_GDR_STEP, &a, &ex, n, r);
+        bufs_free(ctx, &b);
+    }
+    const int64_t bld[3] = {1, 1, 8}, dn[2] = {8, 8}, sc[3] = {2, 8, 8};
+    cg_sscan_step_args s = CG_SSCAN_STEP_ARGS_INIT;
+    s.x = tens(ctx, &b, 3, bld), s.delta = tens(ctx, &b, 3, bld), s.A = tens(ctx, &b, 2, dn);
+    s.B = tens(ctx, &b, 3, bld), s.C = tens(ctx, &b, 3, bld), s.cache = tens(ctx, &b, 3, sc), s.y = tens(ctx, &b, 3, bld);
+    s.state_indices = slots;
+    r = &out[(*nout)++];
+    r->path = path, r->op = "sscan_step";
+    measure(ctx, CG_OP_SSCAN_STEP, &s, &ex, n, r);
+    bufs_free(ctx, &b);
+    if (b.cuda && idx) cg__kexec_cuda.free(ctx, idx);
 }
 
 static void run_path(cg_context *ctx, cg_backend be, const char *path, int n, result *out, int *nout) {
@@ -115,6 +159,7 @@ static void run_path(cg_context *ctx, cg_backend be, const char *path, int n, re
     r->op = "sscan_fwd";
     measure(ctx, CG_OP_SSCAN_FWD, &s, &ex, n, r);
     bufs_free(ctx, &b);
+    run_steps(ctx, be, path, n, out, nout);
 }
 
 int main(int argc, char **argv) {
@@ -133,7 +178,7 @@ int main(int argc, char **argv) {
     cg_context *ctx;
     if (cg_context_create(&ctx) != CG_OK) return 1;
     cg_context_set_tune_on_miss(ctx, 0);
-    result res[8];
+    result res[24];
     int nr = 0;
     if (!only || !strcmp(only, "cpu")) run_path(ctx, CG_BACKEND_CPU, "cpu", n, res, &nr);
     if (!only || !strcmp(only, "emulate"))
@@ -142,7 +187,7 @@ int main(int argc, char **argv) {
     if ((!only || !strcmp(only, "cuda")) && mock && strstr(mock, "mock")) run_path(ctx, CG_BACKEND_CUDA, "cuda, mock driver (host cost only)", n, res, &nr);
     FILE *f = json ? fopen(json, "w") : NULL;
     if (f) fprintf(f, "{\"kind\": \"chunkgen-dispatch-overhead\", \"chunkgen\": \"%s\", \"shape\": \"ssd T=1 dk=dv=8; "
-                      "sscan L=1 D=8 N=8\", \"results\": [", cg_version());
+                      "sscan L=1 D=8 N=8; steps: one token, dk=dv=8 / D=N=8, 2 slots\", \"results\": [", cg_version());
     for (int i = 0; i < nr; i++) {
         const result *r = &res[i];
         if (r->st != CG_OK) printf("%-38s %-9s failed: %s\n", r->path, r->op, r->msg);
