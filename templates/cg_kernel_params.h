@@ -75,4 +75,21 @@ typedef struct cg_ssd_bwd_params {
     CG_VARLEN_ARGS                         /* varlen: h0, dhT, dh0 [nseq, h, i, j] */
 } cg_ssd_bwd_params;
 
+/* Gated delta rule forward (templates/gdr_fwd.cu). Logical orders, as in runtime/internal.h:
+ *   q, k [b, t, g, i]; v, o [b, t, h, j]; g, beta [b, t, h] (s2 unused); h0, hT [b, h, i, j].
+ * Workspace (generator/kernels/gdr_fwd.lua), per chunk slot of each (b, h), slot-major
+ * within (b, h): gc [C] the chunk-local cumsum of g, rs [C][2] 1/|q_r| and 1/|k_r| (1
+ * without the L2 norm), w [C][dk], u [C][dv] (U, then Vn), hs [dk][dv] the state entering
+ * the chunk. Read-only tensors are q, k, v, g, beta, h0. */
+typedef struct cg_gdr_fwd_params {
+    cg_ktensor q, k, v, g, beta, h0; /* inputs; h0.p NULL: zero initial state */
+    cg_ktensor o, hT;                /* outputs; hT.p NULL: not wanted */
+    float *gc, *rs, *w, *u, *hs;     /* workspace */
+    cg_i64 B, T, G, H;
+    double scale;                    /* resolved (never 0) */
+    cg_i64 nslot;                    /* chunk slots per (b, h): ceil(T / chunk) (+ nseq varlen) */
+    cg_i64 ndvt;                     /* dv tiles, ceil(dv / block_dv) */
+    CG_VARLEN_ARGS                   /* varlen: h0, hT [nseq, h, i, j] */
+} cg_gdr_fwd_params;
+
 #endif /* CG_KERNEL_PARAMS_H */
