@@ -36,7 +36,7 @@ local function ndvt(p, shape) return ceil_div(shape.dv, bv(p, shape)) end
 
 -- Shared memory of each launch, bytes (the template's PREP_FLOATS, STATE_FLOATS, OUT_FLOATS).
 local function smem_prep(p) return 4 * (2 * p.chunk * p.chunk + 5 * p.chunk) end
-local function smem_state(p, shape) return 4 * ((shape.dk + p.chunk) * p.block_dv + 2 * p.chunk) end
+local function smem_state(p, shape) return 4 * ((shape.dk + p.chunk) * p.block_dv + 3 * p.chunk) end
 local function smem_out(p) return 4 * (p.chunk * p.chunk + 3 * p.chunk) end
 
 local function common_valid(p, shape, dev)
