@@ -287,6 +287,7 @@ CG_TEST(cuda_cubin_entries_and_params) {
         {"sscan_fwd", sizeof(cg_sscan_fwd_params), 1},
         {"sscan_bwd", sizeof(cg_sscan_bwd_params), 1},
         {"gdr_fwd", sizeof(cg_gdr_fwd_params), 0},
+        {"gdr_bwd", sizeof(cg_gdr_bwd_params), 0},
     };
     cg_context *ctx;
     CG_CHECK_OK(NULL, cg_context_create(&ctx));

@@ -152,7 +152,9 @@ static void run_default(cg_op op) {
 }
 
 CG_TEST(gdr_gen_emu_default) { run_default(CG_OP_GDR_FWD); }
+CG_TEST(gdr_gen_emu_bwd_default) { run_default(CG_OP_GDR_BWD); }
 CG_TEST(gdr_gen_emu_fwd_space) { run_space(CG_OP_GDR_FWD); }
+CG_TEST(gdr_gen_emu_bwd_space) { run_space(CG_OP_GDR_BWD); }
 
 /* A config outside the space is refused by name; one the constraints refuse says why. */
 CG_TEST(gdr_gen_refusals) {

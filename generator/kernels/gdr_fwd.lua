@@ -153,5 +153,5 @@ return {
   defines = defines,
   -- for gdr_bwd.lua
   lib = { ceil_div = ceil_div, varlen = varlen, nslot = nslot, rows = rows, bv = bv, ndvt = ndvt,
-          common_valid = common_valid },
+          common_valid = common_valid, smem_prep = smem_prep, smem_state = smem_state },
 }
