@@ -5,8 +5,12 @@
  * and off, beta near 2; every config of the space on a rotating case (gdr_gen_emu_space,
  * label sweep), the default config on every case in float32, bfloat16 and float16
  * (gdr_gen_emu_default). NVRTC compiles every config for sm_80 and sm_90 in
- * test_gen_nvrtc.c (the all-configs sweep covers every kernel of generator/kernels/). */
+ * test_gen_nvrtc.c (the all-configs sweep covers every kernel of generator/kernels/, in
+ * float32 without varlen); gdr_gen_nvrtc_half_smN the variants it does not render: the
+ * sampled configs varlen with the L2 norm, in bf16 and f16 in turn (label sweep). */
 #include "test_dtype_lib.h"
+#include "nvrtc_testlib.h"
+#include "sweep_sample.h"
 
 #include <math.h>
 #include <string.h>
@@ -170,3 +174,41 @@ CG_TEST(gdr_gen_refusals) {
     cg_tbuf_free(&cu);
     cg_context_free(ctx);
 }
+
+/* The sweep's sample of the configs of both kernels (every one under
+ * CHUNKGEN_TEST_SWEEP=full), varlen with the L2 norm, bf16 and f16 in turn, through NVRTC
+ * for sm_arch: no spills. */
+static void nvrtc_variants(int arch) {
+    cg_test_nvrtc nv;
+    if (!cg_test_nvrtc_begin(&nv, arch)) return;
+    static const char *const kernels[] = {"gdr_fwd", "gdr_bwd"};
+    int k = 0;
+    for (int o = 0; o < 2; o++) {
+        cg_kshape ks = {.B = 1, .T = 4096, .G = 4, .H = 8, .dk = 128, .dv = 128, .nseq = 3};
+        ks.flags = CG_KS_L2NORM | CG_KS_H0 | (o ? CG_KS_DHT : CG_KS_HT);
+        cg_cfg *space = NULL;
+        int n = 0;
+        CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernels[o], &ks, &nv.dev, &space, &n));
+        CG_CHECK(n > 0, "%s: no config", kernels[o]);
+        cg_sweep_sel sel;
+        cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* every config under CHUNKGEN_TEST_SWEEP=full */
+        for (int q = 0; q < n; q++) {
+            if (!cg_sweep_keeps(&sel, q)) continue;
+            k++;
+            const char *dt = k % 2 ? "f16" : "bf16";
+            snprintf(ks.dtypes, sizeof ks.dtypes,
+                     o ? "q=%s k=%s v=%s beta=%s dout=%s dq=%s dk=%s dv=%s dbeta=%s" : "q=%s k=%s v=%s beta=%s o=%s%.0s%.0s%.0s%.0s",
+                     dt, dt, dt, dt, dt, dt, dt, dt, dt);
+            cg_plan p;
+            if (!cg_test_nvrtc_plan(&nv, kernels[o], &ks, &space[q], &p)) continue;
+            CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") && strstr(p.source, "#define CG_L2NORM 1\n"),
+                     "%s: varlen and l2norm defines", p.name);
+            cg_test_nvrtc_nospill(&nv, &p);
+        }
+        cg_sweep_sel_free(&sel);
+        free(space);
+    }
+    cg_test_nvrtc_end(&nv, "gdr varlen l2norm 16-bit", "");
+}
+CG_TEST(gdr_gen_nvrtc_half_sm80) { nvrtc_variants(80); }
+CG_TEST(gdr_gen_nvrtc_half_sm90) { nvrtc_variants(90); }
