@@ -70,6 +70,7 @@ template <class T> __device__ __forceinline__ float ld3(const cg_ktensor &t, i64
 template <class T> __device__ __forceinline__ float rnorm(const cg_ktensor &t, i64 b, i64 s, i64 hd) {
     if (!L2) return 1.f;
     float a = 0.f;
+    #pragma unroll 4
     for (int x = 0; x < DK; ++x) {
         const float v = ld4<T>(t, b, s, hd, x);
         a += v * v;
@@ -185,6 +186,7 @@ template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i
         const int r = e / C, j = e % C;
         float v = 0.f, d = 0.f;
         if (r < len && j < r) {
+            #pragma unroll 4
             for (int x = 0; x < DK; ++x) d += ld4<TK>(p.k, w.b, ch.t0 + r, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
             d *= sRk[r] * sRk[j];
             v = sB[r] * d * expf(sG[r] - sG[j]);
@@ -195,6 +197,7 @@ template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i
         if (pm) {
             float q = 0.f;
             if (r < len && j <= r) {
+                #pragma unroll 4
                 for (int x = 0; x < DK; ++x) q += ld4<TQ>(p.q, w.b, ch.t0 + r, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
                 q *= sRq[r] * sRk[j] * expf(sG[r] - sG[j]);
             }
@@ -260,6 +263,7 @@ template <class P> __device__ __forceinline__ void states_fwd(const P &p, float 
                 const float *wr = p.w + (base * C + r) * DK;
                 float *ur = p.u + (base * C + r) * DV;
                 v = ur[j];
+                #pragma unroll 4
                 for (int i = 0; i < DK; ++i) v -= wr[i] * sS[i * BV + c];
                 ur[j] = v;
             }

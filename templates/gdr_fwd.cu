@@ -86,6 +86,7 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
         float v = 0.f;
         if (i < len && j <= i) {
             float d = 0.f;
+            #pragma unroll 4
             for (int x = 0; x < DK; ++x) d += ld4<TQ>(p.q, w.b, ch.t0 + i, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
             v = d * sRq[i] * sRk[j] * expf(sG[i] - sG[j]);
         }
@@ -100,6 +101,7 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
         const i64 j = j0 + c;
         if (r >= len || j >= DV) continue;
         float a = 0.f;
+        #pragma unroll 4
         for (int i = 0; i < DK; ++i) a += ld4<TQ>(p.q, w.b, ch.t0 + r, w.qh, i) * hs[i * DV + j];
         a *= expf(sG[r]) * sRq[r];
         for (int m = 0; m <= r; ++m) a += sP[r * C + m] * vn[m * DV + j];
