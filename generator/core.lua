@@ -63,7 +63,9 @@ Each file returns a table:
                                          -- pointer and four 64-bit strides, NULL when
                                          -- absent), a workspace region (a pointer), a
                                          -- shape symbol of the op (B, T, G, H, dk, dv, L,
-                                         -- D, N; int64) or an integer (int64). The C side
+                                         -- D, N; int64), an integer (int64) or a real
+                                         -- scalar of the op by name ({real = "scale"}: its
+                                         -- validated value, a double). The C side
                                          -- copies them without knowing what they mean.
     half     = {"x", "delta", ...},      -- optional (kernels): the op's tensors this
                                          -- kernel takes as bf16 or f16 (#15); a shape
@@ -117,7 +119,7 @@ local GRID_MAX = { 2147483647, 65535, 65535 }
 local MAX_LAUNCH = 4
 local MAX_REGIONS = 12  -- CG_PLAN_MAX_REGIONS of runtime/gen.h
 local MAX_ARGS = 64     -- CG_PLAN_MAX_ARGS
-local ARG_KINDS = { tensor = "word", ws = "word", sym = "word", int = "integer", cu = "word" }
+local ARG_KINDS = { tensor = "word", ws = "word", sym = "word", int = "integer", cu = "word", real = "word" }
 
 local function fail(code, fmt, ...)
     return nil, code, string.format(fmt, ...)
@@ -539,7 +541,7 @@ local function check_args(d, regions, args)
         end
         if not kind then
             error(string.format("%s: argument %d must be one of {tensor = name}, {ws = region}, {sym = symbol}, "
-                .. "{int = integer}, {cu = \"cu_seqlens\"}", where, i), 0)
+                .. "{int = integer}, {cu = \"cu_seqlens\"}, {real = name}", where, i), 0)
         end
         if (ARG_KINDS[kind] == "word" and not is_word(val)) or (kind == "int" and not is_int(val)) then
             error(string.format("%s: argument %d: %s = %s", where, i, kind, tostring(val)), 0)

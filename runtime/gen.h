@@ -36,6 +36,7 @@ typedef struct cg_kshape {
 #define CG_KS_GROUPED 128
 #define CG_KS_BWD 256     /* the backward is meant (CPU spaces cover both directions) */
 #define CG_KS_SEQ_MAJOR 512 /* sscan: x/delta/z sequence-contiguous in memory ([B, D, L], mamba's) */
+#define CG_KS_L2NORM 1024   /* gdr: use_qk_l2norm (q and k L2-normalised inside the op) */
 /* The shape flags, in bit order, with the one name of each: the field of Lua's shape
  * table and the `chunkgen gen --flags` word (the table is in runtime/ops.c; which tensor
  * or scalar of an op sets a flag is the op table's kflag column). */
@@ -104,7 +105,9 @@ typedef struct cg_region {
  * workspace region, a shape symbol or an integer. The launcher packs them; it does not
  * know what they mean. */
 #define CG_PLAN_MAX_ARGS 64
-typedef enum cg_karg_kind { CG_KARG_TENSOR, CG_KARG_WS, CG_KARG_SYM, CG_KARG_INT, CG_KARG_CU } cg_karg_kind;
+typedef enum cg_karg_kind { CG_KARG_TENSOR, CG_KARG_WS, CG_KARG_SYM, CG_KARG_INT, CG_KARG_CU, CG_KARG_REAL } cg_karg_kind;
+/* CG_KARG_REAL: a real scalar of the op (cg_real_desc, by name: gdr's "scale"), its
+ * validated value in the problem, packed as a double (one 8-byte slot). */
 /* CG_KARG_CU: the op's cu_seqlens (docs/varlen.md) as three slots, cg_kcu of
  * templates/cg_kernel_params.h: pointer (NULL when absent), stride, 1 when int64. */
 typedef struct cg_karg {

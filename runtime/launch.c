@@ -100,6 +100,10 @@ static cg_status bind_args(cg_context *ctx, const cg_op_desc *d, plan_entry *e) 
         }
         case CG_KARG_INT: k = 0; break;
         case CG_KARG_CU: k = !strcmp(a->name, "cu_seqlens") && d->varlen ? 0 : -1; break;
+        case CG_KARG_REAL:
+            for (int r = 0; r < d->nreal && k < 0; r++)
+                if (!strcmp(d->real[r].name, a->name)) k = r;
+            break;
         }
         if (k < 0)
             return cg__err(ctx, CG_ELUA, "generator: kernel %s: argument %d names '%s', which op %s does not have",
@@ -306,6 +310,12 @@ static void pack_args(const plan_entry *e, const cg_op_desc *d, const void *prob
             cg_kcu c = {cu, v->s[0], v->dt == CG_I64};
             memcpy(buf + k, &c, sizeof c);
             k += sizeof c / sizeof *buf;
+            break;
+        }
+        case CG_KARG_REAL: {
+            double v;
+            memcpy(&v, (const char *)prob + d->real[x].prob_off, sizeof v);
+            memcpy(buf + k++, &v, sizeof v);
             break;
         }
         }

@@ -511,12 +511,12 @@ cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *sha
     out->narg = (int)lua_rawlen(L, -1);
     CG_ASSERT(out->narg >= 1 && out->narg <= CG_PLAN_MAX_ARGS);
     for (int i = 0; i < out->narg; i++) {
-        static const char *const kinds[] = {"tensor", "ws", "sym", "int", "cu"};
+        static const char *const kinds[] = {"tensor", "ws", "sym", "int", "cu", "real"};
         cg_karg *a = &out->arg[i];
         lua_rawgeti(L, -1, i + 1);
         lua_getfield(L, -1, "kind");
         const char *k = lua_tostring(L, -1);
-        for (int j = 0; j < 5; j++)
+        for (int j = 0; j < 6; j++)
             if (k && !strcmp(k, kinds[j])) a->kind = (cg_karg_kind)j;
         lua_pop(L, 1);
         lua_getfield(L, -1, "name");

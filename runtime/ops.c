@@ -156,10 +156,10 @@ static const cg_tdesc k_gdr_bwd[] = {
 };
 
 static const cg_scalar_desc k_gdr_fwd_scalars[] = {
-    {"use_qk_l2norm", offsetof(cg_gdr_fwd_args, use_qk_l2norm), offsetof(cg_gdr_prob, l2norm), 0},
+    {"use_qk_l2norm", offsetof(cg_gdr_fwd_args, use_qk_l2norm), offsetof(cg_gdr_prob, l2norm), CG_KS_L2NORM},
 };
 static const cg_scalar_desc k_gdr_bwd_scalars[] = {
-    {"use_qk_l2norm", offsetof(cg_gdr_bwd_args, use_qk_l2norm), offsetof(cg_gdr_prob, l2norm), 0},
+    {"use_qk_l2norm", offsetof(cg_gdr_bwd_args, use_qk_l2norm), offsetof(cg_gdr_prob, l2norm), CG_KS_L2NORM},
 };
 /* scale: 0 is fla's default, dk^-1/2 */
 static double gdr_scale_default(const int64_t dim[CG_SYM_COUNT]) { return 1.0 / sqrt((double)dim[CG_SYM_DK]); }
@@ -552,6 +552,7 @@ const cg_kflag_desc cg__kflags[] = {
     {CG_KS_GROUPED, "grouped", NULL},
     {CG_KS_BWD, "bwd", "the backward, for the CPU spaces"},
     {CG_KS_SEQ_MAJOR, "seq_major", "sscan: [B, D, L] memory"},
+    {CG_KS_L2NORM, "l2norm", "gdr: use_qk_l2norm"},
 };
 const int cg__nkflags = COUNT(cg__kflags);
 

@@ -75,6 +75,42 @@ typedef struct cg_ssd_bwd_params {
     CG_VARLEN_ARGS                         /* varlen: h0, dhT, dh0 [nseq, h, i, j] */
 } cg_ssd_bwd_params;
 
+/* Gated delta rule forward (templates/gdr_fwd.cu). Logical orders, as in runtime/internal.h:
+ *   q, k [b, t, g, i]; v, o [b, t, h, j]; g, beta [b, t, h] (s2 unused); h0, hT [b, h, i, j].
+ * Workspace (generator/kernels/gdr_fwd.lua), per chunk slot of each (b, h), slot-major
+ * within (b, h): gc [C] the chunk-local cumsum of g, rs [C][2] 1/|q_r| and 1/|k_r| (1
+ * without the L2 norm), w [C][dk], u [C][dv] (U, then Vn), hs [dk][dv] the state entering
+ * the chunk. Read-only tensors are q, k, v, g, beta, h0. */
+typedef struct cg_gdr_fwd_params {
+    cg_ktensor q, k, v, g, beta, h0; /* inputs; h0.p NULL: zero initial state */
+    cg_ktensor o, hT;                /* outputs; hT.p NULL: not wanted */
+    float *gc, *rs, *w, *u, *hs;     /* workspace */
+    cg_i64 B, T, G, H;
+    double scale;                    /* resolved (never 0) */
+    cg_i64 nslot;                    /* chunk slots per (b, h): ceil(T / chunk) (+ nseq varlen) */
+    cg_i64 ndvt;                     /* dv tiles, ceil(dv / block_dv) */
+    CG_VARLEN_ARGS                   /* varlen: h0, hT [nseq, h, i, j] */
+} cg_gdr_fwd_params;
+
+/* Gated delta rule backward (templates/gdr_bwd.cu). Logical orders as for the forward, and
+ *   dout, dv [b, t, h, j]; dq, dk [b, t, g, i] (summed over the group's value heads);
+ *   dg, dbeta [b, t, h]; dhT, dh0 [b, h, i, j].
+ * Workspace (generator/kernels/gdr_bwd.lua), per chunk slot of each (b, h) as the
+ * forward's gc, rs, w (W, then dW), u (U, then Vn), hs, and am [C][C] A = (I + L)^-1,
+ * kk [C][C] kn_i . kn_j, pm [C][C] (qn_i . kn_j) exp(G_i - G_j) (j <= i), dhs [dk][dv] the
+ * state gradient at the chunk's end, dvn [C][dv], dqp, dkp [C][dk] the gradients of the
+ * normalised q and k of this value head (summed over the group by the last launch).
+ * Read-only tensors are q, k, v, g, beta, h0, dout, dhT. */
+typedef struct cg_gdr_bwd_params {
+    cg_ktensor q, k, v, g, beta, h0, dout, dhT; /* inputs; h0.p, dhT.p NULL: zero */
+    cg_ktensor dq, dk, dv, dg, dbeta, dh0;      /* outputs; dh0.p NULL: not wanted */
+    float *gc, *rs, *w, *u, *hs, *am, *kk, *pm, *dhs, *dvn, *dqp, *dkp; /* workspace */
+    cg_i64 B, T, G, H;
+    double scale;
+    cg_i64 nslot, ndvt;
+    CG_VARLEN_ARGS /* varlen: h0, dhT, dh0 [nseq, h, i, j] */
+} cg_gdr_bwd_params;
+
 /* SSD decode step (templates/ssd_step.cu, issue #36). Logical orders: q, k [b, t, g, i];
  * v, o [b, t, h, j]; la [b, t, h]; cache [slot, h, i, j]; the slot indices idx [b] and dst
  * [b, t] (dst.p NULL: absent) are int32, or int64 when their s3 is 1 (runtime/launch.c:

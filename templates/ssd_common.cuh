@@ -424,59 +424,12 @@ __device__ __forceinline__ int chunk_len(i64 T, i64 ci) {
 }
 
 #ifdef CG_VARLEN
-// ------------------------------------------------------- varlen chunk slots
-// A varlen call (docs/varlen.md): B = 1 and nseq sequences packed along T, cu_seqlens
-// read here on the device (clamped: cgvl::cu_at), so no host read of the offsets. Chunks
-// start at every sequence start (none straddles one) and are numbered by slots: chunk
-// k of sequence n (tokens [start_n + k CHUNK, ...) of [start_n, end_n)) is slot
-//   slot_base(n) + k,   slot_base(n) = floor(start_n / CHUNK) + n.
-// The slots are distinct and in sequence order (slot_base(n) + ceil(len_n / CHUNK) <=
-// slot_base(n + 1)) and all below ceil(T / CHUNK) + nseq, a bound known on the host (the
-// plan's grid and workspace); for any clamped offsets too, every slot a sequence's chunks
-// get stays below it. A CTA finds its chunk from its slot alone by a binary search over
-// cu (slot_chunk), so no table and no extra launch; unused slots (about nseq of them)
-// have length 0 and exit at once.
-template <int CHUNK> __device__ __forceinline__ i64 slot_base(const cg_kcu &cu, i64 n, i64 T) {
-    return cgvl::cu_at(cu, n, T) / CHUNK + n;
-}
-
-// Sequence n's chunk count and first slot.
-struct VSeq {
-    i64 start, end, base, nch;
-};
-template <int CHUNK> __device__ __forceinline__ VSeq seq_chunks(const cg_kcu &cu, i64 n, i64 T) {
-    VSeq s;
-    cgvl::seq_range(cu, n, T, &s.start, &s.end);
-    s.base = s.start / CHUNK + n;
-    s.nch = (s.end - s.start + CHUNK - 1) / CHUNK;
-    return s;
-}
-
-// The chunk of slot: its sequence n, first token t0, length len (0: an unused slot, the
-// rest then meaningless) and the sequence's last slot. Tokens [t0, t0 + len) lie inside
-// [0, T) and slot <= last < ceil(T / CHUNK) + nseq whatever the offsets.
-struct VChunk {
-    i64 n, t0, last;
-    int len;
-};
-template <int CHUNK> __device__ __forceinline__ VChunk slot_chunk(const cg_kcu &cu, i64 nseq, i64 T, i64 slot) {
-    i64 lo = 0, hi = nseq; // the first n with slot_base(n) > slot (slot_base(lo - 1) <= slot)
-    while (lo < hi) {
-        const i64 m = (lo + hi) >> 1;
-        if (slot_base<CHUNK>(cu, m, T) <= slot) lo = m + 1;
-        else hi = m;
-    }
-    VChunk v = {lo - 1, 0, 0, 0};
-    if (v.n < 0) return v;
-    const VSeq s = seq_chunks<CHUNK>(cu, v.n, T);
-    const i64 t0 = s.start + (slot - s.base) * CHUNK;
-    if (t0 < s.end) {
-        v.t0 = t0;
-        v.last = s.base + s.nch - 1;
-        v.len = s.end - t0 < CHUNK ? (int)(s.end - t0) : CHUNK;
-    }
-    return v;
-}
+// The varlen chunk slots (cg_varlen.cuh, shared with the gated delta rule's kernels).
+using cgvl::seq_chunks;
+using cgvl::slot_base;
+using cgvl::slot_chunk;
+using cgvl::VChunk;
+using cgvl::VSeq;
 #endif
 
 // The tokens [*t0, *t0 + return) of chunk ci of p (the forward's or the backward's

@@ -286,6 +286,8 @@ CG_TEST(cuda_cubin_entries_and_params) {
         {"ssd_bwd", sizeof(cg_ssd_bwd_params), 0},
         {"sscan_fwd", sizeof(cg_sscan_fwd_params), 1},
         {"sscan_bwd", sizeof(cg_sscan_bwd_params), 1},
+        {"gdr_fwd", sizeof(cg_gdr_fwd_params), 0},
+        {"gdr_bwd", sizeof(cg_gdr_bwd_params), 0},
         {"ssd_step", sizeof(cg_ssd_step_params), 0},
         {"sscan_step", sizeof(cg_sscan_step_params), 1},
     };

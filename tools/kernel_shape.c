@@ -19,6 +19,7 @@ static const struct {
     {"grouped", "", "sscan: B and C carry G"},
     {"bwd", "", "the backward, for the CPU spaces"},
     {"seq_major", "", "sscan: [B, D, L] memory; no longer taken: not part of a shape"},
+    {"l2norm", "use_qk_l2norm", "gdr: use_qk_l2norm"},
 };
 enum { NFLAGS = sizeof k_flags / sizeof k_flags[0] };
 

@@ -1,0 +1,97 @@
+-- gdr_bwd.lua -- the gated-delta-rule backward (templates/gdr_bwd.cu): its parameter
+-- space, constraints, default and launch geometry (MATH_GDN.md section 3), float32 math.
+-- Four launches:
+--   prep    per (b, value head, chunk slot): as the forward's (gdr_common.cuh), also
+--           storing A, the key Gram matrix and the gated query-key matrix;
+--   state   per (sequence, value head, dv tile): the forward pass of the states (the
+--           entering states, Vn), then the reverse pass from dhT: the state gradient at
+--           each chunk's end, dVn; dh0;
+--   grads   per (b, value head, chunk slot): dq, dk of the normalised q, k (to the
+--           workspace), dv, dbeta, dg (the WY backward and the chunk-local reverse cumsum);
+--   reduce  per (b, q/k head, chunk slot): dq, dk summed over the group's value heads in
+--           order, through the L2 norm's backward.
+-- The space, workspace layout and constraints are the forward's (gdr_fwd.lua `lib`) plus
+-- the grads pass's shared memory.
+
+local fwd = require("kernels.gdr_fwd")
+local lib = fwd.lib
+
+local smem_prep, smem_state = lib.smem_prep, lib.smem_state
+-- grads: A, dP / dAmat / dLg, T1, dL [C][C]; 8 per-row columns; NT partial sums.
+local function smem_grads(p) return 4 * (4 * p.chunk * p.chunk + 8 * p.chunk + 32 * p.warps) end
+
+local function valid(p, shape, dev)
+  local ok, why = fwd.valid(p, shape, dev)
+  if not ok then return false, why end
+  local s = smem_grads(p)
+  if s > dev.smem_per_block then
+    return false, string.format("grads pass needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
+  end
+  return true
+end
+
+local function default(shape, dev)
+  for _, c in ipairs({ { 64, 32, 4 }, { 32, 32, 4 }, { 64, 16, 4 }, { 32, 16, 4 }, { 16, 16, 4 }, { 16, 16, 2 },
+                       { 16, 16, 1 } }) do
+    local p = { chunk = c[1], block_dv = c[2], warps = c[3] }
+    if valid(p, shape, dev) then return p end
+  end
+  return { chunk = 32, block_dv = 32, warps = 4 }
+end
+
+-- cg_gdr_bwd_params (templates/cg_kernel_params.h), in order.
+local TENSORS = { "q", "k", "v", "g", "beta", "h0", "dout", "dhT", "dq", "dk", "dv", "dg", "dbeta", "dh0" }
+
+local function workspace(p, shape)
+  local n = shape.B * shape.H * lib.nslot(p, shape)
+  local C, dk, dv = p.chunk, shape.dk, shape.dv
+  return {
+    { "gc", 4 * n * C }, { "rs", 4 * n * C * 2 }, { "w", 4 * n * C * dk }, { "u", 4 * n * C * dv },
+    { "hs", 4 * n * dk * dv }, { "am", 4 * n * C * C }, { "kk", 4 * n * C * C }, { "pm", 4 * n * C * C },
+    { "dhs", 4 * n * dk * dv }, { "dvn", 4 * n * C * dv }, { "dqp", 4 * n * C * dk }, { "dkp", 4 * n * C * dk },
+  }
+end
+
+local function launch(p, shape, dev)
+  local nt = 32 * p.warps
+  local ns = lib.nslot(p, shape)
+  local slots = shape.B * shape.H * ns
+  local a = {}
+  for _, t in ipairs(TENSORS) do a[#a + 1] = { tensor = t } end
+  for _, r in ipairs(workspace(p, shape)) do a[#a + 1] = { ws = r[1] } end
+  for _, s in ipairs({ "B", "T", "G", "H" }) do a[#a + 1] = { sym = s } end
+  a[#a + 1] = { real = "scale" }
+  a[#a + 1] = { int = ns }
+  a[#a + 1] = { int = lib.ndvt(p, shape) }
+  if lib.varlen(shape) then
+    a[#a + 1] = { cu = "cu_seqlens" }
+    a[#a + 1] = { int = shape.nseq }
+  end
+  return {
+    { entry = "cg_gdr_bwd_prep", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_prep(p) },
+    { entry = "cg_gdr_bwd_state", grid = { lib.rows(shape) * shape.H * lib.ndvt(p, shape), 1, 1 },
+      block = { nt, 1, 1 }, smem = smem_state(p, shape) },
+    { entry = "cg_gdr_bwd_grads", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_grads(p) },
+    { entry = "cg_gdr_bwd_reduce", grid = { shape.B * shape.G * ns, 1, 1 }, block = { nt, 1, 1 }, smem = 0 },
+  }, workspace(p, shape), a
+end
+
+local function defines(p, shape, dev)
+  local d = { CG_SMEM_PREP = smem_prep(p), CG_SMEM_STATE = smem_state(p, shape), CG_SMEM_GRADS = smem_grads(p) }
+  if lib.varlen(shape) then d.CG_VARLEN = 1 end
+  return d
+end
+
+return {
+  name = "gdr_bwd",
+  op = "gdr_bwd",
+  template = "gdr_bwd.cu",
+  consts = { "dk", "dv", "l2norm" },
+  half = { "q", "k", "v", "beta", "dout", "dq", "dk", "dv", "dbeta" },
+  space = fwd.space,
+  order = fwd.order,
+  valid = valid,
+  default = default,
+  launch = launch,
+  defines = defines,
+}

@@ -1,0 +1,338 @@
+// gdr_bwd.cu -- gated delta rule backward (MATH_GDN.md section 3), one specialization per
+// (dk, dv, l2norm, config); rendered by generator/kernels/gdr_bwd.lua (defines as in
+// gdr_common.cuh; CG_T_DOUT, CG_T_DQ, CG_T_DK, CG_T_DV, CG_T_DBETA for 16-bit storage;
+// CG_SMEM_PREP, CG_SMEM_STATE, CG_SMEM_GRADS the Lua side's shared memory).
+//
+// Launches, in order (workspace: cg_gdr_bwd_params):
+//   prep    per (b, h, slot): gc, rs, W, U as the forward, and A, kk, pm;
+//   state   per (row, h, dv tile): the states forward (hs, Vn over U); then from dS = dhT,
+//           per chunk last to first: dhs = dS (the gradient of the state at the chunk's
+//           end), dVn = s ((Qn Kn^T) o Dm)^T dO + Kt dS, dS = gamC dS + s (diag(gam) Qn)^T dO
+//           - W^T dVn (Kt rows exp(G_C' - G_r) kn_r); dh0 = dS;
+//   grads   per (b, h, slot), S0 = hs, dSC = dhs:
+//             dP = s (dO Vn^T) o Dm;  dQn = s diag(gam) dO S0^T + dP Kn;
+//             dKn = dP^T Qn + diag(exp(G_C' - G)) Vn dSC^T;  dW = -dVn S0^T (over W)
+//             dG_r = qn_r . dQn_r - kn_r . dKn_r;  dG_C' += gamC <S0, dSC> + sum_r kn_r . dK_state_r
+//           then the WY backward: dKbg = A^T dW, dVb = A^T dVn, dKn += diag(beta gam) dKbg,
+//           dbeta = rowsum(dKbg o gam Kn) + rowsum(dVb o V), dG += rowsum(dKbg o Kbg),
+//           dv = diag(beta) dVb, dAmat = dW Kbg^T + dVn Vb^T, dL = strictly_lower(-A^T dAmat
+//           A^T), dLg = dL o Gam, dbeta_i += sum_j dLg_ij kk_ij, dKn += diag(beta) dLg Kn +
+//           dLg^T diag(beta) Kn, dG_i += sum_j dL_ij L_ij - sum_j dL_ji L_ji;
+//           dg = the chunk-local reverse cumsum of dG; dQn, dKn to the workspace;
+//   reduce  per (b, q/k head, slot): dq, dk = the group's value heads' dQn, dKn summed in
+//           head order, through the L2 norm's backward rstd (dy - (dy . y) y).
+// Every sum has one fixed order (deterministic). Plain float32 FMA.
+#include "gdr_common.cuh"
+
+namespace gdr {
+
+#ifndef CG_T_DOUT
+#define CG_T_DOUT float
+#endif
+#ifndef CG_T_DQ
+#define CG_T_DQ float
+#endif
+#ifndef CG_T_DK
+#define CG_T_DK float
+#endif
+#ifndef CG_T_DV
+#define CG_T_DV float
+#endif
+#ifndef CG_T_DBETA
+#define CG_T_DBETA float
+#endif
+typedef CG_T_DOUT TDO;
+typedef CG_T_DQ TDQ;
+typedef CG_T_DK TDK;
+typedef CG_T_DV TDV;
+typedef CG_T_DBETA TDB;
+
+// grads: A, M (dP, then dAmat, then dLg), T1, dL [C][C]; per row G, beta, 1/|q|, 1/|k|, dG,
+// dbeta, and two spare; NT partial sums.
+constexpr int GR_A = 0, GR_M = C * C, GR_T = 2 * C * C, GR_DL = 3 * C * C, GR_G = 4 * C * C, GR_B = GR_G + C,
+              GR_RQ = GR_B + C, GR_RK = GR_RQ + C, GR_DG = GR_RK + C, GR_DB = GR_DG + C, GR_RED = GR_DB + 3 * C,
+              GR_FLOATS = GR_RED + NT;
+#ifdef CG_SMEM_PREP // what generator/kernels/gdr_bwd.lua launches with
+static_assert(4 * PREP_FLOATS == CG_SMEM_PREP, "gdr_bwd.lua smem_prep() disagrees with the layout here");
+static_assert(4 * ST_FLOATS == CG_SMEM_STATE, "gdr_bwd.lua smem_state() disagrees with the layout here");
+static_assert(4 * GR_FLOATS == CG_SMEM_GRADS, "gdr_bwd.lua smem_grads() disagrees with the layout here");
+#endif
+
+} // namespace gdr
+
+GDR_ENTRY cg_gdr_bwd_prep(cg_gdr_bwd_params p) {
+    CG_DYN_SMEM(float, sm);
+    gdr::prep(p, sm, blockIdx.x, p.am, p.kk, p.pm);
+}
+
+GDR_ENTRY cg_gdr_bwd_state(cg_gdr_bwd_params p) {
+    using namespace gdr;
+    CG_DYN_SMEM(float, sm);
+    const int tid = (int)threadIdx.x;
+    const Rows rw = rows_of(p, blockIdx.x);
+    states_fwd(p, sm, rw);
+    float *dS = sm + ST_S, *sD = sm + ST_V, *sG = sm + ST_G, *sCo = sm + ST_CO, *sX = sm + ST_X;
+    const float scale = (float)p.scale;
+    for (int e = tid; e < DK * BV; e += NT) {
+        const int i = e / BV, c = e % BV;
+        const i64 j = rw.j0 + c;
+        dS[e] = p.dhT.p && j < DV ? p.dhT.p[rw.n * p.dhT.s0 + rw.h * p.dhT.s1 + i * p.dhT.s2 + j * p.dhT.s3] : 0.f;
+    }
+    __syncthreads();
+    for (i64 k = rw.ns - 1; k >= 0; --k) {
+        const i64 base = rw.bh * p.nslot + rw.s0 + k;
+        const Chunk ch = rows_chunk(p, rw, k);
+        const int len = ch.len;
+        float *dhs = p.dhs + base * DK * DV;
+        for (int e = tid; e < DK * BV; e += NT) {
+            const int i = e / BV, c = e % BV;
+            if (rw.j0 + c < DV) dhs[i * DV + rw.j0 + c] = dS[e];
+        }
+        for (int r = tid; r < C; r += NT) {
+            sG[r] = r < len ? p.gc[base * C + r] : 0.f;
+            sCo[r] = r < len ? p.rs[(base * C + r) * 2 + 1] : 0.f;
+            sX[r] = r < len ? p.rs[(base * C + r) * 2] : 0.f;
+        }
+        __syncthreads();
+        const float gl = sG[len - 1];
+        for (int r = tid; r < len; r += NT) {
+            sCo[r] *= expf(gl - sG[r]);
+            sX[r] *= scale * expf(sG[r]);
+        }
+        __syncthreads();
+        const float *pm = p.pm + base * C * C;
+        for (int e = tid; e < C * BV; e += NT) {
+            const int r = e / BV, c = e % BV;
+            const i64 j = rw.j0 + c;
+            float v = 0.f;
+            if (r < len && j < DV) {
+                float a = 0.f;
+                for (int m = r; m < len; ++m) a += pm[m * C + r] * ld4<TDO>(p.dout, rw.b, ch.t0 + m, rw.h, j);
+                float d = 0.f;
+                #pragma unroll 4
+                for (int i = 0; i < DK; ++i) d += ld4<TK>(p.k, rw.b, ch.t0 + r, rw.qh, i) * dS[i * BV + c];
+                v = scale * a + sCo[r] * d;
+                p.dvn[(base * C + r) * DV + j] = v;
+            }
+            sD[e] = v;
+        }
+        __syncthreads();
+        const float gam = expf(gl);
+        for (int e = tid; e < DK * BV; e += NT) {
+            const int i = e / BV, c = e % BV;
+            const i64 j = rw.j0 + c;
+            float a = gam * dS[e];
+            if (j < DV)
+                for (int r = 0; r < len; ++r)
+                    a += sX[r] * ld4<TQ>(p.q, rw.b, ch.t0 + r, rw.qh, i) * ld4<TDO>(p.dout, rw.b, ch.t0 + r, rw.h, j) -
+                         p.w[(base * C + r) * DK + i] * sD[r * BV + c];
+            dS[e] = a;
+        }
+        __syncthreads();
+    }
+    if (p.dh0.p)
+        for (int e = tid; e < DK * BV; e += NT) {
+            const int i = e / BV, c = e % BV;
+            const i64 j = rw.j0 + c;
+            if (j < DV) p.dh0.p[rw.n * p.dh0.s0 + rw.h * p.dh0.s1 + i * p.dh0.s2 + j * p.dh0.s3] = dS[e];
+        }
+}
+
+GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
+    using namespace gdr;
+    CG_DYN_SMEM(float, sm);
+    const Where w = where_of(p, blockIdx.x);
+    const Chunk ch = chunk_at(p, w.slot);
+    if (ch.len == 0) return;
+    const int tid = (int)threadIdx.x, len = ch.len;
+    const float s = (float)p.scale;
+    const i64 cb = w.base, t0 = ch.t0;
+    const float *S0 = p.hs + cb * DK * DV, *dSC = p.dhs + cb * DK * DV, *Vn = p.u + cb * C * DV;
+    const float *dVn = p.dvn + cb * C * DV, *KK = p.kk + cb * C * C;
+    float *dW = p.w + cb * C * DK, *dqp = p.dqp + cb * C * DK, *dkp = p.dkp + cb * C * DK;
+    float *sA = sm + GR_A, *sM = sm + GR_M, *sT = sm + GR_T, *sDL = sm + GR_DL, *sG = sm + GR_G, *sB = sm + GR_B;
+    float *sRq = sm + GR_RQ, *sRk = sm + GR_RK, *sdG = sm + GR_DG, *sdB = sm + GR_DB, *sRed = sm + GR_RED;
+    for (int r = tid; r < C; r += NT) {
+        sG[r] = p.gc[cb * C + r];
+        sRq[r] = p.rs[(cb * C + r) * 2];
+        sRk[r] = p.rs[(cb * C + r) * 2 + 1];
+        sB[r] = r < len ? ld3<TBETA>(p.beta, w.b, t0 + r, w.h) : 0.f;
+        sdG[r] = 0.f;
+        sdB[r] = 0.f;
+    }
+    for (int e = tid; e < C * C; e += NT) sA[e] = p.am[cb * C * C + e];
+    __syncthreads();
+    const float gl = sG[len - 1], gamC = expf(gl);
+    // dP = s (dO Vn^T) o Dm
+    for (int e = tid; e < C * C; e += NT) {
+        const int r = e / C, m = e % C;
+        float v = 0.f;
+        if (r < len && m <= r) {
+            float d = 0.f;
+            #pragma unroll 4
+            for (int j = 0; j < DV; ++j) d += ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) * Vn[m * DV + j];
+            v = s * expf(sG[r] - sG[m]) * d;
+        }
+        sM[e] = v;
+    }
+    __syncthreads();
+    // dQn, dKn (intra and state parts), dW; partial sums of the last row's dG terms
+    float part = 0.f;
+    for (int e = tid; e < C * DK; e += NT) {
+        const int r = e / DK, i = e % DK;
+        float dq = 0.f, dk = 0.f, dw = 0.f;
+        if (r < len) {
+            float a = 0.f, ks = 0.f;
+            #pragma unroll 4
+            for (int j = 0; j < DV; ++j) {
+                a += ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) * S0[i * DV + j];
+                ks += Vn[r * DV + j] * dSC[i * DV + j];
+                dw -= dVn[r * DV + j] * S0[i * DV + j];
+            }
+            dq = s * expf(sG[r]) * a;
+            for (int m = 0; m <= r; ++m) dq += sM[r * C + m] * sRk[m] * ld4<TK>(p.k, w.b, t0 + m, w.qh, i);
+            for (int m = r; m < len; ++m) dk += sM[m * C + r] * sRq[m] * ld4<TQ>(p.q, w.b, t0 + m, w.qh, i);
+            const float kst = expf(gl - sG[r]) * ks;
+            dk += kst;
+            part += sRk[r] * ld4<TK>(p.k, w.b, t0 + r, w.qh, i) * kst;
+        }
+        dqp[r * DK + i] = dq;
+        dkp[r * DK + i] = dk;
+        dW[r * DK + i] = dw;
+    }
+    for (int e = tid; e < DK * DV; e += NT) part += gamC * S0[e] * dSC[e];
+    sRed[tid] = part;
+    __syncthreads();
+    for (int r = tid; r < len; r += NT) {
+        float a = 0.f;
+        #pragma unroll 4
+        for (int i = 0; i < DK; ++i)
+            a += sRq[r] * ld4<TQ>(p.q, w.b, t0 + r, w.qh, i) * dqp[r * DK + i] -
+                 sRk[r] * ld4<TK>(p.k, w.b, t0 + r, w.qh, i) * dkp[r * DK + i];
+        sdG[r] = a;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float a = 0.f;
+        for (int x = 0; x < NT; ++x) a += sRed[x];
+        sdG[len - 1] += a;
+    }
+    __syncthreads();
+    // WY backward, per row r: dKbg_r = (A^T dW)_r, dVb_r = (A^T dVn)_r
+    for (int r = tid; r < len; r += NT) {
+        const float gam = expf(sG[r]);
+        float s1 = 0.f, s2 = 0.f;
+        #pragma unroll 4
+        for (int i = 0; i < DK; ++i) {
+            float a = 0.f;
+            for (int m = r; m < len; ++m) a += sA[m * C + r] * dW[m * DK + i];
+            dkp[r * DK + i] += sB[r] * gam * a;
+            s1 += a * sRk[r] * ld4<TK>(p.k, w.b, t0 + r, w.qh, i);
+        }
+        #pragma unroll 4
+        for (int y = 0; y < DV; ++y) {
+            float a = 0.f;
+            for (int m = r; m < len; ++m) a += sA[m * C + r] * dVn[m * DV + y];
+            tpw<TDV>(p.dv)[off4(p.dv, w.b, t0 + r, w.h, y)] = cg_round<TDV>(sB[r] * a);
+            s2 += a * ld4<TV>(p.v, w.b, t0 + r, w.h, y);
+        }
+        sdB[r] += gam * s1 + s2;
+        sdG[r] += sB[r] * gam * s1;
+    }
+    // dAmat = dW Kbg^T + dVn Vb^T
+    for (int e = tid; e < C * C; e += NT) {
+        const int r = e / C, m = e % C;
+        float v = 0.f;
+        if (r < len && m < len) {
+            float a = 0.f, b = 0.f;
+            #pragma unroll 4
+            for (int i = 0; i < DK; ++i) a += dW[r * DK + i] * sRk[m] * ld4<TK>(p.k, w.b, t0 + m, w.qh, i);
+            #pragma unroll 4
+            for (int y = 0; y < DV; ++y) b += dVn[r * DV + y] * ld4<TV>(p.v, w.b, t0 + m, w.h, y);
+            v = sB[m] * (expf(sG[m]) * a + b);
+        }
+        sT[e] = v;
+    }
+    __syncthreads();
+    // M = dAmat A^T
+    for (int e = tid; e < C * C; e += NT) {
+        const int r = e / C, m = e % C;
+        float a = 0.f;
+        for (int x = 0; x <= m; ++x) a += sT[r * C + x] * sA[m * C + x];
+        sM[e] = a;
+    }
+    __syncthreads();
+    // dL = strictly_lower(-A^T M); sT = dLg = dL o Gam
+    for (int e = tid; e < C * C; e += NT) {
+        const int i = e / C, j = e % C;
+        float v = 0.f;
+        if (i < len && j < i) {
+            for (int x = i; x < len; ++x) v -= sA[x * C + i] * sM[x * C + j];
+        }
+        sDL[e] = v;
+        sT[e] = j < i && i < len ? v * expf(sG[i] - sG[j]) : 0.f;
+    }
+    __syncthreads();
+    // dbeta, dG of the Gram term (per row), dKn of it (per element)
+    for (int i = tid; i < len; i += NT) {
+        float db = 0.f, dg = 0.f;
+        for (int j = 0; j < i; ++j) {
+            db += sT[i * C + j] * KK[i * C + j];
+            dg += sDL[i * C + j] * sB[i] * KK[i * C + j] * expf(sG[i] - sG[j]);
+        }
+        for (int j = i + 1; j < len; ++j) dg -= sDL[j * C + i] * sB[j] * KK[j * C + i] * expf(sG[j] - sG[i]);
+        sdB[i] += db;
+        sdG[i] += dg;
+    }
+    for (int e = tid; e < C * DK; e += NT) {
+        const int r = e / DK, x = e % DK;
+        if (r >= len) continue;
+        float a = 0.f, b = 0.f;
+        for (int j = 0; j < r; ++j) a += sT[r * C + j] * sRk[j] * ld4<TK>(p.k, w.b, t0 + j, w.qh, x);
+        for (int i = r + 1; i < len; ++i) b += sT[i * C + r] * sB[i] * sRk[i] * ld4<TK>(p.k, w.b, t0 + i, w.qh, x);
+        dkp[r * DK + x] += sB[r] * a + b;
+    }
+    __syncthreads();
+    if (tid == 0) { // dg: the chunk-local reverse cumsum of dG, in token order from the end
+        float a = 0.f;
+        for (int r = len - 1; r >= 0; --r) {
+            a += sdG[r];
+            p.dg.p[off3(p.dg, w.b, t0 + r, w.h)] = a;
+        }
+    }
+    for (int r = tid; r < len; r += NT) tpw<TDB>(p.dbeta)[off3(p.dbeta, w.b, t0 + r, w.h)] = cg_round<TDB>(sdB[r]);
+}
+
+// Per (b, q/k head, slot): dq, dk over the group's value heads, through the L2 norm.
+GDR_ENTRY cg_gdr_bwd_reduce(cg_gdr_bwd_params p) {
+    using namespace gdr;
+    const i64 slot = umod(blockIdx.x, p.nslot), bg = udiv(blockIdx.x, p.nslot);
+    const i64 b = udiv(bg, p.G), qh = umod(bg, p.G), hpg = udiv(p.H, p.G);
+    const Chunk ch = chunk_at(p, slot);
+    const i64 base0 = (b * p.H + qh * hpg) * p.nslot + slot; // the group's first value head
+    for (int r = (int)threadIdx.x; r < ch.len; r += NT) {
+        const i64 t = ch.t0 + r;
+        for (int which = 0; which < 2; ++which) {
+            const float *part = which ? p.dkp : p.dqp;
+            const cg_ktensor &x = which ? p.k : p.q;
+            const float rn = p.rs[(base0 * C + r) * 2 + which];
+            float dot = 0.f;
+            if (L2) {
+                #pragma unroll 4
+                for (int i = 0; i < DK; ++i) {
+                    float d = 0.f;
+                    for (i64 hh = 0; hh < hpg; ++hh) d += part[((base0 + hh * p.nslot) * C + r) * DK + i];
+                    dot += d * rn * (which ? ld4<TK>(x, b, t, qh, i) : ld4<TQ>(x, b, t, qh, i));
+                }
+            }
+            #pragma unroll 4
+            for (int i = 0; i < DK; ++i) {
+                float d = 0.f;
+                for (i64 hh = 0; hh < hpg; ++hh) d += part[((base0 + hh * p.nslot) * C + r) * DK + i];
+                if (L2) d = rn * (d - dot * rn * (which ? ld4<TK>(x, b, t, qh, i) : ld4<TQ>(x, b, t, qh, i)));
+                if (which) tpw<TDK>(p.dk)[off4(p.dk, b, t, qh, i)] = cg_round<TDK>(d);
+                else tpw<TDQ>(p.dq)[off4(p.dq, b, t, qh, i)] = cg_round<TDQ>(d);
+            }
+        }
+    }
+}

@@ -1,0 +1,299 @@
+// gdr_common.cuh -- device code shared by the gated-delta-rule kernels (gdr_fwd.cu,
+// gdr_bwd.cu): sizes and storage types, element access, the chunk of a slot, the per-chunk
+// prep (gate cumsum, row norms, gated Gram matrix, its triangular inverse, W and U) and the
+// forward pass of the states over the chunks. Both params structs
+// (cg_kernel_params.h) name the members used here alike; the functions take either.
+//
+// Defines (from generator/kernels/gdr_*.lua): CG_DK, CG_DV, CG_L2NORM; CG_P_CHUNK,
+// CG_P_BLOCK_DV, CG_P_WARPS; CG_T_<tensor> for 16-bit storage; CG_VARLEN.
+#ifndef CG_GDR_COMMON_CUH
+#define CG_GDR_COMMON_CUH
+#include "cg_device.cuh"
+#include "cg_kernel_params.h"
+#ifdef CG_VARLEN
+#include "cg_varlen.cuh"
+#endif
+
+namespace gdr {
+
+typedef cg_i64 i64;
+
+constexpr int DK = CG_DK;
+constexpr int DV = CG_DV;
+constexpr bool L2 = CG_L2NORM != 0;
+constexpr int C = CG_P_CHUNK;
+constexpr int BV = CG_P_BLOCK_DV;
+constexpr int NT = 32 * CG_P_WARPS;
+
+static_assert(DK >= 1 && DK <= 256 && DV >= 1, "dk: 1..256, dv >= 1");
+static_assert(C == 16 || C == 32 || C == 64, "chunk: 16, 32 or 64");
+static_assert(BV >= 1 && NT <= 1024, "block_dv, warps");
+
+#ifndef CG_T_Q
+#define CG_T_Q float
+#endif
+#ifndef CG_T_K
+#define CG_T_K float
+#endif
+#ifndef CG_T_V
+#define CG_T_V float
+#endif
+#ifndef CG_T_BETA
+#define CG_T_BETA float
+#endif
+typedef CG_T_Q TQ;
+typedef CG_T_K TK;
+typedef CG_T_V TV;
+typedef CG_T_BETA TBETA;
+
+template <class T> __device__ __forceinline__ const T *tp(const cg_ktensor &t) { return reinterpret_cast<const T *>(t.p); }
+template <class T> __device__ __forceinline__ T *tpw(const cg_ktensor &t) { return reinterpret_cast<T *>(t.p); }
+
+// Quotient and remainder of indices the constraints keep below 2^31 (32-bit, inline).
+__device__ __forceinline__ i64 udiv(i64 a, i64 b) { return (i64)((unsigned)a / (unsigned)b); }
+__device__ __forceinline__ i64 umod(i64 a, i64 b) { return (i64)((unsigned)a % (unsigned)b); }
+
+// Offset of element (b, t, head, x) of a [b, t, head, x] tensor; of (b, t, head) of a
+// [b, t, head] one.
+__device__ __forceinline__ i64 off4(const cg_ktensor &t, i64 b, i64 s, i64 hd, i64 x) {
+    return b * t.s0 + s * t.s1 + hd * t.s2 + x * t.s3;
+}
+__device__ __forceinline__ i64 off3(const cg_ktensor &t, i64 b, i64 s, i64 hd) { return b * t.s0 + s * t.s1 + hd * t.s2; }
+template <class T> __device__ __forceinline__ float ld4(const cg_ktensor &t, i64 b, i64 s, i64 hd, i64 x) {
+    return cg_f32(tp<T>(t)[off4(t, b, s, hd, x)]);
+}
+template <class T> __device__ __forceinline__ float ld3(const cg_ktensor &t, i64 b, i64 s, i64 hd) {
+    return cg_f32(tp<T>(t)[off3(t, b, s, hd)]);
+}
+
+// 1 / sqrt(|x|^2 + 1e-6) of row (b, t, head) of q or k; 1 without the L2 norm.
+template <class T> __device__ __forceinline__ float rnorm(const cg_ktensor &t, i64 b, i64 s, i64 hd) {
+    if (!L2) return 1.f;
+    float a = 0.f;
+    #pragma unroll 4
+    for (int x = 0; x < DK; ++x) {
+        const float v = ld4<T>(t, b, s, hd, x);
+        a += v * v;
+    }
+    return 1.f / sqrtf(a + 1e-6f);
+}
+
+// The tokens [t0, t0 + len) of chunk slot `slot` (varlen: of the slot's sequence; len 0:
+// an unused slot).
+struct Chunk {
+    i64 t0;
+    int len;
+};
+template <class P> __device__ __forceinline__ Chunk chunk_at(const P &p, i64 slot) {
+    Chunk c;
+#ifdef CG_VARLEN
+    const cgvl::VChunk v = cgvl::slot_chunk<C>(p.cu, p.nseq, p.T, slot);
+    c.t0 = v.t0;
+    c.len = v.len;
+#else
+    c.t0 = slot * C;
+    c.len = p.T - c.t0 < C ? (int)(p.T - c.t0) : C;
+#endif
+    return c;
+}
+
+// The (b, h, slot) of a per-chunk CTA index; qh: h's q/k head.
+struct Where {
+    i64 b, h, qh, slot, base; // base: (b * H + h) * nslot + slot, the workspace's chunk index
+};
+template <class P> __device__ __forceinline__ Where where_of(const P &p, i64 i) {
+    Where w;
+    w.slot = umod(i, p.nslot);
+    const i64 bh = udiv(i, p.nslot);
+    w.b = udiv(bh, p.H);
+    w.h = umod(bh, p.H);
+    w.qh = udiv(w.h, udiv(p.H, p.G));
+    w.base = bh * p.nslot + w.slot;
+    return w;
+}
+
+// The state pass's rows: (row n, head h, dv tile) of a CTA index; its chunks: slots
+// [s0, s0 + ns) of batch row b, the first token of chunk k and its length.
+struct Rows {
+    i64 n, h, qh, j0, b, bh, s0, ns;
+#ifdef CG_VARLEN
+    cgvl::VSeq sq;
+#endif
+};
+template <class P> __device__ __forceinline__ Rows rows_of(const P &p, i64 i) {
+    Rows r;
+    const i64 tile = umod(i, p.ndvt), rest = udiv(i, p.ndvt);
+    r.h = umod(rest, p.H);
+    r.n = udiv(rest, p.H);
+    r.qh = udiv(r.h, udiv(p.H, p.G));
+    r.j0 = tile * BV;
+#ifdef CG_VARLEN
+    r.sq = cgvl::seq_chunks<C>(p.cu, r.n, p.T);
+    r.b = 0, r.s0 = r.sq.base, r.ns = r.sq.nch;
+#else
+    r.b = r.n, r.s0 = 0, r.ns = p.nslot;
+#endif
+    r.bh = r.b * p.H + r.h;
+    return r;
+}
+template <class P> __device__ __forceinline__ Chunk rows_chunk(const P &p, const Rows &r, i64 k) {
+    Chunk c;
+#ifdef CG_VARLEN
+    c.t0 = r.sq.start + k * C;
+    c.len = r.sq.end - c.t0 < C ? (int)(r.sq.end - c.t0) : C;
+#else
+    c.t0 = k * C;
+    c.len = p.T - c.t0 < C ? (int)(p.T - c.t0) : C;
+#endif
+    return c;
+}
+
+// Prep shared memory, floats: L [C][C], A [C][C], then per row G, beta, 1/|q|, 1/|k|,
+// beta gam / |k|.
+constexpr int PREP_L = 0, PREP_A = C * C, PREP_G = 2 * C * C, PREP_B = PREP_G + C, PREP_RQ = PREP_B + C,
+              PREP_RK = PREP_RQ + C, PREP_BG = PREP_RK + C, PREP_FLOATS = PREP_BG + C;
+
+// Per (b, h, chunk slot) of CTA index i: gc, rs, W and U of the chunk; with am, kk, pm
+// (the backward) also A [C][C], kn_i . kn_j [C][C] and (qn_i . kn_j) exp(G_i - G_j) for
+// j <= i [C][C] (0 elsewhere).
+template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i64 i, float *am, float *kk, float *pm) {
+    const Where w = where_of(p, i);
+    const Chunk ch = chunk_at(p, w.slot);
+    if (ch.len == 0) return;
+    const int tid = (int)threadIdx.x, len = ch.len;
+    float *sL = sm + PREP_L, *sA = sm + PREP_A, *sG = sm + PREP_G, *sB = sm + PREP_B;
+    float *sRq = sm + PREP_RQ, *sRk = sm + PREP_RK, *sBG = sm + PREP_BG;
+    for (int r = tid; r < C; r += NT) {
+        const bool in = r < len;
+        const i64 t = ch.t0 + r;
+        sG[r] = in ? p.g.p[off3(p.g, w.b, t, w.h)] : 0.f;
+        sB[r] = in ? ld3<TBETA>(p.beta, w.b, t, w.h) : 0.f;
+        sRq[r] = in ? rnorm<TQ>(p.q, w.b, t, w.qh) : 0.f;
+        sRk[r] = in ? rnorm<TK>(p.k, w.b, t, w.qh) : 0.f;
+    }
+    __syncthreads();
+    if (tid == 0) // the chunk-local inclusive cumsum, in token order
+        for (int r = 1; r < len; ++r) sG[r] += sG[r - 1];
+    __syncthreads();
+    for (int r = tid; r < C; r += NT) {
+        sBG[r] = r < len ? sB[r] * expf(sG[r]) * sRk[r] : 0.f;
+        p.gc[w.base * C + r] = sG[r];
+        p.rs[(w.base * C + r) * 2] = sRq[r];
+        p.rs[(w.base * C + r) * 2 + 1] = sRk[r];
+    }
+    // L (strictly lower, gated, beta-scaled) and A = I
+    for (int e = tid; e < C * C; e += NT) {
+        const int r = e / C, j = e % C;
+        float v = 0.f, d = 0.f;
+        if (r < len && j < r) {
+            #pragma unroll 4
+            for (int x = 0; x < DK; ++x) d += ld4<TK>(p.k, w.b, ch.t0 + r, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
+            d *= sRk[r] * sRk[j];
+            v = sB[r] * d * expf(sG[r] - sG[j]);
+        }
+        sL[e] = v;
+        sA[e] = r == j ? 1.f : 0.f;
+        if (kk) kk[w.base * C * C + e] = d;
+        if (pm) {
+            float q = 0.f;
+            if (r < len && j <= r) {
+                #pragma unroll 4
+                for (int x = 0; x < DK; ++x) q += ld4<TQ>(p.q, w.b, ch.t0 + r, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
+                q *= sRq[r] * sRk[j] * expf(sG[r] - sG[j]);
+            }
+            pm[w.base * C * C + e] = q;
+        }
+    }
+    __syncthreads();
+    // A = (I + L)^-1 by rows: A_rc = -L_rc - sum_{c < j < r} L_rj A_jc (c < r)
+    for (int r = 1; r < len; ++r) {
+        for (int c = tid; c < r; c += NT) {
+            float a = -sL[r * C + c];
+            for (int j = c + 1; j < r; ++j) a -= sL[r * C + j] * sA[j * C + c];
+            sA[r * C + c] = a;
+        }
+        __syncthreads();
+    }
+    if (am)
+        for (int e = tid; e < C * C; e += NT) am[w.base * C * C + e] = sA[e];
+    // W = A diag(beta gam / |k|) K, U = A diag(beta) V (rows past len: 0)
+    for (int e = tid; e < C * DK; e += NT) {
+        const int r = e / DK, x = e % DK;
+        float a = 0.f;
+        for (int j = 0; j <= r && r < len; ++j) a += sA[r * C + j] * sBG[j] * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
+        p.w[(w.base * C + r) * DK + x] = a;
+    }
+    for (int e = tid; e < C * DV; e += NT) {
+        const int r = e / DV, y = e % DV;
+        float a = 0.f;
+        for (int j = 0; j <= r && r < len; ++j) a += sA[r * C + j] * sB[j] * ld4<TV>(p.v, w.b, ch.t0 + j, w.h, y);
+        p.u[(w.base * C + r) * DV + y] = a;
+    }
+}
+
+// State pass shared memory, floats: S [DK][BV], Vn [C][BV], then three per-row columns.
+constexpr int ST_S = 0, ST_V = DK * BV, ST_G = ST_V + C * BV, ST_CO = ST_G + C, ST_X = ST_CO + C,
+              ST_FLOATS = ST_X + C;
+
+// The forward pass of the states of rows r (S in sm + ST_S from h0): per chunk in order the
+// entering state into hs, Vn = U - W S over U, S = gamC S + Kt^T Vn. Leaves S, synced.
+template <class P> __device__ __forceinline__ void states_fwd(const P &p, float *sm, const Rows &rw) {
+    const int tid = (int)threadIdx.x;
+    float *sS = sm + ST_S, *sV = sm + ST_V, *sG = sm + ST_G, *sCo = sm + ST_CO;
+    for (int e = tid; e < DK * BV; e += NT) {
+        const int i = e / BV, c = e % BV;
+        const i64 j = rw.j0 + c;
+        sS[e] = p.h0.p && j < DV ? p.h0.p[rw.n * p.h0.s0 + rw.h * p.h0.s1 + i * p.h0.s2 + j * p.h0.s3] : 0.f;
+    }
+    __syncthreads();
+    for (i64 k = 0; k < rw.ns; ++k) {
+        const i64 base = rw.bh * p.nslot + rw.s0 + k;
+        const Chunk ch = rows_chunk(p, rw, k);
+        const int len = ch.len;
+        float *hs = p.hs + base * DK * DV;
+        for (int e = tid; e < DK * BV; e += NT) {
+            const int i = e / BV, c = e % BV;
+            if (rw.j0 + c < DV) hs[i * DV + rw.j0 + c] = sS[e];
+        }
+        for (int e = tid; e < C * BV; e += NT) {
+            const int r = e / BV, c = e % BV;
+            const i64 j = rw.j0 + c;
+            float v = 0.f;
+            if (r < len && j < DV) {
+                const float *wr = p.w + (base * C + r) * DK;
+                float *ur = p.u + (base * C + r) * DV;
+                v = ur[j];
+                #pragma unroll 4
+                for (int i = 0; i < DK; ++i) v -= wr[i] * sS[i * BV + c];
+                ur[j] = v;
+            }
+            sV[e] = v;
+        }
+        for (int r = tid; r < C; r += NT) {
+            sG[r] = r < len ? p.gc[base * C + r] : 0.f;
+            sCo[r] = r < len ? p.rs[(base * C + r) * 2 + 1] : 0.f;
+        }
+        __syncthreads();
+        const float gl = sG[len - 1];
+        for (int r = tid; r < len; r += NT) sCo[r] *= expf(gl - sG[r]);
+        __syncthreads();
+        const float gam = expf(gl);
+        for (int e = tid; e < DK * BV; e += NT) {
+            const int i = e / BV, c = e % BV;
+            float a = gam * sS[e];
+            for (int r = 0; r < len; ++r) a += sCo[r] * ld4<TK>(p.k, rw.b, ch.t0 + r, rw.qh, i) * sV[r * BV + c];
+            sS[e] = a;
+        }
+        __syncthreads();
+    }
+}
+
+} // namespace gdr
+
+#if defined(CG_EMULATE)
+#define GDR_ENTRY extern "C" __global__ void
+#else
+#define GDR_ENTRY extern "C" __global__ void __launch_bounds__(gdr::NT, 1)
+#endif
+
+#endif // CG_GDR_COMMON_CUH
