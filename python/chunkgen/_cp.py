@@ -53,6 +53,9 @@ def pieces(cu: Sequence[int], s: int, tl: int):
 # ------------------------------------------------------------- the descriptor
 
 REAL = " (float64 bits)"  # an option named "... (float64 bits)" holds real_bits(value)
+# PyTorch's option: 1 when the call's outputs will require grad (grad mode on and an input
+# requires grad). Ranks must agree: the exchange's backward is a collective.
+GRAD = "requires grad"
 
 
 def real_bits(x) -> int:
@@ -127,6 +130,8 @@ def _show(name: str, vals: List[int], dtypes: Sequence[str]) -> str:
     if name.endswith(REAL):
         real = "the default" if vals[0] == -1 else repr(struct.unpack("<d", struct.pack("<q", vals[0]))[0])
         return f"{name[:-len(REAL)]} = {real}"
+    if name == "option " + GRAD:
+        return "inputs that require grad" if vals[0] else "no input that requires grad (or grad mode off)"
     if name in ("magic", "op") or name.startswith("option "):
         return f"{name} = {vals[0]}"
     if name == "chunkgen version":
@@ -152,9 +157,12 @@ def check_descriptors(what: str, gathered: Sequence[Sequence[int]], fields, dtyp
         a, b = _decode(base, fields), _decode(row, fields)
         for (name, va), (_, vb) in zip(a, b):
             if va != vb:
+                why = ("every rank's outputs must require grad or none's: the exchange's backward is a collective "
+                       "that every rank joins" if name == "option " + GRAD else
+                       "every rank must call with the same options, dtypes, chunkgen version and shapes but for the "
+                       "local token count")
                 raise ValueError(f"{what}: the ranks disagree: rank {r} has {_show(name, vb, dtypes)} but rank 0 has "
-                                 f"{_show(name, va, dtypes)} (every rank must call with the same options, dtypes, "
-                                 f"chunkgen version and shapes but for the local token count)")
+                                 f"{_show(name, va, dtypes)} ({why})")
         raise ValueError(f"{what}: the ranks disagree: rank {r}'s call descriptor differs from rank 0's")
     lens = [row[0] for row in rows]
     if any(n < 0 for n in lens):

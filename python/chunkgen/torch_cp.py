@@ -27,7 +27,11 @@ all-gathered first and a disagreement raises ValueError on every rank, naming it
 - Autograd: the exchange is an autograd.Function whose backward is the reverse exchange
   (reduce-scatter of the gathered pairs' cotangents; all-reduce where the backend has no
   reduce-scatter, e.g. gloo). Every rank must run backward through its outputs (as with
-  any collective in autograd), once per forward call, in the same order.
+  any collective in autograd), once per forward call, in the same order. The exchange is
+  in every rank's graph whenever the outputs require grad (whichever inputs do, and
+  whether or not the rank has a pair to send), so its backward collective runs on every
+  rank exactly once per backward pass; whether the outputs require grad (grad mode on and
+  an input requiring grad) is part of the descriptor: ranks that disagree raise.
 - h0 is read by the rank where each sequence starts (rank 0 without cu_seqlens); its
   gradient arrives there. Parameters replicated over the group (A, D, delta_bias, and
   h0 if replicated) get per-rank partial gradients: sum them over the group (all_reduce),
@@ -48,7 +52,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import torch as cgt
-from ._cp import DESC_LEN, MAGIC, REAL, check_descriptors, describe, pieces, real_bits, split_sizes
+from ._cp import DESC_LEN, GRAD, MAGIC, REAL, check_descriptors, describe, pieces, real_bits, split_sizes
 from ._ops import layout_flag, scale_factor
 
 __all__ = ["ssd", "sscan", "gdr", "split_sizes", "STATS"]
@@ -100,11 +104,14 @@ def _reduce_scatter(g: Tensor, group) -> Tensor:
 class _Exchange(torch.autograd.Function):
     """All-gather of each rank's packed (transition, state) pair [b, f] -> [P, b, f]; its
     backward is the reverse exchange: each rank gets the sum over ranks of the gathered
-    pairs' cotangents at its own row."""
+    pairs' cotangents at its own row. `anchors` (the call's inputs that require grad; no
+    gradient flows to them here) put the exchange in the graph even where the pair does
+    not depend on them (a rank with no outgoing pair, gates that do not require grad, an
+    h0 only rank 0 reads), so that its backward collective runs on every rank."""
 
     @staticmethod
-    def forward(ctx, payload, group):
-        ctx.group, ctx.device = group, payload.device
+    def forward(ctx, payload, group, *anchors):
+        ctx.group, ctx.device, ctx.anchors = group, payload.device, len(anchors)
         dev = _comm_device(group, payload)
         STATS["exchange_calls"] += 1
         out = _all_gather(payload.detach().to(dev).contiguous(), group).to(payload.device)
@@ -118,13 +125,13 @@ class _Exchange(torch.autograd.Function):
         out = _reduce_scatter(g.detach().to(dev).contiguous().clone(), ctx.group).to(ctx.device)
         if _PERTURB_GRAD is not None:
             out = _PERTURB_GRAD(out)
-        return out, None
+        return (out, None) + (None,) * ctx.anchors
 
 
-def _exchange(M: Tensor, N: Tensor, group):
+def _exchange(M: Tensor, N: Tensor, group, anchors: List[Tensor]):
     b = N.shape[0]
     payload = torch.cat([M.reshape(b, -1).float(), N.reshape(b, -1).float()], dim=-1)
-    g = _Exchange.apply(payload, group)
+    g = _Exchange.apply(payload, group, *anchors)
     m = M.numel() // b
     return g[..., :m].reshape((-1,) + tuple(M.shape)), g[..., m:].reshape((-1,) + tuple(N.shape))
 
@@ -163,12 +170,15 @@ def _enter(M_all: Tensor, N_all: Tensor, rank: int, apply) -> Tensor:
 
 
 def _agree(what: str, op: str, options, tensors, seq_dims, cu: Optional[Tensor], local_len: int, group,
-           err: Optional[Exception] = None) -> List[int]:
+           err: Optional[Exception] = None):
     """Exchange the call's descriptor (DESC_LEN int64s) and check that the ranks agree;
-    returns every rank's local token count. A rank whose arguments cannot be described
-    (or that already failed: err) still takes part (all -1) so that no rank hangs; every
-    rank then raises."""
+    returns every rank's local token count and the anchors (this rank's inputs that
+    require grad, [] under no_grad; every rank has some or none: the descriptor says).
+    A rank whose arguments cannot be described (or that already failed: err) still takes
+    part (all -1) so that no rank hangs; every rank then raises."""
     cu_vals = None
+    anchors = [t for _, t in tensors if getattr(t, "requires_grad", False)] if torch.is_grad_enabled() else []
+    options = dict(options, **{GRAD: int(bool(anchors))})
     try:
         if err is not None:
             raise err
@@ -205,7 +215,7 @@ def _agree(what: str, op: str, options, tensors, seq_dims, cu: Optional[Tensor],
     if cu_vals is not None and cu_vals[-1] != sum(lens):
         raise ValueError(f"{what}: cu_seqlens[-1] = {cu_vals[-1]} but the ranks hold {sum(lens)} tokens "
                          f"({lens}): the offsets are global")
-    return lens
+    return lens, anchors
 
 
 def _mask(values, like: Tensor, ndim: int) -> Tensor:
@@ -243,7 +253,7 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     rank = dist.get_rank(group)
     names = ("q", "k", "v", "log_alpha", "h0")
     ts = (q, k, v, log_alpha, h0)
-    lens = _agree("chunkgen.torch_cp.ssd", "ssd", {"layout (0 token, 1 head)": flag}, list(zip(names, ts)),
+    lens, anchors = _agree("chunkgen.torch_cp.ssd", "ssd", {"layout (0 token, 1 head)": flag}, list(zip(names, ts)),
                   {n: tax for n in names[:4]}, cu_seqlens, q.shape[tax] if q.dim() > tax else -1, group, bad)
     s, tl = sum(lens[:rank]), lens[rank]
     la = log_alpha.float()
@@ -251,7 +261,7 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     if cu_seqlens is None:
         o0, N = cgt.ssd(q, k, v, log_alpha, h0 if rank == 0 else None, layout=layout)
         M = torch.exp(acum[..., -1])
-        S = _enter(*_exchange(M, N, group), rank, _scalar_apply)
+        S = _enter(*_exchange(M, N, group, anchors), rank, _scalar_apply)
         o = (o0.float() + _ssd_correction(q, S, acum, head)).to(o0.dtype)
         return o, M[..., None, None] * S + N
     local, before, enter, leave, len_in, ends_here = pieces([int(c) for c in cu_seqlens.tolist()], s, tl)
@@ -262,7 +272,7 @@ def ssd(q: Tensor, k: Tensor, v: Tensor, log_alpha: Tensor, h0: Optional[Tensor]
     through = enter is not None and enter == leave
     M = torch.exp(acum[..., -1]) * float(through)  # [1, H]
     N = hT0[leave][None] if leave is not None else torch.zeros_like(hT0[:1])
-    S = _enter(*_exchange(M, N, group), rank, _scalar_apply)
+    S = _enter(*_exchange(M, N, group, anchors), rank, _scalar_apply)
     if enter is None:  # (0 * S: the exchange stays in this rank's graph, its backward collective runs)
         dep = _Zero.apply(S.sum())
         hT = torch.where(_mask(ends_here, hT0, 4), hT0, torch.zeros((), device=hT0.device))
@@ -286,7 +296,7 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     rank = dist.get_rank(group)
     names = ("x", "delta", "A", "B", "C", "D", "z", "delta_bias", "h0")
     ts = (x, delta, A, B, C, D, z, delta_bias, h0)
-    lens = _agree("chunkgen.torch_cp.sscan", "sscan", {"delta_softplus": int(bool(delta_softplus))},
+    lens, anchors = _agree("chunkgen.torch_cp.sscan", "sscan", {"delta_softplus": int(bool(delta_softplus))},
                   list(zip(names, ts)), {n: 1 for n in ("x", "delta", "B", "C", "z")}, cu_seqlens,
                   x.shape[1] if x.dim() > 1 else -1, group)
     s, tl = sum(lens[:rank]), lens[rank]
@@ -301,7 +311,7 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     if cu_seqlens is None:
         h0_loc = h0 if rank == 0 else None
         _, N = run(h0_loc)
-        S = _enter(*_exchange(M_full, N, group), rank, _diagonal_apply)
+        S = _enter(*_exchange(M_full, N, group, anchors), rank, _diagonal_apply)
         return run(S if h0_loc is None else S + h0_loc)
     local, before, enter, leave, _, ends_here = pieces([int(c) for c in cu_seqlens.tolist()], s, tl)
     h0_loc = None if h0 is None else torch.where(_mask(before, h0, 3), torch.zeros((), dtype=h0.dtype,
@@ -311,7 +321,7 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
     through = enter is not None and enter == leave
     M = M_full * float(through)
     N = hT0[leave][None] if leave is not None else torch.zeros_like(hT0[:1])
-    S = _enter(*_exchange(M, N, group), rank, _diagonal_apply)
+    S = _enter(*_exchange(M, N, group, anchors), rank, _diagonal_apply)
     h2 = torch.where(_mask([i == enter for i in range(hT0.shape[0])], hT0, 3), S,
                      torch.zeros((), dtype=S.dtype, device=S.device))
     y, hT = run(h2 if h0_loc is None else h2 + h0_loc, cu_loc)
@@ -367,14 +377,14 @@ def gdr(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[T
     ts = (q, k, v, g, beta, h0)
     opts = {"layout (0 token, 1 head)": flag, "use_qk_l2norm": int(bool(use_qk_l2norm)),
             "scale" + REAL: sbits}
-    lens = _agree("chunkgen.torch_cp.gdr", "gdr", opts, list(zip(names, ts)), {n: tax for n in names[:5]},
+    lens, anchors = _agree("chunkgen.torch_cp.gdr", "gdr", opts, list(zip(names, ts)), {n: tax for n in names[:5]},
                   cu_seqlens, q.shape[tax] if q.dim() > tax else -1, group, bad)
     s, tl = sum(lens[:rank]), lens[rank]
     run = lambda h, rows, cu=None: _gdr_extended(q, k, v, g, beta, h, rows, head, cu,  # noqa: E731
                                                  scale=scale, use_qk_l2norm=use_qk_l2norm)
     if cu_seqlens is None:
         o0, P, N, M = run(h0 if rank == 0 else None, [True] * v.shape[0])
-        S = _enter(*_exchange(M, N, group), rank, _matrix_apply)
+        S = _enter(*_exchange(M, N, group, anchors), rank, _matrix_apply)
         return (o0.float() + _gdr_correction(P, S, head)).to(o0.dtype), _matrix_apply(M, S) + N
     local, before, enter, leave, len_in, ends_here = pieces([int(c) for c in cu_seqlens.tolist()], s, tl)
     h0_loc = None if h0 is None else torch.where(_mask(before, h0, h0.dim()), torch.zeros((), dtype=h0.dtype,
@@ -382,10 +392,9 @@ def gdr(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[T
     cu_loc = torch.tensor(local, dtype=cu_seqlens.dtype, device=cu_seqlens.device)
     o0, P, hT0, Ms = run(h0_loc, [i == enter for i in range(len(local) - 1)], cu_loc)
     through = enter is not None and enter == leave
-    # (zeros tied to the local pass: the exchange is in every rank's graph, its backward runs everywhere)
-    M = Ms[leave][None] if through else _Zero.apply(Ms[:1])
-    N = hT0[leave][None] if leave is not None else _Zero.apply(hT0[:1])
-    S = _enter(*_exchange(M, N, group), rank, _matrix_apply)
+    M = Ms[leave][None] if through else torch.zeros_like(Ms[:1])
+    N = hT0[leave][None] if leave is not None else torch.zeros_like(hT0[:1])
+    S = _enter(*_exchange(M, N, group, anchors), rank, _matrix_apply)
     if enter is None:  # (the exchange stays in this rank's graph, its backward collective runs)
         dep = _Zero.apply(S.sum())
         hT = torch.where(_mask(ends_here, hT0, 4), hT0, torch.zeros((), device=hT0.device))

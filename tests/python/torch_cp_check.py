@@ -155,9 +155,10 @@ def sscan_case(name, rank, B, L, D, N, split, G=None, cu=None, softplus=True):
     compare(name, rank, pairs)
 
 
-def nan_isolation(rank, split):
+def nan_isolation(rank, split, op="ssd"):
     """A NaN in sequence 0 (crossing rank 0 -> 1, where sequence 1 starts) must not reach
-    sequence 1 on the later ranks, as in the one-process call."""
+    sequence 1 on the later ranks, as in the one-process call (SSD or the gated delta
+    rule: its transition is a matrix, cut when all zero)."""
     import chunkgen.torch as cgt
     import chunkgen.torch_cp as cp
 
@@ -165,17 +166,20 @@ def nan_isolation(rank, split):
     q, v, la = gen(1, 1, T, 1, 48), gen(3, 1, T, 2, 40), -gen(4, 1, T, 2, scale=0.01).abs()
     v[0, 5] = float("nan")
     cu = torch.tensor([0, 60, 203], dtype=torch.int32)
-    o, hT = cgt.ssd(q, q, v, la, cu_seqlens=cu)
+    extra = (la.sigmoid(),) if op == "gdr" else ()  # (beta)
+    kw = dict(use_qk_l2norm=True) if op == "gdr" else {}
+    o, hT = getattr(cgt, op)(q, q, v, la, *extra, cu_seqlens=cu, **kw)
+    assert torch.isnan(o[0, 5:60]).any() and torch.isnan(hT[0]).any()  # (the NaN does spread in sequence 0)
     b = bounds(split)
     sl = lambda t: t.narrow(1, b[rank], split[rank])  # noqa: E731
-    o_r, hT_r = cp.ssd(sl(q), sl(q), sl(v), sl(la), cu_seqlens=cu)
+    o_r, hT_r = getattr(cp, op)(sl(q), sl(q), sl(v), sl(la), *map(sl, extra), cu_seqlens=cu, **kw)
     keep = torch.arange(b[rank], b[rank + 1]) >= 60
-    assert not torch.isnan(o_r[0, keep]).any(), (rank, "the NaN crossed into the next sequence")
+    assert not torch.isnan(o_r[0, keep]).any(), (op, rank, "the NaN crossed into the next sequence")
     if keep.any():
         assert rel(o_r[0, keep], sl(o)[0, keep]) < TOL
     if rank == WORLD - 1:
         assert rel(hT_r[1], hT[1]) < TOL
-        print("ssd varlen, a NaN in the sequence before: isolated", flush=True)
+        print(f"{op} varlen, a NaN in the sequence before: isolated", flush=True)
 
 
 def expect_error(name, rank, fn, *words):
@@ -249,6 +253,7 @@ def worker(rank, path, which):
         gdr_case("gdr token h0 l2norm balanced", rank, "token", 2, 203, 1, 2, 48, 40, bal, scale=0.3)
         gdr_case("gdr head grouped uneven", rank, "head", 1, 203, 2, 4, 48, 40, [60, 10, 100, 33], h0=False)
         gdr_case("gdr varlen", rank, "token", 1, 203, 1, 2, 48, 40, bal, cu=[0, 17, 17, 150, 203])
+        nan_isolation(rank, bal, "gdr")
     if which in ("all", "faults", "perturb"):
         cp._PERTURB = lambda g: g * (1 + 1e-3)
         ssd_case("ssd, exchanged state perturbed", rank, "token", 2, 203, 1, 2, 48, 40, bal, expect_fail=True)
