@@ -58,7 +58,7 @@ CG_TEST(dtype_table_marks_16bit_tensors) {
     const char *half[CG_OP_COUNT] = {"q k v o", "q k v dout dq dk dv", "x delta B C z y",
                                      "x delta B C z dy dx ddelta dB dC dz", "q k v beta o",
                                      "q k v beta dout dq dk dv dbeta", "q k v cache o",
-                                     "x delta B C z cache y"};
+                                     "x delta B C z cache y", "a b x y", "a b x dy da db dx"};
     for (int op = 0; op < CG_OP_COUNT; op++) {
         const cg_op_desc *d = cg__op_desc((cg_op)op);
         char got[256] = "";
