@@ -159,9 +159,9 @@ CG_TEST(lru_cpu_bad_pin) {
     lnew(&p, CG_OP_LRU_FWD, &c, CG_F32, CG_F32, 1);
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = CG_BACKEND_CPU;
-    ex.config = "block=300";
+    ex.config = "block=2000";
     CG_CHECK(cg_run(ctx, CG_OP_LRU_FWD, dtt_args(&p), &ex) != CG_OK && strstr(cg_errmsg(ctx), "block"),
-             "block=300 (above 256): %s", cg_errmsg(ctx));
+             "block=2000 (above 1024): %s", cg_errmsg(ctx));
     dtt_free(&p);
     cg_context_free(ctx);
 }

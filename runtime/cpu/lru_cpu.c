@@ -1,8 +1,8 @@
 /* lru_cpu.c -- the CPU path of the diagonal linear recurrence (docs/lru.md; the semantics:
  * runtime/ref/ref_lru.c), h_t = a_t h_{t-1} + b_t x_t, y_t = h_t, in float32.
  *
- * Memory bound (a few flops per element read): a task is (b, block of W channels), its
- * state h [W] in a stack buffer; per token the rows a, b, x of the block are read once
+ * Memory bound (a few flops per element read): a task is (b, block of W channels: all D
+ * up to 1024 when the batch feeds every thread), its state h [W] in a stack buffer; per token the rows a, b, x of the block are read once
  * and y is written once, the loop over the block's channels vectorized. Rows of float32
  * tensors with unit channel stride are used in place; 16-bit rows go through the running
  * ISA variant's row converters (cpu_half.h); other strides (head-major, [B, D, L]) are
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LRU_WMAX 256 /* most channels per task (the stack buffers) */
+#define LRU_WMAX 1024 /* most channels per task (the stack buffers) */
 
 typedef void (*ld_fn)(float *restrict, const void *restrict, cg_dtype, int64_t);
 typedef void (*st_fn)(void *restrict, cg_dtype, const float *restrict, int64_t);
@@ -126,28 +126,37 @@ static void bwd_task(void *arg, int64_t task, int tid) {
     put_state(&p->grad_h0, b, d0, n, g);
 }
 
-/* The block (pin or 64 channels) and threads (pin, else one per 256 KiB of traffic, at
- * most the pool's size and the tasks; a small call stays on the calling thread). */
+/* The threads (pin, else one per 256 KiB of traffic, at most the pool's size and the
+ * tasks; a small call stays on the calling thread) and the block (pin, else below). */
 static cg_status lru_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, const cg_lru_prob *p, double rows,
                           lru_run *r, cg_pool **pool, int *threads) {
     static const char *const known[] = {"threads", "block"};
-    int64_t th = 0, W = 64;
-    int pinned = 0;
+    int64_t th = 0, W = 0;
+    int pinned = 0, wpinned = 0;
     cg_status st = cg__cfg_only(ctx, cfg, what, known, 2);
     if (!st) st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, what, &th, &pinned);
-    if (!st) st = cg__cfg_pin_int(ctx, cfg, "block", 1, LRU_WMAX, what, &W, NULL);
+    if (!st) st = cg__cfg_pin_int(ctx, cfg, "block", 1, LRU_WMAX, what, &W, &wpinned);
     if (st) return st;
-    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    r->p = p, r->W = W, r->nblk = (p->D + W - 1) / W, r->ld = isa->ld_row, r->st = isa->st_row;
-    const int64_t tasks = p->B * r->nblk;
     const double bytes = rows * (double)(p->B * p->L * p->D) * 4.0;
     const int want = pinned && th > 0 ? (int)th : (int)(bytes / (256.0 * 1024) + 1);
     *pool = NULL, *threads = 1;
-    if (want <= 1 || tasks <= 1) return CG_OK;
-    if (!(*pool = cg__ctx_pool(ctx))) return cg__err(ctx, CG_ENOMEM, "%s: no thread pool", what);
-    const int size = cg__pool_size(*pool);
-    *threads = want > size ? size : want;
+    if (want > 1 && p->B * p->D > 1) {
+        if (!(*pool = cg__ctx_pool(ctx))) return cg__err(ctx, CG_ENOMEM, "%s: no thread pool", what);
+        const int size = cg__pool_size(*pool);
+        *threads = want > size ? size : want;
+    }
+    /* the block: whole rows where the batch gives every thread a task (the rows of a
+     * token are then one contiguous run per tensor: the streams the prefetchers follow
+     * best), else halved (in multiples of 16) until it does */
+    if (!wpinned) {
+        W = p->D < LRU_WMAX ? p->D : LRU_WMAX;
+        while (W > 16 && p->B * ((p->D + W - 1) / W) < *threads) W = (W / 2 + 15) / 16 * 16;
+    }
+    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
+    r->p = p, r->W = W, r->nblk = (p->D + W - 1) / W, r->ld = isa->ld_row, r->st = isa->st_row;
+    const int64_t tasks = p->B * r->nblk;
     if (*threads > tasks) *threads = (int)tasks;
+    if (*threads <= 1) *pool = NULL, *threads = 1;
     return CG_OK;
 }
 
