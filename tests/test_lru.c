@@ -165,3 +165,20 @@ CG_TEST(lru_cpu_bad_pin) {
     dtt_free(&p);
     cg_context_free(ctx);
 }
+
+/* No generated kernel yet: auto runs host tensors on the cpu; emulate refuses by name. */
+CG_TEST(lru_auto_runs_on_cpu) {
+    cg_context *ctx = NULL;
+    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    const lcase c = {"auto", 2, 9, 5, 0, 1, NULL};
+    for (int op = CG_OP_LRU_FWD; op <= CG_OP_LRU_BWD; op++) {
+        dtt_prob p;
+        lnew(&p, (cg_op)op, &c, CG_F32, CG_F32, 21);
+        CG_CHECK_OK(ctx, dtt_run(ctx, &p, CG_BACKEND_AUTO));
+        CG_CHECK(strstr(cg_last_dispatch(ctx), "backend=cpu (auto: host pointers)") != NULL, "%s",
+                 cg_last_dispatch(ctx));
+        CG_CHECK_REFUSED(ctx, dtt_run(ctx, &p, CG_BACKEND_EMULATE), CG_EUNSUPPORTED, "no kernel", p.d->name);
+        dtt_free(&p);
+    }
+    cg_context_free(ctx);
+}

@@ -47,8 +47,7 @@ static const float *get_row(const lru_run *r, const cg_view *v, int64_t b, int64
     return buf;
 }
 /* Row (b, t, d0 ..) of v from src. */
-static void put_row(const lru_run *r, const cg_view *v, int64_t b, int64_t t, int64_t d0, int64_t n,
-                    const float *src) {
+static void put_row(const lru_run *r, const cg_view *v, int64_t b, int64_t t, int64_t d0, int64_t n, const float *src) {
     const int64_t off = b * v->s[0] + t * v->s[1] + d0 * v->s[2];
     if (v->s[2] == 1) {
         if (v->dt == CG_F32) memcpy((float *)v->p + off, src, (size_t)n * sizeof(float));
@@ -110,7 +109,8 @@ static void bwd_task(void *arg, int64_t task, int tid) {
                      get_row(r, &p->x, b, t, d0, n, bx), n);
         }
         for (int64_t t = t1 - 1; t >= t0; t--) {
-            const float *restrict a = get_row(r, &p->a, b, t, d0, n, ba), *restrict bv = get_row(r, &p->b, b, t, d0, n, bb),
+            const float *restrict a = get_row(r, &p->a, b, t, d0, n, ba),
+                                  *restrict bv = get_row(r, &p->b, b, t, d0, n, bb),
                                   *restrict x = get_row(r, &p->x, b, t, d0, n, bx),
                                   *restrict dy = get_row(r, &p->dy, b, t, d0, n, bd), *restrict hp = hs + (t - t0) * W;
             for (int64_t j = 0; j < n; j++) g[j] += dy[j];

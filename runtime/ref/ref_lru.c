@@ -39,8 +39,8 @@ cg_status cg__lru_ref_bwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *c
         for (int64_t d = 0; d < p->D; d++) {
             hs[0] = state_at(&p->h0, b, d);
             for (int64_t t = 0; t < p->L; t++)
-                hs[t + 1] = cg__vload(&p->a, b, t, d, 0) * hs[t] +
-                            cg__vload(&p->b, b, t, d, 0) * cg__vload(&p->x, b, t, d, 0);
+                hs[t + 1] =
+                    cg__vload(&p->a, b, t, d, 0) * hs[t] + cg__vload(&p->b, b, t, d, 0) * cg__vload(&p->x, b, t, d, 0);
             double g = state_at(&p->dhT, b, d);
             for (int64_t t = p->L - 1; t >= 0; t--) {
                 g += cg__vload(&p->dy, b, t, d, 0);
