@@ -1,8 +1,10 @@
-"""JAX ops: chunkgen.jax.ssd, chunkgen.jax.sscan and chunkgen.jax.gdr through the XLA FFI.
+"""JAX ops: chunkgen.jax.ssd, chunkgen.jax.sscan, chunkgen.jax.gdr and chunkgen.jax.lru
+through the XLA FFI.
 
     o, hT = chunkgen.jax.ssd(q, k, v, log_alpha, h0=None, *, layout="head")
     y, hT = chunkgen.jax.sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None,
                                *, delta_softplus=False)
+    y, hT = chunkgen.jax.lru(a, b, x, h0=None, *, layout="token")   # docs/lru.md
 
 - Each op is one XLA custom call (the FFI handlers of chunkgen._jax_ffi, python/src/
   cg_jax_ffi.cc, registered as "chunkgen" for the CPU platform and, when JAX has a CUDA

@@ -1,8 +1,9 @@
-"""PyTorch ops: chunkgen.torch.ssd, chunkgen.torch.sscan and chunkgen.torch.gdr, differentiable
-in every input.
+"""PyTorch ops: chunkgen.torch.ssd, chunkgen.torch.sscan, chunkgen.torch.gdr and
+chunkgen.torch.lru (docs/lru.md), differentiable in every input.
 
 Registered with torch.library.custom_op as chunkgen::ssd_fwd, chunkgen::ssd_bwd,
-chunkgen::sscan_fwd, chunkgen::sscan_bwd, chunkgen::gdr_fwd and chunkgen::gdr_bwd, each
+chunkgen::sscan_fwd, chunkgen::sscan_bwd, chunkgen::gdr_fwd, chunkgen::gdr_bwd,
+chunkgen::lru_fwd and chunkgen::lru_bwd, each
 with a fake (meta) implementation and
 the forward ops with autograd formulas (the backward ops), so torch.compile(fullgraph=
 True) traces them without a graph break and torch.library.opcheck passes.
