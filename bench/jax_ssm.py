@@ -13,7 +13,11 @@ Rows in the seeds' schema: trace_s, compile_s (lower + compile), first_call_s, t
 median and quartiles, XLA's temp/argument/output memory (chunkgen's own CPU scratch is
 not XLA memory), params, finite.
 
-usage: jax_ssm.py --out OUT.json [--threads 1] [--tokens 1024,4096] [--layers 2]
+usage: jax_ssm.py --out OUT.json [--threads 1] [--tokens 1024,4096] [--layers 2] [--cell ssd|lru]
+
+--cell lru: the suite's `lru` cell instead (bench/jax_lru_model.py: RG-LRU style mixers,
+d = model_dim channels), impls chunkgen_jax (chunkgen.jax.lru), jax_assoc
+(jax.lax.associative_scan) and jax_scan (jax.lax.scan).
 """
 import argparse
 import json
@@ -32,7 +36,8 @@ def main():
     ap.add_argument("--model-dim", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--chunk", type=int, default=64, help="jax_chunked chunk size")
-    ap.add_argument("--impls", default="chunkgen_jax,jax_chunked")
+    ap.add_argument("--impls", default=None, help="default: every impl of the cell")
+    ap.add_argument("--cell", default="ssd", choices=("ssd", "lru"))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--min-time", type=float, default=0.3)
     ap.add_argument("--max-call-s", type=float, default=30.0)
@@ -48,6 +53,7 @@ def main():
 
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, "peers"))
+    sys.path.insert(0, here)
     import torch_peers as tp
     from jax_ssd_impls import ssd_chunk
 
@@ -62,15 +68,23 @@ def main():
         return ssd_chunk(q, k, v, la, jnp.zeros((B, H, q.shape[-1], dv), v.dtype), args.chunk)
 
     ssds = {"chunkgen_jax": None, "jax_chunked": pure}  # None: jax_nn's default, chunkgen.jax.ssd
+    init, apply = (lambda key: jax_nn.init(key, cfg)), (lambda p, x, impl: jax_nn.apply(p, x, cfg, impl))
+    if args.cell == "lru":
+        import jax_lru_model as lm
+
+        ssds = {"chunkgen_jax": None, "jax_assoc": lm.jax_assoc_lru, "jax_scan": lm.jax_scan_lru}
+        init = lambda key: lm.init(key, args.model_dim, args.layers)  # noqa: E731
+        apply = lm.apply
+    args.impls = args.impls or ",".join(ssds)
     out = {"device": {"backend": "cpu", "python": platform.python_version(), "jax": jax.__version__,
                       "threads": args.threads, "xla_flags": os.environ.get("XLA_FLAGS", ""),
                       "cpus": sorted(os.sched_getaffinity(0)), "cpu": platform.processor() or platform.machine()},
-           "config": {"suite": "ssm", "cell": "ssd", "batch": args.batch, "model_dim": args.model_dim,
+           "config": {"suite": "ssm", "cell": args.cell, "batch": args.batch, "model_dim": args.model_dim,
                       "layers": args.layers, "groups": 1, "heads": 1, "dk": 128, "dv": 128, "chunk": args.chunk,
                       "tokens": [int(t) for t in args.tokens.split(",")], "impls": args.impls.split(","),
                       "repeats": args.repeats, "min_time_s": args.min_time, "note": args.note},
            "results": []}
-    params = jax_nn.init(jax.random.key(0), cfg)
+    params = init(jax.random.key(0))
     n_params = sum(int(a.size) for a in jax.tree.leaves(params))
     for T in out["config"]["tokens"]:
         kx, kt = jax.random.split(jax.random.key(T))
@@ -78,14 +92,14 @@ def main():
         target = jax.random.normal(kt, (args.batch, T, args.model_dim), jnp.float32)
         for impl in out["config"]["impls"]:
             ssd = ssds[impl]
-            fwd = lambda p, x, t: jax_nn.apply(p, x, cfg, ssd)  # noqa: E731
+            fwd = lambda p, x, t: apply(p, x, ssd)  # noqa: E731
 
             def train_step(p, x, t):
-                loss, g = jax.value_and_grad(lambda p: jnp.mean((jax_nn.apply(p, x, cfg, ssd) - t) ** 2))(p)
+                loss, g = jax.value_and_grad(lambda p: jnp.mean((apply(p, x, ssd) - t) ** 2))(p)
                 return jax.tree.map(lambda a, b: a - 1e-3 * b, p, g), loss
 
             for op, f in (("forward", fwd), ("train_step", train_step)):
-                row = {"suite": "ssm", "cell": "ssd", "impl": impl, "dtype": "float32", "tokens": T,
+                row = {"suite": "ssm", "cell": args.cell, "impl": impl, "dtype": "float32", "tokens": T,
                        "batch": args.batch, "model_dim": args.model_dim, "layers": args.layers, "op": op,
                        "params": n_params, "threads": args.threads}
                 out["results"].append(row)

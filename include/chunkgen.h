@@ -459,6 +459,43 @@ typedef struct cg_gdr_step_args {
 /* Gated-delta-rule decode step over a state cache (updated in place). */
 CG_API cg_status cg_gdr_step(cg_context *ctx, const cg_gdr_step_args *args, const cg_exec *exec);
 
+/* ------------------------------------------------- diagonal linear recurrence (LRU)
+ * The diagonal linear recurrence of RG-LRU / Griffin (docs/lru.md). Per (b, channel d),
+ * with a float32 state h (h0 or 0 before token 0):
+ *   h_t = a_t h_{t-1} + b_t x_t,   y_t = h_t.
+ * a is usually in (0, 1]; any real value is accepted. The symbols are the selective
+ * scan's: B, L (tokens), D (channels). Shapes, in the order of `layout` (token-major
+ * shown; head-major, CG_LAYOUT_HEAD_MAJOR, gives [B, D, L]):
+ *   a, b, x, y, dy and their gradients [B, L, D]; h0, hT, dhT, dh0 [B, D] (float32).
+ * a, b, x, y, dy (and da, db, dx) may be one 16-bit dtype (math in float32); CG_F64 for
+ * every tensor runs the float64 reference. Any strides. */
+typedef struct cg_lru_fwd_args {
+    size_t size; /* sizeof(cg_lru_fwd_args) of the caller's header, or 0 (see the growth rule) */
+    cg_layout layout;
+    cg_tensor a, b, x, h0; /* inputs; h0 optional */
+    cg_tensor y, hT;       /* outputs; hT optional */
+    /* optional: packed variable-length batch (docs/varlen.md). CG_I32 or CG_I64 [N + 1],
+     * non-decreasing, first 0, last = L; needs B = 1. With it the states are per sequence:
+     * [N, D]. */
+    cg_tensor cu_seqlens;
+} cg_lru_fwd_args;
+#define CG_LRU_FWD_ARGS_INIT CG__INIT(cg_lru_fwd_args)
+
+typedef struct cg_lru_bwd_args {
+    size_t size; /* sizeof(cg_lru_bwd_args) of the caller's header, or 0 (see the growth rule) */
+    cg_layout layout;
+    cg_tensor a, b, x, h0, dy, dhT; /* inputs; h0, dhT optional */
+    cg_tensor da, db, dx, dh0;      /* outputs; dh0 optional */
+    cg_tensor cu_seqlens;           /* optional, as the forward's */
+} cg_lru_bwd_args;
+#define CG_LRU_BWD_ARGS_INIT CG__INIT(cg_lru_bwd_args)
+
+/* LRU forward. */
+CG_API cg_status cg_lru_fwd(cg_context *ctx, const cg_lru_fwd_args *args, const cg_exec *exec);
+/* LRU backward: g_t = dy_t + a_{t+1} g_{t+1} (g after the last token: dhT or 0);
+ * da_t = g_t h_{t-1}, db_t = g_t x_t, dx_t = g_t b_t, dh0 = a_0 g_0 (recomputes h). */
+CG_API cg_status cg_lru_bwd(cg_context *ctx, const cg_lru_bwd_args *args, const cg_exec *exec);
+
 /* ------------------------------------------------ ahead of time: prepare, workspace
  * The ops by number, for the calls that take any op's args struct. */
 typedef enum cg_op {
@@ -471,7 +508,10 @@ typedef enum cg_op {
     /* decode steps (issue #36) */
     CG_OP_SSD_STEP = 6,  /* args: cg_ssd_step_args */
     CG_OP_SSCAN_STEP = 7, /* args: cg_sscan_step_args */
-    CG_OP_GDR_STEP = 8   /* args: cg_gdr_step_args */
+    CG_OP_GDR_STEP = 8,  /* args: cg_gdr_step_args */
+    /* diagonal linear recurrence (issue #38 item 7) */
+    CG_OP_LRU_FWD = 9,  /* args: cg_lru_fwd_args */
+    CG_OP_LRU_BWD = 10 /* args: cg_lru_bwd_args */
 } cg_op;
 
 /* Bytes of scratch the call cg_<op>(ctx, args, exec) would take from exec->workspace

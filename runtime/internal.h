@@ -291,6 +291,19 @@ typedef struct cg_gdr_step_prob {
     cg_view o;                                 /* output */
     int64_t nseq;
 } cg_gdr_step_prob;
+/* LRU problem after validation (the diagonal linear recurrence; docs/lru.md). Logical
+ * orders: a, b, x, y, dy, grad_a, grad_b, grad_x [b, l, d, -]; h0, hT, dhT, grad_h0
+ * [b, d, -, -] (float32). Head-major calls have the same logical order (strides differ). */
+typedef struct cg_lru_prob {
+    int64_t B, L, D;
+    cg_dtype dtype;
+    cg_view a, b, x, h0;                      /* inputs */
+    cg_view y, hT;                            /* forward outputs */
+    cg_view dy, dhT;                          /* backward inputs */
+    cg_view grad_a, grad_b, grad_x, grad_h0;  /* backward outputs */
+    int64_t nseq;        /* varlen: N sequences packed along L; 0: none */
+    cg_view cu;          /* cu_seqlens [N + 1], p NULL when absent */
+} cg_lru_prob;
 /* Element (i0, i1) of an index view (CG_I32 or CG_I64). */
 static inline int64_t cg__idx_at(const cg_view *v, int64_t i0, int64_t i1) {
     const int64_t off = i0 * v->s[0] + i1 * v->s[1];
@@ -397,6 +410,11 @@ cg_status cg__gdr_cpu_seq_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cf
  * config keys chunk (default 64) and threads. */
 cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+/* The LRU's cpu path (runtime/cpu/lru_cpu.c) and float64 reference (runtime/ref/ref_lru.c). */
+cg_status cg__lru_cpu_fwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__lru_cpu_bwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__lru_ref_fwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+cg_status cg__lru_ref_bwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 /* Reference entry points (runtime/ref/): float64 sequential scans; F32 or F64 views. */
 cg_status cg__ssd_ref_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);

@@ -24,7 +24,9 @@
     X(gdr_bwd, CG_OP_GDR_BWD, cg_gdr_bwd_args, cg_gdr_prob)                                                    \
     X(ssd_step, CG_OP_SSD_STEP, cg_ssd_step_args, cg_ssd_step_prob)                                            \
     X(sscan_step, CG_OP_SSCAN_STEP, cg_sscan_step_args, cg_sscan_step_prob)                                    \
-    X(gdr_step, CG_OP_GDR_STEP, cg_gdr_step_args, cg_gdr_step_prob)
+    X(gdr_step, CG_OP_GDR_STEP, cg_gdr_step_args, cg_gdr_step_prob)                                            \
+    X(lru_fwd, CG_OP_LRU_FWD, cg_lru_fwd_args, cg_lru_prob)                                                    \
+    X(lru_bwd, CG_OP_LRU_BWD, cg_lru_bwd_args, cg_lru_prob)
 
 /* CG_OP_COUNT: the number of ops (the op table has one row each). */
 #define CG__OP_INDEX(name, E, AT, PT) CG__OP_INDEX_##name,

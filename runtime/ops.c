@@ -239,6 +239,40 @@ static const cg_real_desc k_gdr_step_reals[] = {
 };
 static const cg_slot_desc k_gdr_step_slots = {6, 7, CG_SYM_S};
 
+/* LRU (docs/lru.md): a, b, x, y, dy [B, L, D] in either layout (head-major: [B, D, L]);
+ * states h0, hT, dhT, dh0 [B, D] float32. Test and tuning data: a in [0.5, 1] (a decay, as
+ * RG-LRU's), b and x in [-1, 1]. */
+#define LRU(AT, nm, role, opt, gof, e0, e1, e2, fl, lo, hi, tol, af, vf, kf)                                   \
+    ROW(nm, NULL, role, opt, NULL, gof, e0, e1, e2, NO, fl, lo, hi, tol, AT, af, cg_lru_prob, vf, kf)
+#define LH (CG_TD_LAYOUT | HF)
+#define LRU_INPUTS(AT)                                                                                         \
+    LRU(AT, "a", IN, 0, NULL, B_, L_, D_, LH, 0.5, 1, CG_TOL_NONE, a, a, 0),                                    \
+    LRU(AT, "b", IN, 0, NULL, B_, L_, D_, LH, -1, 1, CG_TOL_NONE, b, b, 0),                                     \
+    LRU(AT, "x", IN, 0, NULL, B_, L_, D_, LH, -1, 1, CG_TOL_NONE, x, x, 0),                                     \
+    LRU(AT, "h0", IN, 1, NULL, B_, D_, NO, PS, -1, 1, CG_TOL_NONE, h0, h0, CG_KS_H0)
+#define LF cg_lru_fwd_args
+static const cg_tdesc k_lru_fwd[] = {
+    LRU_INPUTS(LF),
+    LRU(LF, "y", OUT, 0, NULL, B_, L_, D_, LH, 0, 0, CG_TOL_FWD, y, y, 0),
+    LRU(LF, "hT", OUT, 1, NULL, B_, D_, NO, PS, 0, 0, CG_TOL_FWD, hT, hT, CG_KS_HT),
+};
+#define LB cg_lru_bwd_args
+static const cg_tdesc k_lru_bwd[] = {
+    LRU_INPUTS(LB),
+    LRU(LB, "dy", IN, 0, NULL, B_, L_, D_, LH, -1, 1, CG_TOL_NONE, dy, dy, 0),
+    LRU(LB, "dhT", IN, 1, NULL, B_, D_, NO, PS, -1, 1, CG_TOL_NONE, dhT, dhT, CG_KS_DHT),
+    LRU(LB, "da", OUT, 0, "a", B_, L_, D_, LH, 0, 0, BW, da, grad_a, 0),
+    LRU(LB, "db", OUT, 0, "b", B_, L_, D_, LH, 0, 0, BW, db, grad_b, 0),
+    LRU(LB, "dx", OUT, 0, "x", B_, L_, D_, LH, 0, 0, BW, dx, grad_x, 0),
+    LRU(LB, "dh0", OUT, 1, "h0", B_, D_, NO, PS, 0, 0, BW, dh0, grad_h0, 0),
+};
+static const cg_tdesc k_lru_cu[] = {
+    ROW("cu_seqlens", NULL, IN, 1, NULL, NULL, NO, NO, NO, NO, CG_TD_INDEX, 0, 0, CG_TOL_NONE, cg_lru_fwd_args,
+        cu_seqlens, cg_lru_prob, cu, 0),
+    ROW("cu_seqlens", NULL, IN, 1, NULL, NULL, NO, NO, NO, NO, CG_TD_INDEX, 0, 0, CG_TOL_NONE, cg_lru_bwd_args,
+        cu_seqlens, cg_lru_prob, cu, 0),
+};
+
 #define NONE_OFF ((size_t)-1)
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define SSD_DIMS                                                                                               \
@@ -253,6 +287,9 @@ static const cg_slot_desc k_gdr_step_slots = {6, 7, CG_SYM_S};
     {NONE_OFF, offsetof(cg_sscan_prob, B), NONE_OFF, offsetof(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF, \
      offsetof(cg_sscan_prob, L), offsetof(cg_sscan_prob, D), offsetof(cg_sscan_prob, N), NONE_OFF}
 
+#define LRU_DIMS                                                                                               \
+    {NONE_OFF, offsetof(cg_lru_prob, B), NONE_OFF, NONE_OFF, NONE_OFF, NONE_OFF, NONE_OFF, offsetof(cg_lru_prob, L), \
+     offsetof(cg_lru_prob, D), NONE_OFF, NONE_OFF}
 #define SSD_STEP_DIMS                                                                                          \
     {NONE_OFF, offsetof(cg_ssd_step_prob, B), offsetof(cg_ssd_step_prob, T), offsetof(cg_ssd_step_prob, G),     \
      offsetof(cg_ssd_step_prob, H), offsetof(cg_ssd_step_prob, dk), offsetof(cg_ssd_step_prob, dv), NONE_OFF,   \
@@ -341,6 +378,14 @@ static double gdr_step_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) {
                         (double)dim[CG_SYM_DK] * (double)dim[CG_SYM_DV];
 }
 
+/* LRU: per (b, l, d) 3 flops forward (a h + b x); backward 8 (the forward's recompute, g =
+ * dy + a g, and g h, g x, g b). No parameter. A memory-bound op: docs/lru.md gives bytes. */
+static double lru_flops(const int64_t dim[CG_SYM_COUNT], double per) {
+    return per * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_L] * (double)dim[CG_SYM_D];
+}
+static double lru_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, lru_flops(dim, 3); }
+static double lru_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, lru_flops(dim, 8); }
+
 static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
@@ -383,6 +428,14 @@ static const cg_op_desc k_ops[] = {
      GDR_STEP_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G, NONE_OFF, NONE_OFF, offsetof(cg_gdr_step_prob, dtype), 4,
      {DK, DV, G_, H_}, NULL, offsetof(cg_gdr_step_prob, nseq), H_, NO_SEEDS, gdr_step_flops, NULL, 0,
      COUNT(k_gdr_step_reals), k_gdr_step_reals},
+    {CG_OP_LRU_FWD, "lru_fwd", "lru", 0, "cg_lru_fwd_args", sizeof(cg_lru_fwd_args), sizeof(cg_lru_prob),
+     COUNT(k_lru_fwd), k_lru_fwd, 0, NULL, LRU_DIMS, CG_SYM_L, NO, NO, offsetof(cg_lru_fwd_args, layout), NONE_OFF,
+     offsetof(cg_lru_prob, dtype), 1, {D_, NO, NO, NO}, &k_lru_cu[0], offsetof(cg_lru_prob, nseq), D_, NO_SEEDS,
+     lru_fwd_flops, NULL, 0, 0, NULL},
+    {CG_OP_LRU_BWD, "lru_bwd", "lru", 1, "cg_lru_bwd_args", sizeof(cg_lru_bwd_args), sizeof(cg_lru_prob),
+     COUNT(k_lru_bwd), k_lru_bwd, 0, NULL, LRU_DIMS, CG_SYM_L, NO, NO, offsetof(cg_lru_bwd_args, layout), NONE_OFF,
+     offsetof(cg_lru_prob, dtype), 1, {D_, NO, NO, NO}, &k_lru_cu[1], offsetof(cg_lru_prob, nseq), D_, NO_SEEDS,
+     lru_bwd_flops, NULL, 0, 0, NULL},
 };
 
 const cg_op_desc *cg__op_desc(cg_op op) {

@@ -31,6 +31,10 @@ static const conf_case k_cases[] = {
     {"gdr_t1", "gdr", 1, 1, 1, 1, 8, 8, 0, 0, 0, 1},
     {"gdr_g2h6_dk48_dv40_t37_head", "gdr", 2, 37, 2, 6, 48, 40, 0, 0, 1, 1},
     {"gdr_dk7_dv5_t130_bare", "gdr", 1, 130, 1, 2, 7, 5, 0, 0, 0, 0},
+    {"lru_l1", "lru", 1, 1, 1, 0, 0, 0, 4, 0, 0, 1},
+    {"lru_l37_d37_head", "lru", 2, 37, 1, 0, 0, 0, 37, 0, 1, 1},
+    {"lru_l130_d5_bare", "lru", 1, 130, 1, 0, 0, 0, 5, 0, 0, 0},
+    {"lru_l33_d200_blocks", "lru", 3, 33, 1, 0, 0, 0, 200, 0, 0, 1},
 };
 
 typedef cg_args_any conf_args; /* any op's args struct (op_list.h) */

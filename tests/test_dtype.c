@@ -59,7 +59,8 @@ CG_TEST(dtype_table_marks_16bit_tensors) {
                                      "x delta B C z dy dx ddelta dB dC dz", "q k v beta o",
                                      "q k v beta dout dq dk dv dbeta", "q k v cache o",
                                      "x delta B C z cache y",
-                                     "q k v beta cache o"};
+                                     "q k v beta cache o", "a b x y",
+                                     "a b x dy da db dx"};
     for (int op = 0; op < CG_OP_COUNT; op++) {
         const cg_op_desc *d = cg__op_desc((cg_op)op);
         char got[256] = "";

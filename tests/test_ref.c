@@ -649,3 +649,102 @@ CG_TEST(ref_nan_propagates) {
     }
     cg_context_free(ctx);
 }
+
+/* ------------------------------------------------------------------ LRU */
+
+typedef struct lru_case {
+    int64_t B, L, D;
+    int h0, dhT;     /* present */
+    cg_layout layout;
+} lru_case;
+
+typedef struct lru_bufs {
+    const lru_case *c;
+    cg_context *ctx;
+    cg_tbuf a, b, x, h0, y, hT, W, W2, da, db, dx, dh0;
+    int use_h0;
+} lru_bufs;
+
+static cg_tbuf lru_buf(const lru_case *c) {
+    int64_t sh[3] = {c->B, c->L, c->D};
+    if (c->layout == CG_LAYOUT_HEAD_MAJOR) sh[1] = c->D, sh[2] = c->L;
+    return cg_tbuf_new(CG_F64, 3, sh);
+}
+
+static cg_status lru_forward(lru_bufs *s) {
+    cg_lru_fwd_args a = {.layout = s->c->layout, .a = s->a.t, .b = s->b.t, .x = s->x.t,
+                         .h0 = s->use_h0 ? s->h0.t : no_tensor, .y = s->y.t, .hT = s->hT.t};
+    return cg_lru_fwd(s->ctx, &a, &ref_exec);
+}
+
+static double lru_loss(void *arg) {
+    lru_bufs *s = arg;
+    return cot_loss(s->ctx, lru_forward(s), "lru", &s->y, &s->W, s->c->dhT ? &s->hT : NULL, &s->W2);
+}
+
+/* Every gradient of the LRU against central differences; a of either sign and above 1
+ * (any real is accepted). */
+static void lru_fd_case(cg_context *ctx, const lru_case *c, uint64_t seed) {
+    cg_rng rng = {seed};
+    int64_t st[2] = {c->B, c->D};
+    lru_bufs s;
+    memset(&s, 0, sizeof s);
+    s.ctx = ctx, s.c = c;
+    cg_tbuf *seqs[] = {&s.a, &s.b, &s.x, &s.y, &s.W, &s.da, &s.db, &s.dx}, *states[] = {&s.h0, &s.hT, &s.W2, &s.dh0};
+    for (size_t i = 0; i < 8; i++) *seqs[i] = lru_buf(c);
+    for (size_t i = 0; i < 4; i++) *states[i] = cg_tbuf_new(CG_F64, 2, st);
+    const fill_rule in[] = {{&s.a, -1.2, 1.2}, {&s.b, -1, 1}, {&s.x, -1, 1}};
+    fill_case(in, 3, &s.h0, &s.W, &s.W2, c->h0, c->dhT, &rng);
+    s.use_h0 = c->h0;
+    cg_lru_bwd_args a = {.layout = c->layout, .a = s.a.t, .b = s.b.t, .x = s.x.t, .h0 = c->h0 ? s.h0.t : no_tensor,
+                         .dy = s.W.t, .dhT = c->dhT ? s.W2.t : no_tensor, .da = s.da.t, .db = s.db.t, .dx = s.dx.t,
+                         .dh0 = s.dh0.t};
+    CG_CHECK_OK(ctx, cg_lru_bwd(ctx, &a, &ref_exec));
+    char name[160];
+#define LRU_FD(x, g)                                                                                           \
+    snprintf(name, sizeof name, "lru B%lld L%lld D%lld h0=%d dhT=%d layout=%d: %s", (long long)c->B,           \
+             (long long)c->L, (long long)c->D, c->h0, c->dhT, (int)c->layout, #g);                           \
+    fd_check(name, &s.x, &s.g, lru_loss, &s)
+    LRU_FD(a, da);
+    LRU_FD(b, db);
+    LRU_FD(x, dx);
+    s.use_h0 = 1; /* h0 absent: its values are zeros, the gradient is taken there */
+    LRU_FD(h0, dh0);
+#undef LRU_FD
+    cg_tbuf *all[] = {&s.a, &s.b, &s.x, &s.y, &s.W, &s.da, &s.db, &s.dx, &s.h0, &s.hT, &s.W2, &s.dh0};
+    free_bufs(all, sizeof all / sizeof all[0]);
+}
+
+/* T = 1, T and D odd, both layouts, h0 / dhT on and off. */
+CG_TEST(ref_lru_grad_fd) {
+    CG_TEST_CONTEXT(ctx);
+    const lru_case cases[] = {
+        {2, 5, 3, 1, 1, CG_LAYOUT_TOKEN_MAJOR}, {2, 7, 4, 0, 0, CG_LAYOUT_TOKEN_MAJOR},
+        {1, 9, 5, 1, 0, CG_LAYOUT_HEAD_MAJOR},  {2, 6, 3, 0, 1, CG_LAYOUT_HEAD_MAJOR},
+        {3, 1, 2, 1, 1, CG_LAYOUT_TOKEN_MAJOR}, {1, 1, 1, 0, 0, CG_LAYOUT_TOKEN_MAJOR},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) lru_fd_case(ctx, &cases[i], 400 + i);
+    cg_context_free(ctx);
+}
+
+/* Two tokens, written out: h_1 = a_1 (a_0 h0 + b_0 x_0) + b_1 x_1 = y_1 = hT. */
+CG_TEST(ref_lru_fwd_by_hand) {
+    CG_TEST_CONTEXT(ctx);
+    const lru_case c = {1, 2, 1, 1, 1, CG_LAYOUT_TOKEN_MAJOR};
+    lru_bufs s;
+    memset(&s, 0, sizeof s);
+    s.ctx = ctx, s.c = &c, s.use_h0 = 1;
+    int64_t st[2] = {1, 1};
+    cg_tbuf *seqs[] = {&s.a, &s.b, &s.x, &s.y};
+    for (size_t i = 0; i < 4; i++) *seqs[i] = lru_buf(&c);
+    s.h0 = cg_tbuf_new(CG_F64, 2, st), s.hT = cg_tbuf_new(CG_F64, 2, st);
+    double *a = s.a.mem, *b = s.b.mem, *x = s.x.mem, *y = s.y.mem;
+    a[0] = 0.9, a[1] = -1.5, b[0] = 2, b[1] = 0.25, x[0] = -0.5, x[1] = 3, ((double *)s.h0.mem)[0] = 0.7;
+    CG_CHECK_OK(ctx, lru_forward(&s));
+    const double h1 = 0.9 * 0.7 + 2 * -0.5, h2 = -1.5 * h1 + 0.25 * 3;
+    CG_CHECK(fabs(y[0] - h1) < 1e-15 && fabs(y[1] - h2) < 1e-15 && fabs(((double *)s.hT.mem)[0] - h2) < 1e-15,
+             "y = (%g, %g), hT = %g; expected (%g, %g), %g", y[0], y[1], ((double *)s.hT.mem)[0], h1, h2, h2);
+    cg_tbuf *all[] = {&s.a, &s.b, &s.x, &s.y, &s.h0, &s.hT};
+    free_bufs(all, sizeof all / sizeof all[0]);
+    cg_context_free(ctx);
+}

@@ -12,14 +12,33 @@ typedef struct bad_case {
     cg_tbuf cu;
 } bad_case;
 
-static void bad_new(bad_case *c, cg_op op, int64_t b, int64_t total, int64_t rows, cg_dtype cudt, int ndim,
-                    const int64_t *vals, int n) {
-    int64_t dims[CG_SYM_COUNT] = {0};
-    const cg_op_desc *d = cg__op_desc(op);
+static void bad_dims(const cg_op_desc *d, int64_t b, int64_t total, int64_t dims[CG_SYM_COUNT]) {
+    memset(dims, 0, CG_SYM_COUNT * sizeof *dims);
     if (d->seq == CG_SYM_T) dims[CG_SYM_G] = 1, dims[CG_SYM_H] = 2, dims[CG_SYM_DK] = 3, dims[CG_SYM_DV] = 4;
     else dims[CG_SYM_D] = 4, dims[CG_SYM_N] = 3, dims[CG_SYM_G] = 1;
     dims[CG_SYM_B] = b;
     dims[d->seq] = total;
+}
+
+/* "h0: shape (1, 2, 3, 4) but expected (2, 2, 3, 4)": the message for h0 given with `rows`
+ * rows where `want` sequences need one each (the op table's extents). */
+static void h0_rows_msg(const cg_op_desc *d, int64_t rows, int64_t want, char *buf, size_t cap) {
+    int64_t dims[CG_SYM_COUNT], shape[4];
+    bad_dims(d, 1, 10, dims);
+    const int nd = cg__op_given_shape(d, cg__op_tensor(d, "h0"), dims, 0, 0, shape);
+    size_t m = (size_t)snprintf(buf, cap, "h0: shape (");
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 0; k < nd && m < cap; k++)
+            m += (size_t)snprintf(buf + m, cap - m, "%s%lld", k ? ", " : "", (long long)(k ? shape[k] : pass ? want : rows));
+        if (m < cap) m += (size_t)snprintf(buf + m, cap - m, pass ? ")" : ") but expected (");
+    }
+}
+
+static void bad_new(bad_case *c, cg_op op, int64_t b, int64_t total, int64_t rows, cg_dtype cudt, int ndim,
+                    const int64_t *vals, int n) {
+    int64_t dims[CG_SYM_COUNT];
+    const cg_op_desc *d = cg__op_desc(op);
+    bad_dims(d, b, total, dims);
     dtt_new(&c->p, op, dims, 0, 0, CG_F32, CG_F32, 0);
     for (int i = 0; i < d->nt; i++) {
         if (!(d->t[i].flags & CG_TD_PERSEQ)) continue;
@@ -74,7 +93,7 @@ static void expect(cg_op op, int64_t b, int64_t total, int64_t rows, cg_dtype cu
                    int n, cg_backend be, cg_status want, const char *msg) {
     bad_case c;
     cg_context *ctx = bad_open(&c, op, b, total, rows, cudt, ndim, vals, n);
-    char what[128];
+    char what[320];
     snprintf(what, sizeof what, "%s on %s, expecting \"%s\"", cg__op_desc(op)->name, cg_backend_name(be), msg);
     CG_CHECK_REFUSED(ctx, bad_run(ctx, &c, be), want, msg, what);
     bad_close(ctx, &c);
@@ -105,11 +124,12 @@ CG_TEST(varlen_bad_offsets) {
         expect((cg_op)op, 1, 10, 1, CG_I32, 2, V(0, 10), be, CG_EINVAL, "cu_seqlens: 2 dimensions but expected 1: [N + 1]");
         expect((cg_op)op, 1, 10, 1, CG_I32, 1, V(0), be, CG_EINVAL, "cu_seqlens: shape (1) but expected at least 2 offsets");
         /* B = 1, states per sequence */
-        expect((cg_op)op, 2, 10, 2, CG_I32, 1, V(0, 4, 10), be, CG_EINVAL,
-               ssd ? "q: B = 2 but expected 1 with cu_seqlens (the sequences are packed along T)"
-                   : "x: B = 2 but expected 1 with cu_seqlens (the sequences are packed along L)");
-        expect((cg_op)op, 1, 10, 1, CG_I32, 1, V(0, 4, 10), be, CG_EINVAL,
-               ssd ? "h0: shape (1, 2, 3, 4) but expected (2, 2, 3, 4)" : "h0: shape (1, 4, 3) but expected (2, 4, 3)");
+        char msg[160]; /* the first input (q, x, a) gives B; h0 has the op's extents */
+        snprintf(msg, sizeof msg, "%s: B = 2 but expected 1 with cu_seqlens (the sequences are packed along %s)",
+                 d->t[0].name, cg_sym_name(d->seq));
+        expect((cg_op)op, 2, 10, 2, CG_I32, 1, V(0, 4, 10), be, CG_EINVAL, msg);
+        h0_rows_msg(d, 1, 2, msg, sizeof msg);
+        expect((cg_op)op, 1, 10, 1, CG_I32, 1, V(0, 4, 10), be, CG_EINVAL, msg);
         /* a good call passes (the same builder) */
         bad_case c;
         cg_context *ctx = bad_open(&c, (cg_op)op, 1, 10, 3, CG_I64, 1, V(0, 4, 4, 10));

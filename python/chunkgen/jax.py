@@ -1,8 +1,10 @@
-"""JAX ops: chunkgen.jax.ssd, chunkgen.jax.sscan and chunkgen.jax.gdr through the XLA FFI.
+"""JAX ops: chunkgen.jax.ssd, chunkgen.jax.sscan, chunkgen.jax.gdr and chunkgen.jax.lru
+through the XLA FFI.
 
     o, hT = chunkgen.jax.ssd(q, k, v, log_alpha, h0=None, *, layout="head")
     y, hT = chunkgen.jax.sscan(x, delta, A, B, C, D=None, z=None, delta_bias=None, h0=None,
                                *, delta_softplus=False)
+    y, hT = chunkgen.jax.lru(a, b, x, h0=None, *, layout="token")   # docs/lru.md
 
 - Each op is one XLA custom call (the FFI handlers of chunkgen._jax_ffi, python/src/
   cg_jax_ffi.cc, registered as "chunkgen" for the CPU platform and, when JAX has a CUDA
@@ -58,7 +60,7 @@ except ImportError as e:  # pragma: no cover - depends on how the package was bu
                       "building Python): reinstall with a plain `pip install .` (it fetches jaxlib for the build) or, "
                       "with jax installed, `pip install --no-build-isolation .`; not with CHUNKGEN_NO_JAX=1") from e
 
-__all__ = ["ssd", "sscan", "shard_ssd", "shard_sscan", "set_threads", "set_cache_dir"]
+__all__ = ["ssd", "sscan", "lru", "shard_ssd", "shard_sscan", "set_threads", "set_cache_dir"]
 
 TARGET = "chunkgen"
 _targets = _jax_ffi.targets()
@@ -246,6 +248,7 @@ def _with_vjp(fwd: str, bwd: str):
 _ssd = _with_vjp("ssd_fwd", "ssd_bwd")
 _sscan = _with_vjp("sscan_fwd", "sscan_bwd")
 _gdr = _with_vjp("gdr_fwd", "gdr_bwd")
+_lru = _with_vjp("lru_fwd", "lru_bwd")
 
 
 # -------------------------------------------------------------------- SSD
@@ -294,6 +297,15 @@ def gdr(q, k, v, g, beta, h0=None, *, scale=None, use_qk_l2norm: bool = False, l
     flag = layout_flag(layout) | (2 if use_qk_l2norm else 0)
     o, hT = _gdr(flag, q, k, v, g, beta, h0, cu_seqlens)
     return (o if mul == 1.0 else o * jnp.asarray(mul, o.dtype)), hT
+
+
+def lru(a, b, x, h0=None, *, layout: str = "token", cu_seqlens=None):
+    """The diagonal linear recurrence of RG-LRU / Griffin (docs/lru.md), differentiable in
+    a, b, x and h0: per (batch, channel d), h_t = a_t h_{t-1} + b_t x_t, y_t = h_t (float32
+    state). layout="token" (default): a, b, x [B, L, D]; layout="head": [B, D, L]. h0 [B, D]
+    or None. Returns (y [like x], hT [B, D] float32). cu_seqlens (int32 / int64 [N + 1]):
+    N sequences packed along L with B = 1; h0 and hT are then [N, D]."""
+    return _lru(layout_flag(layout), a, b, x, h0, cu_seqlens)
 
 
 # --------------------------------------------------------------- sharding

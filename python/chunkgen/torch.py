@@ -1,8 +1,9 @@
-"""PyTorch ops: chunkgen.torch.ssd, chunkgen.torch.sscan and chunkgen.torch.gdr, differentiable
-in every input.
+"""PyTorch ops: chunkgen.torch.ssd, chunkgen.torch.sscan, chunkgen.torch.gdr and
+chunkgen.torch.lru (docs/lru.md), differentiable in every input.
 
 Registered with torch.library.custom_op as chunkgen::ssd_fwd, chunkgen::ssd_bwd,
-chunkgen::sscan_fwd, chunkgen::sscan_bwd, chunkgen::gdr_fwd and chunkgen::gdr_bwd, each
+chunkgen::sscan_fwd, chunkgen::sscan_bwd, chunkgen::gdr_fwd, chunkgen::gdr_bwd,
+chunkgen::lru_fwd and chunkgen::lru_bwd, each
 with a fake (meta) implementation and
 the forward ops with autograd formulas (the backward ops), so torch.compile(fullgraph=
 True) traces them without a graph break and torch.library.opcheck passes.
@@ -49,7 +50,7 @@ from torch import Tensor
 from . import _C
 from ._ops import I32, I64, OPS, layout_flag, output_shapes, scale_factor, validate
 
-__all__ = ["ssd", "sscan", "gdr", "ssd_step", "sscan_step", "gdr_step"]
+__all__ = ["ssd", "sscan", "gdr", "ssd_step", "sscan_step", "gdr_step", "lru"]
 
 _AUTO = 0
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)  # cg_dtype order
@@ -491,6 +492,57 @@ def gdr(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[T
     else:
         o, hT = gdr_fwd(*ins, flag, cu_seqlens)
     return (o if mul == 1 else o * mul), hT
+
+
+# ------------------------------------------------------ LRU (diagonal linear recurrence)
+
+@torch.library.custom_op("chunkgen::lru_fwd", mutates_args=())
+def lru_fwd(a: Tensor, b: Tensor, x: Tensor, h0: Optional[Tensor], flag: int,
+            cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """LRU forward: (y, hT). flag: bit 0 head-major."""
+    return _op_impl("lru_fwd", (a, b, x, h0), flag, cu_seqlens)
+
+
+@lru_fwd.register_fake
+def _(a, b, x, h0, flag, cu_seqlens=None):
+    return _fake("lru_fwd", (a, b, x, h0), flag, cu_seqlens)
+
+
+@torch.library.custom_op("chunkgen::lru_bwd", mutates_args=())
+def lru_bwd(a: Tensor, b: Tensor, x: Tensor, h0: Optional[Tensor], dy: Tensor, dhT: Optional[Tensor], flag: int,
+            cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """LRU backward: (da, db, dx, dh0); dh0 is empty when h0 is None."""
+    return _op_impl("lru_bwd", (a, b, x, h0, dy, dhT), flag, cu_seqlens)
+
+
+@lru_bwd.register_fake
+def _(a, b, x, h0, dy, dhT, flag, cu_seqlens=None):
+    return _fake("lru_bwd", (a, b, x, h0, dy, dhT), flag, cu_seqlens)
+
+
+_LruFunction, _LruFuncFunction = _register(lru_fwd, lru_bwd, "lru")
+
+
+def lru(a: Tensor, b: Tensor, x: Tensor, h0: Optional[Tensor] = None, *, layout: str = "token",
+        cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """The diagonal linear recurrence of RG-LRU / Griffin (docs/lru.md), differentiable in
+    a, b, x and h0.
+
+    Per (batch, channel d), float32 state h:  h_t = a_t h_{t-1} + b_t x_t,  y_t = h_t.
+    layout "token": a, b, x [B, L, D]; layout "head": [B, D, L]. h0 [B, D] float32 or None.
+    Returns (y [like x], hT [B, D] float32). a, b, x may be bfloat16 / float16 (math in
+    float32). cu_seqlens (int32/int64 [N + 1]): N sequences packed along L with B = 1; h0
+    and hT are then [N, D]."""
+    flag = layout_flag(layout)
+    ins = (a, b, x, h0)
+    path = _path(ins + (cu_seqlens,))
+    if path == "direct":
+        return _run("lru_fwd", ins, flag, cu_seqlens)
+    if path == "function":
+        return _LruFunction.apply(*ins, flag, cu_seqlens)
+    if path == "func":
+        return _LruFuncFunction.apply(*ins, flag, cu_seqlens)
+    return lru_fwd(*ins, flag, cu_seqlens)
 
 
 # ------------------------------------------------------------ decode steps (issue #36)
