@@ -206,6 +206,13 @@ static void sscan_row(float *dst, const cg_view *m, int64_t b, int64_t t, int64_
     for (int64_t n = N; n < Np; n++) dst[n] = 0.0f;
 }
 
+/* Channels [c0, c0 + nc) of a [B, L, D] view at (b, t) into lanes[0, nc). */
+static void sscan_lanes(float *lanes, const cg_view *v, int64_t b, int64_t t, int64_t c0, int64_t nc, ld_fn ld) {
+    if (v->s[2] == 1) ld(lanes, at4(v, b, t, c0, 0), v->dt, nc);
+    else
+        for (int64_t k = 0; k < nc; k++) lanes[k] = cg__ld1(at4(v, b, t, c0 + k, 0), 0, v->dt);
+}
+
 /* A task: batch entry b, channels [d0, d1), in sub-blocks of cw channels whose states
  * [cw, Np] stay in a stack buffer over the tokens. Per token the channels' scalars (dt with
  * its softplus, the D term, the z gate) are computed SW lanes at a time, whatever the
@@ -224,42 +231,56 @@ static void sscan_task(void *arg, int64_t task, int tid) {
         return;
     }
     const ss_lim lim = r->lim;
+    const cg_view *c = &p->cache;
+    /* the states in place (a float32 cache, one token back to its slot, whole vectors); or
+     * a sub-block's states in one row when they lie end to end; else channel by channel */
+    const int whole = N == Np && c->s[2] == 1 && c->s[1] == N;
+    const int direct = whole && c->dt == CG_F32 && p->L == 1 && !p->dst.p;
     float Hb[STEP_BUF], A2[STEP_ROW], Bv[STEP_ROW], Cv[STEP_ROW];
     for (int64_t c0 = d0; c0 < d1; c0 += r->cw) {
         const int64_t nc = d1 - c0 < r->cw ? d1 - c0 : r->cw;
-        for (int64_t c = 0; c < nc; c++) {
-            float *h = Hb + c * Np;
-            r->ld(h, at4(&p->cache, src, c0 + c, 0, 0), p->cache.dt, N);
-            for (int64_t n = N; n < Np; n++) h[n] = 0.0f;
-        }
-        for (int64_t t = 0; t < p->L; t++) {
-            float dt[SW] = {0}, x[SW] = {0}, z[SW] = {0}, Dd[SW] = {0}, y[SW] = {0};
-            for (int64_t c = 0; c < nc; c++) {
-                const int64_t d = c0 + c;
-                dt[c] = cg__ld1(at4(&p->delta, b, t, d, 0), 0, p->delta.dt);
-                if (p->dbias.p) dt[c] += ((const float *)p->dbias.p)[d * p->dbias.s[0]];
-                x[c] = cg__ld1(at4(&p->x, b, t, d, 0), 0, p->x.dt);
-                if (p->Dv.p) Dd[c] = ((const float *)p->Dv.p)[d * p->Dv.s[0]];
-                if (p->z.p) z[c] = cg__ld1(at4(&p->z, b, t, d, 0), 0, p->z.dt);
+        float *H = direct ? (float *)at4(c, src, c0, 0, 0) : Hb;
+        if (whole && !direct) r->ld(H, at4(c, src, c0, 0, 0), c->dt, nc * N);
+        else if (!direct)
+            for (int64_t k = 0; k < nc; k++) {
+                r->ld(H + k * Np, at4(c, src, c0 + k, 0, 0), c->dt, N);
+                for (int64_t n = N; n < Np; n++) H[k * Np + n] = 0.0f;
             }
+        for (int64_t t = 0; t < p->L; t++) {
+            float dt[SW] = {0}, x[SW] = {0}, z[SW] = {0}, Dd[SW] = {0}, bias[SW] = {0}, y[SW] = {0};
+            sscan_lanes(dt, &p->delta, b, t, c0, nc, r->ld);
+            sscan_lanes(x, &p->x, b, t, c0, nc, r->ld);
+            if (p->z.p) sscan_lanes(z, &p->z, b, t, c0, nc, r->ld);
+            for (int64_t k = 0; k < nc; k++) {
+                if (p->dbias.p) bias[k] = ((const float *)p->dbias.p)[(c0 + k) * p->dbias.s[0]];
+                if (p->Dv.p) Dd[k] = ((const float *)p->Dv.p)[(c0 + k) * p->Dv.s[0]];
+            }
+            for (int l = 0; l < SW; l++) dt[l] += bias[l];
             if (p->softplus)
                 for (int l = 0; l < SW; l++) dt[l] = ss_softplus(dt[l], lim);
             int64_t gl = -1;
-            for (int64_t c = 0; c < nc; c++) {
-                const int64_t d = c0 + c, g = d / dpg;
+            for (int64_t k = 0; k < nc; k++) {
+                const int64_t d = c0 + k, g = d / dpg;
                 if (g != gl) sscan_row(Bv, &p->Bm, b, t, g, N, Np), sscan_row(Cv, &p->Cm, b, t, g, N, Np), gl = g;
                 const float *Ad = (const float *)p->A.p + d * p->A.s[0];
-                for (int64_t n = 0; n < N; n++) A2[n] = Ad[n * p->A.s[1]] * SS_LOG2E;
+                if (p->A.s[1] == 1)
+                    for (int64_t n = 0; n < N; n++) A2[n] = Ad[n] * SS_LOG2E;
+                else
+                    for (int64_t n = 0; n < N; n++) A2[n] = Ad[n * p->A.s[1]] * SS_LOG2E;
                 for (int64_t n = N; n < Np; n++) A2[n] = 0.0f;
-                y[c] = sscan_chan(Hb + c * Np, A2, Bv, Cv, Np, dt[c], dt[c] * x[c], lim);
+                y[k] = sscan_chan(H + k * Np, A2, Bv, Cv, Np, dt[k], dt[k] * x[k], lim);
             }
             for (int l = 0; l < SW; l++) y[l] += Dd[l] * x[l];
             if (p->z.p)
                 for (int l = 0; l < SW; l++) y[l] *= z[l] * ss_sigmoid(z[l], lim);
-            for (int64_t c = 0; c < nc; c++) cg__st1(at4(&p->y, b, t, c0 + c, 0), 0, p->y.dt, y[c]);
+            if (p->y.s[2] == 1) r->st(at4(&p->y, b, t, c0, 0), p->y.dt, y, nc);
+            else
+                for (int64_t k = 0; k < nc; k++) cg__st1(at4(&p->y, b, t, c0 + k, 0), 0, p->y.dt, y[k]);
             const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->L - 1 ? src : -1;
-            if (dst >= 0)
-                for (int64_t c = 0; c < nc; c++) r->st(at4(&p->cache, dst, c0 + c, 0, 0), p->cache.dt, Hb + c * Np, N);
+            if (dst < 0 || direct) continue;
+            if (whole) r->st(at4(c, dst, c0, 0, 0), c->dt, H, nc * N);
+            else
+                for (int64_t k = 0; k < nc; k++) r->st(at4(c, dst, c0 + k, 0, 0), c->dt, H + k * Np, N);
         }
     }
 }
