@@ -184,7 +184,7 @@ typedef struct sscan_run {
 
 /* One channel's state h[0, Np) (padded with zeros to whole SW-lane vectors, as are A2, B
  * and C) for one token: h = 2^(dt A2) h + dtx B, and y = C.h, summed per lane and then
- * over the lanes in a fixed order. */
+ * over the lanes by a fixed tree. */
 static float sscan_chan(float *restrict h, const float *restrict A2, const float *restrict Bv,
                         const float *restrict Cv, int64_t Np, float dt, float dtx, ss_lim lim) {
     float acc[SW] = {0};
@@ -194,9 +194,9 @@ static float sscan_chan(float *restrict h, const float *restrict A2, const float
             h[n] = ss_exp2(dt * A2[n], lim) * h[n] + dtx * Bv[n];
             acc[l] += Cv[n] * h[n];
         }
-    float y = 0.0f;
-    for (int l = 0; l < SW; l++) y += acc[l];
-    return y;
+    for (int w = SW / 2; w > 0; w /= 2) /* a fixed tree over the lanes: 4 vector adds */
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
 }
 
 /* Row n of a [B, L, G, N] view (B or C) at (b, t, g) into dst[0, Np), zero-padded. */
