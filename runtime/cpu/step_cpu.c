@@ -182,16 +182,16 @@ typedef struct sscan_run {
     ss_lim lim; /* cpu_vmath.h's clamp ranges, run-time values on purpose (see there) */
 } sscan_run;
 
-/* One channel's state h[0, Np) (padded with zeros to whole SW-lane vectors, as are A2, B
- * and C) for one token: h = 2^(dt A2) h + dtx B, and y = C.h, summed per lane and then
+/* One channel's state h[0, Np) (padded with zeros to whole SW-lane vectors, as are A, B
+ * and C) for one token: h = 2^(dt2 A) h + dtx B (dt2 = dt log2(e)), and y = C.h, summed per lane and then
  * over the lanes by a fixed tree. */
-static float sscan_chan(float *restrict h, const float *restrict A2, const float *restrict Bv,
-                        const float *restrict Cv, int64_t Np, float dt, float dtx, ss_lim lim) {
+static float sscan_chan(float *restrict h, const float *restrict A, const float *restrict Bv,
+                        const float *restrict Cv, int64_t Np, float dt2, float dtx, ss_lim lim) {
     float acc[SW] = {0};
     for (int64_t n0 = 0; n0 < Np; n0 += SW)
         for (int l = 0; l < SW; l++) {
             const int64_t n = n0 + l;
-            h[n] = ss_exp2(dt * A2[n], lim) * h[n] + dtx * Bv[n];
+            h[n] = ss_exp2(dt2 * A[n], lim) * h[n] + dtx * Bv[n];
             acc[l] += Cv[n] * h[n];
         }
     for (int w = SW / 2; w > 0; w /= 2) /* a fixed tree over the lanes: 4 vector adds */
@@ -263,12 +263,12 @@ static void sscan_task(void *arg, int64_t task, int tid) {
                 const int64_t d = c0 + k, g = d / dpg;
                 if (g != gl) sscan_row(Bv, &p->Bm, b, t, g, N, Np), sscan_row(Cv, &p->Cm, b, t, g, N, Np), gl = g;
                 const float *Ad = (const float *)p->A.p + d * p->A.s[0];
-                if (p->A.s[1] == 1)
-                    for (int64_t n = 0; n < N; n++) A2[n] = Ad[n] * SS_LOG2E;
-                else
-                    for (int64_t n = 0; n < N; n++) A2[n] = Ad[n * p->A.s[1]] * SS_LOG2E;
-                for (int64_t n = N; n < Np; n++) A2[n] = 0.0f;
-                y[k] = sscan_chan(H + k * Np, A2, Bv, Cv, Np, dt[k], dt[k] * x[k], lim);
+                if (p->A.s[1] != 1 || N != Np) { /* else A's row as it is */
+                    for (int64_t n = 0; n < N; n++) A2[n] = Ad[n * p->A.s[1]];
+                    for (int64_t n = N; n < Np; n++) A2[n] = 0.0f;
+                    Ad = A2;
+                }
+                y[k] = sscan_chan(H + k * Np, Ad, Bv, Cv, Np, dt[k] * SS_LOG2E, dt[k] * x[k], lim);
             }
             for (int l = 0; l < SW; l++) y[l] += Dd[l] * x[l];
             if (p->z.p)
