@@ -161,8 +161,7 @@ cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_
     if (p->dk > STEP_ROW || p->dk * 8 > STEP_BUF)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)p->dk,
                        STEP_BUF / 8);
-    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    ssd_run r = {p, 0, 0, isa->ld_row, isa->st_row};
+    ssd_run r = {p, 0, 0, cg__cpu_ld_row, cg__cpu_st_row};
     cg_pool *pool;
     int threads = 1;
     cg_status st = cols_plan(ctx, cfg, what, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
@@ -294,8 +293,7 @@ cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const
     if (p->N > STEP_ROW)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: N = %lld but the CPU path takes N <= %d", what, (long long)p->N,
                        STEP_ROW);
-    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    sscan_run r = {p, 0, 0, 0, isa->ld_row, isa->st_row, {SS_EXP_LO, SS_EXP_HI, SS_EXP2_LO, SS_EXP2_HI}};
+    sscan_run r = {p, 0, 0, 0, cg__cpu_ld_row, cg__cpu_st_row, {SS_EXP_LO, SS_EXP_HI, SS_EXP2_LO, SS_EXP2_HI}};
     const int64_t Np = (p->N + SW - 1) / SW * SW;
     r.cw = STEP_BUF / Np < SW ? STEP_BUF / Np : SW;
     cg_pool *pool;
@@ -391,8 +389,7 @@ cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_
     if (p->dk > STEP_ROW || p->dk * 8 > STEP_BUF)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)p->dk,
                        STEP_BUF / 8);
-    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    gdr_run r = {p, 0, 0, isa->ld_row, isa->st_row};
+    gdr_run r = {p, 0, 0, cg__cpu_ld_row, cg__cpu_st_row};
     cg_pool *pool;
     int threads = 1;
     cg_status st = cols_plan(ctx, cfg, what, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
