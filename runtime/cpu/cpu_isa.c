@@ -11,11 +11,14 @@
     void cg__cpu_ld_row_##s(float *restrict, const void *restrict, cg_dtype, int64_t);                        \
     void cg__cpu_st_row_##s(void *restrict, cg_dtype, const float *restrict, int64_t);                       \
     cg_status cg__gdr_cpu_chunk_fwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);  \
-    cg_status cg__gdr_cpu_chunk_bwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);
+    cg_status cg__gdr_cpu_chunk_bwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);  \
+    cg_status cg__ssd_step_cpu_##s(cg_context *, const cg_ssd_step_prob *, const cg_cfg *, const cg_exec *);  \
+    cg_status cg__sscan_step_cpu_##s(cg_context *, const cg_sscan_step_prob *, const cg_cfg *, const cg_exec *); \
+    cg_status cg__gdr_step_cpu_##s(cg_context *, const cg_gdr_step_prob *, const cg_cfg *, const cg_exec *);
 #define OPS(e, s)                                                                                          \
     {e, #s, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s,          \
      cg__ssd_mul_exp_##s, cg__cpu_ld_row_##s, cg__cpu_st_row_##s, cg__gdr_cpu_chunk_fwd_##s,                 \
-     cg__gdr_cpu_chunk_bwd_##s}
+     cg__gdr_cpu_chunk_bwd_##s, cg__ssd_step_cpu_##s, cg__sscan_step_cpu_##s, cg__gdr_step_cpu_##s}
 
 DECL_VARIANT(baseline)
 #ifdef CG_CPU_ISA_X86 /* CMakeLists.txt builds the x86 variants */
@@ -97,6 +100,14 @@ ENTRY(cg__sscan_cpu_fwd, cg_sscan_prob, sscan_views, "cpu sscan forward", sscan_
 ENTRY(cg__sscan_cpu_bwd, cg_sscan_prob, sscan_views, "cpu sscan backward", sscan_bwd)
 ENTRY(cg__gdr_cpu_chunk_fwd, cg_gdr_prob, gdr_views, "cpu gdr forward (chunked)", gdr_fwd)
 ENTRY(cg__gdr_cpu_chunk_bwd, cg_gdr_prob, gdr_views, "cpu gdr backward (chunked)", gdr_bwd)
+/* The decode steps (step_cpu.c checks their dtypes itself). */
+#define STEP_ENTRY(fn, prob, slot) \
+    cg_status fn(cg_context *ctx, const prob *p, const cg_cfg *cfg, const cg_exec *ex) { \
+        return cg__cpu_isa_ops()->slot(ctx, p, cfg, ex);                                 \
+    }
+STEP_ENTRY(cg__ssd_step_cpu, cg_ssd_step_prob, ssd_step)
+STEP_ENTRY(cg__sscan_step_cpu, cg_sscan_step_prob, sscan_step)
+STEP_ENTRY(cg__gdr_step_cpu, cg_gdr_step_prob, gdr_step)
 
 /* The cpu backend's entry points for the ops whose kernels are built per variant
  * (host_backends.c); here, above the kernels, which call ssd_cpu.c / sscan_cpu_params.c. */
@@ -104,3 +115,6 @@ CG_HOST_OP_ENTRY(cpu, ssd_fwd, cg_ssd_prob, cg__ssd_cpu_fwd)
 CG_HOST_OP_ENTRY(cpu, ssd_bwd, cg_ssd_prob, cg__ssd_cpu_bwd)
 CG_HOST_OP_ENTRY(cpu, sscan_fwd, cg_sscan_prob, cg__sscan_cpu_fwd)
 CG_HOST_OP_ENTRY(cpu, sscan_bwd, cg_sscan_prob, cg__sscan_cpu_bwd)
+CG_HOST_OP_ENTRY(cpu, ssd_step, cg_ssd_step_prob, cg__ssd_step_cpu)
+CG_HOST_OP_ENTRY(cpu, sscan_step, cg_sscan_step_prob, cg__sscan_step_cpu)
+CG_HOST_OP_ENTRY(cpu, gdr_step, cg_gdr_step_prob, cg__gdr_step_cpu)

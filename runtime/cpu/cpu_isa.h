@@ -1,7 +1,7 @@
 /* cpu_isa.h -- the instruction-set variants of the CPU path and their dispatch.
  *
  * The files that do the arithmetic (ssd_cpu_gemm.c, ssd_cpu_fwd.c, ssd_cpu_bwd.c,
- * sscan_cpu.c, cpu_half.c, gdr_cpu_chunk_{prep,fwd,bwd}.c) are compiled once per variant, each time with that variant's compiler
+ * sscan_cpu.c, cpu_half.c, gdr_cpu_chunk_{prep,fwd,bwd}.c, step_cpu.c) are compiled once per variant, each time with that variant's compiler
  * flags and CG_ISA defined to its name (avx512, avx2 or baseline; see CMakeLists.txt).
  * Included first in those files, this header renames their external symbols with the
  * variant as suffix (cg__ssd_cpu_fwd -> cg__ssd_cpu_fwd_avx2), so the three copies link
@@ -41,6 +41,10 @@
 #define cg__gdr_load_qk CG_ISA_CAT(cg__gdr_load_qk, CG_ISA)
 #define cg__gdr_prep_floats CG_ISA_CAT(cg__gdr_prep_floats, CG_ISA)
 #define cg__gdr_prep_layout CG_ISA_CAT(cg__gdr_prep_layout, CG_ISA)
+/* the decode steps (step_cpu.c) */
+#define cg__ssd_step_cpu CG_ISA_CAT(cg__ssd_step_cpu, CG_ISA)
+#define cg__sscan_step_cpu CG_ISA_CAT(cg__sscan_step_cpu, CG_ISA)
+#define cg__gdr_step_cpu CG_ISA_CAT(cg__gdr_step_cpu, CG_ISA)
 #endif
 
 #include "internal.h"
@@ -56,6 +60,12 @@ typedef cg_status (*cg_ssd_cpu_fn)(cg_context *ctx, const cg_ssd_prob *p, const 
 typedef cg_status (*cg_sscan_cpu_fn)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg,
                                      const cg_exec *ex);
 typedef cg_status (*cg_gdr_cpu_fn)(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
+typedef cg_status (*cg_ssd_step_cpu_fn)(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg,
+                                        const cg_exec *ex);
+typedef cg_status (*cg_sscan_step_cpu_fn)(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg,
+                                          const cg_exec *ex);
+typedef cg_status (*cg_gdr_step_cpu_fn)(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg,
+                                        const cg_exec *ex);
 
 /* One variant's entry points. (Its GEMM micro-tile, which the tuner's space needs, is
  * described in generator/cpu/ssd_cpu.lua, by the name.) */
@@ -69,6 +79,9 @@ typedef struct cg_cpu_isa_ops {
     void (*ld_row)(float *restrict dst, const void *restrict src, cg_dtype dt, int64_t n);
     void (*st_row)(void *restrict dst, cg_dtype dt, const float *restrict src, int64_t n);
     cg_gdr_cpu_fn gdr_fwd, gdr_bwd; /* the gated delta rule's chunked path */
+    cg_ssd_step_cpu_fn ssd_step;     /* the decode steps (step_cpu.c) */
+    cg_sscan_step_cpu_fn sscan_step;
+    cg_gdr_step_cpu_fn gdr_step;
 } cg_cpu_isa_ops;
 
 /* The variant this process runs: chosen on first use from cpuid and CHUNKGEN_CPU_ISA

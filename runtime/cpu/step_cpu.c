@@ -5,18 +5,29 @@
  *
  * Memory bound: each task reads its part of the state once from the cache, runs the
  * tokens on a float32 copy in a stack buffer (L1/L2), and writes it once per destination.
+ * Built once per ISA variant (cpu_isa.h; the entry points cg__*_step_cpu are in cpu_isa.c).
  * SSD: a task is (b, h, block of dv columns), the state block [dk, bw] (columns are
  * independent); per token the row update S = a S + k_i v and the output o += q_i S are
- * loops over the block's columns that the compiler vectorizes. Selective scan: a task is
- * (b, block of channels), per channel the state [N] and its loop over n (the exp is
- * cg__ssd_exp, branch-free, so that it vectorizes). Rows of 16-bit tensors and caches
+ * loops over the block's columns, vectorized at the variant's width. Selective scan: a
+ * task is (b, block of channels), per channel the state [N] (padded to 16 lanes) and its
+ * loop over n with cpu_vmath.h's vector 2^x (the chunked scan's), per token the
+ * channels' softplus and z gate 16 lanes at a time. Rows of 16-bit tensors and caches
  * are widened and narrowed by the running ISA variant's row converters (cpu_half.h).
  * Threads over the tasks through the context's pool; a small call runs on the calling
  * thread. No allocation per call. Pins: threads, block (SSD columns / scan channels). */
-#include "ssd_cpu.h" /* cg__ssd_exp; cpu_half.h, cpu_isa.h, internal.h */
+#include "ssd_cpu.h" /* cpu_half.h, cpu_isa.h, internal.h; built once per ISA variant */
+
+/* The lane loops below are 16 floats wide: with AVX-512, let GCC use zmm registers. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
+#include "cpu_vmath.h" /* ss_exp2, ss_softplus, ss_sigmoid */
 
 #include <math.h>
 #include <string.h>
+
+#define SW 16 /* lanes of the selective scan's vector loops: one AVX-512 vector of floats */
 
 #define STEP_BUF 16384 /* floats of a task's state block on the stack (64 KiB) */
 #define STEP_ROW 4096  /* floats of a token row (q, k; v, o per block; sscan's B, C, A) */
@@ -150,10 +161,9 @@ cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_
     if (p->dk > STEP_ROW || p->dk * 8 > STEP_BUF)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)p->dk,
                        STEP_BUF / 8);
-    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    ssd_run r = {p, 0, 0, isa->ld_row, isa->st_row};
+    ssd_run r = {p, 0, 0, cg__cpu_ld_row, cg__cpu_st_row};
     cg_pool *pool;
-    int threads;
+    int threads = 1;
     cg_status st = cols_plan(ctx, cfg, what, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
     if (st) return st;
     r.nblk = (p->dv + r.bw - 1) / r.bw;
@@ -165,18 +175,53 @@ cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_
 
 typedef struct sscan_run {
     const cg_sscan_step_prob *p;
-    int64_t bd, nblk;
+    int64_t bd, nblk, cw; /* channels per task, tasks per batch entry, channels per sub-block */
     ld_fn ld;
     st_fn st;
+    ss_lim lim; /* cpu_vmath.h's clamp ranges, run-time values on purpose (see there) */
 } sscan_run;
 
-static float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+/* One channel's state h[0, Np) (padded with zeros to whole SW-lane vectors, as are A, B
+ * and C) for one token: h = 2^(dt2 A) h + dtx B (dt2 = dt log2(e)), and y = C.h, summed per lane and then
+ * over the lanes by a fixed tree. */
+static float sscan_chan(float *restrict h, const float *restrict A, const float *restrict Bv,
+                        const float *restrict Cv, int64_t Np, float dt2, float dtx, ss_lim lim) {
+    float acc[SW] = {0};
+    for (int64_t n0 = 0; n0 < Np; n0 += SW)
+        for (int l = 0; l < SW; l++) {
+            const int64_t n = n0 + l;
+            h[n] = ss_exp2(dt2 * A[n], lim) * h[n] + dtx * Bv[n];
+            acc[l] += Cv[n] * h[n];
+        }
+    for (int w = SW / 2; w > 0; w /= 2) /* a fixed tree over the lanes: 4 vector adds */
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
 
+/* Row n of a [B, L, G, N] view (B or C) at (b, t, g) into dst[0, Np), zero-padded. */
+static void sscan_row(float *dst, const cg_view *m, int64_t b, int64_t t, int64_t g, int64_t N, int64_t Np) {
+    if (m->s[3] == 1 && m->dt == CG_F32) memcpy(dst, at4(m, b, t, g, 0), (size_t)N * sizeof(float));
+    else for (int64_t n = 0; n < N; n++) dst[n] = cg__ld1(m->p, b * m->s[0] + t * m->s[1] + g * m->s[2] + n * m->s[3], m->dt);
+    for (int64_t n = N; n < Np; n++) dst[n] = 0.0f;
+}
+
+/* Channels [c0, c0 + nc) of a [B, L, D] view at (b, t) into lanes[0, nc). */
+static void sscan_lanes(float *lanes, const cg_view *v, int64_t b, int64_t t, int64_t c0, int64_t nc, ld_fn ld) {
+    if (v->s[2] == 1) ld(lanes, at4(v, b, t, c0, 0), v->dt, nc);
+    else
+        for (int64_t k = 0; k < nc; k++) lanes[k] = cg__ld1(at4(v, b, t, c0 + k, 0), 0, v->dt);
+}
+
+/* A task: batch entry b, channels [d0, d1), in sub-blocks of cw channels whose states
+ * [cw, Np] stay in a stack buffer over the tokens. Per token the channels' scalars (dt with
+ * its softplus, the D term, the z gate) are computed SW lanes at a time, whatever the
+ * sub-block's fill, so a channel's result does not depend on where the blocks fall (nor on
+ * the thread count). */
 static void sscan_task(void *arg, int64_t task, int tid) {
     (void)tid;
     const sscan_run *r = arg;
     const cg_sscan_step_prob *p = r->p;
-    const int64_t b = task / r->nblk, d0 = task % r->nblk * r->bd, N = p->N;
+    const int64_t b = task / r->nblk, d0 = task % r->nblk * r->bd, N = p->N, Np = (N + SW - 1) / SW * SW;
     const int64_t d1 = d0 + r->bd < p->D ? d0 + r->bd : p->D, dpg = p->D / p->G;
     const int64_t src = slot_of(&p->idx, b, 0, p->S);
     if (src < 0) { /* padding */
@@ -184,35 +229,57 @@ static void sscan_task(void *arg, int64_t task, int tid) {
             for (int64_t d = d0; d < d1; d++) memset(at4(&p->y, b, t, d, 0), 0, (size_t)cg__dt_bytes(p->y.dt));
         return;
     }
-    float h[STEP_ROW], A[STEP_ROW], Bv[STEP_ROW], Cv[STEP_ROW];
-    for (int64_t d = d0; d < d1; d++) {
-        const int64_t g = d / dpg;
-        const float Dd = p->Dv.p ? ((const float *)p->Dv.p)[d * p->Dv.s[0]] : 0.0f;
-        const float bias = p->dbias.p ? ((const float *)p->dbias.p)[d * p->dbias.s[0]] : 0.0f;
-        for (int64_t n = 0; n < N; n++) A[n] = ((const float *)p->A.p)[d * p->A.s[0] + n * p->A.s[1]];
-        r->ld(h, at4(&p->cache, src, d, 0, 0), p->cache.dt, N);
+    const ss_lim lim = r->lim;
+    const cg_view *c = &p->cache;
+    /* the states in place (a float32 cache, one token back to its slot, whole vectors); or
+     * a sub-block's states in one row when they lie end to end; else channel by channel */
+    const int whole = N == Np && c->s[2] == 1 && c->s[1] == N;
+    const int direct = whole && c->dt == CG_F32 && p->L == 1 && !p->dst.p;
+    float Hb[STEP_BUF], A2[STEP_ROW], Bv[STEP_ROW], Cv[STEP_ROW];
+    for (int64_t c0 = d0; c0 < d1; c0 += r->cw) {
+        const int64_t nc = d1 - c0 < r->cw ? d1 - c0 : r->cw;
+        float *H = direct ? (float *)at4(c, src, c0, 0, 0) : Hb;
+        if (whole && !direct) r->ld(H, at4(c, src, c0, 0, 0), c->dt, nc * N);
+        else if (!direct)
+            for (int64_t k = 0; k < nc; k++) {
+                r->ld(H + k * Np, at4(c, src, c0 + k, 0, 0), c->dt, N);
+                for (int64_t n = N; n < Np; n++) H[k * Np + n] = 0.0f;
+            }
         for (int64_t t = 0; t < p->L; t++) {
-            float dt = cg__ld1(at4(&p->delta, b, t, d, 0), 0, p->delta.dt) + bias;
-            if (p->softplus) dt = softplusf(dt);
-            const float x = cg__ld1(at4(&p->x, b, t, d, 0), 0, p->x.dt), dtx = dt * x;
-            const cg_view *Bm = &p->Bm, *Cm = &p->Cm;
-            if (Bm->s[3] == 1 && Bm->dt == CG_F32) memcpy(Bv, at4(Bm, b, t, g, 0), (size_t)N * sizeof(float));
-            else for (int64_t n = 0; n < N; n++) Bv[n] = cg__ld1(Bm->p, b * Bm->s[0] + t * Bm->s[1] + g * Bm->s[2] + n * Bm->s[3], Bm->dt);
-            if (Cm->s[3] == 1 && Cm->dt == CG_F32) memcpy(Cv, at4(Cm, b, t, g, 0), (size_t)N * sizeof(float));
-            else for (int64_t n = 0; n < N; n++) Cv[n] = cg__ld1(Cm->p, b * Cm->s[0] + t * Cm->s[1] + g * Cm->s[2] + n * Cm->s[3], Cm->dt);
-            float y = 0.0f;
-            for (int64_t n = 0; n < N; n++) {
-                h[n] = cg__ssd_exp(dt * A[n]) * h[n] + dtx * Bv[n];
-                y += Cv[n] * h[n];
+            float dt[SW] = {0}, x[SW] = {0}, z[SW] = {0}, Dd[SW] = {0}, bias[SW] = {0}, y[SW] = {0};
+            sscan_lanes(dt, &p->delta, b, t, c0, nc, r->ld);
+            sscan_lanes(x, &p->x, b, t, c0, nc, r->ld);
+            if (p->z.p) sscan_lanes(z, &p->z, b, t, c0, nc, r->ld);
+            for (int64_t k = 0; k < nc; k++) {
+                if (p->dbias.p) bias[k] = ((const float *)p->dbias.p)[(c0 + k) * p->dbias.s[0]];
+                if (p->Dv.p) Dd[k] = ((const float *)p->Dv.p)[(c0 + k) * p->Dv.s[0]];
             }
-            y += Dd * x;
-            if (p->z.p) {
-                const float z = cg__ld1(at4(&p->z, b, t, d, 0), 0, p->z.dt);
-                y *= z / (1.0f + expf(-z));
+            for (int l = 0; l < SW; l++) dt[l] += bias[l];
+            if (p->softplus)
+                for (int l = 0; l < SW; l++) dt[l] = ss_softplus(dt[l], lim);
+            int64_t gl = -1;
+            for (int64_t k = 0; k < nc; k++) {
+                const int64_t d = c0 + k, g = d / dpg;
+                if (g != gl) sscan_row(Bv, &p->Bm, b, t, g, N, Np), sscan_row(Cv, &p->Cm, b, t, g, N, Np), gl = g;
+                const float *Ad = (const float *)p->A.p + d * p->A.s[0];
+                if (p->A.s[1] != 1 || N != Np) { /* else A's row as it is */
+                    for (int64_t n = 0; n < N; n++) A2[n] = Ad[n * p->A.s[1]];
+                    for (int64_t n = N; n < Np; n++) A2[n] = 0.0f;
+                    Ad = A2;
+                }
+                y[k] = sscan_chan(H + k * Np, Ad, Bv, Cv, Np, dt[k] * SS_LOG2E, dt[k] * x[k], lim);
             }
-            cg__st1(at4(&p->y, b, t, d, 0), 0, p->y.dt, y);
+            for (int l = 0; l < SW; l++) y[l] += Dd[l] * x[l];
+            if (p->z.p)
+                for (int l = 0; l < SW; l++) y[l] *= z[l] * ss_sigmoid(z[l], lim);
+            if (p->y.s[2] == 1) r->st(at4(&p->y, b, t, c0, 0), p->y.dt, y, nc);
+            else
+                for (int64_t k = 0; k < nc; k++) cg__st1(at4(&p->y, b, t, c0 + k, 0), 0, p->y.dt, y[k]);
             const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->L - 1 ? src : -1;
-            if (dst >= 0) r->st(at4(&p->cache, dst, d, 0, 0), p->cache.dt, h, N);
+            if (dst < 0 || direct) continue;
+            if (whole) r->st(at4(c, dst, c0, 0, 0), c->dt, H, nc * N);
+            else
+                for (int64_t k = 0; k < nc; k++) r->st(at4(c, dst, c0 + k, 0, 0), c->dt, H + k * Np, N);
         }
     }
 }
@@ -226,10 +293,11 @@ cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const
     if (p->N > STEP_ROW)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: N = %lld but the CPU path takes N <= %d", what, (long long)p->N,
                        STEP_ROW);
-    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    sscan_run r = {p, 0, 0, isa->ld_row, isa->st_row};
+    sscan_run r = {p, 0, 0, 0, cg__cpu_ld_row, cg__cpu_st_row, {SS_EXP_LO, SS_EXP_HI, SS_EXP2_LO, SS_EXP2_HI}};
+    const int64_t Np = (p->N + SW - 1) / SW * SW;
+    r.cw = STEP_BUF / Np < SW ? STEP_BUF / Np : SW;
     cg_pool *pool;
-    int threads;
+    int threads = 1;
     const double bytes = 2.0 * (double)(p->B * p->D) * (double)p->N * (double)cg__dt_bytes(p->cache.dt);
     int64_t bd = 0;
     cg_status st = step_threads(ctx, cfg, what, bytes, p->B * ((p->D + 63) / 64), &bd, p->D, &pool, &threads);
@@ -321,17 +389,12 @@ cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_
     if (p->dk > STEP_ROW || p->dk * 8 > STEP_BUF)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)p->dk,
                        STEP_BUF / 8);
-    const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    gdr_run r = {p, 0, 0, isa->ld_row, isa->st_row};
+    gdr_run r = {p, 0, 0, cg__cpu_ld_row, cg__cpu_st_row};
     cg_pool *pool;
-    int threads;
+    int threads = 1;
     cg_status st = cols_plan(ctx, cfg, what, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
     if (st) return st;
     r.nblk = (p->dv + r.bw - 1) / r.bw;
     cg__pool_run(pool, threads, p->B * p->H * r.nblk, gdr_task, &r);
     return CG_OK;
 }
-
-CG_HOST_OP_ENTRY(cpu, ssd_step, cg_ssd_step_prob, cg__ssd_step_cpu)
-CG_HOST_OP_ENTRY(cpu, sscan_step, cg_sscan_step_prob, cg__sscan_step_cpu)
-CG_HOST_OP_ENTRY(cpu, gdr_step, cg_gdr_step_prob, cg__gdr_step_cpu)
