@@ -428,7 +428,7 @@ cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_
 cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
-/* The gated delta rule's step: CPU path (runtime/cpu/gdr_step_cpu.c), reference (runtime/ref/ref_gdr_step.c). */
+/* The gated delta rule's step: CPU path (runtime/cpu/step_cpu.c, per ISA variant), reference (runtime/ref/ref_step.c). */
 cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 cg_status cg__gdr_step_ref(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 /* ----------------------------------------------------- CPU path defaults */
