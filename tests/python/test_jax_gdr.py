@@ -92,6 +92,24 @@ def test_gdr_float32_and_vmap():
     assert text.count("target_name=chunkgen") == 1 and not re.search(r"\b(scan|while)\[", text)
 
 
+@pytest.mark.parametrize("scale", [None, 0.45])
+def test_gdr_float32_scale_and_grads(scale):
+    """float32 on the CPU path: the scale is the call's attribute (the library's argument),
+    so o and every gradient (dq with it) match the float64 scan with that scale, under jit."""
+    x64 = inputs(5, T=37, G=2, H=6, dk=48, dv=40)
+    x = {n: a.astype(jnp.float32) for n, a in x64.items()}
+    loss = lambda f: lambda *a: (f(*a)[0] ** 2).sum() + f(*a)[1].sum()  # noqa: E731
+    ours = lambda *a: cj.gdr(*a, scale=scale, use_qk_l2norm=True)  # noqa: E731
+    ref = lambda *a: gdr_scan(*a, scale=scale, l2norm=True)  # noqa: E731
+    o, hT = jax.jit(ours)(*(x[n] for n in NAMES))
+    o_r, hT_r = ref(*(x64[n] for n in NAMES))
+    assert rel_err(o, o_r) < 1e-5 and rel_err(hT, hT_r) < 1e-5
+    g = jax.jit(jax.grad(loss(ours), argnums=tuple(range(6))))(*(x[n] for n in NAMES))
+    g_r = jax.grad(loss(ref), argnums=tuple(range(6)))(*(x64[n] for n in NAMES))
+    for a, b in zip(g, g_r):
+        assert a.dtype == jnp.float32 and rel_err(a, b) < 1e-4
+
+
 def test_gdr_errors_at_trace_time():
     x = inputs(4)
     with pytest.raises(ValueError, match="H = 3 is not a multiple of G = 2"):
