@@ -29,9 +29,9 @@
   batch axis B -- one custom call for the whole batch, never a loop. The selective scan's
   unbatched parameters (A, D, delta_bias) and its backward (whose dA, dD, ddelta_bias sum
   over B) cannot fold: those cases run one call per mapped element (lax.map).
-- Sharding: the SSD calls have a custom_partitioning rule (jax_partition.py): under plain
-  jit, inputs sharded over batch and/or heads (whole groups) run per device without an
-  all-gather. shard_ssd / shard_sscan do it by shard_map (the selective scan's only way).
+- Sharding: the SSD and gated-delta-rule calls have a custom_partitioning rule
+  (jax_partition.py, from the op table): under plain jit, inputs sharded over batch and/or
+  heads (whole groups) run per device without an all-gather. shard_ssd / shard_sscan do it by shard_map (the selective scan's only way).
 - Threads and the cache directory: set_threads / set_cache_dir below (the handlers'
   contexts are their own, apart from chunkgen._C's); the environment variables of
   include/chunkgen.h apply as everywhere.
