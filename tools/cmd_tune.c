@@ -27,7 +27,7 @@
 #define CLI_FILTER_ROWS(T, fld)                                                                                  \
     {"--backend", 0, CG_CLI_STR, offsetof(T, fld.backend), "cpu|cuda|emulate", "only entries of this backend", 0,   \
      0, NULL},                                                                                                   \
-    {"--op", 0, CG_CLI_STR, offsetof(T, fld.op), "ssd|sscan", "only this op", 0, 0, NULL},                        \
+    {"--op", 0, CG_CLI_STR, offsetof(T, fld.op), "FAMILY", "only this op (ssd, sscan, gdr, ...)", 0, 0, NULL},    \
     {"--dir", 0, CG_CLI_STR, offsetof(T, fld.dir), "fwd|bwd", "only this direction", 0, 0, NULL},                 \
     {"--device", 0, CG_CLI_STR, offsetof(T, fld.device), "TEXT", "only devices whose name contains TEXT", 0, 0,   \
      NULL},                                                                                                      \
@@ -56,7 +56,8 @@ static const char k_tune_usage[] =
 /* The options of `chunkgen tune` (the CLI's argument table, tools/cli_args.h). */
 typedef struct tune_cli {
     cg_tune_options o;
-    int op_mask, dir_mask;   /* --op, --dir: 1, 2, or 3 (all) */
+    int dir_mask;            /* --dir: 1, 2, or 3 (all) */
+    const char *op_family;   /* --op: an op family of the op table ("gdr"); NULL: all */
     cli_common c;
     int quiet;
     const char *backend, *shapes_file;
@@ -73,8 +74,25 @@ static int mask_opt(const char *v, const char *a, const char *b, int *mask, char
     else return snprintf(err, errlen, "unknown value '%s' (expected %s, %s or all)", v, a, b), -1;
     return 0;
 }
+/* --op FAMILY: any op family of the op table (cg_op_describe), or all. */
 static int op_opt(void *opts, const char *v, char *err, size_t errlen) {
-    return mask_opt(v, "ssd", "sscan", &((tune_cli *)opts)->op_mask, err, errlen);
+    tune_cli *t = opts;
+    char names[256] = "";
+    for (int i = 0; i < cg_op_count(); i++) {
+        cg_op_info in = {.size = sizeof in};
+        if (cg_op_describe(NULL, (cg_op)i, &in) != CG_OK || in.bwd) continue;
+        if (!strcmp(v, in.family)) {
+            t->op_family = in.family;
+            return 0;
+        }
+        size_t n = strlen(names);
+        snprintf(names + n, sizeof names - n, "%s, ", in.family);
+    }
+    if (!strcmp(v, "all")) {
+        t->op_family = NULL;
+        return 0;
+    }
+    return snprintf(err, errlen, "unknown value '%s' (expected %sor all)", v, names), -1;
 }
 static int dir_opt(void *opts, const char *v, char *err, size_t errlen) {
     return mask_opt(v, "fwd", "bwd", &((tune_cli *)opts)->dir_mask, err, errlen);
@@ -106,7 +124,7 @@ static int shard_opt(void *opts, const char *v, char *err, size_t errlen) {
 
 #define TO(f) offsetof(tune_cli, f)
 static const cg_cli_opt k_tune_opts[] = {
-    {"--op", 0, CG_CLI_FN, 0, "ssd|sscan|all", "ops to tune (default all)", 0, 0, op_opt},
+    {"--op", 0, CG_CLI_FN, 0, "FAMILY|all", "ops to tune: ssd, sscan, gdr, ... (default all)", 0, 0, op_opt},
     {"--dir", 0, CG_CLI_FN, 0, "fwd|bwd|all", "directions (default all)", 0, 0, dir_opt},
     {"--backend", 0, CG_CLI_FN, 0, "auto|cpu|cuda|emulate", "(default auto: cuda when a GPU is present, else cpu)", 0, 0,
      backend_opt},
@@ -151,7 +169,7 @@ int cg_cmd_tune(int argc, char **argv) {
     tune_cli t;
     memset(&t, 0, sizeof t);
     t.o = (cg_tune_options)CG_TUNE_OPTIONS_INIT;
-    t.op_mask = t.dir_mask = 3;
+    t.dir_mask = 3;
     t.backend = "auto";
     if (!(t.shape_args = calloc((size_t)argc + 1, sizeof *t.shape_args))) return cli_fail(cmd, "out of memory");
     int rc = cg_cli_parse(&k_tune_cmd, argc, argv, &t);
@@ -169,7 +187,7 @@ int cg_cmd_tune(int argc, char **argv) {
     if (!rc && cg_tune_backend(ctx, want, &o.backend) != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
     if (!rc && want == CG_BACKEND_AUTO && progress >= 0)
         fprintf(stderr, "chunkgen tune: backend %s\n", cg_backend_name(o.backend));
-    const tune_shape_opts so = {t.op_mask == 1 ? "ssd" : t.op_mask == 2 ? "sscan" : NULL, t.dir_mask, t.dtype, t.varlen};
+    const tune_shape_opts so = {t.op_family, t.dir_mask, t.dtype, t.varlen};
     tune_shapes shapes = {0};
     for (int i = 0; !rc && i < t.nshape_args; i++) rc = tune_shapes_add(cmd, ctx, t.shape_args[i], &so, &shapes);
     if (!rc && t.shapes_file) rc = tune_shapes_read(cmd, ctx, t.shapes_file, &so, &shapes);

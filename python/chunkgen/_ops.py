@@ -19,7 +19,7 @@ class OpInfo:
     its extents (symbol names of the token-major dimensions, "" for 1; `layout` tensors
     swap dimensions 1 and 2 in head-major) and, for backward outputs, the input it is the
     gradient of."""
-    __slots__ = ("index", "name", "fields", "inputs", "outputs", "extents", "layout", "grad_of", "inplace")
+    __slots__ = ("index", "name", "fields", "inputs", "outputs", "extents", "layout", "grad_of", "inplace", "reals")
 
     def __init__(self, index: int, name: str, tensors):
         self.index = index
@@ -31,6 +31,7 @@ class OpInfo:
         self.layout = {t[0]: t[3] for t in tensors}
         self.grad_of = {t[0]: t[4] for t in tensors if t[4] is not None}
         self.inplace = tuple(t[0] for t in tensors if t[5])  # inputs the call also writes (a state cache)
+        self.reals = _C.reals(index)  # the real (float) arguments, after the flag (cg_op_info.reals: gdr's scale)
 
 
 OPS: Dict[str, OpInfo] = {name: OpInfo(i, name, ts) for i, (name, ts) in enumerate(_C.ops())}
@@ -105,7 +106,7 @@ def _prod(shape) -> int:
 
 
 def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int], flag: int, backend: int,
-             cu=None) -> None:
+             cu=None, reals=None) -> None:
     """The library's own check of a call that is only traced (JAX's abstract evaluation,
     torch's fake tensors): cg_validate on descriptors of the inputs' shapes and dtypes,
     contiguous (the library computes the strides and checks their 64-bit range), at an
@@ -114,7 +115,8 @@ def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int]
     shape, a dtype mix it rejects, a size that overflows 64 bits). cu: with cu_seqlens,
     its (shape, cg_dtype): the offsets' values are not known when traced, so the call is
     checked with valid ones of that shape and dtype ([0, ..., 0, T]): the shapes (B = 1,
-    the states per sequence) and the offsets' dtype and rank are the library's to check."""
+    the states per sequence) and the offsets' dtype and rank are the library's to check.
+    reals: the op's real arguments (OPS[op].reals order; None: the defaults), checked too."""
     info = OPS[op]
     offsets = None
     if cu is not None:
@@ -133,15 +135,5 @@ def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int]
             end += nbytes.get(n, 0)
     descs = tuple((addr[n], dtypes[n], tuple(int(d) for d in shapes[n]), None) if shapes.get(n) is not None else None
                   for n in info.fields)
-    _C.validate(info.index, descs, flag, backend, None, None, None, 0, False, offsets)
+    _C.validate(info.index, descs, flag, backend, None, None, None, 0, False, offsets, reals)
 
-
-def scale_factor(scale, dk) -> float:
-    """The factor of an output that is linear in a scale whose default (None or 0) is
-    dk^-1/2, against that default; ValueError for a scale that is not finite and >= 0."""
-    if scale is None:
-        return 1.0
-    scale = float(scale)
-    if not (scale >= 0 and scale != float("inf")):
-        raise ValueError(f"scale: {scale} but expected a finite value >= 0 (0 or None: dk^-1/2)")
-    return scale * float(dk) ** 0.5 if scale else 1.0

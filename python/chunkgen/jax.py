@@ -31,9 +31,9 @@ through the XLA FFI.
   batch axis B -- one custom call for the whole batch, never a loop. The selective scan's
   unbatched parameters (A, D, delta_bias) and its backward (whose dA, dD, ddelta_bias sum
   over B) cannot fold: those cases run one call per mapped element (lax.map).
-- Sharding: the SSD calls have a custom_partitioning rule (jax_partition.py): under plain
-  jit, inputs sharded over batch and/or heads (whole groups) run per device without an
-  all-gather. shard_ssd / shard_sscan do it by shard_map (the selective scan's only way).
+- Sharding: the SSD and gated-delta-rule calls have a custom_partitioning rule
+  (jax_partition.py, from the op table): under plain jit, inputs sharded over batch and/or
+  heads (whole groups) run per device without an all-gather. shard_ssd / shard_sscan do it by shard_map (the selective scan's only way).
 - Threads and the cache directory: set_threads / set_cache_dir below (the handlers'
   contexts are their own, apart from chunkgen._C's); the environment variables of
   include/chunkgen.h apply as everywhere.
@@ -50,7 +50,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 
 from . import _C
-from ._ops import BF16, F16, F32, F64, I32, I64, OPS, REF, layout_flag, output_dtypes, output_shape, scale_factor, validate
+from ._ops import BF16, F16, F32, F64, I32, I64, OPS, REF, layout_flag, output_dtypes, output_shape, validate
 from .jax_partition import partitioned
 
 try:
@@ -125,9 +125,10 @@ def _dtypes_of(op: str, given: dict) -> dict:
     return codes
 
 
-def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arrays):
+def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, reals: Tuple[float, ...], *arrays):
     """The custom call itself on arrays (the present inputs `names`, in field order);
-    returns the outputs `want`, in field order."""
+    returns the outputs `want`, in field order. reals: the op's real arguments (OPS[op].reals
+    order; () for an op without), the call's attribute "reals"."""
     info = OPS[op]
     given = dict(zip(names, arrays))
     cu = given.pop(CU, None)
@@ -140,7 +141,7 @@ def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arr
             raise ValueError(f"cu_seqlens: dtype {cu.dtype} but expected int32 or int64 (the sequences' offsets)")
         cu_desc = (tuple(cu.shape), _INDEX[np.dtype(cu.dtype)])
         nseq = cu.shape[0] - 1 if cu.ndim == 1 else None
-    validate(op, shapes, codes, flag, backend, cu_desc)  # at trace time, the library's messages
+    validate(op, shapes, codes, flag, backend, cu_desc, reals)  # at trace time, the library's messages
     out_dt = dict(zip(info.outputs, output_dtypes(op, [codes.get(n) for n in info.inputs])))
     present = 1 << len(info.fields) if cu is not None else 0
     for i, n in enumerate(info.fields):
@@ -150,14 +151,22 @@ def _raw(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, *arr
                  for n in info.outputs if n in want]
     call = jax.ffi.ffi_call(TARGET, out_types)
     return tuple(call(*arrays, op=np.int64(info.index), flag=np.int64(flag), present=np.int64(present),
-                      backend=np.int64(backend), config=""))
+                      backend=np.int64(backend), config="", reals=_reals_attr(op, reals)))
+
+
+def _reals_attr(op: str, reals) -> np.ndarray:
+    """The custom call's attribute "reals": the op's real arguments as float64, 0 (the
+    library's default) for each one not given."""
+    r = np.zeros(len(OPS[op].reals), np.float64)
+    r[:len(reals)] = reals
+    return r
 
 
 @functools.lru_cache(maxsize=None)
-def _batched_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int):
+def _batched_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, reals: Tuple[float, ...] = ()):
     """_raw as a custom_vmap function: under vmap the mapped axis folds into B (not with
     cu_seqlens: B = 1 there; one call per mapped element then, and no partitioning rule)."""
-    raw = functools.partial(_raw, op, names, want, flag)
+    raw = functools.partial(_raw, op, names, want, flag, reals)
     f = custom_vmap(raw if CU in names else partitioned(op, names, want, flag, raw))
     # the outputs split back by B when every one has it (not sscan_bwd's dA, dD, ddelta_bias)
     fold = all(OPS[op].extents[n][:1] == ("B",) for n in OPS[op].outputs) and CU not in names
@@ -189,11 +198,11 @@ def _not_differentiable(op: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _backward_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int):
+def _backward_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag: int, reals: Tuple[float, ...] = ()):
     """_batched_call of a backward op as a jax.custom_jvp function whose derivative rule
     raises: differentiating chunkgen's gradients (a second-order gradient) says so by
     name (the rule runs only when a tangent is nonzero)."""
-    f = jax.custom_jvp(_batched_call(op, names, want, flag))
+    f = jax.custom_jvp(_batched_call(op, names, want, flag, reals))
 
     @f.defjvp
     def refuse(primals, tangents):
@@ -202,14 +211,15 @@ def _backward_call(op: str, names: Tuple[str, ...], want: Tuple[str, ...], flag:
     return f
 
 
-def _call(op: str, given: dict, want: Tuple[str, ...], flag: int):
+def _call(op: str, given: dict, want: Tuple[str, ...], flag: int, reals: Tuple[float, ...] = ()):
     """Run op on the inputs in `given` (name -> array or None): the outputs `want` as a
-    dict. A backward op is not differentiable (_backward_call)."""
+    dict. A backward op is not differentiable (_backward_call). reals: the op's real
+    arguments (OPS[op].reals order)."""
     info = OPS[op]
     names = tuple(n for n in info.inputs + (CU,) if given.get(n) is not None)
     want = tuple(n for n in info.outputs if n in want)
     call = _backward_call if info.grad_of else _batched_call
-    outs = call(op, names, want, flag)(*(jnp.asarray(given[n]) for n in names))
+    outs = call(op, names, want, flag, tuple(float(r) for r in reals))(*(jnp.asarray(given[n]) for n in names))
     return dict(zip(want, outs))
 
 
@@ -217,7 +227,8 @@ def _call(op: str, given: dict, want: Tuple[str, ...], flag: int):
 
 def _with_vjp(fwd: str, bwd: str):
     """fwd(flag, *inputs) -> its outputs (the op table's order), a custom_vjp function whose
-    backward is the op bwd. The residuals are the inputs (no per-token states); bwd's
+    backward is the op bwd. flag: the op's int flag, or (flag, reals) for an op with real
+    arguments (OPS[fwd].reals, e.g. gdr's scale: a static tuple of floats). The residuals are the inputs (no per-token states); bwd's
     inputs that fwd lacks are the cotangents of fwd's outputs, in order (dout, dhT for
     o, hT); bwd computes the gradient of every given input (the table's grad_of)."""
     fi, bi = OPS[fwd], OPS[bwd]
@@ -229,7 +240,8 @@ def _with_vjp(fwd: str, bwd: str):
 
     @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
     def f(flag, *xs):
-        r = _call(fwd, dict(zip(ins, xs)), fi.outputs, flag)
+        flag, reals = flag if isinstance(flag, tuple) else (flag, ())
+        r = _call(fwd, dict(zip(ins, xs)), fi.outputs, flag, reals)
         return tuple(r[n] for n in fi.outputs)
 
     def f_fwd(flag, *xs):
@@ -238,7 +250,8 @@ def _with_vjp(fwd: str, bwd: str):
     def f_bwd(flag, xs, cts):
         given = dict(zip(ins, xs))
         given.update(zip(cot, cts))
-        g = _call(bwd, given, tuple(grad[n] for n in fi.inputs if given[n] is not None and n in grad), flag)
+        flag, reals = flag if isinstance(flag, tuple) else (flag, ())
+        g = _call(bwd, given, tuple(grad[n] for n in fi.inputs if given[n] is not None and n in grad), flag, reals)
         return tuple(g.get(grad.get(n)) for n in fi.inputs) + (None,)
 
     f.defvjp(f_fwd, f_bwd)
@@ -289,14 +302,12 @@ def gdr(q, k, v, g, beta, h0=None, *, scale=None, use_qk_l2norm: bool = False, l
     with use_qk_l2norm q and k are first divided by sqrt(sum x^2 + 1e-6) over dk.
     layout="token" (default, fla's order): q, k [B, T, G, dk]; v [B, T, H, dv]; g, beta
     [B, T, H] (G is fla's H, H fla's HV). layout="head": q, k [B, G, T, dk]; v [B, H, T, dv];
-    g, beta [B, H, T]. h0 [B, H, dk, dv] or None; scale None: dk^-1/2 (another scale
-    multiplies o, which is linear in it). Returns (o [like v], hT [B, H, dk, dv]).
+    g, beta [B, H, T]. h0 [B, H, dk, dv] or None; scale None: dk^-1/2 (a Python float, the
+    call's attribute; the library checks it). Returns (o [like v], hT [B, H, dk, dv]).
     cu_seqlens (int32 / int64 [N + 1]): N sequences packed along T with B = 1; h0 and hT
-    are then [N, H, dk, dv]. (No partitioning rule yet: sharded inputs are gathered.)"""
-    mul = scale_factor(scale, q.shape[-1])
+    are then [N, H, dk, dv]."""
     flag = layout_flag(layout) | (2 if use_qk_l2norm else 0)
-    o, hT = _gdr(flag, q, k, v, g, beta, h0, cu_seqlens)
-    return (o if mul == 1.0 else o * jnp.asarray(mul, o.dtype)), hT
+    return _gdr((flag, (0.0 if scale is None else float(scale),)), q, k, v, g, beta, h0, cu_seqlens)
 
 
 def lru(a, b, x, h0=None, *, layout: str = "token", cu_seqlens=None):
@@ -387,7 +398,7 @@ def _step(op: str, given: dict, flag: int):
             results.append(jax.ShapeDtypeStruct(output_shape(op, n, shapes, flag), _NP[out_dt[n]]))
     call = jax.ffi.ffi_call(TARGET, results, input_output_aliases=aliases)
     outs = call(*[given[n] for n in names], op=np.int64(info.index), flag=np.int64(flag), present=np.int64(present),
-                backend=np.int64(backend), config="")
+                backend=np.int64(backend), config="", reals=_reals_attr(op, ()))
     by_name = dict(zip([n for n in info.fields if n in info.inplace or n in info.outputs], outs))
     return tuple(by_name[n] for n in info.outputs) + tuple(by_name[n] for n in info.inplace)
 

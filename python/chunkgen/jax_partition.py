@@ -1,6 +1,8 @@
-"""The SSD custom calls' partitioning rule (jax.experimental.custom_partitioning), so that
-chunkgen.jax.ssd under plain jax.jit on inputs sharded over batch and/or groups runs one
-call per device on its own shard, with no all-gather.
+"""The custom calls' partitioning rule (jax.experimental.custom_partitioning), so that
+chunkgen.jax.ssd and chunkgen.jax.gdr under plain jax.jit on inputs sharded over batch
+and/or groups run one call per device on its own shard, with no all-gather. Which ops get
+it, and each tensor's letters, come from the op table (has_rule: every tensor [B, ...] over
+B, T, G, H, dk, dv); the gated delta rule's g and beta are b (g r) t like log_alpha.
 
 The rule (Shardy's einsum-like notation), head-major shown, h = (g r) with r = H / G:
   q, k, dq, dk            b g t k
@@ -42,18 +44,32 @@ def _shape(t):
     return list(mlir.ir.RankedTensorType(t).shape)
 
 
+def has_rule(op: str, names=None, want=None) -> bool:
+    """Whether calls of op get the rule, from the op table alone: every tensor (of the call:
+    names, want) starts with the batch B and has only the extents B, T, G, H, dk, dv (SSD and
+    the gated delta rule; not the selective scan, whose A, D have no B)."""
+    info = OPS[op]
+    ts = tuple(names or info.inputs) + tuple(want or info.outputs)
+    ext = [tuple(x for x in info.extents[n] if x) for n in ts if n in info.extents]
+    return len(ext) == len(ts) and all(e[0] == "B" and all(x in _LETTER for x in e) for e in ext) and \
+        any("G" in e for e in ext) and any("H" in e for e in ext)
+
+
 def partitioned(op: str, names, want, flag: int, fn):
-    """fn (the custom call on arrays `names`, returning `want`) with the SSD partitioning
-    rule; fn itself for the selective scan."""
-    if not op.startswith("ssd"):
+    """fn (the custom call on arrays `names`, returning `want`) with the partitioning rule
+    when the op has one (has_rule); fn itself otherwise. flag bit 0: head-major."""
+    if not has_rule(op, names, want):
         return fn
-    token = not flag
+    token = not (flag & 1)
     letters = [_letters(op, n, token) for n in tuple(names) + tuple(want)]
+    # an operand that carries G and one that carries H, and where (the op table's extents)
+    g_at = next((i, ls.index("g")) for i, ls in enumerate(letters[:len(names)]) if "g" in ls)
+    h_at = next((i, ls.index("h")) for i, ls in enumerate(letters[:len(names)]) if "h" in ls)
     f = custom_partitioning(fn)
 
     def rule(mesh, operand_types, result_types):
-        qs, vs = _shape(operand_types[0]), _shape(operand_types[names.index("v")])
-        G, H = qs[2 if token else 1], vs[2 if token else 1]
+        G = _shape(operand_types[g_at[0]])[g_at[1]]
+        H = _shape(operand_types[h_at[0]])[h_at[1]]
         # (a compound factor cannot hold a factor of size 1)
         h = "g" if H == G else ("r" if G == 1 else "(g r)")
 
@@ -69,9 +85,9 @@ def partitioned(op: str, names, want, flag: int, fn):
         return text, dict(sizes, need_replication_factors=need)
 
     def partition(mesh, arg_shapes, result_shape):
-        # b and g from q's sharding; everything else whole on each device
-        qspec = tuple(arg_shapes[0].sharding.spec) + (None,) * 4
-        axis = {"b": qspec[0], "g": qspec[2 if token else 1]}
+        # b and g from the sharding of the operand with G (q); everything else whole on each device
+        qspec = tuple(arg_shapes[g_at[0]].sharding.spec) + (None,) * 4
+        axis = {"b": qspec[letters[g_at[0]].index("b")], "g": qspec[g_at[1]]}
         axis["h"] = axis["g"]
 
         def sharding(ls):

@@ -48,7 +48,7 @@ import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
 from . import _C
-from ._ops import I32, I64, OPS, layout_flag, output_shapes, scale_factor, validate
+from ._ops import I32, I64, OPS, layout_flag, output_shapes, validate
 
 __all__ = ["ssd", "sscan", "gdr", "ssd_step", "sscan_step", "gdr_step", "lru"]
 
@@ -58,34 +58,35 @@ _C.set_torch_dtypes(*_DTYPES)
 _C.set_torch_index_dtypes(torch.int32, torch.int64)  # cu_seqlens
 
 
-def _run(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[Optional[Tensor], ...]:
+def _run(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None, reals=None) -> Tuple[Optional[Tensor], ...]:
     """Run op on its inputs (OPS[op].inputs order); the outputs in the op's order, None
     for the gradient of an absent input. The checks, the copies where the C API cannot
     take a tensor's strides, the output shapes and the call are in one C crossing.
-    cu: cu_seqlens (int32/int64 [N + 1]) or None (docs/varlen.md)."""
+    cu: cu_seqlens (int32/int64 [N + 1]) or None (docs/varlen.md). reals: the op's real
+    arguments (OPS[op].reals order, e.g. gdr's scale; None: the defaults)."""
     first = ins[0]
     index = OPS[op].index
     if first is not None and not first.is_cuda:
         if first.is_meta:  # eager meta tensors: the outputs' shapes and dtypes, checked (_fake)
-            return _fake(op, ins, flag, cu)
-        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, None, None, cu)
+            return _fake(op, ins, flag, cu, reals)
+        return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, None, None, cu, reals)
     _C.check_tensors(index, ins)  # (raises for a missing first input)
     dev = first.device
     if first.dtype == torch.float64:  # the float64 reference runs on the host
         outs = _run(op, tuple(t.cpu() if t is not None else None for t in ins), flag,
-                    cu.cpu() if cu is not None else None)
+                    cu.cpu() if cu is not None else None, reals)
         return tuple(t.to(dev) if t is not None else None for t in outs)
     with torch.cuda.device(dev):
         stream = torch.cuda.current_stream(dev).cuda_stream
         # the kernels' scratch from PyTorch's caching allocator (stream-ordered reuse)
         return _C.call(index, ins, -1, flag, _AUTO, None, False, first.new_empty, _DTYPES, stream,
-                       lambda n: torch.empty(n, dtype=torch.uint8, device=dev), cu)
+                       lambda n: torch.empty(n, dtype=torch.uint8, device=dev), cu, reals)
 
 
-def _op_impl(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[Tensor, ...]:
+def _op_impl(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None, reals=None) -> Tuple[Tensor, ...]:
     """The custom op's implementation: a custom op returns tensors only, so the gradient
     of an absent input is an empty tensor."""
-    outs = _run(op, ins, flag, cu)
+    outs = _run(op, ins, flag, cu, reals)
     return tuple([t if t is not None else ins[0].new_empty(0) for t in outs])
 
 
@@ -100,7 +101,7 @@ def _cu_facts(cu: Optional[Tensor]):
     return nseq, (tuple(cu.shape), I64 if cu.dtype == torch.int64 else I32)
 
 
-def _fake(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[Tensor, ...]:
+def _fake(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None, reals=None) -> Tuple[Tensor, ...]:
     """The outputs' shapes (the op table's) and dtypes (the binding's rule, as _run makes
     them); with concrete sizes the library validates the call, so a bad shape or dtype
     mix raises its message when traced, as eagerly. With cu_seqlens the states have its
@@ -114,29 +115,42 @@ def _fake(op: str, ins: tuple, flag: int, cu: Optional[Tensor] = None) -> Tuple[
     if all(type(d) is int for s in concrete for d in s):  # checked before any output is made
         given = {n: tuple(s) for n, s in zip(info.inputs, in_shapes) if s is not None}
         validate(op, given, {n: _DTYPES.index(t.dtype) for n, t in zip(info.inputs, ins) if t is not None}, flag,
-                 _AUTO, cu_desc)
+                 _AUTO, cu_desc, reals)
     shapes = output_shapes(op, in_shapes, flag, -1, nseq)
     return tuple(first.new_empty(s, dtype=_DTYPES[d]) if s is not None else first.new_empty((0,))
                  for s, d in zip(shapes, out_dt))
 
 
-def _backward(bwd, saved: tuple, flag, dy: Optional[Tensor], dhT: Optional[Tensor], dy_like) -> tuple:
-    """Gradients of every forward input (None for absent ones), of the flag and of
-    cu_seqlens (None), by the backward op bwd (its inputs: the forward's, dy, dhT, the flag,
-    cu_seqlens; its outputs: the gradients of the forward's inputs in their order). saved:
-    the forward's inputs and cu_seqlens."""
+def _backward(bwd, saved: tuple, rest: tuple, dy: Optional[Tensor], dhT: Optional[Tensor], dy_like) -> tuple:
+    """Gradients of every forward input (None for absent ones), of the flag, the real
+    arguments and cu_seqlens (None), by the backward op bwd (its inputs: the forward's, dy,
+    dhT, the flag and the op's real arguments (rest), cu_seqlens; its outputs: the gradients
+    of the forward's inputs in their order). saved: the forward's inputs and cu_seqlens."""
     *fwd_ins, cu = saved
     if dy is None:
         dy = torch.zeros(dy_like[0], dtype=dy_like[1], device=dy_like[2])
-    grads = bwd(*fwd_ins, dy, dhT, flag, cu)
-    return tuple(g if t is not None else None for g, t in zip(grads, fwd_ins)) + (None, None)
+    grads = bwd(*fwd_ins, dy, dhT, *rest, cu)
+    return tuple(g if t is not None else None for g, t in zip(grads, fwd_ins)) + (None,) * (len(rest) + 1)
 
 
-def _setup(ctx, inputs, output):
-    *tensors, flag, cu = inputs
-    ctx.flag = flag
-    ctx.dy_like = (output[0].shape, output[0].dtype, output[0].device)
-    ctx.save_for_backward(*tensors, cu)
+def _split(op: str, args: tuple):
+    """A registered op's arguments: (tensors, flag, reals, cu_seqlens): its inputs in
+    OPS[op].inputs order, the flag, the op's real arguments (OPS[op].reals), cu_seqlens."""
+    n = len(OPS[op].inputs)
+    return args[:n], args[n], args[n + 1:-1], args[-1]
+
+
+def _setup_for(fwd: str):
+    """The forward op's setup_context: saves its tensors and cu_seqlens, keeps the flag and
+    the real arguments (ctx.rest: what the backward op takes between dhT and cu_seqlens)."""
+    n = len(OPS[fwd].inputs)
+
+    def setup(ctx, inputs, output):
+        ctx.rest = tuple(inputs[n:-1])
+        ctx.dy_like = (output[0].shape, output[0].dtype, output[0].device)
+        ctx.save_for_backward(*inputs[:n], inputs[-1])
+
+    return setup
 
 
 def _not_differentiable(op: str) -> str:
@@ -165,8 +179,8 @@ def _make_function(fwd: str, bwd: str):
     public = fwd[:-len("_fwd")]
 
     def direct_bwd(*args):
-        *ins, flag, cu = args
-        return _run(bwd, tuple(ins), flag, cu)
+        ins, flag, reals, cu = _split(bwd, args)
+        return _run(bwd, tuple(ins), flag, cu, reals)
 
     # its graph node: SsdBwdFunctionBackward (named at creation)
     Backward = type(bwd.title().replace("_", "") + "Function", (torch.autograd.Function,),
@@ -178,14 +192,16 @@ def _make_function(fwd: str, bwd: str):
             return Backward.apply(*args)
         return direct_bwd(*args)
 
+    setup = _setup_for(fwd)
+
     def forward(ctx, *args):  # (not setup_context: torch binds its arguments with inspect per call)
-        *ins, flag, cu = args
-        outs = _run(fwd, tuple(ins), flag, cu)
-        _setup(ctx, args, outs)
+        ins, flag, reals, cu = _split(fwd, args)
+        outs = _run(fwd, tuple(ins), flag, cu, reals)
+        setup(ctx, args, outs)
         return outs
 
     def backward(ctx, dy, dhT):
-        return _backward(graph_bwd, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
+        return _backward(graph_bwd, ctx.saved_tensors, ctx.rest, dy, dhT, ctx.dy_like)
 
     # named at creation: the graph node is <Name>Backward (e.g. SsdFwdFunctionBackward)
     name = fwd.title().replace("_", "") + "Function"
@@ -217,12 +233,12 @@ def _make_func_function(fwd_op, bwd_op, public: str):
         "backward": staticmethod(_refuse_second_order(public)), "jvp": staticmethod(refuse_jvp)})
 
     def backward(ctx, dy, dhT):
-        return _backward(bwd_fn.apply, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like)
+        return _backward(bwd_fn.apply, ctx.saved_tensors, ctx.rest, dy, dhT, ctx.dy_like)
 
     return type(f"{public.title()}FwdFuncFunction", (torch.autograd.Function,), {
         "generate_vmap_rule": True,
         "forward": staticmethod(lambda *args: fwd_op(*args)),
-        "setup_context": staticmethod(_setup),
+        "setup_context": staticmethod(_setup_for(public + "_fwd")),
         "backward": staticmethod(backward), "jvp": staticmethod(refuse_jvp)})
 
 
@@ -288,7 +304,7 @@ def _vmap_rule(op: str, opfn):
 
     def rule(vinfo, in_dims, *args, **kw):
         n = vinfo.batch_size
-        if len(args) == nin + 1:  # cu_seqlens, left at its default, is not passed
+        if len(args) == nin + 1 + len(info.reals):  # cu_seqlens, left at its default, is not passed
             args += (kw.pop("cu_seqlens", None),)
         in_dims = tuple(in_dims) + (None,) * (len(args) - len(in_dims))
         tensors, rest, dims = args[:nin], args[nin:], in_dims[:nin]
@@ -317,8 +333,8 @@ def _register(fwd_op, bwd_op, public: str):
     """The registered ops' autograd formula (the backward op; its own backward refuses) and
     vmap rules; returns the eager autograd.Function and the one for torch.func."""
     fwd, bwd = public + "_fwd", public + "_bwd"
-    fwd_op.register_autograd(lambda ctx, dy, dhT: _backward(bwd_op, ctx.saved_tensors, ctx.flag, dy, dhT, ctx.dy_like),
-                             setup_context=_setup)
+    fwd_op.register_autograd(lambda ctx, dy, dhT: _backward(bwd_op, ctx.saved_tensors, ctx.rest, dy, dhT, ctx.dy_like),
+                             setup_context=_setup_for(fwd))
     bwd_op.register_autograd(_refuse_second_order(public), setup_context=lambda ctx, inputs, output: None)
     fwd_op.register_vmap(_vmap_rule(fwd, fwd_op))
     bwd_op.register_vmap(_vmap_rule(bwd, bwd_op))
@@ -438,27 +454,28 @@ def sscan(x: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor, D: Optional
 
 @torch.library.custom_op("chunkgen::gdr_fwd", mutates_args=())
 def gdr_fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[Tensor], flag: int,
-            cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    """Gated-delta-rule forward: (o, hT). flag: bit 0 head-major, bit 1 use_qk_l2norm."""
-    return _op_impl("gdr_fwd", (q, k, v, g, beta, h0), flag, cu_seqlens)
+            scale: float, cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+    """Gated-delta-rule forward: (o, hT). flag: bit 0 head-major, bit 1 use_qk_l2norm;
+    scale: the op's real argument (0: dk^-1/2)."""
+    return _op_impl("gdr_fwd", (q, k, v, g, beta, h0), flag, cu_seqlens, (scale,))
 
 
 @gdr_fwd.register_fake
-def _(q, k, v, g, beta, h0, flag, cu_seqlens=None):
-    return _fake("gdr_fwd", (q, k, v, g, beta, h0), flag, cu_seqlens)
+def _(q, k, v, g, beta, h0, flag, scale, cu_seqlens=None):
+    return _fake("gdr_fwd", (q, k, v, g, beta, h0), flag, cu_seqlens, (scale,))
 
 
 @torch.library.custom_op("chunkgen::gdr_bwd", mutates_args=())
 def gdr_bwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[Tensor], dout: Tensor,
-            dhT: Optional[Tensor], flag: int,
+            dhT: Optional[Tensor], flag: int, scale: float,
             cu_seqlens: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Gated-delta-rule backward: (dq, dk, dv, dg, dbeta, dh0); dh0 is empty when h0 is None."""
-    return _op_impl("gdr_bwd", (q, k, v, g, beta, h0, dout, dhT), flag, cu_seqlens)
+    return _op_impl("gdr_bwd", (q, k, v, g, beta, h0, dout, dhT), flag, cu_seqlens, (scale,))
 
 
 @gdr_bwd.register_fake
-def _(q, k, v, g, beta, h0, dout, dhT, flag, cu_seqlens=None):
-    return _fake("gdr_bwd", (q, k, v, g, beta, h0, dout, dhT), flag, cu_seqlens)
+def _(q, k, v, g, beta, h0, dout, dhT, flag, scale, cu_seqlens=None):
+    return _fake("gdr_bwd", (q, k, v, g, beta, h0, dout, dhT), flag, cu_seqlens, (scale,))
 
 
 _GdrFunction, _GdrFuncFunction = _register(gdr_fwd, gdr_bwd, "gdr")
@@ -478,20 +495,18 @@ def gdr(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, h0: Optional[T
     g, beta [B, H, T]. h0 [B, H, dk, dv] float32 or None. scale: None is dk^-1/2.
     Returns (o [like v], hT [B, H, dk, dv] float32). cu_seqlens (int32/int64 [N + 1]):
     N sequences packed along T with B = 1; h0 and hT are then [N, H, dk, dv].
-    The library computes with dk^-1/2; another scale multiplies o (o is linear in it)."""
+    The scale goes to the library (the op's real argument), which checks it."""
     flag = layout_flag(layout) | (2 if use_qk_l2norm else 0)
-    mul = scale_factor(scale, q.shape[-1])
+    scale = 0.0 if scale is None else float(scale)  # 0: the library's dk^-1/2
     ins = (q, k, v, g, beta, h0)
     path = _path(ins + (cu_seqlens,))
     if path == "direct":
-        o, hT = _run("gdr_fwd", ins, flag, cu_seqlens)
-    elif path == "function":
-        o, hT = _GdrFunction.apply(*ins, flag, cu_seqlens)
-    elif path == "func":
-        o, hT = _GdrFuncFunction.apply(*ins, flag, cu_seqlens)
-    else:
-        o, hT = gdr_fwd(*ins, flag, cu_seqlens)
-    return (o if mul == 1 else o * mul), hT
+        return _run("gdr_fwd", ins, flag, cu_seqlens, (scale,))
+    if path == "function":
+        return _GdrFunction.apply(*ins, flag, scale, cu_seqlens)
+    if path == "func":
+        return _GdrFuncFunction.apply(*ins, flag, scale, cu_seqlens)
+    return gdr_fwd(*ins, flag, scale, cu_seqlens)
 
 
 # ------------------------------------------------------ LRU (diagonal linear recurrence)

@@ -128,6 +128,30 @@ int cgpy_keep(cgpy_call *c, PyObject *o) {
 
 void cgpy_set_flag(cgpy_call *c, int flag) { cgov_set_flag(c->d->op, &c->args, flag); }
 
+int cgpy_set_reals(cgpy_call *c, PyObject *o) {
+    if (o == Py_None) return 0;
+    const int n = cgov_nreals(c->d->op);
+    PyObject *seq = PySequence_Fast(o, "reals: expected a tuple of floats (the op's real arguments) or None");
+    if (!seq) return -1;
+    if (PySequence_Fast_GET_SIZE(seq) != n) {
+        PyErr_Format(PyExc_ValueError, "reals: %zd values but %s takes %d real argument(s)%s%s", PySequence_Fast_GET_SIZE(seq),
+                     c->d->name, n, n ? ", the first " : "", n ? cgov_real_name(c->d->op, 0) : "");
+        Py_DECREF(seq);
+        return -1;
+    }
+    double r[CG_OP_MAX_SCALARS] = {0};
+    for (int k = 0; k < n; k++) {
+        r[k] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, k));
+        if (r[k] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    cgov_set_reals(c->d->op, &c->args, r, n);
+    return 0;
+}
+
 /* ------------------------------------------------------------ reading */
 
 static int bad(const char *name, const char *what) {

@@ -71,6 +71,10 @@ void cgpy_set_torch_index_dtypes(PyObject *i32, PyObject *i64);
 
 /* The op's int flag (cgov_set_flag): the layout bit, then a bit per scalar option. */
 void cgpy_set_flag(cgpy_call *c, int flag);
+/* The op's real arguments (cg_op_info.reals, e.g. gdr's scale) from o: None (every one 0,
+ * the library's default) or a sequence of exactly cgov_nreals floats; the values are the
+ * library's to check (cg_validate). 0, or -1 with an exception set. */
+int cgpy_set_reals(cgpy_call *c, PyObject *o);
 
 /* The cg_dtype values a binding maps (CG_F32, CG_F64, CG_BF16, CG_F16: 0 .. 3). */
 #define CGPY_NDTYPES (CG_F16 + 1)

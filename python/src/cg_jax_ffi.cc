@@ -6,7 +6,8 @@
  * attribute "present" says whether field i is given; bit nt (one past the fields): a
  * cu_seqlens operand (int32 / int64, docs/varlen.md) follows the inputs. The handler maps each buffer to a
  * cg_tensor (XLA's default row-major layout: contiguous), sets the op's flag (layout or
- * delta_softplus) and backend, and makes the public C call; all logic, validation and its
+ * delta_softplus), its real arguments (attribute "reals", float64 array, cg_op_info.reals
+ * order: gdr's scale) and backend, and makes the public C call; all logic, validation and its
  * messages stay in the library (a failing status becomes an XLA error carrying cg_errmsg).
  *
  *   chunkgen_cpu   host buffers; the CPU path (float32; bfloat16/float16 where the library's
@@ -109,7 +110,7 @@ cg_tensor tensor_of(const ffi::AnyBuffer &b) {
 }
 
 /* Fill args from the call's buffers (op's tensors in the op table's order). */
-ffi::Error fill(int64_t op, int64_t flag, int64_t present, const ffi::RemainingArgs &ins,
+ffi::Error fill(int64_t op, int64_t flag, int64_t present, ffi::Span<const double> reals, const ffi::RemainingArgs &ins,
                 const ffi::RemainingRets &outs, cgov_args *args) {
     if (op < 0 || op >= cgov_nops() || !cgov_ok((cg_op)op)) return ffi::Error::InvalidArgument("op: unknown op index " + std::to_string(op));
     cg_op o = (cg_op)op;
@@ -151,6 +152,10 @@ ffi::Error fill(int64_t op, int64_t flag, int64_t present, const ffi::RemainingA
     if (ni != ins.size() || no != outs.size())
         return ffi::Error::InvalidArgument(std::string(cgov_op_name(o)) + ": buffer count does not match attribute present");
     cgov_set_flag(o, args, (int)flag);
+    if ((int64_t)reals.size() != cgov_nreals(o)) /* the op's real arguments (scale), the library checks their values */
+        return ffi::Error::InvalidArgument(std::string(cgov_op_name(o)) + ": attribute reals has " + std::to_string(reals.size()) +
+                                           " values but expected " + std::to_string(cgov_nreals(o)));
+    cgov_set_reals(o, args, reals.begin(), (int)reals.size());
     return ffi::Error::Success();
 }
 
@@ -168,9 +173,9 @@ cg_exec exec_of(int64_t backend, std::string_view config, std::string *keep) {
  * backends keep their own scratch); on CUDA the workspace comes from XLA's scratch. */
 ffi::Error run(void *stream, ffi::ScratchAllocator *scratch, const ffi::RemainingArgs &ins,
                const ffi::RemainingRets &outs, int64_t op, int64_t flag, int64_t present, int64_t backend,
-               std::string_view config) {
+               std::string_view config, ffi::Span<const double> reals) {
     cgov_args args;
-    ffi::Error err = fill(op, flag, present, ins, outs, &args);
+    ffi::Error err = fill(op, flag, present, reals, ins, outs, &args);
     if (err.failure()) return err;
     cg_context *ctx = context(&err);
     if (!ctx) return err;
@@ -193,20 +198,21 @@ ffi::Error run(void *stream, ffi::ScratchAllocator *scratch, const ffi::Remainin
 }
 
 ffi::Error run_cpu(ffi::RemainingArgs ins, ffi::RemainingRets outs, int64_t op, int64_t flag, int64_t present,
-                   int64_t backend, std::string_view config) {
-    return run(nullptr, nullptr, ins, outs, op, flag, present, backend, config);
+                   int64_t backend, std::string_view config, ffi::Span<const double> reals) {
+    return run(nullptr, nullptr, ins, outs, op, flag, present, backend, config, reals);
 }
 
 ffi::Error run_cuda(void *stream, ffi::ScratchAllocator scratch, ffi::RemainingArgs ins, ffi::RemainingRets outs,
-                    int64_t op, int64_t flag, int64_t present, int64_t backend, std::string_view config) {
-    return run(stream, &scratch, ins, outs, op, flag, present, backend, config);
+                    int64_t op, int64_t flag, int64_t present, int64_t backend, std::string_view config,
+                    ffi::Span<const double> reals) {
+    return run(stream, &scratch, ins, outs, op, flag, present, backend, config, reals);
 }
 
 } // namespace
 
 #define CG_JAX_ATTRS                                                                                          \
     .Attr<int64_t>("op").Attr<int64_t>("flag").Attr<int64_t>("present").Attr<int64_t>("backend")            \
-        .Attr<std::string_view>("config")
+        .Attr<std::string_view>("config").Attr<ffi::Span<const double>>("reals")
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cg_jax_cpu, run_cpu, ffi::Ffi::Bind().RemainingArgs().RemainingRets() CG_JAX_ATTRS);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cg_jax_cuda, run_cuda,

@@ -132,14 +132,14 @@ static int parse_flag(PyObject *o, int *flag) {
     return 0;
 }
 
-/* run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens]):
+/* run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens[, reals]]):
  * tensors is a tuple of every tensor of the op in the op table's order (fields(op));
- * cu_seqlens (None when left out) as cgpy_read_cu. */
+ * cu_seqlens (None when left out) as cgpy_read_cu; reals (None: the defaults) as cgpy_set_reals. */
 static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
     cgpy_call_init(c, NULL);
-    if (na != 9 && na != 10) {
-        PyErr_SetString(PyExc_TypeError,
-                        "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens])");
+    if (na < 9 || na > 11) {
+        PyErr_SetString(PyExc_TypeError, "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, "
+                                         "verbose[, cu_seqlens[, reals]])");
         return -1;
     }
     const cgpy_opdesc *d = cgpy_op(a[0]);
@@ -157,9 +157,9 @@ static int parse_call(PyObject *const *a, Py_ssize_t na, cgpy_call *c) {
     if (c->exec.workspace_bytes == (size_t)-1 && PyErr_Occurred()) return -1;
     for (int i = 0; i < d->nt; i++)
         if (cgpy_read(c, i, PyTuple_GET_ITEM(a[1], i))) return -1;
-    if (na == 10 && cgpy_read_cu(c, a[9])) return -1;
+    if (na >= 10 && cgpy_read_cu(c, a[9])) return -1;
     cgpy_set_flag(c, flag);
-    return 0;
+    return na == 11 ? cgpy_set_reals(c, a[10]) : 0;
 }
 
 /* backend auto with float64 inputs (tensor 0) runs the float64 reference, `ref`: the
@@ -236,7 +236,7 @@ static PyObject *make_output(PyObject *empty, PyObject *dtypes, int dt, PyObject
 }
 
 /* call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty[,
- * cu_seqlens]) -> outputs
+ * cu_seqlens[, reals]]) -> outputs
  *
  * The front ends' one entry. inputs: the op's inputs in table order (None, numpy arrays,
  * torch tensors, descriptors). Torch tensors are checked (dtype, device, rank) and copied
@@ -252,9 +252,9 @@ static PyObject *make_output(PyObject *empty, PyObject *dtypes, int dt, PyObject
  * (CG_TENSOR_PER_SEQ outputs) are then made with N = len(cu_seqlens) - 1 in their B dimension,
  * as the library's validation expects them. */
 static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != 11 && na != 12)
+    if (na < 11 || na > 13)
         return PyErr_Format(PyExc_TypeError, "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, "
-                                             "stream, ws_empty[, cu_seqlens])");
+                                             "stream, ws_empty[, cu_seqlens[, reals]])");
     const cgpy_opdesc *d = cgpy_op(a[0]);
     if (!d) return NULL;
     int nin = cgpy_ninputs(d);
@@ -266,7 +266,8 @@ static PyObject *py_call(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     PyObject *result = NULL, *r = NULL;
     if (parse_exec(a[4], a[5], a[6], &c.exec)) goto done;
     int present[CGPY_MAXT] = {0}, ndim[CGPY_MAXT], dt[CGPY_MAXT];
-    if (cgpy_read_inputs(&c, a[1]) || (na == 12 && cgpy_read_cu(&c, a[11]))) goto done;
+    if (cgpy_read_inputs(&c, a[1]) || (na >= 12 && cgpy_read_cu(&c, a[11])) || (na == 13 && cgpy_set_reals(&c, a[12])))
+        goto done;
     const int64_t nseq = cgpy_nseq(&c);
     for (int i = 0; i < d->nt; i++) {
         const cg_tensor *t = CGPY_T(&c, i);
@@ -532,6 +533,21 @@ static PyObject *py_ops(PyObject *self, PyObject *unused) {
     return r;
 }
 
+/* reals(op) -> the names of op's real (double) arguments (cg_op_info.reals: gdr's
+ * ("scale",)), the order call()'s reals take. */
+static PyObject *py_reals(PyObject *self, PyObject *o) {
+    const cgpy_opdesc *d = cgpy_op(o);
+    if (!d) return NULL;
+    const int n = cgov_nreals(d->op);
+    PyObject *r = PyTuple_New(n);
+    for (int k = 0; r && k < n; k++) {
+        PyObject *e = PyUnicode_FromString(cgov_real_name(d->op, k));
+        if (!e) Py_CLEAR(r);
+        else PyTuple_SET_ITEM(r, k, e);
+    }
+    return r;
+}
+
 static PyObject *py_set_torch_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
     if (na != CGPY_NDTYPES) return PyErr_Format(PyExc_TypeError, "set_torch_dtypes(float32, float64, bfloat16, float16)");
     cgpy_set_torch_dtypes(a);
@@ -607,16 +623,16 @@ static PyObject *py_set_cache_dir(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))py_run, METH_FASTCALL,
-     "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens])"},
+     "run(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens[, reals]])"},
     CGPY_STORE_METHODS,
     {"workspace_size", (PyCFunction)(void (*)(void))py_workspace_size, METH_FASTCALL,
      "workspace_size(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose) -> bytes"},
     {"validate", (PyCFunction)(void (*)(void))py_validate, METH_FASTCALL,
-     "validate(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens]): "
+     "validate(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens[, reals]]): "
      "cg_validate (outputs given as None are not checked)"},
     {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
     {"call", (PyCFunction)(void (*)(void))py_call, METH_FASTCALL,
-     "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty[, cu_seqlens]) -> outputs"},
+     "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty[, cu_seqlens[, reals]]) -> outputs"},
     {"check_tensors", (PyCFunction)(void (*)(void))py_check_tensors, METH_FASTCALL,
      "check_tensors(op, inputs) -> output dtypes"},
     {"output_dtypes", (PyCFunction)(void (*)(void))py_output_dtypes, METH_FASTCALL,
@@ -628,6 +644,7 @@ static PyMethodDef methods[] = {
     {"set_torch_index_dtypes", (PyCFunction)(void (*)(void))py_set_torch_index_dtypes, METH_FASTCALL,
      "set_torch_index_dtypes(torch.int32, torch.int64): cu_seqlens' dtypes"},
     {"set_log_handler", py_set_log_handler, METH_O, "set_log_handler(fn(level, msg) or None): the library's log"},
+    {"reals", py_reals, METH_O, "reals(op) -> the names of the op's real arguments (cg_op_info.reals), call()'s order"},
     {"ops", py_ops, METH_NOARGS, "((name, ((tensor, is_output, extents, layout, grad_of), ...)), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
     {"cpu_isa", py_cpu_isa, METH_NOARGS, "the CPU path's ISA variant (avx512, avx2, baseline)"},

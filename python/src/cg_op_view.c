@@ -30,6 +30,17 @@ void cgov_set_flag(cg_op op, cgov_args *args, int flag) {
     for (int k = 0, *p; (p = cg_op_args_scalar(op, args, k)); k++) *p = (flag >> bit++) & 1;
 }
 
+int cgov_nreals(cg_op op) { return info_of(op).nreals; }
+const char *cgov_real_name(cg_op op, int k) {
+    cg_op_info in = info_of(op);
+    return k >= 0 && k < in.nreals ? in.reals[k] : "?";
+}
+
+void cgov_set_reals(cg_op op, cgov_args *args, const double *r, int n) {
+    double *p;
+    for (int k = 0; k < n && (p = cg_op_args_real(op, args, k)); k++) *p = r[k];
+}
+
 cg_status cgov_call(cg_context *ctx, cg_op op, const cgov_args *args, const cg_exec *exec) {
     return cg_run(ctx, op, args, exec);
 }

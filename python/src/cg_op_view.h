@@ -43,6 +43,12 @@ cg_tensor *cgov_cu(cg_op op, cgov_args *args);
  * scalar option in cg_op_info.scalars order (sscan: bit 0 delta_softplus; gdr: bit 0 the
  * layout, bit 1 use_qk_l2norm). */
 void cgov_set_flag(cg_op op, cgov_args *args, int flag);
+/* The op's real (double) arguments (cg_op_info.reals: gdr's scale), in table order. */
+int cgov_nreals(cg_op op);
+const char *cgov_real_name(cg_op op, int k);
+/* Set real argument k of args to r[k] for k < n (n must be cgov_nreals(op); a value is the
+ * library's to check: cg_validate names it). */
+void cgov_set_reals(cg_op op, cgov_args *args, const double *r, int n);
 /* The op's call on args (cg_run). */
 cg_status cgov_call(cg_context *ctx, cg_op op, const cgov_args *args, const cg_exec *exec);
 

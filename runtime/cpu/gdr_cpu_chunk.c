@@ -3,19 +3,39 @@
  * kernels (gdr_cpu_chunk_{prep,fwd,bwd}.c) once per variant, reached through cpu_isa.c's
  * table (cg__gdr_cpu_chunk_fwd / _bwd, after the dtype rule there).
  *
- * Config keys: chunk (tokens per chunk, default 64 as in fla and the SSD path; clamped
- * to T) and threads (0 or absent: the context's pool). */
+ * Config keys: chunk (tokens per chunk; clamped to T) and threads (0 or absent: the
+ * context's pool); their defaults are generator/cpu/gdr_cpu.lua's default(), the space
+ * the tuner searches. */
 #include "gdr_cpu_chunk.h"
 
-#define GDR_CHUNK_DEFAULT 64
+#include "gen.h"
+#include "ops.h"
+
 #define GDR_CHUNK_MAX 256
 
-cg_status cg__gdr_chunk_resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const char *what,
+/* generator/cpu/gdr_cpu.lua's default() for p (cg__cpu_space_default, cached per shape). */
+static cg_status chunk_default(cg_context *ctx, const cg_gdr_prob *p, int bwd, int64_t *chunk, int64_t *threads) {
+    *chunk = 64, *threads = 0; /* an empty problem: nothing runs */
+    if (p->B < 1 || p->T < 1 || p->H < 1 || p->G < 1 || p->dk < 1 || p->dv < 1) return CG_OK;
+    cg_shape shape;
+    cg__shape_of_prob(cg__op_desc(bwd ? CG_OP_GDR_BWD : CG_OP_GDR_FWD), p, &shape);
+    cg_cfg def;
+    cg_status st = cg__cpu_space_default(ctx, "gdr_cpu", &shape, bwd ? CG_KS_BWD : 0, &def);
+    if (st != CG_OK) return st;
+    *chunk = 0;
+    if ((st = cg__cfg_pin_int(ctx, &def, "chunk", 1, GDR_CHUNK_MAX, "gdr_cpu.lua default", chunk, NULL)) != CG_OK ||
+        (st = cg__cfg_pin_int(ctx, &def, "threads", 0, 4096, "gdr_cpu.lua default", threads, NULL)) != CG_OK)
+        return st;
+    return *chunk ? CG_OK : cg__err(ctx, CG_EINTERNAL, "generator/cpu/gdr_cpu.lua: default without chunk");
+}
+
+cg_status cg__gdr_chunk_resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, int bwd, const char *what,
                                 cg_gdr_run *run) {
     static const char *const known[] = {"chunk", "threads"};
     cg_status st = cg__cfg_only(ctx, cfg, what, known, 2);
     if (st != CG_OK) return st;
-    int64_t chunk = GDR_CHUNK_DEFAULT, threads = 0;
+    int64_t chunk, threads;
+    if ((st = chunk_default(ctx, p, bwd, &chunk, &threads)) != CG_OK) return st;
     if ((st = cg__cfg_pin_int(ctx, cfg, "chunk", 1, GDR_CHUNK_MAX, what, &chunk, NULL)) != CG_OK) return st;
     if ((st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, what, &threads, NULL)) != CG_OK) return st;
     memset(run, 0, sizeof *run);

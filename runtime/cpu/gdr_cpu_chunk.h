@@ -144,9 +144,10 @@ static inline void *cg__gdr_ws(cg_context *ctx, const cg_exec *ex, size_t bytes,
     return w ? w : (*own = cg__ssd_big_alloc(bytes));
 }
 
-/* Config pins (chunk, threads) into run; CG_EINVAL naming a bad one (gdr_cpu_chunk.c,
- * compiled once; the kernels of every variant call it). */
-cg_status cg__gdr_chunk_resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const char *what,
+/* Config pins (chunk, threads) into run, over generator/cpu/gdr_cpu.lua's default for the
+ * direction (bwd); CG_EINVAL naming a bad one (gdr_cpu_chunk.c, compiled once; the kernels
+ * of every variant call it). */
+cg_status cg__gdr_chunk_resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, int bwd, const char *what,
                                 cg_gdr_run *run);
 /* The kernels' dispatch line (backend detail of cg_last_dispatch). */
 void cg__gdr_chunk_detail(cg_context *ctx, const char *op, const cg_gdr_run *run);

@@ -411,7 +411,7 @@ static void sum_task(void *arg, int64_t idx, int tid) {
 
 cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     cg_gdr_run rs;
-    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, "cpu gdr backward (chunked)", &rs);
+    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 1, "cpu gdr backward (chunked)", &rs);
     if (st != CG_OK) return st;
     if (p->B < 1 || p->T < 1 || p->H < 1) return CG_OK; /* nothing to compute */
     const cg_gdr_run *run = &rs;

@@ -98,7 +98,7 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
 
 cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     cg_gdr_run rs;
-    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, "cpu gdr forward (chunked)", &rs);
+    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 0, "cpu gdr forward (chunked)", &rs);
     if (st != CG_OK) return st;
     if (p->B < 1 || p->T < 1 || p->H < 1) return CG_OK; /* nothing to compute */
     const cg_gdr_run *run = &rs;

@@ -92,6 +92,24 @@ def test_gdr_float32_and_vmap():
     assert text.count("target_name=chunkgen") == 1 and not re.search(r"\b(scan|while)\[", text)
 
 
+@pytest.mark.parametrize("scale", [None, 0.45])
+def test_gdr_float32_scale_and_grads(scale):
+    """float32 on the CPU path: the scale is the call's attribute (the library's argument),
+    so o and every gradient (dq with it) match the float64 scan with that scale, under jit."""
+    x64 = inputs(5, T=37, G=2, H=6, dk=48, dv=40)
+    x = {n: a.astype(jnp.float32) for n, a in x64.items()}
+    loss = lambda f: lambda *a: (f(*a)[0] ** 2).sum() + f(*a)[1].sum()  # noqa: E731
+    ours = lambda *a: cj.gdr(*a, scale=scale, use_qk_l2norm=True)  # noqa: E731
+    ref = lambda *a: gdr_scan(*a, scale=scale, l2norm=True)  # noqa: E731
+    o, hT = jax.jit(ours)(*(x[n] for n in NAMES))
+    o_r, hT_r = ref(*(x64[n] for n in NAMES))
+    assert rel_err(o, o_r) < 1e-5 and rel_err(hT, hT_r) < 1e-5
+    g = jax.jit(jax.grad(loss(ours), argnums=tuple(range(6))))(*(x[n] for n in NAMES))
+    g_r = jax.grad(loss(ref), argnums=tuple(range(6)))(*(x64[n] for n in NAMES))
+    for a, b in zip(g, g_r):
+        assert a.dtype == jnp.float32 and rel_err(a, b) < 1e-4
+
+
 def test_gdr_errors_at_trace_time():
     x = inputs(4)
     with pytest.raises(ValueError, match="H = 3 is not a multiple of G = 2"):
@@ -99,3 +117,18 @@ def test_gdr_errors_at_trace_time():
                                                                    x["beta"][:, :, :3])
     with pytest.raises(ValueError, match="scale: nan but expected a finite value >= 0"):
         cj.gdr(*(x[n] for n in NAMES), scale=float("nan"))
+
+
+def test_gdr_sharded_no_all_gather():
+    """Sharded over batch and heads on 4 simulated CPU devices (a fresh process: XLA_FLAGS
+    before jax is imported): results equal to the unsharded call, no all-gather."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
+    script = os.path.join(os.path.dirname(__file__), "jax_sharding_gdr_check.py")
+    p = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ALL OK" in p.stdout

@@ -80,12 +80,14 @@ def test_gdr_float64_vs_loop(l2norm, scale, layout):
         assert rel_err(a, b) < 1e-12
 
 
-@pytest.mark.parametrize("T", [1, 37])
-def test_gdr_float32_cpu_path(T):
+@pytest.mark.parametrize("T,scale", [(1, None), (37, None), (37, 0.35)])
+def test_gdr_float32_cpu_path(T, scale):
+    """The chunked CPU path; a given scale goes to the library (the op's real argument), so
+    o and dq (and, through o, every gradient) see it: checked against the float64 loop."""
     x64 = inputs(B=2, T=T, G=2, H=6, dk=48, dv=40, seed=T)
-    ref = grads_of(lambda **a: gdr_ref(**a, l2norm=True), x64)
+    ref = grads_of(lambda **a: gdr_ref(**a, scale=scale, l2norm=True), x64)
     x32 = {n: (a.float() if a is not None else None) for n, a in x64.items()}
-    got = grads_of(lambda **a: ct.gdr(**a, use_qk_l2norm=True), x32)
+    got = grads_of(lambda **a: ct.gdr(**a, scale=scale, use_qk_l2norm=True), x32)
     assert rel_err(got[0], ref[0]) < 1e-5 and rel_err(got[1], ref[1]) < 1e-5
     for a, b in zip(got[2], ref[2]):
         assert rel_err(a, b) < 1e-4
@@ -121,10 +123,12 @@ def test_gdr_compile_fullgraph_and_opcheck():
     o, hT = f(**x)
     o_e, hT_e = ct.gdr(**x, scale=0.5, use_qk_l2norm=True)
     assert torch.equal(o, o_e) and torch.equal(hT, hT_e)
-    args = tuple(x[n] for n in NAMES) + (2,)  # flag: token-major, use_qk_l2norm
+    args = tuple(x[n] for n in NAMES) + (2, 0.5)  # flag: token-major, use_qk_l2norm; the scale
     torch.library.opcheck(torch.ops.chunkgen.gdr_fwd.default, args)
     dout, dhT = torch.randn_like(o), torch.randn_like(hT)
-    torch.library.opcheck(torch.ops.chunkgen.gdr_bwd.default, tuple(x[n] for n in NAMES) + (dout, dhT, 2))
+    torch.library.opcheck(torch.ops.chunkgen.gdr_bwd.default, tuple(x[n] for n in NAMES) + (dout, dhT, 2, 0.5))
+    for op in (torch.ops.chunkgen.gdr_fwd.default, torch.ops.chunkgen.gdr_bwd.default):
+        assert "float scale" in str(op._schema)  # the op table's real argument, in the schema
 
 
 def test_gdr_meta_and_errors():
@@ -134,7 +138,7 @@ def test_gdr_meta_and_errors():
     x = {n: (a.float() if a is not None else None) for n, a in inputs().items()}
     with pytest.raises(ValueError, match="H = 3 is not a multiple of G = 2"):
         ct.gdr(x["q"], x["k"], x["v"][:, :, :3], x["g"][:, :, :3], x["beta"][:, :, :3])
-    with pytest.raises(ValueError, match="scale: -1.0 but expected a finite value >= 0"):
+    with pytest.raises(ValueError, match="scale: -1 but expected a finite value >= 0"):  # the library's check
         ct.gdr(**x, scale=-1)
 
 
@@ -146,9 +150,10 @@ def test_gdr_vmap_and_grad():
     for i, x in enumerate(xs):
         o_r, hT_r = gdr_ref(**x, l2norm=True)
         assert rel_err(o[i], o_r) < 1e-12 and rel_err(hT[i], hT_r) < 1e-12
-    dq = torch.func.grad(lambda q: ct.gdr(q, *(xs[0][n] for n in NAMES[1:]))[0].sum())(xs[0]["q"])
-    dq_r = torch.func.grad(lambda q: gdr_ref(q, *(xs[0][n] for n in NAMES[1:]))[0].sum())(xs[0]["q"])
-    assert rel_err(dq, dq_r) < 1e-12
+    for scale in (None, 0.7):  # torch.func's path passes the scale too
+        dq = torch.func.grad(lambda q: ct.gdr(q, *(xs[0][n] for n in NAMES[1:]), scale=scale)[0].sum())(xs[0]["q"])
+        dq_r = torch.func.grad(lambda q: gdr_ref(q, *(xs[0][n] for n in NAMES[1:]), scale=scale)[0].sum())(xs[0]["q"])
+        assert rel_err(dq, dq_r) < 1e-12
 
 
 ORACLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "math_check_gdn.py")

@@ -1,0 +1,66 @@
+-- gdr_cpu.lua -- the parameter space of the gated delta rule's chunked CPU path
+-- (runtime/cpu/gdr_cpu_chunk*.c), for the autotuner. Same convention as
+-- generator/cpu/ssd_cpu.lua (see generator/core.lua) with backend = "cpu": no template and
+-- no launch, the CPU path is C code configured at run time through the config keys chunk
+-- and threads. The generator core enumerates it (cg__gen_space) and resolves its default
+-- (cg__gen_resolve); cg__gen_plan refuses it. shape.bwd is true when tuning the backward;
+-- dev.sm_count is the CPU thread count, dev.isa the CPU path's ISA variant.
+--
+-- default() is THE default of the CPU path: cg__gdr_chunk_resolve (runtime/cpu/gdr_cpu_chunk.c)
+-- asks for it through cg__cpu_space_default (cached per shape).
+--
+-- This space is what the tuner tries; cg__gdr_chunk_resolve is the guard for user pins and
+-- accepts a superset (chunk in [1, 256], threads in [0, 4096]).
+
+local SPACE = {
+  -- tokens per chunk: the per-chunk solve and the intra-chunk products grow with it
+  -- (about chunk * (dk + dv) flops per token), the state passes shrink (4 dk dv per chunk
+  -- per token / chunk); fla's chunks are 16 / 32 / 64
+  chunk = { 32, 64, 128 },
+  threads = { 0, 1, 2, 4, 8, 16, 32, 64, 128 }, -- 0: all of the context's threads
+}
+
+-- 64 as in fla and the SSD path (docs/gdr.md: 67-80% of the measured FMA peak forward at
+-- d = 128 on one thread); the chunk of the space up to it that covers T.
+local CHUNK = 64
+
+local function valid(p, shape, dev)
+  if shape.dk < 1 or shape.dv < 1 or shape.T < 1 or shape.H < 1 or shape.G < 1 then
+    return false, "empty shape"
+  end
+  -- A chunk of 2T or more runs as a chunk of T: the smaller value already covers it.
+  if p.chunk > SPACE.chunk[1] and p.chunk >= 2 * shape.T then
+    return false, string.format("chunk %d: half of it covers T = %d", p.chunk, shape.T)
+  end
+  -- Fewer threads than the context has pays off only when there are fewer tasks than
+  -- threads (a task is a (b, q/k group), or a (b, value head) when there are fewer groups
+  -- than threads); then try serial and a quarter or more of the cores, not every count.
+  local cores = dev.sm_count
+  if p.threads ~= 0 then
+    if p.threads >= cores then return false, "threads >= the context's threads (0 means all)" end
+    if p.threads ~= 1 and 4 * p.threads < cores then return false, "fewer than a quarter of the cores" end
+    local tasks = shape.B * shape.H
+    if tasks >= cores then return false, string.format("%d tasks keep all %d threads busy", tasks, cores) end
+  end
+  return true
+end
+
+local function default(shape, dev)
+  local chunk = SPACE.chunk[1]
+  for _, c in ipairs(SPACE.chunk) do
+    if c <= CHUNK and not (c > SPACE.chunk[1] and c >= 2 * shape.T) then chunk = c end
+  end
+  return { chunk = chunk, threads = 0 }
+end
+
+return {
+  name = "gdr_cpu",
+  op = "gdr",
+  backend = "cpu", -- no template or launch: nothing to render
+  consts = {},
+  space = SPACE,
+  order = { "chunk", "threads" },
+  abbrev = { threads = "t" },
+  valid = valid,
+  default = default,
+}
