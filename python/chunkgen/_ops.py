@@ -137,3 +137,16 @@ def validate(op: str, shapes: Dict[str, Optional[Shape]], dtypes: Dict[str, int]
                   for n in info.fields)
     _C.validate(info.index, descs, flag, backend, None, None, None, 0, False, offsets, reals)
 
+
+
+def scale_factor(scale, dk) -> float:
+    """The factor of an output that is linear in a scale whose default (None or 0) is
+    dk^-1/2, against that default; ValueError for a scale that is not finite and >= 0.
+    (The decode step gdr_step multiplies its o by it; the chunked gdr passes scale to the
+    library as the op's real argument.)"""
+    if scale is None:
+        return 1.0
+    scale = float(scale)
+    if not (scale >= 0 and scale != float("inf")):
+        raise ValueError(f"scale: {scale} but expected a finite value >= 0 (0 or None: dk^-1/2)")
+    return scale * float(dk) ** 0.5 if scale else 1.0

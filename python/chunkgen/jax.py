@@ -50,7 +50,7 @@ import numpy as np
 from jax.custom_batching import custom_vmap
 
 from . import _C
-from ._ops import BF16, F16, F32, F64, I32, I64, OPS, REF, layout_flag, output_dtypes, output_shape, validate
+from ._ops import BF16, F16, F32, F64, I32, I64, OPS, REF, layout_flag, output_dtypes, output_shape, scale_factor, validate
 from .jax_partition import partitioned
 
 try:

@@ -48,7 +48,7 @@ import torch.autograd.forward_ad as _fwad
 from torch import Tensor
 
 from . import _C
-from ._ops import I32, I64, OPS, layout_flag, output_shapes, validate
+from ._ops import I32, I64, OPS, layout_flag, output_shapes, scale_factor, validate
 
 __all__ = ["ssd", "sscan", "gdr", "ssd_step", "sscan_step", "gdr_step", "lru"]
 
