@@ -343,15 +343,7 @@ __device__ __forceinline__ void scale_rows(float *t, const float *s) {
 
 // Storage types of the inputs both kernels stage (cg_device.cuh: float, cg_bf16 or
 // cg_f16; the generator's CG_T_<NAME>, float when not defined); each kernel adds its own.
-#ifndef CG_T_Q
-#define CG_T_Q float
-#endif
-#ifndef CG_T_K
-#define CG_T_K float
-#endif
-#ifndef CG_T_V
-#define CG_T_V float
-#endif
+#include "cg_qkv.cuh" // CG_T_Q, CG_T_K, CG_T_V (float when not defined)
 typedef CG_T_Q TQ;
 typedef CG_T_K TK;
 typedef CG_T_V TV;

@@ -19,15 +19,7 @@
 // is taken as padding (src) or as no write (dst) here.
 #include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; slot indices, ld, st
 
-#ifndef CG_T_Q
-#define CG_T_Q float
-#endif
-#ifndef CG_T_K
-#define CG_T_K float
-#endif
-#ifndef CG_T_V
-#define CG_T_V float
-#endif
+#include "cg_qkv.cuh" // CG_T_Q, CG_T_K, CG_T_V (float when not defined)
 #ifndef CG_T_CACHE
 #define CG_T_CACHE float
 #endif
