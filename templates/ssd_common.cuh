@@ -341,9 +341,9 @@ __device__ __forceinline__ void scale_rows(float *t, const float *s) {
 // beyond the fp32 layout (the Lua valid() need not know the dtype). The caller's
 // landed() is then a no-op for these tiles; its __syncthreads still orders the stores.
 
-// Storage types of the inputs both kernels stage (cg_device.cuh: float, cg_bf16 or
-// cg_f16; the generator's CG_T_<NAME>, float when not defined); each kernel adds its own.
-#include "cg_qkv.cuh" // CG_T_Q, CG_T_K, CG_T_V (float when not defined)
+// Storage types of the inputs both kernels stage (cg_ttypes.cuh: float, cg_bf16 or
+// cg_f16, float when the generator does not define CG_T_<NAME>).
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_Q TQ;
 typedef CG_T_K TK;
 typedef CG_T_V TV;

@@ -19,13 +19,7 @@
 // is taken as padding (src) or as no write (dst) here.
 #include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; slot indices, ld, st
 
-#include "cg_qkv.cuh" // CG_T_Q, CG_T_K, CG_T_V (float when not defined)
-#ifndef CG_T_CACHE
-#define CG_T_CACHE float
-#endif
-#ifndef CG_T_O
-#define CG_T_O float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 
 namespace ssd_step {
 
