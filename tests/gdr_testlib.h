@@ -18,6 +18,12 @@ typedef struct gdr_case {
     int64_t cu[4];
 } gdr_case;
 
+/* Cases both the cpu (test_gdr.c) and the emulator (test_gdr_gen.c) tables run: T = 1; T not
+ * a multiple of a chunk with grouped heads, head-major; a varlen batch with a 1-token sequence. */
+#define GDR_CASE_T1 {"t1", 1, 1, 1, 1, 8, 8, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}}
+#define GDR_CASE_T37_HEAD {"t37_g2h6_dk48_dv40_head", 2, 37, 2, 6, 48, 40, 1, 1, 1, 0, 0, 0, 0, 0, 0, {0}}
+#define GDR_CASE_VARLEN {"varlen_1_37_70", 1, 108, 2, 4, 16, 24, 0, 1, 1, 0, 0, 0, 0, 0, 3, {0, 1, 38, 108}}
+
 /* The problem of case c for op (gdr_fwd or gdr_bwd): tensors in `half` (the 16-bit-capable
  * ones) and `other`, states per sequence when varlen, inputs drawn from seed, then beta's
  * and g's ranges the case's redrawn from seed ^ salt; the offsets into *cu (zeroed when

@@ -12,14 +12,14 @@
 
 
 static const gdr_case k_cases[] = {
-    {"t1", 1, 1, 1, 1, 8, 8, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}},
-    {"t37_g2h6_dk48_dv40_head", 2, 37, 2, 6, 48, 40, 1, 1, 1, 0, 0, 0, 0, 0, 0, {0}},
+    GDR_CASE_T1,
+    GDR_CASE_T37_HEAD,
     {"t37_h3_dk7_dv5_bare", 1, 37, 1, 3, 7, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}},
     {"beta_near0", 1, 50, 1, 2, 16, 12, 0, 1, 1, 0, 0.01, 0, 0, 0, 0, {0}},
     {"beta_near1", 1, 50, 1, 2, 16, 12, 1, 1, 1, 0.99, 1, 0, 0, 0, 0, {0}},
     {"beta_near2", 1, 50, 2, 2, 16, 12, 0, 1, 1, 1.9, 1.999, 0, 0, 0, 0, {0}},
     {"scale_l2off", 2, 20, 1, 1, 32, 16, 0, 0, 1, 0, 0, 0, 0, 0.3, 0, {0}},
-    {"varlen_1_37_70", 1, 108, 2, 4, 16, 24, 0, 1, 1, 0, 0, 0, 0, 0, 3, {0, 1, 38, 108}},
+    GDR_CASE_VARLEN,
     {"varlen_head_bare", 1, 108, 1, 2, 9, 6, 1, 0, 0, 0, 0, 0, 0, 0, 3, {0, 70, 71, 108}},
     {"long_memory_t8192", 1, 8192, 1, 2, 24, 20, 0, 1, 1, 0, 0, -2e-3, 0, 0, 0, {0}},
 };
@@ -80,6 +80,18 @@ CG_TEST(gdr_cpu_f32_matrix) { check_all(CG_F32); }
 CG_TEST(gdr_cpu_bf16_matrix) { check_all(CG_BF16); }
 CG_TEST(gdr_cpu_f16_matrix) { check_all(CG_F16); }
 
+/* p's tensor `tname` replaced by one of dtype dt and shape (nd, shape): the cpu call is
+ * refused with CG_EINVAL and a message containing msg; then the tensor is restored. */
+static void refused_with(cg_context *ctx, dtt_prob *p, const cg_tbuf *cu, const gdr_case *c, const char *tname,
+                         cg_dtype dt, int nd, const int64_t *shape, const char *msg) {
+    const int i = dtt_idx(p, tname);
+    const cg_tbuf keep = p->t[i];
+    p->t[i] = cg_tbuf_new(dt, nd, shape);
+    CG_CHECK_REFUSED(ctx, grun(ctx, p, cu, c, CG_BACKEND_CPU), CG_EINVAL, msg, p->d->name);
+    cg_tbuf_free(&p->t[i]);
+    p->t[i] = keep;
+}
+
 /* Bad arguments: a status and a message naming the argument and what was expected. */
 CG_TEST(gdr_bad_inputs) {
     cg_context *ctx = new_ctx(1);
@@ -91,36 +103,16 @@ CG_TEST(gdr_bad_inputs) {
         const char *name = p.d->name;
         CG_CHECK_OK(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU));
         /* H % G != 0: v with 3 heads for G = 2 */
-        const int iv = dtt_idx(&p, "v"), ig = dtt_idx(&p, "g"), ib = dtt_idx(&p, "beta");
-        cg_tbuf keep = p.t[iv];
-        int64_t sv[4] = {2, 5, 3, 5};
-        p.t[iv] = cg_tbuf_new(CG_F32, 4, sv);
-        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
-                         "H = 3 is not a multiple of G = 2 (expected H % G == 0)", name);
-        cg_tbuf_free(&p.t[iv]);
-        p.t[iv] = keep;
-        /* g of the wrong shape */
-        keep = p.t[ig];
-        int64_t sg[3] = {2, 5, 3};
-        p.t[ig] = cg_tbuf_new(CG_F32, 3, sg);
-        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
-                         "g: shape (2, 5, 3) but expected (2, 5, 4) [B, T, H]", name);
-        cg_tbuf_free(&p.t[ig]);
-        /* g stays float32 */
-        int64_t sg4[3] = {2, 5, 4};
-        p.t[ig] = cg_tbuf_new(CG_BF16, 3, sg4);
-        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
-                         "g: dtype CG_BF16 but expected CG_F32 (g stays float32", name);
-        cg_tbuf_free(&p.t[ig]);
-        p.t[ig] = keep;
-        /* beta: a 16-bit dtype other than q's, and float64 in a float32 call */
-        keep = p.t[ib];
-        int64_t sb[3] = {2, 5, 4};
-        p.t[ib] = cg_tbuf_new(CG_F64, 3, sb);
-        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL, "beta: dtype CG_F64 but expected CG_F32",
-                         name);
-        cg_tbuf_free(&p.t[ib]);
-        p.t[ib] = keep;
+        refused_with(ctx, &p, &cu, &c, "v", CG_F32, 4, (const int64_t[]){2, 5, 3, 5},
+                     "H = 3 is not a multiple of G = 2 (expected H % G == 0)");
+        /* g of the wrong shape; g stays float32 */
+        refused_with(ctx, &p, &cu, &c, "g", CG_F32, 3, (const int64_t[]){2, 5, 3},
+                     "g: shape (2, 5, 3) but expected (2, 5, 4) [B, T, H]");
+        refused_with(ctx, &p, &cu, &c, "g", CG_BF16, 3, (const int64_t[]){2, 5, 4},
+                     "g: dtype CG_BF16 but expected CG_F32 (g stays float32");
+        /* beta: float64 in a float32 call */
+        refused_with(ctx, &p, &cu, &c, "beta", CG_F64, 3, (const int64_t[]){2, 5, 4},
+                     "beta: dtype CG_F64 but expected CG_F32");
         /* scale: negative, NaN, infinite */
         const double bad[] = {-1, NAN, INFINITY};
         for (int k = 0; k < 3; k++) {
@@ -138,12 +130,8 @@ CG_TEST(gdr_bad_inputs) {
     dtt_prob p;
     cg_tbuf cu;
     gnew(&p, &cu, CG_OP_GDR_FWD, &c, CG_BF16, CG_F32, 9);
-    const int ib = dtt_idx(&p, "beta");
-    cg_tbuf_free(&p.t[ib]);
-    int64_t sb[3] = {1, 3, 1};
-    p.t[ib] = cg_tbuf_new(CG_F16, 3, sb);
-    CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
-                     "beta: dtype CG_F16 but expected CG_BF16 like q", "gdr_fwd");
+    refused_with(ctx, &p, &cu, &c, "beta", CG_F16, 3, (const int64_t[]){1, 3, 1},
+                 "beta: dtype CG_F16 but expected CG_BF16 like q");
     dtt_free(&p);
     cg_context_free(ctx);
 }
