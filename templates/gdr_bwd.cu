@@ -26,21 +26,7 @@
 
 namespace gdr {
 
-#ifndef CG_T_DOUT
-#define CG_T_DOUT float
-#endif
-#ifndef CG_T_DQ
-#define CG_T_DQ float
-#endif
-#ifndef CG_T_DK
-#define CG_T_DK float
-#endif
-#ifndef CG_T_DV
-#define CG_T_DV float
-#endif
-#ifndef CG_T_DBETA
-#define CG_T_DBETA float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_DOUT TDO;
 typedef CG_T_DQ TDQ;
 typedef CG_T_DK TDK;

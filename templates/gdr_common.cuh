@@ -29,18 +29,7 @@ static_assert(DK >= 1 && DK <= 256 && DV >= 1, "dk: 1..256, dv >= 1");
 static_assert(C == 16 || C == 32 || C == 64, "chunk: 16, 32 or 64");
 static_assert(BV >= 1 && NT <= 1024, "block_dv, warps");
 
-#ifndef CG_T_Q
-#define CG_T_Q float
-#endif
-#ifndef CG_T_K
-#define CG_T_K float
-#endif
-#ifndef CG_T_V
-#define CG_T_V float
-#endif
-#ifndef CG_T_BETA
-#define CG_T_BETA float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_Q TQ;
 typedef CG_T_K TK;
 typedef CG_T_V TV;

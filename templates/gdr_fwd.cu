@@ -28,9 +28,7 @@
 
 namespace gdr {
 
-#ifndef CG_T_O
-#define CG_T_O float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_O TO;
 
 // out: P [C][C], G, 1/|q|, 1/|k| [C].

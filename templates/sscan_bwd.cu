@@ -53,24 +53,7 @@
 #define SSCAN_NO_FWD_ENTRY 1
 #include "sscan_fwd.cu"
 
-#ifndef CG_T_DY
-#define CG_T_DY float
-#endif
-#ifndef CG_T_DX
-#define CG_T_DX float
-#endif
-#ifndef CG_T_DDELTA
-#define CG_T_DDELTA float
-#endif
-#ifndef CG_T_DB
-#define CG_T_DB float
-#endif
-#ifndef CG_T_DC
-#define CG_T_DC float
-#endif
-#ifndef CG_T_DZ
-#define CG_T_DZ float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 
 namespace sscan {
 

@@ -75,24 +75,7 @@ typedef cg_i64 i64;
 static_assert(BD % 8 == 0, "dim_block: a multiple of 8 (16-byte rows of staged x, 8 halves)");
 
 // Storage types (cg_device.cuh): float, cg_bf16 or cg_f16.
-#ifndef CG_T_X
-#define CG_T_X float
-#endif
-#ifndef CG_T_DELTA
-#define CG_T_DELTA float
-#endif
-#ifndef CG_T_B
-#define CG_T_B float
-#endif
-#ifndef CG_T_C
-#define CG_T_C float
-#endif
-#ifndef CG_T_Z
-#define CG_T_Z float
-#endif
-#ifndef CG_T_Y
-#define CG_T_Y float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_X TX;
 typedef CG_T_DELTA TDELTA;
 typedef CG_T_B TB;

@@ -17,27 +17,7 @@
 //   src after the last token.
 #include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; slot indices, ld, st
 
-#ifndef CG_T_X
-#define CG_T_X float
-#endif
-#ifndef CG_T_DELTA
-#define CG_T_DELTA float
-#endif
-#ifndef CG_T_B
-#define CG_T_B float
-#endif
-#ifndef CG_T_C
-#define CG_T_C float
-#endif
-#ifndef CG_T_Z
-#define CG_T_Z float
-#endif
-#ifndef CG_T_CACHE
-#define CG_T_CACHE float
-#endif
-#ifndef CG_T_Y
-#define CG_T_Y float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 
 namespace sscan_step {
 

@@ -169,18 +169,7 @@ static_assert(REC >= 1, "recompute: >= 1 chunks per stored state");
 typedef cg_i64 i64;
 
 // Storage types (cg_device.cuh): float, cg_bf16 or cg_f16; q, k, v: ssd_common.cuh.
-#ifndef CG_T_DOUT
-#define CG_T_DOUT float
-#endif
-#ifndef CG_T_DQ
-#define CG_T_DQ float
-#endif
-#ifndef CG_T_DK
-#define CG_T_DK float
-#endif
-#ifndef CG_T_DV
-#define CG_T_DV float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_DOUT TDO;
 typedef CG_T_DQ TDQ;
 typedef CG_T_DK TDK;

@@ -341,17 +341,9 @@ __device__ __forceinline__ void scale_rows(float *t, const float *s) {
 // beyond the fp32 layout (the Lua valid() need not know the dtype). The caller's
 // landed() is then a no-op for these tiles; its __syncthreads still orders the stores.
 
-// Storage types of the inputs both kernels stage (cg_device.cuh: float, cg_bf16 or
-// cg_f16; the generator's CG_T_<NAME>, float when not defined); each kernel adds its own.
-#ifndef CG_T_Q
-#define CG_T_Q float
-#endif
-#ifndef CG_T_K
-#define CG_T_K float
-#endif
-#ifndef CG_T_V
-#define CG_T_V float
-#endif
+// Storage types of the inputs both kernels stage (cg_ttypes.cuh: float, cg_bf16 or
+// cg_f16, float when the generator does not define CG_T_<NAME>).
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_Q TQ;
 typedef CG_T_K TK;
 typedef CG_T_V TV;

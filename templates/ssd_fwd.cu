@@ -121,9 +121,7 @@ static_assert(OFF_STAGE % 4 == 0 && STAGE_FLOATS % 4 == 0 && OFF_P % 4 == 0 && S
 typedef cg_i64 i64;
 
 // Storage types (cg_device.cuh): float, cg_bf16 or cg_f16; q, k, v: ssd_common.cuh.
-#ifndef CG_T_O
-#define CG_T_O float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_O TO;
 using ssdc::TK;
 using ssdc::TQ;

@@ -19,21 +19,7 @@
 // is taken as padding (src) or as no write (dst) here.
 #include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; slot indices, ld, st
 
-#ifndef CG_T_Q
-#define CG_T_Q float
-#endif
-#ifndef CG_T_K
-#define CG_T_K float
-#endif
-#ifndef CG_T_V
-#define CG_T_V float
-#endif
-#ifndef CG_T_CACHE
-#define CG_T_CACHE float
-#endif
-#ifndef CG_T_O
-#define CG_T_O float
-#endif
+#include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 
 namespace ssd_step {
 

@@ -78,3 +78,12 @@ cg_status dtt_run(cg_context *ctx, dtt_prob *p, cg_backend be) {
 void dtt_free(dtt_prob *p) {
     for (int i = 0; i < CG_OP_MAX_TENSORS; i++) cg_tbuf_free(&p->t[i]);
 }
+
+void dtt_check_outputs(const dtt_prob *p, const dtt_prob *r, const char *what) {
+    for (int i = 0; i < p->d->nt; i++) {
+        const cg_tdesc *t = &p->d->t[i];
+        if (t->role != CG_TD_OUT || !p->t[i].t.data) continue;
+        const double err = cg_rel_err(&p->t[i], &r->t[i]), tol = cg__tol_dtype(t->tol, p->t[i].t.dtype);
+        CG_CHECK(err <= tol, "%s: %s rel err %.3g > %.0e", what, t->name, err, tol);
+    }
+}

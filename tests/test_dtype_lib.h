@@ -36,6 +36,9 @@ cg_status dtt_run(cg_context *ctx, dtt_prob *p, cg_backend be);
 /* The args struct of p (rebuilt from p->t, so tests may edit p->t[i].t first). */
 const void *dtt_args(dtt_prob *p);
 void dtt_free(dtt_prob *p);
+/* Checks every output of p (given ones) within its table tolerance for its dtype of r's, the
+ * reference on the same inputs; a failure names what and the output. */
+void dtt_check_outputs(const dtt_prob *p, const dtt_prob *r, const char *what);
 /* Index of tensor name in p's op (aborts when unknown). */
 int dtt_idx(const dtt_prob *p, const char *name);
 

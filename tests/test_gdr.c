@@ -4,32 +4,22 @@
  * 1-token one, h0 / hT / dhT on and off, the L2 norm on and off, beta near 0, 1 and 2, a
  * given scale, long memory), in float32, bfloat16 and float16 storage; bitwise equal
  * results for 1 and 3 threads; bad input refused with a message naming the argument. */
-#include "test_dtype_lib.h"
+#include "gdr_testlib.h"
 #include "cli_testlib.h"
 
 #include <math.h>
 #include <string.h>
 
-typedef struct gcase {
-    const char *name;
-    int64_t B, T, G, H, dk, dv;
-    int hm, l2norm, states;  /* head-major; use_qk_l2norm; h0, hT, dhT and dh0 given */
-    double blo, bhi;         /* beta's range (0, 0: the table's) */
-    double glo, ghi;         /* g's range (0, 0: the table's) */
-    double scale;            /* 0: dk^-1/2 */
-    int nseq;                /* varlen: sequences (B = 1); offsets in cu */
-    int64_t cu[4];
-} gcase;
 
-static const gcase k_cases[] = {
-    {"t1", 1, 1, 1, 1, 8, 8, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}},
-    {"t37_g2h6_dk48_dv40_head", 2, 37, 2, 6, 48, 40, 1, 1, 1, 0, 0, 0, 0, 0, 0, {0}},
+static const gdr_case k_cases[] = {
+    GDR_CASE_T1,
+    GDR_CASE_T37_HEAD,
     {"t37_h3_dk7_dv5_bare", 1, 37, 1, 3, 7, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}},
     {"beta_near0", 1, 50, 1, 2, 16, 12, 0, 1, 1, 0, 0.01, 0, 0, 0, 0, {0}},
     {"beta_near1", 1, 50, 1, 2, 16, 12, 1, 1, 1, 0.99, 1, 0, 0, 0, 0, {0}},
     {"beta_near2", 1, 50, 2, 2, 16, 12, 0, 1, 1, 1.9, 1.999, 0, 0, 0, 0, {0}},
     {"scale_l2off", 2, 20, 1, 1, 32, 16, 0, 0, 1, 0, 0, 0, 0, 0.3, 0, {0}},
-    {"varlen_1_37_70", 1, 108, 2, 4, 16, 24, 0, 1, 1, 0, 0, 0, 0, 0, 3, {0, 1, 38, 108}},
+    GDR_CASE_VARLEN,
     {"varlen_head_bare", 1, 108, 1, 2, 9, 6, 1, 0, 0, 0, 0, 0, 0, 0, 3, {0, 70, 71, 108}},
     {"long_memory_t8192", 1, 8192, 1, 2, 24, 20, 0, 1, 1, 0, 0, -2e-3, 0, 0, 0, {0}},
 };
@@ -40,60 +30,19 @@ static cg_context *new_ctx(int threads) {
     return ctx;
 }
 
-/* The problem of case c for op: tensors in `half` (the 16-bit-capable ones) and `other`,
- * states per sequence when varlen, inputs drawn from seed (beta's and g's ranges the case's),
- * the case's options and offsets in its args. */
-static void gnew(dtt_prob *p, cg_tbuf *cu, cg_op op, const gcase *c, cg_dtype half, cg_dtype other, uint64_t seed) {
-    const cg_op_desc *d = cg__op_desc(op);
-    int64_t dims[CG_SYM_COUNT] = {0};
-    dims[CG_SYM_B] = c->B, dims[CG_SYM_T] = c->T, dims[CG_SYM_G] = c->G, dims[CG_SYM_H] = c->H;
-    dims[CG_SYM_DK] = c->dk, dims[CG_SYM_DV] = c->dv;
-    unsigned omit = 0;
-    for (int i = 0; i < d->nt; i++)
-        if (d->t[i].optional && !c->states) omit |= 1u << i;
-    dtt_new(p, op, dims, 1, c->hm, half, other, omit);
-    for (int i = 0; i < d->nt && c->nseq; i++) {
-        if (!(d->t[i].flags & CG_TD_PERSEQ) || !p->t[i].t.data) continue;
-        int64_t shape[4];
-        int nd = cg__op_given_shape(d, i, p->dims, 1, c->hm, shape);
-        shape[0] = c->nseq;
-        cg_dtype dt = p->t[i].t.dtype;
-        cg_tbuf_free(&p->t[i]);
-        p->t[i] = cg_tbuf_new(dt, nd, shape);
-    }
-    dtt_fill(p, seed);
-    cg_rng r = {seed ^ 0x9d7};
-    if (c->bhi > 0) cg_tbuf_fill(&p->t[dtt_idx(p, "beta")], &r, c->blo, c->bhi);
-    if (c->glo < 0) cg_tbuf_fill(&p->t[dtt_idx(p, "g")], &r, c->glo, c->ghi);
-    memset(cu, 0, sizeof *cu);
-    if (c->nseq) {
-        int64_t n1 = c->nseq + 1;
-        *cu = cg_tbuf_new(CG_I64, 1, &n1);
-        memcpy(cu->mem, c->cu, (size_t)n1 * sizeof(int64_t));
-    }
+/* Case c of op (beta's and g's ranges drawn from seed ^ 0x9d7), and its run on backend be
+ * (threads: the context's). */
+static void gnew(dtt_prob *p, cg_tbuf *cu, cg_op op, const gdr_case *c, cg_dtype half, cg_dtype other, uint64_t seed) {
+    gdr_case_new(p, cu, op, c, half, other, seed, 0x9d7);
 }
-
-/* Run p on backend be with the case's options (threads: the context's). */
-static cg_status grun(cg_context *ctx, dtt_prob *p, const cg_tbuf *cu, const gcase *c, cg_backend be) {
-    void *args = (void *)dtt_args(p);
-    if (p->d->op == CG_OP_GDR_FWD) {
-        cg_gdr_fwd_args *a = args;
-        a->use_qk_l2norm = c->l2norm, a->scale = c->scale;
-        if (c->nseq) a->cu_seqlens = cu->t;
-    } else {
-        cg_gdr_bwd_args *a = args;
-        a->use_qk_l2norm = c->l2norm, a->scale = c->scale;
-        if (c->nseq) a->cu_seqlens = cu->t;
-    }
-    cg_exec ex = CG_EXEC_INIT;
-    ex.backend = be;
-    return cg_run(ctx, p->d->op, args, &ex);
+static cg_status grun(cg_context *ctx, dtt_prob *p, const cg_tbuf *cu, const gdr_case *c, cg_backend be) {
+    return gdr_case_run(ctx, p, cu, c, be, NULL);
 }
 
 /* Case c of op in storage dtype half on the cpu backend against the reference on the same
  * (rounded) inputs: every output within its tolerance for its dtype; then the same call
  * with another thread count, bit for bit. */
-static void check_case(const gcase *c, cg_op op, cg_dtype half) {
+static void check_case(const gdr_case *c, cg_op op, cg_dtype half) {
     cg_context *ctx = new_ctx(1), *ctx3 = new_ctx(3);
     const uint64_t seed = 1000 + (uint64_t)(c - k_cases) * 7 + (uint64_t)op;
     dtt_prob p, r, p3;
@@ -109,12 +58,9 @@ static void check_case(const gcase *c, cg_op op, cg_dtype half) {
     CG_CHECK(st == CG_OK, "%s %s %s: cpu: %s", p.d->name, c->name, dn, cg_errmsg(ctx));
     st = grun(ctx, &r, &cu, c, CG_BACKEND_REF);
     CG_CHECK(st == CG_OK, "%s %s %s: ref: %s", p.d->name, c->name, dn, cg_errmsg(ctx));
-    for (int i = 0; i < p.d->nt; i++) {
-        const cg_tdesc *t = &p.d->t[i];
-        if (t->role != CG_TD_OUT || !p.t[i].t.data) continue;
-        const double err = cg_rel_err(&p.t[i], &r.t[i]), tol = cg__tol_dtype(t->tol, p.t[i].t.dtype);
-        CG_CHECK(err <= tol, "%s %s %s: %s rel err %.3g > %.0e", p.d->name, c->name, dn, t->name, err, tol);
-    }
+    char what[128];
+    snprintf(what, sizeof what, "%s %s %s", p.d->name, c->name, dn);
+    dtt_check_outputs(&p, &r, what);
     st = grun(ctx3, &p3, &cu, c, CG_BACKEND_CPU);
     CG_CHECK(st == CG_OK, "%s %s %s: cpu, 3 threads: %s", p.d->name, c->name, dn, cg_errmsg(ctx3));
     const char *diff = dtt_first_diff(&p, &p3);
@@ -134,51 +80,43 @@ CG_TEST(gdr_cpu_f32_matrix) { check_all(CG_F32); }
 CG_TEST(gdr_cpu_bf16_matrix) { check_all(CG_BF16); }
 CG_TEST(gdr_cpu_f16_matrix) { check_all(CG_F16); }
 
+/* p's tensor `tname` replaced by one of dtype dt and shape (nd, shape): the cpu call is
+ * refused with CG_EINVAL and a message containing msg; then the tensor is restored. */
+static void refused_with(cg_context *ctx, dtt_prob *p, const cg_tbuf *cu, const gdr_case *c, const char *tname,
+                         cg_dtype dt, int nd, const int64_t *shape, const char *msg) {
+    const int i = dtt_idx(p, tname);
+    const cg_tbuf keep = p->t[i];
+    p->t[i] = cg_tbuf_new(dt, nd, shape);
+    CG_CHECK_REFUSED(ctx, grun(ctx, p, cu, c, CG_BACKEND_CPU), CG_EINVAL, msg, p->d->name);
+    cg_tbuf_free(&p->t[i]);
+    p->t[i] = keep;
+}
+
 /* Bad arguments: a status and a message naming the argument and what was expected. */
 CG_TEST(gdr_bad_inputs) {
     cg_context *ctx = new_ctx(1);
     for (int op = CG_OP_GDR_FWD; op <= CG_OP_GDR_BWD; op++) {
-        const gcase c = {"bad", 2, 5, 2, 4, 6, 5, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}};
+        const gdr_case c = {"bad", 2, 5, 2, 4, 6, 5, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}};
         dtt_prob p;
         cg_tbuf cu;
         gnew(&p, &cu, (cg_op)op, &c, CG_F32, CG_F32, 5);
         const char *name = p.d->name;
         CG_CHECK_OK(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU));
         /* H % G != 0: v with 3 heads for G = 2 */
-        const int iv = dtt_idx(&p, "v"), ig = dtt_idx(&p, "g"), ib = dtt_idx(&p, "beta");
-        cg_tbuf keep = p.t[iv];
-        int64_t sv[4] = {2, 5, 3, 5};
-        p.t[iv] = cg_tbuf_new(CG_F32, 4, sv);
-        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
-                         "H = 3 is not a multiple of G = 2 (expected H % G == 0)", name);
-        cg_tbuf_free(&p.t[iv]);
-        p.t[iv] = keep;
-        /* g of the wrong shape */
-        keep = p.t[ig];
-        int64_t sg[3] = {2, 5, 3};
-        p.t[ig] = cg_tbuf_new(CG_F32, 3, sg);
-        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
-                         "g: shape (2, 5, 3) but expected (2, 5, 4) [B, T, H]", name);
-        cg_tbuf_free(&p.t[ig]);
-        /* g stays float32 */
-        int64_t sg4[3] = {2, 5, 4};
-        p.t[ig] = cg_tbuf_new(CG_BF16, 3, sg4);
-        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
-                         "g: dtype CG_BF16 but expected CG_F32 (g stays float32", name);
-        cg_tbuf_free(&p.t[ig]);
-        p.t[ig] = keep;
-        /* beta: a 16-bit dtype other than q's, and float64 in a float32 call */
-        keep = p.t[ib];
-        int64_t sb[3] = {2, 5, 4};
-        p.t[ib] = cg_tbuf_new(CG_F64, 3, sb);
-        CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL, "beta: dtype CG_F64 but expected CG_F32",
-                         name);
-        cg_tbuf_free(&p.t[ib]);
-        p.t[ib] = keep;
+        refused_with(ctx, &p, &cu, &c, "v", CG_F32, 4, (const int64_t[]){2, 5, 3, 5},
+                     "H = 3 is not a multiple of G = 2 (expected H % G == 0)");
+        /* g of the wrong shape; g stays float32 */
+        refused_with(ctx, &p, &cu, &c, "g", CG_F32, 3, (const int64_t[]){2, 5, 3},
+                     "g: shape (2, 5, 3) but expected (2, 5, 4) [B, T, H]");
+        refused_with(ctx, &p, &cu, &c, "g", CG_BF16, 3, (const int64_t[]){2, 5, 4},
+                     "g: dtype CG_BF16 but expected CG_F32 (g stays float32");
+        /* beta: float64 in a float32 call */
+        refused_with(ctx, &p, &cu, &c, "beta", CG_F64, 3, (const int64_t[]){2, 5, 4},
+                     "beta: dtype CG_F64 but expected CG_F32");
         /* scale: negative, NaN, infinite */
         const double bad[] = {-1, NAN, INFINITY};
         for (int k = 0; k < 3; k++) {
-            gcase cs = c;
+            gdr_case cs = c;
             cs.scale = bad[k];
             CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &cs, CG_BACKEND_CPU), CG_EINVAL,
                              "but expected a finite value >= 0 (0: dk^-1/2)", name);
@@ -188,16 +126,12 @@ CG_TEST(gdr_bad_inputs) {
         dtt_free(&p);
     }
     /* beta in another 16-bit dtype than q's */
-    const gcase c = {"bad16", 1, 3, 1, 1, 4, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, {0}};
+    const gdr_case c = {"bad16", 1, 3, 1, 1, 4, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, {0}};
     dtt_prob p;
     cg_tbuf cu;
     gnew(&p, &cu, CG_OP_GDR_FWD, &c, CG_BF16, CG_F32, 9);
-    const int ib = dtt_idx(&p, "beta");
-    cg_tbuf_free(&p.t[ib]);
-    int64_t sb[3] = {1, 3, 1};
-    p.t[ib] = cg_tbuf_new(CG_F16, 3, sb);
-    CG_CHECK_REFUSED(ctx, grun(ctx, &p, &cu, &c, CG_BACKEND_CPU), CG_EINVAL,
-                     "beta: dtype CG_F16 but expected CG_BF16 like q", "gdr_fwd");
+    refused_with(ctx, &p, &cu, &c, "beta", CG_F16, 3, (const int64_t[]){1, 3, 1},
+                 "beta: dtype CG_F16 but expected CG_BF16 like q");
     dtt_free(&p);
     cg_context_free(ctx);
 }
@@ -205,8 +139,8 @@ CG_TEST(gdr_bad_inputs) {
 /* The resolved scale: 0 is dk^-1/2 (the output scales linearly in it: o(2 s) = 2 o(s)). */
 CG_TEST(gdr_scale_default) {
     cg_context *ctx = new_ctx(1);
-    const gcase c0 = {"s0", 1, 4, 1, 1, 9, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}};
-    gcase c1 = c0, c2 = c0;
+    const gdr_case c0 = {"s0", 1, 4, 1, 1, 9, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, {0}};
+    gdr_case c1 = c0, c2 = c0;
     c1.scale = 1.0 / 3, c2.scale = 2.0 / 3;
     dtt_prob p0, p1, p2;
     cg_tbuf cu;
@@ -279,7 +213,7 @@ CG_TEST(gdr_real_argument_public) {
  * generated kernels (tests/test_gdr_gen.c checks them against the reference). */
 CG_TEST(gdr_auto_runs_on_cpu) {
     cg_context *ctx = new_ctx(1);
-    const gcase c = {"auto", 1, 9, 1, 2, 4, 3, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}};
+    const gdr_case c = {"auto", 1, 9, 1, 2, 4, 3, 0, 1, 1, 0, 0, 0, 0, 0, 0, {0}};
     for (int op = CG_OP_GDR_FWD; op <= CG_OP_GDR_BWD; op++) {
         dtt_prob p;
         cg_tbuf cu;

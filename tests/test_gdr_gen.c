@@ -8,112 +8,45 @@
  * test_gen_nvrtc.c (the all-configs sweep covers every kernel of generator/kernels/, in
  * float32 without varlen); gdr_gen_nvrtc_half_smN the variants it does not render: the
  * sampled configs varlen with the L2 norm, in bf16 and f16 in turn (label sweep). */
-#include "test_dtype_lib.h"
+#include "gdr_testlib.h"
 #include "nvrtc_testlib.h"
 #include "sweep_sample.h"
 
 #include <math.h>
 #include <string.h>
 
-typedef struct ggcase {
-    const char *name;
-    int64_t B, T, G, H, dk, dv;
-    int hm, l2norm, states; /* head-major; use_qk_l2norm; h0, hT (dhT, dh0) given */
-    double blo, bhi;        /* beta's range (0, 0: the table's) */
-    double scale;           /* 0: dk^-1/2 */
-    int nseq;               /* varlen: sequences (B = 1); offsets in cu */
-    int64_t cu[4];
-} ggcase;
-
-static const ggcase k_gg[] = {
-    {"t1", 1, 1, 1, 1, 8, 8, 0, 1, 1, 0, 0, 0, 0, {0}},
-    {"t37_g2h6_dk48_dv40_head", 2, 37, 2, 6, 48, 40, 1, 1, 1, 0, 0, 0, 0, {0}},
-    {"t37_h3_dk7_dv5_bare", 1, 37, 1, 3, 7, 5, 0, 0, 0, 0, 0, 0.3, 0, {0}},
-    {"beta_near2_t70", 1, 70, 2, 2, 16, 12, 0, 1, 1, 1.9, 1.999, 0, 0, {0}},
-    {"varlen_1_37_70", 1, 108, 2, 4, 16, 24, 0, 1, 1, 0, 0, 0, 3, {0, 1, 38, 108}},
-    {"varlen_head_bare", 1, 80, 1, 2, 9, 6, 1, 0, 0, 0, 0, 0, 3, {0, 40, 40, 80}},
+static const gdr_case k_gg[] = {
+    GDR_CASE_T1,
+    GDR_CASE_T37_HEAD,
+    {"t37_h3_dk7_dv5_bare", 1, 37, 1, 3, 7, 5, 0, 0, 0, 0, 0, 0, 0, 0.3, 0, {0}},
+    {"beta_near2_t70", 1, 70, 2, 2, 16, 12, 0, 1, 1, 1.9, 1.999, 0, 0, 0, 0, {0}},
+    GDR_CASE_VARLEN,
+    {"varlen_head_bare", 1, 80, 1, 2, 9, 6, 1, 0, 0, 0, 0, 0, 0, 0, 3, {0, 40, 40, 80}},
 };
 #define NGG (int)(sizeof k_gg / sizeof k_gg[0])
-
-/* The problem of case c for op, its tensors in `half` (16-bit-capable ones) and `other`,
- * states per sequence when varlen, inputs drawn from seed; offsets into *cu. */
-static void gg_new(dtt_prob *p, cg_tbuf *cu, cg_op op, const ggcase *c, cg_dtype half, cg_dtype other,
-                   uint64_t seed) {
-    const cg_op_desc *d = cg__op_desc(op);
-    int64_t dims[CG_SYM_COUNT] = {0};
-    dims[CG_SYM_B] = c->B, dims[CG_SYM_T] = c->T, dims[CG_SYM_G] = c->G, dims[CG_SYM_H] = c->H;
-    dims[CG_SYM_DK] = c->dk, dims[CG_SYM_DV] = c->dv;
-    unsigned omit = 0;
-    for (int i = 0; i < d->nt; i++)
-        if (d->t[i].optional && !c->states) omit |= 1u << i;
-    dtt_new(p, op, dims, 1, c->hm, half, other, omit);
-    for (int i = 0; i < d->nt && c->nseq; i++) { /* states [nseq, ...] */
-        if (!(d->t[i].flags & CG_TD_PERSEQ) || !p->t[i].t.data) continue;
-        int64_t shape[4];
-        const int nd = cg__op_given_shape(d, i, p->dims, 1, c->hm, shape);
-        shape[0] = c->nseq;
-        const cg_dtype dt = p->t[i].t.dtype;
-        cg_tbuf_free(&p->t[i]);
-        p->t[i] = cg_tbuf_new(dt, nd, shape);
-    }
-    dtt_fill(p, seed);
-    if (c->bhi > 0) {
-        cg_rng r = {seed ^ 0x51};
-        cg_tbuf_fill(&p->t[dtt_idx(p, "beta")], &r, c->blo, c->bhi);
-    }
-    memset(cu, 0, sizeof *cu);
-    if (c->nseq) {
-        const int64_t n1 = c->nseq + 1;
-        *cu = cg_tbuf_new(CG_I64, 1, &n1);
-        memcpy(cu->mem, c->cu, (size_t)n1 * sizeof(int64_t));
-    }
-}
-
-/* p on backend be with the case's options, config pinned to cfg (NULL: the default). */
-static cg_status gg_run(cg_context *ctx, dtt_prob *p, const cg_tbuf *cu, const ggcase *c, cg_backend be,
-                        const char *cfg) {
-    void *args = (void *)dtt_args(p);
-    if (p->d->op == CG_OP_GDR_FWD) {
-        cg_gdr_fwd_args *a = args;
-        a->use_qk_l2norm = c->l2norm, a->scale = c->scale;
-        if (c->nseq) a->cu_seqlens = cu->t;
-    } else {
-        cg_gdr_bwd_args *a = args;
-        a->use_qk_l2norm = c->l2norm, a->scale = c->scale;
-        if (c->nseq) a->cu_seqlens = cu->t;
-    }
-    cg_exec ex = CG_EXEC_INIT;
-    ex.backend = be;
-    ex.config = cfg;
-    return cg_run(ctx, p->d->op, args, &ex);
-}
 
 /* Case c of op in storage dtype half under the emulator (config cfg) against the
  * reference on the same rounded inputs. Returns 1 when it ran, 0 when the config is
  * refused for this case (CG_EUNSUPPORTED; only with a pinned config). */
-static int gg_check(cg_context *ctx, const ggcase *c, cg_op op, cg_dtype half, const char *cfg) {
+static int gg_check(cg_context *ctx, const gdr_case *c, cg_op op, cg_dtype half, const char *cfg) {
     const uint64_t seed = 500 + (uint64_t)(c - k_gg) * 11 + (uint64_t)op;
     dtt_prob p, r;
     cg_tbuf cu;
-    gg_new(&p, &cu, op, c, half, CG_F32, seed);
+    gdr_case_new(&p, &cu, op, c, half, CG_F32, seed, 0x51);
     cg_tbuf_free(&cu);
-    gg_new(&r, &cu, op, c, CG_F64, CG_F64, seed);
+    gdr_case_new(&r, &cu, op, c, CG_F64, CG_F64, seed, 0x51);
     dtt_copy_inputs(&r, &p);
     const char *dn = cg_dtype_name(half);
-    cg_status st = gg_run(ctx, &p, &cu, c, CG_BACKEND_EMULATE, cfg);
+    cg_status st = gdr_case_run(ctx, &p, &cu, c, CG_BACKEND_EMULATE, cfg);
     int ran = st != CG_EUNSUPPORTED || !cfg;
     if (ran) {
         CG_CHECK(st == CG_OK, "%s %s %s [%s]: emulate: %s", p.d->name, c->name, dn, cfg ? cfg : "default",
                  cg_errmsg(ctx));
-        st = gg_run(ctx, &r, &cu, c, CG_BACKEND_REF, NULL);
+        st = gdr_case_run(ctx, &r, &cu, c, CG_BACKEND_REF, NULL);
         CG_CHECK(st == CG_OK, "%s %s: ref: %s", p.d->name, c->name, cg_errmsg(ctx));
-        for (int i = 0; i < p.d->nt && st == CG_OK; i++) {
-            const cg_tdesc *t = &p.d->t[i];
-            if (t->role != CG_TD_OUT || !p.t[i].t.data) continue;
-            const double err = cg_rel_err(&p.t[i], &r.t[i]), tol = cg__tol_dtype(t->tol, p.t[i].t.dtype);
-            CG_CHECK(err <= tol, "%s %s %s [%s]: %s rel err %.3g > %.0e", p.d->name, c->name, dn,
-                     cfg ? cfg : "default", t->name, err, tol);
-        }
+        char what[192];
+        snprintf(what, sizeof what, "%s %s %s [%s]", p.d->name, c->name, dn, cfg ? cfg : "default");
+        if (st == CG_OK) dtt_check_outputs(&p, &r, what);
     }
     dtt_free(&p), dtt_free(&r);
     cg_tbuf_free(&cu);
@@ -165,10 +98,10 @@ CG_TEST(gdr_gen_refusals) {
     cg_context *ctx = emu_ctx();
     dtt_prob p;
     cg_tbuf cu;
-    gg_new(&p, &cu, CG_OP_GDR_FWD, &k_gg[2], CG_F32, CG_F32, 3);
-    CG_CHECK_REFUSED(ctx, gg_run(ctx, &p, &cu, &k_gg[2], CG_BACKEND_EMULATE, "chunk=8"), CG_EINVAL, "chunk",
+    gdr_case_new(&p, &cu, CG_OP_GDR_FWD, &k_gg[2], CG_F32, CG_F32, 3, 0x51);
+    CG_CHECK_REFUSED(ctx, gdr_case_run(ctx, &p, &cu, &k_gg[2], CG_BACKEND_EMULATE, "chunk=8"), CG_EINVAL, "chunk",
                      "chunk=8 (outside the space)");
-    CG_CHECK_REFUSED(ctx, gg_run(ctx, &p, &cu, &k_gg[2], CG_BACKEND_EMULATE, "chunk=16,block_dv=64,warps=1"),
+    CG_CHECK_REFUSED(ctx, gdr_case_run(ctx, &p, &cu, &k_gg[2], CG_BACKEND_EMULATE, "chunk=16,block_dv=64,warps=1"),
                      CG_EUNSUPPORTED, "covers dv", "block_dv 64 for dv = 5");
     dtt_free(&p);
     cg_tbuf_free(&cu);

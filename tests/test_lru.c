@@ -48,12 +48,7 @@ static void compare(cg_context *ctx, dtt_prob *p, dtt_prob *r, const void *a, co
     ex.config = NULL;
     st = cg_run(ctx, p->d->op, ar, &ex);
     CG_CHECK(st == CG_OK, "%s: ref: %s", what, cg_errmsg(ctx));
-    for (int i = 0; i < p->d->nt; i++) {
-        const cg_tdesc *t = &p->d->t[i];
-        if (t->role != CG_TD_OUT || !p->t[i].t.data) continue;
-        const double err = cg_rel_err(&p->t[i], &r->t[i]), tol = cg__tol_dtype(t->tol, p->t[i].t.dtype);
-        CG_CHECK(err <= tol, "%s: %s rel err %.3g > %.0e", what, t->name, err, tol);
-    }
+    dtt_check_outputs(p, r, what);
 }
 
 static void check_all(cg_dtype half) {

@@ -31,12 +31,7 @@ local function valid(p, shape, dev)
 end
 
 local function default(shape, dev)
-  for _, c in ipairs({ { 64, 32, 4 }, { 32, 32, 4 }, { 64, 16, 4 }, { 32, 16, 4 }, { 16, 16, 4 }, { 16, 16, 2 },
-                       { 16, 16, 1 } }) do
-    local p = { chunk = c[1], block_dv = c[2], warps = c[3] }
-    if valid(p, shape, dev) then return p end
-  end
-  return { chunk = 32, block_dv = 32, warps = 4 }
+  return lib.first_valid(valid, shape, dev, { chunk = 32, block_dv = 32, warps = 4 })
 end
 
 -- cg_gdr_bwd_params (templates/cg_kernel_params.h), in order.

@@ -74,15 +74,20 @@ local function valid(p, shape, dev)
   return true
 end
 
--- Heuristic: chunk 64 (fla's), a dv tile of 32 (more CTAs in the sequential state pass),
--- 4 warps; the first valid candidate when that does not fit.
-local function default(shape, dev)
+-- Heuristic (both kernels): chunk 64 (fla's), a dv tile of 32 (more CTAs in the sequential
+-- state pass), 4 warps; the first candidate valid(p, shape, dev) accepts when that does not
+-- fit, else fallback.
+local function first_valid(valid_fn, shape, dev, fallback)
   for _, c in ipairs({ { 64, 32, 4 }, { 32, 32, 4 }, { 64, 16, 4 }, { 32, 16, 4 }, { 16, 16, 4 }, { 16, 16, 2 },
                        { 16, 16, 1 } }) do
     local p = { chunk = c[1], block_dv = c[2], warps = c[3] }
-    if valid(p, shape, dev) then return p end
+    if valid_fn(p, shape, dev) then return p end
   end
-  return { chunk = 64, block_dv = 32, warps = 4 }
+  return fallback
+end
+
+local function default(shape, dev)
+  return first_valid(valid, shape, dev, { chunk = 64, block_dv = 32, warps = 4 })
 end
 
 -- cg_gdr_fwd_params (templates/cg_kernel_params.h), in order.
@@ -153,5 +158,5 @@ return {
   defines = defines,
   -- for gdr_bwd.lua
   lib = { ceil_div = ceil_div, varlen = varlen, nslot = nslot, rows = rows, bv = bv, ndvt = ndvt,
-          common_valid = common_valid, smem_prep = smem_prep, smem_state = smem_state },
+          common_valid = common_valid, smem_prep = smem_prep, smem_state = smem_state, first_valid = first_valid },
 }

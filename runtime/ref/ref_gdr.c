@@ -17,6 +17,7 @@
  * Plain loops, all math in double; views of any dtype and strides are read through
  * cg__vload / written through cg__vstore. */
 #include "internal.h"
+#include "ref_ckpt.h"
 
 #include <math.h>
 #include <string.h>
@@ -128,16 +129,13 @@ cg_status cg__gdr_ref_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *c
     (void)cfg;
     (void)ex;
     const int64_t T = p->T, dk = p->dk, dv = p->dv, hpg = p->H / p->G, ss = dk * dv;
-    int64_t seg = (int64_t)ceil(sqrt((double)T));
-    if (seg < 1) seg = 1;
-    const int64_t nseg = (T + seg - 1) / seg;
+    int64_t nseg;
+    const int64_t seg = cg__ref_ckpt_seg(T, &nseg);
     /* ckpt[c]: state before token c*seg; st[w]: state after token t0+w-1 of the current
      * segment (st[0] = ckpt[c]); dS: the gradient of the state; dqn, dkn [T, dk] per (b, g). */
     size_t n = (size_t)(nseg * ss + (seg + 1) * ss + ss + 2 * dk + 6 * dv + 2 * T * dk);
-    double *mem = malloc(n * sizeof(double));
-    if (!mem)
-        return cg__err(ctx, CG_ENOMEM, "ref gdr backward: out of memory (%zu doubles for T=%lld, dk=%lld, dv=%lld)", n,
-                       (long long)T, (long long)dk, (long long)dv);
+    double *mem = cg__ref_ckpt_mem(ctx, "gdr", n, T, dk, dv);
+    if (!mem) return CG_ENOMEM;
     double *ckpt = mem, *st = ckpt + nseg * ss, *dS = st + (seg + 1) * ss;
     double *q = dS + ss, *k = q + dk, *v = k + dk, *pv = v + dv, *u = pv + dv, *dout = u + dv;
     double *du = dout + dv, *dp = du + dv;

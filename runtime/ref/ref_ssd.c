@@ -13,6 +13,7 @@
  * (b, g), heads visited in order). Plain loops, all math in double; views of any dtype
  * and strides are read through cg__vload / written through cg__vstore. */
 #include "internal.h"
+#include "ref_ckpt.h"
 
 #include <math.h>
 #include <string.h>
@@ -81,16 +82,13 @@ cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     (void)cfg;
     (void)ex;
     const int64_t T = p->T, dk = p->dk, dv = p->dv, hpg = p->H / p->G, ss = dk * dv;
-    int64_t seg = (int64_t)ceil(sqrt((double)T));
-    if (seg < 1) seg = 1;
-    const int64_t nseg = (T + seg - 1) / seg;
+    int64_t nseg;
+    const int64_t seg = cg__ref_ckpt_seg(T, &nseg);
     /* ckpt[c]: state before token c*seg. st[u]: state after token start+u-1 of the
      * current segment (st[0] = ckpt[c]). */
     size_t n = (size_t)(nseg * ss + (seg + 1) * ss + ss + 2 * dk + 2 * dv + 2 * T * dk);
-    double *mem = malloc(n * sizeof(double));
-    if (!mem)
-        return cg__err(ctx, CG_ENOMEM, "ref ssd backward: out of memory (%zu doubles for T=%lld, dk=%lld, dv=%lld)",
-                       n, (long long)T, (long long)dk, (long long)dv);
+    double *mem = cg__ref_ckpt_mem(ctx, "ssd", n, T, dk, dv);
+    if (!mem) return CG_ENOMEM;
     double *ckpt = mem, *st = ckpt + nseg * ss, *G = st + (seg + 1) * ss;
     double *q = G + ss, *k = q + dk, *v = k + dk, *dout = v + dv;
     double *dq = dout + dv, *dkacc = dq + T * dk; /* [T, dk] per (b, g) */

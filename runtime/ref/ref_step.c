@@ -18,6 +18,30 @@ static int64_t slot_of(const cg_view *v, int64_t b, int64_t t, int64_t S) {
     return x >= 0 && x < S ? x : -1;
 }
 
+/* Head (or channel) h of entry b begins: padding (src < 0) zeroes its T outputs o[b, :, h, :dv]
+ * and returns 0; else loads the state of slot src, cache[src, h, :dk, :dv], into S and returns 1. */
+static int head_begin(const cg_view *cache, const cg_view *o, int64_t src, int64_t b, int64_t h, int64_t T,
+                      int64_t dk, int64_t dv, double *S) {
+    if (src < 0) {
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < dv; j++) cg__vstore(o, b, t, h, j, 0.0);
+        return 0;
+    }
+    for (int64_t i = 0; i < dk; i++)
+        for (int64_t j = 0; j < dv; j++) S[i * dv + j] = cg__vload(cache, src, h, i, j);
+    return 1;
+}
+
+/* After token t of T: stores S to slot dst_indices[b, t] when dst is given, else to slot src
+ * after the last token (module comment). */
+static void head_store(const cg_view *cache, const cg_view *dst, int64_t nslots, int64_t src, int64_t b,
+                       int64_t t, int64_t T, int64_t h, int64_t dk, int64_t dv, const double *S) {
+    const int64_t to = dst->p ? slot_of(dst, b, t, nslots) : t == T - 1 ? src : -1;
+    if (to >= 0)
+        for (int64_t i = 0; i < dk; i++)
+            for (int64_t j = 0; j < dv; j++) cg__vstore(cache, to, h, i, j, S[i * dv + j]);
+}
+
 cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
@@ -28,14 +52,8 @@ cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_
     for (int64_t b = 0; b < p->B; b++) {
         const int64_t src = slot_of(&p->idx, b, 0, p->S);
         for (int64_t h = 0; h < p->H; h++) {
-            if (src < 0) { /* padding */
-                for (int64_t t = 0; t < p->T; t++)
-                    for (int64_t j = 0; j < dv; j++) cg__vstore(&p->o, b, t, h, j, 0.0);
-                continue;
-            }
+            if (!head_begin(&p->cache, &p->o, src, b, h, p->T, dk, dv, S)) continue; /* padding */
             const int64_t g = h / hpg;
-            for (int64_t i = 0; i < dk; i++)
-                for (int64_t j = 0; j < dv; j++) S[i * dv + j] = cg__vload(&p->cache, src, h, i, j);
             for (int64_t t = 0; t < p->T; t++) {
                 const double a = exp(cg__vload(&p->la, b, t, h, 0));
                 for (int64_t i = 0; i < dk; i++) {
@@ -47,10 +65,7 @@ cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_
                     for (int64_t i = 0; i < dk; i++) acc += cg__vload(&p->q, b, t, g, i) * S[i * dv + j];
                     cg__vstore(&p->o, b, t, h, j, acc);
                 }
-                const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
-                if (dst >= 0)
-                    for (int64_t i = 0; i < dk; i++)
-                        for (int64_t j = 0; j < dv; j++) cg__vstore(&p->cache, dst, h, i, j, S[i * dv + j]);
+                head_store(&p->cache, &p->dst, p->S, src, b, t, p->T, h, dk, dv, S);
             }
         }
     }
@@ -69,13 +84,9 @@ cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const
     for (int64_t b = 0; b < p->B; b++) {
         const int64_t src = slot_of(&p->idx, b, 0, p->S);
         for (int64_t d = 0; d < p->D; d++) {
-            if (src < 0) { /* padding */
-                for (int64_t t = 0; t < p->L; t++) cg__vstore(&p->y, b, t, d, 0, 0.0);
-                continue;
-            }
+            if (!head_begin(&p->cache, &p->y, src, b, d, p->L, N, 1, h)) continue; /* padding */
             const int64_t g = d / dpg;
             const double Dd = p->Dv.p ? cg__vload(&p->Dv, d, 0, 0, 0) : 0.0;
-            for (int64_t n = 0; n < N; n++) h[n] = cg__vload(&p->cache, src, d, n, 0);
             for (int64_t t = 0; t < p->L; t++) {
                 double dt = cg__vload(&p->delta, b, t, d, 0);
                 if (p->dbias.p) dt += cg__vload(&p->dbias, d, 0, 0, 0);
@@ -92,9 +103,7 @@ cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const
                     y *= z / (1.0 + exp(-z));
                 }
                 cg__vstore(&p->y, b, t, d, 0, y);
-                const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->L - 1 ? src : -1;
-                if (dst >= 0)
-                    for (int64_t n = 0; n < N; n++) cg__vstore(&p->cache, dst, d, n, 0, h[n]);
+                head_store(&p->cache, &p->dst, p->S, src, b, t, p->L, d, N, 1, h);
             }
         }
     }
@@ -127,14 +136,8 @@ cg_status cg__gdr_step_ref(cg_context *ctx, const cg_gdr_step_prob *p, const cg_
     for (int64_t b = 0; b < p->B; b++) {
         const int64_t src = slot_of(&p->idx, b, 0, p->S);
         for (int64_t h = 0; h < p->H; h++) {
-            if (src < 0) { /* padding */
-                for (int64_t t = 0; t < p->T; t++)
-                    for (int64_t j = 0; j < dv; j++) cg__vstore(&p->o, b, t, h, j, 0.0);
-                continue;
-            }
+            if (!head_begin(&p->cache, &p->o, src, b, h, p->T, dk, dv, S)) continue; /* padding */
             const int64_t g = h / hpg;
-            for (int64_t i = 0; i < dk; i++)
-                for (int64_t j = 0; j < dv; j++) S[i * dv + j] = cg__vload(&p->cache, src, h, i, j);
             for (int64_t t = 0; t < p->T; t++) {
                 gdr_load_qk(p, &p->q, b, t, g, q);
                 gdr_load_qk(p, &p->k, b, t, g, k);
@@ -154,10 +157,7 @@ cg_status cg__gdr_step_ref(cg_context *ctx, const cg_gdr_step_prob *p, const cg_
                     }
                     cg__vstore(&p->o, b, t, h, j, p->scale * acc);
                 }
-                const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
-                if (dst >= 0)
-                    for (int64_t i = 0; i < dk; i++)
-                        for (int64_t j = 0; j < dv; j++) cg__vstore(&p->cache, dst, h, i, j, S[i * dv + j]);
+                head_store(&p->cache, &p->dst, p->S, src, b, t, p->T, h, dk, dv, S);
             }
         }
     }

@@ -55,16 +55,11 @@ hidden="$(dpkg -L liblua5.4-dev liblua5.4-0 libjansson-dev libjansson4 2>/dev/nu
 [ -n "$hidden" ] || { echo "device_check_rehearsal: FAILED: no Lua/jansson files to hide (dpkg -L)"; exit 1; }
 printf '%s\n' "$hidden" >"$tmp/hidden.txt"
 echo "== hiding $(wc -l <"$tmp/hidden.txt") files of liblua5.4-dev, liblua5.4-0, libjansson-dev (libjansson.so.4 stays: ld needs it)"
-export tmp py
+export tmp py root
 unshare -m -n --propagation private bash -c '
   set -e
-  # one overlay per folder that holds a hidden file, a whiteout (char 0:0) for each
-  i=0
-  for d in $(xargs -n1 dirname <"$tmp/hidden.txt" | sort -u); do
-    i=$((i + 1)); u="$tmp/ovl/$i"; mkdir -p "$u/up" "$u/work"
-    grep "^$d/[^/]*$" "$tmp/hidden.txt" | while read -r f; do mknod "$u/up/$(basename "$f")" c 0 0; done
-    mount -t overlay overlay -o "lowerdir=$d,upperdir=$u/up,workdir=$u/work" "$d"
-  done
+  . "$root/tests/hide_files.sh"
+  hide_files "$tmp/hidden.txt" "$tmp/ovl"
   set +e
   for f in $(cat "$tmp/hidden.txt"); do [ -e "$f" ] && { echo "still visible: $f"; exit 3; }; done
   ! curl -s -m 3 https://pypi.org >/dev/null 2>&1 || { echo "the network is reachable"; exit 3; }

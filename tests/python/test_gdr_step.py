@@ -8,6 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import chunkgen.torch as cgt  # noqa: E402
+from step_util import check_steps, h0_of  # noqa: E402
 
 B, T, G, H, DK, DV, S = 4, 5, 2, 6, 48, 40, 9
 SLOTS = [3, -1, 0, 7]  # entry 1 is padding
@@ -25,25 +26,6 @@ def _data(seed=0, l2=False):
     return q, k, v, gg, beta, cache
 
 
-def _h0(cache, slots):
-    h0 = torch.zeros((B,) + tuple(cache.shape[1:]))
-    for b, s in enumerate(slots):
-        if s >= 0:
-            h0[b] = cache[s]
-    return h0
-
-
-def _check(o, cache, of, hT, cache0):
-    for b, s in enumerate(SLOTS):
-        if s < 0:
-            assert torch.all(o[b] == 0)
-            continue
-        torch.testing.assert_close(o[b], of[b], rtol=0, atol=1e-5 * of.abs().max().item())
-        torch.testing.assert_close(cache[s], hT[b], rtol=0, atol=1e-5 * hT.abs().max().item())
-    untouched = [s for s in range(S) if s not in SLOTS]
-    assert torch.equal(cache[untouched], cache0[untouched])
-
-
 @pytest.mark.parametrize("l2,scale", [(False, None), (True, 0.3)])
 def test_gdr_step_equals_chunked_forward(l2, scale):
     q, k, v, g, beta, cache0 = _data(0, l2)
@@ -51,8 +33,8 @@ def test_gdr_step_equals_chunked_forward(l2, scale):
     idx = torch.tensor(SLOTS, dtype=torch.int32)
     o = torch.cat([cgt.gdr_step(q[:, t:t + 1], k[:, t:t + 1], v[:, t:t + 1], g[:, t:t + 1], beta[:, t:t + 1], cache,
                                 idx, scale=scale, use_qk_l2norm=l2) for t in range(T)], 1)
-    of, hT = cgt.gdr(q, k, v, g, beta, _h0(cache0, SLOTS), scale=scale, use_qk_l2norm=l2)
-    _check(o, cache, of, hT, cache0)
+    of, hT = cgt.gdr(q, k, v, g, beta, h0_of(cache0, SLOTS), scale=scale, use_qk_l2norm=l2)
+    check_steps(o, cache, of, hT, cache0, SLOTS)
 
 
 def test_gdr_step_compiled_mutates_the_cache():
@@ -119,9 +101,9 @@ def test_jax_gdr_step_equals_chunked_forward_donated():
         o, cache = step(q[:, t:t + 1], k[:, t:t + 1], v[:, t:t + 1], g[:, t:t + 1], beta[:, t:t + 1], cache, idx)
         os.append(o)
     o = jnp.concatenate(os, 1)
-    h0 = _h0(torch.from_numpy(np.array(cache0)), SLOTS).numpy()
+    h0 = h0_of(torch.from_numpy(np.array(cache0)), SLOTS).numpy()
     of, hT = cgj.gdr(q, k, v, g, beta, jnp.asarray(h0), scale=0.2, use_qk_l2norm=True)
-    _check(*(torch.from_numpy(np.array(x)) for x in (o, cache, of, hT, cache0)))
+    check_steps(*(torch.from_numpy(np.array(x)) for x in (o, cache, of, hT, cache0)), SLOTS)
 
 
 def test_jax_nn_apply_step_equals_apply():

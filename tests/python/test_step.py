@@ -6,6 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import chunkgen.torch as cgt  # noqa: E402
+from step_util import check_steps, h0_of  # noqa: E402
 
 B, T, G, H, DK, DV, S = 4, 5, 2, 6, 48, 40, 9
 SLOTS = [3, -1, 0, 7]  # entry 1 is padding
@@ -21,29 +22,14 @@ def _ssd_data(seed=0):
     return q, k, v, la, cache
 
 
-def _h0(cache, slots, shape):
-    h0 = torch.zeros(shape)
-    for b, s in enumerate(slots):
-        if s >= 0:
-            h0[b] = cache[s]
-    return h0
-
-
 def test_ssd_step_equals_chunked_forward():
     q, k, v, la, cache0 = _ssd_data()
     cache = cache0.clone()
     idx = torch.tensor(SLOTS, dtype=torch.int32)
     o = torch.stack([cgt.ssd_step(q[:, t:t + 1], k[:, t:t + 1], v[:, t:t + 1], la[:, t:t + 1], cache, idx)[:, 0]
                      for t in range(T)], 1)
-    of, hT = cgt.ssd(q, k, v, la, _h0(cache0, SLOTS, (B, H, DK, DV)))
-    for b, s in enumerate(SLOTS):
-        if s < 0:
-            assert torch.all(o[b] == 0)
-            continue
-        torch.testing.assert_close(o[b], of[b], rtol=0, atol=1e-5 * of.abs().max().item())
-        torch.testing.assert_close(cache[s], hT[b], rtol=0, atol=1e-5 * hT.abs().max().item())
-    untouched = [s for s in range(S) if s not in SLOTS]
-    assert torch.equal(cache[untouched], cache0[untouched])
+    of, hT = cgt.ssd(q, k, v, la, h0_of(cache0, SLOTS))
+    check_steps(o, cache, of, hT, cache0, SLOTS)
 
 
 def test_sscan_step_equals_chunked_forward():
@@ -58,13 +44,8 @@ def test_sscan_step_equals_chunked_forward():
     idx = torch.tensor(SLOTS, dtype=torch.int64)
     y = torch.cat([cgt.sscan_step(x[:, t:t + 1], delta[:, t:t + 1], A, Bm[:, t:t + 1], Cm[:, t:t + 1], cache, idx,
                                   D=Dv, z=z[:, t:t + 1], delta_bias=bias, delta_softplus=True) for t in range(L)], 1)
-    yf, hT = cgt.sscan(x, delta, A, Bm, Cm, Dv, z, bias, _h0(cache0, SLOTS, (B, D, N)), delta_softplus=True)
-    for b, s in enumerate(SLOTS):
-        if s < 0:
-            assert torch.all(y[b] == 0)
-            continue
-        torch.testing.assert_close(y[b], yf[b], rtol=0, atol=1e-5 * yf.abs().max().item())
-        torch.testing.assert_close(cache[s], hT[b], rtol=0, atol=1e-5 * hT.abs().max().item())
+    yf, hT = cgt.sscan(x, delta, A, Bm, Cm, Dv, z, bias, h0_of(cache0, SLOTS), delta_softplus=True)
+    check_steps(y, cache, yf, hT, cache0, SLOTS)
 
 
 def test_ssd_step_compiled_mutates_the_cache():
@@ -122,16 +103,9 @@ def test_jax_ssd_step_equals_chunked_forward_donated():
         o, cache = step(q[:, t:t + 1], k[:, t:t + 1], v[:, t:t + 1], la[:, t:t + 1], cache, idx)
         os.append(o)
     o = jnp.concatenate(os, 1)
-    h0 = _h0(torch.from_numpy(np.array(cache0)), SLOTS, (B, H, DK, DV)).numpy()
+    h0 = h0_of(torch.from_numpy(np.array(cache0)), SLOTS).numpy()
     of, hT = cgj.ssd(q, k, v, la, jnp.asarray(h0), layout="token")
-    for b, s in enumerate(SLOTS):
-        if s < 0:
-            assert np.all(np.asarray(o[b]) == 0)
-            continue
-        np.testing.assert_allclose(o[b], of[b], rtol=0, atol=1e-5 * float(jnp.abs(of).max()))
-        np.testing.assert_allclose(cache[s], hT[b], rtol=0, atol=1e-5 * float(jnp.abs(hT).max()))
-    untouched = [s for s in range(S) if s not in SLOTS]
-    np.testing.assert_array_equal(np.asarray(cache)[untouched], np.asarray(cache0)[untouched])
+    check_steps(*(torch.from_numpy(np.array(x)) for x in (o, cache, of, hT, cache0)), SLOTS)
 
 
 def test_jax_step_keeps_the_operand_without_donation():

@@ -91,12 +91,8 @@ echo "== hiding $(wc -l <"$tmp/hidden.txt") files (compilers, linkers, CMake, Lu
 export tmp venv site emptied root
 unshare -m -n --propagation private bash -c '
   set -e
-  i=0
-  for d in $(xargs -n1 dirname <"$tmp/hidden.txt" | sort -u); do
-    i=$((i + 1)); u="$tmp/ovl/$i"; mkdir -p "$u/up" "$u/work"
-    grep "^$d/[^/]*$" "$tmp/hidden.txt" | while read -r f; do mknod "$u/up/$(basename "$f")" c 0 0; done
-    mount -t overlay overlay -o "lowerdir=$d,upperdir=$u/up,workdir=$u/work" "$d"
-  done
+  . "$root/tests/hide_files.sh"
+  hide_files "$tmp/hidden.txt" "$tmp/ovl"
   for d in $emptied; do mount -t tmpfs -o ro,size=4k tmpfs "$d"; done
   set +e
   bad=0
