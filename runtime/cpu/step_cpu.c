@@ -71,9 +71,16 @@ static cg_status step_threads(cg_context *ctx, const cg_cfg *cfg, const char *wh
 /* The column blocks of a [dk, dv] state per (b, h) (SSD's and the gated delta rule's
  * columns are independent) and the threads: the widest block that fits the stack buffer,
  * narrower (multiples of 16) when there are fewer tasks than about two per thread; the
- * pin `block` wins. Logs the choice. */
-static cg_status cols_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, int64_t bh, int64_t dk, int64_t dv,
-                           cg_dtype cdt, int64_t *bw_out, cg_pool **pool, int *threads) {
+ * pin `block` wins. Logs the choice. First refuses what the CPU steps do not run: math other
+ * than CG_F32 (math: the call's dtype), dk past the stack buffer. */
+static cg_status cols_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, cg_dtype math, int64_t bh,
+                           int64_t dk, int64_t dv, cg_dtype cdt, int64_t *bw_out, cg_pool **pool, int *threads) {
+    if (math != CG_F32)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
+                       cg__dtype_name(math));
+    if (dk > STEP_ROW || dk * 8 > STEP_BUF)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)dk,
+                       STEP_BUF / 8);
     int64_t bmax = STEP_BUF / dk;
     bmax = bmax > STEP_ROW ? STEP_ROW : bmax;
     int64_t bw = dv < bmax ? dv : bmax, pin = 0;
@@ -155,16 +162,10 @@ static void ssd_task(void *arg, int64_t task, int tid) {
 cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
     const char *what = "cpu ssd step";
-    if (p->dtype != CG_F32)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
-                       cg__dtype_name(p->dtype));
-    if (p->dk > STEP_ROW || p->dk * 8 > STEP_BUF)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)p->dk,
-                       STEP_BUF / 8);
     ssd_run r = {p, 0, 0, cg__cpu_ld_row, cg__cpu_st_row};
     cg_pool *pool;
     int threads = 1;
-    cg_status st = cols_plan(ctx, cfg, what, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
+    cg_status st = cols_plan(ctx, cfg, what, p->dtype, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
     if (st) return st;
     r.nblk = (p->dv + r.bw - 1) / r.bw;
     cg__pool_run(pool, threads, p->B * p->H * r.nblk, ssd_task, &r);
@@ -383,16 +384,10 @@ static void gdr_task(void *arg, int64_t task, int tid) {
 cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
     const char *what = "cpu gdr step";
-    if (p->dtype != CG_F32)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
-                       cg__dtype_name(p->dtype));
-    if (p->dk > STEP_ROW || p->dk * 8 > STEP_BUF)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dk = %lld but the CPU path takes dk <= %d", what, (long long)p->dk,
-                       STEP_BUF / 8);
     gdr_run r = {p, 0, 0, cg__cpu_ld_row, cg__cpu_st_row};
     cg_pool *pool;
     int threads = 1;
-    cg_status st = cols_plan(ctx, cfg, what, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
+    cg_status st = cols_plan(ctx, cfg, what, p->dtype, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
     if (st) return st;
     r.nblk = (p->dv + r.bw - 1) / r.bw;
     cg__pool_run(pool, threads, p->B * p->H * r.nblk, gdr_task, &r);
