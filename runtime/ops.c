@@ -231,7 +231,8 @@ static const cg_tdesc k_gdr_step[] = {
     GST("o", OUT, 0, B_, T_, H_, DV, CH, 0, 0, CG_TOL_FWD, o, o),
 };
 static const cg_scalar_desc k_gdr_step_scalars[] = {
-    {"use_qk_l2norm", offsetof(cg_gdr_step_args, use_qk_l2norm), offsetof(cg_gdr_step_prob, l2norm), 0},
+    {"use_qk_l2norm", offsetof(cg_gdr_step_args, use_qk_l2norm), offsetof(cg_gdr_step_prob, l2norm),
+     CG_KS_L2NORM},
 };
 static const cg_real_desc k_gdr_step_reals[] = {
     {"scale", offsetof(cg_gdr_step_args, scale), offsetof(cg_gdr_step_prob, scale), 0, HUGE_VAL, gdr_scale_default,

@@ -22,14 +22,8 @@
 #include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 
 namespace ssd_step {
-
-constexpr int DK = CG_DK;
-constexpr int BDV = CG_P_BLOCK_DV;
-static_assert(DK >= 1 && DK <= 256, "dk: 1..256");
-static_assert(BDV >= 1 && BDV <= 1024, "block_dv: 1..1024");
-
 using namespace stepc;
-
+constexpr int DK = row_size<CG_DK>(), BDV = block_size<CG_P_BLOCK_DV>();
 } // namespace ssd_step
 
 extern "C" __global__ void __launch_bounds__(CG_P_BLOCK_DV, 1) cg_ssd_step(cg_ssd_step_params p) {
