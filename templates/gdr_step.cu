@@ -26,7 +26,7 @@
 // Validation refuses calls whose slots would race (two writes to a slot, a slot read by
 // one entry and written by another); device indices are not read by it, so an index out
 // of range is taken as padding (src) or as no write (dst) here.
-#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; sizes, slot indices, ld, st
+#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; sizes, slots, ld, st, stage_qk
 
 #include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 
@@ -62,12 +62,7 @@ extern "C" __global__ void __launch_bounds__(CG_P_BLOCK_DV, 1) cg_gdr_step(cg_gd
     }
     const float scale = (float) p.scale;
     for (i64 t = 0; t < p.T; t++) {
-        __syncthreads(); // the previous token's q, k read by every thread
-        for (int i = threadIdx.x; i < DK; i += BDV) {
-            qs[i] = ld<CG_T_Q>(p.q, b * p.q.s0 + t * p.q.s1 + g * p.q.s2 + i);
-            ks[i] = ld<CG_T_K>(p.k, b * p.k.s0 + t * p.k.s1 + g * p.k.s2 + i);
-        }
-        __syncthreads();
+        stage_qk<CG_T_Q, CG_T_K, DK, BDV>(p.q, p.k, b, t, g, qs, ks);
         const i64 gh = b * p.g.s0 + t * p.g.s1 + h * p.g.s2;
         const float a = expf(reinterpret_cast<const float *>(p.g.p)[gh]);
         const float beta = ld<CG_T_BETA>(p.beta, b * p.beta.s0 + t * p.beta.s1 + h * p.beta.s2);

@@ -15,7 +15,7 @@
 //   y_t = sum_n C_t[g, n] h[n] + D_d x_t;  y_t *= silu(z_t) if z is given;
 //   h stored (rounded once) to slot dst[b, t] when dst is given and that is a slot, else to
 //   src after the last token.
-#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; slot indices, ld, st
+#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; sizes, slot indices, ld, st
 
 #include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 

@@ -67,6 +67,19 @@ template <class T, int N> __device__ __forceinline__ void st_strided(const cg_kt
     for (int i = 0; i < N; i++, off = opaque(off + stride)) st<T>(t, off, x[i]);
 }
 
+// Token t's rows of q and k (entry b, group g: DK elements each, storage types TQ, TK)
+// staged as floats into qs and ks by the CTA's BLOCK threads, between two barriers (the
+// first: the previous token's rows read by every thread).
+template <class TQ, class TK, int DK, int BLOCK>
+__device__ __forceinline__ void stage_qk(const cg_ktensor &q, const cg_ktensor &k, i64 b, i64 t, i64 g, float *qs, float *ks) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < DK; i += BLOCK) {
+        qs[i] = ld<TQ>(q, b * q.s0 + t * q.s1 + g * q.s2 + i);
+        ks[i] = ld<TK>(k, b * k.s0 + t * k.s1 + g * k.s2 + i);
+    }
+    __syncthreads();
+}
+
 // Element i of a row staged in shared memory, read where it is used: a volatile read,
 // which neither the compiler nor ptxas merges with another or hoists. In a fully unrolled
 // pass over a thread's state column ptxas would otherwise load the whole staged rows

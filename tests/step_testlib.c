@@ -62,8 +62,8 @@ const cg_step_bad cg_step_bad_cases[] = {
 };
 const int cg_step_nbad = (int)(sizeof cg_step_bad_cases / sizeof cg_step_bad_cases[0]);
 
-void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, void *data, const cg_tbuf *cache,
-                               const cg_tbuf *cache0) {
+void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void *data, cg_tbuf *cache,
+                               const cg_tbuf *cache0, cg_tbuf *o) {
     static const cg_backend bes[] = {CG_BACKEND_CPU, CG_BACKEND_REF, CG_BACKEND_EMULATE};
     for (size_t be = 0; be < sizeof bes / sizeof bes[0]; be++) {
         cg_exec ex = CG_EXEC_INIT;
@@ -72,7 +72,7 @@ void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, void *data
             const cg_step_bad *k = &cg_step_bad_cases[i];
             cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){CG_STEP_BAD_B}, k->src);
             cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){CG_STEP_BAD_B, 1}, k->dst);
-            CG_CHECK_REFUSED(ctx, call(ctx, data, &idx, k->use_dst ? &dst : NULL, &ex), CG_EINVAL, k->word, k->what);
+            CG_CHECK_REFUSED(ctx, call(ctx, data, cache, &idx, k->use_dst ? &dst : NULL, o, &ex), CG_EINVAL, k->word, k->what);
             CG_CHECK(!memcmp(cache->mem, cache0->mem, cg_step_bytes(cache)), "%s on %s: the cache changed", k->what,
                      cg_backend_name(bes[be]));
             cg_tbuf_free(&idx), cg_tbuf_free(&dst);

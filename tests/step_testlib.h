@@ -31,12 +31,13 @@ typedef struct cg_step_bad {
 } cg_step_bad;
 extern const cg_step_bad cg_step_bad_cases[];
 extern const int cg_step_nbad;
-/* One step call of the caller's data (one token, 4 entries) with the index buffers given
- * (dst NULL: no dst_indices), on ex. */
-typedef cg_status (*cg_step_call_fn)(cg_context *ctx, void *data, cg_tbuf *idx, cg_tbuf *dst, const cg_exec *ex);
+/* One step call of the caller's data (one token, 4 entries) on cache into o, with the
+ * index buffers given (dst NULL: no dst_indices), on ex. */
+typedef cg_status (*cg_step_call_fn)(cg_context *ctx, const void *data, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                                     cg_tbuf *o, const cg_exec *ex);
 /* Every cg_step_bad_cases entry through call on the cpu, ref and emulate backends: refused
  * with CG_EINVAL and a message naming the entry, cache bit-identical to cache0 afterwards. */
-void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, void *data, const cg_tbuf *cache,
-                               const cg_tbuf *cache0);
+void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void *data, cg_tbuf *cache,
+                               const cg_tbuf *cache0, cg_tbuf *o);
 
 #endif

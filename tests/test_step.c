@@ -171,14 +171,10 @@ CG_TEST(step_ssd_bf16_cache) {
     cg_context_free(ctx);
 }
 
-/* One token of d on the cache into o, with the given indices (cg_step_check_bad_indices). */
-typedef struct ssd_bad {
-    const ssd_data *d;
-    cg_tbuf *cache, *o;
-} ssd_bad;
-static cg_status ssd_bad_call(cg_context *ctx, void *data, cg_tbuf *idx, cg_tbuf *dst, const cg_exec *ex) {
-    const ssd_bad *x = data;
-    cg_ssd_step_args a = ssd_args(x->d, 0, 1, x->cache, idx, dst, x->o);
+/* One token of d (cg_step_check_bad_indices). */
+static cg_status ssd_bad_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
+                              const cg_exec *ex) {
+    cg_ssd_step_args a = ssd_args(d, 0, 1, cache, idx, dst, o);
     return cg_ssd_step(ctx, &a, ex);
 }
 
@@ -189,8 +185,7 @@ CG_TEST(step_ssd_bad_input) {
     ssd_data d = ssd_data_new(&r, CG_F32);
     cg_tbuf cache = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, 1, SH, SDV});
     memcpy(cache.mem, d.cache0.mem, cg_step_bytes(&cache));
-    ssd_bad bd = {&d, &cache, &o};
-    cg_step_check_bad_indices(ctx, ssd_bad_call, &bd, &cache, &d.cache0);
+    cg_step_check_bad_indices(ctx, ssd_bad_call, &d, &cache, &d.cache0, &o);
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = CG_BACKEND_REF;
     /* the cache's shape and dtype, the indices' dtype */

@@ -55,31 +55,34 @@ local function default(shape, dev)
   return { block_dv = 128, cols = 1 }
 end
 
--- cg_gdr_step_params: the op table's tensors, the symbols, then scale.
-local TENSORS = { "q", "k", "v", "g", "beta", "cache", "state_indices", "dst_indices", "o" }
+-- cg_gdr_step_params: the op table's tensors, the symbols, then scale (a double).
+local ARGS = {}
+for _, t in ipairs({ "q", "k", "v", "g", "beta", "cache", "state_indices", "dst_indices", "o" }) do
+  ARGS[#ARGS + 1] = { tensor = t }
+end
+for _, s in ipairs({ "B", "T", "G", "H", "dk", "dv", "S" }) do ARGS[#ARGS + 1] = { sym = s } end
+ARGS[#ARGS + 1] = { real = "scale" }
 
+-- One launch: a CTA per (entry, value head, block_dv x cols columns); q and k staged.
 local function launch(p, shape, dev)
-  local args = {}
-  for _, t in ipairs(TENSORS) do args[#args + 1] = { tensor = t } end
-  for _, s in ipairs({ "B", "T", "G", "H", "dk", "dv", "S" }) do args[#args + 1] = { sym = s } end
-  args[#args + 1] = { real = "scale" }
-  return { { entry = "cg_gdr_step",
-             grid = { ceil_div(shape.dv, p.block_dv * p.cols) * shape.H * shape.B, 1, 1 },
-             block = { p.block_dv, 1, 1 }, smem = 8 * shape.dk } }, {}, args
+  local ctas = ceil_div(shape.dv, p.block_dv * p.cols) * shape.H * shape.B
+  return { { entry = "cg_gdr_step", grid = { ctas, 1, 1 }, block = { p.block_dv, 1, 1 }, smem = 8 * shape.dk } },
+         {}, ARGS
 end
 
 return {
-  name = "gdr_step",
-  template = "gdr_step.cu",
-  op = "gdr_step",
-  consts = { "dk", "l2norm" },
-  -- tensors that may be bf16 / f16 (CG_T_<NAME>; g is float32 in the op table): widened
-  -- as read, the state float32 in registers, rounded once per store
-  half = { "q", "k", "v", "beta", "cache", "o" },
+  -- the space: threads per CTA x columns per thread
   space = { block_dv = { 32, 64, 128, 256 }, cols = { 1, 2 } },
   order = { "block_dv", "cols" },
   abbrev = { cols = "c" },
   valid = valid,
   default = default,
   launch = launch,
+  name = "gdr_step",
+  op = "gdr_step",
+  template = "gdr_step.cu",
+  consts = { "dk", "l2norm" },
+  -- tensors that may be bf16 / f16 (CG_T_<NAME>; g is float32 in the op table): widened
+  -- as read, the state float32 in registers, rounded once per store
+  half = { "q", "k", "v", "beta", "cache", "o" },
 }
