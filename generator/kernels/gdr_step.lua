@@ -22,10 +22,11 @@ local function valid(p, shape, dev)
     return false, string.format("G = %d does not divide H = %d", shape.G, shape.H)
   end
   -- a thread keeps cols columns of the state (dk floats each) in registers, measured with
-  -- ptxas (sm_80, sm_90; gen_nvrtc_all_configs and step_gdr_nvrtc_*_space check every
-  -- config): one column, no spills up to dk = 136 (254 registers at dk = 128); two
-  -- columns also keep two sets of sums and updates: none up to 2 x 64, 8 bytes spilled at
-  -- 2 x 66; with 256 threads at most 64 floats (ssd_step's limit, kept)
+  -- ptxas (sm_80, sm_90, float32 and bf16; step_gdr_nvrtc_*_space and
+  -- gen_nvrtc_all_configs check every config for spills): one column up to dk = 136 (249
+  -- registers on sm_80; float32 reaches 254 of the 255 at dk = 144), two columns, which
+  -- also keep two sets of sums, up to 2 x 64 (241; 254 at 2 x 66); with 256 threads at
+  -- most 64 floats (ssd_step's limit, kept)
   local limit = p.cols == 1 and 136 or 128
   if regs(p, shape) > limit then
     return false, string.format("dk * cols = %d > %d: a thread keeps its columns of the state in registers",
