@@ -2,7 +2,8 @@
 // one specialization per (dk, use_qk_l2norm, config).
 //
 // Rendered by generator/kernels/gdr_step.lua, which defines before this text:
-//   CG_DK                           head dimension of q and k (dk * cols <= 136: gdr_step.lua)
+//   CG_DK                           head dimension of q and k (dk x cols <= 136, 128 with
+//                                   two columns: gdr_step.lua)
 //   CG_L2NORM                       1: q and k L2-normalised (use_qk_l2norm)
 //   CG_P_BLOCK_DV                   threads per CTA
 //   CG_P_COLS                       columns of the state per thread: j, j + block_dv, ...
@@ -22,7 +23,8 @@
 // The CTA stages q_t and k_t (dk floats each) in shared memory per token; every thread
 // reads them in two passes over its columns (broadcast reads, step_common.cuh's staged):
 // the first sums k.s, q.s per column and q.k, |q|^2, |k|^2 (no reduction across threads,
-// no further barrier), the second updates the columns; o_t[j] = rq (a q.s + u q.k).
+// no further barrier), the second updates the columns; o_t[j] = rq (a q.s + rk u q.k)
+// with q.s of the column before the token.
 // Validation refuses calls whose slots would race (two writes to a slot, a slot read by
 // one entry and written by another); device indices are not read by it, so an index out
 // of range is taken as padding (src) or as no write (dst) here.
