@@ -281,31 +281,25 @@ template <class T> static void mma_h16(float d[4], const unsigned a[4], const un
 }  // namespace cg_emu
 #endif
 
-// d = A b + c for one warp (every lane of the warp, converged); d may alias c.
-CG_DEV void cg_mma_bf16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+// d = A b + c for one warp (every lane of the warp, converged); d may alias c. The 16-bit
+// inputs are of storage type T, PTX type ty (bf16, f16).
 #ifdef CG_EMULATE
-    ::cg_emu::mma_h16<cg_bf16>(d, a, b, c, "mma.sync.m16n8k16.bf16");
+#define CG__MMA_H16(T, ty) ::cg_emu::mma_h16<T>(d, a, b, c, "mma.sync.m16n8k16." #ty)
 #else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#define CG__MMA_H16(T, ty)                                                                                            \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." #ty "." #ty ".f32 "                                         \
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"                               \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                     \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), \
+                   "f"(c[3]))
 #endif
+CG_DEV void cg_mma_bf16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+    CG__MMA_H16(cg_bf16, bf16);
 }
 CG_DEV void cg_mma_f16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
-#ifdef CG_EMULATE
-    ::cg_emu::mma_h16<cg_f16>(d, a, b, c, "mma.sync.m16n8k16.f16");
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-#endif
+    CG__MMA_H16(cg_f16, f16);
 }
+#undef CG__MMA_H16
 // The one for storage type T (cg_bf16 or cg_f16).
 template <class T> CG_DEV void cg_mma_h16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
 template <> CG_DEV void cg_mma_h16_16x8x16<cg_bf16>(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
