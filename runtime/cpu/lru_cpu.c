@@ -175,8 +175,7 @@ static cg_status lru_cpu(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cf
         r.nseg = (p->L + r.seg - 1) / r.seg;
         const size_t per = (size_t)((r.nseg + r.seg) * r.W);
         if (!(r.ws = cg__aligned_alloc(per * (size_t)threads * sizeof(float))))
-            return cg__err(ctx, CG_ENOMEM, "%s: out of memory for %d x %zu floats of checkpoints", what, threads,
-                           per);
+            return cg__err(ctx, CG_ENOMEM, "%s: out of memory for %d x %zu floats of checkpoints", what, threads, per);
     }
     cg__pool_run(pool, threads, p->B * r.nblk, bwd ? bwd_task : fwd_task, &r); /* no pool: on this thread */
     if (bwd) {
