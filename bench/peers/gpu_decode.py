@@ -260,7 +260,7 @@ def main():
                     torch.cuda.empty_cache()
     doc.flush()
     line = "%scopy %.0f GB/s; %d rows timed, %d not; of the copy: %s%s" % (
-        "" if gpu else "no GPU: CPU rehearsal (batch 1, 2): ", cbw, ran, len(doc.doc["results"]) - ran,
+        "" if gpu else "no GPU: CPU rehearsal (batch %s): " % ", ".join(map(str, batches)), cbw, ran, len(doc.doc["results"]) - ran,
         ", ".join(summary), ("; FAILED: " + ", ".join(bad)) if bad else "")
     if a.detail:
         open(a.detail, "w").write(line[:390])
