@@ -45,6 +45,11 @@ import gpu_common as gc  # noqa: E402  (first: it skips the phase when torch is 
 import torch  # noqa: E402
 
 LIMIT = 1e-4
+# the inputs each impl reads (the bytes a call moves besides the states)
+READS = {("chunkgen", "ssd_step"): ("q", "k", "v", "la"), ("mamba", "ssd_step"): ("x", "dt", "A", "Bm", "Cm"),
+         ("chunkgen", "sscan_step"): ("x", "d", "z", "A", "Bm", "Cm", "Dv", "bias"),
+         ("mamba", "sscan_step"): ("x", "d", "z", "A", "Bm", "Cm", "Dv", "bias"),
+         ("chunkgen", "gdr_step"): ("q", "k", "v", "g", "beta")}
 TARGET = 0.8  # issue 36 item 6: >= 80% of the copy bandwidth at batch 256
 
 
@@ -240,7 +245,8 @@ def main():
                             bad.append("%s B=%d not on the GPU" % (op, B))
                     else:
                         row.update(graph_time(calls, dev, a.min_time))
-                        io = sum(x.numel() * x.element_size() for x in t.values()) + out.numel() * out.element_size()
+                        io = sum(t[n].numel() * t[n].element_size() for n in READS[impl.split("_")[0], op])
+                        io += out.numel() * out.element_size()
                         row.update(sets=sets, slots=B * sets, state_bytes=B * slot, bytes=2 * B * slot + io + 4 * B)
                         row["gbs"] = row["bytes"] / (row["median_ms"] * 1e-3) * 1e-9
                         row["frac_copy"] = row["gbs"] / cbw
