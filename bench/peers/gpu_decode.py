@@ -228,9 +228,10 @@ def main():
                     state = mstate if impl.startswith("mamba") else cache
                     del cache, mstate
                     idx = [torch.arange(i * B, (i + 1) * B, dtype=torch.int32, device=dev) for i in range(sets)]
-                    mk = (lambda i: mamba_call(ssu, op, t, state, idx[i])) if impl.startswith("mamba") else \
-                        (lambda i: chunkgen_call(cgt, op, t, state, idx[i]))
-                    calls = [mk(i) for i in range(sets)]
+                    if impl.startswith("mamba"):
+                        calls = [mamba_call(ssu, op, t, state, ix) for ix in idx]
+                    else:
+                        calls = [chunkgen_call(cgt, op, t, state, ix) for ix in idx]
                     before = state[:B].clone()
                     out, row["first_call_s"] = gc.first_call(calls[0], dev)
                     if not impl.startswith("mamba"):
