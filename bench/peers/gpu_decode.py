@@ -46,7 +46,7 @@ import torch  # noqa: E402
 
 LIMIT = 1e-4
 # the inputs each impl reads (the bytes a call moves besides the states)
-READS = {("chunkgen", "ssd_step"): ("q", "k", "v", "la"), ("mamba", "ssd_step"): ("x", "dt", "A", "Bm", "Cm"),
+READS = {("chunkgen", "ssd_step"): ("q", "k", "v", "la"), ("mamba", "ssd_step"): ("x", "dt", "A", "Bm", "Cm", "zeros", "zeros"),
          ("chunkgen", "sscan_step"): ("x", "d", "z", "A", "Bm", "Cm", "Dv", "bias"),
          ("mamba", "sscan_step"): ("x", "d", "z", "A", "Bm", "Cm", "Dv", "bias"),
          ("chunkgen", "gdr_step"): ("q", "k", "v", "g", "beta")}
@@ -78,7 +78,8 @@ def cell_tensors(op, B, S, dev, gen):
         H, N, P = 64, 128, 64
         x, dt, A = r(B, H, P), p(B, H), -p(H) - 0.5
         Bm, Cm = r(B, 1, N), r(B, 1, N)
-        ins = dict(x=x, dt=dt, A=A, Bm=Bm, Cm=Cm, v=(x * dt[..., None])[:, None].contiguous(),
+        ins = dict(x=x, dt=dt, A=A, Bm=Bm, Cm=Cm, zeros=torch.zeros(H, device=dev),
+                   v=(x * dt[..., None])[:, None].contiguous(),
                    la=(dt * A)[:, None].contiguous(), q=Cm[:, None], k=Bm[:, None])
         return ins, r(S, H, N, P), r(S, H, P, N), H * N * P * 4
     if op == "sscan_step":
@@ -104,9 +105,13 @@ def chunkgen_call(cgt, op, t, cache, idx):
 def mamba_call(ssu, op, t, state, idx):
     if op == "ssd_step":
         H, P, N = state.shape[1:]
-        dt = t["dt"][..., None].expand(-1, H, P)  # tied over headdim (stride 0): mamba's TIE_HDIM path
+        # dt, A, dt_bias and D tied over headdim (stride 0): mamba's TIE_HDIM path, as Mamba-2's
+        # step calls it. mamba_ssm 2.3.2 reads dt_bias's and D's strides unconditionally (None
+        # raises), so both are given, as zeros: the same math as chunkgen's call
+        dt = t["dt"][..., None].expand(-1, H, P)
         A = t["A"][:, None, None].expand(H, P, N)
-        return lambda: ssu(state, t["x"], dt, A, t["Bm"], t["Cm"], state_batch_indices=idx)
+        zero = t["zeros"][:, None].expand(H, P)
+        return lambda: ssu(state, t["x"], dt, A, t["Bm"], t["Cm"], D=zero, dt_bias=zero, state_batch_indices=idx)
     return lambda: ssu(state, t["x"], t["d"], t["A"], t["Bm"], t["Cm"], D=t["Dv"], z=t["z"], dt_bias=t["bias"],
                        dt_softplus=True, state_batch_indices=idx)
 
