@@ -70,26 +70,34 @@ def copy_gbs(dev, nbytes):
     return 2 * src.numel() * 4 / (m["median_ms"] * 1e-3) * 1e-9, m
 
 
-def cell_tensors(op, B, S, dev, gen):
-    """(inputs common to every call, the cache of S slots, mamba's state or None, slot bytes)."""
-    r = lambda *s: (torch.rand(*s, generator=gen) * 2 - 1).to(dev)  # noqa: E731
-    p = lambda *s: torch.rand(*s, generator=gen).to(dev)  # noqa: E731
+# per op: the state of one slot in chunkgen's layout and in mamba's (None: no mamba peer)
+SLOT = {"ssd_step": ((64, 128, 64), (64, 64, 128)), "sscan_step": ((5120, 16), (5120, 16)),
+        "gdr_step": ((32, 128, 128), None)}
+
+
+def slot_bytes(op):
+    return 4 * math.prod(SLOT[op][0])
+
+
+def cell_tensors(op, B, S, dev, gen, mamba):
+    """(inputs common to every call, a state cache of S slots in chunkgen's layout or, with
+    mamba, in mamba's), drawn on the device by its own generator."""
+    r = lambda *s: torch.rand(*s, generator=gen, device=dev) * 2 - 1  # noqa: E731
+    p = lambda *s: torch.rand(*s, generator=gen, device=dev)  # noqa: E731
+    cache = r(S, *SLOT[op][1 if mamba else 0])
     if op == "ssd_step":
-        H, N, P = 64, 128, 64
+        H, N, P = SLOT[op][0]
         x, dt, A = r(B, H, P), p(B, H), -p(H) - 0.5
         Bm, Cm = r(B, 1, N), r(B, 1, N)
-        ins = dict(x=x, dt=dt, A=A, Bm=Bm, Cm=Cm, zeros=torch.zeros(H, device=dev),
-                   v=(x * dt[..., None])[:, None].contiguous(),
-                   la=(dt * A)[:, None].contiguous(), q=Cm[:, None], k=Bm[:, None])
-        return ins, r(S, H, N, P), r(S, H, P, N), H * N * P * 4
+        return dict(x=x, dt=dt, A=A, Bm=Bm, Cm=Cm, zeros=torch.zeros(H, device=dev),
+                    v=(x * dt[..., None])[:, None].contiguous(), la=(dt * A)[:, None].contiguous(),
+                    q=Cm[:, None], k=Bm[:, None]), cache
     if op == "sscan_step":
-        D, N = 5120, 16
-        ins = dict(x=r(B, D), d=r(B, D), z=r(B, D), A=-p(D, N) * 1.9 - 0.1, Bm=r(B, N), Cm=r(B, N), Dv=r(D),
-                   bias=-p(D))
-        return ins, r(S, D, N), r(S, D, N), D * N * 4
-    G, H, K, V = 16, 32, 128, 128
-    ins = dict(q=r(B, 1, G, K), k=r(B, 1, G, K), v=r(B, 1, H, V), g=-0.3 * p(B, 1, H), beta=p(B, 1, H))
-    return ins, r(S, H, K, V), None, H * K * V * 4
+        D, N = SLOT[op][0]
+        return dict(x=r(B, D), d=r(B, D), z=r(B, D), A=-p(D, N) * 1.9 - 0.1, Bm=r(B, N), Cm=r(B, N), Dv=r(D),
+                    bias=-p(D)), cache
+    G, (H, K, V) = 16, SLOT[op][0]
+    return dict(q=r(B, 1, G, K), k=r(B, 1, G, K), v=r(B, 1, H, V), g=-0.3 * p(B, 1, H), beta=p(B, 1, H)), cache
 
 
 def chunkgen_call(cgt, op, t, cache, idx):
@@ -213,11 +221,11 @@ def main():
         "cells": {"ssd_step": "mamba2_h64_dk128_dv64", "sscan_step": "mamba1_d5120_n16",
                   "gdr_step": "qwen3next_g16_h32_d128"}})
     chunkgen.set_threads(0)
-    gen = torch.Generator().manual_seed(36)
+    gen = torch.Generator(device=dev).manual_seed(36)
     bad, ran, summary = [], 0, []
     for B in batches:
         for op, cell in doc.doc["config"]["cells"].items():
-            impls = [tag] + (["mamba_selective_state_update"] if op != "gdr_step" else [])
+            impls = [tag] + (["mamba_selective_state_update"] if SLOT[op][1] else [])
             for impl in impls:
                 row = doc.add({"impl": impl, "op": op, "mode": "step", "config": "%s_b%d" % (cell, B), "cell": cell,
                                "batch": B, "seq": 1, "copy_gbs": cbw})
@@ -227,11 +235,9 @@ def main():
                     doc.flush()
                     continue
                 try:
-                    _, _, _, slot = cell_tensors(op, 1, 1, torch.device("cpu"), torch.Generator())
+                    slot = slot_bytes(op)
                     sets = max(2, min(512, math.ceil(span / (B * slot)))) if gpu else 2
-                    t, cache, mstate, _ = cell_tensors(op, B, B * sets, dev, gen)
-                    state = mstate if impl.startswith("mamba") else cache
-                    del cache, mstate
+                    t, state = cell_tensors(op, B, B * sets, dev, gen, impl.startswith("mamba"))
                     idx = [torch.arange(i * B, (i + 1) * B, dtype=torch.int32, device=dev) for i in range(sets)]
                     if impl.startswith("mamba"):
                         calls = [mamba_call(ssu, op, t, state, ix) for ix in idx]
