@@ -6,8 +6,9 @@ bytes read plus written), beside mamba's Triton selective_state_update. The cell
 bench/decode.c's (bench/decode_peers.py's), one token per entry, float32 states and inputs:
 
   ssd_step    Mamba-2 H 64, G 1, d_state (dk) 128, headdim (dv) 64; mamba's
-              selective_state_update with heads (state [S, H, headdim, d_state], dt and A
-              tied over headdim) on the same math (dt x = v, dt A = log_alpha, B = k, C = q)
+              selective_state_update with heads (state [S, H, headdim, d_state], dt, A and
+              D = dt_bias = 0 tied over headdim, as Mamba-2's step calls it) on the same
+              math (dt x = v, dt A = log_alpha, B = k, C = q)
   sscan_step  Mamba-1 D 5120, N 16, dt bias, softplus, D and z; mamba's without heads
   gdr_step    Qwen3-Next G 16, H 32, dk = dv = 128, L2 norm on (no mamba peer). Until it
               has a CUDA kernel, chunkgen's `auto` runs it on the CPU through host copies or
@@ -21,8 +22,8 @@ capture fails: the row's timer says which); time per call = a replay's CUDA-even
 sets, median over replays. Bytes per call: each state read and written once, plus the
 inputs, outputs and indices. Correctness before timing: the outputs and the written slots
 against float64 (mamba's selective_state_update_ref, pinned in tests/python/refs; for
-gdr_step the op's float64 reference, chunkgen.torch.gdr on float64 CPU tensors) by max |x - ref| / max |ref| (limit 1e-4:
-float32 math).
+gdr_step the op's float64 reference, chunkgen.torch.gdr on float64 tensors) by
+max |x - ref| / max |ref| (limit 1e-4: float32 math).
 
 Without a GPU (the CI rehearsal) the same code runs on the CPU at batch 1 and 2 with 2 sets
 (mamba's Triton kernel absent: its rows say why).
