@@ -69,7 +69,10 @@ def device_block(dev):
     d = {"backend": dev.type, "torch": torch.__version__, "python": platform.python_version()}
     for m in ("triton", "fla", "mamba_ssm", "chunkgen"):
         mod = sys.modules.get(m)
+        if mod is None and m == "triton" and importlib.util.find_spec("triton"):
+            mod = importlib.import_module("triton")
         d[m + "_version"] = getattr(mod, "__version__", None) if mod else None
+        d[m + "_file"] = getattr(mod, "__file__", None) if mod else None  # which copy ran
     if dev.type == "cuda":
         p = torch.cuda.get_device_properties(dev)
         d.update(gpu=p.name, device_kind=p.name, sms=p.multi_processor_count, gpu_memory_gb=p.total_memory / 2**30,
