@@ -167,6 +167,8 @@ def main():
                         (outs, grads), row["first_call_s"] = gc.first_call(call, dev)
                         if impl.startswith("chunkgen"):
                             row["dispatch"] = chunkgen.last_dispatch()
+                            if dev.type == "cuda" and "backend=cuda" not in row["dispatch"]:
+                                raise RuntimeError("not run on the GPU: " + row["dispatch"])
                         errs = {n: err_ratio(x, ref[n]) for n, x in list(outs.items()) + list(grads.items())}
                         row["rel_rms"] = errs
                         row["rel_err"] = max(errs.values())
