@@ -99,7 +99,9 @@ for c in 1 2 3; do
       gdn | decode)
         if [ -n "$py" ]; then
           [ "$st" = ok ] && [ "${detail#no GPU}" != "$detail" ] || bad "command $c: $name is '$st $detail', expected 'ok no GPU: ...'"
-          [ -s "$out/$name-gpu.json" ] || bad "command $c: $name left no $name-gpu.json in \$OUT"
+          python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["device"] and d["config"]
+            and d["results"] and all("impl" in r and "op" in r for r in d["results"])))' "$out/$name-gpu.json" 2>/dev/null ||
+            bad "command $c: $name left no $name-gpu.json in \$OUT in the seeds' schema (device, config, results)"
         else [ "$st" != failed ] || bad "command $c: $name failed: $detail"; fi ;;
       *) [ "$st" = skipped ] && [ "${detail#no GPU}" != "$detail" ] || bad "command $c: $name is '$st $detail', expected 'skipped no GPU ...'" ;;
     esac
