@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# device-check.sh -- the GPU check: two commands, each done within 300 s on an H100 or H200,
-# every phase's result line written to $OUT the moment the phase ends (a command cut off at
-# its limit still returns every finished phase).
+# device-check.sh -- the GPU check: three commands, each done within its budget (300 s, 250 s
+# for command 3) on an H100 or H200, every phase's result line written to $OUT the moment the
+# phase ends (a command cut off at its limit still returns every finished phase).
 #
 #   bench/device-check.sh --prepare     here: stage what the GPU machine lacks into ignored
 #                                       folders of the checkout and print the device tool's
-#                                       `carry` list and the two commands
+#                                       `carry` list and the three commands
 #   OUT=DIR bench/device-check.sh [1]   there: command 1 (no argument: 1)
 #   OUT=DIR bench/device-check.sh 2     there: command 2
+#   OUT=DIR bench/device-check.sh 3     there: command 3 (after 2 it reuses 2's package)
 #
 # The GPU machine has nvcc, CMake, ninja, PyTorch, JAX, Triton, compute-sanitizer and
 # scikit-build-core, but no Lua and no jansson (no headers, no archives, no liblua at all;
 # only the linker's own libjansson.so.4), no apt and no network. --prepare copies Debian's
 # Lua 5.4 and jansson (headers, static archives for the C library, CLI and tests; shared
 # libraries for the Python modules, which cannot link Debian's non-PIC archives) into
-# bench/out/deps, and fla's and mamba_ssm's pure-Python sources (the peers) into
-# bench/out/pydeps. The build, the kernel cache and the logs live in $DEVICE_CHECK_DIR
-# (default bench/out/device, ignored, not carried): a rerun on a warm machine reuses them.
+# bench/out/deps, and the peers, pinned (fla-core 0.6.0 and einops 0.8.2 from their wheels,
+# mamba_ssm 2.3.2.post1's package from its sdist, each checked against its sha256), into
+# bench/out/pydeps. The build, the kernel cache, Triton's cache and the logs live in
+# $DEVICE_CHECK_DIR (default bench/out/device, ignored, not carried): a rerun on a warm
+# machine reuses them.
 #
 # Phases, most valuable first; each is skipped (with the reason) where it cannot run:
 #   command 1: env, build, gpu_tests (ctest -L '^gpu$': every kernel family against the
@@ -28,16 +31,22 @@
 #              under jit and grad), bench_d128 and bench_rest (the seeds' matrix, default and
 #              tuned configs), peers (fla chunk_simple_gla, mamba mamba_chunk_scan_combined on
 #              the same cells), results (the merged JSON)
+#   command 3: env, py_build (reused when command 2 built the same sources), gdn (the gated
+#              delta rule in bf16 on issue 35's three cells, fwd and fwd+bwd, against fla's
+#              tolerances: bench/peers/gpu_gdn.py), decode (the step ops at batch 1, 16, 256
+#              against a measured copy and mamba's Triton selective_state_update:
+#              bench/peers/gpu_decode.py), gdn_fla (fla's chunk_gated_delta_rule on the same
+#              cells), results (the merged JSON)
 # $OUT/summary.txt: one line per phase, `PHASE STATUS SECONDS DETAIL`, STATUS ok, skipped or
 # failed. Besides it at most 7 files (the device tool returns 8): logs.tar.gz (every phase's
 # log, rewritten after each phase), and the phases' JSON. Each phase runs under a timeout of
-# min(its cap, what is left of BUDGET_S (default 290 s) less a reserve for packing); a phase
-# that does not fit is skipped "out of time".
+# min(its cap, what is left of BUDGET_S (default 290 s; 240 s for command 3) less a reserve
+# for packing); a phase that does not fit is skipped "out of time".
 #
-# tests/perf/device_check_rehearsal.sh runs --prepare and both commands from a copy of the
-# checkout in a mount namespace that hides Lua and jansson, without network or GPU (ctest
-# device_check_rehearsal): every GPU phase must say "skipped: no GPU" and everything else
-# pass, within the limits.
+# tests/perf/device_check_rehearsal.sh runs --prepare and the three commands from a copy of
+# the checkout in a mount namespace that hides Lua and jansson, without network or GPU (ctest
+# device_check_rehearsal): every GPU phase must say "skipped: no GPU", gdn and decode run
+# their code on the CPU at small sizes, and everything else passes, within the limits.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -66,43 +75,54 @@ if [ "${1:-}" = "--prepare" ]; then
   done
   cp "$deps/lib/liblua5.4.so.0" "$deps/lib/liblua5.4.so"
   cp "$deps/lib/libjansson.so.4" "$deps/lib/libjansson.so"
-  # the peers: fla (PyPI fla-core) and mamba_ssm's Triton SSD, pure Python; from the test
-  # venv when installed there, else from a source download (pip download --no-binary)
+  # the peers, pure Python + Triton, pinned (the versions and sha256 of tests/python/refs):
+  # fla-core 0.6.0 (chunk_simple_gla, chunk_gated_delta_rule; its one requirement, einops,
+  # staged too) from their wheels, unzipped; mamba_ssm 2.3.2.post1's package and licence from
+  # its sdist (its Triton SSD and selective_state_update need no CUDA extension)
   if [ "${DEVICE_CHECK_PEERS:-1}" = 1 ]; then
+    set +e
     vpy="${CHUNKGEN_VENV:-$HOME/.cache/chunkgen-venv}/bin/python"; [ -x "$vpy" ] || vpy=python3
     mkdir -p "$pyd"
-    for spec in "fla fla-core" "mamba_ssm mamba-ssm"; do
-      set -- $spec
-      mod="$1" dist="$2" dl=""
-      src="$("$vpy" -c "import importlib.util as u; s=u.find_spec('$mod'); print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')" 2>/dev/null || true)"
-      if [ -z "$src" ] && [ ! -d "$pyd/$mod" ]; then
-        dl="$(mktemp -d)"
-        if MAMBA_SKIP_CUDA_BUILD=TRUE timeout 300 "$vpy" -m pip download -q --no-deps --no-binary :all: \
-            --no-build-isolation -d "$dl" "$dist" >/dev/null 2>&1; then
-          (cd "$dl" && for a in *.tar.gz; do tar xzf "$a"; done) || true
-          src="$(find "$dl" -mindepth 2 -maxdepth 2 -type d -name "$mod" | head -1)"
-        fi
+    dl="$(mktemp -d)"
+    while read -r mod file sha; do
+      if [ -f "$pyd/.staged-$file" ]; then echo "prepare: $file already in $pyd"; continue; fi
+      dist="${file%%-[0-9]*}" ver="${file#"$dist"-}"; ver="${ver%%-py3*}"; ver="${ver%.tar.gz}"
+      if [ "${file%.whl}" != "$file" ]; then how=(--only-binary :all:); else how=(--no-binary :all: --no-build-isolation); fi
+      MAMBA_SKIP_CUDA_BUILD=TRUE timeout 300 "$vpy" -m pip download -q --no-deps "${how[@]}" -d "$dl" \
+        "${dist//_/-}==$ver" >"$dl/pip.log" 2>&1
+      if [ ! -f "$dl/$file" ]; then echo "prepare: $file not downloadable here ($(tail -1 "$dl/pip.log")): its rows will say so"; continue; fi
+      if [ "$(sha256sum "$dl/$file" | cut -d' ' -f1)" != "$sha" ]; then echo "prepare: $file: sha256 differs from $sha: not staged"; continue; fi
+      rm -rf "${pyd:?}/$mod"
+      if [ "${file%.whl}" != "$file" ]; then
+        (cd "$pyd" && python3 -m zipfile -e "$dl/$file" .) || { echo "prepare: $file: cannot unzip"; continue; }
+      else
+        tar xzf "$dl/$file" -C "$dl" && cp -r "$dl/${file%.tar.gz}/$mod" "$pyd/" &&
+          cp "$dl/${file%.tar.gz}/LICENSE" "$pyd/$mod/LICENSE" || { echo "prepare: $file: cannot unpack"; continue; }
       fi
-      if [ -n "$src" ]; then
-        rm -rf "${pyd:?}/$mod"; cp -r "$src" "$pyd/"; echo "prepare: $mod from $src"
-        find "$pyd/$mod" -name __pycache__ -type d -prune -exec rm -rf {} +
-      elif [ -d "$pyd/$mod" ]; then echo "prepare: $mod already in $pyd"
-      else echo "prepare: $mod neither installed nor downloadable here (its peer rows will say so)"; fi
-      [ -n "$dl" ] && rm -rf "$dl"
-    done
+      : >"$pyd/.staged-$file"
+      echo "prepare: $mod from $file (sha256 ok)"
+    done <<'PINS'
+fla fla_core-0.6.0-py3-none-any.whl b0708b70e0b119cd58a0a5146ea56cb175cef6ed969d8ac60267e3e077ce3ebd
+einops einops-0.8.2-py3-none-any.whl 54058201ac7087911181bfec4af6091bb59380360f069276601256a76af08193
+mamba_ssm mamba_ssm-2.3.2.post1.tar.gz 104cc47e9101e5401a675fa2b784f2952b9b037f3b1dd83b5ac544394e95d028
+PINS
+    rm -rf "$dl"
+    find "$pyd" -name __pycache__ -type d -prune -exec rm -rf {} +
+    set -e
   fi
   du -sh "$deps" "$pyd" 2>/dev/null || true
   echo 'carry: ["bench/out/deps", "bench/out/pydeps"]'
   echo 'run 1: OUT=$OUT bash bench/device-check.sh 1   (timeout_s 320)'
   echo 'run 2: OUT=$OUT bash bench/device-check.sh 2   (timeout_s 320, at once after run 1: the machine stays warm 30 s)'
+  echo 'run 3: OUT=$OUT bash bench/device-check.sh 3   (timeout_s 270, at once after run 2)'
   exit 0
 fi
 
 # ------------------------------------------------------------------ a command (there)
 cmd="${1:-1}"
-case "$cmd" in 1 | 2) ;; *) echo "usage: $0 --prepare | [1|2]" >&2; exit 2 ;; esac
+case "$cmd" in 1 | 2 | 3) ;; *) echo "usage: $0 --prepare | [1|2|3]" >&2; exit 2 ;; esac
 t_start=$(date +%s)
-budget="${BUDGET_S:-290}"
+budget="${BUDGET_S:-$([ "$cmd" = 3 ] && echo 240 || echo 290)}"
 reserve=8 # seconds kept for the last packing
 OUT="${OUT:-$work/out-$cmd}"
 mkdir -p "$OUT" "$work"
@@ -116,6 +136,7 @@ export CHUNKGEN_CACHE_DIR="$work/cache"            # tuned configs and compiled 
 export CHUNKGEN_TEST_KCACHE="$work/cache/sweep-kernels"
 export PATH="/usr/local/cuda/bin:$PATH"
 export PYTHONUNBUFFERED=1
+export TRITON_CACHE_DIR="$work/triton-cache"       # the peers' compiled kernels: a rerun reuses them
 jobs="$(nproc 2>/dev/null || echo 4)"
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo none)"
 date_tag="$(date -u +%Y%m%d)"
@@ -164,7 +185,8 @@ pack() {
 # phase NAME CAP host|gpu FUNCTION: runs FUNCTION (a function of this script) with a timeout of
 # min(CAP, time left - reserve), its output in logs/NAME.log; the function may write a one-line
 # detail into $PHASE_DETAIL, and exit 77 for "skipped" (what it needs is missing). A gpu phase
-# without a GPU is skipped.
+# without a GPU is skipped; a cpu_too phase runs there too, its code on the CPU at small sizes
+# (the rehearsal), its cap counted as a GPU phase's.
 phase() {
   local name="$1" cap="$2" kind="$3" fn="$4" l to t0 rc st detail
   if [ "$kind" = gpu ] && [ "$has_gpu" = 0 ]; then
@@ -172,10 +194,11 @@ phase() {
     printf '%s\n' "$cap" >>"$work/gpu-caps-$cmd"
     return 0
   fi
+  [ "$kind" = cpu_too ] && [ "$has_gpu" = 0 ] && printf '%s\n' "$cap" >>"$work/gpu-caps-$cmd"
   l="$(left)"
   to=$((cap < l - reserve ? cap : l - reserve))
   if [ "$to" -lt 5 ]; then record "$name" skipped 0 "out of time (budget ${budget} s)"; return 0; fi
-  export PHASE_DETAIL="$logs/$name.detail"
+  export PHASE_DETAIL="$logs/$name.detail" PHASE_TIMEOUT="$to"
   rm -f "$PHASE_DETAIL"
   t0=$(date +%s)
   timeout -k 5 "$to" bash -c "$fn" >"$logs/$name.log" 2>&1
@@ -215,7 +238,8 @@ ph_env() {
   pyv="$("$py" - 2>&1 <<'PY'
 import importlib, sys
 out = ["python %s" % sys.version.split()[0]]
-for m in ("torch", "jax", "triton"):
+import os
+for m in ("torch", "triton") if os.environ.get("cmd") == "3" else ("torch", "jax", "triton"):  # 3 needs no JAX
     try:
         mod = importlib.import_module(m)
         extra = ""
@@ -295,15 +319,29 @@ san() {
 ph_san_memcheck() { san memcheck; }
 ph_san_racecheck() { san racecheck; }
 ph_san_synccheck() { san synccheck; }
+# the Python package's sources (what scikit-build-core builds from): py_build reuses
+# $work/py when it was installed from the same ones (command 3 after command 2, a rerun)
+src_stamp() {
+  (cd "$root" && find autotune cmake emulator generator include python runtime templates tools CMakeLists.txt \
+    pyproject.toml -type f ! -name '*.pyc' 2>/dev/null | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+}
 ph_py_build() {
   set -e
+  local stamp
+  stamp="$(src_stamp)"
+  # (the stamp is written only after the installed package imported)
+  if [ "$(cat "$work/py/.cg-stamp" 2>/dev/null)" = "$stamp" ] && [ -f "$work/py/chunkgen/torch.py" ]; then
+    echo "chunkgen reused from $work/py (sources $stamp, as installed)" >"$PHASE_DETAIL"
+    return 0
+  fi
   "$py" -c "import scikit_build_core" 2>/dev/null || { echo "no scikit-build-core for $py" >"$PHASE_DETAIL"; return 77; }
   local args=""
   for a in $CMAKE_DEPS; do args="${args:+$args;}$a"; done
   SKBUILD_CMAKE_ARGS="$args" "$py" -m pip install --no-build-isolation --no-deps --no-index --upgrade \
     --target "$work/py" "$root"
   "$py" -c "import chunkgen, chunkgen.torch; print(chunkgen.__file__)"
-  echo "chunkgen installed into $work/py ($("$py" -c 'import sys; print(sys.version.split()[0])'))" >"$PHASE_DETAIL"
+  echo "$stamp" >"$work/py/.cg-stamp"
+  echo "chunkgen installed into $work/py ($("$py" -c 'import sys; print(sys.version.split()[0])'), sources $stamp)" >"$PHASE_DETAIL"
 }
 ph_py_gpu() {
   local rc=0 t="$work/pytest-gpu.txt"
@@ -333,24 +371,54 @@ ph_peers() {
   "$py" -c "import json,sys; r=json.load(open(sys.argv[1]))['results']; print('%d peer rows' % len(r))" \
     "$work/peers-gpu.json" >"$PHASE_DETAIL"
 }
+# command 3: the GDN and decode phases (bench/peers/gpu_gdn.py, gpu_decode.py); without a GPU
+# their code runs on the CPU at small sizes (the rehearsal), fla's rows saying why not
+gpu_script() { # the JSON straight into $OUT, rewritten after each row: a phase cut off keeps its rows
+  local script="$1" json="$2"; shift 2
+  "$py" "$root/bench/peers/$script" --out "$OUT/$json" --detail "$PHASE_DETAIL" "$@"
+}
+ph_gdn() {
+  if [ "$has_gpu" = 1 ]; then gpu_script gpu_gdn.py gdn-gpu.json --impls chunkgen
+  else gpu_script gpu_gdn.py gdn-gpu.json --impls chunkgen,fla --min-time 0.02; fi
+}
+ph_decode() {
+  if [ "$has_gpu" = 1 ]; then gpu_script gpu_decode.py decode-gpu.json
+  else gpu_script gpu_decode.py decode-gpu.json --min-time 0.02; fi
+}
+# fla's first calls compile and autotune (tens of seconds a cell): the cells in order, its
+# JSON rewritten after each row, no cell started in the last 20 s of the phase's time
+ph_gdn_fla() { gpu_script gpu_gdn.py gdn-fla-gpu.json --impls fla --deadline-s "$((PHASE_TIMEOUT - 20))"; }
 ph_results() {
   set -e
   local inputs=() f g
-  for f in "$work/bench-d128.json" "$work/bench-rest.json" "$work/peers-gpu.json"; do [ -s "$f" ] && inputs+=("$f"); done
+  local files="bench-d128.json bench-rest.json peers-gpu.json" stem=results
+  [ "$cmd" = 3 ] && files="gdn-gpu.json decode-gpu.json gdn-fla-gpu.json" stem=results-gdn-decode
+  local dir="$work"
+  [ "$cmd" = 3 ] && dir="$OUT"
+  for f in $files; do [ -s "$dir/$f" ] && inputs+=("$dir/$f"); done
   [ ${#inputs[@]} -gt 0 ] || { echo "no bench rows" >"$PHASE_DETAIL"; return 77; }
   "$py" "$root/bench/merge.py" "${inputs[@]}" -o "$work/merged.json"
   g="$(echo "${gpu_name:-device}" | tr -c 'A-Za-z0-9\n' '-' | tr -s '-' | sed 's/^-//; s/-$//')"
-  cp "$work/merged.json" "$OUT/results-$g-$date_tag-$commit.json"
-  "$py" "$root/bench/summary.py" "$work/merged.json" | head -60 || true
-  echo "results-$g-$date_tag-$commit.json (${#inputs[@]} inputs)" >"$PHASE_DETAIL"
+  cp "$work/merged.json" "$OUT/$stem-$g-$date_tag-$commit.json"
+  [ "$cmd" = 3 ] || "$py" "$root/bench/summary.py" "$work/merged.json" | head -60 || true
+  echo "$stem-$g-$date_tag-$commit.json (${#inputs[@]} inputs)" >"$PHASE_DETAIL"
 }
 export -f ph_env ph_build ph_gpu_tests ph_tune san ph_san_memcheck ph_san_racecheck ph_san_synccheck ph_py_build \
-  ph_py_gpu bench_cells ph_bench_d128 ph_bench_rest ph_peers ph_results
+  ph_py_gpu bench_cells ph_bench_d128 ph_bench_rest ph_peers ph_results src_stamp gpu_script ph_gdn ph_decode ph_gdn_fla
+export cmd
 
 # ------------------------------------------------------------------ the commands
 phase env 25 host ph_env
-phase build 120 host ph_build
-if [ "$cmd" = 1 ]; then
+[ "$cmd" = 3 ] || phase build 120 host ph_build
+if [ "$cmd" = 3 ]; then
+  rm -f "$OUT"/gdn-gpu.json "$OUT"/decode-gpu.json "$OUT"/gdn-fla-gpu.json "$work"/merged.json # this run's rows only
+  phase py_build 120 host ph_py_build
+  phase gdn 75 cpu_too ph_gdn
+  phase decode 50 cpu_too ph_decode
+  phase gdn_fla 100 gpu ph_gdn_fla
+  if [ "$has_gpu" = 1 ]; then phase results 15 host ph_results
+  else record results skipped 0 "$gpu_why"; fi
+elif [ "$cmd" = 1 ]; then
   phase gpu_tests 75 gpu ph_gpu_tests
   phase tune 45 gpu ph_tune
   phase san_memcheck 20 gpu ph_san_memcheck

@@ -15,8 +15,6 @@ as torch_peers.py, whose helpers this reuses.
 usage: gpu_peers.py --matrix CHUNKGEN.json --out PEERS.json [--chunkgen PATH]
 """
 import argparse
-import importlib
-import importlib.util
 import inspect
 import json
 import math
@@ -24,11 +22,11 @@ import os
 import shutil
 import sys
 import tempfile
-import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
+import gpu_common as gc  # noqa: E402
 import torch_peers as tp  # noqa: E402
 
 
@@ -38,22 +36,7 @@ def load_fla():
 
 
 def load_mamba():
-    try:
-        from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
-    except Exception:
-        # mamba_ssm/__init__.py imports its compiled CUDA extension; the Triton SSD does not
-        # need it. Register the package without running __init__ and import the module alone.
-        spec = importlib.util.find_spec("mamba_ssm")
-        if spec is None or not spec.submodule_search_locations:
-            raise
-        for k in [k for k in sys.modules if k == "mamba_ssm" or k.startswith("mamba_ssm.")]:
-            del sys.modules[k]
-        pkg = types.ModuleType("mamba_ssm")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        sys.modules["mamba_ssm"] = pkg
-        mod = importlib.import_module("mamba_ssm.ops.triton.ssd_combined")
-        mamba_chunk_scan_combined = mod.mamba_chunk_scan_combined
-    return mamba_chunk_scan_combined
+    return gc.import_skipping_init("mamba_ssm", "ops.triton.ssd_combined").mamba_chunk_scan_combined
 
 
 def make_call(impl, fn, cell, ins):

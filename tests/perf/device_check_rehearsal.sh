@@ -5,18 +5,21 @@
 #
 # From a copy of the checkout as the device tool sends it (tracked and untracked-not-ignored
 # files: no build, no kernel cache), --prepare stages Lua and jansson (here, where they are
-# installed); then both commands run in a mount namespace whose overlays hide every file of
+# installed); then the three commands run in a mount namespace whose overlays hide every file of
 # Debian's Lua and jansson packages but the linker's own libjansson.so.4 (what the GPU
 # machine lacks), with no network (a network namespace with loopback only) and no GPU. The
 # checks:
 #   - every phase has its line in summary.txt (PHASE STATUS SECONDS DETAIL), in order;
 #   - every GPU phase is "skipped" with "no GPU" (never an error), every other phase "ok"
-#     (py_build may be skipped only when no Python with scikit-build-core was given);
+#     (py_build may be skipped only when no Python with scikit-build-core was given); command
+#     3's gdn and decode run their code on the CPU at small sizes: "ok", detail "no GPU: ...",
+#     their JSON in $OUT;
 #   - what each command leaves in $OUT obeys the device tool's return limits (at most 8
 #     plain files, each under 16 MiB, at most two folders down, names in [A-Za-z0-9._-]);
-#   - the seconds spent before the GPU phases plus the GPU phases' caps fit a command's
-#     300 s (so the real run, whose GPU phases take at most their caps, ends in time; the
-#     GPU machine builds on 16 cores, so this 2-core measurement is the pessimistic one).
+#   - the seconds spent before the GPU phases plus the GPU phases' caps (gdn's and decode's
+#     too) fit a command's 300 s (250 s for command 3) (so the real run, whose GPU phases
+#     take at most their caps, ends in time; the GPU machine builds on 16 cores, so this
+#     2-core measurement is the pessimistic one).
 # PYTHON: the interpreter for py_build (default: the test venv's, when it has
 # scikit-build-core). Exit 77 (skipped) without root, mount namespaces or overlayfs: then
 # nothing could be hidden and the rehearsal would prove nothing.
@@ -64,7 +67,7 @@ unshare -m -n --propagation private bash -c '
   for f in $(cat "$tmp/hidden.txt"); do [ -e "$f" ] && { echo "still visible: $f"; exit 3; }; done
   ! curl -s -m 3 https://pypi.org >/dev/null 2>&1 || { echo "the network is reachable"; exit 3; }
   cd "$tmp/src"
-  for c in 1 2; do
+  for c in 1 2 3; do
     OUT="$tmp/out$c" DEVICE_CHECK_DIR="$tmp/work" PYTHON="${py:-python3}" bash bench/device-check.sh $c \
       >"$tmp/cmd$c.log" 2>&1
     echo "$?" >"$tmp/rc$c"
@@ -74,12 +77,13 @@ unshare -m -n --propagation private bash -c '
 # 4. the checks
 fail=0
 bad() { echo "device_check_rehearsal: FAILED: $*"; fail=1; }
-for c in 1 2; do
+for c in 1 2 3; do
   out="$tmp/out$c"
   echo "== command $c (exit $(cat "$tmp/rc$c" 2>/dev/null)):"
   sed 's/^/   | /' "$out/summary.txt" 2>/dev/null || { bad "command $c wrote no summary.txt"; tail -20 "$tmp/cmd$c.log"; continue; }
   if [ "$c" = 1 ]; then want="env build gpu_tests tune san_memcheck san_racecheck san_synccheck"
-  else want="env build py_build py_gpu bench_d128 bench_rest peers results"; fi
+  elif [ "$c" = 2 ]; then want="env build py_build py_gpu bench_d128 bench_rest peers results"
+  else want="env py_build gdn decode gdn_fla results"; fi
   got="$(awk '{print $1}' "$out/summary.txt" | tr '\n' ' ' | sed 's/ $//')"
   [ "$got" = "$want" ] || bad "command $c phases: '$got', expected '$want'"
   grep -vE '^[a-z0-9_]+ (ok|skipped|failed) [0-9]+ ' "$out/summary.txt" | grep -q . &&
@@ -92,12 +96,21 @@ for c in 1 2; do
         if [ -n "$py" ]; then [ "$st" = ok ] || bad "command $c: py_build is $st: $detail"
         else [ "$st" != failed ] || bad "command $c: py_build failed: $detail"; fi
         pre=$((pre + secs)) ;;
+      gdn | decode)
+        if [ -n "$py" ]; then
+          [ "$st" = ok ] && [ "${detail#no GPU}" != "$detail" ] || bad "command $c: $name is '$st $detail', expected 'ok no GPU: ...'"
+          python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not (d["device"] and d["config"]
+            and d["results"] and all("impl" in r and "op" in r for r in d["results"])))' "$out/$name-gpu.json" 2>/dev/null ||
+            bad "command $c: $name left no $name-gpu.json in \$OUT in the seeds' schema (device, config, results)"
+        else [ "$st" != failed ] || bad "command $c: $name failed: $detail"; fi ;;
       *) [ "$st" = skipped ] && [ "${detail#no GPU}" != "$detail" ] || bad "command $c: $name is '$st $detail', expected 'skipped no GPU ...'" ;;
     esac
   done <"$out/summary.txt"
   caps=$(awk '{s += $1} END {print s + 0}' "$tmp/work/gpu-caps-$c" 2>/dev/null || echo 0)
-  echo "   $pre s before the GPU phases + $caps s of GPU phase caps = $((pre + caps)) s (a command has 300 s)"
-  [ $((pre + caps)) -le 300 ] || bad "command $c: $pre s before the GPU phases leaves less than the GPU phases' $caps s"
+  limit=300
+  [ "$c" = 3 ] && limit=250
+  echo "   $pre s before the GPU phases + $caps s of GPU phase caps = $((pre + caps)) s (a command has $limit s)"
+  [ $((pre + caps)) -le $limit ] || bad "command $c: $pre s before the GPU phases leaves less than the GPU phases' $caps s"
   n=$(find "$out" -type f | wc -l)
   [ "$n" -le 8 ] || bad "command $c left $n files in \$OUT (at most 8)"
   find "$out" ! -type f ! -type d | grep -q . && bad "command $c left links or special files in \$OUT"
