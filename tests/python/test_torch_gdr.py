@@ -1,8 +1,9 @@
 """chunkgen.torch.gdr (the gated delta rule, #35) against a float64 PyTorch loop of fla's
 recurrence (MATH_GDN.md 4.1; gdr_loop.py) differentiated by autograd: forward and every
 gradient, grouped heads, both layouts, the L2 norm on and off, a given scale, varlen,
-float32 and 16-bit inputs; torch.compile(fullgraph=True), opcheck, fake tensors, vmap; and, when the
-math brief's oracle (../shared/math_check_gdn.py) is beside the checkout, against it."""
+float32 and 16-bit inputs; torch.compile(fullgraph=True), opcheck, fake tensors, vmap;
+and, when the math brief's oracle (../shared/math_check_gdn.py) is beside the checkout,
+against it."""
 import contextlib
 import io
 import os
