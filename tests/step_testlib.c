@@ -21,6 +21,39 @@ cg_tbuf cg_step_idx_buf(int ndim, const int64_t *shape, const int64_t *vals) {
 
 size_t cg_step_bytes(const cg_tbuf *b) { return (size_t)b->count * cg_dtype_size(b->t.dtype); }
 
+cg_tbuf cg_step_gather(const cg_tbuf *cache0, int64_t B, const int64_t *slots) {
+    int64_t sh[CG_MAX_DIMS];
+    for (int i = 0; i < cache0->t.ndim; i++) sh[i] = cache0->t.shape[i];
+    sh[0] = B;
+    cg_tbuf h0 = cg_tbuf_new(cache0->t.dtype, cache0->t.ndim, sh);
+    const size_t row = cg_step_bytes(cache0) / (size_t)cache0->t.shape[0];
+    for (int64_t b = 0; b < B; b++)
+        if (slots[b] >= 0) memcpy((char *)h0.mem + b * row, (const char *)cache0->mem + slots[b] * row, row);
+    return h0;
+}
+
+void cg_step_check_slots(const char *what, int64_t B, const int64_t *slots, const cg_tbuf *out, const cg_tbuf *out_ref,
+                         const cg_tbuf *cache, const cg_tbuf *hT, const cg_tbuf *cache0, double tol) {
+    for (int64_t b = 0; b < B; b++) {
+        if (slots[b] < 0) {
+            CG_CHECK(cg_step_rows_zero(out, b), "%s: padding entry %lld: outputs not zero", what, (long long)b);
+            continue;
+        }
+        const double eo = cg_step_rows_err(out, b, out_ref, b), eh = cg_step_rows_err(cache, slots[b], hT, b);
+        CG_CHECK(eo <= tol && eh <= tol, "%s: entry %lld: output err %.3g, state err %.3g (want <= %g)", what,
+                 (long long)b, eo, eh, tol);
+    }
+    const int64_t S = cache->t.shape[0];
+    const size_t row = cg_step_bytes(cache) / (size_t)S;
+    for (int64_t s = 0; s < S; s++) {
+        int named = 0;
+        for (int64_t b = 0; b < B; b++) named |= slots[b] == s;
+        if (!named)
+            CG_CHECK(!memcmp((const char *)cache->mem + s * row, (const char *)cache0->mem + s * row, row),
+                     "%s: slot %lld changed", what, (long long)s);
+    }
+}
+
 cg_tbuf cg_step_rand(cg_rng *r, cg_dtype dt, int ndim, const int64_t *shape, double lo, double hi) {
     cg_tbuf b = cg_tbuf_new(dt, ndim, shape);
     cg_tbuf_fill(&b, r, lo, hi);

@@ -9,6 +9,15 @@
 cg_tensor cg_step_token(const cg_tbuf *b, int64_t t);
 /* A CG_I32 buffer of the given shape holding vals. */
 cg_tbuf cg_step_idx_buf(int ndim, const int64_t *shape, const int64_t *vals);
+/* The rows of cache0 [S, ...] that slots[B] name, as a [B, ...] buffer of its dtype (a
+ * padding entry, slot < 0: zeros): the states a step call's entries start from. */
+cg_tbuf cg_step_gather(const cg_tbuf *cache0, int64_t B, const int64_t *slots);
+/* Step calls over tokens against the chunked forward from cg_step_gather's states: entry b
+ * (slot slots[b] of the cache) has its outputs, out's rows b, within tol of out_ref's and
+ * its slot's state in cache within tol of hT's row b; a padding entry's outputs are all
+ * zero; every slot no entry names is bit-identical to cache0's. what names the run. */
+void cg_step_check_slots(const char *what, int64_t B, const int64_t *slots, const cg_tbuf *out, const cg_tbuf *out_ref,
+                         const cg_tbuf *cache, const cg_tbuf *hT, const cg_tbuf *cache0, double tol);
 /* Bytes of a buffer's elements. */
 size_t cg_step_bytes(const cg_tbuf *b);
 /* A buffer filled uniformly in [lo, hi). */

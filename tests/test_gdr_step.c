@@ -84,33 +84,17 @@ static void gdr_consistency(cg_backend be, int l2, double scale) {
         prefix[t] = copy_of(&cache);
     }
     /* the chunked forward from h0 = the slots' states (zero for the padding entry) */
-    cg_tbuf h0 = cg_tbuf_new(CG_F32, 4, (int64_t[]){GB, GH, GDK, GDV}), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
+    cg_tbuf h0 = cg_step_gather(&d.cache0, GB, k_gslots), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
     cg_tbuf of = cg_tbuf_new(CG_F32, 4, o.t.shape);
-    for (int b = 0; b < GB; b++)
-        if (k_gslots[b] >= 0)
-            memcpy((float *)h0.mem + b * GSTATE, (float *)d.cache0.mem + k_gslots[b] * GSTATE, GSTATE * sizeof(float));
     cg_gdr_fwd_args f = CG_GDR_FWD_ARGS_INIT;
     f.q = d.q.t, f.k = d.k.t, f.v = d.v.t, f.g = d.g.t, f.beta = d.beta.t, f.h0 = h0.t, f.o = of.t, f.hT = hT.t;
     f.scale = scale, f.use_qk_l2norm = l2;
     cg_exec fx = CG_EXEC_INIT;
     fx.backend = CG_BACKEND_CPU;
     CG_CHECK_OK(ctx, cg_gdr_fwd(ctx, &f, &fx));
-    for (int b = 0; b < GB; b++) {
-        if (k_gslots[b] < 0) {
-            CG_CHECK(cg_step_rows_zero(&o, b), "%s: padding entry %d: outputs not zero", bn, b);
-            continue;
-        }
-        double eo = cg_step_rows_err(&o, b, &of, b), eh = cg_step_rows_err(&cache, k_gslots[b], &hT, b);
-        CG_CHECK(eo <= 1e-5 && eh <= 1e-5, "%s l2=%d: entry %d: o err %.3g, state err %.3g (want <= 1e-5)", bn, l2, b,
-                 eo, eh);
-    }
-    for (int s = 0; s < GS; s++) { /* slots no entry names: bit-identical */
-        int named = 0;
-        for (int b = 0; b < GB; b++) named |= k_gslots[b] == s;
-        if (!named)
-            CG_CHECK(!memcmp((float *)cache.mem + s * GSTATE, (float *)d.cache0.mem + s * GSTATE, GSTATE * sizeof(float)),
-                     "%s: slot %d changed", bn, s);
-    }
+    char what[64];
+    snprintf(what, sizeof what, "%s l2=%d", bn, l2);
+    cg_step_check_slots(what, GB, k_gslots, &o, &of, &cache, &hT, &d.cache0, 1e-5);
     /* one call of T tokens: the same outputs and final states */
     cg_tbuf cache2 = copy_of(&d.cache0), o2 = cg_tbuf_new(CG_F32, 4, o.t.shape);
     cg_gdr_step_args a2 = gdr_args(&d, 0, GT, &cache2, &idx, NULL, o2.t);

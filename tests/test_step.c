@@ -71,33 +71,14 @@ static void ssd_consistency(cg_backend be) {
         memcpy(prefix[t].mem, cache.mem, cg_step_bytes(&cache));
     }
     /* the chunked forward from h0 = the slots' states (zero for the padding entry) */
-    cg_tbuf h0 = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, SH, SDK, SDV}), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
+    cg_tbuf h0 = cg_step_gather(&d.cache0, SB, k_slots), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
     cg_tbuf of = cg_tbuf_new(CG_F32, 4, o.t.shape);
-    const size_t state = (size_t)SH * SDK * SDV * sizeof(float);
-    for (int b = 0; b < SB; b++)
-        if (k_slots[b] >= 0) memcpy((float *)h0.mem + b * SH * SDK * SDV, (float *)d.cache0.mem + k_slots[b] * SH * SDK * SDV, state);
     cg_ssd_fwd_args f = CG_SSD_FWD_ARGS_INIT;
     f.q = d.q.t, f.k = d.k.t, f.v = d.v.t, f.log_alpha = d.la.t, f.h0 = h0.t, f.o = of.t, f.hT = hT.t;
     cg_exec fx = CG_EXEC_INIT;
     fx.backend = CG_BACKEND_CPU;
     CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &f, &fx));
-    for (int b = 0; b < SB; b++) {
-        if (k_slots[b] < 0) {
-            CG_CHECK(cg_step_rows_zero(&o, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
-            continue;
-        }
-        double eo = cg_step_rows_err(&o, b, &of, b), eh = cg_step_rows_err(&cache, k_slots[b], &hT, b);
-        CG_CHECK(eo <= 1e-5 && eh <= 1e-5, "%s: entry %d: o err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
-                 b, eo, eh);
-    }
-    /* slots no entry names: bit-identical */
-    for (int s = 0; s < SS; s++) {
-        int named = 0;
-        for (int b = 0; b < SB; b++) named |= k_slots[b] == s;
-        if (!named)
-            CG_CHECK(!memcmp((float *)cache.mem + s * SH * SDK * SDV, (float *)d.cache0.mem + s * SH * SDK * SDV, state),
-                     "%s: slot %d changed", cg_backend_name(be), s);
-    }
+    cg_step_check_slots(cg_backend_name(be), SB, k_slots, &o, &of, &cache, &hT, &d.cache0, 1e-5);
     /* one call of T tokens: the same outputs and final states */
     cg_tbuf cache2 = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o2 = cg_tbuf_new(CG_F32, 4, o.t.shape);
     memcpy(cache2.mem, d.cache0.mem, cg_step_bytes(&cache2));
@@ -114,6 +95,7 @@ static void ssd_consistency(cg_backend be) {
     /* slots 0, 3, 7 hold the states entries 0, 2, 3 start from above (3, 0, 7) */
     memcpy(cache3.mem, d.cache0.mem, cg_step_bytes(&cache3));
     const int64_t from[SB] = {3, -1, 0, 7};
+    const size_t state = (size_t)SH * SDK * SDV * sizeof(float);
     for (int b = 0; b < SB; b++)
         if (src[b] >= 0) memcpy((float *)cache3.mem + src[b] * SH * SDK * SDV, (float *)d.cache0.mem + from[b] * SH * SDK * SDV, state);
     cg_ssd_step_args a3 = ssd_args(&d, 0, ST, &cache3, &isrc, &dst, &o3);
@@ -308,33 +290,15 @@ static void sscan_consistency(cg_backend be) {
         CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
     }
     /* the chunked forward from h0 = the slots' states */
-    const size_t state = (size_t)XD * XN * sizeof(float);
-    cg_tbuf h0 = cg_tbuf_new(CG_F32, 3, (int64_t[]){XB, XD, XN}), hT = cg_tbuf_new(CG_F32, 3, h0.t.shape);
+    cg_tbuf h0 = cg_step_gather(&d.cache0, XB, k_slots), hT = cg_tbuf_new(CG_F32, 3, h0.t.shape);
     cg_tbuf yf = cg_tbuf_new(CG_F32, 3, y.t.shape);
-    for (int b = 0; b < XB; b++)
-        if (k_slots[b] >= 0) memcpy((float *)h0.mem + b * XD * XN, (float *)d.cache0.mem + k_slots[b] * XD * XN, state);
     cg_sscan_fwd_args f = CG_SSCAN_FWD_ARGS_INIT;
     f.x = d.x.t, f.delta = d.delta.t, f.A = d.A.t, f.B = d.Bm.t, f.C = d.Cm.t, f.D = d.D.t, f.z = d.z.t;
     f.delta_bias = d.bias.t, f.delta_softplus = 1, f.h0 = h0.t, f.y = yf.t, f.hT = hT.t;
     cg_exec fx = CG_EXEC_INIT;
     fx.backend = CG_BACKEND_CPU;
     CG_CHECK_OK(ctx, cg_sscan_fwd(ctx, &f, &fx));
-    for (int b = 0; b < XB; b++) {
-        if (k_slots[b] < 0) {
-            CG_CHECK(cg_step_rows_zero(&y, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
-            continue;
-        }
-        double ey = cg_step_rows_err(&y, b, &yf, b), eh = cg_step_rows_err(&cache, k_slots[b], &hT, b);
-        CG_CHECK(ey <= 1e-5 && eh <= 1e-5, "%s: entry %d: y err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
-                 b, ey, eh);
-    }
-    for (int s = 0; s < XS; s++) {
-        int named = 0;
-        for (int b = 0; b < XB; b++) named |= k_slots[b] == s;
-        if (!named)
-            CG_CHECK(!memcmp((float *)cache.mem + s * XD * XN, (float *)d.cache0.mem + s * XD * XN, state),
-                     "%s: slot %d changed", cg_backend_name(be), s);
-    }
+    cg_step_check_slots(cg_backend_name(be), XB, k_slots, &y, &yf, &cache, &hT, &d.cache0, 1e-5);
     /* one call of L tokens, each token's state to its own slot: the last ones equal the above */
     const int64_t dv[XB * XL] = {-1, -1, -1, -1, 1, 0, 0, 0, 0, 0, -1, -1, 2, -1, 4, -1, -1, -1, -1, 7};
     cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){XB, XL}, dv);
@@ -347,6 +311,7 @@ static void sscan_consistency(cg_backend be) {
     for (int b = 0; b < XB; b++)
         if (last[b][0] >= 0)
             CG_CHECK(cg_step_rows_err(&cache2, last[b][1], &cache, last[b][0]) <= 1e-6, "%s: entry %d: dst state", cg_backend_name(be), b);
+    const size_t state = (size_t)XD * XN * sizeof(float);
     CG_CHECK(!memcmp((float *)cache2.mem + 3 * XD * XN, (float *)d.cache0.mem + 3 * XD * XN, state),
              "%s: a slot read but not in dst_indices was written", cg_backend_name(be));
     /* bad input: a slot written twice, a cache of another dtype: refused, the cache untouched */
