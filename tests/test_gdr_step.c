@@ -135,34 +135,23 @@ CG_TEST(step_gdr_consistency_ref_l2norm) { gdr_consistency(CG_BACKEND_REF, 1, 0)
 CG_TEST(step_gdr_consistency_emulate) { gdr_consistency(CG_BACKEND_EMULATE, 0, 0.3); }
 CG_TEST(step_gdr_consistency_emulate_l2norm) { gdr_consistency(CG_BACKEND_EMULATE, 1, 0); }
 
+/* Every token of d (cg_step_check_backends). */
+static cg_status gdr_all_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
+                              const cg_exec *ex) {
+    cg_gdr_step_args a = gdr_args(d, 0, GT, cache, idx, dst, o->t);
+    return cg_gdr_step(ctx, &a, ex);
+}
+
 /* A bfloat16 cache (and bf16 q, k, v, beta, o) on the cpu and emulate against the float64
  * reference. */
 CG_TEST(step_gdr_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {9};
     gdr_data d = gdr_data_new(&r, CG_BF16, 1, 0);
-    cg_tbuf *half[] = {&d.q, &d.k, &d.v, &d.beta};
-    for (int i = 0; i < 4; i++) {
-        cg_tbuf x = cg_tbuf_new(CG_BF16, half[i]->t.ndim, half[i]->t.shape);
-        cg_tbuf_copy(&x, half[i]);
-        cg_tbuf_free(half[i]);
-        *half[i] = x;
-    }
+    cg_step_retype((cg_tbuf *const[]){&d.q, &d.k, &d.v, &d.beta}, 4, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_gslots);
-    cg_tbuf c[3], o[3];
-    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
-    for (int i = 0; i < 3; i++) {
-        c[i] = copy_of(&d.cache0);
-        o[i] = cg_tbuf_new(CG_BF16, 4, (int64_t[]){GB, GT, GH, GDV});
-        cg_exec ex = CG_EXEC_INIT;
-        ex.backend = bes[i];
-        cg_gdr_step_args a = gdr_args(&d, 0, GT, &c[i], &idx, NULL, o[i].t);
-        CG_CHECK_OK(ctx, cg_gdr_step(ctx, &a, &ex));
-    }
-    for (int i = 1; i < 3; i++)
-        CG_CHECK(cg_rel_err(&o[i], &o[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: o %.3g, cache %.3g",
-                 cg_backend_name(bes[i]), cg_rel_err(&o[i], &o[0]), cg_rel_err(&c[i], &c[0]));
-    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
+    cg_step_check_backends(ctx, gdr_all_call, &d, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){GB, GT, GH, GDV}, 1e-2,
+                           "gdr bf16");
     cg_tbuf_free(&idx);
     gdr_data_free(&d);
     cg_context_free(ctx);

@@ -120,34 +120,22 @@ CG_TEST(step_ssd_consistency_ref) { ssd_consistency(CG_BACKEND_REF); }
 /* the generated kernel (templates/ssd_step.cu) under the SIMT emulator */
 CG_TEST(step_ssd_consistency_emulate) { ssd_consistency(CG_BACKEND_EMULATE); }
 
-/* A bfloat16 cache (and bf16 q, k, v, o) on the cpu against the float64 reference. */
+/* Every token of d (cg_step_check_backends). */
+static cg_status ssd_all_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
+                              const cg_exec *ex) {
+    cg_ssd_step_args a = ssd_args(d, 0, ST, cache, idx, dst, o);
+    return cg_ssd_step(ctx, &a, ex);
+}
+
+/* A bfloat16 cache (and bf16 q, k, v, o) on the cpu and emulated against the reference. */
 CG_TEST(step_ssd_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {7};
     ssd_data d = ssd_data_new(&r, CG_BF16);
-    cg_tbuf *half[] = {&d.q, &d.v};
-    for (int i = 0; i < 2; i++) {
-        cg_tbuf x = cg_tbuf_new(CG_BF16, 4, half[i]->t.shape);
-        cg_tbuf_copy(&x, half[i]);
-        cg_tbuf_free(half[i]);
-        *half[i] = x;
-    }
+    cg_step_retype((cg_tbuf *const[]){&d.q, &d.v}, 2, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){SB}, k_slots);
-    cg_tbuf c[3], o[3];
-    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
-    for (int i = 0; i < 3; i++) {
-        c[i] = cg_tbuf_new(CG_BF16, 4, d.cache0.t.shape);
-        memcpy(c[i].mem, d.cache0.mem, cg_step_bytes(&c[i]));
-        o[i] = cg_tbuf_new(CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV});
-        cg_exec ex = CG_EXEC_INIT;
-        ex.backend = bes[i];
-        cg_ssd_step_args a = ssd_args(&d, 0, ST, &c[i], &idx, NULL, &o[i]);
-        CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a, &ex));
-    }
-    for (int i = 1; i < 3; i++)
-        CG_CHECK(cg_rel_err(&o[i], &o[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: o %.3g, cache %.3g",
-                 cg_backend_name(bes[i]), cg_rel_err(&o[i], &o[0]), cg_rel_err(&c[i], &c[0]));
-    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
+    cg_step_check_backends(ctx, ssd_all_call, &d, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV}, 1e-2,
+                           "ssd bf16");
     cg_tbuf_free(&idx);
     ssd_data_free(&d);
     cg_context_free(ctx);
@@ -337,34 +325,21 @@ CG_TEST(step_sscan_consistency_cpu) { sscan_consistency(CG_BACKEND_CPU); }
 CG_TEST(step_sscan_consistency_ref) { sscan_consistency(CG_BACKEND_REF); }
 CG_TEST(step_sscan_consistency_emulate) { sscan_consistency(CG_BACKEND_EMULATE); }
 
-/* A bfloat16 cache with bf16 x, delta, B, C, z, y on the cpu against the float64 reference. */
+/* Every token of d (cg_step_check_backends). */
+static cg_status sscan_all_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *y,
+                                const cg_exec *ex) {
+    cg_sscan_step_args a = sscan_args(d, 0, XL, cache, idx, dst, y->t);
+    return cg_sscan_step(ctx, &a, ex);
+}
+
+/* A bfloat16 cache with bf16 x, delta, B, C, z, y on the cpu and emulated against the reference. */
 CG_TEST(step_sscan_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {8};
     sscan_data d = sscan_data_new(&r, CG_BF16);
-    cg_tbuf *half[] = {&d.x, &d.delta, &d.Bm, &d.Cm, &d.z};
-    for (int i = 0; i < 5; i++) {
-        cg_tbuf x = cg_tbuf_new(CG_BF16, half[i]->t.ndim, half[i]->t.shape);
-        cg_tbuf_copy(&x, half[i]);
-        cg_tbuf_free(half[i]);
-        *half[i] = x;
-    }
+    cg_step_retype((cg_tbuf *const[]){&d.x, &d.delta, &d.Bm, &d.Cm, &d.z}, 5, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){XB}, k_slots);
-    cg_tbuf c[3], y[3];
-    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
-    for (int i = 0; i < 3; i++) {
-        c[i] = cg_tbuf_new(CG_BF16, 3, d.cache0.t.shape);
-        memcpy(c[i].mem, d.cache0.mem, cg_step_bytes(&c[i]));
-        y[i] = cg_tbuf_new(CG_BF16, 3, d.x.t.shape);
-        cg_exec ex = CG_EXEC_INIT;
-        ex.backend = bes[i];
-        cg_sscan_step_args a = sscan_args(&d, 0, XL, &c[i], &idx, NULL, y[i].t);
-        CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
-    }
-    for (int i = 1; i < 3; i++)
-        CG_CHECK(cg_rel_err(&y[i], &y[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: y %.3g, cache %.3g",
-                 cg_backend_name(bes[i]), cg_rel_err(&y[i], &y[0]), cg_rel_err(&c[i], &c[0]));
-    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&y[i]);
+    cg_step_check_backends(ctx, sscan_all_call, &d, &d.cache0, &idx, CG_BF16, 3, d.x.t.shape, 1e-2, "sscan bf16");
     cg_tbuf_free(&idx);
     sscan_data_free(&d);
     cg_context_free(ctx);
