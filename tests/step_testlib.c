@@ -105,7 +105,8 @@ void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void
             const cg_step_bad *k = &cg_step_bad_cases[i];
             cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){CG_STEP_BAD_B}, k->src);
             cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){CG_STEP_BAD_B, 1}, k->dst);
-            CG_CHECK_REFUSED(ctx, call(ctx, data, cache, &idx, k->use_dst ? &dst : NULL, o, &ex), CG_EINVAL, k->word, k->what);
+            CG_CHECK_REFUSED(ctx, call(ctx, data, 1, cache, &idx, k->use_dst ? &dst : NULL, o, &ex), CG_EINVAL, k->word,
+                             k->what);
             CG_CHECK(!memcmp(cache->mem, cache0->mem, cg_step_bytes(cache)), "%s on %s: the cache changed", k->what,
                      cg_backend_name(bes[be]));
             cg_tbuf_free(&idx), cg_tbuf_free(&dst);
@@ -113,8 +114,9 @@ void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void
     }
 }
 
-void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *data, const cg_tbuf *cache0,
-                            cg_tbuf *idx, cg_dtype odt, int ondim, const int64_t *oshape, double tol, const char *what) {
+void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *data, int64_t n,
+                            const cg_tbuf *cache0, cg_tbuf *idx, cg_dtype odt, int ondim, const int64_t *oshape,
+                            double tol, const char *what) {
     static const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
     cg_tbuf c[3], o[3];
     for (int i = 0; i < 3; i++) {
@@ -123,7 +125,7 @@ void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *d
         o[i] = cg_tbuf_new(odt, ondim, oshape);
         cg_exec ex = CG_EXEC_INIT;
         ex.backend = bes[i];
-        CG_CHECK_OK(ctx, call(ctx, data, &c[i], idx, NULL, &o[i], &ex));
+        CG_CHECK_OK(ctx, call(ctx, data, n, &c[i], idx, NULL, &o[i], &ex));
     }
     for (int i = 1; i < 3; i++) {
         const double eo = cg_rel_err(&o[i], &o[0]), ec = cg_rel_err(&c[i], &c[0]);

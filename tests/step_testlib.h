@@ -40,20 +40,22 @@ typedef struct cg_step_bad {
 } cg_step_bad;
 extern const cg_step_bad cg_step_bad_cases[];
 extern const int cg_step_nbad;
-/* One step call of the caller's data (one token, 4 entries) on cache into o, with the
- * index buffers given (dst NULL: no dst_indices), on ex. */
-typedef cg_status (*cg_step_call_fn)(cg_context *ctx, const void *data, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
-                                     cg_tbuf *o, const cg_exec *ex);
-/* call (every token of data) on the reference, the cpu and emulate, each on a copy of
- * cache0 with state_indices idx into a fresh output of dtype odt and shape (ondim, oshape):
- * the cpu's and emulate's outputs and caches within tol of the reference's. what labels a
+/* One step call of the caller's data (its first n tokens) on cache into o, with the index
+ * buffers given (dst NULL: no dst_indices), on ex. */
+typedef cg_status (*cg_step_call_fn)(cg_context *ctx, const void *data, int64_t n, cg_tbuf *cache, cg_tbuf *idx,
+                                     cg_tbuf *dst, cg_tbuf *o, const cg_exec *ex);
+/* call (n tokens of data) on the reference, the cpu and emulate, each on a copy of cache0
+ * with state_indices idx into a fresh output of dtype odt and shape (ondim, oshape): the
+ * cpu's and emulate's outputs and caches within tol of the reference's. what labels a
  * failure. */
-void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *data, const cg_tbuf *cache0,
-                            cg_tbuf *idx, cg_dtype odt, int ondim, const int64_t *oshape, double tol, const char *what);
+void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *data, int64_t n,
+                            const cg_tbuf *cache0, cg_tbuf *idx, cg_dtype odt, int ondim, const int64_t *oshape,
+                            double tol, const char *what);
 /* Each of bufs[n] converted in place to dtype dt (its values rounded once). */
 void cg_step_retype(cg_tbuf *const *bufs, int n, cg_dtype dt);
-/* Every cg_step_bad_cases entry through call on the cpu, ref and emulate backends: refused
- * with CG_EINVAL and a message naming the entry, cache bit-identical to cache0 afterwards. */
+/* Every cg_step_bad_cases entry through call (one token, 4 entries) on the cpu, ref and
+ * emulate backends: refused with CG_EINVAL and a message naming the entry, cache
+ * bit-identical to cache0 afterwards. */
 void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void *data, cg_tbuf *cache,
                                const cg_tbuf *cache0, cg_tbuf *o);
 

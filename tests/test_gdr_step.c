@@ -135,10 +135,10 @@ CG_TEST(step_gdr_consistency_ref_l2norm) { gdr_consistency(CG_BACKEND_REF, 1, 0)
 CG_TEST(step_gdr_consistency_emulate) { gdr_consistency(CG_BACKEND_EMULATE, 0, 0.3); }
 CG_TEST(step_gdr_consistency_emulate_l2norm) { gdr_consistency(CG_BACKEND_EMULATE, 1, 0); }
 
-/* Every token of d (cg_step_check_backends). */
-static cg_status gdr_all_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
-                              const cg_exec *ex) {
-    cg_gdr_step_args a = gdr_args(d, 0, GT, cache, idx, dst, o->t);
+/* The first n tokens of d (cg_step_check_backends, cg_step_check_bad_indices). */
+static cg_status gdr_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                          cg_tbuf *o, const cg_exec *ex) {
+    cg_gdr_step_args a = gdr_args(d, 0, n, cache, idx, dst, o->t);
     return cg_gdr_step(ctx, &a, ex);
 }
 
@@ -150,18 +150,11 @@ CG_TEST(step_gdr_bf16_cache) {
     gdr_data d = gdr_data_new(&r, CG_BF16, 1, 0);
     cg_step_retype((cg_tbuf *const[]){&d.q, &d.k, &d.v, &d.beta}, 4, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_gslots);
-    cg_step_check_backends(ctx, gdr_all_call, &d, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){GB, GT, GH, GDV}, 1e-2,
+    cg_step_check_backends(ctx, gdr_call, &d, GT, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){GB, GT, GH, GDV}, 1e-2,
                            "gdr bf16");
     cg_tbuf_free(&idx);
     gdr_data_free(&d);
     cg_context_free(ctx);
-}
-
-/* One token of d (cg_step_check_bad_indices). */
-static cg_status gdr_bad_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
-                              const cg_exec *ex) {
-    cg_gdr_step_args a = gdr_args(d, 0, 1, cache, idx, dst, o->t);
-    return cg_gdr_step(ctx, &a, ex);
 }
 
 /* Bad input: refused before anything is written. */
@@ -170,7 +163,7 @@ CG_TEST(step_gdr_bad_input) {
     cg_rng r = {6};
     gdr_data d = gdr_data_new(&r, CG_F32, 0, 0);
     cg_tbuf cache = copy_of(&d.cache0), o = cg_tbuf_new(CG_F32, 4, (int64_t[]){GB, 1, GH, GDV});
-    cg_step_check_bad_indices(ctx, gdr_bad_call, &d, &cache, &d.cache0, &o);
+    cg_step_check_bad_indices(ctx, gdr_call, &d, &cache, &d.cache0, &o);
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = CG_BACKEND_EMULATE; /* refused before the kernel runs, as on the other backends */
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_gslots);

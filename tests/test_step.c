@@ -120,10 +120,10 @@ CG_TEST(step_ssd_consistency_ref) { ssd_consistency(CG_BACKEND_REF); }
 /* the generated kernel (templates/ssd_step.cu) under the SIMT emulator */
 CG_TEST(step_ssd_consistency_emulate) { ssd_consistency(CG_BACKEND_EMULATE); }
 
-/* Every token of d (cg_step_check_backends). */
-static cg_status ssd_all_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
-                              const cg_exec *ex) {
-    cg_ssd_step_args a = ssd_args(d, 0, ST, cache, idx, dst, o);
+/* The first n tokens of d (cg_step_check_backends, cg_step_check_bad_indices). */
+static cg_status ssd_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                          cg_tbuf *o, const cg_exec *ex) {
+    cg_ssd_step_args a = ssd_args(d, 0, n, cache, idx, dst, o);
     return cg_ssd_step(ctx, &a, ex);
 }
 
@@ -134,18 +134,11 @@ CG_TEST(step_ssd_bf16_cache) {
     ssd_data d = ssd_data_new(&r, CG_BF16);
     cg_step_retype((cg_tbuf *const[]){&d.q, &d.v}, 2, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){SB}, k_slots);
-    cg_step_check_backends(ctx, ssd_all_call, &d, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV}, 1e-2,
+    cg_step_check_backends(ctx, ssd_call, &d, ST, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV}, 1e-2,
                            "ssd bf16");
     cg_tbuf_free(&idx);
     ssd_data_free(&d);
     cg_context_free(ctx);
-}
-
-/* One token of d (cg_step_check_bad_indices). */
-static cg_status ssd_bad_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
-                              const cg_exec *ex) {
-    cg_ssd_step_args a = ssd_args(d, 0, 1, cache, idx, dst, o);
-    return cg_ssd_step(ctx, &a, ex);
 }
 
 /* Bad input: refused before anything is written. */
@@ -155,7 +148,7 @@ CG_TEST(step_ssd_bad_input) {
     ssd_data d = ssd_data_new(&r, CG_F32);
     cg_tbuf cache = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, 1, SH, SDV});
     memcpy(cache.mem, d.cache0.mem, cg_step_bytes(&cache));
-    cg_step_check_bad_indices(ctx, ssd_bad_call, &d, &cache, &d.cache0, &o);
+    cg_step_check_bad_indices(ctx, ssd_call, &d, &cache, &d.cache0, &o);
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = CG_BACKEND_REF;
     /* the cache's shape and dtype, the indices' dtype */
@@ -325,10 +318,10 @@ CG_TEST(step_sscan_consistency_cpu) { sscan_consistency(CG_BACKEND_CPU); }
 CG_TEST(step_sscan_consistency_ref) { sscan_consistency(CG_BACKEND_REF); }
 CG_TEST(step_sscan_consistency_emulate) { sscan_consistency(CG_BACKEND_EMULATE); }
 
-/* Every token of d (cg_step_check_backends). */
-static cg_status sscan_all_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *y,
-                                const cg_exec *ex) {
-    cg_sscan_step_args a = sscan_args(d, 0, XL, cache, idx, dst, y->t);
+/* The first n tokens of d (cg_step_check_backends). */
+static cg_status sscan_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                            cg_tbuf *y, const cg_exec *ex) {
+    cg_sscan_step_args a = sscan_args(d, 0, n, cache, idx, dst, y->t);
     return cg_sscan_step(ctx, &a, ex);
 }
 
@@ -339,7 +332,7 @@ CG_TEST(step_sscan_bf16_cache) {
     sscan_data d = sscan_data_new(&r, CG_BF16);
     cg_step_retype((cg_tbuf *const[]){&d.x, &d.delta, &d.Bm, &d.Cm, &d.z}, 5, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){XB}, k_slots);
-    cg_step_check_backends(ctx, sscan_all_call, &d, &d.cache0, &idx, CG_BF16, 3, d.x.t.shape, 1e-2, "sscan bf16");
+    cg_step_check_backends(ctx, sscan_call, &d, XL, &d.cache0, &idx, CG_BF16, 3, d.x.t.shape, 1e-2, "sscan bf16");
     cg_tbuf_free(&idx);
     sscan_data_free(&d);
     cg_context_free(ctx);
