@@ -114,5 +114,8 @@ void cg_tbuf_set(cg_tbuf *b, const int64_t *idx, double v);
 void cg_tbuf_copy(cg_tbuf *dst, const cg_tbuf *src);
 /* max|a - ref| / max|ref| over the shape (ref max 0 -> absolute error). */
 double cg_rel_err(const cg_tbuf *a, const cg_tbuf *ref);
+/* sqrt(mean((a - ref)^2)) / (sqrt(mean(ref^2)) + 1e-8): fla's error ratio (its tests'
+ * get_err_ratio / assert_close); NaN in a -> INFINITY. */
+double cg_rms_err(const cg_tbuf *a, const cg_tbuf *ref);
 
 #endif

@@ -56,3 +56,25 @@ cg_status gdr_case_run(cg_context *ctx, dtt_prob *p, const cg_tbuf *cu, const gd
     ex.config = cfg;
     return cg_run(ctx, p->d->op, args, &ex);
 }
+
+void gdr_check_fla_rms(const dtt_prob *p, const dtt_prob *r, const char *what) {
+    static const struct {
+        const char *name;
+        double tol;
+    } fla[] = {{"o", 5e-3},  {"hT", 5e-3},  {"dq", 8e-3},    {"dk", 8e-3},
+               {"dv", 8e-3}, {"dh0", 8e-3}, {"dbeta", 2e-2}, {"dg", 2e-2}};
+    const cg_dtype dt = p->t[dtt_idx(p, "q")].t.dtype;
+    if (dt != CG_BF16 && dt != CG_F16) return;
+    char line[256];
+    int n = snprintf(line, sizeof line, "  %s: fla rms", what);
+    for (size_t k = 0; k < sizeof fla / sizeof fla[0]; k++) {
+        int i = -1;
+        for (int j = 0; j < p->d->nt; j++)
+            if (p->d->t[j].role == CG_TD_OUT && !strcmp(p->d->t[j].name, fla[k].name)) i = j;
+        if (i < 0 || !p->t[i].t.data) continue;
+        const double err = cg_rms_err(&p->t[i], &r->t[i]);
+        CG_CHECK(err <= fla[k].tol, "%s: %s relative rms err %.3g > fla's %.0e", what, fla[k].name, err, fla[k].tol);
+        if (n < (int)sizeof line) n += snprintf(line + n, sizeof line - (size_t)n, " %s %.2e", fla[k].name, err);
+    }
+    printf("%s\n", line);
+}

@@ -1,7 +1,6 @@
 /* gdr_testlib.h -- the gated delta rule's test cases built from the op table (test_dtype_lib.h):
- * one case struct, its problem and its run, shared by test_gdr.c (cpu backend),
- * test_gdr_gen.c (generated kernels under the emulator) and test_gdr_cpu_half.c (the
- * chunked CPU path). */
+ * one case struct, its problem and its run, shared by test_gdr.c (cpu backend, the chunked
+ * path) and test_gdr_gen.c (generated kernels under the emulator). */
 #ifndef GDR_TESTLIB_H
 #define GDR_TESTLIB_H
 
@@ -35,5 +34,10 @@ void *gdr_case_args(dtt_prob *p, const cg_tbuf *cu, const gdr_case *c);
 /* p on backend be with the case's options, config pinned to cfg (NULL: the default). */
 cg_status gdr_case_run(cg_context *ctx, dtt_prob *p, const cg_tbuf *cu, const gdr_case *c, cg_backend be,
                        const char *cfg);
+/* fla's own accuracy check for 16-bit inputs (its tests' assert_close: the relative RMS
+ * error cg_rms_err against the reference r on the same rounded inputs): o and hT within
+ * 5e-3, dq, dk, dv and dh0 within 8e-3, dbeta and dg within 2e-2; printed, output by output,
+ * after `what`. Nothing is checked when q is float32 or float64 (dtt_check_outputs holds those). */
+void gdr_check_fla_rms(const dtt_prob *p, const dtt_prob *r, const char *what);
 
 #endif

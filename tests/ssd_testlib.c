@@ -115,11 +115,37 @@ void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks) {
     ks->flags = flags;
 }
 
+/* s's outputs, in this order, with their names; the first two the forward's. */
+#define SSDT_NOUT 7
+static const char *const k_out_names[SSDT_NOUT] = {"o", "hT", "dq", "dk", "dv", "dla", "dh0"};
+static void outputs(ssdt_set *s, cg_tbuf *out[SSDT_NOUT]) {
+    cg_tbuf *all[SSDT_NOUT] = {&s->o, &s->hT, &s->dq, &s->dk, &s->dv, &s->dla, &s->dh0};
+    memcpy(out, all, sizeof all);
+}
+static int out_of(int i, int which) { return (which & (i < 2 ? SSDT_FWD : SSDT_BWD)) != 0; }
+
 void ssdt_poison_outputs(ssdt_set *s, int which) {
-    cg_tbuf *out[] = {&s->o, &s->hT, &s->dq, &s->dk, &s->dv, &s->dla, &s->dh0};
+    cg_tbuf *out[SSDT_NOUT];
+    outputs(s, out);
     uint64_t seed = 7;
-    for (int i = 0; i < 7; i++)
-        if (which & (i < 2 ? SSDT_FWD : SSDT_BWD)) cg_tbuf_fill(out[i], &(cg_rng){seed++}, 1e3, 2e3);
+    for (int i = 0; i < SSDT_NOUT; i++)
+        if (out_of(i, which)) cg_tbuf_fill(out[i], &(cg_rng){seed++}, 1e3, 2e3);
+}
+
+const char *ssdt_again_differs(cg_context *ctx, ssdt_set *s, ssdt_dims d, int which,
+                               cg_status (*again)(cg_context *, ssdt_set *, const void *), const void *arg) {
+    ssdt_set keep;
+    ssdt_set_alloc(&keep, d, CG_F32, which);
+    cg_tbuf *out[SSDT_NOUT], *kept[SSDT_NOUT];
+    outputs(s, out), outputs(&keep, kept);
+    for (int i = 0; i < SSDT_NOUT; i++)
+        if (out_of(i, which)) cg_tbuf_copy(kept[i], out[i]);
+    const char *diff = NULL;
+    CG_CHECK_OK(ctx, again(ctx, s, arg));
+    for (int i = 0; i < SSDT_NOUT && !diff; i++)
+        if (out_of(i, which) && cg_rel_err(out[i], kept[i]) != 0) diff = k_out_names[i];
+    ssdt_set_free(&keep);
+    return diff;
 }
 
 const char *ssdt_dims_str(ssdt_dims d, char *buf, size_t len) {

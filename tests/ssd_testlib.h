@@ -50,6 +50,11 @@ void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks);
 /* Poison the outputs of `which` (SSDT_FWD: o hT; SSDT_BWD: dq dk dv dla dh0; uniform in
  * [1e3, 2e3) from seeds 7, 8, ... in that order) so a kernel that skips an element fails. */
 void ssdt_poison_outputs(ssdt_set *s, int which);
+/* The outputs of `which` of s (dims d, float32) kept, again(ctx, s, arg) run (a failure
+ * when it does not return CG_OK), and the name of the first output of `which` whose values
+ * it changed; NULL: the same values. */
+const char *ssdt_again_differs(cg_context *ctx, ssdt_set *s, ssdt_dims d, int which,
+                               cg_status (*again)(cg_context *, ssdt_set *, const void *), const void *arg);
 /* "B=%lld T=%lld G=%lld H=%lld dk=%lld dv=%lld" of d in buf; returns buf. */
 const char *ssdt_dims_str(ssdt_dims d, char *buf, size_t len);
 /* 1 when a call with config (NULL: the default) on d returned CG_OK, else a test failure
@@ -87,7 +92,8 @@ void ssdt_run_default(const ssdt_space *sp, double tol);
 /* A test's cases over its shapes of type SHAPE (whose first member is `ssdt_dims d`):
  * `tcase` holds a problem in F32 (for the kernels) and its F64 reference, computed by
  * the test's RUN(ctx, set, shape, CG_BACKEND_REF, NULL), for the directions WHICH;
- * case_new(ctx, case, shape, seed) makes one and case_free frees it. */
+ * case_new(ctx, case, shape, seed) makes one and case_free frees it; check_again(ctx, case,
+ * i) runs the default config again (emulated) and checks every output of WHICH bit for bit. */
 #define SSDT_CASES(SHAPE, RUN, WHICH)                                                                          \
     typedef struct tcase {                                                                                     \
         SHAPE c;                                                                                               \
@@ -101,6 +107,14 @@ void ssdt_run_default(const ssdt_space *sp, double tol);
     static void case_free(tcase *g) {                                                                          \
         ssdt_set_free(&g->f);                                                                                  \
         ssdt_set_free(&g->d);                                                                                  \
+    }                                                                                                          \
+    static cg_status run_default_emu(cg_context *ctx, ssdt_set *s, const void *c) {                            \
+        return RUN(ctx, s, (const SHAPE *)c, CG_BACKEND_EMULATE, NULL);                                        \
+    }                                                                                                          \
+    /* The default config's second call (the plan table's) gives the same bits: deterministic. */            \
+    static void check_again(cg_context *ctx, tcase *g, int i) {                                                \
+        const char *diff = ssdt_again_differs(ctx, &g->f, g->c.d, WHICH, run_default_emu, &g->c);              \
+        CG_CHECK(!diff, "second run differs: %s (shape %d)", diff ? diff : "", i);                             \
     }
 
 /* A test's run_space(prec, be) and run_default() over its `k_shapes[NSHAPES]`

@@ -21,6 +21,39 @@ cg_tbuf cg_step_idx_buf(int ndim, const int64_t *shape, const int64_t *vals) {
 
 size_t cg_step_bytes(const cg_tbuf *b) { return (size_t)b->count * cg_dtype_size(b->t.dtype); }
 
+cg_tbuf cg_step_gather(const cg_tbuf *cache0, int64_t B, const int64_t *slots) {
+    int64_t sh[CG_MAX_DIMS];
+    for (int i = 0; i < cache0->t.ndim; i++) sh[i] = cache0->t.shape[i];
+    sh[0] = B;
+    cg_tbuf h0 = cg_tbuf_new(cache0->t.dtype, cache0->t.ndim, sh);
+    const size_t row = cg_step_bytes(cache0) / (size_t)cache0->t.shape[0];
+    for (int64_t b = 0; b < B; b++)
+        if (slots[b] >= 0) memcpy((char *)h0.mem + b * row, (const char *)cache0->mem + slots[b] * row, row);
+    return h0;
+}
+
+void cg_step_check_slots(const char *what, int64_t B, const int64_t *slots, const cg_tbuf *out, const cg_tbuf *out_ref,
+                         const cg_tbuf *cache, const cg_tbuf *hT, const cg_tbuf *cache0, double tol) {
+    for (int64_t b = 0; b < B; b++) {
+        if (slots[b] < 0) {
+            CG_CHECK(cg_step_rows_zero(out, b), "%s: padding entry %lld: outputs not zero", what, (long long)b);
+            continue;
+        }
+        const double eo = cg_step_rows_err(out, b, out_ref, b), eh = cg_step_rows_err(cache, slots[b], hT, b);
+        CG_CHECK(eo <= tol && eh <= tol, "%s: entry %lld: output err %.3g, state err %.3g (want <= %g)", what,
+                 (long long)b, eo, eh, tol);
+    }
+    const int64_t S = cache->t.shape[0];
+    const size_t row = cg_step_bytes(cache) / (size_t)S;
+    for (int64_t s = 0; s < S; s++) {
+        int named = 0;
+        for (int64_t b = 0; b < B; b++) named |= slots[b] == s;
+        if (!named)
+            CG_CHECK(!memcmp((const char *)cache->mem + s * row, (const char *)cache0->mem + s * row, row),
+                     "%s: slot %lld changed", what, (long long)s);
+    }
+}
+
 cg_tbuf cg_step_rand(cg_rng *r, cg_dtype dt, int ndim, const int64_t *shape, double lo, double hi) {
     cg_tbuf b = cg_tbuf_new(dt, ndim, shape);
     cg_tbuf_fill(&b, r, lo, hi);
@@ -72,10 +105,41 @@ void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void
             const cg_step_bad *k = &cg_step_bad_cases[i];
             cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){CG_STEP_BAD_B}, k->src);
             cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){CG_STEP_BAD_B, 1}, k->dst);
-            CG_CHECK_REFUSED(ctx, call(ctx, data, cache, &idx, k->use_dst ? &dst : NULL, o, &ex), CG_EINVAL, k->word, k->what);
+            CG_CHECK_REFUSED(ctx, call(ctx, data, 1, cache, &idx, k->use_dst ? &dst : NULL, o, &ex), CG_EINVAL, k->word,
+                             k->what);
             CG_CHECK(!memcmp(cache->mem, cache0->mem, cg_step_bytes(cache)), "%s on %s: the cache changed", k->what,
                      cg_backend_name(bes[be]));
             cg_tbuf_free(&idx), cg_tbuf_free(&dst);
         }
+    }
+}
+
+void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *data, int64_t n,
+                            const cg_tbuf *cache0, cg_tbuf *idx, cg_dtype odt, int ondim, const int64_t *oshape,
+                            double tol, const char *what) {
+    static const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
+    cg_tbuf c[3], o[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = cg_tbuf_new(cache0->t.dtype, cache0->t.ndim, cache0->t.shape);
+        memcpy(c[i].mem, cache0->mem, cg_step_bytes(&c[i]));
+        o[i] = cg_tbuf_new(odt, ondim, oshape);
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = bes[i];
+        CG_CHECK_OK(ctx, call(ctx, data, n, &c[i], idx, NULL, &o[i], &ex));
+    }
+    for (int i = 1; i < 3; i++) {
+        const double eo = cg_rel_err(&o[i], &o[0]), ec = cg_rel_err(&c[i], &c[0]);
+        CG_CHECK(eo <= tol && ec <= tol, "%s on %s: outputs %.3g, cache %.3g (want <= %g)", what,
+                 cg_backend_name(bes[i]), eo, ec, tol);
+    }
+    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
+}
+
+void cg_step_retype(cg_tbuf *const *bufs, int n, cg_dtype dt) {
+    for (int i = 0; i < n; i++) {
+        cg_tbuf x = cg_tbuf_new(dt, bufs[i]->t.ndim, bufs[i]->t.shape);
+        cg_tbuf_copy(&x, bufs[i]);
+        cg_tbuf_free(bufs[i]);
+        *bufs[i] = x;
     }
 }

@@ -9,6 +9,15 @@
 cg_tensor cg_step_token(const cg_tbuf *b, int64_t t);
 /* A CG_I32 buffer of the given shape holding vals. */
 cg_tbuf cg_step_idx_buf(int ndim, const int64_t *shape, const int64_t *vals);
+/* The rows of cache0 [S, ...] that slots[B] name, as a [B, ...] buffer of its dtype (a
+ * padding entry, slot < 0: zeros): the states a step call's entries start from. */
+cg_tbuf cg_step_gather(const cg_tbuf *cache0, int64_t B, const int64_t *slots);
+/* Step calls over tokens against the chunked forward from cg_step_gather's states: entry b
+ * (slot slots[b] of the cache) has its outputs, out's rows b, within tol of out_ref's and
+ * its slot's state in cache within tol of hT's row b; a padding entry's outputs are all
+ * zero; every slot no entry names is bit-identical to cache0's. what names the run. */
+void cg_step_check_slots(const char *what, int64_t B, const int64_t *slots, const cg_tbuf *out, const cg_tbuf *out_ref,
+                         const cg_tbuf *cache, const cg_tbuf *hT, const cg_tbuf *cache0, double tol);
 /* Bytes of a buffer's elements. */
 size_t cg_step_bytes(const cg_tbuf *b);
 /* A buffer filled uniformly in [lo, hi). */
@@ -31,12 +40,22 @@ typedef struct cg_step_bad {
 } cg_step_bad;
 extern const cg_step_bad cg_step_bad_cases[];
 extern const int cg_step_nbad;
-/* One step call of the caller's data (one token, 4 entries) on cache into o, with the
- * index buffers given (dst NULL: no dst_indices), on ex. */
-typedef cg_status (*cg_step_call_fn)(cg_context *ctx, const void *data, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
-                                     cg_tbuf *o, const cg_exec *ex);
-/* Every cg_step_bad_cases entry through call on the cpu, ref and emulate backends: refused
- * with CG_EINVAL and a message naming the entry, cache bit-identical to cache0 afterwards. */
+/* One step call of the caller's data (its first n tokens) on cache into o, with the index
+ * buffers given (dst NULL: no dst_indices), on ex. */
+typedef cg_status (*cg_step_call_fn)(cg_context *ctx, const void *data, int64_t n, cg_tbuf *cache, cg_tbuf *idx,
+                                     cg_tbuf *dst, cg_tbuf *o, const cg_exec *ex);
+/* call (n tokens of data) on the reference, the cpu and emulate, each on a copy of cache0
+ * with state_indices idx into a fresh output of dtype odt and shape (ondim, oshape): the
+ * cpu's and emulate's outputs and caches within tol of the reference's. what labels a
+ * failure. */
+void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *data, int64_t n,
+                            const cg_tbuf *cache0, cg_tbuf *idx, cg_dtype odt, int ondim, const int64_t *oshape,
+                            double tol, const char *what);
+/* Each of bufs[n] converted in place to dtype dt (its values rounded once). */
+void cg_step_retype(cg_tbuf *const *bufs, int n, cg_dtype dt);
+/* Every cg_step_bad_cases entry through call (one token, 4 entries) on the cpu, ref and
+ * emulate backends: refused with CG_EINVAL and a message naming the entry, cache
+ * bit-identical to cache0 afterwards. */
 void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void *data, cg_tbuf *cache,
                                const cg_tbuf *cache0, cg_tbuf *o);
 

@@ -22,19 +22,21 @@ typedef struct conf_case {
 /* T = 1; T not a multiple of any chunk; dk, dv not powers of two; G > 1 with G < H; both
  * layouts; grouped and ungrouped B/C; options on and off. */
 static const conf_case k_cases[] = {
-    {"ssd_t1", "ssd", 1, 1, 1, 1, 8, 8, 0, 0, 0, 1},
-    {"ssd_g2h4_dk7_dv40_head", "ssd", 2, 37, 2, 4, 7, 40, 0, 0, 1, 1},
-    {"ssd_dk48_dv40_t130_bare", "ssd", 1, 130, 1, 2, 48, 40, 0, 0, 0, 0},
-    {"sscan_l1", "sscan", 1, 1, 1, 0, 0, 0, 4, 3, 0, 1},
-    {"sscan_l37_d6_n5_bare", "sscan", 2, 37, 1, 0, 0, 0, 6, 5, 0, 0},
-    {"sscan_l97_g2_grouped", "sscan", 2, 97, 2, 0, 0, 0, 8, 4, 0, 1},
-    {"gdr_t1", "gdr", 1, 1, 1, 1, 8, 8, 0, 0, 0, 1},
-    {"gdr_g2h6_dk48_dv40_t37_head", "gdr", 2, 37, 2, 6, 48, 40, 0, 0, 1, 1},
-    {"gdr_dk7_dv5_t130_bare", "gdr", 1, 130, 1, 2, 7, 5, 0, 0, 0, 0},
-    {"lru_l1", "lru", 1, 1, 1, 0, 0, 0, 4, 0, 0, 1},
-    {"lru_l37_d37_head", "lru", 2, 37, 1, 0, 0, 0, 37, 0, 1, 1},
-    {"lru_l130_d5_bare", "lru", 1, 130, 1, 0, 0, 0, 5, 0, 0, 0},
-    {"lru_l33_d200_blocks", "lru", 3, 33, 1, 0, 0, 0, 200, 0, 0, 1},
+    {.name = "ssd_t1", .family = "ssd", .B = 1, .T = 1, .G = 1, .H = 1, .dk = 8, .dv = 8, .all = 1},
+    {.name = "ssd_g2h4_dk7_dv40_head", .family = "ssd", .B = 2, .T = 37, .G = 2, .H = 4, .dk = 7, .dv = 40, .hm = 1,
+     .all = 1},
+    {.name = "ssd_dk48_dv40_t130_bare", .family = "ssd", .B = 1, .T = 130, .G = 1, .H = 2, .dk = 48, .dv = 40},
+    {.name = "sscan_l1", .family = "sscan", .B = 1, .T = 1, .G = 1, .D = 4, .N = 3, .all = 1},
+    {.name = "sscan_l37_d6_n5_bare", .family = "sscan", .B = 2, .T = 37, .G = 1, .D = 6, .N = 5},
+    {.name = "sscan_l97_g2_grouped", .family = "sscan", .B = 2, .T = 97, .G = 2, .D = 8, .N = 4, .all = 1},
+    {.name = "gdr_t1", .family = "gdr", .B = 1, .T = 1, .G = 1, .H = 1, .dk = 8, .dv = 8, .all = 1},
+    {.name = "gdr_g2h6_dk48_dv40_t37_head", .family = "gdr", .B = 2, .T = 37, .G = 2, .H = 6, .dk = 48, .dv = 40,
+     .hm = 1, .all = 1},
+    {.name = "gdr_dk7_dv5_t130_bare", .family = "gdr", .B = 1, .T = 130, .G = 1, .H = 2, .dk = 7, .dv = 5},
+    {.name = "lru_l1", .family = "lru", .B = 1, .T = 1, .G = 1, .D = 4, .all = 1},
+    {.name = "lru_l37_d37_head", .family = "lru", .B = 2, .T = 37, .G = 1, .D = 37, .hm = 1, .all = 1},
+    {.name = "lru_l130_d5_bare", .family = "lru", .B = 1, .T = 130, .G = 1, .D = 5},
+    {.name = "lru_l33_d200_blocks", .family = "lru", .B = 3, .T = 33, .G = 1, .D = 200, .all = 1},
 };
 
 typedef cg_args_any conf_args; /* any op's args struct (op_list.h) */

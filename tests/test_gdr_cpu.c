@@ -9,13 +9,30 @@
 
 #include <math.h>
 
+typedef struct range {
+    double lo, hi;
+    int set; /* 0: the default range */
+} range;
+#define RANGE(lo, hi) {lo, hi, 1}
+
+/* A case names what differs from the default: B 1, h0, dhT and the L2 norm on, beta in
+ * [0.1, 0.9], g in [-0.5, -0.01], token-major, the default chunk. */
 typedef struct gcase {
     const char *name;
     int64_t B, T, G, H, dk, dv;
-    int head_major, h0, dhT, l2;
-    double beta_lo, beta_hi, g_lo, g_hi;
-    int chunk; /* 0: default */
+    int head_major, no_h0, no_dhT, no_l2;
+    range beta, g;
+    int chunk;
 } gcase;
+
+/* c with its defaults filled in. */
+static gcase gcase_full(const gcase *c) {
+    gcase f = *c;
+    if (!f.B) f.B = 1;
+    if (!f.beta.set) f.beta = (range)RANGE(0.1, 0.9);
+    if (!f.g.set) f.g = (range)RANGE(-0.5, -0.01);
+    return f;
+}
 
 /* One problem's float32 buffers and views. */
 typedef struct gset {
@@ -44,20 +61,21 @@ static float *fill(int64_t n, cg_rng *r, double lo, double hi) {
     return x;
 }
 
-static void gset_make(gset *s, const gcase *c, uint64_t seed) {
+static void gset_make(gset *s, const gcase *in, uint64_t seed) {
     memset(s, 0, sizeof *s);
-    s->c = *c;
+    s->c = gcase_full(in);
+    const gcase *c = &s->c;
     cg_rng r = {seed};
     const int64_t nq = c->B * c->T * c->G * c->dk, nv = c->B * c->T * c->H * c->dv, na = c->B * c->T * c->H,
                   ns = c->B * c->H * c->dk * c->dv;
     /* without the op's L2 norm the keys come in with norms in [0.5, 1] (as a caller
      * passes normalised keys), so that the recurrence stays contractive */
-    const double amp = c->l2 ? 1.0 : 1.0 / sqrt((double)c->dk);
+    const double amp = !c->no_l2 ? 1.0 : 1.0 / sqrt((double)c->dk);
     s->q = fill(nq, &r, -1, 1), s->k = fill(nq, &r, -amp, amp), s->v = fill(nv, &r, -1, 1);
-    s->g = fill(na, &r, c->g_lo, c->g_hi), s->beta = fill(na, &r, c->beta_lo, c->beta_hi);
-    s->h0 = c->h0 ? fill(ns, &r, -1, 1) : NULL;
-    s->dout = fill(nv, &r, -1, 1), s->dhT = c->dhT ? fill(ns, &r, -1, 1) : NULL;
-    if (!c->l2)
+    s->g = fill(na, &r, c->g.lo, c->g.hi), s->beta = fill(na, &r, c->beta.lo, c->beta.hi);
+    s->h0 = !c->no_h0 ? fill(ns, &r, -1, 1) : NULL;
+    s->dout = fill(nv, &r, -1, 1), s->dhT = !c->no_dhT ? fill(ns, &r, -1, 1) : NULL;
+    if (c->no_l2)
         for (int64_t i = 0; i < nq / c->dk; i++) {
             double n2 = 0;
             float *x = s->k + i * c->dk;
@@ -67,11 +85,11 @@ static void gset_make(gset *s, const gcase *c, uint64_t seed) {
         }
     s->o = calloc((size_t)nv, 4), s->hT = calloc((size_t)ns, 4);
     s->dq = calloc((size_t)nq, 4), s->dk = calloc((size_t)nq, 4), s->dv = calloc((size_t)nv, 4);
-    s->dg = calloc((size_t)na, 4), s->dbeta = calloc((size_t)na, 4), s->dh0 = c->h0 ? calloc((size_t)ns, 4) : NULL;
+    s->dg = calloc((size_t)na, 4), s->dbeta = calloc((size_t)na, 4), s->dh0 = !c->no_h0 ? calloc((size_t)ns, 4) : NULL;
 
     cg_gdr_prob *p = &s->p;
     p->B = c->B, p->T = c->T, p->G = c->G, p->H = c->H, p->dk = c->dk, p->dv = c->dv;
-    p->dtype = CG_F32, p->scale = 1.0 / sqrt((double)c->dk), p->l2norm = c->l2;
+    p->dtype = CG_F32, p->scale = 1.0 / sqrt((double)c->dk), p->l2norm = !c->no_l2;
     int64_t sq[4], sv[4], sa[4], ss[4] = {c->H * c->dk * c->dv, c->dk * c->dv, c->dv, 1};
     strides4(c, c->G, c->dk, sq), strides4(c, c->H, c->dv, sv), strides3(c, sa);
     p->q = view(s->q, sq), p->k = view(s->k, sq), p->v = view(s->v, sv), p->g = view(s->g, sa);
@@ -79,6 +97,20 @@ static void gset_make(gset *s, const gcase *c, uint64_t seed) {
     p->dout = view(s->dout, sv), p->dhT = view(s->dhT, ss);
     p->grad_q = view(s->dq, sq), p->grad_k = view(s->dk, sq), p->grad_v = view(s->dv, sv);
     p->grad_g = view(s->dg, sa), p->grad_beta = view(s->dbeta, sa), p->grad_h0 = view(s->dh0, ss);
+}
+
+/* The outputs, in this order. */
+enum { NOUT = 8 };
+static const char *const k_out[NOUT] = {"o", "hT", "dq", "dk", "dv", "dg", "dbeta", "dh0"};
+
+/* s's outputs in k_out's order and their lengths (0: not computed). */
+static void gset_outs(const gset *s, const float *x[NOUT], int64_t n[NOUT]) {
+    const gcase *c = &s->c;
+    const int64_t nq = c->B * c->T * c->G * c->dk, nv = c->B * c->T * c->H * c->dv, na = c->B * c->T * c->H,
+                  ns = c->B * c->H * c->dk * c->dv;
+    const float *xs[NOUT] = {s->o, s->hT, s->dq, s->dk, s->dv, s->dg, s->dbeta, s->dh0};
+    const int64_t ns_[NOUT] = {nv, ns, nq, nq, nv, na, na, !c->no_h0 ? ns : 0};
+    memcpy(x, xs, sizeof xs), memcpy(n, ns_, sizeof ns_);
 }
 
 static void gset_free(gset *s) {
@@ -242,17 +274,15 @@ static double check_case(cg_context *ctx, const gcase *c, double tol) {
     CG_CHECK_OK(ctx, run_both(ctx, &s, config));
     gref R;
     gref_run(&s, &R);
-    const int64_t nq = c->B * c->T * c->G * c->dk, nv = c->B * c->T * c->H * c->dv, na = c->B * c->T * c->H,
-                  ns = c->B * c->H * c->dk * c->dv;
-    struct { const char *name; const float *x; const double *r; int64_t n; } cmp[] = {
-        {"o", s.o, R.o, nv},      {"hT", s.hT, R.hT, ns},     {"dq", s.dq, R.dq, nq},
-        {"dk", s.dk, R.dk, nq},   {"dv", s.dv, R.dv, nv},     {"dg", s.dg, R.dg, na},
-        {"dbeta", s.dbeta, R.dbeta, na}, {"dh0", s.dh0, R.dh0, c->h0 ? ns : 0}};
+    const float *x[NOUT];
+    int64_t n[NOUT];
+    gset_outs(&s, x, n);
+    const double *r[NOUT] = {R.o, R.hT, R.dq, R.dk, R.dv, R.dg, R.dbeta, R.dh0};
     double worst = 0;
-    for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++) {
-        if (!cmp[i].n) continue;
-        const double e = rel_err(cmp[i].x, cmp[i].r, cmp[i].n);
-        CG_CHECK(e <= tol, "%s: %s rel err %.3g > %.1g", c->name, cmp[i].name, e, tol);
+    for (int i = 0; i < NOUT; i++) {
+        if (!n[i]) continue;
+        const double e = rel_err(x[i], r[i], n[i]);
+        CG_CHECK(e <= tol, "%s: %s rel err %.3g > %.1g", c->name, k_out[i], e, tol);
         if (!(e <= worst)) worst = e;
     }
     gref_free(&R);
@@ -260,27 +290,25 @@ static double check_case(cg_context *ctx, const gcase *c, double tol) {
     return worst;
 }
 
-#define GB(lo, hi) lo, hi
 static const gcase k_cases[] = {
-    /* name            B  T    G  H  dk   dv  hm h0 dhT l2 beta         g                chunk */
-    {"T1_grouped",     2, 1,   2, 6, 48,  40, 0, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-    {"T63_head",       1, 63,  2, 6, 48,  40, 1, 0, 0, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-    {"T64",            1, 64,  2, 6, 48,  40, 0, 1, 1, 0, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-    {"T65_head",       2, 65,  2, 6, 48,  40, 1, 1, 0, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-    {"T200",           1, 200, 2, 6, 48,  40, 0, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-    {"T200_noh0_nol2", 1, 200, 1, 2, 48,  40, 0, 0, 1, 0, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-    {"dk7_dv5",        1, 130, 1, 3, 7,   5,  0, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-    {"d128",           1, 150, 1, 2, 128, 128, 0, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-    {"beta_near0",     1, 130, 2, 4, 48,  40, 0, 1, 1, 1, GB(0.0, 0.01), GB(-0.5, -0.01), 0},
-    {"beta_near1",     1, 130, 2, 4, 48,  40, 1, 1, 1, 1, GB(0.99, 1.0), GB(-0.5, -0.01), 0},
-    {"beta_near2",     1, 130, 2, 4, 48,  40, 0, 1, 1, 1, GB(1.95, 1.999), GB(-0.5, -0.01), 0},
-    {"g0",             1, 100, 1, 2, 32,  32, 0, 1, 1, 1, GB(0.1, 0.9), GB(0.0, 0.0), 0},
-    {"g_underflow",    1, 100, 1, 2, 32,  32, 0, 1, 1, 1, GB(0.1, 0.9), GB(-25.0, -15.0), 0},
-    {"chunk16",        1, 75,  2, 6, 48,  40, 1, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 16},
-    {"chunk32_dk130",  1, 70,  1, 1, 130, 24, 0, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 32},
-    {"chunk1",         1, 9,   1, 2, 20,  12, 1, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 1},
-    {"chunk7",         1, 30,  2, 4, 20,  12, 0, 1, 1, 1, GB(0.1, 1.9), GB(-0.5, -0.01), 7},
-    {"d256_chunk128",  1, 140, 1, 1, 256, 256, 0, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 128},
+    {.name = "T1_grouped", .B = 2, .T = 1, .G = 2, .H = 6, .dk = 48, .dv = 40},
+    {.name = "T63_head", .T = 63, .G = 2, .H = 6, .dk = 48, .dv = 40, .head_major = 1, .no_h0 = 1, .no_dhT = 1},
+    {.name = "T64", .T = 64, .G = 2, .H = 6, .dk = 48, .dv = 40, .no_l2 = 1},
+    {.name = "T65_head", .B = 2, .T = 65, .G = 2, .H = 6, .dk = 48, .dv = 40, .head_major = 1, .no_dhT = 1},
+    {.name = "T200", .T = 200, .G = 2, .H = 6, .dk = 48, .dv = 40},
+    {.name = "T200_noh0_nol2", .T = 200, .G = 1, .H = 2, .dk = 48, .dv = 40, .no_h0 = 1, .no_l2 = 1},
+    {.name = "dk7_dv5", .T = 130, .G = 1, .H = 3, .dk = 7, .dv = 5},
+    {.name = "d128", .T = 150, .G = 1, .H = 2, .dk = 128, .dv = 128},
+    {.name = "beta_near0", .T = 130, .G = 2, .H = 4, .dk = 48, .dv = 40, .beta = RANGE(0.0, 0.01)},
+    {.name = "beta_near1", .T = 130, .G = 2, .H = 4, .dk = 48, .dv = 40, .head_major = 1, .beta = RANGE(0.99, 1.0)},
+    {.name = "beta_near2", .T = 130, .G = 2, .H = 4, .dk = 48, .dv = 40, .beta = RANGE(1.95, 1.999)},
+    {.name = "g0", .T = 100, .G = 1, .H = 2, .dk = 32, .dv = 32, .g = RANGE(0.0, 0.0)},
+    {.name = "g_underflow", .T = 100, .G = 1, .H = 2, .dk = 32, .dv = 32, .g = RANGE(-25.0, -15.0)},
+    {.name = "chunk16", .T = 75, .G = 2, .H = 6, .dk = 48, .dv = 40, .head_major = 1, .chunk = 16},
+    {.name = "chunk32_dk130", .T = 70, .G = 1, .H = 1, .dk = 130, .dv = 24, .chunk = 32},
+    {.name = "chunk1", .T = 9, .G = 1, .H = 2, .dk = 20, .dv = 12, .head_major = 1, .chunk = 1},
+    {.name = "chunk7", .T = 30, .G = 2, .H = 4, .dk = 20, .dv = 12, .beta = RANGE(0.1, 1.9), .chunk = 7},
+    {.name = "d256_chunk128", .T = 140, .G = 1, .H = 1, .dk = 256, .dv = 256, .chunk = 128},
 };
 
 CG_TEST(gdr_cpu_chunk_vs_f64) {
@@ -296,7 +324,7 @@ CG_TEST(gdr_cpu_chunk_vs_f64) {
  * the issue's T = 8192) */
 CG_TEST(gdr_cpu_chunk_long_memory) {
     CG_TEST_CONTEXT(ctx);
-    const gcase c = {"T2048_long", 1, 2048, 1, 2, 64, 64, 0, 1, 1, 1, GB(0.1, 0.9), GB(-2e-3, 0.0), 0};
+    const gcase c = {.name = "T2048_long", .T = 2048, .G = 1, .H = 2, .dk = 64, .dv = 64, .g = RANGE(-2e-3, 0.0)};
     printf("  %-16s worst rel err %.2e\n", c.name, check_case(ctx, &c, 1e-4));
     cg_context_free(ctx);
 }
@@ -305,23 +333,18 @@ CG_TEST(gdr_cpu_chunk_long_memory) {
  * fewer (b, g) pairs than threads the backward runs a task per value head and adds their
  * dq, dk after, in the same order: the second case, on 2 threads). */
 static void check_same(const gcase *c, const gset *a, const gset *x, const char *what) {
-    const int64_t nq = c->B * c->T * c->G * c->dk, nv = c->B * c->T * c->H * c->dv, na = c->B * c->T * c->H,
-                  ns = c->B * c->H * c->dk * c->dv;
-    CG_CHECK(!memcmp(a->o, x->o, (size_t)nv * 4), "%s: o differs (%s)", c->name, what);
-    CG_CHECK(!memcmp(a->hT, x->hT, (size_t)ns * 4), "%s: hT differs (%s)", c->name, what);
-    CG_CHECK(!memcmp(a->dq, x->dq, (size_t)nq * 4), "%s: dq differs (%s)", c->name, what);
-    CG_CHECK(!memcmp(a->dk, x->dk, (size_t)nq * 4), "%s: dk differs (%s)", c->name, what);
-    CG_CHECK(!memcmp(a->dv, x->dv, (size_t)nv * 4), "%s: dv differs (%s)", c->name, what);
-    CG_CHECK(!memcmp(a->dg, x->dg, (size_t)na * 4), "%s: dg differs (%s)", c->name, what);
-    CG_CHECK(!memcmp(a->dbeta, x->dbeta, (size_t)na * 4), "%s: dbeta differs (%s)", c->name, what);
-    CG_CHECK(!memcmp(a->dh0, x->dh0, (size_t)ns * 4), "%s: dh0 differs (%s)", c->name, what);
+    const float *xa[NOUT], *xx[NOUT];
+    int64_t n[NOUT], nx[NOUT];
+    gset_outs(a, xa, n), gset_outs(x, xx, nx);
+    for (int i = 0; i < NOUT; i++)
+        CG_CHECK(!memcmp(xa[i], xx[i], (size_t)n[i] * 4), "%s: %s differs (%s)", c->name, k_out[i], what);
 }
 
 CG_TEST(gdr_cpu_chunk_deterministic) {
     CG_TEST_CONTEXT(ctx);
     CG_CHECK_OK(ctx, cg_context_set_threads(ctx, 2));
-    const gcase cases[] = {{"det", 2, 300, 2, 6, 48, 40, 0, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 0},
-                           {"det_split", 1, 150, 1, 3, 40, 24, 1, 1, 1, 1, GB(0.1, 0.9), GB(-0.5, -0.01), 0}};
+    const gcase cases[] = {{.name = "det", .B = 2, .T = 300, .G = 2, .H = 6, .dk = 48, .dv = 40},
+                           {.name = "det_split", .T = 150, .G = 1, .H = 3, .dk = 40, .dv = 24, .head_major = 1}};
     for (int k = 0; k < 2; k++) {
         gset s[3];
         const char *cfg[3] = {"threads=1", "threads=2", "threads=2"};

@@ -46,7 +46,10 @@ static int gg_check(cg_context *ctx, const gdr_case *c, cg_op op, cg_dtype half,
         CG_CHECK(st == CG_OK, "%s %s: ref: %s", p.d->name, c->name, cg_errmsg(ctx));
         char what[192];
         snprintf(what, sizeof what, "%s %s %s [%s]", p.d->name, c->name, dn, cfg ? cfg : "default");
-        if (st == CG_OK) dtt_check_outputs(&p, &r, what);
+        if (st == CG_OK) {
+            dtt_check_outputs(&p, &r, what);
+            gdr_check_fla_rms(&p, &r, what); /* fla's own tolerances, 16-bit inputs */
+        }
     }
     dtt_free(&p), dtt_free(&r);
     cg_tbuf_free(&cu);

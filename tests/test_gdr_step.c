@@ -84,33 +84,17 @@ static void gdr_consistency(cg_backend be, int l2, double scale) {
         prefix[t] = copy_of(&cache);
     }
     /* the chunked forward from h0 = the slots' states (zero for the padding entry) */
-    cg_tbuf h0 = cg_tbuf_new(CG_F32, 4, (int64_t[]){GB, GH, GDK, GDV}), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
+    cg_tbuf h0 = cg_step_gather(&d.cache0, GB, k_gslots), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
     cg_tbuf of = cg_tbuf_new(CG_F32, 4, o.t.shape);
-    for (int b = 0; b < GB; b++)
-        if (k_gslots[b] >= 0)
-            memcpy((float *)h0.mem + b * GSTATE, (float *)d.cache0.mem + k_gslots[b] * GSTATE, GSTATE * sizeof(float));
     cg_gdr_fwd_args f = CG_GDR_FWD_ARGS_INIT;
     f.q = d.q.t, f.k = d.k.t, f.v = d.v.t, f.g = d.g.t, f.beta = d.beta.t, f.h0 = h0.t, f.o = of.t, f.hT = hT.t;
     f.scale = scale, f.use_qk_l2norm = l2;
     cg_exec fx = CG_EXEC_INIT;
     fx.backend = CG_BACKEND_CPU;
     CG_CHECK_OK(ctx, cg_gdr_fwd(ctx, &f, &fx));
-    for (int b = 0; b < GB; b++) {
-        if (k_gslots[b] < 0) {
-            CG_CHECK(cg_step_rows_zero(&o, b), "%s: padding entry %d: outputs not zero", bn, b);
-            continue;
-        }
-        double eo = cg_step_rows_err(&o, b, &of, b), eh = cg_step_rows_err(&cache, k_gslots[b], &hT, b);
-        CG_CHECK(eo <= 1e-5 && eh <= 1e-5, "%s l2=%d: entry %d: o err %.3g, state err %.3g (want <= 1e-5)", bn, l2, b,
-                 eo, eh);
-    }
-    for (int s = 0; s < GS; s++) { /* slots no entry names: bit-identical */
-        int named = 0;
-        for (int b = 0; b < GB; b++) named |= k_gslots[b] == s;
-        if (!named)
-            CG_CHECK(!memcmp((float *)cache.mem + s * GSTATE, (float *)d.cache0.mem + s * GSTATE, GSTATE * sizeof(float)),
-                     "%s: slot %d changed", bn, s);
-    }
+    char what[64];
+    snprintf(what, sizeof what, "%s l2=%d", bn, l2);
+    cg_step_check_slots(what, GB, k_gslots, &o, &of, &cache, &hT, &d.cache0, 1e-5);
     /* one call of T tokens: the same outputs and final states */
     cg_tbuf cache2 = copy_of(&d.cache0), o2 = cg_tbuf_new(CG_F32, 4, o.t.shape);
     cg_gdr_step_args a2 = gdr_args(&d, 0, GT, &cache2, &idx, NULL, o2.t);
@@ -151,44 +135,26 @@ CG_TEST(step_gdr_consistency_ref_l2norm) { gdr_consistency(CG_BACKEND_REF, 1, 0)
 CG_TEST(step_gdr_consistency_emulate) { gdr_consistency(CG_BACKEND_EMULATE, 0, 0.3); }
 CG_TEST(step_gdr_consistency_emulate_l2norm) { gdr_consistency(CG_BACKEND_EMULATE, 1, 0); }
 
+/* The first n tokens of d (cg_step_check_backends, cg_step_check_bad_indices). */
+static cg_status gdr_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                          cg_tbuf *o, const cg_exec *ex) {
+    cg_gdr_step_args a = gdr_args(d, 0, n, cache, idx, dst, o->t);
+    return cg_gdr_step(ctx, &a, ex);
+}
+
 /* A bfloat16 cache (and bf16 q, k, v, beta, o) on the cpu and emulate against the float64
  * reference. */
 CG_TEST(step_gdr_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {9};
     gdr_data d = gdr_data_new(&r, CG_BF16, 1, 0);
-    cg_tbuf *half[] = {&d.q, &d.k, &d.v, &d.beta};
-    for (int i = 0; i < 4; i++) {
-        cg_tbuf x = cg_tbuf_new(CG_BF16, half[i]->t.ndim, half[i]->t.shape);
-        cg_tbuf_copy(&x, half[i]);
-        cg_tbuf_free(half[i]);
-        *half[i] = x;
-    }
+    cg_step_retype((cg_tbuf *const[]){&d.q, &d.k, &d.v, &d.beta}, 4, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_gslots);
-    cg_tbuf c[3], o[3];
-    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
-    for (int i = 0; i < 3; i++) {
-        c[i] = copy_of(&d.cache0);
-        o[i] = cg_tbuf_new(CG_BF16, 4, (int64_t[]){GB, GT, GH, GDV});
-        cg_exec ex = CG_EXEC_INIT;
-        ex.backend = bes[i];
-        cg_gdr_step_args a = gdr_args(&d, 0, GT, &c[i], &idx, NULL, o[i].t);
-        CG_CHECK_OK(ctx, cg_gdr_step(ctx, &a, &ex));
-    }
-    for (int i = 1; i < 3; i++)
-        CG_CHECK(cg_rel_err(&o[i], &o[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: o %.3g, cache %.3g",
-                 cg_backend_name(bes[i]), cg_rel_err(&o[i], &o[0]), cg_rel_err(&c[i], &c[0]));
-    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
+    cg_step_check_backends(ctx, gdr_call, &d, GT, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){GB, GT, GH, GDV}, 1e-2,
+                           "gdr bf16");
     cg_tbuf_free(&idx);
     gdr_data_free(&d);
     cg_context_free(ctx);
-}
-
-/* One token of d (cg_step_check_bad_indices). */
-static cg_status gdr_bad_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
-                              const cg_exec *ex) {
-    cg_gdr_step_args a = gdr_args(d, 0, 1, cache, idx, dst, o->t);
-    return cg_gdr_step(ctx, &a, ex);
 }
 
 /* Bad input: refused before anything is written. */
@@ -197,7 +163,7 @@ CG_TEST(step_gdr_bad_input) {
     cg_rng r = {6};
     gdr_data d = gdr_data_new(&r, CG_F32, 0, 0);
     cg_tbuf cache = copy_of(&d.cache0), o = cg_tbuf_new(CG_F32, 4, (int64_t[]){GB, 1, GH, GDV});
-    cg_step_check_bad_indices(ctx, gdr_bad_call, &d, &cache, &d.cache0, &o);
+    cg_step_check_bad_indices(ctx, gdr_call, &d, &cache, &d.cache0, &o);
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = CG_BACKEND_EMULATE; /* refused before the kernel runs, as on the other backends */
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_gslots);

@@ -52,8 +52,7 @@ static void compare(cg_context *ctx, dtt_prob *p, dtt_prob *r, const void *a, co
 }
 
 static void check_all(cg_dtype half) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     for (size_t k = 0; k < sizeof k_lcases / sizeof k_lcases[0]; k++)
         for (int op = CG_OP_LRU_FWD; op <= CG_OP_LRU_BWD; op++) {
             const lcase *c = &k_lcases[k];
@@ -79,8 +78,7 @@ CG_TEST(lru_cpu_vs_ref_f16) { check_all(CG_F16); }
 
 /* A packed batch: sequences of 1, 39, 0 and 60 tokens, states per sequence, both layouts. */
 CG_TEST(lru_cpu_varlen) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     const int32_t offs[] = {0, 1, 40, 40, 100};
     int64_t n = 5;
     cg_tbuf cu = cg_tbuf_new(CG_I32, 1, &n);
@@ -117,8 +115,7 @@ CG_TEST(lru_cpu_varlen) {
 
 /* The same bits for any thread count and block width (each channel's arithmetic is the same). */
 CG_TEST(lru_cpu_bits_across_threads) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+    CG_TEST_CONTEXT(ctx);
     const char *configs[] = {"threads=1,block=64", "threads=2,block=64", "threads=4,block=16", "threads=3,block=256",
                              "threads=2,block=1"};
     for (int op = CG_OP_LRU_FWD; op <= CG_OP_LRU_BWD; op++)
@@ -145,26 +142,10 @@ CG_TEST(lru_cpu_bits_across_threads) {
     cg_context_free(ctx);
 }
 
-/* A bad pin is refused naming it. */
-CG_TEST(lru_cpu_bad_pin) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
-    const lcase c = {"pin", 1, 5, 3, 0, 0, NULL};
-    dtt_prob p;
-    lnew(&p, CG_OP_LRU_FWD, &c, CG_F32, CG_F32, 1);
-    cg_exec ex = CG_EXEC_INIT;
-    ex.backend = CG_BACKEND_CPU;
-    ex.config = "block=2000";
-    CG_CHECK(cg_run(ctx, CG_OP_LRU_FWD, dtt_args(&p), &ex) != CG_OK && strstr(cg_errmsg(ctx), "block"),
-             "block=2000 (above 1024): %s", cg_errmsg(ctx));
-    dtt_free(&p);
-    cg_context_free(ctx);
-}
-
-/* No generated kernel yet: auto runs host tensors on the cpu; emulate refuses by name. */
-CG_TEST(lru_auto_runs_on_cpu) {
-    cg_context *ctx = NULL;
-    CG_CHECK_OK(ctx, cg_context_create(&ctx));
+/* No generated kernel yet: auto runs host tensors on the cpu; emulate refuses by name; a
+ * bad pin on the cpu is refused naming it. */
+CG_TEST(lru_auto_cpu_and_refusals) {
+    CG_TEST_CONTEXT(ctx);
     const lcase c = {"auto", 2, 9, 5, 0, 1, NULL};
     for (int op = CG_OP_LRU_FWD; op <= CG_OP_LRU_BWD; op++) {
         dtt_prob p;
@@ -173,6 +154,11 @@ CG_TEST(lru_auto_runs_on_cpu) {
         CG_CHECK(strstr(cg_last_dispatch(ctx), "backend=cpu (auto: host pointers)") != NULL, "%s",
                  cg_last_dispatch(ctx));
         CG_CHECK_REFUSED(ctx, dtt_run(ctx, &p, CG_BACKEND_EMULATE), CG_EUNSUPPORTED, "no kernel", p.d->name);
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = CG_BACKEND_CPU;
+        ex.config = "block=2000";
+        CG_CHECK(cg_run(ctx, p.d->op, dtt_args(&p), &ex) != CG_OK && strstr(cg_errmsg(ctx), "block"),
+                 "%s: block=2000 (above 1024): %s", p.d->name, cg_errmsg(ctx));
         dtt_free(&p);
     }
     cg_context_free(ctx);

@@ -66,19 +66,6 @@ static int check_config(cg_context *ctx, tcase *g, cg_backend be, const char *co
     return 1;
 }
 
-/* The default config's second call hits the plan table and gives the same bits
- * (deterministic). */
-static void check_again(cg_context *ctx, tcase *g, int i) {
-    const ssdt_dims dd = g->c.d;
-    cg_tbuf dq1 = ssdt_mk(dd, CG_F32, dd.G, dd.dk), dla1 = ssdt_mk(dd, CG_F32, dd.H, 0);
-    cg_tbuf_copy(&dq1, &g->f.dq);
-    cg_tbuf_copy(&dla1, &g->f.dla);
-    CG_CHECK_OK(ctx, run_bwd(ctx, &g->f, &g->c, CG_BACKEND_EMULATE, NULL));
-    CG_CHECK(cg_rel_err(&g->f.dq, &dq1) == 0 && cg_rel_err(&g->f.dla, &dla1) == 0, "second run differs (shape %d)", i);
-    cg_tbuf_free(&dq1);
-    cg_tbuf_free(&dla1);
-}
-
 static int bshape_flags(const bshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->dhT ? CG_KS_DHT : 0); }
 
 /* run_space(prec, be) and run_default() over k_shapes (ssd_testlib.h). */

@@ -51,15 +51,6 @@ static int check_config(cg_context *ctx, tcase *g, cg_backend be, const char *co
     return 1;
 }
 
-/* The default config's second call hits the plan table and gives the same bits. */
-static void check_again(cg_context *ctx, tcase *g, int i) {
-    cg_tbuf o1 = ssdt_mk(g->c.d, CG_F32, g->c.d.H, g->c.d.dv);
-    cg_tbuf_copy(&o1, &g->f.o);
-    CG_CHECK_OK(ctx, run_fwd(ctx, &g->f, &g->c, CG_BACKEND_EMULATE, NULL));
-    CG_CHECK(cg_rel_err(&g->f.o, &o1) == 0, "second run differs (shape %d)", i);
-    cg_tbuf_free(&o1);
-}
-
 static int gshape_flags(const gshape *c) { return (c->h0 ? CG_KS_H0 : 0) | (c->hT ? CG_KS_HT : 0); }
 
 /* run_space(prec, be) and run_default() over k_shapes (ssd_testlib.h). */

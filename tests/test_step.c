@@ -71,33 +71,14 @@ static void ssd_consistency(cg_backend be) {
         memcpy(prefix[t].mem, cache.mem, cg_step_bytes(&cache));
     }
     /* the chunked forward from h0 = the slots' states (zero for the padding entry) */
-    cg_tbuf h0 = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, SH, SDK, SDV}), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
+    cg_tbuf h0 = cg_step_gather(&d.cache0, SB, k_slots), hT = cg_tbuf_new(CG_F32, 4, h0.t.shape);
     cg_tbuf of = cg_tbuf_new(CG_F32, 4, o.t.shape);
-    const size_t state = (size_t)SH * SDK * SDV * sizeof(float);
-    for (int b = 0; b < SB; b++)
-        if (k_slots[b] >= 0) memcpy((float *)h0.mem + b * SH * SDK * SDV, (float *)d.cache0.mem + k_slots[b] * SH * SDK * SDV, state);
     cg_ssd_fwd_args f = CG_SSD_FWD_ARGS_INIT;
     f.q = d.q.t, f.k = d.k.t, f.v = d.v.t, f.log_alpha = d.la.t, f.h0 = h0.t, f.o = of.t, f.hT = hT.t;
     cg_exec fx = CG_EXEC_INIT;
     fx.backend = CG_BACKEND_CPU;
     CG_CHECK_OK(ctx, cg_ssd_fwd(ctx, &f, &fx));
-    for (int b = 0; b < SB; b++) {
-        if (k_slots[b] < 0) {
-            CG_CHECK(cg_step_rows_zero(&o, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
-            continue;
-        }
-        double eo = cg_step_rows_err(&o, b, &of, b), eh = cg_step_rows_err(&cache, k_slots[b], &hT, b);
-        CG_CHECK(eo <= 1e-5 && eh <= 1e-5, "%s: entry %d: o err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
-                 b, eo, eh);
-    }
-    /* slots no entry names: bit-identical */
-    for (int s = 0; s < SS; s++) {
-        int named = 0;
-        for (int b = 0; b < SB; b++) named |= k_slots[b] == s;
-        if (!named)
-            CG_CHECK(!memcmp((float *)cache.mem + s * SH * SDK * SDV, (float *)d.cache0.mem + s * SH * SDK * SDV, state),
-                     "%s: slot %d changed", cg_backend_name(be), s);
-    }
+    cg_step_check_slots(cg_backend_name(be), SB, k_slots, &o, &of, &cache, &hT, &d.cache0, 1e-5);
     /* one call of T tokens: the same outputs and final states */
     cg_tbuf cache2 = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o2 = cg_tbuf_new(CG_F32, 4, o.t.shape);
     memcpy(cache2.mem, d.cache0.mem, cg_step_bytes(&cache2));
@@ -114,6 +95,7 @@ static void ssd_consistency(cg_backend be) {
     /* slots 0, 3, 7 hold the states entries 0, 2, 3 start from above (3, 0, 7) */
     memcpy(cache3.mem, d.cache0.mem, cg_step_bytes(&cache3));
     const int64_t from[SB] = {3, -1, 0, 7};
+    const size_t state = (size_t)SH * SDK * SDV * sizeof(float);
     for (int b = 0; b < SB; b++)
         if (src[b] >= 0) memcpy((float *)cache3.mem + src[b] * SH * SDK * SDV, (float *)d.cache0.mem + from[b] * SH * SDK * SDV, state);
     cg_ssd_step_args a3 = ssd_args(&d, 0, ST, &cache3, &isrc, &dst, &o3);
@@ -138,44 +120,25 @@ CG_TEST(step_ssd_consistency_ref) { ssd_consistency(CG_BACKEND_REF); }
 /* the generated kernel (templates/ssd_step.cu) under the SIMT emulator */
 CG_TEST(step_ssd_consistency_emulate) { ssd_consistency(CG_BACKEND_EMULATE); }
 
-/* A bfloat16 cache (and bf16 q, k, v, o) on the cpu against the float64 reference. */
+/* The first n tokens of d (cg_step_check_backends, cg_step_check_bad_indices). */
+static cg_status ssd_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                          cg_tbuf *o, const cg_exec *ex) {
+    cg_ssd_step_args a = ssd_args(d, 0, n, cache, idx, dst, o);
+    return cg_ssd_step(ctx, &a, ex);
+}
+
+/* A bfloat16 cache (and bf16 q, k, v, o) on the cpu and emulated against the reference. */
 CG_TEST(step_ssd_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {7};
     ssd_data d = ssd_data_new(&r, CG_BF16);
-    cg_tbuf *half[] = {&d.q, &d.v};
-    for (int i = 0; i < 2; i++) {
-        cg_tbuf x = cg_tbuf_new(CG_BF16, 4, half[i]->t.shape);
-        cg_tbuf_copy(&x, half[i]);
-        cg_tbuf_free(half[i]);
-        *half[i] = x;
-    }
+    cg_step_retype((cg_tbuf *const[]){&d.q, &d.v}, 2, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){SB}, k_slots);
-    cg_tbuf c[3], o[3];
-    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
-    for (int i = 0; i < 3; i++) {
-        c[i] = cg_tbuf_new(CG_BF16, 4, d.cache0.t.shape);
-        memcpy(c[i].mem, d.cache0.mem, cg_step_bytes(&c[i]));
-        o[i] = cg_tbuf_new(CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV});
-        cg_exec ex = CG_EXEC_INIT;
-        ex.backend = bes[i];
-        cg_ssd_step_args a = ssd_args(&d, 0, ST, &c[i], &idx, NULL, &o[i]);
-        CG_CHECK_OK(ctx, cg_ssd_step(ctx, &a, &ex));
-    }
-    for (int i = 1; i < 3; i++)
-        CG_CHECK(cg_rel_err(&o[i], &o[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: o %.3g, cache %.3g",
-                 cg_backend_name(bes[i]), cg_rel_err(&o[i], &o[0]), cg_rel_err(&c[i], &c[0]));
-    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
+    cg_step_check_backends(ctx, ssd_call, &d, ST, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV}, 1e-2,
+                           "ssd bf16");
     cg_tbuf_free(&idx);
     ssd_data_free(&d);
     cg_context_free(ctx);
-}
-
-/* One token of d (cg_step_check_bad_indices). */
-static cg_status ssd_bad_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
-                              const cg_exec *ex) {
-    cg_ssd_step_args a = ssd_args(d, 0, 1, cache, idx, dst, o);
-    return cg_ssd_step(ctx, &a, ex);
 }
 
 /* Bad input: refused before anything is written. */
@@ -185,7 +148,7 @@ CG_TEST(step_ssd_bad_input) {
     ssd_data d = ssd_data_new(&r, CG_F32);
     cg_tbuf cache = cg_tbuf_new(CG_F32, 4, d.cache0.t.shape), o = cg_tbuf_new(CG_F32, 4, (int64_t[]){SB, 1, SH, SDV});
     memcpy(cache.mem, d.cache0.mem, cg_step_bytes(&cache));
-    cg_step_check_bad_indices(ctx, ssd_bad_call, &d, &cache, &d.cache0, &o);
+    cg_step_check_bad_indices(ctx, ssd_call, &d, &cache, &d.cache0, &o);
     cg_exec ex = CG_EXEC_INIT;
     ex.backend = CG_BACKEND_REF;
     /* the cache's shape and dtype, the indices' dtype */
@@ -308,33 +271,15 @@ static void sscan_consistency(cg_backend be) {
         CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
     }
     /* the chunked forward from h0 = the slots' states */
-    const size_t state = (size_t)XD * XN * sizeof(float);
-    cg_tbuf h0 = cg_tbuf_new(CG_F32, 3, (int64_t[]){XB, XD, XN}), hT = cg_tbuf_new(CG_F32, 3, h0.t.shape);
+    cg_tbuf h0 = cg_step_gather(&d.cache0, XB, k_slots), hT = cg_tbuf_new(CG_F32, 3, h0.t.shape);
     cg_tbuf yf = cg_tbuf_new(CG_F32, 3, y.t.shape);
-    for (int b = 0; b < XB; b++)
-        if (k_slots[b] >= 0) memcpy((float *)h0.mem + b * XD * XN, (float *)d.cache0.mem + k_slots[b] * XD * XN, state);
     cg_sscan_fwd_args f = CG_SSCAN_FWD_ARGS_INIT;
     f.x = d.x.t, f.delta = d.delta.t, f.A = d.A.t, f.B = d.Bm.t, f.C = d.Cm.t, f.D = d.D.t, f.z = d.z.t;
     f.delta_bias = d.bias.t, f.delta_softplus = 1, f.h0 = h0.t, f.y = yf.t, f.hT = hT.t;
     cg_exec fx = CG_EXEC_INIT;
     fx.backend = CG_BACKEND_CPU;
     CG_CHECK_OK(ctx, cg_sscan_fwd(ctx, &f, &fx));
-    for (int b = 0; b < XB; b++) {
-        if (k_slots[b] < 0) {
-            CG_CHECK(cg_step_rows_zero(&y, b), "%s: padding entry %d: outputs not zero", cg_backend_name(be), b);
-            continue;
-        }
-        double ey = cg_step_rows_err(&y, b, &yf, b), eh = cg_step_rows_err(&cache, k_slots[b], &hT, b);
-        CG_CHECK(ey <= 1e-5 && eh <= 1e-5, "%s: entry %d: y err %.3g, state err %.3g (want <= 1e-5)", cg_backend_name(be),
-                 b, ey, eh);
-    }
-    for (int s = 0; s < XS; s++) {
-        int named = 0;
-        for (int b = 0; b < XB; b++) named |= k_slots[b] == s;
-        if (!named)
-            CG_CHECK(!memcmp((float *)cache.mem + s * XD * XN, (float *)d.cache0.mem + s * XD * XN, state),
-                     "%s: slot %d changed", cg_backend_name(be), s);
-    }
+    cg_step_check_slots(cg_backend_name(be), XB, k_slots, &y, &yf, &cache, &hT, &d.cache0, 1e-5);
     /* one call of L tokens, each token's state to its own slot: the last ones equal the above */
     const int64_t dv[XB * XL] = {-1, -1, -1, -1, 1, 0, 0, 0, 0, 0, -1, -1, 2, -1, 4, -1, -1, -1, -1, 7};
     cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){XB, XL}, dv);
@@ -347,6 +292,7 @@ static void sscan_consistency(cg_backend be) {
     for (int b = 0; b < XB; b++)
         if (last[b][0] >= 0)
             CG_CHECK(cg_step_rows_err(&cache2, last[b][1], &cache, last[b][0]) <= 1e-6, "%s: entry %d: dst state", cg_backend_name(be), b);
+    const size_t state = (size_t)XD * XN * sizeof(float);
     CG_CHECK(!memcmp((float *)cache2.mem + 3 * XD * XN, (float *)d.cache0.mem + 3 * XD * XN, state),
              "%s: a slot read but not in dst_indices was written", cg_backend_name(be));
     /* bad input: a slot written twice, a cache of another dtype: refused, the cache untouched */
@@ -372,34 +318,21 @@ CG_TEST(step_sscan_consistency_cpu) { sscan_consistency(CG_BACKEND_CPU); }
 CG_TEST(step_sscan_consistency_ref) { sscan_consistency(CG_BACKEND_REF); }
 CG_TEST(step_sscan_consistency_emulate) { sscan_consistency(CG_BACKEND_EMULATE); }
 
-/* A bfloat16 cache with bf16 x, delta, B, C, z, y on the cpu against the float64 reference. */
+/* The first n tokens of d (cg_step_check_backends). */
+static cg_status sscan_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                            cg_tbuf *y, const cg_exec *ex) {
+    cg_sscan_step_args a = sscan_args(d, 0, n, cache, idx, dst, y->t);
+    return cg_sscan_step(ctx, &a, ex);
+}
+
+/* A bfloat16 cache with bf16 x, delta, B, C, z, y on the cpu and emulated against the reference. */
 CG_TEST(step_sscan_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {8};
     sscan_data d = sscan_data_new(&r, CG_BF16);
-    cg_tbuf *half[] = {&d.x, &d.delta, &d.Bm, &d.Cm, &d.z};
-    for (int i = 0; i < 5; i++) {
-        cg_tbuf x = cg_tbuf_new(CG_BF16, half[i]->t.ndim, half[i]->t.shape);
-        cg_tbuf_copy(&x, half[i]);
-        cg_tbuf_free(half[i]);
-        *half[i] = x;
-    }
+    cg_step_retype((cg_tbuf *const[]){&d.x, &d.delta, &d.Bm, &d.Cm, &d.z}, 5, CG_BF16);
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){XB}, k_slots);
-    cg_tbuf c[3], y[3];
-    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
-    for (int i = 0; i < 3; i++) {
-        c[i] = cg_tbuf_new(CG_BF16, 3, d.cache0.t.shape);
-        memcpy(c[i].mem, d.cache0.mem, cg_step_bytes(&c[i]));
-        y[i] = cg_tbuf_new(CG_BF16, 3, d.x.t.shape);
-        cg_exec ex = CG_EXEC_INIT;
-        ex.backend = bes[i];
-        cg_sscan_step_args a = sscan_args(&d, 0, XL, &c[i], &idx, NULL, y[i].t);
-        CG_CHECK_OK(ctx, cg_sscan_step(ctx, &a, &ex));
-    }
-    for (int i = 1; i < 3; i++)
-        CG_CHECK(cg_rel_err(&y[i], &y[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: y %.3g, cache %.3g",
-                 cg_backend_name(bes[i]), cg_rel_err(&y[i], &y[0]), cg_rel_err(&c[i], &c[0]));
-    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&y[i]);
+    cg_step_check_backends(ctx, sscan_call, &d, XL, &d.cache0, &idx, CG_BF16, 3, d.x.t.shape, 1e-2, "sscan bf16");
     cg_tbuf_free(&idx);
     sscan_data_free(&d);
     cg_context_free(ctx);

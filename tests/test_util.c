@@ -105,3 +105,15 @@ double cg_rel_err(const cg_tbuf *a, const cg_tbuf *ref) {
     while (next_index(&ref->t, idx));
     return cg__erracc_value(&e); /* NaN in the output is an error (INFINITY) */
 }
+
+double cg_rms_err(const cg_tbuf *a, const cg_tbuf *ref) {
+    int64_t idx[CG_MAX_DIMS] = {0};
+    double se = 0, sr = 0;
+    if (numel(&ref->t) == 0) return 0;
+    do {
+        const double x = cg_tbuf_get(a, idx), r = cg_tbuf_get(ref, idx);
+        se += (x - r) * (x - r), sr += r * r;
+    } while (next_index(&ref->t, idx));
+    const double n = (double)numel(&ref->t), err = sqrt(se / n) / (sqrt(sr / n) + 1e-8);
+    return isnan(err) ? INFINITY : err; /* NaN in the output is an error */
+}

@@ -17,7 +17,6 @@ usage: gpu_peers.py --matrix CHUNKGEN.json --out PEERS.json [--chunkgen PATH]
 import argparse
 import inspect
 import json
-import math
 import os
 import shutil
 import sys
@@ -160,15 +159,9 @@ def main():
                             ro = {k: tp.rel_err(v, ref[k]) for k, v in co.items() if k in ref and v is not None}
                             rg = {k: tp.rel_err(v, ref["d" + k]) for k, v in cgr.items()
                                   if v is not None and "d" + k in ref}
-                            vals = list(ro.values()) + list(rg.values())
-                            row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
-                            row["rel_err_outputs"] = ro
-                            if bwd:
-                                row["rel_err_grads"] = rg
-                            row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d;"
-                                                   " the peer rerun on that cut" % (tc, cell["seq"]))
+                            tp.set_rel_err(row, ro, rg if bwd else None, tc, cell["seq"])
                 except Exception as e:
-                    row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                    row["error"] = tp.row_error(e)
                     torch.cuda.empty_cache()
                 print("gpu_peers:   %s" % (row.get("median_ms") or row.get("error") or row.get("skipped")),
                       file=sys.stderr, flush=True)

@@ -28,12 +28,10 @@ usage: jax_peers.py --matrix CHUNKGEN.json --out PEERS.json [--chunkgen PATH] [-
 """
 import argparse
 import json
-import math
 import os
 import platform
 import shutil
 import sys
-import tempfile
 
 
 def main():
@@ -137,20 +135,12 @@ def main():
     ddev = doc.get("device", {})
     peak = max([x for x in (ddev.get("fma_peak_gflops_measured"), ddev.get("fma_peak_gflops_nominal")) if x] or [0])
     bw = ddev.get("mem_bw_gbs_measured")
-    out = {
-        "device": {"backend": "cpu", "python": platform.python_version(), "jax": jax.__version__,
-                   "threads": threads,
-                   "xla_flags": os.environ.get("XLA_FLAGS", ""), "cpus": sorted(os.sched_getaffinity(0))},
-        "config": {"impls": impls, "chunk": args.chunk, "threads": threads, "repeats": repeats,
-                   "min_time_s": min_time, "ref_seq": ref_seq, "matrix": os.path.abspath(args.matrix),
-                   "layout": "token",
-                   "note": "jax_scan: lax.scan over the tokens; jax_chunked: chunked SSD in jax.numpy with a lax.scan "
-                           "over the chunks; chunkgen_jax: chunkgen.jax.ssd (XLA FFI); all jit-compiled (compile_s is the first call), fwd_bwd by jax.vjp; "
-                           "inputs drawn as torch_peers.py draws them"},
-        "results": [],
-    }
-    work = tempfile.mkdtemp(prefix="chunkgen-jax-peers-")
-    gen = torch.Generator().manual_seed(1234)
+    device = {"backend": "cpu", "python": platform.python_version(), "jax": jax.__version__, "threads": threads,
+              "xla_flags": os.environ.get("XLA_FLAGS", ""), "cpus": sorted(os.sched_getaffinity(0))}
+    note = ("jax_scan: lax.scan over the tokens; jax_chunked: chunked SSD in jax.numpy with a lax.scan over the "
+            "chunks; chunkgen_jax: chunkgen.jax.ssd (XLA FFI); all jit-compiled (compile_s is the first call), "
+            "fwd_bwd by jax.vjp; inputs drawn as torch_peers.py draws them")
+    out, work, gen = tp.begin_run(device, impls, args, threads, repeats, min_time, ref_seq, note, "chunkgen-jax-peers-")
 
     def flush():
         tp.write_json(args.out, out)
@@ -159,17 +149,8 @@ def main():
         """rel_err of the outputs (and of the named grads, when given) against the reference."""
         T = lambda x: torch.from_numpy(np.asarray(x))  # noqa: E731
         ro = {n: tp.rel_err(T(x), ref[n]) for n, x in outs.items()}
-        rg = {}
-        if grads is not None:
-            for n, g in grads:
-                if "d" + n in ref:
-                    rg[n] = tp.rel_err(T(g), ref["d" + n])
-            row["rel_err_grads"] = rg
-        vals = list(ro.values()) + list(rg.values())
-        row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
-        row["rel_err_outputs"] = ro
-        row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the "
-                               "peer rerun on that cut" % (tc, seq))
+        rg = None if grads is None else {n: tp.rel_err(T(g), ref["d" + n]) for n, g in grads if "d" + n in ref}
+        tp.set_rel_err(row, ro, rg, tc, seq)
 
     def sscan_row(impl, cell, ins, bwd):
         name = impl + args.suffix
@@ -202,13 +183,9 @@ def main():
             (y, hT), grads = (r if bwd else (r, None))
             set_rel_err(row, ref, {"y": y, "hT": hT}, zip(tp.SSCAN_GRADS, grads) if bwd else None, tc, cell["seq"])
         except Exception as ex:  # a peer that cannot run says why in its row
-            row["error"] = "%s: %s" % (type(ex).__name__, str(ex).splitlines()[0] if str(ex) else "")
+            row["error"] = tp.row_error(ex)
         finally:
-            if "median_ms" in row:
-                print("jax peers:   median %.3f ms  %.2f ns/element  rel_err %s" % (
-                    row["median_ms"], row["ns_per_element"], row.get("rel_err")), file=sys.stderr, flush=True)
-            elif "error" in row:
-                print("jax peers:   %s" % row["error"], file=sys.stderr, flush=True)
+            tp.log_row("jax peers", row)
             flush()
 
     try:
@@ -254,13 +231,9 @@ def main():
                     set_rel_err(row, ref, {"o": o, "hT": hT},
                                 zip(["q", "k", "v", "log_alpha", "h0"], grads) if bwd else None, tc, cell["seq"])
                 except Exception as e:  # a peer that cannot run says why in its row
-                    row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                    row["error"] = tp.row_error(e)
                 finally:
-                    if "median_ms" in row:
-                        print("jax peers:   median %.3f ms  rel_err %s" % (row["median_ms"], row.get("rel_err")),
-                              file=sys.stderr, flush=True)
-                    elif "error" in row:
-                        print("jax peers:   %s" % row["error"], file=sys.stderr, flush=True)
+                    tp.log_row("jax peers", row)
                     flush()
             del ins
     finally:

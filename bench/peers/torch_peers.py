@@ -359,6 +359,47 @@ def add_roofline(row, flops, byts, peak, bw):
                    bound="bandwidth" if ai * bw < peak else "flops")
 
 
+def begin_run(device, impls, args, threads, repeats, min_time, ref_seq, note, prefix):
+    """A peers run's start, the same in torch_peers.py and jax_peers.py: its JSON document
+    before the rows (the device facts, the run's config, an empty results list), a scratch
+    folder (prefix), and the generator the inputs are drawn by (one seed: both scripts draw
+    the same inputs)."""
+    doc = {"device": device,
+           "config": {"impls": impls, "chunk": args.chunk, "threads": threads, "repeats": repeats,
+                      "min_time_s": min_time, "ref_seq": ref_seq, "matrix": os.path.abspath(args.matrix),
+                      "layout": "token", "note": note},
+           "results": []}
+    return doc, tempfile.mkdtemp(prefix=prefix), torch.Generator().manual_seed(1234)
+
+
+def set_rel_err(row, ro, rg, tc, seq):
+    """The row's accuracy against chunkgen's float64 scan on the cut batch[0:1], seq[0:tc]
+    of seq: ro, rg the rel_err of each output and each gradient (rg None: forward only)."""
+    vals = list(ro.values()) + list((rg or {}).values())
+    row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
+    row["rel_err_outputs"] = ro
+    if rg is not None:
+        row["rel_err_grads"] = rg
+    row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the peer rerun "
+                           "on that cut" % (tc, seq))
+
+
+def row_error(e):
+    """An exception as a row's error: its type and first line."""
+    return "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+
+
+def log_row(tag, row):
+    """A row's line on stderr: its median (ns per element where it has one) and rel_err, or
+    why it has none."""
+    if "median_ms" in row:
+        per = "  %.2f ns/element" % row["ns_per_element"] if "ns_per_element" in row else ""
+        print("%s:   median %.3f ms%s  rel_err %s" % (tag, row["median_ms"], per, row.get("rel_err")),
+              file=sys.stderr, flush=True)
+    elif "error" in row or "skipped" in row:
+        print("%s:   %s" % (tag, row.get("error", row.get("skipped"))), file=sys.stderr, flush=True)
+
+
 def write_json(path, obj):
     """Atomically: a reader never sees half a file."""
     tmp = path + ".tmp"
@@ -478,21 +519,15 @@ def main():
         peak = ddev.get("gpu_fp32_peak_gflops")
     bw = ddev.get("mem_bw_gbs_measured") if dev.type == "cpu" else ddev.get("gpu_bw_gbs")
 
-    out = {
-        "device": {"backend": dev.type, "python": platform.python_version(), "torch": torch.__version__,
-                   "threads": threads, "numpy": np.__version__,
-                   "gpu": torch.cuda.get_device_name(0) if dev.type == "cuda" else None},
-        "config": {"impls": sorted(impls), "chunk": args.chunk, "threads": threads, "repeats": repeats,
-                   "min_time_s": min_time, "ref_seq": ref_seq, "matrix": os.path.abspath(args.matrix),
-                   "layout": "token",
-                   "note": "torch_chunked: chunked SSD after the Mamba-2 paper's minimal listing, autograd for "
-                           "fwd_bwd; fla_naive_chunk: fla-core's naive_chunk_simple_gla (scale 1), autograd; "
-                           "torch_scan: sequential selective-scan loop, autograd for fwd_bwd; inputs drawn with "
-                           "chunkgen bench's value ranges by torch's generator"},
-        "results": [],
-    }
-    work = tempfile.mkdtemp(prefix="chunkgen-peers-")
-    gen = torch.Generator().manual_seed(1234)
+    device = {"backend": dev.type, "python": platform.python_version(), "torch": torch.__version__,
+              "threads": threads, "numpy": np.__version__,
+              "gpu": torch.cuda.get_device_name(0) if dev.type == "cuda" else None}
+    note = ("torch_chunked: chunked SSD after the Mamba-2 paper's minimal listing, autograd for fwd_bwd; "
+            "fla_naive_chunk: fla-core's naive_chunk_simple_gla (scale 1), autograd; torch_scan: sequential "
+            "selective-scan loop, autograd for fwd_bwd; inputs drawn with chunkgen bench's value ranges by torch's "
+            "generator")
+    out, work, gen = begin_run(device, sorted(impls), args, threads, repeats, min_time, ref_seq, note,
+                               "chunkgen-peers-")
 
     def flush():
         write_json(args.out, out)
@@ -545,21 +580,11 @@ def main():
             co, cg = make_call(impl, cell, cut, args.chunk)()
             ro = {k: rel_err(v, ref[k]) for k, v in co.items() if k in ref}
             rg = {k: rel_err(v, ref["d" + k]) for k, v in cg.items() if v is not None and "d" + k in ref}
-            vals = list(ro.values()) + list(rg.values())
-            row["rel_err"] = None if any(math.isnan(x) for x in vals) else max(vals)
-            if bwd:
-                row["rel_err_grads"] = rg
-            row["rel_err_outputs"] = ro
-            row["rel_err_note"] = ("reference (chunkgen's float64 scan) on batch[0:1], seq[0:%d] of %d; the peer rerun "
-                                   "on that cut" % (tc, T))
+            set_rel_err(row, ro, rg if bwd else None, tc, T)
         except Exception as e:  # a peer that cannot run says why in its row
-            row["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+            row["error"] = row_error(e)
         finally:
-            if "median_ms" in row:
-                print("peers:   median %.3f ms  rel_err %s" % (row["median_ms"], row.get("rel_err")),
-                      file=sys.stderr, flush=True)
-            elif "error" in row or "skipped" in row:
-                print("peers:   %s" % row.get("error", row.get("skipped")), file=sys.stderr, flush=True)
+            log_row("peers", row)
             flush()
 
     try:

@@ -73,16 +73,13 @@ extern "C" __global__ void emu_ldmatrix(emu_h16_params p) {
     const unsigned short *row = s + ((lane * 5 + 3) % 32) * 8 + (p.misalign && lane == 3 ? 1 : 0);
     unsigned r[4];
     unsigned *L = p.L + lane * 4;
-    cg_ldmatrix_x1(r, row);
-    L[0] = r[0];
-    cg_ldmatrix_x2(r, row);
-    for (int i = 0; i < 2; i++) L[128 + i] = r[i];
-    cg_ldmatrix_x4(r, row);
-    for (int i = 0; i < 4; i++) L[256 + i] = r[i];
-    cg_ldmatrix_x1_trans(r, row);
-    L[384] = r[0];
-    cg_ldmatrix_x2_trans(r, row);
-    for (int i = 0; i < 2; i++) L[512 + i] = r[i];
-    cg_ldmatrix_x4_trans(r, row);
-    for (int i = 0; i < 4; i++) L[640 + i] = r[i];
+    for (int v = 0; v < 6; v++) { // x1, x2, x4, x1.trans, x2.trans, x4.trans: 1 << v % 3 registers
+        if (v == 0) cg_ldmatrix_x1(r, row);
+        else if (v == 1) cg_ldmatrix_x2(r, row);
+        else if (v == 2) cg_ldmatrix_x4(r, row);
+        else if (v == 3) cg_ldmatrix_x1_trans(r, row);
+        else if (v == 4) cg_ldmatrix_x2_trans(r, row);
+        else cg_ldmatrix_x4_trans(r, row);
+        for (int i = 0; i < 1 << v % 3; i++) L[v * 128 + i] = r[i];
+    }
 }

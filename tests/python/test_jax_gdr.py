@@ -1,6 +1,7 @@
-"""chunkgen.jax.gdr (the gated delta rule, #35) against a float64 lax.scan of fla's
-recurrence (MATH_GDN.md 4.1): forward and every gradient (jax.grad, check_grads), the L2
-norm, a scale, both layouts; jit, vmap (one folded custom call), float32."""
+"""chunkgen.jax.gdr (the gated delta rule, #35) against a float64 loop of fla's
+recurrence (MATH_GDN.md 4.1; gdr_loop.py, shared with test_torch_gdr.py): forward and
+every gradient (jax.grad, check_grads), the L2 norm, a scale, both layouts; jit, vmap
+(one folded custom call), float32."""
 import re
 
 import numpy as np
@@ -13,29 +14,12 @@ from jax.test_util import check_grads  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 import chunkgen.jax as cj  # noqa: E402
+from gdr_loop import gdr_loop  # noqa: E402
 from jax_ref import rel_err  # noqa: E402
 
 
-def gdr_scan(q, k, v, g, beta, h0=None, scale=None, l2norm=False):
-    """Token-major q, k [B, T, G, dk]; v [B, T, H, dv]; g, beta [B, T, H]; h0 [B, H, dk, dv]."""
-    B, T, G, dk = q.shape
-    H, dv = v.shape[2], v.shape[3]
-    if l2norm:
-        q = q / jnp.sqrt((q * q).sum(-1, keepdims=True) + 1e-6)
-        k = k / jnp.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
-    s = dk ** -0.5 if not scale else scale
-    qh, kh = jnp.repeat(q, H // G, axis=2), jnp.repeat(k, H // G, axis=2)
-    S0 = h0 if h0 is not None else jnp.zeros((B, H, dk, dv), q.dtype)
-
-    def step(S, xs):
-        qt, kt, vt, gt, bt = xs
-        S = jnp.exp(gt)[..., None, None] * S
-        u = bt[..., None] * (vt - jnp.einsum("bhkv,bhk->bhv", S, kt))
-        S = S + kt[..., :, None] * u[..., None, :]
-        return S, jnp.einsum("bhkv,bhk->bhv", S, s * qt)
-
-    ST, o = jax.lax.scan(step, S0, tuple(jnp.moveaxis(a, 1, 0) for a in (qh, kh, v, g, beta)))
-    return jnp.moveaxis(o, 0, 1), ST
+def gdr_scan(*a, **kw):
+    return gdr_loop(jnp, *a, **kw)
 
 
 def inputs(seed, B=2, T=11, G=2, H=4, dk=5, dv=3, dtype=np.float64):
@@ -118,17 +102,3 @@ def test_gdr_errors_at_trace_time():
     with pytest.raises(ValueError, match="scale: nan but expected a finite value >= 0"):
         cj.gdr(*(x[n] for n in NAMES), scale=float("nan"))
 
-
-def test_gdr_sharded_no_all_gather():
-    """Sharded over batch and heads on 4 simulated CPU devices (a fresh process: XLA_FLAGS
-    before jax is imported): results equal to the unsharded call, no all-gather."""
-    import os
-    import subprocess
-    import sys
-
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
-    script = os.path.join(os.path.dirname(__file__), "jax_sharding_gdr_check.py")
-    p = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "ALL OK" in p.stdout

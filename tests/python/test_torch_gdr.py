@@ -1,8 +1,9 @@
 """chunkgen.torch.gdr (the gated delta rule, #35) against a float64 PyTorch loop of fla's
-recurrence (MATH_GDN.md 4.1) differentiated by autograd: forward and every gradient,
-grouped heads, both layouts, the L2 norm on and off, a given scale, varlen, float32 and
-16-bit inputs; torch.compile(fullgraph=True), opcheck, fake tensors, vmap; and, when the
-math brief's oracle (../shared/math_check_gdn.py) is beside the checkout, against it."""
+recurrence (MATH_GDN.md 4.1; gdr_loop.py) differentiated by autograd: forward and every
+gradient, grouped heads, both layouts, the L2 norm on and off, a given scale, varlen,
+float32 and 16-bit inputs; torch.compile(fullgraph=True), opcheck, fake tensors, vmap;
+and, when the math brief's oracle (../shared/math_check_gdn.py) is beside the checkout,
+against it."""
 import contextlib
 import io
 import os
@@ -12,26 +13,12 @@ import pytest
 import torch
 
 import chunkgen.torch as ct
+from gdr_loop import gdr_loop
 from ref import rel_err
 
 
-def gdr_ref(q, k, v, g, beta, h0=None, scale=None, l2norm=False):
-    """Token-major q, k [B, T, G, dk]; v [B, T, H, dv]; g, beta [B, T, H]; h0 [B, H, dk, dv]."""
-    B, T, G, dk = q.shape
-    H, dv = v.shape[2], v.shape[3]
-    if l2norm:
-        q = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6)
-        k = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
-    s = dk ** -0.5 if not scale else scale
-    qh, kh = q.repeat_interleave(H // G, dim=2), k.repeat_interleave(H // G, dim=2)
-    S = h0 if h0 is not None else q.new_zeros(B, H, dk, dv)
-    outs = []
-    for t in range(T):
-        S = torch.exp(g[:, t])[..., None, None] * S
-        u = beta[:, t, :, None] * (v[:, t] - torch.einsum("bhkv,bhk->bhv", S, kh[:, t]))
-        S = S + kh[:, t, :, :, None] * u[:, :, None, :]
-        outs.append(torch.einsum("bhkv,bhk->bhv", S, s * qh[:, t]))
-    return torch.stack(outs, 1), S
+def gdr_ref(*a, **kw):
+    return gdr_loop(torch, *a, **kw)
 
 
 def inputs(B=2, T=13, G=2, H=4, dk=5, dv=3, l2norm=True, dtype=torch.float64, h0=True, seed=0):

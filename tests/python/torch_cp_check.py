@@ -233,9 +233,25 @@ def faults(rank):
     call()  # the group still works after the errors (no rank is left waiting)
 
 
-def worker(rank, path, which):
-    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=WORLD)
+def in_group(rank, path, body, timeout=None):
+    """body() on this rank of a gloo group of WORLD processes (rendezvous in the file path;
+    timeout: one collective's, None: gloo's), one thread a rank; then a barrier, ALL OK
+    printed by rank 0, and the group closed."""
+    kw = {"timeout": timeout} if timeout is not None else {}
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=WORLD, **kw)
     torch.set_num_threads(1)
+    body()
+    dist.barrier()
+    if rank == 0:
+        print("ALL OK", flush=True)
+    dist.destroy_process_group()
+
+
+def worker(rank, path, which):
+    in_group(rank, path, lambda: checks(rank, which))
+
+
+def checks(rank, which):
     import chunkgen.torch_cp as cp
 
     bal = cp.split_sizes(203, WORLD)  # [51, 51, 51, 50]
@@ -266,10 +282,6 @@ def worker(rank, path, which):
         cp._PERTURB = None
     if which in ("all", "faults"):
         faults(rank)
-    dist.barrier()
-    if rank == 0:
-        print("ALL OK", flush=True)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -96,3 +96,17 @@ def no_channel_gates(gk, gv) -> None:
         if x is not None:
             raise ValueError(f"{name}: given but chunkgen's gated delta rule takes one decay per head and token "
                              f"(g [B, T, HV]); per-channel decays (gk, gv) are not supported")
+
+
+def fused_recurrent_rules(kwargs: dict, state_v_first: bool, g, gk, gv, use_gate_in_kernel: bool, A_log,
+                          use_beta_sigmoid_in_kernel: bool, allow_neg_eigval: bool) -> bool:
+    """fused_recurrent_gated_delta_rule's argument rules, both frameworks: the state layout
+    keyword, the hints, no per-channel gates, the in-kernel gate's checks (g given with it);
+    returns state_v_first."""
+    state_v_first = state_layout(state_v_first, kwargs)
+    hints("fused_recurrent_gated_delta_rule", kwargs)
+    no_channel_gates(gk, gv)
+    check_gates(use_gate_in_kernel, A_log, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    if use_gate_in_kernel and g is None:
+        raise ValueError("`g` (raw pre-activation) must be provided when `use_gate_in_kernel=True`.")
+    return state_v_first

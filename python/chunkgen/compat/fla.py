@@ -171,12 +171,8 @@ def fused_recurrent_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optiona
     ones (as fla). Beyond fla: differentiable (fla's backward raises NotImplementedError).
     gk [B, T, HV, K] and gv [B, T, HV, V] (per-channel decays) and a per-value beta are
     refused: chunkgen's gated delta rule has one decay and one beta per head and token."""
-    state_v_first = args.state_layout(state_v_first, kwargs)
-    args.hints("fused_recurrent_gated_delta_rule", kwargs)
-    args.no_channel_gates(gk, gv)
-    args.check_gates(use_gate_in_kernel, A_log, use_beta_sigmoid_in_kernel, allow_neg_eigval)
-    if use_gate_in_kernel and g is None:
-        raise ValueError("`g` (raw pre-activation) must be provided when `use_gate_in_kernel=True`.")
+    state_v_first = args.fused_recurrent_rules(kwargs, state_v_first, g, gk, gv, use_gate_in_kernel, A_log,
+                                               use_beta_sigmoid_in_kernel, allow_neg_eigval)
     if g is None:
         g = v.new_zeros(v.shape[:3], dtype=torch.float64 if v.dtype == torch.float64 else torch.float32)
     if beta is None:

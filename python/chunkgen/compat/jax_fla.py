@@ -71,12 +71,8 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
                                      state_v_first: bool = False, cu_seqlens=None, **kwargs):
     """chunkgen.compat.fla.fused_recurrent_gated_delta_rule on jax.Array (g None: no decay;
     beta None: ones; gk, gv refused)."""
-    state_v_first = args.state_layout(state_v_first, kwargs)
-    args.hints("fused_recurrent_gated_delta_rule", kwargs)
-    args.no_channel_gates(gk, gv)
-    args.check_gates(use_gate_in_kernel, A_log, use_beta_sigmoid_in_kernel, allow_neg_eigval)
-    if use_gate_in_kernel and g is None:
-        raise ValueError("`g` (raw pre-activation) must be provided when `use_gate_in_kernel=True`.")
+    state_v_first = args.fused_recurrent_rules(kwargs, state_v_first, g, gk, gv, use_gate_in_kernel, A_log,
+                                               use_beta_sigmoid_in_kernel, allow_neg_eigval)
     if g is None:
         g = jnp.zeros(v.shape[:3], jnp.float64 if v.dtype == jnp.float64 else jnp.float32)
     if beta is None:
