@@ -38,9 +38,7 @@ typedef CG_T_DBETA TDB;
 constexpr int GR_A = 0, GR_M = C * C, GR_T = 2 * C * C, GR_DL = 3 * C * C, GR_G = 4 * C * C, GR_B = GR_G + C,
               GR_RQ = GR_B + C, GR_RK = GR_RQ + C, GR_DG = GR_RK + C, GR_DB = GR_DG + C, GR_RED = GR_DB + 3 * C,
               GR_FLOATS = GR_RED + NT;
-#ifdef CG_SMEM_PREP // what generator/kernels/gdr_bwd.lua launches with
-static_assert(4 * PREP_FLOATS == CG_SMEM_PREP, "gdr_bwd.lua smem_prep() disagrees with the layout here");
-static_assert(4 * ST_FLOATS == CG_SMEM_STATE, "gdr_bwd.lua smem_state() disagrees with the layout here");
+#ifdef CG_SMEM_GRADS // what generator/kernels/gdr_bwd.lua launches with (prep, state: gdr_common.cuh)
 static_assert(4 * GR_FLOATS == CG_SMEM_GRADS, "gdr_bwd.lua smem_grads() disagrees with the layout here");
 #endif
 
@@ -59,21 +57,13 @@ GDR_ENTRY cg_gdr_bwd_state(cg_gdr_bwd_params p) {
     states_fwd(p, sm, rw);
     float *dS = sm + ST_S, *sD = sm + ST_V, *sG = sm + ST_G, *sCo = sm + ST_CO, *sX = sm + ST_X;
     const float scale = (float)p.scale;
-    for (int e = tid; e < DK * BV; e += NT) {
-        const int i = e / BV, c = e % BV;
-        const i64 j = rw.j0 + c;
-        dS[e] = p.dhT.p && j < DV ? p.dhT.p[rw.n * p.dhT.s0 + rw.h * p.dhT.s1 + i * p.dhT.s2 + j * p.dhT.s3] : 0.f;
-    }
+    load_state(dS, p.dhT, rw);
     __syncthreads();
     for (i64 k = rw.ns - 1; k >= 0; --k) {
         const i64 base = rw.bh * p.nslot + rw.s0 + k;
         const Chunk ch = rows_chunk(p, rw, k);
         const int len = ch.len;
-        float *dhs = p.dhs + base * DK * DV;
-        for (int e = tid; e < DK * BV; e += NT) {
-            const int i = e / BV, c = e % BV;
-            if (rw.j0 + c < DV) dhs[i * DV + rw.j0 + c] = dS[e];
-        }
+        store_ws(p.dhs + base * DK * DV, rw, dS);
         for (int r = tid; r < C; r += NT) {
             sG[r] = r < len ? p.gc[base * C + r] : 0.f;
             sCo[r] = r < len ? p.rs[(base * C + r) * 2 + 1] : 0.f;
@@ -116,12 +106,7 @@ GDR_ENTRY cg_gdr_bwd_state(cg_gdr_bwd_params p) {
         }
         __syncthreads();
     }
-    if (p.dh0.p)
-        for (int e = tid; e < DK * BV; e += NT) {
-            const int i = e / BV, c = e % BV;
-            const i64 j = rw.j0 + c;
-            if (j < DV) p.dh0.p[rw.n * p.dh0.s0 + rw.h * p.dh0.s1 + i * p.dh0.s2 + j * p.dh0.s3] = dS[e];
-        }
+    store_state(p.dh0, rw, dS);
 }
 
 GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {

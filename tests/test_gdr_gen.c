@@ -59,32 +59,48 @@ static cg_context *emu_ctx(void) {
     return ctx;
 }
 
-/* Every config of op's kernel space (chunk x block_dv x warps) once, on a rotating case
- * that accepts it; each config must run on some case. */
+/* Every config of op's kernel space (chunk x block_dv x warps, and for the forward each
+ * precision: ieee and 3xtf32 in float32, mma16 in bf16 and f16 in turn) once, on a
+ * rotating case that accepts it; each config must run on some case. */
 static void run_space(cg_op op) {
     static const int chunks[] = {16, 32, 64}, bvs[] = {16, 32, 64}, warps[] = {1, 2, 4, 8};
+    static const char *const precs[] = {"ieee", "3xtf32", "mma16"};
+    const int nprec = op == CG_OP_GDR_FWD ? 3 : 1;
     cg_context *ctx = emu_ctx();
     int q = 0, ran = 0;
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
-            for (int w = 0; w < 4; w++, q++) {
-                char cfg[96];
-                snprintf(cfg, sizeof cfg, "chunk=%d,block_dv=%d,warps=%d", chunks[a], bvs[b], warps[w]);
-                int ok = 0;
-                for (int k = 0; k < NGG && !ok; k++) ok = gg_check(ctx, &k_gg[(q + k) % NGG], op, CG_F32, cfg);
-                CG_CHECK(ok, "%s: config %s refused for every case", cg__op_desc(op)->name, cfg);
-                ran += ok;
-            }
+            for (int w = 0; w < 4; w++)
+                for (int pr = 0; pr < nprec; pr++, q++) {
+                    char cfg[96];
+                    snprintf(cfg, sizeof cfg, "chunk=%d,block_dv=%d,warps=%d%s%s", chunks[a], bvs[b], warps[w],
+                             nprec > 1 ? ",precision=" : "", nprec > 1 ? precs[pr] : "");
+                    const cg_dtype dt = pr < 2 ? CG_F32 : q % 2 ? CG_BF16 : CG_F16;
+                    int ok = 0;
+                    for (int k = 0; k < NGG && !ok; k++) ok = gg_check(ctx, &k_gg[(q + k) % NGG], op, dt, cfg);
+                    CG_CHECK(ok, "%s: config %s refused for every case", cg__op_desc(op)->name, cfg);
+                    ran += ok;
+                }
     fprintf(stderr, "gdr_gen: %d configs of %s checked under the emulator\n", ran, cg__op_desc(op)->name);
     cg_context_free(ctx);
 }
 
-/* The default config on every case, float32, then bf16 and f16 on two of them. */
+/* The default config on every case, float32 (the forward's: 3xtf32 on the emulator's
+ * sm_80), then bf16 and f16 on two of them (the forward's: mma16); the forward's float32
+ * FMA path (precision=ieee) on the grouped head-major case in float32 and bf16, and
+ * 3xtf32 with the smallest tiles on the varlen case (16 x 16 tiles over 4 warps: warps
+ * with no tile, a dv tile past dv). */
 static void run_default(cg_op op) {
     cg_context *ctx = emu_ctx();
     for (int k = 0; k < NGG; k++) gg_check(ctx, &k_gg[k], op, CG_F32, NULL);
     gg_check(ctx, &k_gg[1], op, CG_BF16, NULL);
     gg_check(ctx, &k_gg[4], op, CG_F16, NULL);
+    if (op == CG_OP_GDR_FWD) {
+        CG_CHECK(gg_check(ctx, &k_gg[1], op, CG_F32, "precision=ieee"), "precision=ieee refused");
+        CG_CHECK(gg_check(ctx, &k_gg[1], op, CG_BF16, "precision=ieee"), "precision=ieee refused (bf16)");
+        CG_CHECK(gg_check(ctx, &k_gg[4], op, CG_F32, "chunk=16,block_dv=16,warps=4,precision=3xtf32"),
+                 "3xtf32 16x16 refused");
+    }
     cg_context_free(ctx);
 }
 
@@ -92,6 +108,42 @@ CG_TEST(gdr_gen_emu_default) { run_default(CG_OP_GDR_FWD); }
 CG_TEST(gdr_gen_emu_bwd_default) { run_default(CG_OP_GDR_BWD); }
 CG_TEST(gdr_gen_emu_fwd_space) { run_space(CG_OP_GDR_FWD); }
 CG_TEST(gdr_gen_emu_bwd_space) { run_space(CG_OP_GDR_BWD); }
+
+/* The forward's default precision: 3xtf32 for float32 q, k on sm_80+, mma16 for 16-bit ones,
+ * ieee below sm_80; 3xtf32 with 16-bit q, k and mma16 with float32 ones are refused. */
+static const char *resolved_precision(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *dev, const char *pin,
+                                      cg_status *st) {
+    static cg_cfg got;
+    cg_cfg pc;
+    memset(&got, 0, sizeof got);
+    if (pin && cg__cfg_parse(ctx, pin, &pc) != CG_OK) return "?";
+    *st = cg__gen_resolve(ctx, "gdr_fwd", ks, dev, pin ? &pc : NULL, &got);
+    for (int i = 0; i < got.n; i++)
+        if (!strcmp(got.kv[i].key, "precision")) return got.kv[i].val;
+    return "";
+}
+CG_TEST(gdr_gen_precision) {
+    cg_context *ctx = emu_ctx();
+    cg_devinfo dev;
+    cg__devinfo_emulated(&dev);
+    cg_kshape ks = {.B = 2, .T = 37, .G = 2, .H = 6, .dk = 48, .dv = 40};
+    cg_status st = CG_OK;
+    const char *pr = resolved_precision(ctx, &ks, &dev, NULL, &st);
+    CG_CHECK(st == CG_OK && !strcmp(pr, "3xtf32"), "float32 default: %s (%s)", pr, cg_errmsg(ctx));
+    resolved_precision(ctx, &ks, &dev, "precision=mma16", &st);
+    CG_CHECK(st == CG_EUNSUPPORTED && strstr(cg_errmsg(ctx), "16-bit q, k"), "mma16 for float32: %s", cg_errmsg(ctx));
+    snprintf(ks.dtypes, sizeof ks.dtypes, "q=bf16 k=bf16 v=bf16 beta=bf16 o=bf16");
+    pr = resolved_precision(ctx, &ks, &dev, NULL, &st);
+    CG_CHECK(st == CG_OK && !strcmp(pr, "mma16"), "bf16 default: %s (%s)", pr, cg_errmsg(ctx));
+    resolved_precision(ctx, &ks, &dev, "precision=3xtf32", &st);
+    CG_CHECK(st == CG_EUNSUPPORTED && strstr(cg_errmsg(ctx), "float32 q, k"), "3xtf32 for bf16: %s", cg_errmsg(ctx));
+    pr = resolved_precision(ctx, &ks, &dev, "precision=ieee", &st);
+    CG_CHECK(st == CG_OK && !strcmp(pr, "ieee"), "ieee pinned: %s (%s)", pr, cg_errmsg(ctx));
+    dev.arch = 75;
+    pr = resolved_precision(ctx, &ks, &dev, NULL, &st);
+    CG_CHECK(st == CG_OK && !strcmp(pr, "ieee"), "sm_75 default: %s (%s)", pr, cg_errmsg(ctx));
+    cg_context_free(ctx);
+}
 
 /* A config outside the space is refused by name; one the constraints refuse says why. */
 CG_TEST(gdr_gen_refusals) {

@@ -63,7 +63,7 @@ local function launch(p, shape, dev)
     a[#a + 1] = { int = shape.nseq }
   end
   return {
-    { entry = "cg_gdr_bwd_prep", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_prep(p) },
+    { entry = "cg_gdr_bwd_prep", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_prep(p, shape) },
     { entry = "cg_gdr_bwd_state", grid = { lib.rows(shape) * shape.H * lib.ndvt(p, shape), 1, 1 },
       block = { nt, 1, 1 }, smem = smem_state(p, shape) },
     { entry = "cg_gdr_bwd_grads", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_grads(p) },
@@ -71,11 +71,7 @@ local function launch(p, shape, dev)
   }, workspace(p, shape), a
 end
 
-local function defines(p, shape, dev)
-  local d = { CG_SMEM_PREP = smem_prep(p), CG_SMEM_STATE = smem_state(p, shape), CG_SMEM_GRADS = smem_grads(p) }
-  if lib.varlen(shape) then d.CG_VARLEN = 1 end
-  return d
-end
+local function defines(p, shape, dev) return lib.common_defines(p, shape, { CG_SMEM_GRADS = smem_grads(p) }) end
 
 return {
   name = "gdr_bwd",
@@ -83,8 +79,10 @@ return {
   template = "gdr_bwd.cu",
   consts = { "dk", "dv", "l2norm" },
   half = { "q", "k", "v", "beta", "dout", "dq", "dk", "dv", "dbeta" },
-  space = fwd.space,
-  order = fwd.order,
+  -- the forward's without `precision` (float32 FMA throughout, as prep and the state pass
+  -- are without the key)
+  space = { chunk = fwd.space.chunk, block_dv = fwd.space.block_dv, warps = fwd.space.warps },
+  order = { "chunk", "block_dv", "warps" },
   valid = valid,
   default = default,
   launch = launch,
