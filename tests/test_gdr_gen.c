@@ -7,7 +7,8 @@
  * (gdr_gen_emu_default). NVRTC compiles every config for sm_80 and sm_90 in
  * test_gen_nvrtc.c (the all-configs sweep covers every kernel of generator/kernels/, in
  * float32 without varlen); gdr_gen_nvrtc_half_smN the variants it does not render: the
- * sampled configs varlen with the L2 norm, in bf16 and f16 in turn (label sweep). */
+ * sampled configs varlen with the L2 norm, in bf16 and f16 in turn, and the forward's
+ * float32 ones (label sweep). */
 #include "gdr_testlib.h"
 #include "nvrtc_testlib.h"
 #include "sweep_sample.h"
@@ -161,16 +162,19 @@ CG_TEST(gdr_gen_refusals) {
 }
 
 /* The sweep's sample of the configs of both kernels (every one under
- * CHUNKGEN_TEST_SWEEP=full), varlen with the L2 norm, bf16 and f16 in turn, through NVRTC
- * for sm_arch: no spills. */
+ * CHUNKGEN_TEST_SWEEP=full), varlen with the L2 norm, through NVRTC for sm_arch: no spills.
+ * bf16 and f16 in turn (the 16-bit space: ieee and, for the forward, mma16), then the
+ * forward's float32 space (ieee and 3xtf32; test_gen_nvrtc.c compiles it without varlen). */
 static void nvrtc_variants(int arch) {
     cg_test_nvrtc nv;
     if (!cg_test_nvrtc_begin(&nv, arch)) return;
-    static const char *const kernels[] = {"gdr_fwd", "gdr_bwd"};
+    static const char *const kernels[] = {"gdr_fwd", "gdr_bwd", "gdr_fwd"};
     int k = 0;
-    for (int o = 0; o < 2; o++) {
+    for (int o = 0; o < 3; o++) {
+        const int bwd = o == 1, half = o < 2;
         cg_kshape ks = {.B = 1, .T = 4096, .G = 4, .H = 8, .dk = 128, .dv = 128, .nseq = 3};
-        ks.flags = CG_KS_L2NORM | CG_KS_H0 | (o ? CG_KS_DHT : CG_KS_HT);
+        ks.flags = CG_KS_L2NORM | CG_KS_H0 | (bwd ? CG_KS_DHT : CG_KS_HT);
+        if (half) snprintf(ks.dtypes, sizeof ks.dtypes, "q=bf16 k=bf16"); /* the space of any 16-bit call */
         cg_cfg *space = NULL;
         int n = 0;
         CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernels[o], &ks, &nv.dev, &space, &n));
@@ -179,11 +183,12 @@ static void nvrtc_variants(int arch) {
         cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* every config under CHUNKGEN_TEST_SWEEP=full */
         for (int q = 0; q < n; q++) {
             if (!cg_sweep_keeps(&sel, q)) continue;
-            k++;
-            const char *dt = k % 2 ? "f16" : "bf16";
-            snprintf(ks.dtypes, sizeof ks.dtypes,
-                     o ? "q=%s k=%s v=%s beta=%s dout=%s dq=%s dk=%s dv=%s dbeta=%s" : "q=%s k=%s v=%s beta=%s o=%s%.0s%.0s%.0s%.0s",
-                     dt, dt, dt, dt, dt, dt, dt, dt, dt);
+            const char *dt = ++k % 2 ? "f16" : "bf16";
+            if (half)
+                snprintf(ks.dtypes, sizeof ks.dtypes,
+                         bwd ? "q=%s k=%s v=%s beta=%s dout=%s dq=%s dk=%s dv=%s dbeta=%s"
+                             : "q=%s k=%s v=%s beta=%s o=%s%.0s%.0s%.0s%.0s",
+                         dt, dt, dt, dt, dt, dt, dt, dt, dt);
             cg_plan p;
             if (!cg_test_nvrtc_plan(&nv, kernels[o], &ks, &space[q], &p)) continue;
             CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") && strstr(p.source, "#define CG_L2NORM 1\n"),
@@ -193,7 +198,7 @@ static void nvrtc_variants(int arch) {
         cg_sweep_sel_free(&sel);
         free(space);
     }
-    cg_test_nvrtc_end(&nv, "gdr varlen l2norm 16-bit", "");
+    cg_test_nvrtc_end(&nv, "gdr varlen l2norm (16-bit; float32 forward)", "");
 }
 CG_TEST(gdr_gen_nvrtc_half_sm80) { nvrtc_variants(80); }
 CG_TEST(gdr_gen_nvrtc_half_sm90) { nvrtc_variants(90); }
