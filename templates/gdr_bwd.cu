@@ -85,7 +85,7 @@ GDR_ENTRY cg_gdr_bwd_state(cg_gdr_bwd_params p) {
                 float a = 0.f;
                 for (int m = r; m < len; ++m) a += pm[m * C + r] * ld4<TDO>(p.dout, rw.b, ch.t0 + m, rw.h, j);
                 float d = 0.f;
-                #pragma unroll 4
+#pragma unroll 4
                 for (int i = 0; i < DK; ++i) d += ld4<TK>(p.k, rw.b, ch.t0 + r, rw.qh, i) * dS[i * BV + c];
                 v = scale * a + sCo[r] * d;
                 p.dvn[(base * C + r) * DV + j] = v;
@@ -140,7 +140,7 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
         float v = 0.f;
         if (r < len && m <= r) {
             float d = 0.f;
-            #pragma unroll 4
+#pragma unroll 4
             for (int j = 0; j < DV; ++j) d += ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) * Vn[m * DV + j];
             v = s * expf(sG[r] - sG[m]) * d;
         }
@@ -154,7 +154,7 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
         float dq = 0.f, dk = 0.f, dw = 0.f;
         if (r < len) {
             float a = 0.f, ks = 0.f;
-            #pragma unroll 4
+#pragma unroll 4
             for (int j = 0; j < DV; ++j) {
                 a += ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) * S0[i * DV + j];
                 ks += Vn[r * DV + j] * dSC[i * DV + j];
@@ -176,7 +176,7 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     __syncthreads();
     for (int r = tid; r < len; r += NT) {
         float a = 0.f;
-        #pragma unroll 4
+#pragma unroll 4
         for (int i = 0; i < DK; ++i)
             a += sRq[r] * ld4<TQ>(p.q, w.b, t0 + r, w.qh, i) * dqp[r * DK + i] -
                  sRk[r] * ld4<TK>(p.k, w.b, t0 + r, w.qh, i) * dkp[r * DK + i];
@@ -193,14 +193,14 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     for (int r = tid; r < len; r += NT) {
         const float gam = expf(sG[r]);
         float s1 = 0.f, s2 = 0.f;
-        #pragma unroll 4
+#pragma unroll 4
         for (int i = 0; i < DK; ++i) {
             float a = 0.f;
             for (int m = r; m < len; ++m) a += sA[m * C + r] * dW[m * DK + i];
             dkp[r * DK + i] += sB[r] * gam * a;
             s1 += a * sRk[r] * ld4<TK>(p.k, w.b, t0 + r, w.qh, i);
         }
-        #pragma unroll 4
+#pragma unroll 4
         for (int y = 0; y < DV; ++y) {
             float a = 0.f;
             for (int m = r; m < len; ++m) a += sA[m * C + r] * dVn[m * DV + y];
@@ -216,9 +216,9 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
         float v = 0.f;
         if (r < len && m < len) {
             float a = 0.f, b = 0.f;
-            #pragma unroll 4
+#pragma unroll 4
             for (int i = 0; i < DK; ++i) a += dW[r * DK + i] * sRk[m] * ld4<TK>(p.k, w.b, t0 + m, w.qh, i);
-            #pragma unroll 4
+#pragma unroll 4
             for (int y = 0; y < DV; ++y) b += dVn[r * DV + y] * ld4<TV>(p.v, w.b, t0 + m, w.h, y);
             v = sB[m] * (expf(sG[m]) * a + b);
         }
@@ -289,14 +289,14 @@ GDR_ENTRY cg_gdr_bwd_reduce(cg_gdr_bwd_params p) {
             const float rn = p.rs[(base0 * C + r) * 2 + which];
             float dot = 0.f;
             if (L2) {
-                #pragma unroll 4
+#pragma unroll 4
                 for (int i = 0; i < DK; ++i) {
                     float d = 0.f;
                     for (i64 hh = 0; hh < hpg; ++hh) d += part[((base0 + hh * p.nslot) * C + r) * DK + i];
                     dot += d * rn * (which ? ld4<TK>(x, b, t, qh, i) : ld4<TQ>(x, b, t, qh, i));
                 }
             }
-            #pragma unroll 4
+#pragma unroll 4
             for (int i = 0; i < DK; ++i) {
                 float d = 0.f;
                 for (i64 hh = 0; hh < hpg; ++hh) d += part[((base0 + hh * p.nslot) * C + r) * DK + i];

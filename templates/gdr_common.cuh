@@ -35,7 +35,7 @@ static_assert(BV >= 1 && NT <= 1024, "block_dv, warps");
 constexpr int DKP = (DK + 15) / 16 * 16;
 constexpr int LDK = DKP + 4;
 constexpr int LDH = ssdc::Pitch16<DKP>::LD;
-constexpr int KT_FLOATS = MMA ? C * LDK : 0;    // one staged fp32 tile
+constexpr int KT_FLOATS = MMA ? C * LDK : 0;       // one staged fp32 tile
 constexpr int KH_FLOATS = MMA16 ? C * LDH / 2 : 0; // one raw 16-bit copy
 
 #include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
@@ -44,7 +44,9 @@ typedef CG_T_K TK;
 typedef CG_T_V TV;
 typedef CG_T_BETA TBETA;
 
-template <class T> __device__ __forceinline__ const T *tp(const cg_ktensor &t) { return reinterpret_cast<const T *>(t.p); }
+template <class T> __device__ __forceinline__ const T *tp(const cg_ktensor &t) {
+    return reinterpret_cast<const T *>(t.p);
+}
 template <class T> __device__ __forceinline__ T *tpw(const cg_ktensor &t) { return reinterpret_cast<T *>(t.p); }
 
 // Quotient and remainder of indices the constraints keep below 2^31 (32-bit, inline).
@@ -56,7 +58,9 @@ __device__ __forceinline__ i64 umod(i64 a, i64 b) { return (i64)((unsigned)a % (
 __device__ __forceinline__ i64 off4(const cg_ktensor &t, i64 b, i64 s, i64 hd, i64 x) {
     return b * t.s0 + s * t.s1 + hd * t.s2 + x * t.s3;
 }
-__device__ __forceinline__ i64 off3(const cg_ktensor &t, i64 b, i64 s, i64 hd) { return b * t.s0 + s * t.s1 + hd * t.s2; }
+__device__ __forceinline__ i64 off3(const cg_ktensor &t, i64 b, i64 s, i64 hd) {
+    return b * t.s0 + s * t.s1 + hd * t.s2;
+}
 template <class T> __device__ __forceinline__ float ld4(const cg_ktensor &t, i64 b, i64 s, i64 hd, i64 x) {
     return cg_f32(tp<T>(t)[off4(t, b, s, hd, x)]);
 }
@@ -68,7 +72,7 @@ template <class T> __device__ __forceinline__ float ld3(const cg_ktensor &t, i64
 template <class T> __device__ __forceinline__ float rnorm(const cg_ktensor &t, i64 b, i64 s, i64 hd) {
     if (!L2) return 1.f;
     float a = 0.f;
-    #pragma unroll 4
+#pragma unroll 4
     for (int x = 0; x < DK; ++x) {
         const float v = ld4<T>(t, b, s, hd, x);
         a += v * v;
@@ -155,49 +159,41 @@ constexpr int PREP_L = 0, PREP_A = C * C, PREP_G = 2 * C * C, PREP_B = PREP_G + 
 
 // prep's products on the matrix unit (gdr_mma.cuh): from K staged at sK (and sK16), the
 // gated Gram matrix L, A = I; after the solve, W and U.
-template <class P>
-__device__ __forceinline__ void prep_gram_mma(float *sm, int len) {
+template <class P> __device__ __forceinline__ void prep_gram_mma(float *sm, int len) {
     float *sL = sm + PREP_L, *sA = sm + PREP_A, *sG = sm + PREP_G, *sB = sm + PREP_B, *sRk = sm + PREP_RK;
     const float *sK = sm + PREP_K;
     const TK *sK16 = reinterpret_cast<const TK *>(sm + PREP_K16);
-    tiles<C, C, NT>([&](int m0, int n0) {
-        float acc[2][4];
-        ssdc::tile_zero(acc);
-        mma_abt<DKP, LDK, LDH>(acc, sK, sK, sK16, sK16, m0, n0);
-        ssdc::tile_foreach(acc, [&](int r, int j, float &d) {
-            r += m0, j += n0;
+    gemm_tiles<C, C, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) { mma_abt<DKP, LDK, LDH>(acc, sK, sK, sK16, sK16, m0, n0); },
+        [&](int r, int j, float d) {
             sL[r * C + j] = r < len && j < r ? sB[r] * (d * sRk[r] * sRk[j]) * expf(sG[r] - sG[j]) : 0.f;
             sA[r * C + j] = r == j ? 1.f : 0.f;
         });
-    });
 }
-template <class P>
-__device__ __forceinline__ void prep_wu_mma(const P &p, float *sm, const Where &w, const Chunk &ch) {
+template <class P> __device__ __forceinline__ void prep_wu_mma(const P &p, float *sm, const Where &w, const Chunk &ch) {
     const float *sA = sm + PREP_A, *sB = sm + PREP_B, *sBG = sm + PREP_BG, *sK = sm + PREP_K;
     float *sVt = sm + PREP_VT;
     constexpr int LDV = BV + 4;
     const auto a = [&](int m, int k) { return sA[m * C + k]; };
     // W = A diag(beta gam / |k|) K (rows past len: A's 1 times beta gam = 0)
-    tiles<C, DKP, NT>([&](int m0, int n0) {
-        float acc[2][4];
-        ssdc::tile_zero(acc);
-        mma_tile(acc, m0, n0, C, a, [&](int k, int n) { return sBG[k] * sK[k * LDK + n]; });
-        ssdc::tile_foreach(acc, [&](int r, int x, float &v) {
-            if (n0 + x < DK) p.w[(w.base * C + m0 + r) * DK + n0 + x] = v;
+    gemm_tiles<C, DKP, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(acc, m0, n0, C, a, [&](int k, int n) { return sBG[k] * sK[k * LDK + n]; });
+        },
+        [&](int r, int x, float v) {
+            if (x < DK) p.w[(w.base * C + r) * DK + x] = v;
         });
-    });
     // U = A diag(beta) V, V staged BV columns at a time
     for (int y0 = 0; y0 < DV; y0 += BV) {
         stage<C, BV, LDV, 0, NT, false>(sVt, (TV *)nullptr, p.v, w.b, ch.t0, w.h, y0, ch.len, DV - y0);
         __syncthreads();
-        tiles<C, BV, NT>([&](int m0, int n0) {
-            float acc[2][4];
-            ssdc::tile_zero(acc);
-            mma_tile(acc, m0, n0, C, a, [&](int k, int n) { return sB[k] * sVt[k * LDV + n]; });
-            ssdc::tile_foreach(acc, [&](int r, int y, float &v) {
-                if (y0 + n0 + y < DV) p.u[(w.base * C + m0 + r) * DV + y0 + n0 + y] = v;
+        gemm_tiles<C, BV, NT>(
+            [&](float(&acc)[2][4], int m0, int n0) {
+                mma_tile(acc, m0, n0, C, a, [&](int k, int n) { return sB[k] * sVt[k * LDV + n]; });
+            },
+            [&](int r, int y, float v) {
+                if (y0 + y < DV) p.u[(w.base * C + r) * DV + y0 + y] = v;
             });
-        });
         __syncthreads();
     }
 }
@@ -220,8 +216,9 @@ template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i
         sRq[r] = in ? rnorm<TQ>(p.q, w.b, t, w.qh) : 0.f;
         sRk[r] = in ? rnorm<TK>(p.k, w.b, t, w.qh) : 0.f;
     }
-    if constexpr (MMA) stage<C, DKP, LDK, LDH, NT, MMA16>(sm + PREP_K, reinterpret_cast<TK *>(sm + PREP_K16), p.k, w.b,
-                                                           ch.t0, w.qh, 0, len, DK);
+    if constexpr (MMA)
+        stage<C, DKP, LDK, LDH, NT, MMA16>(sm + PREP_K, reinterpret_cast<TK *>(sm + PREP_K16), p.k, w.b, ch.t0, w.qh, 0,
+                                           len, DK);
     __syncthreads();
     if (tid == 0) // the chunk-local inclusive cumsum, in token order
         for (int r = 1; r < len; ++r) sG[r] += sG[r - 1];
@@ -241,8 +238,9 @@ template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i
         const int r = e / C, j = e % C;
         float v = 0.f, d = 0.f;
         if (r < len && j < r) {
-            #pragma unroll 4
-            for (int x = 0; x < DK; ++x) d += ld4<TK>(p.k, w.b, ch.t0 + r, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
+#pragma unroll 4
+            for (int x = 0; x < DK; ++x)
+                d += ld4<TK>(p.k, w.b, ch.t0 + r, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
             d *= sRk[r] * sRk[j];
             v = sB[r] * d * expf(sG[r] - sG[j]);
         }
@@ -252,8 +250,9 @@ template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i
         if (pm) {
             float q = 0.f;
             if (r < len && j <= r) {
-                #pragma unroll 4
-                for (int x = 0; x < DK; ++x) q += ld4<TQ>(p.q, w.b, ch.t0 + r, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
+#pragma unroll 4
+                for (int x = 0; x < DK; ++x)
+                    q += ld4<TQ>(p.q, w.b, ch.t0 + r, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
                 q *= sRq[r] * sRk[j] * expf(sG[r] - sG[j]);
             }
             pm[w.base * C * C + e] = q;
@@ -292,21 +291,21 @@ template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i
 
 // State pass shared memory, floats: S [DK][BV], Vn [C][BV], then three per-row columns;
 // the mma precisions also the chunk's K [C][LDK].
-constexpr int ST_S = 0, ST_V = DK * BV, ST_G = ST_V + C * BV, ST_CO = ST_G + C, ST_X = ST_CO + C,
-              ST_K = ST_X + C, ST_FLOATS = ST_K + KT_FLOATS;
+constexpr int ST_S = 0, ST_V = DK * BV, ST_G = ST_V + C * BV, ST_CO = ST_G + C, ST_X = ST_CO + C, ST_K = ST_X + C,
+              ST_FLOATS = ST_K + KT_FLOATS;
 
 // The state pass's products on the matrix unit: Vn = U - W S over U (and into sV) ...
 template <class P>
 __device__ __forceinline__ void states_vn_mma(const P &p, float *sm, const Rows &rw, i64 base, int len) {
     const float *sS = sm + ST_S, *wc = p.w + base * C * DK;
     float *sV = sm + ST_V, *uc = p.u + base * C * DV;
-    tiles<C, BV, NT>([&](int m0, int n0) {
-        float acc[2][4];
-        ssdc::tile_zero(acc);
-        mma_tile(acc, m0, n0, DKP, [&](int m, int k) { return m < len && k < DK ? wc[m * DK + k] : 0.f; },
-                 [&](int k, int n) { return k < DK ? sS[k * BV + n] : 0.f; });
-        ssdc::tile_foreach(acc, [&](int r, int c, float &x) {
-            r += m0, c += n0;
+    gemm_tiles<C, BV, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, DKP, [&](int m, int k) { return m < len && k < DK ? wc[m * DK + k] : 0.f; },
+                [&](int k, int n) { return k < DK ? sS[k * BV + n] : 0.f; });
+        },
+        [&](int r, int c, float x) {
             const i64 j = rw.j0 + c;
             float v = 0.f;
             if (r < len && j < DV) {
@@ -315,21 +314,20 @@ __device__ __forceinline__ void states_vn_mma(const P &p, float *sm, const Rows 
             }
             sV[r * BV + c] = v;
         });
-    });
 }
 // ... and S = gam S + (diag(co) K)^T Vn, in place (each lane its own elements of S).
 __device__ __forceinline__ void states_s_mma(float *sm, float gam) {
     float *sS = sm + ST_S;
     const float *sV = sm + ST_V, *sCo = sm + ST_CO, *sK = sm + ST_K;
-    tiles<DKP, BV, NT>([&](int m0, int n0) {
-        float acc[2][4];
-        ssdc::tile_zero(acc);
-        mma_tile(acc, m0, n0, C, [&](int m, int k) { return sCo[k] * sK[k * LDK + m]; },
-                 [&](int k, int n) { return sV[k * BV + n]; });
-        ssdc::tile_foreach(acc, [&](int r, int c, float &x) {
-            if (m0 + r < DK) sS[(m0 + r) * BV + n0 + c] = gam * sS[(m0 + r) * BV + n0 + c] + x;
+    gemm_tiles<DKP, BV, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, C, [&](int m, int k) { return sCo[k] * sK[k * LDK + m]; },
+                [&](int k, int n) { return sV[k * BV + n]; });
+        },
+        [&](int i, int c, float x) {
+            if (i < DK) sS[i * BV + c] = gam * sS[i * BV + c] + x;
         });
-    });
 }
 
 // A state tile of rows rw: dst [DK][BV] from the [n, h, dk, dv] float32 tensor t (0 where
@@ -381,7 +379,7 @@ template <class P> __device__ __forceinline__ void states_fwd(const P &p, float 
                 const float *wr = p.w + (base * C + r) * DK;
                 float *ur = p.u + (base * C + r) * DV;
                 v = ur[j];
-                #pragma unroll 4
+#pragma unroll 4
                 for (int i = 0; i < DK; ++i) v -= wr[i] * sS[i * BV + c];
                 ur[j] = v;
             }

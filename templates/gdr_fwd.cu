@@ -46,32 +46,31 @@ constexpr int OUT_P = 0, OUT_G = C * C, OUT_RQ = OUT_G + C, OUT_RK = OUT_RQ + C,
 __device__ __forceinline__ void out_p_mma(float *sm, int len) {
     float *sP = sm + OUT_P;
     const float *sG = sm + OUT_G, *sRq = sm + OUT_RQ, *sRk = sm + OUT_RK;
-    tiles<C, C, NT>([&](int m0, int n0) {
-        float acc[2][4];
-        ssdc::tile_zero(acc);
-        mma_abt<DKP, LDK, LDH>(acc, sm + OUT_Q, sm + OUT_K, reinterpret_cast<const TQ *>(sm + OUT_Q16),
-                               reinterpret_cast<const TK *>(sm + OUT_K16), m0, n0);
-        ssdc::tile_foreach(acc, [&](int i, int j, float &d) {
-            i += m0, j += n0;
+    gemm_tiles<C, C, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_abt<DKP, LDK, LDH>(acc, sm + OUT_Q, sm + OUT_K, reinterpret_cast<const TQ *>(sm + OUT_Q16),
+                                   reinterpret_cast<const TK *>(sm + OUT_K16), m0, n0);
+        },
+        [&](int i, int j, float d) {
             sP[i * C + j] = i < len && j <= i ? d * sRq[i] * sRk[j] * expf(sG[i] - sG[j]) : 0.f;
         });
-    });
 }
 template <class F>
 __device__ __forceinline__ void out_o_mma(const float *sm, const float *hs, const float *vn, i64 j0, int len, F store) {
     const float *sP = sm + OUT_P, *sG = sm + OUT_G, *sRq = sm + OUT_RQ, *sQ = sm + OUT_Q;
-    tiles<C, BV, NT>([&](int m0, int n0) {
-        float acc[2][4];
-        ssdc::tile_zero(acc);
-        mma_tile(acc, m0, n0, DKP, [&](int m, int k) { return sQ[m * LDK + k]; },
-                 [&](int k, int n) { return k < DK && j0 + n < DV ? hs[k * DV + j0 + n] : 0.f; });
-        ssdc::tile_foreach(acc, [&](int r, int, float &x) { x *= expf(sG[m0 + r]) * sRq[m0 + r]; });
-        mma_tile(acc, m0, n0, C, [&](int m, int k) { return sP[m * C + k]; },
-                 [&](int k, int n) { return j0 + n < DV ? vn[k * DV + j0 + n] : 0.f; });
-        ssdc::tile_foreach(acc, [&](int r, int c, float &x) {
-            if (m0 + r < len && j0 + n0 + c < DV) store(m0 + r, j0 + n0 + c, x);
+    gemm_tiles<C, BV, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, DKP, [&](int m, int k) { return sQ[m * LDK + k]; },
+                [&](int k, int n) { return k < DK && j0 + n < DV ? hs[k * DV + j0 + n] : 0.f; });
+            ssdc::tile_foreach(acc, [&](int r, int, float &x) { x *= expf(sG[m0 + r]) * sRq[m0 + r]; });
+            mma_tile(
+                acc, m0, n0, C, [&](int m, int k) { return sP[m * C + k]; },
+                [&](int k, int n) { return j0 + n < DV ? vn[k * DV + j0 + n] : 0.f; });
+        },
+        [&](int r, int c, float x) {
+            if (r < len && j0 + c < DV) store(r, j0 + c, x);
         });
-    });
 }
 #ifdef CG_SMEM_OUT // what generator/kernels/gdr_fwd.lua launches with (prep, state: gdr_common.cuh)
 static_assert(4 * OUT_FLOATS == CG_SMEM_OUT, "gdr_fwd.lua smem_out() disagrees with the layout here");
@@ -124,8 +123,9 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
         float v = 0.f;
         if (i < len && j <= i) {
             float d = 0.f;
-            #pragma unroll 4
-            for (int x = 0; x < DK; ++x) d += ld4<TQ>(p.q, w.b, ch.t0 + i, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
+#pragma unroll 4
+            for (int x = 0; x < DK; ++x)
+                d += ld4<TQ>(p.q, w.b, ch.t0 + i, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
             v = d * sRq[i] * sRk[j] * expf(sG[i] - sG[j]);
         }
         sP[e] = v;
@@ -136,7 +136,8 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
     const float scale = (float)p.scale;
     TO *o = reinterpret_cast<TO *>(p.o.p) + w.b * p.o.s0 + ch.t0 * p.o.s1 + w.h * p.o.s2;
     if constexpr (MMA) {
-        out_o_mma(sm, hs, vn, j0, len, [&](int r, i64 j, float a) { o[r * p.o.s1 + j * p.o.s3] = cg_round<TO>(scale * a); });
+        out_o_mma(sm, hs, vn, j0, len,
+                  [&](int r, i64 j, float a) { o[r * p.o.s1 + j * p.o.s3] = cg_round<TO>(scale * a); });
         return;
     }
     for (int e = tid; e < C * BV; e += NT) {
@@ -144,7 +145,7 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
         const i64 j = j0 + c;
         if (r >= len || j >= DV) continue;
         float a = 0.f;
-        #pragma unroll 4
+#pragma unroll 4
         for (int i = 0; i < DK; ++i) a += ld4<TQ>(p.q, w.b, ch.t0 + r, w.qh, i) * hs[i * DV + j];
         a *= expf(sG[r]) * sRq[r];
         for (int m = 0; m <= r; ++m) a += sP[r * C + m] * vn[m * DV + j];

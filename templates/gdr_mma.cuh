@@ -49,20 +49,31 @@ template <int M, int N, int NT, class F> __device__ __forceinline__ void tiles(F
     for (int t = (int)(threadIdx.x >> 5); t < NTILE; t += NT / 32) f((t / TN) * 16, (t - (t / TN) * TN) * 16);
 }
 
+// For each 16x16 tile (m0, n0) of an [M, N] output: acc = 0, mm(acc, m0, n0) (the products),
+// then ep(row, col, value&) over the lane's elements of the tile, in block coordinates.
+template <int M, int N, int NT, class FM, class FE> __device__ __forceinline__ void gemm_tiles(FM mm, FE ep) {
+    tiles<M, N, NT>([&](int m0, int n0) {
+        float acc[2][4];
+        ssdc::tile_zero(acc);
+        mm(acc, m0, n0);
+        ssdc::tile_foreach(acc, [&](int r, int c, float &x) { ep(m0 + r, n0 + c, x); });
+    });
+}
+
 // acc (the 16x16 tile at (m0, n0), ssdc's m16n8 layout) += sum_{k < K} A(m, k) B(k, n), K a
 // multiple of 8, by 3xtf32 mma; A, B element loaders in block coordinates (0 past the
 // operands' ends).
 template <class FA, class FB>
 __device__ __forceinline__ void mma_tile(float (&acc)[2][4], int m0, int n0, int K, FA A, FB B) {
-    ssdc::warp_mma<ssdc::PREC>(acc, 0, K, [&](int m, int k) { return A(m0 + m, k); },
-                               [&](int k, int n) { return B(k, n0 + n); });
+    ssdc::warp_mma<ssdc::PREC>(
+        acc, 0, K, [&](int m, int k) { return A(m0 + m, k); }, [&](int k, int n) { return B(k, n0 + n); });
 }
 
 // acc += A[m0 .. m0 + 16) B[n0 .. n0 + 16)^T over k < K (a multiple of 16) of two raw
 // 16-bit row-major tiles of pitch LD16 halves, by m16n8k16 mma.
 template <int LD16, class T>
 __device__ __forceinline__ void mma16_abt_tile(float (&acc)[2][4], const T *A, const T *B, int m0, int n0, int K) {
-    float (&a3)[1][2][4] = *reinterpret_cast<float (*)[1][2][4]>(&acc);
+    float(&a3)[1][2][4] = *reinterpret_cast<float(*)[1][2][4]>(&acc);
     ssdc::warp_mma16_abt<T, LD16, LD16, 1, 2>(a3, A + m0 * LD16, B + n0 * LD16, 0, K);
 }
 
@@ -72,8 +83,9 @@ template <int DKP, int LD, int LD16, class T>
 __device__ __forceinline__ void mma_abt(float (&acc)[2][4], const float *X, const float *Y, const T *X16, const T *Y16,
                                         int m0, int n0) {
     if constexpr (MMA16) mma16_abt_tile<LD16>(acc, X16, Y16, m0, n0, DKP);
-    else mma_tile(acc, m0, n0, DKP, [&](int m, int k) { return X[m * LD + k]; },
-                  [&](int k, int n) { return Y[n * LD + k]; });
+    else
+        mma_tile(
+            acc, m0, n0, DKP, [&](int m, int k) { return X[m * LD + k]; }, [&](int k, int n) { return Y[n * LD + k]; });
 }
 
 } // namespace gdr
