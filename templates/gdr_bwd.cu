@@ -21,7 +21,11 @@
 //           dg = the chunk-local reverse cumsum of dG; dQn, dKn to the workspace;
 //   reduce  per (b, q/k head, slot): dq, dk = the group's value heads' dQn, dKn summed in
 //           head order, through the L2 norm's backward rstd (dy - (dy . y) y).
-// Every sum has one fixed order (deterministic). Plain float32 FMA.
+// Every sum has one fixed order (deterministic). precision (gdr_mma.cuh): ieee, float32
+// FMA throughout; 3xtf32 / mma16, the products of prep and of the state pass (both
+// directions: W S, K^T Vn, Pm^T dO, K dS, Q^T dO, W^T dVn) by mma.sync from staged q, k,
+// dO tiles; the grads and reduce passes stay float32 FMA in every precision.
+#define CG_GDR_BWD 1 // prep also stores pm (gdr_common.cuh)
 #include "gdr_common.cuh"
 
 namespace gdr {
@@ -38,9 +42,54 @@ typedef CG_T_DBETA TDB;
 constexpr int GR_A = 0, GR_M = C * C, GR_T = 2 * C * C, GR_DL = 3 * C * C, GR_G = 4 * C * C, GR_B = GR_G + C,
               GR_RQ = GR_B + C, GR_RK = GR_RQ + C, GR_DG = GR_RK + C, GR_DB = GR_DG + C, GR_RED = GR_DB + 3 * C,
               GR_FLOATS = GR_RED + NT;
+// The state pass beyond states_fwd's layout (ST_FLOATS), mma precisions: Q [C][LDK] and a
+// dO tile [C][BV + 4] of the chunk (K: states_fwd's ST_K).
+constexpr int LDO = BV + 4;
+constexpr int RS_Q = ST_FLOATS, RS_DO = RS_Q + KT_FLOATS, RS_FLOATS = RS_DO + (MMA ? C * LDO : 0);
 #ifdef CG_SMEM_GRADS // what generator/kernels/gdr_bwd.lua launches with (prep, state: gdr_common.cuh)
 static_assert(4 * GR_FLOATS == CG_SMEM_GRADS, "gdr_bwd.lua smem_grads() disagrees with the layout here");
+static_assert(4 * RS_FLOATS == CG_SMEM_RSTATE, "gdr_bwd.lua smem_rstate() disagrees with the layout here");
 #endif
+
+// The reverse state pass's products on the matrix unit, Q, K and the dO tile staged:
+// dVn = s Pm^T dO + diag(co) K dS (into p.dvn and sD) ...
+template <class P>
+__device__ __forceinline__ void rstate_dvn_mma(const P &p, float *sm, const Rows &rw, i64 base, int len, float scale) {
+    const float *dS = sm + ST_S, *sCo = sm + ST_CO, *sK = sm + ST_K, *sDO = sm + RS_DO, *pm = p.pm + base * C * C;
+    float *sD = sm + ST_V;
+    gemm_tiles<C, BV, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, C, [&](int m, int k) { return scale * pm[k * C + m]; },
+                [&](int k, int n) { return sDO[k * LDO + n]; });
+            mma_tile(
+                acc, m0, n0, DKP, [&](int m, int k) { return sCo[m] * sK[m * LDK + k]; },
+                [&](int k, int n) { return k < DK ? dS[k * BV + n] : 0.f; });
+        },
+        [&](int r, int c, float x) {
+            const i64 j = rw.j0 + c;
+            const bool in = r < len && j < DV;
+            if (in) p.dvn[(base * C + r) * DV + j] = x;
+            sD[r * BV + c] = in ? x : 0.f;
+        });
+}
+// ... and dS = gamC dS + (diag(x) Q)^T dO - W^T dVn, in place.
+template <class P> __device__ __forceinline__ void rstate_ds_mma(const P &p, float *sm, i64 base, int len, float gam) {
+    float *dS = sm + ST_S;
+    const float *sD = sm + ST_V, *sX = sm + ST_X, *sQ = sm + RS_Q, *sDO = sm + RS_DO, *wc = p.w + base * C * DK;
+    gemm_tiles<DKP, BV, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, C, [&](int m, int k) { return sX[k] * sQ[k * LDK + m]; },
+                [&](int k, int n) { return sDO[k * LDO + n]; });
+            mma_tile(
+                acc, m0, n0, C, [&](int m, int k) { return k < len && m < DK ? -wc[k * DK + m] : 0.f; },
+                [&](int k, int n) { return sD[k * BV + n]; });
+        },
+        [&](int i, int c, float x) {
+            if (i < DK) dS[i * BV + c] = gam * dS[i * BV + c] + x;
+        });
+}
 
 } // namespace gdr
 
@@ -69,6 +118,12 @@ GDR_ENTRY cg_gdr_bwd_state(cg_gdr_bwd_params p) {
             sCo[r] = r < len ? p.rs[(base * C + r) * 2 + 1] : 0.f;
             sX[r] = r < len ? p.rs[(base * C + r) * 2] : 0.f;
         }
+        if constexpr (MMA) {
+            stage<C, DKP, LDK, 0, NT, false>(sm + ST_K, (TK *)nullptr, p.k, rw.b, ch.t0, rw.qh, 0, len, DK);
+            stage<C, DKP, LDK, 0, NT, false>(sm + RS_Q, (TQ *)nullptr, p.q, rw.b, ch.t0, rw.qh, 0, len, DK);
+            stage<C, BV, LDO, 0, NT, false>(sm + RS_DO, (TDO *)nullptr, p.dout, rw.b, ch.t0, rw.h, rw.j0, len,
+                                            (int)(DV - rw.j0));
+        }
         __syncthreads();
         const float gl = sG[len - 1];
         for (int r = tid; r < len; r += NT) {
@@ -77,7 +132,8 @@ GDR_ENTRY cg_gdr_bwd_state(cg_gdr_bwd_params p) {
         }
         __syncthreads();
         const float *pm = p.pm + base * C * C;
-        for (int e = tid; e < C * BV; e += NT) {
+        if constexpr (MMA) rstate_dvn_mma(p, sm, rw, base, len, scale);
+        for (int e = tid; e < C * BV && !MMA; e += NT) {
             const int r = e / BV, c = e % BV;
             const i64 j = rw.j0 + c;
             float v = 0.f;
@@ -94,7 +150,8 @@ GDR_ENTRY cg_gdr_bwd_state(cg_gdr_bwd_params p) {
         }
         __syncthreads();
         const float gam = expf(gl);
-        for (int e = tid; e < DK * BV; e += NT) {
+        if constexpr (MMA) rstate_ds_mma(p, sm, base, len, gam);
+        for (int e = tid; e < DK * BV && !MMA; e += NT) {
             const int i = e / BV, c = e % BV;
             const i64 j = rw.j0 + c;
             float a = gam * dS[e];

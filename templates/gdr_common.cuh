@@ -150,25 +150,53 @@ template <class P> __device__ __forceinline__ Chunk rows_chunk(const P &p, const
     return c;
 }
 
+// The backward's prep also stores the gated query-key matrix (pm): its mma precisions stage Q.
+#ifdef CG_GDR_BWD
+constexpr bool PREP_QK = true;
+#else
+constexpr bool PREP_QK = false;
+#endif
+
 // Prep shared memory, floats: L [C][C], A [C][C], then per row G, beta, 1/|q|, 1/|k|,
 // beta gam / |k|; the mma precisions also K [C][LDK], a V tile [C][BV + 4] and (mma16)
-// K's raw 16-bit copy.
+// K's raw 16-bit copy; the backward's also Q and its raw copy.
 constexpr int PREP_L = 0, PREP_A = C * C, PREP_G = 2 * C * C, PREP_B = PREP_G + C, PREP_RQ = PREP_B + C,
               PREP_RK = PREP_RQ + C, PREP_BG = PREP_RK + C, PREP_K = PREP_BG + C, PREP_VT = PREP_K + KT_FLOATS,
-              PREP_K16 = PREP_VT + (MMA ? C * (BV + 4) : 0), PREP_FLOATS = PREP_K16 + KH_FLOATS;
+              PREP_K16 = PREP_VT + (MMA ? C * (BV + 4) : 0), PREP_Q = PREP_K16 + KH_FLOATS,
+              PREP_Q16 = PREP_Q + (PREP_QK ? KT_FLOATS : 0), PREP_FLOATS = PREP_Q16 + (PREP_QK ? KH_FLOATS : 0);
+
+// dst [C][C] = ((Qn Kn^T) o Dm), Dm_ij = exp(G_i - G_j) for j <= i < len (0 elsewhere), on
+// the matrix unit from Q, K staged at sQ, sK (raw copies sQ16, sK16) and the per-row G,
+// 1/|q|, 1/|k|: the forward's output scores and the backward's pm.
+__device__ __forceinline__ void qk_gated_mma(float *dst, const float *sQ, const float *sK, const TQ *sQ16,
+                                             const TK *sK16, const float *sG, const float *sRq, const float *sRk,
+                                             int len) {
+    gemm_tiles<C, C, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) { mma_abt<DKP, LDK, LDH>(acc, sQ, sK, sQ16, sK16, m0, n0); },
+        [&](int i, int j, float d) {
+            dst[i * C + j] = i < len && j <= i ? d * sRq[i] * sRk[j] * expf(sG[i] - sG[j]) : 0.f;
+        });
+}
 
 // prep's products on the matrix unit (gdr_mma.cuh): from K staged at sK (and sK16), the
-// gated Gram matrix L, A = I; after the solve, W and U.
-template <class P> __device__ __forceinline__ void prep_gram_mma(float *sm, int len) {
+// gated Gram matrix L, A = I (kk: also kn_i . kn_j, j < i); pm: the gated query-key matrix.
+template <class P> __device__ __forceinline__ void prep_gram_mma(float *sm, int len, float *kk, float *pm) {
     float *sL = sm + PREP_L, *sA = sm + PREP_A, *sG = sm + PREP_G, *sB = sm + PREP_B, *sRk = sm + PREP_RK;
     const float *sK = sm + PREP_K;
     const TK *sK16 = reinterpret_cast<const TK *>(sm + PREP_K16);
     gemm_tiles<C, C, NT>(
         [&](float(&acc)[2][4], int m0, int n0) { mma_abt<DKP, LDK, LDH>(acc, sK, sK, sK16, sK16, m0, n0); },
         [&](int r, int j, float d) {
-            sL[r * C + j] = r < len && j < r ? sB[r] * (d * sRk[r] * sRk[j]) * expf(sG[r] - sG[j]) : 0.f;
+            const bool lo = r < len && j < r;
+            d = lo ? d * sRk[r] * sRk[j] : 0.f;
+            sL[r * C + j] = lo ? sB[r] * d * expf(sG[r] - sG[j]) : 0.f;
             sA[r * C + j] = r == j ? 1.f : 0.f;
+            if (kk) kk[r * C + j] = d;
         });
+    if constexpr (PREP_QK)
+        if (pm)
+            qk_gated_mma(pm, sm + PREP_Q, sK, reinterpret_cast<const TQ *>(sm + PREP_Q16), sK16, sG, sm + PREP_RQ, sRk,
+                         len);
 }
 template <class P> __device__ __forceinline__ void prep_wu_mma(const P &p, float *sm, const Where &w, const Chunk &ch) {
     const float *sA = sm + PREP_A, *sB = sm + PREP_B, *sBG = sm + PREP_BG, *sK = sm + PREP_K;
@@ -219,6 +247,9 @@ template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i
     if constexpr (MMA)
         stage<C, DKP, LDK, LDH, NT, MMA16>(sm + PREP_K, reinterpret_cast<TK *>(sm + PREP_K16), p.k, w.b, ch.t0, w.qh, 0,
                                            len, DK);
+    if constexpr (MMA && PREP_QK)
+        stage<C, DKP, LDK, LDH, NT, MMA16>(sm + PREP_Q, reinterpret_cast<TQ *>(sm + PREP_Q16), p.q, w.b, ch.t0, w.qh, 0,
+                                           len, DK);
     __syncthreads();
     if (tid == 0) // the chunk-local inclusive cumsum, in token order
         for (int r = 1; r < len; ++r) sG[r] += sG[r - 1];
@@ -230,8 +261,8 @@ template <class P> __device__ __forceinline__ void prep(const P &p, float *sm, i
         p.rs[(w.base * C + r) * 2 + 1] = sRk[r];
     }
     // L (strictly lower, gated, beta-scaled) and A = I
-    if constexpr (MMA) { // the forward's (no am, kk, pm: the backward is ieee)
-        prep_gram_mma<P>(sm, len);
+    if constexpr (MMA) {
+        prep_gram_mma<P>(sm, len, kk ? kk + w.base * C * C : nullptr, pm ? pm + w.base * C * C : nullptr);
         __syncthreads();
     }
     for (int e = tid; e < C * C && !MMA; e += NT) {

@@ -41,20 +41,8 @@ constexpr int OUT_P = 0, OUT_G = C * C, OUT_RQ = OUT_G + C, OUT_RK = OUT_RQ + C,
               OUT_K = OUT_Q + KT_FLOATS, OUT_Q16 = OUT_K + KT_FLOATS, OUT_K16 = OUT_Q16 + KH_FLOATS,
               OUT_FLOATS = OUT_K16 + KH_FLOATS;
 
-// The out pass on the matrix unit, Q and K staged: P = (Qn Kn^T) o Dm, then per 16x16 tile
+// The out pass on the matrix unit, Q and K staged, after P (qk_gated_mma): per 16x16 tile
 // of the C x BV output diag(gam / |q|) Q S0 + P Vn.
-__device__ __forceinline__ void out_p_mma(float *sm, int len) {
-    float *sP = sm + OUT_P;
-    const float *sG = sm + OUT_G, *sRq = sm + OUT_RQ, *sRk = sm + OUT_RK;
-    gemm_tiles<C, C, NT>(
-        [&](float(&acc)[2][4], int m0, int n0) {
-            mma_abt<DKP, LDK, LDH>(acc, sm + OUT_Q, sm + OUT_K, reinterpret_cast<const TQ *>(sm + OUT_Q16),
-                                   reinterpret_cast<const TK *>(sm + OUT_K16), m0, n0);
-        },
-        [&](int i, int j, float d) {
-            sP[i * C + j] = i < len && j <= i ? d * sRq[i] * sRk[j] * expf(sG[i] - sG[j]) : 0.f;
-        });
-}
 template <class F>
 __device__ __forceinline__ void out_o_mma(const float *sm, const float *hs, const float *vn, i64 j0, int len, F store) {
     const float *sP = sm + OUT_P, *sG = sm + OUT_G, *sRq = sm + OUT_RQ, *sQ = sm + OUT_Q;
@@ -117,7 +105,9 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
                                            len, DK);
     }
     __syncthreads();
-    if constexpr (MMA) out_p_mma(sm, len);
+    if constexpr (MMA)
+        qk_gated_mma(sP, sm + OUT_Q, sm + OUT_K, reinterpret_cast<const TQ *>(sm + OUT_Q16),
+                     reinterpret_cast<const TK *>(sm + OUT_K16), sG, sRq, sRk, len);
     for (int e = tid; e < C * C && !MMA; e += NT) {
         const int i = e / C, j = e % C;
         float v = 0.f;

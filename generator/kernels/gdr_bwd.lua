@@ -10,28 +10,37 @@
 --           workspace), dv, dbeta, dg (the WY backward and the chunk-local reverse cumsum);
 --   reduce  per (b, q/k head, chunk slot): dq, dk summed over the group's value heads in
 --           order, through the L2 norm's backward.
--- The space, workspace layout and constraints are the forward's (gdr_fwd.lua `lib`) plus
--- the grads pass's shared memory.
+-- The space (with `precision`: prep and the state pass on mma.sync for 3xtf32 / mma16, the
+-- grads and reduce passes float32 FMA in every precision), workspace layout and constraints
+-- are the forward's (gdr_fwd.lua `lib`) plus the backward's shared memory.
 
 local fwd = require("kernels.gdr_fwd")
 local lib = fwd.lib
 
-local smem_prep, smem_state = lib.smem_prep, lib.smem_state
+local smem_state = lib.smem_state
+local function smem_prep(p, shape) return lib.smem_prep(p, shape, true) end
 -- grads: A, dP / dAmat / dLg, T1, dL [C][C]; 8 per-row columns; NT partial sums.
 local function smem_grads(p) return 4 * (4 * p.chunk * p.chunk + 8 * p.chunk + 32 * p.warps) end
+-- state (both directions): the forward's, and for the mma precisions Q [C][dkp + 4] and a dO
+-- tile [C][block_dv + 4] (gdr_bwd.cu RS_FLOATS).
+local function smem_rstate(p, shape)
+  return smem_state(p, shape) + (lib.mma(p) and 4 * (lib.kt(p, shape) + p.chunk * (p.block_dv + 4)) or 0)
+end
 
 local function valid(p, shape, dev)
   local ok, why = fwd.valid(p, shape, dev)
   if not ok then return false, why end
-  local s = smem_grads(p)
-  if s > dev.smem_per_block then
-    return false, string.format("grads pass needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
+  for _, s in ipairs({ smem_grads(p), smem_prep(p, shape), smem_rstate(p, shape) }) do
+    if s > dev.smem_per_block then
+      return false, string.format("needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
+    end
   end
   return true
 end
 
 local function default(shape, dev)
-  return lib.first_valid(valid, shape, dev, { chunk = 32, block_dv = 32, warps = 4 })
+  return lib.first_valid(valid, shape, dev, { chunk = 32, block_dv = 32, warps = 4, precision = "ieee" },
+    { lib.half_qk(shape) and "mma16" or "3xtf32", "ieee" })
 end
 
 -- cg_gdr_bwd_params (templates/cg_kernel_params.h), in order.
@@ -65,13 +74,15 @@ local function launch(p, shape, dev)
   return {
     { entry = "cg_gdr_bwd_prep", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_prep(p, shape) },
     { entry = "cg_gdr_bwd_state", grid = { lib.rows(shape) * shape.H * lib.ndvt(p, shape), 1, 1 },
-      block = { nt, 1, 1 }, smem = smem_state(p, shape) },
+      block = { nt, 1, 1 }, smem = smem_rstate(p, shape) },
     { entry = "cg_gdr_bwd_grads", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_grads(p) },
     { entry = "cg_gdr_bwd_reduce", grid = { shape.B * shape.G * ns, 1, 1 }, block = { nt, 1, 1 }, smem = 0 },
   }, workspace(p, shape), a
 end
 
-local function defines(p, shape, dev) return lib.common_defines(p, shape, { CG_SMEM_GRADS = smem_grads(p) }) end
+local function defines(p, shape, dev)
+  return lib.common_defines(p, shape, { CG_SMEM_GRADS = smem_grads(p), CG_SMEM_RSTATE = smem_rstate(p, shape) }, true)
+end
 
 return {
   name = "gdr_bwd",
@@ -79,10 +90,8 @@ return {
   template = "gdr_bwd.cu",
   consts = { "dk", "dv", "l2norm" },
   half = { "q", "k", "v", "beta", "dout", "dq", "dk", "dv", "dbeta" },
-  -- the forward's without `precision` (float32 FMA throughout, as prep and the state pass
-  -- are without the key)
-  space = { chunk = fwd.space.chunk, block_dv = fwd.space.block_dv, warps = fwd.space.warps },
-  order = { "chunk", "block_dv", "warps" },
+  space = fwd.space,
+  order = fwd.order,
   valid = valid,
   default = default,
   launch = launch,

@@ -43,9 +43,11 @@ local function kt(p, shape) return mma(p) and p.chunk * ((shape.dk + 15) // 16 *
 local function kh(p, shape) return p.precision == "mma16" and p.chunk * ((shape.dk + 15) // 16 * 16 + 8) // 2 or 0 end
 
 -- Shared memory of each launch, bytes (the template's PREP_FLOATS, ST_FLOATS, OUT_FLOATS).
-local function smem_prep(p, shape)
+-- bwd: the backward's prep, which also stages Q (its pm).
+local function smem_prep(p, shape, bwd)
   local vt = mma(p) and p.chunk * (p.block_dv + 4) or 0
-  return 4 * (2 * p.chunk * p.chunk + 5 * p.chunk + kt(p, shape) + vt + kh(p, shape))
+  local q = bwd and kt(p, shape) + kh(p, shape) or 0
+  return 4 * (2 * p.chunk * p.chunk + 5 * p.chunk + kt(p, shape) + vt + kh(p, shape) + q)
 end
 local function smem_state(p, shape) return 4 * ((shape.dk + p.chunk) * p.block_dv + 3 * p.chunk + kt(p, shape)) end
 local function smem_out(p, shape) return 4 * (p.chunk * p.chunk + 3 * p.chunk + 2 * kt(p, shape) + 2 * kh(p, shape)) end
@@ -168,8 +170,8 @@ end
 
 -- The defines of both kernels: the shared passes' shared memory (gdr_common.cuh checks
 -- it), the kernel's own in `own`, CG_VARLEN.
-local function common_defines(p, shape, own)
-  own.CG_SMEM_PREP, own.CG_SMEM_STATE = smem_prep(p, shape), smem_state(p, shape)
+local function common_defines(p, shape, own, bwd)
+  own.CG_SMEM_PREP, own.CG_SMEM_STATE = smem_prep(p, shape, bwd), smem_state(p, shape)
   if varlen(shape) then own.CG_VARLEN = 1 end
   return own
 end
@@ -196,5 +198,5 @@ return {
   -- for gdr_bwd.lua
   lib = { ceil_div = ceil_div, varlen = varlen, nslot = nslot, rows = rows, bv = bv, ndvt = ndvt,
           common_valid = common_valid, smem_prep = smem_prep, smem_state = smem_state, first_valid = first_valid,
-          common_defines = common_defines },
+          common_defines = common_defines, mma = mma, kt = kt, half_qk = half_qk },
 }
