@@ -51,6 +51,71 @@ static_assert(4 * GR_FLOATS == CG_SMEM_GRADS, "gdr_bwd.lua smem_grads() disagree
 static_assert(4 * RS_FLOATS == CG_SMEM_RSTATE, "gdr_bwd.lua smem_rstate() disagrees with the layout here");
 #endif
 
+// The grads pass's first products on the matrix unit (operands read from global memory and
+// the workspace: dv may be any size): dP = s (dO Vn^T) o Dm into GR_M ...
+template <class P>
+__device__ __forceinline__ void grads_dp_mma(const P &p, float *sm, const Where &w, i64 t0, int len, const float *Vn,
+                                             float s) {
+    constexpr int DVP = (DV + 7) / 8 * 8;
+    float *sM = sm + GR_M;
+    const float *sG = sm + GR_G;
+    gemm_tiles<C, C, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, DVP,
+                [&](int r, int j) { return r < len && j < DV ? ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) : 0.f; },
+                [&](int j, int m) { return j < DV ? Vn[m * DV + j] : 0.f; });
+        },
+        [&](int r, int m, float d) { sM[r * C + m] = r < len && m <= r ? s * expf(sG[r] - sG[m]) * d : 0.f; });
+}
+// ... then per 16x16 tile of [C][DK]: dQn = s diag(gam) dO S0^T + dP diag(1/|k|) K, dKn = dP^T
+// diag(1/|q|) Q + diag(exp(G_C' - G)) Vn dSC^T, dW = -dVn S0^T (to the workspace); returns
+// this thread's part of the last row's dG terms, sum_r kn_r . dK_state_r.
+template <class P>
+__device__ __forceinline__ float grads_dqk_mma(const P &p, float *sm, const Where &w, i64 t0, int len, const float *S0,
+                                               const float *dSC, const float *Vn, const float *dVn, float s, float gl) {
+    constexpr int DVP = (DV + 7) / 8 * 8;
+    const float *sM = sm + GR_M, *sG = sm + GR_G, *sRq = sm + GR_RQ, *sRk = sm + GR_RK;
+    const i64 cb = w.base;
+    float *dW = p.w + cb * C * DK, *dqp = p.dqp + cb * C * DK, *dkp = p.dkp + cb * C * DK;
+    const auto kn = [&](int m, int i) { return m < len && i < DK ? sRk[m] * ld4<TK>(p.k, w.b, t0 + m, w.qh, i) : 0.f; };
+    const auto sdv = [&](const float *X) { // X[i][j], i < DK, j < DV (S0, dSC) as B(j, i)
+        return [=](int j, int i) { return i < DK && j < DV ? X[i * DV + j] : 0.f; };
+    };
+    const auto rows = [&](const float *X, float sg) { // X[r][j] (Vn, dVn), rows < len
+        return [=](int r, int j) { return r < len && j < DV ? sg * X[r * DV + j] : 0.f; };
+    };
+    float part = 0.f;
+    tiles<C, DKP, NT>([&](int m0, int n0) {
+        float dq[2][4], dk[2][4], dw[2][4];
+        ssdc::tile_zero(dq), ssdc::tile_zero(dk), ssdc::tile_zero(dw);
+        mma_tile(
+            dq, m0, n0, DVP,
+            [&](int r, int j) { return r < len && j < DV ? ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) : 0.f; }, sdv(S0));
+        mma_tile(dk, m0, n0, DVP, rows(Vn, 1.f), sdv(dSC));
+        mma_tile(dw, m0, n0, DVP, rows(dVn, -1.f), sdv(S0));
+        ssdc::tile_foreach(dq, [&](int r, int, float &x) { x *= s * expf(sG[m0 + r]); });
+        ssdc::tile_foreach(dk, [&](int r, int c, float &x) {
+            x *= expf(gl - sG[m0 + r]);
+            part += kn(m0 + r, n0 + c) * x; // kn_r . dK_state_r
+        });
+        mma_tile(
+            dq, m0, n0, C, [&](int r, int m) { return sM[r * C + m]; }, kn);
+        mma_tile(
+            dk, m0, n0, C, [&](int r, int m) { return sM[m * C + r]; },
+            [&](int m, int i) { return m < len && i < DK ? sRq[m] * ld4<TQ>(p.q, w.b, t0 + m, w.qh, i) : 0.f; });
+        tile_index([&](int r, int i, int e) {
+            r += m0, i += n0;
+            if (i >= DK) return;
+            const bool in = r < len;
+            dqp[r * DK + i] = in ? dq[e >> 2][e & 3] : 0.f;
+            dkp[r * DK + i] = in ? dk[e >> 2][e & 3] : 0.f;
+            dW[r * DK + i] = in ? dw[e >> 2][e & 3] : 0.f;
+        });
+    });
+    return part;
+}
+
 // The reverse state pass's products on the matrix unit, Q, K and the dO tile staged:
 // dVn = s Pm^T dO + diag(co) K dS (into p.dvn and sD) ...
 template <class P>
@@ -192,7 +257,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     __syncthreads();
     const float gl = sG[len - 1], gamC = expf(gl);
     // dP = s (dO Vn^T) o Dm
-    for (int e = tid; e < C * C; e += NT) {
+    if constexpr (MMA) grads_dp_mma(p, sm, w, t0, len, Vn, s);
+    for (int e = tid; e < C * C && !MMA; e += NT) {
         const int r = e / C, m = e % C;
         float v = 0.f;
         if (r < len && m <= r) {
@@ -206,7 +272,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     __syncthreads();
     // dQn, dKn (intra and state parts), dW; partial sums of the last row's dG terms
     float part = 0.f;
-    for (int e = tid; e < C * DK; e += NT) {
+    if constexpr (MMA) part = grads_dqk_mma(p, sm, w, t0, len, S0, dSC, Vn, dVn, s, gl);
+    for (int e = tid; e < C * DK && !MMA; e += NT) {
         const int r = e / DK, i = e % DK;
         float dq = 0.f, dk = 0.f, dw = 0.f;
         if (r < len) {

@@ -60,6 +60,15 @@ template <int M, int N, int NT, class FM, class FE> __device__ __forceinline__ v
     });
 }
 
+// f(row, col, e) over the lane's elements of a 16x16 tile, relative to the tile: element
+// acc[e / 4][e % 4] of its accumulators (ssdc's m16n8 layout, tile_foreach's order). For
+// epilogues that read several accumulators of the same tile.
+template <class F> __device__ __forceinline__ void tile_index(F f) {
+    const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f(gr + (((e & 3) >> 1) << 3), (e >> 2) * 8 + 2 * tg + (e & 1), e);
+}
+
 // acc (the 16x16 tile at (m0, n0), ssdc's m16n8 layout) += sum_{k < K} A(m, k) B(k, n), K a
 // multiple of 8, by 3xtf32 mma; A, B element loaders in block coordinates (0 past the
 // operands' ends).
