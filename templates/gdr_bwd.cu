@@ -24,7 +24,9 @@
 // Every sum has one fixed order (deterministic). precision (gdr_mma.cuh): ieee, float32
 // FMA throughout; 3xtf32 / mma16, the products of prep and of the state pass (both
 // directions: W S, K^T Vn, Pm^T dO, K dS, Q^T dO, W^T dVn) by mma.sync from staged q, k,
-// dO tiles; the grads and reduce passes stay float32 FMA in every precision.
+// dO tiles; the grads pass's products too (dP, dQn, dKn, dW, dAmat, M, dL, the Gram term's
+// dKn) except the WY backward's row products A^T dW, A^T dVn (float32 FMA, with their row
+// sums); the reduce pass is float32 FMA in every precision.
 #define CG_GDR_BWD 1 // prep also stores pm (gdr_common.cuh)
 #include "gdr_common.cuh"
 
@@ -114,6 +116,44 @@ __device__ __forceinline__ float grads_dqk_mma(const P &p, float *sm, const Wher
         });
     });
     return part;
+}
+
+// ... dAmat = dW Kbg^T + dVn Vb^T into GR_T (Kbg = diag(beta gam / |k|) K, Vb = diag(beta) V) ...
+template <class P>
+__device__ __forceinline__ void grads_wy_mma(const P &p, float *sm, const Where &w, i64 t0, int len, const float *dW,
+                                             const float *dVn) {
+    constexpr int DVP = (DV + 7) / 8 * 8;
+    float *sT = sm + GR_T;
+    const float *sG = sm + GR_G, *sB = sm + GR_B, *sRk = sm + GR_RK;
+    gemm_tiles<C, C, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, DKP, [&](int r, int i) { return r < len && i < DK ? dW[r * DK + i] : 0.f; },
+                [&](int i, int m) { return m < len && i < DK ? sRk[m] * ld4<TK>(p.k, w.b, t0 + m, w.qh, i) : 0.f; });
+            ssdc::tile_foreach(acc, [&](int, int c, float &x) { x *= expf(sG[n0 + c]); });
+            mma_tile(
+                acc, m0, n0, DVP, [&](int r, int y) { return r < len && y < DV ? dVn[r * DV + y] : 0.f; },
+                [&](int y, int m) { return m < len && y < DV ? ld4<TV>(p.v, w.b, t0 + m, w.h, y) : 0.f; });
+        },
+        [&](int r, int m, float x) { sT[r * C + m] = r < len && m < len ? sB[m] * x : 0.f; });
+}
+// ... and the Gram term's dKn += diag(beta) dLg Kn + dLg^T diag(beta) Kn (dLg in GR_T).
+template <class P>
+__device__ __forceinline__ void grads_gram_dk_mma(const P &p, float *sm, const Where &w, i64 t0, int len) {
+    const float *sT = sm + GR_T, *sB = sm + GR_B, *sRk = sm + GR_RK;
+    float *dkp = p.dkp + w.base * C * DK;
+    const auto kn = [&](int m, int x) { return m < len && x < DK ? sRk[m] * ld4<TK>(p.k, w.b, t0 + m, w.qh, x) : 0.f; };
+    gemm_tiles<C, DKP, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, C, [&](int r, int j) { return sB[r] * sT[r * C + j]; }, kn);
+            mma_tile(
+                acc, m0, n0, C, [&](int r, int i) { return sT[i * C + r]; },
+                [&](int i, int x) { return sB[i] * kn(i, x); });
+        },
+        [&](int r, int x, float v) {
+            if (r < len && x < DK) dkp[r * DK + x] += v;
+        });
 }
 
 // The reverse state pass's products on the matrix unit, Q, K and the dO tile staged:
@@ -335,7 +375,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
         sdG[r] += sB[r] * gam * s1;
     }
     // dAmat = dW Kbg^T + dVn Vb^T
-    for (int e = tid; e < C * C; e += NT) {
+    if constexpr (MMA) grads_wy_mma(p, sm, w, t0, len, dW, dVn);
+    for (int e = tid; e < C * C && !MMA; e += NT) {
         const int r = e / C, m = e % C;
         float v = 0.f;
         if (r < len && m < len) {
@@ -350,7 +391,15 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     }
     __syncthreads();
     // M = dAmat A^T
-    for (int e = tid; e < C * C; e += NT) {
+    if constexpr (MMA)
+        gemm_tiles<C, C, NT>(
+            [&](float(&acc)[2][4], int m0, int n0) {
+                mma_tile(
+                    acc, m0, n0, C, [&](int r, int x) { return sT[r * C + x]; },
+                    [&](int x, int m) { return sA[m * C + x]; });
+            },
+            [&](int r, int m, float x) { sM[r * C + m] = x; });
+    for (int e = tid; e < C * C && !MMA; e += NT) {
         const int r = e / C, m = e % C;
         float a = 0.f;
         for (int x = 0; x <= m; ++x) a += sT[r * C + x] * sA[m * C + x];
@@ -358,7 +407,19 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     }
     __syncthreads();
     // dL = strictly_lower(-A^T M); sT = dLg = dL o Gam
-    for (int e = tid; e < C * C; e += NT) {
+    if constexpr (MMA)
+        gemm_tiles<C, C, NT>(
+            [&](float(&acc)[2][4], int m0, int n0) {
+                mma_tile(
+                    acc, m0, n0, C, [&](int i, int x) { return -sA[x * C + i]; },
+                    [&](int x, int j) { return sM[x * C + j]; });
+            },
+            [&](int i, int j, float v) {
+                const bool lo = i < len && j < i;
+                sDL[i * C + j] = lo ? v : 0.f;
+                sT[i * C + j] = lo ? v * expf(sG[i] - sG[j]) : 0.f;
+            });
+    for (int e = tid; e < C * C && !MMA; e += NT) {
         const int i = e / C, j = e % C;
         float v = 0.f;
         if (i < len && j < i) {
@@ -379,7 +440,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
         sdB[i] += db;
         sdG[i] += dg;
     }
-    for (int e = tid; e < C * DK; e += NT) {
+    if constexpr (MMA) grads_gram_dk_mma(p, sm, w, t0, len);
+    for (int e = tid; e < C * DK && !MMA; e += NT) {
         const int r = e / DK, x = e % DK;
         if (r >= len) continue;
         float a = 0.f, b = 0.f;

@@ -10,9 +10,10 @@
 --           workspace), dv, dbeta, dg (the WY backward and the chunk-local reverse cumsum);
 --   reduce  per (b, q/k head, chunk slot): dq, dk summed over the group's value heads in
 --           order, through the L2 norm's backward.
--- The space (with `precision`: prep and the state pass on mma.sync for 3xtf32 / mma16, the
--- grads and reduce passes float32 FMA in every precision), workspace layout and constraints
--- are the forward's (gdr_fwd.lua `lib`) plus the backward's shared memory.
+-- The space (with `precision`: for 3xtf32 / mma16 the chunk GEMMs of prep, the state pass
+-- and the grads pass on mma.sync, except the WY backward's A^T dW, A^T dVn with their row
+-- sums; the reduce pass float32 FMA), workspace layout and constraints are the forward's
+-- (gdr_fwd.lua `lib`) plus the backward's shared memory.
 
 local fwd = require("kernels.gdr_fwd")
 local lib = fwd.lib
