@@ -25,8 +25,8 @@
 // FMA throughout; 3xtf32 / mma16, the products of prep and of the state pass (both
 // directions: W S, K^T Vn, Pm^T dO, K dS, Q^T dO, W^T dVn) by mma.sync from staged q, k,
 // dO tiles; the grads pass's products too (dP, dQn, dKn, dW, dAmat, M, dL, the Gram term's
-// dKn) except the WY backward's row products A^T dW, A^T dVn (float32 FMA, with their row
-// sums); the reduce pass is float32 FMA in every precision.
+// dKn, the WY backward's A^T dW and A^T dVn); the reduce pass is float32 FMA in every
+// precision.
 #define CG_GDR_BWD 1 // prep also stores pm (gdr_common.cuh)
 #include "gdr_common.cuh"
 
@@ -40,10 +40,11 @@ typedef CG_T_DV TDV;
 typedef CG_T_DBETA TDB;
 
 // grads: A, M (dP, then dAmat, then dLg), T1, dL [C][C]; per row G, beta, 1/|q|, 1/|k|, dG,
-// dbeta, and two spare; NT partial sums.
+// dbeta, and two spare; NT partial sums; the mma precisions' per-row partial sums of the
+// WY backward, [C][DKP / 16].
 constexpr int GR_A = 0, GR_M = C * C, GR_T = 2 * C * C, GR_DL = 3 * C * C, GR_G = 4 * C * C, GR_B = GR_G + C,
               GR_RQ = GR_B + C, GR_RK = GR_RQ + C, GR_DG = GR_RK + C, GR_DB = GR_DG + C, GR_RED = GR_DB + 3 * C,
-              GR_FLOATS = GR_RED + NT;
+              GR_RS = GR_RED + NT, GR_FLOATS = GR_RS + (MMA ? C * (DKP / 16) : 0);
 // The state pass beyond states_fwd's layout (ST_FLOATS), mma precisions: Q [C][LDK] and a
 // dO tile [C][BV + 4] of the chunk (K: states_fwd's ST_K).
 constexpr int LDO = BV + 4;
@@ -118,6 +119,65 @@ __device__ __forceinline__ float grads_dqk_mma(const P &p, float *sm, const Wher
     return part;
 }
 
+// ... the WY backward's row products: dKbg = A^T dW (dKn += diag(beta gam) dKbg) and dVb =
+// A^T dVn (dv = diag(beta) dVb), DKP columns at a time, with the row sums dbeta += gam
+// rowsum(dKbg o Kn) + rowsum(dVb o V), dG += beta gam rowsum(dKbg o Kn): per 16x16 tile a
+// quad's butterfly sum per row into GR_RS [row][column tile], then per row in tile order
+// (a fixed order: deterministic) ...
+template <class P>
+__device__ __forceinline__ void grads_wyrow_mma(const P &p, float *sm, const Where &w, i64 t0, int len, const float *dW,
+                                                const float *dVn) {
+    constexpr int NR = DKP / 16;
+    const float *sA = sm + GR_A, *sG = sm + GR_G, *sB = sm + GR_B, *sRk = sm + GR_RK;
+    float *sdG = sm + GR_DG, *sdB = sm + GR_DB, *red = sm + GR_RS, *dkp = p.dkp + w.base * C * DK;
+    const int lane = (int)threadIdx.x & 31;
+    const auto at = [&](int r, int m) { return sA[m * C + r]; };
+    // acc's tile (m0, n0) of A^T X (X [C][ld], rows < len: dVn's past len are not written;
+    // columns x0 + n < wd), f(row, col, a) -> the row-sum term; the tile's row sums into red
+    const auto pass = [&](const float *X, int ld, int x0, int wd, auto f) {
+        tiles<C, DKP, NT>([&](int m0, int n0) {
+            float acc[2][4], c[2][4];
+            ssdc::tile_zero(acc);
+            mma_tile(acc, m0, n0, C, at,
+                     [&](int m, int x) { return m < len && x0 + x < wd ? X[m * ld + x0 + x] : 0.f; });
+            tile_index([&](int r, int x, int e) {
+                r += m0, x += n0;
+                c[e >> 2][e & 3] = r < len && x0 + x < wd ? f(r, x0 + x, acc[e >> 2][e & 3]) : 0.f;
+            });
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float v = (c[0][2 * h] + c[0][2 * h + 1]) + (c[1][2 * h] + c[1][2 * h + 1]);
+                v += __shfl_xor_sync(0xffffffffu, v, 1);
+                v += __shfl_xor_sync(0xffffffffu, v, 2);
+                if ((lane & 3) == 0) red[(m0 + (lane >> 2) + 8 * h) * NR + n0 / 16] = v;
+            }
+        });
+        __syncthreads();
+    };
+    const auto rowsum = [&](int r) {
+        float a = 0.f;
+        for (int t = 0; t < NR; ++t) a += red[r * NR + t];
+        return a;
+    };
+    pass(dW, DK, 0, DK, [&](int r, int i, float a) {
+        dkp[r * DK + i] += sB[r] * expf(sG[r]) * a;
+        return a * sRk[r] * ld4<TK>(p.k, w.b, t0 + r, w.qh, i);
+    });
+    for (int r = (int)threadIdx.x; r < len; r += NT) {
+        const float gam = expf(sG[r]), s1 = rowsum(r);
+        sdB[r] += gam * s1;
+        sdG[r] += sB[r] * gam * s1;
+    }
+    __syncthreads();
+    for (int y0 = 0; y0 < DV; y0 += DKP) {
+        pass(dVn, DV, y0, DV, [&](int r, int y, float a) {
+            tpw<TDV>(p.dv)[off4(p.dv, w.b, t0 + r, w.h, y)] = cg_round<TDV>(sB[r] * a);
+            return a * ld4<TV>(p.v, w.b, t0 + r, w.h, y);
+        });
+        for (int r = (int)threadIdx.x; r < len; r += NT) sdB[r] += rowsum(r);
+        __syncthreads();
+    }
+}
 // ... dAmat = dW Kbg^T + dVn Vb^T into GR_T (Kbg = diag(beta gam / |k|) K, Vb = diag(beta) V) ...
 template <class P>
 __device__ __forceinline__ void grads_wy_mma(const P &p, float *sm, const Where &w, i64 t0, int len, const float *dW,
@@ -354,7 +414,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     }
     __syncthreads();
     // WY backward, per row r: dKbg_r = (A^T dW)_r, dVb_r = (A^T dVn)_r
-    for (int r = tid; r < len; r += NT) {
+    if constexpr (MMA) grads_wyrow_mma(p, sm, w, t0, len, dW, dVn);
+    for (int r = tid; r < len && !MMA; r += NT) {
         const float gam = expf(sG[r]);
         float s1 = 0.f, s2 = 0.f;
 #pragma unroll 4

@@ -2,9 +2,10 @@
  * templates/gdr_*.cu) run by the SIMT emulator against the float64 reference on small odd
  * shapes: T = 1, T not a multiple of any chunk, dk / dv not powers of two, grouped heads,
  * both layouts, a varlen batch with a 1-token sequence, h0 / hT on and off, the L2 norm on
- * and off, beta near 2; every config of the space on a rotating case (gdr_gen_emu_space,
- * label sweep), the default config on every case in float32, bfloat16 and float16
- * (gdr_gen_emu_default). NVRTC compiles every config for sm_80 and sm_90 in
+ * and off, beta near 2; every config of the space (each precision: ieee, 3xtf32, mma16) on
+ * a rotating case (gdr_gen_emu_space, label sweep), the default config (3xtf32 / mma16) on
+ * every case in float32, bfloat16 and float16 and ieee pinned (gdr_gen_emu_default); the
+ * default precision and its refusals (gdr_gen_precision). NVRTC compiles every config for sm_80 and sm_90 in
  * test_gen_nvrtc.c (the all-configs sweep covers every kernel of generator/kernels/, in
  * float32 without varlen); gdr_gen_nvrtc_half_smN the variants it does not render: the
  * sampled configs varlen with the L2 norm, in bf16 and f16 in turn, and in float32
