@@ -124,42 +124,45 @@ __device__ __forceinline__ float grads_dqk_mma(const P &p, float *sm, const Wher
 // rowsum(dKbg o Kn) + rowsum(dVb o V), dG += beta gam rowsum(dKbg o Kn): per 16x16 tile a
 // quad's butterfly sum per row into GR_RS [row][column tile], then per row in tile order
 // (a fixed order: deterministic) ...
+// One pass of it: the tiles of A^T X (X [C][ld] in rows < len: dVn's past len are not
+// written; columns x0 + n < wd), f(row, col, a) applied to each element returning its
+// row-sum term; the tiles' row sums into red [C][DKP / 16].
+template <class F>
+__device__ __forceinline__ void wy_rows_mma(const float *sA, float *red, const float *X, int ld, int x0, int wd,
+                                            int len, F f) {
+    const int lane = (int)threadIdx.x & 31;
+    tiles<C, DKP, NT>([&](int m0, int n0) {
+        float acc[2][4], c[2][4];
+        ssdc::tile_zero(acc);
+        mma_tile(
+            acc, m0, n0, C, [&](int r, int m) { return sA[m * C + r]; },
+            [&](int m, int x) { return m < len && x0 + x < wd ? X[m * ld + x0 + x] : 0.f; });
+        tile_index([&](int r, int x, int e) {
+            r += m0, x += n0;
+            c[e >> 2][e & 3] = r < len && x0 + x < wd ? f(r, x0 + x, acc[e >> 2][e & 3]) : 0.f;
+        });
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float v = (c[0][2 * h] + c[0][2 * h + 1]) + (c[1][2 * h] + c[1][2 * h + 1]);
+            v += __shfl_xor_sync(0xffffffffu, v, 1);
+            v += __shfl_xor_sync(0xffffffffu, v, 2);
+            if ((lane & 3) == 0) red[(m0 + (lane >> 2) + 8 * h) * (DKP / 16) + n0 / 16] = v;
+        }
+    });
+    __syncthreads();
+}
 template <class P>
 __device__ __forceinline__ void grads_wyrow_mma(const P &p, float *sm, const Where &w, i64 t0, int len, const float *dW,
                                                 const float *dVn) {
     constexpr int NR = DKP / 16;
     const float *sA = sm + GR_A, *sG = sm + GR_G, *sB = sm + GR_B, *sRk = sm + GR_RK;
     float *sdG = sm + GR_DG, *sdB = sm + GR_DB, *red = sm + GR_RS, *dkp = p.dkp + w.base * C * DK;
-    const int lane = (int)threadIdx.x & 31;
-    const auto at = [&](int r, int m) { return sA[m * C + r]; };
-    // acc's tile (m0, n0) of A^T X (X [C][ld], rows < len: dVn's past len are not written;
-    // columns x0 + n < wd), f(row, col, a) -> the row-sum term; the tile's row sums into red
-    const auto pass = [&](const float *X, int ld, int x0, int wd, auto f) {
-        tiles<C, DKP, NT>([&](int m0, int n0) {
-            float acc[2][4], c[2][4];
-            ssdc::tile_zero(acc);
-            mma_tile(acc, m0, n0, C, at,
-                     [&](int m, int x) { return m < len && x0 + x < wd ? X[m * ld + x0 + x] : 0.f; });
-            tile_index([&](int r, int x, int e) {
-                r += m0, x += n0;
-                c[e >> 2][e & 3] = r < len && x0 + x < wd ? f(r, x0 + x, acc[e >> 2][e & 3]) : 0.f;
-            });
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                float v = (c[0][2 * h] + c[0][2 * h + 1]) + (c[1][2 * h] + c[1][2 * h + 1]);
-                v += __shfl_xor_sync(0xffffffffu, v, 1);
-                v += __shfl_xor_sync(0xffffffffu, v, 2);
-                if ((lane & 3) == 0) red[(m0 + (lane >> 2) + 8 * h) * NR + n0 / 16] = v;
-            }
-        });
-        __syncthreads();
-    };
     const auto rowsum = [&](int r) {
         float a = 0.f;
         for (int t = 0; t < NR; ++t) a += red[r * NR + t];
         return a;
     };
-    pass(dW, DK, 0, DK, [&](int r, int i, float a) {
+    wy_rows_mma(sA, red, dW, DK, 0, DK, len, [&](int r, int i, float a) {
         dkp[r * DK + i] += sB[r] * expf(sG[r]) * a;
         return a * sRk[r] * ld4<TK>(p.k, w.b, t0 + r, w.qh, i);
     });
@@ -170,7 +173,7 @@ __device__ __forceinline__ void grads_wyrow_mma(const P &p, float *sm, const Whe
     }
     __syncthreads();
     for (int y0 = 0; y0 < DV; y0 += DKP) {
-        pass(dVn, DV, y0, DV, [&](int r, int y, float a) {
+        wy_rows_mma(sA, red, dVn, DV, y0, DV, len, [&](int r, int y, float a) {
             tpw<TDV>(p.dv)[off4(p.dv, w.b, t0 + r, w.h, y)] = cg_round<TDV>(sB[r] * a);
             return a * ld4<TV>(p.v, w.b, t0 + r, w.h, y);
         });

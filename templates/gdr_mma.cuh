@@ -7,13 +7,14 @@
 // SSD's: ieee (float32 FMA, the kernels' own stride-NT loops; no mma), 3xtf32 (float32
 // inputs: every product as three tf32 mma, float32 accuracy), mma16 (16-bit q and k: the
 // input x input products Q K^T and K K^T by m16n8k16 from raw 16-bit copies of the
-// tiles, every other product 3xtf32). A kernel without the key (the backward) is ieee.
-// The triangular solve stays float32 FMA in every precision (MATH_GDN.md's pitfalls).
+// tiles, every other product 3xtf32). Both kernels have the key (a kernel without it would
+// be ieee). The triangular solve stays float32 FMA in every precision (MATH_GDN.md's
+// pitfalls).
 // Everything here takes its sizes as template arguments (gdr_common.cuh holds them).
 #ifndef CG_GDR_MMA_CUH
 #define CG_GDR_MMA_CUH
 #if !defined(CG_P_PRECISION_IEEE) && !defined(CG_P_PRECISION_3XTF32) && !defined(CG_P_PRECISION_MMA16)
-#define CG_P_PRECISION_IEEE 1 // no precision key: float32 FMA
+#define CG_P_PRECISION_IEEE 1 // a kernel without the key: float32 FMA
 #endif
 #include "ssd_mma16.cuh"
 

@@ -44,8 +44,7 @@ local function valid(p, shape, dev)
 end
 
 local function default(shape, dev)
-  return lib.first_valid(valid, shape, dev, { chunk = 32, block_dv = 32, warps = 4, precision = "ieee" },
-    { lib.half_qk(shape) and "mma16" or "3xtf32", "ieee" })
+  return lib.first_valid(valid, shape, dev, { chunk = 32, block_dv = 32, warps = 4 })
 end
 
 -- cg_gdr_bwd_params (templates/cg_kernel_params.h), in order.

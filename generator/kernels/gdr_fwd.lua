@@ -34,9 +34,9 @@ local function rows(shape) return varlen(shape) and shape.nseq or shape.B end
 local function bv(p, shape) return math.min(p.block_dv, shape.dv) end
 local function ndvt(p, shape) return ceil_div(shape.dv, bv(p, shape)) end
 
--- The matrix unit (gdr_mma.cuh): `precision` ieee (float32 FMA), 3xtf32 (float32 inputs),
--- mma16 (16-bit q and k); nil (the backward's space has no key yet): ieee.
-local function mma(p) return p.precision ~= nil and p.precision ~= "ieee" end
+-- The matrix unit (gdr_mma.cuh), both kernels' `precision`: ieee (float32 FMA), 3xtf32
+-- (float32 inputs), mma16 (16-bit q and k).
+local function mma(p) return p.precision ~= "ieee" end
 -- Staged q / k tiles of the mma precisions, floats: [chunk][dkp + 4] (dkp: dk rounded up to
 -- 16), and (mma16) a raw 16-bit copy [chunk][dkp + 8] halves.
 local function kt(p, shape) return mma(p) and p.chunk * ((shape.dk + 15) // 16 * 16 + 4) or 0 end
@@ -104,25 +104,24 @@ local function valid(p, shape, dev)
   return true
 end
 
--- Heuristic (both kernels): chunk 64 (fla's), a dv tile of 32 (more CTAs in the sequential
+-- Heuristic (both kernels): the matrix unit where there is one (3xtf32, or mma16 for 16-bit
+-- q, k), else float32 FMA; chunk 64 (fla's), a dv tile of 32 (more CTAs in the sequential
 -- state pass), 4 warps; the first candidate valid(p, shape, dev) accepts when that does not
--- fit, else fallback. precs: the precisions to try in turn (nil: a space without the key).
-local function first_valid(valid_fn, shape, dev, fallback, precs)
-  for _, pr in ipairs(precs or { false }) do
+-- fit, else fallback (ieee).
+local function first_valid(valid_fn, shape, dev, fallback)
+  for _, pr in ipairs({ half_qk(shape) and "mma16" or "3xtf32", "ieee" }) do
     for _, c in ipairs({ { 64, 32, 4 }, { 32, 32, 4 }, { 64, 16, 4 }, { 32, 16, 4 }, { 16, 16, 4 }, { 16, 16, 2 },
                          { 16, 16, 1 } }) do
-      local p = { chunk = c[1], block_dv = c[2], warps = c[3], precision = pr or nil }
+      local p = { chunk = c[1], block_dv = c[2], warps = c[3], precision = pr }
       if valid_fn(p, shape, dev) then return p end
     end
   end
+  fallback.precision = "ieee"
   return fallback
 end
 
--- The forward: the matrix unit where there is one (3xtf32, or mma16 for 16-bit q, k),
--- else float32 FMA.
 local function default(shape, dev)
-  return first_valid(valid, shape, dev, { chunk = 64, block_dv = 32, warps = 4, precision = "ieee" },
-    { half_qk(shape) and "mma16" or "3xtf32", "ieee" })
+  return first_valid(valid, shape, dev, { chunk = 64, block_dv = 32, warps = 4 })
 end
 
 -- cg_gdr_fwd_params (templates/cg_kernel_params.h), in order.
@@ -198,5 +197,5 @@ return {
   -- for gdr_bwd.lua
   lib = { ceil_div = ceil_div, varlen = varlen, nslot = nslot, rows = rows, bv = bv, ndvt = ndvt,
           common_valid = common_valid, smem_prep = smem_prep, smem_state = smem_state, first_valid = first_valid,
-          common_defines = common_defines, mma = mma, kt = kt, half_qk = half_qk },
+          common_defines = common_defines, mma = mma, kt = kt },
 }
