@@ -7,6 +7,8 @@
 //                                    passes, warps per CTA
 //   CG_T_Q, CG_T_K, CG_T_V, CG_T_BETA, CG_T_O   storage type of those tensors (float when not
 //                                    defined, else cg_bf16 or cg_f16); g, h0, hT are float32
+//   CG_P_PRECISION_{IEEE,3XTF32,MMA16}  the matrix unit (gdr_mma.cuh): float32 FMA, 3xtf32
+//                                    mma (float32 inputs), m16n8k16 for Q K^T and K K^T (16-bit)
 //   CG_SMEM_PREP, CG_SMEM_STATE, CG_SMEM_OUT   the Lua side's shared memory (checked below)
 //   CG_VARLEN                        cu_seqlens given (docs/varlen.md)
 // The same text compiles under NVRTC and, with -DCG_EMULATE, under the SIMT emulator.
@@ -20,8 +22,10 @@
 //   O = scale [diag(gam) Qn S0 + ((Qn Kn^T) o Dm) Vn],  Dm_ij = exp(G_i - G_j) for j <= i.
 // Launches (one stream, in order): prep per (b, h, chunk slot); state per (row, h, dv tile);
 // out per (b, h, chunk slot, dv tile). Prep and the state pass are gdr_common.cuh's (the
-// backward runs them too). Plain float32 FMA throughout (no mma yet); each thread
-// owns elements by a stride-NT loop, so every sum has one fixed order (deterministic).
+// backward runs them too). ieee: float32 FMA, each thread owning elements by a stride-NT
+// loop; 3xtf32 / mma16: q and k (and v in prep) staged in shared memory, the chunk GEMMs
+// (K K^T, W, U, W S, K^T Vn, Q K^T, Q S0, P Vn) by mma.sync over 16x16 warp tiles, the
+// triangular solve in float32 FMA. Every sum has one fixed order (deterministic).
 // Any dk, dv, T; any strides (64-bit offsets); 16-bit q, k, v, beta widened as read, o
 // rounded once as stored; the workspace is float32.
 #include "gdr_common.cuh"
@@ -31,11 +35,32 @@ namespace gdr {
 #include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 typedef CG_T_O TO;
 
-// out: P [C][C], G, 1/|q|, 1/|k| [C].
-constexpr int OUT_P = 0, OUT_G = C * C, OUT_RQ = OUT_G + C, OUT_RK = OUT_RQ + C, OUT_FLOATS = OUT_RK + C;
-#ifdef CG_SMEM_PREP // what generator/kernels/gdr_fwd.lua launches with
-static_assert(4 * PREP_FLOATS == CG_SMEM_PREP, "gdr_fwd.lua smem_prep() disagrees with the layout here");
-static_assert(4 * ST_FLOATS == CG_SMEM_STATE, "gdr_fwd.lua smem_state() disagrees with the layout here");
+// out: P [C][C], G, 1/|q|, 1/|k| [C]; the mma precisions also Q, K [C][LDK] and (mma16)
+// their raw 16-bit copies.
+constexpr int OUT_P = 0, OUT_G = C * C, OUT_RQ = OUT_G + C, OUT_RK = OUT_RQ + C, OUT_Q = OUT_RK + C,
+              OUT_K = OUT_Q + KT_FLOATS, OUT_Q16 = OUT_K + KT_FLOATS, OUT_K16 = OUT_Q16 + KH_FLOATS,
+              OUT_FLOATS = OUT_K16 + KH_FLOATS;
+
+// The out pass on the matrix unit, Q and K staged, after P (qk_gated_mma): per 16x16 tile
+// of the C x BV output diag(gam / |q|) Q S0 + P Vn.
+template <class F>
+__device__ __forceinline__ void out_o_mma(const float *sm, const float *hs, const float *vn, i64 j0, int len, F store) {
+    const float *sP = sm + OUT_P, *sG = sm + OUT_G, *sRq = sm + OUT_RQ, *sQ = sm + OUT_Q;
+    gemm_tiles<C, BV, NT>(
+        [&](float(&acc)[2][4], int m0, int n0) {
+            mma_tile(
+                acc, m0, n0, DKP, [&](int m, int k) { return sQ[m * LDK + k]; },
+                [&](int k, int n) { return k < DK && j0 + n < DV ? hs[k * DV + j0 + n] : 0.f; });
+            ssdc::tile_foreach(acc, [&](int r, int, float &x) { x *= expf(sG[m0 + r]) * sRq[m0 + r]; });
+            mma_tile(
+                acc, m0, n0, C, [&](int m, int k) { return sP[m * C + k]; },
+                [&](int k, int n) { return j0 + n < DV ? vn[k * DV + j0 + n] : 0.f; });
+        },
+        [&](int r, int c, float x) {
+            if (r < len && j0 + c < DV) store(r, j0 + c, x);
+        });
+}
+#ifdef CG_SMEM_OUT // what generator/kernels/gdr_fwd.lua launches with (prep, state: gdr_common.cuh)
 static_assert(4 * OUT_FLOATS == CG_SMEM_OUT, "gdr_fwd.lua smem_out() disagrees with the layout here");
 #endif
 
@@ -54,12 +79,7 @@ GDR_ENTRY cg_gdr_fwd_state(cg_gdr_fwd_params p) {
     CG_DYN_SMEM(float, sm);
     const Rows rw = rows_of(p, blockIdx.x);
     states_fwd(p, sm, rw);
-    if (p.hT.p)
-        for (int e = (int)threadIdx.x; e < DK * BV; e += NT) {
-            const int i = e / BV, c = e % BV;
-            const i64 j = rw.j0 + c;
-            if (j < DV) p.hT.p[rw.n * p.hT.s0 + rw.h * p.hT.s1 + i * p.hT.s2 + j * p.hT.s3] = sm[ST_S + e];
-        }
+    store_state(p.hT, rw, sm + ST_S);
 }
 
 // Per (b, h, chunk slot, dv tile): O = scale [diag(gam) Qn S0 + ((Qn Kn^T) o Dm) Vn].
@@ -78,14 +98,24 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
         sRq[r] = p.rs[(w.base * C + r) * 2];
         sRk[r] = p.rs[(w.base * C + r) * 2 + 1];
     }
+    if constexpr (MMA) {
+        stage<C, DKP, LDK, LDH, NT, MMA16>(sm + OUT_Q, reinterpret_cast<TQ *>(sm + OUT_Q16), p.q, w.b, ch.t0, w.qh, 0,
+                                           len, DK);
+        stage<C, DKP, LDK, LDH, NT, MMA16>(sm + OUT_K, reinterpret_cast<TK *>(sm + OUT_K16), p.k, w.b, ch.t0, w.qh, 0,
+                                           len, DK);
+    }
     __syncthreads();
-    for (int e = tid; e < C * C; e += NT) {
+    if constexpr (MMA)
+        qk_gated_mma(sP, sm + OUT_Q, sm + OUT_K, reinterpret_cast<const TQ *>(sm + OUT_Q16),
+                     reinterpret_cast<const TK *>(sm + OUT_K16), sG, sRq, sRk, len);
+    for (int e = tid; e < C * C && !MMA; e += NT) {
         const int i = e / C, j = e % C;
         float v = 0.f;
         if (i < len && j <= i) {
             float d = 0.f;
-            #pragma unroll 4
-            for (int x = 0; x < DK; ++x) d += ld4<TQ>(p.q, w.b, ch.t0 + i, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
+#pragma unroll 4
+            for (int x = 0; x < DK; ++x)
+                d += ld4<TQ>(p.q, w.b, ch.t0 + i, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
             v = d * sRq[i] * sRk[j] * expf(sG[i] - sG[j]);
         }
         sP[e] = v;
@@ -94,16 +124,21 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
     const float *hs = p.hs + w.base * DK * DV;
     const float *vn = p.u + w.base * C * DV;
     const float scale = (float)p.scale;
+    TO *o = reinterpret_cast<TO *>(p.o.p) + w.b * p.o.s0 + ch.t0 * p.o.s1 + w.h * p.o.s2;
+    if constexpr (MMA) {
+        out_o_mma(sm, hs, vn, j0, len,
+                  [&](int r, i64 j, float a) { o[r * p.o.s1 + j * p.o.s3] = cg_round<TO>(scale * a); });
+        return;
+    }
     for (int e = tid; e < C * BV; e += NT) {
         const int r = e / BV, c = e % BV;
         const i64 j = j0 + c;
         if (r >= len || j >= DV) continue;
         float a = 0.f;
-        #pragma unroll 4
+#pragma unroll 4
         for (int i = 0; i < DK; ++i) a += ld4<TQ>(p.q, w.b, ch.t0 + r, w.qh, i) * hs[i * DV + j];
         a *= expf(sG[r]) * sRq[r];
         for (int m = 0; m <= r; ++m) a += sP[r * C + m] * vn[m * DV + j];
-        reinterpret_cast<TO *>(p.o.p)[w.b * p.o.s0 + (ch.t0 + r) * p.o.s1 + w.h * p.o.s2 + j * p.o.s3] =
-            cg_round<TO>(scale * a);
+        o[r * p.o.s1 + j * p.o.s3] = cg_round<TO>(scale * a);
     }
 }

@@ -2,12 +2,14 @@
  * templates/gdr_*.cu) run by the SIMT emulator against the float64 reference on small odd
  * shapes: T = 1, T not a multiple of any chunk, dk / dv not powers of two, grouped heads,
  * both layouts, a varlen batch with a 1-token sequence, h0 / hT on and off, the L2 norm on
- * and off, beta near 2; every config of the space on a rotating case (gdr_gen_emu_space,
- * label sweep), the default config on every case in float32, bfloat16 and float16
- * (gdr_gen_emu_default). NVRTC compiles every config for sm_80 and sm_90 in
+ * and off, beta near 2; every config of the space (each precision: ieee, 3xtf32, mma16) on
+ * a rotating case (gdr_gen_emu_space, label sweep), the default config (3xtf32 / mma16) on
+ * every case in float32, bfloat16 and float16 and ieee pinned (gdr_gen_emu_default); the
+ * default precision and its refusals (gdr_gen_precision). NVRTC compiles every config for sm_80 and sm_90 in
  * test_gen_nvrtc.c (the all-configs sweep covers every kernel of generator/kernels/, in
  * float32 without varlen); gdr_gen_nvrtc_half_smN the variants it does not render: the
- * sampled configs varlen with the L2 norm, in bf16 and f16 in turn (label sweep). */
+ * sampled configs varlen with the L2 norm, in bf16 and f16 in turn, and in float32
+ * (label sweep). */
 #include "gdr_testlib.h"
 #include "nvrtc_testlib.h"
 #include "sweep_sample.h"
@@ -62,32 +64,44 @@ static cg_context *emu_ctx(void) {
     return ctx;
 }
 
-/* Every config of op's kernel space (chunk x block_dv x warps) once, on a rotating case
- * that accepts it; each config must run on some case. */
+/* Every config of op's kernel space (chunk x block_dv x warps x precision: ieee and 3xtf32
+ * in float32, mma16 in bf16 and f16 in turn) once, on a rotating case that accepts it; each
+ * config must run on some case. */
 static void run_space(cg_op op) {
     static const int chunks[] = {16, 32, 64}, bvs[] = {16, 32, 64}, warps[] = {1, 2, 4, 8};
+    static const char *const precs[] = {"ieee", "3xtf32", "mma16"};
     cg_context *ctx = emu_ctx();
     int q = 0, ran = 0;
     for (int a = 0; a < 3; a++)
         for (int b = 0; b < 3; b++)
-            for (int w = 0; w < 4; w++, q++) {
-                char cfg[96];
-                snprintf(cfg, sizeof cfg, "chunk=%d,block_dv=%d,warps=%d", chunks[a], bvs[b], warps[w]);
-                int ok = 0;
-                for (int k = 0; k < NGG && !ok; k++) ok = gg_check(ctx, &k_gg[(q + k) % NGG], op, CG_F32, cfg);
-                CG_CHECK(ok, "%s: config %s refused for every case", cg__op_desc(op)->name, cfg);
-                ran += ok;
-            }
+            for (int w = 0; w < 4; w++)
+                for (int pr = 0; pr < 3; pr++, q++) {
+                    char cfg[96];
+                    snprintf(cfg, sizeof cfg, "chunk=%d,block_dv=%d,warps=%d,precision=%s", chunks[a], bvs[b], warps[w],
+                             precs[pr]);
+                    const cg_dtype dt = pr < 2 ? CG_F32 : q % 2 ? CG_BF16 : CG_F16;
+                    int ok = 0;
+                    for (int k = 0; k < NGG && !ok; k++) ok = gg_check(ctx, &k_gg[(q + k) % NGG], op, dt, cfg);
+                    CG_CHECK(ok, "%s: config %s refused for every case", cg__op_desc(op)->name, cfg);
+                    ran += ok;
+                }
     fprintf(stderr, "gdr_gen: %d configs of %s checked under the emulator\n", ran, cg__op_desc(op)->name);
     cg_context_free(ctx);
 }
 
-/* The default config on every case, float32, then bf16 and f16 on two of them. */
+/* The default config on every case, float32 (3xtf32 on the emulator's sm_80), then bf16
+ * and f16 on two of them (mma16); the float32 FMA path (precision=ieee) on the grouped
+ * head-major case in float32 and bf16, and 3xtf32 with the smallest tiles on the varlen
+ * case (16 x 16 tiles over 4 warps: warps with no tile, a dv tile past dv). */
 static void run_default(cg_op op) {
     cg_context *ctx = emu_ctx();
     for (int k = 0; k < NGG; k++) gg_check(ctx, &k_gg[k], op, CG_F32, NULL);
     gg_check(ctx, &k_gg[1], op, CG_BF16, NULL);
     gg_check(ctx, &k_gg[4], op, CG_F16, NULL);
+    CG_CHECK(gg_check(ctx, &k_gg[1], op, CG_F32, "precision=ieee"), "precision=ieee refused");
+    CG_CHECK(gg_check(ctx, &k_gg[1], op, CG_BF16, "precision=ieee"), "precision=ieee refused (bf16)");
+    CG_CHECK(gg_check(ctx, &k_gg[4], op, CG_F32, "chunk=16,block_dv=16,warps=4,precision=3xtf32"),
+             "3xtf32 16x16 refused");
     cg_context_free(ctx);
 }
 
@@ -95,6 +109,47 @@ CG_TEST(gdr_gen_emu_default) { run_default(CG_OP_GDR_FWD); }
 CG_TEST(gdr_gen_emu_bwd_default) { run_default(CG_OP_GDR_BWD); }
 CG_TEST(gdr_gen_emu_fwd_space) { run_space(CG_OP_GDR_FWD); }
 CG_TEST(gdr_gen_emu_bwd_space) { run_space(CG_OP_GDR_BWD); }
+
+/* Both kernels' default precision: 3xtf32 for float32 q, k on sm_80+, mma16 for 16-bit ones,
+ * ieee below sm_80; 3xtf32 with 16-bit q, k and mma16 with float32 ones are refused. */
+static const char *resolved_precision(cg_context *ctx, const char *kernel, const cg_kshape *ks, const cg_devinfo *dev,
+                                      const char *pin, cg_status *st) {
+    static cg_cfg got;
+    cg_cfg pc;
+    memset(&got, 0, sizeof got);
+    if (pin && cg__cfg_parse(ctx, pin, &pc) != CG_OK) return "?";
+    *st = cg__gen_resolve(ctx, kernel, ks, dev, pin ? &pc : NULL, &got);
+    for (int i = 0; i < got.n; i++)
+        if (!strcmp(got.kv[i].key, "precision")) return got.kv[i].val;
+    return "";
+}
+CG_TEST(gdr_gen_precision) {
+    cg_context *ctx = emu_ctx();
+    for (int o = 0; o < 2; o++) {
+        const char *kn = o ? "gdr_bwd" : "gdr_fwd";
+        cg_devinfo dev;
+        cg__devinfo_emulated(&dev);
+        cg_kshape ks = {.B = 2, .T = 37, .G = 2, .H = 6, .dk = 48, .dv = 40};
+        cg_status st = CG_OK;
+        const char *pr = resolved_precision(ctx, kn, &ks, &dev, NULL, &st);
+        CG_CHECK(st == CG_OK && !strcmp(pr, "3xtf32"), "%s float32 default: %s (%s)", kn, pr, cg_errmsg(ctx));
+        resolved_precision(ctx, kn, &ks, &dev, "precision=mma16", &st);
+        CG_CHECK(st == CG_EUNSUPPORTED && strstr(cg_errmsg(ctx), "16-bit q, k"), "%s mma16 for float32: %s", kn,
+                 cg_errmsg(ctx));
+        snprintf(ks.dtypes, sizeof ks.dtypes, "q=bf16 k=bf16 v=bf16 beta=bf16");
+        pr = resolved_precision(ctx, kn, &ks, &dev, NULL, &st);
+        CG_CHECK(st == CG_OK && !strcmp(pr, "mma16"), "%s bf16 default: %s (%s)", kn, pr, cg_errmsg(ctx));
+        resolved_precision(ctx, kn, &ks, &dev, "precision=3xtf32", &st);
+        CG_CHECK(st == CG_EUNSUPPORTED && strstr(cg_errmsg(ctx), "float32 q, k"), "%s 3xtf32 for bf16: %s", kn,
+                 cg_errmsg(ctx));
+        pr = resolved_precision(ctx, kn, &ks, &dev, "precision=ieee", &st);
+        CG_CHECK(st == CG_OK && !strcmp(pr, "ieee"), "%s ieee pinned: %s (%s)", kn, pr, cg_errmsg(ctx));
+        dev.arch = 75;
+        pr = resolved_precision(ctx, kn, &ks, &dev, NULL, &st);
+        CG_CHECK(st == CG_OK && !strcmp(pr, "ieee"), "%s sm_75 default: %s (%s)", kn, pr, cg_errmsg(ctx));
+    }
+    cg_context_free(ctx);
+}
 
 /* A config outside the space is refused by name; one the constraints refuse says why. */
 CG_TEST(gdr_gen_refusals) {
@@ -112,31 +167,35 @@ CG_TEST(gdr_gen_refusals) {
 }
 
 /* The sweep's sample of the configs of both kernels (every one under
- * CHUNKGEN_TEST_SWEEP=full), varlen with the L2 norm, bf16 and f16 in turn, through NVRTC
- * for sm_arch: no spills. */
+ * CHUNKGEN_TEST_SWEEP=full), varlen with the L2 norm, through NVRTC for sm_arch: no spills.
+ * bf16 and f16 in turn (the 16-bit space: ieee and mma16), then the float32 one (ieee and
+ * 3xtf32; test_gen_nvrtc.c compiles it without varlen). */
 static void nvrtc_variants(int arch) {
     cg_test_nvrtc nv;
     if (!cg_test_nvrtc_begin(&nv, arch)) return;
     static const char *const kernels[] = {"gdr_fwd", "gdr_bwd"};
     int k = 0;
-    for (int o = 0; o < 2; o++) {
+    for (int o = 0; o < 4; o++) {
+        const int bwd = o % 2, half = o < 2;
         cg_kshape ks = {.B = 1, .T = 4096, .G = 4, .H = 8, .dk = 128, .dv = 128, .nseq = 3};
-        ks.flags = CG_KS_L2NORM | CG_KS_H0 | (o ? CG_KS_DHT : CG_KS_HT);
+        ks.flags = CG_KS_L2NORM | CG_KS_H0 | (bwd ? CG_KS_DHT : CG_KS_HT);
+        if (half) snprintf(ks.dtypes, sizeof ks.dtypes, "q=bf16 k=bf16"); /* the space of any 16-bit call */
         cg_cfg *space = NULL;
         int n = 0;
-        CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernels[o], &ks, &nv.dev, &space, &n));
-        CG_CHECK(n > 0, "%s: no config", kernels[o]);
+        CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernels[bwd], &ks, &nv.dev, &space, &n));
+        CG_CHECK(n > 0, "%s: no config", kernels[bwd]);
         cg_sweep_sel sel;
         cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* every config under CHUNKGEN_TEST_SWEEP=full */
         for (int q = 0; q < n; q++) {
             if (!cg_sweep_keeps(&sel, q)) continue;
-            k++;
-            const char *dt = k % 2 ? "f16" : "bf16";
-            snprintf(ks.dtypes, sizeof ks.dtypes,
-                     o ? "q=%s k=%s v=%s beta=%s dout=%s dq=%s dk=%s dv=%s dbeta=%s" : "q=%s k=%s v=%s beta=%s o=%s%.0s%.0s%.0s%.0s",
-                     dt, dt, dt, dt, dt, dt, dt, dt, dt);
+            const char *dt = ++k % 2 ? "f16" : "bf16";
+            if (half)
+                snprintf(ks.dtypes, sizeof ks.dtypes,
+                         bwd ? "q=%s k=%s v=%s beta=%s dout=%s dq=%s dk=%s dv=%s dbeta=%s"
+                             : "q=%s k=%s v=%s beta=%s o=%s%.0s%.0s%.0s%.0s",
+                         dt, dt, dt, dt, dt, dt, dt, dt, dt);
             cg_plan p;
-            if (!cg_test_nvrtc_plan(&nv, kernels[o], &ks, &space[q], &p)) continue;
+            if (!cg_test_nvrtc_plan(&nv, kernels[bwd], &ks, &space[q], &p)) continue;
             CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") && strstr(p.source, "#define CG_L2NORM 1\n"),
                      "%s: varlen and l2norm defines", p.name);
             cg_test_nvrtc_nospill(&nv, &p);
@@ -144,7 +203,7 @@ static void nvrtc_variants(int arch) {
         cg_sweep_sel_free(&sel);
         free(space);
     }
-    cg_test_nvrtc_end(&nv, "gdr varlen l2norm 16-bit", "");
+    cg_test_nvrtc_end(&nv, "gdr varlen l2norm (16-bit, float32)", "");
 }
 CG_TEST(gdr_gen_nvrtc_half_sm80) { nvrtc_variants(80); }
 CG_TEST(gdr_gen_nvrtc_half_sm90) { nvrtc_variants(90); }

@@ -10,22 +10,35 @@
 --           workspace), dv, dbeta, dg (the WY backward and the chunk-local reverse cumsum);
 --   reduce  per (b, q/k head, chunk slot): dq, dk summed over the group's value heads in
 --           order, through the L2 norm's backward.
--- The space, workspace layout and constraints are the forward's (gdr_fwd.lua `lib`) plus
--- the grads pass's shared memory.
+-- The space (with `precision`: for 3xtf32 / mma16 the chunk GEMMs of prep, the state pass
+-- and the grads pass on mma.sync; the triangular solve and the reduce pass float32 FMA),
+-- workspace layout and constraints are the forward's (gdr_fwd.lua `lib`) plus the
+-- backward's shared memory.
 
 local fwd = require("kernels.gdr_fwd")
 local lib = fwd.lib
 
-local smem_prep, smem_state = lib.smem_prep, lib.smem_state
--- grads: A, dP / dAmat / dLg, T1, dL [C][C]; 8 per-row columns; NT partial sums.
-local function smem_grads(p) return 4 * (4 * p.chunk * p.chunk + 8 * p.chunk + 32 * p.warps) end
+local smem_state = lib.smem_state
+local function smem_prep(p, shape) return lib.smem_prep(p, shape, true) end
+-- grads: A, dP / dAmat / dLg, T1, dL [C][C]; 8 per-row columns; NT partial sums; the mma
+-- precisions' row sums [C][dkp / 16] (gdr_bwd.cu GR_RS).
+local function smem_grads(p, shape)
+  local rs = lib.mma(p) and p.chunk * ((shape.dk + 15) // 16) or 0
+  return 4 * (4 * p.chunk * p.chunk + 8 * p.chunk + 32 * p.warps + rs)
+end
+-- state (both directions): the forward's, and for the mma precisions Q [C][dkp + 4] and a dO
+-- tile [C][block_dv + 4] (gdr_bwd.cu RS_FLOATS).
+local function smem_rstate(p, shape)
+  return smem_state(p, shape) + (lib.mma(p) and 4 * (lib.kt(p, shape) + p.chunk * (p.block_dv + 4)) or 0)
+end
 
 local function valid(p, shape, dev)
   local ok, why = fwd.valid(p, shape, dev)
   if not ok then return false, why end
-  local s = smem_grads(p)
-  if s > dev.smem_per_block then
-    return false, string.format("grads pass needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
+  for _, s in ipairs({ smem_grads(p, shape), smem_prep(p, shape), smem_rstate(p, shape) }) do
+    if s > dev.smem_per_block then
+      return false, string.format("needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
+    end
   end
   return true
 end
@@ -63,18 +76,16 @@ local function launch(p, shape, dev)
     a[#a + 1] = { int = shape.nseq }
   end
   return {
-    { entry = "cg_gdr_bwd_prep", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_prep(p) },
+    { entry = "cg_gdr_bwd_prep", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_prep(p, shape) },
     { entry = "cg_gdr_bwd_state", grid = { lib.rows(shape) * shape.H * lib.ndvt(p, shape), 1, 1 },
-      block = { nt, 1, 1 }, smem = smem_state(p, shape) },
-    { entry = "cg_gdr_bwd_grads", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_grads(p) },
+      block = { nt, 1, 1 }, smem = smem_rstate(p, shape) },
+    { entry = "cg_gdr_bwd_grads", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_grads(p, shape) },
     { entry = "cg_gdr_bwd_reduce", grid = { shape.B * shape.G * ns, 1, 1 }, block = { nt, 1, 1 }, smem = 0 },
   }, workspace(p, shape), a
 end
 
 local function defines(p, shape, dev)
-  local d = { CG_SMEM_PREP = smem_prep(p), CG_SMEM_STATE = smem_state(p, shape), CG_SMEM_GRADS = smem_grads(p) }
-  if lib.varlen(shape) then d.CG_VARLEN = 1 end
-  return d
+  return lib.common_defines(p, shape, { CG_SMEM_GRADS = smem_grads(p, shape), CG_SMEM_RSTATE = smem_rstate(p, shape) }, true)
 end
 
 return {

@@ -34,10 +34,38 @@ local function rows(shape) return varlen(shape) and shape.nseq or shape.B end
 local function bv(p, shape) return math.min(p.block_dv, shape.dv) end
 local function ndvt(p, shape) return ceil_div(shape.dv, bv(p, shape)) end
 
--- Shared memory of each launch, bytes (the template's PREP_FLOATS, STATE_FLOATS, OUT_FLOATS).
-local function smem_prep(p) return 4 * (2 * p.chunk * p.chunk + 5 * p.chunk) end
-local function smem_state(p, shape) return 4 * ((shape.dk + p.chunk) * p.block_dv + 3 * p.chunk) end
-local function smem_out(p) return 4 * (p.chunk * p.chunk + 3 * p.chunk) end
+-- The matrix unit (gdr_mma.cuh), both kernels' `precision`: ieee (float32 FMA), 3xtf32
+-- (float32 inputs), mma16 (16-bit q and k).
+local function mma(p) return p.precision ~= "ieee" end
+-- Staged q / k tiles of the mma precisions, floats: [chunk][dkp + 4] (dkp: dk rounded up to
+-- 16), and (mma16) a raw 16-bit copy [chunk][dkp + 8] halves.
+local function kt(p, shape) return mma(p) and p.chunk * ((shape.dk + 15) // 16 * 16 + 4) or 0 end
+local function kh(p, shape) return p.precision == "mma16" and p.chunk * ((shape.dk + 15) // 16 * 16 + 8) // 2 or 0 end
+
+-- Shared memory of each launch, bytes (the template's PREP_FLOATS, ST_FLOATS, OUT_FLOATS).
+-- bwd: the backward's prep, which also stages Q (its pm).
+local function smem_prep(p, shape, bwd)
+  local vt = mma(p) and p.chunk * (p.block_dv + 4) or 0
+  local q = bwd and kt(p, shape) + kh(p, shape) or 0
+  return 4 * (2 * p.chunk * p.chunk + 5 * p.chunk + kt(p, shape) + vt + kh(p, shape) + q)
+end
+local function smem_state(p, shape) return 4 * ((shape.dk + p.chunk) * p.block_dv + 3 * p.chunk + kt(p, shape)) end
+local function smem_out(p, shape) return 4 * (p.chunk * p.chunk + 3 * p.chunk + 2 * kt(p, shape) + 2 * kh(p, shape)) end
+
+-- Whether q and k are 16-bit ("name=dtype" words of shape.dtypes, core.lua).
+local function half_qk(shape)
+  local d = shape.dtypes or ""
+  return d:find("%f[%w_]q=") ~= nil and d:find("%f[%w_]k=") ~= nil
+end
+local function check_precision(p, shape, dev)
+  if not mma(p) then return true end
+  if dev.arch < 80 then
+    return false, string.format("precision %s needs mma.sync (sm_80+), device is sm_%d", p.precision, dev.arch)
+  end
+  if p.precision == "3xtf32" and half_qk(shape) then return false, "precision 3xtf32 is for float32 q, k (16-bit: mma16)" end
+  if p.precision == "mma16" and not half_qk(shape) then return false, "precision mma16 needs 16-bit q, k (bf16 or f16)" end
+  return true
+end
 
 local function common_valid(p, shape, dev)
   if shape.B < 1 or shape.T < 1 or shape.G < 1 or shape.H < 1 or shape.dk < 1 or shape.dv < 1 then
@@ -55,7 +83,9 @@ local function common_valid(p, shape, dev)
   if shape.T > GRID_MAX then return false, "T must be below 2^31" end
   local slots = shape.B * shape.H * nslot(p, shape)
   if slots * ndvt(p, shape) > GRID_MAX then return false, "grid of B * H * chunks * dv tiles too large" end
-  for _, s in ipairs({ smem_prep(p), smem_state(p, shape), smem_out(p) }) do
+  local ok, why = check_precision(p, shape, dev)
+  if not ok then return false, why end
+  for _, s in ipairs({ smem_prep(p, shape), smem_state(p, shape), smem_out(p, shape) }) do
     if s > dev.smem_per_block then
       return false, string.format("needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
     end
@@ -74,15 +104,19 @@ local function valid(p, shape, dev)
   return true
 end
 
--- Heuristic (both kernels): chunk 64 (fla's), a dv tile of 32 (more CTAs in the sequential
+-- Heuristic (both kernels): the matrix unit where there is one (3xtf32, or mma16 for 16-bit
+-- q, k), else float32 FMA; chunk 64 (fla's), a dv tile of 32 (more CTAs in the sequential
 -- state pass), 4 warps; the first candidate valid(p, shape, dev) accepts when that does not
--- fit, else fallback.
+-- fit, else fallback (ieee).
 local function first_valid(valid_fn, shape, dev, fallback)
-  for _, c in ipairs({ { 64, 32, 4 }, { 32, 32, 4 }, { 64, 16, 4 }, { 32, 16, 4 }, { 16, 16, 4 }, { 16, 16, 2 },
-                       { 16, 16, 1 } }) do
-    local p = { chunk = c[1], block_dv = c[2], warps = c[3] }
-    if valid_fn(p, shape, dev) then return p end
+  for _, pr in ipairs({ half_qk(shape) and "mma16" or "3xtf32", "ieee" }) do
+    for _, c in ipairs({ { 64, 32, 4 }, { 32, 32, 4 }, { 64, 16, 4 }, { 32, 16, 4 }, { 16, 16, 4 }, { 16, 16, 2 },
+                         { 16, 16, 1 } }) do
+      local p = { chunk = c[1], block_dv = c[2], warps = c[3], precision = pr }
+      if valid_fn(p, shape, dev) then return p end
+    end
   end
+  fallback.precision = "ieee"
   return fallback
 end
 
@@ -125,20 +159,23 @@ local function launch(p, shape, dev)
   local nt = 32 * p.warps
   local slots = shape.B * shape.H * nslot(p, shape)
   return {
-    { entry = "cg_gdr_fwd_prep", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_prep(p) },
+    { entry = "cg_gdr_fwd_prep", grid = { slots, 1, 1 }, block = { nt, 1, 1 }, smem = smem_prep(p, shape) },
     { entry = "cg_gdr_fwd_state", grid = { rows(shape) * shape.H * ndvt(p, shape), 1, 1 }, block = { nt, 1, 1 },
       smem = smem_state(p, shape) },
-    { entry = "cg_gdr_fwd_out", grid = { slots * ndvt(p, shape), 1, 1 }, block = { nt, 1, 1 }, smem = smem_out(p) },
+    { entry = "cg_gdr_fwd_out", grid = { slots * ndvt(p, shape), 1, 1 }, block = { nt, 1, 1 },
+      smem = smem_out(p, shape) },
   }, workspace(p, shape), args_of(p, shape)
 end
 
-local function defines(p, shape, dev)
-  local d = {
-    CG_SMEM_PREP = smem_prep(p), CG_SMEM_STATE = smem_state(p, shape), CG_SMEM_OUT = smem_out(p),
-  }
-  if varlen(shape) then d.CG_VARLEN = 1 end
-  return d
+-- The defines of both kernels: the shared passes' shared memory (gdr_common.cuh checks
+-- it), the kernel's own in `own`, CG_VARLEN.
+local function common_defines(p, shape, own, bwd)
+  own.CG_SMEM_PREP, own.CG_SMEM_STATE = smem_prep(p, shape, bwd), smem_state(p, shape)
+  if varlen(shape) then own.CG_VARLEN = 1 end
+  return own
 end
+
+local function defines(p, shape, dev) return common_defines(p, shape, { CG_SMEM_OUT = smem_out(p, shape) }) end
 
 return {
   name = "gdr_fwd",
@@ -150,13 +187,15 @@ return {
     chunk = { 16, 32, 64 },
     block_dv = { 16, 32, 64 },
     warps = { 1, 2, 4, 8 },
+    precision = { "ieee", "3xtf32", "mma16" },
   },
-  order = { "chunk", "block_dv", "warps" },
+  order = { "chunk", "block_dv", "warps", "precision" },
   valid = valid,
   default = default,
   launch = launch,
   defines = defines,
   -- for gdr_bwd.lua
   lib = { ceil_div = ceil_div, varlen = varlen, nslot = nslot, rows = rows, bv = bv, ndvt = ndvt,
-          common_valid = common_valid, smem_prep = smem_prep, smem_state = smem_state, first_valid = first_valid },
+          common_valid = common_valid, smem_prep = smem_prep, smem_state = smem_state, first_valid = first_valid,
+          common_defines = common_defines, mma = mma, kt = kt },
 }
