@@ -410,14 +410,20 @@ export cmd
 # ------------------------------------------------------------------ the commands
 phase env 25 host ph_env
 [ "$cmd" = 3 ] || phase build 120 host ph_build
-if [ "$cmd" = 3 ]; then
-  rm -f "$OUT"/gdn-gpu.json "$OUT"/decode-gpu.json "$OUT"/gdn-fla-gpu.json "$work"/merged.json # this run's rows only
+# Commands 2 and 3: this run's rows only (N stale files named first, and the merge), the
+# package built once, then the phases given as "NAME SECONDS WHERE FUNCTION" words, then the
+# merged results.
+py_phases() {
+  local n=$1; shift
+  rm -f "${@:1:$n}" "$work"/merged.json; shift "$n"
   phase py_build 120 host ph_py_build
-  phase gdn 75 cpu_too ph_gdn
-  phase decode 50 cpu_too ph_decode
-  phase gdn_fla 100 gpu ph_gdn_fla
+  while [ $# -ge 4 ]; do phase "$1" "$2" "$3" "$4"; shift 4; done
   if [ "$has_gpu" = 1 ]; then phase results 15 host ph_results
   else record results skipped 0 "$gpu_why"; fi
+}
+if [ "$cmd" = 3 ]; then
+  py_phases 3 "$OUT"/gdn-gpu.json "$OUT"/decode-gpu.json "$OUT"/gdn-fla-gpu.json \
+    gdn 75 cpu_too ph_gdn  decode 50 cpu_too ph_decode  gdn_fla 100 gpu ph_gdn_fla
 elif [ "$cmd" = 1 ]; then
   phase gpu_tests 75 gpu ph_gpu_tests
   phase tune 45 gpu ph_tune
@@ -425,14 +431,8 @@ elif [ "$cmd" = 1 ]; then
   phase san_racecheck 25 gpu ph_san_racecheck
   phase san_synccheck 20 gpu ph_san_synccheck
 else
-  rm -f "$work"/bench-d128.json "$work"/bench-rest.json "$work"/peers-gpu.json "$work"/merged.json # this run's rows only
-  phase py_build 120 host ph_py_build
-  phase py_gpu 60 gpu ph_py_gpu
-  phase bench_d128 45 gpu ph_bench_d128
-  phase bench_rest 35 gpu ph_bench_rest
-  phase peers 40 gpu ph_peers
-  if [ "$has_gpu" = 1 ]; then phase results 15 host ph_results
-  else record results skipped 0 "$gpu_why"; fi
+  py_phases 3 "$work"/bench-d128.json "$work"/bench-rest.json "$work"/peers-gpu.json \
+    py_gpu 60 gpu ph_py_gpu  bench_d128 45 gpu ph_bench_d128  bench_rest 35 gpu ph_bench_rest  peers 40 gpu ph_peers
 fi
 pack
 echo "== $(wc -l <"$summary") phases in $(($(date +%s) - t_start)) s (budget $budget s); $OUT:"
