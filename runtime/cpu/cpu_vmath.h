@@ -125,35 +125,26 @@ typedef uint32_t sv_u __attribute__((vector_size(SV * 4)));
 #if defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)
 #include <immintrin.h>
 #endif
-/* min(c, x) and max(c, x) of each lane; x when x is NaN. */
-static inline sv_f sv_min(float c, sv_f x) {
+/* max(lo, min(hi, x)) of each lane (ss_exp2's clamp); x when x is NaN. */
+static inline sv_f sv_clamp(sv_f x, float lo, float hi) {
 #if defined(__AVX512F__)
-    return (sv_f)_mm512_min_ps(_mm512_set1_ps(c), (__m512)x);
+    return (sv_f)_mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), (__m512)x));
 #elif defined(__AVX__)
-    return (sv_f)_mm256_min_ps(_mm256_set1_ps(c), (__m256)x);
+    return (sv_f)_mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), (__m256)x));
 #elif defined(__SSE2__)
-    return (sv_f)_mm_min_ps(_mm_set1_ps(c), (__m128)x);
+    return (sv_f)_mm_max_ps(_mm_set1_ps(lo), _mm_min_ps(_mm_set1_ps(hi), (__m128)x));
 #else
-    for (int l = 0; l < SV; l++) x[l] = x[l] > c ? c : x[l];
-    return x;
-#endif
-}
-static inline sv_f sv_max(float c, sv_f x) {
-#if defined(__AVX512F__)
-    return (sv_f)_mm512_max_ps(_mm512_set1_ps(c), (__m512)x);
-#elif defined(__AVX__)
-    return (sv_f)_mm256_max_ps(_mm256_set1_ps(c), (__m256)x);
-#elif defined(__SSE2__)
-    return (sv_f)_mm_max_ps(_mm_set1_ps(c), (__m128)x);
-#else
-    for (int l = 0; l < SV; l++) x[l] = x[l] < c ? c : x[l];
+    for (int l = 0; l < SV; l++) {
+        const float v = x[l] > hi ? hi : x[l];
+        x[l] = v < lo ? lo : v;
+    }
     return x;
 #endif
 }
 
 /* ss_exp2 of each lane. */
 static inline sv_f sv_exp2(sv_f t, ss_lim k) {
-    const sv_f tc = sv_max(k.lo2, sv_min(k.hi2, t));
+    const sv_f tc = sv_clamp(t, k.lo2, k.hi2);
     const float magic = 12582912.0f;
     const sv_f nf = tc + magic, f = tc - (nf - magic);
     sv_f q = f * 0.0003080706078676321f + 0.0026667116292856882f;

@@ -116,61 +116,101 @@ static void block_store(const cg_view *c, st_fn st, const float *S, int64_t rs, 
     for (int64_t i = 0; i < dk; i++) st(at4(c, x, h, i, j0), c->dt, S + i * rs, w);
 }
 
-/* ------------------------------------------------------------------- SSD */
-
-typedef struct ssd_run {
-    const cg_ssd_step_prob *p;
-    int64_t bw, nblk;
+/* A column-block step's run (SSD, the gated delta rule): a task per (b, h, block of dv
+ * columns) opens the block [dk, w] of its slot's state, runs the op's token function for
+ * each token, stores the output row and the block where the token says. */
+typedef struct cols_run cols_run;
+/* Token t of entry b, head h (q/k group g), columns [j0, j0 + w): the block S (rows rs
+ * apart) updated in place, the output row o[0, w) written. */
+typedef void (*cols_token)(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_t g, int64_t j0, int64_t w,
+                           float *S, int64_t rs, float *o);
+struct cols_run {
+    const void *p; /* the op's problem, for its token function */
+    cols_token token;
+    int64_t T, H, G, S, dk, dv, bw, nblk;
+    const cg_view *cache, *idx, *dst, *o;
     ld_fn ld;
     st_fn st;
-} ssd_run;
+};
 
-static void ssd_task(void *arg, int64_t task, int tid) {
+static void cols_task(void *arg, int64_t task, int tid) {
     (void)tid;
-    const ssd_run *r = arg;
-    const cg_ssd_step_prob *p = r->p;
-    const int64_t blk = task % r->nblk, bh = task / r->nblk, b = bh / p->H, h = bh % p->H;
-    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk;
-    const int64_t src = slot_of(&p->idx, b, 0, p->S), g = h / (p->H / p->G);
+    const cols_run *r = arg;
+    const int64_t T = r->T, H = r->H, dk = r->dk;
+    const int64_t blk = task % r->nblk, bh = task / r->nblk, b = bh / H, h = bh % H;
+    const int64_t j0 = blk * r->bw, w = r->dv - j0 < r->bw ? r->dv - j0 : r->bw;
+    const int64_t src = slot_of(r->idx, b, 0, r->S), g = h / (H / r->G);
     if (src < 0) { /* padding: zeros (all-zero bits in every float dtype) */
-        for (int64_t t = 0; t < p->T; t++) memset(at4(&p->o, b, t, h, j0), 0, (size_t)(w * cg__dt_bytes(p->o.dt)));
+        for (int64_t t = 0; t < T; t++) memset(at4(r->o, b, t, h, j0), 0, (size_t)(w * cg__dt_bytes(r->o->dt)));
         return;
     }
-    float Sb[STEP_BUF], q[STEP_ROW], k[STEP_ROW], v[STEP_ROW], o[STEP_ROW];
-    const int direct = p->cache.dt == CG_F32 && p->T == 1 && !p->dst.p;
-    int64_t bw;
-    float *S = block_open(&p->cache, r->ld, Sb, r->bw, src, h, j0, w, dk, direct, &bw);
-    for (int64_t t = 0; t < p->T; t++) {
-        const float a = expf(((const float *)p->la.p)[b * p->la.s[0] + t * p->la.s[1] + h * p->la.s[2]]);
-        r->ld(q, at4(&p->q, b, t, g, 0), p->q.dt, dk);
-        r->ld(k, at4(&p->k, b, t, g, 0), p->k.dt, dk);
-        r->ld(v, at4(&p->v, b, t, h, j0), p->v.dt, w);
-        for (int64_t j = 0; j < w; j++) o[j] = 0.0f;
-        for (int64_t i = 0; i < dk; i++) {
-            float *restrict s = S + i * bw;
-            const float ki = k[i], qi = q[i];
-            for (int64_t j = 0; j < w; j++) {
-                s[j] = a * s[j] + ki * v[j];
-                o[j] += qi * s[j];
-            }
-        }
-        r->st(at4(&p->o, b, t, h, j0), p->o.dt, o, w);
-        const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
-        if (dst >= 0) block_store(&p->cache, r->st, S, bw, dst, h, j0, w, dk, direct);
+    float Sb[STEP_BUF], o[STEP_ROW];
+    const int direct = r->cache->dt == CG_F32 && T == 1 && !r->dst->p;
+    int64_t rs;
+    float *S = block_open(r->cache, r->ld, Sb, r->bw, src, h, j0, w, dk, direct, &rs);
+    for (int64_t t = 0; t < T; t++) {
+        r->token(r, b, t, h, g, j0, w, S, rs, o);
+        r->st(at4(r->o, b, t, h, j0), r->o->dt, o, w);
+        const int64_t dst = r->dst->p ? slot_of(r->dst, b, t, r->S) : t == T - 1 ? src : -1;
+        if (dst >= 0) block_store(r->cache, r->st, S, rs, dst, h, j0, w, dk, direct);
     }
+}
+
+/* An op's call (p its problem, token its token function; n = B, T, H, G, S, dk, dv; v = its
+ * cache, state_indices, dst_indices and output views): plans the blocks and threads
+ * (cols_plan) and runs the tasks. */
+static cg_status cols_step(cg_context *ctx, const cg_cfg *cfg, const char *what, cg_dtype math, const void *p,
+                           cols_token token, const int64_t n[7], const cg_view *const v[4]) {
+    cols_run r = {p, token, n[1], n[2], n[3], n[4], n[5], n[6], 0, 0, v[0], v[1], v[2], v[3],
+                  cg__cpu_ld_row, cg__cpu_st_row};
+    cg_pool *pool;
+    int threads = 1;
+    cg_status st = cols_plan(ctx, cfg, what, math, n[0] * r.H, r.dk, r.dv, r.cache->dt, &r.bw, &pool, &threads);
+    if (st) return st;
+    r.nblk = (r.dv + r.bw - 1) / r.bw;
+    cg__pool_run(pool, threads, n[0] * r.H * r.nblk, cols_task, &r);
+    return CG_OK;
+}
+
+/* S = a S + k v^T over the block's dk rows (rs apart) and w columns, and o = q S. */
+static void cols_rank1(float *S, int64_t rs, int64_t dk, int64_t w, float a, const float *restrict k,
+                       const float *restrict q, const float *restrict v, float *restrict o) {
+    for (int64_t j = 0; j < w; j++) o[j] = 0.0f;
+    for (int64_t i = 0; i < dk; i++) {
+        float *restrict s = S + i * rs;
+        const float ki = k[i], qi = q[i];
+        for (int64_t j = 0; j < w; j++) {
+            s[j] = a * s[j] + ki * v[j];
+            o[j] += qi * s[j];
+        }
+    }
+}
+
+/* The token's q and k rows (group g) into q, k; returns its decay exp(gate[b, t, h]) (a
+ * float32 [B, T, H] view). */
+static float cols_qk(const cols_run *r, const cg_view *gate, const cg_view *qv, const cg_view *kv, int64_t b,
+                     int64_t t, int64_t h, int64_t g, float *q, float *k) {
+    r->ld(q, at4(qv, b, t, g, 0), qv->dt, r->dk);
+    r->ld(k, at4(kv, b, t, g, 0), kv->dt, r->dk);
+    return expf(((const float *)gate->p)[b * gate->s[0] + t * gate->s[1] + h * gate->s[2]]);
+}
+
+/* ------------------------------------------------------------------- SSD */
+
+static void ssd_token(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_t g, int64_t j0, int64_t w, float *S,
+                      int64_t rs, float *o) {
+    const cg_ssd_step_prob *p = r->p;
+    float q[STEP_ROW], k[STEP_ROW], v[STEP_ROW];
+    const float a = cols_qk(r, &p->la, &p->q, &p->k, b, t, h, g, q, k);
+    r->ld(v, at4(&p->v, b, t, h, j0), p->v.dt, w);
+    cols_rank1(S, rs, r->dk, w, a, k, q, v, o);
 }
 
 cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    const char *what = "cpu ssd step";
-    ssd_run r = {p, 0, 0, cg__cpu_ld_row, cg__cpu_st_row};
-    cg_pool *pool;
-    int threads = 1;
-    cg_status st = cols_plan(ctx, cfg, what, p->dtype, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
-    if (st) return st;
-    r.nblk = (p->dv + r.bw - 1) / r.bw;
-    cg__pool_run(pool, threads, p->B * p->H * r.nblk, ssd_task, &r);
-    return CG_OK;
+    const int64_t n[7] = {p->B, p->T, p->H, p->G, p->S, p->dk, p->dv};
+    const cg_view *const v[4] = {&p->cache, &p->idx, &p->dst, &p->o};
+    return cols_step(ctx, cfg, "cpu ssd step", p->dtype, p, ssd_token, n, v);
 }
 
 /* ------------------------------------------------------- selective scan */
@@ -251,7 +291,8 @@ static void sscan_row(float *dst, const cg_view *m, int64_t b, int64_t t, int64_
 }
 
 /* Channels [c0, c0 + nc) of a [B, L, D] view at (b, t) into lanes[0, nc). */
-static void sscan_lanes(float *restrict lanes, const cg_view *v, int64_t b, int64_t t, int64_t c0, int64_t nc, ld_fn ld) {
+static void sscan_lanes(float *restrict lanes, const cg_view *v, int64_t b, int64_t t, int64_t c0, int64_t nc,
+                        ld_fn ld) {
     const float *f = v->dt == CG_F32 && v->s[2] == 1 ? (const float *)at4(v, b, t, c0, 0) : NULL;
     if (f && nc == SW) /* one vector load: no store-to-load stall */
         for (int l = 0; l < SW; l++) lanes[l] = f[l];
@@ -407,13 +448,6 @@ cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const
  * token: p = S^T k (a pass reading the block), u = beta (v - exp(g) p), then one pass
  * S = exp(g) S + k u^T, o += q S; q, k normalised (use_qk_l2norm) and q scaled first. */
 
-typedef struct gdr_run {
-    const cg_gdr_step_prob *p;
-    int64_t bw, nblk;
-    ld_fn ld;
-    st_fn st;
-} gdr_run;
-
 /* x[0, dk) times mul, divided by its norm sqrt(x.x + 1e-6) when l2 (gdr_fwd's L2 norm). */
 static void gdr_norm(float *x, int64_t dk, int l2, float mul) {
     if (l2) {
@@ -424,59 +458,29 @@ static void gdr_norm(float *x, int64_t dk, int l2, float mul) {
     for (int64_t i = 0; i < dk; i++) x[i] *= mul;
 }
 
-static void gdr_task(void *arg, int64_t task, int tid) {
-    (void)tid;
-    const gdr_run *r = arg;
+static void gdr_token(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_t g, int64_t j0, int64_t w, float *S,
+                      int64_t rs, float *o) {
     const cg_gdr_step_prob *p = r->p;
-    const int64_t blk = task % r->nblk, bh = task / r->nblk, b = bh / p->H, h = bh % p->H;
-    const int64_t j0 = blk * r->bw, w = p->dv - j0 < r->bw ? p->dv - j0 : r->bw, dk = p->dk;
-    const int64_t src = slot_of(&p->idx, b, 0, p->S), g = h / (p->H / p->G);
-    if (src < 0) { /* padding: zeros (all-zero bits in every float dtype) */
-        for (int64_t t = 0; t < p->T; t++) memset(at4(&p->o, b, t, h, j0), 0, (size_t)(w * cg__dt_bytes(p->o.dt)));
-        return;
+    const int64_t dk = r->dk;
+    float q[STEP_ROW], k[STEP_ROW], u[STEP_ROW];
+    const float a = cols_qk(r, &p->g, &p->q, &p->k, b, t, h, g, q, k);
+    const float beta = cg__ld1(at4(&p->beta, b, t, h, 0), 0, p->beta.dt);
+    gdr_norm(q, dk, p->l2norm, (float)p->scale);
+    gdr_norm(k, dk, p->l2norm, 1.0f);
+    r->ld(u, at4(&p->v, b, t, h, j0), p->v.dt, w);
+    for (int64_t j = 0; j < w; j++) o[j] = 0.0f;
+    for (int64_t i = 0; i < dk; i++) { /* o as the accumulator of S^T k */
+        const float *restrict s = S + i * rs;
+        const float ki = k[i];
+        for (int64_t j = 0; j < w; j++) o[j] += ki * s[j];
     }
-    float Sb[STEP_BUF], q[STEP_ROW], k[STEP_ROW], u[STEP_ROW], o[STEP_ROW];
-    const int direct = p->cache.dt == CG_F32 && p->T == 1 && !p->dst.p;
-    int64_t bw;
-    float *S = block_open(&p->cache, r->ld, Sb, r->bw, src, h, j0, w, dk, direct, &bw);
-    for (int64_t t = 0; t < p->T; t++) {
-        const float a = expf(((const float *)p->g.p)[b * p->g.s[0] + t * p->g.s[1] + h * p->g.s[2]]);
-        const float beta = cg__ld1(at4(&p->beta, b, t, h, 0), 0, p->beta.dt);
-        r->ld(q, at4(&p->q, b, t, g, 0), p->q.dt, dk);
-        r->ld(k, at4(&p->k, b, t, g, 0), p->k.dt, dk);
-        gdr_norm(q, dk, p->l2norm, (float)p->scale);
-        gdr_norm(k, dk, p->l2norm, 1.0f);
-        r->ld(u, at4(&p->v, b, t, h, j0), p->v.dt, w);
-        for (int64_t j = 0; j < w; j++) o[j] = 0.0f;
-        for (int64_t i = 0; i < dk; i++) { /* o as the accumulator of S^T k */
-            const float *restrict s = S + i * bw;
-            const float ki = k[i];
-            for (int64_t j = 0; j < w; j++) o[j] += ki * s[j];
-        }
-        for (int64_t j = 0; j < w; j++) u[j] = beta * (u[j] - a * o[j]), o[j] = 0.0f;
-        for (int64_t i = 0; i < dk; i++) {
-            float *restrict s = S + i * bw;
-            const float ki = k[i], qi = q[i];
-            for (int64_t j = 0; j < w; j++) {
-                s[j] = a * s[j] + ki * u[j];
-                o[j] += qi * s[j];
-            }
-        }
-        r->st(at4(&p->o, b, t, h, j0), p->o.dt, o, w);
-        const int64_t dst = p->dst.p ? slot_of(&p->dst, b, t, p->S) : t == p->T - 1 ? src : -1;
-        if (dst >= 0) block_store(&p->cache, r->st, S, bw, dst, h, j0, w, dk, direct);
-    }
+    for (int64_t j = 0; j < w; j++) u[j] = beta * (u[j] - a * o[j]);
+    cols_rank1(S, rs, dk, w, a, k, q, u, o);
 }
 
 cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    const char *what = "cpu gdr step";
-    gdr_run r = {p, 0, 0, cg__cpu_ld_row, cg__cpu_st_row};
-    cg_pool *pool;
-    int threads = 1;
-    cg_status st = cols_plan(ctx, cfg, what, p->dtype, p->B * p->H, p->dk, p->dv, p->cache.dt, &r.bw, &pool, &threads);
-    if (st) return st;
-    r.nblk = (p->dv + r.bw - 1) / r.bw;
-    cg__pool_run(pool, threads, p->B * p->H * r.nblk, gdr_task, &r);
-    return CG_OK;
+    const int64_t n[7] = {p->B, p->T, p->H, p->G, p->S, p->dk, p->dv};
+    const cg_view *const v[4] = {&p->cache, &p->idx, &p->dst, &p->o};
+    return cols_step(ctx, cfg, "cpu gdr step", p->dtype, p, gdr_token, n, v);
 }
