@@ -27,6 +27,7 @@
 #include <math.h>
 #include <string.h>
 
+#define SS_AHEAD 64 /* channels the selective scan prefetches ahead */
 #define SS_CH 64 /* channels of a selective-scan sub-block (a multiple of SW) */
 #define SW 16 /* lanes of the selective scan's vector loops: one AVX-512 vector of floats */
 
@@ -331,13 +332,20 @@ static void sscan_scalars(const sscan_run *r, int64_t b, int64_t t, int64_t c0, 
     for (int l = 0; l < SW; l++) dt2[l] = dt[l] * SS_LOG2E, dtx[l] = dt[l] * x[l];
 }
 
-/* The states of channels [k0, k1) of slot x into the cache ahead of their use (the loop's
- * arithmetic per 64 bytes of state leaves the hardware's prefetch behind; measured). */
-static void sscan_prefetch(const cg_view *c, int64_t x, int64_t k0, int64_t k1, int64_t N) {
-    const int64_t row = N * cg__dt_bytes(c->dt);
+/* Channels [k0, k1) of a sub-block, one group (B, C fixed): sscan_chan each (its states
+ * H, rows Np apart; A's rows as rows as apart, Np wide), the rows of acc; A's rows and,
+ * when pf > 0 (H is the cache itself), the states prefetched SS_AHEAD channels ahead while
+ * below pf: the loop's arithmetic per 64 bytes of state leaves the hardware's prefetch
+ * behind (measured: the loads of h stall; a burst of prefetches stalls instead). No calls
+ * in the loop (around a call GCC reloads the constants for every channel). */
+static inline void sscan_group(float *restrict H, const float *restrict A, int64_t as, const float *restrict Bv,
+                               const float *restrict Cv, int64_t Np, int64_t k0, int64_t k1, int64_t pf,
+                               const float *dt2, const float *dtx, ss_lim lim, float *restrict acc) {
     for (int64_t k = k0; k < k1; k++) {
-        const char *q = at4(c, x, k, 0, 0);
-        for (int64_t o = 0; o < row; o += 64) __builtin_prefetch(q + o, 0, 3);
+        if (k + SS_AHEAD < pf)
+            for (int64_t n = 0; n < Np; n += 16) __builtin_prefetch(H + (k + SS_AHEAD) * Np + n, 0, 3);
+        __builtin_prefetch(A + (k + SS_AHEAD) * as, 0, 3);
+        sscan_chan(H + k * Np, A + k * as, Bv, Cv, Np, dt2[k], dtx[k], lim, acc + k * SV);
     }
 }
 
@@ -368,11 +376,11 @@ static void sscan_task(void *arg, int64_t task, int tid) {
     float Hb[STEP_BUF], A2[STEP_ROW], Bv[STEP_ROW], Cv[STEP_ROW];
     float acc[SS_CH * SV] __attribute__((aligned(64))), y[SS_CH] __attribute__((aligned(64)));
     float dt2[SS_CH], dtx[SS_CH], x[SS_CH], z[SS_CH], Dd[SS_CH];
-    sscan_prefetch(c, src, d0, d0 + r->cw < d1 ? d0 + r->cw : d1, N);
+    if (direct)
+        for (int64_t o = 0; o < SS_AHEAD * N && o < (d1 - d0) * N; o += 16)
+            __builtin_prefetch((const float *)at4(c, src, d0, 0, 0) + o, 0, 3);
     for (int64_t c0 = d0; c0 < d1; c0 += r->cw) {
         const int64_t nc = d1 - c0 < r->cw ? d1 - c0 : r->cw, nl = (nc + SW - 1) / SW * SW; /* lanes */
-        const int64_t c1 = c0 + nc, c2 = c1 + r->cw < d1 ? c1 + r->cw : d1;
-        sscan_prefetch(c, src, c1, c2, N);
         float *H = direct ? (float *)at4(c, src, c0, 0, 0) : Hb;
         if (whole && !direct) r->ld(H, at4(c, src, c0, 0, 0), c->dt, nc * N);
         else if (!direct)
@@ -384,18 +392,24 @@ static void sscan_task(void *arg, int64_t task, int tid) {
         for (int64_t t = 0; t < L; t++) {
             for (int64_t o = 0; o < nl; o += SW)
                 sscan_scalars(r, b, t, c0 + o, nc - o < SW ? nc - o : SW, dt2 + o, dtx + o, x + o, z + o, Dd + o);
-            int64_t g = c0 / dpg, gend = (g + 1) * dpg; /* the group, and where the next begins */
-            sscan_row(Bv, &p->Bm, b, t, g, N, Np), sscan_row(Cv, &p->Cm, b, t, g, N, Np);
-            for (int64_t k = 0; k < nc; k++) {
-                if (c0 + k == gend)
-                    g++, gend += dpg, sscan_row(Bv, &p->Bm, b, t, g, N, Np), sscan_row(Cv, &p->Cm, b, t, g, N, Np);
-                const float *Ad = (const float *)Av->p + (c0 + k) * Av->s[0];
-                if (!arow) {
-                    for (int64_t n = 0; n < N; n++) A2[n] = Ad[n * Av->s[1]];
-                    for (int64_t n = N; n < Np; n++) A2[n] = 0.0f;
-                    Ad = A2;
-                }
-                sscan_chan(H + k * Np, Ad, Bv, Cv, Np, dt2[k], dtx[k], lim, acc + k * SV);
+            for (int64_t k0 = 0, k1; k0 < nc; k0 = k1) { /* runs of channels in one group */
+                const int64_t g = (c0 + k0) / dpg;
+                k1 = (g + 1) * dpg - c0 < nc ? (g + 1) * dpg - c0 : nc;
+                sscan_row(Bv, &p->Bm, b, t, g, N, Np), sscan_row(Cv, &p->Cm, b, t, g, N, Np);
+                const int64_t pf = direct ? d1 - c0 : 0;
+                if (arow && Np == SW) /* the common case, N = 16: straight-line code per channel */
+                    sscan_group(H, (const float *)Av->p + c0 * Av->s[0], Av->s[0], Bv, Cv, SW, k0, k1, pf, dt2, dtx,
+                                lim, acc);
+                else if (arow)
+                    sscan_group(H, (const float *)Av->p + c0 * Av->s[0], Av->s[0], Bv, Cv, Np, k0, k1, pf, dt2, dtx,
+                                lim, acc);
+                else
+                    for (int64_t k = k0; k < k1; k++) { /* A's row k zero-padded into A2 */
+                        const float *Ad = (const float *)Av->p + (c0 + k) * Av->s[0];
+                        for (int64_t n = 0; n < N; n++) A2[n] = Ad[n * Av->s[1]];
+                        for (int64_t n = N; n < Np; n++) A2[n] = 0.0f;
+                        sscan_group(H + k * Np, A2, 0, Bv, Cv, Np, 0, 1, 0, dt2 + k, dtx + k, lim, acc + k * SV);
+                    }
             }
             for (int64_t o = 0; o < nl; o += SV) sscan_lane_sums(y + o, acc + o * SV);
             for (int64_t k = 0; k < nl; k++) y[k] += Dd[k] * x[k];
