@@ -6,12 +6,15 @@
  * Memory bound: each task reads its part of the state once from the cache, runs the
  * tokens on a float32 copy in a stack buffer (L1/L2), and writes it once per destination.
  * Built once per ISA variant (cpu_isa.h; the entry points cg__*_step_cpu are in cpu_isa.c).
- * SSD: a task is (b, h, block of dv columns), the state block [dk, bw] (columns are
+ * SSD and the gated delta rule (one task function, cols_task, and a token function each):
+ * a task is (b, h, block of dv columns), the state block [dk, bw] (columns are
  * independent); per token the row update S = a S + k_i v and the output o += q_i S are
  * loops over the block's columns, vectorized at the variant's width. Selective scan: a
- * task is (b, block of channels), per channel the state [N] (padded to 16 lanes) and its
- * loop over n with cpu_vmath.h's vector 2^x (the chunked scan's), per token the
- * channels' softplus and z gate 16 lanes at a time. Rows of 16-bit tensors and caches
+ * task is (b, block of channels), per channel the state [N] (padded to 16 lanes) updated
+ * in the variant's own vectors (cpu_vmath.h's sv_exp2, the chunked scan's 2^x lane for
+ * lane), 64 channels ahead prefetched, its C.h partial sums added across the lanes for
+ * SV channels at once by shuffles; per token the channels' softplus and z gate 16 lanes at
+ * a time. Rows of 16-bit tensors and caches
  * are widened and narrowed by the running ISA variant's row converters (cpu_half.h).
  * Threads over the tasks through the context's pool; a small call runs on the calling
  * thread. No allocation per call. Pins: threads, block (SSD columns / scan channels). */
