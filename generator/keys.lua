@@ -23,4 +23,5 @@ return {
     ["ssd_cpu.heads"] = "forward tasks: group (one task per (b, g, dv tile) takes the group's heads in turn: Q K^T once per group) or each (one task per head)",
     recompute = "chunks per stored chunk-boundary state in the backward (1: every boundary stored, nothing recomputed)",
     threads   = "CPU threads for the call (0: all of the context's threads)",
+    cols      = "state columns per thread (j, j + block_dv, ...): a CTA covers block_dv x cols columns",
 }

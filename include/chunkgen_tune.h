@@ -143,6 +143,18 @@ CG_API cg_status cg_cache_clear(cg_context *ctx, int all, cg_cache_report *repor
  * config store (files and bytes of its tree; nothing is opened). Nonzero from fn stops. */
 typedef int (*cg_cache_dir_fn)(const char *name, const char *path, int64_t files, int64_t bytes, void *user);
 CG_API cg_status cg_cache_dirs(cg_context *ctx, cg_cache_dir_fn fn, void *user);
+/* ------------------------------------------------------------------- files
+ * The library's own way to write a file atomically, for a caller's outputs (the CLI's
+ * .npy files) so that they are written as the caches are: a fresh temp file in the final
+ * file's directory, "<dir>/.tmp.<host>.<pid>.<16 hex>.<final name>", created
+ * O_CREAT|O_EXCL|O_NOFOLLOW (a planted symlink cannot redirect it, an existing file is
+ * never reused), then renamed over the final path by the caller. */
+/* mkdir -p path (mode 0755): 0 (also when it is a directory already), else an errno value
+ * (ENOTDIR when path or a parent is not a directory). */
+CG_API int cg_mkdirs(const char *path);
+/* Create the temp file for final_path: returns its fd (O_WRONLY, mode 0644) and its path in
+ * tmp, or -1 with errno set (ENAMETOOLONG when tmpcap is too small). */
+CG_API int cg_tmp_create(const char *final_path, char *tmp, size_t tmpcap);
 /* ------------------------------------------------------------------- tuning
  * A tune enumerates a backend's parameter space for each shape (op, extents, dtype),
  * verifies every candidate against the float64 reference on a reduced problem, times it on

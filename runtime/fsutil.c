@@ -1,6 +1,8 @@
 /* fsutil.c -- mkdir -p, non-blocking open of regular files, atomic writes (fsutil.h). */
 #include "fsutil.h"
 
+#include "chunkgen.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -204,3 +206,7 @@ int cg__write_file_atomic(const char *path, const void *data, size_t n, int dura
     }
     return 0;
 }
+
+/* The public names of the two helpers callers share (chunkgen_tune.h "files"). */
+int cg_mkdirs(const char *path) { return cg__mkdirs(path); }
+int cg_tmp_create(const char *final_path, char *tmp, size_t tmpcap) { return cg__tmp_create(final_path, tmp, tmpcap); }

@@ -182,17 +182,24 @@ static const cg_tdesc k_cu[] = {CU_ROW(cg_ssd_fwd_args, cg_ssd_prob), CU_ROW(cg_
 #define S_ CG_SYM_S
 #define IX CG_TD_INDEX
 #define CH (CG_TD_CONTIG | CG_TD_HALF)
-#define ST(nm, role, opt, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                                             \
-    ROW(nm, NULL, role, opt, NULL, NULL, e0, e1, e2, e3, fl, lo, hi, tol, cg_ssd_step_args, af, cg_ssd_step_prob, vf, 0)
+/* A step's row over its args type AT and problem type PT; the rows every step over a
+ * [S, H, dk, dv] cache shares: q, k, v before its gates (k's range: the gated delta rule
+ * keeps its keys small), the cache, the slot indices and o after them. */
+#define ST(AT, PT, nm, role, opt, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                                    \
+    ROW(nm, NULL, role, opt, NULL, NULL, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, PT, vf, 0)
+#define STEP_QKV(AT, PT, klo, khi)                                                                             \
+    ST(AT, PT, "q", IN, 0, B_, T_, G_, DK, CH, -1, 1, CG_TOL_NONE, q, q),                                       \
+    ST(AT, PT, "k", IN, 0, B_, T_, G_, DK, CH, klo, khi, CG_TOL_NONE, k, k),                                    \
+    ST(AT, PT, "v", IN, 0, B_, T_, H_, DV, CH, -1, 1, CG_TOL_NONE, v, v)
+#define STEP_CACHE_O(AT, PT)                                                                                   \
+    ST(AT, PT, "cache", IN, 0, S_, H_, DK, DV, CH | CG_TD_INPLACE, -1, 1, CG_TOL_FWD, cache, cache),            \
+    ST(AT, PT, "state_indices", IN, 0, B_, NO, NO, NO, IX, 0, 0, CG_TOL_NONE, state_indices, idx),              \
+    ST(AT, PT, "dst_indices", IN, 1, B_, T_, NO, NO, IX, 0, 0, CG_TOL_NONE, dst_indices, dst),                  \
+    ST(AT, PT, "o", OUT, 0, B_, T_, H_, DV, CH, 0, 0, CG_TOL_FWD, o, o)
 static const cg_tdesc k_ssd_step[] = {
-    ST("q", IN, 0, B_, T_, G_, DK, CH, -1, 1, CG_TOL_NONE, q, q),
-    ST("k", IN, 0, B_, T_, G_, DK, CH, -1, 1, CG_TOL_NONE, k, k),
-    ST("v", IN, 0, B_, T_, H_, DV, CH, -1, 1, CG_TOL_NONE, v, v),
-    ST("log_alpha", IN, 0, B_, T_, H_, NO, 0, -0.3, 0, CG_TOL_NONE, log_alpha, la),
-    ST("cache", IN, 0, S_, H_, DK, DV, CH | CG_TD_INPLACE, -1, 1, CG_TOL_FWD, cache, cache),
-    ST("state_indices", IN, 0, B_, NO, NO, NO, IX, 0, 0, CG_TOL_NONE, state_indices, idx),
-    ST("dst_indices", IN, 1, B_, T_, NO, NO, IX, 0, 0, CG_TOL_NONE, dst_indices, dst),
-    ST("o", OUT, 0, B_, T_, H_, DV, CH, 0, 0, CG_TOL_FWD, o, o),
+    STEP_QKV(cg_ssd_step_args, cg_ssd_step_prob, -1, 1),
+    ST(cg_ssd_step_args, cg_ssd_step_prob, "log_alpha", IN, 0, B_, T_, H_, NO, 0, -0.3, 0, CG_TOL_NONE, log_alpha, la),
+    STEP_CACHE_O(cg_ssd_step_args, cg_ssd_step_prob),
 };
 #define SST(nm, role, opt, e0, e1, e2, e3, fl, lo, hi, tol, af, vf, kf)                                        \
     ROW(nm, NULL, role, opt, NULL, NULL, e0, e1, e2, e3, fl, lo, hi, tol, cg_sscan_step_args, af, cg_sscan_step_prob, vf, kf)
@@ -217,21 +224,15 @@ static const cg_scalar_desc k_sscan_step_scalars[] = {
 /* state_indices and dst_indices are tensors 5 and 6 of the SSD step, 9 and 10 of the scan's */
 static const cg_slot_desc k_ssd_step_slots = {5, 6, CG_SYM_S}, k_sscan_step_slots = {9, 10, CG_SYM_S};
 /* The gated delta rule's step (issue #36): gdr_fwd's tensors (token-major) over a cache. */
-#define GST(nm, role, opt, e0, e1, e2, e3, fl, lo, hi, tol, af, vf)                                            \
-    ROW(nm, NULL, role, opt, NULL, NULL, e0, e1, e2, e3, fl, lo, hi, tol, cg_gdr_step_args, af, cg_gdr_step_prob, vf, 0)
 static const cg_tdesc k_gdr_step[] = {
-    GST("q", IN, 0, B_, T_, G_, DK, CH, -1, 1, CG_TOL_NONE, q, q),
-    GST("k", IN, 0, B_, T_, G_, DK, CH, -0.15, 0.15, CG_TOL_NONE, k, k),
-    GST("v", IN, 0, B_, T_, H_, DV, CH, -1, 1, CG_TOL_NONE, v, v),
-    GST("g", IN, 0, B_, T_, H_, NO, 0, -0.3, 0, CG_TOL_NONE, g, g),
-    GST("beta", IN, 0, B_, T_, H_, NO, HF, 0, 1, CG_TOL_NONE, beta, beta),
-    GST("cache", IN, 0, S_, H_, DK, DV, CH | CG_TD_INPLACE, -1, 1, CG_TOL_FWD, cache, cache),
-    GST("state_indices", IN, 0, B_, NO, NO, NO, IX, 0, 0, CG_TOL_NONE, state_indices, idx),
-    GST("dst_indices", IN, 1, B_, T_, NO, NO, IX, 0, 0, CG_TOL_NONE, dst_indices, dst),
-    GST("o", OUT, 0, B_, T_, H_, DV, CH, 0, 0, CG_TOL_FWD, o, o),
+    STEP_QKV(cg_gdr_step_args, cg_gdr_step_prob, -0.15, 0.15),
+    ST(cg_gdr_step_args, cg_gdr_step_prob, "g", IN, 0, B_, T_, H_, NO, 0, -0.3, 0, CG_TOL_NONE, g, g),
+    ST(cg_gdr_step_args, cg_gdr_step_prob, "beta", IN, 0, B_, T_, H_, NO, HF, 0, 1, CG_TOL_NONE, beta, beta),
+    STEP_CACHE_O(cg_gdr_step_args, cg_gdr_step_prob),
 };
 static const cg_scalar_desc k_gdr_step_scalars[] = {
-    {"use_qk_l2norm", offsetof(cg_gdr_step_args, use_qk_l2norm), offsetof(cg_gdr_step_prob, l2norm), 0},
+    {"use_qk_l2norm", offsetof(cg_gdr_step_args, use_qk_l2norm), offsetof(cg_gdr_step_prob, l2norm),
+     CG_KS_L2NORM},
 };
 static const cg_real_desc k_gdr_step_reals[] = {
     {"scale", offsetof(cg_gdr_step_args, scale), offsetof(cg_gdr_step_prob, scale), 0, HUGE_VAL, gdr_scale_default,
@@ -325,17 +326,25 @@ static const cg_tune_seed k_sscan_seeds[] = {
  * chunked algorithm with chunk C per (b, h) and chunk of c tokens: forward c(c+1)(dk+dv)
  * for the causal halves of Q K^T and P V plus 4 c dk dv for Q S0 and the chunk state;
  * backward c(c+1)(3dk+2dv) + 10 c dk dv + 4 c dk. A varlen batch counts as one sequence. */
-static double ssd_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd) {
+/* A chunked op's flops: per(c, dk, dv, bwd) for each chunk of c tokens (T / C of C, one of
+ * T % C when that is not 0), for every (b, h). */
+typedef double (*chunk_flops_fn)(double c, double dk, double dv, int bwd);
+static double chunked_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd, chunk_flops_fn per) {
     const double dk = (double)dim[CG_SYM_DK], dv = (double)dim[CG_SYM_DV];
     const int64_t T = dim[CG_SYM_T];
     double tot = 0;
     for (int part = 0; part < 2; part++) {
         double c = (double)(part ? T % C : C), nchunks = (double)(part ? (T % C ? 1 : 0) : T / C);
         if (nchunks == 0) continue;
-        tot += nchunks * (bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk
-                              : c * (c + 1) * (dk + dv) + 4 * c * dk * dv);
+        tot += nchunks * per(c, dk, dv, bwd);
     }
     return tot * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_H];
+}
+static double ssd_chunk_flops(double c, double dk, double dv, int bwd) {
+    return bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk : c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
+}
+static double ssd_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd) {
+    return chunked_flops(dim, C, bwd, ssd_chunk_flops);
 }
 static double ssd_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { return ssd_flops(dim, chunk, 0); }
 static double ssd_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { return ssd_flops(dim, chunk, 1); }
@@ -349,17 +358,12 @@ static double sscan_flops(const int64_t dim[CG_SYM_COUNT], double per_n, double 
 /* Gated delta rule (MATH_GDN.md 2.5 and 3.2): the chunked algorithm, dense, per value head
  * and chunk of c tokens: forward 6 c dk dv + 6 c^2 dk + 4 c^2 dv + c^3/3 (the solve);
  * backward 16 c dk dv + 18 c^2 dk + 10 c^2 dv + 4 c^3. */
+static double gdr_chunk_flops(double c, double dk, double dv, int bwd) {
+    return bwd ? 16 * c * dk * dv + 18 * c * c * dk + 10 * c * c * dv + 4 * c * c * c
+               : 6 * c * dk * dv + 6 * c * c * dk + 4 * c * c * dv + c * c * c / 3;
+}
 static double gdr_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd) {
-    const double dk = (double)dim[CG_SYM_DK], dv = (double)dim[CG_SYM_DV];
-    const int64_t T = dim[CG_SYM_T];
-    double tot = 0;
-    for (int part = 0; part < 2; part++) {
-        double c = (double)(part ? T % C : C), nchunks = (double)(part ? (T % C ? 1 : 0) : T / C);
-        if (nchunks == 0) continue;
-        tot += nchunks * (bwd ? 16 * c * dk * dv + 18 * c * c * dk + 10 * c * c * dv + 4 * c * c * c
-                              : 6 * c * dk * dv + 6 * c * c * dk + 4 * c * c * dv + c * c * c / 3);
-    }
-    return tot * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_H];
+    return chunked_flops(dim, C, bwd, gdr_chunk_flops);
 }
 static double gdr_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { return gdr_flops(dim, chunk, 0); }
 static double gdr_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t chunk) { return gdr_flops(dim, chunk, 1); }

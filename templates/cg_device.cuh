@@ -72,11 +72,26 @@ CG_DEV void cg_split_tf32(float x, unsigned &hi, unsigned &lo) {
 
 #ifdef CG_EMULATE
 namespace cg_emu {
-struct mma_tf32_rec {
+// One lane's operands of an mma (tf32 16x8x8, 16-bit 16x8x16).
+struct mma_rec {
     const unsigned *a, *b;
     const float *c;
     float *d;
 };
+// Every lane's d of the warp's 16x8 product C + A B over K (the C and D fragments' layout is
+// the same for both shapes), summed in the order C, then k = 0..K-1.
+template <int K> static void mma_write_d(void *const *args, const float (&A)[16][K], const float (&B)[K][8],
+                                         const float (&C)[16][8]) {
+    for (int l = 0; l < 32; l++) {
+        const mma_rec *r = static_cast<const mma_rec *>(args[l]);
+        for (int i = 0; i < 4; i++) {
+            const int m = cg_mma_tf32_c_row(l, i), n = cg_mma_tf32_c_col(l, i);
+            float acc = C[m][n];
+            for (int k = 0; k < K; k++) acc += A[m][k] * B[k][n];
+            r->d[i] = acc;
+        }
+    }
+}
 // The whole warp's fragments -> the 16x8x8 product. The tensor core ignores the low
 // 13 bits of A and B; products of tf32 values are exact in fp32, so the sum order
 // (C, then k = 0..7) is the only rounding choice, and a real GPU may differ from it
@@ -84,22 +99,14 @@ struct mma_tf32_rec {
 __attribute__((unused)) static void mma_tf32_fn(void *const *args, unsigned) {
     float A[16][8], B[8][8], C[16][8];
     for (int l = 0; l < 32; l++) {
-        const mma_tf32_rec *r = static_cast<const mma_tf32_rec *>(args[l]);
+        const mma_rec *r = static_cast<const mma_rec *>(args[l]);
         for (int i = 0; i < 4; i++)
             A[cg_mma_tf32_a_row(l, i)][cg_mma_tf32_a_col(l, i)] = __uint_as_float(r->a[i] & 0xFFFFE000u);
         for (int i = 0; i < 2; i++)
             B[cg_mma_tf32_b_row(l, i)][cg_mma_tf32_b_col(l, i)] = __uint_as_float(r->b[i] & 0xFFFFE000u);
         for (int i = 0; i < 4; i++) C[cg_mma_tf32_c_row(l, i)][cg_mma_tf32_c_col(l, i)] = r->c[i];
     }
-    for (int l = 0; l < 32; l++) {
-        const mma_tf32_rec *r = static_cast<const mma_tf32_rec *>(args[l]);
-        for (int i = 0; i < 4; i++) {
-            const int m = cg_mma_tf32_c_row(l, i), n = cg_mma_tf32_c_col(l, i);
-            float acc = C[m][n];
-            for (int k = 0; k < 8; k++) acc += A[m][k] * B[k][n];
-            r->d[i] = acc;
-        }
-    }
+    mma_write_d<8>(args, A, B, C);
 }
 }  // namespace cg_emu
 #endif
@@ -111,7 +118,7 @@ CG_DEV void cg_mma_tf32_16x8x8(float d[4], const unsigned a[4], const unsigned b
     if (::cg_emu::self()->blk->nthreads % 32)
         ::cg_emu::fail("mma.sync needs full warps; the block has %d threads", ::cg_emu::self()->blk->nthreads);
     float out[4];
-    ::cg_emu::mma_tf32_rec rec{a, b, c, out};
+    ::cg_emu::mma_rec rec{a, b, c, out};
     ::cg_emu::g_api->warp_sync(::cg_emu::self(), 0xFFFFFFFFu, "mma.sync.m16n8k8.tf32", __LINE__, &rec,
                                &::cg_emu::mma_tf32_fn);
     for (int i = 0; i < 4; i++) d[i] = out[i];
@@ -238,18 +245,13 @@ CG_DEV int cg_mma_h16_b_col(int lane, int i) { return (lane >> 2) + 0 * i; }
 
 #ifdef CG_EMULATE
 namespace cg_emu {
-struct mma_h16_rec {
-    const unsigned *a, *b;
-    const float *c;
-    float *d;
-};
 // The whole warp's fragments -> the 16x8x16 product in fp32. A product of two bf16 or
 // two fp16 values is exact in fp32 (at most 22 significant bits), so the sum order
 // (C, then k = 0..15) is the only rounding choice, as in mma_tf32_fn.
 template <class T> static void mma_h16_fn(void *const *args, unsigned) {
     float A[16][16], B[16][8], C[16][8];
     for (int l = 0; l < 32; l++) {
-        const mma_h16_rec *r = static_cast<const mma_h16_rec *>(args[l]);
+        const mma_rec *r = static_cast<const mma_rec *>(args[l]);
         for (int i = 0; i < 8; i++) {
             const unsigned w = r->a[i >> 1];
             A[cg_mma_h16_a_row(l, i)][cg_mma_h16_a_col(l, i)] = (i & 1) ? cg_hi<T>(w) : cg_lo<T>(w);
@@ -260,52 +262,38 @@ template <class T> static void mma_h16_fn(void *const *args, unsigned) {
         }
         for (int i = 0; i < 4; i++) C[cg_mma_tf32_c_row(l, i)][cg_mma_tf32_c_col(l, i)] = r->c[i];
     }
-    for (int l = 0; l < 32; l++) {
-        const mma_h16_rec *r = static_cast<const mma_h16_rec *>(args[l]);
-        for (int i = 0; i < 4; i++) {
-            const int m = cg_mma_tf32_c_row(l, i), n = cg_mma_tf32_c_col(l, i);
-            float acc = C[m][n];
-            for (int k = 0; k < 16; k++) acc += A[m][k] * B[k][n];
-            r->d[i] = acc;
-        }
-    }
+    mma_write_d<16>(args, A, B, C);
 }
 template <class T> static void mma_h16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4],
                                        const char *what) {
     if (self()->blk->nthreads % 32) fail("%s needs full warps; the block has %d threads", what, self()->blk->nthreads);
     float out[4];
-    mma_h16_rec rec{a, b, c, out};
+    mma_rec rec{a, b, c, out};
     g_api->warp_sync(self(), 0xFFFFFFFFu, what, 0, &rec, &mma_h16_fn<T>);
     for (int i = 0; i < 4; i++) d[i] = out[i];
 }
 }  // namespace cg_emu
 #endif
 
-// d = A b + c for one warp (every lane of the warp, converged); d may alias c.
-CG_DEV void cg_mma_bf16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+// d = A b + c for one warp (every lane of the warp, converged); d may alias c. The 16-bit
+// inputs are of storage type T, PTX type ty (bf16, f16).
 #ifdef CG_EMULATE
-    ::cg_emu::mma_h16<cg_bf16>(d, a, b, c, "mma.sync.m16n8k16.bf16");
+#define CG__MMA_H16(T, ty) ::cg_emu::mma_h16<T>(d, a, b, c, "mma.sync.m16n8k16." #ty)
 #else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#define CG__MMA_H16(T, ty)                                                                                            \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." #ty "." #ty ".f32 "                                         \
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"                               \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                     \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), \
+                   "f"(c[3]))
 #endif
+CG_DEV void cg_mma_bf16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+    CG__MMA_H16(cg_bf16, bf16);
 }
 CG_DEV void cg_mma_f16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
-#ifdef CG_EMULATE
-    ::cg_emu::mma_h16<cg_f16>(d, a, b, c, "mma.sync.m16n8k16.f16");
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-#endif
+    CG__MMA_H16(cg_f16, f16);
 }
+#undef CG__MMA_H16
 // The one for storage type T (cg_bf16 or cg_f16).
 template <class T> CG_DEV void cg_mma_h16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
 template <> CG_DEV void cg_mma_h16_16x8x16<cg_bf16>(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
@@ -366,28 +354,20 @@ CG_DEV void cg_ldmatrix_x2_trans(unsigned r[2], const void *row) { ::cg_emu::ldm
 CG_DEV void cg_ldmatrix_x4_trans(unsigned r[4], const void *row) { ::cg_emu::ldmatrix<4, true>(r, row); }
 #else
 #define CG_SMEM_(p) ((unsigned)__cvta_generic_to_shared(p))
-CG_DEV void cg_ldmatrix_x1(unsigned r[1], const void *row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(CG_SMEM_(row)));
-}
-CG_DEV void cg_ldmatrix_x2(unsigned r[2], const void *row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1]) : "r"(CG_SMEM_(row)));
-}
-CG_DEV void cg_ldmatrix_x4(unsigned r[4], const void *row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(CG_SMEM_(row)));
-}
-CG_DEV void cg_ldmatrix_x1_trans(unsigned r[1], const void *row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(CG_SMEM_(row)));
-}
-CG_DEV void cg_ldmatrix_x2_trans(unsigned r[2], const void *row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1]) : "r"(CG_SMEM_(row)));
-}
-CG_DEV void cg_ldmatrix_x4_trans(unsigned r[4], const void *row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(CG_SMEM_(row)));
-}
+// .x<n> and its .trans: the register list regs, the outputs r[0..n-1] (the variadic tail).
+#define CG_LDMATRIX_(n, regs, ...)                                                                                     \
+    CG_DEV void cg_ldmatrix_x##n(unsigned r[n], const void *row) {                                                   \
+        asm volatile("ldmatrix.sync.aligned.m8n8.x" #n ".shared.b16 " regs ";\n" : __VA_ARGS__ : "r"(CG_SMEM_(row)));  \
+    }                                                                                                                \
+    CG_DEV void cg_ldmatrix_x##n##_trans(unsigned r[n], const void *row) {                                           \
+        asm volatile("ldmatrix.sync.aligned.m8n8.x" #n ".trans.shared.b16 " regs ";\n"                                \
+                     : __VA_ARGS__                                                                                   \
+                     : "r"(CG_SMEM_(row)));                                                                          \
+    }
+CG_LDMATRIX_(1, "{%0}, [%1]", "=r"(r[0]))
+CG_LDMATRIX_(2, "{%0, %1}, [%2]", "=r"(r[0]), "=r"(r[1]))
+CG_LDMATRIX_(4, "{%0, %1, %2, %3}, [%4]", "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]))
+#undef CG_LDMATRIX_
 #undef CG_SMEM_
 #endif
 

@@ -129,4 +129,13 @@ typedef struct cg_sscan_step_params {
     cg_i64 softplus;
 } cg_sscan_step_params;
 
+/* Gated delta rule decode step (templates/gdr_step.cu, issue #36). Logical orders as the
+ * SSD step's: q, k [b, t, g, i]; v, o [b, t, h, j]; g, beta [b, t, h]; cache [slot, h, i, j];
+ * idx [b] and dst [b, t] as in cg_ssd_step_params; scale the op's validated real argument. */
+typedef struct cg_gdr_step_params {
+    cg_ktensor q, k, v, g, beta, cache, idx, dst, o;
+    cg_i64 B, T, G, H, dk, dv, S;
+    double scale;
+} cg_gdr_step_params;
+
 #endif /* CG_KERNEL_PARAMS_H */

@@ -15,18 +15,13 @@
 //   y_t = sum_n C_t[g, n] h[n] + D_d x_t;  y_t *= silu(z_t) if z is given;
 //   h stored (rounded once) to slot dst[b, t] when dst is given and that is a slot, else to
 //   src after the last token.
-#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; slot indices, ld, st
+#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; sizes, slot indices, ld, st
 
 #include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 
 namespace sscan_step {
-
-constexpr int N = CG_N;
-constexpr int BD = CG_P_BLOCK_D;
-static_assert(N >= 1 && N <= 256, "N: 1..256");
-static_assert(BD >= 1 && BD <= 1024, "block_d: 1..1024");
-
 using namespace stepc;
+constexpr int N = row_size<CG_N>(), BD = block_size<CG_P_BLOCK_D>();
 
 __device__ __forceinline__ float f32_at(const cg_ktensor &t, i64 off) { return reinterpret_cast<const float *>(t.p)[off]; }
 

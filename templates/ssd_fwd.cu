@@ -362,9 +362,22 @@ __device__ __forceinline__ int chunk_len(const cg_ssd_fwd_params &p, i64 ci) {
     return ssdc::chunk_len<CHUNK>(p.T, ci);
 }
 
-// 3phase phases 1 and 3: the tokens of chunk (varlen: slot) ci (ssd_common.cuh).
-__device__ __forceinline__ int slot_tokens(const cg_ssd_fwd_params &p, i64 ci, i64 *t0) {
-    return ssdc::slot_tokens<CHUNK>(p, ci, t0);
+// 3phase phases 1 and 3: a CTA's chunk (varlen: slot) ci of row bh = b * H + h and dv tile
+// dvt, from blockIdx.x = (bh * nchunks + ci) * NDVT + dvt; its n tokens from t0
+// (ssd_common.cuh; varlen: n = 0 for an unused slot).
+struct Slot {
+    i64 dvt, ci, bh, t0;
+    int n;
+    Cta c;
+};
+__device__ __forceinline__ Slot slot_of_block(const cg_ssd_fwd_params &p) {
+    Slot s;
+    s.dvt = blockIdx.x % NDVT;
+    const i64 rest = blockIdx.x / NDVT;
+    s.ci = rest % p.nchunks, s.bh = rest / p.nchunks;
+    s.c = cta_coords(p, s.dvt, s.bh);
+    s.n = ssdc::slot_tokens<CHUNK>(p, s.ci, &s.t0);
+    return s;
 }
 
 } // namespace ssd
@@ -435,16 +448,13 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
 SSD_ENTRY cg_ssd_fwd_states(cg_ssd_fwd_params p) {
     using namespace ssd;
     CG_DYN_SMEM(float, sm);
-    const i64 dvt = blockIdx.x % NDVT, rest = blockIdx.x / NDVT;
-    const i64 ci = rest % p.nchunks, bh = rest / p.nchunks;
-    const Cta c = cta_coords(p, dvt, bh);
+    const Slot s = slot_of_block(p);
+    const Cta &c = s.c;
     const Bufs b = bufs_states(sm);
-    i64 t0;
-    const int n = slot_tokens(p, ci, &t0);
 #ifdef CG_VARLEN
-    if (n == 0) return; // an unused slot: the scan reads only its sequences' slots
+    if (s.n == 0) return; // an unused slot: the scan reads only its sequences' slots
 #endif
-    load_chunk(p, c, b, t0, n);
+    load_chunk(p, c, b, s.t0, s.n);
     ssdc::landed();
     __syncthreads();
     chunk_cumsum(b);
@@ -452,12 +462,12 @@ SSD_ENTRY cg_ssd_fwd_states(cg_ssd_fwd_params p) {
     __syncthreads();
     kw_store(b);
     __syncthreads();
-    const i64 slot = bh * p.nchunks + ci;
+    const i64 slot = s.bh * p.nchunks + s.ci;
     float *u = p.ws + slot * (i64)(DK * DV) + c.j0;
     chunk_state(b, [](int, int) { return 0.f; }, [&](int i, int j, float x) {
         if (i < DK && c.j0 + j < DV) u[(i64)i * DV + j] = x;
     });
-    if (dvt == 0 && threadIdx.x == 0) p.ws[p.B * p.H * p.nchunks * (i64)(DK * DV) + slot] = b.EA[CHUNK - 1];
+    if (s.dvt == 0 && threadIdx.x == 0) p.ws[p.B * p.H * p.nchunks * (i64)(DK * DV) + slot] = b.EA[CHUNK - 1];
 }
 
 // Phase 2, one thread per (b, h, i, j): S0^0 = h0, S0^{c+1} = gamma_c S0^c + U_c; the
@@ -494,20 +504,17 @@ SSD_ENTRY cg_ssd_fwd_scan(cg_ssd_fwd_params p) {
 SSD_ENTRY cg_ssd_fwd_out(cg_ssd_fwd_params p) {
     using namespace ssd;
     CG_DYN_SMEM(float, sm);
-    const i64 dvt = blockIdx.x % NDVT, rest = blockIdx.x / NDVT;
-    const i64 ci = rest % p.nchunks, bh = rest / p.nchunks;
-    const Cta c = cta_coords(p, dvt, bh);
+    const Slot s = slot_of_block(p);
+    const Cta &c = s.c;
     const Bufs b = bufs_stage(sm, sm + OFF_STAGE);
-    i64 t0;
-    const int n = slot_tokens(p, ci, &t0);
 #ifdef CG_VARLEN
-    if (n == 0) return; // an unused slot
+    if (s.n == 0) return; // an unused slot
 #endif
-    load_chunk(p, c, b, t0, n);
+    load_chunk(p, c, b, s.t0, s.n);
     cg_cp_async_commit();
-    state_load(sm, p.ws + (bh * p.nchunks + ci) * (i64)(DK * DV) + c.j0, DV, c.j0);
+    state_load(sm, p.ws + (s.bh * p.nchunks + s.ci) * (i64)(DK * DV) + c.j0, DV, c.j0);
     cg_cp_async_wait_all();
     chunk_prepare(sm, b);
-    chunk_output(p, c, sm, b, t0, n, true);
+    chunk_output(p, c, sm, b, s.t0, s.n, true);
 }
 #endif

@@ -17,19 +17,13 @@
 // refuses calls whose slots would race (two writes to a slot, a slot read by one entry
 // and written by another); device indices are not read by it, so an index out of range
 // is taken as padding (src) or as no write (dst) here.
-#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; slot indices, ld, st
+#include "step_common.cuh" // cg_device.cuh, cg_kernel_params.h; sizes, slots, ld, st, stage_qk
 
 #include "cg_ttypes.cuh" // CG_T_<tensor>: float when not defined
 
 namespace ssd_step {
-
-constexpr int DK = CG_DK;
-constexpr int BDV = CG_P_BLOCK_DV;
-static_assert(DK >= 1 && DK <= 256, "dk: 1..256");
-static_assert(BDV >= 1 && BDV <= 1024, "block_dv: 1..1024");
-
 using namespace stepc;
-
+constexpr int DK = row_size<CG_DK>(), BDV = block_size<CG_P_BLOCK_DV>();
 } // namespace ssd_step
 
 extern "C" __global__ void __launch_bounds__(CG_P_BLOCK_DV, 1) cg_ssd_step(cg_ssd_step_params p) {
@@ -50,12 +44,7 @@ extern "C" __global__ void __launch_bounds__(CG_P_BLOCK_DV, 1) cg_ssd_step(cg_ss
 #pragma unroll
     for (int i = 0; i < DK; i++) s[i] = col ? ld<CG_T_CACHE>(p.cache, cs + i * p.cache.s2) : 0.f;
     for (i64 t = 0; t < p.T; t++) {
-        __syncthreads(); // the previous token's q, k read by every thread
-        for (int i = threadIdx.x; i < DK; i += BDV) {
-            qs[i] = ld<CG_T_Q>(p.q, b * p.q.s0 + t * p.q.s1 + g * p.q.s2 + i);
-            ks[i] = ld<CG_T_K>(p.k, b * p.k.s0 + t * p.k.s1 + g * p.k.s2 + i);
-        }
-        __syncthreads();
+        stage_qk<CG_T_Q, CG_T_K, DK, BDV>(p.q, p.k, b, t, g, qs, ks);
         const float a = expf(reinterpret_cast<const float *>(p.la.p)[b * p.la.s0 + t * p.la.s1 + h * p.la.s2]);
         const float vj = col ? ld<CG_T_V>(p.v, b * p.v.s0 + t * p.v.s1 + h * p.v.s2 + j) : 0.f;
         float o = 0.f;

@@ -51,3 +51,31 @@ int cg_step_rows_zero(const cg_tbuf *a, int64_t b) {
     }
     return 1;
 }
+
+const cg_step_bad cg_step_bad_cases[] = {
+    {"index = S", {0, 1, CG_STEP_BAD_S, 2}, 0, {0}, "state_indices[2] = 9"},
+    {"index < -1", {0, -2, 1, 2}, 0, {0}, "state_indices[1] = -2"},
+    {"duplicate slot in place", {4, -1, 2, 4}, 0, {0}, "state_indices[3] = 4"},
+    {"duplicate dst", {0, 1, 2, 3}, 1, {5, 6, 5, -1}, "dst_indices[2, 0] = 5"},
+    {"dst out of range", {0, 1, 2, 3}, 1, {5, 6, CG_STEP_BAD_S, -1}, "dst_indices[2, 0] = 9"},
+    {"slot read by one entry, written by another", {0, 1, 2, 3}, 1, {1, 6, 7, 8}, "state_indices[1] = 1"},
+};
+const int cg_step_nbad = (int)(sizeof cg_step_bad_cases / sizeof cg_step_bad_cases[0]);
+
+void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void *data, cg_tbuf *cache,
+                               const cg_tbuf *cache0, cg_tbuf *o) {
+    static const cg_backend bes[] = {CG_BACKEND_CPU, CG_BACKEND_REF, CG_BACKEND_EMULATE};
+    for (size_t be = 0; be < sizeof bes / sizeof bes[0]; be++) {
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = bes[be];
+        for (int i = 0; i < cg_step_nbad; i++) {
+            const cg_step_bad *k = &cg_step_bad_cases[i];
+            cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){CG_STEP_BAD_B}, k->src);
+            cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){CG_STEP_BAD_B, 1}, k->dst);
+            CG_CHECK_REFUSED(ctx, call(ctx, data, cache, &idx, k->use_dst ? &dst : NULL, o, &ex), CG_EINVAL, k->word, k->what);
+            CG_CHECK(!memcmp(cache->mem, cache0->mem, cg_step_bytes(cache)), "%s on %s: the cache changed", k->what,
+                     cg_backend_name(bes[be]));
+            cg_tbuf_free(&idx), cg_tbuf_free(&dst);
+        }
+    }
+}

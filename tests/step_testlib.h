@@ -18,4 +18,26 @@ double cg_step_rows_err(const cg_tbuf *a, int64_t ia, const cg_tbuf *ref, int64_
 /* Whether a's rows [b, ...] are all exactly zero. */
 int cg_step_rows_zero(const cg_tbuf *a, int64_t b);
 
+/* Bad slot indices of one token for 4 entries over a cache of 9 slots (every step test's
+ * sizes): what is wrong, state_indices [4], whether dst_indices [4, 1] is given and its
+ * values, and what the message must name. */
+enum { CG_STEP_BAD_B = 4, CG_STEP_BAD_S = 9 };
+typedef struct cg_step_bad {
+    const char *what;
+    int64_t src[CG_STEP_BAD_B];
+    int use_dst;
+    int64_t dst[CG_STEP_BAD_B];
+    const char *word;
+} cg_step_bad;
+extern const cg_step_bad cg_step_bad_cases[];
+extern const int cg_step_nbad;
+/* One step call of the caller's data (one token, 4 entries) on cache into o, with the
+ * index buffers given (dst NULL: no dst_indices), on ex. */
+typedef cg_status (*cg_step_call_fn)(cg_context *ctx, const void *data, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
+                                     cg_tbuf *o, const cg_exec *ex);
+/* Every cg_step_bad_cases entry through call on the cpu, ref and emulate backends: refused
+ * with CG_EINVAL and a message naming the entry, cache bit-identical to cache0 afterwards. */
+void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void *data, cg_tbuf *cache,
+                               const cg_tbuf *cache0, cg_tbuf *o);
+
 #endif

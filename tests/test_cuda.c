@@ -290,6 +290,7 @@ CG_TEST(cuda_cubin_entries_and_params) {
         {"gdr_bwd", sizeof(cg_gdr_bwd_params), 0},
         {"ssd_step", sizeof(cg_ssd_step_params), 0},
         {"sscan_step", sizeof(cg_sscan_step_params), 1},
+        {"gdr_step", sizeof(cg_gdr_step_params), 0},
     };
     cg_context *ctx;
     CG_CHECK_OK(NULL, cg_context_create(&ctx));

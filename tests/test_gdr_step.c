@@ -1,16 +1,24 @@
 /* test_gdr_step.c -- the gated delta rule's decode step (issue #36): cg_gdr_step over a
- * state cache, on the ref and cpu backends.
+ * state cache, on the ref, cpu and emulate backends (emulate: the generated kernel,
+ * generator/kernels/gdr_step.lua, templates/gdr_step.cu, under the SIMT emulator).
  *   - consistency: T calls of one token each from the cache equal the chunked forward
  *     (cg_gdr_fwd on the cpu, h0 = the slots' states, hT) over the same T tokens to 1e-5,
  *     with a padding entry (its outputs zero, no slot touched), on odd shapes (dk 48, dv 40,
  *     G 2, H 6), with and without the L2 norm, the default and a given scale; one call of T
  *     tokens equals the T calls; with dst_indices each token's state lands in its own slot;
  *   - a bfloat16 cache against the float64 reference;
- *   - bad input: a status, a message naming the argument, the cache bit-identical. */
+ *   - bad input: a status, a message naming the argument, the cache bit-identical;
+ *   - the generated kernel's space: each config (a sample; every one under label sweep
+ *     with CHUNKGEN_TEST_SWEEP=full) on odd shapes, float32 / bf16 / f16 inputs and caches,
+ *     padding entries and dst_indices, against the float64 reference. */
+#include "cuda_testlib.h"
+#include "gen.h"
+#include "nvrtc_testlib.h"
 #include "ops.h"
 #include "step_testlib.h"
+#include "sweep_sample.h"
 
-enum { GB = 4, GT = 5, GG = 2, GH = 6, GDK = 48, GDV = 40, GS = 9 };
+enum { GB = CG_STEP_BAD_B, GT = 5, GG = 2, GH = 6, GDK = 48, GDV = 40, GS = CG_STEP_BAD_S };
 static const int64_t k_gslots[GB] = {3, -1, 0, 7}; /* entry 1 is padding */
 #define GSTATE ((size_t)GH * GDK * GDV)
 
@@ -139,8 +147,12 @@ CG_TEST(step_gdr_consistency_cpu) { gdr_consistency(CG_BACKEND_CPU, 0, 0); }
 CG_TEST(step_gdr_consistency_cpu_l2norm) { gdr_consistency(CG_BACKEND_CPU, 1, 0.3); }
 CG_TEST(step_gdr_consistency_ref) { gdr_consistency(CG_BACKEND_REF, 0, 0.3); }
 CG_TEST(step_gdr_consistency_ref_l2norm) { gdr_consistency(CG_BACKEND_REF, 1, 0); }
+/* the generated kernel (templates/gdr_step.cu) under the SIMT emulator */
+CG_TEST(step_gdr_consistency_emulate) { gdr_consistency(CG_BACKEND_EMULATE, 0, 0.3); }
+CG_TEST(step_gdr_consistency_emulate_l2norm) { gdr_consistency(CG_BACKEND_EMULATE, 1, 0); }
 
-/* A bfloat16 cache (and bf16 q, k, v, beta, o) on the cpu against the float64 reference. */
+/* A bfloat16 cache (and bf16 q, k, v, beta, o) on the cpu and emulate against the float64
+ * reference. */
 CG_TEST(step_gdr_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {9};
@@ -153,9 +165,9 @@ CG_TEST(step_gdr_bf16_cache) {
         *half[i] = x;
     }
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_gslots);
-    cg_tbuf c[2], o[2];
-    const cg_backend bes[2] = {CG_BACKEND_REF, CG_BACKEND_CPU};
-    for (int i = 0; i < 2; i++) {
+    cg_tbuf c[3], o[3];
+    const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
+    for (int i = 0; i < 3; i++) {
         c[i] = copy_of(&d.cache0);
         o[i] = cg_tbuf_new(CG_BF16, 4, (int64_t[]){GB, GT, GH, GDV});
         cg_exec ex = CG_EXEC_INIT;
@@ -163,12 +175,20 @@ CG_TEST(step_gdr_bf16_cache) {
         cg_gdr_step_args a = gdr_args(&d, 0, GT, &c[i], &idx, NULL, o[i].t);
         CG_CHECK_OK(ctx, cg_gdr_step(ctx, &a, &ex));
     }
-    CG_CHECK(cg_rel_err(&o[1], &o[0]) <= 1e-2 && cg_rel_err(&c[1], &c[0]) <= 1e-2, "cpu bf16: o %.3g, cache %.3g",
-             cg_rel_err(&o[1], &o[0]), cg_rel_err(&c[1], &c[0]));
-    for (int i = 0; i < 2; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
+    for (int i = 1; i < 3; i++)
+        CG_CHECK(cg_rel_err(&o[i], &o[0]) <= 1e-2 && cg_rel_err(&c[i], &c[0]) <= 1e-2, "%s bf16: o %.3g, cache %.3g",
+                 cg_backend_name(bes[i]), cg_rel_err(&o[i], &o[0]), cg_rel_err(&c[i], &c[0]));
+    for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
     cg_tbuf_free(&idx);
     gdr_data_free(&d);
     cg_context_free(ctx);
+}
+
+/* One token of d (cg_step_check_bad_indices). */
+static cg_status gdr_bad_call(cg_context *ctx, const void *d, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, cg_tbuf *o,
+                              const cg_exec *ex) {
+    cg_gdr_step_args a = gdr_args(d, 0, 1, cache, idx, dst, o->t);
+    return cg_gdr_step(ctx, &a, ex);
 }
 
 /* Bad input: refused before anything is written. */
@@ -177,31 +197,9 @@ CG_TEST(step_gdr_bad_input) {
     cg_rng r = {6};
     gdr_data d = gdr_data_new(&r, CG_F32, 0, 0);
     cg_tbuf cache = copy_of(&d.cache0), o = cg_tbuf_new(CG_F32, 4, (int64_t[]){GB, 1, GH, GDV});
-    struct {
-        const char *what;
-        int64_t src[GB];
-        int use_dst;
-        int64_t dst[GB];
-        const char *word;
-    } k_bad[] = {
-        {"index = S", {0, 1, GS, 2}, 0, {0}, "state_indices[2] = 9"},
-        {"index < -1", {0, -2, 1, 2}, 0, {0}, "state_indices[1] = -2"},
-        {"duplicate slot in place", {4, -1, 2, 4}, 0, {0}, "state_indices[3] = 4"},
-        {"duplicate dst", {0, 1, 2, 3}, 1, {5, 6, 5, -1}, "dst_indices[2, 0] = 5"},
-        {"slot read by one entry, written by another", {0, 1, 2, 3}, 1, {1, 6, 7, 8}, "state_indices[1] = 1"},
-    };
+    cg_step_check_bad_indices(ctx, gdr_bad_call, &d, &cache, &d.cache0, &o);
     cg_exec ex = CG_EXEC_INIT;
-    for (int be = 0; be < 2; be++) {
-        ex.backend = be ? CG_BACKEND_REF : CG_BACKEND_CPU;
-        for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
-            cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_bad[i].src);
-            cg_tbuf dst = cg_step_idx_buf(2, (int64_t[]){GB, 1}, k_bad[i].dst);
-            cg_gdr_step_args a = gdr_args(&d, 0, 1, &cache, &idx, k_bad[i].use_dst ? &dst : NULL, o.t);
-            CG_CHECK_REFUSED(ctx, cg_gdr_step(ctx, &a, &ex), CG_EINVAL, k_bad[i].word, k_bad[i].what);
-            CG_CHECK(!memcmp(cache.mem, d.cache0.mem, cg_step_bytes(&cache)), "%s: the cache changed", k_bad[i].what);
-            cg_tbuf_free(&idx), cg_tbuf_free(&dst);
-        }
-    }
+    ex.backend = CG_BACKEND_EMULATE; /* refused before the kernel runs, as on the other backends */
     cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_gslots);
     cg_gdr_step_args a = gdr_args(&d, 0, 1, &cache, &idx, NULL, o.t), bad = a;
     bad.cache.shape[3] = GDV + 1;
@@ -215,10 +213,149 @@ CG_TEST(step_gdr_bad_input) {
     bad = a;
     bad.g.shape[2] = GH - 1;
     CG_CHECK_REFUSED(ctx, cg_gdr_step(ctx, &bad, &ex), CG_EINVAL, "g: shape", "g of the wrong shape");
-    ex.backend = CG_BACKEND_EMULATE; /* no generated kernel yet: refused by name */
-    CG_CHECK_REFUSED(ctx, cg_gdr_step(ctx, &a, &ex), CG_EUNSUPPORTED, "no kernel", "emulate");
     CG_CHECK(!memcmp(cache.mem, d.cache0.mem, cg_step_bytes(&cache)), "the cache changed");
     cg_tbuf_free(&idx), cg_tbuf_free(&cache), cg_tbuf_free(&o);
     gdr_data_free(&d);
     cg_context_free(ctx);
 }
+
+/* ----------------------------------------------- the generated kernel's space */
+
+/* Odd shapes that together accept every config of gdr_step.lua's space: the first every
+ * one (dv 300 > block_dv 256 x 2 / 2, dk 20: dk x cols <= 64), the second cols 2 at the
+ * register limit (dk x cols = 128) with dst_indices [B, T], the third one column at the
+ * limit (dk 136). */
+typedef struct gcase {
+    int64_t B, T, G, H, dk, dv, S;
+    int l2;
+    double scale;
+    int64_t src[4], dst[8]; /* dst [B, T] when dst[0] != -2 */
+} gcase;
+static const gcase k_gcases[] = {
+    {3, 3, 1, 2, 20, 300, 5, 1, 0, {4, -1, 0}, {-2}},
+    {4, 2, 2, 4, 64, 40, 9, 0, 0.2, {2, 5, -1, 0}, {3, -1, 6, 5, -1, -1, 7, 8}},
+    {2, 2, 1, 1, 136, 24, 3, 1, 0, {-1, 1}, {-2}},
+};
+#define NGCASES (int)(sizeof k_gcases / sizeof k_gcases[0])
+
+static void gcase_kshape(const gcase *c, cg_kshape *ks) {
+    memset(ks, 0, sizeof *ks);
+    ks->B = c->B, ks->T = c->T, ks->G = c->G, ks->H = c->H, ks->dk = c->dk, ks->dv = c->dv, ks->S = c->S;
+    ks->flags = c->l2 ? CG_KS_L2NORM : 0;
+}
+
+/* Case c in dtype variant v (0: float32; 1: bf16 inputs, output and cache; 2: f16 inputs
+ * and output, a float32 cache) through config cfg on be against the float64 reference:
+ * o and the cache within 1e-5 (16-bit: 1e-2), a padding entry's o zero. 1 when it ran
+ * with cfg. */
+static int gcase_check(cg_context *ctx, const gcase *c, int v, cg_backend be, const char *cfg) {
+    static const cg_dtype in_dt[3] = {CG_F32, CG_BF16, CG_F16}, cache_dt[3] = {CG_F32, CG_BF16, CG_F32};
+    cg_rng r = {4100 + (uint64_t)c->dk + (uint64_t)v};
+    const int64_t qs[4] = {c->B, c->T, c->G, c->dk}, vs[4] = {c->B, c->T, c->H, c->dv}, gs[3] = {c->B, c->T, c->H};
+    const double kr = c->l2 ? 1 : 0.15;
+    cg_tbuf q = cg_step_rand(&r, in_dt[v], 4, qs, -1, 1), k = cg_step_rand(&r, in_dt[v], 4, qs, -kr, kr);
+    cg_tbuf vv = cg_step_rand(&r, in_dt[v], 4, vs, -1, 1), g = cg_step_rand(&r, CG_F32, 3, gs, -0.3, 0);
+    cg_tbuf beta = cg_step_rand(&r, in_dt[v], 3, gs, 0, 1);
+    cg_tbuf cache0 = cg_step_rand(&r, cache_dt[v], 4, (int64_t[]){c->S, c->H, c->dk, c->dv}, -1, 1);
+    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){c->B}, c->src), dst = cg_step_idx_buf(2, (int64_t[]){c->B, c->T}, c->dst);
+    cg_tbuf cache[2], o[2];
+    int ran = 0;
+    for (int i = 0; i < 2; i++) { /* 0: the reference, 1: be with cfg */
+        cache[i] = copy_of(&cache0);
+        o[i] = cg_tbuf_new(in_dt[v], 4, vs);
+        cg_tbuf_fill(&o[i], &r, NAN, NAN);
+        cg_gdr_step_args a = CG_GDR_STEP_ARGS_INIT;
+        a.q = q.t, a.k = k.t, a.v = vv.t, a.g = g.t, a.beta = beta.t, a.cache = cache[i].t, a.o = o[i].t;
+        a.state_indices = idx.t;
+        if (c->dst[0] != -2) a.dst_indices = dst.t;
+        a.scale = c->scale, a.use_qk_l2norm = c->l2;
+        cg_exec ex = CG_EXEC_INIT;
+        ex.backend = i ? be : CG_BACKEND_REF;
+        ex.config = i ? cfg : NULL;
+        CG_CHECK_OK(ctx, cg_gdr_step(ctx, &a, &ex));
+        char want[300];
+        snprintf(want, sizeof want, "config=%s ", cfg);
+        if (i) {
+            ran = strstr(cg_last_dispatch(ctx), want) != NULL;
+            CG_CHECK(ran, "dk %lld: config %s did not run: %s", (long long)c->dk, cfg, cg_last_dispatch(ctx));
+        }
+    }
+    const double tol = v ? 1e-2 : 1e-5, eo = cg_rel_err(&o[1], &o[0]), ec = cg_rel_err(&cache[1], &cache[0]);
+    CG_CHECK(eo <= tol && ec <= tol, "%s dk %lld dv %lld l2 %d %s: o err %.3g, cache err %.3g (want <= %.0e)",
+             cg_backend_name(be), (long long)c->dk, (long long)c->dv, c->l2, cfg, eo, ec, tol);
+    for (int b = 0; b < c->B; b++)
+        if (c->src[b] < 0) CG_CHECK(cg_step_rows_zero(&o[1], b), "%s: padding entry %d: outputs not zero", cfg, b);
+    cg_tbuf *all[] = {&q, &k, &vv, &g, &beta, &cache0, &idx, &dst, &cache[0], &cache[1], &o[0], &o[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cg_tbuf_free(all[i]);
+    return ran;
+}
+
+/* Per case, the configs of gdr_step it accepts that the selection keeps (sweep_sample.h:
+ * st; every one under CHUNKGEN_TEST_SWEEP=full), float32, bf16 and f16 in turn. */
+static void gdr_space(cg_backend be, cg_sweep_strength st) {
+    cg_devinfo dev;
+    cg_context *ctx = cg_test_device_context(be, &dev);
+    if (!ctx) return;
+    int ran = 0, want = 0;
+    for (int i = 0; i < NGCASES; i++) {
+        cg_kshape ks;
+        gcase_kshape(&k_gcases[i], &ks);
+        cg_cfg *space = NULL;
+        int n = 0;
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "gdr_step", &ks, &dev, &space, &n));
+        CG_CHECK(n > 0 && (i || n == 8), "gdr_step: case %d accepts %d configs (the first: all 8)", i, n);
+        cg_sweep_sel sel;
+        cg_sweep_select_array(space, n, st, &sel);
+        for (int q = 0; q < n; q++)
+            if (cg_sweep_keeps(&sel, q)) {
+                char text[256];
+                cg__cfg_text(&space[q], text, sizeof text);
+                ran += gcase_check(ctx, &k_gcases[i], want++ % 3, be, text);
+            }
+        char what[96];
+        fprintf(stderr, "gdr_step dk %lld dv %lld: configs checked on %s: %s\n", (long long)k_gcases[i].dk,
+                (long long)k_gcases[i].dv, cg_backend_name(be), cg_sweep_describe(&sel, what, sizeof what));
+        cg_sweep_sel_free(&sel);
+        free(space);
+    }
+    CG_CHECK(ran == want && want > 0, "gdr_step: %d of %d configs ran", ran, want);
+    cg_context_free(ctx);
+}
+
+/* Every value of every key (the default run); every pair under label sweep. */
+CG_TEST(step_gdr_emu_sample) { gdr_space(CG_BACKEND_EMULATE, CG_SWEEP_VALUES); }
+CG_TEST(step_gdr_emu_space) { gdr_space(CG_BACKEND_EMULATE, CG_SWEEP_PAIRS); }
+CG_TEST(step_gdr_cuda_space) { gdr_space(CG_BACKEND_CUDA, CG_SWEEP_PAIRS); }
+
+/* Every config of each case's space through NVRTC and ptxas for sm_arch, float32 and bf16
+ * (q, k, v, beta, o and the cache), use_qk_l2norm as each case has it: no spills at the
+ * limits (dk x cols = 128 with two columns, dk 136 with one); each kernel's registers on
+ * stderr. Named *_space: label sweep. */
+static void gdr_nvrtc(int arch) {
+    cg_test_nvrtc nv;
+    if (!cg_test_nvrtc_begin(&nv, arch)) return;
+    for (int i = 0; i < NGCASES; i++)
+        for (int h = 0; h < 2; h++) {
+            cg_kshape ks;
+            gcase_kshape(&k_gcases[i], &ks);
+            if (h) snprintf(ks.dtypes, sizeof ks.dtypes, "q=bf16 k=bf16 v=bf16 beta=bf16 cache=bf16 o=bf16");
+            cg_cfg *space = NULL;
+            int n = 0;
+            CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, "gdr_step", &ks, &nv.dev, &space, &n));
+            for (int q = 0; q < n; q++) {
+                cg_plan p;
+                if (!cg_test_nvrtc_plan(&nv, "gdr_step", &ks, &space[q], &p)) continue;
+                char name[192];
+                snprintf(name, sizeof name, "%s", p.name);
+                const int before = nv.maxreg;
+                nv.maxreg = 0; /* this kernel's registers */
+                cg_test_nvrtc_nospill(&nv, &p);
+                fprintf(stderr, "  sm_%d %s: %d registers\n", arch, name, nv.maxreg);
+                if (before > nv.maxreg) nv.maxreg = before;
+            }
+            free(space);
+        }
+    cg_test_nvrtc_end(&nv, "gdr_step", "");
+}
+CG_TEST(step_gdr_nvrtc_sm80_space) { gdr_nvrtc(80); }
+CG_TEST(step_gdr_nvrtc_sm90_space) { gdr_nvrtc(90); }

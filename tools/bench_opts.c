@@ -247,14 +247,9 @@ static const cg_cli_opt k_bench_opts[] = {
 static const cg_cli_cmd k_bench_cmd = {"bench", bench_usage, k_bench_opts, NULL, NULL};
 
 int bench_parse_opts(int argc, char **argv, bench_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->layout = CG_LAYOUT_TOKEN_MAJOR;
-    o->repeats = 5;
-    o->warmup = 1;
-    o->min_time = 1.0;
-    o->ref_seq = 2048;
-    o->ref_max_s = 2.0;
-    o->emu_max_seq = 64;
+    /* the defaults (every other option off) */
+    *o = (bench_opts){.layout = CG_LAYOUT_TOKEN_MAJOR, .repeats = 5, .warmup = 1, .min_time = 1.0, .ref_seq = 2048,
+                      .ref_max_s = 2.0, .emu_max_seq = 64};
     int rc = cg_cli_parse(&k_bench_cmd, argc, argv, o);
     if (rc) return rc;
     /* --config pins a kernel config (k=v,...), as in `chunkgen run`; the seeds' shapes

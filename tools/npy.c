@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -326,39 +325,6 @@ static int open_regular(const char *path, int64_t *size, char *why, size_t whyca
     return fd;
 }
 
-static atomic_uint tmp_counter;
-
-/* A new temp file "<dir>/.tmp.<host>.<pid>.<16 hex>.<name>" next to final_path (the same
- * directory, so the rename is atomic), created O_CREAT|O_EXCL|O_NOFOLLOW: never follows a
- * planted symlink, never reuses a file. The fd (O_WRONLY) and its path in tmp, or -1 with
- * errno set. */
-static int tmp_create(const char *final_path, char *tmp, size_t tmpcap) {
-    char host[64] = "host";
-    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "host");
-    host[sizeof host - 1] = '\0';
-    for (char *c = host; *c; c++)
-        if (*c == '/' || *c == '.') *c = '_';
-    const char *slash = strrchr(final_path, '/');
-    int dlen = !slash ? 1 : slash == final_path ? 0 : (int)(slash - final_path); /* "/name": the root */
-    const char *dir = slash ? final_path : ".", *base = slash ? slash + 1 : final_path;
-    for (int attempt = 0; attempt < 16; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        unsigned long long r = ((unsigned long long)ts.tv_nsec << 20) ^ (unsigned long long)ts.tv_sec ^
-                               ((unsigned long long)atomic_fetch_add(&tmp_counter, 1) << 44) ^
-                               (unsigned long long)(uintptr_t)&ts;
-        int w = snprintf(tmp, tmpcap, "%.*s/.tmp.%s.%ld.%016llx.%s", dlen, dir, host, (long)getpid(), r, base);
-        if (w < 0 || (size_t)w >= tmpcap) {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
 static int read_exact(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
 
 /* cg_npy_read, or with idx (cg_npy_read_index) a 1-D int32 / int64 array into idx. */
@@ -602,7 +568,7 @@ int cg_npy_write_tmp_as(const char *path, char *tmp, size_t tmpcap, const float 
 
     /* A fresh temp file next to path (O_EXCL|O_NOFOLLOW: a planted symlink cannot
      * redirect the write), renamed over path by the caller. */
-    int fd = tmp_create(path, tmp, tmpcap);
+    int fd = cg_tmp_create(path, tmp, tmpcap);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         seterr(err, errlen, "%s: cannot create a temp file next to it: %s", path, strerror(errno));
@@ -667,20 +633,4 @@ int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *s
 
 /* (npy.h) mkdir -p path (mode 0755): 0 (also when it is a directory already), else an errno
  * value (ENOTDIR when path or a parent is not a directory). */
-int cg_npy_mkdirs(const char *path) {
-    char buf[PATH_MAX];
-    size_t n = strlen(path);
-    if (n == 0) return ENOENT;
-    if (n >= sizeof buf) return ENAMETOOLONG;
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return errno;
-        buf[i] = c;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) return errno;
-    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-}
+int cg_npy_mkdirs(const char *path) { return cg_mkdirs(path); }

@@ -12,6 +12,8 @@
 -- This space is what the tuner tries; cg__gdr_chunk_resolve is the guard for user pins and
 -- accepts a superset (chunk in [1, 256], threads in [0, 4096]).
 
+local C = require("cpu_common")
+
 local SPACE = {
   -- tokens per chunk: the per-chunk solve and the intra-chunk products grow with it
   -- (about chunk * (dk + dv) flops per token), the state passes shrink (4 dk dv per chunk
@@ -25,42 +27,22 @@ local SPACE = {
 local CHUNK = 64
 
 local function valid(p, shape, dev)
-  if shape.dk < 1 or shape.dv < 1 or shape.T < 1 or shape.H < 1 or shape.G < 1 then
-    return false, "empty shape"
-  end
-  -- A chunk of 2T or more runs as a chunk of T: the smaller value already covers it.
-  if p.chunk > SPACE.chunk[1] and p.chunk >= 2 * shape.T then
-    return false, string.format("chunk %d: half of it covers T = %d", p.chunk, shape.T)
-  end
-  -- Fewer threads than the context has pays off only when there are fewer tasks than
-  -- threads (a task is a (b, q/k group), or a (b, value head) when there are fewer groups
-  -- than threads); then try serial and a quarter or more of the cores, not every count.
-  local cores = dev.sm_count
-  if p.threads ~= 0 then
-    if p.threads >= cores then return false, "threads >= the context's threads (0 means all)" end
-    if p.threads ~= 1 and 4 * p.threads < cores then return false, "fewer than a quarter of the cores" end
-    local tasks = shape.B * shape.H
-    if tasks >= cores then return false, string.format("%d tasks keep all %d threads busy", tasks, cores) end
-  end
-  return true
+  local ok, why = C.chunked_valid(p, SPACE, shape)
+  if not ok then return false, why end
+  -- fewer threads only when there are fewer tasks than threads (a task is a (b, q/k
+  -- group), or a (b, value head) when there are fewer groups than threads)
+  return C.threads_valid(p, dev, shape.B * shape.H)
 end
 
 local function default(shape, dev)
-  local chunk = SPACE.chunk[1]
-  for _, c in ipairs(SPACE.chunk) do
-    if c <= CHUNK and not (c > SPACE.chunk[1] and c >= 2 * shape.T) then chunk = c end
-  end
-  return { chunk = chunk, threads = 0 }
+  return { chunk = C.fit(SPACE.chunk, CHUNK, shape.T), threads = 0 }
 end
 
-return {
+return C.describe({
   name = "gdr_cpu",
   op = "gdr",
-  backend = "cpu", -- no template or launch: nothing to render
-  consts = {},
   space = SPACE,
   order = { "chunk", "threads" },
-  abbrev = { threads = "t" },
   valid = valid,
   default = default,
-}
+})

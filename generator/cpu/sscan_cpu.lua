@@ -11,6 +11,8 @@
 -- for user pins and accepts a superset (segment in [1, 2^20], block_d in [1, 65536],
 -- threads in [0, 4096]).
 
+local C = require("cpu_common")
+
 local SPACE = {
   segment = { 16, 32, 64, 128, 256 },           -- backward: steps between checkpointed states
   block_d = { 16, 32, 64, 128, 256 },           -- channels per task
@@ -37,22 +39,15 @@ local function valid(p, shape, dev)
   end
   if not shape.bwd then
     if p.segment ~= default_segment(shape) then return false, "segment only affects the backward" end
-  elseif p.segment > SPACE.segment[1] and p.segment >= 2 * shape.L then
+  elseif C.halves(p.segment, SPACE.segment, shape.L) then
     return false, string.format("segment %d: half of it covers L = %d", p.segment, shape.L)
   end
   local dg = shape.D // shape.G
   if p.block_d > 16 and p.block_d >= 2 * dg then
     return false, string.format("block_d %d: half of it covers the %d channels of a group", p.block_d, dg)
   end
-  -- Fewer threads only when there are fewer tasks (b, g, channel block) than threads.
-  local cores = dev.sm_count
-  if p.threads ~= 0 then
-    if p.threads >= cores then return false, "threads >= the context's threads (0 means all)" end
-    if p.threads ~= 1 and 4 * p.threads < cores then return false, "fewer than a quarter of the cores" end
-    local tasks = shape.B * shape.G * ((dg + p.block_d - 1) // p.block_d)
-    if tasks >= cores then return false, string.format("%d tasks keep all %d threads busy", tasks, cores) end
-  end
-  return true
+  -- fewer threads only when there are fewer tasks (b, g, channel block) than threads
+  return C.threads_valid(p, dev, shape.B * shape.G * ((dg + p.block_d - 1) // p.block_d))
 end
 
 -- THE default of the CPU path (runtime/cpu/sscan_cpu_params.c asks for it). Tiles of
@@ -74,14 +69,11 @@ local function default(shape, dev)
   return { segment = seg, block_d = bd, threads = 0 }
 end
 
-return {
+return C.describe({
   name = "sscan_cpu",
   op = "sscan",
-  backend = "cpu", -- no template or launch: nothing to render
-  consts = {},
   space = SPACE,
   order = { "block_d", "segment", "threads" },
-  abbrev = { threads = "t" },
   valid = valid,
   default = default,
-}
+})

@@ -14,6 +14,8 @@
 -- threads in [0, 4096], plus bwd_split in {0, 1}, which is not tuned here: the
 -- backward picks it from the task count).
 
+local C = require("cpu_common")
+
 local SPACE = {
   chunk = { 16, 32, 48, 64, 96, 128 },         -- tokens per chunk
   block_dv = { 16, 32, 64, 128, 256 },          -- dv columns of the state tile per task (forward)
@@ -53,13 +55,8 @@ local function covering_block_dv(dv)
 end
 
 local function valid(p, shape, dev)
-  if shape.dk < 1 or shape.dv < 1 or shape.T < 1 or shape.H < 1 or shape.G < 1 then
-    return false, "empty shape"
-  end
-  -- A chunk of 2T or more runs as a chunk of T: the smaller value already covers it.
-  if p.chunk > SPACE.chunk[1] and p.chunk >= 2 * shape.T then
-    return false, string.format("chunk %d: half of it covers T = %d", p.chunk, shape.T)
-  end
+  local ok, why = C.chunked_valid(p, SPACE, shape)
+  if not ok then return false, why end
   if shape.bwd then
     -- The backward keeps whole dk x dv tiles per (b, h): block_dv does not reach it.
     if p.block_dv ~= covering_block_dv(shape.dv) then return false, "block_dv does not affect the backward" end
@@ -74,30 +71,14 @@ local function valid(p, shape, dev)
   if p.heads == "group" and shape.H == shape.G then
     return false, "heads=group: one head per group, the same as heads=each"
   end
-  -- Fewer threads than the context has pays off only when there are fewer tasks than
-  -- threads (each task is one (b, h) or (b, h, dv tile) walk); then try serial and a
-  -- quarter or more of the cores, not every count.
-  local cores = dev.sm_count
-  if p.threads ~= 0 then
-    if p.threads >= cores then return false, "threads >= the context's threads (0 means all)" end
-    if p.threads ~= 1 and 4 * p.threads < cores then return false, "fewer than a quarter of the cores" end
-    local tasks = shape.B * shape.H
-    if not shape.bwd then
-      tasks = tasks * ((shape.dv + p.block_dv - 1) // p.block_dv)
-      if p.heads == "group" then tasks = tasks // (shape.H // shape.G) end
-    end
-    if tasks >= cores then return false, string.format("%d tasks keep all %d threads busy", tasks, cores) end
+  -- fewer threads only when there are fewer tasks than threads (each task is one (b, h)
+  -- or (b, h, dv tile) walk)
+  local tasks = shape.B * shape.H
+  if not shape.bwd then
+    tasks = tasks * ((shape.dv + p.block_dv - 1) // p.block_dv)
+    if p.heads == "group" then tasks = tasks // (shape.H // shape.G) end
   end
-  return true
-end
-
--- The largest chunk of the space up to `want` that valid() keeps for T.
-local function fit_chunk(want, T)
-  local best = SPACE.chunk[1]
-  for _, c in ipairs(SPACE.chunk) do
-    if c <= want and not (c > SPACE.chunk[1] and c >= 2 * T) then best = c end
-  end
-  return best
+  return C.threads_valid(p, dev, tasks)
 end
 
 -- The forward's task: a whole group of heads while the (b, g, dv block) tasks keep every
@@ -122,7 +103,7 @@ end
 local function default(shape, dev)
   local want = CHUNK[dev.isa] or 64
   if shape.dk >= 128 and shape.dv >= 128 and CHUNK_LARGE_D[dev.isa] then want = CHUNK_LARGE_D[dev.isa] end
-  local chunk = fit_chunk(want, shape.T)
+  local chunk = C.fit(SPACE.chunk, want, shape.T) -- the largest that valid() keeps
   local bdv = shape.dv
   local tasks = shape.B * shape.H
   if not shape.bwd and tasks < dev.sm_count then
@@ -134,14 +115,11 @@ local function default(shape, dev)
   return { chunk = chunk, block_dv = bdv, heads = group_heads(shape, dev, chunk, bdv), threads = 0 }
 end
 
-return {
+return C.describe({
   name = "ssd_cpu",
   op = "ssd",
-  backend = "cpu", -- no template or launch: nothing to render
-  consts = {},
   space = SPACE,
   order = { "chunk", "block_dv", "heads", "threads" },
-  abbrev = { threads = "t" },
   valid = valid,
   default = default,
-}
+})

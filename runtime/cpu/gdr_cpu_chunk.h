@@ -57,7 +57,8 @@ typedef struct cg_gdr_chunk {
     float gamC;            /* e^{G_L} */
 } cg_gdr_chunk;
 
-void cg__gdr_prep_dims(const cg_gdr_prob *p, int64_t C, cg_gdr_dims *d);
+/* The tile dimensions of p at chunk C. */
+cg_gdr_dims cg__gdr_prep_dims(const cg_gdr_prob *p, int64_t C);
 /* Floats of scratch cg__gdr_prep_chunk needs (all tiles above but K). */
 size_t cg__gdr_prep_floats(const cg_gdr_dims *d);
 /* Lay the tiles out from base (64-byte aligned; returns the float after them). */

@@ -410,24 +410,21 @@ static void sum_task(void *arg, int64_t idx, int tid) {
 }
 
 cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    cg_gdr_run rs;
-    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 1, "cpu gdr backward (chunked)", &rs);
-    if (st != CG_OK) return st;
-    if (p->B < 1 || p->T < 1 || p->H < 1) return CG_OK; /* nothing to compute */
-    const cg_gdr_run *run = &rs;
-    bwd_job J = {.p = p};
-    cg__gdr_prep_dims(p, run->chunk, &J.d);
+    cg_gdr_run run;
+    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 1, "cpu gdr backward (chunked)", &run);
+    if (st != CG_OK || p->B < 1 || p->T < 1 || p->H < 1) return st; /* an error, or nothing to compute */
+    bwd_job J = {.p = p, .d = cg__gdr_prep_dims(p, run.chunk)};
     J.nc = (p->T + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;
     /* fewer (b, g) pairs than threads, and heads to share them: a task per head (the
      * results are bitwise those of the grouped tasks, see sum_task) */
-    J.split = p->B * p->G < run->threads && p->H > p->G;
+    J.split = p->B * p->G < run.threads && p->H > p->G;
     J.nh = J.split ? 1 : p->H / p->G;
     J.cs = cg__gdr_al(J.d.C * J.d.ldc) + cg__gdr_al(J.d.C * J.d.ldk) + cg__gdr_al(J.d.C * J.d.ldv);
     /* the per-chunk store up to 64 MiB per thread (about T = 36k / nh at dk = dv = 128,
      * C = 64); longer sequences solve each chunk again in the reverse pass */
     J.keep = (size_t)(J.nc * (J.nh * J.cs + cg__gdr_al(J.d.C * J.d.ldc))) * sizeof(float) <= GDR_KEEP_BYTES;
-    const size_t per = (bwd_floats(&J) * sizeof(float) + 63) / 64 * 64, sbytes = per * (size_t)run->nscratch;
+    const size_t per = (bwd_floats(&J) * sizeof(float) + 63) / 64 * 64, sbytes = per * (size_t)run.nscratch;
     const size_t hfl = J.split ? (size_t)(p->B * p->H) * (size_t)(p->T * J.d.ldk) : 0;
     const size_t bytes = sbytes + 2 * hfl * sizeof(float);
     void *own;
@@ -436,12 +433,12 @@ cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_
         return cg__err(ctx, CG_ENOMEM, "cpu gdr backward: out of memory for %zu bytes of workspace", bytes);
     if (J.split) {
         J.HQ = (float *)(J.scratch.mem + sbytes), J.HK = J.HQ + hfl;
-        cg__pool_run(run->pool, run->threads, p->B * p->H, head_task, &J);
-        cg__pool_run(run->pool, run->threads, p->B * p->G * J.nc, sum_task, &J);
+        cg__pool_run(run.pool, run.threads, p->B * p->H, head_task, &J);
+        cg__pool_run(run.pool, run.threads, p->B * p->G * J.nc, sum_task, &J);
     } else {
-        cg__pool_run(run->pool, run->threads, p->B * p->G, bwd_task, &J);
+        cg__pool_run(run.pool, run.threads, p->B * p->G, bwd_task, &J);
     }
     cg__ssd_big_free(own, bytes);
-    cg__gdr_chunk_detail(ctx, "gdr_bwd", run);
+    cg__gdr_chunk_detail(ctx, "gdr_bwd", &run);
     return CG_OK;
 }

@@ -97,24 +97,21 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
 }
 
 cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    cg_gdr_run rs;
-    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 0, "cpu gdr forward (chunked)", &rs);
-    if (st != CG_OK) return st;
-    if (p->B < 1 || p->T < 1 || p->H < 1) return CG_OK; /* nothing to compute */
-    const cg_gdr_run *run = &rs;
-    fwd_job J = {.p = p};
-    cg__gdr_prep_dims(p, run->chunk, &J.d);
+    cg_gdr_run run;
+    cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 0, "cpu gdr forward (chunked)", &run);
+    if (st != CG_OK || p->B < 1 || p->T < 1 || p->H < 1) return st; /* an error, or nothing to compute */
+    fwd_job J = {.p = p, .d = cg__gdr_prep_dims(p, run.chunk)};
     /* a task per (b, q/k group) when those keep the threads busy, else per (b, value head):
      * the same arithmetic for each head either way (bitwise the same outputs) */
-    J.nh = p->B * p->G >= run->threads ? p->H / p->G : 1;
-    const size_t per = (fwd_floats(&J.d, J.nh) * sizeof(float) + 63) / 64 * 64, bytes = per * (size_t)run->nscratch;
+    J.nh = p->B * p->G >= run.threads ? p->H / p->G : 1;
+    const size_t per = (fwd_floats(&J.d, J.nh) * sizeof(float) + 63) / 64 * 64, bytes = per * (size_t)run.nscratch;
     void *own;
     J.scratch.stride = per;
     if (!(J.scratch.mem = cg__gdr_ws(ctx, ex, bytes, &own)))
-        return cg__err(ctx, CG_ENOMEM, "cpu gdr forward: out of memory for %d x %zu bytes of scratch", run->nscratch,
+        return cg__err(ctx, CG_ENOMEM, "cpu gdr forward: out of memory for %d x %zu bytes of scratch", run.nscratch,
                        per);
-    cg__pool_run(run->pool, run->threads, p->B * p->H / J.nh, fwd_task, &J);
+    cg__pool_run(run.pool, run.threads, p->B * p->H / J.nh, fwd_task, &J);
     cg__ssd_big_free(own, bytes);
-    cg__gdr_chunk_detail(ctx, "gdr_fwd", run);
+    cg__gdr_chunk_detail(ctx, "gdr_fwd", &run);
     return CG_OK;
 }

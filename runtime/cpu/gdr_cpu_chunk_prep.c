@@ -13,11 +13,13 @@
 
 #include <math.h>
 
-void cg__gdr_prep_dims(const cg_gdr_prob *p, int64_t C, cg_gdr_dims *d) {
-    d->C = C, d->Cp = cg__ssd_pad(C);
-    d->dk = p->dk, d->dv = p->dv, d->dkp = cg__ssd_pad(p->dk), d->dvp = cg__ssd_pad(p->dv);
-    d->ldk = cg__ssd_ld(p->dk), d->ldv = cg__ssd_ld(p->dv), d->ldc = cg__ssd_ld(C);
-    d->ldwu = cg__ssd_ld(d->dkp + d->dvp);
+cg_gdr_dims cg__gdr_prep_dims(const cg_gdr_prob *p, int64_t C) {
+    cg_gdr_dims d;
+    d.C = C, d.Cp = cg__ssd_pad(C);
+    d.dk = p->dk, d.dv = p->dv, d.dkp = cg__ssd_pad(p->dk), d.dvp = cg__ssd_pad(p->dv);
+    d.ldk = cg__ssd_ld(p->dk), d.ldv = cg__ssd_ld(p->dv), d.ldc = cg__ssd_ld(C);
+    d.ldwu = cg__ssd_ld(d.dkp + d.dvp);
+    return d;
 }
 
 size_t cg__gdr_prep_floats(const cg_gdr_dims *d) {

@@ -160,39 +160,41 @@ static cg_status lru_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, 
     return CG_OK;
 }
 
-cg_status cg__lru_cpu_fwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
-    (void)ex;
+/* One LRU pass over the batch: the forward, or (bwd) the backward with its per-thread
+ * checkpoint scratch. */
+static cg_status lru_cpu(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, int bwd) {
+    const char *what = bwd ? "lru_bwd (cpu)" : "lru_fwd (cpu)";
     lru_run r;
     cg_pool *pool;
     int threads;
-    cg_status st = lru_plan(ctx, cfg, "lru_fwd (cpu)", p, 4, &r, &pool, &threads);
+    cg_status st = lru_plan(ctx, cfg, what, p, bwd ? 10 : 4, &r, &pool, &threads);
     if (st) return st;
-    if (pool) cg__pool_run(pool, threads, p->B * r.nblk, fwd_task, &r);
-    else
-        for (int64_t k = 0; k < p->B * r.nblk; k++) fwd_task(&r, k, 0);
-    cg__dispatch_detail(ctx, "lru_fwd block=%lld threads=%d", (long long)r.W, threads);
+    if (bwd) {
+        r.seg = (int64_t)ceil(sqrt((double)p->L));
+        if (r.seg < 16) r.seg = p->L < 16 ? p->L : 16;
+        r.nseg = (p->L + r.seg - 1) / r.seg;
+        const size_t per = (size_t)((r.nseg + r.seg) * r.W);
+        if (!(r.ws = cg__aligned_alloc(per * (size_t)threads * sizeof(float))))
+            return cg__err(ctx, CG_ENOMEM, "%s: out of memory for %d x %zu floats of checkpoints", what, threads, per);
+    }
+    cg__pool_run(pool, threads, p->B * r.nblk, bwd ? bwd_task : fwd_task, &r); /* no pool: on this thread */
+    if (bwd) {
+        cg__aligned_free(r.ws);
+        cg__dispatch_detail(ctx, "lru_bwd block=%lld threads=%d seg=%lld", (long long)r.W, threads, (long long)r.seg);
+    } else {
+        cg__dispatch_detail(ctx, "lru_fwd block=%lld threads=%d", (long long)r.W, threads);
+    }
     return CG_OK;
+}
+
+cg_status cg__lru_cpu_fwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
+    (void)ex;
+    return lru_cpu(ctx, p, cfg, 0);
 }
 
 cg_status cg__lru_cpu_bwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    lru_run r;
-    cg_pool *pool;
-    int threads;
-    cg_status st = lru_plan(ctx, cfg, "lru_bwd (cpu)", p, 10, &r, &pool, &threads);
-    if (st) return st;
-    r.seg = (int64_t)ceil(sqrt((double)p->L));
-    if (r.seg < 16) r.seg = p->L < 16 ? p->L : 16;
-    r.nseg = (p->L + r.seg - 1) / r.seg;
-    const size_t per = (size_t)((r.nseg + r.seg) * r.W);
-    if (!(r.ws = cg__aligned_alloc(per * (size_t)threads * sizeof(float))))
-        return cg__err(ctx, CG_ENOMEM, "lru_bwd (cpu): out of memory for %d x %zu floats of checkpoints", threads, per);
-    if (pool) cg__pool_run(pool, threads, p->B * r.nblk, bwd_task, &r);
-    else
-        for (int64_t k = 0; k < p->B * r.nblk; k++) bwd_task(&r, k, 0);
-    cg__aligned_free(r.ws);
-    cg__dispatch_detail(ctx, "lru_bwd block=%lld threads=%d seg=%lld", (long long)r.W, threads, (long long)r.seg);
-    return CG_OK;
+    return lru_cpu(ctx, p, cfg, 1);
 }
 
 CG_HOST_OP_ENTRY(cpu, lru_fwd, cg_lru_prob, cg__lru_cpu_fwd)

@@ -12,7 +12,7 @@
  *   backward  16 C K V + 18 C^2 K + 10 C^2 V + 4 C^3
  * (the GEMMs skip the triangles' zero halves, so the flops executed are fewer).
  *
- * Usage: cg_bench_gdr_cpu [--threads 1,2] [--min-time S] [--out FILE] [--quick] [--seq] [--crossover]
+ * Usage: cg_bench_gdr_cpu [--threads 1,2] [--min-time S] [--out FILE] [--quick] [--crossover]
  *                         [--config chunk=N] */
 #include "bench_probe.h"
 #include "cpu/gdr_cpu_chunk.h"
@@ -34,7 +34,8 @@ static const gcell k_cells[] = {
     {"b4_h4_d128", 4, 2048, 4, 4, 128, 128},
     {"b2_h2_hv6_dk48_dv40", 2, 1000, 2, 6, 48, 40},
 };
-/* --crossover: short sequences, where the sequential path (runtime/cpu/gdr_cpu.c) may win */
+/* --crossover: short sequences (docs/bench.md: the chunked path beat the sequential float32
+ * path, since removed, at every length, T = 1 included) */
 static const gcell k_short[] = {
     {"short_t1", 1, 1, 4, 8, 128, 128},     {"short_t8", 1, 8, 4, 8, 128, 128},
     {"short_t32", 1, 32, 4, 8, 128, 128},   {"short_t64", 1, 64, 4, 8, 128, 128},
@@ -47,7 +48,6 @@ static const struct {
     gdr_fn fwd, bwd;
 } k_impls[] = {
     {"chunkgen_cpu", cg__gdr_cpu_chunk_fwd, cg__gdr_cpu_chunk_bwd},
-    {"chunkgen_cpu_seq", cg__gdr_cpu_seq_fwd, cg__gdr_cpu_seq_bwd},
 };
 
 static double clock_s(clockid_t id) {
@@ -82,7 +82,7 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    int threads[8] = {1, 2}, nth = 2, quick = 0, seq = 0, crossover = 0;
+    int threads[8] = {1, 2}, nth = 2, quick = 0, crossover = 0;
     double min_time = 2.0;
     const char *out = NULL, *config = "";
     for (int i = 1; i < argc; i++) {
@@ -92,11 +92,10 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--min-time") && i + 1 < argc) min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1, min_time = 0.5;
-        else if (!strcmp(argv[i], "--seq")) seq = 1;
         else if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
-        else if (!strcmp(argv[i], "--crossover")) crossover = 1, seq = 1;
+        else if (!strcmp(argv[i], "--crossover")) crossover = 1;
         else {
-            fprintf(stderr, "usage: %s [--threads 1,2] [--min-time S] [--out FILE] [--quick] [--seq] [--crossover] [--config k=v,..]\n",
+            fprintf(stderr, "usage: %s [--threads 1,2] [--min-time S] [--out FILE] [--quick] [--crossover] [--config k=v,..]\n",
                     argv[0]);
             return 2;
         }
@@ -149,7 +148,7 @@ int main(int argc, char **argv) {
             p.beta = V3(beta), p.h0 = VS(h0), p.o = V4(o, c->HV, c->dv), p.hT = VS(hT), p.dout = V4(dout, c->HV, c->dv);
             p.grad_q = V4(dq, c->Hf, c->dk), p.grad_k = V4(dk, c->Hf, c->dk), p.grad_v = V4(dv, c->HV, c->dv);
             p.grad_g = V3(dg), p.grad_beta = V3(db), p.grad_h0 = VS(dh0);
-            for (int im = 0; im < 1 + seq; im++)
+            for (size_t im = 0; im < sizeof k_impls / sizeof k_impls[0]; im++)
             for (int mode = 0; mode < 2; mode++) {
                 double samples[256], cpu[256];
                 int ns_ = 0;
