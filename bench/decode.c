@@ -10,7 +10,8 @@
  * Cells (serving layers): ssd_step Mamba-2 style H 64, G 1, dk 128 (d_state), dv 64
  * (headdim); sscan_step Mamba-1 style D 5120, N 16 (also at batch 1024: 256 fits 260 MiB
  * of L3); gdr_step Qwen3-Next's layer G 16, H 32, dk = dv = 128.
- * Usage: cg_bench_decode [--json FILE] [--threads LIST] [--min-time S] [--quick] */
+ * Usage: cg_bench_decode [--json FILE] [--threads LIST] [--min-time S] [--quick] [--op NAME]
+ * (--op: that op's cells only). */
 #include "chunkgen.h"
 
 #include <pthread.h>
@@ -27,7 +28,8 @@ static double clock_s(clockid_t id) {
 }
 
 static float *fill(int64_t n, uint64_t *s, float lo, float hi) {
-    float *x = malloc((size_t)n * sizeof(float));
+    void *m = NULL; /* 64-byte aligned, as PyTorch's CPU allocator and JAX's give tensors */
+    float *x = posix_memalign(&m, 64, (size_t)n * sizeof(float)) ? NULL : m;
     if (!x) {
         fprintf(stderr, "decode: out of memory (%lld floats)\n", (long long)n);
         exit(1);
@@ -53,18 +55,20 @@ static void *copy_run(void *arg) {
     return NULL;
 }
 
-/* Bytes read + written per second of one copy of `bytes` from a to b by `threads` threads. */
-static double copy_bw(char *b, const char *a, size_t bytes, int threads) {
+/* Bytes read + written per second of one copy of `bytes` from a to b by `threads` threads;
+ * *cpu_bw: the same bytes per second of the process's CPU time (all threads). */
+static double copy_bw(char *b, const char *a, size_t bytes, int threads, double *cpu_bw) {
     pthread_t th[64];
     copy_part parts[64];
     const size_t per = bytes / (size_t)threads;
-    const double t0 = clock_s(CLOCK_MONOTONIC);
+    const double t0 = clock_s(CLOCK_MONOTONIC), u0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     for (int i = 0; i < threads; i++) {
         parts[i] = (copy_part){b + (size_t)i * per, a + (size_t)i * per, i == threads - 1 ? bytes - (size_t)i * per : per};
         if (i) pthread_create(&th[i], NULL, copy_run, &parts[i]);
     }
     copy_run(&parts[0]);
     for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
+    *cpu_bw = 2.0 * (double)bytes / (clock_s(CLOCK_PROCESS_CPUTIME_ID) - u0);
     return 2.0 * (double)bytes / (clock_s(CLOCK_MONOTONIC) - t0);
 }
 
@@ -175,7 +179,7 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    const char *json = NULL, *tlist = "1,2";
+    const char *json = NULL, *tlist = "1,2", *only = NULL;
     double min_time = 0.5;
     int quick = 0;
     for (int i = 1; i < argc; i++) {
@@ -183,8 +187,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) tlist = argv[++i];
         else if (!strcmp(argv[i], "--min-time") && i + 1 < argc) min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--op") && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: cg_bench_decode [--json FILE] [--threads LIST] [--min-time S] [--quick]\n");
+            fprintf(stderr, "usage: cg_bench_decode [--json FILE] [--threads LIST] [--min-time S] [--quick] [--op NAME]\n");
             return 2;
         }
     }
@@ -213,6 +218,7 @@ int main(int argc, char **argv) {
         ex.config = cfg;
         for (size_t ci = 0; ci < sizeof k_cells / sizeof k_cells[0]; ci++) {
             const cell *e = &k_cells[ci];
+            if (only && strcmp(e->op, only)) continue;
             const int64_t batches[4] = {1, 16, quick ? 32 : 256, 1024};
             const int nb = !strcmp(e->op, "sscan_step") && !quick ? 4 : 3;
             for (int bi = 0; bi < nb; bi++) {
@@ -227,10 +233,10 @@ int main(int argc, char **argv) {
                 /* rounds of one copy, then calls for min_time / ROUNDS: a shared machine's load
                  * weighs on both alike; the medians of each */
                 enum { ROUNDS = 7 };
-                double wall[4096], bws[ROUNDS], cpu_sum = 0, wall_sum = 0;
+                double wall[4096], bws[ROUNDS], cbws[ROUNDS], cpu_sum = 0, wall_sum = 0;
                 int n = 0;
                 for (int round = 0; round < ROUNDS; round++) {
-                    bws[round] = copy_bw(cb, ca, copy_bytes, threads);
+                    bws[round] = copy_bw(cb, ca, copy_bytes, threads, &cbws[round]);
                     const double start = clock_s(CLOCK_MONOTONIC);
                     for (int k = 0; n < 4096 && (k < 1 || clock_s(CLOCK_MONOTONIC) - start < min_time / ROUNDS); k++) {
                         const double t0 = clock_s(CLOCK_MONOTONIC), u0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
@@ -241,18 +247,23 @@ int main(int argc, char **argv) {
                 }
                 qsort(wall, (size_t)n, sizeof wall[0], cmp_d);
                 qsort(bws, ROUNDS, sizeof bws[0], cmp_d);
-                const double bw = bws[ROUNDS / 2];
+                qsort(cbws, ROUNDS, sizeof cbws[0], cmp_d);
+                const double bw = bws[ROUNDS / 2], cbw = cbws[ROUNDS / 2];
                 const double med = wall[n / 2], bytes = 2.0 * c.state_bytes + c.io_bytes, gbs = bytes / med;
                 const int fits = llc > 0 && 2.0 * c.state_bytes <= (double)llc;
-                printf("  %-10s %-24s B=%-5lld %9.1f us  %7.2f GB/s  copy %6.2f GB/s  %5.1f%%  cpu/wall %.2f  state %s LLC\n",
+                const double cgbs = bytes / (cpu_sum / n); /* per second of CPU time, as cbw */
+                printf("  %-10s %-24s B=%-5lld %9.1f us  %7.2f GB/s  copy %6.2f GB/s  %5.1f%%  cpu/wall %.2f  "
+                       "by CPU time %5.1f%%  state %s LLC\n",
                        e->op, e->name, (long long)batches[bi], med * 1e6, gbs / 1e9, bw / 1e9, 100 * gbs / bw,
-                       cpu_sum / wall_sum, fits ? "fits in" : "exceeds");
+                       cpu_sum / wall_sum, 100 * cgbs / cbw, fits ? "fits in" : "exceeds");
                 if (f)
                     fprintf(f, "%s\n  {\"op\": \"%s\", \"cell\": \"%s\", \"batch\": %lld, \"threads\": %d, \"median_us\": %.3f, "
                                "\"cpu_us\": %.3f, \"calls\": %d, \"bytes\": %.0f, \"state_bytes\": %.0f, \"gbs\": %.4f, "
-                               "\"copy_gbs\": %.4f, \"frac_copy\": %.4f, \"state_fits_llc\": %s}",
+                               "\"copy_gbs\": %.4f, \"frac_copy\": %.4f, \"cpu_gbs\": %.4f, \"copy_cpu_gbs\": %.4f, "
+                               "\"frac_copy_cpu\": %.4f, \"state_fits_llc\": %s}",
                             first ? "" : ",", e->op, e->name, (long long)batches[bi], threads, med * 1e6,
-                            cpu_sum / n * 1e6, n, bytes, c.state_bytes, gbs / 1e9, bw / 1e9, gbs / bw, fits ? "true" : "false");
+                            cpu_sum / n * 1e6, n, bytes, c.state_bytes, gbs / 1e9, bw / 1e9, gbs / bw, cgbs / 1e9, cbw / 1e9,
+                            cgbs / cbw, fits ? "true" : "false");
                 first = 0;
                 call_free(&c);
             }

@@ -106,4 +106,55 @@ static inline float ss_softplus(float x, ss_lim k) {
 
 static inline float ss_sigmoid(float x, ss_lim k) { return 1.0f / (1.0f + ss_exp(-x, k)); }
 
+/* ------------------------------------------------- native vectors (the decode step)
+ * sv_f: the variant's widest float vector (SV lanes: 16 with AVX-512, 8 with AVX, else 4),
+ * for loops GCC's vectorizer handles badly (a 16-lane loop nested in a loop over channels
+ * is vectorized across the channels on AVX2 and SSE). sv_exp2 is ss_exp2 lane for lane (the
+ * same operations in the same order): its clamps are the variant's min / max instructions,
+ * operands ordered so that NaN passes through, as in ss_exp2. */
+#if defined(__AVX512F__)
+#define SV 16
+#elif defined(__AVX__)
+#define SV 8
+#else
+#define SV 4
+#endif
+typedef float sv_f __attribute__((vector_size(SV * 4), aligned(4), may_alias));
+typedef uint32_t sv_u __attribute__((vector_size(SV * 4)));
+
+#if defined(__AVX512F__) || defined(__AVX__) || defined(__SSE2__)
+#include <immintrin.h>
+#endif
+/* max(lo, min(hi, x)) of each lane (ss_exp2's clamp); x when x is NaN. */
+static inline sv_f sv_clamp(sv_f x, float lo, float hi) {
+#if defined(__AVX512F__)
+    return (sv_f)_mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), (__m512)x));
+#elif defined(__AVX__)
+    return (sv_f)_mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), (__m256)x));
+#elif defined(__SSE2__)
+    return (sv_f)_mm_max_ps(_mm_set1_ps(lo), _mm_min_ps(_mm_set1_ps(hi), (__m128)x));
+#else
+    for (int l = 0; l < SV; l++) {
+        const float v = x[l] > hi ? hi : x[l];
+        x[l] = v < lo ? lo : v;
+    }
+    return x;
+#endif
+}
+
+/* ss_exp2 of each lane. */
+static inline sv_f sv_exp2(sv_f t, ss_lim k) {
+    const sv_f tc = sv_clamp(t, k.lo2, k.hi2);
+    const float magic = 12582912.0f;
+    const sv_f nf = tc + magic, f = tc - (nf - magic);
+    sv_f q = f * 0.0003080706078676321f + 0.0026667116292856882f;
+    q = q * f + 0.019236258215256954f;
+    q = q * f + 0.11100821732964315f;
+    q = q * f + 0.4804530139182014f;
+    q = q * f + 1.3862943611198906f;
+    q = q * f + 2.0f;
+    const sv_u sbits = ((sv_u)nf - 0x4B400000u + 126u) << 23; /* 2^(n-1), as ss_times_pow2 */
+    return q * (sv_f)sbits;
+}
+
 #endif /* CG_CPU_VMATH_H */

@@ -201,11 +201,12 @@ def selective_state_update(state: Tensor, x: Tensor, dt: Tensor, A: Tensor, B: T
     state_batch_indices (batch,): the state slot of each row (default: row b, slot b).
     out like x. Not differentiable (as mamba_ssm's).
 
-    Interim form, until chunkgen's decode step op lands: the rows' slots are gathered into
-    a float32 h0, chunkgen.torch.sscan runs with seqlen 1 (channels nheads * dim) and the
-    new states are written back in state's dtype. Beyond mamba_ssm: a negative slot index
-    marks a padding row (out 0, no state touched; vLLM's PAD_SLOT_ID); the slots of one
-    call must be distinct."""
+    Runs on chunkgen's decode step op (chunkgen.torch.sscan_step): Mamba-2's heads x dim are
+    its channels (groups of nheads / ngroups heads), the state is its cache [slots, channels,
+    dstate] (a view: updated in place; a state whose (nheads, dim) do not merge into one
+    stride, or whose dtype is neither float32 nor x's, goes through a float32 copy, written
+    back). Beyond mamba_ssm: a negative slot index marks a padding row (out 0, no state
+    touched; vLLM's PAD_SLOT_ID); the slots of one call must be distinct (ValueError)."""
     has_heads = state.dim() > 3
     state4 = state if has_heads else state.unsqueeze(1)
     up = (lambda t, n: t.unsqueeze(1) if t is not None and t.dim() == n else t)
@@ -236,29 +237,25 @@ def selective_state_update(state: Tensor, x: Tensor, dt: Tensor, A: Tensor, B: T
 
 
 def _state_step(state, x, dt, A, B, C, D, z, dt_bias, softplus, idx):
-    """selective_state_update on checked 4-D / 3-D tensors (padding rows split off)."""
+    """selective_state_update on checked 4-D / 3-D tensors, by chunkgen.torch.sscan_step."""
     batch, nheads, dim = x.shape
-    dstate = state.shape[-1]
-    if idx is not None:
-        idx = idx.long()
-        valid = idx >= 0
-        if not bool(valid.all()):  # padding rows: out 0, their slots untouched
-            out = x.new_zeros(x.shape)
-            rows = valid.nonzero().squeeze(1)
-            if rows.numel():
-                pick = (lambda t: t.index_select(0, rows) if t is not None else None)
-                out[rows] = _state_step(state, pick(x), pick(dt), A, pick(B), pick(C), D, pick(z), dt_bias, softplus,
-                                        idx[rows])
-            return out
+    slots, dstate = state.shape[0], state.shape[-1]
     ch = nheads * dim  # Mamba-2's heads x dim as Mamba-1's channels; groups of nheads / ngroups heads
-    h0 = state.reshape(batch, ch, dstate) if idx is None else state.index_select(0, idx).reshape(batch, ch, dstate)
-    row = (lambda t: t.reshape(batch, 1, ch) if t is not None else None)
-    y, hT = ct.sscan(row(x), row(dt), A.reshape(ch, dstate), B[:, None], C[:, None],
-                     None if D is None else D.reshape(ch), row(z), None if dt_bias is None else dt_bias.reshape(ch),
-                     _wide(h0), delta_softplus=softplus)
-    new = hT.reshape(batch, nheads, dim, dstate).to(state.dtype)
     if idx is None:
-        state.copy_(new)
-    else:
-        state.index_copy_(0, idx, new)
+        idx = torch.arange(batch, device=x.device)
+    else:  # any negative index is padding (the op's is -1)
+        idx = torch.where(idx < 0, torch.full_like(idx, -1), idx)
+    row = (lambda t: t.reshape(batch, 1, ch) if t is not None else None)
+    vec = (lambda t: _wide(t).reshape(ch) if t is not None else None)
+    cache = None
+    if state.dtype in (torch.float32, x.dtype):
+        try:
+            cache = state.view(slots, ch, dstate)
+        except RuntimeError:  # (nheads, dim) strides that do not merge
+            pass
+    work = cache if cache is not None else state.reshape(slots, ch, dstate).float()
+    y = ct.sscan_step(row(x), row(dt), _wide(A).reshape(ch, dstate), B[:, None], C[:, None], work, idx, D=vec(D),
+                      z=row(z), delta_bias=vec(dt_bias), delta_softplus=softplus)
+    if cache is None:
+        state.copy_(work.reshape(state.shape))
     return y.reshape(batch, nheads, dim).to(x.dtype)
