@@ -125,27 +125,27 @@ const cg_op_desc *cg__tune_op(const cg_tune_shape *s, int bwd) {
     return fam;
 }
 
-/* The kernel shape of the tuner's problem, which has every tensor and every scalar option
- * set: the op table's kflag columns, its groupable tensors, and the direction. */
-void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks) {
-    memset(ks, 0, sizeof *ks);
+int cg__tune_call_shape(const cg_tune_shape *s, int bwd, cg_shape *out) {
+    memset(out, 0, sizeof *out);
     const cg_op_desc *d = cg__tune_op(s, bwd);
-    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N};
+    out->size = sizeof *out;
+    out->op = d->op;
     for (int i = 1; i < CG_SYM_COUNT; i++)
-        if (d->dim_off[i] != (size_t)-1) *f[i] = cg__tune_shape_dim(s, (cg_sym)i);
+        if (d->dim_off[i] != (size_t)-1) out->dim[i] = cg__tune_shape_dim(s, (cg_sym)i);
     int groupable = 0;
     for (int i = 0; i < d->nt; i++) {
-        ks->flags |= d->t[i].kflag;
+        if (d->t[i].optional) out->given |= (uint64_t)1 << i;
         groupable |= (d->t[i].flags & CG_TD_GROUPABLE) != 0;
     }
-    for (int i = 0; i < d->nscalar; i++) ks->flags |= d->scalar[i].kflag;
-    if (groupable && s->G > 1) ks->flags |= CG_KS_GROUPED;
-    if (bwd) ks->flags |= CG_KS_BWD;
-    /* The kernel shape's 16-bit tensors, from the shape's dtype signature over the
-     * tuner's problem, formatted as the launcher formats them. */
+    for (int i = 0; i < d->nscalar; i++) out->scalars |= 1u << i;
+    out->grouped = groupable && s->G > 1;
+    /* The 16-bit tensors, from the shape's dtype signature over the tuner's problem. */
+    out->dtype = CG_F32;
     int dt[CG_OP_MAX_TENSORS];
-    if (cg__op_dtype_unsig(NULL, d, s->dtype[0] ? s->dtype : "f32", dt) != CG_OK) return;
-    cg__kshape_dtypes_of(d, dt, ks);
+    if (cg__op_dtype_unsig(NULL, d, s->dtype[0] ? s->dtype : "f32", dt) == CG_OK)
+        for (int i = 0; i < d->nt; i++)
+            if (dt[i] >= 0 && cg__dtype_half((cg_dtype)dt[i])) out->dtype = (cg_dtype)dt[i], out->half |= (uint64_t)1 << i;
+    return bwd ? CG_KS_BWD : 0;
 }
 
 static const cg_kexec *kexec_of(const char *backend) {
@@ -154,8 +154,8 @@ static const cg_kexec *kexec_of(const char *backend) {
     return NULL;
 }
 
-cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_kshape *ks,
-                         cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def) {
+cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_shape *shape,
+                         int flags, cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def) {
     memset(dev, 0, sizeof *dev);
     memset(def, 0, sizeof *def);
     *cfgs = NULL;
@@ -165,13 +165,13 @@ cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *ke
         snprintf(dev->name, sizeof dev->name, "%s", key->device);
         dev->sm_count = key->threads;
         snprintf(dev->isa, sizeof dev->isa, "%s", cg__cpu_isa_ops()->name); /* the variant the candidates run */
-        return cg__tune_cpu_space(ctx, kernel, ks, dev, cfgs, n, def);
+        return cg__tune_cpu_space(ctx, kernel, shape, flags, dev, cfgs, n, def);
     }
     cg_status st = kx->device(ctx, dev);
-    if (st == CG_OK) st = cg__gen_space(ctx, kernel, ks, dev, cfgs, n);
+    if (st == CG_OK) st = cg__gen_space(ctx, kernel, shape, flags, dev, cfgs, n);
     if (st == CG_OK) {
         cg_plan plan;
-        if (cg__gen_plan(ctx, kernel, ks, dev, NULL, &plan) == CG_OK) {
+        if (cg__gen_plan(ctx, kernel, shape, flags, dev, NULL, &plan) == CG_OK) {
             *def = plan.params;
             cg__plan_free(&plan);
         }
@@ -206,13 +206,13 @@ cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, ch
         for (int i = 0; i < d->nkey; i++) *cg__tune_shape_field(&s, d->key[i]) = cg__tune_key_dim(k, d->key[i]);
     }
     snprintf(s.dtype, sizeof s.dtype, "%s", k->dtype); /* the key's dtype signature is the entry's */
-    cg_kshape ks;
-    cg__tune_kshape(&s, bwd, &ks);
+    cg_shape sh;
+    const int flags = cg__tune_call_shape(&s, bwd, &sh);
     cg_devinfo dev;
     cg_cfg *cfgs = NULL, def, want;
     int n = 0;
     const char *kernel = cg__tune_space_kernel(k->backend, cg__tune_op(&s, bwd));
-    cg_status st = cg__tune_space(ctx, k, kernel, &ks, &dev, &cfgs, &n, &def);
+    cg_status st = cg__tune_space(ctx, k, kernel, &sh, flags, &dev, &cfgs, &n, &def);
     if (st != CG_OK) {
         snprintf(why, cap, "cannot check config %s against the %s constraints: %s", e->cand[e->best].cfg, kernel,
                  ctx->errmsg[0] ? ctx->errmsg : cg_status_str(st));
@@ -226,7 +226,7 @@ cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, ch
     /* A CPU config stored before its space gained a key (ssd_cpu's heads) names fewer keys:
      * it runs with the space's default for the others, and that completed config is checked. */
     cg_cfg full;
-    if (ok && !found && !strcmp(k->backend, "cpu") && cg__gen_resolve(ctx, kernel, &ks, &dev, &want, &full) == CG_OK)
+    if (ok && !found && !strcmp(k->backend, "cpu") && cg__gen_resolve(ctx, kernel, &sh, flags, &dev, &want, &full) == CG_OK)
         for (int i = 0; !found && i < n; i++) found = cfg_same(&full, &cfgs[i]);
     ctx->errmsg[0] = '\0';
     free(cfgs);

@@ -212,8 +212,8 @@ int cg__tune_mkdirs(const char *path);
  * evaluated by the generator core: *out (malloc'd, *n configs) is cg__gen_space's list,
  * *def (when not NULL) cg__gen_resolve's default (empty when no config is valid).
  * CG_ENOTFOUND when generator/cpu/<kernel>.lua does not exist. */
-cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
-                             cg_cfg **out, int *n, cg_cfg *def);
+cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
+                             const cg_devinfo *dev, cg_cfg **out, int *n, cg_cfg *def);
 
 /* ------------------------------------------------------------ agreement
  * agree.c: the deterministic choice between entries of one key (see there), shards,
@@ -239,12 +239,15 @@ void cg__tune_fake_measure(const cg_tune_key *k, const char *cfg, cg_tune_cand *
 const char *cg__tune_space_kernel(const char *backend, const struct cg_op_desc *op);
 /* The op of a tuner's shape's family in direction bwd. */
 const struct cg_op_desc *cg__tune_op(const cg_tune_shape *s, int bwd);
-/* The generator's shape of a tune shape. */
-void cg__tune_kshape(const cg_tune_shape *s, int bwd, cg_kshape *ks);
-/* The configs of kernel's space for ks on key's backend (CPU: the key's device and
- * threads; cuda/emulate: this machine's device, dev filled), and its default in *def. */
-cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_kshape *ks,
-                         cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def);
+/* The call's shape (cg_shape) of the tuner's problem of s in direction bwd, which has every
+ * tensor and every scalar option set, into *out; returns the shape flags it adds for the
+ * generator (gen.h, cg__shape_kflags' extra: CG_KS_BWD for the backward). */
+int cg__tune_call_shape(const cg_tune_shape *s, int bwd, cg_shape *out);
+/* The configs of kernel's space for shape and flags (cg__tune_call_shape) on key's backend
+ * (CPU: the key's device and threads; cuda/emulate: this machine's device, dev filled),
+ * and its default in *def. */
+cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_shape *shape,
+                         int flags, cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def);
 /* CG_OK when e's best config is one the Lua constraints accept for e's key (the check
  * every tuned config passed); else CG_EINVAL (or the space's error) with why set. */
 cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, char *why, size_t cap);

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
+cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, const cg_devinfo *dev,
                              cg_cfg **out, int *n, cg_cfg *def) {
     *out = NULL;
     *n = 0;
@@ -24,9 +24,9 @@ cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_kshap
     if (st != CG_OK) return cg__err(ctx, st, "tune: no CPU space '%s' (%s)", kernel, rel);
     cg_cfg *cfgs = NULL;
     int cnt = 0;
-    if ((st = cg__gen_space(ctx, kernel, shape, dev, &cfgs, &cnt)) != CG_OK) return st;
+    if ((st = cg__gen_space(ctx, kernel, shape, flags, dev, &cfgs, &cnt)) != CG_OK) return st;
     if (def) {
-        st = cg__gen_resolve(ctx, kernel, shape, dev, NULL, def);
+        st = cg__gen_resolve(ctx, kernel, shape, flags, dev, NULL, def);
         if (st == CG_EUNSUPPORTED && cnt == 0) {
             /* nothing runs this shape: no default either */
             memset(def, 0, sizeof *def);

@@ -44,7 +44,8 @@ void cg__tune_opts_default(cg_tune_opts *o) {
 typedef struct ahead {
     const cg_kexec *kx;
     const char *kernel;
-    cg_kshape shape;
+    cg_shape shape;
+    int flags;
     cg_devinfo dev;
     const cg_cfg *cfgs;
     int n;
@@ -66,7 +67,7 @@ static void *ahead_main(void *arg) {
         int i = atomic_fetch_add(&a->next, 1);
         if (i >= a->n || atomic_load(&a->stop)) break;
         cg_plan plan;
-        if (cg__gen_plan(w, a->kernel, &a->shape, &a->dev, &a->cfgs[i], &plan) == CG_OK) {
+        if (cg__gen_plan(w, a->kernel, &a->shape, a->flags, &a->dev, &a->cfgs[i], &plan) == CG_OK) {
             void *mod = NULL;
             a->kx->load(w, &plan, &mod);
             cg__plan_free(&plan);
@@ -258,12 +259,12 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     snprintf(e.kernel, sizeof e.kernel, "%s", cg__tune_space_kernel(env->backend, cg__tune_op(s, bwd)));
 
     /* The space */
-    cg_kshape ks;
-    cg__tune_kshape(s, bwd, &ks);
+    cg_shape sh;
+    const int kflags = cg__tune_call_shape(s, bwd, &sh);
     cg_devinfo dev;
     cg_cfg *cfgs = NULL, def;
     int ncfg = 0;
-    st = cg__tune_space(ctx, &key, e.kernel, &ks, &dev, &cfgs, &ncfg, &def);
+    st = cg__tune_space(ctx, &key, e.kernel, &sh, kflags, &dev, &cfgs, &ncfg, &def);
     if (st == CG_ENOTFOUND) { /* no generated kernel or CPU space for this op (yet): its calls run the default */
         event(ts, CG_PROGRESS_DONE, CG_LOG_WARN, "skipped: %s", ctx->errmsg);
         ctx->errmsg[0] = '\0';
@@ -328,7 +329,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     if (env->kx && ncfg > 0) {
         ah.kx = env->kx;
         ah.kernel = e.kernel;
-        ah.shape = ks;
+        ah.shape = sh;
+        ah.flags = kflags;
         ah.dev = dev;
         ah.cfgs = cfgs;
         ah.n = ncfg;

@@ -8,24 +8,13 @@
 
 #include "internal.h"
 
+/* The text of Lua's shape.dtypes (cg__shape_dtypes) fits this. */
 #define CG_KS_DTYPES_CAP 256
 
-/* Shape facts handed to Lua (its `shape.*` fields); 0 when not meaningful for the op. A
- * derivative of a call's cg_shape, made in one place (cg__kshape_of). */
-typedef struct cg_kshape {
-    int64_t B, T, G, H, dk, dv; /* SSD */
-    int64_t L, D, N;            /* selective scan (B, G shared with SSD) */
-    int flags;                  /* CG_KS_* */
-    int64_t nseq;               /* varlen (docs/varlen.md): N sequences packed along T (L); 0: none.
-                                 * Lua's shape.nseq (the generated kernels take cu_seqlens) */
-    /* Storage dtypes of the op's tensors that are not float32 (#15), "" when all are:
-     * "name=dtype" words in the op table's order, one space apart, dtype "bf16" or
-     * "f16" (e.g. "x=bf16 delta=bf16 y=bf16"). A kernel is generated per signature
-     * (Lua's shape.dtypes; generator/core.lua refuses a kernel whose description lists
-     * no such tensors: its `half` field). Made by cg__kshape_of. */
-    char dtypes[CG_KS_DTYPES_CAP];
-    int64_t S;                  /* decode steps: the state cache's slots */
-} cg_kshape;
+/* The generator takes a call's shape (cg_shape, chunkgen.h) and builds Lua's `shape` table
+ * from it (runtime/lua_gen.c, push_shape): each symbol's extent under its cg_sym_name
+ * (shape.B, shape.dk, ...; 0 for the symbols the op lacks), nseq, the flag of each CG_KS_*
+ * below under its name (cg__shape_kflags), and dtypes (cg__shape_dtypes). The shape flags: */
 #define CG_KS_H0 1       /* h0 given */
 #define CG_KS_HT 2       /* hT wanted */
 #define CG_KS_DHT 4      /* dhT given */
@@ -50,13 +39,17 @@ extern const int cg__nkflags;
 /* The flag named name, or 0. */
 int cg__kflag_parse(const char *name);
 
-/* The kernel shape of a call's shape (cg_shape, chunkgen.h): its symbols, grouped, nseq,
- * the 16-bit tensors (dtypes) and, through the op table's kflag column, the flag of each
- * optional tensor given and scalar option set; flags adds what is no part of a call's
- * shape (CG_KS_BWD, CG_KS_SEQ_MAJOR: the CPU spaces). The one place a cg_kshape is made
- * from a shape; a call's shape is compared with cg_shape_equal, never its kernel shape
- * (runtime/kshape.c, below the dispatcher: the launcher and the CPU path use them). */
-void cg__kshape_of(const cg_shape *s, int flags, cg_kshape *ks);
+/* The shape flags of s: grouped, and through the op table's kflag column the flag of each
+ * optional tensor given and scalar option set; | extra, what is no part of a call's shape
+ * (CG_KS_BWD, CG_KS_SEQ_MAJOR: the CPU spaces). Lua's flags, made in this one place
+ * (runtime/kshape.c, below the dispatcher); a call's shape is compared with cg_shape_equal. */
+int cg__shape_kflags(const cg_shape *s, int extra);
+/* Lua's shape.dtypes of s: the storage dtypes of s's tensors that are not float32 (#15), ""
+ * when all are: "name=dtype" words in the op table's order, one space apart, dtype "bf16" or
+ * "f16" (e.g. "x=bf16 delta=bf16 y=bf16"). A kernel is generated per signature
+ * (generator/core.lua refuses a kernel whose description lists no such tensors: its `half`
+ * field). buf holds CG_KS_DTYPES_CAP bytes. */
+void cg__shape_dtypes(const cg_shape *s, char buf[CG_KS_DTYPES_CAP]);
 /* The shape of a validated problem of op d (struct cg_op_desc, ops.h): layout token-major
  * and longest 0 (no kernel depends on them; cg_shape_of sets both). */
 struct cg_op_desc;
@@ -69,10 +62,6 @@ cg_status cg__shape_half_mask(cg_context *ctx, const struct cg_op_desc *d, const
 int cg__shape_present(const struct cg_op_desc *d, const cg_shape *s, int i);
 /* The storage dtype of each input of d in s (outputs and absent tensors -1). */
 void cg__shape_input_dtypes(const struct cg_op_desc *d, const cg_shape *s, int dt[]);
-/* ks->dtypes from per-tensor dtypes in op-table order (-1: absent): cg__kshape_of's, and
- * the tuner's until it takes a cg_shape. */
-void cg__kshape_dtypes_of(const struct cg_op_desc *d, const int dt[], cg_kshape *ks);
-
 /* What the kernel will run on. For the emulator, arch is the architecture whose
  * instructions are emulated (80) and emulated = 1. */
 typedef struct cg_devinfo {
@@ -133,21 +122,22 @@ typedef struct cg_plan {
 } cg_plan;
 
 /* Instantiate `kernel` for shape on dev with the pinned params (NULL or empty: the
- * Lua default; missing keys filled from the default). Fails with CG_EUNSUPPORTED and
+ * Lua default; missing keys filled from the default). flags: the shape flags the call's
+ * shape lacks (cg__shape_kflags' extra: CG_KS_BWD, CG_KS_SEQ_MAJOR; 0 for a call). Fails with CG_EUNSUPPORTED and
  * the constraint's reason when the params are not valid for shape/dev. */
-cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *shape,
+cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
                        const cg_devinfo *dev, const cg_cfg *pin, cg_plan *out);
 void cg__plan_free(cg_plan *plan);
 
 /* Every config of kernel's space that its constraints accept for shape/dev.
  * *out is malloc'd (free it); *n its length. */
-cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *shape,
+cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
                         const cg_devinfo *dev, cg_cfg **out, int *n);
 
 /* The config cg__gen_plan would use (pin completed from the default, checked by the
  * constraints; same errors), without launch geometry or rendering. Also works for the
  * CPU spaces (generator/cpu/), which cg__gen_plan refuses with CG_EUNSUPPORTED. */
-cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *shape,
+cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
                           const cg_devinfo *dev, const cg_cfg *pin, cg_cfg *out);
 
 /* Calls into the generator's Lua on ctx so far: every plan() or resolve() (a "resolve":

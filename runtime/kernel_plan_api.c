@@ -19,17 +19,11 @@
 typedef struct target {
     const char *kernel;
     int cpu;
-    cg_kshape ks;
+    cg_shape shape;
+    int flags; /* the shape flags a call lacks (gen.h): CG_KS_BWD for a CPU space's backward */
     cg_devinfo dev;
     cg_cfg pin;
 } target;
-
-/* The kernel shape of s (checked by cg_shape_format), as the launcher and the CPU path make
- * it from a call: cg__kshape_of (runtime/kshape.c, the one place), with the direction for
- * a CPU space. */
-static void kshape_of(const cg_op_desc *d, const cg_shape *s, int cpu, cg_kshape *ks) {
-    cg__kshape_of(s, cpu && d->bwd ? CG_KS_BWD : 0, ks);
-}
 
 /* The known architectures, for messages: "75 80 86 ...". */
 static void known_archs(char *buf, size_t cap) {
@@ -78,7 +72,10 @@ static cg_status target_of(cg_context *ctx, const char *fn, const char *kernel, 
     }
     if (config && config[0] && (st = cg__cfg_parse(ctx, config, &t->pin)) != CG_OK)
         return rewrap(ctx, st, fn, "config");
-    kshape_of(d, shape, t->cpu, &t->ks);
+    /* the shape (checked by cg_shape_format) as the launcher and the CPU path give it to the
+     * generator, with the direction for a CPU space */
+    if ((st = cg__abi_in(ctx, "shape", &t->shape, sizeof t->shape, shape)) != CG_OK) return rewrap(ctx, st, fn, "shape");
+    t->flags = t->cpu && d->bwd ? CG_KS_BWD : 0;
     return CG_OK;
 }
 
@@ -100,7 +97,7 @@ cg_status cg_kernel_config(cg_context *ctx, const char *kernel, const cg_shape *
     if (out) *out = NULL;
     if (!out) st = cg__err(ctx, CG_EINVAL, "cg_kernel_config: out is NULL (expected where to write the config)");
     if (st == CG_OK) st = target_of(ctx, "cg_kernel_config", kernel, shape, arch, config, &t);
-    if (st == CG_OK) st = cg__gen_resolve(ctx, t.kernel, &t.ks, &t.dev, &t.pin, &cfg);
+    if (st == CG_OK) st = cg__gen_resolve(ctx, t.kernel, &t.shape, t.flags, &t.dev, &t.pin, &cfg);
     if (st == CG_OK) {
         char text[CG_CFG_MAX * 66];
         cg__cfg_text(&cfg, text, sizeof text);
@@ -122,7 +119,7 @@ cg_status cg_kernel_configs(cg_context *ctx, const char *kernel, const cg_shape 
         st = cg__err(ctx, CG_EINVAL, "cg_kernel_configs: %s is NULL (expected where to write the configs)",
                      !configs ? "configs" : "n");
     if (st == CG_OK) st = target_of(ctx, "cg_kernel_configs", kernel, shape, arch, NULL, &t);
-    if (st == CG_OK) st = cg__gen_space(ctx, t.kernel, &t.ks, &t.dev, &all, &count);
+    if (st == CG_OK) st = cg__gen_space(ctx, t.kernel, &t.shape, t.flags, &t.dev, &all, &count);
     if (st == CG_OK) {
         const size_t line = CG_CFG_MAX * 66;
         char *text = malloc((size_t)count * line + 1), *p = text;
@@ -180,7 +177,7 @@ cg_status cg_kernel_plan_make(cg_context *ctx, const char *kernel, const cg_shap
         st = cg__err(ctx, CG_EUNSUPPORTED,
                      "cg_kernel_plan_make: kernel: %s is a CPU space (a run-time config of the C path, nothing "
                      "rendered or launched): ask cg_kernel_config", t.kernel);
-    if (st == CG_OK) st = cg__gen_plan(ctx, t.kernel, &t.ks, &t.dev, t.pin.n ? &t.pin : NULL, &plan);
+    if (st == CG_OK) st = cg__gen_plan(ctx, t.kernel, &t.shape, t.flags, &t.dev, t.pin.n ? &t.pin : NULL, &plan);
     planned = st == CG_OK;
     if (st == CG_OK) {
         plan_out(&plan, &o);
@@ -254,7 +251,7 @@ cg_status cg_kernel_build(cg_context *ctx, const char *kernel, const cg_shape *s
     if (st == CG_OK) st = cg__nvrtc_id(ctx, nvrtc_id, sizeof nvrtc_id);
     struct timespec r0;
     clock_gettime(CLOCK_MONOTONIC, &r0);
-    if (st == CG_OK) st = cg__gen_plan(ctx, t.kernel, &t.ks, &t.dev, t.pin.n ? &t.pin : NULL, &plan);
+    if (st == CG_OK) st = cg__gen_plan(ctx, t.kernel, &t.shape, t.flags, &t.dev, t.pin.n ? &t.pin : NULL, &plan);
     planned = st == CG_OK;
     o.render_ms = ms_since(&r0, CLOCK_MONOTONIC);
     if (st == CG_OK) st = cg__cubin_key(ctx, nvrtc_id, arch, plan.name, plan.source, &key);

@@ -1,9 +1,9 @@
 /* kshape.c -- a call's shape as the generator and the caches see it: the shape of a
  * validated problem (cg__shape_of_prob), the one equality of shapes (cg_shape_equal), the
- * canonical 16-bit mask, and the generator's kernel shape made from a shape in one place
- * (cg__kshape_of, through the op table's kflag column). Below the dispatcher (the
- * launcher and the CPU path key their caches by it); the text syntax and the way from a
- * call's args are runtime/shape.c's. */
+ * canonical 16-bit mask, and what Lua's shape table adds to the symbols, made from a shape
+ * in one place (cg__shape_kflags through the op table's kflag column, cg__shape_dtypes).
+ * Below the dispatcher (the launcher and the CPU path key their caches by a shape); the
+ * text syntax and the way from a call's args are runtime/shape.c's. */
 #include "gen.h"
 #include "ops.h"
 
@@ -88,31 +88,25 @@ void cg__shape_of_prob(const cg_op_desc *d, const void *prob, cg_shape *s) {
     s->nseq = *cg__prob_nseq(d, prob);
 }
 
-void cg__kshape_of(const cg_shape *s, int flags, cg_kshape *ks) {
+int cg__shape_kflags(const cg_shape *s, int extra) {
     const cg_op_desc *d = cg__op_desc(s->op);
-    memset(ks, 0, sizeof *ks);
-    int64_t *f[CG_SYM_COUNT] = {NULL, &ks->B, &ks->T, &ks->G, &ks->H, &ks->dk, &ks->dv, &ks->L, &ks->D, &ks->N, &ks->S};
-    for (int k = 1; k < CG_SYM_COUNT; k++) *f[k] = s->dim[k];
-    ks->flags = flags | (s->grouped ? CG_KS_GROUPED : 0);
-    int dt[CG_OP_MAX_TENSORS];
-    for (int i = 0; i < d->nt; i++) { /* the op table's kflag column: an optional tensor given */
-        if ((s->given & BIT(i)) && d->t[i].kflag) ks->flags |= d->t[i].kflag;
-        dt[i] = !cg__shape_present(d, s, i) ? -1 : (s->half & BIT(i)) ? (int)s->dtype : s->dtype == CG_F64 ? CG_F64 : CG_F32;
-    }
+    int flags = extra | (s->grouped ? CG_KS_GROUPED : 0);
+    for (int i = 0; i < d->nt; i++) /* the op table's kflag column: an optional tensor given */
+        if ((s->given & BIT(i)) && d->t[i].kflag) flags |= d->t[i].kflag;
     for (int k = 0; k < d->nscalar; k++) /* ... or a scalar option set */
-        if (s->scalars & (1u << k)) ks->flags |= d->scalar[k].kflag;
-    ks->nseq = s->nseq;
-    cg__kshape_dtypes_of(d, dt, ks);
+        if (s->scalars & (1u << k)) flags |= d->scalar[k].kflag;
+    return flags;
 }
 
-void cg__kshape_dtypes_of(const cg_op_desc *d, const int dt[], cg_kshape *ks) {
+void cg__shape_dtypes(const cg_shape *s, char buf[CG_KS_DTYPES_CAP]) {
+    const cg_op_desc *d = cg__op_desc(s->op);
     size_t n = 0;
-    memset(ks->dtypes, 0, sizeof ks->dtypes);
+    memset(buf, 0, CG_KS_DTYPES_CAP);
+    if (!cg__dtype_half(s->dtype)) return;
     for (int i = 0; i < d->nt; i++) {
-        if (dt[i] < 0 || !cg__dtype_half((cg_dtype)dt[i])) continue;
-        int k = snprintf(ks->dtypes + n, sizeof ks->dtypes - n, "%s%s=%s", n ? " " : "", d->t[i].name,
-                         cg__dtype_word((cg_dtype)dt[i]));
-        if (k < 0 || (size_t)k >= sizeof ks->dtypes - n) break; /* cannot happen: 24 tensors of short names */
+        if (!cg__shape_present(d, s, i) || !(s->half & BIT(i))) continue;
+        int k = snprintf(buf + n, CG_KS_DTYPES_CAP - n, "%s%s=%s", n ? " " : "", d->t[i].name, cg__dtype_word(s->dtype));
+        if (k < 0 || (size_t)k >= CG_KS_DTYPES_CAP - n) break; /* cannot happen: 24 tensors of short names */
         n += (size_t)k;
     }
 }

@@ -136,9 +136,7 @@ static plan_entry *plan_get(cg_context *ctx, const cg_kexec *kx, const cg_devinf
     e->shape = *shape;
     e->pin = *pin;
     int64_t t0 = cg__jit_now_ns();
-    cg_kshape ks;
-    cg__kshape_of(shape, 0, &ks);
-    e->status = cg__gen_plan(ctx, d->name, &ks, dev, pin, &e->plan);
+    e->status = cg__gen_plan(ctx, d->name, shape, 0, dev, pin, &e->plan);
     e->render_ms = (double)(cg__jit_now_ns() - t0) / 1e6;
     if (e->status == CG_OK && (e->status = bind_args(ctx, d, e)) != CG_OK) cg__plan_free(&e->plan);
     if (e->status != CG_OK) snprintf(e->why, sizeof e->why, "%s", ctx->errmsg);

@@ -356,17 +356,24 @@ static cg_status gen_result(cg_context *ctx, lua_State *L, const char *kernel) {
     return st;
 }
 
-static void push_shape(lua_State *L, const cg_kshape *s) {
-    lua_createtable(L, 0, 19);
-#define SET_INT(f) (lua_pushinteger(L, s->f), lua_setfield(L, -2, #f))
-    SET_INT(B); SET_INT(T); SET_INT(G); SET_INT(H); SET_INT(dk); SET_INT(dv);
-    SET_INT(L); SET_INT(D); SET_INT(N); SET_INT(nseq);
-#undef SET_INT
+/* Lua's `shape` table of a call's shape (gen.h): each symbol's extent under its name, nseq,
+ * each shape flag under its name (flags: the extra ones, cg__shape_kflags) and dtypes. */
+static void push_shape(lua_State *L, const cg_shape *s, int flags) {
+    lua_createtable(L, 0, CG_SYM_COUNT + cg__nkflags + 2);
+    for (int k = 1; k < CG_SYM_COUNT; k++) {
+        lua_pushinteger(L, s->dim[k]);
+        lua_setfield(L, -2, cg_sym_name((cg_sym)k));
+    }
+    lua_pushinteger(L, s->nseq);
+    lua_setfield(L, -2, "nseq");
+    flags = cg__shape_kflags(s, flags);
     for (int i = 0; i < cg__nkflags; i++) {
-        lua_pushboolean(L, (s->flags & cg__kflags[i].flag) != 0);
+        lua_pushboolean(L, (flags & cg__kflags[i].flag) != 0);
         lua_setfield(L, -2, cg__kflags[i].name);
     }
-    lua_pushstring(L, s->dtypes);
+    char dtypes[CG_KS_DTYPES_CAP];
+    cg__shape_dtypes(s, dtypes);
+    lua_pushstring(L, dtypes);
     lua_setfield(L, -2, "dtypes");
 }
 
@@ -430,8 +437,8 @@ typedef struct gen_frame {
 
 /* Call core.<fn>(kernel, shape, dev[, pins]) and check its (ok, result|code, message)
  * answer; on CG_OK the result is on top of the stack. */
-static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, const cg_kshape *shape,
-                           const cg_devinfo *dev, const cg_cfg *pin, int with_pins, gen_frame *f) {
+static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, const cg_shape *shape,
+                           int flags, const cg_devinfo *dev, const cg_cfg *pin, int with_pins, gen_frame *f) {
     f->L = NULL;
     gen_state *gs;
     cg_status st = gen_state_get(ctx, &gs);
@@ -442,7 +449,7 @@ static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, 
     else gs->stats.resolves++; /* plan and resolve both complete and check a config */
     push_core_fn(gs, fn);
     lua_pushstring(L, kernel);
-    push_shape(L, shape);
+    push_shape(L, shape, flags);
     push_dev(L, dev);
     if (with_pins) push_pins(L, pin);
     if ((st = gen_pcall(ctx, L, with_pins ? 4 : 3, 3, kernel)) != CG_OK) return st;
@@ -451,13 +458,13 @@ static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, 
 
 /* ------------------------------------------------------------ gen.h API */
 
-cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
-                       const cg_cfg *pin, cg_plan *out) {
+cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
+                       const cg_devinfo *dev, const cg_cfg *pin, cg_plan *out) {
     CG_ASSERT(ctx && kernel && shape && dev && out);
     memset(out, 0, sizeof *out);
     gen_frame f;
     int64_t t0 = cg__jit_now_ns();
-    cg_status st = core_call(ctx, "plan", kernel, shape, dev, pin, 1, &f);
+    cg_status st = core_call(ctx, "plan", kernel, shape, flags, dev, pin, 1, &f);
     if (st == CG_OK) cg__jit_count(CG_JIT_RENDER, cg__jit_now_ns() - t0); /* resolve + launch() + render */
     lua_State *L = f.L;
     if (!L) return st;
@@ -564,13 +571,13 @@ void cg__plan_free(cg_plan *plan) {
     plan->source = NULL;
 }
 
-cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
-                        cg_cfg **out, int *n) {
+cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
+                        const cg_devinfo *dev, cg_cfg **out, int *n) {
     CG_ASSERT(ctx && kernel && shape && dev && out && n);
     *out = NULL;
     *n = 0;
     gen_frame f;
-    cg_status st = core_call(ctx, "space", kernel, shape, dev, NULL, 0, &f);
+    cg_status st = core_call(ctx, "space", kernel, shape, flags, dev, NULL, 0, &f);
     lua_State *L = f.L;
     if (!L) return st;
     if (st != CG_OK) goto done;
@@ -596,12 +603,12 @@ done:
     return st;
 }
 
-cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_kshape *shape, const cg_devinfo *dev,
-                          const cg_cfg *pin, cg_cfg *out) {
+cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
+                          const cg_devinfo *dev, const cg_cfg *pin, cg_cfg *out) {
     CG_ASSERT(ctx && kernel && shape && dev && out);
     memset(out, 0, sizeof *out);
     gen_frame f;
-    cg_status st = core_call(ctx, "resolve", kernel, shape, dev, pin, 1, &f);
+    cg_status st = core_call(ctx, "resolve", kernel, shape, flags, dev, pin, 1, &f);
     if (st == CG_OK) st = read_cfg(ctx, f.L, kernel, out);
     if (f.L) lua_settop(f.L, f.top);
     return st;
@@ -644,41 +651,47 @@ cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n) {
     return CG_OK;
 }
 
-/* gen.h: the op a kernel serves and whether it is a CPU space, from the catalog. */
-cg_status cg__gen_kernel_info(cg_context *ctx, const char *kernel, char *op, size_t cap, int *cpu) {
+/* Call core.<fn>(kernel) and check its (ok, result|code, message) answer; on CG_OK the
+ * result is on top of the stack. The caller restores f's stack top (L NULL: no state). */
+static cg_status core_ask(cg_context *ctx, const char *fn, const char *kernel, gen_frame *f) {
+    f->L = NULL;
     gen_state *gs;
     cg_status st = gen_state_get(ctx, &gs);
     if (st != CG_OK) return st;
-    lua_State *L = gs->L;
-    int top = lua_gettop(L);
-    push_core_fn(gs, "info");
+    lua_State *L = f->L = gs->L;
+    f->top = lua_gettop(L);
+    push_core_fn(gs, fn);
     lua_pushstring(L, kernel);
-    if ((st = gen_pcall(ctx, L, 1, 3, kernel)) == CG_OK && (st = gen_result(ctx, L, kernel)) == CG_OK) {
+    if ((st = gen_pcall(ctx, L, 1, 3, kernel)) != CG_OK) return st;
+    return gen_result(ctx, L, kernel);
+}
+
+/* gen.h: the op a kernel serves and whether it is a CPU space, from the catalog. */
+cg_status cg__gen_kernel_info(cg_context *ctx, const char *kernel, char *op, size_t cap, int *cpu) {
+    gen_frame f;
+    cg_status st = core_ask(ctx, "info", kernel, &f);
+    if (st == CG_OK) {
+        lua_State *L = f.L;
         lua_getfield(L, -1, "op");
         lua_getfield(L, -2, "backend");
         const char *o = lua_tostring(L, -2), *b = lua_tostring(L, -1);
         snprintf(op, cap, "%s", o ? o : "");
         *cpu = b && !strcmp(b, "cpu");
     }
-    lua_settop(L, top);
+    if (f.L) lua_settop(f.L, f.top);
     return st;
 }
 
 /* Text describing a kernel's space (for `chunkgen gen --list`); malloc'd. */
 cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text) {
-    gen_state *gs;
-    cg_status st = gen_state_get(ctx, &gs);
-    if (st != CG_OK) return st;
-    lua_State *L = gs->L;
-    int top = lua_gettop(L);
-    push_core_fn(gs, "describe");
-    lua_pushstring(L, kernel);
-    if ((st = gen_pcall(ctx, L, 1, 3, kernel)) == CG_OK && (st = gen_result(ctx, L, kernel)) == CG_OK) {
-        const char *s = lua_tostring(L, -1);
+    gen_frame f;
+    cg_status st = core_ask(ctx, "describe", kernel, &f);
+    if (st == CG_OK) {
+        const char *s = lua_tostring(f.L, -1);
         *text = strdup(s ? s : "");
         if (!*text) st = cg__err(ctx, CG_ENOMEM, "generator: out of memory");
     }
-    lua_settop(L, top);
+    if (f.L) lua_settop(f.L, f.top);
     return st;
 }
 

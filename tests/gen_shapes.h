@@ -18,20 +18,23 @@ static const struct { int64_t B, T, G, H, dk, dv, D, N; int flags; } k_shapes[] 
 };
 #define NSHAPES (int)(sizeof k_shapes / sizeof k_shapes[0])
 
-static inline cg_kshape shape_of(int i) {
-    cg_kshape s = {0};
-    s.B = k_shapes[i].B;
-    s.T = k_shapes[i].T;
-    s.G = k_shapes[i].G;
-    s.H = k_shapes[i].H;
-    s.dk = k_shapes[i].dk;
-    s.dv = k_shapes[i].dv;
-    s.L = k_shapes[i].T;
-    s.D = k_shapes[i].D;
-    s.N = k_shapes[i].N;
-    s.flags = k_shapes[i].flags;
+/* Shape i as the generator takes it: a cg_shape with every symbol set (the generator reads
+ * the symbols of its kernel's op); its flags, k_shapes[i].flags, go with it as the extra
+ * flags of cg__gen_plan and the like (gen.h). */
+static inline cg_shape shape_of(int i) {
+    cg_shape s = {.size = sizeof s};
+    s.dim[CG_SYM_B] = k_shapes[i].B;
+    s.dim[CG_SYM_T] = k_shapes[i].T;
+    s.dim[CG_SYM_G] = k_shapes[i].G;
+    s.dim[CG_SYM_H] = k_shapes[i].H;
+    s.dim[CG_SYM_DK] = k_shapes[i].dk;
+    s.dim[CG_SYM_DV] = k_shapes[i].dv;
+    s.dim[CG_SYM_L] = k_shapes[i].T;
+    s.dim[CG_SYM_D] = k_shapes[i].D;
+    s.dim[CG_SYM_N] = k_shapes[i].N;
     return s;
 }
+#define FLAGS_OF(i) (k_shapes[i].flags)
 
 /* A CPU space (generator/cpu/<name>.lua): core.lua holds every description there to
  * backend = "cpu" and every one in generator/kernels/ to none, so the directory says it. */

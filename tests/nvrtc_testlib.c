@@ -3,6 +3,7 @@
 
 #include "cuda/cg_cuda.h"
 #include "cuda/kcache.h"
+#include "ops.h"
 #include "ptxas_log.h"
 
 #include <stdio.h>
@@ -56,8 +57,27 @@ int cg_test_nvrtc_begin(cg_test_nvrtc *n, int arch) {
     return 1;
 }
 
-int cg_test_nvrtc_plan(cg_test_nvrtc *n, const char *kernel, const cg_kshape *ks, const cg_cfg *cfg, cg_plan *p) {
-    cg_status st = cg__gen_plan(n->ctx, kernel, ks, &n->dev, cfg, p);
+void cg_test_shape_half(cg_shape *s, cg_dtype dt, const char *names) {
+    const cg_op_desc *d = cg__op_desc(s->op);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", names);
+    s->dtype = dt;
+    for (char *save, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        int found = 0;
+        for (int i = 0; i < d->nt; i++)
+            if (!strcmp(d->t[i].name, w)) {
+                s->half |= (uint64_t)1 << i;
+                if (d->t[i].optional) s->given |= (uint64_t)1 << i;
+                found = 1;
+            }
+        CG_CHECK(found, "%s has no tensor %s", d->name, w);
+    }
+}
+
+
+int cg_test_nvrtc_plan(cg_test_nvrtc *n, const char *kernel, const cg_shape *s, int flags, const cg_cfg *cfg,
+                       cg_plan *p) {
+    cg_status st = cg__gen_plan(n->ctx, kernel, s, flags, &n->dev, cfg, p);
     CG_CHECK(st == CG_OK, "%s: %s", kernel, cg_errmsg(n->ctx));
     return st == CG_OK;
 }

@@ -24,9 +24,14 @@ typedef struct cg_test_nvrtc {
  * loaded or arch is unknown. */
 int cg_test_nvrtc_begin(cg_test_nvrtc *n, int arch);
 
-/* Plans kernel for ks with cfg (NULL: the default) into *p; 0 (a test failure) when the
- * generator refuses. */
-int cg_test_nvrtc_plan(cg_test_nvrtc *n, const char *kernel, const cg_kshape *ks, const cg_cfg *cfg, cg_plan *p);
+/* s stored in the 16-bit dtype dt for the tensors of s->op named in names ("q k v o",
+ * one space apart; optional ones are then given): Lua's shape.dtypes lists them. */
+void cg_test_shape_half(cg_shape *s, cg_dtype dt, const char *names);
+
+/* Plans kernel for shape s and the extra shape flags (cg__gen_plan) with cfg (NULL: the
+ * default) into *p; 0 (a test failure) when the generator refuses. */
+int cg_test_nvrtc_plan(cg_test_nvrtc *n, const char *kernel, const cg_shape *s, int flags, const cg_cfg *cfg,
+                       cg_plan *p);
 
 /* Compiles p (2 NVRTC threads, as the executor splits) or takes its CUBIN and ptxas log
  * from the kernel cache, then frees p. A test failure when it does not compile or ptxas

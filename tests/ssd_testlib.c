@@ -109,10 +109,11 @@ cg_status ssdt_run_bwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int dhT
     return cg_ssd_bwd(ctx, &a, &ex);
 }
 
-void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks) {
-    memset(ks, 0, sizeof *ks);
-    ks->B = d.B, ks->T = d.T, ks->G = d.G, ks->H = d.H, ks->dk = d.dk, ks->dv = d.dv;
-    ks->flags = flags;
+void ssdt_shape(ssdt_dims d, cg_shape *s) {
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    s->dim[CG_SYM_B] = d.B, s->dim[CG_SYM_T] = d.T, s->dim[CG_SYM_G] = d.G, s->dim[CG_SYM_H] = d.H;
+    s->dim[CG_SYM_DK] = d.dk, s->dim[CG_SYM_DV] = d.dv;
 }
 
 /* s's outputs, in this order, with their names; the first two the forward's. */
@@ -175,11 +176,11 @@ void ssdt_run_space(const ssdt_space *sp, const char *prec, cg_backend be, doubl
     cg_cfg *space[MAX_SHAPES];
     int nspace[MAX_SHAPES];
     for (int i = 0; i < ns; i++) {
-        cg_kshape ks;
-        sp->kshape(sp->user, i, &ks);
+        cg_shape ks;
+        const int ksf = sp->shape(sp->user, i, &ks);
         space[i] = NULL;
         nspace[i] = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, sp->kernel, &ks, &dev, &space[i], &nspace[i]));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, sp->kernel, &ks, ksf, &dev, &space[i], &nspace[i]));
         CG_CHECK(nspace[i] > 0, "no config accepted for shape %d", i);
     }
     /* the union of the spaces (configs of precision prec), each on a rotating choice among

@@ -45,8 +45,8 @@ cg_status ssdt_run_fwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int hT,
 cg_status ssdt_run_bwd(cg_context *ctx, ssdt_set *s, int layout, int h0, int dhT, int dh0, cg_backend be,
                        const char *config);
 
-/* cg_kshape of d with flags. */
-void ssdt_kshape(ssdt_dims d, int flags, cg_kshape *ks);
+/* The generator's shape of d (its symbols; float32, nothing optional given). */
+void ssdt_shape(ssdt_dims d, cg_shape *s);
 /* Poison the outputs of `which` (SSDT_FWD: o hT; SSDT_BWD: dq dk dv dla dh0; uniform in
  * [1e3, 2e3) from seeds 7, 8, ... in that order) so a kernel that skips an element fails. */
 void ssdt_poison_outputs(ssdt_set *s, int which);
@@ -68,7 +68,7 @@ typedef struct ssdt_space {
     const char *label;  /* of the summary line on stderr */
     int nshapes;
     void *user;
-    void (*kshape)(void *user, int shape, cg_kshape *ks);
+    int (*shape)(void *user, int shape, cg_shape *s); /* the generator's shape; returns its flags */
     void (*make)(void *user, cg_context *ctx, int shape, uint64_t seed);
     void (*drop)(void *user, int shape);
     /* run config on the case of shape, check it against tol; 1 when it ran */
@@ -127,9 +127,10 @@ void ssdt_run_default(const ssdt_space *sp, double tol);
  * call (check_again). */
 #define SSDT_RUN_SPACE(FLAGS, kernel, label)                                                                   \
     static tcase g_cases[NSHAPES];                                                                             \
-    static void sp_kshape(void *u, int i, cg_kshape *ks) {                                                     \
+    static int sp_shape(void *u, int i, cg_shape *s) {                                                         \
         (void)u;                                                                                               \
-        ssdt_kshape(k_shapes[i].d, FLAGS(&k_shapes[i]), ks);                                                   \
+        ssdt_shape(k_shapes[i].d, s);                                                                          \
+        return FLAGS(&k_shapes[i]);                                                                            \
     }                                                                                                          \
     static void sp_make(void *u, cg_context *ctx, int i, uint64_t seed) {                                      \
         case_new(ctx, &((tcase *)u)[i], &k_shapes[i], seed);                                                   \
@@ -139,7 +140,7 @@ void ssdt_run_default(const ssdt_space *sp, double tol);
         return check_config(ctx, &((tcase *)u)[i], be, config, tol);                                           \
     }                                                                                                          \
     static void sp_again(void *u, cg_context *ctx, int i) { check_again(ctx, &((tcase *)u)[i], i); }           \
-    static const ssdt_space k_space = {kernel, label, NSHAPES, g_cases, sp_kshape, sp_make,                    \
+    static const ssdt_space k_space = {kernel, label, NSHAPES, g_cases, sp_shape, sp_make,                     \
                                        sp_drop, sp_check,   sp_again};                                         \
     static void run_space(const char *prec, cg_backend be) {                                                   \
         ssdt_run_space(&k_space, prec, be, TOL_FP32, TOL_TF32);                                                \

@@ -303,32 +303,35 @@ CG_TEST(cuda_cubin_entries_and_params) {
     for (int i = 0; i < nnames; i++) {
         int known = 0;
         for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) known |= !strcmp(names[i], k[j].kernel);
-        cg_kshape s0 = {.B = 1, .T = 37, .G = 1, .H = 2, .dk = 40, .dv = 48, .L = 37, .D = 24, .N = 16};
+        const cg_shape s0 = {.size = sizeof s0,
+                             .dim = {[CG_SYM_B] = 1, [CG_SYM_T] = 37, [CG_SYM_G] = 1, [CG_SYM_H] = 2, [CG_SYM_DK] = 40,
+                                     [CG_SYM_DV] = 48, [CG_SYM_L] = 37, [CG_SYM_D] = 24, [CG_SYM_N] = 16}};
         cg_plan plan;
-        cg_status st = cg__gen_plan(ctx, names[i], &s0, &dev, NULL, &plan);
+        cg_status st = cg__gen_plan(ctx, names[i], &s0, 0, &dev, NULL, &plan);
         if (st == CG_OK) cg__plan_free(&plan);
         CG_CHECK(known || st == CG_EUNSUPPORTED, "kernel %s makes plans (%s) but has no params struct in this test",
                  names[i], cg_status_str(st));
     }
     int compiled = 0;
     for (size_t ki = 0; ki < sizeof k / sizeof k[0]; ki++) {
-        cg_kshape s = {.B = 1, .G = 1, .flags = CG_KS_H0};
+        cg_shape s = {.size = sizeof s, .dim = {[CG_SYM_B] = 1, [CG_SYM_G] = 1, [CG_SYM_S] = 5}};
+        int sf = CG_KS_H0;
         if (k[ki].sscan) {
-            s.L = 300, s.D = 24, s.N = 16, s.S = 5; /* L long enough for sscan_fwd's par strategy */
-            s.flags |= CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS;
+            s.dim[CG_SYM_L] = 300, s.dim[CG_SYM_D] = 24, s.dim[CG_SYM_N] = 16; /* L long enough for sscan_fwd's par */
+            sf |= CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS;
         } else {
-            s.T = 70, s.H = 2, s.dk = 40, s.dv = 48, s.S = 5;
+            s.dim[CG_SYM_T] = 70, s.dim[CG_SYM_H] = 2, s.dim[CG_SYM_DK] = 40, s.dim[CG_SYM_DV] = 48;
         }
-        s.flags |= strstr(k[ki].kernel, "bwd") ? CG_KS_DHT : CG_KS_HT;
+        sf |= strstr(k[ki].kernel, "bwd") ? CG_KS_DHT : CG_KS_HT;
         cg_cfg *cfgs = NULL;
         int ncfg = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, k[ki].kernel, &s, &dev, &cfgs, &ncfg));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, k[ki].kernel, &s, sf, &dev, &cfgs, &ncfg));
         CG_CHECK(ncfg > 0, "%s: a config exists", k[ki].kernel);
         char seen[8][320];
         int nseen = 0;
         for (int ci = 0; ci < ncfg; ci++) {
             cg_plan plan;
-            if (cg__gen_plan(ctx, k[ki].kernel, &s, &dev, &cfgs[ci], &plan) != CG_OK) {
+            if (cg__gen_plan(ctx, k[ki].kernel, &s, sf, &dev, &cfgs[ci], &plan) != CG_OK) {
                 CG_CHECK(0, "%s: plan of a config of the space: %s", k[ki].kernel, cg_errmsg(ctx));
                 continue;
             }
@@ -425,9 +428,10 @@ CG_TEST(cuda_nvrtc_minimal) {
     CG_CHECK_OK(NULL, cg_context_create(&ctx));
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(90, &dev), "sm_90 is known");
-    cg_kshape s = {.B = 1, .G = 1, .L = 300, .D = 24, .N = 16, .flags = CG_KS_SOFTPLUS | CG_KS_HAS_D};
+    const cg_shape s = {.size = sizeof s,
+                        .dim = {[CG_SYM_B] = 1, [CG_SYM_G] = 1, [CG_SYM_L] = 300, [CG_SYM_D] = 24, [CG_SYM_N] = 16}};
     cg_plan plan;
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &s, &dev, NULL, &plan));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &s, CG_KS_SOFTPLUS | CG_KS_HAS_D, &dev, NULL, &plan));
     void *with = NULL;
     size_t wlen = 0, olen = 0;
     char *log = NULL;

@@ -192,9 +192,10 @@ CG_TEST(dtype_tune_problems_16bit) {
     cg_context_free(ctx);
 }
 
-/* The tuner plans 16-bit keys with the kernel shape a call of that dtype gets: its
- * cg_kshape.dtypes (from the signature) equals what the launcher derives from the
- * problem's views (cg__shape_of_prob, cg__kshape_of). Needs the kernel shape's dtypes (issue #15 item 2). */
+/* The tuner plans 16-bit keys with the shape a call of that dtype gets: Lua's shape.dtypes
+ * and flags of its shape (cg__tune_call_shape, from the signature) equal what the launcher
+ * derives from the problem's views (cg__shape_of_prob). Needs the kernel shape's dtypes
+ * (issue #15 item 2). */
 CG_TEST(dtype_tune_kshape_dtypes) {
 #ifdef CG_KS_DTYPES_CAP
     char dir[64] = "/tmp/cg_dtype_tune_XXXXXX";
@@ -211,13 +212,16 @@ CG_TEST(dtype_tune_kshape_dtypes) {
             tenv env = {ctx, "emulate", &cg__backend_ref, NULL};
             tprob p;
             CG_CHECK_OK(ctx, cg__tprob_init(&env, &p, &s, bwd, 1, s.T, 0));
-            cg_kshape a, b;
-            cg_shape sh;
+            cg_shape sh, tsh;
+            char a[CG_KS_DTYPES_CAP], b[CG_KS_DTYPES_CAP];
             cg__shape_of_prob(cg__op_desc(p.op), &p.prob, &sh);
-            cg__kshape_of(&sh, 0, &a);
-            cg__tune_kshape(&s, bwd, &b);
-            CG_CHECK(!strcmp(a.dtypes, b.dtypes), "%s %s: tuner \"%s\", launcher \"%s\"", sigs[k], bwd ? "bwd" : "fwd",
-                     b.dtypes, a.dtypes);
+            const int tflags = cg__tune_call_shape(&s, bwd, &tsh);
+            cg__shape_dtypes(&sh, a);
+            cg__shape_dtypes(&tsh, b);
+            CG_CHECK(!strcmp(a, b), "%s %s: tuner \"%s\", launcher \"%s\"", sigs[k], bwd ? "bwd" : "fwd", b, a);
+            CG_CHECK(cg__shape_kflags(&tsh, tflags) == cg__shape_kflags(&sh, bwd ? CG_KS_BWD : 0),
+                     "%s %s: tuner's flags %#x, launcher's %#x", sigs[k], bwd ? "bwd" : "fwd",
+                     (unsigned)cg__shape_kflags(&tsh, tflags), (unsigned)cg__shape_kflags(&sh, bwd ? CG_KS_BWD : 0));
             cg__tprob_free(&env, &p);
         }
     cg_context_free(ctx);

@@ -112,13 +112,13 @@ CG_TEST(gdr_gen_emu_bwd_space) { run_space(CG_OP_GDR_BWD); }
 
 /* Both kernels' default precision: 3xtf32 for float32 q, k on sm_80+, mma16 for 16-bit ones,
  * ieee below sm_80; 3xtf32 with 16-bit q, k and mma16 with float32 ones are refused. */
-static const char *resolved_precision(cg_context *ctx, const char *kernel, const cg_kshape *ks, const cg_devinfo *dev,
+static const char *resolved_precision(cg_context *ctx, const char *kernel, const cg_shape *ks, const cg_devinfo *dev,
                                       const char *pin, cg_status *st) {
     static cg_cfg got;
     cg_cfg pc;
     memset(&got, 0, sizeof got);
     if (pin && cg__cfg_parse(ctx, pin, &pc) != CG_OK) return "?";
-    *st = cg__gen_resolve(ctx, kernel, ks, dev, pin ? &pc : NULL, &got);
+    *st = cg__gen_resolve(ctx, kernel, ks, 0, dev, pin ? &pc : NULL, &got);
     for (int i = 0; i < got.n; i++)
         if (!strcmp(got.kv[i].key, "precision")) return got.kv[i].val;
     return "";
@@ -129,14 +129,16 @@ CG_TEST(gdr_gen_precision) {
         const char *kn = o ? "gdr_bwd" : "gdr_fwd";
         cg_devinfo dev;
         cg__devinfo_emulated(&dev);
-        cg_kshape ks = {.B = 2, .T = 37, .G = 2, .H = 6, .dk = 48, .dv = 40};
+        cg_shape ks = {.size = sizeof ks, .op = o ? CG_OP_GDR_BWD : CG_OP_GDR_FWD,
+                       .dim = {[CG_SYM_B] = 2, [CG_SYM_T] = 37, [CG_SYM_G] = 2, [CG_SYM_H] = 6, [CG_SYM_DK] = 48,
+                               [CG_SYM_DV] = 40}};
         cg_status st = CG_OK;
         const char *pr = resolved_precision(ctx, kn, &ks, &dev, NULL, &st);
         CG_CHECK(st == CG_OK && !strcmp(pr, "3xtf32"), "%s float32 default: %s (%s)", kn, pr, cg_errmsg(ctx));
         resolved_precision(ctx, kn, &ks, &dev, "precision=mma16", &st);
         CG_CHECK(st == CG_EUNSUPPORTED && strstr(cg_errmsg(ctx), "16-bit q, k"), "%s mma16 for float32: %s", kn,
                  cg_errmsg(ctx));
-        snprintf(ks.dtypes, sizeof ks.dtypes, "q=bf16 k=bf16 v=bf16 beta=bf16");
+        cg_test_shape_half(&ks, CG_BF16, "q k v beta");
         pr = resolved_precision(ctx, kn, &ks, &dev, NULL, &st);
         CG_CHECK(st == CG_OK && !strcmp(pr, "mma16"), "%s bf16 default: %s (%s)", kn, pr, cg_errmsg(ctx));
         resolved_precision(ctx, kn, &ks, &dev, "precision=3xtf32", &st);
@@ -177,25 +179,25 @@ static void nvrtc_variants(int arch) {
     int k = 0;
     for (int o = 0; o < 4; o++) {
         const int bwd = o % 2, half = o < 2;
-        cg_kshape ks = {.B = 1, .T = 4096, .G = 4, .H = 8, .dk = 128, .dv = 128, .nseq = 3};
-        ks.flags = CG_KS_L2NORM | CG_KS_H0 | (bwd ? CG_KS_DHT : CG_KS_HT);
-        if (half) snprintf(ks.dtypes, sizeof ks.dtypes, "q=bf16 k=bf16"); /* the space of any 16-bit call */
+        const cg_shape k0 = {.size = sizeof k0, .op = bwd ? CG_OP_GDR_BWD : CG_OP_GDR_FWD, .nseq = 3,
+                             .dim = {[CG_SYM_B] = 1, [CG_SYM_T] = 4096, [CG_SYM_G] = 4, [CG_SYM_H] = 8,
+                                     [CG_SYM_DK] = 128, [CG_SYM_DV] = 128}};
+        const int ksf = CG_KS_L2NORM | CG_KS_H0 | (bwd ? CG_KS_DHT : CG_KS_HT);
+        cg_shape ks = k0;
+        if (half) cg_test_shape_half(&ks, CG_BF16, "q k"); /* the space of any 16-bit call */
         cg_cfg *space = NULL;
         int n = 0;
-        CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernels[bwd], &ks, &nv.dev, &space, &n));
+        CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernels[bwd], &ks, ksf, &nv.dev, &space, &n));
         CG_CHECK(n > 0, "%s: no config", kernels[bwd]);
         cg_sweep_sel sel;
         cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* every config under CHUNKGEN_TEST_SWEEP=full */
         for (int q = 0; q < n; q++) {
             if (!cg_sweep_keeps(&sel, q)) continue;
-            const char *dt = ++k % 2 ? "f16" : "bf16";
-            if (half)
-                snprintf(ks.dtypes, sizeof ks.dtypes,
-                         bwd ? "q=%s k=%s v=%s beta=%s dout=%s dq=%s dk=%s dv=%s dbeta=%s"
-                             : "q=%s k=%s v=%s beta=%s o=%s%.0s%.0s%.0s%.0s",
-                         dt, dt, dt, dt, dt, dt, dt, dt, dt);
+            const cg_dtype dt = ++k % 2 ? CG_F16 : CG_BF16;
+            ks = k0;
+            if (half) cg_test_shape_half(&ks, dt, bwd ? "q k v beta dout dq dk dv dbeta" : "q k v beta o");
             cg_plan p;
-            if (!cg_test_nvrtc_plan(&nv, kernels[bwd], &ks, &space[q], &p)) continue;
+            if (!cg_test_nvrtc_plan(&nv, kernels[bwd], &ks, ksf, &space[q], &p)) continue;
             CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") && strstr(p.source, "#define CG_L2NORM 1\n"),
                      "%s: varlen and l2norm defines", p.name);
             cg_test_nvrtc_nospill(&nv, &p);

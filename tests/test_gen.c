@@ -42,7 +42,8 @@ CG_TEST(gen_render_deterministic) {
     CG_CHECK_OK(NULL, cg_context_create(&b));
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
-    cg_kshape s = shape_of(2);
+    cg_shape s = shape_of(2);
+    const int sf = FLAGS_OF(2);
     cg_plan p1, p2, p3;
     /* the three-phase strategy: several launches and a workspace */
     cg_cfg pin = {0};
@@ -50,9 +51,9 @@ CG_TEST(gen_render_deterministic) {
     snprintf(pin.kv[0].key, sizeof pin.kv[0].key, "precision"), snprintf(pin.kv[0].val, sizeof pin.kv[0].val, "ieee");
     snprintf(pin.kv[1].key, sizeof pin.kv[1].key, "strategy"), snprintf(pin.kv[1].val, sizeof pin.kv[1].val, "3phase");
     snprintf(pin.kv[2].key, sizeof pin.kv[2].key, "stages"), snprintf(pin.kv[2].val, sizeof pin.kv[2].val, "1");
-    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, &dev, &pin, &p1));
-    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, &dev, &pin, &p2));
-    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_fwd", &s, &dev, &pin, &p3));
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, sf, &dev, &pin, &p1));
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, sf, &dev, &pin, &p2));
+    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_fwd", &s, sf, &dev, &pin, &p3));
     CG_CHECK(p1.source && p2.source && p3.source, "sources");
     if (p1.source && p2.source && p3.source) {
         CG_CHECK(!strcmp(p1.source, p2.source) && !strcmp(p1.source, p3.source), "render differs between calls");
@@ -70,10 +71,10 @@ CG_TEST(gen_render_deterministic) {
     }
     CG_CHECK(p1.nlaunch == 3 && p1.launch[0].block[0] % 32 == 0 && p1.workspace_bytes > 0, "launch geometry");
     /* T does not change the source (only B, T, G, H validity and the grid) */
-    cg_kshape s2 = s;
-    s2.T = 1000;
+    cg_shape s2 = s;
+    s2.dim[CG_SYM_T] = 1000;
     cg_plan p4;
-    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s2, &dev, &p1.params, &p4));
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s2, sf, &dev, &p1.params, &p4));
     if (p4.source && p1.source) CG_CHECK(!strcmp(p4.source, p1.source), "source depends on T");
     CG_CHECK(p4.launch[0].grid[0] > p1.launch[0].grid[0], "grid grows with T");
     cg__plan_free(&p1);
@@ -88,15 +89,16 @@ CG_TEST(gen_render_deterministic) {
 CG_TEST(gen_embedded_matches_source_tree) {
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
-    cg_kshape s = shape_of(3);
+    cg_shape s = shape_of(3);
+    const int sf = FLAGS_OF(3);
     cg_context *a, *b;
     CG_CHECK_OK(NULL, cg_context_create(&a));
     cg_plan p1, p2;
     unsetenv("CHUNKGEN_LUA_PATH");
-    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, &dev, NULL, &p1));
+    CG_CHECK_OK(a, cg__gen_plan(a, "ssd_fwd", &s, sf, &dev, NULL, &p1));
     setenv("CHUNKGEN_LUA_PATH", CG_SOURCE_DIR, 1);
     CG_CHECK_OK(NULL, cg_context_create(&b));
-    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_fwd", &s, &dev, NULL, &p2));
+    CG_CHECK_OK(b, cg__gen_plan(b, "ssd_fwd", &s, sf, &dev, NULL, &p2));
     unsetenv("CHUNKGEN_LUA_PATH");
     if (p1.source && p2.source)
         CG_CHECK(!strcmp(p1.source, p2.source), "embedded copy is stale: rebuild (or the loader differs)");
@@ -126,36 +128,38 @@ CG_TEST(gen_pins) {
     CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
-    cg_kshape s = shape_of(0); /* dk = dv = 7 */
+    cg_shape s = shape_of(0); /* dk = dv = 7 */
+    const int sf = FLAGS_OF(0);
     cg_plan p;
     cg_cfg c = pins("chunk=64,colour=red");
-    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, &dev, &c, &p) == CG_EINVAL, "unknown key");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, sf, &dev, &c, &p) == CG_EINVAL, "unknown key");
     CG_CHECK(strstr(cg_errmsg(ctx), "colour"), "message names the key: %s", cg_errmsg(ctx));
     c = pins("chunk=48");
-    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, &dev, &c, &p) == CG_EINVAL, "value outside the space");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, sf, &dev, &c, &p) == CG_EINVAL, "value outside the space");
     CG_CHECK(strstr(cg_errmsg(ctx), "chunk=48") && strstr(cg_errmsg(ctx), "16, 32"), "message: %s", cg_errmsg(ctx));
     c = pins("chunk=64,block_dv=32,warps=4,stages=2,precision=ieee,strategy=seq");
-    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, &dev, &c, &p) == CG_EUNSUPPORTED, "invalid config");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &s, sf, &dev, &c, &p) == CG_EUNSUPPORTED, "invalid config");
     CG_CHECK(strstr(cg_errmsg(ctx), "block_dv=32") && strstr(cg_errmsg(ctx), "dk=7"), "reason: %s", cg_errmsg(ctx));
     c = pins("chunk=64");
-    CG_CHECK(cg__gen_plan(ctx, "no_such_kernel", &s, &dev, &c, &p) == CG_ENOTFOUND, "unknown kernel");
+    CG_CHECK(cg__gen_plan(ctx, "no_such_kernel", &s, sf, &dev, &c, &p) == CG_ENOTFOUND, "unknown kernel");
     /* shared memory beyond the device: two 128-token stages of q, k, v at dk = dv = 130
      * (about 480 KB) > sm_86's 99 KB */
     cg_devinfo d86;
     CG_CHECK(cg__devinfo_arch(86, &d86), "sm_86 known");
-    cg_kshape big = shape_of(3);
+    cg_shape big = shape_of(3);
+    const int bigf = FLAGS_OF(3);
     c = pins("chunk=128,block_dv=64,warps=8,stages=2,precision=ieee,strategy=seq");
-    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &big, &d86, &c, &p) == CG_EUNSUPPORTED, "smem over the limit");
+    CG_CHECK(cg__gen_plan(ctx, "ssd_fwd", &big, bigf, &d86, &c, &p) == CG_EUNSUPPORTED, "smem over the limit");
     CG_CHECK(strstr(cg_errmsg(ctx), "shared memory"), "reason: %s", cg_errmsg(ctx));
     /* a partial pin: the rest comes from the default, or the nearest valid config */
     c = pins("warps=2");
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_fwd", &big, &dev, &c, &p));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_fwd", &big, bigf, &dev, &c, &p));
     if (p.source) {
         CG_CHECK(!strcmp(param(&p.params, "warps"), "2"), "pin kept");
         CG_CHECK(p.params.n == 6, "every parameter resolved (%d)", p.params.n);
         cg_cfg *cfgs;
         int n;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_fwd", &big, &dev, &cfgs, &n));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_fwd", &big, bigf, &dev, &cfgs, &n));
         int in_space = 0;
         char t1[256], t2[256];
         cg__cfg_text(&p.params, t1, sizeof t1);
@@ -176,10 +180,11 @@ CG_TEST(gen_space_plans) {
     cg__devinfo_emulated(&dev);
     for (int k = 0; k < nk; k++) {
         for (int si = 0; si < NSHAPES; si++) {
-            cg_kshape s = shape_of(si);
+            cg_shape s = shape_of(si);
+            const int sf = FLAGS_OF(si);
             cg_cfg *cfgs = NULL;
             int n = 0;
-            cg_status st = cg__gen_space(ctx, names[k], &s, &dev, &cfgs, &n);
+            cg_status st = cg__gen_space(ctx, names[k], &s, sf, &dev, &cfgs, &n);
             CG_CHECK(st == CG_OK, "%s space: %s", names[k], cg_errmsg(ctx));
             if (st == CG_OK) CG_CHECK(n > 0, "%s: no valid config for shape %d", names[k], si);
             if (is_cpu_space(ctx, names[k])) { /* nothing to plan: gen_cpu_spaces covers them */
@@ -189,7 +194,7 @@ CG_TEST(gen_space_plans) {
             /* every accepted config plans with exactly its own params; spot-check one in 7 */
             for (int i = si % 7; i < n; i += 7) {
                 cg_plan p;
-                st = cg__gen_plan(ctx, names[k], &s, &dev, &cfgs[i], &p);
+                st = cg__gen_plan(ctx, names[k], &s, sf, &dev, &cfgs[i], &p);
                 char t1[256], t2[256];
                 cg__cfg_text(&cfgs[i], t1, sizeof t1);
                 CG_CHECK(st == CG_OK, "%s %s: %s", names[k], t1, cg_errmsg(ctx));
@@ -273,13 +278,15 @@ CG_TEST(gen_cpu_spaces) {
     memset(&dev, 0, sizeof dev);
     snprintf(dev.name, sizeof dev.name, "test cpu");
     dev.sm_count = 8;
-    cg_kshape ks = {0};
-    ks.B = 2, ks.T = 100, ks.G = 2, ks.H = 4, ks.dk = 48, ks.dv = 40;
+    cg_shape ks = {.size = sizeof ks};
+    int ksf = 0;
     for (int bwd = 0; bwd < 2; bwd++) {
-        ks.flags = CG_KS_H0 | (bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT);
+        CG_CHECK_OK(ctx, cg_shape_parse(ctx, bwd ? "ssd_bwd:B=2,T=100,G=2,H=4,dk=48,dv=40,h0,dhT"
+                                                 : "ssd_fwd:B=2,T=100,G=2,H=4,dk=48,dv=40,h0,hT", &ks));
+        ksf = bwd ? CG_KS_BWD : 0;
         cg_cfg *cfgs = NULL;
         int n = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_cpu", &ks, &dev, &cfgs, &n));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "ssd_cpu", &ks, ksf, &dev, &cfgs, &n));
         CG_CHECK(n > 4, "ssd_cpu %s: %d configs", bwd ? "bwd" : "fwd", n);
         for (int i = 0; i < n; i++)
             CG_CHECK(cfgs[i].n == 4 && !strcmp(cfgs[i].kv[0].key, "chunk") && !strcmp(cfgs[i].kv[1].key, "block_dv") &&
@@ -290,15 +297,16 @@ CG_TEST(gen_cpu_spaces) {
         int nbdv = n ? distinct_values(cfgs, n, "block_dv") : 0;
         CG_CHECK(bwd ? nbdv == 1 : nbdv > 1, "%s: %d block_dv values", bwd ? "bwd" : "fwd", nbdv);
         cg_cfg def, got;
-        CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def));
+        CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, ksf, &dev, NULL, &def));
         CG_CHECK(def.n == 4 && cfg_in(&def, cfgs, n), "default is a config of the space");
         cg_cfg pin = pins("chunk=32");
-        CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, &pin, &got));
+        CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, ksf, &dev, &pin, &got));
         CG_CHECK(!strcmp(param(&got, "chunk"), "32") && cfg_in(&got, cfgs, n), "partial pin resolved in the space");
         /* every config of the space passes the C path's guard for user pins */
         cg_ssd_prob prob;
         memset(&prob, 0, sizeof prob);
-        prob.B = ks.B, prob.T = ks.T, prob.G = ks.G, prob.H = ks.H, prob.dk = ks.dk, prob.dv = ks.dv;
+        prob.B = ks.dim[CG_SYM_B], prob.T = ks.dim[CG_SYM_T], prob.G = ks.dim[CG_SYM_G], prob.H = ks.dim[CG_SYM_H];
+        prob.dk = ks.dim[CG_SYM_DK], prob.dv = ks.dim[CG_SYM_DV];
         for (int i = 0; i < n; i++) {
             cg_ssd_cpu_run run;
             char t[256];
@@ -309,30 +317,30 @@ CG_TEST(gen_cpu_spaces) {
         free(cfgs);
     }
     cg_cfg got, pin = pins("chunk=17");
-    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, &pin, &got) == CG_EINVAL, "value outside the space");
+    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &ks, ksf, &dev, &pin, &got) == CG_EINVAL, "value outside the space");
     pin = pins("colour=red");
-    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, &pin, &got) == CG_EINVAL && strstr(cg_errmsg(ctx), "colour"),
+    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &ks, ksf, &dev, &pin, &got) == CG_EINVAL && strstr(cg_errmsg(ctx), "colour"),
              "unknown key: %s", cg_errmsg(ctx));
-    cg_kshape shortT = ks;
-    shortT.T = 5;
+    cg_shape shortT = ks;
+    shortT.dim[CG_SYM_T] = 5;
     pin = pins("chunk=128");
-    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &shortT, &dev, &pin, &got) == CG_EUNSUPPORTED &&
+    CG_CHECK(cg__gen_resolve(ctx, "ssd_cpu", &shortT, ksf, &dev, &pin, &got) == CG_EUNSUPPORTED &&
                  strstr(cg_errmsg(ctx), "T = 5"),
              "invalid pin: valid()'s reason: %s", cg_errmsg(ctx));
     cg_plan plan;
-    CG_CHECK(cg__gen_plan(ctx, "ssd_cpu", &ks, &dev, NULL, &plan) == CG_EUNSUPPORTED &&
+    CG_CHECK(cg__gen_plan(ctx, "ssd_cpu", &ks, ksf, &dev, NULL, &plan) == CG_EUNSUPPORTED &&
                  strstr(cg_errmsg(ctx), "CPU"),
              "a CPU space does not plan: %s", cg_errmsg(ctx));
-    CG_CHECK(cg__gen_resolve(ctx, "no_such_space", &ks, &dev, NULL, &got) == CG_ENOTFOUND, "unknown name");
+    CG_CHECK(cg__gen_resolve(ctx, "no_such_space", &ks, ksf, &dev, NULL, &got) == CG_ENOTFOUND, "unknown name");
 
     /* selective scan: segment only varies in the backward */
-    cg_kshape ss = {0};
-    ss.B = 1, ss.L = 300, ss.D = 96, ss.N = 16, ss.G = 1;
+    cg_shape ss = {.size = sizeof ss};
+    CG_CHECK_OK(ctx, cg_shape_parse(ctx, "sscan_fwd:B=1,L=300,D=96,N=16", &ss));
     for (int bwd = 0; bwd < 2; bwd++) {
-        ss.flags = bwd ? CG_KS_BWD : 0;
+        const int ssf = bwd ? CG_KS_BWD : 0;
         cg_cfg *cfgs = NULL;
         int n = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, "sscan_cpu", &ss, &dev, &cfgs, &n));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "sscan_cpu", &ss, ssf, &dev, &cfgs, &n));
         CG_CHECK(n > 2 && enumeration_nested(cfgs, n), "sscan_cpu: %d configs, nested enumeration", n);
         int nseg = n ? distinct_values(cfgs, n, "segment") : 0;
         CG_CHECK(bwd ? nseg > 1 : nseg == 1, "%s: %d segment values", bwd ? "bwd" : "fwd", nseg);
@@ -347,13 +355,13 @@ CG_TEST(gen_cpu_spaces) {
         for (int si = 0; si < NSHAPES; si++)
             for (int bwd = 0; bwd < 2; bwd++)
                 for (int ti = 0; ti < 4; ti++) {
-                    cg_kshape s = shape_of(si);
-                    s.flags |= bwd ? CG_KS_BWD : 0;
+                    cg_shape s = shape_of(si);
+                    const int sf = FLAGS_OF(si) | (bwd ? CG_KS_BWD : 0);
                     dev.sm_count = threads[ti];
                     cg_cfg *cfgs = NULL, def;
                     int n = 0;
-                    CG_CHECK_OK(ctx, cg__gen_space(ctx, names[k], &s, &dev, &cfgs, &n));
-                    cg_status st = cg__gen_resolve(ctx, names[k], &s, &dev, NULL, &def);
+                    CG_CHECK_OK(ctx, cg__gen_space(ctx, names[k], &s, sf, &dev, &cfgs, &n));
+                    cg_status st = cg__gen_resolve(ctx, names[k], &s, sf, &dev, NULL, &def);
                     CG_CHECK(st == CG_OK && cfg_in(&def, cfgs, n), "%s shape %d bwd %d threads %d: default: %s",
                              names[k], si, bwd, threads[ti], st == CG_OK ? "not in the space" : cg_errmsg(ctx));
                     free(cfgs);
@@ -397,18 +405,19 @@ CG_TEST(gen_lua_error_traceback) {
     CG_CHECK_OK(NULL, cg_context_create(&ctx));
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
-    cg_kshape s = shape_of(1);
+    cg_shape s = shape_of(1);
+    const int sf = FLAGS_OF(1);
     cg_plan p;
-    cg_status st = cg__gen_plan(ctx, "zz_broken", &s, &dev, NULL, &p);
+    cg_status st = cg__gen_plan(ctx, "zz_broken", &s, sf, &dev, NULL, &p);
     CG_CHECK(st == CG_ELUA, "runtime error -> ELUA, got %s", cg_status_str(st));
     const char *m = cg_errmsg(ctx);
     CG_CHECK(strstr(m, "zz_broken.lua:1:") && strstr(m, "stack traceback") && strstr(m, "attempt to index"),
              "message with position and traceback: %s", m);
-    st = cg__gen_plan(ctx, "zz_syntax", &s, &dev, NULL, &p);
+    st = cg__gen_plan(ctx, "zz_syntax", &s, sf, &dev, NULL, &p);
     CG_CHECK(st == CG_ELUA, "syntax error -> ELUA, got %s", cg_status_str(st));
     CG_CHECK(strstr(cg_errmsg(ctx), "zz_syntax.lua"), "names the file: %s", cg_errmsg(ctx));
     /* the context still works after Lua errors */
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_fwd", &s, &dev, NULL, &p));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_fwd", &s, sf, &dev, NULL, &p));
     cg__plan_free(&p);
     cg_context_free(ctx);
 
@@ -416,7 +425,7 @@ CG_TEST(gen_lua_error_traceback) {
     snprintf(cmd, sizeof cmd, "sed -i '1i error([[core is broken on purpose]])' '%s/generator/core.lua'", dir);
     CG_CHECK(run(cmd) == 0, "break core.lua");
     CG_CHECK_OK(NULL, cg_context_create(&ctx));
-    st = cg__gen_plan(ctx, "ssd_fwd", &s, &dev, NULL, &p);
+    st = cg__gen_plan(ctx, "ssd_fwd", &s, sf, &dev, NULL, &p);
     CG_CHECK(st == CG_ELUA && strstr(cg_errmsg(ctx), "broken on purpose") && strstr(cg_errmsg(ctx), "core.lua"),
              "core error: %s", cg_errmsg(ctx));
     cg_context_free(ctx);

@@ -130,10 +130,10 @@ static int sweep_jobs(cg_context *ctx, int arch, int shard, int nshards, cg_devi
         cg_cfg *sp[NSHAPES];
         int sn[NSHAPES];
         for (int si = 0; si < NSHAPES; si++) {
-            cg_kshape s = shape_of(si);
+            cg_shape s = shape_of(si);
             sp[si] = NULL;
             sn[si] = 0;
-            CG_CHECK_OK(ctx, cg__gen_space(ctx, names[k], &s, dev, &sp[si], &sn[si]));
+            CG_CHECK_OK(ctx, cg__gen_space(ctx, names[k], &s, FLAGS_OF(si), dev, &sp[si], &sn[si]));
         }
         /* union of the configs, in order of first appearance */
         int seen_cap = 0;
@@ -181,9 +181,9 @@ static int sweep_jobs(cg_context *ctx, int arch, int shard, int nshards, cg_devi
                 shape = cands[q % nc];
                 pin = cc[q % nc];
             }
-            cg_kshape s = shape_of(shape);
+            cg_shape s = shape_of(shape);
             cg_plan p;
-            cg_status st = cg__gen_plan(ctx, names[k], &s, dev, pin, &p);
+            cg_status st = cg__gen_plan(ctx, names[k], &s, FLAGS_OF(shape), dev, pin, &p);
             if (is_default && st == CG_EUNSUPPORTED) continue; /* no default for this shape on this arch */
             CG_CHECK(st == CG_OK, "%s: %s", names[k], cg_errmsg(ctx));
             if (st != CG_OK) continue;

@@ -29,11 +29,12 @@ CG_TEST(kernels_plan_make) {
                  p.nlaunch >= 1 && p.config[0],
              "plan %s (%s), %d launches", p.name, p.config, p.nlaunch);
     /* the generator's own plan of the same shape and device: the same facts */
-    cg_kshape ks = {.B = 1, .T = 100, .G = 1, .H = 2, .dk = 48, .dv = 40};
+    cg_shape ks;
+    CG_CHECK_OK(ctx, cg_shape_parse(ctx, "ssd_fwd:B=1,T=100,G=1,H=2,dk=48,dv=40", &ks));
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(90, &dev), "sm_90 known");
     cg_plan g;
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_fwd", &ks, &dev, NULL, &g));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_fwd", &ks, 0, &dev, NULL, &g));
     char cfg[1024];
     cg__cfg_text(&g.params, cfg, sizeof cfg);
     CG_CHECK(!strcmp(g.name, p.name) && !strcmp(g.source, p.source) && !strcmp(cfg, p.config) &&

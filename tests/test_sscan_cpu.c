@@ -274,13 +274,14 @@ CG_TEST(sscan_cpu_default_from_lua) {
         for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
             if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
             for (int bwd = 0; bwd < 2; bwd++) {
-                cg_kshape ks = {0};
-                ks.B = c.B, ks.L = c.L, ks.D = c.D, ks.N = c.N, ks.G = 1;
-                ks.flags = (bwd ? CG_KS_BWD : 0) | (strided ? CG_KS_SEQ_MAJOR : 0);
+                const cg_shape ks = {.size = sizeof ks,
+                                     .dim = {[CG_SYM_B] = c.B, [CG_SYM_L] = c.L, [CG_SYM_D] = c.D, [CG_SYM_N] = c.N,
+                                             [CG_SYM_G] = 1}};
+                const int ksf = (bwd ? CG_KS_BWD : 0) | (strided ? CG_KS_SEQ_MAJOR : 0);
                 cg_devinfo dev;
                 cg__cpu_devinfo(&dev, cg__pool_size(cg__ctx_pool(ctx)));
                 cg_cfg def;
-                CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "sscan_cpu", &ks, &dev, NULL, &def));
+                CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "sscan_cpu", &ks, ksf, &dev, NULL, &def));
                 const cg_exec ex = {.backend = CG_BACKEND_CPU};
                 CG_CHECK_OK(ctx, ss_fwd(ctx, &s, &c, &ex));
                 if (bwd) CG_CHECK_OK(ctx, ss_bwd(ctx, &s, &c, &ex));

@@ -161,23 +161,20 @@ static int check_op(cg_context *ctx, sg_prob *g, int bwd, cg_backend be, const c
     return 1;
 }
 
-static void kshape_of(const sst_case *c, int bwd, cg_kshape *ks) {
+/* The generator's shape of case c in direction bwd (float32); returns its shape flags. */
+static int shape_of(const sst_case *c, int bwd, cg_shape *ks) {
     memset(ks, 0, sizeof *ks);
-    ks->B = c->B, ks->L = c->L, ks->D = c->D, ks->N = c->N, ks->G = c->G ? c->G : 1;
-    ks->flags = (c->h0 ? CG_KS_H0 : 0) | (c->softplus ? CG_KS_SOFTPLUS : 0) | (c->Dv ? CG_KS_HAS_D : 0) |
+    ks->size = sizeof *ks, ks->op = bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD;
+    ks->dim[CG_SYM_B] = c->B, ks->dim[CG_SYM_L] = c->L, ks->dim[CG_SYM_D] = c->D, ks->dim[CG_SYM_N] = c->N;
+    ks->dim[CG_SYM_G] = c->G ? c->G : 1;
+    int flags = (c->h0 ? CG_KS_H0 : 0) | (c->softplus ? CG_KS_SOFTPLUS : 0) | (c->Dv ? CG_KS_HAS_D : 0) |
                 (c->z ? CG_KS_HAS_Z : 0) | (c->bias ? CG_KS_HAS_BIAS : 0) | (c->G ? CG_KS_GROUPED : 0);
-    if (!bwd && c->outs) ks->flags |= CG_KS_HT;
-    if (bwd && c->dhT) ks->flags |= CG_KS_DHT;
+    if (!bwd && c->outs) flags |= CG_KS_HT;
+    if (bwd && c->dhT) flags |= CG_KS_DHT;
+    return flags;
 }
 
-static cg_kshape shape_of_ssd(void) {
-    cg_kshape ks;
-    memset(&ks, 0, sizeof ks);
-    ks.B = 1, ks.T = 9, ks.G = 1, ks.H = 1, ks.dk = 16, ks.dv = 16;
-    return ks;
-}
-
-static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_kshape *ks);
+static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_shape *ks);
 
 /* The configs of kernel (sscan_fwd or sscan_bwd) accepted for some case that the sweep's
  * selection keeps (sweep_sample.h), each run once on a rotating choice among the cases
@@ -192,12 +189,12 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
     cg_cfg *space[NCASES];
     int nspace[NCASES];
     for (int i = 0; i < NCASES; i++) {
-        cg_kshape ks;
-        kshape_of(&k_cases[i], bwd, &ks);
+        cg_shape ks;
+        const int ksf = shape_of(&k_cases[i], bwd, &ks);
         if (half) half_dtypes(&k_cases[i], bwd, CG_BF16, &ks); /* the same space for f16 */
         space[i] = NULL;
         nspace[i] = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, &dev, &space[i], &nspace[i]));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, ksf, &dev, &space[i], &nspace[i]));
         CG_CHECK(nspace[i] > 0, "%s: no config accepted for case %d", kernel, i);
     }
     /* the union of the spaces, each on a rotating choice among the cases that accept it */
@@ -216,11 +213,11 @@ static void run_space_dt(int bwd, cg_backend be, int half) {
         int nplan = 0, k = 0;
         for (int q = 0; plans && q < total; q++) {
             if (!cg_sweep_keeps(&sel, q)) continue;
-            cg_kshape ks;
-            kshape_of(&k_cases[pick_of[q]], bwd, &ks);
+            cg_shape ks;
+            const int ksf = shape_of(&k_cases[pick_of[q]], bwd, &ks);
             if (half) half_dtypes(&k_cases[pick_of[q]], bwd, k % 2 ? CG_F16 : CG_BF16, &ks);
             k++;
-            if (cg__gen_plan(ctx, kernel, &ks, &dev, cfgs[q], &plans[nplan]) == CG_OK) nplan++;
+            if (cg__gen_plan(ctx, kernel, &ks, ksf, &dev, cfgs[q], &plans[nplan]) == CG_OK) nplan++;
         }
         if (nplan) CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, nplan));
         for (int q = 0; q < nplan; q++) cg__plan_free(&plans[q]);
@@ -361,7 +358,10 @@ CG_TEST(sscan_gen_emu_bad_config) {
  * ddelta_bias partials, sum of dt); per (b, l, g) the split dB/dC partials (at most
  * CG_SSCAN_SPLIT_MAX splits of N floats each); per grads CTA one segment of states; 16
  * bytes of rounding per region. Nothing may grow with L * D * N. */
-static int64_t bwd_ws_bound(const cg_kshape *ks, const cg_cfg *cf, int64_t ctas) {
+typedef struct bdims {
+    int64_t B, L, D, N, G;
+} bdims;
+static int64_t bwd_ws_bound(const bdims *ks, const cg_cfg *cf, int64_t ctas) {
     const int64_t bd = cg__cfg_int(cf, "dim_block", 0), nt = 32 * cg__cfg_int(cf, "warps", 0);
     const int64_t seg = cg__cfg_int(cf, "segment", 0), tpc = nt / bd;
     const int64_t npad = (ks->N + tpc - 1) / tpc * tpc, nblk = (ks->D + bd - 1) / bd;
@@ -371,11 +371,22 @@ static int64_t bwd_ws_bound(const cg_kshape *ks, const cg_cfg *cf, int64_t ctas)
            16 * 9;
 }
 
+/* The shape of sscan_bwd with extents ks, z, D and delta_bias given, softplus. */
+static void bwd_shape(const bdims *ks, cg_shape *s) {
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s, s->op = CG_OP_SSCAN_BWD;
+    s->dim[CG_SYM_B] = ks->B, s->dim[CG_SYM_L] = ks->L, s->dim[CG_SYM_D] = ks->D, s->dim[CG_SYM_N] = ks->N;
+    s->dim[CG_SYM_G] = ks->G;
+}
+#define BWD_FLAGS (CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS)
+
 /* The plan of sscan_bwd for ks pinned to cfg (text) on dev: workspace bytes and grads grid. */
-static int bwd_plan_ws(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *dev, const cg_cfg *pin,
+static int bwd_plan_ws(cg_context *ctx, const bdims *ks, const cg_devinfo *dev, const cg_cfg *pin,
                        int64_t *ws, int64_t *ctas) {
     cg_plan p;
-    cg_status s = cg__gen_plan(ctx, "sscan_bwd", ks, dev, pin, &p);
+    cg_shape sh;
+    bwd_shape(ks, &sh);
+    cg_status s = cg__gen_plan(ctx, "sscan_bwd", &sh, BWD_FLAGS, dev, pin, &p);
     CG_CHECK(s == CG_OK, "sscan_bwd plan: %s", cg_errmsg(ctx));
     if (s != CG_OK) return 0;
     *ws = p.workspace_bytes;
@@ -397,13 +408,12 @@ CG_TEST(sscan_gen_bwd_workspace_bound) {
     CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(90, &dev), "sm_90 is known");
-    cg_kshape base;
-    memset(&base, 0, sizeof base);
-    base.B = 2, base.L = 4096, base.D = 1024, base.N = 16, base.G = 1;
-    base.flags = CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS;
+    const bdims base = {.B = 2, .L = 4096, .D = 1024, .N = 16, .G = 1};
+    cg_shape bs;
+    bwd_shape(&base, &bs);
     cg_cfg *space = NULL;
     int nspace = 0;
-    CG_CHECK_OK(ctx, cg__gen_space(ctx, "sscan_bwd", &base, &dev, &space, &nspace));
+    CG_CHECK_OK(ctx, cg__gen_space(ctx, "sscan_bwd", &bs, BWD_FLAGS, &dev, &space, &nspace));
     CG_CHECK(nspace > 20, "%d configs", nspace);
     int checked = 0;
     for (int i = 0; i < nspace; i++) {
@@ -411,7 +421,7 @@ CG_TEST(sscan_gen_bwd_workspace_bound) {
         char text[256];
         cg__cfg_text(cf, text, sizeof text);
         int64_t ws[2], ctas[2];
-        cg_kshape ks = base;
+        bdims ks = base;
         if (!bwd_plan_ws(ctx, &ks, &dev, cf, &ws[1], &ctas[1])) continue;
         const int64_t warps = cg__cfg_int(cf, "warps", 0), seg = cg__cfg_int(cf, "segment", 0);
         CG_CHECK(ctas[1] * warps <= 8 * dev.sm_count, "%s: grads grid %lld x %lld warps on %d SMs", text,
@@ -449,21 +459,11 @@ CG_TEST(sscan_gen_bwd_workspace_bound) {
 
 /* ------------------------------------------------------------ 16-bit tensors */
 
-/* ks->dtypes for case c with its 16-bit-capable tensors (those the case gives) in dt,
- * as runtime/launch.c writes it (op-table order: x, delta, B, C, z, then y or dy, dx,
- * ddelta, dB, dC, dz). */
-static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_kshape *ks) {
-    static const char *const fwd[] = {"x", "delta", "B", "C", "z", "y"};
-    static const char *const bwdn[] = {"x", "delta", "B", "C", "z", "dy", "dx", "ddelta", "dB", "dC", "dz"};
-    const char *const *names = bwd ? bwdn : fwd;
-    const int n = bwd ? 11 : 6;
-    size_t k = 0;
-    memset(ks->dtypes, 0, sizeof ks->dtypes);
-    for (int i = 0; i < n; i++) {
-        if (!c->z && (!strcmp(names[i], "z") || !strcmp(names[i], "dz"))) continue;
-        k += (size_t)snprintf(ks->dtypes + k, sizeof ks->dtypes - k, "%s%s=%s", k ? " " : "", names[i],
-                              dt == CG_BF16 ? "bf16" : "f16");
-    }
+/* Case c's shape (shape_of) with its 16-bit-capable tensors (those the case gives) in dt:
+ * x, delta, B, C, z, then y or dy, dx, ddelta, dB, dC, dz. */
+static void half_dtypes(const sst_case *c, int bwd, cg_dtype dt, cg_shape *ks) {
+    cg_test_shape_half(ks, dt, bwd ? (c->z ? "x delta B C z dy dx ddelta dB dC dz" : "x delta B C dy dx ddelta dB dC")
+                                   : (c->z ? "x delta B C z y" : "x delta B C y"));
 }
 
 /* The union of kernel's spaces over the cases for dt (configs in order of first
@@ -474,11 +474,11 @@ static int half_union(cg_context *ctx, const char *kernel, int bwd, cg_dtype dt,
     cg_cfg *space[NCASES];
     int nspace[NCASES];
     for (int i = 0; i < NCASES; i++) {
-        cg_kshape ks;
-        kshape_of(&k_cases[i], bwd, &ks);
+        cg_shape ks;
+        const int ksf = shape_of(&k_cases[i], bwd, &ks);
         half_dtypes(&k_cases[i], bwd, dt, &ks);
         space[i] = NULL, nspace[i] = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, dev, &space[i], &nspace[i]));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel, &ks, ksf, dev, &space[i], &nspace[i]));
         cap += nspace[i];
     }
     *out = calloc((size_t)cap + 1, sizeof **out);
@@ -519,11 +519,11 @@ static void half_nvrtc(int arch) {
             if (!dflt && !cg_sweep_keeps(&sel, q)) continue;
             const int h = dflt ? (q - n[0]) % 2 : k++ % 2;
             const int ci = dflt ? (q - n[0]) / 2 : case_of[h][q];
-            cg_kshape ks;
-            kshape_of(&k_cases[ci], bwd, &ks);
+            cg_shape ks;
+            const int ksf = shape_of(&k_cases[ci], bwd, &ks);
             half_dtypes(&k_cases[ci], bwd, h ? CG_F16 : CG_BF16, &ks);
             cg_plan p;
-            if (!cg_test_nvrtc_plan(&nv, kernel, &ks, dflt ? NULL : &cfgs[h][q], &p)) continue;
+            if (!cg_test_nvrtc_plan(&nv, kernel, &ks, ksf, dflt ? NULL : &cfgs[h][q], &p)) continue;
             CG_CHECK(strstr(p.source, h ? "#define CG_T_X cg_f16\n" : "#define CG_T_X cg_bf16\n") &&
                          (strstr(p.name, h ? "_f16" : "_bf16") || strstr(p.name, h ? "_dthh" : "_dtbb")),
                      "%s: 16-bit defines and name", p.name);
@@ -538,33 +538,34 @@ static void half_nvrtc(int arch) {
     cg_test_nvrtc_end(&nv, "16-bit sscan", "");
 }
 
-/* The 16-bit signature is the kernel's: a tensor outside a kernel's `half` list, an
- * unknown dtype word, and SSD's float32-only log_alpha as 16-bit are refused by name;
- * f32 and bf16 plans of one config differ in name and source. */
+/* The 16-bit signature is the kernel's: a tensor outside a kernel's `half` list and SSD's
+ * float32-only log_alpha as 16-bit are refused by name; f32 and bf16 plans of one config
+ * differ in name and source. (An unknown dtype word cannot reach Lua: shape.dtypes is made
+ * from a cg_shape's dtype, cg__shape_dtypes.) */
 CG_TEST(sscan_gen_half_refusals) {
     CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
-    cg_kshape ks;
-    kshape_of(&k_cases[1], 0, &ks);
+    cg_shape ks, f32;
+    const int ksf = shape_of(&k_cases[1], 0, &ks);
+    f32 = ks;
     cg_plan a, b;
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, ksf, &dev, NULL, &a));
     half_dtypes(&k_cases[1], 0, CG_BF16, &ks);
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &b));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, ksf, &dev, NULL, &b));
     CG_CHECK(strcmp(a.name, b.name) && strstr(b.name, "_bf16") && !strstr(a.source, "CG_T_X cg_") &&
                  strstr(b.source, "#define CG_T_Y cg_bf16\n"), "f32 %s vs bf16 %s", a.name, b.name);
     cg__plan_free(&a);
     cg__plan_free(&b);
-    snprintf(ks.dtypes, sizeof ks.dtypes, "x=bf16 A=bf16");
-    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a), CG_EUNSUPPORTED, "A as float32 only",
+    ks = f32;
+    cg_test_shape_half(&ks, CG_BF16, "x A");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, ksf, &dev, NULL, &a), CG_EUNSUPPORTED, "A as float32 only",
                      "A is float32 in every kernel");
-    snprintf(ks.dtypes, sizeof ks.dtypes, "x=f8");
-    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, &dev, NULL, &a), CG_EINVAL, "expected bf16 or f16",
-                     "an unknown dtype word");
     /* SSD's 16-bit kernels (tests/test_ssd16_gen.c) take q, k, v, o, not log_alpha */
-    cg_kshape ss = shape_of_ssd();
-    snprintf(ss.dtypes, sizeof ss.dtypes, "q=bf16 log_alpha=bf16");
-    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_fwd", &ss, &dev, NULL, &a), CG_EUNSUPPORTED,
+    cg_shape ss;
+    CG_CHECK_OK(ctx, cg_shape_parse(ctx, "ssd_fwd:B=1,T=9,G=1,H=1,dk=16,dv=16", &ss));
+    cg_test_shape_half(&ss, CG_BF16, "q log_alpha");
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_fwd", &ss, 0, &dev, NULL, &a), CG_EUNSUPPORTED,
                      "log_alpha as float32 only", "log_alpha is float32 in every SSD kernel");
     cg_context_free(ctx);
 }

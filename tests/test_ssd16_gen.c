@@ -131,19 +131,20 @@ static int in_only(const char *const *only, const char *name) {
     return 0;
 }
 
-/* The kernel shape of a case (what the launcher derives from the call). */
-static void kshape_sig(int bwd, const s16_shape *s, cg_dtype dt, const char *const *only, cg_kshape *ks) {
+/* The shape of a case (what the launcher derives from the call), the tensors of only stored
+ * in dt; returns its shape flags (the generator's extra flags, gen.h). */
+static int case_shape_sig(int bwd, const s16_shape *s, cg_dtype dt, const char *const *only, cg_shape *ks) {
     memset(ks, 0, sizeof *ks);
-    ks->B = s->B, ks->T = s->T, ks->G = s->G, ks->H = s->H, ks->dk = s->dk, ks->dv = s->dv;
-    ks->flags = (s->h0 ? CG_KS_H0 : 0) | (s->state ? (bwd ? CG_KS_DHT : CG_KS_HT) : 0);
-    const cg_op_desc *d = cg__op_desc(op_of(bwd));
-    int dts[CG_OP_MAX_TENSORS];
-    for (int i = 0; i < d->nt; i++)
-        dts[i] = (d->t[i].flags & CG_TD_HALF) && in_only(only, d->t[i].name) ? (int)dt : (int)CG_F32;
-    cg__kshape_dtypes_of(d, dts, ks);
+    ks->size = sizeof *ks, ks->op = op_of(bwd), ks->dtype = CG_F32;
+    ks->dim[CG_SYM_B] = s->B, ks->dim[CG_SYM_T] = s->T, ks->dim[CG_SYM_G] = s->G, ks->dim[CG_SYM_H] = s->H;
+    ks->dim[CG_SYM_DK] = s->dk, ks->dim[CG_SYM_DV] = s->dv;
+    const cg_op_desc *d = cg__op_desc(ks->op);
+    for (int i = 0; cg__dtype_half(dt) && i < d->nt; i++)
+        if ((d->t[i].flags & CG_TD_HALF) && in_only(only, d->t[i].name)) ks->dtype = dt, ks->half |= (uint64_t)1 << i;
+    return (s->h0 ? CG_KS_H0 : 0) | (s->state ? (bwd ? CG_KS_DHT : CG_KS_HT) : 0);
 }
 
-static void kshape_of(int bwd, const s16_shape *s, cg_dtype dt, cg_kshape *ks) { kshape_sig(bwd, s, dt, NULL, ks); }
+static int case_shape(int bwd, const s16_shape *s, cg_dtype dt, cg_shape *ks) { return case_shape_sig(bwd, s, dt, NULL, ks); }
 
 static cg_status run_case(cg_context *ctx, s16_case *c, cg_backend be, const char *config) {
     cg_exec ex = {.backend = be, .config = config};
@@ -185,10 +186,11 @@ static int space_sig(cg_context *ctx, int bwd, const cg_devinfo *dev, const char
     cg_cfg *sp[MAXSH];
     int nsp[MAXSH], cap = 0, n = 0, rot = 0;
     for (int i = 0; i < ns; i++) {
-        cg_kshape ks;
-        kshape_sig(bwd, &sh[i], CG_BF16, only, &ks);
+        cg_shape ks;
+        int ksf;
+        ksf = case_shape_sig(bwd, &sh[i], CG_BF16, only, &ks);
         sp[i] = NULL, nsp[i] = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel_of(bwd), &ks, dev, &sp[i], &nsp[i]));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, kernel_of(bwd), &ks, ksf, dev, &sp[i], &nsp[i]));
         CG_CHECK(nsp[i] > 0, "%s: no 16-bit config for shape %d", kernel_of(bwd), i);
         cap += nsp[i];
     }
@@ -237,9 +239,10 @@ static void space_sig_run(int bwd, const char *const *only, cg_backend be) {
     int nplan = 0;
     for (int q = 0, k = 0; plans && q < n; q++) {
         if (!cg_sweep_keeps(&sel, q)) continue;
-        cg_kshape ks;
-        kshape_sig(bwd, &sh[shape_of[q]], k++ % 2 ? CG_F16 : CG_BF16, only, &ks);
-        if (cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cfgs[q], &plans[nplan]) == CG_OK) nplan++;
+        cg_shape ks;
+        int ksf;
+        ksf = case_shape_sig(bwd, &sh[shape_of[q]], k++ % 2 ? CG_F16 : CG_BF16, only, &ks);
+        if (cg__gen_plan(ctx, kernel_of(bwd), &ks, ksf, &dev, &cfgs[q], &plans[nplan]) == CG_OK) nplan++;
     }
     if (nplan) CG_CHECK_OK(ctx, cg__emu_prebuild(ctx, plans, nplan));
     for (int q = 0; q < nplan; q++) cg__plan_free(&plans[q]);
@@ -362,16 +365,17 @@ CG_TEST(ssd16_gen_heads_rounding) {
     CG_TEST_CONTEXT(ctx);
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
-    cg_kshape ks;
-    kshape_of(1, &k_bwd[1], CG_BF16, &ks); /* G = 2 < H = 4 */
+    cg_shape ks;
+    int ksf;
+    ksf = case_shape(1, &k_bwd[1], CG_BF16, &ks); /* G = 2 < H = 4 */
     cg_plan p;
-    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, &dev, &(cg_cfg){.n = 1, .kv = {{"heads", "loop"}}}, &p),
+    CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, ksf, &dev, &(cg_cfg){.n = 1, .kv = {{"heads", "loop"}}}, &p),
                      CG_EUNSUPPORTED, "rounded per head", "heads=loop with bf16 dq over 2 heads");
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, &dev, NULL, &p));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, ksf, &dev, NULL, &p));
     CG_CHECK(strstr(p.name, "_split_") != NULL, "default %s: expected heads=split", p.name);
     cg__plan_free(&p);
-    kshape_of(1, &k_bwd[0], CG_BF16, &ks); /* G = H */
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, &dev, NULL, &p));
+    ksf = case_shape(1, &k_bwd[0], CG_BF16, &ks); /* G = H */
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", &ks, ksf, &dev, NULL, &p));
     CG_CHECK(strstr(p.name, "_loop_") != NULL, "default %s: expected heads=loop", p.name);
     cg__plan_free(&p);
     cg_context_free(ctx);
@@ -387,28 +391,25 @@ CG_TEST(ssd16_gen_mma16_precision) {
     cg__devinfo_emulated(&dev);
     for (int bwd = 0; bwd < 2; bwd++) {
         const s16_shape *sh = bwd ? &k_bwd[1] : &k_fwd[1];
-        cg_kshape ks;
+        cg_shape ks;
+        int ksf;
         cg_plan p;
         const cg_cfg c3 = {.n = 1, .kv = {{"precision", "3xtf32"}}}, cm = {.n = 1, .kv = {{"precision", "mma16"}}};
-        kshape_of(bwd, sh, CG_BF16, &ks);
-        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &c3, &p), CG_EUNSUPPORTED,
+        ksf = case_shape(bwd, sh, CG_BF16, &ks);
+        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, ksf, &dev, &c3, &p), CG_EUNSUPPORTED,
                          "the precision is mma16", "3xtf32 for a bf16 call");
-        cg_status st = cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cm, &p);
+        cg_status st = cg__gen_plan(ctx, kernel_of(bwd), &ks, ksf, &dev, &cm, &p);
         CG_CHECK(st == CG_OK && strstr(p.name, "_mma16_"), "%s bf16 mma16: %s", kernel_of(bwd), cg_errmsg(ctx));
         if (st == CG_OK) cg__plan_free(&p);
-        kshape_of(bwd, sh, CG_F32, &ks);
-        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cm, &p), CG_EUNSUPPORTED,
+        ksf = case_shape(bwd, sh, CG_F32, &ks);
+        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, ksf, &dev, &cm, &p), CG_EUNSUPPORTED,
                          "needs 16-bit", "mma16 for a float32 call");
         /* q alone 16-bit: the products' other operand is float32 */
-        const cg_op_desc *d = cg__op_desc(op_of(bwd));
-        int dts[CG_OP_MAX_TENSORS];
-        for (int i = 0; i < d->nt; i++) dts[i] = CG_F32;
-        dts[cg__op_tensor(d, "q")] = CG_BF16;
-        if (bwd) dts[cg__op_tensor(d, "dq")] = CG_BF16;
-        cg__kshape_dtypes_of(d, dts, &ks);
-        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &cm, &p), CG_EUNSUPPORTED,
+        static const char *const q_only[] = {"q", NULL}, *const q_dq[] = {"q", "dq", NULL};
+        ksf = case_shape_sig(bwd, sh, CG_BF16, bwd ? q_dq : q_only, &ks);
+        CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, kernel_of(bwd), &ks, ksf, &dev, &cm, &p), CG_EUNSUPPORTED,
                          "needs 16-bit", "mma16 with q alone bf16");
-        st = cg__gen_plan(ctx, kernel_of(bwd), &ks, &dev, &c3, &p);
+        st = cg__gen_plan(ctx, kernel_of(bwd), &ks, ksf, &dev, &c3, &p);
         CG_CHECK(st == CG_OK, "%s q alone bf16, 3xtf32: %s", kernel_of(bwd), cg_errmsg(ctx));
         if (st == CG_OK) cg__plan_free(&p);
         cg_cfg *cfgs = NULL;
@@ -485,10 +486,11 @@ static void nvrtc16(int arch) {
             const int dflt = q >= n;
             if (!dflt && !cg_sweep_keeps(&sel, q)) continue;
             const int h = dflt ? (q - n) % 2 : k++ % 2, s = dflt ? (q - n) / 2 : shape_of[q];
-            cg_kshape ks;
-            kshape_of(bwd, &sh[s], h ? CG_F16 : CG_BF16, &ks);
+            cg_shape ks;
+            int ksf;
+            ksf = case_shape(bwd, &sh[s], h ? CG_F16 : CG_BF16, &ks);
             cg_plan p;
-            if (!cg_test_nvrtc_plan(&nv, kernel_of(bwd), &ks, dflt ? NULL : &cfgs[q], &p)) continue;
+            if (!cg_test_nvrtc_plan(&nv, kernel_of(bwd), &ks, ksf, dflt ? NULL : &cfgs[q], &p)) continue;
             CG_CHECK(strstr(p.source, h ? "#define CG_T_Q cg_f16\n" : "#define CG_T_Q cg_bf16\n") &&
                          strstr(p.name, h ? "_f16" : "_bf16"),
                      "%s: 16-bit defines and name", p.name);

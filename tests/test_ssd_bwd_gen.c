@@ -124,13 +124,15 @@ CG_TEST(ssd_bwd_gen_cuda_recompute) { run_recompute(CG_BACKEND_CUDA); }
  * recompute = 1 (the states dominate on a long T); and the default stores every chunk
  * boundary unless those states outweigh both STATES_FLOOR (ssd_bwd.lua) and q, k, v,
  * dout together, then it stores every 4th. */
-static int64_t plan_ws(cg_context *ctx, const cg_kshape *ks, const cg_devinfo *dev, const char *pin, char *cfg_out,
+static int64_t plan_ws(cg_context *ctx, const ssdt_dims *ks, const cg_devinfo *dev, const char *pin, char *cfg_out,
                        size_t len) {
+    cg_shape s; /* h0 and dhT given */
+    ssdt_shape(*ks, &s);
     cg_cfg c;
     memset(&c, 0, sizeof c);
     if (pin) CG_CHECK_OK(ctx, cg__cfg_parse(ctx, pin, &c));
     cg_plan plan;
-    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", ks, dev, pin ? &c : NULL, &plan));
+    CG_CHECK_OK(ctx, cg__gen_plan(ctx, "ssd_bwd", &s, CG_KS_H0 | CG_KS_DHT, dev, pin ? &c : NULL, &plan));
     const int64_t ws = plan.workspace_bytes;
     if (cfg_out) snprintf(cfg_out, len, "chunk=%lld,recompute=%lld", (long long)cg__cfg_int(&plan.params, "chunk", 0),
                           (long long)cg__cfg_int(&plan.params, "recompute", 0));
@@ -143,9 +145,7 @@ CG_TEST(ssd_bwd_gen_recompute_workspace) {
     cg_devinfo dev;
     cg__devinfo_emulated(&dev);
     /* B*H = 24, T = 8192 (128 chunks of 64), dk = dv = 128: 2*24*128*128*128 floats of states */
-    cg_kshape ks;
-    memset(&ks, 0, sizeof ks);
-    ks.B = 4, ks.T = 8192, ks.G = 6, ks.H = 6, ks.dk = 128, ks.dv = 128, ks.flags = CG_KS_H0 | CG_KS_DHT;
+    ssdt_dims ks = {.B = 4, .T = 8192, .G = 6, .H = 6, .dk = 128, .dv = 128};
     const char *base = "chunk=32,block_dv=32,warps=4,precision=3xtf32,heads=loop";
     char pin1[160], pin4[160];
     snprintf(pin1, sizeof pin1, "%s,recompute=1", base);

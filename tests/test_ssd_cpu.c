@@ -458,14 +458,15 @@ CG_TEST(ssd_cpu_default_from_lua) {
     for (int isa = 0; isa < CG_ISA_COUNT; isa++) {
         if (cg__cpu_isa_set((cg_cpu_isa)isa) != CG_OK) continue;
         for (int bwd = 0; bwd < 2; bwd++) {
-            cg_kshape ks = {0};
-            ks.B = c.B, ks.T = c.T, ks.G = c.G, ks.H = c.H, ks.dk = c.dk, ks.dv = c.dv;
-            ks.flags = bwd ? CG_KS_BWD : 0;
+            const cg_shape ks = {.size = sizeof ks,
+                                 .dim = {[CG_SYM_B] = c.B, [CG_SYM_T] = c.T, [CG_SYM_G] = c.G, [CG_SYM_H] = c.H,
+                                         [CG_SYM_DK] = c.dk, [CG_SYM_DV] = c.dv}};
+            const int ksf = bwd ? CG_KS_BWD : 0;
             cg_devinfo dev;
             cg__cpu_devinfo(&dev, cg__pool_size(cg__ctx_pool(ctx)));
             CG_CHECK(!strcmp(dev.isa, cg__cpu_isa_name((cg_cpu_isa)isa)), "the space sees the variant");
             cg_cfg def;
-            CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def));
+            CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, ksf, &dev, NULL, &def));
             CG_CHECK_OK(ctx, bwd ? run_bwd(ctx, &f, &c, CG_BACKEND_CPU, NULL) : run_fwd(ctx, &f, &c, CG_BACKEND_CPU, NULL));
             char want[64];
             snprintf(want, sizeof want, "chunk=%s ", cg__cfg_str(&def, "chunk", "?"));
@@ -503,12 +504,13 @@ CG_TEST(ssd_cpu_heads_group_each) {
         const char *got = cg_last_dispatch(ctx);
         CG_CHECK(got && strstr(got, cfgs[i]) && strstr(got, "(pinned)"), "%s: ran '%s'", cfgs[i], got ? got : "(null)");
     }
-    cg_kshape ks = {0};
-    ks.B = c.B, ks.T = c.T, ks.G = c.G, ks.H = c.H, ks.dk = c.dk, ks.dv = c.dv;
+    const cg_shape ks = {.size = sizeof ks,
+                         .dim = {[CG_SYM_B] = c.B, [CG_SYM_T] = c.T, [CG_SYM_G] = c.G, [CG_SYM_H] = c.H,
+                                 [CG_SYM_DK] = c.dk, [CG_SYM_DV] = c.dv}};
     cg_devinfo dev;
     cg__cpu_devinfo(&dev, cg__pool_size(cg__ctx_pool(ctx)));
     cg_cfg def;
-    CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, &dev, NULL, &def));
+    CG_CHECK_OK(ctx, cg__gen_resolve(ctx, "ssd_cpu", &ks, 0, &dev, NULL, &def));
     char want[64];
     snprintf(want, sizeof want, "heads=%s ", cg__cfg_str(&def, "heads", "?"));
     CG_CHECK_OK(ctx, run_fwd(ctx, &f, &c, CG_BACKEND_CPU, NULL));

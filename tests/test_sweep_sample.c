@@ -80,10 +80,10 @@ static int union_of(cg_context *ctx, const char *kernel, const cg_devinfo *dev, 
     int n = 0, cap = 0;
     *out = NULL;
     for (int si = 0; si < NSHAPES; si++) {
-        cg_kshape s = shape_of(si);
+        cg_shape s = shape_of(si);
         cg_cfg *sp = NULL;
         int ns = 0;
-        if (cg__gen_space(ctx, kernel, &s, dev, &sp, &ns) != CG_OK) continue;
+        if (cg__gen_space(ctx, kernel, &s, FLAGS_OF(si), dev, &sp, &ns) != CG_OK) continue;
         for (int i = 0; i < ns; i++) {
             int dup = 0;
             for (int k = 0; k < n && !dup; k++) dup = cg_sweep_same_cfg(&(*out)[k], &sp[i]);

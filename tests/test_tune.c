@@ -384,14 +384,14 @@ CG_TEST(tune_cpu_spaces) {
     memset(&dev, 0, sizeof dev);
     snprintf(dev.name, sizeof dev.name, "test cpu");
     dev.sm_count = 8;
-    cg_kshape ks;
-    memset(&ks, 0, sizeof ks);
-    ks.B = 2, ks.T = 100, ks.G = 2, ks.H = 4, ks.dk = 48, ks.dv = 40;
+    cg_shape ks = {.size = sizeof ks,
+                   .dim = {[CG_SYM_B] = 2, [CG_SYM_T] = 100, [CG_SYM_G] = 2, [CG_SYM_H] = 4, [CG_SYM_DK] = 48,
+                           [CG_SYM_DV] = 40}};
     for (int bwd = 0; bwd < 2; bwd++) {
-        ks.flags = bwd ? CG_KS_BWD : 0;
+        const int ksf = bwd ? CG_KS_BWD : 0;
         cg_cfg *cfgs = NULL, def;
         int n = 0;
-        CG_CHECK_OK(ctx, cg__tune_cpu_space(ctx, "ssd_cpu", &ks, &dev, &cfgs, &n, &def));
+        CG_CHECK_OK(ctx, cg__tune_cpu_space(ctx, "ssd_cpu", &ks, ksf, &dev, &cfgs, &n, &def));
         CG_CHECK(n > 4, "ssd space has %d configs", n);
         int64_t bdv0 = n ? cg__cfg_int(&cfgs[0], "block_dv", -1) : -1;
         for (int i = 0; i < n; i++) {
@@ -400,21 +400,21 @@ CG_TEST(tune_cpu_spaces) {
             const char *heads = cg__cfg_str(&cfgs[i], "heads", "");
             CG_CHECK(cfgs[i].n == 4 && chunk > 0 && bdv > 0 && th >= 0 && (!strcmp(heads, "group") || !strcmp(heads, "each")),
                      "config %d complete", i);
-            CG_CHECK(chunk == 16 || chunk < 2 * ks.T, "chunk %lld pruned for T=100", (long long)chunk);
+            CG_CHECK(chunk == 16 || chunk < 2 * ks.dim[CG_SYM_T], "chunk %lld pruned for T=100", (long long)chunk);
             CG_CHECK(th == 0 || th == 1 || (th >= 2 && th < 8), "threads %lld", (long long)th);
             if (bwd) CG_CHECK(bdv == bdv0, "backward: block_dv fixed");
-            else CG_CHECK(bdv == 16 || bdv < 2 * ks.dv, "block_dv %lld pruned for dv=40", (long long)bdv);
+            else CG_CHECK(bdv == 16 || bdv < 2 * ks.dim[CG_SYM_DV], "block_dv %lld pruned for dv=40", (long long)bdv);
         }
         CG_CHECK(cg__cfg_int(&def, "chunk", 0) == 64 && cg__cfg_int(&def, "block_dv", 0) == 64, "ssd default");
         free(cfgs);
     }
     memset(&ks, 0, sizeof ks);
-    ks.B = 1, ks.L = 300, ks.D = 96, ks.N = 16, ks.G = 1;
+    ks.dim[CG_SYM_B] = 1, ks.dim[CG_SYM_L] = 300, ks.dim[CG_SYM_D] = 96, ks.dim[CG_SYM_N] = 16, ks.dim[CG_SYM_G] = 1;
     for (int bwd = 0; bwd < 2; bwd++) {
-        ks.flags = bwd ? CG_KS_BWD : 0;
+        const int ksf = bwd ? CG_KS_BWD : 0;
         cg_cfg *cfgs = NULL, def;
         int n = 0;
-        CG_CHECK_OK(ctx, cg__tune_cpu_space(ctx, "sscan_cpu", &ks, &dev, &cfgs, &n, &def));
+        CG_CHECK_OK(ctx, cg__tune_cpu_space(ctx, "sscan_cpu", &ks, ksf, &dev, &cfgs, &n, &def));
         int segs[8] = {0}, nseg = 0;
         for (int i = 0; i < n; i++) {
             int s = (int)cg__cfg_int(&cfgs[i], "segment", -1), seen = 0;
@@ -429,7 +429,7 @@ CG_TEST(tune_cpu_spaces) {
     }
     cg_cfg *cfgs;
     int n;
-    CG_CHECK(cg__tune_cpu_space(ctx, "no_such_space", &ks, &dev, &cfgs, &n, NULL) == CG_ENOTFOUND, "unknown space");
+    CG_CHECK(cg__tune_cpu_space(ctx, "no_such_space", &ks, 0, &dev, &cfgs, &n, NULL) == CG_ENOTFOUND, "unknown space");
     cg_context_free(ctx);
     rm_tree(dir);
 }

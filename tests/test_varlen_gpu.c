@@ -124,22 +124,22 @@ CG_TEST(varlen_gpu_ssd_pinned) {
     }
 }
 
-/* The kernel shape validation gives the packed problem (runtime/launch.c: kshape_of). */
-static void kshape_packed(cg_op op, int ungrouped, cg_kshape *ks) {
+/* The shape validation gives the packed problem (runtime/launch.c), and its shape flags as
+ * the generator's extra flags (gen.h); returns them. */
+static int shape_packed(cg_op op, int ungrouped, cg_shape *ks) {
     memset(ks, 0, sizeof *ks);
+    ks->size = sizeof *ks, ks->op = op, ks->nseq = VL_NLENS;
     int64_t L = 0;
     for (int i = 0; i < VL_NLENS; i++) L += k_edge[i]; /* the shorter mix: its space holds the other's */
     if (is_ssd(op)) {
-        int64_t dims[CG_SYM_COUNT];
-        ssd_dims_of(dims, ungrouped);
-        ks->B = 1, ks->T = L, ks->G = dims[CG_SYM_G], ks->H = dims[CG_SYM_H], ks->dk = dims[CG_SYM_DK];
-        ks->dv = dims[CG_SYM_DV], ks->nseq = VL_NLENS;
-        ks->flags = CG_KS_H0 | (cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT);
-        return;
+        ssd_dims_of(ks->dim, ungrouped);
+        ks->dim[CG_SYM_B] = 1, ks->dim[CG_SYM_T] = L;
+        return CG_KS_H0 | (cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT);
     }
-    ks->B = 1, ks->L = L, ks->D = 24, ks->N = 5, ks->G = ungrouped ? 1 : 2, ks->nseq = VL_NLENS;
-    ks->flags = CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS | (ungrouped ? 0 : CG_KS_GROUPED);
-    ks->flags |= cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT;
+    ks->dim[CG_SYM_B] = 1, ks->dim[CG_SYM_L] = L, ks->dim[CG_SYM_D] = 24, ks->dim[CG_SYM_N] = 5;
+    ks->dim[CG_SYM_G] = ungrouped ? 1 : 2;
+    const int flags = CG_KS_H0 | CG_KS_SOFTPLUS | CG_KS_HAS_D | CG_KS_HAS_Z | CG_KS_HAS_BIAS | (ungrouped ? 0 : CG_KS_GROUPED);
+    return flags | (cg__op_desc(op)->bwd ? CG_KS_DHT | CG_KS_BWD : CG_KS_HT);
 }
 
 static void cfg_text(const cg_cfg *c, char *buf, size_t cap) {
@@ -160,13 +160,13 @@ static void run_space_on(cg_op op, cg_backend be) {
     const cg_op_desc *d = cg__op_desc(op);
     int64_t dims[CG_SYM_COUNT];
     op_dims(op, dims, 0);
-    cg_kshape ks;
-    kshape_packed(op, 0, &ks);
+    cg_shape ks;
+    const int ksf = shape_packed(op, 0, &ks);
     /* the other strategy (the SSD backward's: its heads) */
     const char *alt = op == CG_OP_SSD_BWD ? "heads=split" : is_ssd(op) ? "strategy=3phase" : "strategy=par";
     cg_cfg *space = NULL;
     int n = 0;
-    CG_CHECK_OK(ctx, cg__gen_space(ctx, d->name, &ks, &dev, &space, &n));
+    CG_CHECK_OK(ctx, cg__gen_space(ctx, d->name, &ks, ksf, &dev, &space, &n));
     CG_CHECK(n > 1, "%s: %d configs", d->name, n);
     const int64_t *mix[2] = {vl_lens, k_edge};
     dtt_prob pk[2], rf[2];
@@ -326,20 +326,21 @@ static void varlen_nvrtc(int arch) {
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (int ug = 0; ug < 2; ug++) {
             const cg_op op = ops[o];
-            cg_kshape ks;
-            kshape_packed(op, ug, &ks);
-            if (is_ssd(op)) ks.T = 4096, ks.H = 8, ks.G = ug ? 8 : 2, ks.dk = ks.dv = 64; /* realistic shapes: */
-            else ks.L = 4096, ks.D = 256, ks.N = 16; /* every config of the space is valid */
+            cg_shape ks;
+            const int ksf = shape_packed(op, ug, &ks);
+            int64_t *dim = ks.dim; /* realistic shapes: every config of the space is valid */
+            if (is_ssd(op)) dim[CG_SYM_T] = 4096, dim[CG_SYM_H] = 8, dim[CG_SYM_G] = ug ? 8 : 2, dim[CG_SYM_DK] = dim[CG_SYM_DV] = 64;
+            else dim[CG_SYM_L] = 4096, dim[CG_SYM_D] = 256, dim[CG_SYM_N] = 16;
             cg_cfg *space = NULL;
             int n = 0;
             const char *kernel = cg__op_desc(op)->name;
-            CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernel, &ks, &nv.dev, &space, &n));
+            CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernel, &ks, ksf, &nv.dev, &space, &n));
             cg_sweep_sel sel;
             cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* a variant (sweep_sample.h) */
             for (int q = 0; q < n; q++) {
                 if (!cg_sweep_keeps(&sel, q)) continue;
                 cg_plan p;
-                if (!cg_test_nvrtc_plan(&nv, kernel, &ks, &space[q], &p)) continue;
+                if (!cg_test_nvrtc_plan(&nv, kernel, &ks, ksf, &space[q], &p)) continue;
                 CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") != NULL, "%s: varlen define", p.name);
                 cg_test_nvrtc_nospill(&nv, &p);
             }

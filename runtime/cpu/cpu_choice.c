@@ -113,9 +113,7 @@ cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_sh
     pthread_mutex_unlock(&dflt_lock);
     cg_devinfo dev;
     cg__cpu_devinfo(&dev, threads);
-    cg_kshape ks;
-    cg__kshape_of(shape, flags, &ks);
-    cg_status st = cg__gen_resolve(ctx, kernel, &ks, &dev, NULL, out);
+    cg_status st = cg__gen_resolve(ctx, kernel, shape, flags, &dev, NULL, out);
     if (st != CG_OK) return st;
     pthread_mutex_lock(&dflt_lock);
     dflt_entry *e = &dflt_tab[dflt_next++ % DFLT_SLOTS];

@@ -105,7 +105,7 @@ struct cg_devinfo;
 void cg__cpu_devinfo(struct cg_devinfo *dev, int threads);
 
 /* THE default config of the CPU path: generator/cpu/<kernel>.lua's default() for a call
- * of shape (flags: CG_KS_BWD, CG_KS_SEQ_MAJOR, what the kernel shape adds: cg__kshape_of)
+ * of shape (flags: CG_KS_BWD, CG_KS_SEQ_MAJOR, what Lua's shape adds: cg__shape_kflags)
  * on ctx's thread count and the running variant, through cg__gen_resolve with no pin,
  * kept per process (a Lua call costs tens of microseconds, a lookup a few nanoseconds). */
 cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, cg_cfg *out);
