@@ -85,7 +85,7 @@ static int read_tb(const char *dir, const char *name, cg_tbuf *out) {
         cg_test_fail(__FILE__, __LINE__, "reading the CLI's output: %s", err);
         return -1;
     }
-    *out = cg_tbuf_new(CG_F32, a.ndim, a.shape);
+    *out = cg_tbuf_new(CG_F32, a.t.ndim, a.t.shape);
     memcpy(out->mem, a.data, (size_t)a.count * sizeof(float));
     cg_npy_free(&a);
     return 0;
@@ -146,9 +146,9 @@ CG_TEST(cli_npy_roundtrip) {
         int rc = cg_npy_read(p, &a, err, sizeof err);
         CG_CHECK(rc == 0, "read: %s", err);
         if (rc == 0) {
-            CG_CHECK(a.ndim == ndims[s], "ndim %d, expected %d", a.ndim, ndims[s]);
-            for (int i = 0; i < ndims[s] && i < a.ndim; i++)
-                CG_CHECK(a.shape[i] == shapes[s][i], "dim %d: %lld", i, (long long)a.shape[i]);
+            CG_CHECK(a.t.ndim == ndims[s], "ndim %d, expected %d", a.t.ndim, ndims[s]);
+            for (int i = 0; i < ndims[s] && i < a.t.ndim; i++)
+                CG_CHECK(a.t.shape[i] == shapes[s][i], "dim %d: %lld", i, (long long)a.t.shape[i]);
             CG_CHECK(a.count == count, "count %lld, expected %lld", (long long)a.count, (long long)count);
             CG_CHECK(a.version == 1 && !a.from_f64 && !a.fortran_order, "flags");
             CG_CHECK(count == 0 || memcmp(a.data, v, (size_t)count * sizeof *v) == 0, "data differs (shape %d)", s);
@@ -178,7 +178,7 @@ CG_TEST(cli_npy_v2_v3_headers) {
         CG_CHECK(rc == 0, "case %d: %s", c, err);
         if (rc) continue;
         CG_CHECK(a.version == cases[c].major, "case %d: version %d", c, a.version);
-        CG_CHECK(a.ndim == 2 && a.shape[0] == 2 && a.shape[1] == 3, "case %d: shape", c);
+        CG_CHECK(a.t.ndim == 2 && a.t.shape[0] == 2 && a.t.shape[1] == 3, "case %d: shape", c);
         CG_CHECK(memcmp(a.data, v, sizeof v) == 0, "case %d: data", c);
         cg_npy_free(&a);
     }
@@ -215,7 +215,7 @@ CG_TEST(cli_npy_fortran_order) {
         CG_CHECK(rc == 0, "shape %d: %s", s, err);
         if (rc == 0) {
             CG_CHECK(a.fortran_order == 1, "flag");
-            CG_CHECK(a.ndim == nd && a.count == count, "shape");
+            CG_CHECK(a.t.ndim == nd && a.count == count, "shape");
             CG_CHECK(memcmp(a.data, rowm, (size_t)count * sizeof(float)) == 0, "shape %d: not transposed right", s);
             cg_npy_free(&a);
         }

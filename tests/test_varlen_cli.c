@@ -125,7 +125,7 @@ static void check_against_library(vcase *c, const cg_op_desc *d, int wide) {
             CG_CHECK(0, "%s", err);
             continue;
         }
-        CG_CHECK(f.ndim == out[i].t.ndim && !memcmp(f.shape, out[i].t.shape, sizeof(int64_t) * (size_t)f.ndim),
+        CG_CHECK(f.t.ndim == out[i].t.ndim && !memcmp(f.t.shape, out[i].t.shape, sizeof(int64_t) * (size_t)f.t.ndim),
                  "%s: shape", p);
         double worst = 0;
         for (int64_t k = 0; k < out[i].count && k < f.count; k++) {

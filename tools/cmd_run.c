@@ -240,11 +240,11 @@ static int arr_load(const run_opts *o, run_arr *r, const char *name, int require
     }
     char err[RUN_ERRLEN];
     if (cg_npy_read(r->path, &r->a, err, sizeof err) != 0) return run_fail("%s", err);
-    if (!dims_fit(r->a.ndim, r->a.shape)) {
+    if (!dims_fit(r->a.t.ndim, r->a.t.shape)) {
         char sb[96];
         cg_npy_free(&r->a);
         return run_fail("%s: shape %s is too large (its strides overflow 64 bits)", r->path,
-                        cg_npy_shape_str(r->a.ndim, r->a.shape, sb, sizeof sb));
+                        cg_npy_shape_str(r->a.t.ndim, r->a.t.shape, sb, sizeof sb));
     }
     if (r->a.from_f64)
         fprintf(stderr, "chunkgen run: note: %s holds float64 values; rounded to float32\n", r->path);
@@ -256,23 +256,6 @@ static void arr_free(run_arr *r) {
     cg_npy_free(&r->a);
     free(r->half);
     r->half = NULL;
-}
-
-static cg_tensor tensor_of(void *data, cg_dtype dt, int ndim, const int64_t *shape) {
-    cg_tensor t;
-    memset(&t, 0, sizeof t);
-    t.data = data;
-    t.dtype = dt;
-    t.ndim = ndim;
-    int64_t s = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        t.shape[i] = shape[i];
-        t.stride[i] = s;
-        /* zero-size dims count as 1, as in cg_tensor_contiguous; dims_fit() has checked the
-         * product, so this cannot overflow */
-        if (__builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) s = INT64_MAX;
-    }
-    return t;
 }
 
 /* 1 when the strides of a contiguous array of shape (zero-size dims counted as 1) and
@@ -291,7 +274,10 @@ static cg_tensor in_tensor(const run_arr *r) {
         memset(&t, 0, sizeof t);
         return t;
     }
-    return tensor_of(r->half ? (void *)r->half : (void *)r->a.data, r->dt, r->a.ndim, r->a.shape);
+    t = r->a.t; /* the file's tensor (cg_npy_read), in its storage */
+    if (r->half) t.data = r->half;
+    t.dtype = r->dt;
+    return t;
 }
 
 /* ----------------------------------------------------------------- outputs */
@@ -326,12 +312,12 @@ static cg_tensor out_add(run_outs *os, const char *name, cg_dtype dt, int ndim, 
     if (count < 0 || !dims_fit(ndim, shape)) { /* too large: treated as out of memory */
         o->data = NULL;
         *oom = 1;
-        return tensor_of(NULL, dt, ndim, shape);
+        return cg_tensor_contiguous(NULL, dt, ndim, shape);
     }
     o->count = count;
     o->data = calloc(count > 0 ? (size_t)count : 1, cg_dtype_size(dt));
     if (!o->data) *oom = 1;
-    return tensor_of(o->data, dt, ndim, shape);
+    return cg_tensor_contiguous(o->data, dt, ndim, shape);
 }
 
 static void outs_free(run_outs *os) {
@@ -468,16 +454,16 @@ static int shape_fail(cg_context *ctx, const cli_op *d, const run_arr *a, cg_lay
     int ok = 1;
     for (int i = 0; i < d->in.ntensors; i++) /* grouped unless a groupable input leaves G out */
         if (!d->t[i].output && !d->t[i].optional && (d->t[i].flags & CG_TENSOR_GROUPABLE) && a[i].present)
-            sh.grouped = a[i].a.ndim == d->t[i].ndim;
+            sh.grouped = a[i].a.t.ndim == d->t[i].ndim;
     for (int k = 0; k < d->in.nsyms && ok; k++) { /* each symbol from its file */
         const cg_sym sy = d->in.syms[k];
         const int j = d->in.sym_from[sy];
         cg_sym syms[CG_MAX_DIMS];
         const int nd = cg_op_tensor_dims(d->op, j, layout, sh.grouped, syms);
-        ok = a[j].present && a[j].a.ndim == nd;
+        ok = a[j].present && a[j].a.t.ndim == nd;
         sh.dim[sy] = sy == CG_SYM_G && !sh.grouped ? 1 : 0;
         for (int p = 0; p < nd && ok; p++)
-            if (syms[p] == sy) sh.dim[sy] = a[j].a.shape[p];
+            if (syms[p] == sy) sh.dim[sy] = a[j].a.t.shape[p];
         ok = ok && sh.dim[sy] > 0;
     }
     if (ok && d->in.divisible != CG_SYM_NONE) /* the symbols' own rule (H % G) is the library's to say */
@@ -486,13 +472,13 @@ static int shape_fail(cg_context *ctx, const cli_op *d, const run_arr *a, cg_lay
         if (!a[i].present) continue;
         int64_t want[4];
         const int nd = want_shape(d, i, &sh, want);
-        int same = a[i].a.ndim == nd;
-        for (int k = 0; same && k < nd; k++) same = a[i].a.shape[k] == want[k];
+        int same = a[i].a.t.ndim == nd;
+        for (int k = 0; same && k < nd; k++) same = a[i].a.t.shape[k] == want[k];
         if (same) continue;
         char got[96], exp[96], dt[64], from[256];
         expect_from(d, i, a, from, sizeof from);
         return run_fail("%s: shape %s but expected %s %s %s", a[i].path,
-                        cg_npy_shape_str(a[i].a.ndim, a[i].a.shape, got, sizeof got),
+                        cg_npy_shape_str(a[i].a.t.ndim, a[i].a.t.shape, got, sizeof got),
                         cg_npy_shape_str(nd, want, exp, sizeof exp),
                         cli_op_dims_text(d, i, layout, sh.grouped, dt, sizeof dt), from);
     }
@@ -529,7 +515,7 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
     if (o->cu) {
         char err[RUN_ERRLEN];
         if (cg_npy_read_index(o->cu, &cu, err, sizeof err) != 0) return run_fail("--cu-seqlens %s", err);
-        cu_t = tensor_of(cu.v, CG_I64, 1, &cu.n);
+        cu_t = cg_tensor_contiguous(cu.v, CG_I64, 1, &cu.n);
     }
     const int64_t nseq = cu.n > 1 ? cu.n - 1 : 0; /* the states' first extent */
     cli_args args[2];

@@ -479,8 +479,11 @@ static int read_npy(const char *path, cg_npy *out, cg_npy_index *idx, char *err,
             }
         }
     }
-    out->ndim = hd.ndim;
-    for (int i = 0; i < hd.ndim; i++) out->shape[i] = hd.shape[i];
+    memset(&out->t, 0, sizeof out->t); /* strides all zero: contiguous row-major (chunkgen.h) */
+    out->t.data = out->data;
+    out->t.dtype = CG_F32;
+    out->t.ndim = hd.ndim;
+    for (int i = 0; i < hd.ndim; i++) out->t.shape[i] = hd.shape[i];
     out->count = count;
     out->from_f64 = hd.elem == 8;
     out->dtype = hd.dtype;

@@ -21,9 +21,10 @@
 typedef struct cg_npy {
     float *data;                     /* owned (cg_npy_free); row-major; never NULL after a read;
                                       * float32 values (16-bit ones widened exactly) */
-    int ndim;
-    int64_t shape[CG_NPY_MAX_DIMS];
-    int64_t count;                   /* product of shape (1 for a 0-d array) */
+    cg_tensor t;                     /* the array as the library takes it, made from the file's
+                                      * header: data, CG_F32, the header's rank and extents
+                                      * (ndim, shape), contiguous row-major (zero strides) */
+    int64_t count;                   /* product of t.shape (1 for a 0-d array) */
     int from_f64;                    /* the file held float64 values, rounded to float32 */
     int dtype;                       /* the file's elements: CG_F32, CG_F64, CG_F16 or CG_BF16 */
     int fortran_order;               /* the file was in Fortran order (transposed on read) */

@@ -25,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];
     if (cg_npy_read(path, &a, err, sizeof err) == 0) {
         int64_t count = 1;
-        for (int i = 0; i < a.ndim; i++) count *= a.shape[i];
-        if (!a.data || a.ndim < 0 || a.ndim > CG_NPY_MAX_DIMS || count != a.count) abort();
+        for (int i = 0; i < a.t.ndim; i++) count *= a.t.shape[i];
+        if (!a.data || a.t.ndim < 0 || a.t.ndim > CG_NPY_MAX_DIMS || count != a.count) abort();
         volatile float sink = 0;
         for (int64_t i = 0; i < a.count; i++) sink += a.data[i]; /* every element readable */
         (void)sink;
