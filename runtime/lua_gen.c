@@ -435,8 +435,9 @@ typedef struct gen_frame {
     int top;
 } gen_frame;
 
-/* Call core.<fn>(kernel, shape, dev[, pins]) and check its (ok, result|code, message)
- * answer; on CG_OK the result is on top of the stack. */
+/* Call core.<fn>(kernel, shape, dev[, pins]), or core.<fn>(kernel) when shape is NULL, and
+ * check its (ok, result|code, message) answer; on CG_OK the result is on top of the
+ * stack. The caller restores f's stack top (f->L NULL: no state). */
 static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, const cg_shape *shape,
                            int flags, const cg_devinfo *dev, const cg_cfg *pin, int with_pins, gen_frame *f) {
     f->L = NULL;
@@ -445,14 +446,16 @@ static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, 
     if (st != CG_OK) return st;
     lua_State *L = f->L = gs->L;
     f->top = lua_gettop(L);
-    if (!strcmp(fn, "space")) gs->stats.spaces++;
-    else gs->stats.resolves++; /* plan and resolve both complete and check a config */
+    if (shape && !strcmp(fn, "space")) gs->stats.spaces++;
+    else if (shape) gs->stats.resolves++; /* plan and resolve both complete and check a config */
     push_core_fn(gs, fn);
     lua_pushstring(L, kernel);
-    push_shape(L, shape, flags);
-    push_dev(L, dev);
-    if (with_pins) push_pins(L, pin);
-    if ((st = gen_pcall(ctx, L, with_pins ? 4 : 3, 3, kernel)) != CG_OK) return st;
+    if (shape) {
+        push_shape(L, shape, flags);
+        push_dev(L, dev);
+        if (with_pins) push_pins(L, pin);
+    }
+    if ((st = gen_pcall(ctx, L, !shape ? 1 : with_pins ? 4 : 3, 3, kernel)) != CG_OK) return st;
     return gen_result(ctx, L, kernel);
 }
 
@@ -651,25 +654,10 @@ cg_status cg__gen_kernels(cg_context *ctx, const char ***names, int *n) {
     return CG_OK;
 }
 
-/* Call core.<fn>(kernel) and check its (ok, result|code, message) answer; on CG_OK the
- * result is on top of the stack. The caller restores f's stack top (L NULL: no state). */
-static cg_status core_ask(cg_context *ctx, const char *fn, const char *kernel, gen_frame *f) {
-    f->L = NULL;
-    gen_state *gs;
-    cg_status st = gen_state_get(ctx, &gs);
-    if (st != CG_OK) return st;
-    lua_State *L = f->L = gs->L;
-    f->top = lua_gettop(L);
-    push_core_fn(gs, fn);
-    lua_pushstring(L, kernel);
-    if ((st = gen_pcall(ctx, L, 1, 3, kernel)) != CG_OK) return st;
-    return gen_result(ctx, L, kernel);
-}
-
 /* gen.h: the op a kernel serves and whether it is a CPU space, from the catalog. */
 cg_status cg__gen_kernel_info(cg_context *ctx, const char *kernel, char *op, size_t cap, int *cpu) {
     gen_frame f;
-    cg_status st = core_ask(ctx, "info", kernel, &f);
+    cg_status st = core_call(ctx, "info", kernel, NULL, 0, NULL, NULL, 0, &f);
     if (st == CG_OK) {
         lua_State *L = f.L;
         lua_getfield(L, -1, "op");
@@ -685,7 +673,7 @@ cg_status cg__gen_kernel_info(cg_context *ctx, const char *kernel, char *op, siz
 /* Text describing a kernel's space (for `chunkgen gen --list`); malloc'd. */
 cg_status cg__gen_describe(cg_context *ctx, const char *kernel, char **text) {
     gen_frame f;
-    cg_status st = core_ask(ctx, "describe", kernel, &f);
+    cg_status st = core_call(ctx, "describe", kernel, NULL, 0, NULL, NULL, 0, &f);
     if (st == CG_OK) {
         const char *s = lua_tostring(f.L, -1);
         *text = strdup(s ? s : "");
