@@ -204,10 +204,13 @@ static const gcase k_gcases[] = {
 };
 #define NGCASES (int)(sizeof k_gcases / sizeof k_gcases[0])
 
-static void gcase_kshape(const gcase *c, cg_kshape *ks) {
+/* The generator's shape of case c (float32); returns its shape flags. */
+static int gcase_shape(const gcase *c, cg_shape *ks) {
     memset(ks, 0, sizeof *ks);
-    ks->B = c->B, ks->T = c->T, ks->G = c->G, ks->H = c->H, ks->dk = c->dk, ks->dv = c->dv, ks->S = c->S;
-    ks->flags = c->l2 ? CG_KS_L2NORM : 0;
+    ks->size = sizeof *ks, ks->op = CG_OP_GDR_STEP;
+    ks->dim[CG_SYM_B] = c->B, ks->dim[CG_SYM_T] = c->T, ks->dim[CG_SYM_G] = c->G, ks->dim[CG_SYM_H] = c->H;
+    ks->dim[CG_SYM_DK] = c->dk, ks->dim[CG_SYM_DV] = c->dv, ks->dim[CG_SYM_S] = c->S;
+    return c->l2 ? CG_KS_L2NORM : 0;
 }
 
 /* Case c in dtype variant v (0: float32; 1: bf16 inputs, output and cache; 2: f16 inputs
@@ -264,11 +267,11 @@ static void gdr_space(cg_backend be, cg_sweep_strength st) {
     if (!ctx) return;
     int ran = 0, want = 0;
     for (int i = 0; i < NGCASES; i++) {
-        cg_kshape ks;
-        gcase_kshape(&k_gcases[i], &ks);
+        cg_shape ks;
+        const int ksf = gcase_shape(&k_gcases[i], &ks);
         cg_cfg *space = NULL;
         int n = 0;
-        CG_CHECK_OK(ctx, cg__gen_space(ctx, "gdr_step", &ks, &dev, &space, &n));
+        CG_CHECK_OK(ctx, cg__gen_space(ctx, "gdr_step", &ks, ksf, &dev, &space, &n));
         CG_CHECK(n > 0 && (i || n == 8), "gdr_step: case %d accepts %d configs (the first: all 8)", i, n);
         cg_sweep_sel sel;
         cg_sweep_select_array(space, n, st, &sel);
@@ -302,15 +305,15 @@ static void gdr_nvrtc(int arch) {
     if (!cg_test_nvrtc_begin(&nv, arch)) return;
     for (int i = 0; i < NGCASES; i++)
         for (int h = 0; h < 2; h++) {
-            cg_kshape ks;
-            gcase_kshape(&k_gcases[i], &ks);
-            if (h) snprintf(ks.dtypes, sizeof ks.dtypes, "q=bf16 k=bf16 v=bf16 beta=bf16 cache=bf16 o=bf16");
+            cg_shape ks;
+            const int ksf = gcase_shape(&k_gcases[i], &ks);
+            if (h) cg_test_shape_half(&ks, CG_BF16, "q k v beta cache o");
             cg_cfg *space = NULL;
             int n = 0;
-            CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, "gdr_step", &ks, &nv.dev, &space, &n));
+            CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, "gdr_step", &ks, ksf, &nv.dev, &space, &n));
             for (int q = 0; q < n; q++) {
                 cg_plan p;
-                if (!cg_test_nvrtc_plan(&nv, "gdr_step", &ks, &space[q], &p)) continue;
+                if (!cg_test_nvrtc_plan(&nv, "gdr_step", &ks, ksf, &space[q], &p)) continue;
                 char name[192];
                 snprintf(name, sizeof name, "%s", p.name);
                 const int before = nv.maxreg;
