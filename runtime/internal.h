@@ -205,6 +205,10 @@ static inline void cg__vstore(const cg_view *v, int64_t i0, int64_t i1, int64_t 
     }
 }
 
+/* The extent of symbol SYM (B, T, G, H, DK, DV, L, D, N, S: a cg_sym without its CG_SYM_)
+ * of problem p (any cg_*_prob below), an lvalue: p->shape.dim[CG_SYM_SYM]. */
+#define CG_DIM(p, SYM) ((p)->shape.dim[CG_SYM_##SYM])
+
 /* SSD problem after validation. Logical orders:
  *   q, k, grad_q, grad_k     [b, t, g, i]   (i < dk)
  *   v, o, dout, grad_v       [b, t, h, j]   (j < dv)
@@ -215,7 +219,8 @@ static inline void cg__vstore(const cg_view *v, int64_t i0, int64_t i1, int64_t 
  * dtype: the math class (CG_F32, or CG_F64 for the reference); each view's dt its storage
  * (q, k, v, o, dout and the grad_ of q, k, v may be 16-bit: the op table's CG_TD_HALF). */
 typedef struct cg_ssd_prob {
-    int64_t B, T, G, H, dk, dv;
+    cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
+                    * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
     cg_view q, k, v, la, h0;   /* inputs */
     cg_view o, hT;             /* forward outputs */
@@ -232,7 +237,8 @@ typedef struct cg_ssd_prob {
  *   Dv, dbias, dD, ddbias               [d, -, -, -]
  *   h0, hT, dhT, dh0                    [b, d, n, -] */
 typedef struct cg_sscan_prob {
-    int64_t B, L, D, N, G;
+    cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
+                    * validation; cg__shape_of_prob completes it from the views */
     int grouped;               /* B/C were given as [B, L, G, N] */
     int softplus;
     cg_dtype dtype;
@@ -250,7 +256,8 @@ typedef struct cg_sscan_prob {
  *   g, beta, grad_g, grad_beta           [b, t, h, -]
  *   h0, hT, dhT, grad_h0                 [b, h, dk, dv]   (float32) */
 typedef struct cg_gdr_prob {
-    int64_t B, T, G, H, dk, dv;
+    cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
+                    * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
     double scale;        /* resolved: never 0 */
     int l2norm;          /* use_qk_l2norm */
@@ -267,14 +274,16 @@ typedef struct cg_gdr_prob {
  * (sscan); idx [b, -, -, -] and dst [b, t, -, -] are CG_I32 / CG_I64 (cg__idx_at).
  * Entries whose idx is -1 are padding. nseq is always 0 (no cu_seqlens). */
 typedef struct cg_ssd_step_prob {
-    int64_t B, T, G, H, dk, dv, S;
+    cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
+                    * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
     cg_view q, k, v, la, cache, idx, dst; /* inputs (cache also written) */
     cg_view o;                            /* output */
     int64_t nseq;
 } cg_ssd_step_prob;
 typedef struct cg_sscan_step_prob {
-    int64_t B, L, D, N, G, S;
+    cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
+                    * validation; cg__shape_of_prob completes it from the views */
     int grouped;
     int softplus;
     cg_dtype dtype;
@@ -283,7 +292,8 @@ typedef struct cg_sscan_step_prob {
     int64_t nseq;
 } cg_sscan_step_prob;
 typedef struct cg_gdr_step_prob {
-    int64_t B, T, G, H, dk, dv, S;
+    cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
+                    * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
     double scale; /* resolved: never 0 */
     int l2norm;   /* use_qk_l2norm */
@@ -295,7 +305,8 @@ typedef struct cg_gdr_step_prob {
  * orders: a, b, x, y, dy, grad_a, grad_b, grad_x [b, l, d, -]; h0, hT, dhT, grad_h0
  * [b, d, -, -] (float32). Head-major calls have the same logical order (strides differ). */
 typedef struct cg_lru_prob {
-    int64_t B, L, D;
+    cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
+                    * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
     cg_view a, b, x, h0;                      /* inputs */
     cg_view y, hT;                            /* forward outputs */

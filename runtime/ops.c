@@ -275,34 +275,36 @@ static const cg_tdesc k_lru_cu[] = {
 };
 
 #define NONE_OFF ((size_t)-1)
+/* where problem type PT keeps the extent of symbol SYM: in its shape (internal.h) */
+#define DIM_OFF(PT, SYM) offsetof(PT, shape.dim[CG_SYM_##SYM])
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define SSD_DIMS                                                                                               \
-    {NONE_OFF, offsetof(cg_ssd_prob, B), offsetof(cg_ssd_prob, T), offsetof(cg_ssd_prob, G),                   \
-     offsetof(cg_ssd_prob, H), offsetof(cg_ssd_prob, dk), offsetof(cg_ssd_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF, \
+    {NONE_OFF, DIM_OFF(cg_ssd_prob, B), DIM_OFF(cg_ssd_prob, T), DIM_OFF(cg_ssd_prob, G),                   \
+     DIM_OFF(cg_ssd_prob, H), DIM_OFF(cg_ssd_prob, DK), DIM_OFF(cg_ssd_prob, DV), NONE_OFF, NONE_OFF, NONE_OFF, \
      NONE_OFF}
 #define GDR_DIMS                                                                                               \
-    {NONE_OFF, offsetof(cg_gdr_prob, B), offsetof(cg_gdr_prob, T), offsetof(cg_gdr_prob, G),                   \
-     offsetof(cg_gdr_prob, H), offsetof(cg_gdr_prob, dk), offsetof(cg_gdr_prob, dv), NONE_OFF, NONE_OFF, NONE_OFF, \
+    {NONE_OFF, DIM_OFF(cg_gdr_prob, B), DIM_OFF(cg_gdr_prob, T), DIM_OFF(cg_gdr_prob, G),                   \
+     DIM_OFF(cg_gdr_prob, H), DIM_OFF(cg_gdr_prob, DK), DIM_OFF(cg_gdr_prob, DV), NONE_OFF, NONE_OFF, NONE_OFF, \
      NONE_OFF}
 #define SSCAN_DIMS                                                                                             \
-    {NONE_OFF, offsetof(cg_sscan_prob, B), NONE_OFF, offsetof(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF, \
-     offsetof(cg_sscan_prob, L), offsetof(cg_sscan_prob, D), offsetof(cg_sscan_prob, N), NONE_OFF}
+    {NONE_OFF, DIM_OFF(cg_sscan_prob, B), NONE_OFF, DIM_OFF(cg_sscan_prob, G), NONE_OFF, NONE_OFF, NONE_OFF, \
+     DIM_OFF(cg_sscan_prob, L), DIM_OFF(cg_sscan_prob, D), DIM_OFF(cg_sscan_prob, N), NONE_OFF}
 
 #define LRU_DIMS                                                                                               \
-    {NONE_OFF, offsetof(cg_lru_prob, B), NONE_OFF, NONE_OFF, NONE_OFF, NONE_OFF, NONE_OFF, offsetof(cg_lru_prob, L), \
-     offsetof(cg_lru_prob, D), NONE_OFF, NONE_OFF}
+    {NONE_OFF, DIM_OFF(cg_lru_prob, B), NONE_OFF, NONE_OFF, NONE_OFF, NONE_OFF, NONE_OFF, DIM_OFF(cg_lru_prob, L), \
+     DIM_OFF(cg_lru_prob, D), NONE_OFF, NONE_OFF}
 #define SSD_STEP_DIMS                                                                                          \
-    {NONE_OFF, offsetof(cg_ssd_step_prob, B), offsetof(cg_ssd_step_prob, T), offsetof(cg_ssd_step_prob, G),     \
-     offsetof(cg_ssd_step_prob, H), offsetof(cg_ssd_step_prob, dk), offsetof(cg_ssd_step_prob, dv), NONE_OFF,   \
-     NONE_OFF, NONE_OFF, offsetof(cg_ssd_step_prob, S)}
+    {NONE_OFF, DIM_OFF(cg_ssd_step_prob, B), DIM_OFF(cg_ssd_step_prob, T), DIM_OFF(cg_ssd_step_prob, G),     \
+     DIM_OFF(cg_ssd_step_prob, H), DIM_OFF(cg_ssd_step_prob, DK), DIM_OFF(cg_ssd_step_prob, DV), NONE_OFF,   \
+     NONE_OFF, NONE_OFF, DIM_OFF(cg_ssd_step_prob, S)}
 #define GDR_STEP_DIMS                                                                                          \
-    {NONE_OFF, offsetof(cg_gdr_step_prob, B), offsetof(cg_gdr_step_prob, T), offsetof(cg_gdr_step_prob, G),     \
-     offsetof(cg_gdr_step_prob, H), offsetof(cg_gdr_step_prob, dk), offsetof(cg_gdr_step_prob, dv), NONE_OFF,   \
-     NONE_OFF, NONE_OFF, offsetof(cg_gdr_step_prob, S)}
+    {NONE_OFF, DIM_OFF(cg_gdr_step_prob, B), DIM_OFF(cg_gdr_step_prob, T), DIM_OFF(cg_gdr_step_prob, G),     \
+     DIM_OFF(cg_gdr_step_prob, H), DIM_OFF(cg_gdr_step_prob, DK), DIM_OFF(cg_gdr_step_prob, DV), NONE_OFF,   \
+     NONE_OFF, NONE_OFF, DIM_OFF(cg_gdr_step_prob, S)}
 #define SSCAN_STEP_DIMS                                                                                        \
-    {NONE_OFF, offsetof(cg_sscan_step_prob, B), NONE_OFF, offsetof(cg_sscan_step_prob, G), NONE_OFF, NONE_OFF,  \
-     NONE_OFF, offsetof(cg_sscan_step_prob, L), offsetof(cg_sscan_step_prob, D), offsetof(cg_sscan_step_prob, N), \
-     offsetof(cg_sscan_step_prob, S)}
+    {NONE_OFF, DIM_OFF(cg_sscan_step_prob, B), NONE_OFF, DIM_OFF(cg_sscan_step_prob, G), NONE_OFF, NONE_OFF,  \
+     NONE_OFF, DIM_OFF(cg_sscan_step_prob, L), DIM_OFF(cg_sscan_step_prob, D), DIM_OFF(cg_sscan_step_prob, N), \
+     DIM_OFF(cg_sscan_step_prob, S)}
 
 /* Built-in tuning shapes: the seeds' four SSD configs at T = 512, 2048 and 8192 (the CPU
  * at 512 and 2048: the 8192 bucket is reached by nearest-bucket lookup; the key's par field

@@ -246,6 +246,8 @@ cg_status cg__op_validate_ex(cg_context *ctx, const cg_op_desc *d, const void *a
     if (s) return s;
     for (int k = 1; k < CG_SYM_COUNT; k++)
         if (d->dim_off[k] != (size_t)-1) *(int64_t *)((char *)prob + d->dim_off[k]) = dims[k];
+    cg_shape *shape = prob; /* the problem's first member (internal.h): the call's shape */
+    shape->size = sizeof *shape, shape->op = d->op;
     int64_t nseq = 0;
     if ((s = cg__varlen_dims(ctx, d, args, dims, src, &nseq)) != CG_OK) return s;
     if (d->grouped_off != (size_t)-1) *(int *)((char *)prob + d->grouped_off) = grouped;

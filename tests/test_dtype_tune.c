@@ -16,7 +16,7 @@ static cg_ssd_prob ssd_prob(int64_t T, int64_t dv, cg_dtype q, cg_dtype kv) {
     static float dummy[1];
     cg_ssd_prob p;
     memset(&p, 0, sizeof p);
-    p.B = 1, p.T = T, p.G = 1, p.H = 2, p.dk = 16, p.dv = dv;
+    CG_DIM(&p, B) = 1, CG_DIM(&p, T) = T, CG_DIM(&p, G) = 1, CG_DIM(&p, H) = 2, CG_DIM(&p, DK) = 16, CG_DIM(&p, DV) = dv;
     cg_view *v[] = {&p.q, &p.k, &p.v, &p.la, &p.o};
     cg_dtype dt[] = {q, kv, kv, CG_F32, kv};
     for (int i = 0; i < 5; i++) v[i]->p = dummy, v[i]->dt = dt[i];
@@ -32,7 +32,7 @@ static const char *lookup(cg_context *ctx, const cg_ssd_prob *p, cg_cfg *cfg) {
 /* A complete entry of the shape of p with one candidate cfg. */
 static void put_entry(cg_context *ctx, const cg_ssd_prob *p, const char *cfg) {
     cg_tune_entry e;
-    tune_test_entry(ctx, &e, p->T, p->dv, 0, cfg, 0, 1.0, 0.01);
+    tune_test_entry(ctx, &e, CG_DIM(p, T), CG_DIM(p, DV), 0, cfg, 0, 1.0, 0.01);
     cg__tune_shape_of(CG_OP_SSD_FWD, p, &e.shape);
     CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "cpu", &e.shape, 0, &e.key));
     CG_CHECK_OK(ctx, cg__tune_store_put(ctx, cg__tune_store_dir(ctx), &e));

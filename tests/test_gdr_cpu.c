@@ -88,7 +88,7 @@ static void gset_make(gset *s, const gcase *in, uint64_t seed) {
     s->dg = calloc((size_t)na, 4), s->dbeta = calloc((size_t)na, 4), s->dh0 = !c->no_h0 ? calloc((size_t)ns, 4) : NULL;
 
     cg_gdr_prob *p = &s->p;
-    p->B = c->B, p->T = c->T, p->G = c->G, p->H = c->H, p->dk = c->dk, p->dv = c->dv;
+    CG_DIM(p, B) = c->B, CG_DIM(p, T) = c->T, CG_DIM(p, G) = c->G, CG_DIM(p, H) = c->H, CG_DIM(p, DK) = c->dk, CG_DIM(p, DV) = c->dv;
     p->dtype = CG_F32, p->scale = 1.0 / sqrt((double)c->dk), p->l2norm = !c->no_l2;
     int64_t sq[4], sv[4], sa[4], ss[4] = {c->H * c->dk * c->dv, c->dk * c->dv, c->dv, 1};
     strides4(c, c->G, c->dk, sq), strides4(c, c->H, c->dv, sv), strides3(c, sa);
@@ -141,7 +141,7 @@ static double ref_norm(const cg_view *x, int64_t b, int64_t t, int64_t g, int64_
 
 static void gref_run(const gset *s, gref *R) {
     const cg_gdr_prob *p = &s->p;
-    const int64_t B = p->B, T = p->T, H = p->H, G = p->G, K = p->dk, V = p->dv, grp = H / G;
+    const int64_t B = CG_DIM(p, B), T = CG_DIM(p, T), H = CG_DIM(p, H), G = CG_DIM(p, G), K = CG_DIM(p, DK), V = CG_DIM(p, DV), grp = H / G;
     const int64_t nq = B * T * G * K, nv = B * T * H * V, na = B * T * H, ns = B * H * K * V;
     R->o = calloc((size_t)nv, 8), R->hT = calloc((size_t)ns, 8), R->dq = calloc((size_t)nq, 8);
     R->dk = calloc((size_t)nq, 8), R->dv = calloc((size_t)nv, 8), R->dg = calloc((size_t)na, 8);

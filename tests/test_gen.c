@@ -305,8 +305,8 @@ CG_TEST(gen_cpu_spaces) {
         /* every config of the space passes the C path's guard for user pins */
         cg_ssd_prob prob;
         memset(&prob, 0, sizeof prob);
-        prob.B = ks.dim[CG_SYM_B], prob.T = ks.dim[CG_SYM_T], prob.G = ks.dim[CG_SYM_G], prob.H = ks.dim[CG_SYM_H];
-        prob.dk = ks.dim[CG_SYM_DK], prob.dv = ks.dim[CG_SYM_DV];
+        CG_DIM(&prob, B) = ks.dim[CG_SYM_B], CG_DIM(&prob, T) = ks.dim[CG_SYM_T], CG_DIM(&prob, G) = ks.dim[CG_SYM_G], CG_DIM(&prob, H) = ks.dim[CG_SYM_H];
+        CG_DIM(&prob, DK) = ks.dim[CG_SYM_DK], CG_DIM(&prob, DV) = ks.dim[CG_SYM_DV];
         for (int i = 0; i < n; i++) {
             cg_ssd_cpu_run run;
             char t[256];

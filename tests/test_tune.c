@@ -142,7 +142,7 @@ CG_TEST(tune_select_ties) {
 static const char *lookup(cg_context *ctx, cg_op op, int64_t T, int64_t dv, cg_cfg *cfg) {
     cg_ssd_prob p;
     memset(&p, 0, sizeof p);
-    p.B = 1, p.T = T, p.G = 1, p.H = 2, p.dk = 16, p.dv = dv;
+    CG_DIM(&p, B) = 1, CG_DIM(&p, T) = T, CG_DIM(&p, G) = 1, CG_DIM(&p, H) = 2, CG_DIM(&p, DK) = 16, CG_DIM(&p, DV) = dv;
     const char *level = "?";
     cg_status st = tuned_lookup(ctx, "cpu", op, &p, cfg, &level);
     CG_CHECK(st == CG_OK, "lookup: %s", cg_errmsg(ctx));
@@ -232,7 +232,7 @@ CG_TEST(tune_bucket_and_lookup_order) {
     setenv("CHUNKGEN_CONFIG", "matmul:chunk=4", 1);
     cg_ssd_prob p;
     memset(&p, 0, sizeof p);
-    p.B = 1, p.T = 8, p.G = 1, p.H = 1, p.dk = 4, p.dv = 4;
+    CG_DIM(&p, B) = 1, CG_DIM(&p, T) = 8, CG_DIM(&p, G) = 1, CG_DIM(&p, H) = 1, CG_DIM(&p, DK) = 4, CG_DIM(&p, DV) = 4;
     const char *level;
     CG_CHECK(tuned_lookup(ctx, "cpu", CG_OP_SSD_FWD, &p, &cfg, &level) == CG_EINVAL &&
                  strstr(cg_errmsg(ctx), "CHUNKGEN_CONFIG"),
@@ -292,7 +292,7 @@ CG_TEST(tune_store_validation) {
     cg_cfg cfg;
     cg_ssd_prob p;
     memset(&p, 0, sizeof p);
-    p.B = 1, p.T = 256, p.G = 1, p.H = 2, p.dk = 16, p.dv = 40;
+    CG_DIM(&p, B) = 1, CG_DIM(&p, T) = 256, CG_DIM(&p, G) = 1, CG_DIM(&p, H) = 2, CG_DIM(&p, DK) = 16, CG_DIM(&p, DV) = 40;
     const char *level;
     CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSD_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "default"), "bad entry: miss, got %s", level);
@@ -500,7 +500,7 @@ CG_TEST(tune_kill9_resume) {
     /* and the dispatcher's lookup finds the tuned configs */
     cg_ssd_prob p;
     memset(&p, 0, sizeof p);
-    p.B = 3, p.T = 50, p.G = 1, p.H = 2, p.dk = 16, p.dv = 16;
+    CG_DIM(&p, B) = 3, CG_DIM(&p, T) = 50, CG_DIM(&p, G) = 1, CG_DIM(&p, H) = 2, CG_DIM(&p, DK) = 16, CG_DIM(&p, DV) = 16;
     cg_cfg cfg;
     const char *level;
     CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSD_BWD, &p, &cfg, &level));
@@ -629,7 +629,7 @@ CG_TEST(tune_on_miss) {
     cg_context *ctx = tmp_ctx(dir, sizeof dir);
     cg_sscan_prob p;
     memset(&p, 0, sizeof p);
-    p.B = 1, p.L = 40, p.D = 20, p.N = 3, p.G = 1;
+    CG_DIM(&p, B) = 1, CG_DIM(&p, L) = 40, CG_DIM(&p, D) = 20, CG_DIM(&p, N) = 3, CG_DIM(&p, G) = 1;
     cg_cfg cfg;
     const char *level;
     unsetenv("CHUNKGEN_CONFIG");
@@ -642,7 +642,7 @@ CG_TEST(tune_on_miss) {
     unsetenv("CHUNKGEN_TUNE_ON_MISS");
     unsetenv("CHUNKGEN_TUNE_BUDGET");
     /* off by default: a miss stays a miss */
-    p.D = 24;
+    CG_DIM(&p, D) = 24;
     CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "default"), "without the option: %s", level);
     /* the API setter, over the environment both ways */
@@ -652,7 +652,7 @@ CG_TEST(tune_on_miss) {
     CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "tuned-on-miss"), "set_tune_on_miss(1): %s", level);
     setenv("CHUNKGEN_TUNE_ON_MISS", "1", 1);
-    p.D = 28;
+    CG_DIM(&p, D) = 28;
     CG_CHECK_OK(ctx, cg_context_set_tune_on_miss(ctx, 0));
     CG_CHECK_OK(ctx, tuned_lookup(ctx, "cpu", CG_OP_SSCAN_BWD, &p, &cfg, &level));
     CG_CHECK(!strcmp(level, "default"), "set_tune_on_miss(0) over the env: %s", level);

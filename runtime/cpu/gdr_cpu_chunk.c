@@ -16,7 +16,7 @@
 /* generator/cpu/gdr_cpu.lua's default() for p (cg__cpu_space_default, cached per shape). */
 static cg_status chunk_default(cg_context *ctx, const cg_gdr_prob *p, int bwd, int64_t *chunk, int64_t *threads) {
     *chunk = 64, *threads = 0; /* an empty problem: nothing runs */
-    if (p->B < 1 || p->T < 1 || p->H < 1 || p->G < 1 || p->dk < 1 || p->dv < 1) return CG_OK;
+    if (CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1 || CG_DIM(p, G) < 1 || CG_DIM(p, DK) < 1 || CG_DIM(p, DV) < 1) return CG_OK;
     cg_shape shape;
     cg__shape_of_prob(cg__op_desc(bwd ? CG_OP_GDR_BWD : CG_OP_GDR_FWD), p, &shape);
     cg_cfg def;
@@ -39,7 +39,7 @@ cg_status cg__gdr_chunk_resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_
     if ((st = cg__cfg_pin_int(ctx, cfg, "chunk", 1, GDR_CHUNK_MAX, what, &chunk, NULL)) != CG_OK) return st;
     if ((st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, what, &threads, NULL)) != CG_OK) return st;
     memset(run, 0, sizeof *run);
-    run->chunk = cg__ssd_min(chunk, p->T > 0 ? p->T : 1);
+    run->chunk = cg__ssd_min(chunk, CG_DIM(p, T) > 0 ? CG_DIM(p, T) : 1);
     run->pool = cg__ctx_pool(ctx);
     if (!run->pool) return cg__err(ctx, CG_ENOMEM, "%s: no thread pool", what);
     const int size = cg__pool_size(run->pool);

@@ -113,14 +113,14 @@ static inline float cg__gdr_dot16(const float *a, const float *b, int64_t n) {
 /* Rows [t0, t0 + L) of the chunk a task reads next (q, k of head h's group, v, and dout
  * when bwd), soon in L2, so that its loads do not wait on memory. */
 static inline void cg__gdr_prefetch(const cg_gdr_prob *p, int64_t b, int64_t h, int64_t t0, int64_t L, int bwd) {
-    const int64_t g = h / (p->H / p->G);
+    const int64_t g = h / (CG_DIM(p, H) / CG_DIM(p, G));
     for (int64_t i = t0; i < t0 + L; i++) {
-        cg__ssd_prefetch_bytes(cg__vat(&p->q, b * p->q.s[0] + i * p->q.s[1] + g * p->q.s[2]), p->dk * cg__dt_bytes(p->q.dt), 0);
-        cg__ssd_prefetch_bytes(cg__vat(&p->k, b * p->k.s[0] + i * p->k.s[1] + g * p->k.s[2]), p->dk * cg__dt_bytes(p->k.dt), 0);
-        cg__ssd_prefetch_bytes(cg__vat(&p->v, b * p->v.s[0] + i * p->v.s[1] + h * p->v.s[2]), p->dv * cg__dt_bytes(p->v.dt), 0);
+        cg__ssd_prefetch_bytes(cg__vat(&p->q, b * p->q.s[0] + i * p->q.s[1] + g * p->q.s[2]), CG_DIM(p, DK) * cg__dt_bytes(p->q.dt), 0);
+        cg__ssd_prefetch_bytes(cg__vat(&p->k, b * p->k.s[0] + i * p->k.s[1] + g * p->k.s[2]), CG_DIM(p, DK) * cg__dt_bytes(p->k.dt), 0);
+        cg__ssd_prefetch_bytes(cg__vat(&p->v, b * p->v.s[0] + i * p->v.s[1] + h * p->v.s[2]), CG_DIM(p, DV) * cg__dt_bytes(p->v.dt), 0);
         if (bwd)
             cg__ssd_prefetch_bytes(cg__vat(&p->dout, b * p->dout.s[0] + i * p->dout.s[1] + h * p->dout.s[2]),
-                                   p->dv * cg__dt_bytes(p->dout.dt), 0);
+                                   CG_DIM(p, DV) * cg__dt_bytes(p->dout.dt), 0);
     }
 }
 

@@ -99,8 +99,8 @@ static size_t layout(const bwd_job *J, float *f, bwd_tiles *t) {
     TAKE(WS, J->nh * J->nc * d->dk * d->ldv);
     TAKE(KKs, (J->keep ? J->nc : 1) * cg__gdr_al(C * d->ldc));
     TAKE(CS, J->nh * (J->keep ? J->nc : 1) * J->cs);
-    TAKE(DQ, J->split ? 0 : J->p->T * d->ldk); /* split: the head's slice of HQ, HK instead */
-    TAKE(DK, J->split ? 0 : J->p->T * d->ldk);
+    TAKE(DQ, J->split ? 0 : CG_DIM(J->p, T) * d->ldk); /* split: the head's slice of HQ, HK instead */
+    TAKE(DK, J->split ? 0 : CG_DIM(J->p, T) * d->ldk);
     TAKE(Xq, C * d->ldk);
 #undef TAKE
     return off;
@@ -298,7 +298,7 @@ static void store_dqk(const bwd_job *J, bwd_tiles *t, const cg_view *x, const cg
 static void run_group(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t g, int64_t hf) {
     const cg_gdr_prob *p = J->p;
     const cg_gdr_dims *d = &J->d;
-    const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, ldk = d->ldk, C = d->C, T = p->T, nh = J->nh;
+    const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, ldk = d->ldk, C = d->C, T = CG_DIM(p, T), nh = J->nh;
     const int64_t nc = J->nc, ssz = dk * ldv, dsz = cg__gdr_al(dk * ldv), kks = cg__gdr_al(C * d->ldc);
     float *K1 = t->R2 + dvp * ldk; /* where the group's part puts K (below S0^T: bwd_chunk's B operand) */
     for (int64_t u = 0; u < nh; u++) {
@@ -356,13 +356,13 @@ static float *task_tiles(const bwd_job *J, int tid, cg_gdr_chunk *c, bwd_tiles *
 static void bwd_task(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
     const cg_gdr_prob *p = J->p;
-    const int64_t b = idx / p->G, g = idx % p->G, grp = p->H / p->G, C = J->d.C, ldk = J->d.ldk;
+    const int64_t b = idx / CG_DIM(p, G), g = idx % CG_DIM(p, G), grp = CG_DIM(p, H) / CG_DIM(p, G), C = J->d.C, ldk = J->d.ldk;
     cg_gdr_chunk c;
     bwd_tiles t;
     task_tiles(J, tid, &c, &t);
     run_group(J, &t, &c, b, g, g * grp);
-    for (int64_t t0 = 0; t0 < p->T; t0 += C) {
-        const int64_t L = cg__ssd_min(C, p->T - t0);
+    for (int64_t t0 = 0; t0 < CG_DIM(p, T); t0 += C) {
+        const int64_t L = cg__ssd_min(C, CG_DIM(p, T) - t0);
         store_dqk(J, &t, &p->q, &p->grad_q, t.DQ + t0 * ldk, b, g, t0, L, (float)p->scale);
         store_dqk(J, &t, &p->k, &p->grad_k, t.DK + t0 * ldk, b, g, t0, L, 1.0f);
     }
@@ -371,13 +371,13 @@ static void bwd_task(void *arg, int64_t idx, int tid) {
 /* Split mode, when there are fewer (b, g) pairs than threads: a task per (b, h) ... */
 static void head_task(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
-    const int64_t slice = J->p->T * J->d.ldk;
+    const int64_t slice = CG_DIM(J->p, T) * J->d.ldk;
     cg_gdr_chunk c;
     bwd_tiles t;
     task_tiles(J, tid, &c, &t);
     t.DQ = J->HQ + idx * slice, t.DK = J->HK + idx * slice;
-    const int64_t h = idx % J->p->H;
-    run_group(J, &t, &c, idx / J->p->H, h / (J->p->H / J->p->G), h);
+    const int64_t h = idx % CG_DIM(J->p, H);
+    run_group(J, &t, &c, idx / CG_DIM(J->p, H), h / (CG_DIM(J->p, H) / CG_DIM(J->p, G)), h);
 }
 
 /* ... then one per (b, g, chunk) adds the group's heads in head order (the same float
@@ -385,8 +385,8 @@ static void head_task(void *arg, int64_t idx, int tid) {
 static void sum_task(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
     const cg_gdr_prob *p = J->p;
-    const int64_t b = idx / (p->G * J->nc), g = idx / J->nc % p->G, ci = idx % J->nc, grp = p->H / p->G;
-    const int64_t C = J->d.C, ldk = J->d.ldk, dkp = J->d.dkp, t0 = ci * C, L = cg__ssd_min(C, p->T - t0);
+    const int64_t b = idx / (CG_DIM(p, G) * J->nc), g = idx / J->nc % CG_DIM(p, G), ci = idx % J->nc, grp = CG_DIM(p, H) / CG_DIM(p, G);
+    const int64_t C = J->d.C, ldk = J->d.ldk, dkp = J->d.dkp, t0 = ci * C, L = cg__ssd_min(C, CG_DIM(p, T) - t0);
     cg_gdr_chunk c;
     bwd_tiles t;
     task_tiles(J, tid, &c, &t);
@@ -394,7 +394,7 @@ static void sum_task(void *arg, int64_t idx, int tid) {
         const float *H = w ? J->HK : J->HQ;
         float *sum = w ? t.dK : t.dQ;
         for (int64_t u = 0; u < grp; u++) {
-            const float *src = H + ((b * p->H + g * grp + u) * p->T + t0) * ldk;
+            const float *src = H + ((b * CG_DIM(p, H) + g * grp + u) * CG_DIM(p, T) + t0) * ldk;
             for (int64_t i = 0; i < L; i++) {
                 float *restrict sr = sum + i * ldk;
                 const float *restrict hr = src + i * ldk;
@@ -412,20 +412,20 @@ static void sum_task(void *arg, int64_t idx, int tid) {
 cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     cg_gdr_run run;
     cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 1, "cpu gdr backward (chunked)", &run);
-    if (st != CG_OK || p->B < 1 || p->T < 1 || p->H < 1) return st; /* an error, or nothing to compute */
+    if (st != CG_OK || CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1) return st; /* an error, or nothing to compute */
     bwd_job J = {.p = p, .d = cg__gdr_prep_dims(p, run.chunk)};
-    J.nc = (p->T + J.d.C - 1) / J.d.C;
+    J.nc = (CG_DIM(p, T) + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;
     /* fewer (b, g) pairs than threads, and heads to share them: a task per head (the
      * results are bitwise those of the grouped tasks, see sum_task) */
-    J.split = p->B * p->G < run.threads && p->H > p->G;
-    J.nh = J.split ? 1 : p->H / p->G;
+    J.split = CG_DIM(p, B) * CG_DIM(p, G) < run.threads && CG_DIM(p, H) > CG_DIM(p, G);
+    J.nh = J.split ? 1 : CG_DIM(p, H) / CG_DIM(p, G);
     J.cs = cg__gdr_al(J.d.C * J.d.ldc) + cg__gdr_al(J.d.C * J.d.ldk) + cg__gdr_al(J.d.C * J.d.ldv);
     /* the per-chunk store up to 64 MiB per thread (about T = 36k / nh at dk = dv = 128,
      * C = 64); longer sequences solve each chunk again in the reverse pass */
     J.keep = (size_t)(J.nc * (J.nh * J.cs + cg__gdr_al(J.d.C * J.d.ldc))) * sizeof(float) <= GDR_KEEP_BYTES;
     const size_t per = (bwd_floats(&J) * sizeof(float) + 63) / 64 * 64, sbytes = per * (size_t)run.nscratch;
-    const size_t hfl = J.split ? (size_t)(p->B * p->H) * (size_t)(p->T * J.d.ldk) : 0;
+    const size_t hfl = J.split ? (size_t)(CG_DIM(p, B) * CG_DIM(p, H)) * (size_t)(CG_DIM(p, T) * J.d.ldk) : 0;
     const size_t bytes = sbytes + 2 * hfl * sizeof(float);
     void *own;
     J.scratch.stride = per;
@@ -433,10 +433,10 @@ cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_
         return cg__err(ctx, CG_ENOMEM, "cpu gdr backward: out of memory for %zu bytes of workspace", bytes);
     if (J.split) {
         J.HQ = (float *)(J.scratch.mem + sbytes), J.HK = J.HQ + hfl;
-        cg__pool_run(run.pool, run.threads, p->B * p->H, head_task, &J);
-        cg__pool_run(run.pool, run.threads, p->B * p->G * J.nc, sum_task, &J);
+        cg__pool_run(run.pool, run.threads, CG_DIM(p, B) * CG_DIM(p, H), head_task, &J);
+        cg__pool_run(run.pool, run.threads, CG_DIM(p, B) * CG_DIM(p, G) * J.nc, sum_task, &J);
     } else {
-        cg__pool_run(run.pool, run.threads, p->B * p->G, bwd_task, &J);
+        cg__pool_run(run.pool, run.threads, CG_DIM(p, B) * CG_DIM(p, G), bwd_task, &J);
     }
     cg__ssd_big_free(own, bytes);
     cg__gdr_chunk_detail(ctx, "gdr_bwd", &run);

@@ -36,7 +36,7 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
     const fwd_job *J = arg;
     const cg_gdr_prob *p = J->p;
     const cg_gdr_dims *d = &J->d;
-    const int64_t nh = J->nh, nset = p->H / nh, b = idx / nset, hf = idx % nset * nh, g = hf / (p->H / p->G);
+    const int64_t nh = J->nh, nset = CG_DIM(p, H) / nh, b = idx / nset, hf = idx % nset * nh, g = hf / (CG_DIM(p, H) / CG_DIM(p, G));
     const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, ldk = d->ldk, ldc = d->ldc, ldl = dk + d->Cp;
     const int64_t rsz = cg__gdr_al((dk + d->C) * ldv);
     cg_gdr_chunk c;
@@ -61,12 +61,12 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
     }
     const int o16 = cg__dtype_half(p->o.dt);
     const int64_t so = p->o.s[1];
-    for (int64_t t0 = 0; t0 < p->T; t0 += d->C) {
-        const int64_t L = cg__ssd_min(d->C, p->T - t0), tn = t0 + d->C;
+    for (int64_t t0 = 0; t0 < CG_DIM(p, T); t0 += d->C) {
+        const int64_t L = cg__ssd_min(d->C, CG_DIM(p, T) - t0), tn = t0 + d->C;
         /* the group's part: Q, K, K^T, K K^T, Q K^T */
         cg__gdr_prep_qk(p, d, b, g, t0, L, 1, 1, &c);
         cg__ssd_gemm(CG_SSD_NLOWER, L, d->Cp, dk, c.Q, ldk, 1, c.KT, ldc, Praw, ldc, 0);
-        for (int64_t u = 0; u < nh && tn < p->T; u++) cg__gdr_prefetch(p, b, hf + u, tn, cg__ssd_min(d->C, p->T - tn), 0);
+        for (int64_t u = 0; u < nh && tn < CG_DIM(p, T); u++) cg__gdr_prefetch(p, b, hf + u, tn, cg__ssd_min(d->C, CG_DIM(p, T) - tn), 0);
         for (int64_t u = 0; u < nh; u++) {
             const int64_t h = hf + u, o0 = b * p->o.s[0] + h * p->o.s[2];
             float *R = R0 + u * rsz, *S = R, *Vn = R + dk * ldv;
@@ -99,18 +99,18 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
 cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     cg_gdr_run run;
     cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 0, "cpu gdr forward (chunked)", &run);
-    if (st != CG_OK || p->B < 1 || p->T < 1 || p->H < 1) return st; /* an error, or nothing to compute */
+    if (st != CG_OK || CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1) return st; /* an error, or nothing to compute */
     fwd_job J = {.p = p, .d = cg__gdr_prep_dims(p, run.chunk)};
     /* a task per (b, q/k group) when those keep the threads busy, else per (b, value head):
      * the same arithmetic for each head either way (bitwise the same outputs) */
-    J.nh = p->B * p->G >= run.threads ? p->H / p->G : 1;
+    J.nh = CG_DIM(p, B) * CG_DIM(p, G) >= run.threads ? CG_DIM(p, H) / CG_DIM(p, G) : 1;
     const size_t per = (fwd_floats(&J.d, J.nh) * sizeof(float) + 63) / 64 * 64, bytes = per * (size_t)run.nscratch;
     void *own;
     J.scratch.stride = per;
     if (!(J.scratch.mem = cg__gdr_ws(ctx, ex, bytes, &own)))
         return cg__err(ctx, CG_ENOMEM, "cpu gdr forward: out of memory for %d x %zu bytes of scratch", run.nscratch,
                        per);
-    cg__pool_run(run.pool, run.threads, p->B * p->H / J.nh, fwd_task, &J);
+    cg__pool_run(run.pool, run.threads, CG_DIM(p, B) * CG_DIM(p, H) / J.nh, fwd_task, &J);
     cg__ssd_big_free(own, bytes);
     cg__gdr_chunk_detail(ctx, "gdr_fwd", &run);
     return CG_OK;

@@ -16,8 +16,8 @@
 cg_gdr_dims cg__gdr_prep_dims(const cg_gdr_prob *p, int64_t C) {
     cg_gdr_dims d;
     d.C = C, d.Cp = cg__ssd_pad(C);
-    d.dk = p->dk, d.dv = p->dv, d.dkp = cg__ssd_pad(p->dk), d.dvp = cg__ssd_pad(p->dv);
-    d.ldk = cg__ssd_ld(p->dk), d.ldv = cg__ssd_ld(p->dv), d.ldc = cg__ssd_ld(C);
+    d.dk = CG_DIM(p, DK), d.dv = CG_DIM(p, DV), d.dkp = cg__ssd_pad(CG_DIM(p, DK)), d.dvp = cg__ssd_pad(CG_DIM(p, DV));
+    d.ldk = cg__ssd_ld(CG_DIM(p, DK)), d.ldv = cg__ssd_ld(CG_DIM(p, DV)), d.ldc = cg__ssd_ld(C);
     d.ldwu = cg__ssd_ld(d.dkp + d.dvp);
     return d;
 }
@@ -166,7 +166,7 @@ void cg__gdr_prep_head(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, in
 
 void cg__gdr_prep_chunk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t h, int64_t t0, int64_t L,
                         int want_q, int solve, cg_gdr_chunk *c) {
-    cg__gdr_prep_qk(p, d, b, h / (p->H / p->G), t0, L, want_q, solve, c);
+    cg__gdr_prep_qk(p, d, b, h / (CG_DIM(p, H) / CG_DIM(p, G)), t0, L, want_q, solve, c);
     cg__gdr_prep_head(p, d, b, h, t0, solve, c);
 }
 

@@ -75,10 +75,10 @@ static void fwd_task(void *arg, int64_t task, int tid) {
     (void)tid;
     const lru_run *r = arg;
     const cg_lru_prob *p = r->p;
-    const int64_t b = task / r->nblk, d0 = (task % r->nblk) * r->W, n = p->D - d0 < r->W ? p->D - d0 : r->W;
+    const int64_t b = task / r->nblk, d0 = (task % r->nblk) * r->W, n = CG_DIM(p, D) - d0 < r->W ? CG_DIM(p, D) - d0 : r->W;
     float h[LRU_WMAX], ba[LRU_WMAX], bb[LRU_WMAX], bx[LRU_WMAX];
     get_state(&p->h0, b, d0, n, h);
-    for (int64_t t = 0; t < p->L; t++) {
+    for (int64_t t = 0; t < CG_DIM(p, L); t++) {
         lru_step(h, get_row(r, &p->a, b, t, d0, n, ba), get_row(r, &p->b, b, t, d0, n, bb),
                  get_row(r, &p->x, b, t, d0, n, bx), n);
         put_row(r, &p->y, b, t, d0, n, h);
@@ -89,18 +89,18 @@ static void fwd_task(void *arg, int64_t task, int tid) {
 static void bwd_task(void *arg, int64_t task, int tid) {
     const lru_run *r = arg;
     const cg_lru_prob *p = r->p;
-    const int64_t W = r->W, b = task / r->nblk, d0 = (task % r->nblk) * W, n = p->D - d0 < W ? p->D - d0 : W;
+    const int64_t W = r->W, b = task / r->nblk, d0 = (task % r->nblk) * W, n = CG_DIM(p, D) - d0 < W ? CG_DIM(p, D) - d0 : W;
     float *ck = r->ws + (size_t)tid * (size_t)((r->nseg + r->seg) * W), *hs = ck + r->nseg * W;
     float h[LRU_WMAX], g[LRU_WMAX], ba[LRU_WMAX], bb[LRU_WMAX], bx[LRU_WMAX], bd[LRU_WMAX], o[LRU_WMAX];
     get_state(&p->h0, b, d0, n, h);
-    for (int64_t t = 0; t < p->L; t++) { /* checkpoints: h before each segment's first token */
+    for (int64_t t = 0; t < CG_DIM(p, L); t++) { /* checkpoints: h before each segment's first token */
         if (t % r->seg == 0) memcpy(ck + (t / r->seg) * W, h, (size_t)n * sizeof(float));
         lru_step(h, get_row(r, &p->a, b, t, d0, n, ba), get_row(r, &p->b, b, t, d0, n, bb),
                  get_row(r, &p->x, b, t, d0, n, bx), n);
     }
     get_state(&p->dhT, b, d0, n, g);
     for (int64_t s = r->nseg - 1; s >= 0; s--) {
-        const int64_t t0 = s * r->seg, t1 = t0 + r->seg < p->L ? t0 + r->seg : p->L;
+        const int64_t t0 = s * r->seg, t1 = t0 + r->seg < CG_DIM(p, L) ? t0 + r->seg : CG_DIM(p, L);
         memcpy(hs, ck + s * W, (size_t)n * sizeof(float)); /* hs row i: h_{t0 + i - 1} */
         for (int64_t t = t0; t + 1 < t1; t++) {
             float *restrict nx = hs + (t - t0 + 1) * W;
@@ -137,10 +137,10 @@ static cg_status lru_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, 
     if (!st) st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, what, &th, &pinned);
     if (!st) st = cg__cfg_pin_int(ctx, cfg, "block", 1, LRU_WMAX, what, &W, &wpinned);
     if (st) return st;
-    const double bytes = rows * (double)(p->B * p->L * p->D) * 4.0;
+    const double bytes = rows * (double)(CG_DIM(p, B) * CG_DIM(p, L) * CG_DIM(p, D)) * 4.0;
     const int want = pinned && th > 0 ? (int)th : (int)(bytes / (256.0 * 1024) + 1);
     *pool = NULL, *threads = 1;
-    if (want > 1 && p->B * p->D > 1) {
+    if (want > 1 && CG_DIM(p, B) * CG_DIM(p, D) > 1) {
         if (!(*pool = cg__ctx_pool(ctx))) return cg__err(ctx, CG_ENOMEM, "%s: no thread pool", what);
         const int size = cg__pool_size(*pool);
         *threads = want > size ? size : want;
@@ -149,12 +149,12 @@ static cg_status lru_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, 
      * token are then one contiguous run per tensor: the streams the prefetchers follow
      * best), else halved (in multiples of 16) until it does */
     if (!wpinned) {
-        W = p->D < LRU_WMAX ? p->D : LRU_WMAX;
-        while (W > 16 && p->B * ((p->D + W - 1) / W) < *threads) W = (W / 2 + 15) / 16 * 16;
+        W = CG_DIM(p, D) < LRU_WMAX ? CG_DIM(p, D) : LRU_WMAX;
+        while (W > 16 && CG_DIM(p, B) * ((CG_DIM(p, D) + W - 1) / W) < *threads) W = (W / 2 + 15) / 16 * 16;
     }
     const cg_cpu_isa_ops *isa = cg__cpu_isa_ops();
-    r->p = p, r->W = W, r->nblk = (p->D + W - 1) / W, r->ld = isa->ld_row, r->st = isa->st_row;
-    const int64_t tasks = p->B * r->nblk;
+    r->p = p, r->W = W, r->nblk = (CG_DIM(p, D) + W - 1) / W, r->ld = isa->ld_row, r->st = isa->st_row;
+    const int64_t tasks = CG_DIM(p, B) * r->nblk;
     if (*threads > tasks) *threads = (int)tasks;
     if (*threads <= 1) *pool = NULL, *threads = 1;
     return CG_OK;
@@ -170,14 +170,14 @@ static cg_status lru_cpu(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cf
     cg_status st = lru_plan(ctx, cfg, what, p, bwd ? 10 : 4, &r, &pool, &threads);
     if (st) return st;
     if (bwd) {
-        r.seg = (int64_t)ceil(sqrt((double)p->L));
-        if (r.seg < 16) r.seg = p->L < 16 ? p->L : 16;
-        r.nseg = (p->L + r.seg - 1) / r.seg;
+        r.seg = (int64_t)ceil(sqrt((double)CG_DIM(p, L)));
+        if (r.seg < 16) r.seg = CG_DIM(p, L) < 16 ? CG_DIM(p, L) : 16;
+        r.nseg = (CG_DIM(p, L) + r.seg - 1) / r.seg;
         const size_t per = (size_t)((r.nseg + r.seg) * r.W);
         if (!(r.ws = cg__aligned_alloc(per * (size_t)threads * sizeof(float))))
             return cg__err(ctx, CG_ENOMEM, "%s: out of memory for %d x %zu floats of checkpoints", what, threads, per);
     }
-    cg__pool_run(pool, threads, p->B * r.nblk, bwd ? bwd_task : fwd_task, &r); /* no pool: on this thread */
+    cg__pool_run(pool, threads, CG_DIM(p, B) * r.nblk, bwd ? bwd_task : fwd_task, &r); /* no pool: on this thread */
     if (bwd) {
         cg__aligned_free(r.ws);
         cg__dispatch_detail(ctx, "lru_bwd block=%lld threads=%d seg=%lld", (long long)r.W, threads, (long long)r.seg);

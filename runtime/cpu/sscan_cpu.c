@@ -65,7 +65,7 @@ typedef struct ss_task {
 
 static ss_task ss_decode(const ss_plan *P, int64_t i) {
     ss_task t;
-    const int64_t per_b = P->p->G * P->nblk;
+    const int64_t per_b = CG_DIM(P->p, G) * P->nblk;
     t.b = i / per_b;
     t.g = (i % per_b) / P->nblk;
     t.blk = i % P->nblk;
@@ -111,14 +111,14 @@ static size_t ss_count(int64_t a, int64_t b, int64_t c, int64_t d) {
 static void ss_plan_init(ss_plan *P, const cg_sscan_prob *p, const cg_sscan_cpu_params *prm) {
     memset(P, 0, sizeof *P);
     P->p = p;
-    P->Dg = p->D / p->G;
+    P->Dg = CG_DIM(p, D) / CG_DIM(p, G);
     P->bd = prm->block_d < P->Dg ? prm->block_d : P->Dg;
     P->nblk = (P->Dg + P->bd - 1) / P->bd;
     P->nc = (P->bd + SS_W - 1) / SS_W;
     P->ld = P->nc * SS_W;
-    P->seg = prm->segment < p->L ? prm->segment : p->L;
-    P->nseg = (p->L + P->seg - 1) / P->seg;
-    P->ntask = p->B * p->G * P->nblk;
+    P->seg = prm->segment < CG_DIM(p, L) ? prm->segment : CG_DIM(p, L);
+    P->nseg = (CG_DIM(p, L) + P->seg - 1) / P->seg;
+    P->ntask = CG_DIM(p, B) * CG_DIM(p, G) * P->nblk;
     P->lim.lo = SS_EXP_LO;
     P->lim.hi = SS_EXP_HI;
     P->lim.lo2 = SS_EXP2_LO;
@@ -149,7 +149,7 @@ static void gather_task(const ss_plan *P, const ss_task *t, float *restrict At, 
                         float *restrict bias, float *restrict Dv) {
     const cg_sscan_prob *p = P->p;
     gather_A(p, t->d0, t->nb, P->nc, At);
-    gather_state(&p->h0, t->b, t->d0, t->nb, P->nc, p->N, h);
+    gather_state(&p->h0, t->b, t->d0, t->nb, P->nc, CG_DIM(p, N), h);
     gather_d(&p->dbias, t->d0, t->nb, P->ld, bias);
     gather_d(&p->Dv, t->d0, t->nb, P->ld, Dv);
 }
@@ -161,7 +161,7 @@ static void gather_x_dt_b(const ss_plan *P, const ss_task *t, int64_t t0, int64_
     gather_bl(&p->x, t->b, t0, len, t->d0, t->nb, P->ld, xs);
     gather_bl(&p->delta, t->b, t0, len, t->d0, t->nb, P->ld, dts);
     dt_tile(p, P->lim, len, t->nb, P->ld, bias, dts, sig);
-    gather_bc(&p->Bm, t->b, t0, len, t->g, p->N, Bs);
+    gather_bc(&p->Bm, t->b, t0, len, t->g, CG_DIM(p, N), Bs);
 }
 
 /* --------------------------------------------------------- step kernels
@@ -308,14 +308,14 @@ static void fwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
     (void)ti;
     const cg_sscan_prob *p = P->p;
     const ss_lim lim = P->lim;
-    const int64_t N = p->N, ld = P->ld, nc = P->nc, T = P->tile, NW = N * SS_W;
+    const int64_t N = CG_DIM(p, N), ld = P->ld, nc = P->nc, T = P->tile, NW = N * SS_W;
     float *At = s, *h = At + nc * NW, *bias = h + nc * NW, *Dv = bias + ld;
     float *xs = Dv + ld, *dts = xs + T * ld, *ys = dts + T * ld, *zs = ys + T * ld;
     float *Bs = zs + T * ld, *Cs = Bs + T * N;
 
     gather_task(P, &t, At, h, bias, Dv);
-    for (int64_t t0 = 0; t0 < p->L; t0 += T) {
-        const int64_t len = p->L - t0 < T ? p->L - t0 : T;
+    for (int64_t t0 = 0; t0 < CG_DIM(p, L); t0 += T) {
+        const int64_t len = CG_DIM(p, L) - t0 < T ? CG_DIM(p, L) - t0 : T;
         gather_x_dt_b(P, &t, t0, len, bias, xs, dts, NULL, Bs);
         gather_bc(&p->Cm, t.b, t0, len, t.g, N, Cs);
         for (int64_t c = 0; c < nc; c++)
@@ -351,7 +351,7 @@ static cg_status ss_begin(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg 
     P->prm = prm;
     P->pool = cg__ctx_pool(ctx);
     P->nth = ss_threads(P->pool, prm.threads);
-    P->tile = bwd ? P->seg : ss_fwd_tile(p) < p->L ? ss_fwd_tile(p) : p->L;
+    P->tile = bwd ? P->seg : ss_fwd_tile(p) < CG_DIM(p, L) ? ss_fwd_tile(p) : CG_DIM(p, L);
     return CG_OK;
 }
 
@@ -368,8 +368,8 @@ cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     cg_status s = ss_begin(ctx, p, cfg, 0, &P);
     if (s) return s;
     /* At, h [nc N W]; bias, Dv [ld]; xs, dts, ys, zs [T ld]; Bs, Cs [T N] */
-    size_t per = ss_count(2 * P.nc, p->N, SS_W, 1) + ss_count(P.ld, 2 + 4 * P.tile, 1, 1) +
-                 ss_count(2 * P.tile, p->N, 1, 1);
+    size_t per = ss_count(2 * P.nc, CG_DIM(p, N), SS_W, 1) + ss_count(P.ld, 2 + 4 * P.tile, 1, 1) +
+                 ss_count(2 * P.tile, CG_DIM(p, N), 1, 1);
     size_t all = ss_scratch(&per, P.nth);
     if (!all || !(P.scratch = cg__aligned_alloc(all * sizeof(float))))
         return cg__err(ctx, CG_ENOMEM, "cpu sscan forward: out of memory for %d x %zu floats of scratch", P.nth, per);
@@ -385,7 +385,7 @@ cg_status cg__sscan_cpu_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
 static void bwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
     const cg_sscan_prob *p = P->p;
     const ss_lim lim = P->lim;
-    const int64_t N = p->N, L = p->L, ld = P->ld, nc = P->nc, S = P->seg, NW = N * SS_W;
+    const int64_t N = CG_DIM(p, N), L = CG_DIM(p, L), ld = P->ld, nc = P->nc, S = P->seg, NW = N * SS_W;
     /* [nc NW]: At, h, g; dAtot (double) takes 2 nc NW floats */
     float *At = s, *h = At + nc * NW, *g = h + nc * NW;
     double *dAtot = (double *)(g + nc * NW);
@@ -462,7 +462,7 @@ static void bwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
          * group, else to the partial rows reduced later. */
         for (int64_t i = 0; i < len; i++) {
             /* the sums in a row [2 N] (dB then dC): the partial row, or dScr before the store */
-            float *row = P->nblk == 1 ? dScr : P->pBC + (((t.b * p->G + t.g) * P->nblk + t.blk) * L + t0 + i) * 2 * N;
+            float *row = P->nblk == 1 ? dScr : P->pBC + (((t.b * CG_DIM(p, G) + t.g) * P->nblk + t.blk) * L + t0 + i) * 2 * N;
             for (int64_t n = 0; n < N; n++) {
                 row[n] = hsum(accB + (i * N + n) * SS_W);
                 row[N + n] = hsum(accC + (i * N + n) * SS_W);
@@ -476,10 +476,10 @@ static void bwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
     if (p->dh0.p) scatter_state(&p->dh0, t.b, t.d0, t.nb, nc, N, g);
     for (int64_t j = 0; j < t.nb; j++) {
         const int64_t c = j / SS_W, l = j % SS_W, d = t.d0 + j;
-        double *pa = P->pA + (t.b * p->D + d) * N;
+        double *pa = P->pA + (t.b * CG_DIM(p, D) + d) * N;
         for (int64_t n = 0; n < N; n++) pa[n] = dAtot[(c * N + n) * SS_W + l];
-        P->pDb[(t.b * p->D + d) * 2] = dDb[2 * j];
-        P->pDb[(t.b * p->D + d) * 2 + 1] = dDb[2 * j + 1];
+        P->pDb[(t.b * CG_DIM(p, D) + d) * 2] = dDb[2 * j];
+        P->pDb[(t.b * CG_DIM(p, D) + d) * 2 + 1] = dDb[2 * j + 1];
     }
 }
 static void bwd_task(void *arg, int64_t ti, int tid) { ss_run_task(arg, ti, tid, bwd_body); }
@@ -490,8 +490,8 @@ static void bc_reduce_task(void *arg, int64_t i, int tid) {
     (void)tid;
     const ss_plan *P = arg;
     const cg_sscan_prob *p = P->p;
-    const int64_t N = p->N, L = p->L, ntile = (L + SS_RED_TILE - 1) / SS_RED_TILE;
-    const int64_t bg = i / ntile, t0 = (i % ntile) * SS_RED_TILE, b = bg / p->G, g = bg % p->G;
+    const int64_t N = CG_DIM(p, N), L = CG_DIM(p, L), ntile = (L + SS_RED_TILE - 1) / SS_RED_TILE;
+    const int64_t bg = i / ntile, t0 = (i % ntile) * SS_RED_TILE, b = bg / CG_DIM(p, G), g = bg % CG_DIM(p, G);
     const int64_t t1 = t0 + SS_RED_TILE < L ? t0 + SS_RED_TILE : L;
     for (int64_t t = t0; t < t1; t++) {
         /* the sums go into block 0's partial row (read by this task alone), then out */
@@ -511,18 +511,18 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     ss_plan P;
     cg_status s = ss_begin(ctx, p, cfg, 1, &P);
     if (s) return s;
-    const int64_t N = p->N, NW = N * SS_W, S = P.seg, ld = P.ld, nc = P.nc;
+    const int64_t N = CG_DIM(p, N), NW = N * SS_W, S = P.seg, ld = P.ld, nc = P.nc;
     /* Per thread (floats): At, h, g [nc NW]; dAtot [2 nc NW]; dDb [4 ld]; bias, Dv [ld];
      * 9 tiles [S ld]; Bs, Cs [S N]; accB, accC, ab [S NW]; hs [(S+1) NW]; dAseg [NW]; dScr [2 N]. */
     size_t per = ss_count(5 * nc, NW, 1, 1) + ss_count(6, ld, 1, 1) + ss_count(9 * S, ld, 1, 1) +
                  ss_count(2 * S + 2, N, 1, 1) + ss_count(4 * S + 2, NW, 1, 1);
     size_t all = ss_scratch(&per, P.nth);
     size_t nck = ss_count(P.ntask, P.nseg, nc, NW);
-    size_t nbc = P.nblk > 1 ? ss_count(p->B * p->G * P.nblk, p->L, 2 * N, 1) : 1;
-    size_t npa = ss_count(p->B, p->D, N, 1), npd = ss_count(p->B, p->D, 2, 1);
+    size_t nbc = P.nblk > 1 ? ss_count(CG_DIM(p, B) * CG_DIM(p, G) * P.nblk, CG_DIM(p, L), 2 * N, 1) : 1;
+    size_t npa = ss_count(CG_DIM(p, B), CG_DIM(p, D), N, 1), npd = ss_count(CG_DIM(p, B), CG_DIM(p, D), 2, 1);
     if (!all || !nck || !nbc || !npa || !npd)
         return cg__err(ctx, CG_ENOMEM, "cpu sscan backward: workspace size overflows (B=%lld, L=%lld, D=%lld, N=%lld)",
-                       (long long)p->B, (long long)p->L, (long long)p->D, (long long)N);
+                       (long long)CG_DIM(p, B), (long long)CG_DIM(p, L), (long long)CG_DIM(p, D), (long long)N);
     P.scratch = cg__aligned_alloc(all * sizeof(float));
     P.ck = cg__aligned_alloc(nck * sizeof(float));
     P.pBC = P.nblk > 1 ? cg__aligned_alloc(nbc * sizeof(float)) : NULL;
@@ -539,18 +539,18 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     }
     cg__pool_run(P.pool, P.prm.threads, P.ntask, bwd_task, &P);
     if (P.nblk > 1)
-        cg__pool_run(P.pool, P.prm.threads, p->B * p->G * ((p->L + SS_RED_TILE - 1) / SS_RED_TILE), bc_reduce_task, &P);
+        cg__pool_run(P.pool, P.prm.threads, CG_DIM(p, B) * CG_DIM(p, G) * ((CG_DIM(p, L) + SS_RED_TILE - 1) / SS_RED_TILE), bc_reduce_task, &P);
     /* Batch sums in order b = 0, 1, ... */
-    for (int64_t d = 0; d < p->D; d++) {
+    for (int64_t d = 0; d < CG_DIM(p, D); d++) {
         for (int64_t n = 0; n < N; n++) {
             double a = 0;
-            for (int64_t b = 0; b < p->B; b++) a += P.pA[(b * p->D + d) * N + n];
+            for (int64_t b = 0; b < CG_DIM(p, B); b++) a += P.pA[(b * CG_DIM(p, D) + d) * N + n];
             CG_F32P(p->dA)[d * p->dA.s[0] + n * p->dA.s[1]] = (float)a;
         }
         double sd = 0, sb = 0;
-        for (int64_t b = 0; b < p->B; b++) {
-            sd += P.pDb[(b * p->D + d) * 2];
-            sb += P.pDb[(b * p->D + d) * 2 + 1];
+        for (int64_t b = 0; b < CG_DIM(p, B); b++) {
+            sd += P.pDb[(b * CG_DIM(p, D) + d) * 2];
+            sb += P.pDb[(b * CG_DIM(p, D) + d) * 2 + 1];
         }
         if (p->dD.p) CG_F32P(p->dD)[d * p->dD.s[0]] = (float)sd;
         if (p->ddbias.p) CG_F32P(p->ddbias)[d * p->ddbias.s[0]] = (float)sb;

@@ -11,7 +11,7 @@
 cg_status cg__sscan_cpu_params_default(cg_context *ctx, const cg_sscan_prob *p, int bwd, cg_sscan_cpu_params *out) {
     memset(out, 0, sizeof *out);
     out->segment = 64, out->block_d = 16; /* an empty problem: nothing runs */
-    if (p->B < 1 || p->L < 1 || p->D < 1 || p->N < 1 || p->G < 1) return CG_OK;
+    if (CG_DIM(p, B) < 1 || CG_DIM(p, L) < 1 || CG_DIM(p, D) < 1 || CG_DIM(p, N) < 1 || CG_DIM(p, G) < 1) return CG_OK;
     cg_shape shape;
     cg__shape_of_prob(cg__op_desc(bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD), p, &shape);
     cg_cfg def;

@@ -135,7 +135,7 @@ static void gather_d(const cg_view *v, int64_t d0, int64_t nb, int64_t ld, float
 /* A block transposed to lane chunks and scaled for ss_exp2:
  * At[c][n][l] = A[d0 + c*W + l, n] * log2(e). */
 static void gather_A(const cg_sscan_prob *p, int64_t d0, int64_t nb, int64_t nc, float *restrict At) {
-    const int64_t N = p->N;
+    const int64_t N = CG_DIM(p, N);
     for (int64_t c = 0; c < nc; c++)
         for (int64_t n = 0; n < N; n++)
             for (int64_t l = 0; l < SS_W; l++) {

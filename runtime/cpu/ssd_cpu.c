@@ -83,8 +83,8 @@ static cg_status heads_word(cg_context *ctx, const cg_cfg *def, const char *what
  * from (cg__cpu_space_default, cached per shape). */
 cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int bwd, cg_ssd_cpu_params *out) {
     memset(out, 0, sizeof *out);
-    out->chunk = 64, out->block_dv = (int)(p->dv > 0 ? p->dv : 1); /* an empty problem: nothing runs */
-    if (p->B < 1 || p->T < 1 || p->H < 1 || p->G < 1 || p->dk < 1 || p->dv < 1) return CG_OK;
+    out->chunk = 64, out->block_dv = (int)(CG_DIM(p, DV) > 0 ? CG_DIM(p, DV) : 1); /* an empty problem: nothing runs */
+    if (CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1 || CG_DIM(p, G) < 1 || CG_DIM(p, DK) < 1 || CG_DIM(p, DV) < 1) return CG_OK;
     cg_shape shape;
     cg__shape_of_prob(cg__op_desc(bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD), p, &shape);
     cg_cfg def;
@@ -119,9 +119,9 @@ cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cf
     run->bwd_split = (int)split;
     run->group_heads = group;
     run->pinned = run->pinned_chunk || run->pinned_block_dv || pinned_threads || pinned_split || pinned_heads;
-    run->chunk = cg__ssd_min(chunk, p->T > 0 ? p->T : 1);
+    run->chunk = cg__ssd_min(chunk, CG_DIM(p, T) > 0 ? CG_DIM(p, T) : 1);
     run->chunk_pad = cg__ssd_pad(run->chunk);
-    run->block_dv = cg__ssd_min(bdv, p->dv);
+    run->block_dv = cg__ssd_min(bdv, CG_DIM(p, DV));
     run->pool = cg__ctx_pool(ctx);
     const int size = cg__pool_size(run->pool);
     run->nscratch = size;

@@ -114,16 +114,16 @@ static size_t p1_floats(const bwd_job *J) {
     const int64_t C = J->C;
     const size_t half = (cg__dtype_half(p->v.dt) ? cg__ssd_pad(C * J->ldv) : 0) + /* Vr */
                         (cg__dtype_half(p->q.dt) ? cg__ssd_pad(C * J->ldk) : 0);  /* Qr */
-    return (size_t)(cg__ssd_pad(C * J->ldk) + cg__ssd_pad(C * J->ldv) + cg__ssd_pad(p->dv * J->ldk) +
-                    cg__ssd_pad(p->dk * J->ldv) + cg__ssd_pad(p->dv * J->ldc) + 4 * cg__ssd_pad(C)) + half;
+    return (size_t)(cg__ssd_pad(C * J->ldk) + cg__ssd_pad(C * J->ldv) + cg__ssd_pad(CG_DIM(p, DV) * J->ldk) +
+                    cg__ssd_pad(CG_DIM(p, DK) * J->ldv) + cg__ssd_pad(CG_DIM(p, DV) * J->ldc) + 4 * cg__ssd_pad(C)) + half;
 }
 
 static void phase1(void *arg, int64_t bh, int tid) {
     const bwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = p->dk, dv = p->dv, T = p->T, C = J->C, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), T = CG_DIM(p, T), C = J->C, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
     const int64_t ldk = J->ldk, ldv = J->ldv, ldc = J->ldc;
-    const int64_t b = bh / p->H, h = bh % p->H, g = h / (p->H / p->G);
+    const int64_t b = bh / CG_DIM(p, H), h = bh % CG_DIM(p, H), g = h / (CG_DIM(p, H) / CG_DIM(p, G));
 
     float *mem = cg__ssd_scratch_at(&J->scratch, tid);
     float *restrict Kw = mem;                           /* [C, dkp]  diag(w) K */
@@ -216,7 +216,7 @@ typedef struct p2_tiles {
 /* Lays the tiles out from mem (NULL: just count); returns the floats used. */
 static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     const cg_ssd_prob *p = J->p;
-    const int64_t C = J->C, dk = p->dk, dv = p->dv, dkp = J->ldk, dvp = J->ldv, Cp = J->ldc; /* row lengths */
+    const int64_t C = J->C, dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), dkp = J->ldk, dvp = J->ldv, Cp = J->ldc; /* row lengths */
     p2_tiles dummy;
     if (!t) t = &dummy;
     size_t off = 0;
@@ -274,7 +274,7 @@ static const float *tile_rows(float *tile, int64_t ldt, const void *src, cg_dtyp
  * from t->dS, which is then moved back one chunk: dS = e^{A_last} dS + Q^T diag(e^A) dO. */
 static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, int64_t c) {
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = p->dk, dv = p->dv, T = p->T, C = J->C, Cp = J->Cp, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), T = CG_DIM(p, T), C = J->C, Cp = J->Cp, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
     const int64_t hpg = J->hpg, ldk = J->ldk, ldv = J->ldv, ldc = J->ldc;
     const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
     p2_tiles t = *tp;
@@ -296,7 +296,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         p->grad_k.dt == CG_F32 ? CG_F32P(p->grad_k) + b * p->grad_k.s[0] + g * p->grad_k.s[2] + t0 * p->grad_k.s[1] : NULL;
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
-        const int64_t bh = b * p->H + h;
+        const int64_t bh = b * CG_DIM(p, H) + h;
         const void *v16 = cg__vat(&p->v, b * p->v.s[0] + h * p->v.s[2] + t0 * p->v.s[1]);
         const void *d16 = cg__vat(&p->dout, b * p->dout.s[0] + h * p->dout.s[2] + t0 * p->dout.s[1]);
         const float *v, *dout;
@@ -416,7 +416,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
 
 static void phase2_split(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
-    const int64_t G = J->p->G, nc = J->nc;
+    const int64_t G = CG_DIM(J->p, G), nc = J->nc;
     p2_tiles t;
     p2_layout(J, cg__ssd_scratch_at(&J->scratch, tid), &t);
     chunk_grads(J, &t, idx / (G * nc), idx / nc % G, idx % nc);
@@ -425,7 +425,7 @@ static void phase2_split(void *arg, int64_t idx, int tid) {
 static void phase2_fused(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = p->dk, dv = p->dv, dvp = J->dvp, ldv = J->ldv, b = idx / p->G, g = idx % p->G;
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), dvp = J->dvp, ldv = J->ldv, b = idx / CG_DIM(p, G), g = idx % CG_DIM(p, G);
     p2_tiles t;
     p2_layout(J, cg__ssd_scratch_at(&J->scratch, tid), &t);
     for (int64_t u = 0; u < J->hpg; u++) {
@@ -453,17 +453,17 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     if (st != CG_OK) return st;
 
     bwd_job J = {.p = p, .C = run.chunk, .Cp = run.chunk_pad};
-    J.nc = (p->T + J.C - 1) / J.C;
-    J.dkp = cg__ssd_pad(p->dk);
-    J.dvp = cg__ssd_pad(p->dv);
-    J.hpg = p->H / p->G;
-    J.ldk = cg__ssd_ld(p->dk), J.ldv = cg__ssd_ld(p->dv), J.ldc = cg__ssd_ld(J.C);
+    J.nc = (CG_DIM(p, T) + J.C - 1) / J.C;
+    J.dkp = cg__ssd_pad(CG_DIM(p, DK));
+    J.dvp = cg__ssd_pad(CG_DIM(p, DV));
+    J.hpg = CG_DIM(p, H) / CG_DIM(p, G);
+    J.ldk = cg__ssd_ld(CG_DIM(p, DK)), J.ldv = cg__ssd_ld(CG_DIM(p, DV)), J.ldc = cg__ssd_ld(J.C);
     /* fused when the (b, g) tasks keep the threads at least 3/4 busy */
-    const int64_t ngroups = p->B * p->G, rounds = (ngroups + run.threads - 1) / run.threads;
+    const int64_t ngroups = CG_DIM(p, B) * CG_DIM(p, G), rounds = (ngroups + run.threads - 1) / run.threads;
     J.fused = run.bwd_split >= 0 ? !run.bwd_split : 4 * ngroups >= 3 * rounds * run.threads;
 
-    const int64_t nbh = p->B * p->H, nent = nbh * J.nc;
-    const size_t ws_f = (size_t)nent * (size_t)(p->dv * J.ldk + (J.fused ? 0 : p->dk * J.ldv));
+    const int64_t nbh = CG_DIM(p, B) * CG_DIM(p, H), nent = nbh * J.nc;
+    const size_t ws_f = (size_t)nent * (size_t)(CG_DIM(p, DV) * J.ldk + (J.fused ? 0 : CG_DIM(p, DK) * J.ldv));
     const size_t ws_bytes = ws_f * sizeof(float);
     void *own = NULL, *ws;
     if (ex && ex->workspace && ex->workspace_bytes >= ws_bytes + 64) {
@@ -475,7 +475,7 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
                            ws_bytes);
     }
     J.WS = ws;
-    J.WD = J.fused ? NULL : J.WS + (size_t)nent * (size_t)(p->dv * J.ldk);
+    J.WD = J.fused ? NULL : J.WS + (size_t)nent * (size_t)(CG_DIM(p, DV) * J.ldk);
 
     size_t per = p1_floats(&J);
     size_t f2 = p2_layout(&J, NULL, NULL);

@@ -35,7 +35,7 @@ typedef struct fwd_job {
 /* Scratch floats for one task of nh heads. */
 static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv, int64_t nh) {
     const int qk16 = cg__dtype_half(p->q.dt) || cg__dtype_half(p->k.dt);
-    const int64_t Cp = cg__ssd_pad(C), dk = p->dk, wp = cg__ssd_pad(bdv);
+    const int64_t Cp = cg__ssd_pad(C), dk = CG_DIM(p, DK), wp = cg__ssd_pad(bdv);
     int64_t f = 0;
     f += cg__ssd_pad(dk * cg__ssd_ld(C));               /* KT */
     if (nh > 1) f += cg__ssd_pad(dk * cg__ssd_ld(C));   /* KTw */
@@ -51,9 +51,9 @@ static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv, in
 static void fwd_task(void *arg, int64_t idx, int tid) {
     const fwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = p->dk, T = p->T, C = J->C, Cp = J->Cp, hpg = p->H / p->G, nh = J->nh, nset = p->H / nh;
+    const int64_t dk = CG_DIM(p, DK), T = CG_DIM(p, T), C = J->C, Cp = J->Cp, hpg = CG_DIM(p, H) / CG_DIM(p, G), nh = J->nh, nset = CG_DIM(p, H) / nh;
     const int64_t b = idx / (nset * J->nblk), hf = idx / J->nblk % nset * nh, jb = idx % J->nblk, g = hf / hpg;
-    const int64_t j0 = jb * J->bdv, w = cg__ssd_min(J->bdv, p->dv - j0), wp = cg__ssd_pad(w);
+    const int64_t j0 = jb * J->bdv, w = cg__ssd_min(J->bdv, CG_DIM(p, DV) - j0), wp = cg__ssd_pad(w);
     const int64_t ldl = dk + Cp, ldr = cg__ssd_ld(wp), ldkt = cg__ssd_ld(C), rsz = cg__ssd_pad((dk + C) * ldr);
 
     float *mem = cg__ssd_scratch_at(&J->scratch, tid);
@@ -182,10 +182,10 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
 
     fwd_job J = {.p = p, .C = run.chunk, .Cp = run.chunk_pad};
     J.bdv = run.block_dv; /* the default splits dv when there are fewer (b, h) tasks than threads */
-    J.nblk = (p->dv + J.bdv - 1) / J.bdv;
+    J.nblk = (CG_DIM(p, DV) + J.bdv - 1) / J.bdv;
     /* A task takes a whole group of heads (Q K^T once per group, q and k read once) or one
      * head: the config's heads = group | each (generator/cpu/ssd_cpu.lua decides the default). */
-    J.nh = run.group_heads && p->H / p->G > 1 ? p->H / p->G : 1;
+    J.nh = run.group_heads && CG_DIM(p, H) / CG_DIM(p, G) > 1 ? CG_DIM(p, H) / CG_DIM(p, G) : 1;
 
     const size_t per = (fwd_scratch_bytes(p, J.C, J.bdv, J.nh) + 63) / 64 * 64;
     J.scratch.stride = per;
@@ -193,7 +193,7 @@ cg_status cg__ssd_cpu_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     if (!J.scratch.mem)
         return cg__err(ctx, CG_ENOMEM, "cpu ssd forward: out of memory for %d x %zu bytes of scratch", run.nscratch,
                        per);
-    cg__pool_run(run.pool, run.threads, p->B * (p->H / J.nh) * J.nblk, fwd_task, &J);
+    cg__pool_run(run.pool, run.threads, CG_DIM(p, B) * (CG_DIM(p, H) / J.nh) * J.nblk, fwd_task, &J);
     cg__aligned_free(J.scratch.mem);
     cg__dispatch_detail(ctx, "ssd_fwd chunk=%lld block_dv=%lld heads=%s threads=%d (%s)", (long long)J.C,
                         (long long)J.bdv, J.nh > 1 ? "group" : "each", run.threads, run.pinned ? "pinned" : "default");

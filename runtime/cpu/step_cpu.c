@@ -212,7 +212,7 @@ static void ssd_token(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_
 
 cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    const int64_t n[7] = {p->B, p->T, p->H, p->G, p->S, p->dk, p->dv};
+    const int64_t n[7] = {CG_DIM(p, B), CG_DIM(p, T), CG_DIM(p, H), CG_DIM(p, G), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     const cg_view *const v[4] = {&p->cache, &p->idx, &p->dst, &p->o};
     return cols_step(ctx, cfg, "cpu ssd step", p->dtype, p, ssd_token, n, v);
 }
@@ -361,7 +361,7 @@ static void sscan_task(void *arg, int64_t task, int tid) {
     (void)tid;
     const sscan_run *r = arg;
     const cg_sscan_step_prob *p = r->p;
-    const int64_t L = p->L, D = p->D, N = p->N, S = p->S, dpg = D / p->G, Np = (N + SW - 1) / SW * SW;
+    const int64_t L = CG_DIM(p, L), D = CG_DIM(p, D), N = CG_DIM(p, N), S = CG_DIM(p, S), dpg = D / CG_DIM(p, G), Np = (N + SW - 1) / SW * SW;
     const int64_t b = task / r->nblk, d0 = task % r->nblk * r->bd, d1 = d0 + r->bd < D ? d0 + r->bd : D;
     const cg_view *c = &p->cache, *Av = &p->A, *yv = &p->y;
     const int64_t src = slot_of(&p->idx, b, 0, S);
@@ -436,27 +436,27 @@ cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const
     if (p->dtype != CG_F32)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
                        cg__dtype_name(p->dtype));
-    if (p->N > STEP_ROW)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: N = %lld but the CPU path takes N <= %d", what, (long long)p->N,
+    if (CG_DIM(p, N) > STEP_ROW)
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: N = %lld but the CPU path takes N <= %d", what, (long long)CG_DIM(p, N),
                        STEP_ROW);
     sscan_run r = {p, 0, 0, 0, cg__cpu_ld_row, cg__cpu_st_row, {SS_EXP_LO, SS_EXP_HI, SS_EXP2_LO, SS_EXP2_HI}};
-    const int64_t Np = (p->N + SW - 1) / SW * SW;
+    const int64_t Np = (CG_DIM(p, N) + SW - 1) / SW * SW;
     r.cw = STEP_BUF / Np < SS_CH ? STEP_BUF / Np : SS_CH;
     cg_pool *pool;
     int threads = 1;
-    const double bytes = 2.0 * (double)(p->B * p->D) * (double)p->N * (double)cg__dt_bytes(p->cache.dt);
+    const double bytes = 2.0 * (double)(CG_DIM(p, B) * CG_DIM(p, D)) * (double)CG_DIM(p, N) * (double)cg__dt_bytes(p->cache.dt);
     int64_t bd = 0;
-    cg_status st = step_threads(ctx, cfg, what, bytes, p->B * ((p->D + 63) / 64), &bd, p->D, &pool, &threads);
+    cg_status st = step_threads(ctx, cfg, what, bytes, CG_DIM(p, B) * ((CG_DIM(p, D) + 63) / 64), &bd, CG_DIM(p, D), &pool, &threads);
     if (st) return st;
     if (!bd) { /* about four tasks per thread, at least 64 channels each, at most 1024 */
-        bd = (p->B * p->D + 4 * threads - 1) / (4 * threads) / (p->B > 0 ? p->B : 1);
+        bd = (CG_DIM(p, B) * CG_DIM(p, D) + 4 * threads - 1) / (4 * threads) / (CG_DIM(p, B) > 0 ? CG_DIM(p, B) : 1);
         bd = bd < 64 ? 64 : bd > 1024 ? 1024 : bd;
-        if (bd > p->D) bd = p->D;
+        if (bd > CG_DIM(p, D)) bd = CG_DIM(p, D);
     }
     r.bd = bd;
-    r.nblk = (p->D + bd - 1) / bd;
+    r.nblk = (CG_DIM(p, D) + bd - 1) / bd;
     cg__dispatch_detail(ctx, " cpu sscan step block=%lld threads=%d", (long long)bd, threads);
-    cg__pool_run(pool, threads, p->B * r.nblk, sscan_task, &r);
+    cg__pool_run(pool, threads, CG_DIM(p, B) * r.nblk, sscan_task, &r);
     return CG_OK;
 }
 
@@ -497,7 +497,7 @@ static void gdr_token(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_
 
 cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    const int64_t n[7] = {p->B, p->T, p->H, p->G, p->S, p->dk, p->dv};
+    const int64_t n[7] = {CG_DIM(p, B), CG_DIM(p, T), CG_DIM(p, H), CG_DIM(p, G), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     const cg_view *const v[4] = {&p->cache, &p->idx, &p->dst, &p->o};
     return cols_step(ctx, cfg, "cpu gdr step", p->dtype, p, gdr_token, n, v);
 }

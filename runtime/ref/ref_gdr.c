@@ -28,13 +28,13 @@
  * 1 / sqrt(x.x + eps) (1 without the norm). */
 static double load_qk(const cg_gdr_prob *p, const cg_view *v, int64_t b, int64_t t, int64_t g, double *x) {
     double ss = 0;
-    for (int64_t i = 0; i < p->dk; i++) {
+    for (int64_t i = 0; i < CG_DIM(p, DK); i++) {
         x[i] = cg__vload(v, b, t, g, i);
         ss += x[i] * x[i];
     }
     if (!p->l2norm) return 1;
     const double r = 1 / sqrt(ss + GDR_L2_EPS);
-    for (int64_t i = 0; i < p->dk; i++) x[i] *= r;
+    for (int64_t i = 0; i < CG_DIM(p, DK); i++) x[i] *= r;
     return r;
 }
 
@@ -44,10 +44,10 @@ static double load_token(const cg_gdr_prob *p, int64_t b, int64_t t, int64_t g, 
                          double *v, double *beta) {
     if (q) {
         (void)load_qk(p, &p->q, b, t, g, q);
-        for (int64_t i = 0; i < p->dk; i++) q[i] *= p->scale;
+        for (int64_t i = 0; i < CG_DIM(p, DK); i++) q[i] *= p->scale;
     }
     (void)load_qk(p, &p->k, b, t, g, k);
-    for (int64_t j = 0; j < p->dv; j++) v[j] = cg__vload(&p->v, b, t, h, j);
+    for (int64_t j = 0; j < CG_DIM(p, DV); j++) v[j] = cg__vload(&p->v, b, t, h, j);
     *beta = cg__vload(&p->beta, b, t, h, 0);
     return exp(cg__vload(&p->g, b, t, h, 0));
 }
@@ -71,33 +71,33 @@ static void state_step(double *S, double a, double beta, const double *k, const 
 /* A [b, h, dk, dv] state view into S (0 when absent). */
 static void load_state(const cg_gdr_prob *p, const cg_view *v, int64_t b, int64_t h, double *S) {
     if (!v->p) {
-        memset(S, 0, (size_t)(p->dk * p->dv) * sizeof *S);
+        memset(S, 0, (size_t)(CG_DIM(p, DK) * CG_DIM(p, DV)) * sizeof *S);
         return;
     }
-    for (int64_t i = 0; i < p->dk; i++)
-        for (int64_t j = 0; j < p->dv; j++) S[i * p->dv + j] = cg__vload(v, b, h, i, j);
+    for (int64_t i = 0; i < CG_DIM(p, DK); i++)
+        for (int64_t j = 0; j < CG_DIM(p, DV); j++) S[i * CG_DIM(p, DV) + j] = cg__vload(v, b, h, i, j);
 }
 
 static void store_state(const cg_gdr_prob *p, const cg_view *v, int64_t b, int64_t h, const double *S) {
     if (!v->p) return;
-    for (int64_t i = 0; i < p->dk; i++)
-        for (int64_t j = 0; j < p->dv; j++) cg__vstore(v, b, h, i, j, S[i * p->dv + j]);
+    for (int64_t i = 0; i < CG_DIM(p, DK); i++)
+        for (int64_t j = 0; j < CG_DIM(p, DV); j++) cg__vstore(v, b, h, i, j, S[i * CG_DIM(p, DV) + j]);
 }
 
 cg_status cg__gdr_ref_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const int64_t dk = p->dk, dv = p->dv, hpg = p->H / p->G;
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G);
     double *S = malloc((size_t)(dk * dv + 2 * dk + 3 * dv) * sizeof(double));
     if (!S)
         return cg__err(ctx, CG_ENOMEM, "ref gdr forward: out of memory for the state (dk=%lld, dv=%lld)", (long long)dk,
                        (long long)dv);
     double *q = S + dk * dv, *k = q + dk, *v = k + dk, *pv = v + dv, *u = pv + dv;
-    for (int64_t b = 0; b < p->B; b++)
-        for (int64_t h = 0; h < p->H; h++) {
+    for (int64_t b = 0; b < CG_DIM(p, B); b++)
+        for (int64_t h = 0; h < CG_DIM(p, H); h++) {
             const int64_t g = h / hpg;
             load_state(p, &p->h0, b, h, S);
-            for (int64_t t = 0; t < p->T; t++) {
+            for (int64_t t = 0; t < CG_DIM(p, T); t++) {
                 double beta;
                 const double a = load_token(p, b, t, g, h, q, k, v, &beta);
                 state_step(S, a, beta, k, v, pv, u, dk, dv);
@@ -117,18 +117,18 @@ cg_status cg__gdr_ref_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *c
 static void l2norm_bwd(const cg_gdr_prob *p, const cg_view *x, const cg_view *dx, int64_t b, int64_t g,
                        const double *dxn, int64_t T, double *xn) {
     for (int64_t t = 0; t < T; t++) {
-        const double *d = dxn + t * p->dk;
+        const double *d = dxn + t * CG_DIM(p, DK);
         const double r = load_qk(p, x, b, t, g, xn);
         double dot = 0;
-        for (int64_t i = 0; i < p->dk; i++) dot += d[i] * xn[i];
-        for (int64_t i = 0; i < p->dk; i++) cg__vstore(dx, b, t, g, i, p->l2norm ? r * (d[i] - dot * xn[i]) : d[i]);
+        for (int64_t i = 0; i < CG_DIM(p, DK); i++) dot += d[i] * xn[i];
+        for (int64_t i = 0; i < CG_DIM(p, DK); i++) cg__vstore(dx, b, t, g, i, p->l2norm ? r * (d[i] - dot * xn[i]) : d[i]);
     }
 }
 
 cg_status cg__gdr_ref_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const int64_t T = p->T, dk = p->dk, dv = p->dv, hpg = p->H / p->G, ss = dk * dv;
+    const int64_t T = CG_DIM(p, T), dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G), ss = dk * dv;
     int64_t nseg;
     const int64_t seg = cg__ref_ckpt_seg(T, &nseg);
     /* ckpt[c]: state before token c*seg; st[w]: state after token t0+w-1 of the current
@@ -141,8 +141,8 @@ cg_status cg__gdr_ref_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *c
     double *du = dout + dv, *dp = du + dv;
     double *dqn = dp + dv, *dkn = dqn + T * dk;
 
-    for (int64_t b = 0; b < p->B; b++)
-        for (int64_t g = 0; g < p->G; g++) {
+    for (int64_t b = 0; b < CG_DIM(p, B); b++)
+        for (int64_t g = 0; g < CG_DIM(p, G); g++) {
             memset(dqn, 0, (size_t)(2 * T * dk) * sizeof(double));
             for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
                 /* forward: checkpoints */

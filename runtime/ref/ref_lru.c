@@ -18,10 +18,10 @@ cg_status cg__lru_ref_fwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *c
     (void)ctx;
     (void)cfg;
     (void)ex;
-    for (int64_t b = 0; b < p->B; b++)
-        for (int64_t d = 0; d < p->D; d++) {
+    for (int64_t b = 0; b < CG_DIM(p, B); b++)
+        for (int64_t d = 0; d < CG_DIM(p, D); d++) {
             double h = state_at(&p->h0, b, d);
-            for (int64_t t = 0; t < p->L; t++) {
+            for (int64_t t = 0; t < CG_DIM(p, L); t++) {
                 h = cg__vload(&p->a, b, t, d, 0) * h + cg__vload(&p->b, b, t, d, 0) * cg__vload(&p->x, b, t, d, 0);
                 cg__vstore(&p->y, b, t, d, 0, h);
             }
@@ -33,16 +33,16 @@ cg_status cg__lru_ref_fwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *c
 cg_status cg__lru_ref_bwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    double *hs = malloc((size_t)(p->L + 1) * sizeof *hs); /* hs[t] = h_{t-1} */
-    if (!hs) return cg__err(ctx, CG_ENOMEM, "ref lru backward: out of memory for %lld states", (long long)p->L + 1);
-    for (int64_t b = 0; b < p->B; b++)
-        for (int64_t d = 0; d < p->D; d++) {
+    double *hs = malloc((size_t)(CG_DIM(p, L) + 1) * sizeof *hs); /* hs[t] = h_{t-1} */
+    if (!hs) return cg__err(ctx, CG_ENOMEM, "ref lru backward: out of memory for %lld states", (long long)CG_DIM(p, L) + 1);
+    for (int64_t b = 0; b < CG_DIM(p, B); b++)
+        for (int64_t d = 0; d < CG_DIM(p, D); d++) {
             hs[0] = state_at(&p->h0, b, d);
-            for (int64_t t = 0; t < p->L; t++)
+            for (int64_t t = 0; t < CG_DIM(p, L); t++)
                 hs[t + 1] =
                     cg__vload(&p->a, b, t, d, 0) * hs[t] + cg__vload(&p->b, b, t, d, 0) * cg__vload(&p->x, b, t, d, 0);
             double g = state_at(&p->dhT, b, d);
-            for (int64_t t = p->L - 1; t >= 0; t--) {
+            for (int64_t t = CG_DIM(p, L) - 1; t >= 0; t--) {
                 g += cg__vload(&p->dy, b, t, d, 0);
                 cg__vstore(&p->grad_a, b, t, d, 0, g * hs[t]);
                 cg__vstore(&p->grad_b, b, t, d, 0, g * cg__vload(&p->x, b, t, d, 0));

@@ -29,11 +29,11 @@ static double dt_of(const cg_sscan_prob *p, int64_t b, int64_t t, int64_t d, dou
  * state (hs[0..N) = h0, hs[(t+1)N..] = h_t). Leaves h_{L-1} in h. */
 static void row_forward(const cg_sscan_prob *p, int64_t b, int64_t d, const double *A, double *h, double *hs,
                         int write_y) {
-    const int64_t N = p->N, g = d / (p->D / p->G);
+    const int64_t N = CG_DIM(p, N), g = d / (CG_DIM(p, D) / CG_DIM(p, G));
     const double Dd = p->Dv.p ? cg__vload(&p->Dv, d, 0, 0, 0) : 0.0;
     for (int64_t n = 0; n < N; n++) h[n] = p->h0.p ? cg__vload(&p->h0, b, d, n, 0) : 0.0;
     if (hs) memcpy(hs, h, (size_t)N * sizeof(double));
-    for (int64_t t = 0; t < p->L; t++) {
+    for (int64_t t = 0; t < CG_DIM(p, L); t++) {
         const double dt = dt_of(p, b, t, d, NULL), x = cg__vload(&p->x, b, t, d, 0);
         double y = 0;
         for (int64_t n = 0; n < N; n++) {
@@ -54,12 +54,12 @@ static void row_forward(const cg_sscan_prob *p, int64_t b, int64_t d, const doub
 cg_status cg__sscan_ref_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const int64_t N = p->N;
+    const int64_t N = CG_DIM(p, N);
     double *A = malloc((size_t)(2 * N) * sizeof(double));
     if (!A) return cg__err(ctx, CG_ENOMEM, "ref sscan forward: out of memory (N=%lld)", (long long)N);
     double *h = A + N;
-    for (int64_t b = 0; b < p->B; b++)
-        for (int64_t d = 0; d < p->D; d++) {
+    for (int64_t b = 0; b < CG_DIM(p, B); b++)
+        for (int64_t d = 0; d < CG_DIM(p, D); d++) {
             for (int64_t n = 0; n < N; n++) A[n] = cg__vload(&p->A, d, n, 0, 0);
             row_forward(p, b, d, A, h, NULL, 1);
             if (p->hT.p)
@@ -72,7 +72,7 @@ cg_status cg__sscan_ref_fwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
 cg_status cg__sscan_ref_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const int64_t L = p->L, D = p->D, N = p->N, G = p->G, dpg = D / G;
+    const int64_t L = CG_DIM(p, L), D = CG_DIM(p, D), N = CG_DIM(p, N), G = CG_DIM(p, G), dpg = D / G;
     /* A, h, g [N]; hs [(L+1) N]; dB, dC [L, G, N] per batch; dA [D, N]; dD, ddbias [D] */
     size_t n_all = (size_t)(3 * N + (L + 1) * N + 2 * L * G * N + D * N + 2 * D);
     double *mem = calloc(n_all, sizeof(double));
@@ -83,7 +83,7 @@ cg_status cg__sscan_ref_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     double *dB = hs + (L + 1) * N, *dC = dB + L * G * N, *dA = dC + L * G * N;
     double *dD = dA + D * N, *ddb = dD + D;
 
-    for (int64_t b = 0; b < p->B; b++) {
+    for (int64_t b = 0; b < CG_DIM(p, B); b++) {
         memset(dB, 0, (size_t)(2 * L * G * N) * sizeof(double));
         for (int64_t d = 0; d < D; d++) {
             const int64_t g = d / dpg;

@@ -21,11 +21,11 @@
 /* Token t of head h: load q, k (group g), v into row buffers, return exp(la_t). */
 static double load_token(const cg_ssd_prob *p, int64_t b, int64_t t, int64_t g, int64_t h,
                          double *q, double *k, double *v) {
-    for (int64_t i = 0; i < p->dk; i++) {
+    for (int64_t i = 0; i < CG_DIM(p, DK); i++) {
         if (q) q[i] = cg__vload(&p->q, b, t, g, i);
         k[i] = cg__vload(&p->k, b, t, g, i);
     }
-    for (int64_t j = 0; j < p->dv; j++) v[j] = cg__vload(&p->v, b, t, h, j);
+    for (int64_t j = 0; j < CG_DIM(p, DV); j++) v[j] = cg__vload(&p->v, b, t, h, j);
     return exp(cg__vload(&p->la, b, t, h, 0));
 }
 
@@ -39,28 +39,28 @@ static void state_step(double *S, double decay, const double *k, const double *v
 }
 
 static void load_h0(const cg_ssd_prob *p, int64_t b, int64_t h, double *S) {
-    int64_t n = p->dk * p->dv;
+    int64_t n = CG_DIM(p, DK) * CG_DIM(p, DV);
     if (!p->h0.p) {
         memset(S, 0, (size_t)n * sizeof *S);
         return;
     }
-    for (int64_t i = 0; i < p->dk; i++)
-        for (int64_t j = 0; j < p->dv; j++) S[i * p->dv + j] = cg__vload(&p->h0, b, h, i, j);
+    for (int64_t i = 0; i < CG_DIM(p, DK); i++)
+        for (int64_t j = 0; j < CG_DIM(p, DV); j++) S[i * CG_DIM(p, DV) + j] = cg__vload(&p->h0, b, h, i, j);
 }
 
 cg_status cg__ssd_ref_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const int64_t dk = p->dk, dv = p->dv, hpg = p->H / p->G;
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G);
     double *S = malloc((size_t)(dk * dv + 2 * dk + dv) * sizeof(double));
     if (!S) return cg__err(ctx, CG_ENOMEM, "ref ssd forward: out of memory for the state (dk=%lld, dv=%lld)",
                            (long long)dk, (long long)dv);
     double *q = S + dk * dv, *k = q + dk, *v = k + dk;
-    for (int64_t b = 0; b < p->B; b++) {
-        for (int64_t h = 0; h < p->H; h++) {
+    for (int64_t b = 0; b < CG_DIM(p, B); b++) {
+        for (int64_t h = 0; h < CG_DIM(p, H); h++) {
             const int64_t g = h / hpg;
             load_h0(p, b, h, S);
-            for (int64_t t = 0; t < p->T; t++) {
+            for (int64_t t = 0; t < CG_DIM(p, T); t++) {
                 double decay = load_token(p, b, t, g, h, q, k, v);
                 state_step(S, decay, k, v, dk, dv);
                 for (int64_t j = 0; j < dv; j++) {
@@ -81,7 +81,7 @@ cg_status cg__ssd_ref_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
 cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const int64_t T = p->T, dk = p->dk, dv = p->dv, hpg = p->H / p->G, ss = dk * dv;
+    const int64_t T = CG_DIM(p, T), dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G), ss = dk * dv;
     int64_t nseg;
     const int64_t seg = cg__ref_ckpt_seg(T, &nseg);
     /* ckpt[c]: state before token c*seg. st[u]: state after token start+u-1 of the
@@ -93,8 +93,8 @@ cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     double *q = G + ss, *k = q + dk, *v = k + dk, *dout = v + dv;
     double *dq = dout + dv, *dkacc = dq + T * dk; /* [T, dk] per (b, g) */
 
-    for (int64_t b = 0; b < p->B; b++) {
-        for (int64_t g = 0; g < p->G; g++) {
+    for (int64_t b = 0; b < CG_DIM(p, B); b++) {
+        for (int64_t g = 0; g < CG_DIM(p, G); g++) {
             memset(dq, 0, (size_t)(2 * T * dk) * sizeof(double));
             for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
                 /* forward: checkpoints */

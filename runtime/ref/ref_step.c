@@ -80,7 +80,7 @@ static cg_status step_ref(cg_context *ctx, const char *what, const step_walk *w,
 /* S = exp(log_alpha) S + k v^T; o = S^T q. */
 static void ssd_token(const void *pp, int64_t b, int64_t t, int64_t h, double *S) {
     const cg_ssd_step_prob *p = pp;
-    const int64_t dk = p->dk, dv = p->dv, g = h / (p->H / p->G);
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), g = h / (CG_DIM(p, H) / CG_DIM(p, G));
     const double a = exp(cg__vload(&p->la, b, t, h, 0));
     for (int64_t i = 0; i < dk; i++) {
         const double ki = cg__vload(&p->k, b, t, g, i);
@@ -96,7 +96,7 @@ static void ssd_token(const void *pp, int64_t b, int64_t t, int64_t h, double *S
 cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const step_walk w = {&p->cache, &p->o, &p->idx, &p->dst, p->B, p->H, p->T, p->S, p->dk, p->dv};
+    const step_walk w = {&p->cache, &p->o, &p->idx, &p->dst, CG_DIM(p, B), CG_DIM(p, H), CG_DIM(p, T), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     return step_ref(ctx, "ssd", &w, 0, ssd_token, p);
 }
 
@@ -105,7 +105,7 @@ static double softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
 /* h = exp(dt A) h + dt B x; y = C h + D x, times silu(z) when z is given. */
 static void sscan_token(const void *pp, int64_t b, int64_t t, int64_t d, double *h) {
     const cg_sscan_step_prob *p = pp;
-    const int64_t N = p->N, g = d / (p->D / p->G);
+    const int64_t N = CG_DIM(p, N), g = d / (CG_DIM(p, D) / CG_DIM(p, G));
     double dt = cg__vload(&p->delta, b, t, d, 0);
     if (p->dbias.p) dt += cg__vload(&p->dbias, d, 0, 0, 0);
     if (p->softplus) dt = softplus(dt);
@@ -127,20 +127,20 @@ cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const
     (void)cfg;
     (void)ex;
     /* a channel d is a head whose state is [N, 1] */
-    const step_walk w = {&p->cache, &p->y, &p->idx, &p->dst, p->B, p->D, p->L, p->S, p->N, 1};
+    const step_walk w = {&p->cache, &p->y, &p->idx, &p->dst, CG_DIM(p, B), CG_DIM(p, D), CG_DIM(p, L), CG_DIM(p, S), CG_DIM(p, N), 1};
     return step_ref(ctx, "sscan", &w, 0, sscan_token, p);
 }
 
 /* q or k at (b, t, g) into x, L2-normalised over dk when the problem says so (gdr_fwd's). */
 static void gdr_load_qk(const cg_gdr_step_prob *p, const cg_view *v, int64_t b, int64_t t, int64_t g, double *x) {
     double ss = 0;
-    for (int64_t i = 0; i < p->dk; i++) {
+    for (int64_t i = 0; i < CG_DIM(p, DK); i++) {
         x[i] = cg__vload(v, b, t, g, i);
         ss += x[i] * x[i];
     }
     if (!p->l2norm) return;
     const double r = 1 / sqrt(ss + 1e-6);
-    for (int64_t i = 0; i < p->dk; i++) x[i] *= r;
+    for (int64_t i = 0; i < CG_DIM(p, DK); i++) x[i] *= r;
 }
 
 /* The gated delta rule's step (ref_gdr.c's forward loop over a cache slot):
@@ -148,7 +148,7 @@ static void gdr_load_qk(const cg_gdr_step_prob *p, const cg_view *v, int64_t b, 
  * pv, u [dv] follows S. */
 static void gdr_token(const void *pp, int64_t b, int64_t t, int64_t h, double *S) {
     const cg_gdr_step_prob *p = pp;
-    const int64_t dk = p->dk, dv = p->dv, g = h / (p->H / p->G);
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), g = h / (CG_DIM(p, H) / CG_DIM(p, G));
     double *q = S + dk * dv, *k = q + dk, *pv = k + dk, *u = pv + dv;
     gdr_load_qk(p, &p->q, b, t, g, q);
     gdr_load_qk(p, &p->k, b, t, g, k);
@@ -173,8 +173,8 @@ static void gdr_token(const void *pp, int64_t b, int64_t t, int64_t h, double *S
 cg_status cg__gdr_step_ref(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const step_walk w = {&p->cache, &p->o, &p->idx, &p->dst, p->B, p->H, p->T, p->S, p->dk, p->dv};
-    return step_ref(ctx, "gdr", &w, 2 * p->dk + 2 * p->dv, gdr_token, p);
+    const step_walk w = {&p->cache, &p->o, &p->idx, &p->dst, CG_DIM(p, B), CG_DIM(p, H), CG_DIM(p, T), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
+    return step_ref(ctx, "gdr", &w, 2 * CG_DIM(p, DK) + 2 * CG_DIM(p, DV), gdr_token, p);
 }
 
 CG_HOST_OP_ENTRY(ref, ssd_step, cg_ssd_step_prob, cg__ssd_step_ref)

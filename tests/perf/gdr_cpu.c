@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
             float *dg = calloc((size_t)na, 4), *db = calloc((size_t)na, 4), *dh0 = calloc((size_t)ns, 4);
             cg_gdr_prob p;
             memset(&p, 0, sizeof p);
-            p.B = c->B, p.T = T, p.G = c->Hf, p.H = c->HV, p.dk = c->dk, p.dv = c->dv, p.dtype = CG_F32;
+            CG_DIM(&p, B) = c->B, CG_DIM(&p, T) = T, CG_DIM(&p, G) = c->Hf, CG_DIM(&p, H) = c->HV, CG_DIM(&p, DK) = c->dk, CG_DIM(&p, DV) = c->dv, p.dtype = CG_F32;
             p.scale = 1.0 / sqrt((double)c->dk), p.l2norm = 1;
 #define V4(ptr, n, d) (cg_view){ptr, CG_F32, {T * (n) * (d), (n) * (d), (d), 1}}
 #define V3(ptr) (cg_view){ptr, CG_F32, {T * c->HV, c->HV, 1, 0}}
