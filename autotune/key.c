@@ -5,6 +5,7 @@
 #include "cuda/cg_cuda.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -43,18 +44,24 @@ uint64_t cg__tune_hash(const void *data, size_t n, uint64_t seed) {
 
 /* ------------------------------------------------ symbols <-> key fields
  * The key's extents are the op table's key column (cg_op_desc.key): each symbol has its
- * field in cg_tune_key, the names of the store's format (schema 1: dk, dv, H, D, N, G). */
-static int64_t *key_field(cg_tune_key *k, cg_sym s) {
-    switch (s) {
-    case CG_SYM_DK: return &k->dk;
-    case CG_SYM_DV: return &k->dv;
-    case CG_SYM_H: return &k->H;
-    case CG_SYM_D: return &k->D;
-    case CG_SYM_N: return &k->N;
-    case CG_SYM_G: return &k->G;
-    default: return NULL;
-    }
+ * field in cg_tune_key, the names of the store's format (schema 1: dk, dv, H, D, N, G).
+ * key_at / shape_at: where cg_tune_key / cg_tune_shape keep symbol s, as offsetof + 1
+ * (0: not kept; the shape's T holds the sequence, T or L). */
+#define KEY_AT(f) (offsetof(cg_tune_key, f) + 1)
+#define SHAPE_AT(f) (offsetof(cg_tune_shape, f) + 1)
+static const size_t key_at[CG_SYM_COUNT] = {
+    [CG_SYM_DK] = KEY_AT(dk), [CG_SYM_DV] = KEY_AT(dv), [CG_SYM_H] = KEY_AT(H),
+    [CG_SYM_D] = KEY_AT(D),   [CG_SYM_N] = KEY_AT(N),   [CG_SYM_G] = KEY_AT(G)};
+static const size_t shape_at[CG_SYM_COUNT] = {
+    [CG_SYM_B] = SHAPE_AT(B),   [CG_SYM_T] = SHAPE_AT(T),   [CG_SYM_L] = SHAPE_AT(T),
+    [CG_SYM_G] = SHAPE_AT(G),   [CG_SYM_H] = SHAPE_AT(H),   [CG_SYM_DK] = SHAPE_AT(dk),
+    [CG_SYM_DV] = SHAPE_AT(dv), [CG_SYM_D] = SHAPE_AT(D),   [CG_SYM_N] = SHAPE_AT(N)};
+
+static int64_t *field_at(void *base, const size_t *at, cg_sym s) {
+    return (unsigned)s < CG_SYM_COUNT && at[s] ? (int64_t *)((char *)base + at[s] - 1) : NULL;
 }
+
+static int64_t *key_field(cg_tune_key *k, cg_sym s) { return field_at(k, key_at, s); }
 
 int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s) {
     int64_t *f = key_field((cg_tune_key *)k, s);
@@ -62,20 +69,7 @@ int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s) {
 }
 
 /* Where a tuner's shape keeps symbol s (T holds the sequence: T or L); NULL for none. */
-int64_t *cg__tune_shape_field(cg_tune_shape *sh, cg_sym s) {
-    switch (s) {
-    case CG_SYM_B: return &sh->B;
-    case CG_SYM_T:
-    case CG_SYM_L: return &sh->T;
-    case CG_SYM_G: return &sh->G;
-    case CG_SYM_H: return &sh->H;
-    case CG_SYM_DK: return &sh->dk;
-    case CG_SYM_DV: return &sh->dv;
-    case CG_SYM_D: return &sh->D;
-    case CG_SYM_N: return &sh->N;
-    default: return NULL;
-    }
-}
+int64_t *cg__tune_shape_field(cg_tune_shape *sh, cg_sym s) { return field_at(sh, shape_at, s); }
 
 int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s) {
     const int64_t *f = cg__tune_shape_field((cg_tune_shape *)sh, s);

@@ -6,6 +6,7 @@
 
 #include "gen.h"
 #include "env.h"
+#include "ops.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -121,5 +122,25 @@ cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_sh
     snprintf(e->kernel, sizeof e->kernel, "%s", kernel);
     e->shape = *shape, e->flags = flags, e->threads = threads, e->isa = isa, e->cfg = *out, e->used = 1;
     pthread_mutex_unlock(&dflt_lock);
+    return CG_OK;
+}
+
+cg_status cg__cpu_default_pins(cg_context *ctx, const char *kernel, cg_op op, const void *prob, int flags,
+                               const cg_cpu_pin *pins, int npins, cg_cfg *def) {
+    cg_shape shape;
+    cg__shape_of_prob(cg__op_desc(op), prob, &shape);
+    cg_cfg cfg;
+    cg_status st = cg__cpu_space_default(ctx, kernel, &shape, flags, &cfg);
+    if (st != CG_OK) return st;
+    char what[48];
+    snprintf(what, sizeof what, "%s.lua default", kernel);
+    for (int i = 0; i < npins; i++) {
+        *pins[i].out = 0;
+        if ((st = cg__cfg_pin_int(ctx, &cfg, pins[i].key, pins[i].lo, pins[i].hi, what, pins[i].out, NULL)) != CG_OK)
+            return st;
+        if (pins[i].required && !*pins[i].out)
+            return cg__err(ctx, CG_EINTERNAL, "generator/cpu/%s.lua: default without %s", kernel, pins[i].key);
+    }
+    if (def) *def = cfg;
     return CG_OK;
 }

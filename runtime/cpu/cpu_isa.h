@@ -110,6 +110,21 @@ void cg__cpu_devinfo(struct cg_devinfo *dev, int threads);
  * kept per process (a Lua call costs tens of microseconds, a lookup a few nanoseconds). */
 cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, cg_cfg *out);
 
+/* One integer key of a CPU default: pinned into *out (0 first, so 0 when absent) within
+ * [lo, hi]; required: CG_EINTERNAL when the default leaves it out (or gives 0). */
+typedef struct cg_cpu_pin {
+    const char *key;
+    int64_t lo, hi;
+    int64_t *out;
+    int required;
+} cg_cpu_pin;
+
+/* cg__cpu_space_default for problem prob of op (its shape by cg__shape_of_prob), then
+ * pins[0..npins) read from it ("<kernel>.lua default" in messages); def (may be NULL)
+ * receives the whole config for keys that are not integers. */
+cg_status cg__cpu_default_pins(cg_context *ctx, const char *kernel, cg_op op, const void *prob, int flags,
+                               const cg_cpu_pin *pins, int npins, cg_cfg *def);
+
 /* The CPU model name of this machine (/proc/cpuinfo; static, thread-safe; cpu_model.c). */
 const char *cg__cpu_model(void);
 

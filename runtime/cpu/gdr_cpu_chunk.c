@@ -17,16 +17,8 @@
 static cg_status chunk_default(cg_context *ctx, const cg_gdr_prob *p, int bwd, int64_t *chunk, int64_t *threads) {
     *chunk = 64, *threads = 0; /* an empty problem: nothing runs */
     if (CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1 || CG_DIM(p, G) < 1 || CG_DIM(p, DK) < 1 || CG_DIM(p, DV) < 1) return CG_OK;
-    cg_shape shape;
-    cg__shape_of_prob(cg__op_desc(bwd ? CG_OP_GDR_BWD : CG_OP_GDR_FWD), p, &shape);
-    cg_cfg def;
-    cg_status st = cg__cpu_space_default(ctx, "gdr_cpu", &shape, bwd ? CG_KS_BWD : 0, &def);
-    if (st != CG_OK) return st;
-    *chunk = 0;
-    if ((st = cg__cfg_pin_int(ctx, &def, "chunk", 1, GDR_CHUNK_MAX, "gdr_cpu.lua default", chunk, NULL)) != CG_OK ||
-        (st = cg__cfg_pin_int(ctx, &def, "threads", 0, 4096, "gdr_cpu.lua default", threads, NULL)) != CG_OK)
-        return st;
-    return *chunk ? CG_OK : cg__err(ctx, CG_EINTERNAL, "generator/cpu/gdr_cpu.lua: default without chunk");
+    const cg_cpu_pin pins[] = {{"chunk", 1, GDR_CHUNK_MAX, chunk, 1}, {"threads", 0, 4096, threads, 0}};
+    return cg__cpu_default_pins(ctx, "gdr_cpu", bwd ? CG_OP_GDR_BWD : CG_OP_GDR_FWD, p, bwd ? CG_KS_BWD : 0, pins, 2, NULL);
 }
 
 cg_status cg__gdr_chunk_resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, int bwd, const char *what,

@@ -85,17 +85,13 @@ cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int 
     memset(out, 0, sizeof *out);
     out->chunk = 64, out->block_dv = (int)(CG_DIM(p, DV) > 0 ? CG_DIM(p, DV) : 1); /* an empty problem: nothing runs */
     if (CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1 || CG_DIM(p, G) < 1 || CG_DIM(p, DK) < 1 || CG_DIM(p, DV) < 1) return CG_OK;
-    cg_shape shape;
-    cg__shape_of_prob(cg__op_desc(bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD), p, &shape);
+    int64_t chunk, bdv, th;
+    const cg_cpu_pin pins[] = {
+        {"chunk", 1, 1024, &chunk, 1}, {"block_dv", 1, INT32_MAX, &bdv, 1}, {"threads", 0, 4096, &th, 0}};
     cg_cfg def;
-    cg_status st = cg__cpu_space_default(ctx, "ssd_cpu", &shape, bwd ? CG_KS_BWD : 0, &def);
+    cg_status st = cg__cpu_default_pins(ctx, "ssd_cpu", bwd ? CG_OP_SSD_BWD : CG_OP_SSD_FWD, p, bwd ? CG_KS_BWD : 0,
+                                        pins, 3, &def);
     if (st != CG_OK) return st;
-    int64_t chunk = 0, bdv = 0, th = 0;
-    if ((st = cg__cfg_pin_int(ctx, &def, "chunk", 1, 1024, "ssd_cpu.lua default", &chunk, NULL)) != CG_OK ||
-        (st = cg__cfg_pin_int(ctx, &def, "block_dv", 1, INT32_MAX, "ssd_cpu.lua default", &bdv, NULL)) != CG_OK ||
-        (st = cg__cfg_pin_int(ctx, &def, "threads", 0, 4096, "ssd_cpu.lua default", &th, NULL)) != CG_OK)
-        return st;
-    if (!chunk || !bdv) return cg__err(ctx, CG_EINTERNAL, "generator/cpu/ssd_cpu.lua: default without chunk or block_dv");
     if ((st = heads_word(ctx, &def, "ssd_cpu.lua default", &out->group_heads)) != CG_OK) return st;
     out->chunk = (int)chunk, out->block_dv = (int)bdv, out->threads = (int)th;
     return CG_OK;

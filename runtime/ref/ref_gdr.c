@@ -129,14 +129,13 @@ cg_status cg__gdr_ref_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *c
     (void)cfg;
     (void)ex;
     const int64_t T = CG_DIM(p, T), dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G), ss = dk * dv;
-    int64_t nseg;
-    const int64_t seg = cg__ref_ckpt_seg(T, &nseg);
-    /* ckpt[c]: state before token c*seg; st[w]: state after token t0+w-1 of the current
-     * segment (st[0] = ckpt[c]); dS: the gradient of the state; dqn, dkn [T, dk] per (b, g). */
-    size_t n = (size_t)(nseg * ss + (seg + 1) * ss + ss + 2 * dk + 6 * dv + 2 * T * dk);
-    double *mem = cg__ref_ckpt_mem(ctx, "gdr", n, T, dk, dv);
-    if (!mem) return CG_ENOMEM;
-    double *ckpt = mem, *st = ckpt + nseg * ss, *dS = st + (seg + 1) * ss;
+    /* after the checkpoints (ref_ckpt.h): dS, the gradient of the state; q, k, v, pv, u,
+     * dout, du, dp; dqn, dkn [T, dk] per (b, g). */
+    cg_ref_ckpt ck;
+    cg_status st0 = cg__ref_ckpt_alloc(ctx, "gdr", T, dk, dv, ss + 2 * dk + 6 * dv + 2 * T * dk, &ck);
+    if (st0 != CG_OK) return st0;
+    const int64_t seg = ck.seg, nseg = ck.nseg;
+    double *ckpt = ck.ckpt, *st = ck.st, *dS = ck.rest;
     double *q = dS + ss, *k = q + dk, *v = k + dk, *pv = v + dv, *u = pv + dv, *dout = u + dv;
     double *du = dout + dv, *dp = du + dv;
     double *dqn = dp + dv, *dkn = dqn + T * dk;
@@ -214,7 +213,7 @@ cg_status cg__gdr_ref_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *c
             l2norm_bwd(p, &p->q, &p->grad_q, b, g, dqn, T, q);
             l2norm_bwd(p, &p->k, &p->grad_k, b, g, dkn, T, k);
         }
-    free(mem);
+    free(ck.mem);
     return CG_OK;
 }
 

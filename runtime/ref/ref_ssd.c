@@ -82,14 +82,13 @@ cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     (void)cfg;
     (void)ex;
     const int64_t T = CG_DIM(p, T), dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G), ss = dk * dv;
-    int64_t nseg;
-    const int64_t seg = cg__ref_ckpt_seg(T, &nseg);
-    /* ckpt[c]: state before token c*seg. st[u]: state after token start+u-1 of the
-     * current segment (st[0] = ckpt[c]). */
-    size_t n = (size_t)(nseg * ss + (seg + 1) * ss + ss + 2 * dk + 2 * dv + 2 * T * dk);
-    double *mem = cg__ref_ckpt_mem(ctx, "ssd", n, T, dk, dv);
-    if (!mem) return CG_ENOMEM;
-    double *ckpt = mem, *st = ckpt + nseg * ss, *G = st + (seg + 1) * ss;
+    /* after the checkpoints (ref_ckpt.h): G, the gradient of the state; q, k, v, dout;
+     * dq, dkacc [T, dk] per (b, g). */
+    cg_ref_ckpt ck;
+    cg_status st0 = cg__ref_ckpt_alloc(ctx, "ssd", T, dk, dv, ss + 2 * dk + 2 * dv + 2 * T * dk, &ck);
+    if (st0 != CG_OK) return st0;
+    const int64_t seg = ck.seg, nseg = ck.nseg;
+    double *ckpt = ck.ckpt, *st = ck.st, *G = ck.rest;
     double *q = G + ss, *k = q + dk, *v = k + dk, *dout = v + dv;
     double *dq = dout + dv, *dkacc = dq + T * dk; /* [T, dk] per (b, g) */
 
@@ -161,7 +160,7 @@ cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
                 }
         }
     }
-    free(mem);
+    free(ck.mem);
     return CG_OK;
 }
 
