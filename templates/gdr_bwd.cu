@@ -361,17 +361,10 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     const float gl = sG[len - 1], gamC = expf(gl);
     // dP = s (dO Vn^T) o Dm
     if constexpr (MMA) grads_dp_mma(p, sm, w, t0, len, Vn, s);
-    for (int e = tid; e < C * C && !MMA; e += NT) {
-        const int r = e / C, m = e % C;
-        float v = 0.f;
-        if (r < len && m <= r) {
-            float d = 0.f;
-#pragma unroll 4
-            for (int j = 0; j < DV; ++j) d += ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) * Vn[m * DV + j];
-            v = s * expf(sG[r] - sG[m]) * d;
-        }
-        sM[e] = v;
-    }
+    else
+        tril_dots<DV>(
+            sM, len, [&](int r, int m, int j) { return ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) * Vn[m * DV + j]; },
+            [&](int r, int m, float d) { return s * expf(sG[r] - sG[m]) * d; });
     __syncthreads();
     // dQn, dKn (intra and state parts), dW; partial sums of the last row's dG terms
     float part = 0.f;
