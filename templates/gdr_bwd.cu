@@ -449,12 +449,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     __syncthreads();
     // M = dAmat A^T
     if constexpr (MMA)
-        gemm_tiles<C, C, NT>(
-            [&](float(&acc)[2][4], int m0, int n0) {
-                mma_tile(
-                    acc, m0, n0, C, [&](int r, int x) { return sT[r * C + x]; },
-                    [&](int x, int m) { return sA[m * C + x]; });
-            },
+        gemm_mma<C, C, NT>(
+            C, [&](int r, int x) { return sT[r * C + x]; }, [&](int x, int m) { return sA[m * C + x]; },
             [&](int r, int m, float x) { sM[r * C + m] = x; });
     for (int e = tid; e < C * C && !MMA; e += NT) {
         const int r = e / C, m = e % C;
@@ -465,12 +461,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     __syncthreads();
     // dL = strictly_lower(-A^T M); sT = dLg = dL o Gam
     if constexpr (MMA)
-        gemm_tiles<C, C, NT>(
-            [&](float(&acc)[2][4], int m0, int n0) {
-                mma_tile(
-                    acc, m0, n0, C, [&](int i, int x) { return -sA[x * C + i]; },
-                    [&](int x, int j) { return sM[x * C + j]; });
-            },
+        gemm_mma<C, C, NT>(
+            C, [&](int i, int x) { return -sA[x * C + i]; }, [&](int x, int j) { return sM[x * C + j]; },
             [&](int i, int j, float v) {
                 const bool lo = i < len && j < i;
                 sDL[i * C + j] = lo ? v : 0.f;
