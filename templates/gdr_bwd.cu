@@ -361,17 +361,10 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     const float gl = sG[len - 1], gamC = expf(gl);
     // dP = s (dO Vn^T) o Dm
     if constexpr (MMA) grads_dp_mma(p, sm, w, t0, len, Vn, s);
-    for (int e = tid; e < C * C && !MMA; e += NT) {
-        const int r = e / C, m = e % C;
-        float v = 0.f;
-        if (r < len && m <= r) {
-            float d = 0.f;
-#pragma unroll 4
-            for (int j = 0; j < DV; ++j) d += ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) * Vn[m * DV + j];
-            v = s * expf(sG[r] - sG[m]) * d;
-        }
-        sM[e] = v;
-    }
+    else
+        tril_dots<DV>(
+            sM, len, [&](int r, int m, int j) { return ld4<TDO>(p.dout, w.b, t0 + r, w.h, j) * Vn[m * DV + j]; },
+            [&](int r, int m, float d) { return s * expf(sG[r] - sG[m]) * d; });
     __syncthreads();
     // dQn, dKn (intra and state parts), dW; partial sums of the last row's dG terms
     float part = 0.f;
@@ -456,12 +449,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     __syncthreads();
     // M = dAmat A^T
     if constexpr (MMA)
-        gemm_tiles<C, C, NT>(
-            [&](float(&acc)[2][4], int m0, int n0) {
-                mma_tile(
-                    acc, m0, n0, C, [&](int r, int x) { return sT[r * C + x]; },
-                    [&](int x, int m) { return sA[m * C + x]; });
-            },
+        gemm_mma<C, C, NT>(
+            C, [&](int r, int x) { return sT[r * C + x]; }, [&](int x, int m) { return sA[m * C + x]; },
             [&](int r, int m, float x) { sM[r * C + m] = x; });
     for (int e = tid; e < C * C && !MMA; e += NT) {
         const int r = e / C, m = e % C;
@@ -472,12 +461,8 @@ GDR_ENTRY cg_gdr_bwd_grads(cg_gdr_bwd_params p) {
     __syncthreads();
     // dL = strictly_lower(-A^T M); sT = dLg = dL o Gam
     if constexpr (MMA)
-        gemm_tiles<C, C, NT>(
-            [&](float(&acc)[2][4], int m0, int n0) {
-                mma_tile(
-                    acc, m0, n0, C, [&](int i, int x) { return -sA[x * C + i]; },
-                    [&](int x, int j) { return sM[x * C + j]; });
-            },
+        gemm_mma<C, C, NT>(
+            C, [&](int i, int x) { return -sA[x * C + i]; }, [&](int x, int j) { return sM[x * C + j]; },
             [&](int i, int j, float v) {
                 const bool lo = i < len && j < i;
                 sDL[i * C + j] = lo ? v : 0.f;

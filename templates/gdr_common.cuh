@@ -178,6 +178,23 @@ __device__ __forceinline__ void qk_gated_mma(float *dst, const float *sQ, const 
         });
 }
 
+// The same lower-triangular chunk products by float32 FMA (ieee): dst[i][j] = fin(i, j, d), d
+// = sum_{x < N} term(i, j, x), for j <= i < len, 0 elsewhere; by the block's NT threads (the
+// caller's barrier orders the stores). The forward's output scores, the backward's dP.
+template <int N, class FT, class FF> __device__ __forceinline__ void tril_dots(float *dst, int len, FT term, FF fin) {
+    for (int e = (int)threadIdx.x; e < C * C; e += NT) {
+        const int i = e / C, j = e % C;
+        float v = 0.f;
+        if (i < len && j <= i) {
+            float d = 0.f;
+#pragma unroll 4
+            for (int x = 0; x < N; ++x) d += term(i, j, x);
+            v = fin(i, j, d);
+        }
+        dst[e] = v;
+    }
+}
+
 // prep's products on the matrix unit (gdr_mma.cuh): from K staged at sK (and sK16), the
 // gated Gram matrix L, A = I (kk: also kn_i . kn_j, j < i); pm: the gated query-key matrix.
 template <class P> __device__ __forceinline__ void prep_gram_mma(float *sm, int len, float *kk, float *pm) {

@@ -108,18 +108,13 @@ GDR_ENTRY cg_gdr_fwd_out(cg_gdr_fwd_params p) {
     if constexpr (MMA)
         qk_gated_mma(sP, sm + OUT_Q, sm + OUT_K, reinterpret_cast<const TQ *>(sm + OUT_Q16),
                      reinterpret_cast<const TK *>(sm + OUT_K16), sG, sRq, sRk, len);
-    for (int e = tid; e < C * C && !MMA; e += NT) {
-        const int i = e / C, j = e % C;
-        float v = 0.f;
-        if (i < len && j <= i) {
-            float d = 0.f;
-#pragma unroll 4
-            for (int x = 0; x < DK; ++x)
-                d += ld4<TQ>(p.q, w.b, ch.t0 + i, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
-            v = d * sRq[i] * sRk[j] * expf(sG[i] - sG[j]);
-        }
-        sP[e] = v;
-    }
+    else
+        tril_dots<DK>(
+            sP, len,
+            [&](int i, int j, int x) {
+                return ld4<TQ>(p.q, w.b, ch.t0 + i, w.qh, x) * ld4<TK>(p.k, w.b, ch.t0 + j, w.qh, x);
+            },
+            [&](int i, int j, float d) { return d * sRq[i] * sRk[j] * expf(sG[i] - sG[j]); });
     __syncthreads();
     const float *hs = p.hs + w.base * DK * DV;
     const float *vn = p.u + w.base * C * DV;

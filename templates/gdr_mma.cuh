@@ -79,6 +79,13 @@ __device__ __forceinline__ void mma_tile(float (&acc)[2][4], int m0, int n0, int
         acc, 0, K, [&](int m, int k) { return A(m0 + m, k); }, [&](int k, int n) { return B(k, n0 + n); });
 }
 
+// The [M, N] product sum_{k < K} A(m, k) B(k, n) by mma_tile, tile by tile (gemm_tiles):
+// ep(row, col, value&) over its elements.
+template <int M, int N, int NT, class FA, class FB, class FE>
+__device__ __forceinline__ void gemm_mma(int K, FA A, FB B, FE ep) {
+    gemm_tiles<M, N, NT>([&](float(&acc)[2][4], int m0, int n0) { mma_tile(acc, m0, n0, K, A, B); }, ep);
+}
+
 // acc += A[m0 .. m0 + 16) B[n0 .. n0 + 16)^T over k < K (a multiple of 16) of two raw
 // 16-bit row-major tiles of pitch LD16 halves, by m16n8k16 mma.
 template <int LD16, class T>

@@ -35,12 +35,7 @@ end
 local function valid(p, shape, dev)
   local ok, why = fwd.valid(p, shape, dev)
   if not ok then return false, why end
-  for _, s in ipairs({ smem_grads(p, shape), smem_prep(p, shape), smem_rstate(p, shape) }) do
-    if s > dev.smem_per_block then
-      return false, string.format("needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
-    end
-  end
-  return true
+  return lib.fits_smem({ smem_grads(p, shape), smem_prep(p, shape), smem_rstate(p, shape) }, dev)
 end
 
 local function default(shape, dev)

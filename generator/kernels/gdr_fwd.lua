@@ -67,6 +67,16 @@ local function check_precision(p, shape, dev)
   return true
 end
 
+-- Whether each launch's shared memory (bytes, a list) fits the device: true, or false and why.
+local function fits_smem(sizes, dev)
+  for _, s in ipairs(sizes) do
+    if s > dev.smem_per_block then
+      return false, string.format("needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
+    end
+  end
+  return true
+end
+
 local function common_valid(p, shape, dev)
   if shape.B < 1 or shape.T < 1 or shape.G < 1 or shape.H < 1 or shape.dk < 1 or shape.dv < 1 then
     return false, "needs B, T, G, H, dk, dv >= 1"
@@ -85,12 +95,7 @@ local function common_valid(p, shape, dev)
   if slots * ndvt(p, shape) > GRID_MAX then return false, "grid of B * H * chunks * dv tiles too large" end
   local ok, why = check_precision(p, shape, dev)
   if not ok then return false, why end
-  for _, s in ipairs({ smem_prep(p, shape), smem_state(p, shape), smem_out(p, shape) }) do
-    if s > dev.smem_per_block then
-      return false, string.format("needs %d bytes of shared memory, device allows %d", s, dev.smem_per_block)
-    end
-  end
-  return true
+  return fits_smem({ smem_prep(p, shape), smem_state(p, shape), smem_out(p, shape) }, dev)
 end
 
 local function valid(p, shape, dev)
@@ -197,5 +202,5 @@ return {
   -- for gdr_bwd.lua
   lib = { ceil_div = ceil_div, varlen = varlen, nslot = nslot, rows = rows, bv = bv, ndvt = ndvt,
           common_valid = common_valid, smem_prep = smem_prep, smem_state = smem_state, first_valid = first_valid,
-          common_defines = common_defines, mma = mma, kt = kt },
+          common_defines = common_defines, mma = mma, kt = kt, fits_smem = fits_smem },
 }
