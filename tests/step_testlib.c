@@ -114,18 +114,31 @@ void cg_step_check_bad_indices(cg_context *ctx, cg_step_call_fn call, const void
     }
 }
 
-void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *data, int64_t n,
-                            const cg_tbuf *cache0, cg_tbuf *idx, cg_dtype odt, int ondim, const int64_t *oshape,
-                            double tol, const char *what) {
+/* Each of bufs[n] converted in place to dtype dt (its values rounded once). */
+static void retype(cg_tbuf *const *bufs, int n, cg_dtype dt) {
+    for (int i = 0; i < n; i++) {
+        cg_tbuf x = cg_tbuf_new(dt, bufs[i]->t.ndim, bufs[i]->t.shape);
+        cg_tbuf_copy(&x, bufs[i]);
+        cg_tbuf_free(bufs[i]);
+        *bufs[i] = x;
+    }
+}
+
+void cg_step_check_bf16(cg_context *ctx, cg_step_call_fn call, const void *data, int64_t n, const cg_tbuf *cache0,
+                        int64_t B, const int64_t *slots, cg_tbuf *const *inputs, int ninputs, int ondim,
+                        const int64_t *oshape, const char *what) {
+    const double tol = 1e-2;
+    retype(inputs, ninputs, CG_BF16);
+    cg_tbuf idx = cg_step_idx_buf(1, &B, slots);
     static const cg_backend bes[3] = {CG_BACKEND_REF, CG_BACKEND_CPU, CG_BACKEND_EMULATE};
     cg_tbuf c[3], o[3];
     for (int i = 0; i < 3; i++) {
         c[i] = cg_tbuf_new(cache0->t.dtype, cache0->t.ndim, cache0->t.shape);
         memcpy(c[i].mem, cache0->mem, cg_step_bytes(&c[i]));
-        o[i] = cg_tbuf_new(odt, ondim, oshape);
+        o[i] = cg_tbuf_new(CG_BF16, ondim, oshape);
         cg_exec ex = CG_EXEC_INIT;
         ex.backend = bes[i];
-        CG_CHECK_OK(ctx, call(ctx, data, n, &c[i], idx, NULL, &o[i], &ex));
+        CG_CHECK_OK(ctx, call(ctx, data, n, &c[i], &idx, NULL, &o[i], &ex));
     }
     for (int i = 1; i < 3; i++) {
         const double eo = cg_rel_err(&o[i], &o[0]), ec = cg_rel_err(&c[i], &c[0]);
@@ -133,13 +146,5 @@ void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *d
                  cg_backend_name(bes[i]), eo, ec, tol);
     }
     for (int i = 0; i < 3; i++) cg_tbuf_free(&c[i]), cg_tbuf_free(&o[i]);
-}
-
-void cg_step_retype(cg_tbuf *const *bufs, int n, cg_dtype dt) {
-    for (int i = 0; i < n; i++) {
-        cg_tbuf x = cg_tbuf_new(dt, bufs[i]->t.ndim, bufs[i]->t.shape);
-        cg_tbuf_copy(&x, bufs[i]);
-        cg_tbuf_free(bufs[i]);
-        *bufs[i] = x;
-    }
+    cg_tbuf_free(&idx);
 }

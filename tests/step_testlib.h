@@ -44,15 +44,23 @@ extern const int cg_step_nbad;
  * buffers given (dst NULL: no dst_indices), on ex. */
 typedef cg_status (*cg_step_call_fn)(cg_context *ctx, const void *data, int64_t n, cg_tbuf *cache, cg_tbuf *idx,
                                      cg_tbuf *dst, cg_tbuf *o, const cg_exec *ex);
-/* call (n tokens of data) on the reference, the cpu and emulate, each on a copy of cache0
- * with state_indices idx into a fresh output of dtype odt and shape (ondim, oshape): the
- * cpu's and emulate's outputs and caches within tol of the reference's. what labels a
- * failure. */
-void cg_step_check_backends(cg_context *ctx, cg_step_call_fn call, const void *data, int64_t n,
-                            const cg_tbuf *cache0, cg_tbuf *idx, cg_dtype odt, int ondim, const int64_t *oshape,
-                            double tol, const char *what);
-/* Each of bufs[n] converted in place to dtype dt (its values rounded once). */
-void cg_step_retype(cg_tbuf *const *bufs, int n, cg_dtype dt);
+/* Defines NAME, a cg_step_call_fn: ARGS(data, 0, n, cache, idx, dst, OUT) (OUT: o or o->t,
+ * what ARGS takes) of type ARGS_T through STEP. */
+#define CG_STEP_CALL(NAME, ARGS_T, ARGS, STEP, OUT)                                                          \
+    static cg_status NAME(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst, \
+                          cg_tbuf *o, const cg_exec *ex) {                                                   \
+        ARGS_T a = ARGS(d, 0, n, cache, idx, dst, OUT);                                                      \
+        return STEP(ctx, &a, ex);                                                                            \
+    }
+
+/* The bfloat16 step: inputs[ninputs] of data rounded to bfloat16 in place (its cache0
+ * as made, bfloat16), then call (n tokens of data) on the reference, the cpu and emulate, each
+ * on a copy of cache0 with state_indices slots[B] into a fresh bfloat16 output of shape
+ * (ondim, oshape): the cpu's and emulate's outputs and caches within 1e-2 of the
+ * reference's. what labels a failure. */
+void cg_step_check_bf16(cg_context *ctx, cg_step_call_fn call, const void *data, int64_t n, const cg_tbuf *cache0,
+                        int64_t B, const int64_t *slots, cg_tbuf *const *inputs, int ninputs, int ondim,
+                        const int64_t *oshape, const char *what);
 /* Every cg_step_bad_cases entry through call (one token, 4 entries) on the cpu, ref and
  * emulate backends: refused with CG_EINVAL and a message naming the entry, cache
  * bit-identical to cache0 afterwards. */

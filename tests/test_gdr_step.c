@@ -135,12 +135,8 @@ CG_TEST(step_gdr_consistency_ref_l2norm) { gdr_consistency(CG_BACKEND_REF, 1, 0)
 CG_TEST(step_gdr_consistency_emulate) { gdr_consistency(CG_BACKEND_EMULATE, 0, 0.3); }
 CG_TEST(step_gdr_consistency_emulate_l2norm) { gdr_consistency(CG_BACKEND_EMULATE, 1, 0); }
 
-/* The first n tokens of d (cg_step_check_backends, cg_step_check_bad_indices). */
-static cg_status gdr_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
-                          cg_tbuf *o, const cg_exec *ex) {
-    cg_gdr_step_args a = gdr_args(d, 0, n, cache, idx, dst, o->t);
-    return cg_gdr_step(ctx, &a, ex);
-}
+/* The first n tokens of d (cg_step_check_bf16, cg_step_check_bad_indices). */
+CG_STEP_CALL(gdr_call, cg_gdr_step_args, gdr_args, cg_gdr_step, o->t)
 
 /* A bfloat16 cache (and bf16 q, k, v, beta, o) on the cpu and emulate against the float64
  * reference. */
@@ -148,11 +144,8 @@ CG_TEST(step_gdr_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {9};
     gdr_data d = gdr_data_new(&r, CG_BF16, 1, 0);
-    cg_step_retype((cg_tbuf *const[]){&d.q, &d.k, &d.v, &d.beta}, 4, CG_BF16);
-    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){GB}, k_gslots);
-    cg_step_check_backends(ctx, gdr_call, &d, GT, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){GB, GT, GH, GDV}, 1e-2,
-                           "gdr bf16");
-    cg_tbuf_free(&idx);
+    cg_step_check_bf16(ctx, gdr_call, &d, GT, &d.cache0, GB, k_gslots, (cg_tbuf *const[]){&d.q, &d.k, &d.v, &d.beta},
+                       4, 4, (int64_t[]){GB, GT, GH, GDV}, "gdr bf16");
     gdr_data_free(&d);
     cg_context_free(ctx);
 }

@@ -120,23 +120,16 @@ CG_TEST(step_ssd_consistency_ref) { ssd_consistency(CG_BACKEND_REF); }
 /* the generated kernel (templates/ssd_step.cu) under the SIMT emulator */
 CG_TEST(step_ssd_consistency_emulate) { ssd_consistency(CG_BACKEND_EMULATE); }
 
-/* The first n tokens of d (cg_step_check_backends, cg_step_check_bad_indices). */
-static cg_status ssd_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
-                          cg_tbuf *o, const cg_exec *ex) {
-    cg_ssd_step_args a = ssd_args(d, 0, n, cache, idx, dst, o);
-    return cg_ssd_step(ctx, &a, ex);
-}
+/* The first n tokens of d (cg_step_check_bf16, cg_step_check_bad_indices). */
+CG_STEP_CALL(ssd_call, cg_ssd_step_args, ssd_args, cg_ssd_step, o)
 
 /* A bfloat16 cache (and bf16 q, k, v, o) on the cpu and emulated against the reference. */
 CG_TEST(step_ssd_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {7};
     ssd_data d = ssd_data_new(&r, CG_BF16);
-    cg_step_retype((cg_tbuf *const[]){&d.q, &d.v}, 2, CG_BF16);
-    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){SB}, k_slots);
-    cg_step_check_backends(ctx, ssd_call, &d, ST, &d.cache0, &idx, CG_BF16, 4, (int64_t[]){SB, ST, SH, SDV}, 1e-2,
-                           "ssd bf16");
-    cg_tbuf_free(&idx);
+    cg_step_check_bf16(ctx, ssd_call, &d, ST, &d.cache0, SB, k_slots, (cg_tbuf *const[]){&d.q, &d.v}, 2, 4,
+                       (int64_t[]){SB, ST, SH, SDV}, "ssd bf16");
     ssd_data_free(&d);
     cg_context_free(ctx);
 }
@@ -318,22 +311,16 @@ CG_TEST(step_sscan_consistency_cpu) { sscan_consistency(CG_BACKEND_CPU); }
 CG_TEST(step_sscan_consistency_ref) { sscan_consistency(CG_BACKEND_REF); }
 CG_TEST(step_sscan_consistency_emulate) { sscan_consistency(CG_BACKEND_EMULATE); }
 
-/* The first n tokens of d (cg_step_check_backends). */
-static cg_status sscan_call(cg_context *ctx, const void *d, int64_t n, cg_tbuf *cache, cg_tbuf *idx, cg_tbuf *dst,
-                            cg_tbuf *y, const cg_exec *ex) {
-    cg_sscan_step_args a = sscan_args(d, 0, n, cache, idx, dst, y->t);
-    return cg_sscan_step(ctx, &a, ex);
-}
+/* The first n tokens of d (cg_step_check_bf16). */
+CG_STEP_CALL(sscan_call, cg_sscan_step_args, sscan_args, cg_sscan_step, o->t)
 
 /* A bfloat16 cache with bf16 x, delta, B, C, z, y on the cpu and emulated against the reference. */
 CG_TEST(step_sscan_bf16_cache) {
     CG_TEST_CONTEXT(ctx);
     cg_rng r = {8};
     sscan_data d = sscan_data_new(&r, CG_BF16);
-    cg_step_retype((cg_tbuf *const[]){&d.x, &d.delta, &d.Bm, &d.Cm, &d.z}, 5, CG_BF16);
-    cg_tbuf idx = cg_step_idx_buf(1, (int64_t[]){XB}, k_slots);
-    cg_step_check_backends(ctx, sscan_call, &d, XL, &d.cache0, &idx, CG_BF16, 3, d.x.t.shape, 1e-2, "sscan bf16");
-    cg_tbuf_free(&idx);
+    cg_step_check_bf16(ctx, sscan_call, &d, XL, &d.cache0, XB, k_slots,
+                       (cg_tbuf *const[]){&d.x, &d.delta, &d.Bm, &d.Cm, &d.z}, 5, 3, d.x.t.shape, "sscan bf16");
     sscan_data_free(&d);
     cg_context_free(ctx);
 }
