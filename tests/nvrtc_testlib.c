@@ -5,6 +5,7 @@
 #include "cuda/kcache.h"
 #include "ops.h"
 #include "ptxas_log.h"
+#include "sweep_sample.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,27 @@ int cg_test_nvrtc_plan(cg_test_nvrtc *n, const char *kernel, const cg_shape *s, 
 void cg_test_nvrtc_nospill(cg_test_nvrtc *n, cg_plan *p) {
     n->ncomp += nospill(n->ctx, n->kdir, n->nvrtc_id, n->arch, p, &n->maxreg);
     cg__plan_free(p);
+}
+
+void cg_test_nvrtc_sample(cg_test_nvrtc *n, const char *kernel, const cg_shape *s, int flags,
+                          void (*dtypes)(cg_shape *s, void *arg), void *arg, const char *const *defines) {
+    cg_cfg *space = NULL;
+    int nc = 0;
+    CG_CHECK_OK(n->ctx, cg__gen_space(n->ctx, kernel, s, flags, &n->dev, &space, &nc));
+    CG_CHECK(nc > 0, "%s: no config", kernel);
+    cg_sweep_sel sel;
+    cg_sweep_select_array(space, nc, CG_SWEEP_VALUES, &sel);
+    for (int q = 0; q < nc; q++) {
+        if (!cg_sweep_keeps(&sel, q)) continue;
+        cg_shape ps = *s;
+        if (dtypes) dtypes(&ps, arg);
+        cg_plan p;
+        if (!cg_test_nvrtc_plan(n, kernel, &ps, flags, &space[q], &p)) continue;
+        for (const char *const *d = defines; *d; d++) CG_CHECK(strstr(p.source, *d) != NULL, "%s: no %s", p.name, *d);
+        cg_test_nvrtc_nospill(n, &p);
+    }
+    cg_sweep_sel_free(&sel);
+    free(space);
 }
 
 void cg_test_nvrtc_end(cg_test_nvrtc *n, const char *what, const char *note) {

@@ -38,6 +38,14 @@ int cg_test_nvrtc_plan(cg_test_nvrtc *n, const char *kernel, const cg_shape *s, 
  * reports spills; counted in ncomp and maxreg when it compiled. */
 void cg_test_nvrtc_nospill(cg_test_nvrtc *n, cg_plan *p);
 
+/* The sweep's sample of kernel's space for shape s and the shape flags (a variant:
+ * CG_SWEEP_VALUES of sweep_sample.h; every config under CHUNKGEN_TEST_SWEEP=full). Each
+ * config kept is planned for a copy of s that dtypes(copy, arg) may change first (NULL: s
+ * as it is), its source must hold every line of the NULL-ended list defines, and it goes
+ * through cg_test_nvrtc_nospill. A test failure when the space is empty. */
+void cg_test_nvrtc_sample(cg_test_nvrtc *n, const char *kernel, const cg_shape *s, int flags,
+                          void (*dtypes)(cg_shape *s, void *arg), void *arg, const char *const *defines);
+
 /* Ends the sweep: "sm_ARCH: N WHAT kernels compiled (NOTE; S s), max R registers" on
  * stderr (note may be ""), and frees the context. */
 void cg_test_nvrtc_end(cg_test_nvrtc *n, const char *what, const char *note);

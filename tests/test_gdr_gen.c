@@ -168,6 +168,17 @@ CG_TEST(gdr_gen_refusals) {
     cg_context_free(ctx);
 }
 
+/* bf16 and f16 in turn (*k counts the plans) for the tensors named. */
+typedef struct gdr_turn {
+    int *k;
+    const char *names;
+} gdr_turn;
+static void gdr_half_turn(cg_shape *s, void *arg) {
+    const gdr_turn *t = arg;
+    cg_test_shape_half(s, ++*t->k % 2 ? CG_F16 : CG_BF16, t->names);
+}
+static const char *const gdr_defines[] = {"#define CG_VARLEN 1\n", "#define CG_L2NORM 1\n", NULL};
+
 /* The sweep's sample of the configs of both kernels (every one under
  * CHUNKGEN_TEST_SWEEP=full), varlen with the L2 norm, through NVRTC for sm_arch: no spills.
  * bf16 and f16 in turn (the 16-bit space: ieee and mma16), then the float32 one (ieee and
@@ -185,25 +196,8 @@ static void nvrtc_variants(int arch) {
         const int ksf = CG_KS_L2NORM | CG_KS_H0 | (bwd ? CG_KS_DHT : CG_KS_HT);
         cg_shape ks = k0;
         if (half) cg_test_shape_half(&ks, CG_BF16, "q k"); /* the space of any 16-bit call */
-        cg_cfg *space = NULL;
-        int n = 0;
-        CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernels[bwd], &ks, ksf, &nv.dev, &space, &n));
-        CG_CHECK(n > 0, "%s: no config", kernels[bwd]);
-        cg_sweep_sel sel;
-        cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* every config under CHUNKGEN_TEST_SWEEP=full */
-        for (int q = 0; q < n; q++) {
-            if (!cg_sweep_keeps(&sel, q)) continue;
-            const cg_dtype dt = ++k % 2 ? CG_F16 : CG_BF16;
-            ks = k0;
-            if (half) cg_test_shape_half(&ks, dt, bwd ? "q k v beta dout dq dk dv dbeta" : "q k v beta o");
-            cg_plan p;
-            if (!cg_test_nvrtc_plan(&nv, kernels[bwd], &ks, ksf, &space[q], &p)) continue;
-            CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") && strstr(p.source, "#define CG_L2NORM 1\n"),
-                     "%s: varlen and l2norm defines", p.name);
-            cg_test_nvrtc_nospill(&nv, &p);
-        }
-        cg_sweep_sel_free(&sel);
-        free(space);
+        gdr_turn turn = {&k, bwd ? "q k v beta dout dq dk dv dbeta" : "q k v beta o"};
+        cg_test_nvrtc_sample(&nv, kernels[bwd], &ks, ksf, half ? gdr_half_turn : NULL, &turn, gdr_defines);
     }
     cg_test_nvrtc_end(&nv, "gdr varlen l2norm (16-bit, float32)", "");
 }

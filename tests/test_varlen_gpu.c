@@ -331,21 +331,8 @@ static void varlen_nvrtc(int arch) {
             int64_t *dim = ks.dim; /* realistic shapes: every config of the space is valid */
             if (is_ssd(op)) dim[CG_SYM_T] = 4096, dim[CG_SYM_H] = 8, dim[CG_SYM_G] = ug ? 8 : 2, dim[CG_SYM_DK] = dim[CG_SYM_DV] = 64;
             else dim[CG_SYM_L] = 4096, dim[CG_SYM_D] = 256, dim[CG_SYM_N] = 16;
-            cg_cfg *space = NULL;
-            int n = 0;
-            const char *kernel = cg__op_desc(op)->name;
-            CG_CHECK_OK(nv.ctx, cg__gen_space(nv.ctx, kernel, &ks, ksf, &nv.dev, &space, &n));
-            cg_sweep_sel sel;
-            cg_sweep_select_array(space, n, CG_SWEEP_VALUES, &sel); /* a variant (sweep_sample.h) */
-            for (int q = 0; q < n; q++) {
-                if (!cg_sweep_keeps(&sel, q)) continue;
-                cg_plan p;
-                if (!cg_test_nvrtc_plan(&nv, kernel, &ks, ksf, &space[q], &p)) continue;
-                CG_CHECK(strstr(p.source, "#define CG_VARLEN 1\n") != NULL, "%s: varlen define", p.name);
-                cg_test_nvrtc_nospill(&nv, &p);
-            }
-            cg_sweep_sel_free(&sel);
-            free(space);
+            static const char *const defines[] = {"#define CG_VARLEN 1\n", NULL};
+            cg_test_nvrtc_sample(&nv, cg__op_desc(op)->name, &ks, ksf, NULL, NULL, defines);
         }
     cg_test_nvrtc_end(&nv, "varlen", "");
 }
