@@ -1,5 +1,6 @@
-/* nvrtc_testlib.h -- one generated plan through NVRTC and ptxas for the 16-bit NVRTC
- * sweeps (test_sscan_gen.c, test_ssd16_gen.c). Test code, not the library. */
+/* nvrtc_testlib.h -- generated plans through NVRTC and ptxas for the NVRTC sweeps
+ * (test_sscan_gen.c, test_ssd16_gen.c, test_gdr_gen.c, test_varlen_gpu.c, ...). Test code,
+ * not the library. */
 #ifndef CG_TEST_NVRTC_TESTLIB_H
 #define CG_TEST_NVRTC_TESTLIB_H
 
