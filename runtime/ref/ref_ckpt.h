@@ -23,6 +23,7 @@ typedef struct cg_ref_ckpt {
  * CG_ENOMEM naming the sizes when the allocation fails. */
 static inline cg_status cg__ref_ckpt_alloc(cg_context *ctx, const char *op, int64_t T, int64_t dk, int64_t dv,
                                            int64_t scratch, cg_ref_ckpt *c) {
+    c->mem = c->ckpt = c->st = c->rest = NULL; /* also on the CG_ENOMEM return */
     c->ss = dk * dv;
     c->seg = (int64_t)ceil(sqrt((double)T));
     if (c->seg < 1) c->seg = 1;
