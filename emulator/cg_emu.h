@@ -127,6 +127,9 @@ long long llabs(long long x) noexcept;
     extern "C" float n##f(float, float) noexcept;                      \
     extern "C" double n(double, double) noexcept;                      \
     static inline float n(float x, float y) noexcept { return n##f(x, y); }
+/* the table of functions and the C library's declarations (clang-format would run the calls
+ * together, not idempotently, and indent the extern "C" block after them) */
+// clang-format off
 CG_EMU_M1(acos) CG_EMU_M1(acosh) CG_EMU_M1(asin) CG_EMU_M1(asinh) CG_EMU_M1(atan) CG_EMU_M1(atanh)
 CG_EMU_M1(cbrt) CG_EMU_M1(ceil) CG_EMU_M1(cos) CG_EMU_M1(cosh) CG_EMU_M1(erf) CG_EMU_M1(erfc)
 CG_EMU_M1(exp) CG_EMU_M1(exp2) CG_EMU_M1(exp10) CG_EMU_M1(expm1) CG_EMU_M1(fabs) CG_EMU_M1(floor)
@@ -156,6 +159,7 @@ long lroundf(float) noexcept;
 long long llrintf(float) noexcept;
 long long llroundf(float) noexcept;
 }
+// clang-format on
 static inline float fma(float a, float b, float c) noexcept { return fmaf(a, b, c); }
 static inline float ldexp(float x, int e) noexcept { return ldexpf(x, e); }
 static inline float frexp(float x, int *e) noexcept { return frexpf(x, e); }
@@ -297,12 +301,15 @@ static inline int __float2int_ru(float x) { return (int)ceilf(x); }
 static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
 static inline float __int2float_rn(int x) { return (float)x; }
 static inline float __uint2float_rn(unsigned x) { return (float)x; }
+/* the bit casts, one a line (clang-format would give each statement a line) */
+// clang-format off
 static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
 static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
 static inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
 static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
 static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+// clang-format on
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
@@ -552,8 +559,11 @@ CG_EMU_NOSAN __attribute__((noinline)) static void access(const void *p, size_t 
     extern "C" __attribute__((visibility("hidden"))) CG_EMU_NOSAN void __asan_##w##n##_noabort(void *p) { \
         ::cg_emu::access(p, n, #w[0] == 's', __builtin_return_address(0));                   \
     }
+/* one load and one store hook a size (clang-format would not format these calls idempotently) */
+// clang-format off
 CG_EMU_SAN_FN(1, load) CG_EMU_SAN_FN(2, load) CG_EMU_SAN_FN(4, load) CG_EMU_SAN_FN(8, load) CG_EMU_SAN_FN(16, load)
 CG_EMU_SAN_FN(1, store) CG_EMU_SAN_FN(2, store) CG_EMU_SAN_FN(4, store) CG_EMU_SAN_FN(8, store) CG_EMU_SAN_FN(16, store)
+// clang-format on
 #undef CG_EMU_SAN_FN
 extern "C" __attribute__((visibility("hidden"))) CG_EMU_NOSAN void __asan_loadN_noabort(void *p, size_t n) {
     ::cg_emu::access(p, n, 0, __builtin_return_address(0));

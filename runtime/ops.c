@@ -39,6 +39,9 @@ cg_status cg_sym_parse(const char *name, cg_sym *out) {
 #define IN CG_TD_IN
 #define OUT CG_TD_OUT
 
+/* the tensor tables, their row macros, the dimension offsets and the tuning seeds, aligned by hand
+ * (clang-format would re-indent the row lists and spread the braced lists) */
+// clang-format off
 /* name, file, role, optional, requires, grad_of, extents, flags, lo, hi, tol, args type, args field,
  * problem type, view field, shape flag (CG_KS_*, set when the tensor is given; 0: none) */
 #define ROW(nm, file, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, PT, vf, kf)                \
@@ -324,6 +327,7 @@ static const cg_tune_seed k_gdr_seeds[] = {{"B=1,G=16,H=32,dk=128,dv=128", "g16h
 static const cg_tune_seed k_sscan_seeds[] = {
     {"B=4,D=256,N=16", "d256_n16"}, {"B=4,D=512,N=16", "d512_n16"}, {"B=4,D=1024,N=16", "d1024_n16"}, {NULL, NULL}};
 #define NO_SEEDS NULL, {0}, {0}
+// clang-format on
 /* Each op's model of its work (the flops column, cg_op_flops; docs/bench.md). SSD: the
  * chunked algorithm with chunk C per (b, h) and chunk of c tokens: forward c(c+1)(dk+dv)
  * for the causal halves of Q K^T and P V plus 4 c dk dv for Q S0 and the chunk state;
@@ -392,6 +396,8 @@ static double lru_flops(const int64_t dim[CG_SYM_COUNT], double per) {
 static double lru_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, lru_flops(dim, 3); }
 static double lru_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, lru_flops(dim, 8); }
 
+/* the op table, one op a row: clang-format would put each field on a line of its own */
+// clang-format off
 static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
@@ -443,6 +449,7 @@ static const cg_op_desc k_ops[] = {
      offsetof(cg_lru_prob, dtype), 1, {D_, NO, NO, NO}, &k_lru_cu[1], offsetof(cg_lru_prob, nseq), D_, NO_SEEDS,
      lru_bwd_flops, NULL, 0, 0, NULL},
 };
+// clang-format on
 
 const cg_op_desc *cg__op_desc(cg_op op) {
     CG_ASSERT((unsigned)op < (unsigned)COUNT(k_ops) && k_ops[op].op == op);

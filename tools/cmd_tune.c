@@ -23,7 +23,8 @@
 #include <unistd.h>
 
 /* The filters of show and export as rows of a cg_cli_opt table over the cg_config_filter
- * `fld` of options struct T. */
+ * `fld` of options struct T (a table: clang-format would re-indent its rows). */
+// clang-format off
 #define CLI_FILTER_ROWS(T, fld)                                                                                  \
     {"--backend", 0, CG_CLI_STR, offsetof(T, fld.backend), "cpu|cuda|emulate", "only entries of this backend", 0,   \
      0, NULL},                                                                                                   \
@@ -33,6 +34,7 @@
      NULL},                                                                                                      \
     {"--partial", 0, CG_CLI_FLAG, offsetof(T, fld.partial), NULL, "include unfinished (interrupted) tunes", 0, 0, \
      NULL}
+// clang-format on
 
 /* A bad store entry the library skipped (show, export). */
 static void warn_bad(const cg_progress *ev, void *user) {

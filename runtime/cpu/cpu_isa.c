@@ -15,10 +15,13 @@
     cg_status cg__ssd_step_cpu_##s(cg_context *, const cg_ssd_step_prob *, const cg_cfg *, const cg_exec *);  \
     cg_status cg__sscan_step_cpu_##s(cg_context *, const cg_sscan_step_prob *, const cg_cfg *, const cg_exec *); \
     cg_status cg__gdr_step_cpu_##s(cg_context *, const cg_gdr_step_prob *, const cg_cfg *, const cg_exec *);
+/* a variant's row of the table below (clang-format would break its braces apart) */
+// clang-format off
 #define OPS(e, s)                                                                                          \
     {e, #s, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s,          \
      cg__ssd_mul_exp_##s, cg__cpu_ld_row_##s, cg__cpu_st_row_##s, cg__gdr_cpu_chunk_fwd_##s,                 \
      cg__gdr_cpu_chunk_bwd_##s, cg__ssd_step_cpu_##s, cg__sscan_step_cpu_##s, cg__gdr_step_cpu_##s}
+// clang-format on
 
 DECL_VARIANT(baseline)
 #ifdef CG_CPU_ISA_X86 /* CMakeLists.txt builds the x86 variants */
@@ -59,6 +62,8 @@ static cg_status check_views(cg_context *ctx, const char *what, cg_dtype math, c
     return CG_OK;
 }
 
+/* the tensors' rules, aligned as tables (clang-format would give each rule a line) */
+// clang-format off
 static cg_status ssd_views(cg_context *ctx, const cg_ssd_prob *p, const char *what) {
     const view_rule r[] = {{"q", &p->q, 1},      {"k", &p->k, 1},       {"v", &p->v, 1},     {"o", &p->o, 1},
                            {"dout", &p->dout, 1}, {"dq", &p->grad_q, 1}, {"dk", &p->grad_k, 1}, {"dv", &p->grad_v, 1},
@@ -87,6 +92,7 @@ static cg_status gdr_views(cg_context *ctx, const cg_gdr_prob *p, const char *wh
                            {"dh0", &p->grad_h0, 0}};
     return check_views(ctx, what, p->dtype, r, (int)(sizeof r / sizeof r[0]));
 }
+// clang-format on
 
 /* The CPU backend's entry points (internal.h): the op's dtype rule, then the variant. */
 #define ENTRY(fn, prob, views, what, slot)                                                 \

@@ -145,6 +145,10 @@ static inline void *cg__gdr_ws(cg_context *ctx, const cg_exec *ex, size_t bytes,
     return w ? w : (*own = cg__ssd_big_alloc(bytes));
 }
 
+/* Nothing to compute: no batch entry, no token or no head (the chunked kernels' early return). */
+static inline int cg__gdr_chunk_empty(const cg_gdr_prob *p) {
+    return CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1;
+}
 /* Config pins (chunk, threads) into run, over generator/cpu/gdr_cpu.lua's default for the
  * direction (bwd); CG_EINVAL naming a bad one (gdr_cpu_chunk.c, compiled once; the kernels
  * of every variant call it). */

@@ -412,7 +412,7 @@ static void sum_task(void *arg, int64_t idx, int tid) {
 cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     cg_gdr_run run;
     cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 1, "cpu gdr backward (chunked)", &run);
-    if (st != CG_OK || CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1) return st; /* an error, or nothing to compute */
+    if (st != CG_OK || cg__gdr_chunk_empty(p)) return st; /* an error, or nothing to compute */
     bwd_job J = {.p = p, .d = cg__gdr_prep_dims(p, run.chunk)};
     J.nc = (CG_DIM(p, T) + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;

@@ -99,7 +99,7 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
 cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     cg_gdr_run run;
     cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 0, "cpu gdr forward (chunked)", &run);
-    if (st != CG_OK || CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1) return st; /* an error, or nothing to compute */
+    if (st != CG_OK || cg__gdr_chunk_empty(p)) return st; /* an error, or nothing to compute */
     fwd_job J = {.p = p, .d = cg__gdr_prep_dims(p, run.chunk)};
     /* a task per (b, q/k group) when those keep the threads busy, else per (b, value head):
      * the same arithmetic for each head either way (bitwise the same outputs) */

@@ -160,19 +160,20 @@ static void cols_task(void *arg, int64_t task, int tid) {
     }
 }
 
-/* An op's call (p its problem, token its token function; n = B, T, H, G, S, dk, dv; v = its
- * cache, state_indices, dst_indices and output views): plans the blocks and threads
+/* An op's call (p its problem, sh its shape: B, T, H, G, S, dk, dv; token its token function;
+ * v = its cache, state_indices, dst_indices and output views): plans the blocks and threads
  * (cols_plan) and runs the tasks. */
 static cg_status cols_step(cg_context *ctx, const cg_cfg *cfg, const char *what, cg_dtype math, const void *p,
-                           cols_token token, const int64_t n[7], const cg_view *const v[4]) {
-    cols_run r = {p, token, n[1], n[2], n[3], n[4], n[5], n[6], 0, 0, v[0], v[1], v[2], v[3],
-                  cg__cpu_ld_row, cg__cpu_st_row};
+                           const cg_shape *sh, cols_token token, const cg_view *const v[4]) {
+    const int64_t *d = sh->dim, B = d[CG_SYM_B];
+    cols_run r = {p, token, d[CG_SYM_T], d[CG_SYM_H], d[CG_SYM_G], d[CG_SYM_S], d[CG_SYM_DK], d[CG_SYM_DV], 0, 0,
+                  v[0], v[1], v[2], v[3], cg__cpu_ld_row, cg__cpu_st_row};
     cg_pool *pool;
     int threads = 1;
-    cg_status st = cols_plan(ctx, cfg, what, math, n[0] * r.H, r.dk, r.dv, r.cache->dt, &r.bw, &pool, &threads);
+    cg_status st = cols_plan(ctx, cfg, what, math, B * r.H, r.dk, r.dv, r.cache->dt, &r.bw, &pool, &threads);
     if (st) return st;
     r.nblk = (r.dv + r.bw - 1) / r.bw;
-    cg__pool_run(pool, threads, n[0] * r.H * r.nblk, cols_task, &r);
+    cg__pool_run(pool, threads, B * r.H * r.nblk, cols_task, &r);
     return CG_OK;
 }
 
@@ -212,9 +213,8 @@ static void ssd_token(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_
 
 cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    const int64_t n[7] = {CG_DIM(p, B), CG_DIM(p, T), CG_DIM(p, H), CG_DIM(p, G), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     const cg_view *const v[4] = {&p->cache, &p->idx, &p->dst, &p->o};
-    return cols_step(ctx, cfg, "cpu ssd step", p->dtype, p, ssd_token, n, v);
+    return cols_step(ctx, cfg, "cpu ssd step", p->dtype, p, &p->shape, ssd_token, v);
 }
 
 /* ------------------------------------------------------- selective scan */
@@ -497,7 +497,6 @@ static void gdr_token(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_
 
 cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    const int64_t n[7] = {CG_DIM(p, B), CG_DIM(p, T), CG_DIM(p, H), CG_DIM(p, G), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     const cg_view *const v[4] = {&p->cache, &p->idx, &p->dst, &p->o};
-    return cols_step(ctx, cfg, "cpu gdr step", p->dtype, p, gdr_token, n, v);
+    return cols_step(ctx, cfg, "cpu gdr step", p->dtype, p, &p->shape, gdr_token, v);
 }
