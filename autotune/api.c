@@ -17,7 +17,6 @@ const char *cg_context_cache_dir(cg_context *ctx) { return ctx ? cg__cache_dir(c
 
 const char *cg_config_store_dir(cg_context *ctx) { return ctx ? cg__tune_store_dir(ctx) : NULL; }
 
-
 cg_status cg_write_file(cg_context *ctx, const char *path, const void *data, size_t n) {
     if (!ctx) return CG_EINVAL;
     if (!path || !*path) return cg__err(ctx, CG_EINVAL, "path: expected a file name");
@@ -46,7 +45,7 @@ typedef struct elist {
     struct item {
         cg_tune_entry e;
         char *path;
-    } *v;
+    } * v;
     int n, cap, bad, oom;
 } elist;
 
@@ -54,8 +53,10 @@ static int collect(void *arg, const char *path, const cg_tune_entry *e, const ch
     elist *l = arg;
     if (!e) {
         l->bad++;
-        cg__progress(l->ctx, (cg_progress){.kind = CG_PROGRESS_MESSAGE, .level = CG_LOG_WARN, .task = "configs",
-                                           .subject = path, .text = why});
+        cg__progress(
+            l->ctx,
+            (cg_progress){
+                .kind = CG_PROGRESS_MESSAGE, .level = CG_LOG_WARN, .task = "configs", .subject = path, .text = why});
         return 0;
     }
     if (!match(l->f, e)) return 0;
@@ -206,8 +207,12 @@ cg_status cg_config_export(cg_context *ctx, const cg_config_filter *filter, char
 
 /* An import's end: the importer's counts s into the caller's stats (if any), leave ctx. */
 static cg_status import_done(cg_context *ctx, cg_status st, const cg_tune_import_stats *s, cg_import_stats *stats) {
-    cg_import_stats out = {.size = sizeof out, .added = s->added, .replaced = s->replaced, .kept = s->kept,
-                           .rejected = s->rejected, .messages = s->messages};
+    cg_import_stats out = {.size = sizeof out,
+                           .added = s->added,
+                           .replaced = s->replaced,
+                           .kept = s->kept,
+                           .rejected = s->rejected,
+                           .messages = s->messages};
     if (stats && cg__abi_out(ctx, "stats", stats, &out, sizeof out) != CG_OK && st == CG_OK) st = CG_EINVAL;
     cg__ctx_leave(ctx);
     return st;

@@ -347,7 +347,8 @@ static double chunked_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd,
     return tot * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_H];
 }
 static double ssd_chunk_flops(double c, double dk, double dv, int bwd) {
-    return bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk : c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
+    return bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk
+               : c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
 }
 static double ssd_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd) {
     return chunked_flops(dim, C, bwd, ssd_chunk_flops);
@@ -583,16 +584,19 @@ cg_status cg__op_dtypes(cg_context *ctx, const cg_op_desc *d, const int dt[], cg
         const cg_dtype x = (cg_dtype)dt[i];
         if (*math == CG_F64 || x == CG_F64) {
             if (x != *math)
-                return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s (CG_F64 calls take every tensor as CG_F64)",
+                return cg__err(ctx, CG_EINVAL,
+                               "%s: dtype %s but expected %s like %s (CG_F64 calls take every tensor as CG_F64)",
                                t->name, cg__dtype_name(x), cg__dtype_name(*math), d->t[first].name);
             continue;
         }
         if (cg__dtype_half(x) && !(t->flags & CG_TD_HALF))
-            return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected CG_F32 (%s stays float32; 16-bit storage is for %s)",
-                           t->name, cg__dtype_name(x), t->name, half_names(d, names, sizeof names));
+            return cg__err(ctx, CG_EINVAL,
+                           "%s: dtype %s but expected CG_F32 (%s stays float32; 16-bit storage is for %s)", t->name,
+                           cg__dtype_name(x), t->name, half_names(d, names, sizeof names));
         if (cg__dtype_half(x) && x != (cg_dtype)dt[half])
-            return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s, or CG_F32 (one 16-bit dtype per call)",
-                           t->name, cg__dtype_name(x), cg__dtype_name((cg_dtype)dt[half]), d->t[half].name);
+            return cg__err(ctx, CG_EINVAL,
+                           "%s: dtype %s but expected %s like %s, or CG_F32 (one 16-bit dtype per call)", t->name,
+                           cg__dtype_name(x), cg__dtype_name((cg_dtype)dt[half]), d->t[half].name);
         if (t->role == CG_TD_OUT && x != want[i]) {
             if (like >= 0 && dt[like] >= 0)
                 return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s (%s)", t->name, cg__dtype_name(x),
@@ -674,8 +678,9 @@ cg_status cg__op_dtype_unsig(cg_context *ctx, const cg_op_desc *d, const char *s
         }
     }
     if (half == CG_F32 && strcmp(sig, "f32"))
-        return cg__err(ctx, CG_EINVAL, "dtype \"%s\": expected f32, bf16, f16, or bf16-NAME-NAME (the 16-bit inputs of %s)",
-                       sig, d->name);
+        return cg__err(ctx, CG_EINVAL,
+                       "dtype \"%s\": expected f32, bf16, f16, or bf16-NAME-NAME (the 16-bit inputs of %s)", sig,
+                       d->name);
     for (int i = 0; i < d->nt; i++) dt[i] = d->t[i].role == CG_TD_IN ? CG_F32 : -1;
     if (half != CG_F32 && !list)
         for (int i = 0; i < d->nt; i++)
