@@ -144,7 +144,8 @@ int cg__tune_call_shape(const cg_tune_shape *s, int bwd, cg_shape *out) {
     int dt[CG_OP_MAX_TENSORS];
     if (cg__op_dtype_unsig(NULL, d, s->dtype[0] ? s->dtype : "f32", dt) == CG_OK)
         for (int i = 0; i < d->nt; i++)
-            if (dt[i] >= 0 && cg__dtype_half((cg_dtype)dt[i])) out->dtype = (cg_dtype)dt[i], out->half |= (uint64_t)1 << i;
+            if (dt[i] >= 0 && cg__dtype_half((cg_dtype)dt[i]))
+                out->dtype = (cg_dtype)dt[i], out->half |= (uint64_t)1 << i;
     return bwd ? CG_KS_BWD : 0;
 }
 
@@ -154,8 +155,8 @@ static const cg_kexec *kexec_of(const char *backend) {
     return NULL;
 }
 
-cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_shape *shape,
-                         int flags, cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def) {
+cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_shape *shape, int flags,
+                         cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def) {
     memset(dev, 0, sizeof *dev);
     memset(def, 0, sizeof *def);
     *cfgs = NULL;
@@ -226,7 +227,8 @@ cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, ch
     /* A CPU config stored before its space gained a key (ssd_cpu's heads) names fewer keys:
      * it runs with the space's default for the others, and that completed config is checked. */
     cg_cfg full;
-    if (ok && !found && !strcmp(k->backend, "cpu") && cg__gen_resolve(ctx, kernel, &sh, flags, &dev, &want, &full) == CG_OK)
+    if (ok && !found && !strcmp(k->backend, "cpu") &&
+        cg__gen_resolve(ctx, kernel, &sh, flags, &dev, &want, &full) == CG_OK)
         for (int i = 0; !found && i < n; i++) found = cfg_same(&full, &cfgs[i]);
     ctx->errmsg[0] = '\0';
     free(cfgs);

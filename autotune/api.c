@@ -17,7 +17,6 @@ const char *cg_context_cache_dir(cg_context *ctx) { return ctx ? cg__cache_dir(c
 
 const char *cg_config_store_dir(cg_context *ctx) { return ctx ? cg__tune_store_dir(ctx) : NULL; }
 
-
 cg_status cg_write_file(cg_context *ctx, const char *path, const void *data, size_t n) {
     if (!ctx) return CG_EINVAL;
     if (!path || !*path) return cg__err(ctx, CG_EINVAL, "path: expected a file name");
@@ -46,7 +45,7 @@ typedef struct elist {
     struct item {
         cg_tune_entry e;
         char *path;
-    } *v;
+    } * v;
     int n, cap, bad, oom;
 } elist;
 
@@ -54,8 +53,10 @@ static int collect(void *arg, const char *path, const cg_tune_entry *e, const ch
     elist *l = arg;
     if (!e) {
         l->bad++;
-        cg__progress(l->ctx, (cg_progress){.kind = CG_PROGRESS_MESSAGE, .level = CG_LOG_WARN, .task = "configs",
-                                           .subject = path, .text = why});
+        cg__progress(
+            l->ctx,
+            (cg_progress){
+                .kind = CG_PROGRESS_MESSAGE, .level = CG_LOG_WARN, .task = "configs", .subject = path, .text = why});
         return 0;
     }
     if (!match(l->f, e)) return 0;
@@ -137,12 +138,15 @@ cg_status cg_config_visit(cg_context *ctx, const cg_config_filter *filter, cg_co
             break;
         }
         const cg_tune_cand *b = e->best >= 0 ? &e->cand[e->best] : NULL;
+        /* the entry's fields, packed (clang-format would give each of the 22 a line) */
+        // clang-format off
         cg_config_entry v = {.size = sizeof v, .key = brief, .backend = k->backend, .op = k->op, .dir = k->dir,
                              .device = k->device, .cc = k->cc, .sm_count = k->sm_count, .threads = k->threads,
                              .nvrtc = k->nvrtc, .driver = k->driver, .version = k->version, .complete = e->complete,
                              .truncated = e->truncated, .config = b ? b->cfg : NULL, .median_ms = b ? b->median_ms : 0,
                              .default_ms = e->default_ms, .ncandidates = e->ncand, .created = e->created,
                              .host = e->host, .path = l.v[i].path, .json = text};
+        // clang-format on
         const int stop = fn(&v, user);
         free(text);
         if (stop) break;
@@ -201,6 +205,19 @@ cg_status cg_config_export(cg_context *ctx, const cg_config_filter *filter, char
 
 /* ------------------------------------------------------------ import */
 
+/* An import's end: the importer's counts s into the caller's stats (if any), leave ctx. */
+static cg_status import_done(cg_context *ctx, cg_status st, const cg_tune_import_stats *s, cg_import_stats *stats) {
+    cg_import_stats out = {.size = sizeof out,
+                           .added = s->added,
+                           .replaced = s->replaced,
+                           .kept = s->kept,
+                           .rejected = s->rejected,
+                           .messages = s->messages};
+    if (stats && cg__abi_out(ctx, "stats", stats, &out, sizeof out) != CG_OK && st == CG_OK) st = CG_EINVAL;
+    cg__ctx_leave(ctx);
+    return st;
+}
+
 cg_status cg_config_import(cg_context *ctx, const char *const *sources, int nsources, const cg_import_options *opts,
                            cg_import_stats *stats) {
     if (!ctx || cg__ctx_enter(ctx, "cg_config_import") != CG_OK) return CG_EINVAL;
@@ -213,11 +230,7 @@ cg_status cg_config_import(cg_context *ctx, const char *const *sources, int nsou
     cg_tune_import_stats s;
     memset(&s, 0, sizeof s);
     if (st == CG_OK) st = cg__tune_import_files(ctx, sources, nsources, o.allow_foreign, o.dry_run, &s);
-    cg_import_stats out = {.size = sizeof out, .added = s.added, .replaced = s.replaced, .kept = s.kept,
-                           .rejected = s.rejected, .messages = s.messages};
-    if (stats && cg__abi_out(ctx, "stats", stats, &out, sizeof out) != CG_OK && st == CG_OK) st = CG_EINVAL;
-    cg__ctx_leave(ctx);
-    return st;
+    return import_done(ctx, st, &s, stats);
 }
 
 cg_status cg_config_import_json(cg_context *ctx, const char *json, size_t len, const char *what,
@@ -238,9 +251,5 @@ cg_status cg_config_import_json(cg_context *ctx, const char *json, size_t len, c
     memset(&s, 0, sizeof s);
     if (st == CG_OK) st = cg__tune_import_json(ctx, doc, what, o.allow_foreign, o.dry_run, &s);
     json_decref(doc);
-    cg_import_stats out = {.size = sizeof out, .added = s.added, .replaced = s.replaced, .kept = s.kept,
-                           .rejected = s.rejected, .messages = s.messages};
-    if (stats && cg__abi_out(ctx, "stats", stats, &out, sizeof out) != CG_OK && st == CG_OK) st = CG_EINVAL;
-    cg__ctx_leave(ctx);
-    return st;
+    return import_done(ctx, st, &s, stats);
 }

@@ -25,8 +25,8 @@ static cg_status tune_shape_of(cg_context *ctx, const char *what, const cg_shape
     if (s->G < 1) s->G = 1; /* ungrouped: one group */
     for (int i = 0; i < d->nkey; i++)
         if (sh.dim[d->key[i]] < 1)
-            return cg__err(ctx, CG_EINVAL, "%s: %s = %lld but expected a positive extent", what,
-                           cg_sym_name(d->key[i]), (long long)sh.dim[d->key[i]]);
+            return cg__err(ctx, CG_EINVAL, "%s: %s = %lld but expected a positive extent", what, cg_sym_name(d->key[i]),
+                           (long long)sh.dim[d->key[i]]);
     if (s->B < 1 || s->T < 1)
         return cg__err(ctx, CG_EINVAL, "%s: B = %lld, %s = %lld but expected positive extents", what, (long long)s->B,
                        cg_sym_name(d->seq), (long long)s->T);
@@ -98,7 +98,8 @@ static cg_status tune(cg_context *ctx, const cg_shape *shapes, int nshapes, cons
         return cg__err(ctx, CG_EINVAL, "shapes: %d shapes at %p (expected nshapes >= 0 and the array)", nshapes,
                        (const void *)shapes);
     if (o.directions < 0 || o.directions > 3)
-        return cg__err(ctx, CG_EINVAL, "opts.directions: %d (expected 0, 1 forward, 2 backward or 3 both)", o.directions);
+        return cg__err(ctx, CG_EINVAL, "opts.directions: %d (expected 0, 1 forward, 2 backward or 3 both)",
+                       o.directions);
     if (o.nshards > 1 && (o.shard < 0 || o.shard >= o.nshards))
         return cg__err(ctx, CG_EINVAL, "opts.shard: %d but expected 0 <= shard < nshards = %d", o.shard, o.nshards);
     const char *backend = tune_backend(ctx, o.backend);
@@ -121,7 +122,8 @@ static cg_status tune(cg_context *ctx, const cg_shape *shapes, int nshapes, cons
             snprintf(what, sizeof what, "shapes[%d]", i);
             int dir = 0;
             cg_op op;
-            st = tune_shape_of(ctx, what, (const cg_shape *)((const char *)shapes + (size_t)i * stride), &ts[n], &dir, &op);
+            st = tune_shape_of(ctx, what, (const cg_shape *)((const char *)shapes + (size_t)i * stride), &ts[n], &dir,
+                               &op);
             if (!o.directions) ts[n].dirs = dir;
             n++;
         }
@@ -181,7 +183,8 @@ cg_status cg_config_lookup(cg_context *ctx, cg_backend backend, const cg_shape *
                      cg_backend_name(backend));
     cg_tune_key k;
     cg_cfg_source src = CG_SRC_DEFAULT;
-    if (st == CG_OK) st = cg__tune_lookup_shape(ctx, cg_backend_name(backend), op, &s, r.config, sizeof r.config, &src, &k);
+    if (st == CG_OK)
+        st = cg__tune_lookup_shape(ctx, cg_backend_name(backend), op, &s, r.config, sizeof r.config, &src, &k);
     if (st == CG_OK) {
         r.source = cg__cfg_source_name(src);
         cg__tune_key_brief(&k, r.key, sizeof r.key);
@@ -200,8 +203,9 @@ cg_status cg_tune_builtin_shapes(cg_context *ctx, cg_backend backend, cg_shape *
     if (!ctx || cg__ctx_enter(ctx, "cg_tune_builtin_shapes") != CG_OK) return CG_EINVAL;
     cg_status st = CG_OK;
     const char *b = tune_backend(ctx, backend);
-    if (!b) st = cg__err(ctx, CG_EINVAL, "backend: %s cannot be tuned (expected auto, cpu, cuda or emulate)",
-                         cg_backend_name(backend));
+    if (!b)
+        st = cg__err(ctx, CG_EINVAL, "backend: %s cannot be tuned (expected auto, cpu, cuda or emulate)",
+                     cg_backend_name(backend));
     if (st == CG_OK && (cap < 0 || (cap && !shapes) || !n))
         st = cg__err(ctx, CG_EINVAL, "shapes, cap, n: expected room for cap >= 0 shapes and a count");
     if (st == CG_OK) {

@@ -23,9 +23,8 @@
 #include "internal.h"
 #include "gen.h"
 
-
-#define CG_TUNE_SCHEMA 1            /* schema of store entries and exports */
-#define CG_TUNE_CFG_TEXT 256        /* "k=v,k=v" of a config */
+#define CG_TUNE_SCHEMA 1     /* schema of store entries and exports */
+#define CG_TUNE_CFG_TEXT 256 /* "k=v,k=v" of a config */
 
 /* The direction reaches the spaces as the shape flag CG_KS_BWD (gen.h): `shape.bwd` in
  * Lua. */
@@ -33,42 +32,42 @@
 /* ------------------------------------------------------------------- keys */
 
 typedef struct cg_tune_key {
-    char backend[16];     /* "cpu", "cuda", "emulate" */
-    char op[8];           /* the op family (cg_op_desc.family) */
-    char dir[4];          /* "fwd", "bwd" */
-    int64_t dk, dv, H;    /* the extents of the op table's key column (cg_op_desc.key), by symbol; */
-    int64_t D, N;         /* 0 for the symbols not in it (the store's schema-1 names) */
+    char backend[16];  /* "cpu", "cuda", "emulate" */
+    char op[8];        /* the op family (cg_op_desc.family) */
+    char dir[4];       /* "fwd", "bwd" */
+    int64_t dk, dv, H; /* the extents of the op table's key column (cg_op_desc.key), by symbol; */
+    int64_t D, N;      /* 0 for the symbols not in it (the store's schema-1 names) */
     int64_t G;
-    char dtype[32];       /* the dtype signature (cg__op_dtype_sig): "f32" (every store before #15),
+    char dtype[32];     /* the dtype signature (cg__op_dtype_sig): "f32" (every store before #15),
                            * "bf16", "f16", or "bf16-q-k"; configs never cross dtypes */
-    char precision[8];    /* accuracy class: "fp32" (outputs within the fp32 targets) */
-    int64_t seq_bucket;   /* next power of two >= the sequence (cg_op_desc.seq: T or L) */
-    char device[128];     /* GPU name, or the CPU model name and the CPU path's ISA variant ("... [avx2]") */
-    int cc;               /* compute capability x10 (cuda); 0 otherwise */
-    int sm_count;         /* cuda; 0 otherwise */
-    int threads;          /* CPU threads; 0 for GPU backends */
-    int par;              /* CPU: tasks that can run at once, min(bucket(B x the op table's par
+    char precision[8];  /* accuracy class: "fp32" (outputs within the fp32 targets) */
+    int64_t seq_bucket; /* next power of two >= the sequence (cg_op_desc.seq: T or L) */
+    char device[128];   /* GPU name, or the CPU model name and the CPU path's ISA variant ("... [avx2]") */
+    int cc;             /* compute capability x10 (cuda); 0 otherwise */
+    int sm_count;       /* cuda; 0 otherwise */
+    int threads;        /* CPU threads; 0 for GPU backends */
+    int par;            /* CPU: tasks that can run at once, min(bucket(B x the op table's par
                            * symbol), threads): whether the batch keeps every thread busy
                            * changes the best config; 0 for GPU backends */
-    char nvrtc[32];       /* cuda: NVRTC version; "" otherwise */
-    char driver[32];      /* cuda: driver version; "" otherwise */
-    char version[16];     /* chunkgen version */
-    int64_t varlen;       /* varlen calls' own class (docs/varlen.md): bucket of the longest sequence,
+    char nvrtc[32];     /* cuda: NVRTC version; "" otherwise */
+    char driver[32];    /* cuda: driver version; "" otherwise */
+    char version[16];   /* chunkgen version */
+    int64_t varlen;     /* varlen calls' own class (docs/varlen.md): bucket of the longest sequence,
                            * seq_bucket then that of the total tokens; 0 (and absent from the key's
                            * text and JSON): not varlen */
 } cg_tune_key;
 
 /* A problem shape to tune (or the shape a runtime call has). */
 typedef struct cg_tune_shape {
-    int fam;                          /* the op family: its index f in the op table (cg__tune_family_at) */
-    int64_t B, T, G, H, dk, dv;       /* the extents of the family's symbols, 0 for the others (T holds
+    int fam;                    /* the op family: its index f in the op table (cg__tune_family_at) */
+    int64_t B, T, G, H, dk, dv; /* the extents of the family's symbols, 0 for the others (T holds
                                        * the sequence, whichever symbol the op calls it) */
     int64_t D, N;
-    char name[48];                    /* e.g. "g2h8_d128" (informational) */
-    char dtype[32];                   /* dtype signature (cg__op_dtype_sig); "": "f32" */
-    int64_t varlen_max;               /* varlen (cu_seqlens, docs/varlen.md): the longest sequence, T the
+    char name[48];      /* e.g. "g2h8_d128" (informational) */
+    char dtype[32];     /* dtype signature (cg__op_dtype_sig); "": "f32" */
+    int64_t varlen_max; /* varlen (cu_seqlens, docs/varlen.md): the longest sequence, T the
                                        * packed total; 0: not a varlen call */
-    int dirs;                         /* cg__tune_run: the directions of this shape (1 fwd, 2 bwd, 3 both);
+    int dirs;           /* cg__tune_run: the directions of this shape (1 fwd, 2 bwd, 3 both);
                                        * 0: the options' dir_mask */
 } cg_tune_shape;
 
@@ -111,40 +110,40 @@ void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap);
 
 typedef enum cg_tune_verdict {
     CG_TV_OK = 0,
-    CG_TV_COMPILE,    /* failed to compile/load */
-    CG_TV_RESOURCES,  /* out of memory, constraints refused at run time */
-    CG_TV_LAUNCH,     /* launch or execution error */
-    CG_TV_WRONG,      /* outputs outside the accuracy targets */
-    CG_TV_TIMEOUT,    /* one run took far longer than the best so far */
+    CG_TV_COMPILE,   /* failed to compile/load */
+    CG_TV_RESOURCES, /* out of memory, constraints refused at run time */
+    CG_TV_LAUNCH,    /* launch or execution error */
+    CG_TV_WRONG,     /* outputs outside the accuracy targets */
+    CG_TV_TIMEOUT,   /* one run took far longer than the best so far */
     CG_TV_COUNT
 } cg_tune_verdict;
 const char *cg__tune_verdict_name(cg_tune_verdict v);
 int cg__tune_verdict_parse(const char *s, cg_tune_verdict *out);
 
 typedef struct cg_tune_cand {
-    char cfg[CG_TUNE_CFG_TEXT];  /* full config, "k=v,..." in the space's order */
-    int order;                   /* position in the enumerated space (ties) */
+    char cfg[CG_TUNE_CFG_TEXT]; /* full config, "k=v,..." in the space's order */
+    int order;                  /* position in the enumerated space (ties) */
     cg_tune_verdict verdict;
-    double median_ms, iqr_ms;    /* valid when verdict == OK */
+    double median_ms, iqr_ms; /* valid when verdict == OK */
     int reps;
-    double err;                  /* worst relative error of the verification */
-    char detail[160];            /* reason of a rejection */
+    double err;       /* worst relative error of the verification */
+    char detail[160]; /* reason of a rejection */
 } cg_tune_cand;
 
 typedef struct cg_tune_entry {
     cg_tune_key key;
-    int complete;                /* 0: a tune in progress or interrupted (resumable) */
-    int truncated;               /* complete, but the budget cut the candidates short */
-    char kernel[32];             /* space the candidates came from, e.g. "ssd_cpu" */
-    cg_tune_shape shape;         /* shape that was measured */
-    int64_t verify_T;            /* seq length of the verification problem */
-    int best;                    /* index into cand; -1 when none passed */
+    int complete;                      /* 0: a tune in progress or interrupted (resumable) */
+    int truncated;                     /* complete, but the budget cut the candidates short */
+    char kernel[32];                   /* space the candidates came from, e.g. "ssd_cpu" */
+    cg_tune_shape shape;               /* shape that was measured */
+    int64_t verify_T;                  /* seq length of the verification problem */
+    int best;                          /* index into cand; -1 when none passed */
     double default_ms, default_iqr_ms; /* the untuned (default) config; 0 when not measured */
     char default_cfg[CG_TUNE_CFG_TEXT];
-    int space_size;              /* configs the constraints accepted */
+    int space_size; /* configs the constraints accepted */
     int ncand;
-    cg_tune_cand *cand;          /* malloc'd */
-    char created[32];            /* UTC, ISO 8601 */
+    cg_tune_cand *cand; /* malloc'd */
+    char created[32];   /* UTC, ISO 8601 */
     char host[64];
 } cg_tune_entry;
 
@@ -246,8 +245,8 @@ int cg__tune_call_shape(const cg_tune_shape *s, int bwd, cg_shape *out);
 /* The configs of kernel's space for shape and flags (cg__tune_call_shape) on key's backend
  * (CPU: the key's device and threads; cuda/emulate: this machine's device, dev filled),
  * and its default in *def. */
-cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_shape *shape,
-                         int flags, cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def);
+cg_status cg__tune_space(cg_context *ctx, const cg_tune_key *key, const char *kernel, const cg_shape *shape, int flags,
+                         cg_devinfo *dev, cg_cfg **cfgs, int *n, cg_cfg *def);
 /* CG_OK when e's best config is one the Lua constraints accept for e's key (the check
  * every tuned config passed); else CG_EINVAL (or the space's error) with why set. */
 cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, char *why, size_t cap);
@@ -269,8 +268,8 @@ typedef struct cg_tune_opts {
 
 typedef struct cg_tune_sum {
     int keys, tuned, cached, resumed, failed, skipped_budget, unsupported;
-    int other_shards;       /* keys of other shards (--shard) */
-    int kept_other;         /* finished by another process with a result the merge rule keeps */
+    int other_shards; /* keys of other shards (--shard) */
+    int kept_other;   /* finished by another process with a result the merge rule keeps */
     int candidates, rejected;
     double seconds;
 } cg_tune_sum;
@@ -279,7 +278,6 @@ void cg__tune_opts_default(cg_tune_opts *o);
 /* Tune every (shape, direction) of shapes on backend ("cpu", "cuda", "emulate"). */
 cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape *shapes, int nshapes,
                        const cg_tune_opts *o, cg_tune_sum *sum);
-
 
 /* ---------------------------------------------------------------- import
  * Merge entries from an export document ({"schema", "kind", "entries": [...]}), an array

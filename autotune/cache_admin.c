@@ -84,7 +84,8 @@ static int content_is_ours(cache_sub sub, const char *path, const char *name) {
     } else if (ends_with(name, ".cc")) {
         ours = memmem(buf, n, "cg_emu_key", 10) != NULL;
     } else {
-        ours = n >= strlen(CG_EMU_FAILED_LOG_MARK) && !memcmp(buf, CG_EMU_FAILED_LOG_MARK, strlen(CG_EMU_FAILED_LOG_MARK));
+        ours =
+            n >= strlen(CG_EMU_FAILED_LOG_MARK) && !memcmp(buf, CG_EMU_FAILED_LOG_MARK, strlen(CG_EMU_FAILED_LOG_MARK));
     }
     free(buf);
     return ours;
@@ -93,8 +94,8 @@ static int content_is_ours(cache_sub sub, const char *path, const char *name) {
 /* ------------------------------------------------------------ messages */
 
 static void tell(cg_context *ctx, cg_log_level level, const char *task, const char *path, const char *text) {
-    cg__progress(ctx, (cg_progress){.kind = CG_PROGRESS_MESSAGE, .level = level, .task = task, .subject = path,
-                                    .text = text});
+    cg__progress(
+        ctx, (cg_progress){.kind = CG_PROGRESS_MESSAGE, .level = level, .task = task, .subject = path, .text = text});
 }
 
 /* unlink path; 1 when removed (or already gone: 0), a failure is counted and said. */
@@ -198,9 +199,9 @@ cg_status cg_cache_clear(cg_context *ctx, int all, cg_cache_report *report) {
 typedef struct visit_state {
     cg_context *ctx;
     cg_cache_report *r;
-    int tell_bad;          /* send a message per bad entry */
+    int tell_bad; /* send a message per bad entry */
     int prune;
-    double older_than_s;   /* prune: 0 = keep by age */
+    double older_than_s; /* prune: 0 = keep by age */
 } visit_state;
 
 static int store_visit(void *arg, const char *path, const cg_tune_entry *e, const char *why) {
@@ -288,7 +289,8 @@ static void kernels_check(cg_context *ctx, const char *root, int prune, cg_cache
 static void store_pass(cg_context *ctx, const char *dir, int tell_bad, int prune, double older_s, cg_cache_report *r) {
     visit_state s = {ctx, r, tell_bad, prune, older_s};
     r->store_exists = cg__tune_store_scan(dir, store_visit, &s) >= 0;
-    r->configs.temp_files = temp_files(ctx, dir, SUB_CONFIGS, prune ? 600 : 0, prune, &r->configs.bytes, &r->configs.failed);
+    r->configs.temp_files =
+        temp_files(ctx, dir, SUB_CONFIGS, prune ? 600 : 0, prune, &r->configs.bytes, &r->configs.failed);
 }
 
 cg_status cg_cache_stats(cg_context *ctx, cg_cache_report *report) {

@@ -11,8 +11,8 @@
 
 #include <string.h>
 
-cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, const cg_devinfo *dev,
-                             cg_cfg **out, int *n, cg_cfg *def) {
+cg_status cg__tune_cpu_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
+                             const cg_devinfo *dev, cg_cfg **out, int *n, cg_cfg *def) {
     *out = NULL;
     *n = 0;
     if (def) memset(def, 0, sizeof *def);

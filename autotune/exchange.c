@@ -29,14 +29,14 @@ static void say(cg_context *ctx, cg_tune_import_stats *s, cg_log_level level, co
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    cg__progress(ctx, (cg_progress){.kind = CG_PROGRESS_MESSAGE, .level = level, .task = brief, .subject = where,
-                                    .text = text});
+    cg__progress(
+        ctx, (cg_progress){.kind = CG_PROGRESS_MESSAGE, .level = level, .task = brief, .subject = where, .text = text});
 }
 
 typedef struct incoming {
     cg_tune_entry e;
     char where[128];
-    char key[1024];  /* full key text: the group */
+    char key[1024]; /* full key text: the group */
 } incoming;
 
 typedef struct import_set {
@@ -65,8 +65,9 @@ static void admit(cg_context *ctx, import_set *is, cg_tune_entry *e, const char 
                   (strcmp(e->key.backend, "cpu") && (here.cc != e->key.cc || here.sm_count != e->key.sm_count));
     if (foreign && !is->allow_foreign) {
         if (st != CG_OK)
-            say(ctx, s, CG_LOG_WARN, where, brief, "rejected: measured on \"%s\" and this machine has no %s device (%s)",
-                e->key.device, e->key.backend, cg_errmsg(ctx));
+            say(ctx, s, CG_LOG_WARN, where, brief,
+                "rejected: measured on \"%s\" and this machine has no %s device (%s)", e->key.device, e->key.backend,
+                cg_errmsg(ctx));
         else
             say(ctx, s, CG_LOG_WARN, where, brief,
                 "rejected: measured on a foreign device \"%s\" (this machine: \"%s\"); allow foreign entries "
@@ -185,8 +186,9 @@ static cg_status collect_dir(cg_context *ctx, import_set *is, const char *path) 
     const int n = cg__tune_store_scan(dir, visit_store, &dv);
     if (n < 0) return cg__err(ctx, CG_EINVAL, "%s: cannot read the store directory", dir);
     if (n == 0 && !cache && !named_configs(path))
-        return cg__err(ctx, CG_EINVAL, "%s: not a store directory (no configs/ in it and no tuned-config entry); "
-                                       "expected a cache directory, its configs/, or a file written by chunkgen export",
+        return cg__err(ctx, CG_EINVAL,
+                       "%s: not a store directory (no configs/ in it and no tuned-config entry); "
+                       "expected a cache directory, its configs/, or a file written by chunkgen export",
                        path);
     return CG_OK;
 }

@@ -49,13 +49,12 @@ uint64_t cg__tune_hash(const void *data, size_t n, uint64_t seed) {
  * (0: not kept; the shape's T holds the sequence, T or L). */
 #define KEY_AT(f) (offsetof(cg_tune_key, f) + 1)
 #define SHAPE_AT(f) (offsetof(cg_tune_shape, f) + 1)
-static const size_t key_at[CG_SYM_COUNT] = {
-    [CG_SYM_DK] = KEY_AT(dk), [CG_SYM_DV] = KEY_AT(dv), [CG_SYM_H] = KEY_AT(H),
-    [CG_SYM_D] = KEY_AT(D),   [CG_SYM_N] = KEY_AT(N),   [CG_SYM_G] = KEY_AT(G)};
+static const size_t key_at[CG_SYM_COUNT] = {[CG_SYM_DK] = KEY_AT(dk), [CG_SYM_DV] = KEY_AT(dv), [CG_SYM_H] = KEY_AT(H),
+                                            [CG_SYM_D] = KEY_AT(D),   [CG_SYM_N] = KEY_AT(N),   [CG_SYM_G] = KEY_AT(G)};
 static const size_t shape_at[CG_SYM_COUNT] = {
-    [CG_SYM_B] = SHAPE_AT(B),   [CG_SYM_T] = SHAPE_AT(T),   [CG_SYM_L] = SHAPE_AT(T),
-    [CG_SYM_G] = SHAPE_AT(G),   [CG_SYM_H] = SHAPE_AT(H),   [CG_SYM_DK] = SHAPE_AT(dk),
-    [CG_SYM_DV] = SHAPE_AT(dv), [CG_SYM_D] = SHAPE_AT(D),   [CG_SYM_N] = SHAPE_AT(N)};
+    [CG_SYM_B] = SHAPE_AT(B),   [CG_SYM_T] = SHAPE_AT(T), [CG_SYM_L] = SHAPE_AT(T),
+    [CG_SYM_G] = SHAPE_AT(G),   [CG_SYM_H] = SHAPE_AT(H), [CG_SYM_DK] = SHAPE_AT(dk),
+    [CG_SYM_DV] = SHAPE_AT(dv), [CG_SYM_D] = SHAPE_AT(D), [CG_SYM_N] = SHAPE_AT(N)};
 
 static int64_t *field_at(void *base, const size_t *at, cg_sym s) {
     return (unsigned)s < CG_SYM_COUNT && at[s] ? (int64_t *)((char *)base + at[s] - 1) : NULL;
@@ -118,8 +117,7 @@ cg_status cg__tune_device_key(cg_context *ctx, const char *backend, cg_tune_key 
     if (!strcmp(backend, "cuda")) kx = &cg__kexec_cuda;
     else if (!strcmp(backend, "emulate")) kx = &cg__kexec_emu;
     else return cg__err(ctx, CG_EINVAL, "backend: \"%s\" cannot be tuned (expected cpu, cuda or emulate)", backend);
-    if (!kx || !kx->device)
-        return cg__err(ctx, CG_EUNSUPPORTED, "backend %s is not built into this library", backend);
+    if (!kx || !kx->device) return cg__err(ctx, CG_EUNSUPPORTED, "backend %s is not built into this library", backend);
     cg_devinfo dev;
     memset(&dev, 0, sizeof dev);
     cg_status st = kx->device(ctx, &dev);
@@ -147,8 +145,9 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
     cg_status st = cg__tune_device_key(ctx, backend, k);
     if (st != CG_OK) return st;
     const cg_op_desc *d = cg__tune_family(s);
-    if (!d) return cg__err(ctx, CG_EINVAL, "shape.fam: %d is not an op family (expected 0 .. %d)", s->fam,
-                           cg__tune_family_index(cg__op_desc((cg_op)(CG_OP_COUNT - 1))));
+    if (!d)
+        return cg__err(ctx, CG_EINVAL, "shape.fam: %d is not an op family (expected 0 .. %d)", s->fam,
+                       cg__tune_family_index(cg__op_desc((cg_op)(CG_OP_COUNT - 1))));
     snprintf(k->op, sizeof k->op, "%s", d->family);
     snprintf(k->dir, sizeof k->dir, "%s", bwd ? "bwd" : "fwd");
     for (int i = 0; i < d->nkey; i++) /* the op table's key column */
@@ -186,9 +185,11 @@ void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s) {
     }
     cg__op_dtype_sig(d, dt, s->dtype, sizeof s->dtype);
     s->fam = cg__tune_family_index(d);
-    s->B = cg__prob_dim(d, prob, CG_SYM_B), s->T = cg__prob_dim(d, prob, d->seq), s->G = cg__prob_dim(d, prob, CG_SYM_G);
+    s->B = cg__prob_dim(d, prob, CG_SYM_B), s->T = cg__prob_dim(d, prob, d->seq),
+    s->G = cg__prob_dim(d, prob, CG_SYM_G);
     s->H = cg__prob_dim(d, prob, CG_SYM_H), s->dk = cg__prob_dim(d, prob, CG_SYM_DK);
-    s->dv = cg__prob_dim(d, prob, CG_SYM_DV), s->D = cg__prob_dim(d, prob, CG_SYM_D), s->N = cg__prob_dim(d, prob, CG_SYM_N);
+    s->dv = cg__prob_dim(d, prob, CG_SYM_DV), s->D = cg__prob_dim(d, prob, CG_SYM_D),
+    s->N = cg__prob_dim(d, prob, CG_SYM_N);
     s->varlen_max = varlen_max(d, prob);
 }
 
@@ -201,8 +202,8 @@ void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap
              "backend=%s;op=%s;dir=%s;dk=%lld;dv=%lld;H=%lld;D=%lld;N=%lld;G=%lld;dtype=%s;precision=%s;%s"
              "device=%s;cc=%d;sm=%d;threads=%d;par=%d;nvrtc=%s;driver=%s;version=%s",
              k->backend, k->op, k->dir, (long long)k->dk, (long long)k->dv, (long long)k->H, (long long)k->D,
-             (long long)k->N, (long long)k->G, k->dtype, k->precision, seq, k->device, k->cc, k->sm_count,
-             k->threads, k->par, k->nvrtc, k->driver, k->version);
+             (long long)k->N, (long long)k->G, k->dtype, k->precision, seq, k->device, k->cc, k->sm_count, k->threads,
+             k->par, k->nvrtc, k->driver, k->version);
 }
 
 void cg__tune_key_brief(const cg_tune_key *k, char *buf, size_t cap) {

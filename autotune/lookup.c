@@ -22,7 +22,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-
 /* ----------------------------------------------------------- env pins
  * CHUNKGEN_CONFIG="k=v,k=v" pins every op; "ssd_fwd:k=v;sscan:k=v" scopes pins to an
  * op (ssd_fwd, ssd_bwd, sscan_fwd, sscan_bwd) or a family (ssd, sscan); the first part
@@ -48,19 +47,19 @@ static cg_status env_pin(cg_context *ctx, cg_op op, cg_cfg *cfg, int *found) {
 /* ------------------------------------------------------------------ index */
 
 typedef struct idx_item {
-    char *family;                /* key text without the seq bucket */
+    char *family; /* key text without the seq bucket */
     int64_t bucket;
-    char cfg[CG_TUNE_CFG_TEXT];  /* "" when every candidate failed: the default */
+    char cfg[CG_TUNE_CFG_TEXT]; /* "" when every candidate failed: the default */
 } idx_item;
 
 typedef struct store_index {
     char *dir;
     int loaded;
-    int missing;                 /* dir did not exist at the last stat() */
-    struct timespec mtime;       /* of dir when loaded */
-    unsigned store_gen;          /* cg__tune_store_gen() when loaded */
-    int recheck;                 /* dir changed within the mtime granularity of the load */
-    double checked;              /* monotonic time of the last stat() */
+    int missing;           /* dir did not exist at the last stat() */
+    struct timespec mtime; /* of dir when loaded */
+    unsigned store_gen;    /* cg__tune_store_gen() when loaded */
+    int recheck;           /* dir changed within the mtime granularity of the load */
+    double checked;        /* monotonic time of the last stat() */
     idx_item *items;
     int n, cap;
     struct store_index *next;
@@ -199,7 +198,8 @@ static cg_status tune_now(cg_context *ctx, const char *backend, cg_op op, const 
     cg_tune_shape shape = *s;
     snprintf(shape.name, sizeof shape.name, "first call");
     cg_tune_sum sum;
-    cg__log(CG_LOG_INFO, "no tuned config for this %s call: tuning it (CHUNKGEN_TUNE_ON_MISS=1)", cg__op_desc(op)->name);
+    cg__log(CG_LOG_INFO, "no tuned config for this %s call: tuning it (CHUNKGEN_TUNE_ON_MISS=1)",
+            cg__op_desc(op)->name);
     t_tuning = 1;
     cg_status st = cg__tune_run(ctx, backend, &shape, 1, &o, &sum);
     t_tuning = 0;
@@ -229,7 +229,15 @@ typedef struct lookup_memo {
 static __thread lookup_memo t_memo;
 
 static void shape_words(const cg_tune_shape *s, int64_t w[10]) {
-    const int64_t v[10] = {(int64_t)s->fam | s->varlen_max << 16, s->B, s->T, s->G, s->H, s->dk, s->dv, s->D, s->N,
+    const int64_t v[10] = {(int64_t)s->fam | s->varlen_max << 16,
+                           s->B,
+                           s->T,
+                           s->G,
+                           s->H,
+                           s->dk,
+                           s->dv,
+                           s->D,
+                           s->N,
                            (int64_t)cg__tune_hash(s->dtype, strlen(s->dtype), 0)};
     memcpy(w, v, sizeof v);
 }
@@ -250,8 +258,9 @@ static void lookup_cached(cg_context *ctx, const char *backend, cg_op op, const 
     double now = mono_s();
     unsigned gen = atomic_load(&g_gen), sgen = cg__tune_store_gen();
     const void *isa = cg__cpu_isa_ops();
-    if (m->valid && m->ctx == ctx && m->threads == ctx->threads && m->isa == isa && !strcmp(m->backend, backend) && m->op == op &&
-        !memcmp(m->shape, w, sizeof w) && m->gen == gen && m->sgen == sgen && now - m->t < 0.25 && !strcmp(m->dir, dir)) {
+    if (m->valid && m->ctx == ctx && m->threads == ctx->threads && m->isa == isa && !strcmp(m->backend, backend) &&
+        m->op == op && !memcmp(m->shape, w, sizeof w) && m->gen == gen && m->sgen == sgen && now - m->t < 0.25 &&
+        !strcmp(m->dir, dir)) {
         size_t n = strnlen(m->text, cap - 1);
         memcpy(text, m->text, n);
         text[n] = '\0';
@@ -271,8 +280,16 @@ static void lookup_cached(cg_context *ctx, const char *backend, cg_op op, const 
         cg__tune_lookup_key(ctx, k, text, cap, lv);
     }
     if (strlen(dir) >= sizeof m->dir || strlen(text) >= sizeof m->text) return;
-    *m = (lookup_memo){.valid = 1, .ctx = ctx, .threads = ctx->threads, .isa = isa, .backend = backend, .op = op, .gen = gen, .sgen = sgen,
-                       .t = now, .lv = *lv};
+    *m = (lookup_memo){.valid = 1,
+                       .ctx = ctx,
+                       .threads = ctx->threads,
+                       .isa = isa,
+                       .backend = backend,
+                       .op = op,
+                       .gen = gen,
+                       .sgen = sgen,
+                       .t = now,
+                       .lv = *lv};
     memcpy(m->shape, w, sizeof w);
     snprintf(m->dir, sizeof m->dir, "%s", dir);
     snprintf(m->text, sizeof m->text, "%s", text);

@@ -32,9 +32,7 @@
 
 static const char *const k_verdicts[CG_TV_COUNT] = {"ok", "compile", "resources", "launch", "wrong", "timeout"};
 
-const char *cg__tune_verdict_name(cg_tune_verdict v) {
-    return (unsigned)v < CG_TV_COUNT ? k_verdicts[v] : "unknown";
-}
+const char *cg__tune_verdict_name(cg_tune_verdict v) { return (unsigned)v < CG_TV_COUNT ? k_verdicts[v] : "unknown"; }
 
 int cg__tune_verdict_parse(const char *s, cg_tune_verdict *out) {
     for (int i = 0; i < CG_TV_COUNT; i++)
@@ -137,19 +135,20 @@ static void shape_family_to_json(json_t *sj, int fam) {
 }
 
 static json_t *key_to_json(const cg_tune_key *k) {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:s}",
-                     "backend", k->backend, "op", k->op, "dir", k->dir, "dk", (json_int_t)k->dk, "dv",
-                     (json_int_t)k->dv, "H", (json_int_t)k->H, "D", (json_int_t)k->D, "N", (json_int_t)k->N, "G",
-                     (json_int_t)k->G, "dtype", k->dtype, "precision", k->precision, "seq_bucket",
-                     (json_int_t)k->seq_bucket, "device", k->device, "cc", k->cc, "sm_count", k->sm_count, "threads",
-                     k->threads, "par", k->par, "nvrtc", k->nvrtc, "driver", k->driver, "version", k->version);
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, s:s, s:i, s:i, s:i, s:i, s:s, s:s, s:s}",
+        "backend", k->backend, "op", k->op, "dir", k->dir, "dk", (json_int_t)k->dk, "dv", (json_int_t)k->dv, "H",
+        (json_int_t)k->H, "D", (json_int_t)k->D, "N", (json_int_t)k->N, "G", (json_int_t)k->G, "dtype", k->dtype,
+        "precision", k->precision, "seq_bucket", (json_int_t)k->seq_bucket, "device", k->device, "cc", k->cc,
+        "sm_count", k->sm_count, "threads", k->threads, "par", k->par, "nvrtc", k->nvrtc, "driver", k->driver,
+        "version", k->version);
     if (o && k->varlen) json_object_set_new(o, "varlen", json_integer((json_int_t)k->varlen)); /* docs/varlen.md */
     return o;
 }
 
 static json_t *timing_json(const char *cfg, double med, double iqr, int reps) {
-    return json_pack("{s:s, s:o, s:o, s:i}", "config", cfg, "median_ms", real_or_null(med), "iqr_ms",
-                     real_or_null(iqr), "reps", reps);
+    return json_pack("{s:s, s:o, s:o, s:i}", "config", cfg, "median_ms", real_or_null(med), "iqr_ms", real_or_null(iqr),
+                     "reps", reps);
 }
 
 static char *canonical_text(json_t *obj) {
@@ -204,15 +203,15 @@ json_t *cg__tune_entry_to_json(const cg_tune_entry *e) {
     if (s->dtype[0] && strcmp(s->dtype, "f32")) /* f32 shapes are written as before #15 */
         json_object_set_new(json_object_get(o, "shape"), "dtype", json_string(s->dtype));
     json_object_set_new(o, "verify_T", json_integer(e->verify_T));
-    json_object_set_new(o, "best",
-                        best >= 0 ? timing_json(e->cand[best].cfg, e->cand[best].median_ms, e->cand[best].iqr_ms,
-                                                e->cand[best].reps)
-                                  : json_null());
+    json_object_set_new(
+        o, "best",
+        best >= 0 ? timing_json(e->cand[best].cfg, e->cand[best].median_ms, e->cand[best].iqr_ms, e->cand[best].reps)
+                  : json_null());
     if (ru == best) ru = -1;
     json_object_set_new(o, "runner_up",
-                        ru >= 0 ? timing_json(e->cand[ru].cfg, e->cand[ru].median_ms, e->cand[ru].iqr_ms,
-                                              e->cand[ru].reps)
-                                : json_null());
+                        ru >= 0
+                            ? timing_json(e->cand[ru].cfg, e->cand[ru].median_ms, e->cand[ru].iqr_ms, e->cand[ru].reps)
+                            : json_null());
     json_object_set_new(o, "default", timing_json(e->default_cfg, e->default_ms, e->default_iqr_ms, 0));
     json_object_set_new(o, "space_size", json_integer(e->space_size));
     json_object_set_new(o, "candidates", cands);
@@ -256,7 +255,8 @@ static int get_str(json_t *o, const char *name, char *dst, size_t cap, int requi
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c == 0x7f) return BAD("\"%s\" holds a control character", name);
-        if (word && !(isalnum(c) || c == '_' || c == '.' || c == '-')) return BAD("\"%s\" = \"%s\" is not a word", name, s);
+        if (word && !(isalnum(c) || c == '_' || c == '.' || c == '-'))
+            return BAD("\"%s\" = \"%s\" is not a word", name, s);
     }
     memcpy(dst, s, n + 1);
     return 0;
@@ -272,7 +272,8 @@ static int get_int(json_t *o, const char *name, int64_t lo, int64_t hi, int64_t 
     }
     if (!json_is_integer(v)) return BAD("\"%s\" must be an integer", name);
     json_int_t x = json_integer_value(v);
-    if (x < lo || x > hi) return BAD("\"%s\" = %lld is outside [%lld, %lld]", name, (long long)x, (long long)lo, (long long)hi);
+    if (x < lo || x > hi)
+        return BAD("\"%s\" = %lld is outside [%lld, %lld]", name, (long long)x, (long long)lo, (long long)hi);
     *dst = (int64_t)x;
     return 0;
 }
@@ -359,7 +360,8 @@ static int key_from_json(json_t *o, cg_tune_key *k, char *why, size_t whycap) {
     const cg_op_desc *d = cg__tune_key_family(k);
     if (!d) return BAD("key.op \"%s\" is not an op family of this chunkgen", k->op);
     if (strcmp(k->dir, "fwd") && strcmp(k->dir, "bwd")) return BAD("key.dir \"%s\" is not fwd or bwd", k->dir);
-    if (k->seq_bucket & (k->seq_bucket - 1)) return BAD("key.seq_bucket %lld is not a power of two", (long long)k->seq_bucket);
+    if (k->seq_bucket & (k->seq_bucket - 1))
+        return BAD("key.seq_bucket %lld is not a power of two", (long long)k->seq_bucket);
     /* the op table's key column: its extents >= 1 (and its divisibility rule), every other field 0 */
     static const cg_sym k_fields[] = {CG_SYM_DK, CG_SYM_DV, CG_SYM_H, CG_SYM_D, CG_SYM_N, CG_SYM_G};
     int fits = d->divisible == CG_SYM_NONE || !cg__tune_key_dim(k, d->divisor) ||
@@ -404,7 +406,8 @@ cg_status cg__tune_entry_from_json(json_t *o, int require_checksum, cg_tune_entr
         char want[40];
         checksum_of(o, want, sizeof want);
         if (strcmp(want, json_string_value(cs)))
-            return (BAD("checksum mismatch (file says %.40s, content gives %s)", json_string_value(cs), want), CG_EINVAL);
+            return (BAD("checksum mismatch (file says %.40s, content gives %s)", json_string_value(cs), want),
+                    CG_EINVAL);
     }
     if (key_from_json(json_object_get(o, "key"), &e->key, why, whycap)) return CG_EINVAL;
     int64_t v = 0;
@@ -467,7 +470,8 @@ cg_status cg__tune_entry_from_json(json_t *o, int require_checksum, cg_tune_entr
         }
         d->order = (int)ord;
         if (d->verdict == CG_TV_OK) {
-            if (get_ms(c, "median_ms", &d->median_ms, 1, why, whycap) || get_ms(c, "iqr_ms", &d->iqr_ms, 1, why, whycap) ||
+            if (get_ms(c, "median_ms", &d->median_ms, 1, why, whycap) ||
+                get_ms(c, "iqr_ms", &d->iqr_ms, 1, why, whycap) ||
                 get_int(c, "reps", 1, 1 << 30, &reps, 1, why, whycap))
                 goto bad;
             if (d->median_ms <= 0) {

@@ -67,7 +67,9 @@ static cg_status tprob_bind(cg_context *ctx, tprob *p, void **data, const int *d
             *cg__args_tensor(d, &a, i) =
                 cg_tensor_contiguous(data[i], dt ? (cg_dtype)dt[i] : CG_F64, p->spec[i].ndim, p->spec[i].shape);
     for (int k = 0; k < d->nscalar; k++) *(int *)((char *)&a + d->scalar[k].arg_off) = 1;
-    if (p->cu) *(cg_tensor *)((char *)&a + d->varlen->arg_off) = cg_tensor_contiguous(p->cu, CG_I64, 1, (int64_t[]){p->nseq + 1});
+    if (p->cu)
+        *(cg_tensor *)((char *)&a + d->varlen->arg_off) =
+            cg_tensor_contiguous(p->cu, CG_I64, 1, (int64_t[]){p->nseq + 1});
     return cg__op_validate(ctx, d, &a, prob);
 }
 
@@ -122,7 +124,7 @@ static void unpack(tprob *p, int i) {
 /* Allocate and fill a problem of shape s with batch B and length T. with_ref: also the
  * float64 copies and the reference outputs. */
 cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int bwd, int64_t B, int64_t T,
-                            int with_ref) {
+                         int with_ref) {
     cg_context *ctx = env->ctx;
     memset(p, 0, sizeof *p);
     p->bwd = bwd;
@@ -160,10 +162,10 @@ cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int 
             goto fail;
         }
         for (int64_t j = 0; j < n; j++)
-            p->host[i][j] = t->role == CG_TD_IN ? stored(dt, (float)(t->lo + (t->hi - t->lo) *
-                                                                           (double)(rng_next(&seed) >> 11) *
-                                                                           (1.0 / 9007199254740992.0)))
-                                                : 0.0f;
+            p->host[i][j] = t->role == CG_TD_IN
+                                ? stored(dt, (float)(t->lo + (t->hi - t->lo) * (double)(rng_next(&seed) >> 11) *
+                                                                 (1.0 / 9007199254740992.0)))
+                                : 0.0f;
         if (with_ref) {
             p->ref[i] = malloc((size_t)(n ? n : 1) * sizeof(double));
             if (!p->ref[i]) {
@@ -258,14 +260,18 @@ cg_status cg__tprob_run_timed(const tenv *env, tprob *p, const cg_cfg *cfg, doub
 
 static cg_tune_verdict verdict_of(cg_status st) {
     switch (st) {
-    case CG_ECOMPILE: case CG_ELUA: return CG_TV_COMPILE;
-    case CG_ENOMEM: case CG_EUNSUPPORTED: case CG_EINVAL: return CG_TV_RESOURCES;
+    case CG_ECOMPILE:
+    case CG_ELUA: return CG_TV_COMPILE;
+    case CG_ENOMEM:
+    case CG_EUNSUPPORTED:
+    case CG_EINVAL: return CG_TV_RESOURCES;
     default: return CG_TV_LAUNCH;
     }
 }
 
 /* Run cfg on the verification problem and compare every output with the reference. */
-cg_tune_verdict cg__tprob_verify(const tenv *env, tprob *v, const cg_cfg *cfg, double *worst, char *detail, size_t cap) {
+cg_tune_verdict cg__tprob_verify(const tenv *env, tprob *v, const cg_cfg *cfg, double *worst, char *detail,
+                                 size_t cap) {
     *worst = 0;
     cg_status st = poison_outputs(env, v);
     if (st == CG_OK) st = run_once(env, v, cfg);
@@ -349,4 +355,3 @@ cg_tune_verdict cg__tprob_measure(const tenv *env, tprob *p, const cg_cfg *cfg, 
     if (!(c->median_ms > 0)) c->median_ms = 1e-6; /* below the clock's resolution */
     return CG_TV_OK;
 }
-

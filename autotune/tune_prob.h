@@ -11,9 +11,9 @@ typedef struct tspec {
     const char *name;
     int ndim;
     int64_t shape[4];
-    double lo, hi;       /* input values uniform in [lo, hi) */
-    int role;            /* CG_TD_IN or CG_TD_OUT */
-    double tol;          /* outputs: accuracy target */
+    double lo, hi; /* input values uniform in [lo, hi) */
+    int role;      /* CG_TD_IN or CG_TD_OUT */
+    double tol;    /* outputs: accuracy target */
 } tspec;
 
 #define MAXT CG_OP_MAX_TENSORS
@@ -24,21 +24,21 @@ typedef struct tprob {
     tspec spec[MAXT];
     int used[MAXT];
     int64_t count[MAXT];
-    int dt[MAXT];          /* storage dtype of each tensor (the shape's dtype signature) */
-    float *host[MAXT];     /* values (inputs, rounded to dt) / results copied back (outputs) */
-    void *stage[MAXT];     /* 16-bit tensors: host[] in their storage form; NULL otherwise */
-    void *mem[MAXT];       /* what the backend reads: host[] for cpu, kernel memory otherwise */
-    double *ref[MAXT];     /* float64 reference values (verification problems) */
-    int64_t *cu, nseq;     /* varlen (cg_tune_shape.varlen_max > 0): the offsets [nseq + 1] of
+    int dt[MAXT];      /* storage dtype of each tensor (the shape's dtype signature) */
+    float *host[MAXT]; /* values (inputs, rounded to dt) / results copied back (outputs) */
+    void *stage[MAXT]; /* 16-bit tensors: host[] in their storage form; NULL otherwise */
+    void *mem[MAXT];   /* what the backend reads: host[] for cpu, kernel memory otherwise */
+    double *ref[MAXT]; /* float64 reference values (verification problems) */
+    int64_t *cu, nseq; /* varlen (cg_tune_shape.varlen_max > 0): the offsets [nseq + 1] of
                             * the length mix (cg__tprob_mix); NULL otherwise */
-    cg_prob_any prob;      /* the validated problem over mem[] (any op's: op_list.h) */
+    cg_prob_any prob;  /* the validated problem over mem[] (any op's: op_list.h) */
 } tprob;
 
 typedef struct tenv {
     cg_context *ctx;
     const char *backend;
     const cg_backend_vt *vt;
-    const cg_kexec *kx;    /* NULL for cpu */
+    const cg_kexec *kx; /* NULL for cpu */
 } tenv;
 
 typedef struct mparams {
@@ -54,7 +54,7 @@ int64_t cg__tprob_mix(int64_t T, int64_t maxlen, int64_t *cu);
 double cg__tune_now_s(void);
 void cg__tprob_free(const tenv *env, tprob *p);
 cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int bwd, int64_t B, int64_t T,
-                            int with_ref);
+                         int with_ref);
 cg_status cg__tprob_run_timed(const tenv *env, tprob *p, const cg_cfg *cfg, double *sec);
 cg_tune_verdict cg__tprob_verify(const tenv *env, tprob *v, const cg_cfg *cfg, double *worst, char *detail, size_t cap);
 int cg__tune_cmp_dbl(const void *a, const void *b);

@@ -28,7 +28,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 void cg__tune_opts_default(cg_tune_opts *o) {
     memset(o, 0, sizeof *o);
     o->op_mask = -1; /* every family */
@@ -98,11 +97,11 @@ typedef struct tstate {
     const struct tenv *env;
     const cg_tune_opts *o;
     const char *dir;
-    double deadline;          /* whole tune; 0: none */
+    double deadline; /* whole tune; 0: none */
     cg_tune_sum *sum;
-    int ikey, nkeys;          /* the key's place in the run, 1-based */
-    char what[200];           /* the key: "cpu ssd fwd T=2048" */
-    const char *name;         /* the shape's name, else the key's extents */
+    int ikey, nkeys;  /* the key's place in the run, 1-based */
+    char what[200];   /* the key: "cpu ssd fwd T=2048" */
+    const char *name; /* the shape's name, else the key's extents */
     char keyname[200];
 } tstate;
 
@@ -114,8 +113,13 @@ static void event(tstate *ts, cg_progress_kind kind, cg_log_level level, const c
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    cg__progress(ts->env->ctx, (cg_progress){.kind = kind, .level = level, .task = ts->what, .subject = ts->name,
-                                             .text = text, .index = ts->ikey, .count = ts->nkeys});
+    cg__progress(ts->env->ctx, (cg_progress){.kind = kind,
+                                             .level = level,
+                                             .task = ts->what,
+                                             .subject = ts->name,
+                                             .text = text,
+                                             .index = ts->ikey,
+                                             .count = ts->nkeys});
 }
 
 static void step(tstate *ts, int done, int total, const cg_tune_entry *e) {
@@ -124,10 +128,17 @@ static void step(tstate *ts, int done, int total, const cg_tune_entry *e) {
     char best[CG_TUNE_CFG_TEXT + 40] = "";
     int b = cg__tune_select(e->cand, e->ncand, CG_TUNE_TIE_REL, NULL);
     if (b >= 0)
-        snprintf(best, sizeof best, "best %.3f ms %s", e->cand[b].median_ms, e->cand[b].cfg[0] ? e->cand[b].cfg : "(default)");
-    cg__progress(ctx, (cg_progress){.kind = CG_PROGRESS_STEP, .level = CG_LOG_INFO, .task = ts->what,
-                                    .subject = ts->name, .text = best, .index = ts->ikey, .count = ts->nkeys,
-                                    .done = done, .total = total});
+        snprintf(best, sizeof best, "best %.3f ms %s", e->cand[b].median_ms,
+                 e->cand[b].cfg[0] ? e->cand[b].cfg : "(default)");
+    cg__progress(ctx, (cg_progress){.kind = CG_PROGRESS_STEP,
+                                    .level = CG_LOG_INFO,
+                                    .task = ts->what,
+                                    .subject = ts->name,
+                                    .text = best,
+                                    .index = ts->ikey,
+                                    .count = ts->nkeys,
+                                    .done = done,
+                                    .total = total});
 }
 
 #define CONFIRM_TOP 3
@@ -304,11 +315,11 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
      * tensors, skips the key; so does one that runs no varlen problems of the op (neither
      * the host runner nor kernels reading cu_seqlens: docs/varlen.md). */
     const int no_varlen = s->varlen_max && !env->vt->varlen && !(env->vt->varlen_kernels & (1u << ver.op));
-    if (no_varlen)
-        cg__err(ctx, CG_EUNSUPPORTED, "backend %s does not take variable-length batches yet", env->backend);
+    if (no_varlen) cg__err(ctx, CG_EUNSUPPORTED, "backend %s does not take variable-length batches yet", env->backend);
     if (no_varlen || cg__backend_dtypes(ctx, env->vt, ver.op, &ver.prob) != CG_OK ||
         !env->vt->supports(ctx, ver.op, &ver.prob, NULL)) {
-        event(ts, CG_PROGRESS_DONE, CG_LOG_WARN, "skipped: %s", ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");
+        event(ts, CG_PROGRESS_DONE, CG_LOG_WARN, "skipped: %s",
+              ctx->errmsg[0] ? ctx->errmsg : "the backend cannot run it");
         ctx->errmsg[0] = '\0';
         ts->sum->unsupported++;
         cg__tprob_free(env, &ver);
@@ -359,8 +370,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         if (j) cg__cfg_text(&cfgs[j - 1], t, sizeof t);
         if (cg__tune_entry_find(&e, t)) done++;
     }
-    if (resumed)
-        event(ts, CG_PROGRESS_MESSAGE, CG_LOG_INFO, "resuming, %d of %d candidates done", done, ncfg + 1);
+    if (resumed) event(ts, CG_PROGRESS_MESSAGE, CG_LOG_INFO, "resuming, %d of %d candidates done", done, ncfg + 1);
     int truncated = 0, adopted = 0;
     const int fake = cg__tune_fake_timing(); /* tests: fixed timings, no confirmation */
     for (int j = 0; j <= ncfg; j++) {
@@ -436,7 +446,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
             for (int i = 0; i < e.ncand; i++) {
                 int used = 0;
                 for (int t = 0; t < nt; t++) used |= top[t] == i;
-                if (!used && e.cand[i].verdict == CG_TV_OK && (b < 0 || e.cand[i].median_ms < e.cand[b].median_ms)) b = i;
+                if (!used && e.cand[i].verdict == CG_TV_OK && (b < 0 || e.cand[i].median_ms < e.cand[b].median_ms))
+                    b = i;
             }
             if (b >= 0) top[nt++] = b;
         }
@@ -478,7 +489,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     }
     ctx->errmsg[0] = '\0';
     if (keep_other) {
-        event(ts, CG_PROGRESS_DONE, CG_LOG_INFO, "another process finished it meanwhile with a result the merge rule keeps");
+        event(ts, CG_PROGRESS_DONE, CG_LOG_INFO,
+              "another process finished it meanwhile with a result the merge rule keeps");
         ts->sum->kept_other++;
         ts->sum->candidates += measured;
         cg__tune_entry_free(&e);
@@ -492,7 +504,8 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         ts->sum->tuned++;
         char speed[64] = "";
         if (e.best >= 0 && e.default_ms > 0)
-            snprintf(speed, sizeof speed, ", default %.3f ms: %.2fx", e.default_ms, e.default_ms / e.cand[e.best].median_ms);
+            snprintf(speed, sizeof speed, ", default %.3f ms: %.2fx", e.default_ms,
+                     e.default_ms / e.cand[e.best].median_ms);
         if (e.best >= 0)
             event(ts, CG_PROGRESS_DONE, CG_LOG_INFO, "%d candidates, %d rejected%s; best %s %.3f ms%s%s", e.ncand,
                   rejected, truncated ? " (budget: truncated)" : "",
@@ -543,8 +556,7 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", ts.dir);
     ts.dir = dir;
-    if (cg__tune_mkdirs(dir) != 0)
-        return cg__err(ctx, CG_EIO, "tune: cannot create the config store %s", dir);
+    if (cg__tune_mkdirs(dir) != 0) return cg__err(ctx, CG_EIO, "tune: cannot create the config store %s", dir);
     double t0 = cg__tune_now_s();
     if (o->budget_s > 0) ts.deadline = t0 + o->budget_s;
     for (int i = 0; i < nshapes; i++)

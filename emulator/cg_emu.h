@@ -30,24 +30,26 @@
 extern "C" {
 #endif
 
-typedef struct cg_emu_uint3 { unsigned x, y, z; } cg_emu_uint3;
+typedef struct cg_emu_uint3 {
+    unsigned x, y, z;
+} cg_emu_uint3;
 
 typedef struct cg_emu_block {
     cg_emu_uint3 blockIdx, blockDim, gridDim;
-    unsigned char *dyn_smem;    /* dynamic shared memory of the launch */
+    unsigned char *dyn_smem; /* dynamic shared memory of the launch */
     size_t dyn_smem_bytes;
     int nthreads;
-    int racecheck;              /* shared-memory race checking on for this launch */
-    int stats;                  /* access statistics (runtime/emu/emu_stats.c) on for this launch */
+    int racecheck; /* shared-memory race checking on for this launch */
+    int stats;     /* access statistics (runtime/emu/emu_stats.c) on for this launch */
 } cg_emu_block;
 
 /* The public head of a fiber; the runtime's fiber record starts with it. */
 typedef struct cg_emu_thread {
     cg_emu_uint3 threadIdx;
-    int tid;                    /* linear thread index in the block */
+    int tid; /* linear thread index in the block */
     int lane, warp;
     const cg_emu_block *blk;
-    unsigned nsync_warp;        /* warp barriers this thread passed (race checking) */
+    unsigned nsync_warp; /* warp barriers this thread passed (race checking) */
 } cg_emu_thread;
 
 /* A warp collective: args[l] is lane l's operand record (NULL when l is not in the
@@ -60,8 +62,7 @@ typedef struct cg_emu_api {
     void (*syncthreads)(const cg_emu_thread *t, const char *what, int line);
     /* __syncthreads_count/and/or: op 0 count, 1 and, 2 or */
     int (*syncthreads_red)(const cg_emu_thread *t, const char *what, int line, int op, int pred);
-    void (*warp_sync)(const cg_emu_thread *t, unsigned mask, const char *what, int line,
-                      void *arg, cg_emu_warp_fn fn);
+    void (*warp_sync)(const cg_emu_thread *t, unsigned mask, const char *what, int line, void *arg, cg_emu_warp_fn fn);
     unsigned (*activemask)(const cg_emu_thread *t);
     /* Let the other threads of the block run (spin loops with __nanosleep). */
     void (*yield)(const cg_emu_thread *t);
@@ -119,14 +120,17 @@ long long llabs(long long x) noexcept;
 
 /* CUDA's math functions: the C library's float and double ones, and float overloads
  * of the double names, as CUDA's math API has them. */
-#define CG_EMU_M1(n)                                                   \
-    extern "C" float n##f(float) noexcept;                             \
-    extern "C" double n(double) noexcept;                              \
+#define CG_EMU_M1(n)                                                                                                   \
+    extern "C" float n##f(float) noexcept;                                                                             \
+    extern "C" double n(double) noexcept;                                                                              \
     static inline float n(float x) noexcept { return n##f(x); }
-#define CG_EMU_M2(n)                                                   \
-    extern "C" float n##f(float, float) noexcept;                      \
-    extern "C" double n(double, double) noexcept;                      \
+#define CG_EMU_M2(n)                                                                                                   \
+    extern "C" float n##f(float, float) noexcept;                                                                      \
+    extern "C" double n(double, double) noexcept;                                                                      \
     static inline float n(float x, float y) noexcept { return n##f(x, y); }
+/* the table of functions and the C library's declarations (clang-format would run the calls
+ * together, not idempotently, and indent the extern "C" block after them) */
+// clang-format off
 CG_EMU_M1(acos) CG_EMU_M1(acosh) CG_EMU_M1(asin) CG_EMU_M1(asinh) CG_EMU_M1(atan) CG_EMU_M1(atanh)
 CG_EMU_M1(cbrt) CG_EMU_M1(ceil) CG_EMU_M1(cos) CG_EMU_M1(cosh) CG_EMU_M1(erf) CG_EMU_M1(erfc)
 CG_EMU_M1(exp) CG_EMU_M1(exp2) CG_EMU_M1(exp10) CG_EMU_M1(expm1) CG_EMU_M1(fabs) CG_EMU_M1(floor)
@@ -156,6 +160,7 @@ long lroundf(float) noexcept;
 long long llrintf(float) noexcept;
 long long llroundf(float) noexcept;
 }
+// clang-format on
 static inline float fma(float a, float b, float c) noexcept { return fmaf(a, b, c); }
 static inline float ldexp(float x, int e) noexcept { return ldexpf(x, e); }
 static inline float frexp(float x, int *e) noexcept { return frexpf(x, e); }
@@ -216,8 +221,7 @@ __attribute__((noreturn, unused, format(printf, 1, 2))) static void fail(const c
 
 static inline unsigned char *dyn_smem() { return self()->blk->dyn_smem; }
 
-
-}  // namespace cg_emu
+} // namespace cg_emu
 
 CG_EMU_EXPORT CG_EMU_NOSAN int cg_emu_bind(const cg_emu_api *api) {
     cg_emu::g_api = api;
@@ -225,15 +229,23 @@ CG_EMU_EXPORT CG_EMU_NOSAN int cg_emu_bind(const cg_emu_api *api) {
 }
 
 /* ------------------------------------------------------------------ vector types */
-#define CG_EMU_VEC(T, N, A, ...)                                                       \
-    struct __attribute__((aligned(A))) N##1 { T x; };                                   \
-    struct __attribute__((aligned(A * 2))) N##2 { T x, y; };                            \
-    struct N##3 { T x, y, z; };                                                        \
-    struct __attribute__((aligned(A * 4 > 16 ? 16 : A * 4))) N##4 { T x, y, z, w; };    \
-    static inline N##1 make_##N##1(T x) { return N##1{x}; }                            \
-    static inline N##2 make_##N##2(T x, T y) { return N##2{x, y}; }                    \
-    static inline N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; }            \
-    static inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4{x, y, z, w}; }
+#define CG_EMU_VEC(T, N, A, ...)                                                                                       \
+    struct __attribute__((aligned(A))) N##1 {                                                                          \
+        T x;                                                                                                           \
+    };                                                                                                                 \
+    struct __attribute__((aligned(A * 2))) N##2 {                                                                      \
+        T x, y;                                                                                                        \
+    };                                                                                                                 \
+    struct N##3 {                                                                                                      \
+        T x, y, z;                                                                                                     \
+    };                                                                                                                 \
+    struct __attribute__((aligned(A * 4 > 16 ? 16 : A * 4))) N##4 {                                                    \
+        T x, y, z, w;                                                                                                  \
+    };                                                                                                                 \
+    static inline N##1 make_##N##1(T x) { return N##1 {x}; }                                                           \
+    static inline N##2 make_##N##2(T x, T y) { return N##2 {x, y}; }                                                   \
+    static inline N##3 make_##N##3(T x, T y, T z) { return N##3 {x, y, z}; }                                           \
+    static inline N##4 make_##N##4(T x, T y, T z, T w) { return N##4 {x, y, z, w}; }
 CG_EMU_VEC(float, float, 4)
 CG_EMU_VEC(int, int, 4)
 CG_EMU_VEC(unsigned, uint, 4)
@@ -297,12 +309,15 @@ static inline int __float2int_ru(float x) { return (int)ceilf(x); }
 static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
 static inline float __int2float_rn(int x) { return (float)x; }
 static inline float __uint2float_rn(unsigned x) { return (float)x; }
+/* the bit casts, one a line (clang-format would give each statement a line) */
+// clang-format off
 static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
 static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
 static inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
 static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
 static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+// clang-format on
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
@@ -348,63 +363,65 @@ template <class T> static inline void __stwt(T *p, T v) { *p = v; }
 
 /* -------------------------------------------------------------------- atomics
  * Blocks may run in parallel on OS threads: global-memory atomics are real ones. */
-#define CG_EMU_ATOMIC_INT(T)                                                                 \
-    static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); } \
-    static inline T atomicSub(T *p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); } \
-    static inline T atomicAnd(T *p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); } \
-    static inline T atomicOr(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }   \
-    static inline T atomicXor(T *p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); } \
-    static inline T atomicExch(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); } \
-    static inline T atomicCAS(T *p, T cmp, T v) {                                              \
-        __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);    \
-        return cmp;                                                                            \
-    }                                                                                          \
-    static inline T atomicMax(T *p, T v) {                                                     \
-        T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                          \
-        while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
-        return old;                                                                            \
-    }                                                                                          \
-    static inline T atomicMin(T *p, T v) {                                                     \
-        T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                          \
-        while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
-        return old;                                                                            \
+#define CG_EMU_ATOMIC_INT(T)                                                                                           \
+    static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }                        \
+    static inline T atomicSub(T *p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }                        \
+    static inline T atomicAnd(T *p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }                        \
+    static inline T atomicOr(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }                          \
+    static inline T atomicXor(T *p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }                        \
+    static inline T atomicExch(T *p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }                      \
+    static inline T atomicCAS(T *p, T cmp, T v) {                                                                      \
+        __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);                            \
+        return cmp;                                                                                                    \
+    }                                                                                                                  \
+    static inline T atomicMax(T *p, T v) {                                                                             \
+        T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                                                  \
+        while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}       \
+        return old;                                                                                                    \
+    }                                                                                                                  \
+    static inline T atomicMin(T *p, T v) {                                                                             \
+        T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                                                  \
+        while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}       \
+        return old;                                                                                                    \
     }
 CG_EMU_ATOMIC_INT(int)
 CG_EMU_ATOMIC_INT(unsigned)
 CG_EMU_ATOMIC_INT(long long)
 CG_EMU_ATOMIC_INT(unsigned long long)
 #undef CG_EMU_ATOMIC_INT
-#define CG_EMU_ATOMIC_FP(T, U)                                                               \
-    static inline T atomicAdd(T *p, T v) {                                                     \
-        U *q = reinterpret_cast<U *>(p);                                                       \
-        U old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;                                      \
-        T o;                                                                                   \
-        do {                                                                                   \
-            memcpy(&o, &old, sizeof o);                                                        \
-            T n = o + v;                                                                       \
-            memcpy(&nv, &n, sizeof nv);                                                        \
-        } while (!__atomic_compare_exchange_n(q, &old, nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
-        return o;                                                                              \
-    }                                                                                          \
-    static inline T atomicExch(T *p, T v) {                                                    \
-        U nv, old;                                                                             \
-        memcpy(&nv, &v, sizeof nv);                                                            \
-        old = __atomic_exchange_n(reinterpret_cast<U *>(p), nv, __ATOMIC_RELAXED);             \
-        T o;                                                                                   \
-        memcpy(&o, &old, sizeof o);                                                            \
-        return o;                                                                              \
+#define CG_EMU_ATOMIC_FP(T, U)                                                                                         \
+    static inline T atomicAdd(T *p, T v) {                                                                             \
+        U *q = reinterpret_cast<U *>(p);                                                                               \
+        U old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;                                                              \
+        T o;                                                                                                           \
+        do {                                                                                                           \
+            memcpy(&o, &old, sizeof o);                                                                                \
+            T n = o + v;                                                                                               \
+            memcpy(&nv, &n, sizeof nv);                                                                                \
+        } while (!__atomic_compare_exchange_n(q, &old, nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));                 \
+        return o;                                                                                                      \
+    }                                                                                                                  \
+    static inline T atomicExch(T *p, T v) {                                                                            \
+        U nv, old;                                                                                                     \
+        memcpy(&nv, &v, sizeof nv);                                                                                    \
+        old = __atomic_exchange_n(reinterpret_cast<U *>(p), nv, __ATOMIC_RELAXED);                                     \
+        T o;                                                                                                           \
+        memcpy(&o, &old, sizeof o);                                                                                    \
+        return o;                                                                                                      \
     }
 CG_EMU_ATOMIC_FP(float, unsigned)
 CG_EMU_ATOMIC_FP(double, unsigned long long)
 #undef CG_EMU_ATOMIC_FP
 static inline unsigned atomicInc(unsigned *p, unsigned lim) {
     unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (!__atomic_compare_exchange_n(p, &old, old >= lim ? 0u : old + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    while (!__atomic_compare_exchange_n(p, &old, old >= lim ? 0u : old + 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
     return old;
 }
 static inline unsigned atomicDec(unsigned *p, unsigned lim) {
     unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
-    while (!__atomic_compare_exchange_n(p, &old, (old == 0 || old > lim) ? lim : old - 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    while (!__atomic_compare_exchange_n(p, &old, (old == 0 || old > lim) ? lim : old - 1, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {}
     return old;
 }
 #define atomicAdd_block atomicAdd
@@ -417,9 +434,12 @@ static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_C
 
 /* ------------------------------------------------------------------ barriers */
 #define __syncthreads() (::cg_emu::g_api->syncthreads(::cg_emu::self(), "__syncthreads", __LINE__))
-#define __syncthreads_count(p) (::cg_emu::g_api->syncthreads_red(::cg_emu::self(), "__syncthreads_count", __LINE__, 0, (p) != 0))
-#define __syncthreads_and(p) (::cg_emu::g_api->syncthreads_red(::cg_emu::self(), "__syncthreads_and", __LINE__, 1, (p) != 0))
-#define __syncthreads_or(p) (::cg_emu::g_api->syncthreads_red(::cg_emu::self(), "__syncthreads_or", __LINE__, 2, (p) != 0))
+#define __syncthreads_count(p)                                                                                         \
+    (::cg_emu::g_api->syncthreads_red(::cg_emu::self(), "__syncthreads_count", __LINE__, 0, (p) != 0))
+#define __syncthreads_and(p)                                                                                           \
+    (::cg_emu::g_api->syncthreads_red(::cg_emu::self(), "__syncthreads_and", __LINE__, 1, (p) != 0))
+#define __syncthreads_or(p)                                                                                            \
+    (::cg_emu::g_api->syncthreads_red(::cg_emu::self(), "__syncthreads_or", __LINE__, 2, (p) != 0))
 #define __trap() (::cg_emu::fail("__trap() in line %d", __LINE__))
 #define __brkpt() (::cg_emu::fail("__brkpt() in line %d", __LINE__))
 #define __nanosleep(ns) (::cg_emu::g_api->yield(::cg_emu::self()))
@@ -439,7 +459,11 @@ __attribute__((unused)) static void sync_fn(void *const *, unsigned) {}
 
 /* shfl.sync as PTX defines it: c = ((32 - width) << 8) | clamp. */
 enum { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_BFLY };
-template <class T> struct shfl_rec { T v; int mode, b, width; T r; };
+template <class T> struct shfl_rec {
+    T v;
+    int mode, b, width;
+    T r;
+};
 template <class T> static void shfl_fn(void *const *args, unsigned group) {
     for (int l = 0; l < 32; l++) {
         if (!(group >> l & 1)) continue;
@@ -452,10 +476,22 @@ template <class T> static void shfl_fn(void *const *args, unsigned group) {
         int j;
         bool ok;
         switch (me->mode) {
-        case SHFL_UP: j = l - me->b; ok = j >= maxlane; break;
-        case SHFL_DOWN: j = l + me->b; ok = j <= maxlane; break;
-        case SHFL_BFLY: j = l ^ me->b; ok = j <= maxlane; break;
-        default: j = minlane | (me->b & ~segmask & 31); ok = j <= maxlane; break;
+        case SHFL_UP:
+            j = l - me->b;
+            ok = j >= maxlane;
+            break;
+        case SHFL_DOWN:
+            j = l + me->b;
+            ok = j <= maxlane;
+            break;
+        case SHFL_BFLY:
+            j = l ^ me->b;
+            ok = j <= maxlane;
+            break;
+        default:
+            j = minlane | (me->b & ~segmask & 31);
+            ok = j <= maxlane;
+            break;
         }
         if (!ok || j < 0 || j > 31 || !(group >> j & 1)) j = l; /* inactive source: own value */
         me->r = static_cast<shfl_rec<T> *>(args[j])->v;
@@ -469,7 +505,10 @@ template <class T> static inline T shfl(int line, const char *what, unsigned mas
     return rec.r;
 }
 
-struct vote_rec { int pred; unsigned r; };
+struct vote_rec {
+    int pred;
+    unsigned r;
+};
 __attribute__((unused)) static void ballot_fn(void *const *args, unsigned group) {
     unsigned bits = 0;
     for (int l = 0; l < 32; l++)
@@ -483,7 +522,11 @@ static inline unsigned ballot(int line, const char *what, unsigned mask, int pre
     return rec.r;
 }
 
-template <class T> struct red_rec { T v; int op; T r; };
+template <class T> struct red_rec {
+    T v;
+    int op;
+    T r;
+};
 template <class T> static void red_fn(void *const *args, unsigned group) {
     T acc = 0;
     bool first = true;
@@ -492,7 +535,11 @@ template <class T> static void red_fn(void *const *args, unsigned group) {
         if (!(group >> l & 1)) continue;
         red_rec<T> *me = static_cast<red_rec<T> *>(args[l]);
         op = me->op;
-        if (first) { acc = me->v; first = false; continue; }
+        if (first) {
+            acc = me->v;
+            first = false;
+            continue;
+        }
         switch (op) {
         case 0: acc += me->v; break;
         case 1: acc = me->v < acc ? me->v : acc; break;
@@ -511,18 +558,26 @@ template <class T> static inline T reduce(int line, const char *what, unsigned m
     return rec.r;
 }
 
-}  // namespace cg_emu
+} // namespace cg_emu
 
-#define __syncwarp(...) (::cg_emu::g_api->warp_sync(::cg_emu::self(), ::cg_emu::warp_mask_(__VA_ARGS__), "__syncwarp", __LINE__, (void *)0, &::cg_emu::sync_fn))
+#define __syncwarp(...)                                                                                                \
+    (::cg_emu::g_api->warp_sync(::cg_emu::self(), ::cg_emu::warp_mask_(__VA_ARGS__), "__syncwarp", __LINE__,           \
+                                (void *)0, &::cg_emu::sync_fn))
 namespace cg_emu {
 static inline unsigned warp_mask_() { return 0xFFFFFFFFu; }
 static inline unsigned warp_mask_(unsigned m) { return m; }
 static inline int width_(int w = 32) { return w; }
-}  // namespace cg_emu
-#define __shfl_sync(mask, v, lane, ...) (::cg_emu::shfl(__LINE__, "__shfl_sync", (mask), (v), (lane), ::cg_emu::width_(__VA_ARGS__), ::cg_emu::SHFL_IDX))
-#define __shfl_up_sync(mask, v, d, ...) (::cg_emu::shfl(__LINE__, "__shfl_up_sync", (mask), (v), (int)(d), ::cg_emu::width_(__VA_ARGS__), ::cg_emu::SHFL_UP))
-#define __shfl_down_sync(mask, v, d, ...) (::cg_emu::shfl(__LINE__, "__shfl_down_sync", (mask), (v), (int)(d), ::cg_emu::width_(__VA_ARGS__), ::cg_emu::SHFL_DOWN))
-#define __shfl_xor_sync(mask, v, m, ...) (::cg_emu::shfl(__LINE__, "__shfl_xor_sync", (mask), (v), (m), ::cg_emu::width_(__VA_ARGS__), ::cg_emu::SHFL_BFLY))
+} // namespace cg_emu
+#define __shfl_sync(mask, v, lane, ...)                                                                                \
+    (::cg_emu::shfl(__LINE__, "__shfl_sync", (mask), (v), (lane), ::cg_emu::width_(__VA_ARGS__), ::cg_emu::SHFL_IDX))
+#define __shfl_up_sync(mask, v, d, ...)                                                                                \
+    (::cg_emu::shfl(__LINE__, "__shfl_up_sync", (mask), (v), (int)(d), ::cg_emu::width_(__VA_ARGS__),                  \
+                    ::cg_emu::SHFL_UP))
+#define __shfl_down_sync(mask, v, d, ...)                                                                              \
+    (::cg_emu::shfl(__LINE__, "__shfl_down_sync", (mask), (v), (int)(d), ::cg_emu::width_(__VA_ARGS__),                \
+                    ::cg_emu::SHFL_DOWN))
+#define __shfl_xor_sync(mask, v, m, ...)                                                                               \
+    (::cg_emu::shfl(__LINE__, "__shfl_xor_sync", (mask), (v), (m), ::cg_emu::width_(__VA_ARGS__), ::cg_emu::SHFL_BFLY))
 #define __ballot_sync(mask, p) (::cg_emu::ballot(__LINE__, "__ballot_sync", (mask), (p) != 0))
 #define __any_sync(mask, p) (::cg_emu::ballot(__LINE__, "__any_sync", (mask), (p) != 0) != 0u)
 #define __all_sync(mask, p) (::cg_emu::ballot(__LINE__, "__all_sync", (mask), (p) == 0) == 0u)
@@ -547,15 +602,18 @@ CG_EMU_NOSAN __attribute__((noinline)) static void access(const void *p, size_t 
     const cg_emu_thread *t = self();
     if (t->blk->racecheck | t->blk->stats) g_api->access(t, p, n, w, pc);
 }
-}  // namespace cg_emu
-#define CG_EMU_SAN_FN(n, w)                                                                   \
-    extern "C" __attribute__((visibility("hidden"))) CG_EMU_NOSAN void __asan_##w##n##_noabort(void *p) { \
-        ::cg_emu::access(p, n, #w[0] == 's', __builtin_return_address(0));                   \
+} // namespace cg_emu
+#define CG_EMU_SAN_FN(n, w)                                                                                            \
+    extern "C" __attribute__((visibility("hidden"))) CG_EMU_NOSAN void __asan_##w##n##_noabort(void *p) {              \
+        ::cg_emu::access(p, n, #w[0] == 's', __builtin_return_address(0));                                             \
     }
+/* one load and one store hook a size (clang-format would not format these calls idempotently) */
+// clang-format off
 CG_EMU_SAN_FN(1, load) CG_EMU_SAN_FN(2, load) CG_EMU_SAN_FN(4, load) CG_EMU_SAN_FN(8, load) CG_EMU_SAN_FN(16, load)
 CG_EMU_SAN_FN(1, store) CG_EMU_SAN_FN(2, store) CG_EMU_SAN_FN(4, store) CG_EMU_SAN_FN(8, store) CG_EMU_SAN_FN(16, store)
+// clang-format on
 #undef CG_EMU_SAN_FN
-extern "C" __attribute__((visibility("hidden"))) CG_EMU_NOSAN void __asan_loadN_noabort(void *p, size_t n) {
+        extern "C" __attribute__((visibility("hidden"))) CG_EMU_NOSAN void __asan_loadN_noabort(void *p, size_t n) {
     ::cg_emu::access(p, n, 0, __builtin_return_address(0));
 }
 extern "C" __attribute__((visibility("hidden"))) CG_EMU_NOSAN void __asan_storeN_noabort(void *p, size_t n) {
@@ -579,7 +637,7 @@ template <class P> inline void invoke(void (*k)(P), const void *params) {
     k(*static_cast<const P *>(params));
 }
 template <class P> CG_EMU_NOSAN inline size_t param_size(void (*)(P)) { return sizeof(P); }
-}  // namespace cg_emu
+} // namespace cg_emu
 
 #endif /* __cplusplus && !CG_EMU_ABI_ONLY */
 #endif /* CG_EMU_H */

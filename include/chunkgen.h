@@ -115,24 +115,25 @@ extern "C" {
 #ifdef __cplusplus
 #define CG__INIT(type) (cg__init_cxx<type>()) /* value-initialized, then .size (end of file) */
 #else
-#define CG__INIT(type) {.size = sizeof(type)}
+#define CG__INIT(type)                                                                                                 \
+    { .size = sizeof(type) }
 #endif
 
 /* MAJOR*10000 + MINOR*100 + PATCH, e.g. 100 for 0.1.0; compare with cg_version_number(). */
 #define CG_VERSION_NUMBER (CG_VERSION_MAJOR * 10000 + CG_VERSION_MINOR * 100 + CG_VERSION_PATCH)
 
 /* (name, value, description): the one table of status codes. */
-#define CG_STATUS_MAP(X)                                                   \
-    X(OK, 0, "ok")                                                         \
-    X(EINVAL, -1, "invalid argument")                                      \
-    X(ENOMEM, -2, "out of memory")                                         \
-    X(EUNSUPPORTED, -3, "not supported by the chosen backend")             \
-    X(ENODEV, -4, "no CUDA driver or device")                              \
-    X(ECOMPILE, -5, "kernel compilation failed")                           \
-    X(ELAUNCH, -6, "kernel launch or execution failed")                    \
-    X(EIO, -7, "input/output error")                                       \
-    X(ELUA, -8, "error in a Lua script")                                   \
-    X(ENOTFOUND, -9, "not found")                                          \
+#define CG_STATUS_MAP(X)                                                                                               \
+    X(OK, 0, "ok")                                                                                                     \
+    X(EINVAL, -1, "invalid argument")                                                                                  \
+    X(ENOMEM, -2, "out of memory")                                                                                     \
+    X(EUNSUPPORTED, -3, "not supported by the chosen backend")                                                         \
+    X(ENODEV, -4, "no CUDA driver or device")                                                                          \
+    X(ECOMPILE, -5, "kernel compilation failed")                                                                       \
+    X(ELAUNCH, -6, "kernel launch or execution failed")                                                                \
+    X(EIO, -7, "input/output error")                                                                                   \
+    X(ELUA, -8, "error in a Lua script")                                                                               \
+    X(ENOTFOUND, -9, "not found")                                                                                      \
     X(EINTERNAL, -10, "internal error")
 
 typedef enum cg_status {
@@ -177,10 +178,10 @@ typedef enum cg_backend {
     /* CUDA when the pointers are device pointers and a kernel exists; else CPU (device
      * pointers then go through host copies: slow, synchronizing, warned once) */
     CG_BACKEND_AUTO = 0,
-    CG_BACKEND_CPU = 1,  /* the generic multithreaded CPU path */
-    CG_BACKEND_CUDA = 2, /* generated CUDA kernels (needs a driver and a GPU) */
+    CG_BACKEND_CPU = 1,     /* the generic multithreaded CPU path */
+    CG_BACKEND_CUDA = 2,    /* generated CUDA kernels (needs a driver and a GPU) */
     CG_BACKEND_EMULATE = 3, /* generated CUDA kernels run on the CPU by the SIMT emulator */
-    CG_BACKEND_REF = 4   /* float64 sequential scan, the ground truth; slow */
+    CG_BACKEND_REF = 4      /* float64 sequential scan, the ground truth; slow */
 } cg_backend;
 
 /* Name of a backend ("auto", "cpu", "cuda", "emulate", "ref"); never NULL. */
@@ -198,7 +199,7 @@ typedef enum cg_layout {
 #define CG_MAX_DIMS 4
 
 typedef struct cg_tensor {
-    void *data;                  /* NULL: absent (allowed for optional tensors only) */
+    void *data; /* NULL: absent (allowed for optional tensors only) */
     cg_dtype dtype;
     int ndim;
     int64_t shape[CG_MAX_DIMS];
@@ -215,11 +216,7 @@ CG_API cg_tensor cg_tensor_contiguous(void *data, cg_dtype dtype, int ndim, cons
  * (CG_LOG_INFO lines without the "warning: "). msg is valid during the call only. The
  * callback may be called from any thread that calls into the library, and must not call
  * into the library. */
-typedef enum cg_log_level {
-    CG_LOG_ERROR = 0,
-    CG_LOG_WARN = 1,
-    CG_LOG_INFO = 2
-} cg_log_level;
+typedef enum cg_log_level { CG_LOG_ERROR = 0, CG_LOG_WARN = 1, CG_LOG_INFO = 2 } cg_log_level;
 typedef void (*cg_log_fn)(cg_log_level level, const char *msg, void *user);
 /* Install fn (with its user pointer) for the whole process; NULL restores the default.
  * Safe to call at any time from any thread. */
@@ -262,13 +259,13 @@ CG_API const char *cg_last_dispatch(const cg_context *ctx);
 /* How to run one call. A NULL cg_exec means CG_EXEC_INIT: backend auto, tuned or
  * default config, default stream. */
 typedef struct cg_exec {
-    size_t size;            /* sizeof(cg_exec) of the caller's header, or 0 (see the growth rule) */
+    size_t size; /* sizeof(cg_exec) of the caller's header, or 0 (see the growth rule) */
     cg_backend backend;
-    const char *config;     /* NULL: tuned or default config; else pinned, e.g. "chunk=64,threads=2" */
-    void *stream;           /* CUstream for the cuda backend; NULL: the default stream */
-    void *workspace;        /* optional caller-owned scratch (device memory for cuda) */
+    const char *config; /* NULL: tuned or default config; else pinned, e.g. "chunk=64,threads=2" */
+    void *stream;       /* CUstream for the cuda backend; NULL: the default stream */
+    void *workspace;    /* optional caller-owned scratch (device memory for cuda) */
     size_t workspace_bytes;
-    int verbose;            /* send the dispatch line to the log callback (CG_LOG_INFO) */
+    int verbose; /* send the dispatch line to the log callback (CG_LOG_INFO) */
 } cg_exec;
 #define CG_EXEC_INIT CG__INIT(cg_exec)
 
@@ -296,7 +293,7 @@ typedef struct cg_ssd_bwd_args {
     size_t size; /* sizeof(cg_ssd_bwd_args) of the caller's header, or 0 (see the growth rule) */
     cg_layout layout;
     cg_tensor q, k, v, log_alpha, h0, dout, dhT; /* inputs; h0, dhT optional */
-    cg_tensor dq, dk, dv, dlog_alpha, dh0;      /* outputs; dh0 optional. dq, dk sum over the group's heads */
+    cg_tensor dq, dk, dv, dlog_alpha, dh0;       /* outputs; dh0 optional. dq, dk sum over the group's heads */
     /* optional, appended (growth rule): packed variable-length batch (docs/varlen.md).
      * CG_I32 or CG_I64 [N + 1], non-decreasing, first 0, last = T; needs B = 1.
      * With it the states (h0, dhT, dh0) are per sequence: [N, H, dk, dv]. */
@@ -320,7 +317,7 @@ typedef struct cg_sscan_fwd_args {
     size_t size; /* sizeof(cg_sscan_fwd_args) of the caller's header, or 0 (see the growth rule) */
     cg_tensor x, delta, A, B, C, D, z, delta_bias, h0; /* D, z, delta_bias, h0 optional */
     int delta_softplus;
-    cg_tensor y, hT;                                   /* hT optional */
+    cg_tensor y, hT; /* hT optional */
     /* optional, appended (growth rule): packed variable-length batch (docs/varlen.md).
      * CG_I32 or CG_I64 [N + 1], non-decreasing, first 0, last = L; needs B = 1.
      * With it the states (h0, hT) are per sequence: [N, D, N]. */
@@ -411,12 +408,12 @@ CG_API cg_status cg_gdr_bwd(cg_context *ctx, const cg_gdr_bwd_args *args, const 
  *   S = exp(log_alpha_t) S + k_t^T v_t,   o_t = q_t S
  *   q, k [B, T, G, dk]; v, o [B, T, H, dv]; log_alpha [B, T, H]; cache [S, H, dk, dv]. */
 typedef struct cg_ssd_step_args {
-    size_t size; /* sizeof(cg_ssd_step_args) of the caller's header, or 0 (see the growth rule) */
-    cg_tensor q, k, v, log_alpha;   /* inputs, token-major */
-    cg_tensor cache;                /* [S, H, dk, dv], read and written in place */
-    cg_tensor state_indices;        /* [B] CG_I32 / CG_I64: the slot entry b reads; -1 padding */
-    cg_tensor dst_indices;          /* optional [B, T]: the slot the state after token t goes to; -1 none */
-    cg_tensor o;                    /* output */
+    size_t size;                  /* sizeof(cg_ssd_step_args) of the caller's header, or 0 (see the growth rule) */
+    cg_tensor q, k, v, log_alpha; /* inputs, token-major */
+    cg_tensor cache;              /* [S, H, dk, dv], read and written in place */
+    cg_tensor state_indices;      /* [B] CG_I32 / CG_I64: the slot entry b reads; -1 padding */
+    cg_tensor dst_indices;        /* optional [B, T]: the slot the state after token t goes to; -1 none */
+    cg_tensor o;                  /* output */
 } cg_ssd_step_args;
 #define CG_SSD_STEP_ARGS_INIT CG__INIT(cg_ssd_step_args)
 
@@ -428,10 +425,10 @@ typedef struct cg_sscan_step_args {
     size_t size; /* sizeof(cg_sscan_step_args) of the caller's header, or 0 (see the growth rule) */
     cg_tensor x, delta, A, B, C, D, z, delta_bias; /* D, z, delta_bias optional */
     int delta_softplus;
-    cg_tensor cache;                /* [S, D, N], read and written in place */
-    cg_tensor state_indices;        /* [B] CG_I32 / CG_I64; -1 padding */
-    cg_tensor dst_indices;          /* optional [B, L] */
-    cg_tensor y;                    /* output */
+    cg_tensor cache;         /* [S, D, N], read and written in place */
+    cg_tensor state_indices; /* [B] CG_I32 / CG_I64; -1 padding */
+    cg_tensor dst_indices;   /* optional [B, L] */
+    cg_tensor y;             /* output */
 } cg_sscan_step_args;
 #define CG_SSCAN_STEP_ARGS_INIT CG__INIT(cg_sscan_step_args)
 
@@ -446,14 +443,14 @@ CG_API cg_status cg_sscan_step(cg_context *ctx, const cg_sscan_step_args *args, 
  *   S = exp(g_t) S;  u = beta_t (v_t - S^T k_t);  S += k_t u^T;  o_t = S^T (scale q_t)
  *   q, k [B, T, G, dk]; v, o [B, T, H, dv]; g, beta [B, T, H]; cache [S, H, dk, dv]. */
 typedef struct cg_gdr_step_args {
-    size_t size; /* sizeof(cg_gdr_step_args) of the caller's header, or 0 (see the growth rule) */
-    cg_tensor q, k, v, g, beta;     /* inputs, token-major */
-    double scale;                   /* 0: dk^-1/2 */
-    int use_qk_l2norm;              /* 1: L2-normalise q and k over dk */
-    cg_tensor cache;                /* [S, H, dk, dv], read and written in place */
-    cg_tensor state_indices;        /* [B] CG_I32 / CG_I64: the slot entry b reads; -1 padding */
-    cg_tensor dst_indices;          /* optional [B, T]: the slot the state after token t goes to; -1 none */
-    cg_tensor o;                    /* output */
+    size_t size;                /* sizeof(cg_gdr_step_args) of the caller's header, or 0 (see the growth rule) */
+    cg_tensor q, k, v, g, beta; /* inputs, token-major */
+    double scale;               /* 0: dk^-1/2 */
+    int use_qk_l2norm;          /* 1: L2-normalise q and k over dk */
+    cg_tensor cache;            /* [S, H, dk, dv], read and written in place */
+    cg_tensor state_indices;    /* [B] CG_I32 / CG_I64: the slot entry b reads; -1 padding */
+    cg_tensor dst_indices;      /* optional [B, T]: the slot the state after token t goes to; -1 none */
+    cg_tensor o;                /* output */
 } cg_gdr_step_args;
 #define CG_GDR_STEP_ARGS_INIT CG__INIT(cg_gdr_step_args)
 /* Gated-delta-rule decode step over a state cache (updated in place). */
@@ -506,11 +503,11 @@ typedef enum cg_op {
     CG_OP_GDR_FWD = 4,   /* args: cg_gdr_fwd_args */
     CG_OP_GDR_BWD = 5,   /* args: cg_gdr_bwd_args */
     /* decode steps (issue #36) */
-    CG_OP_SSD_STEP = 6,  /* args: cg_ssd_step_args */
+    CG_OP_SSD_STEP = 6,   /* args: cg_ssd_step_args */
     CG_OP_SSCAN_STEP = 7, /* args: cg_sscan_step_args */
-    CG_OP_GDR_STEP = 8,  /* args: cg_gdr_step_args */
+    CG_OP_GDR_STEP = 8,   /* args: cg_gdr_step_args */
     /* diagonal linear recurrence (issue #38 item 7) */
-    CG_OP_LRU_FWD = 9,  /* args: cg_lru_fwd_args */
+    CG_OP_LRU_FWD = 9, /* args: cg_lru_fwd_args */
     CG_OP_LRU_BWD = 10 /* args: cg_lru_bwd_args */
 } cg_op;
 
@@ -558,14 +555,14 @@ typedef enum cg_progress_kind {
     CG_PROGRESS_MESSAGE = 3 /* one line (text) about subject: a key skipped, an entry rejected, a file left */
 } cg_progress_kind;
 typedef struct cg_progress {
-    size_t size;            /* sizeof(cg_progress) of the library that sends it */
+    size_t size; /* sizeof(cg_progress) of the library that sends it */
     cg_progress_kind kind;
-    cg_log_level level;     /* CG_LOG_INFO, or WARN (rejected, skipped, bad) / ERROR (failed) */
-    const char *task;       /* what the event is about, e.g. "cpu ssd fwd T=2048"; "" when none */
-    const char *subject;    /* a file, an entry or a shape's name; "" when none */
-    const char *text;       /* the message or the result; "" when none */
-    int index, count;       /* the task's place in its run, 1-based, and the run's tasks; 0 when none */
-    int64_t done, total;    /* CG_PROGRESS_START/STEP: steps done and in all */
+    cg_log_level level;  /* CG_LOG_INFO, or WARN (rejected, skipped, bad) / ERROR (failed) */
+    const char *task;    /* what the event is about, e.g. "cpu ssd fwd T=2048"; "" when none */
+    const char *subject; /* a file, an entry or a shape's name; "" when none */
+    const char *text;    /* the message or the result; "" when none */
+    int index, count;    /* the task's place in its run, 1-based, and the run's tasks; 0 when none */
+    int64_t done, total; /* CG_PROGRESS_START/STEP: steps done and in all */
 } cg_progress;
 typedef void (*cg_progress_fn)(const cg_progress *event, void *user);
 /* Send ctx's progress events to fn(event, user); NULL (the default) drops them. The
@@ -620,38 +617,38 @@ CG_API const char *cg_sym_name(cg_sym sym);
 CG_API cg_status cg_sym_parse(const char *name, cg_sym *sym);
 
 /* Flags of a tensor (cg_tensor_info.flags). */
-#define CG_TENSOR_LAYOUT 1     /* SSD per-token tensor: head-major layout swaps logical dims 1 and 2 */
-#define CG_TENSOR_GROUPABLE 2  /* its G dimension is left out when the call is ungrouped (sscan B, C) */
-#define CG_TENSOR_CONTIG 4     /* the innermost stride must be 1 */
-#define CG_TENSOR_HALF 8       /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16) */
-#define CG_TENSOR_INDEX 16     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, a decode step's slot indices */
-#define CG_TENSOR_PER_SEQ 32   /* a state: its first extent is the number of sequences with cu_seqlens */
-#define CG_TENSOR_INPLACE 64   /* an input the call also writes, in place: a decode step's state cache */
+#define CG_TENSOR_LAYOUT 1    /* SSD per-token tensor: head-major layout swaps logical dims 1 and 2 */
+#define CG_TENSOR_GROUPABLE 2 /* its G dimension is left out when the call is ungrouped (sscan B, C) */
+#define CG_TENSOR_CONTIG 4    /* the innermost stride must be 1 */
+#define CG_TENSOR_HALF 8      /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16) */
+#define CG_TENSOR_INDEX 16    /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, a decode step's slot indices */
+#define CG_TENSOR_PER_SEQ 32  /* a state: its first extent is the number of sequences with cu_seqlens */
+#define CG_TENSOR_INPLACE 64  /* an input the call also writes, in place: a decode step's state cache */
 
 /* The outputs and inputs of one op, and how they are laid out (cg_op_describe). */
 #define CG_OP_MAX_SCALARS 8
 typedef struct cg_op_info {
-    size_t size;            /* sizeof(cg_op_info) of the caller's header, or 0 (see the growth rule) */
+    size_t size; /* sizeof(cg_op_info) of the caller's header, or 0 (see the growth rule) */
     cg_op op;
-    const char *name;       /* "ssd_fwd" */
-    const char *family;     /* "ssd", "sscan": the tuning key's op */
-    int bwd;                /* 1 for a backward op */
-    const char *args_type;  /* "cg_ssd_fwd_args" */
-    size_t args_size;       /* sizeof of that struct in the library */
-    int ntensors;           /* the float tensors are 0 .. ntensors-1, in the op table's order (the
+    const char *name;      /* "ssd_fwd" */
+    const char *family;    /* "ssd", "sscan": the tuning key's op */
+    int bwd;               /* 1 for a backward op */
+    const char *args_type; /* "cg_ssd_fwd_args" */
+    size_t args_size;      /* sizeof of that struct in the library */
+    int ntensors;          /* the float tensors are 0 .. ntensors-1, in the op table's order (the
                              * args struct's, inputs first); cu_seqlens, when has_varlen, is
                              * tensor ntensors */
-    int nsyms;              /* the op's symbols, in cg_sym order */
+    int nsyms;             /* the op's symbols, in cg_sym order */
     cg_sym syms[CG_SHAPE_MAX_SYMS];
-    cg_sym seq;             /* the sequence symbol (T or L) */
+    cg_sym seq;                /* the sequence symbol (T or L) */
     cg_sym divisible, divisor; /* divisible % divisor == 0 is required (H % G, D % G); NONE: no rule */
-    int nkey;               /* the symbols of the tuning key (besides the sequence's bucket) */
+    int nkey;                  /* the symbols of the tuning key (besides the sequence's bucket) */
     cg_sym key[CG_SHAPE_MAX_SYMS];
-    int nscalars;           /* integer options of the args struct (cg_op_args_scalar) */
+    int nscalars;                           /* integer options of the args struct (cg_op_args_scalar) */
     const char *scalars[CG_OP_MAX_SCALARS]; /* their names: "delta_softplus" */
-    int has_layout;         /* the args struct has a cg_layout (cg_op_args_layout) */
-    int has_varlen;         /* the args struct has cu_seqlens (tensor ntensors) */
-    int groupable;          /* the op has CG_TENSOR_GROUPABLE tensors (grouped or not: cg_shape.grouped) */
+    int has_layout;                         /* the args struct has a cg_layout (cg_op_args_layout) */
+    int has_varlen;                         /* the args struct has cu_seqlens (tensor ntensors) */
+    int groupable;                   /* the op has CG_TENSOR_GROUPABLE tensors (grouped or not: cg_shape.grouped) */
     int sym_from[CG_SHAPE_MAX_SYMS]; /* by cg_sym: the tensor whose extent gives the symbol's value in
                              * a call (the first required input that has it); -1 for symbols the
                              * op lacks. A call's other tensors are checked against these */
@@ -667,17 +664,17 @@ CG_API cg_status cg_op_describe(cg_context *ctx, cg_op op, cg_op_info *info);
 
 /* One tensor of an op (cg_op_tensor_info). */
 typedef struct cg_tensor_info {
-    size_t size;            /* sizeof(cg_tensor_info) of the caller's header, or 0 (see the growth rule) */
-    const char *name;       /* the member of the args struct: "log_alpha", "cu_seqlens" */
-    const char *file;       /* `chunkgen run`'s .npy base name ("do" for dout; else the name) */
-    int output;             /* 1: an output, 0: an input */
-    int optional;           /* 1: may be absent (data NULL) */
-    const char *requires;   /* an optional output allowed only with this input (dD: "D"); NULL */
-    const char *grad_of;    /* a backward output: the input it is the gradient of (dq: "q"); NULL */
-    int ndim;               /* logical rank: ext[0 .. ndim-1] are its symbols (G counted) */
-    cg_sym ext[CG_MAX_DIMS];/* logical extents, token-major, grouped; CG_SYM_NONE past ndim */
-    unsigned flags;         /* CG_TENSOR_* */
-    double lo, hi;          /* inputs: the value range of generated test and tuning data */
+    size_t size;                       /* sizeof(cg_tensor_info) of the caller's header, or 0 (see the growth rule) */
+    const char *name;                  /* the member of the args struct: "log_alpha", "cu_seqlens" */
+    const char *file;                  /* `chunkgen run`'s .npy base name ("do" for dout; else the name) */
+    int output;                        /* 1: an output, 0: an input */
+    int optional;                      /* 1: may be absent (data NULL) */
+    const char *requires;              /* an optional output allowed only with this input (dD: "D"); NULL */
+    const char *grad_of;               /* a backward output: the input it is the gradient of (dq: "q"); NULL */
+    int ndim;                          /* logical rank: ext[0 .. ndim-1] are its symbols (G counted) */
+    cg_sym ext[CG_MAX_DIMS];           /* logical extents, token-major, grouped; CG_SYM_NONE past ndim */
+    unsigned flags;                    /* CG_TENSOR_* */
+    double lo, hi;                     /* inputs: the value range of generated test and tuning data */
     double tol_f32, tol_bf16, tol_f16; /* outputs: accuracy target, max |out - ref| / max |ref|,
                              * when stored in that dtype; 0 for inputs */
 } cg_tensor_info;
@@ -726,19 +723,19 @@ CG_API cg_layout *cg_op_args_layout(cg_op op, void *args);
  * equal members. Tensors are numbered as by cg_op_tensor_info. */
 #define CG_SHAPE_TEXT_MAX 512 /* room for any canonical text, NUL included */
 typedef struct cg_shape {
-    size_t size;            /* sizeof(cg_shape) of the caller's header, or 0 (see the growth rule) */
+    size_t size; /* sizeof(cg_shape) of the caller's header, or 0 (see the growth rule) */
     cg_op op;
-    cg_layout layout;       /* ops with a layout (SSD); CG_LAYOUT_TOKEN_MAJOR for the others */
+    cg_layout layout;               /* ops with a layout (SSD); CG_LAYOUT_TOKEN_MAJOR for the others */
     int64_t dim[CG_SHAPE_MAX_SYMS]; /* extent of each symbol of the op, by cg_sym; 0 for the
                              * symbols the op lacks (and CG_SYM_NONE). Ungrouped sscan: G = 1 */
-    cg_dtype dtype;         /* CG_F32, CG_F64, or the call's 16-bit storage dtype (CG_BF16, CG_F16) */
-    uint64_t half;          /* bit i: tensor i is stored in dtype (16-bit calls; outputs follow their
+    cg_dtype dtype;                 /* CG_F32, CG_F64, or the call's 16-bit storage dtype (CG_BF16, CG_F16) */
+    uint64_t half;                  /* bit i: tensor i is stored in dtype (16-bit calls; outputs follow their
                              * inputs as docs/dtypes.md says); 0 for F32 and F64 */
-    uint64_t given;         /* bit i: optional tensor i is given (required tensors: no bit) */
-    uint32_t scalars;       /* bit k: scalar option k is set (nonzero) */
-    int grouped;            /* ops with groupable tensors: B/C carry the G dimension (1) or not (0) */
-    int64_t nseq;           /* varlen: number of sequences packed along T (L) (cu_seqlens [nseq + 1]); 0: none */
-    int64_t longest;        /* varlen: the longest sequence; 0 when not known (or not varlen) */
+    uint64_t given;                 /* bit i: optional tensor i is given (required tensors: no bit) */
+    uint32_t scalars;               /* bit k: scalar option k is set (nonzero) */
+    int grouped;                    /* ops with groupable tensors: B/C carry the G dimension (1) or not (0) */
+    int64_t nseq;    /* varlen: number of sequences packed along T (L) (cu_seqlens [nseq + 1]); 0: none */
+    int64_t longest; /* varlen: the longest sequence; 0 when not known (or not varlen) */
 } cg_shape;
 
 /* Parse text into *shape (shape->size set by the caller, or 0). Syntax (docs/shapes.md):

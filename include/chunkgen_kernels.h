@@ -27,25 +27,25 @@ CG_API void cg_free(void *p);
 /* The host CPU, a GPU and the toolchain, as one report (cg_device_query). Fields that
  * do not apply or are unknown are 0 or "". */
 typedef struct cg_device_info {
-    size_t size;              /* sizeof(cg_device_info) of the caller's header, or 0 (see the growth rule) */
-    char cpu_model[128];      /* e.g. "AMD EPYC 7B13" */
-    int cpu_cores;            /* online cores */
-    char cpu_isa[16];         /* the CPU path's variant this process runs: "avx512", "avx2" or "baseline" */
-    char cpu_isas[64];        /* every variant this build and CPU can run, best first: "avx2,baseline" */
-    int gpu;                  /* 1: the gpu_ fields describe a device; 0: none, gpu_why says why */
+    size_t size;         /* sizeof(cg_device_info) of the caller's header, or 0 (see the growth rule) */
+    char cpu_model[128]; /* e.g. "AMD EPYC 7B13" */
+    int cpu_cores;       /* online cores */
+    char cpu_isa[16];    /* the CPU path's variant this process runs: "avx512", "avx2" or "baseline" */
+    char cpu_isas[64];   /* every variant this build and CPU can run, best first: "avx2,baseline" */
+    int gpu;             /* 1: the gpu_ fields describe a device; 0: none, gpu_why says why */
     char gpu_why[256];
     char gpu_name[128];
-    int gpu_arch;             /* 80, 86, 90, ... */
+    int gpu_arch; /* 80, 86, 90, ... */
     int gpu_sm_count;
     int64_t gpu_smem_per_block; /* opt-in maximum of shared memory per block, bytes */
     int gpu_regs_per_block;
-    int gpu_emulated;         /* 1: the SIMT emulator's stand-in device (CG_BACKEND_EMULATE) */
+    int gpu_emulated; /* 1: the SIMT emulator's stand-in device (CG_BACKEND_EMULATE) */
     double gpu_clock_mhz, gpu_mem_clock_mhz, gpu_bus_bits, gpu_mem_gb; /* from the driver; 0 unknown */
-    int driver_version;       /* CUDA driver, cuDriverGetVersion's 1000*major + 10*minor; 0: none */
-    char driver_why[256];     /* no driver: why (what was tried) */
-    int nvrtc_version;        /* NVRTC, 1000*major + 10*minor; 0: none, nvrtc_why says why */
+    int driver_version;   /* CUDA driver, cuDriverGetVersion's 1000*major + 10*minor; 0: none */
+    char driver_why[256]; /* no driver: why (what was tried) */
+    int nvrtc_version;    /* NVRTC, 1000*major + 10*minor; 0: none, nvrtc_why says why */
     char nvrtc_why[256];
-    char nvrtc_id[1024];      /* the NVRTC build as the kernel cache keys name it */
+    char nvrtc_id[1024]; /* the NVRTC build as the kernel cache keys name it */
 } cg_device_info;
 #define CG_DEVICE_INFO_INIT CG__INIT(cg_device_info)
 
@@ -103,15 +103,15 @@ CG_API cg_status cg_kcache_dir(cg_context *ctx, char *buf, size_t cap);
 
 /* One entry of a kernel cache (cg_kcache_list). */
 typedef struct cg_kcache_entry {
-    size_t size;        /* sizeof(cg_kcache_entry) of the caller's header, or 0 (see the growth rule) */
-    char file[256];     /* the entry's file name in the directory */
-    int64_t bytes;      /* the file's size */
-    int usable;         /* 1: intact and built by this chunkgen version; else why says why not */
+    size_t size;    /* sizeof(cg_kcache_entry) of the caller's header, or 0 (see the growth rule) */
+    char file[256]; /* the entry's file name in the directory */
+    int64_t bytes;  /* the file's size */
+    int usable;     /* 1: intact and built by this chunkgen version; else why says why not */
     char why[256];
-    char kind[16];      /* "cubin", "emulate", ... (from its key; "" when unusable) */
-    int arch;           /* a cubin's target, e.g. 90; 0 otherwise */
-    char name[192];     /* the kernel's name, e.g. ssd_fwd_dk48_dv40_c64_w4_ieee */
-    int bundled;        /* 1: written by cg_kcache_import (from a bundle) */
+    char kind[16];  /* "cubin", "emulate", ... (from its key; "" when unusable) */
+    int arch;       /* a cubin's target, e.g. 90; 0 otherwise */
+    char name[192]; /* the kernel's name, e.g. ssd_fwd_dk48_dv40_c64_w4_ieee */
+    int bundled;    /* 1: written by cg_kcache_import (from a bundle) */
 } cg_kcache_entry;
 #define CG_KCACHE_ENTRY_INIT CG__INIT(cg_kcache_entry)
 
@@ -150,19 +150,19 @@ CG_API cg_status cg_kcache_import(cg_context *ctx, const char *dir, const void *
 #define CG_KERNEL_MAX_LAUNCH 4
 /* One launch of a plan. */
 typedef struct cg_kernel_launch {
-    char entry[64];              /* the extern "C" __global__ function */
+    char entry[64]; /* the extern "C" __global__ function */
     unsigned grid[3], block[3];
-    int64_t smem;                /* dynamic shared memory, bytes */
+    int64_t smem; /* dynamic shared memory, bytes */
 } cg_kernel_launch;
 
 /* A generated kernel instantiated for one shape, config and target (cg_kernel_plan_make). */
 typedef struct cg_kernel_plan {
-    size_t size;                 /* sizeof(cg_kernel_plan) of the caller's header, or 0 (see the growth rule) */
-    char kernel[32];             /* "ssd_fwd" */
-    char name[192];              /* e.g. ssd_fwd_dk48_dv40_c64_w4_ieee: names its kernel cache entry */
-    char config[512];            /* the config, every key of the space */
-    char *source;                /* the rendered, self-contained CUDA C++; owned by the plan (cg_kernel_plan_free) */
-    int64_t workspace_bytes;     /* scratch the launches take */
+    size_t size;             /* sizeof(cg_kernel_plan) of the caller's header, or 0 (see the growth rule) */
+    char kernel[32];         /* "ssd_fwd" */
+    char name[192];          /* e.g. ssd_fwd_dk48_dv40_c64_w4_ieee: names its kernel cache entry */
+    char config[512];        /* the config, every key of the space */
+    char *source;            /* the rendered, self-contained CUDA C++; owned by the plan (cg_kernel_plan_free) */
+    int64_t workspace_bytes; /* scratch the launches take */
     int nlaunch;
     cg_kernel_launch launch[CG_KERNEL_MAX_LAUNCH]; /* run in this order on one stream */
 } cg_kernel_plan;
@@ -186,23 +186,23 @@ CG_API cg_status cg_kernel_config(cg_context *ctx, const char *kernel, const cg_
 
 /* Every config the kernel's constraints accept for shape on arch: *configs the caller's
  * text (cg_free), one config per line, *n lines. */
-CG_API cg_status cg_kernel_configs(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch,
-                                   char **configs, int *n);
+CG_API cg_status cg_kernel_configs(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch, char **configs,
+                                   int *n);
 
 /* What cg_kernel_build did. */
 typedef struct cg_kernel_build_info {
-    size_t size;                 /* sizeof(cg_kernel_build_info) of the caller's header, or 0 (see the growth rule) */
-    char name[192];              /* the kernel's name, which names its cache entry */
+    size_t size;    /* sizeof(cg_kernel_build_info) of the caller's header, or 0 (see the growth rule) */
+    char name[192]; /* the kernel's name, which names its cache entry */
     char config[512];
     int arch;
     int source_lines;
-    int cached;                  /* 1: the cache held it, nothing was compiled */
-    double render_ms;            /* planning and rendering the source */
-    double lookup_ms;            /* looking in the cache */
-    double compile_ms;           /* NVRTC, wall time (0 when cached) */
-    double compile_cpu_ms;       /* NVRTC, the calling thread's CPU time */
+    int cached;                    /* 1: the cache held it, nothing was compiled */
+    double render_ms;              /* planning and rendering the source */
+    double lookup_ms;              /* looking in the cache */
+    double compile_ms;             /* NVRTC, wall time (0 when cached) */
+    double compile_cpu_ms;         /* NVRTC, the calling thread's CPU time */
     double compile_process_cpu_ms; /* NVRTC, the process's CPU time (its split-compile threads too) */
-    char *log;                   /* the compile log (ptxas resource usage), also on CG_ECOMPILE, or the
+    char *log;                     /* the compile log (ptxas resource usage), also on CG_ECOMPILE, or the
                                   * cached entry's; the caller's (cg_free); NULL when none */
 } cg_kernel_build_info;
 #define CG_KERNEL_BUILD_INFO_INIT CG__INIT(cg_kernel_build_info)

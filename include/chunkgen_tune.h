@@ -21,33 +21,33 @@ extern "C" {
 
 /* Which entries: each NULL member matches all ("all" too); device matches a substring. */
 typedef struct cg_config_filter {
-    size_t size;             /* sizeof(cg_config_filter) of the caller's header, or 0 (growth rule) */
-    const char *backend;     /* "cpu", "cuda", "emulate" */
-    const char *op;          /* an op family: "ssd", "sscan" */
-    const char *dir;         /* "fwd", "bwd" */
-    const char *device;      /* entries whose device name contains this text */
-    int partial;             /* 1: also unfinished (interrupted) tunes */
+    size_t size;         /* sizeof(cg_config_filter) of the caller's header, or 0 (growth rule) */
+    const char *backend; /* "cpu", "cuda", "emulate" */
+    const char *op;      /* an op family: "ssd", "sscan" */
+    const char *dir;     /* "fwd", "bwd" */
+    const char *device;  /* entries whose device name contains this text */
+    int partial;         /* 1: also unfinished (interrupted) tunes */
 } cg_config_filter;
 #define CG_CONFIG_FILTER_INIT CG__INIT(cg_config_filter)
 
 /* One stored entry, read-only, as cg_config_visit shows it (strings owned by the library,
  * valid during the visit's callback). */
 typedef struct cg_config_entry {
-    size_t size;             /* sizeof(cg_config_entry) of the library */
-    const char *key;         /* one line, e.g. "cpu ssd fwd dk128 dv128 G2 H8 T<=2048" */
+    size_t size;     /* sizeof(cg_config_entry) of the library */
+    const char *key; /* one line, e.g. "cpu ssd fwd dk128 dv128 G2 H8 T<=2048" */
     const char *backend, *op, *dir;
-    const char *device;      /* GPU name, or the CPU model and the CPU path's variant */
-    int cc, sm_count;        /* cuda: compute capability x10 and SMs; 0 otherwise */
-    int threads;             /* CPU threads of the key; 0 for GPUs */
+    const char *device;                   /* GPU name, or the CPU model and the CPU path's variant */
+    int cc, sm_count;                     /* cuda: compute capability x10 and SMs; 0 otherwise */
+    int threads;                          /* CPU threads of the key; 0 for GPUs */
     const char *nvrtc, *driver, *version; /* NVRTC, driver ("" on CPU) and chunkgen versions */
-    int complete, truncated; /* a finished tune; one the budget cut short */
-    const char *config;      /* the winner ("" = the default config); NULL when none passed */
-    double median_ms;        /* the winner's median time */
-    double default_ms;       /* the default config's median; 0 when not measured */
-    int ncandidates;         /* configs measured (the entry's JSON lists each) */
-    const char *created, *host; /* UTC ISO 8601 time and host name of the tune */
-    const char *path;        /* the entry's file */
-    const char *json;        /* the entry as cg_config_export writes it (compact JSON) */
+    int complete, truncated;              /* a finished tune; one the budget cut short */
+    const char *config;                   /* the winner ("" = the default config); NULL when none passed */
+    double median_ms;                     /* the winner's median time */
+    double default_ms;                    /* the default config's median; 0 when not measured */
+    int ncandidates;                      /* configs measured (the entry's JSON lists each) */
+    const char *created, *host;           /* UTC ISO 8601 time and host name of the tune */
+    const char *path;                     /* the entry's file */
+    const char *json;                     /* the entry as cg_config_export writes it (compact JSON) */
 } cg_config_entry;
 /* Return nonzero to stop the visit. */
 typedef int (*cg_config_visit_fn)(const cg_config_entry *entry, void *user);
@@ -74,17 +74,17 @@ CG_API cg_status cg_config_export(cg_context *ctx, const cg_config_filter *filte
 CG_API cg_status cg_write_file(cg_context *ctx, const char *path, const void *data, size_t n);
 
 typedef struct cg_import_options {
-    size_t size;             /* sizeof(cg_import_options) of the caller's header, or 0 (growth rule) */
-    int allow_foreign;       /* 1: keep entries measured on another device */
-    int dry_run;             /* 1: check and report, write nothing */
+    size_t size;       /* sizeof(cg_import_options) of the caller's header, or 0 (growth rule) */
+    int allow_foreign; /* 1: keep entries measured on another device */
+    int dry_run;       /* 1: check and report, write nothing */
 } cg_import_options;
 #define CG_IMPORT_OPTIONS_INIT CG__INIT(cg_import_options)
 typedef struct cg_import_stats {
-    size_t size;             /* sizeof(cg_import_stats) of the caller's header, or 0 (growth rule) */
-    int added, replaced;     /* entries written: new keys, and keys whose entry they replaced */
-    int kept;                /* entries the merge rule did not take (the store's, or another, won) */
-    int rejected;            /* malformed, unfinished, foreign, refused by the constraints, or not written */
-    int messages;            /* CG_PROGRESS_MESSAGE events sent, one per entry not simply added */
+    size_t size;         /* sizeof(cg_import_stats) of the caller's header, or 0 (growth rule) */
+    int added, replaced; /* entries written: new keys, and keys whose entry they replaced */
+    int kept;            /* entries the merge rule did not take (the store's, or another, won) */
+    int rejected;        /* malformed, unfinished, foreign, refused by the constraints, or not written */
+    int messages;        /* CG_PROGRESS_MESSAGE events sent, one per entry not simply added */
 } cg_import_stats;
 #define CG_IMPORT_STATS_INIT CG__INIT(cg_import_stats)
 /* Merge tuned configs into ctx's store. Each source is a file written by cg_config_export
@@ -114,18 +114,18 @@ CG_API cg_status cg_config_import_json(cg_context *ctx, const char *json, size_t
 /* (An area is a member of cg_cache_report; new areas are appended there, and
  * cg_cache_area itself never grows.) */
 typedef struct cg_cache_area {
-    const char *name;        /* its subdirectory: "configs", "kernels", "emu-failed" */
-    int64_t entries, bytes;  /* valid entries; bytes of every file the area holds */
-    int64_t bad;             /* entries that fail their check (JSON, schema, checksum, key; kernel format) */
-    int64_t temp_files;      /* leftovers of interrupted writes */
+    const char *name;       /* its subdirectory: "configs", "kernels", "emu-failed" */
+    int64_t entries, bytes; /* valid entries; bytes of every file the area holds */
+    int64_t bad;            /* entries that fail their check (JSON, schema, checksum, key; kernel format) */
+    int64_t temp_files;     /* leftovers of interrupted writes */
     int64_t removed, removed_bytes, failed, left; /* prune/clear: removed, could not remove, not ours */
 } cg_cache_area;
 typedef struct cg_cache_report {
-    size_t size;             /* sizeof(cg_cache_report) of the caller's header, or 0 (growth rule) */
-    int store_exists;        /* the config store's directory exists */
-    int64_t complete, unfinished; /* config entries: finished tunes and interrupted ones */
+    size_t size;                          /* sizeof(cg_cache_report) of the caller's header, or 0 (growth rule) */
+    int store_exists;                     /* the config store's directory exists */
+    int64_t complete, unfinished;         /* config entries: finished tunes and interrupted ones */
     int64_t removed_version, removed_old; /* prune: entries of another chunkgen version, older than the limit */
-    int64_t left_root;       /* clear with all: other files in the cache directory itself */
+    int64_t left_root;                    /* clear with all: other files in the cache directory itself */
     cg_cache_area configs, kernels, emu_failed;
 } cg_cache_report;
 #define CG_CACHE_REPORT_INIT CG__INIT(cg_cache_report)
@@ -162,31 +162,31 @@ CG_API int cg_tmp_create(const char *final_path, char *tmp, size_t tmpcap);
  * Progress: the context's progress callback (a task per key: START, a STEP per candidate,
  * DONE with its result). An interrupted tune keeps what it measured; a rerun resumes. */
 typedef struct cg_tune_options {
-    size_t size;             /* sizeof(cg_tune_options) of the caller's header, or 0 (growth rule) */
-    cg_backend backend;      /* CG_BACKEND_CPU, _CUDA, _EMULATE; _AUTO: cuda when a device is there, else cpu */
-    int directions;          /* 0: each shape's own op; 1 forward, 2 backward, 3 both: the ops of its family */
-    const char *family;      /* the built-in set (no shapes given): only this op family ("ssd", "sscan"); NULL all */
-    double budget_s;         /* stop starting new work after this long (a key cut short is stored as
+    size_t size;        /* sizeof(cg_tune_options) of the caller's header, or 0 (growth rule) */
+    cg_backend backend; /* CG_BACKEND_CPU, _CUDA, _EMULATE; _AUTO: cuda when a device is there, else cpu */
+    int directions;     /* 0: each shape's own op; 1 forward, 2 backward, 3 both: the ops of its family */
+    const char *family; /* the built-in set (no shapes given): only this op family ("ssd", "sscan"); NULL all */
+    double budget_s;    /* stop starting new work after this long (a key cut short is stored as
                               * truncated and resumed by the next tune); <= 0: none */
-    int jobs;                /* compile workers for cuda/emulate; 0: every core */
-    double min_time_s;       /* time each candidate at least this long; 0: the backend's default */
-    int max_candidates;      /* only the first N configs of each space; 0: all */
-    int force;               /* 1: retune keys that are tuned already */
-    int64_t verify_T;        /* sequence length of the verification problem; 0: automatic */
-    int shard, nshards;      /* nshards > 1: only the keys of shard `shard` (0-based; by a hash of the key's
+    int jobs;           /* compile workers for cuda/emulate; 0: every core */
+    double min_time_s;  /* time each candidate at least this long; 0: the backend's default */
+    int max_candidates; /* only the first N configs of each space; 0: all */
+    int force;          /* 1: retune keys that are tuned already */
+    int64_t verify_T;   /* sequence length of the verification problem; 0: automatic */
+    int shard, nshards; /* nshards > 1: only the keys of shard `shard` (0-based; by a hash of the key's
                               * shape, so any count works); import the shards' stores together after */
 } cg_tune_options;
 #define CG_TUNE_OPTIONS_INIT CG__INIT(cg_tune_options)
 typedef struct cg_tune_summary {
-    size_t size;             /* sizeof(cg_tune_summary) of the caller's header, or 0 (growth rule) */
-    cg_backend backend;      /* the backend tuned (CG_BACKEND_AUTO resolved) */
-    int keys;                /* keys of the run (shape x direction) */
-    int tuned, resumed;      /* keys tuned now, of which resumed from an interrupted tune */
-    int cached;              /* tuned already (or finished by another process meanwhile) */
-    int unsupported;         /* keys the backend cannot run (no kernel, dtype, varlen) */
-    int failed;              /* keys whose tune failed (the first failure is the call's status) */
-    int skipped_budget;      /* keys the budget left for a rerun */
-    int other_shards;        /* keys of other shards */
+    size_t size;              /* sizeof(cg_tune_summary) of the caller's header, or 0 (growth rule) */
+    cg_backend backend;       /* the backend tuned (CG_BACKEND_AUTO resolved) */
+    int keys;                 /* keys of the run (shape x direction) */
+    int tuned, resumed;       /* keys tuned now, of which resumed from an interrupted tune */
+    int cached;               /* tuned already (or finished by another process meanwhile) */
+    int unsupported;          /* keys the backend cannot run (no kernel, dtype, varlen) */
+    int failed;               /* keys whose tune failed (the first failure is the call's status) */
+    int skipped_budget;       /* keys the budget left for a rerun */
+    int other_shards;         /* keys of other shards */
     int candidates, rejected; /* configs measured, and rejected (compile, resources, launch, wrong, timeout) */
     double seconds;
 } cg_tune_summary;
@@ -202,14 +202,14 @@ CG_API cg_status cg_tune(cg_context *ctx, const cg_shape *shapes, int nshapes, c
 
 /* The config a call of this shape on backend would take from the store (no tune on a miss). */
 typedef struct cg_tuned_config {
-    size_t size;             /* sizeof(cg_tuned_config) of the caller's header, or 0 (growth rule) */
-    char config[256];        /* "k=v,..."; "" when the backend's default config runs */
-    const char *source;      /* "pinned-env" ($CHUNKGEN_CONFIG), "exact", "nearest-bucket" or "default"; static */
-    char key[200];           /* the tuning key in one line, e.g. "cpu ssd fwd dk8 dv8 G1 H2 T<=64" */
-    char path[4400];         /* the file of the exact key's entry (whether it exists or not) */
-    char device[128];        /* the key's device: the GPU's name, or the CPU model and ISA ("... [avx2]") */
-    int threads;             /* cpu, emulate: the key's thread count (ctx's threads); 0 for cuda */
-    int cc;                  /* cuda, emulate: the key's compute capability x10 (80: sm_80); 0 on the CPU */
+    size_t size;        /* sizeof(cg_tuned_config) of the caller's header, or 0 (growth rule) */
+    char config[256];   /* "k=v,..."; "" when the backend's default config runs */
+    const char *source; /* "pinned-env" ($CHUNKGEN_CONFIG), "exact", "nearest-bucket" or "default"; static */
+    char key[200];      /* the tuning key in one line, e.g. "cpu ssd fwd dk8 dv8 G1 H2 T<=64" */
+    char path[4400];    /* the file of the exact key's entry (whether it exists or not) */
+    char device[128];   /* the key's device: the GPU's name, or the CPU model and ISA ("... [avx2]") */
+    int threads;        /* cpu, emulate: the key's thread count (ctx's threads); 0 for cuda */
+    int cc;             /* cuda, emulate: the key's compute capability x10 (80: sm_80); 0 on the CPU */
 } cg_tuned_config;
 /* Look up shape's config on backend (CG_BACKEND_CPU, _CUDA, _EMULATE) into *out. CG_ENODEV
  * (message) when the backend has no device here: nothing tuned applies then. */

@@ -37,7 +37,8 @@ cg_status cg__abi_out(cg_context *ctx, const char *what, void *out, const void *
                        sizeof(size_t));
     /* a newer caller's members this library does not know: zero (their "old behaviour") */
     if (size > full_size) memset((char *)out + full_size, 0, size - full_size);
-    memcpy((char *)out + sizeof size, (const char *)full + sizeof size, (size < full_size ? size : full_size) - sizeof size);
+    memcpy((char *)out + sizeof size, (const char *)full + sizeof size,
+           (size < full_size ? size : full_size) - sizeof size);
     memcpy(out, &size, sizeof size);
     return CG_OK;
 }

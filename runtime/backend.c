@@ -21,8 +21,9 @@ int cg__backend_varlen_kernels(const cg_backend_vt *vt, cg_op op) {
 }
 
 cg_status cg__backend_varlen_refused(cg_context *ctx, const cg_backend_vt *vt, cg_op op) {
-    return cg__err(ctx, CG_EUNSUPPORTED, "%s: cu_seqlens is given but backend %s does not take variable-length "
-                                         "batches of this op yet (backends cpu and ref do; docs/varlen.md)",
+    return cg__err(ctx, CG_EUNSUPPORTED,
+                   "%s: cu_seqlens is given but backend %s does not take variable-length "
+                   "batches of this op yet (backends cpu and ref do; docs/varlen.md)",
                    cg__op_desc(op)->name, vt->name);
 }
 

@@ -70,10 +70,8 @@ cg_status cg_config_scope(const char *text, cg_op op, char *out, size_t cap, cha
     int r = -1;
     if ((unsigned)op >= (unsigned)CG_OP_COUNT)
         snprintf(why, sizeof why, "op: %d is not an op (expected 0 .. %d)", (int)op, CG_OP_COUNT - 1);
-    else if (!out || cap == 0)
-        snprintf(why, sizeof why, "out: NULL or cap 0 (expected a buffer)");
-    else
-        r = cg__cfg_scope(text, op, out, cap, why, sizeof why);
+    else if (!out || cap == 0) snprintf(why, sizeof why, "out: NULL or cap 0 (expected a buffer)");
+    else r = cg__cfg_scope(text, op, out, cap, why, sizeof why);
     if (r < 0 && err && errcap) snprintf(err, errcap, "%s", why);
     return r < 0 ? CG_EINVAL : r ? CG_OK : CG_ENOTFOUND;
 }

@@ -10,7 +10,8 @@
 
 const char *cg_status_str(cg_status status) {
     switch (status) {
-#define CG__STATUS_STR(name, value, text) case CG_##name: return text;
+#define CG__STATUS_STR(name, value, text)                                                                              \
+    case CG_##name: return text;
         CG_STATUS_MAP(CG__STATUS_STR)
 #undef CG__STATUS_STR
     }
@@ -22,8 +23,7 @@ const char *cg_version(void) { return CG_VERSION_STRING; }
 static const char *const k_backend_names[] = {"auto", "cpu", "cuda", "emulate", "ref"};
 
 const char *cg_backend_name(cg_backend backend) {
-    if ((unsigned)backend < sizeof k_backend_names / sizeof k_backend_names[0])
-        return k_backend_names[backend];
+    if ((unsigned)backend < sizeof k_backend_names / sizeof k_backend_names[0]) return k_backend_names[backend];
     return "unknown";
 }
 
@@ -75,7 +75,8 @@ cg_status cg__ctx_enter(cg_context *ctx, const char *fn) {
     t_refused = ctx;
     snprintf(t_refused_msg, sizeof t_refused_msg,
              "%s: the context is in use by another thread right now (a cg_context is not thread-safe: use one "
-             "context per thread, or serialize the calls)", fn);
+             "context per thread, or serialize the calls)",
+             fn);
     return CG_EINVAL;
 }
 
@@ -96,7 +97,7 @@ cg_status cg__context_new(cg_context **out) {
 
 void cg_context_free(cg_context *ctx) {
     if (!ctx) return;
-    if (t_refused == ctx) t_refused = NULL; /* a new context at this address has no refusal */
+    if (t_refused == ctx) t_refused = NULL;      /* a new context at this address has no refusal */
     for (int i = CG_PART_COUNT - 1; i >= 0; i--) /* each part frees its own state */
         if (ctx->part[i].p && ctx->part[i].free) ctx->part[i].free(ctx);
     cg__pool_free(ctx->pool);
@@ -285,15 +286,15 @@ cg_status cg__cfg_only(cg_context *ctx, const cg_cfg *cfg, const char *what, con
             char list[256] = "";
             for (int k = 0, m = 0; k < n && m < (int)sizeof list; k++)
                 m += snprintf(list + m, sizeof list - (size_t)m, "%s%s", k ? ", " : "", known[k]);
-            return cg__err(ctx, CG_EINVAL, "%s: unknown config key \"%s\" (expected one of %s)", what,
-                           cfg->kv[i].key, list);
+            return cg__err(ctx, CG_EINVAL, "%s: unknown config key \"%s\" (expected one of %s)", what, cfg->kv[i].key,
+                           list);
         }
     }
     return CG_OK;
 }
 
-cg_status cg__cfg_pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, int64_t lo, int64_t hi,
-                          const char *what, int64_t *val, int *set) {
+cg_status cg__cfg_pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, int64_t lo, int64_t hi, const char *what,
+                          int64_t *val, int *set) {
     const char *s = cg__cfg_str(cfg, key, NULL);
     if (set) *set = 0;
     if (!s) return CG_OK;

@@ -14,21 +14,22 @@ static const cg_kexec *exec_of(cg_context *ctx, const char *fn, cg_backend backe
 }
 
 /* Enter ctx, find the executor (kx) and check that it has `what`; st is the outcome. */
-#define ENTER(fn, what)                                                                                     \
-    if (!ctx || cg__ctx_enter(ctx, fn) != CG_OK) return CG_EINVAL;                                          \
-    const cg_kexec *kx = exec_of(ctx, fn, backend);                                                         \
-    cg_status st = !kx ? CG_EINVAL                                                                          \
-                   : !kx->what ? cg__err(ctx, CG_EUNSUPPORTED, "%s: the %s executor has no " #what, fn, kx->name) \
+#define ENTER(fn, what)                                                                                                \
+    if (!ctx || cg__ctx_enter(ctx, fn) != CG_OK) return CG_EINVAL;                                                     \
+    const cg_kexec *kx = exec_of(ctx, fn, backend);                                                                    \
+    cg_status st = !kx         ? CG_EINVAL                                                                             \
+                   : !kx->what ? cg__err(ctx, CG_EUNSUPPORTED, "%s: the %s executor has no " #what, fn, kx->name)      \
                                : CG_OK
 
-#define LEAVE()          \
-    cg__ctx_leave(ctx); \
+#define LEAVE()                                                                                                        \
+    cg__ctx_leave(ctx);                                                                                                \
     return st
 
 cg_status cg_device_alloc(cg_context *ctx, cg_backend backend, size_t bytes, void **ptr) {
     ENTER("cg_device_alloc", alloc);
     if (ptr) *ptr = NULL;
-    if (st == CG_OK && !ptr) st = cg__err(ctx, CG_EINVAL, "cg_device_alloc: ptr is NULL (expected where to write the pointer)");
+    if (st == CG_OK && !ptr)
+        st = cg__err(ctx, CG_EINVAL, "cg_device_alloc: ptr is NULL (expected where to write the pointer)");
     if (st == CG_OK) st = kx->alloc(ctx, bytes, ptr);
     LEAVE();
 }

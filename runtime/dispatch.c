@@ -7,8 +7,8 @@
 #include <pthread.h>
 #include <string.h>
 
-static const char *const k_src_names[] = {"pinned", "pinned-env", "exact", "nearest-bucket", "tuned-on-miss",
-                                          "default"};
+static const char *const k_src_names[] = {"pinned",         "pinned-env",    "exact",
+                                          "nearest-bucket", "tuned-on-miss", "default"};
 
 const char *cg__cfg_source_name(cg_cfg_source s) {
     return (unsigned)s < sizeof k_src_names / sizeof k_src_names[0] ? k_src_names[s] : "unknown";
@@ -25,15 +25,13 @@ static const cg_backend_vt *backend_vt(cg_backend b) {
 }
 
 /* The pointers the caller gave are device pointers (kernel memory of the CUDA driver). */
-static int device_pointers(cg_context *ctx, const void *any_input) {
-    return cg__kexec_cuda.owns_ptr(ctx, any_input);
-}
+static int device_pointers(cg_context *ctx, const void *any_input) { return cg__kexec_cuda.owns_ptr(ctx, any_input); }
 
 /* The config a call runs on vt (into *cfg, *src): the caller's pin (exec->config, already
  * parsed into *cfg), else what the config source gives for vt (empty: the default). Asked
  * before vt->supports, which then makes the plan of that config: one resolve per call. */
-static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob,
-                            const cg_exec *exec, cg_cfg *cfg, cg_cfg_source *src) {
+static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_exec *exec,
+                            cg_cfg *cfg, cg_cfg_source *src) {
     *src = CG_SRC_PINNED;
     if (exec->config && *exec->config) return CG_OK;
     memset(cfg, 0, sizeof *cfg);
@@ -44,10 +42,10 @@ static cg_status config_for(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
 
 /* What run() does once the backend and config are chosen. */
 typedef enum run_mode {
-    MODE_RUN = 0,  /* the call */
-    MODE_PREPARE,  /* cg_prepare: plan, compile, load, allocate; *bytes */
-    MODE_SIZE,     /* cg_workspace_size: plan only; *bytes */
-    MODE_CHECK     /* cg_validate: the arguments only (no backend or config chosen) */
+    MODE_RUN = 0, /* the call */
+    MODE_PREPARE, /* cg_prepare: plan, compile, load, allocate; *bytes */
+    MODE_SIZE,    /* cg_workspace_size: plan only; *bytes */
+    MODE_CHECK    /* cg_validate: the arguments only (no backend or config chosen) */
 } run_mode;
 
 static cg_status prepare_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, const void *prob, const cg_cfg *cfg,
@@ -62,7 +60,8 @@ static cg_status prepare_on(cg_context *ctx, const cg_backend_vt *vt, cg_op op, 
  * it has no variable-length path for. */
 static cg_status named_backend(cg_context *ctx, cg_op op, const void *prob, cg_backend be, const cg_backend_vt **out) {
     const cg_backend_vt *vt = *out = backend_vt(be);
-    if (!vt) return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library", cg_backend_name(be));
+    if (!vt)
+        return cg__err(ctx, CG_EUNSUPPORTED, "exec.backend: %s is not built into this library", cg_backend_name(be));
     cg_status s = cg__backend_dtypes(ctx, vt, op, prob);
     if (s) return s;
     if (!vt->varlen && !cg__backend_varlen_kernels(vt, op) && cg__prob_cu(cg__op_desc(op), prob)->p)
@@ -81,7 +80,8 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
     s = cg__cfg_parse(ctx, exec.config, &cfg);
     if (s) return s;
     if (dtype == CG_F64 && exec.backend != CG_BACKEND_REF)
-        return cg__err(ctx, CG_EINVAL, "dtype: CG_F64 tensors are accepted by the ref backend only (expected CG_F32 for backend %s)",
+        return cg__err(ctx, CG_EINVAL,
+                       "dtype: CG_F64 tensors are accepted by the ref backend only (expected CG_F32 for backend %s)",
                        cg_backend_name(exec.backend));
 
     /* A device cu_seqlens is read by kernels only (the host runner would dereference it):
@@ -91,8 +91,9 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         ((exec.backend != CG_BACKEND_AUTO && exec.backend != CG_BACKEND_CUDA) ||
          !cg__backend_varlen_kernels(backend_vt(CG_BACKEND_CUDA), op) ||
          (exec.backend == CG_BACKEND_AUTO && !device_pointers(ctx, any_input))))
-        return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, but %s takes device offsets on backend cuda "
-                                             "only, with device tensors (the generated kernels read them; docs/varlen.md)",
+        return cg__err(ctx, CG_EUNSUPPORTED,
+                       "cu_seqlens: a device tensor, but %s takes device offsets on backend cuda "
+                       "only, with device tensors (the generated kernels read them; docs/varlen.md)",
                        cg__op_desc(op)->name);
     if (mode == MODE_CHECK) { /* cg_validate: what the call refuses before it picks a config */
         const cg_backend_vt *named;
@@ -117,9 +118,11 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         if (cuda && device_pointers(ctx, any_input)) {
             ctx->errmsg[0] = 0;
             int dt_ok = cg__backend_dtypes(ctx, cuda, op, prob) == CG_OK;
-            if (dt_ok && !cuda->varlen && !cg__backend_varlen_kernels(cuda, op) && cg__prob_cu(cg__op_desc(op), prob)->p) /* docs/varlen.md */
-                dt_ok = 0, (void)cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: backend %s does not take variable-length batches yet",
-                                          cuda->name);
+            if (dt_ok && !cuda->varlen && !cg__backend_varlen_kernels(cuda, op) &&
+                cg__prob_cu(cg__op_desc(op), prob)->p) /* docs/varlen.md */
+                dt_ok = 0,
+                (void)cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: backend %s does not take variable-length batches yet",
+                              cuda->name);
             if (dt_ok && (s = config_for(ctx, cuda, op, prob, &exec, &cfg, &src)) != CG_OK) return s;
             if (dt_ok) ctx->errmsg[0] = 0;
             if (dt_ok && cuda->supports(ctx, op, prob, &cfg)) {
@@ -128,8 +131,9 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
             } else {
                 /* No shape is ever "unsupported": the CPU path (or ref) on host copies. */
                 if (cuv->p && cg__kexec_cuda.owns_ptr(ctx, cuv->p))
-                    return cg__err(ctx, CG_EUNSUPPORTED, "cu_seqlens: a device tensor, and backend cuda cannot run this "
-                                                         "problem (%s): no host path reads device offsets",
+                    return cg__err(ctx, CG_EUNSUPPORTED,
+                                   "cu_seqlens: a device tensor, and backend cuda cannot run this "
+                                   "problem (%s): no host path reads device offsets",
                                    ctx->errmsg[0] ? ctx->errmsg : "no valid config");
                 snprintf(why_not, sizeof why_not, "%s", ctx->errmsg[0] ? ctx->errmsg : "no valid config");
                 vt = host;
@@ -146,8 +150,10 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
                 if (cg__kexec_cuda.device(ctx, &dev) != CG_OK) {
                     char reason[CG_ERRMSG_CAP];
                     snprintf(reason, sizeof reason, "%s", ctx->errmsg);
-                    return cg__err(ctx, CG_ENODEV, "exec.stream: a CUDA stream is given but CUDA cannot be used (%s), "
-                                                   "so device tensors cannot be told from host memory", reason);
+                    return cg__err(ctx, CG_ENODEV,
+                                   "exec.stream: a CUDA stream is given but CUDA cannot be used (%s), "
+                                   "so device tensors cannot be told from host memory",
+                                   reason);
                 }
             }
             vt = host;
@@ -164,8 +170,8 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
         ctx->errmsg[0] = 0;
         if (!vt->supports(ctx, op, prob, &cfg)) {
             snprintf(why_not, sizeof why_not, "%s", ctx->errmsg);
-            return cg__err(ctx, CG_EUNSUPPORTED, "%s: backend %s cannot run this problem%s%s", cg__op_desc(op)->name, vt->name,
-                           why_not[0] ? ": " : "", why_not);
+            return cg__err(ctx, CG_EUNSUPPORTED, "%s: backend %s cannot run this problem%s%s", cg__op_desc(op)->name,
+                           vt->name, why_not[0] ? ": " : "", why_not);
         }
     }
     ctx->errmsg[0] = 0;
@@ -206,8 +212,8 @@ static cg_status run(cg_context *ctx, cg_op op, const void *prob, cg_dtype dtype
 static char g_fn[4][CG_OP_COUNT][64];
 static pthread_once_t g_fn_once = PTHREAD_ONCE_INIT;
 static void fn_names(void) {
-    static const char *const k_around[4][2] = {{"cg_", ""}, {"cg_prepare(", ")"}, {"cg_workspace_size(", ")"},
-                                               {"cg_validate(", ")"}}; /* by run_mode */
+    static const char *const k_around[4][2] = {
+        {"cg_", ""}, {"cg_prepare(", ")"}, {"cg_workspace_size(", ")"}, {"cg_validate(", ")"}}; /* by run_mode */
     for (int m = 0; m < 4; m++)
         for (int op = 0; op < CG_OP_COUNT; op++)
             snprintf(g_fn[m][op], sizeof g_fn[m][op], "%s%s%s", k_around[m][0], cg__op_desc((cg_op)op)->name,
@@ -235,9 +241,9 @@ static cg_status op_call(cg_context *ctx, cg_op op, const void *args, const cg_e
 }
 
 /* The public entry points cg_<op> (chunkgen.h), one per line of the op list. */
-#define OP_ENTRY_POINT(name, E, AT, PT)                                                                        \
-    cg_status cg_##name(cg_context *ctx, const AT *args, const cg_exec *exec) {                                \
-        return op_call(ctx, E, args, exec, MODE_RUN, NULL);                                                    \
+#define OP_ENTRY_POINT(name, E, AT, PT)                                                                                \
+    cg_status cg_##name(cg_context *ctx, const AT *args, const cg_exec *exec) {                                        \
+        return op_call(ctx, E, args, exec, MODE_RUN, NULL);                                                            \
     }
 CG_OP_LIST(OP_ENTRY_POINT)
 
@@ -248,8 +254,7 @@ static cg_status op_number(cg_context *ctx, cg_op op) {
                    cg__op_const((cg_op)(CG_OP_COUNT - 1)));
 }
 
-static cg_status ahead(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, run_mode mode,
-                       size_t *bytes) {
+static cg_status ahead(cg_context *ctx, cg_op op, const void *args, const cg_exec *exec, run_mode mode, size_t *bytes) {
     if (!ctx) return CG_EINVAL;
     size_t local;
     cg_status s = op_number(ctx, op);

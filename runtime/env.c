@@ -25,8 +25,7 @@ static const cg_env_desc k_env[CG_ENV_COUNT] = {
     ROW(CG_ENV_TUNE_ON_MISS, "CHUNKGEN_TUNE_ON_MISS", CG_ENV_PER_CALL, "off",
         "1, yes, true or on: a call whose exact key has no tuned config tunes it first and stores it (when the "
         "context's cg_context_set_tune_on_miss is -1)"),
-    ROW(CG_ENV_TUNE_BUDGET, "CHUNKGEN_TUNE_BUDGET", CG_ENV_PER_CALL, "60",
-        "the budget in seconds of a tune on miss"),
+    ROW(CG_ENV_TUNE_BUDGET, "CHUNKGEN_TUNE_BUDGET", CG_ENV_PER_CALL, "60", "the budget in seconds of a tune on miss"),
     ROW(CG_ENV_TUNE_FAKE_TIMING, "CHUNKGEN_TUNE_FAKE_TIMING", CG_ENV_PER_CALL, "off",
         "set and not 0: the tuner skips timing (verification still runs) and takes a fixed function of (key, "
         "config) as each candidate's median; for the tests of sharded tunes and their merge, never a real tune"),
@@ -37,10 +36,8 @@ static const cg_env_desc k_env[CG_ENV_COUNT] = {
         "libnvrtc.so.<the driver's CUDA major>, then newer and older sonames, in $CUDA_HOME/lib64, the loader's "
         "path, /usr/local/cuda/lib64",
         "the path of the NVRTC library to dlopen, the only one tried"),
-    ROW(CG_ENV_CUDA_HOME, "CUDA_HOME", CG_ENV_ONCE, "$CUDA_PATH",
-        "NVRTC is looked for in $CUDA_HOME/lib64 first"),
-    ROW(CG_ENV_CUDA_PATH, "CUDA_PATH", CG_ENV_ONCE, "not looked in",
-        "stands for CUDA_HOME when that is unset"),
+    ROW(CG_ENV_CUDA_HOME, "CUDA_HOME", CG_ENV_ONCE, "$CUDA_PATH", "NVRTC is looked for in $CUDA_HOME/lib64 first"),
+    ROW(CG_ENV_CUDA_PATH, "CUDA_PATH", CG_ENV_ONCE, "not looked in", "stands for CUDA_HOME when that is unset"),
     ROW(CG_ENV_NVRTC_TIME_TRACE, "CHUNKGEN_NVRTC_TIME_TRACE", CG_ENV_PER_CALL, "off",
         "a directory: every NVRTC compile writes its --fdevice-time-trace there, as <kernel>-sm<arch>.json (NVRTC 13 "
         "or newer; not in the kernel cache's key)"),
@@ -63,9 +60,7 @@ static const cg_env_desc k_env[CG_ENV_COUNT] = {
     ROW(CG_ENV_TMPDIR, "TMPDIR", CG_ENV_PER_CALL, "/tmp", "where the emulator makes its temporary build directories"),
 };
 
-const cg_env_desc *cg__env_desc(cg_env_var v) {
-    return (unsigned)v < CG_ENV_COUNT ? &k_env[v] : NULL;
-}
+const cg_env_desc *cg__env_desc(cg_env_var v) { return (unsigned)v < CG_ENV_COUNT ? &k_env[v] : NULL; }
 
 const char *cg__env_when_name(cg_env_when w) {
     switch (w) {

@@ -6,25 +6,25 @@
 #define CG_ENV_H
 
 typedef enum cg_env_var {
-    CG_ENV_CACHE_DIR = 0,     /* CHUNKGEN_CACHE_DIR */
-    CG_ENV_XDG_CACHE_HOME,    /* XDG_CACHE_HOME */
-    CG_ENV_HOME,              /* HOME */
-    CG_ENV_CONFIG,            /* CHUNKGEN_CONFIG */
-    CG_ENV_TUNE_ON_MISS,      /* CHUNKGEN_TUNE_ON_MISS */
-    CG_ENV_TUNE_BUDGET,       /* CHUNKGEN_TUNE_BUDGET */
-    CG_ENV_TUNE_FAKE_TIMING,  /* CHUNKGEN_TUNE_FAKE_TIMING */
-    CG_ENV_LIBCUDA,           /* CHUNKGEN_LIBCUDA */
-    CG_ENV_NVRTC,             /* CHUNKGEN_NVRTC */
-    CG_ENV_CUDA_HOME,         /* CUDA_HOME */
-    CG_ENV_CUDA_PATH,         /* CUDA_PATH */
-    CG_ENV_NVRTC_TIME_TRACE,  /* CHUNKGEN_NVRTC_TIME_TRACE */
-    CG_ENV_CPU_ISA,           /* CHUNKGEN_CPU_ISA */
-    CG_ENV_LUA_PATH,          /* CHUNKGEN_LUA_PATH */
-    CG_ENV_CXX,               /* CXX */
-    CG_ENV_EMU_CXXFLAGS,      /* CHUNKGEN_EMU_CXXFLAGS */
-    CG_ENV_EMU_RACECHECK,     /* CHUNKGEN_EMU_RACECHECK */
-    CG_ENV_EMU_STATS,         /* CHUNKGEN_EMU_STATS */
-    CG_ENV_TMPDIR,            /* TMPDIR */
+    CG_ENV_CACHE_DIR = 0,    /* CHUNKGEN_CACHE_DIR */
+    CG_ENV_XDG_CACHE_HOME,   /* XDG_CACHE_HOME */
+    CG_ENV_HOME,             /* HOME */
+    CG_ENV_CONFIG,           /* CHUNKGEN_CONFIG */
+    CG_ENV_TUNE_ON_MISS,     /* CHUNKGEN_TUNE_ON_MISS */
+    CG_ENV_TUNE_BUDGET,      /* CHUNKGEN_TUNE_BUDGET */
+    CG_ENV_TUNE_FAKE_TIMING, /* CHUNKGEN_TUNE_FAKE_TIMING */
+    CG_ENV_LIBCUDA,          /* CHUNKGEN_LIBCUDA */
+    CG_ENV_NVRTC,            /* CHUNKGEN_NVRTC */
+    CG_ENV_CUDA_HOME,        /* CUDA_HOME */
+    CG_ENV_CUDA_PATH,        /* CUDA_PATH */
+    CG_ENV_NVRTC_TIME_TRACE, /* CHUNKGEN_NVRTC_TIME_TRACE */
+    CG_ENV_CPU_ISA,          /* CHUNKGEN_CPU_ISA */
+    CG_ENV_LUA_PATH,         /* CHUNKGEN_LUA_PATH */
+    CG_ENV_CXX,              /* CXX */
+    CG_ENV_EMU_CXXFLAGS,     /* CHUNKGEN_EMU_CXXFLAGS */
+    CG_ENV_EMU_RACECHECK,    /* CHUNKGEN_EMU_RACECHECK */
+    CG_ENV_EMU_STATS,        /* CHUNKGEN_EMU_STATS */
+    CG_ENV_TMPDIR,           /* TMPDIR */
     CG_ENV_COUNT
 } cg_env_var;
 
@@ -36,10 +36,10 @@ typedef enum cg_env_when {
 } cg_env_when;
 
 typedef struct cg_env_desc {
-    const char *name;     /* the variable */
+    const char *name; /* the variable */
     cg_env_when when;
-    const char *dflt;     /* what happens when it is unset or empty */
-    const char *meaning;  /* what it sets */
+    const char *dflt;    /* what happens when it is unset or empty */
+    const char *meaning; /* what it sets */
 } cg_env_desc;
 
 /* The row of v (NULL for a value outside the enum). */

@@ -20,9 +20,9 @@
 #include <string.h>
 
 typedef struct mirror {
-    cg_view *v;     /* the view in the local copy of the problem (repointed to host) */
+    cg_view *v; /* the view in the local copy of the problem (repointed to host) */
     int output;
-    void *dev;      /* the caller's pointer */
+    void *dev; /* the caller's pointer */
     void *host;
     size_t bytes;
 } mirror;
@@ -47,8 +47,8 @@ static int mirrors(const cg_op_desc *d, void *prob, mirror *m) {
 
 static atomic_int g_warned;
 
-cg_status cg__host_fallback(cg_context *ctx, const cg_kexec *kx, const cg_backend_vt *host, cg_op op,
-                            const void *prob, const cg_cfg *cfg, const cg_exec *ex, const char *why) {
+cg_status cg__host_fallback(cg_context *ctx, const cg_kexec *kx, const cg_backend_vt *host, cg_op op, const void *prob,
+                            const cg_cfg *cfg, const cg_exec *ex, const char *why) {
     const cg_op_desc *d = cg__op_desc(op);
     cg_prob_any local;
     CG_ASSERT(d->prob_size <= sizeof local);

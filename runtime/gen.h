@@ -15,15 +15,15 @@
  * from it (runtime/lua_gen.c, push_shape): each symbol's extent under its cg_sym_name
  * (shape.B, shape.dk, ...; 0 for the symbols the op lacks), nseq, the flag of each CG_KS_*
  * below under its name (cg__shape_kflags), and dtypes (cg__shape_dtypes). The shape flags: */
-#define CG_KS_H0 1       /* h0 given */
-#define CG_KS_HT 2       /* hT wanted */
-#define CG_KS_DHT 4      /* dhT given */
+#define CG_KS_H0 1  /* h0 given */
+#define CG_KS_HT 2  /* hT wanted */
+#define CG_KS_DHT 4 /* dhT given */
 #define CG_KS_SOFTPLUS 8
 #define CG_KS_HAS_D 16
 #define CG_KS_HAS_Z 32
 #define CG_KS_HAS_BIAS 64
 #define CG_KS_GROUPED 128
-#define CG_KS_BWD 256     /* the backward is meant (CPU spaces cover both directions) */
+#define CG_KS_BWD 256       /* the backward is meant (CPU spaces cover both directions) */
 #define CG_KS_SEQ_MAJOR 512 /* sscan: x/delta/z sequence-contiguous in memory ([B, D, L], mamba's) */
 #define CG_KS_L2NORM 1024   /* gdr: use_qk_l2norm (q and k L2-normalised inside the op) */
 /* The shape flags, in bit order, with the one name of each: the field of Lua's shape
@@ -66,20 +66,20 @@ void cg__shape_input_dtypes(const struct cg_op_desc *d, const cg_shape *s, int d
  * instructions are emulated (80) and emulated = 1. */
 typedef struct cg_devinfo {
     char name[128];
-    int arch;                 /* 80, 86, 89, 90 ... */
+    int arch; /* 80, 86, 89, 90 ... */
     int sm_count;
-    int64_t smem_per_block;   /* opt-in maximum, bytes */
+    int64_t smem_per_block; /* opt-in maximum, bytes */
     int regs_per_block;
     int emulated;
-    char isa[16];             /* CPU spaces: the CPU path's ISA variant (runtime/cpu/cpu_isa.h) */
+    char isa[16]; /* CPU spaces: the CPU path's ISA variant (runtime/cpu/cpu_isa.h) */
 } cg_devinfo;
 
 #define CG_PLAN_MAX_LAUNCH 4
 typedef struct cg_launch {
-    char entry[64];           /* extern "C" __global__ function in the module */
+    char entry[64]; /* extern "C" __global__ function in the module */
     unsigned grid[3];
     unsigned block[3];
-    int64_t smem;             /* dynamic shared memory bytes */
+    int64_t smem; /* dynamic shared memory bytes */
 } cg_launch;
 
 /* A named region of a plan's workspace, at offset bytes from its start (16-aligned). */
@@ -94,29 +94,36 @@ typedef struct cg_region {
  * workspace region, a shape symbol or an integer. The launcher packs them; it does not
  * know what they mean. */
 #define CG_PLAN_MAX_ARGS 64
-typedef enum cg_karg_kind { CG_KARG_TENSOR, CG_KARG_WS, CG_KARG_SYM, CG_KARG_INT, CG_KARG_CU, CG_KARG_REAL } cg_karg_kind;
+typedef enum cg_karg_kind {
+    CG_KARG_TENSOR,
+    CG_KARG_WS,
+    CG_KARG_SYM,
+    CG_KARG_INT,
+    CG_KARG_CU,
+    CG_KARG_REAL
+} cg_karg_kind;
 /* CG_KARG_REAL: a real scalar of the op (cg_real_desc, by name: gdr's "scale"), its
  * validated value in the problem, packed as a double (one 8-byte slot). */
 /* CG_KARG_CU: the op's cu_seqlens (docs/varlen.md) as three slots, cg_kcu of
  * templates/cg_kernel_params.h: pointer (NULL when absent), stride, 1 when int64. */
 typedef struct cg_karg {
     cg_karg_kind kind;
-    char name[32];            /* tensor, region or symbol name ("" for an integer) */
-    int64_t value;            /* the integer */
+    char name[32]; /* tensor, region or symbol name ("" for an integer) */
+    int64_t value; /* the integer */
 } cg_karg;
 
 /* One kernel instantiated for one shape and one config: every launch fact, from Lua. */
 typedef struct cg_plan {
-    char kernel[32];          /* e.g. "ssd_fwd" */
-    char op[32];              /* the op of runtime/ops.c whose tensors the args name */
-    char name[192];           /* CUTLASS-style, e.g. ssd_fwd_dk48_dv40_c64_w4_ieee */
-    cg_cfg params;            /* the resolved config (every parameter of the space) */
-    char *source;             /* rendered, self-contained CUDA C++ (malloc'd) */
+    char kernel[32]; /* e.g. "ssd_fwd" */
+    char op[32];     /* the op of runtime/ops.c whose tensors the args name */
+    char name[192];  /* CUTLASS-style, e.g. ssd_fwd_dk48_dv40_c64_w4_ieee */
+    cg_cfg params;   /* the resolved config (every parameter of the space) */
+    char *source;    /* rendered, self-contained CUDA C++ (malloc'd) */
     int nlaunch;
     cg_launch launch[CG_PLAN_MAX_LAUNCH]; /* run in this order on one stream */
     int nregion;
     cg_region region[CG_PLAN_MAX_REGIONS]; /* the workspace, in order */
-    int64_t workspace_bytes;  /* end of the last region: scratch the launches need */
+    int64_t workspace_bytes;               /* end of the last region: scratch the launches need */
     int narg;
     cg_karg arg[CG_PLAN_MAX_ARGS];
 } cg_plan;
@@ -125,20 +132,20 @@ typedef struct cg_plan {
  * Lua default; missing keys filled from the default). flags: the shape flags the call's
  * shape lacks (cg__shape_kflags' extra: CG_KS_BWD, CG_KS_SEQ_MAJOR; 0 for a call). Fails with CG_EUNSUPPORTED and
  * the constraint's reason when the params are not valid for shape/dev. */
-cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
-                       const cg_devinfo *dev, const cg_cfg *pin, cg_plan *out);
+cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, const cg_devinfo *dev,
+                       const cg_cfg *pin, cg_plan *out);
 void cg__plan_free(cg_plan *plan);
 
 /* Every config of kernel's space that its constraints accept for shape/dev.
  * *out is malloc'd (free it); *n its length. */
-cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
-                        const cg_devinfo *dev, cg_cfg **out, int *n);
+cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, const cg_devinfo *dev,
+                        cg_cfg **out, int *n);
 
 /* The config cg__gen_plan would use (pin completed from the default, checked by the
  * constraints; same errors), without launch geometry or rendering. Also works for the
  * CPU spaces (generator/cpu/), which cg__gen_plan refuses with CG_EUNSUPPORTED. */
-cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
-                          const cg_devinfo *dev, const cg_cfg *pin, cg_cfg *out);
+cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, const cg_devinfo *dev,
+                          const cg_cfg *pin, cg_cfg *out);
 
 /* Calls into the generator's Lua on ctx so far: every plan() or resolve() (a "resolve":
  * completing and checking a config), and every space(). */
@@ -152,7 +159,11 @@ void cg__gen_stats(cg_context *ctx, cg_gen_stats *out);
  * compiles, CUBINs found in the disk cache, modules loaded into the driver, sources
  * rendered; each with the time it took. */
 typedef enum cg_jit_stat {
-    CG_JIT_COMPILE = 0, CG_JIT_DISK_HIT = 2, CG_JIT_LOAD = 4, CG_JIT_RENDER = 6, CG_JIT_BUNDLE_HIT = 8,
+    CG_JIT_COMPILE = 0,
+    CG_JIT_DISK_HIT = 2,
+    CG_JIT_LOAD = 4,
+    CG_JIT_RENDER = 6,
+    CG_JIT_BUNDLE_HIT = 8,
     CG_JIT_NSTATS = 10
 } cg_jit_stat;
 typedef struct cg_jit_stats {
@@ -191,8 +202,8 @@ typedef struct cg_kexec {
     /* Compile (or fetch from the caches) and load plan's module; *module is owned by ctx. */
     cg_status (*load)(cg_context *ctx, const cg_plan *plan, void **module);
     /* Launch one entry of a loaded module, asynchronously on stream where that applies. */
-    cg_status (*launch)(cg_context *ctx, void *module, const cg_launch *launch,
-                        const void *params, size_t params_size, void *stream);
+    cg_status (*launch)(cg_context *ctx, void *module, const cg_launch *launch, const void *params, size_t params_size,
+                        void *stream);
     /* Memory the kernels can address (device memory, or host memory for emulate). */
     cg_status (*alloc)(cg_context *ctx, size_t bytes, void **out);
     void (*free)(cg_context *ctx, void *ptr);

@@ -33,7 +33,7 @@ static inline float cg__f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
     if (exp == 0x1fu) return cg__bits_f32(sign | 0x7f800000u | (man << 13)); /* inf, NaN */
-    if (exp == 0) {                                                           /* zero, subnormal */
+    if (exp == 0) {                                                          /* zero, subnormal */
         float m = (float)man * (1.0f / 16777216.0f);                         /* man * 2^-24, exact */
         return sign ? -m : m;
     }

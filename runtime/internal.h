@@ -14,11 +14,11 @@
 /* Programmer errors inside the library abort through this one macro (the message goes to
  * the log callback first). */
 _Noreturn void cg__assert_fail(const char *file, int line, const char *expr);
-#define CG_ASSERT(x)                                                                   \
-    do {                                                                               \
-        if (!(x)) {                                                                    \
-            cg__assert_fail(__FILE__, __LINE__, #x);                                   \
-        }                                                                              \
+#define CG_ASSERT(x)                                                                                                   \
+    do {                                                                                                               \
+        if (!(x)) {                                                                                                    \
+            cg__assert_fail(__FILE__, __LINE__, #x);                                                                   \
+        }                                                                                                              \
     } while (0)
 
 #if defined(__GNUC__)
@@ -52,8 +52,8 @@ typedef enum cg_part_id {
     CG_PART_COUNT
 } cg_part_id;
 typedef struct cg_ctx_part {
-    void *p;                               /* the part's state; NULL until it makes one */
-    void (*free)(struct cg_context *ctx);  /* frees p (and sets it NULL); set with p */
+    void *p;                              /* the part's state; NULL until it makes one */
+    void (*free)(struct cg_context *ctx); /* frees p (and sets it NULL); set with p */
 } cg_ctx_part;
 #define CG_ERRMSG_CAP 2048
 #define CG_DISPATCH_CAP 512
@@ -61,17 +61,17 @@ typedef struct cg_ctx_part {
 struct cg_context {
     char errmsg[CG_ERRMSG_CAP];
     char dispatch[CG_DISPATCH_CAP];
-    int threads;            /* 0: all cores */
-    int tune_on_miss;       /* 1 on, 0 off, -1: $CHUNKGEN_TUNE_ON_MISS */
-    char *cache_dir;        /* NULL: default */
-    cg_pool *pool;          /* created lazily */
+    int threads;      /* 0: all cores */
+    int tune_on_miss; /* 1 on, 0 off, -1: $CHUNKGEN_TUNE_ON_MISS */
+    char *cache_dir;  /* NULL: default */
+    cg_pool *pool;    /* created lazily */
     /* Private state of the library's parts, each owned (created lazily, read and freed)
      * by its part alone: cg_context_free calls each part's own free function. */
     cg_ctx_part part[CG_PART_COUNT];
     const struct cg_config_source *cfgsrc; /* NULL: defaults only (see "config sources" below) */
-    _Atomic uintptr_t owner; /* thread inside a public call (cg__ctx_enter), 0: none */
-    int owner_depth;        /* nested public calls of the owner */
-    cg_progress_fn progress; /* cg_context_set_progress; NULL: events dropped */
+    _Atomic uintptr_t owner;               /* thread inside a public call (cg__ctx_enter), 0: none */
+    int owner_depth;                       /* nested public calls of the owner */
+    cg_progress_fn progress;               /* cg_context_set_progress; NULL: events dropped */
     void *progress_user;
 };
 /* Owner check of every public call taking a context: enter marks ctx as used by this
@@ -110,7 +110,10 @@ const char *cg__cache_dir(cg_context *ctx);
 #define CG_CFG_MAX 16
 typedef struct cg_cfg {
     int n;
-    struct { char key[32]; char val[32]; } kv[CG_CFG_MAX];
+    struct {
+        char key[32];
+        char val[32];
+    } kv[CG_CFG_MAX];
 } cg_cfg;
 cg_status cg__cfg_parse(cg_context *ctx, const char *text, cg_cfg *out);
 /* c as "k=v,k=v" into buf (cut at cap): the one writer of a config's text. */
@@ -128,14 +131,14 @@ const char *cg__cfg_str(const cg_cfg *cfg, const char *key, const char *def);
 cg_status cg__cfg_only(cg_context *ctx, const cg_cfg *cfg, const char *what, const char *const *known, int n);
 /* Integer pin `key` in [lo, hi] into *val (left alone when absent); *set = 1 when present.
  * A value that is not an integer in range is CG_EINVAL naming the key. set may be NULL. */
-cg_status cg__cfg_pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, int64_t lo, int64_t hi,
-                          const char *what, int64_t *val, int *set);
+cg_status cg__cfg_pin_int(cg_context *ctx, const cg_cfg *cfg, const char *key, int64_t lo, int64_t hi, const char *what,
+                          int64_t *val, int *set);
 
 /* ---------------------------------------------------------------- dtypes
  * Storage dtypes of tensors (docs/dtypes.md). A problem's `dtype` is the call's math class
  * (CG_F32 for any mix of F32/BF16/F16 tensors, CG_F64 for float64 calls); each view's dt
  * is how that tensor is stored. */
-#define CG_DTM(dt) (1u << (unsigned)(dt))            /* a set of storage dtypes */
+#define CG_DTM(dt) (1u << (unsigned)(dt))              /* a set of storage dtypes */
 #define CG_DTM_HALF (CG_DTM(CG_BF16) | CG_DTM(CG_F16)) /* the 16-bit ones */
 static inline int cg__dtype_known(cg_dtype dt) { return (unsigned)dt <= (unsigned)CG_F16; }
 static inline int cg__dtype_half(cg_dtype dt) { return dt == CG_BF16 || dt == CG_F16; }
@@ -222,12 +225,12 @@ typedef struct cg_ssd_prob {
     cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
                     * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
-    cg_view q, k, v, la, h0;   /* inputs */
-    cg_view o, hT;             /* forward outputs */
-    cg_view dout, dhT;         /* backward inputs */
+    cg_view q, k, v, la, h0;                          /* inputs */
+    cg_view o, hT;                                    /* forward outputs */
+    cg_view dout, dhT;                                /* backward inputs */
     cg_view grad_q, grad_k, grad_v, grad_la, grad_h0; /* backward outputs */
-    int64_t nseq;              /* varlen (docs/varlen.md): N sequences packed along T; 0: none */
-    cg_view cu;                /* cu_seqlens [N + 1] (dt CG_I32 / CG_I64), p NULL when absent */
+    int64_t nseq;                                     /* varlen (docs/varlen.md): N sequences packed along T; 0: none */
+    cg_view cu;                                       /* cu_seqlens [N + 1] (dt CG_I32 / CG_I64), p NULL when absent */
 } cg_ssd_prob;
 
 /* Selective-scan problem after validation. Logical orders:
@@ -239,15 +242,15 @@ typedef struct cg_ssd_prob {
 typedef struct cg_sscan_prob {
     cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
                     * validation; cg__shape_of_prob completes it from the views */
-    int grouped;               /* B/C were given as [B, L, G, N] */
+    int grouped;    /* B/C were given as [B, L, G, N] */
     int softplus;
     cg_dtype dtype;
-    cg_view x, delta, A, Bm, Cm, Dv, z, dbias, h0; /* inputs */
-    cg_view y, hT;                                 /* forward outputs */
-    cg_view dy, dhT;                               /* backward inputs */
+    cg_view x, delta, A, Bm, Cm, Dv, z, dbias, h0;       /* inputs */
+    cg_view y, hT;                                       /* forward outputs */
+    cg_view dy, dhT;                                     /* backward inputs */
     cg_view dx, ddelta, dA, dB, dC, dD, dz, ddbias, dh0; /* backward outputs */
-    int64_t nseq;              /* varlen: N sequences packed along L; 0: none */
-    cg_view cu;                /* cu_seqlens [N + 1], p NULL when absent */
+    int64_t nseq;                                        /* varlen: N sequences packed along L; 0: none */
+    cg_view cu;                                          /* cu_seqlens [N + 1], p NULL when absent */
 } cg_sscan_prob;
 
 /* Gated-delta-rule problem after validation. Logical orders:
@@ -259,14 +262,14 @@ typedef struct cg_gdr_prob {
     cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
                     * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
-    double scale;        /* resolved: never 0 */
-    int l2norm;          /* use_qk_l2norm */
-    cg_view q, k, v, g, beta, h0;                       /* inputs */
-    cg_view o, hT;                                      /* forward outputs */
-    cg_view dout, dhT;                                  /* backward inputs */
+    double scale;                                               /* resolved: never 0 */
+    int l2norm;                                                 /* use_qk_l2norm */
+    cg_view q, k, v, g, beta, h0;                               /* inputs */
+    cg_view o, hT;                                              /* forward outputs */
+    cg_view dout, dhT;                                          /* backward inputs */
     cg_view grad_q, grad_k, grad_v, grad_g, grad_beta, grad_h0; /* backward outputs */
-    int64_t nseq;        /* varlen: N sequences packed along T; 0: none */
-    cg_view cu;          /* cu_seqlens [N + 1], p NULL when absent */
+    int64_t nseq;                                               /* varlen: N sequences packed along T; 0: none */
+    cg_view cu;                                                 /* cu_seqlens [N + 1], p NULL when absent */
 } cg_gdr_prob;
 
 /* Decode-step problems (issue #36) after validation. Logical orders as the chunked ops'
@@ -288,15 +291,15 @@ typedef struct cg_sscan_step_prob {
     int softplus;
     cg_dtype dtype;
     cg_view x, delta, A, Bm, Cm, Dv, z, dbias, cache, idx, dst; /* inputs (cache also written) */
-    cg_view y;                                                   /* output */
+    cg_view y;                                                  /* output */
     int64_t nseq;
 } cg_sscan_step_prob;
 typedef struct cg_gdr_step_prob {
     cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
                     * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
-    double scale; /* resolved: never 0 */
-    int l2norm;   /* use_qk_l2norm */
+    double scale;                              /* resolved: never 0 */
+    int l2norm;                                /* use_qk_l2norm */
     cg_view q, k, v, g, beta, cache, idx, dst; /* inputs (cache also written) */
     cg_view o;                                 /* output */
     int64_t nseq;
@@ -308,12 +311,12 @@ typedef struct cg_lru_prob {
     cg_shape shape; /* the call's op and extents by cg_sym (CG_DIM(p, SYM)), written by
                     * validation; cg__shape_of_prob completes it from the views */
     cg_dtype dtype;
-    cg_view a, b, x, h0;                      /* inputs */
-    cg_view y, hT;                            /* forward outputs */
-    cg_view dy, dhT;                          /* backward inputs */
-    cg_view grad_a, grad_b, grad_x, grad_h0;  /* backward outputs */
-    int64_t nseq;        /* varlen: N sequences packed along L; 0: none */
-    cg_view cu;          /* cu_seqlens [N + 1], p NULL when absent */
+    cg_view a, b, x, h0;                     /* inputs */
+    cg_view y, hT;                           /* forward outputs */
+    cg_view dy, dhT;                         /* backward inputs */
+    cg_view grad_a, grad_b, grad_x, grad_h0; /* backward outputs */
+    int64_t nseq;                            /* varlen: N sequences packed along L; 0: none */
+    cg_view cu;                              /* cu_seqlens [N + 1], p NULL when absent */
 } cg_lru_prob;
 /* Element (i0, i1) of an index view (CG_I32 or CG_I64). */
 static inline int64_t cg__idx_at(const cg_view *v, int64_t i0, int64_t i1) {
@@ -366,8 +369,12 @@ typedef struct cg_backend_vt {
 /* A problem of any op, and an args struct of any op (op_list.h): room for either. */
 #define CG__OP_PROB_MEMBER(name, E, AT, PT) PT name;
 #define CG__OP_ARGS_MEMBER(name, E, AT, PT) AT name;
-typedef union cg_prob_any { CG_OP_LIST(CG__OP_PROB_MEMBER) } cg_prob_any;
-typedef union cg_args_any { CG_OP_LIST(CG__OP_ARGS_MEMBER) } cg_args_any;
+typedef union cg_prob_any {
+    CG_OP_LIST(CG__OP_PROB_MEMBER)
+} cg_prob_any;
+typedef union cg_args_any {
+    CG_OP_LIST(CG__OP_ARGS_MEMBER)
+} cg_args_any;
 #undef CG__OP_PROB_MEMBER
 #undef CG__OP_ARGS_MEMBER
 
@@ -376,12 +383,12 @@ typedef union cg_args_any { CG_OP_LIST(CG__OP_ARGS_MEMBER) } cg_args_any;
  * (host_backends.c). Written once, in the op's own file of that backend, by
  * CG_HOST_OP_ENTRY(BE, NAME, PT, FN): FN is the op's typed entry point. */
 typedef cg_status (*cg_op_entry)(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex);
-#define CG_HOST_OP_ENTRY(BE, NAME, PT, FN)                                                                     \
-    cg_status cg__##BE##_run_##NAME(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex) { \
-        return FN(ctx, (const PT *)prob, cfg, ex);                                                             \
+#define CG_HOST_OP_ENTRY(BE, NAME, PT, FN)                                                                             \
+    cg_status cg__##BE##_run_##NAME(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex) {         \
+        return FN(ctx, (const PT *)prob, cfg, ex);                                                                     \
     }
-#define CG__HOST_OP_DECL(name, E, AT, PT)                                                                      \
-    cg_status cg__cpu_run_##name(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex);     \
+#define CG__HOST_OP_DECL(name, E, AT, PT)                                                                              \
+    cg_status cg__cpu_run_##name(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex);             \
     cg_status cg__ref_run_##name(cg_context *ctx, const void *prob, const cg_cfg *cfg, const cg_exec *ex);
 CG_OP_LIST(CG__HOST_OP_DECL)
 #undef CG__HOST_OP_DECL
@@ -442,15 +449,15 @@ cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_
 cg_status cg__gdr_step_ref(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 /* ----------------------------------------------------- CPU path defaults */
 typedef struct cg_ssd_cpu_params {
-    int chunk;    /* tokens per chunk */
-    int block_dv; /* dv columns per task (state tile width) */
+    int chunk;       /* tokens per chunk */
+    int block_dv;    /* dv columns per task (state tile width) */
     int group_heads; /* forward: 1 when a task takes its group's heads in turn (heads=group), 0 one head (each) */
-    int threads;  /* 0: context default */
+    int threads;     /* 0: context default */
 } cg_ssd_cpu_params;
 
 typedef struct cg_sscan_cpu_params {
-    int segment;  /* steps between checkpointed states in backward */
-    int block_d;  /* channels per task */
+    int segment; /* steps between checkpointed states in backward */
+    int block_d; /* channels per task */
     int threads;
 } cg_sscan_cpu_params;
 
@@ -462,12 +469,12 @@ cg_status cg__sscan_cpu_params_default(cg_context *ctx, const cg_sscan_prob *p, 
 /* -------------------------------------------------------- config sources
  * Where a call's config came from. */
 typedef enum cg_cfg_source {
-    CG_SRC_PINNED = 0,     /* cg_exec.config */
-    CG_SRC_PINNED_ENV,     /* $CHUNKGEN_CONFIG */
-    CG_SRC_EXACT,          /* a tuned entry of the call's exact key */
-    CG_SRC_NEAREST,        /* a tuned entry of the nearest seq bucket */
-    CG_SRC_TUNED_ON_MISS,  /* tuned by this call (tune on miss) */
-    CG_SRC_DEFAULT         /* the backend's Lua default */
+    CG_SRC_PINNED = 0,    /* cg_exec.config */
+    CG_SRC_PINNED_ENV,    /* $CHUNKGEN_CONFIG */
+    CG_SRC_EXACT,         /* a tuned entry of the call's exact key */
+    CG_SRC_NEAREST,       /* a tuned entry of the nearest seq bucket */
+    CG_SRC_TUNED_ON_MISS, /* tuned by this call (tune on miss) */
+    CG_SRC_DEFAULT        /* the backend's Lua default */
 } cg_cfg_source;
 /* "pinned", "pinned-env", "exact", "nearest-bucket", "tuned-on-miss", "default". */
 const char *cg__cfg_source_name(cg_cfg_source s);

@@ -30,4 +30,3 @@ void cg__jit_stats(cg_jit_stats *out) {
     out->bundle_hits = atomic_load(&g_stat[CG_JIT_BUNDLE_HIT]);
     out->bundle_ns = atomic_load(&g_stat[CG_JIT_BUNDLE_HIT + 1]);
 }
-

@@ -74,7 +74,8 @@ static cg_status target_of(cg_context *ctx, const char *fn, const char *kernel, 
         return rewrap(ctx, st, fn, "config");
     /* the shape (checked by cg_shape_format) as the launcher and the CPU path give it to the
      * generator, with the direction for a CPU space */
-    if ((st = cg__abi_in(ctx, "shape", &t->shape, sizeof t->shape, shape)) != CG_OK) return rewrap(ctx, st, fn, "shape");
+    if ((st = cg__abi_in(ctx, "shape", &t->shape, sizeof t->shape, shape)) != CG_OK)
+        return rewrap(ctx, st, fn, "shape");
     t->flags = t->cpu && d->bwd ? CG_KS_BWD : 0;
     return CG_OK;
 }
@@ -85,8 +86,8 @@ static cg_status give_text(cg_context *ctx, const char *text, char **out) {
     return *out ? CG_OK : cg__err(ctx, CG_ENOMEM, "out of memory");
 }
 
-#define ENTER(fn)                                                                \
-    if (!ctx || cg__ctx_enter(ctx, fn) != CG_OK) return CG_EINVAL;               \
+#define ENTER(fn)                                                                                                      \
+    if (!ctx || cg__ctx_enter(ctx, fn) != CG_OK) return CG_EINVAL;                                                     \
     cg_status st = CG_OK
 
 cg_status cg_kernel_config(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch, const char *config,
@@ -158,8 +159,8 @@ static void plan_out(const cg_plan *p, cg_kernel_plan *o) {
     }
 }
 
-cg_status cg_kernel_plan_make(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch,
-                              const char *config, cg_kernel_plan *out) {
+cg_status cg_kernel_plan_make(cg_context *ctx, const char *kernel, const cg_shape *shape, int arch, const char *config,
+                              cg_kernel_plan *out) {
     ENTER("cg_kernel_plan_make");
     target t;
     cg_plan plan;
@@ -176,7 +177,8 @@ cg_status cg_kernel_plan_make(cg_context *ctx, const char *kernel, const cg_shap
     if (st == CG_OK && t.cpu)
         st = cg__err(ctx, CG_EUNSUPPORTED,
                      "cg_kernel_plan_make: kernel: %s is a CPU space (a run-time config of the C path, nothing "
-                     "rendered or launched): ask cg_kernel_config", t.kernel);
+                     "rendered or launched): ask cg_kernel_config",
+                     t.kernel);
     if (st == CG_OK) st = cg__gen_plan(ctx, t.kernel, &t.shape, t.flags, &t.dev, t.pin.n ? &t.pin : NULL, &plan);
     planned = st == CG_OK;
     if (st == CG_OK) {
@@ -241,7 +243,8 @@ cg_status cg_kernel_build(cg_context *ctx, const char *kernel, const cg_shape *s
     st = cg__abi_out(ctx, "cg_kernel_build: out", out, &none, sizeof none);
     if (st == CG_OK) memcpy(&size, out, sizeof size);
     if (st == CG_OK && arch == 0)
-        st = cg__err(ctx, CG_EINVAL, "cg_kernel_build: arch: 0 (the emulator's device) compiles no CUBIN; expected "
+        st = cg__err(ctx, CG_EINVAL,
+                     "cg_kernel_build: arch: 0 (the emulator's device) compiles no CUBIN; expected "
                      "a GPU architecture such as 80 or 90");
     if (st == CG_OK) st = target_of(ctx, "cg_kernel_build", kernel, shape, arch, config, &t);
     if (st == CG_OK && t.cpu)

@@ -103,7 +103,8 @@ cg_status cg_kernel_describe(cg_context *ctx, const char *kernel, char **text) {
     cg_status st;
     if (text) *text = NULL;
     if (!text) st = cg__err(ctx, CG_EINVAL, "cg_kernel_describe: text is NULL (expected where to write the text)");
-    else if (!kernel) st = cg__err(ctx, CG_EINVAL, "cg_kernel_describe: kernel is NULL (expected a name of cg_kernel_list)");
+    else if (!kernel)
+        st = cg__err(ctx, CG_EINVAL, "cg_kernel_describe: kernel is NULL (expected a name of cg_kernel_list)");
     else st = cg__gen_describe(ctx, kernel, text);
     cg__ctx_leave(ctx);
     return st;

@@ -105,7 +105,8 @@ void cg__shape_dtypes(const cg_shape *s, char buf[CG_KS_DTYPES_CAP]) {
     if (!cg__dtype_half(s->dtype)) return;
     for (int i = 0; i < d->nt; i++) {
         if (!cg__shape_present(d, s, i) || !(s->half & BIT(i))) continue;
-        int k = snprintf(buf + n, CG_KS_DTYPES_CAP - n, "%s%s=%s", n ? " " : "", d->t[i].name, cg__dtype_word(s->dtype));
+        int k =
+            snprintf(buf + n, CG_KS_DTYPES_CAP - n, "%s%s=%s", n ? " " : "", d->t[i].name, cg__dtype_word(s->dtype));
         if (k < 0 || (size_t)k >= CG_KS_DTYPES_CAP - n) break; /* cannot happen: 24 tensors of short names */
         n += (size_t)k;
     }

@@ -38,15 +38,15 @@ _Static_assert(sizeof(cg_ktensor) == 5 * sizeof(int64_t) && sizeof(void *) == si
 typedef struct plan_entry {
     const cg_kexec *kx;
     char kernel[32];
-    cg_shape shape;       /* the call's shape (cg__shape_of_prob): the key, by cg_shape_equal */
+    cg_shape shape; /* the call's shape (cg__shape_of_prob): the key, by cg_shape_equal */
     cg_cfg pin;
-    cg_status status;     /* CG_OK, or why no plan exists (cached so `supports` stays cheap) */
+    cg_status status; /* CG_OK, or why no plan exists (cached so `supports` stays cheap) */
     char why[CG_ERRMSG_CAP];
     cg_plan plan;
     int idx[CG_PLAN_MAX_ARGS]; /* per argument: tensor index, region index or symbol */
-    void *module;         /* loaded lazily by the first launch; owned by the executor */
-    double render_ms;     /* making the plan (Lua: resolve, launch(), render) */
-    char origin[160];     /* where the module came from, for the dispatch line: set by the
+    void *module;              /* loaded lazily by the first launch; owned by the executor */
+    double render_ms;          /* making the plan (Lua: resolve, launch(), render) */
+    char origin[160];          /* where the module came from, for the dispatch line: set by the
                            * load, "process" after the first call reported it */
     struct plan_entry *next;
 } plan_entry;
@@ -54,8 +54,12 @@ typedef struct plan_entry {
 #define CG_WS_SLOTS 4
 typedef struct plans_state {
     plan_entry *head;
-    int64_t loads;        /* modules loaded (compiled or fetched from the caches) */
-    struct { const cg_kexec *kx; void *p; size_t bytes; } ws[CG_WS_SLOTS]; /* context-owned workspaces */
+    int64_t loads; /* modules loaded (compiled or fetched from the caches) */
+    struct {
+        const cg_kexec *kx;
+        void *p;
+        size_t bytes;
+    } ws[CG_WS_SLOTS]; /* context-owned workspaces */
 } plans_state;
 
 static void plans_ctx_free(cg_context *ctx) {
@@ -192,7 +196,7 @@ typedef struct staged {
     const cg_view *v;
     int64_t n[4];
     int output;
-    void *dev;    /* staging copy, or NULL */
+    void *dev; /* staging copy, or NULL */
     size_t bytes;
 } staged;
 
@@ -211,7 +215,8 @@ static cg_status stage_in(cg_context *ctx, const cg_kexec *kx, staged *sv, int n
     cg_status s = CG_OK;
     for (int i = 0; i < n && s == CG_OK; i++) {
         if (!sv[i].v->p) continue;
-        sv[i].bytes = (size_t)cg__view_span(sv[i].v, sv[i].n) * (sv[i].v->dt == CG_BF16 || sv[i].v->dt == CG_F16 ? 2 : 4);
+        sv[i].bytes =
+            (size_t)cg__view_span(sv[i].v, sv[i].n) * (sv[i].v->dt == CG_BF16 || sv[i].v->dt == CG_F16 ? 2 : 4);
         s = kx->alloc(ctx, sv[i].bytes, &sv[i].dev);
         /* outputs too: the gaps between their strided elements must survive the copy back */
         if (s == CG_OK) s = kx->copy(ctx, sv[i].dev, sv[i].v->p, sv[i].bytes, 0, stream);
@@ -347,12 +352,13 @@ static cg_status entry_load(cg_context *ctx, const cg_kexec *kx, plan_entry *e, 
         snprintf(e->origin, sizeof e->origin, "%s(render %.1f ms, read %.1f ms, load %.1f ms)",
                  b.bundle_hits > a.bundle_hits ? "bundle" : "disk-cache", e->render_ms,
                  (double)(b.disk_ns - a.disk_ns) / 1e6, (double)(b.load_ns - a.load_ns) / 1e6);
-    else
-        snprintf(e->origin, sizeof e->origin, "loaded(render %.1f ms, %.1f ms)", e->render_ms, ms);
+    else snprintf(e->origin, sizeof e->origin, "loaded(render %.1f ms, %.1f ms)", e->render_ms, ms);
     return CG_OK;
 }
 
-int64_t cg__launch_loads(cg_context *ctx) { return ctx->part[CG_PART_PLANS].p ? ((plans_state *)ctx->part[CG_PART_PLANS].p)->loads : 0; }
+int64_t cg__launch_loads(cg_context *ctx) {
+    return ctx->part[CG_PART_PLANS].p ? ((plans_state *)ctx->part[CG_PART_PLANS].p)->loads : 0;
+}
 
 /* cg_prepare / cg_workspace_size: the plan (and with load its module and, when the
  * caller gives no large enough workspace, the context's scratch). */
@@ -396,8 +402,7 @@ static cg_status gen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
     const void *cu = cuv ? cuv->p : NULL;
     void *cu_dev = NULL;
     if (s == CG_OK && cu && !(kx->owns_ptr && kx->owns_ptr(ctx, cu))) {
-        const size_t bytes = (size_t)(*cg__prob_nseq(d, prob) * cuv->s[0] + 1) *
-                             cg__dtype_size(cuv->dt);
+        const size_t bytes = (size_t)(*cg__prob_nseq(d, prob) * cuv->s[0] + 1) * cg__dtype_size(cuv->dt);
         if ((s = kx->alloc(ctx, bytes, &cu_dev)) == CG_OK) s = kx->copy(ctx, cu_dev, cu, bytes, 0, stream);
         cu = cu_dev;
         stage = 1;
@@ -424,22 +429,22 @@ static cg_status gen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
 /* --------------------------------------------------------------- backends */
 
 /* One backend per executor: the launcher over a different cg_kexec. */
-#define CG_GEN_BACKEND(NAME, KX)                                                                          \
-    static int NAME##_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) {        \
-        return gen_supports(ctx, &KX, op, prob, cfg);                                                   \
-    }                                                                                                   \
-    static cg_status NAME##_prepare(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg,     \
-                                    const cg_exec *ex, int load, size_t *bytes) {                       \
-        return gen_prepare(ctx, &KX, op, prob, cfg, ex, load, bytes);                                   \
-    }                                                                                                   \
-    const cg_backend_vt cg__backend_##NAME = {                                                          \
-        .name = #NAME,                                                                                  \
-        .supports = NAME##_supports,                                                                    \
-        .prepare = NAME##_prepare,                                                                      \
-        .run = gen_run, /* no trampoline: gen_run finds KX in the vtable */                             \
-        .kx = &KX,                                                                                      \
-        .half = CG_DTM_HALF, /* per tensor as each kernel's Lua `half` list allows (refused there) */   \
-        .varlen_kernels = CG_OP_MASK_ALL, /* every op's kernels take cu_seqlens (docs/varlen.md) */      \
+#define CG_GEN_BACKEND(NAME, KX)                                                                                       \
+    static int NAME##_supports(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg) {                       \
+        return gen_supports(ctx, &KX, op, prob, cfg);                                                                  \
+    }                                                                                                                  \
+    static cg_status NAME##_prepare(cg_context *ctx, cg_op op, const void *prob, const cg_cfg *cfg, const cg_exec *ex, \
+                                    int load, size_t *bytes) {                                                         \
+        return gen_prepare(ctx, &KX, op, prob, cfg, ex, load, bytes);                                                  \
+    }                                                                                                                  \
+    const cg_backend_vt cg__backend_##NAME = {                                                                         \
+        .name = #NAME,                                                                                                 \
+        .supports = NAME##_supports,                                                                                   \
+        .prepare = NAME##_prepare,                                                                                     \
+        .run = gen_run, /* no trampoline: gen_run finds KX in the vtable */                                            \
+        .kx = &KX,                                                                                                     \
+        .half = CG_DTM_HALF,              /* per tensor as each kernel's Lua `half` list allows (refused there) */     \
+        .varlen_kernels = CG_OP_MASK_ALL, /* every op's kernels take cu_seqlens (docs/varlen.md) */                    \
     };
 
 CG_GEN_BACKEND(emulate, cg__kexec_emu)

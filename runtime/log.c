@@ -10,13 +10,14 @@
 
 void cg_log_stderr(cg_log_level level, const char *msg, void *user) {
     (void)user;
-    fprintf(stderr, "chunkgen: %s%s\n", level == CG_LOG_ERROR ? "error: " : level == CG_LOG_WARN ? "warning: " : "",
+    fprintf(stderr, "chunkgen: %s%s\n",
+            level == CG_LOG_ERROR  ? "error: "
+            : level == CG_LOG_WARN ? "warning: "
+                                   : "",
             msg);
 }
 
-void cg_log_silent(cg_log_level level, const char *msg, void *user) {
-    (void)level, (void)msg, (void)user;
-}
+void cg_log_silent(cg_log_level level, const char *msg, void *user) { (void)level, (void)msg, (void)user; }
 
 #define default_log cg_log_stderr
 

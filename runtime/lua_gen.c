@@ -26,9 +26,9 @@ extern const int cg__embedded_count;
 
 typedef struct gen_state {
     lua_State *L;
-    char *root;         /* CHUNKGEN_LUA_PATH, or NULL for the embedded files */
-    int core_ref;       /* registry ref of generator/core.lua's module table */
-    char **names;       /* NULL-terminated kernel names (cg__gen_kernels) */
+    char *root;   /* CHUNKGEN_LUA_PATH, or NULL for the embedded files */
+    int core_ref; /* registry ref of generator/core.lua's module table */
+    char **names; /* NULL-terminated kernel names (cg__gen_kernels) */
     int nnames;
     cg_gen_stats stats;
 } gen_state;
@@ -37,8 +37,8 @@ typedef struct gen_state {
 
 /* Text of generator/... or templates/... from root (when set) or the embedded copy.
  * *owned is what the caller frees (NULL for embedded data). */
-static int gen_file(const char *root, const char *rel, const char **data, size_t *len, char **owned,
-                    char *why, size_t whycap) {
+static int gen_file(const char *root, const char *rel, const char **data, size_t *len, char **owned, char *why,
+                    size_t whycap) {
     *owned = NULL;
     if (strstr(rel, "..") || rel[0] == '/') {
         snprintf(why, whycap, "bad path '%s'", rel);
@@ -68,8 +68,10 @@ static int gen_file(const char *root, const char *rel, const char **data, size_t
         n += fread(buf + n, 1, cap - n - 1, f);
         if (n < cap - 1) break;
         char *nb = realloc(buf, cap *= 2);
-        if (!nb) { free(buf); buf = NULL; }
-        else buf = nb;
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+        } else buf = nb;
     }
     int err = ferror(f);
     fclose(f);
@@ -85,9 +87,7 @@ static int gen_file(const char *root, const char *rel, const char **data, size_t
     return 0;
 }
 
-static const char *lua_root(void) {
-    return cg__env(CG_ENV_LUA_PATH);
-}
+static const char *lua_root(void) { return cg__env(CG_ENV_LUA_PATH); }
 
 /* For other parts (e.g. the emulator): a malloc'd NUL-terminated copy of an embedded
  * (or CHUNKGEN_LUA_PATH) file such as "templates/cg_device.cuh". */
@@ -110,9 +110,7 @@ cg_status cg__gen_read_file(cg_context *ctx, const char *rel, char **text, size_
 
 /* ------------------------------------------------------- functions for Lua */
 
-static gen_state *lua_gs(lua_State *L) {
-    return (gen_state *)lua_touserdata(L, lua_upvalueindex(1));
-}
+static gen_state *lua_gs(lua_State *L) { return (gen_state *)lua_touserdata(L, lua_upvalueindex(1)); }
 
 /* cg.read(path) -> text | nil, message */
 static int l_read(lua_State *L) {
@@ -131,9 +129,7 @@ static int l_read(lua_State *L) {
     return 1;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* cg.list(dir) -> sorted names of the files directly in dir */
 static int l_list(lua_State *L) {
@@ -291,9 +287,9 @@ static cg_status gen_state_get(cg_context *ctx, gen_state **out) {
         return cg__err(ctx, CG_ENOMEM, "generator: cannot create a Lua state");
     }
     /* Only what the generator needs: no io, os or package. */
-    static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},     {LUA_TABLIBNAME, luaopen_table},
+    static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},        {LUA_TABLIBNAME, luaopen_table},
                                     {LUA_STRLIBNAME, luaopen_string}, {LUA_MATHLIBNAME, luaopen_math},
-                                    {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
+                                    {LUA_UTF8LIBNAME, luaopen_utf8},  {NULL, NULL}};
     for (const luaL_Reg *lib = libs; lib->func; lib++) {
         luaL_requiref(L, lib->name, lib->func, 1);
         lua_pop(L, 1);
@@ -380,8 +376,12 @@ static void push_shape(lua_State *L, const cg_shape *s, int flags) {
 static void push_dev(lua_State *L, const cg_devinfo *d) {
     lua_createtable(L, 0, 7);
 #define SET(push, f) (push(L, d->f), lua_setfield(L, -2, #f))
-    SET(lua_pushstring, name); SET(lua_pushinteger, arch); SET(lua_pushinteger, sm_count);
-    SET(lua_pushinteger, smem_per_block); SET(lua_pushinteger, regs_per_block); SET(lua_pushboolean, emulated);
+    SET(lua_pushstring, name);
+    SET(lua_pushinteger, arch);
+    SET(lua_pushinteger, sm_count);
+    SET(lua_pushinteger, smem_per_block);
+    SET(lua_pushinteger, regs_per_block);
+    SET(lua_pushboolean, emulated);
     SET(lua_pushstring, isa);
 #undef SET
 }
@@ -391,8 +391,8 @@ static cg_status read_cfg(cg_context *ctx, lua_State *L, const char *kernel, cg_
     memset(cfg, 0, sizeof *cfg);
     int n = (int)lua_rawlen(L, -1);
     if (n > CG_CFG_MAX)
-        return cg__err(ctx, CG_ELUA, "generator: kernel %s has %d parameters, at most %d fit a cg_cfg",
-                       kernel, n, CG_CFG_MAX);
+        return cg__err(ctx, CG_ELUA, "generator: kernel %s has %d parameters, at most %d fit a cg_cfg", kernel, n,
+                       CG_CFG_MAX);
     for (int i = 1; i <= n; i++) {
         lua_rawgeti(L, -1, i);
         lua_rawgeti(L, -1, 1);
@@ -405,8 +405,7 @@ static cg_status read_cfg(cg_context *ctx, lua_State *L, const char *kernel, cg_
         }
         lua_pop(L, 3);
         if (bad)
-            return cg__err(ctx, CG_ELUA, "generator: kernel %s: parameter %d is not a short key/value pair",
-                           kernel, i);
+            return cg__err(ctx, CG_ELUA, "generator: kernel %s: parameter %d is not a short key/value pair", kernel, i);
     }
     cfg->n = n;
     return CG_OK;
@@ -438,8 +437,8 @@ typedef struct gen_frame {
 /* Call core.<fn>(kernel, shape, dev[, pins]), or core.<fn>(kernel) when shape is NULL, and
  * check its (ok, result|code, message) answer; on CG_OK the result is on top of the
  * stack. The caller restores f's stack top (f->L NULL: no state). */
-static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, const cg_shape *shape,
-                           int flags, const cg_devinfo *dev, const cg_cfg *pin, int with_pins, gen_frame *f) {
+static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, const cg_shape *shape, int flags,
+                           const cg_devinfo *dev, const cg_cfg *pin, int with_pins, gen_frame *f) {
     f->L = NULL;
     gen_state *gs;
     cg_status st = gen_state_get(ctx, &gs);
@@ -461,8 +460,8 @@ static cg_status core_call(cg_context *ctx, const char *fn, const char *kernel, 
 
 /* ------------------------------------------------------------ gen.h API */
 
-cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
-                       const cg_devinfo *dev, const cg_cfg *pin, cg_plan *out) {
+cg_status cg__gen_plan(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, const cg_devinfo *dev,
+                       const cg_cfg *pin, cg_plan *out) {
     CG_ASSERT(ctx && kernel && shape && dev && out);
     memset(out, 0, sizeof *out);
     gen_frame f;
@@ -574,8 +573,8 @@ void cg__plan_free(cg_plan *plan) {
     plan->source = NULL;
 }
 
-cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
-                        const cg_devinfo *dev, cg_cfg **out, int *n) {
+cg_status cg__gen_space(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, const cg_devinfo *dev,
+                        cg_cfg **out, int *n) {
     CG_ASSERT(ctx && kernel && shape && dev && out && n);
     *out = NULL;
     *n = 0;
@@ -606,8 +605,8 @@ done:
     return st;
 }
 
-cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags,
-                          const cg_devinfo *dev, const cg_cfg *pin, cg_cfg *out) {
+cg_status cg__gen_resolve(cg_context *ctx, const char *kernel, const cg_shape *shape, int flags, const cg_devinfo *dev,
+                          const cg_cfg *pin, cg_cfg *out) {
     CG_ASSERT(ctx && kernel && shape && dev && out);
     memset(out, 0, sizeof *out);
     gen_frame f;
@@ -687,8 +686,8 @@ void cg__devinfo_emulated(cg_devinfo *dev) {
     memset(dev, 0, sizeof *dev);
     snprintf(dev->name, sizeof dev->name, "SIMT emulator (sm_80)");
     dev->arch = 80;
-    dev->sm_count = 108;                /* as an A100, so defaults match a real GPU's */
-    dev->smem_per_block = 227 * 1024;   /* the largest opt-in of sm_80..sm_90 */
+    dev->sm_count = 108;              /* as an A100, so defaults match a real GPU's */
+    dev->smem_per_block = 227 * 1024; /* the largest opt-in of sm_80..sm_90 */
     dev->regs_per_block = 65536;
     dev->emulated = 1;
 }

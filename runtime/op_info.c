@@ -61,7 +61,8 @@ cg_status cg_op_describe(cg_context *ctx, cg_op op, cg_op_info *info) {
     for (int s = 0; s < CG_SHAPE_MAX_SYMS; s++) o.sym_from[s] = -1;
     for (int i = d->nt - 1; i >= 0; i--) /* the first required input that has the symbol (cg__op_derive_dims) */
         for (int k = 0; k < 4 && d->t[i].role == CG_TD_IN && !d->t[i].optional; k++)
-            if (d->t[i].ext[k] != CG_SYM_NONE && d->dim_off[d->t[i].ext[k]] != (size_t)-1) o.sym_from[d->t[i].ext[k]] = i;
+            if (d->t[i].ext[k] != CG_SYM_NONE && d->dim_off[d->t[i].ext[k]] != (size_t)-1)
+                o.sym_from[d->t[i].ext[k]] = i;
     return cg__abi_out(ctx, "info", info, &o, sizeof o);
 }
 
@@ -70,8 +71,8 @@ cg_status cg_op_tensor_info(cg_context *ctx, cg_op op, int i, cg_tensor_info *in
     if (!d) return CG_EINVAL;
     const cg_tdesc *t = cg__op_tdesc(d, i);
     if (!t)
-        return cg__err(ctx, CG_EINVAL, "i: %d but expected 0 .. %d (the tensors of %s%s)", i, d->nt - (d->varlen == NULL),
-                       d->name, d->varlen ? ", cu_seqlens last" : "");
+        return cg__err(ctx, CG_EINVAL, "i: %d but expected 0 .. %d (the tensors of %s%s)", i,
+                       d->nt - (d->varlen == NULL), d->name, d->varlen ? ", cu_seqlens last" : "");
     cg_tensor_info o;
     memset(&o, 0, sizeof o);
     o.size = sizeof o;
@@ -126,7 +127,8 @@ int cg_op_tensor_dims(cg_op op, int i, cg_layout layout, int grouped, cg_sym sym
     for (int k = 0; k < CG_MAX_DIMS; k++) syms[k] = CG_SYM_NONE;
     if (i == d->nt) return 1; /* cu_seqlens [N + 1] */
     int order[4];
-    const int n = cg__op_given_order(d, i, grouped || d->grouped_off == (size_t)-1, layout == CG_LAYOUT_HEAD_MAJOR, order);
+    const int n =
+        cg__op_given_order(d, i, grouped || d->grouped_off == (size_t)-1, layout == CG_LAYOUT_HEAD_MAJOR, order);
     for (int k = 0; k < n; k++) syms[k] = t->ext[order[k]];
     return n;
 }
@@ -134,7 +136,8 @@ int cg_op_tensor_dims(cg_op op, int i, cg_layout layout, int grouped, cg_sym sym
 cg_status cg_op_dtypes(cg_context *ctx, cg_op op, const int *dt, cg_dtype *want) {
     const cg_op_desc *d = cg__op_checked(ctx, op);
     if (!d) return CG_EINVAL;
-    if (!dt || !want) return cg__err(ctx, CG_EINVAL, "%s: null pointer (expected arrays of %d dtypes)", dt ? "want" : "dt", d->nt);
+    if (!dt || !want)
+        return cg__err(ctx, CG_EINVAL, "%s: null pointer (expected arrays of %d dtypes)", dt ? "want" : "dt", d->nt);
     cg_dtype math;
     cg_status st = cg__op_dtypes(ctx, d, dt, want, &math);
     for (int i = 0; !st && i < d->nt; i++)

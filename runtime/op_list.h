@@ -15,17 +15,17 @@
 
 #include "chunkgen.h"
 
-#define CG_OP_LIST(X)                                                                                          \
-    X(ssd_fwd, CG_OP_SSD_FWD, cg_ssd_fwd_args, cg_ssd_prob)                                                    \
-    X(ssd_bwd, CG_OP_SSD_BWD, cg_ssd_bwd_args, cg_ssd_prob)                                                    \
-    X(sscan_fwd, CG_OP_SSCAN_FWD, cg_sscan_fwd_args, cg_sscan_prob)                                            \
-    X(sscan_bwd, CG_OP_SSCAN_BWD, cg_sscan_bwd_args, cg_sscan_prob)                                            \
-    X(gdr_fwd, CG_OP_GDR_FWD, cg_gdr_fwd_args, cg_gdr_prob)                                                    \
-    X(gdr_bwd, CG_OP_GDR_BWD, cg_gdr_bwd_args, cg_gdr_prob)                                                    \
-    X(ssd_step, CG_OP_SSD_STEP, cg_ssd_step_args, cg_ssd_step_prob)                                            \
-    X(sscan_step, CG_OP_SSCAN_STEP, cg_sscan_step_args, cg_sscan_step_prob)                                    \
-    X(gdr_step, CG_OP_GDR_STEP, cg_gdr_step_args, cg_gdr_step_prob)                                            \
-    X(lru_fwd, CG_OP_LRU_FWD, cg_lru_fwd_args, cg_lru_prob)                                                    \
+#define CG_OP_LIST(X)                                                                                                  \
+    X(ssd_fwd, CG_OP_SSD_FWD, cg_ssd_fwd_args, cg_ssd_prob)                                                            \
+    X(ssd_bwd, CG_OP_SSD_BWD, cg_ssd_bwd_args, cg_ssd_prob)                                                            \
+    X(sscan_fwd, CG_OP_SSCAN_FWD, cg_sscan_fwd_args, cg_sscan_prob)                                                    \
+    X(sscan_bwd, CG_OP_SSCAN_BWD, cg_sscan_bwd_args, cg_sscan_prob)                                                    \
+    X(gdr_fwd, CG_OP_GDR_FWD, cg_gdr_fwd_args, cg_gdr_prob)                                                            \
+    X(gdr_bwd, CG_OP_GDR_BWD, cg_gdr_bwd_args, cg_gdr_prob)                                                            \
+    X(ssd_step, CG_OP_SSD_STEP, cg_ssd_step_args, cg_ssd_step_prob)                                                    \
+    X(sscan_step, CG_OP_SSCAN_STEP, cg_sscan_step_args, cg_sscan_step_prob)                                            \
+    X(gdr_step, CG_OP_GDR_STEP, cg_gdr_step_args, cg_gdr_step_prob)                                                    \
+    X(lru_fwd, CG_OP_LRU_FWD, cg_lru_fwd_args, cg_lru_prob)                                                            \
     X(lru_bwd, CG_OP_LRU_BWD, cg_lru_bwd_args, cg_lru_prob)
 
 /* CG_OP_COUNT: the number of ops (the op table has one row each). */
@@ -33,7 +33,7 @@
 enum cg__op_index { CG_OP_LIST(CG__OP_INDEX) CG_OP_COUNT };
 #undef CG__OP_INDEX
 /* each line's constant is its place in the list */
-#define CG__OP_ORDER(name, E, AT, PT)                                                                          \
+#define CG__OP_ORDER(name, E, AT, PT)                                                                                  \
     _Static_assert((int)(E) == (int)CG__OP_INDEX_##name, "op_list.h: " #name " is out of cg_op's order");
 CG_OP_LIST(CG__OP_ORDER)
 #undef CG__OP_ORDER

@@ -39,6 +39,9 @@ cg_status cg_sym_parse(const char *name, cg_sym *out) {
 #define IN CG_TD_IN
 #define OUT CG_TD_OUT
 
+/* the tensor tables, their row macros, the dimension offsets and the tuning seeds, aligned by hand
+ * (clang-format would re-indent the row lists and spread the braced lists) */
+// clang-format off
 /* name, file, role, optional, requires, grad_of, extents, flags, lo, hi, tol, args type, args field,
  * problem type, view field, shape flag (CG_KS_*, set when the tensor is given; 0: none) */
 #define ROW(nm, file, role, opt, req, gof, e0, e1, e2, e3, fl, lo, hi, tol, AT, af, PT, vf, kf)                \
@@ -324,6 +327,7 @@ static const cg_tune_seed k_gdr_seeds[] = {{"B=1,G=16,H=32,dk=128,dv=128", "g16h
 static const cg_tune_seed k_sscan_seeds[] = {
     {"B=4,D=256,N=16", "d256_n16"}, {"B=4,D=512,N=16", "d512_n16"}, {"B=4,D=1024,N=16", "d1024_n16"}, {NULL, NULL}};
 #define NO_SEEDS NULL, {0}, {0}
+// clang-format on
 /* Each op's model of its work (the flops column, cg_op_flops; docs/bench.md). SSD: the
  * chunked algorithm with chunk C per (b, h) and chunk of c tokens: forward c(c+1)(dk+dv)
  * for the causal halves of Q K^T and P V plus 4 c dk dv for Q S0 and the chunk state;
@@ -343,7 +347,8 @@ static double chunked_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd,
     return tot * (double)dim[CG_SYM_B] * (double)dim[CG_SYM_H];
 }
 static double ssd_chunk_flops(double c, double dk, double dv, int bwd) {
-    return bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk : c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
+    return bwd ? c * (c + 1) * (3 * dk + 2 * dv) + 10 * c * dk * dv + 4 * c * dk
+               : c * (c + 1) * (dk + dv) + 4 * c * dk * dv;
 }
 static double ssd_flops(const int64_t dim[CG_SYM_COUNT], int64_t C, int bwd) {
     return chunked_flops(dim, C, bwd, ssd_chunk_flops);
@@ -392,6 +397,8 @@ static double lru_flops(const int64_t dim[CG_SYM_COUNT], double per) {
 static double lru_fwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, lru_flops(dim, 3); }
 static double lru_bwd_flops(const int64_t dim[CG_SYM_COUNT], int64_t p) { return (void)p, lru_flops(dim, 8); }
 
+/* the op table, one op a row: clang-format would put each field on a line of its own */
+// clang-format off
 static const cg_op_desc k_ops[] = {
     {CG_OP_SSD_FWD, "ssd_fwd", "ssd", 0, "cg_ssd_fwd_args", sizeof(cg_ssd_fwd_args), sizeof(cg_ssd_prob),
      COUNT(k_ssd_fwd), k_ssd_fwd, 0, NULL, SSD_DIMS, CG_SYM_T, CG_SYM_H, CG_SYM_G,
@@ -443,6 +450,7 @@ static const cg_op_desc k_ops[] = {
      offsetof(cg_lru_prob, dtype), 1, {D_, NO, NO, NO}, &k_lru_cu[1], offsetof(cg_lru_prob, nseq), D_, NO_SEEDS,
      lru_bwd_flops, NULL, 0, 0, NULL},
 };
+// clang-format on
 
 const cg_op_desc *cg__op_desc(cg_op op) {
     CG_ASSERT((unsigned)op < (unsigned)COUNT(k_ops) && k_ops[op].op == op);
@@ -576,16 +584,19 @@ cg_status cg__op_dtypes(cg_context *ctx, const cg_op_desc *d, const int dt[], cg
         const cg_dtype x = (cg_dtype)dt[i];
         if (*math == CG_F64 || x == CG_F64) {
             if (x != *math)
-                return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s (CG_F64 calls take every tensor as CG_F64)",
+                return cg__err(ctx, CG_EINVAL,
+                               "%s: dtype %s but expected %s like %s (CG_F64 calls take every tensor as CG_F64)",
                                t->name, cg__dtype_name(x), cg__dtype_name(*math), d->t[first].name);
             continue;
         }
         if (cg__dtype_half(x) && !(t->flags & CG_TD_HALF))
-            return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected CG_F32 (%s stays float32; 16-bit storage is for %s)",
-                           t->name, cg__dtype_name(x), t->name, half_names(d, names, sizeof names));
+            return cg__err(ctx, CG_EINVAL,
+                           "%s: dtype %s but expected CG_F32 (%s stays float32; 16-bit storage is for %s)", t->name,
+                           cg__dtype_name(x), t->name, half_names(d, names, sizeof names));
         if (cg__dtype_half(x) && x != (cg_dtype)dt[half])
-            return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s, or CG_F32 (one 16-bit dtype per call)",
-                           t->name, cg__dtype_name(x), cg__dtype_name((cg_dtype)dt[half]), d->t[half].name);
+            return cg__err(ctx, CG_EINVAL,
+                           "%s: dtype %s but expected %s like %s, or CG_F32 (one 16-bit dtype per call)", t->name,
+                           cg__dtype_name(x), cg__dtype_name((cg_dtype)dt[half]), d->t[half].name);
         if (t->role == CG_TD_OUT && x != want[i]) {
             if (like >= 0 && dt[like] >= 0)
                 return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected %s like %s (%s)", t->name, cg__dtype_name(x),
@@ -667,8 +678,9 @@ cg_status cg__op_dtype_unsig(cg_context *ctx, const cg_op_desc *d, const char *s
         }
     }
     if (half == CG_F32 && strcmp(sig, "f32"))
-        return cg__err(ctx, CG_EINVAL, "dtype \"%s\": expected f32, bf16, f16, or bf16-NAME-NAME (the 16-bit inputs of %s)",
-                       sig, d->name);
+        return cg__err(ctx, CG_EINVAL,
+                       "dtype \"%s\": expected f32, bf16, f16, or bf16-NAME-NAME (the 16-bit inputs of %s)", sig,
+                       d->name);
     for (int i = 0; i < d->nt; i++) dt[i] = d->t[i].role == CG_TD_IN ? CG_F32 : -1;
     if (half != CG_F32 && !list)
         for (int i = 0; i < d->nt; i++)

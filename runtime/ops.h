@@ -23,21 +23,21 @@
 #define CG_TD_OUT 2
 
 /* Flags of a tensor: the public CG_TENSOR_* (chunkgen.h, cg_tensor_info.flags). */
-#define CG_TD_LAYOUT CG_TENSOR_LAYOUT       /* per-token SSD tensor: head-major layout gives logical dims 1, 2 swapped */
+#define CG_TD_LAYOUT CG_TENSOR_LAYOUT /* per-token SSD tensor: head-major layout gives logical dims 1, 2 swapped */
 #define CG_TD_GROUPABLE CG_TENSOR_GROUPABLE /* the G dimension is left out when the call is ungrouped (sscan B, C) */
 #define CG_TD_CONTIG CG_TENSOR_CONTIG       /* innermost stride must be 1 */
-#define CG_TD_HALF CG_TENSOR_HALF           /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16); else float32 */
-#define CG_TD_INDEX CG_TENSOR_INDEX         /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, the op's `varlen` row */
-#define CG_TD_PERSEQ CG_TENSOR_PER_SEQ      /* a state: its B dimension is N, one per sequence, when cu_seqlens is given */
-#define CG_TD_INPLACE CG_TENSOR_INPLACE     /* an input the call also writes (a state cache): checked as an output too */
+#define CG_TD_HALF CG_TENSOR_HALF       /* may be stored as the call's 16-bit dtype (CG_BF16 / CG_F16); else float32 */
+#define CG_TD_INDEX CG_TENSOR_INDEX     /* integer index tensor (CG_I32 / CG_I64): cu_seqlens, the op's `varlen` row */
+#define CG_TD_PERSEQ CG_TENSOR_PER_SEQ  /* a state: its B dimension is N, one per sequence, when cu_seqlens is given */
+#define CG_TD_INPLACE CG_TENSOR_INPLACE /* an input the call also writes (a state cache): checked as an output too */
 
 /* Accuracy classes of outputs (one tolerance table: cg__tol). */
 typedef enum cg_tol_class { CG_TOL_NONE = 0, CG_TOL_FWD, CG_TOL_BWD } cg_tol_class;
 
 typedef struct cg_tdesc {
-    const char *name;     /* the argument's name in the public args struct, e.g. "log_alpha" */
-    const char *file;     /* `chunkgen run` .npy base name when it differs ("do" for dout); NULL: name */
-    int role;             /* CG_TD_IN or CG_TD_OUT */
+    const char *name; /* the argument's name in the public args struct, e.g. "log_alpha" */
+    const char *file; /* `chunkgen run` .npy base name when it differs ("do" for dout); NULL: name */
+    int role;         /* CG_TD_IN or CG_TD_OUT */
     int optional;
     const char *requires; /* optional output allowed only when this input is given (dD: "D"); NULL */
     const char *grad_of;  /* backward output: the input it is the gradient of; NULL */
@@ -52,20 +52,20 @@ typedef struct cg_tdesc {
 
 /* A scalar argument copied from the args struct into the problem (an int). */
 typedef struct cg_scalar_desc {
-    const char *name;     /* e.g. "delta_softplus" */
+    const char *name; /* e.g. "delta_softplus" */
     size_t arg_off, prob_off;
-    int kflag;            /* shape flag (CG_KS_*) the kernel shape gets when the scalar is nonzero; 0 */
+    int kflag; /* shape flag (CG_KS_*) the kernel shape gets when the scalar is nonzero; 0 */
 } cg_scalar_desc;
 
 /* A real scalar argument (a double in the args struct and in the problem: gdr's scale),
  * no part of the kernel shape or the tuning key. Validation takes it when it is finite and
  * in [lo, hi]; 0 stands for dflt(dims) when dflt is given (said in messages as dflt_text). */
 typedef struct cg_real_desc {
-    const char *name;     /* e.g. "scale" */
+    const char *name; /* e.g. "scale" */
     size_t arg_off, prob_off;
     double lo, hi;
     double (*dflt)(const int64_t dim[CG_SYM_COUNT]); /* NULL: 0 stays 0 */
-    const char *dflt_text; /* "dk^-1/2" */
+    const char *dflt_text;                           /* "dk^-1/2" */
 } cg_real_desc;
 
 #define CG_OP_MAX_TENSORS 24
@@ -74,14 +74,14 @@ typedef struct cg_real_desc {
  * the shape syntax's items without the op and the sequence (docs/shapes.md), and a name
  * (the store's shape.name). */
 typedef struct cg_tune_seed {
-    const char *items;    /* "B=4,G=2,H=8,dk=128,dv=128"; NULL ends a list */
-    const char *name;     /* "g2h8_d128" */
+    const char *items; /* "B=4,G=2,H=8,dk=128,dv=128"; NULL ends a list */
+    const char *name;  /* "g2h8_d128" */
 } cg_tune_seed;
 
 typedef struct cg_op_desc {
     cg_op op;
-    const char *name;      /* "ssd_fwd" */
-    const char *family;    /* "ssd", "sscan" (the tuning key's op) */
+    const char *name;   /* "ssd_fwd" */
+    const char *family; /* "ssd", "sscan" (the tuning key's op) */
     int bwd;
     const char *args_type; /* "cg_ssd_fwd_args", for messages */
     size_t args_size, prob_size;
@@ -91,11 +91,11 @@ typedef struct cg_op_desc {
     const cg_scalar_desc *scalar;
     /* where the problem keeps each symbol's value (int64_t); (size_t)-1: not a symbol of the op */
     size_t dim_off[CG_SYM_COUNT];
-    cg_sym seq;            /* the sequence symbol (T or L) */
+    cg_sym seq;                /* the sequence symbol (T or L) */
     cg_sym divisible, divisor; /* divisible % divisor == 0 (H % G, D % G) */
-    size_t layout_arg_off; /* offsetof the cg_layout in args; (size_t)-1: no layout */
-    size_t grouped_off;    /* offsetof the int "grouped" in the problem; (size_t)-1: none */
-    size_t dtype_off;      /* offsetof the cg_dtype in the problem */
+    size_t layout_arg_off;     /* offsetof the cg_layout in args; (size_t)-1: no layout */
+    size_t grouped_off;        /* offsetof the int "grouped" in the problem; (size_t)-1: none */
+    size_t dtype_off;          /* offsetof the cg_dtype in the problem */
     /* fields of the tuning key besides the seq bucket (symbols) */
     int nkey;
     cg_sym key[4];
@@ -201,8 +201,8 @@ void cg__op_dims_text(const cg_op_desc *d, int i, int grouped, int hm, char *buf
  * dv; x gives B, L, D; A gives N; B gives G and whether the call is grouped); src[s] is
  * the index of the tensor that supplied s. Checks those tensors' presence and rank, the
  * symbols' positivity and the divisibility rule; messages start with the tensor's name. */
-cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *args, int hm,
-                             int64_t dims[CG_SYM_COUNT], int src[CG_SYM_COUNT], int *grouped);
+cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *args, int hm, int64_t dims[CG_SYM_COUNT],
+                             int src[CG_SYM_COUNT], int *grouped);
 /* The dtype rules (docs/dtypes.md), the one implementation (validation calls it; the Python
  * bindings call it to give outputs their dtypes before a call). dt[i]: storage dtype of
  * tensor i of d in table order, inputs and outputs, -1 when absent. Rules: a call whose

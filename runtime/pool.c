@@ -17,14 +17,14 @@
 
 struct cg_pool {
     int size;
-    uint64_t fork_gen;   /* g_fork_gen when made: another value means made before a fork */
+    uint64_t fork_gen; /* g_fork_gen when made: another value means made before a fork */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     /* the job in flight */
     uint64_t generation;
-    int active;          /* threads taking part in this job (the caller is tid 0) */
-    int pending;         /* helpers that have not finished the job */
+    int active;  /* threads taking part in this job (the caller is tid 0) */
+    int pending; /* helpers that have not finished the job */
     int64_t n;
     cg_task_fn fn;
     void *arg;
@@ -71,7 +71,10 @@ static void drain(cg_pool *p, int tid) {
     }
 }
 
-typedef struct { cg_pool *pool; int tid; } worker_arg;
+typedef struct {
+    cg_pool *pool;
+    int tid;
+} worker_arg;
 
 static void *worker(void *a) {
     worker_arg *wa = a;
@@ -106,10 +109,16 @@ cg_pool *cg__pool_create(int threads) {
     pthread_cond_init(&p->done, NULL);
     atomic_init(&p->next, 0);
     p->threads = calloc((size_t)threads, sizeof *p->threads);
-    if (!p->threads) { free(p); return NULL; }
+    if (!p->threads) {
+        free(p);
+        return NULL;
+    }
     for (int t = 1; t < threads; t++) {
         worker_arg *wa = malloc(sizeof *wa);
-        if (!wa) { p->size = t; break; }
+        if (!wa) {
+            p->size = t;
+            break;
+        }
         wa->pool = p;
         wa->tid = t;
         if (pthread_create(&p->threads[t], NULL, worker, wa) != 0) {

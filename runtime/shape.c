@@ -42,23 +42,25 @@ static cg_status shape_check(cg_context *ctx, const cg_shape *s, const cg_op_des
     for (int i = 0; i < 64; i++) {
         if (!(s->given & BIT(i))) continue;
         if (i >= d->nt || !d->t[i].optional)
-            return cg__err(ctx, CG_EINVAL, "shape.given: bit %d but expected bits of optional tensors of %s only", i, d->name);
+            return cg__err(ctx, CG_EINVAL, "shape.given: bit %d but expected bits of optional tensors of %s only", i,
+                           d->name);
         const int r = d->t[i].requires ? cg__op_tensor(d, d->t[i].requires) : -1;
         if (r >= 0 && !cg__shape_present(d, s, r))
             return cg__err(ctx, CG_EINVAL, "shape: %s is given but %s is not (expected %s only with %s)", d->t[i].name,
                            d->t[r].name, d->t[i].name, d->t[r].name);
     }
     if (d->nscalar < 32 && (s->scalars >> d->nscalar))
-        return cg__err(ctx, CG_EINVAL, "shape.scalars: %#x but expected bits of the %d scalar options of %s", s->scalars,
-                       d->nscalar, d->name);
+        return cg__err(ctx, CG_EINVAL, "shape.scalars: %#x but expected bits of the %d scalar options of %s",
+                       s->scalars, d->nscalar, d->name);
     if (s->dtype != CG_F32 && s->dtype != CG_F64 && !cg__dtype_half(s->dtype))
         return cg__err(ctx, CG_EINVAL, "shape.dtype: %d but expected CG_F32, CG_F64, CG_BF16 or CG_F16", (int)s->dtype);
     uint64_t h = 0;
     cg_status st = cg__dtype_half(s->dtype) ? cg__shape_half_mask(ctx, d, s, &h) : CG_OK;
     if (st) return st;
     if (s->half != h || (cg__dtype_half(s->dtype) && !h))
-        return cg__err(ctx, CG_EINVAL, "shape.half: %#llx but expected %#llx (the 16-bit inputs, and the outputs that "
-                                       "follow them; dtype %s with no 16-bit tensor is not a shape)",
+        return cg__err(ctx, CG_EINVAL,
+                       "shape.half: %#llx but expected %#llx (the 16-bit inputs, and the outputs that "
+                       "follow them; dtype %s with no 16-bit tensor is not a shape)",
                        (unsigned long long)s->half, (unsigned long long)h, cg__dtype_word(s->dtype));
     if (s->nseq < 0 || s->nseq > DIM_MAX || (s->nseq && !d->varlen))
         return cg__err(ctx, CG_EINVAL, "shape.nseq: %lld but expected %s", (long long)s->nseq,
@@ -127,21 +129,25 @@ static cg_status parse_dtype(cg_context *ctx, const char *text, const cg_op_desc
         if (d->t[i].role == CG_TD_IN && (d->t[i].flags & CG_TD_HALF))
             n += snprintf(names + n, sizeof names - (size_t)n, "%s%s", n ? "-" : "", d->t[i].name);
     if (!ok || (w[len] && !cg__dtype_half(s->dtype)))
-        return cg__err(ctx, CG_EINVAL, "shape \"%s\": dtype=%s: expected f32, f64, bf16, f16, or bf16-NAME-... / "
-                                       "f16-NAME-... naming the 16-bit inputs (of %s: %s)",
+        return cg__err(ctx, CG_EINVAL,
+                       "shape \"%s\": dtype=%s: expected f32, f64, bf16, f16, or bf16-NAME-... / "
+                       "f16-NAME-... naming the 16-bit inputs (of %s: %s)",
                        text, w, d->name, names);
     s->half = 0;
     if (!cg__dtype_half(s->dtype)) return CG_OK;
     for (int i = 0; i < d->nt; i++)
-        if (!w[len] && d->t[i].role == CG_TD_IN && (d->t[i].flags & CG_TD_HALF) && cg__shape_present(d, s, i)) s->half |= BIT(i);
+        if (!w[len] && d->t[i].role == CG_TD_IN && (d->t[i].flags & CG_TD_HALF) && cg__shape_present(d, s, i))
+            s->half |= BIT(i);
     for (const char *p = w[len] ? w + len + 1 : ""; *p;) {
         const size_t n = strcspn(p, "-");
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), p);
         const int i = cg__op_tensor(d, name);
         if (i < 0 || d->t[i].role != CG_TD_IN || !(d->t[i].flags & CG_TD_HALF))
-            return cg__err(ctx, CG_EINVAL, "shape \"%s\": dtype=%s: '%s' is not a 16-bit-capable input of %s "
-                                           "(expected some of %s)", text, w, name, d->name, names);
+            return cg__err(ctx, CG_EINVAL,
+                           "shape \"%s\": dtype=%s: '%s' is not a 16-bit-capable input of %s "
+                           "(expected some of %s)",
+                           text, w, name, d->name, names);
         if (!cg__shape_present(d, s, i))
             return cg__err(ctx, CG_EINVAL, "shape \"%s\": dtype=%s: '%s' is not given (expected %s in the shape too)",
                            text, w, name, name);
@@ -159,7 +165,9 @@ static cg_status parse_dtype(cg_context *ctx, const char *text, const cg_op_desc
 }
 
 cg_status cg_shape_parse(cg_context *ctx, const char *text, cg_shape *out) {
-    if (!text) return cg__err(ctx, CG_EINVAL, "text: null pointer (expected a shape, e.g. ssd_fwd:B=1,T=64,G=1,H=2,dk=32,dv=32)");
+    if (!text)
+        return cg__err(ctx, CG_EINVAL,
+                       "text: null pointer (expected a shape, e.g. ssd_fwd:B=1,T=64,G=1,H=2,dk=32,dv=32)");
     char buf[CG_SHAPE_TEXT_MAX * 2], words[512], ops[128];
     const char *colon = strchr(text, ':');
     if (!colon || (size_t)(colon - text) >= 32)
@@ -168,8 +176,12 @@ cg_status cg_shape_parse(cg_context *ctx, const char *text, cg_shape *out) {
     char opname[32];
     snprintf(opname, sizeof opname, "%.*s", (int)(colon - text), text);
     const cg_op_desc *d = cg__op_find(opname);
-    if (!d) return cg__err(ctx, CG_EINVAL, "shape \"%s\": op '%s' is unknown (expected one of %s)", text, opname, op_names(ops, sizeof ops));
-    if (strlen(colon + 1) >= sizeof buf) return cg__err(ctx, CG_EINVAL, "shape \"%.64s...\": too long (expected under %zu characters)", text, sizeof buf);
+    if (!d)
+        return cg__err(ctx, CG_EINVAL, "shape \"%s\": op '%s' is unknown (expected one of %s)", text, opname,
+                       op_names(ops, sizeof ops));
+    if (strlen(colon + 1) >= sizeof buf)
+        return cg__err(ctx, CG_EINVAL, "shape \"%.64s...\": too long (expected under %zu characters)", text,
+                       sizeof buf);
     snprintf(buf, sizeof buf, "%s", colon + 1);
     cg_shape s;
     memset(&s, 0, sizeof s);
@@ -181,13 +193,15 @@ cg_status cg_shape_parse(cg_context *ctx, const char *text, cg_shape *out) {
         next = strchr(p, ',');
         if (next) *next++ = 0;
         if (!*p)
-            return cg__err(ctx, CG_EINVAL, "shape \"%s\": an empty item (expected one of %s)", text, words_of(d, words, sizeof words, 0));
+            return cg__err(ctx, CG_EINVAL, "shape \"%s\": an empty item (expected one of %s)", text,
+                           words_of(d, words, sizeof words, 0));
         char *eq = strchr(p, '=');
         const char *val = eq ? eq + 1 : NULL;
         if (eq) *eq = 0;
         for (int k = 0; k < nseen; k++) /* "D=4" (a symbol) and "D" (a tensor) are two words */
             if (!strcmp(seen[k], p) && seen_val[k] == !!val)
-                return cg__err(ctx, CG_EINVAL, "shape \"%s\": %s%s given twice (expected each once)", text, p, val ? "=" : "");
+                return cg__err(ctx, CG_EINVAL, "shape \"%s\": %s%s given twice (expected each once)", text, p,
+                               val ? "=" : "");
         if (nseen < 64) seen_val[nseen] = !!val, seen[nseen++] = p;
         cg_sym sym;
         int64_t v;
@@ -197,7 +211,8 @@ cg_status cg_shape_parse(cg_context *ctx, const char *text, cg_shape *out) {
             if (!strcmp(d->scalar[k].name, p)) sc = k;
         if (val && cg_sym_parse(p, &sym) == CG_OK && d->dim_off[sym] != (size_t)-1) {
             if (!val || parse_int(val, 1, DIM_MAX, &v))
-                return cg__err(ctx, CG_EINVAL, "shape \"%s\": %s = '%s' (expected an integer in 1 .. 2^40)", text, p, val ? val : "");
+                return cg__err(ctx, CG_EINVAL, "shape \"%s\": %s = '%s' (expected an integer in 1 .. 2^40)", text, p,
+                               val ? val : "");
             s.dim[sym] = v;
             have_g |= sym == CG_SYM_G;
         } else if (!strcmp(p, "dtype") && val) {
@@ -208,14 +223,16 @@ cg_status cg_shape_parse(cg_context *ctx, const char *text, cg_shape *out) {
             s.layout = !strcmp(val, "head") ? CG_LAYOUT_HEAD_MAJOR : CG_LAYOUT_TOKEN_MAJOR;
         } else if ((!strcmp(p, "varlen") || !strcmp(p, "longest")) && val && d->varlen) {
             if (parse_int(val, 1, DIM_MAX, &v))
-                return cg__err(ctx, CG_EINVAL, "shape \"%s\": %s = '%s' (expected an integer in 1 .. 2^40)", text, p, val);
+                return cg__err(ctx, CG_EINVAL, "shape \"%s\": %s = '%s' (expected an integer in 1 .. 2^40)", text, p,
+                               val);
             *(p[0] == 'v' ? &s.nseq : &s.longest) = v;
         } else if (!val && ti >= 0 && d->t[ti].optional) {
             s.given |= BIT(ti);
         } else if (!val && sc >= 0) {
             s.scalars |= 1u << sc;
         } else {
-            const int keyword = !strcmp(p, "dtype") || !strcmp(p, "layout") || !strcmp(p, "varlen") || !strcmp(p, "longest");
+            const int keyword =
+                !strcmp(p, "dtype") || !strcmp(p, "layout") || !strcmp(p, "varlen") || !strcmp(p, "longest");
             const char *why = ti >= 0 && !d->t[ti].optional ? "is a required tensor (name only the optional ones given)"
                               : cg_sym_parse(p, &sym) == CG_OK ? "is not a symbol of this op"
                               : keyword && !val                ? "needs a value"
@@ -287,7 +304,8 @@ cg_status cg_shape_format(cg_context *ctx, const cg_shape *shape, char *buf, siz
         if (s.scalars & (1u << k)) ADD(",%s", d->scalar[k].name);
 #undef ADD
     if (n >= sizeof t || n >= cap)
-        return cg__err(ctx, CG_EINVAL, "cap: %zu bytes but the text takes %zu (expected CG_SHAPE_TEXT_MAX)", cap, n + 1);
+        return cg__err(ctx, CG_EINVAL, "cap: %zu bytes but the text takes %zu (expected CG_SHAPE_TEXT_MAX)", cap,
+                       n + 1);
     memcpy(buf, t, n + 1);
     return CG_OK;
 }
@@ -335,8 +353,8 @@ cg_status cg_shape_tensor(cg_context *ctx, const cg_shape *shape, int i, cg_tens
     if (st) return st;
     const cg_tdesc *t = cg__op_tdesc(d, i);
     if (!t)
-        return cg__err(ctx, CG_EINVAL, "i: %d but expected 0 .. %d (the tensors of %s%s)", i, d->nt - (d->varlen == NULL),
-                       d->name, d->varlen ? ", cu_seqlens last" : "");
+        return cg__err(ctx, CG_EINVAL, "i: %d but expected 0 .. %d (the tensors of %s%s)", i,
+                       d->nt - (d->varlen == NULL), d->name, d->varlen ? ", cu_seqlens last" : "");
     memset(tensor, 0, sizeof *tensor);
     if (i == d->nt) { /* cu_seqlens [N + 1] */
         tensor->dtype = CG_I32;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 typedef struct tspec {
-    const char *name;     /* argument name, e.g. "q" */
+    const char *name; /* argument name, e.g. "q" */
     const cg_tensor *t;
     int required;
     int output;
@@ -61,8 +61,10 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
         return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected CG_I32 or CG_I64 (an index tensor %s)", sp->name,
                        cg__dtype_name(t->dtype), tdims(sp, db));
     if (cg__dtype_index(t->dtype) && !sp->index) /* integer dtypes are cu_seqlens' and the index tensors' only */
-        return cg__err(ctx, CG_EINVAL, "%s: dtype %s but expected CG_F32, CG_F64, CG_BF16 or CG_F16 (integer tensors are for cu_seqlens only)",
-                       sp->name, t->dtype == CG_I32 ? "CG_I32" : "CG_I64");
+        return cg__err(
+            ctx, CG_EINVAL,
+            "%s: dtype %s but expected CG_F32, CG_F64, CG_BF16 or CG_F16 (integer tensors are for cu_seqlens only)",
+            sp->name, t->dtype == CG_I32 ? "CG_I32" : "CG_I64");
     if (!sp->index && !cg__dtype_known(t->dtype))
         return cg__err(ctx, CG_EINVAL, "%s: unknown dtype %d (expected CG_F32, CG_F64, CG_BF16 or CG_F16)", sp->name,
                        (int)t->dtype);
@@ -71,13 +73,14 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
                        sp->name, t->data, cg__dtype_size(t->dtype));
     if (t->ndim != sp->ndim) {
         fmt_shape(got, sizeof got, t->ndim > 0 && t->ndim <= CG_MAX_DIMS ? t->ndim : 0, t->shape);
-        return cg__err(ctx, CG_EINVAL, "%s: %d dimensions %s but expected %d: %s %s", sp->name, t->ndim, got,
-                       sp->ndim, twant(sp, want), tdims(sp, db));
+        return cg__err(ctx, CG_EINVAL, "%s: %d dimensions %s but expected %d: %s %s", sp->name, t->ndim, got, sp->ndim,
+                       twant(sp, want), tdims(sp, db));
     }
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] != sp->shape[i]) {
             fmt_shape(got, sizeof got, t->ndim, t->shape);
-            return cg__err(ctx, CG_EINVAL, "%s: shape %s but expected %s %s", sp->name, got, twant(sp, want), tdims(sp, db));
+            return cg__err(ctx, CG_EINVAL, "%s: shape %s but expected %s %s", sp->name, got, twant(sp, want),
+                           tdims(sp, db));
         }
     }
     int all_zero = 1;
@@ -87,7 +90,8 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
         if (all_zero) st[i] = numel;
         else st[i] = t->stride[i];
         if (numel > INT64_MAX / t->shape[i])
-            return cg__err(ctx, CG_EINVAL, "%s: element count of shape %s overflows 64 bits", sp->name, twant(sp, want));
+            return cg__err(ctx, CG_EINVAL, "%s: element count of shape %s overflows 64 bits", sp->name,
+                           twant(sp, want));
         numel *= t->shape[i];
     }
     if (numel > INT64_MAX / 8)
@@ -98,12 +102,13 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
             return cg__err(ctx, CG_EINVAL, "%s: stride[%d] = %lld out of range (expected >= 0)", sp->name, i,
                            (long long)st[i]);
         if (st[i] > 0 && t->shape[i] - 1 > (INT64_MAX / 8 - maxoff) / st[i])
-            return cg__err(ctx, CG_EINVAL, "%s: stride[%d] = %lld out of range (offsets overflow 64 bits)",
-                           sp->name, i, (long long)st[i]);
+            return cg__err(ctx, CG_EINVAL, "%s: stride[%d] = %lld out of range (offsets overflow 64 bits)", sp->name, i,
+                           (long long)st[i]);
         maxoff += (t->shape[i] - 1) * st[i];
     }
     if (sp->inner_contig && t->ndim > 0 && t->shape[t->ndim - 1] > 1 && st[t->ndim - 1] != 1)
-        return cg__err(ctx, CG_EINVAL, "%s: innermost stride is %lld but expected 1 (the last dimension of %s must be contiguous)",
+        return cg__err(ctx, CG_EINVAL,
+                       "%s: innermost stride is %lld but expected 1 (the last dimension of %s must be contiguous)",
                        sp->name, (long long)st[t->ndim - 1], tdims(sp, db));
     if (sp->output) {
         /* No two indices may share memory: sorted by stride, each stride must exceed the
@@ -113,7 +118,9 @@ static cg_status check_tensor(cg_context *ctx, const tspec *sp, int64_t *st) {
             if (t->shape[i] > 1) order[n++] = i;
         for (int a = 1; a < n; a++)
             for (int b = a; b > 0 && st[order[b]] < st[order[b - 1]]; b--) {
-                int tmp = order[b]; order[b] = order[b - 1]; order[b - 1] = tmp;
+                int tmp = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = tmp;
             }
         int64_t extent = 0;
         for (int a = 0; a < n; a++) {
@@ -173,11 +180,14 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
         const cg_tdesc *td = &d->t[i];
         if (td->role != CG_TD_IN || td->optional) continue;
         int news = 0;
-        for (int k = 0; k < 4; k++) news |= td->ext[k] != CG_SYM_NONE && src[td->ext[k]] < 0 && d->dim_off[td->ext[k]] != (size_t)-1;
+        for (int k = 0; k < 4; k++)
+            news |= td->ext[k] != CG_SYM_NONE && src[td->ext[k]] < 0 && d->dim_off[td->ext[k]] != (size_t)-1;
         if (!news) continue;
         const cg_tensor *t = cg__args_tensor(d, args, i);
         char full[64], part[64]; /* dims texts, formatted for a message only */
-        if (!t->data) return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", td->name, dims_text(d, i, 1, hm, full));
+        if (!t->data)
+            return cg__err(ctx, CG_EINVAL, "%s: null data pointer (required tensor %s)", td->name,
+                           dims_text(d, i, 1, hm, full));
         int64_t shape[4];
         int nfull = cg__op_given_shape(d, i, dims, 1, hm, shape);
         int g = 1;
@@ -188,7 +198,8 @@ cg_status cg__op_derive_dims(cg_context *ctx, const cg_op_desc *d, const void *a
             g = t->ndim == nfull;
             *grouped = g;
         } else if (t->ndim != nfull) {
-            return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d: %s", td->name, t->ndim, nfull, dims_text(d, i, 1, hm, full));
+            return cg__err(ctx, CG_EINVAL, "%s: %d dimensions but expected %d: %s", td->name, t->ndim, nfull,
+                           dims_text(d, i, 1, hm, full));
         }
         int order[4], n = cg__op_given_order(d, i, g, hm, order);
         for (int j = 0; j < n; j++) {
@@ -335,17 +346,20 @@ cg_status cg__varlen_dims(cg_context *ctx, const cg_op_desc *d, const void *args
         return cg__err(ctx, CG_EINVAL, "cu_seqlens: dtype %s but expected CG_I32 or CG_I64 (the offsets [N + 1])",
                        cg__dtype_known(t->dtype) ? cg__dtype_name(t->dtype) : "unknown");
     if ((uintptr_t)t->data % cg__dtype_size(t->dtype))
-        return cg__err(ctx, CG_EINVAL, "cu_seqlens: data pointer %p is not aligned to %zu bytes (the size of its dtype)",
-                       t->data, cg__dtype_size(t->dtype));
-    if (t->ndim != 1)
-        return cg__err(ctx, CG_EINVAL, "cu_seqlens: %d dimensions but expected 1: [N + 1]", t->ndim);
+        return cg__err(ctx, CG_EINVAL,
+                       "cu_seqlens: data pointer %p is not aligned to %zu bytes (the size of its dtype)", t->data,
+                       cg__dtype_size(t->dtype));
+    if (t->ndim != 1) return cg__err(ctx, CG_EINVAL, "cu_seqlens: %d dimensions but expected 1: [N + 1]", t->ndim);
     if (t->shape[0] < 2)
-        return cg__err(ctx, CG_EINVAL, "cu_seqlens: shape (%lld) but expected at least 2 offsets: [N + 1] with N >= 1 sequences",
+        return cg__err(ctx, CG_EINVAL,
+                       "cu_seqlens: shape (%lld) but expected at least 2 offsets: [N + 1] with N >= 1 sequences",
                        (long long)t->shape[0]);
     if (t->stride[0] < 0 || t->stride[0] > INT64_MAX / 8 / t->shape[0])
-        return cg__err(ctx, CG_EINVAL, "cu_seqlens: stride[0] = %lld out of range (expected >= 0)", (long long)t->stride[0]);
+        return cg__err(ctx, CG_EINVAL, "cu_seqlens: stride[0] = %lld out of range (expected >= 0)",
+                       (long long)t->stride[0]);
     if (dims[CG_SYM_B] != 1)
-        return cg__err(ctx, CG_EINVAL, "%s: B = %lld but expected 1 with cu_seqlens (the sequences are packed along %s)",
+        return cg__err(ctx, CG_EINVAL,
+                       "%s: B = %lld but expected 1 with cu_seqlens (the sequences are packed along %s)",
                        d->t[src[CG_SYM_B]].name, (long long)dims[CG_SYM_B], seq);
     *nseq = t->shape[0] - 1;
     return CG_OK;
@@ -358,7 +372,8 @@ static cg_status varlen_views(cg_context *ctx, const cg_op_desc *d, const void *
     cu->dt = t->dtype;
     cu->s[0] = t->stride[0] ? t->stride[0] : 1;
     *cg__prob_nseq(d, prob) = nseq;
-    const uintptr_t lo = (uintptr_t)t->data, hi = lo + (uintptr_t)((nseq * cu->s[0] + 1) * (int64_t)cg__dtype_size(t->dtype));
+    const uintptr_t lo = (uintptr_t)t->data,
+                    hi = lo + (uintptr_t)((nseq * cu->s[0] + 1) * (int64_t)cg__dtype_size(t->dtype));
     for (int i = 0; i < d->nt; i++) { /* outputs must not overlap the offsets (like any input) */
         const cg_view *v = cg__prob_view(d, prob, i);
         if (d->t[i].role != CG_TD_OUT || !v->p) continue;
@@ -385,13 +400,16 @@ cg_status cg__varlen_check(cg_context *ctx, const cg_op_desc *d, const void *pro
         if (i == 0 && x != 0)
             return cg__err(ctx, CG_EINVAL, "cu_seqlens[0] = %lld but expected 0 (the first offset)", (long long)x);
         if (x < prev)
-            return cg__err(ctx, CG_EINVAL, "cu_seqlens[%lld] = %lld but expected >= cu_seqlens[%lld] = %lld (offsets are non-decreasing)",
-                           (long long)i, (long long)x, (long long)(i - 1), (long long)prev);
+            return cg__err(
+                ctx, CG_EINVAL,
+                "cu_seqlens[%lld] = %lld but expected >= cu_seqlens[%lld] = %lld (offsets are non-decreasing)",
+                (long long)i, (long long)x, (long long)(i - 1), (long long)prev);
         if (x > T)
             return cg__err(ctx, CG_EINVAL, "cu_seqlens[%lld] = %lld but expected <= %s = %lld (the packed length)",
                            (long long)i, (long long)x, seq, (long long)T);
         if (i == n1 - 1 && x != T)
-            return cg__err(ctx, CG_EINVAL, "cu_seqlens[%lld] = %lld but expected %s = %lld (the last offset is the packed length)",
+            return cg__err(ctx, CG_EINVAL,
+                           "cu_seqlens[%lld] = %lld but expected %s = %lld (the last offset is the packed length)",
                            (long long)i, (long long)x, seq, (long long)T);
         prev = x;
     }
@@ -433,13 +451,16 @@ cg_status cg__slots_check(cg_context *ctx, const cg_op_desc *d, const void *prob
     for (int64_t b = 0; b < B; b++) { /* the range of every index */
         const int64_t x = cg__idx_at(src, b, 0);
         if (x < -1 || x >= S)
-            return cg__err(ctx, CG_EINVAL, "%s = %lld but expected -1 (padding) or a slot 0 .. %s-1 = %lld (the cache's first extent)",
+            return cg__err(ctx, CG_EINVAL,
+                           "%s = %lld but expected -1 (padding) or a slot 0 .. %s-1 = %lld (the cache's first extent)",
                            slot_name(d, sd->src, b, 0, 0, at, sizeof at), (long long)x, sn, (long long)(S - 1));
         for (int64_t t = 0; dst->p && t < T; t++) {
             const int64_t y = cg__idx_at(dst, b, t);
             if (y < -1 || y >= S)
-                return cg__err(ctx, CG_EINVAL, "%s = %lld but expected -1 (no write) or a slot 0 .. %s-1 = %lld (the cache's first extent)",
-                               slot_name(d, sd->dst, b, t, 1, at, sizeof at), (long long)y, sn, (long long)(S - 1));
+                return cg__err(
+                    ctx, CG_EINVAL,
+                    "%s = %lld but expected -1 (no write) or a slot 0 .. %s-1 = %lld (the cache's first extent)",
+                    slot_name(d, sd->dst, b, t, 1, at, sizeof at), (long long)y, sn, (long long)(S - 1));
         }
     }
     /* one bit per slot: written by this call */
@@ -458,7 +479,8 @@ cg_status cg__slots_check(cg_context *ctx, const cg_op_desc *d, const void *prob
             if (bits[x / 64] >> (x % 64) & 1) {
                 int64_t ob = 0, ot = 0;
                 slot_writer(src, dst, B, T, x, &ob, &ot);
-                s = cg__err(ctx, CG_EINVAL, "%s = %lld but %s = %lld too: a slot written twice in one call (expected distinct slots)",
+                s = cg__err(ctx, CG_EINVAL,
+                            "%s = %lld but %s = %lld too: a slot written twice in one call (expected distinct slots)",
                             slot_name(d, wi, b, t, dst->p != NULL, at, sizeof at), (long long)x,
                             slot_name(d, wi, ob, ot, dst->p != NULL, other, sizeof other), (long long)x);
             }
@@ -471,8 +493,9 @@ cg_status cg__slots_check(cg_context *ctx, const cg_op_desc *d, const void *prob
         int64_t wb = 0, wt = 0;
         slot_writer(src, dst, B, T, x, &wb, &wt);
         if (wb != b)
-            s = cg__err(ctx, CG_EINVAL, "%s = %lld but %s = %lld: a slot read by one entry and written by another "
-                                        "(the result would depend on their order; expected distinct slots)",
+            s = cg__err(ctx, CG_EINVAL,
+                        "%s = %lld but %s = %lld: a slot read by one entry and written by another "
+                        "(the result would depend on their order; expected distinct slots)",
                         slot_name(d, sd->src, b, 0, 0, at, sizeof at), (long long)x,
                         slot_name(d, sd->dst, wb, wt, 1, other, sizeof other), (long long)x);
     }

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* How tensor i of d is cut into sequences. */
 typedef enum vl_kind { VL_TOKEN, VL_STATE, VL_SHARED_IN, VL_SHARED_OUT } vl_kind;
 
@@ -56,7 +55,8 @@ cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
     /* shared outputs: each sequence writes scratch[i]; acc[i] sums them in float64 */
     void *scratch[CG_OP_MAX_TENSORS] = {0};
     double *acc[CG_OP_MAX_TENSORS] = {0};
-    cg_status s = off ? CG_OK : cg__err(ctx, CG_ENOMEM, "cu_seqlens: out of memory for %lld offsets", (long long)nseq + 1);
+    cg_status s =
+        off ? CG_OK : cg__err(ctx, CG_ENOMEM, "cu_seqlens: out of memory for %lld offsets", (long long)nseq + 1);
     for (int64_t i = 0; !s && i <= nseq; i++) off[i] = cg__cu_at(cu, i);
     for (int i = 0; !s && i < d->nt; i++) {
         const cg_view *v = cg__prob_view(d, prob, i);
@@ -65,7 +65,8 @@ cg_status cg__varlen_run(cg_context *ctx, const cg_backend_vt *vt, cg_op op, con
         cg__prob_extents(d, prob, i, n);
         scratch[i] = calloc((size_t)numel(n), cg__dtype_size(v->dt));
         acc[i] = calloc((size_t)numel(n), sizeof(double));
-        if (!scratch[i] || !acc[i]) s = cg__err(ctx, CG_ENOMEM, "%s: out of memory for the per-sequence sums", d->t[i].name);
+        if (!scratch[i] || !acc[i])
+            s = cg__err(ctx, CG_ENOMEM, "%s: out of memory for the per-sequence sums", d->t[i].name);
     }
     for (int64_t q = 0; !s && q < nseq; q++) {
         const int64_t t0 = off[q], len = off[q + 1] - off[q];

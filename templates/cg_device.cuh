@@ -80,8 +80,8 @@ struct mma_rec {
 };
 // Every lane's d of the warp's 16x8 product C + A B over K (the C and D fragments' layout is
 // the same for both shapes), summed in the order C, then k = 0..K-1.
-template <int K> static void mma_write_d(void *const *args, const float (&A)[16][K], const float (&B)[K][8],
-                                         const float (&C)[16][8]) {
+template <int K>
+static void mma_write_d(void *const *args, const float (&A)[16][K], const float (&B)[K][8], const float (&C)[16][8]) {
     for (int l = 0; l < 32; l++) {
         const mma_rec *r = static_cast<const mma_rec *>(args[l]);
         for (int i = 0; i < 4; i++) {
@@ -108,7 +108,7 @@ __attribute__((unused)) static void mma_tf32_fn(void *const *args, unsigned) {
     }
     mma_write_d<8>(args, A, B, C);
 }
-}  // namespace cg_emu
+} // namespace cg_emu
 #endif
 
 // d = A b + c for one warp (every lane of the warp must call it, converged).
@@ -123,12 +123,11 @@ CG_DEV void cg_mma_tf32_16x8x8(float d[4], const unsigned a[4], const unsigned b
                                &::cg_emu::mma_tf32_fn);
     for (int i = 0; i < 4; i++) d[i] = out[i];
 #else
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
-          "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+                   "f"(c[3]));
 #endif
 }
 
@@ -141,8 +140,8 @@ CG_DEV void cg_mma_tf32_16x8x8_f(float d[4], const float a[4], const float b[2],
 }
 
 // 3xTF32 from split operands (cg_split_tf32): the small terms first.
-CG_DEV void cg_mma_3xtf32_16x8x8(float d[4], const unsigned a_hi[4], const unsigned a_lo[4],
-                                 const unsigned b_hi[2], const unsigned b_lo[2], const float c[4]) {
+CG_DEV void cg_mma_3xtf32_16x8x8(float d[4], const unsigned a_hi[4], const unsigned a_lo[4], const unsigned b_hi[2],
+                                 const unsigned b_lo[2], const float c[4]) {
     float t[4];
     cg_mma_tf32_16x8x8(t, a_lo, b_hi, c);
     cg_mma_tf32_16x8x8(t, a_hi, b_lo, t);
@@ -163,8 +162,12 @@ CG_DEV void cg_mma_3xtf32_16x8x8_f(float d[4], const float a[4], const float b[2
 // to even: cvt.rn on the GPU; under the emulator runtime/half.h's functions (appended
 // to emulator/cg_emu.h), the host's one definition. The two agree bit for bit on every
 // input but NaN, which stays a NaN (the GPU's cvt may return a canonical NaN).
-struct cg_bf16 { unsigned short u; };
-struct cg_f16 { unsigned short u; };
+struct cg_bf16 {
+    unsigned short u;
+};
+struct cg_f16 {
+    unsigned short u;
+};
 
 CG_DEV float cg_f32(float x) { return x; }
 CG_DEV float cg_f32(cg_bf16 h) { return __uint_as_float((unsigned)h.u << 16); }
@@ -264,15 +267,15 @@ template <class T> static void mma_h16_fn(void *const *args, unsigned) {
     }
     mma_write_d<16>(args, A, B, C);
 }
-template <class T> static void mma_h16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4],
-                                       const char *what) {
+template <class T>
+static void mma_h16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4], const char *what) {
     if (self()->blk->nthreads % 32) fail("%s needs full warps; the block has %d threads", what, self()->blk->nthreads);
     float out[4];
     mma_rec rec{a, b, c, out};
     g_api->warp_sync(self(), 0xFFFFFFFFu, what, 0, &rec, &mma_h16_fn<T>);
     for (int i = 0; i < 4; i++) d[i] = out[i];
 }
-}  // namespace cg_emu
+} // namespace cg_emu
 #endif
 
 // d = A b + c for one warp (every lane of the warp, converged); d may alias c. The 16-bit
@@ -280,11 +283,11 @@ template <class T> static void mma_h16(float d[4], const unsigned a[4], const un
 #ifdef CG_EMULATE
 #define CG__MMA_H16(T, ty) ::cg_emu::mma_h16<T>(d, a, b, c, "mma.sync.m16n8k16." #ty)
 #else
-#define CG__MMA_H16(T, ty)                                                                                            \
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." #ty "." #ty ".f32 "                                         \
+#define CG__MMA_H16(T, ty)                                                                                             \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." #ty "." #ty ".f32 "                                          \
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"                               \
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                     \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                      \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),  \
                    "f"(c[3]))
 #endif
 CG_DEV void cg_mma_bf16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
@@ -295,11 +298,14 @@ CG_DEV void cg_mma_f16_16x8x16(float d[4], const unsigned a[4], const unsigned b
 }
 #undef CG__MMA_H16
 // The one for storage type T (cg_bf16 or cg_f16).
-template <class T> CG_DEV void cg_mma_h16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
-template <> CG_DEV void cg_mma_h16_16x8x16<cg_bf16>(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+template <class T>
+CG_DEV void cg_mma_h16_16x8x16(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
+template <>
+CG_DEV void cg_mma_h16_16x8x16<cg_bf16>(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
     cg_mma_bf16_16x8x16(d, a, b, c);
 }
-template <> CG_DEV void cg_mma_h16_16x8x16<cg_f16>(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
+template <>
+CG_DEV void cg_mma_h16_16x8x16<cg_f16>(float d[4], const unsigned a[4], const unsigned b[2], const float c[4]) {
     cg_mma_f16_16x8x16(d, a, b, c);
 }
 
@@ -345,7 +351,7 @@ template <int N, bool TRANS> __attribute__((noinline)) static void ldmatrix(unsi
     ldmatrix_rec rec{static_cast<const unsigned char *>(row), r};
     g_api->warp_sync(self(), 0xFFFFFFFFu, TRANS ? "ldmatrix.trans" : "ldmatrix", 0, &rec, &ldmatrix_fn<N, TRANS>);
 }
-}  // namespace cg_emu
+} // namespace cg_emu
 CG_DEV void cg_ldmatrix_x1(unsigned r[1], const void *row) { ::cg_emu::ldmatrix<1, false>(r, row); }
 CG_DEV void cg_ldmatrix_x2(unsigned r[2], const void *row) { ::cg_emu::ldmatrix<2, false>(r, row); }
 CG_DEV void cg_ldmatrix_x4(unsigned r[4], const void *row) { ::cg_emu::ldmatrix<4, false>(r, row); }
@@ -356,13 +362,13 @@ CG_DEV void cg_ldmatrix_x4_trans(unsigned r[4], const void *row) { ::cg_emu::ldm
 #define CG_SMEM_(p) ((unsigned)__cvta_generic_to_shared(p))
 // .x<n> and its .trans: the register list regs, the outputs r[0..n-1] (the variadic tail).
 #define CG_LDMATRIX_(n, regs, ...)                                                                                     \
-    CG_DEV void cg_ldmatrix_x##n(unsigned r[n], const void *row) {                                                   \
+    CG_DEV void cg_ldmatrix_x##n(unsigned r[n], const void *row) {                                                     \
         asm volatile("ldmatrix.sync.aligned.m8n8.x" #n ".shared.b16 " regs ";\n" : __VA_ARGS__ : "r"(CG_SMEM_(row)));  \
-    }                                                                                                                \
-    CG_DEV void cg_ldmatrix_x##n##_trans(unsigned r[n], const void *row) {                                           \
-        asm volatile("ldmatrix.sync.aligned.m8n8.x" #n ".trans.shared.b16 " regs ";\n"                                \
-                     : __VA_ARGS__                                                                                   \
-                     : "r"(CG_SMEM_(row)));                                                                          \
+    }                                                                                                                  \
+    CG_DEV void cg_ldmatrix_x##n##_trans(unsigned r[n], const void *row) {                                             \
+        asm volatile("ldmatrix.sync.aligned.m8n8.x" #n ".trans.shared.b16 " regs ";\n"                                 \
+                     : __VA_ARGS__                                                                                     \
+                     : "r"(CG_SMEM_(row)));                                                                            \
     }
 CG_LDMATRIX_(1, "{%0}, [%1]", "=r"(r[0]))
 CG_LDMATRIX_(2, "{%0, %1}, [%2]", "=r"(r[0]), "=r"(r[1]))
@@ -389,11 +395,11 @@ __attribute__((noinline)) static void cp_async(void *dst, const void *src, int s
         fail("cp.async of %d bytes in line %d: src_bytes %d out of range", size, line, src_bytes);
     g_api->cp_async(self(), dst, src, size, src_bytes, __builtin_return_address(0));
 }
-}  // namespace cg_emu
-#define CG_CP_ASYNC_(kind, n)                                                                   \
-    CG_DEV void cg_cp_async_##kind##n(void *dst, const void *src) { ::cg_emu::cp_async(dst, src, n, n, __LINE__); } \
-    CG_DEV void cg_cp_async_##kind##n##_zfill(void *dst, const void *src, int src_bytes) {    \
-        ::cg_emu::cp_async(dst, src, n, src_bytes, __LINE__);                                  \
+} // namespace cg_emu
+#define CG_CP_ASYNC_(kind, n)                                                                                          \
+    CG_DEV void cg_cp_async_##kind##n(void *dst, const void *src) { ::cg_emu::cp_async(dst, src, n, n, __LINE__); }    \
+    CG_DEV void cg_cp_async_##kind##n##_zfill(void *dst, const void *src, int src_bytes) {                             \
+        ::cg_emu::cp_async(dst, src, n, src_bytes, __LINE__);                                                          \
     }
 CG_DEV void cg_cp_async_commit() { ::cg_emu::g_api->cp_async_commit(::cg_emu::self()); }
 template <int N> CG_DEV void cg_cp_async_wait() {
@@ -402,15 +408,15 @@ template <int N> CG_DEV void cg_cp_async_wait() {
 }
 CG_DEV void cg_cp_async_wait_all() { ::cg_emu::g_api->cp_async_wait(::cg_emu::self(), -1); }
 #else
-#define CG_CP_ASYNC_(kind, n)                                                                   \
-    CG_DEV void cg_cp_async_##kind##n(void *dst, const void *src) {                            \
-        const unsigned s = (unsigned)__cvta_generic_to_shared(dst);                            \
-        asm volatile("cp.async." #kind ".shared.global [%0], [%1], " #n ";\n" ::"r"(s), "l"(src) : "memory"); \
-    }                                                                                          \
-    CG_DEV void cg_cp_async_##kind##n##_zfill(void *dst, const void *src, int src_bytes) {    \
-        const unsigned s = (unsigned)__cvta_generic_to_shared(dst);                            \
-        asm volatile("cp.async." #kind ".shared.global [%0], [%1], " #n ", %2;\n" ::"r"(s), "l"(src), \
-                     "r"(src_bytes) : "memory");                                               \
+#define CG_CP_ASYNC_(kind, n)                                                                                          \
+    CG_DEV void cg_cp_async_##kind##n(void *dst, const void *src) {                                                    \
+        const unsigned s = (unsigned)__cvta_generic_to_shared(dst);                                                    \
+        asm volatile("cp.async." #kind ".shared.global [%0], [%1], " #n ";\n" ::"r"(s), "l"(src) : "memory");          \
+    }                                                                                                                  \
+    CG_DEV void cg_cp_async_##kind##n##_zfill(void *dst, const void *src, int src_bytes) {                             \
+        const unsigned s = (unsigned)__cvta_generic_to_shared(dst);                                                    \
+        asm volatile("cp.async." #kind ".shared.global [%0], [%1], " #n ", %2;\n" ::"r"(s), "l"(src), "r"(src_bytes)   \
+                     : "memory");                                                                                      \
     }
 CG_DEV void cg_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Wait until at most N committed groups are still in flight.
@@ -424,4 +430,4 @@ CG_CP_ASYNC_(cg, 16)
 #undef CG_CP_ASYNC_
 
 #undef CG_DEV
-#endif  // CG_DEVICE_CUH
+#endif // CG_DEVICE_CUH

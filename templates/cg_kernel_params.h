@@ -40,8 +40,8 @@ typedef struct cg_kcu {
  * {int = nseq} arguments, rendered with CG_VARLEN only: every other kernel's params are
  * unchanged). B = 1 then, nseq sequences packed along the time axis. */
 #ifdef CG_VARLEN
-#define CG_VARLEN_ARGS \
-    cg_kcu cu;         \
+#define CG_VARLEN_ARGS                                                                                                 \
+    cg_kcu cu;                                                                                                         \
     cg_i64 nseq;
 #else
 #define CG_VARLEN_ARGS
@@ -70,9 +70,9 @@ typedef struct cg_ssd_bwd_params {
     cg_ktensor q, k, v, la, h0, dout, dhT; /* inputs; h0.p, dhT.p NULL: zero */
     cg_ktensor dq, dk, dv, dla, dh0;       /* outputs; dh0.p NULL: not wanted */
     float *ws;
-    cg_i64 B, T, G, H, dim_k, dim_v;       /* dim_k, dim_v repeat the compiled CG_DK, CG_DV */
-    cg_i64 nchunks;                        /* ceil(T / chunk) */
-    CG_VARLEN_ARGS                         /* varlen: h0, dhT, dh0 [nseq, h, i, j] */
+    cg_i64 B, T, G, H, dim_k, dim_v; /* dim_k, dim_v repeat the compiled CG_DK, CG_DV */
+    cg_i64 nchunks;                  /* ceil(T / chunk) */
+    CG_VARLEN_ARGS                   /* varlen: h0, dhT, dh0 [nseq, h, i, j] */
 } cg_ssd_bwd_params;
 
 /* Gated delta rule forward (templates/gdr_fwd.cu). Logical orders, as in runtime/internal.h:
@@ -86,10 +86,10 @@ typedef struct cg_gdr_fwd_params {
     cg_ktensor o, hT;                /* outputs; hT.p NULL: not wanted */
     float *gc, *rs, *w, *u, *hs;     /* workspace */
     cg_i64 B, T, G, H;
-    double scale;                    /* resolved (never 0) */
-    cg_i64 nslot;                    /* chunk slots per (b, h): ceil(T / chunk) (+ nseq varlen) */
-    cg_i64 ndvt;                     /* dv tiles, ceil(dv / block_dv) */
-    CG_VARLEN_ARGS                   /* varlen: h0, hT [nseq, h, i, j] */
+    double scale;  /* resolved (never 0) */
+    cg_i64 nslot;  /* chunk slots per (b, h): ceil(T / chunk) (+ nseq varlen) */
+    cg_i64 ndvt;   /* dv tiles, ceil(dv / block_dv) */
+    CG_VARLEN_ARGS /* varlen: h0, hT [nseq, h, i, j] */
 } cg_gdr_fwd_params;
 
 /* Gated delta rule backward (templates/gdr_bwd.cu). Logical orders as for the forward, and
@@ -102,8 +102,8 @@ typedef struct cg_gdr_fwd_params {
  * normalised q and k of this value head (summed over the group by the last launch).
  * Read-only tensors are q, k, v, g, beta, h0, dout, dhT. */
 typedef struct cg_gdr_bwd_params {
-    cg_ktensor q, k, v, g, beta, h0, dout, dhT; /* inputs; h0.p, dhT.p NULL: zero */
-    cg_ktensor dq, dk, dv, dg, dbeta, dh0;      /* outputs; dh0.p NULL: not wanted */
+    cg_ktensor q, k, v, g, beta, h0, dout, dhT;                         /* inputs; h0.p, dhT.p NULL: zero */
+    cg_ktensor dq, dk, dv, dg, dbeta, dh0;                              /* outputs; dh0.p NULL: not wanted */
     float *gc, *rs, *w, *u, *hs, *am, *kk, *pm, *dhs, *dvn, *dqp, *dkp; /* workspace */
     cg_i64 B, T, G, H;
     double scale;

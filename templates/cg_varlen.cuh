@@ -14,7 +14,8 @@ typedef cg_i64 i64;
 // kernels address only inside the tensors (the results of offsets that break the
 // contract are unspecified).
 __device__ __forceinline__ i64 cu_at(const cg_kcu &c, i64 i, i64 T) {
-    const i64 v = c.wide ? reinterpret_cast<const i64 *>(c.p)[i * c.s0] : (i64)reinterpret_cast<const int *>(c.p)[i * c.s0];
+    const i64 v =
+        c.wide ? reinterpret_cast<const i64 *>(c.p)[i * c.s0] : (i64) reinterpret_cast<const int *>(c.p)[i * c.s0];
     return v < 0 ? 0 : (v > T ? T : v);
 }
 // Starts cu[0 .. nseq - 1] that are <= t (a binary search over the clamped offsets): the

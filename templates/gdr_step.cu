@@ -62,7 +62,7 @@ extern "C" __global__ void __launch_bounds__(CG_P_BLOCK_DV, 1) cg_gdr_step(cg_gd
             for (int i = 0; i < DK; i++) s[c][i] = 0.f;
         }
     }
-    const float scale = (float) p.scale;
+    const float scale = (float)p.scale;
     for (i64 t = 0; t < p.T; t++) {
         stage_qk<CG_T_Q, CG_T_K, DK, BDV>(p.q, p.k, b, t, g, qs, ks);
         const i64 gh = b * p.g.s0 + t * p.g.s1 + h * p.g.s2;

@@ -108,8 +108,8 @@ __device__ __forceinline__ FwdIO bwd_io(const cg_sscan_bwd_params &p) {
 // dy' (dy, times silu(z) when zb) of nt rows (strides dys1, zs1) of the block's
 // channels (strides dys2, zs2; the first live exist) into s_dy ([CHUNK][BD], zero past
 // live and beyond nt), 4 channels per thread and iteration (dvec, zvec: 16-byte loads).
-SSCAN_COPY void copy_dy(float *s_dy, const TDY *dyb, i64 dys1, i64 dys2, bool dvec, const TZ *zb, i64 zs1,
-                        i64 zs2, bool zvec, int live, int nt) {
+SSCAN_COPY void copy_dy(float *s_dy, const TDY *dyb, i64 dys1, i64 dys2, bool dvec, const TZ *zb, i64 zs1, i64 zs2,
+                        bool zvec, int live, int nt) {
     for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
         const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
         float v[4] = {0.f, 0.f, 0.f, 0.f}, zv[4];
@@ -128,9 +128,9 @@ SSCAN_COPY void copy_dy(float *s_dy, const TDY *dyb, i64 dys1, i64 dys2, bool dv
 // Stage dy' (the gradient into y: dy, times silu(z) with z) of steps [t0, t0 + nt) of
 // the block's channels into s_dy ([CHUNK][BD], zero outside [0, D) and beyond nt).
 __device__ __forceinline__ void stage_dy(const cg_sscan_bwd_params &p, i64 b, i64 d0, i64 t0, int nt, float *s_dy) {
-    copy_dy(s_dy, tp<const TDY>(p.dy) + b * p.dy.s0 + t0 * p.dy.s1 + d0 * p.dy.s2, p.dy.s1, p.dy.s2,
-            rows16<TDY>(p.dy), p.z.p ? tp<const TZ>(p.z) + b * p.z.s0 + t0 * p.z.s1 + d0 * p.z.s2 : nullptr, p.z.s1,
-            p.z.s2, p.z.p && rows16<TZ>(p.z), (int)min64(BD, p.n.D - d0), nt);
+    copy_dy(s_dy, tp<const TDY>(p.dy) + b * p.dy.s0 + t0 * p.dy.s1 + d0 * p.dy.s2, p.dy.s1, p.dy.s2, rows16<TDY>(p.dy),
+            p.z.p ? tp<const TZ>(p.z) + b * p.z.s0 + t0 * p.z.s1 + d0 * p.z.s2 : nullptr, p.z.s1, p.z.s2,
+            p.z.p && rows16<TZ>(p.z), (int)min64(BD, p.n.D - d0), nt);
 }
 
 // The reverse recurrence of the state gradient alone over steps tb - 1 down to ta
@@ -184,8 +184,8 @@ __device__ __forceinline__ cg_ktensor bc_target(const cg_sscan_bwd_params &p, co
 // One channel block k of a grads work item: segment sgi of batch row b, the unit's
 // channels [ca, cb); first_blk: k is the first block of the split (its dB/dC sums start
 // there). hb: this CTA's state buffer [SEG + 1][NPT][NT].
-__device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float *sm, float *hb, i64 b, i64 k,
-                                            i64 sgi, i64 ca, i64 cb, bool first_blk, const cg_ktensor &aB,
+__device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float *sm, float *hb, i64 b, i64 k, i64 sgi,
+                                            i64 ca, i64 cb, bool first_blk, const cg_ktensor &aB,
                                             const cg_ktensor &aC) {
     const cg_sscan_dims &n = p.n;
     const i64 d0 = k * BD;
@@ -327,7 +327,8 @@ __device__ __forceinline__ void grads_block(const cg_sscan_bwd_params &p, float 
             if (th.j == 0 && own) {
                 const float dxv = fmaf(dxp, dt, Dd * dyv), ddel = ddtp * s_sg[e];
                 tp<TDX>(p.dx)[b * p.dx.s0 + tt * p.dx.s1 + th.d * p.dx.s2] = cg_round<TDX>(dxv);
-                tp<TDDELTA>(p.ddelta)[b * p.ddelta.s0 + tt * p.ddelta.s1 + th.d * p.ddelta.s2] = cg_round<TDDELTA>(ddel);
+                tp<TDDELTA>(p.ddelta)[b * p.ddelta.s0 + tt * p.ddelta.s1 + th.d * p.ddelta.s2] =
+                    cg_round<TDDELTA>(ddel);
                 accD = fmaf(dyv, xv, accD);
                 accBias += ddel;
             }
@@ -518,7 +519,9 @@ SSCAN_ENTRY cg_sscan_bwd_carry(cg_sscan_bwd_params p) {
         for (i64 q = 0; q < p.nseq; ++q) {
             i64 qa, qb;
             seq_range(p.cu, q, n.L, &qa, &qb);
-            if (qa == qb) p.dh0.p[q * p.dh0.s0 + d * p.dh0.s1 + s * p.dh0.s2] = p.dhT.p ? p.dhT.p[q * p.dhT.s0 + d * p.dhT.s1 + s * p.dhT.s2] : 0.f;
+            if (qa == qb)
+                p.dh0.p[q * p.dh0.s0 + d * p.dh0.s1 + s * p.dh0.s2] =
+                    p.dhT.p ? p.dhT.p[q * p.dhT.s0 + d * p.dhT.s1 + s * p.dhT.s2] : 0.f;
         }
 #else
     float gt = p.dhT.p ? p.dhT.p[b * p.dhT.s0 + d * p.dhT.s1 + s * p.dhT.s2] : 0.f;

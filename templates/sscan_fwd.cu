@@ -206,14 +206,14 @@ template <class T> __device__ __forceinline__ void ld8_to_smem(float *dst, const
 // Copies of nt rows (stride s1) of ngb groups (stride s2) of N states (stride s3) of T
 // from base into s ([CHUNK][GB][N]); vec: 16-byte pieces (rows contiguous, aligned).
 // float: cp.async; halves: loaded and widened here.
-template <class T>
-SSCAN_COPY void copy_bc(float *s, const T *base, i64 s1, i64 s2, i64 s3, int ngb, int nt, bool vec) {
+template <class T> SSCAN_COPY void copy_bc(float *s, const T *base, i64 s1, i64 s2, i64 s3, int ngb, int nt, bool vec) {
     constexpr int W = Vec<T>::W;
     if (vec) {
         constexpr int NV = N % W == 0 ? N / W : 1; // 16-byte pieces of a row
         for (int e = threadIdx.x; e < nt * ngb * NV; e += NT) {
             const int v = e % NV, r = e / NV, gi = G == 1 ? 0 : r % ngb, t = G == 1 ? r : r / ngb;
-            if constexpr (sizeof(T) == 4) cg_cp_async_ca16(s + (t * GB + gi) * N + W * v, base + t * s1 + gi * s2 + W * v);
+            if constexpr (sizeof(T) == 4)
+                cg_cp_async_ca16(s + (t * GB + gi) * N + W * v, base + t * s1 + gi * s2 + W * v);
             else ld8_to_smem(s + (t * GB + gi) * N + W * v, base + t * s1 + gi * s2 + W * v);
         }
     } else {
@@ -279,8 +279,7 @@ SSCAN_COPY void copy_x(float *s_x, const T *base, const T *any, i64 s1, i64 s2, 
 __device__ __forceinline__ void stage_x(const cg_ktensor &x, const cg_sscan_dims &n, i64 b, i64 d0, i64 t0, int nt,
                                         float *s_x) {
     const TX *xp = tp<const TX>(x);
-    copy_x<TX>(s_x, xp + b * x.s0 + t0 * x.s1 + d0 * x.s2, xp, x.s1, x.s2, (int)min64(BD, n.D - d0), nt,
-               rows16<TX>(x));
+    copy_x<TX>(s_x, xp + b * x.s0 + t0 * x.s1 + d0 * x.s2, xp, x.s1, x.s2, (int)min64(BD, n.D - d0), nt, rows16<TX>(x));
 }
 
 // The staged copies have landed and every thread sees them.
@@ -305,8 +304,8 @@ __device__ __forceinline__ float dt_of(float raw, bool softplus_on, float *sg) {
 // s_dt ([CHUNK][BD]; zero past live and beyond nt) and, with s_sg, the softplus
 // derivative; 4 channels per thread and iteration (vec: one 16-byte load).
 template <class T>
-SSCAN_COPY void copy_dt(float *s_dt, float *s_sg, const T *base, i64 s1, i64 s2, const float *bias, i64 bs,
-                        int live, int nt, bool vec, bool sp) {
+SSCAN_COPY void copy_dt(float *s_dt, float *s_sg, const T *base, i64 s1, i64 s2, const float *bias, i64 bs, int live,
+                        int nt, bool vec, bool sp) {
     for (int e = threadIdx.x; e < CHUNK * (BD / 4); e += NT) {
         const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
         float v[4] = {0.f, 0.f, 0.f, 0.f}, sg[4] = {0.f, 0.f, 0.f, 0.f};
@@ -341,9 +340,9 @@ __device__ __forceinline__ void stage_dt_x(const cg_ktensor &x, const cg_ktensor
 // What a forward pass over a range of steps reads and writes.
 struct FwdIO {
     cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias;
-    cg_ktensor y;     // y.p NULL: no outputs
-    float *ckpt;      // NULL, or checkpoint slots of this CTA: [nseg][NPT][NT]
-    i64 segment;      // steps between checkpoints
+    cg_ktensor y; // y.p NULL: no outputs
+    float *ckpt;  // NULL, or checkpoint slots of this CTA: [nseg][NPT][NT]
+    i64 segment;  // steps between checkpoints
     cg_sscan_dims n;
 };
 
@@ -396,11 +395,13 @@ __device__ __forceinline__ float scan_range(const FwdIO &io, float *sm, i64 b, i
                 const int t = e / (BD / 4), c = 4 * (e - t * (BD / 4));
                 const i64 tt = t0 + t;
                 float yv[4], zv[4];
-                if (io.z.p) ld4(tp<const TZ>(io.z) + b * io.z.s0 + tt * io.z.s1 + d0 * io.z.s2, io.z.s2, c, live, zvec, zv);
+                if (io.z.p)
+                    ld4(tp<const TZ>(io.z) + b * io.z.s0 + tt * io.z.s1 + d0 * io.z.s2, io.z.s2, c, live, zvec, zv);
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                     yv[q] = s_y[t * BD + c + q];
-                    if (io.Dv.p && c + q < live) yv[q] = fmaf(io.Dv.p[(d0 + c + q) * io.Dv.s0], s_x[t * BD + c + q], yv[q]);
+                    if (io.Dv.p && c + q < live)
+                        yv[q] = fmaf(io.Dv.p[(d0 + c + q) * io.Dv.s0], s_x[t * BD + c + q], yv[q]);
                     if (io.z.p) yv[q] *= zv[q] * sigmoid(zv[q]);
                 }
                 st4(tp<TY>(io.y) + b * io.y.s0 + tt * io.y.s1 + d0 * io.y.s2, io.y.s2, c, live, yvec, yv);
@@ -575,13 +576,15 @@ SSCAN_ENTRY cg_sscan_fwd_local(cg_sscan_fwd_params p) {
     cg_ktensor none;
     none.p = nullptr;
     float head;
-    const float sdt = scan_seqs(io, p.cu, p.nseq, none, none, sm, pc.d0, pc.th, A, h, ta, min64(p.n.L, ta + p.n.segment), &head);
+    const float sdt =
+        scan_seqs(io, p.cu, p.nseq, none, none, sm, pc.d0, pc.th, A, h, ta, min64(p.n.L, ta + p.n.segment), &head);
 #else
     const float sdt = scan_range(io, sm, pc.b, pc.d0, pc.th, A, h, ta, min64(p.n.L, ta + p.n.segment));
 #endif
 #pragma unroll
     for (int k = 0; k < NPT; ++k) pc.u[k * NT] = h[k];
-    if (pc.th.j == 0) p.ws[p.n.B * p.n.nblk * pc.np * (i64)(NPT * NT) + (pc.bblk * pc.np + pc.piece) * BD + pc.th.ch] = sdt;
+    if (pc.th.j == 0)
+        p.ws[p.n.B * p.n.nblk * pc.np * (i64)(NPT * NT) + (pc.bblk * pc.np + pc.piece) * BD + pc.th.ch] = sdt;
 }
 
 // Phase 2, one thread per (b, block, state slot k, thread): S_0 = h0, the slot of

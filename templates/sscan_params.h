@@ -44,9 +44,9 @@ typedef struct cg_sscan_dims {
 typedef struct cg_sscan_fwd_params {
     cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias, h0; /* inputs */
     cg_ktensor y, hT;                                 /* outputs */
-    float *ws; /* strategy par: [B * nblk, npiece, NPT, NT] piece states, then
+    float *ws;                                        /* strategy par: [B * nblk, npiece, NPT, NT] piece states, then
                 * [B * nblk, npiece, BD] sums of dt; NULL for seq */
-    cg_sscan_dims n; /* par: segment = the piece length, nseg = npiece */
+    cg_sscan_dims n;                                  /* par: segment = the piece length, nseg = npiece */
     CG_SSCAN_VARLEN_ARGS
 } cg_sscan_fwd_params;
 
@@ -66,8 +66,8 @@ typedef struct cg_sscan_fwd_params {
  * None grows with L * D * N: the states are L / SEG per (b, d, n), the dB/dC partials
  * have a fixed number of splits (at most 8) instead of one per channel block. */
 typedef struct cg_sscan_bwd_params {
-    cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias, h0, dy, dhT; /* inputs */
-    cg_ktensor dx, ddelta, dA, dB, dC, dD, dz, ddbias, dh0;    /* outputs */
+    cg_ktensor x, delta, A, Bm, Cm, Dv, z, dbias, h0, dy, dhT;  /* inputs */
+    cg_ktensor dx, ddelta, dA, dB, dC, dD, dz, ddbias, dh0;     /* outputs */
     float *ckpt, *gst, *sdt, *hbuf, *pB, *pC, *pA, *pD, *pbias; /* workspace */
     /* Work of the grads pass: channel units of gpu whole groups (gpu = max(1, BD / dpg)),
      * each unit's channel blocks split into nsplit runs; nwork = B * nseg * nunit * nsplit

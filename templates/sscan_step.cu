@@ -23,7 +23,9 @@ namespace sscan_step {
 using namespace stepc;
 constexpr int N = row_size<CG_N>(), BD = block_size<CG_P_BLOCK_D>();
 
-__device__ __forceinline__ float f32_at(const cg_ktensor &t, i64 off) { return reinterpret_cast<const float *>(t.p)[off]; }
+__device__ __forceinline__ float f32_at(const cg_ktensor &t, i64 off) {
+    return reinterpret_cast<const float *>(t.p)[off];
+}
 
 } // namespace sscan_step
 

@@ -129,7 +129,7 @@ constexpr int OFF_A = OFF_LA + CHUNK;        // [CHUNK] A = cumsum(la)
 constexpr int OFF_EA = OFF_A + CHUNK;        // [CHUNK] exp(A)
 constexpr int OFF_W = OFF_EA + CHUNK;        // [CHUNK] exp(A_last - A)
 constexpr int STATES_FLOATS = OFF_W + CHUNK;
-constexpr int OFF_DQ = STATES_FLOATS;        // head h's dQ, dK
+constexpr int OFF_DQ = STATES_FLOATS; // head h's dQ, dK
 constexpr int OFF_DK = OFF_DQ + CHUNK * LDQ;
 constexpr int OFF_P = OFF_DK + CHUNK * LDQ;
 constexpr int OFF_DP = OFF_P + CHUNK * LDP;
@@ -138,17 +138,17 @@ constexpr int OFF_DS = OFF_S + DKP * LDS;    // dS^c tile
 constexpr int OFF_DT = OFF_DS + DKP * LDS;   // [CHUNK] q.dq - k.dk, then its reverse cumsum
 constexpr int GRADS_FLOATS = OFF_DT + CHUNK;
 // States launch with REC > 1 only (over the grads' dQ region): U and R of the chunks so far.
-constexpr int OFF_UACC = STATES_FLOATS;      // [DKP, LDS]
+constexpr int OFF_UACC = STATES_FLOATS;        // [DKP, LDS]
 constexpr int OFF_RACC = OFF_UACC + DKP * LDS; // [DKP, LDS]
-constexpr int STATES_LAUNCH_FLOATS = REC > 1 ? OFF_RACC + DKP * LDS : STATES_FLOATS;
+constexpr int STATES_LAUNCH_FLOATS = REC > 1 ? OFF_RACC + DKP *LDS : STATES_FLOATS;
 static_assert(STATES_LAUNCH_FLOATS <= GRADS_FLOATS, "the grads launch has the most shared memory");
 constexpr long long SMEM_STATES = 4LL * STATES_LAUNCH_FLOATS;
 #if defined(CG_P_PRECISION_MMA16) // grads launch: the operands of P and dP again, raw 16-bit (ssd_mma16.cuh)
-constexpr int LDQ16 = ssdc::Pitch16<DKP>::LD;      // row pitches in halves
+constexpr int LDQ16 = ssdc::Pitch16<DKP>::LD; // row pitches in halves
 constexpr int LDV16 = ssdc::Pitch16<BDV>::LD;
-constexpr int OFF_Q16 = GRADS_FLOATS;              // [CHUNK, DKP] q as stored (pitch LDQ16 halves)
-constexpr int OFF_K16 = OFF_Q16 + CHUNK * LDQ16 / 2; // [CHUNK, DKP] k
-constexpr int OFF_V16 = OFF_K16 + CHUNK * LDQ16 / 2; // [CHUNK, BDV] v (pitch LDV16 halves)
+constexpr int OFF_Q16 = GRADS_FLOATS;                 // [CHUNK, DKP] q as stored (pitch LDQ16 halves)
+constexpr int OFF_K16 = OFF_Q16 + CHUNK * LDQ16 / 2;  // [CHUNK, DKP] k
+constexpr int OFF_V16 = OFF_K16 + CHUNK * LDQ16 / 2;  // [CHUNK, BDV] v (pitch LDV16 halves)
 constexpr int OFF_DO16 = OFF_V16 + CHUNK * LDV16 / 2; // [CHUNK, BDV] dout
 constexpr int GRADS_LAUNCH_FLOATS = OFF_DO16 + CHUNK * LDV16 / 2;
 static_assert(OFF_Q16 % 4 == 0 && OFF_V16 % 4 == 0 && OFF_DO16 % 4 == 0, "16-byte aligned raw tiles");
@@ -201,16 +201,14 @@ __device__ __forceinline__ float2 &f2(float *p) { return *reinterpret_cast<float
 // Warp tiles of the matmul shapes (ssdc::Tile: the largest giving each of W warps one).
 // dV and dP share one tile list with dQ, dK (the grads' state terms), which keep the
 // warps busy: the largest tiles. P alone: half the warps (causal tiles are skipped).
-typedef ssdc::Tile<DKP, BDV, WARPS> TileU;                                   // U, R, the carries [DKP, BDV]
-typedef ssdc::Tile<CHUNK, CHUNK, (WARPS > 2 ? WARPS / 2 : 1)> TileP;         // P
-typedef ssdc::Tile<CHUNK, CHUNK, 1> TileDP;                                  // dP
-typedef ssdc::Tile<CHUNK, BDV, 1> TileV;                                     // dV
-typedef ssdc::Tile<CHUNK, DKP, WARPS> TileQ;                                 // dQ, dK
+typedef ssdc::Tile<DKP, BDV, WARPS> TileU;                           // U, R, the carries [DKP, BDV]
+typedef ssdc::Tile<CHUNK, CHUNK, (WARPS > 2 ? WARPS / 2 : 1)> TileP; // P
+typedef ssdc::Tile<CHUNK, CHUNK, 1> TileDP;                          // dP
+typedef ssdc::Tile<CHUNK, BDV, 1> TileV;                             // dV
+typedef ssdc::Tile<CHUNK, DKP, WARPS> TileQ;                         // dQ, dK
 
 // ------------------------------------------------------------------ loads
-__device__ __forceinline__ int chunk_len(const cg_ssd_bwd_params &p, i64 ci) {
-    return ssdc::chunk_len<CHUNK>(p.T, ci);
-}
+__device__ __forceinline__ int chunk_len(const cg_ssd_bwd_params &p, i64 ci) { return ssdc::chunk_len<CHUNK>(p.T, ci); }
 
 // Which halves a load fills: the first (Q, V), the second (K, dO) or both.
 enum { LD_FIRST = 1, LD_SECOND = 2, LD_BOTH = 3 };
@@ -278,14 +276,14 @@ __device__ __forceinline__ i64 nsuper(const cg_ssd_bwd_params &p) { return (p.nc
 // R_c. Both operands k-strided, in the mma's k order.
 __device__ __forceinline__ void chunk_outer(float (&acc)[TileU::MM][TileU::NN][4], const float *X, const float *Y,
                                             int m0, int n0) {
-    warp_mma<false, RND_AB>(acc, 0, CHUNK, [&](int m, int k) { return ld_rows(X + k * LDQ + m0 + m, LDQ, 4); },
-                            [&](int k, int nn) { return ld_rows(Y + k * LDV + n0 + nn, LDV, 4); });
+    warp_mma<false, RND_AB>(
+        acc, 0, CHUNK, [&](int m, int k) { return ld_rows(X + k * LDQ + m0 + m, LDQ, 4); },
+        [&](int k, int nn) { return ld_rows(Y + k * LDV + n0 + nn, LDV, 4); });
 }
 
 // chunk_outer's operands stored once (ssdc::scale_rows, round_tile): X .* s in place of X,
 // Y rounded to tf32 (tf32 only), by the block between barriers after the cumsum.
-template <class TY>
-__device__ __forceinline__ void outer_operands(float *X, const float *s, float *Y) {
+template <class TY> __device__ __forceinline__ void outer_operands(float *X, const float *s, float *Y) {
     ssdc::scale_rows<CHUNK, DKP / 4, LDQ, NTHREADS>(X, s);
     ssdc::round_tile<CHUNK, BDV / 4, LDV, NTHREADS, TY>(Y);
 }
@@ -326,8 +324,8 @@ __device__ __forceinline__ float tile_dot(const float *S, const float *D) {
 // the rows i < m of dO; 0 x Inf or NaN is NaN, so a NaN or Inf in dout at token i turned
 // rows m > i of its tile to NaN, rows that do not depend on it (issue #39). Only an
 // element that came out non-finite is recomputed this way.
-__device__ __noinline__ float dv_exact(const float *K, const float *DS, const float *W, const float *P,
-                                       const float *DO, int m, int j) {
+__device__ __noinline__ float dv_exact(const float *K, const float *DS, const float *W, const float *P, const float *DO,
+                                       int m, int j) {
     float s = 0.f;
 #pragma unroll 1
     for (int k = 0; k < DKP; ++k) s = fmaf(K[m * LDQ + k], DS[sd_at(k, j)], s);
@@ -384,7 +382,7 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
         __syncthreads();
         chunk_cumsum(sm);
         __syncthreads();
-        outer_operands<TV>(K, W, V); // K .* w, V
+        outer_operands<TV>(K, W, V);    // K .* w, V
         outer_operands<TDO>(Q, EA, DO); // Q .* exp(A), dO
         __syncthreads();
         const float gc = EA[CHUNK - 1]; // this chunk's gamma
@@ -396,14 +394,13 @@ SSDB_ENTRY cg_ssd_bwd_states(cg_ssd_bwd_params p) {
             // two call sites: compile-time operand bases keep the inner loop at ssdcore's count
             // (one call site with runtime bases cost 9 more instructions per product)
             if (which == 0) chunk_outer(acc, K, V, m0, n0); // U = (K .* w)^T V   [DKP, BDV]
-            else chunk_outer(acc, Q, DO, m0, n0);          // R = (Q .* eA)^T dO  [DKP, BDV]
+            else chunk_outer(acc, Q, DO, m0, n0);           // R = (Q .* eA)^T dO  [DKP, BDV]
             float *run = which == 0 ? UACC : RACC;
             float *dst = (which == 0 ? w.S : w.D) + slot * DKDV + j0;
             tile_foreach(acc, [&](int r, int cc, float &x) {
                 const int i = m0 + r, j = n0 + cc;
                 float y = x; // this thread owns (i, j) for every chunk: no sync between chunks
-                if (REC > 1 && !first)
-                    y = which == 0 ? fmaf(gc, run[i * LDS + j], x) : fmaf(pre, x, run[i * LDS + j]);
+                if (REC > 1 && !first) y = which == 0 ? fmaf(gc, run[i * LDS + j], x) : fmaf(pre, x, run[i * LDS + j]);
                 if (REC > 1 && !last) run[i * LDS + j] = y;
                 else if (i < DK && j0 + j < DV) dst[(i64)i * DV + j] = y;
             });

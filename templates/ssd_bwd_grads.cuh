@@ -11,13 +11,14 @@
 // (the state) or (Q, exp(A), dO) backward (its gradient). The chunk is loaded over the
 // CTA's own Q/K, V/dO, la and cumsum buffers; the caller reloads its own afterwards.
 namespace ssdb {
-__device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *sm, float *St, bool fwd, i64 b, i64 g, i64 h, i64 ci, i64 j0) {
+__device__ __forceinline__ void carry_chunk(const cg_ssd_bwd_params &p, float *sm, float *St, bool fwd, i64 b, i64 g,
+                                            i64 h, i64 ci, i64 j0) {
     typedef TileU T;
     const int warp = threadIdx.x >> 5;
     const i64 t0 = ci * CHUNK;
     const int n = chunk_len(p, ci);
     __syncthreads(); // the readers of the buffers (and the writers of St) are done
-    load_qk(p, sm, b, g, t0, n, fwd ? LD_SECOND : LD_FIRST);  // K or Q
+    load_qk(p, sm, b, g, t0, n, fwd ? LD_SECOND : LD_FIRST);      // K or Q
     load_vdo(p, sm, b, h, t0, n, j0, fwd ? LD_FIRST : LD_SECOND); // V or dO
     load_la(p, sm, b, h, t0, n);
     ssdc::landed();
@@ -104,14 +105,16 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                                                        raw16<TK>(sm, OFF_K16) + n0 * LDQ16, 0, DKP);
 #else
             if (n0 < m0 + T::TM)
-                warp_mma<true>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
-                               [&](int k, int nn) { return ld_pair(K + (n0 + nn) * LDQ + k); });
+                warp_mma<true>(
+                    acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
+                    [&](int k, int nn) { return ld_pair(K + (n0 + nn) * LDQ + k); });
 #endif
             tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
                 const int i = m0 + r, j = n0 + cc; // selects: above the diagonal exp(positive) may be Inf
-                f2(P + i * LDP + j) = make_float2(j <= i ? ssdc::mma_store(x0 * expf(ssdc::seg_sum(A, LO, i, j))) : 0.f,
-                                                  j + 1 <= i ? ssdc::mma_store(x1 * expf(ssdc::seg_sum(A, LO, i, j + 1)))
-                                                             : 0.f); // read by dV (and the dla pairs) only
+                f2(P + i * LDP + j) =
+                    make_float2(j <= i ? ssdc::mma_store(x0 * expf(ssdc::seg_sum(A, LO, i, j))) : 0.f,
+                                j + 1 <= i ? ssdc::mma_store(x1 * expf(ssdc::seg_sum(A, LO, i, j + 1)))
+                                           : 0.f); // read by dV (and the dla pairs) only
             });
         }
         float sdot = 0.f; // this thread's share of <S0, dS> over the dv tiles (dlog_alpha's chunk term)
@@ -133,7 +136,7 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     const bool fwd = k < ci; // forward over [c_first, ci), then backward from c_last down to ci + 1
                     carry_chunk(p, sm, fwd ? S : DS, fwd, b, g, h, fwd ? k : c_last - (k - ci), j0);
                 }
-                __syncthreads(); // back to this chunk's own Q, K, la, A, exp(A), w
+                __syncthreads();         // back to this chunk's own Q, K, la, A, exp(A), w
                 sdot += tile_dot(S, DS); // the elements round_tile gives this thread, before it rounds them
                 ssdc::round_tile<DKP, BDV / 4, LDS, NTHREADS>(S); // the carried S0, dS: read by the mma only now
                 ssdc::round_tile<DKP, BDV / 4, LDS, NTHREADS>(DS);
@@ -160,18 +163,20 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     float acc[T::MM][T::NN][4];
                     tile_zero(acc);
                     // K (64-bit k pairs) dS (rows k, k+1)
-                    warp_mma<true, RND_B>(acc, 0, DKP, [&](int m, int k) { return ld_pair(K + (m0 + m) * LDQ + k); },
-                                   [&](int k, int nn) {
-                                       if (PREC == 0) return make_float2(DS[sd_at(k, n0 + nn)], DS[sd_at(k + 1, n0 + nn)]);
-                                       return ld_rows(DS + k * LDS + ((n0 + nn) ^ xs_rows), LDS, 1);
-                                   });
+                    warp_mma<true, RND_B>(
+                        acc, 0, DKP, [&](int m, int k) { return ld_pair(K + (m0 + m) * LDQ + k); },
+                        [&](int k, int nn) {
+                            if (PREC == 0) return make_float2(DS[sd_at(k, n0 + nn)], DS[sd_at(k + 1, n0 + nn)]);
+                            return ld_rows(DS + k * LDS + ((n0 + nn) ^ xs_rows), LDS, 1);
+                        });
                     tile_foreach(acc, [&](int r, int, float &x) { x *= W[m0 + r]; });
                     // P^T dO, both k-strided in the mma's k order
-                    warp_mma<false, RND_AB>(acc, m0, CHUNK, [&](int m, int k) { return ld_rows(P + k * LDP + m0 + m, LDP, 4); },
-                                    [&](int k, int nn) { return ld_rows(DO + k * LDV + n0 + nn, LDV, 4); });
+                    warp_mma<false, RND_AB>(
+                        acc, m0, CHUNK, [&](int m, int k) { return ld_rows(P + k * LDP + m0 + m, LDP, 4); },
+                        [&](int k, int nn) { return ld_rows(DO + k * LDV + n0 + nn, LDV, 4); });
                     TDV *dvb = tp<TDV>(p.dv) + b * p.dv.s0 + t0 * p.dv.s1 + h * p.dv.s2 + j0;
                     const int nr = n - m0; // as fwd's chunk_output: compile-time column test when DV % BDV == 0
-                    bool bad = false; // an element came out Inf or NaN
+                    bool bad = false;      // an element came out Inf or NaN
                     tile_foreach(acc, [&](int r, int cc, float &x) {
                         const int j = n0 + cc;
                         if (r < nr && (DV % BDV == 0 || j0 + j < DV)) {
@@ -201,12 +206,13 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     ssdc::warp_mma16_abt<TDO, LDV16, LDV16>(acc, raw16<TDO>(sm, OFF_DO16) + m0 * LDV16,
                                                             raw16<TV>(sm, OFF_V16) + n0 * LDV16, 0, BDV);
 #else
-                    warp_mma<true, RND_AB>(acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
-                                   [&](int k, int nn) { return ld_pair(V + (n0 + nn) * LDV + k); });
+                    warp_mma<true, RND_AB>(
+                        acc, 0, BDV, [&](int m, int k) { return ld_pair(DO + (m0 + m) * LDV + k); },
+                        [&](int k, int nn) { return ld_pair(V + (n0 + nn) * LDV + k); });
 #endif
                     tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
                         float2 &d = f2(DP + dp_at(m0 + r, n0 + cc)); // cc even: the swizzle keeps the pair
-                        const float2 o = d; // one 64-bit load and store (d.x += .. reads as two 32-bit
+                        const float2 o = d;                  // one 64-bit load and store (d.x += .. reads as two 32-bit
                         d = make_float2(o.x + x0, o.y + x1); // accesses in the emulator's counts)
                     });
                 } else { // dQ += diag(eA) dO S0^T or dK += diag(w) V dS^T   [CHUNK, DKP] (one call site, runtime
@@ -218,15 +224,17 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     float *dst = is_dk ? DKs : DQ;
                     float acc[T::MM][T::NN][4];
                     tile_zero(acc);
-                    warp_mma<true, RND_AB>(acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
-                                   [&](int k, int nn) { return ld_pair(Y + sd_at(n0 + nn, k)); });
+                    warp_mma<true, RND_AB>(
+                        acc, 0, BDV, [&](int m, int k) { return ld_pair(X + (m0 + m) * LDV + k); },
+                        [&](int k, int nn) { return ld_pair(Y + sd_at(n0 + nn, k)); });
                     // sc read once per row (ssd_common.cuh: tile_foreach2_row)
-                    ssdc::tile_foreach2_row(acc, [&](int r) { return sc[m0 + r]; },
-                                            [&](int r, int cc, float x0, float x1, float s) {
-                                                float2 &d = f2(dst + (m0 + r) * LDQ + n0 + cc);
-                                                const float2 o = d; // 64-bit, as above
-                                                d = make_float2(fmaf(s, x0, o.x), fmaf(s, x1, o.y));
-                                            });
+                    ssdc::tile_foreach2_row(
+                        acc, [&](int r) { return sc[m0 + r]; },
+                        [&](int r, int cc, float x0, float x1, float s) {
+                            float2 &d = f2(dst + (m0 + r) * LDQ + n0 + cc);
+                            const float2 o = d; // 64-bit, as above
+                            d = make_float2(fmaf(s, x0, o.x), fmaf(s, x1, o.y));
+                        });
                 }
             }
         }
@@ -336,18 +344,21 @@ SSDB_ENTRY cg_ssd_bwd_grads(cg_ssd_bwd_params p) {
                     x0 = d.x;
                     x1 = d.y;
                 });
-                warp_mma<false, RND_A>(acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
-                                [&](int m, int k) {
-                                    const int r = m0 + m, step = k - tg;
-                                    if (PREC == 0) // FFMA: k is any slot (ssdc::warp_mma), the pair (k, k + 4)
-                                        return which == 0 ? make_float2(DP[dp_at(r, k)], DP[dp_at(r, k + 4)])
-                                                          : make_float2(DP[dp_at(k, r)], DP[dp_at(k + 4, r)]);
-                                    const int o0 = which == 0 ? dp_at(r, tg) : dp_at(tg, r);
-                                    const int o1 = which == 0 ? dp_at(r, tg + 4) : dp_at(tg + 4, r);
-                                    return make_float2(DP[o0 + step * ks], DP[o1 + step * ks]);
-                                },
-                                [&](int k, int nn) { return ld_rows(Y + k * LDQ + n0 + nn, LDQ, 4); });
-                tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) { f2(dst + (m0 + r) * LDQ + n0 + cc) = make_float2(x0, x1); });
+                warp_mma<false, RND_A>(
+                    acc, which == 0 ? 0 : m0, which == 0 ? m0 + T::TM : CHUNK,
+                    [&](int m, int k) {
+                        const int r = m0 + m, step = k - tg;
+                        if (PREC == 0) // FFMA: k is any slot (ssdc::warp_mma), the pair (k, k + 4)
+                            return which == 0 ? make_float2(DP[dp_at(r, k)], DP[dp_at(r, k + 4)])
+                                              : make_float2(DP[dp_at(k, r)], DP[dp_at(k + 4, r)]);
+                        const int o0 = which == 0 ? dp_at(r, tg) : dp_at(tg, r);
+                        const int o1 = which == 0 ? dp_at(r, tg + 4) : dp_at(tg + 4, r);
+                        return make_float2(DP[o0 + step * ks], DP[o1 + step * ks]);
+                    },
+                    [&](int k, int nn) { return ld_rows(Y + k * LDQ + n0 + nn, LDQ, 4); });
+                tile_foreach2(acc, [&](int r, int cc, float &x0, float &x1) {
+                    f2(dst + (m0 + r) * LDQ + n0 + cc) = make_float2(x0, x1);
+                });
             }
         }
         __syncthreads();

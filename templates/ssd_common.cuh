@@ -194,20 +194,19 @@ template <int M, int N, int W> struct Tile {
 // Visit the accumulator elements of a lane by adjacent pairs, relative to the tile:
 // f(row, col, x0, x1) for (row, col) and (row, col + 1), col even (a 64-bit shared-memory
 // access where the row pitch and base are even).
-template <int MM, int NN, class F>
-__device__ __forceinline__ void tile_foreach2(float (&acc)[MM][NN][4], F f) {
+template <int MM, int NN, class F> __device__ __forceinline__ void tile_foreach2(float (&acc)[MM][NN][4], F f) {
     const int lane = threadIdx.x & 31, gr = lane >> 2, tg = lane & 3;
 #pragma unroll
     for (int mm = 0; mm < MM; ++mm)
 #pragma unroll
         for (int nn = 0; nn < NN; ++nn)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) f(mm * 16 + gr + h * 8, nn * 8 + 2 * tg, acc[mm][nn][2 * h], acc[mm][nn][2 * h + 1]);
+            for (int h = 0; h < 2; ++h)
+                f(mm * 16 + gr + h * 8, nn * 8 + 2 * tg, acc[mm][nn][2 * h], acc[mm][nn][2 * h + 1]);
 }
 
 // The same one element at a time: f(row, col, value&), in the order of the pairs.
-template <int MM, int NN, class F>
-__device__ __forceinline__ void tile_foreach(float (&acc)[MM][NN][4], F f) {
+template <int MM, int NN, class F> __device__ __forceinline__ void tile_foreach(float (&acc)[MM][NN][4], F f) {
     tile_foreach2(acc, [&](int r, int c, float &x0, float &x1) {
         f(r, c, x0);
         f(r, c + 1, x1);
@@ -231,8 +230,7 @@ __device__ __forceinline__ void tile_foreach2_row(float (&acc)[MM][NN][4], FR fr
         }
 }
 
-template <int MM, int NN>
-__device__ __forceinline__ void tile_zero(float (&acc)[MM][NN][4]) {
+template <int MM, int NN> __device__ __forceinline__ void tile_zero(float (&acc)[MM][NN][4]) {
 #pragma unroll
     for (int mm = 0; mm < MM; ++mm)
 #pragma unroll
@@ -245,24 +243,23 @@ __device__ __forceinline__ void tile_zero(float (&acc)[MM][NN][4]) {
 // the mma's own k order, acc[nt][e] = sub-tile (0, nt).
 template <int PREC_, class FA, class FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[2][4], int k0, int k1, FA A, FB B) {
-    float (&a3)[1][2][4] = *reinterpret_cast<float (*)[1][2][4]>(&acc);
-    warp_mma<PREC_, false>(a3, k0, k1, [&](int m, int k) { return make_float2(A(m, k), A(m, k + 4)); },
-                           [&](int k, int n) { return make_float2(B(k, n), B(k + 4, n)); });
+    float(&a3)[1][2][4] = *reinterpret_cast<float(*)[1][2][4]>(&acc);
+    warp_mma<PREC_, false>(
+        a3, k0, k1, [&](int m, int k) { return make_float2(A(m, k), A(m, k + 4)); },
+        [&](int k, int n) { return make_float2(B(k, n), B(k + 4, n)); });
 }
 
-template <class F>
-__device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
-    tile_foreach(*reinterpret_cast<float (*)[1][2][4]>(&acc), f);
+template <class F> __device__ __forceinline__ void tile_foreach(float (&acc)[2][4], F f) {
+    tile_foreach(*reinterpret_cast<float(*)[1][2][4]>(&acc), f);
 }
 
-__device__ __forceinline__ void tile_zero(float (&acc)[2][4]) { tile_zero(*reinterpret_cast<float (*)[1][2][4]>(&acc)); }
+__device__ __forceinline__ void tile_zero(float (&acc)[2][4]) { tile_zero(*reinterpret_cast<float(*)[1][2][4]>(&acc)); }
 
 // ------------------------------------------------------------------- loads
 // Whether every row of a w-wide source of row pitch ld elements starts 16-byte aligned
 // and w fills whole 16-byte vectors of E elements (E = 4 floats, 8 halves): the vector
 // paths of the loads below.
-template <int E, class T>
-__device__ __forceinline__ bool rows_aligned16(const T *src, i64 ld, int w) {
+template <int E, class T> __device__ __forceinline__ bool rows_aligned16(const T *src, i64 ld, int w) {
     return w % E == 0 && ld % E == 0 && ((unsigned long long)src & 15u) == 0;
 }
 
@@ -306,8 +303,7 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, i64 ld, 
 // Rows [0, ROWS) x columns [0, 4 W4) of a staged fp32 tile (pitch LD) rounded in place by
 // mma_store, by the block's NT threads (tf32 only; a no-op otherwise). After the barrier
 // that follows the tile's landing; a barrier must follow before the mma reads it.
-template <int ROWS, int W4, int LD, int NT, class T = float>
-__device__ __forceinline__ void round_tile(float *t) {
+template <int ROWS, int W4, int LD, int NT, class T = float> __device__ __forceinline__ void round_tile(float *t) {
     if (PREC != 1 || sizeof(T) != 4) return;
 #pragma unroll 1
     for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
@@ -321,8 +317,7 @@ __device__ __forceinline__ void round_tile(float *t) {
 // t[r][c] = mma_store(t[r][c] * s[r]) over rows [0, ROWS) x columns [0, 4 W4) in place:
 // an operand (K .* w, Q .* exp(A)) computed once instead of at every use (the same fp32
 // product). As round_tile: between two barriers, s complete.
-template <int ROWS, int W4, int LD, int NT>
-__device__ __forceinline__ void scale_rows(float *t, const float *s) {
+template <int ROWS, int W4, int LD, int NT> __device__ __forceinline__ void scale_rows(float *t, const float *s) {
 #pragma unroll 1
     for (int e = threadIdx.x; e < ROWS * W4; e += NT) {
         const int r = e / W4, i = (e - r * W4) * 4;
@@ -393,8 +388,7 @@ __device__ __forceinline__ void load_tile_t(float *dst, const T *src, i64 ld, in
 }
 
 // dst[r] = src[r * ld] for r < n, 0 for n <= r < ROWS (4-byte cp.async; caller waits).
-template <int ROWS, int NT>
-__device__ __forceinline__ void load_column(float *dst, const float *src, i64 ld, int n) {
+template <int ROWS, int NT> __device__ __forceinline__ void load_column(float *dst, const float *src, i64 ld, int n) {
     for (int r = threadIdx.x; r < ROWS; r += NT) {
         if (r < n) cg_cp_async_ca4(dst + r, src + r * ld);
         else dst[r] = 0.f;
@@ -409,8 +403,7 @@ __device__ __forceinline__ void landed() {
 
 // ------------------------------------------------------------------ chunks
 // Tokens of chunk ci (CHUNK, except the last chunk of T).
-template <int CHUNK>
-__device__ __forceinline__ int chunk_len(i64 T, i64 ci) {
+template <int CHUNK> __device__ __forceinline__ int chunk_len(i64 T, i64 ci) {
     const i64 left = T - ci * CHUNK;
     return left < CHUNK ? (int)left : CHUNK;
 }
@@ -451,8 +444,7 @@ constexpr float LA_MIN = -1.0e4f;
 // the difference itself (seg_sum), where a difference of float running sums loses
 // |A| * 2^-24 to cancellation: one token of log_alpha -1e4 ahead of both tokens gave
 // decays 6e-4 off, -1e10 40% (issue #39).
-template <int CHUNK>
-__device__ __forceinline__ void chunk_cumsum(float *la, float *A, float *EA, float *W) {
+template <int CHUNK> __device__ __forceinline__ void chunk_cumsum(float *la, float *A, float *EA, float *W) {
     if ((threadIdx.x >> 5) != 0) return;
     static_assert(CHUNK <= 32 * 8, "cumsum: at most 8 tokens per lane");
     constexpr int PER = (CHUNK + 31) / 32;
@@ -507,7 +499,8 @@ __device__ __forceinline__ bool finite(float x) { return (__float_as_uint(x) & 0
 // u and gam are separate regions of the workspace (__restrict__: the next chunk's loads
 // may move above this chunk's store).
 template <long long STRIDE>
-__device__ __forceinline__ float state_scan(float *__restrict__ u, const float *__restrict__ gam, i64 nchunks, float s) {
+__device__ __forceinline__ float state_scan(float *__restrict__ u, const float *__restrict__ gam, i64 nchunks,
+                                            float s) {
     for (i64 c = 0; c < nchunks; ++c) {
         const float uc = u[c * STRIDE];
         u[c * STRIDE] = s;

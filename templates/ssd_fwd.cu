@@ -66,7 +66,7 @@ constexpr bool THREE_PHASE = true;
 constexpr bool THREE_PHASE = false;
 #endif
 
-constexpr int DKP = (DK + 15) / 16 * 16;  // dk padded to the 16-row mma tile
+constexpr int DKP = (DK + 15) / 16 * 16;   // dk padded to the 16-row mma tile
 constexpr int NDVT = (DV + BDV - 1) / BDV; // dv tiles, one CTA each
 // Row pitches in floats, chosen so that every operand read of a warp hits 32 distinct
 // banks (64-bit reads: 16 distinct bank pairs per half-warp). Q, K: +8 (== 8 mod 16),
@@ -82,17 +82,17 @@ constexpr int LDS = BDV + 4;
 
 // Shared memory, in floats (offsets are multiples of 4: 16-byte aligned).
 // seq and out: S, P, A/EA/W, then STAGES x (Q, K, V, la):
-constexpr int OFF_S = 0;                        // [DKP, BDV] state S (pitch LDS)
-constexpr int OFF_P = OFF_S + DKP * LDS;        // [CHUNK, CHUNK] masked scores P (pitch LDP)
-constexpr int OFF_A = OFF_P + CHUNK * LDP;      // [CHUNK] A = cumsum(la) within the chunk
-constexpr int OFF_STAGE = OFF_A + 3 * CHUNK;    // STAGES x one chunk of inputs:
-constexpr int ST_Q = 0;                         //   [CHUNK, DKP] q (pitch LDQ)
-constexpr int ST_K = ST_Q + CHUNK * LDQ;        //   [CHUNK, DKP] k (pitch LDK)
-constexpr int ST_V = ST_K + CHUNK * LDK;        //   [CHUNK, BDV] v (pitch LDV)
-constexpr int ST_LA = ST_V + CHUNK * LDV;       //   [CHUNK] log_alpha
-#if defined(CG_P_PRECISION_MMA16) // the scores' operands again, raw 16-bit (ssd_mma16.cuh)
-constexpr int LDQ16 = ssdc::Pitch16<DKP>::LD;   //   row pitch in halves
-constexpr int ST_Q16 = ST_LA + CHUNK;           //   [CHUNK, DKP] q as stored (pitch LDQ16 halves)
+constexpr int OFF_S = 0;                           // [DKP, BDV] state S (pitch LDS)
+constexpr int OFF_P = OFF_S + DKP * LDS;           // [CHUNK, CHUNK] masked scores P (pitch LDP)
+constexpr int OFF_A = OFF_P + CHUNK * LDP;         // [CHUNK] A = cumsum(la) within the chunk
+constexpr int OFF_STAGE = OFF_A + 3 * CHUNK;       // STAGES x one chunk of inputs:
+constexpr int ST_Q = 0;                            //   [CHUNK, DKP] q (pitch LDQ)
+constexpr int ST_K = ST_Q + CHUNK * LDQ;           //   [CHUNK, DKP] k (pitch LDK)
+constexpr int ST_V = ST_K + CHUNK * LDK;           //   [CHUNK, BDV] v (pitch LDV)
+constexpr int ST_LA = ST_V + CHUNK * LDV;          //   [CHUNK] log_alpha
+#if defined(CG_P_PRECISION_MMA16)                  // the scores' operands again, raw 16-bit (ssd_mma16.cuh)
+constexpr int LDQ16 = ssdc::Pitch16<DKP>::LD;      //   row pitch in halves
+constexpr int ST_Q16 = ST_LA + CHUNK;              //   [CHUNK, DKP] q as stored (pitch LDQ16 halves)
 constexpr int ST_K16 = ST_Q16 + CHUNK * LDQ16 / 2; // [CHUNK, DKP] k as stored
 constexpr int STAGE_FLOATS = ST_K16 + CHUNK * LDQ16 / 2;
 #else
@@ -161,7 +161,8 @@ __device__ __forceinline__ Bufs bufs_stage(float *sm, float *st) {
     return Bufs{st + ST_Q, st + ST_K, st + ST_V, st + ST_LA, sm + OFF_A, sm + OFF_A + CHUNK, sm + OFF_A + 2 * CHUNK};
 }
 __device__ __forceinline__ Bufs bufs_states(float *sm) {
-    return Bufs{nullptr, sm + SOFF_K, sm + SOFF_V, sm + SOFF_LA, sm + SOFF_A, sm + SOFF_A + CHUNK, sm + SOFF_A + 2 * CHUNK};
+    return Bufs{
+        nullptr, sm + SOFF_K, sm + SOFF_V, sm + SOFF_LA, sm + SOFF_A, sm + SOFF_A + CHUNK, sm + SOFF_A + 2 * CHUNK};
 }
 
 #if defined(CG_P_PRECISION_MMA16)
@@ -187,8 +188,10 @@ __device__ __forceinline__ void load_chunk(const cg_ssd_fwd_params &p, const Cta
     const float *lb = p.la.p + c.b * p.la.s0 + t0 * p.la.s1 + c.h * p.la.s2;
 #if defined(CG_P_PRECISION_MMA16) // with the scores (b.Q): q, k also as stored, for m16n8k16
     if (b.Q) {
-        ssdc::load_tile16_raw<CHUNK, DKP / 4, LDQ, LDQ16, NTHREADS, TQ>(b.Q, raw16<TQ>(b.Q, ST_Q16 - ST_Q), qb, p.q.s1, n, DK);
-        ssdc::load_tile16_raw<CHUNK, DKP / 4, LDK, LDQ16, NTHREADS, TK>(b.K, raw16<TK>(b.Q, ST_K16 - ST_Q), kb, p.k.s1, n, DK);
+        ssdc::load_tile16_raw<CHUNK, DKP / 4, LDQ, LDQ16, NTHREADS, TQ>(b.Q, raw16<TQ>(b.Q, ST_Q16 - ST_Q), qb, p.q.s1,
+                                                                        n, DK);
+        ssdc::load_tile16_raw<CHUNK, DKP / 4, LDK, LDQ16, NTHREADS, TK>(b.K, raw16<TK>(b.Q, ST_K16 - ST_Q), kb, p.k.s1,
+                                                                        n, DK);
     } else load_tile<DKP / 4, LDK>(b.K, kb, p.k.s1, n, DK);
 #else
     if (b.Q) load_tile<DKP / 4, LDQ>(b.Q, qb, p.q.s1, n, DK);
@@ -236,8 +239,9 @@ __device__ __forceinline__ void chunk_scores(float *sm, const Bufs &b) {
                                                    raw16<TK>(Q, ST_K16 - ST_Q) + n0 * LDQ16, 0, DKP);
 #else
         if (n0 < m0 + T::TM) // Q [CHUNK, DKP] K^T [DKP, CHUNK], both read as 64-bit k pairs
-            ssdc::warp_mma<PREC, true, RND_QK>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
-                                       [&](int k, int n) { return ld_pair(K + (n0 + n) * LDK + k); });
+            ssdc::warp_mma<PREC, true, RND_QK>(
+                acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
+                [&](int k, int n) { return ld_pair(K + (n0 + n) * LDK + k); });
 #endif
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
@@ -279,8 +283,8 @@ __device__ __forceinline__ void chunk_prepare(float *sm, const Bufs &b) {
 }
 
 // O = diag(exp(A)) Q S0 + P V for rows < n, columns < dv; with_state false: S0 = 0.
-__device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const Cta &c, float *sm, const Bufs &b,
-                                             i64 t0, int n, bool with_state) {
+__device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const Cta &c, float *sm, const Bufs &b, i64 t0,
+                                             int n, bool with_state) {
     typedef TileO T;
     const int warp = threadIdx.x >> 5;
     const float *Q = b.Q, *V = b.V, *S = sm + OFF_S, *P = sm + OFF_P, *EA = b.EA;
@@ -291,13 +295,15 @@ __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const C
         float acc[T::MM][T::NN][4];
         ssdc::tile_zero(acc);
         if (with_state) { // Q [CHUNK, DKP] (64-bit k pairs) S [DKP, BDV] (rows k, k+1)
-            ssdc::warp_mma<PREC, true, RND_QS>(acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
-                                               [&](int k, int nn) { return ld_rows(S + k * LDS + n0 + nn, LDS, 1); });
+            ssdc::warp_mma<PREC, true, RND_QS>(
+                acc, 0, DKP, [&](int m, int k) { return ld_pair(Q + (m0 + m) * LDQ + k); },
+                [&](int k, int nn) { return ld_rows(S + k * LDS + n0 + nn, LDS, 1); });
             tile_foreach(acc, [&](int r, int, float &x) { x *= EA[m0 + r]; });
         }
         // P [CHUNK, CHUNK] V [CHUNK, BDV], the mma's k order
-        ssdc::warp_mma<PREC, false, ssdc::RND_AB>(acc, 0, m0 + T::TM, [&](int m, int k) { return ld_cols(P + (m0 + m) * LDP + k, 4); },
-                                                  [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
+        ssdc::warp_mma<PREC, false, ssdc::RND_AB>(
+            acc, 0, m0 + T::TM, [&](int m, int k) { return ld_cols(P + (m0 + m) * LDP + k, 4); },
+            [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
         bool bad = false; // an output came out Inf or NaN
         tile_foreach(acc, [&](int r, int cc, float &x) {
             const int i = m0 + r, j = n0 + cc;
@@ -322,8 +328,7 @@ __device__ __forceinline__ void chunk_output(const cg_ssd_fwd_params &p, const C
 
 // The chunk's state over the whole [DKP, BDV] tile: out(i, j, init(i, j) + ((K .* w)^T V)_ij),
 // with K .* w already in the K tile (kw_store) and V stored by mma_store.
-template <class FI, class FO>
-__device__ __forceinline__ void chunk_state(const Bufs &b, FI init, FO out) {
+template <class FI, class FO> __device__ __forceinline__ void chunk_state(const Bufs &b, FI init, FO out) {
     typedef TileS T;
     const int warp = threadIdx.x >> 5;
     const float *K = b.K, *V = b.V;
@@ -332,8 +337,9 @@ __device__ __forceinline__ void chunk_state(const Bufs &b, FI init, FO out) {
         float acc[T::MM][T::NN][4];
         tile_foreach(acc, [&](int r, int cc, float &x) { x = init(m0 + r, n0 + cc); });
         // (K .* w)^T [DKP, CHUNK] V [CHUNK, BDV], the mma's k order
-        ssdc::warp_mma<PREC, false, ssdc::RND_AB>(acc, 0, CHUNK, [&](int m, int k) { return ld_rows(K + k * LDK + m0 + m, LDK, 4); },
-                                                  [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
+        ssdc::warp_mma<PREC, false, ssdc::RND_AB>(
+            acc, 0, CHUNK, [&](int m, int k) { return ld_rows(K + k * LDK + m0 + m, LDK, 4); },
+            [&](int k, int nn) { return ld_rows(V + k * LDV + n0 + nn, LDV, 4); });
         tile_foreach(acc, [&](int r, int cc, float &x) { out(m0 + r, n0 + cc, x); });
     }
 }
@@ -358,9 +364,7 @@ __device__ __forceinline__ void state_store(const float *sm, float *dst, i64 ld,
     }
 }
 
-__device__ __forceinline__ int chunk_len(const cg_ssd_fwd_params &p, i64 ci) {
-    return ssdc::chunk_len<CHUNK>(p.T, ci);
-}
+__device__ __forceinline__ int chunk_len(const cg_ssd_fwd_params &p, i64 ci) { return ssdc::chunk_len<CHUNK>(p.T, ci); }
 
 // 3phase phases 1 and 3: a CTA's chunk (varlen: slot) ci of row bh = b * H + h and dv tile
 // dvt, from blockIdx.x = (bh * nchunks + ci) * NDVT + dvt; its n tokens from t0
@@ -432,8 +436,9 @@ SSD_ENTRY cg_ssd_fwd_seq(cg_ssd_fwd_params p) {
         if (!last || p.hT.p) {
             __syncthreads(); // every warp is done reading S
             const float gamma = b.EA[CHUNK - 1];
-            chunk_state(b, [&](int i, int j) { return gamma * S[i * LDS + j]; },
-                        [&](int i, int j, float x) { S[i * LDS + j] = x; });
+            chunk_state(
+                b, [&](int i, int j) { return gamma * S[i * LDS + j]; },
+                [&](int i, int j, float x) { S[i * LDS + j] = x; });
         }
         __syncthreads();
     }
@@ -464,9 +469,11 @@ SSD_ENTRY cg_ssd_fwd_states(cg_ssd_fwd_params p) {
     __syncthreads();
     const i64 slot = s.bh * p.nchunks + s.ci;
     float *u = p.ws + slot * (i64)(DK * DV) + c.j0;
-    chunk_state(b, [](int, int) { return 0.f; }, [&](int i, int j, float x) {
-        if (i < DK && c.j0 + j < DV) u[(i64)i * DV + j] = x;
-    });
+    chunk_state(
+        b, [](int, int) { return 0.f; },
+        [&](int i, int j, float x) {
+            if (i < DK && c.j0 + j < DV) u[(i64)i * DV + j] = x;
+        });
     if (s.dvt == 0 && threadIdx.x == 0) p.ws[p.B * p.H * p.nchunks * (i64)(DK * DV) + slot] = b.EA[CHUNK - 1];
 }
 

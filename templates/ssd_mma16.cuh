@@ -36,7 +36,7 @@ __device__ __forceinline__ void warp_mma16_abt(float (&acc)[MM][NN][4], const T 
     static_assert(sizeof(T) == 2 && LDA % 8 == 0 && LDB % 8 == 0, "16-byte aligned rows of halves");
     const int lane = threadIdx.x & 31;
     const int ar = (lane & 7) + ((lane >> 3) & 1) * 8, ac = (lane >> 4) * 8; // A: row, k of the lane's address
-    const int br = (lane & 7) + (lane >> 4) * 8, bc = ((lane >> 3) & 1) * 8;  // B (x4): n, k
+    const int br = (lane & 7) + (lane >> 4) * 8, bc = ((lane >> 3) & 1) * 8; // B (x4): n, k
 #pragma unroll 1
     for (int k = k0; k < k1; k += 16) {
         unsigned a[MM][4];
@@ -87,7 +87,8 @@ __device__ __forceinline__ void load_tile16_raw(float *dst, T *dst16, const T *s
             *reinterpret_cast<uint4 *>(dst16 + r * LD16 + i) = u;
             float *d = dst + r * LD + i;
             *reinterpret_cast<float4 *>(d) = make_float4(cg_lo<T>(u.x), cg_hi<T>(u.x), cg_lo<T>(u.y), cg_hi<T>(u.y));
-            *reinterpret_cast<float4 *>(d + 4) = make_float4(cg_lo<T>(u.z), cg_hi<T>(u.z), cg_lo<T>(u.w), cg_hi<T>(u.w));
+            *reinterpret_cast<float4 *>(d + 4) =
+                make_float4(cg_lo<T>(u.z), cg_hi<T>(u.z), cg_lo<T>(u.w), cg_hi<T>(u.w));
         }
     } else {
         load_tile16_raw_narrow<T>(dst, dst16, src, ld, n, w, W4 * 4, LD, LD16, ROWS * W4 * 4, NT);

@@ -58,11 +58,13 @@ __device__ __forceinline__ i64 opaque(i64 x) {
 // from x rounded once. The offset steps one stride at a time through opaque(): in a loop
 // over tokens the compiler would otherwise hoist N 64-bit addresses beside a thread's N
 // floats of state (gdr_step at dk 128: 254 registers and spills, 188 without).
-template <class T, int N> __device__ __forceinline__ void ld_strided(const cg_ktensor &t, i64 off, i64 stride, float *x) {
+template <class T, int N>
+__device__ __forceinline__ void ld_strided(const cg_ktensor &t, i64 off, i64 stride, float *x) {
 #pragma unroll
     for (int i = 0; i < N; i++, off = opaque(off + stride)) x[i] = ld<T>(t, off);
 }
-template <class T, int N> __device__ __forceinline__ void st_strided(const cg_ktensor &t, i64 off, i64 stride, const float *x) {
+template <class T, int N>
+__device__ __forceinline__ void st_strided(const cg_ktensor &t, i64 off, i64 stride, const float *x) {
 #pragma unroll
     for (int i = 0; i < N; i++, off = opaque(off + stride)) st<T>(t, off, x[i]);
 }
@@ -71,7 +73,8 @@ template <class T, int N> __device__ __forceinline__ void st_strided(const cg_kt
 // staged as floats into qs and ks by the CTA's BLOCK threads, between two barriers (the
 // first: the previous token's rows read by every thread).
 template <class TQ, class TK, int DK, int BLOCK>
-__device__ __forceinline__ void stage_qk(const cg_ktensor &q, const cg_ktensor &k, i64 b, i64 t, i64 g, float *qs, float *ks) {
+__device__ __forceinline__ void stage_qk(const cg_ktensor &q, const cg_ktensor &k, i64 b, i64 t, i64 g, float *qs,
+                                         float *ks) {
     __syncthreads();
     for (int i = threadIdx.x; i < DK; i += BLOCK) {
         qs[i] = ld<TQ>(q, b * q.s0 + t * q.s1 + g * q.s2 + i);
@@ -85,7 +88,9 @@ __device__ __forceinline__ void stage_qk(const cg_ktensor &q, const cg_ktensor &
 // pass over a thread's state column ptxas would otherwise load the whole staged rows
 // ahead into registers beside the state (gdr_step at dk 128: 255 registers and spills;
 // 215 and none so).
-__device__ __forceinline__ float staged(const float *row, int i) { return reinterpret_cast<const volatile float *>(row)[i]; }
+__device__ __forceinline__ float staged(const float *row, int i) {
+    return reinterpret_cast<const volatile float *>(row)[i];
+}
 
 } // namespace stepc
 

@@ -43,7 +43,7 @@ typedef struct bench_opts {
     int npresets;
     int64_t seqs[MAXLIST];
     int nseqs;
-    int mode; /* 0 both, 1 fwd, 2 fwd_bwd */
+    int mode;                    /* 0 both, 1 fwd, 2 fwd_bwd */
     bconfig custom[2 * MAXLIST]; /* --ssd-shape, --sscan-shape, in their order */
     int ncustom;
     cg_layout layout;
@@ -71,12 +71,12 @@ typedef struct btensor {
     int ramp;         /* an input filled with -(i + 1) along its last extent, not drawn */
     double lo, hi;    /* an input's range: the op table's, or the seeds' (bench_cell.c) */
     int64_t n[4], s[4], count;
-    cg_dtype dt;      /* storage dtype (the cell's 16-bit dtype for the 16-bit-capable tensors) */
-    float *h;         /* host values (16-bit inputs: rounded once) */
-    uint16_t *st;     /* 16-bit tensors: the call's host memory; NULL for float32 */
-    void *d;          /* device (cuda) */
-    double *ref;      /* float64 reference values of an output, on the cut, contiguous */
-    int64_t rn[4];    /* the cut's shape */
+    cg_dtype dt;   /* storage dtype (the cell's 16-bit dtype for the 16-bit-capable tensors) */
+    float *h;      /* host values (16-bit inputs: rounded once) */
+    uint16_t *st;  /* 16-bit tensors: the call's host memory; NULL for float32 */
+    void *d;       /* device (cuda) */
+    double *ref;   /* float64 reference values of an output, on the cut, contiguous */
+    int64_t rn[4]; /* the cut's shape */
 } btensor;
 
 /* A cell's tensors are built from the op table (cg_op_describe): the forward op's tensors
@@ -97,12 +97,12 @@ typedef struct cell {
     int64_t seq;
     int bwd; /* fwd_bwd */
     cg_layout layout;
-    cg_dtype dtype; /* the 16-bit-capable tensors' storage (CG_F32: all float32) */
+    cg_dtype dtype;                  /* the 16-bit-capable tensors' storage (CG_F32: all float32) */
     int64_t dims[CG_SHAPE_MAX_SYMS]; /* each symbol's extent (by cg_sym); 0: not given (sscan's G) */
     btensor t[MAX_T];
     int nt;
     int map[2][MAX_T]; /* the cell tensor of each tensor of the forward [0] and backward [1] op */
-    int64_t cut_t; /* tokens of the reference cut */
+    int64_t cut_t;     /* tokens of the reference cut */
     int have_ref;
     char ref_err[512];
     double ref_s_per_bt; /* the reference's seconds per (batch element x token) on one thread, measured; 0: not */
@@ -119,9 +119,9 @@ typedef struct runner {
     impl_kind impl;
     cg_context *ctx;
     cg_exec ex;
-    int cuda;          /* device memory; sync after each sample */
+    int cuda; /* device memory; sync after each sample */
     char msg[1024];
-    int skipped;       /* msg is a reason to skip, not an error */
+    int skipped;           /* msg is a reason to skip, not an error */
     const char *config[2]; /* the --config part of the forward and the backward call (NULL: none) */
     char config_buf[2][512];
 } runner;

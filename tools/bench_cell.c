@@ -140,8 +140,7 @@ void bench_cell_define(cell *c) {
         }
     }
     static const int head4[4] = {0, 2, 1, 3}, head3[3] = {0, 2, 1};
-    for (int i = 0; i < c->nt; i++)
-        tlayout(&c->t[i], c->t[i].head_perm ? (c->t[i].nd == 4 ? head4 : head3) : NULL);
+    for (int i = 0; i < c->nt; i++) tlayout(&c->t[i], c->t[i].head_perm ? (c->t[i].nd == 4 ? head4 : head3) : NULL);
 }
 
 /* The tensor's bytes in the call (the whole tensor). */
@@ -250,7 +249,8 @@ void bench_cell_args(const cell *c, const bptrs *m, int bwd, void *args) {
 
 void bench_host_ptrs(const cell *c, bptrs *m, int64_t b, int64_t tt) {
     memset(m, 0, sizeof *m);
-    for (int i = 0; i < c->nt; i++) m->p[i] = !c->t[i].used ? NULL : c->t[i].st ? (void *)c->t[i].st : (void *)c->t[i].h;
+    for (int i = 0; i < c->nt; i++)
+        m->p[i] = !c->t[i].used ? NULL : c->t[i].st ? (void *)c->t[i].st : (void *)c->t[i].h;
     m->b = b;
     m->tt = tt;
 }
@@ -293,7 +293,7 @@ int bench_cuda_copy(cell *c, cg_context *ctx, int dir, char *err, size_t errlen)
         size_t bytes = (size_t)bench_tbytes(t);
         void *host = t->st ? (void *)t->st : (void *)t->h;
         cg_status s = dir == 0 ? cg_device_copy(ctx, bench_cuda_backend, t->d, host, bytes, 0, NULL)
-                                 : cg_device_copy(ctx, bench_cuda_backend, host, t->d, bytes, 1, NULL);
+                               : cg_device_copy(ctx, bench_cuda_backend, host, t->d, bytes, 1, NULL);
         if (s == CG_OK) s = cg_device_sync(ctx, bench_cuda_backend, NULL);
         if (s != CG_OK) {
             snprintf(err, errlen, "copy of %s %s: %s: %s", t->name, dir ? "to the host" : "to the device",

@@ -93,7 +93,8 @@ json_t *bench_row_base(const bench *bn, const cell *c, impl_kind impl) {
 void bench_row_fail(bench *bn, json_t *row, int skipped, const char *msg) {
     json_object_set_new(row, skipped ? "skipped" : "error", json_string(msg));
     if (!skipped) bn->errors++;
-    bench_progress("  %-22s %s: %s", json_string_value(json_object_get(row, "impl")), skipped ? "skipped" : "ERROR", msg);
+    bench_progress("  %-22s %s: %s", json_string_value(json_object_get(row, "impl")), skipped ? "skipped" : "ERROR",
+                   msg);
 }
 
 /* Whether an impl's rel_err needs its own run on the cut (not the timed run's outputs). */
@@ -129,7 +130,8 @@ void bench_add_rel_err(const cell *c, json_t *row) {
     else if (bench_needs_cut_run(c))
         snprintf(note, sizeof note, "reference on batch[0:1] of %lld; the impl rerun on that cut", (long long)B);
     else if (B > 1)
-        snprintf(note, sizeof note, "reference on batch[0:1] of %lld, compared with the timed run's outputs", (long long)B);
+        snprintf(note, sizeof note, "reference on batch[0:1] of %lld, compared with the timed run's outputs",
+                 (long long)B);
     if (nan) snprintf(note + strlen(note), sizeof note - strlen(note), "%sNaN in the outputs", note[0] ? "; " : "");
     if (note[0]) json_object_set_new(row, "rel_err_note", json_string(note));
 }
@@ -192,8 +194,9 @@ void bench_add_roofline(const bench *bn, const cell *c, impl_kind impl, const ch
                         json_t *row) {
     double flops = cell_flops(bn, c, impl, dispatch, row);
     double bytes = bench_cell_bytes(c), sec = m->median_ms * 1e-3;
-    json_object_update_new(row, json_pack("{s:o, s:o, s:o, s:o}", "flops", bench_jnum(flops), "bytes", bench_jnum(bytes),
-                                          "gflops", bench_jnum(flops / sec * 1e-9), "gbs", bench_jnum(bytes / sec * 1e-9)));
+    json_object_update_new(row,
+                           json_pack("{s:o, s:o, s:o, s:o}", "flops", bench_jnum(flops), "bytes", bench_jnum(bytes),
+                                     "gflops", bench_jnum(flops / sec * 1e-9), "gbs", bench_jnum(bytes / sec * 1e-9)));
     double P = NAN, W = NAN;
     if (impl == IMPL_CPU) {
         /* The larger of the measured and the nominal peak: a busy machine measures low,
@@ -219,12 +222,12 @@ json_t *bench_device_block(const bench *bn) {
     const cpu_info *ci = &bn->ci;
     const gpu_info *gi = &bn->gi;
     int gpu_run = gi->ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
-    json_t *d = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:o, s:o, s:o}", "backend", gpu_run ? "cuda" : "cpu",
-                          "device_kind", gpu_run ? gi->name : "cpu", "cpu", ci->model, "cores", ci->cores, "threads",
-                          bn->threads, "simd", ci->simd, "cpu_isa", ci->isa, /* the CPU path's variant */
-                          "cpu_mhz", bench_jnum(ci->mhz), "fma_peak_gflops_nominal", bench_jnum(ci->peak_nominal),
-                          "fma_peak_gflops_measured", bench_jnum(ci->peak_meas), "mem_bw_gbs_measured",
-                          bench_jnum(ci->bw_meas));
+    json_t *d = json_pack(
+        "{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:o, s:o, s:o, s:o}", "backend", gpu_run ? "cuda" : "cpu", "device_kind",
+        gpu_run ? gi->name : "cpu", "cpu", ci->model, "cores", ci->cores, "threads", bn->threads, "simd", ci->simd,
+        "cpu_isa", ci->isa, /* the CPU path's variant */
+        "cpu_mhz", bench_jnum(ci->mhz), "fma_peak_gflops_nominal", bench_jnum(ci->peak_nominal),
+        "fma_peak_gflops_measured", bench_jnum(ci->peak_meas), "mem_bw_gbs_measured", bench_jnum(ci->bw_meas));
     json_object_set_new(d, "cpu_peak_note",
                         json_string("nominal = threads x cpu MHz x 2 FMA units x fp32 lanes x 2 flops (assumes two "
                                     "FMA ports at the nominal clock); measured = best of 3 runs of 12 independent FMA "
@@ -232,8 +235,9 @@ json_t *bench_device_block(const bench *bn) {
                                     "frac_flops use the larger of the two peaks (a busy machine measures low), "
                                     "frac_bw the measured bandwidth"));
     if (bench_fake_cuda)
-        json_object_set_new(d, "fake_cuda", json_string("CHUNKGEN_BENCH_FAKE_CUDA=emulate: the chunkgen_cuda rows ran on "
-                                                        "the SIMT emulator (a test of the bench's device-memory path)"));
+        json_object_set_new(d, "fake_cuda",
+                            json_string("CHUNKGEN_BENCH_FAKE_CUDA=emulate: the chunkgen_cuda rows ran on "
+                                        "the SIMT emulator (a test of the bench's device-memory path)"));
     if (gi->ok) {
         json_object_update_new(
             d, json_pack("{s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:i, s:o, s:o}", "gpu", gi->name, "gpu_arch", gi->arch,
@@ -269,7 +273,7 @@ static const char k_inputs_sscan[] =
     "A[d, n] = -(n + 1); B, C [B, L, N] (ungrouped) ~ U(-1, 1); D ~ U(-1, 1); h0 absent, hT returned";
 
 json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const int64_t *seqs, int nseqs, int argc,
-                            char **argv) {
+                           char **argv) {
     const bench_opts *o = bn->o;
     json_t *c = json_object();
     int gpu_run = bn->gi.ok && (bn->want[IMPL_CUDA] || bn->want[IMPL_CUDA_DEF]);
@@ -307,30 +311,32 @@ json_t *bench_config_block(const bench *bn, const bconfig *cfgs, int ncfg, const
                                         "ref_seq", (json_int_t)o->ref_seq, "ref_max_s", o->ref_max_s, "emu_max_seq",
                                         (json_int_t)o->emu_max_seq, "inputs", "ssd", k_inputs_ssd, "sscan",
                                         k_inputs_sscan));
-    json_object_set_new(c, "timing",
-                        json_string("per row: warm-up calls (the first one's wall time is compile_s), then samples of "
-                                    "`inner` back-to-back calls until `repeats` samples and min_time_s seconds; median_ms, "
-                                    "q1_ms, q3_ms per call over the samples. cuda: inner = 1, each sample timed by CUDA "
-                                    "events after an L2 flush (a memset of 2x the L2 size, outside the timed region); "
-                                    "a call slower than 2 x min_time_s keeps its wall-clock calibration run as a sample. "
-                                    "fwd_bwd = one forward call plus one backward call"));
+    json_object_set_new(
+        c, "timing",
+        json_string("per row: warm-up calls (the first one's wall time is compile_s), then samples of "
+                    "`inner` back-to-back calls until `repeats` samples and min_time_s seconds; median_ms, "
+                    "q1_ms, q3_ms per call over the samples. cuda: inner = 1, each sample timed by CUDA "
+                    "events after an L2 flush (a memset of 2x the L2 size, outside the timed region); "
+                    "a call slower than 2 x min_time_s keeps its wall-clock calibration run as a sample. "
+                    "fwd_bwd = one forward call plus one backward call"));
     json_object_set_new(c, "rel_err",
                         json_string("max|out - ref| / max|ref| against the float64 sequential scan on the same inputs, "
                                     "computed once per cell on batch element 0 and at most ref_seq tokens; rel_err is "
                                     "the max over the outputs (fwd) or over outputs and gradients (fwd_bwd)"));
-    json_object_set_new(c, "peak_mb",
-                        json_string("host impls: the call's tensors (inputs and outputs, exact bytes) + workspace_mb, the "
-                                    "growth of the process's peak RSS during the row's calls (VmHWM reset through "
-                                    "/proc/self/clear_refs); cuda: the device tensors only"));
-    json_object_set_new(c, "roofline",
-                        json_string("flops: SSD chunked algorithm with chunk C per (b, h) and chunk of c tokens: forward "
-                                    "c(c+1)(dk+dv) + 4c dk dv, backward c(c+1)(3dk+2dv) + 10c dk dv + 4c dk; selective "
-                                    "scan per (b,l,d,n) 7 forward, 24 backward, per (b,l,d) 11 and 20. bytes: every "
-                                    "input read once and every output written once per call. frac_roofline = achieved "
-                                    "GFLOP/s / min(peak, flops/bytes x bandwidth)"));
+    json_object_set_new(
+        c, "peak_mb",
+        json_string("host impls: the call's tensors (inputs and outputs, exact bytes) + workspace_mb, the "
+                    "growth of the process's peak RSS during the row's calls (VmHWM reset through "
+                    "/proc/self/clear_refs); cuda: the device tensors only"));
+    json_object_set_new(
+        c, "roofline",
+        json_string("flops: SSD chunked algorithm with chunk C per (b, h) and chunk of c tokens: forward "
+                    "c(c+1)(dk+dv) + 4c dk dv, backward c(c+1)(3dk+2dv) + 10c dk dv + 4c dk; selective "
+                    "scan per (b,l,d,n) 7 forward, 24 backward, per (b,l,d) 11 and 20. bytes: every "
+                    "input read once and every output written once per call. frac_roofline = achieved "
+                    "GFLOP/s / min(peak, flops/bytes x bandwidth)"));
     if (bn->cpu_subset)
-        json_object_set_new(c, "omitted",
-                            json_string("fwd_bwd at seq > 2048 (CPU default subset; --all runs it)"));
+        json_object_set_new(c, "omitted", json_string("fwd_bwd at seq > 2048 (CPU default subset; --all runs it)"));
     char date[64];
     time_t tnow = time(NULL);
     struct tm tmv;

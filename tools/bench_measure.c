@@ -64,14 +64,17 @@ static int run_timed_gpu(runner *r, const bptrs *m, int inner, double *sec) {
     double ms = 0;
     cg_status s = cg_device_flush_l2(r->ctx, bench_cuda_backend, r->ex.stream);
     if (s != CG_OK) return bench_runner_fail(r, s, "L2 flush");
-    if ((s = cg_device_timer_start(r->ctx, bench_cuda_backend, r->ex.stream, &tok)) != CG_OK) return bench_runner_fail(r, s, "device timer start");
+    if ((s = cg_device_timer_start(r->ctx, bench_cuda_backend, r->ex.stream, &tok)) != CG_OK)
+        return bench_runner_fail(r, s, "device timer start");
     for (int i = 0; i < inner; i++) {
         if (bench_run_call(r, m)) {
-            (void)cg_device_timer_stop(r->ctx, bench_cuda_backend, r->ex.stream, tok, &ms); /* releases the timer; r->msg kept */
+            (void)cg_device_timer_stop(r->ctx, bench_cuda_backend, r->ex.stream, tok,
+                                       &ms); /* releases the timer; r->msg kept */
             return -1;
         }
     }
-    if ((s = cg_device_timer_stop(r->ctx, bench_cuda_backend, r->ex.stream, tok, &ms)) != CG_OK) return bench_runner_fail(r, s, "device timer stop");
+    if ((s = cg_device_timer_stop(r->ctx, bench_cuda_backend, r->ex.stream, tok, &ms)) != CG_OK)
+        return bench_runner_fail(r, s, "device timer stop");
     *sec = 1e-3 * ms;
     return 0;
 }

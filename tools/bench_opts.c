@@ -81,8 +81,11 @@ static int opt_impls(void *opts, const char *v, char *err, size_t errlen) {
         int k = 0;
         while (k < IMPL_COUNT && strcmp(w[i], k_impl_names[k])) k++;
         if (k == IMPL_COUNT)
-            return snprintf(err, errlen, "unknown impl '%s' (expected chunkgen_cpu, chunkgen_cuda, chunkgen_cuda_default, "
-                                         "chunkgen_emulate or ref)", w[i]), -1;
+            return snprintf(err, errlen,
+                            "unknown impl '%s' (expected chunkgen_cpu, chunkgen_cuda, chunkgen_cuda_default, "
+                            "chunkgen_emulate or ref)",
+                            w[i]),
+                   -1;
         int *want[IMPL_COUNT] = {&o->want_cpu, &o->want_cuda, &o->want_cuda_def, &o->want_emu, &o->want_ref};
         *want[k] = 1;
     }
@@ -105,7 +108,8 @@ static int opt_seq(void *opts, const char *v, char *err, size_t errlen) {
     for (int i = 0; i < n; i++) {
         char *end;
         long long x = strtoll(w[i], &end, 10);
-        if (*end || x < 1 || x > (1ll << 30)) return snprintf(err, errlen, "expected integers in [1, 2^30], got '%s'", w[i]), -1;
+        if (*end || x < 1 || x > (1ll << 30))
+            return snprintf(err, errlen, "expected integers in [1, 2^30], got '%s'", w[i]), -1;
         o->seqs[o->nseqs++] = x;
     }
     return 0;
@@ -213,32 +217,48 @@ static int opt_dtype(void *opts, const char *v, char *err, size_t errlen) {
 
 #define I64(f) offsetof(bench_opts, f)
 static const cg_cli_opt k_bench_opts[] = {
-    {"--backend", 0, CG_CLI_FN, 0, "LIST", "cpu, cuda, emulate, ref (default: all that are available)", 0, 0, opt_backend},
+    {"--backend", 0, CG_CLI_FN, 0, "LIST", "cpu, cuda, emulate, ref (default: all that are available)", 0, 0,
+     opt_backend},
     {"--impls", 0, CG_CLI_FN, 0, "LIST", "exact impl names (overrides --backend)", 0, 0, opt_impls},
     {"--op", 0, CG_CLI_CHOICE, offsetof(bench_opts, op), "ssd|sscan", "one op only", 1, 0, NULL},
     {"--preset", 0, CG_CLI_FN, 0, "LIST", "the seeds' shapes by name (e.g. g1h1_d128, sscan_d512)", 0, 0, opt_preset},
     {"--seq", 0, CG_CLI_FN, 0, "LIST", "sequence lengths (replace 512,2048,8192)", 0, 0, opt_seq},
     {"--mode", 0, CG_CLI_CHOICE, offsetof(bench_opts, mode), "fwd|fwd_bwd", "one mode only", 1, 0, NULL},
-    {"--ssd-shape", 0, CG_CLI_FN, 0, "NAME:B=N,G=N,H=N,dk=N,dv=N", "a custom SSD shape (repeatable; replaces the\n"
-     "presets; given alone, it also means --op ssd)", 0, 0, opt_ssd_shape},
-    {"--sscan-shape", 0, CG_CLI_FN, 0, "NAME:B=N,D=N,N=N", "a custom selective-scan shape (likewise)", 0, 0, opt_sscan_shape},
+    {"--ssd-shape", 0, CG_CLI_FN, 0, "NAME:B=N,G=N,H=N,dk=N,dv=N",
+     "a custom SSD shape (repeatable; replaces the\n"
+     "presets; given alone, it also means --op ssd)",
+     0, 0, opt_ssd_shape},
+    {"--sscan-shape", 0, CG_CLI_FN, 0, "NAME:B=N,D=N,N=N", "a custom selective-scan shape (likewise)", 0, 0,
+     opt_sscan_shape},
     {"--layout", 0, CG_CLI_FN, 0, "token|head", "SSD tensor layout (default token: [B,T,heads,dim])", 0, 0, opt_layout},
-    {"--dtype", 0, CG_CLI_FN, 0, "f32|bf16|f16", "storage of the 16-bit-capable tensors (q k v o do ... / x delta B C z\n"
-     "y dy ...; default f32); rows carry dtype and bytes moved", 0, 0, opt_dtype},
+    {"--dtype", 0, CG_CLI_FN, 0, "f32|bf16|f16",
+     "storage of the 16-bit-capable tensors (q k v o do ... / x delta B C z\n"
+     "y dy ...; default f32); rows carry dtype and bytes moved",
+     0, 0, opt_dtype},
     CG_CLI_OPT_CONFIG(bench_opts, config), /* not for chunkgen_cuda_default, which measures the default */
-    {"--all", 0, CG_CLI_FLAG, offsetof(bench_opts, all), NULL, "also run the slow cells left out by default", 0, 0, NULL},
+    {"--all", 0, CG_CLI_FLAG, offsetof(bench_opts, all), NULL, "also run the slow cells left out by default", 0, 0,
+     NULL},
     CG_CLI_OPT_THREADS(bench_opts, threads),
     {"--repeats", 0, CG_CLI_INT, offsetof(bench_opts, repeats), "N", "samples at least (default 5)", 1, 1000, NULL},
-    {"--min-time", 0, CG_CLI_F64, offsetof(bench_opts, min_time), "S", "seconds of samples at least, per row (default 1.0)", 0, 3600, NULL},
-    {"--warmup", 0, CG_CLI_INT, offsetof(bench_opts, warmup), "N", "warm-up calls (default 1; the first one is compile_s)", 1, 100, NULL},
-    {"--ref-seq", 0, CG_CLI_I64, I64(ref_seq), "N", "tokens of the reference cut for rel_err (default 2048)", 1, 1 << 30, NULL},
-    {"--ref-max-s", 0, CG_CLI_F64, offsetof(bench_opts, ref_max_s), "S", "skip the ref row when a call would take longer\n"
-     "(default 2)", 0, 1e6, NULL},
-    {"--emu-max-seq", 0, CG_CLI_I64, I64(emu_max_seq), "N", "largest seq for chunkgen_emulate (default 64; with no --seq\n"
-     "the matrix gains cells at that seq, for the emulator)", 0, 1 << 30, NULL},
+    {"--min-time", 0, CG_CLI_F64, offsetof(bench_opts, min_time), "S",
+     "seconds of samples at least, per row (default 1.0)", 0, 3600, NULL},
+    {"--warmup", 0, CG_CLI_INT, offsetof(bench_opts, warmup), "N",
+     "warm-up calls (default 1; the first one is compile_s)", 1, 100, NULL},
+    {"--ref-seq", 0, CG_CLI_I64, I64(ref_seq), "N", "tokens of the reference cut for rel_err (default 2048)", 1,
+     1 << 30, NULL},
+    {"--ref-max-s", 0, CG_CLI_F64, offsetof(bench_opts, ref_max_s), "S",
+     "skip the ref row when a call would take longer\n"
+     "(default 2)",
+     0, 1e6, NULL},
+    {"--emu-max-seq", 0, CG_CLI_I64, I64(emu_max_seq), "N",
+     "largest seq for chunkgen_emulate (default 64; with no --seq\n"
+     "the matrix gains cells at that seq, for the emulator)",
+     0, 1 << 30, NULL},
     {"--no-check", 0, CG_CLI_FLAG, offsetof(bench_opts, no_check), NULL, "skip rel_err (no reference run)", 0, 0, NULL},
-    {"--no-probe", 0, CG_CLI_FLAG, offsetof(bench_opts, no_probe), NULL, "skip the peak FMA / bandwidth measurements", 0, 0, NULL},
-    {"--commit", 0, CG_CLI_STR, offsetof(bench_opts, commit), "STR", "commit id recorded in the config block", 0, 0, NULL},
+    {"--no-probe", 0, CG_CLI_FLAG, offsetof(bench_opts, no_probe), NULL, "skip the peak FMA / bandwidth measurements",
+     0, 0, NULL},
+    {"--commit", 0, CG_CLI_STR, offsetof(bench_opts, commit), "STR", "commit id recorded in the config block", 0, 0,
+     NULL},
     {"--out", 0, CG_CLI_STR, offsetof(bench_opts, out), "FILE", "JSON output (default: stdout)", 0, 0, NULL},
     {"--quiet", 0, CG_CLI_FLAG, offsetof(bench_opts, quiet), NULL, "no progress lines on stderr", 0, 0, NULL},
     CG_CLI_OPT_VERBOSE(bench_opts, verbose, "also print each row's dispatch line (backend, config, source)"),
@@ -248,8 +268,13 @@ static const cg_cli_cmd k_bench_cmd = {"bench", bench_usage, k_bench_opts, NULL,
 
 int bench_parse_opts(int argc, char **argv, bench_opts *o) {
     /* the defaults (every other option off) */
-    *o = (bench_opts){.layout = CG_LAYOUT_TOKEN_MAJOR, .repeats = 5, .warmup = 1, .min_time = 1.0, .ref_seq = 2048,
-                      .ref_max_s = 2.0, .emu_max_seq = 64};
+    *o = (bench_opts){.layout = CG_LAYOUT_TOKEN_MAJOR,
+                      .repeats = 5,
+                      .warmup = 1,
+                      .min_time = 1.0,
+                      .ref_seq = 2048,
+                      .ref_max_s = 2.0,
+                      .emu_max_seq = 64};
     int rc = cg_cli_parse(&k_bench_cmd, argc, argv, o);
     if (rc) return rc;
     /* --config pins a kernel config (k=v,...), as in `chunkgen run`; the seeds' shapes
@@ -260,7 +285,8 @@ int bench_parse_opts(int argc, char **argv, bench_opts *o) {
         return bench_usage_err("--config: %s", err); /* an unknown scope (any op checks them all) */
     if (o->config && !strchr(o->config, '='))
         return bench_usage_err("--config: expected k=v,... (a kernel config, as in `chunkgen run`), got '%s'; the "
-                               "seeds' shapes by name are --preset %s", o->config, o->config);
+                               "seeds' shapes by name are --preset %s",
+                               o->config, o->config);
     if (o->op) { /* --op's family: the op'th word of its choices */
         const cg_cli_opt *op = k_bench_opts;
         while (strcmp(op->name, "--op")) op++;
@@ -269,7 +295,8 @@ int bench_parse_opts(int argc, char **argv, bench_opts *o) {
         snprintf(o->family_buf, sizeof o->family_buf, "%.*s", (int)strcspn(w, "|"), w);
         o->family = o->family_buf;
     }
-    if (!o->backend_given && !o->impls_given) o->want_cpu = o->want_cuda = o->want_cuda_def = o->want_emu = o->want_ref = 1;
+    if (!o->backend_given && !o->impls_given)
+        o->want_cpu = o->want_cuda = o->want_cuda_def = o->want_emu = o->want_ref = 1;
     return 0;
 }
 

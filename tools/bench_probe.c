@@ -42,19 +42,19 @@ static void cpu_model(cpu_info *ci) {
 #define FMA_CHAINS 12
 /* One loop per ISA, the same code with that ISA's vector type and intrinsics: the sum of
  * the chains' lanes (kept alive so the loop is not optimised away). */
-#define FMA_LOOP(name, isa, vec, lanes, set1, fmadd, add, storeu)                            \
-    __attribute__((target(isa))) static float name(int64_t iters) {                         \
-        vec acc[FMA_CHAINS];                                                                \
-        const vec m = set1(0.999999f), c = set1(1e-6f);                                     \
-        for (int j = 0; j < FMA_CHAINS; j++) acc[j] = set1((float)j);                       \
-        for (int64_t i = 0; i < iters; i++)                                                 \
-            for (int j = 0; j < FMA_CHAINS; j++) acc[j] = fmadd(acc[j], m, c);              \
-        vec t = acc[0];                                                                     \
-        for (int j = 1; j < FMA_CHAINS; j++) t = add(t, acc[j]);                            \
-        float out[lanes], s = 0;                                                            \
-        storeu(out, t);                                                                     \
-        for (int j = 0; j < lanes; j++) s += out[j];                                        \
-        return s;                                                                           \
+#define FMA_LOOP(name, isa, vec, lanes, set1, fmadd, add, storeu)                                                      \
+    __attribute__((target(isa))) static float name(int64_t iters) {                                                    \
+        vec acc[FMA_CHAINS];                                                                                           \
+        const vec m = set1(0.999999f), c = set1(1e-6f);                                                                \
+        for (int j = 0; j < FMA_CHAINS; j++) acc[j] = set1((float)j);                                                  \
+        for (int64_t i = 0; i < iters; i++)                                                                            \
+            for (int j = 0; j < FMA_CHAINS; j++) acc[j] = fmadd(acc[j], m, c);                                         \
+        vec t = acc[0];                                                                                                \
+        for (int j = 1; j < FMA_CHAINS; j++) t = add(t, acc[j]);                                                       \
+        float out[lanes], s = 0;                                                                                       \
+        storeu(out, t);                                                                                                \
+        for (int j = 0; j < lanes; j++) s += out[j];                                                                   \
+        return s;                                                                                                      \
     }
 FMA_LOOP(fma_loop_512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_storeu_ps)
 FMA_LOOP(fma_loop_256, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_storeu_ps)
@@ -164,8 +164,11 @@ void bench_cpu_probe(cpu_info *ci, int threads, int measure_peaks) {
     double best = 0;
     for (int r = 0; r < 4; r++) {
         for (int i = 0; i < nt; i++)
-            args[i] = (probe_arg){.a = mem + (3 * i) * per, .b = mem + (3 * i + 1) * per, .c = mem + (3 * i + 2) * per,
-                                  .n = per, .reps = 2};
+            args[i] = (probe_arg){.a = mem + (3 * i) * per,
+                                  .b = mem + (3 * i + 1) * per,
+                                  .c = mem + (3 * i + 2) * per,
+                                  .n = per,
+                                  .reps = 2};
         double t = run_threads(nt, triad_thread, args);
         double gbs = 3.0 * 4.0 * (double)per * nt * 2 / t * 1e-9;
         if (r > 0 && gbs > best) best = gbs; /* the first pass faults the pages in */
@@ -196,5 +199,6 @@ void bench_gpu_probe(cg_context *ctx, cg_backend backend, gpu_info *gi) {
     /* FP32 lanes per SM: 64 on sm_80 (A100) and sm_60/70, 128 on sm_86, sm_89, sm_90, sm_100+. */
     int lanes = (gi->arch == 80 || gi->arch < 75) ? 64 : 128;
     if (gi->clock_mhz > 0 && gi->sm_count > 0) gi->fp32_peak_gflops = gi->sm_count * lanes * 2.0 * gi->clock_mhz * 1e-3;
-    if (gi->mem_clock_mhz > 0 && gi->bus_bits > 0) gi->bw_peak_gbs = 2.0 * gi->mem_clock_mhz * 1e6 * gi->bus_bits / 8 * 1e-9;
+    if (gi->mem_clock_mhz > 0 && gi->bus_bits > 0)
+        gi->bw_peak_gbs = 2.0 * gi->mem_clock_mhz * 1e6 * gi->bus_bits / 8 * 1e-9;
 }

@@ -7,16 +7,16 @@
 
 typedef struct cpu_info {
     char model[128];
-    double mhz;          /* nominal clock from /proc/cpuinfo */
-    int cores;           /* online */
-    int lanes;           /* fp32 lanes of the widest FMA the CPU has (16 AVX-512, 8 AVX2) */
+    double mhz; /* nominal clock from /proc/cpuinfo */
+    int cores;  /* online */
+    int lanes;  /* fp32 lanes of the widest FMA the CPU has (16 AVX-512, 8 AVX2) */
     const char *simd;
-    char isa[16];        /* the CPU path's variant this process runs (cg_device_info.cpu_isa) */
-    double peak_nominal; /* GFLOP/s: threads * GHz * 2 FMA units * lanes * 2 */
-    double peak_meas;    /* GFLOP/s of an FMA loop on `threads` threads */
+    char isa[16];         /* the CPU path's variant this process runs (cg_device_info.cpu_isa) */
+    double peak_nominal;  /* GFLOP/s: threads * GHz * 2 FMA units * lanes * 2 */
+    double peak_meas;     /* GFLOP/s of an FMA loop on `threads` threads */
     double peak_meas_cpu; /* the same loop's GFLOP/s per CPU-second of the process, times threads:
                            * the cores' rate while they ran it (robust to a shared machine) */
-    double bw_meas;      /* GB/s of a triad a = b + s c on `threads` threads */
+    double bw_meas;       /* GB/s of a triad a = b + s c on `threads` threads */
 } cpu_info;
 
 typedef struct gpu_info {

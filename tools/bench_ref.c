@@ -105,12 +105,12 @@ static cg_status ref_calls(cg_context *ctx, const cell *c, double *const *in, co
 
 typedef struct ref_job {
     cell *c;
-    cg_sym sym;            /* the sliced symbol (the op's divisible one) */
-    int64_t n, groups;     /* its extent; the divisor's (1 when the call is ungrouped) */
-    double *in[MAX_T];     /* float64 cut copies of the inputs */
-    double *part[MAX_T];   /* outputs without sym: per-slice partials [n][slice elements] */
-    cg_context *ctx[64];   /* one per worker thread */
-    atomic_long next;      /* the next head to run */
+    cg_sym sym;          /* the sliced symbol (the op's divisible one) */
+    int64_t n, groups;   /* its extent; the divisor's (1 when the call is ungrouped) */
+    double *in[MAX_T];   /* float64 cut copies of the inputs */
+    double *part[MAX_T]; /* outputs without sym: per-slice partials [n][slice elements] */
+    cg_context *ctx[64]; /* one per worker thread */
+    atomic_long next;    /* the next head to run */
     atomic_int failed;
     char err[512];
     pthread_mutex_t mu;

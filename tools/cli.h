@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-int cg_cmd_run(int argc, char **argv);   /* tools/cmd_run.c */
-int cg_cmd_gen(int argc, char **argv);   /* tools/cmd_gen.c */
-int cg_cmd_info(int argc, char **argv);  /* tools/cmd_gen.c */
+int cg_cmd_run(int argc, char **argv);           /* tools/cmd_run.c */
+int cg_cmd_gen(int argc, char **argv);           /* tools/cmd_gen.c */
+int cg_cmd_info(int argc, char **argv);          /* tools/cmd_gen.c */
 int cg_cmd_build_kernels(int argc, char **argv); /* tools/cmd_kernels.c */
 
 #endif

@@ -72,7 +72,8 @@ static int store(const cg_cli_cmd *cmd, const cg_cli_opt *o, const char *val, vo
     case CG_CLI_F64: {
         double v = strtod(val, &end);
         if (errno || end == val || *end || !(v >= o->lo && v <= o->hi))
-            return cg_cli_usage_err(cmd->name, "%s: expected a number in [%g, %g], got '%s'", o->name, o->lo, o->hi, val);
+            return cg_cli_usage_err(cmd->name, "%s: expected a number in [%g, %g], got '%s'", o->name, o->lo, o->hi,
+                                    val);
         *(double *)dst = v;
         return 0;
     }

@@ -18,33 +18,33 @@
 #include <stdio.h>
 
 typedef enum cg_cli_kind {
-    CG_CLI_FLAG,  /* no value: stores 1 (int) */
-    CG_CLI_INT,   /* an integer in [lo, hi] (int) */
-    CG_CLI_I64,   /* an integer in [lo, hi] (int64_t) */
-    CG_CLI_F64,   /* a number in [lo, hi] (double) */
-    CG_CLI_STR,   /* the text (const char *, pointing into argv) */
+    CG_CLI_FLAG,   /* no value: stores 1 (int) */
+    CG_CLI_INT,    /* an integer in [lo, hi] (int) */
+    CG_CLI_I64,    /* an integer in [lo, hi] (int64_t) */
+    CG_CLI_F64,    /* a number in [lo, hi] (double) */
+    CG_CLI_STR,    /* the text (const char *, pointing into argv) */
     CG_CLI_CHOICE, /* one of the '|'-separated words of meta: stores lo + its index (int) */
-    CG_CLI_FN     /* fn(opts, value): anything else (lists, enums, shapes); value NULL for a flag */
+    CG_CLI_FN      /* fn(opts, value): anything else (lists, enums, shapes); value NULL for a flag */
 } cg_cli_kind;
 
 /* Parse `value` into opts; 0 on success, else write what was expected into err. */
 typedef int (*cg_cli_fn)(void *opts, const char *value, char *err, size_t errlen);
 
 typedef struct cg_cli_opt {
-    const char *name;   /* "--threads"; NULL ends a table */
-    char short_name;    /* 'v' for -v, or 0 */
+    const char *name; /* "--threads"; NULL ends a table */
+    char short_name;  /* 'v' for -v, or 0 */
     cg_cli_kind kind;
-    size_t off;         /* where the value goes in the options struct */
-    const char *meta;   /* value placeholder in --help ("N", "LIST"); NULL: a flag */
-    const char *help;   /* '\n' starts a continuation line */
-    double lo, hi;      /* INT, I64, F64 */
-    cg_cli_fn fn;       /* FN */
+    size_t off;       /* where the value goes in the options struct */
+    const char *meta; /* value placeholder in --help ("N", "LIST"); NULL: a flag */
+    const char *help; /* '\n' starts a continuation line */
+    double lo, hi;    /* INT, I64, F64 */
+    cg_cli_fn fn;     /* FN */
 } cg_cli_opt;
 
 typedef struct cg_cli_cmd {
-    const char *name;        /* "bench": messages start with "chunkgen bench: " */
-    const char *usage;       /* the text above the options in --help */
-    const cg_cli_opt *opts;  /* ends with a row whose name is NULL */
+    const char *name;       /* "bench": messages start with "chunkgen bench: " */
+    const char *usage;      /* the text above the options in --help */
+    const cg_cli_opt *opts; /* ends with a row whose name is NULL */
     /* A non-option argument; NULL: none allowed. 0 ok, else err says why. */
     int (*positional)(void *opts, const char *arg, char *err, size_t errlen);
     /* More of the usage text, printed after `usage` (facts kept elsewhere); NULL: none. */
@@ -62,10 +62,10 @@ int cg_cli_usage_err(const char *cmd, const char *fmt, ...) __attribute__((forma
 void cg_cli_vmsg(const char *cmd, const char *fmt, va_list ap);
 
 /* ---------------------------------------------------- options shared by commands */
-#define CG_CLI_HELP_CONFIG                                                          \
-    "pin a kernel/CPU config, e.g. chunk=64,threads=2 (the keys:\n"              \
-    "`chunkgen gen KERNEL --space`); per op with scopes, e.g.\n"                  \
-    "'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part whose scope is\n"     \
+#define CG_CLI_HELP_CONFIG                                                                                             \
+    "pin a kernel/CPU config, e.g. chunk=64,threads=2 (the keys:\n"                                                    \
+    "`chunkgen gen KERNEL --space`); per op with scopes, e.g.\n"                                                       \
+    "'ssd_fwd:chunk=64;ssd_bwd:recompute=4' (the first part whose scope is\n"                                          \
     "the op, its family (see chunkgen run --help), or none, applies)"
 /* The part of a --config value that applies to op ("ssd_fwd", "ssd_bwd", "sscan_fwd",
  * "sscan_bwd"): the whole value when it has no scopes; else the first ';'-separated part
@@ -73,14 +73,20 @@ void cg_cli_vmsg(const char *cmd, const char *fmt, va_list ap);
  * buf; *out = NULL when no part applies. -1 (err says why) for an unknown scope. */
 int cg_cli_config_for(const char *cfg, const char *op, char *buf, size_t cap, const char **out, char *err,
                       size_t errlen);
-#define CG_CLI_OPT_CONFIG(type, field) {"--config", 0, CG_CLI_STR, offsetof(type, field), "k=v,...", CG_CLI_HELP_CONFIG, 0, 0, NULL}
-#define CG_CLI_OPT_THREADS(type, field) \
-    {"--threads", 0, CG_CLI_INT, offsetof(type, field), "N", "CPU threads (0 = all cores)", 0, 4096, NULL}
-#define CG_CLI_OPT_VERBOSE(type, field, help) {"--verbose", 'v', CG_CLI_FLAG, offsetof(type, field), NULL, help, 0, 0, NULL}
-#define CG_CLI_OPT_JSON(type, field, help) {"--json", 0, CG_CLI_FLAG, offsetof(type, field), NULL, help, 0, 0, NULL}
-#define CG_CLI_OPT_CACHE_DIR(type, field)                                                                       \
-    {"--cache-dir", 0, CG_CLI_STR, offsetof(type, field), "DIR",                                                   \
-     "the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)", 0, 0, NULL}
-#define CG_CLI_OPT_END {NULL, 0, CG_CLI_FLAG, 0, NULL, NULL, 0, 0, NULL}
+#define CG_CLI_OPT_CONFIG(type, field)                                                                                 \
+    { "--config", 0, CG_CLI_STR, offsetof(type, field), "k=v,...", CG_CLI_HELP_CONFIG, 0, 0, NULL }
+#define CG_CLI_OPT_THREADS(type, field)                                                                                \
+    { "--threads", 0, CG_CLI_INT, offsetof(type, field), "N", "CPU threads (0 = all cores)", 0, 4096, NULL }
+#define CG_CLI_OPT_VERBOSE(type, field, help)                                                                          \
+    { "--verbose", 'v', CG_CLI_FLAG, offsetof(type, field), NULL, help, 0, 0, NULL }
+#define CG_CLI_OPT_JSON(type, field, help)                                                                             \
+    { "--json", 0, CG_CLI_FLAG, offsetof(type, field), NULL, help, 0, 0, NULL }
+#define CG_CLI_OPT_CACHE_DIR(type, field)                                                                              \
+    {                                                                                                                  \
+        "--cache-dir", 0, CG_CLI_STR, offsetof(type, field), "DIR",                                                    \
+            "the cache (default $CHUNKGEN_CACHE_DIR or the XDG cache)", 0, 0, NULL                                     \
+    }
+#define CG_CLI_OPT_END                                                                                                 \
+    { NULL, 0, CG_CLI_FLAG, 0, NULL, NULL, 0, 0, NULL }
 
 #endif

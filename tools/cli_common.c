@@ -40,4 +40,3 @@ cg_context *cli_make_ctx(const char *cmd, const cli_common *c) {
     }
     return ctx;
 }
-

@@ -34,7 +34,8 @@ const char *cli_op_dims_text(const cli_op *o, int i, cg_layout layout, int group
     cg_sym syms[CG_MAX_DIMS];
     const int n = cg_op_tensor_dims(o->op, i, layout, grouped, syms);
     size_t m = (size_t)snprintf(buf, cap, "[");
-    for (int k = 0; k < n && m < cap; k++) m += (size_t)snprintf(buf + m, cap - m, "%s%s", k ? ", " : "", cg_sym_name(syms[k]));
+    for (int k = 0; k < n && m < cap; k++)
+        m += (size_t)snprintf(buf + m, cap - m, "%s%s", k ? ", " : "", cg_sym_name(syms[k]));
     if (m < cap) snprintf(buf + m, cap - m, "]");
     return buf;
 }

@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#define CLI_OP_MAXT 32       /* tensors of an op, cu_seqlens included */
-#define CLI_ARGS_BYTES 4096  /* room for any op's args struct (cg_op_info.args_size) */
+#define CLI_OP_MAXT 32      /* tensors of an op, cu_seqlens included */
+#define CLI_ARGS_BYTES 4096 /* room for any op's args struct (cg_op_info.args_size) */
 
 typedef struct cli_op {
     cg_op op;

@@ -53,7 +53,7 @@ static cg_context *impl_ctx(bench *bn, impl_kind impl) {
 }
 
 static const cg_backend k_impl_backend[IMPL_COUNT] = {CG_BACKEND_CPU, CG_BACKEND_CUDA, CG_BACKEND_CUDA,
-                                                     CG_BACKEND_EMULATE, CG_BACKEND_REF};
+                                                      CG_BACKEND_EMULATE, CG_BACKEND_REF};
 
 static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
     const bench_opts *o = bn->o;
@@ -70,8 +70,9 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
             c->ref_s_per_bt > 0 ? c->ref_s_per_bt * bt : bench_model_flops(bn->ctx_cpu, c, NULL, NULL, 0) / 5e8;
         if (pred > o->ref_max_s) {
             char why[256];
-            snprintf(why, sizeof why, "too slow: about %.0f s per call predicted from the reference cut (--ref-max-s %g)",
-                     pred, o->ref_max_s);
+            snprintf(why, sizeof why,
+                     "too slow: about %.0f s per call predicted from the reference cut (--ref-max-s %g)", pred,
+                     o->ref_max_s);
             bench_row_fail(bn, row, 1, why);
             return;
         }
@@ -146,7 +147,8 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
     double tensors = cell_tensor_mb(c);
     if (r.cuda) {
         json_object_set_new(row, "peak_mb", bench_jnum(tensors));
-        json_object_set_new(row, "peak_mb_note", json_string("device tensors of the call only (the library's workspace is not counted)"));
+        json_object_set_new(row, "peak_mb_note",
+                            json_string("device tensors of the call only (the library's workspace is not counted)"));
     } else {
         json_object_set_new(row, "peak_mb", bench_jnum(tensors + (isfinite(ms.workspace_mb) ? ms.workspace_mb : 0)));
         json_object_set_new(row, "workspace_mb", bench_jnum(ms.workspace_mb));
@@ -155,9 +157,9 @@ static void run_impl(bench *bn, cell *c, impl_kind impl, int *cuda_ready) {
     if (dispatch[0]) json_object_set_new(row, "dispatch", json_string(dispatch));
     if (o->verbose && dispatch[0]) bench_progress("  %-22s %s", k_impl_names[impl], dispatch);
     json_t *re = json_object_get(row, "rel_err");
-    bench_progress("  %-22s median %10.3f ms  [%.3f, %.3f]  inner %d x %d  rel_err %s", k_impl_names[impl], ms.median_ms,
-             ms.q1_ms, ms.q3_ms, ms.inner, ms.samples,
-             json_is_real(re) ? (snprintf(err, sizeof err, "%.2e", json_real_value(re)), err) : "-");
+    bench_progress("  %-22s median %10.3f ms  [%.3f, %.3f]  inner %d x %d  rel_err %s", k_impl_names[impl],
+                   ms.median_ms, ms.q1_ms, ms.q3_ms, ms.inner, ms.samples,
+                   json_is_real(re) ? (snprintf(err, sizeof err, "%.2e", json_real_value(re)), err) : "-");
 }
 
 static void run_cell(bench *bn, const bconfig *f, int64_t seq, int bwd) {
@@ -193,7 +195,7 @@ static void run_cell(bench *bn, const bconfig *f, int64_t seq, int bwd) {
         double t0 = bench_now_s();
         bench_reference(c, bn->threads);
         bench_progress("  reference on batch 0, %lld tokens: %.2f s%s%s", (long long)c->cut_t, bench_now_s() - t0,
-                 c->ref_err[0] ? ": " : "", c->ref_err);
+                       c->ref_err[0] ? ": " : "", c->ref_err);
     }
     int cuda_ready = 0;
     for (int i = 0; i < n; i++) run_impl(bn, c, (impl_kind)impls[i], &cuda_ready);
@@ -285,11 +287,11 @@ int cg_cmd_bench(int argc, char **argv) {
 
     bench_cpu_probe(&bn.ci, bn.threads, !o.no_probe);
     if (!o.no_probe)
-        bench_progress("cpu: %s, %d threads, FMA peak %.1f GFLOP/s measured (%.1f nominal), triad %.1f GB/s", bn.ci.model,
-                 bn.threads, bn.ci.peak_meas, bn.ci.peak_nominal, bn.ci.bw_meas);
+        bench_progress("cpu: %s, %d threads, FMA peak %.1f GFLOP/s measured (%.1f nominal), triad %.1f GB/s",
+                       bn.ci.model, bn.threads, bn.ci.peak_meas, bn.ci.peak_nominal, bn.ci.bw_meas);
     if (bn.gi.ok)
-        bench_progress("gpu: %s sm_%d, %d SMs, fp32 peak %.0f GFLOP/s, %.0f GB/s", bn.gi.name, bn.gi.arch, bn.gi.sm_count,
-                 bn.gi.fp32_peak_gflops, bn.gi.bw_peak_gbs);
+        bench_progress("gpu: %s sm_%d, %d SMs, fp32 peak %.0f GFLOP/s, %.0f GB/s", bn.gi.name, bn.gi.arch,
+                       bn.gi.sm_count, bn.gi.fp32_peak_gflops, bn.gi.bw_peak_gbs);
 
     bn.doc = json_object();
     bn.results = json_array();

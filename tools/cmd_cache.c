@@ -61,9 +61,9 @@ static const cg_cli_cmd k_cache_cmd = {"cache", k_cache_usage, k_cache_opts, cac
 /* What the library says per file: bad entries (verify, prune), files left (clear), and
  * removals that failed. */
 typedef struct cache_msgs {
-    int show_bad;                 /* print "BAD  PATH: WHY" lines */
+    int show_bad; /* print "BAD  PATH: WHY" lines */
     struct {
-        const char *task;         /* the area ("configs", ...), "" for the cache directory */
+        const char *task; /* the area ("configs", ...), "" for the cache directory */
         int n;
         char first[LEFT_SHOWN][4400];
     } left[4];
@@ -82,12 +82,14 @@ static void cache_event(const cg_progress *ev, void *user) {
         while (i < m->nleft && strcmp(m->left[i].task, ev->task)) i++;
         if (i == m->nleft) {
             if (m->nleft == 4) return;
-            m->left[m->nleft].task = !strcmp(ev->task, "configs") ? "configs" : !strcmp(ev->task, "kernels") ? "kernels"
-                                     : !strcmp(ev->task, "emu-failed")                                  ? "emu-failed"
-                                                                                                          : "";
+            m->left[m->nleft].task = !strcmp(ev->task, "configs")      ? "configs"
+                                     : !strcmp(ev->task, "kernels")    ? "kernels"
+                                     : !strcmp(ev->task, "emu-failed") ? "emu-failed"
+                                                                       : "";
             m->left[m->nleft++].n = 0;
         }
-        if (m->left[i].n < LEFT_SHOWN) snprintf(m->left[i].first[m->left[i].n], sizeof m->left[i].first[0], "%s", ev->subject);
+        if (m->left[i].n < LEFT_SHOWN)
+            snprintf(m->left[i].first[m->left[i].n], sizeof m->left[i].first[0], "%s", ev->subject);
         m->left[i].n++;
     }
 }
@@ -116,7 +118,8 @@ static int cache_clear(cg_context *ctx, int all, cache_msgs *m) {
         snprintf(sub, sizeof sub, "%s/%s", root, area[i]->name);
         printf("removed %lld %s (%lld bytes) from %s\n", (long long)area[i]->removed, what[i],
                (long long)area[i]->removed_bytes, sub);
-        if (area[i]->failed) printf("could not remove %lld file(s) in %s (see above)\n", (long long)area[i]->failed, sub);
+        if (area[i]->failed)
+            printf("could not remove %lld file(s) in %s (see above)\n", (long long)area[i]->failed, sub);
         report_left(m, area[i]->name, sub);
         failed += area[i]->failed;
     }
@@ -133,8 +136,8 @@ static int print_dir(const char *name, const char *path, int64_t files, int64_t 
 }
 
 static int json_dir(const char *name, const char *path, int64_t files, int64_t bytes, void *user) {
-    json_object_set_new(user, name,
-                        json_pack("{s:s, s:I, s:I}", "dir", path, "files", (json_int_t)files, "bytes", (json_int_t)bytes));
+    json_object_set_new(
+        user, name, json_pack("{s:s, s:I, s:I}", "dir", path, "files", (json_int_t)files, "bytes", (json_int_t)bytes));
     return 0;
 }
 
@@ -158,11 +161,11 @@ static int cache_stats(cg_context *ctx, int as_json) {
     if (as_json) {
         json_t *caches = json_object();
         if (caches) cg_cache_dirs(ctx, json_dir, caches);
-        json_t *doc = json_pack("{s:s, s:{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "cache_dir", root, "configs",
-                                "dir", dir, "exists", r.store_exists, "entries", (json_int_t)c->entries, "complete",
-                                (json_int_t)r.complete, "unfinished", (json_int_t)r.unfinished, "bad",
-                                (json_int_t)c->bad, "temp_files", (json_int_t)c->temp_files, "bytes",
-                                (json_int_t)c->bytes, "caches", caches);
+        json_t *doc =
+            json_pack("{s:s, s:{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "cache_dir", root, "configs", "dir",
+                      dir, "exists", r.store_exists, "entries", (json_int_t)c->entries, "complete",
+                      (json_int_t)r.complete, "unfinished", (json_int_t)r.unfinished, "bad", (json_int_t)c->bad,
+                      "temp_files", (json_int_t)c->temp_files, "bytes", (json_int_t)c->bytes, "caches", caches);
         return json_out(doc) ? cli_fail("cache", "out of memory") : 0;
     }
     printf("cache directory  %s\n", root);
@@ -231,8 +234,8 @@ int cg_cmd_cache(int argc, char **argv) {
     memset(&m, 0, sizeof m);
     m.show_bad = (is_verify || is_prune) && !o.json;
     cg_context_set_progress(ctx, cache_event, &m);
-    int rc = is_clear ? cache_clear(ctx, all, &m)
-             : is_stats ? cache_stats(ctx, o.json)
+    int rc = is_clear    ? cache_clear(ctx, all, &m)
+             : is_stats  ? cache_stats(ctx, o.json)
              : is_verify ? cache_verify(ctx, o.json)
                          : cache_prune(ctx, o.older_days);
     cg_context_free(ctx);

@@ -54,19 +54,30 @@ static int opt_param(void *opts, const char *v, char *err, size_t errlen) {
 }
 
 static const cg_cli_opt k_gen_opts[] = {
-    {"--shape", 0, CG_CLI_FN, 0, "SHAPE", "the shape: OP:ITEM,... (docs/shapes.md), or the kernel's op's\n"
+    {"--shape", 0, CG_CLI_FN, 0, "SHAPE",
+     "the shape: OP:ITEM,... (docs/shapes.md), or the kernel's op's\n"
      "KEY=N,... (SSD: B T G H dk dv, defaults B=1,T=256,G=1,H=1; sscan: B L D N G);\n"
-     "dk, dv (SSD) and N, G (sscan) are baked into the source", 0, 0, cg_cli_kshape_opt},
+     "dk, dv (SSD) and N, G (sscan) are baked into the source",
+     0, 0, cg_cli_kshape_opt},
     {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags (listed above)", 0, 0, cg_cli_kflags_opt},
-    {"--config", 0, CG_CLI_STR, offsetof(gen_opts, config), "k=v,...", "pin several parameters, e.g. chunk=64,warps=4 (as --config of run\n"
-     "and bench, for this one kernel: no scopes)", 0, 0, NULL},
-    {"--param", 0, CG_CLI_FN, 0, "k=v", "pin one parameter (repeatable); missing ones come from the default", 0, 0, opt_param},
-    {"--arch", 0, CG_CLI_INT, offsetof(gen_opts, arch), "N", "render for sm_N's limits (default: the emulated sm_80 device)", 0, 1000, NULL},
-    {"--plan", 0, CG_CLI_FLAG, offsetof(gen_opts, plan), NULL, "print the plan (name, config, launches) instead of the source", 0, 0, NULL},
-    {"--space", 0, CG_CLI_FLAG, offsetof(gen_opts, space), NULL, "list the config keys: type, values, meaning, and the default\n"
-     "for this shape", 0, 0, NULL},
-    {"--configs", 0, CG_CLI_FLAG, offsetof(gen_opts, configs), NULL, "list every config the constraints accept for this shape", 0, 0, NULL},
-    {"--list", 0, CG_CLI_FLAG, offsetof(gen_opts, list), NULL, "list the kernels and CPU spaces with their keys", 0, 0, NULL},
+    {"--config", 0, CG_CLI_STR, offsetof(gen_opts, config), "k=v,...",
+     "pin several parameters, e.g. chunk=64,warps=4 (as --config of run\n"
+     "and bench, for this one kernel: no scopes)",
+     0, 0, NULL},
+    {"--param", 0, CG_CLI_FN, 0, "k=v", "pin one parameter (repeatable); missing ones come from the default", 0, 0,
+     opt_param},
+    {"--arch", 0, CG_CLI_INT, offsetof(gen_opts, arch), "N",
+     "render for sm_N's limits (default: the emulated sm_80 device)", 0, 1000, NULL},
+    {"--plan", 0, CG_CLI_FLAG, offsetof(gen_opts, plan), NULL,
+     "print the plan (name, config, launches) instead of the source", 0, 0, NULL},
+    {"--space", 0, CG_CLI_FLAG, offsetof(gen_opts, space), NULL,
+     "list the config keys: type, values, meaning, and the default\n"
+     "for this shape",
+     0, 0, NULL},
+    {"--configs", 0, CG_CLI_FLAG, offsetof(gen_opts, configs), NULL,
+     "list every config the constraints accept for this shape", 0, 0, NULL},
+    {"--list", 0, CG_CLI_FLAG, offsetof(gen_opts, list), NULL, "list the kernels and CPU spaces with their keys", 0, 0,
+     NULL},
     CG_CLI_OPT_JSON(gen_opts, json, "--plan, --space and --configs as JSON"),
     CG_CLI_OPT_VERBOSE(gen_opts, verbose, "also print the plan's name and config to stderr"),
     CG_CLI_OPT_END};
@@ -152,7 +163,8 @@ static int show_space(cg_context *ctx, const gen_opts *o, const cg_shape *shape,
                 size_t len = strcspn(p, ", ");
                 char v[64];
                 snprintf(v, sizeof v, "%.*s", (int)len, p);
-                json_array_append_new(vals, !strcmp(type, "integer") ? json_integer(strtoll(v, NULL, 10)) : json_string(v));
+                json_array_append_new(vals,
+                                      !strcmp(type, "integer") ? json_integer(strtoll(v, NULL, 10)) : json_string(v));
                 p += len;
                 if (p[0] == ',' && p[1] == ' ') p += 2;
                 else break;

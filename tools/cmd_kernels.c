@@ -18,20 +18,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char k_usage[] =
-    "usage: chunkgen build-kernels --shape SHAPE [--arch 80,90] [options]\n"
-    "\n"
-    "Renders and compiles (NVRTC, no GPU needed) the CUDA kernels of one shape for each\n"
-    "architecture into the kernel cache (<cache dir>/kernels), keyed as the CUDA executor\n"
-    "looks them up: a process on a GPU of that arch then loads them and compiles nothing.\n"
-    "The config of each kernel is its default for the shape and arch (what an untuned call\n"
-    "runs) or the --config pin. (The kernels of tuned configs: tune on the target, then\n"
-    "`chunkgen export --with-kernels`.) Kernels already in the cache are kept\n"
-    "(\"cached\") unless --force. The shape: OP:ITEM,... (docs/shapes.md) builds OP's\n"
-    "kernel; without OP:, SSD keys (B T G H dk dv) select ssd_fwd and ssd_bwd,\n"
-    "selective-scan keys (B L D N G) sscan_fwd and sscan_bwd; both may be given (T and L\n"
-    "are one key). Kernels compile in parallel (--threads). --json FILE writes the\n"
-    "per-kernel times (render, compile) with the NVRTC version and the host CPU.\n";
+static const char k_usage[] = "usage: chunkgen build-kernels --shape SHAPE [--arch 80,90] [options]\n"
+                              "\n"
+                              "Renders and compiles (NVRTC, no GPU needed) the CUDA kernels of one shape for each\n"
+                              "architecture into the kernel cache (<cache dir>/kernels), keyed as the CUDA executor\n"
+                              "looks them up: a process on a GPU of that arch then loads them and compiles nothing.\n"
+                              "The config of each kernel is its default for the shape and arch (what an untuned call\n"
+                              "runs) or the --config pin. (The kernels of tuned configs: tune on the target, then\n"
+                              "`chunkgen export --with-kernels`.) Kernels already in the cache are kept\n"
+                              "(\"cached\") unless --force. The shape: OP:ITEM,... (docs/shapes.md) builds OP's\n"
+                              "kernel; without OP:, SSD keys (B T G H dk dv) select ssd_fwd and ssd_bwd,\n"
+                              "selective-scan keys (B L D N G) sscan_fwd and sscan_bwd; both may be given (T and L\n"
+                              "are one key). Kernels compile in parallel (--threads). --json FILE writes the\n"
+                              "per-kernel times (render, compile) with the NVRTC version and the host CPU.\n";
 
 typedef struct bk_opts {
     cg_cli_kshape shape; /* first: cg_cli_kshape_opt and cg_cli_kflags_opt write it */
@@ -40,15 +39,22 @@ typedef struct bk_opts {
 } bk_opts;
 
 static const cg_cli_opt k_opts[] = {
-    {"--shape", 0, CG_CLI_FN, 0, "SHAPE", "the shape: OP:ITEM,... (docs/shapes.md), or KEY=N,... (SSD: B T G H\n"
-     "dk dv, defaults B=1,T=256,G=1,H=1; sscan: B L D N G)", 0, 0, cg_cli_kshape_opt},
+    {"--shape", 0, CG_CLI_FN, 0, "SHAPE",
+     "the shape: OP:ITEM,... (docs/shapes.md), or KEY=N,... (SSD: B T G H\n"
+     "dk dv, defaults B=1,T=256,G=1,H=1; sscan: B L D N G)",
+     0, 0, cg_cli_kshape_opt},
     {"--flags", 0, CG_CLI_FN, 0, "a,b", "shape flags (listed above)", 0, 0, cg_cli_kflags_opt},
-    {"--kernels", 0, CG_CLI_STR, offsetof(bk_opts, kernels), "LIST", "kernels to build (default: those the shape's keys select)", 0, 0, NULL},
-    {"--arch", 0, CG_CLI_STR, offsetof(bk_opts, archs), "LIST", "target architectures, e.g. 80,90 (default 80,90)", 0, 0, NULL},
+    {"--kernels", 0, CG_CLI_STR, offsetof(bk_opts, kernels), "LIST",
+     "kernels to build (default: those the shape's keys select)", 0, 0, NULL},
+    {"--arch", 0, CG_CLI_STR, offsetof(bk_opts, archs), "LIST", "target architectures, e.g. 80,90 (default 80,90)", 0,
+     0, NULL},
     CG_CLI_OPT_CONFIG(bk_opts, config),
-    {"--force", 0, CG_CLI_FLAG, offsetof(bk_opts, force), NULL, "compile even what the cache holds (and replace it)", 0, 0, NULL},
-    {"--json", 0, CG_CLI_STR, offsetof(bk_opts, json), "FILE", "write the per-kernel report as JSON (- for stdout)", 0, 0, NULL},
-    {"--cache-dir", 0, CG_CLI_STR, offsetof(bk_opts, cache_dir), "DIR", "the cache directory (default $CHUNKGEN_CACHE_DIR)", 0, 0, NULL},
+    {"--force", 0, CG_CLI_FLAG, offsetof(bk_opts, force), NULL, "compile even what the cache holds (and replace it)", 0,
+     0, NULL},
+    {"--json", 0, CG_CLI_STR, offsetof(bk_opts, json), "FILE", "write the per-kernel report as JSON (- for stdout)", 0,
+     0, NULL},
+    {"--cache-dir", 0, CG_CLI_STR, offsetof(bk_opts, cache_dir), "DIR",
+     "the cache directory (default $CHUNKGEN_CACHE_DIR)", 0, 0, NULL},
     CG_CLI_OPT_THREADS(bk_opts, threads),
     CG_CLI_OPT_VERBOSE(bk_opts, verbose, "print each kernel's compile log (ptxas resource usage)"),
     CG_CLI_OPT_END};
@@ -91,7 +97,9 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static const char *result(const bk_job *j) { return j->st != CG_OK ? "failed" : j->info.cached ? "cached" : "compiled"; }
+static const char *result(const bk_job *j) {
+    return j->st != CG_OK ? "failed" : j->info.cached ? "cached" : "compiled";
+}
 
 static int is_sscan(const char *k) { return !strncmp(k, "sscan_", 6); }
 
@@ -107,8 +115,10 @@ static int lists(const bk_opts *o, char kernels[8][32], int *nk, int archs[16], 
         snprintf(buf, sizeof buf, "%s", o->kernels);
         for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             if (strcmp(t, "ssd_fwd") && strcmp(t, "ssd_bwd") && strcmp(t, "sscan_fwd") && strcmp(t, "sscan_bwd"))
-                return cg_cli_usage_err("build-kernels", "--kernels: unknown kernel '%s' (expected ssd_fwd, ssd_bwd, "
-                                        "sscan_fwd, sscan_bwd)", t);
+                return cg_cli_usage_err("build-kernels",
+                                        "--kernels: unknown kernel '%s' (expected ssd_fwd, ssd_bwd, "
+                                        "sscan_fwd, sscan_bwd)",
+                                        t);
             if (*nk == 8) return cg_cli_usage_err("build-kernels", "--kernels: at most 8");
             snprintf(kernels[(*nk)++], 32, "%s", t);
         }
@@ -122,7 +132,8 @@ static int lists(const bk_opts *o, char kernels[8][32], int *nk, int archs[16], 
     for (int i = 0; !colon && i < *nk; i++)
         if (!(is_sscan(kernels[i]) ? sscan : ssd))
             return cg_cli_usage_err("build-kernels", "--shape: %s needs %s", kernels[i],
-                                    is_sscan(kernels[i]) ? "D and N (e.g. B=1,L=256,D=128,N=16)" : "dk and dv (e.g. dk=64,dv=64)");
+                                    is_sscan(kernels[i]) ? "D and N (e.g. B=1,L=256,D=128,N=16)"
+                                                         : "dk and dv (e.g. dk=64,dv=64)");
     if (!*nk) return cg_cli_usage_err("build-kernels", "--shape: give dk,dv (SSD) and/or D,N (selective scan)");
     char buf[128];
     snprintf(buf, sizeof buf, "%s", o->archs ? o->archs : "80,90");
@@ -149,8 +160,9 @@ static int write_json(const char *path, const bk_job *jobs, int n, const cg_devi
                                              "compile_process_cpu_ms", b->compile_process_cpu_ms, "cache_lookup_ms",
                                              b->lookup_ms, "result", result(j)));
     }
-    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o}", "kind", "chunkgen-build-kernels", "chunkgen",
-                            cg_version(), "nvrtc", dev->nvrtc_id, "cpu", dev->cpu_model, "threads", threads, "kernels", arr);
+    json_t *doc =
+        json_pack("{s:s, s:s, s:s, s:s, s:i, s:o}", "kind", "chunkgen-build-kernels", "chunkgen", cg_version(), "nvrtc",
+                  dev->nvrtc_id, "cpu", dev->cpu_model, "threads", threads, "kernels", arr);
     int flags = JSON_INDENT(1) | JSON_SORT_KEYS;
     int bad = !doc || (strcmp(path, "-") ? json_dump_file(doc, path, flags) : json_dumpf(doc, stdout, flags)) != 0;
     if (!strcmp(path, "-")) putchar('\n');
@@ -206,7 +218,8 @@ int cg_cmd_build_kernels(int argc, char **argv) {
     int archs[16], nk, na;
     if ((rc = lists(&o, kernels, &nk, archs, &na))) return rc;
     cg_context *ctx;
-    if (cg_context_create(&ctx) != CG_OK) return fprintf(stderr, "chunkgen build-kernels: cannot create a context\n"), 1;
+    if (cg_context_create(&ctx) != CG_OK)
+        return fprintf(stderr, "chunkgen build-kernels: cannot create a context\n"), 1;
     cg_device_info dev = CG_DEVICE_INFO_INIT;
     char dir[4200];
     if (o.cache_dir && cg_context_set_cache_dir(ctx, o.cache_dir) != CG_OK) {
@@ -226,8 +239,8 @@ int cg_cmd_build_kernels(int argc, char **argv) {
     if (!rc && cg_kcache_dir(ctx, dir, sizeof dir) != CG_OK) rc = 1;
     if (!rc) {
         run_jobs(jobs, nj, &o, threads, cores);
-        printf("%-10s %-5s %-8s %6s %10s %11s %8s  %s\n", "kernel", "arch", "result", "lines", "render ms", "compile ms",
-               "cpu ms", "name");
+        printf("%-10s %-5s %-8s %6s %10s %11s %8s  %s\n", "kernel", "arch", "result", "lines", "render ms",
+               "compile ms", "cpu ms", "name");
         for (int i = 0; i < nj; i++) {
             const bk_job *j = &jobs[i];
             const cg_kernel_build_info *b = &j->info;

@@ -88,7 +88,8 @@ static void run_usage_more(FILE *f) {
         run_files(f, &fwd, &bwd, 1);
     }
     fputs("Gradients are written only for the inputs that were given. The shapes come from the\n"
-          "arrays.\n", f);
+          "arrays.\n",
+          f);
 }
 
 /* ------------------------------------------------------------------ errors */
@@ -99,14 +100,14 @@ static void run_usage_more(FILE *f) {
 /* ----------------------------------------------------------------- options */
 
 typedef struct run_opts {
-    cli_op fwd, bwd;        /* the family's ops (the first positional argument) */
+    cli_op fwd, bwd; /* the family's ops (the first positional argument) */
     cg_backend backend;
     int grad, softplus, verbose;
     cg_layout layout;
     int layout_given;
     const char *config;
-    int threads;            /* -1: library default */
-    int dtype;              /* --dtype: the storage of every 16-bit-capable input; -1: each file's */
+    int threads; /* -1: library default */
+    int dtype;   /* --dtype: the storage of every 16-bit-capable input; -1: each file's */
     const char *in, *out;
     const char *cu;          /* --cu-seqlens FILE.npy: packed sequences (docs/varlen.md); NULL */
     const char *op, *pos[2]; /* the positional arguments */
@@ -145,17 +146,24 @@ static int run_positional(void *opts, const char *a, char *err, size_t errlen) {
 static const cg_cli_opt k_run_opts[] = {
     {"--backend", 0, CG_CLI_FN, 0, "auto|cpu|ref|emulate|cuda", "backend (default auto)", 0, 0, opt_backend},
     {"--grad", 0, CG_CLI_FLAG, offsetof(run_opts, grad), NULL, "also run the backward pass", 0, 0, NULL},
-    {"--delta-softplus", 0, CG_CLI_FLAG, offsetof(run_opts, softplus), NULL, "sscan: dt = softplus(delta + delta_bias)", 0, 0, NULL},
-    {"--layout", 0, CG_CLI_FN, 0, "token|head", "ssd: token-major [B,T,heads,dim] (default; alias bthd)\n"
-     "or head-major [B,heads,T,dim] (alias bhtd)", 0, 0, opt_layout},
-    {"--dtype", 0, CG_CLI_FN, 0, "f32|bf16|f16", "storage of the 16-bit-capable inputs (q k v do / x delta B C z dy;\n"
-     "default: each file's dtype); outputs follow (docs/dtypes.md)", 0, 0, opt_dtype},
+    {"--delta-softplus", 0, CG_CLI_FLAG, offsetof(run_opts, softplus), NULL, "sscan: dt = softplus(delta + delta_bias)",
+     0, 0, NULL},
+    {"--layout", 0, CG_CLI_FN, 0, "token|head",
+     "ssd: token-major [B,T,heads,dim] (default; alias bthd)\n"
+     "or head-major [B,heads,T,dim] (alias bhtd)",
+     0, 0, opt_layout},
+    {"--dtype", 0, CG_CLI_FN, 0, "f32|bf16|f16",
+     "storage of the 16-bit-capable inputs (q k v do / x delta B C z dy;\n"
+     "default: each file's dtype); outputs follow (docs/dtypes.md)",
+     0, 0, opt_dtype},
     CG_CLI_OPT_CONFIG(run_opts, config),
     CG_CLI_OPT_THREADS(run_opts, threads),
     CG_CLI_OPT_VERBOSE(run_opts, verbose, "print which backend and config ran"),
     {"--in", 0, CG_CLI_STR, offsetof(run_opts, in), "DIR", "input directory", 0, 0, NULL},
-    {"--cu-seqlens", 0, CG_CLI_STR, offsetof(run_opts, cu), "FILE.npy", "offsets of sequences packed along T (L) with B = 1:\n"
-     "int32/int64 [N + 1]; the states (h0, hT, ...) are then [N, ...] (docs/varlen.md)", 0, 0, NULL},
+    {"--cu-seqlens", 0, CG_CLI_STR, offsetof(run_opts, cu), "FILE.npy",
+     "offsets of sequences packed along T (L) with B = 1:\n"
+     "int32/int64 [N + 1]; the states (h0, hT, ...) are then [N, ...] (docs/varlen.md)",
+     0, 0, NULL},
     {"--out", 0, CG_CLI_STR, offsetof(run_opts, out), "DIR", "output directory", 0, 0, NULL},
     CG_CLI_OPT_END};
 
@@ -204,14 +212,16 @@ typedef struct run_arr {
     char path[PATH_MAX];
     cg_npy a;
     int present;
-    cg_dtype dt;       /* the tensor's storage dtype */
-    uint16_t *half;    /* 16-bit storage (a.data narrowed); NULL for float32 */
+    cg_dtype dt;    /* the tensor's storage dtype */
+    uint16_t *half; /* 16-bit storage (a.data narrowed); NULL for float32 */
 } run_arr;
 
 static int is_half(cg_dtype dt) { return dt == CG_BF16 || dt == CG_F16; }
 
 /* "float32", "bfloat16", "float16" (numpy's names, for the messages). */
-static const char *np_name(int dt) { return dt == CG_BF16 ? "bfloat16" : dt == CG_F16 ? "float16" : dt == CG_F64 ? "float64" : "float32"; }
+static const char *np_name(int dt) {
+    return dt == CG_BF16 ? "bfloat16" : dt == CG_F16 ? "float16" : dt == CG_F64 ? "float64" : "float32";
+}
 
 /* Store r as dt: 16-bit values narrowed once (exact for a file of that dtype). -1: OOM. */
 static int arr_store(run_arr *r, cg_dtype dt) {
@@ -246,8 +256,7 @@ static int arr_load(const run_opts *o, run_arr *r, const char *name, int require
         return run_fail("%s: shape %s is too large (its strides overflow 64 bits)", r->path,
                         cg_npy_shape_str(r->a.t.ndim, r->a.t.shape, sb, sizeof sb));
     }
-    if (r->a.from_f64)
-        fprintf(stderr, "chunkgen run: note: %s holds float64 values; rounded to float32\n", r->path);
+    if (r->a.from_f64) fprintf(stderr, "chunkgen run: note: %s holds float64 values; rounded to float32\n", r->path);
     r->present = 1;
     return 0;
 }
@@ -289,7 +298,7 @@ typedef struct run_out {
     int ndim;
     int64_t shape[4];
     cg_dtype dt;
-    void *data;      /* dt's elements */
+    void *data; /* dt's elements */
     int64_t count;
 } run_out;
 
@@ -347,7 +356,8 @@ static int outs_write(const run_opts *opt, const run_outs *os) {
                 break;
             }
             const uint16_t *h = o->data;
-            for (int64_t j = 0; j < o->count; j++) vals[j] = o->dt == CG_BF16 ? cg_bf16_to_f32(h[j]) : cg_f16_to_f32(h[j]);
+            for (int64_t j = 0; j < o->count; j++)
+                vals[j] = o->dt == CG_BF16 ? cg_bf16_to_f32(h[j]) : cg_f16_to_f32(h[j]);
         }
         int w = cg_npy_write_tmp_as(path[i], tmp[i], sizeof tmp[i], vals, o->dt, o->ndim, o->shape, err, sizeof err);
         if (vals != o->data) free(vals);
@@ -402,7 +412,6 @@ static void say_dispatch(const run_opts *o, cg_context *ctx, const char *what, c
     fprintf(stderr, "chunkgen run: %s: tuned-config key %s (%s, chunkgen %s): %s\n", what, tc.key, dev, cg_version(),
             tc.path);
 }
-
 
 /* Where the sizes tensor i is checked against come from: "like q.npy" when an earlier
  * given input has the same extents, else "(B, T like q.npy; H like v.npy)": the inputs that
@@ -484,7 +493,8 @@ static int shape_fail(cg_context *ctx, const cli_op *d, const run_arr *a, cg_lay
     }
     const char *m = cg_errmsg(ctx), *colon = strchr(m, ':');
     for (int i = 0; colon && i < d->in.ntensors; i++)
-        if (a[i].present && strlen(d->t[i].name) == (size_t)(colon - m) && !strncmp(m, d->t[i].name, (size_t)(colon - m)))
+        if (a[i].present && strlen(d->t[i].name) == (size_t)(colon - m) &&
+            !strncmp(m, d->t[i].name, (size_t)(colon - m)))
             return run_fail("%s%s", a[i].path, colon);
     return run_fail("%s", m);
 }
@@ -533,11 +543,13 @@ static int run_op(const run_opts *o, cg_context *ctx, const cg_exec *ex, run_out
     memset(&sh, 0, sizeof sh);
     if (!rc) args_common(o, all, &args[0], &cu_t);
     if (!rc && cg_shape_of(ctx, all->op, &args[0], &sh) != CG_OK) rc = shape_fail(ctx, all, a, o->layout, nseq);
-    for (int i = 0; i < all->in.ntensors && !rc; i++) { /* storage: --dtype or the file's (16-bit capable), else float32 */
+    for (int i = 0; i < all->in.ntensors && !rc;
+         i++) { /* storage: --dtype or the file's (16-bit capable), else float32 */
         if (!a[i].present) continue;
         const int cap16 = (all->t[i].flags & CG_TENSOR_HALF) != 0;
-        cg_dtype dt = cap16 && o->dtype >= 0 ? (cg_dtype)o->dtype
-                      : cap16 && is_half((cg_dtype)a[i].a.dtype) ? (cg_dtype)a[i].a.dtype : CG_F32;
+        cg_dtype dt = cap16 && o->dtype >= 0                     ? (cg_dtype)o->dtype
+                      : cap16 && is_half((cg_dtype)a[i].a.dtype) ? (cg_dtype)a[i].a.dtype
+                                                                 : CG_F32;
         if (arr_store(&a[i], dt)) rc = run_fail("out of memory for %s", a[i].path);
         else if (a[i].a.dtype != (int)dt && a[i].a.dtype != CG_F64)
             fprintf(stderr, "chunkgen run: note: %s holds %s values; %s to %s%s\n", a[i].path, np_name(a[i].a.dtype),

@@ -23,7 +23,8 @@
 #include <unistd.h>
 
 /* The filters of show and export as rows of a cg_cli_opt table over the cg_config_filter
- * `fld` of options struct T. */
+ * `fld` of options struct T (a table: clang-format would re-indent its rows). */
+// clang-format off
 #define CLI_FILTER_ROWS(T, fld)                                                                                  \
     {"--backend", 0, CG_CLI_STR, offsetof(T, fld.backend), "cpu|cuda|emulate", "only entries of this backend", 0,   \
      0, NULL},                                                                                                   \
@@ -33,6 +34,7 @@
      NULL},                                                                                                      \
     {"--partial", 0, CG_CLI_FLAG, offsetof(T, fld.partial), NULL, "include unfinished (interrupted) tunes", 0, 0, \
      NULL}
+// clang-format on
 
 /* A bad store entry the library skipped (show, export). */
 static void warn_bad(const cg_progress *ev, void *user) {
@@ -56,15 +58,15 @@ static const char k_tune_usage[] =
 /* The options of `chunkgen tune` (the CLI's argument table, tools/cli_args.h). */
 typedef struct tune_cli {
     cg_tune_options o;
-    int dir_mask;            /* --dir: 1, 2, or 3 (all) */
-    const char *op_family;   /* --op: an op family of the op table ("gdr"); NULL: all */
+    int dir_mask;          /* --dir: 1, 2, or 3 (all) */
+    const char *op_family; /* --op: an op family of the op table ("gdr"); NULL: all */
     cli_common c;
     int quiet;
     const char *backend, *shapes_file;
     const char **shape_args; /* argc + 1 slots */
     int nshape_args;
-    const char *dtype;       /* --dtype: the dtype signature of every shape (NULL: f32) */
-    int64_t varlen;          /* --varlen MAX: every shape as a varlen key (docs/varlen.md); 0: none */
+    const char *dtype; /* --dtype: the dtype signature of every shape (NULL: f32) */
+    int64_t varlen;    /* --varlen MAX: every shape as a varlen key (docs/varlen.md); 0: none */
 } tune_cli;
 
 static int mask_opt(const char *v, const char *a, const char *b, int *mask, char *err, size_t errlen) {
@@ -126,31 +128,35 @@ static int shard_opt(void *opts, const char *v, char *err, size_t errlen) {
 static const cg_cli_opt k_tune_opts[] = {
     {"--op", 0, CG_CLI_FN, 0, "FAMILY|all", "ops to tune: ssd, sscan, gdr, ... (default all)", 0, 0, op_opt},
     {"--dir", 0, CG_CLI_FN, 0, "fwd|bwd|all", "directions (default all)", 0, 0, dir_opt},
-    {"--backend", 0, CG_CLI_FN, 0, "auto|cpu|cuda|emulate", "(default auto: cuda when a GPU is present, else cpu)", 0, 0,
-     backend_opt},
+    {"--backend", 0, CG_CLI_FN, 0, "auto|cpu|cuda|emulate", "(default auto: cuda when a GPU is present, else cpu)", 0,
+     0, backend_opt},
     {"--shape", 0, CG_CLI_FN, 0, "S",
      "a shape, repeatable, in the shape syntax of every command:\nOP:B=..,T=..,... (ssd_fwd:B=8,T=4096,G=2,H=8,dk=64,dv=64), or\n"
      "FAMILY:... (ssd:, sscan:) for the ops of --dir, or without a\nprefix with --op; deprecated: positional B,T,G,H,dk,dv (ssd)\n"
-     "or B,L,D,N[,G] (sscan)", 0, 0, shape_opt},
+     "or B,L,D,N[,G] (sscan)",
+     0, 0, shape_opt},
     {"--shapes", 0, CG_CLI_STR, TO(shapes_file), "FILE",
-     "shapes, one a line in the same syntax (# comments)\n(default: the built-in set; smaller on the CPU backend)", 0, 0,
-     NULL},
+     "shapes, one a line in the same syntax (# comments)\n(default: the built-in set; smaller on the CPU backend)", 0,
+     0, NULL},
     {"--dtype", 0, CG_CLI_STR, TO(dtype), "SIG",
      "storage of the keys' tensors: f32 (default), bf16, f16, or one input\nset such as bf16-q-k (docs/dtypes.md); "
-     "each dtype is a key of its own", 0, 0, NULL},
+     "each dtype is a key of its own",
+     0, 0, NULL},
     {"--varlen", 0, CG_CLI_I64, TO(varlen), "MAX",
      "tune the varlen keys (cu_seqlens, docs/varlen.md) of the shapes:\nB = 1, T the packed total, sequences of "
-     "at most MAX tokens\n(the problem: sequences of MAX, the last the remainder)", 1, (int64_t)1 << 40, NULL},
+     "at most MAX tokens\n(the problem: sequences of MAX, the last the remainder)",
+     1, (int64_t)1 << 40, NULL},
     {"--budget", 0, CG_CLI_F64, TO(o.budget_s), "SECONDS",
-     "stop starting new work after this long; a key cut short\nis stored as truncated and resumed by the next run", 1e-9,
-     1e12, NULL},
+     "stop starting new work after this long; a key cut short\nis stored as truncated and resumed by the next run",
+     1e-9, 1e12, NULL},
     {"--jobs", 0, CG_CLI_INT, TO(o.jobs), "N", "compile workers for cuda/emulate (default: all cores)", 1, 64, NULL},
     {"--force", 0, CG_CLI_FLAG, TO(o.force), NULL, "retune keys that are already tuned", 0, 0, NULL},
     {"--shard", 0, CG_CLI_FN, 0, "I/N",
      "tune only the keys of shard I of N (0 <= I < N; by a hash of\nthe key's shape, so any N works): one shard per "
      "job-array\ntask or rank, then `chunkgen import` the stores together",
      0, 0, shard_opt},
-    {"--min-time", 0, CG_CLI_F64, TO(o.min_time_s), "SECONDS", "time each candidate at least this long", 1e-9, 60, NULL},
+    {"--min-time", 0, CG_CLI_F64, TO(o.min_time_s), "SECONDS", "time each candidate at least this long", 1e-9, 60,
+     NULL},
     {"--verify-T", 0, CG_CLI_I64, TO(o.verify_T), "N", "seq length of the verification problem (default auto)", 1,
      1 << 20, NULL},
     {"--max-candidates", 0, CG_CLI_INT, TO(o.max_candidates), "N", "only the first N configs of each space", 1, 1 << 20,
@@ -198,7 +204,8 @@ int cg_cmd_tune(int argc, char **argv) {
          * truncated and a rerun continues it). */
         if (o.backend == CG_BACKEND_CPU && !(o.budget_s > 0)) {
             o.budget_s = 280;
-            if (progress >= 0) fprintf(stderr, "chunkgen tune: built-in CPU set: budget %.0f s (--budget changes it)\n", o.budget_s);
+            if (progress >= 0)
+                fprintf(stderr, "chunkgen tune: built-in CPU set: budget %.0f s (--budget changes it)\n", o.budget_s);
         }
         rc = tune_shapes_builtin(cmd, ctx, o.backend, &so, &shapes);
     }
@@ -306,8 +313,8 @@ static int show_json(const char *dir, int exists, const shown_list *l, int bad) 
             json_decref(arr);
             arr = NULL;
         }
-    json_t *doc = arr ? json_pack("{s:s, s:b, s:o, s:i}", "store", dir, "exists", exists, "entries", arr, "bad", bad)
-                      : NULL;
+    json_t *doc =
+        arr ? json_pack("{s:s, s:b, s:o, s:i}", "store", dir, "exists", exists, "entries", arr, "bad", bad) : NULL;
     int rc = !doc || json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) != 0;
     if (!rc) putchar('\n');
     json_decref(doc);
@@ -328,7 +335,8 @@ static void show_cands(const char *json) {
                verdict ? verdict : "?");
         if (verdict && !strcmp(verdict, "ok"))
             printf(" %10.3f ms (IQR %.3f, %d reps)", json_number_value(json_object_get(c, "median_ms")),
-                   json_number_value(json_object_get(c, "iqr_ms")), (int)json_integer_value(json_object_get(c, "reps")));
+                   json_number_value(json_object_get(c, "iqr_ms")),
+                   (int)json_integer_value(json_object_get(c, "reps")));
         putchar('\n');
     }
     json_decref(e);
@@ -407,16 +415,17 @@ typedef struct export_opts {
     int with_kernels;
 } export_opts;
 
-static const cg_cli_opt k_export_opts[] = {
-    {"--json", 0, CG_CLI_STR, offsetof(export_opts, out), "FILE", "write the document to FILE (- for stdout)", 0, 0, NULL},
-    {"--with-kernels", 0, CG_CLI_FLAG, offsetof(export_opts, with_kernels), NULL,
-     "also the compiled kernels of the kernel cache (a bundle)", 0, 0, NULL},
-    {"--arch", 0, CG_CLI_STR, offsetof(export_opts, archs), "LIST", "with --with-kernels: only kernels for these archs, e.g. 80,90",
-     0, 0, NULL},
-    CLI_FILTER_ROWS(export_opts, f),
-    CG_CLI_OPT_CACHE_DIR(export_opts, c.cache_dir),
-    CG_CLI_OPT_THREADS(export_opts, c.threads),
-    CG_CLI_OPT_END};
+static const cg_cli_opt k_export_opts[] = {{"--json", 0, CG_CLI_STR, offsetof(export_opts, out), "FILE",
+                                            "write the document to FILE (- for stdout)", 0, 0, NULL},
+                                           {"--with-kernels", 0, CG_CLI_FLAG, offsetof(export_opts, with_kernels), NULL,
+                                            "also the compiled kernels of the kernel cache (a bundle)", 0, 0, NULL},
+                                           {"--arch", 0, CG_CLI_STR, offsetof(export_opts, archs), "LIST",
+                                            "with --with-kernels: only kernels for these archs, e.g. 80,90", 0, 0,
+                                            NULL},
+                                           CLI_FILTER_ROWS(export_opts, f),
+                                           CG_CLI_OPT_CACHE_DIR(export_opts, c.cache_dir),
+                                           CG_CLI_OPT_THREADS(export_opts, c.threads),
+                                           CG_CLI_OPT_END};
 
 static const cg_cli_cmd k_export_cmd = {"export", k_export_usage, k_export_opts, NULL, NULL};
 
@@ -533,7 +542,8 @@ int cg_cmd_import(int argc, char **argv) {
     tune_ui_end(&ui);
     if (st != CG_OK) rc = cli_fail(cmd, "%s", cg_errmsg(ctx));
     else {
-        fprintf(stderr, "chunkgen import: %s%d added, %d replaced, %d kept (the merge rule kept another entry), %d rejected\n",
+        fprintf(stderr,
+                "chunkgen import: %s%d added, %d replaced, %d kept (the merge rule kept another entry), %d rejected\n",
                 dry ? "(dry run) " : "", s.added, s.replaced, s.kept, s.rejected);
         if (s.rejected) rc = 1;
         /* the bundles' compiled kernels (a file source: stdin was read once above) */
@@ -548,8 +558,8 @@ int cg_cmd_import(int argc, char **argv) {
             json_decref(doc);
         }
         if (ks.added || ks.kept || ks.rejected)
-            fprintf(stderr, "chunkgen import: %skernels: %d added, %d already cached, %d rejected\n", dry ? "(dry run) " : "",
-                    ks.added, ks.kept, ks.rejected);
+            fprintf(stderr, "chunkgen import: %skernels: %d added, %d already cached, %d rejected\n",
+                    dry ? "(dry run) " : "", ks.added, ks.kept, ks.rejected);
         if (ks.rejected) rc = 1;
     }
     free(files);

@@ -94,11 +94,10 @@ int cg_bundle_add_kernels(json_t *doc, const char *kdir, const char *archs) {
         if (cg_kcache_read(ctx, kdir, e->file, &d, &len) != CG_OK) continue; /* removed or damaged since */
         char target[32], *text = b64_encode(d, len);
         snprintf(target, sizeof target, "sm_%d", e->arch);
-        if (!text || json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "file", e->file, "target", target, "data",
-                                                          text)))
+        if (!text ||
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "file", e->file, "target", target, "data", text)))
             added = -1;
-        else
-            added++;
+        else added++;
         free(text);
         cg_free(d);
     }
@@ -141,7 +140,8 @@ void cg_bundle_import_kernels(const json_t *doc, const char *what, const char *k
         } else {
             /* the library's reason, without its "cg_kcache_import: image: " prefix */
             const char *why = bad ? bad : cg_errmsg(ctx), *colon = bad ? NULL : strstr(why, "image: ");
-            fprintf(msgs, "%s: kernel %zu (%s) rejected: %s\n", what, i + 1, file ? file : "?", colon ? colon + 7 : why);
+            fprintf(msgs, "%s: kernel %zu (%s) rejected: %s\n", what, i + 1, file ? file : "?",
+                    colon ? colon + 7 : why);
             s->rejected++;
         }
         free(d);

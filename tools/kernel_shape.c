@@ -45,8 +45,10 @@ int cg_cli_kflags_opt(void *opts, const char *v, char *err, size_t errlen) {
             return -1;
         }
         if (!strcmp(tok, "seq_major"))
-            return snprintf(err, errlen, "flag 'seq_major' is not part of a shape (cg_shape, docs/shapes.md): the "
-                            "CPU path sees a sequence-major selective scan from a call's strides"), -1;
+            return snprintf(err, errlen,
+                            "flag 'seq_major' is not part of a shape (cg_shape, docs/shapes.md): the "
+                            "CPU path sees a sequence-major selective scan from a call's strides"),
+                   -1;
         k->grouped |= !strcmp(tok, "grouped");
         k->bwd |= !strcmp(tok, "bwd");
         size_t n = strlen(k->items);
@@ -166,8 +168,8 @@ cg_status cg_cli_kshape_make(cg_context *ctx, const cg_cli_kshape *k, cg_op op, 
         int s = -1;
         for (int i = 0; eq && i < info.nsyms; i++)
             if (!strcmp(cg_sym_name(info.syms[i]), key)) s = i;
-        int drop = eq ? s < 0 && item_of_any(key, strlen(key), 1)
-                      : !item_of(op, &info, p, len) && item_of_any(p, len, 0);
+        int drop =
+            eq ? s < 0 && item_of_any(key, strlen(key), 1) : !item_of(op, &info, p, len) && item_of_any(p, len, 0);
         /* the selective scan's G means grouped B and C: kept with --flags grouped only */
         if (s >= 0 && info.groupable && info.syms[s] == CG_SYM_G && !k->grouped) drop = 1;
         if (s >= 0) given |= 1u << s;

@@ -46,11 +46,11 @@ char *cg_npy_shape_str(int ndim, const int64_t *shape, char *buf, size_t buflen)
     size_t n = 0;
     if (buflen == 0) return buf;
     buf[0] = '\0';
-#define PUT(...)                                                                   \
-    do {                                                                           \
-        int w_ = snprintf(buf + n, buflen - n, __VA_ARGS__);                       \
-        if (w_ < 0 || (size_t)w_ >= buflen - n) return buf;                        \
-        n += (size_t)w_;                                                           \
+#define PUT(...)                                                                                                       \
+    do {                                                                                                               \
+        int w_ = snprintf(buf + n, buflen - n, __VA_ARGS__);                                                           \
+        if (w_ < 0 || (size_t)w_ >= buflen - n) return buf;                                                            \
+        n += (size_t)w_;                                                                                               \
     } while (0)
     PUT("(");
     for (int i = 0; i < ndim; i++) PUT(i ? ", %lld" : "%lld", (long long)shape[i]);
@@ -63,7 +63,7 @@ char *cg_npy_shape_str(int ndim, const int64_t *shape, char *buf, size_t buflen)
 /* ------------------------------------------------------------ header parser */
 
 typedef struct hparse {
-    const char *s, *e;   /* remaining header text */
+    const char *s, *e; /* remaining header text */
     const char *path;
     char *err;
     size_t errlen;
@@ -86,8 +86,7 @@ static int accept(hparse *h, char c) {
 /* Printable excerpt of the text at the cursor, for messages. */
 static const char *near(const hparse *h, char *buf, size_t buflen) {
     size_t n = 0;
-    for (const char *p = h->s; p < h->e && n + 1 < buflen && n < 24; p++)
-        buf[n++] = (*p >= 32 && *p < 127) ? *p : '?';
+    for (const char *p = h->s; p < h->e && n + 1 < buflen && n < 24; p++) buf[n++] = (*p >= 32 && *p < 127) ? *p : '?';
     buf[n] = '\0';
     return n ? buf : "end of header";
 }
@@ -106,7 +105,8 @@ static int parse_str(hparse *h, char *out, size_t outlen) {
     char q = *h->s++;
     size_t n = 0;
     while (h->s < h->e && *h->s != q) {
-        if (*h->s == '\\' || (unsigned char)*h->s < 0x20) return syntax(h, "a simple string (no escapes, NULs or control characters)");
+        if (*h->s == '\\' || (unsigned char)*h->s < 0x20)
+            return syntax(h, "a simple string (no escapes, NULs or control characters)");
         if (n + 1 >= outlen) return syntax(h, "a shorter string");
         out[n++] = *h->s++;
     }
@@ -214,8 +214,8 @@ static int check_descr(const char *path, const char *d, int index, int *elem, in
 
 typedef struct npy_header {
     char descr[64];
-    int elem;           /* bytes per element: 2, 4 or 8 */
-    int dtype;          /* cg_dtype of the elements */
+    int elem;  /* bytes per element: 2, 4 or 8 */
+    int dtype; /* cg_dtype of the elements */
     int fortran;
     int ndim;
     int64_t shape[CG_NPY_MAX_DIMS];
@@ -260,7 +260,9 @@ static int parse_header(const char *path, const char *text, size_t len, int inde
     if (h.s != h.e) return syntax(&h, "nothing after the header dict");
     if (!have_descr || !have_fortran || !have_shape) {
         seterr(err, errlen, "%s: .npy header lacks the key '%s'", path,
-               !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
+               !have_descr     ? "descr"
+               : !have_fortran ? "fortran_order"
+                               : "shape");
         return -1;
     }
     return check_descr(path, out->descr, index, &out->elem, &out->dtype, err, errlen);
@@ -313,8 +315,12 @@ static int open_regular(const char *path, int64_t *size, char *why, size_t whyca
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(why, whycap, "not a regular file (%s)",
-                 S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
-                 : S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device" : "not a regular file");
+                 S_ISDIR(st.st_mode)    ? "a directory"
+                 : S_ISFIFO(st.st_mode) ? "a FIFO"
+                 : S_ISSOCK(st.st_mode) ? "a socket"
+                 : S_ISCHR(st.st_mode)  ? "a character device"
+                 : S_ISBLK(st.st_mode)  ? "a block device"
+                                        : "not a regular file");
         close(fd);
         errno = EINVAL;
         return -1;
@@ -414,17 +420,17 @@ static int read_npy(const char *path, cg_npy *out, cg_npy_index *idx, char *err,
     int64_t need = count * hd.elem, have = fsize - prefix - hlen;
     if (have < need) {
         char sb[96];
-        seterr(err, errlen,
-               "%s: truncated .npy file: shape %s of '%s' needs %lld data bytes but the file has %lld", path,
-               cg_npy_shape_str(hd.ndim, hd.shape, sb, sizeof sb), hd.descr, (long long)need, (long long)have);
+        seterr(err, errlen, "%s: truncated .npy file: shape %s of '%s' needs %lld data bytes but the file has %lld",
+               path, cg_npy_shape_str(hd.ndim, hd.shape, sb, sizeof sb), hd.descr, (long long)need, (long long)have);
         goto done;
     }
     if (have > need) {
         char sb[96];
-        seterr(err, errlen,
-               "%s: .npy file has %lld bytes after the data that shape %s of '%s' needs (%lld); corrupt or not one array",
-               path, (long long)(have - need), cg_npy_shape_str(hd.ndim, hd.shape, sb, sizeof sb), hd.descr,
-               (long long)need);
+        seterr(
+            err, errlen,
+            "%s: .npy file has %lld bytes after the data that shape %s of '%s' needs (%lld); corrupt or not one array",
+            path, (long long)(have - need), cg_npy_shape_str(hd.ndim, hd.shape, sb, sizeof sb), hd.descr,
+            (long long)need);
         goto done;
     }
     if ((uint64_t)need > (uint64_t)SIZE_MAX / 2) {
@@ -501,7 +507,9 @@ done:
     return rc;
 }
 
-int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) { return read_npy(path, out, NULL, err, errlen); }
+int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen) {
+    return read_npy(path, out, NULL, err, errlen);
+}
 
 int cg_npy_read_index(const char *path, cg_npy_index *out, char *err, size_t errlen) {
     cg_npy tmp;

@@ -19,16 +19,16 @@
 #define CG_NPY_MAX_DIMS 4
 
 typedef struct cg_npy {
-    float *data;                     /* owned (cg_npy_free); row-major; never NULL after a read;
+    float *data;       /* owned (cg_npy_free); row-major; never NULL after a read;
                                       * float32 values (16-bit ones widened exactly) */
-    cg_tensor t;                     /* the array as the library takes it, made from the file's
+    cg_tensor t;       /* the array as the library takes it, made from the file's
                                       * header: data, CG_F32, the header's rank and extents
                                       * (ndim, shape), contiguous row-major (zero strides) */
-    int64_t count;                   /* product of t.shape (1 for a 0-d array) */
-    int from_f64;                    /* the file held float64 values, rounded to float32 */
-    int dtype;                       /* the file's elements: CG_F32, CG_F64, CG_F16 or CG_BF16 */
-    int fortran_order;               /* the file was in Fortran order (transposed on read) */
-    int version;                     /* format major version of the file (1, 2 or 3) */
+    int64_t count;     /* product of t.shape (1 for a 0-d array) */
+    int from_f64;      /* the file held float64 values, rounded to float32 */
+    int dtype;         /* the file's elements: CG_F32, CG_F64, CG_F16 or CG_BF16 */
+    int fortran_order; /* the file was in Fortran order (transposed on read) */
+    int version;       /* format major version of the file (1, 2 or 3) */
 } cg_npy;
 
 /* Read path into *out (zeroed first). 0 on success; -1 with a message in err
@@ -38,12 +38,11 @@ int cg_npy_read(const char *path, cg_npy *out, char *err, size_t errlen);
 /* Write a contiguous row-major float32 array of ndim (0..CG_NPY_MAX_DIMS) dims as a
  * version 1.0 file, atomically (a fresh temp file next to path, fsync, rename; a symlink
  * at the temp name is never followed). 0 on success; -1 with a message in err. */
-int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *shape,
-                 char *err, size_t errlen);
+int cg_npy_write(const char *path, const float *data, int ndim, const int64_t *shape, char *err, size_t errlen);
 /* The same, but leave the complete file at the temp path tmp (filled in) for the
  * caller to rename over path (or unlink): `chunkgen run` commits all outputs at once. */
-int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *data, int ndim,
-                     const int64_t *shape, char *err, size_t errlen);
+int cg_npy_write_tmp(const char *path, char *tmp, size_t tmpcap, const float *data, int ndim, const int64_t *shape,
+                     char *err, size_t errlen);
 
 /* cg_npy_write_tmp with the elements stored as dtype: CG_F32 '<f4', CG_F16 '<f2' or
  * CG_BF16 '<V2' (read back with np.load(path).view(ml_dtypes.bfloat16)); 16-bit values
@@ -55,7 +54,7 @@ int cg_npy_write_tmp_as(const char *path, char *tmp, size_t tmpcap, const float 
 typedef struct cg_npy_index {
     int64_t *v; /* owned (cg_npy_index_free) */
     int64_t n;
-    int dtype;  /* the file's elements: CG_I32 ('<i4') or CG_I64 ('<i8') */
+    int dtype; /* the file's elements: CG_I32 ('<i4') or CG_I64 ('<i8') */
 } cg_npy_index;
 
 /* Read a 1-D little-endian int32 or int64 .npy file into *out (zeroed first); the same

@@ -57,8 +57,11 @@ static int positional(const char *fam, const char *nums, char *body, size_t cap,
         if (bad || n < k_positional[f].min || n > k_positional[f].max) {
             char order[64] = "";
             for (int i = 0; i < k_positional[f].max; i++) /* "B,L,D,N[,G]": the optional ones in brackets */
-                snprintf(order + strlen(order), sizeof order - strlen(order), i >= k_positional[f].min ? "[,%s]" : "%s%s",
-                         i >= k_positional[f].min ? k_positional[f].names[i] : i ? "," : "",
+                snprintf(order + strlen(order), sizeof order - strlen(order),
+                         i >= k_positional[f].min ? "[,%s]" : "%s%s",
+                         i >= k_positional[f].min ? k_positional[f].names[i]
+                         : i                      ? ","
+                                                  : "",
                          i >= k_positional[f].min ? "" : k_positional[f].names[i]);
             return snprintf(err, errcap, "shape \"%s\": expected %s (positive integers) for %s", nums, order, fam), -1;
         }
@@ -113,7 +116,8 @@ int tune_shapes_add(const char *cmd, cg_context *ctx, const char *text, const tu
         cg_op_info in = {.size = sizeof in};
         cg_op_describe(ctx, op, &in);
         char err[300];
-        if (numbers && positional(in.family, text, body, sizeof body, err, sizeof err)) return cli_usage(cmd, "%s", err);
+        if (numbers && positional(in.family, text, body, sizeof body, err, sizeof err))
+            return cli_usage(cmd, "%s", err);
         return add_op(cmd, ctx, prefix, numbers ? body : text, o, out);
     }
     if (!fam) return cli_usage(cmd, "--shape %s: give the op in front (ssd_fwd:B=...,  ssd:...) or --op", text);
@@ -123,7 +127,8 @@ int tune_shapes_add(const char *cmd, cg_context *ctx, const char *text, const tu
     int rc = 0, any = 0;
     for (int i = 0; !rc && i < cg_op_count(); i++) { /* the family's ops of --dir */
         cg_op_info in = {.size = sizeof in};
-        if (cg_op_describe(ctx, (cg_op)i, &in) != CG_OK || strcmp(in.family, fam) || !(o->dir_mask >> in.bwd & 1)) continue;
+        if (cg_op_describe(ctx, (cg_op)i, &in) != CG_OK || strcmp(in.family, fam) || !(o->dir_mask >> in.bwd & 1))
+            continue;
         rc = add_op(cmd, ctx, in.name, numbers ? body : text, o, out);
         any = 1;
     }

@@ -35,7 +35,8 @@ static void line(tune_ui *u, const cg_progress *ev) {
     size_t n = strlen(where);
     if (a[0] && b[0]) snprintf(where + n, sizeof where - n, "%s (%s): ", a, b);
     else if (a[0] || b[0]) snprintf(where + n, sizeof where - n, "%s: ", a[0] ? a : b);
-    const char *lv = ev->kind == CG_PROGRESS_MESSAGE && ev->level == CG_LOG_WARN && !u->subject_first ? "warning: " : "";
+    const char *lv =
+        ev->kind == CG_PROGRESS_MESSAGE && ev->level == CG_LOG_WARN && !u->subject_first ? "warning: " : "";
     fprintf(u->f, "%s: %s%s%s\n", u->prefix, where, lv, ev->text);
     fflush(u->f);
 }

@@ -8,13 +8,13 @@
 #include <stdio.h>
 
 typedef struct tune_ui {
-    FILE *f;             /* where (stderr) */
-    int mode;            /* 1: a bar that redraws (a terminal), 0: plain lines, -1: nothing */
-    const char *prefix;  /* each line's start, e.g. "tune" or "chunkgen import" */
-    int subject_first;   /* a message names its subject, then the task in parentheses (import) */
-    int cap;             /* messages shown at most (0: all); the rest are counted */
+    FILE *f;            /* where (stderr) */
+    int mode;           /* 1: a bar that redraws (a terminal), 0: plain lines, -1: nothing */
+    const char *prefix; /* each line's start, e.g. "tune" or "chunkgen import" */
+    int subject_first;  /* a message names its subject, then the task in parentheses (import) */
+    int cap;            /* messages shown at most (0: all); the rest are counted */
     int shown, hidden;
-    int bar;             /* a bar is drawn on the current line */
+    int bar; /* a bar is drawn on the current line */
 } tune_ui;
 
 /* The progress callback: user is a tune_ui. */

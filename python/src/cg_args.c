@@ -134,8 +134,9 @@ int cgpy_set_reals(cgpy_call *c, PyObject *o) {
     PyObject *seq = PySequence_Fast(o, "reals: expected a tuple of floats (the op's real arguments) or None");
     if (!seq) return -1;
     if (PySequence_Fast_GET_SIZE(seq) != n) {
-        PyErr_Format(PyExc_ValueError, "reals: %zd values but %s takes %d real argument(s)%s%s", PySequence_Fast_GET_SIZE(seq),
-                     c->d->name, n, n ? ", the first " : "", n ? cgov_real_name(c->d->op, 0) : "");
+        PyErr_Format(PyExc_ValueError, "reals: %zd values but %s takes %d real argument(s)%s%s",
+                     PySequence_Fast_GET_SIZE(seq), c->d->name, n, n ? ", the first " : "",
+                     n ? cgov_real_name(c->d->op, 0) : "");
         Py_DECREF(seq);
         return -1;
     }
@@ -245,7 +246,8 @@ static int torch_dtype(PyObject *dt, const char *name) {
         if (dt == torch_dt[k]) return k;
     if (dt)
         PyErr_Format(PyExc_ValueError,
-                     "%s: dtype %S but expected torch.float32, torch.float64, torch.bfloat16 or torch.float16", name, dt);
+                     "%s: dtype %S but expected torch.float32, torch.float64, torch.bfloat16 or torch.float16", name,
+                     dt);
     return -1;
 }
 
@@ -288,7 +290,9 @@ int cgpy_read(cgpy_call *c, int i, PyObject *o) {
     } else if (PyObject_CheckBuffer(o)) /* a tensor written in place (a state cache) is asked for writable */
         r = read_buffer(o, td->output || (td->flags & CG_TENSOR_INPLACE), (td->flags & CG_TENSOR_INDEX) != 0, t,
                         &c->bufs[i], &c->got[i], td->name);
-    else r = (td->flags & CG_TENSOR_INDEX) ? read_tensor_with(o, t, td->name, torch_slot_dtype) : read_tensor_like(o, t, td->name);
+    else
+        r = (td->flags & CG_TENSOR_INDEX) ? read_tensor_with(o, t, td->name, torch_slot_dtype)
+                                          : read_tensor_like(o, t, td->name);
     if (r) return -1;
     /* The C API reads all-zero strides as "contiguous": a broadcast view must be copied
      * by the caller (the torch path does, read_torch_input; numpy's in Python). */
@@ -329,7 +333,8 @@ static int read_cu_buffer(cgpy_call *c, PyObject *o, cg_tensor *t, const char *n
 /* The cg_dtype of torch.int32 / torch.int64 for a decode step's slot indices; -1 with ValueError set. */
 static int torch_slot_dtype(PyObject *dt, const char *name) {
     if (dt && (dt == torch_idx[0] || dt == torch_idx[1])) return dt == torch_idx[0] ? CG_I32 : CG_I64;
-    if (dt) PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected torch.int32 or torch.int64 (slot indices)", name, dt);
+    if (dt)
+        PyErr_Format(PyExc_ValueError, "%s: dtype %S but expected torch.int32 or torch.int64 (slot indices)", name, dt);
     return -1;
 }
 
@@ -351,8 +356,9 @@ static int cu_without_data(PyObject *o, cg_tensor *t, const char *name) {
             return 0;
         }
     PyObject *dev = PyObject_GetAttr(o, s_device);
-    if (dev) PyErr_Format(PyExc_ValueError, "%s: on %S, without data, but expected the offsets in memory (on the inputs' device)",
-                          name, dev);
+    if (dev)
+        PyErr_Format(PyExc_ValueError,
+                     "%s: on %S, without data, but expected the offsets in memory (on the inputs' device)", name, dev);
     Py_XDECREF(dev);
     return -1;
 }
@@ -412,7 +418,9 @@ static int check_one(const cgpy_opdesc *d, int i, PyObject *o, PyObject *dt, PyO
         if (zero < 0) PyErr_Clear();
         if (zero > 0) {
             PyObject *tup = PySequence_Tuple(shape);
-            if (tup) PyErr_Format(PyExc_ValueError, "%s: shape %R has no elements (expected every dimension >= 1)", name, tup);
+            if (tup)
+                PyErr_Format(PyExc_ValueError, "%s: shape %R has no elements (expected every dimension >= 1)", name,
+                             tup);
             Py_XDECREF(tup);
             return -1;
         }
@@ -480,8 +488,10 @@ static int read_torch_input(cgpy_call *c, int i, PyObject *o, PyObject *f, int f
         goto out;
     t->dtype = (cg_dtype)code;
     if (needs_copy(t) && (c->d->t[i].flags & CG_TENSOR_INPLACE)) { /* a copy would take the call's writes */
-        PyErr_Format(PyExc_ValueError, "%s: written in place, but its strides need a copy (expected the last "
-                                       "dimension contiguous, not a broadcast view)", name);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: written in place, but its strides need a copy (expected the last "
+                     "dimension contiguous, not a broadcast view)",
+                     name);
         goto out;
     }
     if (needs_copy(t)) {

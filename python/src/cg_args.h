@@ -18,10 +18,10 @@
 /* One op as the public header describes it, read once (cgpy_op). */
 typedef struct cgpy_opdesc {
     cg_op op;
-    const char *name; /* "ssd_fwd" */
-    int nt;           /* the float tensors, inputs first (cg_op_info.ntensors) */
-    int nin;          /* the inputs among them */
-    int has_varlen;   /* t[nt] is cu_seqlens */
+    const char *name;                /* "ssd_fwd" */
+    int nt;                          /* the float tensors, inputs first (cg_op_info.ntensors) */
+    int nin;                         /* the inputs among them */
+    int has_varlen;                  /* t[nt] is cu_seqlens */
     int sym_from[CG_SHAPE_MAX_SYMS]; /* cg_op_info.sym_from: the input that gives each symbol */
     cg_tensor_info t[CGPY_MAXT];
 } cgpy_opdesc;
@@ -47,7 +47,7 @@ typedef struct cgpy_call {
     PyObject *keep[CGPY_MAXT + 1]; /* owned references: copies, outputs, workspace */
     int nkeep;
     PyObject *pending[CGPY_MAXT]; /* borrowed: torch inputs to copy (cgpy_copy_pending) */
-    Py_buffer cu_buf; /* cu_seqlens when given as a buffer (numpy) */
+    Py_buffer cu_buf;             /* cu_seqlens when given as a buffer (numpy) */
     int cu_got;
 } cgpy_call;
 

@@ -112,7 +112,8 @@ cg_tensor tensor_of(const ffi::AnyBuffer &b) {
 /* Fill args from the call's buffers (op's tensors in the op table's order). */
 ffi::Error fill(int64_t op, int64_t flag, int64_t present, ffi::Span<const double> reals, const ffi::RemainingArgs &ins,
                 const ffi::RemainingRets &outs, cgov_args *args) {
-    if (op < 0 || op >= cgov_nops() || !cgov_ok((cg_op)op)) return ffi::Error::InvalidArgument("op: unknown op index " + std::to_string(op));
+    if (op < 0 || op >= cgov_nops() || !cgov_ok((cg_op)op))
+        return ffi::Error::InvalidArgument("op: unknown op index " + std::to_string(op));
     cg_op o = (cg_op)op;
     *args = cgov_args{}; /* every size 0: this header's layout */
     size_t ni = 0, no = 0;
@@ -150,11 +151,13 @@ ffi::Error fill(int64_t op, int64_t flag, int64_t present, ffi::Span<const doubl
         if ((int)t->dtype < 0) return ffi::Error::InvalidArgument("cu_seqlens: element type not int32 or int64");
     }
     if (ni != ins.size() || no != outs.size())
-        return ffi::Error::InvalidArgument(std::string(cgov_op_name(o)) + ": buffer count does not match attribute present");
+        return ffi::Error::InvalidArgument(std::string(cgov_op_name(o)) +
+                                           ": buffer count does not match attribute present");
     cgov_set_flag(o, args, (int)flag);
     if ((int64_t)reals.size() != cgov_nreals(o)) /* the op's real arguments (scale), the library checks their values */
-        return ffi::Error::InvalidArgument(std::string(cgov_op_name(o)) + ": attribute reals has " + std::to_string(reals.size()) +
-                                           " values but expected " + std::to_string(cgov_nreals(o)));
+        return ffi::Error::InvalidArgument(std::string(cgov_op_name(o)) + ": attribute reals has " +
+                                           std::to_string(reals.size()) + " values but expected " +
+                                           std::to_string(cgov_nreals(o)));
     cgov_set_reals(o, args, reals.begin(), (int)reals.size());
     return ffi::Error::Success();
 }
@@ -188,8 +191,9 @@ ffi::Error run(void *stream, ffi::ScratchAllocator *scratch, const ffi::Remainin
     if (bytes) {
         auto ws = scratch->Allocate(bytes, 256);
         if (!ws.has_value())
-            return ffi::Error(ffi::ErrorCode::kResourceExhausted,
-                              std::string(cgov_op_name((cg_op)op)) + ": no XLA scratch of " + std::to_string(bytes) + " bytes");
+            return ffi::Error(ffi::ErrorCode::kResourceExhausted, std::string(cgov_op_name((cg_op)op)) +
+                                                                      ": no XLA scratch of " + std::to_string(bytes) +
+                                                                      " bytes");
         e.workspace = *ws;
         e.workspace_bytes = bytes;
     }
@@ -210,17 +214,19 @@ ffi::Error run_cuda(void *stream, ffi::ScratchAllocator scratch, ffi::RemainingA
 
 } // namespace
 
-#define CG_JAX_ATTRS                                                                                          \
-    .Attr<int64_t>("op").Attr<int64_t>("flag").Attr<int64_t>("present").Attr<int64_t>("backend")            \
-        .Attr<std::string_view>("config").Attr<ffi::Span<const double>>("reals")
+#define CG_JAX_ATTRS                                                                                                   \
+    .Attr<int64_t>("op")                                                                                               \
+        .Attr<int64_t>("flag")                                                                                         \
+        .Attr<int64_t>("present")                                                                                      \
+        .Attr<int64_t>("backend")                                                                                      \
+        .Attr<std::string_view>("config")                                                                              \
+        .Attr<ffi::Span<const double>>("reals")
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(cg_jax_cpu, run_cpu, ffi::Ffi::Bind().RemainingArgs().RemainingRets() CG_JAX_ATTRS);
-XLA_FFI_DEFINE_HANDLER_SYMBOL(cg_jax_cuda, run_cuda,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<void *>>()
-                                  .Ctx<ffi::ScratchAllocator>()
-                                  .RemainingArgs()
-                                  .RemainingRets() CG_JAX_ATTRS);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    cg_jax_cuda, run_cuda,
+    ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void *>>().Ctx<ffi::ScratchAllocator>().RemainingArgs().RemainingRets()
+        CG_JAX_ATTRS);
 
 /* ------------------------------------------------------------- module */
 
@@ -274,7 +280,7 @@ static PyMethodDef methods[] = {
     {"set_cache_dir", py_set_cache_dir, METH_O, "cg_context_set_cache_dir on every handler thread's context"},
     {nullptr, nullptr, 0, nullptr}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_jax_ffi", "chunkgen's XLA FFI handlers", -1, methods,
-                                    nullptr, nullptr, nullptr, nullptr};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_jax_ffi", "chunkgen's XLA FFI handlers", -1, methods, nullptr, nullptr, nullptr, nullptr};
 
 PyMODINIT_FUNC PyInit__jax_ffi(void) { return PyModule_Create(&module); }

@@ -34,7 +34,7 @@ static unsigned settings_gen = 1; /* read and written with the GIL held */
 static int set_threads_v = -1;    /* -1: never set */
 static char *set_cache_dir_v = NULL;
 static int set_cache_dir_given = 0;
-static int set_tune_v = -2;       /* -2: never set */
+static int set_tune_v = -2; /* -2: never set */
 
 typedef struct tls_ctx {
     cg_context *ctx;
@@ -414,7 +414,8 @@ static PyObject *py_output_shapes(PyObject *self, PyObject *const *a, Py_ssize_t
         PyObject *shape = on ? PyTuple_New(n) : Py_None;
         if (!on) Py_INCREF(shape);
         for (int k = 0; shape && k < n; k++) {
-            PyObject *e = src[k] < 0 ? PyLong_FromLong(1) : PyTuple_GET_ITEM(PyTuple_GET_ITEM(a[2], src[k] / 8), src[k] % 8);
+            PyObject *e =
+                src[k] < 0 ? PyLong_FromLong(1) : PyTuple_GET_ITEM(PyTuple_GET_ITEM(a[2], src[k] / 8), src[k] % 8);
             if (k == 0 && nseq && (d->t[i].flags & CG_TENSOR_PER_SEQ)) {
                 if (src[k] < 0) Py_DECREF(e);
                 e = nseq; /* a state per sequence */
@@ -484,7 +485,8 @@ static void forward_log(cg_log_level level, const char *msg, void *user) {
 }
 
 static PyObject *py_set_log_handler(PyObject *self, PyObject *arg) {
-    if (arg != Py_None && !PyCallable_Check(arg)) return PyErr_Format(PyExc_TypeError, "handler: expected a callable or None");
+    if (arg != Py_None && !PyCallable_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "handler: expected a callable or None");
     cg_set_log_callback(arg == Py_None ? NULL : forward_log, NULL);
     PyObject *old = log_handler;
     Py_XINCREF(arg == Py_None ? NULL : arg);
@@ -549,7 +551,8 @@ static PyObject *py_reals(PyObject *self, PyObject *o) {
 }
 
 static PyObject *py_set_torch_dtypes(PyObject *self, PyObject *const *a, Py_ssize_t na) {
-    if (na != CGPY_NDTYPES) return PyErr_Format(PyExc_TypeError, "set_torch_dtypes(float32, float64, bfloat16, float16)");
+    if (na != CGPY_NDTYPES)
+        return PyErr_Format(PyExc_TypeError, "set_torch_dtypes(float32, float64, bfloat16, float16)");
     cgpy_set_torch_dtypes(a);
     Py_RETURN_NONE;
 }
@@ -562,7 +565,8 @@ static PyObject *py_set_torch_index_dtypes(PyObject *self, PyObject *const *a, P
 
 static PyObject *py_backends(PyObject *self, PyObject *unused) {
     PyObject *r = PyTuple_New(CG_BACKEND_REF + 1);
-    for (int b = 0; r && b <= CG_BACKEND_REF; b++) PyTuple_SET_ITEM(r, b, PyUnicode_FromString(cg_backend_name((cg_backend)b)));
+    for (int b = 0; r && b <= CG_BACKEND_REF; b++)
+        PyTuple_SET_ITEM(r, b, PyUnicode_FromString(cg_backend_name((cg_backend)b)));
     return r;
 }
 
@@ -630,7 +634,8 @@ static PyMethodDef methods[] = {
     {"validate", (PyCFunction)(void (*)(void))py_validate, METH_FASTCALL,
      "validate(op, tensors, flag, backend, config, stream, workspace, workspace_bytes, verbose[, cu_seqlens[, reals]]): "
      "cg_validate (outputs given as None are not checked)"},
-    {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL, "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
+    {"bench", (PyCFunction)(void (*)(void))py_bench, METH_FASTCALL,
+     "bench(repeats, *run_args) -> (wall, cpu) seconds per C call"},
     {"call", (PyCFunction)(void (*)(void))py_call, METH_FASTCALL,
      "call(op, inputs, want, flag, backend, config, verbose, empty, dtypes, stream, ws_empty[, cu_seqlens[, reals]]) -> outputs"},
     {"check_tensors", (PyCFunction)(void (*)(void))py_check_tensors, METH_FASTCALL,
@@ -645,7 +650,8 @@ static PyMethodDef methods[] = {
      "set_torch_index_dtypes(torch.int32, torch.int64): cu_seqlens' dtypes"},
     {"set_log_handler", py_set_log_handler, METH_O, "set_log_handler(fn(level, msg) or None): the library's log"},
     {"reals", py_reals, METH_O, "reals(op) -> the names of the op's real arguments (cg_op_info.reals), call()'s order"},
-    {"ops", py_ops, METH_NOARGS, "((name, ((tensor, is_output, extents, layout, grad_of), ...)), ...) in op index order"},
+    {"ops", py_ops, METH_NOARGS,
+     "((name, ((tensor, is_output, extents, layout, grad_of), ...)), ...) in op index order"},
     {"backends", py_backends, METH_NOARGS, "backend names in cg_backend order"},
     {"cpu_isa", py_cpu_isa, METH_NOARGS, "the CPU path's ISA variant (avx512, avx2, baseline)"},
     {"last_dispatch", py_last_dispatch, METH_NOARGS, "cg_last_dispatch of this thread's context"},
@@ -654,8 +660,8 @@ static PyMethodDef methods[] = {
     {"set_tune_on_miss", py_set_tune_on_miss, METH_O, "cg_context_set_tune_on_miss on every context"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", "chunkgen C API binding", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_C", "chunkgen C API binding", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__C(void) {
     if (pthread_key_create(&ctx_key, tls_free)) return PyErr_Format(PyExc_RuntimeError, "pthread_key_create failed");

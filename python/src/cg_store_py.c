@@ -34,8 +34,7 @@ static void collect(const cg_progress *ev, void *user) {
 
 /* RuntimeError "chunkgen export: MESSAGE" (as the CLI's failure was before). */
 static PyObject *fail(cg_status s, cg_context *ctx, const char *what) {
-    PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
-                 cg_errmsg(ctx)[0] ? cg_errmsg(ctx) : cg_status_str(s));
+    PyErr_Format(PyExc_RuntimeError, "%s: %s", what, cg_errmsg(ctx)[0] ? cg_errmsg(ctx) : cg_status_str(s));
     return NULL;
 }
 
@@ -53,8 +52,9 @@ PyObject *cgpy_config_export(PyObject *self, PyObject *args) {
     s = cg_config_export(ctx, &f, &text, &len, NULL);
     if (s == CG_OK && path) s = cg_write_file(ctx, path, text, len);
     Py_END_ALLOW_THREADS
-    PyObject *r = s != CG_OK ? fail(s, ctx, "chunkgen export") : path ? (Py_INCREF(Py_None), Py_None)
-                                                                     : PyUnicode_FromStringAndSize(text, (Py_ssize_t)len);
+    PyObject *r = s != CG_OK ? fail(s, ctx, "chunkgen export")
+                  : path     ? (Py_INCREF(Py_None), Py_None)
+                             : PyUnicode_FromStringAndSize(text, (Py_ssize_t)len);
     cg_free(text);
     return r;
 }
@@ -87,7 +87,8 @@ PyObject *cgpy_config_import(PyObject *self, PyObject *args) {
     cg_status s;
     Py_BEGIN_ALLOW_THREADS
     cg_context_set_progress(ctx, collect, &m);
-    s = n ? cg_config_import(ctx, paths, (int)n, &o, &st) : cg_config_import_json(ctx, text, (size_t)tlen, "json", &o, &st);
+    s = n ? cg_config_import(ctx, paths, (int)n, &o, &st)
+          : cg_config_import_json(ctx, text, (size_t)tlen, "json", &o, &st);
     cg_context_set_progress(ctx, NULL, NULL);
     Py_END_ALLOW_THREADS
     free(paths);
@@ -138,8 +139,11 @@ PyObject *cgpy_tune(PyObject *self, PyObject *args) {
     cg_tune_options o = CG_TUNE_OPTIONS_INIT;
     cg_status s = shapes ? cg_backend_parse(backend, &o.backend) : CG_ENOMEM;
     if (s == CG_EINVAL)
-        s = (cg_status)(PyErr_Format(PyExc_RuntimeError, "chunkgen tune: backend '%s' (expected auto, cpu, cuda or "
-                                     "emulate)", backend), -100);
+        s = (cg_status)(PyErr_Format(PyExc_RuntimeError,
+                                     "chunkgen tune: backend '%s' (expected auto, cpu, cuda or "
+                                     "emulate)",
+                                     backend),
+                        -100);
     for (Py_ssize_t i = 0; s == CG_OK && i < nt; i++) {
         const char *t = PyUnicode_AsUTF8(PyTuple_GET_ITEM(texts, i));
         if (!t) {
@@ -159,7 +163,8 @@ PyObject *cgpy_tune(PyObject *self, PyObject *args) {
             char text[1400];
             snprintf(text, sizeof text, "%s%s", in.name, colon);
             shapes[n].size = sizeof shapes[n];
-            if ((s = cg_shape_parse(ctx, text, &shapes[n])) != CG_OK) fail(s, ctx, "chunkgen tune"), s = (cg_status)-100;
+            if ((s = cg_shape_parse(ctx, text, &shapes[n])) != CG_OK)
+                fail(s, ctx, "chunkgen tune"), s = (cg_status)-100;
             else n++;
         }
         if (s == CG_OK && !expanded) {

@@ -22,12 +22,14 @@ PyObject *cgpy_config_import(PyObject *self, PyObject *args);
 /* tune(shapes, backend, family, dirs, budget, force, threads, max_candidates) -> summary dict. */
 PyObject *cgpy_tune(PyObject *self, PyObject *args);
 
-#define CGPY_STORE_METHODS                                                                                         \
-    {"config_export", cgpy_config_export, METH_VARARGS,                                                           \
-     "config_export(path, backend, op, dir, device) -> the export document (str), or None when written to path"}, \
-    {"config_import", cgpy_config_import, METH_VARARGS,                                                           \
-     "config_import(sources, text, allow_foreign, dry_run) -> (added, replaced, kept, rejected, messages)"},       \
-    {"tune", cgpy_tune, METH_VARARGS,                                                                             \
-     "tune(shapes, backend, family, dirs, budget, force, threads, max_candidates) -> summary (cg_tune)"}
+#define CGPY_STORE_METHODS                                                                                             \
+    {"config_export", cgpy_config_export, METH_VARARGS,                                                                \
+     "config_export(path, backend, op, dir, device) -> the export document (str), or None when written to path"},      \
+        {"config_import", cgpy_config_import, METH_VARARGS,                                                            \
+         "config_import(sources, text, allow_foreign, dry_run) -> (added, replaced, kept, rejected, messages)"},       \
+    {                                                                                                                  \
+        "tune", cgpy_tune, METH_VARARGS,                                                                               \
+            "tune(shapes, backend, family, dirs, budget, force, threads, max_candidates) -> summary (cg_tune)"         \
+    }
 
 #endif

@@ -57,11 +57,11 @@ static void choose(void) {
     if (env) {
         const int want = cg__cpu_isa_parse(env);
         if (want < 0)
-            cg__log(CG_LOG_WARN, "CHUNKGEN_CPU_ISA='%s' is not one of avx512, avx2, baseline; using %s", env, names[best]);
+            cg__log(CG_LOG_WARN, "CHUNKGEN_CPU_ISA='%s' is not one of avx512, avx2, baseline; using %s", env,
+                    names[best]);
         else if (!cg__cpu_isa_supported((cg_cpu_isa)want))
             cg__log(CG_LOG_WARN, "CHUNKGEN_CPU_ISA=%s: this CPU (or build) cannot run it; using %s", env, names[best]);
-        else
-            best = want;
+        else best = want;
     }
     __atomic_store_n(&chosen, best, __ATOMIC_RELEASE);
 }
@@ -104,8 +104,8 @@ cg_status cg__cpu_space_default(cg_context *ctx, const char *kernel, const cg_sh
     pthread_mutex_lock(&dflt_lock);
     for (int i = 0; i < DFLT_SLOTS; i++) {
         const dflt_entry *e = &dflt_tab[i];
-        if (e->used && e->threads == threads && e->isa == isa && e->flags == flags &&
-            !strcmp(e->kernel, kernel) && cg_shape_equal(&e->shape, shape)) {
+        if (e->used && e->threads == threads && e->isa == isa && e->flags == flags && !strcmp(e->kernel, kernel) &&
+            cg_shape_equal(&e->shape, shape)) {
             *out = e->cfg;
             pthread_mutex_unlock(&dflt_lock);
             return CG_OK;

@@ -144,8 +144,8 @@ void cg__cpu_st_row(void *restrict dst, cg_dtype dt, const float *restrict src, 
     }
 }
 
-void cg__cpu_ld_rows(float *restrict dst, int64_t ldd, const void *restrict src, cg_dtype dt, int64_t ss,
-                     int64_t rows, int64_t w, int64_t wp) {
+void cg__cpu_ld_rows(float *restrict dst, int64_t ldd, const void *restrict src, cg_dtype dt, int64_t ss, int64_t rows,
+                     int64_t w, int64_t wp) {
     const int64_t es = cg__dt_bytes(dt);
     for (int64_t i = 0; i < rows; i++) {
         float *d = dst + i * ldd;
@@ -154,8 +154,8 @@ void cg__cpu_ld_rows(float *restrict dst, int64_t ldd, const void *restrict src,
     }
 }
 
-void cg__cpu_st_rows(void *restrict dst, cg_dtype dt, int64_t sd, const float *restrict src, int64_t lds,
-                     int64_t rows, int64_t w) {
+void cg__cpu_st_rows(void *restrict dst, cg_dtype dt, int64_t sd, const float *restrict src, int64_t lds, int64_t rows,
+                     int64_t w) {
     const int64_t es = cg__dt_bytes(dt);
     for (int64_t i = 0; i < rows; i++) cg__cpu_st_row((char *)dst + i * sd * es, dt, src + i * lds, w);
 }

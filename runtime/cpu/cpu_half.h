@@ -46,10 +46,10 @@ void cg__cpu_ld_row(float *restrict dst, const void *restrict src, cg_dtype dt, 
 void cg__cpu_st_row(void *restrict dst, cg_dtype dt, const float *restrict src, int64_t n);
 
 /* Rows: dst[i * ldd + j] = src[i * ss + j] (elements of dt) for j < w, 0 for w <= j < wp. */
-void cg__cpu_ld_rows(float *restrict dst, int64_t ldd, const void *restrict src, cg_dtype dt, int64_t ss,
-                     int64_t rows, int64_t w, int64_t wp);
+void cg__cpu_ld_rows(float *restrict dst, int64_t ldd, const void *restrict src, cg_dtype dt, int64_t ss, int64_t rows,
+                     int64_t w, int64_t wp);
 /* Rows: dst[i * sd + j] (elements of dt) = src[i * lds + j] for j < w. */
-void cg__cpu_st_rows(void *restrict dst, cg_dtype dt, int64_t sd, const float *restrict src, int64_t lds,
-                     int64_t rows, int64_t w);
+void cg__cpu_st_rows(void *restrict dst, cg_dtype dt, int64_t sd, const float *restrict src, int64_t lds, int64_t rows,
+                     int64_t w);
 
 #endif /* CG_CPU_HALF_H */

@@ -2,23 +2,26 @@
  * the CPU backend's entry points, which forward to the variant cpu_choice.c chose. */
 #include "cpu_isa.h"
 
-#define DECL_VARIANT(s)                                                                                       \
-    cg_status cg__ssd_cpu_fwd_##s(cg_context *, const cg_ssd_prob *, const cg_cfg *, const cg_exec *);      \
-    cg_status cg__ssd_cpu_bwd_##s(cg_context *, const cg_ssd_prob *, const cg_cfg *, const cg_exec *);      \
-    cg_status cg__sscan_cpu_fwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);  \
-    cg_status cg__sscan_cpu_bwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);  \
-    void cg__ssd_mul_exp_##s(float *restrict, const float *restrict, int64_t);                               \
-    void cg__cpu_ld_row_##s(float *restrict, const void *restrict, cg_dtype, int64_t);                        \
-    void cg__cpu_st_row_##s(void *restrict, cg_dtype, const float *restrict, int64_t);                       \
-    cg_status cg__gdr_cpu_chunk_fwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);  \
-    cg_status cg__gdr_cpu_chunk_bwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);  \
-    cg_status cg__ssd_step_cpu_##s(cg_context *, const cg_ssd_step_prob *, const cg_cfg *, const cg_exec *);  \
-    cg_status cg__sscan_step_cpu_##s(cg_context *, const cg_sscan_step_prob *, const cg_cfg *, const cg_exec *); \
+#define DECL_VARIANT(s)                                                                                                \
+    cg_status cg__ssd_cpu_fwd_##s(cg_context *, const cg_ssd_prob *, const cg_cfg *, const cg_exec *);                 \
+    cg_status cg__ssd_cpu_bwd_##s(cg_context *, const cg_ssd_prob *, const cg_cfg *, const cg_exec *);                 \
+    cg_status cg__sscan_cpu_fwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);             \
+    cg_status cg__sscan_cpu_bwd_##s(cg_context *, const cg_sscan_prob *, const cg_cfg *, const cg_exec *);             \
+    void cg__ssd_mul_exp_##s(float *restrict, const float *restrict, int64_t);                                         \
+    void cg__cpu_ld_row_##s(float *restrict, const void *restrict, cg_dtype, int64_t);                                 \
+    void cg__cpu_st_row_##s(void *restrict, cg_dtype, const float *restrict, int64_t);                                 \
+    cg_status cg__gdr_cpu_chunk_fwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);           \
+    cg_status cg__gdr_cpu_chunk_bwd_##s(cg_context *, const cg_gdr_prob *, const cg_cfg *, const cg_exec *);           \
+    cg_status cg__ssd_step_cpu_##s(cg_context *, const cg_ssd_step_prob *, const cg_cfg *, const cg_exec *);           \
+    cg_status cg__sscan_step_cpu_##s(cg_context *, const cg_sscan_step_prob *, const cg_cfg *, const cg_exec *);       \
     cg_status cg__gdr_step_cpu_##s(cg_context *, const cg_gdr_step_prob *, const cg_cfg *, const cg_exec *);
+/* a variant's row of the table below (clang-format would break its braces apart) */
+// clang-format off
 #define OPS(e, s)                                                                                          \
     {e, #s, cg__ssd_cpu_fwd_##s, cg__ssd_cpu_bwd_##s, cg__sscan_cpu_fwd_##s, cg__sscan_cpu_bwd_##s,          \
      cg__ssd_mul_exp_##s, cg__cpu_ld_row_##s, cg__cpu_st_row_##s, cg__gdr_cpu_chunk_fwd_##s,                 \
      cg__gdr_cpu_chunk_bwd_##s, cg__ssd_step_cpu_##s, cg__sscan_step_cpu_##s, cg__gdr_step_cpu_##s}
+// clang-format on
 
 DECL_VARIANT(baseline)
 #ifdef CG_CPU_ISA_X86 /* CMakeLists.txt builds the x86 variants */
@@ -48,8 +51,10 @@ typedef struct view_rule {
 
 static cg_status check_views(cg_context *ctx, const char *what, cg_dtype math, const view_rule *r, int n) {
     if (math != CG_F32)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math: CG_F32, "
-                       "CG_BF16 or CG_F16 tensors)", what, cg__dtype_name(math));
+        return cg__err(ctx, CG_EUNSUPPORTED,
+                       "%s: dtype: %s calls are not supported (expected CG_F32 math: CG_F32, "
+                       "CG_BF16 or CG_F16 tensors)",
+                       what, cg__dtype_name(math));
     for (int i = 0; i < n; i++) {
         const cg_dtype dt = r[i].v->dt;
         if (!r[i].v->p || dt == CG_F32 || (r[i].may16 && cg__dtype_half(dt))) continue;
@@ -59,6 +64,8 @@ static cg_status check_views(cg_context *ctx, const char *what, cg_dtype math, c
     return CG_OK;
 }
 
+/* the tensors' rules, aligned as tables (clang-format would give each rule a line) */
+// clang-format off
 static cg_status ssd_views(cg_context *ctx, const cg_ssd_prob *p, const char *what) {
     const view_rule r[] = {{"q", &p->q, 1},      {"k", &p->k, 1},       {"v", &p->v, 1},     {"o", &p->o, 1},
                            {"dout", &p->dout, 1}, {"dq", &p->grad_q, 1}, {"dk", &p->grad_k, 1}, {"dv", &p->grad_v, 1},
@@ -87,12 +94,13 @@ static cg_status gdr_views(cg_context *ctx, const cg_gdr_prob *p, const char *wh
                            {"dh0", &p->grad_h0, 0}};
     return check_views(ctx, what, p->dtype, r, (int)(sizeof r / sizeof r[0]));
 }
+// clang-format on
 
 /* The CPU backend's entry points (internal.h): the op's dtype rule, then the variant. */
-#define ENTRY(fn, prob, views, what, slot)                                                 \
-    cg_status fn(cg_context *ctx, const prob *p, const cg_cfg *cfg, const cg_exec *ex) { \
-        cg_status st = views(ctx, p, what);                                               \
-        return st ? st : cg__cpu_isa_ops()->slot(ctx, p, cfg, ex);                        \
+#define ENTRY(fn, prob, views, what, slot)                                                                             \
+    cg_status fn(cg_context *ctx, const prob *p, const cg_cfg *cfg, const cg_exec *ex) {                               \
+        cg_status st = views(ctx, p, what);                                                                            \
+        return st ? st : cg__cpu_isa_ops()->slot(ctx, p, cfg, ex);                                                     \
     }
 ENTRY(cg__ssd_cpu_fwd, cg_ssd_prob, ssd_views, "cpu ssd forward", ssd_fwd)
 ENTRY(cg__ssd_cpu_bwd, cg_ssd_prob, ssd_views, "cpu ssd backward", ssd_bwd)
@@ -101,9 +109,9 @@ ENTRY(cg__sscan_cpu_bwd, cg_sscan_prob, sscan_views, "cpu sscan backward", sscan
 ENTRY(cg__gdr_cpu_chunk_fwd, cg_gdr_prob, gdr_views, "cpu gdr forward (chunked)", gdr_fwd)
 ENTRY(cg__gdr_cpu_chunk_bwd, cg_gdr_prob, gdr_views, "cpu gdr backward (chunked)", gdr_bwd)
 /* The decode steps (step_cpu.c checks their dtypes itself). */
-#define STEP_ENTRY(fn, prob, slot) \
-    cg_status fn(cg_context *ctx, const prob *p, const cg_cfg *cfg, const cg_exec *ex) { \
-        return cg__cpu_isa_ops()->slot(ctx, p, cfg, ex);                                 \
+#define STEP_ENTRY(fn, prob, slot)                                                                                     \
+    cg_status fn(cg_context *ctx, const prob *p, const cg_cfg *cfg, const cg_exec *ex) {                               \
+        return cg__cpu_isa_ops()->slot(ctx, p, cfg, ex);                                                               \
     }
 STEP_ENTRY(cg__ssd_step_cpu, cg_ssd_step_prob, ssd_step)
 STEP_ENTRY(cg__sscan_step_cpu, cg_sscan_step_prob, sscan_step)

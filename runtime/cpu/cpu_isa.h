@@ -57,8 +57,7 @@ typedef enum cg_cpu_isa {
 } cg_cpu_isa;
 
 typedef cg_status (*cg_ssd_cpu_fn)(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex);
-typedef cg_status (*cg_sscan_cpu_fn)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg,
-                                     const cg_exec *ex);
+typedef cg_status (*cg_sscan_cpu_fn)(cg_context *ctx, const cg_sscan_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 typedef cg_status (*cg_gdr_cpu_fn)(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex);
 typedef cg_status (*cg_ssd_step_cpu_fn)(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg,
                                         const cg_exec *ex);
@@ -79,7 +78,7 @@ typedef struct cg_cpu_isa_ops {
     void (*ld_row)(float *restrict dst, const void *restrict src, cg_dtype dt, int64_t n);
     void (*st_row)(void *restrict dst, cg_dtype dt, const float *restrict src, int64_t n);
     cg_gdr_cpu_fn gdr_fwd, gdr_bwd; /* the gated delta rule's chunked path */
-    cg_ssd_step_cpu_fn ssd_step;     /* the decode steps (step_cpu.c) */
+    cg_ssd_step_cpu_fn ssd_step;    /* the decode steps (step_cpu.c) */
     cg_sscan_step_cpu_fn sscan_step;
     cg_gdr_step_cpu_fn gdr_step;
 } cg_cpu_isa_ops;

@@ -60,4 +60,3 @@ const char *cg__cpu_model(void) {
     pthread_once(&g_cpu_once, read_cpu_model);
     return g_cpu_model;
 }
-

@@ -16,9 +16,12 @@
 /* generator/cpu/gdr_cpu.lua's default() for p (cg__cpu_space_default, cached per shape). */
 static cg_status chunk_default(cg_context *ctx, const cg_gdr_prob *p, int bwd, int64_t *chunk, int64_t *threads) {
     *chunk = 64, *threads = 0; /* an empty problem: nothing runs */
-    if (CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1 || CG_DIM(p, G) < 1 || CG_DIM(p, DK) < 1 || CG_DIM(p, DV) < 1) return CG_OK;
+    if (CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1 || CG_DIM(p, G) < 1 || CG_DIM(p, DK) < 1 ||
+        CG_DIM(p, DV) < 1)
+        return CG_OK;
     const cg_cpu_pin pins[] = {{"chunk", 1, GDR_CHUNK_MAX, chunk, 1}, {"threads", 0, 4096, threads, 0}};
-    return cg__cpu_default_pins(ctx, "gdr_cpu", bwd ? CG_OP_GDR_BWD : CG_OP_GDR_FWD, p, bwd ? CG_KS_BWD : 0, pins, 2, NULL);
+    return cg__cpu_default_pins(ctx, "gdr_cpu", bwd ? CG_OP_GDR_BWD : CG_OP_GDR_FWD, p, bwd ? CG_KS_BWD : 0, pins, 2,
+                                NULL);
 }
 
 cg_status cg__gdr_chunk_resolve(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, int bwd, const char *what,

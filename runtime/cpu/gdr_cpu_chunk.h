@@ -22,39 +22,39 @@
 
 /* Resolved run parameters (gdr_cpu_chunk.c). */
 typedef struct cg_gdr_run {
-    int64_t chunk;  /* chunk length, min(config chunk, T) */
-    int threads;    /* threads the pool runs */
-    int nscratch;   /* per-thread scratch blocks (the pool's size) */
+    int64_t chunk; /* chunk length, min(config chunk, T) */
+    int threads;   /* threads the pool runs */
+    int nscratch;  /* per-thread scratch blocks (the pool's size) */
     cg_pool *pool;
 } cg_gdr_run;
 
 /* Tile dimensions of one problem and chunk length. */
 typedef struct cg_gdr_dims {
-    int64_t C, Cp;          /* chunk, padded */
+    int64_t C, Cp; /* chunk, padded */
     int64_t dk, dv, dkp, dvp;
-    int64_t ldk, ldv, ldc;  /* leading dims of [., dkp], [., dvp], [., Cp] tiles */
-    int64_t ldwu;           /* of [., dkp + dvp] tiles (RHS, dW|dU) */
+    int64_t ldk, ldv, ldc; /* leading dims of [., dkp], [., dvp], [., Cp] tiles */
+    int64_t ldwu;          /* of [., dkp + dvp] tiles (RHS, dW|dU) */
 } cg_gdr_dims;
 
 /* One chunk of one (b, value head), filled by cg__gdr_prep_chunk. Pointers are into the
  * caller's scratch (cg__gdr_prep_floats floats at `base`), except K, which the caller
  * places (the backward stacks it under S0^T). */
 typedef struct cg_gdr_chunk {
-    int64_t L;             /* tokens of this chunk, 1..C */
-    float *Q;              /* [C, ldk]  s * l2norm(q) (NULL: not loaded) */
-    float *K;              /* [C, ldk]  l2norm(k) (placed by the caller) */
-    float *KT;             /* [dk, ldc] K transposed, columns L..Cp zero */
-    float *Kw;             /* [C, ldk]  exp(G_L - G_r) k_r */
-    float *KK;             /* [C, ldc]  K K^T, lower triangle with the diagonal */
-    float *Lm;             /* [C, ldc]  L_ij = beta_i (k_i.k_j) e^{G_i - G_j}, j < i */
-    float *A;              /* [C, ldc]  (I + L)^{-1}, unit lower, zero above up to Cp */
-    float *Vr;             /* [C, ldv]  v rows (float32, zero-padded) */
-    float *RHS;            /* [C, ldwu] [-diag(beta gam) K | diag(beta) V] at columns 0 and dkp */
-    float *Wn;             /* [C, ldk]  -W = A (-diag(beta gam) K) */
+    int64_t L;                /* tokens of this chunk, 1..C */
+    float *Q;                 /* [C, ldk]  s * l2norm(q) (NULL: not loaded) */
+    float *K;                 /* [C, ldk]  l2norm(k) (placed by the caller) */
+    float *KT;                /* [dk, ldc] K transposed, columns L..Cp zero */
+    float *Kw;                /* [C, ldk]  exp(G_L - G_r) k_r */
+    float *KK;                /* [C, ldc]  K K^T, lower triangle with the diagonal */
+    float *Lm;                /* [C, ldc]  L_ij = beta_i (k_i.k_j) e^{G_i - G_j}, j < i */
+    float *A;                 /* [C, ldc]  (I + L)^{-1}, unit lower, zero above up to Cp */
+    float *Vr;                /* [C, ldv]  v rows (float32, zero-padded) */
+    float *RHS;               /* [C, ldwu] [-diag(beta gam) K | diag(beta) V] at columns 0 and dkp */
+    float *Wn;                /* [C, ldk]  -W = A (-diag(beta gam) K) */
     float *gam, *wdec, *beta; /* [C] e^{G_r}, e^{G_L - G_r}, beta_r */
-    float *X;              /* [2 C] decay-mask scratch */
-    double *Ad;            /* [C] G_r, chunk-local cumulative sum of g (double) */
-    float gamC;            /* e^{G_L} */
+    float *X;                 /* [2 C] decay-mask scratch */
+    double *Ad;               /* [C] G_r, chunk-local cumulative sum of g (double) */
+    float gamC;               /* e^{G_L} */
 } cg_gdr_chunk;
 
 /* The tile dimensions of p at chunk C. */
@@ -66,8 +66,8 @@ float *cg__gdr_prep_layout(const cg_gdr_dims *d, float *base, cg_gdr_chunk *c);
 
 /* Rows [t0, t0 + L) of q (or k) of (b, group g), widened, L2-normalised when p->l2norm,
  * times mul, into dst [L, ld] (columns dk..ld-ish zero up to dkp). */
-void cg__gdr_load_qk(const cg_gdr_prob *p, const cg_view *x, int64_t b, int64_t g, int64_t t0, int64_t L,
-                     float mul, float *dst, int64_t ld, const cg_gdr_dims *d);
+void cg__gdr_load_qk(const cg_gdr_prob *p, const cg_view *x, int64_t b, int64_t g, int64_t t0, int64_t L, float mul,
+                     float *dst, int64_t ld, const cg_gdr_dims *d);
 /* The q/k group g's part of the chunk [t0, t0 + L) (shared by its value heads): Q (when
  * want_q), K (into c->K, set by the caller), KT, and KK (when want_kk). */
 void cg__gdr_prep_qk(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, int64_t g, int64_t t0, int64_t L,
@@ -115,9 +115,12 @@ static inline float cg__gdr_dot16(const float *a, const float *b, int64_t n) {
 static inline void cg__gdr_prefetch(const cg_gdr_prob *p, int64_t b, int64_t h, int64_t t0, int64_t L, int bwd) {
     const int64_t g = h / (CG_DIM(p, H) / CG_DIM(p, G));
     for (int64_t i = t0; i < t0 + L; i++) {
-        cg__ssd_prefetch_bytes(cg__vat(&p->q, b * p->q.s[0] + i * p->q.s[1] + g * p->q.s[2]), CG_DIM(p, DK) * cg__dt_bytes(p->q.dt), 0);
-        cg__ssd_prefetch_bytes(cg__vat(&p->k, b * p->k.s[0] + i * p->k.s[1] + g * p->k.s[2]), CG_DIM(p, DK) * cg__dt_bytes(p->k.dt), 0);
-        cg__ssd_prefetch_bytes(cg__vat(&p->v, b * p->v.s[0] + i * p->v.s[1] + h * p->v.s[2]), CG_DIM(p, DV) * cg__dt_bytes(p->v.dt), 0);
+        cg__ssd_prefetch_bytes(cg__vat(&p->q, b * p->q.s[0] + i * p->q.s[1] + g * p->q.s[2]),
+                               CG_DIM(p, DK) * cg__dt_bytes(p->q.dt), 0);
+        cg__ssd_prefetch_bytes(cg__vat(&p->k, b * p->k.s[0] + i * p->k.s[1] + g * p->k.s[2]),
+                               CG_DIM(p, DK) * cg__dt_bytes(p->k.dt), 0);
+        cg__ssd_prefetch_bytes(cg__vat(&p->v, b * p->v.s[0] + i * p->v.s[1] + h * p->v.s[2]),
+                               CG_DIM(p, DV) * cg__dt_bytes(p->v.dt), 0);
         if (bwd)
             cg__ssd_prefetch_bytes(cg__vat(&p->dout, b * p->dout.s[0] + i * p->dout.s[1] + h * p->dout.s[2]),
                                    CG_DIM(p, DV) * cg__dt_bytes(p->dout.dt), 0);
@@ -145,6 +148,10 @@ static inline void *cg__gdr_ws(cg_context *ctx, const cg_exec *ex, size_t bytes,
     return w ? w : (*own = cg__ssd_big_alloc(bytes));
 }
 
+/* Nothing to compute: no batch entry, no token or no head (the chunked kernels' early return). */
+static inline int cg__gdr_chunk_empty(const cg_gdr_prob *p) {
+    return CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1;
+}
 /* Config pins (chunk, threads) into run, over generator/cpu/gdr_cpu.lua's default for the
  * direction (bwd); CG_EINVAL naming a bad one (gdr_cpu_chunk.c, compiled once; the kernels
  * of every variant call it). */

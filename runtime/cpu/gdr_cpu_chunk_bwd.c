@@ -39,32 +39,32 @@
 typedef struct bwd_job {
     const cg_gdr_prob *p;
     cg_gdr_dims d;
-    int64_t nc;  /* chunks per sequence */
-    int64_t ldd; /* of Ld [C, dvp + Cp] */
-    int64_t cs;  /* floats per chunk and head of the forward pass's store (CS) */
-    int64_t nh;  /* value heads per task: the group's, or 1 (split) */
-    int keep;    /* CS holds every chunk (else one: the reverse pass solves again) */
-    int split;   /* a task per (b, value head), dq and dk per head in HQ, HK, summed after */
+    int64_t nc;     /* chunks per sequence */
+    int64_t ldd;    /* of Ld [C, dvp + Cp] */
+    int64_t cs;     /* floats per chunk and head of the forward pass's store (CS) */
+    int64_t nh;     /* value heads per task: the group's, or 1 (split) */
+    int keep;       /* CS holds every chunk (else one: the reverse pass solves again) */
+    int split;      /* a task per (b, value head), dq and dk per head in HQ, HK, summed after */
     float *HQ, *HK; /* split: [B * H] x [T, ldk] */
     cg_gdr_scratch scratch;
 } bwd_job;
 
 /* The task's tiles beside the prep ones. */
 typedef struct bwd_tiles {
-    float *R2;             /* [dvp + C, ldk]  S0^T over K (the dQ GEMM's B operand) */
-    float *VnT, *dOr;      /* [dv, ldc], [C, ldv] (dO rows; then dv) */
+    float *R2;                             /* [dvp + C, ldk]  S0^T over K (the dQ GEMM's B operand) */
+    float *VnT, *dOr;                      /* [dv, ldc], [C, ldv] (dO rows; then dv) */
     float *Praw, *Pm, *dAm, *M1, *M2, *AT; /* [C, ldc] (Praw = Q K^T, shared by the heads) */
-    float *Ld;             /* [C, ldd]  [e^G dO | dP] */
-    float *DWU, *DKV;      /* [C, ldwu] [dWn | dVn], A^T of it */
-    float *RHST;           /* [dkp + dvp, ldc] */
-    float *dQ, *dK, *dKs;  /* [C, ldk] */
-    float *dS, *dST;       /* [nh] x [dk, ldv] (per head), [dv, ldk] */
-    float *dG, *dB, *cs, *kd, *pd; /* [C] */
-    float *WS;             /* [nh] x [nc, dk * ldv] chunk-entering states */
-    float *KKs;            /* [nc, C * ldc] K K^T per chunk (the group's) */
-    float *CS;             /* [nh] x [nc, cs] per chunk from the forward pass: A [C, ldc], Wn [C, ldk], Vn [C, ldv] */
-    float *DQ, *DK;        /* [T, ldk] accumulators over the group's heads (split: one head's) */
-    float *Xq;             /* [C, ldk] rows for the final L2-norm backward */
+    float *Ld;                             /* [C, ldd]  [e^G dO | dP] */
+    float *DWU, *DKV;                      /* [C, ldwu] [dWn | dVn], A^T of it */
+    float *RHST;                           /* [dkp + dvp, ldc] */
+    float *dQ, *dK, *dKs;                  /* [C, ldk] */
+    float *dS, *dST;                       /* [nh] x [dk, ldv] (per head), [dv, ldk] */
+    float *dG, *dB, *cs, *kd, *pd;         /* [C] */
+    float *WS;                             /* [nh] x [nc, dk * ldv] chunk-entering states */
+    float *KKs;                            /* [nc, C * ldc] K K^T per chunk (the group's) */
+    float *CS;      /* [nh] x [nc, cs] per chunk from the forward pass: A [C, ldc], Wn [C, ldk], Vn [C, ldv] */
+    float *DQ, *DK; /* [T, ldk] accumulators over the group's heads (split: one head's) */
+    float *Xq;      /* [C, ldk] rows for the final L2-norm backward */
 } bwd_tiles;
 
 /* The tiles from f (NULL: only counted); returns their floats. */
@@ -145,8 +145,8 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
     cg__gdr_prep_head(p, d, b, h, t0, !J->keep, c);
     if (!J->keep) cg__gdr_prep_vn(d, c, S0, Vn, ldv);
     const int64_t sd = p->dout.s[1];
-    cg__cpu_ld_rows(t->dOr, ldv, cg__vat(&p->dout, b * p->dout.s[0] + t0 * sd + h * p->dout.s[2]), p->dout.dt, sd,
-                    L, dv, dvp);
+    cg__cpu_ld_rows(t->dOr, ldv, cg__vat(&p->dout, b * p->dout.s[0] + t0 * sd + h * p->dout.s[2]), p->dout.dt, sd, L,
+                    dv, dvp);
     /* S0^T over K; rows dv..dvp zero */
     cg__ssd_transpose(t->R2, ldk, S0, ldv, dk, dv, dkp);
     memset(t->R2 + dv * ldk, 0, (size_t)((dvp - dv) * ldk) * sizeof(float));
@@ -246,8 +246,8 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
         }
     }
     const int64_t sv = p->grad_v.s[1];
-    cg__cpu_st_rows(cg__vat(&p->grad_v, b * p->grad_v.s[0] + t0 * sv + h * p->grad_v.s[2]), p->grad_v.dt, sv,
-                    t->dOr, ldv, L, dv);
+    cg__cpu_st_rows(cg__vat(&p->grad_v, b * p->grad_v.s[0] + t0 * sv + h * p->grad_v.s[2]), p->grad_v.dt, sv, t->dOr,
+                    ldv, L, dv);
     const int64_t og = b * p->grad_g.s[0] + h * p->grad_g.s[2], ob = b * p->grad_beta.s[0] + h * p->grad_beta.s[2];
     /* dg_r = sum_{r' >= r} dG_r' + sum_{r' < r} k_r' . dKs_r' (the state part of dK enters
      * dG as -k_r . dKs_r on every row and +sum_r k_r . dKs_r on the last one: summed
@@ -269,8 +269,8 @@ static void bwd_chunk(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
 /* dx of rows [t0, t0 + L) of q or k of (b, g) from the accumulated gradient of the
  * scaled, normalised rows (acc: rows t0.., ldk apart): times mul (the scale for q), then
  * the L2-norm backward. */
-static void store_dqk(const bwd_job *J, bwd_tiles *t, const cg_view *x, const cg_view *dx, const float *acc,
-                      int64_t b, int64_t g, int64_t t0, int64_t L, float mul) {
+static void store_dqk(const bwd_job *J, bwd_tiles *t, const cg_view *x, const cg_view *dx, const float *acc, int64_t b,
+                      int64_t g, int64_t t0, int64_t L, float mul) {
     const cg_gdr_prob *p = J->p;
     const cg_gdr_dims *d = &J->d;
     const int64_t ldk = d->ldk, dkp = d->dkp, sx = x->s[1];
@@ -298,20 +298,23 @@ static void store_dqk(const bwd_job *J, bwd_tiles *t, const cg_view *x, const cg
 static void run_group(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b, int64_t g, int64_t hf) {
     const cg_gdr_prob *p = J->p;
     const cg_gdr_dims *d = &J->d;
-    const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, ldk = d->ldk, C = d->C, T = CG_DIM(p, T), nh = J->nh;
+    const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, ldk = d->ldk, C = d->C, T = CG_DIM(p, T),
+                  nh = J->nh;
     const int64_t nc = J->nc, ssz = dk * ldv, dsz = cg__gdr_al(dk * ldv), kks = cg__gdr_al(C * d->ldc);
     float *K1 = t->R2 + dvp * ldk; /* where the group's part puts K (below S0^T: bwd_chunk's B operand) */
     for (int64_t u = 0; u < nh; u++) {
         float *S = t->WS + u * nc * ssz;
         const int64_t h = hf + u;
-        if (p->h0.p) cg__ssd_copy_rows(S, ldv, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dvp);
+        if (p->h0.p)
+            cg__ssd_copy_rows(S, ldv, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dvp);
         else memset(S, 0, (size_t)ssz * sizeof(float));
     }
     for (int64_t ci = 0; ci < nc; ci++) { /* forward: K K^T, A, Wn, Vn stored for the reverse pass */
         const int64_t t0 = ci * C, L = cg__ssd_min(C, T - t0);
         c->K = K1, c->KK = t->KKs + (J->keep ? ci : 0) * kks;
         cg__gdr_prep_qk(p, d, b, g, t0, L, 0, 1, c);
-        for (int64_t u = 0; u < nh && t0 + C < T; u++) cg__gdr_prefetch(p, b, hf + u, t0 + C, cg__ssd_min(C, T - t0 - C), 0);
+        for (int64_t u = 0; u < nh && t0 + C < T; u++)
+            cg__gdr_prefetch(p, b, hf + u, t0 + C, cg__ssd_min(C, T - t0 - C), 0);
         for (int64_t u = 0; u < nh; u++) {
             float *S = t->WS + (u * nc + ci) * ssz, *Vn;
             chunk_store(J, t, u, ci, c, &Vn);
@@ -342,7 +345,8 @@ static void run_group(const bwd_job *J, bwd_tiles *t, cg_gdr_chunk *c, int64_t b
         for (int64_t u = 0; u < nh; u++) {
             float *dh0 = CG_F32P(p->grad_h0) + b * p->grad_h0.s[0] + (hf + u) * p->grad_h0.s[1];
             const float *dS = t->dS + u * dsz;
-            for (int64_t i = 0; i < dk; i++) memcpy(dh0 + i * p->grad_h0.s[2], dS + i * ldv, (size_t)dv * sizeof(float));
+            for (int64_t i = 0; i < dk; i++)
+                memcpy(dh0 + i * p->grad_h0.s[2], dS + i * ldv, (size_t)dv * sizeof(float));
         }
 }
 
@@ -356,7 +360,8 @@ static float *task_tiles(const bwd_job *J, int tid, cg_gdr_chunk *c, bwd_tiles *
 static void bwd_task(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
     const cg_gdr_prob *p = J->p;
-    const int64_t b = idx / CG_DIM(p, G), g = idx % CG_DIM(p, G), grp = CG_DIM(p, H) / CG_DIM(p, G), C = J->d.C, ldk = J->d.ldk;
+    const int64_t b = idx / CG_DIM(p, G), g = idx % CG_DIM(p, G), grp = CG_DIM(p, H) / CG_DIM(p, G), C = J->d.C,
+                  ldk = J->d.ldk;
     cg_gdr_chunk c;
     bwd_tiles t;
     task_tiles(J, tid, &c, &t);
@@ -385,7 +390,8 @@ static void head_task(void *arg, int64_t idx, int tid) {
 static void sum_task(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
     const cg_gdr_prob *p = J->p;
-    const int64_t b = idx / (CG_DIM(p, G) * J->nc), g = idx / J->nc % CG_DIM(p, G), ci = idx % J->nc, grp = CG_DIM(p, H) / CG_DIM(p, G);
+    const int64_t b = idx / (CG_DIM(p, G) * J->nc), g = idx / J->nc % CG_DIM(p, G), ci = idx % J->nc,
+                  grp = CG_DIM(p, H) / CG_DIM(p, G);
     const int64_t C = J->d.C, ldk = J->d.ldk, dkp = J->d.dkp, t0 = ci * C, L = cg__ssd_min(C, CG_DIM(p, T) - t0);
     cg_gdr_chunk c;
     bwd_tiles t;
@@ -412,7 +418,7 @@ static void sum_task(void *arg, int64_t idx, int tid) {
 cg_status cg__gdr_cpu_chunk_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     cg_gdr_run run;
     cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 1, "cpu gdr backward (chunked)", &run);
-    if (st != CG_OK || CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1) return st; /* an error, or nothing to compute */
+    if (st != CG_OK || cg__gdr_chunk_empty(p)) return st; /* an error, or nothing to compute */
     bwd_job J = {.p = p, .d = cg__gdr_prep_dims(p, run.chunk)};
     J.nc = (CG_DIM(p, T) + J.d.C - 1) / J.d.C;
     J.ldd = J.d.dvp + J.d.Cp;

@@ -25,18 +25,21 @@ typedef struct fwd_job {
 
 static size_t fwd_floats(const cg_gdr_dims *d, int64_t nh) {
     const int64_t C = d->C;
-    return cg__gdr_prep_floats(d) + (size_t)(cg__gdr_al(C * d->ldk) +                 /* K */
-                                             cg__gdr_al(C * d->ldc) +                 /* Praw */
-                                             nh * cg__gdr_al((d->dk + C) * d->ldv) +  /* R per head */
-                                             cg__gdr_al(C * (d->dk + d->Cp)) +        /* Lt */
-                                             cg__gdr_al(C * d->dvp)) + 16;            /* Ot */
+    return cg__gdr_prep_floats(d) +
+           (size_t)(cg__gdr_al(C * d->ldk) +                /* K */
+                    cg__gdr_al(C * d->ldc) +                /* Praw */
+                    nh * cg__gdr_al((d->dk + C) * d->ldv) + /* R per head */
+                    cg__gdr_al(C * (d->dk + d->Cp)) +       /* Lt */
+                    cg__gdr_al(C * d->dvp)) +
+           16; /* Ot */
 }
 
 static void fwd_task(void *arg, int64_t idx, int tid) {
     const fwd_job *J = arg;
     const cg_gdr_prob *p = J->p;
     const cg_gdr_dims *d = &J->d;
-    const int64_t nh = J->nh, nset = CG_DIM(p, H) / nh, b = idx / nset, hf = idx % nset * nh, g = hf / (CG_DIM(p, H) / CG_DIM(p, G));
+    const int64_t nh = J->nh, nset = CG_DIM(p, H) / nh, b = idx / nset, hf = idx % nset * nh,
+                  g = hf / (CG_DIM(p, H) / CG_DIM(p, G));
     const int64_t dk = d->dk, dv = d->dv, dvp = d->dvp, ldv = d->ldv, ldk = d->ldk, ldc = d->ldc, ldl = dk + d->Cp;
     const int64_t rsz = cg__gdr_al((dk + d->C) * ldv);
     cg_gdr_chunk c;
@@ -66,7 +69,8 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
         /* the group's part: Q, K, K^T, K K^T, Q K^T */
         cg__gdr_prep_qk(p, d, b, g, t0, L, 1, 1, &c);
         cg__ssd_gemm(CG_SSD_NLOWER, L, d->Cp, dk, c.Q, ldk, 1, c.KT, ldc, Praw, ldc, 0);
-        for (int64_t u = 0; u < nh && tn < CG_DIM(p, T); u++) cg__gdr_prefetch(p, b, hf + u, tn, cg__ssd_min(d->C, CG_DIM(p, T) - tn), 0);
+        for (int64_t u = 0; u < nh && tn < CG_DIM(p, T); u++)
+            cg__gdr_prefetch(p, b, hf + u, tn, cg__ssd_min(d->C, CG_DIM(p, T) - tn), 0);
         for (int64_t u = 0; u < nh; u++) {
             const int64_t h = hf + u, o0 = b * p->o.s[0] + h * p->o.s[2];
             float *R = R0 + u * rsz, *S = R, *Vn = R + dk * ldv;
@@ -99,7 +103,7 @@ static void fwd_task(void *arg, int64_t idx, int tid) {
 cg_status cg__gdr_cpu_chunk_fwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     cg_gdr_run run;
     cg_status st = cg__gdr_chunk_resolve(ctx, p, cfg, 0, "cpu gdr forward (chunked)", &run);
-    if (st != CG_OK || CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1) return st; /* an error, or nothing to compute */
+    if (st != CG_OK || cg__gdr_chunk_empty(p)) return st; /* an error, or nothing to compute */
     fwd_job J = {.p = p, .d = cg__gdr_prep_dims(p, run.chunk)};
     /* a task per (b, q/k group) when those keep the threads busy, else per (b, value head):
      * the same arithmetic for each head either way (bitwise the same outputs) */

@@ -24,14 +24,14 @@ cg_gdr_dims cg__gdr_prep_dims(const cg_gdr_prob *p, int64_t C) {
 
 size_t cg__gdr_prep_floats(const cg_gdr_dims *d) {
     const int64_t C = d->C;
-    return (size_t)(2 * cg__gdr_al(C * d->ldk) +  /* Q, Kw */
-                    cg__gdr_al(d->dk * d->ldc) +  /* KT */
-                    3 * cg__gdr_al(C * d->ldc) +  /* KK, Lm, A */
-                    cg__gdr_al(C * d->ldv) +      /* Vr */
-                    cg__gdr_al(C * d->ldwu) +     /* RHS */
-                    cg__gdr_al(C * d->ldk) +      /* Wn */
-                    5 * cg__gdr_al(C) +           /* gam, wdec, beta, X (2 C) */
-                    2 * cg__gdr_al(C));           /* Ad (double) */
+    return (size_t)(2 * cg__gdr_al(C * d->ldk) + /* Q, Kw */
+                    cg__gdr_al(d->dk * d->ldc) + /* KT */
+                    3 * cg__gdr_al(C * d->ldc) + /* KK, Lm, A */
+                    cg__gdr_al(C * d->ldv) +     /* Vr */
+                    cg__gdr_al(C * d->ldwu) +    /* RHS */
+                    cg__gdr_al(C * d->ldk) +     /* Wn */
+                    5 * cg__gdr_al(C) +          /* gam, wdec, beta, X (2 C) */
+                    2 * cg__gdr_al(C));          /* Ad (double) */
 }
 
 float *cg__gdr_prep_layout(const cg_gdr_dims *d, float *base, cg_gdr_chunk *c) {
@@ -58,8 +58,8 @@ float *cg__gdr_prep_layout(const cg_gdr_dims *d, float *base, cg_gdr_chunk *c) {
     return f;
 }
 
-void cg__gdr_load_qk(const cg_gdr_prob *p, const cg_view *x, int64_t b, int64_t g, int64_t t0, int64_t L,
-                     float mul, float *dst, int64_t ld, const cg_gdr_dims *d) {
+void cg__gdr_load_qk(const cg_gdr_prob *p, const cg_view *x, int64_t b, int64_t g, int64_t t0, int64_t L, float mul,
+                     float *dst, int64_t ld, const cg_gdr_dims *d) {
     const int64_t dk = d->dk, st = x->s[1];
     cg__cpu_ld_rows(dst, ld, cg__vat(x, b * x->s[0] + t0 * st + g * x->s[2]), x->dt, st, L, dk, d->dkp);
     for (int64_t i = 0; i < L; i++) {
@@ -143,8 +143,7 @@ void cg__gdr_prep_head(const cg_gdr_prob *p, const cg_gdr_dims *d, int64_t b, in
 
     /* v and the right-hand sides */
     const int64_t sv = p->v.s[1];
-    cg__cpu_ld_rows(c->Vr, d->ldv, cg__vat(&p->v, b * p->v.s[0] + t0 * sv + h * p->v.s[2]), p->v.dt, sv, L, dv,
-                    dvp);
+    cg__cpu_ld_rows(c->Vr, d->ldv, cg__vat(&p->v, b * p->v.s[0] + t0 * sv + h * p->v.s[2]), p->v.dt, sv, L, dv, dvp);
     for (int64_t i = 0; i < L; i++) {
         float *restrict r = c->RHS + i * d->ldwu;
         const float *restrict k = c->K + i * ldk, *restrict v = c->Vr + i * d->ldv;

@@ -75,7 +75,8 @@ static void fwd_task(void *arg, int64_t task, int tid) {
     (void)tid;
     const lru_run *r = arg;
     const cg_lru_prob *p = r->p;
-    const int64_t b = task / r->nblk, d0 = (task % r->nblk) * r->W, n = CG_DIM(p, D) - d0 < r->W ? CG_DIM(p, D) - d0 : r->W;
+    const int64_t b = task / r->nblk, d0 = (task % r->nblk) * r->W,
+                  n = CG_DIM(p, D) - d0 < r->W ? CG_DIM(p, D) - d0 : r->W;
     float h[LRU_WMAX], ba[LRU_WMAX], bb[LRU_WMAX], bx[LRU_WMAX];
     get_state(&p->h0, b, d0, n, h);
     for (int64_t t = 0; t < CG_DIM(p, L); t++) {
@@ -89,7 +90,8 @@ static void fwd_task(void *arg, int64_t task, int tid) {
 static void bwd_task(void *arg, int64_t task, int tid) {
     const lru_run *r = arg;
     const cg_lru_prob *p = r->p;
-    const int64_t W = r->W, b = task / r->nblk, d0 = (task % r->nblk) * W, n = CG_DIM(p, D) - d0 < W ? CG_DIM(p, D) - d0 : W;
+    const int64_t W = r->W, b = task / r->nblk, d0 = (task % r->nblk) * W,
+                  n = CG_DIM(p, D) - d0 < W ? CG_DIM(p, D) - d0 : W;
     float *ck = r->ws + (size_t)tid * (size_t)((r->nseg + r->seg) * W), *hs = ck + r->nseg * W;
     float h[LRU_WMAX], g[LRU_WMAX], ba[LRU_WMAX], bb[LRU_WMAX], bx[LRU_WMAX], bd[LRU_WMAX], o[LRU_WMAX];
     get_state(&p->h0, b, d0, n, h);

@@ -28,8 +28,8 @@
 #include <math.h>
 #include <string.h>
 
-#define SS_W 16    /* channels per lane chunk: one AVX-512 vector of floats */
-#define SS_TILE 64 /* steps per gathered tile in the forward */
+#define SS_W 16      /* channels per lane chunk: one AVX-512 vector of floats */
+#define SS_TILE 64   /* steps per gathered tile in the forward */
 #define SS_PF_ROWS 8 /* prefetch distance of the row gathers */
 
 #include "cpu_vmath.h" /* ss_exp, ss_exp2, ss_softplus, ss_sigmoid */
@@ -38,25 +38,25 @@
 
 typedef struct ss_plan {
     const cg_sscan_prob *p;
-    int64_t Dg;      /* channels per group */
-    int64_t bd;      /* channels per task */
-    int64_t nblk;    /* tasks per (b, g) */
-    int64_t ld;      /* bd rounded up to SS_W: row length of the [step][channel] tiles */
-    int64_t nc;      /* lane chunks per task: ld / SS_W */
-    int64_t seg;     /* backward segment */
+    int64_t Dg;   /* channels per group */
+    int64_t bd;   /* channels per task */
+    int64_t nblk; /* tasks per (b, g) */
+    int64_t ld;   /* bd rounded up to SS_W: row length of the [step][channel] tiles */
+    int64_t nc;   /* lane chunks per task: ld / SS_W */
+    int64_t seg;  /* backward segment */
     int64_t nseg;
-    int64_t tile;    /* steps per tile: ss_fwd_tile forward, seg backward */
+    int64_t tile; /* steps per tile: ss_fwd_tile forward, seg backward */
     int64_t ntask;
-    ss_lim lim;      /* ss_exp clamp range */
-    float *scratch;  /* per thread, `scr` floats each */
+    ss_lim lim;     /* ss_exp clamp range */
+    float *scratch; /* per thread, `scr` floats each */
     size_t scr;
-    float *ck;       /* backward: checkpoints [task][nseg][nc][N][SS_W] */
-    float *pBC;      /* backward, nblk > 1: [b][g][blk][L][2][N] partial rows of dB, dC */
-    double *pA;      /* backward: [b][D][N] */
-    double *pDb;     /* backward: [b][D][2] (dD, ddelta_bias) */
+    float *ck;               /* backward: checkpoints [task][nseg][nc][N][SS_W] */
+    float *pBC;              /* backward, nblk > 1: [b][g][blk][L][2][N] partial rows of dB, dC */
+    double *pA;              /* backward: [b][D][N] */
+    double *pDb;             /* backward: [b][D][2] (dD, ddelta_bias) */
     cg_sscan_cpu_params prm; /* the call's config */
     cg_pool *pool;
-    int nth;         /* threads the pool uses: the per-thread scratch */
+    int nth; /* threads the pool uses: the per-thread scratch */
 } ss_plan;
 
 typedef struct ss_task {
@@ -129,8 +129,8 @@ static void ss_plan_init(ss_plan *P, const cg_sscan_prob *p, const cg_sscan_cpu_
 
 /* dt tile from the delta tile (in place): + bias, softplus when flagged; with sig, also
  * sigmoid(delta + bias) (the softplus derivative). Padding lanes stay 0. */
-static void dt_tile(const cg_sscan_prob *p, ss_lim k, int64_t len, int64_t nb, int64_t ld,
-                    const float *restrict bias, float *restrict dts, float *restrict sig) {
+static void dt_tile(const cg_sscan_prob *p, ss_lim k, int64_t len, int64_t nb, int64_t ld, const float *restrict bias,
+                    float *restrict dts, float *restrict sig) {
     for (int64_t i = 0; i < len; i++) {
         float *r = dts + i * ld;
         for (int64_t j = 0; j < ld; j++) r[j] += bias[j];
@@ -145,8 +145,8 @@ static void dt_tile(const cg_sscan_prob *p, ss_lim k, int64_t len, int64_t nb, i
 }
 
 /* What a task gathers once: A (as A log2 e), the state from v (h0 or dhT), delta_bias and D. */
-static void gather_task(const ss_plan *P, const ss_task *t, float *restrict At, float *restrict h,
-                        float *restrict bias, float *restrict Dv) {
+static void gather_task(const ss_plan *P, const ss_task *t, float *restrict At, float *restrict h, float *restrict bias,
+                        float *restrict Dv) {
     const cg_sscan_prob *p = P->p;
     gather_A(p, t->d0, t->nb, P->nc, At);
     gather_state(&p->h0, t->b, t->d0, t->nb, P->nc, CG_DIM(p, N), h);
@@ -246,10 +246,10 @@ static void recompute_chunk(ss_lim k, int64_t len, int64_t N, int64_t ld, float 
  * g [N][W] carries across segments. accB, accC [len][N][W] accumulate over the chunks of
  * the task; dA [N][W] over the segment. Writes dxs, ddts, ys (C h_t) at [i][l]. */
 static void bwd_chunk(int64_t len, int64_t N, int64_t ld, const float *restrict hs, const float *restrict ab,
-                      float *restrict g, const float *restrict At, const float *restrict xs,
-                      const float *restrict dts, const float *restrict dyys, const float *restrict Bs,
-                      const float *restrict Cs, float *restrict accB, float *restrict accC, float *restrict dA,
-                      float *restrict dxs, float *restrict ddts, float *restrict ys) {
+                      float *restrict g, const float *restrict At, const float *restrict xs, const float *restrict dts,
+                      const float *restrict dyys, const float *restrict Bs, const float *restrict Cs,
+                      float *restrict accB, float *restrict accC, float *restrict dA, float *restrict dxs,
+                      float *restrict ddts, float *restrict ys) {
     const int64_t NW = N * SS_W;
     for (int64_t i = len - 1; i >= 0; i--) {
         float dt[SS_W], x[SS_W], dtx[SS_W], dy[SS_W], y[SS_W], sgb[SS_W], ddt[SS_W];
@@ -432,8 +432,8 @@ static void bwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
             memcpy(hs, ck + (k * nc + c) * NW, (size_t)NW * sizeof(float));
             recompute_chunk(lim, len, N, ld, hs, ab, At + c * NW, xs + c * SS_W, dts + c * SS_W, Bs);
             memset(dAseg, 0, (size_t)NW * sizeof(float));
-            bwd_chunk(len, N, ld, hs, ab, g + c * NW, At + c * NW, xs + c * SS_W, dts + c * SS_W, dyy + c * SS_W,
-                      Bs, Cs, accB, accC, dAseg, dxs + c * SS_W, ddts + c * SS_W, ys + c * SS_W);
+            bwd_chunk(len, N, ld, hs, ab, g + c * NW, At + c * NW, xs + c * SS_W, dts + c * SS_W, dyy + c * SS_W, Bs,
+                      Cs, accB, accC, dAseg, dxs + c * SS_W, ddts + c * SS_W, ys + c * SS_W);
             for (int64_t q = 0; q < NW; q++) dAtot[c * NW + q] += dAseg[q];
         }
         /* Per-channel epilogue: dx, ddelta, dz; dD and ddelta_bias sums. */
@@ -462,7 +462,8 @@ static void bwd_body(const ss_plan *P, int64_t ti, const ss_task t, float *s) {
          * group, else to the partial rows reduced later. */
         for (int64_t i = 0; i < len; i++) {
             /* the sums in a row [2 N] (dB then dC): the partial row, or dScr before the store */
-            float *row = P->nblk == 1 ? dScr : P->pBC + (((t.b * CG_DIM(p, G) + t.g) * P->nblk + t.blk) * L + t0 + i) * 2 * N;
+            float *row =
+                P->nblk == 1 ? dScr : P->pBC + (((t.b * CG_DIM(p, G) + t.g) * P->nblk + t.blk) * L + t0 + i) * 2 * N;
             for (int64_t n = 0; n < N; n++) {
                 row[n] = hsum(accB + (i * N + n) * SS_W);
                 row[N + n] = hsum(accC + (i * N + n) * SS_W);
@@ -539,7 +540,9 @@ cg_status cg__sscan_cpu_bwd(cg_context *ctx, const cg_sscan_prob *p, const cg_cf
     }
     cg__pool_run(P.pool, P.prm.threads, P.ntask, bwd_task, &P);
     if (P.nblk > 1)
-        cg__pool_run(P.pool, P.prm.threads, CG_DIM(p, B) * CG_DIM(p, G) * ((CG_DIM(p, L) + SS_RED_TILE - 1) / SS_RED_TILE), bc_reduce_task, &P);
+        cg__pool_run(P.pool, P.prm.threads,
+                     CG_DIM(p, B) * CG_DIM(p, G) * ((CG_DIM(p, L) + SS_RED_TILE - 1) / SS_RED_TILE), bc_reduce_task,
+                     &P);
     /* Batch sums in order b = 0, 1, ... */
     for (int64_t d = 0; d < CG_DIM(p, D); d++) {
         for (int64_t n = 0; n < N; n++) {

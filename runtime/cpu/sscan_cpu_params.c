@@ -16,7 +16,8 @@ cg_status cg__sscan_cpu_params_default(cg_context *ctx, const cg_sscan_prob *p, 
     const cg_cpu_pin pins[] = {
         {"segment", 1, 1 << 20, &seg, 1}, {"block_d", 1, 1 << 16, &bd, 1}, {"threads", 0, 4096, &th, 0}};
     const int flags = (bwd ? CG_KS_BWD : 0) | (cg__sscan_seq_major(p) ? CG_KS_SEQ_MAJOR : 0);
-    cg_status st = cg__cpu_default_pins(ctx, "sscan_cpu", bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD, p, flags, pins, 3, NULL);
+    cg_status st =
+        cg__cpu_default_pins(ctx, "sscan_cpu", bwd ? CG_OP_SSCAN_BWD : CG_OP_SSCAN_FWD, p, flags, pins, 3, NULL);
     if (st != CG_OK) return st;
     out->segment = (int)seg, out->block_d = (int)bd, out->threads = (int)th;
     return CG_OK;

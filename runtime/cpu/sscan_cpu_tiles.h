@@ -19,13 +19,13 @@ static inline void prefetch_row(const void *p, int64_t bytes, int write) {
  * bf16 / fp16 (cpu_half.h): the gathers widen them as they copy, the scatters round. Each
  * gather / scatter is written once, inlined with a constant dtype (the switches of
  * cg__ld1 / cg__st1 then disappear) and picked per call, not per element. */
-#define SS_DT_DISPATCH(dt, impl, ...)                                                                              \
-    do {                                                                                                       \
-        switch (dt) {                                                                                          \
-        case CG_BF16: impl(__VA_ARGS__, CG_BF16); break;                                                       \
-        case CG_F16: impl(__VA_ARGS__, CG_F16); break;                                                         \
-        default: impl(__VA_ARGS__, CG_F32); break;                                                             \
-        }                                                                                                      \
+#define SS_DT_DISPATCH(dt, impl, ...)                                                                                  \
+    do {                                                                                                               \
+        switch (dt) {                                                                                                  \
+        case CG_BF16: impl(__VA_ARGS__, CG_BF16); break;                                                               \
+        case CG_F16: impl(__VA_ARGS__, CG_F16); break;                                                                 \
+        default: impl(__VA_ARGS__, CG_F32); break;                                                                     \
+        }                                                                                                              \
     } while (0)
 #define SS_INLINE static inline __attribute__((always_inline))
 

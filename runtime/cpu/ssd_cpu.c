@@ -84,7 +84,9 @@ static cg_status heads_word(cg_context *ctx, const cg_cfg *def, const char *what
 cg_status cg__ssd_cpu_params_default(cg_context *ctx, const cg_ssd_prob *p, int bwd, cg_ssd_cpu_params *out) {
     memset(out, 0, sizeof *out);
     out->chunk = 64, out->block_dv = (int)(CG_DIM(p, DV) > 0 ? CG_DIM(p, DV) : 1); /* an empty problem: nothing runs */
-    if (CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1 || CG_DIM(p, G) < 1 || CG_DIM(p, DK) < 1 || CG_DIM(p, DV) < 1) return CG_OK;
+    if (CG_DIM(p, B) < 1 || CG_DIM(p, T) < 1 || CG_DIM(p, H) < 1 || CG_DIM(p, G) < 1 || CG_DIM(p, DK) < 1 ||
+        CG_DIM(p, DV) < 1)
+        return CG_OK;
     int64_t chunk, bdv, th;
     const cg_cpu_pin pins[] = {
         {"chunk", 1, 1024, &chunk, 1}, {"block_dv", 1, INT32_MAX, &bdv, 1}, {"threads", 0, 4096, &th, 0}};
@@ -108,7 +110,8 @@ cg_status cg__ssd_cpu_resolve(cg_context *ctx, const cg_ssd_prob *p, const cg_cf
     int64_t chunk = d.chunk, bdv = d.block_dv, threads = d.threads, split = -1;
     int pinned_threads, pinned_split, pinned_heads, group = d.group_heads;
     if ((st = cg__cfg_pin_int(ctx, cfg, "chunk", 1, 1024, what, &chunk, &run->pinned_chunk)) != CG_OK) return st;
-    if ((st = cg__cfg_pin_int(ctx, cfg, "block_dv", 1, INT32_MAX, what, &bdv, &run->pinned_block_dv)) != CG_OK) return st;
+    if ((st = cg__cfg_pin_int(ctx, cfg, "block_dv", 1, INT32_MAX, what, &bdv, &run->pinned_block_dv)) != CG_OK)
+        return st;
     if ((st = cg__cfg_pin_int(ctx, cfg, "threads", 0, 4096, what, &threads, &pinned_threads)) != CG_OK) return st;
     if ((st = cg__cfg_pin_int(ctx, cfg, "bwd_split", 0, 1, what, &split, &pinned_split)) != CG_OK) return st;
     if ((st = heads_pin(ctx, cfg, what, &group, &pinned_heads)) != CG_OK) return st;

@@ -29,35 +29,34 @@ static inline int64_t cg__ssd_ld(int64_t n) {
 
 /* Which part of the (m x K) x (K x n) product a row block [i0, i0+mr) computes. */
 typedef enum cg_ssd_gemm_mode {
-    CG_SSD_DENSE,   /* k in [0, K), columns [0, n) */
-    CG_SSD_KLOWER,  /* k in [0, K + min(i0 + mr, m)): A = [X | lower-triangular L], row i reads L[i, 0..i] only */
-    CG_SSD_KUPPER,  /* k in [i0, K): A upper triangular, row i reads A[i, i..K) only */
-    CG_SSD_NLOWER   /* columns [0, pad(min(i0 + mr, m))) of n: the lower triangle of a square C */
+    CG_SSD_DENSE,  /* k in [0, K), columns [0, n) */
+    CG_SSD_KLOWER, /* k in [0, K + min(i0 + mr, m)): A = [X | lower-triangular L], row i reads L[i, 0..i] only */
+    CG_SSD_KUPPER, /* k in [i0, K): A upper triangular, row i reads A[i, i..K) only */
+    CG_SSD_NLOWER  /* columns [0, pad(min(i0 + mr, m))) of n: the lower triangle of a square C */
 } cg_ssd_gemm_mode;
 
 /* C (=, or += when acc) A B over the part of the product `mode` names. A[r, k] is at
  * A[r * ars + k * aks] (aks = 1: row-major; ars = 1: a transposed view, read in place).
  * n is a multiple of 16; B and C rows are read 16 floats at a time. */
-void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                  int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
+void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t aks,
+                  const float *B, int64_t ldb, float *C, int64_t ldc, int acc);
 /* The same, with C = beta C + (the product) when acc (beta = 1 in cg__ssd_gemm). */
-void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                       int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta);
+void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t aks,
+                       const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta);
 /* The same, reading (when acc) and writing only the columns [0, nc) of C, 1 <= nc <= n (the
  * columns [nc, n) are computed but not stored: C may be user memory with rows of nc floats). */
-void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
-                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
-                     float beta);
+void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A, int64_t ars,
+                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta);
 
 /* C = diag(rs) (the product): row i of the product scaled by rs[i] as it is stored (no
  * pass over C afterwards). */
-void cg__ssd_gemm_rs(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, const float *rs);
+void cg__ssd_gemm_rs(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t aks,
+                     const float *B, int64_t ldb, float *C, int64_t ldc, const float *rs);
 
 /* dst[j, i] = src[i * ss + j] for i < rows, j < w; zero for i in [rows, cols_pad).
  * Blocks of one vector's width transposed in registers (ssd_cpu_gemm.c). */
-void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss, int64_t rows,
-                       int64_t w, int64_t cols_pad);
+void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss, int64_t rows, int64_t w,
+                       int64_t cols_pad);
 
 /* Large workspaces: mmap'd with transparent huge pages where the system allows it. */
 void *cg__ssd_big_alloc(size_t bytes);
@@ -82,22 +81,25 @@ static inline void cg__ssd_prefetch_bytes(const void *p, int64_t bytes, int writ
 
 /* e^r, |r| <= 0.347, into p: Taylor series to degree 7 (truncation < 6e-9 relative); r
  * and p a float or a float vector (cg__ssd_exp and its vector form in ssd_cpu_gemm.c). */
-#define CG_SSD_EXP_POLY(p, r)                                                                                  \
-    do {                                                                                                       \
-        p = 0.0f * (r) + 1.0f / 5040.0f;                                                                       \
-        p = p * (r) + 1.0f / 720.0f;                                                                           \
-        p = p * (r) + 1.0f / 120.0f;                                                                           \
-        p = p * (r) + 1.0f / 24.0f;                                                                            \
-        p = p * (r) + 1.0f / 6.0f;                                                                             \
-        p = p * (r) + 0.5f;                                                                                    \
-        p = p * (r) + 1.0f;                                                                                    \
-        p = p * (r) + 1.0f;                                                                                    \
+#define CG_SSD_EXP_POLY(p, r)                                                                                          \
+    do {                                                                                                               \
+        p = 0.0f * (r) + 1.0f / 5040.0f;                                                                               \
+        p = p * (r) + 1.0f / 720.0f;                                                                                   \
+        p = p * (r) + 1.0f / 120.0f;                                                                                   \
+        p = p * (r) + 1.0f / 24.0f;                                                                                    \
+        p = p * (r) + 1.0f / 6.0f;                                                                                     \
+        p = p * (r) + 0.5f;                                                                                            \
+        p = p * (r) + 1.0f;                                                                                            \
+        p = p * (r) + 1.0f;                                                                                            \
     } while (0)
 
 /* exp(x) in float, within 2 ulp, branch-free so that loops over it vectorize. Underflows to
  * 0 (through denormals), overflows to inf, NaN stays NaN. */
 static inline float cg__ssd_exp(float x) {
-    union { float f; int32_t i; } t, s1, s2;
+    union {
+        float f;
+        int32_t i;
+    } t, s1, s2;
     float xc = x < -104.0f ? -104.0f : x; /* comparisons are false for NaN: it passes through */
     xc = xc > 89.0f ? 89.0f : xc;
     /* n = round(x / ln 2) by the 1.5 * 2^23 trick; r = x - n ln 2 in two parts (Cody-Waite) */
@@ -123,8 +125,8 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n);
 void cg__ssd_decay_mask(float *X, int64_t ld, int64_t L, const double *restrict Ad, float *restrict E);
 /* The same from a separate source: X[i, j] = Src[i, j] e^{A_i - A_j} for j <= i < L (Src rows
  * lds apart; Src == X is the in-place form; otherwise the two must not overlap). */
-void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds, int64_t L,
-                             const double *restrict Ad, float *restrict E);
+void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds, int64_t L, const double *restrict Ad,
+                             float *restrict E);
 
 /* log_alpha for the cumulative sums: -inf (a decay of exactly 0) becomes -1e4, so that the
  * differences A_i - A_j of two tokens after it stay finite instead of -inf - -inf = NaN;
@@ -153,7 +155,7 @@ typedef struct cg_ssd_cpu_run {
     cg_pool *pool;   /* NULL: serial */
     int bwd_split;   /* -1: decide by shape; 0: fused per (b, g); 1: chunk-parallel */
     int pinned_chunk, pinned_block_dv;
-    int pinned;      /* any key pinned */
+    int pinned; /* any key pinned */
 } cg_ssd_cpu_run;
 
 /* Resolve defaults (of the direction bwd) and pins (chunk, block_dv, heads, threads, bwd_split);

@@ -40,7 +40,7 @@ typedef struct bwd_job {
     int64_t C, Cp, nc, dkp, dvp, hpg;
     int64_t ldk, ldv, ldc; /* leading dimensions of the [., dkp], [., dvp], [., Cp] tiles (cg__ssd_ld) */
     int fused;
-    float *WS, *WD;  /* [B*H*nc] x (dv*ldk), x (dk*ldv) (WD: chunk-parallel mode only) */
+    float *WS, *WD; /* [B*H*nc] x (dv*ldk), x (dk*ldv) (WD: chunk-parallel mode only) */
     cg_ssd_scratch scratch;
 } bwd_job;
 
@@ -115,27 +115,29 @@ static size_t p1_floats(const bwd_job *J) {
     const size_t half = (cg__dtype_half(p->v.dt) ? cg__ssd_pad(C * J->ldv) : 0) + /* Vr */
                         (cg__dtype_half(p->q.dt) ? cg__ssd_pad(C * J->ldk) : 0);  /* Qr */
     return (size_t)(cg__ssd_pad(C * J->ldk) + cg__ssd_pad(C * J->ldv) + cg__ssd_pad(CG_DIM(p, DV) * J->ldk) +
-                    cg__ssd_pad(CG_DIM(p, DK) * J->ldv) + cg__ssd_pad(CG_DIM(p, DV) * J->ldc) + 4 * cg__ssd_pad(C)) + half;
+                    cg__ssd_pad(CG_DIM(p, DK) * J->ldv) + cg__ssd_pad(CG_DIM(p, DV) * J->ldc) + 4 * cg__ssd_pad(C)) +
+           half;
 }
 
 static void phase1(void *arg, int64_t bh, int tid) {
     const bwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), T = CG_DIM(p, T), C = J->C, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), T = CG_DIM(p, T), C = J->C, dkp = J->dkp, dvp = J->dvp,
+                  nc = J->nc;
     const int64_t ldk = J->ldk, ldv = J->ldv, ldc = J->ldc;
     const int64_t b = bh / CG_DIM(p, H), h = bh % CG_DIM(p, H), g = h / (CG_DIM(p, H) / CG_DIM(p, G));
 
     float *mem = cg__ssd_scratch_at(&J->scratch, tid);
-    float *restrict Kw = mem;                           /* [C, dkp]  diag(w) K */
-    float *restrict eAdO = Kw + cg__ssd_pad(C * ldk);   /* [C, dvp]  diag(e^A) dO */
-    float *restrict ST = eAdO + cg__ssd_pad(C * ldv);   /* [dv, dkp] S^T */
-    float *restrict dS = ST + cg__ssd_pad(dv * ldk);    /* [dk, dvp] */
-    float *restrict VT = dS + cg__ssd_pad(dk * ldv);    /* [dv, Cp]  v transposed */
+    float *restrict Kw = mem;                         /* [C, dkp]  diag(w) K */
+    float *restrict eAdO = Kw + cg__ssd_pad(C * ldk); /* [C, dvp]  diag(e^A) dO */
+    float *restrict ST = eAdO + cg__ssd_pad(C * ldv); /* [dv, dkp] S^T */
+    float *restrict dS = ST + cg__ssd_pad(dv * ldk);  /* [dk, dvp] */
+    float *restrict VT = dS + cg__ssd_pad(dk * ldv);  /* [dv, Cp]  v transposed */
     float *restrict eA = VT + cg__ssd_pad(dv * ldc);
     float *restrict wv = eA + cg__ssd_pad(C);
     double *restrict Ad = (double *)(wv + cg__ssd_pad(C));
-    float *restrict Vr = (float *)(Ad + cg__ssd_pad(C));                          /* [C, dvp] v widened */
-    float *restrict Qr = Vr + (cg__dtype_half(p->v.dt) ? cg__ssd_pad(C * ldv) : 0);  /* [C, dkp] q widened */
+    float *restrict Vr = (float *)(Ad + cg__ssd_pad(C));                            /* [C, dvp] v widened */
+    float *restrict Qr = Vr + (cg__dtype_half(p->v.dt) ? cg__ssd_pad(C * ldv) : 0); /* [C, dkp] q widened */
 
     /* element offsets: any storage dtype */
     const int64_t q = b * p->q.s[0] + g * p->q.s[2], k = b * p->k.s[0] + g * p->k.s[2];
@@ -152,10 +154,8 @@ static void phase1(void *arg, int64_t bh, int tid) {
      * no faster on g2h8_d128 fwd_bwd (75 MB of WS: the GEMM's stores then wait for its lines
      * from memory; 12% slower in one loaded A/B, equal in the next). The last chunk's update
      * (S_T) serves nothing: skipped. */
-    if (p->h0.p)
-        cg__ssd_transpose(ST, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
-    else
-        memset(ST, 0, (size_t)(dv * ldk) * sizeof(float));
+    if (p->h0.p) cg__ssd_transpose(ST, ldk, CG_F32P(p->h0) + b * p->h0.s[0] + h * p->h0.s[1], p->h0.s[2], dk, dv, dkp);
+    else memset(ST, 0, (size_t)(dv * ldk) * sizeof(float));
     const int64_t nupd = nc - 1;
     /* a float32 v whose token rows are not a multiple of 256 bytes apart (and less than a
      * page) is read in place: its rows then spread over the L1 sets, a chunk's over a few pages */
@@ -181,8 +181,7 @@ static void phase1(void *arg, int64_t bh, int tid) {
     if (J->fused) return;
     if (p->dhT.p)
         cg__ssd_copy_rows(dS, ldv, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
-    else
-        memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
+    else memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
 
     /* reverse over the chunks: dS_end of each chunk; dS = e^{A_last} dS + Q^T diag(e^A) dO */
     for (int64_t c = nc - 1; c >= 0; c--) {
@@ -216,35 +215,36 @@ typedef struct p2_tiles {
 /* Lays the tiles out from mem (NULL: just count); returns the floats used. */
 static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
     const cg_ssd_prob *p = J->p;
-    const int64_t C = J->C, dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), dkp = J->ldk, dvp = J->ldv, Cp = J->ldc; /* row lengths */
+    const int64_t C = J->C, dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), dkp = J->ldk, dvp = J->ldv,
+                  Cp = J->ldc; /* row lengths */
     p2_tiles dummy;
     if (!t) t = &dummy;
     size_t off = 0;
-#define TILE(name, n)                                   \
-    do {                                                \
-        t->name = mem ? mem + off : NULL;               \
-        off += (size_t)cg__ssd_pad(n);                  \
+#define TILE(name, n)                                                                                                  \
+    do {                                                                                                               \
+        t->name = mem ? mem + off : NULL;                                                                              \
+        off += (size_t)cg__ssd_pad(n);                                                                                 \
     } while (0)
-    TILE(Qt, C * dkp);   /* [C, dkp]  q rows (B operand: user rows may be a page apart; fused mode: read
+    TILE(Qt, C * dkp);    /* [C, dkp]  q rows (B operand: user rows may be a page apart; fused mode: read
                             transposed in place as the A operand Q^T of the dS updates) */
-    TILE(Kt, C * dkp);   /* [C, dkp]  k rows */
-    TILE(KT, dk * Cp);   /* [dk, Cp]  k transposed */
-    TILE(Praw, C * Cp);  /* [C, Cp]   Q K^T, shared by the group's heads */
-    TILE(P, C * Cp);     /* [C, Cp]   masked; read transposed in place as P^T */
-    TILE(dP, C * Cp);    /* [C, Cp]   likewise */
-    TILE(VT, dv * Cp);   /* [dv, Cp]  v transposed */
-    TILE(dOt, C * dvp);  /* [C, dvp]  dO rows */
-    TILE(dSeT, dv * dkp);/* [dv, dkp] dS_end transposed */
-    TILE(dQh, C * dkp);  /* [C, dkp]  this head's dq */
-    TILE(dKh, C * dkp);  /* [C, dkp]  this head's dk */
-    TILE(dQa, C * dkp);  /* [C, dkp]  dq summed over the group */
+    TILE(Kt, C * dkp);    /* [C, dkp]  k rows */
+    TILE(KT, dk * Cp);    /* [dk, Cp]  k transposed */
+    TILE(Praw, C * Cp);   /* [C, Cp]   Q K^T, shared by the group's heads */
+    TILE(P, C * Cp);      /* [C, Cp]   masked; read transposed in place as P^T */
+    TILE(dP, C * Cp);     /* [C, Cp]   likewise */
+    TILE(VT, dv * Cp);    /* [dv, Cp]  v transposed */
+    TILE(dOt, C * dvp);   /* [C, dvp]  dO rows */
+    TILE(dSeT, dv * dkp); /* [dv, dkp] dS_end transposed */
+    TILE(dQh, C * dkp);   /* [C, dkp]  this head's dq */
+    TILE(dKh, C * dkp);   /* [C, dkp]  this head's dk */
+    TILE(dQa, C * dkp);   /* [C, dkp]  dq summed over the group */
     TILE(dKa, C * dkp);
-    TILE(dVt, C * dvp);  /* [C, dvp]  dv rows before the strided store */
-    TILE(eAdO, J->fused ? C * dvp : 0);              /* [C, dvp]  diag(e^A) dO (fused mode) */
-    TILE(dS, J->fused ? J->hpg * dk * dvp : 0);      /* [hpg][dk, dvp] dS of each head (fused mode) */
+    TILE(dVt, C * dvp);                         /* [C, dvp]  dv rows before the strided store */
+    TILE(eAdO, J->fused ? C * dvp : 0);         /* [C, dvp]  diag(e^A) dO (fused mode) */
+    TILE(dS, J->fused ? J->hpg * dk * dvp : 0); /* [hpg][dk, dvp] dS of each head (fused mode) */
     TILE(eA, C);
     TILE(wv, C);
-    TILE(E, 2 * C);      /* scratch of the decay masks */
+    TILE(E, 2 * C);                                  /* scratch of the decay masks */
     TILE(Vr, cg__dtype_half(p->v.dt) ? C * dvp : 0); /* [C, dvp]  v rows widened (bf16 / fp16 v) */
 #undef TILE
     t->Ad = mem ? (double *)(mem + off) : NULL;
@@ -259,8 +259,8 @@ static size_t p2_layout(const bwd_job *J, float *mem, p2_tiles *t) {
 /* Rows [0, L) x [0, w) of src (rows *ss elements apart, dtype dt) as float32: widened into
  * the padded tile (ldt; zeros in [w, wp)) when 16-bit, which then stands for them (*ss =
  * ldt); else src itself, copied into the tile too when copy. */
-static const float *tile_rows(float *tile, int64_t ldt, const void *src, cg_dtype dt, int64_t *ss, int64_t L,
-                              int64_t w, int64_t wp, int copy) {
+static const float *tile_rows(float *tile, int64_t ldt, const void *src, cg_dtype dt, int64_t *ss, int64_t L, int64_t w,
+                              int64_t wp, int copy) {
     if (cg__dtype_half(dt)) {
         cg__cpu_ld_rows(tile, ldt, src, dt, *ss, L, w, wp);
         *ss = ldt;
@@ -274,7 +274,8 @@ static const float *tile_rows(float *tile, int64_t ldt, const void *src, cg_dtyp
  * from t->dS, which is then moved back one chunk: dS = e^{A_last} dS + Q^T diag(e^A) dO. */
 static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, int64_t c) {
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), T = CG_DIM(p, T), C = J->C, Cp = J->Cp, dkp = J->dkp, dvp = J->dvp, nc = J->nc;
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), T = CG_DIM(p, T), C = J->C, Cp = J->Cp, dkp = J->dkp,
+                  dvp = J->dvp, nc = J->nc;
     const int64_t hpg = J->hpg, ldk = J->ldk, ldv = J->ldv, ldc = J->ldc;
     const int64_t t0 = c * C, L = cg__ssd_min(C, T - t0);
     p2_tiles t = *tp;
@@ -291,9 +292,12 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
     cg__ssd_transpose(t.KT, ldc, k, sk, L, dk, Cp);
     cg__ssd_gemm(CG_SSD_NLOWER, L, Cp, dk, q, sq, 1, t.KT, ldc, t.Praw, ldc, 0);
     /* float32 dq and dk: this chunk's rows in the user's tensors (see the sums) */
-    float *dq32 = p->grad_q.dt == CG_F32 ? CG_F32P(p->grad_q) + b * p->grad_q.s[0] + g * p->grad_q.s[2] + t0 * p->grad_q.s[1] : NULL;
-    float *dk32 =
-        p->grad_k.dt == CG_F32 ? CG_F32P(p->grad_k) + b * p->grad_k.s[0] + g * p->grad_k.s[2] + t0 * p->grad_k.s[1] : NULL;
+    float *dq32 = p->grad_q.dt == CG_F32
+                      ? CG_F32P(p->grad_q) + b * p->grad_q.s[0] + g * p->grad_q.s[2] + t0 * p->grad_q.s[1]
+                      : NULL;
+    float *dk32 = p->grad_k.dt == CG_F32
+                      ? CG_F32P(p->grad_k) + b * p->grad_k.s[0] + g * p->grad_k.s[2] + t0 * p->grad_k.s[1]
+                      : NULL;
 
     for (int64_t h = g * hpg; h < (g + 1) * hpg; h++) {
         const int64_t bh = b * CG_DIM(p, H) + h;
@@ -301,7 +305,7 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         const void *d16 = cg__vat(&p->dout, b * p->dout.s[0] + h * p->dout.s[2] + t0 * p->dout.s[1]);
         const float *v, *dout;
         const float *la = CG_F32P(p->la) + b * p->la.s[0] + h * p->la.s[2] + t0 * p->la.s[1];
-        const float *S0T = J->WS + (bh * nc + c) * dv * ldk;  /* [dv, dkp] */
+        const float *S0T = J->WS + (bh * nc + c) * dv * ldk;                                        /* [dv, dkp] */
         float *dSe = J->fused ? t.dS + (h - g * hpg) * dk * ldv : J->WD + (bh * nc + c) * dk * ldv; /* [dk, dvp] */
         int64_t sv = p->v.s[1], sd = p->dout.s[1];
         chunk_decays(la, p->la.s[1], L, t.Ad, t.eA, t.wv);
@@ -390,8 +394,12 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
         /* the group's sums, in head order: the first head's tiles become the sums (swapped, not
          * copied); a float32 dq and dk take the last head's sum straight from the add */
         if (h == g * hpg) {
-            float *tmp = t.dQa; t.dQa = t.dQh; t.dQh = tmp;
-            tmp = t.dKa; t.dKa = t.dKh; t.dKh = tmp;
+            float *tmp = t.dQa;
+            t.dQa = t.dQh;
+            t.dQh = tmp;
+            tmp = t.dKa;
+            t.dKa = t.dKh;
+            t.dKh = tmp;
         } else if (h == (g + 1) * hpg - 1 && dq32 && dk32) {
             for (int64_t i = 0; i < L; i++) {
                 float *restrict oq = dq32 + i * p->grad_q.s[1], *restrict ok = dk32 + i * p->grad_k.s[1];
@@ -408,10 +416,10 @@ static void chunk_grads(const bwd_job *J, p2_tiles *tp, int64_t b, int64_t g, in
             }
         }
     }
-    cg__cpu_st_rows(cg__vat(&p->grad_q, b * p->grad_q.s[0] + g * p->grad_q.s[2] + t0 * p->grad_q.s[1]), p->grad_q.dt, p->grad_q.s[1], t.dQa,
-                    ldk, L, dk);
-    cg__cpu_st_rows(cg__vat(&p->grad_k, b * p->grad_k.s[0] + g * p->grad_k.s[2] + t0 * p->grad_k.s[1]), p->grad_k.dt, p->grad_k.s[1],
-                    t.dKa, ldk, L, dk);
+    cg__cpu_st_rows(cg__vat(&p->grad_q, b * p->grad_q.s[0] + g * p->grad_q.s[2] + t0 * p->grad_q.s[1]), p->grad_q.dt,
+                    p->grad_q.s[1], t.dQa, ldk, L, dk);
+    cg__cpu_st_rows(cg__vat(&p->grad_k, b * p->grad_k.s[0] + g * p->grad_k.s[2] + t0 * p->grad_k.s[1]), p->grad_k.dt,
+                    p->grad_k.s[1], t.dKa, ldk, L, dk);
 }
 
 static void phase2_split(void *arg, int64_t idx, int tid) {
@@ -425,7 +433,8 @@ static void phase2_split(void *arg, int64_t idx, int tid) {
 static void phase2_fused(void *arg, int64_t idx, int tid) {
     const bwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), dvp = J->dvp, ldv = J->ldv, b = idx / CG_DIM(p, G), g = idx % CG_DIM(p, G);
+    const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), dvp = J->dvp, ldv = J->ldv, b = idx / CG_DIM(p, G),
+                  g = idx % CG_DIM(p, G);
     p2_tiles t;
     p2_layout(J, cg__ssd_scratch_at(&J->scratch, tid), &t);
     for (int64_t u = 0; u < J->hpg; u++) {
@@ -433,8 +442,7 @@ static void phase2_fused(void *arg, int64_t idx, int tid) {
         float *dS = t.dS + u * dk * ldv;
         if (p->dhT.p)
             cg__ssd_copy_rows(dS, ldv, CG_F32P(p->dhT) + b * p->dhT.s[0] + h * p->dhT.s[1], p->dhT.s[2], dk, dv, dvp);
-        else
-            memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
+        else memset(dS, 0, (size_t)(dk * ldv) * sizeof(float));
     }
     for (int64_t c = J->nc - 1; c >= 0; c--) chunk_grads(J, &t, b, g, c);
     if (p->grad_h0.p)
@@ -489,13 +497,11 @@ cg_status cg__ssd_cpu_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
                        per);
     }
     cg__pool_run(run.pool, run.threads, nbh, phase1, &J);
-    if (J.fused)
-        cg__pool_run(run.pool, run.threads, ngroups, phase2_fused, &J);
-    else
-        cg__pool_run(run.pool, run.threads, ngroups * J.nc, phase2_split, &J);
+    if (J.fused) cg__pool_run(run.pool, run.threads, ngroups, phase2_fused, &J);
+    else cg__pool_run(run.pool, run.threads, ngroups * J.nc, phase2_split, &J);
     cg__aligned_free(J.scratch.mem);
     cg__ssd_big_free(own, ws_bytes);
-    cg__dispatch_detail(ctx, "ssd_bwd chunk=%lld bwd_split=%d threads=%d (%s)", (long long)J.C, !J.fused,
-                     run.threads, run.pinned ? "pinned" : "default");
+    cg__dispatch_detail(ctx, "ssd_bwd chunk=%lld bwd_split=%d threads=%d (%s)", (long long)J.C, !J.fused, run.threads,
+                        run.pinned ? "pinned" : "default");
     return CG_OK;
 }

@@ -44,14 +44,15 @@ static size_t fwd_scratch_bytes(const cg_ssd_prob *p, int64_t C, int64_t bdv, in
     f += nh * cg__ssd_pad((dk + C) * cg__ssd_ld(wp));   /* R per head */
     f += cg__ssd_pad(C * wp);                           /* Ot */
     f += 4 * cg__ssd_pad(C);                            /* eA, w, X (2 C) */
-    if (qk16) f += 2 * cg__ssd_pad(C * cg__ssd_ld(dk));  /* Qw, Kw */
+    if (qk16) f += 2 * cg__ssd_pad(C * cg__ssd_ld(dk)); /* Qw, Kw */
     return (size_t)f * sizeof(float) + (size_t)cg__ssd_pad(C) * sizeof(double) + 64;
 }
 
 static void fwd_task(void *arg, int64_t idx, int tid) {
     const fwd_job *J = arg;
     const cg_ssd_prob *p = J->p;
-    const int64_t dk = CG_DIM(p, DK), T = CG_DIM(p, T), C = J->C, Cp = J->Cp, hpg = CG_DIM(p, H) / CG_DIM(p, G), nh = J->nh, nset = CG_DIM(p, H) / nh;
+    const int64_t dk = CG_DIM(p, DK), T = CG_DIM(p, T), C = J->C, Cp = J->Cp, hpg = CG_DIM(p, H) / CG_DIM(p, G),
+                  nh = J->nh, nset = CG_DIM(p, H) / nh;
     const int64_t b = idx / (nset * J->nblk), hf = idx / J->nblk % nset * nh, jb = idx % J->nblk, g = hf / hpg;
     const int64_t j0 = jb * J->bdv, w = cg__ssd_min(J->bdv, CG_DIM(p, DV) - j0), wp = cg__ssd_pad(w);
     const int64_t ldl = dk + Cp, ldr = cg__ssd_ld(wp), ldkt = cg__ssd_ld(C), rsz = cg__ssd_pad((dk + C) * ldr);

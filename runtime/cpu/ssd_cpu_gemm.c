@@ -44,7 +44,9 @@ _Static_assert(CG_SSD_VL % VW == 0, "tiles are padded to whole vectors");
 static inline cg_vf load_part(const float *p, int rem) {
     return (cg_vf)_mm512_maskz_loadu_ps((__mmask16)((1u << rem) - 1), p);
 }
-static inline void store_part(float *p, cg_vf x, int rem) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << rem) - 1), (__m512)x); }
+static inline void store_part(float *p, cg_vf x, int rem) {
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << rem) - 1), (__m512)x);
+}
 #elif VW == 8
 #include <immintrin.h>
 static inline __m256i part_mask(int rem) {
@@ -78,8 +80,8 @@ static inline __attribute__((always_inline)) cg_vf load_ns(const float *p, int v
 }
 static inline __attribute__((always_inline)) void micro(const int mr, const int nv, const int unit, int64_t K,
                                                         const float *restrict A, int64_t ars, int64_t aks,
-                                                        const float *restrict B, int64_t ldb, float *C,
-                                                        int64_t ldc, int acc, float beta, int tri, int ns,
+                                                        const float *restrict B, int64_t ldb, float *C, int64_t ldc,
+                                                        int acc, float beta, int tri, int ns,
                                                         const float *restrict rs) {
     cg_vf c[MR][NVMAX];
     for (int r = 0; r < mr; r++)
@@ -150,25 +152,29 @@ typedef void (*micro_fn)(int64_t K, const float *restrict A, int64_t ars, int64_
                          int64_t ldb, float *C, int64_t ldc, int acc, float beta, int tri, int ns,
                          const float *restrict rs);
 
-#define MICRO_DEF(mr, nv, unit)                                                                                 \
-    static void micro_##mr##_##nv##_##unit(int64_t K, const float *restrict A, int64_t ars, int64_t aks,       \
-                                           const float *restrict B, int64_t ldb, float *C, int64_t ldc,        \
-                                           int acc, float beta, int tri, int ns, const float *restrict rs) {    \
-        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc, beta, tri, ns, rs);                           \
+#define MICRO_DEF(mr, nv, unit)                                                                                        \
+    static void micro_##mr##_##nv##_##unit(int64_t K, const float *restrict A, int64_t ars, int64_t aks,               \
+                                           const float *restrict B, int64_t ldb, float *C, int64_t ldc, int acc,       \
+                                           float beta, int tri, int ns, const float *restrict rs) {                    \
+        micro(mr, nv, unit, K, A, ars, aks, B, ldb, C, ldc, acc, beta, tri, ns, rs);                                   \
     }
 #if NVMAX == 4
 #define MICRO_ROW(mr, u) MICRO_DEF(mr, 1, u) MICRO_DEF(mr, 2, u) MICRO_DEF(mr, 3, u) MICRO_DEF(mr, 4, u)
-#define MICRO_REF(mr, u) {micro_##mr##_1_##u, micro_##mr##_2_##u, micro_##mr##_3_##u, micro_##mr##_4_##u}
+#define MICRO_REF(mr, u)                                                                                               \
+    { micro_##mr##_1_##u, micro_##mr##_2_##u, micro_##mr##_3_##u, micro_##mr##_4_##u }
 #elif NVMAX == 2
 #define MICRO_ROW(mr, u) MICRO_DEF(mr, 1, u) MICRO_DEF(mr, 2, u)
-#define MICRO_REF(mr, u) {micro_##mr##_1_##u, micro_##mr##_2_##u}
+#define MICRO_REF(mr, u)                                                                                               \
+    { micro_##mr##_1_##u, micro_##mr##_2_##u }
 #endif
 #if MR == 6
 #define MICRO_ALL(u) MICRO_ROW(1, u) MICRO_ROW(2, u) MICRO_ROW(3, u) MICRO_ROW(4, u) MICRO_ROW(5, u) MICRO_ROW(6, u)
-#define MICRO_TAB(u) {MICRO_REF(1, u), MICRO_REF(2, u), MICRO_REF(3, u), MICRO_REF(4, u), MICRO_REF(5, u), MICRO_REF(6, u)}
+#define MICRO_TAB(u)                                                                                                   \
+    { MICRO_REF(1, u), MICRO_REF(2, u), MICRO_REF(3, u), MICRO_REF(4, u), MICRO_REF(5, u), MICRO_REF(6, u) }
 #elif MR == 4
 #define MICRO_ALL(u) MICRO_ROW(1, u) MICRO_ROW(2, u) MICRO_ROW(3, u) MICRO_ROW(4, u)
-#define MICRO_TAB(u) {MICRO_REF(1, u), MICRO_REF(2, u), MICRO_REF(3, u), MICRO_REF(4, u)}
+#define MICRO_TAB(u)                                                                                                   \
+    { MICRO_REF(1, u), MICRO_REF(2, u), MICRO_REF(3, u), MICRO_REF(4, u) }
 #endif
 MICRO_ALL(0)
 MICRO_ALL(1)
@@ -205,24 +211,23 @@ static void gemm_run(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, in
     }
 }
 
-void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A,
-                     int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc,
-                     float beta) {
+void cg__ssd_gemm_nc(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t nc, int64_t K, const float *A, int64_t ars,
+                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta) {
     gemm_run(mode, m, n, nc, K, A, ars, aks, B, ldb, C, ldc, acc, beta, NULL);
 }
 
-void cg__ssd_gemm_rs(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                     int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, const float *rs) {
+void cg__ssd_gemm_rs(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t aks,
+                     const float *B, int64_t ldb, float *C, int64_t ldc, const float *rs) {
     gemm_run(mode, m, n, n, K, A, ars, aks, B, ldb, C, ldc, 0, 1.0f, rs);
 }
 
-void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                       int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta) {
+void cg__ssd_gemm_beta(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t aks,
+                       const float *B, int64_t ldb, float *C, int64_t ldc, int acc, float beta) {
     cg__ssd_gemm_nc(mode, m, n, n, K, A, ars, aks, B, ldb, C, ldc, acc, beta);
 }
 
-void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars,
-                  int64_t aks, const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
+void cg__ssd_gemm(cg_ssd_gemm_mode mode, int64_t m, int64_t n, int64_t K, const float *A, int64_t ars, int64_t aks,
+                  const float *B, int64_t ldb, float *C, int64_t ldc, int acc) {
     cg__ssd_gemm_nc(mode, m, n, n, K, A, ars, aks, B, ldb, C, ldc, acc, 1.0f);
 }
 
@@ -264,8 +269,8 @@ void cg__ssd_mul_exp(float *restrict P, const float *restrict X, int64_t n) {
  * grows). Otherwise (strong decay, -inf clamped to -1e4, NaN) each entry's exponent
  * A_i - A_j is taken in double and e^x in vectors, as before: entries that underflow
  * to 0 stay 0 and a NaN stays NaN. */
-void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds, int64_t L,
-                             const double *restrict Ad, float *restrict E) {
+void cg__ssd_decay_mask_from(float *X, int64_t ld, const float *Src, int64_t lds, int64_t L, const double *restrict Ad,
+                             float *restrict E) {
     double lo = Ad[0], hi = Ad[0];
     for (int64_t i = 1; i < L; i++) {
         lo = Ad[i] < lo ? Ad[i] : lo;
@@ -331,12 +336,12 @@ static inline void transpose_block(float *restrict dst, int64_t ldd, const float
                         hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
     cg_v16 r[16];
     for (int i = 0; i < 16; i++) r[i] = *(const cg_v16 *)(src + i * ss);
-#define STAGE(b, lo, hi)                                                                                       \
-    for (int i = 0; i < 16; i++)                                                                               \
-        if (!(i & (b))) {                                                                                      \
-            cg_v16 x = r[i], y = r[i + (b)];                                                                   \
-            r[i] = __builtin_shuffle(x, y, lo);                                                                \
-            r[i + (b)] = __builtin_shuffle(x, y, hi);                                                          \
+#define STAGE(b, lo, hi)                                                                                               \
+    for (int i = 0; i < 16; i++)                                                                                       \
+        if (!(i & (b))) {                                                                                              \
+            cg_v16 x = r[i], y = r[i + (b)];                                                                           \
+            r[i] = __builtin_shuffle(x, y, lo);                                                                        \
+            r[i + (b)] = __builtin_shuffle(x, y, hi);                                                                  \
         }
     STAGE(8, lo8, hi8)
     STAGE(4, lo4, hi4)
@@ -387,8 +392,8 @@ static inline void transpose_block(float *restrict dst, int64_t ldd, const float
 }
 #endif
 
-void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss, int64_t rows,
-                       int64_t w, int64_t cols_pad) {
+void cg__ssd_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t ss, int64_t rows, int64_t w,
+                       int64_t cols_pad) {
     for (int64_t j = 0; j < w; j++)
         for (int64_t i = rows; i < cols_pad; i++) dst[j * ldd + i] = 0.0f;
     const int64_t rb = rows / TB * TB, wb = w / TB * TB;

@@ -31,8 +31,8 @@
 #include <string.h>
 
 #define SS_AHEAD 64 /* channels the selective scan prefetches ahead */
-#define SS_CH 64 /* channels of a selective-scan sub-block (a multiple of SW) */
-#define SW 16 /* lanes of the selective scan's vector loops: one AVX-512 vector of floats */
+#define SS_CH 64    /* channels of a selective-scan sub-block (a multiple of SW) */
+#define SW 16       /* lanes of the selective scan's vector loops: one AVX-512 vector of floats */
 
 #define STEP_BUF 16384 /* floats of a task's state block on the stack (64 KiB) */
 #define STEP_ROW 4096  /* floats of a token row (q, k; v, o per block; sscan's B, C, A) */
@@ -78,8 +78,8 @@ static cg_status step_threads(cg_context *ctx, const cg_cfg *cfg, const char *wh
  * narrower (multiples of 16) when there are fewer tasks than about two per thread; the
  * pin `block` wins. Logs the choice. First refuses what the CPU steps do not run: math other
  * than CG_F32 (math: the call's dtype), dk past the stack buffer. */
-static cg_status cols_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, cg_dtype math, int64_t bh,
-                           int64_t dk, int64_t dv, cg_dtype cdt, int64_t *bw_out, cg_pool **pool, int *threads) {
+static cg_status cols_plan(cg_context *ctx, const cg_cfg *cfg, const char *what, cg_dtype math, int64_t bh, int64_t dk,
+                           int64_t dv, cg_dtype cdt, int64_t *bw_out, cg_pool **pool, int *threads) {
     if (math != CG_F32)
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
                        cg__dtype_name(math));
@@ -160,19 +160,20 @@ static void cols_task(void *arg, int64_t task, int tid) {
     }
 }
 
-/* An op's call (p its problem, token its token function; n = B, T, H, G, S, dk, dv; v = its
- * cache, state_indices, dst_indices and output views): plans the blocks and threads
+/* An op's call (p its problem, sh its shape: B, T, H, G, S, dk, dv; token its token function;
+ * v = its cache, state_indices, dst_indices and output views): plans the blocks and threads
  * (cols_plan) and runs the tasks. */
 static cg_status cols_step(cg_context *ctx, const cg_cfg *cfg, const char *what, cg_dtype math, const void *p,
-                           cols_token token, const int64_t n[7], const cg_view *const v[4]) {
-    cols_run r = {p, token, n[1], n[2], n[3], n[4], n[5], n[6], 0, 0, v[0], v[1], v[2], v[3],
-                  cg__cpu_ld_row, cg__cpu_st_row};
+                           const cg_shape *sh, cols_token token, const cg_view *const v[4]) {
+    const int64_t *d = sh->dim, B = d[CG_SYM_B];
+    cols_run r = {p, token, d[CG_SYM_T], d[CG_SYM_H], d[CG_SYM_G], d[CG_SYM_S], d[CG_SYM_DK],   d[CG_SYM_DV],
+                  0, 0,     v[0],        v[1],        v[2],        v[3],        cg__cpu_ld_row, cg__cpu_st_row};
     cg_pool *pool;
     int threads = 1;
-    cg_status st = cols_plan(ctx, cfg, what, math, n[0] * r.H, r.dk, r.dv, r.cache->dt, &r.bw, &pool, &threads);
+    cg_status st = cols_plan(ctx, cfg, what, math, B * r.H, r.dk, r.dv, r.cache->dt, &r.bw, &pool, &threads);
     if (st) return st;
     r.nblk = (r.dv + r.bw - 1) / r.bw;
-    cg__pool_run(pool, threads, n[0] * r.H * r.nblk, cols_task, &r);
+    cg__pool_run(pool, threads, B * r.H * r.nblk, cols_task, &r);
     return CG_OK;
 }
 
@@ -192,8 +193,8 @@ static void cols_rank1(float *S, int64_t rs, int64_t dk, int64_t w, float a, con
 
 /* The token's q and k rows (group g) into q, k; returns its decay exp(gate[b, t, h]) (a
  * float32 [B, T, H] view). */
-static float cols_qk(const cols_run *r, const cg_view *gate, const cg_view *qv, const cg_view *kv, int64_t b,
-                     int64_t t, int64_t h, int64_t g, float *q, float *k) {
+static float cols_qk(const cols_run *r, const cg_view *gate, const cg_view *qv, const cg_view *kv, int64_t b, int64_t t,
+                     int64_t h, int64_t g, float *q, float *k) {
     r->ld(q, at4(qv, b, t, g, 0), qv->dt, r->dk);
     r->ld(k, at4(kv, b, t, g, 0), kv->dt, r->dk);
     return expf(((const float *)gate->p)[b * gate->s[0] + t * gate->s[1] + h * gate->s[2]]);
@@ -212,9 +213,8 @@ static void ssd_token(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_
 
 cg_status cg__ssd_step_cpu(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    const int64_t n[7] = {CG_DIM(p, B), CG_DIM(p, T), CG_DIM(p, H), CG_DIM(p, G), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     const cg_view *const v[4] = {&p->cache, &p->idx, &p->dst, &p->o};
-    return cols_step(ctx, cfg, "cpu ssd step", p->dtype, p, ssd_token, n, v);
+    return cols_step(ctx, cfg, "cpu ssd step", p->dtype, p, &p->shape, ssd_token, v);
 }
 
 /* ------------------------------------------------------- selective scan */
@@ -238,7 +238,7 @@ typedef int32_t ss_mask __attribute__((vector_size(SV * 4)));
 /* One stage: for i < h, r[i] = the halves of r[i]'s and r[i + h]'s partial sums side by side,
  * added (lo: the first halves of each 2s-lane segment of a then b, hi: the second halves). */
 #define SS_LIST(...) __VA_ARGS__
-#define SS_STAGE(h, lo, hi)                                                                                 \
+#define SS_STAGE(h, lo, hi)                                                                                            \
     for (int i = 0; i < (h); i++) r[i] = SS_SHUF(r[i], r[i + (h)], SS_LIST lo) + SS_SHUF(r[i], r[i + (h)], SS_LIST hi);
 
 /* y[c] = the sum of the SV lanes of row c of acc [SV][SV], all rows at once: log2(SV) stages
@@ -290,7 +290,9 @@ static void sscan_chan(float *restrict h, const float *restrict A, const float *
 /* Row n of a [B, L, G, N] view (B or C) at (b, t, g) into dst[0, Np), zero-padded. */
 static void sscan_row(float *dst, const cg_view *m, int64_t b, int64_t t, int64_t g, int64_t N, int64_t Np) {
     if (m->s[3] == 1 && m->dt == CG_F32) memcpy(dst, at4(m, b, t, g, 0), (size_t)N * sizeof(float));
-    else for (int64_t n = 0; n < N; n++) dst[n] = cg__ld1(m->p, b * m->s[0] + t * m->s[1] + g * m->s[2] + n * m->s[3], m->dt);
+    else
+        for (int64_t n = 0; n < N; n++)
+            dst[n] = cg__ld1(m->p, b * m->s[0] + t * m->s[1] + g * m->s[2] + n * m->s[3], m->dt);
     for (int64_t n = N; n < Np; n++) dst[n] = 0.0f;
 }
 
@@ -361,7 +363,8 @@ static void sscan_task(void *arg, int64_t task, int tid) {
     (void)tid;
     const sscan_run *r = arg;
     const cg_sscan_step_prob *p = r->p;
-    const int64_t L = CG_DIM(p, L), D = CG_DIM(p, D), N = CG_DIM(p, N), S = CG_DIM(p, S), dpg = D / CG_DIM(p, G), Np = (N + SW - 1) / SW * SW;
+    const int64_t L = CG_DIM(p, L), D = CG_DIM(p, D), N = CG_DIM(p, N), S = CG_DIM(p, S), dpg = D / CG_DIM(p, G),
+                  Np = (N + SW - 1) / SW * SW;
     const int64_t b = task / r->nblk, d0 = task % r->nblk * r->bd, d1 = d0 + r->bd < D ? d0 + r->bd : D;
     const cg_view *c = &p->cache, *Av = &p->A, *yv = &p->y;
     const int64_t src = slot_of(&p->idx, b, 0, S);
@@ -437,16 +440,18 @@ cg_status cg__sscan_step_cpu(cg_context *ctx, const cg_sscan_step_prob *p, const
         return cg__err(ctx, CG_EUNSUPPORTED, "%s: dtype: %s calls are not supported (expected CG_F32 math)", what,
                        cg__dtype_name(p->dtype));
     if (CG_DIM(p, N) > STEP_ROW)
-        return cg__err(ctx, CG_EUNSUPPORTED, "%s: N = %lld but the CPU path takes N <= %d", what, (long long)CG_DIM(p, N),
-                       STEP_ROW);
+        return cg__err(ctx, CG_EUNSUPPORTED, "%s: N = %lld but the CPU path takes N <= %d", what,
+                       (long long)CG_DIM(p, N), STEP_ROW);
     sscan_run r = {p, 0, 0, 0, cg__cpu_ld_row, cg__cpu_st_row, {SS_EXP_LO, SS_EXP_HI, SS_EXP2_LO, SS_EXP2_HI}};
     const int64_t Np = (CG_DIM(p, N) + SW - 1) / SW * SW;
     r.cw = STEP_BUF / Np < SS_CH ? STEP_BUF / Np : SS_CH;
     cg_pool *pool;
     int threads = 1;
-    const double bytes = 2.0 * (double)(CG_DIM(p, B) * CG_DIM(p, D)) * (double)CG_DIM(p, N) * (double)cg__dt_bytes(p->cache.dt);
+    const double bytes =
+        2.0 * (double)(CG_DIM(p, B) * CG_DIM(p, D)) * (double)CG_DIM(p, N) * (double)cg__dt_bytes(p->cache.dt);
     int64_t bd = 0;
-    cg_status st = step_threads(ctx, cfg, what, bytes, CG_DIM(p, B) * ((CG_DIM(p, D) + 63) / 64), &bd, CG_DIM(p, D), &pool, &threads);
+    cg_status st = step_threads(ctx, cfg, what, bytes, CG_DIM(p, B) * ((CG_DIM(p, D) + 63) / 64), &bd, CG_DIM(p, D),
+                                &pool, &threads);
     if (st) return st;
     if (!bd) { /* about four tasks per thread, at least 64 channels each, at most 1024 */
         bd = (CG_DIM(p, B) * CG_DIM(p, D) + 4 * threads - 1) / (4 * threads) / (CG_DIM(p, B) > 0 ? CG_DIM(p, B) : 1);
@@ -497,7 +502,6 @@ static void gdr_token(const cols_run *r, int64_t b, int64_t t, int64_t h, int64_
 
 cg_status cg__gdr_step_cpu(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)ex;
-    const int64_t n[7] = {CG_DIM(p, B), CG_DIM(p, T), CG_DIM(p, H), CG_DIM(p, G), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     const cg_view *const v[4] = {&p->cache, &p->idx, &p->dst, &p->o};
-    return cols_step(ctx, cfg, "cpu gdr step", p->dtype, p, gdr_token, n, v);
+    return cols_step(ctx, cfg, "cpu gdr step", p->dtype, p, &p->shape, gdr_token, v);
 }

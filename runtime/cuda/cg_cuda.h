@@ -117,15 +117,15 @@ cg_status cg__cuda_props(int ordinal, cg_cuda_props *p);
 cg_status cg__cu_check(cg_context *ctx, CUresult r, cg_status fail, const char *call, const char *file, int line);
 cg_status cg__nvrtc_check(cg_context *ctx, nvrtcResult r, const char *call, const char *file, int line);
 
-#define CG_CU_CHECK(ctx, call)                                                                   \
-    do {                                                                                         \
-        cg_status cu_st_ = cg__cu_check((ctx), cg__cu->call, CG_ELAUNCH, #call, __FILE__, __LINE__); \
-        if (cu_st_ != CG_OK) return cu_st_;                                                      \
+#define CG_CU_CHECK(ctx, call)                                                                                         \
+    do {                                                                                                               \
+        cg_status cu_st_ = cg__cu_check((ctx), cg__cu->call, CG_ELAUNCH, #call, __FILE__, __LINE__);                   \
+        if (cu_st_ != CG_OK) return cu_st_;                                                                            \
     } while (0)
-#define CG_NVRTC_CHECK(ctx, call)                                                                \
-    do {                                                                                         \
-        cg_status nv_st_ = cg__nvrtc_check((ctx), cg__nv->call, #call, __FILE__, __LINE__);      \
-        if (nv_st_ != CG_OK) return nv_st_;                                                      \
+#define CG_NVRTC_CHECK(ctx, call)                                                                                      \
+    do {                                                                                                               \
+        cg_status nv_st_ = cg__nvrtc_check((ctx), cg__nv->call, #call, __FILE__, __LINE__);                            \
+        if (nv_st_ != CG_OK) return nv_st_;                                                                            \
     } while (0)
 
 /* ------------------------------------------------------------ NVRTC compiler */

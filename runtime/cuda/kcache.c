@@ -86,8 +86,8 @@ void cg__kcache_path(const char *dir, const char *label, const char *key, char *
     char lab[97];
     size_t n = 0;
     for (const char *c = label ? label : ""; *c && n < sizeof lab - 1; c++)
-        lab[n++] = ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')
-                       ? *c : '_';
+        lab[n++] =
+            ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_') ? *c : '_';
     lab[n] = '\0';
     snprintf(buf, cap, "%s/%s%s%016llx%016llx.cgk", dir, lab, n ? "-" : "", (unsigned long long)h[0],
              (unsigned long long)h[1]);
@@ -165,8 +165,8 @@ static int parse(const unsigned char *d, size_t n, uint64_t *klen, uint64_t *ple
     return 0;
 }
 
-int cg__kcache_parse(const void *data, size_t n, const char **key, size_t *klen, const void **payload,
-                     size_t *plen, const char **log, size_t *llen, char *why, size_t whycap) {
+int cg__kcache_parse(const void *data, size_t n, const char **key, size_t *klen, const void **payload, size_t *plen,
+                     const char **log, size_t *llen, char *why, size_t whycap) {
     uint64_t k, p, l;
     char w[256];
     if (parse(data, n, &k, &p, &l, w, sizeof w) != 0) {
@@ -202,8 +202,7 @@ int cg__kcache_verify_file(const char *path, char *why, size_t whycap) {
     return rc;
 }
 
-cg_status cg__kcache_get(const char *dir, const char *label, const char *key, void **payload, size_t *len,
-                         char **log) {
+cg_status cg__kcache_get(const char *dir, const char *label, const char *key, void **payload, size_t *len, char **log) {
     *payload = NULL;
     *len = 0;
     if (log) *log = NULL;

@@ -24,8 +24,7 @@ void cg__hash128(const void *data, size_t n, uint64_t out[2]);
 /* Look up key in dir. CG_OK: *payload (malloc'd, *len bytes) and *log (malloc'd
  * text, may be "") returned. CG_ENOTFOUND: no usable entry (absent, or bad: then one
  * warning was printed and the entry is left for the caller's put to replace). */
-cg_status cg__kcache_get(const char *dir, const char *label, const char *key, void **payload, size_t *len,
-                         char **log);
+cg_status cg__kcache_get(const char *dir, const char *label, const char *key, void **payload, size_t *len, char **log);
 
 /* Store an entry (temp file + fsync + rename). CG_EIO when the directory cannot be
  * created or written: a warning is printed once per process and the caller goes on
@@ -43,8 +42,8 @@ int cg__kcache_verify_file(const char *path, char *why, size_t whycap);
 /* Parse an entry image in memory (as cg__kcache_verify_file checks a file): 0 and
  * pointers into data for the key, payload and log with their lengths; else -1 with
  * the reason in why. */
-int cg__kcache_parse(const void *data, size_t n, const char **key, size_t *klen, const void **payload,
-                     size_t *plen, const char **log, size_t *llen, char *why, size_t whycap);
+int cg__kcache_parse(const void *data, size_t n, const char **key, size_t *klen, const void **payload, size_t *plen,
+                     const char **log, size_t *llen, char *why, size_t whycap);
 
 /* Read an entry file whole (at most 4 GiB; not a FIFO or other special file): 0 and a
  * malloc'd *data of *len bytes, else -1 with the reason in why. */

@@ -72,7 +72,8 @@ static void describe(const char *file, const void *d, size_t n, cg_kcache_entry 
     if (starts(key, klen, CUBIN_HEAD)) {
         char target[32] = "";
         snprintf(e->kind, sizeof e->kind, "cubin");
-        if (key_line(key, klen, "target", target, sizeof target) && !strncmp(target, "sm_", 3)) e->arch = atoi(target + 3);
+        if (key_line(key, klen, "target", target, sizeof target) && !strncmp(target, "sm_", 3))
+            e->arch = atoi(target + 3);
         key_line(key, klen, "name", e->name, sizeof e->name);
         e->bundled = starts(log, llen, CG_BUNDLE_LOG_TAG);
         e->usable = 1;
@@ -128,8 +129,9 @@ cg_status cg_kcache_list(cg_context *ctx, const char *dir, cg_kcache_entry *entr
     size_t stride = sizeof(cg_kcache_entry);
     if (!n) st = cg__err(ctx, CG_EINVAL, "cg_kcache_list: n is NULL (expected where to write the count)");
     else if (cap < 0 || (cap > 0 && !entries))
-        st = cg__err(ctx, CG_EINVAL, "cg_kcache_list: entries/cap: expected an array of cap >= 0 entries, got %s and %d",
-                     entries ? "an array" : "NULL", cap);
+        st =
+            cg__err(ctx, CG_EINVAL, "cg_kcache_list: entries/cap: expected an array of cap >= 0 entries, got %s and %d",
+                    entries ? "an array" : "NULL", cap);
     else if (cap > 0) {
         memcpy(&stride, entries, sizeof stride);
         if (stride == 0) stride = sizeof(cg_kcache_entry);
@@ -182,8 +184,9 @@ cg_status cg_kcache_read(cg_context *ctx, const char *dir, const char *file, voi
         st = cg__err(ctx, CG_EINVAL, "cg_kcache_read: %s is NULL (expected where to write the image)",
                      !image ? "image" : "len");
     } else if (!file || !is_entry_name(file)) {
-        st = cg__err(ctx, CG_EINVAL, "cg_kcache_read: file: expected an entry's file name (NAME-<32 hex>.cgk), got '%s'",
-                     file ? file : "(null)");
+        st =
+            cg__err(ctx, CG_EINVAL, "cg_kcache_read: file: expected an entry's file name (NAME-<32 hex>.cgk), got '%s'",
+                    file ? file : "(null)");
     } else {
         snprintf(path, sizeof path, "%s/%s", d, file);
         struct stat sb;
@@ -209,8 +212,8 @@ cg_status cg_kcache_read(cg_context *ctx, const char *dir, const char *file, voi
 }
 
 /* Import one checked CUBIN entry (key klen, payload, log) into d: *added. */
-static cg_status import_entry(cg_context *ctx, const char *d, const char *key, size_t klen, const void *pl,
-                              size_t plen, const char *log, size_t llen, const char *origin, int dry, int *added) {
+static cg_status import_entry(cg_context *ctx, const char *d, const char *key, size_t klen, const void *pl, size_t plen,
+                              const char *log, size_t llen, const char *origin, int dry, int *added) {
     char label[200] = "";
     if (!key_line(key, klen, "name", label, sizeof label))
         return cg__err(ctx, CG_EINVAL, "cg_kcache_import: image: its key names no kernel");
@@ -244,8 +247,8 @@ static cg_status import_entry(cg_context *ctx, const char *d, const char *key, s
     return st;
 }
 
-cg_status cg_kcache_import(cg_context *ctx, const char *dir, const void *image, size_t len, const char *origin,
-                           int dry, int *added) {
+cg_status cg_kcache_import(cg_context *ctx, const char *dir, const void *image, size_t len, const char *origin, int dry,
+                           int *added) {
     if (!ctx || cg__ctx_enter(ctx, "cg_kcache_import") != CG_OK) return CG_EINVAL;
     int dummy = 0;
     if (!added) added = &dummy;

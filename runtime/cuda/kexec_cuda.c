@@ -33,14 +33,14 @@ typedef struct cuda_timer {
 } cuda_timer;
 
 typedef struct cuda_state {
-    int probed;            /* device() ran once: status and info below are final */
+    int probed; /* device() ran once: status and info below are final */
     cg_status dev_status;
     char dev_msg[512];
     cg_devinfo info;
     CUdevice dev;
     CUcontext cuctx;
     int retained;
-    int driver_version;    /* cuDriverGetVersion, e.g. 13000 */
+    int driver_version; /* cuDriverGetVersion, e.g. 13000 */
     char nvrtc_id[1024];
     cuda_mod **mods;
     int nmods, cap;
@@ -122,16 +122,16 @@ static cg_status cuda_device(cg_context *ctx, cg_devinfo *out) {
 }
 
 /* Run body with the primary context current on this thread. */
-#define WITH_CTX(ctx, s, body)                                                        \
-    do {                                                                              \
-        const cg_cu_api *cu_ = cg__cu_api(NULL);                                      \
-        CUcontext popped_;                                                            \
-        cg_status wst_ = cg__cu_check((ctx), cu_->cuCtxPushCurrent((s)->cuctx), CG_ELAUNCH, \
-                                      "cuCtxPushCurrent(ctx)", __FILE__, __LINE__);  \
-        if (wst_ != CG_OK) return wst_;                                               \
-        wst_ = (body);                                                                \
-        cu_->cuCtxPopCurrent(&popped_);                                               \
-        return wst_;                                                                  \
+#define WITH_CTX(ctx, s, body)                                                                                         \
+    do {                                                                                                               \
+        const cg_cu_api *cu_ = cg__cu_api(NULL);                                                                       \
+        CUcontext popped_;                                                                                             \
+        cg_status wst_ = cg__cu_check((ctx), cu_->cuCtxPushCurrent((s)->cuctx), CG_ELAUNCH, "cuCtxPushCurrent(ctx)",   \
+                                      __FILE__, __LINE__);                                                             \
+        if (wst_ != CG_OK) return wst_;                                                                                \
+        wst_ = (body);                                                                                                 \
+        cu_->cuCtxPopCurrent(&popped_);                                                                                \
+        return wst_;                                                                                                   \
     } while (0)
 
 /* ------------------------------------------------------------------- load */
@@ -181,8 +181,10 @@ static cg_status get_functions(cg_context *ctx, cuda_state *s, cuda_mod *m, cons
             if (st != CG_OK) {
                 char why[CG_ERRMSG_CAP]; /* cg__err writes ctx->errmsg: not its own argument */
                 snprintf(why, sizeof why, "%s", cg_errmsg(ctx));
-                return cg__err(ctx, st, "%s (entry \"%s\" of %s: is it an extern \"C\" __global__ function of "
-                               "the source?)", why, l->entry, plan->name);
+                return cg__err(ctx, st,
+                               "%s (entry \"%s\" of %s: is it an extern \"C\" __global__ function of "
+                               "the source?)",
+                               why, l->entry, plan->name);
             }
             int v = 0;
             CG_CU_CHECK(ctx, cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f->fn));
@@ -249,7 +251,8 @@ static cg_status load_in_ctx(cg_context *ctx, cuda_state *s, const cg_plan *plan
                 /* A fresh CUBIN the driver refuses: most often a driver older than NVRTC. */
                 char why[CG_ERRMSG_CAP];
                 snprintf(why, sizeof why, "%s", cg_errmsg(ctx));
-                st = cg__err(ctx, st, "%s (loading %s for sm_%d; driver CUDA %d.%d, compiler %s: an NVRTC newer "
+                st = cg__err(ctx, st,
+                             "%s (loading %s for sm_%d; driver CUDA %d.%d, compiler %s: an NVRTC newer "
                              "than the driver can emit CUBINs it cannot load; CHUNKGEN_NVRTC or CUDA_HOME can "
                              "select an older NVRTC)",
                              why, plan->name, s->info.arch, s->driver_version / 1000, s->driver_version % 1000 / 10,
@@ -309,13 +312,16 @@ static cg_status check_params(cg_context *ctx, cuda_fn *f, size_t params_size) {
     CUresult r = cu->cuFuncGetParamInfo(f->fn, 0, &off, &size);
     if (r == CUDA_SUCCESS) {
         if (size != params_size)
-            return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s takes a %zu-byte parameter but the host passes a "
+            return cg__err(ctx, CG_EINTERNAL,
+                           "CUDA: entry %s takes a %zu-byte parameter but the host passes a "
                            "%zu-byte params struct (device and host struct layouts differ)",
                            f->entry, size, params_size);
         size_t off1 = 0, size1 = 0;
         if (cu->cuFuncGetParamInfo(f->fn, 1, &off1, &size1) == CUDA_SUCCESS)
-            return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s takes more than one parameter (expected one params "
-                           "struct by value)", f->entry);
+            return cg__err(ctx, CG_EINTERNAL,
+                           "CUDA: entry %s takes more than one parameter (expected one params "
+                           "struct by value)",
+                           f->entry);
     } else if (r != CUDA_ERROR_INVALID_VALUE) {
         return cg__cu_check(ctx, r, CG_ELAUNCH, "cuFuncGetParamInfo", __FILE__, __LINE__);
     } /* INVALID_VALUE for index 0: the entry takes no parameter, or the query is not
@@ -326,19 +332,18 @@ static cg_status check_params(cg_context *ctx, cuda_fn *f, size_t params_size) {
 
 /* Launch l's entry of module on stream with the packed params, the primary context
  * current for the call (pushed and popped here, as WITH_CTX does for the other calls). */
-static cg_status cuda_launch(cg_context *ctx, void *module, const cg_launch *l, const void *params,
-                             size_t params_size, void *stream) {
+static cg_status cuda_launch(cg_context *ctx, void *module, const cg_launch *l, const void *params, size_t params_size,
+                             void *stream) {
     cuda_state *s = ctx ? (cuda_state *)ctx->part[CG_PART_CUDA].p : NULL;
-    if (!s || !s->retained || !module)
-        return cg__err(ctx, CG_ENODEV, "CUDA: launch before a module was loaded");
+    if (!s || !s->retained || !module) return cg__err(ctx, CG_ENODEV, "CUDA: launch before a module was loaded");
     const cg_cu_api *cg__cu = cg__cu_api(NULL);
     cuda_mod *m = (cuda_mod *)module;
     cuda_fn *f = NULL;
     for (int i = 0; i < m->nfn; i++)
         if (strcmp(m->fn[i].entry, l->entry) == 0) f = &m->fn[i];
     if (!f) return cg__err(ctx, CG_EINTERNAL, "CUDA: entry %s was not loaded with its plan", l->entry);
-    cg_status st = cg__cu_check(ctx, cg__cu->cuCtxPushCurrent(s->cuctx), CG_ELAUNCH, "cuCtxPushCurrent(ctx)",
-                                __FILE__, __LINE__);
+    cg_status st =
+        cg__cu_check(ctx, cg__cu->cuCtxPushCurrent(s->cuctx), CG_ELAUNCH, "cuCtxPushCurrent(ctx)", __FILE__, __LINE__);
     if (st != CG_OK) return st;
     st = allow_smem(ctx, s, f, l->smem);
     if (st == CG_OK) st = check_params(ctx, f, params_size);
@@ -350,10 +355,9 @@ static cg_status cuda_launch(cg_context *ctx, void *module, const cg_launch *l, 
                                             l->block[2], (unsigned)l->smem, (CUstream)stream, args, NULL);
         if (r != CUDA_SUCCESS) {
             char call[320];
-            snprintf(call, sizeof call,
-                     "cuLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u, %lld bytes smem, stream %p)", l->entry,
-                     l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], (long long)l->smem,
-                     stream);
+            snprintf(call, sizeof call, "cuLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u, %lld bytes smem, stream %p)",
+                     l->entry, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                     (long long)l->smem, stream);
             st = cg__cu_check(ctx, r, CG_ELAUNCH, call, __FILE__, __LINE__);
         }
     }
@@ -494,8 +498,10 @@ static cg_status timer_start_in_ctx(cg_context *ctx, cuda_state *s, CUstream str
     for (int i = 0; i < CG_KEXEC_TIMERS && !t; i++)
         if (!s->timers[i].busy) t = &s->timers[i];
     if (!t)
-        return cg__err(ctx, CG_EINVAL, "CUDA: timer_start: all %d timers of this context are running (timer_stop "
-                       "releases one)", CG_KEXEC_TIMERS);
+        return cg__err(ctx, CG_EINVAL,
+                       "CUDA: timer_start: all %d timers of this context are running (timer_stop "
+                       "releases one)",
+                       CG_KEXEC_TIMERS);
     if (!t->start) CG_CU_CHECK(ctx, cuEventCreate(&t->start, CU_EVENT_DEFAULT));
     if (!t->stop) CG_CU_CHECK(ctx, cuEventCreate(&t->stop, CU_EVENT_DEFAULT));
     CG_CU_CHECK(ctx, cuEventRecord(t->start, stream));
@@ -531,8 +537,10 @@ static cg_status cuda_timer_stop(cg_context *ctx, void *stream, void *token, dou
     for (int i = 0; i < CG_KEXEC_TIMERS; i++)
         if (token == (void *)&s->timers[i]) t = &s->timers[i];
     if (!t || !t->busy)
-        return cg__err(ctx, CG_EINVAL, "CUDA: timer_stop: token %p is not a running timer of this context "
-                       "(expected one from timer_start)", token);
+        return cg__err(ctx, CG_EINVAL,
+                       "CUDA: timer_stop: token %p is not a running timer of this context "
+                       "(expected one from timer_start)",
+                       token);
     t->busy = 0; /* released whatever happens below */
     if (!ms) return cg__err(ctx, CG_EINVAL, "CUDA: timer_stop: ms is NULL (expected a double * to fill)");
     if (!s->retained) return cg__err(ctx, CG_ENODEV, "CUDA: timer_stop: no device context");

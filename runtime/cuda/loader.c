@@ -41,7 +41,11 @@ static void load_cu(void) {
     }
     /* Versioned names: what cuda.h (12.x, 13.x) maps the plain names to; checked
      * against the CUDA 13 cuda.h and the exports of its libcuda stub. */
-    struct { const char *name; void *fp; int optional; } t[] = {
+    struct {
+        const char *name;
+        void *fp;
+        int optional;
+    } t[] = {
         {"cuInit", &g_cu.cuInit, 0},
         {"cuDriverGetVersion", &g_cu.cuDriverGetVersion, 0},
         {"cuDeviceGetCount", &g_cu.cuDeviceGetCount, 0},
@@ -167,7 +171,10 @@ static void load_nv(void) {
         return;
     }
     preload_builtins(lib);
-    struct { const char *name; void *fp; } t[] = {
+    struct {
+        const char *name;
+        void *fp;
+    } t[] = {
         {"nvrtcGetErrorString", &g_nv.nvrtcGetErrorString},
         {"nvrtcVersion", &g_nv.nvrtcVersion},
         {"nvrtcGetNumSupportedArchs", &g_nv.nvrtcGetNumSupportedArchs},

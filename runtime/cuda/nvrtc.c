@@ -26,8 +26,7 @@ cg_status cg__nvrtc_id(cg_context *ctx, char *buf, size_t cap) {
         snprintf(buf, cap, "nvrtc %d.%d %s size=%lld mtime=%lld.%09ld", major, minor,
                  realpath(info.dli_fname, real) ? real : info.dli_fname, (long long)st.st_size,
                  (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-    else
-        snprintf(buf, cap, "nvrtc %d.%d (library file unknown)", major, minor);
+    else snprintf(buf, cap, "nvrtc %d.%d (library file unknown)", major, minor);
     return CG_OK;
 }
 
@@ -118,14 +117,14 @@ cg_status cg__cubin_key(cg_context *ctx, const char *nvrtc_id, int arch, const c
     if (!k) return cg__err(ctx, CG_ENOMEM, "NVRTC: out of memory for the cache key of %s", name);
     snprintf(k, cap,
              CG_CUBIN_KEY_HEAD "\nkind cubin\ntarget sm_%d\ncompiler %s\noptions %s\nname %s\n"
-             "source %zu bytes\n%s",
+                               "source %zu bytes\n%s",
              arch, nvrtc_id, optline, name, srclen, source);
     *out = k;
     return CG_OK;
 }
 
-static cg_status compile(cg_context *ctx, const cg_nvrtc_api *cg__nv, nvrtcProgram prog, int nopt,
-                         const char **opts, const char *name, void **cubin, size_t *cubin_len, char **log) {
+static cg_status compile(cg_context *ctx, const cg_nvrtc_api *cg__nv, nvrtcProgram prog, int nopt, const char **opts,
+                         const char *name, void **cubin, size_t *cubin_len, char **log) {
     nvrtcResult rc = cg__nv->nvrtcCompileProgram(prog, nopt, opts);
     size_t loglen = 0;
     CG_NVRTC_CHECK(ctx, nvrtcGetProgramLogSize(prog, &loglen));
@@ -149,7 +148,8 @@ static cg_status compile(cg_context *ctx, const cg_nvrtc_api *cg__nv, nvrtcProgr
     CG_NVRTC_CHECK(ctx, nvrtcGetCUBINSize(prog, &n));
     char *bin = malloc(n ? n : 1);
     if (!bin) return cg__err(ctx, CG_ENOMEM, "NVRTC: out of memory for the CUBIN of %s", name);
-    cg_status st = cg__nvrtc_check(ctx, cg__nv->nvrtcGetCUBIN(prog, bin), "nvrtcGetCUBIN(prog, bin)", __FILE__, __LINE__);
+    cg_status st =
+        cg__nvrtc_check(ctx, cg__nv->nvrtcGetCUBIN(prog, bin), "nvrtcGetCUBIN(prog, bin)", __FILE__, __LINE__);
     if (st != CG_OK) {
         free(bin);
         return st;
@@ -212,12 +212,15 @@ cg_status cg__nvrtc_compile_threads(cg_context *ctx, const char *name, const cha
 
 int cg__devinfo_arch(int arch, cg_devinfo *out) {
     /* opt-in shared memory per block (bytes) and SM counts of a typical part */
-    static const struct { int arch; int64_t smem; int sms; const char *part; } t[] = {
-        {75, 64 * 1024, 40, "sm_75"},        {80, 163 * 1024, 108, "sm_80 (A100)"},
-        {86, 99 * 1024, 84, "sm_86"},        {87, 163 * 1024, 16, "sm_87"},
-        {89, 99 * 1024, 128, "sm_89"},       {90, 227 * 1024, 132, "sm_90 (H100)"},
-        {100, 227 * 1024, 148, "sm_100"},    {103, 227 * 1024, 148, "sm_103"},
-        {120, 99 * 1024, 170, "sm_120"},
+    static const struct {
+        int arch;
+        int64_t smem;
+        int sms;
+        const char *part;
+    } t[] = {
+        {75, 64 * 1024, 40, "sm_75"},     {80, 163 * 1024, 108, "sm_80 (A100)"}, {86, 99 * 1024, 84, "sm_86"},
+        {87, 163 * 1024, 16, "sm_87"},    {89, 99 * 1024, 128, "sm_89"},         {90, 227 * 1024, 132, "sm_90 (H100)"},
+        {100, 227 * 1024, 148, "sm_100"}, {103, 227 * 1024, 148, "sm_103"},      {120, 99 * 1024, 170, "sm_120"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         if (t[i].arch != arch) continue;

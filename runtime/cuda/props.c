@@ -16,7 +16,8 @@ cg_status cg__cuda_props(int ordinal, cg_cuda_props *p) {
     if (!cu || cu->cuInit(0) != CUDA_SUCCESS || cu->cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS) return CG_ENODEV;
     int v = 0;
     if (cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev) == CUDA_SUCCESS) p->clock_mhz = v * 1e-3;
-    if (cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev) == CUDA_SUCCESS) p->mem_clock_mhz = v * 1e-3;
+    if (cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, dev) == CUDA_SUCCESS)
+        p->mem_clock_mhz = v * 1e-3;
     if (cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, dev) == CUDA_SUCCESS) p->bus_bits = v;
     size_t bytes = 0;
     if (cu->cuDeviceTotalMem && cu->cuDeviceTotalMem(&bytes, dev) == CUDA_SUCCESS)

@@ -16,7 +16,11 @@
 /* ------------------------------------------------ modules (emu_source.c, cg_emu_module.c) */
 
 /* A growing text buffer; oom is set (and the text kept as it was) when realloc fails. */
-typedef struct cg_emu_sbuf { char *p; size_t n, cap; int oom; } cg_emu_sbuf;
+typedef struct cg_emu_sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} cg_emu_sbuf;
 
 /* One entry of a loaded module: its cg_emu_k_<entry> wrapper and parameter size. */
 typedef struct cg_emu_entry {
@@ -28,11 +32,11 @@ typedef struct cg_emu_entry {
 /* Rendered source line -> template file and line (from generator/core.lua's
  * `// ---- begin/end FILE` marks); built for modules that count statistics. */
 typedef struct cg_emu_linemap {
-    char cu[200];          /* the module's name for the rendered source: <plan name>.cu */
+    char cu[200]; /* the module's name for the rendered source: <plan name>.cu */
     int nfile;
-    char (*file)[64];      /* [nfile] */
-    int nline;             /* lines 1..nline */
-    int *fidx, *fline;     /* [nline + 1]: file index (-1: none) and line in it */
+    char (*file)[64];  /* [nfile] */
+    int nline;         /* lines 1..nline */
+    int *fidx, *fline; /* [nline + 1]: file index (-1: none) and line in it */
 } cg_emu_linemap;
 
 typedef struct cg_emu_module {
@@ -42,12 +46,12 @@ typedef struct cg_emu_module {
     int nentry;
     cg_emu_entry entry[CG_PLAN_MAX_LAUNCH];
     int racecheck;
-    int stats;             /* instrumented for access statistics (built with -g1) */
+    int stats; /* instrumented for access statistics (built with -g1) */
     size_t tls_size;
     void *(*tls_touch)(void);
     const void *img_lo, *img_hi; /* the module's loaded segments (statistics) */
-    uintptr_t base;        /* load bias: pc - base is an address in the shared object */
-    char so_path[4200];    /* statistics: a copy of the shared object for addr2line ("" none) */
+    uintptr_t base;              /* load bias: pc - base is an address in the shared object */
+    char so_path[4200];          /* statistics: a copy of the shared object for addr2line ("" none) */
     cg_emu_linemap lines;
 } cg_emu_module;
 
@@ -76,10 +80,10 @@ typedef struct cg_emu_launch_stats {
     char kernel[64], plan[192];
     unsigned grid[3], block[3];
     size_t smem;
-    uint64_t blocks;                        /* blocks counted */
+    uint64_t blocks;                          /* blocks counted */
     uint64_t requests[2], units[2], ideal[2]; /* [CG_EMU_SPACE_*] */
-    uint64_t by_width[2][CG_EMU_NWIDTH];    /* requests per width class */
-    uint64_t dropped;                       /* accesses not counted (log overflow) */
+    uint64_t by_width[2][CG_EMU_NWIDTH];      /* requests per width class */
+    uint64_t dropped;                         /* accesses not counted (log overflow) */
     int nlines;
     cg_emu_line_stat *lines;
 } cg_emu_launch_stats;
@@ -91,8 +95,8 @@ typedef struct cg_emu_state {
     cg_emu_module **mods;
     int n, cap;
     int racecheck;
-    int stats;                  /* count accesses (modules loaded from now on) */
-    char stats_path[4096];      /* CHUNKGEN_EMU_STATS: JSON written at context free */
+    int stats;             /* count accesses (modules loaded from now on) */
+    char stats_path[4096]; /* CHUNKGEN_EMU_STATS: JSON written at context free */
     cg_emu_launch_stats *launches;
     int nlaunches, launches_cap;
     cg_emu_timer timers[CG_KEXEC_TIMERS];
@@ -100,9 +104,9 @@ typedef struct cg_emu_state {
 
 /* Everything a module depends on: the cache key text. */
 typedef struct cg_emu_modkey {
-    cg_emu_sbuf text;  /* the module source, with its key line */
-    cg_emu_sbuf key;   /* the cache key: compiler, flags, ABI, then the source */
-    char hex[33];   /* hash of key */
+    cg_emu_sbuf text; /* the module source, with its key line */
+    cg_emu_sbuf key;  /* the cache key: compiler, flags, ABI, then the source */
+    char hex[33];     /* hash of key */
     char cxx[512], flags[2048], label[256];
 } cg_emu_modkey;
 
@@ -135,16 +139,16 @@ cg_status cg__emu_load(cg_context *ctx, const cg_plan *plan, void **module);
 typedef struct cg_emu_grid {
     void (*entry)(const void *params); /* the module's cg_emu_k_<entry> */
     const void *params;
-    const char *name;                  /* entry name, for messages */
+    const char *name; /* entry name, for messages */
     unsigned grid[3], block[3];
-    size_t smem;                       /* dynamic shared memory bytes */
+    size_t smem; /* dynamic shared memory bytes */
     size_t params_size;
     int racecheck;
-    cg_emu_gstats *stats;              /* access statistics, NULL when off */
-    const void *img_lo, *img_hi;       /* the module's image (not counted as global memory) */
+    cg_emu_gstats *stats;        /* access statistics, NULL when off */
+    const void *img_lo, *img_hi; /* the module's image (not counted as global memory) */
     /* race checking of __shared__ statics: the module's TLS block */
-    void *dl;                          /* dlopen handle */
-    size_t tls_size;                   /* PT_TLS memsz, 0 when none */
+    void *dl;        /* dlopen handle */
+    size_t tls_size; /* PT_TLS memsz, 0 when none */
     void *(*tls_touch)(void);
 } cg_emu_grid;
 

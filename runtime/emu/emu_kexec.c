@@ -111,7 +111,8 @@ static cg_status emu_device(cg_context *ctx, cg_devinfo *out) {
 
 static cg_status emu_alloc(cg_context *ctx, size_t bytes, void **out) {
     void *p = NULL;
-    if (posix_memalign(&p, 256, bytes ? bytes : 1)) return cg__err(ctx, CG_ENOMEM, "emulate: cannot allocate %zu bytes", bytes);
+    if (posix_memalign(&p, 256, bytes ? bytes : 1))
+        return cg__err(ctx, CG_ENOMEM, "emulate: cannot allocate %zu bytes", bytes);
     memset(p, 0xFF, bytes); /* device memory starts as garbage: NaN bytes show reads of it */
     *out = p;
     return CG_OK;
@@ -164,8 +165,10 @@ static cg_status emu_timer_start(cg_context *ctx, void *stream, void **token) {
         *token = &st->timers[i];
         return CG_OK;
     }
-    return cg__err(ctx, CG_EINVAL, "emulate: timer_start: all %d timers of this context are running (timer_stop "
-                   "releases one)", CG_KEXEC_TIMERS);
+    return cg__err(ctx, CG_EINVAL,
+                   "emulate: timer_start: all %d timers of this context are running (timer_stop "
+                   "releases one)",
+                   CG_KEXEC_TIMERS);
 }
 
 static cg_status emu_timer_stop(cg_context *ctx, void *stream, void *token, double *ms) {
@@ -176,8 +179,10 @@ static cg_status emu_timer_stop(cg_context *ctx, void *stream, void *token, doub
     for (int i = 0; st && i < CG_KEXEC_TIMERS; i++)
         if (token == (void *)&st->timers[i]) t = &st->timers[i];
     if (!t || !t->busy)
-        return cg__err(ctx, CG_EINVAL, "emulate: timer_stop: token %p is not a running timer of this context "
-                       "(expected one from timer_start)", token);
+        return cg__err(ctx, CG_EINVAL,
+                       "emulate: timer_stop: token %p is not a running timer of this context "
+                       "(expected one from timer_start)",
+                       token);
     t->busy = 0;
     if (!ms) return cg__err(ctx, CG_EINVAL, "emulate: timer_stop: ms is NULL (expected a double * to fill)");
     *ms = now > t->t0 ? now - t->t0 : 0.0;

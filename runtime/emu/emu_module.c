@@ -31,15 +31,22 @@ static void shell_quote(char *dst, size_t cap, const char *s) {
     size_t k = strlen(dst);
     if (k + 1 < cap) dst[k++] = '\'';
     for (; *s && k + 5 < cap; s++) {
-        if (*s == '\'') { memcpy(dst + k, "'\\''", 4); k += 4; }
-        else dst[k++] = *s;
+        if (*s == '\'') {
+            memcpy(dst + k, "'\\''", 4);
+            k += 4;
+        } else dst[k++] = *s;
     }
     if (k + 1 < cap) dst[k++] = '\'';
     dst[k] = '\0';
 }
 
 /* --------------------------------------------------------------- modules */
-typedef struct tls_find { uintptr_t addr; size_t memsz; int found; uintptr_t lo, hi; } tls_find;
+typedef struct tls_find {
+    uintptr_t addr;
+    size_t memsz;
+    int found;
+    uintptr_t lo, hi;
+} tls_find;
 
 static int tls_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     tls_find *tf = arg;
@@ -89,7 +96,7 @@ static int module_open(cg_emu_module *m, const char *path, const cg_plan *plan, 
         snprintf(sym, sizeof sym, "cg_emu_k_%s", e->name);
         e->fn = (void (*)(const void *))dlsym(dl, sym);
         snprintf(sym, sizeof sym, "cg_emu_s_%s", e->name);
-        size_t (*ps)(void) = (size_t (*)(void))dlsym(dl, sym);
+        size_t (*ps)(void) = (size_t(*)(void))dlsym(dl, sym);
         if (!e->fn || !ps) {
             snprintf(why, cap, "entry %s missing", e->name);
             dlclose(dl);
@@ -130,8 +137,8 @@ static void tmp_dir(char *dir, size_t cap) {
 /* Compile text into a shared object: *so (malloc'd bytes) and *log, or an error. The
  * shared object is left at so_path (in the caller's temp dir) for dlopen. */
 static cg_status module_compile(cg_context *ctx, const char *text, size_t tlen, const char *dir, const char *cxx,
-                                const char *flags, const cg_plan *plan, char *so_path, size_t so_cap,
-                                void **so, size_t *so_len, char **log_out) {
+                                const char *flags, const cg_plan *plan, char *so_path, size_t so_cap, void **so,
+                                size_t *so_len, char **log_out) {
     char src[4200], cmd[16384];
     snprintf(src, sizeof src, "%s/%s.cc", dir, plan->name[0] ? plan->name : "kernel");
     snprintf(so_path, so_cap, "%s/module-%u.so", dir, atomic_fetch_add(&g_tmp_counter, 1));
@@ -155,7 +162,8 @@ static cg_status module_compile(cg_context *ctx, const char *text, size_t tlen, 
             snprintf(keep, sizeof keep, "%s/emu-failed", cd);
             if (mkdirs(keep) == 0) {
                 snprintf(klog, sizeof klog, "%s/%s.log", keep, plan->name[0] ? plan->name : "kernel");
-                snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "/%s.cc", plan->name[0] ? plan->name : "kernel");
+                snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "/%s.cc",
+                         plan->name[0] ? plan->name : "kernel");
                 if (write_file(keep, text, tlen) != 0) keep[0] = '\0';
                 else if (log) {
                     /* the first line marks the log as chunkgen's (`chunkgen cache clear --all`) */
@@ -174,8 +182,9 @@ static cg_status module_compile(cg_context *ctx, const char *text, size_t tlen, 
         }
         unlink(src);
         unlink(so_path);
-        cg_status st = cg__err(ctx, CG_ECOMPILE, "emulate: compiling %s failed (%s, exit %d; source kept in %s):\n%.1500s",
-                               plan->name, cxx, rc, keep[0] ? keep : "(not kept)", log ? log : "");
+        cg_status st =
+            cg__err(ctx, CG_ECOMPILE, "emulate: compiling %s failed (%s, exit %d; source kept in %s):\n%.1500s",
+                    plan->name, cxx, rc, keep[0] ? keep : "(not kept)", log ? log : "");
         free(log);
         return st;
     }
@@ -292,8 +301,7 @@ cg_status cg__emu_load(cg_context *ctx, const cg_plan *plan, void **module) {
         (void)cg__kcache_put(cdir, k.label, k.key.p, so, len, log); /* EIO: memory only, warned there */
         if (module_open(m, so_path, plan, why, sizeof why) != 0)
             s = cg__err(ctx, CG_ECOMPILE, "emulate: %s: the compiled module does not load: %s", plan->name, why);
-        else if (m->stats)
-            keep_for_lines(m, plan, so, len);
+        else if (m->stats) keep_for_lines(m, plan, so, len);
         unlink(so_path);
     }
     rmdir(tdir);
@@ -342,8 +350,8 @@ static void emu_prebuild_task(void *arg, int64_t i, int tid) {
         if (cg__kcache_get(job->dir, k.label, k.key.p, &so, &len, &log) != CG_OK) {
             char tdir[4096], so_path[4200];
             tmp_dir(tdir, sizeof tdir);
-            if (tdir[0] && module_compile(NULL, k.text.p, k.text.n, tdir, k.cxx, k.flags, plan, so_path,
-                                          sizeof so_path, &so, &len, &log) == CG_OK) {
+            if (tdir[0] && module_compile(NULL, k.text.p, k.text.n, tdir, k.cxx, k.flags, plan, so_path, sizeof so_path,
+                                          &so, &len, &log) == CG_OK) {
                 (void)cg__kcache_put(job->dir, k.label, k.key.p, so, len, log);
                 unlink(so_path);
             }
@@ -370,4 +378,3 @@ cg_status cg__emu_prebuild(cg_context *ctx, const cg_plan *plans, int n) {
     cg__pool_run(cg__ctx_pool(ctx), 0, n, emu_prebuild_task, &job);
     return CG_OK;
 }
-

@@ -40,13 +40,14 @@ static int ordered(const emu_fiber *f, int other_warp, unsigned other_sync) {
 }
 
 static int race_report(emu_fiber *f, const char *kind, const char *other, int tid, const char *where, size_t off,
-                        const void *pc) {
+                       const void *pc) {
     Dl_info di;
     char at[600] = "";
     if (pc && dladdr(pc, &di) && di.dli_fname) {
         const char *base = strrchr(di.dli_fname, '/');
         if (di.dli_sname)
-            snprintf(at, sizeof at, " at %s+0x%zx", di.dli_sname, (size_t)((const char *)pc - (const char *)di.dli_saddr));
+            snprintf(at, sizeof at, " at %s+0x%zx", di.dli_sname,
+                     (size_t)((const char *)pc - (const char *)di.dli_saddr));
         else /* kernel code is hidden: addr2line -e <module> <offset> */
             snprintf(at, sizeof at, " at %s+0x%zx", base ? base + 1 : di.dli_fname,
                      (size_t)((const char *)pc - (const char *)di.dli_fbase));
@@ -54,21 +55,27 @@ static int race_report(emu_fiber *f, const char *kind, const char *other, int ti
     char *m = f->w->race_msg;
     const size_t cap = sizeof f->w->race_msg;
     if (tid < 0)
-        return snprintf(m, cap, "shared-memory race: %s of %s byte %zu%s after reads by threads of several warps since the "
-                      "last barrier", kind, where, off, at), 1;
+        return snprintf(m, cap,
+                        "shared-memory race: %s of %s byte %zu%s after reads by threads of several warps since the "
+                        "last barrier",
+                        kind, where, off, at),
+               1;
     if (tid & EMU_ASYNC)
-        return snprintf(m, cap, "shared-memory race: %s of %s byte %zu%s while a cp.async of thread %d is still in flight "
-                      "(no cp.async wait before it, or no __syncthreads after the wait)", kind, where, off, at,
-                   tid & 0x3FF), 1;
-    return snprintf(m, cap, "shared-memory race: %s of %s byte %zu%s after a %s by thread %d since the last barrier", kind, where,
-               off, at, other, tid), 1;
+        return snprintf(m, cap,
+                        "shared-memory race: %s of %s byte %zu%s while a cp.async of thread %d is still in flight "
+                        "(no cp.async wait before it, or no __syncthreads after the wait)",
+                        kind, where, off, at, tid & 0x3FF),
+               1;
+    return snprintf(m, cap, "shared-memory race: %s of %s byte %zu%s after a %s by thread %d since the last barrier",
+                    kind, where, off, at, other, tid),
+           1;
 }
 
 /* Where the n bytes at a lie in shared memory: 1 with their shadow index (base),
  * the offset of their region in the shadow (shift) and its name; 0 when a is not in
  * shared memory. n is clipped to the static region's end. */
 int cg__emu_smem_where(const emu_worker *w, const unsigned char *a, size_t *n, size_t *base, size_t *shift,
-                      const char **where) {
+                       const char **where) {
     if (a >= w->blk.dyn_smem && a < w->blk.dyn_smem + w->blk.dyn_smem_bytes) {
         *base = (size_t)(a - w->blk.dyn_smem);
         *shift = 0;

@@ -55,9 +55,7 @@ static void fiber_main(emu_fiber *f);
 static char *fiber_region(const emu_fiber *f) { return (char *)f; }
 
 #ifndef EMU_ASM_SWITCH
-static void fiber_entry_uc(unsigned lo, unsigned hi) {
-    fiber_main((emu_fiber *)(((uintptr_t)hi << 32) | lo));
-}
+static void fiber_entry_uc(unsigned lo, unsigned hi) { fiber_main((emu_fiber *)(((uintptr_t)hi << 32) | lo)); }
 #endif
 
 static void fiber_init(emu_worker *w, emu_fiber *f) {
@@ -92,7 +90,6 @@ static void fiber_init(emu_worker *w, emu_fiber *f) {
     (void)top;
 #endif
 }
-
 
 /* Switch from the running context (a fiber, or the scheduler when from is NULL) to
  * `to` (a fiber, or the scheduler when NULL). `dying`: from never runs again. */
@@ -229,9 +226,7 @@ static emu_fiber *next_ready(emu_worker *w, int from) {
 }
 
 /* f waits (its state says where): run someone else until f is released. */
-static void fiber_wait(emu_fiber *f) {
-    switch_to(f->w, f, next_ready(f->w, f->pub.tid), 0);
-}
+static void fiber_wait(emu_fiber *f) { switch_to(f->w, f, next_ready(f->w, f->pub.tid), 0); }
 
 static void fiber_main(emu_fiber *f) {
     emu_worker *w = f->w;
@@ -242,14 +237,13 @@ static void fiber_main(emu_fiber *f) {
     f->state = F_DONE;
     w->ndone++;
     if (w->nbar && w->nbar + w->ndone == w->n)
-        fiber_fail(f, "exited while other threads wait at %s in line %d (divergent barrier)", w->bar_what,
-                   w->bar_line);
+        fiber_fail(f, "exited while other threads wait at %s in line %d (divergent barrier)", w->bar_what, w->bar_line);
     const int base = f->pub.warp * 32;
     for (int l = 0; l < 32 && base + l < w->n; l++) {
         emu_fiber *g = w->fib[base + l];
         if (g->state == F_WARP && (g->wmask >> f->pub.lane & 1))
-            fiber_fail(f, "exited while lane %d of its warp waits for it at %s in line %d (mask 0x%08x)",
-                       g->pub.lane, g->what, g->line, g->wmask);
+            fiber_fail(f, "exited while lane %d of its warp waits for it at %s in line %d (mask 0x%08x)", g->pub.lane,
+                       g->what, g->line, g->wmask);
     }
     switch_to(w, f, next_ready(w, f->pub.tid), 1);
     abort(); /* never resumed */
@@ -262,8 +256,8 @@ static void describe_deadlock(emu_worker *w) {
     for (int i = 0; i < w->n && groups < 6;) {
         emu_fiber *f = w->fib[i];
         int j = i + 1;
-        while (j < w->n && w->fib[j]->state == f->state && w->fib[j]->line == f->line &&
-               w->fib[j]->what == f->what && w->fib[j]->wmask == f->wmask)
+        while (j < w->n && w->fib[j]->state == f->state && w->fib[j]->line == f->line && w->fib[j]->what == f->what &&
+               w->fib[j]->wmask == f->wmask)
             j++;
         if (f->state == F_BAR)
             k += (size_t)snprintf(buf + k, sizeof buf - k, "%sthreads %d-%d wait at %s in line %d", groups ? "; " : "",
@@ -271,8 +265,7 @@ static void describe_deadlock(emu_worker *w) {
         else if (f->state == F_WARP)
             k += (size_t)snprintf(buf + k, sizeof buf - k, "%sthreads %d-%d wait at %s in line %d (mask 0x%08x)",
                                   groups ? "; " : "", i, j - 1, f->what, f->line, f->wmask);
-        else
-            k += (size_t)snprintf(buf + k, sizeof buf - k, "%sthreads %d-%d exited", groups ? "; " : "", i, j - 1);
+        else k += (size_t)snprintf(buf + k, sizeof buf - k, "%sthreads %d-%d exited", groups ? "; " : "", i, j - 1);
         if (k >= sizeof buf) k = sizeof buf - 1;
         groups++;
         i = j;
@@ -470,13 +463,11 @@ static void rt_yield(const cg_emu_thread *t) {
     if (to && to != f) switch_to(f->w, f, to, 0);
 }
 
-static void rt_fail(const cg_emu_thread *t, const char *msg) {
-    fiber_fail((emu_fiber *)(uintptr_t)t, "%s", msg);
-}
+static void rt_fail(const cg_emu_thread *t, const char *msg) { fiber_fail((emu_fiber *)(uintptr_t)t, "%s", msg); }
 
 const cg_emu_api cg__emu_api = {
-    CG_EMU_ABI_VERSION, rt_syncthreads, rt_syncthreads_red, rt_warp_sync, rt_activemask, rt_yield, rt_fail, rt_access,
-    rt_cp_async, rt_cp_async_commit, rt_cp_async_wait,
+    CG_EMU_ABI_VERSION, rt_syncthreads, rt_syncthreads_red, rt_warp_sync,     rt_activemask, rt_yield, rt_fail,
+    rt_access,          rt_cp_async,    rt_cp_async_commit, rt_cp_async_wait,
 };
 
 /* ------------------------------------------------------------------- blocks */

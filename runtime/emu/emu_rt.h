@@ -28,7 +28,7 @@ typedef struct emu_worker emu_worker;
 /* A cp.async in flight: the bytes it lands at the issuing thread's wait. */
 typedef struct emu_cpa {
     unsigned char *dst;
-    unsigned group;    /* the thread's commit count when issued */
+    unsigned group; /* the thread's commit count when issued */
     unsigned size;
     unsigned char data[16];
 } emu_cpa;
@@ -36,18 +36,18 @@ typedef struct emu_cpa {
 typedef struct emu_fiber {
     cg_emu_thread pub; /* first: the module reads it */
     emu_worker *w;
-    void *sp;          /* saved stack pointer while switched out */
+    void *sp; /* saved stack pointer while switched out */
     int state;
-    const char *what;  /* where it waits */
+    const char *what; /* where it waits */
     int line;
-    int pred;          /* __syncthreads_{count,and,or} operand */
-    unsigned wmask;    /* warp collective */
+    int pred;       /* __syncthreads_{count,and,or} operand */
+    unsigned wmask; /* warp collective */
     void *warg;
     cg_emu_warp_fn wfn;
-    emu_cpa *cpa;      /* cp.async in flight, in issue order */
+    emu_cpa *cpa; /* cp.async in flight, in issue order */
     int ncpa, cpa_cap;
-    int slot;          /* index in the worker's fib[] */
-    unsigned ncommit;  /* cp.async groups committed */
+    int slot;         /* index in the worker's fib[] */
+    unsigned ncommit; /* cp.async groups committed */
 #ifndef EMU_ASM_SWITCH
     ucontext_t uc;
 #endif
@@ -72,7 +72,7 @@ typedef struct emu_shadow {
 
 struct emu_worker {
     char *chunks[EMU_MAX_THREADS / EMU_CHUNK];
-    int nfib;                  /* fibers allocated */
+    int nfib; /* fibers allocated */
     emu_fiber *fib[EMU_MAX_THREADS];
     /* fib[i]->cpa again: the fibers live in mmapped stacks, which LeakSanitizer does not
      * scan, so the owner of each buffer is kept (and freed) here */
@@ -97,14 +97,14 @@ struct emu_worker {
     int bar_line, bar_tid, bar_result;
     int failed;
     char msg[1024];
-    char race_msg[768];        /* the race checker's finding (emu_race.c), for fiber_fail */
+    char race_msg[768]; /* the race checker's finding (emu_race.c), for fiber_fail */
     /* race checking */
     uint32_t epoch;
-    emu_shadow *shadow;        /* [dyn smem bytes + tls bytes] */
+    emu_shadow *shadow; /* [dyn smem bytes + tls bytes] */
     size_t shadow_cap;
     unsigned char *tls_lo;
     size_t tls_n;
-    cg_emu_wstats *ws;         /* access statistics, when a grid counts */
+    cg_emu_wstats *ws; /* access statistics, when a grid counts */
 };
 
 /* emu_race.c (it calls nothing in emu_rt.c: a finding comes back as a message) */

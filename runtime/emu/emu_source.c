@@ -25,8 +25,8 @@ extern const size_t cg__emu_header_len __attribute__((weak));
 #define EMU_FLAGS "-std=c++17 -fPIC -shared -fvisibility=hidden -fno-strict-aliasing -fno-math-errno -w -DCG_EMULATE"
 #define EMU_OPT_PLAIN " -Og"
 #define EMU_OPT_INSTRUMENTED " -O1"
-#define EMU_RACE_FLAGS                                                                          \
-    " -DCG_EMU_RACECHECK -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0" \
+#define EMU_RACE_FLAGS                                                                                                 \
+    " -DCG_EMU_RACECHECK -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0"                 \
     " --param asan-stack=0 --param asan-globals=0"
 
 /* ---------------------------------------------------------------- utilities */
@@ -42,7 +42,10 @@ int cg__emu_run_cmd(const char *cmd, char **out) {
     if (!p) return -1;
     size_t n = 0, cap = 4096;
     char *buf = malloc(cap);
-    if (!buf) { pclose(p); return -1; }
+    if (!buf) {
+        pclose(p);
+        return -1;
+    }
     size_t r;
     while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
         n += r;
@@ -62,9 +65,9 @@ int cg__emu_run_cmd(const char *cmd, char **out) {
 
 /* ----------------------------------------------------------------- compiler */
 static pthread_mutex_t g_cxx_mu = PTHREAD_MUTEX_INITIALIZER;
-static char g_cxx[512];      /* the command, "" until detected */
-static char g_cxx_env[512];  /* $CXX when detected */
-static char g_cxx_ver[512];  /* first line of --version */
+static char g_cxx[512];     /* the command, "" until detected */
+static char g_cxx_env[512]; /* $CXX when detected */
+static char g_cxx_ver[512]; /* first line of --version */
 
 /* The host C++ compiler: $CXX, else g++, else c++. */
 cg_status cg__emu_find_cxx(cg_context *ctx, char *cmd, size_t cmdcap, char *ver, size_t vercap) {
@@ -97,8 +100,9 @@ cg_status cg__emu_find_cxx(cg_context *ctx, char *cmd, size_t cmdcap, char *ver,
     pthread_mutex_unlock(&g_cxx_mu);
     if (!found)
         return cg__err(ctx, CG_EUNSUPPORTED,
-                       env[0] ? "emulate: the C++ compiler $CXX=\"%s\" does not run; the emulator compiles kernels with it"
-                              : "emulate: no host C++ compiler (tried g++ and c++%s); set CXX to one",
+                       env[0]
+                           ? "emulate: the C++ compiler $CXX=\"%s\" does not run; the emulator compiles kernels with it"
+                           : "emulate: no host C++ compiler (tried g++ and c++%s); set CXX to one",
                        env);
     return CG_OK;
 }
@@ -132,8 +136,10 @@ static cg_status emu_header(cg_context *ctx, char **text, size_t *len) {
     if (root) {
         *text = emu_header_from(root, len);
         if (!*text)
-            return cg__err(ctx, CG_ENOTFOUND, "emulate: cannot read %s/emulator/cg_emu.h or %s/runtime/half.h "
-                           "(CHUNKGEN_LUA_PATH)", root, root);
+            return cg__err(ctx, CG_ENOTFOUND,
+                           "emulate: cannot read %s/emulator/cg_emu.h or %s/runtime/half.h "
+                           "(CHUNKGEN_LUA_PATH)",
+                           root, root);
         return CG_OK;
     }
     if (&cg__emu_header_len && cg__emu_header) {
@@ -155,14 +161,16 @@ static int is_ident(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-
 static void sb_add(cg_emu_sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t cap = (b->cap ? b->cap * 2 : 4096);
         while (cap < b->n + n + 1) cap *= 2;
         char *np = realloc(b->p, cap);
-        if (!np) { b->oom = 1; return; }
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
         b->p = np;
         b->cap = cap;
     }
@@ -186,12 +194,18 @@ static void sb_fmt(cg_emu_sbuf *b, const char *fmt, ...) {
 /* Skip whitespace and comments from s; returns the new position. */
 static const char *skip_ws(const char *s, int *line) {
     for (;;) {
-        if (*s == '\n') { (*line)++; s++; }
-        else if (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\f' || *s == '\v') s++;
-        else if (s[0] == '/' && s[1] == '/') { while (*s && *s != '\n') s++; }
-        else if (s[0] == '/' && s[1] == '*') {
+        if (*s == '\n') {
+            (*line)++;
+            s++;
+        } else if (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\f' || *s == '\v') s++;
+        else if (s[0] == '/' && s[1] == '/') {
+            while (*s && *s != '\n') s++;
+        } else if (s[0] == '/' && s[1] == '*') {
             s += 2;
-            while (*s && !(s[0] == '*' && s[1] == '/')) { if (*s == '\n') (*line)++; s++; }
+            while (*s && !(s[0] == '*' && s[1] == '/')) {
+                if (*s == '\n') (*line)++;
+                s++;
+            }
             if (*s) s += 2;
         } else return s;
     }
@@ -231,11 +245,22 @@ char *cg__emu_rewrite_source(const char *src, char *why, size_t cap) {
     int depth = 0, line = 1, bol = 1;
     while (*s) {
         char c = *s;
-        if (c == '\n') { line++; s++; bol = 1; continue; }
-        if (c == ' ' || c == '\t' || c == '\r') { s++; continue; }
+        if (c == '\n') {
+            line++;
+            s++;
+            bol = 1;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\r') {
+            s++;
+            continue;
+        }
         if (bol && c == '#') { /* preprocessor line, with continuations */
             while (*s && *s != '\n') {
-                if (s[0] == '\\' && s[1] == '\n') { line++; s++; }
+                if (s[0] == '\\' && s[1] == '\n') {
+                    line++;
+                    s++;
+                }
                 s++;
             }
             continue;
@@ -253,13 +278,27 @@ char *cg__emu_rewrite_source(const char *src, char *why, size_t cap) {
         }
         if (c == '"' || c == '\'') {
             s++;
-            while (*s && *s != c && *s != '\n') { if (*s == '\\' && s[1]) s++; s++; }
+            while (*s && *s != c && *s != '\n') {
+                if (*s == '\\' && s[1]) s++;
+                s++;
+            }
             if (*s == c) s++;
             continue;
         }
-        if (c == '{') { depth++; s++; continue; }
-        if (c == '}') { depth--; s++; continue; }
-        if (!is_ident(c)) { s++; continue; }
+        if (c == '{') {
+            depth++;
+            s++;
+            continue;
+        }
+        if (c == '}') {
+            depth--;
+            s++;
+            continue;
+        }
+        if (!is_ident(c)) {
+            s++;
+            continue;
+        }
         const char *w0 = s;
         while (is_ident(*s)) s++;
         if ((size_t)(s - w0) != 6 || memcmp(w0, "extern", 6) != 0 || (w0 > src && is_ident(w0[-1]))) continue;
@@ -389,8 +428,8 @@ cg_status cg__emu_module_key(cg_context *ctx, const cg_plan *plan, int mode, cg_
      * also the line tables (-g1), and a float4 or float2 access kept as one access, as
      * CUDA makes it (scalar replacement of aggregates would split it per field) */
     snprintf(k->flags, sizeof k->flags, "%s%s%s%s%s%s", EMU_FLAGS, mode ? EMU_OPT_INSTRUMENTED : EMU_OPT_PLAIN,
-             mode ? EMU_RACE_FLAGS : "",
-             mode & CG_EMU_MOD_STATS ? " -g1 -fno-tree-sra" : "", extra ? " " : "", extra ? extra : "");
+             mode ? EMU_RACE_FLAGS : "", mode & CG_EMU_MOD_STATS ? " -g1 -fno-tree-sra" : "", extra ? " " : "",
+             extra ? extra : "");
     s = build_source(ctx, plan, &k->text);
     if (s != CG_OK) return s;
     sb_fmt(&k->key, "chunkgen emulate module, ABI %d\ncompiler: %s\n", CG_EMU_ABI_VERSION, k->cxx);

@@ -132,8 +132,7 @@ void cg__emu_wstats_free(cg_emu_wstats *ws) {
     free(ws);
 }
 
-void cg__emu_wstats_log(cg_emu_wstats *ws, int tid, const void *pc, const void *addr, size_t n, int space,
-                        int write) {
+void cg__emu_wstats_log(cg_emu_wstats *ws, int tid, const void *pc, const void *addr, size_t n, int space, int write) {
     ws_log *l = &ws->log[tid];
     if (ws->logged >= WS_LOG_CAP) {
         ws->dropped++;
@@ -302,14 +301,14 @@ static void flush_warp(cg_emu_wstats *ws, int base, int nl) {
     for (size_t i = 0; i < k;) {
         size_t j = i + 1;
         const ws_item *g = &ws->items[i];
-        while (j < k && ws->items[j].pc == g->pc && ws->items[j].space == g->space &&
-               ws->items[j].write == g->write && ws->items[j].occ == g->occ)
+        while (j < k && ws->items[j].pc == g->pc && ws->items[j].space == g->space && ws->items[j].write == g->write &&
+               ws->items[j].occ == g->occ)
             j++;
         /* the instruction's slot, looked up again: inserts above may have moved it */
         const size_t slot = table_slot(&ws->t, g->pc, g->space, g->write, g->n);
         st_pc *p = slot == SIZE_MAX ? NULL : &ws->t.e[slot];
         uint64_t u = 0, id = 0;
-        int rc = !p ? -1
+        int rc = !p                                ? -1
                  : p->space == CG_EMU_SPACE_SHARED ? shared_cost(ws, ws->items + i, j - i, &u, &id)
                                                    : global_cost(ws, ws->items + i, j - i, &u, &id);
         if (rc != 0) ws->dropped += j - i;
@@ -323,7 +322,8 @@ static void flush_warp(cg_emu_wstats *ws, int base, int nl) {
 }
 
 void cg__emu_wstats_flush(cg_emu_wstats *ws, int tid0, int nthreads) {
-    for (int b = tid0; b < tid0 + nthreads; b += 32) flush_warp(ws, b, tid0 + nthreads - b < 32 ? tid0 + nthreads - b : 32);
+    for (int b = tid0; b < tid0 + nthreads; b += 32)
+        flush_warp(ws, b, tid0 + nthreads - b < 32 ? tid0 + nthreads - b : 32);
 }
 
 void cg__emu_wstats_block_done(cg_emu_wstats *ws) { ws->blocks++; }

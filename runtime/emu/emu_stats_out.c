@@ -95,7 +95,9 @@ int cg__emu_linemap_build(cg_emu_linemap *lm, const char *plan_name, const char 
 }
 
 /* ------------------------------------------------------------ pc -> line */
-typedef struct pc_line { int fidx, line; } pc_line;
+typedef struct pc_line {
+    int fidx, line;
+} pc_line;
 
 /* One addr2line frame "path:line[ (discriminator n)]": the rendered line when path is
  * the module's .cu, else 0. */
@@ -293,15 +295,14 @@ static json_t *space_json(const cg_emu_launch_stats *L, int sp) {
     return o;
 }
 
-static json_t *uint3_json(const unsigned v[3]) {
-    return json_pack("[iii]", (int)v[0], (int)v[1], (int)v[2]);
-}
+static json_t *uint3_json(const unsigned v[3]) { return json_pack("[iii]", (int)v[0], (int)v[1], (int)v[2]); }
 
 cg_status cg__emu_stats_write_json(cg_context *ctx, const cg_emu_state *st, const char *path) {
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "schema", json_string("chunkgen-emu-stats/1"));
-    json_object_set_new(root, "model", json_pack("{s:i,s:i,s:i,s:{s:i,s:i,s:i}}", "banks", 32, "bank_bytes", 4,
-                                                 "sector_bytes", 32, "phase_lanes", "4", 32, "8", 16, "16", 8));
+    json_object_set_new(root, "model",
+                        json_pack("{s:i,s:i,s:i,s:{s:i,s:i,s:i}}", "banks", 32, "bank_bytes", 4, "sector_bytes", 32,
+                                  "phase_lanes", "4", 32, "8", 16, "16", 8));
     for (int i = 0; i < st->nlaunches; i++) {
         const cg_emu_launch_stats *L = &st->launches[i];
         json_t *o = json_object(), *lines = json_array();

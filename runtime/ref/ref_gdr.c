@@ -121,14 +121,16 @@ static void l2norm_bwd(const cg_gdr_prob *p, const cg_view *x, const cg_view *dx
         const double r = load_qk(p, x, b, t, g, xn);
         double dot = 0;
         for (int64_t i = 0; i < CG_DIM(p, DK); i++) dot += d[i] * xn[i];
-        for (int64_t i = 0; i < CG_DIM(p, DK); i++) cg__vstore(dx, b, t, g, i, p->l2norm ? r * (d[i] - dot * xn[i]) : d[i]);
+        for (int64_t i = 0; i < CG_DIM(p, DK); i++)
+            cg__vstore(dx, b, t, g, i, p->l2norm ? r * (d[i] - dot * xn[i]) : d[i]);
     }
 }
 
 cg_status cg__gdr_ref_bwd(cg_context *ctx, const cg_gdr_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const int64_t T = CG_DIM(p, T), dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G), ss = dk * dv;
+    const int64_t T = CG_DIM(p, T), dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G),
+                  ss = dk * dv;
     /* after the checkpoints (ref_ckpt.h): dS, the gradient of the state; q, k, v, pv, u,
      * dout, du, dp; dqn, dkn [T, dk] per (b, g). */
     cg_ref_ckpt ck;

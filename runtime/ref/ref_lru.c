@@ -34,7 +34,8 @@ cg_status cg__lru_ref_bwd(cg_context *ctx, const cg_lru_prob *p, const cg_cfg *c
     (void)cfg;
     (void)ex;
     double *hs = malloc((size_t)(CG_DIM(p, L) + 1) * sizeof *hs); /* hs[t] = h_{t-1} */
-    if (!hs) return cg__err(ctx, CG_ENOMEM, "ref lru backward: out of memory for %lld states", (long long)CG_DIM(p, L) + 1);
+    if (!hs)
+        return cg__err(ctx, CG_ENOMEM, "ref lru backward: out of memory for %lld states", (long long)CG_DIM(p, L) + 1);
     for (int64_t b = 0; b < CG_DIM(p, B); b++)
         for (int64_t d = 0; d < CG_DIM(p, D); d++) {
             hs[0] = state_at(&p->h0, b, d);

@@ -19,8 +19,8 @@
 #include <string.h>
 
 /* Token t of head h: load q, k (group g), v into row buffers, return exp(la_t). */
-static double load_token(const cg_ssd_prob *p, int64_t b, int64_t t, int64_t g, int64_t h,
-                         double *q, double *k, double *v) {
+static double load_token(const cg_ssd_prob *p, int64_t b, int64_t t, int64_t g, int64_t h, double *q, double *k,
+                         double *v) {
     for (int64_t i = 0; i < CG_DIM(p, DK); i++) {
         if (q) q[i] = cg__vload(&p->q, b, t, g, i);
         k[i] = cg__vload(&p->k, b, t, g, i);
@@ -53,8 +53,9 @@ cg_status cg__ssd_ref_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
     (void)ex;
     const int64_t dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G);
     double *S = malloc((size_t)(dk * dv + 2 * dk + dv) * sizeof(double));
-    if (!S) return cg__err(ctx, CG_ENOMEM, "ref ssd forward: out of memory for the state (dk=%lld, dv=%lld)",
-                           (long long)dk, (long long)dv);
+    if (!S)
+        return cg__err(ctx, CG_ENOMEM, "ref ssd forward: out of memory for the state (dk=%lld, dv=%lld)", (long long)dk,
+                       (long long)dv);
     double *q = S + dk * dv, *k = q + dk, *v = k + dk;
     for (int64_t b = 0; b < CG_DIM(p, B); b++) {
         for (int64_t h = 0; h < CG_DIM(p, H); h++) {
@@ -81,7 +82,8 @@ cg_status cg__ssd_ref_fwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *c
 cg_status cg__ssd_ref_bwd(cg_context *ctx, const cg_ssd_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const int64_t T = CG_DIM(p, T), dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G), ss = dk * dv;
+    const int64_t T = CG_DIM(p, T), dk = CG_DIM(p, DK), dv = CG_DIM(p, DV), hpg = CG_DIM(p, H) / CG_DIM(p, G),
+                  ss = dk * dv;
     /* after the checkpoints (ref_ckpt.h): G, the gradient of the state; q, k, v, dout;
      * dq, dkacc [T, dk] per (b, g). */
     cg_ref_ckpt ck;

@@ -20,8 +20,8 @@ static int64_t slot_of(const cg_view *v, int64_t b, int64_t t, int64_t S) {
 
 /* Head (or channel) h of entry b begins: padding (src < 0) zeroes its T outputs o[b, :, h, :dv]
  * and returns 0; else loads the state of slot src, cache[src, h, :dk, :dv], into S and returns 1. */
-static int head_begin(const cg_view *cache, const cg_view *o, int64_t src, int64_t b, int64_t h, int64_t T,
-                      int64_t dk, int64_t dv, double *S) {
+static int head_begin(const cg_view *cache, const cg_view *o, int64_t src, int64_t b, int64_t h, int64_t T, int64_t dk,
+                      int64_t dv, double *S) {
     if (src < 0) {
         for (int64_t t = 0; t < T; t++)
             for (int64_t j = 0; j < dv; j++) cg__vstore(o, b, t, h, j, 0.0);
@@ -34,8 +34,8 @@ static int head_begin(const cg_view *cache, const cg_view *o, int64_t src, int64
 
 /* After token t of T: stores S to slot dst_indices[b, t] when dst is given, else to slot src
  * after the last token (module comment). */
-static void head_store(const cg_view *cache, const cg_view *dst, int64_t nslots, int64_t src, int64_t b,
-                       int64_t t, int64_t T, int64_t h, int64_t dk, int64_t dv, const double *S) {
+static void head_store(const cg_view *cache, const cg_view *dst, int64_t nslots, int64_t src, int64_t b, int64_t t,
+                       int64_t T, int64_t h, int64_t dk, int64_t dv, const double *S) {
     const int64_t to = dst->p ? slot_of(dst, b, t, nslots) : t == T - 1 ? src : -1;
     if (to >= 0)
         for (int64_t i = 0; i < dk; i++)
@@ -70,8 +70,9 @@ static void step_walk_run(const step_walk *w, step_token_fn tok, const void *p, 
 static cg_status step_ref(cg_context *ctx, const char *what, const step_walk *w, int64_t extra, step_token_fn tok,
                           const void *p) {
     double *S = malloc((size_t)(w->dk * w->dv + extra) * sizeof(double));
-    if (!S) return cg__err(ctx, CG_ENOMEM, "ref %s step: out of memory for the state (%lld x %lld)", what,
-                           (long long)w->dk, (long long)w->dv);
+    if (!S)
+        return cg__err(ctx, CG_ENOMEM, "ref %s step: out of memory for the state (%lld x %lld)", what, (long long)w->dk,
+                       (long long)w->dv);
     step_walk_run(w, tok, p, S);
     free(S);
     return CG_OK;
@@ -96,7 +97,8 @@ static void ssd_token(const void *pp, int64_t b, int64_t t, int64_t h, double *S
 cg_status cg__ssd_step_ref(cg_context *ctx, const cg_ssd_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const step_walk w = {&p->cache, &p->o, &p->idx, &p->dst, CG_DIM(p, B), CG_DIM(p, H), CG_DIM(p, T), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
+    const step_walk w = {&p->cache,    &p->o,        &p->idx,      &p->dst,       CG_DIM(p, B),
+                         CG_DIM(p, H), CG_DIM(p, T), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     return step_ref(ctx, "ssd", &w, 0, ssd_token, p);
 }
 
@@ -127,7 +129,8 @@ cg_status cg__sscan_step_ref(cg_context *ctx, const cg_sscan_step_prob *p, const
     (void)cfg;
     (void)ex;
     /* a channel d is a head whose state is [N, 1] */
-    const step_walk w = {&p->cache, &p->y, &p->idx, &p->dst, CG_DIM(p, B), CG_DIM(p, D), CG_DIM(p, L), CG_DIM(p, S), CG_DIM(p, N), 1};
+    const step_walk w = {&p->cache,    &p->y,        &p->idx,      &p->dst,      CG_DIM(p, B),
+                         CG_DIM(p, D), CG_DIM(p, L), CG_DIM(p, S), CG_DIM(p, N), 1};
     return step_ref(ctx, "sscan", &w, 0, sscan_token, p);
 }
 
@@ -173,7 +176,8 @@ static void gdr_token(const void *pp, int64_t b, int64_t t, int64_t h, double *S
 cg_status cg__gdr_step_ref(cg_context *ctx, const cg_gdr_step_prob *p, const cg_cfg *cfg, const cg_exec *ex) {
     (void)cfg;
     (void)ex;
-    const step_walk w = {&p->cache, &p->o, &p->idx, &p->dst, CG_DIM(p, B), CG_DIM(p, H), CG_DIM(p, T), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
+    const step_walk w = {&p->cache,    &p->o,        &p->idx,      &p->dst,       CG_DIM(p, B),
+                         CG_DIM(p, H), CG_DIM(p, T), CG_DIM(p, S), CG_DIM(p, DK), CG_DIM(p, DV)};
     return step_ref(ctx, "gdr", &w, 2 * CG_DIM(p, DK) + 2 * CG_DIM(p, DV), gdr_token, p);
 }
 
