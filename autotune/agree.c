@@ -138,11 +138,13 @@ int cg__tune_call_shape(const cg_tune_shape *s, int bwd, cg_shape *out) {
         groupable |= (d->t[i].flags & CG_TD_GROUPABLE) != 0;
     }
     for (int i = 0; i < d->nscalar; i++) out->scalars |= 1u << i;
-    out->grouped = groupable && s->G > 1;
+    out->grouped = groupable && s->shape.dim[CG_SYM_G] > 1;
     /* The 16-bit tensors, from the shape's dtype signature over the tuner's problem. */
     out->dtype = CG_F32;
     int dt[CG_OP_MAX_TENSORS];
-    if (cg__op_dtype_unsig(NULL, d, s->dtype[0] ? s->dtype : "f32", dt) == CG_OK)
+    char sig[32];
+    cg__tune_shape_sig(s, sig, sizeof sig);
+    if (cg__op_dtype_unsig(NULL, d, sig, dt) == CG_OK)
         for (int i = 0; i < d->nt; i++)
             if (dt[i] >= 0 && cg__dtype_half((cg_dtype)dt[i]))
                 out->dtype = (cg_dtype)dt[i], out->half |= (uint64_t)1 << i;
@@ -199,14 +201,16 @@ cg_status cg__tune_entry_check_space(cg_context *ctx, const cg_tune_entry *e, ch
     /* The measured shape when it fits the key (the op table's key column), else the key's
      * own (batch 1, T = bucket). */
     cg_tune_shape s = e->shape;
-    int fits = s.fam == fam && s.B >= 1 && s.T >= 1 && s.T <= k->seq_bucket && cg__tune_bucket(s.T) == k->seq_bucket;
+    const int64_t T = cg__tune_shape_family(&s) == fam ? cg__tune_shape_seq(&s) : 0;
+    int fits = T >= 1 && s.shape.dim[CG_SYM_B] >= 1 && T <= k->seq_bucket && cg__tune_bucket(T) == k->seq_bucket;
     for (int i = 0; i < d->nkey; i++) fits &= cg__tune_shape_dim(&s, d->key[i]) == cg__tune_key_dim(k, d->key[i]);
     if (!fits) {
-        memset(&s, 0, sizeof s);
-        s.fam = fam, s.B = 1, s.T = k->seq_bucket;
-        for (int i = 0; i < d->nkey; i++) *cg__tune_shape_field(&s, d->key[i]) = cg__tune_key_dim(k, d->key[i]);
+        cg__tune_shape_init(&s, d->op);
+        s.shape.dim[CG_SYM_B] = 1, s.shape.dim[d->seq] = k->seq_bucket;
+        for (int i = 0; i < d->nkey; i++) s.shape.dim[d->key[i]] = cg__tune_key_dim(k, d->key[i]);
     }
-    snprintf(s.dtype, sizeof s.dtype, "%s", k->dtype); /* the key's dtype signature is the entry's */
+    if (cg__tune_shape_set_sig(NULL, &s, k->dtype) != CG_OK) /* the key's dtype signature is the entry's */
+        cg__tune_shape_set_sig(NULL, &s, "f32");
     cg_shape sh;
     const int flags = cg__tune_call_shape(&s, bwd, &sh);
     cg_devinfo dev;

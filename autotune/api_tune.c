@@ -18,29 +18,28 @@ static cg_status tune_shape_of(cg_context *ctx, const char *what, const cg_shape
     if ((unsigned)sh.op >= (unsigned)CG_OP_COUNT)
         return cg__err(ctx, CG_EINVAL, "%s.op: %d is not an op (expected 0 .. %d)", what, (int)sh.op, CG_OP_COUNT - 1);
     const cg_op_desc *d = cg__op_desc(sh.op);
-    memset(s, 0, sizeof *s);
-    s->fam = cg__tune_family_index(d);
-    for (int i = 1; i < CG_SYM_COUNT; i++) /* the op's symbols (T keeps the sequence) */
-        if (d->dim_off[i] != (size_t)-1) *cg__tune_shape_field(s, (cg_sym)i) = sh.dim[i];
-    if (s->G < 1) s->G = 1; /* ungrouped: one group */
+    cg__tune_shape_init(s, sh.op);
+    cg_shape *ts = &s->shape;
+    for (int i = 1; i < CG_SYM_COUNT; i++) /* the op's symbols */
+        if (d->dim_off[i] != (size_t)-1) ts->dim[i] = sh.dim[i];
+    if (ts->dim[CG_SYM_G] < 1) ts->dim[CG_SYM_G] = 1; /* ungrouped: one group */
     for (int i = 0; i < d->nkey; i++)
         if (sh.dim[d->key[i]] < 1)
             return cg__err(ctx, CG_EINVAL, "%s: %s = %lld but expected a positive extent", what, cg_sym_name(d->key[i]),
                            (long long)sh.dim[d->key[i]]);
-    if (s->B < 1 || s->T < 1)
-        return cg__err(ctx, CG_EINVAL, "%s: B = %lld, %s = %lld but expected positive extents", what, (long long)s->B,
-                       cg_sym_name(d->seq), (long long)s->T);
+    const int64_t B = ts->dim[CG_SYM_B], T = ts->dim[d->seq];
+    if (B < 1 || T < 1)
+        return cg__err(ctx, CG_EINVAL, "%s: B = %lld, %s = %lld but expected positive extents", what, (long long)B,
+                       cg_sym_name(d->seq), (long long)T);
     if (sh.dtype == CG_F64)
         return cg__err(ctx, CG_EINVAL, "%s.dtype: f64 runs on the ref backend only, which has nothing to tune", what);
-    int dt[CG_OP_MAX_TENSORS];
-    for (int i = 0; i < d->nt; i++) /* as a call of the shape has them: absent, 16-bit or float32 */
-        dt[i] = d->t[i].optional && !(sh.given >> i & 1) ? -1 : (sh.half >> i & 1) ? (int)sh.dtype : (int)CG_F32;
-    cg__op_dtype_sig(d, dt, s->dtype, sizeof s->dtype);
+    ts->dtype = sh.dtype, ts->half = sh.half, ts->given = sh.given; /* the dtype signature's */
     if (sh.nseq > 0) { /* varlen: B = 1, T the packed total, the longest sequence's class */
-        if (s->B != 1 || sh.longest < 1)
+        if (B != 1 || sh.longest < 1)
             return cg__err(ctx, CG_EINVAL, "%s: a varlen shape needs B = 1 and longest=N (got B = %lld, longest %lld)",
-                           what, (long long)s->B, (long long)sh.longest);
-        s->varlen_max = sh.longest < s->T ? sh.longest : s->T;
+                           what, (long long)B, (long long)sh.longest);
+        ts->nseq = sh.nseq;
+        ts->longest = sh.longest < T ? sh.longest : T;
     }
     *dir = d->bwd ? 2 : 1;
     *op = sh.op;

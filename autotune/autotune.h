@@ -57,32 +57,39 @@ typedef struct cg_tune_key {
                            * text and JSON): not varlen */
 } cg_tune_key;
 
-/* A problem shape to tune (or the shape a runtime call has). */
+/* A problem shape to tune (or the shape a runtime call has): the call's cg_shape (its op, any
+ * of the family's; the extents by symbol, the sequence at dim[the op's seq]; dtype, half and
+ * given: the dtype signature, cg__tune_shape_sig; longest > 0: the varlen class, the longest
+ * sequence, with dim[seq] the packed total) and what is no part of a call's shape. */
 typedef struct cg_tune_shape {
-    int fam;                    /* the op family: its index f in the op table (cg__tune_family_at) */
-    int64_t B, T, G, H, dk, dv; /* the extents of the family's symbols, 0 for the others (T holds
-                                       * the sequence, whichever symbol the op calls it) */
-    int64_t D, N;
-    char name[48];      /* e.g. "g2h8_d128" (informational) */
-    char dtype[32];     /* dtype signature (cg__op_dtype_sig); "": "f32" */
-    int64_t varlen_max; /* varlen (cu_seqlens, docs/varlen.md): the longest sequence, T the
-                                       * packed total; 0: not a varlen call */
-    int dirs;           /* cg__tune_run: the directions of this shape (1 fwd, 2 bwd, 3 both);
+    cg_shape shape;
+    int dirs;      /* cg__tune_run: the directions of this shape (1 fwd, 2 bwd, 3 both);
                                        * 0: the options' dir_mask */
+    char name[48]; /* e.g. "g2h8_d128" (informational) */
 } cg_tune_shape;
 
 /* The extent of symbol s in a key (its fields are the op table's key column; 0 when the
- * key has no such field) and in a tuner's shape (T is the sequence, T or L). */
+ * key has no such field) and in a tuner's shape (shape.dim[s]; 0 for a bad s). */
 int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s);
 int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s);
-/* The member of sh that keeps symbol s (to set it); NULL for CG_SYM_NONE. */
-int64_t *cg__tune_shape_field(cg_tune_shape *sh, cg_sym s);
+/* The sequence of a shape (dim[its op's seq]: T or L; and to set it); its family index (cg__tune_family_at;
+ * -1 for a bad op). */
+int64_t cg__tune_shape_seq(const cg_tune_shape *sh);
+void cg__tune_shape_set_seq(cg_tune_shape *sh, int64_t n);
+int cg__tune_shape_family(const cg_tune_shape *sh);
+/* A shape of op (every member 0 but the op, the token-major layout and the dtype f32). */
+void cg__tune_shape_init(cg_tune_shape *sh, cg_op op);
+/* The dtype signature of a shape (cg__op_dtype_sig of its tensors: absent, 16-bit or float32)
+ * into buf; and a shape's dtype, half and given from a signature (every optional tensor given,
+ * as the tuner's problems have them). CG_EINVAL naming sig when it is not one of the op's. */
+void cg__tune_shape_sig(const cg_tune_shape *sh, char *buf, size_t cap);
+cg_status cg__tune_shape_set_sig(cg_context *ctx, cg_tune_shape *sh, const char *sig);
 /* The op families, in the op table's order of first appearance (the store's and the
- * options' numbering: cg_tune_shape.fam, cg_tune_opts.op_mask): the forward op of family
+ * options' numbering: cg__tune_shape_family, cg_tune_opts.op_mask): the forward op of family
  * f (NULL past the last), and the family index of an op. */
 const struct cg_op_desc *cg__tune_family_at(int f);
 int cg__tune_family_index(const struct cg_op_desc *d);
-/* The forward op of a shape's family (NULL for a bad cg_tune_shape.fam), and of a key's op
+/* The forward op of a shape's family (NULL for a bad shape.op), and of a key's op
  * (NULL for an unknown op). */
 const struct cg_op_desc *cg__tune_family(const cg_tune_shape *s);
 const struct cg_op_desc *cg__tune_key_family(const cg_tune_key *k);

@@ -45,34 +45,66 @@ uint64_t cg__tune_hash(const void *data, size_t n, uint64_t seed) {
 /* ------------------------------------------------ symbols <-> key fields
  * The key's extents are the op table's key column (cg_op_desc.key): each symbol has its
  * field in cg_tune_key, the names of the store's format (schema 1: dk, dv, H, D, N, G).
- * key_at / shape_at: where cg_tune_key / cg_tune_shape keep symbol s, as offsetof + 1
- * (0: not kept; the shape's T holds the sequence, T or L). */
+ * key_at: where cg_tune_key keeps symbol s, as offsetof + 1 (0: not kept). A tuner's shape
+ * keeps its extents in its cg_shape, by symbol. */
 #define KEY_AT(f) (offsetof(cg_tune_key, f) + 1)
-#define SHAPE_AT(f) (offsetof(cg_tune_shape, f) + 1)
 static const size_t key_at[CG_SYM_COUNT] = {[CG_SYM_DK] = KEY_AT(dk), [CG_SYM_DV] = KEY_AT(dv), [CG_SYM_H] = KEY_AT(H),
                                             [CG_SYM_D] = KEY_AT(D),   [CG_SYM_N] = KEY_AT(N),   [CG_SYM_G] = KEY_AT(G)};
-static const size_t shape_at[CG_SYM_COUNT] = {
-    [CG_SYM_B] = SHAPE_AT(B),   [CG_SYM_T] = SHAPE_AT(T), [CG_SYM_L] = SHAPE_AT(T),
-    [CG_SYM_G] = SHAPE_AT(G),   [CG_SYM_H] = SHAPE_AT(H), [CG_SYM_DK] = SHAPE_AT(dk),
-    [CG_SYM_DV] = SHAPE_AT(dv), [CG_SYM_D] = SHAPE_AT(D), [CG_SYM_N] = SHAPE_AT(N)};
 
-static int64_t *field_at(void *base, const size_t *at, cg_sym s) {
-    return (unsigned)s < CG_SYM_COUNT && at[s] ? (int64_t *)((char *)base + at[s] - 1) : NULL;
+static int64_t *key_field(cg_tune_key *k, cg_sym s) {
+    return (unsigned)s < CG_SYM_COUNT && key_at[s] ? (int64_t *)((char *)k + key_at[s] - 1) : NULL;
 }
-
-static int64_t *key_field(cg_tune_key *k, cg_sym s) { return field_at(k, key_at, s); }
 
 int64_t cg__tune_key_dim(const cg_tune_key *k, cg_sym s) {
     int64_t *f = key_field((cg_tune_key *)k, s);
     return f ? *f : 0;
 }
 
-/* Where a tuner's shape keeps symbol s (T holds the sequence: T or L); NULL for none. */
-int64_t *cg__tune_shape_field(cg_tune_shape *sh, cg_sym s) { return field_at(sh, shape_at, s); }
-
 int64_t cg__tune_shape_dim(const cg_tune_shape *sh, cg_sym s) {
-    const int64_t *f = cg__tune_shape_field((cg_tune_shape *)sh, s);
-    return f ? *f : 0;
+    return (unsigned)s < CG_SYM_COUNT ? sh->shape.dim[s] : 0;
+}
+
+int64_t cg__tune_shape_seq(const cg_tune_shape *sh) {
+    return (unsigned)sh->shape.op < CG_OP_COUNT ? sh->shape.dim[cg__op_desc(sh->shape.op)->seq] : 0;
+}
+
+void cg__tune_shape_set_seq(cg_tune_shape *sh, int64_t n) {
+    if ((unsigned)sh->shape.op < CG_OP_COUNT) sh->shape.dim[cg__op_desc(sh->shape.op)->seq] = n;
+}
+
+int cg__tune_shape_family(const cg_tune_shape *sh) {
+    return (unsigned)sh->shape.op < CG_OP_COUNT ? cg__tune_family_index(cg__op_desc(sh->shape.op)) : -1;
+}
+
+void cg__tune_shape_init(cg_tune_shape *sh, cg_op op) {
+    memset(sh, 0, sizeof *sh);
+    sh->shape.size = sizeof sh->shape;
+    sh->shape.op = op;
+    sh->shape.layout = CG_LAYOUT_TOKEN_MAJOR;
+    sh->shape.dtype = CG_F32;
+}
+
+void cg__tune_shape_sig(const cg_tune_shape *sh, char *buf, size_t cap) {
+    const cg_shape *s = &sh->shape;
+    const cg_op_desc *d = cg__op_desc(s->op);
+    int dt[CG_OP_MAX_TENSORS];
+    for (int i = 0; i < d->nt; i++) /* as a call of the shape has them: absent, 16-bit or float32 */
+        dt[i] = d->t[i].optional && !(s->given >> i & 1) ? -1 : (s->half >> i & 1) ? (int)s->dtype : (int)CG_F32;
+    cg__op_dtype_sig(d, dt, buf, cap);
+}
+
+cg_status cg__tune_shape_set_sig(cg_context *ctx, cg_tune_shape *sh, const char *sig) {
+    cg_shape *s = &sh->shape;
+    const cg_op_desc *d = cg__op_desc(s->op);
+    int dt[CG_OP_MAX_TENSORS];
+    cg_status st = cg__op_dtype_unsig(ctx, d, sig, dt);
+    if (st != CG_OK) return st;
+    s->dtype = CG_F32, s->half = 0, s->given = 0;
+    for (int i = 0; i < d->nt; i++) {
+        if (d->t[i].optional) s->given |= (uint64_t)1 << i;
+        if (dt[i] >= 0 && cg__dtype_half((cg_dtype)dt[i])) s->dtype = (cg_dtype)dt[i], s->half |= (uint64_t)1 << i;
+    }
+    return CG_OK;
 }
 
 const cg_op_desc *cg__tune_family_at(int f) {
@@ -90,7 +122,7 @@ int cg__tune_family_index(const cg_op_desc *d) {
     return -1;
 }
 
-const cg_op_desc *cg__tune_family(const cg_tune_shape *s) { return cg__tune_family_at(s->fam); }
+const cg_op_desc *cg__tune_family(const cg_tune_shape *s) { return cg__tune_family_at(cg__tune_shape_family(s)); }
 
 const cg_op_desc *cg__tune_key_family(const cg_tune_key *k) {
     for (int i = 0; i < CG_OP_COUNT; i++)
@@ -146,18 +178,19 @@ cg_status cg__tune_key_make(cg_context *ctx, const char *backend, const cg_tune_
     if (st != CG_OK) return st;
     const cg_op_desc *d = cg__tune_family(s);
     if (!d)
-        return cg__err(ctx, CG_EINVAL, "shape.fam: %d is not an op family (expected 0 .. %d)", s->fam,
-                       cg__tune_family_index(cg__op_desc((cg_op)(CG_OP_COUNT - 1))));
+        return cg__err(ctx, CG_EINVAL, "shape.op: %d is not an op (expected 0 .. %d)", (int)s->shape.op,
+                       CG_OP_COUNT - 1);
     snprintf(k->op, sizeof k->op, "%s", d->family);
     snprintf(k->dir, sizeof k->dir, "%s", bwd ? "bwd" : "fwd");
     for (int i = 0; i < d->nkey; i++) /* the op table's key column */
         if (key_field(k, d->key[i])) *key_field(k, d->key[i]) = cg__tune_shape_dim(s, d->key[i]);
-    snprintf(k->dtype, sizeof k->dtype, "%s", s->dtype[0] ? s->dtype : "f32");
+    cg__tune_shape_sig(s, k->dtype, sizeof k->dtype);
     snprintf(k->precision, sizeof k->precision, "fp32");
-    k->seq_bucket = cg__tune_bucket(s->T);
-    k->varlen = s->varlen_max > 0 ? cg__tune_bucket(s->varlen_max) : 0;
+    k->seq_bucket = cg__tune_bucket(cg__tune_shape_seq(s));
+    k->varlen = s->shape.longest > 0 ? cg__tune_bucket(s->shape.longest) : 0;
     if (!strcmp(backend, "cpu")) {
-        const int64_t tasks = cg__tune_bucket(s->B * cg__tune_shape_dim(s, d->par)); /* the op table's par column */
+        const int64_t tasks =
+            cg__tune_bucket(s->shape.dim[CG_SYM_B] * cg__tune_shape_dim(s, d->par)); /* the op table's par column */
         k->par = (int)(tasks < k->threads ? tasks : k->threads);
     }
     return CG_OK;
@@ -176,21 +209,10 @@ static int64_t varlen_max(const cg_op_desc *d, const void *prob) {
 }
 
 void cg__tune_shape_of(cg_op op, const void *prob, cg_tune_shape *s) {
-    memset(s, 0, sizeof *s);
     const cg_op_desc *d = cg__op_desc(op);
-    int dt[CG_OP_MAX_TENSORS];
-    for (int i = 0; i < d->nt; i++) {
-        const cg_view *v = cg__prob_view(d, prob, i);
-        dt[i] = v->p ? (int)v->dt : -1;
-    }
-    cg__op_dtype_sig(d, dt, s->dtype, sizeof s->dtype);
-    s->fam = cg__tune_family_index(d);
-    s->B = cg__prob_dim(d, prob, CG_SYM_B), s->T = cg__prob_dim(d, prob, d->seq),
-    s->G = cg__prob_dim(d, prob, CG_SYM_G);
-    s->H = cg__prob_dim(d, prob, CG_SYM_H), s->dk = cg__prob_dim(d, prob, CG_SYM_DK);
-    s->dv = cg__prob_dim(d, prob, CG_SYM_DV), s->D = cg__prob_dim(d, prob, CG_SYM_D),
-    s->N = cg__prob_dim(d, prob, CG_SYM_N);
-    s->varlen_max = varlen_max(d, prob);
+    memset(s, 0, sizeof *s);
+    cg__shape_of_prob(d, prob, &s->shape); /* the call's shape: extents, dtype, given tensors */
+    s->shape.longest = varlen_max(d, prob);
 }
 
 void cg__tune_key_text(const cg_tune_key *k, int with_seq, char *buf, size_t cap) {

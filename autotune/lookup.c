@@ -229,16 +229,18 @@ typedef struct lookup_memo {
 static __thread lookup_memo t_memo;
 
 static void shape_words(const cg_tune_shape *s, int64_t w[10]) {
-    const int64_t v[10] = {(int64_t)s->fam | s->varlen_max << 16,
-                           s->B,
-                           s->T,
-                           s->G,
-                           s->H,
-                           s->dk,
-                           s->dv,
-                           s->D,
-                           s->N,
-                           (int64_t)cg__tune_hash(s->dtype, strlen(s->dtype), 0)};
+    const cg_shape *c = &s->shape;
+    const uint64_t dt[3] = {(uint64_t)c->dtype, c->half, c->given}; /* what the dtype signature is made of */
+    const int64_t v[10] = {(int64_t)cg__tune_shape_family(s) | c->longest << 16,
+                           c->dim[CG_SYM_B],
+                           cg__tune_shape_seq(s),
+                           c->dim[CG_SYM_G],
+                           c->dim[CG_SYM_H],
+                           c->dim[CG_SYM_DK],
+                           c->dim[CG_SYM_DV],
+                           c->dim[CG_SYM_D],
+                           c->dim[CG_SYM_N],
+                           (int64_t)cg__tune_hash(dt, sizeof dt, 0)};
     memcpy(w, v, sizeof v);
 }
 
@@ -316,7 +318,7 @@ static cg_status tuned_lookup(cg_context *ctx, const char *backend, cg_op op, co
     lookup_cached(ctx, backend, op, &s, text, sizeof text, &lv, &keyed, &k);
     if (keyed < 0) return CG_OK;
     const int on_miss = ctx->tune_on_miss >= 0 ? ctx->tune_on_miss : env_flag(CG_ENV_TUNE_ON_MISS);
-    if (lv != CG_SRC_EXACT && !t_tuning && on_miss && !s.varlen_max) { /* no varlen tuner problems yet */
+    if (lv != CG_SRC_EXACT && !t_tuning && on_miss && !s.shape.longest) { /* no varlen tuner problems yet */
         t_memo.valid = 0;
         if (!keyed && cg__tune_key_make(ctx, backend, &s, cg__op_desc(op)->bwd, &k) != CG_OK) {
             ctx->errmsg[0] = '\0';

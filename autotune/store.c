@@ -195,13 +195,18 @@ json_t *cg__tune_entry_to_json(const cg_tune_entry *e) {
     json_object_set_new(o, "complete", json_boolean(e->complete));
     json_object_set_new(o, "truncated", json_boolean(e->truncated));
     json_object_set_new(o, "kernel", json_string(e->kernel));
-    json_t *sj = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name", s->name, "B", (json_int_t)s->B, "T",
-                           (json_int_t)s->T, "G", (json_int_t)s->G, "H", (json_int_t)s->H, "dk", (json_int_t)s->dk,
-                           "dv", (json_int_t)s->dv, "D", (json_int_t)s->D, "N", (json_int_t)s->N);
-    shape_family_to_json(sj, s->fam);
+    const int64_t *dim = s->shape.dim; /* the schema-1 names; "T" is the sequence (T or L) */
+    json_t *sj =
+        json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "name", s->name, "B", (json_int_t)dim[CG_SYM_B], "T",
+                  (json_int_t)cg__tune_shape_seq(s), "G", (json_int_t)dim[CG_SYM_G], "H", (json_int_t)dim[CG_SYM_H],
+                  "dk", (json_int_t)dim[CG_SYM_DK], "dv", (json_int_t)dim[CG_SYM_DV], "D", (json_int_t)dim[CG_SYM_D],
+                  "N", (json_int_t)dim[CG_SYM_N]);
+    shape_family_to_json(sj, cg__tune_shape_family(s));
     json_object_set_new(o, "shape", sj);
-    if (s->dtype[0] && strcmp(s->dtype, "f32")) /* f32 shapes are written as before #15 */
-        json_object_set_new(json_object_get(o, "shape"), "dtype", json_string(s->dtype));
+    char sig[32];
+    cg__tune_shape_sig(s, sig, sizeof sig);
+    if (strcmp(sig, "f32")) /* f32 shapes are written as before #15 */
+        json_object_set_new(json_object_get(o, "shape"), "dtype", json_string(sig));
     json_object_set_new(o, "verify_T", json_integer(e->verify_T));
     json_object_set_new(
         o, "best",
@@ -424,14 +429,25 @@ cg_status cg__tune_entry_from_json(json_t *o, int require_checksum, cg_tune_entr
         if (!json_is_object(sh)) return (BAD("\"shape\" must be an object"), CG_EINVAL);
         cg_tune_shape *s = &e->shape;
         const int64_t DIM = (int64_t)1 << 40;
+        int fam = 0;
+        char sig[32] = "";
+        if (shape_family_from_json(sh, &fam, why, whycap)) return CG_EINVAL;
+        const cg_op_desc *d = cg__tune_family_at(fam);
+        cg__tune_shape_init(s, d->op);
+        int64_t *dim = s->shape.dim; /* the schema-1 names; "T" is the sequence (T or L) */
         if (get_str(sh, "name", s->name, sizeof s->name, 0, 0, why, whycap) ||
-            shape_family_from_json(sh, &s->fam, why, whycap) || get_int(sh, "B", 0, DIM, &s->B, 0, why, whycap) ||
-            get_int(sh, "T", 0, DIM, &s->T, 0, why, whycap) || get_int(sh, "G", 0, DIM, &s->G, 0, why, whycap) ||
-            get_int(sh, "H", 0, DIM, &s->H, 0, why, whycap) || get_int(sh, "dk", 0, DIM, &s->dk, 0, why, whycap) ||
-            get_int(sh, "dv", 0, DIM, &s->dv, 0, why, whycap) || get_int(sh, "D", 0, DIM, &s->D, 0, why, whycap) ||
-            get_int(sh, "N", 0, DIM, &s->N, 0, why, whycap) ||
-            get_str(sh, "dtype", s->dtype, sizeof s->dtype, 0, 0, why, whycap))
+            get_int(sh, "B", 0, DIM, &dim[CG_SYM_B], 0, why, whycap) ||
+            get_int(sh, "T", 0, DIM, &dim[d->seq], 0, why, whycap) ||
+            get_int(sh, "G", 0, DIM, &dim[CG_SYM_G], 0, why, whycap) ||
+            get_int(sh, "H", 0, DIM, &dim[CG_SYM_H], 0, why, whycap) ||
+            get_int(sh, "dk", 0, DIM, &dim[CG_SYM_DK], 0, why, whycap) ||
+            get_int(sh, "dv", 0, DIM, &dim[CG_SYM_DV], 0, why, whycap) ||
+            get_int(sh, "D", 0, DIM, &dim[CG_SYM_D], 0, why, whycap) ||
+            get_int(sh, "N", 0, DIM, &dim[CG_SYM_N], 0, why, whycap) ||
+            get_str(sh, "dtype", sig, sizeof sig, 0, 0, why, whycap))
             return CG_EINVAL;
+        if (sig[0] && cg__tune_shape_set_sig(NULL, s, sig) != CG_OK)
+            return (BAD("\"shape\": dtype \"%s\" is not a dtype signature of %s", sig, d->name), CG_EINVAL);
     }
     json_t *def = json_object_get(o, "default");
     if (def && !json_is_null(def) &&

@@ -42,7 +42,7 @@ static int spec_of(const cg_op_desc *d, const cg_tune_shape *s, int64_t B, int64
         const cg_tdesc *td = &d->t[i];
         memset(&t[i], 0, sizeof t[i]);
         t[i].name = td->name;
-        t[i].ndim = cg__op_given_shape(d, i, dims, s->G > 1, 0, t[i].shape);
+        t[i].ndim = cg__op_given_shape(d, i, dims, s->shape.dim[CG_SYM_G] > 1, 0, t[i].shape);
         if (nseq && (td->flags & CG_TD_PERSEQ)) t[i].shape[0] = nseq;
         t[i].lo = td->lo, t[i].hi = td->hi;
         t[i].role = td->role;
@@ -130,18 +130,21 @@ cg_status cg__tprob_init(const tenv *env, tprob *p, const cg_tune_shape *s, int 
     p->bwd = bwd;
     p->op = cg__tune_op(s, bwd)->op;
     const cg_op_desc *d = cg__op_desc(p->op);
-    if (s->varlen_max > 0) { /* the varlen class: B = 1, the length mix packed along T */
+    const int64_t longest = s->shape.longest;
+    if (longest > 0) { /* the varlen class: B = 1, the length mix packed along T */
         T *= B;
         B = 1;
         /* the (short) verification problem still holds several sequences */
-        const int64_t m = with_ref && s->varlen_max > (T + 2) / 3 ? (T + 2) / 3 : s->varlen_max;
+        const int64_t m = with_ref && longest > (T + 2) / 3 ? (T + 2) / 3 : longest;
         p->nseq = cg__tprob_mix(T, m, NULL);
         if (!(p->cu = malloc((size_t)(p->nseq + 1) * sizeof *p->cu)))
             return cg__err(ctx, CG_ENOMEM, "tune: out of memory for cu_seqlens");
         cg__tprob_mix(T, m, p->cu);
     }
     p->nt = spec_of(d, s, B, T, p->nseq, p->spec);
-    cg_status st = cg__op_dtype_unsig(ctx, d, s->dtype[0] ? s->dtype : "f32", p->dt);
+    char sig[32];
+    cg__tune_shape_sig(s, sig, sizeof sig);
+    cg_status st = cg__op_dtype_unsig(ctx, d, sig, p->dt);
     if (st != CG_OK) {
         free(p->cu);
         p->cu = NULL;

@@ -29,7 +29,7 @@ typedef struct tprob {
     void *stage[MAXT]; /* 16-bit tensors: host[] in their storage form; NULL otherwise */
     void *mem[MAXT];   /* what the backend reads: host[] for cpu, kernel memory otherwise */
     double *ref[MAXT]; /* float64 reference values (verification problems) */
-    int64_t *cu, nseq; /* varlen (cg_tune_shape.varlen_max > 0): the offsets [nseq + 1] of
+    int64_t *cu, nseq; /* varlen (cg_tune_shape.shape.longest > 0): the offsets [nseq + 1] of
                             * the length mix (cg__tprob_mix); NULL otherwise */
     cg_prob_any prob;  /* the validated problem over mem[] (any op's: op_list.h) */
 } tprob;

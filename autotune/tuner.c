@@ -217,7 +217,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     const cg_tune_opts *o = ts->o;
     const cg_op_desc *opd = cg__tune_op(s, bwd);
     snprintf(ts->what, sizeof ts->what, "%s %s %s %s=%lld", env->backend, opd->family, bwd ? "bwd" : "fwd",
-             cg_sym_name(opd->seq), (long long)s->T);
+             cg_sym_name(opd->seq), (long long)cg__tune_shape_seq(s));
     ts->name = s->name;
     cg_tune_key key;
     cg_status st = cg__tune_key_make(ctx, env->backend, s, bwd, &key);
@@ -302,7 +302,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         if (c > maxc) maxc = c;
     }
     int64_t vT = o->verify_T > 0 ? o->verify_T : (2 * maxc + 3 > 67 ? 2 * maxc + 3 : 67);
-    if (vT > s->T) vT = s->T;
+    if (vT > cg__tune_shape_seq(s)) vT = cg__tune_shape_seq(s);
     e.verify_T = vT;
     tprob full, ver;
     double t_setup = cg__tune_now_s();
@@ -314,7 +314,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
     /* A backend without a kernel for this op (yet), or that does not take its 16-bit
      * tensors, skips the key; so does one that runs no varlen problems of the op (neither
      * the host runner nor kernels reading cu_seqlens: docs/varlen.md). */
-    const int no_varlen = s->varlen_max && !env->vt->varlen && !(env->vt->varlen_kernels & (1u << ver.op));
+    const int no_varlen = s->shape.longest && !env->vt->varlen && !(env->vt->varlen_kernels & (1u << ver.op));
     if (no_varlen) cg__err(ctx, CG_EUNSUPPORTED, "backend %s does not take variable-length batches yet", env->backend);
     if (no_varlen || cg__backend_dtypes(ctx, env->vt, ver.op, &ver.prob) != CG_OK ||
         !env->vt->supports(ctx, ver.op, &ver.prob, NULL)) {
@@ -327,7 +327,7 @@ static cg_status tune_key(tstate *ts, const cg_tune_shape *s, int bwd, int keys_
         cg__tune_entry_free(&e);
         return CG_OK;
     }
-    if ((st = cg__tprob_init(env, &full, s, bwd, s->B, s->T, 0)) != CG_OK) {
+    if ((st = cg__tprob_init(env, &full, s, bwd, s->shape.dim[CG_SYM_B], cg__tune_shape_seq(s), 0)) != CG_OK) {
         cg__tprob_free(env, &ver);
         free(cfgs);
         cg__tune_entry_free(&e);
@@ -550,8 +550,8 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
     }
     for (int i = 0; i < nshapes; i++)
         if (!cg__tune_family(&shapes[i]))
-            return cg__err(ctx, CG_EINVAL, "tune: shapes[%d].fam: %d is not an op family of the op table", i,
-                           shapes[i].fam);
+            return cg__err(ctx, CG_EINVAL, "tune: shapes[%d].shape.op: %d is not an op of the op table", i,
+                           (int)shapes[i].shape.op);
     tstate ts = {.env = &env, .o = o, .dir = cg__tune_store_dir(ctx), .sum = sum};
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", ts.dir);
@@ -561,13 +561,15 @@ cg_status cg__tune_run(cg_context *ctx, const char *backend, const cg_tune_shape
     if (o->budget_s > 0) ts.deadline = t0 + o->budget_s;
     for (int i = 0; i < nshapes; i++)
         for (int d = 0; d < 2; d++)
-            if ((dirs_of(o, &shapes[i]) >> d & 1) && ((unsigned)o->op_mask >> shapes[i].fam & 1)) sum->keys++;
+            if ((dirs_of(o, &shapes[i]) >> d & 1) && ((unsigned)o->op_mask >> cg__tune_shape_family(&shapes[i]) & 1))
+                sum->keys++;
     cg_status first_err = CG_OK;
     char first_msg[CG_ERRMSG_CAP] = "";
     int k = 0;
     for (int i = 0; i < nshapes; i++) {
         for (int d = 0; d < 2; d++) {
-            if (!(dirs_of(o, &shapes[i]) >> d & 1) || !((unsigned)o->op_mask >> shapes[i].fam & 1)) continue;
+            if (!(dirs_of(o, &shapes[i]) >> d & 1) || !((unsigned)o->op_mask >> cg__tune_shape_family(&shapes[i]) & 1))
+                continue;
             k++;
             ts.ikey = k;
             ts.nkeys = sum->keys;

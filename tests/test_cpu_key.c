@@ -10,11 +10,13 @@
 
 static cg_tune_key key_of(cg_context *ctx, int64_t B, int64_t H, int sscan) {
     cg_tune_shape s;
-    memset(&s, 0, sizeof s);
-    s.fam = cg__tune_family_index(cg__op_desc(sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD));
-    s.B = B, s.T = 300, s.G = 1;
-    if (sscan) s.D = 64, s.N = 16;
-    else s.H = H, s.dk = 48, s.dv = 40;
+    const cg_op op = sscan ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD;
+    cg__tune_shape_init(&s, op);
+    int64_t *x = s.shape.dim;
+    cg__tune_shape_set_seq(&s, 300);
+    x[CG_SYM_B] = B, x[CG_SYM_G] = 1;
+    if (sscan) x[CG_SYM_D] = 64, x[CG_SYM_N] = 16;
+    else x[CG_SYM_H] = H, x[CG_SYM_DK] = 48, x[CG_SYM_DV] = 40;
     cg_tune_key k;
     memset(&k, 0, sizeof k);
     CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "cpu", &s, 0, &k));

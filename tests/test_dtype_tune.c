@@ -51,12 +51,16 @@ CG_TEST(dtype_tune_key_separates_dtypes) {
     const cg_ssd_prob bf_far = ssd_prob(4096, 16, CG_BF16, CG_BF16), f32_far = ssd_prob(4096, 16, CG_F32, CG_F32);
     /* the signatures */
     cg_tune_shape s;
+    char sig[32];
     cg__tune_shape_of(CG_OP_SSD_FWD, &f32, &s);
-    CG_CHECK(!strcmp(s.dtype, "f32"), "f32 signature %s", s.dtype);
+    cg__tune_shape_sig(&s, sig, sizeof sig);
+    CG_CHECK(!strcmp(sig, "f32"), "f32 signature %s", sig);
     cg__tune_shape_of(CG_OP_SSD_FWD, &bf, &s);
-    CG_CHECK(!strcmp(s.dtype, "bf16"), "bf16 signature %s", s.dtype);
+    cg__tune_shape_sig(&s, sig, sizeof sig);
+    CG_CHECK(!strcmp(sig, "bf16"), "bf16 signature %s", sig);
     cg__tune_shape_of(CG_OP_SSD_FWD, &mixed, &s);
-    CG_CHECK(!strcmp(s.dtype, "bf16-q"), "mixed signature %s", s.dtype);
+    cg__tune_shape_sig(&s, sig, sizeof sig);
+    CG_CHECK(!strcmp(sig, "bf16-q"), "mixed signature %s", sig);
 
     /* float32 entry: used by float32 calls, never by 16-bit ones (not even nearest bucket) */
     put_entry(ctx, &f32, "chunk=32,block_dv=16,threads=0");
@@ -165,27 +169,31 @@ CG_TEST(dtype_tune_problems_16bit) {
     for (int fam = 0; fam < 2; fam++)
         for (int k = 0; k < 3; k++) {
             cg_tune_shape s;
-            memset(&s, 0, sizeof s);
-            s.fam = cg__tune_family_index(cg__op_desc(fam ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD));
-            s.B = 1, s.T = 19, s.G = 2;
-            if (fam) s.D = 6, s.N = 5;
-            else s.H = 4, s.dk = 7, s.dv = 12;
-            snprintf(s.dtype, sizeof s.dtype, "%s", k == 0 ? "bf16" : k == 1 ? "f16" : fam ? "bf16-x-C" : "f16-v");
+            const cg_op op = fam ? CG_OP_SSCAN_FWD : CG_OP_SSD_FWD;
+            const int64_t T = 19;
+            cg__tune_shape_init(&s, op);
+            int64_t *x = s.shape.dim;
+            cg__tune_shape_set_seq(&s, T);
+            x[CG_SYM_B] = 1, x[CG_SYM_G] = 2;
+            if (fam) x[CG_SYM_D] = 6, x[CG_SYM_N] = 5;
+            else x[CG_SYM_H] = 4, x[CG_SYM_DK] = 7, x[CG_SYM_DV] = 12;
+            const char *sig = k == 0 ? "bf16" : k == 1 ? "f16" : fam ? "bf16-x-C" : "f16-v";
+            CG_CHECK_OK(ctx, cg__tune_shape_set_sig(ctx, &s, sig));
             for (int bwd = 0; bwd < 2; bwd++)
                 for (int staged = 0; staged < 2; staged++) {
                     tenv env = {ctx, "emulate", &cg__backend_ref, staged ? &cg__kexec_emu : NULL};
                     tprob p;
-                    CG_CHECK_OK(ctx, cg__tprob_init(&env, &p, &s, bwd, 1, s.T, 1));
+                    CG_CHECK_OK(ctx, cg__tprob_init(&env, &p, &s, bwd, 1, T, 1));
                     int n16 = 0;
                     for (int i = 0; i < p.nt; i++) n16 += cg__dtype_half((cg_dtype)p.dt[i]);
-                    CG_CHECK(n16 > 0, "%s %s: no 16-bit tensor", s.dtype, bwd ? "bwd" : "fwd");
+                    CG_CHECK(n16 > 0, "%s %s: no 16-bit tensor", sig, bwd ? "bwd" : "fwd");
                     double worst = 0;
                     char detail[256] = "";
                     cg_tune_verdict v = cg__tprob_verify(&env, &p, NULL, &worst, detail, sizeof detail);
-                    CG_CHECK(v == CG_TV_OK, "%s %s %s staged %d: verdict %d: %s", fam ? "sscan" : "ssd", s.dtype,
+                    CG_CHECK(v == CG_TV_OK, "%s %s %s staged %d: verdict %d: %s", fam ? "sscan" : "ssd", sig,
                              bwd ? "bwd" : "fwd", staged, (int)v, detail);
                     /* the 16-bit outputs' rounding shows, within the dtype's target */
-                    CG_CHECK(worst > 0 && worst <= 1e-2, "%s: worst rel err %g", s.dtype, worst);
+                    CG_CHECK(worst > 0 && worst <= 1e-2, "%s: worst rel err %g", sig, worst);
                     cg__tprob_free(&env, &p);
                 }
         }
@@ -205,13 +213,15 @@ CG_TEST(dtype_tune_kshape_dtypes) {
     for (int k = 0; k < 4; k++)
         for (int bwd = 0; bwd < 2; bwd++) {
             cg_tune_shape s;
-            memset(&s, 0, sizeof s);
-            s.fam = cg__tune_family_index(cg__op_desc(CG_OP_SSCAN_FWD));
-            s.B = 1, s.T = 9, s.G = 2, s.D = 6, s.N = 5;
-            snprintf(s.dtype, sizeof s.dtype, "%s", sigs[k]);
+            const int64_t T = 9;
+            cg__tune_shape_init(&s, CG_OP_SSCAN_FWD);
+            int64_t *x = s.shape.dim;
+            cg__tune_shape_set_seq(&s, T);
+            x[CG_SYM_B] = 1, x[CG_SYM_G] = 2, x[CG_SYM_D] = 6, x[CG_SYM_N] = 5;
+            CG_CHECK_OK(ctx, cg__tune_shape_set_sig(ctx, &s, sigs[k]));
             tenv env = {ctx, "emulate", &cg__backend_ref, NULL};
             tprob p;
-            CG_CHECK_OK(ctx, cg__tprob_init(&env, &p, &s, bwd, 1, s.T, 0));
+            CG_CHECK_OK(ctx, cg__tprob_init(&env, &p, &s, bwd, 1, T, 0));
             cg_shape sh, tsh;
             char a[CG_KS_DTYPES_CAP], b[CG_KS_DTYPES_CAP];
             cg__shape_of_prob(cg__op_desc(p.op), &p.prob, &sh);

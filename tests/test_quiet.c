@@ -123,8 +123,11 @@ CG_TEST(quiet_library_prints_nothing) {
     cg_context *c2 = tune_test_ctx(dir2);
     cg_context_set_threads(c2, 1);
     cg_tune_shape cs;
-    memset(&cs, 0, sizeof cs);
-    cs.B = 1, cs.T = 40, cs.G = 1, cs.H = 2, cs.dk = 8, cs.dv = 8;
+    cg__tune_shape_init(&cs, CG_OP_SSD_FWD);
+    int64_t *x = cs.shape.dim;
+    cg__tune_shape_set_seq(&cs, 40);
+    x[CG_SYM_B] = 1, x[CG_SYM_G] = 1, x[CG_SYM_H] = 2, x[CG_SYM_DK] = 8,
+    x[CG_SYM_DV] = 8;
     cg_tune_key key;
     char name[64], sdir[4200];
     CG_CHECK_OK(c2, cg__tune_key_make(c2, "cpu", &cs, 0, &key));

@@ -29,8 +29,8 @@ static void check_entry(cg_context *ctx, json_t *obj, const char *file, int i, u
     }
     json_decref(back);
     CG_CHECK(cg__tune_family(&e.shape) && cg__tune_family(&e.shape) == cg__tune_key_family(&e.key),
-             "%s[%d]: shape family %d, key op %s", file, i, e.shape.fam, e.key.op);
-    *fams |= 1u << e.shape.fam;
+             "%s[%d]: shape family %d, key op %s", file, i, cg__tune_shape_family(&e.shape), e.key.op);
+    *fams |= 1u << cg__tune_shape_family(&e.shape);
     CG_CHECK_OK(ctx, cg_context_set_threads(ctx, e.key.threads));
     cg_tune_key k;
     CG_CHECK_OK(ctx, cg__tune_key_make(ctx, e.key.backend, &e.shape, !strcmp(e.key.dir, "bwd"), &k));

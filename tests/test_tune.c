@@ -50,8 +50,11 @@ static cg_context *tmp_store_ctx(char *dir, size_t cap, char *sdir, size_t scap)
 
 static cg_tune_shape ssd_shape(int64_t T, int64_t dv) {
     cg_tune_shape s;
-    memset(&s, 0, sizeof s);
-    s.B = 1, s.T = T, s.G = 1, s.H = 2, s.dk = 16, s.dv = dv;
+    cg__tune_shape_init(&s, CG_OP_SSD_FWD);
+    int64_t *x = s.shape.dim;
+    cg__tune_shape_set_seq(&s, T);
+    x[CG_SYM_B] = 1, x[CG_SYM_G] = 1, x[CG_SYM_H] = 2, x[CG_SYM_DK] = 16,
+    x[CG_SYM_DV] = dv;
     snprintf(s.name, sizeof s.name, "test_dv%lld", (long long)dv);
     return s;
 }
@@ -515,7 +518,7 @@ CG_TEST(tune_verdicts_consistent) {
     char dir[64], sdir[4200];
     cg_context *ctx = tmp_store_ctx(dir, sizeof dir, sdir, sizeof sdir);
     cg_tune_shape s = ssd_shape(40, 24);
-    s.dk = 7;
+    s.shape.dim[CG_SYM_DK] = 7;
     cg_tune_opts o;
     small_opts(&o);
     o.dir_mask = 2;

@@ -39,11 +39,11 @@ CG_TEST(varlen_tune_key_class) {
     char a[1024], b[1024], c[1024], ba[200], bb[200], bc[200];
     const int64_t cu[] = {0, 1, 38, 102, 302, 302, 307}; /* lengths 1, 37, 64, 200, 0, 5 */
     key_of(ctx, CG_OP_SSD_FWD, 307, cu, 7, &s, a, sizeof a, ba);
-    CG_CHECK(s.varlen_max == 200, "longest sequence %lld, expected 200", (long long)s.varlen_max);
+    CG_CHECK(s.shape.longest == 200, "longest sequence %lld, expected 200", (long long)s.shape.longest);
     CG_CHECK(strstr(a, "seq=512;varlen=256;") != NULL, "varlen key text: %s", a);
     CG_CHECK(strstr(ba, "T<=512 varlen max<=256") != NULL, "varlen key brief: %s", ba);
     key_of(ctx, CG_OP_SSD_FWD, 307, NULL, 0, &s, b, sizeof b, bb);
-    CG_CHECK(s.varlen_max == 0 && !strstr(b, "varlen") && !strstr(bb, "varlen"), "plain key names varlen: %s / %s", b, bb);
+    CG_CHECK(s.shape.longest == 0 && !strstr(b, "varlen") && !strstr(bb, "varlen"), "plain key names varlen: %s / %s", b, bb);
     CG_CHECK(strcmp(a, b) != 0, "varlen and plain calls share a key: %s", a);
     /* another length mix, same buckets: the same key; a longer longest sequence: another */
     const int64_t cu2[] = {0, 150, 307};
@@ -51,7 +51,7 @@ CG_TEST(varlen_tune_key_class) {
     CG_CHECK(!strcmp(a, c), "same buckets, different keys: %s vs %s", a, c);
     const int64_t cu3[] = {0, 300, 307};
     key_of(ctx, CG_OP_SSD_FWD, 307, cu3, 3, &s, c, sizeof c, bc);
-    CG_CHECK(strstr(c, "varlen=512;") != NULL && strcmp(a, c), "longest %lld: %s", (long long)s.varlen_max, c);
+    CG_CHECK(strstr(c, "varlen=512;") != NULL && strcmp(a, c), "longest %lld: %s", (long long)s.shape.longest, c);
     cg_context_free(ctx);
 }
 

@@ -25,8 +25,11 @@ void tune_test_entry(cg_context *ctx, cg_tune_entry *e, int64_t T, int64_t dv, i
                      double ms, double iqr) {
     memset(e, 0, sizeof *e);
     cg_tune_shape s;
-    memset(&s, 0, sizeof s);
-    s.B = 1, s.T = T, s.G = 1, s.H = 2, s.dk = 16, s.dv = dv;
+    cg__tune_shape_init(&s, CG_OP_SSD_FWD);
+    int64_t *x = s.shape.dim;
+    cg__tune_shape_set_seq(&s, T);
+    x[CG_SYM_B] = 1, x[CG_SYM_G] = 1, x[CG_SYM_H] = 2, x[CG_SYM_DK] = 16,
+    x[CG_SYM_DV] = dv;
     snprintf(s.name, sizeof s.name, "test_dv%lld", (long long)dv);
     CG_CHECK_OK(ctx, cg__tune_key_make(ctx, "cpu", &s, bwd, &e->key));
     e->shape = s;
