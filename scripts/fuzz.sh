@@ -3,7 +3,7 @@
 # run each for a bounded time on its seed corpus (plus what it finds, in a temp dir).
 # Usage: scripts/fuzz.sh [BUILD_DIR] [SECONDS_PER_TARGET]
 # BUILD_DIR is a built release tree (scripts/setup.sh BUILD_DIR): the import target
-# links its libchunkgen.a; the sources under test (tools/npy.c with runtime/dtype.c, its 16-bit conversions,
+# links its libchunkgen.a; the sources under test (tools/npy.c with runtime/dtype.c, its 16-bit conversions, and runtime/fsutil.c, its temp files;
 # autotune/store.c, autotune/exchange.c) are compiled instrumented into the targets.
 # Exit 0 when no target found a crash, leak or UB within the time; skips (exit 0, with
 # a message) when clang or its libFuzzer runtime is missing.
@@ -38,7 +38,8 @@ flags=(-g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sa
        -I"$root/include" -I"$root/runtime" -I"$root/tools" -I"$root/autotune" -I"$luainc")
 
 echo "== fuzz: building the targets ($cc)"
-"$cc" "${flags[@]}" "$root/tests/fuzz/fuzz_npy.c" "$root/tools/npy.c" "$root/runtime/dtype.c" -o "$out/fuzz_npy"
+"$cc" "${flags[@]}" "$root/tests/fuzz/fuzz_npy.c" "$root/tools/npy.c" "$root/runtime/dtype.c" \
+  "$root/runtime/fsutil.c" -o "$out/fuzz_npy"
 "$cc" "${flags[@]}" "$root/tests/fuzz/fuzz_import.c" "$root/autotune/store.c" "$root/autotune/exchange.c" \
   "$lib" "$lua" "$jansson" -lpthread -ldl -lm -o "$out/fuzz_import"
 
