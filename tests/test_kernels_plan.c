@@ -29,7 +29,7 @@ CG_TEST(kernels_plan_make) {
                  p.nlaunch >= 1 && p.config[0],
              "plan %s (%s), %d launches", p.name, p.config, p.nlaunch);
     /* the generator's own plan of the same shape and device: the same facts */
-    cg_shape ks;
+    cg_shape ks = {.size = sizeof ks};
     CG_CHECK_OK(ctx, cg_shape_parse(ctx, "ssd_fwd:B=1,T=100,G=1,H=2,dk=48,dv=40", &ks));
     cg_devinfo dev;
     CG_CHECK(cg__devinfo_arch(90, &dev), "sm_90 known");

@@ -63,7 +63,7 @@ CG_TEST(shape_kernel_prob_carries_shape) {
             if (d->dim_off[k] != (size_t)-1)
                 n += (size_t)snprintf(text + n, sizeof text - n, "%s=%lld,", cg_sym_name((cg_sym)k), (long long)val[k]);
         text[n - 1] = 0;
-        cg_shape s;
+        cg_shape s = {.size = sizeof s};
         CG_CHECK_OK(ctx, cg_shape_parse(ctx, text, &s));
         cg_args_any args;
         cg_prob_any prob;

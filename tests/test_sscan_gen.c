@@ -562,7 +562,7 @@ CG_TEST(sscan_gen_half_refusals) {
     CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "sscan_fwd", &ks, ksf, &dev, NULL, &a), CG_EUNSUPPORTED, "A as float32 only",
                      "A is float32 in every kernel");
     /* SSD's 16-bit kernels (tests/test_ssd16_gen.c) take q, k, v, o, not log_alpha */
-    cg_shape ss;
+    cg_shape ss = {.size = sizeof ss};
     CG_CHECK_OK(ctx, cg_shape_parse(ctx, "ssd_fwd:B=1,T=9,G=1,H=1,dk=16,dv=16", &ss));
     cg_test_shape_half(&ss, CG_BF16, "q log_alpha");
     CG_CHECK_REFUSED(ctx, cg__gen_plan(ctx, "ssd_fwd", &ss, 0, &dev, NULL, &a), CG_EUNSUPPORTED,
